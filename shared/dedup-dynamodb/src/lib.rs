@@ -1,0 +1,45 @@
+//! The mark store on DynamoDB: the one place in lambda-dedup that knows `aws-sdk-dynamodb`.
+//!
+//! # Layout
+//! - [`MarkStore`] (in `store`): claim, commit-with-effects, complete, release, get (S4–S6, S8, S9,
+//!   S11).
+//! - `codec`: marks and effects to and from DynamoDB items.
+//! - [`Error`] (in `error`): typed failures; [`Error::is_retryable`] tells a transient fault
+//!   (throttling, `TransactionConflict`, timeouts, network) from a permanent one (S13).
+//! - [`provision`]: creates a mark table with TTL on, for tests, demos and local development.
+//!
+//! # Table layout
+//! One item per mark, partition key `pk` (string), no sort key. Attributes: `status`
+//! (`IN_PROGRESS`/`COMPLETED`), `owner`, `lease_expires_at` (epoch ms), `expires_at` (epoch
+//! seconds; **the table's TTL attribute**), `fingerprint`, `result`, `first_seen_at`,
+//! `completed_at` (epoch ms).
+
+mod codec;
+mod error;
+pub mod provision;
+mod store;
+
+pub use error::{Error, FaultKind};
+pub use store::{DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, MAX_EFFECTS, MarkStore};
+
+/// Attribute names of a mark item.
+pub mod attr {
+    /// Partition key.
+    pub const PK: &str = "pk";
+    /// `IN_PROGRESS` or `COMPLETED`.
+    pub const STATUS: &str = "status";
+    /// Owner token of the claim.
+    pub const OWNER: &str = "owner";
+    /// Lease expiry, epoch milliseconds.
+    pub const LEASE: &str = "lease_expires_at";
+    /// TTL, epoch seconds: configure the table's TTL on this attribute.
+    pub const EXPIRES_AT: &str = "expires_at";
+    /// Payload fingerprint.
+    pub const FINGERPRINT: &str = "fingerprint";
+    /// Stored result.
+    pub const RESULT: &str = "result";
+    /// First claim or commit, epoch milliseconds.
+    pub const FIRST_SEEN: &str = "first_seen_at";
+    /// Completion, epoch milliseconds.
+    pub const COMPLETED_AT: &str = "completed_at";
+}

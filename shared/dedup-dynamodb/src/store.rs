@@ -1,0 +1,444 @@
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    CancellationReason, Put, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem,
+};
+use dedup::clock::{Clock, SystemClock, epoch_millis, epoch_secs};
+use dedup::{
+    Claim, Commit, DedupKey, Effect, Fingerprint, Lease, Mark, MarkStatus, OwnerToken, Retention,
+    Seen,
+};
+
+use crate::attr;
+use crate::codec::{self, Av, ms, s, secs};
+use crate::error::{Error, FaultKind, classify_code};
+
+/// Default lease on a claim: long enough for one external call with retries, short enough that a
+/// crashed holder's event is picked up again within a typical SQS visibility timeout.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+/// Default bound on the stored result (DynamoDB items are limited to 400 KB).
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 64 * 1024;
+/// DynamoDB allows 100 items in one transaction; the mark takes one.
+pub const MAX_EFFECTS: usize = 99;
+
+/// The mark store: marks in one DynamoDB table (see the crate docs for its layout).
+///
+/// Cheap to clone; build it once per process, outside the handler.
+#[derive(Debug, Clone)]
+pub struct MarkStore {
+    client: Client,
+    table: Arc<str>,
+    retention: Retention,
+    lease: Duration,
+    max_result_bytes: usize,
+    clock: Arc<dyn Clock>,
+}
+
+/// A condition expression with the names and values it uses (DynamoDB refuses unused ones).
+struct Condition {
+    expr: String,
+    names: HashMap<String, String>,
+    values: Av,
+}
+
+impl MarkStore {
+    /// A store on `table`, keeping marks for `retention` (S9).
+    pub fn new(client: Client, table: impl Into<String>, retention: Retention) -> Self {
+        Self {
+            client,
+            table: Arc::from(table.into()),
+            retention,
+            lease: DEFAULT_LEASE,
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// The longest lease a claim takes (it is also cut to the caller's deadline).
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// The bound on a stored result, in bytes.
+    pub fn with_max_result_bytes(mut self, max: usize) -> Self {
+        self.max_result_bytes = max;
+        self
+    }
+
+    /// The source of "now" (tests move it to expire leases and TTLs).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The table name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The condition under which a new mark may be written over whatever is stored (S4, S9,
+    /// S11): no mark; or a mark whose TTL has passed (DynamoDB may not have deleted it yet); or
+    /// an in-progress claim whose lease has run out and whose fingerprint matches.
+    fn takeover(now: SystemTime, fp: Option<&Fingerprint>) -> Condition {
+        let mut expr = String::from(
+            "attribute_not_exists(#pk) OR #exp <= :now_s OR (#st = :inprog AND #lease <= :now_ms",
+        );
+        let mut names: HashMap<String, String> = [
+            ("#pk", attr::PK),
+            ("#exp", attr::EXPIRES_AT),
+            ("#st", attr::STATUS),
+            ("#lease", attr::LEASE),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let mut values: Av = [
+            (":now_s", secs(now)),
+            (":now_ms", ms(now)),
+            (":inprog", s(MarkStatus::InProgress.as_str())),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        if let Some(fp) = fp {
+            expr.push_str(" AND (attribute_not_exists(#fp) OR #fp = :fp)");
+            names.insert("#fp".into(), attr::FINGERPRINT.into());
+            values.insert(":fp".into(), s(fp.as_str()));
+        }
+        expr.push(')');
+        Condition {
+            expr,
+            names,
+            values,
+        }
+    }
+
+    /// The attributes every new mark has.
+    fn new_mark(&self, key: &DedupKey, status: MarkStatus, now: SystemTime, fp: Option<&Fingerprint>) -> Av {
+        let mut item: Av = HashMap::new();
+        item.insert(attr::PK.into(), s(key.as_str()));
+        item.insert(attr::STATUS.into(), s(status.as_str()));
+        // Round the TTL up so a mark never expires before its full retention.
+        let ttl = now + self.retention.duration() + Duration::from_millis(999);
+        item.insert(attr::EXPIRES_AT.into(), secs(ttl));
+        item.insert(attr::FIRST_SEEN.into(), ms(now));
+        if let Some(fp) = fp {
+            item.insert(attr::FINGERPRINT.into(), s(fp.as_str()));
+        }
+        item
+    }
+
+    fn check_result(&self, result: Option<&str>) -> Result<(), Error> {
+        match result {
+            Some(r) if r.len() > self.max_result_bytes => Err(Error::Invalid(format!(
+                "result is {} bytes, over the {}-byte bound",
+                r.len(),
+                self.max_result_bytes
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Explains a failed takeover from the old item DynamoDB returned with it.
+    fn explain(
+        &self,
+        key: &DedupKey,
+        old: Option<&Av>,
+        fp: Option<&Fingerprint>,
+        now: SystemTime,
+    ) -> Result<Seen, Error> {
+        let Some(old) = old else {
+            return Err(Error::Contended(key.clone()));
+        };
+        codec::mark(old)?
+            .classify(fp, now)
+            .ok_or_else(|| Error::Contended(key.clone()))
+    }
+
+    /// Claims `key` under a lease (S4, S6): one conditional `PutItem`. Of any number of
+    /// concurrent claims of one key, exactly one returns [`Claim::Claimed`]. The others learn why
+    /// from the old item returned with the failed condition, at no extra read: a duplicate (with
+    /// the stored result), an in-progress claim, or a conflict (S8, S11).
+    ///
+    /// The lease runs for the store's lease duration, cut to `deadline` (pass the invocation's
+    /// deadline, so a lease never outlives the process that holds it).
+    pub async fn claim(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
+        deadline: Option<SystemTime>,
+    ) -> Result<Claim, Error> {
+        let now = self.clock.now();
+        let mut lease_end = now + self.lease;
+        if let Some(deadline) = deadline {
+            if deadline <= now {
+                return Err(Error::Invalid("no time left before the deadline to hold a lease".into()));
+            }
+            lease_end = lease_end.min(deadline);
+        }
+        let owner = OwnerToken::random();
+        let mut item = self.new_mark(key, MarkStatus::InProgress, now, fp);
+        item.insert(attr::OWNER.into(), s(owner.as_str()));
+        item.insert(attr::LEASE.into(), ms(lease_end));
+        let cond = Self::takeover(now, fp);
+        let sent = self
+            .client
+            .put_item()
+            .table_name(self.table.as_ref())
+            .set_item(Some(item))
+            .condition_expression(cond.expr)
+            .set_expression_attribute_names(Some(cond.names))
+            .set_expression_attribute_values(Some(cond.values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(Claim::Claimed(Lease {
+                key: key.clone(),
+                owner,
+                expires_at: lease_end,
+                fingerprint: fp.cloned(),
+            })),
+            Err(err) => match err.as_service_error() {
+                Some(PutItemError::ConditionalCheckFailedException(c)) => {
+                    self.explain(key, c.item(), fp, now).map(Claim::Seen)
+                }
+                _ => Err(Error::from_sdk(err)),
+            },
+        }
+    }
+
+    /// Commits the completed mark of `key` together with `effects` in one `TransactWriteItems`
+    /// (S5): either the mark and every effect are written, or nothing is.
+    ///
+    /// - The mark is written only where [`claim`](Self::claim) could write one; otherwise nothing
+    ///   is written and the outcome says what stood in the way ([`Commit::Seen`]).
+    /// - An effect whose condition fails gives [`Commit::EffectRejected`]; no mark is written.
+    /// - The request carries a `ClientRequestToken` for this attempt, so if the SDK retries it
+    ///   after a lost response, DynamoDB answers with the first success instead of applying twice.
+    pub async fn commit(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
+        result: Option<&str>,
+        effects: &[Effect],
+    ) -> Result<Commit, Error> {
+        if effects.len() > MAX_EFFECTS {
+            return Err(Error::Invalid(format!(
+                "{} effects; one transaction holds the mark and at most {MAX_EFFECTS}",
+                effects.len()
+            )));
+        }
+        self.check_result(result)?;
+        let now = self.clock.now();
+        let mut item = self.new_mark(key, MarkStatus::Completed, now, fp);
+        item.insert(attr::COMPLETED_AT.into(), ms(now));
+        if let Some(r) = result {
+            item.insert(attr::RESULT.into(), s(r));
+        }
+        let cond = Self::takeover(now, fp);
+        let mark = Put::builder()
+            .table_name(self.table.as_ref())
+            .set_item(Some(item))
+            .condition_expression(cond.expr)
+            .set_expression_attribute_names(Some(cond.names))
+            .set_expression_attribute_values(Some(cond.values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        let mut items = Vec::with_capacity(effects.len() + 1);
+        items.push(TransactWriteItem::builder().put(mark).build());
+        for e in effects {
+            items.push(codec::effect(e)?);
+        }
+        let attempt = OwnerToken::random();
+        let sent = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .client_request_token(key.request_token(&attempt))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(Commit::Applied),
+            Err(err) => match err.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(tc)) => {
+                    self.cancelled(key, fp, now, tc.cancellation_reasons())
+                }
+                Some(TransactWriteItemsError::IdempotentParameterMismatchException(_)) => {
+                    Err(Error::Invalid(format!(
+                        "request token reused with other parameters for {key}"
+                    )))
+                }
+                _ => Err(Error::from_sdk(err)),
+            },
+        }
+    }
+
+    /// Maps a cancelled commit's positional reasons: position 0 is the mark, 1.. the effects.
+    fn cancelled(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
+        now: SystemTime,
+        reasons: &[CancellationReason],
+    ) -> Result<Commit, Error> {
+        let code = |r: &CancellationReason| r.code().unwrap_or("None").to_owned();
+        if let Some(first) = reasons.first() {
+            if code(first) == "ConditionalCheckFailed" {
+                return self.explain(key, first.item(), fp, now).map(Commit::Seen);
+            }
+        }
+        if let Some(i) = reasons
+            .iter()
+            .skip(1)
+            .position(|r| code(r) == "ConditionalCheckFailed")
+        {
+            return Ok(Commit::EffectRejected { index: i });
+        }
+        let codes: Vec<String> = reasons.iter().map(code).filter(|c| c != "None").collect();
+        let kind = codes
+            .iter()
+            .map(|c| classify_code(Some(c), 400))
+            .find(|k| *k != FaultKind::Refused)
+            .unwrap_or(FaultKind::Refused);
+        Err(Error::store(
+            kind,
+            format!("transaction cancelled: [{}]", codes.join(", ")),
+        ))
+    }
+
+    /// Completes a claim (S6): the mark becomes `COMPLETED` with `result`, but only if `lease`
+    /// still owns it. A lease that ran out and was taken over by another process gets
+    /// [`Error::Fenced`] and changes nothing. Completing twice with the same lease is harmless.
+    pub async fn complete(&self, lease: &Lease, result: Option<&str>) -> Result<(), Error> {
+        self.check_result(result)?;
+        let now = self.clock.now();
+        let mut update = String::from("SET #st = :done, #cat = :now_ms");
+        let mut names: HashMap<String, String> = [
+            ("#st", attr::STATUS),
+            ("#cat", attr::COMPLETED_AT),
+            ("#owner", attr::OWNER),
+            ("#lease", attr::LEASE),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let mut values: Av = [
+            (":done", s(MarkStatus::Completed.as_str())),
+            (":inprog", s(MarkStatus::InProgress.as_str())),
+            (":now_ms", ms(now)),
+            (":owner", s(lease.owner.as_str())),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        if let Some(r) = result {
+            update.push_str(", #res = :res");
+            names.insert("#res".into(), attr::RESULT.into());
+            values.insert(":res".into(), s(r));
+        }
+        update.push_str(" REMOVE #lease");
+        let sent = self
+            .client
+            .update_item()
+            .table_name(self.table.as_ref())
+            .key(attr::PK, s(lease.key.as_str()))
+            .update_expression(update)
+            .condition_expression("#owner = :owner AND #st = :inprog")
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(()),
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
+                    let current = c.item().map(codec::mark).transpose()?;
+                    match current {
+                        // Our own earlier completion (a retry after a lost response).
+                        Some(m)
+                            if m.status == MarkStatus::Completed
+                                && m.owner.as_ref() == Some(&lease.owner) =>
+                        {
+                            Ok(())
+                        }
+                        current => Err(fenced(lease, current)),
+                    }
+                }
+                _ => Err(Error::from_sdk(err)),
+            },
+        }
+    }
+
+    /// Releases a claim after a handler error (S6), so a redelivery can try again at once, but
+    /// only if `lease` still owns it: otherwise [`Error::Fenced`], and nothing changes.
+    pub async fn release(&self, lease: &Lease) -> Result<(), Error> {
+        let sent = self
+            .client
+            .delete_item()
+            .table_name(self.table.as_ref())
+            .key(attr::PK, s(lease.key.as_str()))
+            .condition_expression("#owner = :owner AND #st = :inprog")
+            .expression_attribute_names("#owner", attr::OWNER)
+            .expression_attribute_names("#st", attr::STATUS)
+            .expression_attribute_values(":owner", s(lease.owner.as_str()))
+            .expression_attribute_values(":inprog", s(MarkStatus::InProgress.as_str()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(()),
+            Err(err) => match err.as_service_error() {
+                Some(DeleteItemError::ConditionalCheckFailedException(c)) => match c.item() {
+                    // Nothing stored: already released (a retry), or never there.
+                    None => Ok(()),
+                    Some(old) => Err(fenced(lease, Some(codec::mark(old)?))),
+                },
+                _ => Err(Error::from_sdk(err)),
+            },
+        }
+    }
+
+    /// The live mark of `key` (strongly consistent read), or `None`. A mark whose TTL has passed
+    /// is `None` even while DynamoDB still stores it (S9).
+    pub async fn get(&self, key: &DedupKey) -> Result<Option<Mark>, Error> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(self.table.as_ref())
+            .key(attr::PK, s(key.as_str()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(Error::from_sdk)?;
+        let now = self.clock.now();
+        match out.item() {
+            None => Ok(None),
+            Some(item) => Ok(Some(codec::mark(item)?).filter(|m| m.is_live(now))),
+        }
+    }
+
+    /// The store's clock reading, in epoch milliseconds and seconds (for logs and tests).
+    pub fn now(&self) -> (u64, u64) {
+        let now = self.clock.now();
+        (epoch_millis(now), epoch_secs(now))
+    }
+}
+
+fn fenced(lease: &Lease, current: Option<Mark>) -> Error {
+    Error::Fenced {
+        key: lease.key.clone(),
+        current: current.map(Box::new),
+    }
+}

@@ -1,0 +1,118 @@
+//! Payload fingerprints (S11): a digest of a configurable part of the message, stored with the
+//! mark. A later delivery of the same key with a different fingerprint is a *conflict*, not a
+//! duplicate: the producer reused an identity for a different payload.
+
+use std::fmt;
+
+use serde_json::Value as Json;
+
+use crate::hash_parts;
+
+/// A payload fingerprint: SHA-256, hex.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Fingerprint(String);
+
+impl Fingerprint {
+    /// The fingerprint of raw bytes.
+    pub fn of_bytes(bytes: &[u8]) -> Self {
+        Self(hex::encode(hash_parts("lambda-dedup/fp/bytes/v1", [bytes])))
+    }
+
+    /// The fingerprint of a JSON value, canonicalised (object keys sorted, no whitespace), so a
+    /// producer that re-serialises the same payload keeps the same fingerprint.
+    pub fn of_json(value: &Json) -> Self {
+        let mut canonical = String::new();
+        write_canonical(value, &mut canonical);
+        Self(hex::encode(hash_parts(
+            "lambda-dedup/fp/json/v1",
+            [canonical.as_bytes()],
+        )))
+    }
+
+    /// Rebuilds a fingerprint from its stored form.
+    pub fn from_stored(hex: String) -> Self {
+        Self(hex)
+    }
+
+    /// The stored form (hex).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What part of a message the fingerprint covers.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum FingerprintSource {
+    /// No fingerprint: same key, any payload, is a duplicate.
+    #[default]
+    None,
+    /// The whole body: canonical JSON when it parses as JSON, the raw bytes otherwise.
+    WholeBody,
+    /// The CloudEvents `data` member (envelope attributes such as `time` may differ between a
+    /// producer's retries of one event).
+    CloudEventsData,
+    /// The JSON value at a pointer (absent counts as `null`).
+    JsonPointer(String),
+}
+
+impl FingerprintSource {
+    pub(crate) fn needs_json(&self) -> bool {
+        matches!(
+            self,
+            FingerprintSource::CloudEventsData | FingerprintSource::JsonPointer(_)
+        )
+    }
+
+    /// The fingerprint of a message, given its raw body and, when parsed, its JSON.
+    pub fn compute(&self, raw: &[u8], json: Option<&Json>) -> Option<Fingerprint> {
+        let pick = |v: Option<&Json>| Fingerprint::of_json(v.unwrap_or(&Json::Null));
+        match self {
+            FingerprintSource::None => None,
+            FingerprintSource::WholeBody => Some(match json {
+                Some(j) => Fingerprint::of_json(j),
+                None => match serde_json::from_slice::<Json>(raw) {
+                    Ok(j) => Fingerprint::of_json(&j),
+                    Err(_) => Fingerprint::of_bytes(raw),
+                },
+            }),
+            FingerprintSource::CloudEventsData => Some(pick(json.and_then(|j| j.get("data")))),
+            FingerprintSource::JsonPointer(p) => Some(pick(json.and_then(|j| j.pointer(p)))),
+        }
+    }
+}
+
+fn write_canonical(v: &Json, out: &mut String) {
+    match v {
+        Json::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Json::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(v, out);
+            }
+            out.push('}');
+        }
+        Json::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}

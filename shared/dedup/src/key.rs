@@ -1,0 +1,498 @@
+//! Dedup keys and the explicit extractors that derive them (S1–S3).
+//!
+//! A key is `(namespace, consumer, tenant, event identity)`. The namespace and consumer are
+//! configuration and stay readable in the partition key; the tenant and the event identity come
+//! from the message and only ever appear hashed, so no personal data reaches the table or the logs
+//! in clear (S3).
+//!
+//! The event identity is what the producer declares, chosen explicitly with [`IdentitySource`].
+//! There is no default: the SQS `messageId` and a body hash exist only as named variants with their
+//! caveats documented (S1).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde_json::Value as Json;
+
+use crate::fingerprint::{Fingerprint, FingerprintSource};
+use crate::hash_parts;
+use crate::retention::ConfigError;
+
+/// Longest accepted identity or tenant value, in bytes.
+pub const MAX_IDENTITY_BYTES: usize = 1024;
+/// Default largest body accepted, in bytes (the classic SQS limit, 256 KiB).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 256 * 1024;
+/// Longest namespace or consumer name.
+pub const MAX_SCOPE_NAME: usize = 64;
+
+/// Where the dedup key is valid: the environment (`prod`, `dev`) and the consuming application.
+/// Two consumers of one event each handle it once (S1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    namespace: String,
+    consumer: String,
+}
+
+impl Scope {
+    /// A scope. Both names: 1–64 characters of `A-Z a-z 0-9 . _ -`.
+    pub fn new(namespace: &str, consumer: &str) -> Result<Self, ConfigError> {
+        for (what, name) in [("namespace", namespace), ("consumer", consumer)] {
+            let ok = !name.is_empty()
+                && name.len() <= MAX_SCOPE_NAME
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+            if !ok {
+                return Err(ConfigError::BadName {
+                    what,
+                    name: name.to_owned(),
+                });
+            }
+        }
+        Ok(Self {
+            namespace: namespace.to_owned(),
+            consumer: consumer.to_owned(),
+        })
+    }
+
+    /// The environment namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The consumer name.
+    pub fn consumer(&self) -> &str {
+        &self.consumer
+    }
+}
+
+/// The partition key of a mark: `namespace#consumer#<sha256 hex of tenant and identity>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DedupKey(String);
+
+impl DedupKey {
+    /// Derives the key of an event from its scope, tenant and identity components. The components
+    /// name what they are (e.g. `["cloudevents", source, id]`) so two extractors never collide.
+    /// Values are checked by the extractors; use this directly only for sources that are not
+    /// messages (a webhook header, say), after checking the values yourself.
+    pub fn new(scope: &Scope, tenant: &str, identity: &[&str]) -> Self {
+        let digest = hash_parts(
+            "lambda-dedup/key/v1",
+            std::iter::once(tenant.as_bytes()).chain(identity.iter().map(|s| s.as_bytes())),
+        );
+        Self(format!(
+            "{}#{}#{}",
+            scope.namespace,
+            scope.consumer,
+            hex::encode(digest)
+        ))
+    }
+
+    /// Rebuilds a key from a stored partition key value.
+    pub fn from_stored(pk: String) -> Self {
+        Self(pk)
+    }
+
+    /// The partition key value.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The idempotency key to hand to an external API for this event (S6, S7): derived only from
+    /// the dedup key, so it is the same on every retry, in every process, under every lease.
+    pub fn idempotency_key(&self) -> String {
+        let digest = hash_parts("lambda-dedup/idempotency-key/v1", [self.0.as_bytes()]);
+        // 32 hex chars (128 bits): fits every provider's limit (Stripe: 255, IETF draft: any).
+        format!("ldd-{}", &hex::encode(digest)[..32])
+    }
+}
+
+impl DedupKey {
+    /// A `ClientRequestToken` for one write attempt on this key: derived from the key and the
+    /// attempt's own random token, so the SDK's retries of that one call share it (and DynamoDB
+    /// cannot apply it twice), while two deliveries of the same event never do (a shared token
+    /// would let DynamoDB answer the second with the first's success, and count it applied twice).
+    pub fn request_token(&self, attempt: &crate::mark::OwnerToken) -> String {
+        let digest = hash_parts(
+            "lambda-dedup/request-token/v1",
+            [self.0.as_bytes(), attempt.as_str().as_bytes()],
+        );
+        hex::encode(&digest[..16]) // 32 characters; DynamoDB allows up to 36
+    }
+}
+
+impl fmt::Display for DedupKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A message attribute value, as SQS carries them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttributeValue {
+    /// `String` and `Number` data types.
+    String(String),
+    /// `Binary` data type.
+    Binary(Vec<u8>),
+}
+
+/// One delivery, in the library's own terms (the functions convert from `aws_lambda_events`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Message {
+    /// The broker's id of this delivery (SQS `messageId`).
+    pub message_id: String,
+    /// The raw body.
+    pub body: Vec<u8>,
+    /// Message attributes by name.
+    pub attributes: BTreeMap<String, AttributeValue>,
+}
+
+/// Where the event identity comes from (S1). Chosen explicitly; there is no default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdentitySource {
+    /// Structured-mode CloudEvents JSON body: `source` + `id` (the spec makes this pair unique).
+    /// `specversion` and `type` must be present too.
+    CloudEvents,
+    /// A named SQS message attribute of type String or Number.
+    MessageAttribute(String),
+    /// A JSON pointer (RFC 6901, e.g. `/order/id`) into a JSON body; the value must be a string or
+    /// an integer.
+    JsonPointer(String),
+    /// The SQS `messageId`. **Only protects against broker redelivery**: a producer that retries a
+    /// send gets a new `messageId`, and the event is processed twice. Choose it only when the
+    /// producer has no identity to offer.
+    SqsMessageId,
+    /// SHA-256 of the raw body bytes. **Breaks on re-serialisation** (a producer that re-encodes
+    /// the same event with other whitespace or key order makes a new identity) and **merges two
+    /// legitimate identical actions** (two equal payments become one). Choose it knowingly.
+    BodySha256,
+}
+
+/// Where the tenant comes from (S1): keeps customers' identities apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TenantSource {
+    /// No tenants: every event belongs to one tenant.
+    Single,
+    /// A fixed tenant for this consumer.
+    Fixed(String),
+    /// A named SQS message attribute.
+    MessageAttribute(String),
+    /// A top-level CloudEvents extension attribute of the JSON body (e.g. `tenantid`).
+    CloudEventsExtension(String),
+    /// A JSON pointer into the body.
+    JsonPointer(String),
+}
+
+/// How to derive the key and fingerprint of a message.
+#[derive(Debug, Clone)]
+pub struct KeySpec {
+    scope: Scope,
+    tenant: TenantSource,
+    identity: IdentitySource,
+    fingerprint: FingerprintSource,
+    max_body_bytes: usize,
+}
+
+/// What a message derives to: its key, its fingerprint, and the parsed JSON body when the spec
+/// needed to parse it (so the handler does not parse twice).
+#[derive(Debug, Clone)]
+pub struct Derived {
+    /// The dedup key.
+    pub key: DedupKey,
+    /// The payload fingerprint, unless the spec has none.
+    pub fingerprint: Option<Fingerprint>,
+    /// The body as JSON, when it was parsed.
+    pub body: Option<Json>,
+}
+
+impl KeySpec {
+    /// A spec with the given identity source, a single tenant, no fingerprint and the default body
+    /// limit. Set the rest with the builder methods.
+    pub fn new(scope: Scope, identity: IdentitySource) -> Self {
+        Self {
+            scope,
+            tenant: TenantSource::Single,
+            identity,
+            fingerprint: FingerprintSource::None,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+
+    /// Where the tenant comes from.
+    pub fn tenant(mut self, tenant: TenantSource) -> Self {
+        self.tenant = tenant;
+        self
+    }
+
+    /// What part of the message the fingerprint covers (S11).
+    pub fn fingerprint(mut self, fingerprint: FingerprintSource) -> Self {
+        self.fingerprint = fingerprint;
+        self
+    }
+
+    /// The largest body accepted; larger ones are rejected.
+    pub fn max_body_bytes(mut self, max: usize) -> Self {
+        self.max_body_bytes = max;
+        self
+    }
+
+    /// The scope.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    fn needs_json(&self) -> bool {
+        matches!(
+            self.identity,
+            IdentitySource::CloudEvents | IdentitySource::JsonPointer(_)
+        ) || matches!(
+            self.tenant,
+            TenantSource::CloudEventsExtension(_) | TenantSource::JsonPointer(_)
+        ) || self.fingerprint.needs_json()
+    }
+
+    /// Derives the key of `msg`, or says why it cannot (S2: no key, no processing).
+    pub fn derive(&self, msg: &Message) -> Result<Derived, Rejection> {
+        if msg.body.len() > self.max_body_bytes {
+            return Err(Rejection::BodyTooLarge {
+                len: msg.body.len(),
+                max: self.max_body_bytes,
+            });
+        }
+        let body = if self.needs_json() {
+            let text = std::str::from_utf8(&msg.body).map_err(|_| Rejection::BodyNotUtf8)?;
+            let json: Json = serde_json::from_str(text).map_err(|e| Rejection::BodyNotJson {
+                // serde's message names line/column and the kind of error, never the content.
+                detail: e.to_string(),
+            })?;
+            Some(json)
+        } else {
+            None
+        };
+
+        let tenant = self.tenant_of(msg, body.as_ref())?;
+        let identity: Vec<String> = match &self.identity {
+            IdentitySource::CloudEvents => {
+                let ce = body.as_ref().and_then(Json::as_object).ok_or(Rejection::WrongType {
+                    what: "CloudEvents body".into(),
+                    found: "non-object JSON",
+                })?;
+                for required in ["specversion", "type"] {
+                    let what = || format!("CloudEvents attribute `{required}`");
+                    let v = ce.get(required).ok_or_else(|| Rejection::Missing { what: what() })?;
+                    checked(&what(), &json_text(&what(), v, false)?)?;
+                }
+                let source = ce_attr(ce, "source")?;
+                let id = ce_attr(ce, "id")?;
+                vec!["cloudevents".into(), source, id]
+            }
+            IdentitySource::MessageAttribute(name) => {
+                let what = format!("message attribute `{name}`");
+                vec!["attribute".into(), name.clone(), attribute(msg, &what, name)?]
+            }
+            IdentitySource::JsonPointer(ptr) => {
+                let what = format!("body field `{ptr}`");
+                let v = pointer(body.as_ref(), ptr, &what)?;
+                vec!["pointer".into(), ptr.clone(), v]
+            }
+            IdentitySource::SqsMessageId => {
+                let what = "SQS messageId";
+                vec!["sqs-message-id".into(), checked(what, &msg.message_id)?]
+            }
+            IdentitySource::BodySha256 => {
+                if msg.body.is_empty() {
+                    return Err(Rejection::Empty {
+                        what: "body (identity is its hash)".into(),
+                    });
+                }
+                vec![
+                    "body-sha256".into(),
+                    hex::encode(hash_parts("body", [msg.body.as_slice()])),
+                ]
+            }
+        };
+        let parts: Vec<&str> = identity.iter().map(String::as_str).collect();
+        let key = DedupKey::new(&self.scope, &tenant, &parts);
+        let fingerprint = self.fingerprint.compute(&msg.body, body.as_ref());
+        Ok(Derived {
+            key,
+            fingerprint,
+            body,
+        })
+    }
+
+    fn tenant_of(&self, msg: &Message, body: Option<&Json>) -> Result<String, Rejection> {
+        Ok(match &self.tenant {
+            TenantSource::Single => String::new(),
+            TenantSource::Fixed(t) => t.clone(),
+            TenantSource::MessageAttribute(name) => {
+                attribute(msg, &format!("tenant message attribute `{name}`"), name)?
+            }
+            TenantSource::CloudEventsExtension(name) => {
+                let what = format!("tenant CloudEvents extension `{name}`");
+                let v = body
+                    .and_then(Json::as_object)
+                    .and_then(|o| o.get(name))
+                    .ok_or_else(|| Rejection::Missing { what: what.clone() })?;
+                checked(&what, &json_text(&what, v, false)?)?
+            }
+            TenantSource::JsonPointer(ptr) => {
+                pointer(body, ptr, &format!("tenant body field `{ptr}`"))?
+            }
+        })
+    }
+}
+
+fn ce_attr(ce: &serde_json::Map<String, Json>, name: &str) -> Result<String, Rejection> {
+    let what = format!("CloudEvents attribute `{name}`");
+    let v = ce
+        .get(name)
+        .ok_or_else(|| Rejection::Missing { what: what.clone() })?;
+    checked(&what, &json_text(&what, v, false)?)
+}
+
+fn attribute(msg: &Message, what: &str, name: &str) -> Result<String, Rejection> {
+    match msg.attributes.get(name) {
+        None => Err(Rejection::Missing { what: what.into() }),
+        Some(AttributeValue::String(s)) => checked(what, s),
+        Some(AttributeValue::Binary(b)) => {
+            let s = std::str::from_utf8(b).map_err(|_| Rejection::NotUtf8 { what: what.into() })?;
+            checked(what, s)
+        }
+    }
+}
+
+fn pointer(body: Option<&Json>, ptr: &str, what: &str) -> Result<String, Rejection> {
+    let v = body
+        .and_then(|b| b.pointer(ptr))
+        .ok_or_else(|| Rejection::Missing { what: what.into() })?;
+    checked(what, &json_text(what, v, true)?)
+}
+
+/// The text of a JSON identity value: a string, or (where allowed) an integer in its canonical
+/// decimal form. Floats, booleans, null, arrays and objects are not identities.
+fn json_text<'a>(
+    what: &str,
+    v: &'a Json,
+    allow_integer: bool,
+) -> Result<std::borrow::Cow<'a, str>, Rejection> {
+    match v {
+        Json::String(s) => Ok(s.as_str().into()),
+        Json::Number(n) if allow_integer && (n.is_i64() || n.is_u64()) => Ok(n.to_string().into()),
+        other => Err(Rejection::WrongType {
+            what: what.into(),
+            found: json_kind(other),
+        }),
+    }
+}
+
+fn json_kind(v: &Json) -> &'static str {
+    match v {
+        Json::Null => "null",
+        Json::Bool(_) => "boolean",
+        Json::Number(_) => "number",
+        Json::String(_) => "string",
+        Json::Array(_) => "array",
+        Json::Object(_) => "object",
+    }
+}
+
+/// Length and character checks on an identity or tenant value; the checked value, owned.
+fn checked(what: &str, v: &str) -> Result<String, Rejection> {
+    if v.trim().is_empty() {
+        return Err(Rejection::Empty { what: what.into() });
+    }
+    if v.len() > MAX_IDENTITY_BYTES {
+        return Err(Rejection::TooLong {
+            what: what.into(),
+            len: v.len(),
+            max: MAX_IDENTITY_BYTES,
+        });
+    }
+    if v.chars().any(char::is_control) {
+        return Err(Rejection::BadCharacters { what: what.into() });
+    }
+    Ok(v.to_owned())
+}
+
+/// Why a message has no key (S2). Messages name the field, never its value: values may be personal
+/// data (S3).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    /// The body is larger than the configured limit.
+    #[error("body is {len} bytes, over the {max}-byte limit")]
+    BodyTooLarge {
+        /// Body length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The body had to be JSON but is not UTF-8.
+    #[error("body is not valid UTF-8")]
+    BodyNotUtf8,
+    /// The body had to be JSON but does not parse.
+    #[error("body is not valid JSON: {detail}")]
+    BodyNotJson {
+        /// The parser's error (position and kind).
+        detail: String,
+    },
+    /// A field the key needs is absent.
+    #[error("{what} is missing")]
+    Missing {
+        /// The field.
+        what: String,
+    },
+    /// A field the key needs is empty or blank.
+    #[error("{what} is empty")]
+    Empty {
+        /// The field.
+        what: String,
+    },
+    /// A field the key needs is too long.
+    #[error("{what} is {len} bytes, over the {max}-byte limit")]
+    TooLong {
+        /// The field.
+        what: String,
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A binary field the key needs is not UTF-8.
+    #[error("{what} is not valid UTF-8")]
+    NotUtf8 {
+        /// The field.
+        what: String,
+    },
+    /// A field the key needs contains control characters.
+    #[error("{what} contains control characters")]
+    BadCharacters {
+        /// The field.
+        what: String,
+    },
+    /// A field the key needs has the wrong JSON type.
+    #[error("{what} is a {found}, expected a string")]
+    WrongType {
+        /// The field.
+        what: String,
+        /// The JSON type found.
+        found: &'static str,
+    },
+}
+
+impl Rejection {
+    /// A stable, low-cardinality code for metrics and log fields.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Rejection::BodyTooLarge { .. } => "body_too_large",
+            Rejection::BodyNotUtf8 => "body_not_utf8",
+            Rejection::BodyNotJson { .. } => "body_not_json",
+            Rejection::Missing { .. } => "identity_missing",
+            Rejection::Empty { .. } => "identity_empty",
+            Rejection::TooLong { .. } => "identity_too_long",
+            Rejection::NotUtf8 { .. } => "identity_not_utf8",
+            Rejection::BadCharacters { .. } => "identity_bad_characters",
+            Rejection::WrongType { .. } => "identity_wrong_type",
+        }
+    }
+}

@@ -1,1 +1,130 @@
+//! Shared set-up for the integration tests: a client for the DynamoDB Local that
+//! `cargo xtask test` started, and fresh tables per test so tests run in parallel.
+//!
+//! The tests read and write effect items with the SDK directly: state is checked through a path
+//! independent of the library under test.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, SystemTime};
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
+    ScalarAttributeType,
+};
+use dedup::{Retention, Scope};
+
+/// The endpoint of DynamoDB Local. Panics with instructions when the tests were not started by
+/// `cargo xtask test`: a correctness test that silently skips would prove nothing.
+pub fn endpoint() -> String {
+    std::env::var("DEDUP_DYNAMODB_ENDPOINT").unwrap_or_else(|_| {
+        panic!(
+            "DEDUP_DYNAMODB_ENDPOINT is not set. These tests run against DynamoDB Local: \
+             run them with `cargo xtask test`, which installs and starts it."
+        )
+    })
+}
+
+/// A client for DynamoDB Local.
+pub fn client() -> Client {
+    let conf = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
+        .endpoint_url(endpoint())
+        .build();
+    Client::from_conf(conf)
+}
+
+/// A name no other test uses.
+pub fn unique(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{prefix}-{}-{}-{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A fresh mark table (TTL on `expires_at`).
+pub async fn mark_table(client: &Client) -> String {
+    let name = unique("marks");
+    dedup_dynamodb::provision::create_mark_table(client, &name, false)
+        .await
+        .expect("create mark table");
+    name
+}
+
+/// A fresh effect table keyed by the string attribute `key_attr`.
+pub async fn effect_table(client: &Client, key_attr: &str) -> String {
+    let name = unique("effects");
+    client
+        .create_table()
+        .table_name(&name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name(key_attr)
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("attribute definition"),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name(key_attr)
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("key schema"),
+        )
+        .send()
+        .await
+        .expect("create effect table");
+    name
+}
+
+/// Reads an item by its string key, strongly consistent.
+pub async fn get_item(
+    client: &Client,
+    table: &str,
+    key_attr: &str,
+    key: &str,
+) -> Option<HashMap<String, AttributeValue>> {
+    client
+        .get_item()
+        .table_name(table)
+        .key(key_attr, AttributeValue::S(key.into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("get_item")
+        .item
+}
+
+/// A numeric attribute of an item, or `None` if the item or attribute is absent.
+pub async fn get_number(
+    client: &Client,
+    table: &str,
+    key_attr: &str,
+    key: &str,
+    attr: &str,
+) -> Option<i64> {
+    let item = get_item(client, table, key_attr, key).await?;
+    let n = item.get(attr)?.as_n().ok()?;
+    Some(n.parse().expect("number"))
+}
+
+/// The scope used by the tests.
+pub fn scope() -> Scope {
+    Scope::new("test", "integration").expect("scope")
+}
+
+/// One hour of retention, no horizon (tests state their own where they need one).
+pub fn retention() -> Retention {
+    Retention::unchecked(Duration::from_secs(3600)).expect("retention")
+}

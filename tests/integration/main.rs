@@ -1,1 +1,8 @@
-fn main(){}
+//! Integration tests of the library against DynamoDB Local (started by `cargo xtask test`).
+//! One test binary, a module per area. Each test names the rule of `SEMANTICS.md` it proves.
+
+mod claim;
+mod commit;
+mod faults;
+mod lease;
+mod retention;

@@ -1,0 +1,164 @@
+//! Committing the mark with the effect in one transaction (S5).
+
+use std::sync::Arc;
+
+use dedup::{Commit, DedupKey, Effect, Item, Seen};
+use dedup_dynamodb::MarkStore;
+use dedup_tests::{client, effect_table, get_item, get_number, mark_table, retention, scope, unique};
+use futures::StreamExt;
+
+fn credit(table: &str, account: &str, amount: i64) -> Effect {
+    Effect::update(table, Item::new().with("account", account))
+        .expression("ADD #balance :amount")
+        .name("#balance", "balance")
+        .value(":amount", amount)
+}
+
+/// S5: 1000 commits of one key (16 at a time), each with an `ADD balance :1` effect: exactly one
+/// applies, every other one is a duplicate, and the balance ends at 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn s5_a_thousand_commits_of_one_key_add_the_balance_once() {
+    let client = client();
+    let balances = effect_table(&client, "account").await;
+    let store = Arc::new(MarkStore::new(client.clone(), mark_table(&client).await, retention()));
+    let key = DedupKey::new(&scope(), "t", &["credito-17", &unique("evt")]);
+    let effect = credit(&balances, "credito-17", 1);
+
+    let outcomes: Vec<Commit> = futures::stream::iter(0..1000)
+        .map(|_| {
+            let (store, key, effect) = (store.clone(), key.clone(), effect.clone());
+            async move {
+                store
+                    .commit(&key, None, None, std::slice::from_ref(&effect))
+                    .await
+                    .expect("commit")
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+
+    let applied = outcomes.iter().filter(|o| **o == Commit::Applied).count();
+    let duplicates = outcomes
+        .iter()
+        .filter(|o| matches!(o, Commit::Seen(Seen::Duplicate(_))))
+        .count();
+    assert_eq!(applied, 1, "exactly one commit applies");
+    assert_eq!(duplicates, 999, "every other commit is a duplicate");
+    assert_eq!(
+        get_number(&client, &balances, "account", "credito-17", "balance").await,
+        Some(1)
+    );
+}
+
+/// S5: an effect whose condition fails cancels the whole transaction: no mark is written, so the
+/// event is not wrongly remembered as handled, and a later commit can still apply it.
+#[tokio::test]
+async fn s5_a_failed_effect_condition_leaves_no_mark() {
+    let client = client();
+    let balances = effect_table(&client, "account").await;
+    let marks = mark_table(&client).await;
+    let store = MarkStore::new(client.clone(), marks.clone(), retention());
+    let key = DedupKey::new(&scope(), "t", &["debit", &unique("evt")]);
+
+    // A debit that requires sufficient funds on an account that has none.
+    let debit = credit(&balances, "acct-1", -5)
+        .condition("#balance >= :need")
+        .value(":need", 5);
+    let keep = Effect::put(&balances, Item::new().with("account", "acct-2").with("note", "x"));
+    let out = store
+        .commit(&key, None, None, &[keep.clone(), debit])
+        .await
+        .expect("commit");
+    assert_eq!(out, Commit::EffectRejected { index: 1 }, "the second effect failed");
+    assert!(store.get(&key).await.expect("get").is_none(), "no mark (library view)");
+    assert!(
+        get_item(&client, &marks, "pk", key.as_str()).await.is_none(),
+        "no mark (raw table)"
+    );
+    assert!(
+        get_item(&client, &balances, "account", "acct-2").await.is_none(),
+        "the other effect in the transaction was not written either"
+    );
+
+    // Funds arrive; the same event now commits.
+    let topped = credit(&balances, "acct-1", 10);
+    assert_eq!(
+        store
+            .commit(&DedupKey::new(&scope(), "t", &["topup", &unique("evt")]), None, None, &[topped])
+            .await
+            .expect("top up"),
+        Commit::Applied
+    );
+    let debit = credit(&balances, "acct-1", -5)
+        .condition("#balance >= :need")
+        .value(":need", 5);
+    assert_eq!(
+        store.commit(&key, None, None, &[debit]).await.expect("retry"),
+        Commit::Applied
+    );
+    assert_eq!(get_number(&client, &balances, "account", "acct-1", "balance").await, Some(5));
+}
+
+/// S5: when the mark already exists, the effect is not touched, even one that would overwrite.
+#[tokio::test]
+async fn s5_an_existing_mark_leaves_the_effect_untouched() {
+    let client = client();
+    let balances = effect_table(&client, "account").await;
+    let store = MarkStore::new(client.clone(), mark_table(&client).await, retention());
+    let key = DedupKey::new(&scope(), "t", &["set", &unique("evt")]);
+    let set = |v: i64| {
+        Effect::put(&balances, Item::new().with("account", "acct").with("balance", v))
+    };
+    assert_eq!(
+        store.commit(&key, None, Some("first"), &[set(1)]).await.expect("first"),
+        Commit::Applied
+    );
+    match store.commit(&key, None, Some("second"), &[set(100)]).await.expect("second") {
+        Commit::Seen(Seen::Duplicate(mark)) => {
+            assert_eq!(mark.result.as_deref(), Some("first"), "S8: the first result is kept")
+        }
+        other => panic!("expected duplicate, got {other:?}"),
+    }
+    assert_eq!(get_number(&client, &balances, "account", "acct", "balance").await, Some(1));
+}
+
+/// S5: a commit with several effects over several tables writes all of them with the mark.
+#[tokio::test]
+async fn s5_all_effects_commit_with_the_mark() {
+    let client = client();
+    let balances = effect_table(&client, "account").await;
+    let journal = effect_table(&client, "entry").await;
+    let marks = mark_table(&client).await;
+    let store = MarkStore::new(client.clone(), marks.clone(), retention());
+    let key = DedupKey::new(&scope(), "t", &["transfer", &unique("evt")]);
+    let effects = [
+        credit(&balances, "from", -3),
+        credit(&balances, "to", 3),
+        Effect::put(&journal, Item::new().with("entry", key.as_str()).with("amount", 3))
+            .condition("attribute_not_exists(entry)"),
+    ];
+    assert_eq!(
+        store.commit(&key, None, None, &effects).await.expect("commit"),
+        Commit::Applied
+    );
+    assert_eq!(get_number(&client, &balances, "account", "from", "balance").await, Some(-3));
+    assert_eq!(get_number(&client, &balances, "account", "to", "balance").await, Some(3));
+    assert!(get_item(&client, &journal, "entry", key.as_str()).await.is_some());
+    let mark = get_item(&client, &marks, "pk", key.as_str()).await.expect("mark");
+    assert_eq!(mark["status"].as_s().ok().map(String::as_str), Some("COMPLETED"));
+}
+
+/// Too many effects for one transaction is refused before anything is sent.
+#[tokio::test]
+async fn s5_more_effects_than_one_transaction_holds_is_refused() {
+    let client = client();
+    let balances = effect_table(&client, "account").await;
+    let store = MarkStore::new(client.clone(), mark_table(&client).await, retention());
+    let key = DedupKey::new(&scope(), "t", &["big", &unique("evt")]);
+    let effects: Vec<Effect> = (0..100).map(|i| credit(&balances, &format!("a{i}"), 1)).collect();
+    let err = store.commit(&key, None, None, &effects).await.expect_err("refused");
+    assert!(matches!(err, dedup_dynamodb::Error::Invalid(_)), "{err}");
+    assert!(!err.is_retryable());
+    assert!(store.get(&key).await.expect("get").is_none());
+}

@@ -1,0 +1,223 @@
+//! Faults DynamoDB Local cannot produce (S13): throttling, `TransactionConflict`, server errors
+//! via `aws-smithy-mocks` with DynamoDB's real wire format (so the SDK's own deserializer
+//! classifies them), and timeouts / broken connections via real loopback sockets. Every one must
+//! come back as a retryable error, never as claimed, applied or duplicate.
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use aws_smithy_mocks::{MockResponseInterceptor, Rule, RuleMode, create_mock_http_client, mock};
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+use aws_smithy_runtime_api::http::StatusCode;
+use aws_smithy_types::body::SdkBody;
+use dedup::{DedupKey, Effect, Item};
+use dedup_dynamodb::{Error, FaultKind, MarkStore};
+use dedup_tests::{retention, scope};
+
+fn base_config() -> aws_sdk_dynamodb::config::Builder {
+    aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("a", "b", None, None, "faults"))
+        // The SDK retries transient faults itself first; two attempts keep the tests quick.
+        .retry_config(
+            RetryConfig::standard()
+                .with_max_attempts(2)
+                .with_initial_backoff(Duration::from_millis(1)),
+        )
+}
+
+fn mocked(rule: &Rule) -> Client {
+    let conf = base_config()
+        .http_client(create_mock_http_client())
+        .interceptor(
+            MockResponseInterceptor::new()
+                .rule_mode(RuleMode::MatchAny)
+                .with_rule(rule),
+        )
+        .build();
+    Client::from_conf(conf)
+}
+
+/// A DynamoDB error response as the service sends it (awsJson1_0).
+fn aws_error(status: u16, body: &str) -> HttpResponse {
+    let mut resp = HttpResponse::new(
+        StatusCode::try_from(status).expect("status"),
+        SdkBody::from(body.to_owned()),
+    );
+    resp.headers_mut()
+        .insert("content-type", "application/x-amz-json-1.0");
+    resp
+}
+
+fn error_type(name: &str, status: u16) -> impl Fn() -> HttpResponse + Send + Sync + 'static {
+    let body = format!(
+        r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{name}","message":"injected {name}"}}"#
+    );
+    move || aws_error(status, &body)
+}
+
+fn cancelled(codes: &[&str]) -> impl Fn() -> HttpResponse + Send + Sync + 'static {
+    let reasons: Vec<String> = codes
+        .iter()
+        .map(|c| format!(r#"{{"Code":"{c}","Message":"injected"}}"#))
+        .collect();
+    let body = format!(
+        r#"{{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","Message":"Transaction cancelled","CancellationReasons":[{}]}}"#,
+        reasons.join(",")
+    );
+    move || aws_error(400, &body)
+}
+
+fn store(client: Client) -> MarkStore {
+    MarkStore::new(client, "marks", retention())
+}
+
+fn key() -> DedupKey {
+    DedupKey::new(&scope(), "t", &["fault", "evt-1"])
+}
+
+fn effect() -> Effect {
+    Effect::update("balances", Item::new().with("account", "a"))
+        .expression("ADD #b :one")
+        .name("#b", "balance")
+        .value(":one", 1)
+}
+
+fn assert_transient(result: Result<impl std::fmt::Debug, Error>, kind: FaultKind) {
+    match result {
+        Err(e) => {
+            assert_eq!(e.fault_kind(), Some(kind), "{e}");
+            assert!(e.is_retryable(), "{e} must be retryable");
+        }
+        Ok(v) => panic!("a fault must never look like an outcome, got {v:?}"),
+    }
+}
+
+/// S13: throttling on a claim is a retryable error (after the SDK's own retries), not a claim.
+#[tokio::test]
+async fn s13_throttled_claim_is_retryable() {
+    for name in [
+        "ThrottlingException",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+    ] {
+        let rule = mock!(Client::put_item)
+            .sequence()
+            .http_response(error_type(name, 400))
+            .repeatedly()
+            .build();
+        let result = store(mocked(&rule)).claim(&key(), None, None).await;
+        assert_transient(result, FaultKind::Throttled);
+        assert_eq!(rule.num_calls(), 2, "{name}: the SDK retried once first");
+    }
+}
+
+/// S13: a transaction cancelled for a `TransactionConflict` (another transaction on the same
+/// item) is retryable; it is neither applied nor a duplicate.
+#[tokio::test]
+async fn s13_transaction_conflict_is_retryable() {
+    let rule = mock!(Client::transact_write_items)
+        .sequence()
+        .http_response(cancelled(&["None", "TransactionConflict"]))
+        .repeatedly()
+        .build();
+    let result = store(mocked(&rule)).commit(&key(), None, None, &[effect()]).await;
+    assert_transient(result, FaultKind::TransactionConflict);
+
+    let rule = mock!(Client::put_item)
+        .sequence()
+        .http_response(error_type("TransactionConflictException", 400))
+        .repeatedly()
+        .build();
+    let result = store(mocked(&rule)).claim(&key(), None, None).await;
+    assert_transient(result, FaultKind::TransactionConflict);
+}
+
+/// S13: a transaction cancelled for throttling, and server errors, are retryable.
+#[tokio::test]
+async fn s13_throttled_transaction_and_server_errors_are_retryable() {
+    let rule = mock!(Client::transact_write_items)
+        .sequence()
+        .http_response(cancelled(&["ThrottlingError", "None"]))
+        .repeatedly()
+        .build();
+    let result = store(mocked(&rule)).commit(&key(), None, None, &[effect()]).await;
+    assert_transient(result, FaultKind::Throttled);
+
+    let rule = mock!(Client::transact_write_items)
+        .sequence()
+        .http_response(error_type("InternalServerError", 500))
+        .repeatedly()
+        .build();
+    let result = store(mocked(&rule)).commit(&key(), None, None, &[effect()]).await;
+    assert_transient(result, FaultKind::ServerError);
+}
+
+/// A refused request (validation, missing table) is an error that retrying will not fix; it is
+/// still never an outcome.
+#[tokio::test]
+async fn refused_requests_are_errors_but_not_retryable() {
+    let rule = mock!(Client::put_item)
+        .sequence()
+        .http_response(error_type("ResourceNotFoundException", 400))
+        .repeatedly()
+        .build();
+    let result = store(mocked(&rule)).claim(&key(), None, None).await;
+    let err = result.expect_err("refused");
+    assert_eq!(err.fault_kind(), Some(FaultKind::Refused));
+    assert!(!err.is_retryable());
+}
+
+/// S13: no answer in time is a retryable timeout. A real socket that accepts and never answers.
+#[tokio::test]
+async fn s13_a_store_that_never_answers_times_out_retryably() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
+    let hold = std::thread::spawn(move || {
+        // Accept and hold the connections open without a byte of answer.
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            if let Ok((s, _)) = listener.accept() {
+                held.push(s);
+            }
+        }
+        std::thread::sleep(Duration::from_secs(3));
+    });
+    let client = Client::from_conf(
+        base_config()
+            .endpoint_url(endpoint)
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .operation_attempt_timeout(Duration::from_millis(300))
+                    .build(),
+            )
+            .build(),
+    );
+    let s = store(client);
+    assert_transient(s.claim(&key(), None, None).await, FaultKind::Timeout);
+    drop(hold);
+}
+
+/// S13: a store that is gone (connection refused) is a retryable network fault.
+#[tokio::test]
+async fn s13_an_unreachable_store_is_a_retryable_network_fault() {
+    // Bind then drop: nothing listens on this port any more.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let client = Client::from_conf(
+        base_config()
+            .endpoint_url(format!("http://127.0.0.1:{port}"))
+            .build(),
+    );
+    let s = store(client);
+    assert_transient(s.commit(&key(), None, None, &[effect()]).await, FaultKind::Network);
+    assert_transient(s.claim(&key(), None, None).await, FaultKind::Network);
+}

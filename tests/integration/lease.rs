@@ -1,0 +1,132 @@
+//! Leases for external effects, and fencing (S6).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use dedup::{Claim, Clock, DedupKey, ManualClock, MarkStatus, Seen};
+use dedup_dynamodb::{Error, MarkStore};
+use dedup_tests::{client, mark_table, retention, scope, unique};
+
+async fn stores() -> (MarkStore, Arc<ManualClock>) {
+    let client = client();
+    let clock = Arc::new(ManualClock::new(SystemTime::now()));
+    let store = MarkStore::new(client.clone(), mark_table(&client).await, retention())
+        .with_lease(Duration::from_secs(30))
+        .with_clock(clock.clone());
+    (store, clock)
+}
+
+fn claimed(c: Claim) -> dedup::Lease {
+    match c {
+        Claim::Claimed(l) => l,
+        other => panic!("expected a claim, got {other:?}"),
+    }
+}
+
+/// S6: worker A claims and crashes before completing. While its lease is live, B sees the event
+/// in progress. Once it expires, B reclaims with a new owner token; A's late complete and release
+/// are then fenced off and change nothing; B completes.
+#[tokio::test]
+async fn s6_an_expired_lease_is_taken_over_and_the_old_owner_is_fenced() {
+    let (store, clock) = stores().await;
+    let key = DedupKey::new(&scope(), "t", &["pay", &unique("evt")]);
+
+    let a = claimed(store.claim(&key, None, None).await.expect("A claims"));
+    // A "crashes" here: no complete, no release.
+    assert!(matches!(
+        store.claim(&key, None, None).await.expect("B tries"),
+        Claim::Seen(Seen::InProgress { .. })
+    ));
+
+    clock.advance(Duration::from_secs(31));
+    let b = claimed(store.claim(&key, None, None).await.expect("B reclaims"));
+    assert_ne!(a.owner, b.owner, "a new owner token");
+    assert_eq!(
+        a.idempotency_key(),
+        b.idempotency_key(),
+        "both call the external API with the same idempotency key"
+    );
+
+    match store.complete(&a, Some("A's late result")).await {
+        Err(Error::Fenced { current, .. }) => {
+            let current = current.expect("B's mark");
+            assert_eq!(current.owner.as_ref(), Some(&b.owner));
+            assert_eq!(current.status, MarkStatus::InProgress);
+        }
+        other => panic!("A's complete must be fenced, got {other:?}"),
+    }
+    assert!(matches!(store.release(&a).await, Err(Error::Fenced { .. })), "A's release is fenced");
+
+    let mark = store.get(&key).await.expect("get").expect("mark");
+    assert_eq!(mark.owner.as_ref(), Some(&b.owner), "A changed nothing");
+    assert_eq!(mark.status, MarkStatus::InProgress);
+    assert_eq!(mark.result, None);
+
+    store.complete(&b, Some("B's result")).await.expect("B completes");
+    let mark = store.get(&key).await.expect("get").expect("mark");
+    assert_eq!(mark.status, MarkStatus::Completed);
+    assert_eq!(mark.result.as_deref(), Some("B's result"));
+    assert!(matches!(store.release(&a).await, Err(Error::Fenced { .. })));
+}
+
+/// S6: a handler error releases the claim, so the redelivery can claim at once; releasing again
+/// is harmless; a released lease can no longer complete.
+#[tokio::test]
+async fn s6_release_frees_the_event_for_the_next_delivery() {
+    let (store, _clock) = stores().await;
+    let key = DedupKey::new(&scope(), "t", &["pay", &unique("evt")]);
+    let a = claimed(store.claim(&key, None, None).await.expect("claim"));
+    store.release(&a).await.expect("release");
+    store.release(&a).await.expect("release again is harmless");
+    assert!(store.get(&key).await.expect("get").is_none());
+    let b = claimed(store.claim(&key, None, None).await.expect("reclaim"));
+    assert!(matches!(store.complete(&a, None).await, Err(Error::Fenced { .. })));
+    store.complete(&b, None).await.expect("complete");
+}
+
+/// S6: completing twice with the same lease (a retry after a lost response) succeeds and keeps
+/// the first result.
+#[tokio::test]
+async fn s6_complete_is_idempotent_for_its_owner() {
+    let (store, _clock) = stores().await;
+    let key = DedupKey::new(&scope(), "t", &["pay", &unique("evt")]);
+    let a = claimed(store.claim(&key, None, None).await.expect("claim"));
+    store.complete(&a, Some("r1")).await.expect("complete");
+    store.complete(&a, Some("r1")).await.expect("complete again");
+    let mark = store.get(&key).await.expect("get").expect("mark");
+    assert_eq!(mark.result.as_deref(), Some("r1"));
+}
+
+/// S6: a lease never outlives the invocation: it is cut to the deadline given, and a claim with
+/// no time left is refused.
+#[tokio::test]
+async fn s6_the_lease_ends_no_later_than_the_deadline() {
+    let (store, clock) = stores().await;
+    let key = DedupKey::new(&scope(), "t", &["pay", &unique("evt")]);
+    let deadline = clock.now() + Duration::from_secs(5);
+    let a = claimed(store.claim(&key, None, Some(deadline)).await.expect("claim"));
+    assert!(a.expires_at <= deadline);
+
+    clock.advance(Duration::from_secs(6));
+    // The deadline passed: the event is free again for the next delivery.
+    let b = claimed(store.claim(&key, None, None).await.expect("reclaim"));
+    assert_ne!(a.owner, b.owner);
+
+    let other = DedupKey::new(&scope(), "t", &["pay", &unique("evt")]);
+    let past = clock.now() - Duration::from_secs(1);
+    let err = store.claim(&other, None, Some(past)).await.expect_err("no time left");
+    assert!(matches!(err, Error::Invalid(_)));
+    assert!(store.get(&other).await.expect("get").is_none());
+}
+
+/// S6: the idempotency key depends on the event only: same across processes, leases and
+/// retries, different for different events.
+#[test]
+fn s6_idempotency_key_is_deterministic() {
+    let k1 = DedupKey::new(&scope(), "t", &["pay", "evt-1"]);
+    let k1_again = DedupKey::new(&scope(), "t", &["pay", "evt-1"]);
+    let k2 = DedupKey::new(&scope(), "t", &["pay", "evt-2"]);
+    assert_eq!(k1.idempotency_key(), k1_again.idempotency_key());
+    assert_ne!(k1.idempotency_key(), k2.idempotency_key());
+    assert!(k1.idempotency_key().len() <= 64);
+}

@@ -12,7 +12,11 @@ use tokio::sync::Barrier;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn s4_exactly_one_of_64_concurrent_claims_wins_in_each_of_20_rounds() {
     let client = client();
-    let store = Arc::new(MarkStore::new(client.clone(), mark_table(&client).await, retention()));
+    let store = Arc::new(MarkStore::new(
+        client.clone(),
+        mark_table(&client).await,
+        retention(),
+    ));
     for round in 0..20 {
         let key = DedupKey::new(&scope(), "tenant-a", &["round", &unique("event")]);
         let barrier = Arc::new(Barrier::new(64));
@@ -35,10 +39,17 @@ async fn s4_exactly_one_of_64_concurrent_claims_wins_in_each_of_20_rounds() {
             }
         }
         assert_eq!(claimed.len(), 1, "round {round}: exactly one claim wins");
-        assert_eq!(in_progress, 63, "round {round}: the others see it in progress");
+        assert_eq!(
+            in_progress, 63,
+            "round {round}: the others see it in progress"
+        );
         let mark = store.get(&key).await.expect("get").expect("mark stored");
         assert_eq!(mark.status, MarkStatus::InProgress);
-        assert_eq!(mark.owner.as_ref(), Some(&claimed[0].owner), "the winner owns the mark");
+        assert_eq!(
+            mark.owner.as_ref(),
+            Some(&claimed[0].owner),
+            "the winner owns the mark"
+        );
     }
 }
 
@@ -89,7 +100,10 @@ async fn s11_same_key_different_fingerprint_is_a_conflict() {
         other => panic!("expected conflict, got {other:?}"),
     }
     assert!(matches!(
-        store.claim(&key, Some(&fp_a), None).await.expect("claim a again"),
+        store
+            .claim(&key, Some(&fp_a), None)
+            .await
+            .expect("claim a again"),
         Claim::Seen(Seen::InProgress { .. })
     ));
 
@@ -101,7 +115,10 @@ async fn s11_same_key_different_fingerprint_is_a_conflict() {
         .expect("commit");
     assert_eq!(out, dedup::Commit::Applied);
     assert!(matches!(
-        store.commit(&key, Some(&fp_b), None, &[]).await.expect("commit b"),
+        store
+            .commit(&key, Some(&fp_b), None, &[])
+            .await
+            .expect("commit b"),
         dedup::Commit::Seen(Seen::Conflict { .. })
     ));
     assert!(matches!(
@@ -109,7 +126,10 @@ async fn s11_same_key_different_fingerprint_is_a_conflict() {
         Claim::Seen(Seen::Conflict { .. })
     ));
     assert!(matches!(
-        store.commit(&key, Some(&fp_a), None, &[]).await.expect("commit a"),
+        store
+            .commit(&key, Some(&fp_a), None, &[])
+            .await
+            .expect("commit a"),
         dedup::Commit::Seen(Seen::Duplicate(_))
     ));
 }

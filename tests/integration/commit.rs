@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use dedup::{Commit, DedupKey, Effect, Item, Seen};
 use dedup_dynamodb::MarkStore;
-use dedup_tests::{client, effect_table, get_item, get_number, mark_table, retention, scope, unique};
+use dedup_tests::{
+    client, effect_table, get_item, get_number, mark_table, retention, scope, unique,
+};
 use futures::StreamExt;
 
 fn credit(table: &str, account: &str, amount: i64) -> Effect {
@@ -20,7 +22,11 @@ fn credit(table: &str, account: &str, amount: i64) -> Effect {
 async fn s5_a_thousand_commits_of_one_key_add_the_balance_once() {
     let client = client();
     let balances = effect_table(&client, "account").await;
-    let store = Arc::new(MarkStore::new(client.clone(), mark_table(&client).await, retention()));
+    let store = Arc::new(MarkStore::new(
+        client.clone(),
+        mark_table(&client).await,
+        retention(),
+    ));
     let key = DedupKey::new(&scope(), "t", &["credito-17", &unique("evt")]);
     let effect = credit(&balances, "credito-17", 1);
 
@@ -65,19 +71,33 @@ async fn s5_a_failed_effect_condition_leaves_no_mark() {
     let debit = credit(&balances, "acct-1", -5)
         .condition("#balance >= :need")
         .value(":need", 5);
-    let keep = Effect::put(&balances, Item::new().with("account", "acct-2").with("note", "x"));
+    let keep = Effect::put(
+        &balances,
+        Item::new().with("account", "acct-2").with("note", "x"),
+    );
     let out = store
         .commit(&key, None, None, &[keep.clone(), debit])
         .await
         .expect("commit");
-    assert_eq!(out, Commit::EffectRejected { index: 1 }, "the second effect failed");
-    assert!(store.get(&key).await.expect("get").is_none(), "no mark (library view)");
+    assert_eq!(
+        out,
+        Commit::EffectRejected { index: 1 },
+        "the second effect failed"
+    );
     assert!(
-        get_item(&client, &marks, "pk", key.as_str()).await.is_none(),
+        store.get(&key).await.expect("get").is_none(),
+        "no mark (library view)"
+    );
+    assert!(
+        get_item(&client, &marks, "pk", key.as_str())
+            .await
+            .is_none(),
         "no mark (raw table)"
     );
     assert!(
-        get_item(&client, &balances, "account", "acct-2").await.is_none(),
+        get_item(&client, &balances, "account", "acct-2")
+            .await
+            .is_none(),
         "the other effect in the transaction was not written either"
     );
 
@@ -85,7 +105,12 @@ async fn s5_a_failed_effect_condition_leaves_no_mark() {
     let topped = credit(&balances, "acct-1", 10);
     assert_eq!(
         store
-            .commit(&DedupKey::new(&scope(), "t", &["topup", &unique("evt")]), None, None, &[topped])
+            .commit(
+                &DedupKey::new(&scope(), "t", &["topup", &unique("evt")]),
+                None,
+                None,
+                &[topped]
+            )
             .await
             .expect("top up"),
         Commit::Applied
@@ -94,10 +119,16 @@ async fn s5_a_failed_effect_condition_leaves_no_mark() {
         .condition("#balance >= :need")
         .value(":need", 5);
     assert_eq!(
-        store.commit(&key, None, None, &[debit]).await.expect("retry"),
+        store
+            .commit(&key, None, None, &[debit])
+            .await
+            .expect("retry"),
         Commit::Applied
     );
-    assert_eq!(get_number(&client, &balances, "account", "acct-1", "balance").await, Some(5));
+    assert_eq!(
+        get_number(&client, &balances, "account", "acct-1", "balance").await,
+        Some(5)
+    );
 }
 
 /// S5: when the mark already exists, the effect is not touched, even one that would overwrite.
@@ -108,19 +139,36 @@ async fn s5_an_existing_mark_leaves_the_effect_untouched() {
     let store = MarkStore::new(client.clone(), mark_table(&client).await, retention());
     let key = DedupKey::new(&scope(), "t", &["set", &unique("evt")]);
     let set = |v: i64| {
-        Effect::put(&balances, Item::new().with("account", "acct").with("balance", v))
+        Effect::put(
+            &balances,
+            Item::new().with("account", "acct").with("balance", v),
+        )
     };
     assert_eq!(
-        store.commit(&key, None, Some("first"), &[set(1)]).await.expect("first"),
+        store
+            .commit(&key, None, Some("first"), &[set(1)])
+            .await
+            .expect("first"),
         Commit::Applied
     );
-    match store.commit(&key, None, Some("second"), &[set(100)]).await.expect("second") {
+    match store
+        .commit(&key, None, Some("second"), &[set(100)])
+        .await
+        .expect("second")
+    {
         Commit::Seen(Seen::Duplicate(mark)) => {
-            assert_eq!(mark.result.as_deref(), Some("first"), "S8: the first result is kept")
+            assert_eq!(
+                mark.result.as_deref(),
+                Some("first"),
+                "S8: the first result is kept"
+            )
         }
         other => panic!("expected duplicate, got {other:?}"),
     }
-    assert_eq!(get_number(&client, &balances, "account", "acct", "balance").await, Some(1));
+    assert_eq!(
+        get_number(&client, &balances, "account", "acct", "balance").await,
+        Some(1)
+    );
 }
 
 /// S5: a commit with several effects over several tables writes all of them with the mark.
@@ -135,18 +183,39 @@ async fn s5_all_effects_commit_with_the_mark() {
     let effects = [
         credit(&balances, "from", -3),
         credit(&balances, "to", 3),
-        Effect::put(&journal, Item::new().with("entry", key.as_str()).with("amount", 3))
-            .condition("attribute_not_exists(entry)"),
+        Effect::put(
+            &journal,
+            Item::new().with("entry", key.as_str()).with("amount", 3),
+        )
+        .condition("attribute_not_exists(entry)"),
     ];
     assert_eq!(
-        store.commit(&key, None, None, &effects).await.expect("commit"),
+        store
+            .commit(&key, None, None, &effects)
+            .await
+            .expect("commit"),
         Commit::Applied
     );
-    assert_eq!(get_number(&client, &balances, "account", "from", "balance").await, Some(-3));
-    assert_eq!(get_number(&client, &balances, "account", "to", "balance").await, Some(3));
-    assert!(get_item(&client, &journal, "entry", key.as_str()).await.is_some());
-    let mark = get_item(&client, &marks, "pk", key.as_str()).await.expect("mark");
-    assert_eq!(mark["status"].as_s().ok().map(String::as_str), Some("COMPLETED"));
+    assert_eq!(
+        get_number(&client, &balances, "account", "from", "balance").await,
+        Some(-3)
+    );
+    assert_eq!(
+        get_number(&client, &balances, "account", "to", "balance").await,
+        Some(3)
+    );
+    assert!(
+        get_item(&client, &journal, "entry", key.as_str())
+            .await
+            .is_some()
+    );
+    let mark = get_item(&client, &marks, "pk", key.as_str())
+        .await
+        .expect("mark");
+    assert_eq!(
+        mark["status"].as_s().ok().map(String::as_str),
+        Some("COMPLETED")
+    );
 }
 
 /// Too many effects for one transaction is refused before anything is sent.
@@ -156,8 +225,13 @@ async fn s5_more_effects_than_one_transaction_holds_is_refused() {
     let balances = effect_table(&client, "account").await;
     let store = MarkStore::new(client.clone(), mark_table(&client).await, retention());
     let key = DedupKey::new(&scope(), "t", &["big", &unique("evt")]);
-    let effects: Vec<Effect> = (0..100).map(|i| credit(&balances, &format!("a{i}"), 1)).collect();
-    let err = store.commit(&key, None, None, &effects).await.expect_err("refused");
+    let effects: Vec<Effect> = (0..100)
+        .map(|i| credit(&balances, &format!("a{i}"), 1))
+        .collect();
+    let err = store
+        .commit(&key, None, None, &effects)
+        .await
+        .expect_err("refused");
     assert!(matches!(err, dedup_dynamodb::Error::Invalid(_)), "{err}");
     assert!(!err.is_retryable());
     assert!(store.get(&key).await.expect("get").is_none());

@@ -126,7 +126,9 @@ async fn s13_transaction_conflict_is_retryable() {
         .http_response(cancelled(&["None", "TransactionConflict"]))
         .repeatedly()
         .build();
-    let result = store(mocked(&rule)).commit(&key(), None, None, &[effect()]).await;
+    let result = store(mocked(&rule))
+        .commit(&key(), None, None, &[effect()])
+        .await;
     assert_transient(result, FaultKind::TransactionConflict);
 
     let rule = mock!(Client::put_item)
@@ -146,7 +148,9 @@ async fn s13_throttled_transaction_and_server_errors_are_retryable() {
         .http_response(cancelled(&["ThrottlingError", "None"]))
         .repeatedly()
         .build();
-    let result = store(mocked(&rule)).commit(&key(), None, None, &[effect()]).await;
+    let result = store(mocked(&rule))
+        .commit(&key(), None, None, &[effect()])
+        .await;
     assert_transient(result, FaultKind::Throttled);
 
     let rule = mock!(Client::transact_write_items)
@@ -154,7 +158,9 @@ async fn s13_throttled_transaction_and_server_errors_are_retryable() {
         .http_response(error_type("InternalServerError", 500))
         .repeatedly()
         .build();
-    let result = store(mocked(&rule)).commit(&key(), None, None, &[effect()]).await;
+    let result = store(mocked(&rule))
+        .commit(&key(), None, None, &[effect()])
+        .await;
     assert_transient(result, FaultKind::ServerError);
 }
 
@@ -218,6 +224,9 @@ async fn s13_an_unreachable_store_is_a_retryable_network_fault() {
             .build(),
     );
     let s = store(client);
-    assert_transient(s.commit(&key(), None, None, &[effect()]).await, FaultKind::Network);
+    assert_transient(
+        s.commit(&key(), None, None, &[effect()]).await,
+        FaultKind::Network,
+    );
     assert_transient(s.claim(&key(), None, None).await, FaultKind::Network);
 }

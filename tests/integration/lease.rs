@@ -55,14 +55,20 @@ async fn s6_an_expired_lease_is_taken_over_and_the_old_owner_is_fenced() {
         }
         other => panic!("A's complete must be fenced, got {other:?}"),
     }
-    assert!(matches!(store.release(&a).await, Err(Error::Fenced { .. })), "A's release is fenced");
+    assert!(
+        matches!(store.release(&a).await, Err(Error::Fenced { .. })),
+        "A's release is fenced"
+    );
 
     let mark = store.get(&key).await.expect("get").expect("mark");
     assert_eq!(mark.owner.as_ref(), Some(&b.owner), "A changed nothing");
     assert_eq!(mark.status, MarkStatus::InProgress);
     assert_eq!(mark.result, None);
 
-    store.complete(&b, Some("B's result")).await.expect("B completes");
+    store
+        .complete(&b, Some("B's result"))
+        .await
+        .expect("B completes");
     let mark = store.get(&key).await.expect("get").expect("mark");
     assert_eq!(mark.status, MarkStatus::Completed);
     assert_eq!(mark.result.as_deref(), Some("B's result"));
@@ -80,7 +86,10 @@ async fn s6_release_frees_the_event_for_the_next_delivery() {
     store.release(&a).await.expect("release again is harmless");
     assert!(store.get(&key).await.expect("get").is_none());
     let b = claimed(store.claim(&key, None, None).await.expect("reclaim"));
-    assert!(matches!(store.complete(&a, None).await, Err(Error::Fenced { .. })));
+    assert!(matches!(
+        store.complete(&a, None).await,
+        Err(Error::Fenced { .. })
+    ));
     store.complete(&b, None).await.expect("complete");
 }
 
@@ -92,7 +101,10 @@ async fn s6_complete_is_idempotent_for_its_owner() {
     let key = DedupKey::new(&scope(), "t", &["pay", &unique("evt")]);
     let a = claimed(store.claim(&key, None, None).await.expect("claim"));
     store.complete(&a, Some("r1")).await.expect("complete");
-    store.complete(&a, Some("r1")).await.expect("complete again");
+    store
+        .complete(&a, Some("r1"))
+        .await
+        .expect("complete again");
     let mark = store.get(&key).await.expect("get").expect("mark");
     assert_eq!(mark.result.as_deref(), Some("r1"));
 }
@@ -104,7 +116,12 @@ async fn s6_the_lease_ends_no_later_than_the_deadline() {
     let (store, clock) = stores().await;
     let key = DedupKey::new(&scope(), "t", &["pay", &unique("evt")]);
     let deadline = clock.now() + Duration::from_secs(5);
-    let a = claimed(store.claim(&key, None, Some(deadline)).await.expect("claim"));
+    let a = claimed(
+        store
+            .claim(&key, None, Some(deadline))
+            .await
+            .expect("claim"),
+    );
     assert!(a.expires_at <= deadline);
 
     clock.advance(Duration::from_secs(6));
@@ -114,7 +131,10 @@ async fn s6_the_lease_ends_no_later_than_the_deadline() {
 
     let other = DedupKey::new(&scope(), "t", &["pay", &unique("evt")]);
     let past = clock.now() - Duration::from_secs(1);
-    let err = store.claim(&other, None, Some(past)).await.expect_err("no time left");
+    let err = store
+        .claim(&other, None, Some(past))
+        .await
+        .expect_err("no time left");
     assert!(matches!(err, Error::Invalid(_)));
     assert!(store.get(&other).await.expect("get").is_none());
 }

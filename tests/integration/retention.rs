@@ -15,21 +15,35 @@ async fn s9_a_mark_past_its_ttl_still_in_the_table_counts_as_absent() {
     let marks = mark_table(&client).await;
     // The store's clock runs a day ahead of the real one, so DynamoDB Local's own TTL sweeper
     // (which uses real time) does not delete the mark while the store already sees it expired.
-    let clock = Arc::new(ManualClock::new(SystemTime::now() + Duration::from_secs(86_400)));
+    let clock = Arc::new(ManualClock::new(
+        SystemTime::now() + Duration::from_secs(86_400),
+    ));
     let retention = Retention::unchecked(Duration::from_secs(60)).expect("retention");
     let store = MarkStore::new(client.clone(), marks.clone(), retention).with_clock(clock.clone());
 
     for via_commit in [false, true] {
         let key = DedupKey::new(&scope(), "t", &["ttl", &unique("evt")]);
-        assert_eq!(store.commit(&key, None, Some("old"), &[]).await.expect("commit"), Commit::Applied);
+        assert_eq!(
+            store
+                .commit(&key, None, Some("old"), &[])
+                .await
+                .expect("commit"),
+            Commit::Applied
+        );
         clock.advance(Duration::from_secs(61));
 
         let raw = get_item(&client, &marks, "pk", key.as_str()).await;
         assert!(raw.is_some(), "the expired mark is still stored");
-        assert!(store.get(&key).await.expect("get").is_none(), "but reads as absent");
+        assert!(
+            store.get(&key).await.expect("get").is_none(),
+            "but reads as absent"
+        );
 
         if via_commit {
-            assert_eq!(store.commit(&key, None, None, &[]).await.expect("commit"), Commit::Applied);
+            assert_eq!(
+                store.commit(&key, None, None, &[]).await.expect("commit"),
+                Commit::Applied
+            );
         } else {
             assert!(matches!(
                 store.claim(&key, None, None).await.expect("claim"),
@@ -52,10 +66,23 @@ async fn s9_marks_carry_a_ttl_of_the_retention() {
     let key = DedupKey::new(&scope(), "t", &["ttl", &unique("evt")]);
     let before = SystemTime::now();
     store.commit(&key, None, None, &[]).await.expect("commit");
-    let raw = get_item(&client, &marks, "pk", key.as_str()).await.expect("mark");
-    let ttl: u64 = raw["expires_at"].as_n().expect("TTL is a number").parse().expect("epoch seconds");
-    let expected = before.duration_since(SystemTime::UNIX_EPOCH).expect("epoch").as_secs() + 7 * 86_400;
-    assert!((expected..=expected + 5).contains(&ttl), "ttl {ttl}, expected about {expected}");
+    let raw = get_item(&client, &marks, "pk", key.as_str())
+        .await
+        .expect("mark");
+    let ttl: u64 = raw["expires_at"]
+        .as_n()
+        .expect("TTL is a number")
+        .parse()
+        .expect("epoch seconds");
+    let expected = before
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .expect("epoch")
+        .as_secs()
+        + 7 * 86_400;
+    assert!(
+        (expected..=expected + 5).contains(&ttl),
+        "ttl {ttl}, expected about {expected}"
+    );
 }
 
 /// S9: a retention that does not exceed the redelivery horizon is refused.
@@ -68,8 +95,12 @@ fn s9_retention_shorter_than_the_redelivery_horizon_is_refused() {
         replay_window: Duration::from_secs(86_400),
     };
     assert_eq!(horizon.total(), Duration::from_secs(5 * 86_400 + 1500));
-    let err = Retention::covering(Duration::from_secs(5 * 86_400), &horizon).expect_err("too short");
+    let err =
+        Retention::covering(Duration::from_secs(5 * 86_400), &horizon).expect_err("too short");
     assert!(err.to_string().contains("redelivery horizon"), "{err}");
-    assert!(Retention::covering(Duration::from_secs(5 * 86_400 + 1500), &horizon).is_err(), "equal is not enough");
+    assert!(
+        Retention::covering(Duration::from_secs(5 * 86_400 + 1500), &horizon).is_err(),
+        "equal is not enough"
+    );
     assert!(Retention::covering(Duration::from_secs(6 * 86_400), &horizon).is_ok());
 }

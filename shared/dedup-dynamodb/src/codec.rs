@@ -117,7 +117,9 @@ pub(crate) fn effect(e: &Effect) -> Result<TransactWriteItem, Error> {
 }
 
 fn get_s<'a>(item: &'a Av, name: &str) -> Option<&'a str> {
-    item.get(name).and_then(|v| v.as_s().ok()).map(String::as_str)
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
 }
 
 fn get_n(item: &Av, name: &str) -> Result<Option<u64>, String> {
@@ -157,7 +159,9 @@ pub(crate) fn mark(item: &Av) -> Result<Mark, Error> {
         expires_at: from_epoch_secs(expires_at),
         fingerprint: get_s(item, attr::FINGERPRINT).map(|f| Fingerprint::from_stored(f.to_owned())),
         result: get_s(item, attr::RESULT).map(str::to_owned),
-        first_seen_at: from_epoch_millis(get_n(item, attr::FIRST_SEEN).map_err(corrupt)?.unwrap_or(0)),
+        first_seen_at: from_epoch_millis(
+            get_n(item, attr::FIRST_SEEN).map_err(corrupt)?.unwrap_or(0),
+        ),
         completed_at: get_n(item, attr::COMPLETED_AT)
             .map_err(corrupt)?
             .map(from_epoch_millis),

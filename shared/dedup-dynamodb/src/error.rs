@@ -107,7 +107,9 @@ impl Error {
             SdkError::TimeoutError(_) => FaultKind::Timeout,
             SdkError::DispatchFailure(d) if d.is_timeout() => FaultKind::Timeout,
             SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => FaultKind::Network,
-            SdkError::ServiceError(se) => classify_code(se.err().code(), se.raw().status().as_u16()),
+            SdkError::ServiceError(se) => {
+                classify_code(se.err().code(), se.raw().status().as_u16())
+            }
             SdkError::ConstructionFailure(_) => FaultKind::Refused,
             _ => FaultKind::Network,
         };

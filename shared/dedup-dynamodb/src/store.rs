@@ -8,8 +8,7 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    CancellationReason, Put, ReturnValuesOnConditionCheckFailure,
-    TransactWriteItem,
+    CancellationReason, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
 use dedup::clock::{Clock, SystemClock, epoch_millis, epoch_secs};
 use dedup::{
@@ -123,7 +122,13 @@ impl MarkStore {
     }
 
     /// The attributes every new mark has.
-    fn new_mark(&self, key: &DedupKey, status: MarkStatus, now: SystemTime, fp: Option<&Fingerprint>) -> Av {
+    fn new_mark(
+        &self,
+        key: &DedupKey,
+        status: MarkStatus,
+        now: SystemTime,
+        fp: Option<&Fingerprint>,
+    ) -> Av {
         let mut item: Av = HashMap::new();
         item.insert(attr::PK.into(), s(key.as_str()));
         item.insert(attr::STATUS.into(), s(status.as_str()));
@@ -181,7 +186,9 @@ impl MarkStore {
         let mut lease_end = now + self.lease;
         if let Some(deadline) = deadline {
             if deadline <= now {
-                return Err(Error::Invalid("no time left before the deadline to hold a lease".into()));
+                return Err(Error::Invalid(
+                    "no time left before the deadline to hold a lease".into(),
+                ));
             }
             lease_end = lease_end.min(deadline);
         }
@@ -293,10 +300,10 @@ impl MarkStore {
         reasons: &[CancellationReason],
     ) -> Result<Commit, Error> {
         let code = |r: &CancellationReason| r.code().unwrap_or("None").to_owned();
-        if let Some(first) = reasons.first() {
-            if code(first) == "ConditionalCheckFailed" {
-                return self.explain(key, first.item(), fp, now).map(Commit::Seen);
-            }
+        if let Some(first) = reasons.first()
+            && code(first) == "ConditionalCheckFailed"
+        {
+            return self.explain(key, first.item(), fp, now).map(Commit::Seen);
         }
         if let Some(i) = reasons
             .iter()

@@ -116,3 +116,52 @@ fn write_canonical(v: &Json, out: &mut String) {
         scalar => out.push_str(&scalar.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn s11_canonical_json_ignores_key_order_and_whitespace() {
+        let a: Json = serde_json::from_str(r#"{"a":1,"b":{"c":[1,2],"d":"x"}}"#).expect("json");
+        let b: Json =
+            serde_json::from_str(r#"{ "b": {"d":"x", "c":[1, 2]}, "a": 1 }"#).expect("json");
+        assert_eq!(Fingerprint::of_json(&a), Fingerprint::of_json(&b));
+        assert_ne!(
+            Fingerprint::of_json(&a),
+            Fingerprint::of_json(&json!({"a": 2, "b": {"c": [1, 2], "d": "x"}}))
+        );
+        assert_ne!(
+            Fingerprint::of_json(&json!({"c": [1, 2]})),
+            Fingerprint::of_json(&json!({"c": [2, 1]})),
+            "array order matters"
+        );
+    }
+
+    #[test]
+    fn s11_sources_cover_what_they_name() {
+        let with_time =
+            |t: &str, amount: i64| json!({"id": "1", "time": t, "data": {"amount": amount}});
+        let ce = FingerprintSource::CloudEventsData;
+        let a = with_time("2026-01-01T00:00:00Z", 10);
+        let b = with_time("2026-01-01T00:00:05Z", 10);
+        let c = with_time("2026-01-01T00:00:00Z", 11);
+        assert_eq!(
+            ce.compute(b"", Some(&a)),
+            ce.compute(b"", Some(&b)),
+            "envelope time ignored"
+        );
+        assert_ne!(ce.compute(b"", Some(&a)), ce.compute(b"", Some(&c)));
+        let whole = FingerprintSource::WholeBody;
+        assert_ne!(whole.compute(b"", Some(&a)), whole.compute(b"", Some(&b)));
+        assert_eq!(
+            whole.compute(b"not json", None),
+            Some(Fingerprint::of_bytes(b"not json"))
+        );
+        assert_eq!(FingerprintSource::None.compute(b"x", None), None);
+        let ptr = FingerprintSource::JsonPointer("/data/amount".into());
+        assert_eq!(ptr.compute(b"", Some(&a)), ptr.compute(b"", Some(&b)));
+        assert_ne!(ptr.compute(b"", Some(&a)), ptr.compute(b"", Some(&c)));
+    }
+}

@@ -38,7 +38,10 @@ use sha2::{Digest, Sha256};
 
 /// SHA-256 over length-prefixed parts: unambiguous (`["ab","c"]` and `["a","bc"]` differ) and
 /// stable across processes and releases. Every derived identifier in the crate goes through here.
-pub(crate) fn hash_parts<'a>(domain: &'a str, parts: impl IntoIterator<Item = &'a [u8]>) -> [u8; 32] {
+pub(crate) fn hash_parts<'a>(
+    domain: &'a str,
+    parts: impl IntoIterator<Item = &'a [u8]>,
+) -> [u8; 32] {
     let mut h = Sha256::new();
     for part in std::iter::once(domain.as_bytes()).chain(parts) {
         h.update((part.len() as u64).to_be_bytes());

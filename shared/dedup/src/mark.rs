@@ -95,9 +95,9 @@ impl Mark {
     /// Whether an in-progress claim's lease is still running at `now`.
     pub fn lease_is_live(&self, now: SystemTime) -> bool {
         self.status == MarkStatus::InProgress
-            && self.lease_expires_at.is_some_and(|l| {
-                crate::clock::epoch_millis(l) > crate::clock::epoch_millis(now)
-            })
+            && self
+                .lease_expires_at
+                .is_some_and(|l| crate::clock::epoch_millis(l) > crate::clock::epoch_millis(now))
     }
 
     /// What a delivery with `offered` fingerprint finds in this mark at `now`, or `None` if the
@@ -108,14 +108,14 @@ impl Mark {
         if !self.is_live(now) {
             return None;
         }
-        if let (Some(stored), Some(offered)) = (&self.fingerprint, offered) {
-            if stored != offered {
-                // S11: takes precedence over duplicate and in-progress.
-                return Some(Seen::Conflict {
-                    stored: stored.clone(),
-                    offered: offered.clone(),
-                });
-            }
+        // S11: a conflict takes precedence over duplicate and in-progress.
+        if let (Some(stored), Some(offered)) = (&self.fingerprint, offered)
+            && stored != offered
+        {
+            return Some(Seen::Conflict {
+                stored: stored.clone(),
+                offered: offered.clone(),
+            });
         }
         match self.status {
             MarkStatus::Completed => Some(Seen::Duplicate(Box::new(self))),
@@ -190,4 +190,71 @@ pub enum Commit {
         /// Position of the failing effect.
         index: usize,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::Scope;
+    use std::time::Duration;
+
+    fn mark(status: MarkStatus, now: SystemTime) -> Mark {
+        Mark {
+            key: DedupKey::new(&Scope::new("t", "c").expect("scope"), "", &["x"]),
+            status,
+            owner: Some(OwnerToken::random()),
+            lease_expires_at: Some(now + Duration::from_secs(10)),
+            expires_at: now + Duration::from_secs(3600),
+            fingerprint: Some(Fingerprint::of_bytes(b"a")),
+            result: None,
+            first_seen_at: now,
+            completed_at: None,
+        }
+    }
+
+    #[test]
+    fn classify_mirrors_the_claim_condition() {
+        let now = SystemTime::now();
+        let a = Fingerprint::of_bytes(b"a");
+        let b = Fingerprint::of_bytes(b"b");
+        let done = mark(MarkStatus::Completed, now);
+        assert!(matches!(
+            done.clone().classify(Some(&a), now),
+            Some(Seen::Duplicate(_))
+        ));
+        assert!(matches!(
+            done.clone().classify(None, now),
+            Some(Seen::Duplicate(_))
+        ));
+        assert!(matches!(
+            done.clone().classify(Some(&b), now),
+            Some(Seen::Conflict { .. })
+        ));
+        // S9: past its TTL it is absent, conflict or not.
+        let later = now + Duration::from_secs(3601);
+        assert_eq!(done.classify(Some(&b), later), None);
+
+        let held = mark(MarkStatus::InProgress, now);
+        assert!(matches!(
+            held.clone().classify(Some(&a), now),
+            Some(Seen::InProgress { .. })
+        ));
+        assert!(matches!(
+            held.clone().classify(Some(&b), now),
+            Some(Seen::Conflict { .. })
+        ));
+        let expired_lease = now + Duration::from_secs(11);
+        assert_eq!(held.clone().classify(Some(&a), expired_lease), None);
+        assert!(matches!(
+            held.classify(Some(&b), expired_lease),
+            Some(Seen::Conflict { .. })
+        ));
+    }
+
+    #[test]
+    fn owner_tokens_are_unique() {
+        let tokens: std::collections::HashSet<_> =
+            (0..1000).map(|_| OwnerToken::random()).collect();
+        assert_eq!(tokens.len(), 1000);
+    }
 }

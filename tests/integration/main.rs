@@ -1,6 +1,7 @@
 //! Integration tests of the library against DynamoDB Local (started by `cargo xtask test`).
 //! One test binary, a module per area. Each test names the rule of `SEMANTICS.md` it proves.
 
+mod architecture;
 mod claim;
 mod commit;
 mod faults;

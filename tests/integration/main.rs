@@ -2,6 +2,7 @@
 //! One test binary, a module per area. Each test names the rule of `SEMANTICS.md` it proves.
 
 mod architecture;
+mod batch;
 mod claim;
 mod commit;
 mod faults;

@@ -60,12 +60,21 @@ fn test(args: &[String]) -> Result<()> {
     let root = root();
     let ddb = dynamodb::DynamoLocal::start(&root)?;
     println!("xtask: DynamoDB Local ready at {}", ddb.endpoint());
+    // The whole workspace unless the caller names packages.
+    let named = args
+        .iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "-p" || a.starts_with("--package"));
+    let mut test_args = vec!["test".to_owned()];
+    if !named {
+        test_args.push("--workspace".into());
+    }
+    test_args.extend(args.iter().cloned());
     let mut cmd = Command::new(cargo());
     cmd.current_dir(&root)
-        .args(["test", "--workspace"])
-        .args(args)
+        .args(&test_args)
         .envs(ddb.client_env());
-    println!("xtask: running cargo test --workspace {}", args.join(" "));
+    println!("xtask: running cargo {}", test_args.join(" "));
     let status = cmd
         .status()
         .map_err(|e| format!("could not run cargo: {e}"))?;

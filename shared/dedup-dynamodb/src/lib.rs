@@ -6,6 +6,8 @@
 //! - `codec`: marks and effects to and from DynamoDB items.
 //! - [`Error`] (in `error`): typed failures; [`Error::is_retryable`] tells a transient fault
 //!   (throttling, `TransactionConflict`, timeouts, network) from a permanent one (S13).
+//! - [`connect`] builds a client from the environment and [`write_effects`] writes effects with no
+//!   mark, so that functions never name the SDK themselves.
 //! - [`provision`]: creates a mark table with TTL on, for tests, demos and local development.
 //!
 //! # Table layout
@@ -14,11 +16,14 @@
 //! seconds; **the table's TTL attribute**), `fingerprint`, `result`, `first_seen_at`,
 //! `completed_at` (epoch ms).
 
+mod client;
 mod codec;
 mod error;
 pub mod provision;
 mod store;
 
+pub use aws_sdk_dynamodb::Client;
+pub use client::{connect, write_effects};
 pub use error::{Error, FaultKind};
 pub use store::{DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, MAX_EFFECTS, MarkStore};
 

@@ -145,6 +145,8 @@ pub struct Message {
     pub body: Vec<u8>,
     /// Message attributes by name.
     pub attributes: BTreeMap<String, AttributeValue>,
+    /// The FIFO message group, if the queue is FIFO (order is kept within a group, S12).
+    pub group_id: Option<String>,
 }
 
 /// Where the event identity comes from (S1). Chosen explicitly; there is no default.
@@ -519,7 +521,7 @@ mod tests {
         Message {
             message_id: "m-1".into(),
             body: body.as_bytes().to_vec(),
-            attributes: BTreeMap::new(),
+            ..Message::default()
         }
     }
 

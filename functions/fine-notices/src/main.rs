@@ -1,0 +1,39 @@
+//! `fine-notices`: traffic-fine notices from a provider (CloudEvents JSON in the SQS body). The
+//! fine record and the intent to open a collection task are written in one transaction with the
+//! mark (S5, S7); `intent-relay` applies the intent to the collection API later. The licence
+//! plate is stored with the fine but never enters a key or a log line (S3); two providers
+//! reporting the same fine are two events here, a business correlation question (S3).
+//!
+//! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
+//! `lambda_edge::settings` plus `FINES_TABLE` and `INTENTS_TABLE`.
+
+mod notice;
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use dedup::{FingerprintSource, IdentitySource, KeySpec, TenantSource};
+use dedup_batch::Deduplicator;
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+
+const FUNCTION: &str = "fine-notices";
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda_edge::init_tracing();
+    let settings = lambda_edge::Settings::from_env(FUNCTION)?;
+    let tables = notice::Tables {
+        fines: lambda_edge::required("FINES_TABLE")?,
+        intents: lambda_edge::required("INTENTS_TABLE")?,
+    };
+    let spec = KeySpec::new(settings.scope.clone(), IdentitySource::CloudEvents)
+        .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
+        .fingerprint(FingerprintSource::CloudEventsData);
+    let dedup = Deduplicator::new(spec, settings.mark_store(dedup_dynamodb::connect().await));
+    let (dedup, tables) = (&dedup, &tables);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        lambda_edge::run_sqs(FUNCTION, event, settings.max_concurrency, |m| async move {
+            dedup.transactional(&m, |e| notice::plan(tables, e)).await
+        })
+        .await
+    }))
+    .await
+}

@@ -1,0 +1,35 @@
+//! `ledger-projector`: credit and debit events (CloudEvents JSON in the SQS body, tenant in the
+//! `tenantid` extension) update a balance projection. The mark and the balance change commit in
+//! one transaction (S5): a redelivered, replayed or retried event never moves a balance twice.
+//!
+//! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
+//! `lambda_edge::settings` plus `BALANCES_TABLE`.
+
+mod ledger;
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use dedup::{FingerprintSource, IdentitySource, KeySpec, TenantSource};
+use dedup_batch::Deduplicator;
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+
+const FUNCTION: &str = "ledger-projector";
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda_edge::init_tracing();
+    // Clients and configuration once per container, outside the handler.
+    let settings = lambda_edge::Settings::from_env(FUNCTION)?;
+    let balances = lambda_edge::required("BALANCES_TABLE")?;
+    let spec = KeySpec::new(settings.scope.clone(), IdentitySource::CloudEvents)
+        .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
+        .fingerprint(FingerprintSource::CloudEventsData);
+    let dedup = Deduplicator::new(spec, settings.mark_store(dedup_dynamodb::connect().await));
+    let (dedup, balances) = (&dedup, balances.as_str());
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        lambda_edge::run_sqs(FUNCTION, event, settings.max_concurrency, |m| async move {
+            dedup.transactional(&m, |e| ledger::plan(balances, e)).await
+        })
+        .await
+    }))
+    .await
+}

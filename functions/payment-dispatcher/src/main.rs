@@ -1,0 +1,48 @@
+//! `payment-dispatcher`: payment requests (CloudEvents JSON in the SQS body) are sent to an
+//! external payments API. No transaction reaches it, so the event is claimed under a lease, the
+//! API is called with `Idempotency-Key` derived from the event (the same on every retry), and the
+//! provider's receipt is stored with the mark for duplicates (S6, S8).
+//!
+//! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
+//! `lambda_edge::settings` plus `PAYMENTS_API_URL` and optionally `PROVIDER_TIMEOUT_MS`.
+
+mod payment;
+
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use dedup::{FingerprintSource, IdentitySource, KeySpec, TenantSource};
+use dedup_batch::Deduplicator;
+use dedup_http::IdempotentClient;
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+
+const FUNCTION: &str = "payment-dispatcher";
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda_edge::init_tracing();
+    let settings = lambda_edge::Settings::from_env(FUNCTION)?;
+    let timeout = Duration::from_millis(lambda_edge::optional("PROVIDER_TIMEOUT_MS", 5_000)?);
+    let api = IdempotentClient::new(&lambda_edge::required("PAYMENTS_API_URL")?, timeout)?;
+    let spec = KeySpec::new(settings.scope.clone(), IdentitySource::CloudEvents)
+        .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
+        .fingerprint(FingerprintSource::CloudEventsData);
+    let dedup = Deduplicator::new(spec, settings.mark_store(dedup_dynamodb::connect().await));
+    let (dedup, api) = (&dedup, &api);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        let deadline = event.context.deadline();
+        lambda_edge::run_sqs(FUNCTION, event, settings.max_concurrency, |m| async move {
+            dedup
+                .leased(&m, Some(deadline), |e, lease| async move {
+                    let request = payment::request(&e)?;
+                    let receipt = api
+                        .post("/v1/payments", &lease.idempotency_key(), &request)
+                        .await?;
+                    Ok(Some(receipt.body))
+                })
+                .await
+        })
+        .await
+    }))
+    .await
+}

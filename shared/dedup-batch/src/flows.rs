@@ -1,0 +1,211 @@
+//! The two ways to make an effect once, each mapping every answer of the store to exactly one
+//! [`Outcome`].
+
+use std::future::Future;
+use std::time::SystemTime;
+
+use dedup::{Claim, Commit, Derived, Effect, KeySpec, Lease, Message, Rejection, Seen};
+use dedup_dynamodb::{Error as StoreError, MarkStore};
+
+use crate::outcome::Outcome;
+
+/// What a transactional handler wants committed with the mark.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// The DynamoDB writes of the effect.
+    pub effects: Vec<Effect>,
+    /// A result to store with the mark and hand to duplicates (S8).
+    pub result: Option<String>,
+}
+
+/// A handler's failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandlerError {
+    /// The payload can never be handled (a business validation failed). Rejected: dead-lettered.
+    /// The reason must not quote personal data.
+    Invalid(String),
+    /// It may work later (a dependency is down). Retried.
+    Transient(String),
+}
+
+/// Key derivation plus the mark store: the per-message flows.
+#[derive(Debug, Clone)]
+pub struct Deduplicator {
+    spec: KeySpec,
+    store: MarkStore,
+}
+
+impl Deduplicator {
+    /// Derives keys with `spec` and keeps marks in `store`.
+    pub fn new(spec: KeySpec, store: MarkStore) -> Self {
+        Self { spec, store }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &MarkStore {
+        &self.store
+    }
+
+    fn derive(&self, msg: &Message) -> Result<Derived, Outcome> {
+        self.spec.derive(msg).map_err(|r| rejected(msg, &r))
+    }
+
+    /// The transactional flow (S5): derive the key, let `plan` say which writes the event makes,
+    /// and commit them with the mark in one transaction.
+    pub async fn transactional<F>(&self, msg: &Message, plan: F) -> Outcome
+    where
+        F: FnOnce(&Derived) -> Result<Plan, HandlerError>,
+    {
+        let event = match self.derive(msg) {
+            Ok(e) => e,
+            Err(outcome) => return outcome,
+        };
+        let plan = match plan(&event) {
+            Ok(p) => p,
+            Err(e) => return handler_failed(msg, &event, e),
+        };
+        let committed = self
+            .store
+            .commit(
+                &event.key,
+                event.fingerprint.as_ref(),
+                plan.result.as_deref(),
+                &plan.effects,
+            )
+            .await;
+        match committed {
+            Ok(Commit::Applied) => {
+                tracing::info!(message_id = %msg.message_id, key = %event.key, "applied");
+                Outcome::Applied
+            }
+            Ok(Commit::Seen(seen)) => self.seen(msg, &event, seen),
+            Ok(Commit::EffectRejected { index }) => {
+                // A business condition did not hold (e.g. the account it debits does not exist
+                // yet). Nothing was written; redelivery retries it, and the redrive policy
+                // dead-letters it if it never holds.
+                tracing::warn!(message_id = %msg.message_id, key = %event.key, effect = index,
+                    "an effect's condition failed; nothing written, will retry");
+                Outcome::Retry {
+                    reason: format!("effect {index} condition failed"),
+                }
+            }
+            Err(e) => store_failed(msg, &e),
+        }
+    }
+
+    /// The leased flow (S6): claim the event under a lease no longer than `deadline`, run `call`
+    /// (which must pass `lease.idempotency_key()` to the external system), then complete the mark
+    /// with the call's result. A failed call releases the claim. A store fault anywhere leaves
+    /// the message for redelivery, which reuses the same idempotency key.
+    pub async fn leased<F, Fut>(
+        &self,
+        msg: &Message,
+        deadline: Option<SystemTime>,
+        call: F,
+    ) -> Outcome
+    where
+        F: FnOnce(Derived, Lease) -> Fut,
+        Fut: Future<Output = Result<Option<String>, HandlerError>>,
+    {
+        let event = match self.derive(msg) {
+            Ok(e) => e,
+            Err(outcome) => return outcome,
+        };
+        let lease = match self
+            .store
+            .claim(&event.key, event.fingerprint.as_ref(), deadline)
+            .await
+        {
+            Ok(Claim::Claimed(lease)) => lease,
+            Ok(Claim::Seen(seen)) => return self.seen(msg, &event, seen),
+            Err(e) => return store_failed(msg, &e),
+        };
+        let key = event.key.clone();
+        let summary = event.clone();
+        match call(event, lease.clone()).await {
+            Ok(result) => match self.store.complete(&lease, result.as_deref()).await {
+                Ok(()) => {
+                    tracing::info!(message_id = %msg.message_id, key = %key, "applied");
+                    Outcome::Applied
+                }
+                Err(e) => {
+                    // The external effect happened, under our idempotency key; the next delivery
+                    // (or the process that took over) repeats the call with the same key, and the
+                    // provider answers with the stored result instead of a second effect.
+                    store_failed(msg, &e)
+                }
+            },
+            Err(err) => {
+                if let Err(e) = self.store.release(&lease).await {
+                    // The lease expires by itself; the redelivery claims it then.
+                    tracing::warn!(message_id = %msg.message_id, key = %key, error = %e,
+                        "could not release the claim");
+                }
+                handler_failed(msg, &summary, err)
+            }
+        }
+    }
+
+    fn seen(&self, msg: &Message, event: &Derived, seen: Seen) -> Outcome {
+        match seen {
+            Seen::Duplicate(mark) => {
+                let first_seen_ms = dedup::clock::epoch_millis(mark.first_seen_at);
+                tracing::info!(message_id = %msg.message_id, key = %event.key,
+                    first_seen_ms, "duplicate skipped");
+                Outcome::Duplicate {
+                    first_seen_at: mark.first_seen_at,
+                }
+            }
+            Seen::InProgress { lease_expires_at } => {
+                let lease_expires_ms = lease_expires_at.map(dedup::clock::epoch_millis);
+                tracing::info!(message_id = %msg.message_id, key = %event.key,
+                    lease_expires_ms, "in progress elsewhere; will retry");
+                Outcome::Retry {
+                    reason: "in progress under another live lease".into(),
+                }
+            }
+            Seen::Conflict { stored, offered } => {
+                tracing::warn!(message_id = %msg.message_id, key = %event.key,
+                    stored_fingerprint = %stored, offered_fingerprint = %offered,
+                    "conflict: same key, different payload; dead-lettering");
+                Outcome::Conflict
+            }
+        }
+    }
+}
+
+fn rejected(msg: &Message, r: &Rejection) -> Outcome {
+    tracing::warn!(message_id = %msg.message_id, code = r.code(), reason = %r,
+        "rejected: no key; dead-lettering");
+    Outcome::Rejected {
+        code: r.code(),
+        reason: r.to_string(),
+    }
+}
+
+fn handler_failed(msg: &Message, event: &Derived, e: HandlerError) -> Outcome {
+    match e {
+        HandlerError::Invalid(reason) => {
+            tracing::warn!(message_id = %msg.message_id, key = %event.key, reason = %reason,
+                "rejected: invalid payload; dead-lettering");
+            Outcome::Rejected {
+                code: "invalid_payload",
+                reason,
+            }
+        }
+        HandlerError::Transient(reason) => {
+            tracing::warn!(message_id = %msg.message_id, key = %event.key, reason = %reason,
+                "handler failed; will retry");
+            Outcome::Retry { reason }
+        }
+    }
+}
+
+fn store_failed(msg: &Message, e: &StoreError) -> Outcome {
+    // S13: fail closed. Nothing is acknowledged without its mark.
+    tracing::warn!(message_id = %msg.message_id, error = %e, retryable = e.is_retryable(),
+        "mark store failed; will retry");
+    Outcome::Retry {
+        reason: format!("mark store: {e}"),
+    }
+}

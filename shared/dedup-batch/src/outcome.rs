@@ -1,0 +1,224 @@
+//! The ends of a delivery and the account that must close (S14).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+/// How one delivery ended. Exactly one per delivery (S14).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The effect happened, now, because of this delivery. Acknowledged.
+    Applied,
+    /// The event was already handled; nothing was done. Acknowledged, logged, counted (S8).
+    Duplicate {
+        /// When the event was first seen.
+        first_seen_at: SystemTime,
+    },
+    /// Not processed now; reported as a batch item failure so the queue redelivers it (S8 in
+    /// progress, S13 store faults, transient handler errors).
+    Retry {
+        /// Why, for the log.
+        reason: String,
+    },
+    /// Same key, different payload (S11). Reported failed, so it ends in the dead-letter queue
+    /// through the queue's redrive policy; never acknowledged as a duplicate.
+    Conflict,
+    /// No key could be derived, or the payload is invalid (S2). Reported failed, so it ends in the
+    /// dead-letter queue; never processed, never dropped.
+    Rejected {
+        /// A stable code (`body_not_json`, `identity_missing`, `invalid_payload`, …).
+        code: &'static str,
+        /// The reason, naming fields but never their values.
+        reason: String,
+    },
+}
+
+impl Outcome {
+    /// Whether the message is removed from the queue (absent from the batch item failures).
+    pub fn acknowledged(&self) -> bool {
+        matches!(self, Outcome::Applied | Outcome::Duplicate { .. })
+    }
+
+    /// The outcome's name in logs and metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Applied => "applied",
+            Outcome::Duplicate { .. } => "duplicate",
+            Outcome::Retry { .. } => "retry",
+            Outcome::Conflict => "conflict",
+            Outcome::Rejected { .. } => "rejected",
+        }
+    }
+}
+
+/// The per-invocation account: received = applied + duplicate + retry + conflict + rejected.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Account {
+    /// Deliveries in the batch.
+    pub received: u64,
+    /// Effects applied.
+    pub applied: u64,
+    /// Duplicates skipped.
+    pub duplicate: u64,
+    /// Left for redelivery.
+    pub retry: u64,
+    /// Payload conflicts.
+    pub conflict: u64,
+    /// Rejected deliveries.
+    pub rejected: u64,
+}
+
+impl Account {
+    /// Counts one outcome.
+    pub fn record(&mut self, outcome: &Outcome) {
+        self.received += 1;
+        match outcome {
+            Outcome::Applied => self.applied += 1,
+            Outcome::Duplicate { .. } => self.duplicate += 1,
+            Outcome::Retry { .. } => self.retry += 1,
+            Outcome::Conflict => self.conflict += 1,
+            Outcome::Rejected { .. } => self.rejected += 1,
+        }
+    }
+
+    /// Whether the account closes (S14).
+    pub fn closes(&self) -> bool {
+        self.received == self.applied + self.duplicate + self.retry + self.conflict + self.rejected
+    }
+
+    /// Adds another account to this one.
+    pub fn add(&mut self, other: &Account) {
+        self.received += other.received;
+        self.applied += other.applied;
+        self.duplicate += other.duplicate;
+        self.retry += other.retry;
+        self.conflict += other.conflict;
+        self.rejected += other.rejected;
+    }
+
+    /// One CloudWatch Embedded Metric Format record of this account, as a single JSON line: print
+    /// it to stdout on its own line and CloudWatch extracts the metrics (namespace `namespace`,
+    /// dimension `Function`).
+    pub fn emf_line(&self, namespace: &str, function: &str) -> String {
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let names = [
+            ("Received", self.received),
+            ("Applied", self.applied),
+            ("Duplicate", self.duplicate),
+            ("Retry", self.retry),
+            ("Conflict", self.conflict),
+            ("Rejected", self.rejected),
+        ];
+        let mut record = serde_json::Map::new();
+        record.insert(
+            "_aws".into(),
+            serde_json::json!({
+                "Timestamp": ms,
+                "CloudWatchMetrics": [{
+                    "Namespace": namespace,
+                    "Dimensions": [["Function"]],
+                    "Metrics": names.iter().map(|(n, _)| serde_json::json!({"Name": n, "Unit": "Count"})).collect::<Vec<_>>(),
+                }],
+            }),
+        );
+        record.insert("Function".into(), function.into());
+        for (name, value) in names {
+            record.insert(name.into(), value.into());
+        }
+        serde_json::Value::Object(record).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s14_every_outcome_is_counted_once_and_the_account_closes() {
+        let outcomes = [
+            Outcome::Applied,
+            Outcome::Duplicate {
+                first_seen_at: SystemTime::now(),
+            },
+            Outcome::Retry { reason: "x".into() },
+            Outcome::Conflict,
+            Outcome::Rejected {
+                code: "identity_missing",
+                reason: "x".into(),
+            },
+            Outcome::Applied,
+        ];
+        let mut a = Account::default();
+        for o in &outcomes {
+            a.record(o);
+        }
+        assert_eq!(
+            a,
+            Account {
+                received: 6,
+                applied: 2,
+                duplicate: 1,
+                retry: 1,
+                conflict: 1,
+                rejected: 1
+            }
+        );
+        assert!(a.closes());
+        a.received += 1;
+        assert!(!a.closes(), "a delivery with no outcome breaks the account");
+    }
+
+    #[test]
+    fn s14_emf_line_carries_every_count() {
+        let a = Account {
+            received: 5,
+            applied: 1,
+            duplicate: 1,
+            retry: 1,
+            conflict: 1,
+            rejected: 1,
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(&a.emf_line("lambda-dedup", "ledger-projector"))
+                .expect("one JSON object");
+        assert_eq!(v["Function"], "ledger-projector");
+        assert_eq!(v["Received"], 5);
+        assert_eq!(v["Rejected"], 1);
+        let metrics = v["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .expect("metrics");
+        assert_eq!(metrics.len(), 6);
+        assert_eq!(
+            v["_aws"]["CloudWatchMetrics"][0]["Namespace"],
+            "lambda-dedup"
+        );
+    }
+
+    #[test]
+    fn only_applied_and_duplicate_are_acknowledged() {
+        assert!(Outcome::Applied.acknowledged());
+        assert!(
+            Outcome::Duplicate {
+                first_seen_at: SystemTime::now()
+            }
+            .acknowledged()
+        );
+        assert!(
+            !Outcome::Retry {
+                reason: String::new()
+            }
+            .acknowledged()
+        );
+        assert!(!Outcome::Conflict.acknowledged());
+        assert!(
+            !Outcome::Rejected {
+                code: "c",
+                reason: String::new()
+            }
+            .acknowledged()
+        );
+    }
+}

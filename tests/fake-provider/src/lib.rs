@@ -1,0 +1,216 @@
+//! A fake external HTTP provider (think payments API) for tests and the local demo.
+//!
+//! The Lambda functions in this workspace call a third-party API with an
+//! `Idempotency-Key` header so that SQS redeliveries do not repeat side effects.
+//! To test that end to end we need a provider that behaves like a real one
+//! (the IETF `Idempotency-Key` header draft, with Stripe's choices where the
+//! draft leaves room) *and* that lets a test observe how many times each effect
+//! was really applied and break the network in controlled ways.
+//!
+//! - `POST /v1/{resource}` with a JSON body and an `Idempotency-Key` header
+//!   applies an effect once per key; a retry with the same payload replays the
+//!   stored response (`Idempotent-Replayed: true`), a different payload gets
+//!   422, and a retry while the first attempt is still running gets 409.
+//! - `/_admin/...` routes queue faults (`error_5xx`, `slow`,
+//!   `apply_then_timeout`), report effect counters and reset everything.
+//!
+//! Everything lives in memory and is lost when the process exits: this is a
+//! test double, not a product.
+//!
+//! # Layout
+//!
+//! - `lib.rs`: the public handle ([`Provider`]), the fault description
+//!   ([`Fault`], [`FaultKind`]) and [`spawn`] to serve on a socket.
+//! - `state.rs`: the in-memory store (idempotency slots, effect counters, fault
+//!   queue) and request fingerprints. No HTTP in there, no `.await`, so its lock
+//!   is never held across a suspension point.
+//! - `routes.rs`: the axum handlers that turn HTTP requests into store
+//!   operations and apply the queued faults' delays.
+//! - `main.rs`: the `fake-provider` binary used by the demo.
+//! - `tests.rs`: tests driving the real server over loopback with `reqwest`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+mod routes;
+mod state;
+#[cfg(test)]
+mod tests;
+
+use state::State;
+
+/// Handle over the provider's shared in-memory state.
+///
+/// Clones share the same state, so a test can keep one clone to inspect
+/// counters and inject faults while the router built from another serves HTTP.
+#[derive(Debug, Clone, Default)]
+pub struct Provider {
+    state: Arc<Mutex<State>>,
+}
+
+impl Provider {
+    /// A provider with no recorded keys, no effects and no queued faults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The HTTP API (provider routes and `/_admin` routes) over this state.
+    pub fn router(&self) -> axum::Router {
+        routes::router(self.clone())
+    }
+
+    /// How many times the effect was applied, per idempotency key.
+    pub fn effects(&self) -> BTreeMap<String, u64> {
+        self.lock()
+            .effects()
+            .iter()
+            .map(|(key, effect)| (key.clone(), effect.count))
+            .collect()
+    }
+
+    /// Effects applied across all keys.
+    pub fn total_effects(&self) -> u64 {
+        self.lock().total_effects()
+    }
+
+    /// `POST /v1/...` requests received, whatever their outcome.
+    pub fn requests(&self) -> u64 {
+        self.lock().requests()
+    }
+
+    /// Queues a fault behind those already queued. A fault with `count == 0`
+    /// would never match anything, so it is dropped.
+    pub fn inject(&self, fault: Fault) {
+        self.lock().push_fault(fault);
+    }
+
+    /// Drops every queued fault, leaving keys and counters alone.
+    pub fn clear_faults(&self) {
+        self.lock().clear_faults();
+    }
+
+    /// Forgets keys, stored responses, counters and faults.
+    ///
+    /// A first request still in flight (held by a `slow` fault) is answered
+    /// 503 when its delay ends and records nothing, so an earlier scenario
+    /// cannot leak effects into the next one.
+    pub fn reset(&self) {
+        self.lock().reset();
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves plain counters and maps, never
+        // a half-applied invariant worth refusing to serve over.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// What a queued fault does to the requests it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FaultKind {
+    /// Answer `503 {"error":"injected"}` after `delay_ms`, without applying or
+    /// storing anything, so a retry with the same key is a first request.
+    #[serde(rename = "error_5xx")]
+    Error5xx,
+    /// Take `delay_ms` longer to answer. A first request holds its key in
+    /// flight during the delay (a concurrent retry gets 409) and applies the
+    /// effect at the end of it, even if the client has given up by then.
+    #[serde(rename = "slow")]
+    Slow,
+    /// Apply the effect and store the response at once, then wait `delay_ms`
+    /// before answering: the provider did the work but the client may time
+    /// out without learning it, and a retry gets the replay.
+    #[serde(rename = "apply_then_timeout")]
+    ApplyThenTimeout,
+}
+
+/// A fault affecting the next `count` matching `POST /v1/...` requests.
+///
+/// This is also the JSON body of `POST /_admin/faults`; `count` defaults to 1,
+/// `delay_ms` to 0 and `resource` to "any resource".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    /// What happens to the matched requests.
+    pub kind: FaultKind,
+    /// How many requests this fault affects before it is used up.
+    #[serde(default = "default_count")]
+    pub count: u32,
+    /// Delay in milliseconds (see [`FaultKind`] for where it is spent).
+    #[serde(default)]
+    pub delay_ms: u64,
+    /// Only requests to `POST /v1/{resource}` with this resource match;
+    /// `None` matches every resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+}
+
+fn default_count() -> u32 {
+    1
+}
+
+impl Fault {
+    /// The next `count` matching requests get a 503 and apply nothing.
+    pub fn error_5xx(count: u32) -> Self {
+        Self::new(FaultKind::Error5xx, count, Duration::ZERO)
+    }
+
+    /// The next `count` matching requests take `delay` longer.
+    pub fn slow(count: u32, delay: Duration) -> Self {
+        Self::new(FaultKind::Slow, count, delay)
+    }
+
+    /// The next `count` matching requests apply at once but answer after `delay`.
+    pub fn apply_then_timeout(count: u32, delay: Duration) -> Self {
+        Self::new(FaultKind::ApplyThenTimeout, count, delay)
+    }
+
+    /// Restricts the fault to `POST /v1/{resource}`.
+    #[must_use]
+    pub fn for_resource(mut self, resource: impl Into<String>) -> Self {
+        self.resource = Some(resource.into());
+        self
+    }
+
+    /// `delay_ms` as a [`Duration`].
+    pub fn delay(&self) -> Duration {
+        Duration::from_millis(self.delay_ms)
+    }
+
+    fn new(kind: FaultKind, count: u32, delay: Duration) -> Self {
+        Self {
+            kind,
+            count,
+            // Saturate rather than fail: a delay of 584 million years is
+            // "forever" either way.
+            delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            resource: None,
+        }
+    }
+}
+
+/// Binds `addr` (port 0 picks a free port), serves `provider` from a
+/// background task and returns the bound address.
+///
+/// Dropping the handle does not stop the server; abort it (or end the runtime)
+/// to stop serving.
+pub async fn spawn(
+    provider: Provider,
+    addr: SocketAddr,
+) -> std::io::Result<(SocketAddr, JoinHandle<()>)> {
+    let listener = TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let router = provider.router();
+    let handle = tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, router).await {
+            tracing::error!(%error, %bound, "fake provider stopped serving");
+        }
+    });
+    Ok((bound, handle))
+}

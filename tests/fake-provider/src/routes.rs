@@ -1,0 +1,238 @@
+//! HTTP surface: the provider API under `/v1` and the test controls under
+//! `/_admin`.
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::header::{CONTENT_TYPE, HeaderName};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+use crate::state::{self, Claim, Lookup, StoredResponse};
+use crate::{Fault, FaultKind, Provider};
+
+const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+
+pub(crate) fn router(provider: Provider) -> Router {
+    Router::new()
+        .route("/v1/{resource}", post(create))
+        .route("/_admin/faults", post(add_fault).delete(clear_faults))
+        .route("/_admin/effects", get(effects))
+        .route("/_admin/reset", post(reset))
+        // A wrong method is "not matched" too: callers only need to know
+        // the route does not exist for them.
+        .fallback(not_found)
+        .method_not_allowed_fallback(not_found)
+        .with_state(provider)
+}
+
+async fn create(
+    State(provider): State<Provider>,
+    Path(resource): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    provider.lock().count_request();
+    let key = match idempotency_key(&headers) {
+        Ok(key) => key,
+        Err(message) => return error(StatusCode::BAD_REQUEST, message),
+    };
+    // Parsed by hand rather than with `Json<Value>` so a bad body gets the
+    // same `{"error": ...}` shape as every other refusal, whatever its
+    // Content-Type.
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(parse) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("request body is not valid JSON: {parse}"),
+            );
+        }
+    };
+    let fingerprint = state::fingerprint(&resource, &request);
+
+    // Faults model the network and the provider's health, which do not care
+    // whether the key is known, so they are drawn before the lookup. Only
+    // well-formed requests draw one: a malformed request never reaches the
+    // provider's business logic and should not use up a test's fault.
+    let fault = provider.lock().take_fault(&resource);
+    let kind = fault.map(|hit| hit.kind);
+    let delay = fault.map_or(Duration::ZERO, |hit| Duration::from_millis(hit.delay_ms));
+    if kind == Some(FaultKind::Error5xx) {
+        tracing::debug!(%key, %resource, "injected 503");
+        return after(delay, error(StatusCode::SERVICE_UNAVAILABLE, "injected")).await;
+    }
+
+    // Bound first so the guard is dropped before any `.await` below.
+    let lookup = provider.lock().lookup(&key, &fingerprint);
+    let claim = match lookup {
+        Lookup::Claimed(claim) => Claim::new(provider.clone(), key, claim, resource, fingerprint),
+        Lookup::Replay(stored) => return after(delay, stored_response(stored, true)).await,
+        Lookup::Mismatch => {
+            let refusal = error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency key reused with a different payload",
+            );
+            return after(delay, refusal).await;
+        }
+        Lookup::InProgress => {
+            let refusal = error(
+                StatusCode::CONFLICT,
+                "a request with this idempotency key is in progress",
+            );
+            return after(delay, refusal).await;
+        }
+    };
+
+    let stored = match kind {
+        Some(FaultKind::Slow) => {
+            // In its own task because hyper drops the handler when the client
+            // hangs up, and a real provider finishes the work anyway; it also
+            // keeps "did the effect happen?" independent of client timeouts.
+            let work = tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                claim.apply(request)
+            });
+            match work.await {
+                Ok(stored) => stored,
+                // The claim's drop already freed the key during the unwind.
+                Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+            }
+        }
+        Some(FaultKind::ApplyThenTimeout) => {
+            let stored = claim.apply(request);
+            tokio::time::sleep(delay).await;
+            stored
+        }
+        // No fault (an `Error5xx` was answered above).
+        _ => claim.apply(request),
+    };
+    match stored {
+        Some(stored) => stored_response(stored, false),
+        None => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "provider was reset while the request was in flight",
+        ),
+    }
+}
+
+async fn add_fault(State(provider): State<Provider>, body: Bytes) -> Response {
+    let fault: Fault = match serde_json::from_slice(&body) {
+        Ok(fault) => fault,
+        Err(parse) => return error(StatusCode::BAD_REQUEST, format!("invalid fault: {parse}")),
+    };
+    if fault.count == 0 {
+        // Rejected rather than ignored: a test asking for zero faults has a bug.
+        return error(StatusCode::BAD_REQUEST, "fault count must be at least 1");
+    }
+    let pending = {
+        let mut state = provider.lock();
+        state.push_fault(fault);
+        state.pending_faults()
+    };
+    (
+        StatusCode::CREATED,
+        Json(json!({ "pending_faults": pending })),
+    )
+        .into_response()
+}
+
+async fn clear_faults(State(provider): State<Provider>) -> StatusCode {
+    provider.clear_faults();
+    StatusCode::NO_CONTENT
+}
+
+async fn effects(State(provider): State<Provider>) -> Json<Value> {
+    let state = provider.lock();
+    let effects: serde_json::Map<String, Value> = state
+        .effects()
+        .iter()
+        .map(|(key, effect)| {
+            let entry = json!({ "resource": effect.resource, "count": effect.count });
+            (key.clone(), entry)
+        })
+        .collect();
+    Json(json!({
+        "total_effects": state.total_effects(),
+        "requests": state.requests(),
+        "effects": effects,
+    }))
+}
+
+async fn reset(State(provider): State<Provider>) -> StatusCode {
+    provider.reset();
+    StatusCode::NO_CONTENT
+}
+
+async fn not_found() -> Response {
+    error(StatusCode::NOT_FOUND, "not found")
+}
+
+async fn after(delay: Duration, response: Response) -> Response {
+    tokio::time::sleep(delay).await;
+    response
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({ "error": message.into() }))).into_response()
+}
+
+fn stored_response(stored: StoredResponse, replayed: bool) -> Response {
+    let mut response = (
+        stored.status,
+        [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        stored.body,
+    )
+        .into_response();
+    if replayed {
+        response
+            .headers_mut()
+            .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    }
+    response
+}
+
+/// The key as the client meant it. The IETF draft sends it as a structured
+/// field string (`Idempotency-Key: "abc"`) while Stripe-style clients send it
+/// bare (`Idempotency-Key: abc`); both name the key `abc`.
+fn idempotency_key(headers: &HeaderMap) -> Result<String, &'static str> {
+    let Some(value) = headers.get(IDEMPOTENCY_KEY) else {
+        return Err("missing Idempotency-Key header");
+    };
+    let raw = value
+        .to_str()
+        .map_err(|_| "Idempotency-Key header must be visible ASCII")?
+        .trim();
+    let key = match raw.strip_prefix('"') {
+        Some(quoted) => {
+            unquote(quoted).ok_or("Idempotency-Key header is a malformed quoted string")?
+        }
+        None => raw.to_owned(),
+    };
+    if key.is_empty() {
+        return Err("empty Idempotency-Key header");
+    }
+    Ok(key)
+}
+
+/// Decodes the rest of an RFC 8941 string after its opening quote.
+fn unquote(rest: &str) -> Option<String> {
+    let mut key = String::with_capacity(rest.len());
+    let mut chars = rest.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next()? {
+                escaped @ ('"' | '\\') => key.push(escaped),
+                _ => return None,
+            },
+            '"' => return chars.next().is_none().then_some(key),
+            other => key.push(other),
+        }
+    }
+    None
+}

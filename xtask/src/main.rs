@@ -1,24 +1,32 @@
 //! Project automation. Run with `cargo xtask <command>`:
 //!
-//! - `test [ARGS]`: install what is missing (DynamoDB Local), start it on a free loopback port, run
-//!   `cargo test --workspace [ARGS]` against it, and stop it, also when the tests fail.
-//! - `dynamodb`: start DynamoDB Local and keep it running until Enter or Ctrl-C (for manual work).
-//!
-//! Only the standard library: this crate must build in seconds on a fresh machine.
+//! - `test [ARGS]`: install what is missing, start the local stack, run
+//!   `cargo test --workspace [ARGS]` against it (unit, integration and end-to-end tests), stop it.
+//! - `demo`: start the local stack and run the main job end to end: a realistic workload through
+//!   the SQS emulator, the local trigger and the functions; then the final state against a
+//!   single-pass expectation, the accounting, and the DLQs. Exits non-zero if any check fails.
+//! - `dynamodb`: start DynamoDB Local alone until Enter (for manual work).
 
+mod demo;
 mod dynamodb;
+mod process;
+mod stack;
+mod tools;
+mod trigger;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 type Result<T, E = String> = std::result::Result<T, E>;
 
-fn main() -> ExitCode {
+#[tokio::main]
+async fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let cmd = args.next().unwrap_or_default();
     let rest: Vec<String> = args.collect();
     let outcome = match cmd.as_str() {
-        "test" => test(&rest),
+        "test" => test(&rest).await,
+        "demo" => demo::run(&root()).await,
         "dynamodb" => dynamodb_foreground(),
         "" | "help" | "-h" | "--help" => {
             print_help();
@@ -39,8 +47,9 @@ fn print_help() {
     println!(
         "cargo xtask <command>\n\n\
          commands:\n  \
-         test [ARGS]   start DynamoDB Local (installing it if needed) and run `cargo test --workspace [ARGS]`\n  \
-         dynamodb      start DynamoDB Local and keep it running (prints the endpoint)\n"
+         demo          run the whole system end to end on local services and check the result\n  \
+         test [ARGS]   start the local stack and run `cargo test --workspace [ARGS]` against it\n  \
+         dynamodb      start DynamoDB Local alone and keep it running (prints the endpoint)\n"
     );
 }
 
@@ -56,10 +65,9 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
-fn test(args: &[String]) -> Result<()> {
+async fn test(args: &[String]) -> Result<()> {
     let root = root();
-    let ddb = dynamodb::DynamoLocal::start(&root)?;
-    println!("xtask: DynamoDB Local ready at {}", ddb.endpoint());
+    let mut stack = stack::Stack::up(&root).await?;
     // The whole workspace unless the caller names packages.
     let named = args
         .iter()
@@ -70,29 +78,31 @@ fn test(args: &[String]) -> Result<()> {
         test_args.push("--workspace".into());
     }
     test_args.extend(args.iter().cloned());
-    let mut cmd = Command::new(cargo());
-    cmd.current_dir(&root)
-        .args(&test_args)
-        .envs(ddb.client_env());
     println!("xtask: running cargo {}", test_args.join(" "));
+    let mut cmd = tokio::process::Command::new(cargo());
+    cmd.current_dir(&root).args(&test_args).envs(stack.env());
     let status = cmd
         .status()
+        .await
         .map_err(|e| format!("could not run cargo: {e}"))?;
     if !status.success() {
-        ddb.print_log_tail(30);
+        stack.print_logs();
         return Err(format!("tests failed ({status})"));
     }
-    drop(ddb);
+    if !stack.functions_alive() {
+        stack.print_logs();
+        return Err("cargo lambda watch exited during the tests".into());
+    }
+    drop(stack);
     println!("xtask: all tests passed");
     Ok(())
 }
 
 fn dynamodb_foreground() -> Result<()> {
     let ddb = dynamodb::DynamoLocal::start(&root())?;
-    println!("DynamoDB Local is running. Use it with:");
-    for (k, v) in ddb.client_env() {
-        println!("  export {k}={v}");
-    }
+    println!("DynamoDB Local is running. Point a client at it with:");
+    println!("  export AWS_ENDPOINT_URL_DYNAMODB={}", ddb.endpoint());
+    println!("  export AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local");
     println!("Press Enter (or Ctrl-C) to stop.");
     let mut line = String::new();
     let _ = std::io::stdin().read_line(&mut line);

@@ -13,6 +13,21 @@ pub mod sqs;
 pub use settings::{Settings, optional, required};
 pub use sqs::{messages, response, run_sqs};
 
+/// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.
+///
+/// Lambda sends it as epoch milliseconds. `cargo lambda watch` (1.9) sends the timeout itself
+/// (e.g. `600000`) instead; a value that cannot be a deadline (before 2001) is read as "that many
+/// milliseconds from now", so local runs behave like Lambda. No deadline at all gives `None`.
+pub fn deadline(ctx: &lambda_runtime::Context) -> Option<std::time::SystemTime> {
+    use std::time::{Duration, SystemTime};
+    const YEAR_2001_MS: u64 = 978_307_200_000;
+    match ctx.deadline {
+        0 => None,
+        ms if ms < YEAR_2001_MS => Some(SystemTime::now() + Duration::from_millis(ms)),
+        _ => Some(ctx.deadline()),
+    }
+}
+
 /// Sets up JSON or text logging as the Lambda environment asks (`AWS_LAMBDA_LOG_FORMAT`,
 /// `AWS_LAMBDA_LOG_LEVEL`, or `RUST_LOG`).
 pub fn init_tracing() {

@@ -30,10 +30,10 @@ async fn main() -> Result<(), Error> {
     let dedup = Deduplicator::new(spec, settings.mark_store(dedup_dynamodb::connect().await));
     let (dedup, api) = (&dedup, &api);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        let deadline = event.context.deadline();
+        let deadline = lambda_edge::deadline(&event.context);
         lambda_edge::run_sqs(FUNCTION, event, settings.max_concurrency, |m| async move {
             dedup
-                .leased(&m, Some(deadline), |e, lease| async move {
+                .leased(&m, deadline, |e, lease| async move {
                     let request = payment::request(&e)?;
                     let receipt = api
                         .post("/v1/payments", &lease.idempotency_key(), &request)

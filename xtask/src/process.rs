@@ -1,0 +1,127 @@
+//! Child services that cannot outlive xtask.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::Result;
+
+/// A service started in its own process group behind a watchdog shell. The shell waits on its
+/// stdin, which only xtask holds: when xtask exits for any reason (even SIGKILL), the pipe closes,
+/// and the shell stops the whole group. No emulator or function outlives the run that started it.
+pub(crate) struct Guarded {
+    name: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    log: PathBuf,
+}
+
+impl Guarded {
+    /// Starts `cmdline` (a shell command line) in `dir` with `env`, its output going to `log`.
+    pub(crate) fn spawn(
+        name: &str,
+        dir: &Path,
+        cmdline: &str,
+        env: &[(String, String)],
+        log: PathBuf,
+    ) -> Result<Self> {
+        if let Some(parent) = log.parent() {
+            fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        let script = format!(
+            "setsid sh -c {cmd} >{log} 2>&1 & pid=$!; \
+             read _ignored; kill -TERM -- -$pid 2>/dev/null; \
+             for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 -- -$pid 2>/dev/null || exit 0; sleep 0.2; done; \
+             kill -KILL -- -$pid 2>/dev/null; exit 0",
+            cmd = shell_quote(cmdline),
+            log = shell_quote(&log.display().to_string()),
+        );
+        let mut child = Command::new("sh")
+            .args(["-c", &script])
+            .current_dir(dir)
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("could not start {name}: {e}"))?;
+        let stdin = child.stdin.take();
+        Ok(Self {
+            name: name.to_owned(),
+            child,
+            stdin,
+            log,
+        })
+    }
+
+    pub(crate) fn log(&self) -> &Path {
+        &self.log
+    }
+
+    /// Whether the service has exited already.
+    pub(crate) fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
+    pub(crate) fn print_log_tail(&self, lines: usize) {
+        if let Ok(text) = fs::read_to_string(&self.log) {
+            let all: Vec<&str> = text.lines().collect();
+            eprintln!(
+                "--- last lines of {} ({}) ---",
+                self.log.display(),
+                self.name
+            );
+            for l in &all[all.len().saturating_sub(lines)..] {
+                eprintln!("{l}");
+            }
+        }
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub(crate) fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Waits until an HTTP server answers on `port` (any status).
+pub(crate) fn wait_http(port: u16, limit: Duration) -> bool {
+    use std::io::{Read, Write};
+    use std::net::{SocketAddr, TcpStream};
+    let start = Instant::now();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    while start.elapsed() < limit {
+        if let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            if s.write_all(b"GET / HTTP/1.0\r\n\r\n").is_ok() {
+                let mut buf = [0u8; 12];
+                if s.read(&mut buf)
+                    .is_ok_and(|n| n >= 4 && &buf[..4] == b"HTTP")
+                {
+                    return true;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+pub(crate) fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port: {e}"))
+}

@@ -1,0 +1,506 @@
+//! The whole system on loopback: DynamoDB Local, the SQS emulator, the fake provider, tables and
+//! queues, the functions under `cargo lambda watch`, and the local triggers. Everything stops when
+//! the [`Stack`] is dropped.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Seek};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    StreamSpecification, StreamViewType,
+};
+use aws_sdk_sqs::types::QueueAttributeName;
+use fake_provider::Provider;
+
+use crate::Result;
+use crate::dynamodb::DynamoLocal;
+use crate::process::{Guarded, free_port, wait_http};
+use crate::trigger::{TriggerStats, sqs_trigger, stream_trigger};
+
+/// The SQS-triggered functions.
+pub(crate) const SQS_FUNCTIONS: [&str; 3] =
+    ["ledger-projector", "fine-notices", "payment-dispatcher"];
+/// Visibility timeout of the local queues: short, so redeliveries happen within a demo.
+pub(crate) const VISIBILITY_TIMEOUT_SECS: u64 = 2;
+/// maxReceiveCount of the local queues' redrive policies.
+pub(crate) const MAX_RECEIVE_COUNT: u32 = 5;
+
+/// A queue and its dead-letter queue.
+#[derive(Debug, Clone)]
+pub(crate) struct Queues {
+    pub(crate) url: String,
+    pub(crate) arn: String,
+    pub(crate) dlq_url: String,
+}
+
+/// Per-function sums of the EMF records the functions printed (S14).
+pub(crate) type Accounts = BTreeMap<String, BTreeMap<String, u64>>;
+
+pub(crate) struct Stack {
+    // Field order is drop order: triggers first, then the functions, then the emulators.
+    triggers: Vec<tokio::task::JoinHandle<()>>,
+    watch: Guarded,
+    _moto: Guarded,
+    ddb: DynamoLocal,
+    pub(crate) provider: Provider,
+    pub(crate) provider_url: String,
+    pub(crate) sqs_endpoint: String,
+    pub(crate) sqs: aws_sdk_sqs::Client,
+    pub(crate) dynamodb: aws_sdk_dynamodb::Client,
+    pub(crate) queues: BTreeMap<String, Queues>,
+    pub(crate) lose_next: BTreeMap<String, Arc<AtomicBool>>,
+    pub(crate) stats: BTreeMap<String, Arc<TriggerStats>>,
+    pub(crate) accounts: Arc<Mutex<Accounts>>,
+}
+
+pub(crate) const TABLE_MARKS: &str = "dedup-marks";
+pub(crate) const TABLE_BALANCES: &str = "balances";
+pub(crate) const TABLE_FINES: &str = "fines";
+pub(crate) const TABLE_INTENTS: &str = "intents";
+
+fn conf_env() -> Vec<(String, String)> {
+    [
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "local"),
+        ("AWS_SECRET_ACCESS_KEY", "local"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+fn step(what: &str) {
+    println!("xtask: {what}");
+}
+
+impl Stack {
+    pub(crate) async fn up(root: &Path) -> Result<Self> {
+        let bin = crate::tools::ensure(root)?;
+        step("starting DynamoDB Local");
+        let ddb = DynamoLocal::start(root)?;
+        let logs = root.join(".cache").join("logs");
+
+        step("starting the SQS emulator (moto)");
+        let moto_port = free_port()?;
+        let moto = Guarded::spawn(
+            "moto",
+            root,
+            &format!(
+                "exec '{}' -H 127.0.0.1 -p {moto_port}",
+                bin.join("moto_server").display()
+            ),
+            &conf_env(),
+            logs.join("moto.log"),
+        )?;
+        if !wait_http(moto_port, Duration::from_secs(60)) {
+            moto.print_log_tail(30);
+            return Err("the SQS emulator did not start".into());
+        }
+        let sqs_endpoint = format!("http://127.0.0.1:{moto_port}");
+
+        step("starting the fake provider");
+        let provider = Provider::new();
+        let (addr, _server) = fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
+            .await
+            .map_err(|e| format!("fake provider: {e}"))?;
+        let provider_url = format!("http://{addr}");
+
+        let creds =
+            aws_sdk_dynamodb::config::Credentials::new("local", "local", None, None, "xtask");
+        let dynamodb = aws_sdk_dynamodb::Client::from_conf(
+            aws_sdk_dynamodb::Config::builder()
+                .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+                .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+                .credentials_provider(creds.clone())
+                .endpoint_url(ddb.endpoint())
+                .build(),
+        );
+        let sqs = aws_sdk_sqs::Client::from_conf(
+            aws_sdk_sqs::Config::builder()
+                .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+                .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+                .credentials_provider(creds.clone())
+                .endpoint_url(&sqs_endpoint)
+                .build(),
+        );
+        let streams = aws_sdk_dynamodbstreams::Client::from_conf(
+            aws_sdk_dynamodbstreams::Config::builder()
+                .behavior_version(aws_sdk_dynamodbstreams::config::BehaviorVersion::latest())
+                .region(aws_sdk_dynamodbstreams::config::Region::new("us-east-1"))
+                .credentials_provider(creds)
+                .endpoint_url(ddb.endpoint())
+                .build(),
+        );
+
+        step("creating tables (TTL on the mark table, a stream on intents) and queues with DLQs");
+        dedup_dynamodb::provision::create_mark_table(&dynamodb, TABLE_MARKS, true)
+            .await
+            .map_err(|e| format!("mark table: {e}"))?;
+        create_table(&dynamodb, TABLE_BALANCES, "account", false).await?;
+        create_table(&dynamodb, TABLE_FINES, "fine_id", false).await?;
+        let intents_stream = create_table(&dynamodb, TABLE_INTENTS, "intent_id", true)
+            .await?
+            .ok_or("the intents table has no stream")?;
+        let mut queues = BTreeMap::new();
+        for f in SQS_FUNCTIONS {
+            queues.insert(f.to_owned(), create_queues(&sqs, f).await?);
+        }
+
+        step("building the functions");
+        let status = std::process::Command::new(crate::cargo())
+            .current_dir(root)
+            .args(["build", "--quiet"])
+            .args(
+                SQS_FUNCTIONS
+                    .iter()
+                    .chain(["intent-relay"].iter())
+                    .flat_map(|f| ["-p", f]),
+            )
+            .status()
+            .map_err(|e| format!("cargo build: {e}"))?;
+        if !status.success() {
+            return Err("the functions do not build".into());
+        }
+
+        step("starting the functions under cargo lambda watch");
+        let invoke_port = free_port()?;
+        let env_file = logs.join("functions.env");
+        let mut fenv = conf_env();
+        fenv.extend(
+            [
+                ("AWS_ENDPOINT_URL_DYNAMODB", ddb.endpoint()),
+                ("DEDUP_NAMESPACE", "demo".into()),
+                ("DEDUP_MARK_TABLE", TABLE_MARKS.into()),
+                ("DEDUP_RETENTION_SECONDS", "86400".into()),
+                ("DEDUP_QUEUE_RETENTION_SECONDS", "3600".into()),
+                ("DEDUP_MAX_RECEIVE_COUNT", MAX_RECEIVE_COUNT.to_string()),
+                (
+                    "DEDUP_VISIBILITY_TIMEOUT_SECONDS",
+                    VISIBILITY_TIMEOUT_SECS.to_string(),
+                ),
+                ("DEDUP_REPLAY_WINDOW_SECONDS", "3600".into()),
+                ("DEDUP_LEASE_SECONDS", "4".into()),
+                ("BALANCES_TABLE", TABLE_BALANCES.into()),
+                ("FINES_TABLE", TABLE_FINES.into()),
+                ("INTENTS_TABLE", TABLE_INTENTS.into()),
+                ("PAYMENTS_API_URL", provider_url.clone()),
+                ("COLLECTIONS_API_URL", provider_url.clone()),
+                ("PROVIDER_TIMEOUT_MS", "1000".into()),
+                ("RUST_LOG", "info".into()),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v)),
+        );
+        let text: String = fenv.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        std::fs::write(&env_file, text).map_err(|e| format!("{}: {e}", env_file.display()))?;
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut wenv = vec![("PATH".to_owned(), path)];
+        wenv.extend(conf_env());
+        let watch = Guarded::spawn(
+            "cargo lambda watch",
+            root,
+            &format!(
+                "exec cargo lambda watch --ignore-changes --quiet -A 127.0.0.1 -P {invoke_port} \
+                 --concurrency 2 --env-file '{}'",
+                env_file.display()
+            ),
+            &wenv,
+            logs.join("functions.log"),
+        )?;
+        if !wait_http(invoke_port, Duration::from_secs(120)) {
+            watch.print_log_tail(40);
+            return Err("cargo lambda watch did not start".into());
+        }
+        let invoke_url = format!("http://127.0.0.1:{invoke_port}");
+
+        let accounts = Arc::new(Mutex::new(Accounts::new()));
+        let mut triggers = vec![tokio::spawn(collect_emf(
+            watch.log().to_path_buf(),
+            accounts.clone(),
+        ))];
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(600))
+            .build()
+            .map_err(|e| e.to_string())?;
+        let mut lose_next = BTreeMap::new();
+        let mut stats = BTreeMap::new();
+        for (f, q) in &queues {
+            let lose = Arc::new(AtomicBool::new(false));
+            let st = Arc::new(TriggerStats::default());
+            triggers.push(tokio::spawn(sqs_trigger(
+                sqs.clone(),
+                http.clone(),
+                invoke_url.clone(),
+                f.clone(),
+                q.url.clone(),
+                q.arn.clone(),
+                lose.clone(),
+                st.clone(),
+            )));
+            lose_next.insert(f.clone(), lose);
+            stats.insert(f.clone(), st);
+        }
+        let st = Arc::new(TriggerStats::default());
+        triggers.push(tokio::spawn(stream_trigger(
+            streams,
+            http,
+            invoke_url,
+            "intent-relay".into(),
+            intents_stream,
+            st.clone(),
+        )));
+        stats.insert("intent-relay".into(), st);
+        step("the stack is up");
+        Ok(Self {
+            triggers,
+            watch,
+            _moto: moto,
+            ddb,
+            provider,
+            provider_url,
+            sqs_endpoint,
+            sqs,
+            dynamodb,
+            queues,
+            lose_next,
+            stats,
+            accounts,
+        })
+    }
+
+    /// The environment the end-to-end tests read.
+    pub(crate) fn env(&self) -> Vec<(String, String)> {
+        let mut env = conf_env();
+        env.push(("DEDUP_DYNAMODB_ENDPOINT".into(), self.ddb.endpoint()));
+        env.push(("DEDUP_SQS_ENDPOINT".into(), self.sqs_endpoint.clone()));
+        env.push(("DEDUP_PROVIDER_URL".into(), self.provider_url.clone()));
+        for (f, q) in &self.queues {
+            let var = f.to_uppercase().replace('-', "_");
+            env.push((format!("DEDUP_QUEUE_{var}"), q.url.clone()));
+            env.push((format!("DEDUP_DLQ_{var}"), q.dlq_url.clone()));
+        }
+        for (name, table) in [
+            ("MARKS", TABLE_MARKS),
+            ("BALANCES", TABLE_BALANCES),
+            ("FINES", TABLE_FINES),
+            ("INTENTS", TABLE_INTENTS),
+        ] {
+            env.push((format!("DEDUP_TABLE_{name}"), table.into()));
+        }
+        env
+    }
+
+    pub(crate) fn print_logs(&self) {
+        self.watch.print_log_tail(60);
+        self.ddb.print_log_tail(20);
+    }
+
+    pub(crate) fn functions_alive(&mut self) -> bool {
+        !self.watch.exited()
+    }
+
+    /// Waits until every queue has been empty (nothing visible or in flight) for `quiet`.
+    pub(crate) async fn wait_idle(&self, quiet: Duration, limit: Duration) -> bool {
+        let start = Instant::now();
+        let mut idle_since: Option<Instant> = None;
+        while start.elapsed() < limit {
+            let mut busy = false;
+            for q in self.queues.values() {
+                busy |= self.depth(&q.url).await.is_none_or(|d| d > 0);
+            }
+            match (busy, idle_since) {
+                (true, _) => idle_since = None,
+                (false, None) => idle_since = Some(Instant::now()),
+                (false, Some(t)) if t.elapsed() >= quiet => return true,
+                _ => {}
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        false
+    }
+
+    /// Messages in a queue, visible or in flight.
+    pub(crate) async fn depth(&self, url: &str) -> Option<u64> {
+        let out = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .ok()?;
+        let attrs = out.attributes()?;
+        let n = |k: QueueAttributeName| -> u64 {
+            attrs.get(&k).and_then(|v| v.parse().ok()).unwrap_or(0)
+        };
+        Some(
+            n(QueueAttributeName::ApproximateNumberOfMessages)
+                + n(QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
+        )
+    }
+
+    pub(crate) fn stop_triggers(&mut self) {
+        for t in self.triggers.drain(..) {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        self.stop_triggers();
+    }
+}
+
+/// Creates a table keyed by the string `key`; returns its stream ARN when `stream`.
+async fn create_table(
+    client: &aws_sdk_dynamodb::Client,
+    name: &str,
+    key: &str,
+    stream: bool,
+) -> Result<Option<String>> {
+    let e = |e: aws_sdk_dynamodb::error::BuildError| e.to_string();
+    let mut req = client
+        .create_table()
+        .table_name(name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name(key)
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .map_err(e)?,
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name(key)
+                .key_type(KeyType::Hash)
+                .build()
+                .map_err(e)?,
+        );
+    if stream {
+        req = req.stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::NewAndOldImages)
+                .build()
+                .map_err(e)?,
+        );
+    }
+    let out = req.send().await.map_err(|err| {
+        format!(
+            "create table {name}: {}",
+            aws_sdk_dynamodb::error::DisplayErrorContext(&err)
+        )
+    })?;
+    Ok(out
+        .table_description()
+        .and_then(|d| d.latest_stream_arn())
+        .map(str::to_owned))
+}
+
+async fn create_queues(sqs: &aws_sdk_sqs::Client, function: &str) -> Result<Queues> {
+    let err = |e: aws_sdk_sqs::error::SdkError<_, _>| -> String {
+        format!(
+            "queue for {function}: {}",
+            aws_sdk_sqs::error::DisplayErrorContext(&e)
+        )
+    };
+    let dlq_url = sqs
+        .create_queue()
+        .queue_name(format!("{function}-dlq"))
+        .send()
+        .await
+        .map_err(err)?
+        .queue_url
+        .ok_or("no DLQ url")?;
+    let dlq_arn = sqs
+        .get_queue_attributes()
+        .queue_url(&dlq_url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(|e| format!("{}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?
+        .attributes()
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
+        .ok_or("no DLQ arn")?;
+    let redrive =
+        serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT})
+            .to_string();
+    let url = sqs
+        .create_queue()
+        .queue_name(function)
+        .attributes(
+            QueueAttributeName::VisibilityTimeout,
+            VISIBILITY_TIMEOUT_SECS.to_string(),
+        )
+        .attributes(QueueAttributeName::RedrivePolicy, redrive)
+        .send()
+        .await
+        .map_err(|e| {
+            format!(
+                "queue for {function}: {}",
+                aws_sdk_sqs::error::DisplayErrorContext(&e)
+            )
+        })?
+        .queue_url
+        .ok_or("no queue url")?;
+    let arn = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(|e| format!("{}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?
+        .attributes()
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
+        .ok_or("no queue arn")?;
+    Ok(Queues { url, arn, dlq_url })
+}
+
+/// Follows the functions' log and sums their EMF records, as CloudWatch would extract them.
+async fn collect_emf(log: PathBuf, accounts: Arc<Mutex<Accounts>>) {
+    let mut pos = 0u64;
+    loop {
+        if let Ok(mut f) = std::fs::File::open(&log)
+            && f.seek(std::io::SeekFrom::Start(pos)).is_ok()
+        {
+            let mut reader = BufReader::new(f);
+            let mut line = String::new();
+            while let Ok(n) = reader.read_line(&mut line) {
+                if n == 0 || !line.ends_with('\n') {
+                    break;
+                }
+                pos += n as u64;
+                if line.starts_with("{\"_aws\"")
+                    && let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+                    && let Some(function) = v["Function"].as_str()
+                {
+                    let mut all = accounts.lock().unwrap_or_else(|e| e.into_inner());
+                    let entry = all.entry(function.to_owned()).or_default();
+                    for name in [
+                        "Received",
+                        "Applied",
+                        "Duplicate",
+                        "Retry",
+                        "Conflict",
+                        "Rejected",
+                    ] {
+                        *entry.entry(name.to_owned()).or_default() += v[name].as_u64().unwrap_or(0);
+                    }
+                }
+                line.clear();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -1,0 +1,391 @@
+//! Local stand-ins for Lambda's event source mappings, invoking functions through
+//! `cargo lambda watch`'s invoke API.
+//!
+//! - [`sqs_trigger`]: like Lambda's SQS trigger with `ReportBatchItemFailures`: receives batches
+//!   of up to 10, invokes the function, deletes what it acknowledged, and leaves the reported
+//!   failures (or, if the invocation failed, the whole batch) to come back after the visibility
+//!   timeout; the emulator's redrive policy moves them to the DLQ after maxReceiveCount.
+//! - [`stream_trigger`]: like Lambda's DynamoDB Streams trigger: reads every shard in order,
+//!   invokes the function, and on a batch item failure retries from that record, in order.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use aws_sdk_dynamodbstreams::types::AttributeValue as StreamValue;
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
+use base64::Engine;
+use serde_json::{Value, json};
+
+/// Counters a trigger keeps, for progress and the report.
+#[derive(Debug, Default)]
+pub(crate) struct TriggerStats {
+    pub(crate) invocations: AtomicU64,
+    pub(crate) delivered: AtomicU64,
+    pub(crate) acknowledged: AtomicU64,
+    pub(crate) failed_invocations: AtomicU64,
+}
+
+/// Invokes `function` with `payload` through the invoke API at `invoke_url`.
+async fn invoke(
+    http: &reqwest::Client,
+    invoke_url: &str,
+    function: &str,
+    payload: &Value,
+) -> Result<Value, String> {
+    let url = format!("{invoke_url}/2015-03-31/functions/{function}/invocations");
+    let resp = http
+        .post(&url)
+        .json(payload)
+        .send()
+        .await
+        .map_err(|e| format!("invoke {function}: {e}"))?;
+    let status = resp.status();
+    let body: Value = resp
+        .json()
+        .await
+        .map_err(|e| format!("invoke {function}: answer is not JSON: {e}"))?;
+    if !status.is_success() || body.get("errorType").is_some() {
+        return Err(format!("invoke {function}: {status} {body}"));
+    }
+    Ok(body)
+}
+
+/// Polls `queue_url` and invokes `function` until the task is dropped. When `lose_next` is set,
+/// the next invocation's answer is thrown away after the function ran, as when Lambda times out
+/// after the work was done: every message of that batch comes back.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn sqs_trigger(
+    sqs: aws_sdk_sqs::Client,
+    http: reqwest::Client,
+    invoke_url: String,
+    function: String,
+    queue_url: String,
+    queue_arn: String,
+    lose_next: Arc<AtomicBool>,
+    stats: Arc<TriggerStats>,
+) {
+    loop {
+        let received = sqs
+            .receive_message()
+            .queue_url(&queue_url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .message_attribute_names("All")
+            .send()
+            .await;
+        let messages = match received {
+            Ok(out) => out.messages.unwrap_or_default(),
+            Err(e) => {
+                eprintln!("xtask: trigger {function}: receive failed: {e}");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        if messages.is_empty() {
+            continue;
+        }
+        let records: Vec<Value> = messages
+            .iter()
+            .map(|m| {
+                let attributes: serde_json::Map<String, Value> = m
+                    .attributes()
+                    .map(|a| {
+                        a.iter()
+                            .map(|(k, v)| (k.as_str().to_owned(), Value::String(v.clone())))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let message_attributes: serde_json::Map<String, Value> = m
+                    .message_attributes()
+                    .map(|a| {
+                        a.iter()
+                            .map(|(k, v)| {
+                                let mut attr = json!({
+                                    "dataType": v.data_type(),
+                                    "stringListValues": [],
+                                    "binaryListValues": [],
+                                });
+                                if let Some(s) = v.string_value() {
+                                    attr["stringValue"] = s.into();
+                                }
+                                if let Some(b) = v.binary_value() {
+                                    attr["binaryValue"] = base64::engine::general_purpose::STANDARD
+                                        .encode(b.as_ref())
+                                        .into();
+                                }
+                                (k.clone(), attr)
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                json!({
+                    "messageId": m.message_id(),
+                    "receiptHandle": m.receipt_handle(),
+                    "body": m.body(),
+                    "attributes": attributes,
+                    "messageAttributes": message_attributes,
+                    "md5OfBody": m.md5_of_body(),
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": queue_arn,
+                    "awsRegion": "us-east-1",
+                })
+            })
+            .collect();
+        stats.invocations.fetch_add(1, Ordering::Relaxed);
+        stats
+            .delivered
+            .fetch_add(messages.len() as u64, Ordering::Relaxed);
+        let answer = invoke(
+            &http,
+            &invoke_url,
+            &function,
+            &json!({ "Records": records }),
+        )
+        .await;
+        if lose_next.swap(false, Ordering::SeqCst) {
+            println!(
+                "xtask: {function}: the answer to a batch of {} was lost after it ran; all of it will come back",
+                messages.len()
+            );
+            continue;
+        }
+        let failed: HashSet<String> = match answer {
+            Ok(body) => body["batchItemFailures"]
+                .as_array()
+                .map(|fs| {
+                    fs.iter()
+                        .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            Err(e) => {
+                eprintln!("xtask: trigger {function}: {e}");
+                stats.failed_invocations.fetch_add(1, Ordering::Relaxed);
+                continue; // the whole batch comes back
+            }
+        };
+        let entries: Vec<DeleteMessageBatchRequestEntry> = messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| !failed.contains(m.message_id().unwrap_or_default()))
+            .filter_map(|(i, m)| {
+                DeleteMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .set_receipt_handle(m.receipt_handle().map(str::to_owned))
+                    .build()
+                    .ok()
+            })
+            .collect();
+        if entries.is_empty() {
+            continue;
+        }
+        let n = entries.len() as u64;
+        match sqs
+            .delete_message_batch()
+            .queue_url(&queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+        {
+            Ok(_) => {
+                stats.acknowledged.fetch_add(n, Ordering::Relaxed);
+            }
+            Err(e) => eprintln!("xtask: trigger {function}: delete failed: {e}"),
+        }
+    }
+}
+
+fn stream_value(v: &StreamValue) -> Value {
+    let b64 = |b: &[u8]| Value::String(base64::engine::general_purpose::STANDARD.encode(b));
+    match v {
+        StreamValue::S(s) => json!({ "S": s }),
+        StreamValue::N(n) => json!({ "N": n }),
+        StreamValue::B(b) => json!({ "B": b64(b.as_ref()) }),
+        StreamValue::Bool(b) => json!({ "BOOL": b }),
+        StreamValue::Null(n) => json!({ "NULL": n }),
+        StreamValue::Ss(s) => json!({ "SS": s }),
+        StreamValue::Ns(n) => json!({ "NS": n }),
+        StreamValue::Bs(bs) => {
+            json!({ "BS": bs.iter().map(|b| b64(b.as_ref())).collect::<Vec<_>>() })
+        }
+        StreamValue::L(l) => json!({ "L": l.iter().map(stream_value).collect::<Vec<_>>() }),
+        StreamValue::M(m) => json!({ "M": image(m) }),
+        _ => Value::Null,
+    }
+}
+
+fn image(m: &HashMap<String, StreamValue>) -> Value {
+    Value::Object(
+        m.iter()
+            .map(|(k, v)| (k.clone(), stream_value(v)))
+            .collect(),
+    )
+}
+
+fn stream_record(r: &aws_sdk_dynamodbstreams::types::Record, arn: &str) -> Value {
+    let d = r.dynamodb();
+    let mut change = json!({
+        "ApproximateCreationDateTime": d.and_then(|d| d.approximate_creation_date_time()).map(|t| t.secs()).unwrap_or(0),
+        "Keys": d.and_then(|d| d.keys()).map(image).unwrap_or(json!({})),
+        "SequenceNumber": d.and_then(|d| d.sequence_number()),
+        "SizeBytes": d.and_then(|d| d.size_bytes()).unwrap_or(0),
+        "StreamViewType": d.and_then(|d| d.stream_view_type()).map(|t| t.as_str().to_owned()),
+    });
+    if let Some(new) = d.and_then(|d| d.new_image()) {
+        change["NewImage"] = image(new);
+    }
+    if let Some(old) = d.and_then(|d| d.old_image()) {
+        change["OldImage"] = image(old);
+    }
+    let mut rec = json!({
+        "eventID": r.event_id(),
+        "eventName": r.event_name().map(|n| n.as_str().to_owned()),
+        "eventVersion": r.event_version(),
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "dynamodb": change,
+        "eventSourceARN": arn,
+    });
+    if let Some(u) = r.user_identity() {
+        rec["userIdentity"] = json!({ "type": u.r#type(), "principalId": u.principal_id() });
+    }
+    rec
+}
+
+/// Where a shard is read from.
+#[derive(Default)]
+struct Shard {
+    iterator: Option<String>,
+    /// The last record handed to the function successfully; a new iterator starts after it.
+    last_seq: Option<String>,
+    closed: bool,
+}
+
+/// Reads the stream `stream_arn` from the start and invokes `function` with its records, in
+/// order, until the task is dropped.
+pub(crate) async fn stream_trigger(
+    streams: aws_sdk_dynamodbstreams::Client,
+    http: reqwest::Client,
+    invoke_url: String,
+    function: String,
+    stream_arn: String,
+    stats: Arc<TriggerStats>,
+) {
+    use aws_sdk_dynamodbstreams::error::ProvideErrorMetadata;
+    use aws_sdk_dynamodbstreams::types::ShardIteratorType;
+    let mut shards: HashMap<String, Shard> = HashMap::new();
+    loop {
+        if let Ok(desc) = streams
+            .describe_stream()
+            .stream_arn(&stream_arn)
+            .send()
+            .await
+        {
+            for shard in desc
+                .stream_description()
+                .map(|d| d.shards())
+                .unwrap_or_default()
+            {
+                if let Some(id) = shard.shard_id() {
+                    shards.entry(id.to_owned()).or_default();
+                }
+            }
+        }
+        let mut idle = true;
+        for (id, shard) in shards.iter_mut().filter(|(_, s)| !s.closed) {
+            if shard.iterator.is_none() {
+                // DynamoDB Local invalidates iterators of empty shards (TrimmedDataAccess), so an
+                // iterator is (re)taken after the last record delivered, or from the start.
+                let req = streams
+                    .get_shard_iterator()
+                    .stream_arn(&stream_arn)
+                    .shard_id(id);
+                let req = match &shard.last_seq {
+                    Some(seq) => req
+                        .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
+                        .sequence_number(seq),
+                    None => req.shard_iterator_type(ShardIteratorType::TrimHorizon),
+                };
+                shard.iterator = req.send().await.ok().and_then(|o| o.shard_iterator);
+            }
+            let Some(current) = shard.iterator.clone() else {
+                continue;
+            };
+            let out = match streams
+                .get_records()
+                .shard_iterator(&current)
+                .limit(100)
+                .send()
+                .await
+            {
+                Ok(out) => out,
+                Err(e) => {
+                    if e.code() != Some("TrimmedDataAccessException") {
+                        eprintln!(
+                            "xtask: trigger {function}: get records: {}",
+                            e.code().unwrap_or("error")
+                        );
+                    }
+                    shard.iterator = None;
+                    continue;
+                }
+            };
+            shard.iterator = out.next_shard_iterator().map(str::to_owned);
+            shard.closed = shard.iterator.is_none();
+            let mut pending: Vec<Value> = out
+                .records()
+                .iter()
+                .map(|r| stream_record(r, &stream_arn))
+                .collect();
+            while !pending.is_empty() {
+                idle = false;
+                stats.invocations.fetch_add(1, Ordering::Relaxed);
+                stats
+                    .delivered
+                    .fetch_add(pending.len() as u64, Ordering::Relaxed);
+                let failed_from = match invoke(
+                    &http,
+                    &invoke_url,
+                    &function,
+                    &json!({ "Records": pending }),
+                )
+                .await
+                {
+                    Ok(body) => body["batchItemFailures"]
+                        .as_array()
+                        .and_then(|f| f.first())
+                        .and_then(|f| f["itemIdentifier"].as_str())
+                        .map(|seq| {
+                            pending
+                                .iter()
+                                .position(|r| r["dynamodb"]["SequenceNumber"].as_str() == Some(seq))
+                                .unwrap_or(0)
+                        }),
+                    Err(e) => {
+                        eprintln!("xtask: trigger {function}: {e}");
+                        stats.failed_invocations.fetch_add(1, Ordering::Relaxed);
+                        Some(0)
+                    }
+                };
+                // Lambda retries from the first failed record, in order; the rest is done.
+                let done = failed_from.unwrap_or(pending.len());
+                if done > 0 {
+                    shard.last_seq = pending[done - 1]["dynamodb"]["SequenceNumber"]
+                        .as_str()
+                        .map(str::to_owned);
+                }
+                stats.acknowledged.fetch_add(done as u64, Ordering::Relaxed);
+                pending.drain(..done);
+                if !pending.is_empty() {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+        if idle {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+}

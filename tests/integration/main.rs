@@ -5,6 +5,7 @@ mod architecture;
 mod batch;
 mod claim;
 mod commit;
+mod e2e;
 mod faults;
 mod lease;
 mod retention;

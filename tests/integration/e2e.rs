@@ -1,0 +1,241 @@
+//! End to end, through the SQS emulator, the local trigger and the functions under
+//! `cargo lambda watch`, as started by `cargo xtask test` (S5–S8, S12, S14). Each test uses its
+//! own event ids and accounts, so the tests can share the functions and queues.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use dedup::{FingerprintSource, IdentitySource, KeySpec, Message, Scope, TenantSource};
+use dedup_tests::{client, get_item, unique};
+use serde_json::{Value, json};
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: the end-to-end tests run inside `cargo xtask test`")
+    })
+}
+
+fn sqs() -> aws_sdk_sqs::Client {
+    aws_sdk_sqs::Client::from_conf(
+        aws_sdk_sqs::Config::builder()
+            .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+            .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_sqs::config::Credentials::new("local", "local", None, None, "e2e"))
+            .endpoint_url(env("DEDUP_SQS_ENDPOINT"))
+            .build(),
+    )
+}
+
+async fn send(queue_var: &str, bodies: &[String]) {
+    let sqs = sqs();
+    let url = env(queue_var);
+    for chunk in bodies.chunks(10) {
+        let entries = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                SendMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message_body(b)
+                    .build()
+                    .expect("entry")
+            })
+            .collect();
+        sqs.send_message_batch()
+            .queue_url(&url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .expect("send");
+    }
+}
+
+/// Polls `check` until it returns `Some`, or fails after `limit`.
+async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+fn ce(kind: &str, source: &str, id: &str, tenant: &str, data: Value) -> String {
+    json!({"specversion": "1.0", "type": kind, "source": source, "id": id, "tenantid": tenant, "data": data})
+        .to_string()
+}
+
+async fn provider_effects() -> BTreeMap<String, u64> {
+    let v: Value = reqwest::get(format!("{}/_admin/effects", env("DEDUP_PROVIDER_URL")))
+        .await
+        .expect("provider")
+        .json()
+        .await
+        .expect("json");
+    v["effects"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, e)| (k.clone(), e["count"].as_u64().unwrap_or(0)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn balance(account: &str) -> Option<i64> {
+    let item = get_item(&client(), &env("DEDUP_TABLE_BALANCES"), "account", account).await?;
+    item.get("balance")?.as_n().ok()?.parse().ok()
+}
+
+/// S5, S8, S12: a workload replayed twice, interleaved, with a producer retry, leaves the balances
+/// of a single pass, and they stay there.
+#[tokio::test]
+async fn e2e_ledger_replayed_workload_equals_one_pass() {
+    let run = unique("ledger");
+    let events: Vec<(String, String, i64)> = (0..6)
+        .map(|i| (format!("{run}-e{i}"), format!("{run}-acct-{}", i % 3), 10 + i))
+        .collect();
+    let bodies: Vec<String> = events
+        .iter()
+        .map(|(id, acct, n)| ce("credit", "/e2e", id, "t1", json!({"account": acct, "amount": n})))
+        .collect();
+    let interleaved: Vec<String> = bodies.iter().flat_map(|b| [b.clone(), b.clone()]).collect();
+    send("DEDUP_QUEUE_LEDGER_PROJECTOR", &interleaved).await;
+    send("DEDUP_QUEUE_LEDGER_PROJECTOR", &bodies[..2]).await; // producer retries
+
+    let mut expected: BTreeMap<String, i64> = BTreeMap::new();
+    for (_, acct, n) in &events {
+        *expected.entry(acct.clone()).or_default() += n;
+    }
+    for (acct, want) in &expected {
+        let got = eventually(&format!("balance of {acct}"), Duration::from_secs(90), || async {
+            balance(acct).await.filter(|b| b == want)
+        })
+        .await;
+        assert_eq!(got, *want);
+    }
+    // Redeliveries have had time to arrive: nothing moved twice.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    for (acct, want) in &expected {
+        assert_eq!(balance(acct).await, Some(*want), "{acct} moved after settling");
+    }
+}
+
+/// S2, S11: a malformed message and a payload conflict end in the DLQ through the redrive policy
+/// (never acknowledged, never applied); the original payload stays applied once.
+#[tokio::test]
+async fn e2e_malformed_and_conflicting_messages_are_dead_lettered() {
+    let run = unique("dlq");
+    let acct = format!("{run}-acct");
+    let first = ce("credit", "/e2e", &format!("{run}-1"), "t1", json!({"account": acct, "amount": 5}));
+    send("DEDUP_QUEUE_LEDGER_PROJECTOR", &[first]).await;
+    eventually("first credit", Duration::from_secs(60), || async { balance(&acct).await.filter(|b| *b == 5) }).await;
+    let conflict = ce("credit", "/e2e", &format!("{run}-1"), "t1", json!({"account": acct, "amount": 500}));
+    let malformed = format!("{{\"broken\": \"{run}\"");
+    send("DEDUP_QUEUE_LEDGER_PROJECTOR", &[conflict, malformed]).await;
+
+    let sqs = sqs();
+    let dlq = env("DEDUP_DLQ_LEDGER_PROJECTOR");
+    let found = std::sync::Mutex::new(Vec::<String>::new());
+    eventually("both messages in the DLQ", Duration::from_secs(120), || {
+        let (sqs, dlq, run, found) = (&sqs, &dlq, &run, &found);
+        async move {
+            let out = sqs.receive_message().queue_url(dlq).max_number_of_messages(10).send().await.ok()?;
+            for m in out.messages() {
+                let body = m.body().unwrap_or_default();
+                if body.contains(run.as_str()) {
+                    found.lock().expect("lock").push(body.to_owned());
+                    if let Some(h) = m.receipt_handle() {
+                        let _ = sqs.delete_message().queue_url(dlq).receipt_handle(h).send().await;
+                    }
+                }
+            }
+            (found.lock().expect("lock").len() >= 2).then_some(())
+        }
+    })
+    .await;
+    let found = found.into_inner().expect("lock");
+    assert!(found.iter().any(|b| b.contains("500")), "the conflict: {found:?}");
+    assert!(found.iter().any(|b| b.contains("broken")), "the malformed one: {found:?}");
+    assert_eq!(balance(&acct).await, Some(5), "the conflicting payload was never applied");
+}
+
+/// S6: payment requests delivered twice, concurrently, reach the payments API once each, with the
+/// idempotency key derived from the event; the receipt is stored with the mark.
+#[tokio::test]
+async fn e2e_payments_reach_the_provider_once_each() {
+    let run = unique("pay");
+    let ids: Vec<String> = (0..3).map(|i| format!("{run}-{i}")).collect();
+    let bodies: Vec<String> = ids
+        .iter()
+        .map(|id| ce("payment.requested", "/e2e", id, "shop", json!({"amount_cents": 1200, "currency": "EUR", "customer_ref": "c-1"})))
+        .collect();
+    let twice: Vec<String> = bodies.iter().flat_map(|b| [b.clone(), b.clone()]).collect();
+    send("DEDUP_QUEUE_PAYMENT_DISPATCHER", &twice).await;
+
+    // The keys the function derives (namespace `demo`, consumer = function name).
+    let spec = KeySpec::new(Scope::new("demo", "payment-dispatcher").expect("scope"), IdentitySource::CloudEvents)
+        .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
+        .fingerprint(FingerprintSource::CloudEventsData);
+    let keys: Vec<dedup::DedupKey> = bodies
+        .iter()
+        .map(|b| spec.derive(&Message { body: b.clone().into_bytes(), ..Message::default() }).expect("key").key)
+        .collect();
+    let marks = env("DEDUP_TABLE_MARKS");
+    for key in &keys {
+        let mark = eventually("a completed mark", Duration::from_secs(90), || async {
+            let item = get_item(&client(), &marks, "pk", key.as_str()).await?;
+            (item.get("status") == Some(&AttributeValue::S("COMPLETED".into()))).then_some(item)
+        })
+        .await;
+        let receipt = mark.get("result").and_then(|r| r.as_s().ok()).expect("receipt stored");
+        assert!(receipt.contains(&key.idempotency_key()), "the provider's receipt: {receipt}");
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let effects = provider_effects().await;
+    for key in &keys {
+        assert_eq!(effects.get(&key.idempotency_key()), Some(&1), "one payment per event");
+    }
+}
+
+/// S5, S7: fine notices delivered twice write one fine and one intent each, in one transaction
+/// with the mark; the relay applies each intent to the collection API once and confirms it.
+#[tokio::test]
+async fn e2e_fines_and_intents_are_applied_once_through_the_relay() {
+    let run = unique("fine");
+    let ids: Vec<String> = (0..3).map(|i| format!("{run}-{i}")).collect();
+    let bodies: Vec<String> = ids
+        .iter()
+        .enumerate()
+        .map(|(n, id)| ce("fine.notice", "/e2e-dgt", id, "city", json!({
+            "notice_number": format!("N-{n}"), "plate": "0000-XYZ", "offence": "parking",
+            "amount_cents": 5000, "issued_at": "2026-11-01T00:00:00Z"})))
+        .collect();
+    let twice: Vec<String> = bodies.iter().flat_map(|b| [b.clone(), b.clone()]).collect();
+    send("DEDUP_QUEUE_FINE_NOTICES", &twice).await;
+
+    let spec = KeySpec::new(Scope::new("demo", "fine-notices").expect("scope"), IdentitySource::CloudEvents)
+        .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
+        .fingerprint(FingerprintSource::CloudEventsData);
+    let intents = env("DEDUP_TABLE_INTENTS");
+    for b in &bodies {
+        let key = spec.derive(&Message { body: b.clone().into_bytes(), ..Message::default() }).expect("key").key;
+        let intent_id = key.idempotency_key();
+        eventually("a confirmed intent", Duration::from_secs(90), || async {
+            let item = get_item(&client(), &intents, "intent_id", &intent_id).await?;
+            (item.get("status") == Some(&AttributeValue::S("CONFIRMED".into()))).then_some(())
+        })
+        .await;
+        let effects = provider_effects().await;
+        assert_eq!(effects.get(&intent_id), Some(&1), "one collection task per fine");
+    }
+}

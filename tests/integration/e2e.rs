@@ -23,7 +23,9 @@ fn sqs() -> aws_sdk_sqs::Client {
         aws_sdk_sqs::Config::builder()
             .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
             .region(aws_sdk_sqs::config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_sqs::config::Credentials::new("local", "local", None, None, "e2e"))
+            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+                "local", "local", None, None, "e2e",
+            ))
             .endpoint_url(env("DEDUP_SQS_ENDPOINT"))
             .build(),
     )
@@ -102,11 +104,25 @@ async fn balance(account: &str) -> Option<i64> {
 async fn e2e_ledger_replayed_workload_equals_one_pass() {
     let run = unique("ledger");
     let events: Vec<(String, String, i64)> = (0..6)
-        .map(|i| (format!("{run}-e{i}"), format!("{run}-acct-{}", i % 3), 10 + i))
+        .map(|i| {
+            (
+                format!("{run}-e{i}"),
+                format!("{run}-acct-{}", i % 3),
+                10 + i,
+            )
+        })
         .collect();
     let bodies: Vec<String> = events
         .iter()
-        .map(|(id, acct, n)| ce("credit", "/e2e", id, "t1", json!({"account": acct, "amount": n})))
+        .map(|(id, acct, n)| {
+            ce(
+                "credit",
+                "/e2e",
+                id,
+                "t1",
+                json!({"account": acct, "amount": n}),
+            )
+        })
         .collect();
     let interleaved: Vec<String> = bodies.iter().flat_map(|b| [b.clone(), b.clone()]).collect();
     send("DEDUP_QUEUE_LEDGER_PROJECTOR", &interleaved).await;
@@ -117,16 +133,22 @@ async fn e2e_ledger_replayed_workload_equals_one_pass() {
         *expected.entry(acct.clone()).or_default() += n;
     }
     for (acct, want) in &expected {
-        let got = eventually(&format!("balance of {acct}"), Duration::from_secs(90), || async {
-            balance(acct).await.filter(|b| b == want)
-        })
+        let got = eventually(
+            &format!("balance of {acct}"),
+            Duration::from_secs(90),
+            || async { balance(acct).await.filter(|b| b == want) },
+        )
         .await;
         assert_eq!(got, *want);
     }
     // Redeliveries have had time to arrive: nothing moved twice.
     tokio::time::sleep(Duration::from_secs(4)).await;
     for (acct, want) in &expected {
-        assert_eq!(balance(acct).await, Some(*want), "{acct} moved after settling");
+        assert_eq!(
+            balance(acct).await,
+            Some(*want),
+            "{acct} moved after settling"
+        );
     }
 }
 
@@ -136,10 +158,25 @@ async fn e2e_ledger_replayed_workload_equals_one_pass() {
 async fn e2e_malformed_and_conflicting_messages_are_dead_lettered() {
     let run = unique("dlq");
     let acct = format!("{run}-acct");
-    let first = ce("credit", "/e2e", &format!("{run}-1"), "t1", json!({"account": acct, "amount": 5}));
+    let first = ce(
+        "credit",
+        "/e2e",
+        &format!("{run}-1"),
+        "t1",
+        json!({"account": acct, "amount": 5}),
+    );
     send("DEDUP_QUEUE_LEDGER_PROJECTOR", &[first]).await;
-    eventually("first credit", Duration::from_secs(60), || async { balance(&acct).await.filter(|b| *b == 5) }).await;
-    let conflict = ce("credit", "/e2e", &format!("{run}-1"), "t1", json!({"account": acct, "amount": 500}));
+    eventually("first credit", Duration::from_secs(60), || async {
+        balance(&acct).await.filter(|b| *b == 5)
+    })
+    .await;
+    let conflict = ce(
+        "credit",
+        "/e2e",
+        &format!("{run}-1"),
+        "t1",
+        json!({"account": acct, "amount": 500}),
+    );
     let malformed = format!("{{\"broken\": \"{run}\"");
     send("DEDUP_QUEUE_LEDGER_PROJECTOR", &[conflict, malformed]).await;
 
@@ -149,13 +186,24 @@ async fn e2e_malformed_and_conflicting_messages_are_dead_lettered() {
     eventually("both messages in the DLQ", Duration::from_secs(120), || {
         let (sqs, dlq, run, found) = (&sqs, &dlq, &run, &found);
         async move {
-            let out = sqs.receive_message().queue_url(dlq).max_number_of_messages(10).send().await.ok()?;
+            let out = sqs
+                .receive_message()
+                .queue_url(dlq)
+                .max_number_of_messages(10)
+                .send()
+                .await
+                .ok()?;
             for m in out.messages() {
                 let body = m.body().unwrap_or_default();
                 if body.contains(run.as_str()) {
                     found.lock().expect("lock").push(body.to_owned());
                     if let Some(h) = m.receipt_handle() {
-                        let _ = sqs.delete_message().queue_url(dlq).receipt_handle(h).send().await;
+                        let _ = sqs
+                            .delete_message()
+                            .queue_url(dlq)
+                            .receipt_handle(h)
+                            .send()
+                            .await;
                     }
                 }
             }
@@ -164,9 +212,19 @@ async fn e2e_malformed_and_conflicting_messages_are_dead_lettered() {
     })
     .await;
     let found = found.into_inner().expect("lock");
-    assert!(found.iter().any(|b| b.contains("500")), "the conflict: {found:?}");
-    assert!(found.iter().any(|b| b.contains("broken")), "the malformed one: {found:?}");
-    assert_eq!(balance(&acct).await, Some(5), "the conflicting payload was never applied");
+    assert!(
+        found.iter().any(|b| b.contains("500")),
+        "the conflict: {found:?}"
+    );
+    assert!(
+        found.iter().any(|b| b.contains("broken")),
+        "the malformed one: {found:?}"
+    );
+    assert_eq!(
+        balance(&acct).await,
+        Some(5),
+        "the conflicting payload was never applied"
+    );
 }
 
 /// S6: payment requests delivered twice, concurrently, reach the payments API once each, with the
@@ -177,18 +235,36 @@ async fn e2e_payments_reach_the_provider_once_each() {
     let ids: Vec<String> = (0..3).map(|i| format!("{run}-{i}")).collect();
     let bodies: Vec<String> = ids
         .iter()
-        .map(|id| ce("payment.requested", "/e2e", id, "shop", json!({"amount_cents": 1200, "currency": "EUR", "customer_ref": "c-1"})))
+        .map(|id| {
+            ce(
+                "payment.requested",
+                "/e2e",
+                id,
+                "shop",
+                json!({"amount_cents": 1200, "currency": "EUR", "customer_ref": "c-1"}),
+            )
+        })
         .collect();
     let twice: Vec<String> = bodies.iter().flat_map(|b| [b.clone(), b.clone()]).collect();
     send("DEDUP_QUEUE_PAYMENT_DISPATCHER", &twice).await;
 
     // The keys the function derives (namespace `demo`, consumer = function name).
-    let spec = KeySpec::new(Scope::new("demo", "payment-dispatcher").expect("scope"), IdentitySource::CloudEvents)
-        .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
-        .fingerprint(FingerprintSource::CloudEventsData);
+    let spec = KeySpec::new(
+        Scope::new("demo", "payment-dispatcher").expect("scope"),
+        IdentitySource::CloudEvents,
+    )
+    .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
+    .fingerprint(FingerprintSource::CloudEventsData);
     let keys: Vec<dedup::DedupKey> = bodies
         .iter()
-        .map(|b| spec.derive(&Message { body: b.clone().into_bytes(), ..Message::default() }).expect("key").key)
+        .map(|b| {
+            spec.derive(&Message {
+                body: b.clone().into_bytes(),
+                ..Message::default()
+            })
+            .expect("key")
+            .key
+        })
         .collect();
     let marks = env("DEDUP_TABLE_MARKS");
     for key in &keys {
@@ -197,13 +273,23 @@ async fn e2e_payments_reach_the_provider_once_each() {
             (item.get("status") == Some(&AttributeValue::S("COMPLETED".into()))).then_some(item)
         })
         .await;
-        let receipt = mark.get("result").and_then(|r| r.as_s().ok()).expect("receipt stored");
-        assert!(receipt.contains(&key.idempotency_key()), "the provider's receipt: {receipt}");
+        let receipt = mark
+            .get("result")
+            .and_then(|r| r.as_s().ok())
+            .expect("receipt stored");
+        assert!(
+            receipt.contains(&key.idempotency_key()),
+            "the provider's receipt: {receipt}"
+        );
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let effects = provider_effects().await;
     for key in &keys {
-        assert_eq!(effects.get(&key.idempotency_key()), Some(&1), "one payment per event");
+        assert_eq!(
+            effects.get(&key.idempotency_key()),
+            Some(&1),
+            "one payment per event"
+        );
     }
 }
 
@@ -216,19 +302,36 @@ async fn e2e_fines_and_intents_are_applied_once_through_the_relay() {
     let bodies: Vec<String> = ids
         .iter()
         .enumerate()
-        .map(|(n, id)| ce("fine.notice", "/e2e-dgt", id, "city", json!({
+        .map(|(n, id)| {
+            ce(
+                "fine.notice",
+                "/e2e-dgt",
+                id,
+                "city",
+                json!({
             "notice_number": format!("N-{n}"), "plate": "0000-XYZ", "offence": "parking",
-            "amount_cents": 5000, "issued_at": "2026-11-01T00:00:00Z"})))
+            "amount_cents": 5000, "issued_at": "2026-11-01T00:00:00Z"}),
+            )
+        })
         .collect();
     let twice: Vec<String> = bodies.iter().flat_map(|b| [b.clone(), b.clone()]).collect();
     send("DEDUP_QUEUE_FINE_NOTICES", &twice).await;
 
-    let spec = KeySpec::new(Scope::new("demo", "fine-notices").expect("scope"), IdentitySource::CloudEvents)
-        .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
-        .fingerprint(FingerprintSource::CloudEventsData);
+    let spec = KeySpec::new(
+        Scope::new("demo", "fine-notices").expect("scope"),
+        IdentitySource::CloudEvents,
+    )
+    .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
+    .fingerprint(FingerprintSource::CloudEventsData);
     let intents = env("DEDUP_TABLE_INTENTS");
     for b in &bodies {
-        let key = spec.derive(&Message { body: b.clone().into_bytes(), ..Message::default() }).expect("key").key;
+        let key = spec
+            .derive(&Message {
+                body: b.clone().into_bytes(),
+                ..Message::default()
+            })
+            .expect("key")
+            .key;
         let intent_id = key.idempotency_key();
         eventually("a confirmed intent", Duration::from_secs(90), || async {
             let item = get_item(&client(), &intents, "intent_id", &intent_id).await?;
@@ -236,6 +339,10 @@ async fn e2e_fines_and_intents_are_applied_once_through_the_relay() {
         })
         .await;
         let effects = provider_effects().await;
-        assert_eq!(effects.get(&intent_id), Some(&1), "one collection task per fine");
+        assert_eq!(
+            effects.get(&intent_id),
+            Some(&1),
+            "one collection task per fine"
+        );
     }
 }

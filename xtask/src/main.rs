@@ -5,6 +5,7 @@
 //! - `demo`: start the local stack and run the main job end to end: a realistic workload through
 //!   the SQS emulator, the local trigger and the functions; then the final state against a
 //!   single-pass expectation, the accounting, and the DLQs. Exits non-zero if any check fails.
+//! - `up`: start the local stack and keep it running until Enter, for manual work.
 //! - `dynamodb`: start DynamoDB Local alone until Enter (for manual work).
 
 mod demo;
@@ -27,6 +28,7 @@ async fn main() -> ExitCode {
     let outcome = match cmd.as_str() {
         "test" => test(&rest).await,
         "demo" => demo::run(&root()).await,
+        "up" => up().await,
         "dynamodb" => dynamodb_foreground(),
         "" | "help" | "-h" | "--help" => {
             print_help();
@@ -49,6 +51,7 @@ fn print_help() {
          commands:\n  \
          demo          run the whole system end to end on local services and check the result\n  \
          test [ARGS]   start the local stack and run `cargo test --workspace [ARGS]` against it\n  \
+         up            start the local stack and keep it running until Enter (prints where to send)\n  \
          dynamodb      start DynamoDB Local alone and keep it running (prints the endpoint)\n"
     );
 }
@@ -95,6 +98,22 @@ async fn test(args: &[String]) -> Result<()> {
     }
     drop(stack);
     println!("xtask: all tests passed");
+    Ok(())
+}
+
+async fn up() -> Result<()> {
+    let stack = stack::Stack::up(&root()).await?;
+    println!("The local stack is running:");
+    for (k, v) in stack.env() {
+        println!("  {k}={v}");
+    }
+    println!("Send CloudEvents to the queues above (any SQS client, endpoint DEDUP_SQS_ENDPOINT).");
+    println!("Functions' log: .cache/logs/functions.log. Press Enter (or Ctrl-C) to stop.");
+    let _ = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line)
+    })
+    .await;
     Ok(())
 }
 

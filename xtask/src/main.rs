@@ -5,11 +5,17 @@
 //! - `demo`: start the local stack and run the main job end to end: a realistic workload through
 //!   the SQS emulator, the local trigger and the functions; then the final state against a
 //!   single-pass expectation, the accounting, and the DLQs. Exits non-zero if any check fails.
+//! - `check-infra`: check `infra/template.yaml` against the invariants the functions rely on
+//!   (retention horizon, TTL, partial batch responses, DLQs, least privilege, alarms) and run
+//!   cfn-lint. `test` runs it first.
+//! - `package`: `cargo lambda build --release --arm64` for every function, zip sizes reported.
 //! - `up`: start the local stack and keep it running until Enter, for manual work.
 //! - `dynamodb`: start DynamoDB Local alone until Enter (for manual work).
 
 mod demo;
 mod dynamodb;
+mod infra;
+mod package;
 mod process;
 mod stack;
 mod tools;
@@ -29,6 +35,8 @@ async fn main() -> ExitCode {
         "test" => test(&rest).await,
         "demo" => demo::run(&root()).await,
         "up" => up().await,
+        "check-infra" => infra::run(&root()),
+        "package" => package::run(&root()),
         "dynamodb" => dynamodb_foreground(),
         "" | "help" | "-h" | "--help" => {
             print_help();
@@ -51,6 +59,8 @@ fn print_help() {
          commands:\n  \
          demo          run the whole system end to end on local services and check the result\n  \
          test [ARGS]   start the local stack and run `cargo test --workspace [ARGS]` against it\n  \
+         check-infra   refuse infra/template.yaml if it breaks a guarded invariant; run cfn-lint\n  \
+         package       build every function for arm64 in release (cargo lambda) and report zip sizes\n  \
          up            start the local stack and keep it running until Enter (prints where to send)\n  \
          dynamodb      start DynamoDB Local alone and keep it running (prints the endpoint)\n"
     );
@@ -70,6 +80,7 @@ fn cargo() -> String {
 
 async fn test(args: &[String]) -> Result<()> {
     let root = root();
+    infra::run(&root)?;
     let mut stack = stack::Stack::up(&root).await?;
     // The whole workspace unless the caller names packages.
     let named = args

@@ -1,5 +1,5 @@
 //! Python tools in a project venv (`.cache/venv`): the SQS emulator (`moto[server]`) and
-//! `cargo-lambda` (which brings `ziglang` for cross builds). Pinned, installed once.
+//! `cargo-lambda` (which brings `ziglang` for cross builds), and `cfn-lint`. Pinned, installed once.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -7,7 +7,11 @@ use std::process::Command;
 
 use crate::Result;
 
-const PINS: &[&str] = &["moto[server]==5.2.5", "cargo-lambda==1.9.2"];
+const PINS: &[&str] = &[
+    "moto[server]==5.2.5",
+    "cargo-lambda==1.9.2",
+    "cfn-lint==1.58.0",
+];
 
 /// The venv's `bin` folder, installing the pinned tools first if needed.
 pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
@@ -17,7 +21,11 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
         ".installed-{}",
         PINS.join("_").replace(['[', ']', '='], "-")
     ));
-    if stamp.is_file() && bin.join("moto_server").is_file() && bin.join("cargo-lambda").is_file() {
+    if stamp.is_file()
+        && ["moto_server", "cargo-lambda", "cfn-lint"]
+            .iter()
+            .all(|b| bin.join(b).is_file())
+    {
         return Ok(bin);
     }
     println!("xtask: installing {} into .cache/venv ...", PINS.join(", "));

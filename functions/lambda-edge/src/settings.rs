@@ -21,24 +21,39 @@ use std::time::Duration;
 use dedup::{RedeliveryHorizon, Retention, Scope};
 use dedup_dynamodb::{Client, MarkStore};
 
-/// A required variable, or an error naming it.
-pub fn required(name: &str) -> Result<String, String> {
-    match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => Ok(v),
+/// Where variables come from: the process environment, or a map in tests.
+type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+fn required_in(env: Lookup<'_>, name: &str) -> Result<String, String> {
+    match env(name) {
+        Some(v) if !v.trim().is_empty() => Ok(v),
         _ => Err(format!("environment variable {name} must be set")),
     }
 }
 
-/// An optional variable parsed as `T`, or `default`; an unparsable value is an error, not the
-/// default.
-pub fn optional<T: std::str::FromStr>(name: &str, default: T) -> Result<T, String> {
-    match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => v
+fn optional_in<T: std::str::FromStr>(env: Lookup<'_>, name: &str, default: T) -> Result<T, String> {
+    match env(name) {
+        Some(v) if !v.trim().is_empty() => v
             .trim()
             .parse()
             .map_err(|_| format!("environment variable {name}={v:?} is not valid")),
         _ => Ok(default),
     }
+}
+
+/// A required variable, or an error naming it.
+pub fn required(name: &str) -> Result<String, String> {
+    required_in(&process_env, name)
+}
+
+/// An optional variable parsed as `T`, or `default`; an unparsable value is an error, not the
+/// default.
+pub fn optional<T: std::str::FromStr>(name: &str, default: T) -> Result<T, String> {
+    optional_in(&process_env, name, default)
 }
 
 /// What every function reads from its environment.
@@ -57,15 +72,20 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Reads the settings; `function` is the default consumer name.
+    /// Reads the settings from the environment; `function` is the default consumer name.
     pub fn from_env(function: &str) -> Result<Self, String> {
+        Self::from_lookup(function, &process_env)
+    }
+
+    fn from_lookup(function: &str, env: Lookup<'_>) -> Result<Self, String> {
+        let optional = |name: &str, default: u64| optional_in(env, name, default);
         let secs = |name: &str, default: u64| optional(name, default).map(Duration::from_secs);
-        let namespace = required("DEDUP_NAMESPACE")?;
-        let consumer = optional("DEDUP_CONSUMER", function.to_owned())?;
+        let namespace = required_in(env, "DEDUP_NAMESPACE")?;
+        let consumer = optional_in(env, "DEDUP_CONSUMER", function.to_owned())?;
         let scope = Scope::new(&namespace, &consumer).map_err(|e| e.to_string())?;
         let horizon = RedeliveryHorizon {
             queue_retention: secs("DEDUP_QUEUE_RETENTION_SECONDS", 4 * 86_400)?,
-            max_receive_count: optional("DEDUP_MAX_RECEIVE_COUNT", 5)?,
+            max_receive_count: optional_in(env, "DEDUP_MAX_RECEIVE_COUNT", 5)?,
             visibility_timeout: secs("DEDUP_VISIBILITY_TIMEOUT_SECONDS", 180)?,
             replay_window: secs("DEDUP_REPLAY_WINDOW_SECONDS", 3 * 86_400)?,
         };
@@ -74,9 +94,9 @@ impl Settings {
                 .map_err(|e| format!("refusing to start: {e}"))?;
         Ok(Self {
             scope,
-            mark_table: required("DEDUP_MARK_TABLE")?,
+            mark_table: required_in(env, "DEDUP_MARK_TABLE")?,
             retention,
-            max_concurrency: optional("DEDUP_MAX_CONCURRENCY", 10)?,
+            max_concurrency: optional_in(env, "DEDUP_MAX_CONCURRENCY", 10)?,
             lease: secs("DEDUP_LEASE_SECONDS", 60)?,
         })
     }
@@ -84,5 +104,66 @@ impl Settings {
     /// The mark store these settings describe.
     pub fn mark_store(&self, client: Client) -> MarkStore {
         MarkStore::new(client, self.mark_table.clone(), self.retention).with_lease(self.lease)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn settings(vars: &[(&str, &str)]) -> Result<Settings, String> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        Settings::from_lookup("ledger-projector", &move |k: &str| map.get(k).cloned())
+    }
+
+    const BASE: [(&str, &str); 2] = [("DEDUP_NAMESPACE", "prod"), ("DEDUP_MARK_TABLE", "marks")];
+
+    #[test]
+    fn defaults_cover_the_default_horizon() {
+        let s = settings(&BASE).expect("defaults are consistent");
+        assert_eq!(s.scope.namespace(), "prod");
+        assert_eq!(s.scope.consumer(), "ledger-projector");
+        assert_eq!(s.retention.duration(), Duration::from_secs(14 * 86_400));
+        assert_eq!(s.max_concurrency, 10);
+    }
+
+    /// S9: a function refuses to start when its retention does not exceed the horizon its
+    /// environment describes.
+    #[test]
+    fn s9_refuses_to_start_with_retention_below_the_horizon() {
+        let mut vars = BASE.to_vec();
+        vars.push(("DEDUP_RETENTION_SECONDS", "86400"));
+        let err = settings(&vars).expect_err("one day < 4 days of queue retention");
+        assert!(
+            err.contains("refusing to start") && err.contains("redelivery horizon"),
+            "{err}"
+        );
+
+        let mut vars = BASE.to_vec();
+        vars.extend([
+            ("DEDUP_MAX_RECEIVE_COUNT", "1000"),
+            ("DEDUP_VISIBILITY_TIMEOUT_SECONDS", "900"),
+        ]);
+        assert!(
+            settings(&vars).is_err(),
+            "1000 x 900s of redeliveries exceed 14 days"
+        );
+    }
+
+    #[test]
+    fn missing_or_invalid_variables_are_named() {
+        let err = settings(&[("DEDUP_MARK_TABLE", "m")]).expect_err("no namespace");
+        assert!(err.contains("DEDUP_NAMESPACE"), "{err}");
+        let mut vars = BASE.to_vec();
+        vars.push(("DEDUP_MAX_CONCURRENCY", "ten"));
+        let err = settings(&vars).expect_err("not a number");
+        assert!(err.contains("DEDUP_MAX_CONCURRENCY"), "{err}");
+        let mut vars = BASE.to_vec();
+        vars.push(("DEDUP_NAMESPACE", "has space"));
+        assert!(settings(&vars).is_err());
     }
 }

@@ -3,6 +3,7 @@
 
 mod architecture;
 mod batch;
+mod batch_mode;
 mod claim;
 mod commit;
 mod e2e;

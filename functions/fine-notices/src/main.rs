@@ -11,7 +11,7 @@ mod notice;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use dedup::{FingerprintSource, IdentitySource, KeySpec, TenantSource};
-use dedup_batch::Deduplicator;
+use dedup_batch::run_batch_transactional;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 const FUNCTION: &str = "fine-notices";
@@ -27,11 +27,15 @@ async fn main() -> Result<(), Error> {
     let spec = KeySpec::new(settings.scope.clone(), IdentitySource::CloudEvents)
         .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
         .fingerprint(FingerprintSource::CloudEventsData);
-    let dedup = Deduplicator::new(spec, settings.mark_store(dedup_dynamodb::connect().await));
+    let dedup = settings.deduplicator(spec, dedup_dynamodb::connect().await);
     let (dedup, tables) = (&dedup, &tables);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        lambda_edge::run_sqs(FUNCTION, event, settings.max_concurrency, |m| async move {
-            dedup.transactional(&m, |e| notice::plan(tables, e)).await
+        // Batch-transaction mode: the whole batch's marks and effects in as few
+        // TransactWriteItems as possible (S5 per event).
+        lambda_edge::run_sqs_batch(FUNCTION, event, |batch| {
+            run_batch_transactional(batch, settings.max_concurrency, dedup, |e| {
+                notice::plan(tables, e)
+            })
         })
         .await
     }))

@@ -11,7 +11,7 @@ pub mod settings;
 pub mod sqs;
 
 pub use settings::{Settings, optional, required};
-pub use sqs::{messages, response, run_sqs};
+pub use sqs::{messages, response, run_sqs, run_sqs_batch};
 
 /// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.
 ///

@@ -12,6 +12,7 @@
 //! | `DEDUP_REPLAY_WINDOW_SECONDS` | how long after an event operators may replay it | 259200 (3 days) |
 //! | `DEDUP_MAX_CONCURRENCY` | messages of a batch processed at once, S12 | 10 |
 //! | `DEDUP_LEASE_SECONDS` | longest lease of the leased flow, S6 | 60 |
+//! | `DEDUP_CACHE_SIZE` | completed marks kept in the warm container's cache (0: off) | 10000 |
 //!
 //! A retention that does not exceed queue retention + maxReceiveCount × visibility timeout +
 //! replay window is refused at start (S9): the function does not run with it.
@@ -69,6 +70,8 @@ pub struct Settings {
     pub max_concurrency: usize,
     /// Longest lease of the leased flow.
     pub lease: Duration,
+    /// Completed marks kept in memory per container.
+    pub cache_size: usize,
 }
 
 impl Settings {
@@ -98,7 +101,14 @@ impl Settings {
             retention,
             max_concurrency: optional_in(env, "DEDUP_MAX_CONCURRENCY", 10)?,
             lease: secs("DEDUP_LEASE_SECONDS", 60)?,
+            cache_size: optional_in(env, "DEDUP_CACHE_SIZE", 10_000)?,
         })
+    }
+
+    /// The deduplicator these settings describe: keys by `spec`, marks in the mark table, the
+    /// warm cache sized by `DEDUP_CACHE_SIZE`.
+    pub fn deduplicator(&self, spec: dedup::KeySpec, client: Client) -> dedup_batch::Deduplicator {
+        dedup_batch::Deduplicator::new(spec, self.mark_store(client)).with_cache(self.cache_size)
     }
 
     /// The mark store these settings describe.

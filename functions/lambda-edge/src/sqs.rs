@@ -41,9 +41,9 @@ pub fn response(report: &BatchReport) -> SqsBatchResponse {
     resp
 }
 
-/// Runs one SQS invocation: converts the event, processes it with `process` (bounded by
-/// `max_concurrency`), prints the account as one CloudWatch EMF line and logs it (S14), and
-/// returns the partial batch response (S12).
+/// Runs one SQS invocation message by message: converts the event, processes each message with
+/// `process` (bounded by `max_concurrency`, FIFO order kept), prints the account as one
+/// CloudWatch EMF line and logs it (S14), and returns the partial batch response (S12).
 pub async fn run_sqs<F, Fut>(
     function: &str,
     event: LambdaEvent<SqsEvent>,
@@ -54,8 +54,25 @@ where
     F: Fn(Message) -> Fut,
     Fut: Future<Output = Outcome>,
 {
+    run_sqs_batch(function, event, |batch| {
+        run_batch(batch, max_concurrency, process)
+    })
+    .await
+}
+
+/// Runs one SQS invocation with the whole batch handed to `process` at once (batch-transaction
+/// mode: `dedup_batch::run_batch_transactional`), then accounts and answers like [`run_sqs`].
+pub async fn run_sqs_batch<F, Fut>(
+    function: &str,
+    event: LambdaEvent<SqsEvent>,
+    process: F,
+) -> Result<SqsBatchResponse, lambda_runtime::Error>
+where
+    F: FnOnce(Vec<Message>) -> Fut,
+    Fut: Future<Output = BatchReport>,
+{
     let batch = messages(&event.payload);
-    let report = run_batch(batch, max_concurrency, process).await;
+    let report = process(batch).await;
     let a = &report.account;
     // EMF must be a bare JSON line on stdout for CloudWatch to extract it, hence not `tracing`.
     println!("{}", a.emf_line("lambda-dedup", function));

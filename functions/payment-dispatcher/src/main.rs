@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use dedup::{FingerprintSource, IdentitySource, KeySpec, TenantSource};
-use dedup_batch::Deduplicator;
 use dedup_http::IdempotentClient;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
@@ -27,7 +26,7 @@ async fn main() -> Result<(), Error> {
     let spec = KeySpec::new(settings.scope.clone(), IdentitySource::CloudEvents)
         .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
         .fingerprint(FingerprintSource::CloudEventsData);
-    let dedup = Deduplicator::new(spec, settings.mark_store(dedup_dynamodb::connect().await));
+    let dedup = settings.deduplicator(spec, dedup_dynamodb::connect().await);
     let (dedup, api) = (&dedup, &api);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         let deadline = lambda_edge::deadline(&event.context);

@@ -4,8 +4,10 @@
 use std::future::Future;
 use std::time::SystemTime;
 
-use dedup::{Claim, Commit, Derived, Effect, KeySpec, Lease, Message, Rejection, Seen};
-use dedup_dynamodb::{Error as StoreError, MarkStore};
+use std::sync::Arc;
+
+use dedup::{Claim, Commit, Derived, Effect, KeySpec, Lease, MarkCache, Message, Rejection, Seen};
+use dedup_dynamodb::{CommitRequest, Error as StoreError, MarkStore};
 
 use crate::outcome::Outcome;
 
@@ -33,12 +35,42 @@ pub enum HandlerError {
 pub struct Deduplicator {
     spec: KeySpec,
     store: MarkStore,
+    cache: Option<Arc<MarkCache>>,
 }
 
 impl Deduplicator {
     /// Derives keys with `spec` and keeps marks in `store`.
     pub fn new(spec: KeySpec, store: MarkStore) -> Self {
-        Self { spec, store }
+        Self {
+            spec,
+            store,
+            cache: None,
+        }
+    }
+
+    /// Keeps up to `capacity` completed marks in memory, so duplicates this container has seen
+    /// complete cost no DynamoDB call (see [`MarkCache`]). In-progress marks are never cached.
+    pub fn with_cache(mut self, capacity: usize) -> Self {
+        self.cache = (capacity > 0).then(|| Arc::new(MarkCache::new(capacity)));
+        self
+    }
+
+    /// What the warm cache already knows about `event`.
+    fn cached(&self, event: &Derived) -> Option<Seen> {
+        let now = dedup::Clock::now(&dedup::SystemClock);
+        self.cache
+            .as_ref()?
+            .seen(&event.key, event.fingerprint.as_ref(), now)
+    }
+
+    fn remember_applied(&self, event: &Derived, result: Option<&str>) {
+        if let Some(cache) = &self.cache {
+            cache.insert(
+                &self
+                    .store
+                    .written_mark(&event.key, event.fingerprint.as_ref(), result),
+            );
+        }
     }
 
     /// The store.
@@ -60,6 +92,9 @@ impl Deduplicator {
             Ok(e) => e,
             Err(outcome) => return outcome,
         };
+        if let Some(seen) = self.cached(&event) {
+            return self.seen(msg, &event, seen);
+        }
         let plan = match plan(&event) {
             Ok(p) => p,
             Err(e) => return handler_failed(msg, &event, e),
@@ -73,9 +108,22 @@ impl Deduplicator {
                 &plan.effects,
             )
             .await;
+        self.committed(msg, &event, &plan, committed)
+    }
+
+    /// Maps the answer to one event's commit.
+    fn committed(
+        &self,
+        msg: &Message,
+        event: &Derived,
+        plan: &Plan,
+        committed: Result<Commit, StoreError>,
+    ) -> Outcome {
+        let event = event.clone();
         match committed {
             Ok(Commit::Applied) => {
                 tracing::info!(message_id = %msg.message_id, key = %event.key, "applied");
+                self.remember_applied(&event, plan.result.as_deref());
                 Outcome::Applied
             }
             Ok(Commit::Seen(seen)) => self.seen(msg, &event, seen),
@@ -111,6 +159,9 @@ impl Deduplicator {
             Ok(e) => e,
             Err(outcome) => return outcome,
         };
+        if let Some(seen) = self.cached(&event) {
+            return self.seen(msg, &event, seen);
+        }
         let lease = match self
             .store
             .claim(&event.key, event.fingerprint.as_ref(), deadline)
@@ -126,6 +177,7 @@ impl Deduplicator {
             Ok(result) => match self.store.complete(&lease, result.as_deref()).await {
                 Ok(()) => {
                     tracing::info!(message_id = %msg.message_id, key = %key, "applied");
+                    self.remember_applied(&summary, result.as_deref());
                     Outcome::Applied
                 }
                 Err(e) => {
@@ -146,9 +198,63 @@ impl Deduplicator {
         }
     }
 
+    /// The transactional flow for a whole batch at once: the marks and effects of every event
+    /// that needs writing go to DynamoDB in as few `TransactWriteItems` as possible (usually one
+    /// for a batch of 10), with the same guarantees per event as [`transactional`](Self::transactional).
+    /// Returns one outcome per message, in order. Messages are not ordered among themselves: for
+    /// FIFO queues use [`crate::run_batch_transactional`], which keeps group order.
+    pub async fn transactional_batch<F>(&self, messages: &[Message], plan: F) -> Vec<Outcome>
+    where
+        F: Fn(&Derived) -> Result<Plan, HandlerError>,
+    {
+        let mut outcomes: Vec<Option<Outcome>> = messages.iter().map(|_| None).collect();
+        let mut todo: Vec<(usize, Derived, Plan)> = Vec::new();
+        for (i, msg) in messages.iter().enumerate() {
+            let event = match self.derive(msg) {
+                Ok(e) => e,
+                Err(outcome) => {
+                    outcomes[i] = Some(outcome);
+                    continue;
+                }
+            };
+            if let Some(seen) = self.cached(&event) {
+                outcomes[i] = Some(self.seen(msg, &event, seen));
+                continue;
+            }
+            match plan(&event) {
+                Ok(p) => todo.push((i, event, p)),
+                Err(e) => outcomes[i] = Some(handler_failed(msg, &event, e)),
+            }
+        }
+        let requests: Vec<CommitRequest<'_>> = todo
+            .iter()
+            .map(|(_, e, p)| CommitRequest {
+                key: &e.key,
+                fingerprint: e.fingerprint.as_ref(),
+                result: p.result.as_deref(),
+                effects: &p.effects,
+            })
+            .collect();
+        let results = self.store.commit_batch(&requests).await;
+        for ((i, event, plan), result) in todo.iter().zip(results) {
+            outcomes[*i] = Some(self.committed(&messages[*i], event, plan, result));
+        }
+        outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or(Outcome::Retry {
+                    reason: "not processed".into(),
+                })
+            })
+            .collect()
+    }
+
     fn seen(&self, msg: &Message, event: &Derived, seen: Seen) -> Outcome {
         match seen {
             Seen::Duplicate(mark) => {
+                if let Some(cache) = &self.cache {
+                    cache.insert(&mark);
+                }
                 let first_seen_ms = dedup::clock::epoch_millis(mark.first_seen_at);
                 tracing::info!(message_id = %msg.message_id, key = %event.key,
                     first_seen_ms, "duplicate skipped");

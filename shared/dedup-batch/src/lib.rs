@@ -12,7 +12,10 @@
 //!   the list of messages to redeliver (S12).
 //! - [`flows`]: [`Deduplicator`]: the transactional flow (mark and effects in one transaction,
 //!   S5) and the leased flow (claim, external call with the idempotency key, complete, S6), each
-//!   mapping every store answer to an outcome; a store fault is always a retry (S13).
+//!   mapping every store answer to an outcome; a store fault is always a retry (S13). Batch-
+//!   transaction mode ([`run_batch_transactional`]) commits a whole batch in as few transactions
+//!   as possible, and a warm cache ([`Deduplicator::with_cache`]) answers known duplicates with no
+//!   DynamoDB call.
 
 pub mod flows;
 pub mod outcome;
@@ -20,4 +23,4 @@ pub mod runner;
 
 pub use flows::{Deduplicator, HandlerError, Plan};
 pub use outcome::{Account, Outcome};
-pub use runner::{BatchReport, run_batch};
+pub use runner::{BatchReport, run_batch, run_batch_transactional};

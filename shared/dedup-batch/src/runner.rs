@@ -7,6 +7,7 @@ use std::panic::AssertUnwindSafe;
 use dedup::Message;
 use futures::{FutureExt, StreamExt};
 
+use crate::flows::{Deduplicator, HandlerError, Plan};
 use crate::outcome::{Account, Outcome};
 
 /// The messages of one FIFO group, with their positions in the batch.
@@ -86,17 +87,58 @@ where
             .await
     };
     results.sort_by_key(|(i, _)| *i);
+    BatchReport::from_outcomes(
+        results
+            .into_iter()
+            .map(|(i, o)| (ids.get(i).cloned().unwrap_or_default(), o))
+            .collect(),
+    )
+}
 
-    let mut report = BatchReport::default();
-    for (i, outcome) in results {
-        let id = ids.get(i).cloned().unwrap_or_default();
-        report.account.record(&outcome);
-        if !outcome.acknowledged() {
-            report.failures.push(id.clone());
+impl BatchReport {
+    /// The report of outcomes given in batch order.
+    pub fn from_outcomes(outcomes: Vec<(String, Outcome)>) -> Self {
+        let mut report = BatchReport::default();
+        for (id, outcome) in outcomes {
+            report.account.record(&outcome);
+            if !outcome.acknowledged() {
+                report.failures.push(id.clone());
+            }
+            report.outcomes.push((id, outcome));
         }
-        report.outcomes.push((id, outcome));
+        report
     }
-    report
+}
+
+/// The transactional flow over a whole batch in batch-transaction mode
+/// ([`Deduplicator::transactional_batch`]: usually one `TransactWriteItems` for the batch). FIFO
+/// batches keep their order per group instead, one message at a time
+/// ([`run_batch`] with [`Deduplicator::transactional`]), since a shared transaction cannot stop a
+/// group at its first failure.
+pub async fn run_batch_transactional<F>(
+    messages: Vec<Message>,
+    max_concurrency: usize,
+    dedup: &Deduplicator,
+    plan: F,
+) -> BatchReport
+where
+    F: Fn(&dedup::Derived) -> Result<Plan, HandlerError>,
+{
+    if messages.iter().any(|m| m.group_id.is_some()) {
+        let plan = &plan;
+        return run_batch(messages, max_concurrency, |m| async move {
+            dedup.transactional(&m, plan).await
+        })
+        .await;
+    }
+    let outcomes = dedup.transactional_batch(&messages, plan).await;
+    BatchReport::from_outcomes(
+        messages
+            .iter()
+            .map(|m| m.message_id.clone())
+            .zip(outcomes)
+            .collect(),
+    )
 }
 
 async fn guarded<F, Fut>(process: &F, m: Message) -> Outcome

@@ -3,6 +3,8 @@
 //! # Layout
 //! - [`MarkStore`] (in `store`): claim, commit-with-effects, complete, release, get (S4–S6, S8, S9,
 //!   S11).
+//! - `batch`: [`MarkStore::commit_batch`]: a whole batch's marks and effects in as few
+//!   transactions as possible, each event still atomic with its own effects.
 //! - `codec`: marks and effects to and from DynamoDB items.
 //! - [`Error`] (in `error`): typed failures; [`Error::is_retryable`] tells a transient fault
 //!   (throttling, `TransactionConflict`, timeouts, network) from a permanent one (S13).
@@ -16,6 +18,7 @@
 //! seconds; **the table's TTL attribute**), `fingerprint`, `result`, `first_seen_at`,
 //! `completed_at` (epoch ms).
 
+mod batch;
 mod client;
 mod codec;
 mod error;
@@ -23,6 +26,7 @@ pub mod provision;
 mod store;
 
 pub use aws_sdk_dynamodb::Client;
+pub use batch::CommitRequest;
 pub use client::{connect, write_effects};
 pub use error::{Error, FaultKind};
 pub use store::{DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, MAX_EFFECTS, MarkStore};

@@ -39,6 +39,7 @@ pub struct MarkStore {
     lease: Duration,
     max_result_bytes: usize,
     clock: Arc<dyn Clock>,
+    calls: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A condition expression with the names and values it uses (DynamoDB refuses unused ones).
@@ -58,7 +59,26 @@ impl MarkStore {
             lease: DEFAULT_LEASE,
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
             clock: Arc::new(SystemClock),
+            calls: Arc::default(),
         }
+    }
+
+    /// DynamoDB requests this store (and its clones) has sent: for benchmarks and metrics.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_call(&self) {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub(crate) fn now_time(&self) -> SystemTime {
+        self.clock.now()
     }
 
     /// The longest lease a claim takes (it is also cut to the caller's deadline).
@@ -154,7 +174,7 @@ impl MarkStore {
     }
 
     /// Explains a failed takeover from the old item DynamoDB returned with it.
-    fn explain(
+    pub(crate) fn explain(
         &self,
         key: &DedupKey,
         old: Option<&Av>,
@@ -193,6 +213,7 @@ impl MarkStore {
             lease_end = lease_end.min(deadline);
         }
         let owner = OwnerToken::random();
+        self.count_call();
         let mut item = self.new_mark(key, MarkStatus::InProgress, now, fp);
         item.insert(attr::OWNER.into(), s(owner.as_str()));
         item.insert(attr::LEASE.into(), ms(lease_end));
@@ -239,35 +260,10 @@ impl MarkStore {
         result: Option<&str>,
         effects: &[Effect],
     ) -> Result<Commit, Error> {
-        if effects.len() > MAX_EFFECTS {
-            return Err(Error::Invalid(format!(
-                "{} effects; one transaction holds the mark and at most {MAX_EFFECTS}",
-                effects.len()
-            )));
-        }
-        self.check_result(result)?;
         let now = self.clock.now();
-        let mut item = self.new_mark(key, MarkStatus::Completed, now, fp);
-        item.insert(attr::COMPLETED_AT.into(), ms(now));
-        if let Some(r) = result {
-            item.insert(attr::RESULT.into(), s(r));
-        }
-        let cond = Self::takeover(now, fp);
-        let mark = Put::builder()
-            .table_name(self.table.as_ref())
-            .set_item(Some(item))
-            .condition_expression(cond.expr)
-            .set_expression_attribute_names(Some(cond.names))
-            .set_expression_attribute_values(Some(cond.values))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .build()
-            .map_err(|e| Error::Invalid(e.to_string()))?;
-        let mut items = Vec::with_capacity(effects.len() + 1);
-        items.push(TransactWriteItem::builder().put(mark).build());
-        for e in effects {
-            items.push(codec::effect(e)?);
-        }
+        let items = self.commit_items(key, fp, result, effects, now)?;
         let attempt = OwnerToken::random();
+        self.count_call();
         let sent = self
             .client
             .transact_write_items()
@@ -291,8 +287,48 @@ impl MarkStore {
         }
     }
 
+    /// The transaction items of one commit: the completed mark (conditioned like a claim, S4/S9/
+    /// S11), then the effects in order.
+    pub(crate) fn commit_items(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
+        result: Option<&str>,
+        effects: &[Effect],
+        now: SystemTime,
+    ) -> Result<Vec<TransactWriteItem>, Error> {
+        if effects.len() > MAX_EFFECTS {
+            return Err(Error::Invalid(format!(
+                "{} effects; one transaction holds the mark and at most {MAX_EFFECTS}",
+                effects.len()
+            )));
+        }
+        self.check_result(result)?;
+        let mut item = self.new_mark(key, MarkStatus::Completed, now, fp);
+        item.insert(attr::COMPLETED_AT.into(), ms(now));
+        if let Some(r) = result {
+            item.insert(attr::RESULT.into(), s(r));
+        }
+        let cond = Self::takeover(now, fp);
+        let mark = Put::builder()
+            .table_name(self.table.as_ref())
+            .set_item(Some(item))
+            .condition_expression(cond.expr)
+            .set_expression_attribute_names(Some(cond.names))
+            .set_expression_attribute_values(Some(cond.values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        let mut items = Vec::with_capacity(effects.len() + 1);
+        items.push(TransactWriteItem::builder().put(mark).build());
+        for e in effects {
+            items.push(codec::effect(e)?);
+        }
+        Ok(items)
+    }
+
     /// Maps a cancelled commit's positional reasons: position 0 is the mark, 1.. the effects.
-    fn cancelled(
+    pub(crate) fn cancelled(
         &self,
         key: &DedupKey,
         fp: Option<&Fingerprint>,
@@ -355,6 +391,7 @@ impl MarkStore {
             values.insert(":res".into(), s(r));
         }
         update.push_str(" REMOVE #lease");
+        self.count_call();
         let sent = self
             .client
             .update_item()
@@ -391,6 +428,7 @@ impl MarkStore {
     /// Releases a claim after a handler error (S6), so a redelivery can try again at once, but
     /// only if `lease` still owns it: otherwise [`Error::Fenced`], and nothing changes.
     pub async fn release(&self, lease: &Lease) -> Result<(), Error> {
+        self.count_call();
         let sent = self
             .client
             .delete_item()
@@ -420,6 +458,7 @@ impl MarkStore {
     /// The live mark of `key` (strongly consistent read), or `None`. A mark whose TTL has passed
     /// is `None` even while DynamoDB still stores it (S9).
     pub async fn get(&self, key: &DedupKey) -> Result<Option<Mark>, Error> {
+        self.count_call();
         let out = self
             .client
             .get_item()
@@ -433,6 +472,28 @@ impl MarkStore {
         match out.item() {
             None => Ok(None),
             Some(item) => Ok(Some(codec::mark(item)?).filter(|m| m.is_live(now))),
+        }
+    }
+
+    /// The completed mark a successful [`commit`](Self::commit) of these arguments wrote (as of
+    /// now), for a warm cache to remember.
+    pub fn written_mark(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
+        result: Option<&str>,
+    ) -> Mark {
+        let now = self.clock.now();
+        Mark {
+            key: key.clone(),
+            status: MarkStatus::Completed,
+            owner: None,
+            lease_expires_at: None,
+            expires_at: now + self.retention.duration(),
+            fingerprint: fp.cloned(),
+            result: result.map(str::to_owned),
+            first_seen_at: now,
+            completed_at: Some(now),
         }
     }
 

@@ -15,8 +15,11 @@
 //! - [`effect`]: DynamoDB effect items (put/update/delete/condition-check) in the library's own
 //!   terms, so callers never touch the SDK (S5).
 //! - [`retention`]: the retention window and the redelivery horizon it must exceed (S9).
+//! - [`cache`]: a bounded LRU of completed marks, so a warm container answers duplicates it has
+//!   seen without a DynamoDB call.
 //! - [`clock`]: the source of "now", injectable so tests can move time.
 
+pub mod cache;
 pub mod clock;
 pub mod effect;
 pub mod fingerprint;
@@ -24,6 +27,7 @@ pub mod key;
 pub mod mark;
 pub mod retention;
 
+pub use cache::MarkCache;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use effect::{Effect, Item, Value};
 pub use fingerprint::{Fingerprint, FingerprintSource};

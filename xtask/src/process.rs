@@ -31,9 +31,9 @@ impl Guarded {
         }
         let script = format!(
             "setsid sh -c {cmd} >{log} 2>&1 & pid=$!; \
-             read _ignored; kill -TERM -- -$pid 2>/dev/null; \
-             for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 -- -$pid 2>/dev/null || exit 0; sleep 0.2; done; \
-             kill -KILL -- -$pid 2>/dev/null; exit 0",
+             read _ignored; kill -TERM -$pid 2>/dev/null; \
+             for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 -$pid 2>/dev/null || exit 0; sleep 0.2; done; \
+             kill -KILL -$pid 2>/dev/null; exit 0",
             cmd = shell_quote(cmdline),
             log = shell_quote(&log.display().to_string()),
         );

@@ -8,10 +8,12 @@
 //! - `check-infra`: check `infra/template.yaml` against the invariants the functions rely on
 //!   (retention horizon, TTL, partial batch responses, DLQs, least privilege, alarms) and run
 //!   cfn-lint. `test` runs it first.
+//! - `bench [N]`: the benchmark against Powertools (not a test); writes `docs/BENCHMARKS.md`.
 //! - `package`: `cargo lambda build --release --arm64` for every function, zip sizes reported.
 //! - `up`: start the local stack and keep it running until Enter, for manual work.
 //! - `dynamodb`: start DynamoDB Local alone until Enter (for manual work).
 
+mod bench;
 mod demo;
 mod dynamodb;
 mod infra;
@@ -37,6 +39,10 @@ async fn main() -> ExitCode {
         "up" => up().await,
         "check-infra" => infra::run(&root()),
         "package" => package::run(&root()),
+        "bench" => {
+            let n = rest.first().and_then(|n| n.parse().ok()).unwrap_or(2000);
+            bench::run(&root(), n)
+        }
         "dynamodb" => dynamodb_foreground(),
         "" | "help" | "-h" | "--help" => {
             print_help();
@@ -60,6 +66,7 @@ fn print_help() {
          demo          run the whole system end to end on local services and check the result\n  \
          test [ARGS]   start the local stack and run `cargo test --workspace [ARGS]` against it\n  \
          check-infra   refuse infra/template.yaml if it breaks a guarded invariant; run cfn-lint\n  \
+         bench [N]     benchmark against AWS Powertools (N messages per workload, default 2000); writes docs/BENCHMARKS.md\n  \
          package       build every function for arm64 in release (cargo lambda) and report zip sizes\n  \
          up            start the local stack and keep it running until Enter (prints where to send)\n  \
          dynamodb      start DynamoDB Local alone and keep it running (prints the endpoint)\n"

@@ -7,6 +7,9 @@
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with `INTENTS_TABLE`,
 //! `COLLECTIONS_API_URL` and optionally `PROVIDER_TIMEOUT_MS`.
 
+// The handler's nested async blocks (runtime, batch runner, store calls) are deep types.
+#![recursion_limit = "256"]
+
 mod relay;
 
 use std::time::Duration;

@@ -5,6 +5,9 @@
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
 //! `lambda_edge::settings` plus `BALANCES_TABLE`.
 
+// The handler's nested async blocks (runtime, batch runner, store calls) are deep types.
+#![recursion_limit = "256"]
+
 mod ledger;
 
 use aws_lambda_events::event::sqs::SqsEvent;

@@ -6,6 +6,9 @@
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
 //! `lambda_edge::settings` plus `PAYMENTS_API_URL` and optionally `PROVIDER_TIMEOUT_MS`.
 
+// The handler's nested async blocks (runtime, batch runner, store calls) are deep types.
+#![recursion_limit = "256"]
+
 mod payment;
 
 use std::time::Duration;

@@ -1,0 +1,111 @@
+"""The anchor: AWS Powertools for Lambda (Python) idempotency on the same workloads.
+
+Run by `cargo xtask bench` (never by hand needed): BatchProcessor over SQS-shaped batches of 10,
+each record handled by an `idempotent_function` (DynamoDB persistence layer: a conditional put,
+then an update, per new record) whose body applies the same balance effect as the Rust modes
+(one UpdateItem). Prints one JSON object per workload on stdout.
+
+Usage: powertools_bench.py ENDPOINT MESSAGES
+"""
+
+import json
+import sys
+import time
+import uuid
+
+import boto3
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent_function,
+)
+
+ENDPOINT, N = sys.argv[1], int(sys.argv[2])
+session = boto3.session.Session(aws_access_key_id="local", aws_secret_access_key="local", region_name="us-east-1")
+client = session.client("dynamodb", endpoint_url=ENDPOINT)
+calls = {"n": 0}
+client.meta.events.register("before-send.dynamodb.*", lambda **_: calls.__setitem__("n", calls["n"] + 1))
+
+
+class Context:
+    function_name = "powertools-bench"
+    memory_limit_in_mb = 128
+    invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:powertools-bench"
+    aws_request_id = "bench"
+
+    @staticmethod
+    def get_remaining_time_in_millis():
+        return 30_000
+
+
+def tables():
+    suffix = uuid.uuid4().hex[:8]
+    idem, balances = f"pt-idempotency-{suffix}", f"pt-balances-{suffix}"
+    client.create_table(TableName=idem, BillingMode="PAY_PER_REQUEST",
+                        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+                        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}])
+    client.create_table(TableName=balances, BillingMode="PAY_PER_REQUEST",
+                        AttributeDefinitions=[{"AttributeName": "account", "AttributeType": "S"}],
+                        KeySchema=[{"AttributeName": "account", "KeyType": "HASH"}])
+    return idem, balances
+
+
+def event_body(i):
+    return json.dumps({"specversion": "1.0", "type": "credit", "source": "/bench", "id": f"evt-{i}",
+                       "tenantid": "t", "data": {"account": f"acct-{i % 1000}", "amount": 1}})
+
+
+def sqs_batch(ids):
+    return {"Records": [{"messageId": str(uuid.uuid4()), "receiptHandle": "x", "body": event_body(i),
+                         "attributes": {}, "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+                         "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:bench", "awsRegion": "us-east-1"}
+                        for i in ids]}
+
+
+def run(workload):
+    idem, balances = tables()
+    persistence = DynamoDBPersistenceLayer(table_name=idem, boto3_client=client)
+    config = IdempotencyConfig(event_key_jmespath="[source, id]")
+    config.register_lambda_context(Context())
+
+    @idempotent_function(data_keyword_argument="event", config=config, persistence_store=persistence)
+    def apply(event):
+        client.update_item(TableName=balances, Key={"account": {"S": event["data"]["account"]}},
+                           UpdateExpression="ADD #b :a", ExpressionAttributeNames={"#b": "balance"},
+                           ExpressionAttributeValues={":a": {"N": str(event["data"]["amount"])}})
+        return {"delta": event["data"]["amount"]}
+
+    def record_handler(record):
+        return apply(event=json.loads(record.body))
+
+    processor = BatchProcessor(event_type=EventType.SQS)
+    if workload == "all_new":
+        ids = list(range(N))
+    elif workload == "half_duplicates":
+        ids = [i % (N // 2) for i in range(N)]
+    else:
+        ids = list(range(N))
+        for start in range(0, N, 10):  # first pass, not timed
+            process_partial_response(event=sqs_batch(ids[start:start + 10]), record_handler=record_handler,
+                                     processor=processor, context=Context())
+    calls["n"] = 0
+    latencies = []
+    failures = 0
+    began = time.perf_counter()
+    for start in range(0, N, 10):
+        t = time.perf_counter()
+        resp = process_partial_response(event=sqs_batch(ids[start:start + 10]), record_handler=record_handler,
+                                        processor=processor, context=Context())
+        latencies.append(time.perf_counter() - t)
+        failures += len(resp.get("batchItemFailures", []))
+    elapsed = time.perf_counter() - began
+    latencies.sort()
+    pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000
+    return {"mode": "powertools", "workload": workload, "messages": N, "seconds": elapsed,
+            "msgs_per_s": N / elapsed, "calls_per_msg": calls["n"] / N, "p50_ms": pick(0.5),
+            "p99_ms": pick(0.99), "failures": failures}
+
+
+for w in ["all_new", "half_duplicates", "all_duplicates"]:
+    print(json.dumps(run(w)), flush=True)

@@ -8,5 +8,7 @@ mod claim;
 mod commit;
 mod e2e;
 mod faults;
+mod hostile;
 mod lease;
+mod privacy;
 mod retention;

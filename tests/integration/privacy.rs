@@ -1,0 +1,131 @@
+//! Isolation and privacy (S1, S3): one tenant's events never suppress another's, and no personal
+//! data from a payload reaches a key or a log line at the default level.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use dedup::{DedupKey, FingerprintSource, IdentitySource, KeySpec, Message, Scope, TenantSource};
+use dedup_batch::{Deduplicator, HandlerError, Plan};
+use dedup_dynamodb::MarkStore;
+use dedup_tests::{client, effect_table, mark_table, retention, unique};
+use proptest::prelude::*;
+use serde_json::json;
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("lock").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+const PLATE: &str = "9876-XYZ";
+const EMAIL: &str = "ana.personal@example.com";
+const TENANT: &str = "city-of-secretville";
+
+fn notice(id: &str, amount: i64) -> Message {
+    Message {
+        message_id: unique("m"),
+        body: json!({"specversion": "1.0", "type": "fine.notice", "source": "/dgt", "id": id,
+                     "tenantid": TENANT, "data": {"plate": PLATE, "owner_email": EMAIL, "amount_cents": amount}})
+        .to_string()
+        .into_bytes(),
+        ..Message::default()
+    }
+}
+
+/// S3: processing, a duplicate, a conflict, a rejection and a failed external call all log at
+/// INFO without the plate, the e-mail or the tenant appearing anywhere; and none is in the key.
+#[tokio::test(flavor = "current_thread")]
+async fn s3_no_personal_data_in_keys_or_logs() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let client = client();
+    let fines = effect_table(&client, "fine_id").await;
+    let spec = KeySpec::new(
+        Scope::new("test", "privacy").expect("scope"),
+        IdentitySource::CloudEvents,
+    )
+    .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
+    .fingerprint(FingerprintSource::CloudEventsData);
+    let dedup = Deduplicator::new(
+        spec.clone(),
+        MarkStore::new(client.clone(), mark_table(&client).await, retention()),
+    );
+    let plan = |e: &dedup::Derived| -> Result<Plan, HandlerError> {
+        let data = &e
+            .body
+            .as_ref()
+            .ok_or_else(|| HandlerError::Invalid("no body".into()))?["data"];
+        Ok(Plan {
+            effects: vec![dedup::Effect::put(
+                &fines,
+                dedup::Item::new()
+                    .with("fine_id", e.key.idempotency_key().as_str())
+                    .with("plate", data["plate"].as_str().unwrap_or_default()),
+            )],
+            result: None,
+        })
+    };
+    let id = unique("evt");
+    let first = notice(&id, 100);
+    let key = spec.derive(&first).expect("key").key;
+    for text in [PLATE, EMAIL, TENANT, id.as_str()] {
+        assert!(!key.as_str().contains(text), "{text} in the key {key}");
+    }
+    assert_eq!(dedup.transactional(&first, plan).await.label(), "applied");
+    assert_eq!(
+        dedup.transactional(&notice(&id, 100), plan).await.label(),
+        "duplicate"
+    );
+    assert_eq!(
+        dedup.transactional(&notice(&id, 999), plan).await.label(),
+        "conflict"
+    );
+    let mut no_id = notice(&id, 1);
+    no_id.body =
+        json!({"specversion": "1.0", "type": "fine.notice", "source": "/dgt", "tenantid": TENANT,
+                        "data": {"plate": PLATE, "owner_email": EMAIL}})
+        .to_string()
+        .into_bytes();
+    assert_eq!(dedup.transactional(&no_id, plan).await.label(), "rejected");
+    let pay = notice(&unique("evt"), 5);
+    let failed = dedup
+        .leased(&pay, None, |_e, _l| async {
+            Err(HandlerError::Transient("provider 503".into()))
+        })
+        .await;
+    assert_eq!(failed.label(), "retry");
+
+    let logs = String::from_utf8(captured.0.lock().expect("lock").clone()).expect("utf-8");
+    assert!(
+        logs.contains("applied") && logs.contains("duplicate skipped") && logs.contains("conflict"),
+        "the outcomes were logged: {logs}"
+    );
+    for text in [PLATE, EMAIL, TENANT] {
+        assert!(!logs.contains(text), "{text} appears in the logs:\n{logs}");
+    }
+}
+
+proptest! {
+    /// S1: different tenants never share a key, whatever the identity: one tenant's event can
+    /// never suppress another's.
+    #[test]
+    fn s1_tenants_never_share_a_key(a in ".{0,24}", b in ".{0,24}", id in ".{1,40}") {
+        prop_assume!(a != b);
+        let scope = Scope::new("prod", "ledger").expect("scope");
+        prop_assert_ne!(DedupKey::new(&scope, &a, &["cloudevents", "/s", &id]), DedupKey::new(&scope, &b, &["cloudevents", "/s", &id]));
+    }
+}

@@ -10,10 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
-    ScalarAttributeType,
-};
+use aws_sdk_dynamodb::types::AttributeValue;
 use dedup::{Retention, Scope};
 
 /// The endpoint of DynamoDB Local. Panics with instructions when the tests were not started by
@@ -64,25 +61,7 @@ pub async fn mark_table(client: &Client) -> String {
 /// A fresh effect table keyed by the string attribute `key_attr`.
 pub async fn effect_table(client: &Client, key_attr: &str) -> String {
     let name = unique("effects");
-    client
-        .create_table()
-        .table_name(&name)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name(key_attr)
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .expect("attribute definition"),
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name(key_attr)
-                .key_type(KeyType::Hash)
-                .build()
-                .expect("key schema"),
-        )
-        .send()
+    dedup_dynamodb::provision::create_table(client, &name, key_attr, false)
         .await
         .expect("create effect table");
     name

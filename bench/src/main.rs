@@ -9,9 +9,6 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-};
 use dedup::{
     Effect, FingerprintSource, IdentitySource, Item, KeySpec, Message, Retention, Scope,
     TenantSource,
@@ -34,34 +31,10 @@ fn client(endpoint: &str) -> Client {
 }
 
 async fn table(client: &Client, name: &str, key: &str) -> Result<()> {
-    let e = |e: aws_sdk_dynamodb::error::BuildError| e.to_string();
-    client
-        .create_table()
-        .table_name(name)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name(key)
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .map_err(e)?,
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name(key)
-                .key_type(KeyType::Hash)
-                .build()
-                .map_err(e)?,
-        )
-        .send()
+    dedup_dynamodb::provision::create_table(client, name, key, false)
         .await
-        .map_err(|e| {
-            format!(
-                "create {name}: {}",
-                aws_sdk_dynamodb::error::DisplayErrorContext(&e)
-            )
-        })?;
-    Ok(())
+        .map(|_| ())
+        .map_err(|e| format!("create {name}: {e}"))
 }
 
 /// The same event shape and effect as the Powertools side: a credit of 1 to one of 1000 accounts.

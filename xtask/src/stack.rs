@@ -9,10 +9,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    StreamSpecification, StreamViewType,
-};
 use aws_sdk_sqs::types::QueueAttributeName;
 use fake_provider::Provider;
 
@@ -368,44 +364,9 @@ async fn create_table(
     key: &str,
     stream: bool,
 ) -> Result<Option<String>> {
-    let e = |e: aws_sdk_dynamodb::error::BuildError| e.to_string();
-    let mut req = client
-        .create_table()
-        .table_name(name)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name(key)
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .map_err(e)?,
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name(key)
-                .key_type(KeyType::Hash)
-                .build()
-                .map_err(e)?,
-        );
-    if stream {
-        req = req.stream_specification(
-            StreamSpecification::builder()
-                .stream_enabled(true)
-                .stream_view_type(StreamViewType::NewAndOldImages)
-                .build()
-                .map_err(e)?,
-        );
-    }
-    let out = req.send().await.map_err(|err| {
-        format!(
-            "create table {name}: {}",
-            aws_sdk_dynamodb::error::DisplayErrorContext(&err)
-        )
-    })?;
-    Ok(out
-        .table_description()
-        .and_then(|d| d.latest_stream_arn())
-        .map(str::to_owned))
+    dedup_dynamodb::provision::create_table(client, name, key, stream)
+        .await
+        .map_err(|e| format!("create table {name}: {e}"))
 }
 
 async fn create_queues(sqs: &aws_sdk_sqs::Client, function: &str) -> Result<Queues> {

@@ -1,5 +1,5 @@
-//! Creating a mark table: for tests, the demo and local development. Production tables come from
-//! `infra/`.
+//! Creating tables: for tests, the demo, the benchmark and local development. Production tables
+//! come from `infra/`.
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{
@@ -10,27 +10,35 @@ use aws_sdk_dynamodb::types::{
 use crate::attr;
 use crate::error::Error;
 
-/// Creates a mark table named `table` (on-demand billing) and turns TTL on for
-/// [`attr::EXPIRES_AT`]. With `stream`, the table gets a stream of old and new images, so TTL
-/// deletions can be counted (S14).
-pub async fn create_mark_table(client: &Client, table: &str, stream: bool) -> Result<(), Error> {
+fn invalid(e: aws_sdk_dynamodb::error::BuildError) -> Error {
+    Error::Invalid(e.to_string())
+}
+
+/// Creates an on-demand table keyed by the string attribute `key`; with `stream`, it gets a
+/// stream of old and new images, whose ARN is returned.
+pub async fn create_table(
+    client: &Client,
+    table: &str,
+    key: &str,
+    stream: bool,
+) -> Result<Option<String>, Error> {
     let mut req = client
         .create_table()
         .table_name(table)
         .billing_mode(BillingMode::PayPerRequest)
         .attribute_definitions(
             AttributeDefinition::builder()
-                .attribute_name(attr::PK)
+                .attribute_name(key)
                 .attribute_type(ScalarAttributeType::S)
                 .build()
-                .map_err(|e| Error::Invalid(e.to_string()))?,
+                .map_err(invalid)?,
         )
         .key_schema(
             KeySchemaElement::builder()
-                .attribute_name(attr::PK)
+                .attribute_name(key)
                 .key_type(KeyType::Hash)
                 .build()
-                .map_err(|e| Error::Invalid(e.to_string()))?,
+                .map_err(invalid)?,
         );
     if stream {
         req = req.stream_specification(
@@ -38,10 +46,21 @@ pub async fn create_mark_table(client: &Client, table: &str, stream: bool) -> Re
                 .stream_enabled(true)
                 .stream_view_type(StreamViewType::NewAndOldImages)
                 .build()
-                .map_err(|e| Error::Invalid(e.to_string()))?,
+                .map_err(invalid)?,
         );
     }
-    req.send().await.map_err(Error::from_sdk)?;
+    let out = req.send().await.map_err(Error::from_sdk)?;
+    Ok(out
+        .table_description()
+        .and_then(|d| d.latest_stream_arn())
+        .map(str::to_owned))
+}
+
+/// Creates a mark table named `table` (key [`attr::PK`], on-demand billing) and turns TTL on for
+/// [`attr::EXPIRES_AT`]. With `stream`, the table gets a stream of old and new images, so TTL
+/// deletions can be counted (S14).
+pub async fn create_mark_table(client: &Client, table: &str, stream: bool) -> Result<(), Error> {
+    create_table(client, table, attr::PK, stream).await?;
     client
         .update_time_to_live()
         .table_name(table)
@@ -50,7 +69,7 @@ pub async fn create_mark_table(client: &Client, table: &str, stream: bool) -> Re
                 .enabled(true)
                 .attribute_name(attr::EXPIRES_AT)
                 .build()
-                .map_err(|e| Error::Invalid(e.to_string()))?,
+                .map_err(invalid)?,
         )
         .send()
         .await

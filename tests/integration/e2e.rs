@@ -346,3 +346,42 @@ async fn e2e_fines_and_intents_are_applied_once_through_the_relay() {
         );
     }
 }
+
+/// S14: a completed mark deleted by DynamoDB's TTL (on DynamoDB Local, a stream record named
+/// `UNKNOWN_TO_SDK_VERSION`) is counted as purged by `mark-auditor`, for its consumer.
+#[tokio::test]
+async fn e2e_ttl_purges_are_counted_by_the_mark_auditor() {
+    let consumer = unique("audit");
+    let pk = format!("demo#{consumer}#{}", "ab".repeat(32));
+    let past = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("epoch")
+        .as_secs()
+        - 60;
+    client()
+        .put_item()
+        .table_name(env("DEDUP_TABLE_MARKS"))
+        .item("pk", AttributeValue::S(pk))
+        .item("status", AttributeValue::S("COMPLETED".into()))
+        .item("expires_at", AttributeValue::N(past.to_string()))
+        .send()
+        .await
+        .expect("put an expired mark");
+    let log = env("DEDUP_FUNCTIONS_LOG");
+    let line = eventually(
+        "mark-auditor's purge count",
+        Duration::from_secs(90),
+        || {
+            let (log, consumer) = (&log, &consumer);
+            async move {
+                let text = std::fs::read_to_string(log).ok()?;
+                text.lines()
+                    .filter(|l| l.starts_with("{\"_aws\""))
+                    .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                    .find(|v| v["Function"] == consumer.as_str() && v.get("Purged").is_some())
+            }
+        },
+    )
+    .await;
+    assert_eq!(line["Purged"], 1);
+}

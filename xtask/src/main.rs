@@ -5,6 +5,7 @@
 //! - `demo`: start the local stack and run the main job end to end: a realistic workload through
 //!   the SQS emulator, the local trigger and the functions; then the final state against a
 //!   single-pass expectation, the accounting, and the DLQs. Exits non-zero if any check fails.
+//! - `audit`: against a running `cargo xtask up`, whether the account closes (S14).
 //! - `check-infra`: check `infra/template.yaml` against the invariants the functions rely on
 //!   (retention horizon, TTL, partial batch responses, DLQs, least privilege, alarms) and run
 //!   cfn-lint. `test` runs it first.
@@ -13,6 +14,7 @@
 //! - `up`: start the local stack and keep it running until Enter, for manual work.
 //! - `dynamodb`: start DynamoDB Local alone until Enter (for manual work).
 
+mod audit;
 mod bench;
 mod demo;
 mod dynamodb;
@@ -38,6 +40,7 @@ async fn main() -> ExitCode {
         "demo" => demo::run(&root()).await,
         "up" => up().await,
         "check-infra" => infra::run(&root()),
+        "audit" => audit::run(&root()).await,
         "package" => package::run(&root()),
         "bench" => {
             let n = rest.first().and_then(|n| n.parse().ok()).unwrap_or(2000);
@@ -65,6 +68,7 @@ fn print_help() {
          commands:\n  \
          demo          run the whole system end to end on local services and check the result\n  \
          test [ARGS]   start the local stack and run `cargo test --workspace [ARGS]` against it\n  \
+         audit         against a running `cargo xtask up`: does the account close (S14)?\n  \
          check-infra   refuse infra/template.yaml if it breaks a guarded invariant; run cfn-lint\n  \
          bench [N]     benchmark against AWS Powertools (N messages per workload, default 2000); writes docs/BENCHMARKS.md\n  \
          package       build every function for arm64 in release (cargo lambda) and report zip sizes\n  \

@@ -7,11 +7,12 @@ use std::process::Command;
 use crate::Result;
 
 /// The deployable functions, as `cargo lambda build` names their zips.
-pub(crate) const FUNCTIONS: [&str; 4] = [
+pub(crate) const FUNCTIONS: [&str; 5] = [
     "ledger-projector",
     "fine-notices",
     "payment-dispatcher",
     "intent-relay",
+    "mark-auditor",
 ];
 
 pub(crate) fn run(root: &Path) -> Result<()> {

@@ -3,7 +3,6 @@
 //! the [`Stack`] is dropped.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Seek};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -133,9 +132,11 @@ impl Stack {
         );
 
         step("creating tables (TTL on the mark table, a stream on intents) and queues with DLQs");
-        dedup_dynamodb::provision::create_mark_table(&dynamodb, TABLE_MARKS, true)
-            .await
-            .map_err(|e| format!("mark table: {e}"))?;
+        let marks_stream =
+            dedup_dynamodb::provision::create_mark_table(&dynamodb, TABLE_MARKS, true)
+                .await
+                .map_err(|e| format!("mark table: {e}"))?
+                .ok_or("the mark table has no stream")?;
         create_table(&dynamodb, TABLE_BALANCES, "account", false).await?;
         create_table(&dynamodb, TABLE_FINES, "fine_id", false).await?;
         let intents_stream = create_table(&dynamodb, TABLE_INTENTS, "intent_id", true)
@@ -244,16 +245,21 @@ impl Stack {
             lose_next.insert(f.clone(), lose);
             stats.insert(f.clone(), st);
         }
-        let st = Arc::new(TriggerStats::default());
-        triggers.push(tokio::spawn(stream_trigger(
-            streams,
-            http,
-            invoke_url,
-            "intent-relay".into(),
-            intents_stream,
-            st.clone(),
-        )));
-        stats.insert("intent-relay".into(), st);
+        for (function, arn) in [
+            ("intent-relay", intents_stream),
+            ("mark-auditor", marks_stream),
+        ] {
+            let st = Arc::new(TriggerStats::default());
+            triggers.push(tokio::spawn(stream_trigger(
+                streams.clone(),
+                http.clone(),
+                invoke_url.clone(),
+                function.into(),
+                arn,
+                st.clone(),
+            )));
+            stats.insert(function.into(), st);
+        }
         step("the stack is up");
         Ok(Self {
             triggers,
@@ -278,6 +284,10 @@ impl Stack {
         env.push(("DEDUP_DYNAMODB_ENDPOINT".into(), self.ddb.endpoint()));
         env.push(("DEDUP_SQS_ENDPOINT".into(), self.sqs_endpoint.clone()));
         env.push(("DEDUP_PROVIDER_URL".into(), self.provider_url.clone()));
+        env.push((
+            "DEDUP_FUNCTIONS_LOG".into(),
+            self.watch.log().display().to_string(),
+        ));
         for (f, q) in &self.queues {
             let var = f.to_uppercase().replace('-', "_");
             env.push((format!("DEDUP_QUEUE_{var}"), q.url.clone()));
@@ -432,36 +442,7 @@ async fn create_queues(sqs: &aws_sdk_sqs::Client, function: &str) -> Result<Queu
 async fn collect_emf(log: PathBuf, accounts: Arc<Mutex<Accounts>>) {
     let mut pos = 0u64;
     loop {
-        if let Ok(mut f) = std::fs::File::open(&log)
-            && f.seek(std::io::SeekFrom::Start(pos)).is_ok()
-        {
-            let mut reader = BufReader::new(f);
-            let mut line = String::new();
-            while let Ok(n) = reader.read_line(&mut line) {
-                if n == 0 || !line.ends_with('\n') {
-                    break;
-                }
-                pos += n as u64;
-                if line.starts_with("{\"_aws\"")
-                    && let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
-                    && let Some(function) = v["Function"].as_str()
-                {
-                    let mut all = accounts.lock().unwrap_or_else(|e| e.into_inner());
-                    let entry = all.entry(function.to_owned()).or_default();
-                    for name in [
-                        "Received",
-                        "Applied",
-                        "Duplicate",
-                        "Retry",
-                        "Conflict",
-                        "Rejected",
-                    ] {
-                        *entry.entry(name.to_owned()).or_default() += v[name].as_u64().unwrap_or(0);
-                    }
-                }
-                line.clear();
-            }
-        }
+        crate::audit::read_emf(&log, &mut pos, &accounts);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

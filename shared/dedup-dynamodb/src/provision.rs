@@ -58,9 +58,13 @@ pub async fn create_table(
 
 /// Creates a mark table named `table` (key [`attr::PK`], on-demand billing) and turns TTL on for
 /// [`attr::EXPIRES_AT`]. With `stream`, the table gets a stream of old and new images, so TTL
-/// deletions can be counted (S14).
-pub async fn create_mark_table(client: &Client, table: &str, stream: bool) -> Result<(), Error> {
-    create_table(client, table, attr::PK, stream).await?;
+/// deletions can be counted (S14); its ARN is returned.
+pub async fn create_mark_table(
+    client: &Client,
+    table: &str,
+    stream: bool,
+) -> Result<Option<String>, Error> {
+    let stream_arn = create_table(client, table, attr::PK, stream).await?;
     client
         .update_time_to_live()
         .table_name(table)
@@ -74,5 +78,5 @@ pub async fn create_mark_table(client: &Client, table: &str, stream: bool) -> Re
         .send()
         .await
         .map_err(Error::from_sdk)?;
-    Ok(())
+    Ok(stream_arn)
 }

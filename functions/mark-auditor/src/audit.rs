@@ -1,0 +1,144 @@
+//! Telling TTL purges from other deletions on the mark table's stream.
+
+use std::collections::BTreeMap;
+
+use aws_lambda_events::event::dynamodb::EventRecord;
+
+/// What one stream batch removed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Tally {
+    /// TTL purges of completed marks, by consumer.
+    pub(crate) purged: BTreeMap<String, u64>,
+    /// Removals that were not TTL purges of completed marks (released claims, operators, TTL
+    /// purges of abandoned in-progress claims, which were never applied).
+    pub(crate) removed_otherwise: u64,
+}
+
+/// Whether a record is a deletion by DynamoDB's TTL process. On AWS it is a `REMOVE` whose user
+/// identity is the service `dynamodb.amazonaws.com`. DynamoDB Local emits TTL deletions with the
+/// event name `UNKNOWN_TO_SDK_VERSION` and no user identity; both shapes count.
+pub(crate) fn is_ttl_purge(record: &EventRecord) -> bool {
+    match record.event_name.as_str() {
+        "REMOVE" => record
+            .user_identity
+            .as_ref()
+            .is_some_and(|u| u.type_ == "Service" && u.principal_id == "dynamodb.amazonaws.com"),
+        "UNKNOWN_TO_SDK_VERSION" => true,
+        _ => false,
+    }
+}
+
+/// The consumer of a mark, from its key `namespace#consumer#digest`.
+fn consumer(pk: &str) -> Option<&str> {
+    let mut parts = pk.splitn(3, '#');
+    let (_ns, consumer, _digest) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(consumer)
+}
+
+pub(crate) fn tally(records: &[EventRecord]) -> Tally {
+    let mut t = Tally::default();
+    for r in records {
+        let removal = r.event_name == "REMOVE" || r.event_name == "UNKNOWN_TO_SDK_VERSION";
+        if !removal {
+            continue;
+        }
+        let old = serde_json::to_value(&r.change.old_image).unwrap_or_default();
+        let s = |name: &str| {
+            old.get(name)
+                .and_then(|v| v.get("S"))
+                .and_then(|v| v.as_str())
+        };
+        let completed = s("status") == Some("COMPLETED");
+        match (is_ttl_purge(r) && completed, s("pk").and_then(consumer)) {
+            (true, Some(c)) => *t.purged.entry(c.to_owned()).or_default() += 1,
+            _ => t.removed_otherwise += 1,
+        }
+    }
+    t
+}
+
+/// One EMF record of `purged` TTL purges for `consumer`.
+pub(crate) fn emf_line(consumer: &str, purged: u64) -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    serde_json::json!({
+        "_aws": {"Timestamp": ms, "CloudWatchMetrics": [{
+            "Namespace": "lambda-dedup", "Dimensions": [["Function"]],
+            "Metrics": [{"Name": "Purged", "Unit": "Count"}]}]},
+        "Function": consumer,
+        "Purged": purged,
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn record(name: &str, identity: Option<(&str, &str)>, pk: &str, status: &str) -> EventRecord {
+        let mut r = json!({
+            "awsRegion": "us-east-1", "eventID": "1", "eventName": name, "eventSource": "aws:dynamodb",
+            "dynamodb": {"ApproximateCreationDateTime": 1700000000, "Keys": {"pk": {"S": pk}},
+                         "OldImage": {"pk": {"S": pk}, "status": {"S": status}},
+                         "SequenceNumber": "1", "SizeBytes": 10, "StreamViewType": "OLD_IMAGE"}
+        });
+        if let Some((t, p)) = identity {
+            r["userIdentity"] = json!({"type": t, "principalId": p});
+        }
+        serde_json::from_value(r).expect("record")
+    }
+
+    /// S14: both shapes of a TTL deletion count, on AWS and on DynamoDB Local; only completed
+    /// marks count as purged; releases and operator deletions do not.
+    #[test]
+    fn s14_ttl_purges_are_told_from_other_removals() {
+        let records = vec![
+            record(
+                "REMOVE",
+                Some(("Service", "dynamodb.amazonaws.com")),
+                "prod#ledger-projector#aa",
+                "COMPLETED",
+            ),
+            record(
+                "UNKNOWN_TO_SDK_VERSION",
+                None,
+                "prod#ledger-projector#bb",
+                "COMPLETED",
+            ),
+            record(
+                "UNKNOWN_TO_SDK_VERSION",
+                None,
+                "prod#payment-dispatcher#cc",
+                "COMPLETED",
+            ),
+            record("REMOVE", None, "prod#payment-dispatcher#dd", "IN_PROGRESS"), // a released claim
+            record(
+                "REMOVE",
+                Some(("Service", "dynamodb.amazonaws.com")),
+                "prod#payment-dispatcher#ee",
+                "IN_PROGRESS",
+            ), // abandoned claim purged
+            record("REMOVE", None, "prod#ledger-projector#ff", "COMPLETED"),     // an operator
+            record("INSERT", None, "prod#ledger-projector#gg", "COMPLETED"),
+        ];
+        let t = tally(&records);
+        assert_eq!(t.purged.get("ledger-projector"), Some(&2));
+        assert_eq!(t.purged.get("payment-dispatcher"), Some(&1));
+        assert_eq!(t.removed_otherwise, 3);
+    }
+
+    #[test]
+    fn emf_carries_the_purge_count_per_consumer() {
+        let v: serde_json::Value =
+            serde_json::from_str(&emf_line("ledger-projector", 3)).expect("json");
+        assert_eq!(v["Function"], "ledger-projector");
+        assert_eq!(v["Purged"], 3);
+        assert_eq!(
+            v["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"],
+            "Purged"
+        );
+    }
+}

@@ -10,5 +10,6 @@ mod e2e;
 mod faults;
 mod hostile;
 mod lease;
+mod model;
 mod privacy;
 mod retention;

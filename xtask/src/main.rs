@@ -9,6 +9,7 @@
 //! - `check-infra`: check `infra/template.yaml` against the invariants the functions rely on
 //!   (retention horizon, TTL, partial batch responses, DLQs, least privilege, alarms) and run
 //!   cfn-lint. `test` runs it first.
+//! - `soak [N]`: many more model-based fault schedules than `test` runs; writes `docs/RELIABILITY.md`.
 //! - `bench [N]`: the benchmark against Powertools (not a test); writes `docs/BENCHMARKS.md`.
 //! - `package`: `cargo lambda build --release --arm64` for every function, zip sizes reported.
 //! - `up`: start the local stack and keep it running until Enter, for manual work.
@@ -21,6 +22,7 @@ mod dynamodb;
 mod infra;
 mod package;
 mod process;
+mod soak;
 mod stack;
 mod tools;
 mod trigger;
@@ -42,6 +44,10 @@ async fn main() -> ExitCode {
         "check-infra" => infra::run(&root()),
         "audit" => audit::run(&root()).await,
         "package" => package::run(&root()),
+        "soak" => {
+            let n = rest.first().and_then(|n| n.parse().ok()).unwrap_or(500);
+            soak::run(&root(), n)
+        }
         "bench" => {
             let n = rest.first().and_then(|n| n.parse().ok()).unwrap_or(2000);
             bench::run(&root(), n)
@@ -70,6 +76,7 @@ fn print_help() {
          test [ARGS]   start the local stack and run `cargo test --workspace [ARGS]` against it\n  \
          audit         against a running `cargo xtask up`: does the account close (S14)?\n  \
          check-infra   refuse infra/template.yaml if it breaks a guarded invariant; run cfn-lint\n  \
+         soak [N]      N model-based fault schedules (default 500) against DynamoDB Local; writes docs/RELIABILITY.md\n  \
          bench [N]     benchmark against AWS Powertools (N messages per workload, default 2000); writes docs/BENCHMARKS.md\n  \
          package       build every function for arm64 in release (cargo lambda) and report zip sizes\n  \
          up            start the local stack and keep it running until Enter (prints where to send)\n  \

@@ -41,6 +41,10 @@ fn notice(id: &str, amount: i64) -> Message {
 
 /// S3: processing, a duplicate, a conflict, a rejection and a failed external call all log at
 /// INFO without the plate, the e-mail or the tenant appearing anywhere; and none is in the key.
+///
+/// The capturing subscriber is the process-wide default: a thread-scoped one misses events whose
+/// callsites other tests (on other threads, with no subscriber) registered first. So this test
+/// also checks the other tests' logs; none of them carries these values either.
 #[tokio::test(flavor = "current_thread")]
 async fn s3_no_personal_data_in_keys_or_logs() {
     let captured = Captured::default();
@@ -50,7 +54,8 @@ async fn s3_no_personal_data_in_keys_or_logs() {
         .with_ansi(false)
         .with_writer(move || writer.clone())
         .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    tracing::subscriber::set_global_default(subscriber)
+        .expect("only this test installs a subscriber");
 
     let client = client();
     let fines = effect_table(&client, "fine_id").await;

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::AttributeValue;
-use dedup::{Retention, Scope};
+use dedup::{FingerprintSource, IdentitySource, KeySpec, Retention, Scope, TenantSource};
 
 /// The endpoint of DynamoDB Local. Panics with instructions when the tests were not started by
 /// `cargo xtask test`: a correctness test that silently skips would prove nothing.
@@ -106,4 +106,33 @@ pub fn scope() -> Scope {
 /// One hour of retention, no horizon (tests state their own where they need one).
 pub fn retention() -> Retention {
     Retention::unchecked(Duration::from_secs(3600)).expect("retention")
+}
+
+/// The key spec the functions use, for consumer `consumer` of namespace `test`: structured
+/// CloudEvents, tenant from the `tenantid` extension, fingerprint of `data`.
+pub fn cloudevents_spec(consumer: &str) -> KeySpec {
+    KeySpec::new(
+        Scope::new("test", consumer).expect("scope"),
+        IdentitySource::CloudEvents,
+    )
+    .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
+    .fingerprint(FingerprintSource::CloudEventsData)
+}
+
+/// A client for a port nothing listens on, with no SDK retries: a store that is down (S13).
+pub fn unreachable_client() -> Client {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    Client::from_conf(
+        aws_sdk_dynamodb::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("a", "b", None, None, "unreachable"))
+            .endpoint_url(format!("http://127.0.0.1:{port}"))
+            .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
+            .build(),
+    )
 }

@@ -4,24 +4,14 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
-use dedup::{
-    Effect, FingerprintSource, IdentitySource, Item, KeySpec, Message, Scope, TenantSource,
-};
+use dedup::{Effect, Item, Message};
 use dedup_batch::{Account, Deduplicator, HandlerError, Outcome, Plan, run_batch};
 use dedup_dynamodb::MarkStore;
-use dedup_tests::{client, effect_table, get_number, mark_table, retention, unique};
+use dedup_tests::{
+    client, cloudevents_spec, effect_table, get_number, mark_table, retention, unique,
+    unreachable_client,
+};
 use serde_json::json;
-
-fn spec() -> KeySpec {
-    KeySpec::new(
-        Scope::new("test", "batch").expect("scope"),
-        IdentitySource::CloudEvents,
-    )
-    .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
-    .fingerprint(FingerprintSource::CloudEventsData)
-}
 
 fn credit_event(message_id: &str, id: &str, account: &str, amount: i64) -> Message {
     Message {
@@ -63,7 +53,7 @@ async fn s5_s14_replayed_and_interleaved_batches_equal_one_pass() {
     let client = client();
     let balances = effect_table(&client, "account").await;
     let dedup = Arc::new(Deduplicator::new(
-        spec(),
+        cloudevents_spec("batch"),
         MarkStore::new(client.clone(), mark_table(&client).await, retention()),
     ));
     let run = unique("run");
@@ -131,7 +121,7 @@ async fn s2_s11_bad_messages_are_failures_and_counted() {
     let client = client();
     let balances = effect_table(&client, "account").await;
     let dedup = Deduplicator::new(
-        spec(),
+        cloudevents_spec("batch"),
         MarkStore::new(client.clone(), mark_table(&client).await, retention()),
     );
     let run = unique("run");
@@ -189,7 +179,7 @@ async fn s2_s11_bad_messages_are_failures_and_counted() {
 async fn s6_leased_flow_calls_out_once_for_concurrent_duplicates() {
     let client = client();
     let dedup = Deduplicator::new(
-        spec(),
+        cloudevents_spec("batch"),
         MarkStore::new(client.clone(), mark_table(&client).await, retention()),
     );
     let calls = AtomicUsize::new(0);
@@ -245,7 +235,7 @@ async fn s6_leased_flow_calls_out_once_for_concurrent_duplicates() {
 async fn s6_a_failed_call_is_released_and_retried_with_the_same_idempotency_key() {
     let client = client();
     let dedup = Deduplicator::new(
-        spec(),
+        cloudevents_spec("batch"),
         MarkStore::new(client.clone(), mark_table(&client).await, retention()),
     );
     let keys = Mutex::new(Vec::new());
@@ -275,20 +265,11 @@ async fn s6_a_failed_call_is_released_and_retried_with_the_same_idempotency_key(
 /// S13: with the store unreachable, nothing is acknowledged and no external call is made.
 #[tokio::test]
 async fn s13_store_outage_fails_closed() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let dead = Client::from_conf(
-        aws_sdk_dynamodb::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new("us-east-1"))
-            .credentials_provider(Credentials::new("a", "b", None, None, "t"))
-            .endpoint_url(format!("http://127.0.0.1:{port}"))
-            .build(),
+    let dead = unreachable_client();
+    let dedup = Deduplicator::new(
+        cloudevents_spec("batch"),
+        MarkStore::new(dead, "marks", retention()),
     );
-    let dedup = Deduplicator::new(spec(), MarkStore::new(dead, "marks", retention()));
     let calls = AtomicUsize::new(0);
     let batch: Vec<Message> = (0..5)
         .map(|i| credit_event(&format!("m{i}"), &format!("evt-{i}"), "a", 1))

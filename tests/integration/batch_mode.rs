@@ -1,22 +1,13 @@
 //! Batch-transaction mode and the warm cache against DynamoDB Local: the same guarantees as
 //! per-message commits (S5, S8, S11, S12), with fewer DynamoDB calls.
 
-use dedup::{
-    Effect, FingerprintSource, IdentitySource, Item, KeySpec, Message, Scope, TenantSource,
-};
+use dedup::{Effect, Item, Message};
 use dedup_batch::{Deduplicator, HandlerError, Outcome, Plan, run_batch_transactional};
 use dedup_dynamodb::MarkStore;
-use dedup_tests::{client, effect_table, get_number, mark_table, retention, unique};
+use dedup_tests::{
+    client, cloudevents_spec, effect_table, get_number, mark_table, retention, unique,
+};
 use serde_json::json;
-
-fn spec() -> KeySpec {
-    KeySpec::new(
-        Scope::new("test", "batch-mode").expect("scope"),
-        IdentitySource::CloudEvents,
-    )
-    .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
-    .fingerprint(FingerprintSource::CloudEventsData)
-}
 
 fn credit(message_id: &str, id: &str, account: &str, amount: i64) -> Message {
     Message {
@@ -66,7 +57,7 @@ async fn setup() -> (aws_sdk_dynamodb::Client, String, Deduplicator, MarkStore) 
     let client = client();
     let balances = effect_table(&client, "account").await;
     let store = MarkStore::new(client.clone(), mark_table(&client).await, retention());
-    let dedup = Deduplicator::new(spec(), store.clone());
+    let dedup = Deduplicator::new(cloudevents_spec("batch-mode"), store.clone());
     (client, balances, dedup, store)
 }
 
@@ -303,7 +294,7 @@ async fn s5_s14_concurrent_replays_in_batch_mode_equal_one_pass() {
 #[tokio::test]
 async fn warm_cache_answers_known_duplicates_without_dynamodb() {
     let (_client, balances, _dedup, store) = setup().await;
-    let dedup = Deduplicator::new(spec(), store.clone()).with_cache(1000);
+    let dedup = Deduplicator::new(cloudevents_spec("batch-mode"), store.clone()).with_cache(1000);
     let run = unique("b5");
     let batch: Vec<Message> = (0..10)
         .map(|i| {

@@ -5,18 +5,11 @@
 use dedup::{FingerprintSource, IdentitySource, KeySpec, Message, Scope, TenantSource};
 use dedup_batch::{Deduplicator, HandlerError, Outcome, Plan};
 use dedup_dynamodb::MarkStore;
-use dedup_tests::{client, effect_table, get_number, mark_table, retention, unique};
+use dedup_tests::{
+    client, cloudevents_spec, effect_table, get_number, mark_table, retention, unique,
+};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-
-fn spec() -> KeySpec {
-    KeySpec::new(
-        Scope::new("test", "hostile").expect("scope"),
-        IdentitySource::CloudEvents,
-    )
-    .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
-    .fingerprint(FingerprintSource::CloudEventsData)
-}
 
 fn ce(id: Value, tenant: Value, data: Value) -> Value {
     json!({"specversion": "1.0", "type": "credit", "source": "/producer", "id": id, "tenantid": tenant, "data": data})
@@ -68,7 +61,7 @@ async fn every_hostile_input_gets_its_documented_outcome() {
     let client = client();
     let balances = effect_table(&client, "account").await;
     let dedup = Deduplicator::new(
-        spec(),
+        cloudevents_spec("hostile"),
         MarkStore::new(client.clone(), mark_table(&client).await, retention()),
     );
     let run = unique("h");
@@ -132,7 +125,7 @@ async fn same_id_different_payload_is_a_conflict() {
     let client = client();
     let balances = effect_table(&client, "account").await;
     let dedup = Deduplicator::new(
-        spec(),
+        cloudevents_spec("hostile"),
         MarkStore::new(client.clone(), mark_table(&client).await, retention()),
     );
     let acct = unique("acct");
@@ -170,7 +163,7 @@ async fn a_forged_tenant_cannot_suppress_another_tenants_event() {
     let client = client();
     let balances = effect_table(&client, "account").await;
     let dedup = Deduplicator::new(
-        spec(),
+        cloudevents_spec("hostile"),
         MarkStore::new(client.clone(), mark_table(&client).await, retention()),
     );
     let (a_acct, b_acct) = (unique("a"), unique("b"));
@@ -249,7 +242,7 @@ proptest! {
     /// S2: arbitrary bytes never panic key derivation; each gets a key or a known rejection.
     #[test]
     fn s2_arbitrary_bytes_get_an_outcome(body in prop::collection::vec(any::<u8>(), 0..512)) {
-        match spec().derive(&msg(body)) {
+        match cloudevents_spec("hostile").derive(&msg(body)) {
             Ok(d) => prop_assert!(d.key.as_str().starts_with("test#hostile#")),
             Err(r) => prop_assert!(known_code(r.code()), "{}", r.code()),
         }
@@ -259,7 +252,7 @@ proptest! {
     /// contains the identity in clear (S3).
     #[test]
     fn s2_s3_arbitrary_json_gets_an_outcome(v in arb_json()) {
-        match spec().derive(&msg(v.to_string())) {
+        match cloudevents_spec("hostile").derive(&msg(v.to_string())) {
             Ok(d) => {
                 let id = v["id"].as_str().unwrap_or_default();
                 prop_assert!(id.len() < 8 || !d.key.as_str().contains(id));

@@ -15,14 +15,15 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use dedup::{
-    Effect, FingerprintSource, IdentitySource, Item, KeySpec, Message, Scope, TenantSource,
-};
+use dedup::{Effect, Item, Message};
 use dedup_batch::{
     BatchReport, Deduplicator, HandlerError, Outcome, Plan, run_batch, run_batch_transactional,
 };
 use dedup_dynamodb::MarkStore;
-use dedup_tests::{client, effect_table, get_number, mark_table, retention, unique};
+use dedup_tests::{
+    client, cloudevents_spec, effect_table, get_number, mark_table, retention, unique,
+    unreachable_client,
+};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -173,8 +174,11 @@ async fn run_schedule(steps: Vec<Step>) {
     let client = client();
     let balances = effect_table(&client, "account").await;
     let store = MarkStore::new(client.clone(), mark_table(&client).await, retention());
-    let dedup = Deduplicator::new(spec(), store);
-    let dead = Deduplicator::new(spec(), MarkStore::new(dead_client(), "marks", retention()));
+    let dedup = Deduplicator::new(cloudevents_spec("model"), store);
+    let dead = Deduplicator::new(
+        cloudevents_spec("model"),
+        MarkStore::new(unreachable_client(), "marks", retention()),
+    );
     let run = unique("model");
     let model = Mutex::new(Model::default());
     let mut pending: Vec<Delivery> = Vec::new();
@@ -331,34 +335,6 @@ async fn run_schedule(steps: Vec<Step>) {
         .await;
         assert_eq!(got, Some(want), "balance of {acct}");
     }
-}
-
-fn spec() -> KeySpec {
-    KeySpec::new(
-        Scope::new("test", "model").expect("scope"),
-        IdentitySource::CloudEvents,
-    )
-    .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
-    .fingerprint(FingerprintSource::CloudEventsData)
-}
-
-fn dead_client() -> aws_sdk_dynamodb::Client {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
-    aws_sdk_dynamodb::Client::from_conf(
-        aws_sdk_dynamodb::Config::builder()
-            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
-            .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-                "a", "b", None, None, "dead",
-            ))
-            .endpoint_url(format!("http://127.0.0.1:{port}"))
-            .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
-            .build(),
-    )
 }
 
 proptest! {

@@ -379,34 +379,39 @@ async fn create_table(
         .map_err(|e| format!("create table {name}: {e}"))
 }
 
+/// An SDK error, with its causes, for a message.
+fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    aws_sdk_sqs::error::DisplayErrorContext(e).to_string()
+}
+
+async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<String> {
+    sqs.get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(|e| describe(&e))?
+        .attributes()
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
+        .ok_or_else(|| format!("no ARN for {url}"))
+}
+
 async fn create_queues(sqs: &aws_sdk_sqs::Client, function: &str) -> Result<Queues> {
-    let err = |e: aws_sdk_sqs::error::SdkError<_, _>| -> String {
-        format!(
-            "queue for {function}: {}",
-            aws_sdk_sqs::error::DisplayErrorContext(&e)
-        )
-    };
+    let err =
+        |e: &(dyn std::error::Error + 'static)| format!("queue for {function}: {}", describe(e));
     let dlq_url = sqs
         .create_queue()
         .queue_name(format!("{function}-dlq"))
         .send()
         .await
-        .map_err(err)?
+        .map_err(|e| err(&e))?
         .queue_url
         .ok_or("no DLQ url")?;
-    let dlq_arn = sqs
-        .get_queue_attributes()
-        .queue_url(&dlq_url)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .map_err(|e| format!("{}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?
-        .attributes()
-        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
-        .ok_or("no DLQ arn")?;
-    let redrive =
-        serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT})
-            .to_string();
+    let redrive = serde_json::json!({
+        "deadLetterTargetArn": queue_arn(sqs, &dlq_url).await?,
+        "maxReceiveCount": MAX_RECEIVE_COUNT,
+    })
+    .to_string();
     let url = sqs
         .create_queue()
         .queue_name(function)
@@ -417,24 +422,10 @@ async fn create_queues(sqs: &aws_sdk_sqs::Client, function: &str) -> Result<Queu
         .attributes(QueueAttributeName::RedrivePolicy, redrive)
         .send()
         .await
-        .map_err(|e| {
-            format!(
-                "queue for {function}: {}",
-                aws_sdk_sqs::error::DisplayErrorContext(&e)
-            )
-        })?
+        .map_err(|e| err(&e))?
         .queue_url
         .ok_or("no queue url")?;
-    let arn = sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .map_err(|e| format!("{}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?
-        .attributes()
-        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
-        .ok_or("no queue arn")?;
+    let arn = queue_arn(sqs, &url).await?;
     Ok(Queues { url, arn, dlq_url })
 }
 

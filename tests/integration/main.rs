@@ -11,5 +11,6 @@ mod faults;
 mod hostile;
 mod lease;
 mod model;
+mod model_leased;
 mod privacy;
 mod retention;

@@ -9,8 +9,11 @@
 //! - a conflict is only ever reported for a payload other than the one applied;
 //! - every batch's account closes.
 //!
-//! Marks never expire within a schedule: beyond the retention horizon a redelivery is a new
-//! event by design (S9). Failing seeds are kept by proptest under `proptest-regressions/`.
+//! Marks never expire within these schedules (beyond the retention horizon a redelivery is a new
+//! event by design, S9). The leased flow — external calls, crashes between claim and complete,
+//! lease and TTL expiry — has its own schedules in `model_leased.rs`. `cargo xtask soak` runs many
+//! more of both (these write their stats to `DEDUP_MODEL_STATS`). Failing seeds are kept by
+//! proptest under `proptest-regressions/`.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

@@ -376,8 +376,9 @@ async fn e2e_ttl_purges_are_counted_by_the_mark_auditor() {
             async move {
                 let text = std::fs::read_to_string(log).ok()?;
                 text.lines()
-                    .filter(|l| l.starts_with("{\"_aws\""))
+                    .filter(|l| l.starts_with('{'))
                     .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                    .filter(|v| v.get("_aws").is_some())
                     .find(|v| v["Function"] == consumer.as_str() && v.get("Purged").is_some())
             }
         },

@@ -42,8 +42,10 @@ pub(crate) fn read_emf(log: &Path, pos: &mut u64, accounts: &Mutex<Accounts>) {
             break;
         }
         *pos += n as u64;
-        if line.starts_with("{\"_aws\"")
+        // An EMF record is a JSON object with an `_aws` member, wherever that member is.
+        if line.starts_with('{')
             && let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+            && v.get("_aws").is_some()
             && let Some(function) = v["Function"].as_str()
         {
             let mut all = accounts.lock().unwrap_or_else(|e| e.into_inner());

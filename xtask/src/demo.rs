@@ -15,13 +15,13 @@ use crate::stack::{
     MAX_RECEIVE_COUNT, Stack, TABLE_BALANCES, TABLE_FINES, TABLE_INTENTS, VISIBILITY_TIMEOUT_SECS,
 };
 
-fn ce(kind: &str, source: &str, id: &str, tenant: &str, data: Value) -> String {
+pub(crate) fn ce(kind: &str, source: &str, id: &str, tenant: &str, data: Value) -> String {
     json!({"specversion": "1.0", "type": kind, "source": source, "id": id,
            "tenantid": tenant, "time": "2026-11-29T10:00:00Z", "data": data})
     .to_string()
 }
 
-fn credit(id: &str, account: &str, amount: i64) -> String {
+pub(crate) fn credit(id: &str, account: &str, amount: i64) -> String {
     let (kind, amount) = if amount < 0 {
         ("debit", -amount)
     } else {
@@ -48,7 +48,7 @@ fn notice(source: &str, id: &str, n: u32) -> String {
     )
 }
 
-fn payment(id: &str, cents: i64) -> String {
+pub(crate) fn payment(id: &str, cents: i64) -> String {
     ce(
         "payment.requested",
         "/checkout",
@@ -59,7 +59,7 @@ fn payment(id: &str, cents: i64) -> String {
 }
 
 /// Sends `bodies` to the function's queue, in order, in batches of 10.
-async fn send(stack: &Stack, function: &str, bodies: &[String]) -> Result<()> {
+pub(crate) async fn send(stack: &Stack, function: &str, bodies: &[String]) -> Result<()> {
     let url = &stack.queues[function].url;
     for chunk in bodies.chunks(10) {
         let entries: Vec<SendMessageBatchRequestEntry> = chunk
@@ -125,7 +125,7 @@ async fn settle(stack: &Stack, what: &str) -> Result<()> {
     }
 }
 
-async fn scan(
+pub(crate) async fn scan(
     stack: &Stack,
     table: &str,
 ) -> Result<Vec<std::collections::HashMap<String, AttributeValue>>> {
@@ -145,7 +145,7 @@ async fn scan(
     Ok(out.items.unwrap_or_default())
 }
 
-async fn dlq_bodies(stack: &Stack, function: &str) -> Result<Vec<String>> {
+pub(crate) async fn dlq_bodies(stack: &Stack, function: &str) -> Result<Vec<String>> {
     let mut bodies = Vec::new();
     for _ in 0..5 {
         let out = stack
@@ -166,10 +166,10 @@ async fn dlq_bodies(stack: &Stack, function: &str) -> Result<Vec<String>> {
     Ok(bodies)
 }
 
-struct Checks(Vec<(String, bool)>);
+pub(crate) struct Checks(pub(crate) Vec<(String, bool)>);
 
 impl Checks {
-    fn check(&mut self, what: impl Into<String>, ok: bool) {
+    pub(crate) fn check(&mut self, what: impl Into<String>, ok: bool) {
         let what = what.into();
         println!("  [{}] {what}", if ok { " ok " } else { "FAIL" });
         self.0.push((what, ok));

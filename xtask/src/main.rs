@@ -1,10 +1,13 @@
 //! Project automation. Run with `cargo xtask <command>`:
 //!
 //! - `test [ARGS]`: install what is missing, start the local stack, run
-//!   `cargo test --workspace [ARGS]` against it (unit, integration and end-to-end tests), stop it.
+//!   `cargo test --workspace [ARGS]` against it (unit, integration and end-to-end tests), then,
+//!   unless ARGS pick packages or tests, the chaos runs (`kill -9` of functions mid-batch, DynamoDB Local restarted
+//!   mid-run; see `chaos.rs`), and stop it.
 //! - `demo`: start the local stack and run the main job end to end: a realistic workload through
 //!   the SQS emulator, the local trigger and the functions; then the final state against a
 //!   single-pass expectation, the accounting, and the DLQs. Exits non-zero if any check fails.
+//! - `chaos`: just the chaos runs, on a fresh stack.
 //! - `audit`: against a running `cargo xtask up`, whether the account closes (S14).
 //! - `check-infra`: check `infra/template.yaml` against the invariants the functions rely on
 //!   (retention horizon, TTL, partial batch responses, DLQs, least privilege, alarms) and run
@@ -17,8 +20,10 @@
 
 mod audit;
 mod bench;
+mod chaos;
 mod demo;
 mod dynamodb;
+mod functions;
 mod infra;
 mod package;
 mod process;
@@ -40,6 +45,7 @@ async fn main() -> ExitCode {
     let outcome = match cmd.as_str() {
         "test" => test(&rest).await,
         "demo" => demo::run(&root()).await,
+        "chaos" => chaos_only().await,
         "up" => up().await,
         "check-infra" => infra::run(&root()),
         "audit" => audit::run(&root()).await,
@@ -74,6 +80,7 @@ fn print_help() {
          commands:\n  \
          demo          run the whole system end to end on local services and check the result\n  \
          test [ARGS]   start the local stack and run `cargo test --workspace [ARGS]` against it\n  \
+         chaos         only the chaos runs of `test`: kill -9 of functions mid-batch, DynamoDB Local restarted\n  \
          audit         against a running `cargo xtask up`: does the account close (S14)?\n  \
          check-infra   refuse infra/template.yaml if it breaks a guarded invariant; run cfn-lint\n  \
          soak [N]      N model-based fault schedules (default 500) against DynamoDB Local; writes docs/RELIABILITY.md\n  \
@@ -125,9 +132,30 @@ async fn test(args: &[String]) -> Result<()> {
         stack.print_logs();
         return Err("cargo lambda watch exited during the tests".into());
     }
+    // The chaos runs belong to the full suite: they are skipped when ARGS pick packages or tests.
+    let picked = args
+        .iter()
+        .any(|a| a == "--" || a == "-p" || a.starts_with("--package") || !a.starts_with('-'));
+    if !picked {
+        if let Err(e) = chaos::run(&mut stack).await {
+            stack.print_logs();
+            return Err(e);
+        }
+    } else {
+        println!("xtask: chaos runs skipped (ARGS pick packages or tests)");
+    }
     drop(stack);
     println!("xtask: all tests passed");
     Ok(())
+}
+
+async fn chaos_only() -> Result<()> {
+    let mut stack = stack::Stack::up(&root()).await?;
+    let outcome = chaos::run(&mut stack).await;
+    if outcome.is_err() {
+        stack.print_logs();
+    }
+    outcome
 }
 
 async fn up() -> Result<()> {

@@ -15,6 +15,7 @@ pub(crate) struct Guarded {
     child: Child,
     stdin: Option<ChildStdin>,
     log: PathBuf,
+    pid: u32,
 }
 
 impl Guarded {
@@ -29,13 +30,16 @@ impl Guarded {
         if let Some(parent) = log.parent() {
             fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
         }
+        let pidfile = log.with_extension("pid");
+        let _ = fs::remove_file(&pidfile);
         let script = format!(
-            "setsid sh -c {cmd} >{log} 2>&1 & pid=$!; \
+            "setsid sh -c {cmd} >{log} 2>&1 & pid=$!; echo $pid >{pidfile}; \
              read _ignored; kill -TERM -$pid 2>/dev/null; \
              for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 -$pid 2>/dev/null || exit 0; sleep 0.2; done; \
              kill -KILL -$pid 2>/dev/null; exit 0",
             cmd = shell_quote(cmdline),
             log = shell_quote(&log.display().to_string()),
+            pidfile = shell_quote(&pidfile.display().to_string()),
         );
         let mut child = Command::new("sh")
             .args(["-c", &script])
@@ -45,16 +49,30 @@ impl Guarded {
             .spawn()
             .map_err(|e| format!("could not start {name}: {e}"))?;
         let stdin = child.stdin.take();
+        // The service's pid (it leads its own process group), for signals.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let pid = loop {
+            let read = fs::read_to_string(&pidfile).ok();
+            if let Some(pid) = read.and_then(|t| t.trim().parse().ok()) {
+                break pid;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("{name} did not start (no pid)"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
         Ok(Self {
             name: name.to_owned(),
             child,
             stdin,
             log,
+            pid,
         })
     }
 
-    pub(crate) fn log(&self) -> &Path {
-        &self.log
+    /// Sends `signal` (a name `kill` accepts: `STOP`, `CONT`, `TERM`, `KILL`) to the service.
+    pub(crate) fn signal(&self, signal: &str) -> Result<()> {
+        signal_pid(self.pid, signal)
     }
 
     /// Whether the service has exited already.
@@ -63,17 +81,7 @@ impl Guarded {
     }
 
     pub(crate) fn print_log_tail(&self, lines: usize) {
-        if let Ok(text) = fs::read_to_string(&self.log) {
-            let all: Vec<&str> = text.lines().collect();
-            eprintln!(
-                "--- last lines of {} ({}) ---",
-                self.log.display(),
-                self.name
-            );
-            for l in &all[all.len().saturating_sub(lines)..] {
-                eprintln!("{l}");
-            }
-        }
+        print_tail(&self.name, &self.log, lines);
     }
 }
 
@@ -92,8 +100,45 @@ impl Drop for Guarded {
     }
 }
 
+/// Prints the last `lines` lines of `log` (written by `name`) to stderr.
+pub(crate) fn print_tail(name: &str, log: &Path, lines: usize) {
+    if let Ok(text) = fs::read_to_string(log) {
+        let all: Vec<&str> = text.lines().collect();
+        eprintln!("--- last lines of {} ({name}) ---", log.display());
+        for l in &all[all.len().saturating_sub(lines)..] {
+            eprintln!("{l}");
+        }
+    }
+}
+
+/// Sends `signal` to process `pid` with `kill(1)`.
+pub(crate) fn signal_pid(pid: u32, signal: &str) -> Result<()> {
+    let status = Command::new("kill")
+        .args([format!("-{signal}"), pid.to_string()])
+        .status()
+        .map_err(|e| format!("kill: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("kill -{signal} {pid} failed"))
+    }
+}
+
 pub(crate) fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Waits until something accepts connections on `port`.
+pub(crate) fn wait_tcp(port: u16, limit: Duration) -> bool {
+    let start = Instant::now();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    while start.elapsed() < limit {
+        if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
 }
 
 /// Waits until an HTTP server answers on `port` (any status).

@@ -155,9 +155,17 @@ pub(crate) fn run(root: &Path, cases: u64) -> Result<()> {
     );
     md.push_str(&md_table(&leased));
     md.push_str(&format!(
-        "\nRun of {cases} schedules per flow, {secs} s, result: {}.\n\nProcess-level chaos (`kill -9` of a \
-         function mid-batch under `cargo lambda watch`, stopping and restarting DynamoDB Local mid-run) runs \
-         in `cargo xtask test`: see `xtask/src/chaos.rs`.\n",
+        "\nRun of {cases} schedules per flow, {secs} s, result: {}.\n\n## Process-level chaos\n\n\
+         `cargo xtask test` (and `cargo xtask chaos` alone) ends with three runs against the whole local \
+         stack (`xtask/src/chaos.rs`): `kill -9` of `ledger-projector` mid-batch, with DynamoDB Local \
+         frozen (SIGSTOP) meanwhile so that the kill lands inside the batch, repeated until two kills have \
+         cut an invocation short; `kill -9` of `payment-dispatcher` while the provider holds its call \
+         (the provider applies it anyway; the redelivery waits out the lease and gets the replay under the \
+         same key); DynamoDB Local stopped and restarted (same port, data on disk) while both functions \
+         are busy. Each workload holds producer retries and one message without an identity. After the \
+         queues drain: balances equal one clean pass, each payment applied exactly once at the provider, \
+         every mark `COMPLETED`, each DLQ holds exactly the message without an identity (15 checks). A \
+         deliberately broken trigger that acknowledged a killed invocation's batch fails them.\n",
         if status.success() { "passed" } else { "FAILED" }
     ));
     std::fs::create_dir_all(root.join("docs")).map_err(|e| e.to_string())?;

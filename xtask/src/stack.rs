@@ -13,8 +13,9 @@ use fake_provider::Provider;
 
 use crate::Result;
 use crate::dynamodb::DynamoLocal;
-use crate::process::{Guarded, free_port, wait_http};
-use crate::trigger::{TriggerStats, sqs_trigger, stream_trigger};
+use crate::functions::Functions;
+use crate::process::{Guarded, free_port, wait_http, wait_tcp};
+use crate::trigger::{Invoker, TriggerStats, sqs_trigger, stream_trigger};
 
 /// The SQS-triggered functions.
 pub(crate) const SQS_FUNCTIONS: [&str; 3] =
@@ -38,9 +39,10 @@ pub(crate) type Accounts = BTreeMap<String, BTreeMap<String, u64>>;
 pub(crate) struct Stack {
     // Field order is drop order: triggers first, then the functions, then the emulators.
     triggers: Vec<tokio::task::JoinHandle<()>>,
+    pub(crate) functions: Functions,
     watch: Guarded,
     _moto: Guarded,
-    ddb: DynamoLocal,
+    pub(crate) ddb: DynamoLocal,
     pub(crate) provider: Provider,
     pub(crate) provider_url: String,
     pub(crate) sqs_endpoint: String,
@@ -50,6 +52,7 @@ pub(crate) struct Stack {
     pub(crate) lose_next: BTreeMap<String, Arc<AtomicBool>>,
     pub(crate) stats: BTreeMap<String, Arc<TriggerStats>>,
     pub(crate) accounts: Arc<Mutex<Accounts>>,
+    functions_log: PathBuf,
 }
 
 pub(crate) const TABLE_MARKS: &str = "dedup-marks";
@@ -76,7 +79,8 @@ impl Stack {
     pub(crate) async fn up(root: &Path) -> Result<Self> {
         let bin = crate::tools::ensure(root)?;
         step("starting DynamoDB Local");
-        let ddb = DynamoLocal::start(root)?;
+        // Persistent, so that the chaos runs can stop and restart it mid-run.
+        let ddb = DynamoLocal::start_persistent(root)?;
         let logs = root.join(".cache").join("logs");
 
         step("starting the SQS emulator (moto)");
@@ -151,19 +155,14 @@ impl Stack {
         let status = std::process::Command::new(crate::cargo())
             .current_dir(root)
             .args(["build", "--quiet"])
-            .args(
-                SQS_FUNCTIONS
-                    .iter()
-                    .chain(["intent-relay"].iter())
-                    .flat_map(|f| ["-p", f]),
-            )
+            .args(crate::functions::ALL.iter().flat_map(|f| ["-p", f]))
             .status()
             .map_err(|e| format!("cargo build: {e}"))?;
         if !status.success() {
             return Err("the functions do not build".into());
         }
 
-        step("starting the functions under cargo lambda watch");
+        step("starting cargo lambda watch (runtime and invoke APIs) and the functions");
         let invoke_port = free_port()?;
         let env_file = logs.join("functions.env");
         let mut fenv = conf_env();
@@ -205,26 +204,29 @@ impl Stack {
             "cargo lambda watch",
             root,
             &format!(
-                "exec cargo lambda watch --ignore-changes --quiet -A 127.0.0.1 -P {invoke_port} \
-                 --concurrency 2 --env-file '{}'",
-                env_file.display()
+                "exec cargo lambda watch --only-lambda-apis --quiet -A 127.0.0.1 -P {invoke_port}"
             ),
             &wenv,
-            logs.join("functions.log"),
+            logs.join("cargo-lambda.log"),
         )?;
-        if !wait_http(invoke_port, Duration::from_secs(120)) {
+        // Its routes all wait for a function, so readiness is an open port.
+        if !wait_tcp(invoke_port, Duration::from_secs(120)) {
             watch.print_log_tail(40);
             return Err("cargo lambda watch did not start".into());
         }
         let invoke_url = format!("http://127.0.0.1:{invoke_port}");
+        let functions_log = logs.join("functions.log");
+        let _ = std::fs::remove_file(&functions_log);
+        let functions = Functions::start(root, invoke_url.clone(), fenv, functions_log.clone())?;
 
         let accounts = Arc::new(Mutex::new(Accounts::new()));
         let mut triggers = vec![tokio::spawn(collect_emf(
-            watch.log().to_path_buf(),
+            functions_log.clone(),
             accounts.clone(),
         ))];
+        // The functions' timeout (`[package.metadata.lambda.deploy]`): a hung invocation fails.
         let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(600))
+            .timeout(Duration::from_secs(30))
             .build()
             .map_err(|e| e.to_string())?;
         let mut lose_next = BTreeMap::new();
@@ -232,15 +234,19 @@ impl Stack {
         for (f, q) in &queues {
             let lose = Arc::new(AtomicBool::new(false));
             let st = Arc::new(TriggerStats::default());
+            let invoker = Invoker {
+                http: http.clone(),
+                invoke_url: invoke_url.clone(),
+                function: f.clone(),
+                deaths: functions.deaths(f),
+                stats: st.clone(),
+            };
             triggers.push(tokio::spawn(sqs_trigger(
                 sqs.clone(),
-                http.clone(),
-                invoke_url.clone(),
-                f.clone(),
+                invoker,
                 q.url.clone(),
                 q.arn.clone(),
                 lose.clone(),
-                st.clone(),
             )));
             lose_next.insert(f.clone(), lose);
             stats.insert(f.clone(), st);
@@ -250,19 +256,21 @@ impl Stack {
             ("mark-auditor", marks_stream),
         ] {
             let st = Arc::new(TriggerStats::default());
-            triggers.push(tokio::spawn(stream_trigger(
-                streams.clone(),
-                http.clone(),
-                invoke_url.clone(),
-                function.into(),
-                arn,
-                st.clone(),
-            )));
+            let invoker = Invoker {
+                http: http.clone(),
+                invoke_url: invoke_url.clone(),
+                function: function.into(),
+                deaths: functions.deaths(function),
+                stats: st.clone(),
+            };
+            triggers.push(tokio::spawn(stream_trigger(streams.clone(), invoker, arn)));
             stats.insert(function.into(), st);
         }
         step("the stack is up");
         Ok(Self {
             triggers,
+            functions,
+            functions_log,
             watch,
             _moto: moto,
             ddb,
@@ -286,7 +294,7 @@ impl Stack {
         env.push(("DEDUP_PROVIDER_URL".into(), self.provider_url.clone()));
         env.push((
             "DEDUP_FUNCTIONS_LOG".into(),
-            self.watch.log().display().to_string(),
+            self.functions_log.display().to_string(),
         ));
         for (f, q) in &self.queues {
             let var = f.to_uppercase().replace('-', "_");
@@ -305,7 +313,8 @@ impl Stack {
     }
 
     pub(crate) fn print_logs(&self) {
-        self.watch.print_log_tail(60);
+        crate::process::print_tail("the functions", &self.functions_log, 60);
+        self.watch.print_log_tail(10);
         self.ddb.print_log_tail(20);
     }
 

@@ -17,6 +17,7 @@ use aws_sdk_dynamodbstreams::types::AttributeValue as StreamValue;
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
 use base64::Engine;
 use serde_json::{Value, json};
+use tokio::sync::watch;
 
 /// Counters a trigger keeps, for progress and the report.
 #[derive(Debug, Default)]
@@ -25,6 +26,50 @@ pub(crate) struct TriggerStats {
     pub(crate) delivered: AtomicU64,
     pub(crate) acknowledged: AtomicU64,
     pub(crate) failed_invocations: AtomicU64,
+    /// Invocations cut short because the function's process died.
+    pub(crate) interrupted: AtomicU64,
+    /// Whether an invocation is under way.
+    pub(crate) in_flight: AtomicBool,
+}
+
+/// Invokes one function through the invoke API of `cargo lambda watch`.
+pub(crate) struct Invoker {
+    pub(crate) http: reqwest::Client,
+    pub(crate) invoke_url: String,
+    pub(crate) function: String,
+    /// Changes when an instance of the function dies (see `crate::functions`).
+    pub(crate) deaths: watch::Receiver<u64>,
+    pub(crate) stats: Arc<TriggerStats>,
+}
+
+impl Invoker {
+    /// Invokes the function with `payload`. An invocation whose instance dies meanwhile fails at
+    /// once, as Lambda answers `Runtime.ExitError`; whatever it did before dying stays done.
+    async fn call(&mut self, payload: &Value) -> Result<Value, String> {
+        let Self {
+            http,
+            invoke_url,
+            function,
+            deaths,
+            stats,
+        } = self;
+        deaths.mark_unchanged();
+        stats.in_flight.store(true, Ordering::SeqCst);
+        let died = async {
+            if deaths.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let answer = tokio::select! {
+            answer = invoke(http, invoke_url, function, payload) => answer,
+            () = died => {
+                stats.interrupted.fetch_add(1, Ordering::SeqCst);
+                Err(format!("invoke {function}: its process died mid-invocation (Runtime.ExitError)"))
+            }
+        };
+        stats.in_flight.store(false, Ordering::SeqCst);
+        answer
+    }
 }
 
 /// Invokes `function` with `payload` through the invoke API at `invoke_url`.
@@ -55,17 +100,15 @@ async fn invoke(
 /// Polls `queue_url` and invokes `function` until the task is dropped. When `lose_next` is set,
 /// the next invocation's answer is thrown away after the function ran, as when Lambda times out
 /// after the work was done: every message of that batch comes back.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn sqs_trigger(
     sqs: aws_sdk_sqs::Client,
-    http: reqwest::Client,
-    invoke_url: String,
-    function: String,
+    mut invoker: Invoker,
     queue_url: String,
     queue_arn: String,
     lose_next: Arc<AtomicBool>,
-    stats: Arc<TriggerStats>,
 ) {
+    let function = invoker.function.clone();
+    let stats = invoker.stats.clone();
     loop {
         let received = sqs
             .receive_message()
@@ -138,13 +181,7 @@ pub(crate) async fn sqs_trigger(
         stats
             .delivered
             .fetch_add(messages.len() as u64, Ordering::Relaxed);
-        let answer = invoke(
-            &http,
-            &invoke_url,
-            &function,
-            &json!({ "Records": records }),
-        )
-        .await;
+        let answer = invoker.call(&json!({ "Records": records })).await;
         if lose_next.swap(false, Ordering::SeqCst) {
             println!(
                 "xtask: {function}: the answer to a batch of {} was lost after it ran; all of it will come back",
@@ -268,12 +305,11 @@ struct Shard {
 /// order, until the task is dropped.
 pub(crate) async fn stream_trigger(
     streams: aws_sdk_dynamodbstreams::Client,
-    http: reqwest::Client,
-    invoke_url: String,
-    function: String,
+    mut invoker: Invoker,
     stream_arn: String,
-    stats: Arc<TriggerStats>,
 ) {
+    let function = invoker.function.clone();
+    let stats = invoker.stats.clone();
     use aws_sdk_dynamodbstreams::error::ProvideErrorMetadata;
     use aws_sdk_dynamodbstreams::types::ShardIteratorType;
     let mut shards: HashMap<String, Shard> = HashMap::new();
@@ -346,14 +382,7 @@ pub(crate) async fn stream_trigger(
                 stats
                     .delivered
                     .fetch_add(pending.len() as u64, Ordering::Relaxed);
-                let failed_from = match invoke(
-                    &http,
-                    &invoke_url,
-                    &function,
-                    &json!({ "Records": pending }),
-                )
-                .await
-                {
+                let failed_from = match invoker.call(&json!({ "Records": pending })).await {
                     Ok(body) => body["batchItemFailures"]
                         .as_array()
                         .and_then(|f| f.first())

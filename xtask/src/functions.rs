@@ -1,0 +1,171 @@
+//! The functions' processes, as Lambda's execution environments: one instance per function,
+//! started by xtask against the runtime API of `cargo lambda watch --only-lambda-apis`, and
+//! replaced by a fresh instance whenever one dies, as Lambda starts a new environment after a
+//! crash.
+//!
+//! Why not let `cargo lambda watch` start them: cargo-lambda 1.9 does not replace an instance
+//! that was killed — every later invocation of that function hangs — so a `kill -9` chaos run
+//! (S13, issue "exactly-once under faults") needs the processes in our hands.
+
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::Result;
+
+/// Every function of the workspace, SQS- and stream-triggered.
+pub(crate) const ALL: [&str; 5] = [
+    "ledger-projector",
+    "fine-notices",
+    "payment-dispatcher",
+    "intent-relay",
+    "mark-auditor",
+];
+
+struct Instance {
+    child: Child,
+    /// How many instances of this function have died (killed or crashed).
+    deaths: watch::Sender<u64>,
+}
+
+/// The running instances; dropping this stops them.
+pub(crate) struct Functions {
+    instances: Arc<Mutex<BTreeMap<String, Instance>>>,
+    supervisor: JoinHandle<()>,
+}
+
+struct Launch {
+    bin_dir: PathBuf,
+    env: Vec<(String, String)>,
+    runtime_api: String,
+    log: PathBuf,
+}
+
+impl Launch {
+    fn spawn(&self, name: &str) -> Result<Child> {
+        let open = || {
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.log)
+                .map_err(|e| format!("{}: {e}", self.log.display()))
+        };
+        Command::new(self.bin_dir.join(name))
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env(
+                "AWS_LAMBDA_RUNTIME_API",
+                format!("{}/.rt/{name}", self.runtime_api),
+            )
+            .env("AWS_LAMBDA_FUNCTION_NAME", name)
+            .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
+            .stdin(Stdio::null())
+            .stdout(open()?)
+            .stderr(open()?)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("could not start {name}: {e}"))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Functions {
+    /// Starts one instance of each function (built by `cargo build` into `<target>/debug`),
+    /// polling `runtime_api` (`http://host:port` of `cargo lambda watch --only-lambda-apis`),
+    /// with `env`, their output appended to `log`.
+    pub(crate) fn start(
+        root: &Path,
+        runtime_api: String,
+        env: Vec<(String, String)>,
+        log: PathBuf,
+    ) -> Result<Self> {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join("target"));
+        let launch = Launch {
+            bin_dir: target.join("debug"),
+            env,
+            runtime_api,
+            log,
+        };
+        let mut instances = BTreeMap::new();
+        for name in ALL {
+            let child = launch.spawn(name)?;
+            instances.insert(
+                name.to_owned(),
+                Instance {
+                    child,
+                    deaths: watch::Sender::new(0),
+                },
+            );
+        }
+        let instances = Arc::new(Mutex::new(instances));
+        let supervisor = tokio::spawn(supervise(instances.clone(), launch));
+        Ok(Self {
+            instances,
+            supervisor,
+        })
+    }
+
+    /// Counts the deaths of `function`'s instances; a trigger cuts its invocation short when it
+    /// changes, as Lambda answers an invocation whose environment crashed with an error.
+    pub(crate) fn deaths(&self, function: &str) -> watch::Receiver<u64> {
+        lock(&self.instances)
+            .get(function)
+            .map(|i| i.deaths.subscribe())
+            .unwrap_or_else(|| watch::Sender::new(0).subscribe())
+    }
+
+    /// `kill -9` of `function`'s current instance; a fresh one replaces it. Returns its pid.
+    pub(crate) fn kill9(&self, function: &str) -> Result<u32> {
+        let mut all = lock(&self.instances);
+        let i = all
+            .get_mut(function)
+            .ok_or_else(|| format!("no function {function}"))?;
+        let pid = i.child.id().ok_or("the instance has exited already")?;
+        crate::process::signal_pid(pid, "KILL")?;
+        Ok(pid)
+    }
+}
+
+impl Drop for Functions {
+    fn drop(&mut self) {
+        self.supervisor.abort();
+        for i in lock(&self.instances).values_mut() {
+            let _ = i.child.start_kill();
+        }
+    }
+}
+
+/// Replaces dead instances, every 50 ms.
+async fn supervise(instances: Arc<Mutex<BTreeMap<String, Instance>>>, launch: Launch) {
+    loop {
+        {
+            let mut all = lock(&instances);
+            for (name, i) in all.iter_mut() {
+                let Ok(Some(status)) = i.child.try_wait() else {
+                    continue;
+                };
+                match launch.spawn(name) {
+                    Ok(child) => {
+                        println!("xtask: {name} exited ({status}); a new instance replaces it");
+                        i.child = child;
+                        i.deaths.send_modify(|n| *n += 1);
+                    }
+                    Err(e) => eprintln!("xtask: {e}"),
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

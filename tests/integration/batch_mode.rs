@@ -321,6 +321,32 @@ async fn warm_cache_answers_known_duplicates_without_dynamodb() {
     assert_eq!(labels(&report.outcomes), ["conflict"]);
 }
 
+/// S9: the warm cache judges a mark's TTL by the store's clock: once the retention has passed,
+/// a cached event counts as absent (a redelivery beyond the horizon is a new event), as the
+/// table says.
+#[tokio::test]
+async fn s9_the_warm_cache_forgets_marks_whose_retention_has_passed() {
+    let client = client();
+    let balances = effect_table(&client, "account").await;
+    let clock = std::sync::Arc::new(dedup::ManualClock::new(std::time::SystemTime::now()));
+    let store = MarkStore::new(client.clone(), mark_table(&client).await, retention())
+        .with_clock(clock.clone());
+    let dedup = Deduplicator::new(cloudevents_spec("batch-mode"), store.clone()).with_cache(100);
+    let run = unique("b7");
+    let batch = vec![credit("m", &format!("{run}-e"), &format!("{run}-a"), 1)];
+    let first = run_batch_transactional(batch.clone(), 10, &dedup, plan(&balances)).await;
+    assert_eq!(labels(&first.outcomes), ["applied"]);
+    let again = run_batch_transactional(batch.clone(), 10, &dedup, plan(&balances)).await;
+    assert_eq!(labels(&again.outcomes), ["duplicate"], "within retention");
+    clock.advance(std::time::Duration::from_secs(3601));
+    let late = run_batch_transactional(batch, 10, &dedup, plan(&balances)).await;
+    assert_eq!(
+        labels(&late.outcomes),
+        ["applied"],
+        "past retention the cache must not answer duplicate"
+    );
+}
+
 /// S12: FIFO batches keep per-group order in batch mode: after a group's first failure, its
 /// later messages are not processed.
 #[tokio::test]

@@ -57,7 +57,8 @@ impl Deduplicator {
 
     /// What the warm cache already knows about `event`.
     fn cached(&self, event: &Derived) -> Option<Seen> {
-        let now = dedup::Clock::now(&dedup::SystemClock);
+        // The store's clock: the cached mark's TTL and lease were written by it (S9).
+        let now = dedup::clock::from_epoch_millis(self.store.now().0);
         self.cache
             .as_ref()?
             .seen(&event.key, event.fingerprint.as_ref(), now)

@@ -11,7 +11,8 @@ use std::time::{Duration, SystemTime};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::AttributeValue;
-use dedup::{FingerprintSource, IdentitySource, KeySpec, Retention, Scope, TenantSource};
+use dedup::{Derived, Effect, Item, KeySpec, Message, Retention, Scope};
+use dedup_batch::{HandlerError, Plan};
 
 /// The endpoint of DynamoDB Local. Panics with instructions when the tests were not started by
 /// `cargo xtask test`: a correctness test that silently skips would prove nothing.
@@ -98,6 +99,74 @@ pub async fn get_number(
     Some(n.parse().expect("number"))
 }
 
+/// The balance of `account` in the effect table `balances` (keyed by `account`).
+pub async fn balance(client: &Client, balances: &str, account: &str) -> Option<i64> {
+    get_number(client, balances, "account", account, "balance").await
+}
+
+/// A CloudEvents credit of `amount` to `account` (source `/bank`, tenant `acme`).
+pub fn credit(message_id: &str, id: &str, account: &str, amount: i64) -> Message {
+    Message {
+        message_id: message_id.into(),
+        body:
+            serde_json::json!({"specversion": "1.0", "type": "credit", "source": "/bank", "id": id,
+                     "tenantid": "acme", "data": {"account": account, "amount": amount}})
+            .to_string()
+            .into_bytes(),
+        ..Message::default()
+    }
+}
+
+/// `data.account` and `data.amount` of a credit event, or why the payload is invalid.
+pub fn credit_data(event: &Derived) -> Result<(&str, i64), HandlerError> {
+    let data = HandlerError::data(event)?;
+    let account = data["account"]
+        .as_str()
+        .ok_or_else(|| HandlerError::Invalid("data.account must be a string".into()))?;
+    let amount = data["amount"]
+        .as_i64()
+        .ok_or_else(|| HandlerError::Invalid("data.amount must be an integer".into()))?;
+    Ok((account, amount))
+}
+
+/// The effect of a credit: `ADD amount` to the balance of `account` in `balances`.
+pub fn credit_effect(balances: &str, account: &str, amount: i64) -> Effect {
+    Effect::update(balances, Item::new().with("account", account))
+        .expression("ADD #b :a")
+        .name("#b", "balance")
+        .value(":a", amount)
+}
+
+/// The plan of a credit event: its one balance update, in `balances`.
+pub fn credit_plan(balances: &str) -> impl Fn(&Derived) -> Result<Plan, HandlerError> + '_ {
+    move |event| {
+        let (account, amount) = credit_data(event)?;
+        Ok(Plan {
+            effects: vec![credit_effect(balances, account, amount)],
+            result: None,
+        })
+    }
+}
+
+/// How many generated schedules a model-based test runs: `DEDUP_MODEL_CASES` (set by
+/// `cargo xtask soak`), else `default` (what `cargo xtask test` runs).
+pub fn model_cases(default: u32) -> u32 {
+    std::env::var("DEDUP_MODEL_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Runs `future` to completion on a fresh two-worker runtime (for proptest bodies).
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(future)
+}
+
 /// The scope used by the tests.
 pub fn scope() -> Scope {
     Scope::new("test", "integration").expect("scope")
@@ -111,12 +180,7 @@ pub fn retention() -> Retention {
 /// The key spec the functions use, for consumer `consumer` of namespace `test`: structured
 /// CloudEvents, tenant from the `tenantid` extension, fingerprint of `data`.
 pub fn cloudevents_spec(consumer: &str) -> KeySpec {
-    KeySpec::new(
-        Scope::new("test", consumer).expect("scope"),
-        IdentitySource::CloudEvents,
-    )
-    .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
-    .fingerprint(FingerprintSource::CloudEventsData)
+    KeySpec::cloudevents(Scope::new("test", consumer).expect("scope"), "tenantid")
 }
 
 /// A client for a port nothing listens on, with no SDK retries: a store that is down (S13).

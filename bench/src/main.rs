@@ -9,10 +9,7 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
-use dedup::{
-    Effect, FingerprintSource, IdentitySource, Item, KeySpec, Message, Retention, Scope,
-    TenantSource,
-};
+use dedup::{Effect, Item, KeySpec, Message, Retention, Scope};
 use dedup_batch::{Deduplicator, HandlerError, Plan, run_batch, run_batch_transactional};
 use dedup_dynamodb::MarkStore;
 use serde_json::json;
@@ -53,11 +50,7 @@ fn plan(
     balances: &str,
 ) -> impl Fn(&dedup::Derived) -> std::result::Result<Plan, HandlerError> + '_ {
     move |e| {
-        let data = e
-            .body
-            .as_ref()
-            .and_then(|b| b.get("data"))
-            .ok_or_else(|| HandlerError::Invalid("data".into()))?;
+        let data = HandlerError::data(e)?;
         let account = data["account"]
             .as_str()
             .ok_or_else(|| HandlerError::Invalid("account".into()))?;
@@ -135,12 +128,10 @@ async fn throughput(endpoint: &str, n: usize) -> Result<()> {
                 .map_err(|e| e.to_string())?;
             table(&client, &balances, "account").await?;
             let store = MarkStore::new(client.clone(), marks, retention);
-            let spec = KeySpec::new(
+            let spec = KeySpec::cloudevents(
                 Scope::new("bench", "ledger").map_err(|e| e.to_string())?,
-                IdentitySource::CloudEvents,
-            )
-            .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
-            .fingerprint(FingerprintSource::CloudEventsData);
+                "tenantid",
+            );
             let mut dedup = Deduplicator::new(spec, store.clone());
             if mode == Mode::BatchCache {
                 dedup = dedup.with_cache(100_000);

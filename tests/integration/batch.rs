@@ -4,46 +4,14 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use dedup::{Effect, Item, Message};
-use dedup_batch::{Account, Deduplicator, HandlerError, Outcome, Plan, run_batch};
+use dedup::Message;
+use dedup_batch::{Account, Deduplicator, HandlerError, Outcome, run_batch};
 use dedup_dynamodb::MarkStore;
 use dedup_tests::{
-    client, cloudevents_spec, effect_table, get_number, mark_table, retention, unique,
-    unreachable_client,
+    balance, client, cloudevents_spec, credit, credit_plan, effect_table, mark_table, retention,
+    unique, unreachable_client,
 };
 use serde_json::json;
-
-fn credit_event(message_id: &str, id: &str, account: &str, amount: i64) -> Message {
-    Message {
-        message_id: message_id.into(),
-        body: json!({"specversion": "1.0", "type": "credit", "source": "/bank", "id": id,
-                     "tenantid": "acme", "data": {"account": account, "amount": amount}})
-        .to_string()
-        .into_bytes(),
-        ..Message::default()
-    }
-}
-
-fn credit_plan(balances: &str) -> impl Fn(&dedup::Derived) -> Result<Plan, HandlerError> + '_ {
-    move |event| {
-        let data = event.body.as_ref().and_then(|b| b.get("data"));
-        let account = data
-            .and_then(|d| d.get("account")?.as_str())
-            .ok_or_else(|| HandlerError::Invalid("data.account missing".into()))?;
-        let amount = data
-            .and_then(|d| d.get("amount")?.as_i64())
-            .ok_or_else(|| HandlerError::Invalid("data.amount missing".into()))?;
-        Ok(Plan {
-            effects: vec![
-                Effect::update(balances, Item::new().with("account", account))
-                    .expression("ADD #b :a")
-                    .name("#b", "balance")
-                    .value(":a", amount),
-            ],
-            result: None,
-        })
-    }
-}
 
 /// S5, S8, S14: the same batch (which itself holds duplicates) run twice concurrently, plus a
 /// producer retry with new message ids, leaves the balances of a single pass; every delivery is
@@ -61,7 +29,7 @@ async fn s5_s14_replayed_and_interleaved_batches_equal_one_pass() {
     // Five events, each delivered twice within the batch: 10 deliveries.
     let batch: Vec<Message> = (0..10)
         .map(|i| {
-            credit_event(
+            credit(
                 &format!("m{i}"),
                 &format!("{run}-evt-{}", i % 5),
                 &acct(i % 5),
@@ -71,7 +39,7 @@ async fn s5_s14_replayed_and_interleaved_batches_equal_one_pass() {
         .collect();
     let retry: Vec<Message> = (0..5)
         .map(|i| {
-            credit_event(
+            credit(
                 &format!("retry-{i}"),
                 &format!("{run}-evt-{i}"),
                 &acct(i),
@@ -107,10 +75,7 @@ async fn s5_s14_replayed_and_interleaved_batches_equal_one_pass() {
     assert_eq!(total.applied, 5, "each event applied once");
     assert_eq!(total.duplicate, 20);
     for i in 0..5 {
-        assert_eq!(
-            get_number(&client, &balances, "account", &acct(i), "balance").await,
-            Some(10)
-        );
+        assert_eq!(balance(&client, &balances, &acct(i)).await, Some(10));
     }
 }
 
@@ -125,19 +90,19 @@ async fn s2_s11_bad_messages_are_failures_and_counted() {
         MarkStore::new(client.clone(), mark_table(&client).await, retention()),
     );
     let run = unique("run");
-    let mut no_id = credit_event("no-id", "x", "a", 1);
+    let mut no_id = credit("no-id", "x", "a", 1);
     no_id.body =
         br#"{"specversion":"1.0","type":"credit","source":"/bank","tenantid":"acme"}"#.to_vec();
     let batch = vec![
-        credit_event("ok", &format!("{run}-1"), &format!("{run}-a"), 5),
+        credit("ok", &format!("{run}-1"), &format!("{run}-a"), 5),
         Message {
             message_id: "garbage".into(),
             body: b"{not json".to_vec(),
             ..Message::default()
         },
         no_id,
-        credit_event("conflict", &format!("{run}-1"), &format!("{run}-a"), 500),
-        credit_event("no-amount", &format!("{run}-2"), &format!("{run}-a"), 0),
+        credit("conflict", &format!("{run}-1"), &format!("{run}-a"), 500),
+        credit("no-amount", &format!("{run}-2"), &format!("{run}-a"), 0),
     ];
     let mut batch = batch;
     batch[4].body = serde_json::to_vec(&json!({"specversion": "1.0", "type": "credit",
@@ -160,14 +125,7 @@ async fn s2_s11_bad_messages_are_failures_and_counted() {
     );
     assert!(report.account.closes());
     assert_eq!(
-        get_number(
-            &client,
-            &balances,
-            "account",
-            &format!("{run}-a"),
-            "balance"
-        )
-        .await,
+        balance(&client, &balances, &format!("{run}-a")).await,
         Some(5),
         "the conflicting payload was not applied"
     );
@@ -185,7 +143,7 @@ async fn s6_leased_flow_calls_out_once_for_concurrent_duplicates() {
     let calls = AtomicUsize::new(0);
     let id = unique("pay");
     let batch: Vec<Message> = (0..8)
-        .map(|i| credit_event(&format!("m{i}"), &id, "a", 1))
+        .map(|i| credit(&format!("m{i}"), &id, "a", 1))
         .collect();
     let report = run_batch(batch.clone(), 8, |m| {
         let (dedup, calls) = (&dedup, &calls);
@@ -239,7 +197,7 @@ async fn s6_a_failed_call_is_released_and_retried_with_the_same_idempotency_key(
         MarkStore::new(client.clone(), mark_table(&client).await, retention()),
     );
     let keys = Mutex::new(Vec::new());
-    let m = credit_event("m1", &unique("pay"), "a", 1);
+    let m = credit("m1", &unique("pay"), "a", 1);
     for attempt in 0..2 {
         let outcome = dedup
             .leased(&m, None, |_e, lease| {
@@ -272,7 +230,7 @@ async fn s13_store_outage_fails_closed() {
     );
     let calls = AtomicUsize::new(0);
     let batch: Vec<Message> = (0..5)
-        .map(|i| credit_event(&format!("m{i}"), &format!("evt-{i}"), "a", 1))
+        .map(|i| credit(&format!("m{i}"), &format!("evt-{i}"), "a", 1))
         .collect();
     let report = run_batch(batch.clone(), 5, |m| {
         let (dedup, calls) = (&dedup, &calls);

@@ -1,50 +1,25 @@
 //! Batch-transaction mode and the warm cache against DynamoDB Local: the same guarantees as
 //! per-message commits (S5, S8, S11, S12), with fewer DynamoDB calls.
 
-use dedup::{Effect, Item, Message};
+use dedup::Message;
 use dedup_batch::{Deduplicator, HandlerError, Outcome, Plan, run_batch_transactional};
 use dedup_dynamodb::MarkStore;
 use dedup_tests::{
-    client, cloudevents_spec, effect_table, get_number, mark_table, retention, unique,
+    balance, client, cloudevents_spec, credit, credit_data, credit_effect, effect_table,
+    mark_table, retention, unique,
 };
-use serde_json::json;
-
-fn credit(message_id: &str, id: &str, account: &str, amount: i64) -> Message {
-    Message {
-        message_id: message_id.into(),
-        body: json!({"specversion": "1.0", "type": "credit", "source": "/bank", "id": id,
-                     "tenantid": "acme", "data": {"account": account, "amount": amount}})
-        .to_string()
-        .into_bytes(),
-        ..Message::default()
-    }
-}
 
 /// Credits `data.amount` to `data.account`; an amount of 0 is a debit that requires funds the
 /// account does not have (its condition fails).
 fn plan(balances: &str) -> impl Fn(&dedup::Derived) -> Result<Plan, HandlerError> + '_ {
     move |e| {
-        let data = e
-            .body
-            .as_ref()
-            .and_then(|b| b.get("data"))
-            .ok_or_else(|| HandlerError::Invalid("no data".into()))?;
-        let account = data["account"]
-            .as_str()
-            .ok_or_else(|| HandlerError::Invalid("no account".into()))?;
-        let amount = data["amount"]
-            .as_i64()
-            .ok_or_else(|| HandlerError::Invalid("no amount".into()))?;
-        let mut effect = Effect::update(balances, Item::new().with("account", account))
-            .expression("ADD #b :a")
-            .name("#b", "balance");
-        effect = if amount == 0 {
-            effect
-                .value(":a", -1_000_000)
+        let (account, amount) = credit_data(e)?;
+        let effect = if amount == 0 {
+            credit_effect(balances, account, -1_000_000)
                 .condition("#b >= :need")
                 .value(":need", 1_000_000)
         } else {
-            effect.value(":a", amount)
+            credit_effect(balances, account, amount)
         };
         Ok(Plan {
             effects: vec![effect],
@@ -85,14 +60,7 @@ async fn s5_a_batch_of_new_events_commits_in_one_transaction() {
     assert_eq!(store.calls(), 1, "one DynamoDB call for the whole batch");
     for i in 0..10 {
         assert_eq!(
-            get_number(
-                &client,
-                &balances,
-                "account",
-                &format!("{run}-a{i}"),
-                "balance"
-            )
-            .await,
+            balance(&client, &balances, &format!("{run}-a{i}")).await,
             Some(1 + i)
         );
     }
@@ -138,25 +106,11 @@ async fn s5_events_touching_one_item_are_split_into_rounds() {
         store.calls()
     );
     assert_eq!(
-        get_number(
-            &client,
-            &balances,
-            "account",
-            &format!("{run}-A"),
-            "balance"
-        )
-        .await,
+        balance(&client, &balances, &format!("{run}-A")).await,
         Some(50)
     );
     assert_eq!(
-        get_number(
-            &client,
-            &balances,
-            "account",
-            &format!("{run}-B"),
-            "balance"
-        )
-        .await,
+        balance(&client, &balances, &format!("{run}-B")).await,
         Some(30)
     );
 }
@@ -205,37 +159,13 @@ async fn s5_s8_s11_a_mixed_batch_splits_off_what_cannot_commit() {
         store.calls() - before
     );
     assert_eq!(
-        get_number(
-            &client,
-            &balances,
-            "account",
-            &format!("{run}-x"),
-            "balance"
-        )
-        .await,
+        balance(&client, &balances, &format!("{run}-x")).await,
         Some(7)
     );
-    assert_eq!(
-        get_number(
-            &client,
-            &balances,
-            "account",
-            &format!("{run}-y"),
-            "balance"
-        )
-        .await,
-        None
-    );
+    assert_eq!(balance(&client, &balances, &format!("{run}-y")).await, None);
     for i in 0..5 {
         assert_eq!(
-            get_number(
-                &client,
-                &balances,
-                "account",
-                &format!("{run}-n{i}"),
-                "balance"
-            )
-            .await,
+            balance(&client, &balances, &format!("{run}-n{i}")).await,
             Some(1)
         );
     }
@@ -276,14 +206,7 @@ async fn s5_s14_concurrent_replays_in_batch_mode_equal_one_pass() {
     );
     for (acct, n) in [(0, 4), (1, 3), (2, 3)] {
         assert_eq!(
-            get_number(
-                &client,
-                &balances,
-                "account",
-                &format!("{run}-a{acct}"),
-                "balance"
-            )
-            .await,
+            balance(&client, &balances, &format!("{run}-a{acct}")).await,
             Some(5 * n)
         );
     }
@@ -365,25 +288,11 @@ async fn s12_fifo_order_is_kept_in_batch_mode() {
     let report = run_batch_transactional(batch, 10, &dedup, plan(&balances)).await;
     assert_eq!(report.failures, ["a2", "a3"]);
     assert_eq!(
-        get_number(
-            &client,
-            &balances,
-            "account",
-            &format!("{run}-A"),
-            "balance"
-        )
-        .await,
+        balance(&client, &balances, &format!("{run}-A")).await,
         Some(1)
     );
     assert_eq!(
-        get_number(
-            &client,
-            &balances,
-            "account",
-            &format!("{run}-B"),
-            "balance"
-        )
-        .await,
+        balance(&client, &balances, &format!("{run}-B")).await,
         Some(1)
     );
 }

@@ -4,9 +4,7 @@ use std::sync::Arc;
 
 use dedup::{Commit, DedupKey, Effect, Item, Seen};
 use dedup_dynamodb::MarkStore;
-use dedup_tests::{
-    client, effect_table, get_item, get_number, mark_table, retention, scope, unique,
-};
+use dedup_tests::{balance, client, effect_table, get_item, mark_table, retention, scope, unique};
 use futures::StreamExt;
 
 fn credit(table: &str, account: &str, amount: i64) -> Effect {
@@ -51,10 +49,7 @@ async fn s5_a_thousand_commits_of_one_key_add_the_balance_once() {
         .count();
     assert_eq!(applied, 1, "exactly one commit applies");
     assert_eq!(duplicates, 999, "every other commit is a duplicate");
-    assert_eq!(
-        get_number(&client, &balances, "account", "credito-17", "balance").await,
-        Some(1)
-    );
+    assert_eq!(balance(&client, &balances, "credito-17").await, Some(1));
 }
 
 /// S5: an effect whose condition fails cancels the whole transaction: no mark is written, so the
@@ -125,10 +120,7 @@ async fn s5_a_failed_effect_condition_leaves_no_mark() {
             .expect("retry"),
         Commit::Applied
     );
-    assert_eq!(
-        get_number(&client, &balances, "account", "acct-1", "balance").await,
-        Some(5)
-    );
+    assert_eq!(balance(&client, &balances, "acct-1").await, Some(5));
 }
 
 /// S5: when the mark already exists, the effect is not touched, even one that would overwrite.
@@ -165,10 +157,7 @@ async fn s5_an_existing_mark_leaves_the_effect_untouched() {
         }
         other => panic!("expected duplicate, got {other:?}"),
     }
-    assert_eq!(
-        get_number(&client, &balances, "account", "acct", "balance").await,
-        Some(1)
-    );
+    assert_eq!(balance(&client, &balances, "acct").await, Some(1));
 }
 
 /// S5: a commit with several effects over several tables writes all of them with the mark.
@@ -196,14 +185,8 @@ async fn s5_all_effects_commit_with_the_mark() {
             .expect("commit"),
         Commit::Applied
     );
-    assert_eq!(
-        get_number(&client, &balances, "account", "from", "balance").await,
-        Some(-3)
-    );
-    assert_eq!(
-        get_number(&client, &balances, "account", "to", "balance").await,
-        Some(3)
-    );
+    assert_eq!(balance(&client, &balances, "from").await, Some(-3));
+    assert_eq!(balance(&client, &balances, "to").await, Some(3));
     assert!(
         get_item(&client, &journal, "entry", key.as_str())
             .await

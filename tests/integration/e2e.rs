@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
-use dedup::{FingerprintSource, IdentitySource, KeySpec, Message, Scope, TenantSource};
+use dedup::{KeySpec, Message, Scope};
 use dedup_tests::{client, get_item, unique};
 use serde_json::{Value, json};
 
@@ -249,12 +249,10 @@ async fn e2e_payments_reach_the_provider_once_each() {
     send("DEDUP_QUEUE_PAYMENT_DISPATCHER", &twice).await;
 
     // The keys the function derives (namespace `demo`, consumer = function name).
-    let spec = KeySpec::new(
+    let spec = KeySpec::cloudevents(
         Scope::new("demo", "payment-dispatcher").expect("scope"),
-        IdentitySource::CloudEvents,
-    )
-    .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
-    .fingerprint(FingerprintSource::CloudEventsData);
+        "tenantid",
+    );
     let keys: Vec<dedup::DedupKey> = bodies
         .iter()
         .map(|b| {
@@ -317,12 +315,10 @@ async fn e2e_fines_and_intents_are_applied_once_through_the_relay() {
     let twice: Vec<String> = bodies.iter().flat_map(|b| [b.clone(), b.clone()]).collect();
     send("DEDUP_QUEUE_FINE_NOTICES", &twice).await;
 
-    let spec = KeySpec::new(
+    let spec = KeySpec::cloudevents(
         Scope::new("demo", "fine-notices").expect("scope"),
-        IdentitySource::CloudEvents,
-    )
-    .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
-    .fingerprint(FingerprintSource::CloudEventsData);
+        "tenantid",
+    );
     let intents = env("DEDUP_TABLE_INTENTS");
     for b in &bodies {
         let key = spec

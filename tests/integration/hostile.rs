@@ -3,10 +3,10 @@
 //! S11), plus property tests that no input panics and every input gets an outcome.
 
 use dedup::{FingerprintSource, IdentitySource, KeySpec, Message, Scope, TenantSource};
-use dedup_batch::{Deduplicator, HandlerError, Outcome, Plan};
+use dedup_batch::{Deduplicator, Outcome};
 use dedup_dynamodb::MarkStore;
 use dedup_tests::{
-    client, cloudevents_spec, effect_table, get_number, mark_table, retention, unique,
+    balance, client, cloudevents_spec, credit_plan, effect_table, mark_table, retention, unique,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -20,31 +20,6 @@ fn msg(body: impl Into<Vec<u8>>) -> Message {
         message_id: unique("m"),
         body: body.into(),
         ..Message::default()
-    }
-}
-
-fn plan(balances: &str) -> impl Fn(&dedup::Derived) -> Result<Plan, HandlerError> + '_ {
-    move |e| {
-        let data = e
-            .body
-            .as_ref()
-            .and_then(|b| b.get("data"))
-            .ok_or_else(|| HandlerError::Invalid("data missing".into()))?;
-        let account = data["account"]
-            .as_str()
-            .ok_or_else(|| HandlerError::Invalid("data.account must be a string".into()))?;
-        let amount = data["amount"]
-            .as_i64()
-            .ok_or_else(|| HandlerError::Invalid("data.amount must be an integer".into()))?;
-        Ok(Plan {
-            effects: vec![
-                dedup::Effect::update(balances, dedup::Item::new().with("account", account))
-                    .expression("ADD #b :a")
-                    .name("#b", "balance")
-                    .value(":a", amount),
-            ],
-            result: None,
-        })
     }
 }
 
@@ -102,7 +77,7 @@ async fn every_hostile_input_gets_its_documented_outcome() {
         ("wrong type in the payload (amount is a string)", msg(body(ce(id("str"), json!("t1"), json!({"account": "a", "amount": "10"})))), "rejected:invalid_payload"),
     ];
     for (name, m, want) in rows {
-        let got = dedup.transactional(&m, plan(&balances)).await;
+        let got = dedup.transactional(&m, credit_plan(&balances)).await;
         assert_eq!(code(&got), want, "{name}");
         if let Outcome::Rejected { reason, .. } = &got {
             assert!(
@@ -114,7 +89,7 @@ async fn every_hostile_input_gets_its_documented_outcome() {
     // The duplicate-key row applied under the last id: the first id is still new.
     let first = msg(format!(r#"{{"specversion":"1.0","type":"credit","source":"/p","tenantid":"t1","id":"{run}-first","data":{{"account":"{run}-acct","amount":1}}}}"#).into_bytes());
     assert_eq!(
-        code(&dedup.transactional(&first, plan(&balances)).await),
+        code(&dedup.transactional(&first, credit_plan(&balances)).await),
         "applied"
     );
 }
@@ -142,17 +117,14 @@ async fn same_id_different_payload_is_a_conflict() {
     )
     .to_string());
     assert_eq!(
-        code(&dedup.transactional(&a, plan(&balances)).await),
+        code(&dedup.transactional(&a, credit_plan(&balances)).await),
         "applied"
     );
     assert_eq!(
-        code(&dedup.transactional(&b, plan(&balances)).await),
+        code(&dedup.transactional(&b, credit_plan(&balances)).await),
         "conflict"
     );
-    assert_eq!(
-        get_number(&client, &balances, "account", &acct, "balance").await,
-        Some(5)
-    );
+    assert_eq!(balance(&client, &balances, &acct).await, Some(5));
 }
 
 /// S1: a forged tenant (another tenant's source and id) is another tenant's event: it neither
@@ -180,22 +152,19 @@ async fn a_forged_tenant_cannot_suppress_another_tenants_event() {
     )
     .to_string());
     assert_eq!(
-        code(&dedup.transactional(&forged, plan(&balances)).await),
+        code(&dedup.transactional(&forged, credit_plan(&balances)).await),
         "applied"
     );
     assert_eq!(
-        code(&dedup.transactional(&real, plan(&balances)).await),
+        code(&dedup.transactional(&real, credit_plan(&balances)).await),
         "applied",
         "tenant A's event is not suppressed"
     );
     assert_eq!(
-        code(&dedup.transactional(&real, plan(&balances)).await),
+        code(&dedup.transactional(&real, credit_plan(&balances)).await),
         "duplicate"
     );
-    assert_eq!(
-        get_number(&client, &balances, "account", &a_acct, "balance").await,
-        Some(1)
-    );
+    assert_eq!(balance(&client, &balances, &a_acct).await, Some(1));
 }
 
 fn arb_json() -> impl Strategy<Value = Value> {

@@ -18,13 +18,11 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use dedup::{Effect, Item, Message};
-use dedup_batch::{
-    BatchReport, Deduplicator, HandlerError, Outcome, Plan, run_batch, run_batch_transactional,
-};
+use dedup::Message;
+use dedup_batch::{BatchReport, Deduplicator, Outcome, run_batch, run_batch_transactional};
 use dedup_dynamodb::MarkStore;
 use dedup_tests::{
-    client, cloudevents_spec, effect_table, get_number, mark_table, retention, unique,
+    balance, client, cloudevents_spec, credit_plan, effect_table, mark_table, retention, unique,
     unreachable_client,
 };
 use proptest::prelude::*;
@@ -91,28 +89,6 @@ fn deliver(run: &str, event: u8, conflict: bool, n: &mut u32) -> Delivery {
     }
 }
 
-fn plan(balances: &str) -> impl Fn(&dedup::Derived) -> Result<Plan, HandlerError> + '_ {
-    move |e| {
-        let data = e
-            .body
-            .as_ref()
-            .and_then(|b| b.get("data"))
-            .ok_or_else(|| HandlerError::Invalid("data".into()))?;
-        Ok(Plan {
-            effects: vec![
-                Effect::update(
-                    balances,
-                    Item::new().with("account", data["account"].as_str().unwrap_or_default()),
-                )
-                .expression("ADD #b :a")
-                .name("#b", "balance")
-                .value(":a", data["amount"].as_i64().unwrap_or_default()),
-            ],
-            result: None,
-        })
-    }
-}
-
 async fn process(
     dedup: &Deduplicator,
     balances: &str,
@@ -120,9 +96,9 @@ async fn process(
     batch_mode: bool,
 ) -> BatchReport {
     if batch_mode {
-        run_batch_transactional(batch, 10, dedup, plan(balances)).await
+        run_batch_transactional(batch, 10, dedup, credit_plan(balances)).await
     } else {
-        let p = plan(balances);
+        let p = credit_plan(balances);
         run_batch(batch, 10, |m| {
             let p = &p;
             async move { dedup.transactional(&m, p).await }
@@ -328,14 +304,7 @@ async fn run_schedule(steps: Vec<Step>) {
         }
     }
     for (acct, want) in expected {
-        let got = get_number(
-            &client,
-            &balances,
-            "account",
-            &format!("{run}-{acct}"),
-            "balance",
-        )
-        .await;
+        let got = balance(&client, &balances, &format!("{run}-{acct}")).await;
         assert_eq!(got, Some(want), "balance of {acct}");
     }
 }
@@ -343,14 +312,13 @@ async fn run_schedule(steps: Vec<Step>) {
 proptest! {
     // 32 schedules in `cargo xtask test`; `cargo xtask soak` sets DEDUP_MODEL_CASES much higher.
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("DEDUP_MODEL_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(32),
+        cases: dedup_tests::model_cases(32),
         ..ProptestConfig::default()
     })]
 
     /// S4, S5, S8, S11–S14 under generated schedules with faults: see the module docs.
     #[test]
     fn schedules_with_faults_apply_each_event_exactly_once(steps in prop::collection::vec(step(), 1..16)) {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        rt.block_on(run_schedule(steps));
+        dedup_tests::block_on(run_schedule(steps));
     }
 }

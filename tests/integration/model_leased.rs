@@ -490,11 +490,7 @@ impl World {
 
 /// The event number and the provider request of a payment: the same on every retry.
 fn payment(e: &Derived) -> Result<(u8, Value), HandlerError> {
-    let data = e
-        .body
-        .as_ref()
-        .and_then(|b| b.get("data"))
-        .ok_or_else(|| HandlerError::Invalid("data".into()))?;
+    let data = HandlerError::data(e)?;
     let event = data["event"]
         .as_u64()
         .and_then(|n| u8::try_from(n).ok())
@@ -961,7 +957,7 @@ async fn run_schedule(steps: Vec<Step>) {
 proptest! {
     // 16 schedules in `cargo xtask test`; `cargo xtask soak` sets DEDUP_MODEL_CASES much higher.
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("DEDUP_MODEL_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(16),
+        cases: dedup_tests::model_cases(16),
         ..ProptestConfig::default()
     })]
 
@@ -969,7 +965,6 @@ proptest! {
     /// module docs.
     #[test]
     fn leased_schedules_with_crashes_and_expiry_apply_each_event_once(steps in prop::collection::vec(step(), 1..16)) {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        rt.block_on(run_schedule(steps));
+        dedup_tests::block_on(run_schedule(steps));
     }
 }

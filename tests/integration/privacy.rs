@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use dedup::{DedupKey, FingerprintSource, IdentitySource, KeySpec, Message, Scope, TenantSource};
+use dedup::{DedupKey, KeySpec, Message, Scope};
 use dedup_batch::{Deduplicator, HandlerError, Plan};
 use dedup_dynamodb::MarkStore;
 use dedup_tests::{client, effect_table, mark_table, retention, unique};
@@ -59,12 +59,7 @@ async fn s3_no_personal_data_in_keys_or_logs() {
 
     let client = client();
     let fines = effect_table(&client, "fine_id").await;
-    let spec = KeySpec::new(
-        Scope::new("test", "privacy").expect("scope"),
-        IdentitySource::CloudEvents,
-    )
-    .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
-    .fingerprint(FingerprintSource::CloudEventsData);
+    let spec = KeySpec::cloudevents(Scope::new("test", "privacy").expect("scope"), "tenantid");
     let dedup = Deduplicator::new(
         spec.clone(),
         MarkStore::new(client.clone(), mark_table(&client).await, retention()),

@@ -73,12 +73,7 @@ pub(crate) async fn completed_marks(
             .set_exclusive_start_key(start)
             .send()
             .await
-            .map_err(|e| {
-                format!(
-                    "scan {table}: {}",
-                    aws_sdk_dynamodb::error::DisplayErrorContext(&e)
-                )
-            })?;
+            .map_err(crate::sdk_error(format!("scan {table}")))?;
         for item in out.items() {
             let s = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).map(String::as_str);
             if s("status") == Some("COMPLETED")

@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use dedup::{FingerprintSource, IdentitySource, KeySpec, Message, Scope, TenantSource};
+use dedup::{KeySpec, Message, Scope};
 use fake_provider::Fault;
 use serde_json::json;
 
@@ -79,12 +79,10 @@ fn no_identity(run: &str) -> String {
 
 /// The mark key `function` derives for `body` (namespace `demo`, as the stack configures).
 fn key(function: &str, body: &str) -> Result<dedup::DedupKey> {
-    let spec = KeySpec::new(
+    let spec = KeySpec::cloudevents(
         Scope::new("demo", function).map_err(|e| e.to_string())?,
-        IdentitySource::CloudEvents,
-    )
-    .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
-    .fingerprint(FingerprintSource::CloudEventsData);
+        "tenantid",
+    );
     spec.derive(&Message {
         body: body.as_bytes().to_vec(),
         ..Message::default()
@@ -108,12 +106,7 @@ async fn get_string(
         .consistent_read(true)
         .send()
         .await
-        .map_err(|e| {
-            format!(
-                "get {table}: {}",
-                aws_sdk_dynamodb::error::DisplayErrorContext(&e)
-            )
-        })?;
+        .map_err(crate::sdk_error(format!("get {table}")))?;
     Ok(out.item.and_then(|i| match i.get(attr) {
         Some(AttributeValue::S(s) | AttributeValue::N(s)) => Some(s.clone()),
         _ => None,
@@ -331,7 +324,7 @@ async fn restart_dynamodb(stack: &mut Stack, c: &mut Checks) -> Result<()> {
     stack.ddb.stop();
     say(&format!("{run}: DynamoDB Local stopped"));
     tokio::time::sleep(Duration::from_secs(3)).await;
-    stack.ddb.resume_after_stop()?;
+    stack.ddb.ensure_running()?;
     say(&format!(
         "{run}: DynamoDB Local started again (same port, same data)"
     ));

@@ -88,12 +88,7 @@ pub(crate) async fn send(stack: &Stack, function: &str, bodies: &[String]) -> Re
             .set_entries(Some(entries))
             .send()
             .await
-            .map_err(|e| {
-                format!(
-                    "send to {function}: {}",
-                    aws_sdk_sqs::error::DisplayErrorContext(&e)
-                )
-            })?;
+            .map_err(crate::sdk_error(format!("send to {function}")))?;
     }
     Ok(())
 }
@@ -136,12 +131,7 @@ pub(crate) async fn scan(
         .consistent_read(true)
         .send()
         .await
-        .map_err(|e| {
-            format!(
-                "scan {table}: {}",
-                aws_sdk_dynamodb::error::DisplayErrorContext(&e)
-            )
-        })?;
+        .map_err(crate::sdk_error(format!("scan {table}")))?;
     Ok(out.items.unwrap_or_default())
 }
 
@@ -156,7 +146,7 @@ pub(crate) async fn dlq_bodies(stack: &Stack, function: &str) -> Result<Vec<Stri
             .visibility_timeout(60)
             .send()
             .await
-            .map_err(|e| format!("read DLQ: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?;
+            .map_err(crate::sdk_error("read DLQ"))?;
         let msgs = out.messages.unwrap_or_default();
         if msgs.is_empty() {
             break;

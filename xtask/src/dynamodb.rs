@@ -47,7 +47,7 @@ impl DynamoLocal {
             data,
             log: root.join(".cache").join("logs").join("dynamodb-local.log"),
         };
-        ddb.resume_after_stop()?;
+        ddb.ensure_running()?;
         Ok(ddb)
     }
 
@@ -56,8 +56,9 @@ impl DynamoLocal {
         drop(self.process.take());
     }
 
-    /// Starts a stopped instance again on the same port (with its data when persistent).
-    pub(crate) fn resume_after_stop(&mut self) -> Result<()> {
+    /// Starts the process unless it runs: on the same port every time, and with its data when
+    /// persistent, so a stopped instance comes back as it was.
+    pub(crate) fn ensure_running(&mut self) -> Result<()> {
         if self.process.is_some() {
             return Ok(());
         }

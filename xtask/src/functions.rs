@@ -119,11 +119,11 @@ impl Functions {
 
     /// Counts the deaths of `function`'s instances; a trigger cuts its invocation short when it
     /// changes, as Lambda answers an invocation whose environment crashed with an error.
-    pub(crate) fn deaths(&self, function: &str) -> watch::Receiver<u64> {
+    pub(crate) fn deaths(&self, function: &str) -> Result<watch::Receiver<u64>> {
         lock(&self.instances)
             .get(function)
             .map(|i| i.deaths.subscribe())
-            .unwrap_or_else(|| watch::Sender::new(0).subscribe())
+            .ok_or_else(|| format!("no function {function}"))
     }
 
     /// `kill -9` of `function`'s current instance; a fresh one replaces it. Returns its pid.

@@ -91,6 +91,13 @@ fn print_help() {
     );
 }
 
+/// For `map_err`: an AWS SDK error with its causes, after `context`.
+fn sdk_error<E: std::error::Error + 'static>(
+    context: impl std::fmt::Display,
+) -> impl FnOnce(E) -> String {
+    move |e| format!("{context}: {}", aws_sdk_sqs::error::DisplayErrorContext(&e))
+}
+
 /// The workspace root (this crate lives in `<root>/xtask`).
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

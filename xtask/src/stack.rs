@@ -238,7 +238,7 @@ impl Stack {
                 http: http.clone(),
                 invoke_url: invoke_url.clone(),
                 function: f.clone(),
-                deaths: functions.deaths(f),
+                deaths: functions.deaths(f)?,
                 stats: st.clone(),
             };
             triggers.push(tokio::spawn(sqs_trigger(
@@ -260,7 +260,7 @@ impl Stack {
                 http: http.clone(),
                 invoke_url: invoke_url.clone(),
                 function: function.into(),
-                deaths: functions.deaths(function),
+                deaths: functions.deaths(function)?,
                 stats: st.clone(),
             };
             triggers.push(tokio::spawn(stream_trigger(streams.clone(), invoker, arn)));
@@ -388,32 +388,25 @@ async fn create_table(
         .map_err(|e| format!("create table {name}: {e}"))
 }
 
-/// An SDK error, with its causes, for a message.
-fn describe(e: &(dyn std::error::Error + 'static)) -> String {
-    aws_sdk_sqs::error::DisplayErrorContext(e).to_string()
-}
-
 async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<String> {
     sqs.get_queue_attributes()
         .queue_url(url)
         .attribute_names(QueueAttributeName::QueueArn)
         .send()
         .await
-        .map_err(|e| describe(&e))?
+        .map_err(crate::sdk_error(format!("queue {url}")))?
         .attributes()
         .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
         .ok_or_else(|| format!("no ARN for {url}"))
 }
 
 async fn create_queues(sqs: &aws_sdk_sqs::Client, function: &str) -> Result<Queues> {
-    let err =
-        |e: &(dyn std::error::Error + 'static)| format!("queue for {function}: {}", describe(e));
     let dlq_url = sqs
         .create_queue()
         .queue_name(format!("{function}-dlq"))
         .send()
         .await
-        .map_err(|e| err(&e))?
+        .map_err(crate::sdk_error(format!("queue for {function}")))?
         .queue_url
         .ok_or("no DLQ url")?;
     let redrive = serde_json::json!({
@@ -431,7 +424,7 @@ async fn create_queues(sqs: &aws_sdk_sqs::Client, function: &str) -> Result<Queu
         .attributes(QueueAttributeName::RedrivePolicy, redrive)
         .send()
         .await
-        .map_err(|e| err(&e))?
+        .map_err(crate::sdk_error(format!("queue for {function}")))?
         .queue_url
         .ok_or("no queue url")?;
     let arn = queue_arn(sqs, &url).await?;

@@ -22,11 +22,7 @@ fn text<'a>(data: &'a serde_json::Value, field: &str, max: usize) -> Result<&'a 
 /// plate), and the intent's id is the event's idempotency key, which the relay sends to the
 /// collection API.
 pub(crate) fn plan(tables: &Tables, event: &Derived) -> Result<Plan, HandlerError> {
-    let data = event
-        .body
-        .as_ref()
-        .and_then(|b| b.get("data"))
-        .ok_or_else(|| HandlerError::Invalid("data missing".into()))?;
+    let data = HandlerError::data(event)?;
     let notice = text(data, "notice_number", 64)?;
     let plate = text(data, "plate", 16)?;
     let offence = text(data, "offence", 256)?;

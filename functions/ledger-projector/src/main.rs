@@ -11,7 +11,7 @@
 mod ledger;
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use dedup::{FingerprintSource, IdentitySource, KeySpec, TenantSource};
+use dedup::KeySpec;
 use dedup_batch::run_batch_transactional;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
@@ -23,9 +23,7 @@ async fn main() -> Result<(), Error> {
     // Clients and configuration once per container, outside the handler.
     let settings = lambda_edge::Settings::from_env(FUNCTION)?;
     let balances = lambda_edge::required("BALANCES_TABLE")?;
-    let spec = KeySpec::new(settings.scope.clone(), IdentitySource::CloudEvents)
-        .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
-        .fingerprint(FingerprintSource::CloudEventsData);
+    let spec = KeySpec::cloudevents(settings.scope.clone(), "tenantid");
     let dedup = settings.deduplicator(spec, dedup_dynamodb::connect().await);
     let (dedup, balances) = (&dedup, balances.as_str());
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {

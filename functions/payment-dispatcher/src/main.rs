@@ -14,7 +14,7 @@ mod payment;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use dedup::{FingerprintSource, IdentitySource, KeySpec, TenantSource};
+use dedup::KeySpec;
 use dedup_http::IdempotentClient;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
@@ -26,9 +26,7 @@ async fn main() -> Result<(), Error> {
     let settings = lambda_edge::Settings::from_env(FUNCTION)?;
     let timeout = Duration::from_millis(lambda_edge::optional("PROVIDER_TIMEOUT_MS", 5_000)?);
     let api = IdempotentClient::new(&lambda_edge::required("PAYMENTS_API_URL")?, timeout)?;
-    let spec = KeySpec::new(settings.scope.clone(), IdentitySource::CloudEvents)
-        .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
-        .fingerprint(FingerprintSource::CloudEventsData);
+    let spec = KeySpec::cloudevents(settings.scope.clone(), "tenantid");
     let dedup = settings.deduplicator(spec, dedup_dynamodb::connect().await);
     let (dedup, api) = (&dedup, &api);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {

@@ -6,11 +6,7 @@ use dedup_batch::HandlerError;
 /// The provider request for a `payment.requested` event with
 /// `data: {amount_cents, currency, customer_ref}`.
 pub(crate) fn request(event: &Derived) -> Result<serde_json::Value, HandlerError> {
-    let data = event
-        .body
-        .as_ref()
-        .and_then(|b| b.get("data"))
-        .ok_or_else(|| HandlerError::Invalid("data missing".into()))?;
+    let data = HandlerError::data(event)?;
     let amount = data
         .get("amount_cents")
         .and_then(|a| a.as_i64())

@@ -30,6 +30,18 @@ pub enum HandlerError {
     Transient(String),
 }
 
+impl HandlerError {
+    /// The CloudEvents `data` member of `event`'s JSON body, or the rejection of a payload
+    /// without one.
+    pub fn data(event: &Derived) -> Result<&serde_json::Value, Self> {
+        event
+            .body
+            .as_ref()
+            .and_then(|b| b.get("data"))
+            .ok_or_else(|| Self::Invalid("data missing".into()))
+    }
+}
+
 /// Key derivation plus the mark store: the per-message flows.
 #[derive(Debug, Clone)]
 pub struct Deduplicator {

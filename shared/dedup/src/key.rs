@@ -220,6 +220,15 @@ impl KeySpec {
         }
     }
 
+    /// The usual spec for structured CloudEvents: the event identity is `source` + `id`, the
+    /// tenant is the extension attribute `tenant_extension`, and the fingerprint covers `data`
+    /// (S1, S11). Every part stays explicit in the call; change any with the builder methods.
+    pub fn cloudevents(scope: Scope, tenant_extension: &str) -> Self {
+        Self::new(scope, IdentitySource::CloudEvents)
+            .tenant(TenantSource::CloudEventsExtension(tenant_extension.into()))
+            .fingerprint(FingerprintSource::CloudEventsData)
+    }
+
     /// Where the tenant comes from.
     pub fn tenant(mut self, tenant: TenantSource) -> Self {
         self.tenant = tenant;
@@ -532,9 +541,7 @@ mod tests {
     }
 
     fn ce_spec() -> KeySpec {
-        KeySpec::new(scope(), IdentitySource::CloudEvents)
-            .tenant(TenantSource::CloudEventsExtension("tenantid".into()))
-            .fingerprint(FingerprintSource::CloudEventsData)
+        KeySpec::cloudevents(scope(), "tenantid")
     }
 
     /// S1: the key depends on the declared identity, not on the delivery: a producer retry with a

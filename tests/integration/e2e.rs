@@ -382,3 +382,44 @@ async fn e2e_ttl_purges_are_counted_by_the_mark_auditor() {
     .await;
     assert_eq!(line["Purged"], 1);
 }
+
+/// S10: an event older than the retention window (the local stack keeps marks for one day) is
+/// not applied: `ledger-projector` sends it to the reconciliation queue, tagged
+/// `dedup-reason: late_event`, and acknowledges it.
+#[tokio::test]
+async fn e2e_late_events_go_to_reconciliation_not_to_the_balance() {
+    let run = unique("late");
+    let account = format!("{run}-acct");
+    let two_days_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 86_400);
+    let body =
+        json!({"specversion": "1.0", "type": "credit", "source": "/e2e", "id": format!("{run}-e"),
+        "tenantid": "t1", "data": {"account": account, "amount": 7},
+        "time": chrono::DateTime::<chrono::Utc>::from(two_days_ago)
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)})
+        .to_string();
+    send("DEDUP_QUEUE_LEDGER_PROJECTOR", std::slice::from_ref(&body)).await;
+    let sqs = sqs();
+    let queue = env("DEDUP_QUEUE_RECONCILIATION");
+    let reason = eventually(
+        "the late event in the reconciliation queue",
+        Duration::from_secs(60),
+        || async {
+            let out = sqs
+                .receive_message()
+                .queue_url(&queue)
+                .max_number_of_messages(10)
+                .message_attribute_names("All")
+                .send()
+                .await
+                .ok()?;
+            out.messages()
+                .iter()
+                .find(|m| m.body() == Some(body.as_str()))
+                .and_then(|m| m.message_attributes()?.get("dedup-reason")?.string_value())
+                .map(str::to_owned)
+        },
+    )
+    .await;
+    assert_eq!(reason, "late_event");
+    assert_eq!(balance(&account).await, None, "a late event moves nothing");
+}

@@ -65,6 +65,8 @@ async fn every_hostile_input_gets_its_documented_outcome() {
         ("id blank", msg(body(ce(json!("  \t "), json!("t1"), data.clone()))), "rejected:identity_empty"),
         ("id over 1024 bytes", msg(body(ce(json!("i".repeat(1025)), json!("t1"), data.clone()))), "rejected:identity_too_long"),
         ("id with a control character", msg(body(ce(json!(format!("{run}-a\nb")), json!("t1"), data.clone()))), "rejected:identity_bad_characters"),
+        ("time not RFC 3339", msg(body({ let mut v = ce(id("time"), json!("t1"), data.clone()); v["time"] = json!("yesterday"); v })), "rejected:identity_wrong_type"),
+        ("time older than the retention window", msg(body({ let mut v = ce(id("old"), json!("t1"), data.clone()); v["time"] = json!("2020-01-01T00:00:00Z"); v })), "rejected:late_event"),
         ("tenant missing", msg(body({ let mut v = ce(id("t"), json!("t1"), data.clone()); v.as_object_mut().map(|o| o.remove("tenantid")); v })), "rejected:identity_missing"),
         ("tenant empty", msg(body(ce(id("t"), json!(""), data.clone()))), "rejected:identity_empty"),
         ("body over 256 KiB", msg(body({ let mut v = ce(id("big"), json!("t1"), data.clone()); v["pad"] = json!(format!("{big_pad}{}", "y".repeat(1000))); v })), "rejected:body_too_large"),

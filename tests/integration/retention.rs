@@ -104,3 +104,57 @@ fn s9_retention_shorter_than_the_redelivery_horizon_is_refused() {
     );
     assert!(Retention::covering(Duration::from_secs(6 * 86_400), &horizon).is_ok());
 }
+
+/// S10: an event whose own time (CloudEvents `time`) is older than the retention window is not
+/// applied — its mark may be gone (here: expired but still in the table), so the table cannot
+/// say whether it was handled — and ends rejected as `late_event`, for reconciliation. A fresh
+/// event at the same moment is applied as usual.
+#[tokio::test]
+async fn s10_an_event_older_than_the_retention_is_not_applied() {
+    use dedup::Message;
+    use dedup_batch::{Deduplicator, Outcome};
+    use dedup_tests::{balance, cloudevents_spec, credit_plan, effect_table, retention};
+
+    let client = client();
+    let balances = effect_table(&client, "account").await;
+    let start = SystemTime::now();
+    let clock = Arc::new(ManualClock::new(start));
+    let store = MarkStore::new(client.clone(), mark_table(&client).await, retention())
+        .with_clock(clock.clone());
+    let dedup = Deduplicator::new(cloudevents_spec("late"), store);
+    let run = unique("late");
+    let event = |id: &str, time: SystemTime| Message {
+        message_id: unique("m"),
+        body: serde_json::json!({"specversion": "1.0", "type": "credit", "source": "/bank",
+            "id": id, "tenantid": "acme",
+            "time": chrono::DateTime::<chrono::Utc>::from(time)
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "data": {"account": format!("{run}-a"), "amount": 5}})
+        .to_string()
+        .into_bytes(),
+        ..Message::default()
+    };
+    let plan = credit_plan(&balances);
+    let old = event("e-old", start);
+    assert_eq!(dedup.transactional(&old, &plan).await, Outcome::Applied);
+
+    clock.advance(Duration::from_secs(3601)); // past the one-hour retention: the mark expired
+    let late = dedup.transactional(&old, &plan).await;
+    assert!(
+        matches!(
+            &late,
+            Outcome::Rejected {
+                code: "late_event",
+                ..
+            }
+        ),
+        "{late:?}"
+    );
+    let fresh = event("e-new", clock.now());
+    assert_eq!(dedup.transactional(&fresh, &plan).await, Outcome::Applied);
+    assert_eq!(
+        balance(&client, &balances, &format!("{run}-a")).await,
+        Some(10),
+        "the late redelivery moved nothing"
+    );
+}

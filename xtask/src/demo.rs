@@ -16,8 +16,10 @@ use crate::stack::{
 };
 
 pub(crate) fn ce(kind: &str, source: &str, id: &str, tenant: &str, data: Value) -> String {
+    // Events happen now: one older than the retention would go to reconciliation (S10).
+    let time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     json!({"specversion": "1.0", "type": kind, "source": source, "id": id,
-           "tenantid": tenant, "time": "2026-11-29T10:00:00Z", "data": data})
+           "tenantid": tenant, "time": time, "data": data})
     .to_string()
 }
 

@@ -188,6 +188,9 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
                     if visibility < 6 * timeout {
                         problems.push(format!("{qid}: visibility timeout {visibility}s is under 6 x the function timeout ({timeout}s)"));
                     }
+                    if env("DEDUP_RECONCILIATION_QUEUE_URL").is_null() {
+                        problems.push(format!("{id}: environment variable DEDUP_RECONCILIATION_QUEUE_URL is missing (late events, S10)"));
+                    }
                     let redrive = &q["RedrivePolicy"];
                     let receives = as_u64(t, &redrive["maxReceiveCount"]);
                     let dlq = ref_target(&redrive["deadLetterTargetArn"]);
@@ -442,6 +445,13 @@ mod tests {
         broken(
             |t| res(t, "PaymentDispatcherQueue")["RedrivePolicy"] = Value::Null,
             "RedrivePolicy",
+        );
+        broken(
+            |t| {
+                res(t, "FineNotices")["Environment"]["Variables"]["DEDUP_RECONCILIATION_QUEUE_URL"] =
+                    Value::Null
+            },
+            "DEDUP_RECONCILIATION_QUEUE_URL",
         );
         broken(
             |t| {

@@ -49,6 +49,8 @@ pub(crate) struct Stack {
     pub(crate) sqs: aws_sdk_sqs::Client,
     pub(crate) dynamodb: aws_sdk_dynamodb::Client,
     pub(crate) queues: BTreeMap<String, Queues>,
+    /// Where the functions send late events (S10).
+    pub(crate) reconciliation_url: String,
     pub(crate) lose_next: BTreeMap<String, Arc<AtomicBool>>,
     pub(crate) stats: BTreeMap<String, Arc<TriggerStats>>,
     pub(crate) accounts: Arc<Mutex<Accounts>>,
@@ -135,7 +137,9 @@ impl Stack {
                 .build(),
         );
 
-        step("creating tables (TTL on the mark table, a stream on intents) and queues with DLQs");
+        step(
+            "creating tables (TTL on the mark table, a stream on intents), queues with DLQs and the reconciliation queue",
+        );
         let marks_stream =
             dedup_dynamodb::provision::create_mark_table(&dynamodb, TABLE_MARKS, true)
                 .await
@@ -150,6 +154,14 @@ impl Stack {
         for f in SQS_FUNCTIONS {
             queues.insert(f.to_owned(), create_queues(&sqs, f).await?);
         }
+        let reconciliation_url = sqs
+            .create_queue()
+            .queue_name("reconciliation")
+            .send()
+            .await
+            .map_err(crate::sdk_error("reconciliation queue"))?
+            .queue_url
+            .ok_or("no reconciliation queue url")?;
 
         step("building the functions");
         let status = std::process::Command::new(crate::cargo())
@@ -169,6 +181,8 @@ impl Stack {
         fenv.extend(
             [
                 ("AWS_ENDPOINT_URL_DYNAMODB", ddb.endpoint()),
+                ("AWS_ENDPOINT_URL_SQS", sqs_endpoint.clone()),
+                ("DEDUP_RECONCILIATION_QUEUE_URL", reconciliation_url.clone()),
                 ("DEDUP_NAMESPACE", "demo".into()),
                 ("DEDUP_MARK_TABLE", TABLE_MARKS.into()),
                 ("DEDUP_RETENTION_SECONDS", "86400".into()),
@@ -280,6 +294,7 @@ impl Stack {
             sqs,
             dynamodb,
             queues,
+            reconciliation_url,
             lose_next,
             stats,
             accounts,
@@ -291,6 +306,10 @@ impl Stack {
         let mut env = conf_env();
         env.push(("DEDUP_DYNAMODB_ENDPOINT".into(), self.ddb.endpoint()));
         env.push(("DEDUP_SQS_ENDPOINT".into(), self.sqs_endpoint.clone()));
+        env.push((
+            "DEDUP_QUEUE_RECONCILIATION".into(),
+            self.reconciliation_url.clone(),
+        ));
         env.push(("DEDUP_PROVIDER_URL".into(), self.provider_url.clone()));
         env.push((
             "DEDUP_FUNCTIONS_LOG".into(),

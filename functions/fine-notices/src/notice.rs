@@ -81,6 +81,7 @@ mod tests {
             ),
             fingerprint: None,
             body: Some(json!({ "data": data })),
+            event_time: None,
         }
     }
 

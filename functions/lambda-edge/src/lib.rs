@@ -6,7 +6,9 @@
 //! # Layout
 //! - [`settings`]: [`Settings`] from `DEDUP_*` variables, including the S9 retention check.
 //! - [`sqs`]: [`run_sqs`]: one SQS invocation, from event to `SqsBatchResponse`.
+//! - [`reconcile`]: late events (S10) to the reconciliation queue.
 
+pub mod reconcile;
 pub mod settings;
 pub mod sqs;
 

@@ -13,6 +13,7 @@
 //! | `DEDUP_MAX_CONCURRENCY` | messages of a batch processed at once, S12 | 10 |
 //! | `DEDUP_LEASE_SECONDS` | longest lease of the leased flow, S6 | 60 |
 //! | `DEDUP_CACHE_SIZE` | completed marks kept in the warm container's cache (0: off) | 10000 |
+//! | `DEDUP_RECONCILIATION_QUEUE_URL` | where events older than the retention go, S10 (`reconcile`) | none: to the DLQ |
 //!
 //! A retention that does not exceed queue retention + maxReceiveCount × visibility timeout +
 //! replay window is refused at start (S9): the function does not run with it.

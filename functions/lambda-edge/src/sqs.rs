@@ -72,7 +72,8 @@ where
     Fut: Future<Output = BatchReport>,
 {
     let batch = messages(&event.payload);
-    let report = process(batch).await;
+    let mut report = process(batch).await;
+    crate::reconcile::route_late_events(&event.payload, &mut report).await;
     let a = &report.account;
     // EMF must be a bare JSON line on stdout for CloudWatch to extract it, hence not `tracing`.
     println!("{}", a.emf_line("lambda-dedup", function));

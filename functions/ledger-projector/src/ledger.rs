@@ -58,6 +58,7 @@ mod tests {
             key: DedupKey::new(&Scope::new("t", "c").expect("scope"), "", &["x"]),
             fingerprint: None,
             body: Some(body),
+            event_time: None,
         }
     }
 

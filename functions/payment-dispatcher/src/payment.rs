@@ -44,6 +44,7 @@ mod tests {
             key: DedupKey::new(&Scope::new("t", "c").expect("scope"), "", &["x"]),
             fingerprint: None,
             body: Some(json!({ "data": data })),
+            event_time: None,
         }
     }
 

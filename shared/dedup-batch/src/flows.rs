@@ -91,8 +91,26 @@ impl Deduplicator {
         &self.store
     }
 
+    /// The message's key and payload, or its outcome when it has no key (S2) or is older than
+    /// the retention window (S10: the mark table cannot judge it; reconciliation must).
     fn derive(&self, msg: &Message) -> Result<Derived, Outcome> {
-        self.spec.derive(msg).map_err(|r| rejected(msg, &r))
+        let event = self.spec.derive(msg).map_err(|r| rejected(msg, &r))?;
+        if let Some(age) = event
+            .event_time
+            .and_then(|t| self.store.beyond_retention(t))
+        {
+            let late = Rejection::Late {
+                age_secs: age.as_secs(),
+                retention_secs: self.store.retention().duration().as_secs(),
+            };
+            tracing::warn!(message_id = %msg.message_id, key = %event.key, code = late.code(),
+                reason = %late, "late: beyond the retention window; not applied, for reconciliation");
+            return Err(Outcome::Rejected {
+                code: late.code(),
+                reason: late.to_string(),
+            });
+        }
+        Ok(event)
     }
 
     /// The transactional flow (S5): derive the key, let `plan` say which writes the event makes,

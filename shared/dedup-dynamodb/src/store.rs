@@ -497,6 +497,18 @@ impl MarkStore {
         }
     }
 
+    /// How long marks are kept (S9).
+    pub fn retention(&self) -> Retention {
+        self.retention
+    }
+
+    /// How old an event of `event_time` is by the store's clock, when that is beyond the
+    /// retention window: the mark table can no longer judge it (S10).
+    pub fn beyond_retention(&self, event_time: SystemTime) -> Option<Duration> {
+        let age = self.clock.now().duration_since(event_time).ok()?;
+        (age >= self.retention.duration()).then_some(age)
+    }
+
     /// The store's clock reading, in epoch milliseconds and seconds (for logs and tests).
     pub fn now(&self) -> (u64, u64) {
         let now = self.clock.now();

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::SystemTime;
 
 use serde_json::Value as Json;
 
@@ -205,6 +206,9 @@ pub struct Derived {
     pub fingerprint: Option<Fingerprint>,
     /// The body as JSON, when it was parsed.
     pub body: Option<Json>,
+    /// When the producer says the event happened: the CloudEvents `time` attribute, when the
+    /// identity is CloudEvents and the producer set it. Judges late events (S10).
+    pub event_time: Option<SystemTime>,
 }
 
 impl KeySpec {
@@ -281,6 +285,7 @@ impl KeySpec {
             None
         };
 
+        let mut event_time = None;
         let identity: Vec<String> = match &self.identity {
             IdentitySource::CloudEvents => {
                 let ce = body
@@ -299,6 +304,7 @@ impl KeySpec {
                 }
                 let source = ce_attr(ce, "source")?;
                 let id = ce_attr(ce, "id")?;
+                event_time = ce.get("time").map(ce_time).transpose()?;
                 vec!["cloudevents".into(), source, id]
             }
             IdentitySource::MessageAttribute(name) => {
@@ -338,6 +344,7 @@ impl KeySpec {
             key,
             fingerprint,
             body,
+            event_time,
         })
     }
 
@@ -369,6 +376,21 @@ fn ce_attr(ce: &serde_json::Map<String, Json>, name: &str) -> Result<String, Rej
         .get(name)
         .ok_or_else(|| Rejection::Missing { what: what.clone() })?;
     checked(&what, &json_text(&what, v, false)?)
+}
+
+/// The CloudEvents `time` attribute: an RFC 3339 timestamp (CloudEvents spec, "time").
+fn ce_time(v: &Json) -> Result<SystemTime, Rejection> {
+    let what = "CloudEvents attribute `time`";
+    let text = json_text(what, v, false)?;
+    let t = chrono::DateTime::parse_from_rfc3339(&text).map_err(|_| Rejection::WrongType {
+        what: what.into(),
+        found: "not an RFC 3339 timestamp",
+    })?;
+    let millis = u64::try_from(t.timestamp_millis()).map_err(|_| Rejection::WrongType {
+        what: what.into(),
+        found: "a time before 1970",
+    })?;
+    Ok(crate::clock::from_epoch_millis(millis))
 }
 
 fn attribute(msg: &Message, what: &str, name: &str) -> Result<String, Rejection> {
@@ -435,7 +457,7 @@ fn checked(what: &str, v: &str) -> Result<String, Rejection> {
     Ok(v.to_owned())
 }
 
-/// Why a message has no key (S2). Messages name the field, never its value: values may be personal
+/// Why a message is not processed: it has no key (S2), or it is too old to judge (S10). Messages name the field, never its value: values may be personal
 /// data (S3).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Rejection {
@@ -498,6 +520,15 @@ pub enum Rejection {
         /// The JSON type found.
         found: &'static str,
     },
+    /// The event is older than the retention window: the mark table can no longer say whether
+    /// it was handled, so it goes to reconciliation instead of being applied (S10).
+    #[error("event is {age_secs} s old, beyond the {retention_secs}-second retention window")]
+    Late {
+        /// How old the event is, by its own time.
+        age_secs: u64,
+        /// The retention window.
+        retention_secs: u64,
+    },
 }
 
 impl Rejection {
@@ -513,6 +544,7 @@ impl Rejection {
             Rejection::NotUtf8 { .. } => "identity_not_utf8",
             Rejection::BadCharacters { .. } => "identity_bad_characters",
             Rejection::WrongType { .. } => "identity_wrong_type",
+            Rejection::Late { .. } => "late_event",
         }
     }
 }
@@ -734,5 +766,38 @@ mod tests {
         assert!(Scope::new("prod", "has#hash").is_err());
         assert!(Scope::new(&"p".repeat(65), "x").is_err());
         assert!(Scope::new("prod-1", "ledger_projector.v2").is_ok());
+    }
+
+    /// S10: the CloudEvents `time` is read as the event's time; an offset is honoured; a
+    /// malformed one rejects the message; without one the age is unknown.
+    #[test]
+    fn s10_cloudevents_time_is_the_event_time() {
+        let with_time = |t: Json| {
+            let body = json!({"specversion": "1.0", "type": "t", "source": "/s", "id": "1",
+                              "tenantid": "a", "time": t});
+            ce_spec().derive(&msg(&body.to_string()))
+        };
+        let at = |ms: u64| Some(crate::clock::from_epoch_millis(ms));
+        let z = with_time(json!("2026-11-29T10:00:00Z")).expect("derive");
+        assert_eq!(z.event_time, at(1_795_946_400_000));
+        let offset = with_time(json!("2026-11-29T11:00:00.5+01:00")).expect("derive");
+        assert_eq!(offset.event_time, at(1_795_946_400_500));
+        for bad in [
+            json!("yesterday"),
+            json!("2026-11-29"),
+            json!(1_795_946_400),
+        ] {
+            let r = with_time(bad).expect_err("malformed time");
+            assert_eq!(r.code(), "identity_wrong_type");
+        }
+        let none =
+            json!({"specversion": "1.0", "type": "t", "source": "/s", "id": "1", "tenantid": "a"});
+        assert_eq!(
+            ce_spec()
+                .derive(&msg(&none.to_string()))
+                .expect("derive")
+                .event_time,
+            None
+        );
     }
 }

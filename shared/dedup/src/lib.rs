@@ -2,7 +2,7 @@
 //! happened to it, with no I/O and no AWS SDK. The DynamoDB adapter (`dedup-dynamodb`) turns these
 //! types into conditional writes and transactions.
 //!
-//! The behaviour promised here is the contract in `SEMANTICS.md` (rules S1–S14); items below cite
+//! The behaviour promised here is the contract in `docs/CONTRACT.md` (rules S1–S16); items below cite
 //! the rule they implement.
 //!
 //! # Layout

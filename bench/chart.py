@@ -27,7 +27,7 @@ for i, mode in enumerate(modes):
 ax.set_yscale("log")
 ax.set_xticks(range(len(workloads)), [w.replace("_", " ") for w in workloads])
 ax.set_ylabel("messages / s (log scale)")
-ax.set_title("Deduplicated SQS batches of 10 on DynamoDB Local: lambda-dedup vs AWS Powertools")
+ax.set_title("Deduplicated SQS batches of 10 on Dynoxide (local DynamoDB): lambda-dedup vs AWS Powertools")
 ax.legend(loc="upper left", fontsize=9)
 fig.tight_layout()
 fig.savefig(dst, dpi=110)

@@ -1,5 +1,6 @@
-//! Shared set-up for the integration tests: a client for the DynamoDB Local that
-//! `cargo xtask test` started, and fresh tables per test so tests run in parallel.
+//! Shared set-up for the integration tests: a client for the local DynamoDB (the one
+//! `cargo xtask test` started, or one of this test binary's own), and fresh tables per test so
+//! tests run in parallel.
 //!
 //! The tests read and write effect items with the SDK directly: state is checked through a path
 //! independent of the library under test.
@@ -14,18 +15,14 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use dedup::{Derived, Effect, Item, KeySpec, Message, Retention, Scope};
 use dedup_batch::{HandlerError, Plan};
 
-/// The endpoint of DynamoDB Local. Panics with instructions when the tests were not started by
-/// `cargo xtask test`: a correctness test that silently skips would prove nothing.
+/// The endpoint of the DynamoDB the tests run against: `DEDUP_DYNAMODB_ENDPOINT` when set (by
+/// `cargo xtask test`, whose stack the end-to-end tests share), else a local DynamoDB (Dynoxide)
+/// started in this test binary on first use. So plain `cargo test` needs nothing set up.
 pub fn endpoint() -> String {
-    std::env::var("DEDUP_DYNAMODB_ENDPOINT").unwrap_or_else(|_| {
-        panic!(
-            "DEDUP_DYNAMODB_ENDPOINT is not set. These tests run against DynamoDB Local: \
-             run them with `cargo xtask test`, which installs and starts it."
-        )
-    })
+    std::env::var("DEDUP_DYNAMODB_ENDPOINT").unwrap_or_else(|_| local_dynamodb::shared().endpoint())
 }
 
-/// A client for DynamoDB Local.
+/// A client for the DynamoDB at [`endpoint`].
 pub fn client() -> Client {
     let conf = aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())

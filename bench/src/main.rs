@@ -1,4 +1,4 @@
-//! The Rust side of `cargo xtask bench` (run that; it starts DynamoDB Local and builds this in
+//! The Rust side of `cargo xtask bench` (run that; it starts the local DynamoDB and builds this in
 //! release). Usage: `bench throughput ENDPOINT MESSAGES` prints one JSON line per mode and
 //! workload; `bench coldstart BINARY ENDPOINT RUNS` prints one JSON line with the cold start
 //! (process start to its first request for work on the Lambda runtime API) and peak RSS.

@@ -1,4 +1,4 @@
-//! The batch runner and the two flows against DynamoDB Local (S5, S6, S8, S12–S14).
+//! The batch runner and the two flows against the local DynamoDB (S5, S6, S8, S12–S14).
 
 use std::sync::Arc;
 use std::sync::Mutex;

@@ -1,4 +1,4 @@
-//! Batch-transaction mode and the warm cache against DynamoDB Local: the same guarantees as
+//! Batch-transaction mode and the warm cache against the local DynamoDB: the same guarantees as
 //! per-message commits (S5, S8, S11, S12), with fewer DynamoDB calls.
 
 use dedup::Message;

@@ -1,4 +1,4 @@
-//! Faults DynamoDB Local cannot produce (S13): throttling, `TransactionConflict`, server errors
+//! Faults the local DynamoDB cannot produce (S13): throttling, `TransactionConflict`, server errors
 //! via `aws-smithy-mocks` with DynamoDB's real wire format (so the SDK's own deserializer
 //! classifies them), and timeouts / broken connections via real loopback sockets. Every one must
 //! come back as a retryable error, never as claimed, applied or duplicate.

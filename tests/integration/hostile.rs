@@ -1,5 +1,5 @@
 //! What a broken or hostile producer can send, and what happens to it: one test row per row of
-//! `docs/HOSTILE_INPUTS.md`, through the real transactional flow against DynamoDB Local (S1–S3,
+//! `docs/HOSTILE_INPUTS.md`, through the real transactional flow against the local DynamoDB (S1–S3,
 //! S11), plus property tests that no input panics and every input gets an outcome.
 
 use dedup::{FingerprintSource, IdentitySource, KeySpec, Message, Scope, TenantSource};

@@ -1,5 +1,6 @@
-//! Integration tests of the library against DynamoDB Local (started by `cargo xtask test`).
-//! One test binary, a module per area. Each test names the rule of `SEMANTICS.md` it proves.
+//! Integration tests of the library against a local DynamoDB (Dynoxide: the one `cargo xtask test`
+//! starts, or one in this test binary when `DEDUP_DYNAMODB_ENDPOINT` is unset).
+//! One test binary, a module per area. Each test names the rule of `docs/CONTRACT.md` it proves.
 
 mod architecture;
 mod batch;
@@ -7,6 +8,7 @@ mod batch_mode;
 mod claim;
 mod commit;
 mod e2e;
+mod emulator;
 mod faults;
 mod hostile;
 mod lease;

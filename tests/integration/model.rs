@@ -1,7 +1,7 @@
 //! Model-based schedules (S4, S5, S8, S11–S14): proptest generates schedules of batches —
 //! duplicates, producer retries, payload conflicts, lost answers (a crash after processing,
 //! before acknowledgement), store outages, concurrent batches, per-message or batch-transaction
-//! mode — runs each against DynamoDB Local through the batch runner, redelivers whatever was not
+//! mode — runs each against the local DynamoDB through the batch runner, redelivers whatever was not
 //! acknowledged until nothing is left, and checks the result against a reference model:
 //!
 //! - every event is applied exactly once (one `Applied` outcome, its amount in the balance);

@@ -15,7 +15,7 @@
 //! - TTL expiry: once the queue is drained, the clock moves past the retention; the marks stay in
 //!   the table but count as absent (S9), and a redelivery is a new event: a new "epoch".
 //!
-//! Everything runs against DynamoDB Local and the in-process fake provider (`fake_provider`),
+//! Everything runs against the local DynamoDB and the in-process fake provider (`fake_provider`),
 //! called with the real `IdempotentClient`. After the schedule, whatever is unacknowledged is
 //! redelivered (the clock moving past the lease each round, as SQS visibility would) until
 //! nothing is left, and the run is checked against a reference model:
@@ -188,7 +188,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Crash during complete: an interceptor on a second client of the same DynamoDB Local table.
+// Crash during complete: an interceptor on a second client of the same local DynamoDB table.
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum CompleteFault {
@@ -271,7 +271,7 @@ impl Intercept for CompleteInterceptor {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The world: DynamoDB Local, the fake provider, one clock.
+// The world: the local DynamoDB, the fake provider, one clock.
 
 #[derive(Debug, Clone)]
 struct Delivery {

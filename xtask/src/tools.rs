@@ -28,7 +28,10 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
     {
         return Ok(bin);
     }
-    println!("xtask: installing {} into .cache/venv ...", PINS.join(", "));
+    crate::step(format!(
+        "installing {} into .cache/venv (first run only; about a minute)",
+        PINS.join(", ")
+    ));
     let python = ["python3", "python"]
         .into_iter()
         .find(|p| Command::new(p).arg("--version").output().is_ok_and(|o| o.status.success()))
@@ -44,7 +47,12 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
         );
     }
     let status = Command::new(bin.join("pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .args([
+            "install",
+            "--progress-bar",
+            "off",
+            "--disable-pip-version-check",
+        ])
         .args(PINS)
         .status()
         .map_err(|e| format!("pip: {e}"))?;

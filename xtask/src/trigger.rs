@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use aws_sdk_dynamodbstreams::types::AttributeValue as StreamValue;
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
 use base64::Engine;
 use serde_json::{Value, json};
@@ -235,61 +234,11 @@ pub(crate) async fn sqs_trigger(
     }
 }
 
-fn stream_value(v: &StreamValue) -> Value {
-    let b64 = |b: &[u8]| Value::String(base64::engine::general_purpose::STANDARD.encode(b));
-    match v {
-        StreamValue::S(s) => json!({ "S": s }),
-        StreamValue::N(n) => json!({ "N": n }),
-        StreamValue::B(b) => json!({ "B": b64(b.as_ref()) }),
-        StreamValue::Bool(b) => json!({ "BOOL": b }),
-        StreamValue::Null(n) => json!({ "NULL": n }),
-        StreamValue::Ss(s) => json!({ "SS": s }),
-        StreamValue::Ns(n) => json!({ "NS": n }),
-        StreamValue::Bs(bs) => {
-            json!({ "BS": bs.iter().map(|b| b64(b.as_ref())).collect::<Vec<_>>() })
-        }
-        StreamValue::L(l) => json!({ "L": l.iter().map(stream_value).collect::<Vec<_>>() }),
-        StreamValue::M(m) => json!({ "M": image(m) }),
-        _ => Value::Null,
-    }
-}
-
-fn image(m: &HashMap<String, StreamValue>) -> Value {
-    Value::Object(
-        m.iter()
-            .map(|(k, v)| (k.clone(), stream_value(v)))
-            .collect(),
-    )
-}
-
-fn stream_record(r: &aws_sdk_dynamodbstreams::types::Record, arn: &str) -> Value {
-    let d = r.dynamodb();
-    let mut change = json!({
-        "ApproximateCreationDateTime": d.and_then(|d| d.approximate_creation_date_time()).map(|t| t.secs()).unwrap_or(0),
-        "Keys": d.and_then(|d| d.keys()).map(image).unwrap_or(json!({})),
-        "SequenceNumber": d.and_then(|d| d.sequence_number()),
-        "SizeBytes": d.and_then(|d| d.size_bytes()).unwrap_or(0),
-        "StreamViewType": d.and_then(|d| d.stream_view_type()).map(|t| t.as_str().to_owned()),
-    });
-    if let Some(new) = d.and_then(|d| d.new_image()) {
-        change["NewImage"] = image(new);
-    }
-    if let Some(old) = d.and_then(|d| d.old_image()) {
-        change["OldImage"] = image(old);
-    }
-    let mut rec = json!({
-        "eventID": r.event_id(),
-        "eventName": r.event_name().map(|n| n.as_str().to_owned()),
-        "eventVersion": r.event_version(),
-        "eventSource": "aws:dynamodb",
-        "awsRegion": "us-east-1",
-        "dynamodb": change,
-        "eventSourceARN": arn,
-    });
-    if let Some(u) = r.user_identity() {
-        rec["userIdentity"] = json!({ "type": u.r#type(), "principalId": u.principal_id() });
-    }
-    rec
+/// A record as `GetRecords` returned it, as Lambda's DynamoDB Streams trigger hands it on: the
+/// same fields, plus the stream's ARN.
+fn stream_record(mut r: Value, arn: &str) -> Value {
+    r["eventSourceARN"] = json!(arn);
+    r
 }
 
 /// Where a shard is read from.
@@ -305,12 +254,13 @@ struct Shard {
 /// order, until the task is dropped.
 pub(crate) async fn stream_trigger(
     streams: aws_sdk_dynamodbstreams::Client,
+    endpoint: String,
     mut invoker: Invoker,
     stream_arn: String,
 ) {
+    let http = reqwest::Client::new();
     let function = invoker.function.clone();
     let stats = invoker.stats.clone();
-    use aws_sdk_dynamodbstreams::error::ProvideErrorMetadata;
     use aws_sdk_dynamodbstreams::types::ShardIteratorType;
     let mut shards: HashMap<String, Shard> = HashMap::new();
     loop {
@@ -333,8 +283,8 @@ pub(crate) async fn stream_trigger(
         let mut idle = true;
         for (id, shard) in shards.iter_mut().filter(|(_, s)| !s.closed) {
             if shard.iterator.is_none() {
-                // DynamoDB Local invalidates iterators of empty shards (TrimmedDataAccess), so an
-                // iterator is (re)taken after the last record delivered, or from the start.
+                // An iterator that failed (expired, trimmed) is taken again after the last record
+                // delivered, or from the start.
                 let req = streams
                     .get_shard_iterator()
                     .stream_arn(&stream_arn)
@@ -350,30 +300,24 @@ pub(crate) async fn stream_trigger(
             let Some(current) = shard.iterator.clone() else {
                 continue;
             };
-            let out = match streams
-                .get_records()
-                .shard_iterator(&current)
-                .limit(100)
-                .send()
-                .await
-            {
-                Ok(out) => out,
-                Err(e) => {
-                    if e.code() != Some("TrimmedDataAccessException") {
-                        eprintln!(
-                            "xtask: trigger {function}: get records: {}",
-                            e.code().unwrap_or("error")
-                        );
+            // Records are read as JSON: see `local_dynamodb::get_records` for why not the SDK.
+            let (records, next) =
+                match local_dynamodb::get_records(&http, &endpoint, &current, 100).await {
+                    Ok(out) => out,
+                    Err(e) => {
+                        if e != local_dynamodb::RecordsError::Service(
+                            "TrimmedDataAccessException".into(),
+                        ) {
+                            eprintln!("xtask: trigger {function}: {e}");
+                        }
+                        shard.iterator = None;
+                        continue;
                     }
-                    shard.iterator = None;
-                    continue;
-                }
-            };
-            shard.iterator = out.next_shard_iterator().map(str::to_owned);
+                };
+            shard.iterator = next;
             shard.closed = shard.iterator.is_none();
-            let mut pending: Vec<Value> = out
-                .records()
-                .iter()
+            let mut pending: Vec<Value> = records
+                .into_iter()
                 .map(|r| stream_record(r, &stream_arn))
                 .collect();
             while !pending.is_empty() {

@@ -14,18 +14,14 @@ pub(crate) struct Tally {
     pub(crate) removed_otherwise: u64,
 }
 
-/// Whether a record is a deletion by DynamoDB's TTL process. On AWS it is a `REMOVE` whose user
-/// identity is the service `dynamodb.amazonaws.com`. DynamoDB Local emits TTL deletions with the
-/// event name `UNKNOWN_TO_SDK_VERSION` and no user identity; both shapes count.
+/// Whether a record is a deletion by DynamoDB's TTL process: a `REMOVE` whose user identity is
+/// the service `dynamodb.amazonaws.com`, as AWS documents it.
 pub(crate) fn is_ttl_purge(record: &EventRecord) -> bool {
-    match record.event_name.as_str() {
-        "REMOVE" => record
+    record.event_name == "REMOVE"
+        && record
             .user_identity
             .as_ref()
-            .is_some_and(|u| u.type_ == "Service" && u.principal_id == "dynamodb.amazonaws.com"),
-        "UNKNOWN_TO_SDK_VERSION" => true,
-        _ => false,
-    }
+            .is_some_and(|u| u.type_ == "Service" && u.principal_id == "dynamodb.amazonaws.com")
 }
 
 /// The consumer of a mark, from its key `namespace#consumer#digest`.
@@ -38,8 +34,7 @@ fn consumer(pk: &str) -> Option<&str> {
 pub(crate) fn tally(records: &[EventRecord]) -> Tally {
     let mut t = Tally::default();
     for r in records {
-        let removal = r.event_name == "REMOVE" || r.event_name == "UNKNOWN_TO_SDK_VERSION";
-        if !removal {
+        if r.event_name != "REMOVE" {
             continue;
         }
         let old = serde_json::to_value(&r.change.old_image).unwrap_or_default();
@@ -91,8 +86,9 @@ mod tests {
         serde_json::from_value(r).expect("record")
     }
 
-    /// S14: both shapes of a TTL deletion count, on AWS and on DynamoDB Local; only completed
-    /// marks count as purged; releases and operator deletions do not.
+    /// S14: a TTL deletion (a `REMOVE` by the DynamoDB service) of a completed mark counts as
+    /// purged; releases, operator deletions and TTL purges of abandoned claims do not, and neither
+    /// does a record with an event name the SDK does not know.
     #[test]
     fn s14_ttl_purges_are_told_from_other_removals() {
         let records = vec![
@@ -103,15 +99,21 @@ mod tests {
                 "COMPLETED",
             ),
             record(
-                "UNKNOWN_TO_SDK_VERSION",
-                None,
+                "REMOVE",
+                Some(("Service", "dynamodb.amazonaws.com")),
                 "prod#ledger-projector#bb",
+                "COMPLETED",
+            ),
+            record(
+                "REMOVE",
+                Some(("Service", "dynamodb.amazonaws.com")),
+                "prod#payment-dispatcher#cc",
                 "COMPLETED",
             ),
             record(
                 "UNKNOWN_TO_SDK_VERSION",
                 None,
-                "prod#payment-dispatcher#cc",
+                "prod#payment-dispatcher#cx",
                 "COMPLETED",
             ),
             record("REMOVE", None, "prod#payment-dispatcher#dd", "IN_PROGRESS"), // a released claim

@@ -7,7 +7,7 @@ use crate::error::Error;
 
 /// A DynamoDB client configured from the environment the way every AWS SDK is: region and
 /// credentials from the Lambda environment (or `AWS_REGION`, `AWS_ACCESS_KEY_ID`, …), and an
-/// endpoint override from `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL` (DynamoDB Local).
+/// endpoint override from `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL` (a local DynamoDB).
 /// Build it once per process, outside the handler.
 pub async fn connect() -> Client {
     let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())

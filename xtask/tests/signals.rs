@@ -1,0 +1,119 @@
+//! Nothing xtask starts outlives it, however it ends (issue: a SIGTERM used to leave the local
+//! DynamoDB running, orphaned). Runs the real `xtask dynamodb` command, which starts the
+//! emulator as a child process behind a watchdog, and signals it the ways a run ends: a SIGTERM
+//! to xtask alone, a SIGTERM to its whole process group (a CI timeout), a SIGINT to the group
+//! (Ctrl-C in a terminal), and a SIGKILL. Then looks through every process on the machine for
+//! anything of that run left.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Starts `xtask dynamodb` as the leader of a process group of its own; returns it and the port
+/// its emulator listens on (read from what it prints).
+fn start() -> (Child, u16) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .arg("dynamodb")
+        .stdin(Stdio::piped()) // held open: xtask waits for Enter
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("start xtask");
+    let out = child.stdout.take().expect("stdout");
+    let mut port = None;
+    for line in BufReader::new(out).lines() {
+        let line = line.expect("read");
+        if let Some(rest) = line
+            .split("AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:")
+            .nth(1)
+        {
+            port = rest.trim().parse().ok();
+        }
+        if line.starts_with("Press Enter") {
+            break;
+        }
+    }
+    let port = port.expect("xtask dynamodb printed its endpoint");
+    assert!(
+        survivors(port).iter().any(|c| c.contains("serve-dynamodb")),
+        "the emulator runs as a process of its own"
+    );
+    (child, port)
+}
+
+/// Command lines of the processes on this machine that belong to the run on `port`: the
+/// emulator (`serve-dynamodb --port P`) and its watchdog shell (whose script names it).
+fn survivors(port: u16) -> Vec<String> {
+    let needle = format!("--port {port}");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if cmdline.contains(&needle) {
+            found.push(cmdline);
+        }
+    }
+    found
+}
+
+fn kill(signal: &str, target: String) {
+    let ok = Command::new("kill")
+        .args([format!("-{signal}"), "--".into(), target])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill -{signal}");
+}
+
+/// Waits (up to 10 s) for xtask to exit and for nothing of its run to be left.
+fn assert_nothing_left(mut xtask: Child, port: u16, how: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let exited = matches!(xtask.try_wait(), Ok(Some(_)));
+        let left = survivors(port);
+        if exited && left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after {how}: xtask exited: {exited}; still running: {left:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "after {how}: something still listens on the emulator's port {port}"
+    );
+}
+
+#[test]
+fn sigterm_to_xtask_alone_leaves_nothing_running() {
+    let (xtask, port) = start();
+    kill("TERM", xtask.id().to_string());
+    assert_nothing_left(xtask, port, "SIGTERM to xtask");
+}
+
+#[test]
+fn sigterm_to_the_whole_process_group_leaves_nothing_running() {
+    let (xtask, port) = start();
+    kill("TERM", format!("-{}", xtask.id()));
+    assert_nothing_left(xtask, port, "SIGTERM to xtask's process group");
+}
+
+#[test]
+fn ctrl_c_leaves_nothing_running() {
+    let (xtask, port) = start();
+    kill("INT", format!("-{}", xtask.id()));
+    assert_nothing_left(xtask, port, "SIGINT to xtask's process group");
+}
+
+#[test]
+fn sigkill_to_xtask_leaves_nothing_running() {
+    let (xtask, port) = start();
+    kill("KILL", xtask.id().to_string());
+    assert_nothing_left(xtask, port, "SIGKILL to xtask");
+}

@@ -13,6 +13,10 @@ use crate::process::{Guarded, free_port, shell_quote, wait_http};
 pub(crate) struct LocalDynamo {
     /// `None` while stopped (see [`LocalDynamo::stop`]).
     process: Option<Guarded>,
+    /// The program the server runs: a link to (or copy of) this xtask binary, taken at start,
+    /// because `cargo test --workspace` may rebuild `target/debug/xtask` while the stack runs,
+    /// and a restart (chaos) must still find a program to run.
+    exe: PathBuf,
     port: u16,
     root: PathBuf,
     /// The SQLite file of a persistent instance; `None` for an in-memory one.
@@ -36,18 +40,31 @@ impl LocalDynamo {
     }
 
     fn start_with(root: &Path, data: Option<PathBuf>) -> Result<Self> {
+        let port = free_port()?;
+        let bin = root.join(".cache").join("bin");
+        fs::create_dir_all(&bin).map_err(|e| format!("{}: {e}", bin.display()))?;
+        let exe = bin.join(format!("xtask-serve-dynamodb-{port}"));
+        let own = std::env::current_exe().map_err(|e| format!("xtask's own path: {e}"))?;
+        let _ = fs::remove_file(&exe);
+        fs::hard_link(&own, &exe)
+            .or_else(|_| fs::copy(&own, &exe).map(drop))
+            .map_err(|e| format!("{} -> {}: {e}", own.display(), exe.display()))?;
         let mut ddb = Self {
             process: None,
-            port: free_port()?,
+            exe,
+            port,
             root: root.to_path_buf(),
             data,
             log: PathBuf::new(),
         };
-        // One log (and pid file) per instance: several may run at once (the stack's, a soak's).
-        ddb.log = root
-            .join(".cache")
-            .join("logs")
-            .join(format!("dynamodb-{}.log", ddb.port));
+        // The stack's (persistent) instance logs to `dynamodb.log`; in-memory ones (soak, bench,
+        // `cargo xtask dynamodb`, tests) may run beside it, each with a log of its own, removed
+        // when it stops.
+        let name = match ddb.data {
+            Some(_) => "dynamodb.log".to_owned(),
+            None => format!("dynamodb-{}.log", ddb.port),
+        };
+        ddb.log = root.join(".cache").join("logs").join(name);
         ddb.ensure_running()?;
         Ok(ddb)
     }
@@ -63,10 +80,9 @@ impl LocalDynamo {
         if self.process.is_some() {
             return Ok(());
         }
-        let exe = std::env::current_exe().map_err(|e| format!("xtask's own path: {e}"))?;
         let mut cmdline = format!(
             "exec {} serve-dynamodb --port {}",
-            shell_quote(&exe.display().to_string()),
+            shell_quote(&self.exe.display().to_string()),
             self.port
         );
         if let Some(d) = &self.data {
@@ -114,6 +130,17 @@ impl LocalDynamo {
     pub(crate) fn print_log_tail(&self, lines: usize) {
         if let Some(p) = &self.process {
             p.print_log_tail(lines);
+        }
+    }
+}
+
+impl Drop for LocalDynamo {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = fs::remove_file(&self.exe);
+        if self.data.is_none() {
+            let _ = fs::remove_file(&self.log);
+            let _ = fs::remove_file(self.log.with_extension("pid"));
         }
     }
 }

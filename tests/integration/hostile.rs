@@ -43,7 +43,7 @@ async fn every_hostile_input_gets_its_documented_outcome() {
     let data = json!({"account": format!("{run}-acct"), "amount": 1});
     let id = |s: &str| json!(format!("{run}-{s}"));
     let body = |v: Value| v.to_string().into_bytes();
-    let big_pad = "x".repeat(256 * 1024 - 400);
+    let big_pad = "x".repeat(1024 * 1024 - 400);
     let mut nested = String::new();
     for _ in 0..200 {
         nested.push_str("{\"a\":");
@@ -69,8 +69,8 @@ async fn every_hostile_input_gets_its_documented_outcome() {
         ("time older than the retention window", msg(body({ let mut v = ce(id("old"), json!("t1"), data.clone()); v["time"] = json!("2020-01-01T00:00:00Z"); v })), "rejected:late_event"),
         ("tenant missing", msg(body({ let mut v = ce(id("t"), json!("t1"), data.clone()); v.as_object_mut().map(|o| o.remove("tenantid")); v })), "rejected:identity_missing"),
         ("tenant empty", msg(body(ce(id("t"), json!(""), data.clone()))), "rejected:identity_empty"),
-        ("body over 256 KiB", msg(body({ let mut v = ce(id("big"), json!("t1"), data.clone()); v["pad"] = json!(format!("{big_pad}{}", "y".repeat(1000))); v })), "rejected:body_too_large"),
-        ("body just under 256 KiB", msg(body({ let mut v = ce(id("big-ok"), json!("t1"), data.clone()); v["pad"] = json!(big_pad.clone()); v })), "applied"),
+        ("body over 1 MiB", msg(body({ let mut v = ce(id("big"), json!("t1"), data.clone()); v["pad"] = json!(format!("{big_pad}{}", "y".repeat(1000))); v })), "rejected:body_too_large"),
+        ("body just under 1 MiB (the platform limit since 2026)", msg(body({ let mut v = ce(id("big-ok"), json!("t1"), data.clone()); v["pad"] = json!(big_pad.clone()); v })), "applied"),
         ("odd Unicode id (emoji, bidi override, zero-width)", msg(body(ce(json!(format!("{run}-🦀\u{202e}\u{200b}")), json!("t1"), data.clone()))), "applied"),
         ("same id in NFC and NFD: two identities", msg(body(ce(json!(format!("{run}-caf\u{e9}")), json!("t1"), data.clone()))), "applied"),
         ("same id in NFC and NFD: two identities (NFD)", msg(body(ce(json!(format!("{run}-cafe\u{301}")), json!("t1"), data.clone()))), "applied"),

@@ -13,6 +13,7 @@
 //! | `DEDUP_MAX_CONCURRENCY` | messages of a batch processed at once, S12 | 10 |
 //! | `DEDUP_LEASE_SECONDS` | longest lease of the leased flow, S6 | 60 |
 //! | `DEDUP_CACHE_SIZE` | completed marks kept in the warm container's cache (0: off) | 10000 |
+//! | `DEDUP_MAX_BODY_BYTES` | largest message body processed; larger ones are rejected (`body_too_large`) | 1048576 (1 MiB, the SQS limit since 2026) |
 //! | `DEDUP_RECONCILIATION_QUEUE_URL` | where events older than the retention go, S10 (`reconcile`) | none: to the DLQ |
 //!
 //! A retention that does not exceed queue retention + maxReceiveCount × visibility timeout +
@@ -73,6 +74,8 @@ pub struct Settings {
     pub lease: Duration,
     /// Completed marks kept in memory per container.
     pub cache_size: usize,
+    /// The largest message body processed (a platform limit, so a setting).
+    pub max_body_bytes: usize,
 }
 
 impl Settings {
@@ -103,13 +106,26 @@ impl Settings {
             max_concurrency: optional_in(env, "DEDUP_MAX_CONCURRENCY", 10)?,
             lease: secs("DEDUP_LEASE_SECONDS", 60)?,
             cache_size: optional_in(env, "DEDUP_CACHE_SIZE", 10_000)?,
+            max_body_bytes: match optional_in(
+                env,
+                "DEDUP_MAX_BODY_BYTES",
+                dedup::DEFAULT_MAX_BODY_BYTES,
+            )? {
+                0 => return Err("refusing to start: DEDUP_MAX_BODY_BYTES must be above 0".into()),
+                n => n,
+            },
         })
     }
 
-    /// The deduplicator these settings describe: keys by `spec`, marks in the mark table, the
-    /// warm cache sized by `DEDUP_CACHE_SIZE`.
+    /// The deduplicator these settings describe: keys by `spec` (bodies up to
+    /// `DEDUP_MAX_BODY_BYTES`), marks in the mark table, the warm cache sized by
+    /// `DEDUP_CACHE_SIZE`.
     pub fn deduplicator(&self, spec: dedup::KeySpec, client: Client) -> dedup_batch::Deduplicator {
-        dedup_batch::Deduplicator::new(spec, self.mark_store(client)).with_cache(self.cache_size)
+        dedup_batch::Deduplicator::new(
+            spec.max_body_bytes(self.max_body_bytes),
+            self.mark_store(client),
+        )
+        .with_cache(self.cache_size)
     }
 
     /// The mark store these settings describe.
@@ -163,6 +179,21 @@ mod tests {
             settings(&vars).is_err(),
             "1000 x 900s of redeliveries exceed 14 days"
         );
+    }
+
+    /// The body limit is a setting defaulting to the platform's (1 MiB since 2026), not the
+    /// 256 KiB constant that dead-lettered valid messages; zero is refused.
+    #[test]
+    fn the_body_limit_is_a_setting_defaulting_to_the_platform_limit() {
+        let s = settings(&BASE).expect("defaults");
+        assert_eq!(s.max_body_bytes, 1024 * 1024);
+        let mut vars = BASE.to_vec();
+        vars.push(("DEDUP_MAX_BODY_BYTES", "65536"));
+        assert_eq!(settings(&vars).expect("set").max_body_bytes, 65_536);
+        let mut vars = BASE.to_vec();
+        vars.push(("DEDUP_MAX_BODY_BYTES", "0"));
+        let err = settings(&vars).expect_err("zero");
+        assert!(err.contains("DEDUP_MAX_BODY_BYTES"), "{err}");
     }
 
     #[test]

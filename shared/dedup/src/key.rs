@@ -21,8 +21,10 @@ use crate::retention::ConfigError;
 
 /// Longest accepted identity or tenant value, in bytes.
 pub const MAX_IDENTITY_BYTES: usize = 1024;
-/// Default largest body accepted, in bytes (the classic SQS limit, 256 KiB).
-pub const DEFAULT_MAX_BODY_BYTES: usize = 256 * 1024;
+/// Default largest body accepted, in bytes: 1 MiB, what SQS messages and Lambda's SQS trigger
+/// carry since January 2026 (it was 256 KiB before). Functions read theirs from
+/// `DEDUP_MAX_BODY_BYTES`.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 /// Longest namespace or consumer name.
 pub const MAX_SCOPE_NAME: usize = 64;
 
@@ -749,6 +751,17 @@ mod tests {
         assert!(spec.derive(&m).is_ok());
         m.body = vec![b'x'; 17];
         assert_eq!(rejected(&spec, &m).code(), "body_too_large");
+
+        // The default is the platform's limit (1 MiB), not the 256 KiB of before 2026: a valid
+        // 300 KiB message is processed, one over 1 MiB is not.
+        let default = KeySpec::new(scope(), IdentitySource::MessageAttribute("event-id".into()));
+        m.body = vec![b'x'; 300 * 1024];
+        assert!(
+            default.derive(&m).is_ok(),
+            "300 KiB is within the platform limit"
+        );
+        m.body = vec![b'x'; 1024 * 1024 + 1];
+        assert_eq!(rejected(&default, &m).code(), "body_too_large");
 
         let mid = KeySpec::new(scope(), IdentitySource::SqsMessageId);
         assert_eq!(rejected(&mid, &Message::default()).code(), "identity_empty");

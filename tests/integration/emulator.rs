@@ -55,6 +55,14 @@ fn add_one(table: &str, key: &str) -> Update {
         .expect("update")
 }
 
+fn tx_update(update: Update) -> TransactWriteItem {
+    TransactWriteItem::builder().update(update).build()
+}
+
+fn tx_put(put: Put) -> TransactWriteItem {
+    TransactWriteItem::builder().put(put).build()
+}
+
 async fn counter(client: &Client, table: &str, key: &str) -> Option<i64> {
     let item = get_item(client, table, "k", key).await?;
     item.get("c")?.as_n().ok()?.parse().ok()
@@ -66,12 +74,11 @@ async fn counter(client: &Client, table: &str, key: &str) -> Option<i64> {
 async fn conditional_put_returns_the_old_item_on_failure() {
     let client = client();
     let table = effect_table(&client, "k").await;
-    let first = put_new(&table, "a", "first");
     client
         .put_item()
         .table_name(&table)
-        .set_item(Some(first.item().clone()))
-        .set_condition_expression(first.condition_expression().map(str::to_owned))
+        .item("k", s("a"))
+        .item("v", s("first"))
         .send()
         .await
         .expect("the first put succeeds");
@@ -109,21 +116,9 @@ async fn transaction_cancellation_reasons_come_by_position_with_old_items() {
         .expect("seed");
     let err = client
         .transact_write_items()
-        .transact_items(
-            TransactWriteItem::builder()
-                .update(add_one(&table, "free-1"))
-                .build(),
-        )
-        .transact_items(
-            TransactWriteItem::builder()
-                .put(put_new(&table, "taken", "new"))
-                .build(),
-        )
-        .transact_items(
-            TransactWriteItem::builder()
-                .update(add_one(&table, "free-2"))
-                .build(),
-        )
+        .transact_items(tx_update(add_one(&table, "free-1")))
+        .transact_items(tx_put(put_new(&table, "taken", "new")))
+        .transact_items(tx_update(add_one(&table, "free-2")))
         .send()
         .await
         .expect_err("one condition fails")
@@ -164,12 +159,8 @@ async fn transaction_cancellation_reasons_come_by_position_with_old_items() {
         .expect("update");
     let err = client
         .transact_write_items()
-        .transact_items(
-            TransactWriteItem::builder()
-                .update(add_one(&table, "free-1"))
-                .build(),
-        )
-        .transact_items(TransactWriteItem::builder().update(bad).build())
+        .transact_items(tx_update(add_one(&table, "free-1")))
+        .transact_items(tx_update(bad))
         .send()
         .await
         .expect_err("a type mismatch cancels the transaction")
@@ -193,11 +184,7 @@ async fn client_request_token_replays_once_and_refuses_another_request() {
         client
             .transact_write_items()
             .client_request_token(&token)
-            .transact_items(
-                TransactWriteItem::builder()
-                    .update(add_one(&table, "x"))
-                    .build(),
-            )
+            .transact_items(tx_update(add_one(&table, "x")))
             .send()
             .await
             .unwrap_or_else(|e| panic!("attempt {attempt}: {e:?}"));
@@ -206,11 +193,7 @@ async fn client_request_token_replays_once_and_refuses_another_request() {
     let err = client
         .transact_write_items()
         .client_request_token(&token)
-        .transact_items(
-            TransactWriteItem::builder()
-                .update(add_one(&table, "y"))
-                .build(),
-        )
+        .transact_items(tx_update(add_one(&table, "y")))
         .send()
         .await
         .expect_err("another request under the same token")
@@ -232,11 +215,7 @@ async fn transactions_take_100_requests_and_each_item_once() {
     let table = effect_table(&client, "k").await;
     let items = |count: usize, prefix: &str| -> Vec<TransactWriteItem> {
         (0..count)
-            .map(|i| {
-                TransactWriteItem::builder()
-                    .update(add_one(&table, &format!("{prefix}-{i}")))
-                    .build()
-            })
+            .map(|i| tx_update(add_one(&table, &format!("{prefix}-{i}"))))
             .collect()
     };
     client
@@ -257,12 +236,8 @@ async fn transactions_take_100_requests_and_each_item_once() {
     assert_eq!(counter(&client, &table, "over-0").await, None);
 
     let twice = vec![
-        TransactWriteItem::builder()
-            .update(add_one(&table, "same"))
-            .build(),
-        TransactWriteItem::builder()
-            .update(add_one(&table, "same"))
-            .build(),
+        tx_update(add_one(&table, "same")),
+        tx_update(add_one(&table, "same")),
     ];
     let err = client
         .transact_write_items()
@@ -281,16 +256,8 @@ async fn a_transaction_consumes_two_write_units_per_small_item() {
     let table = effect_table(&client, "k").await;
     let out = client
         .transact_write_items()
-        .transact_items(
-            TransactWriteItem::builder()
-                .update(add_one(&table, "a"))
-                .build(),
-        )
-        .transact_items(
-            TransactWriteItem::builder()
-                .put(put_new(&table, "b", "v"))
-                .build(),
-        )
+        .transact_items(tx_update(add_one(&table, "a")))
+        .transact_items(tx_put(put_new(&table, "b", "v")))
         .return_consumed_capacity(ReturnConsumedCapacity::Total)
         .send()
         .await

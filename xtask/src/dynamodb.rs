@@ -49,6 +49,7 @@ impl LocalDynamo {
         fs::hard_link(&own, &exe)
             .or_else(|_| fs::copy(&own, &exe).map(drop))
             .map_err(|e| format!("{} -> {}: {e}", own.display(), exe.display()))?;
+        crate::process::track_file(&exe);
         let mut ddb = Self {
             process: None,
             exe,
@@ -138,6 +139,7 @@ impl Drop for LocalDynamo {
     fn drop(&mut self) {
         self.stop();
         let _ = fs::remove_file(&self.exe);
+        crate::process::untrack_file(&self.exe);
         if self.data.is_none() {
             let _ = fs::remove_file(&self.log);
             let _ = fs::remove_file(self.log.with_extension("pid"));

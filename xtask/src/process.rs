@@ -206,7 +206,26 @@ pub(crate) fn untrack(pid: u32) {
     tracked().retain(|(p, _)| *p != pid);
 }
 
-/// Stops every tracked child (and group): SIGTERM, up to two seconds' grace, then SIGKILL.
+/// Files to remove if xtask is told to stop before it removes them itself.
+static SCRATCH: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn scratch() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    SCRATCH
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Records a scratch file that [`stop_tracked`] removes.
+pub(crate) fn track_file(path: &Path) {
+    scratch().push(path.to_path_buf());
+}
+
+pub(crate) fn untrack_file(path: &Path) {
+    scratch().retain(|p| p != path);
+}
+
+/// Stops every tracked child (and group): SIGTERM, up to two seconds' grace, then SIGKILL; then
+/// removes the tracked scratch files.
 pub(crate) fn stop_tracked() {
     let all: Vec<(u32, bool)> = tracked().drain(..).collect();
     let target = |(pid, group): &(u32, bool)| {
@@ -233,6 +252,9 @@ pub(crate) fn stop_tracked() {
     }
     for t in all.iter().map(target) {
         send("KILL", &t);
+    }
+    for file in scratch().drain(..) {
+        let _ = fs::remove_file(file);
     }
 }
 

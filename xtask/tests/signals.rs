@@ -90,11 +90,22 @@ fn assert_nothing_left(mut xtask: Child, port: u16, how: &str) {
     );
 }
 
+/// The link to xtask's binary the emulator of `port` runs (see `xtask/src/dynamodb.rs`).
+fn server_link(port: u16) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../.cache/bin")
+        .join(format!("xtask-serve-dynamodb-{port}"))
+}
+
 #[test]
 fn sigterm_to_xtask_alone_leaves_nothing_running() {
     let (xtask, port) = start();
     kill("TERM", xtask.id().to_string());
     assert_nothing_left(xtask, port, "SIGTERM to xtask");
+    assert!(
+        !server_link(port).exists(),
+        "the server's link to xtask is removed"
+    );
 }
 
 #[test]
@@ -102,6 +113,10 @@ fn sigterm_to_the_whole_process_group_leaves_nothing_running() {
     let (xtask, port) = start();
     kill("TERM", format!("-{}", xtask.id()));
     assert_nothing_left(xtask, port, "SIGTERM to xtask's process group");
+    assert!(
+        !server_link(port).exists(),
+        "the server's link to xtask is removed"
+    );
 }
 
 #[test]
@@ -109,6 +124,10 @@ fn ctrl_c_leaves_nothing_running() {
     let (xtask, port) = start();
     kill("INT", format!("-{}", xtask.id()));
     assert_nothing_left(xtask, port, "SIGINT to xtask's process group");
+    assert!(
+        !server_link(port).exists(),
+        "the server's link to xtask is removed"
+    );
 }
 
 #[test]

@@ -106,8 +106,11 @@ async fn provider_effects() -> BTreeMap<String, u64> {
         .unwrap_or_default()
 }
 
+/// The balance of `account` of tenant `t1` (every ledger event of these tests is `t1`'s;
+/// balances are kept per tenant, S1).
 async fn balance(account: &str) -> Option<i64> {
-    let item = get_item(&client(), &env("DEDUP_TABLE_BALANCES"), "account", account).await?;
+    let key = dedup::tenant_scoped("t1", account);
+    let item = get_item(&client(), &env("DEDUP_TABLE_BALANCES"), "account", &key).await?;
     item.get("balance")?.as_n().ok()?.parse().ok()
 }
 
@@ -366,6 +369,65 @@ async fn e2e_fines_and_intents_are_applied_once_through_the_relay() {
             "one collection task per fine"
         );
     }
+}
+
+/// S1: tenants stay apart in the effects. Two tenants credit an account of the same name: each
+/// tenant's balance moves by its own credits only, so one tenant's message cannot touch another
+/// tenant's balance by naming its account.
+#[tokio::test]
+async fn e2e_one_tenant_cannot_move_another_tenants_balance() {
+    if !stack_is_up("e2e_one_tenant_cannot_move_another_tenants_balance") {
+        return;
+    }
+    let run = unique("tenants");
+    let acct = format!("{run}-shared-name");
+    let credit = |tenant: &str, id: &str, amount: i64| {
+        ce(
+            "credit",
+            "/e2e",
+            &format!("{run}-{id}"),
+            tenant,
+            json!({"account": acct, "amount": amount}),
+        )
+    };
+    send(
+        "DEDUP_QUEUE_LEDGER_PROJECTOR",
+        &[
+            credit("t1", "1", 5),
+            credit("intruder", "2", 1000),
+            credit("t1", "3", 2),
+        ],
+    )
+    .await;
+    eventually("t1's balance", Duration::from_secs(60), || async {
+        balance(&acct).await.filter(|b| *b == 7)
+    })
+    .await;
+    let intruder = dedup::tenant_scoped("intruder", &acct);
+    let theirs = eventually(
+        "the intruder's own balance",
+        Duration::from_secs(60),
+        || async {
+            let item = get_item(
+                &client(),
+                &env("DEDUP_TABLE_BALANCES"),
+                "account",
+                &intruder,
+            )
+            .await?;
+            item.get("balance")?.as_n().ok()?.parse::<i64>().ok()
+        },
+    )
+    .await;
+    assert_eq!(
+        theirs, 1000,
+        "the intruder's credit landed in its own tenant"
+    );
+    assert_eq!(
+        balance(&acct).await,
+        Some(7),
+        "t1's balance moved by t1's credits only"
+    );
 }
 
 /// S14: a completed mark deleted by DynamoDB's TTL (a `REMOVE` by the DynamoDB service on the

@@ -156,7 +156,9 @@ async fn final_state(
     if let Some((originals, expected)) = ledger {
         let mut wrong = Vec::new();
         for (account, want) in expected {
-            let got = get_string(stack, TABLE_BALANCES, "account", account, "balance").await?;
+            // Balances are kept per tenant (S1): the chaos events are tenant `bank-a`'s.
+            let item = dedup::tenant_scoped("bank-a", account);
+            let got = get_string(stack, TABLE_BALANCES, "account", &item, "balance").await?;
             if got.as_deref() != Some(want.to_string().as_str()) {
                 wrong.push(format!("{account}: {got:?} (want {want})"));
             }

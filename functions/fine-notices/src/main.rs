@@ -13,7 +13,6 @@
 mod notice;
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use dedup::KeySpec;
 use dedup_batch::run_batch_transactional;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
@@ -27,7 +26,7 @@ async fn main() -> Result<(), Error> {
         fines: lambda_edge::required("FINES_TABLE")?,
         intents: lambda_edge::required("INTENTS_TABLE")?,
     };
-    let spec = KeySpec::cloudevents(settings.scope.clone(), "tenantid");
+    let spec = notice::key_spec(settings.scope.clone());
     let dedup = settings.deduplicator(spec, dedup_dynamodb::connect().await);
     let (dedup, tables) = (&dedup, &tables);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {

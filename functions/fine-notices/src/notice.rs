@@ -59,6 +59,24 @@ pub(crate) fn plan(tables: &Tables, event: &Derived) -> Result<Plan, HandlerErro
     })
 }
 
+/// What a notice's effect (the fine record and its collection intent) depends on: every field
+/// the fine stores.
+/// The same event id with any of these changed is a conflict (S11), not a duplicate.
+pub(crate) const DEPENDS_ON: &[&str] = &[
+    "/data/notice_number",
+    "/data/plate",
+    "/data/offence",
+    "/data/issued_at",
+    "/data/amount_cents",
+];
+
+/// How this function derives keys: CloudEvents `source` + `id`, tenant from `tenantid`, and a
+/// fingerprint of [`DEPENDS_ON`].
+pub(crate) fn key_spec(scope: dedup::Scope) -> dedup::KeySpec {
+    dedup::KeySpec::cloudevents(scope, "tenantid")
+        .fingerprint(dedup::FingerprintSource::pointers(DEPENDS_ON))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +97,7 @@ mod tests {
                 "dgt",
                 &["cloudevents", "/dgt", id],
             ),
+            tenant: "dgt".into(),
             fingerprint: None,
             body: Some(json!({ "data": data })),
             event_time: None,
@@ -151,5 +170,47 @@ mod tests {
                 "{field}"
             );
         }
+    }
+
+    /// S11: under the same event id, a change to any field the effect depends on is a
+    /// conflict (another fingerprint); a change to the envelope's `time` is not.
+    #[test]
+    fn s11_every_field_the_effect_depends_on_is_fingerprinted() {
+        let spec = key_spec(dedup::Scope::new("t", "c").expect("scope"));
+        let sample: serde_json::Value = serde_json::from_str(r#"{"specversion": "1.0", "type": "fine.notice", "source": "/dgt", "id": "n-1", "tenantid": "dgt", "time": "2026-11-30T10:00:00Z", "data": {"notice_number": "N1", "plate": "1234ABC", "offence": "speeding", "issued_at": "2026-11-01", "amount_cents": 10000}}"#).expect("sample");
+        let fp = |body: &serde_json::Value| {
+            let m = dedup::Message {
+                body: body.to_string().into_bytes(),
+                ..dedup::Message::default()
+            };
+            let d = spec.derive(&m).expect("derive");
+            (d.key, d.fingerprint.expect("fingerprinted"))
+        };
+        let (key, original) = fp(&sample);
+        for pointer in DEPENDS_ON {
+            let mut changed = sample.clone();
+            let field = changed
+                .pointer_mut(pointer)
+                .expect("the sample has every field");
+            *field = match &*field {
+                serde_json::Value::Number(n) => json!(n.as_i64().unwrap_or(0) + 1),
+                serde_json::Value::String(s) if s == "credit" => json!("debit"),
+                serde_json::Value::String(s) => json!(format!("{s}-other")),
+                other => json!([other.clone()]),
+            };
+            let (same_key, other) = fp(&changed);
+            assert_eq!(same_key, key, "{pointer}: still the same event");
+            assert_ne!(
+                other, original,
+                "{pointer} changed under the same id must conflict"
+            );
+        }
+        let mut retried = sample.clone();
+        retried["time"] = json!("2026-11-30T10:00:05Z");
+        assert_eq!(
+            fp(&retried).1,
+            original,
+            "a producer retry with a new time is a duplicate"
+        );
     }
 }

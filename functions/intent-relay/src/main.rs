@@ -12,8 +12,6 @@
 
 mod relay;
 
-use std::time::Duration;
-
 use aws_lambda_events::event::dynamodb::Event;
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use dedup_http::IdempotentClient;
@@ -22,7 +20,7 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_edge::init_tracing();
-    let timeout = Duration::from_millis(lambda_edge::optional("PROVIDER_TIMEOUT_MS", 5_000)?);
+    let timeout = lambda_edge::settings::provider_timeout()?;
     let relay = relay::Relay {
         api: IdempotentClient::new(&lambda_edge::required("COLLECTIONS_API_URL")?, timeout)?,
         intents: lambda_edge::required("INTENTS_TABLE")?,

@@ -11,13 +11,17 @@
 //! | `DEDUP_VISIBILITY_TIMEOUT_SECONDS` | the queue's visibility timeout | 180 |
 //! | `DEDUP_REPLAY_WINDOW_SECONDS` | how long after an event operators may replay it | 259200 (3 days) |
 //! | `DEDUP_MAX_CONCURRENCY` | messages of a batch processed at once, S12 | 10 |
-//! | `DEDUP_LEASE_SECONDS` | longest lease of the leased flow, S6 | 60 |
+//! | `DEDUP_LEASE_SECONDS` | longest lease of the leased flow, S6; must exceed the provider timeout | 60 |
+//! | `PROVIDER_TIMEOUT_MS` | how long a call to an external API may take (functions that call out) | 5000 |
 //! | `DEDUP_CACHE_SIZE` | completed marks kept in the warm container's cache (0: off) | 10000 |
 //! | `DEDUP_MAX_BODY_BYTES` | largest message body processed; larger ones are rejected (`body_too_large`) | 1048576 (1 MiB, the SQS limit since 2026) |
 //! | `DEDUP_RECONCILIATION_QUEUE_URL` | where events older than the retention go, S10 (`reconcile`) | none: to the DLQ |
 //!
 //! A retention that does not exceed queue retention + maxReceiveCount × visibility timeout +
-//! replay window is refused at start (S9): the function does not run with it.
+//! replay window is refused at start (S9): the function does not run with it. So are a lease not
+//! longer than the provider timeout (the lease could expire while the call is still out, and a
+//! second process would call again), a zero lease, provider timeout or concurrency, and a
+//! retention over 100 years (`now + retention` must not overflow).
 
 use std::time::Duration;
 
@@ -59,6 +63,26 @@ pub fn optional<T: std::str::FromStr>(name: &str, default: T) -> Result<T, Strin
     optional_in(&process_env, name, default)
 }
 
+fn positive(n: usize, name: &str) -> Result<usize, String> {
+    if n == 0 {
+        return Err(format!("refusing to start: {name} must be above 0"));
+    }
+    Ok(n)
+}
+
+fn provider_timeout_in(env: Lookup<'_>) -> Result<Duration, String> {
+    match optional_in(env, "PROVIDER_TIMEOUT_MS", 5_000u64)? {
+        0 => Err("refusing to start: PROVIDER_TIMEOUT_MS must be above 0".into()),
+        ms => Ok(Duration::from_millis(ms)),
+    }
+}
+
+/// `PROVIDER_TIMEOUT_MS` (default 5000), refusing zero: for functions that call an external API
+/// without the rest of [`Settings`].
+pub fn provider_timeout() -> Result<Duration, String> {
+    provider_timeout_in(&process_env)
+}
+
 /// What every function reads from its environment.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -70,8 +94,10 @@ pub struct Settings {
     pub retention: Retention,
     /// Bound on concurrent messages in a batch.
     pub max_concurrency: usize,
-    /// Longest lease of the leased flow.
+    /// Longest lease of the leased flow; longer than `provider_timeout`.
     pub lease: Duration,
+    /// How long one call to an external API may take.
+    pub provider_timeout: Duration,
     /// Completed marks kept in memory per container.
     pub cache_size: usize,
     /// The largest message body processed (a platform limit, so a setting).
@@ -99,21 +125,32 @@ impl Settings {
         let retention =
             Retention::covering(secs("DEDUP_RETENTION_SECONDS", 14 * 86_400)?, &horizon)
                 .map_err(|e| format!("refusing to start: {e}"))?;
+        let provider_timeout = provider_timeout_in(env)?;
+        let lease = secs("DEDUP_LEASE_SECONDS", 60)?;
+        if lease <= provider_timeout {
+            return Err(format!(
+                "refusing to start: DEDUP_LEASE_SECONDS ({}s) must be longer than \
+                 PROVIDER_TIMEOUT_MS ({}ms): a lease that can expire while the call is out lets a \
+                 second process call again",
+                lease.as_secs(),
+                provider_timeout.as_millis()
+            ));
+        }
         Ok(Self {
             scope,
             mark_table: required_in(env, "DEDUP_MARK_TABLE")?,
             retention,
-            max_concurrency: optional_in(env, "DEDUP_MAX_CONCURRENCY", 10)?,
-            lease: secs("DEDUP_LEASE_SECONDS", 60)?,
+            max_concurrency: positive(
+                optional_in(env, "DEDUP_MAX_CONCURRENCY", 10)?,
+                "DEDUP_MAX_CONCURRENCY",
+            )?,
+            lease,
+            provider_timeout,
             cache_size: optional_in(env, "DEDUP_CACHE_SIZE", 10_000)?,
-            max_body_bytes: match optional_in(
-                env,
+            max_body_bytes: positive(
+                optional_in(env, "DEDUP_MAX_BODY_BYTES", dedup::DEFAULT_MAX_BODY_BYTES)?,
                 "DEDUP_MAX_BODY_BYTES",
-                dedup::DEFAULT_MAX_BODY_BYTES,
-            )? {
-                0 => return Err("refusing to start: DEDUP_MAX_BODY_BYTES must be above 0".into()),
-                n => n,
-            },
+            )?,
         })
     }
 
@@ -194,6 +231,52 @@ mod tests {
         vars.push(("DEDUP_MAX_BODY_BYTES", "0"));
         let err = settings(&vars).expect_err("zero");
         assert!(err.contains("DEDUP_MAX_BODY_BYTES"), "{err}");
+    }
+
+    fn refused(extra: &[(&str, &str)]) -> String {
+        let mut vars = BASE.to_vec();
+        vars.extend_from_slice(extra);
+        settings(&vars).expect_err("refused at start")
+    }
+
+    /// S6: a lease not longer than the provider timeout is refused: it could expire while the
+    /// call is still out, and another process would call the provider again.
+    #[test]
+    fn s6_a_lease_not_longer_than_the_provider_timeout_is_refused() {
+        let err = refused(&[
+            ("DEDUP_LEASE_SECONDS", "5"),
+            ("PROVIDER_TIMEOUT_MS", "5000"),
+        ]);
+        assert!(
+            err.contains("DEDUP_LEASE_SECONDS") && err.contains("PROVIDER_TIMEOUT_MS"),
+            "{err}"
+        );
+        refused(&[
+            ("DEDUP_LEASE_SECONDS", "4"),
+            ("PROVIDER_TIMEOUT_MS", "5000"),
+        ]);
+        let mut vars = BASE.to_vec();
+        vars.extend([
+            ("DEDUP_LEASE_SECONDS", "6"),
+            ("PROVIDER_TIMEOUT_MS", "5000"),
+        ]);
+        let s = settings(&vars).expect("6 s > 5 s");
+        assert_eq!(s.provider_timeout, Duration::from_millis(5000));
+    }
+
+    /// Zero durations and counts that would stop the function from working are refused.
+    #[test]
+    fn zero_lease_timeout_or_concurrency_is_refused() {
+        assert!(refused(&[("DEDUP_LEASE_SECONDS", "0")]).contains("DEDUP_LEASE_SECONDS"));
+        assert!(refused(&[("PROVIDER_TIMEOUT_MS", "0")]).contains("PROVIDER_TIMEOUT_MS"));
+        assert!(refused(&[("DEDUP_MAX_CONCURRENCY", "0")]).contains("DEDUP_MAX_CONCURRENCY"));
+    }
+
+    /// S9: a retention whose `now + retention` would overflow is refused at start.
+    #[test]
+    fn s9_an_overflowing_retention_is_refused_at_start() {
+        let err = refused(&[("DEDUP_RETENTION_SECONDS", "18446744073709551615")]);
+        assert!(err.contains("refusing to start"), "{err}");
     }
 
     #[test]

@@ -7,7 +7,8 @@ use dedup_batch::{HandlerError, Plan};
 const MAX_ACCOUNT: usize = 256;
 
 /// The balance change of a `credit` or `debit` event with `data: {account, amount}` (a positive
-/// integer, in minor units).
+/// integer, in minor units). The balance item is the account *within the event's tenant*
+/// (`<tenant>/<account>`, S1): a message can only move its own tenant's balances.
 pub(crate) fn plan(balances: &str, event: &Derived) -> Result<Plan, HandlerError> {
     let body = event
         .body
@@ -36,15 +37,32 @@ pub(crate) fn plan(balances: &str, event: &Derived) -> Result<Plan, HandlerError
     let delta = sign * amount;
     Ok(Plan {
         effects: vec![
-            Effect::update(balances, Item::new().with("account", account))
-                .expression("ADD #balance :delta, #events :one")
-                .name("#balance", "balance")
-                .name("#events", "events")
-                .value(":delta", delta)
-                .value(":one", 1),
+            Effect::update(
+                balances,
+                Item::new().with(
+                    "account",
+                    dedup::tenant_scoped(&event.tenant, account).as_str(),
+                ),
+            )
+            .expression("ADD #balance :delta, #events :one")
+            .name("#balance", "balance")
+            .name("#events", "events")
+            .value(":delta", delta)
+            .value(":one", 1),
         ],
         result: Some(serde_json::json!({ "delta": delta }).to_string()),
     })
+}
+
+/// What a ledger event's effect depends on: credit or debit, which account, how much.
+/// The same event id with any of these changed is a conflict (S11), not a duplicate.
+pub(crate) const DEPENDS_ON: &[&str] = &["/type", "/data/account", "/data/amount"];
+
+/// How this function derives keys: CloudEvents `source` + `id`, tenant from `tenantid`, and a
+/// fingerprint of [`DEPENDS_ON`].
+pub(crate) fn key_spec(scope: dedup::Scope) -> dedup::KeySpec {
+    dedup::KeySpec::cloudevents(scope, "tenantid")
+        .fingerprint(dedup::FingerprintSource::pointers(DEPENDS_ON))
 }
 
 #[cfg(test)]
@@ -56,6 +74,7 @@ mod tests {
     fn event(body: serde_json::Value) -> Derived {
         Derived {
             key: DedupKey::new(&Scope::new("t", "c").expect("scope"), "", &["x"]),
+            tenant: "t1".into(),
             fingerprint: None,
             body: Some(body),
             event_time: None,
@@ -86,6 +105,23 @@ mod tests {
         );
     }
 
+    /// S1: tenants stay apart in the effects: the same account name under two tenants is two
+    /// balance items, so one tenant's message cannot move another tenant's balance.
+    #[test]
+    fn s1_the_balance_item_is_the_account_within_the_tenant() {
+        let body = json!({"type": "credit", "data": {"account": "credito-17", "amount": 10}});
+        let mut a = event(body.clone());
+        a.tenant = "bank-a".into();
+        let mut b = event(body);
+        b.tenant = "bank-b".into();
+        let item = |e: &Derived| plan("b", e).expect("plan").effects[0].item().clone();
+        assert_ne!(item(&a), item(&b));
+        assert_eq!(
+            item(&a).0.get("account"),
+            Some(&Value::S("bank-a/credito-17".into()))
+        );
+    }
+
     #[test]
     fn invalid_payloads_are_rejected_not_retried() {
         for body in [
@@ -105,5 +141,47 @@ mod tests {
                 "{body}"
             );
         }
+    }
+
+    /// S11: under the same event id, a change to any field the effect depends on is a
+    /// conflict (another fingerprint); a change to the envelope's `time` is not.
+    #[test]
+    fn s11_every_field_the_effect_depends_on_is_fingerprinted() {
+        let spec = key_spec(dedup::Scope::new("t", "c").expect("scope"));
+        let sample: serde_json::Value = serde_json::from_str(r#"{"specversion": "1.0", "type": "credit", "source": "/bank", "id": "e-1", "tenantid": "bank-a", "time": "2026-11-30T10:00:00Z", "data": {"account": "credito-17", "amount": 10}}"#).expect("sample");
+        let fp = |body: &serde_json::Value| {
+            let m = dedup::Message {
+                body: body.to_string().into_bytes(),
+                ..dedup::Message::default()
+            };
+            let d = spec.derive(&m).expect("derive");
+            (d.key, d.fingerprint.expect("fingerprinted"))
+        };
+        let (key, original) = fp(&sample);
+        for pointer in DEPENDS_ON {
+            let mut changed = sample.clone();
+            let field = changed
+                .pointer_mut(pointer)
+                .expect("the sample has every field");
+            *field = match &*field {
+                serde_json::Value::Number(n) => json!(n.as_i64().unwrap_or(0) + 1),
+                serde_json::Value::String(s) if s == "credit" => json!("debit"),
+                serde_json::Value::String(s) => json!(format!("{s}-other")),
+                other => json!([other.clone()]),
+            };
+            let (same_key, other) = fp(&changed);
+            assert_eq!(same_key, key, "{pointer}: still the same event");
+            assert_ne!(
+                other, original,
+                "{pointer} changed under the same id must conflict"
+            );
+        }
+        let mut retried = sample.clone();
+        retried["time"] = json!("2026-11-30T10:00:05Z");
+        assert_eq!(
+            fp(&retried).1,
+            original,
+            "a producer retry with a new time is a duplicate"
+        );
     }
 }

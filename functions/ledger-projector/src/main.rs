@@ -11,7 +11,6 @@
 mod ledger;
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use dedup::KeySpec;
 use dedup_batch::run_batch_transactional;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
@@ -23,7 +22,7 @@ async fn main() -> Result<(), Error> {
     // Clients and configuration once per container, outside the handler.
     let settings = lambda_edge::Settings::from_env(FUNCTION)?;
     let balances = lambda_edge::required("BALANCES_TABLE")?;
-    let spec = KeySpec::cloudevents(settings.scope.clone(), "tenantid");
+    let spec = ledger::key_spec(settings.scope.clone());
     let dedup = settings.deduplicator(spec, dedup_dynamodb::connect().await);
     let (dedup, balances) = (&dedup, balances.as_str());
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {

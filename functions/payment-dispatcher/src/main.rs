@@ -11,10 +11,7 @@
 
 mod payment;
 
-use std::time::Duration;
-
 use aws_lambda_events::event::sqs::SqsEvent;
-use dedup::KeySpec;
 use dedup_http::IdempotentClient;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
@@ -24,9 +21,11 @@ const FUNCTION: &str = "payment-dispatcher";
 async fn main() -> Result<(), Error> {
     lambda_edge::init_tracing();
     let settings = lambda_edge::Settings::from_env(FUNCTION)?;
-    let timeout = Duration::from_millis(lambda_edge::optional("PROVIDER_TIMEOUT_MS", 5_000)?);
-    let api = IdempotentClient::new(&lambda_edge::required("PAYMENTS_API_URL")?, timeout)?;
-    let spec = KeySpec::cloudevents(settings.scope.clone(), "tenantid");
+    let api = IdempotentClient::new(
+        &lambda_edge::required("PAYMENTS_API_URL")?,
+        settings.provider_timeout,
+    )?;
+    let spec = payment::key_spec(settings.scope.clone());
     let dedup = settings.deduplicator(spec, dedup_dynamodb::connect().await);
     let (dedup, api) = (&dedup, &api);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {

@@ -59,13 +59,25 @@ pub enum FingerprintSource {
     CloudEventsData,
     /// The JSON value at a pointer (absent counts as `null`).
     JsonPointer(String),
+    /// The JSON values at several pointers, each with its pointer (absent counts as `null`):
+    /// what a handler's effect depends on, declared field by field, so that the same id with a
+    /// different value in any of them is a conflict (S11), e.g. `["/type", "/data/amount"]`
+    /// for a ledger whose `type` says credit or debit.
+    JsonPointers(Vec<String>),
 }
 
 impl FingerprintSource {
+    /// [`FingerprintSource::JsonPointers`] from a list of pointers.
+    pub fn pointers(pointers: &[&str]) -> Self {
+        Self::JsonPointers(pointers.iter().map(|p| (*p).to_owned()).collect())
+    }
+
     pub(crate) fn needs_json(&self) -> bool {
         matches!(
             self,
-            FingerprintSource::CloudEventsData | FingerprintSource::JsonPointer(_)
+            FingerprintSource::CloudEventsData
+                | FingerprintSource::JsonPointer(_)
+                | FingerprintSource::JsonPointers(_)
         )
     }
 
@@ -83,6 +95,16 @@ impl FingerprintSource {
             }),
             FingerprintSource::CloudEventsData => Some(pick(json.and_then(|j| j.get("data")))),
             FingerprintSource::JsonPointer(p) => Some(pick(json.and_then(|j| j.pointer(p)))),
+            FingerprintSource::JsonPointers(ps) => {
+                let pairs = ps
+                    .iter()
+                    .map(|p| {
+                        let v = json.and_then(|j| j.pointer(p)).cloned();
+                        Json::Array(vec![Json::String(p.clone()), v.unwrap_or(Json::Null)])
+                    })
+                    .collect();
+                Some(Fingerprint::of_json(&Json::Array(pairs)))
+            }
         }
     }
 }
@@ -163,5 +185,30 @@ mod tests {
         let ptr = FingerprintSource::JsonPointer("/data/amount".into());
         assert_eq!(ptr.compute(b"", Some(&a)), ptr.compute(b"", Some(&b)));
         assert_ne!(ptr.compute(b"", Some(&a)), ptr.compute(b"", Some(&c)));
+    }
+
+    /// S11: `JsonPointers` covers each named field, bound to its name, and nothing else.
+    #[test]
+    fn s11_pointers_cover_each_named_field() {
+        let fp = FingerprintSource::pointers(&["/type", "/data/amount"]);
+        let ev = |kind: &str, amount: i64, note: &str| json!({"type": kind, "time": "t", "data": {"amount": amount, "note": note}});
+        let base = fp.compute(b"", Some(&ev("credit", 10, "a")));
+        assert_ne!(base, fp.compute(b"", Some(&ev("debit", 10, "a"))), "type");
+        assert_ne!(
+            base,
+            fp.compute(b"", Some(&ev("credit", 11, "a"))),
+            "amount"
+        );
+        assert_eq!(
+            base,
+            fp.compute(b"", Some(&ev("credit", 10, "b"))),
+            "unnamed field"
+        );
+        let swapped = FingerprintSource::pointers(&["/a", "/b"]);
+        assert_ne!(
+            swapped.compute(b"", Some(&json!({"a": 1, "b": 2}))),
+            swapped.compute(b"", Some(&json!({"a": 2, "b": 1}))),
+            "values are bound to their pointers"
+        );
     }
 }

@@ -206,6 +206,10 @@ pub struct Derived {
     pub key: DedupKey,
     /// The payload fingerprint, unless the spec has none.
     pub fingerprint: Option<Fingerprint>,
+    /// The tenant the key is scoped to (empty for a single-tenant spec). Effects key their
+    /// items within it ([`crate::tenant_scoped`]), so tenants stay apart in the data too (S1).
+    /// Not for logs.
+    pub tenant: String,
     /// The body as JSON, when it was parsed.
     pub body: Option<Json>,
     /// When the producer says the event happened: the CloudEvents `time` attribute, when the
@@ -345,6 +349,7 @@ impl KeySpec {
         Ok(Derived {
             key,
             fingerprint,
+            tenant,
             body,
             event_time,
         })

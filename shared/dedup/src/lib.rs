@@ -40,6 +40,20 @@ pub use retention::{ConfigError, RedeliveryHorizon, Retention};
 
 use sha2::{Digest, Sha256};
 
+/// The id of an effect item within one tenant's data (S1: tenants stay apart in the effects
+/// too): `<tenant>/<id>`, with `%` and `/` in the tenant percent-encoded, so no two
+/// (tenant, id) pairs give the same string and one tenant's message can never name another
+/// tenant's item, whatever its payload says.
+///
+/// ```
+/// assert_eq!(dedup::tenant_scoped("acme", "credito-17"), "acme/credito-17");
+/// assert_ne!(dedup::tenant_scoped("a/b", "c"), dedup::tenant_scoped("a", "b/c"));
+/// ```
+pub fn tenant_scoped(tenant: &str, id: &str) -> String {
+    let tenant = tenant.replace('%', "%25").replace('/', "%2F");
+    format!("{tenant}/{id}")
+}
+
 /// SHA-256 over length-prefixed parts: unambiguous (`["ab","c"]` and `["a","bc"]` differ) and
 /// stable across processes and releases. Every derived identifier in the crate goes through here.
 pub(crate) fn hash_parts<'a>(

@@ -60,6 +60,27 @@ impl RedeliveryHorizon {
     }
 }
 
+/// The longest retention accepted: 100 years. Anything longer is a misconfiguration, and a
+/// retention near `u64::MAX` seconds would make `now + retention` (a mark's TTL) overflow.
+pub const MAX_RETENTION: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// Refuses a retention outside 1 second ..= [`MAX_RETENTION`].
+fn in_range(retention: Duration) -> Result<(), ConfigError> {
+    if retention < Duration::from_secs(1) {
+        return Err(ConfigError::Invalid(
+            "retention must be at least one second".into(),
+        ));
+    }
+    if retention > MAX_RETENTION {
+        return Err(ConfigError::Invalid(format!(
+            "retention of {}s is over the {}s (100 years) accepted",
+            retention.as_secs(),
+            MAX_RETENTION.as_secs()
+        )));
+    }
+    Ok(())
+}
+
 /// How long marks are kept, proven to exceed a redelivery horizon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention(Duration);
@@ -67,6 +88,7 @@ pub struct Retention(Duration);
 impl Retention {
     /// A retention that covers `horizon`, or [`ConfigError::RetentionTooShort`].
     pub fn covering(retention: Duration, horizon: &RedeliveryHorizon) -> Result<Self, ConfigError> {
+        in_range(retention)?;
         let h = horizon.total();
         if retention <= h {
             return Err(ConfigError::RetentionTooShort {
@@ -80,16 +102,56 @@ impl Retention {
     /// A retention with no horizon check, for sources with no redelivery horizon to state
     /// (direct invocations, tests). Must be at least one second.
     pub fn unchecked(retention: Duration) -> Result<Self, ConfigError> {
-        if retention < Duration::from_secs(1) {
-            return Err(ConfigError::Invalid(
-                "retention must be at least one second".into(),
-            ));
-        }
+        in_range(retention)?;
         Ok(Self(retention))
     }
 
     /// The duration.
     pub fn duration(&self) -> Duration {
         self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn horizon(visibility_secs: u64, receives: u32) -> RedeliveryHorizon {
+        RedeliveryHorizon {
+            queue_retention: Duration::from_secs(3600),
+            max_receive_count: receives,
+            visibility_timeout: Duration::from_secs(visibility_secs),
+            replay_window: Duration::from_secs(3600),
+        }
+    }
+
+    /// S9: a retention so long that `now + retention` would overflow is refused, not accepted.
+    #[test]
+    fn s9_an_overflowing_retention_is_refused() {
+        let err = Retention::covering(Duration::from_secs(u64::MAX), &horizon(30, 5))
+            .expect_err("u64::MAX seconds");
+        assert!(err.to_string().contains("100 years"), "{err}");
+        assert!(Retention::unchecked(Duration::from_secs(u64::MAX)).is_err());
+        let longest = Retention::covering(MAX_RETENTION, &horizon(30, 5)).expect("100 years");
+        assert!(
+            std::time::SystemTime::now()
+                .checked_add(longest.duration())
+                .is_some()
+        );
+    }
+
+    /// S9: a zero retention is refused, with or without a horizon.
+    #[test]
+    fn s9_a_zero_retention_is_refused() {
+        assert!(Retention::covering(Duration::ZERO, &horizon(0, 0)).is_err());
+        assert!(Retention::unchecked(Duration::ZERO).is_err());
+    }
+
+    /// S9: a horizon whose arithmetic overflows saturates, so no finite retention covers it.
+    #[test]
+    fn s9_an_overflowing_horizon_is_never_covered() {
+        let h = horizon(u64::MAX, u32::MAX);
+        assert_eq!(h.total(), Duration::MAX);
+        assert!(Retention::covering(MAX_RETENTION, &h).is_err());
     }
 }

@@ -92,17 +92,18 @@ fn s9_retention_shorter_than_the_redelivery_horizon_is_refused() {
         queue_retention: Duration::from_secs(4 * 86_400),
         max_receive_count: 5,
         visibility_timeout: Duration::from_secs(300),
+        dlq_retention: Duration::from_secs(86_400),
         replay_window: Duration::from_secs(86_400),
     };
-    assert_eq!(horizon.total(), Duration::from_secs(5 * 86_400 + 1500));
+    assert_eq!(horizon.total(), Duration::from_secs(6 * 86_400 + 3000));
     let err =
-        Retention::covering(Duration::from_secs(5 * 86_400), &horizon).expect_err("too short");
+        Retention::covering(Duration::from_secs(6 * 86_400), &horizon).expect_err("too short");
     assert!(err.to_string().contains("redelivery horizon"), "{err}");
     assert!(
-        Retention::covering(Duration::from_secs(5 * 86_400 + 1500), &horizon).is_err(),
+        Retention::covering(Duration::from_secs(6 * 86_400 + 3000), &horizon).is_err(),
         "equal is not enough"
     );
-    assert!(Retention::covering(Duration::from_secs(6 * 86_400), &horizon).is_ok());
+    assert!(Retention::covering(Duration::from_secs(7 * 86_400), &horizon).is_ok());
 }
 
 /// S10: an event whose own time (CloudEvents `time`) is older than the retention window is not

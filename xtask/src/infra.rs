@@ -199,20 +199,27 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
                     }
                     let receives = receives.unwrap_or(0);
                     let mark_retention =
-                        as_u64(t, &env("DEDUP_RETENTION_SECONDS")).unwrap_or(14 * 86_400);
+                        as_u64(t, &env("DEDUP_RETENTION_SECONDS")).unwrap_or(30 * 86_400);
                     let replay =
                         as_u64(t, &env("DEDUP_REPLAY_WINDOW_SECONDS")).unwrap_or(3 * 86_400);
-                    let horizon = retention + receives * visibility + replay;
+                    // A message may wait in the DLQ for its retention and be redriven (S9).
+                    let dlq_retention = dlq
+                        .and_then(|d| resources.get(d))
+                        .and_then(|d| as_u64(t, &d["Properties"]["MessageRetentionPeriod"]))
+                        .unwrap_or(345_600);
+                    let horizon = retention + 2 * receives * visibility + dlq_retention + replay;
                     if mark_retention <= horizon {
                         problems.push(format!(
                             "{id}: mark retention {mark_retention}s does not exceed the redelivery horizon {horizon}s \
-                             of {qid} (retention {retention}s + {receives} x {visibility}s + replay window {replay}s) (S9)"
+                             of {qid} (retention {retention}s + 2 x {receives} x {visibility}s + DLQ retention \
+                             {dlq_retention}s + replay window {replay}s) (S9)"
                         ));
                     }
                     for (var, actual) in [
                         ("DEDUP_QUEUE_RETENTION_SECONDS", retention),
                         ("DEDUP_MAX_RECEIVE_COUNT", receives),
                         ("DEDUP_VISIBILITY_TIMEOUT_SECONDS", visibility),
+                        ("DEDUP_DLQ_RETENTION_SECONDS", dlq_retention),
                     ] {
                         if as_u64(t, &env(var)) != Some(actual) {
                             problems.push(format!("{id}: {var} must equal {qid}'s setting ({actual}), or the function checks retention against the wrong horizon"));
@@ -388,6 +395,20 @@ mod tests {
         broken(
             |t| res(t, "LedgerProjectorQueue")["MessageRetentionPeriod"] = 1_209_600.into(),
             "does not exceed the redelivery horizon",
+        );
+        // A redrive from the DLQ days later is part of the horizon: the old 14-day retention
+        // does not cover 14 days in the DLQ on top of the queue's 4 and the replay window.
+        broken(
+            |t| t["Parameters"]["RetentionSeconds"]["Default"] = 1_209_600.into(),
+            "DLQ retention",
+        );
+    }
+
+    #[test]
+    fn s9_the_dlq_retention_variable_must_match_the_dlq() {
+        broken(
+            |t| res(t, "LedgerProjectorDLQ")["MessageRetentionPeriod"] = 345_600.into(),
+            "DEDUP_DLQ_RETENTION_SECONDS must equal",
         );
     }
 

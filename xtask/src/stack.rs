@@ -24,6 +24,8 @@ pub(crate) const SQS_FUNCTIONS: [&str; 3] =
 pub(crate) const VISIBILITY_TIMEOUT_SECS: u64 = 2;
 /// maxReceiveCount of the local queues' redrive policies.
 pub(crate) const MAX_RECEIVE_COUNT: u32 = 5;
+/// Message retention of the local dead-letter queues (part of the horizon, S9).
+pub(crate) const DLQ_RETENTION_SECS: u64 = 3600;
 
 /// A queue and its dead-letter queue.
 #[derive(Debug, Clone)]
@@ -192,6 +194,10 @@ impl Stack {
                     VISIBILITY_TIMEOUT_SECS.to_string(),
                 ),
                 ("DEDUP_REPLAY_WINDOW_SECONDS", "3600".into()),
+                (
+                    "DEDUP_DLQ_RETENTION_SECONDS",
+                    DLQ_RETENTION_SECS.to_string(),
+                ),
                 ("DEDUP_LEASE_SECONDS", "4".into()),
                 ("BALANCES_TABLE", TABLE_BALANCES.into()),
                 ("FINES_TABLE", TABLE_FINES.into()),
@@ -427,6 +433,10 @@ async fn create_queues(sqs: &aws_sdk_sqs::Client, function: &str) -> Result<Queu
     let dlq_url = sqs
         .create_queue()
         .queue_name(format!("{function}-dlq"))
+        .attributes(
+            QueueAttributeName::MessageRetentionPeriod,
+            DLQ_RETENTION_SECS.to_string(),
+        )
         .send()
         .await
         .map_err(crate::sdk_error(format!("queue for {function}")))?

@@ -5,11 +5,12 @@
 //! | `DEDUP_NAMESPACE` | environment namespace of keys (`prod`, `dev`), S1 | required |
 //! | `DEDUP_CONSUMER` | consumer name in keys, S1 | the function's name |
 //! | `DEDUP_MARK_TABLE` | the mark table | required |
-//! | `DEDUP_RETENTION_SECONDS` | how long marks are kept, S9 | 1209600 (14 days) |
+//! | `DEDUP_RETENTION_SECONDS` | how long marks are kept, S9 | 2592000 (30 days) |
 //! | `DEDUP_QUEUE_RETENTION_SECONDS` | the source queue's message retention | 345600 (4 days) |
 //! | `DEDUP_MAX_RECEIVE_COUNT` | the redrive policy's maxReceiveCount | 5 |
 //! | `DEDUP_VISIBILITY_TIMEOUT_SECONDS` | the queue's visibility timeout | 180 |
-//! | `DEDUP_REPLAY_WINDOW_SECONDS` | how long after an event operators may replay it | 259200 (3 days) |
+//! | `DEDUP_DLQ_RETENTION_SECONDS` | the dead-letter queue's message retention: how long a message may wait there before a redrive | 1209600 (14 days) |
+//! | `DEDUP_REPLAY_WINDOW_SECONDS` | how long after an event operators may replay it from an archive | 259200 (3 days) |
 //! | `DEDUP_MAX_CONCURRENCY` | messages of a batch processed at once, S12 | 10 |
 //! | `DEDUP_LEASE_SECONDS` | longest lease of the leased flow, S6; must exceed the provider timeout | 60 |
 //! | `PROVIDER_TIMEOUT_MS` | how long a call to an external API may take (functions that call out) | 5000 |
@@ -17,8 +18,9 @@
 //! | `DEDUP_MAX_BODY_BYTES` | largest message body processed; larger ones are rejected (`body_too_large`) | 1048576 (1 MiB, the SQS limit since 2026) |
 //! | `DEDUP_RECONCILIATION_QUEUE_URL` | where events older than the retention go, S10 (`reconcile`) | none: to the DLQ |
 //!
-//! A retention that does not exceed queue retention + maxReceiveCount × visibility timeout +
-//! replay window is refused at start (S9): the function does not run with it. So are a lease not
+//! A retention that does not exceed queue retention + 2 × maxReceiveCount × visibility timeout +
+//! DLQ retention + replay window (a message redriven from the DLQ comes back too) is refused at
+//! start (S9): the function does not run with it. So are a lease not
 //! longer than the provider timeout (the lease could expire while the call is still out, and a
 //! second process would call again), a zero lease, provider timeout or concurrency, and a
 //! retention over 100 years (`now + retention` must not overflow).
@@ -120,10 +122,11 @@ impl Settings {
             queue_retention: secs("DEDUP_QUEUE_RETENTION_SECONDS", 4 * 86_400)?,
             max_receive_count: optional_in(env, "DEDUP_MAX_RECEIVE_COUNT", 5)?,
             visibility_timeout: secs("DEDUP_VISIBILITY_TIMEOUT_SECONDS", 180)?,
+            dlq_retention: secs("DEDUP_DLQ_RETENTION_SECONDS", 14 * 86_400)?,
             replay_window: secs("DEDUP_REPLAY_WINDOW_SECONDS", 3 * 86_400)?,
         };
         let retention =
-            Retention::covering(secs("DEDUP_RETENTION_SECONDS", 14 * 86_400)?, &horizon)
+            Retention::covering(secs("DEDUP_RETENTION_SECONDS", 30 * 86_400)?, &horizon)
                 .map_err(|e| format!("refusing to start: {e}"))?;
         let provider_timeout = provider_timeout_in(env)?;
         let lease = secs("DEDUP_LEASE_SECONDS", 60)?;
@@ -191,7 +194,7 @@ mod tests {
         let s = settings(&BASE).expect("defaults are consistent");
         assert_eq!(s.scope.namespace(), "prod");
         assert_eq!(s.scope.consumer(), "ledger-projector");
-        assert_eq!(s.retention.duration(), Duration::from_secs(14 * 86_400));
+        assert_eq!(s.retention.duration(), Duration::from_secs(30 * 86_400));
         assert_eq!(s.max_concurrency, 10);
     }
 
@@ -214,8 +217,15 @@ mod tests {
         ]);
         assert!(
             settings(&vars).is_err(),
-            "1000 x 900s of redeliveries exceed 14 days"
+            "1000 x 900s of redeliveries exceed 30 days"
         );
+
+        // A message may wait in the DLQ for its retention and then be redriven: 14 days of
+        // retention do not cover the default 14 days in the DLQ (they used to be accepted).
+        let mut vars = BASE.to_vec();
+        vars.push(("DEDUP_RETENTION_SECONDS", "1209600"));
+        let err = settings(&vars).expect_err("14 days < 4 + 14 + 3 days");
+        assert!(err.contains("DLQ retention"), "{err}");
     }
 
     /// The body limit is a setting defaulting to the platform's (1 MiB since 2026), not the

@@ -2,8 +2,9 @@
 //!
 //! A mark is only useful while a duplicate can still arrive. The latest a duplicate can arrive is
 //! the source's redelivery horizon: the queue's message retention, plus every redelivery
-//! (`maxReceiveCount` × visibility timeout), plus the window in which operators replay from a
-//! dead-letter queue or archive. A retention shorter than that silently turns late duplicates into
+//! (`maxReceiveCount` × visibility timeout), plus the time a message may wait in the dead-letter
+//! queue and then be redriven to the source (the DLQ's retention, and the redeliveries the
+//! redriven copy gets), plus the window in which operators replay from an archive. A retention shorter than that silently turns late duplicates into
 //! second effects, so it is refused at construction, never warned about.
 
 use std::time::Duration;
@@ -14,7 +15,8 @@ pub enum ConfigError {
     /// Mark retention does not exceed the redelivery horizon (S9).
     #[error(
         "mark retention of {retention_secs}s does not exceed the redelivery horizon of {horizon_secs}s \
-         (queue retention + maxReceiveCount x visibility timeout + replay window); raise the retention"
+         (queue retention + 2 x maxReceiveCount x visibility timeout + DLQ retention + replay window); \
+         raise the retention"
     )]
     RetentionTooShort {
         /// Configured retention, seconds.
@@ -44,18 +46,26 @@ pub struct RedeliveryHorizon {
     pub max_receive_count: u32,
     /// The queue's `VisibilityTimeout`.
     pub visibility_timeout: Duration,
-    /// How long after an event operators may still replay it (DLQ redrive, archive replay).
+    /// The dead-letter queue's `MessageRetentionPeriod`: a message may wait there that long and
+    /// then be redriven to the source (SQS's default for a DLQ made by the console is 14 days,
+    /// longer than most replay windows).
+    pub dlq_retention: Duration,
+    /// How long after an event operators may still replay it from elsewhere (an archive).
     pub replay_window: Duration,
 }
 
 impl RedeliveryHorizon {
-    /// queue retention + maxReceiveCount × visibility timeout + replay window.
+    /// queue retention + maxReceiveCount × visibility timeout (the first life) + DLQ retention +
+    /// maxReceiveCount × visibility timeout (the life of a copy redriven from the DLQ) + replay
+    /// window. Saturates instead of overflowing.
     pub fn total(&self) -> Duration {
+        let receives = self
+            .visibility_timeout
+            .saturating_mul(self.max_receive_count);
         self.queue_retention
-            .saturating_add(
-                self.visibility_timeout
-                    .saturating_mul(self.max_receive_count),
-            )
+            .saturating_add(receives)
+            .saturating_add(self.dlq_retention)
+            .saturating_add(receives)
             .saturating_add(self.replay_window)
     }
 }
@@ -121,8 +131,25 @@ mod tests {
             queue_retention: Duration::from_secs(3600),
             max_receive_count: receives,
             visibility_timeout: Duration::from_secs(visibility_secs),
+            dlq_retention: Duration::from_secs(3600),
             replay_window: Duration::from_secs(3600),
         }
+    }
+
+    /// S9: a redrive from the dead-letter queue is part of the horizon: a retention that covers
+    /// the queue and the replay window but not a message's wait in the DLQ is refused.
+    #[test]
+    fn s9_the_horizon_counts_a_redrive_from_the_dlq() {
+        let mut h = horizon(30, 5);
+        h.dlq_retention = Duration::from_secs(14 * 86_400);
+        assert_eq!(
+            h.total(),
+            Duration::from_secs(3600 + 150 + 14 * 86_400 + 150 + 3600)
+        );
+        let err = Retention::covering(Duration::from_secs(7 * 86_400), &h)
+            .expect_err("a week does not cover 14 days in the DLQ");
+        assert!(err.to_string().contains("DLQ retention"), "{err}");
+        assert!(Retention::covering(Duration::from_secs(15 * 86_400), &h).is_ok());
     }
 
     /// S9: a retention so long that `now + retention` would overflow is refused, not accepted.
@@ -150,7 +177,8 @@ mod tests {
     /// S9: a horizon whose arithmetic overflows saturates, so no finite retention covers it.
     #[test]
     fn s9_an_overflowing_horizon_is_never_covered() {
-        let h = horizon(u64::MAX, u32::MAX);
+        let mut h = horizon(u64::MAX, u32::MAX);
+        h.dlq_retention = Duration::MAX;
         assert_eq!(h.total(), Duration::MAX);
         assert!(Retention::covering(MAX_RETENTION, &h).is_err());
     }

@@ -72,7 +72,16 @@ where
     Fut: Future<Output = BatchReport>,
 {
     let batch = messages(&event.payload);
-    let mut report = process(batch).await;
+    let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
+    let (mut report, internal_errors) = by_record(&ids, process(batch).await);
+    if internal_errors > 0 {
+        tracing::error!(
+            function,
+            internal_errors,
+            "records without exactly one outcome: reported failed (fail closed)"
+        );
+        println!("{}", internal_error_emf(function, internal_errors));
+    }
     crate::reconcile::route_late_events(&event.payload, &mut report).await;
     let a = &report.account;
     // EMF must be a bare JSON line on stdout for CloudWatch to extract it, hence not `tracing`.
@@ -90,6 +99,60 @@ where
         "batch done"
     );
     Ok(response(&report))
+}
+
+/// The report rebuilt from the invocation's records, by id (S14: the account is of the records
+/// that arrived, not of the outcomes produced): each record gets the outcome the batch gave it;
+/// a record the batch gave none (a bug: a dropped outcome) is a retry, reported failed so the
+/// queue redelivers it (fail closed); an outcome for no record, or a second outcome for one
+/// record, is dropped. Returns the report and how many of those internal errors there were.
+pub fn by_record(ids: &[String], report: BatchReport) -> (BatchReport, u64) {
+    let mut given: std::collections::HashMap<String, Outcome> =
+        std::collections::HashMap::with_capacity(report.outcomes.len());
+    let mut errors = 0u64;
+    for (id, outcome) in report.outcomes {
+        if !ids.contains(&id) || given.contains_key(&id) {
+            errors += 1;
+            continue;
+        }
+        given.insert(id, outcome);
+    }
+    let mut seen = std::collections::HashSet::with_capacity(ids.len());
+    let outcomes = ids
+        .iter()
+        .map(|id| {
+            let outcome = match given.get(id) {
+                // The same id twice in one event: SQS never sends that; answer it once, and
+                // fail the copy closed.
+                Some(o) if seen.insert(id.clone()) => o.clone(),
+                _ => {
+                    errors += 1;
+                    Outcome::Retry {
+                        reason: "internal error: no outcome for this record".into(),
+                    }
+                }
+            };
+            (id.clone(), outcome)
+        })
+        .collect();
+    (BatchReport::from_outcomes(outcomes), errors)
+}
+
+/// One EMF record of `count` internal errors (records without exactly one outcome) for
+/// `function`, so they can be alarmed on.
+fn internal_error_emf(function: &str, count: u64) -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    serde_json::json!({
+        "_aws": {"Timestamp": ms, "CloudWatchMetrics": [{
+            "Namespace": "lambda-dedup", "Dimensions": [["Function"]],
+            "Metrics": [{"Name": "InternalErrors", "Unit": "Count"}]}]},
+        "Function": function,
+        "InternalErrors": count,
+    })
+    .to_string()
 }
 
 #[cfg(test)]
@@ -130,5 +193,69 @@ mod tests {
             json,
             serde_json::json!({"batchItemFailures": [{"itemIdentifier": "m2"}]})
         );
+    }
+
+    fn report(outcomes: &[(&str, Outcome)]) -> BatchReport {
+        BatchReport::from_outcomes(
+            outcomes
+                .iter()
+                .map(|(id, o)| ((*id).to_owned(), o.clone()))
+                .collect(),
+        )
+    }
+
+    /// S14: the account is checked by record id at the edge. A batch runner that drops one
+    /// record's outcome cannot make that record look handled: it is reported failed and
+    /// counted as an internal error, and the account still counts every record received.
+    #[test]
+    fn s14_a_record_without_an_outcome_is_reported_failed() {
+        let ids: Vec<String> = ["m1", "m2", "m3"].map(String::from).to_vec();
+        let dropped = report(&[("m1", Outcome::Applied), ("m3", Outcome::Applied)]);
+        assert!(
+            dropped.failures.is_empty(),
+            "the runner alone reports nothing"
+        );
+        let (fixed, errors) = by_record(&ids, dropped);
+        assert_eq!(errors, 1);
+        assert_eq!(fixed.failures, ["m2"]);
+        assert_eq!(fixed.account.received, 3);
+        assert_eq!(fixed.account.retry, 1);
+        assert!(fixed.account.closes());
+    }
+
+    /// S14: an outcome for a record that did not arrive, or a second one for one record, does
+    /// not count as a record handled.
+    #[test]
+    fn s14_outcomes_for_unknown_or_repeated_ids_are_internal_errors() {
+        let ids: Vec<String> = ["m1", "m2"].map(String::from).to_vec();
+        let odd = report(&[
+            ("m1", Outcome::Applied),
+            ("m1", Outcome::Applied),
+            ("ghost", Outcome::Applied),
+        ]);
+        let (fixed, errors) = by_record(&ids, odd);
+        assert_eq!(errors, 3, "the repeat, the ghost and the missing m2");
+        assert_eq!(fixed.account.received, 2);
+        assert_eq!(fixed.account.applied, 1);
+        assert_eq!(fixed.failures, ["m2"]);
+    }
+
+    #[test]
+    fn a_complete_report_is_unchanged() {
+        let ids: Vec<String> = ["m1", "m2"].map(String::from).to_vec();
+        let full = report(&[
+            ("m1", Outcome::Applied),
+            (
+                "m2",
+                Outcome::Rejected {
+                    code: "invalid_payload",
+                    reason: "x".into(),
+                },
+            ),
+        ]);
+        let (fixed, errors) = by_record(&ids, full.clone());
+        assert_eq!(errors, 0);
+        assert_eq!(fixed.failures, full.failures);
+        assert_eq!(fixed.account, full.account);
     }
 }

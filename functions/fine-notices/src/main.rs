@@ -27,12 +27,12 @@ async fn main() -> Result<(), Error> {
         intents: lambda_edge::required("INTENTS_TABLE")?,
     };
     let spec = notice::key_spec(settings.scope.clone());
-    let dedup = settings.deduplicator(spec, dedup_dynamodb::connect().await);
-    let (dedup, tables) = (&dedup, &tables);
+    let dedup = settings.deduplicator(spec.clone(), dedup_dynamodb::connect().await);
+    let (dedup, tables, spec) = (&dedup, &tables, &spec);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         // Batch-transaction mode: the whole batch's marks and effects in as few
         // TransactWriteItems as possible (S5 per event).
-        lambda_edge::run_sqs_batch(FUNCTION, event, |batch| {
+        lambda_edge::run_sqs_batch(FUNCTION, spec, event, |batch| {
             run_batch_transactional(batch, settings.max_concurrency, dedup, |e| {
                 notice::plan(tables, e)
             })

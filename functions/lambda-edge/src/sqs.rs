@@ -2,34 +2,35 @@
 
 use std::future::Future;
 
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use dedup::{AttributeValue, Message};
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use dedup::{AttributeValue, KeySpec, Message};
 use dedup_batch::{BatchReport, Outcome, run_batch};
 use lambda_runtime::LambdaEvent;
 
 /// The SQS messages of `event` as library messages (body, attributes, FIFO group).
 pub fn messages(event: &SqsEvent) -> Vec<Message> {
-    event
-        .records
-        .iter()
-        .map(|r| Message {
-            message_id: r.message_id.clone().unwrap_or_default(),
-            body: r.body.clone().unwrap_or_default().into_bytes(),
-            attributes: r
-                .message_attributes
-                .iter()
-                .filter_map(|(name, a)| {
-                    let value = match (&a.string_value, &a.binary_value) {
-                        (Some(s), _) => AttributeValue::String(s.clone()),
-                        (None, Some(b)) => AttributeValue::Binary(b.0.clone()),
-                        (None, None) => return None,
-                    };
-                    Some((name.clone(), value))
-                })
-                .collect(),
-            group_id: r.attributes.get("MessageGroupId").cloned(),
-        })
-        .collect()
+    event.records.iter().map(message).collect()
+}
+
+/// One SQS record as a library message.
+pub fn message(r: &SqsMessage) -> Message {
+    Message {
+        message_id: r.message_id.clone().unwrap_or_default(),
+        body: r.body.clone().unwrap_or_default().into_bytes(),
+        attributes: r
+            .message_attributes
+            .iter()
+            .filter_map(|(name, a)| {
+                let value = match (&a.string_value, &a.binary_value) {
+                    (Some(s), _) => AttributeValue::String(s.clone()),
+                    (None, Some(b)) => AttributeValue::Binary(b.0.clone()),
+                    (None, None) => return None,
+                };
+                Some((name.clone(), value))
+            })
+            .collect(),
+        group_id: r.attributes.get("MessageGroupId").cloned(),
+    }
 }
 
 /// The partial batch response listing exactly the report's failures.
@@ -41,11 +42,13 @@ pub fn response(report: &BatchReport) -> SqsBatchResponse {
     resp
 }
 
-/// Runs one SQS invocation message by message: converts the event, processes each message with
+/// Runs one SQS invocation message by message (`spec` is the function's key spec, for the keys
+/// of late events sent to reconciliation): converts the event, processes each message with
 /// `process` (bounded by `max_concurrency`, FIFO order kept), prints the account as one
 /// CloudWatch EMF line and logs it (S14), and returns the partial batch response (S12).
 pub async fn run_sqs<F, Fut>(
     function: &str,
+    spec: &KeySpec,
     event: LambdaEvent<SqsEvent>,
     max_concurrency: usize,
     process: F,
@@ -54,7 +57,7 @@ where
     F: Fn(Message) -> Fut,
     Fut: Future<Output = Outcome>,
 {
-    run_sqs_batch(function, event, |batch| {
+    run_sqs_batch(function, spec, event, |batch| {
         run_batch(batch, max_concurrency, process)
     })
     .await
@@ -64,6 +67,7 @@ where
 /// mode: `dedup_batch::run_batch_transactional`), then accounts and answers like [`run_sqs`].
 pub async fn run_sqs_batch<F, Fut>(
     function: &str,
+    spec: &KeySpec,
     event: LambdaEvent<SqsEvent>,
     process: F,
 ) -> Result<SqsBatchResponse, lambda_runtime::Error>
@@ -82,7 +86,7 @@ where
         );
         println!("{}", internal_error_emf(function, internal_errors));
     }
-    crate::reconcile::route_late_events(&event.payload, &mut report).await;
+    crate::reconcile::route_late_events(&event.payload, spec, &mut report).await;
     let a = &report.account;
     // EMF must be a bare JSON line on stdout for CloudWatch to extract it, hence not `tracing`.
     println!("{}", a.emf_line("lambda-dedup", function));

@@ -23,12 +23,12 @@ async fn main() -> Result<(), Error> {
     let settings = lambda_edge::Settings::from_env(FUNCTION)?;
     let balances = lambda_edge::required("BALANCES_TABLE")?;
     let spec = ledger::key_spec(settings.scope.clone());
-    let dedup = settings.deduplicator(spec, dedup_dynamodb::connect().await);
-    let (dedup, balances) = (&dedup, balances.as_str());
+    let dedup = settings.deduplicator(spec.clone(), dedup_dynamodb::connect().await);
+    let (dedup, balances, spec) = (&dedup, balances.as_str(), &spec);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         // Batch-transaction mode: the whole batch's marks and effects in as few
         // TransactWriteItems as possible (S5 per event).
-        lambda_edge::run_sqs_batch(FUNCTION, event, |batch| {
+        lambda_edge::run_sqs_batch(FUNCTION, spec, event, |batch| {
             run_batch_transactional(batch, settings.max_concurrency, dedup, |e| {
                 ledger::plan(balances, e)
             })

@@ -26,21 +26,27 @@ async fn main() -> Result<(), Error> {
         settings.provider_timeout,
     )?;
     let spec = payment::key_spec(settings.scope.clone());
-    let dedup = settings.deduplicator(spec, dedup_dynamodb::connect().await);
-    let (dedup, api) = (&dedup, &api);
+    let dedup = settings.deduplicator(spec.clone(), dedup_dynamodb::connect().await);
+    let (dedup, api, spec) = (&dedup, &api, &spec);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         let deadline = lambda_edge::deadline(&event.context);
-        lambda_edge::run_sqs(FUNCTION, event, settings.max_concurrency, |m| async move {
-            dedup
-                .leased(&m, deadline, |e, lease| async move {
-                    let request = payment::request(&e)?;
-                    let receipt = api
-                        .post("/v1/payments", &lease.idempotency_key(), &request)
-                        .await?;
-                    Ok(Some(receipt.body))
-                })
-                .await
-        })
+        lambda_edge::run_sqs(
+            FUNCTION,
+            spec,
+            event,
+            settings.max_concurrency,
+            |m| async move {
+                dedup
+                    .leased(&m, deadline, |e, lease| async move {
+                        let request = payment::request(&e)?;
+                        let receipt = api
+                            .post("/v1/payments", &lease.idempotency_key(), &request)
+                            .await?;
+                        Ok(Some(receipt.body))
+                    })
+                    .await
+            },
+        )
         .await
     }))
     .await

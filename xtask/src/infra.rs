@@ -61,6 +61,20 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
             if !matches!(view, Some("OLD_IMAGE" | "NEW_AND_OLD_IMAGES")) {
                 problems.push(format!("{id}: the mark table needs a stream with old images, so TTL purges can be counted (S14)"));
             }
+            // S4 across Regions: with eventually consistent replication, a claim in one Region
+            // does not stop the same claim in another (each conditional write sees only its own
+            // replica), so two Regions could both apply one event.
+            let replicas = p["Replicas"].as_array().map_or(0, Vec::len);
+            if table["Type"] == "AWS::DynamoDB::GlobalTable"
+                && replicas > 1
+                && p["MultiRegionConsistency"] != "STRONG"
+            {
+                problems.push(format!(
+                    "{id}: a mark table replicated to {replicas} Regions must use \
+                     MultiRegionConsistency: STRONG; with eventual consistency two Regions can \
+                     both claim one event (S4)"
+                ));
+            }
         }
     }
 
@@ -445,6 +459,29 @@ mod tests {
             |t| res(t, "MarkTable")["StreamSpecification"]["StreamViewType"] = "KEYS_ONLY".into(),
             "stream with old images",
         );
+    }
+
+    /// S4: a mark table replicated as an eventually consistent global table is refused;
+    /// strongly consistent multi-Region replication is allowed.
+    #[test]
+    fn an_eventually_consistent_global_mark_table_is_refused() {
+        let global = |t: &mut Value, consistency: Option<&str>| {
+            let table = &mut t["Resources"]["MarkTable"];
+            table["Type"] = "AWS::DynamoDB::GlobalTable".into();
+            table["Properties"]["Replicas"] =
+                serde_json::json!([{"Region": "eu-west-1"}, {"Region": "eu-west-3"}]);
+            if let Some(c) = consistency {
+                table["Properties"]["MultiRegionConsistency"] = c.into();
+            }
+        };
+        broken(|t| global(t, None), "MultiRegionConsistency: STRONG");
+        broken(
+            |t| global(t, Some("EVENTUAL")),
+            "MultiRegionConsistency: STRONG",
+        );
+        let mut t = template();
+        global(&mut t, Some("STRONG"));
+        assert_eq!(check(&t), Vec::<String>::new());
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod e2e;
 mod emulator;
 mod faults;
 mod hostile;
+mod isolation;
 mod lease;
 mod model;
 mod model_leased;

@@ -1,7 +1,14 @@
 //! The two ways to make an effect once, each mapping every answer of the store to exactly one
 //! [`Outcome`].
+//!
+//! A transient store fault is a retry (S13). Writes DynamoDB refuses for good (a
+//! `ValidationError` at the event's own position, a malformed expression, a write over a size
+//! limit: [`StoreError::Refused`]) are rejected as `effect_refused`, so the queue's redrive
+//! policy dead-letters them and they are counted (S15), in per-message and batch mode alike. A
+//! panicking plan is a retry of its own message only (S12).
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::time::SystemTime;
 
 use std::sync::Arc;
@@ -114,7 +121,8 @@ impl Deduplicator {
     }
 
     /// The transactional flow (S5): derive the key, let `plan` say which writes the event makes,
-    /// and commit them with the mark in one transaction.
+    /// and commit them with the mark in one transaction. Writes DynamoDB refuses for good are
+    /// `Rejected { code: "effect_refused" }` (S15); a panicking `plan` is a retry.
     pub async fn transactional<F>(&self, msg: &Message, plan: F) -> Outcome
     where
         F: FnOnce(&Derived) -> Result<Plan, HandlerError>,
@@ -126,9 +134,9 @@ impl Deduplicator {
         if let Some(seen) = self.cached(&event) {
             return self.seen(msg, &event, seen);
         }
-        let plan = match plan(&event) {
+        let plan = match planned(msg, &event, plan) {
             Ok(p) => p,
-            Err(e) => return handler_failed(msg, &event, e),
+            Err(outcome) => return outcome,
         };
         let committed = self
             .store
@@ -166,6 +174,23 @@ impl Deduplicator {
                     "an effect's condition failed; nothing written, will retry");
                 Outcome::Retry {
                     reason: format!("effect {index} condition failed"),
+                }
+            }
+            Err(StoreError::Refused { code, position, .. }) => {
+                // DynamoDB refused this event's own writes as they are (S15): no retry can make
+                // them valid, so it is dead-lettered through the redrive policy and counted,
+                // rather than retried until the queue gives up. Only DynamoDB's code is named:
+                // its message may quote values (S3).
+                let reason = match position {
+                    Some(0) => format!("DynamoDB refused the mark's write ({code})"),
+                    Some(p) => format!("DynamoDB refused effect {} ({code})", p - 1),
+                    None => format!("DynamoDB refused the event's writes ({code})"),
+                };
+                tracing::warn!(message_id = %msg.message_id, key = %event.key, code = %code,
+                    "rejected: DynamoDB refused the effect; nothing written; dead-lettering");
+                Outcome::Rejected {
+                    code: "effect_refused",
+                    reason,
                 }
             }
             Err(e) => store_failed(msg, &e),
@@ -234,6 +259,11 @@ impl Deduplicator {
     /// for a batch of 10), with the same guarantees per event as [`transactional`](Self::transactional).
     /// Returns one outcome per message, in order. Messages are not ordered among themselves: for
     /// FIFO queues use [`crate::run_batch_transactional`], which keeps group order.
+    ///
+    /// A fault stays with its own message (S12): writes DynamoDB refuses for good reject that
+    /// message alone (`effect_refused`) while the others commit; a `plan` that panics for one
+    /// message makes that message a retry; only a transient fault of a shared transaction
+    /// (throttling, a conflict) retries every message of it.
     pub async fn transactional_batch<F>(&self, messages: &[Message], plan: F) -> Vec<Outcome>
     where
         F: Fn(&Derived) -> Result<Plan, HandlerError>,
@@ -252,9 +282,9 @@ impl Deduplicator {
                 outcomes[i] = Some(self.seen(msg, &event, seen));
                 continue;
             }
-            match plan(&event) {
+            match planned(msg, &event, &plan) {
                 Ok(p) => todo.push((i, event, p)),
-                Err(e) => outcomes[i] = Some(handler_failed(msg, &event, e)),
+                Err(outcome) => outcomes[i] = Some(outcome),
             }
         }
         let requests: Vec<CommitRequest<'_>> = todo
@@ -334,6 +364,25 @@ fn handler_failed(msg: &Message, event: &Derived, e: HandlerError) -> Outcome {
             tracing::warn!(message_id = %msg.message_id, key = %event.key, reason = %reason,
                 "handler failed; will retry");
             Outcome::Retry { reason }
+        }
+    }
+}
+
+/// Runs a message's `plan`: its plan, or the outcome of its failure. A panic is caught, so one
+/// message's bug fails that message only: a retry, as in [`crate::run_batch`].
+fn planned<F>(msg: &Message, event: &Derived, plan: F) -> Result<Plan, Outcome>
+where
+    F: FnOnce(&Derived) -> Result<Plan, HandlerError>,
+{
+    match std::panic::catch_unwind(AssertUnwindSafe(|| plan(event))) {
+        Ok(Ok(p)) => Ok(p),
+        Ok(Err(e)) => Err(handler_failed(msg, event, e)),
+        Err(_) => {
+            tracing::error!(message_id = %msg.message_id, key = %event.key,
+                "plan panicked; the message will be redelivered");
+            Err(Outcome::Retry {
+                reason: "plan panicked".into(),
+            })
         }
     }
 }

@@ -15,7 +15,8 @@ pub enum Outcome {
         first_seen_at: SystemTime,
     },
     /// Not processed now; reported as a batch item failure so the queue redelivers it (S8 in
-    /// progress, S13 store faults, transient handler errors).
+    /// progress, S13 transient store faults, transient handler errors, a panicking handler or
+    /// plan).
     Retry {
         /// Why, for the log.
         reason: String,
@@ -23,10 +24,12 @@ pub enum Outcome {
     /// Same key, different payload (S11). Reported failed, so it ends in the dead-letter queue
     /// through the queue's redrive policy; never acknowledged as a duplicate.
     Conflict,
-    /// No key could be derived, or the payload is invalid (S2). Reported failed, so it ends in the
-    /// dead-letter queue; never processed, never dropped.
+    /// No key could be derived, or the payload is invalid (S2), or DynamoDB refused the event's
+    /// own writes for good (`effect_refused`, S15: nothing was written). Reported failed, so it
+    /// ends in the dead-letter queue; never processed, never dropped.
     Rejected {
-        /// A stable code (`body_not_json`, `identity_missing`, `invalid_payload`, …).
+        /// A stable code (`body_not_json`, `identity_missing`, `invalid_payload`,
+        /// `effect_refused`, …).
         code: &'static str,
         /// The reason, naming fields but never their values.
         reason: String,

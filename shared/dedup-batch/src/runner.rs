@@ -115,6 +115,10 @@ impl BatchReport {
 /// batches keep their order per group instead, one message at a time
 /// ([`run_batch`] with [`Deduplicator::transactional`]), since a shared transaction cannot stop a
 /// group at its first failure.
+///
+/// In both, a fault stays with its own message (S12): a panicking `plan` is a retry of that
+/// message, and writes DynamoDB refuses for good reject that message alone (`effect_refused`)
+/// while the rest of the batch is applied.
 pub async fn run_batch_transactional<F>(
     messages: Vec<Message>,
     max_concurrency: usize,

@@ -19,6 +19,8 @@ pub enum FaultKind {
     /// DynamoDB answered with a server error (5xx).
     ServerError,
     /// DynamoDB refused the request (validation, access, missing table): retrying will not help.
+    /// When the refusal is of one event's own writes, the error is [`Error::Refused`], which
+    /// carries this kind too.
     Refused,
 }
 
@@ -60,6 +62,23 @@ pub enum Error {
     /// in between). Transient: retry.
     #[error("the mark for {0} changed while it was being written")]
     Contended(DedupKey),
+    /// DynamoDB refused one event's own writes as they are: a permanent cancellation reason
+    /// (`ValidationError`, `ItemCollectionSizeLimitExceeded`) at one of the event's positions in
+    /// a transaction, or a `ValidationException` for a request that held only this event's
+    /// writes (a malformed expression, an item or a transaction over its size limit). Nothing was
+    /// written. Permanent (S15): the same writes are refused again, so the event is the one to
+    /// dead-letter, and no other event of a shared transaction is blamed for it (S12). Only
+    /// DynamoDB's error code is kept: its message may quote values (S3).
+    #[error("DynamoDB refused the writes of {key}: {code}{}", at_position(.position))]
+    Refused {
+        /// The event's key.
+        key: DedupKey,
+        /// DynamoDB's code (`ValidationError`, `ValidationException`, …).
+        code: String,
+        /// The refused write among the event's own, when DynamoDB named one: 0 is the mark,
+        /// 1.. the effects.
+        position: Option<usize>,
+    },
     /// The request is invalid (too many effects, result too large, no time left for a lease).
     #[error("invalid request: {0}")]
     Invalid(String),
@@ -79,14 +98,18 @@ impl Error {
         match self {
             Error::Store { kind, .. } => *kind != FaultKind::Refused,
             Error::Contended(_) => true,
-            Error::Fenced { .. } | Error::Invalid(_) | Error::Corrupt { .. } => false,
+            Error::Fenced { .. }
+            | Error::Refused { .. }
+            | Error::Invalid(_)
+            | Error::Corrupt { .. } => false,
         }
     }
 
-    /// The fault kind, for store errors.
+    /// The fault kind, for store errors ([`FaultKind::Refused`] for [`Error::Refused`]).
     pub fn fault_kind(&self) -> Option<FaultKind> {
         match self {
             Error::Store { kind, .. } => Some(*kind),
+            Error::Refused { .. } => Some(FaultKind::Refused),
             _ => None,
         }
     }
@@ -115,6 +138,40 @@ impl Error {
         };
         Error::store(kind, DisplayErrorContext(&err).to_string())
     }
+
+    /// Classifies the SDK error of a request that held only `key`'s writes: a validation
+    /// refusal is that event's own ([`Error::Refused`]); anything else as [`Error::from_sdk`].
+    pub(crate) fn from_sdk_for<E>(key: &DedupKey, err: SdkError<E, HttpResponse>) -> Self
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        match err.as_service_error().and_then(|e| e.code()) {
+            Some(code) if refuses_content(code) => Error::Refused {
+                key: key.clone(),
+                code: code.to_owned(),
+                position: None,
+            },
+            _ => Error::from_sdk(err),
+        }
+    }
+}
+
+fn at_position(position: &Option<usize>) -> String {
+    match position {
+        Some(0) => " (the mark)".into(),
+        Some(p) => format!(" (effect {})", p - 1),
+        None => String::new(),
+    }
+}
+
+/// Whether a top-level error code says DynamoDB refused the content of the request itself (as
+/// opposed to the table, the credentials or the service): a request that holds one event's
+/// writes is refused for that event's sake, and would be refused again (S15).
+pub(crate) fn refuses_content(code: &str) -> bool {
+    matches!(
+        code,
+        "ValidationException" | "ItemCollectionSizeLimitExceededException"
+    )
 }
 
 /// Maps an AWS error code (or, without one, the HTTP status) to a fault kind.

@@ -251,6 +251,10 @@ impl MarkStore {
     /// - The mark is written only where [`claim`](Self::claim) could write one; otherwise nothing
     ///   is written and the outcome says what stood in the way ([`Commit::Seen`]).
     /// - An effect whose condition fails gives [`Commit::EffectRejected`]; no mark is written.
+    /// - Writes DynamoDB refuses as they are (a `ValidationError` at one of them, such as an `ADD`
+    ///   to a string; a malformed expression; an item or the transaction over its size limit)
+    ///   give [`Error::Refused`]: permanent, and this event's own (S15). Transient faults
+    ///   (throttling, a conflicting transaction) stay retryable [`Error::Store`]s (S13).
     /// - The request carries a `ClientRequestToken` for this attempt, so if the SDK retries it
     ///   after a lost response, DynamoDB answers with the first success instead of applying twice.
     pub async fn commit(
@@ -282,7 +286,8 @@ impl MarkStore {
                         "request token reused with other parameters for {key}"
                     )))
                 }
-                _ => Err(Error::from_sdk(err)),
+                // The request held this event's writes only: a validation refusal is its own.
+                _ => Err(Error::from_sdk_for(key, err)),
             },
         }
     }
@@ -335,29 +340,71 @@ impl MarkStore {
         now: SystemTime,
         reasons: &[CancellationReason],
     ) -> Result<Commit, Error> {
-        let code = |r: &CancellationReason| r.code().unwrap_or("None").to_owned();
-        if let Some(first) = reasons.first()
-            && code(first) == "ConditionalCheckFailed"
+        let transient = transient_fault(reasons).map(|(kind, _)| {
+            let codes: Vec<&str> = reasons
+                .iter()
+                .map(reason_code)
+                .filter(|c| *c != NO_REASON)
+                .collect();
+            (
+                kind,
+                format!("transaction cancelled: [{}]", codes.join(", ")),
+            )
+        });
+        self.verdict(key, fp, now, reasons, transient.as_ref())
+            .unwrap_or_else(|| {
+                Err(Error::store(
+                    FaultKind::Refused,
+                    "transaction cancelled with no reason",
+                ))
+            })
+    }
+
+    /// What a cancelled transaction says about one event, from the reasons at its own positions
+    /// (`own`: 0 its mark, 1.. its effects) and the transaction's transient fault, if it had one
+    /// (`transient`: its kind and the message to report). Shared by [`commit`](Self::commit) and
+    /// the batch commit, so an event ends the same way alone or in a shared transaction:
+    ///
+    /// 1. its mark's condition failed: what stands in the way ([`Commit::Seen`], S4, S8, S11);
+    /// 2. one of its effects' conditions failed: [`Commit::EffectRejected`];
+    /// 3. the transaction had a transient reason (throttling, a conflicting transaction): that
+    ///    fault, retryable (S13); it is no one event's fault, so it wins over 4;
+    /// 4. a permanent reason at one of its own positions (`ValidationError`,
+    ///    `ItemCollectionSizeLimitExceeded`): [`Error::Refused`], this event's alone (S12, S15);
+    /// 5. otherwise `None`: it was cancelled for another event's sake only.
+    pub(crate) fn verdict(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
+        now: SystemTime,
+        own: &[CancellationReason],
+        transient: Option<&(FaultKind, String)>,
+    ) -> Option<Result<Commit, Error>> {
+        if let Some(mark) = own.first()
+            && reason_code(mark) == CONDITION_FAILED
         {
-            return self.explain(key, first.item(), fp, now).map(Commit::Seen);
+            return Some(self.explain(key, mark.item(), fp, now).map(Commit::Seen));
         }
-        if let Some(i) = reasons
+        if let Some(i) = own
             .iter()
             .skip(1)
-            .position(|r| code(r) == "ConditionalCheckFailed")
+            .position(|r| reason_code(r) == CONDITION_FAILED)
         {
-            return Ok(Commit::EffectRejected { index: i });
+            return Some(Ok(Commit::EffectRejected { index: i }));
         }
-        let codes: Vec<String> = reasons.iter().map(code).filter(|c| c != "None").collect();
-        let kind = codes
-            .iter()
-            .map(|c| classify_code(Some(c), 400))
-            .find(|k| *k != FaultKind::Refused)
-            .unwrap_or(FaultKind::Refused);
-        Err(Error::store(
-            kind,
-            format!("transaction cancelled: [{}]", codes.join(", ")),
-        ))
+        if let Some((kind, message)) = transient {
+            return Some(Err(Error::store(*kind, message.clone())));
+        }
+        own.iter()
+            .enumerate()
+            .find(|(_, r)| permanent(reason_code(r)))
+            .map(|(position, r)| {
+                Err(Error::Refused {
+                    key: key.clone(),
+                    code: reason_code(r).to_owned(),
+                    position: Some(position),
+                })
+            })
     }
 
     /// Completes a claim (S6): the mark becomes `COMPLETED` with `result`, but only if `lease`
@@ -521,4 +568,34 @@ fn fenced(lease: &Lease, current: Option<Mark>) -> Error {
         key: lease.key.clone(),
         current: current.map(Box::new),
     }
+}
+
+/// The code of a reason that cancelled nothing.
+const NO_REASON: &str = "None";
+/// The code of a failed condition.
+const CONDITION_FAILED: &str = "ConditionalCheckFailed";
+
+fn reason_code(r: &CancellationReason) -> &str {
+    r.code().unwrap_or(NO_REASON)
+}
+
+/// Whether a cancellation reason is one that retrying cannot fix ([`classify_code`] says
+/// [`FaultKind::Refused`]): the write at that position is refused as it is (S15). A failed
+/// condition is not a fault and is mapped on its own.
+fn permanent(code: &str) -> bool {
+    code != NO_REASON
+        && code != CONDITION_FAILED
+        && classify_code(Some(code), 400) == FaultKind::Refused
+}
+
+/// The first transient reason of a cancelled transaction (throttling, a conflicting
+/// transaction): no one event's fault, so every event not settled otherwise is retried (S13).
+pub(crate) fn transient_fault(reasons: &[CancellationReason]) -> Option<(FaultKind, String)> {
+    reasons
+        .iter()
+        .map(reason_code)
+        .filter(|c| *c != NO_REASON && *c != CONDITION_FAILED)
+        .map(|c| (classify_code(Some(c), 400), c))
+        .find(|(kind, _)| *kind != FaultKind::Refused)
+        .map(|(kind, c)| (kind, c.to_owned()))
 }

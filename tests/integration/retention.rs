@@ -159,3 +159,59 @@ async fn s10_an_event_older_than_the_retention_is_not_applied() {
         "the late redelivery moved nothing"
     );
 }
+
+/// S10 for every time a producer can send: an event whose `time` is implausibly far in the future
+/// (beyond the allowed clock skew) is not applied but goes to reconciliation
+/// (`implausible_time`). Otherwise it would never be late: a replay after its mark expired
+/// would be applied a second time (checked below with the store's clock past the retention).
+/// An event a little ahead (clocks disagree) is applied as usual.
+#[tokio::test]
+async fn s10_an_event_from_the_far_future_is_not_applied() {
+    use dedup::Message;
+    use dedup_batch::{Deduplicator, Outcome};
+    use dedup_tests::{balance, cloudevents_spec, credit_plan, effect_table, retention};
+
+    let client = client();
+    let balances = effect_table(&client, "account").await;
+    let start = SystemTime::now();
+    let clock = Arc::new(ManualClock::new(start));
+    let store = MarkStore::new(client.clone(), mark_table(&client).await, retention())
+        .with_clock(clock.clone());
+    let dedup = Deduplicator::new(cloudevents_spec("future"), store);
+    let run = unique("future");
+    let event = |id: &str, time: SystemTime| Message {
+        message_id: unique("m"),
+        body: serde_json::json!({"specversion": "1.0", "type": "credit", "source": "/bank",
+            "id": id, "tenantid": "acme",
+            "time": chrono::DateTime::<chrono::Utc>::from(time)
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "data": {"account": format!("{run}-a"), "amount": 5}})
+        .to_string()
+        .into_bytes(),
+        ..Message::default()
+    };
+    let plan = credit_plan(&balances);
+    let far = event("e-far", start + Duration::from_secs(10 * 365 * 86_400));
+    for _ in 0..2 {
+        let outcome = dedup.transactional(&far, &plan).await;
+        assert!(
+            matches!(
+                &outcome,
+                Outcome::Rejected {
+                    code: "implausible_time",
+                    ..
+                }
+            ),
+            "{outcome:?}"
+        );
+        // Even after the retention has passed, a replay of it is not applied.
+        clock.advance(Duration::from_secs(3601));
+    }
+    let skewed = event("e-skewed", clock.now() + Duration::from_secs(60));
+    assert_eq!(dedup.transactional(&skewed, &plan).await, Outcome::Applied);
+    assert_eq!(
+        balance(&client, &balances, &format!("{run}-a")).await,
+        Some(5),
+        "only the event within the clock skew moved the balance"
+    );
+}

@@ -11,8 +11,6 @@
 //! object (nothing dropped); and the first [`NATIVE_ATTRIBUTES`] of those, by name, as
 //! attributes of their own.
 
-use std::collections::HashSet;
-
 use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_sqs::types::MessageAttributeValue;
 use dedup::KeySpec;
@@ -21,6 +19,10 @@ use tokio::sync::OnceCell;
 
 /// The code the library gives a late event.
 pub const LATE_EVENT: &str = "late_event";
+/// The code the library gives an event whose time is implausibly far in the future.
+pub const IMPLAUSIBLE_TIME: &str = "implausible_time";
+/// What goes to reconciliation: events the mark table cannot judge (S10).
+const FOR_RECONCILIATION: [&str; 2] = [LATE_EVENT, IMPLAUSIBLE_TIME];
 
 /// SQS's limit of message attributes on one message.
 const MAX_ATTRIBUTES: usize = 10;
@@ -32,6 +34,7 @@ pub const NATIVE_ATTRIBUTES: usize = MAX_ATTRIBUTES - OWN_ATTRIBUTES;
 /// The message attributes a late event is sent with (see the module docs): at most
 /// [`MAX_ATTRIBUTES`], whatever the original carried.
 pub fn late_attributes(
+    reason: &str,
     key: &str,
     message_id: &str,
     original: &std::collections::HashMap<
@@ -45,7 +48,7 @@ pub fn late_attributes(
         .filter_map(|(k, a)| Some((k.as_str(), a.string_value.as_deref()?)))
         .collect();
     let mut out = vec![
-        ("dedup-reason".to_owned(), LATE_EVENT.to_owned()),
+        ("dedup-reason".to_owned(), reason.to_owned()),
         ("dedup-key".to_owned(), key.to_owned()),
         ("dedup-message-id".to_owned(), message_id.to_owned()),
         (
@@ -94,11 +97,15 @@ async fn queue() -> Option<&'static Queue> {
 /// Sends the report's late events to the reconciliation queue and takes the ones sent off the
 /// failures (they are acknowledged). The account is unchanged: they stay `rejected` (S14).
 pub async fn route_late_events(event: &SqsEvent, spec: &KeySpec, report: &mut BatchReport) {
-    let late: HashSet<&str> = report
+    let late: std::collections::HashMap<&str, &'static str> = report
         .outcomes
         .iter()
-        .filter(|(_, o)| matches!(o, Outcome::Rejected { code, .. } if *code == LATE_EVENT))
-        .map(|(id, _)| id.as_str())
+        .filter_map(|(id, o)| match o {
+            Outcome::Rejected { code, .. } if FOR_RECONCILIATION.contains(code) => {
+                Some((id.as_str(), *code))
+            }
+            _ => None,
+        })
         .collect();
     if late.is_empty() {
         return;
@@ -112,7 +119,11 @@ pub async fn route_late_events(event: &SqsEvent, spec: &KeySpec, report: &mut Ba
     };
     let mut sent = Vec::new();
     for record in &event.records {
-        let Some(id) = record.message_id.as_deref().filter(|id| late.contains(id)) else {
+        let Some((id, reason)) = record
+            .message_id
+            .as_deref()
+            .and_then(|id| Some((id, *late.get(id)?)))
+        else {
             continue;
         };
         // The key was derived once already (that is how the event was found late); derive it
@@ -125,7 +136,7 @@ pub async fn route_late_events(event: &SqsEvent, spec: &KeySpec, report: &mut Ba
             .send_message()
             .queue_url(&queue.url)
             .message_body(record.body.clone().unwrap_or_default());
-        for (name, value) in late_attributes(key.as_str(), id, &record.message_attributes) {
+        for (name, value) in late_attributes(reason, key.as_str(), id, &record.message_attributes) {
             if let Ok(v) = MessageAttributeValue::builder()
                 .data_type("String")
                 .string_value(value)
@@ -165,7 +176,7 @@ mod tests {
         let original: std::collections::HashMap<String, SqsMessageAttribute> = (0..10)
             .map(|i| (format!("attr-{i}"), attribute(&format!("v{i}"))))
             .collect();
-        let out = late_attributes("demo#ledger#abc", "m-1", &original);
+        let out = late_attributes(LATE_EVENT, "demo#ledger#abc", "m-1", &original);
         assert!(out.len() <= MAX_ATTRIBUTES, "{} attributes", out.len());
         let get = |k: &str| out.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("dedup-reason"), Some(LATE_EVENT));

@@ -98,10 +98,27 @@ impl Deduplicator {
         &self.store
     }
 
-    /// The message's key and payload, or its outcome when it has no key (S2) or is older than
-    /// the retention window (S10: the mark table cannot judge it; reconciliation must).
+    /// The message's key and payload, or its outcome when it has no key (S2), is older than
+    /// the retention window, or says it happens implausibly far in the future (S10: the mark
+    /// table cannot judge it; reconciliation must).
     fn derive(&self, msg: &Message) -> Result<Derived, Outcome> {
         let event = self.spec.derive(msg).map_err(|r| rejected(msg, &r))?;
+        if let Some(ahead) = event
+            .event_time
+            .and_then(|t| self.store.ahead_of_clock(t))
+            .filter(|ahead| *ahead > dedup::MAX_CLOCK_SKEW)
+        {
+            let future = Rejection::FromTheFuture {
+                ahead_secs: ahead.as_secs(),
+                skew_secs: dedup::MAX_CLOCK_SKEW.as_secs(),
+            };
+            tracing::warn!(message_id = %msg.message_id, key = %event.key, code = future.code(),
+                reason = %future, "event time in the future: not applied, for reconciliation");
+            return Err(Outcome::Rejected {
+                code: future.code(),
+                reason: future.to_string(),
+            });
+        }
         if let Some(age) = event
             .event_time
             .and_then(|t| self.store.beyond_retention(t))

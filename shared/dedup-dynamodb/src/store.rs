@@ -556,6 +556,11 @@ impl MarkStore {
         (age >= self.retention.duration()).then_some(age)
     }
 
+    /// How far ahead of the store's clock `event_time` is, when it is ahead.
+    pub fn ahead_of_clock(&self, event_time: SystemTime) -> Option<Duration> {
+        event_time.duration_since(self.clock.now()).ok()
+    }
+
     /// The store's clock reading, in epoch milliseconds and seconds (for logs and tests).
     pub fn now(&self) -> (u64, u64) {
         let now = self.clock.now();

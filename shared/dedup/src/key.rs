@@ -536,7 +536,24 @@ pub enum Rejection {
         /// The retention window.
         retention_secs: u64,
     },
+    /// The event says it happens further in the future than clocks can disagree
+    /// ([`MAX_CLOCK_SKEW`]). Its age cannot be trusted, so neither can the late-event rule: a
+    /// replay of it after its mark expired would otherwise pass as new. It goes to
+    /// reconciliation like a late event (S10).
+    #[error(
+        "event time is {ahead_secs} s in the future, beyond the {skew_secs}-second clock skew allowed"
+    )]
+    FromTheFuture {
+        /// How far ahead of the store's clock the event's time is.
+        ahead_secs: u64,
+        /// The skew allowed.
+        skew_secs: u64,
+    },
 }
+
+/// How far ahead of the store's clock an event's declared time may be (clocks disagree); an
+/// event further ahead is [`Rejection::FromTheFuture`] (S10).
+pub const MAX_CLOCK_SKEW: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 impl Rejection {
     /// A stable, low-cardinality code for metrics and log fields.
@@ -552,6 +569,7 @@ impl Rejection {
             Rejection::BadCharacters { .. } => "identity_bad_characters",
             Rejection::WrongType { .. } => "identity_wrong_type",
             Rejection::Late { .. } => "late_event",
+            Rejection::FromTheFuture { .. } => "implausible_time",
         }
     }
 }

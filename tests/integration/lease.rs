@@ -150,3 +150,133 @@ fn s6_idempotency_key_is_deterministic() {
     assert_ne!(k1.idempotency_key(), k2.idempotency_key());
     assert!(k1.idempotency_key().len() <= 64);
 }
+
+/// S9, S16: a takeover remembers when the event was first attempted, across takeovers; a first
+/// claim starts now.
+#[tokio::test]
+async fn s6_a_takeover_inherits_the_first_attempt_time() {
+    let (store, clock) = stores().await;
+    let key = DedupKey::new(&scope(), "t", &["pay", &unique("evt")]);
+    let first = claimed(store.claim(&key, None, None).await.expect("A claims"));
+    let millis = dedup::clock::epoch_millis;
+    assert_eq!(millis(first.first_attempt_at), millis(clock.now()));
+    for _ in 0..2 {
+        clock.advance(Duration::from_secs(31)); // A (then B) crashed; the lease expired
+        let next = claimed(store.claim(&key, None, None).await.expect("take over"));
+        assert_eq!(
+            next.first_attempt_at, first.first_attempt_at,
+            "the first attempt's time survives every takeover"
+        );
+    }
+}
+
+/// The leased flow over a provider that forgets idempotency keys after `retention`.
+async fn provider_forgets_after(
+    retention: Duration,
+) -> (dedup_batch::Deduplicator, Arc<ManualClock>) {
+    let (store, clock) = stores().await;
+    let spec = dedup_tests::cloudevents_spec("payments");
+    let dedup = dedup_batch::Deduplicator::new(spec, store).with_provider_key_retention(retention);
+    (dedup, clock)
+}
+
+/// S9, S16: providers forget idempotency keys (Stripe after 24 h). A takeover of an event first
+/// attempted longer ago than that never calls the provider blindly: it is rejected as
+/// `provider_key_expired`, for reconciliation, every time. A takeover within the retention
+/// calls the provider with the same key as before.
+#[tokio::test]
+async fn s16_a_takeover_past_the_provider_key_retention_does_not_call_the_provider() {
+    use dedup_batch::Outcome;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    // The provider forgets keys after 10 minutes; marks are kept an hour.
+    let (dedup, clock) = provider_forgets_after(Duration::from_secs(600)).await;
+    let calls = AtomicUsize::new(0);
+    let msg = dedup_tests::credit(&unique("m"), &unique("evt"), "acct", 1);
+    // First attempt: the process dies while the call is out (the future is dropped).
+    let hung = dedup.leased(&msg, None, |_e, _l| async {
+        calls.fetch_add(1, Ordering::SeqCst);
+        std::future::pending::<Result<Option<String>, dedup_batch::HandlerError>>().await
+    });
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), hung)
+            .await
+            .is_err()
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+
+    // Within the key retention, a takeover calls again (same key: the provider replays).
+    clock.advance(Duration::from_secs(31));
+    let again = dedup.leased(&msg, None, |_e, _l| async {
+        calls.fetch_add(1, Ordering::SeqCst);
+        std::future::pending::<Result<Option<String>, dedup_batch::HandlerError>>().await
+    });
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), again)
+            .await
+            .is_err()
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+
+    // Past it: no call, for reconciliation; and the same on the next takeover.
+    for _ in 0..2 {
+        clock.advance(Duration::from_secs(601));
+        let outcome = dedup
+            .leased(&msg, None, |_e, _l| async {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok(Some("applied again".to_owned()))
+            })
+            .await;
+        assert!(
+            matches!(
+                &outcome,
+                Outcome::Rejected {
+                    code: "provider_key_expired",
+                    ..
+                }
+            ),
+            "{outcome:?}"
+        );
+    }
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "never called past the key retention"
+    );
+}
+
+/// S16: nothing is decided after the effect. A provider answer over the store's result bound is
+/// stored as its digest, so the completion cannot be refused once the provider has applied the
+/// call; a redelivery is a duplicate, not a second call.
+#[tokio::test]
+async fn s16_an_oversized_provider_answer_is_stored_as_a_digest() {
+    use dedup_batch::Outcome;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let (store, _clock) = stores().await;
+    let store = store.with_max_result_bytes(1024);
+    let dedup = dedup_batch::Deduplicator::new(dedup_tests::cloudevents_spec("big"), store);
+    let calls = AtomicUsize::new(0);
+    let msg = dedup_tests::credit(&unique("m"), &unique("evt"), "acct", 1);
+    let call = |_e, _l| async {
+        calls.fetch_add(1, Ordering::SeqCst);
+        Ok(Some("x".repeat(100 * 1024)))
+    };
+    assert_eq!(dedup.leased(&msg, None, call).await, Outcome::Applied);
+    let again = dedup.leased(&msg, None, call).await;
+    assert!(matches!(again, Outcome::Duplicate { .. }), "{again:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "one call to the provider");
+    let key = dedup_tests::cloudevents_spec("big")
+        .derive(&msg)
+        .expect("key")
+        .key;
+    let mark = dedup.store().get(&key).await.expect("get").expect("mark");
+    let stored: serde_json::Value =
+        serde_json::from_str(mark.result.as_deref().expect("result")).expect("json");
+    assert_eq!(stored["bytes"], 100 * 1024);
+    assert!(
+        stored["digest"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("sha256:"))
+    );
+}

@@ -21,8 +21,13 @@ use tokio::sync::OnceCell;
 pub const LATE_EVENT: &str = "late_event";
 /// The code the library gives an event whose time is implausibly far in the future.
 pub const IMPLAUSIBLE_TIME: &str = "implausible_time";
-/// What goes to reconciliation: events the mark table cannot judge (S10).
-const FOR_RECONCILIATION: [&str; 2] = [LATE_EVENT, IMPLAUSIBLE_TIME];
+/// What goes to reconciliation: events the mark table cannot judge (S10), and takeovers the
+/// provider may have forgotten (S16).
+const FOR_RECONCILIATION: [&str; 3] = [
+    LATE_EVENT,
+    IMPLAUSIBLE_TIME,
+    dedup_batch::PROVIDER_KEY_EXPIRED,
+];
 
 /// SQS's limit of message attributes on one message.
 const MAX_ATTRIBUTES: usize = 10;

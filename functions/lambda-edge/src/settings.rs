@@ -14,6 +14,7 @@
 //! | `DEDUP_MAX_CONCURRENCY` | messages of a batch processed at once, S12 | 10 |
 //! | `DEDUP_LEASE_SECONDS` | longest lease of the leased flow, S6; must exceed the provider timeout | 60 |
 //! | `PROVIDER_TIMEOUT_MS` | how long a call to an external API may take (functions that call out) | 5000 |
+//! | `PROVIDER_KEY_RETENTION_SECONDS` | how long the external API keeps idempotency keys; a takeover of an event first attempted longer ago goes to reconciliation instead of calling (S16); must exceed the lease | 86400 (Stripe's 24 h) |
 //! | `DEDUP_CACHE_SIZE` | completed marks kept in the warm container's cache (0: off) | 10000 |
 //! | `DEDUP_MAX_BODY_BYTES` | largest message body processed; larger ones are rejected (`body_too_large`) | 1048576 (1 MiB, the SQS limit since 2026) |
 //! | `DEDUP_RECONCILIATION_QUEUE_URL` | where events older than the retention go, S10 (`reconcile`) | none: to the DLQ |
@@ -100,6 +101,8 @@ pub struct Settings {
     pub lease: Duration,
     /// How long one call to an external API may take.
     pub provider_timeout: Duration,
+    /// How long the external API keeps idempotency keys.
+    pub provider_key_retention: Duration,
     /// Completed marks kept in memory per container.
     pub cache_size: usize,
     /// The largest message body processed (a platform limit, so a setting).
@@ -130,6 +133,15 @@ impl Settings {
                 .map_err(|e| format!("refusing to start: {e}"))?;
         let provider_timeout = provider_timeout_in(env)?;
         let lease = secs("DEDUP_LEASE_SECONDS", 60)?;
+        let provider_key_retention = secs("PROVIDER_KEY_RETENTION_SECONDS", 86_400)?;
+        if provider_key_retention <= lease {
+            return Err(format!(
+                "refusing to start: PROVIDER_KEY_RETENTION_SECONDS ({}s) must be longer than \
+                 DEDUP_LEASE_SECONDS ({}s), or no crashed call could ever be retried",
+                provider_key_retention.as_secs(),
+                lease.as_secs()
+            ));
+        }
         if lease <= provider_timeout {
             return Err(format!(
                 "refusing to start: DEDUP_LEASE_SECONDS ({}s) must be longer than \
@@ -149,6 +161,7 @@ impl Settings {
             )?,
             lease,
             provider_timeout,
+            provider_key_retention,
             cache_size: optional_in(env, "DEDUP_CACHE_SIZE", 10_000)?,
             max_body_bytes: positive(
                 optional_in(env, "DEDUP_MAX_BODY_BYTES", dedup::DEFAULT_MAX_BODY_BYTES)?,
@@ -272,6 +285,16 @@ mod tests {
         ]);
         let s = settings(&vars).expect("6 s > 5 s");
         assert_eq!(s.provider_timeout, Duration::from_millis(5000));
+    }
+
+    /// S16: a provider key retention not longer than the lease is refused: every takeover
+    /// would then be past it, and no crashed call could be retried.
+    #[test]
+    fn s16_a_provider_key_retention_within_the_lease_is_refused() {
+        let err = refused(&[("PROVIDER_KEY_RETENTION_SECONDS", "60")]);
+        assert!(err.contains("PROVIDER_KEY_RETENTION_SECONDS"), "{err}");
+        let s = settings(&BASE).expect("defaults");
+        assert_eq!(s.provider_key_retention, Duration::from_secs(86_400));
     }
 
     /// Zero durations and counts that would stop the function from working are refused.

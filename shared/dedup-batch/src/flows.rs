@@ -9,7 +9,7 @@
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use std::sync::Arc;
 
@@ -49,12 +49,16 @@ impl HandlerError {
     }
 }
 
+/// The code of an event whose first attempt is older than the provider's key retention.
+pub const PROVIDER_KEY_EXPIRED: &str = "provider_key_expired";
+
 /// Key derivation plus the mark store: the per-message flows.
 #[derive(Debug, Clone)]
 pub struct Deduplicator {
     spec: KeySpec,
     store: MarkStore,
     cache: Option<Arc<MarkCache>>,
+    provider_key_retention: Option<Duration>,
 }
 
 impl Deduplicator {
@@ -64,7 +68,17 @@ impl Deduplicator {
             spec,
             store,
             cache: None,
+            provider_key_retention: None,
         }
+    }
+
+    /// How long the external API of the leased flow keeps idempotency keys (Stripe: 24 hours).
+    /// Past that, a retry under the same key may be applied again, so a takeover of an event
+    /// first attempted longer ago than this never calls the API blindly: it goes to
+    /// reconciliation as `provider_key_expired` (S9, S10, S16).
+    pub fn with_provider_key_retention(mut self, retention: Duration) -> Self {
+        self.provider_key_retention = Some(retention);
+        self
     }
 
     /// Keeps up to `capacity` completed marks in memory, so duplicates this container has seen
@@ -246,7 +260,23 @@ impl Deduplicator {
         };
         let key = event.key.clone();
         let summary = event.clone();
-        match call(event, lease.clone()).await {
+        if let Some(expired) = self.provider_key_expired(&lease) {
+            // An earlier holder may have called the API so long ago that it has forgotten the
+            // key: calling again could apply the effect twice. The claim is kept (not released),
+            // so every later takeover comes to the same answer.
+            tracing::warn!(message_id = %msg.message_id, key = %key, code = expired.0,
+                reason = %expired.1, "not calling the provider: its idempotency key may be forgotten; for reconciliation");
+            return Outcome::Rejected {
+                code: expired.0,
+                reason: expired.1,
+            };
+        }
+        // S16: nothing may fail after the effect. A result over the store's bound is kept as
+        // its digest rather than refused by `complete`.
+        match call(event, lease.clone())
+            .await
+            .map(|result| self.bounded(result))
+        {
             Ok(result) => match self.store.complete(&lease, result.as_deref()).await {
                 Ok(()) => {
                     tracing::info!(message_id = %msg.message_id, key = %key, "applied");
@@ -269,6 +299,38 @@ impl Deduplicator {
                 handler_failed(msg, &summary, err)
             }
         }
+    }
+
+    /// `Some((code, reason))` when `lease` took over an event first attempted longer ago than
+    /// the provider keeps keys.
+    fn provider_key_expired(&self, lease: &Lease) -> Option<(&'static str, String)> {
+        let retention = self.provider_key_retention?;
+        let now = dedup::clock::from_epoch_millis(self.store.now().0);
+        let age = now.duration_since(lease.first_attempt_at).ok()?;
+        (age > retention).then(|| {
+            (
+                PROVIDER_KEY_EXPIRED,
+                format!(
+                    "first attempted {} s ago; the provider keeps idempotency keys {} s",
+                    age.as_secs(),
+                    retention.as_secs()
+                ),
+            )
+        })
+    }
+
+    /// The result to store with a completed mark: as it is, or, over the store's bound, a
+    /// digest of it (`{"digest": "sha256:…", "bytes": n}`), so `complete` cannot refuse it after
+    /// the effect has happened (S16).
+    fn bounded(&self, result: Option<String>) -> Option<String> {
+        let max = self.store.max_result_bytes();
+        result.map(|r| {
+            if r.len() <= max {
+                return r;
+            }
+            let digest = dedup::Fingerprint::of_bytes(r.as_bytes());
+            serde_json::json!({"digest": format!("sha256:{digest}"), "bytes": r.len()}).to_string()
+        })
     }
 
     /// The transactional flow for a whole batch at once: the marks and effects of every event

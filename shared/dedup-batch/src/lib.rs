@@ -21,6 +21,6 @@ pub mod flows;
 pub mod outcome;
 pub mod runner;
 
-pub use flows::{Deduplicator, HandlerError, Plan};
+pub use flows::{Deduplicator, HandlerError, PROVIDER_KEY_EXPIRED, Plan};
 pub use outcome::{Account, Outcome};
 pub use runner::{BatchReport, run_batch, run_batch_transactional};

@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    CancellationReason, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    CancellationReason, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
 use dedup::clock::{Clock, SystemClock, epoch_millis, epoch_secs};
 use dedup::{
@@ -91,6 +91,11 @@ impl MarkStore {
     pub fn with_max_result_bytes(mut self, max: usize) -> Self {
         self.max_result_bytes = max;
         self
+    }
+
+    /// The largest result [`complete`](Self::complete) and [`commit`](Self::commit) store.
+    pub fn max_result_bytes(&self) -> usize {
+        self.max_result_bytes
     }
 
     /// The source of "now" (tests move it to expire leases and TTLs).
@@ -227,15 +232,22 @@ impl MarkStore {
             .set_expression_attribute_names(Some(cond.names))
             .set_expression_attribute_values(Some(cond.values))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .return_values(ReturnValue::AllOld)
             .send()
             .await;
         match sent {
-            Ok(_) => Ok(Claim::Claimed(Lease {
-                key: key.clone(),
-                owner,
-                expires_at: lease_end,
-                fingerprint: fp.cloned(),
-            })),
+            Ok(out) => {
+                let first_attempt_at = self
+                    .first_attempt(key, &owner, out.attributes.as_ref(), now)
+                    .await?;
+                Ok(Claim::Claimed(Lease {
+                    key: key.clone(),
+                    owner,
+                    expires_at: lease_end,
+                    fingerprint: fp.cloned(),
+                    first_attempt_at,
+                }))
+            }
             Err(err) => match err.as_service_error() {
                 Some(PutItemError::ConditionalCheckFailedException(c)) => {
                     self.explain(key, c.item(), fp, now).map(Claim::Seen)
@@ -243,6 +255,43 @@ impl MarkStore {
                 _ => Err(Error::from_sdk(err)),
             },
         }
+    }
+
+    /// When the event of a claim just won was first attempted. A claim that took over an expired
+    /// lease (the old item, returned by the claim's own write) inherits the old claim's time, and
+    /// writes it back into the mark (conditioned on still owning it) so the next takeover
+    /// inherits it too: a crash never makes an old attempt look new. A first claim, or one over a
+    /// mark whose TTL had passed (a new epoch, S9), starts now.
+    async fn first_attempt(
+        &self,
+        key: &DedupKey,
+        owner: &OwnerToken,
+        old: Option<&Av>,
+        now: SystemTime,
+    ) -> Result<SystemTime, Error> {
+        // As stored: milliseconds.
+        let now = dedup::clock::from_epoch_millis(epoch_millis(now));
+        let Some(old) = old.map(codec::mark).transpose()? else {
+            return Ok(now);
+        };
+        if old.status != MarkStatus::InProgress || !old.is_live(now) || old.first_seen_at >= now {
+            return Ok(now);
+        }
+        self.count_call();
+        self.client
+            .update_item()
+            .table_name(self.table.as_ref())
+            .key(attr::PK, s(key.as_str()))
+            .update_expression("SET #first = :first")
+            .condition_expression("#owner = :owner")
+            .expression_attribute_names("#first", attr::FIRST_SEEN)
+            .expression_attribute_names("#owner", attr::OWNER)
+            .expression_attribute_values(":first", ms(old.first_seen_at))
+            .expression_attribute_values(":owner", s(owner.as_str()))
+            .send()
+            .await
+            .map_err(Error::from_sdk)?;
+        Ok(old.first_seen_at)
     }
 
     /// Commits the completed mark of `key` together with `effects` in one `TransactWriteItems`

@@ -139,6 +139,10 @@ pub struct Lease {
     pub expires_at: SystemTime,
     /// The fingerprint claimed with.
     pub fingerprint: Option<Fingerprint>,
+    /// When the event was first claimed: now for a first claim, the earlier claim's time for a
+    /// takeover of an expired lease (whose holder may have called out already). A provider that
+    /// forgets idempotency keys after a while may have forgotten this one since (S9, S16).
+    pub first_attempt_at: SystemTime,
 }
 
 impl Lease {

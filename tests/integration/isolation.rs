@@ -448,3 +448,50 @@ async fn s13_a_transient_reason_still_retries_the_whole_round() {
         );
     }
 }
+
+/// S15: a mark that cannot be decoded (an operator's hand edit, a foreign writer) fails the same
+/// way on every redelivery: its message is rejected as `mark_corrupt` (dead-lettered and
+/// counted), not retried until the queue gives up, and its effect is not applied. The other
+/// messages of the batch are not affected.
+#[tokio::test]
+async fn s15_a_corrupt_mark_is_rejected_not_retried() {
+    let s = setup().await;
+    let run = unique("corrupt");
+    let bad = credit(&unique("m"), &format!("{run}-bad"), &format!("{run}-a"), 5);
+    let good = credit(&unique("m"), &format!("{run}-good"), &format!("{run}-b"), 7);
+    let key = cloudevents_spec(CONSUMER).derive(&bad).expect("key").key;
+    let far = (std::time::SystemTime::now() + std::time::Duration::from_secs(3600))
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("epoch")
+        .as_secs();
+    s.client
+        .put_item()
+        .table_name(&s.marks)
+        .item("pk", AttributeValue::S(key.as_str().into()))
+        .item("status", AttributeValue::S("HALF_WRITTEN".into()))
+        .item("expires_at", AttributeValue::N(far.to_string()))
+        .send()
+        .await
+        .expect("a corrupt mark");
+    let plan = credit_plan(&s.balances);
+    let outcome = s.dedup.transactional(&bad, &plan).await;
+    assert!(
+        matches!(
+            &outcome,
+            Outcome::Rejected {
+                code: "mark_corrupt",
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(s.dedup.transactional(&good, &plan).await, Outcome::Applied);
+    assert_eq!(
+        balance(&s.client, &s.balances, &format!("{run}-a")).await,
+        None
+    );
+    assert_eq!(
+        balance(&s.client, &s.balances, &format!("{run}-b")).await,
+        Some(7)
+    );
+}

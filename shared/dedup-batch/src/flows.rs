@@ -467,6 +467,16 @@ where
 }
 
 fn store_failed(msg: &Message, e: &StoreError) -> Outcome {
+    if let StoreError::Corrupt { .. } = e {
+        // S15: a mark that cannot be decoded stays so on every redelivery: dead-letter and count
+        // it, do not retry it until the queue gives up. Its effects are not touched.
+        tracing::error!(message_id = %msg.message_id, error = %e,
+            "rejected: the stored mark is corrupt; dead-lettering");
+        return Outcome::Rejected {
+            code: "mark_corrupt",
+            reason: "the stored mark cannot be decoded".into(),
+        };
+    }
     // S13: fail closed. Nothing is acknowledged without its mark.
     tracing::warn!(message_id = %msg.message_id, error = %e, retryable = e.is_retryable(),
         "mark store failed; will retry");

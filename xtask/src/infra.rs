@@ -273,12 +273,71 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
                     if ep["DestinationConfig"]["OnFailure"].is_null() {
                         problems.push(format!("{id}.{name}: a stream trigger needs DestinationConfig.OnFailure, or records it gives up on are lost"));
                     }
+                    stream_trigger_never_stalls(&mut problems, &format!("{id}.{name}"), ep);
+                    if !env("INTENTS_TABLE").is_null() {
+                        relay_redrives_what_the_stream_gives_up(
+                            &mut problems,
+                            id,
+                            p,
+                            &resources,
+                            crate_name,
+                        );
+                    }
                 }
                 _ => {}
             }
         }
     }
     problems
+}
+
+/// S12, S15: a shard never stalls on one record: a failing batch is bisected down to the
+/// record that fails, and a record is given up (to the OnFailure destination) once older than a
+/// bound within the stream's 24-hour retention.
+fn stream_trigger_never_stalls(problems: &mut Vec<String>, at: &str, ep: &Value) {
+    if ep["BisectBatchOnFunctionError"] != Value::Bool(true) {
+        problems.push(format!(
+            "{at}: BisectBatchOnFunctionError must be true, so one record that keeps failing cannot stall its shard"
+        ));
+    }
+    match ep["MaximumRecordAgeInSeconds"].as_u64() {
+        Some(age) if (60..=86_400).contains(&age) => {}
+        _ => problems.push(format!(
+            "{at}: MaximumRecordAgeInSeconds must be set (60..=86400), so a shard moves on from a record it cannot process"
+        )),
+    }
+}
+
+/// S7: a relay of intents re-drives what its stream gave up: a scheduled sweep, and an alarm on
+/// the age of the oldest pending intent, so nothing stays PENDING silently.
+fn relay_redrives_what_the_stream_gives_up(
+    problems: &mut Vec<String>,
+    id: &str,
+    p: &Value,
+    resources: &serde_json::Map<String, Value>,
+    crate_name: &str,
+) {
+    let scheduled = p["Events"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .any(|(_, ev)| ev["Type"] == "Schedule");
+    if !scheduled {
+        problems.push(format!(
+            "{id}: needs a Schedule event for its sweep, which re-drives intents left PENDING when the stream gives their records up"
+        ));
+    }
+    let alarmed = has_alarm(resources, |a| {
+        a["MetricName"] == "OldestPendingSeconds"
+            && a["Dimensions"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|d| d["Value"] == crate_name))
+    });
+    if !alarmed {
+        problems.push(format!(
+            "{id}: needs an alarm on OldestPendingSeconds, so an intent left PENDING is noticed"
+        ));
+    }
 }
 
 fn has_alarm(resources: &serde_json::Map<String, Value>, pred: impl Fn(&Value) -> bool) -> bool {
@@ -517,6 +576,46 @@ mod tests {
                     Value::Null
             },
             "OnFailure",
+        );
+    }
+
+    /// S12, S15: a stream trigger must bisect failing batches and give up records past an age,
+    /// and the intent relay must sweep and alarm on what is left pending.
+    #[test]
+    fn stream_triggers_never_stall_and_the_relay_redrives() {
+        broken(
+            |t| {
+                res(t, "IntentRelay")["Events"]["Intents"]["Properties"]["BisectBatchOnFunctionError"] =
+                    false.into()
+            },
+            "BisectBatchOnFunctionError must be true",
+        );
+        broken(
+            |t| {
+                res(t, "MarkAuditor")["Events"]
+                    .as_object_mut()
+                    .and_then(|e| e.values_mut().next())
+                    .expect("a trigger")["Properties"]["MaximumRecordAgeInSeconds"] = Value::Null
+            },
+            "MaximumRecordAgeInSeconds must be set",
+        );
+        broken(
+            |t| {
+                res(t, "IntentRelay")["Events"]
+                    .as_object_mut()
+                    .expect("events")
+                    .remove("Sweep");
+            },
+            "needs a Schedule event",
+        );
+        broken(
+            |t| {
+                t["Resources"]
+                    .as_object_mut()
+                    .expect("resources")
+                    .remove("IntentRelayOldestPendingAlarm");
+            },
+            "OldestPendingSeconds",
         );
     }
 

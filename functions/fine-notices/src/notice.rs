@@ -17,6 +17,13 @@ fn text<'a>(data: &'a serde_json::Value, field: &str, max: usize) -> Result<&'a 
         .ok_or_else(|| HandlerError::Invalid(format!("data.{field} must be a non-empty string")))
 }
 
+fn created_at_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
 /// A `fine.notice` event with `data: {notice_number, plate, offence, amount_cents, issued_at}`
 /// writes the fine and a `PENDING` collection intent. Both are keyed by the event (never by the
 /// plate), and the intent's id is the event's idempotency key, which the relay sends to the
@@ -49,7 +56,9 @@ pub(crate) fn plan(tables: &Tables, event: &Derived) -> Result<Plan, HandlerErro
         .with("kind", "collection_task")
         .with("fine_id", fine_id.as_str())
         .with("amount_cents", amount)
-        .with("status", "PENDING");
+        .with("status", "PENDING")
+        // For the relay's sweep: how long the intent has been pending.
+        .with("created_at", created_at_ms());
     Ok(Plan {
         effects: vec![
             Effect::put(&tables.fines, fine).condition("attribute_not_exists(fine_id)"),

@@ -1,34 +1,52 @@
-//! `intent-relay`: triggered by the stream of the intents table that `fine-notices` writes in the
-//! same transaction as its marks. Each new intent is applied to the external collection API with
-//! the intent's id as `Idempotency-Key` — the same on every retry — and marked `CONFIRMED` once the
-//! API answers 2xx (S7). A record that fails is reported as the batch item failure, so Lambda
-//! retries from it, in order, until the API confirms.
+//! `intent-relay` on Lambda: see the library's documentation for what it does.
 //!
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with `INTENTS_TABLE`,
-//! `COLLECTIONS_API_URL` and optionally `PROVIDER_TIMEOUT_MS`.
+//! `COLLECTIONS_API_URL` and optionally `PROVIDER_TIMEOUT_MS` (default 5000) and
+//! `RELAY_DEADLINE_MARGIN_MS` (default 2000: the time kept, on top of one provider call, for the
+//! DynamoDB writes around it and the answer to Lambda) and `RELAY_REDRIVE_AFTER_SECONDS` (default
+//! 3600: how long an intent may stay `PENDING` before the scheduled sweep re-drives it).
 
-// The handler's nested async blocks (runtime, batch runner, store calls) are deep types.
+// The handler's nested async blocks (runtime, store calls) are deep types.
 #![recursion_limit = "256"]
 
-mod relay;
+use std::time::{Duration, SystemTime};
 
 use aws_lambda_events::event::dynamodb::Event;
-use aws_lambda_events::event::streams::DynamoDbEventResponse;
-use dedup_http::IdempotentClient;
+use intent_relay::Relay;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_edge::init_tracing();
-    let timeout = lambda_edge::settings::provider_timeout()?;
-    let relay = relay::Relay {
-        api: IdempotentClient::new(&lambda_edge::required("COLLECTIONS_API_URL")?, timeout)?,
-        intents: lambda_edge::required("INTENTS_TABLE")?,
-        client: dedup_dynamodb::connect().await,
-    };
+    let relay = Relay::new(
+        &lambda_edge::required("COLLECTIONS_API_URL")?,
+        lambda_edge::settings::provider_timeout()?,
+        Duration::from_millis(lambda_edge::optional("RELAY_DEADLINE_MARGIN_MS", 2_000u64)?),
+        lambda_edge::required("INTENTS_TABLE")?,
+        dedup_dynamodb::connect().await,
+    )?;
+    let redrive_after = Duration::from_secs(lambda_edge::optional(
+        "RELAY_REDRIVE_AFTER_SECONDS",
+        3_600u64,
+    )?);
     let relay = &relay;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
-        Ok::<DynamoDbEventResponse, Error>(relay.handle(&event.payload).await)
-    }))
+    lambda_runtime::run(service_fn(
+        move |event: LambdaEvent<serde_json::Value>| async move {
+            // Two triggers: the intents table's stream, and a schedule for the sweep.
+            if event.payload.get("Records").is_some() {
+                let deadline = lambda_edge::deadline(&event.context);
+                let stream: Event = serde_json::from_value(event.payload)?;
+                let handled = relay.handle(&stream, deadline).await;
+                Ok::<serde_json::Value, Error>(serde_json::to_value(handled.response)?)
+            } else {
+                let swept = relay.sweep(SystemTime::now(), redrive_after).await?;
+                Ok(serde_json::json!({
+                    "pending": swept.pending,
+                    "redriven": swept.redriven,
+                    "oldest_pending_seconds": swept.oldest_pending.as_secs(),
+                }))
+            }
+        },
+    ))
     .await
 }

@@ -1,6 +1,10 @@
-//! Building a client and writing effects without a mark, for callers that must not name the SDK.
+//! Building a client, writing effects without a mark, and reading items back, for callers that
+//! must not name the SDK.
+
+use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::codec;
 use crate::error::Error;
@@ -48,6 +52,71 @@ pub async fn write_effects(client: &Client, effects: &[dedup::Effect]) -> Result
                 return Ok(false);
             }
             Err(Error::from_sdk(err))
+        }
+    }
+}
+
+/// An item's string and number attributes, by name (numbers in their decimal text).
+pub type Attributes = BTreeMap<String, String>;
+
+fn attributes(item: &std::collections::HashMap<String, AttributeValue>) -> Attributes {
+    item.iter()
+        .filter_map(|(k, v)| match v {
+            AttributeValue::S(s) | AttributeValue::N(s) => Some((k.clone(), s.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The item at `key` in `table`, read strongly consistently (its string and number attributes),
+/// or `None` when there is none.
+pub async fn read_item(
+    client: &Client,
+    table: &str,
+    key: &dedup::Item,
+) -> Result<Option<Attributes>, Error> {
+    let out = client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(
+            key.0
+                .iter()
+                .map(|(k, v)| (k.clone(), codec::value(v)))
+                .collect(),
+        ))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(Error::from_sdk)?;
+    Ok(out.item.as_ref().map(attributes))
+}
+
+/// Every item of `table` whose string attribute `name` equals `value` (a paginated scan with a
+/// filter; for maintenance sweeps over small tables, not for the hot path).
+pub async fn scan_where(
+    client: &Client,
+    table: &str,
+    name: &str,
+    value: &str,
+) -> Result<Vec<Attributes>, Error> {
+    let mut found = Vec::new();
+    let mut start = None;
+    loop {
+        let out = client
+            .scan()
+            .table_name(table)
+            .filter_expression("#n = :v")
+            .expression_attribute_names("#n", name)
+            .expression_attribute_values(":v", AttributeValue::S(value.to_owned()))
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(Error::from_sdk)?;
+        found.extend(out.items().iter().map(attributes));
+        start = out.last_evaluated_key().cloned();
+        if start.is_none() {
+            return Ok(found);
         }
     }
 }

@@ -27,7 +27,7 @@ mod store;
 
 pub use aws_sdk_dynamodb::Client;
 pub use batch::CommitRequest;
-pub use client::{connect, write_effects};
+pub use client::{Attributes, connect, read_item, scan_where, write_effects};
 pub use error::{Error, FaultKind};
 pub use store::{DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, MAX_EFFECTS, MarkStore};
 

@@ -7,10 +7,15 @@
 //! applies the first request and replays its answer to the others.
 //!
 //! # Layout
-//! - [`IdempotentClient`]: one POST with the key; the answer classified:
+//! - [`IdempotentClient`]: one POST with the key; the answer classified once, here (S15):
 //!   - 2xx: done (a replay by the provider is done too);
-//!   - 409 (same key in flight), 429, 5xx, timeouts, broken connections: [`HandlerError::Transient`], retry later with the same key;
-//!   - 422 (same key, different payload) and other 4xx: [`HandlerError::Invalid`], dead-letter.
+//!   - 408, 409 (same key in flight), 425, 429, 5xx, timeouts, broken connections:
+//!     [`Permanence::Transient`], retry later with the same key;
+//!   - 422 (same key, different payload) and every other status (400, 401, 403, 404, …):
+//!     [`Permanence::Permanent`], no retry can change it: dead-letter or park.
+//! - [`CallError`]: the typed failure of [`IdempotentClient::call`], with its [`Permanence`] and a
+//!   reason code that quotes nothing from the answer; [`IdempotentClient::post`] is the same call
+//!   with the failure as a [`HandlerError`] (`Transient` or `Invalid`) for the batch flows.
 
 use std::time::Duration;
 
@@ -48,13 +53,29 @@ impl IdempotentClient {
         })
     }
 
-    /// POSTs `body` as JSON to `path` with `Idempotency-Key: idempotency_key`.
+    /// POSTs `body` as JSON to `path` with `Idempotency-Key: idempotency_key`; a failure as a
+    /// [`HandlerError`]: [`Permanence::Transient`] ones retry, [`Permanence::Permanent`] ones are
+    /// `Invalid` (dead-lettered).
     pub async fn post(
         &self,
         path: &str,
         idempotency_key: &str,
         body: &serde_json::Value,
     ) -> Result<Receipt, HandlerError> {
+        self.call(path, idempotency_key, body)
+            .await
+            .map_err(|e| e.into_handler_error(path))
+    }
+
+    /// POSTs `body` as JSON to `path` with `Idempotency-Key: idempotency_key`; a failure as a
+    /// typed [`CallError`], for callers that act on its [`Permanence`] themselves (the intent
+    /// relay parks permanent refusals).
+    pub async fn call(
+        &self,
+        path: &str,
+        idempotency_key: &str,
+        body: &serde_json::Value,
+    ) -> Result<Receipt, CallError> {
         let url = format!("{}/{}", self.base_url, path.trim_start_matches('/'));
         let resp = self
             .http
@@ -64,12 +85,13 @@ impl IdempotentClient {
             .send()
             .await
             .map_err(|e| {
-                let what = if e.is_timeout() {
-                    "timed out"
+                // The transport error is logged here; the failure carries only its kind.
+                tracing::warn!(path, error = %e, "POST failed");
+                if e.is_timeout() {
+                    CallError::Timeout
                 } else {
-                    "failed"
-                };
-                HandlerError::Transient(format!("POST {path} {what}: {e}"))
+                    CallError::Network
+                }
             })?;
         let status = resp.status().as_u16();
         let replayed = resp
@@ -78,9 +100,17 @@ impl IdempotentClient {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.eq_ignore_ascii_case("true"));
         let text = resp.text().await.map_err(|e| {
-            HandlerError::Transient(format!("POST {path}: reading the answer failed: {e}"))
+            tracing::warn!(path, error = %e, "reading the answer failed");
+            if e.is_timeout() {
+                CallError::Timeout
+            } else {
+                CallError::Network
+            }
         })?;
-        classify(path, status).map(|()| Receipt {
+        if !(200..=299).contains(&status) {
+            return Err(CallError::Status(status));
+        }
+        Ok(Receipt {
             status,
             body: text,
             replayed,
@@ -88,21 +118,82 @@ impl IdempotentClient {
     }
 }
 
-/// What a status means for the caller. Response bodies are not quoted: they may echo personal
-/// data.
-fn classify(path: &str, status: u16) -> Result<(), HandlerError> {
-    match status {
-        200..=299 => Ok(()),
-        409 => Err(HandlerError::Transient(format!(
-            "POST {path}: 409, a request with this key is still in flight at the provider"
-        ))),
-        422 => Err(HandlerError::Invalid(format!(
-            "POST {path}: 422, the provider holds this idempotency key for a different payload"
-        ))),
-        429 | 500..=599 => Err(HandlerError::Transient(format!("POST {path}: {status}"))),
-        _ => Err(HandlerError::Invalid(format!(
-            "POST {path}: {status}, refused by the provider"
-        ))),
+/// Whether a failed call may succeed if it is made again with the same key (S15).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Permanence {
+    /// It may: the provider is busy, down, slow, or still working on the same key.
+    Transient,
+    /// It will not: the provider refused the request as it is.
+    Permanent,
+}
+
+/// Why a call did not end in a 2xx answer. Response bodies and transport error texts are not
+/// kept: they may echo personal data (S3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallError {
+    /// The provider answered with this non-2xx status.
+    Status(u16),
+    /// No (complete) answer in time: the provider may or may not have applied the request, and
+    /// the same key makes a retry safe.
+    Timeout,
+    /// The connection failed or broke before a complete answer.
+    Network,
+}
+
+impl CallError {
+    /// The one classification of failures (S15): see the crate documentation.
+    pub fn permanence(self) -> Permanence {
+        match self {
+            CallError::Timeout | CallError::Network => Permanence::Transient,
+            // 408 Request Timeout, 409 (same key in flight), 425 Too Early, 429 Too Many Requests.
+            CallError::Status(408 | 409 | 425 | 429 | 500..=599) => Permanence::Transient,
+            CallError::Status(_) => Permanence::Permanent,
+        }
+    }
+
+    /// Whether no retry can change the answer.
+    pub fn is_permanent(self) -> bool {
+        self.permanence() == Permanence::Permanent
+    }
+
+    /// A stable code naming the failure, for items, logs and metrics: `provider_rejected_422`
+    /// for a permanent answer, `provider_503`, `provider_timeout`, `provider_unreachable` for
+    /// transient ones.
+    pub fn code(self) -> String {
+        match self {
+            CallError::Status(s) if self.is_permanent() => format!("provider_rejected_{s}"),
+            CallError::Status(s) => format!("provider_{s}"),
+            CallError::Timeout => "provider_timeout".into(),
+            CallError::Network => "provider_unreachable".into(),
+        }
+    }
+
+    /// The failure as the batch flows take it: transient ones retry, permanent ones are invalid.
+    pub fn into_handler_error(self, path: &str) -> HandlerError {
+        let reason = format!("POST {path}: {self}");
+        match self.permanence() {
+            Permanence::Transient => HandlerError::Transient(reason),
+            Permanence::Permanent => HandlerError::Invalid(reason),
+        }
+    }
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Status(409) => {
+                f.write_str("409, a request with this key is still in flight at the provider")
+            }
+            CallError::Status(422) => {
+                f.write_str("422, the provider holds this idempotency key for a different payload")
+            }
+            CallError::Status(s) if self.is_permanent() => {
+                write!(f, "{s}, refused by the provider")
+            }
+            CallError::Status(s) => write!(f, "{s}"),
+            CallError::Timeout => f.write_str("timed out"),
+            CallError::Network => f.write_str("failed (connection)"),
+        }
     }
 }
 
@@ -111,20 +202,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn statuses_map_to_done_retry_or_invalid() {
-        assert!(classify("p", 201).is_ok());
-        assert!(classify("p", 200).is_ok());
-        for s in [409, 429, 500, 502, 503] {
+    fn s15_statuses_map_to_transient_or_permanent_once() {
+        for s in [408, 409, 425, 429, 500, 502, 503, 504] {
+            let e = CallError::Status(s);
+            assert_eq!(e.permanence(), Permanence::Transient, "{s}");
             assert!(
-                matches!(classify("p", s), Err(HandlerError::Transient(_))),
+                matches!(e.into_handler_error("p"), HandlerError::Transient(_)),
                 "{s}"
             );
+            assert_eq!(e.code(), format!("provider_{s}"));
         }
-        for s in [400, 401, 404, 422] {
+        for s in [400, 401, 403, 404, 410, 413, 422] {
+            let e = CallError::Status(s);
+            assert!(e.is_permanent(), "{s}");
             assert!(
-                matches!(classify("p", s), Err(HandlerError::Invalid(_))),
+                matches!(e.into_handler_error("p"), HandlerError::Invalid(_)),
                 "{s}"
             );
+            assert_eq!(e.code(), format!("provider_rejected_{s}"));
         }
+        for e in [CallError::Timeout, CallError::Network] {
+            assert_eq!(e.permanence(), Permanence::Transient);
+        }
+        assert_eq!(CallError::Timeout.code(), "provider_timeout");
+        assert_eq!(CallError::Network.code(), "provider_unreachable");
     }
 }

@@ -1,0 +1,32 @@
+//! `intent-relay`: triggered by the stream of the intents table that `fine-notices` writes in the
+//! same transaction as its marks. Each new intent is applied to the external collection API with
+//! the intent's id as `Idempotency-Key` — the same on every retry — and marked `CONFIRMED` once the
+//! API answers 2xx (S7).
+//!
+//! The relay never stalls its shard:
+//! - a **transient** failure (5xx, 409 in flight, 429, timeouts, DynamoDB faults) is reported as
+//!   the batch item failure, so Lambda retries from that record, in order (S12, S13);
+//! - a **permanent** refusal (400, 401, 403, 404, 422…, classified once by
+//!   [`dedup_http::CallError::permanence`]), or an intent that can never be posted as it is, is
+//!   **parked**: the intent becomes `FAILED` with a reason code, is counted (`Parked`), and the
+//!   relay moves on (S15);
+//! - before each record, if the invocation has less time left than one provider call plus a
+//!   margin, it stops and reports the first record it did not reach, so a slow provider cannot
+//!   make the invocation time out and start the whole batch over;
+//! - an intent that is no longer `PENDING` (confirmed or parked, seen when the stream replays) is
+//!   never posted again: checked on the record's new image, then with a strongly consistent
+//!   read before the call, and every write is conditioned on `PENDING`.
+//!
+//! - nothing stays `PENDING` silently: [`Relay::sweep`], run on a schedule, re-drives intents left
+//!   pending longer than `RELAY_REDRIVE_AFTER_SECONDS` (the stream may have given their records
+//!   up) and emits the age of the oldest one (`OldestPendingSeconds`, alarmed on).
+//!
+//! [`Relay::handle`] (stream batches) and [`Relay::sweep`] (scheduled events) are the whole
+//! handler; `main.rs` only builds the relay and dispatches on the event's shape.
+
+// The handler's nested async blocks (runtime, store calls) are deep types.
+#![recursion_limit = "256"]
+
+pub mod relay;
+
+pub use relay::{FUNCTION, Handled, Relay, Swept, Tally};

@@ -409,3 +409,64 @@ async fn s7_the_sweep_redrives_intents_left_pending() {
     assert_eq!(handled.tally.ignored, 1);
     assert_eq!(w.effects(recent), 0);
 }
+
+/// The failure-isolation issue's scenario at full scale: a 25-record stream batch, under a 30 s
+/// invocation timeout, where the collection API refuses one intent for good (422) and takes
+/// 1.5 s per call for the rest (36 s in all: more than one invocation can hold). Every
+/// invocation ends before its deadline and reports where to resume; every other intent is
+/// confirmed exactly once; the poison is `FAILED` and counted, never retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s12_s15_a_refusing_and_slow_provider_never_stalls_the_shard() {
+    let w = World::new().await;
+    let ids = ids("stall", 25);
+    let poison = &ids[7];
+    for id in &ids {
+        w.put_intent(id, "PENDING").await;
+    }
+    IdempotentClient::new(&w.url, Duration::from_secs(5))
+        .expect("client")
+        .post("/v1/collections", poison, &json!({"other": "payload"}))
+        .await
+        .expect("the poison's key, taken by another payload");
+    w.provider
+        .inject(Fault::slow(100, Duration::from_millis(1500)));
+    let records: Vec<_> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| insert(i, id, "PENDING"))
+        .collect();
+    // The production settings: PROVIDER_TIMEOUT_MS 5000, RELAY_DEADLINE_MARGIN_MS 2000.
+    let relay = w.relay(Duration::from_secs(5), Duration::from_secs(2));
+    let (mut from, mut invocations, mut parked) = (0, 0, 0);
+    while from < records.len() {
+        invocations += 1;
+        assert!(invocations <= 5, "no progress");
+        let timeout = Duration::from_secs(30);
+        let started = Instant::now();
+        let handled = relay
+            .handle(&event(&records[from..]), Some(SystemTime::now() + timeout))
+            .await;
+        assert!(started.elapsed() < timeout, "past the invocation's timeout");
+        assert!(handled.tally.closes(), "{:?}", handled.tally);
+        parked += handled.tally.parked;
+        let done = (handled.tally.confirmed + handled.tally.parked) as usize;
+        from += done;
+        match failures(&handled).as_slice() {
+            [] => assert_eq!(from, records.len()),
+            [Some(seq)] => assert_eq!(seq, &seq_number(from), "resume where it stopped"),
+            other => panic!("one resume point at most: {other:?}"),
+        }
+    }
+    assert!(
+        invocations >= 2,
+        "36 s of calls do not fit one 30 s invocation"
+    );
+    assert_eq!(parked, 1, "the poison is counted once");
+    let (status, reason) = w.state(poison).await;
+    assert_eq!(status, "FAILED");
+    assert_eq!(reason.as_deref(), Some("provider_rejected_422"));
+    for id in ids.iter().filter(|id| *id != poison) {
+        assert_eq!(w.state(id).await.0, "CONFIRMED", "{id}");
+        assert_eq!(w.effects(id), 1, "{id} applied once");
+    }
+}

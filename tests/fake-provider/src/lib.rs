@@ -13,6 +13,12 @@
 //!   422, and a retry while the first attempt is still running gets 409.
 //! - `/_admin/...` routes queue faults (`error_5xx`, `slow`,
 //!   `apply_then_timeout`), report effect counters and reset everything.
+//! - Permanent faults, for as long as the provider lives: a key refused for
+//!   good with a 4xx ([`Provider::reject_key`], `POST /_admin/rejections`),
+//!   and keys forgotten once they are older than a retention
+//!   ([`Provider::set_key_retention`], `POST /_admin/key-retention`) on the
+//!   provider's own clock, which tests move forward ([`Provider::advance`],
+//!   `POST /_admin/clock`).
 //!
 //! Everything lives in memory and is lost when the process exits: this is a
 //! test double, not a product.
@@ -90,12 +96,58 @@ impl Provider {
         self.lock().push_fault(fault);
     }
 
+    /// From now on, every `POST /v1/...` with `key` is answered `status`
+    /// (a 4xx, say 422: the provider refuses the request as it is, for good)
+    /// and applies and stores nothing. Queued faults still come first: they
+    /// model the network and the provider's health. Forgotten on [`reset`].
+    ///
+    /// [`reset`]: Provider::reset
+    pub fn reject_key(&self, key: &str, status: u16) {
+        self.lock().reject_key(key, status);
+    }
+
+    /// Requests answered by a [`reject_key`](Provider::reject_key) refusal.
+    pub fn rejections(&self) -> u64 {
+        self.lock().rejections()
+    }
+
+    /// Forget a finished key once it is `retention` old on the provider's
+    /// clock (`None`: never, the default), as real providers do (Stripe: 24
+    /// hours). A request with a forgotten key is a first request again: it
+    /// applies the effect again. Kept across [`reset`](Provider::reset).
+    pub fn set_key_retention(&self, retention: Option<Duration>) {
+        self.lock().set_key_retention(retention);
+    }
+
+    /// Moves the provider's clock (real time plus every advance) forward:
+    /// what key retention is measured on. Kept across [`reset`](Provider::reset).
+    pub fn advance(&self, by: Duration) {
+        self.lock().advance(by);
+    }
+
+    /// Finished keys forgotten so far because they outlived the key retention.
+    pub fn forgotten_keys(&self) -> u64 {
+        self.lock().forgotten()
+    }
+
+    /// Keys held in flight by a first request still running (a `slow` one,
+    /// whether or not its client is still waiting).
+    pub fn in_flight(&self) -> usize {
+        self.lock().in_flight()
+    }
+
+    /// Queued faults not yet used up.
+    pub fn pending_faults(&self) -> usize {
+        self.lock().pending_faults()
+    }
+
     /// Drops every queued fault, leaving keys and counters alone.
     pub fn clear_faults(&self) {
         self.lock().clear_faults();
     }
 
-    /// Forgets keys, stored responses, counters and faults.
+    /// Forgets keys, stored responses, counters, faults and rejected keys
+    /// (the key retention and the clock stay).
     ///
     /// A first request still in flight (held by a `slow` fault) is answered
     /// 503 when its delay ends and records nothing, so an earlier scenario

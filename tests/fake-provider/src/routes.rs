@@ -22,6 +22,9 @@ pub(crate) fn router(provider: Provider) -> Router {
     Router::new()
         .route("/v1/{resource}", post(create))
         .route("/_admin/faults", post(add_fault).delete(clear_faults))
+        .route("/_admin/rejections", post(add_rejection))
+        .route("/_admin/key-retention", post(set_key_retention))
+        .route("/_admin/clock", post(advance_clock))
         .route("/_admin/effects", get(effects))
         .route("/_admin/reset", post(reset))
         // A wrong method is "not matched" too: callers only need to know
@@ -66,6 +69,14 @@ async fn create(
     if kind == Some(FaultKind::Error5xx) {
         tracing::debug!(%key, %resource, "injected 503");
         return after(delay, error(StatusCode::SERVICE_UNAVAILABLE, "injected")).await;
+    }
+
+    // A key refused for good: nothing applied, nothing stored, every time.
+    let refusal = provider.lock().refusal(&key);
+    if let Some(status) = refusal {
+        tracing::debug!(%key, %resource, status, "key rejected");
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY);
+        return after(delay, error(status, "request rejected")).await;
     }
 
     // Bound first so the guard is dropped before any `.await` below.
@@ -140,6 +151,66 @@ async fn add_fault(State(provider): State<Provider>, body: Bytes) -> Response {
         Json(json!({ "pending_faults": pending })),
     )
         .into_response()
+}
+
+/// `{"key": "...", "status": 422}`: see [`Provider::reject_key`]; only 4xx.
+async fn add_rejection(State(provider): State<Provider>, body: Bytes) -> Response {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Rejection {
+        key: String,
+        status: u16,
+    }
+    let rejection: Rejection = match serde_json::from_slice(&body) {
+        Ok(rejection) => rejection,
+        Err(parse) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("invalid rejection: {parse}"),
+            );
+        }
+    };
+    if !(400..=499).contains(&rejection.status) {
+        return error(StatusCode::BAD_REQUEST, "a rejection is a 4xx status");
+    }
+    provider.reject_key(&rejection.key, rejection.status);
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// `{"retention_ms": n}` (or `null`: remember for ever): see
+/// [`Provider::set_key_retention`].
+async fn set_key_retention(State(provider): State<Provider>, body: Bytes) -> Response {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct KeyRetention {
+        retention_ms: Option<u64>,
+    }
+    match serde_json::from_slice::<KeyRetention>(&body) {
+        Ok(k) => {
+            provider.set_key_retention(k.retention_ms.map(Duration::from_millis));
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Err(parse) => error(
+            StatusCode::BAD_REQUEST,
+            format!("invalid key retention: {parse}"),
+        ),
+    }
+}
+
+/// `{"advance_ms": n}`: see [`Provider::advance`].
+async fn advance_clock(State(provider): State<Provider>, body: Bytes) -> Response {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Advance {
+        advance_ms: u64,
+    }
+    match serde_json::from_slice::<Advance>(&body) {
+        Ok(a) => {
+            provider.advance(Duration::from_millis(a.advance_ms));
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Err(parse) => error(StatusCode::BAD_REQUEST, format!("invalid advance: {parse}")),
+    }
 }
 
 async fn clear_faults(State(provider): State<Provider>) -> StatusCode {

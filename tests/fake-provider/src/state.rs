@@ -3,6 +3,7 @@
 //! across an `.await`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::http::StatusCode;
@@ -23,6 +24,19 @@ pub(crate) struct State {
     /// Tags each in-flight claim; survives [`State::reset`] so a request that
     /// started before a reset can tell its claim was wiped.
     last_claim: u64,
+    /// Keys refused for good, with the status they get (see
+    /// [`Provider::reject_key`]).
+    rejected: HashMap<String, u16>,
+    /// Requests answered by such a refusal.
+    rejections: u64,
+    /// How long a finished key is remembered; `None`: for ever. Survives
+    /// [`State::reset`], like the clock: it is what the provider is, not what
+    /// it has seen.
+    key_retention: Option<Duration>,
+    /// How far the provider's clock is ahead of real time. Survives resets.
+    clock_offset: Duration,
+    /// Finished keys forgotten because they outlived `key_retention`.
+    forgotten: u64,
 }
 
 #[derive(Debug)]
@@ -34,6 +48,8 @@ enum Slot {
     Done {
         fingerprint: String,
         response: StoredResponse,
+        /// When the response was stored, on the provider's clock.
+        stored_at: Instant,
     },
 }
 
@@ -83,8 +99,50 @@ impl State {
     pub(crate) fn reset(&mut self) {
         *self = Self {
             last_claim: self.last_claim,
+            key_retention: self.key_retention,
+            clock_offset: self.clock_offset,
             ..Self::default()
         };
+    }
+
+    /// The provider's clock: real time plus every [`State::advance`].
+    fn now(&self) -> Instant {
+        Instant::now() + self.clock_offset
+    }
+
+    pub(crate) fn advance(&mut self, by: Duration) {
+        self.clock_offset += by;
+    }
+
+    pub(crate) fn set_key_retention(&mut self, retention: Option<Duration>) {
+        self.key_retention = retention;
+    }
+
+    pub(crate) fn forgotten(&self) -> u64 {
+        self.forgotten
+    }
+
+    pub(crate) fn reject_key(&mut self, key: &str, status: u16) {
+        self.rejected.insert(key.to_owned(), status);
+    }
+
+    /// The status `key` is refused with, if it is; counts the refusal.
+    pub(crate) fn refusal(&mut self, key: &str) -> Option<u16> {
+        let status = self.rejected.get(key).copied()?;
+        self.rejections += 1;
+        Some(status)
+    }
+
+    pub(crate) fn rejections(&self) -> u64 {
+        self.rejections
+    }
+
+    /// Keys held by a first request still running.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.slots
+            .values()
+            .filter(|slot| matches!(slot, Slot::InFlight { .. }))
+            .count()
     }
 
     pub(crate) fn effects(&self) -> &BTreeMap<String, Effect> {
@@ -138,6 +196,7 @@ impl State {
     }
 
     pub(crate) fn lookup(&mut self, key: &str, fingerprint: &str) -> Lookup {
+        self.forget_if_expired(key);
         match self.slots.get(key) {
             None => {
                 self.last_claim += 1;
@@ -153,6 +212,21 @@ impl State {
             Some(slot) if slot.fingerprint() != fingerprint => Lookup::Mismatch,
             Some(Slot::InFlight { .. }) => Lookup::InProgress,
             Some(Slot::Done { response, .. }) => Lookup::Replay(response.clone()),
+        }
+    }
+
+    /// Drops `key`'s finished slot once it is older than the key retention,
+    /// as providers do (Stripe: 24 hours): the next request with the key is a
+    /// first request again, and applies the effect again.
+    fn forget_if_expired(&mut self, key: &str) {
+        let (Some(retention), Some(Slot::Done { stored_at, .. })) =
+            (self.key_retention, self.slots.get(key))
+        else {
+            return;
+        };
+        if self.now().saturating_duration_since(*stored_at) >= retention {
+            self.slots.remove(key);
+            self.forgotten += 1;
         }
     }
 
@@ -199,11 +273,13 @@ impl State {
             status: StatusCode::CREATED,
             body: Bytes::from(body.to_string()),
         };
+        let stored_at = self.now();
         self.slots.insert(
             key.to_owned(),
             Slot::Done {
                 fingerprint: fingerprint.to_owned(),
                 response: response.clone(),
+                stored_at,
             },
         );
         Some(response)

@@ -525,3 +525,122 @@ async fn reset_while_in_flight_records_nothing_in_the_fresh_state() {
     assert_eq!(fresh.status, StatusCode::CREATED);
     assert_eq!(fresh.replayed, None);
 }
+
+#[tokio::test]
+async fn a_rejected_key_is_refused_every_time_and_applies_nothing() {
+    let server = start().await;
+    server.provider.reject_key("k-bad", 422);
+    // A queued fault still comes first: it is the network or the provider's health.
+    server.provider.inject(Fault::error_5xx(1));
+
+    let unhealthy = server.post("payments", Some("k-bad"), PAYMENT).await;
+    let refused = server.post("payments", Some("k-bad"), PAYMENT).await;
+    let again = server.post("payments", Some("k-bad"), PAYMENT).await;
+    let other = server.post("payments", Some("k-good"), PAYMENT).await;
+
+    assert_eq!(unhealthy.status, StatusCode::SERVICE_UNAVAILABLE);
+    for reply in [&refused, &again] {
+        assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(reply.replayed, None);
+        assert_eq!(reply.json(), json!({"error": "request rejected"}));
+    }
+    assert_eq!(other.status, StatusCode::CREATED);
+    assert_eq!(server.provider.effects(), counts(&[("k-good", 1)]));
+    assert_eq!(server.provider.rejections(), 2);
+
+    server.provider.reset();
+    let after_reset = server.post("payments", Some("k-bad"), PAYMENT).await;
+    assert_eq!(
+        after_reset.status,
+        StatusCode::CREATED,
+        "a reset forgets rejections"
+    );
+}
+
+#[tokio::test]
+async fn keys_are_forgotten_once_older_than_the_key_retention() {
+    let server = start().await;
+    server
+        .provider
+        .set_key_retention(Some(Duration::from_secs(86_400)));
+
+    let first = server.post("payments", Some("k-1"), PAYMENT).await;
+    server.provider.advance(Duration::from_secs(86_399));
+    let replay = server.post("payments", Some("k-1"), PAYMENT).await;
+    assert_eq!(replay.replayed.as_deref(), Some("true"));
+    assert_eq!(replay.body, first.body);
+    assert_eq!(server.provider.forgotten_keys(), 0);
+
+    // A day after it was stored, the key is gone: the same request applies again.
+    server.provider.advance(Duration::from_secs(1));
+    let forgotten = server.post("payments", Some("k-1"), PAYMENT).await;
+    assert_eq!(forgotten.status, StatusCode::CREATED);
+    assert_eq!(forgotten.replayed, None);
+    assert_ne!(forgotten.json()["id"], first.json()["id"]);
+    assert_eq!(server.provider.effects(), counts(&[("k-1", 2)]));
+    assert_eq!(server.provider.forgotten_keys(), 1);
+
+    // The retention and the clock survive a reset; without a retention nothing is forgotten.
+    server.provider.reset();
+    server.post("payments", Some("k-2"), PAYMENT).await;
+    server.provider.advance(Duration::from_secs(86_400));
+    let gone = server.post("payments", Some("k-2"), PAYMENT).await;
+    assert_eq!(gone.replayed, None, "the retention outlived the reset");
+    server.provider.set_key_retention(None);
+    server.provider.advance(Duration::from_secs(10 * 86_400));
+    let kept = server.post("payments", Some("k-2"), PAYMENT).await;
+    assert_eq!(kept.replayed.as_deref(), Some("true"));
+    assert_eq!(server.provider.effects(), counts(&[("k-2", 2)]));
+}
+
+#[tokio::test]
+async fn a_slow_first_request_is_in_flight_until_it_applies() {
+    let server = start().await;
+    server
+        .provider
+        .inject(Fault::slow(1, Duration::from_millis(200)));
+    assert_eq!(server.provider.in_flight(), 0);
+    let impatient = client(Some(Duration::from_millis(50)));
+    let gave_up = server
+        .post_with(&impatient, "payments", Some("k-1"), PAYMENT)
+        .await;
+    assert!(gave_up.is_err_and(|error| error.is_timeout()));
+    assert_eq!(server.provider.in_flight(), 1, "still working on it");
+    server.wait_for_effects(1).await;
+    assert_eq!(server.provider.in_flight(), 0);
+}
+
+#[tokio::test]
+async fn permanent_faults_over_the_admin_api() {
+    let server = start().await;
+    let admin = |path: &str, body: Value| server.client.post(server.url(path)).json(&body).send();
+
+    let rejected = admin("/_admin/rejections", json!({"key": "k-bad", "status": 403}))
+        .await
+        .expect("POST /_admin/rejections");
+    assert_eq!(rejected.status(), StatusCode::NO_CONTENT);
+    let not_4xx = admin("/_admin/rejections", json!({"key": "k-bad", "status": 503}))
+        .await
+        .expect("POST /_admin/rejections");
+    assert_eq!(not_4xx.status(), StatusCode::BAD_REQUEST);
+    let refused = server.post("payments", Some("k-bad"), PAYMENT).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+
+    let retention = admin("/_admin/key-retention", json!({"retention_ms": 60_000}))
+        .await
+        .expect("POST /_admin/key-retention");
+    assert_eq!(retention.status(), StatusCode::NO_CONTENT);
+    server.post("payments", Some("k-1"), PAYMENT).await;
+    let advanced = admin("/_admin/clock", json!({"advance_ms": 60_000}))
+        .await
+        .expect("POST /_admin/clock");
+    assert_eq!(advanced.status(), StatusCode::NO_CONTENT);
+    let again = server.post("payments", Some("k-1"), PAYMENT).await;
+    assert_eq!(again.replayed, None, "forgotten after a minute");
+    assert_eq!(server.provider.effects(), counts(&[("k-1", 2)]));
+
+    let bad = admin("/_admin/clock", json!({"advance_ms": -1}))
+        .await
+        .expect("POST /_admin/clock");
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+}

@@ -106,7 +106,7 @@ async fn s13_throttled_claim_is_retryable() {
         "ProvisionedThroughputExceededException",
         "RequestLimitExceeded",
     ] {
-        let rule = mock!(Client::put_item)
+        let rule = mock!(Client::update_item)
             .sequence()
             .http_response(error_type(name, 400))
             .repeatedly()
@@ -131,7 +131,7 @@ async fn s13_transaction_conflict_is_retryable() {
         .await;
     assert_transient(result, FaultKind::TransactionConflict);
 
-    let rule = mock!(Client::put_item)
+    let rule = mock!(Client::update_item)
         .sequence()
         .http_response(error_type("TransactionConflictException", 400))
         .repeatedly()
@@ -168,7 +168,7 @@ async fn s13_throttled_transaction_and_server_errors_are_retryable() {
 /// still never an outcome.
 #[tokio::test]
 async fn refused_requests_are_errors_but_not_retryable() {
-    let rule = mock!(Client::put_item)
+    let rule = mock!(Client::update_item)
         .sequence()
         .http_response(error_type("ResourceNotFoundException", 400))
         .repeatedly()

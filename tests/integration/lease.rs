@@ -84,8 +84,23 @@ async fn s6_release_frees_the_event_for_the_next_delivery() {
     let a = claimed(store.claim(&key, None, None).await.expect("claim"));
     store.release(&a).await.expect("release");
     store.release(&a).await.expect("release again is harmless");
-    assert!(store.get(&key).await.expect("get").is_none());
+    // The lease has ended; the mark stays, with the first attempt's time (S16).
+    let mark = store
+        .get(&key)
+        .await
+        .expect("get")
+        .expect("the mark is kept");
+    assert_eq!(mark.status, MarkStatus::InProgress);
+    assert!(
+        mark.lease_expires_at
+            .is_some_and(|l| l <= SystemTime::now())
+    );
+    assert!(matches!(
+        store.complete(&a, None).await,
+        Err(Error::Fenced { .. })
+    ));
     let b = claimed(store.claim(&key, None, None).await.expect("reclaim"));
+    assert_eq!(b.first_attempt_at, a.first_attempt_at, "the chain goes on");
     assert!(matches!(
         store.complete(&a, None).await,
         Err(Error::Fenced { .. })

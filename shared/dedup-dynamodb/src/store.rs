@@ -3,8 +3,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
-use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
@@ -218,80 +216,145 @@ impl MarkStore {
             lease_end = lease_end.min(deadline);
         }
         let owner = OwnerToken::random();
+        let lease = |first_attempt_at| {
+            Claim::Claimed(Lease {
+                key: key.clone(),
+                owner: owner.clone(),
+                expires_at: lease_end,
+                fingerprint: fp.cloned(),
+                first_attempt_at,
+            })
+        };
+        // Most claims find no mark (or one past its TTL, which counts as absent, S9): a new
+        // chain of attempts starts now.
+        let old = match self
+            .claim_write(key, fp, &owner, lease_end, now, false)
+            .await?
+        {
+            Ok(first) => return Ok(lease(first)),
+            Err(old) => old,
+        };
+        let expired_lease = old.as_ref().map(codec::mark).transpose()?.is_some_and(|m| {
+            m.status == MarkStatus::InProgress
+                && m.is_live(now)
+                && m.lease_expires_at.is_some_and(|l| l <= now)
+        });
+        if !expired_lease {
+            return self.explain(key, old.as_ref(), fp, now).map(Claim::Seen);
+        }
+        // A dead or released owner's claim: take it over, keeping the chain's first attempt.
+        match self
+            .claim_write(key, fp, &owner, lease_end, now, true)
+            .await?
+        {
+            Ok(first) => Ok(lease(first)),
+            Err(old) => self.explain(key, old.as_ref(), fp, now).map(Claim::Seen),
+        }
+    }
+
+    /// One conditional `UpdateItem` claiming `key` for `owner`: over no live mark (`takeover`
+    /// false; `first_seen_at` = now), or over a live `IN_PROGRESS` mark whose lease has ended
+    /// (`takeover` true; `first_seen_at` kept, `if_not_exists`, in the same write, so no crash or
+    /// lost request can make an old attempt look new, S16). `Ok(first attempt)` when it won,
+    /// `Err(old item)` when its condition failed.
+    async fn claim_write(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
+        owner: &OwnerToken,
+        lease_end: SystemTime,
+        now: SystemTime,
+        takeover: bool,
+    ) -> Result<Result<SystemTime, Option<Av>>, Error> {
+        let ttl = now + self.retention.duration() + Duration::from_millis(999);
+        let mut names: HashMap<String, String> = [
+            ("#pk", attr::PK),
+            ("#exp", attr::EXPIRES_AT),
+            ("#st", attr::STATUS),
+            ("#owner", attr::OWNER),
+            ("#lease", attr::LEASE),
+            ("#first", attr::FIRST_SEEN),
+            ("#result", attr::RESULT),
+            ("#done", attr::COMPLETED_AT),
+            ("#fp", attr::FINGERPRINT),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let mut values: Av = [
+            (":now_s", secs(now)),
+            (":now_ms", ms(now)),
+            (":inprog", s(MarkStatus::InProgress.as_str())),
+            (":owner", s(owner.as_str())),
+            (":lease", ms(lease_end)),
+            (":ttl", secs(ttl)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let mut condition = if takeover {
+            "#exp > :now_s AND #st = :inprog AND #lease <= :now_ms".to_owned()
+        } else {
+            "attribute_not_exists(#pk) OR #exp <= :now_s".to_owned()
+        };
+        let mut set = vec![
+            "#st = :inprog",
+            "#owner = :owner",
+            "#lease = :lease",
+            "#exp = :ttl",
+            if takeover {
+                "#first = if_not_exists(#first, :now_ms)"
+            } else {
+                "#first = :now_ms"
+            },
+        ];
+        let mut remove = vec!["#result", "#done"];
+        match fp {
+            Some(fp) => {
+                values.insert(":fp".into(), s(fp.as_str()));
+                set.push("#fp = :fp");
+                if takeover {
+                    condition.push_str(" AND (attribute_not_exists(#fp) OR #fp = :fp)");
+                }
+            }
+            None => remove.push("#fp"),
+        }
+        if takeover {
+            // Only the fresh claim's condition names the key (unused names are refused).
+            names.remove("#pk");
+        }
         self.count_call();
-        let mut item = self.new_mark(key, MarkStatus::InProgress, now, fp);
-        item.insert(attr::OWNER.into(), s(owner.as_str()));
-        item.insert(attr::LEASE.into(), ms(lease_end));
-        let cond = Self::takeover(now, fp);
         let sent = self
             .client
-            .put_item()
+            .update_item()
             .table_name(self.table.as_ref())
-            .set_item(Some(item))
-            .condition_expression(cond.expr)
-            .set_expression_attribute_names(Some(cond.names))
-            .set_expression_attribute_values(Some(cond.values))
+            .key(attr::PK, s(key.as_str()))
+            .update_expression(format!(
+                "SET {} REMOVE {}",
+                set.join(", "),
+                remove.join(", ")
+            ))
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .return_values(ReturnValue::AllOld)
+            .return_values(ReturnValue::AllNew)
             .send()
             .await;
         match sent {
-            Ok(out) => {
-                let first_attempt_at = self
-                    .first_attempt(key, &owner, out.attributes.as_ref(), now)
-                    .await?;
-                Ok(Claim::Claimed(Lease {
-                    key: key.clone(),
-                    owner,
-                    expires_at: lease_end,
-                    fingerprint: fp.cloned(),
-                    first_attempt_at,
-                }))
-            }
+            Ok(out) => Ok(Ok(out
+                .attributes()
+                .and_then(|a| a.get(attr::FIRST_SEEN))
+                .and_then(|v| v.as_n().ok())
+                .and_then(|n| n.parse::<u64>().ok())
+                .map_or(now, dedup::clock::from_epoch_millis))),
             Err(err) => match err.as_service_error() {
-                Some(PutItemError::ConditionalCheckFailedException(c)) => {
-                    self.explain(key, c.item(), fp, now).map(Claim::Seen)
+                Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
+                    Ok(Err(c.item().cloned()))
                 }
                 _ => Err(Error::from_sdk(err)),
             },
         }
-    }
-
-    /// When the event of a claim just won was first attempted. A claim that took over an expired
-    /// lease (the old item, returned by the claim's own write) inherits the old claim's time, and
-    /// writes it back into the mark (conditioned on still owning it) so the next takeover
-    /// inherits it too: a crash never makes an old attempt look new. A first claim, or one over a
-    /// mark whose TTL had passed (a new epoch, S9), starts now.
-    async fn first_attempt(
-        &self,
-        key: &DedupKey,
-        owner: &OwnerToken,
-        old: Option<&Av>,
-        now: SystemTime,
-    ) -> Result<SystemTime, Error> {
-        // As stored: milliseconds.
-        let now = dedup::clock::from_epoch_millis(epoch_millis(now));
-        let Some(old) = old.map(codec::mark).transpose()? else {
-            return Ok(now);
-        };
-        if old.status != MarkStatus::InProgress || !old.is_live(now) || old.first_seen_at >= now {
-            return Ok(now);
-        }
-        self.count_call();
-        self.client
-            .update_item()
-            .table_name(self.table.as_ref())
-            .key(attr::PK, s(key.as_str()))
-            .update_expression("SET #first = :first")
-            .condition_expression("#owner = :owner")
-            .expression_attribute_names("#first", attr::FIRST_SEEN)
-            .expression_attribute_names("#owner", attr::OWNER)
-            .expression_attribute_values(":first", ms(old.first_seen_at))
-            .expression_attribute_values(":owner", s(owner.as_str()))
-            .send()
-            .await
-            .map_err(Error::from_sdk)?;
-        Ok(old.first_seen_at)
     }
 
     /// Commits the completed mark of `key` together with `effects` in one `TransactWriteItems`
@@ -525,24 +588,35 @@ impl MarkStore {
     /// only if `lease` still owns it: otherwise [`Error::Fenced`], and nothing changes.
     pub async fn release(&self, lease: &Lease) -> Result<(), Error> {
         self.count_call();
+        // The lease ends now; the mark stays (with its first attempt's time, S16) until the
+        // next delivery takes it over or its TTL passes.
         let sent = self
             .client
-            .delete_item()
+            .update_item()
             .table_name(self.table.as_ref())
             .key(attr::PK, s(lease.key.as_str()))
-            .condition_expression("#owner = :owner AND #st = :inprog")
+            // The owner becomes `released-<owner>`: a released lease can neither complete nor
+            // release a claim taken over since; releasing again is harmless.
+            .update_expression("SET #lease = :ended, #owner = :released")
+            .condition_expression("(#owner = :owner OR #owner = :released) AND #st = :inprog")
             .expression_attribute_names("#owner", attr::OWNER)
             .expression_attribute_names("#st", attr::STATUS)
+            .expression_attribute_names("#lease", attr::LEASE)
             .expression_attribute_values(":owner", s(lease.owner.as_str()))
+            .expression_attribute_values(
+                ":released",
+                s(format!("released-{}", lease.owner.as_str())),
+            )
             .expression_attribute_values(":inprog", s(MarkStatus::InProgress.as_str()))
+            .expression_attribute_values(":ended", ms(std::time::UNIX_EPOCH))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
         match sent {
             Ok(_) => Ok(()),
             Err(err) => match err.as_service_error() {
-                Some(DeleteItemError::ConditionalCheckFailedException(c)) => match c.item() {
-                    // Nothing stored: already released (a retry), or never there.
+                Some(UpdateItemError::ConditionalCheckFailedException(c)) => match c.item() {
+                    // Nothing stored: never there (or its TTL purged it).
                     None => Ok(()),
                     Some(old) => Err(fenced(lease, Some(codec::mark(old)?))),
                 },

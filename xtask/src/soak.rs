@@ -1,7 +1,8 @@
 //! `cargo xtask soak [N]`: the model-based fault schedules of `tests/integration/model.rs`
-//! (transactional flow) and `tests/integration/model_leased.rs` (leased flow with crashes, lease
-//! and TTL expiry), N of each (default 500; `cargo xtask test` runs 32 and 16), against a fresh
-//! the local DynamoDB (Dynoxide); prints how many schedules and faults they tried and what they found, and
+//! (transactional flow, with poison effects and DLQ redrives) and
+//! `tests/integration/model_leased.rs` (leased flow with crashes, lease and TTL expiry, and
+//! providers that refuse a key, run slow or forget keys), N of each (default 500; `cargo xtask
+//! test` runs 32 and 16), against a fresh local DynamoDB (Dynoxide); prints how many schedules and faults they tried and what they found, and
 //! records both tables in `docs/RELIABILITY.md`.
 
 use std::path::Path;
@@ -40,6 +41,22 @@ fn transactional_rows(s: &Value) -> Rows {
         ("store outages", g("store_outages")),
         ("concurrent batch pairs", g("concurrent_pairs")),
         ("redelivery rounds", g("redeliveries")),
+        (
+            "poison messages sent (an effect DynamoDB refuses for good)",
+            g("poison_messages"),
+        ),
+        (
+            "poison deliveries rejected (effect_refused, never applied)",
+            g("poison_rejections"),
+        ),
+        ("messages dead-lettered", g("dead_lettered")),
+        ("DLQ redrives (days later)", g("dlq_redrives")),
+        (
+            "DLQ redrives past the retention",
+            g("dlq_redrives_past_retention"),
+        ),
+        ("messages redriven", g("redriven_messages")),
+        ("late events (never applied)", g("late_events")),
         ("double effects found (must be 0)", g("double_effects")),
         ("messages lost (must be 0)", g("lost_messages")),
     ]
@@ -78,6 +95,29 @@ fn leased_rows(s: &Value) -> Rows {
         ),
         ("concurrent batch pairs", g("concurrent_pairs")),
         ("redelivery rounds", g("redeliveries")),
+        (
+            "schedules whose provider refuses one key for good (422)",
+            g("refused_keys"),
+        ),
+        (
+            "provider refusals (invalid_payload, never applied)",
+            g("provider_rejections"),
+        ),
+        ("messages dead-lettered", g("dead_lettered")),
+        (
+            "slow provider calls (past the invocation deadline)",
+            g("slow_provider_calls"),
+        ),
+        (
+            "schedules whose provider forgets keys",
+            g("forgetful_providers"),
+        ),
+        ("provider key retentions passed", g("provider_key_expiries")),
+        ("keys the provider forgot", g("forgotten_keys")),
+        (
+            "takeovers past the key retention (provider_key_expired, no call)",
+            g("provider_key_expired"),
+        ),
         ("double effects found (must be 0)", g("double_effects")),
         ("messages lost (must be 0)", g("lost_messages")),
     ]
@@ -140,19 +180,28 @@ pub(crate) fn run(root: &Path, cases: u64) -> Result<()> {
          checked against a reference model. `cargo xtask test` runs 32 transactional and 16 leased \
          schedules on every CI run.\n\n## Transactional flow\n\n`tests/integration/model.rs`: duplicates, \
          producer retries, payload conflicts, lost answers, store outages, concurrent batches, per-message or \
-         batch-transaction mode. Checked: every event applied exactly once, nothing acknowledged unprocessed, \
-         conflicts only for a payload other than the applied one, every batch's account closed.\n\n",
+         batch-transaction mode; and permanent faults: poison messages whose effect DynamoDB refuses for good, \
+         and the DLQ redriven days later (within and past the retention). Checked: every event applied exactly \
+         once, across redrives; nothing acknowledged unprocessed; conflicts only for a payload other than the \
+         applied one; a poison rejected (`effect_refused`), counted, never applied, and the DLQ holding only \
+         poisons and real conflicts; a redrive past the retention rejected as `late_event`; a good event applied \
+         at its first receive in a step with no fault; every batch's account closed.\n\n",
     );
     md.push_str(&md_table(&transactional));
     md.push_str(
         "\n## Leased flow (external calls)\n\n`tests/integration/model_leased.rs`: payments sent to an \
          in-process fake provider with `Idempotency-Key` semantics through `Deduplicator::leased`, with \
          processes killed after the claim, after the call and during complete, provider 503s and timeouts, \
-         leases and TTLs expiring on a manual clock. Checked: the provider applied each event exactly once \
-         overall; each event applied exactly once per retention epoch (beyond the retention a redelivery is \
-         a new event by design, S9, and the provider replays it under the same key); nothing acknowledged \
-         that the provider had not applied; a delivery during a live lease retried, never processed; every \
-         batch's account closed; every final mark `COMPLETED`.\n\n",
+         leases and TTLs expiring on a manual clock; and permanent faults: a provider that refuses one key for \
+         good (422), one slower than the invocation's deadline, one that forgets keys after a retention. \
+         Checked: the provider applied each event exactly once overall; each event applied exactly once per \
+         retention epoch; nothing acknowledged that the provider had not applied; a delivery during a live \
+         lease retried, never processed; the refused key rejected (`invalid_payload`), dead-lettered, never \
+         applied; a takeover past the provider's key retention never calls it (`provider_key_expired`, for \
+         reconciliation); every mark's lease and first-attempt time as the model says; every batch's account \
+         closed; every final mark `COMPLETED` (or kept for reconciliation). These schedules found two ways a \
+         payment could be made twice after the provider forgot its key (a release that deleted the mark; a \
+         first-attempt time written in a second request), both fixed in the store.\n\n",
     );
     md.push_str(&md_table(&leased));
     md.push_str(&format!(

@@ -99,6 +99,59 @@ async fn conditional_put_returns_the_old_item_on_failure() {
     assert_eq!(e.item().and_then(|i| i.get("v")), Some(&s("first")));
 }
 
+/// S4, S16: a conditional update (a claim) returns the old item when its condition fails, and
+/// the new item when it succeeds; `if_not_exists` keeps an attribute an earlier write set (the
+/// first attempt's time across takeovers).
+#[tokio::test]
+async fn conditional_update_returns_old_or_new_and_if_not_exists_keeps_a_value() {
+    use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+    use aws_sdk_dynamodb::types::ReturnValue;
+    let client = client();
+    let table = effect_table(&client, "k").await;
+    let claim = |first: i64, owner: &str| {
+        client
+            .update_item()
+            .table_name(&table)
+            .key("k", s("a"))
+            .update_expression("SET #o = :o, #f = if_not_exists(#f, :f)")
+            .condition_expression("attribute_not_exists(#o) OR #o = :free")
+            .expression_attribute_names("#o", "owner")
+            .expression_attribute_names("#f", "first")
+            .expression_attribute_values(":o", s(owner))
+            .expression_attribute_values(":f", n(first))
+            .expression_attribute_values(":free", s("free"))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+    };
+    let won = claim(100, "a").await.expect("the first claim");
+    assert_eq!(won.attributes().and_then(|a| a.get("first")), Some(&n(100)));
+    let err = claim(200, "b")
+        .await
+        .expect_err("held by a")
+        .into_service_error();
+    let UpdateItemError::ConditionalCheckFailedException(e) = err else {
+        panic!("expected ConditionalCheckFailedException, got {err:?}");
+    };
+    assert_eq!(e.item().and_then(|i| i.get("owner")), Some(&s("a")));
+    client
+        .update_item()
+        .table_name(&table)
+        .key("k", s("a"))
+        .update_expression("SET #o = :free")
+        .expression_attribute_names("#o", "owner")
+        .expression_attribute_values(":free", s("free"))
+        .send()
+        .await
+        .expect("release");
+    let taken = claim(300, "c").await.expect("a takeover");
+    assert_eq!(
+        taken.attributes().and_then(|a| a.get("first")),
+        Some(&n(100)),
+        "if_not_exists kept the first value"
+    );
+}
+
 /// S5: a cancelled transaction says, position by position, which request failed and why, with
 /// the old item of a failed condition; nothing of it is written.
 #[tokio::test]

@@ -192,7 +192,7 @@ impl MarkStore {
             .ok_or_else(|| Error::Contended(key.clone()))
     }
 
-    /// Claims `key` under a lease (S4, S6): one conditional `PutItem`. Of any number of
+    /// Claims `key` under a lease (S4, S6): a conditional `UpdateItem` (two for a takeover). Of any number of
     /// concurrent claims of one key, exactly one returns [`Claim::Claimed`]. The others learn why
     /// from the old item returned with the failed condition, at no extra read: a duplicate (with
     /// the stored result), an in-progress claim, or a conflict (S8, S11).

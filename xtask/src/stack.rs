@@ -53,6 +53,8 @@ pub(crate) struct Stack {
     pub(crate) queues: BTreeMap<String, Queues>,
     /// Where the functions send late events (S10).
     pub(crate) reconciliation_url: String,
+    /// The invoke API of `cargo lambda watch`.
+    pub(crate) invoke_url: String,
     pub(crate) lose_next: BTreeMap<String, Arc<AtomicBool>>,
     pub(crate) stats: BTreeMap<String, Arc<TriggerStats>>,
     pub(crate) accounts: Arc<Mutex<Accounts>>,
@@ -305,6 +307,7 @@ impl Stack {
             dynamodb,
             queues,
             reconciliation_url,
+            invoke_url,
             lose_next,
             stats,
             accounts,
@@ -314,6 +317,8 @@ impl Stack {
     /// The environment the end-to-end tests read.
     pub(crate) fn env(&self) -> Vec<(String, String)> {
         let mut env = conf_env();
+        // For `cargo lambda invoke --invoke-port` against the running functions.
+        env.push(("DEDUP_INVOKE_URL".into(), self.invoke_url.clone()));
         env.push(("DEDUP_DYNAMODB_ENDPOINT".into(), self.ddb.endpoint()));
         env.push(("DEDUP_SQS_ENDPOINT".into(), self.sqs_endpoint.clone()));
         env.push((

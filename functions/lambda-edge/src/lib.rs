@@ -35,3 +35,51 @@ pub fn deadline(ctx: &lambda_runtime::Context) -> Option<std::time::SystemTime> 
 pub fn init_tracing() {
     lambda_runtime::tracing::init_default_subscriber();
 }
+
+#[cfg(test)]
+mod sample_events {
+    //! The sample events in `events/` (for `cargo lambda invoke --data-file`) stay valid: each
+    //! parses as the event its function takes, and every SQS message in them has a key.
+
+    use aws_lambda_events::event::dynamodb::Event;
+    use aws_lambda_events::event::sqs::SqsEvent;
+
+    fn read(name: &str) -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../events")
+            .join(name);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    #[test]
+    fn sqs_samples_parse_and_derive_keys() {
+        for name in [
+            "ledger-credit.json",
+            "fine-notice.json",
+            "payment-request.json",
+        ] {
+            let event: SqsEvent = serde_json::from_str(&read(name)).expect(name);
+            let spec = dedup::KeySpec::cloudevents(
+                dedup::Scope::new("demo", "sample").expect("scope"),
+                "tenantid",
+            );
+            for m in crate::messages(&event) {
+                assert!(spec.derive(&m).is_ok(), "{name}: {}", m.message_id);
+            }
+        }
+    }
+
+    #[test]
+    fn stream_and_schedule_samples_parse() {
+        for name in ["intent-insert.json", "mark-ttl-purge.json"] {
+            let event: Event = serde_json::from_str(&read(name)).expect(name);
+            assert_eq!(event.records.len(), 1, "{name}");
+        }
+        let sweep: serde_json::Value =
+            serde_json::from_str(&read("relay-sweep.json")).expect("sweep");
+        assert!(
+            sweep.get("Records").is_none(),
+            "the relay tells a sweep by its shape"
+        );
+    }
+}

@@ -10,34 +10,19 @@
 // The handler's nested async blocks (runtime, batch runner, store calls) are deep types.
 #![recursion_limit = "256"]
 
+mod handler;
 mod notice;
 
-use aws_lambda_events::event::sqs::SqsEvent;
-use dedup_batch::run_batch_transactional;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-
-const FUNCTION: &str = "fine-notices";
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_edge::init_tracing();
-    let settings = lambda_edge::Settings::from_env(FUNCTION)?;
-    let tables = notice::Tables {
-        fines: lambda_edge::required("FINES_TABLE")?,
-        intents: lambda_edge::required("INTENTS_TABLE")?,
-    };
-    let spec = notice::key_spec(settings.scope.clone());
-    let dedup = settings.deduplicator(spec.clone(), dedup_dynamodb::connect().await);
-    let (dedup, tables, spec) = (&dedup, &tables, &spec);
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        // Batch-transaction mode: the whole batch's marks and effects in as few
-        // TransactWriteItems as possible (S5 per event).
-        lambda_edge::run_sqs_batch(FUNCTION, spec, event, |batch| {
-            run_batch_transactional(batch, settings.max_concurrency, dedup, |e| {
-                notice::plan(tables, e)
-            })
-        })
-        .await
+    // Clients and configuration once per container, outside the handler.
+    let notices = handler::Notices::from_env().await?;
+    let notices = &notices;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| async move {
+        handler::handle(notices, event).await
     }))
     .await
 }

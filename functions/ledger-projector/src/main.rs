@@ -8,32 +8,19 @@
 // The handler's nested async blocks (runtime, batch runner, store calls) are deep types.
 #![recursion_limit = "256"]
 
+mod handler;
 mod ledger;
 
-use aws_lambda_events::event::sqs::SqsEvent;
-use dedup_batch::run_batch_transactional;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-
-const FUNCTION: &str = "ledger-projector";
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_edge::init_tracing();
     // Clients and configuration once per container, outside the handler.
-    let settings = lambda_edge::Settings::from_env(FUNCTION)?;
-    let balances = lambda_edge::required("BALANCES_TABLE")?;
-    let spec = ledger::key_spec(settings.scope.clone());
-    let dedup = settings.deduplicator(spec.clone(), dedup_dynamodb::connect().await);
-    let (dedup, balances, spec) = (&dedup, balances.as_str(), &spec);
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        // Batch-transaction mode: the whole batch's marks and effects in as few
-        // TransactWriteItems as possible (S5 per event).
-        lambda_edge::run_sqs_batch(FUNCTION, spec, event, |batch| {
-            run_batch_transactional(batch, settings.max_concurrency, dedup, |e| {
-                ledger::plan(balances, e)
-            })
-        })
-        .await
+    let ledger = handler::Ledger::from_env().await?;
+    let ledger = &ledger;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| async move {
+        handler::handle(ledger, event).await
     }))
     .await
 }

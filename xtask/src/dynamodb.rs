@@ -149,18 +149,7 @@ impl Drop for LocalDynamo {
 
 /// `xtask serve-dynamodb --port P [--data FILE]`: the server process itself. Serves until
 /// SIGTERM or SIGINT; sweeps expired TTL items on a timer.
-pub(crate) async fn serve(args: &[String]) -> Result<()> {
-    let mut port = None;
-    let mut data = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--port" => port = it.next().and_then(|p| p.parse::<u16>().ok()),
-            "--data" => data = it.next().map(PathBuf::from),
-            other => return Err(format!("serve-dynamodb: unknown argument `{other}`")),
-        }
-    }
-    let port = port.ok_or("serve-dynamodb: --port PORT is required")?;
+pub(crate) async fn serve(port: u16, data: Option<PathBuf>) -> Result<()> {
     let db = local_dynamodb::open(data.as_deref())?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await

@@ -38,41 +38,106 @@ use std::process::ExitCode;
 
 type Result<T, E = String> = std::result::Result<T, E>;
 
+/// Project automation: set-up, local stack, tests, demo and benchmarks.
+#[derive(Debug, clap::Parser)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Cmd {
+    /// Run the whole system end to end on local services and check the result.
+    Demo,
+    /// Start the local stack and run `cargo test --workspace [ARGS]` against it, then the chaos
+    /// runs (skipped when ARGS pick packages or tests).
+    Test {
+        /// Passed on to `cargo test` (e.g. `-p dedup-tests`).
+        #[arg(allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+        /// After `--`: passed on to the test binaries (e.g. `-- lease --nocapture`).
+        #[arg(last = true)]
+        test_args: Vec<String>,
+    },
+    /// Only the chaos runs of `test`: kill -9 of functions mid-batch, the local DynamoDB restarted.
+    Chaos,
+    /// Against a running `cargo xtask up`: does the account close (S14)?
+    Audit,
+    /// Refuse infra/template.yaml if it breaks a guarded invariant; run cfn-lint.
+    CheckInfra,
+    /// Model-based fault schedules against the local DynamoDB; writes docs/RELIABILITY.md.
+    Soak {
+        /// Schedules per flow.
+        #[arg(default_value_t = 500)]
+        n: u64,
+    },
+    /// Benchmark against AWS Powertools (not a test); writes docs/BENCHMARKS.md.
+    Bench {
+        /// Messages per workload.
+        #[arg(default_value_t = 2000)]
+        n: usize,
+    },
+    /// Build every function for arm64 in release (cargo lambda) and report zip sizes.
+    Package,
+    /// Start the local stack and keep it running until Enter (prints where to send).
+    Up,
+    /// Start the local DynamoDB (Dynoxide) alone and keep it running (prints the endpoint).
+    Dynamodb,
+    /// The local DynamoDB's own process (run by xtask itself, see `dynamodb.rs`).
+    #[command(hide = true)]
+    ServeDynamodb {
+        #[arg(long)]
+        port: u16,
+        /// A SQLite file to keep the data in; in memory without it.
+        #[arg(long)]
+        data: Option<PathBuf>,
+    },
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    let mut args = std::env::args().skip(1);
-    let cmd = args.next().unwrap_or_default();
-    let rest: Vec<String> = args.collect();
-    if cmd == "serve-dynamodb" {
-        // The local DynamoDB's own process (see `dynamodb.rs`): it stops on a signal by itself.
-        return exit_code(dynamodb::serve(&rest).await);
+    let cli = match <Cli as clap::Parser>::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with success; mistakes to stderr with failure.
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    if let Cmd::ServeDynamodb { port, data } = cli.command {
+        // It stops on a signal by itself.
+        return exit_code(dynamodb::serve(port, data).await);
     }
     STARTED.get_or_init(std::time::Instant::now);
     signals::install();
-    let outcome = match cmd.as_str() {
-        "test" => test(&rest).await,
-        "demo" => demo::run(&root()).await,
-        "chaos" => chaos_only().await,
-        "up" => up().await,
-        "check-infra" => infra::run(&root()),
-        "audit" => audit::run(&root()).await,
-        "package" => package::run(&root()),
-        "soak" => {
-            let n = rest.first().and_then(|n| n.parse().ok()).unwrap_or(500);
-            soak::run(&root(), n)
-        }
-        "bench" => {
-            let n = rest.first().and_then(|n| n.parse().ok()).unwrap_or(2000);
-            bench::run(&root(), n)
-        }
-        "dynamodb" => dynamodb_foreground(),
-        "" | "help" | "-h" | "--help" => {
-            print_help();
-            Ok(())
-        }
-        other => Err(format!("unknown command `{other}`; see `cargo xtask help`")),
+    let outcome = match cli.command {
+        Cmd::Test { args, test_args } => test(&cargo_test_args(args, test_args)).await,
+        Cmd::Demo => demo::run(&root()).await,
+        Cmd::Chaos => chaos_only().await,
+        Cmd::Up => up().await,
+        Cmd::CheckInfra => infra::run(&root()),
+        Cmd::Audit => audit::run(&root()).await,
+        Cmd::Package => package::run(&root()),
+        Cmd::Soak { n } => soak::run(&root(), n),
+        Cmd::Bench { n } => bench::run(&root(), n),
+        Cmd::Dynamodb => dynamodb_foreground(),
+        Cmd::ServeDynamodb { .. } => Ok(()),
     };
     exit_code(outcome)
+}
+
+/// `cargo test`'s arguments as the user wrote them: `ARGS [-- TEST_ARGS]`.
+fn cargo_test_args(mut args: Vec<String>, test_args: Vec<String>) -> Vec<String> {
+    if !test_args.is_empty() {
+        args.push("--".into());
+        args.extend(test_args);
+    }
+    args
 }
 
 fn exit_code(outcome: Result<()>) -> ExitCode {
@@ -95,23 +160,6 @@ pub(crate) fn step(what: impl std::fmt::Display) {
         .elapsed()
         .as_secs_f64();
     println!("xtask [{secs:6.1}s] {what}");
-}
-
-fn print_help() {
-    println!(
-        "cargo xtask <command>\n\n\
-         commands:\n  \
-         demo          run the whole system end to end on local services and check the result\n  \
-         test [ARGS]   start the local stack and run `cargo test --workspace [ARGS]` against it\n  \
-         chaos         only the chaos runs of `test`: kill -9 of functions mid-batch, the local DynamoDB restarted\n  \
-         audit         against a running `cargo xtask up`: does the account close (S14)?\n  \
-         check-infra   refuse infra/template.yaml if it breaks a guarded invariant; run cfn-lint\n  \
-         soak [N]      N model-based fault schedules (default 500) against the local DynamoDB; writes docs/RELIABILITY.md\n  \
-         bench [N]     benchmark against AWS Powertools (N messages per workload, default 2000); writes docs/BENCHMARKS.md\n  \
-         package       build every function for arm64 in release (cargo lambda) and report zip sizes\n  \
-         up            start the local stack and keep it running until Enter (prints where to send)\n  \
-         dynamodb      start the local DynamoDB (Dynoxide) alone and keep it running (prints the endpoint)\n"
-    );
 }
 
 /// For `map_err`: an AWS SDK error with its causes, after `context`.
@@ -216,4 +264,50 @@ fn dynamodb_foreground() -> Result<()> {
     let mut line = String::new();
     let _ = std::io::stdin().read_line(&mut line);
     Ok(())
+}
+
+#[cfg(test)]
+mod cli_tests {
+    use super::*;
+    use clap::Parser;
+
+    fn test_args(argv: &[&str]) -> Vec<String> {
+        let cli = Cli::try_parse_from(std::iter::once("xtask").chain(argv.iter().copied()))
+            .expect("parses");
+        match cli.command {
+            Cmd::Test { args, test_args } => cargo_test_args(args, test_args),
+            other => panic!("not test: {other:?}"),
+        }
+    }
+
+    /// `cargo xtask test ARGS` hands ARGS to `cargo test` as written, `--` included.
+    #[test]
+    fn test_arguments_reach_cargo_test_as_written() {
+        assert!(test_args(&["test"]).is_empty());
+        assert_eq!(
+            test_args(&["test", "-p", "dedup-tests", "--", "lease"]),
+            ["-p", "dedup-tests", "--", "lease"]
+        );
+        assert_eq!(
+            test_args(&["test", "--", "--nocapture"]),
+            ["--", "--nocapture"]
+        );
+        assert_eq!(test_args(&["test", "e2e"]), ["e2e"]);
+        assert_eq!(
+            test_args(&["test", "--locked"]),
+            ["--locked"],
+            "what CI passes"
+        );
+    }
+
+    #[test]
+    fn numbers_default_and_parse() {
+        let soak = |argv: &[&str]| match Cli::try_parse_from(argv).expect("parses").command {
+            Cmd::Soak { n } => n,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(soak(&["xtask", "soak"]), 500);
+        assert_eq!(soak(&["xtask", "soak", "20"]), 20);
+        assert!(Cli::try_parse_from(["xtask", "soak", "many"]).is_err());
+    }
 }

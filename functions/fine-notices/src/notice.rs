@@ -2,6 +2,7 @@
 
 use dedup::{Derived, Effect, Item};
 use dedup_batch::{HandlerError, Plan};
+use serde::Deserialize;
 
 /// The tables a notice writes to.
 #[derive(Debug)]
@@ -10,11 +11,24 @@ pub(crate) struct Tables {
     pub(crate) intents: String,
 }
 
-fn text<'a>(data: &'a serde_json::Value, field: &str, max: usize) -> Result<&'a str, HandlerError> {
-    data.get(field)
-        .and_then(|v| v.as_str())
-        .filter(|v| !v.trim().is_empty() && v.len() <= max)
-        .ok_or_else(|| HandlerError::Invalid(format!("data.{field} must be a non-empty string")))
+/// A notice's `data`, as it arrives (other fields ignored).
+#[derive(Debug, serde::Deserialize)]
+struct Notice {
+    notice_number: String,
+    plate: String,
+    offence: String,
+    issued_at: String,
+    amount_cents: i64,
+}
+
+/// `value` as a field of at most `max` bytes that is not blank.
+fn text<'a>(value: &'a str, field: &str, max: usize) -> Result<&'a str, HandlerError> {
+    if value.trim().is_empty() || value.len() > max {
+        return Err(HandlerError::Invalid(format!(
+            "data.{field} must be a non-empty string"
+        )));
+    }
+    Ok(value)
 }
 
 fn created_at_ms() -> u64 {
@@ -29,18 +43,21 @@ fn created_at_ms() -> u64 {
 /// plate), and the intent's id is the event's idempotency key, which the relay sends to the
 /// collection API.
 pub(crate) fn plan(tables: &Tables, event: &Derived) -> Result<Plan, HandlerError> {
-    let data = HandlerError::data(event)?;
-    let notice = text(data, "notice_number", 64)?;
-    let plate = text(data, "plate", 16)?;
-    let offence = text(data, "offence", 256)?;
-    let issued_at = text(data, "issued_at", 64)?;
-    let amount = data
-        .get("amount_cents")
-        .and_then(|a| a.as_i64())
-        .filter(|a| *a > 0)
-        .ok_or_else(|| {
-            HandlerError::Invalid("data.amount_cents must be a positive integer".into())
-        })?;
+    // serde's messages can quote the payload's values (a plate): the reason names fields only.
+    let data = Notice::deserialize(HandlerError::data(event)?).map_err(|_| {
+        HandlerError::Invalid(
+            "data must have notice_number, plate, offence and issued_at strings and an integer \
+             amount_cents"
+                .into(),
+        )
+    })?;
+    let notice = text(&data.notice_number, "notice_number", 64)?;
+    let plate = text(&data.plate, "plate", 16)?;
+    let offence = text(&data.offence, "offence", 256)?;
+    let issued_at = text(&data.issued_at, "issued_at", 64)?;
+    let amount = Some(data.amount_cents).filter(|a| *a > 0).ok_or_else(|| {
+        HandlerError::Invalid("data.amount_cents must be a positive integer".into())
+    })?;
     let digest = event.key.as_str().rsplit('#').next().unwrap_or_default();
     let fine_id = format!("fine-{}", &digest[..digest.len().min(32)]);
     let intent_id = event.key.idempotency_key();

@@ -2,9 +2,32 @@
 
 use dedup::{Derived, Effect, Item};
 use dedup_batch::{HandlerError, Plan};
+use serde::Deserialize;
 
 /// Longest account id accepted.
 const MAX_ACCOUNT: usize = 256;
+
+/// A ledger event as it arrives: the CloudEvents `type` and `data` (other attributes ignored).
+#[derive(Debug, serde::Deserialize)]
+struct LedgerEvent {
+    #[serde(rename = "type")]
+    kind: Kind,
+    data: Movement,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Kind {
+    Credit,
+    Debit,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Movement {
+    account: String,
+    /// In minor units; an integer in JSON (a string or a fraction is refused).
+    amount: i64,
+}
 
 /// The balance change of a `credit` or `debit` event with `data: {account, amount}` (a positive
 /// integer, in minor units). The balance item is the account *within the event's tenant*
@@ -14,26 +37,28 @@ pub(crate) fn plan(balances: &str, event: &Derived) -> Result<Plan, HandlerError
         .body
         .as_ref()
         .ok_or_else(|| HandlerError::Invalid("no JSON body".into()))?;
-    let sign = match body.get("type").and_then(|t| t.as_str()) {
-        Some("credit") => 1,
-        Some("debit") => -1,
-        _ => {
-            return Err(HandlerError::Invalid(
-                "type must be \"credit\" or \"debit\"".into(),
-            ));
-        }
+    // serde's messages can quote the payload's values; the reason names fields only (S3).
+    let LedgerEvent { kind, data } = LedgerEvent::deserialize(body).map_err(|_| {
+        HandlerError::Invalid(
+            "expected type \"credit\" or \"debit\" and data {account: string, amount: integer}"
+                .into(),
+        )
+    })?;
+    let account = data.account.as_str();
+    if account.trim().is_empty() || account.len() > MAX_ACCOUNT {
+        return Err(HandlerError::Invalid(
+            "data.account must be a non-empty string".into(),
+        ));
+    }
+    if data.amount <= 0 {
+        return Err(HandlerError::Invalid(
+            "data.amount must be a positive integer".into(),
+        ));
+    }
+    let (sign, amount) = match kind {
+        Kind::Credit => (1, data.amount),
+        Kind::Debit => (-1, data.amount),
     };
-    let data = body.get("data");
-    let account = data
-        .and_then(|d| d.get("account"))
-        .and_then(|a| a.as_str())
-        .filter(|a| !a.trim().is_empty() && a.len() <= MAX_ACCOUNT)
-        .ok_or_else(|| HandlerError::Invalid("data.account must be a non-empty string".into()))?;
-    let amount = data
-        .and_then(|d| d.get("amount"))
-        .and_then(|a| a.as_i64())
-        .filter(|a| *a > 0)
-        .ok_or_else(|| HandlerError::Invalid("data.amount must be a positive integer".into()))?;
     let delta = sign * amount;
     Ok(Plan {
         effects: vec![

@@ -2,32 +2,44 @@
 
 use dedup::Derived;
 use dedup_batch::HandlerError;
+use serde::Deserialize;
+
+/// A payment request's `data`, as it arrives (other fields ignored).
+#[derive(Debug, serde::Deserialize)]
+struct Request {
+    amount_cents: i64,
+    currency: String,
+    customer_ref: String,
+}
 
 /// The provider request for a `payment.requested` event with
 /// `data: {amount_cents, currency, customer_ref}`.
 pub(crate) fn request(event: &Derived) -> Result<serde_json::Value, HandlerError> {
-    let data = HandlerError::data(event)?;
-    let amount = data
-        .get("amount_cents")
-        .and_then(|a| a.as_i64())
-        .filter(|a| *a > 0)
-        .ok_or_else(|| {
-            HandlerError::Invalid("data.amount_cents must be a positive integer".into())
-        })?;
-    let currency = data
-        .get("currency")
-        .and_then(|c| c.as_str())
-        .filter(|c| c.len() == 3 && c.bytes().all(|b| b.is_ascii_uppercase()))
-        .ok_or_else(|| HandlerError::Invalid("data.currency must be an ISO 4217 code".into()))?;
-    let customer = data
-        .get("customer_ref")
-        .and_then(|c| c.as_str())
-        .filter(|c| !c.trim().is_empty() && c.len() <= 128)
-        .ok_or_else(|| {
-            HandlerError::Invalid("data.customer_ref must be a non-empty string".into())
-        })?;
+    // serde's messages can quote the payload's values: the reason names fields only.
+    let data = Request::deserialize(HandlerError::data(event)?).map_err(|_| {
+        HandlerError::Invalid(
+            "data must have an integer amount_cents and currency and customer_ref strings".into(),
+        )
+    })?;
+    if data.amount_cents <= 0 {
+        return Err(HandlerError::Invalid(
+            "data.amount_cents must be a positive integer".into(),
+        ));
+    }
+    let currency = data.currency.as_str();
+    if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Err(HandlerError::Invalid(
+            "data.currency must be an ISO 4217 code".into(),
+        ));
+    }
+    let customer = data.customer_ref.as_str();
+    if customer.trim().is_empty() || customer.len() > 128 {
+        return Err(HandlerError::Invalid(
+            "data.customer_ref must be a non-empty string".into(),
+        ));
+    }
     Ok(serde_json::json!({
-        "amount_cents": amount,
+        "amount_cents": data.amount_cents,
         "currency": currency,
         "customer_ref": customer,
     }))

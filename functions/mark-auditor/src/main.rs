@@ -1,8 +1,9 @@
 //! `mark-auditor`: triggered by the stream of the mark table. It counts the marks DynamoDB's TTL
 //! purged — completed marks only, per consumer — and prints them as CloudWatch EMF (`Purged`,
-//! dimension `Function` = the consumer), so that, over time, the account of marks (applied − purged ≤
-//! marks ≤ applied + duplicate − purged) can be checked (S14; `cargo xtask audit` does it locally). A mark removed any other way
-//! (a released claim, an operator) is logged, not counted as a purge.
+//! dimension `Function` = the consumer), so that, over time, the account of marks can be
+//! checked: applied − purged ≤ marks ≤ applied + duplicate − purged (S14; `cargo xtask audit`
+//! does it locally). A mark removed any other way (by an operator, or a TTL purge of a claim
+//! that never completed) is logged, not counted as a purge.
 //!
 //! Run locally with `cargo xtask demo` or `cargo xtask up`; it needs no configuration.
 

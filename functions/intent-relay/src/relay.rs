@@ -176,38 +176,18 @@ impl Tally {
     /// One CloudWatch EMF record of this tally (namespace `lambda-dedup`, dimension `Function`).
     /// Its names are not the SQS functions' outcomes, so `cargo xtask audit` leaves it alone.
     pub fn emf_line(&self) -> String {
-        let ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        let counts = [
-            ("Records", self.records),
-            ("Confirmed", self.confirmed),
-            ("Parked", self.parked),
-            ("AlreadySettled", self.already_settled),
-            ("Ignored", self.ignored),
-            ("Transient", self.transient),
-            ("Deferred", self.deferred),
-        ];
-        let mut line = serde_json::Map::new();
-        line.insert(
-            "_aws".into(),
-            serde_json::json!({
-                "Timestamp": ms,
-                "CloudWatchMetrics": [{
-                    "Namespace": "lambda-dedup",
-                    "Dimensions": [["Function"]],
-                    "Metrics": counts.iter()
-                        .map(|(n, _)| serde_json::json!({"Name": n, "Unit": "Count"}))
-                        .collect::<Vec<_>>(),
-                }],
-            }),
-        );
-        line.insert("Function".into(), FUNCTION.into());
-        for (name, n) in counts {
-            line.insert(name.into(), n.into());
-        }
-        serde_json::Value::Object(line).to_string()
+        lambda_edge::emf::line(
+            FUNCTION,
+            &[
+                ("Records", "Count", self.records),
+                ("Confirmed", "Count", self.confirmed),
+                ("Parked", "Count", self.parked),
+                ("AlreadySettled", "Count", self.already_settled),
+                ("Ignored", "Count", self.ignored),
+                ("Transient", "Count", self.transient),
+                ("Deferred", "Count", self.deferred),
+            ],
+        )
     }
 }
 
@@ -448,23 +428,18 @@ pub struct Swept {
 impl Swept {
     /// One CloudWatch EMF record of this sweep.
     pub fn emf_line(&self) -> String {
-        let ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        serde_json::json!({
-            "_aws": {"Timestamp": ms, "CloudWatchMetrics": [{
-                "Namespace": "lambda-dedup", "Dimensions": [["Function"]],
-                "Metrics": [
-                    {"Name": "PendingIntents", "Unit": "Count"},
-                    {"Name": "Redriven", "Unit": "Count"},
-                    {"Name": "OldestPendingSeconds", "Unit": "Seconds"}]}]},
-            "Function": FUNCTION,
-            "PendingIntents": self.pending,
-            "Redriven": self.redriven,
-            "OldestPendingSeconds": self.oldest_pending.as_secs(),
-        })
-        .to_string()
+        lambda_edge::emf::line(
+            FUNCTION,
+            &[
+                ("PendingIntents", "Count", self.pending),
+                ("Redriven", "Count", self.redriven),
+                (
+                    "OldestPendingSeconds",
+                    "Seconds",
+                    self.oldest_pending.as_secs(),
+                ),
+            ],
+        )
     }
 }
 

@@ -8,9 +8,12 @@
 //! - [`sqs`]: [`run_sqs`]: one SQS invocation, from event to `SqsBatchResponse`.
 //! - [`reconcile`]: late events (S10) to the reconciliation queue.
 
+pub mod emf;
 pub mod reconcile;
 pub mod settings;
 pub mod sqs;
+#[doc(hidden)]
+pub mod testing;
 
 pub use settings::{Settings, optional, required};
 pub use sqs::{messages, response, run_sqs, run_sqs_batch};

@@ -84,7 +84,10 @@ where
             internal_errors,
             "records without exactly one outcome: reported failed (fail closed)"
         );
-        println!("{}", internal_error_emf(function, internal_errors));
+        println!(
+            "{}",
+            crate::emf::line(function, &[("InternalErrors", "Count", internal_errors)])
+        );
     }
     crate::reconcile::route_late_events(&event.payload, spec, &mut report).await;
     let a = &report.account;
@@ -140,23 +143,6 @@ pub fn by_record(ids: &[String], report: BatchReport) -> (BatchReport, u64) {
         })
         .collect();
     (BatchReport::from_outcomes(outcomes), errors)
-}
-
-/// One EMF record of `count` internal errors (records without exactly one outcome) for
-/// `function`, so they can be alarmed on.
-fn internal_error_emf(function: &str, count: u64) -> String {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
-    serde_json::json!({
-        "_aws": {"Timestamp": ms, "CloudWatchMetrics": [{
-            "Namespace": "lambda-dedup", "Dimensions": [["Function"]],
-            "Metrics": [{"Name": "InternalErrors", "Unit": "Count"}]}]},
-        "Function": function,
-        "InternalErrors": count,
-    })
-    .to_string()
 }
 
 #[cfg(test)]

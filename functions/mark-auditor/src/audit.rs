@@ -54,18 +54,7 @@ pub(crate) fn tally(records: &[EventRecord]) -> Tally {
 
 /// One EMF record of `purged` TTL purges for `consumer`.
 pub(crate) fn emf_line(consumer: &str, purged: u64) -> String {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
-    serde_json::json!({
-        "_aws": {"Timestamp": ms, "CloudWatchMetrics": [{
-            "Namespace": "lambda-dedup", "Dimensions": [["Function"]],
-            "Metrics": [{"Name": "Purged", "Unit": "Count"}]}]},
-        "Function": consumer,
-        "Purged": purged,
-    })
-    .to_string()
+    lambda_edge::emf::line(consumer, &[("Purged", "Count", purged)])
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ pub mod sqs;
 #[doc(hidden)]
 pub mod testing;
 
-pub use settings::{Settings, optional, required};
+pub use settings::{Settings, SettingsError, optional, required};
 pub use sqs::{messages, response, run_sqs, run_sqs_batch};
 
 /// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.

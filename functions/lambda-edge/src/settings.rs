@@ -34,55 +34,85 @@ use dedup_dynamodb::{Client, MarkStore};
 /// Where variables come from: the process environment, or a map in tests.
 type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
+/// Why a function refuses to start: typed, so a caller (or a test) can tell the cases apart.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    /// A required variable is absent or empty.
+    #[error("environment variable {0} must be set")]
+    Missing(String),
+    /// A variable does not parse as what it must be.
+    #[error("environment variable {name}={value:?} is not valid")]
+    Invalid {
+        /// The variable.
+        name: String,
+        /// Its value (configuration, never message data).
+        value: String,
+    },
+    /// The namespace or consumer, or the retention against the horizon (S9): the core's own
+    /// refusal.
+    #[error("refusing to start: {0}")]
+    Core(#[from] dedup::ConfigError),
+    /// Values that parse but cannot work together or at all (a zero, a lease not longer than
+    /// the provider timeout…), naming the variables.
+    #[error("refusing to start: {0}")]
+    Refused(String),
+}
+
 fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-fn required_in(env: Lookup<'_>, name: &str) -> Result<String, String> {
+fn required_in(env: Lookup<'_>, name: &str) -> Result<String, SettingsError> {
     match env(name) {
         Some(v) if !v.trim().is_empty() => Ok(v),
-        _ => Err(format!("environment variable {name} must be set")),
+        _ => Err(SettingsError::Missing(name.to_owned())),
     }
 }
 
-fn optional_in<T: std::str::FromStr>(env: Lookup<'_>, name: &str, default: T) -> Result<T, String> {
+fn optional_in<T: std::str::FromStr>(
+    env: Lookup<'_>,
+    name: &str,
+    default: T,
+) -> Result<T, SettingsError> {
     match env(name) {
-        Some(v) if !v.trim().is_empty() => v
-            .trim()
-            .parse()
-            .map_err(|_| format!("environment variable {name}={v:?} is not valid")),
+        Some(v) if !v.trim().is_empty() => v.trim().parse().map_err(|_| SettingsError::Invalid {
+            name: name.to_owned(),
+            value: v.clone(),
+        }),
         _ => Ok(default),
     }
 }
 
 /// A required variable, or an error naming it.
-pub fn required(name: &str) -> Result<String, String> {
+pub fn required(name: &str) -> Result<String, SettingsError> {
     required_in(&process_env, name)
 }
 
 /// An optional variable parsed as `T`, or `default`; an unparsable value is an error, not the
 /// default.
-pub fn optional<T: std::str::FromStr>(name: &str, default: T) -> Result<T, String> {
+pub fn optional<T: std::str::FromStr>(name: &str, default: T) -> Result<T, SettingsError> {
     optional_in(&process_env, name, default)
 }
 
-fn positive(n: usize, name: &str) -> Result<usize, String> {
+fn positive(n: usize, name: &str) -> Result<usize, SettingsError> {
     if n == 0 {
-        return Err(format!("refusing to start: {name} must be above 0"));
+        return Err(SettingsError::Refused(format!("{name} must be above 0")));
     }
     Ok(n)
 }
 
-fn provider_timeout_in(env: Lookup<'_>) -> Result<Duration, String> {
+fn provider_timeout_in(env: Lookup<'_>) -> Result<Duration, SettingsError> {
     match optional_in(env, "PROVIDER_TIMEOUT_MS", 5_000u64)? {
-        0 => Err("refusing to start: PROVIDER_TIMEOUT_MS must be above 0".into()),
+        0 => Err(SettingsError::Refused(
+            "PROVIDER_TIMEOUT_MS must be above 0".into(),
+        )),
         ms => Ok(Duration::from_millis(ms)),
     }
 }
 
 /// `PROVIDER_TIMEOUT_MS` (default 5000), refusing zero: for functions that call an external API
 /// without the rest of [`Settings`].
-pub fn provider_timeout() -> Result<Duration, String> {
+pub fn provider_timeout() -> Result<Duration, SettingsError> {
     provider_timeout_in(&process_env)
 }
 
@@ -111,16 +141,16 @@ pub struct Settings {
 
 impl Settings {
     /// Reads the settings from the environment; `function` is the default consumer name.
-    pub fn from_env(function: &str) -> Result<Self, String> {
+    pub fn from_env(function: &str) -> Result<Self, SettingsError> {
         Self::from_lookup(function, &process_env)
     }
 
-    fn from_lookup(function: &str, env: Lookup<'_>) -> Result<Self, String> {
+    fn from_lookup(function: &str, env: Lookup<'_>) -> Result<Self, SettingsError> {
         let optional = |name: &str, default: u64| optional_in(env, name, default);
         let secs = |name: &str, default: u64| optional(name, default).map(Duration::from_secs);
         let namespace = required_in(env, "DEDUP_NAMESPACE")?;
         let consumer = optional_in(env, "DEDUP_CONSUMER", function.to_owned())?;
-        let scope = Scope::new(&namespace, &consumer).map_err(|e| e.to_string())?;
+        let scope = Scope::new(&namespace, &consumer)?;
         let horizon = RedeliveryHorizon {
             queue_retention: secs("DEDUP_QUEUE_RETENTION_SECONDS", 4 * 86_400)?,
             max_receive_count: optional_in(env, "DEDUP_MAX_RECEIVE_COUNT", 5)?,
@@ -129,27 +159,26 @@ impl Settings {
             replay_window: secs("DEDUP_REPLAY_WINDOW_SECONDS", 3 * 86_400)?,
         };
         let retention =
-            Retention::covering(secs("DEDUP_RETENTION_SECONDS", 30 * 86_400)?, &horizon)
-                .map_err(|e| format!("refusing to start: {e}"))?;
+            Retention::covering(secs("DEDUP_RETENTION_SECONDS", 30 * 86_400)?, &horizon)?;
         let provider_timeout = provider_timeout_in(env)?;
         let lease = secs("DEDUP_LEASE_SECONDS", 60)?;
         let provider_key_retention = secs("PROVIDER_KEY_RETENTION_SECONDS", 86_400)?;
         if provider_key_retention <= lease {
-            return Err(format!(
-                "refusing to start: PROVIDER_KEY_RETENTION_SECONDS ({}s) must be longer than \
+            return Err(SettingsError::Refused(format!(
+                "PROVIDER_KEY_RETENTION_SECONDS ({}s) must be longer than \
                  DEDUP_LEASE_SECONDS ({}s), or no crashed call could ever be retried",
                 provider_key_retention.as_secs(),
                 lease.as_secs()
-            ));
+            )));
         }
         if lease <= provider_timeout {
-            return Err(format!(
-                "refusing to start: DEDUP_LEASE_SECONDS ({}s) must be longer than \
+            return Err(SettingsError::Refused(format!(
+                "DEDUP_LEASE_SECONDS ({}s) must be longer than \
                  PROVIDER_TIMEOUT_MS ({}ms): a lease that can expire while the call is out lets a \
                  second process call again",
                 lease.as_secs(),
                 provider_timeout.as_millis()
-            ));
+            )));
         }
         Ok(Self {
             scope,
@@ -192,12 +221,44 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    fn settings(vars: &[(&str, &str)]) -> Result<Settings, String> {
+    fn typed(vars: &[(&str, &str)]) -> Result<Settings, SettingsError> {
         let map: HashMap<String, String> = vars
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         Settings::from_lookup("ledger-projector", &move |k: &str| map.get(k).cloned())
+    }
+
+    /// The settings, or the refusal as the function would print it.
+    fn settings(vars: &[(&str, &str)]) -> Result<Settings, String> {
+        typed(vars).map_err(|e| e.to_string())
+    }
+
+    /// The refusals are typed: a caller tells a missing variable, an unparsable one, the core's
+    /// own refusal (S9) and an impossible combination apart without reading their text.
+    #[test]
+    fn refusals_are_typed() {
+        assert_eq!(
+            typed(&[("DEDUP_MARK_TABLE", "m")]).map(|_| ()),
+            Err(SettingsError::Missing("DEDUP_NAMESPACE".into()))
+        );
+        let mut vars = BASE.to_vec();
+        vars.push(("DEDUP_MAX_CONCURRENCY", "ten"));
+        assert!(matches!(
+            typed(&vars),
+            Err(SettingsError::Invalid { name, .. }) if name == "DEDUP_MAX_CONCURRENCY"
+        ));
+        let mut vars = BASE.to_vec();
+        vars.push(("DEDUP_RETENTION_SECONDS", "86400"));
+        assert!(matches!(
+            typed(&vars),
+            Err(SettingsError::Core(
+                dedup::ConfigError::RetentionTooShort { .. }
+            ))
+        ));
+        let mut vars = BASE.to_vec();
+        vars.push(("DEDUP_LEASE_SECONDS", "1"));
+        assert!(matches!(typed(&vars), Err(SettingsError::Refused(_))));
     }
 
     const BASE: [(&str, &str); 2] = [("DEDUP_NAMESPACE", "prod"), ("DEDUP_MARK_TABLE", "marks")];

@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use dedup::{Effect, Item, KeySpec, Message, Retention, Scope};
 use dedup_batch::{Deduplicator, HandlerError, Plan, run_batch, run_batch_transactional};
-use dedup_dynamodb::MarkStore;
+use dedup_dynamodb::DynamoStore;
 use serde_json::json;
 
 type Result<T> = std::result::Result<T, String>;
@@ -127,7 +127,7 @@ async fn throughput(endpoint: &str, n: usize) -> Result<()> {
                 .await
                 .map_err(|e| e.to_string())?;
             table(&client, &balances, "account").await?;
-            let store = MarkStore::new(client.clone(), marks, retention);
+            let store = DynamoStore::new(client.clone(), marks, retention);
             let spec = KeySpec::cloudevents(
                 Scope::new("bench", "ledger").map_err(|e| e.to_string())?,
                 "tenantid",

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dedup::Message;
 use dedup_batch::{Account, Deduplicator, HandlerError, Outcome, run_batch};
-use dedup_dynamodb::MarkStore;
+use dedup_dynamodb::DynamoStore;
 use dedup_tests::{
     balance, client, cloudevents_spec, credit, credit_plan, effect_table, mark_table, retention,
     unique, unreachable_client,
@@ -22,7 +22,7 @@ async fn s5_s14_replayed_and_interleaved_batches_equal_one_pass() {
     let balances = effect_table(&client, "account").await;
     let dedup = Arc::new(Deduplicator::new(
         cloudevents_spec("batch"),
-        MarkStore::new(client.clone(), mark_table(&client).await, retention()),
+        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
     ));
     let run = unique("run");
     let acct = |i: usize| format!("{run}-acct-{i}");
@@ -87,7 +87,7 @@ async fn s2_s11_bad_messages_are_failures_and_counted() {
     let balances = effect_table(&client, "account").await;
     let dedup = Deduplicator::new(
         cloudevents_spec("batch"),
-        MarkStore::new(client.clone(), mark_table(&client).await, retention()),
+        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
     );
     let run = unique("run");
     let mut no_id = credit("no-id", "x", "a", 1);
@@ -138,7 +138,7 @@ async fn s6_leased_flow_calls_out_once_for_concurrent_duplicates() {
     let client = client();
     let dedup = Deduplicator::new(
         cloudevents_spec("batch"),
-        MarkStore::new(client.clone(), mark_table(&client).await, retention()),
+        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
     );
     let calls = AtomicUsize::new(0);
     let id = unique("pay");
@@ -194,7 +194,7 @@ async fn s6_a_failed_call_is_released_and_retried_with_the_same_idempotency_key(
     let client = client();
     let dedup = Deduplicator::new(
         cloudevents_spec("batch"),
-        MarkStore::new(client.clone(), mark_table(&client).await, retention()),
+        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
     );
     let keys = Mutex::new(Vec::new());
     let m = credit("m1", &unique("pay"), "a", 1);
@@ -226,7 +226,7 @@ async fn s13_store_outage_fails_closed() {
     let dead = unreachable_client();
     let dedup = Deduplicator::new(
         cloudevents_spec("batch"),
-        MarkStore::new(dead, "marks", retention()),
+        DynamoStore::new(dead, "marks", retention()),
     );
     let calls = AtomicUsize::new(0);
     let batch: Vec<Message> = (0..5)

@@ -3,7 +3,7 @@
 
 use dedup::Message;
 use dedup_batch::{Deduplicator, HandlerError, Outcome, Plan, run_batch_transactional};
-use dedup_dynamodb::MarkStore;
+use dedup_dynamodb::DynamoStore;
 use dedup_tests::{
     balance, client, cloudevents_spec, credit, credit_data, credit_effect, effect_table,
     mark_table, retention, unique,
@@ -28,10 +28,10 @@ fn plan(balances: &str) -> impl Fn(&dedup::Derived) -> Result<Plan, HandlerError
     }
 }
 
-async fn setup() -> (aws_sdk_dynamodb::Client, String, Deduplicator, MarkStore) {
+async fn setup() -> (aws_sdk_dynamodb::Client, String, Deduplicator, DynamoStore) {
     let client = client();
     let balances = effect_table(&client, "account").await;
-    let store = MarkStore::new(client.clone(), mark_table(&client).await, retention());
+    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention());
     let dedup = Deduplicator::new(cloudevents_spec("batch-mode"), store.clone());
     (client, balances, dedup, store)
 }
@@ -252,7 +252,7 @@ async fn s9_the_warm_cache_forgets_marks_whose_retention_has_passed() {
     let client = client();
     let balances = effect_table(&client, "account").await;
     let clock = std::sync::Arc::new(dedup::ManualClock::new(std::time::SystemTime::now()));
-    let store = MarkStore::new(client.clone(), mark_table(&client).await, retention())
+    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention())
         .with_clock(clock.clone());
     let dedup = Deduplicator::new(cloudevents_spec("batch-mode"), store.clone()).with_cache(100);
     let run = unique("b7");

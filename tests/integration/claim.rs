@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use dedup::{Claim, DedupKey, Fingerprint, MarkStatus, Seen};
-use dedup_dynamodb::MarkStore;
+use dedup_dynamodb::DynamoStore;
 use dedup_tests::{client, mark_table, retention, scope, unique};
 use tokio::sync::Barrier;
 
@@ -12,7 +12,7 @@ use tokio::sync::Barrier;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn s4_exactly_one_of_64_concurrent_claims_wins_in_each_of_20_rounds() {
     let client = client();
-    let store = Arc::new(MarkStore::new(
+    let store = Arc::new(DynamoStore::new(
         client.clone(),
         mark_table(&client).await,
         retention(),
@@ -58,7 +58,7 @@ async fn s4_exactly_one_of_64_concurrent_claims_wins_in_each_of_20_rounds() {
 #[tokio::test]
 async fn s8_claim_after_completion_is_a_duplicate_with_the_stored_result() {
     let client = client();
-    let store = MarkStore::new(client.clone(), mark_table(&client).await, retention());
+    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention());
     let key = DedupKey::new(&scope(), "t", &["e", &unique("id")]);
     let Claim::Claimed(lease) = store.claim(&key, None, None).await.expect("claim") else {
         panic!("first claim must win");
@@ -82,7 +82,7 @@ async fn s8_claim_after_completion_is_a_duplicate_with_the_stored_result() {
 #[tokio::test]
 async fn s11_same_key_different_fingerprint_is_a_conflict() {
     let client = client();
-    let store = MarkStore::new(client.clone(), mark_table(&client).await, retention());
+    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention());
     let fp_a = Fingerprint::of_json(&serde_json::json!({"amount": 10}));
     let fp_b = Fingerprint::of_json(&serde_json::json!({"amount": 99}));
 
@@ -139,7 +139,7 @@ async fn s11_same_key_different_fingerprint_is_a_conflict() {
 #[tokio::test]
 async fn s1_consumers_and_tenants_do_not_suppress_each_other() {
     let client = client();
-    let store = MarkStore::new(client.clone(), mark_table(&client).await, retention());
+    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention());
     let id = unique("id");
     let billing = dedup::Scope::new("test", "billing").expect("scope");
     let shipping = dedup::Scope::new("test", "shipping").expect("scope");

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use dedup::{Commit, DedupKey, Effect, Item, Seen};
-use dedup_dynamodb::MarkStore;
+use dedup_dynamodb::DynamoStore;
 use dedup_tests::{balance, client, effect_table, get_item, mark_table, retention, scope, unique};
 use futures::StreamExt;
 
@@ -20,7 +20,7 @@ fn credit(table: &str, account: &str, amount: i64) -> Effect {
 async fn s5_a_thousand_commits_of_one_key_add_the_balance_once() {
     let client = client();
     let balances = effect_table(&client, "account").await;
-    let store = Arc::new(MarkStore::new(
+    let store = Arc::new(DynamoStore::new(
         client.clone(),
         mark_table(&client).await,
         retention(),
@@ -59,7 +59,7 @@ async fn s5_a_failed_effect_condition_leaves_no_mark() {
     let client = client();
     let balances = effect_table(&client, "account").await;
     let marks = mark_table(&client).await;
-    let store = MarkStore::new(client.clone(), marks.clone(), retention());
+    let store = DynamoStore::new(client.clone(), marks.clone(), retention());
     let key = DedupKey::new(&scope(), "t", &["debit", &unique("evt")]);
 
     // A debit that requires sufficient funds on an account that has none.
@@ -128,7 +128,7 @@ async fn s5_a_failed_effect_condition_leaves_no_mark() {
 async fn s5_an_existing_mark_leaves_the_effect_untouched() {
     let client = client();
     let balances = effect_table(&client, "account").await;
-    let store = MarkStore::new(client.clone(), mark_table(&client).await, retention());
+    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention());
     let key = DedupKey::new(&scope(), "t", &["set", &unique("evt")]);
     let set = |v: i64| {
         Effect::put(
@@ -167,7 +167,7 @@ async fn s5_all_effects_commit_with_the_mark() {
     let balances = effect_table(&client, "account").await;
     let journal = effect_table(&client, "entry").await;
     let marks = mark_table(&client).await;
-    let store = MarkStore::new(client.clone(), marks.clone(), retention());
+    let store = DynamoStore::new(client.clone(), marks.clone(), retention());
     let key = DedupKey::new(&scope(), "t", &["transfer", &unique("evt")]);
     let effects = [
         credit(&balances, "from", -3),
@@ -206,7 +206,7 @@ async fn s5_all_effects_commit_with_the_mark() {
 async fn s5_more_effects_than_one_transaction_holds_is_refused() {
     let client = client();
     let balances = effect_table(&client, "account").await;
-    let store = MarkStore::new(client.clone(), mark_table(&client).await, retention());
+    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention());
     let key = DedupKey::new(&scope(), "t", &["big", &unique("evt")]);
     let effects: Vec<Effect> = (0..100)
         .map(|i| credit(&balances, &format!("a{i}"), 1))

@@ -15,7 +15,7 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
 use dedup::{DedupKey, Effect, Item};
-use dedup_dynamodb::{Error, FaultKind, MarkStore};
+use dedup_dynamodb::{DynamoStore, Error, FaultKind};
 use dedup_tests::{retention, scope};
 
 fn base_config() -> aws_sdk_dynamodb::config::Builder {
@@ -73,8 +73,8 @@ fn cancelled(codes: &[&str]) -> impl Fn() -> HttpResponse + Send + Sync + 'stati
     move || aws_error(400, &body)
 }
 
-fn store(client: Client) -> MarkStore {
-    MarkStore::new(client, "marks", retention())
+fn store(client: Client) -> DynamoStore {
+    DynamoStore::new(client, "marks", retention())
 }
 
 fn key() -> DedupKey {

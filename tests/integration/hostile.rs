@@ -4,7 +4,7 @@
 
 use dedup::{FingerprintSource, IdentitySource, KeySpec, Message, Scope, TenantSource};
 use dedup_batch::{Deduplicator, Outcome};
-use dedup_dynamodb::MarkStore;
+use dedup_dynamodb::DynamoStore;
 use dedup_tests::{
     balance, client, cloudevents_spec, credit_plan, effect_table, mark_table, retention, unique,
 };
@@ -37,7 +37,7 @@ async fn every_hostile_input_gets_its_documented_outcome() {
     let balances = effect_table(&client, "account").await;
     let dedup = Deduplicator::new(
         cloudevents_spec("hostile"),
-        MarkStore::new(client.clone(), mark_table(&client).await, retention()),
+        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
     );
     let run = unique("h");
     let data = json!({"account": format!("{run}-acct"), "amount": 1});
@@ -103,7 +103,7 @@ async fn same_id_different_payload_is_a_conflict() {
     let balances = effect_table(&client, "account").await;
     let dedup = Deduplicator::new(
         cloudevents_spec("hostile"),
-        MarkStore::new(client.clone(), mark_table(&client).await, retention()),
+        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
     );
     let acct = unique("acct");
     let a = msg(ce(
@@ -138,7 +138,7 @@ async fn a_forged_tenant_cannot_suppress_another_tenants_event() {
     let balances = effect_table(&client, "account").await;
     let dedup = Deduplicator::new(
         cloudevents_spec("hostile"),
-        MarkStore::new(client.clone(), mark_table(&client).await, retention()),
+        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
     );
     let (a_acct, b_acct) = (unique("a"), unique("b"));
     let forged = msg(ce(

@@ -14,7 +14,7 @@ use dedup::{Effect, Item, Message};
 use dedup_batch::{
     BatchReport, Deduplicator, HandlerError, Outcome, Plan, run_batch, run_batch_transactional,
 };
-use dedup_dynamodb::MarkStore;
+use dedup_dynamodb::DynamoStore;
 use dedup_tests::{
     balance, client, cloudevents_spec, credit, credit_data, credit_effect, credit_plan,
     effect_table, get_item, mark_table, retention, unique,
@@ -27,14 +27,14 @@ struct Setup {
     balances: String,
     marks: String,
     dedup: Deduplicator,
-    store: MarkStore,
+    store: DynamoStore,
 }
 
 async fn setup() -> Setup {
     let client = client();
     let balances = effect_table(&client, "account").await;
     let marks = mark_table(&client).await;
-    let store = MarkStore::new(client.clone(), marks.clone(), retention());
+    let store = DynamoStore::new(client.clone(), marks.clone(), retention());
     let dedup = Deduplicator::new(cloudevents_spec(CONSUMER), store.clone());
     Setup {
         client,
@@ -420,7 +420,7 @@ async fn s13_a_transient_reason_still_retries_the_whole_round() {
             )
             .build(),
     );
-    let store = MarkStore::new(client, "marks", retention());
+    let store = DynamoStore::new(client, "marks", retention());
     let keys = ["a", "b"].map(|e| dedup::DedupKey::new(&dedup_tests::scope(), "t", &[e]));
     let effects = [
         credit_effect("balances", "x", 1),

@@ -4,13 +4,13 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use dedup::{Claim, Clock, DedupKey, ManualClock, MarkStatus, Seen};
-use dedup_dynamodb::{Error, MarkStore};
+use dedup_dynamodb::{DynamoStore, Error};
 use dedup_tests::{client, mark_table, retention, scope, unique};
 
-async fn stores() -> (MarkStore, Arc<ManualClock>) {
+async fn stores() -> (DynamoStore, Arc<ManualClock>) {
     let client = client();
     let clock = Arc::new(ManualClock::new(SystemTime::now()));
-    let store = MarkStore::new(client.clone(), mark_table(&client).await, retention())
+    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention())
         .with_lease(Duration::from_secs(30))
         .with_clock(clock.clone());
     (store, clock)

@@ -44,7 +44,7 @@ use std::time::{Duration, SystemTime};
 use aws_sdk_dynamodb::types::AttributeValue;
 use dedup::{Clock, ManualClock, Message, Retention};
 use dedup_batch::{BatchReport, Deduplicator, Outcome, run_batch, run_batch_transactional};
-use dedup_dynamodb::MarkStore;
+use dedup_dynamodb::DynamoStore;
 use dedup_tests::{
     balance, client, cloudevents_spec, credit_plan, effect_table, get_item, mark_table, unique,
     unreachable_client,
@@ -260,11 +260,12 @@ async fn run_schedule(steps: Vec<Step>) {
     let marks = mark_table(&client).await;
     let clock = Arc::new(ManualClock::new(SystemTime::now()));
     let retention = Retention::unchecked(RETENTION).expect("retention");
-    let store = MarkStore::new(client.clone(), marks.clone(), retention).with_clock(clock.clone());
+    let store =
+        DynamoStore::new(client.clone(), marks.clone(), retention).with_clock(clock.clone());
     let dedup = Deduplicator::new(cloudevents_spec("model"), store);
     let dead = Deduplicator::new(
         cloudevents_spec("model"),
-        MarkStore::new(unreachable_client(), "marks", retention).with_clock(clock.clone()),
+        DynamoStore::new(unreachable_client(), "marks", retention).with_clock(clock.clone()),
     );
     let run = unique("model");
     let poison_account = format!("{run}-{}", account(EVENTS));

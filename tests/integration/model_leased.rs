@@ -85,7 +85,7 @@ use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use dedup::{Clock, DedupKey, Derived, ManualClock, MarkStatus, Message, Retention};
 use dedup_batch::{Deduplicator, HandlerError, Outcome, PROVIDER_KEY_EXPIRED, run_batch};
-use dedup_dynamodb::MarkStore;
+use dedup_dynamodb::DynamoStore;
 use dedup_http::IdempotentClient;
 use dedup_tests::{client, cloudevents_spec, get_item, mark_table, unique};
 use fake_provider::{Fault, Provider};
@@ -452,7 +452,7 @@ struct World {
     client: Client,
     table: String,
     clock: Arc<ManualClock>,
-    store: MarkStore,
+    store: DynamoStore,
     dedup: Deduplicator,
     /// The same table and clock through a client whose completes can be made to fail.
     faulty: Deduplicator,
@@ -468,7 +468,7 @@ impl World {
         let table = mark_table(&client).await;
         let clock = Arc::new(ManualClock::new(SystemTime::now()));
         let retention = Retention::unchecked(RETENTION).expect("retention");
-        let store = MarkStore::new(client.clone(), table.clone(), retention)
+        let store = DynamoStore::new(client.clone(), table.clone(), retention)
             .with_lease(LEASE)
             .with_clock(clock.clone());
         let faults = Arc::new(CompleteFaults::default());
@@ -482,10 +482,10 @@ impl World {
                 .interceptor(CompleteInterceptor(faults.clone()))
                 .build(),
         );
-        let faulty_store = MarkStore::new(faulty_client, table.clone(), retention)
+        let faulty_store = DynamoStore::new(faulty_client, table.clone(), retention)
             .with_lease(LEASE)
             .with_clock(clock.clone());
-        let dedup = |store: MarkStore| {
+        let dedup = |store: DynamoStore| {
             let d = Deduplicator::new(cloudevents_spec("model-leased"), store);
             if forgetful {
                 d.with_provider_key_retention(PROVIDER_KEYS)

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use dedup::{DedupKey, KeySpec, Message, Scope};
 use dedup_batch::{Deduplicator, HandlerError, Plan};
-use dedup_dynamodb::MarkStore;
+use dedup_dynamodb::DynamoStore;
 use dedup_tests::{client, effect_table, mark_table, retention, unique};
 use proptest::prelude::*;
 use serde_json::json;
@@ -62,7 +62,7 @@ async fn s3_no_personal_data_in_keys_or_logs() {
     let spec = KeySpec::cloudevents(Scope::new("test", "privacy").expect("scope"), "tenantid");
     let dedup = Deduplicator::new(
         spec.clone(),
-        MarkStore::new(client.clone(), mark_table(&client).await, retention()),
+        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
     );
     let plan = |e: &dedup::Derived| -> Result<Plan, HandlerError> {
         let data = &e

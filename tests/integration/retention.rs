@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use dedup::{Claim, Clock, Commit, DedupKey, ManualClock, RedeliveryHorizon, Retention};
-use dedup_dynamodb::MarkStore;
+use dedup_dynamodb::DynamoStore;
 use dedup_tests::{client, get_item, mark_table, scope, unique};
 
 /// S9: a mark whose TTL has passed but that DynamoDB has not deleted yet (on real AWS that can take
@@ -19,7 +19,8 @@ async fn s9_a_mark_past_its_ttl_still_in_the_table_counts_as_absent() {
         SystemTime::now() + Duration::from_secs(86_400),
     ));
     let retention = Retention::unchecked(Duration::from_secs(60)).expect("retention");
-    let store = MarkStore::new(client.clone(), marks.clone(), retention).with_clock(clock.clone());
+    let store =
+        DynamoStore::new(client.clone(), marks.clone(), retention).with_clock(clock.clone());
 
     for via_commit in [false, true] {
         let key = DedupKey::new(&scope(), "t", &["ttl", &unique("evt")]);
@@ -62,7 +63,7 @@ async fn s9_marks_carry_a_ttl_of_the_retention() {
     let client = client();
     let marks = mark_table(&client).await;
     let retention = Retention::unchecked(Duration::from_secs(7 * 86_400)).expect("retention");
-    let store = MarkStore::new(client.clone(), marks.clone(), retention);
+    let store = DynamoStore::new(client.clone(), marks.clone(), retention);
     let key = DedupKey::new(&scope(), "t", &["ttl", &unique("evt")]);
     let before = SystemTime::now();
     store.commit(&key, None, None, &[]).await.expect("commit");
@@ -120,7 +121,7 @@ async fn s10_an_event_older_than_the_retention_is_not_applied() {
     let balances = effect_table(&client, "account").await;
     let start = SystemTime::now();
     let clock = Arc::new(ManualClock::new(start));
-    let store = MarkStore::new(client.clone(), mark_table(&client).await, retention())
+    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention())
         .with_clock(clock.clone());
     let dedup = Deduplicator::new(cloudevents_spec("late"), store);
     let run = unique("late");
@@ -175,7 +176,7 @@ async fn s10_an_event_from_the_far_future_is_not_applied() {
     let balances = effect_table(&client, "account").await;
     let start = SystemTime::now();
     let clock = Arc::new(ManualClock::new(start));
-    let store = MarkStore::new(client.clone(), mark_table(&client).await, retention())
+    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention())
         .with_clock(clock.clone());
     let dedup = Deduplicator::new(cloudevents_spec("future"), store);
     let run = unique("future");

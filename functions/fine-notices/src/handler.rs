@@ -55,7 +55,7 @@ pub(crate) async fn handle(
 mod tests {
     use super::*;
     use dedup::{Retention, Scope};
-    use dedup_dynamodb::MarkStore;
+    use dedup_dynamodb::DynamoStore;
     use std::time::Duration;
 
     /// The handler, called as Lambda calls it, on the sample notice, twice: one fine and one
@@ -73,7 +73,7 @@ mod tests {
         let notices = Notices {
             dedup: Deduplicator::new(
                 spec.clone(),
-                MarkStore::new(client.clone(), marks, retention),
+                DynamoStore::new(client.clone(), marks, retention),
             ),
             spec,
             tables,

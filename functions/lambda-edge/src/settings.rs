@@ -29,7 +29,7 @@
 use std::time::Duration;
 
 use dedup::{RedeliveryHorizon, Retention, Scope};
-use dedup_dynamodb::{Client, MarkStore};
+use dedup_dynamodb::{Client, DynamoStore};
 
 /// Where variables come from: the process environment, or a map in tests.
 type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -211,8 +211,8 @@ impl Settings {
     }
 
     /// The mark store these settings describe.
-    pub fn mark_store(&self, client: Client) -> MarkStore {
-        MarkStore::new(client, self.mark_table.clone(), self.retention).with_lease(self.lease)
+    pub fn mark_store(&self, client: Client) -> DynamoStore {
+        DynamoStore::new(client, self.mark_table.clone(), self.retention).with_lease(self.lease)
     }
 }
 

@@ -52,7 +52,7 @@ pub(crate) async fn handle(
 mod tests {
     use super::*;
     use dedup::{Retention, Scope};
-    use dedup_dynamodb::MarkStore;
+    use dedup_dynamodb::DynamoStore;
     use std::time::Duration;
 
     async fn ledger() -> (Ledger, dedup_dynamodb::Client) {
@@ -63,7 +63,7 @@ mod tests {
         let retention = Retention::unchecked(Duration::from_secs(3600)).expect("retention");
         let dedup = Deduplicator::new(
             spec.clone(),
-            MarkStore::new(client.clone(), marks, retention),
+            DynamoStore::new(client.clone(), marks, retention),
         );
         let ledger = Ledger {
             spec,

@@ -71,7 +71,7 @@ pub(crate) async fn handle(
 mod tests {
     use super::*;
     use dedup::{Retention, Scope};
-    use dedup_dynamodb::MarkStore;
+    use dedup_dynamodb::DynamoStore;
     use std::time::Duration;
 
     /// The handler, called as Lambda calls it, on the sample payment, twice: the provider
@@ -88,7 +88,7 @@ mod tests {
         let spec = payment::key_spec(Scope::new("test", FUNCTION).expect("scope"));
         let retention = Retention::unchecked(Duration::from_secs(3600)).expect("retention");
         let payments = Payments {
-            dedup: Deduplicator::new(spec.clone(), MarkStore::new(client, marks, retention)),
+            dedup: Deduplicator::new(spec.clone(), DynamoStore::new(client, marks, retention)),
             spec,
             api: IdempotentClient::new(&format!("http://{addr}"), Duration::from_secs(5))
                 .expect("client"),

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 use std::sync::Arc;
 
 use dedup::{Claim, Commit, Derived, Effect, KeySpec, Lease, MarkCache, Message, Rejection, Seen};
-use dedup_dynamodb::{CommitRequest, Error as StoreError, MarkStore};
+use dedup::{CommitRequest, MarkStore, StoreError};
 
 use crate::outcome::Outcome;
 
@@ -56,14 +56,20 @@ pub const PROVIDER_KEY_EXPIRED: &str = "provider_key_expired";
 #[derive(Debug, Clone)]
 pub struct Deduplicator {
     spec: KeySpec,
-    store: MarkStore,
+    store: Arc<dyn MarkStore>,
     cache: Option<Arc<MarkCache>>,
     provider_key_retention: Option<Duration>,
 }
 
 impl Deduplicator {
-    /// Derives keys with `spec` and keeps marks in `store`.
-    pub fn new(spec: KeySpec, store: MarkStore) -> Self {
+    /// Derives keys with `spec` and keeps marks in `store`: `dedup_dynamodb::DynamoStore` in a
+    /// Lambda function, `dedup_memory::MemoryStore` in tests.
+    pub fn new(spec: KeySpec, store: impl MarkStore + 'static) -> Self {
+        Self::with_store(spec, Arc::new(store))
+    }
+
+    /// Like [`new`](Self::new), with a store already shared.
+    pub fn with_store(spec: KeySpec, store: Arc<dyn MarkStore>) -> Self {
         Self {
             spec,
             store,
@@ -91,7 +97,7 @@ impl Deduplicator {
     /// What the warm cache already knows about `event`.
     fn cached(&self, event: &Derived) -> Option<Seen> {
         // The store's clock: the cached mark's TTL and lease were written by it (S9).
-        let now = dedup::clock::from_epoch_millis(self.store.now().0);
+        let now = self.store.now();
         self.cache
             .as_ref()?
             .seen(&event.key, event.fingerprint.as_ref(), now)
@@ -108,8 +114,8 @@ impl Deduplicator {
     }
 
     /// The store.
-    pub fn store(&self) -> &MarkStore {
-        &self.store
+    pub fn store(&self) -> &dyn MarkStore {
+        self.store.as_ref()
     }
 
     /// The message's key and payload, or its outcome when it has no key (S2), is older than
@@ -171,12 +177,12 @@ impl Deduplicator {
         };
         let committed = self
             .store
-            .commit(
-                &event.key,
-                event.fingerprint.as_ref(),
-                plan.result.as_deref(),
-                &plan.effects,
-            )
+            .commit(CommitRequest {
+                key: &event.key,
+                fingerprint: event.fingerprint.as_ref(),
+                result: plan.result.as_deref(),
+                effects: &plan.effects,
+            })
             .await;
         self.committed(msg, &event, &plan, committed)
     }
@@ -305,7 +311,7 @@ impl Deduplicator {
     /// the provider keeps keys.
     fn provider_key_expired(&self, lease: &Lease) -> Option<(&'static str, String)> {
         let retention = self.provider_key_retention?;
-        let now = dedup::clock::from_epoch_millis(self.store.now().0);
+        let now = self.store.now();
         let age = now.duration_since(lease.first_attempt_at).ok()?;
         (age > retention).then(|| {
             (

@@ -1,6 +1,6 @@
 //! Committing a whole batch in as few `TransactWriteItems` as possible (one, usually).
 //!
-//! Each event keeps the guarantee of [`MarkStore::commit`]: its mark and its effects are written
+//! Each event keeps the guarantee of [`DynamoStore::commit`]: its mark and its effects are written
 //! together or not at all (S5), because they always travel in the same transaction. Several
 //! events share a transaction, so one event's failure cancels the others too; a fault still
 //! belongs to its own event (S12):
@@ -10,7 +10,7 @@
 //!   and the rest go again in the next round;
 //! - a permanent refusal that names no position (a top-level `ValidationException`: a malformed
 //!   expression, a transaction over 4 MB, two writes of one item) splits the round in halves
-//!   until the culprit stands alone and is refused as it would be by [`MarkStore::commit`];
+//!   until the culprit stands alone and is refused as it would be by [`DynamoStore::commit`];
 //! - a transient fault (throttling, a conflicting transaction, a timeout) is no one event's
 //!   fault: every request of the round not settled otherwise gets it, to be retried (S13).
 //!
@@ -24,10 +24,10 @@ use std::time::SystemTime;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 use dedup::effect::EffectKind;
-use dedup::{Commit, DedupKey, Effect, Fingerprint, OwnerToken};
+use dedup::{Commit, CommitRequest, OwnerToken};
 
 use crate::error::{Error, FaultKind};
-use crate::store::{MarkStore, transient_fault};
+use crate::store::{DynamoStore, transient_fault};
 
 /// DynamoDB's limit of items in one transaction.
 const MAX_ITEMS: usize = 100;
@@ -37,19 +37,6 @@ const MAX_ROUND_BYTES: usize = 3 * 1024 * 1024 + 512 * 1024;
 /// Bytes counted per write on top of its attributes and expressions (names of the request's
 /// members, the item's overhead).
 const WRITE_OVERHEAD: usize = 100;
-
-/// One event to commit in a batch.
-#[derive(Debug, Clone, Copy)]
-pub struct CommitRequest<'a> {
-    /// The event's key.
-    pub key: &'a DedupKey,
-    /// Its fingerprint (S11).
-    pub fingerprint: Option<&'a Fingerprint>,
-    /// The result to store with the mark (S8).
-    pub result: Option<&'a str>,
-    /// Its effects.
-    pub effects: &'a [Effect],
-}
 
 /// What identifies the items a request writes, to keep two writes of one item out of one
 /// transaction. A `Put` is identified by its whole item (its key schema is unknown here); the
@@ -135,10 +122,10 @@ enum Sent {
     RefusedWhole,
 }
 
-impl MarkStore {
+impl DynamoStore {
     /// Commits every request, each atomically with its own effects (S5), in as few
     /// `TransactWriteItems` as the requests allow. Returns one result per request, in order,
-    /// with the same meaning as [`MarkStore::commit`]'s: in particular, a request whose own
+    /// with the same meaning as [`DynamoStore::commit`]'s: in particular, a request whose own
     /// writes DynamoDB refuses gets [`Error::Refused`] and the others of its round still commit
     /// (S12); only a transient fault of a whole round fails every request of it (S13).
     pub async fn commit_batch(&self, requests: &[CommitRequest<'_>]) -> Vec<Result<Commit, Error>> {
@@ -296,7 +283,7 @@ impl MarkStore {
             }
             return Sent::Again(again);
         }
-        let shared = Error::from_sdk(err);
+        let shared = crate::error::from_sdk(err);
         if shared.fault_kind() == Some(FaultKind::Refused) {
             // Refused for good, naming no position: one of them is to blame (a malformed
             // expression, the round over 4 MB, two writes of one item), not all of them.

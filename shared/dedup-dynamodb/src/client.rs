@@ -51,7 +51,7 @@ pub async fn write_effects(client: &Client, effects: &[dedup::Effect]) -> Result
             {
                 return Ok(false);
             }
-            Err(Error::from_sdk(err))
+            Err(crate::error::from_sdk(err))
         }
     }
 }
@@ -87,7 +87,7 @@ pub async fn read_item(
         .consistent_read(true)
         .send()
         .await
-        .map_err(Error::from_sdk)?;
+        .map_err(crate::error::from_sdk)?;
     Ok(out.item.as_ref().map(attributes))
 }
 
@@ -112,7 +112,7 @@ pub async fn scan_where(
             .set_exclusive_start_key(start)
             .send()
             .await
-            .map_err(Error::from_sdk)?;
+            .map_err(crate::error::from_sdk)?;
         found.extend(out.items().iter().map(attributes));
         start = out.last_evaluated_key().cloned();
         if start.is_none() {

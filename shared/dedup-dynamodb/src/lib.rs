@@ -1,12 +1,13 @@
 //! The mark store on DynamoDB: the one place in lambda-dedup that knows `aws-sdk-dynamodb`.
 //!
 //! # Layout
-//! - [`MarkStore`] (in `store`): claim, commit-with-effects, complete, release, get (S4–S6, S8, S9,
-//!   S11).
-//! - `batch`: [`MarkStore::commit_batch`]: a whole batch's marks and effects in as few
+//! - [`DynamoStore`] (in `store`): the core's [`dedup::MarkStore`] on one DynamoDB table: claim,
+//!   commit-with-effects, complete, release, get (S4–S6, S8, S9, S11).
+//! - `batch`: [`DynamoStore::commit_batch`]: a whole batch's marks and effects in as few
 //!   transactions as possible, each event still atomic with its own effects.
 //! - `codec`: marks and effects to and from DynamoDB items.
-//! - [`Error`] (in `error`): typed failures; [`Error::is_retryable`] tells a transient fault
+//! - `error`: the SDK's errors classified into the core's [`Error`] ([`dedup::StoreError`]);
+//!   [`Error::is_retryable`] tells a transient fault
 //!   (throttling, `TransactionConflict`, timeouts, network) from a permanent one (S13).
 //! - [`connect`] builds a client from the environment and [`write_effects`] writes effects with no
 //!   mark, so that functions never name the SDK themselves.
@@ -26,10 +27,10 @@ pub mod provision;
 mod store;
 
 pub use aws_sdk_dynamodb::Client;
-pub use batch::CommitRequest;
 pub use client::{Attributes, connect, read_item, scan_where, write_effects};
+pub use dedup::CommitRequest;
 pub use error::{Error, FaultKind};
-pub use store::{DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, MAX_EFFECTS, MarkStore};
+pub use store::{DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, DynamoStore, MAX_EFFECTS};
 
 /// Attribute names of a mark item.
 pub mod attr {

@@ -49,7 +49,7 @@ pub async fn create_table(
                 .map_err(invalid)?,
         );
     }
-    let out = req.send().await.map_err(Error::from_sdk)?;
+    let out = req.send().await.map_err(crate::error::from_sdk)?;
     Ok(out
         .table_description()
         .and_then(|d| d.latest_stream_arn())
@@ -77,6 +77,6 @@ pub async fn create_mark_table(
         )
         .send()
         .await
-        .map_err(Error::from_sdk)?;
+        .map_err(crate::error::from_sdk)?;
     Ok(stream_arn)
 }

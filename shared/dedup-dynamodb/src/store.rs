@@ -8,29 +8,24 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     CancellationReason, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
-use dedup::clock::{Clock, SystemClock, epoch_millis, epoch_secs};
+use dedup::clock::{Clock, SystemClock};
+use dedup::store::{BatchFuture, StoreFuture};
 use dedup::{
-    Claim, Commit, DedupKey, Effect, Fingerprint, Lease, Mark, MarkStatus, OwnerToken, Retention,
-    Seen,
+    Claim, Commit, CommitRequest, DedupKey, Effect, Fingerprint, Lease, Mark, MarkStatus,
+    MarkStore, OwnerToken, Retention, Seen,
 };
 
 use crate::attr;
 use crate::codec::{self, Av, ms, s, secs};
 use crate::error::{Error, FaultKind, classify_code};
 
-/// Default lease on a claim: long enough for one external call with retries, short enough that a
-/// crashed holder's event is picked up again within a typical SQS visibility timeout.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
-/// Default bound on the stored result (DynamoDB items are limited to 400 KB).
-pub const DEFAULT_MAX_RESULT_BYTES: usize = 64 * 1024;
-/// DynamoDB allows 100 items in one transaction; the mark takes one.
-pub const MAX_EFFECTS: usize = 99;
+pub use dedup::store::{DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, MAX_EFFECTS};
 
 /// The mark store: marks in one DynamoDB table (see the crate docs for its layout).
 ///
 /// Cheap to clone; build it once per process, outside the handler.
 #[derive(Debug, Clone)]
-pub struct MarkStore {
+pub struct DynamoStore {
     client: Client,
     table: Arc<str>,
     retention: Retention,
@@ -47,7 +42,7 @@ struct Condition {
     values: Av,
 }
 
-impl MarkStore {
+impl DynamoStore {
     /// A store on `table`, keeping marks for `retention` (S9).
     pub fn new(client: Client, table: impl Into<String>, retention: Retention) -> Self {
         Self {
@@ -89,11 +84,6 @@ impl MarkStore {
     pub fn with_max_result_bytes(mut self, max: usize) -> Self {
         self.max_result_bytes = max;
         self
-    }
-
-    /// The largest result [`complete`](Self::complete) and [`commit`](Self::commit) store.
-    pub fn max_result_bytes(&self) -> usize {
-        self.max_result_bytes
     }
 
     /// The source of "now" (tests move it to expire leases and TTLs).
@@ -352,7 +342,7 @@ impl MarkStore {
                 Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
                     Ok(Err(c.item().cloned()))
                 }
-                _ => Err(Error::from_sdk(err)),
+                _ => Err(crate::error::from_sdk(err)),
             },
         }
     }
@@ -399,7 +389,7 @@ impl MarkStore {
                     )))
                 }
                 // The request held this event's writes only: a validation refusal is its own.
-                _ => Err(Error::from_sdk_for(key, err)),
+                _ => Err(crate::error::from_sdk_for(key, err)),
             },
         }
     }
@@ -579,7 +569,7 @@ impl MarkStore {
                         current => Err(fenced(lease, current)),
                     }
                 }
-                _ => Err(Error::from_sdk(err)),
+                _ => Err(crate::error::from_sdk(err)),
             },
         }
     }
@@ -620,7 +610,7 @@ impl MarkStore {
                     None => Ok(()),
                     Some(old) => Err(fenced(lease, Some(codec::mark(old)?))),
                 },
-                _ => Err(Error::from_sdk(err)),
+                _ => Err(crate::error::from_sdk(err)),
             },
         }
     }
@@ -637,57 +627,61 @@ impl MarkStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(Error::from_sdk)?;
+            .map_err(crate::error::from_sdk)?;
         let now = self.clock.now();
         match out.item() {
             None => Ok(None),
             Some(item) => Ok(Some(codec::mark(item)?).filter(|m| m.is_live(now))),
         }
     }
+}
 
-    /// The completed mark a successful [`commit`](Self::commit) of these arguments wrote (as of
-    /// now), for a warm cache to remember.
-    pub fn written_mark(
-        &self,
-        key: &DedupKey,
-        fp: Option<&Fingerprint>,
-        result: Option<&str>,
-    ) -> Mark {
-        let now = self.clock.now();
-        Mark {
-            key: key.clone(),
-            status: MarkStatus::Completed,
-            owner: None,
-            lease_expires_at: None,
-            expires_at: now + self.retention.duration(),
-            fingerprint: fp.cloned(),
-            result: result.map(str::to_owned),
-            first_seen_at: now,
-            completed_at: Some(now),
-        }
+impl MarkStore for DynamoStore {
+    fn claim<'a>(
+        &'a self,
+        key: &'a DedupKey,
+        fp: Option<&'a Fingerprint>,
+        deadline: Option<SystemTime>,
+    ) -> StoreFuture<'a, Claim> {
+        Box::pin(DynamoStore::claim(self, key, fp, deadline))
     }
 
-    /// How long marks are kept (S9).
-    pub fn retention(&self) -> Retention {
+    fn commit<'a>(&'a self, r: CommitRequest<'a>) -> StoreFuture<'a, Commit> {
+        Box::pin(DynamoStore::commit(
+            self,
+            r.key,
+            r.fingerprint,
+            r.result,
+            r.effects,
+        ))
+    }
+
+    fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a>]) -> BatchFuture<'a> {
+        Box::pin(DynamoStore::commit_batch(self, requests))
+    }
+
+    fn complete<'a>(&'a self, lease: &'a Lease, result: Option<&'a str>) -> StoreFuture<'a, ()> {
+        Box::pin(DynamoStore::complete(self, lease, result))
+    }
+
+    fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()> {
+        Box::pin(DynamoStore::release(self, lease))
+    }
+
+    fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>> {
+        Box::pin(DynamoStore::get(self, key))
+    }
+
+    fn now(&self) -> SystemTime {
+        self.clock.now()
+    }
+
+    fn retention(&self) -> Retention {
         self.retention
     }
 
-    /// How old an event of `event_time` is by the store's clock, when that is beyond the
-    /// retention window: the mark table can no longer judge it (S10).
-    pub fn beyond_retention(&self, event_time: SystemTime) -> Option<Duration> {
-        let age = self.clock.now().duration_since(event_time).ok()?;
-        (age >= self.retention.duration()).then_some(age)
-    }
-
-    /// How far ahead of the store's clock `event_time` is, when it is ahead.
-    pub fn ahead_of_clock(&self, event_time: SystemTime) -> Option<Duration> {
-        event_time.duration_since(self.clock.now()).ok()
-    }
-
-    /// The store's clock reading, in epoch milliseconds and seconds (for logs and tests).
-    pub fn now(&self) -> (u64, u64) {
-        let now = self.clock.now();
-        (epoch_millis(now), epoch_secs(now))
+    fn max_result_bytes(&self) -> usize {
+        self.max_result_bytes
     }
 }
 

@@ -17,6 +17,8 @@
 //! - [`retention`]: the retention window and the redelivery horizon it must exceed (S9).
 //! - [`cache`]: a bounded LRU of completed marks, so a warm container answers duplicates it has
 //!   seen without a DynamoDB call.
+//! - [`store`]: the [`MarkStore`] trait (claim, commit, batch commit, complete, release, get)
+//!   and its typed [`StoreError`]; implemented on DynamoDB and in memory.
 //! - [`clock`]: the source of "now", injectable so tests can move time.
 
 pub mod cache;
@@ -26,6 +28,7 @@ pub mod fingerprint;
 pub mod key;
 pub mod mark;
 pub mod retention;
+pub mod store;
 
 pub use cache::MarkCache;
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -37,6 +40,7 @@ pub use key::{
 };
 pub use mark::{Claim, Commit, Lease, Mark, MarkStatus, OwnerToken, Seen};
 pub use retention::{ConfigError, RedeliveryHorizon, Retention};
+pub use store::{CommitRequest, FaultKind, MarkStore, StoreError};
 
 use sha2::{Digest, Sha256};
 

@@ -197,3 +197,182 @@ pub fn unreachable_client() -> Client {
             .build(),
     )
 }
+
+/// Which mark store a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// `DynamoStore` on the local DynamoDB.
+    DynamoDb,
+    /// `MemoryStore`.
+    Memory,
+}
+
+impl StoreKind {
+    /// `DEDUP_STORE=memory` or `dynamodb` (the default): the store the model schedules run on.
+    pub fn from_env() -> Self {
+        match std::env::var("DEDUP_STORE").as_deref() {
+            Ok("memory") => StoreKind::Memory,
+            _ => StoreKind::DynamoDb,
+        }
+    }
+}
+
+/// A mark store and its effect tables on either backend, on one manual clock: what the
+/// conformance suite and the model schedules need from a store, and nothing that tells the two
+/// apart. Effect items are read back through the backend's own access path (the SDK, or the
+/// memory store's tables), not through the `MarkStore` under test.
+#[derive(Debug)]
+pub struct Stores {
+    /// The backend.
+    pub kind: StoreKind,
+    /// The clock every store built here reads.
+    pub clock: std::sync::Arc<dedup::ManualClock>,
+    retention: Retention,
+    client: Option<Client>,
+    memory: Option<dedup_memory::MemoryStore>,
+    marks: String,
+}
+
+impl Stores {
+    /// A fresh mark table on `kind`, keeping marks for `retention`.
+    pub async fn new(kind: StoreKind, retention: Retention) -> Self {
+        let clock = std::sync::Arc::new(dedup::ManualClock::new(SystemTime::now()));
+        match kind {
+            StoreKind::DynamoDb => {
+                let client = client();
+                let marks = mark_table(&client).await;
+                Self {
+                    kind,
+                    clock,
+                    retention,
+                    client: Some(client),
+                    memory: None,
+                    marks,
+                }
+            }
+            StoreKind::Memory => Self {
+                kind,
+                memory: Some(dedup_memory::MemoryStore::new(retention).with_clock(clock.clone())),
+                clock,
+                retention,
+                client: None,
+                marks: "marks".into(),
+            },
+        }
+    }
+
+    /// A store on the mark table, with leases of at most `lease`.
+    pub fn store(&self, lease: Duration) -> std::sync::Arc<dyn dedup::MarkStore> {
+        match (&self.client, &self.memory) {
+            (Some(c), _) => std::sync::Arc::new(
+                dedup_dynamodb::DynamoStore::new(c.clone(), self.marks.clone(), self.retention)
+                    .with_clock(self.clock.clone())
+                    .with_lease(lease),
+            ),
+            (None, Some(m)) => std::sync::Arc::new(m.clone().with_lease(lease)),
+            (None, None) => unreachable!("one backend is always set"),
+        }
+    }
+
+    /// A store that cannot be reached (S13).
+    pub fn unreachable(&self) -> std::sync::Arc<dyn dedup::MarkStore> {
+        match &self.memory {
+            Some(m) => std::sync::Arc::new(m.unreachable()),
+            None => std::sync::Arc::new(
+                dedup_dynamodb::DynamoStore::new(unreachable_client(), "marks", self.retention)
+                    .with_clock(self.clock.clone()),
+            ),
+        }
+    }
+
+    /// The memory store, when that is the backend (to inject faults).
+    pub fn memory(&self) -> Option<&dedup_memory::MemoryStore> {
+        self.memory.as_ref()
+    }
+
+    /// A fresh effect table keyed by the string attribute `key_attr`.
+    pub async fn table(&self, key_attr: &str) -> String {
+        match (&self.client, &self.memory) {
+            (Some(c), _) => effect_table(c, key_attr).await,
+            (None, Some(m)) => {
+                let name = unique("effects");
+                m.create_table(&name, key_attr);
+                name
+            }
+            (None, None) => unreachable!("one backend is always set"),
+        }
+    }
+
+    /// Writes `item` to `table` unconditionally (seeding).
+    pub async fn put(&self, table: &str, item: Item) {
+        match (&self.client, &self.memory) {
+            (Some(c), _) => {
+                c.put_item()
+                    .table_name(table)
+                    .set_item(Some(
+                        item.0.iter().map(|(k, v)| (k.clone(), to_av(v))).collect(),
+                    ))
+                    .send()
+                    .await
+                    .expect("put_item");
+            }
+            (None, Some(m)) => m.put_item(table, item).expect("put_item"),
+            (None, None) => unreachable!("one backend is always set"),
+        }
+    }
+
+    /// The item at `key` in `table`, read strongly consistently.
+    pub async fn read(&self, table: &str, key: &Item) -> Option<Item> {
+        match (&self.client, &self.memory) {
+            (Some(c), _) => c
+                .get_item()
+                .table_name(table)
+                .set_key(Some(
+                    key.0.iter().map(|(k, v)| (k.clone(), to_av(v))).collect(),
+                ))
+                .consistent_read(true)
+                .send()
+                .await
+                .expect("get_item")
+                .item
+                .map(|i| Item(i.iter().map(|(k, v)| (k.clone(), from_av(v))).collect())),
+            (None, Some(m)) => m.item(table, key),
+            (None, None) => unreachable!("one backend is always set"),
+        }
+    }
+
+    /// A number attribute of the item at `key_attr = key` in `table`.
+    pub async fn number(&self, table: &str, key_attr: &str, key: &str, attr: &str) -> Option<i64> {
+        let item = self.read(table, &Item::new().with(key_attr, key)).await?;
+        match item.0.get(attr)? {
+            dedup::Value::N(n) => n.parse().ok(),
+            _ => None,
+        }
+    }
+}
+
+fn to_av(v: &dedup::Value) -> AttributeValue {
+    use dedup::Value as V;
+    match v {
+        V::S(s) => AttributeValue::S(s.clone()),
+        V::N(n) => AttributeValue::N(n.clone()),
+        V::B(b) => AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(b.clone())),
+        V::Bool(b) => AttributeValue::Bool(*b),
+        V::Null => AttributeValue::Null(true),
+        V::L(l) => AttributeValue::L(l.iter().map(to_av).collect()),
+        V::M(m) => AttributeValue::M(m.iter().map(|(k, v)| (k.clone(), to_av(v))).collect()),
+    }
+}
+
+fn from_av(v: &AttributeValue) -> dedup::Value {
+    use dedup::Value as V;
+    match v {
+        AttributeValue::S(s) => V::S(s.clone()),
+        AttributeValue::N(n) => V::N(n.clone()),
+        AttributeValue::B(b) => V::B(b.as_ref().to_vec()),
+        AttributeValue::Bool(b) => V::Bool(*b),
+        AttributeValue::L(l) => V::L(l.iter().map(from_av).collect()),
+        AttributeValue::M(m) => V::M(m.iter().map(|(k, v)| (k.clone(), from_av(v))).collect()),
+        _ => V::Null,
+    }
+}

@@ -7,6 +7,7 @@ mod batch;
 mod batch_mode;
 mod claim;
 mod commit;
+mod conformance;
 mod e2e;
 mod emulator;
 mod faults;

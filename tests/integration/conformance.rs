@@ -1,0 +1,492 @@
+//! One conformance suite for every `MarkStore`: each case below runs on the DynamoDB store (on
+//! the local DynamoDB) and on the memory store, and must give the same answers on both. A case
+//! speaks only through the `MarkStore` trait and reads effect items back through the backend's
+//! own access path (`dedup_tests::Stores`), so a behaviour shown on the memory store in a fast
+//! unit test is the behaviour the DynamoDB store has.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dedup::{
+    Claim, Clock, Commit, CommitRequest, DedupKey, Effect, Fingerprint, Item, MarkStatus,
+    MarkStore, Retention, Seen, StoreError, Value,
+};
+use dedup_tests::{StoreKind, Stores, scope, unique};
+
+const LEASE: Duration = Duration::from_secs(30);
+const RETENTION: Duration = Duration::from_secs(3600);
+
+struct Case {
+    stores: Stores,
+    store: Arc<dyn MarkStore>,
+    balances: String,
+}
+
+async fn case(kind: StoreKind) -> Case {
+    let stores = Stores::new(kind, Retention::unchecked(RETENTION).expect("retention")).await;
+    let store = stores.store(LEASE);
+    let balances = stores.table("account").await;
+    Case {
+        stores,
+        store,
+        balances,
+    }
+}
+
+fn key() -> DedupKey {
+    DedupKey::new(&scope(), "acme", &[&unique("evt")])
+}
+
+fn fp(s: &str) -> Fingerprint {
+    Fingerprint::of_bytes(s.as_bytes())
+}
+
+fn credit(balances: &str, account: &str, amount: i64) -> Effect {
+    Effect::update(balances, Item::new().with("account", account))
+        .expression("ADD #b :a")
+        .name("#b", "balance")
+        .value(":a", amount)
+}
+
+fn req<'a>(
+    key: &'a DedupKey,
+    fp: Option<&'a Fingerprint>,
+    result: Option<&'a str>,
+    effects: &'a [Effect],
+) -> CommitRequest<'a> {
+    CommitRequest {
+        key,
+        fingerprint: fp,
+        result,
+        effects,
+    }
+}
+
+impl Case {
+    async fn balance(&self, account: &str) -> Option<i64> {
+        self.stores
+            .number(&self.balances, "account", account, "balance")
+            .await
+    }
+}
+
+/// S4: of many concurrent claims of one key, exactly one wins; the rest see it in progress.
+async fn claims_are_exclusive(kind: StoreKind) {
+    let c = case(kind).await;
+    let k = key();
+    let f = fp("a");
+    let claims =
+        futures::future::join_all((0..16).map(|_| c.store.claim(&k, Some(&f), None))).await;
+    let won = claims
+        .iter()
+        .filter(|r| matches!(r, Ok(Claim::Claimed(_))))
+        .count();
+    assert_eq!(won, 1, "{claims:?}");
+    for r in &claims {
+        match r {
+            Ok(Claim::Claimed(_)) | Ok(Claim::Seen(Seen::InProgress { .. })) => {}
+            // DynamoDB may see the write change under a failed condition; never a second win.
+            Err(StoreError::Contended(_)) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+/// S5, S8: a commit writes the mark and its effect; a second is a duplicate with the stored
+/// result and writes nothing more.
+async fn commit_then_duplicate(kind: StoreKind) {
+    let c = case(kind).await;
+    let k = key();
+    let f = fp("a");
+    let account = unique("acct");
+    let effects = [credit(&c.balances, &account, 5)];
+    let first = c
+        .store
+        .commit(req(&k, Some(&f), Some("r1"), &effects))
+        .await;
+    assert_eq!(first.expect("commit"), Commit::Applied);
+    let again = c
+        .store
+        .commit(req(&k, Some(&f), Some("r2"), &effects))
+        .await
+        .expect("commit");
+    let Commit::Seen(Seen::Duplicate(mark)) = again else {
+        panic!("expected a duplicate, got {again:?}");
+    };
+    assert_eq!(mark.result.as_deref(), Some("r1"));
+    assert_eq!(c.balance(&account).await, Some(5), "applied once");
+    let claim = c.store.claim(&k, Some(&f), None).await.expect("claim");
+    assert!(
+        matches!(claim, Claim::Seen(Seen::Duplicate(_))),
+        "{claim:?}"
+    );
+    let got = c.store.get(&k).await.expect("get").expect("mark");
+    assert_eq!(got.status, MarkStatus::Completed);
+    assert_eq!(got.fingerprint.as_ref(), Some(&f));
+}
+
+/// S5: an effect whose condition fails leaves nothing: no mark, no other effect.
+async fn a_failed_condition_writes_nothing(kind: StoreKind) {
+    let c = case(kind).await;
+    let k = key();
+    let account = unique("acct");
+    let effects = [
+        credit(&c.balances, &account, 5),
+        Effect::condition_check(
+            &c.balances,
+            Item::new().with("account", "nobody"),
+            "attribute_exists(account)",
+        ),
+    ];
+    let out = c
+        .store
+        .commit(req(&k, None, None, &effects))
+        .await
+        .expect("commit");
+    assert_eq!(out, Commit::EffectRejected { index: 1 });
+    assert_eq!(c.balance(&account).await, None, "no effect written");
+    assert!(c.store.get(&k).await.expect("get").is_none(), "no mark");
+}
+
+/// S15: writes refused as they are (an ADD to a string; a malformed expression) are the
+/// event's own permanent refusal, and nothing is written.
+async fn refused_writes_are_permanent_and_write_nothing(kind: StoreKind) {
+    let c = case(kind).await;
+    let poisoned = unique("poison");
+    c.stores
+        .put(
+            &c.balances,
+            Item::new()
+                .with("account", poisoned.as_str())
+                .with("balance", "text"),
+        )
+        .await;
+    let k = key();
+    let good = unique("acct");
+    let effects = [
+        credit(&c.balances, &good, 1),
+        credit(&c.balances, &poisoned, 1),
+    ];
+    let err = c
+        .store
+        .commit(req(&k, None, None, &effects))
+        .await
+        .expect_err("refused");
+    match &err {
+        StoreError::Refused { position, .. } => assert_eq!(*position, Some(2), "{err}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(!err.is_retryable());
+    assert_eq!(c.balance(&good).await, None);
+    assert!(c.store.get(&k).await.expect("get").is_none());
+
+    let malformed = [
+        Effect::update(&c.balances, Item::new().with("account", good.as_str()))
+            .expression("ADD ADD #b :a ,,")
+            .name("#b", "balance")
+            .value(":a", 1),
+    ];
+    let err = c
+        .store
+        .commit(req(&k, None, None, &malformed))
+        .await
+        .expect_err("refused");
+    assert!(matches!(err, StoreError::Refused { .. }), "{err:?}");
+    assert!(!err.is_retryable());
+}
+
+/// S11: one key with another fingerprint is a conflict, for commit and claim alike.
+async fn another_fingerprint_is_a_conflict(kind: StoreKind) {
+    let c = case(kind).await;
+    let k = key();
+    let (a, b) = (fp("a"), fp("b"));
+    c.store
+        .commit(req(&k, Some(&a), None, &[]))
+        .await
+        .expect("commit");
+    let commit = c.store.commit(req(&k, Some(&b), None, &[])).await;
+    assert!(
+        matches!(commit, Ok(Commit::Seen(Seen::Conflict { .. }))),
+        "{commit:?}"
+    );
+    let claim = c.store.claim(&k, Some(&b), None).await;
+    assert!(
+        matches!(claim, Ok(Claim::Seen(Seen::Conflict { .. }))),
+        "{claim:?}"
+    );
+}
+
+/// S6: a live lease blocks; an ended one is taken over, keeping the first attempt's time; the
+/// dead owner is fenced off, the new one completes (twice, harmlessly).
+async fn leases_expire_and_fence(kind: StoreKind) {
+    let c = case(kind).await;
+    let k = key();
+    let f = fp("a");
+    let Claim::Claimed(first) = c.store.claim(&k, Some(&f), None).await.expect("claim") else {
+        panic!("first claim must win");
+    };
+    let blocked = c.store.commit(req(&k, Some(&f), None, &[])).await;
+    assert!(
+        matches!(blocked, Ok(Commit::Seen(Seen::InProgress { .. }))),
+        "{blocked:?}"
+    );
+    c.stores.clock.advance(LEASE + Duration::from_secs(1));
+    let Claim::Claimed(second) = c.store.claim(&k, Some(&f), None).await.expect("claim") else {
+        panic!("takeover must win");
+    };
+    assert_eq!(second.first_attempt_at, first.first_attempt_at, "S16");
+    assert_ne!(second.owner, first.owner);
+    let fenced = c.store.complete(&first, Some("late")).await;
+    assert!(
+        matches!(fenced, Err(StoreError::Fenced { .. })),
+        "{fenced:?}"
+    );
+    let fenced = c.store.release(&first).await;
+    assert!(
+        matches!(fenced, Err(StoreError::Fenced { .. })),
+        "{fenced:?}"
+    );
+    c.store
+        .complete(&second, Some("ok"))
+        .await
+        .expect("complete");
+    c.store
+        .complete(&second, Some("ok"))
+        .await
+        .expect("complete twice");
+    let mark = c.store.get(&k).await.expect("get").expect("mark");
+    assert_eq!(mark.status, MarkStatus::Completed);
+    assert_eq!(mark.result.as_deref(), Some("ok"));
+}
+
+/// S6: a release ends the lease at once and keeps the mark's first attempt; a redelivery takes
+/// it over; the released lease can neither complete nor release the new claim.
+async fn release_hands_over_at_once(kind: StoreKind) {
+    let c = case(kind).await;
+    let k = key();
+    let Claim::Claimed(first) = c.store.claim(&k, None, None).await.expect("claim") else {
+        panic!("claim must win");
+    };
+    c.store.release(&first).await.expect("release");
+    c.store.release(&first).await.expect("release twice");
+    let Claim::Claimed(second) = c.store.claim(&k, None, None).await.expect("claim") else {
+        panic!("a released claim is taken over at once");
+    };
+    assert_eq!(second.first_attempt_at, first.first_attempt_at, "S16");
+    assert!(matches!(
+        c.store.complete(&first, None).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    assert!(matches!(
+        c.store.release(&first).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    // Releasing a key never claimed is harmless.
+    let Claim::Claimed(other) = c.store.claim(&key(), None, None).await.expect("claim") else {
+        panic!("claim must win");
+    };
+    let never = dedup::Lease {
+        key: key(),
+        ..other
+    };
+    c.store.release(&never).await.expect("nothing to release");
+}
+
+/// S9: past its TTL a mark counts as absent, though it may still be stored: a new claim starts a
+/// new chain of attempts.
+async fn marks_expire_with_their_ttl(kind: StoreKind) {
+    let c = case(kind).await;
+    let k = key();
+    let f = fp("a");
+    c.store
+        .commit(req(&k, Some(&f), None, &[]))
+        .await
+        .expect("commit");
+    c.stores.clock.advance(RETENTION + Duration::from_secs(2));
+    assert!(c.store.get(&k).await.expect("get").is_none());
+    let Claim::Claimed(lease) = c
+        .store
+        .claim(&k, Some(&fp("b")), None)
+        .await
+        .expect("claim")
+    else {
+        panic!("an expired mark is absent, conflict or not");
+    };
+    let now = c.stores.clock.now();
+    let age = now
+        .duration_since(lease.first_attempt_at)
+        .unwrap_or_default();
+    assert!(age < Duration::from_secs(1), "a new chain starts now");
+}
+
+/// S6: a claim's lease is cut to the caller's deadline, and a deadline already passed is refused.
+async fn leases_end_by_the_deadline(kind: StoreKind) {
+    let c = case(kind).await;
+    let now = c.stores.clock.now();
+    let passed = c.store.claim(&key(), None, Some(now)).await;
+    assert!(matches!(passed, Err(StoreError::Invalid(_))), "{passed:?}");
+    let deadline = now + Duration::from_secs(5);
+    let Claim::Claimed(lease) = c
+        .store
+        .claim(&key(), None, Some(deadline))
+        .await
+        .expect("claim")
+    else {
+        panic!("claim must win");
+    };
+    assert!(lease.expires_at <= deadline);
+}
+
+/// S8: a result over the store's bound is refused before anything is written.
+async fn results_are_bounded(kind: StoreKind) {
+    let c = case(kind).await;
+    let k = key();
+    let big = "x".repeat(c.store.max_result_bytes() + 1);
+    let out = c.store.commit(req(&k, None, Some(&big), &[])).await;
+    assert!(matches!(out, Err(StoreError::Invalid(_))), "{out:?}");
+    assert!(c.store.get(&k).await.expect("get").is_none());
+}
+
+/// S5, S12: a batch commit gives each request what a commit alone would: goods applied, a
+/// refused one refused, a failed condition rejected, a duplicate seen.
+async fn batch_commits_judge_each_request_alone(kind: StoreKind) {
+    let c = case(kind).await;
+    let poisoned = unique("poison");
+    c.stores
+        .put(
+            &c.balances,
+            Item::new()
+                .with("account", poisoned.as_str())
+                .with("balance", "text"),
+        )
+        .await;
+    let done = key();
+    c.store
+        .commit(req(&done, None, None, &[]))
+        .await
+        .expect("commit");
+    let keys: Vec<DedupKey> = (0..5).map(|_| key()).collect();
+    let accounts: Vec<String> = (0..5).map(|_| unique("acct")).collect();
+    let effects: Vec<Vec<Effect>> = vec![
+        vec![credit(&c.balances, &accounts[0], 1)],
+        vec![credit(&c.balances, &poisoned, 1)],
+        vec![
+            credit(&c.balances, &accounts[2], 1),
+            Effect::condition_check(
+                &c.balances,
+                Item::new().with("account", "nobody"),
+                "attribute_exists(account)",
+            ),
+        ],
+        vec![credit(&c.balances, &accounts[3], 1)],
+        vec![credit(&c.balances, &accounts[4], 1)],
+    ];
+    let mut requests: Vec<CommitRequest<'_>> = keys
+        .iter()
+        .zip(&effects)
+        .map(|(k, e)| req(k, None, None, e))
+        .collect();
+    requests.push(req(&done, None, None, &[]));
+    let results = c.store.commit_batch(&requests).await;
+    assert!(matches!(results[0], Ok(Commit::Applied)), "{results:?}");
+    assert!(
+        matches!(results[1], Err(StoreError::Refused { .. })),
+        "{results:?}"
+    );
+    assert!(
+        matches!(results[2], Ok(Commit::EffectRejected { index: 1 })),
+        "{results:?}"
+    );
+    assert!(matches!(results[3], Ok(Commit::Applied)), "{results:?}");
+    assert!(matches!(results[4], Ok(Commit::Applied)), "{results:?}");
+    assert!(
+        matches!(results[5], Ok(Commit::Seen(Seen::Duplicate(_)))),
+        "{results:?}"
+    );
+    for (i, want) in [Some(1), None, None, Some(1), Some(1)]
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(c.balance(&accounts[i]).await, want, "account {i}");
+    }
+    assert!(c.store.get(&keys[1]).await.expect("get").is_none());
+    assert!(c.store.get(&keys[2]).await.expect("get").is_none());
+}
+
+/// Effects put, update with SET and conditions, and delete items as DynamoDB does.
+async fn effects_put_update_and_delete(kind: StoreKind) {
+    let c = case(kind).await;
+    let account = unique("acct");
+    let put = [Effect::put(
+        &c.balances,
+        Item::new()
+            .with("account", account.as_str())
+            .with("balance", 10)
+            .with("status", "PENDING"),
+    )
+    .condition("attribute_not_exists(account)")];
+    let out = c.store.commit(req(&key(), None, None, &put)).await;
+    assert_eq!(out.expect("commit"), Commit::Applied);
+    let again = c.store.commit(req(&key(), None, None, &put)).await;
+    assert_eq!(again.expect("commit"), Commit::EffectRejected { index: 0 });
+    let confirm = [
+        Effect::update(&c.balances, Item::new().with("account", account.as_str()))
+            .expression("SET #s = :done, #b = #b - :fee")
+            .condition("#s = :pending AND #b >= :fee")
+            .name("#s", "status")
+            .name("#b", "balance")
+            .value(":done", "DONE")
+            .value(":pending", "PENDING")
+            .value(":fee", 3),
+    ];
+    let out = c.store.commit(req(&key(), None, None, &confirm)).await;
+    assert_eq!(out.expect("commit"), Commit::Applied);
+    let item = c
+        .stores
+        .read(&c.balances, &Item::new().with("account", account.as_str()))
+        .await
+        .expect("item");
+    assert_eq!(item.0.get("status"), Some(&Value::S("DONE".into())));
+    assert_eq!(item.0.get("balance"), Some(&Value::N("7".into())));
+    let again = c.store.commit(req(&key(), None, None, &confirm)).await;
+    assert_eq!(again.expect("commit"), Commit::EffectRejected { index: 0 });
+    let delete = [Effect::delete(
+        &c.balances,
+        Item::new().with("account", account.as_str()),
+    )];
+    let out = c.store.commit(req(&key(), None, None, &delete)).await;
+    assert_eq!(out.expect("commit"), Commit::Applied);
+    assert!(c.balance(&account).await.is_none());
+}
+
+macro_rules! conformance {
+    ($($case:ident),* $(,)?) => {
+        mod dynamodb {
+            $(#[tokio::test]
+            async fn $case() {
+                super::$case(dedup_tests::StoreKind::DynamoDb).await;
+            })*
+        }
+        mod memory {
+            $(#[tokio::test]
+            async fn $case() {
+                super::$case(dedup_tests::StoreKind::Memory).await;
+            })*
+        }
+    };
+}
+
+conformance!(
+    claims_are_exclusive,
+    commit_then_duplicate,
+    a_failed_condition_writes_nothing,
+    refused_writes_are_permanent_and_write_nothing,
+    another_fingerprint_is_a_conflict,
+    leases_expire_and_fence,
+    release_hands_over_at_once,
+    marks_expire_with_their_ttl,
+    leases_end_by_the_deadline,
+    results_are_bounded,
+    batch_commits_judge_each_request_alone,
+    effects_put_update_and_delete,
+);

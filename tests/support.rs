@@ -341,6 +341,15 @@ impl Stores {
         }
     }
 
+    /// Whether a mark of `key` is stored at all, live or past its TTL.
+    pub async fn stored_mark(&self, key: &dedup::DedupKey) -> bool {
+        match (&self.client, &self.memory) {
+            (Some(c), _) => get_item(c, &self.marks, "pk", key.as_str()).await.is_some(),
+            (None, Some(m)) => m.marks().iter().any(|mark| &mark.key == key),
+            (None, None) => unreachable!("one backend is always set"),
+        }
+    }
+
     /// A number attribute of the item at `key_attr = key` in `table`.
     pub async fn number(&self, table: &str, key_attr: &str, key: &str, attr: &str) -> Option<i64> {
         let item = self.read(table, &Item::new().with(key_attr, key)).await?;

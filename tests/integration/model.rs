@@ -38,17 +38,12 @@
 //! `DEDUP_MODEL_STATS`). Failing seeds are kept by proptest under `proptest-regressions/`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use aws_sdk_dynamodb::types::AttributeValue;
-use dedup::{Clock, ManualClock, Message, Retention};
+use dedup::{Clock, Item, Message, Retention, Value};
 use dedup_batch::{BatchReport, Deduplicator, Outcome, run_batch, run_batch_transactional};
-use dedup_dynamodb::DynamoStore;
-use dedup_tests::{
-    balance, client, cloudevents_spec, credit_plan, effect_table, get_item, mark_table, unique,
-    unreachable_client,
-};
+use dedup_tests::{StoreKind, Stores, cloudevents_spec, credit_plan, unique};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -254,29 +249,26 @@ fn is_code(o: &Outcome, want: &str) -> bool {
     matches!(o, Outcome::Rejected { code, .. } if *code == want)
 }
 
-async fn run_schedule(steps: Vec<Step>) {
-    let client = client();
-    let balances = effect_table(&client, "account").await;
-    let marks = mark_table(&client).await;
-    let clock = Arc::new(ManualClock::new(SystemTime::now()));
+async fn run_schedule(kind: StoreKind, steps: Vec<Step>) {
     let retention = Retention::unchecked(RETENTION).expect("retention");
-    let store =
-        DynamoStore::new(client.clone(), marks.clone(), retention).with_clock(clock.clone());
-    let dedup = Deduplicator::new(cloudevents_spec("model"), store);
-    let dead = Deduplicator::new(
+    let stores = Stores::new(kind, retention).await;
+    let balances = stores.table("account").await;
+    let clock = stores.clock.clone();
+    let dedup = Deduplicator::with_store(
         cloudevents_spec("model"),
-        DynamoStore::new(unreachable_client(), "marks", retention).with_clock(clock.clone()),
+        stores.store(dedup::store::DEFAULT_LEASE),
     );
+    let dead = Deduplicator::with_store(cloudevents_spec("model"), stores.unreachable());
     let run = unique("model");
     let poison_account = format!("{run}-{}", account(EVENTS));
-    client
-        .put_item()
-        .table_name(&balances)
-        .item("account", AttributeValue::S(poison_account.clone()))
-        .item("balance", AttributeValue::S(NOT_A_NUMBER.into()))
-        .send()
-        .await
-        .expect("seed the poisons' account");
+    stores
+        .put(
+            &balances,
+            Item::new()
+                .with("account", poison_account.as_str())
+                .with("balance", NOT_A_NUMBER),
+        )
+        .await;
     let model = Mutex::new(Model::default());
     let mut pending: Vec<Delivery> = Vec::new();
     let mut n = 0u32;
@@ -565,15 +557,21 @@ async fn run_schedule(steps: Vec<Step>) {
         }
     }
     for (acct, want) in expected {
-        let got = balance(&client, &balances, &format!("{run}-{acct}")).await;
+        let got = stores
+            .number(&balances, "account", &format!("{run}-{acct}"), "balance")
+            .await;
         assert_eq!(got, Some(want), "balance of {acct}");
     }
-    let poisoned = get_item(&client, &balances, "account", &poison_account)
+    let poisoned = stores
+        .read(
+            &balances,
+            &Item::new().with("account", poison_account.as_str()),
+        )
         .await
         .expect("the poisons' account");
     assert_eq!(
-        poisoned["balance"].as_s().map(String::as_str),
-        Ok(NOT_A_NUMBER),
+        poisoned.0.get("balance"),
+        Some(&Value::S(NOT_A_NUMBER.into())),
         "S15: a refused effect changed nothing"
     );
     for p in EVENTS..EVENTS + POISONS {
@@ -587,9 +585,7 @@ async fn run_schedule(steps: Vec<Step>) {
             .expect("key")
             .key;
         assert!(
-            get_item(&client, &marks, "pk", key.as_str())
-                .await
-                .is_none(),
+            !stores.stored_mark(&key).await,
             "S15: poison {p} left a mark"
         );
     }
@@ -606,6 +602,12 @@ proptest! {
     /// the module docs.
     #[test]
     fn schedules_with_faults_apply_each_event_exactly_once(steps in prop::collection::vec(step(), 1..16)) {
-        dedup_tests::block_on(run_schedule(steps));
+        dedup_tests::block_on(run_schedule(StoreKind::DynamoDb, steps));
+    }
+
+    /// The same schedules on the memory store (`cargo xtask soak` runs many more of these).
+    #[test]
+    fn on_the_memory_store_schedules_apply_each_event_exactly_once(steps in prop::collection::vec(step(), 1..16)) {
+        dedup_tests::block_on(run_schedule(StoreKind::Memory, steps));
     }
 }

@@ -12,7 +12,8 @@
 //! - `check-infra`: check `infra/template.yaml` against the invariants the functions rely on
 //!   (retention horizon, TTL, partial batch responses, DLQs, least privilege, alarms) and run
 //!   cfn-lint. `test` runs it first.
-//! - `soak [N]`: many more model-based fault schedules than `test` runs; writes `docs/RELIABILITY.md`.
+//! - `soak [N] [--memory M]`: many more model-based fault schedules than `test` runs (N per flow on
+//!   the local DynamoDB, M transactional ones on the memory store); writes `docs/RELIABILITY.md`.
 //! - `bench [N]`: the benchmark against Powertools (not a test); writes `docs/BENCHMARKS.md`.
 //! - `package`: `cargo lambda build --release --arm64` for every function, zip sizes reported.
 //! - `up`: start the local stack and keep it running until Enter, for manual work.
@@ -68,9 +69,12 @@ enum Cmd {
     CheckInfra,
     /// Model-based fault schedules against the local DynamoDB; writes docs/RELIABILITY.md.
     Soak {
-        /// Schedules per flow.
+        /// Schedules per flow on the local DynamoDB.
         #[arg(default_value_t = 500)]
         n: u64,
+        /// Transactional-flow schedules on the memory store (0: none).
+        #[arg(long, default_value_t = 100_000)]
+        memory: u64,
     },
     /// Benchmark against AWS Powertools (not a test); writes docs/BENCHMARKS.md.
     Bench {
@@ -123,7 +127,7 @@ async fn main() -> ExitCode {
         Cmd::CheckInfra => infra::run(&root()),
         Cmd::Audit => audit::run(&root()).await,
         Cmd::Package => package::run(&root()),
-        Cmd::Soak { n } => soak::run(&root(), n),
+        Cmd::Soak { n, memory } => soak::run(&root(), n, memory),
         Cmd::Bench { n } => bench::run(&root(), n),
         Cmd::Dynamodb => dynamodb_foreground(),
         Cmd::ServeDynamodb { .. } => Ok(()),
@@ -303,11 +307,12 @@ mod cli_tests {
     #[test]
     fn numbers_default_and_parse() {
         let soak = |argv: &[&str]| match Cli::try_parse_from(argv).expect("parses").command {
-            Cmd::Soak { n } => n,
+            Cmd::Soak { n, memory } => (n, memory),
             other => panic!("{other:?}"),
         };
-        assert_eq!(soak(&["xtask", "soak"]), 500);
-        assert_eq!(soak(&["xtask", "soak", "20"]), 20);
+        assert_eq!(soak(&["xtask", "soak"]), (500, 100_000));
+        assert_eq!(soak(&["xtask", "soak", "20"]), (20, 100_000));
+        assert_eq!(soak(&["xtask", "soak", "20", "--memory", "0"]), (20, 0));
         assert!(Cli::try_parse_from(["xtask", "soak", "many"]).is_err());
     }
 }

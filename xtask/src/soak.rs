@@ -1,9 +1,11 @@
-//! `cargo xtask soak [N]`: the model-based fault schedules of `tests/integration/model.rs`
-//! (transactional flow, with poison effects and DLQ redrives) and
+//! `cargo xtask soak [N] [--memory M]`: the model-based fault schedules of
+//! `tests/integration/model.rs` (transactional flow, with poison effects and DLQ redrives) and
 //! `tests/integration/model_leased.rs` (leased flow with crashes, lease and TTL expiry, and
 //! providers that refuse a key, run slow or forget keys), N of each (default 500; `cargo xtask
-//! test` runs 32 and 16), against a fresh local DynamoDB (Dynoxide); prints how many schedules and faults they tried and what they found, and
-//! records both tables in `docs/RELIABILITY.md`.
+//! test` runs 32 and 16) against a fresh local DynamoDB (Dynoxide); then M transactional
+//! schedules (default 100,000) on the memory store, which passes the same conformance suite.
+//! Prints how many schedules and faults they tried and what they found, and records the tables
+//! in `docs/RELIABILITY.md`.
 
 use std::path::Path;
 use std::process::Command;
@@ -138,7 +140,7 @@ fn md_table(rows: &Rows) -> String {
     md
 }
 
-pub(crate) fn run(root: &Path, cases: u64) -> Result<()> {
+pub(crate) fn run(root: &Path, cases: u64, memory: u64) -> Result<()> {
     let ddb = LocalDynamo::start(root)?;
     let cache = root.join(".cache");
     let stats = cache.join("model-stats.json");
@@ -163,6 +165,8 @@ pub(crate) fn run(root: &Path, cases: u64) -> Result<()> {
                 "integration",
                 "--",
                 "model",
+                "--skip",
+                "on_the_memory_store",
             ])
             .env("DEDUP_DYNAMODB_ENDPOINT", ddb.endpoint())
             .env("DEDUP_MODEL_CASES", cases.to_string())
@@ -171,10 +175,44 @@ pub(crate) fn run(root: &Path, cases: u64) -> Result<()> {
     )
     .map_err(|e| format!("cargo test: {e}"))?;
     let secs = started.elapsed().as_secs();
+    drop(ddb);
+    let stats_memory = cache.join("model-stats-memory.json");
+    let _ = std::fs::remove_file(&stats_memory);
+    let mut memory_status = true;
+    let mut memory_secs = 0;
+    if memory > 0 {
+        crate::step(format!(
+            "soak: {memory} transactional schedules on the memory store"
+        ));
+        let started = std::time::Instant::now();
+        memory_status = crate::process::run(
+            Command::new(crate::cargo())
+                .current_dir(root)
+                .args([
+                    "test",
+                    "--quiet",
+                    "-p",
+                    "dedup-tests",
+                    "--test",
+                    "integration",
+                    "--",
+                    "on_the_memory_store",
+                ])
+                .env("DEDUP_MODEL_CASES", memory.to_string())
+                .env("DEDUP_MODEL_STATS", &stats_memory),
+        )
+        .map_err(|e| format!("cargo test: {e}"))?
+        .success();
+        memory_secs = started.elapsed().as_secs();
+    }
     let transactional = transactional_rows(&read_stats(&stats));
+    let on_memory = transactional_rows(&read_stats(&stats_memory));
     let leased = leased_rows(&read_stats(&stats_leased));
     print_rows("transactional flow (model.rs)", &transactional);
     print_rows("leased flow (model_leased.rs)", &leased);
+    if memory > 0 {
+        print_rows("transactional flow on the memory store", &on_memory);
+    }
     let mut md = String::from(
         "# Reliability\n\nNumbers from `cargo xtask soak`: model-based schedules against the local DynamoDB (Dynoxide 3.2, in memory), each \
          checked against a reference model. `cargo xtask test` runs 32 transactional and 16 leased \
@@ -218,10 +256,20 @@ pub(crate) fn run(root: &Path, cases: u64) -> Result<()> {
          deliberately broken trigger that acknowledged a killed invocation's batch fails them.\n",
         if status.success() { "passed" } else { "FAILED" }
     ));
+    if memory > 0 {
+        md.push_str(&format!(
+            "\n## Transactional flow on the memory store\n\nThe same schedules and checks as above, on \
+             `dedup-memory`'s store, which passes the conformance suite the DynamoDB store passes \
+             (`tests/integration/conformance.rs`): {memory} schedules in {memory_secs} s, \
+             result: {}.\n\n",
+            if memory_status { "passed" } else { "FAILED" }
+        ));
+        md.push_str(&md_table(&on_memory));
+    }
     std::fs::create_dir_all(root.join("docs")).map_err(|e| e.to_string())?;
     std::fs::write(root.join("docs").join("RELIABILITY.md"), md).map_err(|e| e.to_string())?;
     println!("xtask: soak: wrote docs/RELIABILITY.md ({secs} s)");
-    if status.success() {
+    if status.success() && memory_status {
         Ok(())
     } else {
         Err("a schedule broke the model".into())

@@ -1,0 +1,124 @@
+//! The example to copy: an SQS-triggered Lambda whose effect — adding `data.amount` to the
+//! balance of `data.account` — happens once per event, however often SQS delivers it. The credit
+//! and the event's mark commit in one DynamoDB transaction; redeliveries are duplicates.
+//!
+//! Environment: `MARKS_TABLE` (see `dedup_dynamodb::provision`), `BALANCES_TABLE` (key
+//! `account`). The tests at the bottom run the same handler on the in-memory store.
+
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use dedup::{Derived, Effect, Item, KeySpec, Retention, Scope};
+use dedup_batch::{Deduplicator, HandlerError, Plan, run_batch_transactional};
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+
+/// The `data` of a credit event (CloudEvents JSON in the SQS body).
+#[derive(serde::Deserialize)]
+struct Credit {
+    account: String,
+    amount: i64,
+}
+
+/// What one event writes: its credit. The library commits it together with the event's mark.
+fn plan(balances: &str, event: &Derived) -> Result<Plan, HandlerError> {
+    let credit: Credit = serde_json::from_value(HandlerError::data(event)?.clone())
+        .map_err(|_| HandlerError::Invalid("data must be {account, amount}".into()))?;
+    let account = dedup::tenant_scoped(&event.tenant, &credit.account);
+    let effect = Effect::update(balances, Item::new().with("account", account))
+        .expression("ADD balance :amount")
+        .value(":amount", credit.amount);
+    Ok(Plan {
+        effects: vec![effect],
+        result: None,
+    })
+}
+
+/// One invocation: the batch's credits and marks, answered with a partial batch response.
+async fn handle(
+    dedup: &Deduplicator,
+    balances: &str,
+    event: LambdaEvent<SqsEvent>,
+) -> Result<SqsBatchResponse, Error> {
+    let spec = key_spec();
+    lambda_edge::run_sqs_batch("sqs-credit", &spec, event, |batch| {
+        run_batch_transactional(batch, 10, dedup, |e| plan(balances, e))
+    })
+    .await
+}
+
+/// Events are CloudEvents; the tenant is their `tenantid` extension.
+fn key_spec() -> KeySpec {
+    let scope = Scope::new("example", "sqs-credit").expect("a valid scope");
+    KeySpec::cloudevents(scope, "tenantid")
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    let retention = Retention::unchecked(Duration::from_secs(30 * 86_400))?;
+    let marks = dedup_dynamodb::DynamoStore::new(
+        dedup_dynamodb::connect().await,
+        std::env::var("MARKS_TABLE")?,
+        retention,
+    );
+    let dedup = Deduplicator::new(key_spec(), marks);
+    let balances = std::env::var("BALANCES_TABLE")?;
+    let (dedup, balances) = (&dedup, balances.as_str());
+    lambda_runtime::run(service_fn(move |event| handle(dedup, balances, event))).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_lambda_events::event::sqs::SqsMessage;
+    use dedup_memory::MemoryStore;
+
+    fn record(message_id: &str, event_id: &str, amount: i64) -> SqsMessage {
+        let body = serde_json::json!({"specversion": "1.0", "type": "credit", "source": "/bank",
+            "id": event_id, "tenantid": "acme", "data": {"account": "a-1", "amount": amount}});
+        let mut m = SqsMessage::default();
+        m.message_id = Some(message_id.into());
+        m.body = Some(body.to_string());
+        m
+    }
+
+    fn invocation(records: Vec<SqsMessage>) -> LambdaEvent<SqsEvent> {
+        let mut event = SqsEvent::default();
+        event.records = records;
+        LambdaEvent::new(event, lambda_runtime::Context::default())
+    }
+
+    #[tokio::test]
+    async fn each_event_is_credited_once_however_often_it_is_delivered() {
+        let retention = Retention::unchecked(Duration::from_secs(86_400)).expect("retention");
+        let store = MemoryStore::new(retention);
+        store.create_table("balances", "account");
+        let dedup = Deduplicator::new(key_spec(), store.clone());
+        // Two events; the first delivered twice in one batch and again in the next.
+        let first = vec![
+            record("m1", "e1", 10),
+            record("m2", "e1", 10),
+            record("m3", "e2", 5),
+        ];
+        let response = handle(&dedup, "balances", invocation(first))
+            .await
+            .expect("handled");
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+        let mut again = vec![record("m4", "e1", 10), record("m5", "e3", 1)];
+        again[1].body = Some("not json".into());
+        let response = handle(&dedup, "balances", invocation(again))
+            .await
+            .expect("handled");
+        // The redelivery is a duplicate; the message with no event identity is failed, for the
+        // queue's redrive policy to dead-letter.
+        let failed: Vec<_> = response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.as_str())
+            .collect();
+        assert_eq!(failed, ["m5"]);
+        let balance = store
+            .item("balances", &Item::new().with("account", "acme/a-1"))
+            .expect("credited");
+        assert_eq!(balance.0["balance"], dedup::Value::N("15".into()));
+    }
+}

@@ -52,3 +52,20 @@ fn only_functions_know_lambda_events() {
         );
     }
 }
+
+#[test]
+fn the_core_and_the_flows_know_no_store_implementation() {
+    for name in ["dedup", "dedup-batch", "dedup-memory"] {
+        let m = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join("shared")
+            .join(name)
+            .join("Cargo.toml");
+        assert!(m.is_file(), "{}", m.display());
+        assert!(
+            !depends_on(&m, "dedup-dynamodb") && !depends_on(&m, "aws-sdk-dynamodb"),
+            "{}: flows and stores meet only at the core's MarkStore trait",
+            m.display()
+        );
+    }
+}

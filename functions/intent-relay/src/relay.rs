@@ -220,7 +220,7 @@ impl Relay {
         margin: Duration,
         intents: String,
         client: Client,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, dedup_http::BuildError> {
         Ok(Self {
             api: IdempotentClient::new(api_url, provider_timeout)?,
             provider_timeout,
@@ -452,10 +452,14 @@ impl Relay {
     /// like a new intent (same idempotency key, so a re-drive of an intent already on its way
     /// costs at most a replayed answer). The age of the oldest pending intent is emitted as
     /// `OldestPendingSeconds`, for an alarm.
-    pub async fn sweep(&self, now: SystemTime, older_than: Duration) -> Result<Swept, String> {
-        let pending = dedup_dynamodb::scan_where(&self.client, &self.intents, "status", PENDING)
-            .await
-            .map_err(|e| format!("scanning pending intents: {e}"))?;
+    /// A store error stops the sweep (the next scheduled run starts over; stamps are idempotent).
+    pub async fn sweep(
+        &self,
+        now: SystemTime,
+        older_than: Duration,
+    ) -> Result<Swept, dedup_dynamodb::Error> {
+        let pending =
+            dedup_dynamodb::scan_where(&self.client, &self.intents, "status", PENDING).await?;
         let now_ms = now
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
@@ -488,7 +492,7 @@ impl Relay {
             match dedup_dynamodb::write_effects(&self.client, &[stamp]).await {
                 Ok(true) => swept.redriven += 1,
                 Ok(false) => {} // settled meanwhile
-                Err(e) => return Err(format!("re-driving an intent: {e}")),
+                Err(e) => return Err(e),
             }
         }
         println!("{}", swept.emf_line());

@@ -32,6 +32,11 @@ pub struct Receipt {
     pub replayed: bool,
 }
 
+/// The HTTP client could not be built (its TLS backend failed to initialise).
+#[derive(Debug, thiserror::Error)]
+#[error("building the HTTP client: {0}")]
+pub struct BuildError(#[source] reqwest::Error);
+
 /// A client for one external API.
 #[derive(Debug, Clone)]
 pub struct IdempotentClient {
@@ -42,11 +47,11 @@ pub struct IdempotentClient {
 impl IdempotentClient {
     /// A client for the API at `base_url`; every call gives up after `timeout` (and is then a
     /// retry: the provider may or may not have applied it, and the same key makes that safe).
-    pub fn new(base_url: &str, timeout: Duration) -> Result<Self, String> {
+    pub fn new(base_url: &str, timeout: Duration) -> Result<Self, BuildError> {
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .build()
-            .map_err(|e| format!("HTTP client: {e}"))?;
+            .map_err(BuildError)?;
         Ok(Self {
             http,
             base_url: base_url.trim_end_matches('/').to_owned(),

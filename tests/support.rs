@@ -285,6 +285,11 @@ impl Stores {
         }
     }
 
+    /// The mark table's name (DynamoDB; the memory store has one mark table per store).
+    pub fn mark_table(&self) -> String {
+        self.marks.clone()
+    }
+
     /// The memory store, when that is the backend (to inject faults).
     pub fn memory(&self) -> Option<&dedup_memory::MemoryStore> {
         self.memory.as_ref()

@@ -87,7 +87,8 @@ use dedup::{Clock, DedupKey, Derived, ManualClock, MarkStatus, Message, Retentio
 use dedup_batch::{Deduplicator, HandlerError, Outcome, PROVIDER_KEY_EXPIRED, run_batch};
 use dedup_dynamodb::DynamoStore;
 use dedup_http::IdempotentClient;
-use dedup_tests::{client, cloudevents_spec, get_item, mark_table, unique};
+use dedup_memory::{Injected, Op};
+use dedup_tests::{StoreKind, Stores, cloudevents_spec, unique};
 use fake_provider::{Fault, Provider};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -449,10 +450,9 @@ struct Event {
 }
 
 struct World {
-    client: Client,
-    table: String,
+    stores: Stores,
     clock: Arc<ManualClock>,
-    store: DynamoStore,
+    store: Arc<dyn dedup::MarkStore>,
     dedup: Deduplicator,
     /// The same table and clock through a client whose completes can be made to fail.
     faulty: Deduplicator,
@@ -463,30 +463,58 @@ struct World {
 }
 
 impl World {
-    async fn new(provider: Provider, base_url: &str, forgetful: bool) -> Self {
-        let client = client();
-        let table = mark_table(&client).await;
-        let clock = Arc::new(ManualClock::new(SystemTime::now()));
+    async fn new(kind: StoreKind, provider: Provider, base_url: &str, forgetful: bool) -> Self {
         let retention = Retention::unchecked(RETENTION).expect("retention");
-        let store = DynamoStore::new(client.clone(), table.clone(), retention)
-            .with_lease(LEASE)
-            .with_clock(clock.clone());
+        let stores = Stores::new(kind, retention).await;
+        let clock = stores.clock.clone();
+        let store = stores.store(LEASE);
         let faults = Arc::new(CompleteFaults::default());
-        let faulty_client = Client::from_conf(
-            client
-                .config()
-                .to_builder()
-                // One attempt: a lost answer stays lost (an SDK retry would find its own
-                // completion and succeed).
-                .retry_config(RetryConfig::disabled())
-                .interceptor(CompleteInterceptor(faults.clone()))
-                .build(),
-        );
-        let faulty_store = DynamoStore::new(faulty_client, table.clone(), retention)
-            .with_lease(LEASE)
-            .with_clock(clock.clone());
-        let dedup = |store: DynamoStore| {
-            let d = Deduplicator::new(cloudevents_spec("model-leased"), store);
+        let faulty_store: Arc<dyn dedup::MarkStore> = match stores.memory() {
+            // The memory store asks a hook before each call; the hook fails completes only.
+            Some(memory) => {
+                let f = faults.clone();
+                Arc::new(
+                    memory
+                        .with_fault_hook(Arc::new(move |op, key| {
+                            let mode = (*lock(&f.mode))?;
+                            if op != Op::Complete {
+                                return None;
+                            }
+                            Some(match mode {
+                                CompleteFault::NeverSent => {
+                                    let pk = key.map(|k| k.as_str().to_owned()).unwrap_or_default();
+                                    lock(&f.unsent).push(pk);
+                                    Injected::Fail(dedup::FaultKind::Network)
+                                }
+                                CompleteFault::AnswerLost => {
+                                    Injected::LoseAnswer(dedup::FaultKind::Timeout)
+                                }
+                            })
+                        }))
+                        .with_lease(LEASE),
+                )
+            }
+            None => {
+                let client = dedup_tests::client();
+                let faulty_client = Client::from_conf(
+                    client
+                        .config()
+                        .to_builder()
+                        // One attempt: a lost answer stays lost (an SDK retry would find its own
+                        // completion and succeed).
+                        .retry_config(RetryConfig::disabled())
+                        .interceptor(CompleteInterceptor(faults.clone()))
+                        .build(),
+                );
+                Arc::new(
+                    DynamoStore::new(faulty_client, stores.mark_table(), retention)
+                        .with_lease(LEASE)
+                        .with_clock(clock.clone()),
+                )
+            }
+        };
+        let dedup = |store: Arc<dyn dedup::MarkStore>| {
+            let d = Deduplicator::with_store(cloudevents_spec("model-leased"), store);
             if forgetful {
                 d.with_provider_key_retention(PROVIDER_KEYS)
             } else {
@@ -499,8 +527,7 @@ impl World {
         Self {
             dedup: dedup(store.clone()),
             faulty: dedup(faulty_store),
-            client,
-            table,
+            stores,
             clock,
             store,
             faults,
@@ -508,6 +535,20 @@ impl World {
             api: IdempotentClient::new(base_url, PROVIDER_TIMEOUT).expect("payments client"),
             run: unique("pay"),
         }
+    }
+
+    /// The completes whose answer the memory store lost after applying them.
+    fn lost_on_memory(&self) -> Vec<String> {
+        self.stores
+            .memory()
+            .map(|m| {
+                m.take_lost_answers()
+                    .into_iter()
+                    .filter(|(op, _)| *op == Op::Complete)
+                    .filter_map(|(_, k)| k.map(|k| k.as_str().to_owned()))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Moves the store's clock and the provider's together.
@@ -1152,7 +1193,8 @@ async fn step_batches(
     *lock(&world.faults.mode) = None;
     world.provider.clear_faults();
     let unsent = std::mem::take(&mut *lock(&world.faults.unsent));
-    let answer_lost = std::mem::take(&mut *lock(&world.faults.lost));
+    let mut answer_lost = std::mem::take(&mut *lock(&world.faults.lost));
+    answer_lost.extend(world.lost_on_memory());
     let deadline_passed = runs.iter().any(|r| r.log.slow_calls > 0);
     if let Some(first) = runs.first() {
         let parked = !first.log.parked.is_empty();
@@ -1198,7 +1240,7 @@ async fn drain(world: &World, model: &mut Model) -> usize {
     model.pending.len()
 }
 
-async fn run_schedule(schedule: Schedule) {
+async fn run_schedule(kind: StoreKind, schedule: Schedule) {
     let Schedule {
         steps,
         refused,
@@ -1208,7 +1250,7 @@ async fn run_schedule(schedule: Schedule) {
     let (addr, server) = fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
         .await
         .expect("fake provider");
-    let world = World::new(provider, &format!("http://{addr}"), forgetful).await;
+    let world = World::new(kind, provider, &format!("http://{addr}"), forgetful).await;
     let mut model = Model::new(world.clock.now(), refused, forgetful);
     let mut crash: Option<Crash> = None;
     let mut slow = false;
@@ -1279,14 +1321,7 @@ async fn run_schedule(schedule: Schedule) {
                 model.check_marks(&world).await;
                 for e in stored {
                     assert!(
-                        get_item(
-                            &world.client,
-                            &world.table,
-                            "pk",
-                            model.events[&e].key.as_str()
-                        )
-                        .await
-                        .is_some(),
+                        world.stores.stored_mark(&model.events[&e].key).await,
                         "the expired mark is still stored (DynamoDB deletes late)"
                     );
                 }
@@ -1462,7 +1497,13 @@ proptest! {
     /// module docs.
     #[test]
     fn leased_schedules_with_crashes_and_expiry_apply_each_event_once(schedule in schedule()) {
-        dedup_tests::block_on(run_schedule(schedule));
+        dedup_tests::block_on(run_schedule(StoreKind::DynamoDb, schedule));
+    }
+
+    /// The same schedules on the memory store (`cargo xtask soak` runs many more of these).
+    #[test]
+    fn on_the_memory_store_leased_schedules_apply_each_event_once(schedule in schedule()) {
+        dedup_tests::block_on(run_schedule(StoreKind::Memory, schedule));
     }
 }
 
@@ -1474,17 +1515,20 @@ proptest! {
 /// reconciliation (`provider_key_expired`) without calling.
 #[test]
 fn a_released_ambiguous_call_is_not_repeated_after_the_provider_forgets_the_key() {
-    dedup_tests::block_on(run_schedule(Schedule {
-        steps: vec![
-            Step::ProviderTimeout,
-            Step::Batch {
-                items: vec![(0, false)],
-                short_deadline: false,
-            },
-            Step::ProviderKeyExpiry,
-            Step::Redeliver,
-        ],
-        refused: None,
-        forgetful: true,
-    }));
+    dedup_tests::block_on(run_schedule(
+        StoreKind::DynamoDb,
+        Schedule {
+            steps: vec![
+                Step::ProviderTimeout,
+                Step::Batch {
+                    items: vec![(0, false)],
+                    short_deadline: false,
+                },
+                Step::ProviderKeyExpiry,
+                Step::Redeliver,
+            ],
+            refused: None,
+            forgetful: true,
+        },
+    ));
 }

@@ -72,7 +72,7 @@ enum Cmd {
         /// Schedules per flow on the local DynamoDB.
         #[arg(default_value_t = 500)]
         n: u64,
-        /// Transactional-flow schedules on the memory store (0: none).
+        /// Schedules per flow on the memory store (0: none).
         #[arg(long, default_value_t = 100_000)]
         memory: u64,
     },

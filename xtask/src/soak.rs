@@ -3,7 +3,8 @@
 //! `tests/integration/model_leased.rs` (leased flow with crashes, lease and TTL expiry, and
 //! providers that refuse a key, run slow or forget keys), N of each (default 500; `cargo xtask
 //! test` runs 32 and 16) against a fresh local DynamoDB (Dynoxide); then M transactional
-//! schedules (default 100,000) on the memory store, which passes the same conformance suite.
+//! and M leased schedules (default 100,000 each) on the memory store, which passes the same
+//! conformance suite, in several test processes at once.
 //! Prints how many schedules and faults they tried and what they found, and records the tables
 //! in `docs/RELIABILITY.md`.
 
@@ -125,6 +126,86 @@ fn leased_rows(s: &Value) -> Rows {
     ]
 }
 
+/// Test processes the memory-store soak runs side by side.
+const MEMORY_PROCESSES: u64 = 12;
+
+/// The integration test binary, built (debug) if need be.
+fn integration_binary(root: &Path) -> Result<std::path::PathBuf> {
+    let out = Command::new(crate::cargo())
+        .current_dir(root)
+        .args([
+            "test",
+            "-p",
+            "dedup-tests",
+            "--test",
+            "integration",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cargo test --no-run: {e}"))?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["target"]["name"] == "integration")
+        .find_map(|v| v["executable"].as_str().map(std::path::PathBuf::from))
+        .ok_or_else(|| "cargo test --no-run named no integration test binary".into())
+}
+
+/// Sums the counts of several stats files.
+fn sum_stats(paths: &[std::path::PathBuf]) -> Value {
+    let mut sum = serde_json::Map::new();
+    for p in paths {
+        if let Value::Object(m) = read_stats(p) {
+            for (k, v) in m {
+                let total =
+                    sum.get(&k).and_then(Value::as_u64).unwrap_or(0) + v.as_u64().unwrap_or(0);
+                sum.insert(k, Value::from(total));
+            }
+        }
+    }
+    Value::Object(sum)
+}
+
+/// Runs `cases` schedules per flow on the memory store, split over [`MEMORY_PROCESSES`] runs of
+/// the test binary at once. Returns whether all passed, and the summed stats of each flow.
+fn memory_soak(root: &Path, cache: &Path, cases: u64) -> Result<(bool, Value, Value)> {
+    let bin = integration_binary(root)?;
+    let per = cases.div_ceil(MEMORY_PROCESSES);
+    let files = |flow: &str| -> Vec<std::path::PathBuf> {
+        (0..MEMORY_PROCESSES)
+            .map(|i| cache.join(format!("model-stats-memory-{flow}-{i}.json")))
+            .collect()
+    };
+    let (transactional, leased) = (files("transactional"), files("leased"));
+    for f in transactional.iter().chain(&leased) {
+        let _ = std::fs::remove_file(f);
+    }
+    let ok = std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..MEMORY_PROCESSES as usize)
+            .map(|i| {
+                let (bin, t, l) = (&bin, &transactional[i], &leased[i]);
+                scope.spawn(move || {
+                    crate::process::run(
+                        Command::new(bin)
+                            .current_dir(root.join("tests"))
+                            .args(["--quiet", "on_the_memory_store"])
+                            .env("DEDUP_MODEL_CASES", per.to_string())
+                            .env("DEDUP_MODEL_STATS", t)
+                            .env("DEDUP_MODEL_STATS_LEASED", l),
+                    )
+                    .is_ok_and(|s| s.success())
+                })
+            })
+            .collect();
+        runs.into_iter()
+            .map(|r| r.join().unwrap_or(false))
+            .fold(true, |a, b| a & b)
+    });
+    Ok((ok, sum_stats(&transactional), sum_stats(&leased)))
+}
+
 fn print_rows(title: &str, rows: &Rows) {
     println!("  {title}");
     for (what, n) in rows {
@@ -176,42 +257,29 @@ pub(crate) fn run(root: &Path, cases: u64, memory: u64) -> Result<()> {
     .map_err(|e| format!("cargo test: {e}"))?;
     let secs = started.elapsed().as_secs();
     drop(ddb);
-    let stats_memory = cache.join("model-stats-memory.json");
-    let _ = std::fs::remove_file(&stats_memory);
     let mut memory_status = true;
     let mut memory_secs = 0;
+    let (mut on_memory, mut leased_on_memory) = (Value::Null, Value::Null);
     if memory > 0 {
         crate::step(format!(
-            "soak: {memory} transactional schedules on the memory store"
+            "soak: {memory} schedules per flow on the memory store, in {MEMORY_PROCESSES} processes"
         ));
         let started = std::time::Instant::now();
-        memory_status = crate::process::run(
-            Command::new(crate::cargo())
-                .current_dir(root)
-                .args([
-                    "test",
-                    "--quiet",
-                    "-p",
-                    "dedup-tests",
-                    "--test",
-                    "integration",
-                    "--",
-                    "on_the_memory_store",
-                ])
-                .env("DEDUP_MODEL_CASES", memory.to_string())
-                .env("DEDUP_MODEL_STATS", &stats_memory),
-        )
-        .map_err(|e| format!("cargo test: {e}"))?
-        .success();
+        let (ok, t, l) = memory_soak(root, &cache, memory)?;
+        memory_status = ok;
+        on_memory = t;
+        leased_on_memory = l;
         memory_secs = started.elapsed().as_secs();
     }
     let transactional = transactional_rows(&read_stats(&stats));
-    let on_memory = transactional_rows(&read_stats(&stats_memory));
+    let on_memory = transactional_rows(&on_memory);
+    let leased_on_memory = leased_rows(&leased_on_memory);
     let leased = leased_rows(&read_stats(&stats_leased));
     print_rows("transactional flow (model.rs)", &transactional);
     print_rows("leased flow (model_leased.rs)", &leased);
     if memory > 0 {
         print_rows("transactional flow on the memory store", &on_memory);
+        print_rows("leased flow on the memory store", &leased_on_memory);
     }
     let mut md = String::from(
         "# Reliability\n\nNumbers from `cargo xtask soak`: model-based schedules against the local DynamoDB (Dynoxide 3.2, in memory), each \
@@ -258,13 +326,18 @@ pub(crate) fn run(root: &Path, cases: u64, memory: u64) -> Result<()> {
     ));
     if memory > 0 {
         md.push_str(&format!(
-            "\n## Transactional flow on the memory store\n\nThe same schedules and checks as above, on \
+            "\n## Both flows on the memory store\n\nThe same schedules and checks as above, on \
              `dedup-memory`'s store, which passes the conformance suite the DynamoDB store passes \
-             (`tests/integration/conformance.rs`): {memory} schedules in {memory_secs} s, \
-             result: {}.\n\n",
+             (`tests/integration/conformance.rs`); the leased flow still calls the fake provider \
+             over HTTP. {memory} schedules per flow, run by {MEMORY_PROCESSES} test processes side by \
+             side (each with its own random seeds; the leased schedules mostly wait on the \
+             provider's real-time delays), in {memory_secs} s; result: {}.\n\n### Transactional \
+             flow\n\n",
             if memory_status { "passed" } else { "FAILED" }
         ));
         md.push_str(&md_table(&on_memory));
+        md.push_str("\n### Leased flow\n\n");
+        md.push_str(&md_table(&leased_on_memory));
     }
     std::fs::create_dir_all(root.join("docs")).map_err(|e| e.to_string())?;
     std::fs::write(root.join("docs").join("RELIABILITY.md"), md).map_err(|e| e.to_string())?;

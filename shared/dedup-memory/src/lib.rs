@@ -65,6 +65,27 @@ pub enum Injected {
     LoseAnswer(FaultKind),
 }
 
+/// A store operation, as a fault hook sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// [`MarkStore::claim`].
+    Claim,
+    /// [`MarkStore::commit`].
+    Commit,
+    /// [`MarkStore::commit_batch`].
+    CommitBatch,
+    /// [`MarkStore::complete`].
+    Complete,
+    /// [`MarkStore::release`].
+    Release,
+    /// [`MarkStore::get`].
+    Get,
+}
+
+/// Decides, per call, whether it meets a fault: the operation and the key it is about (none for
+/// a batch commit). See [`MemoryStore::with_fault_hook`].
+pub type FaultHook = Arc<dyn Fn(Op, Option<&DedupKey>) -> Option<Injected> + Send + Sync>;
+
 #[derive(Debug, Default)]
 struct Table {
     /// The partition key and, if any, the sort key.
@@ -77,6 +98,8 @@ struct State {
     marks: HashMap<String, Mark>,
     tables: HashMap<String, Table>,
     faults: VecDeque<Injected>,
+    /// Calls that were applied and whose answer was then lost.
+    lost: Vec<(Op, Option<DedupKey>)>,
 }
 
 /// Marks and effect tables in memory. Cheap to clone; clones share the same data.
@@ -88,7 +111,18 @@ pub struct MemoryStore {
     max_result_bytes: usize,
     clock: Arc<dyn Clock>,
     unreachable: bool,
+    hook: Option<Hook>,
     calls: Arc<AtomicU64>,
+}
+
+/// A [`FaultHook`] in a store handle.
+#[derive(Clone)]
+struct Hook(FaultHook);
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FaultHook")
+    }
 }
 
 impl MemoryStore {
@@ -101,8 +135,24 @@ impl MemoryStore {
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
             clock: Arc::new(SystemClock),
             unreachable: false,
+            hook: None,
             calls: Arc::default(),
         }
+    }
+
+    /// A handle on the same data whose calls ask `hook` first: for faults aimed at one
+    /// operation (a complete whose answer is lost, say) while other calls go through.
+    pub fn with_fault_hook(&self, hook: FaultHook) -> Self {
+        Self {
+            hook: Some(Hook(hook)),
+            ..self.clone()
+        }
+    }
+
+    /// The calls applied whose answer was then lost (an [`Injected::LoseAnswer`] that met a call
+    /// that succeeded), since the last time this was asked.
+    pub fn take_lost_answers(&self) -> Vec<(Op, Option<DedupKey>)> {
+        std::mem::take(&mut self.lock().lost)
     }
 
     /// The longest lease a claim takes (it is also cut to the caller's deadline).
@@ -213,6 +263,8 @@ impl MemoryStore {
     /// Runs one call: counts it, meets an injected fault, or applies `f` under the lock.
     fn call<T>(
         &self,
+        op: Op,
+        key: Option<&DedupKey>,
         f: impl FnOnce(&mut State, SystemTime) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
@@ -222,14 +274,17 @@ impl MemoryStore {
                 "memory store: unreachable",
             ));
         }
+        let hooked = self.hook.as_ref().and_then(|h| (h.0)(op, key));
         let mut state = self.lock();
         let now = self.clock.now();
-        match state.faults.pop_front() {
+        match hooked.or_else(|| state.faults.pop_front()) {
             Some(Injected::Fail(kind)) => {
                 Err(StoreError::store(kind, "memory store: injected fault"))
             }
             Some(Injected::LoseAnswer(kind)) => {
-                let _applied = f(&mut state, now);
+                if f(&mut state, now).is_ok() {
+                    state.lost.push((op, key.cloned()));
+                }
                 Err(StoreError::store(kind, "memory store: answer lost"))
             }
             None => f(&mut state, now),
@@ -500,18 +555,22 @@ impl MarkStore for MemoryStore {
         fp: Option<&'a Fingerprint>,
         deadline: Option<SystemTime>,
     ) -> StoreFuture<'a, Claim> {
-        let out = self.call(|s, now| self.claim_now(s, now, key, fp, deadline));
+        let out = self.call(Op::Claim, Some(key), |s, now| {
+            self.claim_now(s, now, key, fp, deadline)
+        });
         Box::pin(async move { out })
     }
 
     fn commit<'a>(&'a self, request: CommitRequest<'a>) -> StoreFuture<'a, Commit> {
-        let out = self.call(|s, now| self.commit_now(s, now, &request));
+        let out = self.call(Op::Commit, Some(request.key), |s, now| {
+            self.commit_now(s, now, &request)
+        });
         Box::pin(async move { out })
     }
 
     fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a>]) -> BatchFuture<'a> {
         // One call for the batch; each request all or nothing, as in DynamoDB's rounds.
-        let out = match self.call(|s, now| {
+        let out = match self.call(Op::CommitBatch, None, |s, now| {
             Ok(requests
                 .iter()
                 .map(|r| self.commit_now(s, now, r))
@@ -524,17 +583,21 @@ impl MarkStore for MemoryStore {
     }
 
     fn complete<'a>(&'a self, lease: &'a Lease, result: Option<&'a str>) -> StoreFuture<'a, ()> {
-        let out = self.call(|s, now| self.complete_now(s, now, lease, result));
+        let out = self.call(Op::Complete, Some(&lease.key), |s, now| {
+            self.complete_now(s, now, lease, result)
+        });
         Box::pin(async move { out })
     }
 
     fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()> {
-        let out = self.call(|s, _| self.release_now(s, lease));
+        let out = self.call(Op::Release, Some(&lease.key), |s, _| {
+            self.release_now(s, lease)
+        });
         Box::pin(async move { out })
     }
 
     fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>> {
-        let out = self.call(|s, now| {
+        let out = self.call(Op::Get, Some(key), |s, now| {
             Ok(s.marks
                 .get(key.as_str())
                 .filter(|m| m.is_live(now))

@@ -64,6 +64,8 @@ impl Launch {
                 format!("{}/.rt/{name}", self.runtime_api),
             )
             .env("AWS_LAMBDA_FUNCTION_NAME", name)
+            // cargo-lambda 1.9 sends the function's timeout where Lambda sends the deadline.
+            .env("DEDUP_RUNTIME_DEADLINE", "relative")
             .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
             .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
             .stdin(Stdio::null())

@@ -20,16 +20,54 @@ pub use sqs::{messages, response, run_sqs, run_sqs_batch};
 
 /// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.
 ///
-/// Lambda sends it as epoch milliseconds. `cargo lambda watch` (1.9) sends the timeout itself
-/// (e.g. `600000`) instead; a value that cannot be a deadline (before 2001) is read as "that many
-/// milliseconds from now", so local runs behave like Lambda. No deadline at all gives `None`.
+/// Lambda sends it as epoch milliseconds, and that is how it is read. A local runtime that sends
+/// the function's timeout instead (`cargo lambda watch` 1.9 sends e.g. `600000`) needs the
+/// setting `DEDUP_RUNTIME_DEADLINE=relative`: the value is then read as milliseconds from now.
+/// `cargo xtask` sets it for the functions it runs; never set it in Lambda. No deadline at all
+/// (0) gives `None`.
 pub fn deadline(ctx: &lambda_runtime::Context) -> Option<std::time::SystemTime> {
-    use std::time::{Duration, SystemTime};
-    const YEAR_2001_MS: u64 = 978_307_200_000;
-    match ctx.deadline {
+    deadline_from(ctx.deadline, relative_deadline())
+}
+
+/// The setting that says the runtime sends a timeout, not a deadline: read once per process.
+fn relative_deadline() -> bool {
+    static RELATIVE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *RELATIVE.get_or_init(|| {
+        std::env::var("DEDUP_RUNTIME_DEADLINE").is_ok_and(|v| v.eq_ignore_ascii_case("relative"))
+    })
+}
+
+fn deadline_from(ms: u64, relative: bool) -> Option<std::time::SystemTime> {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    match ms {
         0 => None,
-        ms if ms < YEAR_2001_MS => Some(SystemTime::now() + Duration::from_millis(ms)),
-        _ => Some(ctx.deadline()),
+        ms if relative => Some(SystemTime::now() + Duration::from_millis(ms)),
+        ms => Some(UNIX_EPOCH + Duration::from_millis(ms)),
+    }
+}
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::deadline_from;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    #[test]
+    fn the_deadline_is_read_as_lambda_sends_it_unless_the_setting_says_relative() {
+        let now = SystemTime::now();
+        let in_a_minute = now + Duration::from_secs(60);
+        let ms = in_a_minute
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or_default();
+        let lambda = deadline_from(ms, false).map(|d| d.duration_since(now).unwrap_or_default());
+        assert!(lambda.is_some_and(|left| left > Duration::from_secs(59)));
+        // A timeout read as a deadline lies in 1970, so product code never reinterprets it
+        // silently: only the documented setting makes it "from now".
+        assert!(deadline_from(600_000, false).is_some_and(|d| d < now));
+        let local = deadline_from(600_000, true).and_then(|d| d.duration_since(now).ok());
+        assert!(local.is_some_and(|left| left > Duration::from_secs(599)));
+        assert_eq!(deadline_from(0, false), None);
+        assert_eq!(deadline_from(0, true), None);
     }
 }
 

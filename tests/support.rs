@@ -12,8 +12,8 @@ use std::time::{Duration, SystemTime};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::AttributeValue;
-use dedup::{Derived, Effect, Item, KeySpec, Message, Retention, Scope};
-use dedup_batch::{HandlerError, Plan};
+use lambda_dedup::{Derived, Effect, Item, KeySpec, Message, Retention, Scope};
+use lambda_dedup_batch::{HandlerError, Plan};
 
 /// The endpoint of the DynamoDB the tests run against: `DEDUP_DYNAMODB_ENDPOINT` when set (by
 /// `cargo xtask test`, whose stack the end-to-end tests share), else a local DynamoDB (Dynoxide)
@@ -50,7 +50,7 @@ pub fn unique(prefix: &str) -> String {
 /// A fresh mark table (TTL on `expires_at`).
 pub async fn mark_table(client: &Client) -> String {
     let name = unique("marks");
-    dedup_dynamodb::provision::create_mark_table(client, &name, false)
+    lambda_dedup_dynamodb::provision::create_mark_table(client, &name, false)
         .await
         .expect("create mark table");
     name
@@ -59,7 +59,7 @@ pub async fn mark_table(client: &Client) -> String {
 /// A fresh effect table keyed by the string attribute `key_attr`.
 pub async fn effect_table(client: &Client, key_attr: &str) -> String {
     let name = unique("effects");
-    dedup_dynamodb::provision::create_table(client, &name, key_attr, false)
+    lambda_dedup_dynamodb::provision::create_table(client, &name, key_attr, false)
         .await
         .expect("create effect table");
     name
@@ -226,17 +226,17 @@ pub struct Stores {
     /// The backend.
     pub kind: StoreKind,
     /// The clock every store built here reads.
-    pub clock: std::sync::Arc<dedup::ManualClock>,
+    pub clock: std::sync::Arc<lambda_dedup::ManualClock>,
     retention: Retention,
     client: Option<Client>,
-    memory: Option<dedup_memory::MemoryStore>,
+    memory: Option<lambda_dedup_memory::MemoryStore>,
     marks: String,
 }
 
 impl Stores {
     /// A fresh mark table on `kind`, keeping marks for `retention`.
     pub async fn new(kind: StoreKind, retention: Retention) -> Self {
-        let clock = std::sync::Arc::new(dedup::ManualClock::new(SystemTime::now()));
+        let clock = std::sync::Arc::new(lambda_dedup::ManualClock::new(SystemTime::now()));
         match kind {
             StoreKind::DynamoDb => {
                 let client = client();
@@ -252,7 +252,9 @@ impl Stores {
             }
             StoreKind::Memory => Self {
                 kind,
-                memory: Some(dedup_memory::MemoryStore::new(retention).with_clock(clock.clone())),
+                memory: Some(
+                    lambda_dedup_memory::MemoryStore::new(retention).with_clock(clock.clone()),
+                ),
                 clock,
                 retention,
                 client: None,
@@ -262,12 +264,16 @@ impl Stores {
     }
 
     /// A store on the mark table, with leases of at most `lease`.
-    pub fn store(&self, lease: Duration) -> std::sync::Arc<dyn dedup::MarkStore> {
+    pub fn store(&self, lease: Duration) -> std::sync::Arc<dyn lambda_dedup::MarkStore> {
         match (&self.client, &self.memory) {
             (Some(c), _) => std::sync::Arc::new(
-                dedup_dynamodb::DynamoStore::new(c.clone(), self.marks.clone(), self.retention)
-                    .with_clock(self.clock.clone())
-                    .with_lease(lease),
+                lambda_dedup_dynamodb::DynamoStore::new(
+                    c.clone(),
+                    self.marks.clone(),
+                    self.retention,
+                )
+                .with_clock(self.clock.clone())
+                .with_lease(lease),
             ),
             (None, Some(m)) => std::sync::Arc::new(m.clone().with_lease(lease)),
             (None, None) => unreachable!("one backend is always set"),
@@ -275,12 +281,16 @@ impl Stores {
     }
 
     /// A store that cannot be reached (S13).
-    pub fn unreachable(&self) -> std::sync::Arc<dyn dedup::MarkStore> {
+    pub fn unreachable(&self) -> std::sync::Arc<dyn lambda_dedup::MarkStore> {
         match &self.memory {
             Some(m) => std::sync::Arc::new(m.unreachable()),
             None => std::sync::Arc::new(
-                dedup_dynamodb::DynamoStore::new(unreachable_client(), "marks", self.retention)
-                    .with_clock(self.clock.clone()),
+                lambda_dedup_dynamodb::DynamoStore::new(
+                    unreachable_client(),
+                    "marks",
+                    self.retention,
+                )
+                .with_clock(self.clock.clone()),
             ),
         }
     }
@@ -291,7 +301,7 @@ impl Stores {
     }
 
     /// The memory store, when that is the backend (to inject faults).
-    pub fn memory(&self) -> Option<&dedup_memory::MemoryStore> {
+    pub fn memory(&self) -> Option<&lambda_dedup_memory::MemoryStore> {
         self.memory.as_ref()
     }
 
@@ -347,7 +357,7 @@ impl Stores {
     }
 
     /// Whether a mark of `key` is stored at all, live or past its TTL.
-    pub async fn stored_mark(&self, key: &dedup::DedupKey) -> bool {
+    pub async fn stored_mark(&self, key: &lambda_dedup::DedupKey) -> bool {
         match (&self.client, &self.memory) {
             (Some(c), _) => get_item(c, &self.marks, "pk", key.as_str()).await.is_some(),
             (None, Some(m)) => m.marks().iter().any(|mark| &mark.key == key),
@@ -359,14 +369,14 @@ impl Stores {
     pub async fn number(&self, table: &str, key_attr: &str, key: &str, attr: &str) -> Option<i64> {
         let item = self.read(table, &Item::new().with(key_attr, key)).await?;
         match item.0.get(attr)? {
-            dedup::Value::N(n) => n.parse().ok(),
+            lambda_dedup::Value::N(n) => n.parse().ok(),
             _ => None,
         }
     }
 }
 
-fn to_av(v: &dedup::Value) -> AttributeValue {
-    use dedup::Value as V;
+fn to_av(v: &lambda_dedup::Value) -> AttributeValue {
+    use lambda_dedup::Value as V;
     match v {
         V::S(s) => AttributeValue::S(s.clone()),
         V::N(n) => AttributeValue::N(n.clone()),
@@ -378,8 +388,8 @@ fn to_av(v: &dedup::Value) -> AttributeValue {
     }
 }
 
-fn from_av(v: &AttributeValue) -> dedup::Value {
-    use dedup::Value as V;
+fn from_av(v: &AttributeValue) -> lambda_dedup::Value {
+    use lambda_dedup::Value as V;
     match v {
         AttributeValue::S(s) => V::S(s.clone()),
         AttributeValue::N(n) => V::N(n.clone()),

@@ -90,7 +90,7 @@ fn vm_hwm_kb(pid: u32) -> Option<u64> {
 
 pub(crate) async fn run(binary: &str, endpoint: &str, runs: usize) -> Result<()> {
     let client = crate::client(endpoint);
-    dedup_dynamodb::provision::create_mark_table(&client, "cold-marks", false)
+    lambda_dedup_dynamodb::provision::create_mark_table(&client, "cold-marks", false)
         .await
         .map_err(|e| e.to_string())?;
     crate::table(&client, "cold-balances", "account").await?;

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
-use dedup::{Effect, Item, KeySpec, Message, Retention, Scope};
-use dedup_batch::{Deduplicator, HandlerError, Plan, run_batch, run_batch_transactional};
-use dedup_dynamodb::DynamoStore;
+use lambda_dedup::{Effect, Item, KeySpec, Message, Retention, Scope};
+use lambda_dedup_batch::{Deduplicator, HandlerError, Plan, run_batch, run_batch_transactional};
+use lambda_dedup_dynamodb::DynamoStore;
 use serde_json::json;
 
 type Result<T> = std::result::Result<T, String>;
@@ -28,7 +28,7 @@ fn client(endpoint: &str) -> Client {
 }
 
 async fn table(client: &Client, name: &str, key: &str) -> Result<()> {
-    dedup_dynamodb::provision::create_table(client, name, key, false)
+    lambda_dedup_dynamodb::provision::create_table(client, name, key, false)
         .await
         .map(|_| ())
         .map_err(|e| format!("create {name}: {e}"))
@@ -48,7 +48,7 @@ fn message(i: usize) -> Message {
 
 fn plan(
     balances: &str,
-) -> impl Fn(&dedup::Derived) -> std::result::Result<Plan, HandlerError> + '_ {
+) -> impl Fn(&lambda_dedup::Derived) -> std::result::Result<Plan, HandlerError> + '_ {
     move |e| {
         let data = HandlerError::data(e)?;
         let account = data["account"]
@@ -123,7 +123,7 @@ async fn throughput(endpoint: &str, n: usize) -> Result<()> {
                 format!("rs-marks-{suffix}"),
                 format!("rs-balances-{suffix}"),
             );
-            dedup_dynamodb::provision::create_mark_table(&client, &marks, false)
+            lambda_dedup_dynamodb::provision::create_mark_table(&client, &marks, false)
                 .await
                 .map_err(|e| e.to_string())?;
             table(&client, &balances, "account").await?;

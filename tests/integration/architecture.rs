@@ -32,11 +32,11 @@ fn only_the_store_adapter_knows_the_dynamodb_sdk() {
         .collect();
     assert!(product.len() >= 2, "found the product crates: {product:?}");
     for m in &product {
-        let is_adapter = m.ends_with("shared/dedup-dynamodb/Cargo.toml");
+        let is_adapter = m.ends_with("shared/lambda-dedup-dynamodb/Cargo.toml");
         assert_eq!(
             depends_on(m, "aws-sdk-dynamodb"),
             is_adapter,
-            "{}: only shared/dedup-dynamodb may depend on aws-sdk-dynamodb",
+            "{}: only shared/lambda-dedup-dynamodb may depend on aws-sdk-dynamodb",
             m.display()
         );
     }
@@ -55,7 +55,7 @@ fn only_functions_know_lambda_events() {
 
 #[test]
 fn the_core_and_the_flows_know_no_store_implementation() {
-    for name in ["dedup", "dedup-batch", "dedup-memory"] {
+    for name in ["lambda-dedup", "lambda-dedup-batch", "lambda-dedup-memory"] {
         let m = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("..")
             .join("shared")
@@ -63,7 +63,7 @@ fn the_core_and_the_flows_know_no_store_implementation() {
             .join("Cargo.toml");
         assert!(m.is_file(), "{}", m.display());
         assert!(
-            !depends_on(&m, "dedup-dynamodb") && !depends_on(&m, "aws-sdk-dynamodb"),
+            !depends_on(&m, "lambda-dedup-dynamodb") && !depends_on(&m, "aws-sdk-dynamodb"),
             "{}: flows and stores meet only at the core's MarkStore trait",
             m.display()
         );

@@ -4,13 +4,13 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use dedup::Message;
-use dedup_batch::{Account, Deduplicator, HandlerError, Outcome, run_batch};
-use dedup_dynamodb::DynamoStore;
 use dedup_tests::{
     balance, client, cloudevents_spec, credit, credit_plan, effect_table, mark_table, retention,
     unique, unreachable_client,
 };
+use lambda_dedup::Message;
+use lambda_dedup_batch::{Account, Deduplicator, HandlerError, Outcome, run_batch};
+use lambda_dedup_dynamodb::DynamoStore;
 use serde_json::json;
 
 /// S5, S8, S14: the same batch (which itself holds duplicates) run twice concurrently, plus a

@@ -1,17 +1,17 @@
 //! Batch-transaction mode and the warm cache against the local DynamoDB: the same guarantees as
 //! per-message commits (S5, S8, S11, S12), with fewer DynamoDB calls.
 
-use dedup::Message;
-use dedup_batch::{Deduplicator, HandlerError, Outcome, Plan, run_batch_transactional};
-use dedup_dynamodb::DynamoStore;
 use dedup_tests::{
     balance, client, cloudevents_spec, credit, credit_data, credit_effect, effect_table,
     mark_table, retention, unique,
 };
+use lambda_dedup::Message;
+use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, Plan, run_batch_transactional};
+use lambda_dedup_dynamodb::DynamoStore;
 
 /// Credits `data.amount` to `data.account`; an amount of 0 is a debit that requires funds the
 /// account does not have (its condition fails).
-fn plan(balances: &str) -> impl Fn(&dedup::Derived) -> Result<Plan, HandlerError> + '_ {
+fn plan(balances: &str) -> impl Fn(&lambda_dedup::Derived) -> Result<Plan, HandlerError> + '_ {
     move |e| {
         let (account, amount) = credit_data(e)?;
         let effect = if amount == 0 {
@@ -251,7 +251,7 @@ async fn warm_cache_answers_known_duplicates_without_dynamodb() {
 async fn s9_the_warm_cache_forgets_marks_whose_retention_has_passed() {
     let client = client();
     let balances = effect_table(&client, "account").await;
-    let clock = std::sync::Arc::new(dedup::ManualClock::new(std::time::SystemTime::now()));
+    let clock = std::sync::Arc::new(lambda_dedup::ManualClock::new(std::time::SystemTime::now()));
     let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention())
         .with_clock(clock.clone());
     let dedup = Deduplicator::new(cloudevents_spec("batch-mode"), store.clone()).with_cache(100);

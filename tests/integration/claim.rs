@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use dedup::{Claim, DedupKey, Fingerprint, MarkStatus, Seen};
-use dedup_dynamodb::DynamoStore;
 use dedup_tests::{client, mark_table, retention, scope, unique};
+use lambda_dedup::{Claim, DedupKey, Fingerprint, MarkStatus, Seen};
+use lambda_dedup_dynamodb::DynamoStore;
 use tokio::sync::Barrier;
 
 /// S4: 64 concurrent claims of one key, 20 rounds: exactly one is claimed per round, and every
@@ -113,13 +113,13 @@ async fn s11_same_key_different_fingerprint_is_a_conflict() {
         .commit(&key, Some(&fp_a), None, &[])
         .await
         .expect("commit");
-    assert_eq!(out, dedup::Commit::Applied);
+    assert_eq!(out, lambda_dedup::Commit::Applied);
     assert!(matches!(
         store
             .commit(&key, Some(&fp_b), None, &[])
             .await
             .expect("commit b"),
-        dedup::Commit::Seen(Seen::Conflict { .. })
+        lambda_dedup::Commit::Seen(Seen::Conflict { .. })
     ));
     assert!(matches!(
         store.claim(&key, Some(&fp_b), None).await.expect("claim b"),
@@ -130,7 +130,7 @@ async fn s11_same_key_different_fingerprint_is_a_conflict() {
             .commit(&key, Some(&fp_a), None, &[])
             .await
             .expect("commit a"),
-        dedup::Commit::Seen(Seen::Duplicate(_))
+        lambda_dedup::Commit::Seen(Seen::Duplicate(_))
     ));
 }
 
@@ -141,8 +141,8 @@ async fn s1_consumers_and_tenants_do_not_suppress_each_other() {
     let client = client();
     let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention());
     let id = unique("id");
-    let billing = dedup::Scope::new("test", "billing").expect("scope");
-    let shipping = dedup::Scope::new("test", "shipping").expect("scope");
+    let billing = lambda_dedup::Scope::new("test", "billing").expect("scope");
+    let shipping = lambda_dedup::Scope::new("test", "shipping").expect("scope");
     let keys = [
         DedupKey::new(&billing, "tenant-a", &["e", &id]),
         DedupKey::new(&shipping, "tenant-a", &["e", &id]),
@@ -151,14 +151,14 @@ async fn s1_consumers_and_tenants_do_not_suppress_each_other() {
     for key in &keys {
         assert_eq!(
             store.commit(key, None, None, &[]).await.expect("commit"),
-            dedup::Commit::Applied,
+            lambda_dedup::Commit::Applied,
             "{key} is its own event"
         );
     }
     for key in &keys {
         assert!(matches!(
             store.commit(key, None, None, &[]).await.expect("commit"),
-            dedup::Commit::Seen(Seen::Duplicate(_))
+            lambda_dedup::Commit::Seen(Seen::Duplicate(_))
         ));
     }
 }

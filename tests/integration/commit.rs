@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use dedup::{Commit, DedupKey, Effect, Item, Seen};
-use dedup_dynamodb::DynamoStore;
 use dedup_tests::{balance, client, effect_table, get_item, mark_table, retention, scope, unique};
 use futures::StreamExt;
+use lambda_dedup::{Commit, DedupKey, Effect, Item, Seen};
+use lambda_dedup_dynamodb::DynamoStore;
 
 fn credit(table: &str, account: &str, amount: i64) -> Effect {
     Effect::update(table, Item::new().with("account", account))
@@ -215,7 +215,10 @@ async fn s5_more_effects_than_one_transaction_holds_is_refused() {
         .commit(&key, None, None, &effects)
         .await
         .expect_err("refused");
-    assert!(matches!(err, dedup_dynamodb::Error::Invalid(_)), "{err}");
+    assert!(
+        matches!(err, lambda_dedup_dynamodb::Error::Invalid(_)),
+        "{err}"
+    );
     assert!(!err.is_retryable());
     assert!(store.get(&key).await.expect("get").is_none());
 }

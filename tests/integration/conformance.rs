@@ -7,11 +7,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dedup::{
+use dedup_tests::{StoreKind, Stores, scope, unique};
+use lambda_dedup::{
     Claim, Clock, Commit, CommitRequest, DedupKey, Effect, Fingerprint, Item, MarkStatus,
     MarkStore, Retention, Seen, StoreError, Value,
 };
-use dedup_tests::{StoreKind, Stores, scope, unique};
 
 const LEASE: Duration = Duration::from_secs(30);
 const RETENTION: Duration = Duration::from_secs(3600);
@@ -285,7 +285,7 @@ async fn release_hands_over_at_once(kind: StoreKind) {
     let Claim::Claimed(other) = c.store.claim(&key(), None, None).await.expect("claim") else {
         panic!("claim must win");
     };
-    let never = dedup::Lease {
+    let never = lambda_dedup::Lease {
         key: key(),
         ..other
     };

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
-use dedup::{KeySpec, Message, Scope};
 use dedup_tests::{client, get_item, unique};
+use lambda_dedup::{KeySpec, Message, Scope};
 use serde_json::{Value, json};
 
 /// Whether the whole local stack is up (`cargo xtask test` sets its endpoints). Without it the
@@ -109,7 +109,7 @@ async fn provider_effects() -> BTreeMap<String, u64> {
 /// The balance of `account` of tenant `t1` (every ledger event of these tests is `t1`'s;
 /// balances are kept per tenant, S1).
 async fn balance(account: &str) -> Option<i64> {
-    let key = dedup::tenant_scoped("t1", account);
+    let key = lambda_dedup::tenant_scoped("t1", account);
     let item = get_item(&client(), &env("DEDUP_TABLE_BALANCES"), "account", &key).await?;
     item.get("balance")?.as_n().ok()?.parse().ok()
 }
@@ -278,7 +278,7 @@ async fn e2e_payments_reach_the_provider_once_each() {
         Scope::new("demo", "payment-dispatcher").expect("scope"),
         "tenantid",
     );
-    let keys: Vec<dedup::DedupKey> = bodies
+    let keys: Vec<lambda_dedup::DedupKey> = bodies
         .iter()
         .map(|b| {
             spec.derive(&Message {
@@ -403,7 +403,7 @@ async fn e2e_one_tenant_cannot_move_another_tenants_balance() {
         balance(&acct).await.filter(|b| *b == 7)
     })
     .await;
-    let intruder = dedup::tenant_scoped("intruder", &acct);
+    let intruder = lambda_dedup::tenant_scoped("intruder", &acct);
     let theirs = eventually(
         "the intruder's own balance",
         Duration::from_secs(60),

@@ -331,7 +331,7 @@ async fn a_transaction_consumes_two_write_units_per_small_item() {
 async fn ttl_deletions_appear_on_the_stream_as_the_service() {
     let client = client();
     let table = unique("ttl");
-    let stream_arn = dedup_dynamodb::provision::create_mark_table(&client, &table, true)
+    let stream_arn = lambda_dedup_dynamodb::provision::create_mark_table(&client, &table, true)
         .await
         .expect("mark table")
         .expect("a stream");

@@ -14,9 +14,9 @@ use aws_smithy_mocks::{MockResponseInterceptor, Rule, RuleMode, create_mock_http
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
-use dedup::{DedupKey, Effect, Item};
-use dedup_dynamodb::{DynamoStore, Error, FaultKind};
 use dedup_tests::{retention, scope};
+use lambda_dedup::{DedupKey, Effect, Item};
+use lambda_dedup_dynamodb::{DynamoStore, Error, FaultKind};
 
 fn base_config() -> aws_sdk_dynamodb::config::Builder {
     aws_sdk_dynamodb::Config::builder()

@@ -2,12 +2,12 @@
 //! `docs/HOSTILE_INPUTS.md`, through the real transactional flow against the local DynamoDB (S1–S3,
 //! S11), plus property tests that no input panics and every input gets an outcome.
 
-use dedup::{FingerprintSource, IdentitySource, KeySpec, Message, Scope, TenantSource};
-use dedup_batch::{Deduplicator, Outcome};
-use dedup_dynamodb::DynamoStore;
 use dedup_tests::{
     balance, client, cloudevents_spec, credit_plan, effect_table, mark_table, retention, unique,
 };
+use lambda_dedup::{FingerprintSource, IdentitySource, KeySpec, Message, Scope, TenantSource};
+use lambda_dedup_batch::{Deduplicator, Outcome};
+use lambda_dedup_dynamodb::DynamoStore;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -237,7 +237,7 @@ proptest! {
     fn s2_every_extractor_is_total(v in arb_json(), attr in prop::option::of(prop::collection::vec(any::<u8>(), 0..64))) {
         let mut m = msg(v.to_string());
         if let Some(a) = attr {
-            m.attributes.insert("event-id".into(), dedup::AttributeValue::Binary(a));
+            m.attributes.insert("event-id".into(), lambda_dedup::AttributeValue::Binary(a));
         }
         let scope = Scope::new("test", "hostile").expect("scope");
         for identity in [

@@ -10,15 +10,15 @@
 //! `run_batch_transactional`.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use dedup::{Effect, Item, Message};
-use dedup_batch::{
-    BatchReport, Deduplicator, HandlerError, Outcome, Plan, run_batch, run_batch_transactional,
-};
-use dedup_dynamodb::DynamoStore;
 use dedup_tests::{
     balance, client, cloudevents_spec, credit, credit_data, credit_effect, credit_plan,
     effect_table, get_item, mark_table, retention, unique,
 };
+use lambda_dedup::{Effect, Item, Message};
+use lambda_dedup_batch::{
+    BatchReport, Deduplicator, HandlerError, Outcome, Plan, run_batch, run_batch_transactional,
+};
+use lambda_dedup_dynamodb::DynamoStore;
 
 const CONSUMER: &str = "isolation";
 
@@ -56,7 +56,7 @@ enum Mode {
 impl Setup {
     async fn run<F>(&self, mode: Mode, batch: Vec<Message>, plan: F) -> BatchReport
     where
-        F: Fn(&dedup::Derived) -> Result<Plan, HandlerError>,
+        F: Fn(&lambda_dedup::Derived) -> Result<Plan, HandlerError>,
     {
         match mode {
             Mode::Batch => run_batch_transactional(batch, 10, &self.dedup, plan).await,
@@ -184,7 +184,7 @@ async fn s12_s15_a_refusal_naming_no_position_is_isolated() {
     // An amount of 13 makes a plan whose update expression does not parse.
     let plan = |balances: &str| {
         let balances = balances.to_owned();
-        move |e: &dedup::Derived| {
+        move |e: &lambda_dedup::Derived| {
             let (account, amount) = credit_data(e)?;
             let effect = if amount == 13 {
                 Effect::update(&balances, Item::new().with("account", account))
@@ -239,7 +239,7 @@ async fn s12_s15_a_refusal_naming_no_position_is_isolated() {
 
 /// The plan of a "bulk" event: `count` items of `bytes` bytes each, keyed `<account>-<n>`, with
 /// `count` and `bytes` read from the amount (`count * 1_000_000 + bytes`).
-fn bulk_plan(table: &str) -> impl Fn(&dedup::Derived) -> Result<Plan, HandlerError> + '_ {
+fn bulk_plan(table: &str) -> impl Fn(&lambda_dedup::Derived) -> Result<Plan, HandlerError> + '_ {
     move |e| {
         let (account, amount) = credit_data(e)?;
         let (count, bytes) = (amount / 1_000_000, (amount % 1_000_000) as usize);
@@ -341,7 +341,7 @@ async fn s12_a_panicking_plan_fails_only_its_own_message_in_batch_mode() {
         })
         .collect();
     let balances = s.balances.clone();
-    let plan = move |e: &dedup::Derived| {
+    let plan = move |e: &lambda_dedup::Derived| {
         let (account, amount) = credit_data(e)?;
         assert!(amount != 666, "a bug in one message's plan");
         Ok(Plan {
@@ -421,15 +421,15 @@ async fn s13_a_transient_reason_still_retries_the_whole_round() {
             .build(),
     );
     let store = DynamoStore::new(client, "marks", retention());
-    let keys = ["a", "b"].map(|e| dedup::DedupKey::new(&dedup_tests::scope(), "t", &[e]));
+    let keys = ["a", "b"].map(|e| lambda_dedup::DedupKey::new(&dedup_tests::scope(), "t", &[e]));
     let effects = [
         credit_effect("balances", "x", 1),
         credit_effect("balances", "y", 1),
     ];
-    let requests: Vec<dedup_dynamodb::CommitRequest<'_>> = keys
+    let requests: Vec<lambda_dedup_dynamodb::CommitRequest<'_>> = keys
         .iter()
         .zip(&effects)
-        .map(|(key, effect)| dedup_dynamodb::CommitRequest {
+        .map(|(key, effect)| lambda_dedup_dynamodb::CommitRequest {
             key,
             fingerprint: None,
             result: None,
@@ -443,7 +443,7 @@ async fn s13_a_transient_reason_still_retries_the_whole_round() {
         assert!(e.is_retryable(), "{e} must be retryable");
         assert_eq!(
             e.fault_kind(),
-            Some(dedup_dynamodb::FaultKind::Throttled),
+            Some(lambda_dedup_dynamodb::FaultKind::Throttled),
             "{e}"
         );
     }

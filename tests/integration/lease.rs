@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use dedup::{Claim, Clock, DedupKey, ManualClock, MarkStatus, Seen};
-use dedup_dynamodb::{DynamoStore, Error};
 use dedup_tests::{client, mark_table, retention, scope, unique};
+use lambda_dedup::{Claim, Clock, DedupKey, ManualClock, MarkStatus, Seen};
+use lambda_dedup_dynamodb::{DynamoStore, Error};
 
 async fn stores() -> (DynamoStore, Arc<ManualClock>) {
     let client = client();
@@ -16,7 +16,7 @@ async fn stores() -> (DynamoStore, Arc<ManualClock>) {
     (store, clock)
 }
 
-fn claimed(c: Claim) -> dedup::Lease {
+fn claimed(c: Claim) -> lambda_dedup::Lease {
     match c {
         Claim::Claimed(l) => l,
         other => panic!("expected a claim, got {other:?}"),
@@ -173,7 +173,7 @@ async fn s6_a_takeover_inherits_the_first_attempt_time() {
     let (store, clock) = stores().await;
     let key = DedupKey::new(&scope(), "t", &["pay", &unique("evt")]);
     let first = claimed(store.claim(&key, None, None).await.expect("A claims"));
-    let millis = dedup::clock::epoch_millis;
+    let millis = lambda_dedup::clock::epoch_millis;
     assert_eq!(millis(first.first_attempt_at), millis(clock.now()));
     for _ in 0..2 {
         clock.advance(Duration::from_secs(31)); // A (then B) crashed; the lease expired
@@ -188,10 +188,11 @@ async fn s6_a_takeover_inherits_the_first_attempt_time() {
 /// The leased flow over a provider that forgets idempotency keys after `retention`.
 async fn provider_forgets_after(
     retention: Duration,
-) -> (dedup_batch::Deduplicator, Arc<ManualClock>) {
+) -> (lambda_dedup_batch::Deduplicator, Arc<ManualClock>) {
     let (store, clock) = stores().await;
     let spec = dedup_tests::cloudevents_spec("payments");
-    let dedup = dedup_batch::Deduplicator::new(spec, store).with_provider_key_retention(retention);
+    let dedup =
+        lambda_dedup_batch::Deduplicator::new(spec, store).with_provider_key_retention(retention);
     (dedup, clock)
 }
 
@@ -201,7 +202,7 @@ async fn provider_forgets_after(
 /// calls the provider with the same key as before.
 #[tokio::test]
 async fn s16_a_takeover_past_the_provider_key_retention_does_not_call_the_provider() {
-    use dedup_batch::Outcome;
+    use lambda_dedup_batch::Outcome;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     // The provider forgets keys after 10 minutes; marks are kept an hour.
@@ -211,7 +212,7 @@ async fn s16_a_takeover_past_the_provider_key_retention_does_not_call_the_provid
     // First attempt: the process dies while the call is out (the future is dropped).
     let hung = dedup.leased(&msg, None, |_e, _l| async {
         calls.fetch_add(1, Ordering::SeqCst);
-        std::future::pending::<Result<Option<String>, dedup_batch::HandlerError>>().await
+        std::future::pending::<Result<Option<String>, lambda_dedup_batch::HandlerError>>().await
     });
     assert!(
         tokio::time::timeout(Duration::from_millis(200), hung)
@@ -224,7 +225,7 @@ async fn s16_a_takeover_past_the_provider_key_retention_does_not_call_the_provid
     clock.advance(Duration::from_secs(31));
     let again = dedup.leased(&msg, None, |_e, _l| async {
         calls.fetch_add(1, Ordering::SeqCst);
-        std::future::pending::<Result<Option<String>, dedup_batch::HandlerError>>().await
+        std::future::pending::<Result<Option<String>, lambda_dedup_batch::HandlerError>>().await
     });
     assert!(
         tokio::time::timeout(Duration::from_millis(200), again)
@@ -265,12 +266,12 @@ async fn s16_a_takeover_past_the_provider_key_retention_does_not_call_the_provid
 /// call; a redelivery is a duplicate, not a second call.
 #[tokio::test]
 async fn s16_an_oversized_provider_answer_is_stored_as_a_digest() {
-    use dedup_batch::Outcome;
+    use lambda_dedup_batch::Outcome;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     let (store, _clock) = stores().await;
     let store = store.with_max_result_bytes(1024);
-    let dedup = dedup_batch::Deduplicator::new(dedup_tests::cloudevents_spec("big"), store);
+    let dedup = lambda_dedup_batch::Deduplicator::new(dedup_tests::cloudevents_spec("big"), store);
     let calls = AtomicUsize::new(0);
     let msg = dedup_tests::credit(&unique("m"), &unique("evt"), "acct", 1);
     let call = |_e, _l| async {

@@ -41,9 +41,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use dedup::{Clock, Item, Message, Retention, Value};
-use dedup_batch::{BatchReport, Deduplicator, Outcome, run_batch, run_batch_transactional};
 use dedup_tests::{StoreKind, Stores, cloudevents_spec, credit_plan, unique};
+use lambda_dedup::{Clock, Item, Message, Retention, Value};
+use lambda_dedup_batch::{BatchReport, Deduplicator, Outcome, run_batch, run_batch_transactional};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -256,7 +256,7 @@ async fn run_schedule(kind: StoreKind, steps: Vec<Step>) {
     let clock = stores.clock.clone();
     let dedup = Deduplicator::with_store(
         cloudevents_spec("model"),
-        stores.store(dedup::store::DEFAULT_LEASE),
+        stores.store(lambda_dedup::store::DEFAULT_LEASE),
     );
     let dead = Deduplicator::with_store(cloudevents_spec("model"), stores.unreachable());
     let run = unique("model");
@@ -391,7 +391,9 @@ async fn run_schedule(kind: StoreKind, steps: Vec<Step>) {
                 }
             }
             Step::Batch { items, batch_mode } => {
-                let now = dedup::clock::from_epoch_millis(dedup::clock::epoch_millis(clock.now()));
+                let now = lambda_dedup::clock::from_epoch_millis(
+                    lambda_dedup::clock::epoch_millis(clock.now()),
+                );
                 let batch: Vec<Delivery> = items
                     .iter()
                     .map(|(e, c)| {

@@ -18,7 +18,7 @@
 //! And with permanent faults and faults outliving the invocation:
 //!
 //! - a provider that refuses one event's key for good (422, in half the schedules, from the
-//!   start): `dedup-http` classifies it as permanent (`HandlerError::Invalid`), so the leased flow
+//!   start): `lambda-dedup-http` classifies it as permanent (`HandlerError::Invalid`), so the leased flow
 //!   releases the claim and rejects the delivery (`invalid_payload`): dead-lettered, never
 //!   applied, never retried in a loop;
 //! - a provider slower than the invocation's deadline allows: the call is still out when the
@@ -83,13 +83,13 @@ use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
-use dedup::{Clock, DedupKey, Derived, ManualClock, MarkStatus, Message, Retention};
-use dedup_batch::{Deduplicator, HandlerError, Outcome, PROVIDER_KEY_EXPIRED, run_batch};
-use dedup_dynamodb::DynamoStore;
-use dedup_http::IdempotentClient;
-use dedup_memory::{Injected, Op};
 use dedup_tests::{StoreKind, Stores, cloudevents_spec, unique};
 use fake_provider::{Fault, Provider};
+use lambda_dedup::{Clock, DedupKey, Derived, ManualClock, MarkStatus, Message, Retention};
+use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, PROVIDER_KEY_EXPIRED, run_batch};
+use lambda_dedup_dynamodb::DynamoStore;
+use lambda_dedup_http::IdempotentClient;
+use lambda_dedup_memory::{Injected, Op};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -452,7 +452,7 @@ struct Event {
 struct World {
     stores: Stores,
     clock: Arc<ManualClock>,
-    store: Arc<dyn dedup::MarkStore>,
+    store: Arc<dyn lambda_dedup::MarkStore>,
     dedup: Deduplicator,
     /// The same table and clock through a client whose completes can be made to fail.
     faulty: Deduplicator,
@@ -469,7 +469,7 @@ impl World {
         let clock = stores.clock.clone();
         let store = stores.store(LEASE);
         let faults = Arc::new(CompleteFaults::default());
-        let faulty_store: Arc<dyn dedup::MarkStore> = match stores.memory() {
+        let faulty_store: Arc<dyn lambda_dedup::MarkStore> = match stores.memory() {
             // The memory store asks a hook before each call; the hook fails completes only.
             Some(memory) => {
                 let f = faults.clone();
@@ -484,10 +484,10 @@ impl World {
                                 CompleteFault::NeverSent => {
                                     let pk = key.map(|k| k.as_str().to_owned()).unwrap_or_default();
                                     lock(&f.unsent).push(pk);
-                                    Injected::Fail(dedup::FaultKind::Network)
+                                    Injected::Fail(lambda_dedup::FaultKind::Network)
                                 }
                                 CompleteFault::AnswerLost => {
-                                    Injected::LoseAnswer(dedup::FaultKind::Timeout)
+                                    Injected::LoseAnswer(lambda_dedup::FaultKind::Timeout)
                                 }
                             })
                         }))
@@ -513,7 +513,7 @@ impl World {
                 )
             }
         };
-        let dedup = |store: Arc<dyn dedup::MarkStore>| {
+        let dedup = |store: Arc<dyn lambda_dedup::MarkStore>| {
             let d = Deduplicator::with_store(cloudevents_spec("model-leased"), store);
             if forgetful {
                 d.with_provider_key_retention(PROVIDER_KEYS)
@@ -1130,7 +1130,7 @@ impl Model {
                         "event {e}: held by a dead owner"
                     );
                     let mark = mark.as_ref().expect("a mark");
-                    let ms = dedup::clock::epoch_millis;
+                    let ms = lambda_dedup::clock::epoch_millis;
                     assert_eq!(
                         mark.lease_expires_at.map(ms),
                         Some(ms(until)),

@@ -4,10 +4,10 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use dedup::{DedupKey, KeySpec, Message, Scope};
-use dedup_batch::{Deduplicator, HandlerError, Plan};
-use dedup_dynamodb::DynamoStore;
 use dedup_tests::{client, effect_table, mark_table, retention, unique};
+use lambda_dedup::{DedupKey, KeySpec, Message, Scope};
+use lambda_dedup_batch::{Deduplicator, HandlerError, Plan};
+use lambda_dedup_dynamodb::DynamoStore;
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -64,15 +64,15 @@ async fn s3_no_personal_data_in_keys_or_logs() {
         spec.clone(),
         DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
     );
-    let plan = |e: &dedup::Derived| -> Result<Plan, HandlerError> {
+    let plan = |e: &lambda_dedup::Derived| -> Result<Plan, HandlerError> {
         let data = &e
             .body
             .as_ref()
             .ok_or_else(|| HandlerError::Invalid("no body".into()))?["data"];
         Ok(Plan {
-            effects: vec![dedup::Effect::put(
+            effects: vec![lambda_dedup::Effect::put(
                 &fines,
-                dedup::Item::new()
+                lambda_dedup::Item::new()
                     .with("fine_id", e.key.idempotency_key().as_str())
                     .with("plate", data["plate"].as_str().unwrap_or_default()),
             )],

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use dedup::{Claim, Clock, Commit, DedupKey, ManualClock, RedeliveryHorizon, Retention};
-use dedup_dynamodb::DynamoStore;
 use dedup_tests::{client, get_item, mark_table, scope, unique};
+use lambda_dedup::{Claim, Clock, Commit, DedupKey, ManualClock, RedeliveryHorizon, Retention};
+use lambda_dedup_dynamodb::DynamoStore;
 
 /// S9: a mark whose TTL has passed but that DynamoDB has not deleted yet (on real AWS that can take
 /// days) counts as absent: `get` does not return it, and a new claim or commit takes it over.
@@ -113,9 +113,9 @@ fn s9_retention_shorter_than_the_redelivery_horizon_is_refused() {
 /// event at the same moment is applied as usual.
 #[tokio::test]
 async fn s10_an_event_older_than_the_retention_is_not_applied() {
-    use dedup::Message;
-    use dedup_batch::{Deduplicator, Outcome};
     use dedup_tests::{balance, cloudevents_spec, credit_plan, effect_table, retention};
+    use lambda_dedup::Message;
+    use lambda_dedup_batch::{Deduplicator, Outcome};
 
     let client = client();
     let balances = effect_table(&client, "account").await;
@@ -168,9 +168,9 @@ async fn s10_an_event_older_than_the_retention_is_not_applied() {
 /// An event a little ahead (clocks disagree) is applied as usual.
 #[tokio::test]
 async fn s10_an_event_from_the_far_future_is_not_applied() {
-    use dedup::Message;
-    use dedup_batch::{Deduplicator, Outcome};
     use dedup_tests::{balance, cloudevents_spec, credit_plan, effect_table, retention};
+    use lambda_dedup::Message;
+    use lambda_dedup_batch::{Deduplicator, Outcome};
 
     let client = client();
     let balances = effect_table(&client, "account").await;

@@ -22,8 +22,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use dedup::{KeySpec, Message, Scope};
 use fake_provider::Fault;
+use lambda_dedup::{KeySpec, Message, Scope};
 use serde_json::json;
 
 use crate::Result;
@@ -78,7 +78,7 @@ fn no_identity(run: &str) -> String {
 }
 
 /// The mark key `function` derives for `body` (namespace `demo`, as the stack configures).
-fn key(function: &str, body: &str) -> Result<dedup::DedupKey> {
+fn key(function: &str, body: &str) -> Result<lambda_dedup::DedupKey> {
     let spec = KeySpec::cloudevents(
         Scope::new("demo", function).map_err(|e| e.to_string())?,
         "tenantid",
@@ -157,7 +157,7 @@ async fn final_state(
         let mut wrong = Vec::new();
         for (account, want) in expected {
             // Balances are kept per tenant (S1): the chaos events are tenant `bank-a`'s.
-            let item = dedup::tenant_scoped("bank-a", account);
+            let item = lambda_dedup::tenant_scoped("bank-a", account);
             let got = get_string(stack, TABLE_BALANCES, "account", &item, "balance").await?;
             if got.as_deref() != Some(want.to_string().as_str()) {
                 wrong.push(format!("{account}: {got:?} (want {want})"));

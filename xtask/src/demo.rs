@@ -298,7 +298,7 @@ pub(crate) async fn run(root: &Path) -> Result<()> {
     {
         // Balances are kept per tenant (S1): the demo's events are all tenant `bank-a`'s.
         *expected
-            .entry(dedup::tenant_scoped("bank-a", a))
+            .entry(lambda_dedup::tenant_scoped("bank-a", a))
             .or_default() += n;
     }
     let balances: BTreeMap<String, i64> = scan(&stack, TABLE_BALANCES)

@@ -327,7 +327,7 @@ pub(crate) fn run(root: &Path, cases: u64, memory: u64) -> Result<()> {
     if memory > 0 {
         md.push_str(&format!(
             "\n## Both flows on the memory store\n\nThe same schedules and checks as above, on \
-             `dedup-memory`'s store, which passes the conformance suite the DynamoDB store passes \
+             `lambda-dedup-memory`'s store, which passes the conformance suite the DynamoDB store passes \
              (`tests/integration/conformance.rs`); the leased flow still calls the fake provider \
              over HTTP. {memory} schedules per flow, run by {MEMORY_PROCESSES} test processes side by \
              side (each with its own random seeds; the leased schedules mostly wait on the \

@@ -141,7 +141,7 @@ impl Stack {
             "creating tables (TTL on the mark table, a stream on intents), queues with DLQs and the reconciliation queue",
         );
         let marks_stream =
-            dedup_dynamodb::provision::create_mark_table(&dynamodb, TABLE_MARKS, true)
+            lambda_dedup_dynamodb::provision::create_mark_table(&dynamodb, TABLE_MARKS, true)
                 .await
                 .map_err(|e| format!("mark table: {e}"))?
                 .ok_or("the mark table has no stream")?;
@@ -417,7 +417,7 @@ async fn create_table(
     key: &str,
     stream: bool,
 ) -> Result<Option<String>> {
-    dedup_dynamodb::provision::create_table(client, name, key, stream)
+    lambda_dedup_dynamodb::provision::create_table(client, name, key, stream)
         .await
         .map_err(|e| format!("create table {name}: {e}"))
 }

@@ -2,14 +2,14 @@
 //! balance of `data.account` — happens once per event, however often SQS delivers it. The credit
 //! and the event's mark commit in one DynamoDB transaction; redeliveries are duplicates.
 //!
-//! Environment: `MARKS_TABLE` (see `dedup_dynamodb::provision`), `BALANCES_TABLE` (key
+//! Environment: `MARKS_TABLE` (see `lambda_dedup_dynamodb::provision`), `BALANCES_TABLE` (key
 //! `account`). The tests at the bottom run the same handler on the in-memory store.
 
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use dedup::{Derived, Effect, Item, KeySpec, Retention, Scope};
-use dedup_batch::{Deduplicator, HandlerError, Plan, run_batch_transactional};
+use lambda_dedup::{Derived, Effect, Item, KeySpec, Retention, Scope};
+use lambda_dedup_batch::{Deduplicator, HandlerError, Plan, run_batch_transactional};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 /// The `data` of a credit event (CloudEvents JSON in the SQS body).
@@ -23,7 +23,7 @@ struct Credit {
 fn plan(balances: &str, event: &Derived) -> Result<Plan, HandlerError> {
     let credit: Credit = serde_json::from_value(HandlerError::data(event)?.clone())
         .map_err(|_| HandlerError::Invalid("data must be {account, amount}".into()))?;
-    let account = dedup::tenant_scoped(&event.tenant, &credit.account);
+    let account = lambda_dedup::tenant_scoped(&event.tenant, &credit.account);
     let effect = Effect::update(balances, Item::new().with("account", account))
         .expression("ADD balance :amount")
         .value(":amount", credit.amount);
@@ -40,7 +40,7 @@ async fn handle(
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
     let spec = key_spec();
-    lambda_edge::run_sqs_batch("sqs-credit", &spec, event, |batch| {
+    lambda_dedup_runtime::run_sqs_batch("sqs-credit", &spec, event, |batch| {
         run_batch_transactional(batch, 10, dedup, |e| plan(balances, e))
     })
     .await
@@ -55,8 +55,8 @@ fn key_spec() -> KeySpec {
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let retention = Retention::unchecked(Duration::from_secs(30 * 86_400))?;
-    let marks = dedup_dynamodb::DynamoStore::new(
-        dedup_dynamodb::connect().await,
+    let marks = lambda_dedup_dynamodb::DynamoStore::new(
+        lambda_dedup_dynamodb::connect().await,
         std::env::var("MARKS_TABLE")?,
         retention,
     );
@@ -70,7 +70,7 @@ async fn main() -> Result<(), Error> {
 mod tests {
     use super::*;
     use aws_lambda_events::event::sqs::SqsMessage;
-    use dedup_memory::MemoryStore;
+    use lambda_dedup_memory::MemoryStore;
 
     fn record(message_id: &str, event_id: &str, amount: i64) -> SqsMessage {
         let body = serde_json::json!({"specversion": "1.0", "type": "credit", "source": "/bank",
@@ -119,6 +119,6 @@ mod tests {
         let balance = store
             .item("balances", &Item::new().with("account", "acme/a-1"))
             .expect("credited");
-        assert_eq!(balance.0["balance"], dedup::Value::N("15".into()));
+        assert_eq!(balance.0["balance"], lambda_dedup::Value::N("15".into()));
     }
 }

@@ -2,8 +2,8 @@
 //! `LambdaEvent::new` (as its tests do).
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use dedup::KeySpec;
-use dedup_batch::{Deduplicator, run_batch_transactional};
+use lambda_dedup::KeySpec;
+use lambda_dedup_batch::{Deduplicator, run_batch_transactional};
 use lambda_runtime::{Error, LambdaEvent};
 
 use crate::notice;
@@ -21,16 +21,16 @@ pub(crate) struct Notices {
 }
 
 impl Notices {
-    /// From the environment: `lambda_edge::settings` plus `FINES_TABLE` and `INTENTS_TABLE`.
+    /// From the environment: `lambda_dedup_runtime::settings` plus `FINES_TABLE` and `INTENTS_TABLE`.
     pub(crate) async fn from_env() -> Result<Self, Error> {
-        let settings = lambda_edge::Settings::from_env(FUNCTION)?;
+        let settings = lambda_dedup_runtime::Settings::from_env(FUNCTION)?;
         let spec = notice::key_spec(settings.scope.clone());
         Ok(Self {
-            dedup: settings.deduplicator(spec.clone(), dedup_dynamodb::connect().await),
+            dedup: settings.deduplicator(spec.clone(), lambda_dedup_dynamodb::connect().await),
             spec,
             tables: notice::Tables {
-                fines: lambda_edge::required("FINES_TABLE")?,
-                intents: lambda_edge::required("INTENTS_TABLE")?,
+                fines: lambda_dedup_runtime::required("FINES_TABLE")?,
+                intents: lambda_dedup_runtime::required("INTENTS_TABLE")?,
             },
             max_concurrency: settings.max_concurrency,
         })
@@ -43,7 +43,7 @@ pub(crate) async fn handle(
     notices: &Notices,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
-    lambda_edge::run_sqs_batch(FUNCTION, &notices.spec, event, |batch| {
+    lambda_dedup_runtime::run_sqs_batch(FUNCTION, &notices.spec, event, |batch| {
         run_batch_transactional(batch, notices.max_concurrency, &notices.dedup, |e| {
             notice::plan(&notices.tables, e)
         })
@@ -54,8 +54,8 @@ pub(crate) async fn handle(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dedup::{Retention, Scope};
-    use dedup_dynamodb::DynamoStore;
+    use lambda_dedup::{Retention, Scope};
+    use lambda_dedup_dynamodb::DynamoStore;
     use std::time::Duration;
 
     /// The handler, called as Lambda calls it, on the sample notice, twice: one fine and one
@@ -93,7 +93,7 @@ mod tests {
             let count = |table: String, name: &'static str, value: &'static str| {
                 let client = client.clone();
                 async move {
-                    dedup_dynamodb::scan_where(&client, &table, name, value)
+                    lambda_dedup_dynamodb::scan_where(&client, &table, name, value)
                         .await
                         .expect("scan")
                         .len()

@@ -5,7 +5,7 @@
 //! reporting the same fine are two events here, a business correlation question (S3).
 //!
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
-//! `lambda_edge::settings` plus `FINES_TABLE` and `INTENTS_TABLE`.
+//! `lambda_dedup_runtime::settings` plus `FINES_TABLE` and `INTENTS_TABLE`.
 
 // The handler's nested async blocks (runtime, batch runner, store calls) are deep types.
 #![recursion_limit = "256"]
@@ -17,7 +17,7 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    lambda_edge::init_tracing();
+    lambda_dedup_runtime::init_tracing();
     // Clients and configuration once per container, outside the handler.
     let notices = handler::Notices::from_env().await?;
     let notices = &notices;

@@ -1,7 +1,7 @@
 //! What a fine notice writes.
 
-use dedup::{Derived, Effect, Item};
-use dedup_batch::{HandlerError, Plan};
+use lambda_dedup::{Derived, Effect, Item};
+use lambda_dedup_batch::{HandlerError, Plan};
 use serde::Deserialize;
 
 /// The tables a notice writes to.
@@ -98,15 +98,15 @@ pub(crate) const DEPENDS_ON: &[&str] = &[
 
 /// How this function derives keys: CloudEvents `source` + `id`, tenant from `tenantid`, and a
 /// fingerprint of [`DEPENDS_ON`].
-pub(crate) fn key_spec(scope: dedup::Scope) -> dedup::KeySpec {
-    dedup::KeySpec::cloudevents(scope, "tenantid")
-        .fingerprint(dedup::FingerprintSource::pointers(DEPENDS_ON))
+pub(crate) fn key_spec(scope: lambda_dedup::Scope) -> lambda_dedup::KeySpec {
+    lambda_dedup::KeySpec::cloudevents(scope, "tenantid")
+        .fingerprint(lambda_dedup::FingerprintSource::pointers(DEPENDS_ON))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dedup::{DedupKey, Scope, Value};
+    use lambda_dedup::{DedupKey, Scope, Value};
     use serde_json::json;
 
     fn tables() -> Tables {
@@ -203,8 +203,8 @@ mod tests {
     #[test]
     fn s11_every_field_the_effect_depends_on_is_fingerprinted() {
         let sample: serde_json::Value = serde_json::from_str(r#"{"specversion": "1.0", "type": "fine.notice", "source": "/dgt", "id": "n-1", "tenantid": "dgt", "time": "2026-11-30T10:00:00Z", "data": {"notice_number": "N1", "plate": "1234ABC", "offence": "speeding", "issued_at": "2026-11-01", "amount_cents": 10000}}"#).expect("sample");
-        lambda_edge::testing::assert_fingerprint_covers(
-            &key_spec(dedup::Scope::new("t", "c").expect("scope")),
+        lambda_dedup_runtime::testing::assert_fingerprint_covers(
+            &key_spec(lambda_dedup::Scope::new("t", "c").expect("scope")),
             &sample,
             DEPENDS_ON,
         );

@@ -7,7 +7,7 @@
 //! - a **transient** failure (5xx, 409 in flight, 429, timeouts, DynamoDB faults) is reported as
 //!   the batch item failure, so Lambda retries from that record, in order (S12, S13);
 //! - a **permanent** refusal (400, 401, 403, 404, 422…, classified once by
-//!   [`dedup_http::CallError::permanence`]), or an intent that can never be posted as it is, is
+//!   [`lambda_dedup_http::CallError::permanence`]), or an intent that can never be posted as it is, is
 //!   **parked**: the intent becomes `FAILED` with a reason code, is counted (`Parked`), and the
 //!   relay moves on (S15);
 //! - before each record, if the invocation has less time left than one provider call plus a

@@ -17,15 +17,18 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    lambda_edge::init_tracing();
+    lambda_dedup_runtime::init_tracing();
     let relay = Relay::new(
-        &lambda_edge::required("COLLECTIONS_API_URL")?,
-        lambda_edge::settings::provider_timeout()?,
-        Duration::from_millis(lambda_edge::optional("RELAY_DEADLINE_MARGIN_MS", 2_000u64)?),
-        lambda_edge::required("INTENTS_TABLE")?,
-        dedup_dynamodb::connect().await,
+        &lambda_dedup_runtime::required("COLLECTIONS_API_URL")?,
+        lambda_dedup_runtime::settings::provider_timeout()?,
+        Duration::from_millis(lambda_dedup_runtime::optional(
+            "RELAY_DEADLINE_MARGIN_MS",
+            2_000u64,
+        )?),
+        lambda_dedup_runtime::required("INTENTS_TABLE")?,
+        lambda_dedup_dynamodb::connect().await,
     )?;
-    let redrive_after = Duration::from_secs(lambda_edge::optional(
+    let redrive_after = Duration::from_secs(lambda_dedup_runtime::optional(
         "RELAY_REDRIVE_AFTER_SECONDS",
         3_600u64,
     )?);
@@ -34,7 +37,7 @@ async fn main() -> Result<(), Error> {
         move |event: LambdaEvent<serde_json::Value>| async move {
             // Two triggers: the intents table's stream, and a schedule for the sweep.
             if event.payload.get("Records").is_some() {
-                let deadline = lambda_edge::deadline(&event.context);
+                let deadline = lambda_dedup_runtime::deadline(&event.context);
                 let stream: Event = serde_json::from_value(event.payload)?;
                 let handled = relay.handle(&stream, deadline).await;
                 Ok::<serde_json::Value, Error>(serde_json::to_value(handled.response)?)

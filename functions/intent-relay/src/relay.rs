@@ -4,9 +4,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
-use dedup::{Effect, Item};
-use dedup_dynamodb::Client;
-use dedup_http::IdempotentClient;
+use lambda_dedup::{Effect, Item};
+use lambda_dedup_dynamodb::Client;
+use lambda_dedup_http::IdempotentClient;
 
 /// The function's name: the `Function` dimension of its metrics.
 pub const FUNCTION: &str = "intent-relay";
@@ -176,7 +176,7 @@ impl Tally {
     /// One CloudWatch EMF record of this tally (namespace `lambda-dedup`, dimension `Function`).
     /// Its names are not the SQS functions' outcomes, so `cargo xtask audit` leaves it alone.
     pub fn emf_line(&self) -> String {
-        lambda_edge::emf::line(
+        lambda_dedup_runtime::emf::line(
             FUNCTION,
             &[
                 ("Records", "Count", self.records),
@@ -220,7 +220,7 @@ impl Relay {
         margin: Duration,
         intents: String,
         client: Client,
-    ) -> Result<Self, dedup_http::BuildError> {
+    ) -> Result<Self, lambda_dedup_http::BuildError> {
         Ok(Self {
             api: IdempotentClient::new(api_url, provider_timeout)?,
             provider_timeout,
@@ -347,15 +347,20 @@ impl Relay {
 
     /// Whether the intent is still `PENDING`, read strongly consistently.
     async fn still_pending(&self, intent_id: &str) -> Result<bool, String> {
-        let item = dedup_dynamodb::read_item(&self.client, &self.intents, &Self::key(intent_id))
-            .await
-            .map_err(|e| format!("reading the intent: {e}"))?;
+        let item =
+            lambda_dedup_dynamodb::read_item(&self.client, &self.intents, &Self::key(intent_id))
+                .await
+                .map_err(|e| format!("reading the intent: {e}"))?;
         Ok(item.is_some_and(|i| i.get("status").map(String::as_str) == Some(PENDING)))
     }
 
     /// Marks the intent `CONFIRMED` with the API's receipt. Bookkeeping only: the API's
     /// idempotency already made the effect once; the condition makes a repeat a no-op.
-    async fn confirm(&self, intent_id: &str, receipt: dedup_http::Receipt) -> Result<Done, String> {
+    async fn confirm(
+        &self,
+        intent_id: &str,
+        receipt: lambda_dedup_http::Receipt,
+    ) -> Result<Done, String> {
         let confirm = Effect::update(&self.intents, Self::key(intent_id))
             .condition("#status = :pending")
             .name("#status", "status")
@@ -372,7 +377,7 @@ impl Relay {
                 .name("#receipt_bytes", "receipt_bytes")
                 .value(":bytes", receipt.body.len())
         };
-        match dedup_dynamodb::write_effects(&self.client, &[confirm]).await {
+        match lambda_dedup_dynamodb::write_effects(&self.client, &[confirm]).await {
             Ok(true) => {
                 tracing::info!(intent_id, replayed = receipt.replayed, "intent confirmed");
                 Ok(Done::Confirmed)
@@ -399,7 +404,7 @@ impl Relay {
             .value(":pending", PENDING)
             .value(":reason", reason)
             .value(":now", now_ms);
-        match dedup_dynamodb::write_effects(&self.client, &[park]).await {
+        match lambda_dedup_dynamodb::write_effects(&self.client, &[park]).await {
             Ok(true) => {
                 tracing::warn!(
                     intent_id,
@@ -428,7 +433,7 @@ pub struct Swept {
 impl Swept {
     /// One CloudWatch EMF record of this sweep.
     pub fn emf_line(&self) -> String {
-        lambda_edge::emf::line(
+        lambda_dedup_runtime::emf::line(
             FUNCTION,
             &[
                 ("PendingIntents", "Count", self.pending),
@@ -457,9 +462,10 @@ impl Relay {
         &self,
         now: SystemTime,
         older_than: Duration,
-    ) -> Result<Swept, dedup_dynamodb::Error> {
+    ) -> Result<Swept, lambda_dedup_dynamodb::Error> {
         let pending =
-            dedup_dynamodb::scan_where(&self.client, &self.intents, "status", PENDING).await?;
+            lambda_dedup_dynamodb::scan_where(&self.client, &self.intents, "status", PENDING)
+                .await?;
         let now_ms = now
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
@@ -489,7 +495,7 @@ impl Relay {
                 .name("#status", "status")
                 .value(":now", now_ms)
                 .value(":pending", PENDING);
-            match dedup_dynamodb::write_effects(&self.client, &[stamp]).await {
+            match lambda_dedup_dynamodb::write_effects(&self.client, &[stamp]).await {
                 Ok(true) => swept.redriven += 1,
                 Ok(false) => {} // settled meanwhile
                 Err(e) => return Err(e),

@@ -7,14 +7,14 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use aws_lambda_events::event::dynamodb::Event;
-use dedup::{Effect, Item};
-use dedup_http::IdempotentClient;
 use fake_provider::{Fault, Provider};
 use intent_relay::{Handled, Relay};
+use lambda_dedup::{Effect, Item};
+use lambda_dedup_http::IdempotentClient;
 use serde_json::json;
 
 struct World {
-    client: dedup_dynamodb::Client,
+    client: lambda_dedup_dynamodb::Client,
     intents: String,
     provider: Provider,
     url: String,
@@ -24,7 +24,7 @@ impl World {
     async fn new() -> Self {
         let client = dedup_tests::client();
         let intents = dedup_tests::unique("intents");
-        dedup_dynamodb::provision::create_table(&client, &intents, "intent_id", false)
+        lambda_dedup_dynamodb::provision::create_table(&client, &intents, "intent_id", false)
             .await
             .expect("create intents table");
         let provider = Provider::new();
@@ -59,7 +59,7 @@ impl World {
             .with("amount_cents", 10_000)
             .with("status", status);
         let written =
-            dedup_dynamodb::write_effects(&self.client, &[Effect::put(&self.intents, item)])
+            lambda_dedup_dynamodb::write_effects(&self.client, &[Effect::put(&self.intents, item)])
                 .await
                 .expect("put intent");
         assert!(written);
@@ -337,7 +337,7 @@ async fn put_aged(w: &World, id: &str, age: Option<Duration>) {
         item = item.with("created_at", created);
     }
     assert!(
-        dedup_dynamodb::write_effects(&w.client, &[Effect::put(&w.intents, item)])
+        lambda_dedup_dynamodb::write_effects(&w.client, &[Effect::put(&w.intents, item)])
             .await
             .expect("put intent")
     );

@@ -2,8 +2,8 @@
 //! `LambdaEvent::new` (as its tests do).
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use dedup::KeySpec;
-use dedup_batch::{Deduplicator, run_batch_transactional};
+use lambda_dedup::KeySpec;
+use lambda_dedup_batch::{Deduplicator, run_batch_transactional};
 use lambda_runtime::{Error, LambdaEvent};
 
 use crate::ledger;
@@ -21,14 +21,14 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
-    /// From the environment: `lambda_edge::settings` plus `BALANCES_TABLE`.
+    /// From the environment: `lambda_dedup_runtime::settings` plus `BALANCES_TABLE`.
     pub(crate) async fn from_env() -> Result<Self, Error> {
-        let settings = lambda_edge::Settings::from_env(FUNCTION)?;
+        let settings = lambda_dedup_runtime::Settings::from_env(FUNCTION)?;
         let spec = ledger::key_spec(settings.scope.clone());
         Ok(Self {
-            dedup: settings.deduplicator(spec.clone(), dedup_dynamodb::connect().await),
+            dedup: settings.deduplicator(spec.clone(), lambda_dedup_dynamodb::connect().await),
             spec,
-            balances: lambda_edge::required("BALANCES_TABLE")?,
+            balances: lambda_dedup_runtime::required("BALANCES_TABLE")?,
             max_concurrency: settings.max_concurrency,
         })
     }
@@ -40,7 +40,7 @@ pub(crate) async fn handle(
     ledger: &Ledger,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
-    lambda_edge::run_sqs_batch(FUNCTION, &ledger.spec, event, |batch| {
+    lambda_dedup_runtime::run_sqs_batch(FUNCTION, &ledger.spec, event, |batch| {
         run_batch_transactional(batch, ledger.max_concurrency, &ledger.dedup, |e| {
             ledger::plan(&ledger.balances, e)
         })
@@ -51,11 +51,11 @@ pub(crate) async fn handle(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dedup::{Retention, Scope};
-    use dedup_dynamodb::DynamoStore;
+    use lambda_dedup::{Retention, Scope};
+    use lambda_dedup_dynamodb::DynamoStore;
     use std::time::Duration;
 
-    async fn ledger() -> (Ledger, dedup_dynamodb::Client) {
+    async fn ledger() -> (Ledger, lambda_dedup_dynamodb::Client) {
         let client = dedup_tests::client();
         let marks = dedup_tests::mark_table(&client).await;
         let balances = dedup_tests::effect_table(&client, "account").await;
@@ -97,7 +97,7 @@ mod tests {
             .await
             .expect("handled");
             assert!(answer.batch_item_failures.is_empty());
-            let item = dedup::tenant_scoped("bank-a", "credito-17");
+            let item = lambda_dedup::tenant_scoped("bank-a", "credito-17");
             assert_eq!(
                 dedup_tests::balance(&client, &ledger.balances, &item).await,
                 Some(7),
@@ -124,7 +124,7 @@ mod tests {
             .map(|f| f.item_identifier.clone())
             .collect();
         assert_eq!(failed, ["m-2"]);
-        let item = dedup::tenant_scoped("bank-a", "credito-17");
+        let item = lambda_dedup::tenant_scoped("bank-a", "credito-17");
         assert_eq!(
             dedup_tests::balance(&client, &ledger.balances, &item).await,
             Some(7)

@@ -1,7 +1,7 @@
 //! What a ledger event changes.
 
-use dedup::{Derived, Effect, Item};
-use dedup_batch::{HandlerError, Plan};
+use lambda_dedup::{Derived, Effect, Item};
+use lambda_dedup_batch::{HandlerError, Plan};
 use serde::Deserialize;
 
 /// Longest account id accepted.
@@ -66,7 +66,7 @@ pub(crate) fn plan(balances: &str, event: &Derived) -> Result<Plan, HandlerError
                 balances,
                 Item::new().with(
                     "account",
-                    dedup::tenant_scoped(&event.tenant, account).as_str(),
+                    lambda_dedup::tenant_scoped(&event.tenant, account).as_str(),
                 ),
             )
             .expression("ADD #balance :delta, #events :one")
@@ -85,15 +85,15 @@ pub(crate) const DEPENDS_ON: &[&str] = &["/type", "/data/account", "/data/amount
 
 /// How this function derives keys: CloudEvents `source` + `id`, tenant from `tenantid`, and a
 /// fingerprint of [`DEPENDS_ON`].
-pub(crate) fn key_spec(scope: dedup::Scope) -> dedup::KeySpec {
-    dedup::KeySpec::cloudevents(scope, "tenantid")
-        .fingerprint(dedup::FingerprintSource::pointers(DEPENDS_ON))
+pub(crate) fn key_spec(scope: lambda_dedup::Scope) -> lambda_dedup::KeySpec {
+    lambda_dedup::KeySpec::cloudevents(scope, "tenantid")
+        .fingerprint(lambda_dedup::FingerprintSource::pointers(DEPENDS_ON))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dedup::{DedupKey, Scope, Value};
+    use lambda_dedup::{DedupKey, Scope, Value};
     use serde_json::json;
 
     fn event(body: serde_json::Value) -> Derived {
@@ -173,8 +173,8 @@ mod tests {
     #[test]
     fn s11_every_field_the_effect_depends_on_is_fingerprinted() {
         let sample: serde_json::Value = serde_json::from_str(r#"{"specversion": "1.0", "type": "credit", "source": "/bank", "id": "e-1", "tenantid": "bank-a", "time": "2026-11-30T10:00:00Z", "data": {"account": "credito-17", "amount": 10}}"#).expect("sample");
-        lambda_edge::testing::assert_fingerprint_covers(
-            &key_spec(dedup::Scope::new("t", "c").expect("scope")),
+        lambda_dedup_runtime::testing::assert_fingerprint_covers(
+            &key_spec(lambda_dedup::Scope::new("t", "c").expect("scope")),
             &sample,
             DEPENDS_ON,
         );

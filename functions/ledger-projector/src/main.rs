@@ -3,7 +3,7 @@
 //! one transaction (S5): a redelivered, replayed or retried event never moves a balance twice.
 //!
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
-//! `lambda_edge::settings` plus `BALANCES_TABLE`.
+//! `lambda_dedup_runtime::settings` plus `BALANCES_TABLE`.
 
 // The handler's nested async blocks (runtime, batch runner, store calls) are deep types.
 #![recursion_limit = "256"]
@@ -15,7 +15,7 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    lambda_edge::init_tracing();
+    lambda_dedup_runtime::init_tracing();
     // Clients and configuration once per container, outside the handler.
     let ledger = handler::Ledger::from_env().await?;
     let ledger = &ledger;

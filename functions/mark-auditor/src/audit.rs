@@ -54,7 +54,7 @@ pub(crate) fn tally(records: &[EventRecord]) -> Tally {
 
 /// One EMF record of `purged` TTL purges for `consumer`.
 pub(crate) fn emf_line(consumer: &str, purged: u64) -> String {
-    lambda_edge::emf::line(consumer, &[("Purged", "Count", purged)])
+    lambda_dedup_runtime::emf::line(consumer, &[("Purged", "Count", purged)])
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    lambda_edge::init_tracing();
+    lambda_dedup_runtime::init_tracing();
     lambda_runtime::run(service_fn(handle)).await
 }
 

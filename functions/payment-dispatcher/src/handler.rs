@@ -2,9 +2,9 @@
 //! `LambdaEvent::new` (as its tests do).
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use dedup::KeySpec;
-use dedup_batch::Deduplicator;
-use dedup_http::IdempotentClient;
+use lambda_dedup::KeySpec;
+use lambda_dedup_batch::Deduplicator;
+use lambda_dedup_http::IdempotentClient;
 use lambda_runtime::{Error, LambdaEvent};
 
 use crate::payment;
@@ -22,16 +22,16 @@ pub(crate) struct Payments {
 }
 
 impl Payments {
-    /// From the environment: `lambda_edge::settings` plus `PAYMENTS_API_URL`.
+    /// From the environment: `lambda_dedup_runtime::settings` plus `PAYMENTS_API_URL`.
     pub(crate) async fn from_env() -> Result<Self, Error> {
-        let settings = lambda_edge::Settings::from_env(FUNCTION)?;
+        let settings = lambda_dedup_runtime::Settings::from_env(FUNCTION)?;
         let spec = payment::key_spec(settings.scope.clone());
         Ok(Self {
             api: IdempotentClient::new(
-                &lambda_edge::required("PAYMENTS_API_URL")?,
+                &lambda_dedup_runtime::required("PAYMENTS_API_URL")?,
                 settings.provider_timeout,
             )?,
-            dedup: settings.deduplicator(spec.clone(), dedup_dynamodb::connect().await),
+            dedup: settings.deduplicator(spec.clone(), lambda_dedup_dynamodb::connect().await),
             spec,
             max_concurrency: settings.max_concurrency,
         })
@@ -44,8 +44,8 @@ pub(crate) async fn handle(
     payments: &Payments,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
-    let deadline = lambda_edge::deadline(&event.context);
-    lambda_edge::run_sqs(
+    let deadline = lambda_dedup_runtime::deadline(&event.context);
+    lambda_dedup_runtime::run_sqs(
         FUNCTION,
         &payments.spec,
         event,
@@ -70,8 +70,8 @@ pub(crate) async fn handle(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dedup::{Retention, Scope};
-    use dedup_dynamodb::DynamoStore;
+    use lambda_dedup::{Retention, Scope};
+    use lambda_dedup_dynamodb::DynamoStore;
     use std::time::Duration;
 
     /// The handler, called as Lambda calls it, on the sample payment, twice: the provider

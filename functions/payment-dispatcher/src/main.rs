@@ -4,7 +4,7 @@
 //! provider's receipt is stored with the mark for duplicates (S6, S8).
 //!
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
-//! `lambda_edge::settings` plus `PAYMENTS_API_URL` and optionally `PROVIDER_TIMEOUT_MS`.
+//! `lambda_dedup_runtime::settings` plus `PAYMENTS_API_URL` and optionally `PROVIDER_TIMEOUT_MS`.
 
 // The handler's nested async blocks (runtime, batch runner, store calls) are deep types.
 #![recursion_limit = "256"]
@@ -16,7 +16,7 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    lambda_edge::init_tracing();
+    lambda_dedup_runtime::init_tracing();
     // Clients and configuration once per container, outside the handler.
     let payments = handler::Payments::from_env().await?;
     let payments = &payments;

@@ -1,7 +1,7 @@
 //! What a payment request asks the provider for.
 
-use dedup::Derived;
-use dedup_batch::HandlerError;
+use lambda_dedup::Derived;
+use lambda_dedup_batch::HandlerError;
 use serde::Deserialize;
 
 /// A payment request's `data`, as it arrives (other fields ignored).
@@ -52,15 +52,15 @@ pub(crate) const DEPENDS_ON: &[&str] =
 
 /// How this function derives keys: CloudEvents `source` + `id`, tenant from `tenantid`, and a
 /// fingerprint of [`DEPENDS_ON`].
-pub(crate) fn key_spec(scope: dedup::Scope) -> dedup::KeySpec {
-    dedup::KeySpec::cloudevents(scope, "tenantid")
-        .fingerprint(dedup::FingerprintSource::pointers(DEPENDS_ON))
+pub(crate) fn key_spec(scope: lambda_dedup::Scope) -> lambda_dedup::KeySpec {
+    lambda_dedup::KeySpec::cloudevents(scope, "tenantid")
+        .fingerprint(lambda_dedup::FingerprintSource::pointers(DEPENDS_ON))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dedup::{DedupKey, Scope};
+    use lambda_dedup::{DedupKey, Scope};
     use serde_json::json;
 
     fn event(data: serde_json::Value) -> Derived {
@@ -105,8 +105,8 @@ mod tests {
     #[test]
     fn s11_every_field_the_effect_depends_on_is_fingerprinted() {
         let sample: serde_json::Value = serde_json::from_str(r#"{"specversion": "1.0", "type": "payment.requested", "source": "/shop", "id": "p-1", "tenantid": "shop-a", "time": "2026-11-30T10:00:00Z", "data": {"amount_cents": 1250, "currency": "EUR", "customer_ref": "c-9"}}"#).expect("sample");
-        lambda_edge::testing::assert_fingerprint_covers(
-            &key_spec(dedup::Scope::new("t", "c").expect("scope")),
+        lambda_dedup_runtime::testing::assert_fingerprint_covers(
+            &key_spec(lambda_dedup::Scope::new("t", "c").expect("scope")),
             &sample,
             DEPENDS_ON,
         );

@@ -1,0 +1,126 @@
+//! The Lambda runtime glue that every function shares: the only library that knows `aws_lambda_events`
+//! and `lambda_runtime`. It converts SQS events to the library's [`lambda_dedup::Message`]s and the
+//! [`lambda_dedup_batch::BatchReport`] back to a partial batch response, reads the configuration every
+//! function has from the environment (refusing to start on a bad one), and logs the account.
+//!
+//! # Layout
+//! - [`settings`]: [`Settings`] from `DEDUP_*` variables, including the S9 retention check.
+//! - [`sqs`]: [`run_sqs`]: one SQS invocation, from event to `SqsBatchResponse`.
+//! - [`reconcile`]: late events (S10) to the reconciliation queue.
+
+pub mod emf;
+pub mod reconcile;
+pub mod settings;
+pub mod sqs;
+#[doc(hidden)]
+pub mod testing;
+
+pub use settings::{Settings, SettingsError, optional, required};
+pub use sqs::{messages, response, run_sqs, run_sqs_batch};
+
+/// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.
+///
+/// Lambda sends it as epoch milliseconds, and that is how it is read. A local runtime that sends
+/// the function's timeout instead (`cargo lambda watch` 1.9 sends e.g. `600000`) needs the
+/// setting `DEDUP_RUNTIME_DEADLINE=relative`: the value is then read as milliseconds from now.
+/// `cargo xtask` sets it for the functions it runs; never set it in Lambda. No deadline at all
+/// (0) gives `None`.
+pub fn deadline(ctx: &lambda_runtime::Context) -> Option<std::time::SystemTime> {
+    deadline_from(ctx.deadline, relative_deadline())
+}
+
+/// The setting that says the runtime sends a timeout, not a deadline: read once per process.
+fn relative_deadline() -> bool {
+    static RELATIVE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *RELATIVE.get_or_init(|| {
+        std::env::var("DEDUP_RUNTIME_DEADLINE").is_ok_and(|v| v.eq_ignore_ascii_case("relative"))
+    })
+}
+
+fn deadline_from(ms: u64, relative: bool) -> Option<std::time::SystemTime> {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    match ms {
+        0 => None,
+        ms if relative => Some(SystemTime::now() + Duration::from_millis(ms)),
+        ms => Some(UNIX_EPOCH + Duration::from_millis(ms)),
+    }
+}
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::deadline_from;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    #[test]
+    fn the_deadline_is_read_as_lambda_sends_it_unless_the_setting_says_relative() {
+        let now = SystemTime::now();
+        let in_a_minute = now + Duration::from_secs(60);
+        let ms = in_a_minute
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or_default();
+        let lambda = deadline_from(ms, false).map(|d| d.duration_since(now).unwrap_or_default());
+        assert!(lambda.is_some_and(|left| left > Duration::from_secs(59)));
+        // A timeout read as a deadline lies in 1970, so product code never reinterprets it
+        // silently: only the documented setting makes it "from now".
+        assert!(deadline_from(600_000, false).is_some_and(|d| d < now));
+        let local = deadline_from(600_000, true).and_then(|d| d.duration_since(now).ok());
+        assert!(local.is_some_and(|left| left > Duration::from_secs(599)));
+        assert_eq!(deadline_from(0, false), None);
+        assert_eq!(deadline_from(0, true), None);
+    }
+}
+
+/// Sets up JSON or text logging as the Lambda environment asks (`AWS_LAMBDA_LOG_FORMAT`,
+/// `AWS_LAMBDA_LOG_LEVEL`, or `RUST_LOG`).
+pub fn init_tracing() {
+    lambda_runtime::tracing::init_default_subscriber();
+}
+
+#[cfg(test)]
+mod sample_events {
+    //! The sample events in `events/` (for `cargo lambda invoke --data-file`) stay valid: each
+    //! parses as the event its function takes, and every SQS message in them has a key.
+
+    use aws_lambda_events::event::dynamodb::Event;
+    use aws_lambda_events::event::sqs::SqsEvent;
+
+    fn read(name: &str) -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../events")
+            .join(name);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    #[test]
+    fn sqs_samples_parse_and_derive_keys() {
+        for name in [
+            "ledger-credit.json",
+            "fine-notice.json",
+            "payment-request.json",
+        ] {
+            let event: SqsEvent = serde_json::from_str(&read(name)).expect(name);
+            let spec = lambda_dedup::KeySpec::cloudevents(
+                lambda_dedup::Scope::new("demo", "sample").expect("scope"),
+                "tenantid",
+            );
+            for m in crate::messages(&event) {
+                assert!(spec.derive(&m).is_ok(), "{name}: {}", m.message_id);
+            }
+        }
+    }
+
+    #[test]
+    fn stream_and_schedule_samples_parse() {
+        for name in ["intent-insert.json", "mark-ttl-purge.json"] {
+            let event: Event = serde_json::from_str(&read(name)).expect(name);
+            assert_eq!(event.records.len(), 1, "{name}");
+        }
+        let sweep: serde_json::Value =
+            serde_json::from_str(&read("relay-sweep.json")).expect("sweep");
+        assert!(
+            sweep.get("Records").is_none(),
+            "the relay tells a sweep by its shape"
+        );
+    }
+}

@@ -1,0 +1,195 @@
+//! Late events go to reconciliation (S10). The library reports an event older than the retention
+//! window as rejected with code `late_event`: the mark table cannot say whether it was handled.
+//! With `DEDUP_RECONCILIATION_QUEUE_URL` set, such a message is sent to that queue and then
+//! acknowledged; if the send fails, or no queue is configured, it stays a batch item failure and
+//! ends in the DLQ like any rejection.
+//!
+//! What the reconciliation consumer gets, within SQS's 10 message attributes: the body as it
+//! came; `dedup-reason` (`late_event`); `dedup-key`, the event's dedup key (stable across every
+//! delivery of the event, so the consumer can deduplicate its own input); `dedup-message-id`,
+//! the original SQS message id; `dedup-attributes`, every original string attribute as one JSON
+//! object (nothing dropped); and the first [`NATIVE_ATTRIBUTES`] of those, by name, as
+//! attributes of their own.
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use aws_sdk_sqs::types::MessageAttributeValue;
+use lambda_dedup::KeySpec;
+use lambda_dedup_batch::{BatchReport, Outcome};
+use tokio::sync::OnceCell;
+
+/// The code the library gives a late event.
+pub const LATE_EVENT: &str = "late_event";
+/// The code the library gives an event whose time is implausibly far in the future.
+pub const IMPLAUSIBLE_TIME: &str = "implausible_time";
+/// What goes to reconciliation: events the mark table cannot judge (S10), and takeovers the
+/// provider may have forgotten (S16).
+const FOR_RECONCILIATION: [&str; 3] = [
+    LATE_EVENT,
+    IMPLAUSIBLE_TIME,
+    lambda_dedup_batch::PROVIDER_KEY_EXPIRED,
+];
+
+/// SQS's limit of message attributes on one message.
+const MAX_ATTRIBUTES: usize = 10;
+/// Attributes the router adds: reason, key, original message id, original attributes.
+const OWN_ATTRIBUTES: usize = 4;
+/// Original attributes also copied as attributes of their own (all are in `dedup-attributes`).
+pub const NATIVE_ATTRIBUTES: usize = MAX_ATTRIBUTES - OWN_ATTRIBUTES;
+
+/// The message attributes a late event is sent with (see the module docs): at most
+/// [`MAX_ATTRIBUTES`], whatever the original carried.
+pub fn late_attributes(
+    reason: &str,
+    key: &str,
+    message_id: &str,
+    original: &std::collections::HashMap<
+        String,
+        aws_lambda_events::event::sqs::SqsMessageAttribute,
+    >,
+) -> Vec<(String, String)> {
+    let strings: std::collections::BTreeMap<&str, &str> = original
+        .iter()
+        .filter(|(k, _)| !k.starts_with("dedup-"))
+        .filter_map(|(k, a)| Some((k.as_str(), a.string_value.as_deref()?)))
+        .collect();
+    let mut out = vec![
+        ("dedup-reason".to_owned(), reason.to_owned()),
+        ("dedup-key".to_owned(), key.to_owned()),
+        ("dedup-message-id".to_owned(), message_id.to_owned()),
+        (
+            "dedup-attributes".to_owned(),
+            serde_json::to_string(&strings).unwrap_or_else(|_| "{}".into()),
+        ),
+    ];
+    out.extend(
+        strings
+            .iter()
+            .take(NATIVE_ATTRIBUTES)
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
+    out
+}
+
+/// Where late events go.
+#[derive(Debug)]
+struct Queue {
+    client: aws_sdk_sqs::Client,
+    url: String,
+}
+
+/// Built once per container, on the first late event (most containers never see one, so cold
+/// starts do not pay for an SQS client).
+static QUEUE: OnceCell<Option<Queue>> = OnceCell::const_new();
+
+async fn queue() -> Option<&'static Queue> {
+    QUEUE
+        .get_or_init(|| async {
+            let url = std::env::var("DEDUP_RECONCILIATION_QUEUE_URL")
+                .ok()
+                .filter(|u| !u.trim().is_empty())?;
+            let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
+                .load()
+                .await;
+            Some(Queue {
+                client: aws_sdk_sqs::Client::new(&conf),
+                url,
+            })
+        })
+        .await
+        .as_ref()
+}
+
+/// Sends the report's late events to the reconciliation queue and takes the ones sent off the
+/// failures (they are acknowledged). The account is unchanged: they stay `rejected` (S14).
+pub async fn route_late_events(event: &SqsEvent, spec: &KeySpec, report: &mut BatchReport) {
+    let late: std::collections::HashMap<&str, &'static str> = report
+        .outcomes
+        .iter()
+        .filter_map(|(id, o)| match o {
+            Outcome::Rejected { code, .. } if FOR_RECONCILIATION.contains(code) => {
+                Some((id.as_str(), *code))
+            }
+            _ => None,
+        })
+        .collect();
+    if late.is_empty() {
+        return;
+    }
+    let Some(queue) = queue().await else {
+        tracing::warn!(
+            late = late.len(),
+            "late events and no DEDUP_RECONCILIATION_QUEUE_URL: they go to the DLQ"
+        );
+        return;
+    };
+    let mut sent = Vec::new();
+    for record in &event.records {
+        let Some((id, reason)) = record
+            .message_id
+            .as_deref()
+            .and_then(|id| Some((id, *late.get(id)?)))
+        else {
+            continue;
+        };
+        // The key was derived once already (that is how the event was found late); derive it
+        // again here rather than carry it through every outcome.
+        let Ok(key) = spec.derive(&crate::sqs::message(record)).map(|d| d.key) else {
+            continue;
+        };
+        let mut send = queue
+            .client
+            .send_message()
+            .queue_url(&queue.url)
+            .message_body(record.body.clone().unwrap_or_default());
+        for (name, value) in late_attributes(reason, key.as_str(), id, &record.message_attributes) {
+            if let Ok(v) = MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(value)
+                .build()
+            {
+                send = send.message_attributes(name, v);
+            }
+        }
+        match send.send().await {
+            Ok(_) => {
+                tracing::info!(message_id = id, "late event sent to reconciliation");
+                sent.push(id.to_owned());
+            }
+            Err(e) => tracing::warn!(message_id = id,
+                error = %aws_sdk_sqs::error::DisplayErrorContext(&e),
+                "could not send a late event to reconciliation; it will be retried"),
+        }
+    }
+    report.failures.retain(|id| !sent.contains(id));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_lambda_events::event::sqs::SqsMessageAttribute;
+
+    fn attribute(v: &str) -> SqsMessageAttribute {
+        serde_json::from_value(serde_json::json!({"stringValue": v, "dataType": "String"}))
+            .expect("attribute")
+    }
+
+    /// S10: a late event with the 10 attributes SQS allows is still routable: the router's
+    /// own attributes fit, every original one is kept (in `dedup-attributes`), and the
+    /// consumer gets the dedup key and the original message id to deduplicate its input.
+    #[test]
+    fn s10_late_event_attributes_stay_within_sqs_limit_and_carry_the_key() {
+        let original: std::collections::HashMap<String, SqsMessageAttribute> = (0..10)
+            .map(|i| (format!("attr-{i}"), attribute(&format!("v{i}"))))
+            .collect();
+        let out = late_attributes(LATE_EVENT, "demo#ledger#abc", "m-1", &original);
+        assert!(out.len() <= MAX_ATTRIBUTES, "{} attributes", out.len());
+        let get = |k: &str| out.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("dedup-reason"), Some(LATE_EVENT));
+        assert_eq!(get("dedup-key"), Some("demo#ledger#abc"));
+        assert_eq!(get("dedup-message-id"), Some("m-1"));
+        let all: std::collections::BTreeMap<String, String> =
+            serde_json::from_str(get("dedup-attributes").expect("kept")).expect("json");
+        assert_eq!(all.len(), 10, "every original attribute is kept");
+        assert_eq!(get("attr-0"), Some("v0"));
+    }
+}

@@ -1,0 +1,397 @@
+//! Configuration shared by every function, from the environment.
+//!
+//! | variable | meaning | default |
+//! | --- | --- | --- |
+//! | `DEDUP_NAMESPACE` | environment namespace of keys (`prod`, `dev`), S1 | required |
+//! | `DEDUP_CONSUMER` | consumer name in keys, S1 | the function's name |
+//! | `DEDUP_MARK_TABLE` | the mark table | required |
+//! | `DEDUP_RETENTION_SECONDS` | how long marks are kept, S9 | 2592000 (30 days) |
+//! | `DEDUP_QUEUE_RETENTION_SECONDS` | the source queue's message retention | 345600 (4 days) |
+//! | `DEDUP_MAX_RECEIVE_COUNT` | the redrive policy's maxReceiveCount | 5 |
+//! | `DEDUP_VISIBILITY_TIMEOUT_SECONDS` | the queue's visibility timeout | 180 |
+//! | `DEDUP_DLQ_RETENTION_SECONDS` | the dead-letter queue's message retention: how long a message may wait there before a redrive | 1209600 (14 days) |
+//! | `DEDUP_REPLAY_WINDOW_SECONDS` | how long after an event operators may replay it from an archive | 259200 (3 days) |
+//! | `DEDUP_MAX_CONCURRENCY` | messages of a batch processed at once, S12 | 10 |
+//! | `DEDUP_LEASE_SECONDS` | longest lease of the leased flow, S6; must exceed the provider timeout | 60 |
+//! | `PROVIDER_TIMEOUT_MS` | how long a call to an external API may take (functions that call out) | 5000 |
+//! | `PROVIDER_KEY_RETENTION_SECONDS` | how long the external API keeps idempotency keys; a takeover of an event first attempted longer ago goes to reconciliation instead of calling (S16); must exceed the lease | 86400 (Stripe's 24 h) |
+//! | `DEDUP_CACHE_SIZE` | completed marks kept in the warm container's cache (0: off) | 10000 |
+//! | `DEDUP_MAX_BODY_BYTES` | largest message body processed; larger ones are rejected (`body_too_large`) | 1048576 (1 MiB, the SQS limit since 2026) |
+//! | `DEDUP_RECONCILIATION_QUEUE_URL` | where events older than the retention go, S10 (`reconcile`) | none: to the DLQ |
+//! | `DEDUP_RUNTIME_DEADLINE` | `relative`: the runtime API sends the timeout where Lambda sends the deadline (local runtimes such as `cargo lambda watch` 1.9; see [`crate::deadline`]); never set in Lambda | unset: Lambda's epoch milliseconds |
+//!
+//! A retention that does not exceed queue retention + 2 × maxReceiveCount × visibility timeout +
+//! DLQ retention + replay window (a message redriven from the DLQ comes back too) is refused at
+//! start (S9): the function does not run with it. So are a lease not
+//! longer than the provider timeout (the lease could expire while the call is still out, and a
+//! second process would call again), a zero lease, provider timeout or concurrency, and a
+//! retention over 100 years (`now + retention` must not overflow).
+
+use std::time::Duration;
+
+use lambda_dedup::{RedeliveryHorizon, Retention, Scope};
+use lambda_dedup_dynamodb::{Client, DynamoStore};
+
+/// Where variables come from: the process environment, or a map in tests.
+type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// Why a function refuses to start: typed, so a caller (or a test) can tell the cases apart.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    /// A required variable is absent or empty.
+    #[error("environment variable {0} must be set")]
+    Missing(String),
+    /// A variable does not parse as what it must be.
+    #[error("environment variable {name}={value:?} is not valid")]
+    Invalid {
+        /// The variable.
+        name: String,
+        /// Its value (configuration, never message data).
+        value: String,
+    },
+    /// The namespace or consumer, or the retention against the horizon (S9): the core's own
+    /// refusal.
+    #[error("refusing to start: {0}")]
+    Core(#[from] lambda_dedup::ConfigError),
+    /// Values that parse but cannot work together or at all (a zero, a lease not longer than
+    /// the provider timeout…), naming the variables.
+    #[error("refusing to start: {0}")]
+    Refused(String),
+}
+
+fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+fn required_in(env: Lookup<'_>, name: &str) -> Result<String, SettingsError> {
+    match env(name) {
+        Some(v) if !v.trim().is_empty() => Ok(v),
+        _ => Err(SettingsError::Missing(name.to_owned())),
+    }
+}
+
+fn optional_in<T: std::str::FromStr>(
+    env: Lookup<'_>,
+    name: &str,
+    default: T,
+) -> Result<T, SettingsError> {
+    match env(name) {
+        Some(v) if !v.trim().is_empty() => v.trim().parse().map_err(|_| SettingsError::Invalid {
+            name: name.to_owned(),
+            value: v.clone(),
+        }),
+        _ => Ok(default),
+    }
+}
+
+/// A required variable, or an error naming it.
+pub fn required(name: &str) -> Result<String, SettingsError> {
+    required_in(&process_env, name)
+}
+
+/// An optional variable parsed as `T`, or `default`; an unparsable value is an error, not the
+/// default.
+pub fn optional<T: std::str::FromStr>(name: &str, default: T) -> Result<T, SettingsError> {
+    optional_in(&process_env, name, default)
+}
+
+fn positive(n: usize, name: &str) -> Result<usize, SettingsError> {
+    if n == 0 {
+        return Err(SettingsError::Refused(format!("{name} must be above 0")));
+    }
+    Ok(n)
+}
+
+fn provider_timeout_in(env: Lookup<'_>) -> Result<Duration, SettingsError> {
+    match optional_in(env, "PROVIDER_TIMEOUT_MS", 5_000u64)? {
+        0 => Err(SettingsError::Refused(
+            "PROVIDER_TIMEOUT_MS must be above 0".into(),
+        )),
+        ms => Ok(Duration::from_millis(ms)),
+    }
+}
+
+/// `PROVIDER_TIMEOUT_MS` (default 5000), refusing zero: for functions that call an external API
+/// without the rest of [`Settings`].
+pub fn provider_timeout() -> Result<Duration, SettingsError> {
+    provider_timeout_in(&process_env)
+}
+
+/// What every function reads from its environment.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Namespace and consumer of the keys.
+    pub scope: Scope,
+    /// The mark table.
+    pub mark_table: String,
+    /// Mark retention, checked against the redelivery horizon.
+    pub retention: Retention,
+    /// Bound on concurrent messages in a batch.
+    pub max_concurrency: usize,
+    /// Longest lease of the leased flow; longer than `provider_timeout`.
+    pub lease: Duration,
+    /// How long one call to an external API may take.
+    pub provider_timeout: Duration,
+    /// How long the external API keeps idempotency keys.
+    pub provider_key_retention: Duration,
+    /// Completed marks kept in memory per container.
+    pub cache_size: usize,
+    /// The largest message body processed (a platform limit, so a setting).
+    pub max_body_bytes: usize,
+}
+
+impl Settings {
+    /// Reads the settings from the environment; `function` is the default consumer name.
+    pub fn from_env(function: &str) -> Result<Self, SettingsError> {
+        Self::from_lookup(function, &process_env)
+    }
+
+    fn from_lookup(function: &str, env: Lookup<'_>) -> Result<Self, SettingsError> {
+        let optional = |name: &str, default: u64| optional_in(env, name, default);
+        let secs = |name: &str, default: u64| optional(name, default).map(Duration::from_secs);
+        let namespace = required_in(env, "DEDUP_NAMESPACE")?;
+        let consumer = optional_in(env, "DEDUP_CONSUMER", function.to_owned())?;
+        let scope = Scope::new(&namespace, &consumer)?;
+        let horizon = RedeliveryHorizon {
+            queue_retention: secs("DEDUP_QUEUE_RETENTION_SECONDS", 4 * 86_400)?,
+            max_receive_count: optional_in(env, "DEDUP_MAX_RECEIVE_COUNT", 5)?,
+            visibility_timeout: secs("DEDUP_VISIBILITY_TIMEOUT_SECONDS", 180)?,
+            dlq_retention: secs("DEDUP_DLQ_RETENTION_SECONDS", 14 * 86_400)?,
+            replay_window: secs("DEDUP_REPLAY_WINDOW_SECONDS", 3 * 86_400)?,
+        };
+        let retention =
+            Retention::covering(secs("DEDUP_RETENTION_SECONDS", 30 * 86_400)?, &horizon)?;
+        let provider_timeout = provider_timeout_in(env)?;
+        let lease = secs("DEDUP_LEASE_SECONDS", 60)?;
+        let provider_key_retention = secs("PROVIDER_KEY_RETENTION_SECONDS", 86_400)?;
+        if provider_key_retention <= lease {
+            return Err(SettingsError::Refused(format!(
+                "PROVIDER_KEY_RETENTION_SECONDS ({}s) must be longer than \
+                 DEDUP_LEASE_SECONDS ({}s), or no crashed call could ever be retried",
+                provider_key_retention.as_secs(),
+                lease.as_secs()
+            )));
+        }
+        if lease <= provider_timeout {
+            return Err(SettingsError::Refused(format!(
+                "DEDUP_LEASE_SECONDS ({}s) must be longer than \
+                 PROVIDER_TIMEOUT_MS ({}ms): a lease that can expire while the call is out lets a \
+                 second process call again",
+                lease.as_secs(),
+                provider_timeout.as_millis()
+            )));
+        }
+        Ok(Self {
+            scope,
+            mark_table: required_in(env, "DEDUP_MARK_TABLE")?,
+            retention,
+            max_concurrency: positive(
+                optional_in(env, "DEDUP_MAX_CONCURRENCY", 10)?,
+                "DEDUP_MAX_CONCURRENCY",
+            )?,
+            lease,
+            provider_timeout,
+            provider_key_retention,
+            cache_size: optional_in(env, "DEDUP_CACHE_SIZE", 10_000)?,
+            max_body_bytes: positive(
+                optional_in(
+                    env,
+                    "DEDUP_MAX_BODY_BYTES",
+                    lambda_dedup::DEFAULT_MAX_BODY_BYTES,
+                )?,
+                "DEDUP_MAX_BODY_BYTES",
+            )?,
+        })
+    }
+
+    /// The deduplicator these settings describe: keys by `spec` (bodies up to
+    /// `DEDUP_MAX_BODY_BYTES`), marks in the mark table, the warm cache sized by
+    /// `DEDUP_CACHE_SIZE`.
+    pub fn deduplicator(
+        &self,
+        spec: lambda_dedup::KeySpec,
+        client: Client,
+    ) -> lambda_dedup_batch::Deduplicator {
+        lambda_dedup_batch::Deduplicator::new(
+            spec.max_body_bytes(self.max_body_bytes),
+            self.mark_store(client),
+        )
+        .with_cache(self.cache_size)
+    }
+
+    /// The mark store these settings describe.
+    pub fn mark_store(&self, client: Client) -> DynamoStore {
+        DynamoStore::new(client, self.mark_table.clone(), self.retention).with_lease(self.lease)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn typed(vars: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        Settings::from_lookup("ledger-projector", &move |k: &str| map.get(k).cloned())
+    }
+
+    /// The settings, or the refusal as the function would print it.
+    fn settings(vars: &[(&str, &str)]) -> Result<Settings, String> {
+        typed(vars).map_err(|e| e.to_string())
+    }
+
+    /// The refusals are typed: a caller tells a missing variable, an unparsable one, the core's
+    /// own refusal (S9) and an impossible combination apart without reading their text.
+    #[test]
+    fn refusals_are_typed() {
+        assert_eq!(
+            typed(&[("DEDUP_MARK_TABLE", "m")]).map(|_| ()),
+            Err(SettingsError::Missing("DEDUP_NAMESPACE".into()))
+        );
+        let mut vars = BASE.to_vec();
+        vars.push(("DEDUP_MAX_CONCURRENCY", "ten"));
+        assert!(matches!(
+            typed(&vars),
+            Err(SettingsError::Invalid { name, .. }) if name == "DEDUP_MAX_CONCURRENCY"
+        ));
+        let mut vars = BASE.to_vec();
+        vars.push(("DEDUP_RETENTION_SECONDS", "86400"));
+        assert!(matches!(
+            typed(&vars),
+            Err(SettingsError::Core(
+                lambda_dedup::ConfigError::RetentionTooShort { .. }
+            ))
+        ));
+        let mut vars = BASE.to_vec();
+        vars.push(("DEDUP_LEASE_SECONDS", "1"));
+        assert!(matches!(typed(&vars), Err(SettingsError::Refused(_))));
+    }
+
+    const BASE: [(&str, &str); 2] = [("DEDUP_NAMESPACE", "prod"), ("DEDUP_MARK_TABLE", "marks")];
+
+    #[test]
+    fn defaults_cover_the_default_horizon() {
+        let s = settings(&BASE).expect("defaults are consistent");
+        assert_eq!(s.scope.namespace(), "prod");
+        assert_eq!(s.scope.consumer(), "ledger-projector");
+        assert_eq!(s.retention.duration(), Duration::from_secs(30 * 86_400));
+        assert_eq!(s.max_concurrency, 10);
+    }
+
+    /// S9: a function refuses to start when its retention does not exceed the horizon its
+    /// environment describes.
+    #[test]
+    fn s9_refuses_to_start_with_retention_below_the_horizon() {
+        let mut vars = BASE.to_vec();
+        vars.push(("DEDUP_RETENTION_SECONDS", "86400"));
+        let err = settings(&vars).expect_err("one day < 4 days of queue retention");
+        assert!(
+            err.contains("refusing to start") && err.contains("redelivery horizon"),
+            "{err}"
+        );
+
+        let mut vars = BASE.to_vec();
+        vars.extend([
+            ("DEDUP_MAX_RECEIVE_COUNT", "1000"),
+            ("DEDUP_VISIBILITY_TIMEOUT_SECONDS", "900"),
+        ]);
+        assert!(
+            settings(&vars).is_err(),
+            "1000 x 900s of redeliveries exceed 30 days"
+        );
+
+        // A message may wait in the DLQ for its retention and then be redriven: 14 days of
+        // retention do not cover the default 14 days in the DLQ (they used to be accepted).
+        let mut vars = BASE.to_vec();
+        vars.push(("DEDUP_RETENTION_SECONDS", "1209600"));
+        let err = settings(&vars).expect_err("14 days < 4 + 14 + 3 days");
+        assert!(err.contains("DLQ retention"), "{err}");
+    }
+
+    /// The body limit is a setting defaulting to the platform's (1 MiB since 2026), not the
+    /// 256 KiB constant that dead-lettered valid messages; zero is refused.
+    #[test]
+    fn the_body_limit_is_a_setting_defaulting_to_the_platform_limit() {
+        let s = settings(&BASE).expect("defaults");
+        assert_eq!(s.max_body_bytes, 1024 * 1024);
+        let mut vars = BASE.to_vec();
+        vars.push(("DEDUP_MAX_BODY_BYTES", "65536"));
+        assert_eq!(settings(&vars).expect("set").max_body_bytes, 65_536);
+        let mut vars = BASE.to_vec();
+        vars.push(("DEDUP_MAX_BODY_BYTES", "0"));
+        let err = settings(&vars).expect_err("zero");
+        assert!(err.contains("DEDUP_MAX_BODY_BYTES"), "{err}");
+    }
+
+    fn refused(extra: &[(&str, &str)]) -> String {
+        let mut vars = BASE.to_vec();
+        vars.extend_from_slice(extra);
+        settings(&vars).expect_err("refused at start")
+    }
+
+    /// S6: a lease not longer than the provider timeout is refused: it could expire while the
+    /// call is still out, and another process would call the provider again.
+    #[test]
+    fn s6_a_lease_not_longer_than_the_provider_timeout_is_refused() {
+        let err = refused(&[
+            ("DEDUP_LEASE_SECONDS", "5"),
+            ("PROVIDER_TIMEOUT_MS", "5000"),
+        ]);
+        assert!(
+            err.contains("DEDUP_LEASE_SECONDS") && err.contains("PROVIDER_TIMEOUT_MS"),
+            "{err}"
+        );
+        refused(&[
+            ("DEDUP_LEASE_SECONDS", "4"),
+            ("PROVIDER_TIMEOUT_MS", "5000"),
+        ]);
+        let mut vars = BASE.to_vec();
+        vars.extend([
+            ("DEDUP_LEASE_SECONDS", "6"),
+            ("PROVIDER_TIMEOUT_MS", "5000"),
+        ]);
+        let s = settings(&vars).expect("6 s > 5 s");
+        assert_eq!(s.provider_timeout, Duration::from_millis(5000));
+    }
+
+    /// S16: a provider key retention not longer than the lease is refused: every takeover
+    /// would then be past it, and no crashed call could be retried.
+    #[test]
+    fn s16_a_provider_key_retention_within_the_lease_is_refused() {
+        let err = refused(&[("PROVIDER_KEY_RETENTION_SECONDS", "60")]);
+        assert!(err.contains("PROVIDER_KEY_RETENTION_SECONDS"), "{err}");
+        let s = settings(&BASE).expect("defaults");
+        assert_eq!(s.provider_key_retention, Duration::from_secs(86_400));
+    }
+
+    /// Zero durations and counts that would stop the function from working are refused.
+    #[test]
+    fn zero_lease_timeout_or_concurrency_is_refused() {
+        assert!(refused(&[("DEDUP_LEASE_SECONDS", "0")]).contains("DEDUP_LEASE_SECONDS"));
+        assert!(refused(&[("PROVIDER_TIMEOUT_MS", "0")]).contains("PROVIDER_TIMEOUT_MS"));
+        assert!(refused(&[("DEDUP_MAX_CONCURRENCY", "0")]).contains("DEDUP_MAX_CONCURRENCY"));
+    }
+
+    /// S9: a retention whose `now + retention` would overflow is refused at start.
+    #[test]
+    fn s9_an_overflowing_retention_is_refused_at_start() {
+        let err = refused(&[("DEDUP_RETENTION_SECONDS", "18446744073709551615")]);
+        assert!(err.contains("refusing to start"), "{err}");
+    }
+
+    #[test]
+    fn missing_or_invalid_variables_are_named() {
+        let err = settings(&[("DEDUP_MARK_TABLE", "m")]).expect_err("no namespace");
+        assert!(err.contains("DEDUP_NAMESPACE"), "{err}");
+        let mut vars = BASE.to_vec();
+        vars.push(("DEDUP_MAX_CONCURRENCY", "ten"));
+        let err = settings(&vars).expect_err("not a number");
+        assert!(err.contains("DEDUP_MAX_CONCURRENCY"), "{err}");
+        let mut vars = BASE.to_vec();
+        vars.push(("DEDUP_NAMESPACE", "has space"));
+        assert!(settings(&vars).is_err());
+    }
+}

@@ -1,0 +1,251 @@
+//! One SQS invocation: event in, partial batch response out (S12, S14).
+
+use std::future::Future;
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use lambda_dedup::{AttributeValue, KeySpec, Message};
+use lambda_dedup_batch::{BatchReport, Outcome, run_batch};
+use lambda_runtime::LambdaEvent;
+
+/// The SQS messages of `event` as library messages (body, attributes, FIFO group).
+pub fn messages(event: &SqsEvent) -> Vec<Message> {
+    event.records.iter().map(message).collect()
+}
+
+/// One SQS record as a library message.
+pub fn message(r: &SqsMessage) -> Message {
+    Message {
+        message_id: r.message_id.clone().unwrap_or_default(),
+        body: r.body.clone().unwrap_or_default().into_bytes(),
+        attributes: r
+            .message_attributes
+            .iter()
+            .filter_map(|(name, a)| {
+                let value = match (&a.string_value, &a.binary_value) {
+                    (Some(s), _) => AttributeValue::String(s.clone()),
+                    (None, Some(b)) => AttributeValue::Binary(b.0.clone()),
+                    (None, None) => return None,
+                };
+                Some((name.clone(), value))
+            })
+            .collect(),
+        group_id: r.attributes.get("MessageGroupId").cloned(),
+    }
+}
+
+/// The partial batch response listing exactly the report's failures.
+pub fn response(report: &BatchReport) -> SqsBatchResponse {
+    let mut resp = SqsBatchResponse::default();
+    for id in &report.failures {
+        resp.add_failure(id.clone());
+    }
+    resp
+}
+
+/// Runs one SQS invocation message by message (`spec` is the function's key spec, for the keys
+/// of late events sent to reconciliation): converts the event, processes each message with
+/// `process` (bounded by `max_concurrency`, FIFO order kept), prints the account as one
+/// CloudWatch EMF line and logs it (S14), and returns the partial batch response (S12).
+pub async fn run_sqs<F, Fut>(
+    function: &str,
+    spec: &KeySpec,
+    event: LambdaEvent<SqsEvent>,
+    max_concurrency: usize,
+    process: F,
+) -> Result<SqsBatchResponse, lambda_runtime::Error>
+where
+    F: Fn(Message) -> Fut,
+    Fut: Future<Output = Outcome>,
+{
+    run_sqs_batch(function, spec, event, |batch| {
+        run_batch(batch, max_concurrency, process)
+    })
+    .await
+}
+
+/// Runs one SQS invocation with the whole batch handed to `process` at once (batch-transaction
+/// mode: `lambda_dedup_batch::run_batch_transactional`), then accounts and answers like [`run_sqs`].
+pub async fn run_sqs_batch<F, Fut>(
+    function: &str,
+    spec: &KeySpec,
+    event: LambdaEvent<SqsEvent>,
+    process: F,
+) -> Result<SqsBatchResponse, lambda_runtime::Error>
+where
+    F: FnOnce(Vec<Message>) -> Fut,
+    Fut: Future<Output = BatchReport>,
+{
+    let batch = messages(&event.payload);
+    let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
+    let (mut report, internal_errors) = by_record(&ids, process(batch).await);
+    if internal_errors > 0 {
+        tracing::error!(
+            function,
+            internal_errors,
+            "records without exactly one outcome: reported failed (fail closed)"
+        );
+        println!(
+            "{}",
+            crate::emf::line(function, &[("InternalErrors", "Count", internal_errors)])
+        );
+    }
+    crate::reconcile::route_late_events(&event.payload, spec, &mut report).await;
+    let a = &report.account;
+    // EMF must be a bare JSON line on stdout for CloudWatch to extract it, hence not `tracing`.
+    println!("{}", a.emf_line("lambda-dedup", function));
+    tracing::info!(
+        function,
+        request_id = %event.context.request_id,
+        received = a.received,
+        applied = a.applied,
+        duplicate = a.duplicate,
+        retry = a.retry,
+        conflict = a.conflict,
+        rejected = a.rejected,
+        closes = a.closes(),
+        "batch done"
+    );
+    Ok(response(&report))
+}
+
+/// The report rebuilt from the invocation's records, by id (S14: the account is of the records
+/// that arrived, not of the outcomes produced): each record gets the outcome the batch gave it;
+/// a record the batch gave none (a bug: a dropped outcome) is a retry, reported failed so the
+/// queue redelivers it (fail closed); an outcome for no record, or a second outcome for one
+/// record, is dropped. Returns the report and how many of those internal errors there were.
+pub fn by_record(ids: &[String], report: BatchReport) -> (BatchReport, u64) {
+    let mut given: std::collections::HashMap<String, Outcome> =
+        std::collections::HashMap::with_capacity(report.outcomes.len());
+    let mut errors = 0u64;
+    for (id, outcome) in report.outcomes {
+        if !ids.contains(&id) || given.contains_key(&id) {
+            errors += 1;
+            continue;
+        }
+        given.insert(id, outcome);
+    }
+    let mut seen = std::collections::HashSet::with_capacity(ids.len());
+    let outcomes = ids
+        .iter()
+        .map(|id| {
+            let outcome = match given.get(id) {
+                // The same id twice in one event: SQS never sends that; answer it once, and
+                // fail the copy closed.
+                Some(o) if seen.insert(id.clone()) => o.clone(),
+                _ => {
+                    errors += 1;
+                    Outcome::Retry {
+                        reason: "internal error: no outcome for this record".into(),
+                    }
+                }
+            };
+            (id.clone(), outcome)
+        })
+        .collect();
+    (BatchReport::from_outcomes(outcomes), errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s12_sqs_event_round_trip() {
+        let event: SqsEvent = serde_json::from_value(serde_json::json!({"Records": [
+            {"messageId": "m1", "body": "{\"id\":1}", "attributes": {"MessageGroupId": "g1"},
+             "messageAttributes": {
+                "event-id": {"stringValue": "e-1", "dataType": "String"},
+                "blob": {"binaryValue": "aGk=", "dataType": "Binary"}
+             }},
+            {"messageId": "m2", "body": "x", "attributes": {}, "messageAttributes": {}}
+        ]}))
+        .expect("event");
+        let msgs = messages(&event);
+        assert_eq!(msgs.len(), 2);
+        assert_eq!(msgs[0].message_id, "m1");
+        assert_eq!(msgs[0].group_id.as_deref(), Some("g1"));
+        assert_eq!(
+            msgs[0].attributes.get("event-id"),
+            Some(&AttributeValue::String("e-1".into()))
+        );
+        assert_eq!(
+            msgs[0].attributes.get("blob"),
+            Some(&AttributeValue::Binary(b"hi".to_vec()))
+        );
+        assert_eq!(msgs[1].group_id, None);
+
+        let report = BatchReport {
+            failures: vec!["m2".into()],
+            ..BatchReport::default()
+        };
+        let json = serde_json::to_value(response(&report)).expect("json");
+        assert_eq!(
+            json,
+            serde_json::json!({"batchItemFailures": [{"itemIdentifier": "m2"}]})
+        );
+    }
+
+    fn report(outcomes: &[(&str, Outcome)]) -> BatchReport {
+        BatchReport::from_outcomes(
+            outcomes
+                .iter()
+                .map(|(id, o)| ((*id).to_owned(), o.clone()))
+                .collect(),
+        )
+    }
+
+    /// S14: the account is checked by record id in the runtime glue. A batch runner that drops one
+    /// record's outcome cannot make that record look handled: it is reported failed and
+    /// counted as an internal error, and the account still counts every record received.
+    #[test]
+    fn s14_a_record_without_an_outcome_is_reported_failed() {
+        let ids: Vec<String> = ["m1", "m2", "m3"].map(String::from).to_vec();
+        let dropped = report(&[("m1", Outcome::Applied), ("m3", Outcome::Applied)]);
+        assert!(
+            dropped.failures.is_empty(),
+            "the runner alone reports nothing"
+        );
+        let (fixed, errors) = by_record(&ids, dropped);
+        assert_eq!(errors, 1);
+        assert_eq!(fixed.failures, ["m2"]);
+        assert_eq!(fixed.account.received, 3);
+        assert_eq!(fixed.account.retry, 1);
+        assert!(fixed.account.closes());
+    }
+
+    /// S14: an outcome for a record that did not arrive, or a second one for one record, does
+    /// not count as a record handled.
+    #[test]
+    fn s14_outcomes_for_unknown_or_repeated_ids_are_internal_errors() {
+        let ids: Vec<String> = ["m1", "m2"].map(String::from).to_vec();
+        let odd = report(&[
+            ("m1", Outcome::Applied),
+            ("m1", Outcome::Applied),
+            ("ghost", Outcome::Applied),
+        ]);
+        let (fixed, errors) = by_record(&ids, odd);
+        assert_eq!(errors, 3, "the repeat, the ghost and the missing m2");
+        assert_eq!(fixed.account.received, 2);
+        assert_eq!(fixed.account.applied, 1);
+        assert_eq!(fixed.failures, ["m2"]);
+    }
+
+    #[test]
+    fn a_complete_report_is_unchanged() {
+        let ids: Vec<String> = ["m1", "m2"].map(String::from).to_vec();
+        let full = report(&[
+            ("m1", Outcome::Applied),
+            (
+                "m2",
+                Outcome::Rejected {
+                    code: "invalid_payload",
+                    reason: "x".into(),
+                },
+            ),
+        ]);
+        let (fixed, errors) = by_record(&ids, full.clone());
+        assert_eq!(errors, 0);
+        assert_eq!(fixed.failures, full.failures);
+        assert_eq!(fixed.account, full.account);
+    }
+}

@@ -1,0 +1,44 @@
+//! Checks the function crates share in their tests.
+
+use lambda_dedup::{KeySpec, Message};
+use serde_json::{Value, json};
+
+/// S11, for a function's declared `depends_on` fields: under the same event id as `sample`, a
+/// change to any of them gives another fingerprint (a conflict, never a duplicate), while a
+/// change of the envelope's `time` (a producer's retry) gives the same one. Panics naming the
+/// field that is not covered.
+pub fn assert_fingerprint_covers(spec: &KeySpec, sample: &Value, depends_on: &[&str]) {
+    let derive = |body: &Value| {
+        let m = Message {
+            body: body.to_string().into_bytes(),
+            ..Message::default()
+        };
+        let d = spec.derive(&m).expect("the sample derives a key");
+        (d.key, d.fingerprint.expect("the spec fingerprints"))
+    };
+    let (key, original) = derive(sample);
+    for pointer in depends_on {
+        let mut changed = sample.clone();
+        let field = changed
+            .pointer_mut(pointer)
+            .unwrap_or_else(|| panic!("the sample has no {pointer}"));
+        *field = match &*field {
+            Value::Number(n) => json!(n.as_i64().unwrap_or(0) + 1),
+            Value::String(s) => json!(format!("{s}-other")),
+            other => json!([other.clone()]),
+        };
+        let (same_key, other) = derive(&changed);
+        assert_eq!(same_key, key, "{pointer}: still the same event");
+        assert_ne!(
+            other, original,
+            "{pointer} changed under the same id must conflict"
+        );
+    }
+    let mut retried = sample.clone();
+    retried["time"] = json!("2026-11-30T10:00:05Z");
+    assert_eq!(
+        derive(&retried).1,
+        original,
+        "a producer retry with a new time is a duplicate"
+    );
+}

@@ -1,0 +1,494 @@
+//! The two ways to make an effect once, each mapping every answer of the store to exactly one
+//! [`Outcome`].
+//!
+//! A transient store fault is a retry (S13). Writes DynamoDB refuses for good (a
+//! `ValidationError` at the event's own position, a malformed expression, a write over a size
+//! limit: [`StoreError::Refused`]) are rejected as `effect_refused`, so the queue's redrive
+//! policy dead-letters them and they are counted (S15), in per-message and batch mode alike. A
+//! panicking plan is a retry of its own message only (S12).
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::time::{Duration, SystemTime};
+
+use std::sync::Arc;
+
+use lambda_dedup::{
+    Claim, Commit, Derived, Effect, KeySpec, Lease, MarkCache, Message, Rejection, Seen,
+};
+use lambda_dedup::{CommitRequest, MarkStore, StoreError};
+
+use crate::outcome::Outcome;
+
+/// What a transactional handler wants committed with the mark.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// The DynamoDB writes of the effect.
+    pub effects: Vec<Effect>,
+    /// A result to store with the mark and hand to duplicates (S8).
+    pub result: Option<String>,
+}
+
+/// A handler's failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandlerError {
+    /// The payload can never be handled (a business validation failed). Rejected: dead-lettered.
+    /// The reason must not quote personal data.
+    Invalid(String),
+    /// It may work later (a dependency is down). Retried.
+    Transient(String),
+}
+
+impl HandlerError {
+    /// The CloudEvents `data` member of `event`'s JSON body, or the rejection of a payload
+    /// without one.
+    pub fn data(event: &Derived) -> Result<&serde_json::Value, Self> {
+        event
+            .body
+            .as_ref()
+            .and_then(|b| b.get("data"))
+            .ok_or_else(|| Self::Invalid("data missing".into()))
+    }
+}
+
+/// The code of an event whose first attempt is older than the provider's key retention.
+pub const PROVIDER_KEY_EXPIRED: &str = "provider_key_expired";
+
+/// Key derivation plus the mark store: the per-message flows.
+#[derive(Debug, Clone)]
+pub struct Deduplicator {
+    spec: KeySpec,
+    store: Arc<dyn MarkStore>,
+    cache: Option<Arc<MarkCache>>,
+    provider_key_retention: Option<Duration>,
+}
+
+impl Deduplicator {
+    /// Derives keys with `spec` and keeps marks in `store`: `lambda_dedup_dynamodb::DynamoStore` in a
+    /// Lambda function, `lambda_dedup_memory::MemoryStore` in tests.
+    pub fn new(spec: KeySpec, store: impl MarkStore + 'static) -> Self {
+        Self::with_store(spec, Arc::new(store))
+    }
+
+    /// Like [`new`](Self::new), with a store already shared.
+    pub fn with_store(spec: KeySpec, store: Arc<dyn MarkStore>) -> Self {
+        Self {
+            spec,
+            store,
+            cache: None,
+            provider_key_retention: None,
+        }
+    }
+
+    /// How long the external API of the leased flow keeps idempotency keys (Stripe: 24 hours).
+    /// Past that, a retry under the same key may be applied again, so a takeover of an event
+    /// first attempted longer ago than this never calls the API blindly: it goes to
+    /// reconciliation as `provider_key_expired` (S9, S10, S16).
+    pub fn with_provider_key_retention(mut self, retention: Duration) -> Self {
+        self.provider_key_retention = Some(retention);
+        self
+    }
+
+    /// Keeps up to `capacity` completed marks in memory, so duplicates this container has seen
+    /// complete cost no DynamoDB call (see [`MarkCache`]). In-progress marks are never cached.
+    pub fn with_cache(mut self, capacity: usize) -> Self {
+        self.cache = (capacity > 0).then(|| Arc::new(MarkCache::new(capacity)));
+        self
+    }
+
+    /// What the warm cache already knows about `event`.
+    fn cached(&self, event: &Derived) -> Option<Seen> {
+        // The store's clock: the cached mark's TTL and lease were written by it (S9).
+        let now = self.store.now();
+        self.cache
+            .as_ref()?
+            .seen(&event.key, event.fingerprint.as_ref(), now)
+    }
+
+    fn remember_applied(&self, event: &Derived, result: Option<&str>) {
+        if let Some(cache) = &self.cache {
+            cache.insert(
+                &self
+                    .store
+                    .written_mark(&event.key, event.fingerprint.as_ref(), result),
+            );
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &dyn MarkStore {
+        self.store.as_ref()
+    }
+
+    /// The message's key and payload, or its outcome when it has no key (S2), is older than
+    /// the retention window, or says it happens implausibly far in the future (S10: the mark
+    /// table cannot judge it; reconciliation must).
+    fn derive(&self, msg: &Message) -> Result<Derived, Outcome> {
+        let event = self.spec.derive(msg).map_err(|r| rejected(msg, &r))?;
+        if let Some(ahead) = event
+            .event_time
+            .and_then(|t| self.store.ahead_of_clock(t))
+            .filter(|ahead| *ahead > lambda_dedup::MAX_CLOCK_SKEW)
+        {
+            let future = Rejection::FromTheFuture {
+                ahead_secs: ahead.as_secs(),
+                skew_secs: lambda_dedup::MAX_CLOCK_SKEW.as_secs(),
+            };
+            tracing::warn!(message_id = %msg.message_id, key = %event.key, code = future.code(),
+                reason = %future, "event time in the future: not applied, for reconciliation");
+            return Err(Outcome::Rejected {
+                code: future.code(),
+                reason: future.to_string(),
+            });
+        }
+        if let Some(age) = event
+            .event_time
+            .and_then(|t| self.store.beyond_retention(t))
+        {
+            let late = Rejection::Late {
+                age_secs: age.as_secs(),
+                retention_secs: self.store.retention().duration().as_secs(),
+            };
+            tracing::warn!(message_id = %msg.message_id, key = %event.key, code = late.code(),
+                reason = %late, "late: beyond the retention window; not applied, for reconciliation");
+            return Err(Outcome::Rejected {
+                code: late.code(),
+                reason: late.to_string(),
+            });
+        }
+        Ok(event)
+    }
+
+    /// The transactional flow (S5): derive the key, let `plan` say which writes the event makes,
+    /// and commit them with the mark in one transaction. Writes DynamoDB refuses for good are
+    /// `Rejected { code: "effect_refused" }` (S15); a panicking `plan` is a retry.
+    pub async fn transactional<F>(&self, msg: &Message, plan: F) -> Outcome
+    where
+        F: FnOnce(&Derived) -> Result<Plan, HandlerError>,
+    {
+        let event = match self.derive(msg) {
+            Ok(e) => e,
+            Err(outcome) => return outcome,
+        };
+        if let Some(seen) = self.cached(&event) {
+            return self.seen(msg, &event, seen);
+        }
+        let plan = match planned(msg, &event, plan) {
+            Ok(p) => p,
+            Err(outcome) => return outcome,
+        };
+        let committed = self
+            .store
+            .commit(CommitRequest {
+                key: &event.key,
+                fingerprint: event.fingerprint.as_ref(),
+                result: plan.result.as_deref(),
+                effects: &plan.effects,
+            })
+            .await;
+        self.committed(msg, &event, &plan, committed)
+    }
+
+    /// Maps the answer to one event's commit.
+    fn committed(
+        &self,
+        msg: &Message,
+        event: &Derived,
+        plan: &Plan,
+        committed: Result<Commit, StoreError>,
+    ) -> Outcome {
+        let event = event.clone();
+        match committed {
+            Ok(Commit::Applied) => {
+                tracing::info!(message_id = %msg.message_id, key = %event.key, "applied");
+                self.remember_applied(&event, plan.result.as_deref());
+                Outcome::Applied
+            }
+            Ok(Commit::Seen(seen)) => self.seen(msg, &event, seen),
+            Ok(Commit::EffectRejected { index }) => {
+                // A business condition did not hold (e.g. the account it debits does not exist
+                // yet). Nothing was written; redelivery retries it, and the redrive policy
+                // dead-letters it if it never holds.
+                tracing::warn!(message_id = %msg.message_id, key = %event.key, effect = index,
+                    "an effect's condition failed; nothing written, will retry");
+                Outcome::Retry {
+                    reason: format!("effect {index} condition failed"),
+                }
+            }
+            Err(StoreError::Refused { code, position, .. }) => {
+                // DynamoDB refused this event's own writes as they are (S15): no retry can make
+                // them valid, so it is dead-lettered through the redrive policy and counted,
+                // rather than retried until the queue gives up. Only DynamoDB's code is named:
+                // its message may quote values (S3).
+                let reason = match position {
+                    Some(0) => format!("DynamoDB refused the mark's write ({code})"),
+                    Some(p) => format!("DynamoDB refused effect {} ({code})", p - 1),
+                    None => format!("DynamoDB refused the event's writes ({code})"),
+                };
+                tracing::warn!(message_id = %msg.message_id, key = %event.key, code = %code,
+                    "rejected: DynamoDB refused the effect; nothing written; dead-lettering");
+                Outcome::Rejected {
+                    code: "effect_refused",
+                    reason,
+                }
+            }
+            Err(e) => store_failed(msg, &e),
+        }
+    }
+
+    /// The leased flow (S6): claim the event under a lease no longer than `deadline`, run `call`
+    /// (which must pass `lease.idempotency_key()` to the external system), then complete the mark
+    /// with the call's result. A failed call releases the claim. A store fault anywhere leaves
+    /// the message for redelivery, which reuses the same idempotency key.
+    pub async fn leased<F, Fut>(
+        &self,
+        msg: &Message,
+        deadline: Option<SystemTime>,
+        call: F,
+    ) -> Outcome
+    where
+        F: FnOnce(Derived, Lease) -> Fut,
+        Fut: Future<Output = Result<Option<String>, HandlerError>>,
+    {
+        let event = match self.derive(msg) {
+            Ok(e) => e,
+            Err(outcome) => return outcome,
+        };
+        if let Some(seen) = self.cached(&event) {
+            return self.seen(msg, &event, seen);
+        }
+        let lease = match self
+            .store
+            .claim(&event.key, event.fingerprint.as_ref(), deadline)
+            .await
+        {
+            Ok(Claim::Claimed(lease)) => lease,
+            Ok(Claim::Seen(seen)) => return self.seen(msg, &event, seen),
+            Err(e) => return store_failed(msg, &e),
+        };
+        let key = event.key.clone();
+        let summary = event.clone();
+        if let Some(expired) = self.provider_key_expired(&lease) {
+            // An earlier holder may have called the API so long ago that it has forgotten the
+            // key: calling again could apply the effect twice. The claim is kept (not released),
+            // so every later takeover comes to the same answer.
+            tracing::warn!(message_id = %msg.message_id, key = %key, code = expired.0,
+                reason = %expired.1, "not calling the provider: its idempotency key may be forgotten; for reconciliation");
+            return Outcome::Rejected {
+                code: expired.0,
+                reason: expired.1,
+            };
+        }
+        // S16: nothing may fail after the effect. A result over the store's bound is kept as
+        // its digest rather than refused by `complete`.
+        match call(event, lease.clone())
+            .await
+            .map(|result| self.bounded(result))
+        {
+            Ok(result) => match self.store.complete(&lease, result.as_deref()).await {
+                Ok(()) => {
+                    tracing::info!(message_id = %msg.message_id, key = %key, "applied");
+                    self.remember_applied(&summary, result.as_deref());
+                    Outcome::Applied
+                }
+                Err(e) => {
+                    // The external effect happened, under our idempotency key; the next delivery
+                    // (or the process that took over) repeats the call with the same key, and the
+                    // provider answers with the stored result instead of a second effect.
+                    store_failed(msg, &e)
+                }
+            },
+            Err(err) => {
+                if let Err(e) = self.store.release(&lease).await {
+                    // The lease expires by itself; the redelivery claims it then.
+                    tracing::warn!(message_id = %msg.message_id, key = %key, error = %e,
+                        "could not release the claim");
+                }
+                handler_failed(msg, &summary, err)
+            }
+        }
+    }
+
+    /// `Some((code, reason))` when `lease` took over an event first attempted longer ago than
+    /// the provider keeps keys.
+    fn provider_key_expired(&self, lease: &Lease) -> Option<(&'static str, String)> {
+        let retention = self.provider_key_retention?;
+        let now = self.store.now();
+        let age = now.duration_since(lease.first_attempt_at).ok()?;
+        (age > retention).then(|| {
+            (
+                PROVIDER_KEY_EXPIRED,
+                format!(
+                    "first attempted {} s ago; the provider keeps idempotency keys {} s",
+                    age.as_secs(),
+                    retention.as_secs()
+                ),
+            )
+        })
+    }
+
+    /// The result to store with a completed mark: as it is, or, over the store's bound, a
+    /// digest of it (`{"digest": "sha256:…", "bytes": n}`), so `complete` cannot refuse it after
+    /// the effect has happened (S16).
+    fn bounded(&self, result: Option<String>) -> Option<String> {
+        let max = self.store.max_result_bytes();
+        result.map(|r| {
+            if r.len() <= max {
+                return r;
+            }
+            let digest = lambda_dedup::Fingerprint::of_bytes(r.as_bytes());
+            serde_json::json!({"digest": format!("sha256:{digest}"), "bytes": r.len()}).to_string()
+        })
+    }
+
+    /// The transactional flow for a whole batch at once: the marks and effects of every event
+    /// that needs writing go to DynamoDB in as few `TransactWriteItems` as possible (usually one
+    /// for a batch of 10), with the same guarantees per event as [`transactional`](Self::transactional).
+    /// Returns one outcome per message, in order. Messages are not ordered among themselves: for
+    /// FIFO queues use [`crate::run_batch_transactional`], which keeps group order.
+    ///
+    /// A fault stays with its own message (S12): writes DynamoDB refuses for good reject that
+    /// message alone (`effect_refused`) while the others commit; a `plan` that panics for one
+    /// message makes that message a retry; only a transient fault of a shared transaction
+    /// (throttling, a conflict) retries every message of it.
+    pub async fn transactional_batch<F>(&self, messages: &[Message], plan: F) -> Vec<Outcome>
+    where
+        F: Fn(&Derived) -> Result<Plan, HandlerError>,
+    {
+        let mut outcomes: Vec<Option<Outcome>> = messages.iter().map(|_| None).collect();
+        let mut todo: Vec<(usize, Derived, Plan)> = Vec::new();
+        for (i, msg) in messages.iter().enumerate() {
+            let event = match self.derive(msg) {
+                Ok(e) => e,
+                Err(outcome) => {
+                    outcomes[i] = Some(outcome);
+                    continue;
+                }
+            };
+            if let Some(seen) = self.cached(&event) {
+                outcomes[i] = Some(self.seen(msg, &event, seen));
+                continue;
+            }
+            match planned(msg, &event, &plan) {
+                Ok(p) => todo.push((i, event, p)),
+                Err(outcome) => outcomes[i] = Some(outcome),
+            }
+        }
+        let requests: Vec<CommitRequest<'_>> = todo
+            .iter()
+            .map(|(_, e, p)| CommitRequest {
+                key: &e.key,
+                fingerprint: e.fingerprint.as_ref(),
+                result: p.result.as_deref(),
+                effects: &p.effects,
+            })
+            .collect();
+        let results = self.store.commit_batch(&requests).await;
+        for ((i, event, plan), result) in todo.iter().zip(results) {
+            outcomes[*i] = Some(self.committed(&messages[*i], event, plan, result));
+        }
+        outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or(Outcome::Retry {
+                    reason: "not processed".into(),
+                })
+            })
+            .collect()
+    }
+
+    fn seen(&self, msg: &Message, event: &Derived, seen: Seen) -> Outcome {
+        match seen {
+            Seen::Duplicate(mark) => {
+                if let Some(cache) = &self.cache {
+                    cache.insert(&mark);
+                }
+                let first_seen_ms = lambda_dedup::clock::epoch_millis(mark.first_seen_at);
+                tracing::info!(message_id = %msg.message_id, key = %event.key,
+                    first_seen_ms, "duplicate skipped");
+                Outcome::Duplicate {
+                    first_seen_at: mark.first_seen_at,
+                }
+            }
+            Seen::InProgress { lease_expires_at } => {
+                let lease_expires_ms = lease_expires_at.map(lambda_dedup::clock::epoch_millis);
+                tracing::info!(message_id = %msg.message_id, key = %event.key,
+                    lease_expires_ms, "in progress elsewhere; will retry");
+                Outcome::Retry {
+                    reason: "in progress under another live lease".into(),
+                }
+            }
+            Seen::Conflict { stored, offered } => {
+                tracing::warn!(message_id = %msg.message_id, key = %event.key,
+                    stored_fingerprint = %stored, offered_fingerprint = %offered,
+                    "conflict: same key, different payload; dead-lettering");
+                Outcome::Conflict
+            }
+        }
+    }
+}
+
+fn rejected(msg: &Message, r: &Rejection) -> Outcome {
+    tracing::warn!(message_id = %msg.message_id, code = r.code(), reason = %r,
+        "rejected: no key; dead-lettering");
+    Outcome::Rejected {
+        code: r.code(),
+        reason: r.to_string(),
+    }
+}
+
+fn handler_failed(msg: &Message, event: &Derived, e: HandlerError) -> Outcome {
+    match e {
+        HandlerError::Invalid(reason) => {
+            tracing::warn!(message_id = %msg.message_id, key = %event.key, reason = %reason,
+                "rejected: invalid payload; dead-lettering");
+            Outcome::Rejected {
+                code: "invalid_payload",
+                reason,
+            }
+        }
+        HandlerError::Transient(reason) => {
+            tracing::warn!(message_id = %msg.message_id, key = %event.key, reason = %reason,
+                "handler failed; will retry");
+            Outcome::Retry { reason }
+        }
+    }
+}
+
+/// Runs a message's `plan`: its plan, or the outcome of its failure. A panic is caught, so one
+/// message's bug fails that message only: a retry, as in [`crate::run_batch`].
+fn planned<F>(msg: &Message, event: &Derived, plan: F) -> Result<Plan, Outcome>
+where
+    F: FnOnce(&Derived) -> Result<Plan, HandlerError>,
+{
+    match std::panic::catch_unwind(AssertUnwindSafe(|| plan(event))) {
+        Ok(Ok(p)) => Ok(p),
+        Ok(Err(e)) => Err(handler_failed(msg, event, e)),
+        Err(_) => {
+            tracing::error!(message_id = %msg.message_id, key = %event.key,
+                "plan panicked; the message will be redelivered");
+            Err(Outcome::Retry {
+                reason: "plan panicked".into(),
+            })
+        }
+    }
+}
+
+fn store_failed(msg: &Message, e: &StoreError) -> Outcome {
+    if let StoreError::Corrupt { .. } = e {
+        // S15: a mark that cannot be decoded stays so on every redelivery: dead-letter and count
+        // it, do not retry it until the queue gives up. Its effects are not touched.
+        tracing::error!(message_id = %msg.message_id, error = %e,
+            "rejected: the stored mark is corrupt; dead-lettering");
+        return Outcome::Rejected {
+            code: "mark_corrupt",
+            reason: "the stored mark cannot be decoded".into(),
+        };
+    }
+    // S13: fail closed. Nothing is acknowledged without its mark.
+    tracing::warn!(message_id = %msg.message_id, error = %e, retryable = e.is_retryable(),
+        "mark store failed; will retry");
+    Outcome::Retry {
+        reason: format!("mark store: {e}"),
+    }
+}

@@ -1,0 +1,169 @@
+//! Marks and effects to and from DynamoDB items.
+
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, Put, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
+};
+use lambda_dedup::clock::{epoch_millis, epoch_secs, from_epoch_millis, from_epoch_secs};
+use lambda_dedup::effect::EffectKind;
+use lambda_dedup::{DedupKey, Effect, Fingerprint, Item, Mark, MarkStatus, OwnerToken, Value};
+
+use crate::attr;
+use crate::error::Error;
+
+pub(crate) type Av = HashMap<String, AttributeValue>;
+
+pub(crate) fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+pub(crate) fn ms(t: SystemTime) -> AttributeValue {
+    AttributeValue::N(epoch_millis(t).to_string())
+}
+
+pub(crate) fn secs(t: SystemTime) -> AttributeValue {
+    AttributeValue::N(epoch_secs(t).to_string())
+}
+
+pub(crate) fn value(v: &Value) -> AttributeValue {
+    match v {
+        Value::S(x) => AttributeValue::S(x.clone()),
+        Value::N(x) => AttributeValue::N(x.clone()),
+        Value::B(x) => AttributeValue::B(Blob::new(x.clone())),
+        Value::Bool(x) => AttributeValue::Bool(*x),
+        Value::Null => AttributeValue::Null(true),
+        Value::L(xs) => AttributeValue::L(xs.iter().map(value).collect()),
+        Value::M(m) => AttributeValue::M(m.iter().map(|(k, v)| (k.clone(), value(v))).collect()),
+    }
+}
+
+fn item(i: &Item) -> Av {
+    i.0.iter().map(|(k, v)| (k.clone(), value(v))).collect()
+}
+
+/// One effect as a transaction item. Its condition failure returns the old item so a caller can
+/// see why it was rejected.
+pub(crate) fn effect(e: &Effect) -> Result<TransactWriteItem, Error> {
+    let names = (!e.names().is_empty()).then(|| {
+        e.names()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<HashMap<_, _>>()
+    });
+    let values = (!e.values().is_empty()).then(|| {
+        e.values()
+            .iter()
+            .map(|(k, v)| (k.clone(), value(v)))
+            .collect::<HashMap<_, _>>()
+    });
+    let cond = e.condition_expression().map(str::to_owned);
+    let bad = |what: &str, err: aws_sdk_dynamodb::error::BuildError| {
+        Error::Invalid(format!("{what} effect on {}: {err}", e.table()))
+    };
+    let old = Some(ReturnValuesOnConditionCheckFailure::AllOld);
+    let tx = TransactWriteItem::builder();
+    Ok(match e.kind() {
+        EffectKind::Put => tx.put(
+            Put::builder()
+                .table_name(e.table())
+                .set_item(Some(item(e.item())))
+                .set_condition_expression(cond)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .set_return_values_on_condition_check_failure(old)
+                .build()
+                .map_err(|err| bad("put", err))?,
+        ),
+        EffectKind::Update => tx.update(
+            Update::builder()
+                .table_name(e.table())
+                .set_key(Some(item(e.item())))
+                .set_update_expression(e.update_expression().map(str::to_owned))
+                .set_condition_expression(cond)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .set_return_values_on_condition_check_failure(old)
+                .build()
+                .map_err(|err| bad("update", err))?,
+        ),
+        EffectKind::Delete => tx.delete(
+            Delete::builder()
+                .table_name(e.table())
+                .set_key(Some(item(e.item())))
+                .set_condition_expression(cond)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .set_return_values_on_condition_check_failure(old)
+                .build()
+                .map_err(|err| bad("delete", err))?,
+        ),
+        EffectKind::ConditionCheck => tx.condition_check(
+            ConditionCheck::builder()
+                .table_name(e.table())
+                .set_key(Some(item(e.item())))
+                .set_condition_expression(cond)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .set_return_values_on_condition_check_failure(old)
+                .build()
+                .map_err(|err| bad("condition check", err))?,
+        ),
+    }
+    .build())
+}
+
+fn get_s<'a>(item: &'a Av, name: &str) -> Option<&'a str> {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
+}
+
+fn get_n(item: &Av, name: &str) -> Result<Option<u64>, String> {
+    match item.get(name) {
+        None => Ok(None),
+        Some(AttributeValue::N(n)) => n
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("`{name}` is not a whole number")),
+        Some(_) => Err(format!("`{name}` is not a number")),
+    }
+}
+
+/// Decodes a stored mark.
+pub(crate) fn mark(item: &Av) -> Result<Mark, Error> {
+    let pk = get_s(item, attr::PK).unwrap_or_default().to_owned();
+    let corrupt = |reason: String| Error::Corrupt {
+        key: pk.clone(),
+        reason,
+    };
+    if pk.is_empty() {
+        return Err(corrupt("no `pk`".into()));
+    }
+    let status = get_s(item, attr::STATUS)
+        .and_then(MarkStatus::parse)
+        .ok_or_else(|| corrupt("`status` missing or unknown".into()))?;
+    let expires_at = get_n(item, attr::EXPIRES_AT)
+        .map_err(corrupt)?
+        .ok_or_else(|| corrupt("no `expires_at`".into()))?;
+    Ok(Mark {
+        key: DedupKey::from_stored(pk.clone()),
+        status,
+        owner: get_s(item, attr::OWNER).map(|o| OwnerToken::from_stored(o.to_owned())),
+        lease_expires_at: get_n(item, attr::LEASE)
+            .map_err(corrupt)?
+            .map(from_epoch_millis),
+        expires_at: from_epoch_secs(expires_at),
+        fingerprint: get_s(item, attr::FINGERPRINT).map(|f| Fingerprint::from_stored(f.to_owned())),
+        result: get_s(item, attr::RESULT).map(str::to_owned),
+        first_seen_at: from_epoch_millis(
+            get_n(item, attr::FIRST_SEEN).map_err(corrupt)?.unwrap_or(0),
+        ),
+        completed_at: get_n(item, attr::COMPLETED_AT)
+            .map_err(corrupt)?
+            .map(from_epoch_millis),
+    })
+}

@@ -1,0 +1,723 @@
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    CancellationReason, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+};
+use lambda_dedup::clock::{Clock, SystemClock};
+use lambda_dedup::store::{BatchFuture, StoreFuture};
+use lambda_dedup::{
+    Claim, Commit, CommitRequest, DedupKey, Effect, Fingerprint, Lease, Mark, MarkStatus,
+    MarkStore, OwnerToken, Retention, Seen,
+};
+
+use crate::attr;
+use crate::codec::{self, Av, ms, s, secs};
+use crate::error::{Error, FaultKind, classify_code};
+
+pub use lambda_dedup::store::{DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, MAX_EFFECTS};
+
+/// The mark store: marks in one DynamoDB table (see the crate docs for its layout).
+///
+/// Cheap to clone; build it once per process, outside the handler.
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: Client,
+    table: Arc<str>,
+    retention: Retention,
+    lease: Duration,
+    max_result_bytes: usize,
+    clock: Arc<dyn Clock>,
+    calls: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// A condition expression with the names and values it uses (DynamoDB refuses unused ones).
+struct Condition {
+    expr: String,
+    names: HashMap<String, String>,
+    values: Av,
+}
+
+impl DynamoStore {
+    /// A store on `table`, keeping marks for `retention` (S9).
+    pub fn new(client: Client, table: impl Into<String>, retention: Retention) -> Self {
+        Self {
+            client,
+            table: Arc::from(table.into()),
+            retention,
+            lease: DEFAULT_LEASE,
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+            clock: Arc::new(SystemClock),
+            calls: Arc::default(),
+        }
+    }
+
+    /// DynamoDB requests this store (and its clones) has sent: for benchmarks and metrics.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_call(&self) {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub(crate) fn now_time(&self) -> SystemTime {
+        self.clock.now()
+    }
+
+    /// The longest lease a claim takes (it is also cut to the caller's deadline).
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// The bound on a stored result, in bytes.
+    pub fn with_max_result_bytes(mut self, max: usize) -> Self {
+        self.max_result_bytes = max;
+        self
+    }
+
+    /// The source of "now" (tests move it to expire leases and TTLs).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The table name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The condition under which a new mark may be written over whatever is stored (S4, S9,
+    /// S11): no mark; or a mark whose TTL has passed (DynamoDB may not have deleted it yet); or
+    /// an in-progress claim whose lease has run out and whose fingerprint matches.
+    fn takeover(now: SystemTime, fp: Option<&Fingerprint>) -> Condition {
+        let mut expr = String::from(
+            "attribute_not_exists(#pk) OR #exp <= :now_s OR (#st = :inprog AND #lease <= :now_ms",
+        );
+        let mut names: HashMap<String, String> = [
+            ("#pk", attr::PK),
+            ("#exp", attr::EXPIRES_AT),
+            ("#st", attr::STATUS),
+            ("#lease", attr::LEASE),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let mut values: Av = [
+            (":now_s", secs(now)),
+            (":now_ms", ms(now)),
+            (":inprog", s(MarkStatus::InProgress.as_str())),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        if let Some(fp) = fp {
+            expr.push_str(" AND (attribute_not_exists(#fp) OR #fp = :fp)");
+            names.insert("#fp".into(), attr::FINGERPRINT.into());
+            values.insert(":fp".into(), s(fp.as_str()));
+        }
+        expr.push(')');
+        Condition {
+            expr,
+            names,
+            values,
+        }
+    }
+
+    /// The attributes every new mark has.
+    fn new_mark(
+        &self,
+        key: &DedupKey,
+        status: MarkStatus,
+        now: SystemTime,
+        fp: Option<&Fingerprint>,
+    ) -> Av {
+        let mut item: Av = HashMap::new();
+        item.insert(attr::PK.into(), s(key.as_str()));
+        item.insert(attr::STATUS.into(), s(status.as_str()));
+        // Round the TTL up so a mark never expires before its full retention.
+        let ttl = now + self.retention.duration() + Duration::from_millis(999);
+        item.insert(attr::EXPIRES_AT.into(), secs(ttl));
+        item.insert(attr::FIRST_SEEN.into(), ms(now));
+        if let Some(fp) = fp {
+            item.insert(attr::FINGERPRINT.into(), s(fp.as_str()));
+        }
+        item
+    }
+
+    fn check_result(&self, result: Option<&str>) -> Result<(), Error> {
+        match result {
+            Some(r) if r.len() > self.max_result_bytes => Err(Error::Invalid(format!(
+                "result is {} bytes, over the {}-byte bound",
+                r.len(),
+                self.max_result_bytes
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Explains a failed takeover from the old item DynamoDB returned with it.
+    pub(crate) fn explain(
+        &self,
+        key: &DedupKey,
+        old: Option<&Av>,
+        fp: Option<&Fingerprint>,
+        now: SystemTime,
+    ) -> Result<Seen, Error> {
+        let Some(old) = old else {
+            return Err(Error::Contended(key.clone()));
+        };
+        codec::mark(old)?
+            .classify(fp, now)
+            .ok_or_else(|| Error::Contended(key.clone()))
+    }
+
+    /// Claims `key` under a lease (S4, S6): a conditional `UpdateItem` (two for a takeover). Of any number of
+    /// concurrent claims of one key, exactly one returns [`Claim::Claimed`]. The others learn why
+    /// from the old item returned with the failed condition, at no extra read: a duplicate (with
+    /// the stored result), an in-progress claim, or a conflict (S8, S11).
+    ///
+    /// The lease runs for the store's lease duration, cut to `deadline` (pass the invocation's
+    /// deadline, so a lease never outlives the process that holds it).
+    pub async fn claim(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
+        deadline: Option<SystemTime>,
+    ) -> Result<Claim, Error> {
+        let now = self.clock.now();
+        let mut lease_end = now + self.lease;
+        if let Some(deadline) = deadline {
+            if deadline <= now {
+                return Err(Error::Invalid(
+                    "no time left before the deadline to hold a lease".into(),
+                ));
+            }
+            lease_end = lease_end.min(deadline);
+        }
+        let owner = OwnerToken::random();
+        let lease = |first_attempt_at| {
+            Claim::Claimed(Lease {
+                key: key.clone(),
+                owner: owner.clone(),
+                expires_at: lease_end,
+                fingerprint: fp.cloned(),
+                first_attempt_at,
+            })
+        };
+        // Most claims find no mark (or one past its TTL, which counts as absent, S9): a new
+        // chain of attempts starts now.
+        let old = match self
+            .claim_write(key, fp, &owner, lease_end, now, false)
+            .await?
+        {
+            Ok(first) => return Ok(lease(first)),
+            Err(old) => old,
+        };
+        let expired_lease = old.as_ref().map(codec::mark).transpose()?.is_some_and(|m| {
+            m.status == MarkStatus::InProgress
+                && m.is_live(now)
+                && m.lease_expires_at.is_some_and(|l| l <= now)
+        });
+        if !expired_lease {
+            return self.explain(key, old.as_ref(), fp, now).map(Claim::Seen);
+        }
+        // A dead or released owner's claim: take it over, keeping the chain's first attempt.
+        match self
+            .claim_write(key, fp, &owner, lease_end, now, true)
+            .await?
+        {
+            Ok(first) => Ok(lease(first)),
+            Err(old) => self.explain(key, old.as_ref(), fp, now).map(Claim::Seen),
+        }
+    }
+
+    /// One conditional `UpdateItem` claiming `key` for `owner`: over no live mark (`takeover`
+    /// false; `first_seen_at` = now), or over a live `IN_PROGRESS` mark whose lease has ended
+    /// (`takeover` true; `first_seen_at` kept, `if_not_exists`, in the same write, so no crash or
+    /// lost request can make an old attempt look new, S16). `Ok(first attempt)` when it won,
+    /// `Err(old item)` when its condition failed.
+    async fn claim_write(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
+        owner: &OwnerToken,
+        lease_end: SystemTime,
+        now: SystemTime,
+        takeover: bool,
+    ) -> Result<Result<SystemTime, Option<Av>>, Error> {
+        let ttl = now + self.retention.duration() + Duration::from_millis(999);
+        let mut names: HashMap<String, String> = [
+            ("#pk", attr::PK),
+            ("#exp", attr::EXPIRES_AT),
+            ("#st", attr::STATUS),
+            ("#owner", attr::OWNER),
+            ("#lease", attr::LEASE),
+            ("#first", attr::FIRST_SEEN),
+            ("#result", attr::RESULT),
+            ("#done", attr::COMPLETED_AT),
+            ("#fp", attr::FINGERPRINT),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let mut values: Av = [
+            (":now_s", secs(now)),
+            (":now_ms", ms(now)),
+            (":inprog", s(MarkStatus::InProgress.as_str())),
+            (":owner", s(owner.as_str())),
+            (":lease", ms(lease_end)),
+            (":ttl", secs(ttl)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let mut condition = if takeover {
+            "#exp > :now_s AND #st = :inprog AND #lease <= :now_ms".to_owned()
+        } else {
+            "attribute_not_exists(#pk) OR #exp <= :now_s".to_owned()
+        };
+        let mut set = vec![
+            "#st = :inprog",
+            "#owner = :owner",
+            "#lease = :lease",
+            "#exp = :ttl",
+            if takeover {
+                "#first = if_not_exists(#first, :now_ms)"
+            } else {
+                "#first = :now_ms"
+            },
+        ];
+        let mut remove = vec!["#result", "#done"];
+        match fp {
+            Some(fp) => {
+                values.insert(":fp".into(), s(fp.as_str()));
+                set.push("#fp = :fp");
+                if takeover {
+                    condition.push_str(" AND (attribute_not_exists(#fp) OR #fp = :fp)");
+                }
+            }
+            None => remove.push("#fp"),
+        }
+        if takeover {
+            // Only the fresh claim's condition names the key (unused names are refused).
+            names.remove("#pk");
+        }
+        self.count_call();
+        let sent = self
+            .client
+            .update_item()
+            .table_name(self.table.as_ref())
+            .key(attr::PK, s(key.as_str()))
+            .update_expression(format!(
+                "SET {} REMOVE {}",
+                set.join(", "),
+                remove.join(", ")
+            ))
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match sent {
+            Ok(out) => Ok(Ok(out
+                .attributes()
+                .and_then(|a| a.get(attr::FIRST_SEEN))
+                .and_then(|v| v.as_n().ok())
+                .and_then(|n| n.parse::<u64>().ok())
+                .map_or(now, lambda_dedup::clock::from_epoch_millis))),
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
+                    Ok(Err(c.item().cloned()))
+                }
+                _ => Err(crate::error::from_sdk(err)),
+            },
+        }
+    }
+
+    /// Commits the completed mark of `key` together with `effects` in one `TransactWriteItems`
+    /// (S5): either the mark and every effect are written, or nothing is.
+    ///
+    /// - The mark is written only where [`claim`](Self::claim) could write one; otherwise nothing
+    ///   is written and the outcome says what stood in the way ([`Commit::Seen`]).
+    /// - An effect whose condition fails gives [`Commit::EffectRejected`]; no mark is written.
+    /// - Writes DynamoDB refuses as they are (a `ValidationError` at one of them, such as an `ADD`
+    ///   to a string; a malformed expression; an item or the transaction over its size limit)
+    ///   give [`Error::Refused`]: permanent, and this event's own (S15). Transient faults
+    ///   (throttling, a conflicting transaction) stay retryable [`Error::Store`]s (S13).
+    /// - The request carries a `ClientRequestToken` for this attempt, so if the SDK retries it
+    ///   after a lost response, DynamoDB answers with the first success instead of applying twice.
+    pub async fn commit(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
+        result: Option<&str>,
+        effects: &[Effect],
+    ) -> Result<Commit, Error> {
+        let now = self.clock.now();
+        let items = self.commit_items(key, fp, result, effects, now)?;
+        let attempt = OwnerToken::random();
+        self.count_call();
+        let sent = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .client_request_token(key.request_token(&attempt))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(Commit::Applied),
+            Err(err) => match err.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(tc)) => {
+                    self.cancelled(key, fp, now, tc.cancellation_reasons())
+                }
+                Some(TransactWriteItemsError::IdempotentParameterMismatchException(_)) => {
+                    Err(Error::Invalid(format!(
+                        "request token reused with other parameters for {key}"
+                    )))
+                }
+                // The request held this event's writes only: a validation refusal is its own.
+                _ => Err(crate::error::from_sdk_for(key, err)),
+            },
+        }
+    }
+
+    /// The transaction items of one commit: the completed mark (conditioned like a claim, S4/S9/
+    /// S11), then the effects in order.
+    pub(crate) fn commit_items(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
+        result: Option<&str>,
+        effects: &[Effect],
+        now: SystemTime,
+    ) -> Result<Vec<TransactWriteItem>, Error> {
+        if effects.len() > MAX_EFFECTS {
+            return Err(Error::Invalid(format!(
+                "{} effects; one transaction holds the mark and at most {MAX_EFFECTS}",
+                effects.len()
+            )));
+        }
+        self.check_result(result)?;
+        let mut item = self.new_mark(key, MarkStatus::Completed, now, fp);
+        item.insert(attr::COMPLETED_AT.into(), ms(now));
+        if let Some(r) = result {
+            item.insert(attr::RESULT.into(), s(r));
+        }
+        let cond = Self::takeover(now, fp);
+        let mark = Put::builder()
+            .table_name(self.table.as_ref())
+            .set_item(Some(item))
+            .condition_expression(cond.expr)
+            .set_expression_attribute_names(Some(cond.names))
+            .set_expression_attribute_values(Some(cond.values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        let mut items = Vec::with_capacity(effects.len() + 1);
+        items.push(TransactWriteItem::builder().put(mark).build());
+        for e in effects {
+            items.push(codec::effect(e)?);
+        }
+        Ok(items)
+    }
+
+    /// Maps a cancelled commit's positional reasons: position 0 is the mark, 1.. the effects.
+    pub(crate) fn cancelled(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
+        now: SystemTime,
+        reasons: &[CancellationReason],
+    ) -> Result<Commit, Error> {
+        let transient = transient_fault(reasons).map(|(kind, _)| {
+            let codes: Vec<&str> = reasons
+                .iter()
+                .map(reason_code)
+                .filter(|c| *c != NO_REASON)
+                .collect();
+            (
+                kind,
+                format!("transaction cancelled: [{}]", codes.join(", ")),
+            )
+        });
+        self.verdict(key, fp, now, reasons, transient.as_ref())
+            .unwrap_or_else(|| {
+                Err(Error::store(
+                    FaultKind::Refused,
+                    "transaction cancelled with no reason",
+                ))
+            })
+    }
+
+    /// What a cancelled transaction says about one event, from the reasons at its own positions
+    /// (`own`: 0 its mark, 1.. its effects) and the transaction's transient fault, if it had one
+    /// (`transient`: its kind and the message to report). Shared by [`commit`](Self::commit) and
+    /// the batch commit, so an event ends the same way alone or in a shared transaction:
+    ///
+    /// 1. its mark's condition failed: what stands in the way ([`Commit::Seen`], S4, S8, S11);
+    /// 2. one of its effects' conditions failed: [`Commit::EffectRejected`];
+    /// 3. the transaction had a transient reason (throttling, a conflicting transaction): that
+    ///    fault, retryable (S13); it is no one event's fault, so it wins over 4;
+    /// 4. a permanent reason at one of its own positions (`ValidationError`,
+    ///    `ItemCollectionSizeLimitExceeded`): [`Error::Refused`], this event's alone (S12, S15);
+    /// 5. otherwise `None`: it was cancelled for another event's sake only.
+    pub(crate) fn verdict(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
+        now: SystemTime,
+        own: &[CancellationReason],
+        transient: Option<&(FaultKind, String)>,
+    ) -> Option<Result<Commit, Error>> {
+        if let Some(mark) = own.first()
+            && reason_code(mark) == CONDITION_FAILED
+        {
+            return Some(self.explain(key, mark.item(), fp, now).map(Commit::Seen));
+        }
+        if let Some(i) = own
+            .iter()
+            .skip(1)
+            .position(|r| reason_code(r) == CONDITION_FAILED)
+        {
+            return Some(Ok(Commit::EffectRejected { index: i }));
+        }
+        if let Some((kind, message)) = transient {
+            return Some(Err(Error::store(*kind, message.clone())));
+        }
+        own.iter()
+            .enumerate()
+            .find(|(_, r)| permanent(reason_code(r)))
+            .map(|(position, r)| {
+                Err(Error::Refused {
+                    key: key.clone(),
+                    code: reason_code(r).to_owned(),
+                    position: Some(position),
+                })
+            })
+    }
+
+    /// Completes a claim (S6): the mark becomes `COMPLETED` with `result`, but only if `lease`
+    /// still owns it. A lease that ran out and was taken over by another process gets
+    /// [`Error::Fenced`] and changes nothing. Completing twice with the same lease is harmless.
+    pub async fn complete(&self, lease: &Lease, result: Option<&str>) -> Result<(), Error> {
+        self.check_result(result)?;
+        let now = self.clock.now();
+        let mut update = String::from("SET #st = :done, #cat = :now_ms");
+        let mut names: HashMap<String, String> = [
+            ("#st", attr::STATUS),
+            ("#cat", attr::COMPLETED_AT),
+            ("#owner", attr::OWNER),
+            ("#lease", attr::LEASE),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let mut values: Av = [
+            (":done", s(MarkStatus::Completed.as_str())),
+            (":inprog", s(MarkStatus::InProgress.as_str())),
+            (":now_ms", ms(now)),
+            (":owner", s(lease.owner.as_str())),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        if let Some(r) = result {
+            update.push_str(", #res = :res");
+            names.insert("#res".into(), attr::RESULT.into());
+            values.insert(":res".into(), s(r));
+        }
+        update.push_str(" REMOVE #lease");
+        self.count_call();
+        let sent = self
+            .client
+            .update_item()
+            .table_name(self.table.as_ref())
+            .key(attr::PK, s(lease.key.as_str()))
+            .update_expression(update)
+            .condition_expression("#owner = :owner AND #st = :inprog")
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(()),
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
+                    let current = c.item().map(codec::mark).transpose()?;
+                    match current {
+                        // Our own earlier completion (a retry after a lost response).
+                        Some(m)
+                            if m.status == MarkStatus::Completed
+                                && m.owner.as_ref() == Some(&lease.owner) =>
+                        {
+                            Ok(())
+                        }
+                        current => Err(fenced(lease, current)),
+                    }
+                }
+                _ => Err(crate::error::from_sdk(err)),
+            },
+        }
+    }
+
+    /// Releases a claim after a handler error (S6), so a redelivery can try again at once, but
+    /// only if `lease` still owns it: otherwise [`Error::Fenced`], and nothing changes.
+    pub async fn release(&self, lease: &Lease) -> Result<(), Error> {
+        self.count_call();
+        // The lease ends now; the mark stays (with its first attempt's time, S16) until the
+        // next delivery takes it over or its TTL passes.
+        let sent = self
+            .client
+            .update_item()
+            .table_name(self.table.as_ref())
+            .key(attr::PK, s(lease.key.as_str()))
+            // The owner becomes `released-<owner>`: a released lease can neither complete nor
+            // release a claim taken over since; releasing again is harmless.
+            .update_expression("SET #lease = :ended, #owner = :released")
+            .condition_expression("(#owner = :owner OR #owner = :released) AND #st = :inprog")
+            .expression_attribute_names("#owner", attr::OWNER)
+            .expression_attribute_names("#st", attr::STATUS)
+            .expression_attribute_names("#lease", attr::LEASE)
+            .expression_attribute_values(":owner", s(lease.owner.as_str()))
+            .expression_attribute_values(
+                ":released",
+                s(format!("released-{}", lease.owner.as_str())),
+            )
+            .expression_attribute_values(":inprog", s(MarkStatus::InProgress.as_str()))
+            .expression_attribute_values(":ended", ms(std::time::UNIX_EPOCH))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(()),
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(c)) => match c.item() {
+                    // Nothing stored: never there (or its TTL purged it).
+                    None => Ok(()),
+                    Some(old) => Err(fenced(lease, Some(codec::mark(old)?))),
+                },
+                _ => Err(crate::error::from_sdk(err)),
+            },
+        }
+    }
+
+    /// The live mark of `key` (strongly consistent read), or `None`. A mark whose TTL has passed
+    /// is `None` even while DynamoDB still stores it (S9).
+    pub async fn get(&self, key: &DedupKey) -> Result<Option<Mark>, Error> {
+        self.count_call();
+        let out = self
+            .client
+            .get_item()
+            .table_name(self.table.as_ref())
+            .key(attr::PK, s(key.as_str()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(crate::error::from_sdk)?;
+        let now = self.clock.now();
+        match out.item() {
+            None => Ok(None),
+            Some(item) => Ok(Some(codec::mark(item)?).filter(|m| m.is_live(now))),
+        }
+    }
+}
+
+impl MarkStore for DynamoStore {
+    fn claim<'a>(
+        &'a self,
+        key: &'a DedupKey,
+        fp: Option<&'a Fingerprint>,
+        deadline: Option<SystemTime>,
+    ) -> StoreFuture<'a, Claim> {
+        Box::pin(DynamoStore::claim(self, key, fp, deadline))
+    }
+
+    fn commit<'a>(&'a self, r: CommitRequest<'a>) -> StoreFuture<'a, Commit> {
+        Box::pin(DynamoStore::commit(
+            self,
+            r.key,
+            r.fingerprint,
+            r.result,
+            r.effects,
+        ))
+    }
+
+    fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a>]) -> BatchFuture<'a> {
+        Box::pin(DynamoStore::commit_batch(self, requests))
+    }
+
+    fn complete<'a>(&'a self, lease: &'a Lease, result: Option<&'a str>) -> StoreFuture<'a, ()> {
+        Box::pin(DynamoStore::complete(self, lease, result))
+    }
+
+    fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()> {
+        Box::pin(DynamoStore::release(self, lease))
+    }
+
+    fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>> {
+        Box::pin(DynamoStore::get(self, key))
+    }
+
+    fn now(&self) -> SystemTime {
+        self.clock.now()
+    }
+
+    fn retention(&self) -> Retention {
+        self.retention
+    }
+
+    fn max_result_bytes(&self) -> usize {
+        self.max_result_bytes
+    }
+}
+
+fn fenced(lease: &Lease, current: Option<Mark>) -> Error {
+    Error::Fenced {
+        key: lease.key.clone(),
+        current: current.map(Box::new),
+    }
+}
+
+/// The code of a reason that cancelled nothing.
+const NO_REASON: &str = "None";
+/// The code of a failed condition.
+const CONDITION_FAILED: &str = "ConditionalCheckFailed";
+
+fn reason_code(r: &CancellationReason) -> &str {
+    r.code().unwrap_or(NO_REASON)
+}
+
+/// Whether a cancellation reason is one that retrying cannot fix ([`classify_code`] says
+/// [`FaultKind::Refused`]): the write at that position is refused as it is (S15). A failed
+/// condition is not a fault and is mapped on its own.
+fn permanent(code: &str) -> bool {
+    code != NO_REASON
+        && code != CONDITION_FAILED
+        && classify_code(Some(code), 400) == FaultKind::Refused
+}
+
+/// The first transient reason of a cancelled transaction (throttling, a conflicting
+/// transaction): no one event's fault, so every event not settled otherwise is retried (S13).
+pub(crate) fn transient_fault(reasons: &[CancellationReason]) -> Option<(FaultKind, String)> {
+    reasons
+        .iter()
+        .map(reason_code)
+        .filter(|c| *c != NO_REASON && *c != CONDITION_FAILED)
+        .map(|c| (classify_code(Some(c), 400), c))
+        .find(|(kind, _)| *kind != FaultKind::Refused)
+        .map(|(kind, c)| (kind, c.to_owned()))
+}

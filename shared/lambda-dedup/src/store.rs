@@ -1,0 +1,255 @@
+//! The mark store: the six operations every flow is built on, and the errors they share.
+//!
+//! [`MarkStore`] is implemented twice: on DynamoDB (`lambda-dedup-dynamodb`), which is what runs in
+//! Lambda, and in memory (`lambda-dedup-memory`), for fast tests of flows and handlers. Both pass one
+//! conformance suite (`tests/integration/conformance.rs`), so a behaviour a test shows on the
+//! memory store is the behaviour the DynamoDB store has.
+//!
+//! Every implementation keeps these promises:
+//! - **claim** is exclusive (S4): of any number of concurrent claims of one key, one wins.
+//! - **commit** writes the completed mark and every effect, or nothing (S5); the mark is written
+//!   only where a claim could have been taken.
+//! - **complete** and **release** are fenced by the lease's owner token (S6).
+//! - a mark past its TTL counts as absent, whether or not it has been deleted yet (S9).
+//! - a stored fingerprint that differs from the offered one is a conflict (S11).
+//! - a fault is typed: [`StoreError::is_retryable`] tells transient from permanent (S13, S15).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, SystemTime};
+
+use crate::effect::Effect;
+use crate::fingerprint::Fingerprint;
+use crate::key::DedupKey;
+use crate::mark::{Claim, Commit, Lease, Mark, MarkStatus};
+use crate::retention::Retention;
+
+/// Default lease on a claim: long enough for one external call with retries, short enough that a
+/// crashed holder's event is picked up again within a typical SQS visibility timeout.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+/// Default bound on the stored result (DynamoDB items are limited to 400 KB).
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 64 * 1024;
+/// DynamoDB allows 100 items in one transaction; the mark takes one.
+pub const MAX_EFFECTS: usize = 99;
+
+/// A boxed future of a store operation (boxed so the trait is object-safe: a flow holds any
+/// store behind one pointer).
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// A boxed future of a batch commit: one result per request.
+pub type BatchFuture<'a> =
+    Pin<Box<dyn Future<Output = Vec<Result<Commit, StoreError>>> + Send + 'a>>;
+
+/// One event to commit: its mark and its effects, all or nothing (S5).
+#[derive(Debug, Clone, Copy)]
+pub struct CommitRequest<'a> {
+    /// The event's key.
+    pub key: &'a DedupKey,
+    /// Its fingerprint (S11).
+    pub fingerprint: Option<&'a Fingerprint>,
+    /// The result to store with the mark (S8).
+    pub result: Option<&'a str>,
+    /// Its effects.
+    pub effects: &'a [Effect],
+}
+
+/// Where marks are kept. See the module documentation for the promises every implementation
+/// keeps; each method's documentation says what it returns.
+pub trait MarkStore: Send + Sync + fmt::Debug {
+    /// Claims `key` under a lease (S4, S6) that runs for the store's lease duration, cut to
+    /// `deadline`. [`Claim::Seen`] says what stood in the way: a duplicate with its stored
+    /// result, a live claim, or a conflict (S8, S11). A lease that ran out may be taken over;
+    /// the takeover's [`Lease::first_attempt_at`] is the first claim's.
+    fn claim<'a>(
+        &'a self,
+        key: &'a DedupKey,
+        fp: Option<&'a Fingerprint>,
+        deadline: Option<SystemTime>,
+    ) -> StoreFuture<'a, Claim>;
+
+    /// Commits the completed mark with the request's effects, all or nothing (S5). An effect
+    /// whose condition fails is [`Commit::EffectRejected`]; writes refused as they are
+    /// (malformed, wrong types, over a size limit) are [`StoreError::Refused`].
+    fn commit<'a>(&'a self, request: CommitRequest<'a>) -> StoreFuture<'a, Commit>;
+
+    /// Commits every request, each atomically with its own effects, with the same result per
+    /// request as [`commit`](Self::commit) would give: one request's refusal or failed condition
+    /// never fails another (S12); only a transient fault may fail several.
+    fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a>]) -> BatchFuture<'a>;
+
+    /// Completes a claim with `result` (S6), only while `lease` owns it; otherwise
+    /// [`StoreError::Fenced`] and nothing changes. Completing twice with one lease is harmless.
+    fn complete<'a>(&'a self, lease: &'a Lease, result: Option<&'a str>) -> StoreFuture<'a, ()>;
+
+    /// Ends a claim's lease at once, keeping the mark (and its first attempt's time, S16), only
+    /// while `lease` owns it; otherwise [`StoreError::Fenced`]. Releasing twice is harmless.
+    fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()>;
+
+    /// The live mark of `key` (strongly consistent), or `None`; a mark past its TTL is `None`.
+    fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>>;
+
+    /// The store's "now": the clock its TTLs and leases are written and judged by.
+    fn now(&self) -> SystemTime;
+
+    /// How long marks are kept (S9).
+    fn retention(&self) -> Retention;
+
+    /// The largest result [`complete`](Self::complete) and [`commit`](Self::commit) store.
+    fn max_result_bytes(&self) -> usize;
+
+    /// The completed mark a successful commit of these arguments writes as of now, for a warm
+    /// cache to remember.
+    fn written_mark(&self, key: &DedupKey, fp: Option<&Fingerprint>, result: Option<&str>) -> Mark {
+        let now = self.now();
+        Mark {
+            key: key.clone(),
+            status: MarkStatus::Completed,
+            owner: None,
+            lease_expires_at: None,
+            expires_at: now + self.retention().duration(),
+            fingerprint: fp.cloned(),
+            result: result.map(str::to_owned),
+            first_seen_at: now,
+            completed_at: Some(now),
+        }
+    }
+
+    /// How old an event of `event_time` is by the store's clock, when that is beyond the
+    /// retention window: the mark table can no longer judge it (S10).
+    fn beyond_retention(&self, event_time: SystemTime) -> Option<Duration> {
+        let age = self.now().duration_since(event_time).ok()?;
+        (age >= self.retention().duration()).then_some(age)
+    }
+
+    /// How far ahead of the store's clock `event_time` is, when it is ahead.
+    fn ahead_of_clock(&self, event_time: SystemTime) -> Option<Duration> {
+        event_time.duration_since(self.now()).ok()
+    }
+}
+
+/// Why the store could not be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// Throttling or exceeded provisioned throughput.
+    Throttled,
+    /// A transaction was cancelled because another one touched the same item.
+    TransactionConflict,
+    /// No answer in time.
+    Timeout,
+    /// The connection failed or broke.
+    Network,
+    /// The service answered with a server error (5xx).
+    ServerError,
+    /// The request was refused (validation, access, missing table): retrying will not help.
+    /// When the refusal is of one event's own writes, the error is [`StoreError::Refused`],
+    /// which carries this kind too.
+    Refused,
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FaultKind::Throttled => "throttled",
+            FaultKind::TransactionConflict => "transaction conflict",
+            FaultKind::Timeout => "timeout",
+            FaultKind::Network => "network",
+            FaultKind::ServerError => "server error",
+            FaultKind::Refused => "refused",
+        })
+    }
+}
+
+/// An error of a mark store. None of these means "processed": the caller must not acknowledge
+/// the message (S13).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The lease no longer owns the claim: it expired and another process took the event over, or
+    /// the claim was released (S6 fencing). `current` is the mark as it now stands.
+    #[error("fenced: this lease no longer owns {key}")]
+    Fenced {
+        /// The key.
+        key: DedupKey,
+        /// The mark as it now stands, if any.
+        current: Option<Box<Mark>>,
+    },
+    /// The store could not be used.
+    #[error("mark store {kind}: {message}")]
+    Store {
+        /// What kind of fault.
+        kind: FaultKind,
+        /// The store's description.
+        message: String,
+    },
+    /// A conditional write failed, yet the old item it returned does not explain it (it changed
+    /// in between). Transient: retry.
+    #[error("the mark for {0} changed while it was being written")]
+    Contended(DedupKey),
+    /// The store refused one event's own writes as they are: a permanent reason at one of the
+    /// event's positions in a transaction (DynamoDB's `ValidationError`), or a refusal of a
+    /// request that held only this event's writes (a malformed expression, an item or a
+    /// transaction over its size limit). Nothing was written. Permanent (S15): the same writes
+    /// are refused again, so the event is the one to dead-letter, and no other event of a shared
+    /// transaction is blamed for it (S12). Only the error code is kept: a message may quote
+    /// values (S3).
+    #[error("the store refused the writes of {key}: {code}{}", at_position(.position))]
+    Refused {
+        /// The event's key.
+        key: DedupKey,
+        /// The refusal's code (`ValidationError`, `ValidationException`, …).
+        code: String,
+        /// The refused write among the event's own, when the store named one: 0 is the mark,
+        /// 1.. the effects.
+        position: Option<usize>,
+    },
+    /// The request is invalid (too many effects, result too large, no time left for a lease).
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// A stored mark could not be decoded.
+    #[error("stored mark {key} is malformed: {reason}")]
+    Corrupt {
+        /// The key.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl StoreError {
+    /// Whether the same call may succeed later (SQS redelivery is the usual retry).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            StoreError::Store { kind, .. } => *kind != FaultKind::Refused,
+            StoreError::Contended(_) => true,
+            StoreError::Fenced { .. }
+            | StoreError::Refused { .. }
+            | StoreError::Invalid(_)
+            | StoreError::Corrupt { .. } => false,
+        }
+    }
+
+    /// The fault kind, for store errors ([`FaultKind::Refused`] for [`StoreError::Refused`]).
+    pub fn fault_kind(&self) -> Option<FaultKind> {
+        match self {
+            StoreError::Store { kind, .. } => Some(*kind),
+            StoreError::Refused { .. } => Some(FaultKind::Refused),
+            _ => None,
+        }
+    }
+
+    /// A [`StoreError::Store`] of `kind`.
+    pub fn store(kind: FaultKind, message: impl Into<String>) -> Self {
+        StoreError::Store {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+fn at_position(position: &Option<usize>) -> String {
+    match position {
+        Some(0) => " (the mark)".into(),
+        Some(p) => format!(" (effect {})", p - 1),
+        None => String::new(),
+    }
+}

@@ -8,6 +8,8 @@
 //! - [`sqs`]: [`run_sqs`]: one SQS invocation, from event to `SqsBatchResponse`.
 //! - [`reconcile`]: late events (S10) to the reconciliation queue.
 
+#![warn(missing_docs)]
+
 pub mod emf;
 pub mod reconcile;
 pub mod settings;

@@ -37,7 +37,7 @@ const OWN_ATTRIBUTES: usize = 4;
 pub const NATIVE_ATTRIBUTES: usize = MAX_ATTRIBUTES - OWN_ATTRIBUTES;
 
 /// The message attributes a late event is sent with (see the module docs): at most
-/// [`MAX_ATTRIBUTES`], whatever the original carried.
+/// `MAX_ATTRIBUTES`, whatever the original carried.
 pub fn late_attributes(
     reason: &str,
     key: &str,

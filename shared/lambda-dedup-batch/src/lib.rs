@@ -16,6 +16,44 @@
 //!   transaction mode ([`run_batch_transactional`]) commits a whole batch in as few transactions
 //!   as possible, and a warm cache ([`Deduplicator::with_cache`]) answers known duplicates with no
 //!   DynamoDB call.
+//!
+//! # Example
+//!
+//! A credit applied once however often it is delivered, on the in-memory store (in a Lambda,
+//! `lambda_dedup_dynamodb::DynamoStore` takes its place):
+//!
+//! ```
+//! use std::time::Duration;
+//! use lambda_dedup::{Effect, Item, KeySpec, Message, Retention, Scope};
+//! use lambda_dedup_batch::{Deduplicator, Outcome, Plan};
+//! use lambda_dedup_memory::MemoryStore;
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let store = MemoryStore::new(Retention::unchecked(Duration::from_secs(86_400)).unwrap());
+//! store.create_table("balances", "account");
+//! let spec = KeySpec::cloudevents(Scope::new("bank", "ledger").unwrap(), "tenantid");
+//! let dedup = Deduplicator::new(spec, store.clone());
+//! let message = Message {
+//!     message_id: "m-1".into(),
+//!     body: br#"{"specversion":"1.0","type":"credit","source":"/bank","id":"e-1",
+//!              "tenantid":"acme","data":{"amount":5}}"#.to_vec(),
+//!     ..Message::default()
+//! };
+//! let plan = |_: &lambda_dedup::Derived| {
+//!     let credit = Effect::update("balances", Item::new().with("account", "acme/a-1"))
+//!         .expression("ADD balance :amount")
+//!         .value(":amount", 5);
+//!     Ok(Plan { effects: vec![credit], result: None })
+//! };
+//! assert_eq!(dedup.transactional(&message, plan).await, Outcome::Applied);
+//! // The same event again (an SQS redelivery): a duplicate, and the balance moves once.
+//! assert!(matches!(dedup.transactional(&message, plan).await, Outcome::Duplicate { .. }));
+//! let balance = store.item("balances", &Item::new().with("account", "acme/a-1")).unwrap();
+//! assert_eq!(balance.0["balance"], lambda_dedup::Value::N("5".into()));
+//! # });
+//! ```
+
+#![warn(missing_docs)]
 
 pub mod flows;
 pub mod outcome;

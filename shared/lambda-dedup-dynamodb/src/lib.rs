@@ -19,6 +19,8 @@
 //! seconds; **the table's TTL attribute**), `fingerprint`, `result`, `first_seen_at`,
 //! `completed_at` (epoch ms).
 
+#![warn(missing_docs)]
+
 mod batch;
 mod client;
 mod codec;

@@ -17,6 +17,8 @@
 //!   reason code that quotes nothing from the answer; [`IdempotentClient::post`] is the same call
 //!   with the failure as a [`HandlerError`] (`Transient` or `Invalid`) for the batch flows.
 
+#![warn(missing_docs)]
+
 use std::time::Duration;
 
 use lambda_dedup_batch::HandlerError;

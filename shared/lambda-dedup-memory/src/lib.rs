@@ -12,8 +12,7 @@
 //! use lambda_dedup::{CommitRequest, Commit, DedupKey, Effect, Item, MarkStore, Retention, Scope};
 //! use lambda_dedup_memory::MemoryStore;
 //!
-//! # tokio_test();
-//! # fn tokio_test() { futures_lite(async {
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let store = MemoryStore::new(Retention::unchecked(Duration::from_secs(86_400)).unwrap());
 //! store.create_table("balances", "account");
 //! let key = DedupKey::new(&Scope::new("bank", "ledger").unwrap(), "acme", &["evt-1"]);
@@ -25,11 +24,10 @@
 //! assert!(matches!(store.commit(request).await.unwrap(), Commit::Seen(_)));
 //! let balance = store.item("balances", &Item::new().with("account", "a-1")).unwrap();
 //! assert_eq!(balance.0["balance"], lambda_dedup::Value::N("10".into()));
-//! # }) }
-//! # fn futures_lite(f: impl std::future::Future<Output = ()>) {
-//! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
-//! # }
+//! # });
 //! ```
+
+#![warn(missing_docs)]
 
 mod expr;
 

@@ -21,6 +21,8 @@
 //!   and its typed [`StoreError`]; implemented on DynamoDB and in memory.
 //! - [`clock`]: the source of "now", injectable so tests can move time.
 
+#![warn(missing_docs)]
+
 pub mod cache;
 pub mod clock;
 pub mod effect;

@@ -1,4 +1,4 @@
-//! A local DynamoDB for tests, the demo, chaos, soak and bench: [Dynoxide](https://crates.io/crates/dynoxide-rs)
+//! A local DynamoDB for tests, the demo, chaos, soak and bench: Dynoxide (crate `dynoxide-rs`)
 //! (MIT OR Apache-2.0, DynamoDB on SQLite) embedded as a library and served over HTTP on a
 //! loopback port, so any AWS SDK client can talk to it.
 //!

@@ -1,0 +1,61 @@
+//! The checks every identity and tenant value passes, and reading them out of JSON.
+
+use serde_json::Value as Json;
+
+use super::Rejection;
+
+/// Longest accepted identity or tenant value, in bytes.
+pub const MAX_IDENTITY_BYTES: usize = 1024;
+
+pub(super) fn pointer(body: Option<&Json>, ptr: &str, what: &str) -> Result<String, Rejection> {
+    let v = body
+        .and_then(|b| b.pointer(ptr))
+        .ok_or_else(|| Rejection::Missing { what: what.into() })?;
+    checked(what, &json_text(what, v, true)?)
+}
+
+/// The text of a JSON identity value: a string, or (where allowed) an integer in its canonical
+/// decimal form. Floats, booleans, null, arrays and objects are not identities.
+pub(super) fn json_text<'a>(
+    what: &str,
+    v: &'a Json,
+    allow_integer: bool,
+) -> Result<std::borrow::Cow<'a, str>, Rejection> {
+    match v {
+        Json::String(s) => Ok(s.as_str().into()),
+        Json::Number(n) if allow_integer && (n.is_i64() || n.is_u64()) => Ok(n.to_string().into()),
+        other => Err(Rejection::WrongType {
+            what: what.into(),
+            found: json_kind(other),
+        }),
+    }
+}
+
+fn json_kind(v: &Json) -> &'static str {
+    match v {
+        Json::Null => "null",
+        Json::Bool(_) => "a boolean",
+        Json::Number(_) => "a number",
+        Json::String(_) => "a string",
+        Json::Array(_) => "an array",
+        Json::Object(_) => "an object",
+    }
+}
+
+/// Length and character checks on an identity or tenant value; the checked value, owned.
+pub(super) fn checked(what: &str, v: &str) -> Result<String, Rejection> {
+    if v.trim().is_empty() {
+        return Err(Rejection::Empty { what: what.into() });
+    }
+    if v.len() > MAX_IDENTITY_BYTES {
+        return Err(Rejection::TooLong {
+            what: what.into(),
+            len: v.len(),
+            max: MAX_IDENTITY_BYTES,
+        });
+    }
+    if v.chars().any(char::is_control) {
+        return Err(Rejection::BadCharacters { what: what.into() });
+    }
+    Ok(v.to_owned())
+}

@@ -1,0 +1,30 @@
+//! One delivery, in the library's own terms.
+
+use std::collections::BTreeMap;
+
+/// Default largest body accepted, in bytes: 1 MiB, what SQS messages and Lambda's SQS trigger
+/// carry since January 2026 (it was 256 KiB before). Functions read theirs from
+/// `DEDUP_MAX_BODY_BYTES`.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// A message attribute value, as SQS carries them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttributeValue {
+    /// `String` and `Number` data types.
+    String(String),
+    /// `Binary` data type.
+    Binary(Vec<u8>),
+}
+
+/// One delivery, in the library's own terms (the functions convert from `aws_lambda_events`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Message {
+    /// The broker's id of this delivery (SQS `messageId`).
+    pub message_id: String,
+    /// The raw body.
+    pub body: Vec<u8>,
+    /// Message attributes by name.
+    pub attributes: BTreeMap<String, AttributeValue>,
+    /// The FIFO message group, if the queue is FIFO (order is kept within a group, S12).
+    pub group_id: Option<String>,
+}

@@ -1,0 +1,111 @@
+//! Why a message is not processed.
+
+/// Why a message is not processed: it has no key (S2), or it is too old to judge (S10). Messages name the field, never its value: values may be personal
+/// data (S3).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    /// The body is larger than the configured limit.
+    #[error("body is {len} bytes, over the {max}-byte limit")]
+    BodyTooLarge {
+        /// Body length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The body had to be JSON but is not UTF-8.
+    #[error("body is not valid UTF-8")]
+    BodyNotUtf8,
+    /// The body had to be JSON but does not parse.
+    #[error("body is not valid JSON: {detail}")]
+    BodyNotJson {
+        /// The parser's error (position and kind).
+        detail: String,
+    },
+    /// A field the key needs is absent.
+    #[error("{what} is missing")]
+    Missing {
+        /// The field.
+        what: String,
+    },
+    /// A field the key needs is empty or blank.
+    #[error("{what} is empty")]
+    Empty {
+        /// The field.
+        what: String,
+    },
+    /// A field the key needs is too long.
+    #[error("{what} is {len} bytes, over the {max}-byte limit")]
+    TooLong {
+        /// The field.
+        what: String,
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A binary field the key needs is not UTF-8.
+    #[error("{what} is not valid UTF-8")]
+    NotUtf8 {
+        /// The field.
+        what: String,
+    },
+    /// A field the key needs contains control characters.
+    #[error("{what} contains control characters")]
+    BadCharacters {
+        /// The field.
+        what: String,
+    },
+    /// A field the key needs has the wrong JSON type.
+    #[error("{what} has the wrong type ({found})")]
+    WrongType {
+        /// The field.
+        what: String,
+        /// The JSON type found.
+        found: &'static str,
+    },
+    /// The event is older than the retention window: the mark table can no longer say whether
+    /// it was handled, so it goes to reconciliation instead of being applied (S10).
+    #[error("event is {age_secs} s old, beyond the {retention_secs}-second retention window")]
+    Late {
+        /// How old the event is, by its own time.
+        age_secs: u64,
+        /// The retention window.
+        retention_secs: u64,
+    },
+    /// The event says it happens further in the future than clocks can disagree
+    /// ([`MAX_CLOCK_SKEW`]). Its age cannot be trusted, so neither can the late-event rule: a
+    /// replay of it after its mark expired would otherwise pass as new. It goes to
+    /// reconciliation like a late event (S10).
+    #[error(
+        "event time is {ahead_secs} s in the future, beyond the {skew_secs}-second clock skew allowed"
+    )]
+    FromTheFuture {
+        /// How far ahead of the store's clock the event's time is.
+        ahead_secs: u64,
+        /// The skew allowed.
+        skew_secs: u64,
+    },
+}
+
+/// How far ahead of the store's clock an event's declared time may be (clocks disagree); an
+/// event further ahead is [`Rejection::FromTheFuture`] (S10).
+pub const MAX_CLOCK_SKEW: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+impl Rejection {
+    /// A stable, low-cardinality code for metrics and log fields.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Rejection::BodyTooLarge { .. } => "body_too_large",
+            Rejection::BodyNotUtf8 => "body_not_utf8",
+            Rejection::BodyNotJson { .. } => "body_not_json",
+            Rejection::Missing { .. } => "identity_missing",
+            Rejection::Empty { .. } => "identity_empty",
+            Rejection::TooLong { .. } => "identity_too_long",
+            Rejection::NotUtf8 { .. } => "identity_not_utf8",
+            Rejection::BadCharacters { .. } => "identity_bad_characters",
+            Rejection::WrongType { .. } => "identity_wrong_type",
+            Rejection::Late { .. } => "late_event",
+            Rejection::FromTheFuture { .. } => "implausible_time",
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! How a message derives to its key, fingerprint and body (S1, S2, S11).
+
+use std::time::SystemTime;
+
+use serde_json::Value as Json;
+
+use super::checks::{checked, json_text, pointer};
+use super::cloudevents::{ce_attr, ce_time};
+use super::{AttributeValue, DEFAULT_MAX_BODY_BYTES, DedupKey, Message, Rejection, Scope};
+use crate::fingerprint::{Fingerprint, FingerprintSource};
+use crate::hash_parts;
+
+/// Where the event identity comes from (S1). Chosen explicitly; there is no default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdentitySource {
+    /// Structured-mode CloudEvents JSON body: `source` + `id` (the spec makes this pair unique).
+    /// `specversion` and `type` must be present too.
+    CloudEvents,
+    /// A named SQS message attribute of type String or Number.
+    MessageAttribute(String),
+    /// A JSON pointer (RFC 6901, e.g. `/order/id`) into a JSON body; the value must be a string or
+    /// an integer.
+    JsonPointer(String),
+    /// The SQS `messageId`. **Only protects against broker redelivery**: a producer that retries a
+    /// send gets a new `messageId`, and the event is processed twice. Choose it only when the
+    /// producer has no identity to offer.
+    SqsMessageId,
+    /// SHA-256 of the raw body bytes. **Breaks on re-serialisation** (a producer that re-encodes
+    /// the same event with other whitespace or key order makes a new identity) and **merges two
+    /// legitimate identical actions** (two equal payments become one). Choose it knowingly.
+    BodySha256,
+}
+
+/// Where the tenant comes from (S1): keeps customers' identities apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TenantSource {
+    /// No tenants: every event belongs to one tenant.
+    Single,
+    /// A fixed tenant for this consumer.
+    Fixed(String),
+    /// A named SQS message attribute.
+    MessageAttribute(String),
+    /// A top-level CloudEvents extension attribute of the JSON body (e.g. `tenantid`).
+    CloudEventsExtension(String),
+    /// A JSON pointer into the body.
+    JsonPointer(String),
+}
+
+/// How to derive the key and fingerprint of a message.
+#[derive(Debug, Clone)]
+pub struct KeySpec {
+    scope: Scope,
+    tenant: TenantSource,
+    identity: IdentitySource,
+    fingerprint: FingerprintSource,
+    max_body_bytes: usize,
+}
+
+/// What a message derives to: its key, its fingerprint, and the parsed JSON body when the spec
+/// needed to parse it (so the handler does not parse twice).
+#[derive(Debug, Clone)]
+pub struct Derived {
+    /// The dedup key.
+    pub key: DedupKey,
+    /// The payload fingerprint, unless the spec has none.
+    pub fingerprint: Option<Fingerprint>,
+    /// The tenant the key is scoped to (empty for a single-tenant spec). Effects key their
+    /// items within it ([`crate::tenant_scoped`]), so tenants stay apart in the data too (S1).
+    /// Not for logs.
+    pub tenant: String,
+    /// The body as JSON, when it was parsed.
+    pub body: Option<Json>,
+    /// When the producer says the event happened: the CloudEvents `time` attribute, when the
+    /// identity is CloudEvents and the producer set it. Judges late events (S10).
+    pub event_time: Option<SystemTime>,
+}
+
+impl KeySpec {
+    /// A spec with the given identity source, a single tenant, no fingerprint and the default body
+    /// limit. Set the rest with the builder methods.
+    pub fn new(scope: Scope, identity: IdentitySource) -> Self {
+        Self {
+            scope,
+            tenant: TenantSource::Single,
+            identity,
+            fingerprint: FingerprintSource::None,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+
+    /// The usual spec for structured CloudEvents: the event identity is `source` + `id`, the
+    /// tenant is the extension attribute `tenant_extension`, and the fingerprint covers `data`
+    /// (S1, S11). Every part stays explicit in the call; change any with the builder methods.
+    pub fn cloudevents(scope: Scope, tenant_extension: &str) -> Self {
+        Self::new(scope, IdentitySource::CloudEvents)
+            .tenant(TenantSource::CloudEventsExtension(tenant_extension.into()))
+            .fingerprint(FingerprintSource::CloudEventsData)
+    }
+
+    /// Where the tenant comes from.
+    pub fn tenant(mut self, tenant: TenantSource) -> Self {
+        self.tenant = tenant;
+        self
+    }
+
+    /// What part of the message the fingerprint covers (S11).
+    pub fn fingerprint(mut self, fingerprint: FingerprintSource) -> Self {
+        self.fingerprint = fingerprint;
+        self
+    }
+
+    /// The largest body accepted; larger ones are rejected.
+    pub fn max_body_bytes(mut self, max: usize) -> Self {
+        self.max_body_bytes = max;
+        self
+    }
+
+    /// The scope.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    fn needs_json(&self) -> bool {
+        matches!(
+            self.identity,
+            IdentitySource::CloudEvents | IdentitySource::JsonPointer(_)
+        ) || matches!(
+            self.tenant,
+            TenantSource::CloudEventsExtension(_) | TenantSource::JsonPointer(_)
+        ) || self.fingerprint.needs_json()
+    }
+
+    /// Derives the key of `msg`, or says why it cannot (S2: no key, no processing).
+    pub fn derive(&self, msg: &Message) -> Result<Derived, Rejection> {
+        if msg.body.len() > self.max_body_bytes {
+            return Err(Rejection::BodyTooLarge {
+                len: msg.body.len(),
+                max: self.max_body_bytes,
+            });
+        }
+        let body = if self.needs_json() {
+            let text = std::str::from_utf8(&msg.body).map_err(|_| Rejection::BodyNotUtf8)?;
+            let json: Json = serde_json::from_str(text).map_err(|e| Rejection::BodyNotJson {
+                // serde's message names line/column and the kind of error, never the content.
+                detail: e.to_string(),
+            })?;
+            Some(json)
+        } else {
+            None
+        };
+
+        let mut event_time = None;
+        let identity: Vec<String> = match &self.identity {
+            IdentitySource::CloudEvents => {
+                let ce = body
+                    .as_ref()
+                    .and_then(Json::as_object)
+                    .ok_or(Rejection::WrongType {
+                        what: "CloudEvents body".into(),
+                        found: "not a JSON object",
+                    })?;
+                for required in ["specversion", "type"] {
+                    let what = || format!("CloudEvents attribute `{required}`");
+                    let v = ce
+                        .get(required)
+                        .ok_or_else(|| Rejection::Missing { what: what() })?;
+                    checked(&what(), &json_text(&what(), v, false)?)?;
+                }
+                let source = ce_attr(ce, "source")?;
+                let id = ce_attr(ce, "id")?;
+                event_time = ce.get("time").map(ce_time).transpose()?;
+                vec!["cloudevents".into(), source, id]
+            }
+            IdentitySource::MessageAttribute(name) => {
+                let what = format!("message attribute `{name}`");
+                vec![
+                    "attribute".into(),
+                    name.clone(),
+                    attribute(msg, &what, name)?,
+                ]
+            }
+            IdentitySource::JsonPointer(ptr) => {
+                let what = format!("body field `{ptr}`");
+                let v = pointer(body.as_ref(), ptr, &what)?;
+                vec!["pointer".into(), ptr.clone(), v]
+            }
+            IdentitySource::SqsMessageId => {
+                let what = "SQS messageId";
+                vec!["sqs-message-id".into(), checked(what, &msg.message_id)?]
+            }
+            IdentitySource::BodySha256 => {
+                if msg.body.is_empty() {
+                    return Err(Rejection::Empty {
+                        what: "body (identity is its hash)".into(),
+                    });
+                }
+                vec![
+                    "body-sha256".into(),
+                    hex::encode(hash_parts("body", [msg.body.as_slice()])),
+                ]
+            }
+        };
+        let tenant = self.tenant_of(msg, body.as_ref())?;
+        let parts: Vec<&str> = identity.iter().map(String::as_str).collect();
+        let key = DedupKey::new(&self.scope, &tenant, &parts);
+        let fingerprint = self.fingerprint.compute(&msg.body, body.as_ref());
+        Ok(Derived {
+            key,
+            fingerprint,
+            tenant,
+            body,
+            event_time,
+        })
+    }
+
+    fn tenant_of(&self, msg: &Message, body: Option<&Json>) -> Result<String, Rejection> {
+        Ok(match &self.tenant {
+            TenantSource::Single => String::new(),
+            TenantSource::Fixed(t) => t.clone(),
+            TenantSource::MessageAttribute(name) => {
+                attribute(msg, &format!("tenant message attribute `{name}`"), name)?
+            }
+            TenantSource::CloudEventsExtension(name) => {
+                let what = format!("tenant CloudEvents extension `{name}`");
+                let v = body
+                    .and_then(Json::as_object)
+                    .and_then(|o| o.get(name))
+                    .ok_or_else(|| Rejection::Missing { what: what.clone() })?;
+                checked(&what, &json_text(&what, v, false)?)?
+            }
+            TenantSource::JsonPointer(ptr) => {
+                pointer(body, ptr, &format!("tenant body field `{ptr}`"))?
+            }
+        })
+    }
+}
+
+pub(super) fn attribute(msg: &Message, what: &str, name: &str) -> Result<String, Rejection> {
+    match msg.attributes.get(name) {
+        None => Err(Rejection::Missing { what: what.into() }),
+        Some(AttributeValue::String(s)) => checked(what, s),
+        Some(AttributeValue::Binary(b)) => {
+            let s = std::str::from_utf8(b).map_err(|_| Rejection::NotUtf8 { what: what.into() })?;
+            checked(what, s)
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! Tests of key derivation.
+
+use super::*;
+use serde_json::Value as Json;
+use serde_json::json;
+
+fn scope() -> Scope {
+    Scope::new("prod", "ledger").expect("scope")
+}
+
+fn msg(body: &str) -> Message {
+    Message {
+        message_id: "m-1".into(),
+        body: body.as_bytes().to_vec(),
+        ..Message::default()
+    }
+}
+
+fn ce(id: &str) -> String {
+    json!({"specversion": "1.0", "type": "credit", "source": "/bank", "id": id,
+           "tenantid": "acme", "data": {"account": "credito-17", "amount": 10}})
+    .to_string()
+}
+
+fn ce_spec() -> KeySpec {
+    KeySpec::cloudevents(scope(), "tenantid")
+}
+
+/// S1: the key depends on the declared identity, not on the delivery: a producer retry with a
+/// new messageId and re-serialised JSON keeps its key.
+#[test]
+fn s1_cloudevents_key_is_stable_across_redeliveries_and_reserialisation() {
+    let a = ce_spec().derive(&msg(&ce("evt-1"))).expect("derive");
+    let mut retry = msg(
+        r#"{ "data": {"amount": 10, "account": "credito-17"}, "id": "evt-1",
+             "source": "/bank", "type": "credit", "specversion": "1.0", "tenantid": "acme" }"#,
+    );
+    retry.message_id = "m-2".into();
+    let b = ce_spec().derive(&retry).expect("derive");
+    assert_eq!(a.key, b.key);
+    assert_eq!(
+        a.fingerprint, b.fingerprint,
+        "S11: same payload, same fingerprint"
+    );
+    assert!(a.body.is_some(), "the parsed body is handed back");
+    let c = ce_spec().derive(&msg(&ce("evt-2"))).expect("derive");
+    assert_ne!(a.key, c.key);
+}
+
+/// S1: namespace, consumer and tenant each separate keys.
+#[test]
+fn s1_scope_and_tenant_are_part_of_the_key() {
+    let k = |ns: &str, consumer: &str, tenant: &str| {
+        DedupKey::new(
+            &Scope::new(ns, consumer).expect("scope"),
+            tenant,
+            &["x", "1"],
+        )
+    };
+    let base = k("prod", "ledger", "acme");
+    assert_ne!(base, k("dev", "ledger", "acme"));
+    assert_ne!(base, k("prod", "billing", "acme"));
+    assert_ne!(base, k("prod", "ledger", "globex"));
+    assert!(base.as_str().starts_with("prod#ledger#"));
+}
+
+/// S1: components are length-prefixed: shifting a boundary changes the key.
+#[test]
+fn s1_identity_components_cannot_be_confused() {
+    let s = scope();
+    assert_ne!(
+        DedupKey::new(&s, "", &["ab", "c"]),
+        DedupKey::new(&s, "", &["a", "bc"])
+    );
+    assert_ne!(
+        DedupKey::new(&s, "a", &["b"]),
+        DedupKey::new(&s, "", &["a", "b"])
+    );
+}
+
+/// S1: each extractor, and the explicit (documented) messageId and body-hash choices.
+#[test]
+fn s1_every_extractor_derives_a_key() {
+    let mut m = msg(r#"{"order":{"id":42},"note":"x"}"#);
+    m.attributes
+        .insert("event-id".into(), AttributeValue::String("evt-9".into()));
+    let attr = KeySpec::new(scope(), IdentitySource::MessageAttribute("event-id".into()));
+    let ptr = KeySpec::new(scope(), IdentitySource::JsonPointer("/order/id".into()));
+    let mid = KeySpec::new(scope(), IdentitySource::SqsMessageId);
+    let hash = KeySpec::new(scope(), IdentitySource::BodySha256);
+    let keys: Vec<DedupKey> = [attr, ptr, mid, hash.clone()]
+        .iter()
+        .map(|s| s.derive(&m).expect("derive").key)
+        .collect();
+    for (i, a) in keys.iter().enumerate() {
+        for b in &keys[i + 1..] {
+            assert_ne!(a, b, "extractors never collide");
+        }
+    }
+    // The body hash changes with the bytes, even for equal JSON (its documented caveat).
+    let reserialised = msg(r#"{"note":"x","order":{"id":42}}"#);
+    assert_ne!(hash.derive(&reserialised).expect("derive").key, keys[3]);
+}
+
+/// S3: personal data never appears in the key in clear.
+#[test]
+fn s3_no_identity_or_tenant_value_in_clear() {
+    let body = json!({"plate": "1234-ABC", "email": "ana@example.com"}).to_string();
+    let spec = KeySpec::new(scope(), IdentitySource::JsonPointer("/plate".into()))
+        .tenant(TenantSource::JsonPointer("/email".into()));
+    let key = spec.derive(&msg(&body)).expect("derive").key;
+    assert!(!key.as_str().contains("1234"));
+    assert!(!key.as_str().contains("ana"));
+    assert_eq!(key.as_str().len(), "prod#ledger#".len() + 64);
+}
+
+fn rejected(spec: &KeySpec, m: &Message) -> Rejection {
+    spec.derive(m).expect_err("must be rejected")
+}
+
+/// S2: no key, no processing: every way a message can lack an identity is a typed rejection
+/// with a reason that names the field, never its value.
+#[test]
+fn s2_messages_without_a_derivable_identity_are_rejected_with_a_reason() {
+    let spec = ce_spec();
+    let cases: Vec<(&str, Message, &str)> = vec![
+        ("not JSON", msg("{not json"), "body_not_json"),
+        (
+            "not UTF-8",
+            Message {
+                body: vec![0xff, 0xfe, b'{'],
+                ..msg("")
+            },
+            "body_not_utf8",
+        ),
+        (
+            "no id",
+            msg(&json!({"specversion":"1.0","type":"t","source":"/s","tenantid":"a"}).to_string()),
+            "identity_missing",
+        ),
+        ("empty id", msg(&ce("")), "identity_empty"),
+        ("blank id", msg(&ce("   ")), "identity_empty"),
+        (
+            "huge id",
+            msg(&ce(&"x".repeat(MAX_IDENTITY_BYTES + 1))),
+            "identity_too_long",
+        ),
+        (
+            "control chars",
+            msg(&ce("evt\u{0}1")),
+            "identity_bad_characters",
+        ),
+        (
+            "numeric id",
+            msg(
+                &json!({"specversion":"1.0","type":"t","source":"/s","id":7,"tenantid":"a"})
+                    .to_string(),
+            ),
+            "identity_wrong_type",
+        ),
+        (
+            "no specversion",
+            msg(&json!({"type":"t","source":"/s","id":"1","tenantid":"a"}).to_string()),
+            "identity_missing",
+        ),
+        (
+            "no tenant",
+            msg(&json!({"specversion":"1.0","type":"t","source":"/s","id":"1"}).to_string()),
+            "identity_missing",
+        ),
+        ("array body", msg("[1,2]"), "identity_wrong_type"),
+    ];
+    for (name, m, code) in cases {
+        let r = rejected(&spec, &m);
+        assert_eq!(r.code(), code, "{name}: {r}");
+    }
+    // The reason never quotes the value.
+    let r = rejected(&spec, &msg(&ce(&format!("secret-{}", "y".repeat(2000)))));
+    assert!(!r.to_string().contains("secret"), "{r}");
+}
+
+#[test]
+fn s2_attribute_and_size_rejections() {
+    let spec = KeySpec::new(scope(), IdentitySource::MessageAttribute("event-id".into()))
+        .max_body_bytes(16);
+    let mut m = msg("small");
+    assert_eq!(rejected(&spec, &m).code(), "identity_missing");
+    m.attributes
+        .insert("event-id".into(), AttributeValue::Binary(vec![0xc3, 0x28]));
+    assert_eq!(rejected(&spec, &m).code(), "identity_not_utf8");
+    m.attributes
+        .insert("event-id".into(), AttributeValue::String(String::new()));
+    assert_eq!(rejected(&spec, &m).code(), "identity_empty");
+    m.attributes
+        .insert("event-id".into(), AttributeValue::String("ok".into()));
+    assert!(spec.derive(&m).is_ok());
+    m.body = vec![b'x'; 17];
+    assert_eq!(rejected(&spec, &m).code(), "body_too_large");
+
+    // The default is the platform's limit (1 MiB), not the 256 KiB of before 2026: a valid
+    // 300 KiB message is processed, one over 1 MiB is not.
+    let default = KeySpec::new(scope(), IdentitySource::MessageAttribute("event-id".into()));
+    m.body = vec![b'x'; 300 * 1024];
+    assert!(
+        default.derive(&m).is_ok(),
+        "300 KiB is within the platform limit"
+    );
+    m.body = vec![b'x'; 1024 * 1024 + 1];
+    assert_eq!(rejected(&default, &m).code(), "body_too_large");
+
+    let mid = KeySpec::new(scope(), IdentitySource::SqsMessageId);
+    assert_eq!(rejected(&mid, &Message::default()).code(), "identity_empty");
+    let hash = KeySpec::new(scope(), IdentitySource::BodySha256);
+    assert_eq!(
+        rejected(&hash, &Message::default()).code(),
+        "identity_empty"
+    );
+}
+
+#[test]
+fn scope_names_are_checked() {
+    assert!(Scope::new("", "x").is_err());
+    assert!(Scope::new("prod", "has space").is_err());
+    assert!(Scope::new("prod", "has#hash").is_err());
+    assert!(Scope::new(&"p".repeat(65), "x").is_err());
+    assert!(Scope::new("prod-1", "ledger_projector.v2").is_ok());
+}
+
+/// S10: the CloudEvents `time` is read as the event's time; an offset is honoured; a
+/// malformed one rejects the message; without one the age is unknown.
+#[test]
+fn s10_cloudevents_time_is_the_event_time() {
+    let with_time = |t: Json| {
+        let body = json!({"specversion": "1.0", "type": "t", "source": "/s", "id": "1",
+                          "tenantid": "a", "time": t});
+        ce_spec().derive(&msg(&body.to_string()))
+    };
+    let at = |ms: u64| Some(crate::clock::from_epoch_millis(ms));
+    let z = with_time(json!("2026-11-29T10:00:00Z")).expect("derive");
+    assert_eq!(z.event_time, at(1_795_946_400_000));
+    let offset = with_time(json!("2026-11-29T11:00:00.5+01:00")).expect("derive");
+    assert_eq!(offset.event_time, at(1_795_946_400_500));
+    for bad in [
+        json!("yesterday"),
+        json!("2026-11-29"),
+        json!(1_795_946_400),
+    ] {
+        let r = with_time(bad).expect_err("malformed time");
+        assert_eq!(r.code(), "identity_wrong_type");
+    }
+    let none =
+        json!({"specversion": "1.0", "type": "t", "source": "/s", "id": "1", "tenantid": "a"});
+    assert_eq!(
+        ce_spec()
+            .derive(&msg(&none.to_string()))
+            .expect("derive")
+            .event_time,
+        None
+    );
+}

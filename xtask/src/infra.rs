@@ -31,111 +31,104 @@ pub(crate) fn load(path: &Path) -> Result<Value> {
     })
 }
 
-/// Everything wrong with `t`; empty when it is sound.
+/// Everything wrong with `t`; empty when it is sound. Each rule is one function below.
 pub(crate) fn check(t: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     let resources = t["Resources"].as_object().cloned().unwrap_or_default();
     let global = &t["Globals"]["Function"];
-
-    // The mark table: the resource DEDUP_MARK_TABLE refers to.
+    let tpl = Template {
+        t,
+        resources: &resources,
+        global,
+    };
     let mark_table = ref_target(&global["Environment"]["Variables"]["DEDUP_MARK_TABLE"]);
     match mark_table.and_then(|id| resources.get(id).map(|r| (id, r))) {
         None => {
             problems.push("Globals: DEDUP_MARK_TABLE must reference the mark table resource".into())
         }
         Some((id, table)) => {
-            let p = &table["Properties"];
-            let ttl = &p["TimeToLiveSpecification"];
-            if ttl["Enabled"] != Value::Bool(true) || ttl["AttributeName"] != "expires_at" {
-                problems.push(format!(
-                    "{id}: the mark table needs TTL enabled on `expires_at` (S9)"
-                ));
-            }
-            let key = p["KeySchema"].as_array().and_then(|k| k.first());
-            if key.map(|k| (&k["AttributeName"], &k["KeyType"]))
-                != Some((&Value::from("pk"), &Value::from("HASH")))
-            {
-                problems.push(format!("{id}: the mark table's partition key must be `pk`"));
-            }
-            let view = p["StreamSpecification"]["StreamViewType"].as_str();
-            if !matches!(view, Some("OLD_IMAGE" | "NEW_AND_OLD_IMAGES")) {
-                problems.push(format!("{id}: the mark table needs a stream with old images, so TTL purges can be counted (S14)"));
-            }
-            // S4 across Regions: with eventually consistent replication, a claim in one Region
-            // does not stop the same claim in another (each conditional write sees only its own
-            // replica), so two Regions could both apply one event.
-            let replicas = p["Replicas"].as_array().map_or(0, Vec::len);
-            if table["Type"] == "AWS::DynamoDB::GlobalTable"
-                && replicas > 1
-                && p["MultiRegionConsistency"] != "STRONG"
-            {
-                problems.push(format!(
-                    "{id}: a mark table replicated to {replicas} Regions must use \
-                     MultiRegionConsistency: STRONG; with eventual consistency two Regions can \
-                     both claim one event (S4)"
-                ));
-            }
+            mark_table_has_ttl_key_and_stream(&mut problems, id, table);
+            global_mark_table_is_strongly_consistent(&mut problems, id, table);
         }
     }
-
     for (id, r) in &resources {
         if r["Type"] != "AWS::Serverless::Function" {
             continue;
         }
-        let p = &r["Properties"];
-        let prop = |k: &str| {
-            if p[k].is_null() {
-                global[k].clone()
-            } else {
-                p[k].clone()
-            }
-        };
-        let crate_name = p["CodeUri"]
-            .as_str()
-            .and_then(|u| u.rsplit('/').next())
-            .unwrap_or(id);
-        if r["Metadata"]["BuildMethod"] != "rust-cargolambda" {
-            problems.push(format!(
-                "{id}: Metadata.BuildMethod must be rust-cargolambda"
-            ));
-        }
-        if prop("Runtime") != "provided.al2023" {
-            problems.push(format!("{id}: Runtime must be provided.al2023"));
-        }
-        if !prop("Architectures")
-            .as_array()
-            .is_some_and(|a| a.iter().any(|x| x == "arm64"))
-        {
-            problems.push(format!("{id}: Architectures must be [arm64]"));
-        }
-        let log_format = p["LoggingConfig"]["LogFormat"]
-            .as_str()
-            .or(global["LoggingConfig"]["LogFormat"].as_str());
-        if log_format != Some("JSON") {
-            problems.push(format!("{id}: LoggingConfig.LogFormat must be JSON"));
-        }
-        let timeout = as_u64(t, &prop("Timeout")).unwrap_or(3);
-        let env = |k: &str| {
-            let v = &p["Environment"]["Variables"][k];
-            if v.is_null() {
-                global["Environment"]["Variables"][k].clone()
-            } else {
-                v.clone()
-            }
-        };
-        for required in ["DEDUP_NAMESPACE", "DEDUP_MARK_TABLE"] {
-            if env(required).is_null() {
-                problems.push(format!("{id}: environment variable {required} is missing"));
+        let f = Function::new(&tpl, id, r, &mut problems);
+        built_for_lambda_on_arm64(&mut problems, &f);
+        required_environment(&mut problems, &f);
+        no_wildcards_on_data(&mut problems, &f);
+        for (name, ev) in f.p["Events"].as_object().into_iter().flatten() {
+            let ep = &ev["Properties"];
+            let at = format!("{id}.{name}");
+            match ev["Type"].as_str() {
+                Some("SQS") => {
+                    reports_batch_item_failures(&mut problems, &at, ep, SQS_PARTIAL);
+                    let Some(q) = SqsTrigger::new(&tpl, &at, ep, &mut problems) else {
+                        continue;
+                    };
+                    visibility_covers_six_timeouts(&mut problems, &f, &q);
+                    late_events_have_a_queue(&mut problems, &f);
+                    queue_has_a_dead_letter_queue(&mut problems, &q);
+                    retention_exceeds_the_horizon(&mut problems, &f, &q);
+                    horizon_variables_match_the_queue(&mut problems, &f, &q);
+                    role_grants_the_trigger(&mut problems, &f, &q);
+                    dead_letter_queue_depth_is_alarmed(&mut problems, &tpl, &q);
+                    conflicts_are_alarmed(&mut problems, &tpl, &f);
+                }
+                Some("DynamoDB") => {
+                    reports_batch_item_failures(&mut problems, &at, ep, STREAM_PARTIAL);
+                    stream_failures_have_a_destination(&mut problems, &at, ep);
+                    stream_trigger_never_stalls(&mut problems, &at, ep);
+                    if !f.env("INTENTS_TABLE").is_null() {
+                        relay_redrives_what_the_stream_gives_up(
+                            &mut problems,
+                            id,
+                            f.p,
+                            &resources,
+                            f.crate_name,
+                        );
+                    }
+                }
+                _ => {}
             }
         }
+    }
+    problems
+}
 
-        // Least privilege.
+/// The template, as every rule reads it.
+struct Template<'a> {
+    t: &'a Value,
+    resources: &'a serde_json::Map<String, Value>,
+    global: &'a Value,
+}
+
+/// One function of the template: its properties, with `Globals` filling what it leaves out, and
+/// the statements of its role.
+struct Function<'a> {
+    t: &'a Value,
+    id: &'a str,
+    r: &'a Value,
+    p: &'a Value,
+    global: &'a Value,
+    crate_name: &'a str,
+    timeout: u64,
+    statements: Vec<Value>,
+}
+
+impl<'a> Function<'a> {
+    /// Reads the function; a missing explicit role, or SAM `Policies`, is a problem here (least
+    /// privilege starts with a role of its own).
+    fn new(tpl: &Template<'a>, id: &'a str, r: &'a Value, problems: &mut Vec<String>) -> Self {
+        let p = &r["Properties"];
         if !p["Policies"].is_null() {
             problems.push(format!("{id}: use an explicit role, not SAM `Policies` (SAM's SQS policy template grants `*`)"));
         }
-        let role = ref_target(&p["Role"]).and_then(|rid| resources.get(rid).map(|r| (rid, r)));
+        let role = ref_target(&p["Role"]).and_then(|rid| tpl.resources.get(rid));
         let statements: Vec<Value> = match role {
-            Some((_, role)) if role["Type"] == "AWS::IAM::Role" => role["Properties"]["Policies"]
+            Some(role) if role["Type"] == "AWS::IAM::Role" => role["Properties"]["Policies"]
                 .as_array()
                 .into_iter()
                 .flatten()
@@ -153,142 +146,325 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
                 Vec::new()
             }
         };
-        for s in &statements {
-            let actions = strings(&s["Action"]);
-            let data = actions
-                .iter()
-                .any(|a| a.starts_with("dynamodb:") || a.starts_with("sqs:"));
-            if data && strings(&s["Resource"]).iter().any(|r| r.contains('*')) {
-                problems.push(format!(
-                    "{id}: role grants {actions:?} on Resource \"*\"; name the table or queue"
-                ));
-            }
-            if actions
-                .iter()
-                .any(|a| (a.starts_with("dynamodb:") || a.starts_with("sqs:")) && a.contains('*'))
-            {
-                problems.push(format!("{id}: role grants wildcard actions {actions:?}"));
-            }
-        }
-        let grants = |action: &str, target: &str| {
-            statements.iter().any(|s| {
-                strings(&s["Action"]).iter().any(|a| a == action)
-                    && refs(&s["Resource"]).iter().any(|r| r == target)
-            })
+        let mut f = Self {
+            t: tpl.t,
+            id,
+            r,
+            p,
+            global: tpl.global,
+            crate_name: p["CodeUri"]
+                .as_str()
+                .and_then(|u| u.rsplit('/').next())
+                .unwrap_or(id),
+            timeout: 3,
+            statements,
         };
+        f.timeout = as_u64(tpl.t, &f.prop("Timeout")).unwrap_or(3);
+        f
+    }
 
-        for (name, ev) in p["Events"].as_object().into_iter().flatten() {
-            let ep = &ev["Properties"];
-            let partial = strings(&ep["FunctionResponseTypes"])
-                .iter()
-                .any(|x| x == "ReportBatchItemFailures");
-            match ev["Type"].as_str() {
-                Some("SQS") => {
-                    if !partial {
-                        problems.push(format!("{id}.{name}: FunctionResponseTypes must include ReportBatchItemFailures, or one failure redelivers the whole batch"));
-                    }
-                    let Some(qid) = ref_target(&ep["Queue"]) else {
-                        problems.push(format!(
-                            "{id}.{name}: the queue must be a resource of this template"
-                        ));
-                        continue;
-                    };
-                    let q = &resources
-                        .get(qid)
-                        .map(|q| q["Properties"].clone())
-                        .unwrap_or_default();
-                    let visibility = as_u64(t, &q["VisibilityTimeout"]).unwrap_or(30);
-                    let retention = as_u64(t, &q["MessageRetentionPeriod"]).unwrap_or(345_600);
-                    if visibility < 6 * timeout {
-                        problems.push(format!("{qid}: visibility timeout {visibility}s is under 6 x the function timeout ({timeout}s)"));
-                    }
-                    if env("DEDUP_RECONCILIATION_QUEUE_URL").is_null() {
-                        problems.push(format!("{id}: environment variable DEDUP_RECONCILIATION_QUEUE_URL is missing (late events, S10)"));
-                    }
-                    let redrive = &q["RedrivePolicy"];
-                    let receives = as_u64(t, &redrive["maxReceiveCount"]);
-                    let dlq = ref_target(&redrive["deadLetterTargetArn"]);
-                    if receives.is_none() || dlq.is_none() {
-                        problems.push(format!("{qid}: needs a RedrivePolicy to a dead-letter queue of this template (rejected and conflicting messages end there)"));
-                    }
-                    let receives = receives.unwrap_or(0);
-                    let mark_retention =
-                        as_u64(t, &env("DEDUP_RETENTION_SECONDS")).unwrap_or(30 * 86_400);
-                    let replay =
-                        as_u64(t, &env("DEDUP_REPLAY_WINDOW_SECONDS")).unwrap_or(3 * 86_400);
-                    // A message may wait in the DLQ for its retention and be redriven (S9).
-                    let dlq_retention = dlq
-                        .and_then(|d| resources.get(d))
-                        .and_then(|d| as_u64(t, &d["Properties"]["MessageRetentionPeriod"]))
-                        .unwrap_or(345_600);
-                    let horizon = retention + 2 * receives * visibility + dlq_retention + replay;
-                    if mark_retention <= horizon {
-                        problems.push(format!(
-                            "{id}: mark retention {mark_retention}s does not exceed the redelivery horizon {horizon}s \
-                             of {qid} (retention {retention}s + 2 x {receives} x {visibility}s + DLQ retention \
-                             {dlq_retention}s + replay window {replay}s) (S9)"
-                        ));
-                    }
-                    for (var, actual) in [
-                        ("DEDUP_QUEUE_RETENTION_SECONDS", retention),
-                        ("DEDUP_MAX_RECEIVE_COUNT", receives),
-                        ("DEDUP_VISIBILITY_TIMEOUT_SECONDS", visibility),
-                        ("DEDUP_DLQ_RETENTION_SECONDS", dlq_retention),
-                    ] {
-                        if as_u64(t, &env(var)) != Some(actual) {
-                            problems.push(format!("{id}: {var} must equal {qid}'s setting ({actual}), or the function checks retention against the wrong horizon"));
-                        }
-                    }
-                    for action in [
-                        "sqs:ReceiveMessage",
-                        "sqs:DeleteMessage",
-                        "sqs:GetQueueAttributes",
-                    ] {
-                        if !grants(action, qid) {
-                            problems.push(format!("{id}: role must grant {action} on {qid}"));
-                        }
-                    }
-                    if let Some(dlq) = dlq
-                        && !has_alarm(&resources, |a| {
-                            a["Namespace"] == "AWS/SQS"
-                                && refs(&a["Dimensions"]).iter().any(|r| r == dlq)
-                        })
-                    {
-                        problems.push(format!("{dlq}: needs an alarm on its depth (ApproximateNumberOfMessagesVisible > 0)"));
-                    }
-                    if !has_alarm(&resources, |a| {
-                        a["Namespace"] == "lambda-dedup"
-                            && a["MetricName"] == "Conflict"
-                            && a["Dimensions"]
-                                .as_array()
-                                .is_some_and(|d| d.iter().any(|d| d["Value"] == crate_name))
-                    }) {
-                        problems.push(format!("{id}: needs an alarm on its Conflict metric (S11)"));
-                    }
-                }
-                Some("DynamoDB") => {
-                    if !partial {
-                        problems.push(format!("{id}.{name}: FunctionResponseTypes must include ReportBatchItemFailures"));
-                    }
-                    if ep["DestinationConfig"]["OnFailure"].is_null() {
-                        problems.push(format!("{id}.{name}: a stream trigger needs DestinationConfig.OnFailure, or records it gives up on are lost"));
-                    }
-                    stream_trigger_never_stalls(&mut problems, &format!("{id}.{name}"), ep);
-                    if !env("INTENTS_TABLE").is_null() {
-                        relay_redrives_what_the_stream_gives_up(
-                            &mut problems,
-                            id,
-                            p,
-                            &resources,
-                            crate_name,
-                        );
-                    }
-                }
-                _ => {}
-            }
+    /// A property, or the `Globals` one.
+    fn prop(&self, k: &str) -> Value {
+        if self.p[k].is_null() {
+            self.global[k].clone()
+        } else {
+            self.p[k].clone()
         }
     }
-    problems
+
+    /// An environment variable, or the `Globals` one.
+    fn env(&self, k: &str) -> Value {
+        let v = &self.p["Environment"]["Variables"][k];
+        if v.is_null() {
+            self.global["Environment"]["Variables"][k].clone()
+        } else {
+            v.clone()
+        }
+    }
+
+    /// Whether the role grants `action` on the resource `target`.
+    fn grants(&self, action: &str, target: &str) -> bool {
+        self.statements.iter().any(|s| {
+            strings(&s["Action"]).iter().any(|a| a == action)
+                && refs(&s["Resource"]).iter().any(|r| r == target)
+        })
+    }
+}
+
+/// An SQS trigger's queue and the settings the rules compare.
+struct SqsTrigger<'a> {
+    qid: &'a str,
+    visibility: u64,
+    retention: u64,
+    receives: u64,
+    dlq: Option<&'a str>,
+    dlq_retention: u64,
+}
+
+impl<'a> SqsTrigger<'a> {
+    fn new(
+        tpl: &Template<'a>,
+        at: &str,
+        ep: &'a Value,
+        problems: &mut Vec<String>,
+    ) -> Option<Self> {
+        let Some(qid) = ref_target(&ep["Queue"]) else {
+            problems.push(format!(
+                "{at}: the queue must be a resource of this template"
+            ));
+            return None;
+        };
+        let q = tpl.resources.get(qid).map(|q| &q["Properties"]);
+        let q = q.unwrap_or(&Value::Null);
+        let redrive = &q["RedrivePolicy"];
+        let dlq = ref_target(&redrive["deadLetterTargetArn"]);
+        Some(Self {
+            qid,
+            visibility: as_u64(tpl.t, &q["VisibilityTimeout"]).unwrap_or(30),
+            retention: as_u64(tpl.t, &q["MessageRetentionPeriod"]).unwrap_or(345_600),
+            receives: as_u64(tpl.t, &redrive["maxReceiveCount"]).unwrap_or(0),
+            dlq,
+            // A message may wait in the DLQ for its retention and be redriven (S9).
+            dlq_retention: dlq
+                .and_then(|d| tpl.resources.get(d))
+                .and_then(|d| as_u64(tpl.t, &d["Properties"]["MessageRetentionPeriod"]))
+                .unwrap_or(345_600),
+        })
+    }
+}
+
+/// S9, S14: the mark table has TTL on `expires_at`, partition key `pk`, and a stream with old
+/// images (TTL purges are counted from it).
+fn mark_table_has_ttl_key_and_stream(problems: &mut Vec<String>, id: &str, table: &Value) {
+    let p = &table["Properties"];
+    let ttl = &p["TimeToLiveSpecification"];
+    if ttl["Enabled"] != Value::Bool(true) || ttl["AttributeName"] != "expires_at" {
+        problems.push(format!(
+            "{id}: the mark table needs TTL enabled on `expires_at` (S9)"
+        ));
+    }
+    let key = p["KeySchema"].as_array().and_then(|k| k.first());
+    if key.map(|k| (&k["AttributeName"], &k["KeyType"]))
+        != Some((&Value::from("pk"), &Value::from("HASH")))
+    {
+        problems.push(format!("{id}: the mark table's partition key must be `pk`"));
+    }
+    let view = p["StreamSpecification"]["StreamViewType"].as_str();
+    if !matches!(view, Some("OLD_IMAGE" | "NEW_AND_OLD_IMAGES")) {
+        problems.push(format!("{id}: the mark table needs a stream with old images, so TTL purges can be counted (S14)"));
+    }
+}
+
+/// S4 across Regions: with eventually consistent replication, a claim in one Region does not
+/// stop the same claim in another (each conditional write sees only its own replica), so two
+/// Regions could both apply one event.
+fn global_mark_table_is_strongly_consistent(problems: &mut Vec<String>, id: &str, table: &Value) {
+    let p = &table["Properties"];
+    let replicas = p["Replicas"].as_array().map_or(0, Vec::len);
+    if table["Type"] == "AWS::DynamoDB::GlobalTable"
+        && replicas > 1
+        && p["MultiRegionConsistency"] != "STRONG"
+    {
+        problems.push(format!(
+            "{id}: a mark table replicated to {replicas} Regions must use \
+             MultiRegionConsistency: STRONG; with eventual consistency two Regions can \
+             both claim one event (S4)"
+        ));
+    }
+}
+
+/// Built with cargo-lambda for `provided.al2023` on arm64, logging JSON.
+fn built_for_lambda_on_arm64(problems: &mut Vec<String>, f: &Function<'_>) {
+    let id = f.id;
+    if f.r["Metadata"]["BuildMethod"] != "rust-cargolambda" {
+        problems.push(format!(
+            "{id}: Metadata.BuildMethod must be rust-cargolambda"
+        ));
+    }
+    if f.prop("Runtime") != "provided.al2023" {
+        problems.push(format!("{id}: Runtime must be provided.al2023"));
+    }
+    if !f
+        .prop("Architectures")
+        .as_array()
+        .is_some_and(|a| a.iter().any(|x| x == "arm64"))
+    {
+        problems.push(format!("{id}: Architectures must be [arm64]"));
+    }
+    let log_format = f.p["LoggingConfig"]["LogFormat"]
+        .as_str()
+        .or(f.global["LoggingConfig"]["LogFormat"].as_str());
+    if log_format != Some("JSON") {
+        problems.push(format!("{id}: LoggingConfig.LogFormat must be JSON"));
+    }
+}
+
+/// The settings every function refuses to start without.
+fn required_environment(problems: &mut Vec<String>, f: &Function<'_>) {
+    for required in ["DEDUP_NAMESPACE", "DEDUP_MARK_TABLE"] {
+        if f.env(required).is_null() {
+            problems.push(format!(
+                "{}: environment variable {required} is missing",
+                f.id
+            ));
+        }
+    }
+}
+
+/// Least privilege: no `Resource: "*"` and no wildcard actions for DynamoDB or SQS.
+fn no_wildcards_on_data(problems: &mut Vec<String>, f: &Function<'_>) {
+    let id = f.id;
+    for s in &f.statements {
+        let actions = strings(&s["Action"]);
+        let data = actions
+            .iter()
+            .any(|a| a.starts_with("dynamodb:") || a.starts_with("sqs:"));
+        if data && strings(&s["Resource"]).iter().any(|r| r.contains('*')) {
+            problems.push(format!(
+                "{id}: role grants {actions:?} on Resource \"*\"; name the table or queue"
+            ));
+        }
+        if actions
+            .iter()
+            .any(|a| (a.starts_with("dynamodb:") || a.starts_with("sqs:")) && a.contains('*'))
+        {
+            problems.push(format!("{id}: role grants wildcard actions {actions:?}"));
+        }
+    }
+}
+
+const SQS_PARTIAL: &str =
+    "must include ReportBatchItemFailures, or one failure redelivers the whole batch";
+const STREAM_PARTIAL: &str = "must include ReportBatchItemFailures";
+
+/// S12: partial batch responses, so one failure does not redeliver (or retry) the whole batch.
+fn reports_batch_item_failures(problems: &mut Vec<String>, at: &str, ep: &Value, why: &str) {
+    let partial = strings(&ep["FunctionResponseTypes"])
+        .iter()
+        .any(|x| x == "ReportBatchItemFailures");
+    if !partial {
+        problems.push(format!("{at}: FunctionResponseTypes {why}"));
+    }
+}
+
+/// Nothing dropped: records a stream trigger gives up on go to a destination.
+fn stream_failures_have_a_destination(problems: &mut Vec<String>, at: &str, ep: &Value) {
+    if ep["DestinationConfig"]["OnFailure"].is_null() {
+        problems.push(format!("{at}: a stream trigger needs DestinationConfig.OnFailure, or records it gives up on are lost"));
+    }
+}
+
+/// AWS's rule for SQS triggers: visibility timeout at least 6 × the function timeout.
+fn visibility_covers_six_timeouts(
+    problems: &mut Vec<String>,
+    f: &Function<'_>,
+    q: &SqsTrigger<'_>,
+) {
+    let (qid, visibility, timeout) = (q.qid, q.visibility, f.timeout);
+    if visibility < 6 * timeout {
+        problems.push(format!(
+            "{qid}: visibility timeout {visibility}s is under 6 x the function timeout ({timeout}s)"
+        ));
+    }
+}
+
+/// S10: late events go to a reconciliation queue.
+fn late_events_have_a_queue(problems: &mut Vec<String>, f: &Function<'_>) {
+    if f.env("DEDUP_RECONCILIATION_QUEUE_URL").is_null() {
+        problems.push(format!(
+            "{}: environment variable DEDUP_RECONCILIATION_QUEUE_URL is missing (late events, S10)",
+            f.id
+        ));
+    }
+}
+
+/// Nothing dropped: rejected and conflicting messages end in a dead-letter queue.
+fn queue_has_a_dead_letter_queue(problems: &mut Vec<String>, q: &SqsTrigger<'_>) {
+    if q.receives == 0 || q.dlq.is_none() {
+        problems.push(format!("{}: needs a RedrivePolicy to a dead-letter queue of this template (rejected and conflicting messages end there)", q.qid));
+    }
+}
+
+/// S9: marks outlive every redelivery, a redrive from the DLQ and the replay window.
+fn retention_exceeds_the_horizon(problems: &mut Vec<String>, f: &Function<'_>, q: &SqsTrigger<'_>) {
+    let (id, qid) = (f.id, q.qid);
+    let (retention, receives, visibility, dlq_retention) =
+        (q.retention, q.receives, q.visibility, q.dlq_retention);
+    let mark_retention = as_u64(f.t, &f.env("DEDUP_RETENTION_SECONDS")).unwrap_or(30 * 86_400);
+    let replay = as_u64(f.t, &f.env("DEDUP_REPLAY_WINDOW_SECONDS")).unwrap_or(3 * 86_400);
+    let horizon = retention + 2 * receives * visibility + dlq_retention + replay;
+    if mark_retention <= horizon {
+        problems.push(format!(
+            "{id}: mark retention {mark_retention}s does not exceed the redelivery horizon {horizon}s \
+             of {qid} (retention {retention}s + 2 x {receives} x {visibility}s + DLQ retention \
+             {dlq_retention}s + replay window {replay}s) (S9)"
+        ));
+    }
+}
+
+/// S9: the functions check retention at start against their `DEDUP_*` horizon variables, so
+/// those must be the queue's real settings.
+fn horizon_variables_match_the_queue(
+    problems: &mut Vec<String>,
+    f: &Function<'_>,
+    q: &SqsTrigger<'_>,
+) {
+    for (var, actual) in [
+        ("DEDUP_QUEUE_RETENTION_SECONDS", q.retention),
+        ("DEDUP_MAX_RECEIVE_COUNT", q.receives),
+        ("DEDUP_VISIBILITY_TIMEOUT_SECONDS", q.visibility),
+        ("DEDUP_DLQ_RETENTION_SECONDS", q.dlq_retention),
+    ] {
+        if as_u64(f.t, &f.env(var)) != Some(actual) {
+            problems.push(format!("{}: {var} must equal {}'s setting ({actual}), or the function checks retention against the wrong horizon", f.id, q.qid));
+        }
+    }
+}
+
+/// The trigger's own permissions on its queue.
+fn role_grants_the_trigger(problems: &mut Vec<String>, f: &Function<'_>, q: &SqsTrigger<'_>) {
+    for action in [
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:GetQueueAttributes",
+    ] {
+        if !f.grants(action, q.qid) {
+            problems.push(format!("{}: role must grant {action} on {}", f.id, q.qid));
+        }
+    }
+}
+
+/// A message in a dead-letter queue is noticed.
+fn dead_letter_queue_depth_is_alarmed(
+    problems: &mut Vec<String>,
+    tpl: &Template<'_>,
+    q: &SqsTrigger<'_>,
+) {
+    if let Some(dlq) = q.dlq
+        && !has_alarm(tpl.resources, |a| {
+            a["Namespace"] == "AWS/SQS" && refs(&a["Dimensions"]).iter().any(|r| r == dlq)
+        })
+    {
+        problems.push(format!(
+            "{dlq}: needs an alarm on its depth (ApproximateNumberOfMessagesVisible > 0)"
+        ));
+    }
+}
+
+/// S11: payload conflicts are noticed.
+fn conflicts_are_alarmed(problems: &mut Vec<String>, tpl: &Template<'_>, f: &Function<'_>) {
+    if !has_alarm(tpl.resources, |a| {
+        a["Namespace"] == "lambda-dedup"
+            && a["MetricName"] == "Conflict"
+            && a["Dimensions"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|d| d["Value"] == f.crate_name))
+    }) {
+        problems.push(format!(
+            "{}: needs an alarm on its Conflict metric (S11)",
+            f.id
+        ));
+    }
 }
 
 /// S12, S15: a shard never stalls on one record: a failing batch is bisected down to the

@@ -63,41 +63,53 @@ pub(crate) enum Record {
     NoImage,
 }
 
-/// Reads a stream record. The status comes from the new image (DynamoDB JSON:
-/// `{"attr": {"S": "..."}}` / `{"N": "..."}`).
+/// The parts of an intent's stream image the relay reads, each on its own, so that one field of
+/// the wrong type says which part is wrong (read with `serde_dynamo`, not by hand).
+#[derive(serde::Deserialize)]
+struct IntentId {
+    intent_id: String,
+}
+
+#[derive(serde::Deserialize)]
+struct Status {
+    status: String,
+}
+
+#[derive(serde::Deserialize)]
+struct Posting {
+    fine_id: String,
+    amount_cents: i64,
+}
+
+fn part<T: serde::de::DeserializeOwned>(image: &serde_dynamo::Item) -> Option<T> {
+    serde_dynamo::from_item(image.clone()).ok()
+}
+
+/// Reads a stream record: the intent from its new image.
 pub(crate) fn read(record: &EventRecord) -> Record {
-    let Ok(image) = serde_json::to_value(&record.change.new_image) else {
-        return Record::NoImage;
-    };
+    let image = &record.change.new_image;
     match record.event_name.as_str() {
         "INSERT" => {}
         // A re-drive by the sweep ([`Relay::sweep`]): it stamps `redrive_requested_at` on an
         // intent left PENDING, which comes back on the stream as a modification.
-        "MODIFY" if redriven(record, &image) => {}
+        "MODIFY" if redriven(record) => {}
         _ => return Record::NotAnInsertion,
     }
-    let s = |name: &str| {
-        image
-            .get(name)
-            .and_then(|v| v.get("S"))
-            .and_then(|v| v.as_str())
-    };
-    let Some(intent_id) = s("intent_id") else {
+    let Some(IntentId { intent_id }) = part(image) else {
         return Record::NoImage;
     };
-    if s("status") != Some(PENDING) {
+    if part::<Status>(image).is_none_or(|s| s.status != PENDING) {
         return Record::NotPending;
     }
     let unpostable = |reason| Record::Unpostable {
-        intent_id: intent_id.to_owned(),
+        intent_id: intent_id.clone(),
         reason,
     };
-    let amount_cents = image
-        .get("amount_cents")
-        .and_then(|v| v.get("N"))
-        .and_then(|v| v.as_str())
-        .and_then(|n| n.parse().ok());
-    let (Some(fine_id), Some(amount_cents)) = (s("fine_id"), amount_cents) else {
+    let Some(Posting {
+        fine_id,
+        amount_cents,
+    }) = part(image)
+    else {
         return unpostable(MALFORMED);
     };
     // A header value the HTTP client could not send would fail as a transport error, forever.
@@ -105,17 +117,17 @@ pub(crate) fn read(record: &EventRecord) -> Record {
         return unpostable(INVALID_KEY);
     }
     Record::Pending(Intent {
-        intent_id: intent_id.to_owned(),
-        fine_id: fine_id.to_owned(),
+        intent_id,
+        fine_id,
         amount_cents,
     })
 }
 
 /// Whether a modification is the sweep's re-drive: `redrive_requested_at` changed.
-fn redriven(record: &EventRecord, new: &serde_json::Value) -> bool {
-    let old = serde_json::to_value(&record.change.old_image).unwrap_or_default();
-    let stamp = |image: &serde_json::Value| image.get(REDRIVE).cloned();
-    stamp(new).is_some() && stamp(new) != stamp(&old)
+fn redriven(record: &EventRecord) -> bool {
+    let stamp = |image: &serde_dynamo::Item| image.get(REDRIVE).cloned();
+    let new = stamp(&record.change.new_image);
+    new.is_some() && new != stamp(&record.change.old_image)
 }
 
 /// Whether one more record fits before `deadline`: at least `per_record` must be left.
@@ -566,7 +578,18 @@ mod tests {
                 reason: INVALID_KEY
             }
         );
+        let text_amount = json!({"intent_id": {"S": "ldd-2"}, "fine_id": {"S": "f"},
+                                 "amount_cents": {"S": "ten"}, "status": {"S": "PENDING"}});
+        assert_eq!(
+            read(&record("INSERT", text_amount)),
+            Record::Unpostable {
+                intent_id: "ldd-2".into(),
+                reason: MALFORMED
+            }
+        );
         assert_eq!(read(&record("INSERT", json!({}))), Record::NoImage);
+        let numeric_id = json!({"intent_id": {"N": "7"}, "status": {"S": "PENDING"}});
+        assert_eq!(read(&record("INSERT", numeric_id)), Record::NoImage);
     }
 
     /// A record is started only with a whole provider call plus the margin left.

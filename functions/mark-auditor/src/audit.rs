@@ -31,20 +31,26 @@ fn consumer(pk: &str) -> Option<&str> {
     Some(consumer)
 }
 
+/// What a removed mark's old image says (read with `serde_dynamo`); an image that does not
+/// read counts as a removal other than a TTL purge.
+#[derive(Debug, Default, serde::Deserialize)]
+struct OldMark {
+    pk: Option<String>,
+    status: Option<String>,
+}
+
 pub(crate) fn tally(records: &[EventRecord]) -> Tally {
     let mut t = Tally::default();
     for r in records {
         if r.event_name != "REMOVE" {
             continue;
         }
-        let old = serde_json::to_value(&r.change.old_image).unwrap_or_default();
-        let s = |name: &str| {
-            old.get(name)
-                .and_then(|v| v.get("S"))
-                .and_then(|v| v.as_str())
-        };
-        let completed = s("status") == Some("COMPLETED");
-        match (is_ttl_purge(r) && completed, s("pk").and_then(consumer)) {
+        let old: OldMark = serde_dynamo::from_item(r.change.old_image.clone()).unwrap_or_default();
+        let completed = old.status.as_deref() == Some("COMPLETED");
+        match (
+            is_ttl_purge(r) && completed,
+            old.pk.as_deref().and_then(consumer),
+        ) {
             (true, Some(c)) => *t.purged.entry(c.to_owned()).or_default() += 1,
             _ => t.removed_otherwise += 1,
         }

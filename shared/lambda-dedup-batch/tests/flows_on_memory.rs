@@ -1,0 +1,265 @@
+//! Fast tests of the flows, the runner and batch mode on the in-memory store (which passes the
+//! DynamoDB store's conformance suite): every answer of the store mapped to its one outcome.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use lambda_dedup::{
+    Effect, FaultKind, Item, KeySpec, ManualClock, Message, Retention, Scope, Value,
+};
+use lambda_dedup_batch::{
+    Deduplicator, HandlerError, Outcome, PROVIDER_KEY_EXPIRED, Plan, run_batch,
+    run_batch_transactional,
+};
+use lambda_dedup_memory::{Injected, MemoryStore};
+
+const RETENTION: Duration = Duration::from_secs(86_400);
+
+fn world() -> (MemoryStore, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(SystemTime::now()));
+    let store = MemoryStore::new(Retention::unchecked(RETENTION).expect("retention"))
+        .with_clock(clock.clone())
+        .with_lease(Duration::from_secs(30));
+    store.create_table("balances", "account");
+    (store, clock)
+}
+
+fn spec() -> KeySpec {
+    KeySpec::cloudevents(Scope::new("test", "flows").expect("scope"), "tenantid")
+}
+
+fn credit(message_id: &str, id: &str, account: &str, amount: i64) -> Message {
+    Message {
+        message_id: message_id.into(),
+        body: serde_json::json!({"specversion": "1.0", "type": "credit", "source": "/bank",
+            "id": id, "tenantid": "acme", "data": {"account": account, "amount": amount}})
+        .to_string()
+        .into_bytes(),
+        ..Message::default()
+    }
+}
+
+fn plan(event: &lambda_dedup::Derived) -> Result<Plan, HandlerError> {
+    let data = HandlerError::data(event)?;
+    let (Some(account), Some(amount)) = (data["account"].as_str(), data["amount"].as_i64()) else {
+        return Err(HandlerError::Invalid(
+            "data must be {account, amount}".into(),
+        ));
+    };
+    Ok(Plan {
+        effects: vec![
+            Effect::update("balances", Item::new().with("account", account))
+                .expression("ADD balance :a")
+                .value(":a", amount),
+        ],
+        result: Some(format!("credited {amount}")),
+    })
+}
+
+fn balance(store: &MemoryStore, account: &str) -> Option<Value> {
+    store
+        .item("balances", &Item::new().with("account", account))
+        .and_then(|i| i.0.get("balance").cloned())
+}
+
+fn code(o: &Outcome) -> Option<&'static str> {
+    match o {
+        Outcome::Rejected { code, .. } => Some(code),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn transactional_applies_once_and_tells_duplicates_from_conflicts() {
+    let (store, _) = world();
+    let dedup = Deduplicator::new(spec(), store.clone());
+    let first = credit("m1", "e1", "a", 5);
+    assert_eq!(dedup.transactional(&first, plan).await, Outcome::Applied);
+    let again = credit("m2", "e1", "a", 5);
+    assert!(matches!(
+        dedup.transactional(&again, plan).await,
+        Outcome::Duplicate { .. }
+    ));
+    let other_payload = credit("m3", "e1", "a", 500);
+    assert_eq!(
+        dedup.transactional(&other_payload, plan).await,
+        Outcome::Conflict
+    );
+    assert_eq!(balance(&store, "a"), Some(Value::N("5".into())));
+    let no_id = Message {
+        message_id: "m4".into(),
+        body: b"{}".to_vec(),
+        ..Message::default()
+    };
+    assert!(code(&dedup.transactional(&no_id, plan).await).is_some());
+}
+
+#[tokio::test]
+async fn a_store_fault_is_a_retry_and_a_lost_answer_a_duplicate_next_time() {
+    let (store, _) = world();
+    let dedup = Deduplicator::new(spec(), store.clone());
+    let m = credit("m1", "e1", "a", 5);
+    store.inject(Injected::Fail(FaultKind::Throttled));
+    assert!(matches!(
+        dedup.transactional(&m, plan).await,
+        Outcome::Retry { .. }
+    ));
+    assert_eq!(balance(&store, "a"), None, "nothing written");
+    store.inject(Injected::LoseAnswer(FaultKind::Timeout));
+    assert!(matches!(
+        dedup.transactional(&m, plan).await,
+        Outcome::Retry { .. }
+    ));
+    assert!(matches!(
+        dedup.transactional(&m, plan).await,
+        Outcome::Duplicate { .. }
+    ));
+    assert_eq!(balance(&store, "a"), Some(Value::N("5".into())));
+}
+
+#[tokio::test]
+async fn batch_mode_isolates_a_poison_and_keeps_the_rest() {
+    let (store, _) = world();
+    store
+        .put_item(
+            "balances",
+            Item::new()
+                .with("account", "poison")
+                .with("balance", "text"),
+        )
+        .expect("seed");
+    let dedup = Deduplicator::new(spec(), store.clone());
+    let batch = vec![
+        credit("m1", "e1", "a", 1),
+        credit("m2", "e2", "poison", 1),
+        credit("m3", "e3", "b", 2),
+        credit("m4", "e1", "a", 1),
+    ];
+    let report = run_batch_transactional(batch, 10, &dedup, plan).await;
+    assert!(report.account.closes());
+    let outcomes: Vec<_> = report.outcomes.iter().map(|(_, o)| o.clone()).collect();
+    assert_eq!(outcomes[0], Outcome::Applied);
+    assert_eq!(code(&outcomes[1]), Some("effect_refused"));
+    assert_eq!(outcomes[2], Outcome::Applied);
+    assert!(
+        matches!(outcomes[3], Outcome::Duplicate { .. } | Outcome::Applied),
+        "{outcomes:?}"
+    );
+    assert_eq!(report.failures, vec!["m2".to_owned()]);
+    assert_eq!(balance(&store, "a"), Some(Value::N("1".into())));
+    assert_eq!(balance(&store, "b"), Some(Value::N("2".into())));
+    assert_eq!(balance(&store, "poison"), Some(Value::S("text".into())));
+}
+
+#[tokio::test]
+async fn an_unreachable_store_retries_every_message_of_the_batch() {
+    let (store, _) = world();
+    let dedup = Deduplicator::new(spec(), store.unreachable());
+    let batch = vec![credit("m1", "e1", "a", 1), credit("m2", "e2", "b", 1)];
+    let report = run_batch_transactional(batch, 10, &dedup, plan).await;
+    assert_eq!(report.failures, vec!["m1".to_owned(), "m2".to_owned()]);
+    assert!(
+        report
+            .outcomes
+            .iter()
+            .all(|(_, o)| matches!(o, Outcome::Retry { .. }))
+    );
+    assert!(store.marks().is_empty());
+}
+
+#[tokio::test]
+async fn the_warm_cache_answers_a_known_duplicate_without_the_store() {
+    let (store, _) = world();
+    let dedup = Deduplicator::new(spec(), store.clone()).with_cache(100);
+    let m = credit("m1", "e1", "a", 1);
+    assert_eq!(dedup.transactional(&m, plan).await, Outcome::Applied);
+    let calls = store.calls();
+    assert!(matches!(
+        dedup.transactional(&m, plan).await,
+        Outcome::Duplicate { .. }
+    ));
+    assert_eq!(store.calls(), calls, "no store call for a cached duplicate");
+}
+
+#[tokio::test]
+async fn leased_calls_once_releases_on_failure_and_keeps_the_key() {
+    let (store, _) = world();
+    let dedup = Deduplicator::new(spec(), store.clone());
+    let m = credit("m1", "e1", "a", 1);
+    let keys = std::sync::Mutex::new(Vec::new());
+    let failing = dedup
+        .leased(&m, None, |_, lease| {
+            keys.lock().expect("lock").push(lease.idempotency_key());
+            async { Err(HandlerError::Transient("provider down".into())) }
+        })
+        .await;
+    assert!(matches!(failing, Outcome::Retry { .. }));
+    // Released: the redelivery claims at once, under the same idempotency key.
+    let ok = dedup
+        .leased(&m, None, |_, lease| {
+            keys.lock().expect("lock").push(lease.idempotency_key());
+            async { Ok(Some("receipt".to_owned())) }
+        })
+        .await;
+    assert_eq!(ok, Outcome::Applied);
+    let keys = keys.into_inner().expect("lock");
+    assert_eq!(keys.len(), 2);
+    assert_eq!(keys[0], keys[1]);
+    let called = std::sync::atomic::AtomicBool::new(false);
+    let dup = dedup
+        .leased(&m, None, |_, _| {
+            called.store(true, std::sync::atomic::Ordering::Relaxed);
+            async { Ok(None) }
+        })
+        .await;
+    assert!(matches!(dup, Outcome::Duplicate { .. }));
+    assert!(!called.into_inner(), "a duplicate never calls out");
+}
+
+#[tokio::test]
+async fn leased_takeover_past_the_provider_key_retention_does_not_call() {
+    let (store, clock) = world();
+    let dedup = Deduplicator::new(spec(), store.clone())
+        .with_provider_key_retention(Duration::from_secs(60));
+    let m = credit("m1", "e1", "a", 1);
+    // A holder that dies during its call: its lease runs out, its claim stays.
+    let held = store.clone();
+    let key = spec().derive(&m).expect("key").key;
+    lambda_dedup::MarkStore::claim(&held, &key, None, None)
+        .await
+        .expect("claim");
+    clock.advance(Duration::from_secs(120));
+    let called = std::sync::atomic::AtomicBool::new(false);
+    let out = dedup
+        .leased(&m, None, |_, _| {
+            called.store(true, std::sync::atomic::Ordering::Relaxed);
+            async { Ok(None) }
+        })
+        .await;
+    assert_eq!(code(&out), Some(PROVIDER_KEY_EXPIRED));
+    assert!(!called.into_inner());
+}
+
+#[tokio::test]
+async fn run_batch_keeps_fifo_order_and_stops_a_group_at_its_first_failure() {
+    let (store, _) = world();
+    let dedup = Deduplicator::new(spec(), store.clone());
+    let mut batch: Vec<Message> = (1..=3)
+        .map(|i| credit(&format!("m{i}"), &format!("e{i}"), "a", i))
+        .collect();
+    batch[1].body = b"not json".to_vec();
+    for m in &mut batch {
+        m.group_id = Some("g".into());
+    }
+    let report = run_batch(batch, 10, |m| {
+        let dedup = &dedup;
+        async move { dedup.transactional(&m, plan).await }
+    })
+    .await;
+    assert!(report.account.closes());
+    assert_eq!(report.outcomes[0].1, Outcome::Applied);
+    // The second is rejected; the third waits behind it in its group.
+    assert!(report.failures.contains(&"m2".to_owned()));
+    assert!(report.failures.contains(&"m3".to_owned()));
+    assert_eq!(balance(&store, "a"), Some(Value::N("1".into())));
+}

@@ -459,6 +459,120 @@ async fn effects_put_update_and_delete(kind: StoreKind) {
     assert!(c.balance(&account).await.is_none());
 }
 
+async fn seq(
+    store: &dyn MarkStore,
+    key: &DedupKey,
+    effect: &Effect,
+    sequence: u64,
+    fingerprint: Option<&Fingerprint>,
+) -> Result<lambda_dedup::SequenceOutcome, StoreError> {
+    store
+        .apply_in_sequence(lambda_dedup::SequencedWrite {
+            key,
+            effect,
+            sequence,
+            first: 1,
+            fingerprint,
+        })
+        .await
+}
+
+/// Sequence mode: the next sequence applies with its high-water in one write; at or below the
+/// high-water is a duplicate, the high-water's own with another payload a conflict, anything
+/// else a gap; the effect's own condition and DynamoDB's refusals still hold.
+async fn sequence_mode_applies_in_order_and_names_the_rest(kind: StoreKind) {
+    use lambda_dedup::SequenceOutcome as S;
+    let c = case(kind).await;
+    let k = key();
+    let (a, b) = (fp("a"), fp("b"));
+    let account = unique("acct");
+    let effect = |amount: i64| credit(&c.balances, &account, amount);
+    let (plus5, plus2) = (effect(5), effect(2));
+    assert_eq!(
+        seq(&*c.store, &k, &plus5, 1, Some(&a))
+            .await
+            .expect("apply"),
+        S::Applied
+    );
+    assert_eq!(
+        seq(&*c.store, &k, &plus5, 1, Some(&a))
+            .await
+            .expect("apply"),
+        S::Duplicate { high_water: 1 }
+    );
+    assert_eq!(
+        seq(&*c.store, &k, &plus5, 1, Some(&b))
+            .await
+            .expect("apply"),
+        S::Conflict { high_water: 1 }
+    );
+    assert_eq!(
+        seq(&*c.store, &k, &plus2, 3, Some(&b))
+            .await
+            .expect("apply"),
+        S::Gap {
+            expected: 2,
+            got: 3
+        }
+    );
+    assert_eq!(c.balance(&account).await, Some(5));
+    assert_eq!(
+        seq(&*c.store, &k, &plus2, 2, Some(&b))
+            .await
+            .expect("apply"),
+        S::Applied
+    );
+    assert_eq!(
+        seq(&*c.store, &k, &plus5, 1, Some(&a))
+            .await
+            .expect("apply"),
+        S::Duplicate { high_water: 2 }
+    );
+    assert_eq!(c.balance(&account).await, Some(7));
+    let stored = c
+        .stores
+        .read(&c.balances, &Item::new().with("account", account.as_str()))
+        .await
+        .expect("item");
+    assert_eq!(
+        stored.0.get(lambda_dedup::sequence::HIGH_WATER),
+        Some(&Value::N("2".into()))
+    );
+
+    let fresh = unique("acct");
+    let first_missing = credit(&c.balances, &fresh, 1);
+    assert_eq!(
+        seq(&*c.store, &k, &first_missing, 2, None)
+            .await
+            .expect("apply"),
+        S::Gap {
+            expected: 1,
+            got: 2
+        }
+    );
+    let guarded = credit(&c.balances, &fresh, 1).condition("attribute_exists(account)");
+    assert_eq!(
+        seq(&*c.store, &k, &guarded, 1, None).await.expect("apply"),
+        S::EffectRejected
+    );
+    assert_eq!(c.balance(&fresh).await, None);
+
+    let poisoned = unique("poison");
+    c.stores
+        .put(
+            &c.balances,
+            Item::new()
+                .with("account", poisoned.as_str())
+                .with("balance", "text"),
+        )
+        .await;
+    let poison = credit(&c.balances, &poisoned, 1);
+    let err = seq(&*c.store, &k, &poison, 1, None)
+        .await
+        .expect_err("refused");
+    assert!(!err.is_retryable(), "{err:?}");
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod dynamodb {
@@ -489,4 +603,5 @@ conformance!(
     results_are_bounded,
     batch_commits_judge_each_request_alone,
     effects_put_update_and_delete,
+    sequence_mode_applies_in_order_and_names_the_rest,
 );

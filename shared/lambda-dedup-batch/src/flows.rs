@@ -16,7 +16,9 @@ use std::sync::Arc;
 use lambda_dedup::{
     Claim, Commit, Derived, Effect, KeySpec, Lease, MarkCache, Message, Rejection, Seen,
 };
-use lambda_dedup::{CommitRequest, MarkStore, StoreError};
+use lambda_dedup::{
+    CommitRequest, MarkStore, SequenceOutcome, SequenceSource, SequencedWrite, StoreError,
+};
 
 use crate::outcome::Outcome;
 
@@ -50,6 +52,9 @@ impl HandlerError {
             .ok_or_else(|| Self::Invalid("data missing".into()))
     }
 }
+
+/// The code of a message whose sequence is not the next one of its aggregate (sequence mode).
+pub const SEQUENCE_GAP: &str = "sequence_gap";
 
 /// The code of an event whose first attempt is older than the provider's key retention.
 pub const PROVIDER_KEY_EXPIRED: &str = "provider_key_expired";
@@ -395,6 +400,91 @@ impl Deduplicator {
                 })
             })
             .collect()
+    }
+
+    /// Sequence mode, for ordered sources (an SQS FIFO group, a Kinesis shard) whose producer
+    /// stamps a sequence per aggregate (see [`lambda_dedup::sequence`]): `plan` says the one
+    /// update of the aggregate's item the event makes; it is written together with the
+    /// aggregate's new high-water in one conditional `UpdateItem` — no mark item, no
+    /// transaction. A sequence at or below the high-water is a duplicate (its `first_seen_at`
+    /// is now: the high-water keeps no time); the high-water's own sequence with another payload
+    /// a conflict; a gap is `Rejected { code: "sequence_gap" }`, counted and dead-lettered,
+    /// never skipped. Marks never expire here, so there is no late-event rule. Use it with
+    /// [`crate::run_batch`], which keeps each group's order and stops a group at its first
+    /// failure.
+    pub async fn sequenced<F>(&self, msg: &Message, source: &SequenceSource, plan: F) -> Outcome
+    where
+        F: FnOnce(&Derived) -> Result<Effect, HandlerError>,
+    {
+        let event = match self.spec.derive(msg) {
+            Ok(e) => e,
+            Err(r) => return rejected(msg, &r),
+        };
+        let sequence = match source.read(&event) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(message_id = %msg.message_id, key = %event.key, code = e.code(),
+                    reason = %e, "rejected: no sequence; dead-lettering");
+                return Outcome::Rejected {
+                    code: e.code(),
+                    reason: e.to_string(),
+                };
+            }
+        };
+        let effect = match planned(msg, &event, |e| {
+            plan(e).map(|effect| Plan {
+                effects: vec![effect],
+                result: None,
+            })
+        }) {
+            Ok(mut p) => p.effects.remove(0),
+            Err(outcome) => return outcome,
+        };
+        let write = SequencedWrite {
+            key: &event.key,
+            effect: &effect,
+            sequence,
+            first: source.first_sequence(),
+            fingerprint: event.fingerprint.as_ref(),
+        };
+        match self.store.apply_in_sequence(write).await {
+            Ok(SequenceOutcome::Applied) => {
+                tracing::info!(message_id = %msg.message_id, key = %event.key, sequence, "applied");
+                Outcome::Applied
+            }
+            Ok(SequenceOutcome::Duplicate { high_water }) => {
+                tracing::info!(message_id = %msg.message_id, key = %event.key, sequence,
+                    high_water, "duplicate skipped (at or below the high-water)");
+                Outcome::Duplicate {
+                    first_seen_at: self.store.now(),
+                }
+            }
+            Ok(SequenceOutcome::Conflict { high_water }) => {
+                tracing::warn!(message_id = %msg.message_id, key = %event.key, sequence,
+                    high_water, "conflict: the high-water's sequence with another payload; dead-lettering");
+                Outcome::Conflict
+            }
+            Ok(SequenceOutcome::Gap { expected, got }) => {
+                tracing::warn!(message_id = %msg.message_id, key = %event.key, expected, got,
+                    "rejected: sequence gap; not applied, dead-lettering");
+                Outcome::Rejected {
+                    code: SEQUENCE_GAP,
+                    reason: format!("expected sequence {expected}, got {got}"),
+                }
+            }
+            Ok(SequenceOutcome::EffectRejected) => Outcome::Retry {
+                reason: "effect condition failed".into(),
+            },
+            Err(StoreError::Refused { code, .. }) => {
+                tracing::warn!(message_id = %msg.message_id, key = %event.key, code = %code,
+                    "rejected: DynamoDB refused the effect; nothing written; dead-lettering");
+                Outcome::Rejected {
+                    code: "effect_refused",
+                    reason: format!("DynamoDB refused the event's write ({code})"),
+                }
+            }
+            Err(e) => store_failed(msg, &e),
+        }
     }
 
     fn seen(&self, msg: &Message, event: &Derived, seen: Seen) -> Outcome {

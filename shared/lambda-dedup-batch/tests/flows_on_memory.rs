@@ -263,3 +263,61 @@ async fn run_batch_keeps_fifo_order_and_stops_a_group_at_its_first_failure() {
     assert!(report.failures.contains(&"m3".to_owned()));
     assert_eq!(balance(&store, "a"), Some(Value::N("1".into())));
 }
+
+fn stamped(message_id: &str, id: &str, account: &str, seq: u64, amount: i64) -> Message {
+    Message {
+        message_id: message_id.into(),
+        body: serde_json::json!({"specversion": "1.0", "type": "credit", "source": "/bank",
+            "id": id, "tenantid": "acme",
+            "data": {"account": account, "amount": amount, "seq": seq}})
+        .to_string()
+        .into_bytes(),
+        group_id: Some(account.into()),
+        ..Message::default()
+    }
+}
+
+fn credit_effect(event: &lambda_dedup::Derived) -> Result<Effect, HandlerError> {
+    plan(event).map(|mut p| p.effects.remove(0))
+}
+
+#[tokio::test]
+async fn sequence_mode_applies_in_order_skips_duplicates_and_stops_at_a_gap() {
+    let (store, _) = world();
+    let dedup = Deduplicator::new(spec(), store.clone());
+    let source = lambda_dedup::SequenceSource::pointer("/data/seq");
+    let batch = vec![
+        stamped("m1", "e1", "a", 1, 5),
+        stamped("m2", "e2", "a", 2, 2),
+        stamped("m3", "e2", "a", 2, 2),
+        stamped("m4", "e4", "a", 4, 9),
+        stamped("m5", "e5", "a", 5, 9),
+    ];
+    let calls = store.calls();
+    let report = run_batch(batch, 10, |m| {
+        let (dedup, source) = (&dedup, &source);
+        async move { dedup.sequenced(&m, source, credit_effect).await }
+    })
+    .await;
+    assert!(report.account.closes());
+    let outcomes: Vec<_> = report.outcomes.iter().map(|(_, o)| o.clone()).collect();
+    assert_eq!(outcomes[0], Outcome::Applied);
+    assert_eq!(outcomes[1], Outcome::Applied);
+    assert!(matches!(outcomes[2], Outcome::Duplicate { .. }));
+    assert_eq!(code(&outcomes[3]), Some(lambda_dedup_batch::SEQUENCE_GAP));
+    // The group stops at its first failure: 5 is not tried past the gap.
+    assert_eq!(report.failures, vec!["m4".to_owned(), "m5".to_owned()]);
+    assert_eq!(balance(&store, "a"), Some(Value::N("7".into())));
+    assert_eq!(store.calls() - calls, 4, "one store call per message tried");
+    // The producer reusing sequence 2 for another payload is a conflict.
+    let reused = stamped("m6", "e2", "a", 2, 50);
+    assert_eq!(
+        dedup.sequenced(&reused, &source, credit_effect).await,
+        Outcome::Conflict
+    );
+    let unstamped = credit("m7", "e7", "a", 1);
+    assert_eq!(
+        code(&dedup.sequenced(&unstamped, &source, credit_effect).await),
+        Some("sequence_missing")
+    );
+}

@@ -9,6 +9,7 @@ use aws_sdk_dynamodb::types::{
     CancellationReason, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
 use lambda_dedup::clock::{Clock, SystemClock};
+use lambda_dedup::sequence::{self, SequenceOutcome, SequencedWrite};
 use lambda_dedup::store::{BatchFuture, StoreFuture};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, Effect, Fingerprint, Lease, Mark, MarkStatus,
@@ -615,6 +616,61 @@ impl DynamoStore {
         }
     }
 
+    /// Sequence mode: one conditional `UpdateItem` of the effect item carrying the aggregate's
+    /// high-water (see [`lambda_dedup::sequence`]). One write request unit for a small item.
+    pub async fn apply_in_sequence(
+        &self,
+        write: SequencedWrite<'_>,
+    ) -> Result<SequenceOutcome, Error> {
+        let Some(effect) = write.to_effect() else {
+            return Err(Error::Invalid(
+                "sequence mode needs an update of the aggregate's item".into(),
+            ));
+        };
+        let tx = codec::effect(&effect)?;
+        let Some(u) = tx.update() else {
+            return Err(Error::Invalid("sequence mode needs an update".into()));
+        };
+        self.count_call();
+        let sent = self
+            .client
+            .update_item()
+            .table_name(u.table_name())
+            .set_key(Some(u.key().clone()))
+            .update_expression(u.update_expression())
+            .set_condition_expression(u.condition_expression().map(str::to_owned))
+            .set_expression_attribute_names(u.expression_attribute_names().cloned())
+            .set_expression_attribute_values(u.expression_attribute_values().cloned())
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(SequenceOutcome::Applied),
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
+                    let old = c.item();
+                    let hw = old
+                        .and_then(|i| i.get(sequence::HIGH_WATER))
+                        .and_then(|v| v.as_n().ok())
+                        .and_then(|n| n.parse::<u64>().ok());
+                    let fp = old
+                        .and_then(|i| i.get(sequence::HIGH_WATER_FINGERPRINT))
+                        .and_then(|v| v.as_s().ok())
+                        .map(String::as_str);
+                    Ok(sequence::judge(
+                        hw.map(|hw| (hw, fp)),
+                        write.sequence,
+                        write.first,
+                        write.fingerprint,
+                    )
+                    // Its sequence would apply: the effect's own condition failed.
+                    .unwrap_or(SequenceOutcome::EffectRejected))
+                }
+                _ => Err(crate::error::from_sdk_for(write.key, err)),
+            },
+        }
+    }
+
     /// The live mark of `key` (strongly consistent read), or `None`. A mark whose TTL has passed
     /// is `None` even while DynamoDB still stores it (S9).
     pub async fn get(&self, key: &DedupKey) -> Result<Option<Mark>, Error> {
@@ -670,6 +726,13 @@ impl MarkStore for DynamoStore {
 
     fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>> {
         Box::pin(DynamoStore::get(self, key))
+    }
+
+    fn apply_in_sequence<'a>(
+        &'a self,
+        write: SequencedWrite<'a>,
+    ) -> StoreFuture<'a, SequenceOutcome> {
+        Box::pin(DynamoStore::apply_in_sequence(self, write))
     }
 
     fn now(&self) -> SystemTime {

@@ -38,6 +38,7 @@ use std::time::{Duration, SystemTime};
 
 use lambda_dedup::clock::{Clock, SystemClock, epoch_millis, epoch_secs, from_epoch_millis};
 use lambda_dedup::effect::EffectKind;
+use lambda_dedup::sequence::{self, SequenceOutcome, SequencedWrite};
 use lambda_dedup::store::{
     BatchFuture, DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, MAX_EFFECTS, StoreFuture,
 };
@@ -78,6 +79,8 @@ pub enum Op {
     Release,
     /// [`MarkStore::get`].
     Get,
+    /// [`MarkStore::apply_in_sequence`].
+    Sequence,
 }
 
 /// Decides, per call, whether it meets a fault: the operation and the key it is about (none for
@@ -530,6 +533,59 @@ impl MemoryStore {
         }
     }
 
+    /// Sequence mode: the effect with its high-water, judged like the DynamoDB store's
+    /// conditional update.
+    fn sequence_now(
+        &self,
+        state: &mut State,
+        w: &SequencedWrite<'_>,
+    ) -> Result<SequenceOutcome, StoreError> {
+        let effect = w.to_effect().ok_or_else(|| {
+            StoreError::Invalid("sequence mode needs an update of the aggregate's item".into())
+        })?;
+        let refused = || StoreError::Refused {
+            key: w.key.clone(),
+            code: "ValidationException".into(),
+            position: None,
+        };
+        let t = state
+            .tables
+            .get_mut(effect.table())
+            .ok_or_else(|| missing_table(effect.table()))?;
+        let p = plan(t, &effect).map_err(|err| match err {
+            ExprError::Unsupported(what) => StoreError::Invalid(format!("memory store: {what}")),
+            _ => refused(),
+        })?;
+        let current = t.items.get(&p.key).cloned();
+        let attrs = current.clone().unwrap_or_default();
+        let holds = match p.condition.as_ref().map(|c| expr::holds(c, &attrs)) {
+            Some(Err(_)) => return Err(refused()),
+            Some(Ok(h)) => h,
+            None => true,
+        };
+        if !holds {
+            let stored = current.map(Item);
+            let hw = stored.as_ref().and_then(sequence::high_water);
+            return Ok(sequence::judge(hw, w.sequence, w.first, w.fingerprint)
+                .unwrap_or(SequenceOutcome::EffectRejected));
+        }
+        let mut next = current.unwrap_or_else(|| effect.item().0.clone());
+        if let Some(u) = &p.update {
+            match expr::apply(u, &mut next) {
+                Ok(()) => {}
+                Err(ExprError::Unsupported(what)) => {
+                    return Err(StoreError::Invalid(format!("memory store: {what}")));
+                }
+                Err(_) => return Err(refused()),
+            }
+        }
+        if item_size(&next) > MAX_ITEM_BYTES {
+            return Err(refused());
+        }
+        t.items.insert(p.key, next);
+        Ok(SequenceOutcome::Applied)
+    }
+
     fn release_now(&self, state: &mut State, lease: &Lease) -> Result<(), StoreError> {
         let released = OwnerToken::from_stored(format!("released-{}", lease.owner.as_str()));
         let Some(m) = state.marks.get_mut(lease.key.as_str()) else {
@@ -600,6 +656,16 @@ impl MarkStore for MemoryStore {
                 .get(key.as_str())
                 .filter(|m| m.is_live(now))
                 .cloned())
+        });
+        Box::pin(async move { out })
+    }
+
+    fn apply_in_sequence<'a>(
+        &'a self,
+        write: SequencedWrite<'a>,
+    ) -> StoreFuture<'a, SequenceOutcome> {
+        let out = self.call(Op::Sequence, Some(write.key), |s, _| {
+            self.sequence_now(s, &write)
         });
         Box::pin(async move { out })
     }

@@ -19,6 +19,8 @@
 //!   seen without a DynamoDB call.
 //! - [`store`]: the [`MarkStore`] trait (claim, commit, batch commit, complete, release, get)
 //!   and its typed [`StoreError`]; implemented on DynamoDB and in memory.
+//! - [`sequence`]: sequence mode for ordered sources: the mark is the effect item's high-water
+//!   sequence, one conditional write per message.
 //! - [`clock`]: the source of "now", injectable so tests can move time.
 
 #![warn(missing_docs)]
@@ -30,6 +32,7 @@ pub mod fingerprint;
 pub mod key;
 pub mod mark;
 pub mod retention;
+pub mod sequence;
 pub mod store;
 
 pub use cache::MarkCache;
@@ -42,6 +45,7 @@ pub use key::{
 };
 pub use mark::{Claim, Commit, Lease, Mark, MarkStatus, OwnerToken, Seen};
 pub use retention::{ConfigError, RedeliveryHorizon, Retention};
+pub use sequence::{SequenceOutcome, SequenceSource, SequencedWrite};
 pub use store::{CommitRequest, FaultKind, MarkStore, StoreError};
 
 use sha2::{Digest, Sha256};

@@ -24,6 +24,7 @@ use crate::fingerprint::Fingerprint;
 use crate::key::DedupKey;
 use crate::mark::{Claim, Commit, Lease, Mark, MarkStatus};
 use crate::retention::Retention;
+use crate::sequence::{SequenceOutcome, SequencedWrite};
 
 /// Default lease on a claim: long enough for one external call with retries, short enough that a
 /// crashed holder's event is picked up again within a typical SQS visibility timeout.
@@ -85,6 +86,14 @@ pub trait MarkStore: Send + Sync + fmt::Debug {
     /// Ends a claim's lease at once, keeping the mark (and its first attempt's time, S16), only
     /// while `lease` owns it; otherwise [`StoreError::Fenced`]. Releasing twice is harmless.
     fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()>;
+
+    /// Sequence mode ([`crate::sequence`]): the write's effect and the aggregate's new
+    /// high-water in one conditional update of the effect item, no mark, no transaction. Judged
+    /// with [`crate::sequence::judge`] from the item as it stood when the condition failed.
+    fn apply_in_sequence<'a>(
+        &'a self,
+        write: SequencedWrite<'a>,
+    ) -> StoreFuture<'a, SequenceOutcome>;
 
     /// The live mark of `key` (strongly consistent), or `None`; a mark past its TTL is `None`.
     fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>>;

@@ -8,6 +8,7 @@ mod batch_mode;
 mod claim;
 mod commit;
 mod conformance;
+mod cost;
 mod e2e;
 mod emulator;
 mod faults;

@@ -24,6 +24,8 @@ use std::time::Duration;
 pub use dynoxide;
 pub use dynoxide::Database;
 
+pub mod meter;
+
 /// How often expired TTL items are swept.
 pub const SWEEP_EVERY: Duration = Duration::from_millis(500);
 

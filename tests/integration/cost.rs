@@ -1,0 +1,97 @@
+//! What each mode costs, in write request units and requests, measured at a metering proxy in
+//! front of the local DynamoDB (`local_dynamodb::meter`, the one `cargo xtask bench` uses). The
+//! prices are DynamoDB's: a write of a small item is 1 unit; in a transaction, 2 per item.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use lambda_dedup::{
+    CommitRequest, DedupKey, Effect, Item, MarkStore, SequenceOutcome, SequencedWrite,
+};
+use lambda_dedup_dynamodb::DynamoStore;
+use local_dynamodb::meter::Meter;
+
+use dedup_tests::{effect_table, endpoint, mark_table, retention, scope, unique};
+
+fn client(endpoint: &str) -> Client {
+    Client::from_conf(
+        aws_sdk_dynamodb::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("local", "local", None, None, "cost"))
+            .endpoint_url(endpoint)
+            .build(),
+    )
+}
+
+fn credit(table: &str, account: &str) -> Effect {
+    Effect::update(table, Item::new().with("account", account))
+        .expression("ADD #b :a")
+        .name("#b", "balance")
+        .value(":a", 1)
+}
+
+#[tokio::test]
+async fn each_mode_costs_what_dynamodb_charges() {
+    let meter = Meter::start(&endpoint(), Duration::ZERO).expect("meter");
+    let c = client(&meter.endpoint());
+    let marks = mark_table(&c).await;
+    let balances = effect_table(&c, "account").await;
+    let store = DynamoStore::new(c.clone(), marks, retention());
+    let keys: Vec<DedupKey> = (0..10)
+        .map(|_| DedupKey::new(&scope(), "t", &[&unique("evt")]))
+        .collect();
+    let effects: Vec<Vec<Effect>> = (0..10)
+        .map(|i| vec![credit(&balances, &format!("acct-{i}"))])
+        .collect();
+
+    // Per message: one transaction of the mark and the effect: 2 items x 2 units.
+    meter.reset();
+    let one = CommitRequest {
+        key: &keys[0],
+        fingerprint: None,
+        result: None,
+        effects: &effects[0],
+    };
+    MarkStore::commit(&store, one).await.expect("commit");
+    let u = meter.usage();
+    assert_eq!((u.requests, u.write_units), (1, 4.0), "{u:?}");
+
+    // Batch transaction: 9 events, 18 items, one request, 2 units per item.
+    meter.reset();
+    let requests: Vec<CommitRequest<'_>> = keys[1..]
+        .iter()
+        .zip(&effects[1..])
+        .map(|(key, effects)| CommitRequest {
+            key,
+            fingerprint: None,
+            result: None,
+            effects,
+        })
+        .collect();
+    let results = store.commit_batch(&requests).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let u = meter.usage();
+    assert_eq!((u.requests, u.write_units), (1, 36.0), "{u:?}");
+
+    // Sequence mode: one conditional update of the effect item, 1 unit.
+    meter.reset();
+    let effect = credit(&balances, "ordered");
+    for sequence in 1..=3 {
+        let out = store
+            .apply_in_sequence(SequencedWrite {
+                key: &keys[0],
+                effect: &effect,
+                sequence,
+                first: 1,
+                fingerprint: None,
+            })
+            .await
+            .expect("apply");
+        assert_eq!(out, SequenceOutcome::Applied);
+    }
+    let u = meter.usage();
+    assert_eq!((u.requests, u.write_units), (3, 3.0), "{u:?}");
+    assert_eq!(u.by_operation.get("UpdateItem"), Some(&3));
+}

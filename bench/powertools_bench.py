@@ -1,16 +1,18 @@
 """The anchor: AWS Powertools for Lambda (Python) idempotency on the same workloads.
 
-Run by `cargo xtask bench` (never by hand needed): BatchProcessor over SQS-shaped batches of 10,
+Run by `cargo xtask bench` (never by hand needed): BatchProcessor over SQS-shaped batches of BATCH,
 each record handled by an `idempotent_function` (DynamoDB persistence layer: a conditional put,
 then an update, per new record) whose body applies the same balance effect as the Rust modes
-(one UpdateItem). Prints one JSON object per workload on stdout.
+(one UpdateItem). Requests and write units are read from the metering proxy at METER_URL, the
+same one the Rust side goes through. Prints one JSON object per workload on stdout.
 
-Usage: powertools_bench.py ENDPOINT MESSAGES
+Usage: powertools_bench.py ENDPOINT MESSAGES BATCH METER_URL
 """
 
 import json
 import sys
 import time
+import urllib.request
 import uuid
 
 import boto3
@@ -21,7 +23,15 @@ from aws_lambda_powertools.utilities.idempotency import (
     idempotent_function,
 )
 
-ENDPOINT, N = sys.argv[1], int(sys.argv[2])
+ENDPOINT, N, BATCH, METER = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+
+
+def meter():
+    with urllib.request.urlopen(METER) as r:
+        v = json.load(r)
+    return v["requests"], v["write_units"]
+
+
 session = boto3.session.Session(aws_access_key_id="local", aws_secret_access_key="local", region_name="us-east-1")
 client = session.client("dynamodb", endpoint_url=ENDPOINT)
 calls = {"n": 0}
@@ -86,24 +96,28 @@ def run(workload):
         ids = [i % (N // 2) for i in range(N)]
     else:
         ids = list(range(N))
-        for start in range(0, N, 10):  # first pass, not timed
-            process_partial_response(event=sqs_batch(ids[start:start + 10]), record_handler=record_handler,
+        for start in range(0, N, BATCH):  # first pass, not timed
+            process_partial_response(event=sqs_batch(ids[start:start + BATCH]), record_handler=record_handler,
                                      processor=processor, context=Context())
     calls["n"] = 0
+    before = meter()
     latencies = []
     failures = 0
     began = time.perf_counter()
-    for start in range(0, N, 10):
+    for start in range(0, N, BATCH):
         t = time.perf_counter()
-        resp = process_partial_response(event=sqs_batch(ids[start:start + 10]), record_handler=record_handler,
+        resp = process_partial_response(event=sqs_batch(ids[start:start + BATCH]), record_handler=record_handler,
                                         processor=processor, context=Context())
         latencies.append(time.perf_counter() - t)
         failures += len(resp.get("batchItemFailures", []))
     elapsed = time.perf_counter() - began
+    after = meter()
     latencies.sort()
     pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000
     return {"mode": "powertools", "workload": workload, "messages": N, "seconds": elapsed,
-            "msgs_per_s": N / elapsed, "calls_per_msg": calls["n"] / N, "p50_ms": pick(0.5),
+            "batch": BATCH, "containers": 1,
+            "msgs_per_s": N / elapsed, "calls_per_msg": (after[0] - before[0]) / N,
+            "wcu_per_msg": (after[1] - before[1]) / N, "p50_ms": pick(0.5),
             "p99_ms": pick(0.99), "failures": failures}
 
 

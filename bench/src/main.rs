@@ -1,6 +1,7 @@
 //! The Rust side of `cargo xtask bench` (run that; it starts the local DynamoDB and builds this in
-//! release). Usage: `bench throughput ENDPOINT MESSAGES` prints one JSON line per mode and
-//! workload; `bench coldstart BINARY ENDPOINT RUNS` prints one JSON line with the cold start
+//! release). Usage: `bench throughput ENDPOINT MESSAGES BATCH CONTAINERS METER_URL [MODES]` prints
+//! one JSON line per mode and workload (requests and write units read from the metering proxy at
+//! `METER_URL`, `GET /__meter`); `bench coldstart BINARY ENDPOINT RUNS` prints one JSON line with the cold start
 //! (process start to its first request for work on the Lambda runtime API) and peak RSS.
 
 mod coldstart;
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
-use lambda_dedup::{Effect, Item, KeySpec, Message, Retention, Scope};
+use lambda_dedup::{Effect, Item, KeySpec, Message, Retention, Scope, SequenceSource};
 use lambda_dedup_batch::{Deduplicator, HandlerError, Plan, run_batch, run_batch_transactional};
 use lambda_dedup_dynamodb::DynamoStore;
 use serde_json::json;
@@ -35,32 +36,41 @@ async fn table(client: &Client, name: &str, key: &str) -> Result<()> {
 }
 
 /// The same event shape and effect as the Powertools side: a credit of 1 to one of 1000 accounts.
+/// `seq` is the producer's sequence per account (used by sequence mode only); the account is
+/// the FIFO message group.
 fn message(i: usize) -> Message {
+    let account = format!("acct-{}", i % ACCOUNTS);
     Message {
         message_id: format!("m-{i}-{}", Instant::now().elapsed().as_nanos()),
         body: json!({"specversion": "1.0", "type": "credit", "source": "/bench", "id": format!("evt-{i}"),
-                     "tenantid": "t", "data": {"account": format!("acct-{}", i % 1000), "amount": 1}})
+                     "tenantid": "t", "data": {"account": account, "amount": 1, "seq": i / ACCOUNTS + 1}})
         .to_string()
         .into_bytes(),
         ..Message::default()
     }
 }
 
+const ACCOUNTS: usize = 1000;
+
+fn credit(balances: &str, e: &lambda_dedup::Derived) -> std::result::Result<Effect, HandlerError> {
+    let data = HandlerError::data(e)?;
+    let account = data["account"]
+        .as_str()
+        .ok_or_else(|| HandlerError::Invalid("account".into()))?;
+    Ok(
+        Effect::update(balances, Item::new().with("account", account))
+            .expression("ADD #b :a")
+            .name("#b", "balance")
+            .value(":a", 1),
+    )
+}
+
 fn plan(
     balances: &str,
 ) -> impl Fn(&lambda_dedup::Derived) -> std::result::Result<Plan, HandlerError> + '_ {
     move |e| {
-        let data = HandlerError::data(e)?;
-        let account = data["account"]
-            .as_str()
-            .ok_or_else(|| HandlerError::Invalid("account".into()))?;
         Ok(Plan {
-            effects: vec![
-                Effect::update(balances, Item::new().with("account", account))
-                    .expression("ADD #b :a")
-                    .name("#b", "balance")
-                    .value(":a", 1),
-            ],
+            effects: vec![credit(balances, e)?],
             result: None,
         })
     }
@@ -71,6 +81,7 @@ enum Mode {
     PerMessage,
     Batch,
     BatchCache,
+    Sequence,
 }
 
 impl Mode {
@@ -79,32 +90,52 @@ impl Mode {
             Mode::PerMessage => "per_message",
             Mode::Batch => "batch_transaction",
             Mode::BatchCache => "batch_transaction_warm_cache",
+            Mode::Sequence => "sequence",
         }
     }
 }
 
+/// One container's work: its batches, one at a time, as one Lambda container processes them.
 async fn run_one(
     dedup: &Deduplicator,
     balances: &str,
     mode: Mode,
     ids: &[usize],
+    batch_size: usize,
 ) -> (Vec<Duration>, u64) {
     let mut latencies = Vec::new();
     let mut failures = 0;
-    for chunk in ids.chunks(10) {
+    let source = SequenceSource::pointer("/data/seq");
+    for chunk in ids.chunks(batch_size) {
         let batch: Vec<Message> = chunk.iter().map(|i| message(*i)).collect();
         let t = Instant::now();
         let report = match mode {
             Mode::PerMessage => {
                 let p = plan(balances);
-                run_batch(batch, 10, |m| {
+                run_batch(batch, batch_size, |m| {
                     let p = &p;
                     async move { dedup.transactional(&m, p).await }
                 })
                 .await
             }
             Mode::Batch | Mode::BatchCache => {
-                run_batch_transactional(batch, 10, dedup, plan(balances)).await
+                run_batch_transactional(batch, batch_size, dedup, plan(balances)).await
+            }
+            Mode::Sequence => {
+                // A FIFO batch: each account is a message group, kept in order.
+                let batch = batch
+                    .into_iter()
+                    .zip(chunk)
+                    .map(|(mut m, i)| {
+                        m.group_id = Some(format!("acct-{}", i % ACCOUNTS));
+                        m
+                    })
+                    .collect();
+                let source = &source;
+                run_batch(batch, batch_size, |m| async move {
+                    dedup.sequenced(&m, source, |e| credit(balances, e)).await
+                })
+                .await
             }
         };
         latencies.push(t.elapsed());
@@ -113,42 +144,96 @@ async fn run_one(
     (latencies, failures)
 }
 
-async fn throughput(endpoint: &str, n: usize) -> Result<()> {
-    let client = client(endpoint);
+/// The meter's totals (requests, write units), read over HTTP.
+async fn meter(http: &reqwest::Client, url: &str) -> Result<(f64, f64)> {
+    let v: serde_json::Value = http
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| format!("meter: {e}"))?
+        .json()
+        .await
+        .map_err(|e| format!("meter: {e}"))?;
+    Ok((
+        v["requests"].as_f64().unwrap_or(0.0),
+        v["write_units"].as_f64().unwrap_or(0.0),
+    ))
+}
+
+/// Every mode on every workload: `containers` containers at once on one table, each processing
+/// its share of the messages in batches of `batch_size`, one batch at a time. Requests and write
+/// units come from the metering proxy at `meter_url`, as for the Powertools side.
+async fn throughput(
+    endpoint: &str,
+    n: usize,
+    batch_size: usize,
+    containers: usize,
+    meter_url: &str,
+    modes: &[Mode],
+) -> Result<()> {
+    let http = reqwest::Client::new();
     let retention = Retention::unchecked(Duration::from_secs(86_400)).map_err(|e| e.to_string())?;
     for workload in ["all_new", "half_duplicates", "all_duplicates"] {
-        for mode in [Mode::PerMessage, Mode::Batch, Mode::BatchCache] {
+        for &mode in modes {
             let suffix = format!("{}-{}", mode.name(), workload).replace('_', "-");
             let (marks, balances) = (
                 format!("rs-marks-{suffix}"),
                 format!("rs-balances-{suffix}"),
             );
-            lambda_dedup_dynamodb::provision::create_mark_table(&client, &marks, false)
+            let setup = client(endpoint);
+            lambda_dedup_dynamodb::provision::create_mark_table(&setup, &marks, false)
                 .await
                 .map_err(|e| e.to_string())?;
-            table(&client, &balances, "account").await?;
-            let store = DynamoStore::new(client.clone(), marks, retention);
+            table(&setup, &balances, "account").await?;
             let spec = KeySpec::cloudevents(
                 Scope::new("bench", "ledger").map_err(|e| e.to_string())?,
                 "tenantid",
             );
-            let mut dedup = Deduplicator::new(spec, store.clone());
-            if mode == Mode::BatchCache {
-                dedup = dedup.with_cache(100_000);
-            }
+            // Each container has its own client (its own connections), as in Lambda.
+            let dedups: Vec<Deduplicator> = (0..containers)
+                .map(|_| {
+                    let d = Deduplicator::new(
+                        spec.clone(),
+                        DynamoStore::new(client(endpoint), marks.clone(), retention),
+                    );
+                    if mode == Mode::BatchCache {
+                        d.with_cache(100_000)
+                    } else {
+                        d
+                    }
+                })
+                .collect();
             let ids: Vec<usize> = match workload {
-                "all_new" => (0..n).collect(),
                 "half_duplicates" => (0..n).map(|i| i % (n / 2)).collect(),
-                _ => {
-                    let ids: Vec<usize> = (0..n).collect();
-                    run_one(&dedup, &balances, mode, &ids).await; // first pass, not timed
-                    ids
-                }
+                _ => (0..n).collect(),
             };
-            let before = store.calls();
+            // Containers split the messages by account, so each FIFO group has one consumer.
+            let shares: Vec<Vec<usize>> = (0..containers)
+                .map(|c| {
+                    ids.iter()
+                        .copied()
+                        .filter(|i| (i % ACCOUNTS) % containers == c)
+                        .collect()
+                })
+                .collect();
+            let run_all = || {
+                futures::future::join_all(
+                    dedups
+                        .iter()
+                        .zip(&shares)
+                        .map(|(d, share)| run_one(d, &balances, mode, share, batch_size)),
+                )
+            };
+            if workload == "all_duplicates" {
+                run_all().await; // first pass, not timed
+            }
+            let before = meter(&http, meter_url).await?;
             let began = Instant::now();
-            let (mut latencies, failures) = run_one(&dedup, &balances, mode, &ids).await;
+            let runs = run_all().await;
             let secs = began.elapsed().as_secs_f64();
+            let after = meter(&http, meter_url).await?;
+            let failures: u64 = runs.iter().map(|(_, f)| f).sum();
+            let mut latencies: Vec<Duration> = runs.into_iter().flat_map(|(l, _)| l).collect();
             latencies.sort();
             let pick = |q: f64| {
                 latencies[((q * latencies.len() as f64) as usize).min(latencies.len() - 1)]
@@ -158,7 +243,10 @@ async fn throughput(endpoint: &str, n: usize) -> Result<()> {
             println!(
                 "{}",
                 json!({"mode": mode.name(), "workload": workload, "messages": n, "seconds": secs,
-                       "msgs_per_s": n as f64 / secs, "calls_per_msg": (store.calls() - before) as f64 / n as f64,
+                       "batch": batch_size, "containers": containers,
+                       "msgs_per_s": n as f64 / secs,
+                       "calls_per_msg": (after.0 - before.0) / n as f64,
+                       "wcu_per_msg": (after.1 - before.1) / n as f64,
                        "p50_ms": pick(0.5), "p99_ms": pick(0.99), "failures": failures})
             );
         }
@@ -170,16 +258,30 @@ async fn throughput(endpoint: &str, n: usize) -> Result<()> {
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("throughput") if args.len() == 3 => match args[2].parse() {
-            Ok(n) => throughput(&args[1], n).await,
-            Err(_) => Err("MESSAGES must be a number".into()),
-        },
+        Some("throughput") if args.len() == 6 || args.len() == 7 => {
+            let num = |i: usize| args[i].parse::<usize>().map_err(|_| format!("{} must be a number", args[i]));
+            let all = [Mode::PerMessage, Mode::Batch, Mode::BatchCache, Mode::Sequence];
+            let modes: Vec<Mode> = match args.get(6) {
+                None => all.to_vec(),
+                Some(list) => all
+                    .into_iter()
+                    .filter(|m| list.split(',').any(|x| x == m.name()))
+                    .collect(),
+            };
+            match (num(2), num(3), num(4)) {
+                (Ok(n), Ok(batch), Ok(containers)) if batch > 0 && containers > 0 => {
+                    throughput(&args[1], n, batch, containers, &args[5], &modes).await
+                }
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(e),
+                _ => Err("BATCH and CONTAINERS must be at least 1".into()),
+            }
+        }
         Some("coldstart") if args.len() == 4 => match args[3].parse() {
             Ok(runs) => coldstart::run(&args[1], &args[2], runs).await,
             Err(_) => Err("RUNS must be a number".into()),
         },
         _ => Err(
-            "usage: bench throughput ENDPOINT MESSAGES | bench coldstart BINARY ENDPOINT RUNS"
+            "usage: bench throughput ENDPOINT MESSAGES BATCH CONTAINERS METER_URL [MODES] | bench coldstart BINARY ENDPOINT RUNS"
                 .into(),
         ),
     };

@@ -78,9 +78,16 @@ enum Cmd {
     },
     /// Benchmark against AWS Powertools (not a test); writes docs/BENCHMARKS.md.
     Bench {
-        /// Messages per workload.
-        #[arg(default_value_t = 2000)]
+        /// Messages per workload and run.
+        #[arg(default_value_t = 1000)]
         n: usize,
+        /// The simulated round trip added to every DynamoDB request, in milliseconds, for the
+        /// runs with a simulated network (the others have none).
+        #[arg(long, default_value_t = bench::SIMULATED_RTT_MS)]
+        delay_ms: u64,
+        /// Runs of each side per configuration (alternating which side goes first).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
     },
     /// Build every function for arm64 in release (cargo lambda) and report zip sizes.
     Package,
@@ -128,7 +135,7 @@ async fn main() -> ExitCode {
         Cmd::Audit => audit::run(&root()).await,
         Cmd::Package => package::run(&root()),
         Cmd::Soak { n, memory } => soak::run(&root(), n, memory),
-        Cmd::Bench { n } => bench::run(&root(), n),
+        Cmd::Bench { n, delay_ms, runs } => bench::run(&root(), n, delay_ms, runs),
         Cmd::Dynamodb => dynamodb_foreground(),
         Cmd::ServeDynamodb { .. } => Ok(()),
     };

@@ -4,6 +4,11 @@
 //! added up, requests are counted by operation, and, optionally, every request waits a fixed
 //! delay first — a simulated network round trip, the same for every client.
 //!
+//! It also records which IAM actions each request needs on which resources (tables, queues): a
+//! `TransactWriteItems` needs `PutItem`, `UpdateItem`, `DeleteItem` or `ConditionCheckItem` on each
+//! item's table; an SQS request (JSON protocol) its action on its queue. `cargo xtask` puts one
+//! proxy in front of each function to prove its role grants what it calls, and nothing more.
+//!
 //! `GET /__meter` answers the totals as JSON ([`Usage`]); `POST /__meter/reset` zeroes them.
 //! Clients in other processes (the Python side of the benchmark) read them there.
 //!
@@ -31,13 +36,17 @@ pub struct Usage {
     pub read_units: f64,
     /// Requests by operation (`TransactWriteItems`, `UpdateItem`, …).
     pub by_operation: BTreeMap<String, u64>,
+    /// The IAM actions the requests needed (`dynamodb:UpdateItem`, `sqs:SendMessage`), each with
+    /// the names of the tables or queues it was needed on.
+    pub actions: BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
 impl Usage {
     /// As JSON.
     pub fn to_json(&self) -> Value {
         json!({"requests": self.requests, "write_units": self.write_units,
-               "read_units": self.read_units, "by_operation": self.by_operation})
+               "read_units": self.read_units, "by_operation": self.by_operation,
+               "actions": self.actions})
     }
 }
 
@@ -77,6 +86,9 @@ impl Meter {
                         let Ok((socket, _)) = listener.accept().await else {
                             continue;
                         };
+                        // Answers go out in one write; without this, Nagle's algorithm and the
+                        // client's delayed ACK add tens of milliseconds per request.
+                        let _ = socket.set_nodelay(true);
                         let (http, usage, upstream) =
                             (http.clone(), shared.clone(), upstream.clone());
                         tokio::spawn(async move {
@@ -191,8 +203,9 @@ async fn connection(
             }
         }
         head.push_str("\r\n");
-        socket.write_all(head.as_bytes()).await.ok()?;
-        socket.write_all(&body).await.ok()?;
+        let mut answer = head.into_bytes();
+        answer.extend_from_slice(&body);
+        socket.write_all(&answer).await.ok()?;
     }
 }
 
@@ -206,13 +219,16 @@ async fn forward(
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
-    let operation = req
+    let target = req
         .headers
         .iter()
         .find(|(k, _)| k == "x-amz-target")
-        .and_then(|(_, v)| v.rsplit('.').next())
-        .unwrap_or("")
-        .to_owned();
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let operation = target.rsplit('.').next().unwrap_or("").to_owned();
+    let needed = serde_json::from_slice::<Value>(&req.body)
+        .map(|v| needs(&target, &operation, &v))
+        .unwrap_or_default();
     let mut body = req.body;
     if let Ok(mut v) = serde_json::from_slice::<Value>(&body)
         && metered(&operation)
@@ -245,7 +261,60 @@ async fn forward(
     u.write_units += write;
     u.read_units += read;
     *u.by_operation.entry(operation).or_default() += 1;
+    for (action, resource) in needed {
+        u.actions.entry(action).or_default().insert(resource);
+    }
     (status, headers, bytes)
+}
+
+/// The IAM actions a request needs, each with the table or queue it needs it on.
+fn needs(target: &str, operation: &str, body: &Value) -> Vec<(String, String)> {
+    let name = |k: &str| body[k].as_str().map(str::to_owned);
+    if target.starts_with("AmazonSQS.") {
+        // The queue's name is the last segment of its URL.
+        let queue = name("QueueUrl")
+            .map(|u| u.rsplit('/').next().unwrap_or_default().to_owned())
+            .or_else(|| name("QueueName"))
+            .unwrap_or_default();
+        return vec![(format!("sqs:{operation}"), queue)];
+    }
+    if !target.starts_with("DynamoDB_") {
+        return Vec::new();
+    }
+    let dynamodb = |action: &str, table: &str| (format!("dynamodb:{action}"), table.to_owned());
+    match operation {
+        "TransactWriteItems" => body["TransactItems"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|item| {
+                [
+                    ("Put", "PutItem"),
+                    ("Update", "UpdateItem"),
+                    ("Delete", "DeleteItem"),
+                    ("ConditionCheck", "ConditionCheckItem"),
+                ]
+                .into_iter()
+                .find_map(|(k, action)| item[k]["TableName"].as_str().map(|t| dynamodb(action, t)))
+            })
+            .collect(),
+        "TransactGetItems" => body["TransactItems"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|item| item["Get"]["TableName"].as_str())
+            .map(|t| dynamodb("GetItem", t))
+            .collect(),
+        "BatchWriteItem" | "BatchGetItem" => body["RequestItems"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(t, _)| dynamodb(operation, t))
+            .collect(),
+        _ => name("TableName")
+            .map(|t| vec![dynamodb(operation, &t)])
+            .unwrap_or_default(),
+    }
 }
 
 /// Operations that can report consumed capacity.

@@ -475,8 +475,8 @@ async fn e2e_ttl_purges_are_counted_by_the_mark_auditor() {
 }
 
 /// S10: an event older than the retention window (the local stack keeps marks for one day) is
-/// not applied: `ledger-projector` sends it to the reconciliation queue, tagged
-/// `dedup-reason: late_event`, and acknowledges it.
+/// not applied: each SQS function (`ledger-projector`, `fine-notices`, `payment-dispatcher`)
+/// sends it to the reconciliation queue, tagged `dedup-reason: late_event`, and acknowledges it.
 #[tokio::test]
 async fn e2e_late_events_go_to_reconciliation_not_to_the_balance() {
     if !stack_is_up("e2e_late_events_go_to_reconciliation_not_to_the_balance") {
@@ -485,17 +485,35 @@ async fn e2e_late_events_go_to_reconciliation_not_to_the_balance() {
     let run = unique("late");
     let account = format!("{run}-acct");
     let two_days_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 86_400);
-    let body =
-        json!({"specversion": "1.0", "type": "credit", "source": "/e2e", "id": format!("{run}-e"),
-        "tenantid": "t1", "data": {"account": account, "amount": 7},
+    let late = |kind: &str, data: Value| {
+        json!({"specversion": "1.0", "type": kind, "source": "/e2e", "id": format!("{run}-{kind}"),
+        "tenantid": "t1", "data": data,
         "time": chrono::DateTime::<chrono::Utc>::from(two_days_ago)
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)})
-        .to_string();
-    send("DEDUP_QUEUE_LEDGER_PROJECTOR", std::slice::from_ref(&body)).await;
+        .to_string()
+    };
+    let bodies = [
+        (
+            "DEDUP_QUEUE_LEDGER_PROJECTOR",
+            late("credit", json!({"account": account, "amount": 7})),
+        ),
+        (
+            "DEDUP_QUEUE_FINE_NOTICES",
+            late("fine", json!({"notice_number": format!("{run}-n")})),
+        ),
+        (
+            "DEDUP_QUEUE_PAYMENT_DISPATCHER",
+            late("payment", json!({"amount_cents": 100})),
+        ),
+    ];
+    for (queue, body) in &bodies {
+        send(queue, std::slice::from_ref(body)).await;
+    }
     let sqs = sqs();
     let queue = env("DEDUP_QUEUE_RECONCILIATION");
-    let reason = eventually(
-        "the late event in the reconciliation queue",
+    let reasons: std::sync::Mutex<BTreeMap<String, String>> = std::sync::Mutex::default();
+    eventually(
+        "the late events in the reconciliation queue",
         Duration::from_secs(60),
         || async {
             let out = sqs
@@ -506,14 +524,47 @@ async fn e2e_late_events_go_to_reconciliation_not_to_the_balance() {
                 .send()
                 .await
                 .ok()?;
-            out.messages()
-                .iter()
-                .find(|m| m.body() == Some(body.as_str()))
-                .and_then(|m| m.message_attributes()?.get("dedup-reason")?.string_value())
-                .map(str::to_owned)
+            let mut reasons = reasons.lock().expect("lock");
+            for m in out.messages() {
+                if let Some((_, body)) = bodies.iter().find(|(_, b)| m.body() == Some(b.as_str()))
+                    && let Some(reason) = m
+                        .message_attributes()
+                        .and_then(|a| a.get("dedup-reason")?.string_value())
+                {
+                    reasons.insert(body.clone(), reason.to_owned());
+                }
+            }
+            (reasons.len() == bodies.len()).then_some(())
         },
     )
     .await;
-    assert_eq!(reason, "late_event");
+    let reasons = reasons.into_inner().expect("lock");
+    assert!(reasons.values().all(|r| r == "late_event"), "{reasons:?}");
     assert_eq!(balance(&account).await, None, "a late event moves nothing");
+}
+
+/// The relay's scheduled sweep, invoked through the local runtime's invoke API with the sample
+/// event of `events/`: it scans for intents left pending and reports what it found.
+#[tokio::test]
+async fn e2e_the_relay_sweep_runs_on_its_schedule_event() {
+    if !stack_is_up("e2e_the_relay_sweep_runs_on_its_schedule_event") {
+        return;
+    }
+    let event: Value =
+        serde_json::from_str(include_str!("../../events/relay-sweep.json")).expect("sample event");
+    let url = format!(
+        "{}/2015-03-31/functions/intent-relay/invocations",
+        env("DEDUP_INVOKE_URL")
+    );
+    let answer: Value = reqwest::Client::new()
+        .post(url)
+        .json(&event)
+        .send()
+        .await
+        .expect("invoke")
+        .json()
+        .await
+        .expect("the sweep's answer");
+    assert!(answer["pending"].is_u64(), "{answer}");
+    assert!(answer["redriven"].is_u64(), "{answer}");
 }

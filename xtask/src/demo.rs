@@ -413,6 +413,16 @@ pub(crate) async fn run(root: &Path) -> Result<()> {
         );
     }
 
+    println!("\n== least privilege");
+    let privileges = stack.check_privileges(root, false);
+    if let Err(e) = &privileges {
+        println!("  {e}");
+    }
+    checks.check(
+        "every call each function made is granted by its role in infra/template.yaml".to_owned(),
+        privileges.is_ok(),
+    );
+
     let failed: Vec<&String> = checks
         .0
         .iter()

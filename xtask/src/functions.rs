@@ -44,6 +44,8 @@ pub(crate) struct Functions {
 struct Launch {
     bin_dir: PathBuf,
     env: Vec<(String, String)>,
+    /// Per function, variables that override `env` (its own metering proxies).
+    own_env: BTreeMap<String, Vec<(String, String)>>,
     runtime_api: String,
     log: PathBuf,
 }
@@ -59,6 +61,13 @@ impl Launch {
         };
         Command::new(self.bin_dir.join(name))
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .envs(
+                self.own_env
+                    .get(name)
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            )
             .env(
                 "AWS_LAMBDA_RUNTIME_API",
                 format!("{}/.rt/{name}", self.runtime_api),
@@ -89,11 +98,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Functions {
     /// Starts one instance of each function (built by `cargo build` into `<target>/debug`),
     /// polling `runtime_api` (`http://host:port` of `cargo lambda watch --only-lambda-apis`),
-    /// with `env`, their output appended to `log`.
+    /// with `env` (and each function's `own_env` over it), their output appended to `log`.
     pub(crate) fn start(
         root: &Path,
         runtime_api: String,
         env: Vec<(String, String)>,
+        own_env: BTreeMap<String, Vec<(String, String)>>,
         log: PathBuf,
     ) -> Result<Self> {
         let target = std::env::var_os("CARGO_TARGET_DIR")
@@ -102,6 +112,7 @@ impl Functions {
         let launch = Launch {
             bin_dir: target.join("debug"),
             env,
+            own_env,
             runtime_api,
             log,
         };

@@ -14,6 +14,7 @@
 //!   and no wildcard actions for DynamoDB or SQS;
 //! - alarms: each DLQ's depth, and each SQS function's conflicts.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde_json::Value;
@@ -578,8 +579,121 @@ fn as_u64(t: &Value, v: &Value) -> Option<u64> {
     }
 }
 
+/// What each function called in a recorded run: function → IAM action → local table or queue
+/// names (from the metering proxies `cargo xtask` puts in front of each function).
+pub(crate) type Calls = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
+
+/// Actions a role needs for Lambda's event source mapping, not for the function's own code: the
+/// trigger's queue, the stream, the stream's on-failure destination.
+const TRIGGER_ACTIONS: [&str; 7] = [
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:ListStreams",
+];
+
+/// Least privilege, proven: every call a function made in the recorded run (`calls`, with the
+/// local environment `env` that named its tables and queues) is granted by its role in the
+/// template, and every DynamoDB or SQS action its role grants was called — except what Lambda's
+/// event source mapping uses on the function's behalf (its trigger's queue or stream, a stream's
+/// on-failure destination).
+pub(crate) fn privileges(t: &Value, calls: &Calls, env: &[(String, String)]) -> Vec<String> {
+    let (mut problems, unused) = privileges_split(t, calls, env);
+    problems.extend(unused);
+    problems
+}
+
+/// [`privileges`], split: calls not granted (or not matched to the template), and grants never
+/// called.
+pub(crate) fn privileges_split(
+    t: &Value,
+    calls: &Calls,
+    env: &[(String, String)],
+) -> (Vec<String>, Vec<String>) {
+    let mut problems = Vec::new();
+    let mut unused = Vec::new();
+    let resources = t["Resources"].as_object().cloned().unwrap_or_default();
+    let global = &t["Globals"]["Function"];
+    let tpl = Template {
+        t,
+        resources: &resources,
+        global,
+    };
+    for (id, r) in &resources {
+        if r["Type"] != "AWS::Serverless::Function" {
+            continue;
+        }
+        let mut ignored = Vec::new();
+        let f = Function::new(&tpl, id, r, &mut ignored);
+        let Some(called) = calls.get(f.crate_name) else {
+            problems.push(format!(
+                "{id}: no recorded calls for {} (was it run?)",
+                f.crate_name
+            ));
+            continue;
+        };
+        // Local table and queue names → the template's logical ids, through the environment
+        // variables that name them in both places.
+        let mut logical: BTreeMap<String, String> = BTreeMap::new();
+        for (var, value) in env {
+            if let Some(target) = ref_target(&f.env(var)) {
+                let local = value.rsplit('/').next().unwrap_or(value);
+                logical.insert(local.to_owned(), target.to_owned());
+            }
+        }
+        let mut used: BTreeSet<(String, String)> = BTreeSet::new();
+        for (action, names) in called {
+            for name in names {
+                let Some(target) = logical.get(name) else {
+                    problems.push(format!(
+                        "{id}: called {action} on `{name}`, which no environment variable of its template names"
+                    ));
+                    continue;
+                };
+                if !f.grants(action, target) {
+                    problems.push(format!(
+                        "{id}: called {action} on {target}, which its role does not grant"
+                    ));
+                }
+                used.insert((action.clone(), target.clone()));
+            }
+        }
+        let on_failure: Vec<String> = f.p["Events"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .flat_map(|(_, ev)| refs(&ev["Properties"]["DestinationConfig"]))
+            .collect();
+        for st in &f.statements {
+            for action in strings(&st["Action"]) {
+                if !(action.starts_with("dynamodb:") || action.starts_with("sqs:"))
+                    || TRIGGER_ACTIONS.contains(&action.as_str())
+                {
+                    continue;
+                }
+                for target in refs(&st["Resource"]) {
+                    let for_the_trigger =
+                        action == "sqs:SendMessage" && on_failure.contains(&target);
+                    if !for_the_trigger && !used.contains(&(action.clone(), target.clone())) {
+                        unused.push(format!(
+                            "{id}: its role grants {action} on {target}, which it never called in the recorded run"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    (problems, unused)
+}
+
 /// `cargo xtask check-infra`: the checks above, then `cfn-lint`.
-pub(crate) fn run(root: &Path) -> Result<()> {
+/// `recorded`: also compare the roles with the calls of the last recorded run
+/// (`.cache/logs/calls.json`, written by `cargo xtask test` and the demo), when there is one.
+/// `cargo xtask test` passes `false`: it records a fresh run and compares at its end.
+pub(crate) fn run(root: &Path, recorded: bool) -> Result<()> {
     let path = root.join("infra").join("template.yaml");
     let t = load(&path)?;
     let problems = check(&t);
@@ -600,12 +714,125 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         return Err("cfn-lint found problems in infra/template.yaml".into());
     }
     println!("xtask: check-infra: cfn-lint clean");
+    if recorded {
+        recorded_privileges(root, &t)?;
+    }
     Ok(())
+}
+
+/// Least privilege against the last recorded run, if any.
+fn recorded_privileges(root: &Path, t: &Value) -> Result<()> {
+    let logs = root.join(".cache").join("logs");
+    let (Ok(calls), Ok(env)) = (
+        std::fs::read_to_string(logs.join("calls.json")),
+        std::fs::read_to_string(logs.join("functions.env")),
+    ) else {
+        println!(
+            "xtask: check-infra: no recorded run to check the roles against (cargo xtask test records one)"
+        );
+        return Ok(());
+    };
+    let calls: Calls = serde_json::from_str(&calls).map_err(|e| format!("calls.json: {e}"))?;
+    let env: Vec<(String, String)> = env
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    let problems = privileges(t, &calls, &env);
+    if problems.is_empty() {
+        println!(
+            "xtask: check-infra: every role grants exactly what its function called in the last recorded run (.cache/logs/calls.json)"
+        );
+        Ok(())
+    } else {
+        Err(format!(
+            "the roles and the last recorded run disagree (re-run cargo xtask test after changing either):\n  - {}",
+            problems.join("\n  - ")
+        ))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One function with a role, a mark table, an effect table and its trigger queue.
+    fn small() -> Value {
+        serde_json::json!({
+            "Globals": {"Function": {"Environment": {"Variables": {
+                "DEDUP_MARK_TABLE": {"Ref": "Marks"}}}}},
+            "Resources": {
+                "Marks": {"Type": "AWS::DynamoDB::Table"},
+                "Balances": {"Type": "AWS::DynamoDB::Table"},
+                "Queue": {"Type": "AWS::SQS::Queue"},
+                "Role": {"Type": "AWS::IAM::Role", "Properties": {"Policies": [{"PolicyDocument": {"Statement": [
+                    {"Action": ["dynamodb:PutItem"], "Resource": {"Fn::GetAtt": ["Marks", "Arn"]}},
+                    {"Action": ["dynamodb:UpdateItem"], "Resource": {"Fn::GetAtt": ["Balances", "Arn"]}},
+                    {"Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage"], "Resource": {"Fn::GetAtt": ["Queue", "Arn"]}}
+                ]}}]}},
+                "Fn": {"Type": "AWS::Serverless::Function", "Properties": {
+                    "CodeUri": "../functions/ledger", "Role": {"Fn::GetAtt": ["Role", "Arn"]},
+                    "Environment": {"Variables": {"BALANCES_TABLE": {"Ref": "Balances"}}}}}
+            }
+        })
+    }
+
+    fn calls(pairs: &[(&str, &str)]) -> Calls {
+        let mut actions: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (action, name) in pairs {
+            actions
+                .entry((*action).to_owned())
+                .or_default()
+                .insert((*name).to_owned());
+        }
+        BTreeMap::from([("ledger".to_owned(), actions)])
+    }
+
+    fn local_env() -> Vec<(String, String)> {
+        vec![
+            ("DEDUP_MARK_TABLE".into(), "local-marks".into()),
+            ("BALANCES_TABLE".into(), "local-balances".into()),
+        ]
+    }
+
+    #[test]
+    fn least_privilege_is_proven_both_ways_against_the_recorded_calls() {
+        let t = small();
+        let exact = calls(&[
+            ("dynamodb:PutItem", "local-marks"),
+            ("dynamodb:UpdateItem", "local-balances"),
+        ]);
+        assert_eq!(privileges(&t, &exact, &local_env()), Vec::<String>::new());
+        // A call the role does not grant: production would fail every message.
+        let more = calls(&[
+            ("dynamodb:PutItem", "local-marks"),
+            ("dynamodb:UpdateItem", "local-balances"),
+            ("dynamodb:GetItem", "local-marks"),
+        ]);
+        let problems = privileges(&t, &more, &local_env());
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("dynamodb:GetItem") && p.contains("does not grant")),
+            "{problems:?}"
+        );
+        // A grant never used: more privilege than the code needs.
+        let fewer = calls(&[("dynamodb:PutItem", "local-marks")]);
+        let problems = privileges(&t, &fewer, &local_env());
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("dynamodb:UpdateItem") && p.contains("never called")),
+            "{problems:?}"
+        );
+        // A table no environment variable names cannot be matched to the template.
+        let stray = calls(&[
+            ("dynamodb:PutItem", "local-marks"),
+            ("dynamodb:UpdateItem", "local-balances"),
+            ("dynamodb:PutItem", "somewhere-else"),
+        ]);
+        assert!(!privileges(&t, &stray, &local_env()).is_empty());
+    }
 
     fn template() -> Value {
         load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/template.yaml"))

@@ -131,7 +131,7 @@ async fn main() -> ExitCode {
         Cmd::Demo => demo::run(&root()).await,
         Cmd::Chaos => chaos_only().await,
         Cmd::Up => up().await,
-        Cmd::CheckInfra => infra::run(&root()),
+        Cmd::CheckInfra => infra::run(&root(), true),
         Cmd::Audit => audit::run(&root()).await,
         Cmd::Package => package::run(&root()),
         Cmd::Soak { n, memory } => soak::run(&root(), n, memory),
@@ -194,7 +194,7 @@ fn cargo() -> String {
 
 async fn test(args: &[String]) -> Result<()> {
     let root = root();
-    infra::run(&root)?;
+    infra::run(&root, false)?;
     let mut stack = stack::Stack::up(&root).await?;
     // The whole workspace unless the caller names packages.
     let named = args
@@ -230,6 +230,8 @@ async fn test(args: &[String]) -> Result<()> {
             stack.print_logs();
             return Err(e);
         }
+        // Every function has run by now (end-to-end tests, chaos): its calls against its role.
+        stack.check_privileges(&root, true)?;
     } else {
         println!("xtask: chaos runs skipped (ARGS pick packages or tests)");
     }

@@ -16,6 +16,7 @@ use crate::functions::Functions;
 use crate::process::{Guarded, free_port, wait_http, wait_tcp};
 use crate::trigger::{Invoker, TriggerStats, sqs_trigger, stream_trigger};
 use crate::{Result, step};
+use local_dynamodb::meter::Meter;
 
 /// The SQS-triggered functions.
 pub(crate) const SQS_FUNCTIONS: [&str; 3] =
@@ -59,6 +60,11 @@ pub(crate) struct Stack {
     pub(crate) stats: BTreeMap<String, Arc<TriggerStats>>,
     pub(crate) accounts: Arc<Mutex<Accounts>>,
     functions_log: PathBuf,
+    /// The functions' environment (as in `functions.env`).
+    function_env: Vec<(String, String)>,
+    /// Per function, the metering proxies its DynamoDB and SQS requests go through: they record
+    /// which actions it calls on which tables and queues (least privilege, proven).
+    meters: BTreeMap<String, [Meter; 2]>,
 }
 
 pub(crate) const TABLE_MARKS: &str = "dedup-marks";
@@ -238,7 +244,33 @@ impl Stack {
         let invoke_url = format!("http://127.0.0.1:{invoke_port}");
         let functions_log = logs.join("functions.log");
         let _ = std::fs::remove_file(&functions_log);
-        let functions = Functions::start(root, invoke_url.clone(), fenv, functions_log.clone())?;
+        // Each function reaches DynamoDB and SQS through proxies of its own, which record what it
+        // calls (`Stack::calls`, compared with its role by `infra::privileges`).
+        let mut meters = BTreeMap::new();
+        let mut own_env = BTreeMap::new();
+        for f in crate::functions::ALL {
+            let dynamodb_meter = Meter::start(&ddb.endpoint(), Duration::ZERO)?;
+            let sqs_meter = Meter::start(&sqs_endpoint, Duration::ZERO)?;
+            own_env.insert(
+                f.to_owned(),
+                vec![
+                    (
+                        "AWS_ENDPOINT_URL_DYNAMODB".to_owned(),
+                        dynamodb_meter.endpoint(),
+                    ),
+                    ("AWS_ENDPOINT_URL_SQS".to_owned(), sqs_meter.endpoint()),
+                ],
+            );
+            meters.insert(f.to_owned(), [dynamodb_meter, sqs_meter]);
+        }
+        let function_env = fenv.clone();
+        let functions = Functions::start(
+            root,
+            invoke_url.clone(),
+            fenv,
+            own_env,
+            functions_log.clone(),
+        )?;
 
         let accounts = Arc::new(Mutex::new(Accounts::new()));
         let mut triggers = vec![tokio::spawn(collect_emf(
@@ -311,7 +343,71 @@ impl Stack {
             lose_next,
             stats,
             accounts,
+            function_env,
+            meters,
         })
+    }
+
+    /// What each function has called so far, through its own proxies: IAM action → local table
+    /// or queue names.
+    pub(crate) fn calls(&self) -> crate::infra::Calls {
+        self.meters
+            .iter()
+            .map(|(f, meters)| {
+                let mut actions = BTreeMap::new();
+                for m in meters {
+                    for (action, names) in m.usage().actions {
+                        actions
+                            .entry(action)
+                            .or_insert_with(std::collections::BTreeSet::new)
+                            .extend(names);
+                    }
+                }
+                (f.clone(), actions)
+            })
+            .collect()
+    }
+
+    /// Least privilege, proven on this run: what each function called (so far) against its role
+    /// in `infra/template.yaml` (see `infra::privileges`): every call granted and, with
+    /// `both_ways` (a run that exercises every path, as `cargo xtask test` does), every granted
+    /// data action called. Writes the calls to `.cache/logs/calls.json`.
+    pub(crate) fn check_privileges(&self, root: &Path, both_ways: bool) -> Result<()> {
+        let calls = self.calls();
+        let logs = root.join(".cache").join("logs");
+        let _ = std::fs::write(
+            logs.join("calls.json"),
+            serde_json::to_string_pretty(&calls).unwrap_or_default(),
+        );
+        let t = crate::infra::load(&root.join("infra").join("template.yaml"))?;
+        let (mut problems, unused) = crate::infra::privileges_split(&t, &calls, &self.function_env);
+        if both_ways {
+            problems.extend(unused);
+        } else {
+            for u in &unused {
+                println!("  (not exercised by this run) {u}");
+            }
+        }
+        if problems.is_empty() {
+            let n: usize = calls.values().map(BTreeMap::len).sum();
+            step(format!(
+                "least privilege: the {n} (function, action) pairs called are granted by the roles in infra/template.yaml{} (.cache/logs/calls.json)",
+                if both_ways {
+                    ", and every grant was called"
+                } else {
+                    ""
+                }
+            ));
+            Ok(())
+        } else {
+            for p in &problems {
+                eprintln!("  {p}");
+            }
+            Err(format!(
+                "least privilege: {} mismatch(es) between what the functions called and their roles",
+                problems.len()
+            ))
+        }
     }
 
     /// The environment the end-to-end tests read.

@@ -11,6 +11,8 @@
 #![warn(missing_docs)]
 
 pub mod emf;
+#[cfg(any(feature = "kinesis", test))]
+pub mod kinesis;
 pub mod reconcile;
 pub mod settings;
 pub mod sqs;

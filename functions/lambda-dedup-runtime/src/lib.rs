@@ -10,6 +10,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(any(feature = "dynamodb-streams", test))]
+pub mod dynamodb_stream;
 pub mod emf;
 #[cfg(any(feature = "kinesis", test))]
 pub mod kinesis;

@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 
 use crate::Result;
 use crate::stack::{
-    MAX_RECEIVE_COUNT, Stack, TABLE_BALANCES, TABLE_FINES, TABLE_INTENTS, VISIBILITY_TIMEOUT_SECS,
+    MAX_RECEIVE_COUNT, Stack, TABLE_BALANCES, TABLE_FINE_REVIEWS, TABLE_FINES, TABLE_INTENTS,
+    VISIBILITY_TIMEOUT_SECS,
 };
 
 pub(crate) fn ce(kind: &str, source: &str, id: &str, tenant: &str, data: Value) -> String {
@@ -325,6 +326,29 @@ pub(crate) async fn run(root: &Path) -> Result<()> {
 
     let fines = scan(&stack, TABLE_FINES).await?;
     checks.check(format!("fines: {} records for 4 distinct events (two providers' reports of one fine stay two, S3)", fines.len()), fines.len() == 4);
+    let reviews = scan(&stack, TABLE_FINE_REVIEWS).await?;
+    let flagged: Vec<_> = reviews
+        .iter()
+        .filter(|r| {
+            r.get("notices")
+                .and_then(|n| n.as_n().ok())
+                .map(String::as_str)
+                == Some("2")
+        })
+        .collect();
+    let names_both = flagged.first().is_some_and(|r| {
+        let first = r.get("first_notice").and_then(|v| v.as_s().ok());
+        let last = r.get("last_notice").and_then(|v| v.as_s().ok());
+        first.is_some() && last.is_some() && first != last
+    });
+    checks.check(
+        format!(
+            "fine reviews: {} of {} correlations flagged (the second provider's report of one fine), naming both notices",
+            flagged.len(),
+            reviews.len()
+        ),
+        flagged.len() == 1 && reviews.len() == 3 && names_both,
+    );
     let intents = scan(&stack, TABLE_INTENTS).await?;
     let confirmed = intents
         .iter()

@@ -70,6 +70,8 @@ pub(crate) struct Stack {
 pub(crate) const TABLE_MARKS: &str = "dedup-marks";
 pub(crate) const TABLE_BALANCES: &str = "balances";
 pub(crate) const TABLE_FINES: &str = "fines";
+/// One correlation item per real-world fine (business duplicates flagged for review).
+pub(crate) const TABLE_FINE_REVIEWS: &str = "fine-reviews";
 pub(crate) const TABLE_INTENTS: &str = "intents";
 
 fn conf_env() -> Vec<(String, String)> {
@@ -153,6 +155,7 @@ impl Stack {
                 .ok_or("the mark table has no stream")?;
         create_table(&dynamodb, TABLE_BALANCES, "account", false).await?;
         create_table(&dynamodb, TABLE_FINES, "fine_id", false).await?;
+        create_table(&dynamodb, TABLE_FINE_REVIEWS, "correlation", false).await?;
         let intents_stream = create_table(&dynamodb, TABLE_INTENTS, "intent_id", true)
             .await?
             .ok_or("the intents table has no stream")?;
@@ -209,6 +212,9 @@ impl Stack {
                 ("DEDUP_LEASE_SECONDS", "4".into()),
                 ("BALANCES_TABLE", TABLE_BALANCES.into()),
                 ("FINES_TABLE", TABLE_FINES.into()),
+                ("FINE_REVIEWS_TABLE", TABLE_FINE_REVIEWS.into()),
+                // A local secret for the correlation key; in AWS it comes from SSM.
+                ("FINES_CORRELATION_KEY", "local-correlation-secret".into()),
                 ("INTENTS_TABLE", TABLE_INTENTS.into()),
                 ("PAYMENTS_API_URL", provider_url.clone()),
                 ("COLLECTIONS_API_URL", provider_url.clone()),
@@ -435,6 +441,7 @@ impl Stack {
             ("MARKS", TABLE_MARKS),
             ("BALANCES", TABLE_BALANCES),
             ("FINES", TABLE_FINES),
+            ("FINE_REVIEWS", TABLE_FINE_REVIEWS),
             ("INTENTS", TABLE_INTENTS),
         ] {
             env.push((format!("DEDUP_TABLE_{name}"), table.into()));

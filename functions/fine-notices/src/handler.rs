@@ -3,7 +3,7 @@
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_dedup::KeySpec;
-use lambda_dedup_batch::{Deduplicator, run_batch_transactional};
+use lambda_dedup_batch::{BatchReport, Deduplicator, Outcome, run_batch_transactional};
 use lambda_runtime::{Error, LambdaEvent};
 
 use crate::notice;
@@ -18,22 +18,77 @@ pub(crate) struct Notices {
     pub(crate) dedup: Deduplicator,
     pub(crate) tables: notice::Tables,
     pub(crate) max_concurrency: usize,
+    /// For the review check after each batch (a consistent read of a correlation item).
+    pub(crate) client: lambda_dedup_dynamodb::Client,
 }
 
 impl Notices {
-    /// From the environment: `lambda_dedup_runtime::settings` plus `FINES_TABLE` and `INTENTS_TABLE`.
+    /// From the environment: `lambda_dedup_runtime::settings` plus `FINES_TABLE`,
+    /// `INTENTS_TABLE`, `FINE_REVIEWS_TABLE` and `FINES_CORRELATION_KEY` (at least 16 bytes).
     pub(crate) async fn from_env() -> Result<Self, Error> {
         let settings = lambda_dedup_runtime::Settings::from_env(FUNCTION)?;
         let spec = notice::key_spec(settings.scope.clone());
+        let secret = lambda_dedup_runtime::required("FINES_CORRELATION_KEY")?;
+        if secret.len() < 16 {
+            return Err("FINES_CORRELATION_KEY must be at least 16 bytes".into());
+        }
+        let client = lambda_dedup_dynamodb::connect().await;
         Ok(Self {
-            dedup: settings.deduplicator(spec.clone(), lambda_dedup_dynamodb::connect().await),
+            dedup: settings.deduplicator(spec.clone(), client.clone()),
             spec,
             tables: notice::Tables {
                 fines: lambda_dedup_runtime::required("FINES_TABLE")?,
                 intents: lambda_dedup_runtime::required("INTENTS_TABLE")?,
+                reviews: lambda_dedup_runtime::required("FINE_REVIEWS_TABLE")?,
+                correlation_secret: secret.into_bytes(),
             },
             max_concurrency: settings.max_concurrency,
+            client,
         })
+    }
+
+    /// After a batch: each notice applied now whose correlation item names it as the latest of
+    /// two or more notices is a business duplicate, flagged for review (the item, written in its
+    /// transaction, is the review). Counts them as `FlaggedForReview`. Best effort: the review is
+    /// in the table whether or not this read succeeds.
+    async fn count_flagged(&self, batch: &[lambda_dedup::Message], report: &BatchReport) -> u64 {
+        let mut flagged = 0;
+        for (id, outcome) in &report.outcomes {
+            if *outcome != Outcome::Applied {
+                continue;
+            }
+            let Some(review) = batch
+                .iter()
+                .find(|m| &m.message_id == id)
+                .and_then(|m| self.spec.derive(m).ok())
+                .and_then(|e| notice::plan_with_review(&self.tables, &e).ok())
+                .map(|(_, r)| r)
+            else {
+                continue;
+            };
+            let key = lambda_dedup::Item::new().with("correlation", review.correlation.as_str());
+            match lambda_dedup_dynamodb::read_item(&self.client, &self.tables.reviews, &key).await {
+                Ok(Some(item)) => {
+                    let notices: u64 = item
+                        .get("notices")
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or(0);
+                    if notices >= 2
+                        && item.get("last_notice").map(String::as_str)
+                            == Some(review.fine_id.as_str())
+                    {
+                        tracing::warn!(message_id = %id, fine_id = %review.fine_id,
+                            correlation = %review.correlation, notices,
+                            "another notice of the same fine: both recorded, flagged for review");
+                        flagged += 1;
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(message_id = %id, error = %e,
+                    "could not read the correlation item; the review stands in the table"),
+            }
+        }
+        flagged
     }
 }
 
@@ -43,10 +98,25 @@ pub(crate) async fn handle(
     notices: &Notices,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
-    lambda_dedup_runtime::run_sqs_batch(FUNCTION, &notices.spec, event, |batch| {
-        run_batch_transactional(batch, notices.max_concurrency, &notices.dedup, |e| {
-            notice::plan(&notices.tables, e)
-        })
+    lambda_dedup_runtime::run_sqs_batch(FUNCTION, &notices.spec, event, |batch| async move {
+        let report = run_batch_transactional(
+            batch.clone(),
+            notices.max_concurrency,
+            &notices.dedup,
+            |e| notice::plan(&notices.tables, e),
+        )
+        .await;
+        let flagged = notices.count_flagged(&batch, &report).await;
+        if flagged > 0 {
+            println!(
+                "{}",
+                lambda_dedup_runtime::emf::line(
+                    FUNCTION,
+                    &[("FlaggedForReview", "Count", flagged)]
+                )
+            );
+        }
+        report
     })
     .await
 }
@@ -58,15 +128,29 @@ mod tests {
     use lambda_dedup_dynamodb::DynamoStore;
     use std::time::Duration;
 
-    /// The handler, called as Lambda calls it, on the sample notice, twice: one fine and one
-    /// pending collection intent, written once (S5, S7, S8); nothing reported failed.
+    fn record(
+        message_id: &str,
+        body: serde_json::Value,
+    ) -> aws_lambda_events::event::sqs::SqsMessage {
+        let mut m = aws_lambda_events::event::sqs::SqsMessage::default();
+        m.message_id = Some(message_id.into());
+        m.body = Some(body.to_string());
+        m
+    }
+
+    /// Two providers report one fine (the fines article): two events, both recorded, and the
+    /// second flagged for review in its own transaction — the correlation item names both
+    /// notices and the fields that matched, and the batch counts one `FlaggedForReview`. A
+    /// redelivery of a notice is a transport duplicate and changes nothing.
     #[tokio::test]
-    async fn the_handler_writes_the_fine_and_its_intent_once() {
+    async fn business_duplicates_are_recorded_and_flagged_never_suppressed() {
         let client = dedup_tests::client();
         let marks = dedup_tests::mark_table(&client).await;
         let tables = notice::Tables {
             fines: dedup_tests::effect_table(&client, "fine_id").await,
             intents: dedup_tests::effect_table(&client, "intent_id").await,
+            reviews: dedup_tests::effect_table(&client, "correlation").await,
+            correlation_secret: b"test-secret-of-16+".to_vec(),
         };
         let spec = notice::key_spec(Scope::new("test", FUNCTION).expect("scope"));
         let retention = Retention::unchecked(Duration::from_secs(3600)).expect("retention");
@@ -78,6 +162,124 @@ mod tests {
             spec,
             tables,
             max_concurrency: 10,
+            client: client.clone(),
+        };
+        let notice = |source: &str, id: &str, number: &str, plate: &str, at: &str, place: &str| {
+            serde_json::json!({"specversion": "1.0", "type": "fine.notice", "source": source,
+                "id": id, "tenantid": "dgt", "data": {"notice_number": number, "plate": plate,
+                "offence": "speeding", "issued_at": at, "amount_cents": 10000, "place": place}})
+        };
+        let a = notice(
+            "/provider-a",
+            "a-1",
+            "A-77",
+            "1234-ABC",
+            "2026-11-01T10:00:00Z",
+            "Calle Mayor 3",
+        );
+        let b = notice(
+            "/provider-b",
+            "b-9",
+            "B-12",
+            "1234 abc",
+            "2026-11-01T11:00:00+01:00",
+            "calle  mayor 3",
+        );
+        let run = |records: Vec<aws_lambda_events::event::sqs::SqsMessage>| {
+            let notices = &notices;
+            async move {
+                let mut e = SqsEvent::default();
+                e.records = records;
+                handle(
+                    notices,
+                    LambdaEvent::new(e, lambda_runtime::Context::default()),
+                )
+                .await
+                .expect("handled")
+            }
+        };
+        assert!(
+            run(vec![record("m1", a.clone())])
+                .await
+                .batch_item_failures
+                .is_empty()
+        );
+        assert!(
+            run(vec![record("m2", b.clone()), record("m3", a)])
+                .await
+                .batch_item_failures
+                .is_empty()
+        );
+        let fines = lambda_dedup_dynamodb::scan_where(
+            &client,
+            &notices.tables.fines,
+            "offence",
+            "speeding",
+        )
+        .await
+        .expect("scan");
+        assert_eq!(fines.len(), 2, "both notices recorded");
+        let reviews = lambda_dedup_dynamodb::scan_where(
+            &client,
+            &notices.tables.reviews,
+            "matched_fields",
+            notice::MATCHED_FIELDS,
+        )
+        .await
+        .expect("scan");
+        assert_eq!(reviews.len(), 1, "one real-world fine");
+        let review = &reviews[0];
+        assert_eq!(
+            review.get("notices").map(String::as_str),
+            Some("2"),
+            "{review:?}"
+        );
+        let named: std::collections::BTreeSet<&str> = ["first_notice", "last_notice"]
+            .iter()
+            .filter_map(|k| review.get(*k).map(String::as_str))
+            .collect();
+        let ids: std::collections::BTreeSet<&str> = fines
+            .iter()
+            .filter_map(|f| f.get("fine_id").map(String::as_str))
+            .collect();
+        assert_eq!(named, ids, "the review names both notices");
+        assert!(
+            review.values().all(|v| !v.contains("1234")),
+            "no plate in the review"
+        );
+        // The count for a batch: the second notice is flagged; the redelivered first is not.
+        let batch: Vec<lambda_dedup::Message> = [record("m4", b)]
+            .iter()
+            .map(lambda_dedup_runtime::sqs::message)
+            .collect();
+        let report =
+            lambda_dedup_batch::BatchReport::from_outcomes(vec![("m4".into(), Outcome::Applied)]);
+        assert_eq!(notices.count_flagged(&batch, &report).await, 1);
+    }
+
+    /// The handler, called as Lambda calls it, on the sample notice, twice: one fine and one
+    /// pending collection intent, written once (S5, S7, S8); nothing reported failed.
+    #[tokio::test]
+    async fn the_handler_writes_the_fine_and_its_intent_once() {
+        let client = dedup_tests::client();
+        let marks = dedup_tests::mark_table(&client).await;
+        let tables = notice::Tables {
+            fines: dedup_tests::effect_table(&client, "fine_id").await,
+            intents: dedup_tests::effect_table(&client, "intent_id").await,
+            reviews: dedup_tests::effect_table(&client, "correlation").await,
+            correlation_secret: b"test-secret-of-16+".to_vec(),
+        };
+        let spec = notice::key_spec(Scope::new("test", FUNCTION).expect("scope"));
+        let retention = Retention::unchecked(Duration::from_secs(3600)).expect("retention");
+        let notices = Notices {
+            dedup: Deduplicator::new(
+                spec.clone(),
+                DynamoStore::new(client.clone(), marks, retention),
+            ),
+            spec,
+            tables,
+            max_concurrency: 10,
+            client: client.clone(),
         };
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../events/fine-notice.json");
         let sample: SqsEvent =

@@ -2,10 +2,12 @@
 //! fine record and the intent to open a collection task are written in one transaction with the
 //! mark (S5, S7); `intent-relay` applies the intent to the collection API later. The licence
 //! plate is stored with the fine but never enters a key or a log line (S3); two providers
-//! reporting the same fine are two events here, a business correlation question (S3).
+//! reporting the same fine are two events here, both recorded, and the later one is flagged for
+//! review on the fine's correlation item, keyed by an HMAC of its facts (S3).
 //!
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
-//! `lambda_dedup_runtime::settings` plus `FINES_TABLE` and `INTENTS_TABLE`.
+//! `lambda_dedup_runtime::settings` plus `FINES_TABLE`, `INTENTS_TABLE`, `FINE_REVIEWS_TABLE` and
+//! `FINES_CORRELATION_KEY`.
 
 // The handler's nested async blocks (runtime, batch runner, store calls) are deep types.
 #![recursion_limit = "256"]

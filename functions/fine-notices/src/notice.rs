@@ -4,11 +4,98 @@ use lambda_dedup::{Derived, Effect, Item};
 use lambda_dedup_batch::{HandlerError, Plan};
 use serde::Deserialize;
 
-/// The tables a notice writes to.
-#[derive(Debug)]
+/// The tables a notice writes to, and the secret of the correlation key.
 pub(crate) struct Tables {
     pub(crate) fines: String,
     pub(crate) intents: String,
+    /// Correlation items: one per real-world fine, keyed by a keyed hash of its facts.
+    pub(crate) reviews: String,
+    /// The key of that hash (`FINES_CORRELATION_KEY`): without it, no one can test a plate
+    /// against the correlation keys.
+    pub(crate) correlation_secret: Vec<u8>,
+}
+
+impl std::fmt::Debug for Tables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tables")
+            .field("fines", &self.fines)
+            .field("intents", &self.intents)
+            .field("reviews", &self.reviews)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The fields two notices must share to be flagged as one real-world fine.
+pub(crate) const MATCHED_FIELDS: &str = "plate,time,place,amount";
+
+/// HMAC-SHA256 (RFC 2104) of `message` under `key`.
+fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut block = [0u8; 64];
+    if key.len() > block.len() {
+        block[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    let pad = |byte: u8| block.iter().map(|b| b ^ byte).collect::<Vec<u8>>();
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+/// A plate as written on any notice: letters and digits, upper case (`1234-abc` = `1234 ABC`).
+fn plate_key(plate: &str) -> String {
+    plate
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_uppercase())
+        .collect()
+}
+
+/// A time to the minute in UTC when it is an RFC 3339 timestamp; otherwise as written, trimmed.
+fn time_key(issued_at: &str) -> String {
+    chrono::DateTime::parse_from_rfc3339(issued_at.trim())
+        .map(|t| {
+            t.with_timezone(&chrono::Utc)
+                .format("%Y-%m-%dT%H:%M")
+                .to_string()
+        })
+        .unwrap_or_else(|_| issued_at.trim().to_owned())
+}
+
+/// A place: lower case, single spaces.
+fn place_key(place: &str) -> String {
+    place
+        .split_whitespace()
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The correlation key of a fine: a keyed hash of its normalised plate, time, place and amount,
+/// so two notices of one fine from different providers meet on one item, and no plate appears in
+/// clear in a key, a log or a metric.
+pub(crate) fn correlation_key(
+    secret: &[u8],
+    plate: &str,
+    issued_at: &str,
+    place: &str,
+    amount_cents: i64,
+) -> String {
+    let facts = [
+        plate_key(plate),
+        time_key(issued_at),
+        place_key(place),
+        amount_cents.to_string(),
+    ]
+    .join("\u{1f}");
+    hex::encode(hmac_sha256(secret, facts.as_bytes()))
 }
 
 /// A notice's `data`, as it arrives (other fields ignored).
@@ -19,6 +106,9 @@ struct Notice {
     offence: String,
     issued_at: String,
     amount_cents: i64,
+    /// Where the offence happened; optional (older providers leave it out).
+    #[serde(default)]
+    place: Option<String>,
 }
 
 /// `value` as a field of at most `max` bytes that is not blank.
@@ -43,6 +133,26 @@ fn created_at_ms() -> u64 {
 /// plate), and the intent's id is the event's idempotency key, which the relay sends to the
 /// collection API.
 pub(crate) fn plan(tables: &Tables, event: &Derived) -> Result<Plan, HandlerError> {
+    let (plan, _) = plan_with_review(tables, event)?;
+    Ok(plan)
+}
+
+/// The fine's id and its correlation key, for the review check after the commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Review {
+    pub(crate) fine_id: String,
+    pub(crate) correlation: String,
+}
+
+/// [`plan`], with what the review check after the commit needs. Besides the fine and its
+/// intent, every notice updates its fine's correlation item in the same transaction: the first
+/// notice and the latest, how many notices, and the fields that matched. A second notice of one
+/// fine (another provider, another event) is recorded like the first — never suppressed — and
+/// its correlation item, now naming both notices, is the review (`notices` ≥ 2).
+pub(crate) fn plan_with_review(
+    tables: &Tables,
+    event: &Derived,
+) -> Result<(Plan, Review), HandlerError> {
     // serde's messages can quote the payload's values (a plate): the reason names fields only.
     let data = Notice::deserialize(HandlerError::data(event)?).map_err(|_| {
         HandlerError::Invalid(
@@ -76,13 +186,40 @@ pub(crate) fn plan(tables: &Tables, event: &Derived) -> Result<Plan, HandlerErro
         .with("status", "PENDING")
         // For the relay's sweep: how long the intent has been pending.
         .with("created_at", created_at_ms());
-    Ok(Plan {
+    let place = match data.place.as_deref() {
+        Some(p) => text(p, "place", 256)?,
+        None => "",
+    };
+    let correlation = correlation_key(&tables.correlation_secret, plate, issued_at, place, amount);
+    let review = Effect::update(
+        &tables.reviews,
+        Item::new().with("correlation", correlation.as_str()),
+    )
+    .expression(
+        "SET #first = if_not_exists(#first, :me), #last = :me, #fields = :fields ADD #n :one",
+    )
+    .name("#first", "first_notice")
+    .name("#last", "last_notice")
+    .name("#fields", "matched_fields")
+    .name("#n", "notices")
+    .value(":me", fine_id.as_str())
+    .value(":fields", MATCHED_FIELDS)
+    .value(":one", 1);
+    let plan = Plan {
         effects: vec![
             Effect::put(&tables.fines, fine).condition("attribute_not_exists(fine_id)"),
             Effect::put(&tables.intents, intent).condition("attribute_not_exists(intent_id)"),
+            review,
         ],
         result: Some(serde_json::json!({ "fine_id": fine_id, "intent_id": intent_id }).to_string()),
-    })
+    };
+    Ok((
+        plan,
+        Review {
+            fine_id,
+            correlation,
+        },
+    ))
 }
 
 /// What a notice's effect (the fine record and its collection intent) depends on: every field
@@ -94,6 +231,7 @@ pub(crate) const DEPENDS_ON: &[&str] = &[
     "/data/offence",
     "/data/issued_at",
     "/data/amount_cents",
+    "/data/place",
 ];
 
 /// How this function derives keys: CloudEvents `source` + `id`, tenant from `tenantid`, and a
@@ -113,6 +251,8 @@ mod tests {
         Tables {
             fines: "fines".into(),
             intents: "intents".into(),
+            reviews: "reviews".into(),
+            correlation_secret: b"test-secret-of-16+".to_vec(),
         }
     }
 
@@ -136,9 +276,72 @@ mod tests {
     }
 
     #[test]
+    fn hmac_matches_rfc_4231_test_case_1() {
+        let mac = hmac_sha256(&[0x0b; 20], b"Hi There");
+        assert_eq!(
+            hex::encode(mac),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
+        );
+    }
+
+    /// Two providers' notices of one fine meet on one correlation key, however they write the
+    /// plate, the time and the place; another amount, time or plate is another fine; the key is a
+    /// keyed hash (no plate in it, and another secret gives another key).
+    #[test]
+    fn business_duplicates_meet_on_one_keyed_correlation() {
+        let s = b"test-secret-of-16+";
+        let a = correlation_key(
+            s,
+            "1234-ABC",
+            "2026-11-01T10:00:00Z",
+            "Calle Mayor  3",
+            10000,
+        );
+        let b = correlation_key(
+            s,
+            "1234 abc",
+            "2026-11-01T11:00:30+01:00",
+            "calle mayor 3",
+            10000,
+        );
+        assert_eq!(a, b);
+        assert_ne!(
+            a,
+            correlation_key(s, "1234ABC", "2026-11-01T10:00:00Z", "calle mayor 3", 9000)
+        );
+        assert_ne!(
+            a,
+            correlation_key(s, "1234ABD", "2026-11-01T10:00:00Z", "calle mayor 3", 10000)
+        );
+        assert_ne!(
+            a,
+            correlation_key(s, "1234ABC", "2026-11-01T10:05:00Z", "calle mayor 3", 10000)
+        );
+        assert_ne!(
+            a,
+            correlation_key(
+                b"another-secret-16",
+                "1234ABC",
+                "2026-11-01T10:00:00Z",
+                "calle mayor 3",
+                10000
+            )
+        );
+        assert!(!a.contains("1234") && !a.to_uppercase().contains("ABC"));
+        // Each notice's plan updates the correlation item in its own transaction.
+        let p = plan(&tables(), &event("e1", notice())).expect("plan");
+        let review = &p.effects[2];
+        assert_eq!(review.table(), "reviews");
+        let Some(Value::S(k)) = review.item().0.get("correlation") else {
+            panic!("a correlation key")
+        };
+        assert!(!k.contains("1234"), "{k}");
+    }
+
+    #[test]
     fn s5_s7_a_notice_writes_the_fine_and_its_intent_together() {
         let p = plan(&tables(), &event("e1", notice())).expect("plan");
-        assert_eq!(p.effects.len(), 2);
+        assert_eq!(p.effects.len(), 3);
         assert_eq!(p.effects[0].table(), "fines");
         assert_eq!(p.effects[1].table(), "intents");
         let intent = &p.effects[1].item().0;
@@ -151,10 +354,10 @@ mod tests {
         let e = event("e1", notice());
         let p = plan(&tables(), &e).expect("plan");
         for effect in &p.effects {
-            let key_attr = if effect.table() == "fines" {
-                "fine_id"
-            } else {
-                "intent_id"
+            let key_attr = match effect.table() {
+                "fines" => "fine_id",
+                "intents" => "intent_id",
+                _ => "correlation",
             };
             let Some(Value::S(k)) = effect.item().0.get(key_attr) else {
                 panic!("key")
@@ -202,7 +405,7 @@ mod tests {
     /// conflict (another fingerprint); a change to the envelope's `time` is not.
     #[test]
     fn s11_every_field_the_effect_depends_on_is_fingerprinted() {
-        let sample: serde_json::Value = serde_json::from_str(r#"{"specversion": "1.0", "type": "fine.notice", "source": "/dgt", "id": "n-1", "tenantid": "dgt", "time": "2026-11-30T10:00:00Z", "data": {"notice_number": "N1", "plate": "1234ABC", "offence": "speeding", "issued_at": "2026-11-01", "amount_cents": 10000}}"#).expect("sample");
+        let sample: serde_json::Value = serde_json::from_str(r#"{"specversion": "1.0", "type": "fine.notice", "source": "/dgt", "id": "n-1", "tenantid": "dgt", "time": "2026-11-30T10:00:00Z", "data": {"notice_number": "N1", "plate": "1234ABC", "offence": "speeding", "issued_at": "2026-11-01", "amount_cents": 10000, "place": "Calle Mayor 3"}}"#).expect("sample");
         lambda_dedup_runtime::testing::assert_fingerprint_covers(
             &key_spec(lambda_dedup::Scope::new("t", "c").expect("scope")),
             &sample,

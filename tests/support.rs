@@ -223,68 +223,59 @@ impl StoreKind {
 /// memory store's tables), not through the `MarkStore` under test.
 #[derive(Debug)]
 pub struct Stores {
-    /// The backend.
-    pub kind: StoreKind,
     /// The clock every store built here reads.
     pub clock: std::sync::Arc<lambda_dedup::ManualClock>,
     retention: Retention,
-    client: Option<Client>,
-    memory: Option<lambda_dedup_memory::MemoryStore>,
-    marks: String,
+    backend: Backend,
+}
+
+/// Where the marks and effect tables are.
+#[derive(Debug)]
+enum Backend {
+    /// The local DynamoDB, with this mark table.
+    DynamoDb { client: Client, marks: String },
+    /// One memory store: its marks and its effect tables.
+    Memory(lambda_dedup_memory::MemoryStore),
 }
 
 impl Stores {
     /// A fresh mark table on `kind`, keeping marks for `retention`.
     pub async fn new(kind: StoreKind, retention: Retention) -> Self {
         let clock = std::sync::Arc::new(lambda_dedup::ManualClock::new(SystemTime::now()));
-        match kind {
+        let backend = match kind {
             StoreKind::DynamoDb => {
                 let client = client();
                 let marks = mark_table(&client).await;
-                Self {
-                    kind,
-                    clock,
-                    retention,
-                    client: Some(client),
-                    memory: None,
-                    marks,
-                }
+                Backend::DynamoDb { client, marks }
             }
-            StoreKind::Memory => Self {
-                kind,
-                memory: Some(
-                    lambda_dedup_memory::MemoryStore::new(retention).with_clock(clock.clone()),
-                ),
-                clock,
-                retention,
-                client: None,
-                marks: "marks".into(),
-            },
+            StoreKind::Memory => Backend::Memory(
+                lambda_dedup_memory::MemoryStore::new(retention).with_clock(clock.clone()),
+            ),
+        };
+        Self {
+            clock,
+            retention,
+            backend,
         }
     }
 
     /// A store on the mark table, with leases of at most `lease`.
     pub fn store(&self, lease: Duration) -> std::sync::Arc<dyn lambda_dedup::MarkStore> {
-        match (&self.client, &self.memory) {
-            (Some(c), _) => std::sync::Arc::new(
-                lambda_dedup_dynamodb::DynamoStore::new(
-                    c.clone(),
-                    self.marks.clone(),
-                    self.retention,
-                )
-                .with_clock(self.clock.clone())
-                .with_lease(lease),
+        match &self.backend {
+            Backend::DynamoDb { client: c, marks } => std::sync::Arc::new(
+                lambda_dedup_dynamodb::DynamoStore::new(c.clone(), marks.clone(), self.retention)
+                    .with_clock(self.clock.clone())
+                    .with_lease(lease),
             ),
-            (None, Some(m)) => std::sync::Arc::new(m.clone().with_lease(lease)),
-            (None, None) => unreachable!("one backend is always set"),
+            Backend::Memory(m) => std::sync::Arc::new(m.clone().with_lease(lease)),
         }
     }
 
     /// A store that cannot be reached (S13).
     pub fn unreachable(&self) -> std::sync::Arc<dyn lambda_dedup::MarkStore> {
-        match &self.memory {
-            Some(m) => std::sync::Arc::new(m.unreachable()),
-            None => std::sync::Arc::new(
+        match &self.backend {
+            Backend::Memory(m) => std::sync::Arc::new(m.unreachable()),
+            Backend::DynamoDb { .. } => std::sync::Arc::new(
                 lambda_dedup_dynamodb::DynamoStore::new(
                     unreachable_client(),
                     "marks",
@@ -297,31 +288,36 @@ impl Stores {
 
     /// The mark table's name (DynamoDB; the memory store has one mark table per store).
     pub fn mark_table(&self) -> String {
-        self.marks.clone()
+        match &self.backend {
+            Backend::DynamoDb { marks, .. } => marks.clone(),
+            Backend::Memory(_) => "marks".into(),
+        }
     }
 
     /// The memory store, when that is the backend (to inject faults).
     pub fn memory(&self) -> Option<&lambda_dedup_memory::MemoryStore> {
-        self.memory.as_ref()
+        match &self.backend {
+            Backend::Memory(m) => Some(m),
+            Backend::DynamoDb { .. } => None,
+        }
     }
 
     /// A fresh effect table keyed by the string attribute `key_attr`.
     pub async fn table(&self, key_attr: &str) -> String {
-        match (&self.client, &self.memory) {
-            (Some(c), _) => effect_table(c, key_attr).await,
-            (None, Some(m)) => {
+        match &self.backend {
+            Backend::DynamoDb { client: c, .. } => effect_table(c, key_attr).await,
+            Backend::Memory(m) => {
                 let name = unique("effects");
                 m.create_table(&name, key_attr);
                 name
             }
-            (None, None) => unreachable!("one backend is always set"),
         }
     }
 
     /// Writes `item` to `table` unconditionally (seeding).
     pub async fn put(&self, table: &str, item: Item) {
-        match (&self.client, &self.memory) {
-            (Some(c), _) => {
+        match &self.backend {
+            Backend::DynamoDb { client: c, .. } => {
                 c.put_item()
                     .table_name(table)
                     .set_item(Some(
@@ -331,15 +327,14 @@ impl Stores {
                     .await
                     .expect("put_item");
             }
-            (None, Some(m)) => m.put_item(table, item).expect("put_item"),
-            (None, None) => unreachable!("one backend is always set"),
+            Backend::Memory(m) => m.put_item(table, item).expect("put_item"),
         }
     }
 
     /// The item at `key` in `table`, read strongly consistently.
     pub async fn read(&self, table: &str, key: &Item) -> Option<Item> {
-        match (&self.client, &self.memory) {
-            (Some(c), _) => c
+        match &self.backend {
+            Backend::DynamoDb { client: c, .. } => c
                 .get_item()
                 .table_name(table)
                 .set_key(Some(
@@ -351,17 +346,17 @@ impl Stores {
                 .expect("get_item")
                 .item
                 .map(|i| Item(i.iter().map(|(k, v)| (k.clone(), from_av(v))).collect())),
-            (None, Some(m)) => m.item(table, key),
-            (None, None) => unreachable!("one backend is always set"),
+            Backend::Memory(m) => m.item(table, key),
         }
     }
 
     /// Whether a mark of `key` is stored at all, live or past its TTL.
     pub async fn stored_mark(&self, key: &lambda_dedup::DedupKey) -> bool {
-        match (&self.client, &self.memory) {
-            (Some(c), _) => get_item(c, &self.marks, "pk", key.as_str()).await.is_some(),
-            (None, Some(m)) => m.marks().iter().any(|mark| &mark.key == key),
-            (None, None) => unreachable!("one backend is always set"),
+        match &self.backend {
+            Backend::DynamoDb { client: c, marks } => {
+                get_item(c, marks, "pk", key.as_str()).await.is_some()
+            }
+            Backend::Memory(m) => m.marks().iter().any(|mark| &mark.key == key),
         }
     }
 

@@ -63,6 +63,20 @@ fn req<'a>(
 }
 
 impl Case {
+    /// An account whose balance is text: an `ADD` to it is refused for good (a poison).
+    async fn poisoned_account(&self) -> String {
+        let poisoned = unique("poison");
+        self.stores
+            .put(
+                &self.balances,
+                Item::new()
+                    .with("account", poisoned.as_str())
+                    .with("balance", "text"),
+            )
+            .await;
+        poisoned
+    }
+
     async fn balance(&self, account: &str) -> Option<i64> {
         self.stores
             .number(&self.balances, "account", account, "balance")
@@ -152,15 +166,7 @@ async fn a_failed_condition_writes_nothing(kind: StoreKind) {
 /// event's own permanent refusal, and nothing is written.
 async fn refused_writes_are_permanent_and_write_nothing(kind: StoreKind) {
     let c = case(kind).await;
-    let poisoned = unique("poison");
-    c.stores
-        .put(
-            &c.balances,
-            Item::new()
-                .with("account", poisoned.as_str())
-                .with("balance", "text"),
-        )
-        .await;
+    let poisoned = c.poisoned_account().await;
     let k = key();
     let good = unique("acct");
     let effects = [
@@ -351,15 +357,7 @@ async fn results_are_bounded(kind: StoreKind) {
 /// refused one refused, a failed condition rejected, a duplicate seen.
 async fn batch_commits_judge_each_request_alone(kind: StoreKind) {
     let c = case(kind).await;
-    let poisoned = unique("poison");
-    c.stores
-        .put(
-            &c.balances,
-            Item::new()
-                .with("account", poisoned.as_str())
-                .with("balance", "text"),
-        )
-        .await;
+    let poisoned = c.poisoned_account().await;
     let done = key();
     c.store
         .commit(req(&done, None, None, &[]))
@@ -557,15 +555,7 @@ async fn sequence_mode_applies_in_order_and_names_the_rest(kind: StoreKind) {
     );
     assert_eq!(c.balance(&fresh).await, None);
 
-    let poisoned = unique("poison");
-    c.stores
-        .put(
-            &c.balances,
-            Item::new()
-                .with("account", poisoned.as_str())
-                .with("balance", "text"),
-        )
-        .await;
+    let poisoned = c.poisoned_account().await;
     let poison = credit(&c.balances, &poisoned, 1);
     let err = seq(&*c.store, &k, &poison, 1, None)
         .await

@@ -61,8 +61,7 @@ impl Notices {
                 .iter()
                 .find(|m| &m.message_id == id)
                 .and_then(|m| self.spec.derive(m).ok())
-                .and_then(|e| notice::plan_with_review(&self.tables, &e).ok())
-                .map(|(_, r)| r)
+                .and_then(|e| notice::review(&self.tables, &e).ok())
             else {
                 continue;
             };
@@ -128,22 +127,8 @@ mod tests {
     use lambda_dedup_dynamodb::DynamoStore;
     use std::time::Duration;
 
-    fn record(
-        message_id: &str,
-        body: serde_json::Value,
-    ) -> aws_lambda_events::event::sqs::SqsMessage {
-        let mut m = aws_lambda_events::event::sqs::SqsMessage::default();
-        m.message_id = Some(message_id.into());
-        m.body = Some(body.to_string());
-        m
-    }
-
-    /// Two providers report one fine (the fines article): two events, both recorded, and the
-    /// second flagged for review in its own transaction — the correlation item names both
-    /// notices and the fields that matched, and the batch counts one `FlaggedForReview`. A
-    /// redelivery of a notice is a transport duplicate and changes nothing.
-    #[tokio::test]
-    async fn business_duplicates_are_recorded_and_flagged_never_suppressed() {
+    /// The handler's state on fresh tables of the local DynamoDB, and a client for checking them.
+    async fn notices() -> (Notices, lambda_dedup_dynamodb::Client) {
         let client = dedup_tests::client();
         let marks = dedup_tests::mark_table(&client).await;
         let tables = notice::Tables {
@@ -164,6 +149,26 @@ mod tests {
             max_concurrency: 10,
             client: client.clone(),
         };
+        (notices, client)
+    }
+
+    fn record(
+        message_id: &str,
+        body: serde_json::Value,
+    ) -> aws_lambda_events::event::sqs::SqsMessage {
+        let mut m = aws_lambda_events::event::sqs::SqsMessage::default();
+        m.message_id = Some(message_id.into());
+        m.body = Some(body.to_string());
+        m
+    }
+
+    /// Two providers report one fine (the fines article): two events, both recorded, and the
+    /// second flagged for review in its own transaction — the correlation item names both
+    /// notices and the fields that matched, and the batch counts one `FlaggedForReview`. A
+    /// redelivery of a notice is a transport duplicate and changes nothing.
+    #[tokio::test]
+    async fn business_duplicates_are_recorded_and_flagged_never_suppressed() {
+        let (notices, client) = notices().await;
         let notice = |source: &str, id: &str, number: &str, plate: &str, at: &str, place: &str| {
             serde_json::json!({"specversion": "1.0", "type": "fine.notice", "source": source,
                 "id": id, "tenantid": "dgt", "data": {"notice_number": number, "plate": plate,
@@ -261,26 +266,7 @@ mod tests {
     /// pending collection intent, written once (S5, S7, S8); nothing reported failed.
     #[tokio::test]
     async fn the_handler_writes_the_fine_and_its_intent_once() {
-        let client = dedup_tests::client();
-        let marks = dedup_tests::mark_table(&client).await;
-        let tables = notice::Tables {
-            fines: dedup_tests::effect_table(&client, "fine_id").await,
-            intents: dedup_tests::effect_table(&client, "intent_id").await,
-            reviews: dedup_tests::effect_table(&client, "correlation").await,
-            correlation_secret: b"test-secret-of-16+".to_vec(),
-        };
-        let spec = notice::key_spec(Scope::new("test", FUNCTION).expect("scope"));
-        let retention = Retention::unchecked(Duration::from_secs(3600)).expect("retention");
-        let notices = Notices {
-            dedup: Deduplicator::new(
-                spec.clone(),
-                DynamoStore::new(client.clone(), marks, retention),
-            ),
-            spec,
-            tables,
-            max_concurrency: 10,
-            client: client.clone(),
-        };
+        let (notices, client) = notices().await;
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../events/fine-notice.json");
         let sample: SqsEvent =
             serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("event");

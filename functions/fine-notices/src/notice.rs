@@ -132,65 +132,34 @@ fn created_at_ms() -> u64 {
 /// writes the fine and a `PENDING` collection intent. Both are keyed by the event (never by the
 /// plate), and the intent's id is the event's idempotency key, which the relay sends to the
 /// collection API.
+///
+/// Besides the fine and its intent, every notice updates its fine's correlation item in the same
+/// transaction: the first notice and the latest, how many notices, and the fields that matched.
+/// A second notice of one fine (another provider, another event) is recorded like the first —
+/// never suppressed — and its correlation item, now naming both notices, is the review
+/// (`notices` ≥ 2).
 pub(crate) fn plan(tables: &Tables, event: &Derived) -> Result<Plan, HandlerError> {
-    let (plan, _) = plan_with_review(tables, event)?;
-    Ok(plan)
-}
-
-/// The fine's id and its correlation key, for the review check after the commit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Review {
-    pub(crate) fine_id: String,
-    pub(crate) correlation: String,
-}
-
-/// [`plan`], with what the review check after the commit needs. Besides the fine and its
-/// intent, every notice updates its fine's correlation item in the same transaction: the first
-/// notice and the latest, how many notices, and the fields that matched. A second notice of one
-/// fine (another provider, another event) is recorded like the first — never suppressed — and
-/// its correlation item, now naming both notices, is the review (`notices` ≥ 2).
-pub(crate) fn plan_with_review(
-    tables: &Tables,
-    event: &Derived,
-) -> Result<(Plan, Review), HandlerError> {
-    // serde's messages can quote the payload's values (a plate): the reason names fields only.
-    let data = Notice::deserialize(HandlerError::data(event)?).map_err(|_| {
-        HandlerError::Invalid(
-            "data must have notice_number, plate, offence and issued_at strings and an integer \
-             amount_cents"
-                .into(),
-        )
-    })?;
-    let notice = text(&data.notice_number, "notice_number", 64)?;
-    let plate = text(&data.plate, "plate", 16)?;
-    let offence = text(&data.offence, "offence", 256)?;
-    let issued_at = text(&data.issued_at, "issued_at", 64)?;
-    let amount = Some(data.amount_cents).filter(|a| *a > 0).ok_or_else(|| {
-        HandlerError::Invalid("data.amount_cents must be a positive integer".into())
-    })?;
-    let digest = event.key.as_str().rsplit('#').next().unwrap_or_default();
-    let fine_id = format!("fine-{}", &digest[..digest.len().min(32)]);
+    let data = checked(event)?;
+    let Review {
+        fine_id,
+        correlation,
+    } = review_of(tables, event, &data);
     let intent_id = event.key.idempotency_key();
     let fine = Item::new()
         .with("fine_id", fine_id.as_str())
-        .with("notice_number", notice)
-        .with("plate", plate)
-        .with("offence", offence)
-        .with("issued_at", issued_at)
-        .with("amount_cents", amount);
+        .with("notice_number", data.notice_number.as_str())
+        .with("plate", data.plate.as_str())
+        .with("offence", data.offence.as_str())
+        .with("issued_at", data.issued_at.as_str())
+        .with("amount_cents", data.amount_cents);
     let intent = Item::new()
         .with("intent_id", intent_id.as_str())
         .with("kind", "collection_task")
         .with("fine_id", fine_id.as_str())
-        .with("amount_cents", amount)
+        .with("amount_cents", data.amount_cents)
         .with("status", "PENDING")
         // For the relay's sweep: how long the intent has been pending.
         .with("created_at", created_at_ms());
-    let place = match data.place.as_deref() {
-        Some(p) => text(p, "place", 256)?,
-        None => "",
-    };
-    let correlation = correlation_key(&tables.correlation_secret, plate, issued_at, place, amount);
     let review = Effect::update(
         &tables.reviews,
         Item::new().with("correlation", correlation.as_str()),
@@ -205,21 +174,66 @@ pub(crate) fn plan_with_review(
     .value(":me", fine_id.as_str())
     .value(":fields", MATCHED_FIELDS)
     .value(":one", 1);
-    let plan = Plan {
+    Ok(Plan {
         effects: vec![
             Effect::put(&tables.fines, fine).condition("attribute_not_exists(fine_id)"),
             Effect::put(&tables.intents, intent).condition("attribute_not_exists(intent_id)"),
             review,
         ],
         result: Some(serde_json::json!({ "fine_id": fine_id, "intent_id": intent_id }).to_string()),
-    };
-    Ok((
-        plan,
-        Review {
-            fine_id,
-            correlation,
-        },
-    ))
+    })
+}
+
+/// The notice's `data`, read and checked.
+fn checked(event: &Derived) -> Result<Notice, HandlerError> {
+    // serde's messages can quote the payload's values (a plate): the reason names fields only.
+    let data = Notice::deserialize(HandlerError::data(event)?).map_err(|_| {
+        HandlerError::Invalid(
+            "data must have notice_number, plate, offence and issued_at strings and an integer \
+             amount_cents"
+                .into(),
+        )
+    })?;
+    text(&data.notice_number, "notice_number", 64)?;
+    text(&data.plate, "plate", 16)?;
+    text(&data.offence, "offence", 256)?;
+    text(&data.issued_at, "issued_at", 64)?;
+    if let Some(place) = &data.place {
+        text(place, "place", 256)?;
+    }
+    if data.amount_cents <= 0 {
+        return Err(HandlerError::Invalid(
+            "data.amount_cents must be a positive integer".into(),
+        ));
+    }
+    Ok(data)
+}
+
+/// The fine's id and its correlation key, for the review check after the commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Review {
+    pub(crate) fine_id: String,
+    pub(crate) correlation: String,
+}
+
+fn review_of(tables: &Tables, event: &Derived, data: &Notice) -> Review {
+    let digest = event.key.as_str().rsplit('#').next().unwrap_or_default();
+    Review {
+        fine_id: format!("fine-{}", &digest[..digest.len().min(32)]),
+        correlation: correlation_key(
+            &tables.correlation_secret,
+            &data.plate,
+            &data.issued_at,
+            data.place.as_deref().unwrap_or(""),
+            data.amount_cents,
+        ),
+    }
+}
+
+/// What the review check after the commit needs of a notice: its fine's id and correlation key
+/// (no plan built, no effects).
+pub(crate) fn review(tables: &Tables, event: &Derived) -> Result<Review, HandlerError> {
+    checked(event).map(|data| review_of(tables, event, &data))
 }
 
 /// What a notice's effect (the fine record and its collection intent) depends on: every field

@@ -17,8 +17,6 @@ use lambda_dedup_batch::BatchReport;
 use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
 
-use crate::sqs::by_record;
-
 fn plain(item: &serde_dynamo::Item) -> Value {
     if item.is_empty() {
         return Value::Null;
@@ -57,9 +55,9 @@ pub fn messages(event: &Event) -> Vec<Message> {
 /// The response naming the first record (in the batch's order) not acknowledged, or none.
 pub fn response(report: &BatchReport) -> DynamoDbEventResponse {
     let mut resp = DynamoDbEventResponse::default();
-    if let Some((id, _)) = report.outcomes.iter().find(|(_, o)| !o.acknowledged()) {
+    if let Some(id) = crate::sqs::first_not_done(report) {
         let mut failure = DynamoDbBatchItemFailure::default();
-        failure.item_identifier = Some(id.clone());
+        failure.item_identifier = Some(id);
         resp.batch_item_failures.push(failure);
     }
     resp
@@ -77,30 +75,8 @@ where
 {
     let batch = messages(&event.payload);
     let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
-    let (report, internal_errors) = by_record(&ids, process(batch).await);
-    if internal_errors > 0 {
-        tracing::error!(
-            function,
-            internal_errors,
-            "records without exactly one outcome: reported failed (fail closed)"
-        );
-        println!(
-            "{}",
-            crate::emf::line(function, &[("InternalErrors", "Count", internal_errors)])
-        );
-    }
-    let a = &report.account;
-    println!("{}", a.emf_line("lambda-dedup", function));
-    tracing::info!(
-        function,
-        request_id = %event.context.request_id,
-        received = a.received,
-        applied = a.applied,
-        duplicate = a.duplicate,
-        retry = a.retry,
-        closes = a.closes(),
-        "stream batch done"
-    );
+    let report = crate::sqs::rebuilt(function, &ids, process(batch).await);
+    crate::sqs::print_account(function, &event.context.request_id, &report);
     Ok(response(&report))
 }
 

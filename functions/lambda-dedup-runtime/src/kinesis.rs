@@ -20,8 +20,6 @@ use lambda_dedup::Message;
 use lambda_dedup_batch::BatchReport;
 use lambda_runtime::LambdaEvent;
 
-use crate::sqs::by_record;
-
 /// The records of `event` as library messages: id = sequence number, body = the record's data,
 /// group = partition key.
 pub fn messages(event: &KinesisEvent) -> Vec<Message> {
@@ -41,9 +39,9 @@ pub fn messages(event: &KinesisEvent) -> Vec<Message> {
 /// none: Lambda checkpoints before it and retries from it.
 pub fn response(report: &BatchReport) -> KinesisEventResponse {
     let mut resp = KinesisEventResponse::default();
-    if let Some((id, _)) = report.outcomes.iter().find(|(_, o)| !o.acknowledged()) {
+    if let Some(id) = crate::sqs::first_not_done(report) {
         let mut failure = KinesisBatchItemFailure::default();
-        failure.item_identifier = Some(id.clone());
+        failure.item_identifier = Some(id);
         resp.batch_item_failures.push(failure);
     }
     resp
@@ -63,30 +61,8 @@ where
 {
     let batch = messages(&event.payload);
     let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
-    let (report, internal_errors) = by_record(&ids, process(batch).await);
-    if internal_errors > 0 {
-        tracing::error!(
-            function,
-            internal_errors,
-            "records without exactly one outcome: reported failed (fail closed)"
-        );
-        println!(
-            "{}",
-            crate::emf::line(function, &[("InternalErrors", "Count", internal_errors)])
-        );
-    }
-    let a = &report.account;
-    println!("{}", a.emf_line("lambda-dedup", function));
-    tracing::info!(
-        function,
-        request_id = %event.context.request_id,
-        received = a.received,
-        applied = a.applied,
-        duplicate = a.duplicate,
-        retry = a.retry,
-        closes = a.closes(),
-        "shard batch done"
-    );
+    let report = crate::sqs::rebuilt(function, &ids, process(batch).await);
+    crate::sqs::print_account(function, &event.context.request_id, &report);
     Ok(response(&report))
 }
 

@@ -77,7 +77,16 @@ where
 {
     let batch = messages(&event.payload);
     let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
-    let (mut report, internal_errors) = by_record(&ids, process(batch).await);
+    let mut report = rebuilt(function, &ids, process(batch).await);
+    crate::reconcile::route_late_events(&event.payload, spec, &mut report).await;
+    print_account(function, &event.context.request_id, &report);
+    Ok(response(&report))
+}
+
+/// [`by_record`], with its internal errors logged and counted (`InternalErrors`): the report of
+/// exactly the invocation's records (`ids`, in their order). Every source's runner uses it.
+pub(crate) fn rebuilt(function: &str, ids: &[String], report: BatchReport) -> BatchReport {
+    let (report, internal_errors) = by_record(ids, report);
     if internal_errors > 0 {
         tracing::error!(
             function,
@@ -89,13 +98,17 @@ where
             crate::emf::line(function, &[("InternalErrors", "Count", internal_errors)])
         );
     }
-    crate::reconcile::route_late_events(&event.payload, spec, &mut report).await;
+    report
+}
+
+/// Prints the invocation's account as one EMF line and logs it (S14).
+pub(crate) fn print_account(function: &str, request_id: &str, report: &BatchReport) {
     let a = &report.account;
     // EMF must be a bare JSON line on stdout for CloudWatch to extract it, hence not `tracing`.
     println!("{}", a.emf_line("lambda-dedup", function));
     tracing::info!(
         function,
-        request_id = %event.context.request_id,
+        request_id,
         received = a.received,
         applied = a.applied,
         duplicate = a.duplicate,
@@ -105,7 +118,17 @@ where
         closes = a.closes(),
         "batch done"
     );
-    Ok(response(&report))
+}
+
+/// The first record, in the batch's order, that was not acknowledged: a stream's checkpoint
+/// (Lambda retries from it, so every later record comes again).
+#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+pub(crate) fn first_not_done(report: &BatchReport) -> Option<String> {
+    report
+        .outcomes
+        .iter()
+        .find(|(_, o)| !o.acknowledged())
+        .map(|(id, _)| id.clone())
 }
 
 /// The report rebuilt from the invocation's records, by id (S14: the account is of the records

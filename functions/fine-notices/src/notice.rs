@@ -1,5 +1,6 @@
 //! What a fine notice writes.
 
+use lambda_dedup::signature::hmac_sha256;
 use lambda_dedup::{Derived, Effect, Item};
 use lambda_dedup_batch::{HandlerError, Plan};
 use serde::Deserialize;
@@ -27,27 +28,6 @@ impl std::fmt::Debug for Tables {
 
 /// The fields two notices must share to be flagged as one real-world fine.
 pub(crate) const MATCHED_FIELDS: &str = "plate,time,place,amount";
-
-/// HMAC-SHA256 (RFC 2104) of `message` under `key`.
-fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
-    use sha2::{Digest, Sha256};
-    let mut block = [0u8; 64];
-    if key.len() > block.len() {
-        block[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        block[..key.len()].copy_from_slice(key);
-    }
-    let pad = |byte: u8| block.iter().map(|b| b ^ byte).collect::<Vec<u8>>();
-    let inner = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(message)
-        .finalize();
-    Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize()
-        .into()
-}
 
 /// A plate as written on any notice: letters and digits, upper case (`1234-abc` = `1234 ABC`).
 fn plate_key(plate: &str) -> String {
@@ -287,15 +267,6 @@ mod tests {
     fn notice() -> serde_json::Value {
         json!({"notice_number": "N-1", "plate": "1234-ABC", "offence": "speeding",
                "amount_cents": 10000, "issued_at": "2026-11-01T10:00:00Z"})
-    }
-
-    #[test]
-    fn hmac_matches_rfc_4231_test_case_1() {
-        let mac = hmac_sha256(&[0x0b; 20], b"Hi There");
-        assert_eq!(
-            hex::encode(mac),
-            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
-        );
     }
 
     /// Two providers' notices of one fine meet on one correlation key, however they write the

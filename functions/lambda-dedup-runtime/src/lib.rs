@@ -20,6 +20,8 @@ pub mod settings;
 pub mod sqs;
 #[doc(hidden)]
 pub mod testing;
+#[cfg(any(feature = "webhook", test))]
+pub mod webhook;
 
 pub use settings::{Settings, SettingsError, optional, required};
 pub use sqs::{messages, response, run_sqs, run_sqs_batch};

@@ -457,6 +457,7 @@ impl Deduplicator {
                     high_water, "duplicate skipped (at or below the high-water)");
                 Outcome::Duplicate {
                     first_seen_at: self.store.now(),
+                    result: None,
                 }
             }
             Ok(SequenceOutcome::Conflict { high_water }) => {
@@ -498,6 +499,7 @@ impl Deduplicator {
                     first_seen_ms, "duplicate skipped");
                 Outcome::Duplicate {
                     first_seen_at: mark.first_seen_at,
+                    result: mark.result.clone(),
                 }
             }
             Seen::InProgress { lease_expires_at } => {

@@ -13,6 +13,9 @@ pub enum Outcome {
     Duplicate {
         /// When the event was first seen.
         first_seen_at: SystemTime,
+        /// The result stored with the mark by the first processing, handed back to the
+        /// duplicate (S8: e.g. a webhook answers a redelivery with the first answer).
+        result: Option<String>,
     },
     /// Not processed now; reported as a batch item failure so the queue redelivers it (S8 in
     /// progress, S13 transient store faults, transient handler errors, a panicking handler or
@@ -145,6 +148,7 @@ mod tests {
             Outcome::Applied,
             Outcome::Duplicate {
                 first_seen_at: SystemTime::now(),
+                result: None,
             },
             Outcome::Retry { reason: "x".into() },
             Outcome::Conflict,
@@ -205,7 +209,8 @@ mod tests {
         assert!(Outcome::Applied.acknowledged());
         assert!(
             Outcome::Duplicate {
-                first_seen_at: SystemTime::now()
+                first_seen_at: SystemTime::now(),
+                result: None,
             }
             .acknowledged()
         );

@@ -185,6 +185,7 @@ mod tests {
             },
             b if b.starts_with("dup") => Outcome::Duplicate {
                 first_seen_at: SystemTime::now(),
+                result: None,
             },
             b if b.starts_with("conflict") => Outcome::Conflict,
             b if b.starts_with("bad") => Outcome::Rejected {

@@ -33,6 +33,7 @@ pub mod key;
 pub mod mark;
 pub mod retention;
 pub mod sequence;
+pub mod signature;
 pub mod store;
 
 pub use cache::MarkCache;

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 /// Whether the whole local stack is up (`cargo xtask test` sets its endpoints). Without it the
 /// end-to-end tests say how to run them and pass: plain `cargo test` has no SQS emulator, no
 /// functions and no triggers.
-fn stack_is_up(test: &str) -> bool {
+pub(crate) fn stack_is_up(test: &str) -> bool {
     let up = std::env::var_os("DEDUP_SQS_ENDPOINT").is_some();
     if !up {
         eprintln!(
@@ -25,13 +25,13 @@ fn stack_is_up(test: &str) -> bool {
     up
 }
 
-fn env(name: &str) -> String {
+pub(crate) fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
         panic!("{name} is not set: the end-to-end tests run inside `cargo xtask test`")
     })
 }
 
-fn sqs() -> aws_sdk_sqs::Client {
+pub(crate) fn sqs() -> aws_sdk_sqs::Client {
     aws_sdk_sqs::Client::from_conf(
         aws_sdk_sqs::Config::builder()
             .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
@@ -44,7 +44,7 @@ fn sqs() -> aws_sdk_sqs::Client {
     )
 }
 
-async fn send(queue_var: &str, bodies: &[String]) {
+pub(crate) async fn send(queue_var: &str, bodies: &[String]) {
     let sqs = sqs();
     let url = env(queue_var);
     for chunk in bodies.chunks(10) {
@@ -69,7 +69,7 @@ async fn send(queue_var: &str, bodies: &[String]) {
 }
 
 /// Polls `check` until it returns `Some`, or fails after `limit`.
-async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+pub(crate) async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -84,7 +84,7 @@ where
     }
 }
 
-fn ce(kind: &str, source: &str, id: &str, tenant: &str, data: Value) -> String {
+pub(crate) fn ce(kind: &str, source: &str, id: &str, tenant: &str, data: Value) -> String {
     json!({"specversion": "1.0", "type": kind, "source": source, "id": id, "tenantid": tenant, "data": data})
         .to_string()
 }

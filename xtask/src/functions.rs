@@ -20,13 +20,16 @@ use tokio::task::JoinHandle;
 
 use crate::Result;
 
-/// Every function of the workspace, SQS- and stream-triggered.
-pub(crate) const ALL: [&str; 5] = [
+/// Every function of the workspace: SQS-, stream- and HTTP-triggered.
+pub(crate) const ALL: [&str; 8] = [
     "ledger-projector",
     "fine-notices",
     "payment-dispatcher",
     "intent-relay",
     "mark-auditor",
+    "ledger-stream",
+    "webhook-receiver",
+    "inbox-forwarder",
 ];
 
 struct Instance {

@@ -14,8 +14,9 @@ use fake_provider::Provider;
 use crate::dynamodb::LocalDynamo;
 use crate::functions::Functions;
 use crate::process::{Guarded, free_port, wait_http, wait_tcp};
-use crate::trigger::{Invoker, TriggerStats, sqs_trigger, stream_trigger};
+use crate::trigger::{Invoker, TriggerStats, kinesis_trigger, sqs_trigger, stream_trigger};
 use crate::{Result, step};
+use local_dynamodb::kinesis::Kinesis;
 use local_dynamodb::meter::Meter;
 
 /// The SQS-triggered functions.
@@ -56,6 +57,12 @@ pub(crate) struct Stack {
     pub(crate) reconciliation_url: String,
     /// The invoke API of `cargo lambda watch`.
     pub(crate) invoke_url: String,
+    /// The webhook receiver's URL, through `cargo lambda watch`'s Function URL front.
+    pub(crate) webhook_url: String,
+    /// The Kinesis emulator (moto) and the ledger's stream.
+    pub(crate) kinesis: Kinesis,
+    /// Where the Kinesis trigger hands records its retries could not get done.
+    pub(crate) kinesis_failures_url: String,
     pub(crate) lose_next: BTreeMap<String, Arc<AtomicBool>>,
     pub(crate) stats: BTreeMap<String, Arc<TriggerStats>>,
     pub(crate) accounts: Arc<Mutex<Accounts>>,
@@ -73,6 +80,17 @@ pub(crate) const TABLE_FINES: &str = "fines";
 /// One correlation item per real-world fine (business duplicates flagged for review).
 pub(crate) const TABLE_FINE_REVIEWS: &str = "fine-reviews";
 pub(crate) const TABLE_INTENTS: &str = "intents";
+/// The webhook receiver's inbox (a stream to `inbox-forwarder`).
+pub(crate) const TABLE_INBOX: &str = "webhook-inbox";
+/// The ledger's Kinesis stream, read by `ledger-stream`.
+pub(crate) const KINESIS_STREAM: &str = "ledger-events";
+/// The webhook receiver's secrets: the current one and the one being rotated out.
+pub(crate) const WEBHOOK_SECRETS: [&str; 2] = [
+    "local-webhook-secret-2026-11",
+    "local-webhook-secret-2026-10",
+];
+/// The sender the webhook receiver serves (its keys' tenant).
+pub(crate) const WEBHOOK_SENDER: &str = "acme-pay";
 
 fn conf_env() -> Vec<(String, String)> {
     [
@@ -159,6 +177,12 @@ impl Stack {
         let intents_stream = create_table(&dynamodb, TABLE_INTENTS, "intent_id", true)
             .await?
             .ok_or("the intents table has no stream")?;
+        let inbox_stream = create_table(&dynamodb, TABLE_INBOX, "event_key", true)
+            .await?
+            .ok_or("the inbox table has no stream")?;
+        step("creating the ledger's Kinesis stream (2 shards) on the emulator");
+        let kinesis = Kinesis::new(&sqs_endpoint);
+        let kinesis_arn = kinesis.create_stream(KINESIS_STREAM, 2).await?;
         let mut queues = BTreeMap::new();
         for f in SQS_FUNCTIONS {
             queues.insert(f.to_owned(), create_queues(&sqs, f).await?);
@@ -171,6 +195,15 @@ impl Stack {
             .map_err(crate::sdk_error("reconciliation queue"))?
             .queue_url
             .ok_or("no reconciliation queue url")?;
+        // The Kinesis trigger's on-failure destination.
+        let kinesis_failures_url = sqs
+            .create_queue()
+            .queue_name("ledger-stream-failures")
+            .send()
+            .await
+            .map_err(crate::sdk_error("ledger-stream-failures queue"))?
+            .queue_url
+            .ok_or("no ledger-stream-failures queue url")?;
 
         step(
             "building the functions (cargo build; the first run compiles the AWS SDK, a few minutes)",
@@ -216,6 +249,13 @@ impl Stack {
                 // A local secret for the correlation key; in AWS it comes from SSM.
                 ("FINES_CORRELATION_KEY", "local-correlation-secret".into()),
                 ("INTENTS_TABLE", TABLE_INTENTS.into()),
+                ("INBOX_TABLE", TABLE_INBOX.into()),
+                // Webhook events are ledger events: the inbox is forwarded to the ledger's queue.
+                ("FORWARD_QUEUE_URL", queues["ledger-projector"].url.clone()),
+                // Local secrets; in AWS they come from Secrets Manager (infra/template.yaml).
+                ("WEBHOOK_SECRETS", WEBHOOK_SECRETS.join(",")),
+                ("WEBHOOK_TENANT", WEBHOOK_SENDER.into()),
+                ("WEBHOOK_MAX_BODY_BYTES", "65536".into()),
                 ("PAYMENTS_API_URL", provider_url.clone()),
                 ("COLLECTIONS_API_URL", provider_url.clone()),
                 ("PROVIDER_TIMEOUT_MS", "1000".into()),
@@ -313,6 +353,7 @@ impl Stack {
         for (function, arn) in [
             ("intent-relay", intents_stream),
             ("mark-auditor", marks_stream),
+            ("inbox-forwarder", inbox_stream),
         ] {
             let st = Arc::new(TriggerStats::default());
             let invoker = Invoker {
@@ -330,6 +371,29 @@ impl Stack {
             )));
             stats.insert(function.into(), st);
         }
+        {
+            let function = "ledger-stream";
+            let lose = Arc::new(AtomicBool::new(false));
+            let st = Arc::new(TriggerStats::default());
+            let invoker = Invoker {
+                http: http.clone(),
+                invoke_url: invoke_url.clone(),
+                function: function.into(),
+                deaths: functions.deaths(function)?,
+                stats: st.clone(),
+            };
+            triggers.push(tokio::spawn(kinesis_trigger(
+                kinesis.clone(),
+                invoker,
+                KINESIS_STREAM.into(),
+                kinesis_arn,
+                (sqs.clone(), kinesis_failures_url.clone()),
+                lose.clone(),
+            )));
+            lose_next.insert(function.into(), lose);
+            stats.insert(function.into(), st);
+        }
+        let webhook_url = format!("{invoke_url}/lambda-url/webhook-receiver/");
         step("the stack is up");
         Ok(Self {
             triggers,
@@ -346,6 +410,9 @@ impl Stack {
             queues,
             reconciliation_url,
             invoke_url,
+            webhook_url,
+            kinesis,
+            kinesis_failures_url,
             lose_next,
             stats,
             accounts,
@@ -428,6 +495,13 @@ impl Stack {
             self.reconciliation_url.clone(),
         ));
         env.push(("DEDUP_PROVIDER_URL".into(), self.provider_url.clone()));
+        env.push(("DEDUP_WEBHOOK_URL".into(), self.webhook_url.clone()));
+        env.push(("DEDUP_WEBHOOK_SECRET".into(), WEBHOOK_SECRETS[1].into()));
+        env.push(("DEDUP_KINESIS_STREAM".into(), KINESIS_STREAM.into()));
+        env.push((
+            "DEDUP_QUEUE_LEDGER_STREAM_FAILURES".into(),
+            self.kinesis_failures_url.clone(),
+        ));
         env.push((
             "DEDUP_FUNCTIONS_LOG".into(),
             self.functions_log.display().to_string(),
@@ -443,6 +517,7 @@ impl Stack {
             ("FINES", TABLE_FINES),
             ("FINE_REVIEWS", TABLE_FINE_REVIEWS),
             ("INTENTS", TABLE_INTENTS),
+            ("INBOX", TABLE_INBOX),
         ] {
             env.push((format!("DEDUP_TABLE_{name}"), table.into()));
         }

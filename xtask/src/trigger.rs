@@ -7,6 +7,8 @@
 //!   timeout; the emulator's redrive policy moves them to the DLQ after maxReceiveCount.
 //! - [`stream_trigger`]: like Lambda's DynamoDB Streams trigger: reads every shard in order,
 //!   invokes the function, and on a batch item failure retries from that record, in order.
+//! - [`kinesis_trigger`]: like Lambda's Kinesis trigger: the same, on the Kinesis emulator, with
+//!   `MaximumRetryAttempts` and an on-failure destination for a record that never succeeds.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -29,6 +31,8 @@ pub(crate) struct TriggerStats {
     pub(crate) interrupted: AtomicU64,
     /// Whether an invocation is under way.
     pub(crate) in_flight: AtomicBool,
+    /// Stream records handed to the on-failure destination after their retries.
+    pub(crate) handed_on: AtomicU64,
 }
 
 /// Invokes one function through the invoke API of `cargo lambda watch`.
@@ -359,6 +363,183 @@ pub(crate) async fn stream_trigger(
         }
         if idle {
             tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+}
+
+/// How often the local Kinesis trigger retries a record that its function keeps reporting
+/// (Lambda's `MaximumRetryAttempts`, as `infra/template.yaml` sets it) before it hands the record
+/// to the on-failure destination and moves past it.
+pub(crate) const KINESIS_MAX_RETRIES: u32 = 2;
+
+/// Where one Kinesis shard is read from.
+#[derive(Default)]
+struct KinesisShard {
+    iterator: Option<String>,
+    /// The last record done (acknowledged or handed on); a new iterator starts after it.
+    last_seq: Option<String>,
+    /// Records read and not yet done, in order.
+    pending: Vec<local_dynamodb::kinesis::KinesisRecord>,
+    /// The record the function last failed at, and how many times in a row.
+    failing: Option<(String, u32)>,
+}
+
+/// A Kinesis record as Lambda's Kinesis trigger hands it on.
+fn kinesis_record(
+    r: &local_dynamodb::kinesis::KinesisRecord,
+    shard: &str,
+    arn: &str,
+    function: &str,
+) -> Value {
+    json!({
+        "eventSource": "aws:kinesis",
+        "eventVersion": "1.0",
+        "eventID": format!("{shard}:{}", r.sequence_number),
+        "eventName": "aws:kinesis:record",
+        "invokeIdentityArn": format!("arn:aws:iam::000000000000:role/{function}"),
+        "awsRegion": "us-east-1",
+        "eventSourceARN": arn,
+        "kinesis": {
+            "kinesisSchemaVersion": "1.0",
+            "partitionKey": r.partition_key,
+            "sequenceNumber": r.sequence_number,
+            "data": r.data,
+            "approximateArrivalTimestamp": r.arrival,
+        },
+    })
+}
+
+/// Like Lambda's Kinesis trigger with `ReportBatchItemFailures`: reads every shard of `stream`
+/// from the start, invokes the function with up to 10 records in shard order, and on a reported
+/// record retries from it, with the records after it. A record reported more than
+/// [`KINESIS_MAX_RETRIES`] times in a row goes to the on-failure destination (`on_failure_url`,
+/// as Lambda's record of it: shard and sequence numbers, never the data) and the shard moves on.
+/// When `lose_next` is set, the next invocation's answer is thrown away after the function ran:
+/// its whole batch comes again.
+pub(crate) async fn kinesis_trigger(
+    kinesis: local_dynamodb::kinesis::Kinesis,
+    mut invoker: Invoker,
+    stream: String,
+    arn: String,
+    destination: (aws_sdk_sqs::Client, String),
+    lose_next: Arc<AtomicBool>,
+) {
+    let function = invoker.function.clone();
+    let stats = invoker.stats.clone();
+    let mut shards: std::collections::BTreeMap<String, KinesisShard> = Default::default();
+    loop {
+        if let Ok(ids) = kinesis.shards(&stream).await {
+            for id in ids {
+                shards.entry(id).or_default();
+            }
+        }
+        let mut idle = true;
+        for (id, shard) in shards.iter_mut() {
+            if shard.pending.is_empty() {
+                if shard.iterator.is_none() {
+                    shard.iterator = kinesis
+                        .iterator(&stream, id, shard.last_seq.as_deref())
+                        .await
+                        .ok();
+                }
+                let Some(current) = shard.iterator.clone() else {
+                    continue;
+                };
+                match kinesis.records(&current, 10).await {
+                    Ok((records, next)) => {
+                        shard.iterator = next;
+                        shard.pending = records;
+                    }
+                    Err(e) => {
+                        eprintln!("xtask: trigger {function}: {e}");
+                        shard.iterator = None;
+                        continue;
+                    }
+                }
+            }
+            if shard.pending.is_empty() {
+                continue;
+            }
+            idle = false;
+            let records: Vec<Value> = shard
+                .pending
+                .iter()
+                .map(|r| kinesis_record(r, id, &arn, &function))
+                .collect();
+            stats.invocations.fetch_add(1, Ordering::Relaxed);
+            stats
+                .delivered
+                .fetch_add(records.len() as u64, Ordering::Relaxed);
+            let answer = invoker.call(&json!({ "Records": records })).await;
+            let answer = if lose_next.swap(false, Ordering::SeqCst) {
+                Err("the answer was lost (as when Lambda times out after the work)".to_owned())
+            } else {
+                answer
+            };
+            let failed_from = match answer {
+                Ok(body) => body["batchItemFailures"]
+                    .as_array()
+                    .and_then(|f| f.first())
+                    .and_then(|f| f["itemIdentifier"].as_str())
+                    .map(|seq| {
+                        shard
+                            .pending
+                            .iter()
+                            .position(|r| r.sequence_number == seq)
+                            .unwrap_or(0)
+                    }),
+                Err(e) => {
+                    eprintln!("xtask: trigger {function}: {e}");
+                    stats.failed_invocations.fetch_add(1, Ordering::Relaxed);
+                    Some(0)
+                }
+            };
+            let done = failed_from.unwrap_or(shard.pending.len());
+            if done > 0 {
+                shard.last_seq = Some(shard.pending[done - 1].sequence_number.clone());
+            }
+            stats.acknowledged.fetch_add(done as u64, Ordering::Relaxed);
+            shard.pending.drain(..done);
+            let Some(head) = shard.pending.first().cloned() else {
+                shard.failing = None;
+                continue;
+            };
+            let tries = match &shard.failing {
+                Some((seq, n)) if *seq == head.sequence_number => n + 1,
+                _ => 1,
+            };
+            shard.failing = Some((head.sequence_number.clone(), tries));
+            if tries > KINESIS_MAX_RETRIES {
+                let (sqs, url) = &destination;
+                let record = json!({
+                    "requestContext": {"condition": "RetryAttemptsExhausted",
+                                       "approximateInvokeCount": tries,
+                                       "functionArn": format!("arn:aws:lambda:us-east-1:000000000000:function:{function}")},
+                    "KinesisBatchInfo": {"shardId": id, "streamArn": arn, "batchSize": 1,
+                                         "startSequenceNumber": head.sequence_number,
+                                         "endSequenceNumber": head.sequence_number},
+                });
+                match sqs
+                    .send_message()
+                    .queue_url(url)
+                    .message_body(record.to_string())
+                    .send()
+                    .await
+                {
+                    Ok(_) => {
+                        shard.last_seq = Some(head.sequence_number.clone());
+                        shard.pending.remove(0);
+                        shard.failing = None;
+                        stats.handed_on.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => eprintln!("xtask: trigger {function}: on-failure destination: {e}"),
+                }
+            } else {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+        if idle {
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 }

@@ -7,12 +7,18 @@
 //! - [`settings`]: [`Settings`] from `DEDUP_*` variables, including the S9 retention check.
 //! - [`sqs`]: [`run_sqs`]: one SQS invocation, from event to `SqsBatchResponse`.
 //! - [`reconcile`]: late events (S10) to the reconciliation queue.
+//! - `kinesis`, `dynamodb_stream` (features `kinesis`, `dynamodb-streams`): stream records as
+//!   messages, the checkpoint as the partial batch response.
+//! - `webhook` (feature `webhook`): signed HTTP requests into an inbox, one counted answer each.
+//! - `inbox` (feature `inbox`): the inbox table's stream forwarded to a queue, never stalling.
 
 #![warn(missing_docs)]
 
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub mod dynamodb_stream;
 pub mod emf;
+#[cfg(any(feature = "inbox", test))]
+pub mod inbox;
 #[cfg(any(feature = "kinesis", test))]
 pub mod kinesis;
 pub mod reconcile;

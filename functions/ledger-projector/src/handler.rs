@@ -6,7 +6,7 @@ use lambda_dedup::KeySpec;
 use lambda_dedup_batch::{Deduplicator, run_batch_transactional};
 use lambda_runtime::{Error, LambdaEvent};
 
-use crate::ledger;
+use ledger_projector::ledger;
 
 /// The function's name: the consumer of its keys and the `Function` of its metrics.
 pub(crate) const FUNCTION: &str = "ledger-projector";

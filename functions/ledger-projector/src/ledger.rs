@@ -32,7 +32,7 @@ struct Movement {
 /// The balance change of a `credit` or `debit` event with `data: {account, amount}` (a positive
 /// integer, in minor units). The balance item is the account *within the event's tenant*
 /// (`<tenant>/<account>`, S1): a message can only move its own tenant's balances.
-pub(crate) fn plan(balances: &str, event: &Derived) -> Result<Plan, HandlerError> {
+pub fn plan(balances: &str, event: &Derived) -> Result<Plan, HandlerError> {
     let body = event
         .body
         .as_ref()
@@ -81,11 +81,11 @@ pub(crate) fn plan(balances: &str, event: &Derived) -> Result<Plan, HandlerError
 
 /// What a ledger event's effect depends on: credit or debit, which account, how much.
 /// The same event id with any of these changed is a conflict (S11), not a duplicate.
-pub(crate) const DEPENDS_ON: &[&str] = &["/type", "/data/account", "/data/amount"];
+pub const DEPENDS_ON: &[&str] = &["/type", "/data/account", "/data/amount"];
 
 /// How this function derives keys: CloudEvents `source` + `id`, tenant from `tenantid`, and a
 /// fingerprint of [`DEPENDS_ON`].
-pub(crate) fn key_spec(scope: lambda_dedup::Scope) -> lambda_dedup::KeySpec {
+pub fn key_spec(scope: lambda_dedup::Scope) -> lambda_dedup::KeySpec {
     lambda_dedup::KeySpec::cloudevents(scope, "tenantid")
         .fingerprint(lambda_dedup::FingerprintSource::pointers(DEPENDS_ON))
 }

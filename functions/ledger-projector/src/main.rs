@@ -9,7 +9,6 @@
 #![recursion_limit = "256"]
 
 mod handler;
-mod ledger;
 
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 

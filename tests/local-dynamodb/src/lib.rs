@@ -24,6 +24,7 @@ use std::time::Duration;
 pub use dynoxide;
 pub use dynoxide::Database;
 
+pub mod kinesis;
 pub mod meter;
 
 /// How often expired TTL items are swept.

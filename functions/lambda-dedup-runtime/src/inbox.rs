@@ -1,0 +1,407 @@
+//! The inbox's forwarder (feature `inbox`): a DynamoDB Streams consumer of the inbox table that
+//! [`crate::webhook`] writes, handing each new inbox item to the SQS queue the rest of the system
+//! reads (the inbox pattern).
+//!
+//! The never-stall rules of the intent relay hold here too:
+//! - records are handled in shard order; the first one that fails transiently (SQS or DynamoDB
+//!   down, throttled) is reported as the batch item failure and the stream retries from it, so
+//!   nothing is skipped (S12);
+//! - an item that can never be sent (no body, a body over SQS's limit, a body the queue refuses)
+//!   is **parked**: `forward_status = PARKED` with a reason code on the item, counted, and the
+//!   shard moves on (S15). It stays in the inbox for whoever repairs it;
+//! - before each record there must be time left for one more (`per_record`); otherwise the
+//!   record is reported and the stream retries from it in a fresh invocation;
+//! - a record without a new image is a stream misconfiguration (the view type must include new
+//!   images): retried, never guessed around.
+//!
+//! Delivery into the queue is at least once: a retry from a checkpoint sends again what was sent
+//! after it. The queue's consumers deduplicate by the event's own identity, which the inbox keeps
+//! as the sender sent it. On a FIFO queue the event key's digest is also the
+//! `MessageDeduplicationId`, so SQS drops such resends within its 5-minute window.
+
+use std::time::{Duration, SystemTime};
+
+use aws_lambda_events::event::dynamodb::{Event, EventRecord};
+use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use aws_sdk_sqs::types::MessageAttributeValue;
+use lambda_dedup::{Effect, Item};
+use lambda_dedup_dynamodb::Client;
+
+/// The largest body SQS takes (1 MiB since January 2026), attributes included; kept clear of it.
+pub const MAX_QUEUE_BODY_BYTES: usize = 1024 * 1024 - 1024;
+/// `forward_status` of an item handed to the queue.
+pub const FORWARDED: &str = "FORWARDED";
+/// `forward_status` of an item that can never be sent; see `failure_reason`.
+pub const PARKED: &str = "PARKED";
+/// The message attribute naming the inbox item on the forwarded message.
+pub const INBOX_KEY_ATTRIBUTE: &str = "inbox_key";
+
+/// The parts of an inbox image the forwarder reads, each on its own, so a malformed one says
+/// which part is wrong.
+#[derive(serde::Deserialize)]
+struct Key {
+    event_key: String,
+}
+
+#[derive(serde::Deserialize)]
+struct Body {
+    body: String,
+}
+
+#[derive(serde::Deserialize)]
+struct Tenant {
+    tenant: String,
+}
+
+/// What a stream record is to the forwarder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Record {
+    /// Not an insertion: our own status updates, TTL or manual deletions.
+    Ignored,
+    /// No new image naming the item: a stream configuration fault; retried.
+    NoImage,
+    /// An item that can never be sent: parked with this reason.
+    Unsendable {
+        event_key: String,
+        reason: &'static str,
+    },
+    /// An item to send.
+    Send {
+        event_key: String,
+        body: String,
+        tenant: Option<String>,
+    },
+}
+
+fn part<T: serde::de::DeserializeOwned>(image: &serde_dynamo::Item) -> Option<T> {
+    serde_dynamo::from_item(image.clone()).ok()
+}
+
+fn read(record: &EventRecord) -> Record {
+    if record.event_name != "INSERT" {
+        return Record::Ignored;
+    }
+    let image = &record.change.new_image;
+    let Some(Key { event_key }) = part(image) else {
+        return Record::NoImage;
+    };
+    let Some(Body { body }) = part(image) else {
+        return Record::Unsendable {
+            event_key,
+            reason: "malformed_inbox_item",
+        };
+    };
+    if body.len() > MAX_QUEUE_BODY_BYTES {
+        return Record::Unsendable {
+            event_key,
+            reason: "too_large_for_queue",
+        };
+    }
+    Record::Send {
+        event_key,
+        body,
+        tenant: part::<Tenant>(image).map(|t| t.tenant),
+    }
+}
+
+/// The account of one invocation: every record ends in exactly one of these counts.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    /// Records in the batch.
+    pub records: u64,
+    /// Items sent to the queue.
+    pub forwarded: u64,
+    /// Items parked (never sendable): alarmed on.
+    pub parked: u64,
+    /// Records that are not insertions.
+    pub ignored: u64,
+    /// The record that failed transiently (0 or 1): the stream retries from it.
+    pub transient: u64,
+    /// Records not attempted: behind a transient failure, or not reached before the deadline.
+    pub deferred: u64,
+}
+
+impl Tally {
+    /// Whether every record has exactly one ending.
+    pub fn closes(&self) -> bool {
+        self.records == self.forwarded + self.parked + self.ignored + self.transient + self.deferred
+    }
+
+    /// One CloudWatch EMF record of this tally.
+    pub fn emf_line(&self, function: &str) -> String {
+        crate::emf::line(
+            function,
+            &[
+                ("Records", "Count", self.records),
+                ("Forwarded", "Count", self.forwarded),
+                ("Parked", "Count", self.parked),
+                ("Ignored", "Count", self.ignored),
+                ("Transient", "Count", self.transient),
+                ("Deferred", "Count", self.deferred),
+            ],
+        )
+    }
+}
+
+/// How one record ended, when it did not fail transiently.
+enum Done {
+    Forwarded,
+    Parked,
+    Ignored,
+}
+
+/// The forwarder: the inbox table and the queue.
+#[derive(Debug)]
+pub struct Forwarder {
+    function: String,
+    sqs: aws_sdk_sqs::Client,
+    queue_url: String,
+    dynamodb: Client,
+    inbox: String,
+    per_record: Duration,
+}
+
+impl Forwarder {
+    /// A forwarder for `function`, from the `inbox` table to the queue at `queue_url`, starting a
+    /// record only with `per_record` left before the invocation's deadline.
+    pub fn new(
+        function: &str,
+        sqs: aws_sdk_sqs::Client,
+        queue_url: String,
+        dynamodb: Client,
+        inbox: String,
+        per_record: Duration,
+    ) -> Self {
+        Self {
+            function: function.to_owned(),
+            sqs,
+            queue_url,
+            dynamodb,
+            inbox,
+            per_record,
+        }
+    }
+
+    /// Handles one stream batch in order (see the module's rules), prints the tally as one EMF
+    /// line, and answers with the record the stream must retry from, if any.
+    pub async fn handle(
+        &self,
+        event: &Event,
+        deadline: Option<SystemTime>,
+    ) -> (DynamoDbEventResponse, Tally) {
+        let records = &event.records;
+        let mut tally = Tally {
+            records: records.len() as u64,
+            ..Tally::default()
+        };
+        let mut retry_from: Option<&EventRecord> = None;
+        for (i, record) in records.iter().enumerate() {
+            let rest = (records.len() - i - 1) as u64;
+            let left = deadline.map(|d| d.duration_since(SystemTime::now()).unwrap_or_default());
+            if left.is_some_and(|left| left < self.per_record) {
+                tracing::warn!(
+                    sequence_number = record.change.sequence_number.as_deref().unwrap_or(""),
+                    not_reached = rest + 1,
+                    "stopping before the invocation deadline; the stream retries from this record"
+                );
+                tally.deferred += rest + 1;
+                retry_from = Some(record);
+                break;
+            }
+            match self.apply(record).await {
+                Ok(Done::Forwarded) => tally.forwarded += 1,
+                Ok(Done::Parked) => tally.parked += 1,
+                Ok(Done::Ignored) => tally.ignored += 1,
+                Err(reason) => {
+                    tracing::warn!(event_id = %record.event_id, reason = %reason,
+                        "inbox item not forwarded; the stream retries from this record");
+                    tally.transient += 1;
+                    tally.deferred += rest;
+                    retry_from = Some(record);
+                    break;
+                }
+            }
+        }
+        let mut response = DynamoDbEventResponse::default();
+        if let Some(record) = retry_from {
+            let mut failure = DynamoDbBatchItemFailure::default();
+            failure.item_identifier = record.change.sequence_number.clone();
+            response.batch_item_failures.push(failure);
+        }
+        println!("{}", tally.emf_line(&self.function));
+        tracing::info!(
+            records = tally.records,
+            forwarded = tally.forwarded,
+            parked = tally.parked,
+            ignored = tally.ignored,
+            transient = tally.transient,
+            deferred = tally.deferred,
+            closes = tally.closes(),
+            "inbox batch done"
+        );
+        (response, tally)
+    }
+
+    /// One record: `Err` is a transient failure.
+    async fn apply(&self, record: &EventRecord) -> Result<Done, String> {
+        let (event_key, body, tenant) = match read(record) {
+            Record::Ignored => return Ok(Done::Ignored),
+            Record::NoImage => {
+                return Err(
+                    "the record has no new image with an event_key: the stream must \
+                     carry new images (NEW_IMAGE or NEW_AND_OLD_IMAGES)"
+                        .into(),
+                );
+            }
+            Record::Unsendable { event_key, reason } => {
+                return self.park(&event_key, reason).await;
+            }
+            Record::Send {
+                event_key,
+                body,
+                tenant,
+            } => (event_key, body, tenant),
+        };
+        let digest = hex::encode(lambda_dedup::signature::hmac_sha256(
+            b"lambda-dedup/inbox",
+            event_key.as_bytes(),
+        ));
+        let mut send = self
+            .sqs
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(body)
+            .message_attributes(
+                INBOX_KEY_ATTRIBUTE,
+                MessageAttributeValue::builder()
+                    .data_type("String")
+                    .string_value(&digest)
+                    .build()
+                    .map_err(|e| e.to_string())?,
+            );
+        if self.queue_url.ends_with(".fifo") {
+            send = send
+                .message_group_id(tenant.unwrap_or_else(|| "inbox".into()))
+                .message_deduplication_id(&digest);
+        }
+        match send.send().await {
+            Ok(_) => {}
+            Err(e) => {
+                let code = e.as_service_error().and_then(|s| {
+                    use aws_sdk_sqs::error::ProvideErrorMetadata;
+                    s.code().map(str::to_owned)
+                });
+                // The queue refuses this message as it is: no retry changes that.
+                if matches!(
+                    code.as_deref(),
+                    Some("InvalidMessageContents" | "InvalidParameterValue")
+                ) {
+                    return self.park(&event_key, "refused_by_queue").await;
+                }
+                return Err(format!(
+                    "sending to the queue: {}",
+                    code.unwrap_or_else(|| "no answer".into())
+                ));
+            }
+        }
+        // S16: nothing may fail after the effect. The status is for people and sweeps; a failure
+        // to write it is logged, not retried (a retry would send the message again).
+        let now = lambda_dedup::clock::epoch_millis(SystemTime::now());
+        let stamp = Effect::update(
+            &self.inbox,
+            Item::new().with("event_key", event_key.as_str()),
+        )
+        .expression("SET forward_status = :s, forwarded_at = :now")
+        .condition("attribute_exists(event_key)")
+        .value(":s", FORWARDED)
+        .value(":now", now);
+        if let Err(e) = lambda_dedup_dynamodb::write_effects(&self.dynamodb, &[stamp]).await {
+            tracing::warn!(error = %e, "forwarded, but the inbox item's status was not written");
+        }
+        Ok(Done::Forwarded)
+    }
+
+    /// Parks the item with `reason` (a code, never a value from the payload).
+    async fn park(&self, event_key: &str, reason: &str) -> Result<Done, String> {
+        let now = lambda_dedup::clock::epoch_millis(SystemTime::now());
+        let park = Effect::update(&self.inbox, Item::new().with("event_key", event_key))
+            .expression("SET forward_status = :s, failure_reason = :r, parked_at = :now")
+            .condition("attribute_exists(event_key)")
+            .value(":s", PARKED)
+            .value(":r", reason)
+            .value(":now", now);
+        match lambda_dedup_dynamodb::write_effects(&self.dynamodb, &[park]).await {
+            Ok(_) => {
+                tracing::warn!(reason, "inbox item can never be sent; parked");
+                Ok(Done::Parked)
+            }
+            Err(e) => Err(format!("parking the inbox item: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn record(name: &str, image: serde_json::Value) -> EventRecord {
+        serde_json::from_value(json!({
+            "eventID": "1", "eventName": name, "eventSource": "aws:dynamodb",
+            "awsRegion": "us-east-1",
+            "dynamodb": {"Keys": {"event_key": {"S": "k"}}, "NewImage": image,
+                         "SequenceNumber": "100", "SizeBytes": 10, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+        }))
+        .expect("record")
+    }
+
+    #[test]
+    fn insertions_are_sent_malformed_ones_parked_and_missing_images_retried() {
+        let item = json!({"event_key": {"S": "k"}, "body": {"S": "{}"}, "tenant": {"S": "acme"}});
+        assert_eq!(
+            read(&record("INSERT", item.clone())),
+            Record::Send {
+                event_key: "k".into(),
+                body: "{}".into(),
+                tenant: Some("acme".into())
+            }
+        );
+        assert_eq!(read(&record("MODIFY", item)), Record::Ignored);
+        assert_eq!(read(&record("INSERT", json!({}))), Record::NoImage);
+        assert_eq!(
+            read(&record(
+                "INSERT",
+                json!({"event_key": {"S": "k"}, "body": {"N": "1"}})
+            )),
+            Record::Unsendable {
+                event_key: "k".into(),
+                reason: "malformed_inbox_item"
+            }
+        );
+        let huge = "x".repeat(MAX_QUEUE_BODY_BYTES + 1);
+        assert_eq!(
+            read(&record(
+                "INSERT",
+                json!({"event_key": {"S": "k"}, "body": {"S": huge}})
+            )),
+            Record::Unsendable {
+                event_key: "k".into(),
+                reason: "too_large_for_queue"
+            }
+        );
+    }
+
+    #[test]
+    fn the_tally_closes() {
+        let t = Tally {
+            records: 5,
+            forwarded: 2,
+            parked: 1,
+            ignored: 0,
+            transient: 1,
+            deferred: 1,
+        };
+        assert!(t.closes());
+        assert!(t.emf_line("inbox-forwarder").contains("\"Parked\""));
+    }
+}

@@ -252,7 +252,7 @@ async fn e2e_a_kinesis_shard_with_duplicates_and_a_failure_applies_each_event_on
         (&b, ev(&b, &ids[1], json!(1))),
         (&a, ev(&a, &ids[2], json!(7))),
         (&b, ev(&b, &unique("k-poison"), json!("seven"))), // never valid: reported until handed on
-        (&a, ev(&a, &ids[0], json!(5))),        // the producer's retry of the first event
+        (&a, ev(&a, &ids[0], json!(5))), // the producer's retry of the first event
         (&b, ev(&b, &ids[3], json!(2))),
         (&a, ev(&a, &ids[4], json!(11))),
         (&b, ev(&b, &ids[5], json!(4))),

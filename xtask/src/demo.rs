@@ -266,6 +266,9 @@ pub(crate) async fn run(root: &Path) -> Result<()> {
         .collect();
     send(&stack, "payment-dispatcher", &payments).await?;
 
+    // --- the other doors: webhooks (inbox, forwarder) and a Kinesis stream ---
+    let doors = crate::demo_doors::send(&stack).await?;
+
     settle(
         &stack,
         "all queues (redeliveries and dead-lettering included)",
@@ -320,8 +323,11 @@ pub(crate) async fn run(root: &Path) -> Result<()> {
         );
     }
     checks.check(
-        format!("no other accounts ({} found)", balances.len()),
-        balances.len() == expected.len(),
+        format!(
+            "no other accounts ({} found; the webhooks' and the stream's are checked below)",
+            balances.len()
+        ),
+        balances.len() == expected.len() + doors.accounts(),
     );
 
     let fines = scan(&stack, TABLE_FINES).await?;
@@ -403,10 +409,11 @@ pub(crate) async fn run(root: &Path) -> Result<()> {
     };
     checks.check(
         format!(
-            "ledger-projector applied {} events: one per distinct event (10)",
+            "ledger-projector applied {} events: one per distinct event (10 sent to its queue, 3 forwarded from the webhook inbox)",
             applied("ledger-projector")
         ),
-        applied("ledger-projector") == 10,
+        // The webhooks' 3 events reach it through the inbox and the ledger's queue.
+        applied("ledger-projector") == 13,
     );
     checks.check(
         format!("fine-notices applied {} (4)", applied("fine-notices")),
@@ -418,6 +425,15 @@ pub(crate) async fn run(root: &Path) -> Result<()> {
             applied("payment-dispatcher")
         ),
         applied("payment-dispatcher") == 3,
+    );
+
+    checks.check(
+        format!(
+            "webhook-receiver applied {} (3 accepted events), ledger-stream applied {} (5 valid events on the stream)",
+            applied("webhook-receiver"),
+            applied("ledger-stream")
+        ),
+        applied("webhook-receiver") == 3 && applied("ledger-stream") == 5,
     );
 
     println!("\n== dead-letter queues");
@@ -436,6 +452,8 @@ pub(crate) async fn run(root: &Path) -> Result<()> {
             bodies.len() == want,
         );
     }
+
+    crate::demo_doors::check(&stack, &doors, &mut checks).await?;
 
     println!("\n== least privilege");
     let privileges = stack.check_privileges(root, false);

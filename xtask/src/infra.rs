@@ -60,6 +60,7 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
         built_for_lambda_on_arm64(&mut problems, &f);
         required_environment(&mut problems, &f);
         no_wildcards_on_data(&mut problems, &f);
+        a_public_url_is_signed_and_throttled(&mut problems, &f);
         for (name, ev) in f.p["Events"].as_object().into_iter().flatten() {
             let ep = &ev["Properties"];
             let at = format!("{id}.{name}");
@@ -78,10 +79,13 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
                     dead_letter_queue_depth_is_alarmed(&mut problems, &tpl, &q);
                     conflicts_are_alarmed(&mut problems, &tpl, &f);
                 }
-                Some("DynamoDB") => {
+                Some("DynamoDB" | "Kinesis") => {
                     reports_batch_item_failures(&mut problems, &at, ep, STREAM_PARTIAL);
                     stream_failures_have_a_destination(&mut problems, &at, ep);
                     stream_trigger_never_stalls(&mut problems, &at, ep);
+                    if !f.env("FORWARD_QUEUE_URL").is_null() {
+                        forwarded_stream_carries_new_images(&mut problems, &at, ep, &resources);
+                    }
                     if !f.env("INTENTS_TABLE").is_null() {
                         relay_redrives_what_the_stream_gives_up(
                             &mut problems,
@@ -355,6 +359,57 @@ fn stream_failures_have_a_destination(problems: &mut Vec<String>, at: &str, ep: 
     }
 }
 
+/// A Function URL anyone can call (`AuthType: NONE`) is authenticated by the sender's signature:
+/// the function must hold the signing secrets, from Secrets Manager (never in the template), and
+/// be throttled (`ReservedConcurrentExecutions`), so a flood cannot take every concurrent
+/// execution of the account.
+fn a_public_url_is_signed_and_throttled(problems: &mut Vec<String>, f: &Function<'_>) {
+    let url = &f.p["FunctionUrlConfig"];
+    if url.is_null() {
+        return;
+    }
+    let id = f.id;
+    if f.p["ReservedConcurrentExecutions"]
+        .as_u64()
+        .is_none_or(|n| n == 0)
+    {
+        problems.push(format!(
+            "{id}: a Function URL needs ReservedConcurrentExecutions (throttling), so a flood of requests cannot take the account's concurrency"
+        ));
+    }
+    if url["AuthType"] == "NONE" {
+        let secrets = f.env("WEBHOOK_SECRETS");
+        let text = secrets
+            .as_str()
+            .or_else(|| secrets["Fn::Sub"].as_str())
+            .unwrap_or_default();
+        if !text.starts_with("{{resolve:secretsmanager:") {
+            problems.push(format!(
+                "{id}: a public Function URL must verify signatures: WEBHOOK_SECRETS must be a {{{{resolve:secretsmanager:…}}}} reference, never a value in the template"
+            ));
+        }
+    }
+}
+
+/// A forwarder reads items from their new images: its table's stream must carry them.
+fn forwarded_stream_carries_new_images(
+    problems: &mut Vec<String>,
+    at: &str,
+    ep: &Value,
+    resources: &serde_json::Map<String, Value>,
+) {
+    let table = ep["Stream"]["Fn::GetAtt"][0].as_str().unwrap_or_default();
+    let view = &resources
+        .get(table)
+        .map(|t| t["Properties"]["StreamSpecification"]["StreamViewType"].clone())
+        .unwrap_or_default();
+    if view != "NEW_IMAGE" && view != "NEW_AND_OLD_IMAGES" {
+        problems.push(format!(
+            "{at}: the forwarded table's stream must carry new images (NEW_IMAGE or NEW_AND_OLD_IMAGES), or every record is retried until it is given up"
+        ));
+    }
+}
+
 /// AWS's rule for SQS triggers: visibility timeout at least 6 × the function timeout.
 fn visibility_covers_six_timeouts(
     problems: &mut Vec<String>,
@@ -622,6 +677,20 @@ pub(crate) fn privileges_split(
         resources: &resources,
         global,
     };
+    let in_template: BTreeSet<&str> = resources
+        .iter()
+        .filter(|(_, r)| r["Type"] == "AWS::Serverless::Function")
+        .filter_map(|(_, r)| r["Properties"]["CodeUri"].as_str())
+        .filter_map(|u| u.rsplit('/').next())
+        .collect();
+    for (function, called) in calls {
+        if !called.is_empty() && !in_template.contains(function.as_str()) {
+            problems.push(format!(
+                "{function}: called {} action(s) but has no function (and role) in the template",
+                called.len()
+            ));
+        }
+    }
     for (id, r) in &resources {
         if r["Type"] != "AWS::Serverless::Function" {
             continue;
@@ -814,6 +883,19 @@ mod tests {
             problems
                 .iter()
                 .any(|p| p.contains("dynamodb:GetItem") && p.contains("does not grant")),
+            "{problems:?}"
+        );
+        // A function that called something and has no role at all in the template.
+        let mut ghost = exact.clone();
+        ghost.insert(
+            "ghost".into(),
+            calls(&[("sqs:SendMessage", "q")])["ledger"].clone(),
+        );
+        let problems = privileges(&t, &ghost, &local_env());
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.starts_with("ghost:") && p.contains("no function")),
             "{problems:?}"
         );
         // A grant never used: more privilege than the code needs.
@@ -1019,6 +1101,42 @@ mod tests {
                     .remove("IntentRelayOldestPendingAlarm");
             },
             "OldestPendingSeconds",
+        );
+    }
+
+    #[test]
+    fn the_webhook_and_kinesis_doors_are_guarded() {
+        broken(
+            |t| res(t, "WebhookReceiver")["ReservedConcurrentExecutions"] = Value::Null,
+            "ReservedConcurrentExecutions",
+        );
+        broken(
+            |t| {
+                res(t, "WebhookReceiver")["Environment"]["Variables"]["WEBHOOK_SECRETS"] =
+                    "a-secret-in-the-template".into()
+            },
+            "must verify signatures",
+        );
+        broken(
+            |t| {
+                t["Resources"]["InboxTable"]["Properties"]["StreamSpecification"]["StreamViewType"] =
+                    "KEYS_ONLY".into()
+            },
+            "must carry new images",
+        );
+        broken(
+            |t| {
+                res(t, "LedgerStream")["Events"]["Stream"]["Properties"]["DestinationConfig"] =
+                    Value::Null
+            },
+            "DestinationConfig.OnFailure",
+        );
+        broken(
+            |t| {
+                res(t, "LedgerStream")["Events"]["Stream"]["Properties"]["BisectBatchOnFunctionError"] =
+                    false.into()
+            },
+            "BisectBatchOnFunctionError",
         );
     }
 

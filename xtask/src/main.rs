@@ -23,6 +23,7 @@ mod audit;
 mod bench;
 mod chaos;
 mod demo;
+mod demo_doors;
 mod dynamodb;
 mod functions;
 mod infra;

@@ -2,7 +2,7 @@
 //! deduplicated, and recorded in an inbox table in the same transaction as its mark; the answer
 //! says which of the documented outcomes it had.
 //!
-//! # What each request gets (exactly one, counted: `Webhook<Outcome>` in EMF)
+//! # What each request gets (exactly one outcome, counted in EMF)
 //! | request | status | outcome |
 //! | --- | --- | --- |
 //! | not `POST` | 405 | `MethodNotAllowed` |
@@ -11,8 +11,14 @@
 //! | new event | 200, the answer stored with the mark | `Applied` |
 //! | same event again (a sender's retry) | 200, the first answer, `idempotent-replayed: true` | `Duplicate` |
 //! | same identity, another body | 409 | `Conflict` |
-//! | no identity, not JSON where JSON is needed | 400, a code | `Rejected` |
+//! | no identity, a body that is not UTF-8 (or not JSON where the identity is a pointer) | 400, a code | `Rejected` |
 //! | the store failed or timed out | 503, `retry-after` | `Retry` |
+//!
+//! Every request counts `Requests` and its outcome. Those that passed the checks and reached the
+//! deduplicator also count `Received`, so for them the account of the SQS functions holds
+//! (received = applied + duplicate + retry + conflict + rejected, S14) and
+//! `cargo xtask audit` checks it against the marks; and requests = received + method not allowed
+//! + too large + unauthorized.
 //!
 //! The size is checked first (without reading the body into anything), then the signature,
 //! before anything is parsed or stored: an unsigned request costs no DynamoDB call.
@@ -162,8 +168,10 @@ pub struct Answer {
     pub headers: Vec<(&'static str, String)>,
     /// The JSON body.
     pub body: String,
-    /// The outcome's name, as counted (`Webhook<outcome>`).
+    /// The outcome's name, as counted.
     pub outcome: &'static str,
+    /// Whether the request reached the deduplicator (counted as `Received` too).
+    pub received: bool,
 }
 
 impl Answer {
@@ -173,6 +181,7 @@ impl Answer {
             headers: Vec::new(),
             body: serde_json::json!({ "error": code, "message": message }).to_string(),
             outcome,
+            received: false,
         }
     }
 }
@@ -255,7 +264,10 @@ impl Receiver {
                 Ok(plan)
             })
             .await;
-        answer_for(outcome, first_answer)
+        Answer {
+            received: true,
+            ..answer_for(outcome, first_answer)
+        }
     }
 
     /// Answers one Lambda HTTP request (Function URL or API Gateway HTTP API), prints its EMF
@@ -272,16 +284,11 @@ impl Receiver {
                 SystemTime::now(),
             )
             .await;
-        println!(
-            "{}",
-            crate::emf::line(
-                &self.function,
-                &[
-                    ("WebhookReceived", "Count", 1),
-                    (&format!("Webhook{}", answer.outcome), "Count", 1),
-                ]
-            )
-        );
+        let mut counts = vec![("Requests", "Count", 1), (answer.outcome, "Count", 1)];
+        if answer.received {
+            counts.push(("Received", "Count", 1));
+        }
+        println!("{}", crate::emf::line(&self.function, &counts));
         tracing::info!(function = %self.function, request_id, status = answer.status,
             outcome = answer.outcome, "webhook answered");
         response(answer)
@@ -325,12 +332,14 @@ fn answer_for(outcome: Outcome, first_answer: Option<String>) -> Answer {
             headers: Vec::new(),
             body: first_answer.unwrap_or_else(|| ACCEPTED.into()),
             outcome: "Applied",
+            received: true,
         },
         Outcome::Duplicate { result, .. } => Answer {
             status: 200,
             headers: vec![(REPLAYED_HEADER, "true".into())],
             body: result.unwrap_or_else(|| ACCEPTED.into()),
             outcome: "Duplicate",
+            received: true,
         },
         Outcome::Conflict => Answer::error(
             409,
@@ -339,7 +348,7 @@ fn answer_for(outcome: Outcome, first_answer: Option<String>) -> Answer {
             "this event id was received with another body",
         ),
         Outcome::Rejected { code, .. } if code == "body_too_large" => {
-            Answer::error(413, "TooLarge", code, "the body is too large")
+            Answer::error(413, "Rejected", code, "the body is too large")
         }
         Outcome::Rejected { code, reason } => Answer::error(400, "Rejected", code, &reason),
         Outcome::Retry { .. } => Answer {
@@ -456,6 +465,8 @@ mod tests {
         let stale = post(&r, &signed("evt-2", body, NOW, SECRET), body, NOW + 301).await;
         assert_eq!((stale.status, stale.outcome), (401, "Unauthorized"));
         assert!(stale.body.contains("stale_signature"));
+        // Counted: refusals before the deduplicator are not `Received`; the rest are.
+        assert!(!stale.received && first.received && replay.received);
 
         // A forger without the secret; and a valid signature over another body.
         let forged = post(

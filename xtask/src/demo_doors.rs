@@ -1,0 +1,288 @@
+//! The demo's other doors: signed webhooks over HTTP into `webhook-receiver` (its inbox
+//! forwarded to the ledger's queue by `inbox-forwarder`), and the ledger's Kinesis stream read
+//! by `ledger-stream`.
+
+use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use lambda_dedup::signature::sign;
+use serde_json::json;
+
+use crate::Result;
+use crate::demo::{Checks, ce, scan};
+use crate::stack::{KINESIS_STREAM, Stack, TABLE_BALANCES, TABLE_INBOX, WEBHOOK_SECRETS};
+
+/// An HTTP answer as the demo judges it: the status, and whether it says it is a replay.
+type Answer = (u16, bool);
+
+/// A webhook delivery: what it is, its id, body, timestamp and secret, and its documented answer.
+type Delivery<'a> = (&'static str, &'a str, &'a str, u64, &'a [u8], Answer);
+
+/// What the doors were sent, for the checks after the queues settle.
+pub(crate) struct Sent {
+    /// Each webhook delivery: what it was, the answer documented for it, and the answer.
+    answers: Vec<(&'static str, Answer, Answer)>,
+    /// Single-pass balances of the accounts the doors moved.
+    expected: Vec<(String, i64)>,
+    poison_seq: String,
+}
+
+impl Sent {
+    /// How many accounts the doors moved.
+    pub(crate) fn accounts(&self) -> usize {
+        self.expected.len()
+    }
+}
+
+fn credit(source: &str, id: &str, account: &str, amount: serde_json::Value) -> String {
+    ce(
+        "credit",
+        source,
+        id,
+        "bank-a",
+        json!({"account": account, "amount": amount}),
+    )
+}
+
+/// POSTs `body` as the sender would: `webhook-id`, timestamp and signature headers. Returns the
+/// status and whether the answer says it is a replay.
+async fn post(
+    stack: &Stack,
+    id: &str,
+    body: &str,
+    timestamp: u64,
+    secret: &[u8],
+) -> Result<Answer> {
+    let resp = reqwest::Client::new()
+        .post(&stack.webhook_url)
+        .header("content-type", "application/json")
+        .header("webhook-id", id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header(
+            "webhook-signature",
+            sign(secret, timestamp, body.as_bytes()),
+        )
+        .body(body.to_owned())
+        .send()
+        .await
+        .map_err(|e| format!("webhook: {e}"))?;
+    Ok((
+        resp.status().as_u16(),
+        resp.headers().contains_key("idempotent-replayed"),
+    ))
+}
+
+/// Sends the webhooks and the Kinesis records.
+pub(crate) async fn send(stack: &Stack) -> Result<Sent> {
+    println!(
+        "xtask: demo: webhooks: 3 signed events from acme-pay (one under the secret being rotated out); \
+         a retry after a lost answer, a re-signed retry, a forgery, a stale replay, an oversized body, a conflicting body"
+    );
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (new, old) = (WEBHOOK_SECRETS[0].as_bytes(), WEBHOOK_SECRETS[1].as_bytes());
+    let w1 = credit("/acme-pay", "wh-1", "wh-cuenta-1", json!(30));
+    let w2 = credit("/acme-pay", "wh-2", "wh-cuenta-1", json!(12));
+    let w3 = credit("/acme-pay", "wh-3", "wh-cuenta-2", json!(8));
+    let big = credit(
+        "/acme-pay",
+        "wh-4",
+        "wh-cuenta-2",
+        json!({"pad": "x".repeat(70_000)}),
+    );
+    let conflicting = credit("/acme-pay", "wh-2", "wh-cuenta-1", json!(1200));
+    let ok = (200, false);
+    let replayed = (200, true);
+    let deliveries: [Delivery<'_>; 9] = [
+        ("wh-1", "wh-1", &w1, now, new, ok),
+        (
+            "wh-1 again (the answer was lost)",
+            "wh-1",
+            &w1,
+            now,
+            new,
+            replayed,
+        ),
+        (
+            "wh-2, signed with the old secret",
+            "wh-2",
+            &w2,
+            now,
+            old,
+            ok,
+        ),
+        (
+            "wh-1 re-signed a minute later",
+            "wh-1",
+            &w1,
+            now + 60,
+            new,
+            replayed,
+        ),
+        (
+            "wh-3 signed by a forger",
+            "wh-3",
+            &w3,
+            now,
+            b"guessed-secret-0000",
+            (401, false),
+        ),
+        (
+            "wh-3 replayed an hour later",
+            "wh-3",
+            &w3,
+            now - 3600,
+            new,
+            (401, false),
+        ),
+        ("an oversized body", "wh-4", &big, now, new, (413, false)),
+        (
+            "wh-2 with another amount",
+            "wh-2",
+            &conflicting,
+            now,
+            new,
+            (409, false),
+        ),
+        ("wh-3", "wh-3", &w3, now, new, ok),
+    ];
+    let mut answers = Vec::new();
+    for (what, id, body, ts, secret, want) in deliveries {
+        let got = post(stack, id, body, ts, secret).await?;
+        answers.push((what, want, got));
+    }
+
+    println!(
+        "xtask: demo: kinesis: 7 records on 2 accounts; a producer retry, a record that can never apply mid-shard, and a lost answer"
+    );
+    stack.lose_next["ledger-stream"].store(true, Ordering::SeqCst);
+    let records = [
+        (
+            "st-cuenta-1",
+            credit("/stream", "st-1", "st-cuenta-1", json!(4)),
+        ),
+        (
+            "st-cuenta-2",
+            credit("/stream", "st-2", "st-cuenta-2", json!(9)),
+        ),
+        (
+            "st-cuenta-2",
+            credit("/stream", "st-poison", "st-cuenta-2", json!("nine")),
+        ),
+        (
+            "st-cuenta-1",
+            credit("/stream", "st-1", "st-cuenta-1", json!(4)),
+        ),
+        (
+            "st-cuenta-1",
+            credit("/stream", "st-3", "st-cuenta-1", json!(6)),
+        ),
+        (
+            "st-cuenta-2",
+            credit("/stream", "st-4", "st-cuenta-2", json!(2)),
+        ),
+        (
+            "st-cuenta-1",
+            credit("/stream", "st-5", "st-cuenta-1", json!(1)),
+        ),
+    ];
+    let mut poison_seq = String::new();
+    for (account, body) in &records {
+        let (_, seq) = stack
+            .kinesis
+            .put(KINESIS_STREAM, account, body.as_bytes())
+            .await?;
+        if body.contains("st-poison") {
+            poison_seq = seq;
+        }
+    }
+    let scoped = |a: &str| lambda_dedup::tenant_scoped("bank-a", a);
+    Ok(Sent {
+        answers,
+        expected: vec![
+            (scoped("wh-cuenta-1"), 42),
+            (scoped("wh-cuenta-2"), 8),
+            (scoped("st-cuenta-1"), 11),
+            (scoped("st-cuenta-2"), 11),
+        ],
+        poison_seq,
+    })
+}
+
+/// The doors' checks, once the queues have settled.
+pub(crate) async fn check(stack: &Stack, sent: &Sent, checks: &mut Checks) -> Result<()> {
+    println!("\n== webhooks (real HTTP through the Function URL front)");
+    for (what, want, got) in &sent.answers {
+        let show = |(s, r): &Answer| format!("{s}{}", if *r { " replayed" } else { "" });
+        checks.check(
+            format!("{what}: {} (documented: {})", show(got), show(want)),
+            got == want,
+        );
+    }
+    // The forwarder follows the inbox's stream; give it until every item is forwarded.
+    let start = std::time::Instant::now();
+    let mut inbox = scan(stack, TABLE_INBOX).await?;
+    while start.elapsed() < std::time::Duration::from_secs(30)
+        && !inbox.iter().all(|i| {
+            i.get("forward_status")
+                .and_then(|s| s.as_s().ok())
+                .map(String::as_str)
+                == Some("FORWARDED")
+        })
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        inbox = scan(stack, TABLE_INBOX).await?;
+    }
+    let forwarded = inbox
+        .iter()
+        .filter(|i| {
+            i.get("forward_status")
+                .and_then(|s| s.as_s().ok())
+                .map(String::as_str)
+                == Some("FORWARDED")
+        })
+        .count();
+    checks.check(
+        format!(
+            "the inbox holds {} events for 3 accepted, {forwarded} forwarded to the ledger's queue",
+            inbox.len()
+        ),
+        inbox.len() == 3 && forwarded == 3,
+    );
+
+    println!("\n== webhooks and kinesis: balances against a single pass");
+    let balances = scan(stack, TABLE_BALANCES).await?;
+    for (account, want) in &sent.expected {
+        let got: Option<i64> = balances
+            .iter()
+            .find(|i| i.get("account").and_then(|a| a.as_s().ok()) == Some(account))
+            .and_then(|i| i.get("balance")?.as_n().ok()?.parse().ok());
+        checks.check(
+            format!("balance {account}: {got:?}, single pass {want}"),
+            got == Some(*want),
+        );
+    }
+    let url = &stack.kinesis_failures_url;
+    let out = stack
+        .sqs
+        .receive_message()
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .map_err(crate::sdk_error("ledger-stream-failures"))?;
+    let handed: Vec<&str> = out.messages().iter().filter_map(|m| m.body()).collect();
+    checks.check(
+        format!(
+            "kinesis: the record that can never apply went to the on-failure destination after {} retries, by sequence number, without its data ({} record(s))",
+            crate::trigger::KINESIS_MAX_RETRIES,
+            handed.len()
+        ),
+        handed.len() == 1
+            && handed[0].contains(&sent.poison_seq)
+            && !handed[0].contains("nine"),
+    );
+    Ok(())
+}

@@ -6,14 +6,8 @@ use std::process::Command;
 
 use crate::Result;
 
-/// The deployable functions, as `cargo lambda build` names their zips.
-pub(crate) const FUNCTIONS: [&str; 5] = [
-    "ledger-projector",
-    "fine-notices",
-    "payment-dispatcher",
-    "intent-relay",
-    "mark-auditor",
-];
+/// The deployable functions, as `cargo lambda build` names their zips: every function.
+pub(crate) const FUNCTIONS: [&str; 8] = crate::functions::ALL;
 
 pub(crate) fn run(root: &Path) -> Result<()> {
     let bin = crate::tools::ensure(root)?;

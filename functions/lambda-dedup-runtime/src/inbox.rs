@@ -1,5 +1,5 @@
 //! The inbox's forwarder (feature `inbox`): a DynamoDB Streams consumer of the inbox table that
-//! [`crate::webhook`] writes, handing each new inbox item to the SQS queue the rest of the system
+//! the `webhook` module writes, handing each new inbox item to the SQS queue the rest of the system
 //! reads (the inbox pattern).
 //!
 //! The never-stall rules of the intent relay hold here too:

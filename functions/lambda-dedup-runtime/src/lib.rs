@@ -125,8 +125,29 @@ mod sample_events {
     }
 
     #[test]
+    fn the_kinesis_sample_parses_and_derives_keys_from_the_payload() {
+        let event: aws_lambda_events::event::kinesis::KinesisEvent =
+            serde_json::from_str(&read("ledger-kinesis.json")).expect("ledger-kinesis.json");
+        let spec = lambda_dedup::KeySpec::cloudevents(
+            lambda_dedup::Scope::new("demo", "sample").expect("scope"),
+            "tenantid",
+        );
+        let keys: Vec<_> = crate::kinesis::messages(&event)
+            .iter()
+            .map(|m| spec.derive(m).expect("a key").key)
+            .collect();
+        assert_eq!(keys.len(), 3);
+        assert_eq!(keys[0], keys[2], "the same event in two records: one key");
+        assert_ne!(keys[0], keys[1]);
+    }
+
+    #[test]
     fn stream_and_schedule_samples_parse() {
-        for name in ["intent-insert.json", "mark-ttl-purge.json"] {
+        for name in [
+            "intent-insert.json",
+            "mark-ttl-purge.json",
+            "inbox-insert.json",
+        ] {
             let event: Event = serde_json::from_str(&read(name)).expect(name);
             assert_eq!(event.records.len(), 1, "{name}");
         }

@@ -24,7 +24,7 @@
 //! before anything is parsed or stored: an unsigned request costs no DynamoDB call.
 //!
 //! Nothing answered 2xx is lost: the inbox item is written with the mark in one transaction,
-//! before the answer. A stream consumer ([`crate::inbox`]) hands inbox items on to a queue.
+//! before the answer. A stream consumer (the `inbox` module, feature `inbox`) hands inbox items on to a queue.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};

@@ -24,7 +24,8 @@ pub(crate) struct Sent {
     answers: Vec<(&'static str, Answer, Answer)>,
     /// Single-pass balances of the accounts the doors moved.
     expected: Vec<(String, i64)>,
-    poison_seq: String,
+    /// The shard and sequence number of the record that can never apply.
+    poison: (String, String),
 }
 
 impl Sent {
@@ -188,14 +189,14 @@ pub(crate) async fn send(stack: &Stack) -> Result<Sent> {
             credit("/stream", "st-5", "st-cuenta-1", json!(1)),
         ),
     ];
-    let mut poison_seq = String::new();
+    let mut poison = (String::new(), String::new());
     for (account, body) in &records {
-        let (_, seq) = stack
+        let (shard, seq) = stack
             .kinesis
             .put(KINESIS_STREAM, account, body.as_bytes())
             .await?;
         if body.contains("st-poison") {
-            poison_seq = seq;
+            poison = (shard, seq);
         }
     }
     let scoped = |a: &str| lambda_dedup::tenant_scoped("bank-a", a);
@@ -207,7 +208,7 @@ pub(crate) async fn send(stack: &Stack) -> Result<Sent> {
             (scoped("st-cuenta-1"), 11),
             (scoped("st-cuenta-2"), 11),
         ],
-        poison_seq,
+        poison,
     })
 }
 
@@ -281,7 +282,11 @@ pub(crate) async fn check(stack: &Stack, sent: &Sent, checks: &mut Checks) -> Re
             handed.len()
         ),
         handed.len() == 1
-            && handed[0].contains(&sent.poison_seq)
+            && serde_json::from_str::<serde_json::Value>(handed[0]).is_ok_and(|v| {
+                let info = &v["KinesisBatchInfo"];
+                info["shardId"] == sent.poison.0.as_str()
+                    && info["startSequenceNumber"] == sent.poison.1.as_str()
+            })
             && !handed[0].contains("nine"),
     );
     Ok(())

@@ -357,3 +357,139 @@ async fn e2e_a_kinesis_shard_with_duplicates_and_a_failure_applies_each_event_on
         );
     }
 }
+
+/// The `forward_status` and `failure_reason` of the inbox item `key`.
+async fn inbox_status(key: &str) -> (Option<String>, Option<String>) {
+    let item = get_item(&client(), &env("DEDUP_TABLE_INBOX"), "event_key", key)
+        .await
+        .unwrap_or_default();
+    let s = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
+    (s("forward_status"), s("failure_reason"))
+}
+
+/// S15 for the forwarder: an inbox item that can never be sent (its body is not a string) is
+/// parked on the item with a reason code, and a good item behind it is still forwarded.
+#[tokio::test]
+async fn e2e_the_forwarder_parks_an_unsendable_item_and_moves_on() {
+    if !stack_is_up("e2e_the_forwarder_parks_an_unsendable_item_and_moves_on") {
+        return;
+    }
+    let (bad, good) = (unique("inbox-bad"), unique("inbox-good"));
+    let account = unique("inbox-acct");
+    let body = ce(
+        "credit",
+        "/inbox",
+        &good,
+        "t1",
+        json!({"account": account, "amount": 3}),
+    );
+    for (key, body) in [
+        (&bad, AttributeValue::N("42".into())),
+        (&good, AttributeValue::S(body)),
+    ] {
+        client()
+            .put_item()
+            .table_name(env("DEDUP_TABLE_INBOX"))
+            .item("event_key", AttributeValue::S(key.clone()))
+            .item("body", body)
+            .item(
+                "received_at",
+                AttributeValue::N(now_secs().to_string() + "000"),
+            )
+            .send()
+            .await
+            .expect("put an inbox item");
+    }
+    let (status, reason) = eventually("the bad item parked", Duration::from_secs(30), || {
+        let bad = bad.clone();
+        async move { Some(inbox_status(&bad).await).filter(|(s, _)| s.is_some()) }
+    })
+    .await;
+    assert_eq!(
+        (status.as_deref(), reason.as_deref()),
+        (Some("PARKED"), Some("malformed_inbox_item"))
+    );
+    eventually(
+        "the good item forwarded and applied",
+        Duration::from_secs(60),
+        || {
+            let account = account.clone();
+            async move { ledger("t1", &account).await.filter(|(b, _)| *b == 3) }
+        },
+    )
+    .await;
+}
+
+/// The forwarder's sweep: an inbox item left unforwarded for longer than the bound (as when the
+/// trigger gives its record up) is re-driven onto the stream and forwarded; the ledger applies
+/// the event once all the same.
+#[tokio::test]
+async fn e2e_the_forwarder_sweep_redrives_an_item_left_unforwarded() {
+    if !stack_is_up("e2e_the_forwarder_sweep_redrives_an_item_left_unforwarded") {
+        return;
+    }
+    let (key, account) = (unique("inbox-sweep"), unique("sweep-acct"));
+    let body = ce(
+        "credit",
+        "/inbox",
+        &key,
+        "t1",
+        json!({"account": account, "amount": 4}),
+    );
+    let table = env("DEDUP_TABLE_INBOX");
+    client()
+        .put_item()
+        .table_name(&table)
+        .item("event_key", AttributeValue::S(key.clone()))
+        .item("body", AttributeValue::S(body))
+        .item(
+            "received_at",
+            AttributeValue::N(now_secs().to_string() + "000"),
+        )
+        .send()
+        .await
+        .expect("put an inbox item");
+    eventually("the item forwarded", Duration::from_secs(30), || {
+        let key = key.clone();
+        async move { inbox_status(&key).await.0.filter(|s| s == "FORWARDED") }
+    })
+    .await;
+    // As if its record had been given up: unsettled, and received two hours ago.
+    let two_hours_ago = (now_secs() - 7200) * 1000;
+    client()
+        .update_item()
+        .table_name(&table)
+        .key("event_key", AttributeValue::S(key.clone()))
+        .update_expression("REMOVE forward_status SET received_at = :r")
+        .expression_attribute_values(":r", AttributeValue::N(two_hours_ago.to_string()))
+        .send()
+        .await
+        .expect("unsettle the item");
+    let event: serde_json::Value =
+        serde_json::from_str(include_str!("../../events/relay-sweep.json"))
+            .expect("a schedule event");
+    let answer: serde_json::Value = reqwest::Client::new()
+        .post(format!(
+            "{}/2015-03-31/functions/inbox-forwarder/invocations",
+            env("DEDUP_INVOKE_URL")
+        ))
+        .json(&event)
+        .send()
+        .await
+        .expect("invoke the sweep")
+        .json()
+        .await
+        .expect("the sweep's answer");
+    assert!(answer["redriven"].as_u64() >= Some(1), "{answer}");
+    assert!(
+        answer["oldest_pending_seconds"].as_u64() >= Some(7000),
+        "{answer}"
+    );
+    eventually("the item forwarded again", Duration::from_secs(30), || {
+        let key = key.clone();
+        async move { inbox_status(&key).await.0.filter(|s| s == "FORWARDED") }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(ledger("t1", &account).await, Some((4, 1)), "applied once");
+}

@@ -86,7 +86,8 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
                     if !f.env("FORWARD_QUEUE_URL").is_null() {
                         forwarded_stream_carries_new_images(&mut problems, &at, ep, &resources);
                     }
-                    if !f.env("INTENTS_TABLE").is_null() {
+                    // A relay of intents, or a forwarder of an inbox.
+                    if !f.env("INTENTS_TABLE").is_null() || !f.env("FORWARD_QUEUE_URL").is_null() {
                         relay_redrives_what_the_stream_gives_up(
                             &mut problems,
                             id,
@@ -540,8 +541,9 @@ fn stream_trigger_never_stalls(problems: &mut Vec<String>, at: &str, ep: &Value)
     }
 }
 
-/// S7: a relay of intents re-drives what its stream gave up: a scheduled sweep, and an alarm on
-/// the age of the oldest pending intent, so nothing stays PENDING silently.
+/// S7, S15: a relay of intents (or a forwarder of an inbox) re-drives what its stream gave up: a
+/// scheduled sweep, and an alarm on the age of the oldest pending item, so nothing stays pending
+/// silently.
 fn relay_redrives_what_the_stream_gives_up(
     problems: &mut Vec<String>,
     id: &str,
@@ -556,7 +558,7 @@ fn relay_redrives_what_the_stream_gives_up(
         .any(|(_, ev)| ev["Type"] == "Schedule");
     if !scheduled {
         problems.push(format!(
-            "{id}: needs a Schedule event for its sweep, which re-drives intents left PENDING when the stream gives their records up"
+            "{id}: needs a Schedule event for its sweep, which re-drives items left pending (intents, inbox items) when the stream gives their records up"
         ));
     }
     let alarmed = has_alarm(resources, |a| {
@@ -567,7 +569,7 @@ fn relay_redrives_what_the_stream_gives_up(
     });
     if !alarmed {
         problems.push(format!(
-            "{id}: needs an alarm on OldestPendingSeconds, so an intent left PENDING is noticed"
+            "{id}: needs an alarm on OldestPendingSeconds, so an item left pending is noticed"
         ));
     }
 }
@@ -1137,6 +1139,24 @@ mod tests {
                     false.into()
             },
             "BisectBatchOnFunctionError",
+        );
+        broken(
+            |t| {
+                res(t, "InboxForwarder")["Events"]
+                    .as_object_mut()
+                    .expect("events")
+                    .remove("Sweep");
+            },
+            "InboxForwarder: needs a Schedule event",
+        );
+        broken(
+            |t| {
+                t["Resources"]
+                    .as_object_mut()
+                    .expect("resources")
+                    .remove("InboxForwarderOldestPendingAlarm");
+            },
+            "InboxForwarder: needs an alarm on OldestPendingSeconds",
         );
     }
 

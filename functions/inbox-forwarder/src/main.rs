@@ -1,11 +1,16 @@
 //! `inbox-forwarder`: the webhook inbox's DynamoDB stream → the SQS queue the rest of the system
 //! reads. See `lambda_dedup_runtime::inbox` for its rules (order, parking, deadline).
 //!
+//! Two triggers: the inbox's stream, and a schedule for the sweep that re-drives items left
+//! unforwarded (any event without `Records`, e.g. `events/relay-sweep.json`).
+//!
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with `INBOX_TABLE`,
 //! `FORWARD_QUEUE_URL` and optionally `FORWARDER_DEADLINE_MARGIN_MS` (default 3000: the time one
-//! record needs, at least, before the invocation's deadline).
+//! record needs, at least, before the invocation's deadline) and
+//! `FORWARDER_REDRIVE_AFTER_SECONDS` (default 3600: how long an item may stay unforwarded before
+//! the sweep re-drives it).
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use aws_lambda_events::event::dynamodb::Event;
 use lambda_dedup_runtime::inbox::Forwarder;
@@ -31,11 +36,27 @@ async fn main() -> Result<(), Error> {
             3_000u64,
         )?),
     );
+    let redrive_after = Duration::from_secs(lambda_dedup_runtime::optional(
+        "FORWARDER_REDRIVE_AFTER_SECONDS",
+        3_600u64,
+    )?);
     let forwarder = &forwarder;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
-        let deadline = lambda_dedup_runtime::deadline(&event.context);
-        let (response, _) = forwarder.handle(&event.payload, deadline).await;
-        Ok::<_, Error>(response)
-    }))
+    lambda_runtime::run(service_fn(
+        move |event: LambdaEvent<serde_json::Value>| async move {
+            if event.payload.get("Records").is_some() {
+                let deadline = lambda_dedup_runtime::deadline(&event.context);
+                let stream: Event = serde_json::from_value(event.payload)?;
+                let (response, _) = forwarder.handle(&stream, deadline).await;
+                Ok::<serde_json::Value, Error>(serde_json::to_value(response)?)
+            } else {
+                let swept = forwarder.sweep(SystemTime::now(), redrive_after).await?;
+                Ok(serde_json::json!({
+                    "pending": swept.pending,
+                    "redriven": swept.redriven,
+                    "oldest_pending_seconds": swept.oldest_pending.as_secs(),
+                }))
+            }
+        },
+    ))
     .await
 }

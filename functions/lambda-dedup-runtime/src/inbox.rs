@@ -12,7 +12,11 @@
 //! - before each record there must be time left for one more (`per_record`); otherwise the
 //!   record is reported and the stream retries from it in a fresh invocation;
 //! - a record without a new image is a stream misconfiguration (the view type must include new
-//!   images): retried, never guessed around.
+//!   images): retried, never guessed around;
+//! - a scheduled [`Forwarder::sweep`] re-drives items left unforwarded longer than a bound (the
+//!   trigger gave their records up, after its maximum record age): it stamps
+//!   `redrive_requested_at` on them, the stamp comes back on the stream as a modification, and
+//!   the forwarder sends the item then. It also reports the oldest such item's age, alarmed on.
 //!
 //! Delivery into the queue is at least once: a retry from a checkpoint sends again what was sent
 //! after it. The queue's consumers deduplicate by the event's own identity, which the inbox keeps
@@ -33,6 +37,10 @@ pub const MAX_QUEUE_BODY_BYTES: usize = 1024 * 1024 - 1024;
 pub const FORWARDED: &str = "FORWARDED";
 /// `forward_status` of an item that can never be sent; see `failure_reason`.
 pub const PARKED: &str = "PARKED";
+/// The attribute the sweep stamps on an item it re-drives (epoch milliseconds).
+pub const REDRIVE: &str = "redrive_requested_at";
+/// The attribute that says an item is settled (forwarded or parked).
+const STATUS: &str = "forward_status";
 /// The message attribute naming the inbox item on the forwarded message.
 pub const INBOX_KEY_ATTRIBUTE: &str = "inbox_key";
 
@@ -78,10 +86,14 @@ fn part<T: serde::de::DeserializeOwned>(image: &serde_dynamo::Item) -> Option<T>
 }
 
 fn read(record: &EventRecord) -> Record {
-    if record.event_name != "INSERT" {
+    let image = &record.change.new_image;
+    // An insertion, or the sweep's re-drive of an item still unsettled (our own FORWARDED and
+    // PARKED stamps are modifications too, and carry a status).
+    let redriven =
+        record.event_name == "MODIFY" && image.contains_key(REDRIVE) && !image.contains_key(STATUS);
+    if record.event_name != "INSERT" && !redriven {
         return Record::Ignored;
     }
-    let image = &record.change.new_image;
     let Some(Key { event_key }) = part(image) else {
         return Record::NoImage;
     };
@@ -138,6 +150,35 @@ impl Tally {
                 ("Ignored", "Count", self.ignored),
                 ("Transient", "Count", self.transient),
                 ("Deferred", "Count", self.deferred),
+            ],
+        )
+    }
+}
+
+/// What one sweep found and did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Swept {
+    /// Inbox items neither forwarded nor parked.
+    pub pending: u64,
+    /// Of those, re-driven now (unsettled longer than the bound).
+    pub redriven: u64,
+    /// How long the oldest unsettled item has waited (0 without any); alarmed on.
+    pub oldest_pending: Duration,
+}
+
+impl Swept {
+    /// One CloudWatch EMF record of this sweep.
+    pub fn emf_line(&self, function: &str) -> String {
+        crate::emf::line(
+            function,
+            &[
+                ("Pending", "Count", self.pending),
+                ("Redriven", "Count", self.redriven),
+                (
+                    "OldestPendingSeconds",
+                    "Seconds",
+                    self.oldest_pending.as_secs(),
+                ),
             ],
         )
     }
@@ -321,6 +362,54 @@ impl Forwarder {
         Ok(Done::Forwarded)
     }
 
+    /// Re-drives inbox items left unforwarded for longer than `older_than` (see the module's
+    /// rules), prints the result as one EMF line and returns it.
+    pub async fn sweep(
+        &self,
+        now: SystemTime,
+        older_than: Duration,
+    ) -> Result<Swept, lambda_dedup_dynamodb::Error> {
+        let unsettled =
+            lambda_dedup_dynamodb::scan_without(&self.dynamodb, &self.inbox, STATUS).await?;
+        let now_ms = lambda_dedup::clock::epoch_millis(now);
+        let mut swept = Swept {
+            pending: unsettled.len() as u64,
+            ..Swept::default()
+        };
+        for item in unsettled {
+            let Some(key) = item.get("event_key") else {
+                continue;
+            };
+            let age = item
+                .get("received_at")
+                .and_then(|r| r.parse::<u64>().ok())
+                .map(|r| Duration::from_millis(now_ms.saturating_sub(r)));
+            if let Some(age) = age {
+                swept.oldest_pending = swept.oldest_pending.max(age);
+            }
+            if age.is_some_and(|a| a <= older_than) {
+                continue;
+            }
+            let stamp = Effect::update(&self.inbox, Item::new().with("event_key", key.as_str()))
+                .expression("SET #redrive = :now")
+                .condition("attribute_exists(event_key) AND attribute_not_exists(#status)")
+                .name("#redrive", REDRIVE)
+                .name("#status", STATUS)
+                .value(":now", now_ms);
+            if lambda_dedup_dynamodb::write_effects(&self.dynamodb, &[stamp]).await? {
+                swept.redriven += 1;
+            }
+        }
+        println!("{}", swept.emf_line(&self.function));
+        tracing::info!(
+            pending = swept.pending,
+            redriven = swept.redriven,
+            oldest_pending_s = swept.oldest_pending.as_secs(),
+            "inbox sweep done"
+        );
+        Ok(swept)
+    }
+
     /// Parks the item with `reason` (a code, never a value from the payload).
     async fn park(&self, event_key: &str, reason: &str) -> Result<Done, String> {
         let now = lambda_dedup::clock::epoch_millis(SystemTime::now());
@@ -366,7 +455,16 @@ mod tests {
                 tenant: Some("acme".into())
             }
         );
-        assert_eq!(read(&record("MODIFY", item)), Record::Ignored);
+        assert_eq!(read(&record("MODIFY", item.clone())), Record::Ignored);
+        // The sweep's re-drive of an unsettled item is sent; our own status stamps are not.
+        let mut redriven = item.clone();
+        redriven["redrive_requested_at"] = json!({"N": "1"});
+        assert!(matches!(
+            read(&record("MODIFY", redriven.clone())),
+            Record::Send { .. }
+        ));
+        redriven["forward_status"] = json!({"S": "FORWARDED"});
+        assert_eq!(read(&record("MODIFY", redriven)), Record::Ignored);
         assert_eq!(read(&record("INSERT", json!({}))), Record::NoImage);
         assert_eq!(
             read(&record(

@@ -102,20 +102,47 @@ pub async fn scan_where(
     name: &str,
     value: &str,
 ) -> Result<Vec<Attributes>, Error> {
+    scan_filtered(
+        client,
+        table,
+        "#n = :v",
+        name,
+        Some(AttributeValue::S(value.to_owned())),
+    )
+    .await
+}
+
+/// The items of `table` without the attribute `name`, read strongly consistently, page by
+/// page, with the same flattening as [`scan_where`] (e.g. inbox items not yet forwarded).
+pub async fn scan_without(
+    client: &Client,
+    table: &str,
+    name: &str,
+) -> Result<Vec<Attributes>, Error> {
+    scan_filtered(client, table, "attribute_not_exists(#n)", name, None).await
+}
+
+async fn scan_filtered(
+    client: &Client,
+    table: &str,
+    filter: &str,
+    name: &str,
+    value: Option<AttributeValue>,
+) -> Result<Vec<Attributes>, Error> {
     let mut found = Vec::new();
     let mut start = None;
     loop {
-        let out = client
+        let mut req = client
             .scan()
             .table_name(table)
-            .filter_expression("#n = :v")
+            .filter_expression(filter)
             .expression_attribute_names("#n", name)
-            .expression_attribute_values(":v", AttributeValue::S(value.to_owned()))
             .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(crate::error::from_sdk)?;
+            .set_exclusive_start_key(start);
+        if let Some(v) = &value {
+            req = req.expression_attribute_values(":v", v.clone());
+        }
+        let out = req.send().await.map_err(crate::error::from_sdk)?;
         found.extend(out.items().iter().map(attributes));
         start = out.last_evaluated_key().cloned();
         if start.is_none() {

@@ -29,7 +29,7 @@ pub mod provision;
 mod store;
 
 pub use aws_sdk_dynamodb::Client;
-pub use client::{Attributes, connect, read_item, scan_where, write_effects};
+pub use client::{Attributes, connect, read_item, scan_where, scan_without, write_effects};
 pub use error::{Error, FaultKind};
 pub use lambda_dedup::CommitRequest;
 pub use store::{DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, DynamoStore, MAX_EFFECTS};

@@ -68,6 +68,25 @@ pub(crate) async fn send(queue_var: &str, bodies: &[String]) {
     }
 }
 
+/// Invokes `function` with the sample scheduled event (`events/relay-sweep.json`) through the
+/// invoke API, as its schedule would, and returns its answer.
+pub(crate) async fn invoke_schedule(function: &str) -> Value {
+    let event: Value =
+        serde_json::from_str(include_str!("../../events/relay-sweep.json")).expect("sample event");
+    reqwest::Client::new()
+        .post(format!(
+            "{}/2015-03-31/functions/{function}/invocations",
+            env("DEDUP_INVOKE_URL")
+        ))
+        .json(&event)
+        .send()
+        .await
+        .expect("invoke")
+        .json()
+        .await
+        .expect("the sweep's answer")
+}
+
 /// Polls `check` until it returns `Some`, or fails after `limit`.
 pub(crate) async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
 where
@@ -550,21 +569,7 @@ async fn e2e_the_relay_sweep_runs_on_its_schedule_event() {
     if !stack_is_up("e2e_the_relay_sweep_runs_on_its_schedule_event") {
         return;
     }
-    let event: Value =
-        serde_json::from_str(include_str!("../../events/relay-sweep.json")).expect("sample event");
-    let url = format!(
-        "{}/2015-03-31/functions/intent-relay/invocations",
-        env("DEDUP_INVOKE_URL")
-    );
-    let answer: Value = reqwest::Client::new()
-        .post(url)
-        .json(&event)
-        .send()
-        .await
-        .expect("invoke")
-        .json()
-        .await
-        .expect("the sweep's answer");
+    let answer = invoke_schedule("intent-relay").await;
     assert!(answer["pending"].is_u64(), "{answer}");
     assert!(answer["redriven"].is_u64(), "{answer}");
 }

@@ -13,7 +13,7 @@ use lambda_dedup::{KeySpec, Message, Scope};
 use local_dynamodb::kinesis::Kinesis;
 use serde_json::json;
 
-use crate::e2e::{ce, env, eventually, sqs, stack_is_up};
+use crate::e2e::{ce, env, eventually, invoke_schedule, sqs, stack_is_up};
 
 /// The balance and the number of events applied to `account` of tenant `tenant`.
 async fn ledger(tenant: &str, account: &str) -> Option<(i64, i64)> {
@@ -28,6 +28,38 @@ fn now_secs() -> u64 {
         .duration_since(UNIX_EPOCH)
         .expect("epoch")
         .as_secs()
+}
+
+/// Waits until `account` of tenant `t1` has `balance`; returns it with its event count.
+async fn balance_reaches(what: &str, account: &str, balance: i64) -> (i64, i64) {
+    eventually(what, Duration::from_secs(60), || async move {
+        ledger("t1", account).await.filter(|(b, _)| *b == balance)
+    })
+    .await
+}
+
+/// Writes an inbox item as `webhook-receiver` does (`body` is normally a string), received now.
+async fn put_inbox(key: &str, body: AttributeValue) {
+    client()
+        .put_item()
+        .table_name(env("DEDUP_TABLE_INBOX"))
+        .item("event_key", AttributeValue::S(key.to_owned()))
+        .item("body", body)
+        .item(
+            "received_at",
+            AttributeValue::N((now_secs() * 1000).to_string()),
+        )
+        .send()
+        .await
+        .expect("put an inbox item");
+}
+
+/// Waits until the inbox item `key` is marked `FORWARDED`.
+async fn forwarded(what: &str, key: &str) {
+    eventually(what, Duration::from_secs(30), || async move {
+        inbox_status(key).await.0.filter(|s| s == "FORWARDED")
+    })
+    .await;
 }
 
 /// One delivery as a sender makes it: the event id header, a timestamp, a signature.
@@ -185,15 +217,7 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
     let items = inbox_items(&account).await;
     assert_eq!(items.len(), 2, "each event once in the inbox");
     // Forwarded to the ledger's queue and applied once each.
-    let (balance, events) = eventually(
-        "the forwarded events' balance",
-        Duration::from_secs(60),
-        || {
-            let account = account.clone();
-            async move { ledger("t1", &account).await.filter(|(b, _)| *b == 15) }
-        },
-    )
-    .await;
+    let (balance, events) = balance_reaches("the forwarded events' balance", &account, 15).await;
     assert_eq!((balance, events), (15, 2));
     let forwarded = eventually(
         "both inbox items marked forwarded",
@@ -283,25 +307,13 @@ async fn e2e_a_kinesis_shard_with_duplicates_and_a_failure_applies_each_event_on
         let key = spec.derive(&message).expect("a key").key.to_string();
         keys.entry((*account).clone()).or_default().push(key);
     }
-    let (balance_a, events_a) = eventually("account a", Duration::from_secs(60), || {
-        let a = a.clone();
-        async move { ledger("t1", &a).await.filter(|(bal, _)| *bal == 23) }
-    })
-    .await;
+    let (balance_a, events_a) = balance_reaches("account a", &a, 23).await;
     assert_eq!(
         (balance_a, events_a),
         (23, 3),
         "5 + 7 + 11, the retry skipped"
     );
-    let (balance_b, events_b) = eventually(
-        "account b, past the poison record",
-        Duration::from_secs(60),
-        || {
-            let b = b.clone();
-            async move { ledger("t1", &b).await.filter(|(bal, _)| *bal == 7) }
-        },
-    )
-    .await;
+    let (balance_b, events_b) = balance_reaches("account b, past the poison record", &b, 7).await;
     assert_eq!((balance_b, events_b), (7, 3), "1 + 2 + 4");
 
     // The poison record was handed to the on-failure destination, by shard and sequence number.
@@ -383,23 +395,8 @@ async fn e2e_the_forwarder_parks_an_unsendable_item_and_moves_on() {
         "t1",
         json!({"account": account, "amount": 3}),
     );
-    for (key, body) in [
-        (&bad, AttributeValue::N("42".into())),
-        (&good, AttributeValue::S(body)),
-    ] {
-        client()
-            .put_item()
-            .table_name(env("DEDUP_TABLE_INBOX"))
-            .item("event_key", AttributeValue::S(key.clone()))
-            .item("body", body)
-            .item(
-                "received_at",
-                AttributeValue::N(now_secs().to_string() + "000"),
-            )
-            .send()
-            .await
-            .expect("put an inbox item");
-    }
+    put_inbox(&bad, AttributeValue::N("42".into())).await;
+    put_inbox(&good, AttributeValue::S(body)).await;
     let (status, reason) = eventually("the bad item parked", Duration::from_secs(30), || {
         let bad = bad.clone();
         async move { Some(inbox_status(&bad).await).filter(|(s, _)| s.is_some()) }
@@ -409,15 +406,7 @@ async fn e2e_the_forwarder_parks_an_unsendable_item_and_moves_on() {
         (status.as_deref(), reason.as_deref()),
         (Some("PARKED"), Some("malformed_inbox_item"))
     );
-    eventually(
-        "the good item forwarded and applied",
-        Duration::from_secs(60),
-        || {
-            let account = account.clone();
-            async move { ledger("t1", &account).await.filter(|(b, _)| *b == 3) }
-        },
-    )
-    .await;
+    balance_reaches("the good item forwarded and applied", &account, 3).await;
 }
 
 /// The forwarder's sweep: an inbox item left unforwarded for longer than the bound (as when the
@@ -436,60 +425,26 @@ async fn e2e_the_forwarder_sweep_redrives_an_item_left_unforwarded() {
         "t1",
         json!({"account": account, "amount": 4}),
     );
-    let table = env("DEDUP_TABLE_INBOX");
-    client()
-        .put_item()
-        .table_name(&table)
-        .item("event_key", AttributeValue::S(key.clone()))
-        .item("body", AttributeValue::S(body))
-        .item(
-            "received_at",
-            AttributeValue::N(now_secs().to_string() + "000"),
-        )
-        .send()
-        .await
-        .expect("put an inbox item");
-    eventually("the item forwarded", Duration::from_secs(30), || {
-        let key = key.clone();
-        async move { inbox_status(&key).await.0.filter(|s| s == "FORWARDED") }
-    })
-    .await;
+    put_inbox(&key, AttributeValue::S(body)).await;
+    forwarded("the item forwarded", &key).await;
     // As if its record had been given up: unsettled, and received two hours ago.
     let two_hours_ago = (now_secs() - 7200) * 1000;
     client()
         .update_item()
-        .table_name(&table)
+        .table_name(env("DEDUP_TABLE_INBOX"))
         .key("event_key", AttributeValue::S(key.clone()))
         .update_expression("REMOVE forward_status SET received_at = :r")
         .expression_attribute_values(":r", AttributeValue::N(two_hours_ago.to_string()))
         .send()
         .await
         .expect("unsettle the item");
-    let event: serde_json::Value =
-        serde_json::from_str(include_str!("../../events/relay-sweep.json"))
-            .expect("a schedule event");
-    let answer: serde_json::Value = reqwest::Client::new()
-        .post(format!(
-            "{}/2015-03-31/functions/inbox-forwarder/invocations",
-            env("DEDUP_INVOKE_URL")
-        ))
-        .json(&event)
-        .send()
-        .await
-        .expect("invoke the sweep")
-        .json()
-        .await
-        .expect("the sweep's answer");
+    let answer = invoke_schedule("inbox-forwarder").await;
     assert!(answer["redriven"].as_u64() >= Some(1), "{answer}");
     assert!(
         answer["oldest_pending_seconds"].as_u64() >= Some(7000),
         "{answer}"
     );
-    eventually("the item forwarded again", Duration::from_secs(30), || {
-        let key = key.clone();
-        async move { inbox_status(&key).await.0.filter(|s| s == "FORWARDED") }
-    })
-    .await;
+    forwarded("the item forwarded again", &key).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(ledger("t1", &account).await, Some((4, 1)), "applied once");
 }

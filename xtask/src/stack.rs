@@ -330,69 +330,51 @@ impl Stack {
             .map_err(|e| e.to_string())?;
         let mut lose_next = BTreeMap::new();
         let mut stats = BTreeMap::new();
-        for (f, q) in &queues {
-            let lose = Arc::new(AtomicBool::new(false));
+        // An invoker of `function` for its trigger, its counters kept in `stats`.
+        let mut invoker = |function: &str| -> Result<Invoker> {
             let st = Arc::new(TriggerStats::default());
-            let invoker = Invoker {
+            stats.insert(function.to_owned(), st.clone());
+            Ok(Invoker {
                 http: http.clone(),
                 invoke_url: invoke_url.clone(),
-                function: f.clone(),
-                deaths: functions.deaths(f)?,
-                stats: st.clone(),
-            };
+                function: function.to_owned(),
+                deaths: functions.deaths(function)?,
+                stats: st,
+            })
+        };
+        for (f, q) in &queues {
+            let lose = Arc::new(AtomicBool::new(false));
             triggers.push(tokio::spawn(sqs_trigger(
                 sqs.clone(),
-                invoker,
+                invoker(f)?,
                 q.url.clone(),
                 q.arn.clone(),
                 lose.clone(),
             )));
             lose_next.insert(f.clone(), lose);
-            stats.insert(f.clone(), st);
         }
         for (function, arn) in [
             ("intent-relay", intents_stream),
             ("mark-auditor", marks_stream),
             ("inbox-forwarder", inbox_stream),
         ] {
-            let st = Arc::new(TriggerStats::default());
-            let invoker = Invoker {
-                http: http.clone(),
-                invoke_url: invoke_url.clone(),
-                function: function.into(),
-                deaths: functions.deaths(function)?,
-                stats: st.clone(),
-            };
             triggers.push(tokio::spawn(stream_trigger(
                 streams.clone(),
                 ddb.endpoint(),
-                invoker,
+                invoker(function)?,
                 arn,
             )));
-            stats.insert(function.into(), st);
         }
-        {
-            let function = "ledger-stream";
-            let lose = Arc::new(AtomicBool::new(false));
-            let st = Arc::new(TriggerStats::default());
-            let invoker = Invoker {
-                http: http.clone(),
-                invoke_url: invoke_url.clone(),
-                function: function.into(),
-                deaths: functions.deaths(function)?,
-                stats: st.clone(),
-            };
-            triggers.push(tokio::spawn(kinesis_trigger(
-                kinesis.clone(),
-                invoker,
-                KINESIS_STREAM.into(),
-                kinesis_arn,
-                (sqs.clone(), kinesis_failures_url.clone()),
-                lose.clone(),
-            )));
-            lose_next.insert(function.into(), lose);
-            stats.insert(function.into(), st);
-        }
+        let lose = Arc::new(AtomicBool::new(false));
+        triggers.push(tokio::spawn(kinesis_trigger(
+            kinesis.clone(),
+            invoker("ledger-stream")?,
+            KINESIS_STREAM.into(),
+            kinesis_arn,
+            (sqs.clone(), kinesis_failures_url.clone()),
+            lose.clone(),
+        )));
+        lose_next.insert("ledger-stream".to_owned(), lose);
         let webhook_url = format!("{invoke_url}/lambda-url/webhook-receiver/");
         step("the stack is up");
         Ok(Self {

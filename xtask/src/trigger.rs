@@ -238,6 +238,32 @@ pub(crate) async fn sqs_trigger(
     }
 }
 
+/// How many records of an invoked stream batch (their sequence numbers `seqs`, in order) are
+/// done: those before the first reported failure, all of them without one, none if the
+/// invocation failed (counted).
+fn done_before_failure<'a>(
+    answer: Result<Value, String>,
+    seqs: impl ExactSizeIterator<Item = &'a str>,
+    function: &str,
+    stats: &TriggerStats,
+) -> usize {
+    let len = seqs.len();
+    match answer {
+        Ok(body) => body["batchItemFailures"]
+            .as_array()
+            .and_then(|f| f.first())
+            .and_then(|f| f["itemIdentifier"].as_str())
+            .map_or(len, |failed| {
+                seqs.into_iter().position(|seq| seq == failed).unwrap_or(0)
+            }),
+        Err(e) => {
+            eprintln!("xtask: trigger {function}: {e}");
+            stats.failed_invocations.fetch_add(1, Ordering::Relaxed);
+            0
+        }
+    }
+}
+
 /// A record as `GetRecords` returned it, as Lambda's DynamoDB Streams trigger hands it on: the
 /// same fields, plus the stream's ARN.
 fn stream_record(mut r: Value, arn: &str) -> Value {
@@ -330,25 +356,12 @@ pub(crate) async fn stream_trigger(
                 stats
                     .delivered
                     .fetch_add(pending.len() as u64, Ordering::Relaxed);
-                let failed_from = match invoker.call(&json!({ "Records": pending })).await {
-                    Ok(body) => body["batchItemFailures"]
-                        .as_array()
-                        .and_then(|f| f.first())
-                        .and_then(|f| f["itemIdentifier"].as_str())
-                        .map(|seq| {
-                            pending
-                                .iter()
-                                .position(|r| r["dynamodb"]["SequenceNumber"].as_str() == Some(seq))
-                                .unwrap_or(0)
-                        }),
-                    Err(e) => {
-                        eprintln!("xtask: trigger {function}: {e}");
-                        stats.failed_invocations.fetch_add(1, Ordering::Relaxed);
-                        Some(0)
-                    }
-                };
+                let answer = invoker.call(&json!({ "Records": pending })).await;
+                let seqs = pending
+                    .iter()
+                    .map(|r| r["dynamodb"]["SequenceNumber"].as_str().unwrap_or_default());
                 // Lambda retries from the first failed record, in order; the rest is done.
-                let done = failed_from.unwrap_or(pending.len());
+                let done = done_before_failure(answer, seqs, &function, &stats);
                 if done > 0 {
                     shard.last_seq = pending[done - 1]["dynamodb"]["SequenceNumber"]
                         .as_str()
@@ -476,25 +489,8 @@ pub(crate) async fn kinesis_trigger(
             } else {
                 answer
             };
-            let failed_from = match answer {
-                Ok(body) => body["batchItemFailures"]
-                    .as_array()
-                    .and_then(|f| f.first())
-                    .and_then(|f| f["itemIdentifier"].as_str())
-                    .map(|seq| {
-                        shard
-                            .pending
-                            .iter()
-                            .position(|r| r.sequence_number == seq)
-                            .unwrap_or(0)
-                    }),
-                Err(e) => {
-                    eprintln!("xtask: trigger {function}: {e}");
-                    stats.failed_invocations.fetch_add(1, Ordering::Relaxed);
-                    Some(0)
-                }
-            };
-            let done = failed_from.unwrap_or(shard.pending.len());
+            let seqs = shard.pending.iter().map(|r| r.sequence_number.as_str());
+            let done = done_before_failure(answer, seqs, &function, &stats);
             if done > 0 {
                 shard.last_seq = Some(shard.pending[done - 1].sequence_number.clone());
             }

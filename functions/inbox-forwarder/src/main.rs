@@ -50,11 +50,7 @@ async fn main() -> Result<(), Error> {
                 Ok::<serde_json::Value, Error>(serde_json::to_value(response)?)
             } else {
                 let swept = forwarder.sweep(SystemTime::now(), redrive_after).await?;
-                Ok(serde_json::json!({
-                    "pending": swept.pending,
-                    "redriven": swept.redriven,
-                    "oldest_pending_seconds": swept.oldest_pending.as_secs(),
-                }))
+                Ok(swept.answer())
             }
         },
     ))

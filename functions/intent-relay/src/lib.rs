@@ -29,4 +29,5 @@
 
 pub mod relay;
 
-pub use relay::{FUNCTION, Handled, Relay, Swept, Tally};
+pub use lambda_dedup_runtime::in_order::Swept;
+pub use relay::{FUNCTION, Handled, Relay, Tally};

@@ -43,11 +43,7 @@ async fn main() -> Result<(), Error> {
                 Ok::<serde_json::Value, Error>(serde_json::to_value(handled.response)?)
             } else {
                 let swept = relay.sweep(SystemTime::now(), redrive_after).await?;
-                Ok(serde_json::json!({
-                    "pending": swept.pending,
-                    "redriven": swept.redriven,
-                    "oldest_pending_seconds": swept.oldest_pending.as_secs(),
-                }))
+                Ok(swept.answer())
             }
         },
     ))

@@ -3,10 +3,11 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
-use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use lambda_dedup::{Effect, Item};
 use lambda_dedup_dynamodb::Client;
 use lambda_dedup_http::IdempotentClient;
+use lambda_dedup_runtime::in_order::{self, Swept, image_part};
 
 /// The function's name: the `Function` dimension of its metrics.
 pub const FUNCTION: &str = "intent-relay";
@@ -81,10 +82,6 @@ struct Posting {
     amount_cents: i64,
 }
 
-fn part<T: serde::de::DeserializeOwned>(image: &serde_dynamo::Item) -> Option<T> {
-    serde_dynamo::from_item(image.clone()).ok()
-}
-
 /// Reads a stream record: the intent from its new image.
 pub(crate) fn read(record: &EventRecord) -> Record {
     let image = &record.change.new_image;
@@ -95,10 +92,10 @@ pub(crate) fn read(record: &EventRecord) -> Record {
         "MODIFY" if redriven(record) => {}
         _ => return Record::NotAnInsertion,
     }
-    let Some(IntentId { intent_id }) = part(image) else {
+    let Some(IntentId { intent_id }) = image_part(image) else {
         return Record::NoImage;
     };
-    if part::<Status>(image).is_none_or(|s| s.status != PENDING) {
+    if image_part::<Status>(image).is_none_or(|s| s.status != PENDING) {
         return Record::NotPending;
     }
     let unpostable = |reason| Record::Unpostable {
@@ -108,7 +105,7 @@ pub(crate) fn read(record: &EventRecord) -> Record {
     let Some(Posting {
         fine_id,
         amount_cents,
-    }) = part(image)
+    }) = image_part(image)
     else {
         return unpostable(MALFORMED);
     };
@@ -128,17 +125,6 @@ fn redriven(record: &EventRecord) -> bool {
     let stamp = |image: &serde_dynamo::Item| image.get(REDRIVE).cloned();
     let new = stamp(&record.change.new_image);
     new.is_some() && new != stamp(&record.change.old_image)
-}
-
-/// Whether one more record fits before `deadline`: at least `per_record` must be left.
-pub(crate) fn time_for_one_more(
-    deadline: SystemTime,
-    now: SystemTime,
-    per_record: Duration,
-) -> bool {
-    deadline
-        .duration_since(now)
-        .is_ok_and(|left| left >= per_record)
 }
 
 /// How one record ended.
@@ -253,56 +239,23 @@ impl Relay {
     /// it, so order is kept and nothing is skipped (S12). Permanent refusals are parked and do
     /// not stop it (S15). Prints the tally as one EMF line and returns it with the response.
     pub async fn handle(&self, event: &Event, deadline: Option<SystemTime>) -> Handled {
-        let records = &event.records;
+        let walk = in_order::walk(&event.records, self.per_record(), deadline, |r| {
+            self.apply(r)
+        })
+        .await;
         let mut tally = Tally {
-            records: records.len() as u64,
+            records: event.records.len() as u64,
+            transient: walk.transient,
+            deferred: walk.deferred,
             ..Tally::default()
         };
-        let mut retry_from: Option<&EventRecord> = None;
-        for (i, record) in records.iter().enumerate() {
-            let rest = (records.len() - i - 1) as u64;
-            if let Some(deadline) = deadline
-                && !time_for_one_more(deadline, SystemTime::now(), self.per_record())
-            {
-                if i == 0 {
-                    tracing::error!(
-                        per_record_ms = self.per_record().as_millis() as u64,
-                        "not one record fits in the time left: the function's timeout must \
-                         exceed PROVIDER_TIMEOUT_MS + RELAY_DEADLINE_MARGIN_MS"
-                    );
-                }
-                tracing::warn!(
-                    sequence_number = record.change.sequence_number.as_deref().unwrap_or(""),
-                    not_reached = rest + 1,
-                    "stopping before the invocation deadline; the stream retries from this record"
-                );
-                tally.deferred += rest + 1;
-                retry_from = Some(record);
-                break;
+        for done in walk.done {
+            match done {
+                Done::Confirmed => tally.confirmed += 1,
+                Done::Parked => tally.parked += 1,
+                Done::AlreadySettled => tally.already_settled += 1,
+                Done::Ignored => tally.ignored += 1,
             }
-            match self.apply(record).await {
-                Ok(Done::Confirmed) => tally.confirmed += 1,
-                Ok(Done::Parked) => tally.parked += 1,
-                Ok(Done::AlreadySettled) => tally.already_settled += 1,
-                Ok(Done::Ignored) => tally.ignored += 1,
-                Err(reason) => {
-                    tracing::warn!(
-                        event_id = %record.event_id,
-                        reason = %reason,
-                        "intent not settled; the stream retries from this record"
-                    );
-                    tally.transient += 1;
-                    tally.deferred += rest;
-                    retry_from = Some(record);
-                    break;
-                }
-            }
-        }
-        let mut response = DynamoDbEventResponse::default();
-        if let Some(record) = retry_from {
-            let mut failure = DynamoDbBatchItemFailure::default();
-            failure.item_identifier = record.change.sequence_number.clone();
-            response.batch_item_failures.push(failure);
         }
         // EMF must be a bare JSON line on stdout for CloudWatch to extract it, hence not `tracing`.
         println!("{}", tally.emf_line());
@@ -317,7 +270,10 @@ impl Relay {
             closes = tally.closes(),
             "stream batch done"
         );
-        Handled { response, tally }
+        Handled {
+            response: walk.response,
+            tally,
+        }
     }
 
     /// One record: `Err` is a transient failure (retry from this record).
@@ -431,35 +387,6 @@ impl Relay {
     }
 }
 
-/// What one sweep found and did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Swept {
-    /// Intents still `PENDING`.
-    pub pending: u64,
-    /// Of those, re-driven now (pending longer than the bound).
-    pub redriven: u64,
-    /// How long the oldest pending intent has waited (0 without any); alarmed on.
-    pub oldest_pending: Duration,
-}
-
-impl Swept {
-    /// One CloudWatch EMF record of this sweep.
-    pub fn emf_line(&self) -> String {
-        lambda_dedup_runtime::emf::line(
-            FUNCTION,
-            &[
-                ("PendingIntents", "Count", self.pending),
-                ("Redriven", "Count", self.redriven),
-                (
-                    "OldestPendingSeconds",
-                    "Seconds",
-                    self.oldest_pending.as_secs(),
-                ),
-            ],
-        )
-    }
-}
-
 impl Relay {
     /// The sweep (run on a schedule): nothing stays `PENDING` silently. When the stream gives a
     /// batch up (its maximum record age, or a bisected poison), an intent can be left `PENDING`
@@ -478,48 +405,24 @@ impl Relay {
         let pending =
             lambda_dedup_dynamodb::scan_where(&self.client, &self.intents, "status", PENDING)
                 .await?;
-        let now_ms = now
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        let mut swept = Swept {
-            pending: pending.len() as u64,
-            ..Swept::default()
-        };
-        for intent in pending {
-            let Some(id) = intent.get("intent_id") else {
-                continue;
-            };
-            let age = intent
-                .get(CREATED)
-                .and_then(|c| c.parse::<u64>().ok())
-                .map(|c| Duration::from_millis(now_ms.saturating_sub(c)));
-            if let Some(age) = age {
-                swept.oldest_pending = swept.oldest_pending.max(age);
-            }
-            if age.is_some_and(|a| a <= older_than) {
-                continue;
-            }
-            let stamp = Effect::update(&self.intents, Self::key(id))
-                .expression("SET #redrive = :now")
-                .condition("#status = :pending")
-                .name("#redrive", REDRIVE)
-                .name("#status", "status")
-                .value(":now", now_ms)
-                .value(":pending", PENDING);
-            match lambda_dedup_dynamodb::write_effects(&self.client, &[stamp]).await {
-                Ok(true) => swept.redriven += 1,
-                Ok(false) => {} // settled meanwhile
-                Err(e) => return Err(e),
-            }
-        }
-        println!("{}", swept.emf_line());
-        tracing::info!(
-            pending = swept.pending,
-            redriven = swept.redriven,
-            oldest_pending_s = swept.oldest_pending.as_secs(),
-            "sweep done"
-        );
+        let swept = in_order::redrive(
+            &self.client,
+            pending,
+            ("intent_id", CREATED),
+            now,
+            older_than,
+            |id, now_ms| {
+                Effect::update(&self.intents, Self::key(id))
+                    .expression("SET #redrive = :now")
+                    .condition("#status = :pending")
+                    .name("#redrive", REDRIVE)
+                    .name("#status", "status")
+                    .value(":now", now_ms)
+                    .value(":pending", PENDING)
+            },
+        )
+        .await?;
+        println!("{}", swept.emf_line(FUNCTION, "PendingIntents"));
         Ok(swept)
     }
 }
@@ -597,18 +500,22 @@ mod tests {
     fn a_record_is_started_only_with_time_for_a_whole_call() {
         let now = SystemTime::now();
         let per_record = Duration::from_millis(700);
-        assert!(time_for_one_more(
+        assert!(in_order::time_for_one_more(
             now + Duration::from_secs(1),
             now,
             per_record
         ));
-        assert!(time_for_one_more(now + per_record, now, per_record));
-        assert!(!time_for_one_more(
+        assert!(in_order::time_for_one_more(
+            now + per_record,
+            now,
+            per_record
+        ));
+        assert!(!in_order::time_for_one_more(
             now + Duration::from_millis(699),
             now,
             per_record
         ));
-        assert!(!time_for_one_more(
+        assert!(!in_order::time_for_one_more(
             now - Duration::from_secs(1),
             now,
             per_record

@@ -26,10 +26,12 @@
 use std::time::{Duration, SystemTime};
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
-use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use aws_sdk_sqs::types::MessageAttributeValue;
 use lambda_dedup::{Effect, Item};
 use lambda_dedup_dynamodb::Client;
+
+use crate::in_order::{self, Swept, image_part};
 
 /// The largest body SQS takes (1 MiB since January 2026), attributes included; kept clear of it.
 pub const MAX_QUEUE_BODY_BYTES: usize = 1024 * 1024 - 1024;
@@ -81,10 +83,6 @@ enum Record {
     },
 }
 
-fn part<T: serde::de::DeserializeOwned>(image: &serde_dynamo::Item) -> Option<T> {
-    serde_dynamo::from_item(image.clone()).ok()
-}
-
 fn read(record: &EventRecord) -> Record {
     let image = &record.change.new_image;
     // An insertion, or the sweep's re-drive of an item still unsettled (our own FORWARDED and
@@ -94,10 +92,10 @@ fn read(record: &EventRecord) -> Record {
     if record.event_name != "INSERT" && !redriven {
         return Record::Ignored;
     }
-    let Some(Key { event_key }) = part(image) else {
+    let Some(Key { event_key }) = image_part(image) else {
         return Record::NoImage;
     };
-    let Some(Body { body }) = part(image) else {
+    let Some(Body { body }) = image_part(image) else {
         return Record::Unsendable {
             event_key,
             reason: "malformed_inbox_item",
@@ -112,7 +110,7 @@ fn read(record: &EventRecord) -> Record {
     Record::Send {
         event_key,
         body,
-        tenant: part::<Tenant>(image).map(|t| t.tenant),
+        tenant: image_part::<Tenant>(image).map(|t| t.tenant),
     }
 }
 
@@ -150,35 +148,6 @@ impl Tally {
                 ("Ignored", "Count", self.ignored),
                 ("Transient", "Count", self.transient),
                 ("Deferred", "Count", self.deferred),
-            ],
-        )
-    }
-}
-
-/// What one sweep found and did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Swept {
-    /// Inbox items neither forwarded nor parked.
-    pub pending: u64,
-    /// Of those, re-driven now (unsettled longer than the bound).
-    pub redriven: u64,
-    /// How long the oldest unsettled item has waited (0 without any); alarmed on.
-    pub oldest_pending: Duration,
-}
-
-impl Swept {
-    /// One CloudWatch EMF record of this sweep.
-    pub fn emf_line(&self, function: &str) -> String {
-        crate::emf::line(
-            function,
-            &[
-                ("Pending", "Count", self.pending),
-                ("Redriven", "Count", self.redriven),
-                (
-                    "OldestPendingSeconds",
-                    "Seconds",
-                    self.oldest_pending.as_secs(),
-                ),
             ],
         )
     }
@@ -230,45 +199,22 @@ impl Forwarder {
         event: &Event,
         deadline: Option<SystemTime>,
     ) -> (DynamoDbEventResponse, Tally) {
-        let records = &event.records;
+        let walk =
+            in_order::walk(&event.records, self.per_record, deadline, |r| self.apply(r)).await;
         let mut tally = Tally {
-            records: records.len() as u64,
+            records: event.records.len() as u64,
+            transient: walk.transient,
+            deferred: walk.deferred,
             ..Tally::default()
         };
-        let mut retry_from: Option<&EventRecord> = None;
-        for (i, record) in records.iter().enumerate() {
-            let rest = (records.len() - i - 1) as u64;
-            let left = deadline.map(|d| d.duration_since(SystemTime::now()).unwrap_or_default());
-            if left.is_some_and(|left| left < self.per_record) {
-                tracing::warn!(
-                    sequence_number = record.change.sequence_number.as_deref().unwrap_or(""),
-                    not_reached = rest + 1,
-                    "stopping before the invocation deadline; the stream retries from this record"
-                );
-                tally.deferred += rest + 1;
-                retry_from = Some(record);
-                break;
-            }
-            match self.apply(record).await {
-                Ok(Done::Forwarded) => tally.forwarded += 1,
-                Ok(Done::Parked) => tally.parked += 1,
-                Ok(Done::Ignored) => tally.ignored += 1,
-                Err(reason) => {
-                    tracing::warn!(event_id = %record.event_id, reason = %reason,
-                        "inbox item not forwarded; the stream retries from this record");
-                    tally.transient += 1;
-                    tally.deferred += rest;
-                    retry_from = Some(record);
-                    break;
-                }
+        for done in walk.done {
+            match done {
+                Done::Forwarded => tally.forwarded += 1,
+                Done::Parked => tally.parked += 1,
+                Done::Ignored => tally.ignored += 1,
             }
         }
-        let mut response = DynamoDbEventResponse::default();
-        if let Some(record) = retry_from {
-            let mut failure = DynamoDbBatchItemFailure::default();
-            failure.item_identifier = record.change.sequence_number.clone();
-            response.batch_item_failures.push(failure);
-        }
+        let response = walk.response;
         println!("{}", tally.emf_line(&self.function));
         tracing::info!(
             records = tally.records,
@@ -371,42 +317,23 @@ impl Forwarder {
     ) -> Result<Swept, lambda_dedup_dynamodb::Error> {
         let unsettled =
             lambda_dedup_dynamodb::scan_without(&self.dynamodb, &self.inbox, STATUS).await?;
-        let now_ms = lambda_dedup::clock::epoch_millis(now);
-        let mut swept = Swept {
-            pending: unsettled.len() as u64,
-            ..Swept::default()
-        };
-        for item in unsettled {
-            let Some(key) = item.get("event_key") else {
-                continue;
-            };
-            let age = item
-                .get("received_at")
-                .and_then(|r| r.parse::<u64>().ok())
-                .map(|r| Duration::from_millis(now_ms.saturating_sub(r)));
-            if let Some(age) = age {
-                swept.oldest_pending = swept.oldest_pending.max(age);
-            }
-            if age.is_some_and(|a| a <= older_than) {
-                continue;
-            }
-            let stamp = Effect::update(&self.inbox, Item::new().with("event_key", key.as_str()))
-                .expression("SET #redrive = :now")
-                .condition("attribute_exists(event_key) AND attribute_not_exists(#status)")
-                .name("#redrive", REDRIVE)
-                .name("#status", STATUS)
-                .value(":now", now_ms);
-            if lambda_dedup_dynamodb::write_effects(&self.dynamodb, &[stamp]).await? {
-                swept.redriven += 1;
-            }
-        }
-        println!("{}", swept.emf_line(&self.function));
-        tracing::info!(
-            pending = swept.pending,
-            redriven = swept.redriven,
-            oldest_pending_s = swept.oldest_pending.as_secs(),
-            "inbox sweep done"
-        );
+        let swept = in_order::redrive(
+            &self.dynamodb,
+            unsettled,
+            ("event_key", "received_at"),
+            now,
+            older_than,
+            |key, now_ms| {
+                Effect::update(&self.inbox, Item::new().with("event_key", key))
+                    .expression("SET #redrive = :now")
+                    .condition("attribute_exists(event_key) AND attribute_not_exists(#status)")
+                    .name("#redrive", REDRIVE)
+                    .name("#status", STATUS)
+                    .value(":now", now_ms)
+            },
+        )
+        .await?;
+        println!("{}", swept.emf_line(&self.function, "Pending"));
         Ok(swept)
     }
 

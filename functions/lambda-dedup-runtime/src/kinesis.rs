@@ -60,9 +60,7 @@ where
     Fut: Future<Output = BatchReport>,
 {
     let batch = messages(&event.payload);
-    let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
-    let report = crate::sqs::rebuilt(function, &ids, process(batch).await);
-    crate::sqs::print_account(function, &event.context.request_id, &report);
+    let report = crate::sqs::accounted(function, &event.context.request_id, batch, process).await;
     Ok(response(&report))
 }
 

@@ -17,6 +17,8 @@
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub mod dynamodb_stream;
 pub mod emf;
+#[cfg(any(feature = "dynamodb-streams", test))]
+pub mod in_order;
 #[cfg(any(feature = "inbox", test))]
 pub mod inbox;
 #[cfg(any(feature = "kinesis", test))]

@@ -120,6 +120,25 @@ pub(crate) fn print_account(function: &str, request_id: &str, report: &BatchRepo
     );
 }
 
+/// A stream batch's messages through `process`, accounted for by record ([`rebuilt`]) and
+/// printed as one EMF line ([`print_account`]): what every stream runner does before it answers.
+#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+pub(crate) async fn accounted<F, Fut>(
+    function: &str,
+    request_id: &str,
+    batch: Vec<Message>,
+    process: F,
+) -> BatchReport
+where
+    F: FnOnce(Vec<Message>) -> Fut,
+    Fut: Future<Output = BatchReport>,
+{
+    let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
+    let report = rebuilt(function, &ids, process(batch).await);
+    print_account(function, request_id, &report);
+    report
+}
+
 /// The first record, in the batch's order, that was not acknowledged: a stream's checkpoint
 /// (Lambda retries from it, so every later record comes again).
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]

@@ -170,9 +170,10 @@ pub struct Answer {
     pub body: String,
     /// The outcome's name, as counted.
     pub outcome: &'static str,
-    /// Whether the request reached the deduplicator (counted as `Received` too).
-    pub received: bool,
 }
+
+/// The outcomes of requests refused before the deduplicator (method, size, signature).
+const REFUSED_BEFORE_DEDUP: [&str; 3] = ["MethodNotAllowed", "TooLarge", "Unauthorized"];
 
 impl Answer {
     fn error(status: u16, outcome: &'static str, code: &str, message: &str) -> Self {
@@ -181,8 +182,12 @@ impl Answer {
             headers: Vec::new(),
             body: serde_json::json!({ "error": code, "message": message }).to_string(),
             outcome,
-            received: false,
         }
+    }
+
+    /// Whether the request reached the deduplicator (counted as `Received` too).
+    pub fn received(&self) -> bool {
+        !REFUSED_BEFORE_DEDUP.contains(&self.outcome)
     }
 }
 
@@ -264,10 +269,7 @@ impl Receiver {
                 Ok(plan)
             })
             .await;
-        Answer {
-            received: true,
-            ..answer_for(outcome, first_answer)
-        }
+        answer_for(outcome, first_answer)
     }
 
     /// Answers one Lambda HTTP request (Function URL or API Gateway HTTP API), prints its EMF
@@ -285,7 +287,7 @@ impl Receiver {
             )
             .await;
         let mut counts = vec![("Requests", "Count", 1), (answer.outcome, "Count", 1)];
-        if answer.received {
+        if answer.received() {
             counts.push(("Received", "Count", 1));
         }
         println!("{}", crate::emf::line(&self.function, &counts));
@@ -332,14 +334,12 @@ fn answer_for(outcome: Outcome, first_answer: Option<String>) -> Answer {
             headers: Vec::new(),
             body: first_answer.unwrap_or_else(|| ACCEPTED.into()),
             outcome: "Applied",
-            received: true,
         },
         Outcome::Duplicate { result, .. } => Answer {
             status: 200,
             headers: vec![(REPLAYED_HEADER, "true".into())],
             body: result.unwrap_or_else(|| ACCEPTED.into()),
             outcome: "Duplicate",
-            received: true,
         },
         Outcome::Conflict => Answer::error(
             409,
@@ -466,7 +466,7 @@ mod tests {
         assert_eq!((stale.status, stale.outcome), (401, "Unauthorized"));
         assert!(stale.body.contains("stale_signature"));
         // Counted: refusals before the deduplicator are not `Received`; the rest are.
-        assert!(!stale.received && first.received && replay.received);
+        assert!(!stale.received() && first.received() && replay.received());
 
         // A forger without the secret; and a valid signature over another body.
         let forged = post(

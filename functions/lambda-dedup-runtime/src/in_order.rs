@@ -1,0 +1,193 @@
+//! The never-stall rules of a DynamoDB Streams consumer that works record by record (feature
+//! `dynamodb-streams`), shared by `intent-relay` and the inbox's forwarder ([`crate::inbox`]):
+//!
+//! - [`walk`]: the records of a batch in shard order; the first one that fails transiently is the
+//!   checkpoint the stream retries from, and a record is started only with the time one record
+//!   needs left before the invocation's deadline;
+//! - [`redrive`]: the scheduled sweep over items a stream gave up (its maximum record age), which
+//!   stamps each item pending too long so that it comes back on the stream as a modification,
+//!   and reports the oldest one's age (`OldestPendingSeconds`, alarmed on);
+//! - [`image_part`]: one part of a stream image, read with `serde_dynamo` into a derived struct.
+
+use std::future::Future;
+use std::time::{Duration, SystemTime};
+
+use aws_lambda_events::event::dynamodb::EventRecord;
+use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use lambda_dedup::Effect;
+use lambda_dedup_dynamodb::{Attributes, Client};
+
+/// One part of a stream image, each part read on its own so that one field of the wrong type
+/// says which part is wrong; `None` when it is absent or malformed.
+pub fn image_part<T: serde::de::DeserializeOwned>(image: &serde_dynamo::Item) -> Option<T> {
+    serde_dynamo::from_item(image.clone()).ok()
+}
+
+/// Whether one more record fits before `deadline`: at least `per_record` must be left.
+pub fn time_for_one_more(deadline: SystemTime, now: SystemTime, per_record: Duration) -> bool {
+    deadline
+        .duration_since(now)
+        .is_ok_and(|left| left >= per_record)
+}
+
+/// How a walk over one batch went.
+#[derive(Debug)]
+pub struct Walk<E> {
+    /// The endings of the records done, in order.
+    pub done: Vec<E>,
+    /// The record that failed transiently (0 or 1): the stream retries from it.
+    pub transient: u64,
+    /// Records not attempted: behind a transient failure, or not reached before the deadline.
+    pub deferred: u64,
+    /// The partial batch response: empty, or the one record the stream retries from.
+    pub response: DynamoDbEventResponse,
+}
+
+/// Applies `apply` to `records` one at a time, in order. It stops at the first record that
+/// fails transiently (`Err`, with the reason for the log), or before the first record it has
+/// less than `per_record` left for (`deadline`: the invocation's; `None` for no limit), and names
+/// that record in the response: the stream retries from it, so order is kept and nothing is
+/// skipped (S12). Permanent refusals are the caller's endings (parked), and do not stop it (S15).
+pub async fn walk<'a, E, F, Fut>(
+    records: &'a [EventRecord],
+    per_record: Duration,
+    deadline: Option<SystemTime>,
+    mut apply: F,
+) -> Walk<E>
+where
+    F: FnMut(&'a EventRecord) -> Fut,
+    Fut: Future<Output = Result<E, String>>,
+{
+    let mut walk = Walk {
+        done: Vec::with_capacity(records.len()),
+        transient: 0,
+        deferred: 0,
+        response: DynamoDbEventResponse::default(),
+    };
+    let mut retry_from: Option<&EventRecord> = None;
+    for (i, record) in records.iter().enumerate() {
+        let rest = (records.len() - i - 1) as u64;
+        if let Some(deadline) = deadline
+            && !time_for_one_more(deadline, SystemTime::now(), per_record)
+        {
+            if i == 0 {
+                tracing::error!(
+                    per_record_ms = per_record.as_millis() as u64,
+                    "not one record fits in the time left: the function's timeout must exceed \
+                     the time one record needs"
+                );
+            }
+            tracing::warn!(
+                sequence_number = record.change.sequence_number.as_deref().unwrap_or(""),
+                not_reached = rest + 1,
+                "stopping before the invocation deadline; the stream retries from this record"
+            );
+            walk.deferred += rest + 1;
+            retry_from = Some(record);
+            break;
+        }
+        match apply(record).await {
+            Ok(ending) => walk.done.push(ending),
+            Err(reason) => {
+                tracing::warn!(event_id = %record.event_id, reason = %reason,
+                    "record not done; the stream retries from this record");
+                walk.transient += 1;
+                walk.deferred += rest;
+                retry_from = Some(record);
+                break;
+            }
+        }
+    }
+    if let Some(record) = retry_from {
+        let mut failure = DynamoDbBatchItemFailure::default();
+        failure.item_identifier = record.change.sequence_number.clone();
+        walk.response.batch_item_failures.push(failure);
+    }
+    walk
+}
+
+/// What one sweep found and did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Swept {
+    /// Items still pending.
+    pub pending: u64,
+    /// Of those, re-driven now (pending longer than the bound).
+    pub redriven: u64,
+    /// How long the oldest pending item has waited (0 without any); alarmed on.
+    pub oldest_pending: Duration,
+}
+
+impl Swept {
+    /// One CloudWatch EMF record of this sweep, its pending count named `pending_metric`.
+    pub fn emf_line(&self, function: &str, pending_metric: &str) -> String {
+        crate::emf::line(
+            function,
+            &[
+                (pending_metric, "Count", self.pending),
+                ("Redriven", "Count", self.redriven),
+                (
+                    "OldestPendingSeconds",
+                    "Seconds",
+                    self.oldest_pending.as_secs(),
+                ),
+            ],
+        )
+    }
+
+    /// The answer of a scheduled invocation.
+    pub fn answer(&self) -> serde_json::Value {
+        serde_json::json!({
+            "pending": self.pending,
+            "redriven": self.redriven,
+            "oldest_pending_seconds": self.oldest_pending.as_secs(),
+        })
+    }
+}
+
+/// The sweep's core: of the `pending` items (already read), each one pending longer than
+/// `older_than` by its `age_attribute` (epoch milliseconds; an item without one counts as old) is
+/// stamped with `stamp(key, now_ms)`, an update conditioned on the item still being pending, so
+/// that it comes back on the stream. `key_attribute` names the item. A store error stops the
+/// sweep (the next run starts over; stamps are idempotent).
+pub async fn redrive<S>(
+    client: &Client,
+    pending: Vec<Attributes>,
+    (key_attribute, age_attribute): (&str, &str),
+    now: SystemTime,
+    older_than: Duration,
+    stamp: S,
+) -> Result<Swept, lambda_dedup_dynamodb::Error>
+where
+    S: Fn(&str, u64) -> Effect,
+{
+    let now_ms = lambda_dedup::clock::epoch_millis(now);
+    let mut swept = Swept {
+        pending: pending.len() as u64,
+        ..Swept::default()
+    };
+    for item in pending {
+        let Some(key) = item.get(key_attribute) else {
+            continue;
+        };
+        let age = item
+            .get(age_attribute)
+            .and_then(|c| c.parse::<u64>().ok())
+            .map(|c| Duration::from_millis(now_ms.saturating_sub(c)));
+        if let Some(age) = age {
+            swept.oldest_pending = swept.oldest_pending.max(age);
+        }
+        if age.is_some_and(|a| a <= older_than) {
+            continue;
+        }
+        if lambda_dedup_dynamodb::write_effects(client, &[stamp(key, now_ms)]).await? {
+            swept.redriven += 1;
+        }
+    }
+    tracing::info!(
+        pending = swept.pending,
+        redriven = swept.redriven,
+        oldest_pending_s = swept.oldest_pending.as_secs(),
+        "sweep done"
+    );
+    Ok(swept)
+}

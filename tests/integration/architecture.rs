@@ -69,3 +69,52 @@ fn the_core_and_the_flows_know_no_store_implementation() {
         );
     }
 }
+
+/// The source files of a crate's `src/`, each with its text up to its first `#[cfg(test)]`
+/// (the product code; tests may build what they need by hand).
+fn product_sources(manifest: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut dirs = vec![manifest.with_file_name("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("read source");
+                let product = text.split("#[cfg(test)]").next().unwrap_or("").to_owned();
+                out.push((path, product));
+            }
+        }
+    }
+    out
+}
+
+/// S9: every function and the example to copy build their deduplicator from the checked
+/// settings (`Settings::deduplicator`), so no production code bypasses the retention check or
+/// the guards the settings document: `Retention::unchecked` and a hand-built `Deduplicator` or
+/// `DynamoStore` appear only in tests.
+#[test]
+fn s9_no_production_main_builds_its_guards_by_hand() {
+    let crates: Vec<PathBuf> = ["functions", "examples"]
+        .iter()
+        .flat_map(|d| crates_under(d))
+        .filter(|m| !m.ends_with("lambda-dedup-runtime/Cargo.toml"))
+        .collect();
+    assert!(crates.len() >= 9, "{crates:?}");
+    for manifest in crates {
+        for (path, code) in product_sources(&manifest) {
+            for forbidden in [
+                "Retention::unchecked",
+                "Deduplicator::new(",
+                "DynamoStore::new(",
+            ] {
+                assert!(
+                    !code.contains(forbidden),
+                    "{}: `{forbidden}` in product code; build from `Settings`",
+                    path.display()
+                );
+            }
+        }
+    }
+}

@@ -139,7 +139,8 @@ async fn s6_leased_flow_calls_out_once_for_concurrent_duplicates() {
     let dedup = Deduplicator::new(
         cloudevents_spec("batch"),
         DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
-    );
+    )
+    .with_provider_key_retention(std::time::Duration::from_secs(86_400));
     let calls = AtomicUsize::new(0);
     let id = unique("pay");
     let batch: Vec<Message> = (0..8)
@@ -195,7 +196,8 @@ async fn s6_a_failed_call_is_released_and_retried_with_the_same_idempotency_key(
     let dedup = Deduplicator::new(
         cloudevents_spec("batch"),
         DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
-    );
+    )
+    .with_provider_key_retention(std::time::Duration::from_secs(86_400));
     let keys = Mutex::new(Vec::new());
     let m = credit("m1", &unique("pay"), "a", 1);
     for attempt in 0..2 {
@@ -227,7 +229,8 @@ async fn s13_store_outage_fails_closed() {
     let dedup = Deduplicator::new(
         cloudevents_spec("batch"),
         DynamoStore::new(dead, "marks", retention()),
-    );
+    )
+    .with_provider_key_retention(std::time::Duration::from_secs(86_400));
     let calls = AtomicUsize::new(0);
     let batch: Vec<Message> = (0..5)
         .map(|i| credit(&format!("m{i}"), &format!("evt-{i}"), "a", 1))

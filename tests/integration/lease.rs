@@ -188,7 +188,7 @@ async fn s6_a_takeover_inherits_the_first_attempt_time() {
 /// The leased flow over a provider that forgets idempotency keys after `retention`.
 async fn provider_forgets_after(
     retention: Duration,
-) -> (lambda_dedup_batch::Deduplicator, Arc<ManualClock>) {
+) -> (lambda_dedup_batch::LeasedDeduplicator, Arc<ManualClock>) {
     let (store, clock) = stores().await;
     let spec = dedup_tests::cloudevents_spec("payments");
     let dedup =
@@ -271,7 +271,8 @@ async fn s16_an_oversized_provider_answer_is_stored_as_a_digest() {
 
     let (store, _clock) = stores().await;
     let store = store.with_max_result_bytes(1024);
-    let dedup = lambda_dedup_batch::Deduplicator::new(dedup_tests::cloudevents_spec("big"), store);
+    let dedup = lambda_dedup_batch::Deduplicator::new(dedup_tests::cloudevents_spec("big"), store)
+        .with_provider_key_retention(std::time::Duration::from_secs(86_400));
     let calls = AtomicUsize::new(0);
     let msg = dedup_tests::credit(&unique("m"), &unique("evt"), "acct", 1);
     let call = |_e, _l| async {

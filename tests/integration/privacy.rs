@@ -63,7 +63,8 @@ async fn s3_no_personal_data_in_keys_or_logs() {
     let dedup = Deduplicator::new(
         spec.clone(),
         DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
-    );
+    )
+    .with_provider_key_retention(std::time::Duration::from_secs(86_400));
     let plan = |e: &lambda_dedup::Derived| -> Result<Plan, HandlerError> {
         let data = &e
             .body

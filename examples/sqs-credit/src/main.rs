@@ -2,13 +2,14 @@
 //! balance of `data.account` — happens once per event, however often SQS delivers it. The credit
 //! and the event's mark commit in one DynamoDB transaction; redeliveries are duplicates.
 //!
-//! Environment: `MARKS_TABLE` (see `lambda_dedup_dynamodb::provision`), `BALANCES_TABLE` (key
-//! `account`). The tests at the bottom run the same handler on the in-memory store.
-
-use std::time::Duration;
+//! Environment: the settings of `lambda_dedup_runtime::settings` (`DEDUP_NAMESPACE`,
+//! `DEDUP_MARK_TABLE` — see `lambda_dedup_dynamodb::provision` — and the queue's redelivery
+//! horizon, which the mark retention must cover or the function refuses to start, S9) plus
+//! `BALANCES_TABLE` (key `account`). The tests at the bottom run the same handler on the
+//! in-memory store.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use lambda_dedup::{Derived, Effect, Item, KeySpec, Retention, Scope};
+use lambda_dedup::{Derived, Effect, Item, KeySpec, Scope};
 use lambda_dedup_batch::{Deduplicator, HandlerError, Plan, run_batch_transactional};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
@@ -39,29 +40,26 @@ async fn handle(
     balances: &str,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
-    let spec = key_spec();
-    lambda_dedup_runtime::run_sqs_batch("sqs-credit", &spec, event, |batch| {
+    lambda_dedup_runtime::run_sqs_batch("sqs-credit", dedup.spec(), event, |batch| {
         run_batch_transactional(batch, 10, dedup, |e| plan(balances, e))
     })
     .await
 }
 
 /// Events are CloudEvents; the tenant is their `tenantid` extension.
-fn key_spec() -> KeySpec {
-    let scope = Scope::new("example", "sqs-credit").expect("a valid scope");
+fn key_spec(scope: Scope) -> KeySpec {
     KeySpec::cloudevents(scope, "tenantid")
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let retention = Retention::unchecked(Duration::from_secs(30 * 86_400))?;
-    let marks = lambda_dedup_dynamodb::DynamoStore::new(
+    // Every setting checked at start: a retention below the redelivery horizon is refused (S9).
+    let settings = lambda_dedup_runtime::Settings::from_env("sqs-credit")?;
+    let dedup = settings.deduplicator(
+        key_spec(settings.scope.clone()),
         lambda_dedup_dynamodb::connect().await,
-        std::env::var("MARKS_TABLE")?,
-        retention,
     );
-    let dedup = Deduplicator::new(key_spec(), marks);
-    let balances = std::env::var("BALANCES_TABLE")?;
+    let balances = lambda_dedup_runtime::required("BALANCES_TABLE")?;
     let (dedup, balances) = (&dedup, balances.as_str());
     lambda_runtime::run(service_fn(move |event| handle(dedup, balances, event))).await
 }
@@ -70,7 +68,9 @@ async fn main() -> Result<(), Error> {
 mod tests {
     use super::*;
     use aws_lambda_events::event::sqs::SqsMessage;
+    use lambda_dedup::Retention;
     use lambda_dedup_memory::MemoryStore;
+    use std::time::Duration;
 
     fn record(message_id: &str, event_id: &str, amount: i64) -> SqsMessage {
         let body = serde_json::json!({"specversion": "1.0", "type": "credit", "source": "/bank",
@@ -92,7 +92,8 @@ mod tests {
         let retention = Retention::unchecked(Duration::from_secs(86_400)).expect("retention");
         let store = MemoryStore::new(retention);
         store.create_table("balances", "account");
-        let dedup = Deduplicator::new(key_spec(), store.clone());
+        let scope = Scope::new("example", "sqs-credit").expect("a valid scope");
+        let dedup = Deduplicator::new(key_spec(scope), store.clone());
         // Two events; the first delivered twice in one batch and again in the next.
         let first = vec![
             record("m1", "e1", 10),

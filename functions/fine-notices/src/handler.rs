@@ -4,6 +4,7 @@
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_dedup::KeySpec;
 use lambda_dedup_batch::{BatchReport, Deduplicator, Outcome, run_batch_transactional};
+use lambda_dedup_runtime::settings::Env;
 use lambda_runtime::{Error, LambdaEvent};
 
 use crate::notice;
@@ -23,23 +24,23 @@ pub(crate) struct Notices {
 }
 
 impl Notices {
-    /// From the environment: `lambda_dedup_runtime::settings` plus `FINES_TABLE`,
-    /// `INTENTS_TABLE`, `FINE_REVIEWS_TABLE` and `FINES_CORRELATION_KEY` (at least 16 bytes).
-    pub(crate) async fn from_env() -> Result<Self, Error> {
-        let settings = lambda_dedup_runtime::Settings::from_env(FUNCTION)?;
-        let spec = notice::key_spec(settings.scope.clone());
-        let secret = lambda_dedup_runtime::required("FINES_CORRELATION_KEY")?;
+    /// From `env` (`main` passes the process environment): `lambda_dedup_runtime::settings`
+    /// plus `FINES_TABLE`, `INTENTS_TABLE`, `FINE_REVIEWS_TABLE` and `FINES_CORRELATION_KEY`
+    /// (at least 16 bytes); tables through `client`.
+    pub(crate) fn new(env: &Env, client: lambda_dedup_dynamodb::Client) -> Result<Self, Error> {
+        let settings = lambda_dedup_runtime::Settings::read(env, FUNCTION)?;
+        let secret = env.required("FINES_CORRELATION_KEY")?;
         if secret.len() < 16 {
             return Err("FINES_CORRELATION_KEY must be at least 16 bytes".into());
         }
-        let client = lambda_dedup_dynamodb::connect().await;
+        let dedup = settings.deduplicator(notice::key_spec(settings.scope.clone()), client.clone());
         Ok(Self {
-            dedup: settings.deduplicator(spec.clone(), client.clone()),
-            spec,
+            spec: dedup.spec().clone(),
+            dedup,
             tables: notice::Tables {
-                fines: lambda_dedup_runtime::required("FINES_TABLE")?,
-                intents: lambda_dedup_runtime::required("INTENTS_TABLE")?,
-                reviews: lambda_dedup_runtime::required("FINE_REVIEWS_TABLE")?,
+                fines: env.required("FINES_TABLE")?,
+                intents: env.required("INTENTS_TABLE")?,
+                reviews: env.required("FINE_REVIEWS_TABLE")?,
                 correlation_secret: secret.into_bytes(),
             },
             max_concurrency: settings.max_concurrency,
@@ -123,33 +124,57 @@ pub(crate) async fn handle(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_dedup::{Retention, Scope};
-    use lambda_dedup_dynamodb::DynamoStore;
-    use std::time::Duration;
 
-    /// The handler's state on fresh tables of the local DynamoDB, and a client for checking them.
-    async fn notices() -> (Notices, lambda_dedup_dynamodb::Client) {
+    /// The handler's state as `main` builds it (`Notices::new`), on fresh tables of the local
+    /// DynamoDB, with `vars` on top; and a client for checking them.
+    async fn notices_with(vars: &[(&str, &str)]) -> Result<Notices, Error> {
         let client = dedup_tests::client();
-        let marks = dedup_tests::mark_table(&client).await;
-        let tables = notice::Tables {
-            fines: dedup_tests::effect_table(&client, "fine_id").await,
-            intents: dedup_tests::effect_table(&client, "intent_id").await,
-            reviews: dedup_tests::effect_table(&client, "correlation").await,
-            correlation_secret: b"test-secret-of-16+".to_vec(),
-        };
-        let spec = notice::key_spec(Scope::new("test", FUNCTION).expect("scope"));
-        let retention = Retention::unchecked(Duration::from_secs(3600)).expect("retention");
-        let notices = Notices {
-            dedup: Deduplicator::new(
-                spec.clone(),
-                DynamoStore::new(client.clone(), marks, retention),
+        let env = Env::from_pairs([
+            ("DEDUP_NAMESPACE", "test".to_owned()),
+            ("DEDUP_MARK_TABLE", dedup_tests::mark_table(&client).await),
+            (
+                "FINES_TABLE",
+                dedup_tests::effect_table(&client, "fine_id").await,
             ),
-            spec,
-            tables,
-            max_concurrency: 10,
-            client: client.clone(),
-        };
+            (
+                "INTENTS_TABLE",
+                dedup_tests::effect_table(&client, "intent_id").await,
+            ),
+            (
+                "FINE_REVIEWS_TABLE",
+                dedup_tests::effect_table(&client, "correlation").await,
+            ),
+            ("FINES_CORRELATION_KEY", "test-secret-of-16+".to_owned()),
+        ]);
+        let env = vars.iter().fold(env, |env, (k, v)| env.with(k, *v));
+        Notices::new(&env, client)
+    }
+
+    async fn notices() -> (Notices, lambda_dedup_dynamodb::Client) {
+        let notices = notices_with(&[]).await.expect("settings");
+        let client = notices.client.clone();
         (notices, client)
+    }
+
+    /// The function's own variables are required, and the correlation key must be long enough
+    /// (S3: a short key makes the HMAC of a plate guessable).
+    #[tokio::test]
+    async fn its_own_variables_are_required_and_checked() {
+        for name in [
+            "FINES_TABLE",
+            "INTENTS_TABLE",
+            "FINE_REVIEWS_TABLE",
+            "FINES_CORRELATION_KEY",
+        ] {
+            let Err(err) = notices_with(&[(name, "")]).await else {
+                panic!("started without {name}");
+            };
+            assert!(err.to_string().contains(name), "{name}: {err}");
+        }
+        let Err(err) = notices_with(&[("FINES_CORRELATION_KEY", "short")]).await else {
+            panic!("a 5-byte correlation key accepted");
+        };
+        assert!(err.to_string().contains("16 bytes"), "{err}");
     }
 
     fn record(

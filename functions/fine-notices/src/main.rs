@@ -21,7 +21,10 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 async fn main() -> Result<(), Error> {
     lambda_dedup_runtime::init_tracing();
     // Clients and configuration once per container, outside the handler.
-    let notices = handler::Notices::from_env().await?;
+    let notices = handler::Notices::new(
+        &lambda_dedup_runtime::settings::Env::process(),
+        lambda_dedup_dynamodb::connect().await,
+    )?;
     let notices = &notices;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| async move {
         handler::handle(notices, event).await

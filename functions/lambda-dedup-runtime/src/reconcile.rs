@@ -131,6 +131,10 @@ pub async fn route_late_events(event: &SqsEvent, spec: &KeySpec, report: &mut Ba
         else {
             continue;
         };
+        if sent.iter().any(|s| s == id) {
+            // A second receipt of a message already sent (see `sqs::distinct`).
+            continue;
+        }
         // The key was derived once already (that is how the event was found late); derive it
         // again here rather than carry it through every outcome.
         let Ok(key) = spec.derive(&crate::sqs::message(record)).map(|d| d.key) else {

@@ -17,6 +17,8 @@
 //! | `PROVIDER_KEY_RETENTION_SECONDS` | how long the external API keeps idempotency keys; a takeover of an event first attempted longer ago goes to reconciliation instead of calling (S16); must exceed the lease | 86400 (Stripe's 24 h) |
 //! | `DEDUP_CACHE_SIZE` | completed marks kept in the warm container's cache (0: off) | 10000 |
 //! | `DEDUP_MAX_BODY_BYTES` | largest message body processed; larger ones are rejected (`body_too_large`) | 1048576 (1 MiB, the SQS limit since 2026) |
+//! | `DEDUP_EVENT_TIME_FROM` | where the event's own time is read, S10: `cloudevents` (its `time`), `json:/pointer`, `attribute:NAME`, or `none` (the producer declares no time; the mark table alone decides) | the key spec's own: `cloudevents` for CloudEvents functions |
+//! | `DEDUP_EVENT_TIME_FORMAT` | how a `json:` or `attribute:` time is written: `rfc3339`, `epoch-seconds` or `epoch-millis` | `rfc3339` |
 //! | `DEDUP_RECONCILIATION_QUEUE_URL` | where events older than the retention go, S10 (`reconcile`) | none: to the DLQ |
 //! | `DEDUP_RUNTIME_DEADLINE` | `relative`: the runtime API sends the timeout where Lambda sends the deadline (local runtimes such as `cargo lambda watch` 1.9; see [`crate::deadline`]); never set in Lambda | unset: Lambda's epoch milliseconds |
 //!
@@ -27,13 +29,77 @@
 //! second process would call again), a zero lease, provider timeout or concurrency, and a
 //! retention over 100 years (`now + retention` must not overflow).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use lambda_dedup::{RedeliveryHorizon, Retention, Scope};
+use lambda_dedup::{EventTimeSource, RedeliveryHorizon, Retention, Scope, TimeFormat};
 use lambda_dedup_dynamodb::{Client, DynamoStore};
 
-/// Where variables come from: the process environment, or a map in tests.
-type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+/// Where a function reads its configuration: the process environment in Lambda
+/// ([`Env::process`]), or a fixed set of variables ([`Env::from_pairs`]) in tests, which then run
+/// the very wiring `main` runs.
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    /// `None`: the process environment.
+    vars: Option<BTreeMap<String, String>>,
+}
+
+impl Env {
+    /// The process environment.
+    pub fn process() -> Self {
+        Self { vars: None }
+    }
+
+    /// Exactly these variables, and no others.
+    pub fn from_pairs<K: Into<String>, V: Into<String>>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        Self {
+            vars: Some(
+                pairs
+                    .into_iter()
+                    .map(|(k, v)| (k.into(), v.into()))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// These variables with `name` set to `value` (a fixed set only; the process environment is
+    /// never changed).
+    #[must_use]
+    pub fn with(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.vars
+            .get_or_insert_with(BTreeMap::new)
+            .insert(name.to_owned(), value.into());
+        self
+    }
+
+    /// A variable's value, if set.
+    pub fn get(&self, name: &str) -> Option<String> {
+        match &self.vars {
+            None => std::env::var(name).ok(),
+            Some(vars) => vars.get(name).cloned(),
+        }
+    }
+
+    /// A required variable, or an error naming it.
+    pub fn required(&self, name: &str) -> Result<String, SettingsError> {
+        required_in(self, name)
+    }
+
+    /// An optional variable parsed as `T`, or `default`; an unparsable value is an error, not
+    /// the default.
+    pub fn optional<T: std::str::FromStr>(
+        &self,
+        name: &str,
+        default: T,
+    ) -> Result<T, SettingsError> {
+        optional_in(self, name, default)
+    }
+}
+
+/// Where variables come from.
+type Lookup<'a> = &'a Env;
 
 /// Why a function refuses to start: typed, so a caller (or a test) can tell the cases apart.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,12 +125,8 @@ pub enum SettingsError {
     Refused(String),
 }
 
-fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
-}
-
 fn required_in(env: Lookup<'_>, name: &str) -> Result<String, SettingsError> {
-    match env(name) {
+    match env.get(name) {
         Some(v) if !v.trim().is_empty() => Ok(v),
         _ => Err(SettingsError::Missing(name.to_owned())),
     }
@@ -75,7 +137,7 @@ fn optional_in<T: std::str::FromStr>(
     name: &str,
     default: T,
 ) -> Result<T, SettingsError> {
-    match env(name) {
+    match env.get(name) {
         Some(v) if !v.trim().is_empty() => v.trim().parse().map_err(|_| SettingsError::Invalid {
             name: name.to_owned(),
             value: v.clone(),
@@ -86,13 +148,13 @@ fn optional_in<T: std::str::FromStr>(
 
 /// A required variable, or an error naming it.
 pub fn required(name: &str) -> Result<String, SettingsError> {
-    required_in(&process_env, name)
+    Env::process().required(name)
 }
 
 /// An optional variable parsed as `T`, or `default`; an unparsable value is an error, not the
 /// default.
 pub fn optional<T: std::str::FromStr>(name: &str, default: T) -> Result<T, SettingsError> {
-    optional_in(&process_env, name, default)
+    Env::process().optional(name, default)
 }
 
 fn positive(n: usize, name: &str) -> Result<usize, SettingsError> {
@@ -114,7 +176,46 @@ fn provider_timeout_in(env: Lookup<'_>) -> Result<Duration, SettingsError> {
 /// `PROVIDER_TIMEOUT_MS` (default 5000), refusing zero: for functions that call an external API
 /// without the rest of [`Settings`].
 pub fn provider_timeout() -> Result<Duration, SettingsError> {
-    provider_timeout_in(&process_env)
+    provider_timeout_in(&Env::process())
+}
+
+/// `DEDUP_EVENT_TIME_FROM` and `DEDUP_EVENT_TIME_FORMAT`: `None` when unset (the key spec's
+/// own source stands).
+fn event_time_in(env: Lookup<'_>) -> Result<Option<EventTimeSource>, SettingsError> {
+    let invalid = |name: &str, value: String| SettingsError::Invalid {
+        name: name.to_owned(),
+        value,
+    };
+    let format = match env.get("DEDUP_EVENT_TIME_FORMAT") {
+        Some(v) if !v.trim().is_empty() => {
+            TimeFormat::parse(&v).ok_or_else(|| invalid("DEDUP_EVENT_TIME_FORMAT", v))?
+        }
+        _ => TimeFormat::Rfc3339,
+    };
+    let Some(from) = env
+        .get("DEDUP_EVENT_TIME_FROM")
+        .filter(|v| !v.trim().is_empty())
+    else {
+        return Ok(None);
+    };
+    let source = match from.trim() {
+        "cloudevents" => EventTimeSource::CloudEvents,
+        "none" => EventTimeSource::None,
+        other => match other.split_once(':') {
+            Some(("json", pointer)) if pointer.starts_with('/') => EventTimeSource::JsonPointer {
+                pointer: pointer.to_owned(),
+                format,
+            },
+            Some(("attribute", name)) if !name.trim().is_empty() => {
+                EventTimeSource::MessageAttribute {
+                    name: name.trim().to_owned(),
+                    format,
+                }
+            }
+            _ => return Err(invalid("DEDUP_EVENT_TIME_FROM", from)),
+        },
+    };
+    Ok(Some(source))
 }
 
 /// What every function reads from its environment.
@@ -138,15 +239,18 @@ pub struct Settings {
     pub cache_size: usize,
     /// The largest message body processed (a platform limit, so a setting).
     pub max_body_bytes: usize,
+    /// Where the event's time is read (S10), when the setting overrides the key spec's own.
+    pub event_time: Option<EventTimeSource>,
 }
 
 impl Settings {
     /// Reads the settings from the environment; `function` is the default consumer name.
     pub fn from_env(function: &str) -> Result<Self, SettingsError> {
-        Self::from_lookup(function, &process_env)
+        Self::read(&Env::process(), function)
     }
 
-    fn from_lookup(function: &str, env: Lookup<'_>) -> Result<Self, SettingsError> {
+    /// Reads the settings from `env`; `function` is the default consumer name.
+    pub fn read(env: &Env, function: &str) -> Result<Self, SettingsError> {
         let optional = |name: &str, default: u64| optional_in(env, name, default);
         let secs = |name: &str, default: u64| optional(name, default).map(Duration::from_secs);
         let namespace = required_in(env, "DEDUP_NAMESPACE")?;
@@ -201,22 +305,43 @@ impl Settings {
                 )?,
                 "DEDUP_MAX_BODY_BYTES",
             )?,
+            event_time: event_time_in(env)?,
         })
     }
 
-    /// The deduplicator these settings describe: keys by `spec` (bodies up to
-    /// `DEDUP_MAX_BODY_BYTES`), marks in the mark table, the warm cache sized by
-    /// `DEDUP_CACHE_SIZE`.
+    /// The key spec these settings describe: `spec` with bodies up to `DEDUP_MAX_BODY_BYTES`
+    /// and the event's time from `DEDUP_EVENT_TIME_FROM` where set.
+    pub fn key_spec(&self, spec: lambda_dedup::KeySpec) -> lambda_dedup::KeySpec {
+        let spec = spec.max_body_bytes(self.max_body_bytes);
+        match &self.event_time {
+            Some(time) => spec.event_time(time.clone()),
+            None => spec,
+        }
+    }
+
+    /// The deduplicator these settings describe, with every guard they document applied: keys
+    /// by [`key_spec`](Self::key_spec), marks in the mark table kept for the checked retention
+    /// (S9) under leases of `DEDUP_LEASE_SECONDS`, the warm cache sized by `DEDUP_CACHE_SIZE`.
+    /// For external effects use [`leased_deduplicator`](Self::leased_deduplicator).
     pub fn deduplicator(
         &self,
         spec: lambda_dedup::KeySpec,
         client: Client,
     ) -> lambda_dedup_batch::Deduplicator {
-        lambda_dedup_batch::Deduplicator::new(
-            spec.max_body_bytes(self.max_body_bytes),
-            self.mark_store(client),
-        )
-        .with_cache(self.cache_size)
+        lambda_dedup_batch::Deduplicator::new(self.key_spec(spec), self.mark_store(client))
+            .with_cache(self.cache_size)
+    }
+
+    /// The leased flow's deduplicator (S6): [`deduplicator`](Self::deduplicator) plus
+    /// `PROVIDER_KEY_RETENTION_SECONDS`, so a takeover older than the provider keeps keys goes
+    /// to reconciliation instead of calling again (S16).
+    pub fn leased_deduplicator(
+        &self,
+        spec: lambda_dedup::KeySpec,
+        client: Client,
+    ) -> lambda_dedup_batch::LeasedDeduplicator {
+        self.deduplicator(spec, client)
+            .with_provider_key_retention(self.provider_key_retention)
     }
 
     /// The mark store these settings describe.
@@ -235,7 +360,7 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        Settings::from_lookup("ledger-projector", &move |k: &str| map.get(k).cloned())
+        Settings::read(&Env::from_pairs(map), "ledger-projector")
     }
 
     /// The settings, or the refusal as the function would print it.
@@ -380,6 +505,54 @@ mod tests {
     fn s9_an_overflowing_retention_is_refused_at_start() {
         let err = refused(&[("DEDUP_RETENTION_SECONDS", "18446744073709551615")]);
         assert!(err.contains("refusing to start"), "{err}");
+    }
+
+    /// S10: where the event's time is read is one setting; a value it cannot use is refused
+    /// at start, never read as "no time".
+    #[test]
+    fn s10_the_event_time_setting_is_parsed_or_refused() {
+        let with = |extra: &[(&str, &str)]| {
+            let mut vars = BASE.to_vec();
+            vars.extend_from_slice(extra);
+            typed(&vars).map(|s| s.event_time)
+        };
+        assert_eq!(with(&[]), Ok(None));
+        assert_eq!(
+            with(&[("DEDUP_EVENT_TIME_FROM", "cloudevents")]),
+            Ok(Some(EventTimeSource::CloudEvents))
+        );
+        assert_eq!(
+            with(&[("DEDUP_EVENT_TIME_FROM", "none")]),
+            Ok(Some(EventTimeSource::None))
+        );
+        assert_eq!(
+            with(&[("DEDUP_EVENT_TIME_FROM", "json:/meta/at")]),
+            Ok(Some(EventTimeSource::JsonPointer {
+                pointer: "/meta/at".into(),
+                format: TimeFormat::Rfc3339
+            }))
+        );
+        assert_eq!(
+            with(&[
+                ("DEDUP_EVENT_TIME_FROM", "attribute:occurred-at"),
+                ("DEDUP_EVENT_TIME_FORMAT", "epoch-millis")
+            ]),
+            Ok(Some(EventTimeSource::MessageAttribute {
+                name: "occurred-at".into(),
+                format: TimeFormat::EpochMillis
+            }))
+        );
+        for (name, value) in [
+            ("DEDUP_EVENT_TIME_FROM", "json:meta"),
+            ("DEDUP_EVENT_TIME_FROM", "header:x"),
+            ("DEDUP_EVENT_TIME_FROM", "attribute:"),
+            ("DEDUP_EVENT_TIME_FORMAT", "unix"),
+        ] {
+            assert!(
+                matches!(with(&[(name, value)]), Err(SettingsError::Invalid { name: n, .. }) if n == name),
+                "{name}={value}"
+            );
+        }
     }
 
     #[test]

@@ -75,8 +75,7 @@ where
     F: FnOnce(Vec<Message>) -> Fut,
     Fut: Future<Output = BatchReport>,
 {
-    let batch = messages(&event.payload);
-    let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
+    let (batch, ids) = distinct(function, messages(&event.payload));
     let mut report = rebuilt(function, &ids, process(batch).await);
     crate::reconcile::route_late_events(&event.payload, spec, &mut report).await;
     print_account(function, &event.context.request_id, &report);
@@ -133,10 +132,40 @@ where
     F: FnOnce(Vec<Message>) -> Fut,
     Fut: Future<Output = BatchReport>,
 {
-    let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
+    let (batch, ids) = distinct(function, batch);
     let report = rebuilt(function, &ids, process(batch).await);
     print_account(function, request_id, &report);
     report
+}
+
+/// The batch with each message once, and its record ids in their order, each once (S12, S14).
+///
+/// SQS standard queues deliver at least once, and Lambda's poller gathers several receives into
+/// one batch, so two receipts of one message (the same `messageId`) can meet in a batch. They
+/// are one message: processed once, and its one outcome answers for every copy, in the partial
+/// batch response (which names records by id) and in the account (which counts records by id).
+/// The extra receipts are logged and counted (`RepeatedReceipts`), never an internal error.
+pub(crate) fn distinct(function: &str, batch: Vec<Message>) -> (Vec<Message>, Vec<String>) {
+    let mut seen = std::collections::HashSet::with_capacity(batch.len());
+    let total = batch.len();
+    let batch: Vec<Message> = batch
+        .into_iter()
+        .filter(|m| seen.insert(m.message_id.clone()))
+        .collect();
+    let repeated = (total - batch.len()) as u64;
+    if repeated > 0 {
+        tracing::info!(
+            function,
+            repeated,
+            "the same message received more than once in one batch: processed once"
+        );
+        println!(
+            "{}",
+            crate::emf::line(function, &[("RepeatedReceipts", "Count", repeated)])
+        );
+    }
+    let ids = batch.iter().map(|m| m.message_id.clone()).collect();
+    (batch, ids)
 }
 
 /// The first record, in the batch's order, that was not acknowledged: a stream's checkpoint
@@ -171,8 +200,8 @@ pub fn by_record(ids: &[String], report: BatchReport) -> (BatchReport, u64) {
         .iter()
         .map(|id| {
             let outcome = match given.get(id) {
-                // The same id twice in one event: SQS never sends that; answer it once, and
-                // fail the copy closed.
+                // Callers pass each id once ([`distinct`]); an id listed twice anyway is
+                // answered once and the repeat failed closed.
                 Some(o) if seen.insert(id.clone()) => o.clone(),
                 _ => {
                     errors += 1;

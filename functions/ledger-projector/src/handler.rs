@@ -4,6 +4,7 @@
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_dedup::KeySpec;
 use lambda_dedup_batch::{Deduplicator, run_batch_transactional};
+use lambda_dedup_runtime::settings::Env;
 use lambda_runtime::{Error, LambdaEvent};
 
 use ledger_projector::ledger;
@@ -21,14 +22,15 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
-    /// From the environment: `lambda_dedup_runtime::settings` plus `BALANCES_TABLE`.
-    pub(crate) async fn from_env() -> Result<Self, Error> {
-        let settings = lambda_dedup_runtime::Settings::from_env(FUNCTION)?;
-        let spec = ledger::key_spec(settings.scope.clone());
+    /// From `env` (`main` passes the process environment): `lambda_dedup_runtime::settings`
+    /// plus `BALANCES_TABLE`; marks through `client`.
+    pub(crate) fn new(env: &Env, client: lambda_dedup_dynamodb::Client) -> Result<Self, Error> {
+        let settings = lambda_dedup_runtime::Settings::read(env, FUNCTION)?;
+        let dedup = settings.deduplicator(ledger::key_spec(settings.scope.clone()), client);
         Ok(Self {
-            dedup: settings.deduplicator(spec.clone(), lambda_dedup_dynamodb::connect().await),
-            spec,
-            balances: lambda_dedup_runtime::required("BALANCES_TABLE")?,
+            spec: dedup.spec().clone(),
+            dedup,
+            balances: env.required("BALANCES_TABLE")?,
             max_concurrency: settings.max_concurrency,
         })
     }
@@ -50,28 +52,50 @@ pub(crate) async fn handle(
 
 #[cfg(test)]
 mod tests {
+    //! The handler on the local DynamoDB, built by `Ledger::new` — the wiring `main` runs — so
+    //! every setting a test sets is read as the function reads it.
+
     use super::*;
-    use lambda_dedup::{Retention, Scope};
-    use lambda_dedup_dynamodb::DynamoStore;
-    use std::time::Duration;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    /// The ledger as `main` builds it, with `vars` on top of its required variables.
+    async fn ledger_with(vars: &[(&str, &str)]) -> (Ledger, lambda_dedup_dynamodb::Client) {
+        let client = dedup_tests::client();
+        let env = Env::from_pairs([
+            ("DEDUP_NAMESPACE", "test".to_owned()),
+            ("DEDUP_MARK_TABLE", dedup_tests::mark_table(&client).await),
+            (
+                "BALANCES_TABLE",
+                dedup_tests::effect_table(&client, "account").await,
+            ),
+        ]);
+        let env = vars.iter().fold(env, |env, (k, v)| env.with(k, *v));
+        (Ledger::new(&env, client.clone()).expect("settings"), client)
+    }
 
     async fn ledger() -> (Ledger, lambda_dedup_dynamodb::Client) {
-        let client = dedup_tests::client();
-        let marks = dedup_tests::mark_table(&client).await;
-        let balances = dedup_tests::effect_table(&client, "account").await;
-        let spec = ledger::key_spec(Scope::new("test", FUNCTION).expect("scope"));
-        let retention = Retention::unchecked(Duration::from_secs(3600)).expect("retention");
-        let dedup = Deduplicator::new(
-            spec.clone(),
-            DynamoStore::new(client.clone(), marks, retention),
-        );
-        let ledger = Ledger {
-            spec,
-            dedup,
-            balances,
-            max_concurrency: 10,
-        };
-        (ledger, client)
+        ledger_with(&[]).await
+    }
+
+    async fn failed(ledger: &Ledger, event: SqsEvent) -> Vec<String> {
+        handle(
+            ledger,
+            LambdaEvent::new(event, lambda_runtime::Context::default()),
+        )
+        .await
+        .expect("handled")
+        .batch_item_failures
+        .into_iter()
+        .map(|f| f.item_identifier)
+        .collect()
+    }
+
+    async fn sample_balance(
+        ledger: &Ledger,
+        client: &lambda_dedup_dynamodb::Client,
+    ) -> Option<i64> {
+        let item = lambda_dedup::tenant_scoped("bank-a", "credito-17");
+        dedup_tests::balance(client, &ledger.balances, &item).await
     }
 
     fn sample() -> SqsEvent {
@@ -129,5 +153,143 @@ mod tests {
             dedup_tests::balance(&client, &ledger.balances, &item).await,
             Some(7)
         );
+    }
+
+    /// The sample with every record's body passed through `edit`.
+    fn sample_with(edit: impl Fn(serde_json::Value) -> serde_json::Value) -> SqsEvent {
+        let mut event = sample();
+        for r in &mut event.records {
+            let body: serde_json::Value =
+                serde_json::from_str(r.body.as_deref().expect("body")).expect("json");
+            r.body = Some(edit(body).to_string());
+        }
+        event
+    }
+
+    /// S12, S14: SQS delivers at least once, and two receipts of one message (the same
+    /// `messageId`) can meet in one batch. They are one message: applied once, acknowledged
+    /// (not failed as an internal error), and counted once.
+    #[tokio::test]
+    async fn s12_two_receipts_of_one_message_in_a_batch_are_one_message() {
+        let (ledger, client) = ledger().await;
+        let mut event = sample();
+        let again = event.records[0].clone();
+        event.records.push(again);
+        assert_eq!(event.records.len(), 4);
+        assert!(
+            failed(&ledger, event).await.is_empty(),
+            "nothing to redeliver"
+        );
+        assert_eq!(sample_balance(&ledger, &client).await, Some(7));
+    }
+
+    /// `DEDUP_EVENT_TIME_FROM` (S10): a producer that stamps its events at its own field has
+    /// that time read, so an event older than the retention is never applied (its mark may be
+    /// gone) but reported for reconciliation; without the setting the same event is applied.
+    #[tokio::test]
+    async fn s10_the_event_time_setting_judges_late_events_by_the_producers_field() {
+        let sixty_days_ago = SystemTime::now() - Duration::from_secs(60 * 86_400);
+        let secs = sixty_days_ago
+            .duration_since(UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs();
+        let stamped = || {
+            sample_with(|mut b| {
+                b["data"]["booked_at"] = secs.into();
+                b
+            })
+        };
+        let (late, client) = ledger_with(&[
+            ("DEDUP_EVENT_TIME_FROM", "json:/data/booked_at"),
+            ("DEDUP_EVENT_TIME_FORMAT", "epoch-seconds"),
+        ])
+        .await;
+        assert_eq!(
+            failed(&late, stamped()).await,
+            ["m-1", "m-2", "m-3"],
+            "late: not applied; without a reconciliation queue, for the DLQ"
+        );
+        assert_eq!(sample_balance(&late, &client).await, None);
+
+        let (unset, client) = ledger_with(&[]).await;
+        assert!(failed(&unset, stamped()).await.is_empty());
+        assert_eq!(sample_balance(&unset, &client).await, Some(7));
+
+        // `none`: a CloudEvents producer's own `time` is not read either.
+        let (none, client) = ledger_with(&[("DEDUP_EVENT_TIME_FROM", "none")]).await;
+        let old = chrono::DateTime::from_timestamp(secs as i64, 0)
+            .expect("time")
+            .to_rfc3339();
+        let ce_stamped = sample_with(|mut b| {
+            b["time"] = old.clone().into();
+            b
+        });
+        assert!(failed(&none, ce_stamped.clone()).await.is_empty());
+        assert_eq!(sample_balance(&none, &client).await, Some(7));
+        let (default, _) = ledger_with(&[]).await;
+        assert_eq!(
+            failed(&default, ce_stamped).await.len(),
+            3,
+            "CloudEvents `time` by default"
+        );
+    }
+
+    /// `DEDUP_RETENTION_SECONDS` (S9): the mark's TTL is the retention from now.
+    #[tokio::test]
+    async fn s9_the_retention_setting_is_the_marks_ttl() {
+        let (ledger, client) = ledger_with(&[("DEDUP_RETENTION_SECONDS", "3000000")]).await;
+        assert!(failed(&ledger, sample()).await.is_empty());
+        let marks = ledger.dedup.store();
+        let msg = lambda_dedup_runtime::sqs::message(&sample().records[0]);
+        let key = ledger.spec.derive(&msg).expect("key").key;
+        let mark = marks.get(&key).await.expect("get").expect("a mark");
+        let ttl = mark
+            .expires_at
+            .duration_since(SystemTime::now())
+            .expect("in the future");
+        assert!(
+            (Duration::from_secs(2_999_000)..=Duration::from_secs(3_000_001)).contains(&ttl),
+            "{ttl:?}"
+        );
+        assert_eq!(sample_balance(&ledger, &client).await, Some(7));
+    }
+
+    /// S9: every term of the redelivery horizon is read: raising any one of them past what the
+    /// default 30-day retention covers makes the function refuse to start, naming the horizon.
+    #[tokio::test]
+    async fn s9_each_horizon_setting_can_refuse_the_retention() {
+        for (name, value) in [
+            ("DEDUP_QUEUE_RETENTION_SECONDS", "1209600"),
+            ("DEDUP_MAX_RECEIVE_COUNT", "10000"),
+            ("DEDUP_VISIBILITY_TIMEOUT_SECONDS", "100000"),
+            ("DEDUP_DLQ_RETENTION_SECONDS", "2000000"),
+            ("DEDUP_REPLAY_WINDOW_SECONDS", "1500000"),
+        ] {
+            let client = dedup_tests::client();
+            let env = Env::from_pairs([
+                ("DEDUP_NAMESPACE", "test"),
+                ("DEDUP_MARK_TABLE", "marks"),
+                ("BALANCES_TABLE", "balances"),
+            ]);
+            assert!(Ledger::new(&env, client.clone()).is_ok());
+            let Err(err) = Ledger::new(&env.with(name, value), client) else {
+                panic!("{name}={value} accepted");
+            };
+            assert!(
+                err.to_string().contains("redelivery horizon"),
+                "{name}: {err}"
+            );
+        }
+    }
+
+    /// `BALANCES_TABLE` is required, and it is where the balances go.
+    #[tokio::test]
+    async fn the_balances_table_setting_is_required() {
+        let client = dedup_tests::client();
+        let env = Env::from_pairs([("DEDUP_NAMESPACE", "test"), ("DEDUP_MARK_TABLE", "marks")]);
+        let Err(err) = Ledger::new(&env, client) else {
+            panic!("started without BALANCES_TABLE");
+        };
+        assert!(err.to_string().contains("BALANCES_TABLE"), "{err}");
     }
 }

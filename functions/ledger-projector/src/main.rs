@@ -16,7 +16,10 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 async fn main() -> Result<(), Error> {
     lambda_dedup_runtime::init_tracing();
     // Clients and configuration once per container, outside the handler.
-    let ledger = handler::Ledger::from_env().await?;
+    let ledger = handler::Ledger::new(
+        &lambda_dedup_runtime::settings::Env::process(),
+        lambda_dedup_dynamodb::connect().await,
+    )?;
     let ledger = &ledger;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| async move {
         handler::handle(ledger, event).await

@@ -18,7 +18,10 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 async fn main() -> Result<(), Error> {
     lambda_dedup_runtime::init_tracing();
     // Clients and configuration once per container, outside the handler.
-    let payments = handler::Payments::from_env().await?;
+    let payments = handler::Payments::new(
+        &lambda_dedup_runtime::settings::Env::process(),
+        lambda_dedup_dynamodb::connect().await,
+    )?;
     let payments = &payments;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| async move {
         handler::handle(payments, event).await

@@ -59,6 +59,39 @@ pub const SEQUENCE_GAP: &str = "sequence_gap";
 /// The code of an event whose first attempt is older than the provider's key retention.
 pub const PROVIDER_KEY_EXPIRED: &str = "provider_key_expired";
 
+/// A [`Deduplicator`] for effects outside DynamoDB: built by
+/// [`Deduplicator::with_provider_key_retention`], so the leased flow always knows how long the
+/// provider keeps idempotency keys (S16). It derefs to the [`Deduplicator`] for everything else.
+#[derive(Debug, Clone)]
+pub struct LeasedDeduplicator(Deduplicator);
+
+impl std::ops::Deref for LeasedDeduplicator {
+    type Target = Deduplicator;
+    fn deref(&self) -> &Deduplicator {
+        &self.0
+    }
+}
+
+impl LeasedDeduplicator {
+    /// The leased flow (S6): claim the event under a lease no longer than `deadline`, run `call`
+    /// (which must pass `lease.idempotency_key()` to the external system), then complete the mark
+    /// with the call's result. A failed call releases the claim. A store fault anywhere leaves
+    /// the message for redelivery, which reuses the same idempotency key. A takeover of an event
+    /// first attempted longer ago than the provider keeps keys does not call (S16).
+    pub async fn leased<F, Fut>(
+        &self,
+        msg: &Message,
+        deadline: Option<SystemTime>,
+        call: F,
+    ) -> Outcome
+    where
+        F: FnOnce(Derived, Lease) -> Fut,
+        Fut: Future<Output = Result<Option<String>, HandlerError>>,
+    {
+        self.0.leased(msg, deadline, call).await
+    }
+}
+
 /// Key derivation plus the mark store: the per-message flows.
 #[derive(Debug, Clone)]
 pub struct Deduplicator {
@@ -85,13 +118,14 @@ impl Deduplicator {
         }
     }
 
-    /// How long the external API of the leased flow keeps idempotency keys (Stripe: 24 hours).
-    /// Past that, a retry under the same key may be applied again, so a takeover of an event
-    /// first attempted longer ago than this never calls the API blindly: it goes to
-    /// reconciliation as `provider_key_expired` (S9, S10, S16).
-    pub fn with_provider_key_retention(mut self, retention: Duration) -> Self {
+    /// The leased flow's deduplicator (S6): how long the external API keeps idempotency keys
+    /// (Stripe: 24 hours) is part of building it, so no leased flow runs without it. Past that
+    /// retention a retry under the same key may be applied again, so a takeover of an event first
+    /// attempted longer ago than this never calls the API blindly: it goes to reconciliation as
+    /// `provider_key_expired` (S9, S10, S16).
+    pub fn with_provider_key_retention(mut self, retention: Duration) -> LeasedDeduplicator {
         self.provider_key_retention = Some(retention);
-        self
+        LeasedDeduplicator(self)
     }
 
     /// Keeps up to `capacity` completed marks in memory, so duplicates this container has seen
@@ -118,6 +152,12 @@ impl Deduplicator {
                     .written_mark(&event.key, event.fingerprint.as_ref(), result),
             );
         }
+    }
+
+    /// How keys are derived: the spec as built, every setting applied (late events sent to
+    /// reconciliation are keyed with it too).
+    pub fn spec(&self) -> &KeySpec {
+        &self.spec
     }
 
     /// The store.
@@ -241,16 +281,9 @@ impl Deduplicator {
         }
     }
 
-    /// The leased flow (S6): claim the event under a lease no longer than `deadline`, run `call`
-    /// (which must pass `lease.idempotency_key()` to the external system), then complete the mark
-    /// with the call's result. A failed call releases the claim. A store fault anywhere leaves
-    /// the message for redelivery, which reuses the same idempotency key.
-    pub async fn leased<F, Fut>(
-        &self,
-        msg: &Message,
-        deadline: Option<SystemTime>,
-        call: F,
-    ) -> Outcome
+    /// The leased flow: see [`LeasedDeduplicator::leased`], the only way in, so that the
+    /// provider's key retention is always set.
+    async fn leased<F, Fut>(&self, msg: &Message, deadline: Option<SystemTime>, call: F) -> Outcome
     where
         F: FnOnce(Derived, Lease) -> Fut,
         Fut: Future<Output = Result<Option<String>, HandlerError>>,

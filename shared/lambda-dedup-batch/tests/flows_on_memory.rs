@@ -184,7 +184,8 @@ async fn the_warm_cache_answers_a_known_duplicate_without_the_store() {
 #[tokio::test]
 async fn leased_calls_once_releases_on_failure_and_keeps_the_key() {
     let (store, _) = world();
-    let dedup = Deduplicator::new(spec(), store.clone());
+    let dedup = Deduplicator::new(spec(), store.clone())
+        .with_provider_key_retention(std::time::Duration::from_secs(86_400));
     let m = credit("m1", "e1", "a", 1);
     let keys = std::sync::Mutex::new(Vec::new());
     let failing = dedup

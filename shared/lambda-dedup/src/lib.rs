@@ -41,8 +41,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use effect::{Effect, Item, Value};
 pub use fingerprint::{Fingerprint, FingerprintSource};
 pub use key::{
-    AttributeValue, DEFAULT_MAX_BODY_BYTES, DedupKey, Derived, IdentitySource, KeySpec,
-    MAX_CLOCK_SKEW, Message, Rejection, Scope, TenantSource,
+    AttributeValue, DEFAULT_MAX_BODY_BYTES, DedupKey, Derived, EventTimeSource, IdentitySource,
+    KeySpec, MAX_CLOCK_SKEW, Message, Rejection, Scope, TenantSource, TimeFormat,
 };
 pub use mark::{Claim, Commit, Lease, Mark, MarkStatus, OwnerToken, Seen};
 pub use retention::{ConfigError, RedeliveryHorizon, Retention};

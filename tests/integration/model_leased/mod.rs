@@ -1,5 +1,5 @@
 //! Model-based schedules for the leased flow (S6, S8, S9, S12–S16): proptest generates schedules of
-//! payment requests handled by `Deduplicator::leased` through `run_batch`, as `payment-dispatcher`
+//! payment requests handled by `LeasedDeduplicator::leased` through `run_batch`, as `payment-dispatcher`
 //! does — new sends, SQS redeliveries of the same message, producer retries under a new message
 //! id, concurrent duplicates within a batch and across two batches at once — with faults:
 //!
@@ -86,7 +86,9 @@ use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use dedup_tests::{StoreKind, Stores, cloudevents_spec, unique};
 use fake_provider::{Fault, Provider};
 use lambda_dedup::{Clock, DedupKey, Derived, ManualClock, MarkStatus, Message, Retention};
-use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, PROVIDER_KEY_EXPIRED, run_batch};
+use lambda_dedup_batch::{
+    Deduplicator, HandlerError, LeasedDeduplicator, Outcome, PROVIDER_KEY_EXPIRED, run_batch,
+};
 use lambda_dedup_dynamodb::DynamoStore;
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_memory::{Injected, Op};

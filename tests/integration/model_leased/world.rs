@@ -60,9 +60,9 @@ pub(super) struct World {
     pub(super) stores: Stores,
     pub(super) clock: Arc<ManualClock>,
     pub(super) store: Arc<dyn lambda_dedup::MarkStore>,
-    pub(super) dedup: Deduplicator,
+    pub(super) dedup: LeasedDeduplicator,
     /// The same table and clock through a client whose completes can be made to fail.
-    pub(super) faulty: Deduplicator,
+    pub(super) faulty: LeasedDeduplicator,
     pub(super) faults: Arc<CompleteFaults>,
     pub(super) provider: Provider,
     pub(super) api: IdempotentClient,
@@ -126,12 +126,14 @@ impl World {
             }
         };
         let dedup = |store: Arc<dyn lambda_dedup::MarkStore>| {
-            let d = Deduplicator::with_store(cloudevents_spec("model-leased"), store);
-            if forgetful {
-                d.with_provider_key_retention(PROVIDER_KEYS)
+            // A provider that never forgets keys is one that keeps them longer than any run.
+            let keeps = if forgetful {
+                PROVIDER_KEYS
             } else {
-                d
-            }
+                Duration::from_secs(100 * 365 * 86_400)
+            };
+            Deduplicator::with_store(cloudevents_spec("model-leased"), store)
+                .with_provider_key_retention(keeps)
         };
         if forgetful {
             provider.set_key_retention(Some(PROVIDER_KEYS));

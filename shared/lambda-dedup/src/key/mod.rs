@@ -16,6 +16,7 @@
 //!   [`Derived`] key, fingerprint and body.
 //! - `checks`: the checks every identity and tenant value passes, and the JSON helpers.
 //! - `cloudevents`: reading structured CloudEvents attributes.
+//! - `time`: [`EventTimeSource`], where the event's own time is read from (S10).
 //! - `rejection`: why a message has no key ([`Rejection`]).
 
 mod checks;
@@ -26,9 +27,11 @@ mod scope;
 mod spec;
 #[cfg(test)]
 mod tests;
+mod time;
 
 pub use checks::MAX_IDENTITY_BYTES;
 pub use message::{AttributeValue, DEFAULT_MAX_BODY_BYTES, Message};
 pub use rejection::{MAX_CLOCK_SKEW, Rejection};
 pub use scope::{DedupKey, MAX_SCOPE_NAME, Scope};
 pub use spec::{Derived, IdentitySource, KeySpec, TenantSource};
+pub use time::{EventTimeSource, TimeFormat};

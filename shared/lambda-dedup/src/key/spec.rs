@@ -5,7 +5,8 @@ use std::time::SystemTime;
 use serde_json::Value as Json;
 
 use super::checks::{checked, json_text, pointer};
-use super::cloudevents::{ce_attr, ce_time};
+use super::cloudevents::ce_attr;
+use super::time::EventTimeSource;
 use super::{AttributeValue, DEFAULT_MAX_BODY_BYTES, DedupKey, Message, Rejection, Scope};
 use crate::fingerprint::{Fingerprint, FingerprintSource};
 use crate::hash_parts;
@@ -53,6 +54,7 @@ pub struct KeySpec {
     tenant: TenantSource,
     identity: IdentitySource,
     fingerprint: FingerprintSource,
+    time: EventTimeSource,
     max_body_bytes: usize,
 }
 
@@ -70,20 +72,27 @@ pub struct Derived {
     pub tenant: String,
     /// The body as JSON, when it was parsed.
     pub body: Option<Json>,
-    /// When the producer says the event happened: the CloudEvents `time` attribute, when the
-    /// identity is CloudEvents and the producer set it. Judges late events (S10).
+    /// When the producer says the event happened, read as the spec's [`EventTimeSource`] says
+    /// (by default the CloudEvents `time` of a CloudEvents spec), when the producer declared it.
+    /// Judges late events (S10).
     pub event_time: Option<SystemTime>,
 }
 
 impl KeySpec {
     /// A spec with the given identity source, a single tenant, no fingerprint and the default body
-    /// limit. Set the rest with the builder methods.
+    /// limit; the event's time is the CloudEvents `time` for a CloudEvents identity, and none
+    /// otherwise. Set the rest with the builder methods.
     pub fn new(scope: Scope, identity: IdentitySource) -> Self {
+        let time = match identity {
+            IdentitySource::CloudEvents => EventTimeSource::CloudEvents,
+            _ => EventTimeSource::None,
+        };
         Self {
             scope,
             tenant: TenantSource::Single,
             identity,
             fingerprint: FingerprintSource::None,
+            time,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
         }
     }
@@ -109,6 +118,17 @@ impl KeySpec {
         self
     }
 
+    /// Where the event's time comes from (S10): a late event is judged by it.
+    pub fn event_time(mut self, time: EventTimeSource) -> Self {
+        self.time = time;
+        self
+    }
+
+    /// Where the event's time comes from.
+    pub fn event_time_source(&self) -> &EventTimeSource {
+        &self.time
+    }
+
     /// The largest body accepted; larger ones are rejected.
     pub fn max_body_bytes(mut self, max: usize) -> Self {
         self.max_body_bytes = max;
@@ -128,6 +148,7 @@ impl KeySpec {
             self.tenant,
             TenantSource::CloudEventsExtension(_) | TenantSource::JsonPointer(_)
         ) || self.fingerprint.needs_json()
+            || self.time.needs_json()
     }
 
     /// Derives the key of `msg`, or says why it cannot (S2: no key, no processing).
@@ -149,7 +170,6 @@ impl KeySpec {
             None
         };
 
-        let mut event_time = None;
         let identity: Vec<String> = match &self.identity {
             IdentitySource::CloudEvents => {
                 let ce = body
@@ -168,7 +188,6 @@ impl KeySpec {
                 }
                 let source = ce_attr(ce, "source")?;
                 let id = ce_attr(ce, "id")?;
-                event_time = ce.get("time").map(ce_time).transpose()?;
                 vec!["cloudevents".into(), source, id]
             }
             IdentitySource::MessageAttribute(name) => {
@@ -200,6 +219,7 @@ impl KeySpec {
                 ]
             }
         };
+        let event_time = self.time.read(msg, body.as_ref())?;
         let tenant = self.tenant_of(msg, body.as_ref())?;
         let parts: Vec<&str> = identity.iter().map(String::as_str).collect();
         let key = DedupKey::new(&self.scope, &tenant, &parts);

@@ -258,3 +258,89 @@ fn s10_cloudevents_time_is_the_event_time() {
         None
     );
 }
+
+/// S10: a producer with its own JSON declares its event's time at a field of its choosing or in
+/// a message attribute, in RFC 3339 or epoch units; a malformed declared time is a rejection,
+/// never "no time"; an undeclared one is no time.
+#[test]
+fn s10_the_event_time_is_read_from_a_pointer_or_an_attribute() {
+    let order = |t: Json| json!({"order_id": "o-1", "meta": {"at": t}}).to_string();
+    let spec = |format| {
+        KeySpec::new(scope(), IdentitySource::JsonPointer("/order_id".into())).event_time(
+            EventTimeSource::JsonPointer {
+                pointer: "/meta/at".into(),
+                format,
+            },
+        )
+    };
+    let at = |ms: u64| Some(crate::clock::from_epoch_millis(ms));
+    let rfc = spec(TimeFormat::Rfc3339)
+        .derive(&msg(&order(json!("2026-11-29T10:00:00Z"))))
+        .expect("derive");
+    assert_eq!(rfc.event_time, at(1_795_946_400_000));
+    let secs = spec(TimeFormat::EpochSeconds)
+        .derive(&msg(&order(json!(1_795_946_400))))
+        .expect("derive");
+    assert_eq!(secs.event_time, at(1_795_946_400_000));
+    let millis = spec(TimeFormat::EpochMillis)
+        .derive(&msg(&order(json!(1_795_946_400_500u64))))
+        .expect("derive");
+    assert_eq!(millis.event_time, at(1_795_946_400_500));
+    for (format, bad) in [
+        (TimeFormat::Rfc3339, json!("yesterday")),
+        (TimeFormat::Rfc3339, json!(1_795_946_400)),
+        (TimeFormat::EpochSeconds, json!("2026-11-29T10:00:00Z")),
+        (TimeFormat::EpochSeconds, json!(-5)),
+        (TimeFormat::EpochMillis, json!(1.5)),
+    ] {
+        let r = spec(format)
+            .derive(&msg(&order(bad.clone())))
+            .expect_err("malformed declared time");
+        assert_eq!(r.code(), "identity_wrong_type", "{bad}");
+    }
+    let undeclared = json!({"order_id": "o-1"}).to_string();
+    assert_eq!(
+        spec(TimeFormat::Rfc3339)
+            .derive(&msg(&undeclared))
+            .expect("derive")
+            .event_time,
+        None
+    );
+    // By default a non-CloudEvents spec reads no time at all, even from a `time` field.
+    let plain = KeySpec::new(scope(), IdentitySource::JsonPointer("/order_id".into()));
+    assert_eq!(plain.event_time_source(), &EventTimeSource::None);
+    let with_time = json!({"order_id": "o-1", "time": "not a time"}).to_string();
+    assert_eq!(
+        plain.derive(&msg(&with_time)).expect("derive").event_time,
+        None
+    );
+
+    let by_attribute = KeySpec::new(scope(), IdentitySource::JsonPointer("/order_id".into()))
+        .event_time(EventTimeSource::MessageAttribute {
+            name: "occurred-at".into(),
+            format: TimeFormat::EpochSeconds,
+        });
+    let mut m = msg(&undeclared);
+    m.attributes.insert(
+        "occurred-at".into(),
+        AttributeValue::String("1795946400".into()),
+    );
+    assert_eq!(
+        by_attribute.derive(&m).expect("derive").event_time,
+        at(1_795_946_400_000)
+    );
+    m.attributes
+        .insert("occurred-at".into(), AttributeValue::String("soon".into()));
+    assert!(by_attribute.derive(&m).is_err());
+    // A CloudEvents spec told that its producer declares no time reads none.
+    let ce_none = ce_spec().event_time(EventTimeSource::None);
+    let stamped = json!({"specversion": "1.0", "type": "t", "source": "/s", "id": "1",
+                         "tenantid": "a", "time": "2026-11-29T10:00:00Z"});
+    assert_eq!(
+        ce_none
+            .derive(&msg(&stamped.to_string()))
+            .expect("derive")
+            .event_time,
+        None
+    );
+}

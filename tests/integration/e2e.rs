@@ -562,6 +562,92 @@ async fn e2e_late_events_go_to_reconciliation_not_to_the_balance() {
     assert_eq!(balance(&account).await, None, "a late event moves nothing");
 }
 
+/// S16, through the built `payment-dispatcher` with the local stack's settings (the provider
+/// keeps idempotency keys for an hour, `PROVIDER_KEY_RETENTION_SECONDS=3600`): a payment whose
+/// first attempt claimed it two hours ago and died while its call was out (its lease long
+/// expired) is redelivered. Calling the payments API again could charge twice — the provider
+/// may have forgotten the key — so the function does not call: the event goes to the
+/// reconciliation queue as `provider_key_expired`, and the provider sees no request for it.
+#[tokio::test]
+async fn e2e_a_takeover_past_the_provider_key_retention_goes_to_reconciliation() {
+    if !stack_is_up("e2e_a_takeover_past_the_provider_key_retention_goes_to_reconciliation") {
+        return;
+    }
+    let id = unique("pay-forgotten");
+    let body = json!({"specversion": "1.0", "type": "payment.requested", "source": "/e2e",
+        "id": id, "tenantid": "shop",
+        "data": {"amount_cents": 4200, "currency": "EUR", "customer_ref": "c-7"}})
+    .to_string();
+    let spec = KeySpec::cloudevents(
+        Scope::new("demo", "payment-dispatcher").expect("scope"),
+        "tenantid",
+    );
+    let key = spec
+        .derive(&Message {
+            body: body.clone().into_bytes(),
+            ..Message::default()
+        })
+        .expect("key")
+        .key;
+    // The first attempt, two hours ago, under the stack's 4 s lease: it claimed and died.
+    let two_hours_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 3600);
+    let crashed = lambda_dedup_dynamodb::DynamoStore::new(
+        client(),
+        env("DEDUP_TABLE_MARKS"),
+        lambda_dedup::Retention::unchecked(Duration::from_secs(86_400)).expect("retention"),
+    )
+    .with_lease(Duration::from_secs(4))
+    .with_clock(std::sync::Arc::new(lambda_dedup::ManualClock::new(
+        two_hours_ago,
+    )));
+    assert!(matches!(
+        lambda_dedup::MarkStore::claim(&crashed, &key, None, None)
+            .await
+            .expect("claim"),
+        lambda_dedup::Claim::Claimed(_)
+    ));
+    send(
+        "DEDUP_QUEUE_PAYMENT_DISPATCHER",
+        std::slice::from_ref(&body),
+    )
+    .await;
+
+    let sqs = sqs();
+    let queue = env("DEDUP_QUEUE_RECONCILIATION");
+    let reason = eventually(
+        "the takeover in the reconciliation queue",
+        Duration::from_secs(60),
+        || async {
+            let out = sqs
+                .receive_message()
+                .queue_url(&queue)
+                .max_number_of_messages(10)
+                .message_attribute_names("All")
+                .send()
+                .await
+                .ok()?;
+            out.messages()
+                .iter()
+                .find(|m| m.body() == Some(body.as_str()))
+                .and_then(|m| {
+                    Some(
+                        m.message_attributes()?
+                            .get("dedup-reason")?
+                            .string_value()?
+                            .to_owned(),
+                    )
+                })
+        },
+    )
+    .await;
+    assert_eq!(reason, "provider_key_expired");
+    assert_eq!(
+        provider_effects().await.get(&key.idempotency_key()),
+        None,
+        "the payments API was not called again"
+    );
+}
+
 /// The relay's scheduled sweep, invoked through the local runtime's invoke API with the sample
 /// event of `events/`: it scans for intents left pending and reports what it found.
 #[tokio::test]

@@ -259,6 +259,9 @@ impl Stack {
                 ("PAYMENTS_API_URL", provider_url.clone()),
                 ("COLLECTIONS_API_URL", provider_url.clone()),
                 ("PROVIDER_TIMEOUT_MS", "1000".into()),
+                // The local payments API is told nothing of key retention; an hour keeps the
+                // S16 guard within reach of a test (a takeover of a claim two hours old).
+                ("PROVIDER_KEY_RETENTION_SECONDS", "3600".into()),
                 ("RUST_LOG", "info".into()),
             ]
             .into_iter()

@@ -18,6 +18,7 @@
 //! | `DEDUP_CACHE_SIZE` | completed marks kept in the warm container's cache (0: off) | 10000 |
 //! | `DEDUP_MAX_BODY_BYTES` | largest message body processed; larger ones are rejected (`body_too_large`) | 1048576 (1 MiB, the SQS limit since 2026) |
 //! | `DEDUP_RECONCILIATION_QUEUE_URL` | where events older than the retention go, S10 (`reconcile`) | none: to the DLQ |
+//! | `DEDUP_PARKING_QUEUE_URL` | Kinesis functions: where records that can never apply are parked, whole, before the checkpoint passes them, S15 (`kinesis::Parking`) | required: a Kinesis function refuses to start without it |
 //! | `DEDUP_RUNTIME_DEADLINE` | `relative`: the runtime API sends the timeout where Lambda sends the deadline (local runtimes such as `cargo lambda watch` 1.9; see [`crate::deadline`]); never set in Lambda | unset: Lambda's epoch milliseconds |
 //!
 //! A retention that does not exceed queue retention + 2 × maxReceiveCount × visibility timeout +
@@ -33,7 +34,7 @@ use lambda_dedup::{RedeliveryHorizon, Retention, Scope};
 use lambda_dedup_dynamodb::{Client, DynamoStore};
 
 /// Where variables come from: the process environment, or a map in tests.
-type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+pub(crate) type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// Why a function refuses to start: typed, so a caller (or a test) can tell the cases apart.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,11 +60,11 @@ pub enum SettingsError {
     Refused(String),
 }
 
-fn process_env(name: &str) -> Option<String> {
+pub(crate) fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-fn required_in(env: Lookup<'_>, name: &str) -> Result<String, SettingsError> {
+pub(crate) fn required_in(env: Lookup<'_>, name: &str) -> Result<String, SettingsError> {
     match env(name) {
         Some(v) if !v.trim().is_empty() => Ok(v),
         _ => Err(SettingsError::Missing(name.to_owned())),

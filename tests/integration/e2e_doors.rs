@@ -555,10 +555,12 @@ async fn e2e_a_kinesis_store_outage_longer_than_three_attempts_skips_no_good_rec
     let store_out = Outage::start(env("DEDUP_METER_LEDGER_STREAM_DYNAMODB")).await;
     let queues_out = Outage::start(env("DEDUP_METER_LEDGER_STREAM_SQS")).await;
     let poison_body = ev(&b, &unique("out-poison"), json!("seven"));
+    // The poison leads b's records: they wait behind it until it is parked (the parking queue
+    // is out with the store; ledger-stream only judges the record once its store answers).
     let workload = [
         (&a, ev(&a, &unique("out-1"), json!(5))),
-        (&b, ev(&b, &unique("out-2"), json!(1))),
         (&b, poison_body.clone()),
+        (&b, ev(&b, &unique("out-2"), json!(1))),
         (&a, ev(&a, &unique("out-3"), json!(7))),
         (&b, ev(&b, &unique("out-4"), json!(2))),
     ];

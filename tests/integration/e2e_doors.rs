@@ -249,9 +249,9 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
 }
 
 /// S1, S8, S12, S15 on a Kinesis stream: a producer's retry (the same event in a second record),
-/// and a poison record mid-shard that the function reports until the trigger's retries run out.
-/// Each account's records are applied in shard order, each event once; the poison record goes to
-/// the on-failure destination (by sequence number, without its data) and the shard moves on.
+/// and a poison record mid-shard. Each account's records are applied in shard order, each event
+/// once; the poison record is parked by the function, whole (its data as received), and the
+/// shard moves on; nothing reaches the trigger's on-failure destination.
 #[tokio::test]
 async fn e2e_a_kinesis_shard_with_duplicates_and_a_failure_applies_each_event_once_in_order() {
     if !stack_is_up(
@@ -276,7 +276,7 @@ async fn e2e_a_kinesis_shard_with_duplicates_and_a_failure_applies_each_event_on
         (&a, ev(&a, &ids[0], json!(5))),
         (&b, ev(&b, &ids[1], json!(1))),
         (&a, ev(&a, &ids[2], json!(7))),
-        (&b, ev(&b, &unique("k-poison"), json!("seven"))), // never valid: reported until handed on
+        (&b, ev(&b, &unique("k-poison"), json!("seven"))), // never valid: parked
         (&a, ev(&a, &ids[0], json!(5))), // the producer's retry of the first event
         (&b, ev(&b, &ids[3], json!(2))),
         (&a, ev(&a, &ids[4], json!(11))),
@@ -316,35 +316,43 @@ async fn e2e_a_kinesis_shard_with_duplicates_and_a_failure_applies_each_event_on
     let (balance_b, events_b) = balance_reaches("account b, past the poison record", &b, 7).await;
     assert_eq!((balance_b, events_b), (7, 3), "1 + 2 + 4");
 
-    // The poison record was handed to the on-failure destination, by shard and sequence number.
-    let handed_on = eventually("the on-failure record", Duration::from_secs(30), || {
+    // The poison record was parked by the function, whole.
+    let poison_body = workload[3].1.clone();
+    let parked = eventually("the poison parked", Duration::from_secs(30), || {
         let poison = poison.clone();
         async move {
-            let out = sqs()
-                .receive_message()
-                .queue_url(env("DEDUP_QUEUE_LEDGER_STREAM_FAILURES"))
-                .max_number_of_messages(10)
-                .send()
+            peek("DEDUP_QUEUE_LEDGER_STREAM_PARKING")
                 .await
-                .ok()?;
-            out.messages()
                 .iter()
-                .filter_map(|m| m.body())
-                .find(|b| {
-                    let v: serde_json::Value = serde_json::from_str(b).unwrap_or_default();
-                    let info = &v["KinesisBatchInfo"];
-                    info["shardId"] == poison.0.as_str()
-                        && info["startSequenceNumber"] == poison.1.as_str()
-                        && info["endSequenceNumber"] == poison.1.as_str()
+                .filter_map(|m| serde_json::from_str::<serde_json::Value>(m.body()?).ok())
+                .find(|v| {
+                    v["shardId"] == poison.0.as_str()
+                        && v["record"]["kinesis"]["sequenceNumber"] == poison.1.as_str()
                 })
-                .map(str::to_owned)
         }
     })
     .await;
-    assert!(
-        !handed_on.contains("seven"),
-        "no data in the on-failure record"
-    );
+    use base64::Engine as _;
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(
+            parked["record"]["kinesis"]["data"]
+                .as_str()
+                .unwrap_or_default(),
+        )
+        .expect("base64 data");
+    assert_eq!(data, poison_body.as_bytes(), "parked with its data");
+    assert_eq!(parked["code"], "invalid_payload");
+    let handed_on = peek("DEDUP_QUEUE_LEDGER_STREAM_FAILURES")
+        .await
+        .iter()
+        .filter_map(|m| m.body().map(str::to_owned))
+        .filter(|b| {
+            let v: serde_json::Value = serde_json::from_str(b).unwrap_or_default();
+            v["KinesisBatchInfo"]["startSequenceNumber"] == poison.1.as_str()
+                && v["KinesisBatchInfo"]["shardId"] == poison.0.as_str()
+        })
+        .count();
+    assert_eq!(handed_on, 0, "not handed to the on-failure destination");
 
     // Order: each account's events were applied in their shard order, each once.
     let log = std::fs::read_to_string(env("DEDUP_FUNCTIONS_LOG")).expect("the functions' log");
@@ -447,4 +455,188 @@ async fn e2e_the_forwarder_sweep_redrives_an_item_left_unforwarded() {
     forwarded("the item forwarded again", &key).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(ledger("t1", &account).await, Some((4, 1)), "applied once");
+}
+
+/// An outage of the local DynamoDB as one function sees it, played by the metering proxy in
+/// front of it (`local_dynamodb::meter`: every request answered `500 InternalServerError`), until
+/// dropped, even if the test fails on the way.
+struct Outage(String);
+
+impl Outage {
+    async fn start(meter: String) -> Self {
+        let answer: serde_json::Value = reqwest::Client::new()
+            .post(format!("{meter}/__meter/outage"))
+            .send()
+            .await
+            .expect("the proxy answers")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(answer["outage"], true, "{answer}");
+        Self(meter)
+    }
+}
+
+impl Drop for Outage {
+    fn drop(&mut self) {
+        // Blocking, so that it ends even while a failed test unwinds.
+        use std::io::{Read, Write};
+        let Some(addr) = self.0.strip_prefix("http://") else {
+            return;
+        };
+        if let Ok(mut s) = std::net::TcpStream::connect(addr) {
+            let _ = s.write_all(
+                b"DELETE /__meter/outage HTTP/1.1\r\nhost: meter\r\ncontent-length: 0\r\n\r\n",
+            );
+            let _ = s.read(&mut [0u8; 512]);
+        }
+    }
+}
+
+/// `ledger-stream`'s EMF lines in the functions' log from byte `from` on that counted a retry.
+fn retried_invocations(from: usize) -> usize {
+    let log = std::fs::read(env("DEDUP_FUNCTIONS_LOG")).unwrap_or_default();
+    String::from_utf8_lossy(log.get(from..).unwrap_or_default())
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["Function"] == "ledger-stream" && v["Retry"].as_u64() > Some(0))
+        .count()
+}
+
+/// The messages now in the queue of `var`, left visible for other readers.
+async fn peek(var: &str) -> Vec<aws_sdk_sqs::types::Message> {
+    let mut all = Vec::new();
+    for _ in 0..5 {
+        let out = sqs()
+            .receive_message()
+            .queue_url(env(var))
+            .max_number_of_messages(10)
+            .visibility_timeout(0)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .expect("receive");
+        for m in out.messages() {
+            if !all
+                .iter()
+                .any(|a: &aws_sdk_sqs::types::Message| a.message_id() == m.message_id())
+            {
+                all.push(m.clone());
+            }
+        }
+    }
+    all
+}
+
+/// S12, S13, S15: a store outage that outlasts many attempts skips no good record. While
+/// `ledger-stream`'s DynamoDB (and its SQS, so parking fails too) is out for more than three
+/// invocations in a row, every record is reported; after recovery every good record is applied,
+/// once, in order, and only the record that can never apply is parked — the whole record, its
+/// data included — and nothing reaches the trigger's on-failure destination.
+#[tokio::test]
+async fn e2e_a_kinesis_store_outage_longer_than_three_attempts_skips_no_good_record() {
+    if !stack_is_up("e2e_a_kinesis_store_outage_longer_than_three_attempts_skips_no_good_record") {
+        return;
+    }
+    let kinesis = Kinesis::new(&env("DEDUP_SQS_ENDPOINT"));
+    let stream = env("DEDUP_KINESIS_STREAM");
+    let (a, b) = (unique("out-a"), unique("out-b"));
+    let ev = |account: &str, id: &str, amount: serde_json::Value| {
+        ce(
+            "credit",
+            "/kinesis",
+            id,
+            "t1",
+            json!({"account": account, "amount": amount}),
+        )
+    };
+    let from = std::fs::metadata(env("DEDUP_FUNCTIONS_LOG")).map_or(0, |m| m.len() as usize);
+    let store_out = Outage::start(env("DEDUP_METER_LEDGER_STREAM_DYNAMODB")).await;
+    let queues_out = Outage::start(env("DEDUP_METER_LEDGER_STREAM_SQS")).await;
+    let poison_body = ev(&b, &unique("out-poison"), json!("seven"));
+    // The poison leads b's records: they wait behind it until it is parked (the parking queue
+    // is out with the store; ledger-stream only judges the record once its store answers).
+    let workload = [
+        (&a, ev(&a, &unique("out-1"), json!(5))),
+        (&b, poison_body.clone()),
+        (&b, ev(&b, &unique("out-2"), json!(1))),
+        (&a, ev(&a, &unique("out-3"), json!(7))),
+        (&b, ev(&b, &unique("out-4"), json!(2))),
+    ];
+    let mut ours = Vec::new();
+    let mut poison = (String::new(), String::new());
+    for (account, body) in &workload {
+        let (shard, seq) = kinesis
+            .put(&stream, account, body.as_bytes())
+            .await
+            .expect("put a record");
+        if *body == poison_body {
+            poison = (shard.clone(), seq.clone());
+        }
+        ours.push((shard, seq));
+    }
+    // Longer than three attempts: Lambda's old budget (MaximumRetryAttempts: 2) is spent twice
+    // over on whichever shard is read first.
+    eventually(
+        "eight invocations of ledger-stream reporting a retry",
+        Duration::from_secs(90),
+        || async move { (retried_invocations(from) >= 8).then_some(()) },
+    )
+    .await;
+    assert_eq!(ledger("t1", &a).await, None, "nothing applied while out");
+    drop((store_out, queues_out));
+
+    let (balance_a, events_a) = balance_reaches("account a after the outage", &a, 12).await;
+    assert_eq!((balance_a, events_a), (12, 2), "5 + 7");
+    let (balance_b, events_b) = balance_reaches("account b, past the poison", &b, 3).await;
+    assert_eq!((balance_b, events_b), (3, 2), "1 + 2");
+
+    // The poison is parked, whole: its data as received, partition key, shard and sequence
+    // number, and why.
+    let parked = eventually("the poison parked", Duration::from_secs(30), || {
+        let poison = poison.clone();
+        async move {
+            let found: Vec<serde_json::Value> = peek("DEDUP_QUEUE_LEDGER_STREAM_PARKING")
+                .await
+                .iter()
+                .filter_map(|m| serde_json::from_str(m.body()?).ok())
+                .filter(|v: &serde_json::Value| {
+                    v["record"]["kinesis"]["sequenceNumber"] == poison.1.as_str()
+                        && v["shardId"] == poison.0.as_str()
+                })
+                .collect();
+            (!found.is_empty()).then_some(found)
+        }
+    })
+    .await;
+    assert_eq!(parked.len(), 1, "parked once: {parked:?}");
+    let p = &parked[0];
+    assert_eq!(p["code"], "invalid_payload", "{p}");
+    assert_eq!(p["function"], "ledger-stream", "{p}");
+    assert_eq!(p["record"]["kinesis"]["partitionKey"], b.as_str(), "{p}");
+    use base64::Engine as _;
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(p["record"]["kinesis"]["data"].as_str().unwrap_or_default())
+        .expect("base64 data");
+    assert_eq!(
+        data,
+        poison_body.as_bytes(),
+        "the data as the producer put it"
+    );
+
+    // Nothing of this run was handed to the on-failure destination.
+    let handed: Vec<String> = peek("DEDUP_QUEUE_LEDGER_STREAM_FAILURES")
+        .await
+        .iter()
+        .filter_map(|m| m.body().map(str::to_owned))
+        .filter(|body| {
+            let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+            let info = &v["KinesisBatchInfo"];
+            ours.iter().any(|(shard, seq)| {
+                info["shardId"] == shard.as_str() && info["startSequenceNumber"] == seq.as_str()
+            })
+        })
+        .collect();
+    assert!(handed.is_empty(), "handed on: {handed:?}");
 }

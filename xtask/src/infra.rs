@@ -12,7 +12,12 @@
 //! - arm64, `provided.al2023`, `rust-cargolambda`, JSON logging;
 //! - least privilege: an explicit role per function, no SAM policy templates, no `Resource: "*"`
 //!   and no wildcard actions for DynamoDB or SQS;
-//! - alarms: each DLQ's depth, and each SQS function's conflicts.
+//! - alarms: each DLQ's depth, and each SQS function's conflicts;
+//! - stream triggers: bisection, a bounded record age, an on-failure destination, retries that
+//!   no transient outage can exhaust (`MaximumRetryAttempts: -1`: only the record's age bounds
+//!   them), and an alarm on the function's `IteratorAge`; a Kinesis function parks the records
+//!   that can never apply in a queue of its own (`DEDUP_PARKING_QUEUE_URL`), granted and
+//!   alarmed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -79,10 +84,15 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
                     dead_letter_queue_depth_is_alarmed(&mut problems, &tpl, &q);
                     conflicts_are_alarmed(&mut problems, &tpl, &f);
                 }
-                Some("DynamoDB" | "Kinesis") => {
+                Some(kind @ ("DynamoDB" | "Kinesis")) => {
                     reports_batch_item_failures(&mut problems, &at, ep, STREAM_PARTIAL);
                     stream_failures_have_a_destination(&mut problems, &at, ep);
                     stream_trigger_never_stalls(&mut problems, &at, ep);
+                    stream_retries_outlast_an_outage(&mut problems, &at, ep);
+                    stream_lag_is_alarmed(&mut problems, &tpl, &f);
+                    if kind == "Kinesis" {
+                        kinesis_records_are_parked(&mut problems, &tpl, &f);
+                    }
                     if !f.env("FORWARD_QUEUE_URL").is_null() {
                         forwarded_stream_carries_new_images(&mut problems, &at, ep, &resources);
                     }
@@ -539,6 +549,90 @@ fn stream_trigger_never_stalls(problems: &mut Vec<String>, at: &str, ep: &Value)
             "{at}: MaximumRecordAgeInSeconds must be set (60..=86400), so a shard moves on from a record it cannot process"
         )),
     }
+}
+
+/// S13, S15: a transient fault never hands a good record on. A stream trigger's retry budget
+/// is spent by every failed attempt, transient or not, so a finite `MaximumRetryAttempts` lets a
+/// store outage longer than that many attempts send good records to the on-failure destination
+/// (by sequence number only). It must be `-1` (infinite, written out): the record's maximum age
+/// bounds the retries instead, and the records that can never apply are parked by the function.
+fn stream_retries_outlast_an_outage(problems: &mut Vec<String>, at: &str, ep: &Value) {
+    if ep["MaximumRetryAttempts"].as_i64() != Some(-1) {
+        problems.push(format!(
+            "{at}: MaximumRetryAttempts must be -1 (infinite, bounded by MaximumRecordAgeInSeconds): a finite budget is spent by a transient outage and hands good records on"
+        ));
+    }
+}
+
+/// A stream that falls behind is noticed: an alarm on the function's `IteratorAge` (AWS/Lambda),
+/// well before records reach their maximum age.
+fn stream_lag_is_alarmed(problems: &mut Vec<String>, tpl: &Template<'_>, f: &Function<'_>) {
+    if !has_alarm(tpl.resources, |a| {
+        a["Namespace"] == "AWS/Lambda"
+            && a["MetricName"] == "IteratorAge"
+            && refs(&a["Dimensions"]).iter().any(|r| r == f.id)
+    }) {
+        problems.push(format!(
+            "{}: needs an alarm on its IteratorAge (AWS/Lambda, FunctionName), so a stream that falls behind is noticed",
+            f.id
+        ));
+    }
+}
+
+/// S15: a Kinesis function parks the records that can never apply, whole, in a queue of its own
+/// (`DEDUP_PARKING_QUEUE_URL`, a queue of this template), which its role may send to and whose
+/// depth is alarmed.
+fn kinesis_records_are_parked(problems: &mut Vec<String>, tpl: &Template<'_>, f: &Function<'_>) {
+    let parking = f.env("DEDUP_PARKING_QUEUE_URL");
+    let queue = ref_target(&parking).filter(|q| {
+        tpl.resources
+            .get(*q)
+            .is_some_and(|r| r["Type"] == "AWS::SQS::Queue")
+    });
+    let Some(queue) = queue else {
+        problems.push(format!(
+            "{}: a Kinesis function needs DEDUP_PARKING_QUEUE_URL, a queue of this template, where it parks the records that can never apply",
+            f.id
+        ));
+        return;
+    };
+    if !f.grants("sqs:SendMessage", queue) {
+        problems.push(format!(
+            "{}: its role must grant sqs:SendMessage on its parking queue {queue}",
+            f.id
+        ));
+    }
+    if !has_alarm(tpl.resources, |a| {
+        a["Namespace"] == "AWS/SQS" && refs(&a["Dimensions"]).iter().any(|r| r == queue)
+    }) {
+        problems.push(format!(
+            "{queue}: a parking queue needs an alarm on its depth (ApproximateNumberOfMessagesVisible > 0)"
+        ));
+    }
+}
+
+/// The retry policy of `function`'s (its crate name) stream trigger, as the template sets it:
+/// `MaximumRetryAttempts` (`None` for `-1`, infinite) and `MaximumRecordAgeInSeconds`. The local
+/// Kinesis trigger follows it.
+pub(crate) fn stream_retry_policy(t: &Value, function: &str) -> Option<(Option<u32>, u64)> {
+    let resources = t["Resources"].as_object()?;
+    let (_, f) = resources.iter().find(|(_, r)| {
+        r["Type"] == "AWS::Serverless::Function"
+            && r["Properties"]["CodeUri"]
+                .as_str()
+                .and_then(|u| u.rsplit('/').next())
+                == Some(function)
+    })?;
+    let ep = f["Properties"]["Events"]
+        .as_object()?
+        .values()
+        .find(|ev| matches!(ev["Type"].as_str(), Some("Kinesis" | "DynamoDB")))?;
+    let ep = &ep["Properties"];
+    let retries = match ep["MaximumRetryAttempts"].as_i64() {
+        Some(-1) | None => None,
+        Some(n) => Some(u32::try_from(n).ok()?),
+    };
+    Some((retries, ep["MaximumRecordAgeInSeconds"].as_u64()?))
 }
 
 /// S7, S15: a relay of intents (or a forwarder of an inbox) re-drives what its stream gave up: a
@@ -1157,6 +1251,79 @@ mod tests {
                     .remove("InboxForwarderOldestPendingAlarm");
             },
             "InboxForwarder: needs an alarm on OldestPendingSeconds",
+        );
+    }
+
+    /// S13, S15: a stream trigger whose retries a transient outage can use up is refused (the
+    /// old `MaximumRetryAttempts: 2` of ledger-stream, the 10000 of the others); each stream
+    /// function's lag is alarmed; a Kinesis function parks in a queue of its own, granted and
+    /// alarmed.
+    #[test]
+    fn stream_retries_outlast_an_outage_and_kinesis_records_are_parked() {
+        let retries = |t: &mut Value, f: &str, ev: &str, n: i64| {
+            res(t, f)["Events"][ev]["Properties"]["MaximumRetryAttempts"] = n.into()
+        };
+        broken(
+            |t| retries(t, "LedgerStream", "Stream", 2),
+            "LedgerStream.Stream: MaximumRetryAttempts must be -1",
+        );
+        broken(
+            |t| retries(t, "IntentRelay", "Intents", 10_000),
+            "IntentRelay.Intents: MaximumRetryAttempts must be -1",
+        );
+        broken(
+            |t| {
+                res(t, "InboxForwarder")["Events"]["Inbox"]["Properties"]["MaximumRetryAttempts"] =
+                    Value::Null
+            },
+            "InboxForwarder.Inbox: MaximumRetryAttempts must be -1",
+        );
+        for f in [
+            "LedgerStream",
+            "MarkAuditor",
+            "IntentRelay",
+            "InboxForwarder",
+        ] {
+            broken(
+                |t| {
+                    t["Resources"]
+                        .as_object_mut()
+                        .expect("resources")
+                        .remove(&format!("{f}IteratorAgeAlarm"));
+                },
+                &format!("{f}: needs an alarm on its IteratorAge"),
+            );
+        }
+        broken(
+            |t| {
+                res(t, "LedgerStream")["Environment"]["Variables"]["DEDUP_PARKING_QUEUE_URL"] =
+                    Value::Null
+            },
+            "LedgerStream: a Kinesis function needs DEDUP_PARKING_QUEUE_URL",
+        );
+        broken(
+            |t| {
+                t["Resources"]
+                    .as_object_mut()
+                    .expect("resources")
+                    .remove("LedgerStreamParkingAlarm");
+            },
+            "LedgerStreamParking: a parking queue needs an alarm on its depth",
+        );
+        broken(
+            |t| {
+                let stmts =
+                    &mut res(t, "LedgerStreamRole")["Policies"][0]["PolicyDocument"]["Statement"];
+                if let Some(a) = stmts.as_array_mut() {
+                    a.retain(|s| s["Sid"] != "Parking");
+                }
+            },
+            "must grant sqs:SendMessage on its parking queue",
+        );
+        // What the local Kinesis trigger follows.
+        assert_eq!(
+            stream_retry_policy(&template(), "ledger-stream"),
+            Some((None, 86_400))
         );
     }
 

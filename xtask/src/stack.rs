@@ -14,7 +14,9 @@ use fake_provider::Provider;
 use crate::dynamodb::LocalDynamo;
 use crate::functions::Functions;
 use crate::process::{Guarded, free_port, wait_http, wait_tcp};
-use crate::trigger::{Invoker, TriggerStats, kinesis_trigger, sqs_trigger, stream_trigger};
+use crate::trigger::{
+    Invoker, RetryPolicy, TriggerStats, kinesis_trigger, sqs_trigger, stream_trigger,
+};
 use crate::{Result, step};
 use local_dynamodb::kinesis::Kinesis;
 use local_dynamodb::meter::Meter;
@@ -61,8 +63,10 @@ pub(crate) struct Stack {
     pub(crate) webhook_url: String,
     /// The Kinesis emulator (moto) and the ledger's stream.
     pub(crate) kinesis: Kinesis,
-    /// Where the Kinesis trigger hands records its retries could not get done.
+    /// Where the Kinesis trigger hands records older than their maximum age.
     pub(crate) kinesis_failures_url: String,
+    /// Where ledger-stream parks the records that can never apply.
+    pub(crate) kinesis_parking_url: String,
     pub(crate) lose_next: BTreeMap<String, Arc<AtomicBool>>,
     pub(crate) stats: BTreeMap<String, Arc<TriggerStats>>,
     pub(crate) accounts: Arc<Mutex<Accounts>>,
@@ -205,6 +209,16 @@ impl Stack {
             .queue_url
             .ok_or("no ledger-stream-failures queue url")?;
 
+        // Where ledger-stream parks the records that can never apply (S15).
+        let kinesis_parking_url = sqs
+            .create_queue()
+            .queue_name("ledger-stream-parking")
+            .send()
+            .await
+            .map_err(crate::sdk_error("ledger-stream-parking queue"))?
+            .queue_url
+            .ok_or("no ledger-stream-parking queue url")?;
+
         step(
             "building the functions (cargo build; the first run compiles the AWS SDK, a few minutes)",
         );
@@ -228,6 +242,8 @@ impl Stack {
                 ("AWS_ENDPOINT_URL_DYNAMODB", ddb.endpoint()),
                 ("AWS_ENDPOINT_URL_SQS", sqs_endpoint.clone()),
                 ("DEDUP_RECONCILIATION_QUEUE_URL", reconciliation_url.clone()),
+                // Read by the Kinesis function (ledger-stream), which refuses to start without it.
+                ("DEDUP_PARKING_QUEUE_URL", kinesis_parking_url.clone()),
                 ("DEDUP_NAMESPACE", "demo".into()),
                 ("DEDUP_MARK_TABLE", TABLE_MARKS.into()),
                 ("DEDUP_RETENTION_SECONDS", "86400".into()),
@@ -368,6 +384,14 @@ impl Stack {
                 arn,
             )));
         }
+        // The Kinesis trigger retries as the template's does.
+        let template = crate::infra::load(&root.join("infra").join("template.yaml"))?;
+        let (max_retries, max_age) = crate::infra::stream_retry_policy(&template, "ledger-stream")
+            .ok_or("infra/template.yaml: ledger-stream has no stream trigger retry policy")?;
+        let retry = RetryPolicy {
+            max_retries,
+            max_age: Duration::from_secs(max_age),
+        };
         let lose = Arc::new(AtomicBool::new(false));
         triggers.push(tokio::spawn(kinesis_trigger(
             kinesis.clone(),
@@ -375,6 +399,7 @@ impl Stack {
             KINESIS_STREAM.into(),
             kinesis_arn,
             (sqs.clone(), kinesis_failures_url.clone()),
+            retry,
             lose.clone(),
         )));
         lose_next.insert("ledger-stream".to_owned(), lose);
@@ -398,6 +423,7 @@ impl Stack {
             webhook_url,
             kinesis,
             kinesis_failures_url,
+            kinesis_parking_url,
             lose_next,
             stats,
             accounts,
@@ -488,9 +514,20 @@ impl Stack {
             self.kinesis_failures_url.clone(),
         ));
         env.push((
+            "DEDUP_QUEUE_LEDGER_STREAM_PARKING".into(),
+            self.kinesis_parking_url.clone(),
+        ));
+        env.push((
             "DEDUP_FUNCTIONS_LOG".into(),
             self.functions_log.display().to_string(),
         ));
+        // Each function's own proxies, which can also play an outage of what is behind them
+        // (`local_dynamodb::meter`): `DEDUP_METER_<FUNCTION>_DYNAMODB` and `_SQS`.
+        for (f, [dynamodb, sqs]) in &self.meters {
+            let var = f.to_uppercase().replace('-', "_");
+            env.push((format!("DEDUP_METER_{var}_DYNAMODB"), dynamodb.endpoint()));
+            env.push((format!("DEDUP_METER_{var}_SQS"), sqs.endpoint()));
+        }
         for (f, q) in &self.queues {
             let var = f.to_uppercase().replace('-', "_");
             env.push((format!("DEDUP_QUEUE_{var}"), q.url.clone()));

@@ -8,7 +8,8 @@
 //! - [`stream_trigger`]: like Lambda's DynamoDB Streams trigger: reads every shard in order,
 //!   invokes the function, and on a batch item failure retries from that record, in order.
 //! - [`kinesis_trigger`]: like Lambda's Kinesis trigger: the same, on the Kinesis emulator, with
-//!   `MaximumRetryAttempts` and an on-failure destination for a record that never succeeds.
+//!   the retry policy of `infra/template.yaml` (`MaximumRetryAttempts`, `-1` for infinite, and
+//!   `MaximumRecordAgeInSeconds`) and an on-failure destination for a record past either.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -380,10 +381,34 @@ pub(crate) async fn stream_trigger(
     }
 }
 
-/// How often the local Kinesis trigger retries a record that its function keeps reporting
-/// (Lambda's `MaximumRetryAttempts`, as `infra/template.yaml` sets it) before it hands the record
-/// to the on-failure destination and moves past it.
-pub(crate) const KINESIS_MAX_RETRIES: u32 = 2;
+/// How the local Kinesis trigger retries a record its function keeps reporting, as
+/// `infra/template.yaml` sets it for Lambda's (`crate::infra::stream_retry_policy`): until it
+/// has been retried `max_retries` times (`None`: `MaximumRetryAttempts: -1`, no count) or is
+/// older than `max_age` (`MaximumRecordAgeInSeconds`), then it is handed to the on-failure
+/// destination and the shard moves past it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RetryPolicy {
+    pub(crate) max_retries: Option<u32>,
+    pub(crate) max_age: Duration,
+}
+
+impl RetryPolicy {
+    /// Why a record tried `tries` times, which arrived at `arrival` (epoch seconds), is given
+    /// up, as Lambda names it in the on-failure record; `None` while it is still retried.
+    fn gives_up(&self, tries: u32, arrival: f64) -> Option<&'static str> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        if now - arrival > self.max_age.as_secs_f64() {
+            Some("RecordAgeExceeded")
+        } else if self.max_retries.is_some_and(|n| tries > n) {
+            Some("RetryAttemptsExhausted")
+        } else {
+            None
+        }
+    }
+}
 
 /// Where one Kinesis shard is read from.
 #[derive(Default)]
@@ -424,9 +449,9 @@ fn kinesis_record(
 
 /// Like Lambda's Kinesis trigger with `ReportBatchItemFailures`: reads every shard of `stream`
 /// from the start, invokes the function with up to 10 records in shard order, and on a reported
-/// record retries from it, with the records after it. A record reported more than
-/// [`KINESIS_MAX_RETRIES`] times in a row goes to the on-failure destination (`on_failure_url`,
-/// as Lambda's record of it: shard and sequence numbers, never the data) and the shard moves on.
+/// record retries from it, with the records after it. A record that `retry` gives up on (its
+/// age, or a finite retry count) goes to the on-failure destination (`on_failure_url`, as
+/// Lambda's record of it: shard and sequence numbers, never the data) and the shard moves on.
 /// When `lose_next` is set, the next invocation's answer is thrown away after the function ran:
 /// its whole batch comes again.
 pub(crate) async fn kinesis_trigger(
@@ -435,6 +460,7 @@ pub(crate) async fn kinesis_trigger(
     stream: String,
     arn: String,
     destination: (aws_sdk_sqs::Client, String),
+    retry: RetryPolicy,
     lose_next: Arc<AtomicBool>,
 ) {
     let function = invoker.function.clone();
@@ -505,10 +531,10 @@ pub(crate) async fn kinesis_trigger(
                 _ => 1,
             };
             shard.failing = Some((head.sequence_number.clone(), tries));
-            if tries > KINESIS_MAX_RETRIES {
+            if let Some(condition) = retry.gives_up(tries, head.arrival) {
                 let (sqs, url) = &destination;
                 let record = json!({
-                    "requestContext": {"condition": "RetryAttemptsExhausted",
+                    "requestContext": {"condition": condition,
                                        "approximateInvokeCount": tries,
                                        "functionArn": format!("arn:aws:lambda:us-east-1:000000000000:function:{function}")},
                     "KinesisBatchInfo": {"shardId": id, "streamArn": arn, "batchSize": 1,

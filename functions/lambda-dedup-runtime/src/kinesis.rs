@@ -1,5 +1,6 @@
 //! Kinesis as a source (feature `kinesis`): records become [`Message`]s, a shard's order is kept,
-//! and the partial batch response names the first record not done by its sequence number.
+//! the records that can never apply are parked, and the partial batch response names the first
+//! record not done by its sequence number.
 //!
 //! - The event's identity comes from the payload, through the function's key spec; a record's
 //!   sequence number is a transport id and is only used to report it (S1).
@@ -7,18 +8,38 @@
 //!   key stops at its first record that is not done (`run_batch` groups by `group_id`); the
 //!   response names the first such record of the batch, and Lambda retries from there, so every
 //!   later record comes again — those already applied are duplicates then (S8, S12).
-//! - A record that can never be done (no identity, a conflict, a refused effect) is reported too:
-//!   the trigger's `BisectBatchOnFunctionError`, maximum record age and on-failure destination
-//!   (which `cargo xtask check-infra` requires of stream triggers) isolate it and hand it on, so
-//!   the shard moves on (S15).
+//! - A record that can never be done (no identity, malformed, a conflict, a refused effect, a
+//!   late event: a `rejected` or `conflict` outcome) is **parked** by the function itself
+//!   ([`Parking`]): the whole record — its data as received (base64), partition key, sequence
+//!   number, shard and stream — with the rejection code goes to the parking queue
+//!   (`DEDUP_PARKING_QUEUE_URL`), is counted (EMF `Parked`) and logged without its data, and
+//!   only then is it passed by the checkpoint (S15). A record whose parking fails is not passed:
+//!   it is the checkpoint, and Lambda retries from it (nothing lost; `ParkingFailed` counts it).
+//!   Only records before the checkpoint are parked, so a record is parked once per delivery that
+//!   reaches it — at least once, as everything on a stream: the parking queue's reader
+//!   deduplicates by shard and sequence number.
+//! - A transient failure (`retry`: the store out, throttled, an event in progress elsewhere) is
+//!   never parked: it stays the checkpoint and is retried until the record is older than the
+//!   trigger's `MaximumRecordAgeInSeconds` (`MaximumRetryAttempts: -1`, infinite, which
+//!   `cargo xtask check-infra` requires), so an outage, however many attempts it lasts, skips no
+//!   good record. The trigger's on-failure destination then only sees records older than that.
+//! - Without a parking queue a Kinesis function refuses to start ([`Parking::from_env`]): a
+//!   record that can never apply would otherwise hold its shard until its maximum age, then be
+//!   handed on by sequence number only, its data lost once the stream's retention ends.
 
 use std::future::Future;
 
-use aws_lambda_events::event::kinesis::KinesisEvent;
+use aws_lambda_events::event::kinesis::{KinesisEvent, KinesisEventRecord};
 use aws_lambda_events::event::streams::{KinesisBatchItemFailure, KinesisEventResponse};
 use lambda_dedup::Message;
-use lambda_dedup_batch::BatchReport;
+use lambda_dedup_batch::{BatchReport, Outcome};
 use lambda_runtime::LambdaEvent;
+
+use crate::queue::Queue;
+use crate::settings::{Env, SettingsError};
+
+/// The variable naming the parking queue of a Kinesis function (required).
+pub const PARKING_QUEUE_VARIABLE: &str = "DEDUP_PARKING_QUEUE_URL";
 
 /// The records of `event` as library messages: id = sequence number, body = the record's data,
 /// group = partition key.
@@ -36,10 +57,16 @@ pub fn messages(event: &KinesisEvent) -> Vec<Message> {
 }
 
 /// The response naming the first record (in the batch's order) that was not acknowledged, or
-/// none: Lambda checkpoints before it and retries from it.
+/// none: Lambda checkpoints before it and retries from it. (Without parking: see
+/// [`run_kinesis`] for the checkpoint that passes parked records.)
 pub fn response(report: &BatchReport) -> KinesisEventResponse {
+    naming(crate::sqs::first_not_done(report))
+}
+
+/// The response naming `checkpoint`, or no record.
+fn naming(checkpoint: Option<String>) -> KinesisEventResponse {
     let mut resp = KinesisEventResponse::default();
-    if let Some(id) = crate::sqs::first_not_done(report) {
+    if let Some(id) = checkpoint {
         let mut failure = KinesisBatchItemFailure::default();
         failure.item_identifier = Some(id);
         resp.batch_item_failures.push(failure);
@@ -47,12 +74,157 @@ pub fn response(report: &BatchReport) -> KinesisEventResponse {
     resp
 }
 
+/// The code a record is parked with, if its outcome says it can never apply: a rejection's own
+/// code, or `conflict`. `None` for what is done or may yet be done (a retry).
+pub fn never_applies(outcome: &Outcome) -> Option<&'static str> {
+    match outcome {
+        Outcome::Rejected { code, .. } => Some(*code),
+        Outcome::Conflict => Some("conflict"),
+        _ => None,
+    }
+}
+
+/// Where a Kinesis function parks the records that can never apply: an SQS queue
+/// (`DEDUP_PARKING_QUEUE_URL`), its client built on the first record parked.
+///
+/// What is parked, as one JSON message: `{"function", "code", "shardId", "streamArn",
+/// "record"}`, where `record` is the record exactly as Lambda delivered it (`kinesis.data` the
+/// base64 data as received, `partitionKey`, `sequenceNumber`, `eventID`, `eventSourceARN`…);
+/// with the message attributes `dedup-reason` (the code), `dedup-shard-id` and
+/// `dedup-sequence-number`, so a reader can deduplicate without parsing the body.
+#[derive(Debug)]
+pub struct Parking {
+    queue: Queue,
+}
+
+/// How the parking of one invocation went.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Parked {
+    /// Records parked (now passed by the checkpoint).
+    pub parked: u64,
+    /// Records whose parking failed (the checkpoint: Lambda retries from them).
+    pub failed: u64,
+    /// The first record not done, neither acknowledged nor parked: the checkpoint.
+    pub checkpoint: Option<String>,
+}
+
+impl Parking {
+    /// The parking queue `DEDUP_PARKING_QUEUE_URL`; without one the function refuses to start
+    /// (see the module docs for why).
+    pub fn from_env() -> Result<Self, SettingsError> {
+        Self::read(&Env::process())
+    }
+
+    /// The parking queue named in `env` (see [`from_env`](Self::from_env)).
+    pub fn read(env: &Env) -> Result<Self, SettingsError> {
+        env.required(PARKING_QUEUE_VARIABLE).map(|url| Self {
+            queue: Queue::new(url.trim()),
+        })
+    }
+
+    /// Parking in `queue`.
+    pub fn new(queue: Queue) -> Self {
+        Self { queue }
+    }
+
+    /// Goes through the invocation's records in order: acknowledged ones are passed, those that
+    /// can never apply are parked (and passed once SQS has them), and the first record that is
+    /// neither — a retry, or a record whose parking failed — is the checkpoint; nothing after
+    /// it is parked (it all comes again). Counts and logs what it parked, never the data.
+    pub async fn park(&self, function: &str, event: &KinesisEvent, report: &BatchReport) -> Parked {
+        let mut out = Parked::default();
+        for (id, outcome) in &report.outcomes {
+            if outcome.acknowledged() {
+                continue;
+            }
+            let record = event
+                .records
+                .iter()
+                .find(|r| r.kinesis.sequence_number == *id);
+            let (Some(code), Some(record)) = (never_applies(outcome), record) else {
+                out.checkpoint = Some(id.clone());
+                break;
+            };
+            let (body, attributes) = parked_message(function, code, record);
+            match self.queue.send(body, &attributes).await {
+                Ok(()) => {
+                    out.parked += 1;
+                    tracing::warn!(
+                        function,
+                        sequence_number = %id,
+                        code,
+                        "parked a record that can never apply (S15)"
+                    );
+                }
+                Err(e) => {
+                    out.failed += 1;
+                    tracing::error!(function, sequence_number = %id, code, error = %e,
+                        "could not park a record that can never apply; the stream retries from it");
+                    out.checkpoint = Some(id.clone());
+                    break;
+                }
+            }
+        }
+        if out.parked + out.failed > 0 {
+            println!(
+                "{}",
+                crate::emf::line(
+                    function,
+                    &[
+                        ("Parked", "Count", out.parked),
+                        ("ParkingFailed", "Count", out.failed)
+                    ]
+                )
+            );
+        }
+        out
+    }
+}
+
+/// The shard a record came from: its event id is `<shard id>:<sequence number>`.
+fn shard_of(record: &KinesisEventRecord) -> String {
+    record
+        .event_id
+        .as_deref()
+        .and_then(|e| e.rsplit_once(':'))
+        .map(|(shard, _)| shard.to_owned())
+        .unwrap_or_default()
+}
+
+/// The parking message of `record` (see [`Parking`]): its body and attributes.
+fn parked_message(
+    function: &str,
+    code: &str,
+    record: &KinesisEventRecord,
+) -> (String, Vec<(String, String)>) {
+    let shard = shard_of(record);
+    let body = serde_json::json!({
+        "function": function,
+        "code": code,
+        "shardId": shard,
+        "streamArn": record.event_source_arn,
+        "record": record,
+    });
+    let attributes = vec![
+        ("dedup-reason".to_owned(), code.to_owned()),
+        ("dedup-shard-id".to_owned(), shard),
+        (
+            "dedup-sequence-number".to_owned(),
+            record.kinesis.sequence_number.clone(),
+        ),
+    ];
+    (body.to_string(), attributes)
+}
+
 /// Runs one Kinesis invocation: converts the records, hands them to `process` (usually
 /// `run_batch` with a flow, which keeps each partition key's order), rebuilds the report by
-/// record, prints the account as one EMF line, and answers with the first record not done.
+/// record, prints the account as one EMF line, parks the records before the checkpoint that can
+/// never apply ([`Parking::park`]), and answers with the first record neither done nor parked.
+/// Parked records stay `rejected` or `conflict` in the account (S14).
 pub async fn run_kinesis<F, Fut>(
     function: &str,
     event: LambdaEvent<KinesisEvent>,
+    parking: &Parking,
     process: F,
 ) -> Result<KinesisEventResponse, lambda_runtime::Error>
 where
@@ -61,7 +233,8 @@ where
 {
     let batch = messages(&event.payload);
     let report = crate::sqs::accounted(function, &event.context.request_id, batch, process).await;
-    Ok(response(&report))
+    let parked = parking.park(function, &event.payload, &report).await;
+    Ok(naming(parked.checkpoint))
 }
 
 #[cfg(test)]
@@ -88,6 +261,128 @@ mod tests {
     fn event(records: Vec<serde_json::Value>) -> LambdaEvent<KinesisEvent> {
         let e: KinesisEvent = serde_json::from_value(json!({ "Records": records })).expect("event");
         LambdaEvent::new(e, lambda_runtime::Context::default())
+    }
+
+    /// Parking into a queue whose endpoint refuses connections (a real loopback port nobody
+    /// listens on), so every send fails.
+    fn unreachable_parking() -> Parking {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let conf = aws_sdk_sqs::Config::builder()
+            .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+            .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+                "t", "t", None, None, "test",
+            ))
+            .endpoint_url(format!("http://127.0.0.1:{port}"))
+            .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled())
+            .build();
+        Parking::new(Queue::with_client(
+            format!("http://127.0.0.1:{port}/000000000000/parking"),
+            aws_sdk_sqs::Client::from_conf(conf),
+        ))
+    }
+
+    fn ids(response: &KinesisEventResponse) -> Vec<String> {
+        response
+            .batch_item_failures
+            .iter()
+            .filter_map(|f| f.item_identifier.clone())
+            .collect()
+    }
+
+    /// S15: a Kinesis function without a parking queue refuses to start, naming the variable;
+    /// with one, it starts.
+    #[test]
+    fn s15_a_kinesis_function_without_a_parking_queue_refuses_to_start() {
+        let missing = Parking::read(&Env::from_pairs::<&str, &str>([])).expect_err("refused");
+        assert_eq!(
+            missing,
+            SettingsError::Missing(PARKING_QUEUE_VARIABLE.into())
+        );
+        let blank =
+            Parking::read(&Env::from_pairs([(PARKING_QUEUE_VARIABLE, "  ")])).expect_err("refused");
+        assert_eq!(blank, SettingsError::Missing(PARKING_QUEUE_VARIABLE.into()));
+        let url = "https://sqs.eu-west-1.amazonaws.com/123456789012/parking";
+        let parking =
+            Parking::read(&Env::from_pairs([(PARKING_QUEUE_VARIABLE, url)])).expect("starts");
+        assert_eq!(parking.queue.url(), url);
+    }
+
+    /// S15: a record that can never apply is passed by the checkpoint only once it is parked:
+    /// when the parking queue cannot be reached, the response names it, so Lambda retries from
+    /// it, and the record before it (another account's) is applied all the same.
+    #[tokio::test]
+    async fn s15_a_record_whose_parking_fails_is_the_checkpoint() {
+        let store = MemoryStore::new(Retention::unchecked(Duration::from_secs(86_400)).expect("r"));
+        store.create_table("balances", "account");
+        let spec = KeySpec::cloudevents(Scope::new("t", "k").expect("scope"), "tenantid");
+        let dedup = Deduplicator::new(spec, store.clone());
+        let plan = |e: &lambda_dedup::Derived| {
+            let data = HandlerError::data(e)?;
+            let amount = data["amount"]
+                .as_i64()
+                .ok_or_else(|| HandlerError::Invalid("amount is not a number".into()))?;
+            let account = data["account"].as_str().unwrap_or_default().to_owned();
+            Ok(Plan {
+                effects: vec![
+                    Effect::update("balances", Item::new().with("account", account.as_str()))
+                        .expression("ADD balance :a")
+                        .value(":a", amount),
+                ],
+                result: None,
+            })
+        };
+        let mut poison = record(2, "b", "e2", 0);
+        let body = json!({"specversion": "1.0", "type": "credit", "source": "/k", "id": "e2",
+            "tenantid": "acme", "data": {"account": "b", "amount": "two"}});
+        poison["kinesis"]["data"] = base64::engine::general_purpose::STANDARD
+            .encode(body.to_string())
+            .into();
+        let shard = vec![record(1, "a", "e1", 1), poison, record(3, "a", "e3", 5)];
+        let parking = unreachable_parking();
+        let resp = run_kinesis("k", event(shard), &parking, |batch| {
+            let (dedup, plan) = (&dedup, &plan);
+            run_batch(batch, 10, move |m| async move {
+                dedup.transactional(&m, plan).await
+            })
+        })
+        .await
+        .expect("handled");
+        assert_eq!(
+            ids(&resp),
+            vec![format!("{:020}", 2)],
+            "not parked, so not passed"
+        );
+        let balance = store
+            .item("balances", &Item::new().with("account", "a"))
+            .and_then(|i| i.0.get("balance").cloned());
+        assert_eq!(balance, Some(Value::N("6".into())), "a's records went on");
+    }
+
+    /// S15: what is parked is the whole record as Lambda delivered it, data included, with the
+    /// rejection code, shard and sequence number.
+    #[test]
+    fn s15_the_parked_message_is_the_whole_record() {
+        let e = event(vec![record(7, "acct-9", "e7", 3)]);
+        let r = &e.payload.records[0];
+        let (body, attributes) = parked_message("k", "invalid_payload", r);
+        let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+        assert_eq!(v["code"], "invalid_payload");
+        assert_eq!(v["shardId"], "shardId-000");
+        assert_eq!(v["record"]["kinesis"]["partitionKey"], "acct-9");
+        assert_eq!(
+            v["record"]["kinesis"]["sequenceNumber"],
+            format!("{:020}", 7)
+        );
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(v["record"]["kinesis"]["data"].as_str().expect("data"))
+            .expect("base64");
+        assert_eq!(data, r.kinesis.data.0, "the data as received");
+        assert!(attributes.contains(&("dedup-reason".into(), "invalid_payload".into())));
+        assert!(attributes.contains(&("dedup-sequence-number".into(), format!("{:020}", 7))));
     }
 
     /// A shard with duplicates and a failure mid-shard: the first record not done is reported,
@@ -125,7 +420,7 @@ mod tests {
         let run = |records: Vec<serde_json::Value>| {
             let (dedup, plan) = (&dedup, &plan);
             async move {
-                run_kinesis("k", event(records), |batch| {
+                run_kinesis("k", event(records), &unreachable_parking(), |batch| {
                     run_batch(
                         batch,
                         10,
@@ -137,11 +432,7 @@ mod tests {
             }
         };
         let first = run(shard.clone()).await;
-        let failed: Vec<_> = first
-            .batch_item_failures
-            .iter()
-            .filter_map(|f| f.item_identifier.clone())
-            .collect();
+        let failed = ids(&first);
         assert_eq!(
             failed,
             vec![format!("{:020}", 2)],

@@ -7,8 +7,11 @@
 //! - [`settings`]: [`Settings`] from `DEDUP_*` variables, including the S9 retention check.
 //! - [`sqs`]: [`run_sqs`]: one SQS invocation, from event to `SqsBatchResponse`.
 //! - [`reconcile`]: late events (S10) to the reconciliation queue.
+//! - [`queue`]: the side queues the functions send to (reconciliation, parking), each SQS
+//!   client built on its first send.
 //! - `kinesis`, `dynamodb_stream` (features `kinesis`, `dynamodb-streams`): stream records as
-//!   messages, the checkpoint as the partial batch response.
+//!   messages, the checkpoint as the partial batch response; Kinesis records that can never
+//!   apply parked (`kinesis::Parking`).
 //! - `webhook` (feature `webhook`): signed HTTP requests into an inbox, one counted answer each.
 //! - `inbox` (feature `inbox`): the inbox table's stream forwarded to a queue, never stalling.
 
@@ -23,6 +26,7 @@ pub mod in_order;
 pub mod inbox;
 #[cfg(any(feature = "kinesis", test))]
 pub mod kinesis;
+pub mod queue;
 pub mod reconcile;
 pub mod settings;
 pub mod sqs;

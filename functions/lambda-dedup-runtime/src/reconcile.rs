@@ -12,10 +12,10 @@
 //! attributes of their own.
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use aws_sdk_sqs::types::MessageAttributeValue;
 use lambda_dedup::KeySpec;
 use lambda_dedup_batch::{BatchReport, Outcome};
-use tokio::sync::OnceCell;
+
+use crate::queue::Queue;
 
 /// The code the library gives a late event.
 pub const LATE_EVENT: &str = "late_event";
@@ -70,34 +70,10 @@ pub fn late_attributes(
     out
 }
 
-/// Where late events go.
-#[derive(Debug)]
-struct Queue {
-    client: aws_sdk_sqs::Client,
-    url: String,
-}
-
-/// Built once per container, on the first late event (most containers never see one, so cold
-/// starts do not pay for an SQS client).
-static QUEUE: OnceCell<Option<Queue>> = OnceCell::const_new();
-
-async fn queue() -> Option<&'static Queue> {
-    QUEUE
-        .get_or_init(|| async {
-            let url = std::env::var("DEDUP_RECONCILIATION_QUEUE_URL")
-                .ok()
-                .filter(|u| !u.trim().is_empty())?;
-            let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
-                .load()
-                .await;
-            Some(Queue {
-                client: aws_sdk_sqs::Client::new(&conf),
-                url,
-            })
-        })
-        .await
-        .as_ref()
-}
+/// Where late events go: `DEDUP_RECONCILIATION_QUEUE_URL`, read on the first late event (its
+/// SQS client is built then too, [`crate::queue`]).
+static QUEUE: std::sync::LazyLock<Option<Queue>> =
+    std::sync::LazyLock::new(|| Queue::from_env("DEDUP_RECONCILIATION_QUEUE_URL"));
 
 /// Sends the report's late events to the reconciliation queue and takes the ones sent off the
 /// failures (they are acknowledged). The account is unchanged: they stay `rejected` (S14).
@@ -115,7 +91,7 @@ pub async fn route_late_events(event: &SqsEvent, spec: &KeySpec, report: &mut Ba
     if late.is_empty() {
         return;
     }
-    let Some(queue) = queue().await else {
+    let Some(queue) = QUEUE.as_ref() else {
         tracing::warn!(
             late = late.len(),
             "late events and no DEDUP_RECONCILIATION_QUEUE_URL: they go to the DLQ"
@@ -140,27 +116,16 @@ pub async fn route_late_events(event: &SqsEvent, spec: &KeySpec, report: &mut Ba
         let Ok(key) = spec.derive(&crate::sqs::message(record)).map(|d| d.key) else {
             continue;
         };
-        let mut send = queue
-            .client
-            .send_message()
-            .queue_url(&queue.url)
-            .message_body(record.body.clone().unwrap_or_default());
-        for (name, value) in late_attributes(reason, key.as_str(), id, &record.message_attributes) {
-            if let Ok(v) = MessageAttributeValue::builder()
-                .data_type("String")
-                .string_value(value)
-                .build()
-            {
-                send = send.message_attributes(name, v);
-            }
-        }
-        match send.send().await {
-            Ok(_) => {
+        let attributes = late_attributes(reason, key.as_str(), id, &record.message_attributes);
+        match queue
+            .send(record.body.clone().unwrap_or_default(), &attributes)
+            .await
+        {
+            Ok(()) => {
                 tracing::info!(message_id = id, "late event sent to reconciliation");
                 sent.push(id.to_owned());
             }
-            Err(e) => tracing::warn!(message_id = id,
-                error = %aws_sdk_sqs::error::DisplayErrorContext(&e),
+            Err(e) => tracing::warn!(message_id = id, error = %e,
                 "could not send a late event to reconciliation; it will be retried"),
         }
     }

@@ -20,6 +20,7 @@
 //! | `DEDUP_EVENT_TIME_FROM` | where the event's own time is read, S10: `cloudevents` (its `time`), `json:/pointer`, `attribute:NAME`, or `none` (the producer declares no time; the mark table alone decides) | the key spec's own: `cloudevents` for CloudEvents functions |
 //! | `DEDUP_EVENT_TIME_FORMAT` | how a `json:` or `attribute:` time is written: `rfc3339`, `epoch-seconds` or `epoch-millis` | `rfc3339` |
 //! | `DEDUP_RECONCILIATION_QUEUE_URL` | where events older than the retention go, S10 (`reconcile`) | none: to the DLQ |
+//! | `DEDUP_PARKING_QUEUE_URL` | Kinesis functions: where records that can never apply are parked, whole, before the checkpoint passes them, S15 (`kinesis::Parking`) | required: a Kinesis function refuses to start without it |
 //! | `DEDUP_RUNTIME_DEADLINE` | `relative`: the runtime API sends the timeout where Lambda sends the deadline (local runtimes such as `cargo lambda watch` 1.9; see [`crate::deadline`]); never set in Lambda | unset: Lambda's epoch milliseconds |
 //!
 //! A retention that does not exceed queue retention + 2 × maxReceiveCount × visibility timeout +
@@ -99,7 +100,7 @@ impl Env {
 }
 
 /// Where variables come from.
-type Lookup<'a> = &'a Env;
+pub(crate) type Lookup<'a> = &'a Env;
 
 /// Why a function refuses to start: typed, so a caller (or a test) can tell the cases apart.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -125,7 +126,7 @@ pub enum SettingsError {
     Refused(String),
 }
 
-fn required_in(env: Lookup<'_>, name: &str) -> Result<String, SettingsError> {
+pub(crate) fn required_in(env: Lookup<'_>, name: &str) -> Result<String, SettingsError> {
     match env.get(name) {
         Some(v) if !v.trim().is_empty() => Ok(v),
         _ => Err(SettingsError::Missing(name.to_owned())),

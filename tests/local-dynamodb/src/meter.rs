@@ -12,6 +12,11 @@
 //! `GET /__meter` answers the totals as JSON ([`Usage`]); `POST /__meter/reset` zeroes them.
 //! Clients in other processes (the Python side of the benchmark) read them there.
 //!
+//! It can also play an outage of the endpoint behind it, for the clients of this proxy only:
+//! `POST /__meter/outage` starts one (every request is answered `500 InternalServerError`, in
+//! DynamoDB's JSON error format, without reaching the endpoint), `DELETE /__meter/outage` ends
+//! it; both answer `{"outage": bool, "refused": n}`, `n` counting the requests refused so far.
+//!
 //! Caveats, the same for every client: the proxy rewrites the request body, so it suits
 //! endpoints that do not check SigV4 signatures (local emulators); failed conditional writes are
 //! not metered when the endpoint's error answer carries no consumed capacity (DynamoDB charges
@@ -19,6 +24,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -57,6 +63,22 @@ pub struct Meter {
     usage: Arc<Mutex<Usage>>,
 }
 
+/// The outage the proxy plays (see the module docs): on or off, and the requests it refused.
+#[derive(Debug, Default)]
+struct Outage {
+    on: AtomicBool,
+    refused: AtomicU64,
+}
+
+impl Outage {
+    fn json(&self) -> Vec<u8> {
+        json!({"outage": self.on.load(Ordering::SeqCst),
+               "refused": self.refused.load(Ordering::SeqCst)})
+        .to_string()
+        .into_bytes()
+    }
+}
+
 impl Meter {
     /// Starts a proxy to `upstream` (`http://host:port`) on a free loopback port, on a thread of
     /// its own, adding `delay` before each request is forwarded.
@@ -66,6 +88,7 @@ impl Meter {
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
         let usage = Arc::new(Mutex::new(Usage::default()));
+        let outage = Arc::new(Outage::default());
         let (shared, upstream) = (usage.clone(), upstream.trim_end_matches('/').to_owned());
         std::thread::Builder::new()
             .name("dynamodb-meter".into())
@@ -89,10 +112,15 @@ impl Meter {
                         // Answers go out in one write; without this, Nagle's algorithm and the
                         // client's delayed ACK add tens of milliseconds per request.
                         let _ = socket.set_nodelay(true);
-                        let (http, usage, upstream) =
-                            (http.clone(), shared.clone(), upstream.clone());
+                        let (http, usage, upstream, outage) = (
+                            http.clone(),
+                            shared.clone(),
+                            upstream.clone(),
+                            outage.clone(),
+                        );
                         tokio::spawn(async move {
-                            let _ = connection(socket, &http, &upstream, &usage, delay).await;
+                            let _ =
+                                connection(socket, &http, &upstream, &usage, &outage, delay).await;
                         });
                     }
                 });
@@ -177,21 +205,38 @@ async fn connection(
     http: &reqwest::Client,
     upstream: &str,
     usage: &Mutex<Usage>,
+    outage: &Outage,
     delay: Duration,
 ) -> Option<()> {
     let mut buf = Vec::new();
+    let json_type = || vec![("content-type".to_owned(), "application/json".to_owned())];
     loop {
         let req = read_request(&mut socket, &mut buf).await?;
-        let (status, headers, body) = if req.path.starts_with("/__meter") {
+        let (status, headers, body) = if req.path.starts_with("/__meter/outage") {
+            match req.method.as_str() {
+                "POST" => outage.on.store(true, Ordering::SeqCst),
+                "DELETE" => outage.on.store(false, Ordering::SeqCst),
+                _ => {}
+            }
+            (200, json_type(), outage.json())
+        } else if req.path.starts_with("/__meter") {
             let lock = || usage.lock().unwrap_or_else(|e| e.into_inner());
             if req.method == "POST" {
                 *lock() = Usage::default();
             }
             let body = lock().to_json().to_string().into_bytes();
+            (200, json_type(), body)
+        } else if outage.on.load(Ordering::SeqCst) {
+            outage.refused.fetch_add(1, Ordering::SeqCst);
+            let body = json!({"__type": "com.amazonaws.dynamodb.v20120810#InternalServerError",
+                              "message": "meter: the endpoint is out (a played outage)"});
             (
-                200,
-                vec![("content-type".to_owned(), "application/json".to_owned())],
-                body,
+                500,
+                vec![(
+                    "content-type".to_owned(),
+                    "application/x-amz-json-1.0".to_owned(),
+                )],
+                body.to_string().into_bytes(),
             )
         } else {
             forward(http, upstream, usage, delay, req).await

@@ -1,0 +1,88 @@
+//! An SQS queue a function sends to on the side — late events to reconciliation
+//! ([`crate::reconcile`]), stream records that can never apply to a parking queue
+//! (`kinesis::Parking`) — with its SQS client built on the first send: most
+//! invocations never send there, so cold starts do not pay for an SQS client.
+
+use aws_sdk_sqs::types::MessageAttributeValue;
+use tokio::sync::OnceCell;
+
+/// A queue, by URL, and the client that sends to it (built once, on the first send).
+#[derive(Debug)]
+pub struct Queue {
+    url: String,
+    client: OnceCell<aws_sdk_sqs::Client>,
+}
+
+/// Why a send failed: SQS's answer, or none (unreachable, timed out). The message was not
+/// sent; the caller keeps it (reports it failed) so nothing is lost.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("could not send to the queue: {0}")]
+pub struct SendError(String);
+
+impl Queue {
+    /// The queue at `url`; its client comes from the environment (`aws_config`) on the first send.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            client: OnceCell::new(),
+        }
+    }
+
+    /// The queue at `url`, sent to with `client` (tests point it at a loopback endpoint).
+    pub fn with_client(url: impl Into<String>, client: aws_sdk_sqs::Client) -> Self {
+        Self {
+            url: url.into(),
+            client: OnceCell::new_with(Some(client)),
+        }
+    }
+
+    /// The queue named by the variable `var`, or `None` when it is unset or empty.
+    pub fn from_env(var: &str) -> Option<Self> {
+        std::env::var(var)
+            .ok()
+            .filter(|u| !u.trim().is_empty())
+            .map(Self::new)
+    }
+
+    /// The queue's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    async fn client(&self) -> &aws_sdk_sqs::Client {
+        self.client
+            .get_or_init(|| async {
+                let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
+                    .load()
+                    .await;
+                aws_sdk_sqs::Client::new(&conf)
+            })
+            .await
+    }
+
+    /// Sends `body` with string `attributes` (at most SQS's 10); `Ok` only once SQS has taken it.
+    pub async fn send(
+        &self,
+        body: String,
+        attributes: &[(String, String)],
+    ) -> Result<(), SendError> {
+        let mut send = self
+            .client()
+            .await
+            .send_message()
+            .queue_url(&self.url)
+            .message_body(body);
+        for (name, value) in attributes {
+            let value = MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(value)
+                .build()
+                .map_err(|e| SendError(e.to_string()))?;
+            send = send.message_attributes(name, value);
+        }
+        send.send()
+            .await
+            .map(|_| ())
+            .map_err(|e| SendError(aws_sdk_sqs::error::DisplayErrorContext(&e).to_string()))
+    }
+}

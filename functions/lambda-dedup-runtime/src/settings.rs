@@ -33,7 +33,7 @@ use lambda_dedup::{RedeliveryHorizon, Retention, Scope};
 use lambda_dedup_dynamodb::{Client, DynamoStore};
 
 /// Where variables come from: the process environment, or a map in tests.
-type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+pub(crate) type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// Why a function refuses to start: typed, so a caller (or a test) can tell the cases apart.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,18 +59,18 @@ pub enum SettingsError {
     Refused(String),
 }
 
-fn process_env(name: &str) -> Option<String> {
+pub(crate) fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-fn required_in(env: Lookup<'_>, name: &str) -> Result<String, SettingsError> {
+pub(crate) fn required_in(env: Lookup<'_>, name: &str) -> Result<String, SettingsError> {
     match env(name) {
         Some(v) if !v.trim().is_empty() => Ok(v),
         _ => Err(SettingsError::Missing(name.to_owned())),
     }
 }
 
-fn optional_in<T: std::str::FromStr>(
+pub(crate) fn optional_in<T: std::str::FromStr>(
     env: Lookup<'_>,
     name: &str,
     default: T,

@@ -8,7 +8,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use dedup_tests::{client, get_item, unique};
-use lambda_dedup::signature::sign;
 use lambda_dedup::{KeySpec, Message, Scope};
 use local_dynamodb::kinesis::Kinesis;
 use serde_json::json;
@@ -62,31 +61,84 @@ async fn forwarded(what: &str, key: &str) {
     .await;
 }
 
-/// One delivery as a sender makes it: the event id header, a timestamp, a signature.
-struct Delivery {
-    id: String,
-    body: String,
+/// The signature headers the sender's own library makes for `body` (`tests/senders/sign.py`,
+/// run with the venv's python: `standardwebhooks` or `stripe` from PyPI), never the project's own
+/// signing code: a receiver that misread a scheme would refuse them.
+fn sender_headers(
+    scheme: &str,
+    id: &str,
     timestamp: u64,
-    signature: String,
+    secrets: &[&str],
+    body: &str,
+) -> Vec<(String, String)> {
+    use std::io::Write;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/senders/sign.py");
+    let mut child = std::process::Command::new(env("DEDUP_SENDER_PYTHON"))
+        .arg(script)
+        .args([scheme, id, &timestamp.to_string()])
+        .args(secrets)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the sender's signing library");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(body.as_bytes())
+        .expect("write the body");
+    let out = child.wait_with_output().expect("the signer's output");
+    assert!(out.status.success(), "sign.py {scheme} failed");
+    let headers: BTreeMap<String, String> =
+        serde_json::from_slice(&out.stdout).expect("sign.py prints a JSON object");
+    headers.into_iter().collect()
+}
+
+/// One delivery as a sender makes it: where it goes, its body and its headers.
+#[derive(Clone)]
+struct Delivery {
+    url: String,
+    body: String,
+    headers: Vec<(String, String)>,
 }
 
 impl Delivery {
-    fn signed(id: &str, body: &str, timestamp: u64, secret: &[u8]) -> Self {
+    /// A Standard Webhooks delivery of event `id` to `webhook-receiver`, signed at `timestamp`
+    /// with each of `secrets` by the `standardwebhooks` library.
+    fn standard(id: &str, body: &str, timestamp: u64, secrets: &[&str]) -> Self {
         Self {
-            id: id.into(),
+            url: env("DEDUP_WEBHOOK_URL"),
             body: body.into(),
-            timestamp,
-            signature: sign(secret, timestamp, body.as_bytes()),
+            headers: sender_headers("standard-webhooks", id, timestamp, secrets, body),
         }
     }
 
+    /// A Stripe delivery to the Stripe configuration of `webhook-receiver`, signed at
+    /// `timestamp` with each of `secrets` by the `stripe` library.
+    fn stripe(body: &str, timestamp: u64, secrets: &[&str]) -> Self {
+        Self {
+            url: env("DEDUP_STRIPE_WEBHOOK_URL"),
+            body: body.into(),
+            headers: sender_headers("stripe", "", timestamp, secrets, body),
+        }
+    }
+
+    /// The same, with header `name` set to `value` (added if absent).
+    fn with_header(&self, name: &str, value: &str) -> Self {
+        let mut d = self.clone();
+        d.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        d.headers.push((name.into(), value.into()));
+        d
+    }
+
     async fn post(&self) -> (u16, Option<String>, String) {
-        let resp = reqwest::Client::new()
-            .post(env("DEDUP_WEBHOOK_URL"))
-            .header("content-type", "application/json")
-            .header("webhook-id", &self.id)
-            .header("webhook-timestamp", self.timestamp.to_string())
-            .header("webhook-signature", &self.signature)
+        let mut req = reqwest::Client::new()
+            .post(&self.url)
+            .header("content-type", "application/json");
+        for (name, value) in &self.headers {
+            req = req.header(name, value);
+        }
+        let resp = req
             .body(self.body.clone())
             .send()
             .await
@@ -130,19 +182,46 @@ async fn inbox_items(marker: &str) -> Vec<BTreeMap<String, AttributeValue>> {
     }
 }
 
-/// S1, S5, S8, S11 and the webhook door's answers, over real HTTP: a valid delivery is recorded
-/// (200); the sender's retry, byte for byte or signed again later, gets the first answer with
-/// `idempotent-replayed: true`; a signature under the secret being rotated in is accepted; a
-/// stale, forged or altered one gets 401; an oversized body 413; the same id with another body
-/// 409. The inbox holds each event once, `inbox-forwarder` hands it to the ledger's queue, and
-/// the balance moves once per event.
+/// A forger's own Standard Webhooks secret (well formed, not the sender's).
+const FORGERS_SECRET: &str = "whsec_Zm9yZ2Vycy1vd24ta2V5LTAxMjM0NTY3ODk=";
+
+/// Waits until every inbox item naming `account` is forwarded; returns how many there are.
+async fn all_forwarded(account: &str) -> usize {
+    eventually(
+        "the inbox items marked forwarded",
+        Duration::from_secs(30),
+        || async move {
+            let items = inbox_items(account).await;
+            items
+                .iter()
+                .all(|i| {
+                    i.get("forward_status")
+                        .and_then(|s| s.as_s().ok())
+                        .map(String::as_str)
+                        == Some("FORWARDED")
+                })
+                .then_some(items.len())
+        },
+    )
+    .await
+}
+
+/// S1, S5, S8, S11 and the webhook door's answers, over real HTTP, for deliveries signed by the
+/// Standard Webhooks reference library (`standardwebhooks` from PyPI): a valid delivery is
+/// recorded (200); the sender's retry, byte for byte or signed again later (with two secrets,
+/// one unknown to us), gets the first answer with `idempotent-replayed: true`; a signature under
+/// the secret being rotated in is accepted; the same signed delivery replayed under another
+/// `webhook-id` (a replay attack: the id is signed) gets 401 and no inbox item; a stale, forged
+/// or altered one gets 401; an oversized body 413; the same id with another body 409. The inbox
+/// holds each event once, `inbox-forwarder` hands it to the ledger's queue, and the balance moves
+/// once per event.
 #[tokio::test]
 async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
     if !stack_is_up("e2e_webhook_deliveries_get_their_documented_answers_and_apply_once") {
         return;
     }
     let secret = env("DEDUP_WEBHOOK_SECRET");
-    let secret = secret.as_bytes();
+    let secret = secret.as_str();
     let account = unique("wh-acct");
     let (id1, id2) = (unique("wh-e1"), unique("wh-e2"));
     let body1 = ce(
@@ -161,7 +240,7 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
     );
     let t = now_secs();
 
-    let first = Delivery::signed(&id1, &body1, t, secret);
+    let first = Delivery::standard(&id1, &body1, t, &[secret]);
     let (status, replayed, answer) = first.post().await;
     assert_eq!((status, replayed.as_deref()), (200, None), "{answer}");
     assert!(answer.contains("inbox_key"), "{answer}");
@@ -172,23 +251,36 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
         (status, replayed.as_deref(), again.as_str()),
         (200, Some("true"), answer.as_str())
     );
-    // Its later retry, signed again with a new timestamp.
-    let (status, replayed, resigned) = Delivery::signed(&id1, &body1, t + 30, secret).post().await;
+    // Its later retry, signed again with a new timestamp, under two secrets (one not ours).
+    let (status, replayed, resigned) =
+        Delivery::standard(&id1, &body1, t + 30, &[FORGERS_SECRET, secret])
+            .post()
+            .await;
     assert_eq!(
         (status, replayed.as_deref(), resigned.as_str()),
         (200, Some("true"), answer.as_str())
     );
 
+    // A captured delivery replayed inside the window under another webhook-id: the id is
+    // signed, so it is refused, and no second event is recorded.
+    let (status, _, why) = first
+        .with_header("webhook-id", &unique("wh-replayed"))
+        .post()
+        .await;
+    assert_eq!(status, 401, "a replay under another id: {why}");
+    assert!(why.contains("bad_signature"), "{why}");
+
     // Refused before anything is stored.
-    let (stale, _, why) = Delivery::signed(&id2, &body2, t - 3600, secret)
+    let (stale, _, why) = Delivery::standard(&id2, &body2, t - 3600, &[secret])
         .post()
         .await;
     assert_eq!(stale, 401, "a signature from an hour ago: {why}");
-    let (forged, _, _) = Delivery::signed(&id2, &body2, t, b"not-the-senders-secret")
+    assert!(why.contains("stale_signature"), "{why}");
+    let (forged, _, _) = Delivery::standard(&id2, &body2, t, &[FORGERS_SECRET])
         .post()
         .await;
     assert_eq!(forged, 401);
-    let mut altered = Delivery::signed(&id2, &body2, t, secret);
+    let mut altered = Delivery::standard(&id2, &body2, t, &[secret]);
     altered.body = body2.replace("\"amount\":5", "\"amount\":500");
     assert_eq!(altered.post().await.0, 401, "a body changed after signing");
     let pad = "x".repeat(70_000);
@@ -199,10 +291,13 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
         "t1",
         json!({"account": account, "amount": 5, "pad": pad}),
     );
-    assert_eq!(Delivery::signed(&id2, &big, t, secret).post().await.0, 413);
+    assert_eq!(
+        Delivery::standard(&id2, &big, t, &[secret]).post().await.0,
+        413
+    );
 
     // The second event, then its id again with another amount: a conflict, not a duplicate.
-    let (status, replayed, _) = Delivery::signed(&id2, &body2, t, secret).post().await;
+    let (status, replayed, _) = Delivery::standard(&id2, &body2, t, &[secret]).post().await;
     assert_eq!((status, replayed), (200, None));
     let other = ce(
         "credit",
@@ -211,41 +306,107 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
         "t1",
         json!({"account": account, "amount": 50}),
     );
-    let (status, _, why) = Delivery::signed(&id2, &other, t, secret).post().await;
+    let (status, _, why) = Delivery::standard(&id2, &other, t, &[secret]).post().await;
     assert_eq!(status, 409, "{why}");
 
     let items = inbox_items(&account).await;
-    assert_eq!(items.len(), 2, "each event once in the inbox");
+    assert_eq!(
+        items.len(),
+        2,
+        "each event once in the inbox, the replay none"
+    );
     // Forwarded to the ledger's queue and applied once each.
     let (balance, events) = balance_reaches("the forwarded events' balance", &account, 15).await;
     assert_eq!((balance, events), (15, 2));
-    let forwarded = eventually(
-        "both inbox items marked forwarded",
-        Duration::from_secs(30),
-        || {
-            let account = account.clone();
-            async move {
-                let items = inbox_items(&account).await;
-                items
-                    .iter()
-                    .all(|i| {
-                        i.get("forward_status")
-                            .and_then(|s| s.as_s().ok())
-                            .map(String::as_str)
-                            == Some("FORWARDED")
-                    })
-                    .then_some(items.len())
-            }
-        },
-    )
-    .await;
-    assert_eq!(forwarded, 2);
+    assert_eq!(all_forwarded(&account).await, 2);
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
         ledger("t1", &account).await,
         Some((15, 2)),
         "and it stays there"
     );
+}
+
+/// The Stripe scheme, through the same binary configured with `WEBHOOK_SCHEME=stripe` (its own
+/// Function URL), for deliveries signed by Stripe's own library (`stripe` from PyPI): the event
+/// id is the signed body's `id` (`evt_…`). A valid delivery is recorded; a retry, byte for byte
+/// or re-signed with two `v1` signatures (one under a secret not held), gets the first answer;
+/// the same delivery under another `webhook-id` header is still the same event (that header is
+/// not the identity here); a delivery signed with the rotated-in secret is accepted; stale,
+/// forged and altered ones get 401, and a Standard Webhooks signature is no Stripe signature.
+#[tokio::test]
+async fn e2e_stripe_deliveries_signed_by_stripes_library_are_accepted_once() {
+    if !stack_is_up("e2e_stripe_deliveries_signed_by_stripes_library_are_accepted_once") {
+        return;
+    }
+    let secret = env("DEDUP_STRIPE_WEBHOOK_SECRET");
+    let secret = secret.as_str();
+    let account = unique("st-acct");
+    let (evt1, evt2) = (unique("evt_1"), unique("evt_2"));
+    // A Stripe event's top-level `id` is the event id; these are also the ledger's CloudEvents.
+    let body1 = ce(
+        "credit",
+        "/stripe",
+        &evt1,
+        "t1",
+        json!({"account": account, "amount": 7}),
+    );
+    let body2 = ce(
+        "credit",
+        "/stripe",
+        &evt2,
+        "t1",
+        json!({"account": account, "amount": 2}),
+    );
+    let t = now_secs();
+
+    let first = Delivery::stripe(&body1, t, &[secret]);
+    let (status, replayed, answer) = first.post().await;
+    assert_eq!((status, replayed.as_deref()), (200, None), "{answer}");
+    let (status, replayed, again) = first.post().await;
+    assert_eq!(
+        (status, replayed.as_deref(), again.as_str()),
+        (200, Some("true"), answer.as_str())
+    );
+    let (status, replayed, resigned) =
+        Delivery::stripe(&body1, t + 20, &["whsec_not_this_endpoints_secret", secret])
+            .post()
+            .await;
+    assert_eq!(
+        (status, replayed.as_deref(), resigned.as_str()),
+        (200, Some("true"), answer.as_str())
+    );
+    let (status, replayed, _) = first
+        .with_header("webhook-id", &unique("other-id"))
+        .post()
+        .await;
+    assert_eq!(
+        (status, replayed.as_deref()),
+        (200, Some("true")),
+        "an unsigned header is not the identity"
+    );
+
+    let stale = Delivery::stripe(&body2, t - 3600, &[secret]).post().await;
+    assert_eq!(stale.0, 401, "{}", stale.2);
+    assert!(stale.2.contains("stale_signature"), "{}", stale.2);
+    let forged = Delivery::stripe(&body2, t, &["whsec_a_forgers_own_secret_0000"])
+        .post()
+        .await;
+    assert_eq!(forged.0, 401);
+    let mut altered = Delivery::stripe(&body2, t, &[secret]);
+    altered.body = body2.replace("\"amount\":2", "\"amount\":200");
+    assert_eq!(altered.post().await.0, 401, "a body changed after signing");
+    let mut standard = Delivery::standard(&evt2, &body2, t, &[&env("DEDUP_WEBHOOK_SECRET")]);
+    standard.url = env("DEDUP_STRIPE_WEBHOOK_URL");
+    assert_eq!(standard.post().await.0, 401, "another scheme's signature");
+
+    let (status, replayed, _) = Delivery::stripe(&body2, t, &[secret]).post().await;
+    assert_eq!((status, replayed), (200, None));
+
+    assert_eq!(inbox_items(&account).await.len(), 2, "each event once");
+    let (balance, events) = balance_reaches("the Stripe events' balance", &account, 9).await;
+    assert_eq!((balance, events), (9, 2));
+    assert_eq!(all_forwarded(&account).await, 2);
 }
 
 /// S1, S8, S12, S15 on a Kinesis stream: a producer's retry (the same event in a second record),

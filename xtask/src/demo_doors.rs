@@ -5,18 +5,20 @@
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use lambda_dedup::signature::sign;
 use serde_json::json;
 
 use crate::Result;
 use crate::demo::{Checks, ce, scan};
 use crate::stack::{KINESIS_STREAM, Stack, TABLE_BALANCES, TABLE_INBOX, WEBHOOK_SECRETS};
 
+/// A forger's own Standard Webhooks secret: well formed, not the sender's.
+const FORGERS_SECRET: &str = "whsec_Zm9yZ2Vycy1vd24ta2V5LTAxMjM0NTY3ODk=";
+
 /// An HTTP answer as the demo judges it: the status, and whether it says it is a replay.
 type Answer = (u16, bool);
 
 /// A webhook delivery: what it is, its id, body, timestamp and secret, and its documented answer.
-type Delivery<'a> = (&'static str, &'a str, &'a str, u64, &'a [u8], Answer);
+type Delivery<'a> = (&'static str, &'a str, &'a str, u64, &'a str, Answer);
 
 /// What the doors were sent, for the checks after the queues settle.
 pub(crate) struct Sent {
@@ -45,24 +47,55 @@ fn credit(source: &str, id: &str, account: &str, amount: serde_json::Value) -> S
     )
 }
 
-/// POSTs `body` as the sender would: `webhook-id`, timestamp and signature headers. Returns the
-/// status and whether the answer says it is a replay.
-async fn post(
+/// The Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`) the
+/// sender's own library (`standardwebhooks`, in the venv) makes for `body`: the demo never signs
+/// with the project's code.
+pub(crate) fn sender_headers(
     stack: &Stack,
     id: &str,
-    body: &str,
     timestamp: u64,
-    secret: &[u8],
-) -> Result<Answer> {
-    let resp = reqwest::Client::new()
+    secret: &str,
+    body: &str,
+) -> Result<Vec<(String, String)>> {
+    use std::io::Write;
+    let (python, script) = &stack.sender;
+    let mut child = std::process::Command::new(python)
+        .arg(script)
+        .args(["standard-webhooks", id, &timestamp.to_string(), secret])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", script.display()))?;
+    child
+        .stdin
+        .take()
+        .ok_or("sign.py: no stdin")?
+        .write_all(body.as_bytes())
+        .map_err(|e| format!("sign.py: {e}"))?;
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("sign.py: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "sign.py failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let headers: std::collections::BTreeMap<String, String> =
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("sign.py: {e}"))?;
+    Ok(headers.into_iter().collect())
+}
+
+/// POSTs `body` as the sender would, signed by its library. Returns the status and whether the
+/// answer says it is a replay.
+async fn post(stack: &Stack, id: &str, body: &str, timestamp: u64, secret: &str) -> Result<Answer> {
+    let mut req = reqwest::Client::new()
         .post(&stack.webhook_url)
-        .header("content-type", "application/json")
-        .header("webhook-id", id)
-        .header("webhook-timestamp", timestamp.to_string())
-        .header(
-            "webhook-signature",
-            sign(secret, timestamp, body.as_bytes()),
-        )
+        .header("content-type", "application/json");
+    for (name, value) in sender_headers(stack, id, timestamp, secret, body)? {
+        req = req.header(name, value);
+    }
+    let resp = req
         .body(body.to_owned())
         .send()
         .await
@@ -77,13 +110,14 @@ async fn post(
 pub(crate) async fn send(stack: &Stack) -> Result<Sent> {
     println!(
         "xtask: demo: webhooks: 3 signed events from acme-pay (one under the secret being rotated out); \
-         a retry after a lost answer, a re-signed retry, a forgery, a stale replay, an oversized body, a conflicting body"
+         a retry after a lost answer, a re-signed retry, a forgery, a stale replay, an oversized body, a conflicting body, \
+         a replay under another webhook-id (all signed by the sender's own library, standardwebhooks)"
     );
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let (new, old) = (WEBHOOK_SECRETS[0].as_bytes(), WEBHOOK_SECRETS[1].as_bytes());
+    let (new, old) = (WEBHOOK_SECRETS[0], WEBHOOK_SECRETS[1]);
     let w1 = credit("/acme-pay", "wh-1", "wh-cuenta-1", json!(30));
     let w2 = credit("/acme-pay", "wh-2", "wh-cuenta-1", json!(12));
     let w3 = credit("/acme-pay", "wh-3", "wh-cuenta-2", json!(8));
@@ -127,7 +161,7 @@ pub(crate) async fn send(stack: &Stack) -> Result<Sent> {
             "wh-3",
             &w3,
             now,
-            b"guessed-secret-0000",
+            FORGERS_SECRET,
             (401, false),
         ),
         (
@@ -154,6 +188,31 @@ pub(crate) async fn send(stack: &Stack) -> Result<Sent> {
         let got = post(stack, id, body, ts, secret).await?;
         answers.push((what, want, got));
     }
+    // A captured delivery replayed inside the window under another id: the id is signed.
+    let mut req = reqwest::Client::new()
+        .post(&stack.webhook_url)
+        .header("content-type", "application/json");
+    for (name, value) in sender_headers(stack, "wh-1", now, new, &w1)? {
+        let value = if name == "webhook-id" {
+            "wh-1-replayed".to_owned()
+        } else {
+            value
+        };
+        req = req.header(name, value);
+    }
+    let resp = req
+        .body(w1.clone())
+        .send()
+        .await
+        .map_err(|e| format!("webhook: {e}"))?;
+    answers.push((
+        "wh-1 replayed under another webhook-id",
+        (401, false),
+        (
+            resp.status().as_u16(),
+            resp.headers().contains_key("idempotent-replayed"),
+        ),
+    ));
 
     println!(
         "xtask: demo: kinesis: 7 records on 2 accounts; a producer retry, a record that can never apply mid-shard (parked), and a lost answer"

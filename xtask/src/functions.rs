@@ -32,6 +32,11 @@ pub(crate) const ALL: [&str; 8] = [
     "inbox-forwarder",
 ];
 
+/// Further configurations of a function, for the local stack only: a function's own `main.rs`
+/// built under another name (a crate in `tests/`), so that `cargo lambda watch` serves it at a
+/// Function URL of its own; its variables over the shared ones are in `Stack::up`.
+pub(crate) const LOCAL_CONFIGURATIONS: [&str; 1] = [crate::stack::STRIPE_RECEIVER];
+
 struct Instance {
     child: Child,
     /// How many instances of this function have died (killed or crashed).
@@ -120,7 +125,7 @@ impl Functions {
             log,
         };
         let mut instances = BTreeMap::new();
-        for name in ALL {
+        for name in ALL.into_iter().chain(LOCAL_CONFIGURATIONS) {
             let child = launch.spawn(name)?;
             instances.insert(
                 name.to_owned(),

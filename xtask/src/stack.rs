@@ -61,6 +61,9 @@ pub(crate) struct Stack {
     pub(crate) invoke_url: String,
     /// The webhook receiver's URL, through `cargo lambda watch`'s Function URL front.
     pub(crate) webhook_url: String,
+    /// The venv's python, which has the webhook senders' signing libraries, and the script
+    /// that signs with them (`tests/senders/sign.py`).
+    pub(crate) sender: (PathBuf, PathBuf),
     /// The Kinesis emulator (moto) and the ledger's stream.
     pub(crate) kinesis: Kinesis,
     /// Where the Kinesis trigger hands records older than their maximum age.
@@ -88,13 +91,25 @@ pub(crate) const TABLE_INTENTS: &str = "intents";
 pub(crate) const TABLE_INBOX: &str = "webhook-inbox";
 /// The ledger's Kinesis stream, read by `ledger-stream`.
 pub(crate) const KINESIS_STREAM: &str = "ledger-events";
-/// The webhook receiver's secrets: the current one and the one being rotated out.
+/// The webhook receiver's secrets (Standard Webhooks: `whsec_` and the base64 of the key): the
+/// current one and the one being rotated out.
 pub(crate) const WEBHOOK_SECRETS: [&str; 2] = [
-    "local-webhook-secret-2026-11",
-    "local-webhook-secret-2026-10",
+    "whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMS1hY21l",
+    "whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMC1hY21l",
 ];
 /// The sender the webhook receiver serves (its keys' tenant).
 pub(crate) const WEBHOOK_SENDER: &str = "acme-pay";
+/// The second configuration of `webhook-receiver`: its own `main.rs` under another name
+/// (`tests/webhook-receiver-stripe`), serving a Stripe account (`WEBHOOK_SCHEME=stripe`) at its
+/// own Function URL.
+pub(crate) const STRIPE_RECEIVER: &str = "webhook-receiver-stripe";
+/// Its secrets (Stripe's `whsec_…`, used as the string's bytes): current and rotated out.
+pub(crate) const STRIPE_SECRETS: [&str; 2] = [
+    "whsec_local_stripe_endpoint_secret_2026_11",
+    "whsec_local_stripe_endpoint_secret_2026_10",
+];
+/// The Stripe account it serves (its keys' tenant).
+pub(crate) const STRIPE_SENDER: &str = "stripe-acct-local";
 
 fn conf_env() -> Vec<(String, String)> {
     [
@@ -226,7 +241,12 @@ impl Stack {
             std::process::Command::new(crate::cargo())
                 .current_dir(root)
                 .arg("build")
-                .args(crate::functions::ALL.iter().flat_map(|f| ["-p", f])),
+                .args(
+                    crate::functions::ALL
+                        .iter()
+                        .chain(&crate::functions::LOCAL_CONFIGURATIONS)
+                        .flat_map(|f| ["-p", f]),
+                ),
         )
         .map_err(|e| format!("cargo build: {e}"))?;
         if !status.success() {
@@ -269,6 +289,7 @@ impl Stack {
                 // Webhook events are ledger events: the inbox is forwarded to the ledger's queue.
                 ("FORWARD_QUEUE_URL", queues["ledger-projector"].url.clone()),
                 // Local secrets; in AWS they come from Secrets Manager (infra/template.yaml).
+                ("WEBHOOK_SCHEME", "standard-webhooks".into()),
                 ("WEBHOOK_SECRETS", WEBHOOK_SECRETS.join(",")),
                 ("WEBHOOK_TENANT", WEBHOOK_SENDER.into()),
                 ("WEBHOOK_MAX_BODY_BYTES", "65536".into()),
@@ -328,6 +349,18 @@ impl Stack {
             );
             meters.insert(f.to_owned(), [dynamodb_meter, sqs_meter]);
         }
+        // The Stripe configuration of webhook-receiver: its proxies (and so its role) are
+        // webhook-receiver's, and so is its consumer; the sender (tenant) is its own.
+        let mut stripe_env = own_env["webhook-receiver"].clone();
+        stripe_env.extend(
+            [
+                ("WEBHOOK_SCHEME", "stripe".to_owned()),
+                ("WEBHOOK_SECRETS", STRIPE_SECRETS.join(",")),
+                ("WEBHOOK_TENANT", STRIPE_SENDER.to_owned()),
+            ]
+            .map(|(k, v)| (k.to_owned(), v)),
+        );
+        own_env.insert(STRIPE_RECEIVER.to_owned(), stripe_env);
         let function_env = fenv.clone();
         let functions = Functions::start(
             root,
@@ -421,6 +454,10 @@ impl Stack {
             reconciliation_url,
             invoke_url,
             webhook_url,
+            sender: (
+                bin.join("python"),
+                root.join("tests").join("senders").join("sign.py"),
+            ),
             kinesis,
             kinesis_failures_url,
             kinesis_parking_url,
@@ -494,6 +531,11 @@ impl Stack {
         }
     }
 
+    /// The Stripe configuration's URL, through `cargo lambda watch`'s Function URL front.
+    pub(crate) fn stripe_webhook_url(&self) -> String {
+        format!("{}/lambda-url/{STRIPE_RECEIVER}/", self.invoke_url)
+    }
+
     /// The environment the end-to-end tests read.
     pub(crate) fn env(&self) -> Vec<(String, String)> {
         let mut env = conf_env();
@@ -508,6 +550,16 @@ impl Stack {
         env.push(("DEDUP_PROVIDER_URL".into(), self.provider_url.clone()));
         env.push(("DEDUP_WEBHOOK_URL".into(), self.webhook_url.clone()));
         env.push(("DEDUP_WEBHOOK_SECRET".into(), WEBHOOK_SECRETS[1].into()));
+        env.push(("DEDUP_STRIPE_WEBHOOK_URL".into(), self.stripe_webhook_url()));
+        env.push((
+            "DEDUP_STRIPE_WEBHOOK_SECRET".into(),
+            STRIPE_SECRETS[1].into(),
+        ));
+        // The senders' own signing libraries are in the venv: `tests/senders/sign.py` runs there.
+        env.push((
+            "DEDUP_SENDER_PYTHON".into(),
+            self.sender.0.display().to_string(),
+        ));
         env.push(("DEDUP_KINESIS_STREAM".into(), KINESIS_STREAM.into()));
         env.push((
             "DEDUP_QUEUE_LEDGER_STREAM_FAILURES".into(),

@@ -1,5 +1,7 @@
 //! Python tools in a project venv (`.cache/venv`): the SQS emulator (`moto[server]`) and
-//! `cargo-lambda` (which brings `ziglang` for cross builds), and `cfn-lint`. Pinned, installed once.
+//! `cargo-lambda` (which brings `ziglang` for cross builds), `cfn-lint`, and the webhook senders'
+//! own signing libraries (`standardwebhooks`, `stripe`), with which the end-to-end tests and the
+//! demo sign their deliveries (`tests/senders/sign.py`). Pinned, installed once.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,8 @@ const PINS: &[&str] = &[
     "moto[server]==5.2.5",
     "cargo-lambda==1.9.2",
     "cfn-lint==1.58.0",
+    "standardwebhooks==1.1.0",
+    "stripe==16.1.0",
 ];
 
 /// The venv's `bin` folder, installing the pinned tools first if needed.

@@ -133,7 +133,7 @@ pub(crate) fn required_in(env: Lookup<'_>, name: &str) -> Result<String, Setting
     }
 }
 
-fn optional_in<T: std::str::FromStr>(
+pub(crate) fn optional_in<T: std::str::FromStr>(
     env: Lookup<'_>,
     name: &str,
     default: T,

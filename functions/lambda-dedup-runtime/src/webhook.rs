@@ -7,7 +7,7 @@
 //! | --- | --- | --- |
 //! | not `POST` | 405 | `MethodNotAllowed` |
 //! | body over `WEBHOOK_MAX_BODY_BYTES` | 413 | `TooLarge` |
-//! | signature missing, forged, or timestamp outside the window | 401 | `Unauthorized` |
+//! | signature missing, forged, of another scheme, made for another id, a signed header sent twice, or timestamp outside the window | 401 | `Unauthorized` |
 //! | new event | 200, the answer stored with the mark | `Applied` |
 //! | same event again (a sender's retry) | 200, the first answer, `idempotent-replayed: true` | `Duplicate` |
 //! | same identity, another body | 409 | `Conflict` |
@@ -23,13 +23,28 @@
 //! The size is checked first (without reading the body into anything), then the signature,
 //! before anything is parsed or stored: an unsigned request costs no DynamoDB call.
 //!
+//! # Settings ([`WebhookConfig::from_env`])
+//! | variable | meaning | default |
+//! | --- | --- | --- |
+//! | `WEBHOOK_SCHEME` | how the sender signs ([`Scheme`]): `standard-webhooks` or `stripe`; anything else is refused at start | `standard-webhooks` |
+//! | `WEBHOOK_SECRETS` | the sender's secrets, comma-separated, as the sender writes them: `whsec_<base64>` (Standard Webhooks: the key is the decoded bytes) or Stripe's `whsec_…` (the string's bytes); each key 16 bytes or more; all accepted (rotation) | required |
+//! | `WEBHOOK_TOLERANCE_SECONDS` | how far a signature's timestamp may be from now, either way | 300 |
+//! | `WEBHOOK_ID_FROM` | the event's identity, always covered by the signature: `header:webhook-id` (Standard Webhooks' signed id) or `json:</pointer>` into the signed body; any other header is refused | `header:webhook-id`; Stripe: `json:/id` (the event's `evt_…`) |
+//! | `WEBHOOK_TENANT` | the sender (the keys' tenant) | required |
+//! | `WEBHOOK_MAX_BODY_BYTES` | the largest body | 262144 |
+//! | `INBOX_TABLE` | the inbox table (key `event_key`) | required |
+//!
+//! The identity is never an unsigned header: a delivery captured inside the window and sent
+//! again under another id must not be a new event. GitHub's scheme, which does not sign the
+//! delivery id, is not offered.
+//!
 //! Nothing answered 2xx is lost: the inbox item is written with the mark in one transaction,
 //! before the answer. A stream consumer (the `inbox` module, feature `inbox`) hands inbox items on to a queue.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use lambda_dedup::signature::Verifier;
+use lambda_dedup::signature::{Scheme, SignatureError, Verifier};
 use lambda_dedup::{
     AttributeValue, Derived, Effect, FingerprintSource, IdentitySource, Item, KeySpec, Message,
     Scope, TenantSource,
@@ -38,14 +53,11 @@ use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, Plan};
 use lambda_http::http::{HeaderMap, Method};
 use lambda_http::{Body, Request, RequestExt, Response};
 
-use crate::settings::SettingsError;
+use crate::settings::{Env, Lookup, SettingsError, optional_in, required_in};
 
-/// The header naming the event's identity by default (as Standard Webhooks does).
-pub const DEFAULT_ID_HEADER: &str = "webhook-id";
-/// The header carrying the signature's timestamp (Unix seconds).
-pub const TIMESTAMP_HEADER: &str = "webhook-timestamp";
-/// The header carrying the signature(s), `v1=<hex>`, separated by commas or spaces.
-pub const SIGNATURE_HEADER: &str = "webhook-signature";
+pub use lambda_dedup::signature::{
+    STRIPE_SIGNATURE_HEADER, WEBHOOK_ID_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER,
+};
 /// The header on an answer that repeats the first answer to the same event.
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 /// The default largest body: 256 KiB, well inside a DynamoDB item and an SQS message.
@@ -57,30 +69,54 @@ const ACCEPTED: &str = r#"{"status":"accepted"}"#;
 /// What a retry is asked to wait, in seconds.
 const RETRY_AFTER_SECS: &str = "5";
 
-/// Where the event's identity comes from: what the sender declares, never a hash of the body.
+/// Where the event's identity comes from: what the sender declares and signs, never a hash of
+/// the body, never an unsigned header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IdentityFrom {
-    /// A request header (lower case).
-    Header(String),
-    /// A JSON pointer into the body.
+    /// Standard Webhooks' `webhook-id` header, which its signature covers.
+    WebhookId,
+    /// A JSON pointer into the body (signed whole in every scheme).
     JsonPointer(String),
 }
 
 impl std::str::FromStr for IdentityFrom {
     type Err = String;
 
-    /// `header:<name>` or `json:<pointer>`.
+    /// `header:webhook-id` or `json:<pointer>`.
     fn from_str(s: &str) -> Result<Self, String> {
         match s.split_once(':') {
-            Some(("header", name)) if !name.trim().is_empty() => {
-                Ok(Self::Header(name.trim().to_ascii_lowercase()))
+            Some(("header", name)) if name.trim().eq_ignore_ascii_case(WEBHOOK_ID_HEADER) => {
+                Ok(Self::WebhookId)
             }
+            Some(("header", name)) => Err(format!(
+                "the header '{}' is not signed: only {WEBHOOK_ID_HEADER} (Standard Webhooks) is, or use json:</pointer> into the signed body",
+                name.trim()
+            )),
             Some(("json", pointer)) if pointer.starts_with('/') => {
                 Ok(Self::JsonPointer(pointer.to_owned()))
             }
             _ => Err(format!(
-                "'{s}' is neither header:<name> nor json:</pointer> (a body hash is never the default identity)"
+                "'{s}' is neither header:{WEBHOOK_ID_HEADER} nor json:</pointer> (a body hash is never the default identity)"
             )),
+        }
+    }
+}
+
+impl IdentityFrom {
+    /// The identity a scheme signs when none is configured: Standard Webhooks' `webhook-id`,
+    /// Stripe's event id (the body's top-level `id`).
+    pub fn default_for(scheme: Scheme) -> Self {
+        match scheme {
+            Scheme::StandardWebhooks => Self::WebhookId,
+            Scheme::Stripe => Self::JsonPointer("/id".into()),
+        }
+    }
+
+    /// Whether `scheme`'s signature covers this identity (Stripe signs no id header).
+    pub fn signed_by(&self, scheme: Scheme) -> bool {
+        match self {
+            Self::WebhookId => scheme == Scheme::StandardWebhooks,
+            Self::JsonPointer(_) => true,
         }
     }
 }
@@ -88,9 +124,9 @@ impl std::str::FromStr for IdentityFrom {
 /// The receiver's configuration.
 #[derive(Debug, Clone)]
 pub struct WebhookConfig {
-    /// The secrets held (all accepted, for rotation) and the tolerance window.
+    /// The scheme, the secrets held (all accepted, for rotation) and the tolerance window.
     pub verifier: Verifier,
-    /// Where the identity comes from.
+    /// Where the identity comes from (covered by the signature).
     pub identity: IdentityFrom,
     /// The sender (the keys' tenant, S1).
     pub tenant: String,
@@ -101,27 +137,50 @@ pub struct WebhookConfig {
 }
 
 impl WebhookConfig {
-    /// From `WEBHOOK_SECRETS` (comma-separated; each at least 16 bytes), `WEBHOOK_TOLERANCE_SECONDS`
-    /// (default 300), `WEBHOOK_ID_FROM` (default `header:webhook-id`), `WEBHOOK_TENANT` (the
-    /// sender), `WEBHOOK_MAX_BODY_BYTES` (default 262144) and `INBOX_TABLE`.
+    /// From `WEBHOOK_SCHEME` (default `standard-webhooks`), `WEBHOOK_SECRETS` (comma-separated,
+    /// as the scheme writes them), `WEBHOOK_TOLERANCE_SECONDS` (default 300), `WEBHOOK_ID_FROM`
+    /// (default the scheme's signed id), `WEBHOOK_TENANT` (the sender), `WEBHOOK_MAX_BODY_BYTES`
+    /// (default 262144) and `INBOX_TABLE`; see the module's table. Refuses an unknown scheme, a
+    /// secret the scheme cannot read, and an identity its signature does not cover.
     pub fn from_env() -> Result<Self, SettingsError> {
-        let secrets: Vec<Vec<u8>> = crate::required("WEBHOOK_SECRETS")?
+        Self::read(&Env::process())
+    }
+
+    /// The configuration in `env` (see [`from_env`](Self::from_env)).
+    pub fn read(env: Lookup<'_>) -> Result<Self, SettingsError> {
+        let scheme = match env.get("WEBHOOK_SCHEME").filter(|v| !v.trim().is_empty()) {
+            None => Scheme::default(),
+            Some(v) => v
+                .parse()
+                .map_err(|e| SettingsError::Refused(format!("WEBHOOK_SCHEME: {e}")))?,
+        };
+        let secrets: Vec<String> = required_in(env, "WEBHOOK_SECRETS")?
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
-            .map(|s| s.as_bytes().to_vec())
+            .map(str::to_owned)
             .collect();
-        let tolerance = Duration::from_secs(crate::optional(
+        let tolerance = Duration::from_secs(optional_in(
+            env,
             "WEBHOOK_TOLERANCE_SECONDS",
             DEFAULT_TOLERANCE_SECS,
         )?);
-        let verifier = Verifier::new(secrets, tolerance)
+        let verifier = Verifier::new(scheme, &secrets, tolerance)
             .map_err(|e| SettingsError::Refused(format!("WEBHOOK_SECRETS: {e}")))?;
-        let identity =
-            crate::optional::<String>("WEBHOOK_ID_FROM", format!("header:{DEFAULT_ID_HEADER}"))?
+        let identity = match env.get("WEBHOOK_ID_FROM").filter(|v| !v.trim().is_empty()) {
+            None => IdentityFrom::default_for(scheme),
+            Some(v) => v
+                .trim()
                 .parse()
-                .map_err(|e| SettingsError::Refused(format!("WEBHOOK_ID_FROM: {e}")))?;
-        let max_body_bytes = crate::optional("WEBHOOK_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)?;
+                .map_err(|e| SettingsError::Refused(format!("WEBHOOK_ID_FROM: {e}")))?,
+        };
+        if !identity.signed_by(scheme) {
+            return Err(SettingsError::Refused(format!(
+                "WEBHOOK_ID_FROM: {} signs no {WEBHOOK_ID_HEADER} header; the identity must be signed (json:/id is Stripe's event id)",
+                scheme.name()
+            )));
+        }
+        let max_body_bytes = optional_in(env, "WEBHOOK_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)?;
         if max_body_bytes == 0 {
             return Err(SettingsError::Refused(
                 "WEBHOOK_MAX_BODY_BYTES must be positive".into(),
@@ -130,9 +189,9 @@ impl WebhookConfig {
         Ok(Self {
             verifier,
             identity,
-            tenant: crate::required("WEBHOOK_TENANT")?,
+            tenant: required_in(env, "WEBHOOK_TENANT")?,
             max_body_bytes,
-            inbox_table: crate::required("INBOX_TABLE")?,
+            inbox_table: required_in(env, "INBOX_TABLE")?,
         })
     }
 
@@ -141,7 +200,7 @@ impl WebhookConfig {
     /// conflict, S11).
     pub fn key_spec(&self, scope: Scope) -> KeySpec {
         let identity = match &self.identity {
-            IdentityFrom::Header(name) => IdentitySource::MessageAttribute(name.clone()),
+            IdentityFrom::WebhookId => IdentitySource::MessageAttribute(WEBHOOK_ID_HEADER.into()),
             IdentityFrom::JsonPointer(p) => IdentitySource::JsonPointer(p.clone()),
         };
         KeySpec::new(scope, identity)
@@ -233,28 +292,32 @@ impl Receiver {
                 &format!("the body is over {} bytes", self.config.max_body_bytes),
             );
         }
-        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-        if let Err(e) = self.config.verifier.verify(
-            header(TIMESTAMP_HEADER),
-            header(SIGNATURE_HEADER),
-            body,
-            now,
-        ) {
+        // Each signed header once: otherwise which copy was verified and which one names the
+        // event would be ambiguous.
+        let header = |name: &str| {
+            let mut all = headers.get_all(name).iter();
+            match (all.next(), all.next()) {
+                (Some(_), Some(_)) => Err(SignatureError::RepeatedHeader),
+                (one, _) => Ok(one.and_then(|v| v.to_str().ok())),
+            }
+        };
+        if let Err(e) = self.config.verifier.verify(&header, body, now) {
             tracing::warn!(request_id, code = e.code(), reason = %e, "webhook refused: signature");
             return Answer::error(401, "Unauthorized", e.code(), "the signature is not valid");
         }
         let message = Message {
             message_id: request_id.to_owned(),
             body: body.to_vec(),
+            // The first value of each header: the signed ones were sent once (checked above).
             attributes: headers
                 .iter()
-                .filter_map(|(name, value)| {
-                    Some((
-                        name.as_str().to_owned(),
-                        AttributeValue::String(value.to_str().ok()?.to_owned()),
-                    ))
-                })
-                .collect::<BTreeMap<_, _>>(),
+                .fold(BTreeMap::new(), |mut all, (name, value)| {
+                    if let Ok(value) = value.to_str() {
+                        all.entry(name.as_str().to_owned())
+                            .or_insert_with(|| AttributeValue::String(value.to_owned()));
+                    }
+                    all
+                }),
             group_id: None,
         };
         let received_at = lambda_dedup::clock::epoch_millis(now);
@@ -381,46 +444,87 @@ mod tests {
     use lambda_dedup::{Retention, Value};
     use lambda_dedup_memory::MemoryStore;
     use lambda_http::http::HeaderValue;
+    use std::collections::HashMap;
 
-    const SECRET: &[u8] = b"whsec-test-0123456789";
+    /// Standard Webhooks' published test vector (specification and reference libraries).
+    const SW_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    const SW_ID: &str = "msg_p5jXN8AQM9LWM0D4loKWxJek";
+    const SW_TS: u64 = 1_614_265_330;
+    const SW_BODY: &str = r#"{"test": 2432232314}"#;
+    const SW_SIGNATURE: &str = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
+    /// Made by Stripe's own Python library (stripe 16.1.0, `generate_signature_header`).
+    const ST_SECRET: &str = "whsec_test_secret";
+    const ST_BODY: &str = r#"{"id": "evt_test_webhook", "object": "event"}"#;
+    const ST_HEADER: &str =
+        "t=1614265330,v1=64776382e3b272a50ff9d6821bb74452794757d5dd79f1b091f36be25190d080";
+
+    /// The secret being rotated out (the base64 of `old-secret-0123456789`) and the current one.
+    const OLD: &str = "whsec_b2xkLXNlY3JldC0wMTIzNDU2Nzg5";
+    const SECRET: &str = "whsec_d2hzZWMtdGVzdC0wMTIzNDU2Nzg5";
     const NOW: u64 = 1_800_000_000;
 
-    fn receiver(max_body_bytes: usize) -> (Receiver, MemoryStore) {
-        let store = MemoryStore::new(Retention::unchecked(Duration::from_secs(86_400)).expect("r"));
-        store.create_table("inbox", "event_key");
-        (receiver_on(store.clone(), max_body_bytes), store)
+    /// The configuration `main` reads, from these variables (and nothing else).
+    fn config(vars: &[(&str, &str)]) -> Result<WebhookConfig, SettingsError> {
+        let map: HashMap<String, String> = [("WEBHOOK_TENANT", "acme"), ("INBOX_TABLE", "inbox")]
+            .iter()
+            .chain(vars)
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        WebhookConfig::read(&Env::from_pairs(map))
     }
 
-    fn receiver_on(store: MemoryStore, max_body_bytes: usize) -> Receiver {
-        let config = WebhookConfig {
-            verifier: Verifier::new(
-                vec![b"old-secret-0123456789".to_vec(), SECRET.to_vec()],
-                Duration::from_secs(300),
-            )
-            .expect("verifier"),
-            identity: IdentityFrom::Header(DEFAULT_ID_HEADER.into()),
-            tenant: "acme".into(),
-            max_body_bytes,
-            inbox_table: "inbox".into(),
-        };
+    fn refusal(vars: &[(&str, &str)]) -> String {
+        match config(vars) {
+            Ok(c) => panic!("accepted: {c:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// A receiver built as `main` builds it, from `vars`, on a memory store.
+    fn receiver_from(vars: &[(&str, &str)], max_body: &str) -> (Receiver, MemoryStore) {
+        let store = MemoryStore::new(Retention::unchecked(Duration::from_secs(86_400)).expect("r"));
+        store.create_table("inbox", "event_key");
+        let mut vars = vars.to_vec();
+        vars.push(("WEBHOOK_MAX_BODY_BYTES", max_body));
+        let config = config(&vars).expect("config");
         let spec = config.key_spec(Scope::new("t", "webhook-receiver").expect("scope"));
-        Receiver::new("webhook-receiver", config, Deduplicator::new(spec, store))
+        let r = Receiver::new(
+            "webhook-receiver",
+            config,
+            Deduplicator::new(spec, store.clone()),
+        );
+        (r, store)
+    }
+
+    fn receiver(max_body_bytes: usize) -> (Receiver, MemoryStore) {
+        let secrets = format!("{OLD},{SECRET}");
+        receiver_from(
+            &[("WEBHOOK_SECRETS", &secrets)],
+            &max_body_bytes.to_string(),
+        )
     }
 
     fn at(secs: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
     }
 
-    /// The headers a sender sends for `body` with event id `id`, signed at `ts` under `secret`.
-    fn signed(id: &str, body: &str, ts: u64, secret: &[u8]) -> HeaderMap {
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
-        let mut set = |name: &'static str, v: String| {
-            h.insert(name, HeaderValue::from_str(&v).expect("header"));
-        };
-        set(DEFAULT_ID_HEADER, id.into());
-        set(TIMESTAMP_HEADER, ts.to_string());
-        set(SIGNATURE_HEADER, sign(secret, ts, body.as_bytes()));
+        for (name, v) in pairs {
+            h.append(*name, HeaderValue::from_str(v).expect("header"));
+        }
         h
+    }
+
+    /// The headers a Standard Webhooks sender sends for `body` with event id `id`, signed at
+    /// `ts` under `secret` (our signer reproduces the published vector: `lambda_dedup`'s tests).
+    fn signed(id: &str, body: &str, ts: u64, secret: &str) -> HeaderMap {
+        let sig = sign(Scheme::StandardWebhooks, secret, id, ts, body.as_bytes()).expect("sign");
+        headers(&[
+            (WEBHOOK_ID_HEADER, id),
+            (WEBHOOK_TIMESTAMP_HEADER, &ts.to_string()),
+            (WEBHOOK_SIGNATURE_HEADER, &sig),
+        ])
     }
 
     async fn post(r: &Receiver, headers: &HeaderMap, body: &str, now: u64) -> Answer {
@@ -448,14 +552,8 @@ mod tests {
         assert_eq!(replay.body, first.body, "the stored answer");
         assert_eq!(replay.headers, vec![(REPLAYED_HEADER, "true".to_owned())]);
 
-        // A later retry signs again with a new timestamp: still the same event.
-        let resigned = post(
-            &r,
-            &signed("evt-1", body, NOW + 120, SECRET),
-            body,
-            NOW + 120,
-        )
-        .await;
+        // A later retry signs again with a new timestamp, under the secret being rotated out.
+        let resigned = post(&r, &signed("evt-1", body, NOW + 120, OLD), body, NOW + 120).await;
         assert_eq!(
             (resigned.status, resigned.body.as_str()),
             (200, first.body.as_str())
@@ -469,17 +567,16 @@ mod tests {
         assert!(!stale.received() && first.received() && replay.received());
 
         // A forger without the secret; and a valid signature over another body.
-        let forged = post(
+        let forger = "whsec_Z3Vlc3NlZC1zZWNyZXQtMDAwMDAw";
+        let forged = post(&r, &signed("evt-3", body, NOW, forger), body, NOW).await;
+        assert_eq!(forged.status, 401);
+        let altered = post(
             &r,
-            &signed("evt-3", body, NOW, b"guessed-secret-000000"),
-            body,
+            &signed("evt-1", body, NOW, SECRET),
+            r#"{"id":"evt-1","amount":99}"#,
             NOW,
         )
         .await;
-        assert_eq!(forged.status, 401);
-        let mut swapped = signed("evt-1", body, NOW, SECRET);
-        swapped.insert(DEFAULT_ID_HEADER, HeaderValue::from_static("evt-1"));
-        let altered = post(&r, &swapped, r#"{"id":"evt-1","amount":99}"#, NOW).await;
         assert_eq!((altered.status, altered.outcome), (401, "Unauthorized"));
 
         // The same id, another body, properly signed: a conflict, never the first answer.
@@ -499,22 +596,55 @@ mod tests {
         assert_eq!(item.0.get("tenant"), Some(&Value::S("acme".into())));
     }
 
+    /// The replay attack the signature is there to stop: a delivery captured inside the window
+    /// and sent again under another `webhook-id` (or with a second `webhook-id` after the signed
+    /// one) is refused, and the inbox gains nothing.
+    #[tokio::test]
+    async fn a_delivery_replayed_under_another_id_is_refused() {
+        let (r, store) = receiver(1024);
+        let body = r#"{"amount":10}"#;
+        let captured = signed("evt-1", body, NOW, SECRET);
+        assert_eq!(post(&r, &captured, body, NOW).await.status, 200);
+
+        let mut renamed = captured.clone();
+        renamed.insert(WEBHOOK_ID_HEADER, HeaderValue::from_static("evt-1-again"));
+        let a = post(&r, &renamed, body, NOW + 5).await;
+        assert_eq!((a.status, a.outcome), (401, "Unauthorized"), "{a:?}");
+        assert!(a.body.contains("bad_signature"), "{}", a.body);
+
+        let mut doubled = captured.clone();
+        doubled.append(WEBHOOK_ID_HEADER, HeaderValue::from_static("evt-1-again"));
+        let a = post(&r, &doubled, body, NOW + 5).await;
+        assert_eq!((a.status, a.outcome), (401, "Unauthorized"), "{a:?}");
+        assert!(a.body.contains("repeated_header"), "{}", a.body);
+
+        assert_eq!(inbox_len(&store), 1, "no second event");
+    }
+
     /// An unsigned request is refused before any store call; requests without an identity, or
     /// not POSTed, get their own answers and write nothing.
     #[tokio::test]
     async fn nothing_is_stored_for_refused_requests() {
-        let (_, store) = receiver(1024);
-        let r = receiver_on(store.unreachable(), 1024);
+        let (r, store) = receiver(1024);
         let body = r#"{"id":"evt-1"}"#;
+        let down = {
+            let config = r.config.clone();
+            let spec = config.key_spec(Scope::new("t", "webhook-receiver").expect("scope"));
+            Receiver::new(
+                "webhook-receiver",
+                config,
+                Deduplicator::new(spec, store.unreachable()),
+            )
+        };
         let mut unsigned = signed("evt-1", body, NOW, SECRET);
-        unsigned.remove(SIGNATURE_HEADER);
-        let a = post(&r, &unsigned, body, NOW).await;
+        unsigned.remove(WEBHOOK_SIGNATURE_HEADER);
+        let a = post(&down, &unsigned, body, NOW).await;
         assert_eq!(
             (a.status, a.outcome),
             (401, "Unauthorized"),
             "no store call made"
         );
-        let get = r
+        let get = down
             .answer(
                 &Method::GET,
                 &signed("evt-1", body, NOW, SECRET),
@@ -525,21 +655,24 @@ mod tests {
             .await;
         assert_eq!(get.status, 405);
         // The store is down: a signed request is asked to come back, never acknowledged.
-        let down = post(&r, &signed("evt-1", body, NOW, SECRET), body, NOW).await;
-        assert_eq!((down.status, down.outcome), (503, "Retry"));
-        assert_eq!(down.headers, vec![("retry-after", "5".to_owned())]);
+        let a = post(&down, &signed("evt-1", body, NOW, SECRET), body, NOW).await;
+        assert_eq!((a.status, a.outcome), (503, "Retry"));
+        assert_eq!(a.headers, vec![("retry-after", "5".to_owned())]);
 
-        let (r, store) = receiver(1024);
+        // No webhook-id: nothing to verify the signature over.
         let mut anonymous = signed("evt-1", body, NOW, SECRET);
-        anonymous.remove(DEFAULT_ID_HEADER);
+        anonymous.remove(WEBHOOK_ID_HEADER);
         let a = post(&r, &anonymous, body, NOW).await;
-        assert_eq!((a.status, a.outcome), (400, "Rejected"));
-        assert!(a.body.contains("identity_missing"), "{}", a.body);
-        let mut latin1 = signed("evt-9", "", NOW, SECRET);
-        latin1.insert(
-            SIGNATURE_HEADER,
-            HeaderValue::from_str(&sign(SECRET, NOW, b"caf\xe9")).expect("header"),
-        );
+        assert_eq!((a.status, a.outcome), (401, "Unauthorized"));
+        assert!(a.body.contains("missing_id"), "{}", a.body);
+        let latin1 = {
+            let sig = sign(Scheme::StandardWebhooks, SECRET, "evt-9", NOW, b"caf\xe9").expect("s");
+            headers(&[
+                (WEBHOOK_ID_HEADER, "evt-9"),
+                (WEBHOOK_TIMESTAMP_HEADER, &NOW.to_string()),
+                (WEBHOOK_SIGNATURE_HEADER, &sig),
+            ])
+        };
         let a = r
             .answer(&Method::POST, &latin1, b"caf\xe9", "req", at(NOW))
             .await;
@@ -547,17 +680,136 @@ mod tests {
         assert_eq!(inbox_len(&store), 0);
     }
 
+    /// Standard Webhooks' published vector, through the configuration `main` reads: accepted
+    /// once, then a duplicate; refused under another id.
+    #[tokio::test]
+    async fn the_standard_webhooks_vector_is_accepted_through_mains_wiring() {
+        let (r, store) = receiver_from(&[("WEBHOOK_SECRETS", SW_SECRET)], "1024");
+        let h = headers(&[
+            (WEBHOOK_ID_HEADER, SW_ID),
+            (WEBHOOK_TIMESTAMP_HEADER, "1614265330"),
+            (WEBHOOK_SIGNATURE_HEADER, SW_SIGNATURE),
+        ]);
+        let a = post(&r, &h, SW_BODY, SW_TS + 60).await;
+        assert_eq!((a.status, a.outcome), (200, "Applied"), "{a:?}");
+        let a = post(&r, &h, SW_BODY, SW_TS + 61).await;
+        assert_eq!((a.status, a.outcome), (200, "Duplicate"));
+        let mut other = h.clone();
+        other.insert(WEBHOOK_ID_HEADER, HeaderValue::from_static("msg_other"));
+        assert_eq!(post(&r, &other, SW_BODY, SW_TS).await.status, 401);
+        assert_eq!(inbox_len(&store), 1);
+    }
+
+    /// `WEBHOOK_SCHEME=stripe`: the header Stripe's library makes is accepted, the event is the
+    /// signed body's `id`, and a `webhook-id` header (unsigned there) names nothing: the same
+    /// delivery under another one is the same event. A body without an `id` is rejected.
+    #[tokio::test]
+    async fn a_stripe_delivery_is_accepted_and_its_identity_is_the_signed_event_id() {
+        let (r, store) = receiver_from(
+            &[("WEBHOOK_SCHEME", "stripe"), ("WEBHOOK_SECRETS", ST_SECRET)],
+            "1024",
+        );
+        let h = headers(&[("stripe-signature", ST_HEADER)]);
+        let a = post(&r, &h, ST_BODY, SW_TS).await;
+        assert_eq!((a.status, a.outcome), (200, "Applied"), "{a:?}");
+        let mut renamed = h.clone();
+        renamed.insert(WEBHOOK_ID_HEADER, HeaderValue::from_static("another-id"));
+        let a = post(&r, &renamed, ST_BODY, SW_TS + 1).await;
+        assert_eq!((a.status, a.outcome), (200, "Duplicate"));
+        // Another event id in the body is another signed content: refused.
+        let a = post(&r, &h, r#"{"id": "evt_other", "object": "event"}"#, SW_TS).await;
+        assert_eq!(a.status, 401);
+        // A Standard Webhooks signature is no Stripe signature.
+        let a = post(&r, &signed("evt-1", ST_BODY, SW_TS, SECRET), ST_BODY, SW_TS).await;
+        assert_eq!((a.status, a.outcome), (401, "Unauthorized"));
+        assert!(a.body.contains("missing_signature"), "{}", a.body);
+
+        let no_id = r#"{"object":"event"}"#;
+        let header = sign(Scheme::Stripe, ST_SECRET, "", NOW, no_id.as_bytes()).expect("sign");
+        let a = post(&r, &headers(&[("stripe-signature", &header)]), no_id, NOW).await;
+        assert_eq!((a.status, a.outcome), (400, "Rejected"), "{a:?}");
+        assert!(a.body.contains("identity_missing"), "{}", a.body);
+        assert_eq!(inbox_len(&store), 1);
+    }
+
+    /// `WEBHOOK_SCHEME`: the default, both names, and an unknown one refused at start.
     #[test]
-    fn identity_settings_are_parsed_and_a_body_hash_is_refused() {
+    fn webhook_scheme_is_read_and_an_unknown_one_refused() {
+        let sw = |vars: &[(&str, &str)]| config(vars).map(|c| c.verifier.scheme());
         assert_eq!(
-            "header:Webhook-Id".parse(),
-            Ok(IdentityFrom::Header("webhook-id".into()))
+            sw(&[("WEBHOOK_SECRETS", SW_SECRET)]),
+            Ok(Scheme::StandardWebhooks)
         );
         assert_eq!(
-            "json:/data/id".parse(),
+            sw(&[
+                ("WEBHOOK_SCHEME", "standard-webhooks"),
+                ("WEBHOOK_SECRETS", SW_SECRET)
+            ]),
+            Ok(Scheme::StandardWebhooks)
+        );
+        assert_eq!(
+            sw(&[("WEBHOOK_SCHEME", "stripe"), ("WEBHOOK_SECRETS", ST_SECRET)]),
+            Ok(Scheme::Stripe)
+        );
+        for unknown in ["github", "v1", "hmac"] {
+            let e = refusal(&[("WEBHOOK_SCHEME", unknown), ("WEBHOOK_SECRETS", SW_SECRET)]);
+            assert!(
+                e.contains("WEBHOOK_SCHEME") && e.contains(unknown) && e.contains("stripe"),
+                "{e}"
+            );
+        }
+    }
+
+    /// `WEBHOOK_SECRETS` as each scheme writes them; the former raw secrets, secrets that do not
+    /// decode and short keys are refused at start, without quoting the secret.
+    #[test]
+    fn webhook_secrets_are_read_as_the_scheme_writes_them() {
+        let keys = config(&[("WEBHOOK_SECRETS", &format!(" {SW_SECRET} , {OLD} "))])
+            .map(|c| format!("{:?}", c.verifier));
+        assert!(
+            keys.as_ref().is_ok_and(|d| d.contains("secrets: 2")),
+            "{keys:?}"
+        );
+        assert!(keys.is_ok_and(|d| !d.contains("MfKQ")), "never in Debug");
+        let e = refusal(&[("WEBHOOK_SECRETS", "local-webhook-secret-2026-11")]);
+        assert!(e.contains("WEBHOOK_SECRETS") && e.contains("whsec_"), "{e}");
+        assert!(!e.contains("local-webhook-secret"), "{e}");
+        let e = refusal(&[("WEBHOOK_SECRETS", "whsec_***not-base64***")]);
+        assert!(e.contains("base64"), "{e}");
+        let e = refusal(&[("WEBHOOK_SECRETS", "whsec_c2hvcnQ=")]);
+        assert!(e.contains("5 bytes"), "{e}");
+        let e = refusal(&[("WEBHOOK_SECRETS", " , ")]);
+        assert!(e.contains("no secret"), "{e}");
+        // Stripe's are not base64: `whsec_test_secret` is its own key.
+        assert!(config(&[("WEBHOOK_SCHEME", "stripe"), ("WEBHOOK_SECRETS", ST_SECRET)]).is_ok());
+        let e = refusal(&[
+            ("WEBHOOK_SCHEME", "stripe"),
+            ("WEBHOOK_SECRETS", "sk_test_123"),
+        ]);
+        assert!(e.contains("whsec_") && !e.contains("sk_test"), "{e}");
+    }
+
+    /// `WEBHOOK_ID_FROM`: only an identity the signature covers.
+    #[test]
+    fn webhook_id_from_takes_only_a_signed_identity() {
+        let id = |vars: &[(&str, &str)]| config(vars).map(|c| c.identity);
+        let sw = ("WEBHOOK_SECRETS", SW_SECRET);
+        assert_eq!(id(&[sw]), Ok(IdentityFrom::WebhookId));
+        assert_eq!(
+            id(&[sw, ("WEBHOOK_ID_FROM", "header:Webhook-Id")]),
+            Ok(IdentityFrom::WebhookId)
+        );
+        assert_eq!(
+            id(&[sw, ("WEBHOOK_ID_FROM", "json:/data/id")]),
             Ok(IdentityFrom::JsonPointer("/data/id".into()))
         );
-        assert!("sha256".parse::<IdentityFrom>().is_err());
-        assert!("json:data".parse::<IdentityFrom>().is_err());
+        let e = refusal(&[sw, ("WEBHOOK_ID_FROM", "header:x-event-id")]);
+        assert!(e.contains("not signed"), "{e}");
+        assert!(refusal(&[sw, ("WEBHOOK_ID_FROM", "sha256")]).contains("WEBHOOK_ID_FROM"));
+        assert!(refusal(&[sw, ("WEBHOOK_ID_FROM", "json:data")]).contains("WEBHOOK_ID_FROM"));
+        let st = [("WEBHOOK_SCHEME", "stripe"), ("WEBHOOK_SECRETS", ST_SECRET)];
+        assert_eq!(id(&st), Ok(IdentityFrom::JsonPointer("/id".into())));
+        let e = refusal(&[st[0], st[1], ("WEBHOOK_ID_FROM", "header:webhook-id")]);
+        assert!(e.contains("stripe signs no webhook-id"), "{e}");
     }
 }

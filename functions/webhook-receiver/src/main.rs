@@ -1,12 +1,15 @@
 //! `webhook-receiver`: a sender's webhooks, through a Lambda Function URL (or an API Gateway
-//! HTTP API). Each request is verified (HMAC-SHA256 over timestamp and raw body, a tolerance
-//! window, several secrets for rotation), deduplicated by the identity the sender declares, and
+//! HTTP API). Each request is verified in the sender's scheme (`WEBHOOK_SCHEME`: Standard
+//! Webhooks, HMAC-SHA256 over id, timestamp and raw body; or Stripe's `Stripe-Signature`; a
+//! tolerance window, several secrets for rotation), deduplicated by the identity the sender
+//! declares and signs, and
 //! recorded in the inbox table with its mark in one transaction before it is answered 2xx; see
 //! `lambda_dedup_runtime::webhook` for every answer. `inbox-forwarder` hands the inbox on.
 //!
 //! Run locally with `cargo xtask demo` (through `cargo lambda watch`'s Function URL front), or
 //! under `cargo lambda watch` with the variables of `lambda_dedup_runtime::settings`, of
-//! `WebhookConfig::from_env` (`WEBHOOK_SECRETS`, `WEBHOOK_TENANT`, `INBOX_TABLE`, …).
+//! `WebhookConfig::from_env` (`WEBHOOK_SCHEME`, `WEBHOOK_SECRETS`, `WEBHOOK_TENANT`,
+//! `INBOX_TABLE`, …).
 
 // The handler's nested async blocks (runtime, store calls) are deep types.
 #![recursion_limit = "256"]

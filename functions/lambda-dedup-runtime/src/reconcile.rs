@@ -87,9 +87,8 @@ async fn queue() -> Option<&'static Queue> {
             let url = std::env::var("DEDUP_RECONCILIATION_QUEUE_URL")
                 .ok()
                 .filter(|u| !u.trim().is_empty())?;
-            let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
-                .load()
-                .await;
+            // With the functions' SDK timeouts: a hung queue cannot hold the answer back.
+            let conf = lambda_dedup_dynamodb::sdk_config().await;
             Some(Queue {
                 client: aws_sdk_sqs::Client::new(&conf),
                 url,

@@ -16,14 +16,14 @@ use serde_json::json;
 use crate::e2e::{ce, env, eventually, invoke_schedule, sqs, stack_is_up};
 
 /// The balance and the number of events applied to `account` of tenant `tenant`.
-async fn ledger(tenant: &str, account: &str) -> Option<(i64, i64)> {
+pub(crate) async fn ledger(tenant: &str, account: &str) -> Option<(i64, i64)> {
     let key = lambda_dedup::tenant_scoped(tenant, account);
     let item = get_item(&client(), &env("DEDUP_TABLE_BALANCES"), "account", &key).await?;
     let n = |name: &str| item.get(name)?.as_n().ok()?.parse().ok();
     Some((n("balance")?, n("events")?))
 }
 
-fn now_secs() -> u64 {
+pub(crate) fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .expect("epoch")
@@ -63,7 +63,7 @@ async fn forwarded(what: &str, key: &str) {
 }
 
 /// One delivery as a sender makes it: the event id header, a timestamp, a signature.
-struct Delivery {
+pub(crate) struct Delivery {
     id: String,
     body: String,
     timestamp: u64,
@@ -71,7 +71,7 @@ struct Delivery {
 }
 
 impl Delivery {
-    fn signed(id: &str, body: &str, timestamp: u64, secret: &[u8]) -> Self {
+    pub(crate) fn signed(id: &str, body: &str, timestamp: u64, secret: &[u8]) -> Self {
         Self {
             id: id.into(),
             body: body.into(),
@@ -80,8 +80,20 @@ impl Delivery {
         }
     }
 
-    async fn post(&self) -> (u16, Option<String>, String) {
-        let resp = reqwest::Client::new()
+    pub(crate) async fn post(&self) -> (u16, Option<String>, String) {
+        let resp = self.response().await;
+        let status = resp.status().as_u16();
+        let replayed = resp
+            .headers()
+            .get("idempotent-replayed")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        (status, replayed, resp.text().await.unwrap_or_default())
+    }
+
+    /// The receiver's whole answer.
+    pub(crate) async fn response(&self) -> reqwest::Response {
+        reqwest::Client::new()
             .post(env("DEDUP_WEBHOOK_URL"))
             .header("content-type", "application/json")
             .header("webhook-id", &self.id)
@@ -90,14 +102,7 @@ impl Delivery {
             .body(self.body.clone())
             .send()
             .await
-            .expect("the webhook receiver answers over HTTP");
-        let status = resp.status().as_u16();
-        let replayed = resp
-            .headers()
-            .get("idempotent-replayed")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        (status, replayed, resp.text().await.unwrap_or_default())
+            .expect("the webhook receiver answers over HTTP")
     }
 }
 

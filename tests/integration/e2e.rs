@@ -108,7 +108,7 @@ pub(crate) fn ce(kind: &str, source: &str, id: &str, tenant: &str, data: Value) 
         .to_string()
 }
 
-async fn provider_effects() -> BTreeMap<String, u64> {
+pub(crate) async fn provider_effects() -> BTreeMap<String, u64> {
     let v: Value = reqwest::get(format!("{}/_admin/effects", env("DEDUP_PROVIDER_URL")))
         .await
         .expect("provider")

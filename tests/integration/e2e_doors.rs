@@ -15,14 +15,14 @@ use serde_json::json;
 use crate::e2e::{ce, env, eventually, invoke_schedule, sqs, stack_is_up};
 
 /// The balance and the number of events applied to `account` of tenant `tenant`.
-async fn ledger(tenant: &str, account: &str) -> Option<(i64, i64)> {
+pub(crate) async fn ledger(tenant: &str, account: &str) -> Option<(i64, i64)> {
     let key = lambda_dedup::tenant_scoped(tenant, account);
     let item = get_item(&client(), &env("DEDUP_TABLE_BALANCES"), "account", &key).await?;
     let n = |name: &str| item.get(name)?.as_n().ok()?.parse().ok();
     Some((n("balance")?, n("events")?))
 }
 
-fn now_secs() -> u64 {
+pub(crate) fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .expect("epoch")
@@ -96,7 +96,7 @@ fn sender_headers(
 
 /// One delivery as a sender makes it: where it goes, its body and its headers.
 #[derive(Clone)]
-struct Delivery {
+pub(crate) struct Delivery {
     url: String,
     body: String,
     headers: Vec<(String, String)>,
@@ -105,7 +105,7 @@ struct Delivery {
 impl Delivery {
     /// A Standard Webhooks delivery of event `id` to `webhook-receiver`, signed at `timestamp`
     /// with each of `secrets` by the `standardwebhooks` library.
-    fn standard(id: &str, body: &str, timestamp: u64, secrets: &[&str]) -> Self {
+    pub(crate) fn standard(id: &str, body: &str, timestamp: u64, secrets: &[&str]) -> Self {
         Self {
             url: env("DEDUP_WEBHOOK_URL"),
             body: body.into(),
@@ -131,18 +131,8 @@ impl Delivery {
         d
     }
 
-    async fn post(&self) -> (u16, Option<String>, String) {
-        let mut req = reqwest::Client::new()
-            .post(&self.url)
-            .header("content-type", "application/json");
-        for (name, value) in &self.headers {
-            req = req.header(name, value);
-        }
-        let resp = req
-            .body(self.body.clone())
-            .send()
-            .await
-            .expect("the webhook receiver answers over HTTP");
+    pub(crate) async fn post(&self) -> (u16, Option<String>, String) {
+        let resp = self.response().await;
         let status = resp.status().as_u16();
         let replayed = resp
             .headers()
@@ -150,6 +140,20 @@ impl Delivery {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         (status, replayed, resp.text().await.unwrap_or_default())
+    }
+
+    /// The receiver's whole answer.
+    pub(crate) async fn response(&self) -> reqwest::Response {
+        let mut req = reqwest::Client::new()
+            .post(&self.url)
+            .header("content-type", "application/json");
+        for (name, value) in &self.headers {
+            req = req.header(name, value);
+        }
+        req.body(self.body.clone())
+            .send()
+            .await
+            .expect("the webhook receiver answers over HTTP")
     }
 }
 

@@ -10,6 +10,7 @@ mod commit;
 mod conformance;
 mod cost;
 mod e2e;
+mod e2e_deadline;
 mod e2e_doors;
 mod emulator;
 mod faults;

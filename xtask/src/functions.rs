@@ -1,7 +1,8 @@
 //! The functions' processes, as Lambda's execution environments: one instance per function,
 //! started by xtask against the runtime API of `cargo lambda watch --only-lambda-apis`, and
 //! replaced by a fresh instance whenever one dies, as Lambda starts a new environment after a
-//! crash.
+//! crash, and ending an invocation at its function's timeout by killing its instance
+//! ([`crate::runtime_api`]), as Lambda does.
 //!
 //! Why not let `cargo lambda watch` start them: cargo-lambda 1.9 does not replace an instance
 //! that was killed — every later invocation of that function hangs — so a `kill -9` chaos run
@@ -19,6 +20,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::Result;
+use crate::runtime_api::RuntimeApi;
 
 /// Every function of the workspace: SQS-, stream- and HTTP-triggered.
 pub(crate) const ALL: [&str; 8] = [
@@ -47,6 +49,8 @@ struct Instance {
 pub(crate) struct Functions {
     instances: Arc<Mutex<BTreeMap<String, Instance>>>,
     supervisor: JoinHandle<()>,
+    /// The runtime API the instances poll: cargo-lambda's, with Lambda's deadlines enforced.
+    runtime_api: RuntimeApi,
 }
 
 struct Launch {
@@ -81,8 +85,9 @@ impl Launch {
                 format!("{}/.rt/{name}", self.runtime_api),
             )
             .env("AWS_LAMBDA_FUNCTION_NAME", name)
-            // cargo-lambda 1.9 sends the function's timeout where Lambda sends the deadline.
-            .env("DEDUP_RUNTIME_DEADLINE", "relative")
+            // The deadline comes as Lambda sends it (epoch milliseconds): `crate::runtime_api`
+            // rewrites cargo-lambda's timeout into one, so `DEDUP_RUNTIME_DEADLINE` stays unset.
+            .env_remove("DEDUP_RUNTIME_DEADLINE")
             .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
             .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
             .stdin(Stdio::null())
@@ -105,15 +110,28 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Functions {
     /// Starts one instance of each function (built by `cargo build` into `<target>/debug`),
-    /// polling `runtime_api` (`http://host:port` of `cargo lambda watch --only-lambda-apis`),
-    /// with `env` (and each function's `own_env` over it), their output appended to `log`.
-    pub(crate) fn start(
+    /// polling `runtime_api` (`http://host:port` of `cargo lambda watch --only-lambda-apis`)
+    /// through [`RuntimeApi`], which ends an invocation at the function's `timeouts` entry and
+    /// kills its instance, as Lambda does; with `env` (and each function's `own_env` over it),
+    /// their output appended to `log`.
+    pub(crate) async fn start(
         root: &Path,
         runtime_api: String,
+        timeouts: BTreeMap<String, Duration>,
         env: Vec<(String, String)>,
         own_env: BTreeMap<String, Vec<(String, String)>>,
         log: PathBuf,
     ) -> Result<Self> {
+        let instances: Arc<Mutex<BTreeMap<String, Instance>>> = Arc::default();
+        let known = instances.clone();
+        let kill = Box::new(move |function: &str| {
+            if let Some(pid) = lock(&known).get(function).and_then(|i| i.child.id())
+                && let Err(e) = crate::process::signal_pid(pid, "KILL")
+            {
+                eprintln!("xtask: {function}: {e}");
+            }
+        });
+        let runtime_api = RuntimeApi::start(runtime_api, timeouts, kill).await?;
         let target = std::env::var_os("CARGO_TARGET_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| root.join("target"));
@@ -121,13 +139,12 @@ impl Functions {
             bin_dir: target.join("debug"),
             env,
             own_env,
-            runtime_api,
+            runtime_api: runtime_api.url(),
             log,
         };
-        let mut instances = BTreeMap::new();
         for name in ALL.into_iter().chain(LOCAL_CONFIGURATIONS) {
             let child = launch.spawn(name)?;
-            instances.insert(
+            lock(&instances).insert(
                 name.to_owned(),
                 Instance {
                     child,
@@ -135,12 +152,18 @@ impl Functions {
                 },
             );
         }
-        let instances = Arc::new(Mutex::new(instances));
         let supervisor = tokio::spawn(supervise(instances.clone(), launch));
         Ok(Self {
             instances,
             supervisor,
+            runtime_api,
         })
+    }
+
+    /// The runtime API the instances poll (`GET /__timeouts`: timed-out invocations per
+    /// function).
+    pub(crate) fn runtime_api_url(&self) -> String {
+        self.runtime_api.url()
     }
 
     /// Counts the deaths of `function`'s instances; a trigger cuts its invocation short when it

@@ -757,6 +757,28 @@ pub(crate) fn privileges(t: &Value, calls: &Calls, env: &[(String, String)]) -> 
     problems
 }
 
+/// Each function's `Timeout` (its own or the `Globals` one; Lambda's 3 s when neither says), by
+/// crate name: the local runtime ends an invocation there, as Lambda does.
+pub(crate) fn timeouts(t: &Value) -> BTreeMap<String, std::time::Duration> {
+    let resources = t["Resources"].as_object().cloned().unwrap_or_default();
+    let tpl = Template {
+        t,
+        resources: &resources,
+        global: &t["Globals"]["Function"],
+    };
+    resources
+        .iter()
+        .filter(|(_, r)| r["Type"] == "AWS::Serverless::Function")
+        .map(|(id, r)| {
+            let f = Function::new(&tpl, id, r, &mut Vec::new());
+            (
+                f.crate_name.to_owned(),
+                std::time::Duration::from_secs(f.timeout),
+            )
+        })
+        .collect()
+}
+
 /// [`privileges`], split: calls not granted (or not matched to the template), and grants never
 /// called.
 pub(crate) fn privileges_split(
@@ -1010,6 +1032,24 @@ mod tests {
             ("dynamodb:PutItem", "somewhere-else"),
         ]);
         assert!(!privileges(&t, &stray, &local_env()).is_empty());
+    }
+
+    /// The local runtime's timeouts are the template's: the function's own, else `Globals`.
+    #[test]
+    fn each_function_has_the_template_timeout() {
+        let t = template();
+        let timeouts = timeouts(&t);
+        for f in crate::functions::ALL {
+            assert!(timeouts.contains_key(f), "{f}: {timeouts:?}");
+        }
+        assert_eq!(
+            timeouts["webhook-receiver"],
+            std::time::Duration::from_secs(10)
+        );
+        assert_eq!(
+            timeouts["ledger-projector"],
+            std::time::Duration::from_secs(30)
+        );
     }
 
     fn template() -> Value {

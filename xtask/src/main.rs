@@ -29,6 +29,7 @@ mod functions;
 mod infra;
 mod package;
 mod process;
+mod runtime_api;
 mod signals;
 mod soak;
 mod stack;
@@ -193,6 +194,57 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
+/// The end-to-end tests that freeze what every other test uses (the local DynamoDB): named
+/// `e2e_alone_*`, run on their own after the others.
+const ALONE: &str = "e2e_alone_";
+/// Their full names, for telling whether a caller's filter picks one.
+const ALONE_TESTS: [&str; 1] =
+    ["e2e_deadline::e2e_alone_a_store_hung_past_the_deadline_is_answered_in_time_and_applied_once"];
+
+/// The `cargo test` runs for `test_args` (`test` and the caller's arguments): the tests as asked
+/// with the `e2e_alone_*` ones skipped, then, when no filter or a filter picking one of them was
+/// given, those alone (`-p dedup-tests`, one thread).
+fn passes(test_args: Vec<String>) -> Vec<Vec<String>> {
+    let split = test_args.iter().position(|a| a == "--");
+    let (cargo_part, harness) = match split {
+        Some(i) => (test_args[..i].to_vec(), test_args[i + 1..].to_vec()),
+        None => (test_args.clone(), Vec::new()),
+    };
+    let mut filters = Vec::new();
+    let mut cargo_flags = Vec::new();
+    let mut it = cargo_part.iter().skip(1).peekable();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-p" | "--package" => {
+                it.next();
+            }
+            "--workspace" => {}
+            a if a.starts_with("--package=") => {}
+            a if a.starts_with('-') => cargo_flags.push(a.to_owned()),
+            a => filters.push(a.to_owned()),
+        }
+    }
+    filters.extend(harness.iter().filter(|a| !a.starts_with('-')).cloned());
+    let mut first = test_args.clone();
+    if split.is_none() {
+        first.push("--".into());
+    }
+    first.extend(["--skip".to_owned(), ALONE.to_owned()]);
+    let mut runs = vec![first];
+    let wanted = filters.is_empty()
+        || filters
+            .iter()
+            .any(|f| ALONE_TESTS.iter().any(|t| t.contains(f.as_str())));
+    if wanted {
+        let mut alone = vec!["test".to_owned(), "-p".into(), "dedup-tests".into()];
+        alone.extend(cargo_flags);
+        alone.extend(["--".to_owned(), ALONE.to_owned(), "--test-threads=1".into()]);
+        alone.extend(harness.iter().filter(|a| a.starts_with('-')).cloned());
+        runs.push(alone);
+    }
+    runs
+}
+
 async fn test(args: &[String]) -> Result<()> {
     let root = root();
     infra::run(&root, false)?;
@@ -207,16 +259,18 @@ async fn test(args: &[String]) -> Result<()> {
         test_args.push("--workspace".into());
     }
     test_args.extend(args.iter().cloned());
-    step(format!("running cargo {}", test_args.join(" ")));
-    let mut cmd = std::process::Command::new(cargo());
-    cmd.current_dir(&root).args(&test_args).envs(stack.env());
-    let status = tokio::task::spawn_blocking(move || process::run(&mut cmd))
-        .await
-        .map_err(|e| format!("could not run cargo: {e}"))?
-        .map_err(|e| format!("could not run cargo: {e}"))?;
-    if !status.success() {
-        stack.print_logs();
-        return Err(format!("tests failed ({status})"));
+    for pass in passes(test_args) {
+        step(format!("running cargo {}", pass.join(" ")));
+        let mut cmd = std::process::Command::new(cargo());
+        cmd.current_dir(&root).args(&pass).envs(stack.env());
+        let status = tokio::task::spawn_blocking(move || process::run(&mut cmd))
+            .await
+            .map_err(|e| format!("could not run cargo: {e}"))?
+            .map_err(|e| format!("could not run cargo: {e}"))?;
+        if !status.success() {
+            stack.print_logs();
+            return Err(format!("tests failed ({status})"));
+        }
     }
     if !stack.functions_alive() {
         stack.print_logs();
@@ -311,6 +365,53 @@ mod cli_tests {
             test_args(&["test", "--locked"]),
             ["--locked"],
             "what CI passes"
+        );
+    }
+
+    /// The tests that freeze the store run alone, after the rest, when they are picked.
+    #[test]
+    fn the_tests_that_freeze_the_store_run_alone() {
+        let runs = |argv: &[&str]| passes(argv.iter().map(|a| (*a).to_owned()).collect());
+        assert_eq!(
+            runs(&["test", "--workspace", "--locked"]),
+            [
+                vec!["test", "--workspace", "--locked", "--", "--skip", ALONE],
+                vec![
+                    "test",
+                    "-p",
+                    "dedup-tests",
+                    "--locked",
+                    "--",
+                    ALONE,
+                    "--test-threads=1"
+                ],
+            ]
+        );
+        assert_eq!(
+            runs(&["test", "-p", "dedup-tests", "--", "lease"]),
+            [vec![
+                "test",
+                "-p",
+                "dedup-tests",
+                "--",
+                "lease",
+                "--skip",
+                ALONE
+            ]]
+        );
+        let deadline = runs(&["test", "-p", "dedup-tests", "--", "deadline", "--nocapture"]);
+        assert_eq!(deadline.len(), 2);
+        assert_eq!(
+            deadline[1],
+            [
+                "test",
+                "-p",
+                "dedup-tests",
+                "--",
+                ALONE,
+                "--test-threads=1",
+                "--nocapture"
+            ]
         );
     }
 

@@ -362,22 +362,28 @@ impl Stack {
         );
         own_env.insert(STRIPE_RECEIVER.to_owned(), stripe_env);
         let function_env = fenv.clone();
+        let timeouts = crate::infra::timeouts(&crate::infra::load(
+            &root.join("infra").join("template.yaml"),
+        )?);
         let functions = Functions::start(
             root,
             invoke_url.clone(),
+            timeouts,
             fenv,
             own_env,
             functions_log.clone(),
-        )?;
+        )
+        .await?;
 
         let accounts = Arc::new(Mutex::new(Accounts::new()));
         let mut triggers = vec![tokio::spawn(collect_emf(
             functions_log.clone(),
             accounts.clone(),
         ))];
-        // The functions' timeout (`[package.metadata.lambda.deploy]`): a hung invocation fails.
+        // A guard only: the runtime API proxy ends an invocation at its function's timeout
+        // (`crate::runtime_api`), and the trigger sees it fail then.
         let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
+            .timeout(Duration::from_secs(120))
             .build()
             .map_err(|e| e.to_string())?;
         let mut lose_next = BTreeMap::new();
@@ -542,6 +548,12 @@ impl Stack {
         // For `cargo lambda invoke --invoke-port` against the running functions.
         env.push(("DEDUP_INVOKE_URL".into(), self.invoke_url.clone()));
         env.push(("DEDUP_DYNAMODB_ENDPOINT".into(), self.ddb.endpoint()));
+        // The local DynamoDB's process, which the deadline tests freeze (SIGSTOP).
+        if let Some(pid) = self.ddb.pid() {
+            env.push(("DEDUP_DYNAMODB_PID".into(), pid.to_string()));
+        }
+        // The runtime API the functions poll: `GET /__timeouts` counts timed-out invocations.
+        env.push(("DEDUP_RUNTIME_API".into(), self.functions.runtime_api_url()));
         env.push(("DEDUP_SQS_ENDPOINT".into(), self.sqs_endpoint.clone()));
         env.push((
             "DEDUP_QUEUE_RECONCILIATION".into(),

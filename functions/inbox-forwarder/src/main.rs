@@ -10,6 +10,9 @@
 //! `FORWARDER_REDRIVE_AFTER_SECONDS` (default 3600: how long an item may stay unforwarded before
 //! the sweep re-drives it).
 
+// The handler's nested async blocks (runtime, stream walk, store and queue calls) are deep types.
+#![recursion_limit = "256"]
+
 use std::time::{Duration, SystemTime};
 
 use aws_lambda_events::event::dynamodb::Event;
@@ -22,9 +25,8 @@ const FUNCTION: &str = "inbox-forwarder";
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_dedup_runtime::init_tracing();
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .load()
-        .await;
+    // The functions' SDK configuration, with its operation and attempt timeouts.
+    let config = lambda_dedup_dynamodb::sdk_config().await;
     let forwarder = Forwarder::new(
         FUNCTION,
         aws_sdk_sqs::Client::new(&config),

@@ -74,7 +74,7 @@ where
     Fut: Future<Output = BatchReport>,
 {
     let batch = messages(&event.payload);
-    let report = crate::sqs::accounted(function, &event.context.request_id, batch, process).await;
+    let report = crate::sqs::accounted(function, &event.context, batch, process).await;
     Ok(response(&report))
 }
 

@@ -232,7 +232,7 @@ where
     Fut: Future<Output = BatchReport>,
 {
     let batch = messages(&event.payload);
-    let report = crate::sqs::accounted(function, &event.context.request_id, batch, process).await;
+    let report = crate::sqs::accounted(function, &event.context, batch, process).await;
     let parked = parking.park(function, &event.payload, &report).await;
     Ok(naming(parked.checkpoint))
 }

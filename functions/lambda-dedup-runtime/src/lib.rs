@@ -7,6 +7,8 @@
 //! - [`settings`]: [`Settings`] from `DEDUP_*` variables, including the S9 retention check.
 //! - [`sqs`]: [`run_sqs`]: one SQS invocation, from event to `SqsBatchResponse`.
 //! - [`reconcile`]: late events (S10) to the reconciliation queue.
+//! - [`bound`]: every runner's work cut off `DEDUP_DEADLINE_MARGIN_MS` before the deadline,
+//!   the unfinished reported for redelivery.
 //! - [`queue`]: the side queues the functions send to (reconciliation, parking), each SQS
 //!   client built on its first send.
 //! - `kinesis`, `dynamodb_stream` (features `kinesis`, `dynamodb-streams`): stream records as
@@ -17,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bound;
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub mod dynamodb_stream;
 pub mod emf;

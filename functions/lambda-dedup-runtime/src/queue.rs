@@ -20,7 +20,7 @@ pub struct Queue {
 pub struct SendError(String);
 
 impl Queue {
-    /// The queue at `url`; its client comes from the environment (`aws_config`) on the first send.
+    /// The queue at `url`; its client comes from the environment (`lambda_dedup_dynamodb::sdk_config`, with the SDK timeouts) on the first send.
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
@@ -52,9 +52,8 @@ impl Queue {
     async fn client(&self) -> &aws_sdk_sqs::Client {
         self.client
             .get_or_init(|| async {
-                let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
-                    .load()
-                    .await;
+                // With the functions' SDK timeouts: a hung queue cannot hold the answer back.
+                let conf = lambda_dedup_dynamodb::sdk_config().await;
                 aws_sdk_sqs::Client::new(&conf)
             })
             .await

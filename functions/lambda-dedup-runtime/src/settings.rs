@@ -21,6 +21,9 @@
 //! | `DEDUP_EVENT_TIME_FORMAT` | how a `json:` or `attribute:` time is written: `rfc3339`, `epoch-seconds` or `epoch-millis` | `rfc3339` |
 //! | `DEDUP_RECONCILIATION_QUEUE_URL` | where events older than the retention go, S10 (`reconcile`) | none: to the DLQ |
 //! | `DEDUP_PARKING_QUEUE_URL` | Kinesis functions: where records that can never apply are parked, whole, before the checkpoint passes them, S15 (`kinesis::Parking`) | required: a Kinesis function refuses to start without it |
+//! | `DEDUP_DEADLINE_MARGIN_MS` | the time kept before the invocation's deadline to answer: work not done by then is abandoned and reported for redelivery (a webhook: 503 with `retry-after`), see [`crate::bound`] | 1500 |
+//! | `DEDUP_SDK_OPERATION_TIMEOUT_MS` | longest AWS SDK call (DynamoDB, SQS), retries included; a timeout is a transient fault | 10000 |
+//! | `DEDUP_SDK_ATTEMPT_TIMEOUT_MS` | longest attempt of an AWS SDK call; at most the operation timeout | 3000 |
 //! | `DEDUP_RUNTIME_DEADLINE` | `relative`: the runtime API sends the timeout where Lambda sends the deadline (local runtimes such as `cargo lambda watch` 1.9; see [`crate::deadline`]); never set in Lambda | unset: Lambda's epoch milliseconds |
 //!
 //! A retention that does not exceed queue retention + 2 × maxReceiveCount × visibility timeout +
@@ -28,7 +31,8 @@
 //! start (S9): the function does not run with it. So are a lease not
 //! longer than the provider timeout (the lease could expire while the call is still out, and a
 //! second process would call again), a zero lease, provider timeout or concurrency, and a
-//! retention over 100 years (`now + retention` must not overflow).
+//! retention over 100 years (`now + retention` must not overflow), a deadline margin over 15
+//! minutes, and SDK timeouts that are zero or an attempt longer than its operation.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -277,6 +281,20 @@ impl Settings {
                 lease.as_secs()
             )));
         }
+        // Read where they are used (the runners, `connect`); checked here so that a bad value
+        // refuses the start.
+        crate::bound::margin_from(env.get(crate::bound::MARGIN_VAR).as_deref())?;
+        lambda_dedup_dynamodb::SdkTimeouts::from_lookup(&|name| env.get(name)).map_err(
+            |e| match e {
+                lambda_dedup_dynamodb::TimeoutsError::Invalid { name, value } => {
+                    SettingsError::Invalid {
+                        name: name.to_owned(),
+                        value,
+                    }
+                }
+                lambda_dedup_dynamodb::TimeoutsError::Refused(why) => SettingsError::Refused(why),
+            },
+        )?;
         if lease <= provider_timeout {
             return Err(SettingsError::Refused(format!(
                 "DEDUP_LEASE_SECONDS ({}s) must be longer than \
@@ -367,6 +385,29 @@ mod tests {
     /// The settings, or the refusal as the function would print it.
     fn settings(vars: &[(&str, &str)]) -> Result<Settings, String> {
         typed(vars).map_err(|e| e.to_string())
+    }
+
+    /// The deadline margin and the SDK timeouts are checked at start, naming the variable.
+    #[test]
+    fn deadline_margin_and_sdk_timeouts_that_cannot_work_are_refused() {
+        assert!(typed(&BASE).is_ok());
+        for (name, value, invalid) in [
+            ("DEDUP_DEADLINE_MARGIN_MS", "1.5s", true),
+            ("DEDUP_DEADLINE_MARGIN_MS", "3600000", false),
+            ("DEDUP_SDK_OPERATION_TIMEOUT_MS", "ten", true),
+            ("DEDUP_SDK_OPERATION_TIMEOUT_MS", "0", false),
+            ("DEDUP_SDK_ATTEMPT_TIMEOUT_MS", "20000", false),
+        ] {
+            let mut vars = BASE.to_vec();
+            vars.push((name, value));
+            match typed(&vars) {
+                Err(SettingsError::Invalid { name: n, .. }) if invalid => assert_eq!(n, name),
+                Err(SettingsError::Refused(why)) if !invalid => {
+                    assert!(why.contains(name), "{why}")
+                }
+                other => panic!("{name}={value}: {other:?}"),
+            }
+        }
     }
 
     /// The refusals are typed: a caller tells a missing variable, an unparsable one, the core's

@@ -46,6 +46,9 @@ pub fn response(report: &BatchReport) -> SqsBatchResponse {
 /// of late events sent to reconciliation): converts the event, processes each message with
 /// `process` (bounded by `max_concurrency`, FIFO order kept), prints the account as one
 /// CloudWatch EMF line and logs it (S14), and returns the partial batch response (S12).
+/// A message not done by the invocation's cutoff ([`crate::bound`]: its deadline less
+/// `DEDUP_DEADLINE_MARGIN_MS`) is abandoned and reported for redelivery, so the answer comes
+/// before Lambda's deadline even while a call hangs.
 pub async fn run_sqs<F, Fut>(
     function: &str,
     spec: &KeySpec,
@@ -57,14 +60,21 @@ where
     F: Fn(Message) -> Fut,
     Fut: Future<Output = Outcome>,
 {
-    run_sqs_batch(function, spec, event, |batch| {
-        run_batch(batch, max_concurrency, process)
+    let cutoff = crate::bound::cutoff(&event.context);
+    let process = &process;
+    answer(function, spec, event, cutoff, |batch| {
+        run_batch(batch, max_concurrency, move |m| async move {
+            let id = m.message_id.clone();
+            crate::bound::outcome_within(cutoff, &id, process(m)).await
+        })
     })
     .await
 }
 
 /// Runs one SQS invocation with the whole batch handed to `process` at once (batch-transaction
 /// mode: `lambda_dedup_batch::run_batch_transactional`), then accounts and answers like [`run_sqs`].
+/// A batch not done by the invocation's cutoff is abandoned whole: every record is reported for
+/// redelivery (what committed meanwhile is a duplicate then).
 pub async fn run_sqs_batch<F, Fut>(
     function: &str,
     spec: &KeySpec,
@@ -75,9 +85,40 @@ where
     F: FnOnce(Vec<Message>) -> Fut,
     Fut: Future<Output = BatchReport>,
 {
+    let cutoff = crate::bound::cutoff(&event.context);
+    answer(function, spec, event, cutoff, |batch| async move {
+        let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
+        crate::bound::report_within(cutoff, &ids, process(batch)).await
+    })
+    .await
+}
+
+/// The invocation's report from `process`, late events routed (until `cutoff`), accounted and
+/// answered.
+async fn answer<F, Fut>(
+    function: &str,
+    spec: &KeySpec,
+    event: LambdaEvent<SqsEvent>,
+    cutoff: Option<std::time::SystemTime>,
+    process: F,
+) -> Result<SqsBatchResponse, lambda_runtime::Error>
+where
+    F: FnOnce(Vec<Message>) -> Fut,
+    Fut: Future<Output = BatchReport>,
+{
     let (batch, ids) = distinct(function, messages(&event.payload));
     let mut report = rebuilt(function, &ids, process(batch).await);
-    crate::reconcile::route_late_events(&event.payload, spec, &mut report).await;
+    let routed = crate::bound::within(
+        cutoff,
+        crate::reconcile::route_late_events(&event.payload, spec, &mut report),
+    )
+    .await;
+    if routed.is_none() {
+        tracing::warn!(
+            function,
+            "late events not all routed before the deadline: the rest are redelivered"
+        );
+    }
     print_account(function, &event.context.request_id, &report);
     Ok(response(&report))
 }
@@ -119,12 +160,13 @@ pub(crate) fn print_account(function: &str, request_id: &str, report: &BatchRepo
     );
 }
 
-/// A stream batch's messages through `process`, accounted for by record ([`rebuilt`]) and
-/// printed as one EMF line ([`print_account`]): what every stream runner does before it answers.
+/// A stream batch's messages through `process` until the invocation's cutoff
+/// ([`crate::bound`]), accounted for by record ([`rebuilt`]) and printed as one EMF line
+/// ([`print_account`]): what every stream runner does before it answers.
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
 pub(crate) async fn accounted<F, Fut>(
     function: &str,
-    request_id: &str,
+    context: &lambda_runtime::Context,
     batch: Vec<Message>,
     process: F,
 ) -> BatchReport
@@ -133,8 +175,10 @@ where
     Fut: Future<Output = BatchReport>,
 {
     let (batch, ids) = distinct(function, batch);
-    let report = rebuilt(function, &ids, process(batch).await);
-    print_account(function, request_id, &report);
+    // Not done by the cutoff: every record reported, so the checkpoint is the first one.
+    let work = crate::bound::report_within(crate::bound::cutoff(context), &ids, process(batch));
+    let report = rebuilt(function, &ids, work.await);
+    print_account(function, &context.request_id, &report);
     report
 }
 

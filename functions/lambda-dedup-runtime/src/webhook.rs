@@ -337,18 +337,33 @@ impl Receiver {
 
     /// Answers one Lambda HTTP request (Function URL or API Gateway HTTP API), prints its EMF
     /// count and logs its outcome.
+    /// Not answered by the invocation's cutoff ([`crate::bound`]), it is answered 503 with
+    /// `retry-after` before the deadline; a commit abandoned meanwhile answers the sender's retry
+    /// as a replay.
     pub async fn handle(&self, request: Request) -> Response<Body> {
-        let request_id = request.lambda_context().request_id.clone();
+        let context = request.lambda_context();
+        let request_id = context.request_id.clone();
         let body: &[u8] = request.body().as_ref();
-        let answer = self
-            .answer(
+        let answer = crate::bound::within(
+            crate::bound::cutoff(&context),
+            self.answer(
                 request.method(),
                 request.headers(),
                 body,
                 &request_id,
                 SystemTime::now(),
+            ),
+        )
+        .await
+        .unwrap_or_else(|| {
+            tracing::warn!(request_id, "not recorded before the invocation's deadline");
+            answer_for(
+                Outcome::Retry {
+                    reason: crate::bound::ABANDONED.into(),
+                },
+                None,
             )
-            .await;
+        });
         let mut counts = vec![("Requests", "Count", 1), (answer.outcome, "Count", 1)];
         if answer.received() {
             counts.push(("Received", "Count", 1));

@@ -29,7 +29,10 @@ pub mod provision;
 mod store;
 
 pub use aws_sdk_dynamodb::Client;
-pub use client::{Attributes, connect, read_item, scan_where, scan_without, write_effects};
+pub use client::{
+    ATTEMPT_TIMEOUT_VAR, Attributes, OPERATION_TIMEOUT_VAR, SdkTimeouts, TimeoutsError, connect,
+    read_item, scan_where, scan_without, sdk_config, write_effects,
+};
 pub use error::{Error, FaultKind};
 pub use lambda_dedup::CommitRequest;
 pub use store::{DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, DynamoStore, MAX_EFFECTS};

@@ -1,0 +1,181 @@
+//! Every invocation's work bounded by its deadline (issue 19): Lambda kills an invocation at its
+//! deadline, and a killed invocation answers nothing (no partial batch response, no EMF line), so
+//! an SQS batch would come back whole, a webhook sender would time out and a stream shard would
+//! stall. The runners therefore stop what is unfinished [`margin`] before the deadline and answer
+//! with it reported for redelivery (a retry), in time.
+//!
+//! Abandoning a call in flight is safe by construction: a commit whose answer is abandoned is
+//! found as a duplicate on redelivery, and a claim abandoned with its lease expires, since the
+//! lease is cut to the deadline (S6). The account still closes: an abandoned record is a retry.
+//!
+//! `DEDUP_DEADLINE_MARGIN_MS` (default [`DEFAULT_MARGIN`]) is the time kept before the deadline
+//! for answering: the account, the EMF line and the runtime API's round trip.
+
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
+
+use lambda_dedup_batch::{BatchReport, Outcome};
+
+use crate::settings::SettingsError;
+
+/// The margin when `DEDUP_DEADLINE_MARGIN_MS` is unset.
+pub const DEFAULT_MARGIN: Duration = Duration::from_millis(1500);
+
+/// The variable that sets the margin.
+pub const MARGIN_VAR: &str = "DEDUP_DEADLINE_MARGIN_MS";
+
+/// The longest margin accepted: Lambda's longest timeout (15 minutes).
+const MAX_MARGIN: Duration = Duration::from_secs(900);
+
+/// The reason of the retry given to work abandoned at the cutoff.
+pub const ABANDONED: &str = "abandoned before the invocation's deadline";
+
+/// The margin as `value` (a variable's text, `None` when unset) says: milliseconds, at most 15
+/// minutes. Refused, naming the variable, when it does not parse or is over that.
+pub fn margin_from(value: Option<&str>) -> Result<Duration, SettingsError> {
+    let Some(text) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(DEFAULT_MARGIN);
+    };
+    let invalid = || SettingsError::Invalid {
+        name: MARGIN_VAR.to_owned(),
+        value: text.to_owned(),
+    };
+    let margin = Duration::from_millis(text.parse().map_err(|_| invalid())?);
+    if margin > MAX_MARGIN {
+        return Err(SettingsError::Refused(format!(
+            "{MARGIN_VAR} ({}ms) is longer than any Lambda timeout",
+            margin.as_millis()
+        )));
+    }
+    Ok(margin)
+}
+
+/// The process's margin, read from `DEDUP_DEADLINE_MARGIN_MS` once. A bad value is refused at
+/// start by [`crate::Settings::from_env`]; here it falls back to [`DEFAULT_MARGIN`] (logged).
+pub fn margin() -> Duration {
+    static MARGIN: OnceLock<Duration> = OnceLock::new();
+    *MARGIN.get_or_init(|| {
+        margin_from(std::env::var(MARGIN_VAR).ok().as_deref()).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "using the default deadline margin");
+            DEFAULT_MARGIN
+        })
+    })
+}
+
+/// When the invocation's work must be over: its deadline ([`crate::deadline`]) less the
+/// process's [`margin`]; `None` when the runtime sends no deadline.
+pub fn cutoff(ctx: &lambda_runtime::Context) -> Option<SystemTime> {
+    cutoff_at(crate::deadline(ctx), margin())
+}
+
+/// `deadline` less `margin` (the epoch when the margin is longer than the time to the epoch).
+pub fn cutoff_at(deadline: Option<SystemTime>, margin: Duration) -> Option<SystemTime> {
+    deadline.map(|d| d.checked_sub(margin).unwrap_or(SystemTime::UNIX_EPOCH))
+}
+
+/// Runs `work` until `cutoff`: its output, or `None` when the cutoff came first (the work is
+/// dropped, its calls in flight abandoned). Work is not started at all once the cutoff is past.
+/// No cutoff: `work` runs to its end.
+pub async fn within<F: Future>(cutoff: Option<SystemTime>, work: F) -> Option<F::Output> {
+    let Some(cutoff) = cutoff else {
+        return Some(work.await);
+    };
+    let left = cutoff.duration_since(SystemTime::now()).ok()?;
+    if left.is_zero() {
+        return None;
+    }
+    tokio::time::timeout(left, work).await.ok()
+}
+
+/// One message's `work` until `cutoff`: its outcome, or a retry ([`ABANDONED`]) when the cutoff
+/// came first.
+pub async fn outcome_within<F>(cutoff: Option<SystemTime>, id: &str, work: F) -> Outcome
+where
+    F: Future<Output = Outcome>,
+{
+    within(cutoff, work).await.unwrap_or_else(|| {
+        tracing::warn!(
+            message_id = id,
+            "not done before the invocation's deadline: reported for redelivery"
+        );
+        Outcome::Retry {
+            reason: ABANDONED.into(),
+        }
+    })
+}
+
+/// A whole batch's `work` (records `ids`, in order) until `cutoff`: its report, or every record a
+/// retry ([`ABANDONED`]) when the cutoff came first. What it committed meanwhile is found as
+/// duplicates on redelivery.
+pub async fn report_within<F>(cutoff: Option<SystemTime>, ids: &[String], work: F) -> BatchReport
+where
+    F: Future<Output = BatchReport>,
+{
+    within(cutoff, work).await.unwrap_or_else(|| {
+        tracing::warn!(
+            records = ids.len(),
+            "the batch was not done before the invocation's deadline: reported for redelivery"
+        );
+        BatchReport::from_outcomes(
+            ids.iter()
+                .map(|id| {
+                    (
+                        id.clone(),
+                        Outcome::Retry {
+                            reason: ABANDONED.into(),
+                        },
+                    )
+                })
+                .collect(),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_margin_setting_is_read_in_milliseconds_and_refused_when_it_cannot_work() {
+        assert_eq!(margin_from(None), Ok(DEFAULT_MARGIN));
+        assert_eq!(margin_from(Some(" ")), Ok(DEFAULT_MARGIN));
+        assert_eq!(margin_from(Some("250")), Ok(Duration::from_millis(250)));
+        assert_eq!(margin_from(Some("0")), Ok(Duration::ZERO));
+        assert!(matches!(
+            margin_from(Some("1.5s")),
+            Err(SettingsError::Invalid { name, .. }) if name == MARGIN_VAR
+        ));
+        assert!(matches!(
+            margin_from(Some("900001")),
+            Err(SettingsError::Refused(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn work_is_cut_at_the_cutoff_and_not_started_after_it() {
+        let soon = Some(SystemTime::now() + Duration::from_millis(200));
+        let started = std::time::Instant::now();
+        let hung = within(soon, std::future::pending::<()>()).await;
+        assert_eq!(hung, None);
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(150) && took < Duration::from_secs(2),
+            "{took:?}"
+        );
+        assert_eq!(within(soon, async { 7 }).await, None, "past: not started");
+        let later = Some(SystemTime::now() + Duration::from_secs(5));
+        assert_eq!(within(later, async { 7 }).await, Some(7));
+        assert_eq!(within(None, async { 7 }).await, Some(7));
+    }
+
+    #[test]
+    fn the_cutoff_is_the_deadline_less_the_margin() {
+        let d = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
+        assert_eq!(
+            cutoff_at(Some(d), Duration::from_secs(2)),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(98))
+        );
+        assert_eq!(cutoff_at(None, Duration::from_secs(2)), None);
+    }
+}

@@ -13,7 +13,7 @@
 // The handler's nested async blocks (runtime, stream walk, store and queue calls) are deep types.
 #![recursion_limit = "256"]
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use aws_lambda_events::event::dynamodb::Event;
 use lambda_dedup_runtime::inbox::Forwarder;
@@ -27,21 +27,14 @@ async fn main() -> Result<(), Error> {
     lambda_dedup_runtime::init_tracing();
     // The functions' SDK configuration, with its operation and attempt timeouts.
     let config = lambda_dedup_dynamodb::sdk_config().await;
-    let forwarder = Forwarder::new(
+    let env = lambda_dedup_runtime::settings::Env::process();
+    let forwarder = Forwarder::read(
         FUNCTION,
+        &env,
         aws_sdk_sqs::Client::new(&config),
-        lambda_dedup_runtime::required("FORWARD_QUEUE_URL")?,
         lambda_dedup_dynamodb::connect().await,
-        lambda_dedup_runtime::required("INBOX_TABLE")?,
-        Duration::from_millis(lambda_dedup_runtime::optional(
-            "FORWARDER_DEADLINE_MARGIN_MS",
-            3_000u64,
-        )?),
-    );
-    let redrive_after = Duration::from_secs(lambda_dedup_runtime::optional(
-        "FORWARDER_REDRIVE_AFTER_SECONDS",
-        3_600u64,
-    )?);
+    )?;
+    let redrive_after = Forwarder::redrive_after(&env)?;
     let forwarder = &forwarder;
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<serde_json::Value>| async move {

@@ -9,7 +9,7 @@
 // The handler's nested async blocks (runtime, store calls) are deep types.
 #![recursion_limit = "256"]
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use aws_lambda_events::event::dynamodb::Event;
 use intent_relay::Relay;
@@ -18,20 +18,9 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_dedup_runtime::init_tracing();
-    let relay = Relay::new(
-        &lambda_dedup_runtime::required("COLLECTIONS_API_URL")?,
-        lambda_dedup_runtime::settings::provider_timeout()?,
-        Duration::from_millis(lambda_dedup_runtime::optional(
-            "RELAY_DEADLINE_MARGIN_MS",
-            2_000u64,
-        )?),
-        lambda_dedup_runtime::required("INTENTS_TABLE")?,
-        lambda_dedup_dynamodb::connect().await,
-    )?;
-    let redrive_after = Duration::from_secs(lambda_dedup_runtime::optional(
-        "RELAY_REDRIVE_AFTER_SECONDS",
-        3_600u64,
-    )?);
+    let env = lambda_dedup_runtime::settings::Env::process();
+    let relay = Relay::read(&env, lambda_dedup_dynamodb::connect().await)?;
+    let redrive_after = Relay::redrive_after(&env)?;
     let relay = &relay;
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<serde_json::Value>| async move {

@@ -8,6 +8,7 @@ use lambda_dedup::{Effect, Item};
 use lambda_dedup_dynamodb::Client;
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_runtime::in_order::{self, Swept, image_part};
+use lambda_dedup_runtime::settings::{Env, SettingsError};
 
 /// The function's name: the `Function` dimension of its metrics.
 pub const FUNCTION: &str = "intent-relay";
@@ -226,6 +227,26 @@ impl Relay {
             intents,
             client,
         })
+    }
+
+    /// The relay as `main` builds it, from `env` (the process environment in Lambda):
+    /// `COLLECTIONS_API_URL`, `INTENTS_TABLE`, `PROVIDER_TIMEOUT_MS` (default 5000) and
+    /// `RELAY_DEADLINE_MARGIN_MS` (default 2000); intents through `client`.
+    pub fn read(env: &Env, client: Client) -> Result<Self, lambda_runtime::Error> {
+        Ok(Self::new(
+            &env.required("COLLECTIONS_API_URL")?,
+            lambda_dedup_runtime::settings::provider_timeout_in(env)?,
+            Duration::from_millis(env.optional("RELAY_DEADLINE_MARGIN_MS", 2_000u64)?),
+            env.required("INTENTS_TABLE")?,
+            client,
+        )?)
+    }
+
+    /// `RELAY_REDRIVE_AFTER_SECONDS` in `env` (default 3600): how long an intent may stay
+    /// `PENDING` before the scheduled sweep re-drives it.
+    pub fn redrive_after(env: &Env) -> Result<Duration, SettingsError> {
+        env.optional("RELAY_REDRIVE_AFTER_SECONDS", 3_600u64)
+            .map(Duration::from_secs)
     }
 
     /// The time left that one more record needs: a whole provider call plus the margin.

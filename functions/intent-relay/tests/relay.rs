@@ -11,6 +11,7 @@ use fake_provider::{Fault, Provider};
 use intent_relay::{Handled, Relay};
 use lambda_dedup::{Effect, Item};
 use lambda_dedup_http::IdempotentClient;
+use lambda_dedup_runtime::settings::Env;
 use serde_json::json;
 
 struct World {
@@ -39,15 +40,18 @@ impl World {
         }
     }
 
+    /// The relay as `main` builds it (`Relay::read`), with these two settings.
     fn relay(&self, provider_timeout: Duration, margin: Duration) -> Relay {
-        Relay::new(
-            &self.url,
-            provider_timeout,
-            margin,
-            self.intents.clone(),
-            self.client.clone(),
-        )
-        .expect("relay")
+        let env = Env::from_pairs([
+            ("COLLECTIONS_API_URL", self.url.clone()),
+            ("INTENTS_TABLE", self.intents.clone()),
+            (
+                "PROVIDER_TIMEOUT_MS",
+                provider_timeout.as_millis().to_string(),
+            ),
+            ("RELAY_DEADLINE_MARGIN_MS", margin.as_millis().to_string()),
+        ]);
+        Relay::read(&env, self.client.clone()).expect("relay")
     }
 
     /// Writes intent `id` with `status`, as `fine-notices` would (with `PENDING`).
@@ -469,4 +473,37 @@ async fn s12_s15_a_refusing_and_slow_provider_never_stalls_the_shard() {
         assert_eq!(w.state(id).await.0, "CONFIRMED", "{id}");
         assert_eq!(w.effects(id), 1, "{id} applied once");
     }
+}
+
+/// The relay's own variables, as `main` reads them: the API and the table are required, the
+/// timeout and margin make the time one record needs, and the sweep's age has its default.
+#[tokio::test]
+async fn the_relays_settings_are_read_as_main_reads_them() {
+    let w = World::new().await;
+    let full = [
+        ("COLLECTIONS_API_URL", w.url.clone()),
+        ("INTENTS_TABLE", w.intents.clone()),
+    ];
+    for missing in ["COLLECTIONS_API_URL", "INTENTS_TABLE"] {
+        let env = Env::from_pairs(full.clone().into_iter().filter(|(k, _)| *k != missing));
+        let Err(err) = Relay::read(&env, w.client.clone()) else {
+            panic!("started without {missing}");
+        };
+        assert!(err.to_string().contains(missing), "{missing}: {err}");
+    }
+    let defaults = Relay::read(&Env::from_pairs(full.clone()), w.client.clone()).expect("relay");
+    assert_eq!(defaults.per_record(), Duration::from_millis(5_000 + 2_000));
+    let set = Env::from_pairs(full)
+        .with("PROVIDER_TIMEOUT_MS", "700")
+        .with("RELAY_DEADLINE_MARGIN_MS", "300");
+    let relay = Relay::read(&set, w.client.clone()).expect("relay");
+    assert_eq!(relay.per_record(), Duration::from_millis(1_000));
+    assert_eq!(
+        Relay::redrive_after(&set).expect("default"),
+        Duration::from_secs(3_600)
+    );
+    assert_eq!(
+        Relay::redrive_after(&set.with("RELAY_REDRIVE_AFTER_SECONDS", "60")).expect("set"),
+        Duration::from_secs(60)
+    );
 }

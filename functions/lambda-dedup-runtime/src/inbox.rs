@@ -192,6 +192,37 @@ impl Forwarder {
         }
     }
 
+    /// The forwarder as `main` builds it, from `env` (the process environment in Lambda):
+    /// `FORWARD_QUEUE_URL`, `INBOX_TABLE` and `FORWARDER_DEADLINE_MARGIN_MS` (default 3000: the
+    /// time one record needs, at least, before the invocation's deadline).
+    pub fn read(
+        function: &str,
+        env: &crate::settings::Env,
+        sqs: aws_sdk_sqs::Client,
+        dynamodb: Client,
+    ) -> Result<Self, crate::SettingsError> {
+        Ok(Self::new(
+            function,
+            sqs,
+            env.required("FORWARD_QUEUE_URL")?,
+            dynamodb,
+            env.required("INBOX_TABLE")?,
+            Duration::from_millis(env.optional("FORWARDER_DEADLINE_MARGIN_MS", 3_000u64)?),
+        ))
+    }
+
+    /// `FORWARDER_REDRIVE_AFTER_SECONDS` in `env` (default 3600): how long an item may stay
+    /// unforwarded before the sweep re-drives it.
+    pub fn redrive_after(env: &crate::settings::Env) -> Result<Duration, crate::SettingsError> {
+        env.optional("FORWARDER_REDRIVE_AFTER_SECONDS", 3_600u64)
+            .map(Duration::from_secs)
+    }
+
+    /// The time left before the deadline that a record needs to be started.
+    pub fn per_record(&self) -> Duration {
+        self.per_record
+    }
+
     /// Handles one stream batch in order (see the module's rules), prints the tally as one EMF
     /// line, and answers with the record the stream must retry from, if any.
     pub async fn handle(
@@ -369,6 +400,40 @@ mod tests {
                          "SequenceNumber": "100", "SizeBytes": 10, "StreamViewType": "NEW_AND_OLD_IMAGES"}
         }))
         .expect("record")
+    }
+
+    /// The forwarder's own variables, as `main` reads them (`Forwarder::read`): the queue and
+    /// the inbox are required, the margin and the sweep's age have their defaults and are read.
+    #[tokio::test]
+    async fn the_forwarders_settings_are_read_as_main_reads_them() {
+        use crate::settings::Env;
+        // The clients as `main` builds them; nothing is sent.
+        let sqs = aws_sdk_sqs::Client::new(&lambda_dedup_dynamodb::sdk_config().await);
+        let dynamodb = lambda_dedup_dynamodb::connect().await;
+        let full = [("FORWARD_QUEUE_URL", "https://q"), ("INBOX_TABLE", "inbox")];
+        for missing in ["FORWARD_QUEUE_URL", "INBOX_TABLE"] {
+            let env = Env::from_pairs(full.into_iter().filter(|(k, _)| *k != missing));
+            let Err(err) = Forwarder::read("f", &env, sqs.clone(), dynamodb.clone()) else {
+                panic!("started without {missing}");
+            };
+            assert_eq!(err, crate::SettingsError::Missing(missing.into()));
+        }
+        let env = Env::from_pairs(full);
+        let f = Forwarder::read("f", &env, sqs.clone(), dynamodb.clone()).expect("defaults");
+        assert_eq!(f.per_record(), Duration::from_millis(3_000));
+        assert_eq!(
+            Forwarder::redrive_after(&env).expect("default"),
+            Duration::from_secs(3_600)
+        );
+        let env = env
+            .with("FORWARDER_DEADLINE_MARGIN_MS", "750")
+            .with("FORWARDER_REDRIVE_AFTER_SECONDS", "90");
+        let f = Forwarder::read("f", &env, sqs, dynamodb).expect("set");
+        assert_eq!(f.per_record(), Duration::from_millis(750));
+        assert_eq!(
+            Forwarder::redrive_after(&env).expect("set"),
+            Duration::from_secs(90)
+        );
     }
 
     #[test]

@@ -46,8 +46,8 @@ pub use sqs::{messages, response, run_sqs, run_sqs_batch};
 /// Lambda sends it as epoch milliseconds, and that is how it is read. A local runtime that sends
 /// the function's timeout instead (`cargo lambda watch` 1.9 sends e.g. `600000`) needs the
 /// setting `DEDUP_RUNTIME_DEADLINE=relative`: the value is then read as milliseconds from now.
-/// `cargo xtask` sets it for the functions it runs; never set it in Lambda. No deadline at all
-/// (0) gives `None`.
+/// `cargo xtask` does not need it (its runtime API sends Lambda's deadline); never set it in
+/// Lambda. No deadline at all (0) gives `None`.
 pub fn deadline(ctx: &lambda_runtime::Context) -> Option<std::time::SystemTime> {
     deadline_from(ctx.deadline, relative_deadline())
 }

@@ -169,7 +169,8 @@ fn positive(n: usize, name: &str) -> Result<usize, SettingsError> {
     Ok(n)
 }
 
-fn provider_timeout_in(env: Lookup<'_>) -> Result<Duration, SettingsError> {
+/// `PROVIDER_TIMEOUT_MS` in `env` (default 5000), refusing zero.
+pub fn provider_timeout_in(env: Lookup<'_>) -> Result<Duration, SettingsError> {
     match optional_in(env, "PROVIDER_TIMEOUT_MS", 5_000u64)? {
         0 => Err(SettingsError::Refused(
             "PROVIDER_TIMEOUT_MS must be above 0".into(),

@@ -65,6 +65,26 @@ pub async fn effect_table(client: &Client, key_attr: &str) -> String {
     name
 }
 
+/// The partition keys of every mark in the mark table `table` (one page: tests' tables are small).
+pub async fn mark_keys(client: &Client, table: &str) -> Vec<String> {
+    let scan = client.scan().table_name(table).send().await.expect("scan");
+    scan.items()
+        .iter()
+        .filter_map(|i| i.get("pk")?.as_s().ok().cloned())
+        .collect()
+}
+
+/// Deletes the mark `pk` of the mark table `table`, behind the library's back.
+pub async fn delete_mark(client: &Client, table: &str, pk: &str) {
+    client
+        .delete_item()
+        .table_name(table)
+        .key("pk", AttributeValue::S(pk.into()))
+        .send()
+        .await
+        .expect("delete");
+}
+
 /// Reads an item by its string key, strongly consistent.
 pub async fn get_item(
     client: &Client,

@@ -493,6 +493,30 @@ async fn e2e_ttl_purges_are_counted_by_the_mark_auditor() {
     assert_eq!(line["Purged"], 1);
 }
 
+/// One receive from the reconciliation queue: each message's body and its `dedup-reason`.
+async fn reconciled() -> Vec<(String, String)> {
+    let Ok(out) = sqs()
+        .receive_message()
+        .queue_url(env("DEDUP_QUEUE_RECONCILIATION"))
+        .max_number_of_messages(10)
+        .message_attribute_names("All")
+        .send()
+        .await
+    else {
+        return Vec::new();
+    };
+    out.messages()
+        .iter()
+        .filter_map(|m| {
+            let reason = m
+                .message_attributes()?
+                .get("dedup-reason")?
+                .string_value()?;
+            Some((m.body()?.to_owned(), reason.to_owned()))
+        })
+        .collect()
+}
+
 /// S10: an event older than the retention window (the local stack keeps marks for one day) is
 /// not applied: each SQS function (`ledger-projector`, `fine-notices`, `payment-dispatcher`)
 /// sends it to the reconciliation queue, tagged `dedup-reason: late_event`, and acknowledges it.
@@ -528,29 +552,16 @@ async fn e2e_late_events_go_to_reconciliation_not_to_the_balance() {
     for (queue, body) in &bodies {
         send(queue, std::slice::from_ref(body)).await;
     }
-    let sqs = sqs();
-    let queue = env("DEDUP_QUEUE_RECONCILIATION");
     let reasons: std::sync::Mutex<BTreeMap<String, String>> = std::sync::Mutex::default();
     eventually(
         "the late events in the reconciliation queue",
         Duration::from_secs(60),
         || async {
-            let out = sqs
-                .receive_message()
-                .queue_url(&queue)
-                .max_number_of_messages(10)
-                .message_attribute_names("All")
-                .send()
-                .await
-                .ok()?;
+            let received = reconciled().await;
             let mut reasons = reasons.lock().expect("lock");
-            for m in out.messages() {
-                if let Some((_, body)) = bodies.iter().find(|(_, b)| m.body() == Some(b.as_str()))
-                    && let Some(reason) = m
-                        .message_attributes()
-                        .and_then(|a| a.get("dedup-reason")?.string_value())
-                {
-                    reasons.insert(body.clone(), reason.to_owned());
+            for (body, reason) in received {
+                if bodies.iter().any(|(_, b)| *b == body) {
+                    reasons.insert(body, reason);
                 }
             }
             (reasons.len() == bodies.len()).then_some(())
@@ -612,31 +623,14 @@ async fn e2e_a_takeover_past_the_provider_key_retention_goes_to_reconciliation()
     )
     .await;
 
-    let sqs = sqs();
-    let queue = env("DEDUP_QUEUE_RECONCILIATION");
     let reason = eventually(
         "the takeover in the reconciliation queue",
         Duration::from_secs(60),
         || async {
-            let out = sqs
-                .receive_message()
-                .queue_url(&queue)
-                .max_number_of_messages(10)
-                .message_attribute_names("All")
-                .send()
+            reconciled()
                 .await
-                .ok()?;
-            out.messages()
-                .iter()
-                .find(|m| m.body() == Some(body.as_str()))
-                .and_then(|m| {
-                    Some(
-                        m.message_attributes()?
-                            .get("dedup-reason")?
-                            .string_value()?
-                            .to_owned(),
-                    )
-                })
+                .into_iter()
+                .find_map(|(b, reason)| (b == body).then_some(reason))
         },
     )
     .await;

@@ -42,3 +42,13 @@ pub fn assert_fingerprint_covers(spec: &KeySpec, sample: &Value, depends_on: &[&
         "a producer retry with a new time is a duplicate"
     );
 }
+
+/// The ids a partial batch response asks SQS to redeliver, in order: what a function's tests
+/// compare after calling its handler.
+pub fn failed_ids(response: aws_lambda_events::event::sqs::SqsBatchResponse) -> Vec<String> {
+    response
+        .batch_item_failures
+        .into_iter()
+        .map(|f| f.item_identifier)
+        .collect()
+}

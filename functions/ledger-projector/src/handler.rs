@@ -78,16 +78,8 @@ mod tests {
     }
 
     async fn failed(ledger: &Ledger, event: SqsEvent) -> Vec<String> {
-        handle(
-            ledger,
-            LambdaEvent::new(event, lambda_runtime::Context::default()),
-        )
-        .await
-        .expect("handled")
-        .batch_item_failures
-        .into_iter()
-        .map(|f| f.item_identifier)
-        .collect()
+        let event = LambdaEvent::new(event, lambda_runtime::Context::default());
+        lambda_dedup_runtime::testing::failed_ids(handle(ledger, event).await.expect("handled"))
     }
 
     async fn sample_balance(

@@ -147,16 +147,8 @@ mod tests {
     }
 
     async fn invoke(payments: &Payments, event: SqsEvent) -> Vec<String> {
-        handle(
-            payments,
-            LambdaEvent::new(event, lambda_runtime::Context::default()),
-        )
-        .await
-        .expect("handled")
-        .batch_item_failures
-        .into_iter()
-        .map(|f| f.item_identifier)
-        .collect()
+        let event = LambdaEvent::new(event, lambda_runtime::Context::default());
+        lambda_dedup_runtime::testing::failed_ids(handle(payments, event).await.expect("handled"))
     }
 
     /// The handler, called as Lambda calls it, on the sample payment, twice: the provider
@@ -313,21 +305,8 @@ mod tests {
             let event = payments_event(1);
             assert!(invoke(&payments, event.clone()).await.is_empty());
             let marks = w.env.required("DEDUP_MARK_TABLE").expect("table");
-            let scan = w
-                .client
-                .scan()
-                .table_name(&marks)
-                .send()
-                .await
-                .expect("scan");
-            for item in scan.items() {
-                w.client
-                    .delete_item()
-                    .table_name(&marks)
-                    .key("pk", item["pk"].clone())
-                    .send()
-                    .await
-                    .expect("delete");
+            for pk in dedup_tests::mark_keys(&w.client, &marks).await {
+                dedup_tests::delete_mark(&w.client, &marks, &pk).await;
             }
             assert!(invoke(&payments, event).await.is_empty());
             assert_eq!(w.provider.requests(), calls, "DEDUP_CACHE_SIZE={size}");
@@ -358,18 +337,7 @@ mod tests {
             ("DEDUP_MARK_TABLE", &marks),
         ]);
         assert!(invoke(&payments, payments_event(1)).await.is_empty());
-        let scan = w
-            .client
-            .scan()
-            .table_name(&marks)
-            .send()
-            .await
-            .expect("scan");
-        let keys: Vec<&str> = scan
-            .items()
-            .iter()
-            .filter_map(|i| i.get("pk")?.as_s().ok().map(String::as_str))
-            .collect();
+        let keys = dedup_tests::mark_keys(&w.client, &marks).await;
         assert_eq!(keys.len(), 1, "{keys:?}");
         assert!(keys[0].starts_with("staging#payments-v2#"), "{}", keys[0]);
     }

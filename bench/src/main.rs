@@ -139,7 +139,7 @@ async fn run_one(
             }
         };
         latencies.push(t.elapsed());
-        failures += report.failures.len() as u64;
+        failures += report.failures().len() as u64;
     }
     (latencies, failures)
 }

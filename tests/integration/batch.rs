@@ -65,9 +65,9 @@ async fn s5_s14_replayed_and_interleaved_batches_equal_one_pass() {
     for report in [&a, &b, &c] {
         assert!(report.account.closes(), "{:?}", report.account);
         assert!(
-            report.failures.is_empty(),
+            report.failures().is_empty(),
             "commits never leave a retry here: {:?}",
-            report.failures
+            report.failures()
         );
         total.add(&report.account);
     }
@@ -115,10 +115,10 @@ async fn s2_s11_bad_messages_are_failures_and_counted() {
     })
     .await;
     assert_eq!(
-        report.failures,
+        report.failures(),
         ["garbage", "no-id", "conflict", "no-amount"]
     );
-    let outcomes: Vec<&str> = report.outcomes.iter().map(|(_, o)| o.label()).collect();
+    let outcomes: Vec<&str> = report.outcomes().iter().map(|(_, o)| o.label()).collect();
     assert_eq!(
         outcomes,
         ["applied", "rejected", "rejected", "conflict", "rejected"]
@@ -170,7 +170,7 @@ async fn s6_leased_flow_calls_out_once_for_concurrent_duplicates() {
     // Redelivery of the retried ones: duplicates now, still one call.
     let again: Vec<Message> = batch
         .into_iter()
-        .filter(|m| report.failures.contains(&m.message_id))
+        .filter(|m| report.failures().contains(&m.message_id.as_str()))
         .collect();
     let n = again.len() as u64;
     let report = run_batch(again, 8, |m| {
@@ -252,7 +252,7 @@ async fn s13_store_outage_fails_closed() {
     })
     .await;
     assert_eq!(
-        report.failures.len(),
+        report.failures().len(),
         5,
         "every message is left for redelivery"
     );
@@ -265,7 +265,7 @@ async fn s13_store_outage_fails_closed() {
     );
     assert!(
         report
-            .outcomes
+            .outcomes()
             .iter()
             .all(|(_, o)| matches!(o, Outcome::Retry { .. }))
     );

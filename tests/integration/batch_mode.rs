@@ -56,7 +56,12 @@ async fn s5_a_batch_of_new_events_commits_in_one_transaction() {
         })
         .collect();
     let report = run_batch_transactional(batch, 10, &dedup, plan(&balances)).await;
-    assert_eq!(report.account.applied, 10, "{:?}", labels(&report.outcomes));
+    assert_eq!(
+        report.account.applied,
+        10,
+        "{:?}",
+        labels(report.outcomes())
+    );
     assert_eq!(store.calls(), 1, "one DynamoDB call for the whole batch");
     for i in 0..10 {
         assert_eq!(
@@ -95,9 +100,9 @@ async fn s5_events_touching_one_item_are_split_into_rounds() {
         10,
     ));
     let report = run_batch_transactional(batch, 10, &dedup, plan(&balances)).await;
-    assert_eq!(report.account.applied, 8, "{:?}", labels(&report.outcomes));
+    assert_eq!(report.account.applied, 8, "{:?}", labels(report.outcomes()));
     assert_eq!(report.account.duplicate, 2);
-    assert!(report.failures.is_empty());
+    assert!(report.failures().is_empty());
     // Six operations on account A need six rounds; the duplicate cancels one more. Still fewer
     // calls than messages.
     assert!(
@@ -140,7 +145,7 @@ async fn s5_s8_s11_a_mixed_batch_splits_off_what_cannot_commit() {
     }));
     let report = run_batch_transactional(batch, 10, &dedup, plan(&balances)).await;
     assert_eq!(
-        labels(&report.outcomes),
+        labels(report.outcomes()),
         [
             "duplicate",
             "conflict",
@@ -152,7 +157,7 @@ async fn s5_s8_s11_a_mixed_batch_splits_off_what_cannot_commit() {
             "applied"
         ]
     );
-    assert_eq!(report.failures, ["conflict", "no-funds"]);
+    assert_eq!(report.failures(), ["conflict", "no-funds"]);
     assert!(
         store.calls() - before <= 3,
         "{} calls",
@@ -241,7 +246,7 @@ async fn warm_cache_answers_known_duplicates_without_dynamodb() {
     );
     let conflict = vec![credit("c", &format!("{run}-0"), &format!("{run}-a0"), 999)];
     let report = run_batch_transactional(conflict, 10, &dedup, plan(&balances)).await;
-    assert_eq!(labels(&report.outcomes), ["conflict"]);
+    assert_eq!(labels(report.outcomes()), ["conflict"]);
 }
 
 /// S9: the warm cache judges a mark's TTL by the store's clock: once the retention has passed,
@@ -258,13 +263,13 @@ async fn s9_the_warm_cache_forgets_marks_whose_retention_has_passed() {
     let run = unique("b7");
     let batch = vec![credit("m", &format!("{run}-e"), &format!("{run}-a"), 1)];
     let first = run_batch_transactional(batch.clone(), 10, &dedup, plan(&balances)).await;
-    assert_eq!(labels(&first.outcomes), ["applied"]);
+    assert_eq!(labels(first.outcomes()), ["applied"]);
     let again = run_batch_transactional(batch.clone(), 10, &dedup, plan(&balances)).await;
-    assert_eq!(labels(&again.outcomes), ["duplicate"], "within retention");
+    assert_eq!(labels(again.outcomes()), ["duplicate"], "within retention");
     clock.advance(std::time::Duration::from_secs(3601));
     let late = run_batch_transactional(batch, 10, &dedup, plan(&balances)).await;
     assert_eq!(
-        labels(&late.outcomes),
+        labels(late.outcomes()),
         ["applied"],
         "past retention the cache must not answer duplicate"
     );
@@ -286,7 +291,7 @@ async fn s12_fifo_order_is_kept_in_batch_mode() {
         m.group_id = Some(m.message_id[..1].to_owned());
     }
     let report = run_batch_transactional(batch, 10, &dedup, plan(&balances)).await;
-    assert_eq!(report.failures, ["a2", "a3"]);
+    assert_eq!(report.failures(), ["a2", "a3"]);
     assert_eq!(
         balance(&client, &balances, &format!("{run}-A")).await,
         Some(1)

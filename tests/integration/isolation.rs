@@ -85,13 +85,13 @@ impl Setup {
 }
 
 fn labels(report: &BatchReport) -> Vec<&'static str> {
-    report.outcomes.iter().map(|(_, o)| o.label()).collect()
+    report.outcomes().iter().map(|(_, o)| o.label()).collect()
 }
 
 /// The outcome of message `id` in `report`.
 fn outcome<'a>(report: &'a BatchReport, id: &str) -> &'a Outcome {
     &report
-        .outcomes
+        .outcomes()
         .iter()
         .find(|(m, _)| m == id)
         .expect("an outcome per message")
@@ -103,7 +103,7 @@ fn outcome<'a>(report: &'a BatchReport, id: &str) -> &'a Outcome {
 fn assert_effect_refused(report: &BatchReport, id: &str, secrets: &[&str]) {
     match outcome(report, id) {
         Outcome::Rejected { code, reason } => {
-            assert_eq!(*code, "effect_refused", "{reason}");
+            assert_eq!(*code, lambda_dedup_batch::Reason::EffectRefused, "{reason}");
             for s in secrets {
                 assert!(!reason.contains(s), "the reason quotes {s:?}: {reason}");
             }
@@ -148,7 +148,7 @@ async fn s12_s15_a_permanently_refused_effect_fails_only_its_own_message() {
         assert_eq!(report.account.applied, 9, "{mode:?}: {:?}", labels(&report));
         assert_eq!(report.account.rejected, 1, "{mode:?}");
         assert!(report.account.closes(), "{mode:?}");
-        assert_eq!(report.failures, ["m4"], "{mode:?}");
+        assert_eq!(report.failures(), ["m4"], "{mode:?}");
         assert_effect_refused(&report, "m4", &["not-a-number-secret", &poison_account]);
         assert!(
             !s.has_mark(&batch[4]).await,
@@ -216,7 +216,7 @@ async fn s12_s15_a_refusal_naming_no_position_is_isolated() {
             .collect();
         let report = s.run(mode, batch.clone(), plan(&s.balances)).await;
         assert_eq!(report.account.applied, 9, "{mode:?}: {:?}", labels(&report));
-        assert_eq!(report.failures, ["m7"], "{mode:?}");
+        assert_eq!(report.failures(), ["m7"], "{mode:?}");
         assert!(report.account.closes());
         assert_effect_refused(&report, "m7", &[&format!("{run}-a7")]);
         assert!(
@@ -287,7 +287,7 @@ async fn s5_s12_rounds_are_bounded_by_bytes_and_an_oversized_event_fails_alone()
     ));
     let report = run_batch_transactional(batch.clone(), 10, &s.dedup, bulk_plan(&s.balances)).await;
     assert_eq!(report.account.applied, 10, "{:?}", labels(&report));
-    assert_eq!(report.failures, ["huge"]);
+    assert_eq!(report.failures(), ["huge"]);
     assert!(report.account.closes());
     assert_effect_refused(&report, "huge", &[&format!("{run}-huge")]);
     assert!(
@@ -353,7 +353,7 @@ async fn s12_a_panicking_plan_fails_only_its_own_message_in_batch_mode() {
     assert_eq!(report.account.applied, 9, "{:?}", labels(&report));
     assert_eq!(report.account.retry, 1);
     assert!(report.account.closes());
-    assert_eq!(report.failures, ["m3"]);
+    assert_eq!(report.failures(), ["m3"]);
     assert!(matches!(outcome(&report, "m3"), Outcome::Retry { .. }));
     assert!(!s.has_mark(&batch[3]).await);
     for i in (0..10).filter(|i| *i != 3) {
@@ -479,7 +479,7 @@ async fn s15_a_corrupt_mark_is_rejected_not_retried() {
         matches!(
             &outcome,
             Outcome::Rejected {
-                code: "mark_corrupt",
+                code: lambda_dedup_batch::Reason::MarkCorrupt,
                 ..
             }
         ),

@@ -247,7 +247,7 @@ async fn s16_a_takeover_past_the_provider_key_retention_does_not_call_the_provid
             matches!(
                 &outcome,
                 Outcome::Rejected {
-                    code: "provider_key_expired",
+                    code: lambda_dedup_batch::Reason::ProviderKeyExpired,
                     ..
                 }
             ),

@@ -245,7 +245,7 @@ struct Model {
     dead_lettered: Vec<(Delivery, Outcome)>,
 }
 
-fn is_code(o: &Outcome, want: &str) -> bool {
+fn is_code(o: &Outcome, want: lambda_dedup_batch::Reason) -> bool {
     matches!(o, Outcome::Rejected { code, .. } if *code == want)
 }
 
@@ -295,10 +295,10 @@ async fn run_schedule(kind: StoreKind, steps: Vec<Step>) {
             assert!(report.account.closes(), "S14: {:?}", report.account);
             let mut again = Vec::new();
             let mut model = model.lock().expect("lock");
-            for (d, (_, outcome)) in batch.into_iter().zip(report.outcomes) {
+            for (d, (_, outcome)) in batch.into_iter().zip(report.outcomes()) {
                 let ack = outcome.acknowledged();
                 // Late events go to reconciliation, and are acknowledged once there (S10).
-                let reconciled = is_code(&outcome, "late_event");
+                let reconciled = is_code(outcome, lambda_dedup_batch::Reason::LateEvent);
                 let dead_lettered =
                     !reconciled && matches!(outcome, Outcome::Conflict | Outcome::Rejected { .. });
                 model.seen.push(Record {
@@ -313,7 +313,7 @@ async fn run_schedule(kind: StoreKind, steps: Vec<Step>) {
                     again.push(d);
                 } else if dead_lettered {
                     model.dlq.push(d.clone());
-                    model.dead_lettered.push((d, outcome));
+                    model.dead_lettered.push((d, outcome.clone()));
                 }
             }
             again
@@ -443,12 +443,12 @@ async fn run_schedule(kind: StoreKind, steps: Vec<Step>) {
         t.poison_rejections += model
             .seen
             .iter()
-            .filter(|r| is_code(&r.outcome, "effect_refused"))
+            .filter(|r| is_code(&r.outcome, lambda_dedup_batch::Reason::EffectRefused))
             .count() as u64;
         t.late_events += model
             .seen
             .iter()
-            .filter(|r| is_code(&r.outcome, "late_event"))
+            .filter(|r| is_code(&r.outcome, lambda_dedup_batch::Reason::LateEvent))
             .count() as u64;
     });
     assert_eq!(
@@ -489,7 +489,7 @@ async fn run_schedule(kind: StoreKind, steps: Vec<Step>) {
     for r in &seen {
         let (e, o) = (r.event, &r.outcome);
         assert_eq!(
-            is_code(o, "late_event"),
+            is_code(o, lambda_dedup_batch::Reason::LateEvent),
             r.late,
             "S10: event {e} (late: {}) got {o:?}",
             r.late
@@ -513,7 +513,7 @@ async fn run_schedule(kind: StoreKind, steps: Vec<Step>) {
         // The store answered and the event is within the retention.
         if is_poison(e) {
             assert!(
-                is_code(o, "effect_refused"),
+                is_code(o, lambda_dedup_batch::Reason::EffectRefused),
                 "S15: a delivery of poison {e} got {o:?}, not a rejection (effect_refused)"
             );
         } else {
@@ -547,7 +547,7 @@ async fn run_schedule(kind: StoreKind, steps: Vec<Step>) {
         let e = d.event;
         if is_poison(e) {
             assert!(
-                is_code(o, "effect_refused"),
+                is_code(o, lambda_dedup_batch::Reason::EffectRefused),
                 "poison {e} dead-lettered as {o:?}"
             );
         } else {

@@ -146,7 +146,7 @@ async fn s10_an_event_older_than_the_retention_is_not_applied() {
         matches!(
             &late,
             Outcome::Rejected {
-                code: "late_event",
+                code: lambda_dedup_batch::Reason::LateEvent,
                 ..
             }
         ),
@@ -199,7 +199,7 @@ async fn s10_an_event_from_the_far_future_is_not_applied() {
             matches!(
                 &outcome,
                 Outcome::Rejected {
-                    code: "implausible_time",
+                    code: lambda_dedup_batch::Reason::ImplausibleTime,
                     ..
                 }
             ),

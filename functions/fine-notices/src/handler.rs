@@ -54,7 +54,7 @@ impl Notices {
     /// in the table whether or not this read succeeds.
     async fn count_flagged(&self, batch: &[lambda_dedup::Message], report: &BatchReport) -> u64 {
         let mut flagged = 0;
-        for (id, outcome) in &report.outcomes {
+        for (id, outcome) in report.outcomes() {
             if *outcome != Outcome::Applied {
                 continue;
             }

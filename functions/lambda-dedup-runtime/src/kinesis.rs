@@ -78,7 +78,7 @@ fn naming(checkpoint: Option<String>) -> KinesisEventResponse {
 /// code, or `conflict`. `None` for what is done or may yet be done (a retry).
 pub fn never_applies(outcome: &Outcome) -> Option<&'static str> {
     match outcome {
-        Outcome::Rejected { code, .. } => Some(*code),
+        Outcome::Rejected { code, .. } | Outcome::Reconciled { code, .. } => Some(code.code()),
         Outcome::Conflict => Some("conflict"),
         _ => None,
     }
@@ -133,7 +133,7 @@ impl Parking {
     /// it is parked (it all comes again). Counts and logs what it parked, never the data.
     pub async fn park(&self, function: &str, event: &KinesisEvent, report: &BatchReport) -> Parked {
         let mut out = Parked::default();
-        for (id, outcome) in &report.outcomes {
+        for (id, outcome) in report.outcomes() {
             if outcome.acknowledged() {
                 continue;
             }

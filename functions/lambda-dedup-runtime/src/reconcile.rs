@@ -13,21 +13,9 @@
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_dedup::KeySpec;
-use lambda_dedup_batch::{BatchReport, Outcome};
+use lambda_dedup_batch::{BatchReport, Outcome, Reason};
 
 use crate::queue::Queue;
-
-/// The code the library gives a late event.
-pub const LATE_EVENT: &str = "late_event";
-/// The code the library gives an event whose time is implausibly far in the future.
-pub const IMPLAUSIBLE_TIME: &str = "implausible_time";
-/// What goes to reconciliation: events the mark table cannot judge (S10), and takeovers the
-/// provider may have forgotten (S16).
-const FOR_RECONCILIATION: [&str; 3] = [
-    LATE_EVENT,
-    IMPLAUSIBLE_TIME,
-    lambda_dedup_batch::PROVIDER_KEY_EXPIRED,
-];
 
 /// SQS's limit of message attributes on one message.
 const MAX_ATTRIBUTES: usize = 10;
@@ -39,7 +27,7 @@ pub const NATIVE_ATTRIBUTES: usize = MAX_ATTRIBUTES - OWN_ATTRIBUTES;
 /// The message attributes a late event is sent with (see the module docs): at most
 /// `MAX_ATTRIBUTES`, whatever the original carried.
 pub fn late_attributes(
-    reason: &str,
+    reason: Reason,
     key: &str,
     message_id: &str,
     original: &std::collections::HashMap<
@@ -53,7 +41,7 @@ pub fn late_attributes(
         .filter_map(|(k, a)| Some((k.as_str(), a.string_value.as_deref()?)))
         .collect();
     let mut out = vec![
-        ("dedup-reason".to_owned(), reason.to_owned()),
+        ("dedup-reason".to_owned(), reason.code().to_owned()),
         ("dedup-key".to_owned(), key.to_owned()),
         ("dedup-message-id".to_owned(), message_id.to_owned()),
         (
@@ -75,15 +63,16 @@ pub fn late_attributes(
 static QUEUE: std::sync::LazyLock<Option<Queue>> =
     std::sync::LazyLock::new(|| Queue::from_env("DEDUP_RECONCILIATION_QUEUE_URL"));
 
-/// Sends the report's late events to the reconciliation queue and takes the ones sent off the
-/// failures (they are acknowledged). The account is unchanged: they stay `rejected` (S14).
+/// Sends the report's events for reconciliation ([`Reason::for_reconciliation`]) to the
+/// reconciliation queue; each one sent becomes [`Outcome::Reconciled`] (acknowledged). The
+/// account is unchanged: they stay `rejected` (S14).
 pub async fn route_late_events(event: &SqsEvent, spec: &KeySpec, report: &mut BatchReport) {
-    let late: std::collections::HashMap<&str, &'static str> = report
-        .outcomes
+    let late: std::collections::HashMap<String, (Reason, String)> = report
+        .outcomes()
         .iter()
         .filter_map(|(id, o)| match o {
-            Outcome::Rejected { code, .. } if FOR_RECONCILIATION.contains(code) => {
-                Some((id.as_str(), *code))
+            Outcome::Rejected { code, reason } if code.for_reconciliation() => {
+                Some((id.clone(), (*code, reason.clone())))
             }
             _ => None,
         })
@@ -100,14 +89,14 @@ pub async fn route_late_events(event: &SqsEvent, spec: &KeySpec, report: &mut Ba
     };
     let mut sent = Vec::new();
     for record in &event.records {
-        let Some((id, reason)) = record
+        let Some((id, (reason, detail))) = record
             .message_id
             .as_deref()
-            .and_then(|id| Some((id, *late.get(id)?)))
+            .and_then(|id| Some((id, late.get(id)?)))
         else {
             continue;
         };
-        if sent.iter().any(|s| s == id) {
+        if sent.iter().any(|(s, _, _)| s == id) {
             // A second receipt of a message already sent (see `sqs::distinct`).
             continue;
         }
@@ -116,20 +105,22 @@ pub async fn route_late_events(event: &SqsEvent, spec: &KeySpec, report: &mut Ba
         let Ok(key) = spec.derive(&crate::sqs::message(record)).map(|d| d.key) else {
             continue;
         };
-        let attributes = late_attributes(reason, key.as_str(), id, &record.message_attributes);
+        let attributes = late_attributes(*reason, key.as_str(), id, &record.message_attributes);
         match queue
             .send(record.body.clone().unwrap_or_default(), &attributes)
             .await
         {
             Ok(()) => {
                 tracing::info!(message_id = id, "late event sent to reconciliation");
-                sent.push(id.to_owned());
+                sent.push((id.to_owned(), *reason, detail.clone()));
             }
             Err(e) => tracing::warn!(message_id = id, error = %e,
                 "could not send a late event to reconciliation; it will be retried"),
         }
     }
-    report.failures.retain(|id| !sent.contains(id));
+    for (id, code, reason) in sent {
+        report.set_outcome(&id, Outcome::Reconciled { code, reason });
+    }
 }
 
 #[cfg(test)]
@@ -150,10 +141,10 @@ mod tests {
         let original: std::collections::HashMap<String, SqsMessageAttribute> = (0..10)
             .map(|i| (format!("attr-{i}"), attribute(&format!("v{i}"))))
             .collect();
-        let out = late_attributes(LATE_EVENT, "demo#ledger#abc", "m-1", &original);
+        let out = late_attributes(Reason::LateEvent, "demo#ledger#abc", "m-1", &original);
         assert!(out.len() <= MAX_ATTRIBUTES, "{} attributes", out.len());
         let get = |k: &str| out.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-        assert_eq!(get("dedup-reason"), Some(LATE_EVENT));
+        assert_eq!(get("dedup-reason"), Some("late_event"));
         assert_eq!(get("dedup-key"), Some("demo#ledger#abc"));
         assert_eq!(get("dedup-message-id"), Some("m-1"));
         let all: std::collections::BTreeMap<String, String> =

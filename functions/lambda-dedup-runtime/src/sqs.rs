@@ -36,8 +36,8 @@ pub fn message(r: &SqsMessage) -> Message {
 /// The partial batch response listing exactly the report's failures.
 pub fn response(report: &BatchReport) -> SqsBatchResponse {
     let mut resp = SqsBatchResponse::default();
-    for id in &report.failures {
-        resp.add_failure(id.clone());
+    for id in report.failures() {
+        resp.add_failure(id.to_owned());
     }
     resp
 }
@@ -217,7 +217,7 @@ pub(crate) fn distinct(function: &str, batch: Vec<Message>) -> (Vec<Message>, Ve
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
 pub(crate) fn first_not_done(report: &BatchReport) -> Option<String> {
     report
-        .outcomes
+        .outcomes()
         .iter()
         .find(|(_, o)| !o.acknowledged())
         .map(|(id, _)| id.clone())
@@ -230,9 +230,9 @@ pub(crate) fn first_not_done(report: &BatchReport) -> Option<String> {
 /// record, is dropped. Returns the report and how many of those internal errors there were.
 pub fn by_record(ids: &[String], report: BatchReport) -> (BatchReport, u64) {
     let mut given: std::collections::HashMap<String, Outcome> =
-        std::collections::HashMap::with_capacity(report.outcomes.len());
+        std::collections::HashMap::with_capacity(report.outcomes().len());
     let mut errors = 0u64;
-    for (id, outcome) in report.outcomes {
+    for (id, outcome) in report.into_outcomes() {
         if !ids.contains(&id) || given.contains_key(&id) {
             errors += 1;
             continue;
@@ -289,10 +289,15 @@ mod tests {
         );
         assert_eq!(msgs[1].group_id, None);
 
-        let report = BatchReport {
-            failures: vec!["m2".into()],
-            ..BatchReport::default()
-        };
+        let report = BatchReport::from_outcomes(vec![
+            ("m1".into(), Outcome::Applied),
+            (
+                "m2".into(),
+                Outcome::Retry {
+                    reason: "test".into(),
+                },
+            ),
+        ]);
         let json = serde_json::to_value(response(&report)).expect("json");
         assert_eq!(
             json,
@@ -317,12 +322,12 @@ mod tests {
         let ids: Vec<String> = ["m1", "m2", "m3"].map(String::from).to_vec();
         let dropped = report(&[("m1", Outcome::Applied), ("m3", Outcome::Applied)]);
         assert!(
-            dropped.failures.is_empty(),
+            dropped.failures().is_empty(),
             "the runner alone reports nothing"
         );
         let (fixed, errors) = by_record(&ids, dropped);
         assert_eq!(errors, 1);
-        assert_eq!(fixed.failures, ["m2"]);
+        assert_eq!(fixed.failures(), ["m2"]);
         assert_eq!(fixed.account.received, 3);
         assert_eq!(fixed.account.retry, 1);
         assert!(fixed.account.closes());
@@ -342,7 +347,7 @@ mod tests {
         assert_eq!(errors, 3, "the repeat, the ghost and the missing m2");
         assert_eq!(fixed.account.received, 2);
         assert_eq!(fixed.account.applied, 1);
-        assert_eq!(fixed.failures, ["m2"]);
+        assert_eq!(fixed.failures(), ["m2"]);
     }
 
     #[test]
@@ -353,14 +358,14 @@ mod tests {
             (
                 "m2",
                 Outcome::Rejected {
-                    code: "invalid_payload",
+                    code: lambda_dedup_batch::Reason::InvalidPayload,
                     reason: "x".into(),
                 },
             ),
         ]);
         let (fixed, errors) = by_record(&ids, full.clone());
         assert_eq!(errors, 0);
-        assert_eq!(fixed.failures, full.failures);
+        assert_eq!(fixed.failures(), full.failures());
         assert_eq!(fixed.account, full.account);
     }
 }

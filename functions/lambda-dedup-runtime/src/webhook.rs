@@ -49,7 +49,7 @@ use lambda_dedup::{
     AttributeValue, Derived, Effect, FingerprintSource, IdentitySource, Item, KeySpec, Message,
     Scope, TenantSource,
 };
-use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, Plan};
+use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, Plan, Reason};
 use lambda_http::http::{HeaderMap, Method};
 use lambda_http::{Body, Request, RequestExt, Response};
 
@@ -288,7 +288,7 @@ impl Receiver {
             return Answer::error(
                 413,
                 "TooLarge",
-                "body_too_large",
+                Reason::BodyTooLarge.code(),
                 &format!("the body is over {} bytes", self.config.max_body_bytes),
             );
         }
@@ -425,10 +425,18 @@ fn answer_for(outcome: Outcome, first_answer: Option<String>) -> Answer {
             "conflict",
             "this event id was received with another body",
         ),
-        Outcome::Rejected { code, .. } if code == "body_too_large" => {
-            Answer::error(413, "Rejected", code, "the body is too large")
+        Outcome::Rejected {
+            code: Reason::BodyTooLarge,
+            ..
+        } => Answer::error(
+            413,
+            "Rejected",
+            Reason::BodyTooLarge.code(),
+            "the body is too large",
+        ),
+        Outcome::Rejected { code, reason } | Outcome::Reconciled { code, reason } => {
+            Answer::error(400, "Rejected", code.code(), &reason)
         }
-        Outcome::Rejected { code, reason } => Answer::error(400, "Rejected", code, &reason),
         Outcome::Retry { .. } => Answer {
             headers: vec![("retry-after", RETRY_AFTER_SECS.into())],
             ..Answer::error(503, "Retry", "retry", "not recorded; retry later")

@@ -20,7 +20,7 @@ use lambda_dedup::{
     CommitRequest, MarkStore, SequenceOutcome, SequenceSource, SequencedWrite, StoreError,
 };
 
-use crate::outcome::Outcome;
+use crate::outcome::{Outcome, Reason};
 
 /// What a transactional handler wants committed with the mark.
 #[derive(Debug, Clone, Default)]
@@ -52,12 +52,6 @@ impl HandlerError {
             .ok_or_else(|| Self::Invalid("data missing".into()))
     }
 }
-
-/// The code of a message whose sequence is not the next one of its aggregate (sequence mode).
-pub const SEQUENCE_GAP: &str = "sequence_gap";
-
-/// The code of an event whose first attempt is older than the provider's key retention.
-pub const PROVIDER_KEY_EXPIRED: &str = "provider_key_expired";
 
 /// A [`Deduplicator`] for effects outside DynamoDB: built by
 /// [`Deduplicator::with_provider_key_retention`], so the leased flow always knows how long the
@@ -182,7 +176,7 @@ impl Deduplicator {
             tracing::warn!(message_id = %msg.message_id, key = %event.key, code = future.code(),
                 reason = %future, "event time in the future: not applied, for reconciliation");
             return Err(Outcome::Rejected {
-                code: future.code(),
+                code: Reason::ImplausibleTime,
                 reason: future.to_string(),
             });
         }
@@ -197,7 +191,7 @@ impl Deduplicator {
             tracing::warn!(message_id = %msg.message_id, key = %event.key, code = late.code(),
                 reason = %late, "late: beyond the retention window; not applied, for reconciliation");
             return Err(Outcome::Rejected {
-                code: late.code(),
+                code: Reason::LateEvent,
                 reason: late.to_string(),
             });
         }
@@ -206,7 +200,7 @@ impl Deduplicator {
 
     /// The transactional flow (S5): derive the key, let `plan` say which writes the event makes,
     /// and commit them with the mark in one transaction. Writes DynamoDB refuses for good are
-    /// `Rejected { code: "effect_refused" }` (S15); a panicking `plan` is a retry.
+    /// `Rejected { code: Reason::EffectRefused }` (S15); a panicking `plan` is a retry.
     pub async fn transactional<F>(&self, msg: &Message, plan: F) -> Outcome
     where
         F: FnOnce(&Derived) -> Result<Plan, HandlerError>,
@@ -273,7 +267,7 @@ impl Deduplicator {
                 tracing::warn!(message_id = %msg.message_id, key = %event.key, code = %code,
                     "rejected: DynamoDB refused the effect; nothing written; dead-lettering");
                 Outcome::Rejected {
-                    code: "effect_refused",
+                    code: Reason::EffectRefused,
                     reason,
                 }
             }
@@ -310,7 +304,7 @@ impl Deduplicator {
             // An earlier holder may have called the API so long ago that it has forgotten the
             // key: calling again could apply the effect twice. The claim is kept (not released),
             // so every later takeover comes to the same answer.
-            tracing::warn!(message_id = %msg.message_id, key = %key, code = expired.0,
+            tracing::warn!(message_id = %msg.message_id, key = %key, code = expired.0.code(),
                 reason = %expired.1, "not calling the provider: its idempotency key may be forgotten; for reconciliation");
             return Outcome::Rejected {
                 code: expired.0,
@@ -349,13 +343,13 @@ impl Deduplicator {
 
     /// `Some((code, reason))` when `lease` took over an event first attempted longer ago than
     /// the provider keeps keys.
-    fn provider_key_expired(&self, lease: &Lease) -> Option<(&'static str, String)> {
+    fn provider_key_expired(&self, lease: &Lease) -> Option<(Reason, String)> {
         let retention = self.provider_key_retention?;
         let now = self.store.now();
         let age = now.duration_since(lease.first_attempt_at).ok()?;
         (age > retention).then(|| {
             (
-                PROVIDER_KEY_EXPIRED,
+                Reason::ProviderKeyExpired,
                 format!(
                     "first attempted {} s ago; the provider keeps idempotency keys {} s",
                     age.as_secs(),
@@ -441,7 +435,7 @@ impl Deduplicator {
     /// aggregate's new high-water in one conditional `UpdateItem` — no mark item, no
     /// transaction. A sequence at or below the high-water is a duplicate (its `first_seen_at`
     /// is now: the high-water keeps no time); the high-water's own sequence with another payload
-    /// a conflict; a gap is `Rejected { code: "sequence_gap" }`, counted and dead-lettered,
+    /// a conflict; a gap is `Rejected { code: crate::Reason::SequenceGap }`, counted and dead-lettered,
     /// never skipped. Marks never expire here, so there is no late-event rule. Use it with
     /// [`crate::run_batch`], which keeps each group's order and stops a group at its first
     /// failure.
@@ -459,7 +453,7 @@ impl Deduplicator {
                 tracing::warn!(message_id = %msg.message_id, key = %event.key, code = e.code(),
                     reason = %e, "rejected: no sequence; dead-lettering");
                 return Outcome::Rejected {
-                    code: e.code(),
+                    code: Reason::from(&e),
                     reason: e.to_string(),
                 };
             }
@@ -502,7 +496,7 @@ impl Deduplicator {
                 tracing::warn!(message_id = %msg.message_id, key = %event.key, expected, got,
                     "rejected: sequence gap; not applied, dead-lettering");
                 Outcome::Rejected {
-                    code: SEQUENCE_GAP,
+                    code: Reason::SequenceGap,
                     reason: format!("expected sequence {expected}, got {got}"),
                 }
             }
@@ -513,7 +507,7 @@ impl Deduplicator {
                 tracing::warn!(message_id = %msg.message_id, key = %event.key, code = %code,
                     "rejected: DynamoDB refused the effect; nothing written; dead-lettering");
                 Outcome::Rejected {
-                    code: "effect_refused",
+                    code: Reason::EffectRefused,
                     reason: format!("DynamoDB refused the event's write ({code})"),
                 }
             }
@@ -557,7 +551,7 @@ fn rejected(msg: &Message, r: &Rejection) -> Outcome {
     tracing::warn!(message_id = %msg.message_id, code = r.code(), reason = %r,
         "rejected: no key; dead-lettering");
     Outcome::Rejected {
-        code: r.code(),
+        code: Reason::from(r),
         reason: r.to_string(),
     }
 }
@@ -568,7 +562,7 @@ fn handler_failed(msg: &Message, event: &Derived, e: HandlerError) -> Outcome {
             tracing::warn!(message_id = %msg.message_id, key = %event.key, reason = %reason,
                 "rejected: invalid payload; dead-lettering");
             Outcome::Rejected {
-                code: "invalid_payload",
+                code: Reason::InvalidPayload,
                 reason,
             }
         }
@@ -606,7 +600,7 @@ fn store_failed(msg: &Message, e: &StoreError) -> Outcome {
         tracing::error!(message_id = %msg.message_id, error = %e,
             "rejected: the stored mark is corrupt; dead-lettering");
         return Outcome::Rejected {
-            code: "mark_corrupt",
+            code: Reason::MarkCorrupt,
             reason: "the stored mark cannot be decoded".into(),
         };
     }

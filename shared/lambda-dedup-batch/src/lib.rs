@@ -59,8 +59,6 @@ pub mod flows;
 pub mod outcome;
 pub mod runner;
 
-pub use flows::{
-    Deduplicator, HandlerError, LeasedDeduplicator, PROVIDER_KEY_EXPIRED, Plan, SEQUENCE_GAP,
-};
-pub use outcome::{Account, Outcome};
+pub use flows::{Deduplicator, HandlerError, LeasedDeduplicator, Plan};
+pub use outcome::{Account, Outcome, Reason};
 pub use runner::{BatchReport, run_batch, run_batch_transactional};

@@ -4,6 +4,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+pub use lambda_dedup::Reason;
+
 /// How one delivery ended. Exactly one per delivery (S14).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -31,9 +33,18 @@ pub enum Outcome {
     /// own writes for good (`effect_refused`, S15: nothing was written). Reported failed, so it
     /// ends in the dead-letter queue; never processed, never dropped.
     Rejected {
-        /// A stable code (`body_not_json`, `identity_missing`, `invalid_payload`,
-        /// `effect_refused`, …).
-        code: &'static str,
+        /// Why, as a [`Reason`]: its stable code is the metric and log label, and it says
+        /// whether the event goes to reconciliation.
+        code: Reason,
+        /// The reason, naming fields but never their values.
+        reason: String,
+    },
+    /// A rejection the mark table cannot judge ([`Reason::for_reconciliation`]), handed to the
+    /// reconciliation queue: acknowledged (it is safe there), and counted as `rejected` in the
+    /// account (S10, S14).
+    Reconciled {
+        /// Why it went to reconciliation.
+        code: Reason,
         /// The reason, naming fields but never their values.
         reason: String,
     },
@@ -42,7 +53,10 @@ pub enum Outcome {
 impl Outcome {
     /// Whether the message is removed from the queue (absent from the batch item failures).
     pub fn acknowledged(&self) -> bool {
-        matches!(self, Outcome::Applied | Outcome::Duplicate { .. })
+        matches!(
+            self,
+            Outcome::Applied | Outcome::Duplicate { .. } | Outcome::Reconciled { .. }
+        )
     }
 
     /// The outcome's name in logs and metrics.
@@ -53,6 +67,7 @@ impl Outcome {
             Outcome::Retry { .. } => "retry",
             Outcome::Conflict => "conflict",
             Outcome::Rejected { .. } => "rejected",
+            Outcome::Reconciled { .. } => "reconciled",
         }
     }
 }
@@ -83,7 +98,7 @@ impl Account {
             Outcome::Duplicate { .. } => self.duplicate += 1,
             Outcome::Retry { .. } => self.retry += 1,
             Outcome::Conflict => self.conflict += 1,
-            Outcome::Rejected { .. } => self.rejected += 1,
+            Outcome::Rejected { .. } | Outcome::Reconciled { .. } => self.rejected += 1,
         }
     }
 
@@ -153,7 +168,7 @@ mod tests {
             Outcome::Retry { reason: "x".into() },
             Outcome::Conflict,
             Outcome::Rejected {
-                code: "identity_missing",
+                code: crate::Reason::IdentityMissing,
                 reason: "x".into(),
             },
             Outcome::Applied,
@@ -223,7 +238,7 @@ mod tests {
         assert!(!Outcome::Conflict.acknowledged());
         assert!(
             !Outcome::Rejected {
-                code: "c",
+                code: crate::Reason::InvalidPayload,
                 reason: String::new()
             }
             .acknowledged()

@@ -13,15 +13,13 @@ use crate::outcome::{Account, Outcome};
 /// The messages of one FIFO group, with their positions in the batch.
 type Group = Vec<(usize, Message)>;
 
-/// What a batch came to.
+/// What a batch came to: each message id with its outcome, in batch order. The account and the
+/// failures are derived from the outcomes, so the three views cannot drift apart.
 #[derive(Debug, Clone, Default)]
 pub struct BatchReport {
-    /// Message ids to report as batch item failures (redelivered by the queue), in batch order.
-    pub failures: Vec<String>,
-    /// The account of this batch (S14).
+    /// The account of this batch (S14), kept equal to the outcomes' count.
     pub account: Account,
-    /// Each message id with its outcome, in batch order.
-    pub outcomes: Vec<(String, Outcome)>,
+    outcomes: Vec<(String, Outcome)>,
 }
 
 /// Processes `messages` with `process`, at most `max_concurrency` at a time.
@@ -98,15 +96,44 @@ where
 impl BatchReport {
     /// The report of outcomes given in batch order.
     pub fn from_outcomes(outcomes: Vec<(String, Outcome)>) -> Self {
-        let mut report = BatchReport::default();
-        for (id, outcome) in outcomes {
-            report.account.record(&outcome);
-            if !outcome.acknowledged() {
-                report.failures.push(id.clone());
-            }
-            report.outcomes.push((id, outcome));
+        let mut account = Account::default();
+        for (_, outcome) in &outcomes {
+            account.record(outcome);
         }
-        report
+        BatchReport { account, outcomes }
+    }
+
+    /// Each message id with its outcome, in batch order.
+    pub fn outcomes(&self) -> &[(String, Outcome)] {
+        &self.outcomes
+    }
+
+    /// The outcomes, consumed.
+    pub fn into_outcomes(self) -> Vec<(String, Outcome)> {
+        self.outcomes
+    }
+
+    /// The message ids to report as batch item failures (redelivered by the queue): exactly the
+    /// outcomes not acknowledged, in batch order.
+    pub fn failures(&self) -> Vec<&str> {
+        self.outcomes
+            .iter()
+            .filter(|(_, o)| !o.acknowledged())
+            .map(|(id, _)| id.as_str())
+            .collect()
+    }
+
+    /// Replaces the outcome of message `id` (e.g. a late event once it is safely routed to
+    /// reconciliation is acknowledged), keeping the account equal to the outcomes.
+    pub fn set_outcome(&mut self, id: &str, outcome: Outcome) {
+        if let Some((_, o)) = self.outcomes.iter_mut().find(|(i, _)| i == id) {
+            *o = outcome;
+        }
+        let mut account = Account::default();
+        for (_, o) in &self.outcomes {
+            account.record(o);
+        }
+        self.account = account;
     }
 }
 
@@ -189,7 +216,7 @@ mod tests {
             },
             b if b.starts_with("conflict") => Outcome::Conflict,
             b if b.starts_with("bad") => Outcome::Rejected {
-                code: "identity_missing",
+                code: crate::Reason::IdentityMissing,
                 reason: "x".into(),
             },
             _ => Outcome::Applied,
@@ -204,13 +231,17 @@ mod tests {
             .map(|id| msg(id, None))
             .to_vec();
         let report = run_batch(batch, 3, |m| async move { by_body(&m) }).await;
-        assert_eq!(report.failures, ["fail1", "conflict1", "bad1", "fail2"]);
+        assert_eq!(report.failures(), ["fail1", "conflict1", "bad1", "fail2"]);
         assert_eq!(report.account.received, 7);
         assert_eq!(report.account.applied, 2);
         assert_eq!(report.account.duplicate, 1);
         assert_eq!(report.account.retry, 2);
         assert!(report.account.closes());
-        let order: Vec<&str> = report.outcomes.iter().map(|(id, _)| id.as_str()).collect();
+        let order: Vec<&str> = report
+            .outcomes()
+            .iter()
+            .map(|(id, _)| id.as_str())
+            .collect();
         assert_eq!(
             order,
             ["ok1", "fail1", "dup1", "conflict1", "bad1", "ok2", "fail2"]
@@ -263,7 +294,7 @@ mod tests {
             }
         })
         .await;
-        assert_eq!(report.failures, ["fail-a2", "a3", "a4"]);
+        assert_eq!(report.failures(), ["fail-a2", "a3", "a4"]);
         let seen = seen.into_inner().expect("lock");
         assert!(!seen.contains(&"a3".to_owned()) && !seen.contains(&"a4".to_owned()));
         let pos = |id: &str| seen.iter().position(|s| s == id).expect("processed");
@@ -284,7 +315,7 @@ mod tests {
             Outcome::Applied
         })
         .await;
-        assert_eq!(report.failures, ["boom"]);
+        assert_eq!(report.failures(), ["boom"]);
         assert_eq!(report.account.applied, 2);
         assert!(report.account.closes());
     }

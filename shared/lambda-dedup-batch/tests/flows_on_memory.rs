@@ -8,8 +8,7 @@ use lambda_dedup::{
     Effect, FaultKind, Item, KeySpec, ManualClock, Message, Retention, Scope, Value,
 };
 use lambda_dedup_batch::{
-    Deduplicator, HandlerError, Outcome, PROVIDER_KEY_EXPIRED, Plan, run_batch,
-    run_batch_transactional,
+    Deduplicator, HandlerError, Outcome, Plan, Reason, run_batch, run_batch_transactional,
 };
 use lambda_dedup_memory::{Injected, MemoryStore};
 
@@ -62,9 +61,9 @@ fn balance(store: &MemoryStore, account: &str) -> Option<Value> {
         .and_then(|i| i.0.get("balance").cloned())
 }
 
-fn code(o: &Outcome) -> Option<&'static str> {
+fn code(o: &Outcome) -> Option<Reason> {
     match o {
-        Outcome::Rejected { code, .. } => Some(code),
+        Outcome::Rejected { code, .. } => Some(*code),
         _ => None,
     }
 }
@@ -137,15 +136,15 @@ async fn batch_mode_isolates_a_poison_and_keeps_the_rest() {
     ];
     let report = run_batch_transactional(batch, 10, &dedup, plan).await;
     assert!(report.account.closes());
-    let outcomes: Vec<_> = report.outcomes.iter().map(|(_, o)| o.clone()).collect();
+    let outcomes: Vec<_> = report.outcomes().iter().map(|(_, o)| o.clone()).collect();
     assert_eq!(outcomes[0], Outcome::Applied);
-    assert_eq!(code(&outcomes[1]), Some("effect_refused"));
+    assert_eq!(code(&outcomes[1]), Some(Reason::EffectRefused));
     assert_eq!(outcomes[2], Outcome::Applied);
     assert!(
         matches!(outcomes[3], Outcome::Duplicate { .. } | Outcome::Applied),
         "{outcomes:?}"
     );
-    assert_eq!(report.failures, vec!["m2".to_owned()]);
+    assert_eq!(report.failures(), vec!["m2".to_owned()]);
     assert_eq!(balance(&store, "a"), Some(Value::N("1".into())));
     assert_eq!(balance(&store, "b"), Some(Value::N("2".into())));
     assert_eq!(balance(&store, "poison"), Some(Value::S("text".into())));
@@ -157,10 +156,10 @@ async fn an_unreachable_store_retries_every_message_of_the_batch() {
     let dedup = Deduplicator::new(spec(), store.unreachable());
     let batch = vec![credit("m1", "e1", "a", 1), credit("m2", "e2", "b", 1)];
     let report = run_batch_transactional(batch, 10, &dedup, plan).await;
-    assert_eq!(report.failures, vec!["m1".to_owned(), "m2".to_owned()]);
+    assert_eq!(report.failures(), vec!["m1".to_owned(), "m2".to_owned()]);
     assert!(
         report
-            .outcomes
+            .outcomes()
             .iter()
             .all(|(_, o)| matches!(o, Outcome::Retry { .. }))
     );
@@ -237,7 +236,7 @@ async fn leased_takeover_past_the_provider_key_retention_does_not_call() {
             async { Ok(None) }
         })
         .await;
-    assert_eq!(code(&out), Some(PROVIDER_KEY_EXPIRED));
+    assert_eq!(code(&out), Some(Reason::ProviderKeyExpired));
     assert!(!called.into_inner());
 }
 
@@ -258,10 +257,10 @@ async fn run_batch_keeps_fifo_order_and_stops_a_group_at_its_first_failure() {
     })
     .await;
     assert!(report.account.closes());
-    assert_eq!(report.outcomes[0].1, Outcome::Applied);
+    assert_eq!(report.outcomes()[0].1, Outcome::Applied);
     // The second is rejected; the third waits behind it in its group.
-    assert!(report.failures.contains(&"m2".to_owned()));
-    assert!(report.failures.contains(&"m3".to_owned()));
+    assert!(report.failures().contains(&"m2"));
+    assert!(report.failures().contains(&"m3"));
     assert_eq!(balance(&store, "a"), Some(Value::N("1".into())));
 }
 
@@ -301,13 +300,13 @@ async fn sequence_mode_applies_in_order_skips_duplicates_and_stops_at_a_gap() {
     })
     .await;
     assert!(report.account.closes());
-    let outcomes: Vec<_> = report.outcomes.iter().map(|(_, o)| o.clone()).collect();
+    let outcomes: Vec<_> = report.outcomes().iter().map(|(_, o)| o.clone()).collect();
     assert_eq!(outcomes[0], Outcome::Applied);
     assert_eq!(outcomes[1], Outcome::Applied);
     assert!(matches!(outcomes[2], Outcome::Duplicate { .. }));
-    assert_eq!(code(&outcomes[3]), Some(lambda_dedup_batch::SEQUENCE_GAP));
+    assert_eq!(code(&outcomes[3]), Some(Reason::SequenceGap));
     // The group stops at its first failure: 5 is not tried past the gap.
-    assert_eq!(report.failures, vec!["m4".to_owned(), "m5".to_owned()]);
+    assert_eq!(report.failures(), vec!["m4".to_owned(), "m5".to_owned()]);
     assert_eq!(balance(&store, "a"), Some(Value::N("7".into())));
     assert_eq!(store.calls() - calls, 4, "one store call per message tried");
     // The producer reusing sequence 2 for another payload is a conflict.
@@ -319,6 +318,6 @@ async fn sequence_mode_applies_in_order_skips_duplicates_and_stops_at_a_gap() {
     let unstamped = credit("m7", "e7", "a", 1);
     assert_eq!(
         code(&dedup.sequenced(&unstamped, &source, credit_effect).await),
-        Some("sequence_missing")
+        Some(Reason::SequenceMissing)
     );
 }

@@ -31,6 +31,7 @@ pub mod effect;
 pub mod fingerprint;
 pub mod key;
 pub mod mark;
+pub mod reason;
 pub mod retention;
 pub mod sequence;
 pub mod signature;
@@ -45,6 +46,7 @@ pub use key::{
     KeySpec, MAX_CLOCK_SKEW, Message, Rejection, Scope, TenantSource, TimeFormat,
 };
 pub use mark::{Claim, Commit, Lease, Mark, MarkStatus, OwnerToken, Seen};
+pub use reason::Reason;
 pub use retention::{ConfigError, RedeliveryHorizon, Retention};
 pub use sequence::{SequenceOutcome, SequenceSource, SequencedWrite};
 pub use store::{CommitRequest, FaultKind, MarkStore, StoreError};

@@ -93,12 +93,9 @@ pub enum SequenceError {
 }
 
 impl SequenceError {
-    /// A stable code for metrics and logs.
+    /// A stable code for metrics and logs (its [`crate::Reason`]'s).
     pub fn code(&self) -> &'static str {
-        match self {
-            SequenceError::Missing { .. } => "sequence_missing",
-            SequenceError::NotASequence { .. } => "sequence_invalid",
-        }
+        crate::Reason::from(self).code()
     }
 }
 

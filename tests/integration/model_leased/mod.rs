@@ -86,9 +86,7 @@ use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use dedup_tests::{StoreKind, Stores, cloudevents_spec, unique};
 use fake_provider::{Fault, Provider};
 use lambda_dedup::{Clock, DedupKey, Derived, ManualClock, MarkStatus, Message, Retention};
-use lambda_dedup_batch::{
-    Deduplicator, HandlerError, LeasedDeduplicator, Outcome, PROVIDER_KEY_EXPIRED, run_batch,
-};
+use lambda_dedup_batch::{Deduplicator, HandlerError, LeasedDeduplicator, Outcome, run_batch};
 use lambda_dedup_dynamodb::DynamoStore;
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_memory::{Injected, Op};
@@ -607,7 +605,7 @@ async fn run_schedule(kind: StoreKind, schedule: Schedule) {
                 && matches!(
                     o,
                     Outcome::Rejected {
-                        code: "invalid_payload",
+                        code: lambda_dedup_batch::Reason::InvalidPayload,
                         ..
                     }
                 ),

@@ -181,7 +181,7 @@ impl Model {
             for (e, o, refused) in &run.log.outcomes {
                 match o {
                     Outcome::Rejected {
-                        code: "invalid_payload",
+                        code: lambda_dedup_batch::Reason::InvalidPayload,
                         ..
                     } => {
                         assert!(
@@ -190,7 +190,9 @@ impl Model {
                         );
                         self.stats.provider_rejections += 1;
                     }
-                    Outcome::Rejected { code, .. } if *code == PROVIDER_KEY_EXPIRED => {
+                    Outcome::Rejected { code, .. }
+                        if *code == lambda_dedup_batch::Reason::ProviderKeyExpired =>
+                    {
                         assert!(
                             matches!(state(*e), Mark::Held { .. })
                                 && !live(state(*e))
@@ -215,7 +217,7 @@ impl Model {
                         || matches!(
                             o,
                             Outcome::Rejected {
-                                code: "invalid_payload",
+                                code: lambda_dedup_batch::Reason::InvalidPayload,
                                 ..
                             }
                         ),
@@ -346,7 +348,7 @@ impl Model {
                     for (d, o) in run.batch.into_iter().zip(outcomes) {
                         let id = d.message.message_id.clone();
                         if o.acknowledged()
-                            || matches!(&o, Outcome::Rejected { code, .. } if *code == PROVIDER_KEY_EXPIRED)
+                            || matches!(&o, Outcome::Rejected { code, .. } if *code == lambda_dedup_batch::Reason::ProviderKeyExpired)
                         {
                             acked.insert(id);
                         } else if matches!(o, Outcome::Rejected { .. } | Outcome::Conflict) {

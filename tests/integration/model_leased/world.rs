@@ -311,18 +311,18 @@ impl World {
                 report.account.received, n as u64,
                 "S14: every delivery counted"
             );
-            let failed: BTreeSet<&String> = report.failures.iter().collect();
-            for (d, (id, o)) in batch.iter().zip(&report.outcomes) {
+            let failed: BTreeSet<&str> = report.failures().into_iter().collect();
+            for (d, (id, o)) in batch.iter().zip(report.outcomes()) {
                 assert_eq!(&d.message.message_id, id, "S12: outcomes in batch order");
                 assert_eq!(
-                    failed.contains(id),
+                    failed.contains(id.as_str()),
                     !o.acknowledged(),
                     "S12: exactly the failures"
                 );
             }
         }
         let lost = report.is_none();
-        let reported = report.map(|r| r.outcomes.into_iter().map(|(_, o)| o).collect());
+        let reported = report.map(|r| r.into_outcomes().into_iter().map(|(_, o)| o).collect());
         let log = std::mem::take(&mut *lock(log));
         BatchRun {
             batch,

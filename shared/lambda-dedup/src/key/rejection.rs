@@ -92,20 +92,8 @@ pub enum Rejection {
 pub const MAX_CLOCK_SKEW: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 impl Rejection {
-    /// A stable, low-cardinality code for metrics and log fields.
+    /// A stable, low-cardinality code for metrics and log fields (its [`crate::Reason`]'s).
     pub fn code(&self) -> &'static str {
-        match self {
-            Rejection::BodyTooLarge { .. } => "body_too_large",
-            Rejection::BodyNotUtf8 => "body_not_utf8",
-            Rejection::BodyNotJson { .. } => "body_not_json",
-            Rejection::Missing { .. } => "identity_missing",
-            Rejection::Empty { .. } => "identity_empty",
-            Rejection::TooLong { .. } => "identity_too_long",
-            Rejection::NotUtf8 { .. } => "identity_not_utf8",
-            Rejection::BadCharacters { .. } => "identity_bad_characters",
-            Rejection::WrongType { .. } => "identity_wrong_type",
-            Rejection::Late { .. } => "late_event",
-            Rejection::FromTheFuture { .. } => "implausible_time",
-        }
+        crate::Reason::from(self).code()
     }
 }

@@ -31,6 +31,7 @@ pub mod inbox;
 pub mod kinesis;
 pub mod queue;
 pub mod reconcile;
+pub mod service;
 pub mod settings;
 pub mod sqs;
 #[doc(hidden)]
@@ -38,7 +39,9 @@ pub mod testing;
 #[cfg(any(feature = "webhook", test))]
 pub mod webhook;
 
-pub use settings::{Settings, SettingsError, optional, required};
+pub use lambda_dedup::{Effect, Item, TimeFormat};
+pub use service::{BuildError, Dedup, Event, IntoPlan, Refusal, Service, SqsService};
+pub use settings::{Env, Settings, SettingsError, optional, required};
 pub use sqs::{messages, response, run_sqs, run_sqs_batch};
 
 /// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.

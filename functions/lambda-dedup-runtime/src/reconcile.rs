@@ -67,6 +67,16 @@ static QUEUE: std::sync::LazyLock<Option<Queue>> =
 /// reconciliation queue; each one sent becomes [`Outcome::Reconciled`] (acknowledged). The
 /// account is unchanged: they stay `rejected` (S14).
 pub async fn route_late_events(event: &SqsEvent, spec: &KeySpec, report: &mut BatchReport) {
+    route_to(QUEUE.as_ref(), event, spec, report).await
+}
+
+/// [`route_late_events`] to `queue` (none: they stay failed, for the DLQ).
+pub async fn route_to(
+    queue: Option<&Queue>,
+    event: &SqsEvent,
+    spec: &KeySpec,
+    report: &mut BatchReport,
+) {
     let late: std::collections::HashMap<String, (Reason, String)> = report
         .outcomes()
         .iter()
@@ -80,7 +90,7 @@ pub async fn route_late_events(event: &SqsEvent, spec: &KeySpec, report: &mut Ba
     if late.is_empty() {
         return;
     }
-    let Some(queue) = QUEUE.as_ref() else {
+    let Some(queue) = queue else {
         tracing::warn!(
             late = late.len(),
             "late events and no DEDUP_RECONCILIATION_QUEUE_URL: they go to the DLQ"

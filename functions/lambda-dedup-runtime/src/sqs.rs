@@ -106,20 +106,76 @@ where
     F: FnOnce(Vec<Message>) -> Fut,
     Fut: Future<Output = BatchReport>,
 {
+    answer_to(
+        &Accounting::default(),
+        function,
+        spec,
+        event,
+        cutoff,
+        process,
+    )
+    .await
+}
+
+/// Where an invocation's account goes and where its events for reconciliation go: what
+/// [`answer_to`] needs beyond the batch.
+#[derive(Debug, Clone)]
+pub(crate) struct Accounting {
+    /// The EMF namespace.
+    pub namespace: String,
+    /// The reconciliation queue: `None` reads the process-wide
+    /// `DEDUP_RECONCILIATION_QUEUE_URL` (the runners of [`run_sqs`]); `Some(None)`: none, late
+    /// events go to the DLQ.
+    pub reconciliation: Option<Option<std::sync::Arc<crate::queue::Queue>>>,
+}
+
+impl Default for Accounting {
+    fn default() -> Self {
+        Self {
+            namespace: "lambda-dedup".into(),
+            reconciliation: None,
+        }
+    }
+}
+
+/// The invocation's report from `process`, events for reconciliation routed (until `cutoff`),
+/// accounted in `accounting`'s namespace and answered.
+pub(crate) async fn answer_to<F, Fut>(
+    accounting: &Accounting,
+    function: &str,
+    spec: &KeySpec,
+    event: LambdaEvent<SqsEvent>,
+    cutoff: Option<std::time::SystemTime>,
+    process: F,
+) -> Result<SqsBatchResponse, lambda_runtime::Error>
+where
+    F: FnOnce(Vec<Message>) -> Fut,
+    Fut: Future<Output = BatchReport>,
+{
     let (batch, ids) = distinct(function, messages(&event.payload));
     let mut report = rebuilt(function, &ids, process(batch).await);
-    let routed = crate::bound::within(
-        cutoff,
-        crate::reconcile::route_late_events(&event.payload, spec, &mut report),
-    )
-    .await;
+    let route = async {
+        match &accounting.reconciliation {
+            Some(queue) => {
+                crate::reconcile::route_to(queue.as_deref(), &event.payload, spec, &mut report)
+                    .await
+            }
+            None => crate::reconcile::route_late_events(&event.payload, spec, &mut report).await,
+        }
+    };
+    let routed = crate::bound::within(cutoff, route).await;
     if routed.is_none() {
         tracing::warn!(
             function,
             "late events not all routed before the deadline: the rest are redelivered"
         );
     }
-    print_account(function, &event.context.request_id, &report);
+    print_account_in(
+        &accounting.namespace,
+        function,
+        &event.context.request_id,
+        &report,
+    );
     Ok(response(&report))
 }
 
@@ -142,10 +198,21 @@ pub(crate) fn rebuilt(function: &str, ids: &[String], report: BatchReport) -> Ba
 }
 
 /// Prints the invocation's account as one EMF line and logs it (S14).
+#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
 pub(crate) fn print_account(function: &str, request_id: &str, report: &BatchReport) {
+    print_account_in("lambda-dedup", function, request_id, report)
+}
+
+/// [`print_account`] in EMF namespace `namespace`.
+pub(crate) fn print_account_in(
+    namespace: &str,
+    function: &str,
+    request_id: &str,
+    report: &BatchReport,
+) {
     let a = &report.account;
     // EMF must be a bare JSON line on stdout for CloudWatch to extract it, hence not `tracing`.
-    println!("{}", a.emf_line("lambda-dedup", function));
+    println!("{}", a.emf_line(namespace, function));
     tracing::info!(
         function,
         request_id,

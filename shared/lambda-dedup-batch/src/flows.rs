@@ -31,6 +31,26 @@ pub struct Plan {
     pub result: Option<String>,
 }
 
+impl From<Effect> for Plan {
+    /// One write, no stored result.
+    fn from(effect: Effect) -> Self {
+        Plan {
+            effects: vec![effect],
+            result: None,
+        }
+    }
+}
+
+impl From<Vec<Effect>> for Plan {
+    /// These writes, no stored result.
+    fn from(effects: Vec<Effect>) -> Self {
+        Plan {
+            effects,
+            result: None,
+        }
+    }
+}
+
 /// A handler's failure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HandlerError {

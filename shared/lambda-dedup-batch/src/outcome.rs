@@ -121,6 +121,13 @@ impl Account {
     /// it to stdout on its own line and CloudWatch extracts the metrics (namespace `namespace`,
     /// dimension `Function`).
     pub fn emf_line(&self, namespace: &str, function: &str) -> String {
+        self.emf_line_with(namespace, &[("Function", function)])
+    }
+
+    /// [`emf_line`](Self::emf_line) with the dimensions `dimensions` (name, value), all in one
+    /// dimension set: e.g. `[("Function", "orders"), ("Step", "call")]` for one step of a
+    /// function with two.
+    pub fn emf_line_with(&self, namespace: &str, dimensions: &[(&str, &str)]) -> String {
         let ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
@@ -140,12 +147,14 @@ impl Account {
                 "Timestamp": ms,
                 "CloudWatchMetrics": [{
                     "Namespace": namespace,
-                    "Dimensions": [["Function"]],
+                    "Dimensions": [dimensions.iter().map(|(n, _)| *n).collect::<Vec<_>>()],
                     "Metrics": names.iter().map(|(n, _)| serde_json::json!({"Name": n, "Unit": "Count"})).collect::<Vec<_>>(),
                 }],
             }),
         );
-        record.insert("Function".into(), function.into());
+        for (name, value) in dimensions {
+            record.insert((*name).into(), (*value).into());
+        }
         for (name, value) in names {
             record.insert(name.into(), value.into());
         }

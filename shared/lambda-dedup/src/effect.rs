@@ -75,6 +75,13 @@ impl Item {
     }
 }
 
+/// A one-attribute key: `("account", "acme/a-1").into()`.
+impl<V: Into<Value>> From<(&str, V)> for Item {
+    fn from((name, value): (&str, V)) -> Self {
+        Item::new().with(name, value)
+    }
+}
+
 /// What an effect does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EffectKind {
@@ -122,6 +129,15 @@ impl Effect {
     /// Updates the item at `key` with the [`expression`](Self::expression) you set.
     pub fn update(table: &str, key: Item) -> Self {
         Self::new(table, EffectKind::Update, key)
+    }
+
+    /// Adds `amount` to the number `attribute` of the item at `key` (created at 0 if absent):
+    /// `ADD` in an update expression, so a balance, a counter or a stock level.
+    pub fn add(table: &str, key: impl Into<Item>, attribute: &str, amount: i64) -> Self {
+        Self::update(table, key.into())
+            .expression("ADD #attribute :amount")
+            .name("#attribute", attribute)
+            .value(":amount", amount)
     }
 
     /// Deletes the item at `key`.

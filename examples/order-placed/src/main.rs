@@ -1,0 +1,70 @@
+//! The example for your own JSON: `OrderPlaced` events (not CloudEvents) whose identity is their
+//! `order_id`. Each order is written once and its confirmation e-mail sent once, and the e-mail
+//! only after the order is committed: the order commits with the event's mark in one DynamoDB
+//! transaction, then the e-mail goes out under a lease of its own step, with the event's
+//! idempotency key, so a retry after a crash sends it again under the same key and the mail API
+//! sends it once.
+//!
+//! A producer that retries sends the same order again, perhaps with another `sent_at`: the
+//! fingerprint is the fields the effects depend on (`customer`, `email`, `total_cents`), so it is a
+//! duplicate; the same `order_id` with another total is a conflict, dead-lettered.
+//!
+//! Environment: the settings of `lambda_dedup_runtime::settings` plus `ORDERS_TABLE` (key
+//! `order_id`) and `MAIL_API_URL` (an API that honours `Idempotency-Key`).
+
+use std::future::Future;
+
+use lambda_dedup_runtime::{Dedup, Effect, Event, Item, Refusal, SqsService};
+
+/// An `OrderPlaced` event, as the producer writes it.
+#[derive(serde::Deserialize)]
+struct OrderPlaced {
+    order_id: String,
+    customer: String,
+    email: String,
+    total_cents: i64,
+}
+
+/// The order, written with the event's mark.
+fn write_order(orders: &str, e: Event<OrderPlaced>) -> Result<Effect, Refusal> {
+    if e.payload.total_cents <= 0 {
+        return Err(Refusal::Invalid("total_cents must be positive".into()));
+    }
+    let order = Item::from(("order_id", e.scoped(&e.payload.order_id)))
+        .with("customer", e.payload.customer)
+        .with("total_cents", e.payload.total_cents);
+    Ok(Effect::put(orders, order))
+}
+
+/// The function: own JSON keyed by `order_id`; the order written, then the e-mail sent by `send`
+/// (the order and the idempotency key in, the mail API's answer out).
+fn service<S, Fut>(dedup: Dedup, send: S) -> Result<SqsService, lambda_runtime::Error>
+where
+    S: Fn(OrderPlaced, String) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Option<String>, Refusal>> + Send + 'static,
+{
+    let orders = dedup.setting("ORDERS_TABLE")?;
+    let dedup = dedup
+        .identity("/order_id")
+        .fingerprint(&["/customer", "/email", "/total_cents"]);
+    let write = move |e| write_order(&orders, e);
+    Ok(dedup.sqs_write_then_call(write, move |e, lease| {
+        send(e.payload, lease.key.idempotency_key())
+    })?)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    let dedup = Dedup::from_env("order-placed")?.dynamodb().await;
+    let timeout = dedup.settings().provider_timeout;
+    let mail = lambda_dedup_http::IdempotentClient::new(&dedup.setting("MAIL_API_URL")?, timeout)?;
+    let send = move |order: OrderPlaced, key: String| {
+        let message = serde_json::json!({"to": order.email, "order": order.order_id});
+        let mail = mail.clone();
+        async move { Ok(Some(mail.post("/messages", &key, &message).await?.body)) }
+    };
+    lambda_runtime::run(service(dedup, send)?).await
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,776 @@
+//! The builder: one function's deduplication, built from its settings in `main`, as a
+//! [`tower::Service`](lambda_runtime::Service) per source that `lambda_runtime::run` takes directly.
+//!
+//! ```no_run
+//! use lambda_dedup_runtime::{Dedup, Effect, Event, Refusal};
+//!
+//! #[derive(serde::Deserialize)]
+//! struct Credit { account: String, amount: i64 }
+//!
+//! fn credit(balances: &str, e: Event<Credit>) -> Result<Effect, Refusal> {
+//!     let account = e.scoped(&e.payload.account);
+//!     Ok(Effect::add(balances, ("account", account), "balance", e.payload.amount))
+//! }
+//!
+//! # async fn run() -> Result<(), lambda_runtime::Error> {
+//! let dedup = Dedup::from_env("sqs-credit")?.cloudevents("tenantid").dynamodb().await;
+//! let balances = dedup.setting("BALANCES_TABLE")?;
+//! lambda_runtime::run(dedup.sqs(move |e| credit(&balances, e))).await
+//! # }
+//! ```
+//!
+//! [`Dedup::from_env`] reads every setting of [`crate::settings`] and refuses to start on a bad
+//! one (S9); the store is chosen once ([`Dedup::dynamodb`] in Lambda, [`Dedup::store`] with a
+//! `MemoryStore` in tests), and every guard the settings document is applied to the service it
+//! builds. The work per event is a plain function of a typed [`Event`]: the payload deserialised
+//! into the user's own type, with its tenant, key and time.
+//!
+//! | source | transactional (the effect commits with the mark) | external (a call under a lease) |
+//! | --- | --- | --- |
+//! | SQS, standard and FIFO | [`Dedup::sqs`] ([`Dedup::one_transaction_per_batch`]) | [`Dedup::sqs_calls`] |
+//! | SQS, a write then a call | [`Dedup::sqs_write_then_call`] | |
+//! | Kinesis | [`Dedup::kinesis`] | |
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::{Duration, SystemTime};
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use lambda_dedup::{
+    DedupKey, Derived, EventTimeSource, FingerprintSource, IdentitySource, KeySpec, Lease,
+    MarkStore, Message, Scope, TenantSource, TimeFormat,
+};
+use lambda_dedup_batch::{
+    Account, BatchReport, Deduplicator, HandlerError, LeasedDeduplicator, Outcome, Plan,
+};
+use lambda_runtime::LambdaEvent;
+use serde::de::DeserializeOwned;
+
+use crate::queue::Queue;
+use crate::settings::{Env, Settings, SettingsError};
+use crate::sqs::Accounting;
+
+/// Why an event's work refuses it: [`Refusal::Invalid`] can never be handled (dead-lettered),
+/// [`Refusal::Transient`] may work later (redelivered). Reasons name fields, never values.
+pub type Refusal = HandlerError;
+
+/// What an event's transactional work returns: the writes to commit with its mark — an
+/// [`Effect`](lambda_dedup::Effect), several, a [`Plan`] (writes and a result stored for
+/// duplicates) — or, as a `Result`, a [`Refusal`].
+pub trait IntoPlan {
+    /// The plan, or the refusal.
+    fn into_plan(self) -> Result<Plan, Refusal>;
+}
+
+impl IntoPlan for lambda_dedup::Effect {
+    fn into_plan(self) -> Result<Plan, Refusal> {
+        Ok(self.into())
+    }
+}
+
+impl IntoPlan for Vec<lambda_dedup::Effect> {
+    fn into_plan(self) -> Result<Plan, Refusal> {
+        Ok(self.into())
+    }
+}
+
+impl IntoPlan for Plan {
+    fn into_plan(self) -> Result<Plan, Refusal> {
+        Ok(self)
+    }
+}
+
+impl<P: Into<Plan>> IntoPlan for Result<P, Refusal> {
+    fn into_plan(self) -> Result<Plan, Refusal> {
+        self.map(Into::into)
+    }
+}
+
+/// One event, typed: the payload deserialised into the user's type `T`, with what its key was
+/// derived from.
+#[derive(Debug, Clone)]
+pub struct Event<T> {
+    /// The payload: the CloudEvents `data` for a CloudEvents function, else the whole body.
+    pub payload: T,
+    /// The tenant the key is scoped to (empty for a single-tenant function). Key the event's own
+    /// items within it with [`Event::scoped`], so tenants stay apart in the data too (S1).
+    pub tenant: String,
+    /// The dedup key: pass [`DedupKey::idempotency_key`] to systems that take one.
+    pub key: DedupKey,
+    /// When the producer says the event happened, if it says.
+    pub time: Option<SystemTime>,
+}
+
+impl<T> Event<T> {
+    /// `id` within the event's tenant (`tenant/id`, [`lambda_dedup::tenant_scoped`]), for the
+    /// keys of the items it writes; a single-tenant function's `id` itself (its tenant is
+    /// empty, which a multi-tenant function's never is: an empty tenant is rejected).
+    pub fn scoped(&self, id: &str) -> String {
+        if self.tenant.is_empty() {
+            id.to_owned()
+        } else {
+            lambda_dedup::tenant_scoped(&self.tenant, id)
+        }
+    }
+}
+
+/// Where the typed payload is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PayloadAt {
+    /// The CloudEvents `data` member.
+    Data,
+    /// The whole JSON body.
+    Body,
+}
+
+/// One function's deduplication: its settings, how keys are derived, the store, and where the
+/// account and late events go. Build it in `main`; turn it into the service of its source.
+pub struct Dedup {
+    function: String,
+    env: Env,
+    settings: Settings,
+    identity: IdentitySource,
+    tenant: TenantSource,
+    fingerprint: Option<FingerprintSource>,
+    time: Option<EventTimeSource>,
+    store: Option<Arc<dyn MarkStore>>,
+    accounting: Accounting,
+    one_transaction: bool,
+}
+
+impl std::fmt::Debug for Dedup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dedup")
+            .field("function", &self.function)
+            .field("identity", &self.identity)
+            .field("store", &self.store.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the builder refuses: a setting (S9 and the rest of [`crate::settings`]), or a service
+/// built without a store.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A setting is missing or invalid.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// No store was chosen ([`Dedup::dynamodb`] or [`Dedup::store`]).
+    #[error("no mark store: call .dynamodb().await or .store(…) before building the service")]
+    NoStore,
+}
+
+impl Dedup {
+    /// The deduplication of `function` from the process environment: every setting of
+    /// [`crate::settings`] read and checked, or the reason it cannot start. Events are
+    /// CloudEvents (identity `source` + `id`, single tenant) until told otherwise.
+    pub fn from_env(function: &str) -> Result<Self, SettingsError> {
+        Self::read(&Env::process(), function)
+    }
+
+    /// [`from_env`](Self::from_env) from `env`: what tests call, with the same wiring.
+    pub fn read(env: &Env, function: &str) -> Result<Self, SettingsError> {
+        let settings = Settings::read(env, function)?;
+        let reconciliation = env.get("DEDUP_RECONCILIATION_QUEUE_URL");
+        Ok(Self {
+            function: function.to_owned(),
+            env: env.clone(),
+            settings,
+            identity: IdentitySource::CloudEvents,
+            tenant: TenantSource::Single,
+            fingerprint: None,
+            time: None,
+            store: None,
+            accounting: Accounting {
+                namespace: "lambda-dedup".into(),
+                reconciliation: Some(
+                    reconciliation
+                        .filter(|u| !u.trim().is_empty())
+                        .map(|u| Arc::new(Queue::new(u))),
+                ),
+            },
+            one_transaction: false,
+        })
+    }
+
+    /// Events are structured CloudEvents: the identity is `source` + `id`, the tenant the
+    /// extension `tenant_extension`, the fingerprint the `data`, the time the `time`; the
+    /// payload is the `data`.
+    pub fn cloudevents(mut self, tenant_extension: &str) -> Self {
+        self.identity = IdentitySource::CloudEvents;
+        self.tenant = TenantSource::CloudEventsExtension(tenant_extension.to_owned());
+        self
+    }
+
+    /// Events are the user's own JSON: the identity is the value at `pointer` (e.g.
+    /// `/order_id`), the fingerprint the whole body unless [`fingerprint`](Self::fingerprint)
+    /// says otherwise; the payload is the whole body.
+    pub fn identity(mut self, pointer: &str) -> Self {
+        self.identity = IdentitySource::JsonPointer(pointer.to_owned());
+        self
+    }
+
+    /// The identity is the message attribute `name` (the payload is still the whole body).
+    pub fn identity_attribute(mut self, name: &str) -> Self {
+        self.identity = IdentitySource::MessageAttribute(name.to_owned());
+        self
+    }
+
+    /// The tenant is the value at `pointer` of the body (S1).
+    pub fn tenant(mut self, pointer: &str) -> Self {
+        self.tenant = TenantSource::JsonPointer(pointer.to_owned());
+        self
+    }
+
+    /// The fingerprint is the values at `pointers`: the same identity with another value in any
+    /// of them is a conflict (S11), while other fields may differ between retries.
+    pub fn fingerprint(mut self, pointers: &[&str]) -> Self {
+        self.fingerprint = Some(FingerprintSource::pointers(pointers));
+        self
+    }
+
+    /// The event's own time is the value at `pointer`, written as `format` (late events, S10).
+    /// `DEDUP_EVENT_TIME_FROM` still overrides it.
+    pub fn time(mut self, pointer: &str, format: TimeFormat) -> Self {
+        self.time = Some(EventTimeSource::JsonPointer {
+            pointer: pointer.to_owned(),
+            format,
+        });
+        self
+    }
+
+    /// The EMF namespace the account is printed in (default `lambda-dedup`).
+    pub fn metrics_namespace(mut self, namespace: &str) -> Self {
+        self.accounting.namespace = namespace.to_owned();
+        self
+    }
+
+    /// SQS batches commit in as few `TransactWriteItems` as fit (batch-transaction mode) instead
+    /// of one per message; FIFO batches still go message by message, in order.
+    pub fn one_transaction_per_batch(mut self) -> Self {
+        self.one_transaction = true;
+        self
+    }
+
+    /// Marks in the settings' DynamoDB mark table, through a client with the SDK timeouts of
+    /// the settings. The store of a Lambda function.
+    pub async fn dynamodb(self) -> Self {
+        let client = lambda_dedup_dynamodb::connect().await;
+        let store = self.settings.mark_store(client);
+        self.store(store)
+    }
+
+    /// Marks in `store` (a `lambda_dedup_memory::MemoryStore` in tests).
+    pub fn store(mut self, store: impl MarkStore + 'static) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// The settings read.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The function's own required variable `name` (a table, a URL), from the same environment.
+    pub fn setting(&self, name: &str) -> Result<String, SettingsError> {
+        self.env.required(name)
+    }
+
+    /// The key spec: the identity, tenant, fingerprint and time chosen, with the settings'
+    /// body limit and event-time source applied.
+    pub fn key_spec(&self) -> KeySpec {
+        self.spec_in(self.settings.scope.clone())
+    }
+
+    fn spec_in(&self, scope: Scope) -> KeySpec {
+        let mut spec = match self.identity {
+            IdentitySource::CloudEvents => KeySpec::cloudevents(scope, "tenantid"),
+            ref identity => {
+                KeySpec::new(scope, identity.clone()).fingerprint(FingerprintSource::WholeBody)
+            }
+        }
+        .tenant(self.tenant.clone());
+        if let Some(f) = &self.fingerprint {
+            spec = spec.fingerprint(f.clone());
+        }
+        if let Some(t) = &self.time {
+            spec = spec.event_time(t.clone());
+        }
+        self.settings.key_spec(spec)
+    }
+
+    fn payload_at(&self) -> PayloadAt {
+        match self.identity {
+            IdentitySource::CloudEvents => PayloadAt::Data,
+            _ => PayloadAt::Body,
+        }
+    }
+
+    fn deduplicator(&self, scope: Scope) -> Result<Deduplicator, BuildError> {
+        let store = self.store.clone().ok_or(BuildError::NoStore)?;
+        Ok(Deduplicator::with_store(self.spec_in(scope), store)
+            .with_cache(self.settings.cache_size))
+    }
+
+    fn leased(&self, scope: Scope) -> Result<LeasedDeduplicator, BuildError> {
+        Ok(self
+            .deduplicator(scope)?
+            .with_provider_key_retention(self.settings.provider_key_retention))
+    }
+
+    fn runner(&self) -> Runner {
+        Runner {
+            function: self.function.clone(),
+            accounting: self.accounting.clone(),
+            margin: crate::bound::margin_from(self.env.get("DEDUP_DEADLINE_MARGIN_MS").as_deref())
+                .unwrap_or_else(|_| crate::bound::margin()),
+            max_concurrency: self.settings.max_concurrency,
+        }
+    }
+
+    /// The SQS service of a transactional function: `effect` says what one event writes; the
+    /// writes commit with the event's mark in one transaction (S5), so a redelivery is a
+    /// duplicate and writes nothing. Answers with a partial batch response (S12).
+    ///
+    /// Panics if no store was chosen; see [`try_sqs`](Self::try_sqs).
+    pub fn sqs<T, F, P>(self, effect: F) -> Service<SqsEvent, SqsBatchResponse>
+    where
+        T: DeserializeOwned + 'static,
+        F: Fn(Event<T>) -> P + Send + Sync + 'static,
+        P: IntoPlan,
+    {
+        self.try_sqs(effect).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`sqs`](Self::sqs), or why it cannot be built.
+    pub fn try_sqs<T, F, P>(
+        self,
+        effect: F,
+    ) -> Result<Service<SqsEvent, SqsBatchResponse>, BuildError>
+    where
+        T: DeserializeOwned + 'static,
+        F: Fn(Event<T>) -> P + Send + Sync + 'static,
+        P: IntoPlan,
+    {
+        let dedup = Arc::new(self.deduplicator(self.settings.scope.clone())?);
+        let at = self.payload_at();
+        let effect = Arc::new(move |d: &Derived| plan(at, d, &effect));
+        let runner = Arc::new(self.runner());
+        let one_transaction = self.one_transaction;
+        Ok(Service::new(move |event: LambdaEvent<SqsEvent>| {
+            let (dedup, effect, runner) = (dedup.clone(), effect.clone(), runner.clone());
+            async move {
+                let plan = |d: &Derived| effect(d);
+                if one_transaction {
+                    runner
+                        .sqs_batch(dedup.spec(), event, |batch| {
+                            lambda_dedup_batch::run_batch_transactional(
+                                batch,
+                                runner.max_concurrency,
+                                &dedup,
+                                plan,
+                            )
+                        })
+                        .await
+                } else {
+                    runner
+                        .sqs(dedup.spec(), event, |m| {
+                            let dedup = dedup.clone();
+                            async move { dedup.transactional(&m, plan).await }
+                        })
+                        .await
+                }
+            }
+        }))
+    }
+
+    /// The SQS service of a function whose effect is a call to an external system: each event
+    /// is claimed under a lease no longer than the invocation, `call` makes the call (passing
+    /// `lease.key.idempotency_key()` to the system, so a retry is not applied twice) within
+    /// `PROVIDER_TIMEOUT_MS`, and the mark completes with its result (S6). A takeover older
+    /// than `PROVIDER_KEY_RETENTION_SECONDS` is not called but sent to reconciliation (S16).
+    pub fn sqs_calls<T, F, Fut>(
+        self,
+        call: F,
+    ) -> Result<Service<SqsEvent, SqsBatchResponse>, BuildError>
+    where
+        T: DeserializeOwned + Send + 'static,
+        F: Fn(Event<T>, Lease) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Option<String>, Refusal>> + Send + 'static,
+    {
+        let dedup = Arc::new(self.leased(self.settings.scope.clone())?);
+        let step = Arc::new(CallStep {
+            at: self.payload_at(),
+            timeout: self.settings.provider_timeout,
+            call,
+        });
+        let runner = Arc::new(self.runner());
+        Ok(Service::new(move |event: LambdaEvent<SqsEvent>| {
+            let (dedup, step, runner) = (dedup.clone(), step.clone(), runner.clone());
+            async move {
+                let deadline = crate::deadline(&event.context);
+                runner
+                    .sqs(dedup.spec(), event, |m| {
+                        let (dedup, step) = (dedup.clone(), step.clone());
+                        async move { step.run(&dedup, &m, deadline).await }
+                    })
+                    .await
+            }
+        }))
+    }
+
+    /// Two effects for one event: `write` commits with the event's mark (S5), and only once it
+    /// is committed `call` makes the external call under a lease of its own step (S6, keyed to
+    /// the same event in the consumer `<consumer>-call`). A redelivery after the write finds it a
+    /// duplicate and still makes a call that did not complete, with the same idempotency key.
+    /// One outcome per delivery in the account; each step is logged and its own account printed
+    /// (EMF dimension `Step`: `write`, `call`).
+    pub fn sqs_write_then_call<T, W, P, F, Fut>(
+        self,
+        write: W,
+        call: F,
+    ) -> Result<Service<SqsEvent, SqsBatchResponse>, BuildError>
+    where
+        T: DeserializeOwned + Send + 'static,
+        W: Fn(Event<T>) -> P + Send + Sync + 'static,
+        P: IntoPlan,
+        F: Fn(Event<T>, Lease) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Option<String>, Refusal>> + Send + 'static,
+    {
+        let scope = self.settings.scope.clone();
+        let call_scope = Scope::new(scope.namespace(), &format!("{}-call", scope.consumer()))
+            .map_err(SettingsError::Core)?;
+        let writer = Arc::new(self.deduplicator(scope)?);
+        let caller = Arc::new(self.leased(call_scope)?);
+        let at = self.payload_at();
+        let write = Arc::new(move |d: &Derived| plan(at, d, &write));
+        let step = Arc::new(CallStep {
+            at,
+            timeout: self.settings.provider_timeout,
+            call,
+        });
+        let runner = Arc::new(self.runner());
+        Ok(Service::new(move |event: LambdaEvent<SqsEvent>| {
+            let (writer, caller, write, step, runner) = (
+                writer.clone(),
+                caller.clone(),
+                write.clone(),
+                step.clone(),
+                runner.clone(),
+            );
+            async move {
+                let deadline = crate::deadline(&event.context);
+                let steps = Arc::new(std::sync::Mutex::new([Account::default(); 2]));
+                let counted = steps.clone();
+                let answer = runner
+                    .sqs(writer.spec(), event, |m| {
+                        let (writer, caller, write, step, steps) = (
+                            writer.clone(),
+                            caller.clone(),
+                            write.clone(),
+                            step.clone(),
+                            counted.clone(),
+                        );
+                        async move {
+                            let written = writer.transactional(&m, |d| write(d)).await;
+                            let called = if written.acknowledged() {
+                                Some(step.run(&caller, &m, deadline).await)
+                            } else {
+                                None
+                            };
+                            if let Ok(mut steps) = steps.lock() {
+                                steps[0].record(&written);
+                                if let Some(c) = &called {
+                                    steps[1].record(c);
+                                }
+                            }
+                            tracing::info!(message_id = %m.message_id, write = written.label(),
+                                call = called.as_ref().map_or("not_made", Outcome::label), "steps");
+                            merged(written, called)
+                        }
+                    })
+                    .await;
+                let steps = steps.lock().map(|s| *s).unwrap_or_default();
+                for (name, account) in [("write", steps[0]), ("call", steps[1])] {
+                    println!(
+                        "{}",
+                        account.emf_line_with(
+                            &runner.accounting.namespace,
+                            &[("Function", &runner.function), ("Step", name)]
+                        )
+                    );
+                }
+                answer
+            }
+        }))
+    }
+
+    /// The Kinesis service of a transactional function: records in order per partition key,
+    /// records that can never apply parked in `DEDUP_PARKING_QUEUE_URL` (required) before the
+    /// checkpoint passes them (S15).
+    #[cfg(feature = "kinesis")]
+    pub fn kinesis<T, F, P>(
+        self,
+        effect: F,
+    ) -> Result<
+        Service<
+            aws_lambda_events::event::kinesis::KinesisEvent,
+            aws_lambda_events::event::streams::KinesisEventResponse,
+        >,
+        BuildError,
+    >
+    where
+        T: DeserializeOwned + 'static,
+        F: Fn(Event<T>) -> P + Send + Sync + 'static,
+        P: IntoPlan,
+    {
+        let parking = Arc::new(crate::kinesis::Parking::read(&self.env)?);
+        let dedup = Arc::new(self.deduplicator(self.settings.scope.clone())?);
+        let at = self.payload_at();
+        let effect = Arc::new(move |d: &Derived| plan(at, d, &effect));
+        let runner = Arc::new(self.runner());
+        Ok(Service::new(move |event| {
+            let (dedup, effect, runner, parking) = (
+                dedup.clone(),
+                effect.clone(),
+                runner.clone(),
+                parking.clone(),
+            );
+            async move {
+                crate::kinesis::run_kinesis(&runner.function, event, &parking, |batch| {
+                    lambda_dedup_batch::run_batch(batch, runner.max_concurrency, |m| {
+                        let (dedup, effect) = (dedup.clone(), effect.clone());
+                        async move { dedup.transactional(&m, |d| effect(d)).await }
+                    })
+                })
+                .await
+            }
+        }))
+    }
+}
+
+/// The leased step: the typed call, bounded by the provider timeout.
+struct CallStep<F> {
+    at: PayloadAt,
+    timeout: Duration,
+    call: F,
+}
+
+impl<F> CallStep<F> {
+    async fn run<T, Fut>(
+        &self,
+        dedup: &LeasedDeduplicator,
+        m: &Message,
+        deadline: Option<SystemTime>,
+    ) -> Outcome
+    where
+        T: DeserializeOwned,
+        F: Fn(Event<T>, Lease) -> Fut,
+        Fut: Future<Output = Result<Option<String>, Refusal>>,
+    {
+        dedup
+            .leased(m, deadline, |d, lease| async move {
+                let event = typed::<T>(self.at, &d)?;
+                match tokio::time::timeout(self.timeout, (self.call)(event, lease)).await {
+                    Ok(result) => result,
+                    Err(_) => Err(Refusal::Transient(format!(
+                        "the call took over {} ms (PROVIDER_TIMEOUT_MS)",
+                        self.timeout.as_millis()
+                    ))),
+                }
+            })
+            .await
+    }
+}
+
+/// The outcome of a delivery whose write ended `written` and whose call, made only after an
+/// acknowledged write, ended `called`: the first step not acknowledged decides; else applied
+/// if either step applied now, else a duplicate (with the call's stored result).
+fn merged(written: Outcome, called: Option<Outcome>) -> Outcome {
+    match (written, called) {
+        (w, None) => w,
+        (w, Some(_)) if !w.acknowledged() => w,
+        (_, Some(c)) if !c.acknowledged() => c,
+        (Outcome::Applied, Some(_)) | (_, Some(Outcome::Applied)) => Outcome::Applied,
+        (Outcome::Duplicate { first_seen_at, .. }, Some(Outcome::Duplicate { result, .. })) => {
+            Outcome::Duplicate {
+                first_seen_at,
+                result,
+            }
+        }
+        (w, Some(_)) => w,
+    }
+}
+
+/// The typed event of `d`, or the refusal of a payload that is not a `T`.
+fn typed<T: DeserializeOwned>(at: PayloadAt, d: &Derived) -> Result<Event<T>, Refusal> {
+    let body = d
+        .body
+        .as_ref()
+        .ok_or_else(|| Refusal::Invalid("the body is not JSON".into()))?;
+    let value = match at {
+        PayloadAt::Body => body,
+        PayloadAt::Data => body
+            .get("data")
+            .ok_or_else(|| Refusal::Invalid("data missing".into()))?,
+    };
+    let payload = T::deserialize(value).map_err(|e| Refusal::Invalid(described(&e)))?;
+    Ok(Event {
+        payload,
+        tenant: d.tenant.clone(),
+        key: d.key.clone(),
+        time: d.event_time,
+    })
+}
+
+/// Why a payload is not a `T`, naming fields but never quoting values (S3): serde's own message
+/// only where it names a field alone.
+fn described(e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    if message.starts_with("missing field") || message.starts_with("duplicate field") {
+        format!("the payload does not fit: {message}")
+    } else {
+        "the payload does not fit its type (a field has the wrong type or value)".into()
+    }
+}
+
+/// The plan of `d` from the user's typed `effect`.
+fn plan<T, F, P>(at: PayloadAt, d: &Derived, effect: &F) -> Result<Plan, Refusal>
+where
+    T: DeserializeOwned,
+    F: Fn(Event<T>) -> P,
+    P: IntoPlan,
+{
+    effect(typed(at, d)?).into_plan()
+}
+
+/// What one invocation's runner needs: the function's name, where its account goes, the deadline
+/// margin and the concurrency.
+#[derive(Debug, Clone)]
+struct Runner {
+    function: String,
+    accounting: Accounting,
+    margin: Duration,
+    max_concurrency: usize,
+}
+
+impl Runner {
+    async fn sqs<F, Fut>(
+        &self,
+        spec: &KeySpec,
+        event: LambdaEvent<SqsEvent>,
+        process: F,
+    ) -> Result<SqsBatchResponse, lambda_runtime::Error>
+    where
+        F: Fn(Message) -> Fut,
+        Fut: Future<Output = Outcome>,
+    {
+        let cutoff = crate::bound::cutoff_at(crate::deadline(&event.context), self.margin);
+        let process = &process;
+        let max = self.max_concurrency;
+        crate::sqs::answer_to(
+            &self.accounting,
+            &self.function,
+            spec,
+            event,
+            cutoff,
+            |batch| {
+                lambda_dedup_batch::run_batch(batch, max, move |m| async move {
+                    let id = m.message_id.clone();
+                    crate::bound::outcome_within(cutoff, &id, process(m)).await
+                })
+            },
+        )
+        .await
+    }
+
+    async fn sqs_batch<F, Fut>(
+        &self,
+        spec: &KeySpec,
+        event: LambdaEvent<SqsEvent>,
+        process: F,
+    ) -> Result<SqsBatchResponse, lambda_runtime::Error>
+    where
+        F: FnOnce(Vec<Message>) -> Fut,
+        Fut: Future<Output = BatchReport>,
+    {
+        let cutoff = crate::bound::cutoff_at(crate::deadline(&event.context), self.margin);
+        crate::sqs::answer_to(
+            &self.accounting,
+            &self.function,
+            spec,
+            event,
+            cutoff,
+            |batch| async move {
+                let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
+                crate::bound::report_within(cutoff, &ids, process(batch)).await
+            },
+        )
+        .await
+    }
+}
+
+/// The service of an SQS function: SQS events in, partial batch responses out.
+pub type SqsService = Service<SqsEvent, SqsBatchResponse>;
+
+type Handler<E, R> = dyn Fn(LambdaEvent<E>) -> Pin<Box<dyn Future<Output = Result<R, lambda_runtime::Error>> + Send>>
+    + Send
+    + Sync;
+
+/// A function's service: takes the source's event, answers with its response (a partial batch
+/// response for SQS and Kinesis). Give it to `lambda_runtime::run`; in tests, call it with
+/// `tower::ServiceExt::oneshot` (or [`Service::call_with`]).
+pub struct Service<E, R> {
+    handler: Arc<Handler<E, R>>,
+}
+
+impl<E, R> Clone for Service<E, R> {
+    fn clone(&self) -> Self {
+        Self {
+            handler: self.handler.clone(),
+        }
+    }
+}
+
+impl<E, R> std::fmt::Debug for Service<E, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Service")
+    }
+}
+
+impl<E: 'static, R: 'static> Service<E, R> {
+    fn new<F, Fut>(handler: F) -> Self
+    where
+        F: Fn(LambdaEvent<E>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, lambda_runtime::Error>> + Send + 'static,
+    {
+        Self {
+            handler: Arc::new(move |event| Box::pin(handler(event))),
+        }
+    }
+
+    /// One invocation with `payload` and a default context (no deadline): for tests.
+    pub async fn call_with(&self, payload: E) -> Result<R, lambda_runtime::Error> {
+        (self.handler)(LambdaEvent::new(
+            payload,
+            lambda_runtime::Context::default(),
+        ))
+        .await
+    }
+}
+
+impl<E, R> lambda_runtime::Service<LambdaEvent<E>> for Service<E, R> {
+    type Response = R;
+    type Error = lambda_runtime::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<R, lambda_runtime::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, event: LambdaEvent<E>) -> Self::Future {
+        (self.handler)(event)
+    }
+}

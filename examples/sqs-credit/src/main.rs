@@ -24,7 +24,7 @@ fn service(dedup: Dedup) -> Result<SqsService, lambda_runtime::Error> {
     Ok(dedup.cloudevents("tenantid").sqs(move |e: Event<Credit>| {
         let account = ("account", e.scoped(&e.payload.account));
         Effect::add(&balances, account, "balance", e.payload.amount)
-    }))
+    })?)
 }
 
 /// Every setting checked at start: a retention below the redelivery horizon is refused (S9).

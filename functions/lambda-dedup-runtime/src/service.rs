@@ -15,7 +15,7 @@
 //! # async fn run() -> Result<(), lambda_runtime::Error> {
 //! let dedup = Dedup::from_env("sqs-credit")?.cloudevents("tenantid").dynamodb().await;
 //! let balances = dedup.setting("BALANCES_TABLE")?;
-//! lambda_runtime::run(dedup.sqs(move |e| credit(&balances, e))).await
+//! lambda_runtime::run(dedup.sqs(move |e| credit(&balances, e))?).await
 //! # }
 //! ```
 //!
@@ -138,6 +138,7 @@ pub struct Dedup {
     store: Option<Arc<dyn MarkStore>>,
     accounting: Accounting,
     one_transaction: bool,
+    whole_body: bool,
 }
 
 impl std::fmt::Debug for Dedup {
@@ -192,6 +193,7 @@ impl Dedup {
                 ),
             },
             one_transaction: false,
+            whole_body: false,
         })
     }
 
@@ -241,6 +243,13 @@ impl Dedup {
         self
     }
 
+    /// The payload is the whole JSON body, for CloudEvents too (work that reads the envelope,
+    /// such as its `type`).
+    pub fn whole_body(mut self) -> Self {
+        self.whole_body = true;
+        self
+    }
+
     /// The EMF namespace the account is printed in (default `lambda-dedup`).
     pub fn metrics_namespace(mut self, namespace: &str) -> Self {
         self.accounting.namespace = namespace.to_owned();
@@ -258,11 +267,17 @@ impl Dedup {
     /// the settings. The store of a Lambda function.
     pub async fn dynamodb(self) -> Self {
         let client = lambda_dedup_dynamodb::connect().await;
+        self.dynamodb_client(client)
+    }
+
+    /// Marks in the settings' DynamoDB mark table through `client` (tests: the local DynamoDB).
+    pub fn dynamodb_client(self, client: lambda_dedup_dynamodb::Client) -> Self {
         let store = self.settings.mark_store(client);
         self.store(store)
     }
 
-    /// Marks in `store` (a `lambda_dedup_memory::MemoryStore` in tests).
+    /// Marks in `store` (a `lambda_dedup_memory::MemoryStore` in tests, built with
+    /// [`settings`](Self::settings)' retention and lease).
     pub fn store(mut self, store: impl MarkStore + 'static) -> Self {
         self.store = Some(Arc::new(store));
         self
@@ -303,7 +318,7 @@ impl Dedup {
 
     fn payload_at(&self) -> PayloadAt {
         match self.identity {
-            IdentitySource::CloudEvents => PayloadAt::Data,
+            IdentitySource::CloudEvents if !self.whole_body => PayloadAt::Data,
             _ => PayloadAt::Body,
         }
     }
@@ -332,23 +347,9 @@ impl Dedup {
 
     /// The SQS service of a transactional function: `effect` says what one event writes; the
     /// writes commit with the event's mark in one transaction (S5), so a redelivery is a
-    /// duplicate and writes nothing. Answers with a partial batch response (S12).
-    ///
-    /// Panics if no store was chosen; see [`try_sqs`](Self::try_sqs).
-    pub fn sqs<T, F, P>(self, effect: F) -> Service<SqsEvent, SqsBatchResponse>
-    where
-        T: DeserializeOwned + 'static,
-        F: Fn(Event<T>) -> P + Send + Sync + 'static,
-        P: IntoPlan,
-    {
-        self.try_sqs(effect).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// [`sqs`](Self::sqs), or why it cannot be built.
-    pub fn try_sqs<T, F, P>(
-        self,
-        effect: F,
-    ) -> Result<Service<SqsEvent, SqsBatchResponse>, BuildError>
+    /// duplicate and writes nothing. Answers with a partial batch response (S12). Refused
+    /// without a store.
+    pub fn sqs<T, F, P>(self, effect: F) -> Result<Service<SqsEvent, SqsBatchResponse>, BuildError>
     where
         T: DeserializeOwned + 'static,
         F: Fn(Event<T>) -> P + Send + Sync + 'static,
@@ -616,13 +617,19 @@ fn typed<T: DeserializeOwned>(at: PayloadAt, d: &Derived) -> Result<Event<T>, Re
             .get("data")
             .ok_or_else(|| Refusal::Invalid("data missing".into()))?,
     };
-    let payload = T::deserialize(value).map_err(|e| Refusal::Invalid(described(&e)))?;
+    let payload = parse(value)?;
     Ok(Event {
         payload,
         tenant: d.tenant.clone(),
         key: d.key.clone(),
         time: d.event_time,
     })
+}
+
+/// `value` as the user's type `T`, or the refusal the service gives a payload that is not one
+/// (naming fields, never quoting values): what an event's payload goes through before the work.
+pub fn parse<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, Refusal> {
+    T::deserialize(value).map_err(|e| Refusal::Invalid(described(&e)))
 }
 
 /// Why a payload is not a `T`, naming fields but never quoting values (S3): serde's own message

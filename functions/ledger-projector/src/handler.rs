@@ -1,93 +1,94 @@
 //! The handler: one SQS invocation of `ledger-projector`, callable directly with
 //! `LambdaEvent::new` (as its tests do).
 
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use lambda_dedup::KeySpec;
-use lambda_dedup_batch::{Deduplicator, run_batch_transactional};
-use lambda_dedup_runtime::settings::Env;
-use lambda_runtime::{Error, LambdaEvent};
+use lambda_dedup_runtime::{Dedup, SqsService};
+use lambda_runtime::Error;
 
 use ledger_projector::ledger;
 
 /// The function's name: the consumer of its keys and the `Function` of its metrics.
 pub(crate) const FUNCTION: &str = "ledger-projector";
 
-/// What the handler needs, built once per container, outside the handler.
-#[derive(Debug)]
-pub(crate) struct Ledger {
-    pub(crate) spec: KeySpec,
-    pub(crate) dedup: Deduplicator,
-    pub(crate) balances: String,
-    pub(crate) max_concurrency: usize,
-}
-
-impl Ledger {
-    /// From `env` (`main` passes the process environment): `lambda_dedup_runtime::settings`
-    /// plus `BALANCES_TABLE`; marks through `client`.
-    pub(crate) fn new(env: &Env, client: lambda_dedup_dynamodb::Client) -> Result<Self, Error> {
-        let settings = lambda_dedup_runtime::Settings::read(env, FUNCTION)?;
-        let dedup = settings.deduplicator(ledger::key_spec(settings.scope.clone()), client);
-        Ok(Self {
-            spec: dedup.spec().clone(),
-            dedup,
-            balances: env.required("BALANCES_TABLE")?,
-            max_concurrency: settings.max_concurrency,
-        })
-    }
-}
-
-/// One invocation: the batch's marks and balance changes in as few `TransactWriteItems` as
-/// possible (S5 per event), answered with a partial batch response (S12).
-pub(crate) async fn handle(
-    ledger: &Ledger,
-    event: LambdaEvent<SqsEvent>,
-) -> Result<SqsBatchResponse, Error> {
-    lambda_dedup_runtime::run_sqs_batch(FUNCTION, &ledger.spec, event, |batch| {
-        run_batch_transactional(batch, ledger.max_concurrency, &ledger.dedup, |e| {
-            ledger::plan(&ledger.balances, e)
-        })
-    })
-    .await
+/// The function as `main` runs it: ledger events ([`ledger::configure`]) into `BALANCES_TABLE`,
+/// one transaction per batch (batch-transaction mode; FIFO batches message by message).
+pub(crate) fn service(dedup: Dedup) -> Result<SqsService, Error> {
+    let balances = dedup.setting("BALANCES_TABLE")?;
+    let dedup = ledger::configure(dedup).one_transaction_per_batch();
+    Ok(dedup.sqs(move |e| ledger::plan(&balances, e))?)
 }
 
 #[cfg(test)]
 mod tests {
-    //! The handler on the local DynamoDB, built by `Ledger::new` — the wiring `main` runs — so
+    //! The service on the in-memory store, built by `service` — the wiring `main` runs — so
     //! every setting a test sets is read as the function reads it.
 
     use super::*;
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
     /// The ledger as `main` builds it, with `vars` on top of its required variables.
-    async fn ledger_with(vars: &[(&str, &str)]) -> (Ledger, lambda_dedup_dynamodb::Client) {
-        let client = dedup_tests::client();
-        let env = Env::from_pairs([
-            ("DEDUP_NAMESPACE", "test".to_owned()),
-            ("DEDUP_MARK_TABLE", dedup_tests::mark_table(&client).await),
-            (
-                "BALANCES_TABLE",
-                dedup_tests::effect_table(&client, "account").await,
-            ),
-        ]);
-        let env = vars.iter().fold(env, |env, (k, v)| env.with(k, *v));
-        (Ledger::new(&env, client.clone()).expect("settings"), client)
+    use aws_lambda_events::event::sqs::SqsEvent;
+    use lambda_dedup::{Item, MarkStore, Value};
+    use lambda_dedup_memory::MemoryStore;
+    use lambda_dedup_runtime::Env;
+    use lambda_runtime::LambdaEvent;
+    use lambda_runtime::tower::ServiceExt;
+
+    /// The function as `main` wires it, with `vars` over the usual settings, on the in-memory
+    /// store built from its own settings (retention, lease).
+    struct Ledger {
+        service: SqsService,
+        store: MemoryStore,
+        dedup_spec: lambda_dedup::KeySpec,
     }
 
-    async fn ledger() -> (Ledger, lambda_dedup_dynamodb::Client) {
-        ledger_with(&[]).await
+    fn env() -> Env {
+        Env::from_pairs([
+            ("DEDUP_NAMESPACE", "test"),
+            ("DEDUP_MARK_TABLE", "marks"),
+            ("BALANCES_TABLE", "balances"),
+        ])
+    }
+
+    fn ledger_with(vars: &[(&str, &str)]) -> Ledger {
+        let env = vars.iter().fold(env(), |env, (k, v)| env.with(k, *v));
+        let dedup = Dedup::read(&env, FUNCTION).expect("settings");
+        let settings = dedup.settings();
+        let store = MemoryStore::new(settings.retention).with_lease(settings.lease);
+        store.create_table("balances", "account");
+        let dedup_spec =
+            ledger::configure(Dedup::read(&env, FUNCTION).expect("settings")).key_spec();
+        let service = service(dedup.store(store.clone())).expect("service");
+        Ledger {
+            service,
+            store,
+            dedup_spec,
+        }
+    }
+
+    fn ledger() -> Ledger {
+        ledger_with(&[])
     }
 
     async fn failed(ledger: &Ledger, event: SqsEvent) -> Vec<String> {
         let event = LambdaEvent::new(event, lambda_runtime::Context::default());
-        lambda_dedup_runtime::testing::failed_ids(handle(ledger, event).await.expect("handled"))
+        let answer = ledger
+            .service
+            .clone()
+            .oneshot(event)
+            .await
+            .expect("handled");
+        lambda_dedup_runtime::testing::failed_ids(answer)
     }
 
-    async fn sample_balance(
-        ledger: &Ledger,
-        client: &lambda_dedup_dynamodb::Client,
-    ) -> Option<i64> {
-        let item = lambda_dedup::tenant_scoped("bank-a", "credito-17");
-        dedup_tests::balance(client, &ledger.balances, &item).await
+    fn sample_balance(ledger: &Ledger) -> Option<i64> {
+        let account = lambda_dedup::tenant_scoped("bank-a", "credito-17");
+        let item = ledger
+            .store
+            .item("balances", &Item::new().with("account", account))?;
+        match item.0.get("balance")? {
+            Value::N(n) => n.parse().ok(),
+            _ => None,
+        }
     }
 
     fn sample() -> SqsEvent {
@@ -104,18 +105,11 @@ mod tests {
     /// same batch again moves nothing; no message is reported failed either time.
     #[tokio::test]
     async fn the_handler_applies_each_event_once() {
-        let (ledger, client) = ledger().await;
+        let ledger = ledger();
         for _ in 0..2 {
-            let answer = handle(
-                &ledger,
-                LambdaEvent::new(sample(), lambda_runtime::Context::default()),
-            )
-            .await
-            .expect("handled");
-            assert!(answer.batch_item_failures.is_empty());
-            let item = lambda_dedup::tenant_scoped("bank-a", "credito-17");
+            assert!(failed(&ledger, sample()).await.is_empty());
             assert_eq!(
-                dedup_tests::balance(&client, &ledger.balances, &item).await,
+                sample_balance(&ledger),
                 Some(7),
                 "10 credited once, 3 debited once"
             );
@@ -125,26 +119,11 @@ mod tests {
     /// A malformed message is reported failed (for the DLQ); the rest of the batch is applied.
     #[tokio::test]
     async fn a_malformed_message_is_reported_and_the_rest_applied() {
-        let (ledger, client) = ledger().await;
+        let ledger = ledger();
         let mut event = sample();
         event.records[1].body = Some("{not json".into());
-        let answer = handle(
-            &ledger,
-            LambdaEvent::new(event, lambda_runtime::Context::default()),
-        )
-        .await
-        .expect("handled");
-        let failed: Vec<_> = answer
-            .batch_item_failures
-            .iter()
-            .map(|f| f.item_identifier.clone())
-            .collect();
-        assert_eq!(failed, ["m-2"]);
-        let item = lambda_dedup::tenant_scoped("bank-a", "credito-17");
-        assert_eq!(
-            dedup_tests::balance(&client, &ledger.balances, &item).await,
-            Some(7)
-        );
+        assert_eq!(failed(&ledger, event).await, ["m-2"]);
+        assert_eq!(sample_balance(&ledger), Some(7));
     }
 
     /// The sample with every record's body passed through `edit`.
@@ -163,7 +142,7 @@ mod tests {
     /// (not failed as an internal error), and counted once.
     #[tokio::test]
     async fn s12_two_receipts_of_one_message_in_a_batch_are_one_message() {
-        let (ledger, client) = ledger().await;
+        let ledger = ledger();
         let mut event = sample();
         let again = event.records[0].clone();
         event.records.push(again);
@@ -172,7 +151,7 @@ mod tests {
             failed(&ledger, event).await.is_empty(),
             "nothing to redeliver"
         );
-        assert_eq!(sample_balance(&ledger, &client).await, Some(7));
+        assert_eq!(sample_balance(&ledger), Some(7));
     }
 
     /// `DEDUP_EVENT_TIME_FROM` (S10): a producer that stamps its events at its own field has
@@ -191,24 +170,23 @@ mod tests {
                 b
             })
         };
-        let (late, client) = ledger_with(&[
+        let late = ledger_with(&[
             ("DEDUP_EVENT_TIME_FROM", "json:/data/booked_at"),
             ("DEDUP_EVENT_TIME_FORMAT", "epoch-seconds"),
-        ])
-        .await;
+        ]);
         assert_eq!(
             failed(&late, stamped()).await,
             ["m-1", "m-2", "m-3"],
             "late: not applied; without a reconciliation queue, for the DLQ"
         );
-        assert_eq!(sample_balance(&late, &client).await, None);
+        assert_eq!(sample_balance(&late), None);
 
-        let (unset, client) = ledger_with(&[]).await;
+        let unset = ledger_with(&[]);
         assert!(failed(&unset, stamped()).await.is_empty());
-        assert_eq!(sample_balance(&unset, &client).await, Some(7));
+        assert_eq!(sample_balance(&unset), Some(7));
 
         // `none`: a CloudEvents producer's own `time` is not read either.
-        let (none, client) = ledger_with(&[("DEDUP_EVENT_TIME_FROM", "none")]).await;
+        let none = ledger_with(&[("DEDUP_EVENT_TIME_FROM", "none")]);
         let old = chrono::DateTime::from_timestamp(secs as i64, 0)
             .expect("time")
             .to_rfc3339();
@@ -217,8 +195,8 @@ mod tests {
             b
         });
         assert!(failed(&none, ce_stamped.clone()).await.is_empty());
-        assert_eq!(sample_balance(&none, &client).await, Some(7));
-        let (default, _) = ledger_with(&[]).await;
+        assert_eq!(sample_balance(&none), Some(7));
+        let default = ledger_with(&[]);
         assert_eq!(
             failed(&default, ce_stamped).await.len(),
             3,
@@ -229,11 +207,11 @@ mod tests {
     /// `DEDUP_RETENTION_SECONDS` (S9): the mark's TTL is the retention from now.
     #[tokio::test]
     async fn s9_the_retention_setting_is_the_marks_ttl() {
-        let (ledger, client) = ledger_with(&[("DEDUP_RETENTION_SECONDS", "3000000")]).await;
+        let ledger = ledger_with(&[("DEDUP_RETENTION_SECONDS", "3000000")]);
         assert!(failed(&ledger, sample()).await.is_empty());
-        let marks = ledger.dedup.store();
+        let marks = &ledger.store;
         let msg = lambda_dedup_runtime::sqs::message(&sample().records[0]);
-        let key = ledger.spec.derive(&msg).expect("key").key;
+        let key = ledger.dedup_spec.derive(&msg).expect("key").key;
         let mark = marks.get(&key).await.expect("get").expect("a mark");
         let ttl = mark
             .expires_at
@@ -243,7 +221,7 @@ mod tests {
             (Duration::from_secs(2_999_000)..=Duration::from_secs(3_000_001)).contains(&ttl),
             "{ttl:?}"
         );
-        assert_eq!(sample_balance(&ledger, &client).await, Some(7));
+        assert_eq!(sample_balance(&ledger), Some(7));
     }
 
     /// S9: every term of the redelivery horizon is read: raising any one of them past what the
@@ -257,14 +235,18 @@ mod tests {
             ("DEDUP_DLQ_RETENTION_SECONDS", "2000000"),
             ("DEDUP_REPLAY_WINDOW_SECONDS", "1500000"),
         ] {
-            let client = dedup_tests::client();
-            let env = Env::from_pairs([
-                ("DEDUP_NAMESPACE", "test"),
-                ("DEDUP_MARK_TABLE", "marks"),
-                ("BALANCES_TABLE", "balances"),
-            ]);
-            assert!(Ledger::new(&env, client.clone()).is_ok());
-            let Err(err) = Ledger::new(&env.with(name, value), client) else {
+            let env = env();
+            let memory = || {
+                MemoryStore::new(
+                    lambda_dedup::Retention::unchecked(Duration::from_secs(1)).expect("r"),
+                )
+            };
+            let build = |env: &Env| {
+                let dedup = Dedup::read(env, FUNCTION)?;
+                service(dedup.store(memory()))
+            };
+            assert!(build(&env).is_ok());
+            let Err(err) = build(&env.with(name, value)) else {
                 panic!("{name}={value} accepted");
             };
             assert!(
@@ -277,9 +259,9 @@ mod tests {
     /// `BALANCES_TABLE` is required, and it is where the balances go.
     #[tokio::test]
     async fn the_balances_table_setting_is_required() {
-        let client = dedup_tests::client();
         let env = Env::from_pairs([("DEDUP_NAMESPACE", "test"), ("DEDUP_MARK_TABLE", "marks")]);
-        let Err(err) = Ledger::new(&env, client) else {
+        let dedup = Dedup::read(&env, FUNCTION).expect("settings");
+        let Err(err) = service(dedup) else {
             panic!("started without BALANCES_TABLE");
         };
         assert!(err.to_string().contains("BALANCES_TABLE"), "{err}");

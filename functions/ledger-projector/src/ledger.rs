@@ -1,21 +1,21 @@
 //! What a ledger event changes.
 
-use lambda_dedup::{Derived, Effect, Item};
-use lambda_dedup_batch::{HandlerError, Plan};
-use serde::Deserialize;
+use lambda_dedup::{Effect, Item};
+use lambda_dedup_batch::Plan;
+use lambda_dedup_runtime::{Dedup, Event, Refusal};
 
 /// Longest account id accepted.
 const MAX_ACCOUNT: usize = 256;
 
 /// A ledger event as it arrives: the CloudEvents `type` and `data` (other attributes ignored).
 #[derive(Debug, serde::Deserialize)]
-struct LedgerEvent {
+pub struct LedgerEvent {
     #[serde(rename = "type")]
     kind: Kind,
     data: Movement,
 }
 
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 enum Kind {
     Credit,
@@ -32,30 +32,20 @@ struct Movement {
 /// The balance change of a `credit` or `debit` event with `data: {account, amount}` (a positive
 /// integer, in minor units). The balance item is the account *within the event's tenant*
 /// (`<tenant>/<account>`, S1): a message can only move its own tenant's balances.
-pub fn plan(balances: &str, event: &Derived) -> Result<Plan, HandlerError> {
-    let body = event
-        .body
-        .as_ref()
-        .ok_or_else(|| HandlerError::Invalid("no JSON body".into()))?;
-    // serde's messages can quote the payload's values; the reason names fields only (S3).
-    let LedgerEvent { kind, data } = LedgerEvent::deserialize(body).map_err(|_| {
-        HandlerError::Invalid(
-            "expected type \"credit\" or \"debit\" and data {account: string, amount: integer}"
-                .into(),
-        )
-    })?;
+pub fn plan(balances: &str, event: Event<LedgerEvent>) -> Result<Plan, Refusal> {
+    let LedgerEvent { kind, data } = &event.payload;
     let account = data.account.as_str();
     if account.trim().is_empty() || account.len() > MAX_ACCOUNT {
-        return Err(HandlerError::Invalid(
+        return Err(Refusal::Invalid(
             "data.account must be a non-empty string".into(),
         ));
     }
     if data.amount <= 0 {
-        return Err(HandlerError::Invalid(
+        return Err(Refusal::Invalid(
             "data.amount must be a positive integer".into(),
         ));
     }
-    let (sign, amount) = match kind {
+    let (sign, amount) = match *kind {
         Kind::Credit => (1, data.amount),
         Kind::Debit => (-1, data.amount),
     };
@@ -64,10 +54,7 @@ pub fn plan(balances: &str, event: &Derived) -> Result<Plan, HandlerError> {
         effects: vec![
             Effect::update(
                 balances,
-                Item::new().with(
-                    "account",
-                    lambda_dedup::tenant_scoped(&event.tenant, account).as_str(),
-                ),
+                Item::new().with("account", event.scoped(account).as_str()),
             )
             .expression("ADD #balance :delta, #events :one")
             .name("#balance", "balance")
@@ -83,11 +70,15 @@ pub fn plan(balances: &str, event: &Derived) -> Result<Plan, HandlerError> {
 /// The same event id with any of these changed is a conflict (S11), not a duplicate.
 pub const DEPENDS_ON: &[&str] = &["/type", "/data/account", "/data/amount"];
 
-/// How this function derives keys: CloudEvents `source` + `id`, tenant from `tenantid`, and a
-/// fingerprint of [`DEPENDS_ON`].
-pub fn key_spec(scope: lambda_dedup::Scope) -> lambda_dedup::KeySpec {
-    lambda_dedup::KeySpec::cloudevents(scope, "tenantid")
-        .fingerprint(lambda_dedup::FingerprintSource::pointers(DEPENDS_ON))
+/// How a ledger function derives keys and reads events: CloudEvents with the tenant in
+/// `tenantid`, the fingerprint of every field the effect depends on ([`DEPENDS_ON`]), and the
+/// whole body as the payload (the effect reads the envelope's `type`). Both ledger functions
+/// (SQS and Kinesis) configure their [`Dedup`] with it.
+pub fn configure(dedup: Dedup) -> Dedup {
+    dedup
+        .cloudevents("tenantid")
+        .fingerprint(DEPENDS_ON)
+        .whole_body()
 }
 
 #[cfg(test)]
@@ -96,21 +87,27 @@ mod tests {
     use lambda_dedup::{DedupKey, Scope, Value};
     use serde_json::json;
 
-    fn event(body: serde_json::Value) -> Derived {
-        Derived {
-            key: DedupKey::new(&Scope::new("t", "c").expect("scope"), "", &["x"]),
-            tenant: "t1".into(),
-            fingerprint: None,
-            body: Some(body),
-            event_time: None,
-        }
+    /// `body` as the event the service hands to [`plan`], or the refusal of its payload.
+    fn planned(tenant: &str, body: serde_json::Value) -> Result<Plan, Refusal> {
+        let payload = lambda_dedup_runtime::service::parse(&body)?;
+        let key = DedupKey::new(&Scope::new("t", "c").expect("scope"), tenant, &["x"]);
+        let tenant = tenant.to_owned();
+        plan(
+            "b",
+            Event {
+                payload,
+                tenant,
+                key,
+                time: None,
+            },
+        )
     }
 
     #[test]
     fn credit_and_debit_move_the_balance_by_their_sign() {
-        let credit = plan(
-            "b",
-            &event(json!({"type": "credit", "data": {"account": "credito-17", "amount": 10}})),
+        let credit = planned(
+            "t1",
+            json!({"type": "credit", "data": {"account": "credito-17", "amount": 10}}),
         )
         .expect("plan");
         assert_eq!(credit.effects.len(), 1);
@@ -119,9 +116,9 @@ mod tests {
             credit.effects[0].values().get(":delta"),
             Some(&Value::N("10".into()))
         );
-        let debit = plan(
-            "b",
-            &event(json!({"type": "debit", "data": {"account": "a", "amount": 3}})),
+        let debit = planned(
+            "t1",
+            json!({"type": "debit", "data": {"account": "a", "amount": 3}}),
         )
         .expect("plan");
         assert_eq!(
@@ -135,14 +132,14 @@ mod tests {
     #[test]
     fn s1_the_balance_item_is_the_account_within_the_tenant() {
         let body = json!({"type": "credit", "data": {"account": "credito-17", "amount": 10}});
-        let mut a = event(body.clone());
-        a.tenant = "bank-a".into();
-        let mut b = event(body);
-        b.tenant = "bank-b".into();
-        let item = |e: &Derived| plan("b", e).expect("plan").effects[0].item().clone();
-        assert_ne!(item(&a), item(&b));
+        let item = |t: &str| {
+            planned(t, body.clone()).expect("plan").effects[0]
+                .item()
+                .clone()
+        };
+        assert_ne!(item("bank-a"), item("bank-b"));
         assert_eq!(
-            item(&a).0.get("account"),
+            item("bank-a").0.get("account"),
             Some(&Value::S("bank-a/credito-17".into()))
         );
     }
@@ -159,10 +156,7 @@ mod tests {
             json!({"type": "credit"}),
         ] {
             assert!(
-                matches!(
-                    plan("b", &event(body.clone())),
-                    Err(HandlerError::Invalid(_))
-                ),
+                matches!(planned("t1", body.clone()), Err(Refusal::Invalid(_))),
                 "{body}"
             );
         }
@@ -173,8 +167,13 @@ mod tests {
     #[test]
     fn s11_every_field_the_effect_depends_on_is_fingerprinted() {
         let sample: serde_json::Value = serde_json::from_str(r#"{"specversion": "1.0", "type": "credit", "source": "/bank", "id": "e-1", "tenantid": "bank-a", "time": "2026-11-30T10:00:00Z", "data": {"account": "credito-17", "amount": 10}}"#).expect("sample");
+        let env = lambda_dedup_runtime::Env::from_pairs([
+            ("DEDUP_NAMESPACE", "t"),
+            ("DEDUP_MARK_TABLE", "marks"),
+        ]);
+        let dedup = Dedup::read(&env, "c").expect("settings");
         lambda_dedup_runtime::testing::assert_fingerprint_covers(
-            &key_spec(lambda_dedup::Scope::new("t", "c").expect("scope")),
+            &configure(dedup).key_spec(),
             &sample,
             DEPENDS_ON,
         );

@@ -10,38 +10,16 @@
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
 //! `lambda_dedup_runtime::settings` plus `BALANCES_TABLE` and `DEDUP_PARKING_QUEUE_URL`.
 
-// The handler's nested async blocks (runtime, batch runner, store calls) are deep types.
-#![recursion_limit = "256"]
-
-use aws_lambda_events::event::kinesis::KinesisEvent;
-use lambda_dedup_batch::run_batch;
-use lambda_runtime::{Error, LambdaEvent, service_fn};
 use ledger_projector::ledger;
 
 /// The function's name: the default consumer of its keys and the `Function` of its metrics.
 const FUNCTION: &str = "ledger-stream";
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_dedup_runtime::init_tracing();
-    let settings = lambda_dedup_runtime::Settings::from_env(FUNCTION)?;
-    let dedup = settings.deduplicator(
-        ledger::key_spec(settings.scope.clone()),
-        lambda_dedup_dynamodb::connect().await,
-    );
-    let balances = lambda_dedup_runtime::required("BALANCES_TABLE")?;
-    let parking = lambda_dedup_runtime::kinesis::Parking::from_env()?;
-    let (dedup, balances, max) = (&dedup, balances.as_str(), settings.max_concurrency);
-    let parking = &parking;
-    lambda_runtime::run(service_fn(
-        move |event: LambdaEvent<KinesisEvent>| async move {
-            lambda_dedup_runtime::kinesis::run_kinesis(FUNCTION, event, parking, |batch| {
-                run_batch(batch, max, |m| async move {
-                    dedup.transactional(&m, |e| ledger::plan(balances, e)).await
-                })
-            })
-            .await
-        },
-    ))
-    .await
+    let dedup = lambda_dedup_runtime::Dedup::from_env(FUNCTION)?;
+    let balances = dedup.setting("BALANCES_TABLE")?;
+    let dedup = ledger::configure(dedup.dynamodb().await);
+    lambda_runtime::run(dedup.kinesis(move |e| ledger::plan(&balances, e))?).await
 }

@@ -110,13 +110,23 @@ async fn s11_same_key_different_fingerprint_is_a_conflict() {
     // Completed, other payload: conflict, not a duplicate.
     let key = DedupKey::new(&scope(), "t", &["e", &unique("id")]);
     let out = store
-        .commit(&key, Some(&fp_a), None, &[])
+        .commit(lambda_dedup::CommitRequest {
+            key: &key,
+            fingerprint: Some(&fp_a),
+            result: None,
+            effects: &[],
+        })
         .await
         .expect("commit");
     assert_eq!(out, lambda_dedup::Commit::Applied);
     assert!(matches!(
         store
-            .commit(&key, Some(&fp_b), None, &[])
+            .commit(lambda_dedup::CommitRequest {
+                key: &key,
+                fingerprint: Some(&fp_b),
+                result: None,
+                effects: &[]
+            })
             .await
             .expect("commit b"),
         lambda_dedup::Commit::Seen(Seen::Conflict { .. })
@@ -127,7 +137,12 @@ async fn s11_same_key_different_fingerprint_is_a_conflict() {
     ));
     assert!(matches!(
         store
-            .commit(&key, Some(&fp_a), None, &[])
+            .commit(lambda_dedup::CommitRequest {
+                key: &key,
+                fingerprint: Some(&fp_a),
+                result: None,
+                effects: &[]
+            })
             .await
             .expect("commit a"),
         lambda_dedup::Commit::Seen(Seen::Duplicate(_))
@@ -150,14 +165,30 @@ async fn s1_consumers_and_tenants_do_not_suppress_each_other() {
     ];
     for key in &keys {
         assert_eq!(
-            store.commit(key, None, None, &[]).await.expect("commit"),
+            store
+                .commit(lambda_dedup::CommitRequest {
+                    key,
+                    fingerprint: None,
+                    result: None,
+                    effects: &[]
+                })
+                .await
+                .expect("commit"),
             lambda_dedup::Commit::Applied,
             "{key} is its own event"
         );
     }
     for key in &keys {
         assert!(matches!(
-            store.commit(key, None, None, &[]).await.expect("commit"),
+            store
+                .commit(lambda_dedup::CommitRequest {
+                    key,
+                    fingerprint: None,
+                    result: None,
+                    effects: &[]
+                })
+                .await
+                .expect("commit"),
             lambda_dedup::Commit::Seen(Seen::Duplicate(_))
         ));
     }

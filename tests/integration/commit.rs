@@ -33,7 +33,12 @@ async fn s5_a_thousand_commits_of_one_key_add_the_balance_once() {
             let (store, key, effect) = (store.clone(), key.clone(), effect.clone());
             async move {
                 store
-                    .commit(&key, None, None, std::slice::from_ref(&effect))
+                    .commit(lambda_dedup::CommitRequest {
+                        key: &key,
+                        fingerprint: None,
+                        result: None,
+                        effects: std::slice::from_ref(&effect),
+                    })
                     .await
                     .expect("commit")
             }
@@ -71,7 +76,12 @@ async fn s5_a_failed_effect_condition_leaves_no_mark() {
         Item::new().with("account", "acct-2").with("note", "x"),
     );
     let out = store
-        .commit(&key, None, None, &[keep.clone(), debit])
+        .commit(lambda_dedup::CommitRequest {
+            key: &key,
+            fingerprint: None,
+            result: None,
+            effects: &[keep.clone(), debit],
+        })
         .await
         .expect("commit");
     assert_eq!(
@@ -100,12 +110,12 @@ async fn s5_a_failed_effect_condition_leaves_no_mark() {
     let topped = credit(&balances, "acct-1", 10);
     assert_eq!(
         store
-            .commit(
-                &DedupKey::new(&scope(), "t", &["topup", &unique("evt")]),
-                None,
-                None,
-                &[topped]
-            )
+            .commit(lambda_dedup::CommitRequest {
+                key: &DedupKey::new(&scope(), "t", &["topup", &unique("evt")]),
+                fingerprint: None,
+                result: None,
+                effects: &[topped]
+            })
             .await
             .expect("top up"),
         Commit::Applied
@@ -115,7 +125,12 @@ async fn s5_a_failed_effect_condition_leaves_no_mark() {
         .value(":need", 5);
     assert_eq!(
         store
-            .commit(&key, None, None, &[debit])
+            .commit(lambda_dedup::CommitRequest {
+                key: &key,
+                fingerprint: None,
+                result: None,
+                effects: &[debit]
+            })
             .await
             .expect("retry"),
         Commit::Applied
@@ -138,13 +153,23 @@ async fn s5_an_existing_mark_leaves_the_effect_untouched() {
     };
     assert_eq!(
         store
-            .commit(&key, None, Some("first"), &[set(1)])
+            .commit(lambda_dedup::CommitRequest {
+                key: &key,
+                fingerprint: None,
+                result: Some("first"),
+                effects: &[set(1)]
+            })
             .await
             .expect("first"),
         Commit::Applied
     );
     match store
-        .commit(&key, None, Some("second"), &[set(100)])
+        .commit(lambda_dedup::CommitRequest {
+            key: &key,
+            fingerprint: None,
+            result: Some("second"),
+            effects: &[set(100)],
+        })
         .await
         .expect("second")
     {
@@ -180,7 +205,12 @@ async fn s5_all_effects_commit_with_the_mark() {
     ];
     assert_eq!(
         store
-            .commit(&key, None, None, &effects)
+            .commit(lambda_dedup::CommitRequest {
+                key: &key,
+                fingerprint: None,
+                result: None,
+                effects: &effects
+            })
             .await
             .expect("commit"),
         Commit::Applied
@@ -212,7 +242,12 @@ async fn s5_more_effects_than_one_transaction_holds_is_refused() {
         .map(|i| credit(&balances, &format!("a{i}"), 1))
         .collect();
     let err = store
-        .commit(&key, None, None, &effects)
+        .commit(lambda_dedup::CommitRequest {
+            key: &key,
+            fingerprint: None,
+            result: None,
+            effects: &effects,
+        })
         .await
         .expect_err("refused");
     assert!(

@@ -127,7 +127,12 @@ async fn s13_transaction_conflict_is_retryable() {
         .repeatedly()
         .build();
     let result = store(mocked(&rule))
-        .commit(&key(), None, None, &[effect()])
+        .commit(lambda_dedup::CommitRequest {
+            key: &key(),
+            fingerprint: None,
+            result: None,
+            effects: &[effect()],
+        })
         .await;
     assert_transient(result, FaultKind::TransactionConflict);
 
@@ -149,7 +154,12 @@ async fn s13_throttled_transaction_and_server_errors_are_retryable() {
         .repeatedly()
         .build();
     let result = store(mocked(&rule))
-        .commit(&key(), None, None, &[effect()])
+        .commit(lambda_dedup::CommitRequest {
+            key: &key(),
+            fingerprint: None,
+            result: None,
+            effects: &[effect()],
+        })
         .await;
     assert_transient(result, FaultKind::Throttled);
 
@@ -159,7 +169,12 @@ async fn s13_throttled_transaction_and_server_errors_are_retryable() {
         .repeatedly()
         .build();
     let result = store(mocked(&rule))
-        .commit(&key(), None, None, &[effect()])
+        .commit(lambda_dedup::CommitRequest {
+            key: &key(),
+            fingerprint: None,
+            result: None,
+            effects: &[effect()],
+        })
         .await;
     assert_transient(result, FaultKind::ServerError);
 }
@@ -225,7 +240,13 @@ async fn s13_an_unreachable_store_is_a_retryable_network_fault() {
     );
     let s = store(client);
     assert_transient(
-        s.commit(&key(), None, None, &[effect()]).await,
+        s.commit(lambda_dedup::CommitRequest {
+            key: &key(),
+            fingerprint: None,
+            result: None,
+            effects: &[effect()],
+        })
+        .await,
         FaultKind::Network,
     );
     assert_transient(s.claim(&key(), None, None).await, FaultKind::Network);

@@ -26,7 +26,12 @@ async fn s9_a_mark_past_its_ttl_still_in_the_table_counts_as_absent() {
         let key = DedupKey::new(&scope(), "t", &["ttl", &unique("evt")]);
         assert_eq!(
             store
-                .commit(&key, None, Some("old"), &[])
+                .commit(lambda_dedup::CommitRequest {
+                    key: &key,
+                    fingerprint: None,
+                    result: Some("old"),
+                    effects: &[]
+                })
                 .await
                 .expect("commit"),
             Commit::Applied
@@ -42,7 +47,15 @@ async fn s9_a_mark_past_its_ttl_still_in_the_table_counts_as_absent() {
 
         if via_commit {
             assert_eq!(
-                store.commit(&key, None, None, &[]).await.expect("commit"),
+                store
+                    .commit(lambda_dedup::CommitRequest {
+                        key: &key,
+                        fingerprint: None,
+                        result: None,
+                        effects: &[]
+                    })
+                    .await
+                    .expect("commit"),
                 Commit::Applied
             );
         } else {
@@ -66,7 +79,15 @@ async fn s9_marks_carry_a_ttl_of_the_retention() {
     let store = DynamoStore::new(client.clone(), marks.clone(), retention);
     let key = DedupKey::new(&scope(), "t", &["ttl", &unique("evt")]);
     let before = SystemTime::now();
-    store.commit(&key, None, None, &[]).await.expect("commit");
+    store
+        .commit(lambda_dedup::CommitRequest {
+            key: &key,
+            fingerprint: None,
+            result: None,
+            effects: &[],
+        })
+        .await
+        .expect("commit");
     let raw = get_item(&client, &marks, "pk", key.as_str())
         .await
         .expect("mark");

@@ -227,7 +227,8 @@ impl DynamoStore {
         if let [single] = round {
             // Alone, it is exactly a commit: its reasons and refusals are its own.
             let r = &requests[*single];
-            results[*single] = Some(self.commit(r.key, r.fingerprint, r.result, r.effects).await);
+            let alone = CommitRequest { ..*r };
+            results[*single] = Some(self.commit(alone).await);
             return Sent::Again(Vec::new());
         }
         let all: Vec<TransactWriteItem> = round

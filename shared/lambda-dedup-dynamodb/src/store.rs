@@ -360,13 +360,13 @@ impl DynamoStore {
     ///   (throttling, a conflicting transaction) stay retryable [`Error::Store`]s (S13).
     /// - The request carries a `ClientRequestToken` for this attempt, so if the SDK retries it
     ///   after a lost response, DynamoDB answers with the first success instead of applying twice.
-    pub async fn commit(
-        &self,
-        key: &DedupKey,
-        fp: Option<&Fingerprint>,
-        result: Option<&str>,
-        effects: &[Effect],
-    ) -> Result<Commit, Error> {
+    pub async fn commit(&self, request: CommitRequest<'_>) -> Result<Commit, Error> {
+        let CommitRequest {
+            key,
+            fingerprint: fp,
+            result,
+            effects,
+        } = request;
         let now = self.clock.now();
         let items = self.commit_items(key, fp, result, effects, now)?;
         let attempt = OwnerToken::random();
@@ -703,13 +703,7 @@ impl MarkStore for DynamoStore {
     }
 
     fn commit<'a>(&'a self, r: CommitRequest<'a>) -> StoreFuture<'a, Commit> {
-        Box::pin(DynamoStore::commit(
-            self,
-            r.key,
-            r.fingerprint,
-            r.result,
-            r.effects,
-        ))
+        Box::pin(DynamoStore::commit(self, r))
     }
 
     fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a>]) -> BatchFuture<'a> {

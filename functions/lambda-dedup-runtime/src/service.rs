@@ -781,3 +781,150 @@ impl<E, R> lambda_runtime::Service<LambdaEvent<E>> for Service<E, R> {
         (self.handler)(event)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_lambda_events::event::sqs::SqsMessage;
+    use lambda_dedup_memory::MemoryStore;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Payment {
+        amount: i64,
+    }
+
+    fn env() -> Env {
+        Env::from_pairs([
+            ("DEDUP_NAMESPACE", "test"),
+            ("DEDUP_MARK_TABLE", "marks"),
+            ("PROVIDER_TIMEOUT_MS", "200"),
+            ("DEDUP_LEASE_SECONDS", "5"),
+        ])
+    }
+
+    fn dedup() -> Dedup {
+        let dedup = Dedup::read(&env(), "payer").expect("settings");
+        let store = MemoryStore::new(dedup.settings().retention).with_lease(dedup.settings().lease);
+        dedup.identity("/id").store(store)
+    }
+
+    fn event(bodies: &[&str]) -> SqsEvent {
+        let mut event = SqsEvent::default();
+        event.records = bodies
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let mut m = SqsMessage::default();
+                m.message_id = Some(format!("m{i}"));
+                m.body = Some((*b).to_owned());
+                m
+            })
+            .collect();
+        event
+    }
+
+    fn failed(r: &SqsBatchResponse) -> Vec<&str> {
+        r.batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.as_str())
+            .collect()
+    }
+
+    /// S6 through the builder: one call per event however often it is delivered, with the
+    /// event's idempotency key; a payload that is not the user's type is rejected uncalled.
+    #[tokio::test]
+    async fn sqs_calls_makes_one_call_per_event_with_its_key() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let keys = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (c, k) = (calls.clone(), keys.clone());
+        let service = dedup()
+            .sqs_calls(move |e: Event<Payment>, lease: Lease| {
+                c.fetch_add(1, Ordering::SeqCst);
+                k.lock().expect("lock").push(lease.key.idempotency_key());
+                let amount = e.payload.amount;
+                async move { Ok(Some(format!("paid {amount}"))) }
+            })
+            .expect("service");
+        let bodies = [
+            r#"{"id": "p-1", "amount": 5}"#,
+            r#"{"id": "p-1", "amount": 5}"#,
+            r#"{"id": "p-2", "amount": "five"}"#,
+        ];
+        let answer = service.call_with(event(&bodies)).await.expect("answer");
+        assert_eq!(failed(&answer), ["m2"]);
+        let answer = service
+            .call_with(event(&bodies[..1]))
+            .await
+            .expect("answer");
+        assert!(failed(&answer).is_empty());
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        let keys = keys.lock().expect("lock");
+        assert_eq!(keys.len(), 1);
+        assert_eq!(keys[0], keys[0].trim(), "a key");
+    }
+
+    /// `PROVIDER_TIMEOUT_MS` through the builder: a call that outlives it is given up and the
+    /// message redelivered (a retry under the same key), never left to hang the invocation.
+    #[tokio::test]
+    async fn sqs_calls_gives_up_a_call_at_the_provider_timeout() {
+        let service = dedup()
+            .sqs_calls(|_: Event<Payment>, _: Lease| async {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                Ok(None)
+            })
+            .expect("service");
+        let started = std::time::Instant::now();
+        let answer = service
+            .call_with(event(&[r#"{"id": "p-3", "amount": 1}"#]))
+            .await
+            .expect("answer");
+        assert_eq!(failed(&answer), ["m0"]);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    /// A service needs a store: refused with a clear error, not a panic.
+    #[test]
+    fn a_service_without_a_store_is_refused() {
+        let dedup = Dedup::read(&env(), "payer").expect("settings");
+        let Err(e) = dedup.sqs(|_: Event<Payment>| Vec::<lambda_dedup::Effect>::new()) else {
+            panic!("built without a store");
+        };
+        assert!(matches!(e, BuildError::NoStore), "{e}");
+    }
+
+    /// S3: a payload that does not fit names the field, never quotes the value.
+    #[test]
+    fn a_misfit_payload_is_refused_without_quoting_it() {
+        let value = serde_json::json!({"amount": "4111 1111 1111 1111"});
+        let Err(Refusal::Invalid(reason)) = parse::<Payment>(&value) else {
+            panic!("accepted");
+        };
+        assert!(!reason.contains("4111"), "{reason}");
+        let Err(Refusal::Invalid(reason)) = parse::<Payment>(&serde_json::json!({})) else {
+            panic!("accepted");
+        };
+        assert!(reason.contains("amount"), "{reason}");
+    }
+
+    /// Two steps, one outcome: the first step not acknowledged decides; applied if either
+    /// step applied now; a duplicate carries the call's stored result.
+    #[test]
+    fn the_steps_merge_into_one_outcome_per_delivery() {
+        let at = SystemTime::now();
+        let dup = |r: &str| Outcome::Duplicate {
+            first_seen_at: at,
+            result: Some(r.into()),
+        };
+        let retry = Outcome::Retry { reason: "x".into() };
+        assert_eq!(merged(Outcome::Conflict, None), Outcome::Conflict);
+        assert_eq!(merged(Outcome::Applied, Some(retry.clone())), retry);
+        assert_eq!(merged(dup("w"), Some(Outcome::Applied)), Outcome::Applied);
+        assert_eq!(merged(Outcome::Applied, Some(dup("c"))), Outcome::Applied);
+        assert_eq!(merged(dup("w"), Some(dup("c"))), dup("c"));
+    }
+}

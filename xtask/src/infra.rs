@@ -877,8 +877,8 @@ pub(crate) fn privileges_split(
 }
 
 /// `cargo xtask check-infra`: the checks above, then `cfn-lint`.
-/// `recorded`: also compare the roles with the calls of the last recorded run
-/// (`.cache/logs/calls.json`, written by `cargo xtask test` and the demo), when there is one.
+/// `recorded`: also compare the roles with the full test run's record ([`FULL_RUN_RECORD`],
+/// written only at the end of a full `cargo xtask test`), when there is one.
 /// `cargo xtask test` passes `false`: it records a fresh run and compares at its end.
 pub(crate) fn run(root: &Path, recorded: bool) -> Result<()> {
     let path = root.join("infra").join("template.yaml");
@@ -886,7 +886,8 @@ pub(crate) fn run(root: &Path, recorded: bool) -> Result<()> {
     let problems = check(&t);
     if !problems.is_empty() {
         return Err(format!(
-            "infra/template.yaml breaks {} invariant(s):\n  - {}",
+            "{} breaks {} invariant(s):\n  - {}",
+            path.display(),
             problems.len(),
             problems.join("\n  - ")
         ));
@@ -907,33 +908,80 @@ pub(crate) fn run(root: &Path, recorded: bool) -> Result<()> {
     Ok(())
 }
 
-/// Least privilege against the last recorded run, if any.
+/// Where the full test run's calls are kept, under the checkout. Only a full `cargo xtask test`
+/// (every end-to-end test and the chaos runs) exercises every grant, so only its record can show
+/// a grant is unused; a partial run (the demo, `cargo xtask test -p …`) writes
+/// `.cache/logs/calls.json` for reading, and never this.
+pub(crate) const FULL_RUN_RECORD: &str = ".cache/least-privilege/full-test-run.json";
+
+/// The full test run's record: what each function called, and the local environment that names
+/// the tables and queues it called them on.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Record {
+    /// Which run: always the full `cargo xtask test`.
+    pub(crate) run: String,
+    /// When it ended (RFC 3339, UTC).
+    pub(crate) recorded_at: String,
+    pub(crate) calls: Calls,
+    pub(crate) env: Vec<(String, String)>,
+}
+
+impl Record {
+    pub(crate) fn new(calls: Calls, env: Vec<(String, String)>) -> Self {
+        Self {
+            run: "cargo xtask test (the full suite and the chaos runs)".into(),
+            recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            calls,
+            env,
+        }
+    }
+
+    pub(crate) fn save(&self, root: &Path) -> Result<()> {
+        let path = root.join(FULL_RUN_RECORD);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The record of `root`, `None` when no full test run was recorded there.
+    pub(crate) fn load(root: &Path) -> Result<Option<Self>> {
+        let path = root.join(FULL_RUN_RECORD);
+        match std::fs::read_to_string(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+            Ok(text) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| format!("{FULL_RUN_RECORD}: {e}")),
+        }
+    }
+}
+
+/// Least privilege against the full test run's record, if there is one; says which run it
+/// compares with. Without one it says so and compares nothing: a partial run's calls (the demo's)
+/// would show grants its paths never reach as unused.
 fn recorded_privileges(root: &Path, t: &Value) -> Result<()> {
-    let logs = root.join(".cache").join("logs");
-    let (Ok(calls), Ok(env)) = (
-        std::fs::read_to_string(logs.join("calls.json")),
-        std::fs::read_to_string(logs.join("functions.env")),
-    ) else {
+    let Some(record) = Record::load(root)? else {
         println!(
-            "xtask: check-infra: no recorded run to check the roles against (cargo xtask test records one)"
+            "xtask: check-infra: least privilege not compared: no full test run recorded ({FULL_RUN_RECORD}; a full `cargo xtask test` writes it, partial runs and the demo do not)"
         );
         return Ok(());
     };
-    let calls: Calls = serde_json::from_str(&calls).map_err(|e| format!("calls.json: {e}"))?;
-    let env: Vec<(String, String)> = env
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-    let problems = privileges(t, &calls, &env);
+    let which = format!(
+        "{} recorded at {} ({FULL_RUN_RECORD})",
+        record.run, record.recorded_at
+    );
+    println!("xtask: check-infra: comparing the roles with {which}");
+    let problems = privileges(t, &record.calls, &record.env);
     if problems.is_empty() {
         println!(
-            "xtask: check-infra: every role grants exactly what its function called in the last recorded run (.cache/logs/calls.json)"
+            "xtask: check-infra: every role grants exactly what its function called in that run"
         );
         Ok(())
     } else {
         Err(format!(
-            "the roles and the last recorded run disagree (re-run cargo xtask test after changing either):\n  - {}",
+            "the roles and {which} disagree (re-run cargo xtask test after changing either):\n  - {}",
             problems.join("\n  - ")
         ))
     }
@@ -1032,6 +1080,46 @@ mod tests {
             ("dynamodb:PutItem", "somewhere-else"),
         ]);
         assert!(!privileges(&t, &stray, &local_env()).is_empty());
+    }
+
+    /// After a partial run (the demo writes `.cache/logs/calls.json`, with only its own paths'
+    /// calls), `check-infra` does not fail on grants that run never reached: it compares only
+    /// with the full test run's record, says which, and says so when there is none.
+    #[test]
+    fn least_privilege_compares_only_with_the_full_test_run() {
+        let root = std::env::temp_dir().join(format!("check-infra-record-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let logs = root.join(".cache/logs");
+        std::fs::create_dir_all(&logs).expect("dir");
+        let t = small();
+        // What the demo leaves: a run that called PutItem only (UpdateItem unused by it).
+        let partial = calls(&[("dynamodb:PutItem", "local-marks")]);
+        std::fs::write(
+            logs.join("calls.json"),
+            serde_json::to_string(&partial).expect("json"),
+        )
+        .expect("write");
+        let env: String = local_env()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}\n"))
+            .collect();
+        std::fs::write(logs.join("functions.env"), env).expect("write");
+        assert_eq!(recorded_privileges(&root, &t), Ok(()));
+
+        // The full run's record is what it compares with, and a mismatch names that run.
+        Record::new(partial, local_env()).save(&root).expect("save");
+        let err = recorded_privileges(&root, &t).expect_err("UpdateItem was never called");
+        assert!(
+            err.contains("full suite") && err.contains("recorded at") && err.contains("UpdateItem"),
+            "{err}"
+        );
+        let exact = calls(&[
+            ("dynamodb:PutItem", "local-marks"),
+            ("dynamodb:UpdateItem", "local-balances"),
+        ]);
+        Record::new(exact, local_env()).save(&root).expect("save");
+        assert_eq!(recorded_privileges(&root, &t), Ok(()));
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     /// The local runtime's timeouts are the template's: the function's own, else `Globals`.

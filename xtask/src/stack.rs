@@ -499,6 +499,8 @@ impl Stack {
     /// in `infra/template.yaml` (see `infra::privileges`): every call granted and, with
     /// `both_ways` (a run that exercises every path, as `cargo xtask test` does), every granted
     /// data action called. Writes the calls to `.cache/logs/calls.json`.
+    /// With `both_ways`, also keeps this run's calls as the full test run's record
+    /// (`infra::FULL_RUN_RECORD`), the only one `cargo xtask check-infra` compares with.
     pub(crate) fn check_privileges(&self, root: &Path, both_ways: bool) -> Result<()> {
         let calls = self.calls();
         let logs = root.join(".cache").join("logs");
@@ -506,6 +508,9 @@ impl Stack {
             logs.join("calls.json"),
             serde_json::to_string_pretty(&calls).unwrap_or_default(),
         );
+        if both_ways {
+            crate::infra::Record::new(calls.clone(), self.function_env.clone()).save(root)?;
+        }
         let t = crate::infra::load(&root.join("infra").join("template.yaml"))?;
         let (mut problems, unused) = crate::infra::privileges_split(&t, &calls, &self.function_env);
         if both_ways {

@@ -1,6 +1,6 @@
 //! `cargo xtask check-infra`: refuses a deployment template that breaks what the functions rely
-//! on. The template must use long-form intrinsics (`Ref:`, `Fn::GetAtt:`) so it parses as plain
-//! YAML. Checked, per function and queue:
+//! on. Short-form intrinsics (`!Ref`, `!GetAtt`, …) are read as their long form ([`parse`]).
+//! Checked, per function and queue:
 //!
 //! - S9: mark retention > queue message retention + maxReceiveCount × visibility timeout + replay
 //!   window, and the functions' `DEDUP_*` horizon variables equal the queue's real settings (the
@@ -26,14 +26,81 @@ use serde_json::Value;
 
 use crate::Result;
 
-/// Loads a template.
+/// Loads a template, short-form intrinsics (`!Ref`, `!GetAtt`, `!Sub`…) read as their long form.
 pub(crate) fn load(path: &Path) -> Result<Value> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_yaml_ng::from_str(&text).map_err(|e| {
-        format!(
-            "{}: not plain YAML ({e}); write intrinsics in long form (`Ref:`, `Fn::GetAtt:`), not as `!Ref` tags",
-            path.display()
-        )
+    parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A template's text as JSON, each short-form tag replaced by its long form: `!Ref X` by
+/// `{"Ref": "X"}`, `!GetAtt A.B` by `{"Fn::GetAtt": ["A", "B"]}`, `!Condition C` by
+/// `{"Condition": "C"}`, and every other `!Fn` by `{"Fn::Fn": …}`.
+pub(crate) fn parse(text: &str) -> Result<Value> {
+    let yaml: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(text).map_err(|e| format!("not YAML: {e}"))?;
+    long_form(yaml)
+}
+
+/// The short-form tags CloudFormation defines.
+const SHORT_FORMS: [&str; 16] = [
+    "Ref",
+    "Condition",
+    "GetAtt",
+    "Sub",
+    "Join",
+    "If",
+    "Equals",
+    "Select",
+    "FindInMap",
+    "GetAZs",
+    "ImportValue",
+    "Split",
+    "Base64",
+    "Not",
+    "And",
+    "Or",
+];
+
+fn long_form(v: serde_yaml_ng::Value) -> Result<Value> {
+    use serde_yaml_ng::Value as Y;
+    Ok(match v {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(b),
+        Y::Number(n) => serde_json::to_value(&n).map_err(|e| e.to_string())?,
+        Y::String(s) => Value::String(s),
+        Y::Sequence(a) => Value::Array(a.into_iter().map(long_form).collect::<Result<_>>()?),
+        Y::Mapping(m) => {
+            let mut o = serde_json::Map::new();
+            for (k, v) in m {
+                let k = match k {
+                    Y::String(s) => s,
+                    Y::Number(n) => n.to_string(),
+                    Y::Bool(b) => b.to_string(),
+                    other => return Err(format!("a mapping key that is not a string: {other:?}")),
+                };
+                o.insert(k, long_form(v)?);
+            }
+            Value::Object(o)
+        }
+        Y::Tagged(t) => {
+            let tag = t.tag.to_string();
+            let name = tag.trim_start_matches('!');
+            if !SHORT_FORMS.contains(&name) {
+                return Err(format!("unknown tag {tag}"));
+            }
+            let inner = long_form(t.value)?;
+            let (key, inner) = match (name, inner) {
+                ("Ref" | "Condition", v) => (name.to_owned(), v),
+                ("GetAtt", Value::String(s)) => {
+                    let (res, attr) = s
+                        .split_once('.')
+                        .ok_or_else(|| format!("!GetAtt {s}: expected Resource.Attribute"))?;
+                    ("Fn::GetAtt".to_owned(), serde_json::json!([res, attr]))
+                }
+                (_, v) => (format!("Fn::{name}"), v),
+            };
+            Value::Object(serde_json::Map::from_iter([(key, inner)]))
+        }
     })
 }
 
@@ -1538,17 +1605,47 @@ mod tests {
         );
     }
 
+    /// Every short-form tag reads as its long form (issue 24: the parser refused `!Ref`).
     #[test]
-    fn short_form_tags_get_a_clear_message() {
-        let dir = std::env::temp_dir().join(format!("check-infra-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let p = dir.join("t.yaml");
-        std::fs::write(
-            &p,
-            "Resources:\n  A:\n    Properties:\n      Queue: !GetAtt Q.Arn\n",
+    fn short_form_tags_read_as_the_long_form() {
+        let short = parse(
+            r#"
+A: !Ref Queue
+B: !GetAtt Queue.Arn
+C: !GetAtt [Queue, Arn]
+D: !Sub "arn:${AWS::Partition}:sqs:${Queue}"
+E: !Join ["", [a, !Ref Queue]]
+F: !If [IsProd, 1, !Ref "AWS::NoValue"]
+G: !Equals [!Ref Env, prod]
+H: !Select [0, !GetAZs ""]
+I: !FindInMap [Map, !Ref "AWS::Region", Key]
+J: !ImportValue Shared-Queue
+K: !Split [",", !ImportValue List]
+L: !Base64 text
+M: !Not [!Condition IsProd]
+N: !And [!Condition IsProd, !Or [!Condition X, !Condition Y]]
+O: !GetAtt Table.StreamSpecification.StreamArn
+"#,
         )
-        .expect("write");
-        let err = load(&p).expect_err("tags are refused");
-        assert!(err.contains("long form"), "{err}");
+        .expect("short form parses");
+        let long = serde_json::json!({
+            "A": {"Ref": "Queue"},
+            "B": {"Fn::GetAtt": ["Queue", "Arn"]},
+            "C": {"Fn::GetAtt": ["Queue", "Arn"]},
+            "D": {"Fn::Sub": "arn:${AWS::Partition}:sqs:${Queue}"},
+            "E": {"Fn::Join": ["", ["a", {"Ref": "Queue"}]]},
+            "F": {"Fn::If": ["IsProd", 1, {"Ref": "AWS::NoValue"}]},
+            "G": {"Fn::Equals": [{"Ref": "Env"}, "prod"]},
+            "H": {"Fn::Select": [0, {"Fn::GetAZs": ""}]},
+            "I": {"Fn::FindInMap": ["Map", {"Ref": "AWS::Region"}, "Key"]},
+            "J": {"Fn::ImportValue": "Shared-Queue"},
+            "K": {"Fn::Split": [",", {"Fn::ImportValue": "List"}]},
+            "L": {"Fn::Base64": "text"},
+            "M": {"Fn::Not": [{"Condition": "IsProd"}]},
+            "N": {"Fn::And": [{"Condition": "IsProd"}, {"Fn::Or": [{"Condition": "X"}, {"Condition": "Y"}]}]},
+            "O": {"Fn::GetAtt": ["Table", "StreamSpecification.StreamArn"]},
+        });
+        assert_eq!(short, long);
+        assert!(parse("A: !Nope x\n").is_err_and(|e| e.contains("!Nope")));
     }
 }

@@ -678,30 +678,6 @@ fn kinesis_records_are_parked(problems: &mut Vec<String>, tpl: &Template<'_>, f:
     }
 }
 
-/// The retry policy of `function`'s (its crate name) stream trigger, as the template sets it:
-/// `MaximumRetryAttempts` (`None` for `-1`, infinite) and `MaximumRecordAgeInSeconds`. The local
-/// Kinesis trigger follows it.
-pub(crate) fn stream_retry_policy(t: &Value, function: &str) -> Option<(Option<u32>, u64)> {
-    let resources = t["Resources"].as_object()?;
-    let (_, f) = resources.iter().find(|(_, r)| {
-        r["Type"] == "AWS::Serverless::Function"
-            && r["Properties"]["CodeUri"]
-                .as_str()
-                .and_then(|u| u.rsplit('/').next())
-                == Some(function)
-    })?;
-    let ep = f["Properties"]["Events"]
-        .as_object()?
-        .values()
-        .find(|ev| matches!(ev["Type"].as_str(), Some("Kinesis" | "DynamoDB")))?;
-    let ep = &ep["Properties"];
-    let retries = match ep["MaximumRetryAttempts"].as_i64() {
-        Some(-1) | None => None,
-        Some(n) => Some(u32::try_from(n).ok()?),
-    };
-    Some((retries, ep["MaximumRecordAgeInSeconds"].as_u64()?))
-}
-
 /// S7, S15: a relay of intents (or a forwarder of an inbox) re-drives what its stream gave up: a
 /// scheduled sweep, and an alarm on the age of the oldest pending item, so nothing stays pending
 /// silently.
@@ -742,7 +718,7 @@ fn has_alarm(resources: &serde_json::Map<String, Value>, pred: impl Fn(&Value) -
 }
 
 /// A string or a list of strings.
-fn strings(v: &Value) -> Vec<String> {
+pub(crate) fn strings(v: &Value) -> Vec<String> {
     match v {
         Value::String(s) => vec![s.clone()],
         Value::Array(a) => a
@@ -754,7 +730,7 @@ fn strings(v: &Value) -> Vec<String> {
 }
 
 /// The logical id a `Ref` or `Fn::GetAtt` points to.
-fn ref_target(v: &Value) -> Option<&str> {
+pub(crate) fn ref_target(v: &Value) -> Option<&str> {
     v["Ref"]
         .as_str()
         .or_else(|| {
@@ -781,7 +757,7 @@ fn refs(v: &Value) -> Vec<String> {
 }
 
 /// A number, a numeric string, or a `Ref` to a parameter with a numeric default.
-fn as_u64(t: &Value, v: &Value) -> Option<u64> {
+pub(crate) fn as_u64(t: &Value, v: &Value) -> Option<u64> {
     match v {
         Value::Number(n) => n.as_u64(),
         Value::String(s) => s.parse().ok(),
@@ -1514,11 +1490,6 @@ mod tests {
                 }
             },
             "must grant sqs:SendMessage on its parking queue",
-        );
-        // What the local Kinesis trigger follows.
-        assert_eq!(
-            stream_retry_policy(&template(), "ledger-stream"),
-            Some((None, 86_400))
         );
     }
 

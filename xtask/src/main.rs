@@ -27,6 +27,7 @@ mod demo_doors;
 mod dynamodb;
 mod functions;
 mod infra;
+mod local;
 mod package;
 mod process;
 mod runtime_api;

@@ -114,36 +114,20 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
         resources: &resources,
         global,
     };
-    let mark_table = ref_target(&global["Environment"]["Variables"]["DEDUP_MARK_TABLE"]);
-    match mark_table.and_then(|id| resources.get(id).map(|r| (id, r))) {
-        None => {
-            problems.push("Globals: DEDUP_MARK_TABLE must reference the mark table resource".into())
-        }
-        Some((id, table)) => {
-            mark_table_has_ttl_key_and_stream(&mut problems, id, table);
-            global_mark_table_is_strongly_consistent(&mut problems, id, table);
-        }
-    }
     for (id, r) in &resources {
         if r["Type"] != "AWS::Serverless::Function" {
             continue;
         }
-        let f = Function::new(&tpl, id, r, &mut problems);
-        built_for_lambda_on_arm64(&mut problems, &f);
-        required_environment(&mut problems, &f);
-        no_wildcards_on_data(&mut problems, &f);
-        a_public_url_is_signed_and_throttled(&mut problems, &f);
+        let f = Function::new(&tpl, id, r);
         for (name, ev) in f.p["Events"].as_object().into_iter().flatten() {
             let ep = &ev["Properties"];
             let at = format!("{id}.{name}");
             match ev["Type"].as_str() {
                 Some("SQS") => {
-                    reports_batch_item_failures(&mut problems, &at, ep, SQS_PARTIAL);
                     let Some(q) = SqsTrigger::new(&tpl, &at, ep, &mut problems) else {
                         continue;
                     };
                     visibility_covers_six_timeouts(&mut problems, &f, &q);
-                    late_events_have_a_queue(&mut problems, &f);
                     queue_has_a_dead_letter_queue(&mut problems, &q);
                     retention_exceeds_the_horizon(&mut problems, &f, &q);
                     horizon_variables_match_the_queue(&mut problems, &f, &q);
@@ -152,11 +136,6 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
                     conflicts_are_alarmed(&mut problems, &tpl, &f);
                 }
                 Some(kind @ ("DynamoDB" | "Kinesis")) => {
-                    reports_batch_item_failures(&mut problems, &at, ep, STREAM_PARTIAL);
-                    stream_failures_have_a_destination(&mut problems, &at, ep);
-                    stream_trigger_never_stalls(&mut problems, &at, ep);
-                    stream_retries_outlast_an_outage(&mut problems, &at, ep);
-                    stream_lag_is_alarmed(&mut problems, &tpl, &f);
                     if kind == "Kinesis" {
                         kinesis_records_are_parked(&mut problems, &tpl, &f);
                     }
@@ -168,7 +147,6 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
                         relay_redrives_what_the_stream_gives_up(
                             &mut problems,
                             id,
-                            f.p,
                             &resources,
                             f.crate_name,
                         );
@@ -193,7 +171,6 @@ struct Template<'a> {
 struct Function<'a> {
     t: &'a Value,
     id: &'a str,
-    r: &'a Value,
     p: &'a Value,
     global: &'a Value,
     crate_name: &'a str,
@@ -202,37 +179,26 @@ struct Function<'a> {
 }
 
 impl<'a> Function<'a> {
-    /// Reads the function; a missing explicit role, or SAM `Policies`, is a problem here (least
-    /// privilege starts with a role of its own).
-    fn new(tpl: &Template<'a>, id: &'a str, r: &'a Value, problems: &mut Vec<String>) -> Self {
+    /// Reads the function and its role's statements (none without an explicit role: the
+    /// rules in `infra/rules/functions.guard` refuse that).
+    fn new(tpl: &Template<'a>, id: &'a str, r: &'a Value) -> Self {
         let p = &r["Properties"];
-        if !p["Policies"].is_null() {
-            problems.push(format!("{id}: use an explicit role, not SAM `Policies` (SAM's SQS policy template grants `*`)"));
-        }
         let role = ref_target(&p["Role"]).and_then(|rid| tpl.resources.get(rid));
-        let statements: Vec<Value> = match role {
-            Some(role) if role["Type"] == "AWS::IAM::Role" => role["Properties"]["Policies"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .flat_map(|pol| {
-                    pol["PolicyDocument"]["Statement"]
-                        .as_array()
-                        .cloned()
-                        .unwrap_or_default()
-                })
-                .collect(),
-            _ => {
-                problems.push(format!(
-                    "{id}: needs an explicit role (an AWS::IAM::Role in this template)"
-                ));
-                Vec::new()
-            }
-        };
+        let statements: Vec<Value> = role
+            .filter(|role| role["Type"] == "AWS::IAM::Role")
+            .and_then(|role| role["Properties"]["Policies"].as_array())
+            .into_iter()
+            .flatten()
+            .flat_map(|pol| {
+                pol["PolicyDocument"]["Statement"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .collect();
         let mut f = Self {
             t: tpl.t,
             id,
-            r,
             p,
             global: tpl.global,
             crate_name: p["CodeUri"]
@@ -316,159 +282,6 @@ impl<'a> SqsTrigger<'a> {
     }
 }
 
-/// S9, S14: the mark table has TTL on `expires_at`, partition key `pk`, and a stream with old
-/// images (TTL purges are counted from it).
-fn mark_table_has_ttl_key_and_stream(problems: &mut Vec<String>, id: &str, table: &Value) {
-    let p = &table["Properties"];
-    let ttl = &p["TimeToLiveSpecification"];
-    if ttl["Enabled"] != Value::Bool(true) || ttl["AttributeName"] != "expires_at" {
-        problems.push(format!(
-            "{id}: the mark table needs TTL enabled on `expires_at` (S9)"
-        ));
-    }
-    let key = p["KeySchema"].as_array().and_then(|k| k.first());
-    if key.map(|k| (&k["AttributeName"], &k["KeyType"]))
-        != Some((&Value::from("pk"), &Value::from("HASH")))
-    {
-        problems.push(format!("{id}: the mark table's partition key must be `pk`"));
-    }
-    let view = p["StreamSpecification"]["StreamViewType"].as_str();
-    if !matches!(view, Some("OLD_IMAGE" | "NEW_AND_OLD_IMAGES")) {
-        problems.push(format!("{id}: the mark table needs a stream with old images, so TTL purges can be counted (S14)"));
-    }
-}
-
-/// S4 across Regions: with eventually consistent replication, a claim in one Region does not
-/// stop the same claim in another (each conditional write sees only its own replica), so two
-/// Regions could both apply one event.
-fn global_mark_table_is_strongly_consistent(problems: &mut Vec<String>, id: &str, table: &Value) {
-    let p = &table["Properties"];
-    let replicas = p["Replicas"].as_array().map_or(0, Vec::len);
-    if table["Type"] == "AWS::DynamoDB::GlobalTable"
-        && replicas > 1
-        && p["MultiRegionConsistency"] != "STRONG"
-    {
-        problems.push(format!(
-            "{id}: a mark table replicated to {replicas} Regions must use \
-             MultiRegionConsistency: STRONG; with eventual consistency two Regions can \
-             both claim one event (S4)"
-        ));
-    }
-}
-
-/// Built with cargo-lambda for `provided.al2023` on arm64, logging JSON.
-fn built_for_lambda_on_arm64(problems: &mut Vec<String>, f: &Function<'_>) {
-    let id = f.id;
-    if f.r["Metadata"]["BuildMethod"] != "rust-cargolambda" {
-        problems.push(format!(
-            "{id}: Metadata.BuildMethod must be rust-cargolambda"
-        ));
-    }
-    if f.prop("Runtime") != "provided.al2023" {
-        problems.push(format!("{id}: Runtime must be provided.al2023"));
-    }
-    if !f
-        .prop("Architectures")
-        .as_array()
-        .is_some_and(|a| a.iter().any(|x| x == "arm64"))
-    {
-        problems.push(format!("{id}: Architectures must be [arm64]"));
-    }
-    let log_format = f.p["LoggingConfig"]["LogFormat"]
-        .as_str()
-        .or(f.global["LoggingConfig"]["LogFormat"].as_str());
-    if log_format != Some("JSON") {
-        problems.push(format!("{id}: LoggingConfig.LogFormat must be JSON"));
-    }
-}
-
-/// The settings every function refuses to start without.
-fn required_environment(problems: &mut Vec<String>, f: &Function<'_>) {
-    for required in ["DEDUP_NAMESPACE", "DEDUP_MARK_TABLE"] {
-        if f.env(required).is_null() {
-            problems.push(format!(
-                "{}: environment variable {required} is missing",
-                f.id
-            ));
-        }
-    }
-}
-
-/// Least privilege: no `Resource: "*"` and no wildcard actions for DynamoDB or SQS.
-fn no_wildcards_on_data(problems: &mut Vec<String>, f: &Function<'_>) {
-    let id = f.id;
-    for s in &f.statements {
-        let actions = strings(&s["Action"]);
-        let data = actions
-            .iter()
-            .any(|a| a.starts_with("dynamodb:") || a.starts_with("sqs:"));
-        if data && strings(&s["Resource"]).iter().any(|r| r.contains('*')) {
-            problems.push(format!(
-                "{id}: role grants {actions:?} on Resource \"*\"; name the table or queue"
-            ));
-        }
-        if actions
-            .iter()
-            .any(|a| (a.starts_with("dynamodb:") || a.starts_with("sqs:")) && a.contains('*'))
-        {
-            problems.push(format!("{id}: role grants wildcard actions {actions:?}"));
-        }
-    }
-}
-
-const SQS_PARTIAL: &str =
-    "must include ReportBatchItemFailures, or one failure redelivers the whole batch";
-const STREAM_PARTIAL: &str = "must include ReportBatchItemFailures";
-
-/// S12: partial batch responses, so one failure does not redeliver (or retry) the whole batch.
-fn reports_batch_item_failures(problems: &mut Vec<String>, at: &str, ep: &Value, why: &str) {
-    let partial = strings(&ep["FunctionResponseTypes"])
-        .iter()
-        .any(|x| x == "ReportBatchItemFailures");
-    if !partial {
-        problems.push(format!("{at}: FunctionResponseTypes {why}"));
-    }
-}
-
-/// Nothing dropped: records a stream trigger gives up on go to a destination.
-fn stream_failures_have_a_destination(problems: &mut Vec<String>, at: &str, ep: &Value) {
-    if ep["DestinationConfig"]["OnFailure"].is_null() {
-        problems.push(format!("{at}: a stream trigger needs DestinationConfig.OnFailure, or records it gives up on are lost"));
-    }
-}
-
-/// A Function URL anyone can call (`AuthType: NONE`) is authenticated by the sender's signature:
-/// the function must hold the signing secrets, from Secrets Manager (never in the template), and
-/// be throttled (`ReservedConcurrentExecutions`), so a flood cannot take every concurrent
-/// execution of the account.
-fn a_public_url_is_signed_and_throttled(problems: &mut Vec<String>, f: &Function<'_>) {
-    let url = &f.p["FunctionUrlConfig"];
-    if url.is_null() {
-        return;
-    }
-    let id = f.id;
-    if f.p["ReservedConcurrentExecutions"]
-        .as_u64()
-        .is_none_or(|n| n == 0)
-    {
-        problems.push(format!(
-            "{id}: a Function URL needs ReservedConcurrentExecutions (throttling), so a flood of requests cannot take the account's concurrency"
-        ));
-    }
-    if url["AuthType"] == "NONE" {
-        let secrets = f.env("WEBHOOK_SECRETS");
-        let text = secrets
-            .as_str()
-            .or_else(|| secrets["Fn::Sub"].as_str())
-            .unwrap_or_default();
-        if !text.starts_with("{{resolve:secretsmanager:") {
-            problems.push(format!(
-                "{id}: a public Function URL must verify signatures: WEBHOOK_SECRETS must be a {{{{resolve:secretsmanager:…}}}} reference, never a value in the template"
-            ));
-        }
-    }
-}
-
 /// A forwarder reads items from their new images: its table's stream must carry them.
 fn forwarded_stream_carries_new_images(
     problems: &mut Vec<String>,
@@ -498,16 +311,6 @@ fn visibility_covers_six_timeouts(
     if visibility < 6 * timeout {
         problems.push(format!(
             "{qid}: visibility timeout {visibility}s is under 6 x the function timeout ({timeout}s)"
-        ));
-    }
-}
-
-/// S10: late events go to a reconciliation queue.
-fn late_events_have_a_queue(problems: &mut Vec<String>, f: &Function<'_>) {
-    if f.env("DEDUP_RECONCILIATION_QUEUE_URL").is_null() {
-        problems.push(format!(
-            "{}: environment variable DEDUP_RECONCILIATION_QUEUE_URL is missing (late events, S10)",
-            f.id
         ));
     }
 }
@@ -601,51 +404,6 @@ fn conflicts_are_alarmed(problems: &mut Vec<String>, tpl: &Template<'_>, f: &Fun
     }
 }
 
-/// S12, S15: a shard never stalls on one record: a failing batch is bisected down to the
-/// record that fails, and a record is given up (to the OnFailure destination) once older than a
-/// bound within the stream's 24-hour retention.
-fn stream_trigger_never_stalls(problems: &mut Vec<String>, at: &str, ep: &Value) {
-    if ep["BisectBatchOnFunctionError"] != Value::Bool(true) {
-        problems.push(format!(
-            "{at}: BisectBatchOnFunctionError must be true, so one record that keeps failing cannot stall its shard"
-        ));
-    }
-    match ep["MaximumRecordAgeInSeconds"].as_u64() {
-        Some(age) if (60..=86_400).contains(&age) => {}
-        _ => problems.push(format!(
-            "{at}: MaximumRecordAgeInSeconds must be set (60..=86400), so a shard moves on from a record it cannot process"
-        )),
-    }
-}
-
-/// S13, S15: a transient fault never hands a good record on. A stream trigger's retry budget
-/// is spent by every failed attempt, transient or not, so a finite `MaximumRetryAttempts` lets a
-/// store outage longer than that many attempts send good records to the on-failure destination
-/// (by sequence number only). It must be `-1` (infinite, written out): the record's maximum age
-/// bounds the retries instead, and the records that can never apply are parked by the function.
-fn stream_retries_outlast_an_outage(problems: &mut Vec<String>, at: &str, ep: &Value) {
-    if ep["MaximumRetryAttempts"].as_i64() != Some(-1) {
-        problems.push(format!(
-            "{at}: MaximumRetryAttempts must be -1 (infinite, bounded by MaximumRecordAgeInSeconds): a finite budget is spent by a transient outage and hands good records on"
-        ));
-    }
-}
-
-/// A stream that falls behind is noticed: an alarm on the function's `IteratorAge` (AWS/Lambda),
-/// well before records reach their maximum age.
-fn stream_lag_is_alarmed(problems: &mut Vec<String>, tpl: &Template<'_>, f: &Function<'_>) {
-    if !has_alarm(tpl.resources, |a| {
-        a["Namespace"] == "AWS/Lambda"
-            && a["MetricName"] == "IteratorAge"
-            && refs(&a["Dimensions"]).iter().any(|r| r == f.id)
-    }) {
-        problems.push(format!(
-            "{}: needs an alarm on its IteratorAge (AWS/Lambda, FunctionName), so a stream that falls behind is noticed",
-            f.id
-        ));
-    }
-}
-
 /// S15: a Kinesis function parks the records that can never apply, whole, in a queue of its own
 /// (`DEDUP_PARKING_QUEUE_URL`, a queue of this template), which its role may send to and whose
 /// depth is alarmed.
@@ -684,20 +442,9 @@ fn kinesis_records_are_parked(problems: &mut Vec<String>, tpl: &Template<'_>, f:
 fn relay_redrives_what_the_stream_gives_up(
     problems: &mut Vec<String>,
     id: &str,
-    p: &Value,
     resources: &serde_json::Map<String, Value>,
     crate_name: &str,
 ) {
-    let scheduled = p["Events"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .any(|(_, ev)| ev["Type"] == "Schedule");
-    if !scheduled {
-        problems.push(format!(
-            "{id}: needs a Schedule event for its sweep, which re-drives items left pending (intents, inbox items) when the stream gives their records up"
-        ));
-    }
     let alarmed = has_alarm(resources, |a| {
         a["MetricName"] == "OldestPendingSeconds"
             && a["Dimensions"]
@@ -813,7 +560,7 @@ pub(crate) fn timeouts(t: &Value) -> BTreeMap<String, std::time::Duration> {
         .iter()
         .filter(|(_, r)| r["Type"] == "AWS::Serverless::Function")
         .map(|(id, r)| {
-            let f = Function::new(&tpl, id, r, &mut Vec::new());
+            let f = Function::new(&tpl, id, r);
             (
                 f.crate_name.to_owned(),
                 std::time::Duration::from_secs(f.timeout),
@@ -856,8 +603,7 @@ pub(crate) fn privileges_split(
         if r["Type"] != "AWS::Serverless::Function" {
             continue;
         }
-        let mut ignored = Vec::new();
-        let f = Function::new(&tpl, id, r, &mut ignored);
+        let f = Function::new(&tpl, id, r);
         let Some(called) = calls.get(f.crate_name) else {
             problems.push(format!(
                 "{id}: no recorded calls for {} (was it run?)",
@@ -926,7 +672,13 @@ pub(crate) fn privileges_split(
 pub(crate) fn run(root: &Path, recorded: bool) -> Result<()> {
     let path = root.join("infra").join("template.yaml");
     let t = load(&path)?;
-    let problems = check(&t);
+    let mut problems = check(&t);
+    let guard = crate::tools::cfn_guard(root)?;
+    problems.extend(guard_rules(
+        &guard,
+        &root.join("infra").join("rules"),
+        &path,
+    )?);
     if !problems.is_empty() {
         return Err(format!(
             "{} breaks {} invariant(s):\n  - {}",
@@ -935,7 +687,10 @@ pub(crate) fn run(root: &Path, recorded: bool) -> Result<()> {
             problems.join("\n  - ")
         ));
     }
-    println!("xtask: check-infra: infra/template.yaml keeps every guarded invariant");
+    println!(
+        "xtask: check-infra: infra/template.yaml keeps every guarded invariant (the rules of infra/rules, run by cfn-guard {}, and the computed ones)",
+        crate::tools::CFN_GUARD
+    );
     let bin = crate::tools::ensure(root)?;
     let status = std::process::Command::new(bin.join("cfn-lint"))
         .arg(&path)
@@ -949,6 +704,93 @@ pub(crate) fn run(root: &Path, recorded: bool) -> Result<()> {
         recorded_privileges(root, &t)?;
     }
     Ok(())
+}
+
+/// The rules of `rules` (`infra/rules/*.guard`), run by the `cfn-guard` binary `guard` on the
+/// template file `data`, exactly as a user's pipeline runs them: each failure as
+/// `Resource[.Event]: message`, none when every rule holds.
+pub(crate) fn guard_rules(guard: &Path, rules: &Path, data: &Path) -> Result<Vec<String>> {
+    let out = std::process::Command::new(guard)
+        .arg("validate")
+        .arg("-r")
+        .arg(rules)
+        .arg("-d")
+        .arg(data)
+        .args(["-o", "json", "-S", "none"])
+        .output()
+        .map_err(|e| format!("cfn-guard: {e}"))?;
+    // 0: every rule holds; 19: some rule failed; anything else: the rules or the data are bad.
+    if !matches!(out.status.code(), Some(0 | 19)) {
+        return Err(format!(
+            "cfn-guard validate -r {} -d {} failed ({}): {}{}",
+            rules.display(),
+            data.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let mut problems = Vec::new();
+    for report in serde_json::Deserializer::from_slice(&out.stdout).into_iter::<Value>() {
+        let report = report.map_err(|e| format!("cfn-guard's report: {e}"))?;
+        for failed in report["not_compliant"].as_array().into_iter().flatten() {
+            guard_failures(failed, &mut problems);
+        }
+    }
+    if problems.is_empty() && out.status.code() == Some(19) {
+        problems.push(format!(
+            "cfn-guard: a rule of {} failed: {}",
+            rules.display(),
+            String::from_utf8_lossy(&out.stdout)
+        ));
+    }
+    Ok(problems)
+}
+
+/// Each clause of a cfn-guard report that failed with a message of ours, as
+/// `Resource[.Event]: message` (the resource and event from the path of the value it checked).
+fn guard_failures(v: &Value, out: &mut Vec<String>) {
+    /// The first path checked; a key bound from `Resources` (`Resources[ id | … ]`) has the
+    /// resource's id as its value.
+    fn first_path(v: &Value) -> Option<String> {
+        match v {
+            Value::Object(o) => match o.get("path").and_then(Value::as_str) {
+                Some("/Resources") => o["value"].as_str().map(|id| format!("/Resources/{id}")),
+                Some(p) if !p.is_empty() => Some(p.to_owned()),
+                _ => o.values().find_map(first_path),
+            },
+            Value::Array(a) => a.iter().find_map(first_path),
+            _ => None,
+        }
+    }
+    match v {
+        Value::Object(o) => {
+            if let Some(msg) = o
+                .get("messages")
+                .and_then(|m| m["custom_message"].as_str())
+                .filter(|m| !m.trim().is_empty())
+            {
+                let path = first_path(v).unwrap_or_default();
+                let path: Vec<&str> = path.split('/').collect();
+                let at = match path.as_slice() {
+                    ["", "Resources", id, "Properties", "Events", ev, rest @ ..]
+                        if rest.first() != Some(&"Type") =>
+                    {
+                        format!("{id}.{ev}")
+                    }
+                    ["", "Resources", id, ..] | ["", id, ..] => (*id).to_owned(),
+                    _ => "template".to_owned(),
+                };
+                let problem = format!("{at}: {}", msg.trim());
+                if !out.contains(&problem) {
+                    out.push(problem);
+                }
+            }
+            o.values().for_each(|x| guard_failures(x, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| guard_failures(x, out)),
+        _ => {}
+    }
 }
 
 /// Where the full test run's calls are kept, under the checkout. Only a full `cargo xtask test`
@@ -1184,14 +1026,53 @@ mod tests {
     }
 
     fn template() -> Value {
-        load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/template.yaml"))
-            .expect("template")
+        load(&crate::root().join("infra/template.yaml")).expect("template")
     }
+
+    /// What `cargo xtask check-infra` says of `t`: the Rust checks and the rules of
+    /// `infra/rules`, run by cfn-guard on a copy of `t` (`None` when cfn-guard is not installed:
+    /// `cargo xtask test` and `check-infra` install it first).
+    fn all_problems(t: &Value) -> Option<Vec<String>> {
+        let root = crate::root();
+        let guard = root.join(".cache/cfn-guard/bin/cfn-guard");
+        if !guard.is_file() {
+            println!(
+                "cfn-guard is not installed (cargo xtask check-infra installs it): rules of infra/rules not run"
+            );
+            return None;
+        }
+        let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let data =
+            std::env::temp_dir().join(format!("check-infra-{}-{n}.json", std::process::id()));
+        // The edits below remove a key by setting it to null, as `check` reads it.
+        fn without_nulls(v: &Value) -> Value {
+            match v {
+                Value::Object(o) => Value::Object(
+                    o.iter()
+                        .filter(|(_, x)| !x.is_null())
+                        .map(|(k, x)| (k.clone(), without_nulls(x)))
+                        .collect(),
+                ),
+                Value::Array(a) => Value::Array(a.iter().map(without_nulls).collect()),
+                x => x.clone(),
+            }
+        }
+        std::fs::write(&data, without_nulls(t).to_string()).expect("write the copy");
+        let mut problems = check(t);
+        problems
+            .extend(guard_rules(&guard, &root.join("infra/rules"), &data).expect("cfn-guard runs"));
+        let _ = std::fs::remove_file(&data);
+        Some(problems)
+    }
+
+    static COPIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
     fn broken(edit: impl FnOnce(&mut Value), expect: &str) {
         let mut t = template();
         edit(&mut t);
-        let problems = check(&t);
+        let Some(problems) = all_problems(&t) else {
+            return;
+        };
         assert!(
             problems.iter().any(|p| p.contains(expect)),
             "expected a problem mentioning {expect:?}, got {problems:#?}"
@@ -1205,6 +1086,9 @@ mod tests {
     #[test]
     fn the_committed_template_keeps_every_invariant() {
         assert_eq!(check(&template()), Vec::<String>::new());
+        if let Some(problems) = all_problems(&template()) {
+            assert_eq!(problems, Vec::<String>::new());
+        }
     }
 
     #[test]
@@ -1274,6 +1158,33 @@ mod tests {
 
     /// S4: a mark table replicated as an eventually consistent global table is refused;
     /// strongly consistent multi-Region replication is allowed.
+    /// The rules with no test of their own before they moved to `infra/rules`.
+    #[test]
+    fn the_settings_role_and_mark_key_rules_refuse_a_broken_copy() {
+        broken(
+            |t| {
+                t["Globals"]["Function"]["Environment"]["Variables"]["DEDUP_NAMESPACE"] =
+                    Value::Null
+            },
+            "DEDUP_NAMESPACE is missing",
+        );
+        broken(
+            |t| {
+                t["Globals"]["Function"]["Environment"]["Variables"]["DEDUP_MARK_TABLE"] =
+                    "marks".into()
+            },
+            "DEDUP_MARK_TABLE must reference the mark table resource",
+        );
+        broken(
+            |t| res(t, "FineNotices")["Policies"] = serde_json::json!(["SQSPollerPolicy"]),
+            "FineNotices: use an explicit role, not SAM `Policies`",
+        );
+        broken(
+            |t| res(t, "MarkTable")["KeySchema"][0]["AttributeName"] = "id".into(),
+            "MarkTable: the mark table's partition key must be `pk`",
+        );
+    }
+
     #[test]
     fn an_eventually_consistent_global_mark_table_is_refused() {
         let global = |t: &mut Value, consistency: Option<&str>| {

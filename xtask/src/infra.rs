@@ -1,23 +1,19 @@
 //! `cargo xtask check-infra`: refuses a deployment template that breaks what the functions rely
 //! on. Short-form intrinsics (`!Ref`, `!GetAtt`, …) are read as their long form ([`parse`]).
-//! Checked, per function and queue:
+//! Two halves, one verdict:
 //!
-//! - S9: mark retention > queue message retention + maxReceiveCount × visibility timeout + replay
-//!   window, and the functions' `DEDUP_*` horizon variables equal the queue's real settings (the
-//!   functions check the same inequality at start, on those variables);
-//! - the mark table has TTL on `expires_at`, partition key `pk`, and a stream with old images;
-//! - every SQS and stream trigger has `ReportBatchItemFailures`; every queue has a redrive policy
-//!   to a DLQ; a stream trigger has an on-failure destination (nothing dropped);
-//! - visibility timeout ≥ 6 × function timeout;
-//! - arm64, `provided.al2023`, `rust-cargolambda`, JSON logging;
-//! - least privilege: an explicit role per function, no SAM policy templates, no `Resource: "*"`
-//!   and no wildcard actions for DynamoDB or SQS;
-//! - alarms: each DLQ's depth, and each SQS function's conflicts;
-//! - stream triggers: bisection, a bounded record age, an on-failure destination, retries that
-//!   no transient outage can exhaust (`MaximumRetryAttempts: -1`: only the record's age bounds
-//!   them), and an alarm on the function's `IteratorAge`; a Kinesis function parks the records
-//!   that can never apply in a queue of its own (`DEDUP_PARKING_QUEUE_URL`), granted and
-//!   alarmed.
+//! - the rules a rule language can state are in `infra/rules/*.guard`, run by `cfn-guard` (the
+//!   command a user's own pipeline runs, [`guard_rules`]): the mark table's TTL, key and stream;
+//!   arm64, `provided.al2023`, `rust-cargolambda`, JSON logs; explicit roles, no SAM policy
+//!   templates, no wildcards on data; partial batch responses; stream triggers' bisection,
+//!   record age, infinite retries, on-failure destination and `IteratorAge` alarm; the settings
+//!   every function needs; signed, throttled Function URLs; the relays' sweeps;
+//! - what needs computing or joins across resources stays here ([`check`]): S9, mark retention >
+//!   queue retention + 2 × maxReceiveCount × visibility timeout + DLQ retention + replay window,
+//!   and the `DEDUP_*` horizon variables equal to the queue's settings; visibility ≥ 6 × the
+//!   function timeout; each consumed queue's DLQ and its depth alarm; the grants a trigger and a
+//!   parking queue need; `Conflict` and `OldestPendingSeconds` alarms; new images on a
+//!   forwarded stream; and least privilege against a full test run's recorded calls.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -1084,6 +1084,14 @@ mod tests {
         assert_eq!(check(&template()), Vec::<String>::new());
         if let Some(problems) = all_problems(&template()) {
             assert_eq!(problems, Vec::<String>::new());
+            // And as a user's pipeline runs it: on the YAML itself, short-form tags and all.
+            let root = crate::root();
+            let on_yaml = guard_rules(
+                &root.join(".cache/cfn-guard/bin/cfn-guard"),
+                &root.join("infra/rules"),
+                &root.join("infra/template.yaml"),
+            );
+            assert_eq!(on_yaml, Ok(Vec::new()));
         }
     }
 

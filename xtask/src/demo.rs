@@ -12,8 +12,7 @@ use serde_json::{Value, json};
 
 use crate::Result;
 use crate::stack::{
-    MAX_RECEIVE_COUNT, Stack, TABLE_BALANCES, TABLE_FINE_REVIEWS, TABLE_FINES, TABLE_INTENTS,
-    VISIBILITY_TIMEOUT_SECS,
+    Stack, TABLE_BALANCES, TABLE_FINE_REVIEWS, TABLE_FINES, TABLE_INTENTS, VISIBILITY_TIMEOUT_SECS,
 };
 
 pub(crate) fn ce(kind: &str, source: &str, id: &str, tenant: &str, data: Value) -> String {
@@ -171,9 +170,15 @@ impl Checks {
 
 pub(crate) async fn run(root: &Path) -> Result<()> {
     let stack = Stack::up(root).await?;
+    let receives = stack
+        .plan
+        .queues
+        .iter()
+        .find_map(|q| q.redrive.as_ref().map(|r| r.1))
+        .unwrap_or_default();
     println!(
-        "\nxtask: demo: queues have visibility timeout {VISIBILITY_TIMEOUT_SECS}s and maxReceiveCount {MAX_RECEIVE_COUNT}; \
-         what is reported failed comes back, and goes to the DLQ after {MAX_RECEIVE_COUNT} receives.\n"
+        "\nxtask: demo: queues have visibility timeout {VISIBILITY_TIMEOUT_SECS}s and maxReceiveCount {receives} (infra/template.yaml); \
+         what is reported failed comes back, and goes to the DLQ after {receives} receives.\n"
     );
 
     // --- ledger-projector: mark and balance in one transaction (S5) ---

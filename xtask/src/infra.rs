@@ -1,23 +1,19 @@
 //! `cargo xtask check-infra`: refuses a deployment template that breaks what the functions rely
-//! on. The template must use long-form intrinsics (`Ref:`, `Fn::GetAtt:`) so it parses as plain
-//! YAML. Checked, per function and queue:
+//! on. Short-form intrinsics (`!Ref`, `!GetAtt`, …) are read as their long form ([`parse`]).
+//! Two halves, one verdict:
 //!
-//! - S9: mark retention > queue message retention + maxReceiveCount × visibility timeout + replay
-//!   window, and the functions' `DEDUP_*` horizon variables equal the queue's real settings (the
-//!   functions check the same inequality at start, on those variables);
-//! - the mark table has TTL on `expires_at`, partition key `pk`, and a stream with old images;
-//! - every SQS and stream trigger has `ReportBatchItemFailures`; every queue has a redrive policy
-//!   to a DLQ; a stream trigger has an on-failure destination (nothing dropped);
-//! - visibility timeout ≥ 6 × function timeout;
-//! - arm64, `provided.al2023`, `rust-cargolambda`, JSON logging;
-//! - least privilege: an explicit role per function, no SAM policy templates, no `Resource: "*"`
-//!   and no wildcard actions for DynamoDB or SQS;
-//! - alarms: each DLQ's depth, and each SQS function's conflicts;
-//! - stream triggers: bisection, a bounded record age, an on-failure destination, retries that
-//!   no transient outage can exhaust (`MaximumRetryAttempts: -1`: only the record's age bounds
-//!   them), and an alarm on the function's `IteratorAge`; a Kinesis function parks the records
-//!   that can never apply in a queue of its own (`DEDUP_PARKING_QUEUE_URL`), granted and
-//!   alarmed.
+//! - the rules a rule language can state are in `infra/rules/*.guard`, run by `cfn-guard` (the
+//!   command a user's own pipeline runs, [`guard_rules`]): the mark table's TTL, key and stream;
+//!   arm64, `provided.al2023`, `rust-cargolambda`, JSON logs; explicit roles, no SAM policy
+//!   templates, no wildcards on data; partial batch responses; stream triggers' bisection,
+//!   record age, infinite retries, on-failure destination and `IteratorAge` alarm; the settings
+//!   every function needs; signed, throttled Function URLs; the relays' sweeps;
+//! - what needs computing or joins across resources stays here ([`check`]): S9, mark retention >
+//!   queue retention + 2 × maxReceiveCount × visibility timeout + DLQ retention + replay window,
+//!   and the `DEDUP_*` horizon variables equal to the queue's settings; visibility ≥ 6 × the
+//!   function timeout; each consumed queue's DLQ and its depth alarm; the grants a trigger and a
+//!   parking queue need; `Conflict` and `OldestPendingSeconds` alarms; new images on a
+//!   forwarded stream; and least privilege against a full test run's recorded calls.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -26,14 +22,81 @@ use serde_json::Value;
 
 use crate::Result;
 
-/// Loads a template.
+/// Loads a template, short-form intrinsics (`!Ref`, `!GetAtt`, `!Sub`…) read as their long form.
 pub(crate) fn load(path: &Path) -> Result<Value> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_yaml_ng::from_str(&text).map_err(|e| {
-        format!(
-            "{}: not plain YAML ({e}); write intrinsics in long form (`Ref:`, `Fn::GetAtt:`), not as `!Ref` tags",
-            path.display()
-        )
+    parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A template's text as JSON, each short-form tag replaced by its long form: `!Ref X` by
+/// `{"Ref": "X"}`, `!GetAtt A.B` by `{"Fn::GetAtt": ["A", "B"]}`, `!Condition C` by
+/// `{"Condition": "C"}`, and every other `!Fn` by `{"Fn::Fn": …}`.
+pub(crate) fn parse(text: &str) -> Result<Value> {
+    let yaml: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(text).map_err(|e| format!("not YAML: {e}"))?;
+    long_form(yaml)
+}
+
+/// The short-form tags CloudFormation defines.
+const SHORT_FORMS: [&str; 16] = [
+    "Ref",
+    "Condition",
+    "GetAtt",
+    "Sub",
+    "Join",
+    "If",
+    "Equals",
+    "Select",
+    "FindInMap",
+    "GetAZs",
+    "ImportValue",
+    "Split",
+    "Base64",
+    "Not",
+    "And",
+    "Or",
+];
+
+fn long_form(v: serde_yaml_ng::Value) -> Result<Value> {
+    use serde_yaml_ng::Value as Y;
+    Ok(match v {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(b),
+        Y::Number(n) => serde_json::to_value(&n).map_err(|e| e.to_string())?,
+        Y::String(s) => Value::String(s),
+        Y::Sequence(a) => Value::Array(a.into_iter().map(long_form).collect::<Result<_>>()?),
+        Y::Mapping(m) => {
+            let mut o = serde_json::Map::new();
+            for (k, v) in m {
+                let k = match k {
+                    Y::String(s) => s,
+                    Y::Number(n) => n.to_string(),
+                    Y::Bool(b) => b.to_string(),
+                    other => return Err(format!("a mapping key that is not a string: {other:?}")),
+                };
+                o.insert(k, long_form(v)?);
+            }
+            Value::Object(o)
+        }
+        Y::Tagged(t) => {
+            let tag = t.tag.to_string();
+            let name = tag.trim_start_matches('!');
+            if !SHORT_FORMS.contains(&name) {
+                return Err(format!("unknown tag {tag}"));
+            }
+            let inner = long_form(t.value)?;
+            let (key, inner) = match (name, inner) {
+                ("Ref" | "Condition", v) => (name.to_owned(), v),
+                ("GetAtt", Value::String(s)) => {
+                    let (res, attr) = s
+                        .split_once('.')
+                        .ok_or_else(|| format!("!GetAtt {s}: expected Resource.Attribute"))?;
+                    ("Fn::GetAtt".to_owned(), serde_json::json!([res, attr]))
+                }
+                (_, v) => (format!("Fn::{name}"), v),
+            };
+            Value::Object(serde_json::Map::from_iter([(key, inner)]))
+        }
     })
 }
 
@@ -47,36 +110,20 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
         resources: &resources,
         global,
     };
-    let mark_table = ref_target(&global["Environment"]["Variables"]["DEDUP_MARK_TABLE"]);
-    match mark_table.and_then(|id| resources.get(id).map(|r| (id, r))) {
-        None => {
-            problems.push("Globals: DEDUP_MARK_TABLE must reference the mark table resource".into())
-        }
-        Some((id, table)) => {
-            mark_table_has_ttl_key_and_stream(&mut problems, id, table);
-            global_mark_table_is_strongly_consistent(&mut problems, id, table);
-        }
-    }
     for (id, r) in &resources {
         if r["Type"] != "AWS::Serverless::Function" {
             continue;
         }
-        let f = Function::new(&tpl, id, r, &mut problems);
-        built_for_lambda_on_arm64(&mut problems, &f);
-        required_environment(&mut problems, &f);
-        no_wildcards_on_data(&mut problems, &f);
-        a_public_url_is_signed_and_throttled(&mut problems, &f);
+        let f = Function::new(&tpl, id, r);
         for (name, ev) in f.p["Events"].as_object().into_iter().flatten() {
             let ep = &ev["Properties"];
             let at = format!("{id}.{name}");
             match ev["Type"].as_str() {
                 Some("SQS") => {
-                    reports_batch_item_failures(&mut problems, &at, ep, SQS_PARTIAL);
                     let Some(q) = SqsTrigger::new(&tpl, &at, ep, &mut problems) else {
                         continue;
                     };
                     visibility_covers_six_timeouts(&mut problems, &f, &q);
-                    late_events_have_a_queue(&mut problems, &f);
                     queue_has_a_dead_letter_queue(&mut problems, &q);
                     retention_exceeds_the_horizon(&mut problems, &f, &q);
                     horizon_variables_match_the_queue(&mut problems, &f, &q);
@@ -85,11 +132,6 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
                     conflicts_are_alarmed(&mut problems, &tpl, &f);
                 }
                 Some(kind @ ("DynamoDB" | "Kinesis")) => {
-                    reports_batch_item_failures(&mut problems, &at, ep, STREAM_PARTIAL);
-                    stream_failures_have_a_destination(&mut problems, &at, ep);
-                    stream_trigger_never_stalls(&mut problems, &at, ep);
-                    stream_retries_outlast_an_outage(&mut problems, &at, ep);
-                    stream_lag_is_alarmed(&mut problems, &tpl, &f);
                     if kind == "Kinesis" {
                         kinesis_records_are_parked(&mut problems, &tpl, &f);
                     }
@@ -101,7 +143,6 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
                         relay_redrives_what_the_stream_gives_up(
                             &mut problems,
                             id,
-                            f.p,
                             &resources,
                             f.crate_name,
                         );
@@ -126,7 +167,6 @@ struct Template<'a> {
 struct Function<'a> {
     t: &'a Value,
     id: &'a str,
-    r: &'a Value,
     p: &'a Value,
     global: &'a Value,
     crate_name: &'a str,
@@ -135,37 +175,26 @@ struct Function<'a> {
 }
 
 impl<'a> Function<'a> {
-    /// Reads the function; a missing explicit role, or SAM `Policies`, is a problem here (least
-    /// privilege starts with a role of its own).
-    fn new(tpl: &Template<'a>, id: &'a str, r: &'a Value, problems: &mut Vec<String>) -> Self {
+    /// Reads the function and its role's statements (none without an explicit role: the
+    /// rules in `infra/rules/functions.guard` refuse that).
+    fn new(tpl: &Template<'a>, id: &'a str, r: &'a Value) -> Self {
         let p = &r["Properties"];
-        if !p["Policies"].is_null() {
-            problems.push(format!("{id}: use an explicit role, not SAM `Policies` (SAM's SQS policy template grants `*`)"));
-        }
         let role = ref_target(&p["Role"]).and_then(|rid| tpl.resources.get(rid));
-        let statements: Vec<Value> = match role {
-            Some(role) if role["Type"] == "AWS::IAM::Role" => role["Properties"]["Policies"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .flat_map(|pol| {
-                    pol["PolicyDocument"]["Statement"]
-                        .as_array()
-                        .cloned()
-                        .unwrap_or_default()
-                })
-                .collect(),
-            _ => {
-                problems.push(format!(
-                    "{id}: needs an explicit role (an AWS::IAM::Role in this template)"
-                ));
-                Vec::new()
-            }
-        };
+        let statements: Vec<Value> = role
+            .filter(|role| role["Type"] == "AWS::IAM::Role")
+            .and_then(|role| role["Properties"]["Policies"].as_array())
+            .into_iter()
+            .flatten()
+            .flat_map(|pol| {
+                pol["PolicyDocument"]["Statement"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .collect();
         let mut f = Self {
             t: tpl.t,
             id,
-            r,
             p,
             global: tpl.global,
             crate_name: p["CodeUri"]
@@ -249,159 +278,6 @@ impl<'a> SqsTrigger<'a> {
     }
 }
 
-/// S9, S14: the mark table has TTL on `expires_at`, partition key `pk`, and a stream with old
-/// images (TTL purges are counted from it).
-fn mark_table_has_ttl_key_and_stream(problems: &mut Vec<String>, id: &str, table: &Value) {
-    let p = &table["Properties"];
-    let ttl = &p["TimeToLiveSpecification"];
-    if ttl["Enabled"] != Value::Bool(true) || ttl["AttributeName"] != "expires_at" {
-        problems.push(format!(
-            "{id}: the mark table needs TTL enabled on `expires_at` (S9)"
-        ));
-    }
-    let key = p["KeySchema"].as_array().and_then(|k| k.first());
-    if key.map(|k| (&k["AttributeName"], &k["KeyType"]))
-        != Some((&Value::from("pk"), &Value::from("HASH")))
-    {
-        problems.push(format!("{id}: the mark table's partition key must be `pk`"));
-    }
-    let view = p["StreamSpecification"]["StreamViewType"].as_str();
-    if !matches!(view, Some("OLD_IMAGE" | "NEW_AND_OLD_IMAGES")) {
-        problems.push(format!("{id}: the mark table needs a stream with old images, so TTL purges can be counted (S14)"));
-    }
-}
-
-/// S4 across Regions: with eventually consistent replication, a claim in one Region does not
-/// stop the same claim in another (each conditional write sees only its own replica), so two
-/// Regions could both apply one event.
-fn global_mark_table_is_strongly_consistent(problems: &mut Vec<String>, id: &str, table: &Value) {
-    let p = &table["Properties"];
-    let replicas = p["Replicas"].as_array().map_or(0, Vec::len);
-    if table["Type"] == "AWS::DynamoDB::GlobalTable"
-        && replicas > 1
-        && p["MultiRegionConsistency"] != "STRONG"
-    {
-        problems.push(format!(
-            "{id}: a mark table replicated to {replicas} Regions must use \
-             MultiRegionConsistency: STRONG; with eventual consistency two Regions can \
-             both claim one event (S4)"
-        ));
-    }
-}
-
-/// Built with cargo-lambda for `provided.al2023` on arm64, logging JSON.
-fn built_for_lambda_on_arm64(problems: &mut Vec<String>, f: &Function<'_>) {
-    let id = f.id;
-    if f.r["Metadata"]["BuildMethod"] != "rust-cargolambda" {
-        problems.push(format!(
-            "{id}: Metadata.BuildMethod must be rust-cargolambda"
-        ));
-    }
-    if f.prop("Runtime") != "provided.al2023" {
-        problems.push(format!("{id}: Runtime must be provided.al2023"));
-    }
-    if !f
-        .prop("Architectures")
-        .as_array()
-        .is_some_and(|a| a.iter().any(|x| x == "arm64"))
-    {
-        problems.push(format!("{id}: Architectures must be [arm64]"));
-    }
-    let log_format = f.p["LoggingConfig"]["LogFormat"]
-        .as_str()
-        .or(f.global["LoggingConfig"]["LogFormat"].as_str());
-    if log_format != Some("JSON") {
-        problems.push(format!("{id}: LoggingConfig.LogFormat must be JSON"));
-    }
-}
-
-/// The settings every function refuses to start without.
-fn required_environment(problems: &mut Vec<String>, f: &Function<'_>) {
-    for required in ["DEDUP_NAMESPACE", "DEDUP_MARK_TABLE"] {
-        if f.env(required).is_null() {
-            problems.push(format!(
-                "{}: environment variable {required} is missing",
-                f.id
-            ));
-        }
-    }
-}
-
-/// Least privilege: no `Resource: "*"` and no wildcard actions for DynamoDB or SQS.
-fn no_wildcards_on_data(problems: &mut Vec<String>, f: &Function<'_>) {
-    let id = f.id;
-    for s in &f.statements {
-        let actions = strings(&s["Action"]);
-        let data = actions
-            .iter()
-            .any(|a| a.starts_with("dynamodb:") || a.starts_with("sqs:"));
-        if data && strings(&s["Resource"]).iter().any(|r| r.contains('*')) {
-            problems.push(format!(
-                "{id}: role grants {actions:?} on Resource \"*\"; name the table or queue"
-            ));
-        }
-        if actions
-            .iter()
-            .any(|a| (a.starts_with("dynamodb:") || a.starts_with("sqs:")) && a.contains('*'))
-        {
-            problems.push(format!("{id}: role grants wildcard actions {actions:?}"));
-        }
-    }
-}
-
-const SQS_PARTIAL: &str =
-    "must include ReportBatchItemFailures, or one failure redelivers the whole batch";
-const STREAM_PARTIAL: &str = "must include ReportBatchItemFailures";
-
-/// S12: partial batch responses, so one failure does not redeliver (or retry) the whole batch.
-fn reports_batch_item_failures(problems: &mut Vec<String>, at: &str, ep: &Value, why: &str) {
-    let partial = strings(&ep["FunctionResponseTypes"])
-        .iter()
-        .any(|x| x == "ReportBatchItemFailures");
-    if !partial {
-        problems.push(format!("{at}: FunctionResponseTypes {why}"));
-    }
-}
-
-/// Nothing dropped: records a stream trigger gives up on go to a destination.
-fn stream_failures_have_a_destination(problems: &mut Vec<String>, at: &str, ep: &Value) {
-    if ep["DestinationConfig"]["OnFailure"].is_null() {
-        problems.push(format!("{at}: a stream trigger needs DestinationConfig.OnFailure, or records it gives up on are lost"));
-    }
-}
-
-/// A Function URL anyone can call (`AuthType: NONE`) is authenticated by the sender's signature:
-/// the function must hold the signing secrets, from Secrets Manager (never in the template), and
-/// be throttled (`ReservedConcurrentExecutions`), so a flood cannot take every concurrent
-/// execution of the account.
-fn a_public_url_is_signed_and_throttled(problems: &mut Vec<String>, f: &Function<'_>) {
-    let url = &f.p["FunctionUrlConfig"];
-    if url.is_null() {
-        return;
-    }
-    let id = f.id;
-    if f.p["ReservedConcurrentExecutions"]
-        .as_u64()
-        .is_none_or(|n| n == 0)
-    {
-        problems.push(format!(
-            "{id}: a Function URL needs ReservedConcurrentExecutions (throttling), so a flood of requests cannot take the account's concurrency"
-        ));
-    }
-    if url["AuthType"] == "NONE" {
-        let secrets = f.env("WEBHOOK_SECRETS");
-        let text = secrets
-            .as_str()
-            .or_else(|| secrets["Fn::Sub"].as_str())
-            .unwrap_or_default();
-        if !text.starts_with("{{resolve:secretsmanager:") {
-            problems.push(format!(
-                "{id}: a public Function URL must verify signatures: WEBHOOK_SECRETS must be a {{{{resolve:secretsmanager:…}}}} reference, never a value in the template"
-            ));
-        }
-    }
-}
-
 /// A forwarder reads items from their new images: its table's stream must carry them.
 fn forwarded_stream_carries_new_images(
     problems: &mut Vec<String>,
@@ -431,16 +307,6 @@ fn visibility_covers_six_timeouts(
     if visibility < 6 * timeout {
         problems.push(format!(
             "{qid}: visibility timeout {visibility}s is under 6 x the function timeout ({timeout}s)"
-        ));
-    }
-}
-
-/// S10: late events go to a reconciliation queue.
-fn late_events_have_a_queue(problems: &mut Vec<String>, f: &Function<'_>) {
-    if f.env("DEDUP_RECONCILIATION_QUEUE_URL").is_null() {
-        problems.push(format!(
-            "{}: environment variable DEDUP_RECONCILIATION_QUEUE_URL is missing (late events, S10)",
-            f.id
         ));
     }
 }
@@ -534,51 +400,6 @@ fn conflicts_are_alarmed(problems: &mut Vec<String>, tpl: &Template<'_>, f: &Fun
     }
 }
 
-/// S12, S15: a shard never stalls on one record: a failing batch is bisected down to the
-/// record that fails, and a record is given up (to the OnFailure destination) once older than a
-/// bound within the stream's 24-hour retention.
-fn stream_trigger_never_stalls(problems: &mut Vec<String>, at: &str, ep: &Value) {
-    if ep["BisectBatchOnFunctionError"] != Value::Bool(true) {
-        problems.push(format!(
-            "{at}: BisectBatchOnFunctionError must be true, so one record that keeps failing cannot stall its shard"
-        ));
-    }
-    match ep["MaximumRecordAgeInSeconds"].as_u64() {
-        Some(age) if (60..=86_400).contains(&age) => {}
-        _ => problems.push(format!(
-            "{at}: MaximumRecordAgeInSeconds must be set (60..=86400), so a shard moves on from a record it cannot process"
-        )),
-    }
-}
-
-/// S13, S15: a transient fault never hands a good record on. A stream trigger's retry budget
-/// is spent by every failed attempt, transient or not, so a finite `MaximumRetryAttempts` lets a
-/// store outage longer than that many attempts send good records to the on-failure destination
-/// (by sequence number only). It must be `-1` (infinite, written out): the record's maximum age
-/// bounds the retries instead, and the records that can never apply are parked by the function.
-fn stream_retries_outlast_an_outage(problems: &mut Vec<String>, at: &str, ep: &Value) {
-    if ep["MaximumRetryAttempts"].as_i64() != Some(-1) {
-        problems.push(format!(
-            "{at}: MaximumRetryAttempts must be -1 (infinite, bounded by MaximumRecordAgeInSeconds): a finite budget is spent by a transient outage and hands good records on"
-        ));
-    }
-}
-
-/// A stream that falls behind is noticed: an alarm on the function's `IteratorAge` (AWS/Lambda),
-/// well before records reach their maximum age.
-fn stream_lag_is_alarmed(problems: &mut Vec<String>, tpl: &Template<'_>, f: &Function<'_>) {
-    if !has_alarm(tpl.resources, |a| {
-        a["Namespace"] == "AWS/Lambda"
-            && a["MetricName"] == "IteratorAge"
-            && refs(&a["Dimensions"]).iter().any(|r| r == f.id)
-    }) {
-        problems.push(format!(
-            "{}: needs an alarm on its IteratorAge (AWS/Lambda, FunctionName), so a stream that falls behind is noticed",
-            f.id
-        ));
-    }
-}
-
 /// S15: a Kinesis function parks the records that can never apply, whole, in a queue of its own
 /// (`DEDUP_PARKING_QUEUE_URL`, a queue of this template), which its role may send to and whose
 /// depth is alarmed.
@@ -611,50 +432,15 @@ fn kinesis_records_are_parked(problems: &mut Vec<String>, tpl: &Template<'_>, f:
     }
 }
 
-/// The retry policy of `function`'s (its crate name) stream trigger, as the template sets it:
-/// `MaximumRetryAttempts` (`None` for `-1`, infinite) and `MaximumRecordAgeInSeconds`. The local
-/// Kinesis trigger follows it.
-pub(crate) fn stream_retry_policy(t: &Value, function: &str) -> Option<(Option<u32>, u64)> {
-    let resources = t["Resources"].as_object()?;
-    let (_, f) = resources.iter().find(|(_, r)| {
-        r["Type"] == "AWS::Serverless::Function"
-            && r["Properties"]["CodeUri"]
-                .as_str()
-                .and_then(|u| u.rsplit('/').next())
-                == Some(function)
-    })?;
-    let ep = f["Properties"]["Events"]
-        .as_object()?
-        .values()
-        .find(|ev| matches!(ev["Type"].as_str(), Some("Kinesis" | "DynamoDB")))?;
-    let ep = &ep["Properties"];
-    let retries = match ep["MaximumRetryAttempts"].as_i64() {
-        Some(-1) | None => None,
-        Some(n) => Some(u32::try_from(n).ok()?),
-    };
-    Some((retries, ep["MaximumRecordAgeInSeconds"].as_u64()?))
-}
-
 /// S7, S15: a relay of intents (or a forwarder of an inbox) re-drives what its stream gave up: a
 /// scheduled sweep, and an alarm on the age of the oldest pending item, so nothing stays pending
 /// silently.
 fn relay_redrives_what_the_stream_gives_up(
     problems: &mut Vec<String>,
     id: &str,
-    p: &Value,
     resources: &serde_json::Map<String, Value>,
     crate_name: &str,
 ) {
-    let scheduled = p["Events"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .any(|(_, ev)| ev["Type"] == "Schedule");
-    if !scheduled {
-        problems.push(format!(
-            "{id}: needs a Schedule event for its sweep, which re-drives items left pending (intents, inbox items) when the stream gives their records up"
-        ));
-    }
     let alarmed = has_alarm(resources, |a| {
         a["MetricName"] == "OldestPendingSeconds"
             && a["Dimensions"]
@@ -675,7 +461,7 @@ fn has_alarm(resources: &serde_json::Map<String, Value>, pred: impl Fn(&Value) -
 }
 
 /// A string or a list of strings.
-fn strings(v: &Value) -> Vec<String> {
+pub(crate) fn strings(v: &Value) -> Vec<String> {
     match v {
         Value::String(s) => vec![s.clone()],
         Value::Array(a) => a
@@ -687,7 +473,7 @@ fn strings(v: &Value) -> Vec<String> {
 }
 
 /// The logical id a `Ref` or `Fn::GetAtt` points to.
-fn ref_target(v: &Value) -> Option<&str> {
+pub(crate) fn ref_target(v: &Value) -> Option<&str> {
     v["Ref"]
         .as_str()
         .or_else(|| {
@@ -714,7 +500,7 @@ fn refs(v: &Value) -> Vec<String> {
 }
 
 /// A number, a numeric string, or a `Ref` to a parameter with a numeric default.
-fn as_u64(t: &Value, v: &Value) -> Option<u64> {
+pub(crate) fn as_u64(t: &Value, v: &Value) -> Option<u64> {
     match v {
         Value::Number(n) => n.as_u64(),
         Value::String(s) => s.parse().ok(),
@@ -770,7 +556,7 @@ pub(crate) fn timeouts(t: &Value) -> BTreeMap<String, std::time::Duration> {
         .iter()
         .filter(|(_, r)| r["Type"] == "AWS::Serverless::Function")
         .map(|(id, r)| {
-            let f = Function::new(&tpl, id, r, &mut Vec::new());
+            let f = Function::new(&tpl, id, r);
             (
                 f.crate_name.to_owned(),
                 std::time::Duration::from_secs(f.timeout),
@@ -813,8 +599,7 @@ pub(crate) fn privileges_split(
         if r["Type"] != "AWS::Serverless::Function" {
             continue;
         }
-        let mut ignored = Vec::new();
-        let f = Function::new(&tpl, id, r, &mut ignored);
+        let f = Function::new(&tpl, id, r);
         let Some(called) = calls.get(f.crate_name) else {
             problems.push(format!(
                 "{id}: no recorded calls for {} (was it run?)",
@@ -877,21 +662,31 @@ pub(crate) fn privileges_split(
 }
 
 /// `cargo xtask check-infra`: the checks above, then `cfn-lint`.
-/// `recorded`: also compare the roles with the calls of the last recorded run
-/// (`.cache/logs/calls.json`, written by `cargo xtask test` and the demo), when there is one.
+/// `recorded`: also compare the roles with the full test run's record ([`FULL_RUN_RECORD`],
+/// written only at the end of a full `cargo xtask test`), when there is one.
 /// `cargo xtask test` passes `false`: it records a fresh run and compares at its end.
 pub(crate) fn run(root: &Path, recorded: bool) -> Result<()> {
     let path = root.join("infra").join("template.yaml");
     let t = load(&path)?;
-    let problems = check(&t);
+    let mut problems = check(&t);
+    let guard = crate::tools::cfn_guard(root)?;
+    problems.extend(guard_rules(
+        &guard,
+        &root.join("infra").join("rules"),
+        &path,
+    )?);
     if !problems.is_empty() {
         return Err(format!(
-            "infra/template.yaml breaks {} invariant(s):\n  - {}",
+            "{} breaks {} invariant(s):\n  - {}",
+            path.display(),
             problems.len(),
             problems.join("\n  - ")
         ));
     }
-    println!("xtask: check-infra: infra/template.yaml keeps every guarded invariant");
+    println!(
+        "xtask: check-infra: infra/template.yaml keeps every guarded invariant (the rules of infra/rules, run by cfn-guard {}, and the computed ones)",
+        crate::tools::CFN_GUARD
+    );
     let bin = crate::tools::ensure(root)?;
     let status = std::process::Command::new(bin.join("cfn-lint"))
         .arg(&path)
@@ -907,33 +702,167 @@ pub(crate) fn run(root: &Path, recorded: bool) -> Result<()> {
     Ok(())
 }
 
-/// Least privilege against the last recorded run, if any.
+/// The rules of `rules` (`infra/rules/*.guard`), run by the `cfn-guard` binary `guard` on the
+/// template file `data`, exactly as a user's pipeline runs them: each failure as
+/// `Resource[.Event]: message`, none when every rule holds.
+pub(crate) fn guard_rules(guard: &Path, rules: &Path, data: &Path) -> Result<Vec<String>> {
+    let out = std::process::Command::new(guard)
+        .arg("validate")
+        .arg("-r")
+        .arg(rules)
+        .arg("-d")
+        .arg(data)
+        .args(["-o", "json", "-S", "none"])
+        .output()
+        .map_err(|e| format!("cfn-guard: {e}"))?;
+    // 0: every rule holds; 19: some rule failed; anything else: the rules or the data are bad.
+    if !matches!(out.status.code(), Some(0 | 19)) {
+        return Err(format!(
+            "cfn-guard validate -r {} -d {} failed ({}): {}{}",
+            rules.display(),
+            data.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let mut problems = Vec::new();
+    for report in serde_json::Deserializer::from_slice(&out.stdout).into_iter::<Value>() {
+        let report = report.map_err(|e| format!("cfn-guard's report: {e}"))?;
+        for failed in report["not_compliant"].as_array().into_iter().flatten() {
+            guard_failures(failed, &mut problems);
+        }
+    }
+    if problems.is_empty() && out.status.code() == Some(19) {
+        problems.push(format!(
+            "cfn-guard: a rule of {} failed: {}",
+            rules.display(),
+            String::from_utf8_lossy(&out.stdout)
+        ));
+    }
+    Ok(problems)
+}
+
+/// Each clause of a cfn-guard report that failed with a message of ours, as
+/// `Resource[.Event]: message` (the resource and event from the path of the value it checked).
+fn guard_failures(v: &Value, out: &mut Vec<String>) {
+    /// The first path checked; a key bound from `Resources` (`Resources[ id | … ]`) has the
+    /// resource's id as its value.
+    fn first_path(v: &Value) -> Option<String> {
+        match v {
+            Value::Object(o) => match o.get("path").and_then(Value::as_str) {
+                Some("/Resources") => o["value"].as_str().map(|id| format!("/Resources/{id}")),
+                Some(p) if !p.is_empty() => Some(p.to_owned()),
+                _ => o.values().find_map(first_path),
+            },
+            Value::Array(a) => a.iter().find_map(first_path),
+            _ => None,
+        }
+    }
+    match v {
+        Value::Object(o) => {
+            if let Some(msg) = o
+                .get("messages")
+                .and_then(|m| m["custom_message"].as_str())
+                .filter(|m| !m.trim().is_empty())
+            {
+                let path = first_path(v).unwrap_or_default();
+                let path: Vec<&str> = path.split('/').collect();
+                let at = match path.as_slice() {
+                    ["", "Resources", id, "Properties", "Events", ev, rest @ ..]
+                        if rest.first() != Some(&"Type") =>
+                    {
+                        format!("{id}.{ev}")
+                    }
+                    ["", "Resources", id, ..] | ["", id, ..] => (*id).to_owned(),
+                    _ => "template".to_owned(),
+                };
+                let problem = format!("{at}: {}", msg.trim());
+                if !out.contains(&problem) {
+                    out.push(problem);
+                }
+            }
+            o.values().for_each(|x| guard_failures(x, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| guard_failures(x, out)),
+        _ => {}
+    }
+}
+
+/// Where the full test run's calls are kept, under the checkout. Only a full `cargo xtask test`
+/// (every end-to-end test and the chaos runs) exercises every grant, so only its record can show
+/// a grant is unused; a partial run (the demo, `cargo xtask test -p …`) writes
+/// `.cache/logs/calls.json` for reading, and never this.
+pub(crate) const FULL_RUN_RECORD: &str = ".cache/least-privilege/full-test-run.json";
+
+/// The full test run's record: what each function called, and the local environment that names
+/// the tables and queues it called them on.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Record {
+    /// Which run: always the full `cargo xtask test`.
+    pub(crate) run: String,
+    /// When it ended (RFC 3339, UTC).
+    pub(crate) recorded_at: String,
+    pub(crate) calls: Calls,
+    pub(crate) env: Vec<(String, String)>,
+}
+
+impl Record {
+    pub(crate) fn new(calls: Calls, env: Vec<(String, String)>) -> Self {
+        Self {
+            run: "cargo xtask test (the full suite and the chaos runs)".into(),
+            recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            calls,
+            env,
+        }
+    }
+
+    pub(crate) fn save(&self, root: &Path) -> Result<()> {
+        let path = root.join(FULL_RUN_RECORD);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The record of `root`, `None` when no full test run was recorded there.
+    pub(crate) fn load(root: &Path) -> Result<Option<Self>> {
+        let path = root.join(FULL_RUN_RECORD);
+        match std::fs::read_to_string(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+            Ok(text) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| format!("{FULL_RUN_RECORD}: {e}")),
+        }
+    }
+}
+
+/// Least privilege against the full test run's record, if there is one; says which run it
+/// compares with. Without one it says so and compares nothing: a partial run's calls (the demo's)
+/// would show grants its paths never reach as unused.
 fn recorded_privileges(root: &Path, t: &Value) -> Result<()> {
-    let logs = root.join(".cache").join("logs");
-    let (Ok(calls), Ok(env)) = (
-        std::fs::read_to_string(logs.join("calls.json")),
-        std::fs::read_to_string(logs.join("functions.env")),
-    ) else {
+    let Some(record) = Record::load(root)? else {
         println!(
-            "xtask: check-infra: no recorded run to check the roles against (cargo xtask test records one)"
+            "xtask: check-infra: least privilege not compared: no full test run recorded ({FULL_RUN_RECORD}; a full `cargo xtask test` writes it, partial runs and the demo do not)"
         );
         return Ok(());
     };
-    let calls: Calls = serde_json::from_str(&calls).map_err(|e| format!("calls.json: {e}"))?;
-    let env: Vec<(String, String)> = env
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-    let problems = privileges(t, &calls, &env);
+    let which = format!(
+        "{} recorded at {} ({FULL_RUN_RECORD})",
+        record.run, record.recorded_at
+    );
+    println!("xtask: check-infra: comparing the roles with {which}");
+    let problems = privileges(t, &record.calls, &record.env);
     if problems.is_empty() {
         println!(
-            "xtask: check-infra: every role grants exactly what its function called in the last recorded run (.cache/logs/calls.json)"
+            "xtask: check-infra: every role grants exactly what its function called in that run"
         );
         Ok(())
     } else {
         Err(format!(
-            "the roles and the last recorded run disagree (re-run cargo xtask test after changing either):\n  - {}",
+            "the roles and {which} disagree (re-run cargo xtask test after changing either):\n  - {}",
             problems.join("\n  - ")
         ))
     }
@@ -1034,6 +963,46 @@ mod tests {
         assert!(!privileges(&t, &stray, &local_env()).is_empty());
     }
 
+    /// After a partial run (the demo writes `.cache/logs/calls.json`, with only its own paths'
+    /// calls), `check-infra` does not fail on grants that run never reached: it compares only
+    /// with the full test run's record, says which, and says so when there is none.
+    #[test]
+    fn least_privilege_compares_only_with_the_full_test_run() {
+        let root = std::env::temp_dir().join(format!("check-infra-record-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let logs = root.join(".cache/logs");
+        std::fs::create_dir_all(&logs).expect("dir");
+        let t = small();
+        // What the demo leaves: a run that called PutItem only (UpdateItem unused by it).
+        let partial = calls(&[("dynamodb:PutItem", "local-marks")]);
+        std::fs::write(
+            logs.join("calls.json"),
+            serde_json::to_string(&partial).expect("json"),
+        )
+        .expect("write");
+        let env: String = local_env()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}\n"))
+            .collect();
+        std::fs::write(logs.join("functions.env"), env).expect("write");
+        assert_eq!(recorded_privileges(&root, &t), Ok(()));
+
+        // The full run's record is what it compares with, and a mismatch names that run.
+        Record::new(partial, local_env()).save(&root).expect("save");
+        let err = recorded_privileges(&root, &t).expect_err("UpdateItem was never called");
+        assert!(
+            err.contains("full suite") && err.contains("recorded at") && err.contains("UpdateItem"),
+            "{err}"
+        );
+        let exact = calls(&[
+            ("dynamodb:PutItem", "local-marks"),
+            ("dynamodb:UpdateItem", "local-balances"),
+        ]);
+        Record::new(exact, local_env()).save(&root).expect("save");
+        assert_eq!(recorded_privileges(&root, &t), Ok(()));
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
     /// The local runtime's timeouts are the template's: the function's own, else `Globals`.
     #[test]
     fn each_function_has_the_template_timeout() {
@@ -1053,14 +1022,53 @@ mod tests {
     }
 
     fn template() -> Value {
-        load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/template.yaml"))
-            .expect("template")
+        load(&crate::root().join("infra/template.yaml")).expect("template")
     }
+
+    /// What `cargo xtask check-infra` says of `t`: the Rust checks and the rules of
+    /// `infra/rules`, run by cfn-guard on a copy of `t` (`None` when cfn-guard is not installed:
+    /// `cargo xtask test` and `check-infra` install it first).
+    fn all_problems(t: &Value) -> Option<Vec<String>> {
+        let root = crate::root();
+        let guard = root.join(".cache/cfn-guard/bin/cfn-guard");
+        if !guard.is_file() {
+            println!(
+                "cfn-guard is not installed (cargo xtask check-infra installs it): rules of infra/rules not run"
+            );
+            return None;
+        }
+        let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let data =
+            std::env::temp_dir().join(format!("check-infra-{}-{n}.json", std::process::id()));
+        // The edits below remove a key by setting it to null, as `check` reads it.
+        fn without_nulls(v: &Value) -> Value {
+            match v {
+                Value::Object(o) => Value::Object(
+                    o.iter()
+                        .filter(|(_, x)| !x.is_null())
+                        .map(|(k, x)| (k.clone(), without_nulls(x)))
+                        .collect(),
+                ),
+                Value::Array(a) => Value::Array(a.iter().map(without_nulls).collect()),
+                x => x.clone(),
+            }
+        }
+        std::fs::write(&data, without_nulls(t).to_string()).expect("write the copy");
+        let mut problems = check(t);
+        problems
+            .extend(guard_rules(&guard, &root.join("infra/rules"), &data).expect("cfn-guard runs"));
+        let _ = std::fs::remove_file(&data);
+        Some(problems)
+    }
+
+    static COPIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
     fn broken(edit: impl FnOnce(&mut Value), expect: &str) {
         let mut t = template();
         edit(&mut t);
-        let problems = check(&t);
+        let Some(problems) = all_problems(&t) else {
+            return;
+        };
         assert!(
             problems.iter().any(|p| p.contains(expect)),
             "expected a problem mentioning {expect:?}, got {problems:#?}"
@@ -1074,6 +1082,17 @@ mod tests {
     #[test]
     fn the_committed_template_keeps_every_invariant() {
         assert_eq!(check(&template()), Vec::<String>::new());
+        if let Some(problems) = all_problems(&template()) {
+            assert_eq!(problems, Vec::<String>::new());
+            // And as a user's pipeline runs it: on the YAML itself, short-form tags and all.
+            let root = crate::root();
+            let on_yaml = guard_rules(
+                &root.join(".cache/cfn-guard/bin/cfn-guard"),
+                &root.join("infra/rules"),
+                &root.join("infra/template.yaml"),
+            );
+            assert_eq!(on_yaml, Ok(Vec::new()));
+        }
     }
 
     #[test]
@@ -1143,6 +1162,33 @@ mod tests {
 
     /// S4: a mark table replicated as an eventually consistent global table is refused;
     /// strongly consistent multi-Region replication is allowed.
+    /// The rules with no test of their own before they moved to `infra/rules`.
+    #[test]
+    fn the_settings_role_and_mark_key_rules_refuse_a_broken_copy() {
+        broken(
+            |t| {
+                t["Globals"]["Function"]["Environment"]["Variables"]["DEDUP_NAMESPACE"] =
+                    Value::Null
+            },
+            "DEDUP_NAMESPACE is missing",
+        );
+        broken(
+            |t| {
+                t["Globals"]["Function"]["Environment"]["Variables"]["DEDUP_MARK_TABLE"] =
+                    "marks".into()
+            },
+            "DEDUP_MARK_TABLE must reference the mark table resource",
+        );
+        broken(
+            |t| res(t, "FineNotices")["Policies"] = serde_json::json!(["SQSPollerPolicy"]),
+            "FineNotices: use an explicit role, not SAM `Policies`",
+        );
+        broken(
+            |t| res(t, "MarkTable")["KeySchema"][0]["AttributeName"] = "id".into(),
+            "MarkTable: the mark table's partition key must be `pk`",
+        );
+    }
+
     #[test]
     fn an_eventually_consistent_global_mark_table_is_refused() {
         let global = |t: &mut Value, consistency: Option<&str>| {
@@ -1360,11 +1406,6 @@ mod tests {
             },
             "must grant sqs:SendMessage on its parking queue",
         );
-        // What the local Kinesis trigger follows.
-        assert_eq!(
-            stream_retry_policy(&template(), "ledger-stream"),
-            Some((None, 86_400))
-        );
     }
 
     #[test]
@@ -1450,17 +1491,47 @@ mod tests {
         );
     }
 
+    /// Every short-form tag reads as its long form (issue 24: the parser refused `!Ref`).
     #[test]
-    fn short_form_tags_get_a_clear_message() {
-        let dir = std::env::temp_dir().join(format!("check-infra-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let p = dir.join("t.yaml");
-        std::fs::write(
-            &p,
-            "Resources:\n  A:\n    Properties:\n      Queue: !GetAtt Q.Arn\n",
+    fn short_form_tags_read_as_the_long_form() {
+        let short = parse(
+            r#"
+A: !Ref Queue
+B: !GetAtt Queue.Arn
+C: !GetAtt [Queue, Arn]
+D: !Sub "arn:${AWS::Partition}:sqs:${Queue}"
+E: !Join ["", [a, !Ref Queue]]
+F: !If [IsProd, 1, !Ref "AWS::NoValue"]
+G: !Equals [!Ref Env, prod]
+H: !Select [0, !GetAZs ""]
+I: !FindInMap [Map, !Ref "AWS::Region", Key]
+J: !ImportValue Shared-Queue
+K: !Split [",", !ImportValue List]
+L: !Base64 text
+M: !Not [!Condition IsProd]
+N: !And [!Condition IsProd, !Or [!Condition X, !Condition Y]]
+O: !GetAtt Table.StreamSpecification.StreamArn
+"#,
         )
-        .expect("write");
-        let err = load(&p).expect_err("tags are refused");
-        assert!(err.contains("long form"), "{err}");
+        .expect("short form parses");
+        let long = serde_json::json!({
+            "A": {"Ref": "Queue"},
+            "B": {"Fn::GetAtt": ["Queue", "Arn"]},
+            "C": {"Fn::GetAtt": ["Queue", "Arn"]},
+            "D": {"Fn::Sub": "arn:${AWS::Partition}:sqs:${Queue}"},
+            "E": {"Fn::Join": ["", ["a", {"Ref": "Queue"}]]},
+            "F": {"Fn::If": ["IsProd", 1, {"Ref": "AWS::NoValue"}]},
+            "G": {"Fn::Equals": [{"Ref": "Env"}, "prod"]},
+            "H": {"Fn::Select": [0, {"Fn::GetAZs": ""}]},
+            "I": {"Fn::FindInMap": ["Map", {"Ref": "AWS::Region"}, "Key"]},
+            "J": {"Fn::ImportValue": "Shared-Queue"},
+            "K": {"Fn::Split": [",", {"Fn::ImportValue": "List"}]},
+            "L": {"Fn::Base64": "text"},
+            "M": {"Fn::Not": [{"Condition": "IsProd"}]},
+            "N": {"Fn::And": [{"Condition": "IsProd"}, {"Fn::Or": [{"Condition": "X"}, {"Condition": "Y"}]}]},
+            "O": {"Fn::GetAtt": ["Table", "StreamSpecification.StreamArn"]},
+        });
+        assert_eq!(short, long);
+        assert!(parse("A: !Nope x\n").is_err_and(|e| e.contains("!Nope")));
     }
 }

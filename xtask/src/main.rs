@@ -27,6 +27,7 @@ mod demo_doors;
 mod dynamodb;
 mod functions;
 mod infra;
+mod local;
 mod package;
 mod process;
 mod runtime_api;
@@ -182,12 +183,29 @@ fn sdk_error<E: std::error::Error + 'static>(
     move |e| format!("{context}: {}", aws_sdk_sqs::error::DisplayErrorContext(&e))
 }
 
-/// The workspace root (this crate lives in `<root>/xtask`).
+/// The checkout xtask runs in, found at run time: the current directory or the nearest one above
+/// it holding `xtask/Cargo.toml` and `infra/template.yaml`. Never the directory xtask was
+/// compiled in: with a target directory shared between two checkouts, one binary serves both.
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
+    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    match find_root(&here) {
+        Some(root) => root,
+        None => {
+            eprintln!(
+                "xtask: error: {} is not inside a lambda-dedup checkout (no xtask/Cargo.toml and infra/template.yaml here or above); run cargo xtask from the checkout",
+                here.display()
+            );
+            std::process::exit(2)
+        }
+    }
+}
+
+/// The nearest of `start` and its ancestors that is a checkout of this workspace.
+fn find_root(start: &Path) -> Option<PathBuf> {
+    start
+        .ancestors()
+        .find(|d| d.join("xtask/Cargo.toml").is_file() && d.join("infra/template.yaml").is_file())
         .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
 }
 
 fn cargo() -> String {

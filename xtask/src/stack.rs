@@ -13,29 +13,20 @@ use fake_provider::Provider;
 
 use crate::dynamodb::LocalDynamo;
 use crate::functions::Functions;
+use crate::local::Source;
 use crate::process::{Guarded, free_port, wait_http, wait_tcp};
-use crate::trigger::{
-    Invoker, RetryPolicy, TriggerStats, kinesis_trigger, sqs_trigger, stream_trigger,
-};
+use crate::trigger::{Invoker, TriggerStats, kinesis_trigger, sqs_trigger, stream_trigger};
 use crate::{Result, step};
 use local_dynamodb::kinesis::Kinesis;
 use local_dynamodb::meter::Meter;
 
-/// The SQS-triggered functions.
-pub(crate) const SQS_FUNCTIONS: [&str; 3] =
-    ["ledger-projector", "fine-notices", "payment-dispatcher"];
 /// Visibility timeout of the local queues: short, so redeliveries happen within a demo.
-pub(crate) const VISIBILITY_TIMEOUT_SECS: u64 = 2;
-/// maxReceiveCount of the local queues' redrive policies.
-pub(crate) const MAX_RECEIVE_COUNT: u32 = 5;
-/// Message retention of the local dead-letter queues (part of the horizon, S9).
-pub(crate) const DLQ_RETENTION_SECS: u64 = 3600;
+pub(crate) const VISIBILITY_TIMEOUT_SECS: u64 = crate::local::LOCAL_QUEUE_SECS.0;
 
 /// A queue and its dead-letter queue.
 #[derive(Debug, Clone)]
 pub(crate) struct Queues {
     pub(crate) url: String,
-    pub(crate) arn: String,
     pub(crate) dlq_url: String,
 }
 
@@ -79,26 +70,26 @@ pub(crate) struct Stack {
     /// Per function, the metering proxies its DynamoDB and SQS requests go through: they record
     /// which actions it calls on which tables and queues (least privilege, proven).
     meters: BTreeMap<String, [Meter; 2]>,
+    /// What the local stack was built from (`infra/template.yaml`, see `crate::local`).
+    pub(crate) plan: crate::local::Plan,
 }
 
-pub(crate) const TABLE_MARKS: &str = "dedup-marks";
-pub(crate) const TABLE_BALANCES: &str = "balances";
-pub(crate) const TABLE_FINES: &str = "fines";
+pub(crate) const TABLE_MARKS: &str = "MarkTable";
+pub(crate) const TABLE_BALANCES: &str = "BalancesTable";
+pub(crate) const TABLE_FINES: &str = "FinesTable";
 /// One correlation item per real-world fine (business duplicates flagged for review).
-pub(crate) const TABLE_FINE_REVIEWS: &str = "fine-reviews";
-pub(crate) const TABLE_INTENTS: &str = "intents";
+pub(crate) const TABLE_FINE_REVIEWS: &str = "FineReviewsTable";
+pub(crate) const TABLE_INTENTS: &str = "IntentsTable";
 /// The webhook receiver's inbox (a stream to `inbox-forwarder`).
-pub(crate) const TABLE_INBOX: &str = "webhook-inbox";
+pub(crate) const TABLE_INBOX: &str = "InboxTable";
 /// The ledger's Kinesis stream, read by `ledger-stream`.
-pub(crate) const KINESIS_STREAM: &str = "ledger-events";
+pub(crate) const KINESIS_STREAM: &str = "LedgerEvents";
 /// The webhook receiver's secrets (Standard Webhooks: `whsec_` and the base64 of the key): the
 /// current one and the one being rotated out.
 pub(crate) const WEBHOOK_SECRETS: [&str; 2] = [
     "whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMS1hY21l",
     "whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMC1hY21l",
 ];
-/// The sender the webhook receiver serves (its keys' tenant).
-pub(crate) const WEBHOOK_SENDER: &str = "acme-pay";
 /// The second configuration of `webhook-receiver`: its own `main.rs` under another name
 /// (`tests/webhook-receiver-stripe`), serving a Stripe account (`WEBHOOK_SCHEME=stripe`) at its
 /// own Function URL.
@@ -182,57 +173,94 @@ impl Stack {
                 .build(),
         );
 
-        step(
-            "creating tables (TTL on the mark table, a stream on intents), queues with DLQs and the reconciliation queue",
-        );
-        let marks_stream =
-            lambda_dedup_dynamodb::provision::create_mark_table(&dynamodb, TABLE_MARKS, true)
-                .await
-                .map_err(|e| format!("mark table: {e}"))?
-                .ok_or("the mark table has no stream")?;
-        create_table(&dynamodb, TABLE_BALANCES, "account", false).await?;
-        create_table(&dynamodb, TABLE_FINES, "fine_id", false).await?;
-        create_table(&dynamodb, TABLE_FINE_REVIEWS, "correlation", false).await?;
-        let intents_stream = create_table(&dynamodb, TABLE_INTENTS, "intent_id", true)
-            .await?
-            .ok_or("the intents table has no stream")?;
-        let inbox_stream = create_table(&dynamodb, TABLE_INBOX, "event_key", true)
-            .await?
-            .ok_or("the inbox table has no stream")?;
-        step("creating the ledger's Kinesis stream (2 shards) on the emulator");
-        let kinesis = Kinesis::new(&sqs_endpoint);
-        let kinesis_arn = kinesis.create_stream(KINESIS_STREAM, 2).await?;
-        let mut queues = BTreeMap::new();
-        for f in SQS_FUNCTIONS {
-            queues.insert(f.to_owned(), create_queues(&sqs, f).await?);
+        let template = crate::infra::load(&root.join("infra").join("template.yaml"))?;
+        let plan = crate::local::plan(&template)?;
+        step(format!(
+            "creating what infra/template.yaml declares: {} tables, {} queues (each redrive policy as declared), {} Kinesis stream(s)",
+            plan.tables.len(),
+            plan.queues.len(),
+            plan.streams.len()
+        ));
+        // Each resource's local name (its logical id) → its queue URL, or its own name; and
+        // its ARN (a queue's, a table's stream, a Kinesis stream).
+        let mut names: BTreeMap<String, String> = BTreeMap::new();
+        let mut arns: BTreeMap<String, String> = BTreeMap::new();
+        for t in &plan.tables {
+            if let Some(arn) = create_table(&dynamodb, t).await? {
+                arns.insert(t.name.clone(), arn);
+            }
+            names.insert(t.name.clone(), t.name.clone());
         }
-        let reconciliation_url = sqs
-            .create_queue()
-            .queue_name("reconciliation")
-            .send()
-            .await
-            .map_err(crate::sdk_error("reconciliation queue"))?
-            .queue_url
-            .ok_or("no reconciliation queue url")?;
-        // The Kinesis trigger's on-failure destination.
-        let kinesis_failures_url = sqs
-            .create_queue()
-            .queue_name("ledger-stream-failures")
-            .send()
-            .await
-            .map_err(crate::sdk_error("ledger-stream-failures queue"))?
-            .queue_url
-            .ok_or("no ledger-stream-failures queue url")?;
-
+        for q in &plan.queues {
+            let url = create_queue(&sqs, q, &arns).await?;
+            arns.insert(q.name.clone(), queue_arn(&sqs, &url).await?);
+            names.insert(q.name.clone(), url);
+        }
+        let kinesis = Kinesis::new(&sqs_endpoint);
+        for (name, shards) in &plan.streams {
+            arns.insert(name.clone(), kinesis.create_stream(name, *shards).await?);
+            names.insert(name.clone(), name.clone());
+        }
+        for used in [
+            TABLE_MARKS,
+            TABLE_BALANCES,
+            TABLE_FINES,
+            TABLE_FINE_REVIEWS,
+            TABLE_INTENTS,
+            TABLE_INBOX,
+            KINESIS_STREAM,
+        ] {
+            if !names.contains_key(used) {
+                return Err(format!(
+                    "infra/template.yaml has no {used}, which the demo and the tests use"
+                ));
+            }
+        }
+        let url_of = |id: &str| -> Result<String> {
+            names
+                .get(id)
+                .cloned()
+                .ok_or_else(|| format!("infra/template.yaml: no local {id}"))
+        };
+        // Each SQS-triggered function's queue and its dead-letter queue.
+        let mut queues = BTreeMap::new();
+        for (f, m) in plan
+            .functions
+            .iter()
+            .flat_map(|(f, def)| def.mappings.iter().map(move |m| (f, m)))
+        {
+            let Source::Sqs(q) = &m.source else { continue };
+            let dlq = plan
+                .queues
+                .iter()
+                .find(|x| &x.name == q)
+                .and_then(|x| x.redrive.as_ref())
+                .ok_or_else(|| format!("{q}: no redrive policy"))?;
+            queues.insert(
+                f.clone(),
+                Queues {
+                    url: url_of(q)?,
+                    dlq_url: url_of(&dlq.0)?,
+                },
+            );
+        }
+        let named = |var: &str| -> Result<String> {
+            url_of(
+                plan.named(var)
+                    .ok_or_else(|| format!("infra/template.yaml: no function has {var}"))?,
+            )
+        };
+        let reconciliation_url = named("DEDUP_RECONCILIATION_QUEUE_URL")?;
         // Where ledger-stream parks the records that can never apply (S15).
-        let kinesis_parking_url = sqs
-            .create_queue()
-            .queue_name("ledger-stream-parking")
-            .send()
-            .await
-            .map_err(crate::sdk_error("ledger-stream-parking queue"))?
-            .queue_url
-            .ok_or("no ledger-stream-parking queue url")?;
+        let kinesis_parking_url = named("DEDUP_PARKING_QUEUE_URL")?;
+        // The Kinesis trigger's on-failure destination.
+        let kinesis_failures_url = url_of(
+            plan.mapping("ledger-stream")
+                .and_then(|m| m.on_failure.as_deref())
+                .ok_or(
+                    "infra/template.yaml: ledger-stream's trigger has no on-failure destination",
+                )?,
+        )?;
 
         step(
             "building the functions (cargo build; the first run compiles the AWS SDK, a few minutes)",
@@ -257,54 +285,31 @@ impl Stack {
         let invoke_port = free_port()?;
         let env_file = logs.join("functions.env");
         let mut fenv = conf_env();
-        fenv.extend(
-            [
-                ("AWS_ENDPOINT_URL_DYNAMODB", ddb.endpoint()),
-                ("AWS_ENDPOINT_URL_SQS", sqs_endpoint.clone()),
-                ("DEDUP_RECONCILIATION_QUEUE_URL", reconciliation_url.clone()),
-                // Read by the Kinesis function (ledger-stream), which refuses to start without it.
-                ("DEDUP_PARKING_QUEUE_URL", kinesis_parking_url.clone()),
-                ("DEDUP_NAMESPACE", "demo".into()),
-                ("DEDUP_MARK_TABLE", TABLE_MARKS.into()),
-                ("DEDUP_RETENTION_SECONDS", "86400".into()),
-                ("DEDUP_QUEUE_RETENTION_SECONDS", "3600".into()),
-                ("DEDUP_MAX_RECEIVE_COUNT", MAX_RECEIVE_COUNT.to_string()),
-                (
-                    "DEDUP_VISIBILITY_TIMEOUT_SECONDS",
-                    VISIBILITY_TIMEOUT_SECS.to_string(),
-                ),
-                ("DEDUP_REPLAY_WINDOW_SECONDS", "3600".into()),
-                (
-                    "DEDUP_DLQ_RETENTION_SECONDS",
-                    DLQ_RETENTION_SECS.to_string(),
-                ),
-                ("DEDUP_LEASE_SECONDS", "4".into()),
-                ("BALANCES_TABLE", TABLE_BALANCES.into()),
-                ("FINES_TABLE", TABLE_FINES.into()),
-                ("FINE_REVIEWS_TABLE", TABLE_FINE_REVIEWS.into()),
-                // A local secret for the correlation key; in AWS it comes from SSM.
-                ("FINES_CORRELATION_KEY", "local-correlation-secret".into()),
-                ("INTENTS_TABLE", TABLE_INTENTS.into()),
-                ("INBOX_TABLE", TABLE_INBOX.into()),
-                // Webhook events are ledger events: the inbox is forwarded to the ledger's queue.
-                ("FORWARD_QUEUE_URL", queues["ledger-projector"].url.clone()),
-                // Local secrets; in AWS they come from Secrets Manager (infra/template.yaml).
-                ("WEBHOOK_SCHEME", "standard-webhooks".into()),
-                ("WEBHOOK_SECRETS", WEBHOOK_SECRETS.join(",")),
-                ("WEBHOOK_TENANT", WEBHOOK_SENDER.into()),
-                ("WEBHOOK_MAX_BODY_BYTES", "65536".into()),
-                ("PAYMENTS_API_URL", provider_url.clone()),
-                ("COLLECTIONS_API_URL", provider_url.clone()),
-                ("PROVIDER_TIMEOUT_MS", "1000".into()),
-                // The local payments API is told nothing of key retention; an hour keeps the
-                // S16 guard within reach of a test (a takeover of a claim two hours old).
-                ("PROVIDER_KEY_RETENTION_SECONDS", "3600".into()),
-                ("RUST_LOG", "info".into()),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v)),
-        );
-        let text: String = fenv.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        fenv.extend([
+            ("AWS_ENDPOINT_URL_DYNAMODB".to_owned(), ddb.endpoint()),
+            ("AWS_ENDPOINT_URL_SQS".to_owned(), sqs_endpoint.clone()),
+        ]);
+        // The parameters with no default: the fake provider plays both APIs.
+        let params = BTreeMap::from([
+            ("PaymentsApiUrl", provider_url.clone()),
+            ("CollectionsApiUrl", provider_url.clone()),
+        ]);
+        let mut own_env = BTreeMap::new();
+        let mut function_env: Vec<(String, String)> = Vec::new();
+        for f in crate::functions::ALL {
+            let env = plan.env(f, |id| names.get(id).cloned(), &params)?;
+            for pair in &env {
+                if !function_env.contains(pair) {
+                    function_env.push(pair.clone());
+                }
+            }
+            own_env.insert(f.to_owned(), env);
+        }
+        let text: String = fenv
+            .iter()
+            .chain(&function_env)
+            .map(|(k, v)| format!("{k}={v}\n"))
+            .collect();
         std::fs::write(&env_file, text).map_err(|e| format!("{}: {e}", env_file.display()))?;
         let path = format!(
             "{}:{}",
@@ -333,20 +338,19 @@ impl Stack {
         // Each function reaches DynamoDB and SQS through proxies of its own, which record what it
         // calls (`Stack::calls`, compared with its role by `infra::privileges`).
         let mut meters = BTreeMap::new();
-        let mut own_env = BTreeMap::new();
         for f in crate::functions::ALL {
             let dynamodb_meter = Meter::start(&ddb.endpoint(), Duration::ZERO)?;
             let sqs_meter = Meter::start(&sqs_endpoint, Duration::ZERO)?;
-            own_env.insert(
-                f.to_owned(),
-                vec![
+            own_env
+                .entry(f.to_owned())
+                .or_insert_with(Vec::new)
+                .extend([
                     (
                         "AWS_ENDPOINT_URL_DYNAMODB".to_owned(),
                         dynamodb_meter.endpoint(),
                     ),
                     ("AWS_ENDPOINT_URL_SQS".to_owned(), sqs_meter.endpoint()),
-                ],
-            );
+                ]);
             meters.insert(f.to_owned(), [dynamodb_meter, sqs_meter]);
         }
         // The Stripe configuration of webhook-receiver: its proxies (and so its role) are
@@ -361,10 +365,7 @@ impl Stack {
             .map(|(k, v)| (k.to_owned(), v)),
         );
         own_env.insert(STRIPE_RECEIVER.to_owned(), stripe_env);
-        let function_env = fenv.clone();
-        let timeouts = crate::infra::timeouts(&crate::infra::load(
-            &root.join("infra").join("template.yaml"),
-        )?);
+        let timeouts = crate::infra::timeouts(&template);
         let functions = Functions::start(
             root,
             invoke_url.clone(),
@@ -400,48 +401,45 @@ impl Stack {
                 stats: st,
             })
         };
-        for (f, q) in &queues {
-            let lose = Arc::new(AtomicBool::new(false));
-            triggers.push(tokio::spawn(sqs_trigger(
-                sqs.clone(),
-                invoker(f)?,
-                q.url.clone(),
-                q.arn.clone(),
-                lose.clone(),
-            )));
-            lose_next.insert(f.clone(), lose);
+        // Each function's event source mappings, as the template sets them.
+        for (f, def) in &plan.functions {
+            for m in &def.mappings {
+                let lose = Arc::new(AtomicBool::new(false));
+                match &m.source {
+                    Source::Sqs(q) => triggers.push(tokio::spawn(sqs_trigger(
+                        sqs.clone(),
+                        invoker(f)?,
+                        (url_of(q)?, arns[q].clone()),
+                        m.clone(),
+                        lose.clone(),
+                    ))),
+                    Source::DynamoDbStream(table) => triggers.push(tokio::spawn(stream_trigger(
+                        streams.clone(),
+                        ddb.endpoint(),
+                        invoker(f)?,
+                        arns.get(table).cloned().ok_or_else(|| {
+                            format!("{table}: {f} reads its stream, which it has none")
+                        })?,
+                        m.clone(),
+                    ))),
+                    Source::Kinesis(stream) => {
+                        let failures = m.on_failure.as_deref().ok_or_else(|| {
+                            format!("{f}: its Kinesis trigger has no on-failure destination")
+                        })?;
+                        let failures = (sqs.clone(), url_of(failures)?);
+                        triggers.push(tokio::spawn(kinesis_trigger(
+                            kinesis.clone(),
+                            invoker(f)?,
+                            (stream.clone(), arns[stream].clone()),
+                            failures,
+                            m.clone(),
+                            lose.clone(),
+                        )));
+                    }
+                }
+                lose_next.insert(f.clone(), lose);
+            }
         }
-        for (function, arn) in [
-            ("intent-relay", intents_stream),
-            ("mark-auditor", marks_stream),
-            ("inbox-forwarder", inbox_stream),
-        ] {
-            triggers.push(tokio::spawn(stream_trigger(
-                streams.clone(),
-                ddb.endpoint(),
-                invoker(function)?,
-                arn,
-            )));
-        }
-        // The Kinesis trigger retries as the template's does.
-        let template = crate::infra::load(&root.join("infra").join("template.yaml"))?;
-        let (max_retries, max_age) = crate::infra::stream_retry_policy(&template, "ledger-stream")
-            .ok_or("infra/template.yaml: ledger-stream has no stream trigger retry policy")?;
-        let retry = RetryPolicy {
-            max_retries,
-            max_age: Duration::from_secs(max_age),
-        };
-        let lose = Arc::new(AtomicBool::new(false));
-        triggers.push(tokio::spawn(kinesis_trigger(
-            kinesis.clone(),
-            invoker("ledger-stream")?,
-            KINESIS_STREAM.into(),
-            kinesis_arn,
-            (sqs.clone(), kinesis_failures_url.clone()),
-            retry,
-            lose.clone(),
-        )));
-        lose_next.insert("ledger-stream".to_owned(), lose);
         let webhook_url = format!("{invoke_url}/lambda-url/webhook-receiver/");
         step("the stack is up");
         Ok(Self {
@@ -472,6 +470,7 @@ impl Stack {
             accounts,
             function_env,
             meters,
+            plan,
         })
     }
 
@@ -499,6 +498,8 @@ impl Stack {
     /// in `infra/template.yaml` (see `infra::privileges`): every call granted and, with
     /// `both_ways` (a run that exercises every path, as `cargo xtask test` does), every granted
     /// data action called. Writes the calls to `.cache/logs/calls.json`.
+    /// With `both_ways`, also keeps this run's calls as the full test run's record
+    /// (`infra::FULL_RUN_RECORD`), the only one `cargo xtask check-infra` compares with.
     pub(crate) fn check_privileges(&self, root: &Path, both_ways: bool) -> Result<()> {
         let calls = self.calls();
         let logs = root.join(".cache").join("logs");
@@ -506,6 +507,9 @@ impl Stack {
             logs.join("calls.json"),
             serde_json::to_string_pretty(&calls).unwrap_or_default(),
         );
+        if both_ways {
+            crate::infra::Record::new(calls.clone(), self.function_env.clone()).save(root)?;
+        }
         let t = crate::infra::load(&root.join("infra").join("template.yaml"))?;
         let (mut problems, unused) = crate::infra::privileges_split(&t, &calls, &self.function_env);
         if both_ways {
@@ -674,16 +678,67 @@ impl Drop for Stack {
     }
 }
 
-/// Creates a table keyed by the string `key`; returns its stream ARN when `stream`.
+/// Creates `t` (on demand, its string partition key, its stream and TTL); returns its stream's
+/// ARN when it has one.
 async fn create_table(
     client: &aws_sdk_dynamodb::Client,
-    name: &str,
-    key: &str,
-    stream: bool,
+    t: &crate::local::Table,
 ) -> Result<Option<String>> {
-    lambda_dedup_dynamodb::provision::create_table(client, name, key, stream)
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+        StreamSpecification, StreamViewType, TimeToLiveSpecification,
+    };
+    let bad = |e: aws_sdk_dynamodb::error::BuildError| format!("table {}: {e}", t.name);
+    let mut req = client
+        .create_table()
+        .table_name(&t.name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name(&t.key)
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .map_err(bad)?,
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name(&t.key)
+                .key_type(KeyType::Hash)
+                .build()
+                .map_err(bad)?,
+        );
+    if let Some(view) = &t.stream {
+        req = req.stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::from(view.as_str()))
+                .build()
+                .map_err(bad)?,
+        );
+    }
+    let out = req
+        .send()
         .await
-        .map_err(|e| format!("create table {name}: {e}"))
+        .map_err(crate::sdk_error(format!("create table {}", t.name)))?;
+    if let Some(attr) = &t.ttl {
+        client
+            .update_time_to_live()
+            .table_name(&t.name)
+            .time_to_live_specification(
+                TimeToLiveSpecification::builder()
+                    .enabled(true)
+                    .attribute_name(attr)
+                    .build()
+                    .map_err(bad)?,
+            )
+            .send()
+            .await
+            .map_err(crate::sdk_error(format!("TTL on {}", t.name)))?;
+    }
+    Ok(out
+        .table_description()
+        .and_then(|d| d.latest_stream_arn())
+        .map(str::to_owned))
 }
 
 async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<String> {
@@ -698,39 +753,45 @@ async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<String> {
         .ok_or_else(|| format!("no ARN for {url}"))
 }
 
-async fn create_queues(sqs: &aws_sdk_sqs::Client, function: &str) -> Result<Queues> {
-    let dlq_url = sqs
+/// Creates `q` (its dead-letter queue's ARN in `arns`); returns its URL.
+async fn create_queue(
+    sqs: &aws_sdk_sqs::Client,
+    q: &crate::local::Queue,
+    arns: &BTreeMap<String, String>,
+) -> Result<String> {
+    let mut req = sqs
         .create_queue()
-        .queue_name(format!("{function}-dlq"))
-        .attributes(
-            QueueAttributeName::MessageRetentionPeriod,
-            DLQ_RETENTION_SECS.to_string(),
-        )
-        .send()
-        .await
-        .map_err(crate::sdk_error(format!("queue for {function}")))?
-        .queue_url
-        .ok_or("no DLQ url")?;
-    let redrive = serde_json::json!({
-        "deadLetterTargetArn": queue_arn(sqs, &dlq_url).await?,
-        "maxReceiveCount": MAX_RECEIVE_COUNT,
-    })
-    .to_string();
-    let url = sqs
-        .create_queue()
-        .queue_name(function)
+        .queue_name(if q.fifo {
+            format!("{}.fifo", q.name)
+        } else {
+            q.name.clone()
+        })
         .attributes(
             QueueAttributeName::VisibilityTimeout,
-            VISIBILITY_TIMEOUT_SECS.to_string(),
+            q.visibility_timeout.to_string(),
         )
-        .attributes(QueueAttributeName::RedrivePolicy, redrive)
-        .send()
+        .attributes(
+            QueueAttributeName::MessageRetentionPeriod,
+            q.retention.to_string(),
+        );
+    if q.fifo {
+        req = req.attributes(QueueAttributeName::FifoQueue, "true");
+    }
+    if let Some((dlq, max_receive_count)) = &q.redrive {
+        let arn = arns
+            .get(dlq)
+            .ok_or_else(|| format!("{}: its DLQ {dlq} is not a queue", q.name))?;
+        let redrive = serde_json::json!({
+            "deadLetterTargetArn": arn,
+            "maxReceiveCount": max_receive_count,
+        });
+        req = req.attributes(QueueAttributeName::RedrivePolicy, redrive.to_string());
+    }
+    req.send()
         .await
-        .map_err(crate::sdk_error(format!("queue for {function}")))?
+        .map_err(crate::sdk_error(format!("queue {}", q.name)))?
         .queue_url
-        .ok_or("no queue url")?;
-    let arn = queue_arn(sqs, &url).await?;
-    Ok(Queues { url, arn, dlq_url })
+        .ok_or_else(|| format!("no URL for queue {}", q.name))
 }
 
 /// Follows the functions' log and sums their EMF records, as CloudWatch would extract them.

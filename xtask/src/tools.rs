@@ -1,7 +1,9 @@
 //! Python tools in a project venv (`.cache/venv`): the SQS emulator (`moto[server]`) and
 //! `cargo-lambda` (which brings `ziglang` for cross builds), `cfn-lint`, and the webhook senders'
 //! own signing libraries (`standardwebhooks`, `stripe`), with which the end-to-end tests and the
-//! demo sign their deliveries (`tests/senders/sign.py`). Pinned, installed once.
+//! demo sign their deliveries (`tests/senders/sign.py`). Pinned, installed once. And AWS
+//! CloudFormation Guard (`cfn-guard`, Apache-2.0), which runs the template's rules
+//! (`infra/rules/*.guard`): installed once with `cargo install --locked` into `.cache/cfn-guard`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -62,6 +64,35 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
         .map_err(|e| format!("pip: {e}"))?;
     if !status.success() {
         return Err(format!("pip install {} failed", PINS.join(" ")));
+    }
+    fs::write(&stamp, "").map_err(|e| format!("{}: {e}", stamp.display()))?;
+    Ok(bin)
+}
+
+/// The pinned version of `cfn-guard`.
+pub(crate) const CFN_GUARD: &str = "3.2.1";
+
+/// The `cfn-guard` binary, installed first if needed (`cargo install --locked`, from crates.io,
+/// into `.cache/cfn-guard`; a few minutes on two cores, the first time only).
+pub(crate) fn cfn_guard(root: &Path) -> Result<PathBuf> {
+    let dir = root.join(".cache").join("cfn-guard");
+    let bin = dir.join("bin").join("cfn-guard");
+    let stamp = dir.join(format!(".installed-{CFN_GUARD}"));
+    if stamp.is_file() && bin.is_file() {
+        return Ok(bin);
+    }
+    crate::step(format!(
+        "installing cfn-guard {CFN_GUARD} into .cache/cfn-guard (cargo install --locked; first run only, a few minutes)"
+    ));
+    let status = Command::new(crate::cargo())
+        .args(["install", "--locked", "--quiet"])
+        .arg(format!("cfn-guard@{CFN_GUARD}"))
+        .arg("--root")
+        .arg(&dir)
+        .status()
+        .map_err(|e| format!("cargo install cfn-guard: {e}"))?;
+    if !status.success() || !bin.is_file() {
+        return Err(format!("cargo install cfn-guard@{CFN_GUARD} failed"));
     }
     fs::write(&stamp, "").map_err(|e| format!("{}: {e}", stamp.display()))?;
     Ok(bin)

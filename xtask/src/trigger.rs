@@ -21,6 +21,8 @@ use base64::Engine;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use crate::local::Mapping;
+
 /// Counters a trigger keeps, for progress and the report.
 #[derive(Debug, Default)]
 pub(crate) struct TriggerStats {
@@ -107,30 +109,45 @@ async fn invoke(
 pub(crate) async fn sqs_trigger(
     sqs: aws_sdk_sqs::Client,
     mut invoker: Invoker,
-    queue_url: String,
-    queue_arn: String,
+    (queue_url, queue_arn): (String, String),
+    mapping: Mapping,
     lose_next: Arc<AtomicBool>,
 ) {
     let function = invoker.function.clone();
     let stats = invoker.stats.clone();
     loop {
-        let received = sqs
-            .receive_message()
-            .queue_url(&queue_url)
-            .max_number_of_messages(10)
-            .wait_time_seconds(1)
-            .message_system_attribute_names(MessageSystemAttributeName::All)
-            .message_attribute_names("All")
-            .send()
-            .await;
-        let messages = match received {
-            Ok(out) => out.messages.unwrap_or_default(),
-            Err(e) => {
-                eprintln!("xtask: trigger {function}: receive failed: {e}");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
+        // Up to the mapping's batch size, gathered for at most its batching window.
+        let mut messages = Vec::new();
+        let started = std::time::Instant::now();
+        while messages.len() < mapping.batch_size {
+            let first = messages.is_empty();
+            let want = (mapping.batch_size - messages.len()).min(10) as i32;
+            let received = sqs
+                .receive_message()
+                .queue_url(&queue_url)
+                .max_number_of_messages(want)
+                .wait_time_seconds(i32::from(first))
+                .message_system_attribute_names(MessageSystemAttributeName::All)
+                .message_attribute_names("All")
+                .send()
+                .await;
+            match received {
+                Ok(out) => {
+                    let got = out.messages.unwrap_or_default();
+                    let empty = got.is_empty();
+                    messages.extend(got);
+                    // Nothing more waiting, or the window is over: invoke with what there is.
+                    if empty || started.elapsed() >= mapping.window {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    eprintln!("xtask: trigger {function}: receive failed: {e}");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    break;
+                }
             }
-        };
+        }
         if messages.is_empty() {
             continue;
         }
@@ -194,6 +211,8 @@ pub(crate) async fn sqs_trigger(
             continue;
         }
         let failed: HashSet<String> = match answer {
+            // Without ReportBatchItemFailures, the answer's body means nothing to the trigger.
+            Ok(_) if !mapping.partial => HashSet::new(),
             Ok(body) => body["batchItemFailures"]
                 .as_array()
                 .map(|fs| {
@@ -288,6 +307,7 @@ pub(crate) async fn stream_trigger(
     endpoint: String,
     mut invoker: Invoker,
     stream_arn: String,
+    mapping: Mapping,
 ) {
     let http = reqwest::Client::new();
     let function = invoker.function.clone();
@@ -353,12 +373,13 @@ pub(crate) async fn stream_trigger(
                 .collect();
             while !pending.is_empty() {
                 idle = false;
+                let batch = &pending[..pending.len().min(mapping.batch_size)];
                 stats.invocations.fetch_add(1, Ordering::Relaxed);
                 stats
                     .delivered
-                    .fetch_add(pending.len() as u64, Ordering::Relaxed);
-                let answer = invoker.call(&json!({ "Records": pending })).await;
-                let seqs = pending
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                let answer = invoker.call(&json!({ "Records": batch })).await;
+                let seqs = batch
                     .iter()
                     .map(|r| r["dynamodb"]["SequenceNumber"].as_str().unwrap_or_default());
                 // Lambda retries from the first failed record, in order; the rest is done.
@@ -382,12 +403,12 @@ pub(crate) async fn stream_trigger(
 }
 
 /// How the local Kinesis trigger retries a record its function keeps reporting, as
-/// `infra/template.yaml` sets it for Lambda's (`crate::infra::stream_retry_policy`): until it
+/// `infra/template.yaml` sets it for Lambda's (`crate::local::Mapping`): until it
 /// has been retried `max_retries` times (`None`: `MaximumRetryAttempts: -1`, no count) or is
 /// older than `max_age` (`MaximumRecordAgeInSeconds`), then it is handed to the on-failure
 /// destination and the shard moves past it.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct RetryPolicy {
+struct RetryPolicy {
     pub(crate) max_retries: Option<u32>,
     pub(crate) max_age: Duration,
 }
@@ -457,12 +478,15 @@ fn kinesis_record(
 pub(crate) async fn kinesis_trigger(
     kinesis: local_dynamodb::kinesis::Kinesis,
     mut invoker: Invoker,
-    stream: String,
-    arn: String,
+    (stream, arn): (String, String),
     destination: (aws_sdk_sqs::Client, String),
-    retry: RetryPolicy,
+    mapping: Mapping,
     lose_next: Arc<AtomicBool>,
 ) {
+    let retry = RetryPolicy {
+        max_retries: mapping.max_retries,
+        max_age: mapping.max_age.unwrap_or(Duration::MAX),
+    };
     let function = invoker.function.clone();
     let stats = invoker.stats.clone();
     let mut shards: std::collections::BTreeMap<String, KinesisShard> = Default::default();
@@ -484,7 +508,13 @@ pub(crate) async fn kinesis_trigger(
                 let Some(current) = shard.iterator.clone() else {
                     continue;
                 };
-                match kinesis.records(&current, 10).await {
+                match kinesis
+                    .records(
+                        &current,
+                        u32::try_from(mapping.batch_size).unwrap_or(u32::MAX),
+                    )
+                    .await
+                {
                     Ok((records, next)) => {
                         shard.iterator = next;
                         shard.pending = records;

@@ -2,13 +2,12 @@
 
 use super::*;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-use lambda_dedup::{Item, Retention, Value};
+use lambda_dedup::{Item, Value};
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::Env;
 use lambda_runtime::tower::ServiceExt;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// The mail API: each idempotency key sends one e-mail, as an API honouring the key does; it
 /// counts the requests and the e-mails, and can be told to fail.
@@ -37,13 +36,17 @@ impl Mail {
     }
 }
 
-fn function(store: &MemoryStore, mail: &Mail) -> SqsService {
+fn settings() -> Dedup {
     let env = Env::from_pairs([
         ("DEDUP_NAMESPACE", "example"),
         ("DEDUP_MARK_TABLE", "marks"),
         ("ORDERS_TABLE", "orders"),
     ]);
-    let dedup = Dedup::read(&env, "order-placed").expect("settings");
+    Dedup::read(&env, "order-placed").expect("settings")
+}
+
+fn function(store: &MemoryStore, mail: &Mail) -> SqsService {
+    let dedup = settings();
     let mail = mail.clone();
     let send = move |order, key| {
         let result = mail.send(order, key);
@@ -53,7 +56,9 @@ fn function(store: &MemoryStore, mail: &Mail) -> SqsService {
 }
 
 fn store() -> MemoryStore {
-    let store = MemoryStore::new(Retention::unchecked(Duration::from_secs(86_400)).expect("r"));
+    let settings = settings();
+    let store =
+        MemoryStore::new(settings.settings().retention).with_lease(settings.settings().lease);
     store.create_table("orders", "order_id");
     store
 }

@@ -262,6 +262,15 @@ impl Stores {
     /// A fresh mark table on `kind`, keeping marks for `retention`.
     pub async fn new(kind: StoreKind, retention: Retention) -> Self {
         let clock = std::sync::Arc::new(lambda_dedup::ManualClock::new(SystemTime::now()));
+        Self::on_clock(kind, retention, clock).await
+    }
+
+    /// [`new`](Self::new), every store built here reading `clock`.
+    pub async fn on_clock(
+        kind: StoreKind,
+        retention: Retention,
+        clock: std::sync::Arc<lambda_dedup::ManualClock>,
+    ) -> Self {
         let backend = match kind {
             StoreKind::DynamoDb => {
                 let client = client();

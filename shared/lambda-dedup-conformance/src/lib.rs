@@ -1,0 +1,686 @@
+//! The conformance suite of `lambda_dedup::MarkStore`: the promises every store keeps (S4–S6,
+//! S8, S9, S11, S13, S15, S16), each a case that speaks only through the trait and reads effect
+//! items back through the store's own access path. The DynamoDB and memory stores pass it; a
+//! third-party store passes it by implementing [`Harness`] and [`World`] and invoking
+//! [`suite!`]:
+//!
+//! ```ignore
+//! struct Mine;
+//! impl lambda_dedup_conformance::Harness for Mine { /* a fresh store and its tables per case */ }
+//! lambda_dedup_conformance::suite!(Mine);
+//! ```
+//!
+//! Each case gets a fresh [`World`] on a [`ManualClock`] it advances to expire leases and marks,
+//! so a store under test must read its time from the clock it is given.
+
+#![warn(missing_docs)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use lambda_dedup::{
+    Claim, Clock, Commit, CommitRequest, DedupKey, Effect, Fingerprint, Item, ManualClock,
+    MarkStatus, MarkStore, Retention, Scope, Seen, StoreError, Value,
+};
+
+/// A future a harness returns (object-safe traits cannot have `async fn`s).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// How to make a fresh world for one case.
+pub trait Harness: Send + Sync {
+    /// A fresh store keeping marks for `retention`, with leases of at most `lease`, reading
+    /// its time from `clock`, with no marks and no effect tables yet.
+    fn world(
+        &self,
+        retention: Retention,
+        lease: Duration,
+        clock: Arc<ManualClock>,
+    ) -> BoxFuture<'_, Box<dyn World>>;
+}
+
+/// One case's store and its effect tables, read and written through the store's own access
+/// path (not through the trait under test).
+pub trait World: Send + Sync {
+    /// The store under test.
+    fn store(&self) -> Arc<dyn MarkStore>;
+    /// A fresh effect table keyed by the string attribute `key_attr`; its name.
+    fn table<'a>(&'a self, key_attr: &'a str) -> BoxFuture<'a, String>;
+    /// Writes `item` to `table` unconditionally (seeding).
+    fn put<'a>(&'a self, table: &'a str, item: Item) -> BoxFuture<'a, ()>;
+    /// The item at `key` in `table`, read strongly consistently.
+    fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> BoxFuture<'a, Option<Item>>;
+}
+
+/// Every case of the suite, by name.
+pub const CASES: [&str; 13] = [
+    "claims_are_exclusive",
+    "commit_then_duplicate",
+    "a_failed_condition_writes_nothing",
+    "refused_writes_are_permanent_and_write_nothing",
+    "another_fingerprint_is_a_conflict",
+    "leases_expire_and_fence",
+    "release_hands_over_at_once",
+    "marks_expire_with_their_ttl",
+    "leases_end_by_the_deadline",
+    "results_are_bounded",
+    "batch_commits_judge_each_request_alone",
+    "effects_put_update_and_delete",
+    "sequence_mode_applies_in_order_and_names_the_rest",
+];
+
+/// One `#[tokio::test]` per case of the suite, on the harness `$harness` (an expression).
+#[macro_export]
+macro_rules! suite {
+    ($harness:expr) => {
+        $crate::suite!(@cases $harness;
+            claims_are_exclusive,
+            commit_then_duplicate,
+            a_failed_condition_writes_nothing,
+            refused_writes_are_permanent_and_write_nothing,
+            another_fingerprint_is_a_conflict,
+            leases_expire_and_fence,
+            release_hands_over_at_once,
+            marks_expire_with_their_ttl,
+            leases_end_by_the_deadline,
+            results_are_bounded,
+            batch_commits_judge_each_request_alone,
+            effects_put_update_and_delete,
+            sequence_mode_applies_in_order_and_names_the_rest,
+        );
+    };
+    (@cases $harness:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                $crate::$case(&$harness).await;
+            }
+        )*
+    };
+}
+
+const LEASE: Duration = Duration::from_secs(30);
+const RETENTION: Duration = Duration::from_secs(3600);
+
+/// A name no other case uses (tables, accounts, event ids).
+fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!(
+        "{prefix}-{nanos:x}-{}",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn scope() -> Scope {
+    Scope::new("conformance", "suite").expect("a valid scope")
+}
+
+struct Case {
+    world: Box<dyn World>,
+    store: Arc<dyn MarkStore>,
+    clock: Arc<ManualClock>,
+    balances: String,
+}
+
+async fn case<H: Harness>(h: &H) -> Case {
+    let clock = Arc::new(ManualClock::new(SystemTime::now()));
+    let retention = Retention::unchecked(RETENTION).expect("retention");
+    let world = h.world(retention, LEASE, clock.clone()).await;
+    let store = world.store();
+    let balances = world.table("account").await;
+    Case {
+        world,
+        store,
+        clock,
+        balances,
+    }
+}
+
+impl Case {
+    /// A number attribute of the item at `key_attr = key` in `table`.
+    async fn number(&self, table: &str, key_attr: &str, key: &str, attr: &str) -> Option<i64> {
+        let item = self
+            .world
+            .read(table, &Item::new().with(key_attr, key))
+            .await?;
+        match item.0.get(attr)? {
+            Value::N(n) => n.parse().ok(),
+            _ => None,
+        }
+    }
+}
+
+fn key() -> DedupKey {
+    DedupKey::new(&scope(), "acme", &[&unique("evt")])
+}
+
+fn fp(s: &str) -> Fingerprint {
+    Fingerprint::of_bytes(s.as_bytes())
+}
+
+fn credit(balances: &str, account: &str, amount: i64) -> Effect {
+    Effect::update(balances, Item::new().with("account", account))
+        .expression("ADD #b :a")
+        .name("#b", "balance")
+        .value(":a", amount)
+}
+
+fn req<'a>(
+    key: &'a DedupKey,
+    fp: Option<&'a Fingerprint>,
+    result: Option<&'a str>,
+    effects: &'a [Effect],
+) -> CommitRequest<'a> {
+    CommitRequest {
+        key,
+        fingerprint: fp,
+        result,
+        effects,
+    }
+}
+
+impl Case {
+    /// An account whose balance is text: an `ADD` to it is refused for good (a poison).
+    async fn poisoned_account(&self) -> String {
+        let poisoned = unique("poison");
+        self.world
+            .put(
+                &self.balances,
+                Item::new()
+                    .with("account", poisoned.as_str())
+                    .with("balance", "text"),
+            )
+            .await;
+        poisoned
+    }
+
+    async fn balance(&self, account: &str) -> Option<i64> {
+        self.number(&self.balances, "account", account, "balance")
+            .await
+    }
+}
+
+/// S4: of many concurrent claims of one key, exactly one wins; the rest see it in progress.
+pub async fn claims_are_exclusive<H: Harness>(h: &H) {
+    let c = case(h).await;
+    let k = key();
+    let f = fp("a");
+    let claims =
+        futures::future::join_all((0..16).map(|_| c.store.claim(&k, Some(&f), None))).await;
+    let won = claims
+        .iter()
+        .filter(|r| matches!(r, Ok(Claim::Claimed(_))))
+        .count();
+    assert_eq!(won, 1, "{claims:?}");
+    for r in &claims {
+        match r {
+            Ok(Claim::Claimed(_)) | Ok(Claim::Seen(Seen::InProgress { .. })) => {}
+            // DynamoDB may see the write change under a failed condition; never a second win.
+            Err(StoreError::Contended(_)) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+/// S5, S8: a commit writes the mark and its effect; a second is a duplicate with the stored
+/// result and writes nothing more.
+pub async fn commit_then_duplicate<H: Harness>(h: &H) {
+    let c = case(h).await;
+    let k = key();
+    let f = fp("a");
+    let account = unique("acct");
+    let effects = [credit(&c.balances, &account, 5)];
+    let first = c
+        .store
+        .commit(req(&k, Some(&f), Some("r1"), &effects))
+        .await;
+    assert_eq!(first.expect("commit"), Commit::Applied);
+    let again = c
+        .store
+        .commit(req(&k, Some(&f), Some("r2"), &effects))
+        .await
+        .expect("commit");
+    let Commit::Seen(Seen::Duplicate(mark)) = again else {
+        panic!("expected a duplicate, got {again:?}");
+    };
+    assert_eq!(mark.result.as_deref(), Some("r1"));
+    assert_eq!(c.balance(&account).await, Some(5), "applied once");
+    let claim = c.store.claim(&k, Some(&f), None).await.expect("claim");
+    assert!(
+        matches!(claim, Claim::Seen(Seen::Duplicate(_))),
+        "{claim:?}"
+    );
+    let got = c.store.get(&k).await.expect("get").expect("mark");
+    assert_eq!(got.status, MarkStatus::Completed);
+    assert_eq!(got.fingerprint.as_ref(), Some(&f));
+}
+
+/// S5: an effect whose condition fails leaves nothing: no mark, no other effect.
+pub async fn a_failed_condition_writes_nothing<H: Harness>(h: &H) {
+    let c = case(h).await;
+    let k = key();
+    let account = unique("acct");
+    let effects = [
+        credit(&c.balances, &account, 5),
+        Effect::condition_check(
+            &c.balances,
+            Item::new().with("account", "nobody"),
+            "attribute_exists(account)",
+        ),
+    ];
+    let out = c
+        .store
+        .commit(req(&k, None, None, &effects))
+        .await
+        .expect("commit");
+    assert_eq!(out, Commit::EffectRejected { index: 1 });
+    assert_eq!(c.balance(&account).await, None, "no effect written");
+    assert!(c.store.get(&k).await.expect("get").is_none(), "no mark");
+}
+
+/// S15: writes refused as they are (an ADD to a string; a malformed expression) are the
+/// event's own permanent refusal, and nothing is written.
+pub async fn refused_writes_are_permanent_and_write_nothing<H: Harness>(h: &H) {
+    let c = case(h).await;
+    let poisoned = c.poisoned_account().await;
+    let k = key();
+    let good = unique("acct");
+    let effects = [
+        credit(&c.balances, &good, 1),
+        credit(&c.balances, &poisoned, 1),
+    ];
+    let err = c
+        .store
+        .commit(req(&k, None, None, &effects))
+        .await
+        .expect_err("refused");
+    match &err {
+        StoreError::Refused { position, .. } => assert_eq!(*position, Some(2), "{err}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(!err.is_retryable());
+    assert_eq!(c.balance(&good).await, None);
+    assert!(c.store.get(&k).await.expect("get").is_none());
+
+    let malformed = [
+        Effect::update(&c.balances, Item::new().with("account", good.as_str()))
+            .expression("ADD ADD #b :a ,,")
+            .name("#b", "balance")
+            .value(":a", 1),
+    ];
+    let err = c
+        .store
+        .commit(req(&k, None, None, &malformed))
+        .await
+        .expect_err("refused");
+    assert!(matches!(err, StoreError::Refused { .. }), "{err:?}");
+    assert!(!err.is_retryable());
+}
+
+/// S11: one key with another fingerprint is a conflict, for commit and claim alike.
+pub async fn another_fingerprint_is_a_conflict<H: Harness>(h: &H) {
+    let c = case(h).await;
+    let k = key();
+    let (a, b) = (fp("a"), fp("b"));
+    c.store
+        .commit(req(&k, Some(&a), None, &[]))
+        .await
+        .expect("commit");
+    let commit = c.store.commit(req(&k, Some(&b), None, &[])).await;
+    assert!(
+        matches!(commit, Ok(Commit::Seen(Seen::Conflict { .. }))),
+        "{commit:?}"
+    );
+    let claim = c.store.claim(&k, Some(&b), None).await;
+    assert!(
+        matches!(claim, Ok(Claim::Seen(Seen::Conflict { .. }))),
+        "{claim:?}"
+    );
+}
+
+/// S6: a live lease blocks; an ended one is taken over, keeping the first attempt's time; the
+/// dead owner is fenced off, the new one completes (twice, harmlessly).
+pub async fn leases_expire_and_fence<H: Harness>(h: &H) {
+    let c = case(h).await;
+    let k = key();
+    let f = fp("a");
+    let Claim::Claimed(first) = c.store.claim(&k, Some(&f), None).await.expect("claim") else {
+        panic!("first claim must win");
+    };
+    let blocked = c.store.commit(req(&k, Some(&f), None, &[])).await;
+    assert!(
+        matches!(blocked, Ok(Commit::Seen(Seen::InProgress { .. }))),
+        "{blocked:?}"
+    );
+    c.clock.advance(LEASE + Duration::from_secs(1));
+    let Claim::Claimed(second) = c.store.claim(&k, Some(&f), None).await.expect("claim") else {
+        panic!("takeover must win");
+    };
+    assert_eq!(second.first_attempt_at, first.first_attempt_at, "S16");
+    assert_ne!(second.owner, first.owner);
+    let fenced = c.store.complete(&first, Some("late")).await;
+    assert!(
+        matches!(fenced, Err(StoreError::Fenced { .. })),
+        "{fenced:?}"
+    );
+    let fenced = c.store.release(&first).await;
+    assert!(
+        matches!(fenced, Err(StoreError::Fenced { .. })),
+        "{fenced:?}"
+    );
+    c.store
+        .complete(&second, Some("ok"))
+        .await
+        .expect("complete");
+    c.store
+        .complete(&second, Some("ok"))
+        .await
+        .expect("complete twice");
+    let mark = c.store.get(&k).await.expect("get").expect("mark");
+    assert_eq!(mark.status, MarkStatus::Completed);
+    assert_eq!(mark.result.as_deref(), Some("ok"));
+}
+
+/// S6: a release ends the lease at once and keeps the mark's first attempt; a redelivery takes
+/// it over; the released lease can neither complete nor release the new claim.
+pub async fn release_hands_over_at_once<H: Harness>(h: &H) {
+    let c = case(h).await;
+    let k = key();
+    let Claim::Claimed(first) = c.store.claim(&k, None, None).await.expect("claim") else {
+        panic!("claim must win");
+    };
+    c.store.release(&first).await.expect("release");
+    c.store.release(&first).await.expect("release twice");
+    let Claim::Claimed(second) = c.store.claim(&k, None, None).await.expect("claim") else {
+        panic!("a released claim is taken over at once");
+    };
+    assert_eq!(second.first_attempt_at, first.first_attempt_at, "S16");
+    assert!(matches!(
+        c.store.complete(&first, None).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    assert!(matches!(
+        c.store.release(&first).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    // Releasing a key never claimed is harmless.
+    let Claim::Claimed(other) = c.store.claim(&key(), None, None).await.expect("claim") else {
+        panic!("claim must win");
+    };
+    let never = lambda_dedup::Lease {
+        key: key(),
+        ..other
+    };
+    c.store.release(&never).await.expect("nothing to release");
+}
+
+/// S9: past its TTL a mark counts as absent, though it may still be stored: a new claim starts a
+/// new chain of attempts.
+pub async fn marks_expire_with_their_ttl<H: Harness>(h: &H) {
+    let c = case(h).await;
+    let k = key();
+    let f = fp("a");
+    c.store
+        .commit(req(&k, Some(&f), None, &[]))
+        .await
+        .expect("commit");
+    c.clock.advance(RETENTION + Duration::from_secs(2));
+    assert!(c.store.get(&k).await.expect("get").is_none());
+    let Claim::Claimed(lease) = c
+        .store
+        .claim(&k, Some(&fp("b")), None)
+        .await
+        .expect("claim")
+    else {
+        panic!("an expired mark is absent, conflict or not");
+    };
+    let now = c.clock.now();
+    let age = now
+        .duration_since(lease.first_attempt_at)
+        .unwrap_or_default();
+    assert!(age < Duration::from_secs(1), "a new chain starts now");
+}
+
+/// S6: a claim's lease is cut to the caller's deadline, and a deadline already passed is refused.
+pub async fn leases_end_by_the_deadline<H: Harness>(h: &H) {
+    let c = case(h).await;
+    let now = c.clock.now();
+    let passed = c.store.claim(&key(), None, Some(now)).await;
+    assert!(matches!(passed, Err(StoreError::Invalid(_))), "{passed:?}");
+    let deadline = now + Duration::from_secs(5);
+    let Claim::Claimed(lease) = c
+        .store
+        .claim(&key(), None, Some(deadline))
+        .await
+        .expect("claim")
+    else {
+        panic!("claim must win");
+    };
+    assert!(lease.expires_at <= deadline);
+}
+
+/// S8: a result over the store's bound is refused before anything is written.
+pub async fn results_are_bounded<H: Harness>(h: &H) {
+    let c = case(h).await;
+    let k = key();
+    let big = "x".repeat(c.store.max_result_bytes() + 1);
+    let out = c.store.commit(req(&k, None, Some(&big), &[])).await;
+    assert!(matches!(out, Err(StoreError::Invalid(_))), "{out:?}");
+    assert!(c.store.get(&k).await.expect("get").is_none());
+}
+
+/// S5, S12: a batch commit gives each request what a commit alone would: goods applied, a
+/// refused one refused, a failed condition rejected, a duplicate seen.
+pub async fn batch_commits_judge_each_request_alone<H: Harness>(h: &H) {
+    let c = case(h).await;
+    let poisoned = c.poisoned_account().await;
+    let done = key();
+    c.store
+        .commit(req(&done, None, None, &[]))
+        .await
+        .expect("commit");
+    let keys: Vec<DedupKey> = (0..5).map(|_| key()).collect();
+    let accounts: Vec<String> = (0..5).map(|_| unique("acct")).collect();
+    let effects: Vec<Vec<Effect>> = vec![
+        vec![credit(&c.balances, &accounts[0], 1)],
+        vec![credit(&c.balances, &poisoned, 1)],
+        vec![
+            credit(&c.balances, &accounts[2], 1),
+            Effect::condition_check(
+                &c.balances,
+                Item::new().with("account", "nobody"),
+                "attribute_exists(account)",
+            ),
+        ],
+        vec![credit(&c.balances, &accounts[3], 1)],
+        vec![credit(&c.balances, &accounts[4], 1)],
+    ];
+    let mut requests: Vec<CommitRequest<'_>> = keys
+        .iter()
+        .zip(&effects)
+        .map(|(k, e)| req(k, None, None, e))
+        .collect();
+    requests.push(req(&done, None, None, &[]));
+    let results = c.store.commit_batch(&requests).await;
+    assert!(matches!(results[0], Ok(Commit::Applied)), "{results:?}");
+    assert!(
+        matches!(results[1], Err(StoreError::Refused { .. })),
+        "{results:?}"
+    );
+    assert!(
+        matches!(results[2], Ok(Commit::EffectRejected { index: 1 })),
+        "{results:?}"
+    );
+    assert!(matches!(results[3], Ok(Commit::Applied)), "{results:?}");
+    assert!(matches!(results[4], Ok(Commit::Applied)), "{results:?}");
+    assert!(
+        matches!(results[5], Ok(Commit::Seen(Seen::Duplicate(_)))),
+        "{results:?}"
+    );
+    for (i, want) in [Some(1), None, None, Some(1), Some(1)]
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(c.balance(&accounts[i]).await, want, "account {i}");
+    }
+    assert!(c.store.get(&keys[1]).await.expect("get").is_none());
+    assert!(c.store.get(&keys[2]).await.expect("get").is_none());
+}
+
+/// Effects put, update with SET and conditions, and delete items as DynamoDB does.
+pub async fn effects_put_update_and_delete<H: Harness>(h: &H) {
+    let c = case(h).await;
+    let account = unique("acct");
+    let put = [Effect::put(
+        &c.balances,
+        Item::new()
+            .with("account", account.as_str())
+            .with("balance", 10)
+            .with("status", "PENDING"),
+    )
+    .condition("attribute_not_exists(account)")];
+    let out = c.store.commit(req(&key(), None, None, &put)).await;
+    assert_eq!(out.expect("commit"), Commit::Applied);
+    let again = c.store.commit(req(&key(), None, None, &put)).await;
+    assert_eq!(again.expect("commit"), Commit::EffectRejected { index: 0 });
+    let confirm = [
+        Effect::update(&c.balances, Item::new().with("account", account.as_str()))
+            .expression("SET #s = :done, #b = #b - :fee")
+            .condition("#s = :pending AND #b >= :fee")
+            .name("#s", "status")
+            .name("#b", "balance")
+            .value(":done", "DONE")
+            .value(":pending", "PENDING")
+            .value(":fee", 3),
+    ];
+    let out = c.store.commit(req(&key(), None, None, &confirm)).await;
+    assert_eq!(out.expect("commit"), Commit::Applied);
+    let item = c
+        .world
+        .read(&c.balances, &Item::new().with("account", account.as_str()))
+        .await
+        .expect("item");
+    assert_eq!(item.0.get("status"), Some(&Value::S("DONE".into())));
+    assert_eq!(item.0.get("balance"), Some(&Value::N("7".into())));
+    let again = c.store.commit(req(&key(), None, None, &confirm)).await;
+    assert_eq!(again.expect("commit"), Commit::EffectRejected { index: 0 });
+    let delete = [Effect::delete(
+        &c.balances,
+        Item::new().with("account", account.as_str()),
+    )];
+    let out = c.store.commit(req(&key(), None, None, &delete)).await;
+    assert_eq!(out.expect("commit"), Commit::Applied);
+    assert!(c.balance(&account).await.is_none());
+}
+
+async fn seq(
+    store: &dyn MarkStore,
+    key: &DedupKey,
+    effect: &Effect,
+    sequence: u64,
+    fingerprint: Option<&Fingerprint>,
+) -> Result<lambda_dedup::SequenceOutcome, StoreError> {
+    store
+        .apply_in_sequence(lambda_dedup::SequencedWrite {
+            key,
+            effect,
+            sequence,
+            first: 1,
+            fingerprint,
+        })
+        .await
+}
+
+/// Sequence mode: the next sequence applies with its high-water in one write; at or below the
+/// high-water is a duplicate, the high-water's own with another payload a conflict, anything
+/// else a gap; the effect's own condition and DynamoDB's refusals still hold.
+pub async fn sequence_mode_applies_in_order_and_names_the_rest<H: Harness>(h: &H) {
+    use lambda_dedup::SequenceOutcome as S;
+    let c = case(h).await;
+    let k = key();
+    let (a, b) = (fp("a"), fp("b"));
+    let account = unique("acct");
+    let effect = |amount: i64| credit(&c.balances, &account, amount);
+    let (plus5, plus2) = (effect(5), effect(2));
+    assert_eq!(
+        seq(&*c.store, &k, &plus5, 1, Some(&a))
+            .await
+            .expect("apply"),
+        S::Applied
+    );
+    assert_eq!(
+        seq(&*c.store, &k, &plus5, 1, Some(&a))
+            .await
+            .expect("apply"),
+        S::Duplicate { high_water: 1 }
+    );
+    assert_eq!(
+        seq(&*c.store, &k, &plus5, 1, Some(&b))
+            .await
+            .expect("apply"),
+        S::Conflict { high_water: 1 }
+    );
+    assert_eq!(
+        seq(&*c.store, &k, &plus2, 3, Some(&b))
+            .await
+            .expect("apply"),
+        S::Gap {
+            expected: 2,
+            got: 3
+        }
+    );
+    assert_eq!(c.balance(&account).await, Some(5));
+    assert_eq!(
+        seq(&*c.store, &k, &plus2, 2, Some(&b))
+            .await
+            .expect("apply"),
+        S::Applied
+    );
+    assert_eq!(
+        seq(&*c.store, &k, &plus5, 1, Some(&a))
+            .await
+            .expect("apply"),
+        S::Duplicate { high_water: 2 }
+    );
+    assert_eq!(c.balance(&account).await, Some(7));
+    let stored = c
+        .world
+        .read(&c.balances, &Item::new().with("account", account.as_str()))
+        .await
+        .expect("item");
+    assert_eq!(
+        stored.0.get(lambda_dedup::sequence::HIGH_WATER),
+        Some(&Value::N("2".into()))
+    );
+
+    let fresh = unique("acct");
+    let first_missing = credit(&c.balances, &fresh, 1);
+    assert_eq!(
+        seq(&*c.store, &k, &first_missing, 2, None)
+            .await
+            .expect("apply"),
+        S::Gap {
+            expected: 1,
+            got: 2
+        }
+    );
+    let guarded = credit(&c.balances, &fresh, 1).condition("attribute_exists(account)");
+    assert_eq!(
+        seq(&*c.store, &k, &guarded, 1, None).await.expect("apply"),
+        S::EffectRejected
+    );
+    assert_eq!(c.balance(&fresh).await, None);
+
+    let poisoned = c.poisoned_account().await;
+    let poison = credit(&c.balances, &poisoned, 1);
+    let err = seq(&*c.store, &k, &poison, 1, None)
+        .await
+        .expect_err("refused");
+    assert!(!err.is_retryable(), "{err:?}");
+}

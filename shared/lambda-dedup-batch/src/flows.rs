@@ -170,38 +170,49 @@ impl Deduplicator {
     /// table cannot judge it; reconciliation must).
     fn derive(&self, msg: &Message) -> Result<Derived, Outcome> {
         let event = self.spec.derive(msg).map_err(|r| rejected(msg, &r))?;
+        if let Some(untimely) = self.untimely(&event) {
+            let what = match untimely {
+                Rejection::FromTheFuture { .. } => {
+                    "event time in the future: not applied, for reconciliation"
+                }
+                _ => "late: beyond the retention window; not applied, for reconciliation",
+            };
+            tracing::warn!(message_id = %msg.message_id, key = %event.key, code = untimely.code(),
+                reason = %untimely, "{what}");
+            return Err(Outcome::Rejected {
+                code: untimely.code(),
+                reason: untimely.to_string(),
+            });
+        }
+        Ok(event)
+    }
+
+    /// Why the mark table cannot judge `event` (S10): its own time is further in the future than
+    /// clocks disagree ([`Rejection::FromTheFuture`]) or older than the retention window
+    /// ([`Rejection::Late`]); `None` when it can (or the event declares no time).
+    pub(crate) fn untimely(&self, event: &Derived) -> Option<Rejection> {
         if let Some(ahead) = event
             .event_time
             .and_then(|t| self.store.ahead_of_clock(t))
             .filter(|ahead| *ahead > lambda_dedup::MAX_CLOCK_SKEW)
         {
-            let future = Rejection::FromTheFuture {
+            return Some(Rejection::FromTheFuture {
                 ahead_secs: ahead.as_secs(),
                 skew_secs: lambda_dedup::MAX_CLOCK_SKEW.as_secs(),
-            };
-            tracing::warn!(message_id = %msg.message_id, key = %event.key, code = future.code(),
-                reason = %future, "event time in the future: not applied, for reconciliation");
-            return Err(Outcome::Rejected {
-                code: future.code(),
-                reason: future.to_string(),
             });
         }
-        if let Some(age) = event
+        let age = event
             .event_time
-            .and_then(|t| self.store.beyond_retention(t))
-        {
-            let late = Rejection::Late {
-                age_secs: age.as_secs(),
-                retention_secs: self.store.retention().duration().as_secs(),
-            };
-            tracing::warn!(message_id = %msg.message_id, key = %event.key, code = late.code(),
-                reason = %late, "late: beyond the retention window; not applied, for reconciliation");
-            return Err(Outcome::Rejected {
-                code: late.code(),
-                reason: late.to_string(),
-            });
-        }
-        Ok(event)
+            .and_then(|t| self.store.beyond_retention(t))?;
+        Some(Rejection::Late {
+            age_secs: age.as_secs(),
+            retention_secs: self.store.retention().duration().as_secs(),
+        })
+    }
+
+    /// How long the external API keeps idempotency keys, for the leased flow.
+    pub(crate) fn provider_key_retention(&self) -> Option<Duration> {
+        self.provider_key_retention
     }
 
     /// The transactional flow (S5): derive the key, let `plan` say which writes the event makes,

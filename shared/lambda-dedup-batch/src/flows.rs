@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 use std::sync::Arc;
 
 use lambda_dedup::{
-    Claim, Commit, Derived, Effect, KeySpec, Lease, MarkCache, Message, Rejection, Seen,
+    Claim, Commit, DedupKey, Derived, Effect, KeySpec, Lease, MarkCache, Message, Rejection, Seen,
 };
 use lambda_dedup::{
     CommitRequest, MarkStore, SequenceOutcome, SequenceSource, SequencedWrite, StoreError,
@@ -288,7 +288,7 @@ impl Deduplicator {
                     reason,
                 }
             }
-            Err(e) => store_failed(msg, &e),
+            Err(e) => store_failed(msg, &event.key, &e),
         }
     }
 
@@ -313,7 +313,7 @@ impl Deduplicator {
         {
             Ok(Claim::Claimed(lease)) => lease,
             Ok(Claim::Seen(seen)) => return self.seen(msg, &event, seen),
-            Err(e) => return store_failed(msg, &e),
+            Err(e) => return store_failed(msg, &event.key, &e),
         };
         let key = event.key.clone();
         let summary = event.clone();
@@ -344,7 +344,7 @@ impl Deduplicator {
                     // The external effect happened, under our idempotency key; the next delivery
                     // (or the process that took over) repeats the call with the same key, and the
                     // provider answers with the stored result instead of a second effect.
-                    store_failed(msg, &e)
+                    store_failed(msg, &key, &e)
                 }
             },
             Err(err) => {
@@ -528,7 +528,7 @@ impl Deduplicator {
                     reason: format!("DynamoDB refused the event's write ({code})"),
                 }
             }
-            Err(e) => store_failed(msg, &e),
+            Err(e) => store_failed(msg, &event.key, &e),
         }
     }
 
@@ -610,11 +610,11 @@ where
     }
 }
 
-fn store_failed(msg: &Message, e: &StoreError) -> Outcome {
+fn store_failed(msg: &Message, key: &DedupKey, e: &StoreError) -> Outcome {
     if let StoreError::Corrupt { .. } = e {
         // S15: a mark that cannot be decoded stays so on every redelivery: dead-letter and count
         // it, do not retry it until the queue gives up. Its effects are not touched.
-        tracing::error!(message_id = %msg.message_id, error = %e,
+        tracing::error!(message_id = %msg.message_id, key = %key, error = %e,
             "rejected: the stored mark is corrupt; dead-lettering");
         return Outcome::Rejected {
             code: "mark_corrupt",
@@ -622,8 +622,8 @@ fn store_failed(msg: &Message, e: &StoreError) -> Outcome {
         };
     }
     // S13: fail closed. Nothing is acknowledged without its mark.
-    tracing::warn!(message_id = %msg.message_id, error = %e, retryable = e.is_retryable(),
-        "mark store failed; will retry");
+    tracing::warn!(message_id = %msg.message_id, key = %key, error = %e,
+        retryable = e.is_retryable(), "mark store failed; will retry");
     Outcome::Retry {
         reason: format!("mark store: {e}"),
     }

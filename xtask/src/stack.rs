@@ -284,6 +284,9 @@ impl Stack {
                     DLQ_RETENTION_SECS.to_string(),
                 ),
                 ("DEDUP_LEASE_SECONDS", "4".into()),
+                // Warm caches ask the mark table again after 5 s, so a mark forgotten on purpose
+                // (`lambda-dedup forget`) is seen gone within a test's patience.
+                ("DEDUP_CACHE_SECONDS", "5".into()),
                 ("BALANCES_TABLE", TABLE_BALANCES.into()),
                 ("FINES_TABLE", TABLE_FINES.into()),
                 ("FINE_REVIEWS_TABLE", TABLE_FINE_REVIEWS.into()),

@@ -135,6 +135,15 @@ impl Deduplicator {
         self
     }
 
+    /// [`with_cache`](Self::with_cache), each mark held at most `max_age` (then the store is
+    /// asked again): a mark removed on purpose (`lambda-dedup forget`) reaches this container
+    /// within `max_age`.
+    pub fn with_cache_for(mut self, capacity: usize, max_age: Duration) -> Self {
+        self.cache =
+            (capacity > 0).then(|| Arc::new(MarkCache::new(capacity).with_max_age(max_age)));
+        self
+    }
+
     /// What the warm cache already knows about `event`.
     fn cached(&self, event: &Derived) -> Option<Seen> {
         // The store's clock: the cached mark's TTL and lease were written by it (S9).
@@ -146,10 +155,11 @@ impl Deduplicator {
 
     fn remember_applied(&self, event: &Derived, result: Option<&str>) {
         if let Some(cache) = &self.cache {
-            cache.insert(
+            cache.insert_at(
                 &self
                     .store
                     .written_mark(&event.key, event.fingerprint.as_ref(), result),
+                self.store.now(),
             );
         }
     }
@@ -536,7 +546,7 @@ impl Deduplicator {
         match seen {
             Seen::Duplicate(mark) => {
                 if let Some(cache) = &self.cache {
-                    cache.insert(&mark);
+                    cache.insert_at(&mark, self.store.now());
                 }
                 let first_seen_ms = lambda_dedup::clock::epoch_millis(mark.first_seen_at);
                 tracing::info!(message_id = %msg.message_id, key = %event.key,

@@ -43,11 +43,14 @@ struct FunctionArgs {
     #[arg(long, global = true)]
     template: Option<PathBuf>,
     /// The function's flow: `leased` for functions that call an external API (S6, S16).
-    #[arg(long, global = true, value_enum, default_value_t = Flow::Transactional)]
-    flow: Flow,
-    /// The function's key spec: `cloudevents:<tenant extension>` (the SQS functions' spec).
-    #[arg(long, global = true, default_value = "cloudevents:tenantid")]
-    key_spec: String,
+    /// Default: `leased` for payment-dispatcher, `transactional` otherwise.
+    #[arg(long, global = true, value_enum)]
+    flow: Option<Flow>,
+    /// The function's key spec, `cloudevents:<tenant extension>[:<fingerprint pointer>,…]`.
+    /// Default: the function's own where the tool links it (ledger-projector, ledger-stream);
+    /// required for the others (see the README).
+    #[arg(long, global = true)]
+    key_spec: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -172,9 +175,13 @@ impl Context {
         vars.extend(std::env::vars());
         let env = Env::from_pairs(vars);
         let settings = Settings::read(&env, &f.function)?;
-        let spec = key_spec(&f.key_spec, &settings)?;
+        let spec = key_spec(f.key_spec.as_deref(), &f.function, &settings)?;
         let client = lambda_dedup_dynamodb::connect().await;
-        let dedup = match f.flow {
+        let flow = f.flow.unwrap_or(match f.function.as_str() {
+            "payment-dispatcher" => Flow::Leased,
+            _ => Flow::Transactional,
+        });
+        let dedup = match flow {
             Flow::Transactional => settings.deduplicator(spec, client.clone()),
             Flow::Leased => {
                 let leased = settings.leased_deduplicator(spec, client.clone());
@@ -193,12 +200,47 @@ impl Context {
     }
 }
 
-fn key_spec(text: &str, settings: &Settings) -> Result<KeySpec, Error> {
-    match text.split_once(':') {
-        Some(("cloudevents", tenant)) if !tenant.is_empty() => {
-            Ok(settings.key_spec(KeySpec::cloudevents(settings.scope.clone(), tenant)))
+/// The function's key spec, with the settings' body limit and event-time source applied (as
+/// `Settings::deduplicator` applies them).
+fn key_spec(text: Option<&str>, function: &str, settings: &Settings) -> Result<KeySpec, Error> {
+    let scope = settings.scope.clone();
+    let spec = match (text, function) {
+        (Some(text), _) => parse_key_spec(text, scope)?,
+        // The function's own, from its library.
+        (None, "ledger-projector" | "ledger-stream") => ledger_projector::ledger::key_spec(scope),
+        (None, _) => {
+            return Err(format!(
+                "--key-spec is required for {function}: cloudevents:<tenant extension>[:<fingerprint pointer>,…] as its code declares (README, \"When something went wrong\")"
+            )
+            .into());
         }
-        _ => Err(format!("--key-spec {text:?}: expected cloudevents:<tenant extension>").into()),
+    };
+    Ok(settings.key_spec(spec))
+}
+
+fn parse_key_spec(text: &str, scope: lambda_dedup::Scope) -> Result<KeySpec, Error> {
+    let mut parts = text.splitn(3, ':');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some("cloudevents"), Some(tenant), pointers) if !tenant.is_empty() => {
+            let spec = KeySpec::cloudevents(scope, tenant);
+            Ok(match pointers {
+                Some(p) => {
+                    let list: Vec<&str> = p.split(',').filter(|p| !p.is_empty()).collect();
+                    if list.iter().any(|p| !p.starts_with('/')) {
+                        return Err(format!(
+                            "--key-spec {text:?}: fingerprint pointers start with /"
+                        )
+                        .into());
+                    }
+                    spec.fingerprint(lambda_dedup::FingerprintSource::pointers(&list))
+                }
+                None => spec,
+            })
+        }
+        _ => Err(format!(
+            "--key-spec {text:?}: expected cloudevents:<tenant extension>[:<fingerprint pointer>,…]"
+        )
+        .into()),
     }
 }
 
@@ -824,6 +866,7 @@ async fn forget_cmd(ctx: &Context, args: &ForgetArgs) -> Result<i32, Error> {
     let key = DedupKey::from_stored(args.key.clone());
     let now = lambda_dedup::MarkStore::now(&ctx.store);
     let by = operator(args.by.as_deref());
+    let cache_seconds = ctx.settings.cache_max_age.as_secs();
     let forgotten = ctx
         .store
         .forget(ForgetRequest {
@@ -837,11 +880,13 @@ async fn forget_cmd(ctx: &Context, args: &ForgetArgs) -> Result<i32, Error> {
         Forgotten::Removed { mark, audit_key } => (
             0,
             format!(
-                "forgotten: {} ({}), recorded as {audit_key} by {by}; the next delivery of the event is applied",
+                "forgotten: {} ({}), recorded as {audit_key} by {by}; warm containers see it gone within {} s (DEDUP_CACHE_SECONDS): a delivery of the event after that is applied",
                 key.as_str(),
-                mark.status.as_str()
+                mark.status.as_str(),
+                cache_seconds
             ),
-            json!({"forgotten": true, "mark": mark_json(mark, now), "audit_key": audit_key, "by": by}),
+            json!({"forgotten": true, "mark": mark_json(mark, now), "audit_key": audit_key, "by": by,
+                   "effective_after_seconds": cache_seconds}),
         ),
         Forgotten::NoMark => (
             1,

@@ -499,7 +499,9 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
     assert_eq!(json_of(&out)["why"], "no_mark");
 
     // Redelivered (twice) once warm caches ask the table again: applied again exactly once.
-    let wait = forgotten["effective_after_seconds"].as_u64().expect("seconds");
+    let wait = forgotten["effective_after_seconds"]
+        .as_u64()
+        .expect("seconds");
     assert!(wait <= 10, "the local stack's DEDUP_CACHE_SECONDS");
     tokio::time::sleep(Duration::from_secs(wait + 1)).await;
     send(

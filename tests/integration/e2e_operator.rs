@@ -26,11 +26,21 @@ fn function_env() -> Vec<(String, String)> {
 /// Runs `lambda-dedup -f ledger-projector <args>` with the function's environment (and
 /// `extra`), as an operator does.
 async fn cli(args: &[&str], extra: &[(&str, &str)]) -> Output {
+    let mut vars = function_env();
+    vars.extend(
+        extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
+    cli_in(args, vars).await
+}
+
+/// Runs `lambda-dedup -f ledger-projector <args>` with exactly `vars` in its environment.
+async fn cli_in(args: &[&str], vars: Vec<(String, String)>) -> Output {
     // A separate process; the test waits for it as a shell would.
     std::process::Command::new(env("DEDUP_CLI"))
         .env_clear()
-        .envs(function_env())
-        .envs(extra.iter().copied())
+        .envs(vars)
         .args(["--function", "ledger-projector"])
         .args(args)
         .output()
@@ -232,7 +242,35 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
         "{report:#}"
     );
     assert!(ids(&report, "moved").is_empty());
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // One of them by id, read from the queue and left there, as explain sees it.
+    let conflicting = report["left"]
+        .as_array()
+        .expect("left")
+        .iter()
+        .find(|r| r["verdict"] == "conflict")
+        .and_then(|r| r["message_id"].as_str())
+        .expect("the conflict's id")
+        .to_owned();
+    let out = cli(
+        &[
+            "--json",
+            "explain",
+            "--queue",
+            &dlq,
+            "--message-id",
+            &conflicting,
+        ],
+        &[],
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let explained = json_of(&out);
+    assert_eq!(explained["verdict"], "conflict", "{explained:#}");
+    assert_eq!(explained["fingerprint_matches"], false);
     assert_eq!(
         bodies_in(&dlq).await.len(),
         7,
@@ -419,6 +457,21 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
         text.contains("verdict: is a duplicate of the event first processed at"),
         "{text}"
     );
+    // From the function's entry in the template, with only what a deployment knows (the
+    // table, the namespace) and the endpoints in the environment: the same verdict.
+    let template = concat!(env!("CARGO_MANIFEST_DIR"), "/../infra/template.yaml");
+    let only: Vec<(String, String)> = function_env()
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("AWS_") || k == "DEDUP_MARK_TABLE" || k == "DEDUP_NAMESPACE")
+        .collect();
+    let out = cli_in(&["--json", "--template", template, "explain", &path], only).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json_of(&out)["verdict"], "duplicate");
+    assert_eq!(json_of(&out)["key"], key.as_str());
     // By key, as a log line gives it.
     let out = cli(&["--json", "explain", "--key", &key], &[]).await;
     assert_eq!(json_of(&out)["mark"]["status"], "COMPLETED");

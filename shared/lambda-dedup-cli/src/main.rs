@@ -990,3 +990,53 @@ async fn account_cmd(cli: &Cli, args: &AccountArgs) -> Result<i32, Error> {
     }
     Ok(if closes { 0 } else { 1 })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> Settings {
+        Settings::read(
+            &Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "m")]),
+            "ledger-projector",
+        )
+        .expect("settings")
+    }
+
+    fn derived(spec: &KeySpec, amount: i64) -> lambda_dedup::Derived {
+        let body = json!({"specversion": "1.0", "type": "credit", "source": "/s", "id": "e-1",
+            "tenantid": "acme", "data": {"account": "a", "amount": amount}});
+        spec.derive(&Message {
+            message_id: "m".into(),
+            body: body.to_string().into_bytes(),
+            ..Message::default()
+        })
+        .expect("key")
+    }
+
+    /// The ledger's key spec is the function's own (fingerprint included), and an explicit
+    /// spec with the same pointers derives the same key and fingerprint.
+    #[test]
+    fn the_ledger_spec_is_the_functions_own() {
+        let s = settings();
+        let own = key_spec(None, "ledger-projector", &s).expect("spec");
+        let function = s.key_spec(ledger_projector::ledger::key_spec(s.scope.clone()));
+        let given = key_spec(
+            Some("cloudevents:tenantid:/type,/data/account,/data/amount"),
+            "anything",
+            &s,
+        )
+        .expect("spec");
+        for spec in [&own, &given] {
+            assert_eq!(derived(spec, 5).key, derived(&function, 5).key);
+            assert_eq!(
+                derived(spec, 5).fingerprint,
+                derived(&function, 5).fingerprint
+            );
+            assert_ne!(derived(spec, 5).fingerprint, derived(spec, 6).fingerprint);
+        }
+        assert!(key_spec(None, "fine-notices", &s).is_err(), "no guess");
+        assert!(key_spec(Some("cloudevents:tenantid:type"), "x", &s).is_err());
+        assert!(key_spec(Some("attribute:x"), "x", &s).is_err());
+    }
+}

@@ -475,6 +475,10 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
     // By key, as a log line gives it.
     let out = cli(&["--json", "explain", "--key", &key], &[]).await;
     assert_eq!(json_of(&out)["mark"]["status"], "COMPLETED");
+    // By its digest alone.
+    let digest = key.rsplit('#').next().expect("digest");
+    let out = cli(&["--json", "explain", "--key", digest], &[]).await;
+    assert_eq!(json_of(&out)["mark"]["key"], key.as_str());
 
     // A live lease is refused without --force, and nothing is written.
     let ddb = client();

@@ -84,7 +84,8 @@ struct ExplainArgs {
     /// The SQS message id to find in `--queue`.
     #[arg(long)]
     message_id: Option<String>,
-    /// Look a mark up by its key (the `key` field of the functions' log lines).
+    /// Look a mark up by its key (the `key` field of the functions' log lines), or by its
+    /// digest alone (the part after the last `#`), within the function's namespace and consumer.
     #[arg(long, conflicts_with_all = ["file", "queue"])]
     key: Option<String>,
 }
@@ -124,7 +125,7 @@ struct RedriveArgs {
 
 #[derive(Debug, Args)]
 struct ForgetArgs {
-    /// The mark's key (as `explain` or the functions' log lines show it).
+    /// The mark's key (as `explain` or the functions' log lines show it), or its digest alone.
     key: String,
     /// Why (recorded in the audit item).
     #[arg(long)]
@@ -418,6 +419,20 @@ impl Progress {
 
 // ---------------------------------------------------------------- explain
 
+/// A mark's key as given: whole (`namespace#consumer#digest`), or its digest alone, within the
+/// function's scope.
+fn full_key(given: &str, settings: &Settings) -> DedupKey {
+    if given.contains('#') {
+        DedupKey::from_stored(given.to_owned())
+    } else {
+        DedupKey::from_stored(format!(
+            "{}#{}#{given}",
+            settings.scope.namespace(),
+            settings.scope.consumer()
+        ))
+    }
+}
+
 fn parse_attributes(pairs: &[String]) -> Result<BTreeMap<String, AttributeValue>, Error> {
     pairs
         .iter()
@@ -432,8 +447,9 @@ fn parse_attributes(pairs: &[String]) -> Result<BTreeMap<String, AttributeValue>
 async fn explain_cmd(ctx: &Context, args: &ExplainArgs) -> Result<i32, Error> {
     let now = lambda_dedup::MarkStore::now(&ctx.store);
     if let Some(key) = &args.key {
-        let mark =
-            lambda_dedup::MarkStore::get(&ctx.store, &DedupKey::from_stored(key.clone())).await?;
+        let full = full_key(key, &ctx.settings);
+        let key = full.as_str();
+        let mark = lambda_dedup::MarkStore::get(&ctx.store, &full).await?;
         if ctx.json {
             println!(
                 "{}",
@@ -863,7 +879,7 @@ async fn forget_cmd(ctx: &Context, args: &ForgetArgs) -> Result<i32, Error> {
     if args.reason.trim().is_empty() {
         return Err("--reason must say why".into());
     }
-    let key = DedupKey::from_stored(args.key.clone());
+    let key = full_key(&args.key, &ctx.settings);
     let now = lambda_dedup::MarkStore::now(&ctx.store);
     let by = operator(args.by.as_deref());
     let cache_seconds = ctx.settings.cache_max_age.as_secs();
@@ -1038,5 +1054,13 @@ mod tests {
         assert!(key_spec(None, "fine-notices", &s).is_err(), "no guess");
         assert!(key_spec(Some("cloudevents:tenantid:type"), "x", &s).is_err());
         assert!(key_spec(Some("attribute:x"), "x", &s).is_err());
+    }
+
+    /// A digest alone names the mark within the function's scope; a whole key is kept.
+    #[test]
+    fn a_digest_alone_is_within_the_functions_scope() {
+        let s = settings();
+        assert_eq!(full_key("abc", &s).as_str(), "t#ledger-projector#abc");
+        assert_eq!(full_key("x#y#abc", &s).as_str(), "x#y#abc");
     }
 }

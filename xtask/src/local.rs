@@ -32,7 +32,7 @@ pub(crate) const LOCAL_QUEUE_SECS: (u64, u64) = (2, 3600);
 /// `*` marks one every function gets): the horizon variables at the local queues' time scale
 /// (S9 wants them equal to the queue's settings), shorter waits, and local secrets for what
 /// AWS resolves from SSM or Secrets Manager at deploy time.
-pub(crate) const LOCAL_ENV: [(&str, &str); 11] = [
+pub(crate) const LOCAL_ENV: [(&str, &str); 12] = [
     ("DEDUP_VISIBILITY_TIMEOUT_SECONDS", "2"),
     ("DEDUP_QUEUE_RETENTION_SECONDS", "3600"),
     ("DEDUP_DLQ_RETENTION_SECONDS", "3600"),
@@ -50,6 +50,9 @@ pub(crate) const LOCAL_ENV: [(&str, &str); 11] = [
         "WEBHOOK_SECRETS",
         "whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMS1hY21l,whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMC1hY21l",
     ),
+    // Warm caches ask the mark table again after 5 s, so a mark forgotten on purpose
+    // (`lambda-dedup forget`) is seen gone within a test's patience.
+    ("*DEDUP_CACHE_SECONDS", "5"),
     ("*RUST_LOG", "info"),
 ];
 

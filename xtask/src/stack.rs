@@ -31,6 +31,9 @@ pub(crate) struct Queues {
 }
 
 /// Per-function sums of the EMF records the functions printed (S14).
+/// The package of the operators' tool, `lambda-dedup`, built with the functions.
+const CLI_PACKAGE: &str = "lambda-dedup-cli";
+
 pub(crate) type Accounts = BTreeMap<String, BTreeMap<String, u64>>;
 
 pub(crate) struct Stack {
@@ -273,7 +276,9 @@ impl Stack {
                     crate::functions::ALL
                         .iter()
                         .chain(&crate::functions::LOCAL_CONFIGURATIONS)
-                        .flat_map(|f| ["-p", f]),
+                        .flat_map(|f| ["-p", f])
+                        // The operators' tool, which the end-to-end tests run as operators do.
+                        .chain(["-p", CLI_PACKAGE]),
                 ),
         )
         .map_err(|e| format!("cargo build: {e}"))?;
@@ -559,6 +564,18 @@ impl Stack {
         // The runtime API the functions poll: `GET /__timeouts` counts timed-out invocations.
         env.push(("DEDUP_RUNTIME_API".into(), self.functions.runtime_api_url()));
         env.push(("DEDUP_SQS_ENDPOINT".into(), self.sqs_endpoint.clone()));
+        // The built `lambda-dedup` (see `CLI_PACKAGE`).
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| crate::root().join("target"));
+        env.push((
+            "DEDUP_CLI".into(),
+            target
+                .join("debug")
+                .join("lambda-dedup")
+                .display()
+                .to_string(),
+        ));
         env.push((
             "DEDUP_QUEUE_RECONCILIATION".into(),
             self.reconciliation_url.clone(),

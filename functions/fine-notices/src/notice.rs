@@ -241,6 +241,18 @@ mod tests {
     use lambda_dedup::{DedupKey, Scope, Value};
     use serde_json::json;
 
+    /// The operators' tool is told this function's key spec in the README
+    /// (`lambda-dedup --key-spec …`): it must stay the one this code declares.
+    #[test]
+    fn the_readme_gives_the_operators_tool_this_key_spec() {
+        let readme = include_str!("../../../README.md");
+        let spec = format!("--key-spec cloudevents:tenantid:{}", DEPENDS_ON.join(","));
+        assert!(
+            readme.contains(&spec),
+            "README lacks `{spec}` for fine-notices"
+        );
+    }
+
     fn tables() -> Tables {
         Tables {
             fines: "fines".into(),

@@ -70,6 +70,14 @@ pub fn plan(balances: &str, event: Event<LedgerEvent>) -> Result<Plan, Refusal> 
 /// The same event id with any of these changed is a conflict (S11), not a duplicate.
 pub const DEPENDS_ON: &[&str] = &["/type", "/data/account", "/data/amount"];
 
+/// The ledger's key spec as a plain [`lambda_dedup::KeySpec`] (before settings), for tools that
+/// derive its keys outside the function (`lambda-dedup explain`); the same spec
+/// [`configure`] gives the functions (a test below checks it).
+pub fn key_spec(scope: lambda_dedup::Scope) -> lambda_dedup::KeySpec {
+    lambda_dedup::KeySpec::cloudevents(scope, "tenantid")
+        .fingerprint(lambda_dedup::FingerprintSource::pointers(DEPENDS_ON))
+}
+
 /// How a ledger function derives keys and reads events: CloudEvents with the tenant in
 /// `tenantid`, the fingerprint of every field the effect depends on ([`DEPENDS_ON`]), and the
 /// whole body as the payload (the effect reads the envelope's `type`). Both ledger functions
@@ -159,6 +167,34 @@ mod tests {
                 matches!(planned("t1", body.clone()), Err(Refusal::Invalid(_))),
                 "{body}"
             );
+        }
+    }
+
+    /// The tools' spec is the functions' own: the same key and fingerprint for every message.
+    #[test]
+    fn the_plain_key_spec_is_the_functions_own() {
+        let env = lambda_dedup_runtime::Env::from_pairs([
+            ("DEDUP_NAMESPACE", "t"),
+            ("DEDUP_MARK_TABLE", "marks"),
+        ]);
+        let dedup = Dedup::read(&env, "c").expect("settings");
+        let scope = dedup.settings().scope.clone();
+        let functions = configure(dedup).key_spec();
+        let tools = key_spec(scope);
+        for body in [
+            json!({"specversion": "1.0", "type": "credit", "source": "/b", "id": "e-1", "tenantid": "a", "data": {"account": "x", "amount": 1}}),
+            json!({"specversion": "1.0", "type": "debit", "source": "/b", "id": "e-1", "tenantid": "a", "data": {"account": "x", "amount": 1}}),
+        ] {
+            let m = lambda_dedup::Message {
+                message_id: "m".into(),
+                body: body.to_string().into_bytes(),
+                ..lambda_dedup::Message::default()
+            };
+            let (f, t) = (
+                functions.derive(&m).expect("key"),
+                tools.derive(&m).expect("key"),
+            );
+            assert_eq!((f.key, f.fingerprint), (t.key, t.fingerprint));
         }
     }
 

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 use std::sync::Arc;
 
 use lambda_dedup::{
-    Claim, Commit, Derived, Effect, KeySpec, Lease, MarkCache, Message, Rejection, Seen,
+    Claim, Commit, DedupKey, Derived, Effect, KeySpec, Lease, MarkCache, Message, Rejection, Seen,
 };
 use lambda_dedup::{
     CommitRequest, MarkStore, SequenceOutcome, SequenceSource, SequencedWrite, StoreError,
@@ -149,6 +149,15 @@ impl Deduplicator {
         self
     }
 
+    /// [`with_cache`](Self::with_cache), each mark held at most `max_age` (then the store is
+    /// asked again): a mark removed on purpose (`lambda-dedup forget`) reaches this container
+    /// within `max_age`.
+    pub fn with_cache_for(mut self, capacity: usize, max_age: Duration) -> Self {
+        self.cache =
+            (capacity > 0).then(|| Arc::new(MarkCache::new(capacity).with_max_age(max_age)));
+        self
+    }
+
     /// What the warm cache already knows about `event`.
     fn cached(&self, event: &Derived) -> Option<Seen> {
         // The store's clock: the cached mark's TTL and lease were written by it (S9).
@@ -160,10 +169,11 @@ impl Deduplicator {
 
     fn remember_applied(&self, event: &Derived, result: Option<&str>) {
         if let Some(cache) = &self.cache {
-            cache.insert(
+            cache.insert_at(
                 &self
                     .store
                     .written_mark(&event.key, event.fingerprint.as_ref(), result),
+                self.store.now(),
             );
         }
     }
@@ -184,38 +194,49 @@ impl Deduplicator {
     /// table cannot judge it; reconciliation must).
     fn derive(&self, msg: &Message) -> Result<Derived, Outcome> {
         let event = self.spec.derive(msg).map_err(|r| rejected(msg, &r))?;
+        if let Some(untimely) = self.untimely(&event) {
+            let what = match untimely {
+                Rejection::FromTheFuture { .. } => {
+                    "event time in the future: not applied, for reconciliation"
+                }
+                _ => "late: beyond the retention window; not applied, for reconciliation",
+            };
+            tracing::warn!(message_id = %msg.message_id, key = %event.key, code = untimely.code(),
+                reason = %untimely, "{what}");
+            return Err(Outcome::Rejected {
+                code: Reason::from(&untimely),
+                reason: untimely.to_string(),
+            });
+        }
+        Ok(event)
+    }
+
+    /// Why the mark table cannot judge `event` (S10): its own time is further in the future than
+    /// clocks disagree ([`Rejection::FromTheFuture`]) or older than the retention window
+    /// ([`Rejection::Late`]); `None` when it can (or the event declares no time).
+    pub(crate) fn untimely(&self, event: &Derived) -> Option<Rejection> {
         if let Some(ahead) = event
             .event_time
             .and_then(|t| self.store.ahead_of_clock(t))
             .filter(|ahead| *ahead > lambda_dedup::MAX_CLOCK_SKEW)
         {
-            let future = Rejection::FromTheFuture {
+            return Some(Rejection::FromTheFuture {
                 ahead_secs: ahead.as_secs(),
                 skew_secs: lambda_dedup::MAX_CLOCK_SKEW.as_secs(),
-            };
-            tracing::warn!(message_id = %msg.message_id, key = %event.key, code = future.code(),
-                reason = %future, "event time in the future: not applied, for reconciliation");
-            return Err(Outcome::Rejected {
-                code: Reason::ImplausibleTime,
-                reason: future.to_string(),
             });
         }
-        if let Some(age) = event
+        let age = event
             .event_time
-            .and_then(|t| self.store.beyond_retention(t))
-        {
-            let late = Rejection::Late {
-                age_secs: age.as_secs(),
-                retention_secs: self.store.retention().duration().as_secs(),
-            };
-            tracing::warn!(message_id = %msg.message_id, key = %event.key, code = late.code(),
-                reason = %late, "late: beyond the retention window; not applied, for reconciliation");
-            return Err(Outcome::Rejected {
-                code: Reason::LateEvent,
-                reason: late.to_string(),
-            });
-        }
-        Ok(event)
+            .and_then(|t| self.store.beyond_retention(t))?;
+        Some(Rejection::Late {
+            age_secs: age.as_secs(),
+            retention_secs: self.store.retention().duration().as_secs(),
+        })
+    }
+
+    /// How long the external API keeps idempotency keys, for the leased flow.
+    pub(crate) fn provider_key_retention(&self) -> Option<Duration> {
+        self.provider_key_retention
     }
 
     /// The transactional flow (S5): derive the key, let `plan` say which writes the event makes,
@@ -291,7 +312,7 @@ impl Deduplicator {
                     reason,
                 }
             }
-            Err(e) => store_failed(msg, &e),
+            Err(e) => store_failed(msg, &event.key, &e),
         }
     }
 
@@ -316,7 +337,7 @@ impl Deduplicator {
         {
             Ok(Claim::Claimed(lease)) => lease,
             Ok(Claim::Seen(seen)) => return self.seen(msg, &event, seen),
-            Err(e) => return store_failed(msg, &e),
+            Err(e) => return store_failed(msg, &event.key, &e),
         };
         let key = event.key.clone();
         let summary = event.clone();
@@ -347,7 +368,7 @@ impl Deduplicator {
                     // The external effect happened, under our idempotency key; the next delivery
                     // (or the process that took over) repeats the call with the same key, and the
                     // provider answers with the stored result instead of a second effect.
-                    store_failed(msg, &e)
+                    store_failed(msg, &key, &e)
                 }
             },
             Err(err) => {
@@ -531,7 +552,7 @@ impl Deduplicator {
                     reason: format!("DynamoDB refused the event's write ({code})"),
                 }
             }
-            Err(e) => store_failed(msg, &e),
+            Err(e) => store_failed(msg, &event.key, &e),
         }
     }
 
@@ -539,7 +560,7 @@ impl Deduplicator {
         match seen {
             Seen::Duplicate(mark) => {
                 if let Some(cache) = &self.cache {
-                    cache.insert(&mark);
+                    cache.insert_at(&mark, self.store.now());
                 }
                 let first_seen_ms = lambda_dedup::clock::epoch_millis(mark.first_seen_at);
                 tracing::info!(message_id = %msg.message_id, key = %event.key,
@@ -613,11 +634,11 @@ where
     }
 }
 
-fn store_failed(msg: &Message, e: &StoreError) -> Outcome {
+fn store_failed(msg: &Message, key: &DedupKey, e: &StoreError) -> Outcome {
     if let StoreError::Corrupt { .. } = e {
         // S15: a mark that cannot be decoded stays so on every redelivery: dead-letter and count
         // it, do not retry it until the queue gives up. Its effects are not touched.
-        tracing::error!(message_id = %msg.message_id, error = %e,
+        tracing::error!(message_id = %msg.message_id, key = %key, error = %e,
             "rejected: the stored mark is corrupt; dead-lettering");
         return Outcome::Rejected {
             code: Reason::MarkCorrupt,
@@ -625,8 +646,8 @@ fn store_failed(msg: &Message, e: &StoreError) -> Outcome {
         };
     }
     // S13: fail closed. Nothing is acknowledged without its mark.
-    tracing::warn!(message_id = %msg.message_id, error = %e, retryable = e.is_retryable(),
-        "mark store failed; will retry");
+    tracing::warn!(message_id = %msg.message_id, key = %key, error = %e,
+        retryable = e.is_retryable(), "mark store failed; will retry");
     Outcome::Retry {
         reason: format!("mark store: {e}"),
     }

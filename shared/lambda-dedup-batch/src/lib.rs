@@ -10,6 +10,9 @@
 //!   that must close (S14), with its CloudWatch Embedded Metric Format line.
 //! - [`runner`]: [`run_batch`]: bounded concurrency, FIFO order per message group, panics caught,
 //!   the list of messages to redeliver (S12).
+//! - [`explain`]: [`Deduplicator::explain`]: the [`Verdict`] a delivery of a message would get
+//!   now (would apply, duplicate, conflict, late, no identity…), read and never written, for
+//!   operators' tools.
 //! - [`flows`]: [`Deduplicator`]: the transactional flow (mark and effects in one transaction,
 //!   S5) and the leased flow (claim, external call with the idempotency key, complete, S6), each
 //!   mapping every store answer to an outcome; a store fault is always a retry (S13). Batch-
@@ -55,10 +58,12 @@
 
 #![warn(missing_docs)]
 
+pub mod explain;
 pub mod flows;
 pub mod outcome;
 pub mod runner;
 
+pub use explain::{Explanation, Verdict};
 pub use flows::{Deduplicator, HandlerError, LeasedDeduplicator, Plan};
 pub use outcome::{Account, Outcome, Reason};
 pub use runner::{BatchReport, run_batch, run_batch_transactional};

@@ -116,7 +116,7 @@ pub(crate) fn effect(e: &Effect) -> Result<TransactWriteItem, Error> {
     .build())
 }
 
-fn get_s<'a>(item: &'a Av, name: &str) -> Option<&'a str> {
+pub(crate) fn get_s<'a>(item: &'a Av, name: &str) -> Option<&'a str> {
     item.get(name)
         .and_then(|v| v.as_s().ok())
         .map(String::as_str)

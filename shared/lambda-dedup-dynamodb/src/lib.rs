@@ -25,6 +25,7 @@ mod batch;
 mod client;
 mod codec;
 mod error;
+pub mod forget;
 pub mod provision;
 mod store;
 
@@ -34,6 +35,7 @@ pub use client::{
     read_item, scan_where, scan_without, sdk_config, write_effects,
 };
 pub use error::{Error, FaultKind};
+pub use forget::{ForgetRequest, Forgotten, MarkCounts, count_marks};
 pub use lambda_dedup::CommitRequest;
 pub use store::{DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, DynamoStore, MAX_EFFECTS};
 

@@ -37,8 +37,23 @@ pub fn late_attributes(
 ) -> Vec<(String, String)> {
     let strings: std::collections::BTreeMap<&str, &str> = original
         .iter()
-        .filter(|(k, _)| !k.starts_with("dedup-"))
         .filter_map(|(k, a)| Some((k.as_str(), a.string_value.as_deref()?)))
+        .collect();
+    late_attributes_of(reason, key, message_id, &strings)
+}
+
+/// [`late_attributes`] from the original's string attributes by name (what an operator's tool
+/// reads from a dead-letter queue, `lambda-dedup redrive`).
+pub fn late_attributes_of(
+    reason: Reason,
+    key: &str,
+    message_id: &str,
+    original: &std::collections::BTreeMap<&str, &str>,
+) -> Vec<(String, String)> {
+    let strings: std::collections::BTreeMap<&str, &str> = original
+        .iter()
+        .filter(|(k, _)| !k.starts_with("dedup-"))
+        .map(|(k, v)| (*k, *v))
         .collect();
     let mut out = vec![
         ("dedup-reason".to_owned(), reason.code().to_owned()),

@@ -3,13 +3,15 @@
 //!
 //! Only *completed* marks are cached, never in-progress ones (a lease can change hands at any
 //! time), and a cached mark is used only while its TTL has not passed (S9). A completed mark never
-//! changes back, so a hit is as good as the store's answer — with one caveat: if an operator
-//! deletes a mark by hand to force reprocessing, containers that cached it still see it until they
-//! are recycled or it is evicted.
+//! changes back on its own, so a hit is as good as the store's answer — except after an operator
+//! removes the mark on purpose (`lambda-dedup forget`) to have the event applied again: a cache
+//! with a maximum age ([`MarkCache::with_max_age`], `DEDUP_CACHE_SECONDS` in the functions) asks
+//! the store again once a mark has been held that long, so such a removal reaches every warm
+//! container within that age.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crate::fingerprint::Fingerprint;
 use crate::key::DedupKey;
@@ -17,7 +19,8 @@ use crate::mark::{Mark, MarkStatus, Seen};
 
 #[derive(Debug, Default)]
 struct Inner {
-    marks: HashMap<DedupKey, (Mark, u64)>,
+    /// Key → the mark, its use tick, and when it was cached.
+    marks: HashMap<DedupKey, (Mark, u64, SystemTime)>,
     /// Use order: tick → key. The smallest tick is the least recently used.
     order: BTreeMap<u64, DedupKey>,
     tick: u64,
@@ -27,6 +30,7 @@ struct Inner {
 #[derive(Debug)]
 pub struct MarkCache {
     capacity: usize,
+    max_age: Option<Duration>,
     inner: Mutex<Inner>,
 }
 
@@ -35,23 +39,41 @@ impl MarkCache {
     pub fn new(capacity: usize) -> Self {
         Self {
             capacity,
+            max_age: None,
             inner: Mutex::new(Inner::default()),
         }
+    }
+
+    /// Holds a mark at most `max_age` after it was cached; after that the store is asked again
+    /// (so a mark removed on purpose is seen gone within `max_age`).
+    #[must_use]
+    pub fn with_max_age(mut self, max_age: Duration) -> Self {
+        self.max_age = Some(max_age);
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Remembers a completed mark. In-progress marks are ignored.
+    /// Remembers a completed mark, cached now by the system clock. In-progress marks are ignored.
     pub fn insert(&self, mark: &Mark) {
+        self.insert_at(mark, SystemTime::now());
+    }
+
+    /// Remembers a completed mark, cached at `now` (the clock [`seen`](Self::seen) is asked
+    /// with). In-progress marks are ignored.
+    pub fn insert_at(&self, mark: &Mark, now: SystemTime) {
         if self.capacity == 0 || mark.status != MarkStatus::Completed {
             return;
         }
         let mut inner = self.lock();
         inner.tick += 1;
         let tick = inner.tick;
-        if let Some((_, old)) = inner.marks.insert(mark.key.clone(), (mark.clone(), tick)) {
+        if let Some((_, old, _)) = inner
+            .marks
+            .insert(mark.key.clone(), (mark.clone(), tick, now))
+        {
             inner.order.remove(&old);
         }
         inner.order.insert(tick, mark.key.clone());
@@ -72,8 +94,11 @@ impl MarkCache {
         now: SystemTime,
     ) -> Option<Seen> {
         let mut inner = self.lock();
-        let (mark, old) = inner.marks.get(key).map(|(m, t)| (m.clone(), *t))?;
-        if !mark.is_live(now) {
+        let (mark, old, cached_at) = inner.marks.get(key).map(|(m, t, c)| (m.clone(), *t, *c))?;
+        let too_old = self
+            .max_age
+            .is_some_and(|max| now.duration_since(cached_at).is_ok_and(|held| held >= max));
+        if !mark.is_live(now) || too_old {
             inner.marks.remove(key);
             inner.order.remove(&old);
             return None;
@@ -118,6 +143,25 @@ mod tests {
             first_seen_at: now,
             completed_at: Some(now),
         }
+    }
+
+    /// A mark held longer than the maximum age is not answered from the cache: the store is
+    /// asked again (a mark forgotten on purpose is seen gone).
+    #[test]
+    fn a_mark_past_the_maximum_age_is_asked_again() {
+        let now = SystemTime::now();
+        let cache = MarkCache::new(10).with_max_age(Duration::from_secs(60));
+        let m = mark("a", MarkStatus::Completed, now);
+        cache.insert_at(&m, now);
+        let fp = Fingerprint::of_bytes(b"a");
+        let later = now + Duration::from_secs(59);
+        assert!(cache.seen(&m.key, Some(&fp), later).is_some());
+        assert!(
+            cache
+                .seen(&m.key, Some(&fp), now + Duration::from_secs(60))
+                .is_none()
+        );
+        assert!(cache.is_empty(), "dropped");
     }
 
     #[test]

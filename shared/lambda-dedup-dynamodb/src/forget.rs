@@ -1,0 +1,218 @@
+//! Operators' writes and reads of the mark table: removing a mark on purpose ([`DynamoStore::forget`],
+//! always with an audit item) and counting marks for the account (S14, [`count_marks`]).
+//!
+//! An audit item lives in the mark table itself, beside the marks: its `pk` is the forgotten
+//! mark's key followed by `#forgotten#<epoch ms>` (so the consumer is read from it as from a
+//! mark's), its `status` is `FORGOTTEN` (never counted as a mark), it has no TTL (it is kept as
+//! long as the table), and it holds who, when, why and the mark as it was. The account counts
+//! the audit items of completed marks per consumer: marks = applied − purged − forgotten.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
+use lambda_dedup::clock::epoch_millis;
+use lambda_dedup::{DedupKey, Mark, MarkStatus, MarkStore};
+
+use crate::attr;
+use crate::codec::{self, ms, s};
+use crate::error::Error;
+use crate::{Client, DynamoStore};
+
+/// The `status` of an audit item of a forgotten mark.
+pub const FORGOTTEN: &str = "FORGOTTEN";
+/// Audit item attributes.
+pub mod audit_attr {
+    /// Who forgot the mark (the operator's name, as given).
+    pub const BY: &str = "forgotten_by";
+    /// Why.
+    pub const REASON: &str = "reason";
+    /// When (epoch milliseconds).
+    pub const AT: &str = "forgotten_at";
+    /// The key of the forgotten mark.
+    pub const MARK_KEY: &str = "mark_pk";
+    /// The forgotten mark's status (`COMPLETED` or `IN_PROGRESS`).
+    pub const MARK_STATUS: &str = "mark_status";
+    /// The forgotten mark as it was, as JSON.
+    pub const MARK: &str = "mark";
+}
+
+/// Who removes a mark, and why: recorded in the audit item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForgetRequest<'a> {
+    /// The mark's key.
+    pub key: &'a DedupKey,
+    /// Who asks (e.g. the operator's user name).
+    pub by: &'a str,
+    /// Why.
+    pub reason: &'a str,
+    /// Remove it even while a claim's lease is live.
+    pub force: bool,
+}
+
+/// What [`DynamoStore::forget`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Forgotten {
+    /// The mark is gone and the audit item written, in one transaction. `audit_key` is the
+    /// audit item's `pk`.
+    Removed {
+        /// The mark as it was.
+        mark: Box<Mark>,
+        /// The audit item's `pk`.
+        audit_key: String,
+    },
+    /// No live mark under the key: nothing written.
+    NoMark,
+    /// A claim's lease is live (someone may be calling out right now): nothing written; pass
+    /// `force` to remove it anyway.
+    LiveLease(Box<Mark>),
+    /// The mark changed between the read and the removal: nothing written; look again.
+    Changed,
+}
+
+/// The mark as it was, as JSON for the audit item (times in epoch milliseconds).
+fn mark_json(m: &Mark) -> String {
+    serde_json::json!({
+        "pk": m.key.as_str(),
+        "status": m.status.as_str(),
+        "owner": m.owner.as_ref().map(|o| o.as_str()),
+        "lease_expires_at": m.lease_expires_at.map(epoch_millis),
+        "expires_at": epoch_millis(m.expires_at),
+        "fingerprint": m.fingerprint.as_ref().map(|f| f.as_str().to_owned()),
+        "result": m.result,
+        "first_seen_at": epoch_millis(m.first_seen_at),
+        "completed_at": m.completed_at.map(epoch_millis),
+    })
+    .to_string()
+}
+
+impl DynamoStore {
+    /// Removes the mark of `request.key` on purpose, so the event can be applied again, and
+    /// records it: one transaction deletes the mark (conditioned on it being as read) and puts
+    /// the audit item (see the module docs). A live lease is refused unless `force`.
+    pub async fn forget(&self, request: ForgetRequest<'_>) -> Result<Forgotten, Error> {
+        let now = self.now();
+        let Some(mark) = self.get(request.key).await? else {
+            return Ok(Forgotten::NoMark);
+        };
+        if mark.lease_is_live(now) && !request.force {
+            return Ok(Forgotten::LiveLease(Box::new(mark)));
+        }
+        let audit_key = format!("{}#forgotten#{}", mark.key.as_str(), epoch_millis(now));
+        let mut condition = "#s = :s".to_owned();
+        let mut delete = Delete::builder()
+            .table_name(self.table())
+            .key(attr::PK, s(mark.key.as_str()))
+            .expression_attribute_names("#s", attr::STATUS)
+            .expression_attribute_values(":s", s(mark.status.as_str()));
+        delete = match &mark.owner {
+            Some(owner) => {
+                condition.push_str(" AND #o = :o");
+                delete
+                    .expression_attribute_names("#o", attr::OWNER)
+                    .expression_attribute_values(":o", s(owner.as_str()))
+            }
+            None => {
+                condition.push_str(" AND attribute_not_exists(#o)");
+                delete.expression_attribute_names("#o", attr::OWNER)
+            }
+        };
+        let delete = delete
+            .condition_expression(condition)
+            .build()
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        let put = Put::builder()
+            .table_name(self.table())
+            .item(attr::PK, s(&audit_key))
+            .item(attr::STATUS, s(FORGOTTEN))
+            .item(audit_attr::BY, s(request.by))
+            .item(audit_attr::REASON, s(request.reason))
+            .item(audit_attr::AT, ms(now))
+            .item(audit_attr::MARK_KEY, s(mark.key.as_str()))
+            .item(audit_attr::MARK_STATUS, s(mark.status.as_str()))
+            .item(audit_attr::MARK, s(mark_json(&mark)))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        let sent = self
+            .client()
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().delete(delete).build())
+            .transact_items(TransactWriteItem::builder().put(put).build())
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(Forgotten::Removed {
+                mark: Box::new(mark),
+                audit_key,
+            }),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|se| se.is_transaction_canceled_exception()) =>
+            {
+                Ok(Forgotten::Changed)
+            }
+            Err(e) => Err(crate::error::from_sdk(e)),
+        }
+    }
+}
+
+/// The marks of one consumer, for the account (S14).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MarkCounts {
+    /// Completed marks in the table.
+    pub completed: u64,
+    /// Audit items of completed marks removed on purpose ([`DynamoStore::forget`]).
+    pub forgotten: u64,
+}
+
+/// Completed marks and forgotten completed marks per consumer in the mark `table` (a strongly
+/// consistent scan, page by page; `progress` is called with the items read so far).
+pub async fn count_marks(
+    client: &Client,
+    table: &str,
+    progress: &dyn Fn(u64),
+) -> Result<BTreeMap<String, MarkCounts>, Error> {
+    let mut counts: BTreeMap<String, MarkCounts> = BTreeMap::new();
+    let mut start = None;
+    let mut read = 0u64;
+    loop {
+        let out = client
+            .scan()
+            .table_name(table)
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(crate::error::from_sdk)?;
+        for item in out.items() {
+            let get = |k: &str| codec::get_s(item, k);
+            let Some(consumer) = get(attr::PK).and_then(|pk| pk.split('#').nth(1)) else {
+                continue;
+            };
+            let completed = MarkStatus::Completed.as_str();
+            match get(attr::STATUS) {
+                Some(status) if status == completed => {
+                    counts.entry(consumer.to_owned()).or_default().completed += 1;
+                }
+                Some(FORGOTTEN) if get(audit_attr::MARK_STATUS) == Some(completed) => {
+                    counts.entry(consumer.to_owned()).or_default().forgotten += 1;
+                }
+                _ => {}
+            }
+        }
+        read += out.items().len() as u64;
+        progress(read);
+        start = out.last_evaluated_key().cloned();
+        if start.is_none() {
+            return Ok(counts);
+        }
+    }
+}
+
+/// The time of an audit item, for tests and reports.
+pub fn forgotten_at(item: &crate::Attributes) -> Option<SystemTime> {
+    item.get(audit_attr::AT)
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(lambda_dedup::clock::from_epoch_millis)
+}

@@ -1,0 +1,586 @@
+//! The operators' tool, `lambda-dedup`, run as a built binary against the local stack with the
+//! functions' own environment (`functions.env`, as an operator would export it), on
+//! `ledger-projector` (S2, S8, S10, S11, S14). Each test uses its own event ids, accounts and
+//! dead-letter queue, so nothing else's messages are moved.
+
+use std::collections::BTreeMap;
+use std::process::Output;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use dedup_tests::{client, get_item, unique};
+use serde_json::{Value, json};
+
+use crate::e2e::{ce, env, eventually, send, sqs, stack_is_up};
+
+/// The functions' environment, as the stack wrote it beside their log.
+fn function_env() -> Vec<(String, String)> {
+    let log = std::path::PathBuf::from(env("DEDUP_FUNCTIONS_LOG"));
+    let text = std::fs::read_to_string(log.with_file_name("functions.env")).expect("functions.env");
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+/// Runs `lambda-dedup -f ledger-projector <args>` with the function's environment (and
+/// `extra`), as an operator does.
+async fn cli(args: &[&str], extra: &[(&str, &str)]) -> Output {
+    let mut vars = function_env();
+    vars.extend(
+        extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
+    cli_in(args, vars).await
+}
+
+/// Runs `lambda-dedup -f ledger-projector <args>` with exactly `vars` in its environment.
+async fn cli_in(args: &[&str], vars: Vec<(String, String)>) -> Output {
+    // A separate process; the test waits for it as a shell would.
+    std::process::Command::new(env("DEDUP_CLI"))
+        .env_clear()
+        .envs(vars)
+        .args(["--function", "ledger-projector"])
+        .args(args)
+        .output()
+        .expect("lambda-dedup runs")
+}
+
+fn as_refs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+fn json_of(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+async fn balance(account: &str) -> Option<i64> {
+    let key = lambda_dedup::tenant_scoped("t1", account);
+    let item = get_item(&client(), &env("DEDUP_TABLE_BALANCES"), "account", &key).await?;
+    item.get("balance")?.as_n().ok()?.parse().ok()
+}
+
+async fn balance_is(what: &str, account: &str, want: i64) {
+    eventually(what, Duration::from_secs(60), || async {
+        balance(account).await.filter(|b| *b == want)
+    })
+    .await;
+}
+
+/// A queue of this test's own.
+async fn queue(name: &str) -> String {
+    sqs()
+        .create_queue()
+        .queue_name(name)
+        .send()
+        .await
+        .expect("create queue")
+        .queue_url
+        .expect("url")
+}
+
+async fn put(queue: &str, bodies: &[&String]) {
+    for b in bodies {
+        sqs()
+            .send_message()
+            .queue_url(queue)
+            .message_body(*b)
+            .send()
+            .await
+            .expect("send");
+    }
+}
+
+/// Every body in `queue` (received, then made visible again).
+async fn bodies_in(queue: &str) -> Vec<String> {
+    let sqs = sqs();
+    let mut found = Vec::new();
+    let mut empty = 0;
+    while empty < 2 {
+        let out = sqs
+            .receive_message()
+            .queue_url(queue)
+            .max_number_of_messages(10)
+            .visibility_timeout(20)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .expect("receive");
+        if out.messages().is_empty() {
+            empty += 1;
+        }
+        for m in out.messages() {
+            found.push(m.body().unwrap_or_default().to_owned());
+            let _ = sqs
+                .change_message_visibility()
+                .queue_url(queue)
+                .receipt_handle(m.receipt_handle().unwrap_or_default())
+                .visibility_timeout(0)
+                .send()
+                .await;
+        }
+        // Made visible again: stop once everything was seen.
+        if found.len() >= 50 {
+            break;
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+fn counts(report: &Value) -> BTreeMap<String, u64> {
+    report["counts"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn ids(report: &Value, list: &str) -> Vec<String> {
+    report[list]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r["message_id"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// S2, S8, S10, S11: a dead-letter queue holding what a bad day leaves — three events that
+/// failed under a bug since fixed (no mark: they would apply), an event applied already, a
+/// conflicting payload under an applied event's key, a late event and a malformed message.
+/// `redrive --dry-run` classifies each and changes nothing; a redrive killed after its first
+/// send loses nothing; the next redrive moves the rest, the late one to reconciliation, leaves
+/// the duplicate, the conflict, the malformed message and the copy the killed run had sent
+/// (now a duplicate by key), and each good event moves its balance exactly once.
+#[tokio::test]
+async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted() {
+    if !stack_is_up("e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted") {
+        return;
+    }
+    let run = unique("redrive");
+    let acct = format!("{run}-acct");
+    let credit = |id: &str, amount: i64| {
+        ce(
+            "credit",
+            "/e2e",
+            &format!("{run}-{id}"),
+            "t1",
+            json!({"account": acct, "amount": amount}),
+        )
+    };
+    let applied = credit("applied", 5);
+    send(
+        "DEDUP_QUEUE_LEDGER_PROJECTOR",
+        std::slice::from_ref(&applied),
+    )
+    .await;
+    balance_is("the first credit", &acct, 5).await;
+
+    let dlq = queue(&format!("{run}-dlq")).await;
+    let fixed = [credit("p1", 1), credit("p10", 10), credit("p100", 100)];
+    let conflict = credit("applied", 500);
+    let two_days_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 86_400);
+    let late = json!({"specversion": "1.0", "type": "credit", "source": "/e2e",
+        "id": format!("{run}-late"), "tenantid": "t1",
+        "data": {"account": acct, "amount": 1000},
+        "time": chrono::DateTime::<chrono::Utc>::from(two_days_ago)
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)})
+    .to_string();
+    let malformed = format!("{{\"broken\": \"{run}\"");
+    let all: Vec<&String> = fixed
+        .iter()
+        .chain([&applied, &conflict, &late, &malformed])
+        .collect();
+    put(&dlq, &all).await;
+    let source = env("DEDUP_QUEUE_LEDGER_PROJECTOR");
+    let redrive = |extra: &'static [&'static str]| {
+        let mut args = vec![
+            "--json",
+            "redrive",
+            "--dlq",
+            &dlq,
+            "--source",
+            &source,
+            "--hold-seconds",
+            "5",
+        ];
+        args.extend_from_slice(extra);
+        args.into_iter().map(str::to_owned).collect::<Vec<String>>()
+    };
+
+    // The dry run: each classified, nothing moved.
+    let args = redrive(&["--dry-run"]);
+    let out = cli(&as_refs(&args), &[]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json_of(&out);
+    assert_eq!(
+        counts(&report),
+        BTreeMap::from([
+            ("would_apply".into(), 3),
+            ("duplicate".into(), 1),
+            ("conflict".into(), 1),
+            ("late".into(), 1),
+            ("no_identity".into(), 1),
+        ]),
+        "{report:#}"
+    );
+    assert!(ids(&report, "moved").is_empty());
+    // One of them by id, read from the queue and left there, as explain sees it.
+    let conflicting = report["left"]
+        .as_array()
+        .expect("left")
+        .iter()
+        .find(|r| r["verdict"] == "conflict")
+        .and_then(|r| r["message_id"].as_str())
+        .expect("the conflict's id")
+        .to_owned();
+    let out = cli(
+        &[
+            "--json",
+            "explain",
+            "--queue",
+            &dlq,
+            "--message-id",
+            &conflicting,
+        ],
+        &[],
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let explained = json_of(&out);
+    assert_eq!(explained["verdict"], "conflict", "{explained:#}");
+    assert_eq!(explained["fingerprint_matches"], false);
+    assert_eq!(
+        bodies_in(&dlq).await.len(),
+        7,
+        "the dry run changed nothing"
+    );
+    assert_eq!(balance(&acct).await, Some(5));
+
+    // Killed right after its first send, before the delete.
+    let args = redrive(&[]);
+    let out = cli(&as_refs(&args), &[("LAMBDA_DEDUP_EXIT_AFTER_SENDS", "1")]).await;
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The sent one is applied once; every message is still in the DLQ (the held ones come
+    // back when their hold ends).
+    let once = eventually(
+        "the first send applied",
+        Duration::from_secs(60),
+        || async { balance(&acct).await.filter(|b| [6, 15, 105].contains(b)) },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        bodies_in(&dlq).await.len(),
+        7,
+        "nothing lost: the sent copy is still in the DLQ"
+    );
+
+    // The redrive again, to the end.
+    let report_file = std::env::temp_dir().join(format!("{run}-report.json"));
+    let mut args = redrive(&[]);
+    args.extend(["--report".to_owned(), report_file.display().to_string()]);
+    let out = cli(&as_refs(&args), &[]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&report_file).expect("report"))
+            .expect("json");
+    assert_eq!(report, json_of(&out), "the report file is what was printed");
+    let moved: Vec<(String, String)> = report["moved"]
+        .as_array()
+        .expect("moved")
+        .iter()
+        .map(|r| {
+            (
+                r["verdict"].as_str().unwrap_or_default().to_owned(),
+                r["moved_to"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let mut moved_sorted = moved.clone();
+    moved_sorted.sort();
+    assert_eq!(
+        moved_sorted,
+        [
+            ("late".to_owned(), "reconciliation".to_owned()),
+            ("would_apply".to_owned(), "source".to_owned()),
+            ("would_apply".to_owned(), "source".to_owned()),
+        ],
+        "{report:#}"
+    );
+    assert_eq!(
+        counts(&report).get("duplicate"),
+        Some(&2),
+        "the applied one and the killed run's sent copy: {report:#}"
+    );
+    assert_eq!(ids(&report, "left").len(), 4, "{report:#}");
+
+    balance_is("every fixed event applied once", &acct, 5 + 1 + 10 + 100).await;
+    assert_ne!(once, 116);
+    let left = bodies_in(&dlq).await;
+    let mut want: Vec<String> = vec![applied.clone(), conflict.clone(), malformed.clone()];
+    let killed_copy = fixed
+        .iter()
+        .find(|b| {
+            let amount = serde_json::from_str::<Value>(b).expect("json")["data"]["amount"]
+                .as_i64()
+                .unwrap_or(0);
+            amount == once - 5
+        })
+        .expect("the killed run's message");
+    want.push(killed_copy.clone());
+    want.sort();
+    assert_eq!(
+        left, want,
+        "left: the duplicates, the conflict and the malformed one"
+    );
+
+    // The late event went to reconciliation, tagged, with its key; never to the balance.
+    let recon = env("DEDUP_QUEUE_RECONCILIATION");
+    let tagged = eventually(
+        "the late event in reconciliation",
+        Duration::from_secs(30),
+        || {
+            let (recon, late) = (&recon, &late);
+            async move {
+                let out = sqs()
+                    .receive_message()
+                    .queue_url(recon)
+                    .max_number_of_messages(10)
+                    .message_attribute_names("All")
+                    .send()
+                    .await
+                    .ok()?;
+                out.messages()
+                    .iter()
+                    .find(|m| m.body() == Some(late))
+                    .map(|m| {
+                        let a = m.message_attributes().cloned().unwrap_or_default();
+                        let get =
+                            |k: &str| a.get(k).and_then(|v| v.string_value()).map(str::to_owned);
+                        (get("dedup-reason"), get("dedup-key"))
+                    })
+            }
+        },
+    )
+    .await;
+    assert_eq!(tagged.0.as_deref(), Some("late_event"));
+    assert!(
+        tagged
+            .1
+            .is_some_and(|k| k.starts_with("demo#ledger-projector#"))
+    );
+
+    // Redriving what is left moves nothing.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let args = redrive(&[]);
+    let out = cli(&as_refs(&args), &[]).await;
+    let again = json_of(&out);
+    assert!(ids(&again, "moved").is_empty(), "{again:#}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(balance(&acct).await, Some(116), "nothing applied twice");
+}
+
+/// S8, S14: `explain` says an applied event is a duplicate and shows its mark; `forget`
+/// removes the mark with an audit item (refusing a live lease without `--force`); the event
+/// redelivered is applied again exactly once; and `account` still closes, because it
+/// subtracts the forgotten mark.
+#[tokio::test]
+async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes() {
+    if !stack_is_up("e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes") {
+        return;
+    }
+    let run = unique("forget");
+    let acct = format!("{run}-acct");
+    let event = ce(
+        "credit",
+        "/e2e",
+        &format!("{run}-1"),
+        "t1",
+        json!({"account": acct, "amount": 7}),
+    );
+    let file = std::env::temp_dir().join(format!("{run}.json"));
+    std::fs::write(&file, &event).expect("write");
+    let path = file.display().to_string();
+
+    let out = cli(&["--json", "explain", &path], &[]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json_of(&out)["verdict"], "would_apply");
+
+    send("DEDUP_QUEUE_LEDGER_PROJECTOR", std::slice::from_ref(&event)).await;
+    balance_is("the credit", &acct, 7).await;
+
+    let out = cli(&["--json", "explain", &path], &[]).await;
+    let explained = json_of(&out);
+    assert_eq!(explained["verdict"], "duplicate", "{explained:#}");
+    assert_eq!(explained["mark"]["status"], "COMPLETED");
+    assert_eq!(explained["fingerprint_matches"], true);
+    let key = explained["key"].as_str().expect("key").to_owned();
+    // For people: one line of verdict.
+    let out = cli(&["explain", &path], &[]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("verdict: is a duplicate of the event first processed at"),
+        "{text}"
+    );
+    // From the function's entry in the template, with only what a deployment knows (the
+    // table, the namespace) and the endpoints in the environment: the same verdict.
+    let template = concat!(env!("CARGO_MANIFEST_DIR"), "/../infra/template.yaml");
+    let only: Vec<(String, String)> = function_env()
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("AWS_") || k == "DEDUP_MARK_TABLE" || k == "DEDUP_NAMESPACE")
+        .collect();
+    let out = cli_in(&["--json", "--template", template, "explain", &path], only).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json_of(&out)["verdict"], "duplicate");
+    assert_eq!(json_of(&out)["key"], key.as_str());
+    // By key, as a log line gives it.
+    let out = cli(&["--json", "explain", "--key", &key], &[]).await;
+    assert_eq!(json_of(&out)["mark"]["status"], "COMPLETED");
+    // By its digest alone.
+    let digest = key.rsplit('#').next().expect("digest");
+    let out = cli(&["--json", "explain", "--key", digest], &[]).await;
+    assert_eq!(json_of(&out)["mark"]["key"], key.as_str());
+
+    // A live lease is refused without --force, and nothing is written.
+    let ddb = client();
+    let marks = env("DEDUP_TABLE_MARKS");
+    let held = format!("demo#ledger-projector#{run}-held");
+    let far = (std::time::SystemTime::now() + Duration::from_secs(3600))
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time");
+    ddb.put_item()
+        .table_name(&marks)
+        .item("pk", AttributeValue::S(held.clone()))
+        .item("status", AttributeValue::S("IN_PROGRESS".into()))
+        .item("owner", AttributeValue::S("someone".into()))
+        .item(
+            "lease_expires_at",
+            AttributeValue::N(far.as_millis().to_string()),
+        )
+        .item("expires_at", AttributeValue::N(far.as_secs().to_string()))
+        .item("first_seen_at", AttributeValue::N("1".into()))
+        .send()
+        .await
+        .expect("put");
+    let out = cli(&["--json", "forget", &held, "--reason", "test"], &[]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json_of(&out)["why"], "live_lease");
+    assert!(
+        get_item(&ddb, &marks, "pk", &held).await.is_some(),
+        "not removed"
+    );
+    let out = cli(
+        &["--json", "forget", &held, "--reason", "test", "--force"],
+        &[],
+    )
+    .await;
+    assert_eq!(json_of(&out)["forgotten"], true);
+
+    // Forget the applied one, on purpose.
+    let out = cli(
+        &[
+            "--json",
+            "forget",
+            &key,
+            "--reason",
+            "ticket 42: re-apply",
+            "--by",
+            "ops",
+        ],
+        &[],
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let forgotten = json_of(&out);
+    let audit_key = forgotten["audit_key"].as_str().expect("audit key");
+    let audit = get_item(&ddb, &marks, "pk", audit_key)
+        .await
+        .expect("audit item");
+    let s = |k: &str| audit.get(k).and_then(|v| v.as_s().ok()).cloned();
+    assert_eq!(s("status").as_deref(), Some("FORGOTTEN"));
+    assert_eq!(s("forgotten_by").as_deref(), Some("ops"));
+    assert_eq!(s("reason").as_deref(), Some("ticket 42: re-apply"));
+    assert_eq!(s("mark_status").as_deref(), Some("COMPLETED"));
+    assert!(
+        s("mark").is_some_and(|m| m.contains(&key)),
+        "the mark as it was"
+    );
+    assert!(
+        get_item(&ddb, &marks, "pk", &key).await.is_none(),
+        "the mark is gone"
+    );
+    let out = cli(&["--json", "forget", &key, "--reason", "again"], &[]).await;
+    assert_eq!(json_of(&out)["why"], "no_mark");
+
+    // Redelivered (twice) once warm caches ask the table again: applied again exactly once.
+    let wait = forgotten["effective_after_seconds"]
+        .as_u64()
+        .expect("seconds");
+    assert!(wait <= 10, "the local stack's DEDUP_CACHE_SECONDS");
+    tokio::time::sleep(Duration::from_secs(wait + 1)).await;
+    send(
+        "DEDUP_QUEUE_LEDGER_PROJECTOR",
+        &[event.clone(), event.clone()],
+    )
+    .await;
+    balance_is("the credit applied again", &acct, 14).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(balance(&acct).await, Some(14), "once, not twice");
+
+    // The account closes, with the forgotten mark subtracted (EMF lines reach the log after
+    // the marks commit, so it is read until it does).
+    let log = env("DEDUP_FUNCTIONS_LOG");
+    let closed = eventually("the account to close", Duration::from_secs(60), || {
+        let log = log.clone();
+        async move {
+            let out = cli(&["--json", "account", "--log", &log], &[]).await;
+            let v = json_of(&out);
+            (v["closes"] == true).then_some(v)
+        }
+    })
+    .await;
+    assert!(closed["forgotten"].as_u64() >= Some(1), "{closed:#}");
+}

@@ -28,76 +28,10 @@ pub(crate) fn load(path: &Path) -> Result<Value> {
     parse(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// A template's text as JSON, each short-form tag replaced by its long form: `!Ref X` by
-/// `{"Ref": "X"}`, `!GetAtt A.B` by `{"Fn::GetAtt": ["A", "B"]}`, `!Condition C` by
-/// `{"Condition": "C"}`, and every other `!Fn` by `{"Fn::Fn": …}`.
+/// A template's text as JSON, each short-form tag replaced by its long form
+/// (`lambda_dedup_cli::template::parse`, the one reader of the template).
 pub(crate) fn parse(text: &str) -> Result<Value> {
-    let yaml: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(text).map_err(|e| format!("not YAML: {e}"))?;
-    long_form(yaml)
-}
-
-/// The short-form tags CloudFormation defines.
-const SHORT_FORMS: [&str; 16] = [
-    "Ref",
-    "Condition",
-    "GetAtt",
-    "Sub",
-    "Join",
-    "If",
-    "Equals",
-    "Select",
-    "FindInMap",
-    "GetAZs",
-    "ImportValue",
-    "Split",
-    "Base64",
-    "Not",
-    "And",
-    "Or",
-];
-
-fn long_form(v: serde_yaml_ng::Value) -> Result<Value> {
-    use serde_yaml_ng::Value as Y;
-    Ok(match v {
-        Y::Null => Value::Null,
-        Y::Bool(b) => Value::Bool(b),
-        Y::Number(n) => serde_json::to_value(&n).map_err(|e| e.to_string())?,
-        Y::String(s) => Value::String(s),
-        Y::Sequence(a) => Value::Array(a.into_iter().map(long_form).collect::<Result<_>>()?),
-        Y::Mapping(m) => {
-            let mut o = serde_json::Map::new();
-            for (k, v) in m {
-                let k = match k {
-                    Y::String(s) => s,
-                    Y::Number(n) => n.to_string(),
-                    Y::Bool(b) => b.to_string(),
-                    other => return Err(format!("a mapping key that is not a string: {other:?}")),
-                };
-                o.insert(k, long_form(v)?);
-            }
-            Value::Object(o)
-        }
-        Y::Tagged(t) => {
-            let tag = t.tag.to_string();
-            let name = tag.trim_start_matches('!');
-            if !SHORT_FORMS.contains(&name) {
-                return Err(format!("unknown tag {tag}"));
-            }
-            let inner = long_form(t.value)?;
-            let (key, inner) = match (name, inner) {
-                ("Ref" | "Condition", v) => (name.to_owned(), v),
-                ("GetAtt", Value::String(s)) => {
-                    let (res, attr) = s
-                        .split_once('.')
-                        .ok_or_else(|| format!("!GetAtt {s}: expected Resource.Attribute"))?;
-                    ("Fn::GetAtt".to_owned(), serde_json::json!([res, attr]))
-                }
-                (_, v) => (format!("Fn::{name}"), v),
-            };
-            Value::Object(serde_json::Map::from_iter([(key, inner)]))
-        }
-    })
+    lambda_dedup_cli::template::parse(text)
 }
 
 /// Everything wrong with `t`; empty when it is sound. Each rule is one function below.

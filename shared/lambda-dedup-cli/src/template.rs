@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_yaml_ng::Value;
+use serde_json::Value;
 
 /// Why a template gives no environment for the function.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,11 +45,10 @@ pub struct FunctionEntry {
 
 /// The entry of `function` in the template text `yaml`.
 pub fn function_entry(yaml: &str, function: &str) -> Result<FunctionEntry, TemplateError> {
-    let doc: Value =
-        serde_yaml_ng::from_str(yaml).map_err(|e| TemplateError::Unreadable(e.to_string()))?;
+    let doc = parse(yaml).map_err(TemplateError::Unreadable)?;
     let params = &doc["Parameters"];
     let resources = doc["Resources"]
-        .as_mapping()
+        .as_object()
         .ok_or_else(|| TemplateError::Unreadable("no Resources".into()))?;
     let (_, resource) = resources
         .iter()
@@ -65,11 +64,11 @@ pub fn function_entry(yaml: &str, function: &str) -> Result<FunctionEntry, Templ
         &doc["Globals"]["Function"]["Environment"]["Variables"],
         &resource["Properties"]["Environment"]["Variables"],
     ] {
-        let Some(vars) = vars.as_mapping() else {
+        let Some(vars) = vars.as_object() else {
             continue;
         };
         for (k, v) in vars {
-            let Some(name) = k.as_str() else { continue };
+            let name = k.as_str();
             let resolved = match v {
                 Value::String(s) => Some(s.clone()),
                 Value::Number(n) => Some(n.to_string()),
@@ -90,7 +89,7 @@ pub fn function_entry(yaml: &str, function: &str) -> Result<FunctionEntry, Templ
             }
         }
     }
-    if let Some(events) = resource["Properties"]["Events"].as_mapping() {
+    if let Some(events) = resource["Properties"]["Events"].as_object() {
         entry.source_queue = events
             .values()
             .filter(|e| e["Type"].as_str() == Some("SQS"))
@@ -100,7 +99,7 @@ pub fn function_entry(yaml: &str, function: &str) -> Result<FunctionEntry, Templ
     entry.dead_letter_queue = entry.source_queue.as_ref().and_then(|q| {
         resources
             .iter()
-            .find(|(k, _)| k.as_str() == Some(q))
+            .find(|(k, _)| k.as_str() == q.as_str())
             .and_then(|(_, r)| {
                 r["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0].as_str()
             })
@@ -116,6 +115,82 @@ fn scalar(v: &Value) -> Option<String> {
         Value::Bool(b) => Some(b.to_string()),
         _ => None,
     }
+}
+
+/// A template's text as JSON, each short-form tag replaced by its long form: `!Ref X` by
+/// `{"Ref": "X"}`, `!GetAtt A.B` by `{"Fn::GetAtt": ["A", "B"]}`, `!Condition C` by
+/// `{"Condition": "C"}`, and every other `!Fn` by `{"Fn::Fn": …}`.
+pub fn parse(text: &str) -> Result<Value, String> {
+    let yaml: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(text).map_err(|e| format!("not YAML: {e}"))?;
+    long_form(yaml)
+}
+
+/// The short-form tags CloudFormation defines.
+const SHORT_FORMS: [&str; 16] = [
+    "Ref",
+    "Condition",
+    "GetAtt",
+    "Sub",
+    "Join",
+    "If",
+    "Equals",
+    "Select",
+    "FindInMap",
+    "GetAZs",
+    "ImportValue",
+    "Split",
+    "Base64",
+    "Not",
+    "And",
+    "Or",
+];
+
+fn long_form(v: serde_yaml_ng::Value) -> Result<Value, String> {
+    use serde_yaml_ng::Value as Y;
+    Ok(match v {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(b),
+        Y::Number(n) => serde_json::to_value(&n).map_err(|e| e.to_string())?,
+        Y::String(s) => Value::String(s),
+        Y::Sequence(a) => Value::Array(
+            a.into_iter()
+                .map(long_form)
+                .collect::<Result<_, String>>()?,
+        ),
+        Y::Mapping(m) => {
+            let mut o = serde_json::Map::new();
+            for (k, v) in m {
+                let k = match k {
+                    Y::String(s) => s,
+                    Y::Number(n) => n.to_string(),
+                    Y::Bool(b) => b.to_string(),
+                    other => return Err(format!("a mapping key that is not a string: {other:?}")),
+                };
+                o.insert(k, long_form(v)?);
+            }
+            Value::Object(o)
+        }
+        Y::Tagged(t) => {
+            let tag = t.tag.to_string();
+            let name = tag.trim_start_matches('!');
+            if !SHORT_FORMS.contains(&name) {
+                return Err(format!("unknown tag {tag}"));
+            }
+            let inner = long_form(t.value)?;
+            let (key, inner) = match (name, inner) {
+                ("Ref" | "Condition", v) => (name.to_owned(), v),
+                ("GetAtt", Value::String(s)) => {
+                    let (res, attr) = s
+                        .split_once('.')
+                        .ok_or_else(|| format!("!GetAtt {s}: expected Resource.Attribute"))?;
+                    ("Fn::GetAtt".to_owned(), serde_json::json!([res, attr]))
+                }
+                (_, v) => (format!("Fn::{name}"), v),
+            };
+            Value::Object(serde_json::Map::from_iter([(key, inner)]))
+        }
+    })
 }
 
 #[cfg(test)]

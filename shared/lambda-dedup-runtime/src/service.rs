@@ -296,10 +296,12 @@ impl Dedup {
     /// The key spec: the identity, tenant, fingerprint and time chosen, with the settings'
     /// body limit and event-time source applied.
     pub fn key_spec(&self) -> KeySpec {
-        self.spec_in(self.settings.scope.clone())
+        self.settings
+            .key_spec(self.raw_spec(self.settings.scope.clone()))
     }
 
-    fn spec_in(&self, scope: Scope) -> KeySpec {
+    /// The spec chosen, before the settings' body limit and event-time source.
+    fn raw_spec(&self, scope: Scope) -> KeySpec {
         let mut spec = match self.identity {
             IdentitySource::CloudEvents => KeySpec::cloudevents(scope, "tenantid"),
             ref identity => {
@@ -313,7 +315,7 @@ impl Dedup {
         if let Some(t) = &self.time {
             spec = spec.event_time(t.clone());
         }
-        self.settings.key_spec(spec)
+        spec
     }
 
     fn payload_at(&self) -> PayloadAt {
@@ -325,8 +327,9 @@ impl Dedup {
 
     fn deduplicator(&self, scope: Scope) -> Result<Deduplicator, BuildError> {
         let store = self.store.clone().ok_or(BuildError::NoStore)?;
-        Ok(Deduplicator::with_store(self.spec_in(scope), store)
-            .with_cache(self.settings.cache_size))
+        // The settings apply their guards (body limit, event time, cache size and age) in one
+        // place, for the builder and `Settings::deduplicator` alike.
+        Ok(self.settings.deduplicator_on(self.raw_spec(scope), store))
     }
 
     fn leased(&self, scope: Scope) -> Result<LeasedDeduplicator, BuildError> {
@@ -884,6 +887,36 @@ mod tests {
             started.elapsed() < Duration::from_secs(5),
             "{:?}",
             started.elapsed()
+        );
+    }
+
+    /// `DEDUP_CACHE_SECONDS` through the builder: a duplicate the warm cache knows costs no
+    /// store call, until the cached mark is older than the setting; then the store is asked
+    /// again (so a mark an operator forgot is seen gone).
+    #[tokio::test]
+    async fn the_builder_ages_the_warm_cache_by_the_setting() {
+        let env = env().with("DEDUP_CACHE_SECONDS", "5");
+        let dedup = Dedup::read(&env, "payer").expect("settings");
+        let clock = Arc::new(lambda_dedup::ManualClock::new(SystemTime::now()));
+        let store = MemoryStore::new(dedup.settings().retention).with_clock(clock.clone());
+        let service = dedup
+            .identity("/id")
+            .store(store.clone())
+            .sqs(|_: Event<Payment>| Vec::<lambda_dedup::Effect>::new())
+            .expect("service");
+        let body = [r#"{"id": "p-9", "amount": 1}"#];
+        for _ in 0..2 {
+            let answer = service.call_with(event(&body)).await.expect("answer");
+            assert!(failed(&answer).is_empty());
+        }
+        let warm = store.calls();
+        service.call_with(event(&body)).await.expect("answer");
+        assert_eq!(store.calls(), warm, "a cached duplicate asks no store");
+        clock.advance(Duration::from_secs(6));
+        service.call_with(event(&body)).await.expect("answer");
+        assert!(
+            store.calls() > warm,
+            "past DEDUP_CACHE_SECONDS the store is asked"
         );
     }
 

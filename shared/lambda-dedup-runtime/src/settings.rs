@@ -353,7 +353,17 @@ impl Settings {
         spec: lambda_dedup::KeySpec,
         client: Client,
     ) -> lambda_dedup_batch::Deduplicator {
-        lambda_dedup_batch::Deduplicator::new(self.key_spec(spec), self.mark_store(client))
+        self.deduplicator_on(spec, std::sync::Arc::new(self.mark_store(client)))
+    }
+
+    /// [`deduplicator`](Self::deduplicator) on `store` (the builder's, `crate::Dedup`): the one
+    /// place the settings' guards on keys and the cache are applied.
+    pub fn deduplicator_on(
+        &self,
+        spec: lambda_dedup::KeySpec,
+        store: std::sync::Arc<dyn lambda_dedup::MarkStore>,
+    ) -> lambda_dedup_batch::Deduplicator {
+        lambda_dedup_batch::Deduplicator::with_store(self.key_spec(spec), store)
             .with_cache_for(self.cache_size, self.cache_max_age)
     }
 

@@ -688,8 +688,20 @@ impl Runner {
             cutoff,
             |batch| {
                 lambda_dedup_batch::run_batch(batch, max, move |m| async move {
+                    use tracing::Instrument as _;
                     let id = m.message_id.clone();
-                    crate::bound::outcome_within(cutoff, &id, process(m)).await
+                    // One span per message: the flows' lines within it carry its key; the
+                    // span ends with the outcome.
+                    let span = tracing::info_span!(
+                        "message",
+                        message_id = %id,
+                        outcome = tracing::field::Empty
+                    );
+                    let outcome = crate::bound::outcome_within(cutoff, &id, process(m))
+                        .instrument(span.clone())
+                        .await;
+                    span.record("outcome", outcome.label());
+                    outcome
                 })
             },
         )

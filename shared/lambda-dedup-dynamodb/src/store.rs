@@ -701,10 +701,14 @@ impl DynamoStore {
         use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
         let now = self.clock.now();
         let mut found: HashMap<String, Mark> = HashMap::new();
-        for chunk in keys.chunks(100) {
+        // DynamoDB refuses a key asked twice in one request (a batch may carry an event twice).
+        let mut unique: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
+        unique.sort_unstable();
+        unique.dedup();
+        for chunk in unique.chunks(100) {
             let mut ask: Vec<HashMap<String, AttributeValue>> = chunk
                 .iter()
-                .map(|k| HashMap::from([(attr::PK.to_owned(), s(k.as_str()))]))
+                .map(|k| HashMap::from([(attr::PK.to_owned(), s(*k))]))
                 .collect();
             for _ in 0..3 {
                 if ask.is_empty() {

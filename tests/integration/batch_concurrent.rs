@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use dedup_tests::{
-    balance, client, client_at, cloudevents_spec, credit, credit_data, credit_effect,
-    effect_table, endpoint, mark_table, retention, unique,
+    balance, client, client_at, cloudevents_spec, credit, credit_data, credit_effect, effect_table,
+    endpoint, mark_table, retention, unique,
 };
 use lambda_dedup::Message;
 use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, Plan, run_batch_transactional};
@@ -63,12 +63,20 @@ async fn concurrent_rounds_share_no_item_and_keep_the_bound() {
             .collect();
         meter.reset();
         let report = run_batch_transactional(batch, bound, &dedup, plan(&balances)).await;
-        assert_eq!(report.account.applied, 100, "{:?}", labels(&report.outcomes));
+        assert_eq!(
+            report.account.applied,
+            100,
+            "{:?}",
+            labels(&report.outcomes)
+        );
         assert!(report.failures.is_empty());
         let u = meter.usage();
         assert!(u.peak_in_flight >= 2, "rounds in flight at once: {u:?}");
         assert!(u.peak_in_flight <= bound as u64, "bound {bound}: {u:?}");
-        assert_eq!(u.shared_in_flight, 0, "no item in two writes in flight: {u:?}");
+        assert_eq!(
+            u.shared_in_flight, 0,
+            "no item in two writes in flight: {u:?}"
+        );
         assert_eq!(u.cancelled_transactions, 0, "{u:?}");
         for a in 0..60 {
             let expected = if a < 40 { 2 } else { 1 };
@@ -97,7 +105,9 @@ async fn a_failure_in_one_concurrent_round_is_its_own_event_alone() {
     let before = run_batch_transactional(vec![event(3, 5)], 10, &dedup, plan(&balances)).await;
     assert_eq!(before.account.applied, 1);
     // 100 events, 200 items: two rounds; event 80's debit fails in the second.
-    let batch: Vec<Message> = (0..100).map(|i| event(i, if i == 80 { 0 } else { 5 })).collect();
+    let batch: Vec<Message> = (0..100)
+        .map(|i| event(i, if i == 80 { 0 } else { 5 }))
+        .collect();
     let failing = batch[80].clone();
     meter.reset();
     let report = run_batch_transactional(batch, 10, &dedup, plan(&balances)).await;

@@ -585,10 +585,30 @@ fn report(
         let _ = writeln!(
             md,
             "| mixed workload, batch_transaction without / with the pre-filter, batches of {batch} ($/M msgs, cancelled billed; not billed) | {:.2} / {:.2}; {:.2} / {:.2} | reported |",
-            cost(batch, "batch_transaction", "mixed", "usd_per_million_cancelled_billed"),
-            cost(batch, "batch_transaction_prefilter", "mixed", "usd_per_million_cancelled_billed"),
-            cost(batch, "batch_transaction", "mixed", "usd_per_million_cancelled_free"),
-            cost(batch, "batch_transaction_prefilter", "mixed", "usd_per_million_cancelled_free"),
+            cost(
+                batch,
+                "batch_transaction",
+                "mixed",
+                "usd_per_million_cancelled_billed"
+            ),
+            cost(
+                batch,
+                "batch_transaction_prefilter",
+                "mixed",
+                "usd_per_million_cancelled_billed"
+            ),
+            cost(
+                batch,
+                "batch_transaction",
+                "mixed",
+                "usd_per_million_cancelled_free"
+            ),
+            cost(
+                batch,
+                "batch_transaction_prefilter",
+                "mixed",
+                "usd_per_million_cancelled_free"
+            ),
         );
     }
     let cold_ms = cold["cold_start_ms_median"].as_f64().unwrap_or(f64::MAX);

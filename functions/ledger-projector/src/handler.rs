@@ -319,7 +319,10 @@ mod tests {
                 assert_eq!(transactions, None, "{u:?}");
                 assert!(u.read_units > 0.0, "the read is billed: {u:?}");
             } else {
-                assert!(transactions.is_some_and(|n| n == u.cancelled_transactions), "{u:?}");
+                assert!(
+                    transactions.is_some_and(|n| n == u.cancelled_transactions),
+                    "{u:?}"
+                );
             }
             let reads = u.by_operation.get("BatchGetItem").copied().unwrap_or(0);
             assert_eq!(reads, u64::from(on == "true"), "prefilter {on}: {u:?}");

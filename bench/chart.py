@@ -1,8 +1,8 @@
 """Draws docs/benchmarks.png from docs/benchmarks.json (written by `cargo xtask bench`).
 
-Usage: chart.py BENCHMARKS_JSON PNG DELAY_MS
+Usage: chart.py BENCHMARKS_JSON PNG MODEL
 Left: messages per second by mode and workload (one container, batches of 10, with the simulated
-network). Right: write request units and requests per message on all-new messages.
+network of MODEL, `calibrated` or `flat`). Right: write request units and requests per message on all-new messages.
 """
 
 import json
@@ -13,32 +13,33 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-src, dst, delay = sys.argv[1], sys.argv[2], int(sys.argv[3])
+src, dst, model = sys.argv[1], sys.argv[2], sys.argv[3]
 summary = [r for r in json.load(open(src))["summary"] if "workload" in r]
-workloads = ["all_new", "half_duplicates", "all_duplicates"]
-modes = ["powertools", "per_message", "batch_transaction", "batch_transaction_warm_cache", "sequence"]
-colors = ["#999999", "#4e79a7", "#f28e2b", "#59a14f", "#b07aa1"]
+workloads = ["all_new", "half_duplicates", "mixed", "all_duplicates"]
+modes = ["powertools", "per_message", "batch_transaction", "batch_transaction_prefilter",
+         "batch_transaction_warm_cache", "sequence"]
+colors = ["#999999", "#4e79a7", "#f28e2b", "#edc948", "#59a14f", "#b07aa1"]
 
 
 def pick(mode, workload, key, batch=10):
     for r in summary:
-        if (r["mode"], r["workload"], r["delay_ms"], r["batch"], r["containers"]) == (
-            mode, workload, delay, batch, 1):
+        if (r["mode"], r["workload"], r.get("model"), r["batch"], r["containers"]) == (
+            mode, workload, model, batch, 1):
             return r[key]
     return 0
 
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(14, 5.5), gridspec_kw={"width_ratios": [3, 2]})
-width = 0.16
+width = 0.13
 for i, mode in enumerate(modes):
     values = [pick(mode, w, "msgs_per_s") for w in workloads]
-    xs = [j + (i - 2) * width for j in range(len(workloads))]
+    xs = [j + (i - 2.5) * width for j in range(len(workloads))]
     bars = left.bar(xs, values, width, label=mode.replace("_", " "), color=colors[i])
     left.bar_label(bars, labels=[f"{v:,.0f}" for v in values], fontsize=7, padding=2)
 left.set_yscale("log")
 left.set_xticks(range(len(workloads)), [w.replace("_", " ") for w in workloads])
 left.set_ylabel("messages / s (log scale, median)")
-left.set_title(f"Throughput, batches of 10, {delay} ms simulated network")
+left.set_title(f"Throughput, batches of 10, {model} latency")
 left.legend(loc="upper left", fontsize=8)
 
 xs = range(len(modes))

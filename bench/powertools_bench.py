@@ -27,9 +27,31 @@ ENDPOINT, N, BATCH, METER = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys
 
 
 def meter():
+    """The proxy's totals: requests, write units of writes that succeeded, of failed conditional
+    writes, of cancelled transactions, read units, cancelled transactions."""
     with urllib.request.urlopen(METER) as r:
         v = json.load(r)
-    return v["requests"], v["write_units"]
+    return [v["requests"], v["write_units"], v["failed_write_units"], v["cancelled_write_units"],
+            v["read_units"], v["cancelled_transactions"]]
+
+
+def workload_ids(workload):
+    """The same sequence as the Rust side's `workload_ids`."""
+    if workload == "half_duplicates":
+        return [i % (N // 2) for i in range(N)]
+    if workload == "mixed":
+        ids, fresh, r = [], 0, 0
+        while len(ids) < N:
+            before = fresh
+            for k in range(min(BATCH, N - len(ids))):
+                if k % 10 in (2, 5, 8) and before > 0:
+                    ids.append((r * 7919) % before)
+                    r += 1
+                else:
+                    ids.append(fresh)
+                    fresh += 1
+        return ids
+    return list(range(N))
 
 
 session = boto3.session.Session(aws_access_key_id="local", aws_secret_access_key="local", region_name="us-east-1")
@@ -90,12 +112,8 @@ def run(workload):
         return apply(event=json.loads(record.body))
 
     processor = BatchProcessor(event_type=EventType.SQS)
-    if workload == "all_new":
-        ids = list(range(N))
-    elif workload == "half_duplicates":
-        ids = [i % (N // 2) for i in range(N)]
-    else:
-        ids = list(range(N))
+    ids = workload_ids(workload)
+    if workload == "all_duplicates":
         for start in range(0, N, BATCH):  # first pass, not timed
             process_partial_response(event=sqs_batch(ids[start:start + BATCH]), record_handler=record_handler,
                                      processor=processor, context=Context())
@@ -117,9 +135,11 @@ def run(workload):
     return {"mode": "powertools", "workload": workload, "messages": N, "seconds": elapsed,
             "batch": BATCH, "containers": 1,
             "msgs_per_s": N / elapsed, "calls_per_msg": (after[0] - before[0]) / N,
-            "wcu_per_msg": (after[1] - before[1]) / N, "p50_ms": pick(0.5),
+            "wcu_per_msg": (after[1] - before[1]) / N, "failed_wcu_per_msg": (after[2] - before[2]) / N,
+            "cancelled_wcu_per_msg": (after[3] - before[3]) / N, "rcu_per_msg": (after[4] - before[4]) / N,
+            "cancelled_per_msg": (after[5] - before[5]) / N, "p50_ms": pick(0.5),
             "p99_ms": pick(0.99), "failures": failures}
 
 
-for w in ["all_new", "half_duplicates", "all_duplicates"]:
+for w in ["all_new", "half_duplicates", "mixed", "all_duplicates"]:
     print(json.dumps(run(w)), flush=True)

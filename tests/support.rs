@@ -24,11 +24,16 @@ pub fn endpoint() -> String {
 
 /// A client for the DynamoDB at [`endpoint`].
 pub fn client() -> Client {
+    client_at(&endpoint())
+}
+
+/// A client for the DynamoDB at `endpoint` (a metering proxy in front of [`endpoint`]).
+pub fn client_at(endpoint: &str) -> Client {
     let conf = aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
-        .endpoint_url(endpoint())
+        .endpoint_url(endpoint)
         .build();
     Client::from_conf(conf)
 }

@@ -81,6 +81,7 @@ enum Mode {
     PerMessage,
     Batch,
     BatchCache,
+    BatchPrefilter,
     Sequence,
 }
 
@@ -90,6 +91,7 @@ impl Mode {
             Mode::PerMessage => "per_message",
             Mode::Batch => "batch_transaction",
             Mode::BatchCache => "batch_transaction_warm_cache",
+            Mode::BatchPrefilter => "batch_transaction_prefilter",
             Mode::Sequence => "sequence",
         }
     }
@@ -118,7 +120,7 @@ async fn run_one(
                 })
                 .await
             }
-            Mode::Batch | Mode::BatchCache => {
+            Mode::Batch | Mode::BatchCache | Mode::BatchPrefilter => {
                 run_batch_transactional(batch, batch_size, dedup, plan(balances)).await
             }
             Mode::Sequence => {
@@ -144,8 +146,10 @@ async fn run_one(
     (latencies, failures)
 }
 
-/// The meter's totals (requests, write units), read over HTTP.
-async fn meter(http: &reqwest::Client, url: &str) -> Result<(f64, f64)> {
+/// The meter's totals, read over HTTP: requests, write units of writes that succeeded, of
+/// failed conditional writes, of cancelled transactions (billed as attempted), read units,
+/// cancelled transactions.
+async fn meter(http: &reqwest::Client, url: &str) -> Result<[f64; 6]> {
     let v: serde_json::Value = http
         .get(url)
         .send()
@@ -154,10 +158,42 @@ async fn meter(http: &reqwest::Client, url: &str) -> Result<(f64, f64)> {
         .json()
         .await
         .map_err(|e| format!("meter: {e}"))?;
-    Ok((
-        v["requests"].as_f64().unwrap_or(0.0),
-        v["write_units"].as_f64().unwrap_or(0.0),
-    ))
+    let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+    Ok([
+        f("requests"),
+        f("write_units"),
+        f("failed_write_units"),
+        f("cancelled_write_units"),
+        f("read_units"),
+        f("cancelled_transactions"),
+    ])
+}
+
+/// The events a workload delivers, in order: each a number (its event id, its account).
+/// `mixed`: each batch delivers 30 % redeliveries of events of earlier batches, interleaved
+/// (positions 2, 5 and 8 of every 10), the rest new; the first batch is all new. The same
+/// sequence as `powertools_bench.py`'s.
+fn workload_ids(workload: &str, n: usize, batch: usize) -> Vec<usize> {
+    match workload {
+        "half_duplicates" => (0..n).map(|i| i % (n / 2)).collect(),
+        "mixed" => {
+            let (mut ids, mut fresh, mut r) = (Vec::with_capacity(n), 0, 0);
+            while ids.len() < n {
+                let before = fresh;
+                for k in 0..batch.min(n - ids.len()) {
+                    if matches!(k % 10, 2 | 5 | 8) && before > 0 {
+                        ids.push((r * 7919) % before);
+                        r += 1;
+                    } else {
+                        ids.push(fresh);
+                        fresh += 1;
+                    }
+                }
+            }
+            ids
+        }
+        _ => (0..n).collect(),
+    }
 }
 
 /// Every mode on every workload: `containers` containers at once on one table, each processing
@@ -173,7 +209,7 @@ async fn throughput(
 ) -> Result<()> {
     let http = reqwest::Client::new();
     let retention = Retention::unchecked(Duration::from_secs(86_400)).map_err(|e| e.to_string())?;
-    for workload in ["all_new", "half_duplicates", "all_duplicates"] {
+    for workload in ["all_new", "half_duplicates", "mixed", "all_duplicates"] {
         for &mode in modes {
             let suffix = format!("{}-{}", mode.name(), workload).replace('_', "-");
             let (marks, balances) = (
@@ -196,17 +232,14 @@ async fn throughput(
                         spec.clone(),
                         DynamoStore::new(client(endpoint), marks.clone(), retention),
                     );
-                    if mode == Mode::BatchCache {
-                        d.with_cache(100_000)
-                    } else {
-                        d
+                    match mode {
+                        Mode::BatchCache => d.with_cache(100_000),
+                        Mode::BatchPrefilter => d.with_duplicate_prefilter(true),
+                        _ => d,
                     }
                 })
                 .collect();
-            let ids: Vec<usize> = match workload {
-                "half_duplicates" => (0..n).map(|i| i % (n / 2)).collect(),
-                _ => (0..n).collect(),
-            };
+            let ids = workload_ids(workload, n, batch_size);
             // Containers split the messages by account, so each FIFO group has one consumer.
             let shares: Vec<Vec<usize>> = (0..containers)
                 .map(|c| {
@@ -240,13 +273,15 @@ async fn throughput(
                     .as_secs_f64()
                     * 1000.0
             };
+            let per = |k: usize| (after[k] - before[k]) / n as f64;
             println!(
                 "{}",
                 json!({"mode": mode.name(), "workload": workload, "messages": n, "seconds": secs,
                        "batch": batch_size, "containers": containers,
                        "msgs_per_s": n as f64 / secs,
-                       "calls_per_msg": (after.0 - before.0) / n as f64,
-                       "wcu_per_msg": (after.1 - before.1) / n as f64,
+                       "calls_per_msg": per(0), "wcu_per_msg": per(1),
+                       "failed_wcu_per_msg": per(2), "cancelled_wcu_per_msg": per(3),
+                       "rcu_per_msg": per(4), "cancelled_per_msg": per(5),
                        "p50_ms": pick(0.5), "p99_ms": pick(0.99), "failures": failures})
             );
         }
@@ -260,7 +295,13 @@ async fn main() {
     let result = match args.first().map(String::as_str) {
         Some("throughput") if args.len() == 6 || args.len() == 7 => {
             let num = |i: usize| args[i].parse::<usize>().map_err(|_| format!("{} must be a number", args[i]));
-            let all = [Mode::PerMessage, Mode::Batch, Mode::BatchCache, Mode::Sequence];
+            let all = [
+                Mode::PerMessage,
+                Mode::Batch,
+                Mode::BatchCache,
+                Mode::BatchPrefilter,
+                Mode::Sequence,
+            ];
             let modes: Vec<Mode> = match args.get(6) {
                 None => all.to_vec(),
                 Some(list) => all

@@ -95,3 +95,72 @@ async fn each_mode_costs_what_dynamodb_charges() {
     assert_eq!((u.requests, u.write_units), (3, 3.0), "{u:?}");
     assert_eq!(u.by_operation.get("UpdateItem"), Some(&3));
 }
+
+/// Failed writes cost what DynamoDB bills for them, though the emulator's error answers report
+/// no capacity: a duplicate's failed conditional update 1 unit; a duplicate's cancelled
+/// transaction counted apart, 2 units per item as attempted, and a duplicate's failed
+/// conditional put (Powertools' claim) 1 unit.
+#[tokio::test]
+async fn failed_writes_are_billed_from_the_request() {
+    let meter = Meter::start(&endpoint(), Duration::ZERO).expect("meter");
+    let c = client(&meter.endpoint());
+    let marks = mark_table(&c).await;
+    let balances = effect_table(&c, "account").await;
+    let store = DynamoStore::new(c.clone(), marks.clone(), retention());
+    let key = DedupKey::new(&scope(), "t", &[&unique("evt")]);
+    let effects = vec![credit(&balances, "acct-dup")];
+    let request = || CommitRequest {
+        key: &key,
+        fingerprint: None,
+        result: None,
+        effects: &effects,
+    };
+    MarkStore::commit(&store, request()).await.expect("commit");
+
+    // The duplicate's transaction: cancelled, nothing written, 2 items x 2 units if billed.
+    meter.reset();
+    MarkStore::commit(&store, request())
+        .await
+        .expect("duplicate");
+    let u = meter.usage();
+    assert_eq!(u.write_units, 0.0, "{u:?}");
+    assert_eq!(
+        (u.cancelled_transactions, u.cancelled_write_units),
+        (1, 4.0),
+        "{u:?}"
+    );
+    assert_eq!(u.failed_write_units, 0.0, "{u:?}");
+
+    // A duplicate in sequence mode: one failed conditional update, 1 unit.
+    let effect = credit(&balances, "ordered-dup");
+    let write = |sequence| SequencedWrite {
+        key: &key,
+        effect: &effect,
+        sequence,
+        first: 1,
+        fingerprint: None,
+    };
+    store.apply_in_sequence(write(1)).await.expect("apply");
+    meter.reset();
+    let out = store.apply_in_sequence(write(1)).await.expect("duplicate");
+    assert!(matches!(out, SequenceOutcome::Duplicate { .. }), "{out:?}");
+    let u = meter.usage();
+    assert_eq!((u.failed_writes, u.failed_write_units), (1, 1.0), "{u:?}");
+
+    // A conditional put of an existing key, as Powertools claims: 1 unit.
+    let put = || {
+        c.put_item()
+            .table_name(&marks)
+            .item(
+                "pk",
+                aws_sdk_dynamodb::types::AttributeValue::S("claimed".into()),
+            )
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+    };
+    put().await.expect("first put");
+    meter.reset();
+    assert!(put().await.is_err(), "the second put's condition fails");
+    let u = meter.usage();
+    assert_eq!((u.failed_writes, u.failed_write_units), (1, 1.0), "{u:?}");
+}

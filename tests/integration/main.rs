@@ -4,6 +4,7 @@
 
 mod architecture;
 mod batch;
+mod batch_concurrent;
 mod batch_mode;
 mod claim;
 mod commit;

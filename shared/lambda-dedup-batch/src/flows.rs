@@ -113,6 +113,7 @@ pub struct Deduplicator {
     store: Arc<dyn MarkStore>,
     cache: Option<Arc<MarkCache>>,
     provider_key_retention: Option<Duration>,
+    prefilter: bool,
 }
 
 impl Deduplicator {
@@ -129,6 +130,7 @@ impl Deduplicator {
             store,
             cache: None,
             provider_key_retention: None,
+            prefilter: false,
         }
     }
 
@@ -155,6 +157,18 @@ impl Deduplicator {
     pub fn with_cache_for(mut self, capacity: usize, max_age: Duration) -> Self {
         self.cache =
             (capacity > 0).then(|| Arc::new(MarkCache::new(capacity).with_max_age(max_age)));
+        self
+    }
+
+    /// Batch-transaction mode reads the batch's marks first (one strongly consistent
+    /// `BatchGetItem` per 100 events) and leaves the events whose completed mark it finds out of
+    /// the transactions. A filter only: an event it does not find is still decided by the
+    /// conditional write (S4), and a failed read filters nothing. Worth it where duplicates are
+    /// common: a duplicate in a shared transaction cancels the round (billed, if DynamoDB bills
+    /// cancelled transactions, at 2 write units per item of it) and sends the round's other
+    /// events again; a read is half a unit per mark. See docs/BENCHMARKS.md.
+    pub fn with_duplicate_prefilter(mut self, on: bool) -> Self {
+        self.prefilter = on;
         self
     }
 
@@ -424,7 +438,15 @@ impl Deduplicator {
     /// message alone (`effect_refused`) while the others commit; a `plan` that panics for one
     /// message makes that message a retry; only a transient fault of a shared transaction
     /// (throttling, a conflict) retries every message of it.
-    pub async fn transactional_batch<F>(&self, messages: &[Message], plan: F) -> Vec<Outcome>
+    ///
+    /// Up to `max_in_flight` of the batch's transactions are in flight at once; no two of them
+    /// write the same item (see `DynamoStore::commit_batch_bounded`).
+    pub async fn transactional_batch<F>(
+        &self,
+        messages: &[Message],
+        max_in_flight: usize,
+        plan: F,
+    ) -> Vec<Outcome>
     where
         F: Fn(&Derived) -> Result<Plan, HandlerError>,
     {
@@ -447,6 +469,9 @@ impl Deduplicator {
                 Err(outcome) => outcomes[i] = Some(outcome),
             }
         }
+        if self.prefilter && !todo.is_empty() {
+            todo = self.known_duplicates(messages, todo, &mut outcomes).await;
+        }
         let requests: Vec<CommitRequest<'_>> = todo
             .iter()
             .map(|(_, e, p)| CommitRequest {
@@ -456,7 +481,10 @@ impl Deduplicator {
                 effects: &p.effects,
             })
             .collect();
-        let results = self.store.commit_batch(&requests).await;
+        let results = self
+            .store
+            .commit_batch_bounded(&requests, max_in_flight)
+            .await;
         for ((i, event, plan), result) in todo.iter().zip(results) {
             outcomes[*i] = Some(self.committed(&messages[*i], event, plan, result));
         }
@@ -468,6 +496,37 @@ impl Deduplicator {
                 })
             })
             .collect()
+    }
+
+    /// The duplicate pre-filter ([`with_duplicate_prefilter`](Self::with_duplicate_prefilter)):
+    /// settles the events whose completed mark the store holds, and returns the others.
+    async fn known_duplicates(
+        &self,
+        messages: &[Message],
+        todo: Vec<(usize, Derived, Plan)>,
+        outcomes: &mut [Option<Outcome>],
+    ) -> Vec<(usize, Derived, Plan)> {
+        let keys: Vec<&lambda_dedup::DedupKey> = todo.iter().map(|(_, e, _)| &e.key).collect();
+        let marks = match self.store.get_many(&keys).await {
+            Ok(marks) => marks,
+            Err(e) => {
+                // A filter only: the conditional writes still decide every event.
+                tracing::warn!(error = %e, "duplicate pre-filter: read failed; writing all");
+                return todo;
+            }
+        };
+        let now = self.store.now();
+        let mut rest = Vec::with_capacity(todo.len());
+        for ((i, event, plan), mark) in todo.into_iter().zip(marks) {
+            match mark.and_then(|m| m.classify(event.fingerprint.as_ref(), now)) {
+                Some(seen @ Seen::Duplicate(_)) => {
+                    outcomes[i] = Some(self.seen(&messages[i], &event, seen));
+                }
+                // In progress, a conflict or nothing: the conditional write judges it.
+                _ => rest.push((i, event, plan)),
+            }
+        }
+        rest
     }
 
     /// Sequence mode, for ordered sources (an SQS FIFO group, a Kinesis shard) whose producer

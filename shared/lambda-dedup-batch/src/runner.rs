@@ -138,7 +138,9 @@ impl BatchReport {
 }
 
 /// The transactional flow over a whole batch in batch-transaction mode
-/// ([`Deduplicator::transactional_batch`]: usually one `TransactWriteItems` for the batch). FIFO
+/// ([`Deduplicator::transactional_batch`]: usually one `TransactWriteItems` for the batch; for
+/// a batch that needs several, up to `max_concurrency` of them in flight at once, never two
+/// writing the same item). FIFO
 /// batches keep their order per group instead, one message at a time
 /// ([`run_batch`] with [`Deduplicator::transactional`]), since a shared transaction cannot stop a
 /// group at its first failure.
@@ -162,7 +164,9 @@ where
         })
         .await;
     }
-    let outcomes = dedup.transactional_batch(&messages, plan).await;
+    let outcomes = dedup
+        .transactional_batch(&messages, max_concurrency, plan)
+        .await;
     BatchReport::from_outcomes(
         messages
             .iter()

@@ -17,6 +17,12 @@
 //! Rounds are bounded by DynamoDB's limits: 100 items, an estimate of the bytes under its 4 MB per
 //! transaction, and no two operations on one item (the same key twice, two credits to one
 //! account go in different rounds). An event too large to share a round goes alone.
+//!
+//! With [`DynamoStore::commit_batch_bounded`], the rounds of a wave are in flight at once (up to
+//! the bound), and no item is written by two rounds of one wave: two credits to one account go
+//! in different waves, one after the other, so concurrent transactions never conflict on an item
+//! of the batch (a clash `touched` cannot see, two `Put`s of one key with different attributes,
+//! is a `TransactionConflict` on DynamoDB: transient, so both are retried, S13).
 
 use std::collections::{HashMap, HashSet};
 use std::time::SystemTime;
@@ -124,11 +130,25 @@ enum Sent {
 
 impl DynamoStore {
     /// Commits every request, each atomically with its own effects (S5), in as few
-    /// `TransactWriteItems` as the requests allow. Returns one result per request, in order,
+    /// `TransactWriteItems` as the requests allow, one at a time. Returns one result per request, in order,
     /// with the same meaning as [`DynamoStore::commit`]'s: in particular, a request whose own
     /// writes DynamoDB refuses gets [`Error::Refused`] and the others of its round still commit
     /// (S12); only a transient fault of a whole round fails every request of it (S13).
     pub async fn commit_batch(&self, requests: &[CommitRequest<'_>]) -> Vec<Result<Commit, Error>> {
+        self.commit_batch_bounded(requests, 1).await
+    }
+
+    /// Like [`commit_batch`](Self::commit_batch), with up to `max_in_flight` transactions in
+    /// flight at once: each wave of rounds is built so that no item is written by two of its
+    /// rounds (a request touching an item another round of the wave writes waits for the next
+    /// wave), and the rounds of a wave are sent together. A request cancelled only because of
+    /// another one goes again in a later wave.
+    pub async fn commit_batch_bounded(
+        &self,
+        requests: &[CommitRequest<'_>],
+        max_in_flight: usize,
+    ) -> Vec<Result<Commit, Error>> {
+        let max_in_flight = max_in_flight.max(1);
         let now = self.now_time();
         let mut results: Vec<Option<Result<Commit, Error>>> =
             (0..requests.len()).map(|_| None).collect();
@@ -152,29 +172,37 @@ impl DynamoStore {
         // Rounds to send as they are: the halves of rounds DynamoDB refused as a whole.
         let mut halves: Vec<Vec<usize>> = Vec::new();
         loop {
-            let round = match halves.pop() {
-                Some(half) => half,
+            let wave = match halves.pop() {
+                Some(half) => vec![half],
                 None if pending.is_empty() => break,
                 None => {
-                    let (round, later) = self.next_round(requests, &items, &sizes, &pending);
+                    let (wave, later) =
+                        self.next_wave(requests, &items, &sizes, &pending, max_in_flight);
                     pending = later;
-                    round
+                    wave
                 }
             };
-            match self
-                .round(requests, &items, &round, now, &mut results)
-                .await
-            {
-                Sent::Again(again) => {
-                    pending.extend(again);
-                    pending.sort_unstable();
+            let sent = futures::future::join_all(
+                wave.iter()
+                    .map(|round| self.round(requests, &items, round, now)),
+            )
+            .await;
+            for (round, (sent, settled)) in wave.into_iter().zip(sent) {
+                for (i, r) in settled {
+                    results[i] = Some(r);
                 }
-                Sent::RefusedWhole => {
-                    // One request (or a pair of them) is to blame, and DynamoDB did not say
-                    // which: halve until it stands alone, where it is refused by itself.
-                    let (first, second) = round.split_at(round.len() / 2);
-                    halves.push(second.to_vec());
-                    halves.push(first.to_vec());
+                match sent {
+                    Sent::Again(again) => {
+                        pending.extend(again);
+                        pending.sort_unstable();
+                    }
+                    Sent::RefusedWhole => {
+                        // One request (or a pair of them) is to blame, and DynamoDB did not say
+                        // which: halve until it stands alone, where it is refused by itself.
+                        let (first, second) = round.split_at(round.len() / 2);
+                        halves.push(second.to_vec());
+                        halves.push(first.to_vec());
+                    }
                 }
             }
         }
@@ -184,35 +212,49 @@ impl DynamoStore {
             .collect()
     }
 
-    /// One round: requests taken in order while they fit (items and estimated bytes) and touch
-    /// nothing taken already; the first always fits, so a request too large to share a round
-    /// goes alone. Returns the round and the requests left for later.
-    fn next_round(
+    /// One wave: up to `max_rounds` rounds, requests taken in order while they fit their round
+    /// (items and estimated bytes) and touch nothing any round of the wave has taken; the first
+    /// request of a round always fits, so a request too large to share a round goes alone.
+    /// Returns the rounds and the requests left for later.
+    fn next_wave(
         &self,
         requests: &[CommitRequest<'_>],
         items: &[Option<Vec<TransactWriteItem>>],
         sizes: &[usize],
         pending: &[usize],
-    ) -> (Vec<usize>, Vec<usize>) {
-        let mut round = Vec::new();
+        max_rounds: usize,
+    ) -> (Vec<Vec<usize>>, Vec<usize>) {
+        let mut wave: Vec<Vec<usize>> = vec![Vec::new()];
         let mut later = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
         let (mut count, mut bytes) = (0, 0);
         for &i in pending {
             let n = items[i].as_ref().map_or(0, Vec::len);
             let keys = touched(self.table(), &requests[i]);
-            let fits =
-                round.is_empty() || (count + n <= MAX_ITEMS && bytes + sizes[i] <= MAX_ROUND_BYTES);
-            if fits && keys.iter().all(|k| !seen.contains(k)) {
-                seen.extend(keys);
-                count += n;
-                bytes += sizes[i];
-                round.push(i);
-            } else {
+            if keys.iter().any(|k| seen.contains(k)) {
                 later.push(i);
+                continue;
+            }
+            let round_empty = wave.last().is_none_or(Vec::is_empty);
+            let fits =
+                round_empty || (count + n <= MAX_ITEMS && bytes + sizes[i] <= MAX_ROUND_BYTES);
+            if !fits {
+                if wave.len() >= max_rounds {
+                    later.push(i);
+                    continue;
+                }
+                wave.push(Vec::new());
+                (count, bytes) = (0, 0);
+            }
+            seen.extend(keys);
+            count += n;
+            bytes += sizes[i];
+            if let Some(round) = wave.last_mut() {
+                round.push(i);
             }
         }
-        (round, later)
+        wave.retain(|r| !r.is_empty());
+        (wave, later)
     }
 
     /// Sends one round and records what it settled.
@@ -222,13 +264,27 @@ impl DynamoStore {
         items: &[Option<Vec<TransactWriteItem>>],
         round: &[usize],
         now: SystemTime,
-        results: &mut [Option<Result<Commit, Error>>],
+    ) -> (Sent, Vec<(usize, Result<Commit, Error>)>) {
+        let mut settled = Vec::new();
+        let sent = self
+            .round_settling(requests, items, round, now, &mut settled)
+            .await;
+        (sent, settled)
+    }
+
+    async fn round_settling(
+        &self,
+        requests: &[CommitRequest<'_>],
+        items: &[Option<Vec<TransactWriteItem>>],
+        round: &[usize],
+        now: SystemTime,
+        results: &mut Vec<(usize, Result<Commit, Error>)>,
     ) -> Sent {
         if let [single] = round {
             // Alone, it is exactly a commit: its reasons and refusals are its own.
             let r = &requests[*single];
             let alone = CommitRequest { ..*r };
-            results[*single] = Some(self.commit(alone).await);
+            results.push((*single, self.commit(alone).await));
             return Sent::Again(Vec::new());
         }
         let all: Vec<TransactWriteItem> = round
@@ -247,7 +303,7 @@ impl DynamoStore {
         let err = match sent {
             Ok(_) => {
                 for &i in round {
-                    results[i] = Some(Ok(Commit::Applied));
+                    results.push((i, Ok(Commit::Applied)));
                 }
                 return Sent::Again(Vec::new());
             }
@@ -268,7 +324,7 @@ impl DynamoStore {
                 let r = &requests[i];
                 let own = reasons.get(pos..pos + n).unwrap_or_default();
                 match self.verdict(r.key, r.fingerprint, now, own, transient.as_ref()) {
-                    Some(o) => results[i] = Some(o),
+                    Some(o) => results.push((i, o)),
                     // Cancelled only because of another request: send it again.
                     None => again.push(i),
                 }
@@ -278,7 +334,7 @@ impl DynamoStore {
                 // Cancelled with no reason that names any of them: do not loop; the caller
                 // retries them (S13).
                 for &i in round {
-                    results[i] = Some(Err(Error::Contended(requests[i].key.clone())));
+                    results.push((i, Err(Error::Contended(requests[i].key.clone()))));
                 }
                 return Sent::Again(Vec::new());
             }
@@ -291,13 +347,16 @@ impl DynamoStore {
             return Sent::RefusedWhole;
         }
         for &i in round {
-            results[i] = Some(Err(match &shared {
-                Error::Store { kind, message } => Error::Store {
-                    kind: *kind,
-                    message: message.clone(),
-                },
-                other => Error::Invalid(other.to_string()),
-            }));
+            results.push((
+                i,
+                Err(match &shared {
+                    Error::Store { kind, message } => Error::Store {
+                        kind: *kind,
+                        message: message.clone(),
+                    },
+                    other => Error::Invalid(other.to_string()),
+                }),
+            ));
         }
         Sent::Again(Vec::new())
     }

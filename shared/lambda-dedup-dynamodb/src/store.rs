@@ -692,6 +692,66 @@ impl DynamoStore {
     }
 }
 
+impl DynamoStore {
+    /// The live marks of `keys`, strongly consistent, in `BatchGetItem`s of up to 100 keys:
+    /// one answer per key, in order, `None` for no live mark. Keys DynamoDB leaves unprocessed
+    /// after a few tries are answered `None` (not known): this read only filters known
+    /// duplicates out of a batch, the conditional write still decides (S4).
+    pub async fn get_many(&self, keys: &[&DedupKey]) -> Result<Vec<Option<Mark>>, Error> {
+        use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+        let now = self.clock.now();
+        let mut found: HashMap<String, Mark> = HashMap::new();
+        // DynamoDB refuses a key asked twice in one request (a batch may carry an event twice).
+        let mut unique: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
+        unique.sort_unstable();
+        unique.dedup();
+        for chunk in unique.chunks(100) {
+            let mut ask: Vec<HashMap<String, AttributeValue>> = chunk
+                .iter()
+                .map(|k| HashMap::from([(attr::PK.to_owned(), s(*k))]))
+                .collect();
+            for _ in 0..3 {
+                if ask.is_empty() {
+                    break;
+                }
+                let request = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut ask)))
+                    .consistent_read(true)
+                    .build()
+                    .map_err(|e| Error::Invalid(e.to_string()))?;
+                self.count_call();
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(self.table.as_ref(), request)
+                    .send()
+                    .await
+                    .map_err(crate::error::from_sdk)?;
+                for item in out
+                    .responses()
+                    .and_then(|r| r.get(self.table.as_ref()))
+                    .into_iter()
+                    .flatten()
+                {
+                    let mark = codec::mark(item)?;
+                    if mark.is_live(now) {
+                        found.insert(mark.key.as_str().to_owned(), mark);
+                    }
+                }
+                ask = out
+                    .unprocessed_keys()
+                    .and_then(|u| u.get(self.table.as_ref()))
+                    .map(|k| k.keys().to_vec())
+                    .unwrap_or_default();
+            }
+        }
+        Ok(keys
+            .iter()
+            .map(|k| found.get(k.as_str()).cloned())
+            .collect())
+    }
+}
+
 impl MarkStore for DynamoStore {
     fn claim<'a>(
         &'a self,
@@ -708,6 +768,22 @@ impl MarkStore for DynamoStore {
 
     fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a>]) -> BatchFuture<'a> {
         Box::pin(DynamoStore::commit_batch(self, requests))
+    }
+
+    fn commit_batch_bounded<'a>(
+        &'a self,
+        requests: &'a [CommitRequest<'a>],
+        max_in_flight: usize,
+    ) -> BatchFuture<'a> {
+        Box::pin(DynamoStore::commit_batch_bounded(
+            self,
+            requests,
+            max_in_flight,
+        ))
+    }
+
+    fn get_many<'a>(&'a self, keys: &'a [&'a DedupKey]) -> StoreFuture<'a, Vec<Option<Mark>>> {
+        Box::pin(DynamoStore::get_many(self, keys))
     }
 
     fn complete<'a>(&'a self, lease: &'a Lease, result: Option<&'a str>) -> StoreFuture<'a, ()> {

@@ -17,6 +17,7 @@
 //! | `PROVIDER_KEY_RETENTION_SECONDS` | how long the external API keeps idempotency keys; a takeover of an event first attempted longer ago goes to reconciliation instead of calling (S16); must exceed the lease | 86400 (Stripe's 24 h) |
 //! | `DEDUP_CACHE_SIZE` | completed marks kept in the warm container's cache (0: off) | 10000 |
 //! | `DEDUP_CACHE_SECONDS` | longest a cached mark is trusted before the mark table is asked again: a mark an operator forgets (`lambda-dedup forget`) reaches every warm container within it | 60 |
+//! | `DEDUP_PREFILTER_DUPLICATES` | batch-transaction mode: `true` reads the batch's marks first (one strongly consistent `BatchGetItem`) and leaves known duplicates out of its transactions, so a duplicate does not cancel a shared round; a filter only, the conditional write still decides (S4). Worth it for duplicate-heavy queues (docs/BENCHMARKS.md) | `false` |
 //! | `DEDUP_MAX_BODY_BYTES` | largest message body processed; larger ones are rejected (`body_too_large`) | 1048576 (1 MiB, the SQS limit since 2026) |
 //! | `DEDUP_EVENT_TIME_FROM` | where the event's own time is read, S10: `cloudevents` (its `time`), `json:/pointer`, `attribute:NAME`, or `none` (the producer declares no time; the mark table alone decides) | the key spec's own: `cloudevents` for CloudEvents functions |
 //! | `DEDUP_EVENT_TIME_FORMAT` | how a `json:` or `attribute:` time is written: `rfc3339`, `epoch-seconds` or `epoch-millis` | `rfc3339` |
@@ -246,6 +247,8 @@ pub struct Settings {
     pub cache_size: usize,
     /// How long a cached mark is trusted (`DEDUP_CACHE_SECONDS`).
     pub cache_max_age: Duration,
+    /// Batch-transaction mode reads the batch's marks first and leaves known duplicates out.
+    pub prefilter_duplicates: bool,
     /// The largest message body processed (a platform limit, so a setting).
     pub max_body_bytes: usize,
     /// Where the event's time is read (S10), when the setting overrides the key spec's own.
@@ -321,6 +324,7 @@ impl Settings {
             provider_key_retention,
             cache_size: optional_in(env, "DEDUP_CACHE_SIZE", 10_000)?,
             cache_max_age: Duration::from_secs(optional_in(env, "DEDUP_CACHE_SECONDS", 60)?),
+            prefilter_duplicates: optional_in(env, "DEDUP_PREFILTER_DUPLICATES", false)?,
             max_body_bytes: positive(
                 optional_in(
                     env,
@@ -346,7 +350,8 @@ impl Settings {
     /// The deduplicator these settings describe, with every guard they document applied: keys
     /// by [`key_spec`](Self::key_spec), marks in the mark table kept for the checked retention
     /// (S9) under leases of `DEDUP_LEASE_SECONDS`, the warm cache sized by `DEDUP_CACHE_SIZE`
-    /// and aged by `DEDUP_CACHE_SECONDS`.
+    /// and aged by `DEDUP_CACHE_SECONDS`, the duplicate pre-filter of batch-transaction mode as
+    /// `DEDUP_PREFILTER_DUPLICATES` says.
     /// For external effects use [`leased_deduplicator`](Self::leased_deduplicator).
     pub fn deduplicator(
         &self,
@@ -365,6 +370,7 @@ impl Settings {
     ) -> lambda_dedup_batch::Deduplicator {
         lambda_dedup_batch::Deduplicator::with_store(self.key_spec(spec), store)
             .with_cache_for(self.cache_size, self.cache_max_age)
+            .with_duplicate_prefilter(self.prefilter_duplicates)
     }
 
     /// The leased flow's deduplicator (S6): [`deduplicator`](Self::deduplicator) plus

@@ -79,6 +79,31 @@ pub trait MarkStore: Send + Sync + fmt::Debug {
     /// never fails another (S12); only a transient fault may fail several.
     fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a>]) -> BatchFuture<'a>;
 
+    /// Like [`commit_batch`](Self::commit_batch), with up to `max_in_flight` of its
+    /// transactions in flight at once; transactions in flight together never write the same
+    /// item. Stores that commit a batch in one step ignore the bound.
+    fn commit_batch_bounded<'a>(
+        &'a self,
+        requests: &'a [CommitRequest<'a>],
+        max_in_flight: usize,
+    ) -> BatchFuture<'a> {
+        let _ = max_in_flight;
+        self.commit_batch(requests)
+    }
+
+    /// The live marks of `keys` (strongly consistent), one answer per key, in order; `None`
+    /// for a key with no live mark. A read only: it may filter known duplicates out of a
+    /// batch's writes, never decide that an event is new (S4: the conditional write does).
+    fn get_many<'a>(&'a self, keys: &'a [&'a DedupKey]) -> StoreFuture<'a, Vec<Option<Mark>>> {
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(keys.len());
+            for key in keys {
+                out.push(self.get(key).await?);
+            }
+            Ok(out)
+        })
+    }
+
     /// Completes a claim with `result` (S6), only while `lease` owns it; otherwise
     /// [`StoreError::Fenced`] and nothing changes. Completing twice with one lease is harmless.
     fn complete<'a>(&'a self, lease: &'a Lease, result: Option<&'a str>) -> StoreFuture<'a, ()>;

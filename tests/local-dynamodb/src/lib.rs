@@ -25,6 +25,7 @@ pub use dynoxide;
 pub use dynoxide::Database;
 
 pub mod kinesis;
+pub mod latency;
 pub mod meter;
 
 /// How often expired TTL items are swept.

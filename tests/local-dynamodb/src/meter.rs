@@ -1,8 +1,24 @@
 //! A metering proxy in front of a DynamoDB endpoint, for the benchmark (and any test that wants
 //! to know what a run cost): every request is forwarded unchanged except that it asks for
 //! `ReturnConsumedCapacity: TOTAL` (unless it asked itself), the answers' consumed capacity is
-//! added up, requests are counted by operation, and, optionally, every request waits a fixed
-//! delay first — a simulated network round trip, the same for every client.
+//! added up, requests are counted by operation, and, optionally, every request waits first —
+//! a flat delay or a draw from DynamoDB's measured latency per operation and item count
+//! ([`Latency`], see [`crate::latency`]), the same for every client.
+//!
+//! Failed writes are billed as DynamoDB bills them, computed from the request because the
+//! emulator's error answers carry no consumed capacity: a conditional write whose condition
+//! fails (`ConditionalCheckFailedException`) consumes at least 1 write unit — DynamoDB bills the
+//! size of the existing item; the proxy bills the written item's size in 1 KB units, at least 1
+//! ([`Usage::failed_write_units`]). A cancelled `TransactWriteItems` (`TransactionCanceledException`)
+//! is counted apart, as 2 units per 1 KB of each of its items
+//! ([`Usage::cancelled_write_units`]): whether DynamoDB bills a cancelled transaction is not
+//! documented, so readers report it both ways.
+//!
+//! It also watches writes in flight at once ([`Usage::peak_in_flight`]) and counts the writes
+//! that arrived while another write in flight held one of their items
+//! ([`Usage::shared_in_flight`]; items are told apart by their table and key, the key schema
+//! learnt from the `CreateTable` requests that pass through it, or the whole item for a `Put`
+//! on a table it did not see created).
 //!
 //! It also records which IAM actions each request needs on which resources (tables, queues): a
 //! `TransactWriteItems` needs `PutItem`, `UpdateItem`, `DeleteItem` or `ConditionCheckItem` on each
@@ -18,11 +34,9 @@
 //! it; both answer `{"outage": bool, "refused": n}`, `n` counting the requests refused so far.
 //!
 //! Caveats, the same for every client: the proxy rewrites the request body, so it suits
-//! endpoints that do not check SigV4 signatures (local emulators); failed conditional writes are
-//! not metered when the endpoint's error answer carries no consumed capacity (DynamoDB charges
-//! them).
+//! endpoints that do not check SigV4 signatures (local emulators).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,13 +45,32 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::latency::Delays;
+pub use crate::latency::Latency;
+
 /// What the proxy has counted.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Usage {
     /// Requests forwarded.
     pub requests: u64,
-    /// Write request units consumed (`WriteCapacityUnits`, or `CapacityUnits` of a write).
+    /// Write request units consumed by writes that succeeded, as the endpoint reports them
+    /// (`WriteCapacityUnits`, or `CapacityUnits` of a write).
     pub write_units: f64,
+    /// Write request units of conditional writes whose condition failed, computed from the
+    /// request: the item's size in 1 KB units, at least 1 (DynamoDB bills these).
+    pub failed_write_units: f64,
+    /// Conditional single-item writes whose condition failed.
+    pub failed_writes: u64,
+    /// Write request units of cancelled transactions had they been billed as attempted: 2 per
+    /// 1 KB of each item, at least 2 per item. Not in `write_units`: DynamoDB does not document
+    /// whether it bills them.
+    pub cancelled_write_units: f64,
+    /// `TransactWriteItems` cancelled (`TransactionCanceledException`).
+    pub cancelled_transactions: u64,
+    /// The most writes (single-item writes and transactions) in flight at once.
+    pub peak_in_flight: u64,
+    /// Writes that arrived while another write in flight held one of their items.
+    pub shared_in_flight: u64,
     /// Read request units consumed.
     pub read_units: f64,
     /// Requests by operation (`TransactWriteItems`, `UpdateItem`, …).
@@ -51,6 +84,10 @@ impl Usage {
     /// As JSON.
     pub fn to_json(&self) -> Value {
         json!({"requests": self.requests, "write_units": self.write_units,
+               "failed_write_units": self.failed_write_units, "failed_writes": self.failed_writes,
+               "cancelled_write_units": self.cancelled_write_units,
+               "cancelled_transactions": self.cancelled_transactions,
+               "peak_in_flight": self.peak_in_flight, "shared_in_flight": self.shared_in_flight,
                "read_units": self.read_units, "by_operation": self.by_operation,
                "actions": self.actions})
     }
@@ -79,17 +116,51 @@ impl Outage {
     }
 }
 
+/// Writes in flight: how many, and the items they hold (with how many hold each).
+#[derive(Debug, Default)]
+struct Flight {
+    count: u64,
+    items: HashMap<String, u64>,
+}
+
+/// What every connection of one proxy shares.
+#[derive(Debug)]
+struct Shared {
+    usage: Arc<Mutex<Usage>>,
+    outage: Outage,
+    delays: Delays,
+    flight: Mutex<Flight>,
+    /// Key attribute names per table, from the `CreateTable` requests seen.
+    schemas: Mutex<HashMap<String, Vec<String>>>,
+}
+
 impl Meter {
     /// Starts a proxy to `upstream` (`http://host:port`) on a free loopback port, on a thread of
     /// its own, adding `delay` before each request is forwarded.
     pub fn start(upstream: &str, delay: Duration) -> Result<Self, String> {
+        let latency = if delay.is_zero() {
+            Latency::None
+        } else {
+            Latency::Flat(delay)
+        };
+        Self::start_with(upstream, latency)
+    }
+
+    /// Like [`start`](Self::start), holding each request as `latency` says.
+    pub fn start_with(upstream: &str, latency: Latency) -> Result<Self, String> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")
             .map_err(|e| format!("no free loopback port: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
         let usage = Arc::new(Mutex::new(Usage::default()));
-        let outage = Arc::new(Outage::default());
-        let (shared, upstream) = (usage.clone(), upstream.trim_end_matches('/').to_owned());
+        let shared = Arc::new(Shared {
+            usage: usage.clone(),
+            outage: Outage::default(),
+            delays: Delays::new(latency),
+            flight: Mutex::new(Flight::default()),
+            schemas: Mutex::new(HashMap::new()),
+        });
+        let upstream = upstream.trim_end_matches('/').to_owned();
         std::thread::Builder::new()
             .name("dynamodb-meter".into())
             .spawn(move || {
@@ -112,15 +183,10 @@ impl Meter {
                         // Answers go out in one write; without this, Nagle's algorithm and the
                         // client's delayed ACK add tens of milliseconds per request.
                         let _ = socket.set_nodelay(true);
-                        let (http, usage, upstream, outage) = (
-                            http.clone(),
-                            shared.clone(),
-                            upstream.clone(),
-                            outage.clone(),
-                        );
+                        let (http, shared, upstream) =
+                            (http.clone(), shared.clone(), upstream.clone());
                         tokio::spawn(async move {
-                            let _ =
-                                connection(socket, &http, &upstream, &usage, &outage, delay).await;
+                            let _ = connection(socket, &http, &upstream, &shared).await;
                         });
                     }
                 });
@@ -204,10 +270,9 @@ async fn connection(
     mut socket: tokio::net::TcpStream,
     http: &reqwest::Client,
     upstream: &str,
-    usage: &Mutex<Usage>,
-    outage: &Outage,
-    delay: Duration,
+    shared: &Shared,
 ) -> Option<()> {
+    let (usage, outage) = (&*shared.usage, &shared.outage);
     let mut buf = Vec::new();
     let json_type = || vec![("content-type".to_owned(), "application/json".to_owned())];
     loop {
@@ -239,7 +304,7 @@ async fn connection(
                 body.to_string().into_bytes(),
             )
         } else {
-            forward(http, upstream, usage, delay, req).await
+            forward(http, upstream, shared, req).await
         };
         let mut head = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\n", body.len());
         for (k, v) in headers {
@@ -257,13 +322,9 @@ async fn connection(
 async fn forward(
     http: &reqwest::Client,
     upstream: &str,
-    usage: &Mutex<Usage>,
-    delay: Duration,
+    shared: &Shared,
     req: Request,
 ) -> (u16, Vec<(String, String)>, Vec<u8>) {
-    if !delay.is_zero() {
-        tokio::time::sleep(delay).await;
-    }
     let target = req
         .headers
         .iter()
@@ -271,11 +332,46 @@ async fn forward(
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
     let operation = target.rsplit('.').next().unwrap_or("").to_owned();
-    let needed = serde_json::from_slice::<Value>(&req.body)
-        .map(|v| needs(&target, &operation, &v))
+    let parsed = serde_json::from_slice::<Value>(&req.body).ok();
+    let needed = parsed
+        .as_ref()
+        .map(|v| needs(&target, &operation, v))
         .unwrap_or_default();
+    let dynamodb = target.starts_with("DynamoDB_");
+    let writes = match (&parsed, dynamodb) {
+        (Some(v), true) => {
+            if operation == "CreateTable" {
+                learn_schema(&shared.schemas, v);
+            }
+            let schemas = shared.schemas.lock().unwrap_or_else(|e| e.into_inner());
+            written(&operation, v, &schemas)
+        }
+        _ => Vec::new(),
+    };
+    let items = parsed.as_ref().map_or(1, |v| item_count(&operation, v));
+    let delay = if dynamodb {
+        shared.delays.next(&operation, items)
+    } else {
+        Duration::ZERO
+    };
+    // In flight from its arrival to its answer, as its client sees it.
+    let is_write = !writes.is_empty();
+    if is_write {
+        let mut f = shared.flight.lock().unwrap_or_else(|e| e.into_inner());
+        let clash = writes.iter().any(|w| f.items.contains_key(&w.key));
+        f.count += 1;
+        for w in &writes {
+            *f.items.entry(w.key.clone()).or_default() += 1;
+        }
+        let mut u = shared.usage.lock().unwrap_or_else(|e| e.into_inner());
+        u.peak_in_flight = u.peak_in_flight.max(f.count);
+        u.shared_in_flight += u64::from(clash);
+    }
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     let mut body = req.body;
-    if let Ok(mut v) = serde_json::from_slice::<Value>(&body)
+    if let Some(mut v) = parsed
         && metered(&operation)
         && v.get("ReturnConsumedCapacity").is_none()
     {
@@ -288,7 +384,20 @@ async fn forward(
             out = out.header(k.as_str(), v.as_str());
         }
     }
-    let Ok(resp) = out.send().await else {
+    let sent = out.send().await;
+    if is_write {
+        let mut f = shared.flight.lock().unwrap_or_else(|e| e.into_inner());
+        f.count -= 1;
+        for w in &writes {
+            if let Some(n) = f.items.get_mut(&w.key) {
+                *n -= 1;
+                if *n == 0 {
+                    f.items.remove(&w.key);
+                }
+            }
+        }
+    }
+    let Ok(resp) = sent else {
         return (502, Vec::new(), b"meter: upstream unreachable".to_vec());
     };
     let status = resp.status().as_u16();
@@ -298,18 +407,158 @@ async fn forward(
         .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
         .collect();
     let bytes = resp.bytes().await.map(|b| b.to_vec()).unwrap_or_default();
-    let (write, read) = serde_json::from_slice::<Value>(&bytes)
+    let answer = serde_json::from_slice::<Value>(&bytes).ok();
+    let (write, read) = answer
+        .as_ref()
         .map(|v| capacity(&operation, &v["ConsumedCapacity"]))
         .unwrap_or((0.0, 0.0));
-    let mut u = usage.lock().unwrap_or_else(|e| e.into_inner());
+    let error = answer
+        .as_ref()
+        .and_then(|v| v["__type"].as_str())
+        .map(|t| t.rsplit('#').next().unwrap_or(t).to_owned());
+    let mut u = shared.usage.lock().unwrap_or_else(|e| e.into_inner());
     u.requests += 1;
     u.write_units += write;
     u.read_units += read;
+    match error.as_deref() {
+        Some("ConditionalCheckFailedException") if status >= 400 => {
+            u.failed_writes += 1;
+            u.failed_write_units += writes.iter().map(|w| w.units).sum::<f64>().max(1.0);
+        }
+        Some("TransactionCanceledException") if status >= 400 => {
+            u.cancelled_transactions += 1;
+            u.cancelled_write_units += writes.iter().map(|w| 2.0 * w.units).sum::<f64>();
+        }
+        _ => {}
+    }
     *u.by_operation.entry(operation).or_default() += 1;
     for (action, resource) in needed {
         u.actions.entry(action).or_default().insert(resource);
     }
     (status, headers, bytes)
+}
+
+/// One item a write request writes: which (table and key), and its write units (1 per KB of
+/// the item, or of the key and values for an update, at least 1).
+struct Written {
+    key: String,
+    units: f64,
+}
+
+/// Records a `CreateTable` request's key attributes.
+fn learn_schema(schemas: &Mutex<HashMap<String, Vec<String>>>, body: &Value) {
+    let (Some(table), Some(keys)) = (body["TableName"].as_str(), body["KeySchema"].as_array())
+    else {
+        return;
+    };
+    let names = keys
+        .iter()
+        .filter_map(|k| k["AttributeName"].as_str().map(str::to_owned))
+        .collect();
+    schemas
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(table.to_owned(), names);
+}
+
+/// The items a request writes (none for reads and control-plane operations).
+fn written(operation: &str, body: &Value, schemas: &HashMap<String, Vec<String>>) -> Vec<Written> {
+    let one = |kind: &str, w: &Value| -> Option<Written> {
+        let table = w["TableName"].as_str()?;
+        let (key, size) = if kind == "Put" {
+            let item = w["Item"].as_object()?;
+            let key: BTreeMap<&String, &Value> = match schemas.get(table) {
+                Some(names) => item.iter().filter(|(k, _)| names.contains(k)).collect(),
+                None => item.iter().collect(),
+            };
+            (json!(key).to_string(), map_size(item))
+        } else {
+            let key = w["Key"].as_object()?;
+            let values = w["ExpressionAttributeValues"]
+                .as_object()
+                .map_or(0, map_size);
+            let sorted: BTreeMap<&String, &Value> = key.iter().collect();
+            (json!(sorted).to_string(), map_size(key) + values)
+        };
+        Some(Written {
+            key: format!("{table}\u{0}{key}"),
+            units: (size as f64 / 1024.0).ceil().max(1.0),
+        })
+    };
+    match operation {
+        "PutItem" => one("Put", body).into_iter().collect(),
+        "UpdateItem" | "DeleteItem" => one("Key", body).into_iter().collect(),
+        "TransactWriteItems" => body["TransactItems"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|item| {
+                ["Put", "Update", "Delete", "ConditionCheck"]
+                    .into_iter()
+                    .find(|k| item.get(*k).is_some())
+                    .and_then(|k| one(if k == "Put" { "Put" } else { "Key" }, &item[k]))
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Items a request carries, for the latency model: a transaction's, a batch's keys or
+/// requests, 1 otherwise.
+fn item_count(operation: &str, body: &Value) -> usize {
+    let per_table = |v: &Value, k: &str| -> usize {
+        v.as_object()
+            .into_iter()
+            .flatten()
+            .map(|(_, t)| {
+                let list = if k.is_empty() { t } else { &t[k] };
+                list.as_array().map_or(0, Vec::len)
+            })
+            .sum()
+    };
+    match operation {
+        "TransactWriteItems" | "TransactGetItems" => {
+            body["TransactItems"].as_array().map_or(1, Vec::len)
+        }
+        "BatchGetItem" => per_table(&body["RequestItems"], "Keys"),
+        "BatchWriteItem" => per_table(&body["RequestItems"], ""),
+        _ => 1,
+    }
+}
+
+/// An attribute value's size as DynamoDB counts it, from its JSON form (strings and binaries
+/// their bytes, numbers about one byte per two digits plus one, a few bytes per element of a
+/// list or map).
+fn value_size(v: &Value) -> usize {
+    let Some((kind, inner)) = v.as_object().and_then(|o| o.iter().next()) else {
+        return 1;
+    };
+    let text = |x: &Value| x.as_str().map_or(0, str::len);
+    let number = |x: &Value| text(x).div_ceil(2) + 1;
+    let binary = |x: &Value| text(x) * 3 / 4;
+    let list = |f: &dyn Fn(&Value) -> usize| {
+        3 + inner
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|x| f(x) + 1)
+            .sum::<usize>()
+    };
+    match kind.as_str() {
+        "S" => text(inner),
+        "N" => number(inner),
+        "B" => binary(inner),
+        "SS" => list(&text),
+        "NS" => list(&number),
+        "BS" => list(&binary),
+        "L" => list(&value_size),
+        "M" => 3 + inner.as_object().map_or(0, |m| map_size(m) + m.len()),
+        _ => 1,
+    }
+}
+
+fn map_size(m: &serde_json::Map<String, Value>) -> usize {
+    m.iter().map(|(k, v)| k.len() + value_size(v)).sum()
 }
 
 /// The IAM actions a request needs, each with the table or queue it needs it on.

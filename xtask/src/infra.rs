@@ -603,12 +603,17 @@ pub(crate) fn run(root: &Path, recorded: bool) -> Result<()> {
     let path = root.join("infra").join("template.yaml");
     let t = load(&path)?;
     let mut problems = check(&t);
-    let guard = crate::tools::cfn_guard(root)?;
-    problems.extend(guard_rules(
-        &guard,
-        &root.join("infra").join("rules"),
-        &path,
-    )?);
+    let rules = root.join("infra").join("rules");
+    if rules.is_dir() {
+        let guard = crate::tools::cfn_guard(root)?;
+        problems.extend(guard_rules(&guard, &rules, &path)?);
+    } else {
+        // No rules to run: say so among the problems (cfn-guard is not installed for nothing).
+        problems.push(format!(
+            "{} is missing: the template's cfn-guard rules were not run",
+            rules.display()
+        ));
+    }
     if !problems.is_empty() {
         return Err(format!(
             "{} breaks {} invariant(s):\n  - {}",

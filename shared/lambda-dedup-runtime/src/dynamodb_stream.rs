@@ -74,7 +74,14 @@ where
     Fut: Future<Output = BatchReport>,
 {
     let batch = messages(&event.payload);
-    let report = crate::sqs::accounted(function, &event.context, batch, process).await;
+    let report = crate::sqs::accounted(
+        crate::emf::NAMESPACE,
+        function,
+        &event.context,
+        batch,
+        process,
+    )
+    .await;
     Ok(response(&report))
 }
 

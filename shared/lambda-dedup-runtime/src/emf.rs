@@ -1,6 +1,10 @@
 //! CloudWatch Embedded Metric Format lines: one JSON object per line on stdout, which
 //! CloudWatch turns into metrics (namespace `lambda-dedup`, dimension `Function`).
 
+/// The EMF namespace of every metric unless a builder says otherwise
+/// (`Dedup::metrics_namespace`).
+pub const NAMESPACE: &str = "lambda-dedup";
+
 /// One EMF line of `metrics` (name, unit, value) for `function`. Print it with `println!`: EMF
 /// must be a bare JSON line on stdout, hence not `tracing`.
 pub fn line(function: &str, metrics: &[(&str, &str, u64)]) -> String {

@@ -231,8 +231,23 @@ where
     F: FnOnce(Vec<Message>) -> Fut,
     Fut: Future<Output = BatchReport>,
 {
+    run_kinesis_in(crate::emf::NAMESPACE, function, event, parking, process).await
+}
+
+/// [`run_kinesis`] with the account in EMF namespace `namespace` (the builder's).
+pub(crate) async fn run_kinesis_in<F, Fut>(
+    namespace: &str,
+    function: &str,
+    event: LambdaEvent<KinesisEvent>,
+    parking: &Parking,
+    process: F,
+) -> Result<KinesisEventResponse, lambda_runtime::Error>
+where
+    F: FnOnce(Vec<Message>) -> Fut,
+    Fut: Future<Output = BatchReport>,
+{
     let batch = messages(&event.payload);
-    let report = crate::sqs::accounted(function, &event.context, batch, process).await;
+    let report = crate::sqs::accounted(namespace, function, &event.context, batch, process).await;
     let parked = parking.park(function, &event.payload, &report).await;
     Ok(naming(parked.checkpoint))
 }

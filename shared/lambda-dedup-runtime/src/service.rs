@@ -50,7 +50,7 @@ use serde::de::DeserializeOwned;
 
 use crate::queue::Queue;
 use crate::settings::{Env, Settings, SettingsError};
-use crate::sqs::Accounting;
+use crate::sqs::{Accounting, Reconciliation};
 
 /// Why an event's work refuses it: [`Refusal::Invalid`] can never be handled (dead-lettered),
 /// [`Refusal::Transient`] may work later (redelivered). Reasons name fields, never values.
@@ -185,8 +185,8 @@ impl Dedup {
             time: None,
             store: None,
             accounting: Accounting {
-                namespace: "lambda-dedup".into(),
-                reconciliation: Some(
+                namespace: crate::emf::NAMESPACE.into(),
+                reconciliation: Reconciliation::To(
                     reconciliation
                         .filter(|u| !u.trim().is_empty())
                         .map(|u| Arc::new(Queue::new(u))),
@@ -543,12 +543,19 @@ impl Dedup {
                 parking.clone(),
             );
             async move {
-                crate::kinesis::run_kinesis(&runner.function, event, &parking, |batch| {
-                    lambda_dedup_batch::run_batch(batch, runner.max_concurrency, |m| {
-                        let (dedup, effect) = (dedup.clone(), effect.clone());
-                        async move { dedup.transactional(&m, |d| effect(d)).await }
-                    })
-                })
+                let namespace = &runner.accounting.namespace;
+                crate::kinesis::run_kinesis_in(
+                    namespace,
+                    &runner.function,
+                    event,
+                    &parking,
+                    |batch| {
+                        lambda_dedup_batch::run_batch(batch, runner.max_concurrency, |m| {
+                            let (dedup, effect) = (dedup.clone(), effect.clone());
+                            async move { dedup.transactional(&m, |d| effect(d)).await }
+                        })
+                    },
+                )
                 .await
             }
         }))
@@ -678,32 +685,15 @@ impl Runner {
         Fut: Future<Output = Outcome>,
     {
         let cutoff = crate::bound::cutoff_at(crate::deadline(&event.context), self.margin);
-        let process = &process;
-        let max = self.max_concurrency;
-        crate::sqs::answer_to(
-            &self.accounting,
-            &self.function,
+        let (accounting, function) = (&self.accounting, &self.function);
+        crate::sqs::per_message(
+            accounting,
+            function,
             spec,
             event,
             cutoff,
-            |batch| {
-                lambda_dedup_batch::run_batch(batch, max, move |m| async move {
-                    use tracing::Instrument as _;
-                    let id = m.message_id.clone();
-                    // One span per message: the flows' lines within it carry its key; the
-                    // span ends with the outcome.
-                    let span = tracing::info_span!(
-                        "message",
-                        message_id = %id,
-                        outcome = tracing::field::Empty
-                    );
-                    let outcome = crate::bound::outcome_within(cutoff, &id, process(m))
-                        .instrument(span.clone())
-                        .await;
-                    span.record("outcome", outcome.label());
-                    outcome
-                })
-            },
+            self.max_concurrency,
+            process,
         )
         .await
     }
@@ -719,16 +709,13 @@ impl Runner {
         Fut: Future<Output = BatchReport>,
     {
         let cutoff = crate::bound::cutoff_at(crate::deadline(&event.context), self.margin);
-        crate::sqs::answer_to(
+        crate::sqs::whole_batch(
             &self.accounting,
             &self.function,
             spec,
             event,
             cutoff,
-            |batch| async move {
-                let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
-                crate::bound::report_within(cutoff, &ids, process(batch)).await
-            },
+            process,
         )
         .await
     }

@@ -61,13 +61,16 @@ where
     Fut: Future<Output = Outcome>,
 {
     let cutoff = crate::bound::cutoff(&event.context);
-    let process = &process;
-    answer(function, spec, event, cutoff, |batch| {
-        run_batch(batch, max_concurrency, move |m| async move {
-            let id = m.message_id.clone();
-            crate::bound::outcome_within(cutoff, &id, process(m)).await
-        })
-    })
+    let accounting = Accounting::default();
+    per_message(
+        &accounting,
+        function,
+        spec,
+        event,
+        cutoff,
+        max_concurrency,
+        process,
+    )
     .await
 }
 
@@ -86,16 +89,56 @@ where
     Fut: Future<Output = BatchReport>,
 {
     let cutoff = crate::bound::cutoff(&event.context);
-    answer(function, spec, event, cutoff, |batch| async move {
-        let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
-        crate::bound::report_within(cutoff, &ids, process(batch)).await
+    whole_batch(
+        &Accounting::default(),
+        function,
+        spec,
+        event,
+        cutoff,
+        process,
+    )
+    .await
+}
+
+/// [`run_sqs`]'s work: each message through `process` until `cutoff`, in a span of its own that
+/// ends with its outcome, then answered by [`answer_to`]. The builder's services run it too.
+pub(crate) async fn per_message<F, Fut>(
+    accounting: &Accounting,
+    function: &str,
+    spec: &KeySpec,
+    event: LambdaEvent<SqsEvent>,
+    cutoff: Option<std::time::SystemTime>,
+    max_concurrency: usize,
+    process: F,
+) -> Result<SqsBatchResponse, lambda_runtime::Error>
+where
+    F: Fn(Message) -> Fut,
+    Fut: Future<Output = Outcome>,
+{
+    let process = &process;
+    answer_to(accounting, function, spec, event, cutoff, |batch| {
+        run_batch(batch, max_concurrency, move |m| async move {
+            use tracing::Instrument as _;
+            let id = m.message_id.clone();
+            let span = tracing::info_span!(
+                "message",
+                message_id = %id,
+                outcome = tracing::field::Empty
+            );
+            let outcome = crate::bound::outcome_within(cutoff, &id, process(m))
+                .instrument(span.clone())
+                .await;
+            span.record("outcome", outcome.label());
+            outcome
+        })
     })
     .await
 }
 
-/// The invocation's report from `process`, late events routed (until `cutoff`), accounted and
-/// answered.
-async fn answer<F, Fut>(
+/// [`run_sqs_batch`]'s work: the whole batch through `process` until `cutoff` (abandoned whole
+/// after it), then answered by [`answer_to`]. The builder's batch-transaction services run it too.
+pub(crate) async fn whole_batch<F, Fut>(
+    accounting: &Accounting,
     function: &str,
     spec: &KeySpec,
     event: LambdaEvent<SqsEvent>,
@@ -107,12 +150,15 @@ where
     Fut: Future<Output = BatchReport>,
 {
     answer_to(
-        &Accounting::default(),
+        accounting,
         function,
         spec,
         event,
         cutoff,
-        process,
+        |batch| async move {
+            let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
+            crate::bound::report_within(cutoff, &ids, process(batch)).await
+        },
     )
     .await
 }
@@ -123,17 +169,24 @@ where
 pub(crate) struct Accounting {
     /// The EMF namespace.
     pub namespace: String,
-    /// The reconciliation queue: `None` reads the process-wide
-    /// `DEDUP_RECONCILIATION_QUEUE_URL` (the runners of [`run_sqs`]); `Some(None)`: none, late
-    /// events go to the DLQ.
-    pub reconciliation: Option<Option<std::sync::Arc<crate::queue::Queue>>>,
+    /// Where events for reconciliation go.
+    pub reconciliation: Reconciliation,
+}
+
+/// Where an invocation's events for reconciliation go.
+#[derive(Debug, Clone)]
+pub(crate) enum Reconciliation {
+    /// The process-wide `DEDUP_RECONCILIATION_QUEUE_URL` (the runners of [`run_sqs`]).
+    ProcessEnv,
+    /// This queue (the builder's, from its own environment); none: they stay failed, for the DLQ.
+    To(Option<std::sync::Arc<crate::queue::Queue>>),
 }
 
 impl Default for Accounting {
     fn default() -> Self {
         Self {
-            namespace: "lambda-dedup".into(),
-            reconciliation: None,
+            namespace: crate::emf::NAMESPACE.into(),
+            reconciliation: Reconciliation::ProcessEnv,
         }
     }
 }
@@ -156,11 +209,13 @@ where
     let mut report = rebuilt(function, &ids, process(batch).await);
     let route = async {
         match &accounting.reconciliation {
-            Some(queue) => {
+            Reconciliation::To(queue) => {
                 crate::reconcile::route_to(queue.as_deref(), &event.payload, spec, &mut report)
                     .await
             }
-            None => crate::reconcile::route_late_events(&event.payload, spec, &mut report).await,
+            Reconciliation::ProcessEnv => {
+                crate::reconcile::route_late_events(&event.payload, spec, &mut report).await
+            }
         }
     };
     let routed = crate::bound::within(cutoff, route).await;
@@ -170,7 +225,7 @@ where
             "late events not all routed before the deadline: the rest are redelivered"
         );
     }
-    print_account_in(
+    print_account(
         &accounting.namespace,
         function,
         &event.context.request_id,
@@ -197,14 +252,8 @@ pub(crate) fn rebuilt(function: &str, ids: &[String], report: BatchReport) -> Ba
     report
 }
 
-/// Prints the invocation's account as one EMF line and logs it (S14).
-#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
-pub(crate) fn print_account(function: &str, request_id: &str, report: &BatchReport) {
-    print_account_in("lambda-dedup", function, request_id, report)
-}
-
-/// [`print_account`] in EMF namespace `namespace`.
-pub(crate) fn print_account_in(
+/// Prints the invocation's account as one EMF line in `namespace` and logs it (S14).
+pub(crate) fn print_account(
     namespace: &str,
     function: &str,
     request_id: &str,
@@ -232,6 +281,7 @@ pub(crate) fn print_account_in(
 /// ([`print_account`]): what every stream runner does before it answers.
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
 pub(crate) async fn accounted<F, Fut>(
+    namespace: &str,
     function: &str,
     context: &lambda_runtime::Context,
     batch: Vec<Message>,
@@ -245,7 +295,7 @@ where
     // Not done by the cutoff: every record reported, so the checkpoint is the first one.
     let work = crate::bound::report_within(crate::bound::cutoff(context), &ids, process(batch));
     let report = rebuilt(function, &ids, work.await);
-    print_account(function, &context.request_id, &report);
+    print_account(namespace, function, &context.request_id, &report);
     report
 }
 

@@ -1,94 +1,69 @@
-//! The handler: one SQS invocation of `payment-dispatcher`, callable directly with
-//! `LambdaEvent::new` (as its tests do).
+//! The service: `payment-dispatcher` as `main` builds it, callable directly (as its tests do).
 
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use lambda_dedup::KeySpec;
-use lambda_dedup_batch::LeasedDeduplicator;
+use std::sync::Arc;
+
+use lambda_dedup::Lease;
 use lambda_dedup_http::IdempotentClient;
-use lambda_dedup_runtime::settings::Env;
-use lambda_runtime::{Error, LambdaEvent};
+use lambda_dedup_runtime::{Dedup, Event, Refusal, SqsService};
+use lambda_runtime::Error;
 
-use crate::payment;
+use crate::payment::{self, Request};
 
 /// The function's name: the consumer of its keys and the `Function` of its metrics.
 pub(crate) const FUNCTION: &str = "payment-dispatcher";
 
-/// What the handler needs, built once per container, outside the handler.
-#[derive(Debug)]
-pub(crate) struct Payments {
-    pub(crate) spec: KeySpec,
-    pub(crate) dedup: LeasedDeduplicator,
-    pub(crate) api: IdempotentClient,
-    pub(crate) max_concurrency: usize,
-}
-
-impl Payments {
-    /// From `env` (`main` passes the process environment): `lambda_dedup_runtime::settings`
-    /// plus `PAYMENTS_API_URL`; marks through `client`. Every guard of the settings applies,
-    /// the provider's key retention included (S16).
-    pub(crate) fn new(env: &Env, client: lambda_dedup_dynamodb::Client) -> Result<Self, Error> {
-        let settings = lambda_dedup_runtime::Settings::read(env, FUNCTION)?;
-        let dedup = settings.leased_deduplicator(payment::key_spec(settings.scope.clone()), client);
-        Ok(Self {
-            api: IdempotentClient::new(
-                &env.required("PAYMENTS_API_URL")?,
-                settings.provider_timeout,
-            )?,
-            spec: dedup.spec().clone(),
-            dedup,
-            max_concurrency: settings.max_concurrency,
-        })
-    }
-}
-
-/// One invocation: each payment claimed under a lease cut to the invocation's deadline, sent
-/// with the event's `Idempotency-Key`, and completed with the provider's receipt (S6, S8).
-pub(crate) async fn handle(
-    payments: &Payments,
-    event: LambdaEvent<SqsEvent>,
-) -> Result<SqsBatchResponse, Error> {
-    let deadline = lambda_dedup_runtime::deadline(&event.context);
-    lambda_dedup_runtime::run_sqs(
-        FUNCTION,
-        &payments.spec,
-        event,
-        payments.max_concurrency,
-        |m| async move {
-            payments
-                .dedup
-                .leased(&m, deadline, |e, lease| async move {
-                    let request = payment::request(&e)?;
-                    let receipt = payments
-                        .api
-                        .post("/v1/payments", &lease.idempotency_key(), &request)
-                        .await?;
-                    Ok(Some(receipt.body))
-                })
-                .await
-        },
+/// The function as `main` runs it: each payment request (the settings plus `PAYMENTS_API_URL`)
+/// claimed under a lease cut to the invocation's deadline, sent with the event's
+/// `Idempotency-Key` within `PROVIDER_TIMEOUT_MS`, and completed with the provider's receipt
+/// (S6, S8); a takeover older than the provider keeps keys is not sent again (S16).
+pub(crate) fn service(dedup: Dedup) -> Result<SqsService, Error> {
+    let timeout = dedup.settings().provider_timeout;
+    let api = Arc::new(IdempotentClient::new(
+        &dedup.setting("PAYMENTS_API_URL")?,
+        timeout,
+    )?);
+    Ok(
+        payment::configure(dedup).sqs_calls(move |e: Event<Request>, lease: Lease| {
+            let api = api.clone();
+            async move {
+                let request = e.payload.checked()?;
+                let receipt = api
+                    .post("/v1/payments", &lease.idempotency_key(), &request)
+                    .await?;
+                Ok::<_, Refusal>(Some(receipt.body))
+            }
+        })?,
     )
-    .await
 }
 
 #[cfg(test)]
 mod tests {
-    //! Every setting `payment-dispatcher` documents, through `Payments::new` — the wiring `main`
-    //! runs — on the local DynamoDB and the fake payments API: each test sets one variable and
+    //! Every setting `payment-dispatcher` documents, through `service` — the wiring `main`
+    //! runs — on the in-memory store and the fake payments API: each test sets one variable and
     //! observes what it changes.
 
     use super::*;
-    use aws_lambda_events::event::sqs::SqsMessage;
+    use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
     use fake_provider::{Fault, Provider};
-    use lambda_dedup::{Claim, ManualClock, Retention};
-    use lambda_dedup_dynamodb::DynamoStore;
-    use std::sync::Arc;
+    use lambda_dedup::{Claim, KeySpec, ManualClock, MarkStore};
+    use lambda_dedup_memory::MemoryStore;
+    use lambda_dedup_runtime::Env;
+    use lambda_runtime::LambdaEvent;
+    use lambda_runtime::tower::ServiceExt;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::{Duration, SystemTime};
 
     struct World {
         provider: Provider,
-        client: lambda_dedup_dynamodb::Client,
         env: Env,
         _server: tokio::task::JoinHandle<()>,
+    }
+
+    /// The function as `main` builds it, on a memory store built from its own settings.
+    struct Payments {
+        service: SqsService,
+        store: MemoryStore,
+        spec: KeySpec,
     }
 
     async fn world() -> World {
@@ -96,27 +71,37 @@ mod tests {
         let (addr, server) = fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
             .await
             .expect("fake provider");
-        let client = dedup_tests::client();
-        let marks = dedup_tests::mark_table(&client).await;
         let env = Env::from_pairs([
             ("DEDUP_NAMESPACE", "test".to_owned()),
-            ("DEDUP_MARK_TABLE", marks),
+            ("DEDUP_MARK_TABLE", "marks".to_owned()),
             ("PAYMENTS_API_URL", format!("http://{addr}")),
         ]);
         World {
             provider,
-            client,
             env,
             _server: server,
         }
     }
 
     impl World {
+        fn env_with(&self, vars: &[(&str, &str)]) -> Env {
+            vars.iter()
+                .fold(self.env.clone(), |env, (k, v)| env.with(k, *v))
+        }
+
         fn payments(&self, vars: &[(&str, &str)]) -> Payments {
-            let env = vars
-                .iter()
-                .fold(self.env.clone(), |env, (k, v)| env.with(k, *v));
-            Payments::new(&env, self.client.clone()).expect("settings accepted")
+            let env = self.env_with(vars);
+            let dedup = Dedup::read(&env, FUNCTION).expect("settings accepted");
+            let settings = dedup.settings();
+            let store = MemoryStore::new(settings.retention).with_lease(settings.lease);
+            let spec =
+                payment::configure(Dedup::read(&env, FUNCTION).expect("settings")).key_spec();
+            let service = service(dedup.store(store.clone())).expect("service");
+            Payments {
+                service,
+                store,
+                spec,
+            }
         }
     }
 
@@ -128,11 +113,13 @@ mod tests {
         serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("event")
     }
 
-    /// `n` payments with ids unique to this test run.
+    static RUN: AtomicUsize = AtomicUsize::new(0);
+
+    /// `n` payments with ids unique to this test.
     fn payments_event(n: usize) -> SqsEvent {
         let mut event = sample();
         let template = event.records.remove(0);
-        let run = dedup_tests::unique("pay");
+        let run = format!("pay-run{}", RUN.fetch_add(1, Ordering::SeqCst));
         event.records = (0..n)
             .map(|i| {
                 let mut r: SqsMessage = template.clone();
@@ -148,10 +135,11 @@ mod tests {
 
     async fn invoke(payments: &Payments, event: SqsEvent) -> Vec<String> {
         let event = LambdaEvent::new(event, lambda_runtime::Context::default());
-        lambda_dedup_runtime::testing::failed_ids(handle(payments, event).await.expect("handled"))
+        let answer = payments.service.clone().oneshot(event).await;
+        lambda_dedup_runtime::testing::failed_ids(answer.expect("handled"))
     }
 
-    /// The handler, called as Lambda calls it, on the sample payment, twice: the provider
+    /// The service, called as Lambda calls it, on the sample payment, twice: the provider
     /// applies it once, under one idempotency key; the second delivery is a duplicate answered
     /// from the stored receipt (S6, S8); nothing is reported failed.
     #[tokio::test]
@@ -171,20 +159,31 @@ mod tests {
         );
     }
 
-    /// A first attempt of `event`'s payment, 8 s ago under a 3 s lease: it claimed and died
-    /// while its call was out.
-    async fn crashed_8s_ago(w: &World, payments: &Payments, event: &SqsEvent) {
+    /// A payment the provider cannot take (an invalid currency) is rejected for the DLQ and
+    /// never sent; the rest of the batch is paid.
+    #[tokio::test]
+    async fn an_invalid_payment_is_rejected_unsent() {
+        let w = world().await;
+        let payments = w.payments(&[]);
+        let mut event = payments_event(2);
+        event.records[1].body = event.records[1]
+            .body
+            .as_ref()
+            .map(|b| b.replace("\"EUR\"", "\"euro\""));
+        assert_eq!(invoke(&payments, event).await, ["m-1"]);
+        assert_eq!(w.provider.requests(), 1);
+    }
+
+    /// A first attempt of `event`'s payment, 8 s ago under the settings' lease (3 s): it
+    /// claimed and died while its call was out.
+    async fn crashed_8s_ago(payments: &Payments, event: &SqsEvent) {
         let msg = lambda_dedup_runtime::sqs::message(&event.records[0]);
         let key = payments.spec.derive(&msg).expect("key").key;
         let eight_ago = SystemTime::now() - Duration::from_secs(8);
-        let marks = w.env.required("DEDUP_MARK_TABLE").expect("table");
-        let crashed = DynamoStore::new(
-            w.client.clone(),
-            marks,
-            Retention::unchecked(Duration::from_secs(30 * 86_400)).expect("retention"),
-        )
-        .with_lease(Duration::from_secs(3))
-        .with_clock(Arc::new(ManualClock::new(eight_ago)));
+        let crashed = payments
+            .store
+            .clone()
+            .with_clock(Arc::new(ManualClock::new(eight_ago)));
         assert!(matches!(
             crashed.claim(&key, None, None).await.expect("claim"),
             Claim::Claimed(_)
@@ -207,7 +206,7 @@ mod tests {
         };
         let forgetful = with_retention("6");
         let event = payments_event(1);
-        crashed_8s_ago(&w, &forgetful, &event).await;
+        crashed_8s_ago(&forgetful, &event).await;
         let failed = invoke(&forgetful, event).await;
         assert_eq!(failed, ["m-0"], "not applied: for reconciliation");
         assert_eq!(
@@ -219,7 +218,7 @@ mod tests {
         // With the provider keeping keys longer than the event's age, the takeover calls.
         let patient = with_retention("3600");
         let event = payments_event(1);
-        crashed_8s_ago(&w, &patient, &event).await;
+        crashed_8s_ago(&patient, &event).await;
         assert!(invoke(&patient, event).await.is_empty());
         assert_eq!(w.provider.total_effects(), 1);
     }
@@ -256,7 +255,7 @@ mod tests {
         let (failed, lease) = tokio::join!(invoke(&payments, event), async {
             for _ in 0..100 {
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                if let Ok(Some(mark)) = payments.dedup.store().get(&key).await
+                if let Ok(Some(mark)) = payments.store.get(&key).await
                     && let Some(lease) = mark.lease_expires_at
                 {
                     return Some(lease);
@@ -294,22 +293,20 @@ mod tests {
         }
     }
 
-    /// `DEDUP_CACHE_SIZE`: a duplicate this container saw complete is answered from memory —
-    /// with the mark gone from the table, a cached container still calls nothing, and one with
-    /// the cache off (0) calls again.
+    /// `DEDUP_CACHE_SIZE`: a duplicate this container saw complete is answered from memory,
+    /// asking no store; with the cache off (0) the store is asked. Either way it is paid once.
     #[tokio::test]
     async fn the_cache_setting_answers_known_duplicates_from_memory() {
-        for (size, calls) in [("10", 1), ("0", 2)] {
+        for (size, cached) in [("10", true), ("0", false)] {
             let w = world().await;
             let payments = w.payments(&[("DEDUP_CACHE_SIZE", size)]);
             let event = payments_event(1);
             assert!(invoke(&payments, event.clone()).await.is_empty());
-            let marks = w.env.required("DEDUP_MARK_TABLE").expect("table");
-            for pk in dedup_tests::mark_keys(&w.client, &marks).await {
-                dedup_tests::delete_mark(&w.client, &marks, &pk).await;
-            }
+            let before = payments.store.calls();
             assert!(invoke(&payments, event).await.is_empty());
-            assert_eq!(w.provider.requests(), calls, "DEDUP_CACHE_SIZE={size}");
+            let asked = payments.store.calls() > before;
+            assert_eq!(asked, !cached, "DEDUP_CACHE_SIZE={size}");
+            assert_eq!(w.provider.requests(), 1, "DEDUP_CACHE_SIZE={size}");
         }
     }
 
@@ -326,20 +323,19 @@ mod tests {
         assert_eq!(w.provider.requests(), 0);
     }
 
-    /// The namespace, the consumer and the mark table: the mark is written where they say.
+    /// The namespace and the consumer: the mark's key is in their scope.
     #[tokio::test]
-    async fn namespace_consumer_and_mark_table_place_the_mark() {
+    async fn namespace_and_consumer_scope_the_mark() {
         let w = world().await;
-        let marks = dedup_tests::mark_table(&w.client).await;
         let payments = w.payments(&[
             ("DEDUP_NAMESPACE", "staging"),
             ("DEDUP_CONSUMER", "payments-v2"),
-            ("DEDUP_MARK_TABLE", &marks),
         ]);
         assert!(invoke(&payments, payments_event(1)).await.is_empty());
-        let keys = dedup_tests::mark_keys(&w.client, &marks).await;
-        assert_eq!(keys.len(), 1, "{keys:?}");
-        assert!(keys[0].starts_with("staging#payments-v2#"), "{}", keys[0]);
+        let marks = payments.store.marks();
+        assert_eq!(marks.len(), 1, "{marks:?}");
+        let key = marks[0].key.to_string();
+        assert!(key.starts_with("staging#payments-v2#"), "{key}");
     }
 
     /// Settings that cannot work are refused at start, naming the variable.
@@ -351,8 +347,11 @@ mod tests {
             ("DEDUP_LEASE_SECONDS", "2"),
             ("PAYMENTS_API_URL", ""),
         ] {
-            let env = w.env.clone().with(name, value);
-            let Err(err) = Payments::new(&env, w.client.clone()) else {
+            let env = w.env_with(&[(name, value)]);
+            let refused = Dedup::read(&env, FUNCTION)
+                .map_err(Error::from)
+                .and_then(service);
+            let Err(err) = refused else {
                 panic!("{name}={value} accepted");
             };
             assert!(err.to_string().contains(name), "{name}: {err}");

@@ -6,25 +6,13 @@
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
 //! `lambda_dedup_runtime::settings` plus `PAYMENTS_API_URL` and optionally `PROVIDER_TIMEOUT_MS`.
 
-// The handler's nested async blocks (runtime, batch runner, store calls) are deep types.
-#![recursion_limit = "256"]
-
 mod handler;
 mod payment;
 
-use lambda_runtime::{Error, LambdaEvent, service_fn};
-
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_dedup_runtime::init_tracing();
     // Clients and configuration once per container, outside the handler.
-    let payments = handler::Payments::new(
-        &lambda_dedup_runtime::settings::Env::process(),
-        lambda_dedup_dynamodb::connect().await,
-    )?;
-    let payments = &payments;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| async move {
-        handler::handle(payments, event).await
-    }))
-    .await
+    let dedup = lambda_dedup_runtime::Dedup::from_env(handler::FUNCTION)?;
+    lambda_runtime::run(handler::service(dedup.dynamodb().await)?).await
 }

@@ -1,48 +1,43 @@
 //! What a payment request asks the provider for.
 
-use lambda_dedup::Derived;
-use lambda_dedup_batch::HandlerError;
-use serde::Deserialize;
+use lambda_dedup_runtime::{Dedup, Refusal};
 
 /// A payment request's `data`, as it arrives (other fields ignored).
 #[derive(Debug, serde::Deserialize)]
-struct Request {
+pub(crate) struct Request {
     amount_cents: i64,
     currency: String,
     customer_ref: String,
 }
 
-/// The provider request for a `payment.requested` event with
-/// `data: {amount_cents, currency, customer_ref}`.
-pub(crate) fn request(event: &Derived) -> Result<serde_json::Value, HandlerError> {
-    // serde's messages can quote the payload's values: the reason names fields only.
-    let data = Request::deserialize(HandlerError::data(event)?).map_err(|_| {
-        HandlerError::Invalid(
-            "data must have an integer amount_cents and currency and customer_ref strings".into(),
-        )
-    })?;
-    if data.amount_cents <= 0 {
-        return Err(HandlerError::Invalid(
-            "data.amount_cents must be a positive integer".into(),
-        ));
+impl Request {
+    /// The provider request for a `payment.requested` event with
+    /// `data: {amount_cents, currency, customer_ref}`, or why it cannot be sent (naming fields,
+    /// never quoting values).
+    pub(crate) fn checked(self) -> Result<serde_json::Value, Refusal> {
+        if self.amount_cents <= 0 {
+            return Err(Refusal::Invalid(
+                "data.amount_cents must be a positive integer".into(),
+            ));
+        }
+        let currency = self.currency.as_str();
+        if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase()) {
+            return Err(Refusal::Invalid(
+                "data.currency must be an ISO 4217 code".into(),
+            ));
+        }
+        let customer = self.customer_ref.as_str();
+        if customer.trim().is_empty() || customer.len() > 128 {
+            return Err(Refusal::Invalid(
+                "data.customer_ref must be a non-empty string".into(),
+            ));
+        }
+        Ok(serde_json::json!({
+            "amount_cents": self.amount_cents,
+            "currency": currency,
+            "customer_ref": customer,
+        }))
     }
-    let currency = data.currency.as_str();
-    if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase()) {
-        return Err(HandlerError::Invalid(
-            "data.currency must be an ISO 4217 code".into(),
-        ));
-    }
-    let customer = data.customer_ref.as_str();
-    if customer.trim().is_empty() || customer.len() > 128 {
-        return Err(HandlerError::Invalid(
-            "data.customer_ref must be a non-empty string".into(),
-        ));
-    }
-    Ok(serde_json::json!({
-        "amount_cents": data.amount_cents,
-        "currency": currency,
-        "customer_ref": customer,
-    }))
 }
 
 /// What a payment's effect (the provider request) depends on: every field it sends.
@@ -52,15 +47,13 @@ pub(crate) const DEPENDS_ON: &[&str] =
 
 /// How this function derives keys: CloudEvents `source` + `id`, tenant from `tenantid`, and a
 /// fingerprint of [`DEPENDS_ON`].
-pub(crate) fn key_spec(scope: lambda_dedup::Scope) -> lambda_dedup::KeySpec {
-    lambda_dedup::KeySpec::cloudevents(scope, "tenantid")
-        .fingerprint(lambda_dedup::FingerprintSource::pointers(DEPENDS_ON))
+pub(crate) fn configure(dedup: Dedup) -> Dedup {
+    dedup.cloudevents("tenantid").fingerprint(DEPENDS_ON)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_dedup::{DedupKey, Scope};
     use serde_json::json;
 
     /// The operators' tool is told this function's key spec in the README
@@ -75,21 +68,15 @@ mod tests {
         );
     }
 
-    fn event(data: serde_json::Value) -> Derived {
-        Derived {
-            key: DedupKey::new(&Scope::new("t", "c").expect("scope"), "", &["x"]),
-            tenant: "t1".into(),
-            fingerprint: None,
-            body: Some(json!({ "data": data })),
-            event_time: None,
-        }
+    fn request(data: serde_json::Value) -> Result<serde_json::Value, Refusal> {
+        lambda_dedup_runtime::service::parse::<Request>(&data).and_then(Request::checked)
     }
 
     #[test]
     fn a_valid_request_is_forwarded_field_by_field() {
-        let r = request(&event(
+        let r = request(
             json!({"amount_cents": 1250, "currency": "EUR", "customer_ref": "c-9", "extra": 1}),
-        ))
+        )
         .expect("valid");
         assert_eq!(
             r,
@@ -106,7 +93,7 @@ mod tests {
             json!({"currency": "EUR", "customer_ref": "c"}),
         ] {
             assert!(
-                matches!(request(&event(data.clone())), Err(HandlerError::Invalid(_))),
+                matches!(request(data.clone()), Err(Refusal::Invalid(_))),
                 "{data}"
             );
         }
@@ -117,8 +104,13 @@ mod tests {
     #[test]
     fn s11_every_field_the_effect_depends_on_is_fingerprinted() {
         let sample: serde_json::Value = serde_json::from_str(r#"{"specversion": "1.0", "type": "payment.requested", "source": "/shop", "id": "p-1", "tenantid": "shop-a", "time": "2026-11-30T10:00:00Z", "data": {"amount_cents": 1250, "currency": "EUR", "customer_ref": "c-9"}}"#).expect("sample");
+        let env = lambda_dedup_runtime::Env::from_pairs([
+            ("DEDUP_NAMESPACE", "t"),
+            ("DEDUP_MARK_TABLE", "marks"),
+        ]);
+        let dedup = Dedup::read(&env, "c").expect("settings");
         lambda_dedup_runtime::testing::assert_fingerprint_covers(
-            &key_spec(lambda_dedup::Scope::new("t", "c").expect("scope")),
+            &configure(dedup).key_spec(),
             &sample,
             DEPENDS_ON,
         );

@@ -1,132 +1,118 @@
-//! The handler: one SQS invocation of `fine-notices`, callable directly with
-//! `LambdaEvent::new` (as its tests do).
+//! The service: `fine-notices` as `main` builds it, callable directly (as its tests do).
 
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use lambda_dedup::KeySpec;
-use lambda_dedup_batch::{BatchReport, Deduplicator, Outcome, run_batch_transactional};
-use lambda_dedup_runtime::settings::Env;
-use lambda_runtime::{Error, LambdaEvent};
+use std::sync::Arc;
 
-use crate::notice;
+use lambda_dedup_runtime::{Dedup, Event, SqsService};
+use lambda_runtime::Error;
+
+use crate::notice::{self, Notice, Tables};
 
 /// The function's name: the consumer of its keys and the `Function` of its metrics.
 pub(crate) const FUNCTION: &str = "fine-notices";
 
-/// What the handler needs, built once per container, outside the handler.
-#[derive(Debug)]
-pub(crate) struct Notices {
-    pub(crate) spec: KeySpec,
-    pub(crate) dedup: Deduplicator,
-    pub(crate) tables: notice::Tables,
-    pub(crate) max_concurrency: usize,
-    /// For the review check after each batch (a consistent read of a correlation item).
-    pub(crate) client: lambda_dedup_dynamodb::Client,
-}
-
-impl Notices {
-    /// From `env` (`main` passes the process environment): `lambda_dedup_runtime::settings`
-    /// plus `FINES_TABLE`, `INTENTS_TABLE`, `FINE_REVIEWS_TABLE` and `FINES_CORRELATION_KEY`
-    /// (at least 16 bytes); tables through `client`.
-    pub(crate) fn new(env: &Env, client: lambda_dedup_dynamodb::Client) -> Result<Self, Error> {
-        let settings = lambda_dedup_runtime::Settings::read(env, FUNCTION)?;
-        let secret = env.required("FINES_CORRELATION_KEY")?;
-        if secret.len() < 16 {
-            return Err("FINES_CORRELATION_KEY must be at least 16 bytes".into());
-        }
-        let dedup = settings.deduplicator(notice::key_spec(settings.scope.clone()), client.clone());
-        Ok(Self {
-            spec: dedup.spec().clone(),
-            dedup,
-            tables: notice::Tables {
-                fines: env.required("FINES_TABLE")?,
-                intents: env.required("INTENTS_TABLE")?,
-                reviews: env.required("FINE_REVIEWS_TABLE")?,
-                correlation_secret: secret.into_bytes(),
-            },
-            max_concurrency: settings.max_concurrency,
-            client,
-        })
-    }
-
-    /// After a batch: each notice applied now whose correlation item names it as the latest of
-    /// two or more notices is a business duplicate, flagged for review (the item, written in its
-    /// transaction, is the review). Counts them as `FlaggedForReview`. Best effort: the review is
-    /// in the table whether or not this read succeeds.
-    async fn count_flagged(&self, batch: &[lambda_dedup::Message], report: &BatchReport) -> u64 {
-        let mut flagged = 0;
-        for (id, outcome) in report.outcomes() {
-            if *outcome != Outcome::Applied {
-                continue;
-            }
-            let Some(review) = batch
-                .iter()
-                .find(|m| &m.message_id == id)
-                .and_then(|m| self.spec.derive(m).ok())
-                .and_then(|e| notice::review(&self.tables, &e).ok())
-            else {
-                continue;
-            };
-            let key = lambda_dedup::Item::new().with("correlation", review.correlation.as_str());
-            match lambda_dedup_dynamodb::read_item(&self.client, &self.tables.reviews, &key).await {
-                Ok(Some(item)) => {
-                    let notices: u64 = item
-                        .get("notices")
-                        .and_then(|n| n.parse().ok())
-                        .unwrap_or(0);
-                    if notices >= 2
-                        && item.get("last_notice").map(String::as_str)
-                            == Some(review.fine_id.as_str())
-                    {
-                        tracing::warn!(message_id = %id, fine_id = %review.fine_id,
-                            correlation = %review.correlation, notices,
-                            "another notice of the same fine: both recorded, flagged for review");
-                        flagged += 1;
+/// The function as `main` runs it: each notice's fine, intent and correlation item with its
+/// mark in one transaction (S5, S7), the batch in as few transactions as possible, answered with
+/// a partial batch response (S12); then the review count of the notices applied now. The
+/// settings plus `FINES_TABLE`, `INTENTS_TABLE`, `FINE_REVIEWS_TABLE` and
+/// `FINES_CORRELATION_KEY` (at least 16 bytes); `client` reads the correlation items.
+pub(crate) fn service(
+    dedup: Dedup,
+    client: lambda_dedup_dynamodb::Client,
+) -> Result<SqsService, Error> {
+    let tables = Arc::new(tables(&dedup)?);
+    let reviewed = tables.clone();
+    Ok(notice::configure(dedup)
+        .one_transaction_per_batch()
+        .sqs_then(
+            move |e: Event<Notice>| notice::plan(&tables, &e),
+            move |applied| {
+                let (tables, client) = (reviewed.clone(), client.clone());
+                async move {
+                    let flagged = count_flagged(&tables, &client, &applied).await;
+                    if flagged > 0 {
+                        println!(
+                            "{}",
+                            lambda_dedup_runtime::emf::line(
+                                FUNCTION,
+                                &[("FlaggedForReview", "Count", flagged)]
+                            )
+                        );
                     }
                 }
-                Ok(None) => {}
-                Err(e) => tracing::warn!(message_id = %id, error = %e,
-                    "could not read the correlation item; the review stands in the table"),
-            }
-        }
-        flagged
-    }
+            },
+        )?)
 }
 
-/// One invocation: each notice's fine, intent and mark in one transaction (S5, S7), the batch
-/// in as few transactions as possible, answered with a partial batch response (S12).
-pub(crate) async fn handle(
-    notices: &Notices,
-    event: LambdaEvent<SqsEvent>,
-) -> Result<SqsBatchResponse, Error> {
-    lambda_dedup_runtime::run_sqs_batch(FUNCTION, &notices.spec, event, |batch| async move {
-        let report = run_batch_transactional(
-            batch.clone(),
-            notices.max_concurrency,
-            &notices.dedup,
-            |e| notice::plan(&notices.tables, e),
-        )
-        .await;
-        let flagged = notices.count_flagged(&batch, &report).await;
-        if flagged > 0 {
-            println!(
-                "{}",
-                lambda_dedup_runtime::emf::line(
-                    FUNCTION,
-                    &[("FlaggedForReview", "Count", flagged)]
-                )
-            );
-        }
-        report
+/// The function's own variables, read from the same environment as its settings.
+fn tables(dedup: &Dedup) -> Result<Tables, Error> {
+    let secret = dedup.setting("FINES_CORRELATION_KEY")?;
+    if secret.len() < 16 {
+        return Err("FINES_CORRELATION_KEY must be at least 16 bytes".into());
+    }
+    Ok(Tables {
+        fines: dedup.setting("FINES_TABLE")?,
+        intents: dedup.setting("INTENTS_TABLE")?,
+        reviews: dedup.setting("FINE_REVIEWS_TABLE")?,
+        correlation_secret: secret.into_bytes(),
     })
-    .await
+}
+
+/// After a batch: each notice applied now whose correlation item names it as the latest of
+/// two or more notices is a business duplicate, flagged for review (the item, written in its
+/// transaction, is the review). Counts them as `FlaggedForReview`. Best effort: the review is
+/// in the table whether or not this read succeeds.
+async fn count_flagged(
+    tables: &Tables,
+    client: &lambda_dedup_dynamodb::Client,
+    applied: &[Event<Notice>],
+) -> u64 {
+    let mut flagged = 0;
+    for event in applied {
+        let Ok(review) = notice::review(tables, event) else {
+            continue;
+        };
+        let key = lambda_dedup::Item::new().with("correlation", review.correlation.as_str());
+        match lambda_dedup_dynamodb::read_item(client, &tables.reviews, &key).await {
+            Ok(Some(item)) => {
+                let notices: u64 = item
+                    .get("notices")
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                if notices >= 2
+                    && item.get("last_notice").map(String::as_str) == Some(review.fine_id.as_str())
+                {
+                    tracing::warn!(key = %event.key, fine_id = %review.fine_id,
+                        correlation = %review.correlation, notices,
+                        "another notice of the same fine: both recorded, flagged for review");
+                    flagged += 1;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(key = %event.key, error = %e,
+                "could not read the correlation item; the review stands in the table"),
+        }
+    }
+    flagged
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The handler's state as `main` builds it (`Notices::new`), on fresh tables of the local
-    /// DynamoDB, with `vars` on top; and a client for checking them.
+    use aws_lambda_events::event::sqs::SqsEvent;
+    use lambda_dedup_runtime::Env;
+    use lambda_runtime::LambdaEvent;
+    use lambda_runtime::tower::ServiceExt;
+
+    /// The function as `main` builds it (`service`), on fresh tables of the local DynamoDB.
+    struct Notices {
+        service: SqsService,
+        env: Env,
+        tables: Tables,
+        client: lambda_dedup_dynamodb::Client,
+    }
+
+    /// The function as `main` builds it, with `vars` on top of its variables.
     async fn notices_with(vars: &[(&str, &str)]) -> Result<Notices, Error> {
         let client = dedup_tests::client();
         let env = Env::from_pairs([
@@ -147,13 +133,28 @@ mod tests {
             ("FINES_CORRELATION_KEY", "test-secret-of-16+".to_owned()),
         ]);
         let env = vars.iter().fold(env, |env, (k, v)| env.with(k, *v));
-        Notices::new(&env, client)
+        let dedup = Dedup::read(&env, FUNCTION)?.dynamodb_client(client.clone());
+        let tables = tables(&dedup)?;
+        let service = service(dedup, client.clone())?;
+        Ok(Notices {
+            service,
+            env,
+            tables,
+            client,
+        })
     }
 
     async fn notices() -> (Notices, lambda_dedup_dynamodb::Client) {
         let notices = notices_with(&[]).await.expect("settings");
         let client = notices.client.clone();
         (notices, client)
+    }
+
+    async fn handle(
+        notices: &Notices,
+        event: LambdaEvent<SqsEvent>,
+    ) -> Result<aws_lambda_events::event::sqs::SqsBatchResponse, Error> {
+        notices.service.clone().oneshot(event).await
     }
 
     /// The function's own variables are required, and the correlation key must be long enough
@@ -277,14 +278,23 @@ mod tests {
             review.values().all(|v| !v.contains("1234")),
             "no plate in the review"
         );
-        // The count for a batch: the second notice is flagged; the redelivered first is not.
-        let batch: Vec<lambda_dedup::Message> = [record("m4", b)]
-            .iter()
-            .map(lambda_dedup_runtime::sqs::message)
-            .collect();
-        let report =
-            lambda_dedup_batch::BatchReport::from_outcomes(vec![("m4".into(), Outcome::Applied)]);
-        assert_eq!(notices.count_flagged(&batch, &report).await, 1);
+        // The count after a batch: the second notice is flagged.
+        let spec =
+            notice::configure(Dedup::read(&notices.env, FUNCTION).expect("settings")).key_spec();
+        let key = spec
+            .derive(&lambda_dedup_runtime::sqs::message(&record(
+                "m4",
+                b.clone(),
+            )))
+            .expect("key")
+            .key;
+        let applied = Event {
+            payload: lambda_dedup_runtime::service::parse(&b["data"]).expect("a notice"),
+            tenant: "dgt".into(),
+            key,
+            time: None,
+        };
+        assert_eq!(count_flagged(&notices.tables, &client, &[applied]).await, 1);
     }
 
     /// The handler, called as Lambda calls it, on the sample notice, twice: one fine and one

@@ -9,25 +9,15 @@
 //! `lambda_dedup_runtime::settings` plus `FINES_TABLE`, `INTENTS_TABLE`, `FINE_REVIEWS_TABLE` and
 //! `FINES_CORRELATION_KEY`.
 
-// The handler's nested async blocks (runtime, batch runner, store calls) are deep types.
-#![recursion_limit = "256"]
-
 mod handler;
 mod notice;
 
-use lambda_runtime::{Error, LambdaEvent, service_fn};
-
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_dedup_runtime::init_tracing();
     // Clients and configuration once per container, outside the handler.
-    let notices = handler::Notices::new(
-        &lambda_dedup_runtime::settings::Env::process(),
-        lambda_dedup_dynamodb::connect().await,
-    )?;
-    let notices = &notices;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| async move {
-        handler::handle(notices, event).await
-    }))
-    .await
+    let client = lambda_dedup_dynamodb::connect().await;
+    let dedup = lambda_dedup_runtime::Dedup::from_env(handler::FUNCTION)?;
+    let dedup = dedup.dynamodb_client(client.clone());
+    lambda_runtime::run(handler::service(dedup, client)?).await
 }

@@ -1,9 +1,9 @@
 //! What a fine notice writes.
 
 use lambda_dedup::signature::hmac_sha256;
-use lambda_dedup::{Derived, Effect, Item};
+use lambda_dedup::{DedupKey, Effect, Item};
 use lambda_dedup_batch::{HandlerError, Plan};
-use serde::Deserialize;
+use lambda_dedup_runtime::{Dedup, Event};
 
 /// The tables a notice writes to, and the secret of the correlation key.
 pub(crate) struct Tables {
@@ -79,8 +79,8 @@ pub(crate) fn correlation_key(
 }
 
 /// A notice's `data`, as it arrives (other fields ignored).
-#[derive(Debug, serde::Deserialize)]
-struct Notice {
+#[derive(Debug, Clone, serde::Deserialize)]
+pub(crate) struct Notice {
     notice_number: String,
     plate: String,
     offence: String,
@@ -118,12 +118,12 @@ fn created_at_ms() -> u64 {
 /// A second notice of one fine (another provider, another event) is recorded like the first —
 /// never suppressed — and its correlation item, now naming both notices, is the review
 /// (`notices` ≥ 2).
-pub(crate) fn plan(tables: &Tables, event: &Derived) -> Result<Plan, HandlerError> {
-    let data = checked(event)?;
+pub(crate) fn plan(tables: &Tables, event: &Event<Notice>) -> Result<Plan, HandlerError> {
+    let data = checked(&event.payload)?;
     let Review {
         fine_id,
         correlation,
-    } = review_of(tables, event, &data);
+    } = review_of(tables, &event.key, data);
     let intent_id = event.key.idempotency_key();
     let fine = Item::new()
         .with("fine_id", fine_id.as_str())
@@ -164,16 +164,8 @@ pub(crate) fn plan(tables: &Tables, event: &Derived) -> Result<Plan, HandlerErro
     })
 }
 
-/// The notice's `data`, read and checked.
-fn checked(event: &Derived) -> Result<Notice, HandlerError> {
-    // serde's messages can quote the payload's values (a plate): the reason names fields only.
-    let data = Notice::deserialize(HandlerError::data(event)?).map_err(|_| {
-        HandlerError::Invalid(
-            "data must have notice_number, plate, offence and issued_at strings and an integer \
-             amount_cents"
-                .into(),
-        )
-    })?;
+/// The notice's `data`, checked.
+fn checked(data: &Notice) -> Result<&Notice, HandlerError> {
     text(&data.notice_number, "notice_number", 64)?;
     text(&data.plate, "plate", 16)?;
     text(&data.offence, "offence", 256)?;
@@ -196,8 +188,8 @@ pub(crate) struct Review {
     pub(crate) correlation: String,
 }
 
-fn review_of(tables: &Tables, event: &Derived, data: &Notice) -> Review {
-    let digest = event.key.as_str().rsplit('#').next().unwrap_or_default();
+fn review_of(tables: &Tables, key: &DedupKey, data: &Notice) -> Review {
+    let digest = key.as_str().rsplit('#').next().unwrap_or_default();
     Review {
         fine_id: format!("fine-{}", &digest[..digest.len().min(32)]),
         correlation: correlation_key(
@@ -212,8 +204,8 @@ fn review_of(tables: &Tables, event: &Derived, data: &Notice) -> Review {
 
 /// What the review check after the commit needs of a notice: its fine's id and correlation key
 /// (no plan built, no effects).
-pub(crate) fn review(tables: &Tables, event: &Derived) -> Result<Review, HandlerError> {
-    checked(event).map(|data| review_of(tables, event, &data))
+pub(crate) fn review(tables: &Tables, event: &Event<Notice>) -> Result<Review, HandlerError> {
+    checked(&event.payload).map(|data| review_of(tables, &event.key, data))
 }
 
 /// What a notice's effect (the fine record and its collection intent) depends on: every field
@@ -230,15 +222,14 @@ pub(crate) const DEPENDS_ON: &[&str] = &[
 
 /// How this function derives keys: CloudEvents `source` + `id`, tenant from `tenantid`, and a
 /// fingerprint of [`DEPENDS_ON`].
-pub(crate) fn key_spec(scope: lambda_dedup::Scope) -> lambda_dedup::KeySpec {
-    lambda_dedup::KeySpec::cloudevents(scope, "tenantid")
-        .fingerprint(lambda_dedup::FingerprintSource::pointers(DEPENDS_ON))
+pub(crate) fn configure(dedup: Dedup) -> Dedup {
+    dedup.cloudevents("tenantid").fingerprint(DEPENDS_ON)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_dedup::{DedupKey, Scope, Value};
+    use lambda_dedup::{Scope, Value};
     use serde_json::json;
 
     /// The operators' tool is told this function's key spec in the README
@@ -262,18 +253,23 @@ mod tests {
         }
     }
 
-    fn event(id: &str, data: serde_json::Value) -> Derived {
-        Derived {
+    /// `data` as the service hands it to [`plan`], or the refusal of a payload that is not a
+    /// notice.
+    fn event(id: &str, data: serde_json::Value) -> Result<Event<Notice>, HandlerError> {
+        Ok(Event {
+            payload: lambda_dedup_runtime::service::parse(&data)?,
             key: DedupKey::new(
                 &Scope::new("t", "fines").expect("scope"),
                 "dgt",
                 &["cloudevents", "/dgt", id],
             ),
             tenant: "dgt".into(),
-            fingerprint: None,
-            body: Some(json!({ "data": data })),
-            event_time: None,
-        }
+            time: None,
+        })
+    }
+
+    fn planned(id: &str, data: serde_json::Value) -> Result<Plan, HandlerError> {
+        plan(&tables(), &event(id, data)?)
     }
 
     fn notice() -> serde_json::Value {
@@ -326,7 +322,7 @@ mod tests {
         );
         assert!(!a.contains("1234") && !a.to_uppercase().contains("ABC"));
         // Each notice's plan updates the correlation item in its own transaction.
-        let p = plan(&tables(), &event("e1", notice())).expect("plan");
+        let p = planned("e1", notice()).expect("plan");
         let review = &p.effects[2];
         assert_eq!(review.table(), "reviews");
         let Some(Value::S(k)) = review.item().0.get("correlation") else {
@@ -337,7 +333,7 @@ mod tests {
 
     #[test]
     fn s5_s7_a_notice_writes_the_fine_and_its_intent_together() {
-        let p = plan(&tables(), &event("e1", notice())).expect("plan");
+        let p = planned("e1", notice()).expect("plan");
         assert_eq!(p.effects.len(), 3);
         assert_eq!(p.effects[0].table(), "fines");
         assert_eq!(p.effects[1].table(), "intents");
@@ -348,7 +344,7 @@ mod tests {
 
     #[test]
     fn s3_the_plate_is_in_no_key() {
-        let e = event("e1", notice());
+        let e = event("e1", notice()).expect("a notice");
         let p = plan(&tables(), &e).expect("plan");
         for effect in &p.effects {
             let key_attr = match effect.table() {
@@ -369,8 +365,8 @@ mod tests {
 
     #[test]
     fn s3_two_events_about_one_fine_are_two_records() {
-        let a = plan(&tables(), &event("provider-a-1", notice())).expect("plan");
-        let b = plan(&tables(), &event("provider-b-7", notice())).expect("plan");
+        let a = planned("provider-a-1", notice()).expect("plan");
+        let b = planned("provider-b-7", notice()).expect("plan");
         assert_ne!(
             a.effects[0].item().0.get("fine_id"),
             b.effects[0].item().0.get("fine_id")
@@ -389,10 +385,7 @@ mod tests {
             let mut n = notice();
             n.as_object_mut().expect("object").remove(field);
             assert!(
-                matches!(
-                    plan(&tables(), &event("e", n)),
-                    Err(HandlerError::Invalid(_))
-                ),
+                matches!(planned("e", n), Err(HandlerError::Invalid(_))),
                 "{field}"
             );
         }
@@ -403,8 +396,13 @@ mod tests {
     #[test]
     fn s11_every_field_the_effect_depends_on_is_fingerprinted() {
         let sample: serde_json::Value = serde_json::from_str(r#"{"specversion": "1.0", "type": "fine.notice", "source": "/dgt", "id": "n-1", "tenantid": "dgt", "time": "2026-11-30T10:00:00Z", "data": {"notice_number": "N1", "plate": "1234ABC", "offence": "speeding", "issued_at": "2026-11-01", "amount_cents": 10000, "place": "Calle Mayor 3"}}"#).expect("sample");
+        let env = lambda_dedup_runtime::Env::from_pairs([
+            ("DEDUP_NAMESPACE", "t"),
+            ("DEDUP_MARK_TABLE", "marks"),
+        ]);
+        let dedup = Dedup::read(&env, "c").expect("settings");
         lambda_dedup_runtime::testing::assert_fingerprint_covers(
-            &key_spec(lambda_dedup::Scope::new("t", "c").expect("scope")),
+            &configure(dedup).key_spec(),
             &sample,
             DEPENDS_ON,
         );

@@ -10,9 +10,6 @@
 //! `FORWARDER_REDRIVE_AFTER_SECONDS` (default 3600: how long an item may stay unforwarded before
 //! the sweep re-drives it).
 
-// The handler's nested async blocks (runtime, stream walk, store and queue calls) are deep types.
-#![recursion_limit = "256"]
-
 use std::time::SystemTime;
 
 use aws_lambda_events::event::dynamodb::Event;
@@ -41,10 +38,11 @@ async fn main() -> Result<(), Error> {
             if event.payload.get("Records").is_some() {
                 let deadline = lambda_dedup_runtime::deadline(&event.context);
                 let stream: Event = serde_json::from_value(event.payload)?;
-                let (response, _) = forwarder.handle(&stream, deadline).await;
+                // Boxed: the forwarder's nested futures are deep types.
+                let (response, _) = Box::pin(forwarder.handle(&stream, deadline)).await;
                 Ok::<serde_json::Value, Error>(serde_json::to_value(response)?)
             } else {
-                let swept = forwarder.sweep(SystemTime::now(), redrive_after).await?;
+                let swept = Box::pin(forwarder.sweep(SystemTime::now(), redrive_after)).await?;
                 Ok(swept.answer())
             }
         },

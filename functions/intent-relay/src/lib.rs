@@ -24,9 +24,6 @@
 //! [`Relay::handle`] (stream batches) and [`Relay::sweep`] (scheduled events) are the whole
 //! handler; `main.rs` only builds the relay and dispatches on the event's shape.
 
-// The handler's nested async blocks (runtime, store calls) are deep types.
-#![recursion_limit = "256"]
-
 pub mod relay;
 
 pub use lambda_dedup_runtime::in_order::Swept;

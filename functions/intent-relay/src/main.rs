@@ -6,9 +6,6 @@
 //! DynamoDB writes around it and the answer to Lambda) and `RELAY_REDRIVE_AFTER_SECONDS` (default
 //! 3600: how long an intent may stay `PENDING` before the scheduled sweep re-drives it).
 
-// The handler's nested async blocks (runtime, store calls) are deep types.
-#![recursion_limit = "256"]
-
 use std::time::SystemTime;
 
 use aws_lambda_events::event::dynamodb::Event;
@@ -28,10 +25,11 @@ async fn main() -> Result<(), Error> {
             if event.payload.get("Records").is_some() {
                 let deadline = lambda_dedup_runtime::deadline(&event.context);
                 let stream: Event = serde_json::from_value(event.payload)?;
-                let handled = relay.handle(&stream, deadline).await;
+                // Boxed: the relay's nested futures are deep types.
+                let handled = Box::pin(relay.handle(&stream, deadline)).await;
                 Ok::<serde_json::Value, Error>(serde_json::to_value(handled.response)?)
             } else {
-                let swept = relay.sweep(SystemTime::now(), redrive_after).await?;
+                let swept = Box::pin(relay.sweep(SystemTime::now(), redrive_after)).await?;
                 Ok(swept.answer())
             }
         },

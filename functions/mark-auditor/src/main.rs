@@ -7,8 +7,6 @@
 //!
 //! Run locally with `cargo xtask demo` or `cargo xtask up`; it needs no configuration.
 
-#![recursion_limit = "256"]
-
 mod audit;
 
 use aws_lambda_events::event::dynamodb::Event;

@@ -27,7 +27,7 @@
 //!
 //! | source | transactional (the effect commits with the mark) | external (a call under a lease) |
 //! | --- | --- | --- |
-//! | SQS, standard and FIFO | [`Dedup::sqs`] ([`Dedup::one_transaction_per_batch`]) | [`Dedup::sqs_calls`] |
+//! | SQS, standard and FIFO | [`Dedup::sqs`] ([`Dedup::one_transaction_per_batch`]; [`Dedup::sqs_then`] with a follow-up) | [`Dedup::sqs_calls`] |
 //! | SQS, a write then a call | [`Dedup::sqs_write_then_call`] | |
 //! | Kinesis | [`Dedup::kinesis`] | |
 
@@ -354,7 +354,40 @@ impl Dedup {
     /// without a store.
     pub fn sqs<T, F, P>(self, effect: F) -> Result<Service<SqsEvent, SqsBatchResponse>, BuildError>
     where
-        T: DeserializeOwned + 'static,
+        T: DeserializeOwned + Send + 'static,
+        F: Fn(Event<T>) -> P + Send + Sync + 'static,
+        P: IntoPlan,
+    {
+        self.sqs_service(effect, None)
+    }
+
+    /// [`sqs`](Self::sqs), then, once the invocation's writes are committed, `then` with the
+    /// events applied now (not the duplicates, conflicts or refusals): a best-effort follow-up
+    /// that needs the committed writes, such as a consistent read or a metric of its own. It
+    /// cannot change an outcome: the writes are committed whatever it does.
+    pub fn sqs_then<T, F, P, A, AFut>(
+        self,
+        effect: F,
+        then: A,
+    ) -> Result<Service<SqsEvent, SqsBatchResponse>, BuildError>
+    where
+        T: DeserializeOwned + Send + 'static,
+        F: Fn(Event<T>) -> P + Send + Sync + 'static,
+        P: IntoPlan,
+        A: Fn(Vec<Event<T>>) -> AFut + Send + Sync + 'static,
+        AFut: Future<Output = ()> + Send + 'static,
+    {
+        let then: Arc<Then<T>> = Arc::new(move |events| Box::pin(then(events)));
+        self.sqs_service(effect, Some(then))
+    }
+
+    fn sqs_service<T, F, P>(
+        self,
+        effect: F,
+        then: Option<Arc<Then<T>>>,
+    ) -> Result<Service<SqsEvent, SqsBatchResponse>, BuildError>
+    where
+        T: DeserializeOwned + Send + 'static,
         F: Fn(Event<T>) -> P + Send + Sync + 'static,
         P: IntoPlan,
     {
@@ -364,28 +397,64 @@ impl Dedup {
         let runner = Arc::new(self.runner());
         let one_transaction = self.one_transaction;
         Ok(Service::new(move |event: LambdaEvent<SqsEvent>| {
-            let (dedup, effect, runner) = (dedup.clone(), effect.clone(), runner.clone());
+            let (dedup, effect, runner, then) =
+                (dedup.clone(), effect.clone(), runner.clone(), then.clone());
             async move {
                 let plan = |d: &Derived| effect(d);
-                if one_transaction {
+                let applied = std::sync::Mutex::new(Vec::new());
+                let answer = if one_transaction {
                     runner
-                        .sqs_batch(dedup.spec(), event, |batch| {
-                            lambda_dedup_batch::run_batch_transactional(
+                        .sqs_batch(dedup.spec(), event, |batch| async {
+                            let kept = then.as_ref().map(|_| batch.clone());
+                            let report = lambda_dedup_batch::run_batch_transactional(
                                 batch,
                                 runner.max_concurrency,
                                 &dedup,
                                 plan,
                             )
+                            .await;
+                            if let (Some(batch), Ok(mut applied)) = (kept, applied.lock()) {
+                                let ids: std::collections::HashSet<&str> = report
+                                    .outcomes()
+                                    .iter()
+                                    .filter(|(_, o)| *o == Outcome::Applied)
+                                    .map(|(id, _)| id.as_str())
+                                    .collect();
+                                applied.extend(
+                                    batch
+                                        .iter()
+                                        .filter(|m| ids.contains(m.message_id.as_str()))
+                                        .filter_map(|m| event_of(at, dedup.spec(), m)),
+                                );
+                            }
+                            report
                         })
                         .await
                 } else {
                     runner
                         .sqs(dedup.spec(), event, |m| {
-                            let dedup = dedup.clone();
-                            async move { dedup.transactional(&m, plan).await }
+                            let (dedup, applied, keep) = (dedup.clone(), &applied, then.is_some());
+                            async move {
+                                let outcome = dedup.transactional(&m, plan).await;
+                                if keep
+                                    && outcome == Outcome::Applied
+                                    && let (Some(e), Ok(mut applied)) =
+                                        (event_of(at, dedup.spec(), &m), applied.lock())
+                                {
+                                    applied.push(e);
+                                }
+                                outcome
+                            }
                         })
                         .await
+                };
+                if let Some(then) = then {
+                    let applied = applied.into_inner().unwrap_or_default();
+                    if !applied.is_empty() {
+                        then(applied).await;
+                    }
                 }
+                answer
             }
         }))
     }
@@ -613,6 +682,14 @@ fn merged(written: Outcome, called: Option<Outcome>) -> Outcome {
         }
         (w, Some(_)) => w,
     }
+}
+
+/// A follow-up after an invocation's commits, given the events applied now.
+type Then<T> = dyn Fn(Vec<Event<T>>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync;
+
+/// The typed event of message `m` under `spec`, if it has one (an applied message does).
+fn event_of<T: DeserializeOwned>(at: PayloadAt, spec: &KeySpec, m: &Message) -> Option<Event<T>> {
+    spec.derive(m).ok().and_then(|d| typed(at, &d).ok())
 }
 
 /// The typed event of `d`, or the refusal of a payload that is not a `T`.
@@ -917,6 +994,53 @@ mod tests {
             store.calls() > warm,
             "past DEDUP_CACHE_SECONDS the store is asked"
         );
+    }
+
+    /// `sqs_then` hands the follow-up exactly the events applied now, typed, in both modes: not
+    /// a duplicate, not a refusal, and nothing at all for a batch with none applied.
+    #[tokio::test]
+    async fn sqs_then_follows_up_the_events_applied_now() {
+        for one_transaction in [false, true] {
+            let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let calls = Arc::new(AtomicUsize::new(0));
+            let (s, c) = (seen.clone(), calls.clone());
+            let mut dedup = dedup();
+            if one_transaction {
+                dedup = dedup.one_transaction_per_batch();
+            }
+            let service = dedup
+                .sqs_then(
+                    |_: Event<Payment>| Vec::<lambda_dedup::Effect>::new(),
+                    move |applied: Vec<Event<Payment>>| {
+                        c.fetch_add(1, Ordering::SeqCst);
+                        s.lock()
+                            .expect("lock")
+                            .extend(applied.iter().map(|e| e.payload.amount));
+                        async {}
+                    },
+                )
+                .expect("service");
+            let bodies = [
+                r#"{"id": "p-1", "amount": 5}"#,
+                r#"{"id": "p-1", "amount": 5}"#,
+                r#"{"id": "p-2", "amount": "five"}"#,
+                r#"{"id": "p-3", "amount": 7}"#,
+            ];
+            let answer = service.call_with(event(&bodies)).await.expect("answer");
+            assert_eq!(failed(&answer), ["m2"]);
+            let mut amounts = seen.lock().expect("lock").clone();
+            amounts.sort_unstable();
+            assert_eq!(amounts, [5, 7], "one_transaction={one_transaction}");
+            service
+                .call_with(event(&bodies[..2]))
+                .await
+                .expect("answer");
+            assert_eq!(
+                calls.load(Ordering::SeqCst),
+                1,
+                "no follow-up for duplicates"
+            );
+        }
     }
 
     /// A service needs a store: refused with a clear error, not a panic.

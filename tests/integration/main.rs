@@ -23,3 +23,4 @@ mod model;
 mod model_leased;
 mod privacy;
 mod retention;
+mod stream_parking;

@@ -1,6 +1,9 @@
 //! DynamoDB Streams as a source (feature `dynamodb-streams`): stream records become
-//! [`Message`]s, each item's order is kept, and the partial batch response names the first
-//! record not done by its sequence number — the same rules as [`crate::kinesis`].
+//! [`Message`]s, each item's order is kept, the records that can never apply are parked
+//! ([`Parking`], S15), and the partial batch response names the first record neither done nor
+//! parked by its sequence number — the same rules as [`crate::kinesis`]. A parked record is
+//! `{"function", "code", "streamArn", "record"}` with the record as Lambda delivered it, and the
+//! attributes `dedup-reason` and `dedup-sequence-number`.
 //!
 //! A record's body is plain JSON read from the stream's DynamoDB JSON with `serde_dynamo`:
 //! `{"eventName", "keys", "newImage", "oldImage"}`, so a key spec takes the event's identity from
@@ -8,6 +11,7 @@
 //! sequence number or event id, which are transport ids (S1). Records of one item (same keys)
 //! are one group, processed in order.
 
+use std::collections::HashMap;
 use std::future::Future;
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
@@ -16,6 +20,30 @@ use lambda_dedup::Message;
 use lambda_dedup_batch::BatchReport;
 use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
+
+use crate::parking::Parking;
+
+/// One stream record's change as the builder's work sees it ([`crate::Dedup::dynamodb_stream`]):
+/// the item's keys and images read into the user's type `T` (an image the record does not carry
+/// is `None`: a `REMOVE` has no new image, a `NEW_IMAGE` stream no old one).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Change<T> {
+    /// `INSERT`, `MODIFY` or `REMOVE`.
+    pub event_name: String,
+    /// The item's key attributes, as plain JSON.
+    pub keys: Value,
+    /// The item after the change.
+    #[serde(default = "none")]
+    pub new_image: Option<T>,
+    /// The item before the change.
+    #[serde(default = "none")]
+    pub old_image: Option<T>,
+}
+
+fn none<T>() -> Option<T> {
+    None
+}
 
 fn plain(item: &serde_dynamo::Item) -> Value {
     if item.is_empty() {
@@ -52,10 +80,16 @@ pub fn messages(event: &Event) -> Vec<Message> {
         .collect()
 }
 
-/// The response naming the first record (in the batch's order) not acknowledged, or none.
+/// The response naming the first record (in the batch's order) not acknowledged, or none
+/// (without parking: see [`run_dynamodb_stream`] for the checkpoint that passes parked records).
 pub fn response(report: &BatchReport) -> DynamoDbEventResponse {
+    naming(crate::sqs::first_not_done(report))
+}
+
+/// The response naming `checkpoint`, or no record.
+fn naming(checkpoint: Option<String>) -> DynamoDbEventResponse {
     let mut resp = DynamoDbEventResponse::default();
-    if let Some(id) = crate::sqs::first_not_done(report) {
+    if let Some(id) = checkpoint {
         let mut failure = DynamoDbBatchItemFailure::default();
         failure.item_identifier = Some(id);
         resp.batch_item_failures.push(failure);
@@ -63,10 +97,53 @@ pub fn response(report: &BatchReport) -> DynamoDbEventResponse {
     resp
 }
 
-/// Runs one DynamoDB Streams invocation like [`crate::kinesis::run_kinesis`].
+impl Parking {
+    /// [`Parking::park`](crate::parking::Parking) for a DynamoDB Streams invocation: its
+    /// records that can never apply, before the checkpoint, parked whole.
+    pub async fn park_stream(
+        &self,
+        function: &str,
+        event: &Event,
+        report: &BatchReport,
+    ) -> crate::parking::Parked {
+        let records: HashMap<String, &EventRecord> =
+            event.records.iter().map(|r| (id(r), r)).collect();
+        self.park_each(function, report, |id, code| {
+            let record = records.get(id)?;
+            let body = json!({"function": function, "code": code,
+                              "streamArn": record.event_source_arn, "record": record});
+            let attributes = vec![
+                ("dedup-reason".to_owned(), code.to_owned()),
+                ("dedup-sequence-number".to_owned(), id.to_owned()),
+            ];
+            Some((body.to_string(), attributes))
+        })
+        .await
+    }
+}
+
+/// Runs one DynamoDB Streams invocation like [`crate::kinesis::run_kinesis`]: the records to
+/// `process`, the account as one EMF line, the records before the checkpoint that can never
+/// apply parked, and the first record neither done nor parked named.
 pub async fn run_dynamodb_stream<F, Fut>(
     function: &str,
     event: LambdaEvent<Event>,
+    parking: &Parking,
+    process: F,
+) -> Result<DynamoDbEventResponse, lambda_runtime::Error>
+where
+    F: FnOnce(Vec<Message>) -> Fut,
+    Fut: Future<Output = BatchReport>,
+{
+    run_dynamodb_stream_in(crate::emf::NAMESPACE, function, event, parking, process).await
+}
+
+/// [`run_dynamodb_stream`] with the account in EMF namespace `namespace` (the builder's).
+pub(crate) async fn run_dynamodb_stream_in<F, Fut>(
+    namespace: &str,
+    function: &str,
+    event: LambdaEvent<Event>,
+    parking: &Parking,
     process: F,
 ) -> Result<DynamoDbEventResponse, lambda_runtime::Error>
 where
@@ -74,84 +151,156 @@ where
     Fut: Future<Output = BatchReport>,
 {
     let batch = messages(&event.payload);
-    let report = crate::sqs::accounted(
-        crate::emf::NAMESPACE,
-        function,
-        &event.context,
-        batch,
-        process,
-    )
-    .await;
-    Ok(response(&report))
+    let report = crate::sqs::accounted(namespace, function, &event.context, batch, process).await;
+    let parked = parking.park_stream(function, &event.payload, &report).await;
+    Ok(naming(parked.checkpoint))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_dedup::{Effect, IdentitySource, Item, KeySpec, Retention, Scope, Value as V};
-    use lambda_dedup_batch::{Deduplicator, HandlerError, Plan, run_batch};
+    use crate::{Dedup, Env, Event as Typed, Refusal, SettingsError};
+    use lambda_dedup::{Effect, Item, Value as V};
     use lambda_dedup_memory::MemoryStore;
-    use std::time::Duration;
 
-    fn record(seq: u64, order: &str, total: i64) -> serde_json::Value {
+    fn record(seq: u64, order: &str, total: serde_json::Value) -> serde_json::Value {
         json!({"eventID": format!("e{seq}"), "eventName": "INSERT", "eventSource": "aws:dynamodb",
                "awsRegion": "us-east-1",
+               "eventSourceARN": "arn:aws:dynamodb:us-east-1:000000000000:table/orders/stream/x",
                "dynamodb": {"ApproximateCreationDateTime": 1_700_000_000,
                             "Keys": {"order_id": {"S": order}},
                             "NewImage": {"order_id": {"S": order}, "customer": {"S": "c-1"},
-                                         "total": {"N": total.to_string()}},
+                                         "total": total},
                             "SequenceNumber": format!("{seq:021}"), "SizeBytes": 40,
                             "StreamViewType": "NEW_IMAGE"}})
     }
 
-    /// The identity comes from the item, so the same order seen twice (a replayed record, a
-    /// re-inserted item) is one event; the sequence number only reports the record.
+    fn n(total: i64) -> serde_json::Value {
+        json!({ "N": total.to_string() })
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Order {
+        customer: String,
+        #[serde(deserialize_with = "number")]
+        total: i64,
+    }
+
+    /// A stream image's number arrives as a JSON number or a string, as `serde_dynamo` reads it.
+    fn number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+        match serde_json::Value::deserialize(d)? {
+            Value::Number(n) => n
+                .as_i64()
+                .ok_or_else(|| serde::de::Error::custom("not an integer")),
+            Value::String(s) => s.parse().map_err(serde::de::Error::custom),
+            _ => Err(serde::de::Error::custom("not a number")),
+        }
+    }
+    use serde::Deserialize as _;
+
+    fn env() -> Env {
+        Env::from_pairs([
+            ("DEDUP_NAMESPACE", "t"),
+            ("DEDUP_MARK_TABLE", "marks"),
+            (
+                "DEDUP_PARKING_QUEUE_URL",
+                "http://127.0.0.1:1/000000000000/parking",
+            ),
+        ])
+    }
+
+    /// The customer's running total: each new order's total added once.
+    fn credit(e: Typed<Change<Order>>) -> Result<Effect, Refusal> {
+        let order = e
+            .payload
+            .new_image
+            .ok_or_else(|| Refusal::Invalid("no new image".into()))?;
+        Ok(Effect::add(
+            "totals",
+            ("customer", order.customer),
+            "total",
+            order.total,
+        ))
+    }
+
+    fn stream(records: Vec<serde_json::Value>) -> Event {
+        serde_json::from_value(json!({ "Records": records })).expect("stream event")
+    }
+
+    /// The builder's DynamoDB Streams service: the identity comes from the item, so the same
+    /// order seen twice (a replayed record, a re-inserted item) is one event; the sequence
+    /// number only reports the record.
     #[tokio::test]
     async fn stream_records_are_deduplicated_by_the_item_not_the_record() {
-        let store = MemoryStore::new(Retention::unchecked(Duration::from_secs(86_400)).expect("r"));
+        let dedup = Dedup::read(&env(), "orders").expect("settings");
+        let store = MemoryStore::new(dedup.settings().retention);
         store.create_table("totals", "customer");
-        let spec = KeySpec::new(
-            Scope::new("t", "orders").expect("scope"),
-            IdentitySource::JsonPointer("/newImage/order_id".into()),
-        );
-        let dedup = Deduplicator::new(spec, store.clone());
-        let plan = |e: &lambda_dedup::Derived| {
-            let image = e
-                .body
-                .as_ref()
-                .map(|b| b["newImage"].clone())
-                .ok_or_else(|| HandlerError::Invalid("no new image".into()))?;
-            let effect = Effect::update("totals", Item::new().with("customer", "c-1"))
-                .expression("ADD total :t")
-                .value(":t", image["total"].as_i64().unwrap_or(0));
-            Ok(Plan {
-                effects: vec![effect],
-                result: None,
-            })
-        };
+        let service = dedup
+            .identity("/newImage/order_id")
+            .store(store.clone())
+            .dynamodb_stream(credit)
+            .expect("service");
         let records = vec![
-            record(1, "o-1", 5),
-            record(2, "o-2", 7),
-            record(3, "o-1", 5),
+            record(1, "o-1", n(5)),
+            record(2, "o-2", n(7)),
+            record(3, "o-1", n(5)),
         ];
-        let event: Event =
-            serde_json::from_value(json!({ "Records": records })).expect("stream event");
-        let resp = run_dynamodb_stream(
-            "orders",
-            LambdaEvent::new(event, lambda_runtime::Context::default()),
-            |batch| {
-                let (dedup, plan) = (&dedup, &plan);
-                run_batch(batch, 10, move |m| async move {
-                    dedup.transactional(&m, plan).await
-                })
-            },
-        )
-        .await
-        .expect("handled");
+        let resp = service.call_with(stream(records)).await.expect("handled");
         assert!(resp.batch_item_failures.is_empty(), "{resp:?}");
         let total = store
             .item("totals", &Item::new().with("customer", "c-1"))
             .and_then(|i| i.0.get("total").cloned());
         assert_eq!(total, Some(V::N("12".into())), "o-1 counted once");
+    }
+
+    /// S15 on DynamoDB Streams: a record that can never apply (its total is not a number) is
+    /// parked before the checkpoint passes it; while its parking fails it is the checkpoint
+    /// (nothing lost), and the other items' records still went on.
+    #[tokio::test]
+    async fn s15_a_record_that_cannot_apply_is_not_passed_unparked() {
+        let dedup = Dedup::read(&env(), "orders").expect("settings");
+        let store = MemoryStore::new(dedup.settings().retention);
+        store.create_table("totals", "customer");
+        let service = dedup
+            .identity("/newImage/order_id")
+            .store(store.clone())
+            .parking(Parking::unreachable())
+            .dynamodb_stream(credit)
+            .expect("service");
+        let records = vec![
+            record(1, "o-1", n(5)),
+            record(2, "o-2", json!({"S": "five"})),
+            record(3, "o-3", n(7)),
+        ];
+        let resp = service.call_with(stream(records)).await.expect("handled");
+        let named: Vec<_> = resp
+            .batch_item_failures
+            .iter()
+            .filter_map(|f| f.item_identifier.clone())
+            .collect();
+        assert_eq!(named, [format!("{:021}", 2)], "not parked, so not passed");
+        let total = store
+            .item("totals", &Item::new().with("customer", "c-1"))
+            .and_then(|i| i.0.get("total").cloned());
+        assert_eq!(total, Some(V::N("12".into())), "the other orders went on");
+    }
+
+    /// Without a parking queue the service is refused, naming the variable.
+    #[test]
+    fn a_stream_service_without_parking_is_refused() {
+        let env = Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
+        let dedup = Dedup::read(&env, "orders").expect("settings");
+        let store = MemoryStore::new(dedup.settings().retention);
+        let Err(e) = dedup
+            .identity("/newImage/order_id")
+            .store(store)
+            .dynamodb_stream(credit)
+        else {
+            panic!("built without parking");
+        };
+        assert!(
+            matches!(&e, crate::BuildError::Settings(SettingsError::Missing(v)) if v == "DEDUP_PARKING_QUEUE_URL"),
+            "{e}"
+        );
     }
 }

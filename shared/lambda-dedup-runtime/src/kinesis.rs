@@ -31,15 +31,13 @@ use std::future::Future;
 
 use aws_lambda_events::event::kinesis::{KinesisEvent, KinesisEventRecord};
 use aws_lambda_events::event::streams::{KinesisBatchItemFailure, KinesisEventResponse};
+use std::collections::HashMap;
+
 use lambda_dedup::Message;
-use lambda_dedup_batch::{BatchReport, Outcome};
+use lambda_dedup_batch::BatchReport;
 use lambda_runtime::LambdaEvent;
 
-use crate::queue::Queue;
-use crate::settings::{Env, SettingsError};
-
-/// The variable naming the parking queue of a Kinesis function (required).
-pub const PARKING_QUEUE_VARIABLE: &str = "DEDUP_PARKING_QUEUE_URL";
+pub use crate::parking::{PARKING_QUEUE_VARIABLE, Parked, Parking, never_applies};
 
 /// The records of `event` as library messages: id = sequence number, body = the record's data,
 /// group = partition key.
@@ -74,110 +72,21 @@ fn naming(checkpoint: Option<String>) -> KinesisEventResponse {
     resp
 }
 
-/// The code a record is parked with, if its outcome says it can never apply: a rejection's own
-/// code, or `conflict`. `None` for what is done or may yet be done (a retry).
-pub fn never_applies(outcome: &Outcome) -> Option<&'static str> {
-    match outcome {
-        Outcome::Rejected { code, .. } | Outcome::Reconciled { code, .. } => Some(code.code()),
-        Outcome::Conflict => Some("conflict"),
-        _ => None,
-    }
-}
-
-/// Where a Kinesis function parks the records that can never apply: an SQS queue
-/// (`DEDUP_PARKING_QUEUE_URL`), its client built on the first record parked.
-///
-/// What is parked, as one JSON message: `{"function", "code", "shardId", "streamArn",
-/// "record"}`, where `record` is the record exactly as Lambda delivered it (`kinesis.data` the
-/// base64 data as received, `partitionKey`, `sequenceNumber`, `eventID`, `eventSourceARN`…);
-/// with the message attributes `dedup-reason` (the code), `dedup-shard-id` and
-/// `dedup-sequence-number`, so a reader can deduplicate without parsing the body.
-#[derive(Debug)]
-pub struct Parking {
-    queue: Queue,
-}
-
-/// How the parking of one invocation went.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Parked {
-    /// Records parked (now passed by the checkpoint).
-    pub parked: u64,
-    /// Records whose parking failed (the checkpoint: Lambda retries from them).
-    pub failed: u64,
-    /// The first record not done, neither acknowledged nor parked: the checkpoint.
-    pub checkpoint: Option<String>,
-}
-
 impl Parking {
-    /// The parking queue `DEDUP_PARKING_QUEUE_URL`; without one the function refuses to start
-    /// (see the module docs for why).
-    pub fn from_env() -> Result<Self, SettingsError> {
-        Self::read(&Env::process())
-    }
-
-    /// The parking queue named in `env` (see [`from_env`](Self::from_env)).
-    pub fn read(env: &Env) -> Result<Self, SettingsError> {
-        env.required(PARKING_QUEUE_VARIABLE).map(|url| Self {
-            queue: Queue::new(url.trim()),
-        })
-    }
-
-    /// Parking in `queue`.
-    pub fn new(queue: Queue) -> Self {
-        Self { queue }
-    }
-
     /// Goes through the invocation's records in order: acknowledged ones are passed, those that
     /// can never apply are parked (and passed once SQS has them), and the first record that is
     /// neither — a retry, or a record whose parking failed — is the checkpoint; nothing after
     /// it is parked (it all comes again). Counts and logs what it parked, never the data.
     pub async fn park(&self, function: &str, event: &KinesisEvent, report: &BatchReport) -> Parked {
-        let mut out = Parked::default();
-        for (id, outcome) in report.outcomes() {
-            if outcome.acknowledged() {
-                continue;
-            }
-            let record = event
-                .records
-                .iter()
-                .find(|r| r.kinesis.sequence_number == *id);
-            let (Some(code), Some(record)) = (never_applies(outcome), record) else {
-                out.checkpoint = Some(id.clone());
-                break;
-            };
-            let (body, attributes) = parked_message(function, code, record);
-            match self.queue.send(body, &attributes).await {
-                Ok(()) => {
-                    out.parked += 1;
-                    tracing::warn!(
-                        function,
-                        sequence_number = %id,
-                        code,
-                        "parked a record that can never apply (S15)"
-                    );
-                }
-                Err(e) => {
-                    out.failed += 1;
-                    tracing::error!(function, sequence_number = %id, code, error = %e,
-                        "could not park a record that can never apply; the stream retries from it");
-                    out.checkpoint = Some(id.clone());
-                    break;
-                }
-            }
-        }
-        if out.parked + out.failed > 0 {
-            println!(
-                "{}",
-                crate::emf::line(
-                    function,
-                    &[
-                        ("Parked", "Count", out.parked),
-                        ("ParkingFailed", "Count", out.failed)
-                    ]
-                )
-            );
-        }
-        out
+        let records: HashMap<&str, &KinesisEventRecord> = event
+            .records
+            .iter()
+            .map(|r| (r.kinesis.sequence_number.as_str(), r))
+            .collect();
+        self.park_each(function, report, |id, code| {
+            records.get(id).map(|r| parked_message(function, code, r))
+        })
+        .await
     }
 }
 
@@ -255,6 +164,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::{Env, SettingsError};
     use base64::Engine as _;
     use lambda_dedup::{Effect, Item, KeySpec, Retention, Scope, Value};
     use lambda_dedup_batch::{Deduplicator, HandlerError, Plan, run_batch};
@@ -278,26 +188,8 @@ mod tests {
         LambdaEvent::new(e, lambda_runtime::Context::default())
     }
 
-    /// Parking into a queue whose endpoint refuses connections (a real loopback port nobody
-    /// listens on), so every send fails.
     fn unreachable_parking() -> Parking {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        let conf = aws_sdk_sqs::Config::builder()
-            .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
-            .region(aws_sdk_sqs::config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
-                "t", "t", None, None, "test",
-            ))
-            .endpoint_url(format!("http://127.0.0.1:{port}"))
-            .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled())
-            .build();
-        Parking::new(Queue::with_client(
-            format!("http://127.0.0.1:{port}/000000000000/parking"),
-            aws_sdk_sqs::Client::from_conf(conf),
-        ))
+        Parking::unreachable()
     }
 
     fn ids(response: &KinesisEventResponse) -> Vec<String> {

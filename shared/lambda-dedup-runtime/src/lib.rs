@@ -12,8 +12,8 @@
 //! - [`queue`]: the side queues the functions send to (reconciliation, parking), each SQS
 //!   client built on its first send.
 //! - `kinesis`, `dynamodb_stream` (features `kinesis`, `dynamodb-streams`): stream records as
-//!   messages, the checkpoint as the partial batch response; Kinesis records that can never
-//!   apply parked (`kinesis::Parking`).
+//!   messages, the checkpoint as the partial batch response; records that can never apply
+//!   parked (`parking::Parking`).
 //! - `webhook` (feature `webhook`): signed HTTP requests into an inbox, one counted answer each.
 //! - `inbox` (feature `inbox`): the inbox table's stream forwarded to a queue, never stalling.
 
@@ -29,6 +29,8 @@ pub mod in_order;
 pub mod inbox;
 #[cfg(any(feature = "kinesis", test))]
 pub mod kinesis;
+#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+pub mod parking;
 pub mod queue;
 pub mod reconcile;
 pub mod service;

@@ -1,6 +1,6 @@
 //! An SQS queue a function sends to on the side — late events to reconciliation
 //! ([`crate::reconcile`]), stream records that can never apply to a parking queue
-//! (`kinesis::Parking`) — with its SQS client built on the first send: most
+//! (`parking::Parking`) — with its SQS client built on the first send: most
 //! invocations never send there, so cold starts do not pay for an SQS client.
 
 use aws_sdk_sqs::types::MessageAttributeValue;

@@ -30,6 +30,7 @@
 //! | SQS, standard and FIFO | [`Dedup::sqs`] ([`Dedup::one_transaction_per_batch`]; [`Dedup::sqs_then`] with a follow-up) | [`Dedup::sqs_calls`] |
 //! | SQS, a write then a call | [`Dedup::sqs_write_then_call`] | |
 //! | Kinesis | [`Dedup::kinesis`] | |
+//! | DynamoDB Streams | [`Dedup::dynamodb_stream`] | |
 
 use std::future::Future;
 use std::pin::Pin;
@@ -137,6 +138,8 @@ pub struct Dedup {
     time: Option<EventTimeSource>,
     store: Option<Arc<dyn MarkStore>>,
     accounting: Accounting,
+    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams"))]
+    parking: Option<Arc<crate::parking::Parking>>,
     one_transaction: bool,
     whole_body: bool,
 }
@@ -192,6 +195,8 @@ impl Dedup {
                         .map(|u| Arc::new(Queue::new(u))),
                 ),
             },
+            #[cfg(any(feature = "kinesis", feature = "dynamodb-streams"))]
+            parking: None,
             one_transaction: false,
             whole_body: false,
         })
@@ -254,6 +259,24 @@ impl Dedup {
     pub fn metrics_namespace(mut self, namespace: &str) -> Self {
         self.accounting.namespace = namespace.to_owned();
         self
+    }
+
+    /// Stream records that can never apply are parked in `parking` rather than in the queue
+    /// `DEDUP_PARKING_QUEUE_URL` names (S15).
+    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams"))]
+    pub fn parking(mut self, parking: crate::parking::Parking) -> Self {
+        self.parking = Some(Arc::new(parking));
+        self
+    }
+
+    /// Where stream records that can never apply are parked: [`parking`](Self::parking), or
+    /// the queue `DEDUP_PARKING_QUEUE_URL` names (required then).
+    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams"))]
+    fn parking_queue(&self) -> Result<Arc<crate::parking::Parking>, SettingsError> {
+        match &self.parking {
+            Some(p) => Ok(p.clone()),
+            None => crate::parking::Parking::read(&self.env).map(Arc::new),
+        }
     }
 
     /// SQS batches commit in as few `TransactWriteItems` as fit (batch-transaction mode) instead
@@ -599,7 +622,7 @@ impl Dedup {
         F: Fn(Event<T>) -> P + Send + Sync + 'static,
         P: IntoPlan,
     {
-        let parking = Arc::new(crate::kinesis::Parking::read(&self.env)?);
+        let parking = self.parking_queue()?;
         let dedup = Arc::new(self.deduplicator(self.settings.scope.clone())?);
         let at = self.payload_at();
         let effect = Arc::new(move |d: &Derived| plan(at, d, &effect));
@@ -614,6 +637,60 @@ impl Dedup {
             async move {
                 let namespace = &runner.accounting.namespace;
                 crate::kinesis::run_kinesis_in(
+                    namespace,
+                    &runner.function,
+                    event,
+                    &parking,
+                    |batch| {
+                        lambda_dedup_batch::run_batch(batch, runner.max_concurrency, |m| {
+                            let (dedup, effect) = (dedup.clone(), effect.clone());
+                            async move { dedup.transactional(&m, |d| effect(d)).await }
+                        })
+                    },
+                )
+                .await
+            }
+        }))
+    }
+
+    /// The DynamoDB Streams service of a transactional function: each record's change
+    /// ([`Change`](crate::dynamodb_stream::Change), its images read into `T`) in order per
+    /// item, deduplicated by the identity the builder is given — a pointer into the record's
+    /// `{"eventName", "keys", "newImage", "oldImage"}`, such as `.identity("/newImage/order_id")`,
+    /// never the record's sequence number (S1). Records that can never apply are parked in
+    /// `DEDUP_PARKING_QUEUE_URL` (required) before the checkpoint passes them (S15); a record
+    /// without the identity (a `REMOVE`, when it is read from the new image) is one of them,
+    /// so filter the trigger on `eventName` for the changes the function is for.
+    #[cfg(feature = "dynamodb-streams")]
+    pub fn dynamodb_stream<T, F, P>(
+        self,
+        effect: F,
+    ) -> Result<
+        Service<
+            aws_lambda_events::event::dynamodb::Event,
+            aws_lambda_events::event::streams::DynamoDbEventResponse,
+        >,
+        BuildError,
+    >
+    where
+        T: DeserializeOwned + 'static,
+        F: Fn(Event<crate::dynamodb_stream::Change<T>>) -> P + Send + Sync + 'static,
+        P: IntoPlan,
+    {
+        let parking = self.parking_queue()?;
+        let dedup = Arc::new(self.deduplicator(self.settings.scope.clone())?);
+        let effect = Arc::new(move |d: &Derived| plan(PayloadAt::Body, d, &effect));
+        let runner = Arc::new(self.runner());
+        Ok(Service::new(move |event| {
+            let (dedup, effect, runner, parking) = (
+                dedup.clone(),
+                effect.clone(),
+                runner.clone(),
+                parking.clone(),
+            );
+            async move {
+                let namespace = &runner.accounting.namespace;
+                crate::dynamodb_stream::run_dynamodb_stream_in(
                     namespace,
                     &runner.function,
                     event,

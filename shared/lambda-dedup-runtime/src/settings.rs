@@ -22,7 +22,7 @@
 //! | `DEDUP_EVENT_TIME_FROM` | where the event's own time is read, S10: `cloudevents` (its `time`), `json:/pointer`, `attribute:NAME`, or `none` (the producer declares no time; the mark table alone decides) | the key spec's own: `cloudevents` for CloudEvents functions |
 //! | `DEDUP_EVENT_TIME_FORMAT` | how a `json:` or `attribute:` time is written: `rfc3339`, `epoch-seconds` or `epoch-millis` | `rfc3339` |
 //! | `DEDUP_RECONCILIATION_QUEUE_URL` | where events older than the retention go, S10 (`reconcile`) | none: to the DLQ |
-//! | `DEDUP_PARKING_QUEUE_URL` | Kinesis functions: where records that can never apply are parked, whole, before the checkpoint passes them, S15 (`kinesis::Parking`) | required: a Kinesis function refuses to start without it |
+//! | `DEDUP_PARKING_QUEUE_URL` | Stream functions on the builder (Kinesis, DynamoDB Streams): where records that can never apply are parked, whole, before the checkpoint passes them, S15 (`parking::Parking`) | required: a stream service refuses to start without it |
 //! | `DEDUP_DEADLINE_MARGIN_MS` | the time kept before the invocation's deadline to answer: work not done by then is abandoned and reported for redelivery (a webhook: 503 with `retry-after`), see [`crate::bound`] | 1500 |
 //! | `DEDUP_SDK_OPERATION_TIMEOUT_MS` | longest AWS SDK call (DynamoDB, SQS), retries included; a timeout is a transient fault | 10000 |
 //! | `DEDUP_SDK_ATTEMPT_TIMEOUT_MS` | longest attempt of an AWS SDK call; at most the operation timeout | 3000 |

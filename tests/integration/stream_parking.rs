@@ -1,0 +1,123 @@
+//! S15 on DynamoDB Streams through the builder (`Dedup::dynamodb_stream`), with a real parking
+//! queue (the SQS emulator `cargo xtask test` starts): a record that can never apply is parked
+//! whole and then passed by the checkpoint, so the item's later records are not held up.
+
+use aws_lambda_events::event::dynamodb::Event;
+use lambda_dedup::{Effect, Item, Value};
+use lambda_dedup_memory::MemoryStore;
+use lambda_dedup_runtime::dynamodb_stream::Change;
+use lambda_dedup_runtime::parking::Parking;
+use lambda_dedup_runtime::queue::Queue;
+use lambda_dedup_runtime::{Dedup, Env, Refusal};
+use serde_json::json;
+
+use crate::e2e::{sqs, stack_is_up};
+
+#[derive(Debug, serde::Deserialize)]
+struct Order {
+    customer: String,
+    total: String,
+}
+
+fn credit(e: lambda_dedup_runtime::Event<Change<Order>>) -> Result<Effect, Refusal> {
+    let order = e
+        .payload
+        .new_image
+        .ok_or_else(|| Refusal::Invalid("no new image".into()))?;
+    let total: i64 = order
+        .total
+        .parse()
+        .map_err(|_| Refusal::Invalid("total is not an integer".into()))?;
+    Ok(Effect::add(
+        "totals",
+        ("customer", order.customer),
+        "total",
+        total,
+    ))
+}
+
+fn record(seq: u64, order: &str, total: &str) -> serde_json::Value {
+    json!({"eventID": format!("e{seq}"), "eventName": "INSERT", "eventSource": "aws:dynamodb",
+           "awsRegion": "us-east-1",
+           "eventSourceARN": "arn:aws:dynamodb:us-east-1:000000000000:table/orders/stream/x",
+           "dynamodb": {"ApproximateCreationDateTime": 1_700_000_000,
+                        "Keys": {"order_id": {"S": order}},
+                        "NewImage": {"order_id": {"S": order}, "customer": {"S": "c-1"},
+                                     "total": {"S": total}},
+                        "SequenceNumber": format!("{seq:021}"), "SizeBytes": 40,
+                        "StreamViewType": "NEW_IMAGE"}})
+}
+
+#[tokio::test]
+async fn s15_a_stream_record_that_cannot_apply_is_parked_whole_then_passed() {
+    if !stack_is_up("s15_a_stream_record_that_cannot_apply_is_parked_whole_then_passed") {
+        return;
+    }
+    let sqs = sqs();
+    let url = sqs
+        .create_queue()
+        .queue_name(dedup_tests::unique("stream-parking"))
+        .send()
+        .await
+        .expect("create queue")
+        .queue_url
+        .expect("url");
+    let env = Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
+    let dedup = Dedup::read(&env, "orders").expect("settings");
+    let store = MemoryStore::new(dedup.settings().retention);
+    store.create_table("totals", "customer");
+    let service = dedup
+        .identity("/newImage/order_id")
+        .store(store.clone())
+        .parking(Parking::new(Queue::with_client(url.clone(), sqs.clone())))
+        .dynamodb_stream(credit)
+        .expect("service");
+    let stream: Event = serde_json::from_value(json!({"Records": [
+        record(1, "o-1", "5"), record(2, "o-2", "five"), record(3, "o-3", "7"),
+    ]}))
+    .expect("a stream event");
+    let answer = service.call_with(stream).await.expect("handled");
+    assert!(
+        answer.batch_item_failures.is_empty(),
+        "parked, so passed: {answer:?}"
+    );
+    let total = store
+        .item("totals", &Item::new().with("customer", "c-1"))
+        .and_then(|i| i.0.get("total").cloned());
+    assert_eq!(total, Some(Value::N("12".into())));
+
+    let got = sqs
+        .receive_message()
+        .queue_url(&url)
+        .max_number_of_messages(10)
+        .message_attribute_names("All")
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .expect("receive");
+    let messages = got.messages.unwrap_or_default();
+    assert_eq!(messages.len(), 1, "the one record that cannot apply");
+    let m = &messages[0];
+    let body: serde_json::Value =
+        serde_json::from_str(m.body.as_deref().unwrap_or("")).expect("json");
+    assert_eq!(body["function"], "orders");
+    assert_eq!(body["code"], lambda_dedup::Reason::InvalidPayload.code());
+    assert_eq!(
+        body["record"]["dynamodb"]["NewImage"]["total"]["S"], "five",
+        "the whole record, as delivered"
+    );
+    let attribute = |name: &str| {
+        m.message_attributes
+            .as_ref()
+            .and_then(|a| a.get(name))
+            .and_then(|v| v.string_value.clone())
+    };
+    assert_eq!(
+        attribute("dedup-sequence-number"),
+        Some(format!("{:021}", 2))
+    );
+    assert_eq!(
+        attribute("dedup-reason"),
+        Some(lambda_dedup::Reason::InvalidPayload.code().to_owned())
+    );
+}

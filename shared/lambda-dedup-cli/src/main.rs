@@ -630,181 +630,57 @@ fn string_attributes(m: &aws_sdk_sqs::types::Message) -> BTreeMap<String, Messag
 }
 
 async fn redrive_cmd(ctx: &Context, args: &RedriveArgs) -> Result<i32, Error> {
-    let sqs = sqs_client().await;
     let reconciliation = args
         .reconciliation
         .clone()
         .or_else(|| ctx.env.get("DEDUP_RECONCILIATION_QUEUE_URL"))
         .filter(|u| !u.trim().is_empty());
-    let now = lambda_dedup::MarkStore::now(&ctx.store);
-    let progress = Progress::new("messages classified");
-    let mut seen = std::collections::HashSet::new();
-    let mut held: Vec<String> = Vec::new();
-    let mut rows: Vec<Value> = Vec::new();
-    let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
-    let (mut moved, mut left) = (Vec::new(), Vec::new());
-    let mut sends = 0usize;
     let exit_after_sends = args.exit_after_sends.or_else(|| {
         std::env::var("LAMBDA_DEDUP_EXIT_AFTER_SENDS")
             .ok()
             .and_then(|n| n.parse().ok())
     });
+    let mut run = Redrive {
+        ctx,
+        args,
+        sqs: sqs_client().await,
+        reconciliation,
+        exit_after_sends,
+        sends: 0,
+        seen: std::collections::HashSet::new(),
+        held: Vec::new(),
+        rows: Vec::new(),
+        counts: BTreeMap::new(),
+        moved: Vec::new(),
+        left: Vec::new(),
+    };
+    let now = lambda_dedup::MarkStore::now(&ctx.store);
+    let progress = Progress::new("messages classified");
     let mut empty = 0;
     while empty < 2 {
-        let batch = receive(&sqs, &args.dlq, args.hold_seconds).await?;
+        let batch = receive(&run.sqs, &args.dlq, args.hold_seconds).await?;
         if batch.is_empty() {
             empty += 1;
             continue;
         }
         empty = 0;
         for m in batch {
-            let Some(receipt) = m.receipt_handle().map(str::to_owned) else {
-                continue;
-            };
-            let id = m.message_id().unwrap_or_default().to_owned();
-            if !seen.insert(id.clone()) {
-                // Came back while held (a hold shorter than the scan): already classified.
-                held.push(receipt);
-                continue;
-            }
-            let message = library_message(&m);
-            let e = ctx.dedup.explain(&message).await?;
-            *counts.entry(e.verdict.code()).or_default() += 1;
-            progress.show(seen.len() as u64);
-            let to = destination(&e.verdict, args.accept_conflicts, reconciliation.is_some());
-            let mut row = json!({
-                "message_id": id,
-                "verdict": e.verdict.code(),
-                "key": e.key.as_ref().map(DedupKey::as_str),
-                "sentence": sentence(&e),
-            });
-            rows.push(row.clone());
-            let Some(to) = to.filter(|_| !args.dry_run) else {
-                row["left_because"] = left_because(&e.verdict).into();
-                if args.dry_run {
-                    row["would_go_to"] = match to {
-                        Some(Destination::Source) => "source".into(),
-                        Some(Destination::Reconciliation) => "reconciliation".into(),
-                        None => Value::Null,
-                    };
-                }
-                left.push(row);
-                held.push(receipt);
-                continue;
-            };
-            if matches!(e.verdict, Verdict::Conflict { .. }) {
-                let key = e.key.as_ref().ok_or("a conflict has a key")?;
-                let forgotten = ctx
-                    .store
-                    .forget(ForgetRequest {
-                        key,
-                        by: &operator(None),
-                        reason: args.reason.as_deref().unwrap_or_default(),
-                        force: false,
-                    })
-                    .await?;
-                if !matches!(forgotten, Forgotten::Removed { .. }) {
-                    row["left_because"] =
-                        format!("conflict's mark not forgotten: {forgotten:?}").into();
-                    left.push(row);
-                    held.push(receipt);
-                    continue;
-                }
-            }
-            let body = m.body().unwrap_or_default().to_owned();
-            let sent = match to {
-                Destination::Source => sqs
-                    .send_message()
-                    .queue_url(&args.source)
-                    .message_body(body)
-                    .set_message_attributes(Some(string_attributes(&m).into_iter().collect()))
-                    .send()
-                    .await
-                    .map(|_| "source"),
-                Destination::Reconciliation => {
-                    let originals: BTreeMap<&str, &str> = m
-                        .message_attributes()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|(k, v)| Some((k.as_str(), v.string_value()?)))
-                        .collect();
-                    let reason = match &e.verdict {
-                        Verdict::Late(r) => lambda_dedup_batch::Reason::from(r),
-                        _ => lambda_dedup_batch::Reason::ProviderKeyExpired,
-                    };
-                    let attributes = lambda_dedup_runtime::reconcile::late_attributes_of(
-                        reason,
-                        e.key.as_ref().map(DedupKey::as_str).unwrap_or_default(),
-                        &id,
-                        &originals,
-                    );
-                    let mut send = sqs
-                        .send_message()
-                        .queue_url(reconciliation.as_deref().unwrap_or_default())
-                        .message_body(body);
-                    for (k, v) in attributes {
-                        send = send.message_attributes(
-                            k,
-                            MessageAttributeValue::builder()
-                                .data_type("String")
-                                .string_value(v)
-                                .build()?,
-                        );
-                    }
-                    send.send().await.map(|_| "reconciliation")
-                }
-            };
-            let to_name = match sent {
-                Ok(to) => to,
-                Err(err) => {
-                    // Not sent: it stays in the DLQ.
-                    row["left_because"] = format!(
-                        "send failed: {}",
-                        aws_sdk_sqs::error::DisplayErrorContext(err)
-                    )
-                    .into();
-                    left.push(row);
-                    held.push(receipt);
-                    continue;
-                }
-            };
-            sends += 1;
-            if exit_after_sends == Some(sends) {
-                // Testing hook: the tool dies between a confirmed send and its delete.
-                eprintln!(
-                    "lambda-dedup: exiting after {sends} sends (LAMBDA_DEDUP_EXIT_AFTER_SENDS)"
-                );
-                std::process::exit(3);
-            }
-            // Deleted only once the send is confirmed: an interruption here leaves a copy in
-            // the DLQ, which the next redrive finds applied (a duplicate by key) and leaves.
-            sqs.delete_message()
-                .queue_url(&args.dlq)
-                .receipt_handle(&receipt)
-                .send()
-                .await
-                .map_err(|e| {
-                    format!(
-                        "delete from the DLQ after its send: {}",
-                        aws_sdk_sqs::error::DisplayErrorContext(e)
-                    )
-                })?;
-            row["moved_to"] = to_name.into();
-            moved.push(row);
+            run.one(&m).await?;
+            progress.show(run.seen.len() as u64);
         }
     }
     progress.done();
-    for r in &held {
-        release(&sqs, &args.dlq, r).await;
+    for r in &run.held {
+        release(&run.sqs, &args.dlq, r).await;
     }
     let report = json!({
         "function": ctx.settings.scope.consumer(),
         "dlq": args.dlq,
         "dry_run": args.dry_run,
         "at": time(now),
-        "counts": counts,
-        "moved": moved,
-        "left": left,
+        "counts": run.counts,
+        "moved": run.moved,
+        "left": run.left,
     });
     if let Some(path) = &args.report {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
@@ -813,9 +689,202 @@ async fn redrive_cmd(ctx: &Context, args: &RedriveArgs) -> Result<i32, Error> {
     if ctx.json {
         println!("{report}");
     } else {
+        run.print();
+    }
+    Ok(0)
+}
+
+/// One redrive run: what it has classified, moved and left.
+struct Redrive<'a> {
+    ctx: &'a Context,
+    args: &'a RedriveArgs,
+    sqs: aws_sdk_sqs::Client,
+    reconciliation: Option<String>,
+    exit_after_sends: Option<usize>,
+    sends: usize,
+    seen: std::collections::HashSet<String>,
+    /// Receipts of the messages left in the DLQ, made visible again at the end.
+    held: Vec<String>,
+    rows: Vec<Value>,
+    counts: BTreeMap<&'static str, u64>,
+    moved: Vec<Value>,
+    left: Vec<Value>,
+}
+
+impl Redrive<'_> {
+    /// Classifies one DLQ message and, unless a dry run or its verdict says otherwise, sends it
+    /// on and deletes it from the DLQ — only once the send is confirmed.
+    async fn one(&mut self, m: &aws_sdk_sqs::types::Message) -> Result<(), Error> {
+        let Some(receipt) = m.receipt_handle().map(str::to_owned) else {
+            return Ok(());
+        };
+        let id = m.message_id().unwrap_or_default().to_owned();
+        if !self.seen.insert(id.clone()) {
+            // Came back while held (a hold shorter than the scan): already classified.
+            self.held.push(receipt);
+            return Ok(());
+        }
+        let e = self.ctx.dedup.explain(&library_message(m)).await?;
+        *self.counts.entry(e.verdict.code()).or_default() += 1;
+        let args = self.args;
+        let to = destination(
+            &e.verdict,
+            args.accept_conflicts,
+            self.reconciliation.is_some(),
+        );
+        let mut row = json!({
+            "message_id": id,
+            "verdict": e.verdict.code(),
+            "key": e.key.as_ref().map(DedupKey::as_str),
+            "sentence": sentence(&e),
+        });
+        self.rows.push(row.clone());
+        let Some(to) = to.filter(|_| !args.dry_run) else {
+            row["left_because"] = left_because(&e.verdict).into();
+            if args.dry_run {
+                row["would_go_to"] = match to {
+                    Some(Destination::Source) => "source".into(),
+                    Some(Destination::Reconciliation) => "reconciliation".into(),
+                    None => Value::Null,
+                };
+            }
+            return self.leave(row, receipt);
+        };
+        if matches!(e.verdict, Verdict::Conflict { .. }) {
+            let key = e.key.as_ref().ok_or("a conflict has a key")?;
+            let forgotten = self
+                .ctx
+                .store
+                .forget(ForgetRequest {
+                    key,
+                    by: &operator(None),
+                    reason: args.reason.as_deref().unwrap_or_default(),
+                    force: false,
+                })
+                .await?;
+            if !matches!(forgotten, Forgotten::Removed { .. }) {
+                row["left_because"] =
+                    format!("conflict's mark not forgotten: {forgotten:?}").into();
+                return self.leave(row, receipt);
+            }
+        }
+        let to_name = match self.send(to, m, &e, &id).await {
+            Ok(to) => to,
+            Err(err) => {
+                // Not sent: it stays in the DLQ.
+                row["left_because"] = format!("send failed: {err}").into();
+                return self.leave(row, receipt);
+            }
+        };
+        self.moved(row, &receipt, to_name).await
+    }
+
+    /// A message sent on: deleted from the DLQ (only now that its send is confirmed) and listed
+    /// as moved.
+    async fn moved(
+        &mut self,
+        mut row: Value,
+        receipt: &str,
+        to: &'static str,
+    ) -> Result<(), Error> {
+        self.sends += 1;
+        if self.exit_after_sends == Some(self.sends) {
+            // Testing hook: the tool dies between a confirmed send and its delete.
+            eprintln!(
+                "lambda-dedup: exiting after {} sends (LAMBDA_DEDUP_EXIT_AFTER_SENDS)",
+                self.sends
+            );
+            std::process::exit(3);
+        }
+        // Deleted only once the send is confirmed: an interruption here leaves a copy in the
+        // DLQ, which the next redrive finds applied (a duplicate by key) and leaves.
+        self.sqs
+            .delete_message()
+            .queue_url(&self.args.dlq)
+            .receipt_handle(receipt)
+            .send()
+            .await
+            .map_err(|e| {
+                format!(
+                    "delete from the DLQ after its send: {}",
+                    aws_sdk_sqs::error::DisplayErrorContext(e)
+                )
+            })?;
+        row["moved_to"] = to.into();
+        self.moved.push(row);
+        Ok(())
+    }
+
+    /// Leaves the message in the DLQ, with why in its row.
+    fn leave(&mut self, row: Value, receipt: String) -> Result<(), Error> {
+        self.left.push(row);
+        self.held.push(receipt);
+        Ok(())
+    }
+
+    /// Sends `m` to `to`: the source queue with its attributes, or reconciliation with the
+    /// attributes the functions' own router gives late events.
+    async fn send(
+        &self,
+        to: Destination,
+        m: &aws_sdk_sqs::types::Message,
+        e: &Explanation,
+        id: &str,
+    ) -> Result<&'static str, String> {
+        let body = m.body().unwrap_or_default().to_owned();
+        let failed = |err| format!("{}", aws_sdk_sqs::error::DisplayErrorContext(err));
+        match to {
+            Destination::Source => self
+                .sqs
+                .send_message()
+                .queue_url(&self.args.source)
+                .message_body(body)
+                .set_message_attributes(Some(string_attributes(m).into_iter().collect()))
+                .send()
+                .await
+                .map(|_| "source")
+                .map_err(failed),
+            Destination::Reconciliation => {
+                let originals: BTreeMap<&str, &str> = m
+                    .message_attributes()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|(k, v)| Some((k.as_str(), v.string_value()?)))
+                    .collect();
+                let reason = match &e.verdict {
+                    Verdict::Late(r) => lambda_dedup_batch::Reason::from(r),
+                    _ => lambda_dedup_batch::Reason::ProviderKeyExpired,
+                };
+                let attributes = lambda_dedup_runtime::reconcile::late_attributes_of(
+                    reason,
+                    e.key.as_ref().map(DedupKey::as_str).unwrap_or_default(),
+                    id,
+                    &originals,
+                );
+                let mut send = self
+                    .sqs
+                    .send_message()
+                    .queue_url(self.reconciliation.as_deref().unwrap_or_default())
+                    .message_body(body);
+                for (k, v) in attributes {
+                    let value = MessageAttributeValue::builder()
+                        .data_type("String")
+                        .string_value(v)
+                        .build()
+                        .map_err(|e| e.to_string())?;
+                    send = send.message_attributes(k, value);
+                }
+                send.send().await.map(|_| "reconciliation").map_err(failed)
+            }
+        }
+    }
+
+    /// The run as a table for people.
+    fn print(&self) {
+        let args = self.args;
         println!(
             "{} messages in {}{}",
-            seen.len(),
+            self.seen.len(),
             args.dlq,
             if args.dry_run {
                 " (dry run: nothing changed)"
@@ -823,7 +892,7 @@ async fn redrive_cmd(ctx: &Context, args: &RedriveArgs) -> Result<i32, Error> {
                 ""
             }
         );
-        for (verdict, n) in &counts {
+        for (verdict, n) in &self.counts {
             println!("  {verdict:<22} {n:>6}");
         }
         println!();
@@ -831,22 +900,25 @@ async fn redrive_cmd(ctx: &Context, args: &RedriveArgs) -> Result<i32, Error> {
             "  {:<40} {:<22} {:<16} key",
             "message id", "verdict", "action"
         );
-        for r in &rows {
+        let mut actions: BTreeMap<&str, String> = BTreeMap::new();
+        for l in &self.left {
+            let action = match l["would_go_to"].as_str() {
+                Some(to) => format!("would go to {to}"),
+                None => "left".into(),
+            };
+            actions.insert(l["message_id"].as_str().unwrap_or_default(), action);
+        }
+        for m in &self.moved {
+            if let Some(to) = m["moved_to"].as_str() {
+                actions.insert(
+                    m["message_id"].as_str().unwrap_or_default(),
+                    format!("moved to {to}"),
+                );
+            }
+        }
+        for r in &self.rows {
             let id = r["message_id"].as_str().unwrap_or_default();
-            let action = moved
-                .iter()
-                .find(|m| m["message_id"] == r["message_id"])
-                .and_then(|m| m["moved_to"].as_str())
-                .map(|to| format!("moved to {to}"))
-                .or_else(|| {
-                    left.iter()
-                        .find(|l| l["message_id"] == r["message_id"])
-                        .map(|l| match l["would_go_to"].as_str() {
-                            Some(to) => format!("would go to {to}"),
-                            None => "left".into(),
-                        })
-                })
-                .unwrap_or_default();
+            let action = actions.get(id).map(String::as_str).unwrap_or_default();
             println!(
                 "  {id:<40} {:<22} {action:<16} {}",
                 r["verdict"].as_str().unwrap_or_default(),
@@ -855,15 +927,14 @@ async fn redrive_cmd(ctx: &Context, args: &RedriveArgs) -> Result<i32, Error> {
         }
         println!(
             "moved {}, left {}{}",
-            moved.len(),
-            left.len(),
+            self.moved.len(),
+            self.left.len(),
             args.report
                 .as_ref()
                 .map(|p| format!("; report in {}", p.display()))
                 .unwrap_or_default()
         );
     }
-    Ok(0)
 }
 
 // ---------------------------------------------------------------- forget

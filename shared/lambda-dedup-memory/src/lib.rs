@@ -376,36 +376,7 @@ impl MemoryStore {
         }
         self.check_result(r.result)?;
         let now = ms(now);
-        let refused = |code: &str, position: Option<usize>| StoreError::Refused {
-            key: r.key.clone(),
-            code: code.to_owned(),
-            position,
-        };
-        // What DynamoDB refuses before it looks at any item: malformed or unused placeholders,
-        // missing tables or key attributes, one item twice, a transaction over 4 MB.
-        let mut plans = Vec::with_capacity(r.effects.len());
-        let mut seen_items = std::collections::HashSet::new();
-        let mut bytes = r.result.map_or(0, str::len) + 200;
-        for e in r.effects {
-            let t = state
-                .tables
-                .get(e.table())
-                .ok_or_else(|| missing_table(e.table()))?;
-            let plan = plan(t, e).map_err(|err| match err {
-                ExprError::Unsupported(what) => {
-                    StoreError::Invalid(format!("memory store: {what}"))
-                }
-                _ => refused("ValidationException", None),
-            })?;
-            if !seen_items.insert((e.table().to_owned(), plan.key.clone())) {
-                return Err(refused("ValidationException", None));
-            }
-            bytes += item_size(&e.item().0) + 100;
-            plans.push(plan);
-        }
-        if bytes > MAX_TRANSACTION_BYTES {
-            return Err(refused("ValidationException", None));
-        }
+        let plans = planned(state, r)?;
         // The mark: written only where a claim could be taken.
         if let Some(m) = state.marks.get(r.key.as_str())
             && m.is_live(now)
@@ -413,70 +384,13 @@ impl MemoryStore {
         {
             return explain(r.key, m, r.fingerprint, now).map(Commit::Seen);
         }
-        // The effects, each judged on the items as they were before the transaction.
-        let mut written = Vec::with_capacity(plans.len());
-        let mut failed_condition = None;
-        let mut refusal = None;
-        for (i, (e, p)) in r.effects.iter().zip(&plans).enumerate() {
-            let t = &state.tables[e.table()];
-            let current = t.items.get(&p.key);
-            let empty = BTreeMap::new();
-            let attrs = current.unwrap_or(&empty);
-            match p
-                .condition
-                .as_ref()
-                .map(|c| expr::holds(c, attrs))
-                .transpose()
-            {
-                Ok(Some(false)) => {
-                    failed_condition.get_or_insert(i);
-                    continue;
-                }
-                Err(_) => {
-                    refusal.get_or_insert(i + 1);
-                    continue;
-                }
-                Ok(_) => {}
+        let written = match judged(state, r, &plans)? {
+            Judged::Writes(w) => w,
+            Judged::FailedCondition(index) => return Ok(Commit::EffectRejected { index }),
+            Judged::Refused(position) => {
+                return Err(refused(r, "ValidationError", Some(position)));
             }
-            let after = match e.kind() {
-                EffectKind::Put => Some(e.item().0.clone()),
-                EffectKind::Delete => None,
-                EffectKind::ConditionCheck => continue,
-                EffectKind::Update => {
-                    let mut next = current.cloned().unwrap_or_else(|| e.item().0.clone());
-                    match p.update.as_ref().map(|u| expr::apply(u, &mut next)) {
-                        Some(Err(ExprError::Unsupported(what))) => {
-                            return Err(StoreError::Invalid(format!("memory store: {what}")));
-                        }
-                        Some(Err(_)) => {
-                            refusal.get_or_insert(i + 1);
-                            continue;
-                        }
-                        _ => {}
-                    }
-                    if p.key_attrs.iter().any(|k| next.get(k) != e.item().0.get(k)) {
-                        // An update may not change the key.
-                        refusal.get_or_insert(i + 1);
-                        continue;
-                    }
-                    Some(next)
-                }
-            };
-            if after
-                .as_ref()
-                .is_some_and(|a| item_size(a) > MAX_ITEM_BYTES)
-            {
-                refusal.get_or_insert(i + 1);
-                continue;
-            }
-            written.push((e.table().to_owned(), p.key.clone(), after));
-        }
-        if let Some(index) = failed_condition {
-            return Ok(Commit::EffectRejected { index });
-        }
-        if let Some(position) = refusal {
-            return Err(refused("ValidationError", Some(position)));
-        }
+        };
         for (table, key, after) in written {
             let t = state.tables.get_mut(&table).expect("checked above");
             match after {
@@ -600,6 +514,129 @@ impl MemoryStore {
             Err(fenced(lease, Some(m.clone())))
         }
     }
+}
+
+/// A refusal of `r`'s own writes, as DynamoDB gives it.
+fn refused(r: &CommitRequest<'_>, code: &str, position: Option<usize>) -> StoreError {
+    StoreError::Refused {
+        key: r.key.clone(),
+        code: code.to_owned(),
+        position,
+    }
+}
+
+/// The effects' plans, or what DynamoDB refuses before it looks at any item: malformed or
+/// unused placeholders, missing tables or key attributes, one item twice, a transaction over
+/// 4 MB.
+fn planned(state: &State, r: &CommitRequest<'_>) -> Result<Vec<Plan>, StoreError> {
+    let mut plans = Vec::with_capacity(r.effects.len());
+    let mut seen_items = std::collections::HashSet::new();
+    let mut bytes = r.result.map_or(0, str::len) + 200;
+    for e in r.effects {
+        let t = state
+            .tables
+            .get(e.table())
+            .ok_or_else(|| missing_table(e.table()))?;
+        let plan = plan(t, e).map_err(|err| match err {
+            ExprError::Unsupported(what) => StoreError::Invalid(format!("memory store: {what}")),
+            _ => refused(r, "ValidationException", None),
+        })?;
+        if !seen_items.insert((e.table().to_owned(), plan.key.clone())) {
+            return Err(refused(r, "ValidationException", None));
+        }
+        bytes += item_size(&e.item().0) + 100;
+        plans.push(plan);
+    }
+    if bytes > MAX_TRANSACTION_BYTES {
+        return Err(refused(r, "ValidationException", None));
+    }
+    Ok(plans)
+}
+
+/// One write of a commit: the table, the item's key, and the item after it (none: deleted).
+type Write = (String, String, Option<BTreeMap<String, Value>>);
+
+/// What the effects come to, each judged on the items as they were before the transaction.
+enum Judged {
+    /// Every condition holds: the writes.
+    Writes(Vec<Write>),
+    /// The first effect whose condition failed.
+    FailedCondition(usize),
+    /// The first effect refused as it is (1-based, as DynamoDB reports it).
+    Refused(usize),
+}
+
+fn judged(state: &State, r: &CommitRequest<'_>, plans: &[Plan]) -> Result<Judged, StoreError> {
+    let mut written = Vec::with_capacity(plans.len());
+    let mut failed_condition = None;
+    let mut refusal = None;
+    for (i, (e, p)) in r.effects.iter().zip(plans).enumerate() {
+        let current = state.tables[e.table()].items.get(&p.key);
+        let empty = BTreeMap::new();
+        match p
+            .condition
+            .as_ref()
+            .map(|c| expr::holds(c, current.unwrap_or(&empty)))
+            .transpose()
+        {
+            Ok(Some(false)) => {
+                failed_condition.get_or_insert(i);
+                continue;
+            }
+            Err(_) => {
+                refusal.get_or_insert(i + 1);
+                continue;
+            }
+            Ok(_) => {}
+        }
+        let after = match e.kind() {
+            EffectKind::Put => Some(e.item().0.clone()),
+            EffectKind::Delete => None,
+            EffectKind::ConditionCheck => continue,
+            EffectKind::Update => match updated(e, p, current)? {
+                Some(next) => Some(next),
+                None => {
+                    refusal.get_or_insert(i + 1);
+                    continue;
+                }
+            },
+        };
+        if after
+            .as_ref()
+            .is_some_and(|a| item_size(a) > MAX_ITEM_BYTES)
+        {
+            refusal.get_or_insert(i + 1);
+            continue;
+        }
+        written.push((e.table().to_owned(), p.key.clone(), after));
+    }
+    Ok(match (failed_condition, refusal) {
+        (Some(index), _) => Judged::FailedCondition(index),
+        (None, Some(position)) => Judged::Refused(position),
+        (None, None) => Judged::Writes(written),
+    })
+}
+
+/// The item after update `e` (planned as `p`) of `current`; `None` if DynamoDB would refuse it
+/// (a bad expression, or a change to the key).
+fn updated(
+    e: &Effect,
+    p: &Plan,
+    current: Option<&BTreeMap<String, Value>>,
+) -> Result<Option<BTreeMap<String, Value>>, StoreError> {
+    let mut next = current.cloned().unwrap_or_else(|| e.item().0.clone());
+    match p.update.as_ref().map(|u| expr::apply(u, &mut next)) {
+        Some(Err(ExprError::Unsupported(what))) => {
+            return Err(StoreError::Invalid(format!("memory store: {what}")));
+        }
+        Some(Err(_)) => return Ok(None),
+        _ => {}
+    }
+    if p.key_attrs.iter().any(|k| next.get(k) != e.item().0.get(k)) {
+        // An update may not change the key.
+        return Ok(None);
+    }
+    Ok(Some(next))
 }
 
 impl MarkStore for MemoryStore {

@@ -258,76 +258,17 @@ impl DynamoStore {
         takeover: bool,
     ) -> Result<Result<SystemTime, Option<Av>>, Error> {
         let ttl = now + self.retention.duration() + Duration::from_millis(999);
-        let mut names: HashMap<String, String> = [
-            ("#pk", attr::PK),
-            ("#exp", attr::EXPIRES_AT),
-            ("#st", attr::STATUS),
-            ("#owner", attr::OWNER),
-            ("#lease", attr::LEASE),
-            ("#first", attr::FIRST_SEEN),
-            ("#result", attr::RESULT),
-            ("#done", attr::COMPLETED_AT),
-            ("#fp", attr::FINGERPRINT),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-        let mut values: Av = [
-            (":now_s", secs(now)),
-            (":now_ms", ms(now)),
-            (":inprog", s(MarkStatus::InProgress.as_str())),
-            (":owner", s(owner.as_str())),
-            (":lease", ms(lease_end)),
-            (":ttl", secs(ttl)),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
-        let mut condition = if takeover {
-            "#exp > :now_s AND #st = :inprog AND #lease <= :now_ms".to_owned()
-        } else {
-            "attribute_not_exists(#pk) OR #exp <= :now_s".to_owned()
-        };
-        let mut set = vec![
-            "#st = :inprog",
-            "#owner = :owner",
-            "#lease = :lease",
-            "#exp = :ttl",
-            if takeover {
-                "#first = if_not_exists(#first, :now_ms)"
-            } else {
-                "#first = :now_ms"
-            },
-        ];
-        let mut remove = vec!["#result", "#done"];
-        match fp {
-            Some(fp) => {
-                values.insert(":fp".into(), s(fp.as_str()));
-                set.push("#fp = :fp");
-                if takeover {
-                    condition.push_str(" AND (attribute_not_exists(#fp) OR #fp = :fp)");
-                }
-            }
-            None => remove.push("#fp"),
-        }
-        if takeover {
-            // Only the fresh claim's condition names the key (unused names are refused).
-            names.remove("#pk");
-        }
+        let claim = ClaimWrite::new(fp, owner, lease_end, now, ttl, takeover);
         self.count_call();
         let sent = self
             .client
             .update_item()
             .table_name(self.table.as_ref())
             .key(attr::PK, s(key.as_str()))
-            .update_expression(format!(
-                "SET {} REMOVE {}",
-                set.join(", "),
-                remove.join(", ")
-            ))
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names))
-            .set_expression_attribute_values(Some(values))
+            .update_expression(claim.update)
+            .condition_expression(claim.condition)
+            .set_expression_attribute_names(Some(claim.names))
+            .set_expression_attribute_values(Some(claim.values))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .return_values(ReturnValue::AllNew)
             .send()
@@ -749,6 +690,89 @@ impl DynamoStore {
             .iter()
             .map(|k| found.get(k.as_str()).cloned())
             .collect())
+    }
+}
+
+/// The claim's `UpdateItem`, written out: a fresh claim over no live mark, or a takeover of a
+/// live `IN_PROGRESS` mark whose lease has ended (see `DynamoStore::claim_write`).
+struct ClaimWrite {
+    update: String,
+    condition: String,
+    names: HashMap<String, String>,
+    values: Av,
+}
+
+impl ClaimWrite {
+    fn new(
+        fp: Option<&Fingerprint>,
+        owner: &OwnerToken,
+        lease_end: SystemTime,
+        now: SystemTime,
+        ttl: SystemTime,
+        takeover: bool,
+    ) -> Self {
+        let mut names: HashMap<String, String> = [
+            ("#pk", attr::PK),
+            ("#exp", attr::EXPIRES_AT),
+            ("#st", attr::STATUS),
+            ("#owner", attr::OWNER),
+            ("#lease", attr::LEASE),
+            ("#first", attr::FIRST_SEEN),
+            ("#result", attr::RESULT),
+            ("#done", attr::COMPLETED_AT),
+            ("#fp", attr::FINGERPRINT),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let mut values: Av = [
+            (":now_s", secs(now)),
+            (":now_ms", ms(now)),
+            (":inprog", s(MarkStatus::InProgress.as_str())),
+            (":owner", s(owner.as_str())),
+            (":lease", ms(lease_end)),
+            (":ttl", secs(ttl)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let mut condition = if takeover {
+            "#exp > :now_s AND #st = :inprog AND #lease <= :now_ms".to_owned()
+        } else {
+            "attribute_not_exists(#pk) OR #exp <= :now_s".to_owned()
+        };
+        let mut set = vec![
+            "#st = :inprog",
+            "#owner = :owner",
+            "#lease = :lease",
+            "#exp = :ttl",
+            if takeover {
+                "#first = if_not_exists(#first, :now_ms)"
+            } else {
+                "#first = :now_ms"
+            },
+        ];
+        let mut remove = vec!["#result", "#done"];
+        match fp {
+            Some(fp) => {
+                values.insert(":fp".into(), s(fp.as_str()));
+                set.push("#fp = :fp");
+                if takeover {
+                    condition.push_str(" AND (attribute_not_exists(#fp) OR #fp = :fp)");
+                }
+            }
+            None => remove.push("#fp"),
+        }
+        if takeover {
+            // Only the fresh claim's condition names the key (unused names are refused).
+            names.remove("#pk");
+        }
+        Self {
+            update: format!("SET {} REMOVE {}", set.join(", "), remove.join(", ")),
+            condition,
+            names,
+            values,
+        }
     }
 }
 

@@ -516,7 +516,7 @@ impl Stack {
             crate::infra::Record::new(calls.clone(), self.function_env.clone()).save(root)?;
         }
         let t = crate::infra::load(&root.join("infra").join("template.yaml"))?;
-        let (mut problems, unused) = crate::infra::privileges_split(&t, &calls, &self.function_env);
+        let (mut problems, unused) = crate::infra::privileges(&t, &calls, &self.function_env);
         if both_ways {
             problems.extend(unused);
         } else {

@@ -955,6 +955,26 @@ mod tests {
         );
     }
 
+    /// The joins refuse a reference to something that is not a queue of this template: a
+    /// trigger on a queue given by ARN, a DLQ that is a topic.
+    #[test]
+    fn trigger_queues_and_their_dlqs_are_queues_of_this_template() {
+        broken(
+            |t| {
+                res(t, "LedgerProjector")["Events"]["Queue"]["Properties"]["Queue"] =
+                    "arn:aws:sqs:eu-west-1:123456789012:elsewhere".into()
+            },
+            "LedgerProjector.Queue: the queue must be a resource of this template",
+        );
+        broken(
+            |t| {
+                res(t, "FineNoticesQueue")["RedrivePolicy"]["deadLetterTargetArn"] =
+                    serde_json::json!({"Fn::GetAtt": ["AlarmTopic", "TopicArn"]})
+            },
+            "needs a RedrivePolicy to a dead-letter queue of this template",
+        );
+    }
+
     /// S12, S15: a stream trigger must bisect failing batches and give up records past an age,
     /// and the intent relay must sweep and alarm on what is left pending.
     #[test]

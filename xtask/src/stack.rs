@@ -15,7 +15,7 @@ use crate::dynamodb::LocalDynamo;
 use crate::functions::Functions;
 use crate::local::Source;
 use crate::process::{Guarded, free_port, wait_http, wait_tcp};
-use crate::trigger::{Invoker, TriggerStats, kinesis_trigger, sqs_trigger, stream_trigger};
+use crate::trigger::{Invoker, Stream, TriggerStats, sqs_trigger, stream_trigger};
 use crate::{Result, step};
 use local_dynamodb::kinesis::Kinesis;
 use local_dynamodb::meter::Meter;
@@ -388,39 +388,44 @@ impl Stack {
         for (f, def) in &plan.functions {
             for m in &def.mappings {
                 let lose = Arc::new(AtomicBool::new(false));
-                match &m.source {
-                    Source::Sqs(q) => triggers.push(tokio::spawn(sqs_trigger(
-                        sqs.clone(),
-                        invoker(f)?,
-                        (url_of(q)?, arns[q].clone()),
-                        m.clone(),
-                        lose.clone(),
-                    ))),
-                    Source::DynamoDbStream(table) => triggers.push(tokio::spawn(stream_trigger(
-                        streams.clone(),
-                        ddb.endpoint(),
-                        invoker(f)?,
-                        arns.get(table).cloned().ok_or_else(|| {
-                            format!("{table}: {f} reads its stream, which it has none")
-                        })?,
-                        m.clone(),
-                    ))),
-                    Source::Kinesis(stream) => {
-                        let failures = m.on_failure.as_deref().ok_or_else(|| {
-                            format!("{f}: its Kinesis trigger has no on-failure destination")
-                        })?;
-                        let failures = (sqs.clone(), url_of(failures)?);
-                        triggers.push(tokio::spawn(kinesis_trigger(
-                            kinesis.clone(),
+                lose_next.insert(f.clone(), lose.clone());
+                let arn = |id: &str| {
+                    arns.get(id)
+                        .cloned()
+                        .ok_or_else(|| format!("{f}: its trigger reads {id}, which has no ARN"))
+                };
+                let stream = match &m.source {
+                    Source::Sqs(q) => {
+                        triggers.push(tokio::spawn(sqs_trigger(
+                            sqs.clone(),
                             invoker(f)?,
-                            (stream.clone(), arns[stream].clone()),
-                            failures,
+                            (url_of(q)?, arn(q)?),
                             m.clone(),
-                            lose.clone(),
+                            lose,
                         )));
+                        continue;
                     }
-                }
-                lose_next.insert(f.clone(), lose);
+                    Source::DynamoDbStream(table) => Stream::DynamoDb {
+                        streams: streams.clone(),
+                        endpoint: ddb.endpoint(),
+                        arn: arn(table)?,
+                    },
+                    Source::Kinesis(name) => Stream::Kinesis {
+                        kinesis: kinesis.clone(),
+                        name: name.clone(),
+                        arn: arn(name)?,
+                    },
+                };
+                let failures = m.on_failure.as_deref().ok_or_else(|| {
+                    format!("{f}: its stream trigger has no on-failure destination")
+                })?;
+                triggers.push(tokio::spawn(stream_trigger(
+                    stream,
+                    invoker(f)?,
+                    (sqs.clone(), url_of(failures)?),
+                    m.clone(),
+                    lose,
+                )));
             }
         }
         let webhook_url = format!("{invoke_url}/lambda-url/webhook-receiver/");

@@ -73,16 +73,7 @@ pub(crate) async fn run(root: &Path) -> Result<()> {
     let table = env
         .get("DEDUP_MARK_TABLE")
         .ok_or("functions.env has no mark table")?;
-    let client = aws_sdk_dynamodb::Client::from_conf(
-        aws_sdk_dynamodb::Config::builder()
-            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
-            .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-                "local", "local", None, None, "audit",
-            ))
-            .endpoint_url(*endpoint)
-            .build(),
-    );
+    let client = local_client!(aws_sdk_dynamodb, *endpoint);
     let marks = completed_marks(&client, table)
         .await
         .map_err(|e| format!("{e} (is `cargo xtask up` still running?)"))?;

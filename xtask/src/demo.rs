@@ -137,6 +137,17 @@ pub(crate) async fn scan(
     Ok(out.items.unwrap_or_default())
 }
 
+/// Whether `item`'s string attribute `attr` is `value`.
+pub(crate) fn has(
+    item: &std::collections::HashMap<String, AttributeValue>,
+    attr: &str,
+    value: &str,
+) -> bool {
+    item.get(attr)
+        .and_then(|v| v.as_s().ok())
+        .is_some_and(|s| s == value)
+}
+
 pub(crate) async fn dlq_bodies(stack: &Stack, function: &str) -> Result<Vec<String>> {
     let mut bodies = Vec::new();
     for _ in 0..5 {
@@ -283,14 +294,7 @@ pub(crate) async fn run(root: &Path) -> Result<()> {
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(60) {
         let intents = scan(&stack, TABLE_INTENTS).await?;
-        if !intents.is_empty()
-            && intents.iter().all(|i| {
-                i.get("status")
-                    .and_then(|s| s.as_s().ok())
-                    .map(String::as_str)
-                    == Some("CONFIRMED")
-            })
-        {
+        if !intents.is_empty() && intents.iter().all(|i| has(i, "status", "CONFIRMED")) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -363,12 +367,7 @@ pub(crate) async fn run(root: &Path) -> Result<()> {
     let intents = scan(&stack, TABLE_INTENTS).await?;
     let confirmed = intents
         .iter()
-        .filter(|i| {
-            i.get("status")
-                .and_then(|s| s.as_s().ok())
-                .map(String::as_str)
-                == Some("CONFIRMED")
-        })
+        .filter(|i| has(i, "status", "CONFIRMED"))
         .count();
     checks.check(
         format!(

@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::json;
 
 use crate::Result;
-use crate::demo::{Checks, ce, scan};
+use crate::demo::{Checks, ce, has, scan};
 use crate::stack::{KINESIS_STREAM, Stack, TABLE_BALANCES, TABLE_INBOX, WEBHOOK_SECRETS};
 
 /// A forger's own Standard Webhooks secret: well formed, not the sender's.
@@ -86,14 +86,24 @@ pub(crate) fn sender_headers(
     Ok(headers.into_iter().collect())
 }
 
-/// POSTs `body` as the sender would, signed by its library. Returns the status and whether the
-/// answer says it is a replay.
-async fn post(stack: &Stack, id: &str, body: &str, timestamp: u64, secret: &str) -> Result<Answer> {
+/// POSTs `body` as the sender would, signed by its library (and, with `sent_id`, sent under
+/// another `webhook-id` than the one signed). Returns the status and whether the answer says it
+/// is a replay.
+async fn post(
+    stack: &Stack,
+    (id, sent_id): (&str, Option<&str>),
+    body: &str,
+    timestamp: u64,
+    secret: &str,
+) -> Result<Answer> {
     let mut req = reqwest::Client::new()
         .post(&stack.webhook_url)
         .header("content-type", "application/json");
     for (name, value) in sender_headers(stack, id, timestamp, secret, body)? {
-        req = req.header(name, value);
+        match sent_id {
+            Some(other) if name == "webhook-id" => req = req.header(name, other),
+            _ => req = req.header(name, value),
+        }
     }
     let resp = req
         .body(body.to_owned())
@@ -185,69 +195,27 @@ pub(crate) async fn send(stack: &Stack) -> Result<Sent> {
     ];
     let mut answers = Vec::new();
     for (what, id, body, ts, secret, want) in deliveries {
-        let got = post(stack, id, body, ts, secret).await?;
+        let got = post(stack, (id, None), body, ts, secret).await?;
         answers.push((what, want, got));
     }
     // A captured delivery replayed inside the window under another id: the id is signed.
-    let mut req = reqwest::Client::new()
-        .post(&stack.webhook_url)
-        .header("content-type", "application/json");
-    for (name, value) in sender_headers(stack, "wh-1", now, new, &w1)? {
-        let value = if name == "webhook-id" {
-            "wh-1-replayed".to_owned()
-        } else {
-            value
-        };
-        req = req.header(name, value);
-    }
-    let resp = req
-        .body(w1.clone())
-        .send()
-        .await
-        .map_err(|e| format!("webhook: {e}"))?;
-    answers.push((
-        "wh-1 replayed under another webhook-id",
-        (401, false),
-        (
-            resp.status().as_u16(),
-            resp.headers().contains_key("idempotent-replayed"),
-        ),
-    ));
+    let got = post(stack, ("wh-1", Some("wh-1-replayed")), &w1, now, new).await?;
+    answers.push(("wh-1 replayed under another webhook-id", (401, false), got));
 
     println!(
         "xtask: demo: kinesis: 7 records on 2 accounts; a producer retry, a record that can never apply mid-shard (parked), and a lost answer"
     );
     stack.lose_next["ledger-stream"].store(true, Ordering::SeqCst);
     let records = [
-        (
-            "st-cuenta-1",
-            credit("/stream", "st-1", "st-cuenta-1", json!(4)),
-        ),
-        (
-            "st-cuenta-2",
-            credit("/stream", "st-2", "st-cuenta-2", json!(9)),
-        ),
-        (
-            "st-cuenta-2",
-            credit("/stream", "st-poison", "st-cuenta-2", json!("nine")),
-        ),
-        (
-            "st-cuenta-1",
-            credit("/stream", "st-1", "st-cuenta-1", json!(4)),
-        ),
-        (
-            "st-cuenta-1",
-            credit("/stream", "st-3", "st-cuenta-1", json!(6)),
-        ),
-        (
-            "st-cuenta-2",
-            credit("/stream", "st-4", "st-cuenta-2", json!(2)),
-        ),
-        (
-            "st-cuenta-1",
-            credit("/stream", "st-5", "st-cuenta-1", json!(1)),
-        ),
-    ];
+        ("st-1", "st-cuenta-1", json!(4)),
+        ("st-2", "st-cuenta-2", json!(9)),
+        ("st-poison", "st-cuenta-2", json!("nine")),
+        ("st-1", "st-cuenta-1", json!(4)),
+        ("st-3", "st-cuenta-1", json!(6)),
+        ("st-4", "st-cuenta-2", json!(2)),
+        ("st-5", "st-cuenta-1", json!(1)),
+    ]
+    .map(|(id, account, amount)| (account, credit("/stream", id, account, amount)));
     let mut poison = (String::new(), String::new(), String::new());
     for (account, body) in &records {
         let (shard, seq) = stack
@@ -284,26 +252,12 @@ pub(crate) async fn check(stack: &Stack, sent: &Sent, checks: &mut Checks) -> Re
     // The forwarder follows the inbox's stream; give it until every item is forwarded.
     let start = std::time::Instant::now();
     let mut inbox = scan(stack, TABLE_INBOX).await?;
-    while start.elapsed() < std::time::Duration::from_secs(30)
-        && !inbox.iter().all(|i| {
-            i.get("forward_status")
-                .and_then(|s| s.as_s().ok())
-                .map(String::as_str)
-                == Some("FORWARDED")
-        })
-    {
+    let forwarded = |i: &_| has(i, "forward_status", "FORWARDED");
+    while start.elapsed() < std::time::Duration::from_secs(30) && !inbox.iter().all(forwarded) {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         inbox = scan(stack, TABLE_INBOX).await?;
     }
-    let forwarded = inbox
-        .iter()
-        .filter(|i| {
-            i.get("forward_status")
-                .and_then(|s| s.as_s().ok())
-                .map(String::as_str)
-                == Some("FORWARDED")
-        })
-        .count();
+    let forwarded = inbox.iter().filter(|i| forwarded(i)).count();
     checks.check(
         format!(
             "the inbox holds {} events for 3 accepted, {forwarded} forwarded to the ledger's queue",

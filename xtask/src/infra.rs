@@ -1,19 +1,17 @@
 //! `cargo xtask check-infra`: refuses a deployment template that breaks what the functions rely
-//! on. Short-form intrinsics (`!Ref`, `!GetAtt`, …) are read as their long form ([`parse`]).
-//! Two halves, one verdict:
+//! on. Short-form intrinsics (`!Ref`, `!GetAtt`, …) are read as their long form
+//! (`lambda_dedup_cli::template`). Two halves, one verdict:
 //!
-//! - the rules a rule language can state are in `infra/rules/*.guard`, run by `cfn-guard` (the
-//!   command a user's own pipeline runs, [`guard_rules`]): the mark table's TTL, key and stream;
-//!   arm64, `provided.al2023`, `rust-cargolambda`, JSON logs; explicit roles, no SAM policy
-//!   templates, no wildcards on data; partial batch responses; stream triggers' bisection,
-//!   record age, infinite retries, on-failure destination and `IteratorAge` alarm; the settings
-//!   every function needs; signed, throttled Function URLs; the relays' sweeps;
-//! - what needs computing or joins across resources stays here ([`check`]): S9, mark retention >
-//!   queue retention + 2 × maxReceiveCount × visibility timeout + DLQ retention + replay window,
-//!   and the `DEDUP_*` horizon variables equal to the queue's settings; visibility ≥ 6 × the
-//!   function timeout; each consumed queue's DLQ and its depth alarm; the grants a trigger and a
-//!   parking queue need; `Conflict` and `OldestPendingSeconds` alarms; new images on a
-//!   forwarded stream; and least privilege against a full test run's recorded calls.
+//! - every rule a rule language can state is in `infra/rules/*.guard`, run by `cfn-guard` (the
+//!   command a user's own pipeline runs, [`guard_rules`]), the joins across resources included
+//!   (each DLQ and parking queue and its depth alarm, the Conflict and OldestPendingSeconds
+//!   alarms, the grants a trigger and a parking queue need, the forwarded stream's new images);
+//! - what needs arithmetic stays here ([`check`]; cfn-guard compares values, it cannot add or
+//!   multiply them, nor fall back from a function's property to `Globals` and a parameter's
+//!   default): S9, mark retention > queue retention + 2 × maxReceiveCount × visibility timeout +
+//!   DLQ retention + replay window, and the `DEDUP_*` horizon variables equal to the queue's
+//!   settings; visibility ≥ 6 × the function timeout; and least privilege against a full test
+//!   run's recorded calls ([`privileges`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -25,132 +23,124 @@ use crate::Result;
 /// Loads a template, short-form intrinsics (`!Ref`, `!GetAtt`, `!Sub`…) read as their long form.
 pub(crate) fn load(path: &Path) -> Result<Value> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    lambda_dedup_cli::template::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// A template's text as JSON, each short-form tag replaced by its long form
-/// (`lambda_dedup_cli::template::parse`, the one reader of the template).
-pub(crate) fn parse(text: &str) -> Result<Value> {
-    lambda_dedup_cli::template::parse(text)
-}
-
-/// Everything wrong with `t`; empty when it is sound. Each rule is one function below.
+/// What needs computing, wrong in `t`; empty when it is sound. The other rules are cfn-guard's.
 pub(crate) fn check(t: &Value) -> Vec<String> {
     let mut problems = Vec::new();
-    let resources = t["Resources"].as_object().cloned().unwrap_or_default();
-    let global = &t["Globals"]["Function"];
-    let tpl = Template {
-        t,
-        resources: &resources,
-        global,
-    };
-    for (id, r) in &resources {
-        if r["Type"] != "AWS::Serverless::Function" {
-            continue;
-        }
-        let f = Function::new(&tpl, id, r);
-        for (name, ev) in f.p["Events"].as_object().into_iter().flatten() {
-            let ep = &ev["Properties"];
-            let at = format!("{id}.{name}");
-            match ev["Type"].as_str() {
-                Some("SQS") => {
-                    let Some(q) = SqsTrigger::new(&tpl, &at, ep, &mut problems) else {
-                        continue;
-                    };
-                    visibility_covers_six_timeouts(&mut problems, &f, &q);
-                    queue_has_a_dead_letter_queue(&mut problems, &q);
-                    retention_exceeds_the_horizon(&mut problems, &f, &q);
-                    horizon_variables_match_the_queue(&mut problems, &f, &q);
-                    role_grants_the_trigger(&mut problems, &f, &q);
-                    dead_letter_queue_depth_is_alarmed(&mut problems, &tpl, &q);
-                    conflicts_are_alarmed(&mut problems, &tpl, &f);
+    for f in functions(t) {
+        for ev in f.p["Events"]
+            .as_object()
+            .into_iter()
+            .flat_map(|e| e.values())
+        {
+            // A queue that is not a resource of this template: `infra/rules/triggers.guard`.
+            let Some(qid) = ref_target(&ev["Properties"]["Queue"]).filter(|_| ev["Type"] == "SQS")
+            else {
+                continue;
+            };
+            let q = &t["Resources"][qid]["Properties"];
+            let num = |v: &Value, default: u64| as_u64(t, v).unwrap_or(default);
+            let (visibility, retention) = (
+                num(&q["VisibilityTimeout"], 30),
+                num(&q["MessageRetentionPeriod"], 345_600),
+            );
+            let receives = num(&q["RedrivePolicy"]["maxReceiveCount"], 0);
+            // A message may wait in the DLQ for its retention and be redriven (S9).
+            let dlq_retention =
+                ref_target(&q["RedrivePolicy"]["deadLetterTargetArn"]).map_or(345_600, |d| {
+                    num(
+                        &t["Resources"][d]["Properties"]["MessageRetentionPeriod"],
+                        345_600,
+                    )
+                });
+            // AWS's rule for SQS triggers: visibility timeout at least 6 × the function timeout.
+            let timeout = f.timeout;
+            if visibility < 6 * timeout {
+                problems.push(format!(
+                    "{qid}: visibility timeout {visibility}s is under 6 x the function timeout ({timeout}s)"
+                ));
+            }
+            // S9: marks outlive every redelivery, a redrive from the DLQ and the replay window.
+            let mark_retention = num(&f.env("DEDUP_RETENTION_SECONDS"), 30 * 86_400);
+            let replay = num(&f.env("DEDUP_REPLAY_WINDOW_SECONDS"), 3 * 86_400);
+            let horizon = retention + 2 * receives * visibility + dlq_retention + replay;
+            if mark_retention <= horizon {
+                problems.push(format!(
+                    "{}: mark retention {mark_retention}s does not exceed the redelivery horizon {horizon}s \
+                     of {qid} (retention {retention}s + 2 x {receives} x {visibility}s + DLQ retention \
+                     {dlq_retention}s + replay window {replay}s) (S9)",
+                    f.id
+                ));
+            }
+            // S9: the functions check retention at start against their `DEDUP_*` horizon
+            // variables, so those must be the queue's real settings.
+            for (var, actual) in [
+                ("DEDUP_QUEUE_RETENTION_SECONDS", retention),
+                ("DEDUP_MAX_RECEIVE_COUNT", receives),
+                ("DEDUP_VISIBILITY_TIMEOUT_SECONDS", visibility),
+                ("DEDUP_DLQ_RETENTION_SECONDS", dlq_retention),
+            ] {
+                if as_u64(t, &f.env(var)) != Some(actual) {
+                    problems.push(format!("{}: {var} must equal {qid}'s setting ({actual}), or the function checks retention against the wrong horizon", f.id));
                 }
-                Some(kind @ ("DynamoDB" | "Kinesis")) => {
-                    if kind == "Kinesis" {
-                        kinesis_records_are_parked(&mut problems, &tpl, &f);
-                    }
-                    if !f.env("FORWARD_QUEUE_URL").is_null() {
-                        forwarded_stream_carries_new_images(&mut problems, &at, ep, &resources);
-                    }
-                    // A relay of intents, or a forwarder of an inbox.
-                    if !f.env("INTENTS_TABLE").is_null() || !f.env("FORWARD_QUEUE_URL").is_null() {
-                        relay_redrives_what_the_stream_gives_up(
-                            &mut problems,
-                            id,
-                            &resources,
-                            f.crate_name,
-                        );
-                    }
-                }
-                _ => {}
             }
         }
     }
     problems
 }
 
-/// The template, as every rule reads it.
-struct Template<'a> {
-    t: &'a Value,
-    resources: &'a serde_json::Map<String, Value>,
-    global: &'a Value,
-}
-
 /// One function of the template: its properties, with `Globals` filling what it leaves out, and
-/// the statements of its role.
+/// the statements of its role (none without an explicit role: `infra/rules/functions.guard`
+/// refuses that).
 struct Function<'a> {
-    t: &'a Value,
     id: &'a str,
     p: &'a Value,
     global: &'a Value,
     crate_name: &'a str,
     timeout: u64,
-    statements: Vec<Value>,
+    statements: Vec<&'a Value>,
 }
 
-impl<'a> Function<'a> {
-    /// Reads the function and its role's statements (none without an explicit role: the
-    /// rules in `infra/rules/functions.guard` refuse that).
-    fn new(tpl: &Template<'a>, id: &'a str, r: &'a Value) -> Self {
-        let p = &r["Properties"];
-        let role = ref_target(&p["Role"]).and_then(|rid| tpl.resources.get(rid));
-        let statements: Vec<Value> = role
-            .filter(|role| role["Type"] == "AWS::IAM::Role")
-            .and_then(|role| role["Properties"]["Policies"].as_array())
-            .into_iter()
-            .flatten()
-            .flat_map(|pol| {
-                pol["PolicyDocument"]["Statement"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
-            })
-            .collect();
-        let mut f = Self {
-            t: tpl.t,
-            id,
-            p,
-            global: tpl.global,
-            crate_name: p["CodeUri"]
-                .as_str()
-                .and_then(|u| u.rsplit('/').next())
-                .unwrap_or(id),
-            timeout: 3,
-            statements,
-        };
-        f.timeout = as_u64(tpl.t, &f.prop("Timeout")).unwrap_or(3);
-        f
-    }
+/// The template's functions.
+fn functions(t: &Value) -> Vec<Function<'_>> {
+    let global = &t["Globals"]["Function"];
+    let resources = t["Resources"].as_object().into_iter().flatten();
+    resources
+        .filter(|(_, r)| r["Type"] == "AWS::Serverless::Function")
+        .map(|(id, r)| {
+            let p = &r["Properties"];
+            let role = ref_target(&p["Role"]).map(|rid| &t["Resources"][rid]);
+            let statements = role
+                .filter(|role| role["Type"] == "AWS::IAM::Role")
+                .and_then(|role| role["Properties"]["Policies"].as_array())
+                .into_iter()
+                .flatten()
+                .filter_map(|pol| pol["PolicyDocument"]["Statement"].as_array())
+                .flatten()
+                .collect();
+            let timeout = if p["Timeout"].is_null() {
+                &global["Timeout"]
+            } else {
+                &p["Timeout"]
+            };
+            Function {
+                id,
+                p,
+                global,
+                crate_name: p["CodeUri"]
+                    .as_str()
+                    .and_then(|u| u.rsplit('/').next())
+                    .unwrap_or(id),
+                timeout: as_u64(t, timeout).unwrap_or(3),
+                statements,
+            }
+        })
+        .collect()
+}
 
-    /// A property, or the `Globals` one.
-    fn prop(&self, k: &str) -> Value {
-        if self.p[k].is_null() {
-            self.global[k].clone()
-        } else {
-            self.p[k].clone()
-        }
-    }
-
+impl Function<'_> {
     /// An environment variable, or the `Globals` one.
     fn env(&self, k: &str) -> Value {
         let v = &self.p["Environment"]["Variables"][k];
@@ -170,230 +160,6 @@ impl<'a> Function<'a> {
     }
 }
 
-/// An SQS trigger's queue and the settings the rules compare.
-struct SqsTrigger<'a> {
-    qid: &'a str,
-    visibility: u64,
-    retention: u64,
-    receives: u64,
-    dlq: Option<&'a str>,
-    dlq_retention: u64,
-}
-
-impl<'a> SqsTrigger<'a> {
-    fn new(
-        tpl: &Template<'a>,
-        at: &str,
-        ep: &'a Value,
-        problems: &mut Vec<String>,
-    ) -> Option<Self> {
-        let Some(qid) = ref_target(&ep["Queue"]) else {
-            problems.push(format!(
-                "{at}: the queue must be a resource of this template"
-            ));
-            return None;
-        };
-        let q = tpl.resources.get(qid).map(|q| &q["Properties"]);
-        let q = q.unwrap_or(&Value::Null);
-        let redrive = &q["RedrivePolicy"];
-        let dlq = ref_target(&redrive["deadLetterTargetArn"]);
-        Some(Self {
-            qid,
-            visibility: as_u64(tpl.t, &q["VisibilityTimeout"]).unwrap_or(30),
-            retention: as_u64(tpl.t, &q["MessageRetentionPeriod"]).unwrap_or(345_600),
-            receives: as_u64(tpl.t, &redrive["maxReceiveCount"]).unwrap_or(0),
-            dlq,
-            // A message may wait in the DLQ for its retention and be redriven (S9).
-            dlq_retention: dlq
-                .and_then(|d| tpl.resources.get(d))
-                .and_then(|d| as_u64(tpl.t, &d["Properties"]["MessageRetentionPeriod"]))
-                .unwrap_or(345_600),
-        })
-    }
-}
-
-/// A forwarder reads items from their new images: its table's stream must carry them.
-fn forwarded_stream_carries_new_images(
-    problems: &mut Vec<String>,
-    at: &str,
-    ep: &Value,
-    resources: &serde_json::Map<String, Value>,
-) {
-    let table = ep["Stream"]["Fn::GetAtt"][0].as_str().unwrap_or_default();
-    let view = &resources
-        .get(table)
-        .map(|t| t["Properties"]["StreamSpecification"]["StreamViewType"].clone())
-        .unwrap_or_default();
-    if view != "NEW_IMAGE" && view != "NEW_AND_OLD_IMAGES" {
-        problems.push(format!(
-            "{at}: the forwarded table's stream must carry new images (NEW_IMAGE or NEW_AND_OLD_IMAGES), or every record is retried until it is given up"
-        ));
-    }
-}
-
-/// AWS's rule for SQS triggers: visibility timeout at least 6 × the function timeout.
-fn visibility_covers_six_timeouts(
-    problems: &mut Vec<String>,
-    f: &Function<'_>,
-    q: &SqsTrigger<'_>,
-) {
-    let (qid, visibility, timeout) = (q.qid, q.visibility, f.timeout);
-    if visibility < 6 * timeout {
-        problems.push(format!(
-            "{qid}: visibility timeout {visibility}s is under 6 x the function timeout ({timeout}s)"
-        ));
-    }
-}
-
-/// Nothing dropped: rejected and conflicting messages end in a dead-letter queue.
-fn queue_has_a_dead_letter_queue(problems: &mut Vec<String>, q: &SqsTrigger<'_>) {
-    if q.receives == 0 || q.dlq.is_none() {
-        problems.push(format!("{}: needs a RedrivePolicy to a dead-letter queue of this template (rejected and conflicting messages end there)", q.qid));
-    }
-}
-
-/// S9: marks outlive every redelivery, a redrive from the DLQ and the replay window.
-fn retention_exceeds_the_horizon(problems: &mut Vec<String>, f: &Function<'_>, q: &SqsTrigger<'_>) {
-    let (id, qid) = (f.id, q.qid);
-    let (retention, receives, visibility, dlq_retention) =
-        (q.retention, q.receives, q.visibility, q.dlq_retention);
-    let mark_retention = as_u64(f.t, &f.env("DEDUP_RETENTION_SECONDS")).unwrap_or(30 * 86_400);
-    let replay = as_u64(f.t, &f.env("DEDUP_REPLAY_WINDOW_SECONDS")).unwrap_or(3 * 86_400);
-    let horizon = retention + 2 * receives * visibility + dlq_retention + replay;
-    if mark_retention <= horizon {
-        problems.push(format!(
-            "{id}: mark retention {mark_retention}s does not exceed the redelivery horizon {horizon}s \
-             of {qid} (retention {retention}s + 2 x {receives} x {visibility}s + DLQ retention \
-             {dlq_retention}s + replay window {replay}s) (S9)"
-        ));
-    }
-}
-
-/// S9: the functions check retention at start against their `DEDUP_*` horizon variables, so
-/// those must be the queue's real settings.
-fn horizon_variables_match_the_queue(
-    problems: &mut Vec<String>,
-    f: &Function<'_>,
-    q: &SqsTrigger<'_>,
-) {
-    for (var, actual) in [
-        ("DEDUP_QUEUE_RETENTION_SECONDS", q.retention),
-        ("DEDUP_MAX_RECEIVE_COUNT", q.receives),
-        ("DEDUP_VISIBILITY_TIMEOUT_SECONDS", q.visibility),
-        ("DEDUP_DLQ_RETENTION_SECONDS", q.dlq_retention),
-    ] {
-        if as_u64(f.t, &f.env(var)) != Some(actual) {
-            problems.push(format!("{}: {var} must equal {}'s setting ({actual}), or the function checks retention against the wrong horizon", f.id, q.qid));
-        }
-    }
-}
-
-/// The trigger's own permissions on its queue.
-fn role_grants_the_trigger(problems: &mut Vec<String>, f: &Function<'_>, q: &SqsTrigger<'_>) {
-    for action in [
-        "sqs:ReceiveMessage",
-        "sqs:DeleteMessage",
-        "sqs:GetQueueAttributes",
-    ] {
-        if !f.grants(action, q.qid) {
-            problems.push(format!("{}: role must grant {action} on {}", f.id, q.qid));
-        }
-    }
-}
-
-/// A message in a dead-letter queue is noticed.
-fn dead_letter_queue_depth_is_alarmed(
-    problems: &mut Vec<String>,
-    tpl: &Template<'_>,
-    q: &SqsTrigger<'_>,
-) {
-    if let Some(dlq) = q.dlq
-        && !has_alarm(tpl.resources, |a| {
-            a["Namespace"] == "AWS/SQS" && refs(&a["Dimensions"]).iter().any(|r| r == dlq)
-        })
-    {
-        problems.push(format!(
-            "{dlq}: needs an alarm on its depth (ApproximateNumberOfMessagesVisible > 0)"
-        ));
-    }
-}
-
-/// S11: payload conflicts are noticed.
-fn conflicts_are_alarmed(problems: &mut Vec<String>, tpl: &Template<'_>, f: &Function<'_>) {
-    if !has_alarm(tpl.resources, |a| {
-        a["Namespace"] == "lambda-dedup"
-            && a["MetricName"] == "Conflict"
-            && a["Dimensions"]
-                .as_array()
-                .is_some_and(|d| d.iter().any(|d| d["Value"] == f.crate_name))
-    }) {
-        problems.push(format!(
-            "{}: needs an alarm on its Conflict metric (S11)",
-            f.id
-        ));
-    }
-}
-
-/// S15: a Kinesis function parks the records that can never apply, whole, in a queue of its own
-/// (`DEDUP_PARKING_QUEUE_URL`, a queue of this template), which its role may send to and whose
-/// depth is alarmed.
-fn kinesis_records_are_parked(problems: &mut Vec<String>, tpl: &Template<'_>, f: &Function<'_>) {
-    let parking = f.env("DEDUP_PARKING_QUEUE_URL");
-    let queue = ref_target(&parking).filter(|q| {
-        tpl.resources
-            .get(*q)
-            .is_some_and(|r| r["Type"] == "AWS::SQS::Queue")
-    });
-    let Some(queue) = queue else {
-        problems.push(format!(
-            "{}: a Kinesis function needs DEDUP_PARKING_QUEUE_URL, a queue of this template, where it parks the records that can never apply",
-            f.id
-        ));
-        return;
-    };
-    if !f.grants("sqs:SendMessage", queue) {
-        problems.push(format!(
-            "{}: its role must grant sqs:SendMessage on its parking queue {queue}",
-            f.id
-        ));
-    }
-    if !has_alarm(tpl.resources, |a| {
-        a["Namespace"] == "AWS/SQS" && refs(&a["Dimensions"]).iter().any(|r| r == queue)
-    }) {
-        problems.push(format!(
-            "{queue}: a parking queue needs an alarm on its depth (ApproximateNumberOfMessagesVisible > 0)"
-        ));
-    }
-}
-
-/// S7, S15: a relay of intents (or a forwarder of an inbox) re-drives what its stream gave up: a
-/// scheduled sweep, and an alarm on the age of the oldest pending item, so nothing stays pending
-/// silently.
-fn relay_redrives_what_the_stream_gives_up(
-    problems: &mut Vec<String>,
-    id: &str,
-    resources: &serde_json::Map<String, Value>,
-    crate_name: &str,
-) {
-    let alarmed = has_alarm(resources, |a| {
-        a["MetricName"] == "OldestPendingSeconds"
-            && a["Dimensions"]
-                .as_array()
-                .is_some_and(|d| d.iter().any(|d| d["Value"] == crate_name))
-    });
-    if !alarmed {
-        problems.push(format!(
-            "{id}: needs an alarm on OldestPendingSeconds, so an item left pending is noticed"
-        ));
-    }
-}
-
-fn has_alarm(resources: &serde_json::Map<String, Value>, pred: impl Fn(&Value) -> bool) -> bool {
-    resources
-        .values()
-        .any(|r| r["Type"] == "AWS::CloudWatch::Alarm" && pred(&r["Properties"]))
-}
-
 /// A string or a list of strings.
 pub(crate) fn strings(v: &Value) -> Vec<String> {
     match v {
@@ -410,21 +176,13 @@ pub(crate) fn strings(v: &Value) -> Vec<String> {
 pub(crate) fn ref_target(v: &Value) -> Option<&str> {
     v["Ref"]
         .as_str()
-        .or_else(|| {
-            v["Fn::GetAtt"]
-                .as_array()
-                .and_then(|a| a.first())
-                .and_then(|x| x.as_str())
-        })
+        .or_else(|| v["Fn::GetAtt"][0].as_str())
         .or_else(|| v["Fn::GetAtt"].as_str().and_then(|s| s.split('.').next()))
 }
 
 /// Every logical id referenced anywhere inside `v`.
 fn refs(v: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Some(t) = ref_target(v) {
-        out.push(t.to_owned());
-    }
+    let mut out: Vec<String> = ref_target(v).map(str::to_owned).into_iter().collect();
     match v {
         Value::Array(a) => a.iter().for_each(|x| out.extend(refs(x))),
         Value::Object(o) => o.values().for_each(|x| out.extend(refs(x))),
@@ -439,13 +197,8 @@ pub(crate) fn as_u64(t: &Value, v: &Value) -> Option<u64> {
         Value::Number(n) => n.as_u64(),
         Value::String(s) => s.parse().ok(),
         _ => {
-            let name = v["Ref"].as_str()?;
-            let default = &t["Parameters"][name]["Default"];
-            if default.is_null() {
-                None
-            } else {
-                as_u64(t, default)
-            }
+            let default = &t["Parameters"][v["Ref"].as_str()?]["Default"];
+            (!default.is_null()).then(|| as_u64(t, default)).flatten()
         }
     }
 }
@@ -466,74 +219,42 @@ const TRIGGER_ACTIONS: [&str; 7] = [
     "dynamodb:ListStreams",
 ];
 
-/// Least privilege, proven: every call a function made in the recorded run (`calls`, with the
-/// local environment `env` that named its tables and queues) is granted by its role in the
-/// template, and every DynamoDB or SQS action its role grants was called — except what Lambda's
-/// event source mapping uses on the function's behalf (its trigger's queue or stream, a stream's
-/// on-failure destination).
-pub(crate) fn privileges(t: &Value, calls: &Calls, env: &[(String, String)]) -> Vec<String> {
-    let (mut problems, unused) = privileges_split(t, calls, env);
-    problems.extend(unused);
-    problems
-}
-
 /// Each function's `Timeout` (its own or the `Globals` one; Lambda's 3 s when neither says), by
 /// crate name: the local runtime ends an invocation there, as Lambda does.
 pub(crate) fn timeouts(t: &Value) -> BTreeMap<String, std::time::Duration> {
-    let resources = t["Resources"].as_object().cloned().unwrap_or_default();
-    let tpl = Template {
-        t,
-        resources: &resources,
-        global: &t["Globals"]["Function"],
-    };
-    resources
+    functions(t)
         .iter()
-        .filter(|(_, r)| r["Type"] == "AWS::Serverless::Function")
-        .map(|(id, r)| {
-            let f = Function::new(&tpl, id, r);
-            (
-                f.crate_name.to_owned(),
-                std::time::Duration::from_secs(f.timeout),
-            )
+        .map(|f| {
+            let timeout = std::time::Duration::from_secs(f.timeout);
+            (f.crate_name.to_owned(), timeout)
         })
         .collect()
 }
 
-/// [`privileges`], split: calls not granted (or not matched to the template), and grants never
-/// called.
-pub(crate) fn privileges_split(
+/// Least privilege, proven: every call a function made in the recorded run (`calls`, with the
+/// local environment `env` that named its tables and queues) is granted by its role in the
+/// template (the first list: calls not granted, or not matched to the template), and every
+/// DynamoDB or SQS action its role grants was called (the second: grants never called) — except
+/// what Lambda's event source mapping uses on the function's behalf (its trigger's queue or
+/// stream, a stream's on-failure destination).
+pub(crate) fn privileges(
     t: &Value,
     calls: &Calls,
     env: &[(String, String)],
 ) -> (Vec<String>, Vec<String>) {
     let mut problems = Vec::new();
     let mut unused = Vec::new();
-    let resources = t["Resources"].as_object().cloned().unwrap_or_default();
-    let global = &t["Globals"]["Function"];
-    let tpl = Template {
-        t,
-        resources: &resources,
-        global,
-    };
-    let in_template: BTreeSet<&str> = resources
-        .iter()
-        .filter(|(_, r)| r["Type"] == "AWS::Serverless::Function")
-        .filter_map(|(_, r)| r["Properties"]["CodeUri"].as_str())
-        .filter_map(|u| u.rsplit('/').next())
-        .collect();
+    let functions = functions(t);
     for (function, called) in calls {
-        if !called.is_empty() && !in_template.contains(function.as_str()) {
+        if !called.is_empty() && !functions.iter().any(|f| f.crate_name == function) {
             problems.push(format!(
                 "{function}: called {} action(s) but has no function (and role) in the template",
                 called.len()
             ));
         }
     }
-    for (id, r) in &resources {
-        if r["Type"] != "AWS::Serverless::Function" {
-            continue;
-        }
-        let f = Function::new(&tpl, id, r);
+    for f in &functions {
+        let id = f.id;
         let Some(called) = calls.get(f.crate_name) else {
             problems.push(format!(
                 "{id}: no recorded calls for {} (was it run?)",
@@ -595,7 +316,7 @@ pub(crate) fn privileges_split(
     (problems, unused)
 }
 
-/// `cargo xtask check-infra`: the checks above, then `cfn-lint`.
+/// `cargo xtask check-infra`: the checks above and the rules of `infra/rules`, then `cfn-lint`.
 /// `recorded`: also compare the roles with the full test run's record ([`FULL_RUN_RECORD`],
 /// written only at the end of a full `cargo xtask test`), when there is one.
 /// `cargo xtask test` passes `false`: it records a fresh run and compares at its end.
@@ -793,7 +514,8 @@ fn recorded_privileges(root: &Path, t: &Value) -> Result<()> {
         record.run, record.recorded_at
     );
     println!("xtask: check-infra: comparing the roles with {which}");
-    let problems = privileges(t, &record.calls, &record.env);
+    let (mut problems, unused) = privileges(t, &record.calls, &record.env);
+    problems.extend(unused);
     if problems.is_empty() {
         println!(
             "xtask: check-infra: every role grants exactly what its function called in that run"
@@ -810,6 +532,15 @@ fn recorded_privileges(root: &Path, t: &Value) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Both of [`super::privileges`]' lists, as `check-infra` reports them.
+    fn privileges(t: &Value, calls: &Calls, env: &[(String, String)]) -> Vec<String> {
+        let (mut problems, unused) = super::privileges(t, calls, env);
+        problems.extend(unused);
+        problems
+    }
+
+    use lambda_dedup_cli::template::parse;
 
     /// One function with a role, a mark table, an effect table and its trigger queue.
     fn small() -> Value {
@@ -1034,6 +765,45 @@ mod tests {
         }
     }
 
+    /// The joins across resources read short-form `!GetAtt Id.Attr` (a string to cfn-guard) as
+    /// they read the long form: the YAML itself, broken where it uses the short form, fails them.
+    #[test]
+    fn the_joins_read_short_form_references() {
+        let root = crate::root();
+        let guard = root.join(".cache/cfn-guard/bin/cfn-guard");
+        if !guard.is_file() {
+            return;
+        }
+        let yaml = std::fs::read_to_string(root.join("infra/template.yaml")).expect("template");
+        for (short_form, expect) in [
+            // The ledger's DLQ alarm: `Value: !GetAtt "LedgerProjectorDLQ.QueueName"`.
+            (
+                "Value: !GetAtt \"LedgerProjectorDLQ.QueueName\"",
+                "LedgerProjectorQueue: its dead-letter queue needs an alarm on its depth",
+            ),
+            // The ledger's role on its queue: `Resource: !GetAtt "LedgerProjectorQueue.Arn"`.
+            (
+                "Resource: !GetAtt \"LedgerProjectorQueue.Arn\"",
+                "LedgerProjector.Queue: role must grant sqs:ReceiveMessage on its trigger's queue",
+            ),
+        ] {
+            assert!(yaml.contains(short_form), "{short_form}");
+            let broken = yaml.replace(short_form, &short_form.replace("LedgerProjector", "Other"));
+            let data = std::env::temp_dir().join(format!(
+                "check-infra-short-{}-{}.yaml",
+                std::process::id(),
+                COPIES.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            ));
+            std::fs::write(&data, broken).expect("write");
+            let problems = guard_rules(&guard, &root.join("infra/rules"), &data).expect("runs");
+            let _ = std::fs::remove_file(&data);
+            assert!(
+                problems.iter().any(|p| p.contains(expect)),
+                "{expect}: {problems:#?}"
+            );
+        }
+    }
+
     #[test]
     fn s9_retention_below_the_horizon_is_refused() {
         broken(
@@ -1185,6 +955,26 @@ mod tests {
         );
     }
 
+    /// The joins refuse a reference to something that is not a queue of this template: a
+    /// trigger on a queue given by ARN, a DLQ that is a topic.
+    #[test]
+    fn trigger_queues_and_their_dlqs_are_queues_of_this_template() {
+        broken(
+            |t| {
+                res(t, "LedgerProjector")["Events"]["Queue"]["Properties"]["Queue"] =
+                    "arn:aws:sqs:eu-west-1:123456789012:elsewhere".into()
+            },
+            "LedgerProjector.Queue: the queue must be a resource of this template",
+        );
+        broken(
+            |t| {
+                res(t, "FineNoticesQueue")["RedrivePolicy"]["deadLetterTargetArn"] =
+                    serde_json::json!({"Fn::GetAtt": ["AlarmTopic", "TopicArn"]})
+            },
+            "needs a RedrivePolicy to a dead-letter queue of this template",
+        );
+    }
+
     /// S12, S15: a stream trigger must bisect failing batches and give up records past an age,
     /// and the intent relay must sweep and alarm on what is left pending.
     #[test]
@@ -1333,7 +1123,7 @@ mod tests {
                     .expect("resources")
                     .remove("LedgerStreamParkingAlarm");
             },
-            "LedgerStreamParking: a parking queue needs an alarm on its depth",
+            "LedgerStream: a parking queue needs an alarm on its depth",
         );
         broken(
             |t| {

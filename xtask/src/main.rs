@@ -19,6 +19,23 @@
 //! - `up`: start the local stack and keep it running until Enter, for manual work.
 //! - `dynamodb`: start the local DynamoDB (Dynoxide, embedded in xtask) alone until Enter.
 
+/// A client of the AWS SDK crate `$sdk` (`aws_sdk_sqs`, …) for the local endpoint `$endpoint`:
+/// Region us-east-1, the local stack's credentials.
+macro_rules! local_client {
+    ($sdk:ident, $endpoint:expr) => {
+        $sdk::Client::from_conf(
+            $sdk::Config::builder()
+                .behavior_version($sdk::config::BehaviorVersion::latest())
+                .region($sdk::config::Region::new("us-east-1"))
+                .credentials_provider($sdk::config::Credentials::new(
+                    "local", "local", None, None, "xtask",
+                ))
+                .endpoint_url($endpoint)
+                .build(),
+        )
+    };
+}
+
 mod audit;
 mod bench;
 mod chaos;

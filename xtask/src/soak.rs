@@ -26,105 +26,105 @@ fn read_stats(path: &Path) -> Value {
         .unwrap_or_default()
 }
 
-fn count(s: &Value, k: &str) -> u64 {
-    s[k].as_u64().unwrap_or(0)
+/// The rows of a soak's table: each label with the count `stats` has under its key.
+fn rows(stats: &Value, table: &[(&'static str, &str)]) -> Rows {
+    table
+        .iter()
+        .map(|(label, key)| (*label, stats[key].as_u64().unwrap_or(0)))
+        .collect()
 }
 
-fn transactional_rows(s: &Value) -> Rows {
-    let g = |k: &str| count(s, k);
-    vec![
-        ("schedules run", g("schedules")),
-        ("batches", g("batches")),
-        ("deliveries (before redeliveries)", g("deliveries")),
-        ("conflicting payloads sent", g("conflicting_payloads")),
-        (
-            "lost answers (crash after processing, before acknowledgement)",
-            g("lost_answers"),
-        ),
-        ("store outages", g("store_outages")),
-        ("concurrent batch pairs", g("concurrent_pairs")),
-        ("redelivery rounds", g("redeliveries")),
-        (
-            "poison messages sent (an effect DynamoDB refuses for good)",
-            g("poison_messages"),
-        ),
-        (
-            "poison deliveries rejected (effect_refused, never applied)",
-            g("poison_rejections"),
-        ),
-        ("messages dead-lettered", g("dead_lettered")),
-        ("DLQ redrives (days later)", g("dlq_redrives")),
-        (
-            "DLQ redrives past the retention",
-            g("dlq_redrives_past_retention"),
-        ),
-        ("messages redriven", g("redriven_messages")),
-        ("late events (never applied)", g("late_events")),
-        ("double effects found (must be 0)", g("double_effects")),
-        ("messages lost (must be 0)", g("lost_messages")),
-    ]
-}
+/// What the transactional flow's schedules count (`tests/integration/model.rs`).
+const TRANSACTIONAL: [(&str, &str); 17] = [
+    ("schedules run", "schedules"),
+    ("batches", "batches"),
+    ("deliveries (before redeliveries)", "deliveries"),
+    ("conflicting payloads sent", "conflicting_payloads"),
+    (
+        "lost answers (crash after processing, before acknowledgement)",
+        "lost_answers",
+    ),
+    ("store outages", "store_outages"),
+    ("concurrent batch pairs", "concurrent_pairs"),
+    ("redelivery rounds", "redeliveries"),
+    (
+        "poison messages sent (an effect DynamoDB refuses for good)",
+        "poison_messages",
+    ),
+    (
+        "poison deliveries rejected (effect_refused, never applied)",
+        "poison_rejections",
+    ),
+    ("messages dead-lettered", "dead_lettered"),
+    ("DLQ redrives (days later)", "dlq_redrives"),
+    (
+        "DLQ redrives past the retention",
+        "dlq_redrives_past_retention",
+    ),
+    ("messages redriven", "redriven_messages"),
+    ("late events (never applied)", "late_events"),
+    ("double effects found (must be 0)", "double_effects"),
+    ("messages lost (must be 0)", "lost_messages"),
+];
 
-fn leased_rows(s: &Value) -> Rows {
-    let g = |k: &str| count(s, k);
-    vec![
-        ("schedules run", g("schedules")),
-        ("batches (with redelivery batches)", g("batches")),
-        ("deliveries (with redeliveries)", g("deliveries")),
-        (
-            "crashes after claim (killed holding the claim, before the call)",
-            g("crashes_after_claim"),
-        ),
-        (
-            "crashes after the provider call, before complete",
-            g("crashes_after_call"),
-        ),
-        (
-            "crashes during complete (never sent, or written and answer lost)",
-            g("crashes_during_complete"),
-        ),
-        (
-            "lease expiries (clock moved past the lease)",
-            g("lease_expiries"),
-        ),
-        (
-            "TTL expiries (clock moved past the retention: a new epoch)",
-            g("ttl_expiries"),
-        ),
-        ("provider 5xx answers", g("provider_5xx")),
-        (
-            "provider timeouts (applied, answered after the client gave up)",
-            g("provider_timeouts"),
-        ),
-        ("concurrent batch pairs", g("concurrent_pairs")),
-        ("redelivery rounds", g("redeliveries")),
-        (
-            "schedules whose provider refuses one key for good (422)",
-            g("refused_keys"),
-        ),
-        (
-            "provider refusals (invalid_payload, never applied)",
-            g("provider_rejections"),
-        ),
-        ("messages dead-lettered", g("dead_lettered")),
-        (
-            "slow provider calls (past the invocation deadline)",
-            g("slow_provider_calls"),
-        ),
-        (
-            "schedules whose provider forgets keys",
-            g("forgetful_providers"),
-        ),
-        ("provider key retentions passed", g("provider_key_expiries")),
-        ("keys the provider forgot", g("forgotten_keys")),
-        (
-            "takeovers past the key retention (provider_key_expired, no call)",
-            g("provider_key_expired"),
-        ),
-        ("double effects found (must be 0)", g("double_effects")),
-        ("messages lost (must be 0)", g("lost_messages")),
-    ]
-}
+/// What the leased flow's schedules count (`tests/integration/model_leased.rs`).
+const LEASED: [(&str, &str); 22] = [
+    ("schedules run", "schedules"),
+    ("batches (with redelivery batches)", "batches"),
+    ("deliveries (with redeliveries)", "deliveries"),
+    (
+        "crashes after claim (killed holding the claim, before the call)",
+        "crashes_after_claim",
+    ),
+    (
+        "crashes after the provider call, before complete",
+        "crashes_after_call",
+    ),
+    (
+        "crashes during complete (never sent, or written and answer lost)",
+        "crashes_during_complete",
+    ),
+    (
+        "lease expiries (clock moved past the lease)",
+        "lease_expiries",
+    ),
+    (
+        "TTL expiries (clock moved past the retention: a new epoch)",
+        "ttl_expiries",
+    ),
+    ("provider 5xx answers", "provider_5xx"),
+    (
+        "provider timeouts (applied, answered after the client gave up)",
+        "provider_timeouts",
+    ),
+    ("concurrent batch pairs", "concurrent_pairs"),
+    ("redelivery rounds", "redeliveries"),
+    (
+        "schedules whose provider refuses one key for good (422)",
+        "refused_keys",
+    ),
+    (
+        "provider refusals (invalid_payload, never applied)",
+        "provider_rejections",
+    ),
+    ("messages dead-lettered", "dead_lettered"),
+    (
+        "slow provider calls (past the invocation deadline)",
+        "slow_provider_calls",
+    ),
+    (
+        "schedules whose provider forgets keys",
+        "forgetful_providers",
+    ),
+    ("provider key retentions passed", "provider_key_expiries"),
+    ("keys the provider forgot", "forgotten_keys"),
+    (
+        "takeovers past the key retention (provider_key_expired, no call)",
+        "provider_key_expired",
+    ),
+    ("double effects found (must be 0)", "double_effects"),
+    ("messages lost (must be 0)", "lost_messages"),
+];
 
 /// Test processes the memory-store soak runs side by side.
 const MEMORY_PROCESSES: u64 = 12;
@@ -271,10 +271,10 @@ pub(crate) fn run(root: &Path, cases: u64, memory: u64) -> Result<()> {
         leased_on_memory = l;
         memory_secs = started.elapsed().as_secs();
     }
-    let transactional = transactional_rows(&read_stats(&stats));
-    let on_memory = transactional_rows(&on_memory);
-    let leased_on_memory = leased_rows(&leased_on_memory);
-    let leased = leased_rows(&read_stats(&stats_leased));
+    let transactional = rows(&read_stats(&stats), &TRANSACTIONAL);
+    let on_memory = rows(&on_memory, &TRANSACTIONAL);
+    let leased_on_memory = rows(&leased_on_memory, &LEASED);
+    let leased = rows(&read_stats(&stats_leased), &LEASED);
     print_rows("transactional flow (model.rs)", &transactional);
     print_rows("leased flow (model_leased.rs)", &leased);
     if memory > 0 {

@@ -15,7 +15,7 @@ use crate::dynamodb::LocalDynamo;
 use crate::functions::Functions;
 use crate::local::Source;
 use crate::process::{Guarded, free_port, wait_http, wait_tcp};
-use crate::trigger::{Invoker, TriggerStats, kinesis_trigger, sqs_trigger, stream_trigger};
+use crate::trigger::{Invoker, Stream, TriggerStats, sqs_trigger, stream_trigger};
 use crate::{Result, step};
 use local_dynamodb::kinesis::Kinesis;
 use local_dynamodb::meter::Meter;
@@ -30,10 +30,10 @@ pub(crate) struct Queues {
     pub(crate) dlq_url: String,
 }
 
-/// Per-function sums of the EMF records the functions printed (S14).
 /// The package of the operators' tool, `lambda-dedup`, built with the functions.
 const CLI_PACKAGE: &str = "lambda-dedup-cli";
 
+/// Per-function sums of the EMF records the functions printed (S14).
 pub(crate) type Accounts = BTreeMap<String, BTreeMap<String, u64>>;
 
 pub(crate) struct Stack {
@@ -85,6 +85,15 @@ pub(crate) const TABLE_FINE_REVIEWS: &str = "FineReviewsTable";
 pub(crate) const TABLE_INTENTS: &str = "IntentsTable";
 /// The webhook receiver's inbox (a stream to `inbox-forwarder`).
 pub(crate) const TABLE_INBOX: &str = "InboxTable";
+/// The tables the demo and the tests use, by the name of their `DEDUP_TABLE_*` variable.
+const TABLES: [(&str, &str); 6] = [
+    ("MARKS", TABLE_MARKS),
+    ("BALANCES", TABLE_BALANCES),
+    ("FINES", TABLE_FINES),
+    ("FINE_REVIEWS", TABLE_FINE_REVIEWS),
+    ("INTENTS", TABLE_INTENTS),
+    ("INBOX", TABLE_INBOX),
+];
 /// The ledger's Kinesis stream, read by `ledger-stream`.
 pub(crate) const KINESIS_STREAM: &str = "LedgerEvents";
 /// The webhook receiver's secrets (Standard Webhooks: `whsec_` and the base64 of the key): the
@@ -149,32 +158,9 @@ impl Stack {
             .map_err(|e| format!("fake provider: {e}"))?;
         let provider_url = format!("http://{addr}");
 
-        let creds =
-            aws_sdk_dynamodb::config::Credentials::new("local", "local", None, None, "xtask");
-        let dynamodb = aws_sdk_dynamodb::Client::from_conf(
-            aws_sdk_dynamodb::Config::builder()
-                .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
-                .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
-                .credentials_provider(creds.clone())
-                .endpoint_url(ddb.endpoint())
-                .build(),
-        );
-        let sqs = aws_sdk_sqs::Client::from_conf(
-            aws_sdk_sqs::Config::builder()
-                .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
-                .region(aws_sdk_sqs::config::Region::new("us-east-1"))
-                .credentials_provider(creds.clone())
-                .endpoint_url(&sqs_endpoint)
-                .build(),
-        );
-        let streams = aws_sdk_dynamodbstreams::Client::from_conf(
-            aws_sdk_dynamodbstreams::Config::builder()
-                .behavior_version(aws_sdk_dynamodbstreams::config::BehaviorVersion::latest())
-                .region(aws_sdk_dynamodbstreams::config::Region::new("us-east-1"))
-                .credentials_provider(creds)
-                .endpoint_url(ddb.endpoint())
-                .build(),
-        );
+        let dynamodb = local_client!(aws_sdk_dynamodb, ddb.endpoint());
+        let sqs = local_client!(aws_sdk_sqs, &sqs_endpoint);
+        let streams = local_client!(aws_sdk_dynamodbstreams, ddb.endpoint());
 
         let template = crate::infra::load(&root.join("infra").join("template.yaml"))?;
         let plan = crate::local::plan(&template)?;
@@ -204,15 +190,7 @@ impl Stack {
             arns.insert(name.clone(), kinesis.create_stream(name, *shards).await?);
             names.insert(name.clone(), name.clone());
         }
-        for used in [
-            TABLE_MARKS,
-            TABLE_BALANCES,
-            TABLE_FINES,
-            TABLE_FINE_REVIEWS,
-            TABLE_INTENTS,
-            TABLE_INBOX,
-            KINESIS_STREAM,
-        ] {
+        for used in TABLES.map(|(_, t)| t).into_iter().chain([KINESIS_STREAM]) {
             if !names.contains_key(used) {
                 return Err(format!(
                     "infra/template.yaml has no {used}, which the demo and the tests use"
@@ -410,39 +388,44 @@ impl Stack {
         for (f, def) in &plan.functions {
             for m in &def.mappings {
                 let lose = Arc::new(AtomicBool::new(false));
-                match &m.source {
-                    Source::Sqs(q) => triggers.push(tokio::spawn(sqs_trigger(
-                        sqs.clone(),
-                        invoker(f)?,
-                        (url_of(q)?, arns[q].clone()),
-                        m.clone(),
-                        lose.clone(),
-                    ))),
-                    Source::DynamoDbStream(table) => triggers.push(tokio::spawn(stream_trigger(
-                        streams.clone(),
-                        ddb.endpoint(),
-                        invoker(f)?,
-                        arns.get(table).cloned().ok_or_else(|| {
-                            format!("{table}: {f} reads its stream, which it has none")
-                        })?,
-                        m.clone(),
-                    ))),
-                    Source::Kinesis(stream) => {
-                        let failures = m.on_failure.as_deref().ok_or_else(|| {
-                            format!("{f}: its Kinesis trigger has no on-failure destination")
-                        })?;
-                        let failures = (sqs.clone(), url_of(failures)?);
-                        triggers.push(tokio::spawn(kinesis_trigger(
-                            kinesis.clone(),
+                lose_next.insert(f.clone(), lose.clone());
+                let arn = |id: &str| {
+                    arns.get(id)
+                        .cloned()
+                        .ok_or_else(|| format!("{f}: its trigger reads {id}, which has no ARN"))
+                };
+                let stream = match &m.source {
+                    Source::Sqs(q) => {
+                        triggers.push(tokio::spawn(sqs_trigger(
+                            sqs.clone(),
                             invoker(f)?,
-                            (stream.clone(), arns[stream].clone()),
-                            failures,
+                            (url_of(q)?, arn(q)?),
                             m.clone(),
-                            lose.clone(),
+                            lose,
                         )));
+                        continue;
                     }
-                }
-                lose_next.insert(f.clone(), lose);
+                    Source::DynamoDbStream(table) => Stream::DynamoDb {
+                        streams: streams.clone(),
+                        endpoint: ddb.endpoint(),
+                        arn: arn(table)?,
+                    },
+                    Source::Kinesis(name) => Stream::Kinesis {
+                        kinesis: kinesis.clone(),
+                        name: name.clone(),
+                        arn: arn(name)?,
+                    },
+                };
+                let failures = m.on_failure.as_deref().ok_or_else(|| {
+                    format!("{f}: its stream trigger has no on-failure destination")
+                })?;
+                triggers.push(tokio::spawn(stream_trigger(
+                    stream,
+                    invoker(f)?,
+                    (sqs.clone(), url_of(failures)?),
+                    m.clone(),
+                    lose,
+                )));
             }
         }
         let webhook_url = format!("{invoke_url}/lambda-url/webhook-receiver/");
@@ -516,7 +499,7 @@ impl Stack {
             crate::infra::Record::new(calls.clone(), self.function_env.clone()).save(root)?;
         }
         let t = crate::infra::load(&root.join("infra").join("template.yaml"))?;
-        let (mut problems, unused) = crate::infra::privileges_split(&t, &calls, &self.function_env);
+        let (mut problems, unused) = crate::infra::privileges(&t, &calls, &self.function_env);
         if both_ways {
             problems.extend(unused);
         } else {
@@ -553,79 +536,69 @@ impl Stack {
 
     /// The environment the end-to-end tests read.
     pub(crate) fn env(&self) -> Vec<(String, String)> {
+        // The built `lambda-dedup` (see `CLI_PACKAGE`).
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| crate::root().join("target"));
+        let cli = target.join("debug").join("lambda-dedup");
         let mut env = conf_env();
-        // For `cargo lambda invoke --invoke-port` against the running functions.
-        env.push(("DEDUP_INVOKE_URL".into(), self.invoke_url.clone()));
-        env.push(("DEDUP_DYNAMODB_ENDPOINT".into(), self.ddb.endpoint()));
+        env.extend(
+            [
+                // For `cargo lambda invoke --invoke-port` against the running functions.
+                ("DEDUP_INVOKE_URL", self.invoke_url.clone()),
+                ("DEDUP_DYNAMODB_ENDPOINT", self.ddb.endpoint()),
+                // The runtime API the functions poll: `GET /__timeouts` counts timed-out
+                // invocations.
+                ("DEDUP_RUNTIME_API", self.functions.runtime_api_url()),
+                ("DEDUP_SQS_ENDPOINT", self.sqs_endpoint.clone()),
+                ("DEDUP_CLI", cli.display().to_string()),
+                (
+                    "DEDUP_QUEUE_RECONCILIATION",
+                    self.reconciliation_url.clone(),
+                ),
+                ("DEDUP_PROVIDER_URL", self.provider_url.clone()),
+                ("DEDUP_WEBHOOK_URL", self.webhook_url.clone()),
+                ("DEDUP_WEBHOOK_SECRET", WEBHOOK_SECRETS[1].into()),
+                ("DEDUP_STRIPE_WEBHOOK_URL", self.stripe_webhook_url()),
+                ("DEDUP_STRIPE_WEBHOOK_SECRET", STRIPE_SECRETS[1].into()),
+                // The senders' own signing libraries are in the venv: `tests/senders/sign.py`
+                // runs there.
+                ("DEDUP_SENDER_PYTHON", self.sender.0.display().to_string()),
+                ("DEDUP_KINESIS_STREAM", KINESIS_STREAM.into()),
+                (
+                    "DEDUP_QUEUE_LEDGER_STREAM_FAILURES",
+                    self.kinesis_failures_url.clone(),
+                ),
+                (
+                    "DEDUP_QUEUE_LEDGER_STREAM_PARKING",
+                    self.kinesis_parking_url.clone(),
+                ),
+                (
+                    "DEDUP_FUNCTIONS_LOG",
+                    self.functions_log.display().to_string(),
+                ),
+            ]
+            .map(|(k, v)| (k.to_owned(), v)),
+        );
         // The local DynamoDB's process, which the deadline tests freeze (SIGSTOP).
         if let Some(pid) = self.ddb.pid() {
             env.push(("DEDUP_DYNAMODB_PID".into(), pid.to_string()));
         }
-        // The runtime API the functions poll: `GET /__timeouts` counts timed-out invocations.
-        env.push(("DEDUP_RUNTIME_API".into(), self.functions.runtime_api_url()));
-        env.push(("DEDUP_SQS_ENDPOINT".into(), self.sqs_endpoint.clone()));
-        // The built `lambda-dedup` (see `CLI_PACKAGE`).
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| crate::root().join("target"));
-        env.push((
-            "DEDUP_CLI".into(),
-            target
-                .join("debug")
-                .join("lambda-dedup")
-                .display()
-                .to_string(),
-        ));
-        env.push((
-            "DEDUP_QUEUE_RECONCILIATION".into(),
-            self.reconciliation_url.clone(),
-        ));
-        env.push(("DEDUP_PROVIDER_URL".into(), self.provider_url.clone()));
-        env.push(("DEDUP_WEBHOOK_URL".into(), self.webhook_url.clone()));
-        env.push(("DEDUP_WEBHOOK_SECRET".into(), WEBHOOK_SECRETS[1].into()));
-        env.push(("DEDUP_STRIPE_WEBHOOK_URL".into(), self.stripe_webhook_url()));
-        env.push((
-            "DEDUP_STRIPE_WEBHOOK_SECRET".into(),
-            STRIPE_SECRETS[1].into(),
-        ));
-        // The senders' own signing libraries are in the venv: `tests/senders/sign.py` runs there.
-        env.push((
-            "DEDUP_SENDER_PYTHON".into(),
-            self.sender.0.display().to_string(),
-        ));
-        env.push(("DEDUP_KINESIS_STREAM".into(), KINESIS_STREAM.into()));
-        env.push((
-            "DEDUP_QUEUE_LEDGER_STREAM_FAILURES".into(),
-            self.kinesis_failures_url.clone(),
-        ));
-        env.push((
-            "DEDUP_QUEUE_LEDGER_STREAM_PARKING".into(),
-            self.kinesis_parking_url.clone(),
-        ));
-        env.push((
-            "DEDUP_FUNCTIONS_LOG".into(),
-            self.functions_log.display().to_string(),
-        ));
+        let var = |f: &str| f.to_uppercase().replace('-', "_");
         // Each function's own proxies, which can also play an outage of what is behind them
         // (`local_dynamodb::meter`): `DEDUP_METER_<FUNCTION>_DYNAMODB` and `_SQS`.
         for (f, [dynamodb, sqs]) in &self.meters {
-            let var = f.to_uppercase().replace('-', "_");
-            env.push((format!("DEDUP_METER_{var}_DYNAMODB"), dynamodb.endpoint()));
-            env.push((format!("DEDUP_METER_{var}_SQS"), sqs.endpoint()));
+            env.push((
+                format!("DEDUP_METER_{}_DYNAMODB", var(f)),
+                dynamodb.endpoint(),
+            ));
+            env.push((format!("DEDUP_METER_{}_SQS", var(f)), sqs.endpoint()));
         }
         for (f, q) in &self.queues {
-            let var = f.to_uppercase().replace('-', "_");
-            env.push((format!("DEDUP_QUEUE_{var}"), q.url.clone()));
-            env.push((format!("DEDUP_DLQ_{var}"), q.dlq_url.clone()));
+            env.push((format!("DEDUP_QUEUE_{}", var(f)), q.url.clone()));
+            env.push((format!("DEDUP_DLQ_{}", var(f)), q.dlq_url.clone()));
         }
-        for (name, table) in [
-            ("MARKS", TABLE_MARKS),
-            ("BALANCES", TABLE_BALANCES),
-            ("FINES", TABLE_FINES),
-            ("FINE_REVIEWS", TABLE_FINE_REVIEWS),
-            ("INTENTS", TABLE_INTENTS),
-            ("INBOX", TABLE_INBOX),
-        ] {
+        for (name, table) in TABLES {
             env.push((format!("DEDUP_TABLE_{name}"), table.into()));
         }
         env

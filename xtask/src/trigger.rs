@@ -5,13 +5,13 @@
 //!   of up to 10, invokes the function, deletes what it acknowledged, and leaves the reported
 //!   failures (or, if the invocation failed, the whole batch) to come back after the visibility
 //!   timeout; the emulator's redrive policy moves them to the DLQ after maxReceiveCount.
-//! - [`stream_trigger`]: like Lambda's DynamoDB Streams trigger: reads every shard in order,
-//!   invokes the function, and on a batch item failure retries from that record, in order.
-//! - [`kinesis_trigger`]: like Lambda's Kinesis trigger: the same, on the Kinesis emulator, with
-//!   the retry policy of `infra/template.yaml` (`MaximumRetryAttempts`, `-1` for infinite, and
+//! - [`stream_trigger`]: like Lambda's DynamoDB Streams and Kinesis triggers: reads every shard
+//!   of a table's stream or a Kinesis stream ([`Stream`]) in order, invokes the function, on a
+//!   batch item failure retries from that record, in order, with the retry policy of
+//!   `infra/template.yaml` (`MaximumRetryAttempts`, `-1` for infinite, and
 //!   `MaximumRecordAgeInSeconds`) and an on-failure destination for a record past either.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -284,144 +284,22 @@ fn done_before_failure<'a>(
     }
 }
 
-/// A record as `GetRecords` returned it, as Lambda's DynamoDB Streams trigger hands it on: the
-/// same fields, plus the stream's ARN.
-fn stream_record(mut r: Value, arn: &str) -> Value {
-    r["eventSourceARN"] = json!(arn);
-    r
-}
-
-/// Where a shard is read from.
-#[derive(Default)]
-struct Shard {
-    iterator: Option<String>,
-    /// The last record handed to the function successfully; a new iterator starts after it.
-    last_seq: Option<String>,
-    closed: bool,
-}
-
-/// Reads the stream `stream_arn` from the start and invokes `function` with its records, in
-/// order, until the task is dropped.
-pub(crate) async fn stream_trigger(
-    streams: aws_sdk_dynamodbstreams::Client,
-    endpoint: String,
-    mut invoker: Invoker,
-    stream_arn: String,
-    mapping: Mapping,
-) {
-    let http = reqwest::Client::new();
-    let function = invoker.function.clone();
-    let stats = invoker.stats.clone();
-    use aws_sdk_dynamodbstreams::types::ShardIteratorType;
-    let mut shards: HashMap<String, Shard> = HashMap::new();
-    loop {
-        if let Ok(desc) = streams
-            .describe_stream()
-            .stream_arn(&stream_arn)
-            .send()
-            .await
-        {
-            for shard in desc
-                .stream_description()
-                .map(|d| d.shards())
-                .unwrap_or_default()
-            {
-                if let Some(id) = shard.shard_id() {
-                    shards.entry(id.to_owned()).or_default();
-                }
-            }
-        }
-        let mut idle = true;
-        for (id, shard) in shards.iter_mut().filter(|(_, s)| !s.closed) {
-            if shard.iterator.is_none() {
-                // An iterator that failed (expired, trimmed) is taken again after the last record
-                // delivered, or from the start.
-                let req = streams
-                    .get_shard_iterator()
-                    .stream_arn(&stream_arn)
-                    .shard_id(id);
-                let req = match &shard.last_seq {
-                    Some(seq) => req
-                        .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
-                        .sequence_number(seq),
-                    None => req.shard_iterator_type(ShardIteratorType::TrimHorizon),
-                };
-                shard.iterator = req.send().await.ok().and_then(|o| o.shard_iterator);
-            }
-            let Some(current) = shard.iterator.clone() else {
-                continue;
-            };
-            // Records are read as JSON: see `local_dynamodb::get_records` for why not the SDK.
-            let (records, next) =
-                match local_dynamodb::get_records(&http, &endpoint, &current, 100).await {
-                    Ok(out) => out,
-                    Err(e) => {
-                        if e != local_dynamodb::RecordsError::Service(
-                            "TrimmedDataAccessException".into(),
-                        ) {
-                            eprintln!("xtask: trigger {function}: {e}");
-                        }
-                        shard.iterator = None;
-                        continue;
-                    }
-                };
-            shard.iterator = next;
-            shard.closed = shard.iterator.is_none();
-            let mut pending: Vec<Value> = records
-                .into_iter()
-                .map(|r| stream_record(r, &stream_arn))
-                .collect();
-            while !pending.is_empty() {
-                idle = false;
-                let batch = &pending[..pending.len().min(mapping.batch_size)];
-                stats.invocations.fetch_add(1, Ordering::Relaxed);
-                stats
-                    .delivered
-                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
-                let answer = invoker.call(&json!({ "Records": batch })).await;
-                let seqs = batch
-                    .iter()
-                    .map(|r| r["dynamodb"]["SequenceNumber"].as_str().unwrap_or_default());
-                // Lambda retries from the first failed record, in order; the rest is done.
-                let done = done_before_failure(answer, seqs, &function, &stats);
-                if done > 0 {
-                    shard.last_seq = pending[done - 1]["dynamodb"]["SequenceNumber"]
-                        .as_str()
-                        .map(str::to_owned);
-                }
-                stats.acknowledged.fetch_add(done as u64, Ordering::Relaxed);
-                pending.drain(..done);
-                if !pending.is_empty() {
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-            }
-        }
-        if idle {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-    }
-}
-
-/// How the local Kinesis trigger retries a record its function keeps reporting, as
+/// How a stream trigger retries a record its function keeps reporting, as
 /// `infra/template.yaml` sets it for Lambda's (`crate::local::Mapping`): until it
 /// has been retried `max_retries` times (`None`: `MaximumRetryAttempts: -1`, no count) or is
 /// older than `max_age` (`MaximumRecordAgeInSeconds`), then it is handed to the on-failure
 /// destination and the shard moves past it.
 #[derive(Debug, Clone, Copy)]
 struct RetryPolicy {
-    pub(crate) max_retries: Option<u32>,
-    pub(crate) max_age: Duration,
+    max_retries: Option<u32>,
+    max_age: Duration,
 }
 
 impl RetryPolicy {
     /// Why a record tried `tries` times, which arrived at `arrival` (epoch seconds), is given
     /// up, as Lambda names it in the on-failure record; `None` while it is still retried.
     fn gives_up(&self, tries: u32, arrival: f64) -> Option<&'static str> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(0.0);
-        if now - arrival > self.max_age.as_secs_f64() {
+        if now_secs() - arrival > self.max_age.as_secs_f64() {
             Some("RecordAgeExceeded")
         } else if self.max_retries.is_some_and(|n| tries > n) {
             Some("RetryAttemptsExhausted")
@@ -431,14 +309,160 @@ impl RetryPolicy {
     }
 }
 
-/// Where one Kinesis shard is read from.
+fn now_secs() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// A stream's record as Lambda's trigger hands it on, with its sequence number and arrival
+/// (epoch seconds).
+#[derive(Clone)]
+struct StreamRecord {
+    seq: String,
+    arrival: f64,
+    event: Value,
+}
+
+/// Where a stream trigger reads: a table's DynamoDB stream (the local DynamoDB) or a Kinesis
+/// stream (the emulator), each with its ARN.
+pub(crate) enum Stream {
+    DynamoDb {
+        streams: aws_sdk_dynamodbstreams::Client,
+        /// The local DynamoDB's endpoint, for `local_dynamodb::get_records`.
+        endpoint: String,
+        arn: String,
+    },
+    Kinesis {
+        kinesis: local_dynamodb::kinesis::Kinesis,
+        name: String,
+        arn: String,
+    },
+}
+
+impl Stream {
+    fn arn(&self) -> &str {
+        match self {
+            Self::DynamoDb { arn, .. } | Self::Kinesis { arn, .. } => arn,
+        }
+    }
+
+    /// The shards there are now.
+    async fn shards(&self) -> Vec<String> {
+        match self {
+            Self::DynamoDb { streams, arn, .. } => {
+                let desc = streams.describe_stream().stream_arn(arn).send().await;
+                let desc = desc.ok().and_then(|d| d.stream_description);
+                let shards = desc.map(|d| d.shards.unwrap_or_default());
+                let shards = shards.unwrap_or_default().into_iter();
+                shards.filter_map(|s| s.shard_id).collect()
+            }
+            Self::Kinesis { kinesis, name, .. } => kinesis.shards(name).await.unwrap_or_default(),
+        }
+    }
+
+    /// An iterator of `shard` after the record `after`, or from its start.
+    async fn iterator(&self, shard: &str, after: Option<&str>) -> Option<String> {
+        match self {
+            Self::DynamoDb { streams, arn, .. } => {
+                use aws_sdk_dynamodbstreams::types::ShardIteratorType;
+                let req = streams.get_shard_iterator().stream_arn(arn).shard_id(shard);
+                let req = match after {
+                    Some(seq) => req
+                        .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
+                        .sequence_number(seq),
+                    None => req.shard_iterator_type(ShardIteratorType::TrimHorizon),
+                };
+                req.send().await.ok().and_then(|o| o.shard_iterator)
+            }
+            Self::Kinesis { kinesis, name, .. } => kinesis.iterator(name, shard, after).await.ok(),
+        }
+    }
+
+    /// Up to `limit` records of `shard` from `iterator`, and the next iterator (`None` once the
+    /// shard is closed). `Err(None)`: an iterator that expired or was trimmed, taken again.
+    async fn read(
+        &self,
+        shard: &str,
+        iterator: &str,
+        limit: usize,
+        function: &str,
+    ) -> Result<(Vec<StreamRecord>, Option<String>), Option<String>> {
+        let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+        match self {
+            Self::DynamoDb { endpoint, arn, .. } => {
+                // Records are read as JSON: see `local_dynamodb::get_records` for why not the SDK.
+                let http = reqwest::Client::new();
+                let (records, next) = local_dynamodb::get_records(&http, endpoint, iterator, limit)
+                    .await
+                    .map_err(|e| {
+                        let trimmed = local_dynamodb::RecordsError::Service(
+                            "TrimmedDataAccessException".into(),
+                        );
+                        (e != trimmed).then(|| e.to_string())
+                    })?;
+                let records = records.into_iter().map(|mut r| {
+                    r["eventSourceARN"] = json!(arn);
+                    StreamRecord {
+                        seq: r["dynamodb"]["SequenceNumber"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned(),
+                        arrival: r["dynamodb"]["ApproximateCreationDateTime"]
+                            .as_f64()
+                            .unwrap_or_else(now_secs),
+                        event: r,
+                    }
+                });
+                Ok((records.collect(), next))
+            }
+            Self::Kinesis { kinesis, arn, .. } => {
+                let (records, next) = kinesis.records(iterator, limit).await.map_err(Some)?;
+                let records = records.iter().map(|r| StreamRecord {
+                    seq: r.sequence_number.clone(),
+                    arrival: r.arrival,
+                    event: kinesis_record(r, shard, arn, function),
+                });
+                Ok((records.collect(), next))
+            }
+        }
+    }
+
+    /// The on-failure record of the record `seq` of `shard`, given up for `condition` after
+    /// `tries` invocations, as Lambda writes it: where it was, never its data.
+    fn on_failure(
+        &self,
+        shard: &str,
+        seq: &str,
+        condition: &str,
+        tries: u32,
+        function: &str,
+    ) -> Value {
+        let info = json!({"shardId": shard, "streamArn": self.arn(), "batchSize": 1,
+                          "startSequenceNumber": seq, "endSequenceNumber": seq});
+        let key = match self {
+            Self::DynamoDb { .. } => "DDBStreamBatchInfo",
+            Self::Kinesis { .. } => "KinesisBatchInfo",
+        };
+        let mut record = json!({
+            "requestContext": {"condition": condition, "approximateInvokeCount": tries,
+                               "functionArn": format!("arn:aws:lambda:us-east-1:000000000000:function:{function}")},
+        });
+        record[key] = info;
+        record
+    }
+}
+
+/// Where one shard is read from.
 #[derive(Default)]
-struct KinesisShard {
+struct Shard {
     iterator: Option<String>,
     /// The last record done (acknowledged or handed on); a new iterator starts after it.
     last_seq: Option<String>,
+    closed: bool,
     /// Records read and not yet done, in order.
-    pending: Vec<local_dynamodb::kinesis::KinesisRecord>,
+    pending: Vec<StreamRecord>,
     /// The record the function last failed at, and how many times in a row.
     failing: Option<(String, u32)>,
 }
@@ -468,17 +492,16 @@ fn kinesis_record(
     })
 }
 
-/// Like Lambda's Kinesis trigger with `ReportBatchItemFailures`: reads every shard of `stream`
-/// from the start, invokes the function with up to 10 records in shard order, and on a reported
-/// record retries from it, with the records after it. A record that `retry` gives up on (its
-/// age, or a finite retry count) goes to the on-failure destination (`on_failure_url`, as
-/// Lambda's record of it: shard and sequence numbers, never the data) and the shard moves on.
-/// When `lose_next` is set, the next invocation's answer is thrown away after the function ran:
-/// its whole batch comes again.
-pub(crate) async fn kinesis_trigger(
-    kinesis: local_dynamodb::kinesis::Kinesis,
+/// Like Lambda's DynamoDB Streams and Kinesis triggers with `ReportBatchItemFailures`: reads
+/// every shard of `stream` from the start, invokes the function with up to the mapping's batch
+/// size of records in shard order, and on a reported record retries from it, with the records
+/// after it. A record the mapping's retry policy gives up on (its age, or a finite retry count)
+/// goes to the on-failure destination (`destination`, as Lambda's record of it: shard and
+/// sequence numbers, never the data) and the shard moves on. When `lose_next` is set, the next
+/// invocation's answer is thrown away after the function ran: its whole batch comes again.
+pub(crate) async fn stream_trigger(
+    stream: Stream,
     mut invoker: Invoker,
-    (stream, arn): (String, String),
     destination: (aws_sdk_sqs::Client, String),
     mapping: Mapping,
     lose_next: Arc<AtomicBool>,
@@ -489,38 +512,39 @@ pub(crate) async fn kinesis_trigger(
     };
     let function = invoker.function.clone();
     let stats = invoker.stats.clone();
-    let mut shards: std::collections::BTreeMap<String, KinesisShard> = Default::default();
+    let mut shards: std::collections::BTreeMap<String, Shard> = Default::default();
     loop {
-        if let Ok(ids) = kinesis.shards(&stream).await {
-            for id in ids {
-                shards.entry(id).or_default();
-            }
+        for id in stream.shards().await {
+            shards.entry(id).or_default();
         }
         let mut idle = true;
-        for (id, shard) in shards.iter_mut() {
+        // A closed shard is read until what was read from it is done.
+        for (id, shard) in shards
+            .iter_mut()
+            .filter(|(_, s)| !s.closed || !s.pending.is_empty())
+        {
             if shard.pending.is_empty() {
                 if shard.iterator.is_none() {
-                    shard.iterator = kinesis
-                        .iterator(&stream, id, shard.last_seq.as_deref())
-                        .await
-                        .ok();
+                    // An iterator that failed (expired, trimmed) is taken again after the last
+                    // record done, or from the start.
+                    shard.iterator = stream.iterator(id, shard.last_seq.as_deref()).await;
                 }
                 let Some(current) = shard.iterator.clone() else {
                     continue;
                 };
-                match kinesis
-                    .records(
-                        &current,
-                        u32::try_from(mapping.batch_size).unwrap_or(u32::MAX),
-                    )
+                match stream
+                    .read(id, &current, mapping.batch_size, &function)
                     .await
                 {
                     Ok((records, next)) => {
+                        shard.closed = next.is_none();
                         shard.iterator = next;
                         shard.pending = records;
                     }
                     Err(e) => {
-                        eprintln!("xtask: trigger {function}: {e}");
+                        if let Some(e) = e {
+                            eprintln!("xtask: trigger {function}: {e}");
+                        }
                         shard.iterator = None;
                         continue;
                     }
@@ -530,11 +554,7 @@ pub(crate) async fn kinesis_trigger(
                 continue;
             }
             idle = false;
-            let records: Vec<Value> = shard
-                .pending
-                .iter()
-                .map(|r| kinesis_record(r, id, &arn, &function))
-                .collect();
+            let records: Vec<&Value> = shard.pending.iter().map(|r| &r.event).collect();
             stats.invocations.fetch_add(1, Ordering::Relaxed);
             stats
                 .delivered
@@ -545,10 +565,10 @@ pub(crate) async fn kinesis_trigger(
             } else {
                 answer
             };
-            let seqs = shard.pending.iter().map(|r| r.sequence_number.as_str());
+            let seqs = shard.pending.iter().map(|r| r.seq.as_str());
             let done = done_before_failure(answer, seqs, &function, &stats);
             if done > 0 {
-                shard.last_seq = Some(shard.pending[done - 1].sequence_number.clone());
+                shard.last_seq = Some(shard.pending[done - 1].seq.clone());
             }
             stats.acknowledged.fetch_add(done as u64, Ordering::Relaxed);
             shard.pending.drain(..done);
@@ -557,20 +577,13 @@ pub(crate) async fn kinesis_trigger(
                 continue;
             };
             let tries = match &shard.failing {
-                Some((seq, n)) if *seq == head.sequence_number => n + 1,
+                Some((seq, n)) if *seq == head.seq => n + 1,
                 _ => 1,
             };
-            shard.failing = Some((head.sequence_number.clone(), tries));
+            shard.failing = Some((head.seq.clone(), tries));
             if let Some(condition) = retry.gives_up(tries, head.arrival) {
                 let (sqs, url) = &destination;
-                let record = json!({
-                    "requestContext": {"condition": condition,
-                                       "approximateInvokeCount": tries,
-                                       "functionArn": format!("arn:aws:lambda:us-east-1:000000000000:function:{function}")},
-                    "KinesisBatchInfo": {"shardId": id, "streamArn": arn, "batchSize": 1,
-                                         "startSequenceNumber": head.sequence_number,
-                                         "endSequenceNumber": head.sequence_number},
-                });
+                let record = stream.on_failure(id, &head.seq, condition, tries, &function);
                 match sqs
                     .send_message()
                     .queue_url(url)
@@ -579,7 +592,7 @@ pub(crate) async fn kinesis_trigger(
                     .await
                 {
                     Ok(_) => {
-                        shard.last_seq = Some(head.sequence_number.clone());
+                        shard.last_seq = Some(head.seq.clone());
                         shard.pending.remove(0);
                         shard.failing = None;
                         stats.handed_on.fetch_add(1, Ordering::Relaxed);

@@ -102,7 +102,7 @@ fn outcome<'a>(report: &'a BatchReport, id: &str) -> &'a Outcome {
 /// of the payload or the stored item (S3); returns the reason.
 fn assert_effect_refused(report: &BatchReport, id: &str, secrets: &[&str]) {
     match outcome(report, id) {
-        Outcome::Rejected { code, reason } => {
+        Outcome::Rejected { code, reason, .. } => {
             assert_eq!(*code, lambda_dedup_batch::Reason::EffectRefused, "{reason}");
             for s in secrets {
                 assert!(!reason.contains(s), "the reason quotes {s:?}: {reason}");

@@ -173,6 +173,12 @@ async fn s10_an_event_older_than_the_retention_is_not_applied() {
         ),
         "{late:?}"
     );
+    // The rejection carries the event's key: what reconciliation sends on, underived again.
+    let Outcome::Rejected { key, .. } = &late else {
+        unreachable!("matched above")
+    };
+    let derived = cloudevents_spec("late").derive(&old).expect("a key").key;
+    assert_eq!(key.as_ref(), Some(&derived));
     let fresh = event("e-new", clock.now());
     assert_eq!(dedup.transactional(&fresh, &plan).await, Outcome::Applied);
     assert_eq!(

@@ -220,6 +220,7 @@ impl Deduplicator {
             return Err(Outcome::Rejected {
                 code: Reason::from(&untimely),
                 reason: untimely.to_string(),
+                key: Some(event.key),
             });
         }
         Ok(event)
@@ -324,6 +325,7 @@ impl Deduplicator {
                 Outcome::Rejected {
                     code: Reason::EffectRefused,
                     reason,
+                    key: Some(event.key.clone()),
                 }
             }
             Err(e) => store_failed(msg, &event.key, &e),
@@ -364,6 +366,7 @@ impl Deduplicator {
             return Outcome::Rejected {
                 code: expired.0,
                 reason: expired.1,
+                key: Some(key),
             };
         }
         // S16: nothing may fail after the effect. A result over the store's bound is kept as
@@ -555,6 +558,7 @@ impl Deduplicator {
                 return Outcome::Rejected {
                     code: Reason::from(&e),
                     reason: e.to_string(),
+                    key: Some(event.key.clone()),
                 };
             }
         };
@@ -598,6 +602,7 @@ impl Deduplicator {
                 Outcome::Rejected {
                     code: Reason::SequenceGap,
                     reason: format!("expected sequence {expected}, got {got}"),
+                    key: Some(event.key.clone()),
                 }
             }
             Ok(SequenceOutcome::EffectRejected) => Outcome::Retry {
@@ -609,6 +614,7 @@ impl Deduplicator {
                 Outcome::Rejected {
                     code: Reason::EffectRefused,
                     reason: format!("DynamoDB refused the event's write ({code})"),
+                    key: Some(event.key.clone()),
                 }
             }
             Err(e) => store_failed(msg, &event.key, &e),
@@ -653,6 +659,7 @@ fn rejected(msg: &Message, r: &Rejection) -> Outcome {
     Outcome::Rejected {
         code: Reason::from(r),
         reason: r.to_string(),
+        key: None,
     }
 }
 
@@ -664,6 +671,7 @@ fn handler_failed(msg: &Message, event: &Derived, e: HandlerError) -> Outcome {
             Outcome::Rejected {
                 code: Reason::InvalidPayload,
                 reason,
+                key: Some(event.key.clone()),
             }
         }
         HandlerError::Transient(reason) => {
@@ -702,6 +710,7 @@ fn store_failed(msg: &Message, key: &DedupKey, e: &StoreError) -> Outcome {
         return Outcome::Rejected {
             code: Reason::MarkCorrupt,
             reason: "the stored mark cannot be decoded".into(),
+            key: Some(key.clone()),
         };
     }
     // S13: fail closed. Nothing is acknowledged without its mark.

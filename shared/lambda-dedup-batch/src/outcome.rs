@@ -2,6 +2,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use lambda_dedup::DedupKey;
 use serde::Serialize;
 
 pub use lambda_dedup::Reason;
@@ -38,6 +39,9 @@ pub enum Outcome {
         code: Reason,
         /// The reason, naming fields but never their values.
         reason: String,
+        /// The event's key, when one was derived (not for a message with no identity): what
+        /// reconciliation and parking pass on, and what `lambda-dedup explain` takes.
+        key: Option<DedupKey>,
     },
     /// A rejection the mark table cannot judge ([`Reason::for_reconciliation`]), handed to the
     /// reconciliation queue: acknowledged (it is safe there), and counted as `rejected` in the
@@ -47,6 +51,8 @@ pub enum Outcome {
         code: Reason,
         /// The reason, naming fields but never their values.
         reason: String,
+        /// The event's key, sent with it.
+        key: Option<DedupKey>,
     },
 }
 
@@ -179,6 +185,7 @@ mod tests {
             Outcome::Rejected {
                 code: crate::Reason::IdentityMissing,
                 reason: "x".into(),
+                key: None,
             },
             Outcome::Applied,
         ];
@@ -248,7 +255,8 @@ mod tests {
         assert!(
             !Outcome::Rejected {
                 code: crate::Reason::InvalidPayload,
-                reason: String::new()
+                reason: String::new(),
+                key: None,
             }
             .acknowledged()
         );

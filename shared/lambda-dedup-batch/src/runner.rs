@@ -222,6 +222,7 @@ mod tests {
             b if b.starts_with("bad") => Outcome::Rejected {
                 code: crate::Reason::IdentityMissing,
                 reason: "x".into(),
+                key: None,
             },
             _ => Outcome::Applied,
         }

@@ -12,7 +12,7 @@
 //! attributes of their own.
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use lambda_dedup::KeySpec;
+use lambda_dedup::DedupKey;
 use lambda_dedup_batch::{BatchReport, Outcome, Reason};
 
 use crate::queue::Queue;
@@ -81,23 +81,22 @@ static QUEUE: std::sync::LazyLock<Option<Queue>> =
 /// Sends the report's events for reconciliation ([`Reason::for_reconciliation`]) to the
 /// reconciliation queue; each one sent becomes [`Outcome::Reconciled`] (acknowledged). The
 /// account is unchanged: they stay `rejected` (S14).
-pub async fn route_late_events(event: &SqsEvent, spec: &KeySpec, report: &mut BatchReport) {
-    route_to(QUEUE.as_ref(), event, spec, report).await
+pub async fn route_late_events(event: &SqsEvent, report: &mut BatchReport) {
+    route_to(QUEUE.as_ref(), event, report).await
 }
 
 /// [`route_late_events`] to `queue` (none: they stay failed, for the DLQ).
-pub async fn route_to(
-    queue: Option<&Queue>,
-    event: &SqsEvent,
-    spec: &KeySpec,
-    report: &mut BatchReport,
-) {
-    let late: std::collections::HashMap<String, (Reason, String)> = report
+pub async fn route_to(queue: Option<&Queue>, event: &SqsEvent, report: &mut BatchReport) {
+    let late: std::collections::HashMap<String, (Reason, String, DedupKey)> = report
         .outcomes()
         .iter()
         .filter_map(|(id, o)| match o {
-            Outcome::Rejected { code, reason } if code.for_reconciliation() => {
-                Some((id.clone(), (*code, reason.clone())))
+            Outcome::Rejected {
+                code,
+                reason,
+                key: Some(key),
+            } if code.for_reconciliation() => {
+                Some((id.clone(), (*code, reason.clone(), key.clone())))
             }
             _ => None,
         })
@@ -114,22 +113,17 @@ pub async fn route_to(
     };
     let mut sent = Vec::new();
     for record in &event.records {
-        let Some((id, (reason, detail))) = record
+        let Some((id, (reason, detail, key))) = record
             .message_id
             .as_deref()
             .and_then(|id| Some((id, late.get(id)?)))
         else {
             continue;
         };
-        if sent.iter().any(|(s, _, _)| s == id) {
+        if sent.iter().any(|(s, _, _, _)| s == id) {
             // A second receipt of a message already sent (see `sqs::distinct`).
             continue;
         }
-        // The key was derived once already (that is how the event was found late); derive it
-        // again here rather than carry it through every outcome.
-        let Ok(key) = spec.derive(&crate::sqs::message(record)).map(|d| d.key) else {
-            continue;
-        };
         let attributes = late_attributes(*reason, key.as_str(), id, &record.message_attributes);
         match queue
             .send(record.body.clone().unwrap_or_default(), &attributes)
@@ -137,14 +131,21 @@ pub async fn route_to(
         {
             Ok(()) => {
                 tracing::info!(message_id = id, "late event sent to reconciliation");
-                sent.push((id.to_owned(), *reason, detail.clone()));
+                sent.push((id.to_owned(), *reason, detail.clone(), key.clone()));
             }
             Err(e) => tracing::warn!(message_id = id, error = %e,
                 "could not send a late event to reconciliation; it will be retried"),
         }
     }
-    for (id, code, reason) in sent {
-        report.set_outcome(&id, Outcome::Reconciled { code, reason });
+    for (id, code, reason, key) in sent {
+        report.set_outcome(
+            &id,
+            Outcome::Reconciled {
+                code,
+                reason,
+                key: Some(key),
+            },
+        );
     }
 }
 

@@ -427,7 +427,7 @@ impl Dedup {
                 let applied = std::sync::Mutex::new(Vec::new());
                 let answer = if one_transaction {
                     runner
-                        .sqs_batch(dedup.spec(), event, |batch| async {
+                        .sqs_batch(event, |batch| async {
                             let kept = then.as_ref().map(|_| batch.clone());
                             let report = lambda_dedup_batch::run_batch_transactional(
                                 batch,
@@ -455,7 +455,7 @@ impl Dedup {
                         .await
                 } else {
                     runner
-                        .sqs(dedup.spec(), event, |m| {
+                        .sqs(event, |m| {
                             let (dedup, applied, keep) = (dedup.clone(), &applied, then.is_some());
                             async move {
                                 let outcome = dedup.transactional(&m, plan).await;
@@ -508,7 +508,7 @@ impl Dedup {
             async move {
                 let deadline = crate::deadline(&event.context);
                 runner
-                    .sqs(dedup.spec(), event, |m| {
+                    .sqs(event, |m| {
                         let (dedup, step) = (dedup.clone(), step.clone());
                         async move { step.run(&dedup, &m, deadline).await }
                     })
@@ -561,7 +561,7 @@ impl Dedup {
                 let steps = Arc::new(std::sync::Mutex::new([Account::default(); 2]));
                 let counted = steps.clone();
                 let answer = runner
-                    .sqs(writer.spec(), event, |m| {
+                    .sqs(event, |m| {
                         let (writer, caller, write, step, steps) = (
                             writer.clone(),
                             caller.clone(),
@@ -830,7 +830,6 @@ struct Runner {
 impl Runner {
     async fn sqs<F, Fut>(
         &self,
-        spec: &KeySpec,
         event: LambdaEvent<SqsEvent>,
         process: F,
     ) -> Result<SqsBatchResponse, lambda_runtime::Error>
@@ -843,7 +842,6 @@ impl Runner {
         crate::sqs::per_message(
             accounting,
             function,
-            spec,
             event,
             cutoff,
             self.max_concurrency,
@@ -854,7 +852,6 @@ impl Runner {
 
     async fn sqs_batch<F, Fut>(
         &self,
-        spec: &KeySpec,
         event: LambdaEvent<SqsEvent>,
         process: F,
     ) -> Result<SqsBatchResponse, lambda_runtime::Error>
@@ -863,15 +860,7 @@ impl Runner {
         Fut: Future<Output = BatchReport>,
     {
         let cutoff = crate::bound::cutoff_at(crate::deadline(&event.context), self.margin);
-        crate::sqs::whole_batch(
-            &self.accounting,
-            &self.function,
-            spec,
-            event,
-            cutoff,
-            process,
-        )
-        .await
+        crate::sqs::whole_batch(&self.accounting, &self.function, event, cutoff, process).await
     }
 }
 

@@ -3,7 +3,7 @@
 use std::future::Future;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-use lambda_dedup::{AttributeValue, KeySpec, Message};
+use lambda_dedup::{AttributeValue, Message};
 use lambda_dedup_batch::{BatchReport, Outcome, run_batch};
 use lambda_runtime::LambdaEvent;
 
@@ -42,8 +42,7 @@ pub fn response(report: &BatchReport) -> SqsBatchResponse {
     resp
 }
 
-/// Runs one SQS invocation message by message (`spec` is the function's key spec, for the keys
-/// of late events sent to reconciliation): converts the event, processes each message with
+/// Runs one SQS invocation message by message: converts the event, processes each message with
 /// `process` (bounded by `max_concurrency`, FIFO order kept), prints the account as one
 /// CloudWatch EMF line and logs it (S14), and returns the partial batch response (S12).
 /// A message not done by the invocation's cutoff ([`crate::bound`]: its deadline less
@@ -51,7 +50,6 @@ pub fn response(report: &BatchReport) -> SqsBatchResponse {
 /// before Lambda's deadline even while a call hangs.
 pub async fn run_sqs<F, Fut>(
     function: &str,
-    spec: &KeySpec,
     event: LambdaEvent<SqsEvent>,
     max_concurrency: usize,
     process: F,
@@ -65,7 +63,6 @@ where
     per_message(
         &accounting,
         function,
-        spec,
         event,
         cutoff,
         max_concurrency,
@@ -80,7 +77,6 @@ where
 /// redelivery (what committed meanwhile is a duplicate then).
 pub async fn run_sqs_batch<F, Fut>(
     function: &str,
-    spec: &KeySpec,
     event: LambdaEvent<SqsEvent>,
     process: F,
 ) -> Result<SqsBatchResponse, lambda_runtime::Error>
@@ -89,15 +85,7 @@ where
     Fut: Future<Output = BatchReport>,
 {
     let cutoff = crate::bound::cutoff(&event.context);
-    whole_batch(
-        &Accounting::default(),
-        function,
-        spec,
-        event,
-        cutoff,
-        process,
-    )
-    .await
+    whole_batch(&Accounting::default(), function, event, cutoff, process).await
 }
 
 /// [`run_sqs`]'s work: each message through `process` until `cutoff`, in a span of its own that
@@ -105,7 +93,6 @@ where
 pub(crate) async fn per_message<F, Fut>(
     accounting: &Accounting,
     function: &str,
-    spec: &KeySpec,
     event: LambdaEvent<SqsEvent>,
     cutoff: Option<std::time::SystemTime>,
     max_concurrency: usize,
@@ -116,7 +103,7 @@ where
     Fut: Future<Output = Outcome>,
 {
     let process = &process;
-    answer_to(accounting, function, spec, event, cutoff, |batch| {
+    answer_to(accounting, function, event, cutoff, |batch| {
         run_batch(batch, max_concurrency, move |m| async move {
             use tracing::Instrument as _;
             let id = m.message_id.clone();
@@ -140,7 +127,6 @@ where
 pub(crate) async fn whole_batch<F, Fut>(
     accounting: &Accounting,
     function: &str,
-    spec: &KeySpec,
     event: LambdaEvent<SqsEvent>,
     cutoff: Option<std::time::SystemTime>,
     process: F,
@@ -149,17 +135,10 @@ where
     F: FnOnce(Vec<Message>) -> Fut,
     Fut: Future<Output = BatchReport>,
 {
-    answer_to(
-        accounting,
-        function,
-        spec,
-        event,
-        cutoff,
-        |batch| async move {
-            let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
-            crate::bound::report_within(cutoff, &ids, process(batch)).await
-        },
-    )
+    answer_to(accounting, function, event, cutoff, |batch| async move {
+        let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
+        crate::bound::report_within(cutoff, &ids, process(batch)).await
+    })
     .await
 }
 
@@ -196,7 +175,6 @@ impl Default for Accounting {
 pub(crate) async fn answer_to<F, Fut>(
     accounting: &Accounting,
     function: &str,
-    spec: &KeySpec,
     event: LambdaEvent<SqsEvent>,
     cutoff: Option<std::time::SystemTime>,
     process: F,
@@ -210,11 +188,10 @@ where
     let route = async {
         match &accounting.reconciliation {
             Reconciliation::To(queue) => {
-                crate::reconcile::route_to(queue.as_deref(), &event.payload, spec, &mut report)
-                    .await
+                crate::reconcile::route_to(queue.as_deref(), &event.payload, &mut report).await
             }
             Reconciliation::ProcessEnv => {
-                crate::reconcile::route_late_events(&event.payload, spec, &mut report).await
+                crate::reconcile::route_late_events(&event.payload, &mut report).await
             }
         }
     };
@@ -477,6 +454,7 @@ mod tests {
                 Outcome::Rejected {
                     code: lambda_dedup_batch::Reason::InvalidPayload,
                     reason: "x".into(),
+                    key: None,
                 },
             ),
         ]);

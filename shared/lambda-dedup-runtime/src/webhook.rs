@@ -434,7 +434,7 @@ fn answer_for(outcome: Outcome, first_answer: Option<String>) -> Answer {
             Reason::BodyTooLarge.code(),
             "the body is too large",
         ),
-        Outcome::Rejected { code, reason } | Outcome::Reconciled { code, reason } => {
+        Outcome::Rejected { code, reason, .. } | Outcome::Reconciled { code, reason, .. } => {
             Answer::error(400, "Rejected", code.code(), &reason)
         }
         Outcome::Retry { .. } => Answer {

@@ -31,13 +31,8 @@ async fn child_answers_a_hung_invocation() {
         .duration_since(UNIX_EPOCH)
         .expect("after the epoch")
         .as_millis() as u64;
-    let spec = lambda_dedup::KeySpec::cloudevents(
-        lambda_dedup::Scope::new("t", "margin-test").expect("scope"),
-        "tenantid",
-    );
     let answer = lambda_dedup_runtime::run_sqs(
         "margin-test",
-        &spec,
         lambda_runtime::LambdaEvent::new(event, context),
         10,
         |_| std::future::pending::<lambda_dedup_batch::Outcome>(),

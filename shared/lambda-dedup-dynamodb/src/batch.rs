@@ -28,7 +28,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::SystemTime;
 
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, CancellationReason, TransactWriteItem};
 use lambda_dedup::effect::EffectKind;
 use lambda_dedup::{Commit, CommitRequest, OwnerToken};
 
@@ -312,33 +312,14 @@ impl DynamoStore {
         if let Some(TransactWriteItemsError::TransactionCanceledException(tc)) =
             err.as_service_error()
         {
-            let reasons = tc.cancellation_reasons();
-            // A transient reason (throttling, a conflicting transaction) is the round's, not any
-            // one request's: every request it does not settle otherwise is retried (S13).
-            let transient = transient_fault(reasons)
-                .map(|(kind, c)| (kind, format!("batch transaction cancelled: {c}")));
-            let mut again = Vec::new();
-            let mut pos = 0;
-            for &i in round {
-                let n = items[i].as_ref().map_or(0, Vec::len);
-                let r = &requests[i];
-                let own = reasons.get(pos..pos + n).unwrap_or_default();
-                match self.verdict(r.key, r.fingerprint, now, own, transient.as_ref()) {
-                    Some(o) => results.push((i, o)),
-                    // Cancelled only because of another request: send it again.
-                    None => again.push(i),
-                }
-                pos += n;
-            }
-            if again.len() == round.len() {
-                // Cancelled with no reason that names any of them: do not loop; the caller
-                // retries them (S13).
-                for &i in round {
-                    results.push((i, Err(Error::Contended(requests[i].key.clone()))));
-                }
-                return Sent::Again(Vec::new());
-            }
-            return Sent::Again(again);
+            return self.round_cancelled(
+                requests,
+                items,
+                round,
+                now,
+                tc.cancellation_reasons(),
+                results,
+            );
         }
         let shared = crate::error::from_sdk(err);
         if shared.fault_kind() == Some(FaultKind::Refused) {
@@ -359,5 +340,44 @@ impl DynamoStore {
             ));
         }
         Sent::Again(Vec::new())
+    }
+
+    /// A round cancelled with `reasons` (one per item, in the round's order): each request
+    /// settled by its own reasons, the others sent again — unless no reason names any of them.
+    fn round_cancelled(
+        &self,
+        requests: &[CommitRequest<'_>],
+        items: &[Option<Vec<TransactWriteItem>>],
+        round: &[usize],
+        now: SystemTime,
+        reasons: &[CancellationReason],
+        results: &mut Vec<(usize, Result<Commit, Error>)>,
+    ) -> Sent {
+        // A transient reason (throttling, a conflicting transaction) is the round's, not any
+        // one request's: every request it does not settle otherwise is retried (S13).
+        let transient = transient_fault(reasons)
+            .map(|(kind, c)| (kind, format!("batch transaction cancelled: {c}")));
+        let mut again = Vec::new();
+        let mut pos = 0;
+        for &i in round {
+            let n = items[i].as_ref().map_or(0, Vec::len);
+            let r = &requests[i];
+            let own = reasons.get(pos..pos + n).unwrap_or_default();
+            match self.verdict(r.key, r.fingerprint, now, own, transient.as_ref()) {
+                Some(o) => results.push((i, o)),
+                // Cancelled only because of another request: send it again.
+                None => again.push(i),
+            }
+            pos += n;
+        }
+        if again.len() == round.len() {
+            // Cancelled with no reason that names any of them: do not loop; the caller
+            // retries them (S13).
+            for &i in round {
+                results.push((i, Err(Error::Contended(requests[i].key.clone()))));
+            }
+            return Sent::Again(Vec::new());
+        }
+        Sent::Again(again)
     }
 }

@@ -30,6 +30,8 @@
 //! | SQS, standard and FIFO | [`Dedup::sqs`] ([`Dedup::one_transaction_per_batch`]) | [`Dedup::sqs_calls`] |
 //! | SQS, a write then a call | [`Dedup::sqs_write_then_call`] | |
 //! | Kinesis | [`Dedup::kinesis`] | |
+//! | SQS, an item created once per event | [`Dedup::sqs_create_once`] (the item is the mark) | |
+//! | HTTP, signed webhooks (feature `webhook`) | `Dedup::webhook`: the inbox item created once | |
 
 use std::future::Future;
 use std::pin::Pin;
@@ -51,6 +53,12 @@ use serde::de::DeserializeOwned;
 use crate::queue::Queue;
 use crate::settings::{Env, Settings, SettingsError};
 use crate::sqs::{Accounting, Reconciliation};
+
+mod create_once;
+#[cfg(any(feature = "webhook", test))]
+mod webhook;
+#[cfg(any(feature = "webhook", test))]
+pub use webhook::WebhookService;
 
 /// Why an event's work refuses it: [`Refusal::Invalid`] can never be handled (dead-lettered),
 /// [`Refusal::Transient`] may work later (redelivered). Reasons name fields, never values.

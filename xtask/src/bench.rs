@@ -662,10 +662,11 @@ fn report(
          batch waits for the slower of the two, so the ratio cannot pass {:.1} × at the median; \
          the emulator's serial execution of 200 items comes on top (measured p50 batch {:.1} \
          ms).\n\
-         - Sequence, batches of 10 and 100: one `UpdateItem` per message, all in flight at once; \
-         the batch waits for the slowest of 10 or 100 draws (near the model's p90 and p99, \
-         ~11 and 16 ms) and for the emulator, which executes the updates one after another \
-         (measured p50 batch {:.1} and {:.1} ms).\n\n\
+         - Sequence and create-once, batches of 10 and 100: one `UpdateItem` (sequence) or \
+         `PutItem` (create-once) per message, all in flight at once; the batch waits for the \
+         slowest of 10 or 100 draws (near the model's p90 and p99, ~11 and 16 ms) and for the \
+         emulator, which executes the writes one after another (measured p50 batch: sequence \
+         {:.1} and {:.1} ms, create-once {:.1} and {:.1} ms).\n\n\
          Whatever a measured p50 batch has beyond the model's latency is the emulator's and the \
          clients' time on this machine: the emulator (Dynoxide on SQLite, run by the xtask \
          binary) executes every request of every client one after another, and the machine's \
@@ -679,6 +680,8 @@ fn report(
         p50(100, "batch_transaction"),
         p50(10, "sequence"),
         p50(100, "sequence"),
+        p50(10, "create_once"),
+        p50(100, "create_once"),
     );
     let _ = writeln!(md, "\n## Arm64 release zips\n");
     for (f, z) in zips {

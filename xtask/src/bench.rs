@@ -1,5 +1,5 @@
 //! `cargo xtask bench` (a benchmark, not a test): our modes — per-message, batch-transaction
-//! (with and without the warm cache) and sequence mode — against AWS Powertools for Lambda
+//! (with and without the warm cache), sequence and create-once mode — against AWS Powertools for Lambda
 //! (Python) idempotency, on the same workloads, through one metering proxy in front of a local
 //! DynamoDB (Dynoxide, in memory) that counts requests, write and read units (failed writes
 //! billed from the request) for both sides alike and holds every request for a simulated

@@ -17,8 +17,8 @@ src, dst, model = sys.argv[1], sys.argv[2], sys.argv[3]
 summary = [r for r in json.load(open(src))["summary"] if "workload" in r]
 workloads = ["all_new", "half_duplicates", "mixed", "all_duplicates"]
 modes = ["powertools", "per_message", "batch_transaction", "batch_transaction_prefilter",
-         "batch_transaction_warm_cache", "sequence"]
-colors = ["#999999", "#4e79a7", "#f28e2b", "#edc948", "#59a14f", "#b07aa1"]
+         "batch_transaction_warm_cache", "sequence", "create_once"]
+colors = ["#999999", "#4e79a7", "#f28e2b", "#edc948", "#59a14f", "#b07aa1", "#e15759"]
 
 
 def pick(mode, workload, key, batch=10):

@@ -65,6 +65,20 @@ fn credit(balances: &str, e: &lambda_dedup::Derived) -> std::result::Result<Effe
     )
 }
 
+/// Create-once mode's effect: the credit recorded as its own entry item, keyed by the event (in
+/// the table `entries`, key `entry`): one item per event, which is the mark.
+fn entry(entries: &str, e: &lambda_dedup::Derived) -> std::result::Result<Plan, HandlerError> {
+    let data = HandlerError::data(e)?;
+    let account = data["account"]
+        .as_str()
+        .ok_or_else(|| HandlerError::Invalid("account".into()))?;
+    let item = Item::new()
+        .with("entry", e.key.as_str())
+        .with("account", account)
+        .with("amount", 1);
+    Ok(Effect::put(entries, item).into())
+}
+
 fn plan(
     balances: &str,
 ) -> impl Fn(&lambda_dedup::Derived) -> std::result::Result<Plan, HandlerError> + '_ {
@@ -83,6 +97,7 @@ enum Mode {
     BatchCache,
     BatchPrefilter,
     Sequence,
+    CreateOnce,
 }
 
 impl Mode {
@@ -93,6 +108,7 @@ impl Mode {
             Mode::BatchCache => "batch_transaction_warm_cache",
             Mode::BatchPrefilter => "batch_transaction_prefilter",
             Mode::Sequence => "sequence",
+            Mode::CreateOnce => "create_once",
         }
     }
 }
@@ -136,6 +152,12 @@ async fn run_one(
                 let source = &source;
                 run_batch(batch, batch_size, |m| async move {
                     dedup.sequenced(&m, source, |e| credit(balances, e)).await
+                })
+                .await
+            }
+            Mode::CreateOnce => {
+                run_batch(batch, batch_size, |m| async move {
+                    dedup.create_once(&m, |e| entry(balances, e)).await
                 })
                 .await
             }
@@ -220,7 +242,12 @@ async fn throughput(
             lambda_dedup_dynamodb::provision::create_mark_table(&setup, &marks, false)
                 .await
                 .map_err(|e| e.to_string())?;
-            table(&setup, &balances, "account").await?;
+            let key = if mode == Mode::CreateOnce {
+                "entry"
+            } else {
+                "account"
+            };
+            table(&setup, &balances, key).await?;
             let spec = KeySpec::cloudevents(
                 Scope::new("bench", "ledger").map_err(|e| e.to_string())?,
                 "tenantid",
@@ -301,6 +328,7 @@ async fn main() {
                 Mode::BatchCache,
                 Mode::BatchPrefilter,
                 Mode::Sequence,
+                Mode::CreateOnce,
             ];
             let modes: Vec<Mode> = match args.get(6) {
                 None => all.to_vec(),

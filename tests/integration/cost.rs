@@ -164,3 +164,49 @@ async fn failed_writes_are_billed_from_the_request() {
     let u = meter.usage();
     assert_eq!((u.failed_writes, u.failed_write_units), (1, 1.0), "{u:?}");
 }
+
+/// Create-once mode: the item is the mark, so a new event costs one conditional `PutItem` of
+/// 1 unit (against 4 for a mark and a put in a transaction), and a duplicate one failed
+/// conditional put, 1 unit; no mark-table write, no transaction.
+#[tokio::test]
+async fn create_once_costs_one_put_of_one_unit() {
+    let meter = Meter::start(&endpoint(), Duration::ZERO).expect("meter");
+    let c = client(&meter.endpoint());
+    let marks = mark_table(&c).await;
+    let orders = effect_table(&c, "order_id").await;
+    let store = DynamoStore::new(c.clone(), marks, retention());
+    let key = DedupKey::new(&scope(), "t", &[&unique("evt")]);
+    let fp = lambda_dedup::Fingerprint::of_bytes(b"order");
+    let order = Effect::put(
+        &orders,
+        Item::new()
+            .with("order_id", unique("order").as_str())
+            .with("total", 5),
+    );
+    let write = lambda_dedup::CreateOnce {
+        key: &key,
+        effect: &order,
+        fingerprint: Some(&fp),
+        result: Some(r#"{"status":"accepted"}"#),
+    };
+    meter.reset();
+    let out = store.create_once(write).await.expect("create");
+    assert_eq!(out, lambda_dedup::Commit::Applied);
+    let u = meter.usage();
+    assert_eq!((u.requests, u.write_units), (1, 1.0), "{u:?}");
+    assert_eq!(u.by_operation.get("PutItem"), Some(&1));
+    assert_eq!(u.cancelled_transactions, 0, "{u:?}");
+
+    meter.reset();
+    let out = store.create_once(write).await.expect("duplicate");
+    assert!(
+        matches!(
+            out,
+            lambda_dedup::Commit::Seen(lambda_dedup::Seen::Duplicate(_))
+        ),
+        "{out:?}"
+    );
+    let u = meter.usage();
+    assert_eq!((u.requests, u.write_units), (1, 0.0), "{u:?}");
+    assert_eq!((u.failed_writes, u.failed_write_units), (1, 1.0), "{u:?}");
+}

@@ -44,9 +44,16 @@ pub(crate) async fn completed_marks(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
 ) -> Result<BTreeMap<String, MarkCounts>> {
-    lambda_dedup_dynamodb::count_marks(client, table, &|_| {})
+    let mut marks = lambda_dedup_dynamodb::count_marks(client, table, &|_| {})
         .await
-        .map_err(|e| format!("scan {table}: {e}"))
+        .map_err(|e| format!("scan {table}: {e}"))?;
+    // webhook-receiver's marks are its inbox items (create-once mode).
+    let inbox = crate::stack::TABLE_INBOX;
+    let created = lambda_dedup_dynamodb::count_marks(client, inbox, &|_| {}).await;
+    for (consumer, m) in created.map_err(|e| format!("scan {inbox}: {e}"))? {
+        marks.entry(consumer).or_default().completed += m.completed;
+    }
+    Ok(marks)
 }
 
 /// Prints the account and returns, per check, its description and whether it holds.

@@ -1,5 +1,5 @@
 //! `cargo xtask bench` (a benchmark, not a test): our modes — per-message, batch-transaction
-//! (with and without the warm cache) and sequence mode — against AWS Powertools for Lambda
+//! (with and without the warm cache), sequence and create-once mode — against AWS Powertools for Lambda
 //! (Python) idempotency, on the same workloads, through one metering proxy in front of a local
 //! DynamoDB (Dynoxide, in memory) that counts requests, write and read units (failed writes
 //! billed from the request) for both sides alike and holds every request for a simulated
@@ -54,13 +54,14 @@ const BENCH_PINS: &[&str] = &[
     "matplotlib==3.11.2",
 ];
 const WORKLOADS: [&str; 4] = ["all_new", "half_duplicates", "mixed", "all_duplicates"];
-const MODES: [&str; 6] = [
+const MODES: [&str; 7] = [
     "powertools",
     "per_message",
     "batch_transaction",
     "batch_transaction_prefilter",
     "batch_transaction_warm_cache",
     "sequence",
+    "create_once",
 ];
 const BATCHES: [usize; 2] = [10, 100];
 /// Containers at once, in the many-containers runs.
@@ -453,7 +454,11 @@ fn report(
          - **sequence**: sequence mode (`Deduplicator::sequenced`) for ordered sources: a FIFO \
          batch grouped by account, each message one conditional `UpdateItem` of the balance item \
          carrying the account's high-water sequence, the groups at once. (It needs a producer \
-         that numbers its events per aggregate and a source that keeps their order.)\n"
+         that numbers its events per aggregate and a source that keeps their order.)\n\
+         - **create_once**: create-once mode (`Deduplicator::create_once`) for effects that create \
+         one item per event: the credit recorded as its own entry item, keyed by the event, in one \
+         conditional `PutItem` that is also the mark (no mark table, no transaction), the batch's \
+         messages at once.\n"
     );
     for (model, _) in models(delay_ms) {
         for batch in BATCHES {
@@ -550,6 +555,8 @@ fn report(
         ("batch_transaction", 100, 45.0),
         ("sequence", 10, 25.0),
         ("sequence", 100, 75.0),
+        ("create_once", 10, 25.0),
+        ("create_once", 100, 75.0),
     ] {
         let r = ratio(batch, mode);
         let _ = writeln!(
@@ -559,9 +566,12 @@ fn report(
         );
     }
     let cost = |batch: usize, mode: &str, w: &str, k: &str| num(cal(batch, mode, w), k);
-    for batch in BATCHES {
+    for (mode, batch) in ["sequence", "create_once"]
+        .into_iter()
+        .flat_map(|m| BATCHES.map(|b| (m, b)))
+    {
         let cheaper = WORKLOADS.iter().all(|w| {
-            cost(batch, "sequence", w, "usd_per_million_cancelled_billed")
+            cost(batch, mode, w, "usd_per_million_cancelled_billed")
                 <= cost(batch, "powertools", w, "usd_per_million_cancelled_billed") + 1e-9
         });
         let worst = WORKLOADS
@@ -569,7 +579,7 @@ fn report(
             .map(|w| {
                 format!(
                     "{w} {:.2} vs {:.2}",
-                    cost(batch, "sequence", w, "usd_per_million_cancelled_billed"),
+                    cost(batch, mode, w, "usd_per_million_cancelled_billed"),
                     cost(batch, "powertools", w, "usd_per_million_cancelled_billed")
                 )
             })
@@ -577,7 +587,7 @@ fn report(
             .join("; ");
         let _ = writeln!(
             md,
-            "| sequence costs at most Powertools on every workload, batches of {batch} ($/M msgs) | {worst} | {} |",
+            "| {mode} costs at most Powertools on every workload, batches of {batch} ($/M msgs) | {worst} | {} |",
             mark(cheaper)
         );
     }
@@ -652,10 +662,11 @@ fn report(
          batch waits for the slower of the two, so the ratio cannot pass {:.1} × at the median; \
          the emulator's serial execution of 200 items comes on top (measured p50 batch {:.1} \
          ms).\n\
-         - Sequence, batches of 10 and 100: one `UpdateItem` per message, all in flight at once; \
-         the batch waits for the slowest of 10 or 100 draws (near the model's p90 and p99, \
-         ~11 and 16 ms) and for the emulator, which executes the updates one after another \
-         (measured p50 batch {:.1} and {:.1} ms).\n\n\
+         - Sequence and create-once, batches of 10 and 100: one `UpdateItem` (sequence) or \
+         `PutItem` (create-once) per message, all in flight at once; the batch waits for the \
+         slowest of 10 or 100 draws (near the model's p90 and p99, ~11 and 16 ms) and for the \
+         emulator, which executes the writes one after another (measured p50 batch: sequence \
+         {:.1} and {:.1} ms, create-once {:.1} and {:.1} ms).\n\n\
          Whatever a measured p50 batch has beyond the model's latency is the emulator's and the \
          clients' time on this machine: the emulator (Dynoxide on SQLite, run by the xtask \
          binary) executes every request of every client one after another, and the machine's \
@@ -669,6 +680,8 @@ fn report(
         p50(100, "batch_transaction"),
         p50(10, "sequence"),
         p50(100, "sequence"),
+        p50(10, "create_once"),
+        p50(100, "create_once"),
     );
     let _ = writeln!(md, "\n## Arm64 release zips\n");
     for (f, z) in zips {

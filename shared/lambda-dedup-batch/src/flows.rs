@@ -17,7 +17,8 @@ use lambda_dedup::{
     Claim, Commit, DedupKey, Derived, Effect, KeySpec, Lease, MarkCache, Message, Rejection, Seen,
 };
 use lambda_dedup::{
-    CommitRequest, MarkStore, SequenceOutcome, SequenceSource, SequencedWrite, StoreError,
+    CommitRequest, CreateOnce, MarkStore, SequenceOutcome, SequenceSource, SequencedWrite,
+    StoreError,
 };
 
 use crate::outcome::{Outcome, Reason};
@@ -618,6 +619,69 @@ impl Deduplicator {
                 }
             }
             Err(e) => store_failed(msg, &event.key, &e),
+        }
+    }
+
+    /// Create-once mode, for an effect that creates an item which exists once per event (an
+    /// order, an inbox item, a record keyed by the event; see [`lambda_dedup::create_once`]):
+    /// `plan` says the one [`Effect::put`] of that item and the result to store in it; the item
+    /// is the mark — one conditional `Put`, no mark item, no transaction. A duplicate is judged
+    /// from the item (its stored result returned, S8), another payload is a conflict (S11), and an
+    /// item the event did not create (or the put's own condition failing) is a retry, as an
+    /// effect's failed condition is. The item lives as long as the caller keeps it, so there is
+    /// no late-event rule and no warm cache: deleting the item forgets the event. A plan of
+    /// anything but one put is rejected as `effect_refused`.
+    pub async fn create_once<F>(&self, msg: &Message, plan: F) -> Outcome
+    where
+        F: FnOnce(&Derived) -> Result<Plan, HandlerError>,
+    {
+        let event = match self.spec.derive(msg) {
+            Ok(e) => e,
+            Err(r) => return rejected(msg, &r),
+        };
+        let plan = match planned(msg, &event, plan) {
+            Ok(p) => p,
+            Err(outcome) => return outcome,
+        };
+        let [effect] = plan.effects.as_slice() else {
+            tracing::warn!(message_id = %msg.message_id, key = %event.key,
+                effects = plan.effects.len(), "rejected: create-once takes exactly one put");
+            return Outcome::Rejected {
+                code: Reason::EffectRefused,
+                reason: format!("create-once takes one put, not {}", plan.effects.len()),
+                key: Some(event.key.clone()),
+            };
+        };
+        let write = CreateOnce {
+            key: &event.key,
+            effect,
+            fingerprint: event.fingerprint.as_ref(),
+            result: plan.result.as_deref(),
+        };
+        match self.store.create_once(write).await {
+            Ok(Commit::Applied) => {
+                tracing::info!(message_id = %msg.message_id, key = %event.key, "applied (created)");
+                Outcome::Applied
+            }
+            // Nothing remembered in the warm cache: the item decides the next delivery.
+            Ok(Commit::Seen(Seen::Duplicate(mark))) => {
+                tracing::info!(message_id = %msg.message_id, key = %event.key,
+                    "duplicate skipped (the item exists)");
+                Outcome::Duplicate {
+                    first_seen_at: mark.first_seen_at,
+                    result: mark.result,
+                }
+            }
+            Err(StoreError::Invalid(reason)) => {
+                tracing::warn!(message_id = %msg.message_id, key = %event.key, reason = %reason,
+                    "rejected: not a create-once write; dead-lettering");
+                Outcome::Rejected {
+                    code: Reason::EffectRefused,
+                    reason,
+                    key: Some(event.key.clone()),
+                }
+            }
+            other => self.committed(msg, &event, &plan, other),
         }
     }
 

@@ -21,8 +21,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use lambda_dedup::{
-    Claim, Clock, Commit, CommitRequest, DedupKey, Effect, Fingerprint, Item, ManualClock,
-    MarkStatus, MarkStore, Retention, Scope, Seen, StoreError, Value,
+    Claim, Clock, Commit, CommitRequest, CreateOnce, DedupKey, Effect, Fingerprint, Item,
+    ManualClock, MarkStatus, MarkStore, Retention, Scope, Seen, StoreError, Value,
 };
 
 /// A future a harness returns (object-safe traits cannot have `async fn`s).
@@ -54,7 +54,7 @@ pub trait World: Send + Sync {
 }
 
 /// Every case of the suite, by name.
-pub const CASES: [&str; 13] = [
+pub const CASES: [&str; 15] = [
     "claims_are_exclusive",
     "commit_then_duplicate",
     "a_failed_condition_writes_nothing",
@@ -68,6 +68,8 @@ pub const CASES: [&str; 13] = [
     "batch_commits_judge_each_request_alone",
     "effects_put_update_and_delete",
     "sequence_mode_applies_in_order_and_names_the_rest",
+    "create_once_item_is_the_mark",
+    "create_once_is_exclusive",
 ];
 
 /// One `#[tokio::test]` per case of the suite, on the harness `$harness` (an expression).
@@ -88,6 +90,8 @@ macro_rules! suite {
             batch_commits_judge_each_request_alone,
             effects_put_update_and_delete,
             sequence_mode_applies_in_order_and_names_the_rest,
+            create_once_item_is_the_mark,
+            create_once_is_exclusive,
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {
@@ -683,4 +687,180 @@ pub async fn sequence_mode_applies_in_order_and_names_the_rest<H: Harness>(h: &H
         .await
         .expect_err("refused");
     assert!(!err.is_retryable(), "{err:?}");
+}
+
+fn create<'a>(
+    key: &'a DedupKey,
+    effect: &'a Effect,
+    fingerprint: Option<&'a Fingerprint>,
+    result: Option<&'a str>,
+) -> CreateOnce<'a> {
+    CreateOnce {
+        key,
+        effect,
+        fingerprint,
+        result,
+    }
+}
+
+/// Create-once mode (S5, S8, S11): the item carries the event's key, fingerprint and result and
+/// is the only write — no mark; a second delivery is a duplicate answered with the first result
+/// and changes nothing, another payload a conflict, another event's item or one written by other
+/// means is never overwritten; the guarantee has no retention window (it lasts while the item
+/// does), and deleting the item forgets the event.
+pub async fn create_once_item_is_the_mark<H: Harness>(h: &H) {
+    use lambda_dedup::create_once::{CREATED_FINGERPRINT, CREATED_KEY, CREATED_RESULT};
+    let c = case(h).await;
+    let orders = c.world.table("order_id").await;
+    let (k, (a, b)) = (key(), (fp("a"), fp("b")));
+    let id = unique("order");
+    let order_key = Item::new().with("order_id", id.as_str());
+    let order = |total: i64| Effect::put(&orders, order_key.clone().with("total", total));
+    let (first, changed) = (order(5), order(6));
+    let out = c
+        .store
+        .create_once(create(&k, &first, Some(&a), Some("r1")))
+        .await;
+    assert_eq!(out.expect("create"), Commit::Applied);
+    let stored = c.world.read(&orders, &order_key).await.expect("the item");
+    assert_eq!(stored.0.get("total"), Some(&Value::N("5".into())));
+    assert_eq!(
+        stored.0.get(CREATED_KEY),
+        Some(&Value::S(k.as_str().into()))
+    );
+    assert_eq!(
+        stored.0.get(CREATED_FINGERPRINT),
+        Some(&Value::S(a.as_str().into()))
+    );
+    assert_eq!(stored.0.get(CREATED_RESULT), Some(&Value::S("r1".into())));
+    assert!(
+        c.store.get(&k).await.expect("get").is_none(),
+        "no mark item"
+    );
+
+    // Long past the mark table's retention, the item still decides.
+    c.clock.advance(RETENTION * 10);
+    let again = c
+        .store
+        .create_once(create(&k, &first, Some(&a), Some("r2")))
+        .await;
+    let Ok(Commit::Seen(Seen::Duplicate(mark))) = again else {
+        panic!("expected a duplicate, got {again:?}");
+    };
+    assert_eq!(mark.result.as_deref(), Some("r1"));
+    assert_eq!(mark.fingerprint.as_ref(), Some(&a));
+    let conflict = c
+        .store
+        .create_once(create(&k, &changed, Some(&b), None))
+        .await;
+    assert!(
+        matches!(conflict, Ok(Commit::Seen(Seen::Conflict { .. }))),
+        "{conflict:?}"
+    );
+    let other_event = c
+        .store
+        .create_once(create(&key(), &changed, Some(&a), None))
+        .await;
+    assert_eq!(
+        other_event.expect("create"),
+        Commit::EffectRejected { index: 0 }
+    );
+    assert_eq!(
+        c.world.read(&orders, &order_key).await,
+        Some(stored),
+        "unchanged"
+    );
+
+    // An item written by other means is not overwritten; the effect's own condition holds too.
+    let seeded = unique("order");
+    let seeded_key = Item::new().with("order_id", seeded.as_str());
+    c.world
+        .put(&orders, seeded_key.clone().with("total", 1))
+        .await;
+    let over = Effect::put(&orders, seeded_key.clone().with("total", 9));
+    let out = c.store.create_once(create(&key(), &over, None, None)).await;
+    assert_eq!(out.expect("create"), Commit::EffectRejected { index: 0 });
+    assert_eq!(
+        c.number(&orders, "order_id", &seeded, "total").await,
+        Some(1)
+    );
+    let guarded = Effect::put(
+        &orders,
+        Item::new().with("order_id", unique("order").as_str()),
+    )
+    .condition("attribute_exists(order_id)");
+    let out = c
+        .store
+        .create_once(create(&key(), &guarded, None, None))
+        .await;
+    assert_eq!(out.expect("create"), Commit::EffectRejected { index: 0 });
+
+    // Deleting the item forgets the event: the next delivery creates it again.
+    let delete = [Effect::delete(&orders, order_key.clone())];
+    let out = c.store.commit(req(&key(), None, None, &delete)).await;
+    assert_eq!(out.expect("delete"), Commit::Applied);
+    let out = c
+        .store
+        .create_once(create(&k, &first, Some(&a), None))
+        .await;
+    assert_eq!(out.expect("create"), Commit::Applied);
+
+    // Only a put of an item without the library's attributes; refusals are permanent.
+    let update = credit(&c.balances, &unique("acct"), 1);
+    let err = c
+        .store
+        .create_once(create(&key(), &update, None, None))
+        .await;
+    assert!(matches!(err, Err(StoreError::Invalid(_))), "{err:?}");
+    let big = "x".repeat(c.store.max_result_bytes() + 1);
+    let fresh = order(1);
+    let err = c
+        .store
+        .create_once(create(&key(), &fresh, None, Some(&big)))
+        .await;
+    assert!(matches!(err, Err(StoreError::Invalid(_))), "{err:?}");
+    let huge = Effect::put(
+        &orders,
+        Item::new()
+            .with("order_id", unique("order").as_str())
+            .with("blob", "x".repeat(401 * 1024)),
+    );
+    let err = c
+        .store
+        .create_once(create(&key(), &huge, None, None))
+        .await
+        .expect_err("refused");
+    assert!(!err.is_retryable(), "{err:?}");
+}
+
+/// S4 for create-once: of many concurrent deliveries of one event, exactly one creates the
+/// item; every other is a duplicate.
+pub async fn create_once_is_exclusive<H: Harness>(h: &H) {
+    let c = case(h).await;
+    let orders = c.world.table("order_id").await;
+    let (k, f) = (key(), fp("a"));
+    let order = Effect::put(
+        &orders,
+        Item::new()
+            .with("order_id", unique("order").as_str())
+            .with("total", 5),
+    );
+    let outs = futures::future::join_all(
+        (0..16).map(|_| c.store.create_once(create(&k, &order, Some(&f), Some("r")))),
+    )
+    .await;
+    let created = outs
+        .iter()
+        .filter(|o| matches!(o, Ok(Commit::Applied)))
+        .count();
+    assert_eq!(created, 1, "{outs:?}");
+    for o in &outs {
+        assert!(
+            matches!(
+                o,
+                Ok(Commit::Applied) | Ok(Commit::Seen(Seen::Duplicate(_)))
+            ),
+            "{o:?}"
+        );
+    }
 }

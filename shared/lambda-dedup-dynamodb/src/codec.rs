@@ -41,6 +41,26 @@ pub(crate) fn value(v: &Value) -> AttributeValue {
     }
 }
 
+/// An attribute value in the library's terms (sets, which the library never writes, as `Null`).
+pub(crate) fn from_value(v: &AttributeValue) -> Value {
+    match v {
+        AttributeValue::S(x) => Value::S(x.clone()),
+        AttributeValue::N(x) => Value::N(x.clone()),
+        AttributeValue::B(x) => Value::B(x.as_ref().to_vec()),
+        AttributeValue::Bool(x) => Value::Bool(*x),
+        AttributeValue::L(xs) => Value::L(xs.iter().map(from_value).collect()),
+        AttributeValue::M(m) => {
+            Value::M(m.iter().map(|(k, v)| (k.clone(), from_value(v))).collect())
+        }
+        _ => Value::Null,
+    }
+}
+
+/// An item in the library's terms.
+pub(crate) fn from_item(i: &Av) -> Item {
+    Item(i.iter().map(|(k, v)| (k.clone(), from_value(v))).collect())
+}
+
 fn item(i: &Item) -> Av {
     i.0.iter().map(|(k, v)| (k.clone(), value(v))).collect()
 }

@@ -166,7 +166,8 @@ pub struct MarkCounts {
     pub forgotten: u64,
 }
 
-/// Completed marks and forgotten completed marks per consumer in the mark `table` (a strongly
+/// Completed marks and forgotten completed marks per consumer in the mark `table`, or the items
+/// of a create-once `table` (each its event's completed mark; a strongly
 /// consistent scan, page by page; `progress` is called with the items read so far).
 pub async fn count_marks(
     client: &Client,
@@ -187,6 +188,13 @@ pub async fn count_marks(
             .map_err(crate::error::from_sdk)?;
         for item in out.items() {
             let get = |k: &str| codec::get_s(item, k);
+            // A create-once item (an inbox item, an order) is its event's completed mark.
+            if let Some(consumer) =
+                get(lambda_dedup::create_once::CREATED_KEY).and_then(|key| key.split('#').nth(1))
+            {
+                counts.entry(consumer.to_owned()).or_default().completed += 1;
+                continue;
+            }
             let Some(consumer) = get(attr::PK).and_then(|pk| pk.split('#').nth(1)) else {
                 continue;
             };

@@ -3,12 +3,14 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     CancellationReason, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
 use lambda_dedup::clock::{Clock, SystemClock};
+use lambda_dedup::create_once::{self, CreateOnce};
 use lambda_dedup::sequence::{self, SequenceOutcome, SequencedWrite};
 use lambda_dedup::store::{BatchFuture, StoreFuture};
 use lambda_dedup::{
@@ -612,6 +614,48 @@ impl DynamoStore {
         }
     }
 
+    /// Create-once mode: the effect's item, carrying the event's key, fingerprint and result, in
+    /// one conditional `PutItem` (see [`lambda_dedup::create_once`]). One write request unit for
+    /// an item up to 1 KB; a failed condition returns the old item, judged as a mark is.
+    pub async fn create_once(&self, write: CreateOnce<'_>) -> Result<Commit, Error> {
+        self.check_result(write.result)?;
+        let Some(effect) = write.to_effect(self.clock.now()) else {
+            return Err(Error::Invalid(
+                "create-once needs a put of an item without the library's attributes".into(),
+            ));
+        };
+        let tx = codec::effect(&effect)?;
+        let Some(p) = tx.put() else {
+            return Err(Error::Invalid("create-once needs a put".into()));
+        };
+        self.count_call();
+        let sent = self
+            .client
+            .put_item()
+            .table_name(p.table_name())
+            .set_item(Some(p.item().clone()))
+            .set_condition_expression(p.condition_expression().map(str::to_owned))
+            .set_expression_attribute_names(p.expression_attribute_names().cloned())
+            .set_expression_attribute_values(p.expression_attribute_values().cloned())
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(Commit::Applied),
+            Err(err) => match err.as_service_error() {
+                Some(PutItemError::ConditionalCheckFailedException(c)) => {
+                    let old = c.item().map(codec::from_item);
+                    Ok(create_once::judge(
+                        old.as_ref(),
+                        write.key,
+                        write.fingerprint,
+                    ))
+                }
+                _ => Err(crate::error::from_sdk_for(write.key, err)),
+            },
+        }
+    }
+
     /// The live mark of `key` (strongly consistent read), or `None`. A mark whose TTL has passed
     /// is `None` even while DynamoDB still stores it (S9).
     pub async fn get(&self, key: &DedupKey) -> Result<Option<Mark>, Error> {
@@ -827,6 +871,10 @@ impl MarkStore for DynamoStore {
         write: SequencedWrite<'a>,
     ) -> StoreFuture<'a, SequenceOutcome> {
         Box::pin(DynamoStore::apply_in_sequence(self, write))
+    }
+
+    fn create_once<'a>(&'a self, write: CreateOnce<'a>) -> StoreFuture<'a, Commit> {
+        Box::pin(DynamoStore::create_once(self, write))
     }
 
     fn now(&self) -> SystemTime {

@@ -37,6 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use lambda_dedup::clock::{Clock, SystemClock, epoch_millis, epoch_secs, from_epoch_millis};
+use lambda_dedup::create_once::{self, CreateOnce};
 use lambda_dedup::effect::EffectKind;
 use lambda_dedup::sequence::{self, SequenceOutcome, SequencedWrite};
 use lambda_dedup::store::{
@@ -81,6 +82,8 @@ pub enum Op {
     Get,
     /// [`MarkStore::apply_in_sequence`].
     Sequence,
+    /// [`MarkStore::create_once`].
+    CreateOnce,
 }
 
 /// Decides, per call, whether it meets a fault: the operation and the key it is about (none for
@@ -500,6 +503,49 @@ impl MemoryStore {
         Ok(SequenceOutcome::Applied)
     }
 
+    fn create_once_now(
+        &self,
+        state: &mut State,
+        now: SystemTime,
+        w: &CreateOnce<'_>,
+    ) -> Result<Commit, StoreError> {
+        self.check_result(w.result)?;
+        let effect = w.to_effect(ms(now)).ok_or_else(|| {
+            StoreError::Invalid(
+                "create-once needs a put of an item without the library's attributes".into(),
+            )
+        })?;
+        let refused = || StoreError::Refused {
+            key: w.key.clone(),
+            code: "ValidationException".into(),
+            position: None,
+        };
+        let t = state
+            .tables
+            .get_mut(effect.table())
+            .ok_or_else(|| missing_table(effect.table()))?;
+        let p = plan(t, &effect).map_err(|err| match err {
+            ExprError::Unsupported(what) => StoreError::Invalid(format!("memory store: {what}")),
+            _ => refused(),
+        })?;
+        let current = t.items.get(&p.key).cloned();
+        let attrs = current.clone().unwrap_or_default();
+        let holds = match p.condition.as_ref().map(|c| expr::holds(c, &attrs)) {
+            Some(Err(_)) => return Err(refused()),
+            Some(Ok(h)) => h,
+            None => true,
+        };
+        if !holds {
+            let old = current.map(Item);
+            return Ok(create_once::judge(old.as_ref(), w.key, w.fingerprint));
+        }
+        if item_size(&effect.item().0) > MAX_ITEM_BYTES {
+            return Err(refused());
+        }
+        t.items.insert(p.key, effect.item().0.clone());
+        Ok(Commit::Applied)
+    }
+
     fn release_now(&self, state: &mut State, lease: &Lease) -> Result<(), StoreError> {
         let released = OwnerToken::from_stored(format!("released-{}", lease.owner.as_str()));
         let Some(m) = state.marks.get_mut(lease.key.as_str()) else {
@@ -703,6 +749,13 @@ impl MarkStore for MemoryStore {
     ) -> StoreFuture<'a, SequenceOutcome> {
         let out = self.call(Op::Sequence, Some(write.key), |s, _| {
             self.sequence_now(s, &write)
+        });
+        Box::pin(async move { out })
+    }
+
+    fn create_once<'a>(&'a self, write: CreateOnce<'a>) -> StoreFuture<'a, Commit> {
+        let out = self.call(Op::CreateOnce, Some(write.key), |s, now| {
+            self.create_once_now(s, now, &write)
         });
         Box::pin(async move { out })
     }

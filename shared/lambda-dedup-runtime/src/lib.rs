@@ -42,6 +42,8 @@ pub mod testing;
 pub mod webhook;
 
 pub use lambda_dedup::{Effect, Item, TimeFormat};
+#[cfg(any(feature = "webhook", test))]
+pub use service::WebhookService;
 pub use service::{BuildError, Dedup, Event, IntoPlan, Refusal, Service, SqsService};
 pub use settings::{Env, Settings, SettingsError, optional, required};
 pub use sqs::{messages, response, run_sqs, run_sqs_batch};

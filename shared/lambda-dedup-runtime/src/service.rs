@@ -31,6 +31,8 @@
 //! | SQS, a write then a call | [`Dedup::sqs_write_then_call`] | |
 //! | Kinesis | [`Dedup::kinesis`] | |
 //! | DynamoDB Streams | [`Dedup::dynamodb_stream`] | |
+//! | SQS, an item created once per event | [`Dedup::sqs_create_once`] (the item is the mark) | |
+//! | HTTP, signed webhooks (feature `webhook`) | `Dedup::webhook`: the inbox item created once | |
 
 use std::future::Future;
 use std::pin::Pin;
@@ -52,6 +54,12 @@ use serde::de::DeserializeOwned;
 use crate::queue::Queue;
 use crate::settings::{Env, Settings, SettingsError};
 use crate::sqs::{Accounting, Reconciliation};
+
+mod create_once;
+#[cfg(any(feature = "webhook", test))]
+mod webhook;
+#[cfg(any(feature = "webhook", test))]
+pub use webhook::WebhookService;
 
 /// Why an event's work refuses it: [`Refusal::Invalid`] can never be handled (dead-lettered),
 /// [`Refusal::Transient`] may work later (redelivered). Reasons name fields, never values.

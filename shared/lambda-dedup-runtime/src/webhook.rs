@@ -1,6 +1,7 @@
 //! Webhooks as a source (feature `webhook`): an HTTP request becomes a [`Message`], is verified,
-//! deduplicated, and recorded in an inbox table in the same transaction as its mark; the answer
-//! says which of the documented outcomes it had.
+//! deduplicated, and recorded in an inbox table whose item is its mark (create-once mode: one
+//! conditional `Put`, the key, fingerprint and answer in the item; no mark item, no
+//! transaction); the answer says which of the documented outcomes it had.
 //!
 //! # What each request gets (exactly one outcome, counted in EMF)
 //! | request | status | outcome |
@@ -8,7 +9,7 @@
 //! | not `POST` | 405 | `MethodNotAllowed` |
 //! | body over `WEBHOOK_MAX_BODY_BYTES` | 413 | `TooLarge` |
 //! | signature missing, forged, of another scheme, made for another id, a signed header sent twice, or timestamp outside the window | 401 | `Unauthorized` |
-//! | new event | 200, the answer stored with the mark | `Applied` |
+//! | new event | 200, the answer stored in the inbox item | `Applied` |
 //! | same event again (a sender's retry) | 200, the first answer, `idempotent-replayed: true` | `Duplicate` |
 //! | same identity, another body | 409 | `Conflict` |
 //! | no identity, a body that is not UTF-8 (or not JSON where the identity is a pointer) | 400, a code | `Rejected` |
@@ -17,7 +18,7 @@
 //! Every request counts `Requests` and its outcome. Those that passed the checks and reached the
 //! deduplicator also count `Received`, so for them the account of the SQS functions holds
 //! (received = applied + duplicate + retry + conflict + rejected, S14) and
-//! `cargo xtask audit` checks it against the marks; and requests = received + method not allowed
+//! the inbox items are its marks; and requests = received + method not allowed
 //! + too large + unauthorized.
 //!
 //! The size is checked first (without reading the body into anything), then the signature,
@@ -38,8 +39,8 @@
 //! again under another id must not be a new event. GitHub's scheme, which does not sign the
 //! delivery id, is not offered.
 //!
-//! Nothing answered 2xx is lost: the inbox item is written with the mark in one transaction,
-//! before the answer. A stream consumer (the `inbox` module, feature `inbox`) hands inbox items on to a queue.
+//! Nothing answered 2xx is lost: the inbox item, which is the mark, is written in one conditional
+//! `Put` before the answer, and remembers the event for as long as it lives. A stream consumer (the `inbox` module, feature `inbox`) hands inbox items on to a queue.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -326,7 +327,7 @@ impl Receiver {
         let mut first_answer = None;
         let outcome = self
             .dedup
-            .transactional(&message, |event| {
+            .create_once(&message, |event| {
                 let plan = inbox_plan(inbox, event, body, received_at)?;
                 first_answer.clone_from(&plan.result);
                 Ok(plan)
@@ -341,7 +342,8 @@ impl Receiver {
     /// `retry-after` before the deadline; a commit abandoned meanwhile answers the sender's retry
     /// as a replay.
     pub async fn handle(&self, request: Request) -> Response<Body> {
-        let context = request.lambda_context();
+        // Lambda always gives one; a request without (a hand-built one) gets no deadline.
+        let context = request.lambda_context_ref().cloned().unwrap_or_default();
         let request_id = context.request_id.clone();
         let body: &[u8] = request.body().as_ref();
         let answer = crate::bound::within(
@@ -375,9 +377,9 @@ impl Receiver {
     }
 }
 
-/// The inbox item, written with the mark: the event's key, the sender, the body as sent (the
-/// queue's consumer reads the sender's own bytes) and when it was received; the answer stored
-/// with the mark names the key.
+/// The inbox item, which is the event's mark (create-once mode: one conditional `Put`): the
+/// event's key, the sender, the body as sent (the queue's consumer reads the sender's own bytes)
+/// and when it was received; the answer stored in it for the sender's retries names the key.
 fn inbox_plan(
     table: &str,
     event: &Derived,
@@ -399,7 +401,9 @@ fn inbox_plan(
         "received_at": received_at,
     });
     Ok(Plan {
-        effects: vec![Effect::put(table, item).condition("attribute_not_exists(event_key)")],
+        // Create-once: the put is conditional on no inbox item with this key existing, and
+        // carries the mark (key, fingerprint, this answer) in the item itself (S5).
+        effects: vec![Effect::put(table, item)],
         result: Some(result.to_string()),
     })
 }

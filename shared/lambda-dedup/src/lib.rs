@@ -21,12 +21,15 @@
 //!   and its typed [`StoreError`]; implemented on DynamoDB and in memory.
 //! - [`sequence`]: sequence mode for ordered sources: the mark is the effect item's high-water
 //!   sequence, one conditional write per message.
+//! - [`create_once`]: create-once mode for effects that create an item once per event: the item
+//!   is the mark, one conditional `Put`.
 //! - [`clock`]: the source of "now", injectable so tests can move time.
 
 #![warn(missing_docs)]
 
 pub mod cache;
 pub mod clock;
+pub mod create_once;
 pub mod effect;
 pub mod fingerprint;
 pub mod key;
@@ -39,6 +42,7 @@ pub mod store;
 
 pub use cache::MarkCache;
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use create_once::CreateOnce;
 pub use effect::{Effect, Item, Value};
 pub use fingerprint::{Fingerprint, FingerprintSource};
 pub use key::{

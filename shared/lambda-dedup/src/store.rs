@@ -19,6 +19,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
+use crate::create_once::CreateOnce;
 use crate::effect::Effect;
 use crate::fingerprint::Fingerprint;
 use crate::key::DedupKey;
@@ -119,6 +120,13 @@ pub trait MarkStore: Send + Sync + fmt::Debug {
         &'a self,
         write: SequencedWrite<'a>,
     ) -> StoreFuture<'a, SequenceOutcome>;
+
+    /// Create-once mode ([`crate::create_once`]): the effect's item, carrying the event's key,
+    /// fingerprint and result, in one conditional `Put` that no item with its key exists — the
+    /// item is the mark; no mark item, no transaction. A failed condition is judged with
+    /// [`crate::create_once::judge`] from the item as it stood: [`Commit::Seen`] with a
+    /// duplicate (its stored result) or a conflict (S8, S11), or [`Commit::EffectRejected`].
+    fn create_once<'a>(&'a self, write: CreateOnce<'a>) -> StoreFuture<'a, Commit>;
 
     /// The live mark of `key` (strongly consistent), or `None`; a mark past its TTL is `None`.
     fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>>;

@@ -1,0 +1,149 @@
+//! The builder's HTTP service for webhooks: signed requests through a Function URL (or an API
+//! Gateway HTTP API) into the inbox, each answered once and counted (see [`crate::webhook`]).
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), lambda_http::Error> {
+//! use lambda_dedup_runtime::{Dedup, webhook::WebhookConfig};
+//! let dedup = Dedup::from_env("webhook-receiver")?.dynamodb().await;
+//! lambda_http::run(dedup.webhook(WebhookConfig::from_env()?)?).await
+//! # }
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+
+use lambda_http::{Body, Request, Response};
+
+use super::{BuildError, Dedup};
+use crate::webhook::{Receiver, WebhookConfig};
+
+impl Dedup {
+    /// The HTTP service of a webhook receiver: each request verified in `config`'s scheme,
+    /// deduplicated by the identity the sender signs, and its inbox item created once — the
+    /// item is the mark, one conditional `Put` (create-once mode, S5) — before it is answered
+    /// 2xx; a retry gets the first answer again, another body under the same id 409 (S8,
+    /// S11). One EMF line per request. Give it to `lambda_http::run`; refused without a store.
+    pub fn webhook(self, config: WebhookConfig) -> Result<WebhookService, BuildError> {
+        let store = self.store.clone().ok_or(BuildError::NoStore)?;
+        let spec = config.key_spec(self.settings.scope.clone());
+        let dedup = self.settings.deduplicator_on(spec, store);
+        Ok(WebhookService {
+            receiver: Arc::new(Receiver::new(&self.function, config, dedup)),
+        })
+    }
+}
+
+/// A webhook receiver's service: HTTP requests in, answers out. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct WebhookService {
+    receiver: Arc<Receiver>,
+}
+
+impl lambda_http::Service<Request> for WebhookService {
+    type Response = Response<Body>;
+    type Error = lambda_http::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let receiver = self.receiver.clone();
+        // Boxed here, so the deep future of the store calls is one pointer to the runtime.
+        Box::pin(async move { Ok(receiver.handle(request).await) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::Env;
+    use lambda_dedup::MarkStore;
+    use lambda_dedup::signature::{Scheme, sign};
+    use lambda_dedup_memory::MemoryStore;
+    use lambda_http::tower::ServiceExt;
+    use std::time::SystemTime;
+
+    const SECRET: &str = "whsec_d2hzZWMtdGVzdC0wMTIzNDU2Nzg5";
+
+    fn env() -> Env {
+        Env::from_pairs([
+            ("DEDUP_NAMESPACE", "test"),
+            ("DEDUP_MARK_TABLE", "marks"),
+            ("WEBHOOK_SECRETS", SECRET),
+            ("WEBHOOK_TENANT", "acme"),
+            ("INBOX_TABLE", "inbox"),
+        ])
+    }
+
+    fn request(id: &str, body: &str) -> Request {
+        let now = lambda_dedup::clock::epoch_secs(SystemTime::now());
+        let sig = sign(Scheme::StandardWebhooks, SECRET, id, now, body.as_bytes()).expect("sign");
+        lambda_http::http::Request::builder()
+            .method("POST")
+            .header("webhook-id", id)
+            .header("webhook-timestamp", now.to_string())
+            .header("webhook-signature", sig)
+            .body(Body::Text(body.to_owned()))
+            .expect("request")
+    }
+
+    async fn post(service: &WebhookService, id: &str, body: &str) -> (u16, Option<String>, String) {
+        let response = service
+            .clone()
+            .oneshot(request(id, body))
+            .await
+            .expect("answer");
+        let replayed = response
+            .headers()
+            .get("idempotent-replayed")
+            .map(|v| v.to_str().unwrap_or_default().to_owned());
+        let text = match response.body() {
+            Body::Text(t) => t.clone(),
+            other => format!("{other:?}"),
+        };
+        (response.status().as_u16(), replayed, text)
+    }
+
+    /// The service `main` builds (`Dedup::webhook`): a signed event is recorded once, its
+    /// inbox item the mark (create-once: the item carries the key, fingerprint and answer; no
+    /// mark item is written), the sender's retry gets the first answer as a replay, another
+    /// body under the same id 409, and a forgery 401.
+    #[tokio::test]
+    async fn the_builders_webhook_service_creates_the_inbox_item_once_as_its_mark() {
+        let dedup = Dedup::read(&env(), "webhook-receiver").expect("settings");
+        let store = MemoryStore::new(dedup.settings().retention);
+        store.create_table("inbox", "event_key");
+        let config = WebhookConfig::read(&env()).expect("config");
+        let service = dedup.store(store.clone()).webhook(config).expect("service");
+        let body = r#"{"id":"evt-1","amount":10}"#;
+        let first = post(&service, "evt-1", body).await;
+        assert_eq!((first.0, first.1.as_deref()), (200, None), "{first:?}");
+        let again = post(&service, "evt-1", body).await;
+        assert_eq!((again.0, again.1.as_deref()), (200, Some("true")));
+        assert_eq!(again.2, first.2, "the first answer, stored in the item");
+        assert_eq!(
+            post(&service, "evt-1", r#"{"id":"evt-1","amount":99}"#)
+                .await
+                .0,
+            409
+        );
+
+        let items = store.items("inbox");
+        assert_eq!(items.len(), 1);
+        let key = match items[0].0.get(lambda_dedup::create_once::CREATED_KEY) {
+            Some(lambda_dedup::Value::S(k)) => k.clone(),
+            other => panic!("the inbox item carries no key: {other:?}"),
+        };
+        assert!(first.2.contains(&key), "the answer names the inbox key");
+        // No mark item: the mark table holds nothing for this event.
+        let key = lambda_dedup::DedupKey::from_stored(key);
+        assert!(
+            store.get(&key).await.expect("get").is_none(),
+            "no mark item"
+        );
+    }
+}

@@ -17,7 +17,9 @@ use lambda_dedup::{DedupKey, Mark, MarkStatus, MarkStore};
 use crate::attr;
 use crate::codec::{self, ms, s};
 use crate::error::Error;
-use crate::{Client, DynamoStore};
+use aws_sdk_dynamodb::Client;
+
+use crate::DynamoStore;
 
 /// The `status` of an audit item of a forgotten mark.
 pub const FORGOTTEN: &str = "FORGOTTEN";

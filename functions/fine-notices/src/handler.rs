@@ -15,7 +15,10 @@ pub(crate) const FUNCTION: &str = "fine-notices";
 /// a partial batch response (S12); then the review count of the notices applied now. The
 /// settings plus `FINES_TABLE`, `INTENTS_TABLE`, `FINE_REVIEWS_TABLE` and
 /// `FINES_CORRELATION_KEY` (at least 16 bytes); `client` reads the correlation items.
-pub(crate) fn service(dedup: Dedup, client: aws_sdk_dynamodb::Client) -> Result<SqsService, Error> {
+pub(crate) fn service(
+    dedup: Dedup,
+    client: lambda_dedup_dynamodb::Client,
+) -> Result<SqsService, Error> {
     let tables = Arc::new(tables(&dedup)?);
     let reviewed = tables.clone();
     Ok(notice::configure(dedup)
@@ -60,7 +63,7 @@ fn tables(dedup: &Dedup) -> Result<Tables, Error> {
 /// in the table whether or not this read succeeds.
 async fn count_flagged(
     tables: &Tables,
-    client: &aws_sdk_dynamodb::Client,
+    client: &lambda_dedup_dynamodb::Client,
     applied: &[Event<Notice>],
 ) -> u64 {
     let mut flagged = 0;
@@ -106,7 +109,7 @@ mod tests {
         service: SqsService,
         env: Env,
         tables: Tables,
-        client: aws_sdk_dynamodb::Client,
+        client: lambda_dedup_dynamodb::Client,
     }
 
     /// The function as `main` builds it, with `vars` on top of its variables.
@@ -141,7 +144,7 @@ mod tests {
         })
     }
 
-    async fn notices() -> (Notices, aws_sdk_dynamodb::Client) {
+    async fn notices() -> (Notices, lambda_dedup_dynamodb::Client) {
         let notices = notices_with(&[]).await.expect("settings");
         let client = notices.client.clone();
         (notices, client)

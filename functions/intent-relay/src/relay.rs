@@ -4,8 +4,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
-use aws_sdk_dynamodb::Client;
 use lambda_dedup::{Effect, Item};
+use lambda_dedup_dynamodb::Client;
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_runtime::in_order::{self, Swept, image_part};
 use lambda_dedup_runtime::settings::{Env, SettingsError};

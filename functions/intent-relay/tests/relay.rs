@@ -15,7 +15,7 @@ use lambda_dedup_runtime::settings::Env;
 use serde_json::json;
 
 struct World {
-    client: aws_sdk_dynamodb::Client,
+    client: lambda_dedup_dynamodb::Client,
     intents: String,
     provider: Provider,
     url: String,

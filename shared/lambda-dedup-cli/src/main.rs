@@ -158,7 +158,7 @@ struct Context {
     settings: Settings,
     dedup: Deduplicator,
     store: lambda_dedup_dynamodb::DynamoStore,
-    client: aws_sdk_dynamodb::Client,
+    client: lambda_dedup_dynamodb::Client,
     env: Env,
     json: bool,
 }

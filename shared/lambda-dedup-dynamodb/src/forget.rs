@@ -17,9 +17,7 @@ use lambda_dedup::{DedupKey, Mark, MarkStatus, MarkStore};
 use crate::attr;
 use crate::codec::{self, ms, s};
 use crate::error::Error;
-use aws_sdk_dynamodb::Client;
-
-use crate::DynamoStore;
+use crate::{Client, DynamoStore};
 
 /// The `status` of an audit item of a forgotten mark.
 pub const FORGOTTEN: &str = "FORGOTTEN";

@@ -14,9 +14,8 @@ use std::time::{Duration, SystemTime};
 
 use aws_lambda_events::event::dynamodb::EventRecord;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
-use aws_sdk_dynamodb::Client;
 use lambda_dedup::Effect;
-use lambda_dedup_dynamodb::Attributes;
+use lambda_dedup_dynamodb::{Attributes, Client};
 
 /// One part of a stream image, each part read on its own so that one field of the wrong type
 /// says which part is wrong; `None` when it is absent or malformed.

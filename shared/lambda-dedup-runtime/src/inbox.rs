@@ -27,9 +27,9 @@ use std::time::{Duration, SystemTime};
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
-use aws_sdk_dynamodb::Client;
 use aws_sdk_sqs::types::MessageAttributeValue;
 use lambda_dedup::{Effect, Item};
+use lambda_dedup_dynamodb::Client;
 
 use crate::in_order::{self, Swept, image_part};
 

@@ -302,7 +302,7 @@ impl Dedup {
     }
 
     /// Marks in the settings' DynamoDB mark table through `client` (tests: the local DynamoDB).
-    pub fn dynamodb_client(self, client: aws_sdk_dynamodb::Client) -> Self {
+    pub fn dynamodb_client(self, client: lambda_dedup_dynamodb::Client) -> Self {
         let store = self.settings.mark_store(client);
         self.store(store)
     }

@@ -39,9 +39,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::Client;
 use lambda_dedup::{EventTimeSource, RedeliveryHorizon, Retention, Scope, TimeFormat};
-use lambda_dedup_dynamodb::DynamoStore;
+use lambda_dedup_dynamodb::{Client, DynamoStore};
 
 /// Where a function reads its configuration: the process environment in Lambda
 /// ([`Env::process`]), or a fixed set of variables ([`Env::from_pairs`]) in tests, which then run

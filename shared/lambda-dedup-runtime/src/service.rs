@@ -649,12 +649,7 @@ impl Dedup {
                     &runner.function,
                     event,
                     &parking,
-                    |batch| {
-                        lambda_dedup_batch::run_batch(batch, runner.max_concurrency, |m| {
-                            let (dedup, effect) = (dedup.clone(), effect.clone());
-                            async move { dedup.transactional(&m, |d| effect(d)).await }
-                        })
-                    },
+                    |batch| in_order(batch, runner.max_concurrency, &dedup, &effect),
                 )
                 .await
             }
@@ -703,17 +698,31 @@ impl Dedup {
                     &runner.function,
                     event,
                     &parking,
-                    |batch| {
-                        lambda_dedup_batch::run_batch(batch, runner.max_concurrency, |m| {
-                            let (dedup, effect) = (dedup.clone(), effect.clone());
-                            async move { dedup.transactional(&m, |d| effect(d)).await }
-                        })
-                    },
+                    |batch| in_order(batch, runner.max_concurrency, &dedup, &effect),
                 )
                 .await
             }
         }))
     }
+}
+
+/// A stream batch's work (Kinesis, DynamoDB Streams): each record's writes committed with its
+/// mark, records of one group in order, up to `max_concurrency` groups at once.
+#[cfg(any(feature = "kinesis", feature = "dynamodb-streams"))]
+async fn in_order<E>(
+    batch: Vec<Message>,
+    max_concurrency: usize,
+    dedup: &Arc<Deduplicator>,
+    effect: &Arc<E>,
+) -> BatchReport
+where
+    E: Fn(&Derived) -> Result<Plan, Refusal>,
+{
+    lambda_dedup_batch::run_batch(batch, max_concurrency, |m| {
+        let (dedup, effect) = (dedup.clone(), effect.clone());
+        async move { dedup.transactional(&m, |d| effect(d)).await }
+    })
+    .await
 }
 
 /// The leased step: the typed call, bounded by the provider timeout.

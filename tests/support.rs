@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
 
-use aws_sdk_dynamodb::Client;
+/// The SDK client the tests read and write with.
+pub use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_dedup::{Derived, Effect, Item, KeySpec, Message, Retention, Scope};
@@ -427,5 +428,27 @@ fn from_av(v: &AttributeValue) -> lambda_dedup::Value {
         AttributeValue::L(l) => V::L(l.iter().map(from_av).collect()),
         AttributeValue::M(m) => V::M(m.iter().map(|(k, v)| (k.clone(), from_av(v))).collect()),
         _ => V::Null,
+    }
+}
+
+/// A metering proxy (no added latency) in front of [`endpoint`], for counting what one store
+/// sends: a store built on [`Metered::client`] goes through it; reads made on [`client`] do not.
+#[derive(Debug)]
+pub struct Metered(local_dynamodb::meter::Meter);
+
+impl Metered {
+    /// Starts the proxy.
+    pub fn start() -> Self {
+        Self(local_dynamodb::meter::Meter::start(&endpoint(), Duration::ZERO).expect("meter"))
+    }
+
+    /// A client whose requests the proxy counts.
+    pub fn client(&self) -> Client {
+        client_at(&self.0.endpoint())
+    }
+
+    /// Requests sent through the proxy so far.
+    pub fn calls(&self) -> u64 {
+        self.0.usage().requests
     }
 }

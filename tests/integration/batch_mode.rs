@@ -2,7 +2,7 @@
 //! per-message commits (S5, S8, S11, S12), with fewer DynamoDB calls.
 
 use dedup_tests::{
-    balance, client, cloudevents_spec, credit, credit_data, credit_effect, effect_table,
+    Metered, balance, client, cloudevents_spec, credit, credit_data, credit_effect, effect_table,
     mark_table, retention, unique,
 };
 use lambda_dedup::Message;
@@ -28,12 +28,26 @@ fn plan(balances: &str) -> impl Fn(&lambda_dedup::Derived) -> Result<Plan, Handl
     }
 }
 
-async fn setup() -> (aws_sdk_dynamodb::Client, String, Deduplicator, DynamoStore) {
+/// The test's store and the proxy that counts its requests.
+struct Counted {
+    store: DynamoStore,
+    meter: Metered,
+}
+
+impl Counted {
+    /// DynamoDB requests the store has sent.
+    fn calls(&self) -> u64 {
+        self.meter.calls()
+    }
+}
+
+async fn setup() -> (aws_sdk_dynamodb::Client, String, Deduplicator, Counted) {
     let client = client();
     let balances = effect_table(&client, "account").await;
-    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention());
+    let meter = Metered::start();
+    let store = DynamoStore::new(meter.client(), mark_table(&client).await, retention());
     let dedup = Deduplicator::new(cloudevents_spec("batch-mode"), store.clone());
-    (client, balances, dedup, store)
+    (client, balances, dedup, Counted { store, meter })
 }
 
 fn labels(outcomes: &[(String, Outcome)]) -> Vec<&'static str> {
@@ -222,7 +236,8 @@ async fn s5_s14_concurrent_replays_in_batch_mode_equal_one_pass() {
 #[tokio::test]
 async fn warm_cache_answers_known_duplicates_without_dynamodb() {
     let (_client, balances, _dedup, store) = setup().await;
-    let dedup = Deduplicator::new(cloudevents_spec("batch-mode"), store.clone()).with_cache(1000);
+    let dedup =
+        Deduplicator::new(cloudevents_spec("batch-mode"), store.store.clone()).with_cache(1000);
     let run = unique("b5");
     let batch: Vec<Message> = (0..10)
         .map(|i| {

@@ -11,7 +11,7 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use dedup_tests::{
-    balance, client, cloudevents_spec, credit, credit_data, credit_effect, credit_plan,
+    Metered, balance, client, cloudevents_spec, credit, credit_data, credit_effect, credit_plan,
     effect_table, get_item, mark_table, retention, unique,
 };
 use lambda_dedup::{Effect, Item, Message};
@@ -27,21 +27,23 @@ struct Setup {
     balances: String,
     marks: String,
     dedup: Deduplicator,
-    store: DynamoStore,
+    /// Counts the store's requests.
+    meter: Metered,
 }
 
 async fn setup() -> Setup {
     let client = client();
     let balances = effect_table(&client, "account").await;
     let marks = mark_table(&client).await;
-    let store = DynamoStore::new(client.clone(), marks.clone(), retention());
-    let dedup = Deduplicator::new(cloudevents_spec(CONSUMER), store.clone());
+    let meter = Metered::start();
+    let store = DynamoStore::new(meter.client(), marks.clone(), retention());
+    let dedup = Deduplicator::new(cloudevents_spec(CONSUMER), store);
     Setup {
         client,
         balances,
         marks,
         dedup,
-        store,
+        meter,
     }
 }
 
@@ -302,9 +304,9 @@ async fn s5_s12_rounds_are_bounded_by_bytes_and_an_oversized_event_fails_alone()
     // Two or three rounds of the ten (6 MB in rounds under 4 MB), plus the oversized one alone:
     // split by size up front, not by trial and error.
     assert!(
-        s.store.calls() <= 4,
+        s.meter.calls() <= 4,
         "rounds are cut by bytes before sending: {} calls",
-        s.store.calls()
+        s.meter.calls()
     );
     for (i, msg) in batch.iter().enumerate().take(10) {
         for n in 0..2 {

@@ -86,8 +86,7 @@ impl Launch {
             )
             .env("AWS_LAMBDA_FUNCTION_NAME", name)
             // The deadline comes as Lambda sends it (epoch milliseconds): `crate::runtime_api`
-            // rewrites cargo-lambda's timeout into one, so `DEDUP_RUNTIME_DEADLINE` stays unset.
-            .env_remove("DEDUP_RUNTIME_DEADLINE")
+            // rewrites cargo-lambda's timeout into one.
             .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
             .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
             .stdin(Stdio::null())

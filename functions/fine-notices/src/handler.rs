@@ -114,25 +114,26 @@ mod tests {
 
     /// The function as `main` builds it, with `vars` on top of its variables.
     async fn notices_with(vars: &[(&str, &str)]) -> Result<Notices, Error> {
-        let client = dedup_tests::client();
+        let sdk = dedup_tests::client();
         let env = Env::from_pairs([
             ("DEDUP_NAMESPACE", "test".to_owned()),
-            ("DEDUP_MARK_TABLE", dedup_tests::mark_table(&client).await),
+            ("DEDUP_MARK_TABLE", dedup_tests::mark_table(&sdk).await),
             (
                 "FINES_TABLE",
-                dedup_tests::effect_table(&client, "fine_id").await,
+                dedup_tests::effect_table(&sdk, "fine_id").await,
             ),
             (
                 "INTENTS_TABLE",
-                dedup_tests::effect_table(&client, "intent_id").await,
+                dedup_tests::effect_table(&sdk, "intent_id").await,
             ),
             (
                 "FINE_REVIEWS_TABLE",
-                dedup_tests::effect_table(&client, "correlation").await,
+                dedup_tests::effect_table(&sdk, "correlation").await,
             ),
             ("FINES_CORRELATION_KEY", "test-secret-of-16+".to_owned()),
         ]);
         let env = vars.iter().fold(env, |env, (k, v)| env.with(k, *v));
+        let client = lambda_dedup_dynamodb::Client::from(&sdk);
         let dedup = Dedup::read(&env, FUNCTION)?.dynamodb_client(client.clone());
         let tables = tables(&dedup)?;
         let service = service(dedup, client.clone())?;

@@ -16,6 +16,8 @@ use serde_json::json;
 
 struct World {
     client: lambda_dedup_dynamodb::Client,
+    /// The same connection as the SDK's client, for the test's own reads.
+    sdk: dedup_tests::Client,
     intents: String,
     provider: Provider,
     url: String,
@@ -23,7 +25,8 @@ struct World {
 
 impl World {
     async fn new() -> Self {
-        let client = dedup_tests::client();
+        let sdk = dedup_tests::client();
+        let client = lambda_dedup_dynamodb::Client::from(&sdk);
         let intents = dedup_tests::unique("intents");
         lambda_dedup_dynamodb::provision::create_table(&client, &intents, "intent_id", false)
             .await
@@ -34,6 +37,7 @@ impl World {
             .expect("fake provider");
         Self {
             client,
+            sdk,
             intents,
             provider,
             url: format!("http://{addr}"),
@@ -71,7 +75,7 @@ impl World {
 
     /// `status` and `failure_reason` of intent `id`, read strongly consistently.
     async fn state(&self, id: &str) -> (String, Option<String>) {
-        let item = dedup_tests::get_item(&self.client, &self.intents, "intent_id", id)
+        let item = dedup_tests::get_item(&self.sdk, &self.intents, "intent_id", id)
             .await
             .expect("intent exists");
         let s = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();

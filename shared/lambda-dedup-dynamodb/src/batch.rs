@@ -292,7 +292,6 @@ impl DynamoStore {
             .flat_map(|i| items[*i].clone().unwrap_or_default())
             .collect();
         let attempt = OwnerToken::random();
-        self.count_call();
         let sent = self
             .client()
             .transact_write_items()

@@ -3,11 +3,42 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::codec;
 use crate::error::Error;
+
+/// A DynamoDB connection: the SDK's client behind the library's own type, so that the crates
+/// above this one hold and pass a connection without naming the SDK (only this crate depends on
+/// it). Build one per process with [`connect`]; a caller that has an SDK client of its own (a
+/// test, a local tool) converts it with `From`. Cloning is cheap and shares the connection pool.
+#[derive(Debug, Clone)]
+pub struct Client(pub(crate) aws_sdk_dynamodb::Client);
+
+impl From<aws_sdk_dynamodb::Client> for Client {
+    fn from(client: aws_sdk_dynamodb::Client) -> Self {
+        Self(client)
+    }
+}
+
+impl From<&aws_sdk_dynamodb::Client> for Client {
+    fn from(client: &aws_sdk_dynamodb::Client) -> Self {
+        Self(client.clone())
+    }
+}
+
+impl From<&Client> for Client {
+    fn from(client: &Client) -> Self {
+        client.clone()
+    }
+}
+
+impl Client {
+    /// The SDK client, for this crate's own calls.
+    pub(crate) fn sdk(&self) -> &aws_sdk_dynamodb::Client {
+        &self.0
+    }
+}
 
 /// The variable bounding one SDK call, retries included (`DEDUP_SDK_OPERATION_TIMEOUT_MS`).
 pub const OPERATION_TIMEOUT_VAR: &str = "DEDUP_SDK_OPERATION_TIMEOUT_MS";
@@ -108,16 +139,17 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
 /// with the operation and attempt timeouts of [`SdkTimeouts`] ([`sdk_config`]).
 /// Build it once per process, outside the handler.
 pub async fn connect() -> Client {
-    Client::new(&sdk_config().await)
+    Client(aws_sdk_dynamodb::Client::new(&sdk_config().await))
 }
 
 /// Writes `effects` in one transaction with no mark: for follow-up bookkeeping that is itself
 /// idempotent by its conditions (e.g. marking an intent confirmed only while it is pending).
 /// Returns `Ok(false)` when a condition failed and nothing was written.
 pub async fn write_effects(
-    client: &Client,
+    client: impl Into<Client>,
     effects: &[lambda_dedup::Effect],
 ) -> Result<bool, Error> {
+    let client: &Client = &client.into();
     if effects.is_empty() || effects.len() > 100 {
         return Err(Error::Invalid(format!(
             "{} effects; a transaction holds 1 to 100",
@@ -129,6 +161,7 @@ pub async fn write_effects(
         .map(codec::effect)
         .collect::<Result<Vec<_>, _>>()?;
     match client
+        .sdk()
         .transact_write_items()
         .set_transact_items(Some(items))
         .send()
@@ -165,11 +198,13 @@ fn attributes(item: &std::collections::HashMap<String, AttributeValue>) -> Attri
 /// The item at `key` in `table`, read strongly consistently (its string and number attributes),
 /// or `None` when there is none.
 pub async fn read_item(
-    client: &Client,
+    client: impl Into<Client>,
     table: &str,
     key: &lambda_dedup::Item,
 ) -> Result<Option<Attributes>, Error> {
+    let client: &Client = &client.into();
     let out = client
+        .sdk()
         .get_item()
         .table_name(table)
         .set_key(Some(
@@ -188,11 +223,12 @@ pub async fn read_item(
 /// Every item of `table` whose string attribute `name` equals `value` (a paginated scan with a
 /// filter; for maintenance sweeps over small tables, not for the hot path).
 pub async fn scan_where(
-    client: &Client,
+    client: impl Into<Client>,
     table: &str,
     name: &str,
     value: &str,
 ) -> Result<Vec<Attributes>, Error> {
+    let client: &Client = &client.into();
     scan_filtered(
         client,
         table,
@@ -206,10 +242,11 @@ pub async fn scan_where(
 /// The items of `table` without the attribute `name`, read strongly consistently, page by
 /// page, with the same flattening as [`scan_where`] (e.g. inbox items not yet forwarded).
 pub async fn scan_without(
-    client: &Client,
+    client: impl Into<Client>,
     table: &str,
     name: &str,
 ) -> Result<Vec<Attributes>, Error> {
+    let client: &Client = &client.into();
     scan_filtered(client, table, "attribute_not_exists(#n)", name, None).await
 }
 
@@ -224,6 +261,7 @@ async fn scan_filtered(
     let mut start = None;
     loop {
         let mut req = client
+            .sdk()
             .scan()
             .table_name(table)
             .filter_expression(filter)

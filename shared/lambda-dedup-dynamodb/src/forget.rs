@@ -170,15 +170,17 @@ pub struct MarkCounts {
 /// of a create-once `table` (each its event's completed mark; a strongly
 /// consistent scan, page by page; `progress` is called with the items read so far).
 pub async fn count_marks(
-    client: &Client,
+    client: impl Into<Client>,
     table: &str,
     progress: &dyn Fn(u64),
 ) -> Result<BTreeMap<String, MarkCounts>, Error> {
+    let client: &Client = &client.into();
     let mut counts: BTreeMap<String, MarkCounts> = BTreeMap::new();
     let mut start = None;
     let mut read = 0u64;
     loop {
         let out = client
+            .sdk()
             .scan()
             .table_name(table)
             .consistent_read(true)

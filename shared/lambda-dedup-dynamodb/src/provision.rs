@@ -1,7 +1,7 @@
 //! Creating tables: for tests, the demo, the benchmark and local development. Production tables
 //! come from `infra/`.
 
-use aws_sdk_dynamodb::Client;
+use crate::Client;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
     StreamSpecification, StreamViewType, TimeToLiveSpecification,
@@ -17,12 +17,14 @@ fn invalid(e: aws_sdk_dynamodb::error::BuildError) -> Error {
 /// Creates an on-demand table keyed by the string attribute `key`; with `stream`, it gets a
 /// stream of old and new images, whose ARN is returned.
 pub async fn create_table(
-    client: &Client,
+    client: impl Into<Client>,
     table: &str,
     key: &str,
     stream: bool,
 ) -> Result<Option<String>, Error> {
+    let client: &Client = &client.into();
     let mut req = client
+        .sdk()
         .create_table()
         .table_name(table)
         .billing_mode(BillingMode::PayPerRequest)
@@ -60,12 +62,14 @@ pub async fn create_table(
 /// [`attr::EXPIRES_AT`]. With `stream`, the table gets a stream of old and new images, so TTL
 /// deletions can be counted (S14); its ARN is returned.
 pub async fn create_mark_table(
-    client: &Client,
+    client: impl Into<Client>,
     table: &str,
     stream: bool,
 ) -> Result<Option<String>, Error> {
+    let client: &Client = &client.into();
     let stream_arn = create_table(client, table, attr::PK, stream).await?;
     client
+        .sdk()
         .update_time_to_live()
         .table_name(table)
         .time_to_live_specification(

@@ -2,7 +2,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use aws_sdk_dynamodb::Client;
+use crate::Client;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -29,13 +29,12 @@ pub use lambda_dedup::store::{DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, MAX_EFFEC
 /// Cheap to clone; build it once per process, outside the handler.
 #[derive(Debug, Clone)]
 pub struct DynamoStore {
-    client: Client,
+    client: aws_sdk_dynamodb::Client,
     table: Arc<str>,
     retention: Retention,
     lease: Duration,
     max_result_bytes: usize,
     clock: Arc<dyn Clock>,
-    calls: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A condition expression with the names and values it uses (DynamoDB refuses unused ones).
@@ -47,29 +46,18 @@ struct Condition {
 
 impl DynamoStore {
     /// A store on `table`, keeping marks for `retention` (S9).
-    pub fn new(client: Client, table: impl Into<String>, retention: Retention) -> Self {
+    pub fn new(client: impl Into<Client>, table: impl Into<String>, retention: Retention) -> Self {
         Self {
-            client,
+            client: client.into().0,
             table: Arc::from(table.into()),
             retention,
             lease: DEFAULT_LEASE,
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
             clock: Arc::new(SystemClock),
-            calls: Arc::default(),
         }
     }
 
-    /// DynamoDB requests this store (and its clones) has sent: for benchmarks and metrics.
-    pub fn calls(&self) -> u64 {
-        self.calls.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    pub(crate) fn count_call(&self) {
-        self.calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    pub(crate) fn client(&self) -> &Client {
+    pub(crate) fn client(&self) -> &aws_sdk_dynamodb::Client {
         &self.client
     }
 
@@ -261,7 +249,6 @@ impl DynamoStore {
     ) -> Result<Result<SystemTime, Option<Av>>, Error> {
         let ttl = now + self.retention.duration() + Duration::from_millis(999);
         let claim = ClaimWrite::new(fp, owner, lease_end, now, ttl, takeover);
-        self.count_call();
         let sent = self
             .client
             .update_item()
@@ -313,7 +300,6 @@ impl DynamoStore {
         let now = self.clock.now();
         let items = self.commit_items(key, fp, result, effects, now)?;
         let attempt = OwnerToken::random();
-        self.count_call();
         let sent = self
             .client
             .transact_write_items()
@@ -484,7 +470,6 @@ impl DynamoStore {
             values.insert(":res".into(), s(r));
         }
         update.push_str(" REMOVE #lease");
-        self.count_call();
         let sent = self
             .client
             .update_item()
@@ -521,7 +506,6 @@ impl DynamoStore {
     /// Releases a claim after a handler error (S6), so a redelivery can try again at once, but
     /// only if `lease` still owns it: otherwise [`Error::Fenced`], and nothing changes.
     pub async fn release(&self, lease: &Lease) -> Result<(), Error> {
-        self.count_call();
         // The lease ends now; the mark stays (with its first attempt's time, S16) until the
         // next delivery takes it over or its TTL passes.
         let sent = self
@@ -574,7 +558,6 @@ impl DynamoStore {
         let Some(u) = tx.update() else {
             return Err(Error::Invalid("sequence mode needs an update".into()));
         };
-        self.count_call();
         let sent = self
             .client
             .update_item()
@@ -628,7 +611,6 @@ impl DynamoStore {
         let Some(p) = tx.put() else {
             return Err(Error::Invalid("create-once needs a put".into()));
         };
-        self.count_call();
         let sent = self
             .client
             .put_item()
@@ -659,7 +641,6 @@ impl DynamoStore {
     /// The live mark of `key` (strongly consistent read), or `None`. A mark whose TTL has passed
     /// is `None` even while DynamoDB still stores it (S9).
     pub async fn get(&self, key: &DedupKey) -> Result<Option<Mark>, Error> {
-        self.count_call();
         let out = self
             .client
             .get_item()
@@ -704,7 +685,6 @@ impl DynamoStore {
                     .consistent_read(true)
                     .build()
                     .map_err(|e| Error::Invalid(e.to_string()))?;
-                self.count_call();
                 let out = self
                     .client
                     .batch_get_item()

@@ -50,54 +50,89 @@ pub use sqs::{messages, response, run_sqs, run_sqs_batch};
 
 /// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.
 ///
-/// Lambda sends it as epoch milliseconds, and that is how it is read. A local runtime that sends
-/// the function's timeout instead (`cargo lambda watch` 1.9 sends e.g. `600000`) needs the
-/// setting `DEDUP_RUNTIME_DEADLINE=relative`: the value is then read as milliseconds from now.
-/// `cargo xtask` does not need it (its runtime API sends Lambda's deadline); never set it in
-/// Lambda. No deadline at all (0) gives `None`.
+/// Lambda sends it as epoch milliseconds, and that is how it is read. A value that cannot be an
+/// epoch deadline — before [`TIMEOUT_NOT_DEADLINE_BELOW_MS`], that is before 2001 — is what a
+/// local runtime sends in its place: the function's timeout (`cargo lambda watch` 1.9 sends e.g.
+/// `600000`). It is read as milliseconds from now, and said once in the log, so the functions
+/// run under `cargo lambda watch` with no setting. No deadline at all (0) gives `None`.
 pub fn deadline(ctx: &lambda_runtime::Context) -> Option<std::time::SystemTime> {
-    deadline_from(ctx.deadline, relative_deadline())
+    let read = deadline_from(ctx.deadline);
+    if let Deadline::Relative(_) = read {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            tracing::warn!(
+                sent_ms = ctx.deadline,
+                "the runtime API sent a timeout where Lambda sends the deadline: read as from now"
+            );
+        });
+    }
+    read.at()
 }
 
-/// The setting that says the runtime sends a timeout, not a deadline: read once per process.
-fn relative_deadline() -> bool {
-    static RELATIVE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *RELATIVE.get_or_init(|| {
-        std::env::var("DEDUP_RUNTIME_DEADLINE").is_ok_and(|v| v.eq_ignore_ascii_case("relative"))
-    })
+/// Deadlines below this many epoch milliseconds (2001-09-09) are timeouts: no Lambda deadline
+/// lies before it.
+pub const TIMEOUT_NOT_DEADLINE_BELOW_MS: u64 = 1_000_000_000_000;
+
+/// How the runtime's deadline header was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Deadline {
+    /// No deadline (0).
+    None,
+    /// Lambda's epoch milliseconds.
+    Epoch(std::time::SystemTime),
+    /// A local runtime's timeout, from now.
+    Relative(std::time::SystemTime),
 }
 
-fn deadline_from(ms: u64, relative: bool) -> Option<std::time::SystemTime> {
+impl Deadline {
+    fn at(self) -> Option<std::time::SystemTime> {
+        match self {
+            Deadline::None => None,
+            Deadline::Epoch(t) | Deadline::Relative(t) => Some(t),
+        }
+    }
+}
+
+fn deadline_from(ms: u64) -> Deadline {
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
     match ms {
-        0 => None,
-        ms if relative => Some(SystemTime::now() + Duration::from_millis(ms)),
-        ms => Some(UNIX_EPOCH + Duration::from_millis(ms)),
+        0 => Deadline::None,
+        ms if ms < TIMEOUT_NOT_DEADLINE_BELOW_MS => {
+            Deadline::Relative(SystemTime::now() + Duration::from_millis(ms))
+        }
+        ms => Deadline::Epoch(UNIX_EPOCH + Duration::from_millis(ms)),
     }
 }
 
 #[cfg(test)]
 mod deadline_tests {
-    use super::deadline_from;
+    use super::{Deadline, deadline_from};
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
     #[test]
-    fn the_deadline_is_read_as_lambda_sends_it_unless_the_setting_says_relative() {
+    fn the_deadline_is_read_as_lambda_sends_it_and_a_timeout_as_from_now() {
         let now = SystemTime::now();
         let in_a_minute = now + Duration::from_secs(60);
         let ms = in_a_minute
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or_default();
-        let lambda = deadline_from(ms, false).map(|d| d.duration_since(now).unwrap_or_default());
-        assert!(lambda.is_some_and(|left| left > Duration::from_secs(59)));
-        // A timeout read as a deadline lies in 1970, so product code never reinterprets it
-        // silently: only the documented setting makes it "from now".
-        assert!(deadline_from(600_000, false).is_some_and(|d| d < now));
-        let local = deadline_from(600_000, true).and_then(|d| d.duration_since(now).ok());
-        assert!(local.is_some_and(|left| left > Duration::from_secs(599)));
-        assert_eq!(deadline_from(0, false), None);
-        assert_eq!(deadline_from(0, true), None);
+        let lambda = deadline_from(ms);
+        assert!(matches!(lambda, Deadline::Epoch(_)), "{lambda:?}");
+        let left = lambda
+            .at()
+            .map(|d| d.duration_since(now).unwrap_or_default());
+        assert!(
+            left.is_some_and(
+                |left| left > Duration::from_secs(59) && left <= Duration::from_secs(60)
+            )
+        );
+        // cargo lambda watch sends the timeout: read as from now, never as a deadline in 1970.
+        let local = deadline_from(600_000);
+        assert!(matches!(local, Deadline::Relative(_)), "{local:?}");
+        let left = local.at().and_then(|d| d.duration_since(now).ok());
+        assert!(left.is_some_and(|left| left > Duration::from_secs(599)));
+        assert_eq!(deadline_from(0), Deadline::None);
     }
 }
 

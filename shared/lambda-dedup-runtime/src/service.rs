@@ -146,7 +146,7 @@ pub struct Dedup {
     time: Option<EventTimeSource>,
     store: Option<Arc<dyn MarkStore>>,
     accounting: Accounting,
-    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams"))]
+    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
     parking: Option<Arc<crate::parking::Parking>>,
     one_transaction: bool,
     whole_body: bool,
@@ -203,7 +203,7 @@ impl Dedup {
                         .map(|u| Arc::new(Queue::new(u))),
                 ),
             },
-            #[cfg(any(feature = "kinesis", feature = "dynamodb-streams"))]
+            #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
             parking: None,
             one_transaction: false,
             whole_body: false,
@@ -271,7 +271,7 @@ impl Dedup {
 
     /// Stream records that can never apply are parked in `parking` rather than in the queue
     /// `DEDUP_PARKING_QUEUE_URL` names (S15).
-    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams"))]
+    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
     pub fn parking(mut self, parking: crate::parking::Parking) -> Self {
         self.parking = Some(Arc::new(parking));
         self
@@ -279,7 +279,7 @@ impl Dedup {
 
     /// Where stream records that can never apply are parked: [`parking`](Self::parking), or
     /// the queue `DEDUP_PARKING_QUEUE_URL` names (required then).
-    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams"))]
+    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
     fn parking_queue(&self) -> Result<Arc<crate::parking::Parking>, SettingsError> {
         match &self.parking {
             Some(p) => Ok(p.clone()),
@@ -302,8 +302,8 @@ impl Dedup {
     }
 
     /// Marks in the settings' DynamoDB mark table through `client` (tests: the local DynamoDB).
-    pub fn dynamodb_client(self, client: lambda_dedup_dynamodb::Client) -> Self {
-        let store = self.settings.mark_store(client);
+    pub fn dynamodb_client(self, client: impl Into<lambda_dedup_dynamodb::Client>) -> Self {
+        let store = self.settings.mark_store(client.into());
         self.store(store)
     }
 
@@ -614,7 +614,7 @@ impl Dedup {
     /// The Kinesis service of a transactional function: records in order per partition key,
     /// records that can never apply parked in `DEDUP_PARKING_QUEUE_URL` (required) before the
     /// checkpoint passes them (S15).
-    #[cfg(feature = "kinesis")]
+    #[cfg(any(feature = "kinesis", test))]
     pub fn kinesis<T, F, P>(
         self,
         effect: F,
@@ -664,7 +664,7 @@ impl Dedup {
     /// `DEDUP_PARKING_QUEUE_URL` (required) before the checkpoint passes them (S15); a record
     /// without the identity (a `REMOVE`, when it is read from the new image) is one of them,
     /// so filter the trigger on `eventName` for the changes the function is for.
-    #[cfg(feature = "dynamodb-streams")]
+    #[cfg(any(feature = "dynamodb-streams", test))]
     pub fn dynamodb_stream<T, F, P>(
         self,
         effect: F,
@@ -708,7 +708,7 @@ impl Dedup {
 
 /// A stream batch's work (Kinesis, DynamoDB Streams): each record's writes committed with its
 /// mark, records of one group in order, up to `max_concurrency` groups at once.
-#[cfg(any(feature = "kinesis", feature = "dynamodb-streams"))]
+#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
 async fn in_order<E>(
     batch: Vec<Message>,
     max_concurrency: usize,

@@ -26,7 +26,6 @@
 //! | `DEDUP_DEADLINE_MARGIN_MS` | the time kept before the invocation's deadline to answer: work not done by then is abandoned and reported for redelivery (a webhook: 503 with `retry-after`), see [`crate::bound`] | 1500 |
 //! | `DEDUP_SDK_OPERATION_TIMEOUT_MS` | longest AWS SDK call (DynamoDB, SQS), retries included; a timeout is a transient fault | 10000 |
 //! | `DEDUP_SDK_ATTEMPT_TIMEOUT_MS` | longest attempt of an AWS SDK call; at most the operation timeout | 3000 |
-//! | `DEDUP_RUNTIME_DEADLINE` | `relative`: the runtime API sends the timeout where Lambda sends the deadline (local runtimes such as `cargo lambda watch` 1.9; see [`crate::deadline`]); never set in Lambda | unset: Lambda's epoch milliseconds |
 //!
 //! A retention that does not exceed queue retention + 2 × maxReceiveCount × visibility timeout +
 //! DLQ retention + replay window (a message redriven from the DLQ comes back too) is refused at

@@ -60,7 +60,6 @@ fn child(margin: &str) -> Result<(Duration, usize), String> {
         .env("DEDUP_DEADLINE_MARGIN_MS", margin)
         .env("DEDUP_NAMESPACE", "test")
         .env("DEDUP_MARK_TABLE", "marks")
-        .env_remove("DEDUP_RUNTIME_DEADLINE")
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("the child starts");

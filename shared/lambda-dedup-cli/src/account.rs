@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use lambda_dedup_dynamodb::MarkCounts;
 
 /// The EMF metrics summed per function.
-pub const METRICS: [&str; 7] = [
+pub(crate) const METRICS: [&str; 7] = [
     "Received",
     "Applied",
     "Duplicate",

@@ -8,7 +8,6 @@
 //! the audit items of completed marks per consumer: marks = applied − purged − forgotten.
 
 use std::collections::BTreeMap;
-use std::time::SystemTime;
 
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 use lambda_dedup::clock::epoch_millis;
@@ -218,11 +217,4 @@ pub async fn count_marks(
             return Ok(counts);
         }
     }
-}
-
-/// The time of an audit item, for tests and reports.
-pub fn forgotten_at(item: &crate::Attributes) -> Option<SystemTime> {
-    item.get(audit_attr::AT)
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(lambda_dedup::clock::from_epoch_millis)
 }

@@ -29,11 +29,11 @@ pub const MARGIN_VAR: &str = "DEDUP_DEADLINE_MARGIN_MS";
 const MAX_MARGIN: Duration = Duration::from_secs(900);
 
 /// The reason of the retry given to work abandoned at the cutoff.
-pub const ABANDONED: &str = "abandoned before the invocation's deadline";
+pub(crate) const ABANDONED: &str = "abandoned before the invocation's deadline";
 
 /// The margin as `value` (a variable's text, `None` when unset) says: milliseconds, at most 15
 /// minutes. Refused, naming the variable, when it does not parse or is over that.
-pub fn margin_from(value: Option<&str>) -> Result<Duration, SettingsError> {
+pub(crate) fn margin_from(value: Option<&str>) -> Result<Duration, SettingsError> {
     let Some(text) = value.map(str::trim).filter(|v| !v.is_empty()) else {
         return Ok(DEFAULT_MARGIN);
     };
@@ -65,12 +65,12 @@ pub fn margin() -> Duration {
 
 /// When the invocation's work must be over: its deadline ([`crate::deadline`]) less the
 /// process's [`margin`]; `None` when the runtime sends no deadline.
-pub fn cutoff(ctx: &lambda_runtime::Context) -> Option<SystemTime> {
+pub(crate) fn cutoff(ctx: &lambda_runtime::Context) -> Option<SystemTime> {
     cutoff_at(crate::deadline(ctx), margin())
 }
 
 /// `deadline` less `margin` (the epoch when the margin is longer than the time to the epoch).
-pub fn cutoff_at(deadline: Option<SystemTime>, margin: Duration) -> Option<SystemTime> {
+pub(crate) fn cutoff_at(deadline: Option<SystemTime>, margin: Duration) -> Option<SystemTime> {
     deadline.map(|d| d.checked_sub(margin).unwrap_or(SystemTime::UNIX_EPOCH))
 }
 
@@ -90,7 +90,7 @@ pub async fn within<F: Future>(cutoff: Option<SystemTime>, work: F) -> Option<F:
 
 /// One message's `work` until `cutoff`: its outcome, or a retry ([`ABANDONED`]) when the cutoff
 /// came first.
-pub async fn outcome_within<F>(cutoff: Option<SystemTime>, id: &str, work: F) -> Outcome
+pub(crate) async fn outcome_within<F>(cutoff: Option<SystemTime>, id: &str, work: F) -> Outcome
 where
     F: Future<Output = Outcome>,
 {
@@ -108,7 +108,11 @@ where
 /// A whole batch's `work` (records `ids`, in order) until `cutoff`: its report, or every record a
 /// retry ([`ABANDONED`]) when the cutoff came first. What it committed meanwhile is found as
 /// duplicates on redelivery.
-pub async fn report_within<F>(cutoff: Option<SystemTime>, ids: &[String], work: F) -> BatchReport
+pub(crate) async fn report_within<F>(
+    cutoff: Option<SystemTime>,
+    ids: &[String],
+    work: F,
+) -> BatchReport
 where
     F: Future<Output = BatchReport>,
 {

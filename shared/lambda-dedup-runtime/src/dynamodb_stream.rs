@@ -81,7 +81,7 @@ pub fn messages(event: &Event) -> Vec<Message> {
 }
 
 /// The response naming the first record (in the batch's order) not acknowledged, or none
-/// (without parking: see [`run_dynamodb_stream`] for the checkpoint that passes parked records).
+/// (without parking: see the builder's service for the checkpoint that passes parked records).
 pub fn response(report: &BatchReport) -> DynamoDbEventResponse {
     naming(crate::sqs::first_not_done(report))
 }
@@ -123,23 +123,9 @@ impl Parking {
 }
 
 /// Runs one DynamoDB Streams invocation like [`crate::kinesis::run_kinesis`]: the records to
-/// `process`, the account as one EMF line, the records before the checkpoint that can never
-/// apply parked, and the first record neither done nor parked named.
-pub async fn run_dynamodb_stream<F, Fut>(
-    function: &str,
-    event: LambdaEvent<Event>,
-    parking: &Parking,
-    process: F,
-) -> Result<DynamoDbEventResponse, lambda_runtime::Error>
-where
-    F: FnOnce(Vec<Message>) -> Fut,
-    Fut: Future<Output = BatchReport>,
-{
-    run_dynamodb_stream_in(crate::emf::NAMESPACE, function, event, parking, process).await
-}
-
-/// [`run_dynamodb_stream`] with the account in EMF namespace `namespace` (the builder's).
-pub(crate) async fn run_dynamodb_stream_in<F, Fut>(
+/// `process`, the account as one EMF line in `namespace`, the records before the checkpoint
+/// that can never apply parked, and the first record neither done nor parked named.
+pub(crate) async fn run_dynamodb_stream<F, Fut>(
     namespace: &str,
     function: &str,
     event: LambdaEvent<Event>,

@@ -37,7 +37,7 @@ use lambda_dedup::Message;
 use lambda_dedup_batch::BatchReport;
 use lambda_runtime::LambdaEvent;
 
-pub use crate::parking::{PARKING_QUEUE_VARIABLE, Parked, Parking, never_applies};
+pub use crate::parking::{PARKING_QUEUE_VARIABLE, Parked, Parking};
 
 /// The records of `event` as library messages: id = sequence number, body = the record's data,
 /// group = partition key.
@@ -56,7 +56,7 @@ pub fn messages(event: &KinesisEvent) -> Vec<Message> {
 
 /// The response naming the first record (in the batch's order) that was not acknowledged, or
 /// none: Lambda checkpoints before it and retries from it. (Without parking: see
-/// [`run_kinesis`] for the checkpoint that passes parked records.)
+/// the builder's service for the checkpoint that passes parked records.)
 pub fn response(report: &BatchReport) -> KinesisEventResponse {
     naming(crate::sqs::first_not_done(report))
 }
@@ -127,24 +127,10 @@ fn parked_message(
 
 /// Runs one Kinesis invocation: converts the records, hands them to `process` (usually
 /// `run_batch` with a flow, which keeps each partition key's order), rebuilds the report by
-/// record, prints the account as one EMF line, parks the records before the checkpoint that can
-/// never apply ([`Parking::park`]), and answers with the first record neither done nor parked.
-/// Parked records stay `rejected` or `conflict` in the account (S14).
-pub async fn run_kinesis<F, Fut>(
-    function: &str,
-    event: LambdaEvent<KinesisEvent>,
-    parking: &Parking,
-    process: F,
-) -> Result<KinesisEventResponse, lambda_runtime::Error>
-where
-    F: FnOnce(Vec<Message>) -> Fut,
-    Fut: Future<Output = BatchReport>,
-{
-    run_kinesis_in(crate::emf::NAMESPACE, function, event, parking, process).await
-}
-
-/// [`run_kinesis`] with the account in EMF namespace `namespace` (the builder's).
-pub(crate) async fn run_kinesis_in<F, Fut>(
+/// record, prints the account as one EMF line in `namespace`, parks the records before the
+/// checkpoint that can never apply ([`Parking::park`]), and answers with the first record
+/// neither done nor parked. Parked records stay `rejected` or `conflict` in the account (S14).
+pub(crate) async fn run_kinesis<F, Fut>(
     namespace: &str,
     function: &str,
     event: LambdaEvent<KinesisEvent>,
@@ -250,12 +236,18 @@ mod tests {
             .into();
         let shard = vec![record(1, "a", "e1", 1), poison, record(3, "a", "e3", 5)];
         let parking = unreachable_parking();
-        let resp = run_kinesis("k", event(shard), &parking, |batch| {
-            let (dedup, plan) = (&dedup, &plan);
-            run_batch(batch, 10, move |m| async move {
-                dedup.transactional(&m, plan).await
-            })
-        })
+        let resp = run_kinesis(
+            crate::emf::NAMESPACE,
+            "k",
+            event(shard),
+            &parking,
+            |batch| {
+                let (dedup, plan) = (&dedup, &plan);
+                run_batch(batch, 10, move |m| async move {
+                    dedup.transactional(&m, plan).await
+                })
+            },
+        )
         .await
         .expect("handled");
         assert_eq!(
@@ -327,13 +319,19 @@ mod tests {
         let run = |records: Vec<serde_json::Value>| {
             let (dedup, plan) = (&dedup, &plan);
             async move {
-                run_kinesis("k", event(records), &unreachable_parking(), |batch| {
-                    run_batch(
-                        batch,
-                        10,
-                        |m| async move { dedup.transactional(&m, plan).await },
-                    )
-                })
+                run_kinesis(
+                    crate::emf::NAMESPACE,
+                    "k",
+                    event(records),
+                    &unreachable_parking(),
+                    |batch| {
+                        run_batch(
+                            batch,
+                            10,
+                            |m| async move { dedup.transactional(&m, plan).await },
+                        )
+                    },
+                )
                 .await
                 .expect("handled")
             }

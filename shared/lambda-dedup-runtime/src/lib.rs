@@ -5,7 +5,7 @@
 //!
 //! # Layout
 //! - [`settings`]: [`Settings`] from `DEDUP_*` variables, including the S9 retention check.
-//! - [`sqs`]: [`run_sqs`]: one SQS invocation, from event to `SqsBatchResponse`.
+//! - [`sqs`]: one SQS invocation, from event to `SqsBatchResponse` (the builder's SQS services).
 //! - [`reconcile`]: late events (S10) to the reconciliation queue.
 //! - [`bound`]: every runner's work cut off `DEDUP_DEADLINE_MARGIN_MS` before the deadline,
 //!   the unfinished reported for redelivery.
@@ -46,7 +46,7 @@ pub use lambda_dedup::{Effect, Item, TimeFormat};
 pub use service::WebhookService;
 pub use service::{BuildError, Dedup, Event, IntoPlan, Refusal, Service, SqsService};
 pub use settings::{Env, Settings, SettingsError, optional, required};
-pub use sqs::{messages, response, run_sqs, run_sqs_batch};
+pub use sqs::{messages, response};
 
 /// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.
 ///

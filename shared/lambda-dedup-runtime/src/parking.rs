@@ -13,7 +13,7 @@ pub const PARKING_QUEUE_VARIABLE: &str = "DEDUP_PARKING_QUEUE_URL";
 
 /// The code a record is parked with, if its outcome says it can never apply: a rejection's own
 /// code, or `conflict`. `None` for what is done or may yet be done (a retry).
-pub fn never_applies(outcome: &Outcome) -> Option<&'static str> {
+pub(crate) fn never_applies(outcome: &Outcome) -> Option<&'static str> {
     match outcome {
         Outcome::Rejected { code, .. } | Outcome::Reconciled { code, .. } => Some(code.code()),
         Outcome::Conflict => Some("conflict"),

@@ -8,7 +8,7 @@
 //! came; `dedup-reason` (`late_event`); `dedup-key`, the event's dedup key (stable across every
 //! delivery of the event, so the consumer can deduplicate its own input); `dedup-message-id`,
 //! the original SQS message id; `dedup-attributes`, every original string attribute as one JSON
-//! object (nothing dropped); and the first [`NATIVE_ATTRIBUTES`] of those, by name, as
+//! object (nothing dropped); and the first `NATIVE_ATTRIBUTES` (6) of those, by name, as
 //! attributes of their own.
 
 use aws_lambda_events::event::sqs::SqsEvent;
@@ -22,11 +22,11 @@ const MAX_ATTRIBUTES: usize = 10;
 /// Attributes the router adds: reason, key, original message id, original attributes.
 const OWN_ATTRIBUTES: usize = 4;
 /// Original attributes also copied as attributes of their own (all are in `dedup-attributes`).
-pub const NATIVE_ATTRIBUTES: usize = MAX_ATTRIBUTES - OWN_ATTRIBUTES;
+pub(crate) const NATIVE_ATTRIBUTES: usize = MAX_ATTRIBUTES - OWN_ATTRIBUTES;
 
 /// The message attributes a late event is sent with (see the module docs): at most
 /// `MAX_ATTRIBUTES`, whatever the original carried.
-pub fn late_attributes(
+pub(crate) fn late_attributes(
     reason: Reason,
     key: &str,
     message_id: &str,
@@ -42,7 +42,7 @@ pub fn late_attributes(
     late_attributes_of(reason, key, message_id, &strings)
 }
 
-/// [`late_attributes`] from the original's string attributes by name (what an operator's tool
+/// `late_attributes` from the original's string attributes by name (what an operator's tool
 /// reads from a dead-letter queue, `lambda-dedup redrive`).
 pub fn late_attributes_of(
     reason: Reason,
@@ -73,20 +73,10 @@ pub fn late_attributes_of(
     out
 }
 
-/// Where late events go: `DEDUP_RECONCILIATION_QUEUE_URL`, read on the first late event (its
-/// SQS client is built then too, [`crate::queue`]).
-static QUEUE: std::sync::LazyLock<Option<Queue>> =
-    std::sync::LazyLock::new(|| Queue::from_env("DEDUP_RECONCILIATION_QUEUE_URL"));
-
-/// Sends the report's events for reconciliation ([`Reason::for_reconciliation`]) to the
-/// reconciliation queue; each one sent becomes [`Outcome::Reconciled`] (acknowledged). The
-/// account is unchanged: they stay `rejected` (S14).
-pub async fn route_late_events(event: &SqsEvent, report: &mut BatchReport) {
-    route_to(QUEUE.as_ref(), event, report).await
-}
-
-/// [`route_late_events`] to `queue` (none: they stay failed, for the DLQ).
-pub async fn route_to(queue: Option<&Queue>, event: &SqsEvent, report: &mut BatchReport) {
+/// Sends the report's events for reconciliation ([`Reason::for_reconciliation`]) to `queue`
+/// (none: they stay failed, for the DLQ); each one sent becomes [`Outcome::Reconciled`]
+/// (acknowledged). The account is unchanged: they stay `rejected` (S14).
+pub(crate) async fn route_to(queue: Option<&Queue>, event: &SqsEvent, report: &mut BatchReport) {
     let late: std::collections::HashMap<String, (Reason, String, DedupKey)> = report
         .outcomes()
         .iter()

@@ -644,13 +644,9 @@ impl Dedup {
             );
             async move {
                 let namespace = &runner.accounting.namespace;
-                crate::kinesis::run_kinesis_in(
-                    namespace,
-                    &runner.function,
-                    event,
-                    &parking,
-                    |batch| in_order(batch, runner.max_concurrency, &dedup, &effect),
-                )
+                crate::kinesis::run_kinesis(namespace, &runner.function, event, &parking, |batch| {
+                    in_order(batch, runner.max_concurrency, &dedup, &effect)
+                })
                 .await
             }
         }))
@@ -693,7 +689,7 @@ impl Dedup {
             );
             async move {
                 let namespace = &runner.accounting.namespace;
-                crate::dynamodb_stream::run_dynamodb_stream_in(
+                crate::dynamodb_stream::run_dynamodb_stream(
                     namespace,
                     &runner.function,
                     event,

@@ -42,54 +42,11 @@ pub fn response(report: &BatchReport) -> SqsBatchResponse {
     resp
 }
 
-/// Runs one SQS invocation message by message: converts the event, processes each message with
-/// `process` (bounded by `max_concurrency`, FIFO order kept), prints the account as one
-/// CloudWatch EMF line and logs it (S14), and returns the partial batch response (S12).
-/// A message not done by the invocation's cutoff ([`crate::bound`]: its deadline less
-/// `DEDUP_DEADLINE_MARGIN_MS`) is abandoned and reported for redelivery, so the answer comes
-/// before Lambda's deadline even while a call hangs.
-pub async fn run_sqs<F, Fut>(
-    function: &str,
-    event: LambdaEvent<SqsEvent>,
-    max_concurrency: usize,
-    process: F,
-) -> Result<SqsBatchResponse, lambda_runtime::Error>
-where
-    F: Fn(Message) -> Fut,
-    Fut: Future<Output = Outcome>,
-{
-    let cutoff = crate::bound::cutoff(&event.context);
-    let accounting = Accounting::default();
-    per_message(
-        &accounting,
-        function,
-        event,
-        cutoff,
-        max_concurrency,
-        process,
-    )
-    .await
-}
-
-/// Runs one SQS invocation with the whole batch handed to `process` at once (batch-transaction
-/// mode: `lambda_dedup_batch::run_batch_transactional`), then accounts and answers like [`run_sqs`].
-/// A batch not done by the invocation's cutoff is abandoned whole: every record is reported for
-/// redelivery (what committed meanwhile is a duplicate then).
-pub async fn run_sqs_batch<F, Fut>(
-    function: &str,
-    event: LambdaEvent<SqsEvent>,
-    process: F,
-) -> Result<SqsBatchResponse, lambda_runtime::Error>
-where
-    F: FnOnce(Vec<Message>) -> Fut,
-    Fut: Future<Output = BatchReport>,
-{
-    let cutoff = crate::bound::cutoff(&event.context);
-    whole_batch(&Accounting::default(), function, event, cutoff, process).await
-}
-
-/// [`run_sqs`]'s work: each message through `process` until `cutoff`, in a span of its own that
-/// ends with its outcome, then answered by [`answer_to`]. The builder's services run it too.
+/// One SQS invocation message by message: each message through `process` (bounded by
+/// `max_concurrency`, FIFO order kept) until `cutoff`, in a span of its own that ends with its
+/// outcome, then answered by [`answer_to`]. A message not done by the cutoff ([`crate::bound`])
+/// is abandoned and reported for redelivery, so the answer comes before Lambda's deadline even
+/// while a call hangs.
 pub(crate) async fn per_message<F, Fut>(
     accounting: &Accounting,
     function: &str,
@@ -122,8 +79,9 @@ where
     .await
 }
 
-/// [`run_sqs_batch`]'s work: the whole batch through `process` until `cutoff` (abandoned whole
-/// after it), then answered by [`answer_to`]. The builder's batch-transaction services run it too.
+/// One SQS invocation with the whole batch through `process` until `cutoff` (batch-transaction
+/// mode; abandoned whole after it: what committed meanwhile is a duplicate then), then answered
+/// by [`answer_to`].
 pub(crate) async fn whole_batch<F, Fut>(
     accounting: &Accounting,
     function: &str,
@@ -155,19 +113,8 @@ pub(crate) struct Accounting {
 /// Where an invocation's events for reconciliation go.
 #[derive(Debug, Clone)]
 pub(crate) enum Reconciliation {
-    /// The process-wide `DEDUP_RECONCILIATION_QUEUE_URL` (the runners of [`run_sqs`]).
-    ProcessEnv,
     /// This queue (the builder's, from its own environment); none: they stay failed, for the DLQ.
     To(Option<std::sync::Arc<crate::queue::Queue>>),
-}
-
-impl Default for Accounting {
-    fn default() -> Self {
-        Self {
-            namespace: crate::emf::NAMESPACE.into(),
-            reconciliation: Reconciliation::ProcessEnv,
-        }
-    }
 }
 
 /// The invocation's report from `process`, events for reconciliation routed (until `cutoff`),
@@ -186,14 +133,8 @@ where
     let (batch, ids) = distinct(function, messages(&event.payload));
     let mut report = rebuilt(function, &ids, process(batch).await);
     let route = async {
-        match &accounting.reconciliation {
-            Reconciliation::To(queue) => {
-                crate::reconcile::route_to(queue.as_deref(), &event.payload, &mut report).await
-            }
-            Reconciliation::ProcessEnv => {
-                crate::reconcile::route_late_events(&event.payload, &mut report).await
-            }
-        }
+        let Reconciliation::To(queue) = &accounting.reconciliation;
+        crate::reconcile::route_to(queue.as_deref(), &event.payload, &mut report).await
     };
     let routed = crate::bound::within(cutoff, route).await;
     if routed.is_none() {
@@ -322,7 +263,7 @@ pub(crate) fn first_not_done(report: &BatchReport) -> Option<String> {
 /// a record the batch gave none (a bug: a dropped outcome) is a retry, reported failed so the
 /// queue redelivers it (fail closed); an outcome for no record, or a second outcome for one
 /// record, is dropped. Returns the report and how many of those internal errors there were.
-pub fn by_record(ids: &[String], report: BatchReport) -> (BatchReport, u64) {
+pub(crate) fn by_record(ids: &[String], report: BatchReport) -> (BatchReport, u64) {
     let mut given: std::collections::HashMap<String, Outcome> =
         std::collections::HashMap::with_capacity(report.outcomes().len());
     let mut errors = 0u64;

@@ -1,6 +1,6 @@
 //! `DEDUP_DEADLINE_MARGIN_MS` through the wiring a function's `main` takes: the setting is read
-//! from the process environment (by `Settings::from_env`, which refuses a bad value, and by the
-//! runners), so each case runs this test binary again as a child process with the variable set,
+//! from the process environment (by `Dedup::from_env`, which refuses a bad value, as `main`
+//! does), so each case runs this test binary again as a child process with the variable set,
 //! and the child answers an SQS invocation whose every call hangs, its deadline sent as Lambda
 //! sends it (epoch milliseconds).
 
@@ -10,19 +10,33 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// The deadline the child's invocation gets, from its start.
 const DEADLINE: Duration = Duration::from_millis(4000);
 
-/// The child: one invocation of `run_sqs` over two messages whose processing never ends.
-/// Prints what it answered; run only by the parent test below.
+/// The child: one invocation of a function's SQS service, built as `main` builds it, over two
+/// messages whose provider calls never end. Prints what it answered; run only by the parent test
+/// below.
 #[tokio::test]
 #[ignore = "run by the_margin_setting_decides_when_a_hung_invocation_answers"]
 async fn child_answers_a_hung_invocation() {
-    if let Err(e) = lambda_dedup_runtime::Settings::from_env("margin-test") {
-        println!("REFUSED {e}");
-        return;
-    }
+    use lambda_runtime::Service as _;
+    let dedup = match lambda_dedup_runtime::Dedup::from_env("margin-test") {
+        Ok(dedup) => dedup,
+        Err(e) => {
+            println!("REFUSED {e}");
+            return;
+        }
+    };
+    let store = lambda_dedup_memory::MemoryStore::new(dedup.settings().retention)
+        .with_lease(dedup.settings().lease);
+    let mut service = dedup
+        .identity("/id")
+        .store(store)
+        .sqs_calls(|_: lambda_dedup_runtime::Event<serde_json::Value>, _| {
+            std::future::pending::<Result<Option<String>, lambda_dedup_runtime::Refusal>>()
+        })
+        .expect("the service");
     let event: aws_lambda_events::event::sqs::SqsEvent =
         serde_json::from_value(serde_json::json!({"Records": [
-            {"messageId": "m1", "body": "{}", "attributes": {}, "messageAttributes": {}},
-            {"messageId": "m2", "body": "{}", "attributes": {}, "messageAttributes": {}}
+            {"messageId": "m1", "body": r#"{"id": "a"}"#, "attributes": {}, "messageAttributes": {}},
+            {"messageId": "m2", "body": r#"{"id": "b"}"#, "attributes": {}, "messageAttributes": {}}
         ]}))
         .expect("event");
     let started = Instant::now();
@@ -31,14 +45,13 @@ async fn child_answers_a_hung_invocation() {
         .duration_since(UNIX_EPOCH)
         .expect("after the epoch")
         .as_millis() as u64;
-    let answer = lambda_dedup_runtime::run_sqs(
-        "margin-test",
-        lambda_runtime::LambdaEvent::new(event, context),
-        10,
-        |_| std::future::pending::<lambda_dedup_batch::Outcome>(),
-    )
-    .await
-    .expect("an answer");
+    std::future::poll_fn(|cx| service.poll_ready(cx))
+        .await
+        .expect("ready");
+    let answer = service
+        .call(lambda_runtime::LambdaEvent::new(event, context))
+        .await
+        .expect("an answer");
     println!(
         "ANSWERED after_ms={} failures={}",
         started.elapsed().as_millis(),
@@ -60,6 +73,8 @@ fn child(margin: &str) -> Result<(Duration, usize), String> {
         .env("DEDUP_DEADLINE_MARGIN_MS", margin)
         .env("DEDUP_NAMESPACE", "test")
         .env("DEDUP_MARK_TABLE", "marks")
+        // The provider's own bound is longer than the deadline: the margin decides.
+        .env("PROVIDER_TIMEOUT_MS", "10000")
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("the child starts");

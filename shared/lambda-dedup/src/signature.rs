@@ -49,7 +49,7 @@ pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
 
 /// Whether `a` and `b` are equal, in a time that depends only on their lengths (not on where
 /// they first differ), so that a forger learns nothing from how long a refusal takes.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

@@ -236,11 +236,11 @@ mod tests {
     /// (`lambda-dedup --key-spec …`): it must stay the one this code declares.
     #[test]
     fn the_readme_gives_the_operators_tool_this_key_spec() {
-        let readme = include_str!("../../../README.md");
-        let spec = format!("--key-spec cloudevents:tenantid:{}", DEPENDS_ON.join(","));
-        assert!(
-            readme.contains(&spec),
-            "README lacks `{spec}` for fine-notices"
+        lambda_dedup_runtime::testing::assert_readme_key_spec(
+            include_str!("../../../README.md"),
+            "fine-notices",
+            "tenantid",
+            DEPENDS_ON,
         );
     }
 
@@ -396,15 +396,8 @@ mod tests {
     #[test]
     fn s11_every_field_the_effect_depends_on_is_fingerprinted() {
         let sample: serde_json::Value = serde_json::from_str(r#"{"specversion": "1.0", "type": "fine.notice", "source": "/dgt", "id": "n-1", "tenantid": "dgt", "time": "2026-11-30T10:00:00Z", "data": {"notice_number": "N1", "plate": "1234ABC", "offence": "speeding", "issued_at": "2026-11-01", "amount_cents": 10000, "place": "Calle Mayor 3"}}"#).expect("sample");
-        let env = lambda_dedup_runtime::Env::from_pairs([
-            ("DEDUP_NAMESPACE", "t"),
-            ("DEDUP_MARK_TABLE", "marks"),
-        ]);
-        let dedup = Dedup::read(&env, "c").expect("settings");
-        lambda_dedup_runtime::testing::assert_fingerprint_covers(
-            &configure(dedup).key_spec(),
-            &sample,
-            DEPENDS_ON,
+        lambda_dedup_runtime::testing::assert_configured_fingerprint_covers(
+            configure, &sample, DEPENDS_ON,
         );
     }
 }

@@ -203,15 +203,8 @@ mod tests {
     #[test]
     fn s11_every_field_the_effect_depends_on_is_fingerprinted() {
         let sample: serde_json::Value = serde_json::from_str(r#"{"specversion": "1.0", "type": "credit", "source": "/bank", "id": "e-1", "tenantid": "bank-a", "time": "2026-11-30T10:00:00Z", "data": {"account": "credito-17", "amount": 10}}"#).expect("sample");
-        let env = lambda_dedup_runtime::Env::from_pairs([
-            ("DEDUP_NAMESPACE", "t"),
-            ("DEDUP_MARK_TABLE", "marks"),
-        ]);
-        let dedup = Dedup::read(&env, "c").expect("settings");
-        lambda_dedup_runtime::testing::assert_fingerprint_covers(
-            &configure(dedup).key_spec(),
-            &sample,
-            DEPENDS_ON,
+        lambda_dedup_runtime::testing::assert_configured_fingerprint_covers(
+            configure, &sample, DEPENDS_ON,
         );
     }
 }

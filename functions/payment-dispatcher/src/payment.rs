@@ -60,11 +60,11 @@ mod tests {
     /// (`lambda-dedup --key-spec …`): it must stay the one this code declares.
     #[test]
     fn the_readme_gives_the_operators_tool_this_key_spec() {
-        let readme = include_str!("../../../README.md");
-        let spec = format!("--key-spec cloudevents:tenantid:{}", DEPENDS_ON.join(","));
-        assert!(
-            readme.contains(&spec),
-            "README lacks `{spec}` for payment-dispatcher"
+        lambda_dedup_runtime::testing::assert_readme_key_spec(
+            include_str!("../../../README.md"),
+            "payment-dispatcher",
+            "tenantid",
+            DEPENDS_ON,
         );
     }
 
@@ -104,15 +104,8 @@ mod tests {
     #[test]
     fn s11_every_field_the_effect_depends_on_is_fingerprinted() {
         let sample: serde_json::Value = serde_json::from_str(r#"{"specversion": "1.0", "type": "payment.requested", "source": "/shop", "id": "p-1", "tenantid": "shop-a", "time": "2026-11-30T10:00:00Z", "data": {"amount_cents": 1250, "currency": "EUR", "customer_ref": "c-9"}}"#).expect("sample");
-        let env = lambda_dedup_runtime::Env::from_pairs([
-            ("DEDUP_NAMESPACE", "t"),
-            ("DEDUP_MARK_TABLE", "marks"),
-        ]);
-        let dedup = Dedup::read(&env, "c").expect("settings");
-        lambda_dedup_runtime::testing::assert_fingerprint_covers(
-            &configure(dedup).key_spec(),
-            &sample,
-            DEPENDS_ON,
+        lambda_dedup_runtime::testing::assert_configured_fingerprint_covers(
+            configure, &sample, DEPENDS_ON,
         );
     }
 }

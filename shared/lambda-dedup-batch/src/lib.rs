@@ -65,5 +65,5 @@ pub mod runner;
 
 pub use explain::{Explanation, Verdict};
 pub use flows::{Deduplicator, HandlerError, LeasedDeduplicator, Plan};
-pub use outcome::{Account, Outcome, Reason};
+pub use outcome::{Account, Outcome, Reason, emf_line};
 pub use runner::{BatchReport, run_batch, run_batch_transactional};

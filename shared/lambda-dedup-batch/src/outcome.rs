@@ -134,38 +134,52 @@ impl Account {
     /// dimension set: e.g. `[("Function", "orders"), ("Step", "call")]` for one step of a
     /// function with two.
     pub fn emf_line_with(&self, namespace: &str, dimensions: &[(&str, &str)]) -> String {
-        let ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        let names = [
-            ("Received", self.received),
-            ("Applied", self.applied),
-            ("Duplicate", self.duplicate),
-            ("Retry", self.retry),
-            ("Conflict", self.conflict),
-            ("Rejected", self.rejected),
+        let metrics = [
+            ("Received", "Count", self.received),
+            ("Applied", "Count", self.applied),
+            ("Duplicate", "Count", self.duplicate),
+            ("Retry", "Count", self.retry),
+            ("Conflict", "Count", self.conflict),
+            ("Rejected", "Count", self.rejected),
         ];
-        let mut record = serde_json::Map::new();
-        record.insert(
-            "_aws".into(),
-            serde_json::json!({
-                "Timestamp": ms,
-                "CloudWatchMetrics": [{
-                    "Namespace": namespace,
-                    "Dimensions": [dimensions.iter().map(|(n, _)| *n).collect::<Vec<_>>()],
-                    "Metrics": names.iter().map(|(n, _)| serde_json::json!({"Name": n, "Unit": "Count"})).collect::<Vec<_>>(),
-                }],
-            }),
-        );
-        for (name, value) in dimensions {
-            record.insert((*name).into(), (*value).into());
-        }
-        for (name, value) in names {
-            record.insert(name.into(), value.into());
-        }
-        serde_json::Value::Object(record).to_string()
+        emf_line(namespace, dimensions, &metrics)
     }
+}
+
+/// One CloudWatch Embedded Metric Format record as a single JSON line: `metrics` (name, unit,
+/// value) in `namespace`, with `dimensions` (name, value) as one dimension set. Print it to
+/// stdout on its own line (not through `tracing`: EMF must be a bare JSON line).
+pub fn emf_line(
+    namespace: &str,
+    dimensions: &[(&str, &str)],
+    metrics: &[(&str, &str, u64)],
+) -> String {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let mut record = serde_json::Map::new();
+    record.insert(
+        "_aws".into(),
+        serde_json::json!({
+            "Timestamp": ms,
+            "CloudWatchMetrics": [{
+                "Namespace": namespace,
+                "Dimensions": [dimensions.iter().map(|(n, _)| *n).collect::<Vec<_>>()],
+                "Metrics": metrics
+                    .iter()
+                    .map(|(name, unit, _)| serde_json::json!({"Name": name, "Unit": unit}))
+                    .collect::<Vec<_>>(),
+            }],
+        }),
+    );
+    for (name, value) in dimensions {
+        record.insert((*name).into(), (*value).into());
+    }
+    for (name, _, value) in metrics {
+        record.insert((*name).into(), (*value).into());
+    }
+    serde_json::Value::Object(record).to_string()
 }
 
 #[cfg(test)]

@@ -85,53 +85,34 @@ pub(crate) fn effect(e: &Effect) -> Result<TransactWriteItem, Error> {
         Error::Invalid(format!("{what} effect on {}: {err}", e.table()))
     };
     let old = Some(ReturnValuesOnConditionCheckFailure::AllOld);
+    // The four builders are distinct types with the same conditional setters.
+    macro_rules! conditional {
+        ($builder:expr, $what:literal) => {
+            $builder
+                .table_name(e.table())
+                .set_condition_expression(cond)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .set_return_values_on_condition_check_failure(old)
+                .build()
+                .map_err(|err| bad($what, err))?
+        };
+    }
     let tx = TransactWriteItem::builder();
+    let key = Some(item(e.item()));
     Ok(match e.kind() {
-        EffectKind::Put => tx.put(
-            Put::builder()
-                .table_name(e.table())
-                .set_item(Some(item(e.item())))
-                .set_condition_expression(cond)
-                .set_expression_attribute_names(names)
-                .set_expression_attribute_values(values)
-                .set_return_values_on_condition_check_failure(old)
-                .build()
-                .map_err(|err| bad("put", err))?,
-        ),
-        EffectKind::Update => tx.update(
+        EffectKind::Put => tx.put(conditional!(Put::builder().set_item(key), "put")),
+        EffectKind::Update => tx.update(conditional!(
             Update::builder()
-                .table_name(e.table())
-                .set_key(Some(item(e.item())))
-                .set_update_expression(e.update_expression().map(str::to_owned))
-                .set_condition_expression(cond)
-                .set_expression_attribute_names(names)
-                .set_expression_attribute_values(values)
-                .set_return_values_on_condition_check_failure(old)
-                .build()
-                .map_err(|err| bad("update", err))?,
-        ),
-        EffectKind::Delete => tx.delete(
-            Delete::builder()
-                .table_name(e.table())
-                .set_key(Some(item(e.item())))
-                .set_condition_expression(cond)
-                .set_expression_attribute_names(names)
-                .set_expression_attribute_values(values)
-                .set_return_values_on_condition_check_failure(old)
-                .build()
-                .map_err(|err| bad("delete", err))?,
-        ),
-        EffectKind::ConditionCheck => tx.condition_check(
-            ConditionCheck::builder()
-                .table_name(e.table())
-                .set_key(Some(item(e.item())))
-                .set_condition_expression(cond)
-                .set_expression_attribute_names(names)
-                .set_expression_attribute_values(values)
-                .set_return_values_on_condition_check_failure(old)
-                .build()
-                .map_err(|err| bad("condition check", err))?,
-        ),
+                .set_key(key)
+                .set_update_expression(e.update_expression().map(str::to_owned)),
+            "update"
+        )),
+        EffectKind::Delete => tx.delete(conditional!(Delete::builder().set_key(key), "delete")),
+        EffectKind::ConditionCheck => tx.condition_check(conditional!(
+            ConditionCheck::builder().set_key(key),
+            "condition check"
+        )),
     }
     .build())
 }

@@ -554,46 +554,30 @@ impl DynamoStore {
                 "sequence mode needs an update of the aggregate's item".into(),
             ));
         };
-        let tx = codec::effect(&effect)?;
-        let Some(u) = tx.update() else {
+        if !matches!(effect.kind(), lambda_dedup::effect::EffectKind::Update) {
             return Err(Error::Invalid("sequence mode needs an update".into()));
-        };
-        let sent = self
-            .client
-            .update_item()
-            .table_name(u.table_name())
-            .set_key(Some(u.key().clone()))
-            .update_expression(u.update_expression())
-            .set_condition_expression(u.condition_expression().map(str::to_owned))
-            .set_expression_attribute_names(u.expression_attribute_names().cloned())
-            .set_expression_attribute_values(u.expression_attribute_values().cloned())
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match sent {
-            Ok(_) => Ok(SequenceOutcome::Applied),
-            Err(err) => match err.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
-                    let old = c.item();
-                    let hw = old
-                        .and_then(|i| i.get(sequence::HIGH_WATER))
-                        .and_then(|v| v.as_n().ok())
-                        .and_then(|n| n.parse::<u64>().ok());
-                    let fp = old
-                        .and_then(|i| i.get(sequence::HIGH_WATER_FINGERPRINT))
-                        .and_then(|v| v.as_s().ok())
-                        .map(String::as_str);
-                    Ok(sequence::judge(
-                        hw.map(|hw| (hw, fp)),
-                        write.sequence,
-                        write.first,
-                        write.fingerprint,
-                    )
-                    // Its sequence would apply: the effect's own condition failed.
-                    .unwrap_or(SequenceOutcome::EffectRejected))
-                }
-                _ => Err(crate::error::from_sdk_for(write.key, err)),
-            },
+        }
+        match self.write_one(&effect, write.key).await? {
+            None => Ok(SequenceOutcome::Applied),
+            Some(old) => {
+                let old = old.as_ref();
+                let hw = old
+                    .and_then(|i| i.get(sequence::HIGH_WATER))
+                    .and_then(|v| v.as_n().ok())
+                    .and_then(|n| n.parse::<u64>().ok());
+                let fp = old
+                    .and_then(|i| i.get(sequence::HIGH_WATER_FINGERPRINT))
+                    .and_then(|v| v.as_s().ok())
+                    .map(String::as_str);
+                Ok(sequence::judge(
+                    hw.map(|hw| (hw, fp)),
+                    write.sequence,
+                    write.first,
+                    write.fingerprint,
+                )
+                // Its sequence would apply: the effect's own condition failed.
+                .unwrap_or(SequenceOutcome::EffectRejected))
+            }
         }
     }
 
@@ -607,33 +591,76 @@ impl DynamoStore {
                 "create-once needs a put of an item without the library's attributes".into(),
             ));
         };
-        let tx = codec::effect(&effect)?;
-        let Some(p) = tx.put() else {
+        if !matches!(effect.kind(), lambda_dedup::effect::EffectKind::Put) {
             return Err(Error::Invalid("create-once needs a put".into()));
+        }
+        match self.write_one(&effect, write.key).await? {
+            None => Ok(Commit::Applied),
+            Some(old) => Ok(create_once::judge(
+                old.as_ref().map(codec::from_item).as_ref(),
+                write.key,
+                write.fingerprint,
+            )),
+        }
+    }
+
+    /// One effect, a `Put` or an `Update`, as a single-item conditional write (`PutItem`,
+    /// `UpdateItem`) that returns the old item when its condition fails: what sequence and
+    /// create-once modes send. `None`: written; `Some(old)`: the condition failed on `old`
+    /// (`None`: no item).
+    async fn write_one(
+        &self,
+        effect: &Effect,
+        key: &DedupKey,
+    ) -> Result<Option<Option<Av>>, Error> {
+        let tx = codec::effect(effect)?;
+        let on_fail = ReturnValuesOnConditionCheckFailure::AllOld;
+        if let Some(p) = tx.put() {
+            let sent = self
+                .client
+                .put_item()
+                .table_name(p.table_name())
+                .set_item(Some(p.item().clone()))
+                .set_condition_expression(p.condition_expression().map(str::to_owned))
+                .set_expression_attribute_names(p.expression_attribute_names().cloned())
+                .set_expression_attribute_values(p.expression_attribute_values().cloned())
+                .return_values_on_condition_check_failure(on_fail)
+                .send()
+                .await;
+            return match sent {
+                Ok(_) => Ok(None),
+                Err(err) => match err.as_service_error() {
+                    Some(PutItemError::ConditionalCheckFailedException(c)) => {
+                        Ok(Some(c.item().cloned()))
+                    }
+                    _ => Err(crate::error::from_sdk_for(key, err)),
+                },
+            };
+        }
+        let Some(u) = tx.update() else {
+            return Err(Error::Invalid(
+                "a single write is a put or an update".into(),
+            ));
         };
         let sent = self
             .client
-            .put_item()
-            .table_name(p.table_name())
-            .set_item(Some(p.item().clone()))
-            .set_condition_expression(p.condition_expression().map(str::to_owned))
-            .set_expression_attribute_names(p.expression_attribute_names().cloned())
-            .set_expression_attribute_values(p.expression_attribute_values().cloned())
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .update_item()
+            .table_name(u.table_name())
+            .set_key(Some(u.key().clone()))
+            .update_expression(u.update_expression())
+            .set_condition_expression(u.condition_expression().map(str::to_owned))
+            .set_expression_attribute_names(u.expression_attribute_names().cloned())
+            .set_expression_attribute_values(u.expression_attribute_values().cloned())
+            .return_values_on_condition_check_failure(on_fail)
             .send()
             .await;
         match sent {
-            Ok(_) => Ok(Commit::Applied),
+            Ok(_) => Ok(None),
             Err(err) => match err.as_service_error() {
-                Some(PutItemError::ConditionalCheckFailedException(c)) => {
-                    let old = c.item().map(codec::from_item);
-                    Ok(create_once::judge(
-                        old.as_ref(),
-                        write.key,
-                        write.fingerprint,
-                    ))
+                Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
+                    Ok(Some(c.item().cloned()))
                 }
-                _ => Err(crate::error::from_sdk_for(write.key, err)),
+                _ => Err(crate::error::from_sdk_for(key, err)),
             },
         }
     }

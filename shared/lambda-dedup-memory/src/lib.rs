@@ -460,17 +460,37 @@ impl MemoryStore {
         let effect = w.to_effect().ok_or_else(|| {
             StoreError::Invalid("sequence mode needs an update of the aggregate's item".into())
         })?;
+        match Self::write_one(state, &effect, w.key)? {
+            None => Ok(SequenceOutcome::Applied),
+            Some(old) => {
+                let hw = old.as_ref().and_then(sequence::high_water);
+                Ok(sequence::judge(hw, w.sequence, w.first, w.fingerprint)
+                    .unwrap_or(SequenceOutcome::EffectRejected))
+            }
+        }
+    }
+
+    /// One effect, a `Put` or an `Update`, as a single-item conditional write, as DynamoDB's
+    /// `PutItem` and `UpdateItem` with the old item returned on a failed condition: what
+    /// sequence and create-once modes send. `None`: written; `Some(old)`: the condition failed
+    /// on `old` (`None`: no item).
+    fn write_one(
+        state: &mut State,
+        effect: &Effect,
+        key: &DedupKey,
+    ) -> Result<Option<Option<Item>>, StoreError> {
         let refused = || StoreError::Refused {
-            key: w.key.clone(),
+            key: key.clone(),
             code: "ValidationException".into(),
             position: None,
         };
+        let unsupported = |what| StoreError::Invalid(format!("memory store: {what}"));
         let t = state
             .tables
             .get_mut(effect.table())
             .ok_or_else(|| missing_table(effect.table()))?;
-        let p = plan(t, &effect).map_err(|err| match err {
-            ExprError::Unsupported(what) => StoreError::Invalid(format!("memory store: {what}")),
+        let p = plan(t, effect).map_err(|err| match err {
+            ExprError::Unsupported(what) => unsupported(what),
             _ => refused(),
         })?;
         let current = t.items.get(&p.key).cloned();
@@ -481,26 +501,24 @@ impl MemoryStore {
             None => true,
         };
         if !holds {
-            let stored = current.map(Item);
-            let hw = stored.as_ref().and_then(sequence::high_water);
-            return Ok(sequence::judge(hw, w.sequence, w.first, w.fingerprint)
-                .unwrap_or(SequenceOutcome::EffectRejected));
+            return Ok(Some(current.map(Item)));
         }
-        let mut next = current.unwrap_or_else(|| effect.item().0.clone());
-        if let Some(u) = &p.update {
-            match expr::apply(u, &mut next) {
-                Ok(()) => {}
-                Err(ExprError::Unsupported(what)) => {
-                    return Err(StoreError::Invalid(format!("memory store: {what}")));
+        let next = match &p.update {
+            None => effect.item().0.clone(),
+            Some(u) => {
+                let mut next = current.unwrap_or_else(|| effect.item().0.clone());
+                match expr::apply(u, &mut next) {
+                    Ok(()) => next,
+                    Err(ExprError::Unsupported(what)) => return Err(unsupported(what)),
+                    Err(_) => return Err(refused()),
                 }
-                Err(_) => return Err(refused()),
             }
-        }
+        };
         if item_size(&next) > MAX_ITEM_BYTES {
             return Err(refused());
         }
         t.items.insert(p.key, next);
-        Ok(SequenceOutcome::Applied)
+        Ok(None)
     }
 
     fn create_once_now(
@@ -515,35 +533,10 @@ impl MemoryStore {
                 "create-once needs a put of an item without the library's attributes".into(),
             )
         })?;
-        let refused = || StoreError::Refused {
-            key: w.key.clone(),
-            code: "ValidationException".into(),
-            position: None,
-        };
-        let t = state
-            .tables
-            .get_mut(effect.table())
-            .ok_or_else(|| missing_table(effect.table()))?;
-        let p = plan(t, &effect).map_err(|err| match err {
-            ExprError::Unsupported(what) => StoreError::Invalid(format!("memory store: {what}")),
-            _ => refused(),
-        })?;
-        let current = t.items.get(&p.key).cloned();
-        let attrs = current.clone().unwrap_or_default();
-        let holds = match p.condition.as_ref().map(|c| expr::holds(c, &attrs)) {
-            Some(Err(_)) => return Err(refused()),
-            Some(Ok(h)) => h,
-            None => true,
-        };
-        if !holds {
-            let old = current.map(Item);
-            return Ok(create_once::judge(old.as_ref(), w.key, w.fingerprint));
+        match Self::write_one(state, &effect, w.key)? {
+            None => Ok(Commit::Applied),
+            Some(old) => Ok(create_once::judge(old.as_ref(), w.key, w.fingerprint)),
         }
-        if item_size(&effect.item().0) > MAX_ITEM_BYTES {
-            return Err(refused());
-        }
-        t.items.insert(p.key, effect.item().0.clone());
-        Ok(Commit::Applied)
     }
 
     fn release_now(&self, state: &mut State, lease: &Lease) -> Result<(), StoreError> {

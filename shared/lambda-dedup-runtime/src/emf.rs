@@ -8,30 +8,7 @@ pub const NAMESPACE: &str = "lambda-dedup";
 /// One EMF line of `metrics` (name, unit, value) for `function`. Print it with `println!`: EMF
 /// must be a bare JSON line on stdout, hence not `tracing`.
 pub fn line(function: &str, metrics: &[(&str, &str, u64)]) -> String {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
-    let mut record = serde_json::Map::new();
-    record.insert(
-        "_aws".into(),
-        serde_json::json!({
-            "Timestamp": ms,
-            "CloudWatchMetrics": [{
-                "Namespace": "lambda-dedup",
-                "Dimensions": [["Function"]],
-                "Metrics": metrics
-                    .iter()
-                    .map(|(name, unit, _)| serde_json::json!({"Name": name, "Unit": unit}))
-                    .collect::<Vec<_>>(),
-            }],
-        }),
-    );
-    record.insert("Function".into(), function.into());
-    for (name, _, value) in metrics {
-        record.insert((*name).into(), (*value).into());
-    }
-    serde_json::Value::Object(record).to_string()
+    lambda_dedup_batch::emf_line(NAMESPACE, &[("Function", function)], metrics)
 }
 
 #[cfg(test)]

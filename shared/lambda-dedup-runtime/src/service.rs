@@ -287,6 +287,17 @@ impl Dedup {
         }
     }
 
+    /// A stream service's parts, parking required (S15).
+    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+    fn stream<E>(&self, effect: E) -> Result<Arc<Stream<E>>, BuildError> {
+        Ok(Arc::new(Stream {
+            parking: self.parking_queue()?,
+            dedup: self.deduplicator(self.settings.scope.clone())?,
+            effect,
+            runner: self.runner(),
+        }))
+    }
+
     /// SQS batches commit in as few `TransactWriteItems` as fit (batch-transaction mode) instead
     /// of one per message; FIFO batches still go message by message, in order.
     pub fn one_transaction_per_batch(mut self) -> Self {
@@ -630,22 +641,14 @@ impl Dedup {
         F: Fn(Event<T>) -> P + Send + Sync + 'static,
         P: IntoPlan,
     {
-        let parking = self.parking_queue()?;
-        let dedup = Arc::new(self.deduplicator(self.settings.scope.clone())?);
         let at = self.payload_at();
-        let effect = Arc::new(move |d: &Derived| plan(at, d, &effect));
-        let runner = Arc::new(self.runner());
+        let stream = self.stream(move |d: &Derived| plan(at, d, &effect))?;
         Ok(Service::new(move |event| {
-            let (dedup, effect, runner, parking) = (
-                dedup.clone(),
-                effect.clone(),
-                runner.clone(),
-                parking.clone(),
-            );
+            let s = stream.clone();
             async move {
-                let namespace = &runner.accounting.namespace;
-                crate::kinesis::run_kinesis(namespace, &runner.function, event, &parking, |batch| {
-                    in_order(batch, runner.max_concurrency, &dedup, &effect)
+                let (namespace, function) = (&s.runner.accounting.namespace, &s.runner.function);
+                crate::kinesis::run_kinesis(namespace, function, event, &s.parking, |batch| {
+                    s.in_order(batch)
                 })
                 .await
             }
@@ -676,25 +679,17 @@ impl Dedup {
         F: Fn(Event<crate::dynamodb_stream::Change<T>>) -> P + Send + Sync + 'static,
         P: IntoPlan,
     {
-        let parking = self.parking_queue()?;
-        let dedup = Arc::new(self.deduplicator(self.settings.scope.clone())?);
-        let effect = Arc::new(move |d: &Derived| plan(PayloadAt::Body, d, &effect));
-        let runner = Arc::new(self.runner());
+        let stream = self.stream(move |d: &Derived| plan(PayloadAt::Body, d, &effect))?;
         Ok(Service::new(move |event| {
-            let (dedup, effect, runner, parking) = (
-                dedup.clone(),
-                effect.clone(),
-                runner.clone(),
-                parking.clone(),
-            );
+            let s = stream.clone();
             async move {
-                let namespace = &runner.accounting.namespace;
+                let (namespace, function) = (&s.runner.accounting.namespace, &s.runner.function);
                 crate::dynamodb_stream::run_dynamodb_stream(
                     namespace,
-                    &runner.function,
+                    function,
                     event,
-                    &parking,
-                    |batch| in_order(batch, runner.max_concurrency, &dedup, &effect),
+                    &s.parking,
+                    |batch| s.in_order(batch),
                 )
                 .await
             }
@@ -702,23 +697,29 @@ impl Dedup {
     }
 }
 
-/// A stream batch's work (Kinesis, DynamoDB Streams): each record's writes committed with its
-/// mark, records of one group in order, up to `max_concurrency` groups at once.
+/// What a stream service (Kinesis, DynamoDB Streams) holds: its deduplicator, its typed work,
+/// its runner and its parking.
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
-async fn in_order<E>(
-    batch: Vec<Message>,
-    max_concurrency: usize,
-    dedup: &Arc<Deduplicator>,
-    effect: &Arc<E>,
-) -> BatchReport
+struct Stream<E> {
+    dedup: Deduplicator,
+    effect: E,
+    runner: Runner,
+    parking: Arc<crate::parking::Parking>,
+}
+
+#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+impl<E> Stream<E>
 where
     E: Fn(&Derived) -> Result<Plan, Refusal>,
 {
-    lambda_dedup_batch::run_batch(batch, max_concurrency, |m| {
-        let (dedup, effect) = (dedup.clone(), effect.clone());
-        async move { dedup.transactional(&m, |d| effect(d)).await }
-    })
-    .await
+    /// A batch's work: each record's writes committed with its mark, records of one group in
+    /// order, up to `max_concurrency` groups at once.
+    async fn in_order(&self, batch: Vec<Message>) -> BatchReport {
+        lambda_dedup_batch::run_batch(batch, self.runner.max_concurrency, |m| async move {
+            self.dedup.transactional(&m, |d| (self.effect)(d)).await
+        })
+        .await
+    }
 }
 
 /// The leased step: the typed call, bounded by the provider timeout.

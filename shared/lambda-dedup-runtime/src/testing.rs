@@ -52,3 +52,35 @@ pub fn failed_ids(response: aws_lambda_events::event::sqs::SqsBatchResponse) -> 
         .map(|f| f.item_identifier)
         .collect()
 }
+
+/// S11 for a function's key configuration: `configure` applied to a builder on a minimal
+/// environment (what the function's `main` applies to its own), then
+/// [`assert_fingerprint_covers`] on `sample`.
+pub fn assert_configured_fingerprint_covers(
+    configure: impl FnOnce(crate::Dedup) -> crate::Dedup,
+    sample: &Value,
+    depends_on: &[&str],
+) {
+    let env = crate::Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
+    let dedup = crate::Dedup::read(&env, "c").expect("settings");
+    assert_fingerprint_covers(&configure(dedup).key_spec(), sample, depends_on);
+}
+
+/// The operators' tool is told a CloudEvents function's key spec in the README
+/// (`lambda-dedup --key-spec cloudevents:<tenant extension>:<depends_on>`): it must stay the one
+/// the function declares. Panics naming `function` when the README lacks it.
+pub fn assert_readme_key_spec(
+    readme: &str,
+    function: &str,
+    tenant_extension: &str,
+    depends_on: &[&str],
+) {
+    let spec = format!(
+        "--key-spec cloudevents:{tenant_extension}:{}",
+        depends_on.join(",")
+    );
+    assert!(
+        readme.contains(&spec),
+        "README lacks `{spec}` for {function}"
+    );
+}

@@ -171,6 +171,67 @@ pub fn credit_plan(balances: &str) -> impl Fn(&Derived) -> Result<Plan, HandlerE
     }
 }
 
+/// A batch of `n` [`credit`]s: message `m{i}`, event `{run}-{i}`, to `account(i)` by
+/// `amount(i)`.
+pub fn credits(
+    run: &str,
+    n: i64,
+    account: impl Fn(i64) -> String,
+    amount: impl Fn(i64) -> i64,
+) -> Vec<Message> {
+    (0..n)
+        .map(|i| {
+            credit(
+                &format!("m{i}"),
+                &format!("{run}-{i}"),
+                &account(i),
+                amount(i),
+            )
+        })
+        .collect()
+}
+
+/// [`credit_plan`], except that an amount of 0 is a debit that requires funds no account has
+/// (its condition fails): an event whose effect DynamoDB refuses.
+pub fn credit_or_refused_plan(
+    balances: &str,
+) -> impl Fn(&Derived) -> Result<Plan, HandlerError> + '_ {
+    move |e| {
+        let (account, amount) = credit_data(e)?;
+        let effect = if amount == 0 {
+            credit_effect(balances, account, -1_000_000)
+                .condition("#b >= :need")
+                .value(":need", 1_000_000)
+        } else {
+            credit_effect(balances, account, amount)
+        };
+        Ok(Plan {
+            effects: vec![effect],
+            result: None,
+        })
+    }
+}
+
+/// `store`'s commit of `effects` under `key` with no stored result, as the flows send it;
+/// panics with `what` when the store fails.
+pub async fn commit_with(
+    store: &dyn lambda_dedup::MarkStore,
+    key: &lambda_dedup::DedupKey,
+    fingerprint: Option<&lambda_dedup::Fingerprint>,
+    effects: &[Effect],
+    what: &str,
+) -> lambda_dedup::Commit {
+    store
+        .commit(lambda_dedup::CommitRequest {
+            key,
+            fingerprint,
+            result: None,
+            effects,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
 /// How many generated schedules a model-based test runs: `DEDUP_MODEL_CASES` (set by
 /// `cargo xtask soak`), else `default` (what `cargo xtask test` runs).
 pub fn model_cases(default: u32) -> u32 {

@@ -6,31 +6,13 @@
 use std::time::Duration;
 
 use dedup_tests::{
-    balance, client, client_at, cloudevents_spec, credit, credit_data, credit_effect, effect_table,
+    balance, client, client_at, cloudevents_spec, credit, credit_or_refused_plan, effect_table,
     endpoint, mark_table, retention, unique,
 };
 use lambda_dedup::Message;
-use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, Plan, run_batch_transactional};
+use lambda_dedup_batch::{Deduplicator, Outcome, run_batch_transactional};
 use lambda_dedup_dynamodb::DynamoStore;
 use local_dynamodb::meter::Meter;
-
-/// Credits `data.amount` to `data.account`; an amount of 0 is a debit whose condition fails.
-fn plan(balances: &str) -> impl Fn(&lambda_dedup::Derived) -> Result<Plan, HandlerError> + '_ {
-    move |e| {
-        let (account, amount) = credit_data(e)?;
-        let effect = if amount == 0 {
-            credit_effect(balances, account, -1_000_000)
-                .condition("#b >= :need")
-                .value(":need", 1_000_000)
-        } else {
-            credit_effect(balances, account, amount)
-        };
-        Ok(Plan {
-            effects: vec![effect],
-            result: None,
-        })
-    }
-}
 
 /// A deduplicator whose marks and effects go through a fresh proxy holding each request 30 ms.
 async fn setup() -> (Meter, aws_sdk_dynamodb::Client, String, Deduplicator) {
@@ -62,7 +44,8 @@ async fn concurrent_rounds_share_no_item_and_keep_the_bound() {
             })
             .collect();
         meter.reset();
-        let report = run_batch_transactional(batch, bound, &dedup, plan(&balances)).await;
+        let report =
+            run_batch_transactional(batch, bound, &dedup, credit_or_refused_plan(&balances)).await;
         assert_eq!(
             report.account.applied,
             100,
@@ -102,7 +85,13 @@ async fn a_failure_in_one_concurrent_round_is_its_own_event_alone() {
         )
     };
     // Event 3 was applied before: a duplicate in the first round.
-    let before = run_batch_transactional(vec![event(3, 5)], 10, &dedup, plan(&balances)).await;
+    let before = run_batch_transactional(
+        vec![event(3, 5)],
+        10,
+        &dedup,
+        credit_or_refused_plan(&balances),
+    )
+    .await;
     assert_eq!(before.account.applied, 1);
     // 100 events, 200 items: two rounds; event 80's debit fails in the second.
     let batch: Vec<Message> = (0..100)
@@ -110,7 +99,8 @@ async fn a_failure_in_one_concurrent_round_is_its_own_event_alone() {
         .collect();
     let failing = batch[80].clone();
     meter.reset();
-    let report = run_batch_transactional(batch, 10, &dedup, plan(&balances)).await;
+    let report =
+        run_batch_transactional(batch, 10, &dedup, credit_or_refused_plan(&balances)).await;
     let u = meter.usage();
     assert!(u.peak_in_flight >= 2, "rounds in flight at once: {u:?}");
     assert_eq!(u.shared_in_flight, 0, "{u:?}");

@@ -2,31 +2,12 @@
 //! per-message commits (S5, S8, S11, S12), with fewer DynamoDB calls.
 
 use dedup_tests::{
-    Metered, balance, client, cloudevents_spec, credit, credit_data, credit_effect, effect_table,
-    mark_table, retention, unique,
+    Metered, balance, client, cloudevents_spec, credit, credit_or_refused_plan, credits,
+    effect_table, mark_table, retention, unique,
 };
 use lambda_dedup::Message;
-use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, Plan, run_batch_transactional};
+use lambda_dedup_batch::{Deduplicator, Outcome, run_batch_transactional};
 use lambda_dedup_dynamodb::DynamoStore;
-
-/// Credits `data.amount` to `data.account`; an amount of 0 is a debit that requires funds the
-/// account does not have (its condition fails).
-fn plan(balances: &str) -> impl Fn(&lambda_dedup::Derived) -> Result<Plan, HandlerError> + '_ {
-    move |e| {
-        let (account, amount) = credit_data(e)?;
-        let effect = if amount == 0 {
-            credit_effect(balances, account, -1_000_000)
-                .condition("#b >= :need")
-                .value(":need", 1_000_000)
-        } else {
-            credit_effect(balances, account, amount)
-        };
-        Ok(Plan {
-            effects: vec![effect],
-            result: None,
-        })
-    }
-}
 
 /// The test's store and the proxy that counts its requests.
 struct Counted {
@@ -59,17 +40,9 @@ fn labels(outcomes: &[(String, Outcome)]) -> Vec<&'static str> {
 async fn s5_a_batch_of_new_events_commits_in_one_transaction() {
     let (client, balances, dedup, store) = setup().await;
     let run = unique("b1");
-    let batch: Vec<Message> = (0..10)
-        .map(|i| {
-            credit(
-                &format!("m{i}"),
-                &format!("{run}-{i}"),
-                &format!("{run}-a{i}"),
-                1 + i,
-            )
-        })
-        .collect();
-    let report = run_batch_transactional(batch, 10, &dedup, plan(&balances)).await;
+    let batch = credits(&run, 10, |i| format!("{run}-a{i}"), |i| 1 + i);
+    let report =
+        run_batch_transactional(batch, 10, &dedup, credit_or_refused_plan(&balances)).await;
     assert_eq!(
         report.account.applied,
         10,
@@ -113,7 +86,8 @@ async fn s5_events_touching_one_item_are_split_into_rounds() {
         &format!("{run}-B"),
         10,
     ));
-    let report = run_batch_transactional(batch, 10, &dedup, plan(&balances)).await;
+    let report =
+        run_batch_transactional(batch, 10, &dedup, credit_or_refused_plan(&balances)).await;
     assert_eq!(report.account.applied, 8, "{:?}", labels(report.outcomes()));
     assert_eq!(report.account.duplicate, 2);
     assert!(report.failures().is_empty());
@@ -142,7 +116,7 @@ async fn s5_s8_s11_a_mixed_batch_splits_off_what_cannot_commit() {
     let (client, balances, dedup, store) = setup().await;
     let run = unique("b3");
     let first = vec![credit("m0", &format!("{run}-x"), &format!("{run}-x"), 7)];
-    run_batch_transactional(first, 10, &dedup, plan(&balances)).await;
+    run_batch_transactional(first, 10, &dedup, credit_or_refused_plan(&balances)).await;
     let before = store.calls();
     let mut batch = vec![
         credit("dup", &format!("{run}-x"), &format!("{run}-x"), 7),
@@ -157,7 +131,8 @@ async fn s5_s8_s11_a_mixed_batch_splits_off_what_cannot_commit() {
             1,
         )
     }));
-    let report = run_batch_transactional(batch, 10, &dedup, plan(&balances)).await;
+    let report =
+        run_batch_transactional(batch, 10, &dedup, credit_or_refused_plan(&balances)).await;
     assert_eq!(
         labels(report.outcomes()),
         [
@@ -195,17 +170,8 @@ async fn s5_s8_s11_a_mixed_batch_splits_off_what_cannot_commit() {
 async fn s5_s14_concurrent_replays_in_batch_mode_equal_one_pass() {
     let (client, balances, dedup, _store) = setup().await;
     let run = unique("b4");
-    let batch: Vec<Message> = (0..10)
-        .map(|i| {
-            credit(
-                &format!("m{i}"),
-                &format!("{run}-{i}"),
-                &format!("{run}-a{}", i % 3),
-                5,
-            )
-        })
-        .collect();
-    let p = plan(&balances);
+    let batch = credits(&run, 10, |i| format!("{run}-a{}", i % 3), |_| 5);
+    let p = credit_or_refused_plan(&balances);
     let (a, b, c) = tokio::join!(
         run_batch_transactional(batch.clone(), 10, &dedup, &p),
         run_batch_transactional(batch.clone(), 10, &dedup, &p),
@@ -239,20 +205,12 @@ async fn warm_cache_answers_known_duplicates_without_dynamodb() {
     let dedup =
         Deduplicator::new(cloudevents_spec("batch-mode"), store.store.clone()).with_cache(1000);
     let run = unique("b5");
-    let batch: Vec<Message> = (0..10)
-        .map(|i| {
-            credit(
-                &format!("m{i}"),
-                &format!("{run}-{i}"),
-                &format!("{run}-a{i}"),
-                1,
-            )
-        })
-        .collect();
-    let first = run_batch_transactional(batch.clone(), 10, &dedup, plan(&balances)).await;
+    let batch = credits(&run, 10, |i| format!("{run}-a{i}"), |_| 1);
+    let first =
+        run_batch_transactional(batch.clone(), 10, &dedup, credit_or_refused_plan(&balances)).await;
     assert_eq!(first.account.applied, 10);
     let calls = store.calls();
-    let again = run_batch_transactional(batch, 10, &dedup, plan(&balances)).await;
+    let again = run_batch_transactional(batch, 10, &dedup, credit_or_refused_plan(&balances)).await;
     assert_eq!(again.account.duplicate, 10);
     assert_eq!(
         store.calls(),
@@ -260,7 +218,8 @@ async fn warm_cache_answers_known_duplicates_without_dynamodb() {
         "no DynamoDB call for cached duplicates"
     );
     let conflict = vec![credit("c", &format!("{run}-0"), &format!("{run}-a0"), 999)];
-    let report = run_batch_transactional(conflict, 10, &dedup, plan(&balances)).await;
+    let report =
+        run_batch_transactional(conflict, 10, &dedup, credit_or_refused_plan(&balances)).await;
     assert_eq!(labels(report.outcomes()), ["conflict"]);
 }
 
@@ -277,12 +236,14 @@ async fn s9_the_warm_cache_forgets_marks_whose_retention_has_passed() {
     let dedup = Deduplicator::new(cloudevents_spec("batch-mode"), store.clone()).with_cache(100);
     let run = unique("b7");
     let batch = vec![credit("m", &format!("{run}-e"), &format!("{run}-a"), 1)];
-    let first = run_batch_transactional(batch.clone(), 10, &dedup, plan(&balances)).await;
+    let first =
+        run_batch_transactional(batch.clone(), 10, &dedup, credit_or_refused_plan(&balances)).await;
     assert_eq!(labels(first.outcomes()), ["applied"]);
-    let again = run_batch_transactional(batch.clone(), 10, &dedup, plan(&balances)).await;
+    let again =
+        run_batch_transactional(batch.clone(), 10, &dedup, credit_or_refused_plan(&balances)).await;
     assert_eq!(labels(again.outcomes()), ["duplicate"], "within retention");
     clock.advance(std::time::Duration::from_secs(3601));
-    let late = run_batch_transactional(batch, 10, &dedup, plan(&balances)).await;
+    let late = run_batch_transactional(batch, 10, &dedup, credit_or_refused_plan(&balances)).await;
     assert_eq!(
         labels(late.outcomes()),
         ["applied"],
@@ -305,7 +266,8 @@ async fn s12_fifo_order_is_kept_in_batch_mode() {
     for m in &mut batch {
         m.group_id = Some(m.message_id[..1].to_owned());
     }
-    let report = run_batch_transactional(batch, 10, &dedup, plan(&balances)).await;
+    let report =
+        run_batch_transactional(batch, 10, &dedup, credit_or_refused_plan(&balances)).await;
     assert_eq!(report.failures(), ["a2", "a3"]);
     assert_eq!(
         balance(&client, &balances, &format!("{run}-A")).await,

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use dedup_tests::{client, mark_table, retention, scope, unique};
+use dedup_tests::{client, commit_with, mark_table, retention, scope, unique};
 use lambda_dedup::{Claim, DedupKey, Fingerprint, MarkStatus, Seen};
 use lambda_dedup_dynamodb::DynamoStore;
 use tokio::sync::Barrier;
@@ -109,26 +109,10 @@ async fn s11_same_key_different_fingerprint_is_a_conflict() {
 
     // Completed, other payload: conflict, not a duplicate.
     let key = DedupKey::new(&scope(), "t", &["e", &unique("id")]);
-    let out = store
-        .commit(lambda_dedup::CommitRequest {
-            key: &key,
-            fingerprint: Some(&fp_a),
-            result: None,
-            effects: &[],
-        })
-        .await
-        .expect("commit");
+    let out = commit_with(&store, &key, Some(&fp_a), &[], "commit").await;
     assert_eq!(out, lambda_dedup::Commit::Applied);
     assert!(matches!(
-        store
-            .commit(lambda_dedup::CommitRequest {
-                key: &key,
-                fingerprint: Some(&fp_b),
-                result: None,
-                effects: &[]
-            })
-            .await
-            .expect("commit b"),
+        commit_with(&store, &key, Some(&fp_b), &[], "commit b").await,
         lambda_dedup::Commit::Seen(Seen::Conflict { .. })
     ));
     assert!(matches!(
@@ -136,15 +120,7 @@ async fn s11_same_key_different_fingerprint_is_a_conflict() {
         Claim::Seen(Seen::Conflict { .. })
     ));
     assert!(matches!(
-        store
-            .commit(lambda_dedup::CommitRequest {
-                key: &key,
-                fingerprint: Some(&fp_a),
-                result: None,
-                effects: &[]
-            })
-            .await
-            .expect("commit a"),
+        commit_with(&store, &key, Some(&fp_a), &[], "commit a").await,
         lambda_dedup::Commit::Seen(Seen::Duplicate(_))
     ));
 }

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use dedup_tests::{balance, client, effect_table, get_item, mark_table, retention, scope, unique};
+use dedup_tests::{
+    balance, client, commit_with, effect_table, get_item, mark_table, retention, scope, unique,
+};
 use futures::StreamExt;
 use lambda_dedup::{Commit, DedupKey, Effect, Item, Seen};
 use lambda_dedup_dynamodb::DynamoStore;
@@ -32,15 +34,14 @@ async fn s5_a_thousand_commits_of_one_key_add_the_balance_once() {
         .map(|_| {
             let (store, key, effect) = (store.clone(), key.clone(), effect.clone());
             async move {
-                store
-                    .commit(lambda_dedup::CommitRequest {
-                        key: &key,
-                        fingerprint: None,
-                        result: None,
-                        effects: std::slice::from_ref(&effect),
-                    })
-                    .await
-                    .expect("commit")
+                commit_with(
+                    store.as_ref(),
+                    &key,
+                    None,
+                    std::slice::from_ref(&effect),
+                    "commit",
+                )
+                .await
             }
         })
         .buffer_unordered(16)
@@ -75,15 +76,7 @@ async fn s5_a_failed_effect_condition_leaves_no_mark() {
         &balances,
         Item::new().with("account", "acct-2").with("note", "x"),
     );
-    let out = store
-        .commit(lambda_dedup::CommitRequest {
-            key: &key,
-            fingerprint: None,
-            result: None,
-            effects: &[keep.clone(), debit],
-        })
-        .await
-        .expect("commit");
+    let out = commit_with(&store, &key, None, &[keep.clone(), debit], "commit").await;
     assert_eq!(
         out,
         Commit::EffectRejected { index: 1 },
@@ -124,15 +117,7 @@ async fn s5_a_failed_effect_condition_leaves_no_mark() {
         .condition("#balance >= :need")
         .value(":need", 5);
     assert_eq!(
-        store
-            .commit(lambda_dedup::CommitRequest {
-                key: &key,
-                fingerprint: None,
-                result: None,
-                effects: &[debit]
-            })
-            .await
-            .expect("retry"),
+        commit_with(&store, &key, None, &[debit], "retry").await,
         Commit::Applied
     );
     assert_eq!(balance(&client, &balances, "acct-1").await, Some(5));
@@ -204,15 +189,7 @@ async fn s5_all_effects_commit_with_the_mark() {
         .condition("attribute_not_exists(entry)"),
     ];
     assert_eq!(
-        store
-            .commit(lambda_dedup::CommitRequest {
-                key: &key,
-                fingerprint: None,
-                result: None,
-                effects: &effects
-            })
-            .await
-            .expect("commit"),
+        commit_with(&store, &key, None, &effects, "commit").await,
         Commit::Applied
     );
     assert_eq!(balance(&client, &balances, "from").await, Some(-3));

@@ -210,6 +210,56 @@ async fn all_forwarded(account: &str) -> usize {
     .await
 }
 
+/// A ledger credit of `amount` to `account` (tenant `t1`) as the senders send it: a CloudEvent
+/// from `source`.
+fn credit(source: &str, id: &str, account: &str, amount: i64) -> String {
+    ce(
+        "credit",
+        source,
+        id,
+        "t1",
+        json!({"account": account, "amount": amount}),
+    )
+}
+
+/// A sender's retry: answered as the first delivery was, marked replayed.
+async fn assert_replays(delivery: &Delivery, answer: &str, why: &str) {
+    let (status, replayed, again) = delivery.post().await;
+    assert_eq!(
+        (status, replayed.as_deref(), again.as_str()),
+        (200, Some("true"), answer),
+        "{why}"
+    );
+}
+
+/// Refused as unauthorized, naming `code` when given; nothing is stored.
+async fn assert_unauthorized(delivery: &Delivery, code: Option<&str>, why: &str) {
+    let (status, _, answer) = delivery.post().await;
+    assert_eq!(status, 401, "{why}: {answer}");
+    if let Some(code) = code {
+        assert!(answer.contains(code), "{why}: {answer}");
+    }
+}
+
+/// `delivery` with its body changed after signing.
+fn altered(delivery: &Delivery, from: &str, to: &str) -> Delivery {
+    let mut altered = delivery.clone();
+    altered.body = delivery.body.replace(from, to);
+    altered
+}
+
+/// Two events of `account` recorded once each in the inbox, forwarded to the ledger's queue and
+/// applied once each, to `balance`.
+async fn assert_applied_once(what: &str, account: &str, balance: i64) {
+    assert_eq!(
+        inbox_items(account).await.len(),
+        2,
+        "each event once in the inbox"
+    );
+    assert_eq!(balance_reaches(what, account, balance).await, (balance, 2));
+    assert_eq!(all_forwarded(account).await, 2);
+}
+
 /// S1, S5, S8, S11 and the webhook door's answers, over real HTTP, for deliveries signed by the
 /// Standard Webhooks reference library (`standardwebhooks` from PyPI): a valid delivery is
 /// recorded (200); the sender's retry, byte for byte or signed again later (with two secrets,
@@ -228,19 +278,9 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
     let secret = secret.as_str();
     let account = unique("wh-acct");
     let (id1, id2) = (unique("wh-e1"), unique("wh-e2"));
-    let body1 = ce(
-        "credit",
-        "/acme-pay",
-        &id1,
-        "t1",
-        json!({"account": account, "amount": 10}),
-    );
-    let body2 = ce(
-        "credit",
-        "/acme-pay",
-        &id2,
-        "t1",
-        json!({"account": account, "amount": 5}),
+    let (body1, body2) = (
+        credit("/acme-pay", &id1, &account, 10),
+        credit("/acme-pay", &id2, &account, 5),
     );
     let t = now_secs();
 
@@ -248,45 +288,36 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
     let (status, replayed, answer) = first.post().await;
     assert_eq!((status, replayed.as_deref()), (200, None), "{answer}");
     assert!(answer.contains("inbox_key"), "{answer}");
-
-    // The sender's retry after a lost answer: the same bytes.
-    let (status, replayed, again) = first.post().await;
-    assert_eq!(
-        (status, replayed.as_deref(), again.as_str()),
-        (200, Some("true"), answer.as_str())
-    );
-    // Its later retry, signed again with a new timestamp, under two secrets (one not ours).
-    let (status, replayed, resigned) =
-        Delivery::standard(&id1, &body1, t + 30, &[FORGERS_SECRET, secret])
-            .post()
-            .await;
-    assert_eq!(
-        (status, replayed.as_deref(), resigned.as_str()),
-        (200, Some("true"), answer.as_str())
-    );
-
+    assert_replays(&first, &answer, "the sender's retry after a lost answer").await;
+    assert_replays(
+        &Delivery::standard(&id1, &body1, t + 30, &[FORGERS_SECRET, secret]),
+        &answer,
+        "a later retry, signed again with a new timestamp, under two secrets (one not ours)",
+    )
+    .await;
     // A captured delivery replayed inside the window under another webhook-id: the id is
     // signed, so it is refused, and no second event is recorded.
-    let (status, _, why) = first
-        .with_header("webhook-id", &unique("wh-replayed"))
-        .post()
-        .await;
-    assert_eq!(status, 401, "a replay under another id: {why}");
-    assert!(why.contains("bad_signature"), "{why}");
+    let replayed_elsewhere = first.with_header("webhook-id", &unique("wh-replayed"));
+    assert_unauthorized(
+        &replayed_elsewhere,
+        Some("bad_signature"),
+        "a replay under another id",
+    )
+    .await;
 
     // Refused before anything is stored.
-    let (stale, _, why) = Delivery::standard(&id2, &body2, t - 3600, &[secret])
-        .post()
-        .await;
-    assert_eq!(stale, 401, "a signature from an hour ago: {why}");
-    assert!(why.contains("stale_signature"), "{why}");
-    let (forged, _, _) = Delivery::standard(&id2, &body2, t, &[FORGERS_SECRET])
-        .post()
-        .await;
-    assert_eq!(forged, 401);
-    let mut altered = Delivery::standard(&id2, &body2, t, &[secret]);
-    altered.body = body2.replace("\"amount\":5", "\"amount\":500");
-    assert_eq!(altered.post().await.0, 401, "a body changed after signing");
+    let stale = Delivery::standard(&id2, &body2, t - 3600, &[secret]);
+    assert_unauthorized(
+        &stale,
+        Some("stale_signature"),
+        "a signature from an hour ago",
+    )
+    .await;
+    let forged = Delivery::standard(&id2, &body2, t, &[FORGERS_SECRET]);
+    assert_unauthorized(&forged, None, "a forger's secret").await;
+    let second = Delivery::standard(&id2, &body2, t, &[secret]);
+    let changed = altered(&second, "\"amount\":5", "\"amount\":500");
+    assert_unauthorized(&changed, None, "a body changed after signing").await;
     let pad = "x".repeat(70_000);
     let big = ce(
         "credit",
@@ -301,28 +332,13 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
     );
 
     // The second event, then its id again with another amount: a conflict, not a duplicate.
-    let (status, replayed, _) = Delivery::standard(&id2, &body2, t, &[secret]).post().await;
+    let (status, replayed, _) = second.post().await;
     assert_eq!((status, replayed), (200, None));
-    let other = ce(
-        "credit",
-        "/acme-pay",
-        &id2,
-        "t1",
-        json!({"account": account, "amount": 50}),
-    );
+    let other = credit("/acme-pay", &id2, &account, 50);
     let (status, _, why) = Delivery::standard(&id2, &other, t, &[secret]).post().await;
     assert_eq!(status, 409, "{why}");
 
-    let items = inbox_items(&account).await;
-    assert_eq!(
-        items.len(),
-        2,
-        "each event once in the inbox, the replay none"
-    );
-    // Forwarded to the ledger's queue and applied once each.
-    let (balance, events) = balance_reaches("the forwarded events' balance", &account, 15).await;
-    assert_eq!((balance, events), (15, 2));
-    assert_eq!(all_forwarded(&account).await, 2);
+    assert_applied_once("the forwarded events' balance", &account, 15).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
         ledger("t1", &account).await,
@@ -348,69 +364,40 @@ async fn e2e_stripe_deliveries_signed_by_stripes_library_are_accepted_once() {
     let account = unique("st-acct");
     let (evt1, evt2) = (unique("evt_1"), unique("evt_2"));
     // A Stripe event's top-level `id` is the event id; these are also the ledger's CloudEvents.
-    let body1 = ce(
-        "credit",
-        "/stripe",
-        &evt1,
-        "t1",
-        json!({"account": account, "amount": 7}),
-    );
-    let body2 = ce(
-        "credit",
-        "/stripe",
-        &evt2,
-        "t1",
-        json!({"account": account, "amount": 2}),
+    let (body1, body2) = (
+        credit("/stripe", &evt1, &account, 7),
+        credit("/stripe", &evt2, &account, 2),
     );
     let t = now_secs();
 
     let first = Delivery::stripe(&body1, t, &[secret]);
     let (status, replayed, answer) = first.post().await;
     assert_eq!((status, replayed.as_deref()), (200, None), "{answer}");
-    let (status, replayed, again) = first.post().await;
-    assert_eq!(
-        (status, replayed.as_deref(), again.as_str()),
-        (200, Some("true"), answer.as_str())
-    );
-    let (status, replayed, resigned) =
-        Delivery::stripe(&body1, t + 20, &["whsec_not_this_endpoints_secret", secret])
-            .post()
-            .await;
-    assert_eq!(
-        (status, replayed.as_deref(), resigned.as_str()),
-        (200, Some("true"), answer.as_str())
-    );
-    let (status, replayed, _) = first
-        .with_header("webhook-id", &unique("other-id"))
-        .post()
-        .await;
-    assert_eq!(
-        (status, replayed.as_deref()),
-        (200, Some("true")),
-        "an unsigned header is not the identity"
-    );
+    assert_replays(&first, &answer, "a retry, byte for byte").await;
+    let resigned = Delivery::stripe(&body1, t + 20, &["whsec_not_this_endpoints_secret", secret]);
+    assert_replays(&resigned, &answer, "re-signed with two v1 signatures").await;
+    let other_id = first.with_header("webhook-id", &unique("other-id"));
+    assert_replays(&other_id, &answer, "an unsigned header is not the identity").await;
 
-    let stale = Delivery::stripe(&body2, t - 3600, &[secret]).post().await;
-    assert_eq!(stale.0, 401, "{}", stale.2);
-    assert!(stale.2.contains("stale_signature"), "{}", stale.2);
-    let forged = Delivery::stripe(&body2, t, &["whsec_a_forgers_own_secret_0000"])
-        .post()
-        .await;
-    assert_eq!(forged.0, 401);
-    let mut altered = Delivery::stripe(&body2, t, &[secret]);
-    altered.body = body2.replace("\"amount\":2", "\"amount\":200");
-    assert_eq!(altered.post().await.0, 401, "a body changed after signing");
+    let stale = Delivery::stripe(&body2, t - 3600, &[secret]);
+    assert_unauthorized(
+        &stale,
+        Some("stale_signature"),
+        "a signature from an hour ago",
+    )
+    .await;
+    let forged = Delivery::stripe(&body2, t, &["whsec_a_forgers_own_secret_0000"]);
+    assert_unauthorized(&forged, None, "a forger's secret").await;
+    let second = Delivery::stripe(&body2, t, &[secret]);
+    let changed = altered(&second, "\"amount\":2", "\"amount\":200");
+    assert_unauthorized(&changed, None, "a body changed after signing").await;
     let mut standard = Delivery::standard(&evt2, &body2, t, &[&env("DEDUP_WEBHOOK_SECRET")]);
     standard.url = env("DEDUP_STRIPE_WEBHOOK_URL");
-    assert_eq!(standard.post().await.0, 401, "another scheme's signature");
+    assert_unauthorized(&standard, None, "another scheme's signature").await;
 
-    let (status, replayed, _) = Delivery::stripe(&body2, t, &[secret]).post().await;
+    let (status, replayed, _) = second.post().await;
     assert_eq!((status, replayed), (200, None));
-
-    assert_eq!(inbox_items(&account).await.len(), 2, "each event once");
-    let (balance, events) = balance_reaches("the Stripe events' balance", &account, 9).await;
-    assert_eq!((balance, events), (9, 2));
-    assert_eq!(all_forwarded(&account).await, 2);
+    assert_applied_once("the Stripe events' balance", &account, 9).await;
 }
 
 /// S1, S8, S12, S15 on a Kinesis stream: a producer's retry (the same event in a second record),

@@ -88,6 +88,43 @@ fn effect() -> Effect {
         .value(":one", 1)
 }
 
+/// A claim of `key()` on a store whose every `UpdateItem` is answered with `response`, and how
+/// many requests the SDK sent.
+async fn claim_answered(
+    response: impl Fn() -> HttpResponse + Send + Sync + 'static,
+) -> (Result<lambda_dedup::Claim, Error>, usize) {
+    let rule = mock!(Client::update_item)
+        .sequence()
+        .http_response(response)
+        .repeatedly()
+        .build();
+    let result = store(mocked(&rule)).claim(&key(), None, None).await;
+    (result, rule.num_calls())
+}
+
+/// A commit of `effect()` under `key()` to store `s`.
+async fn commit_one(s: &DynamoStore) -> Result<lambda_dedup::Commit, Error> {
+    s.commit(lambda_dedup::CommitRequest {
+        key: &key(),
+        fingerprint: None,
+        result: None,
+        effects: &[effect()],
+    })
+    .await
+}
+
+/// [`commit_one`] on a store whose every `TransactWriteItems` is answered with `response`.
+async fn commit_answered(
+    response: impl Fn() -> HttpResponse + Send + Sync + 'static,
+) -> Result<lambda_dedup::Commit, Error> {
+    let rule = mock!(Client::transact_write_items)
+        .sequence()
+        .http_response(response)
+        .repeatedly()
+        .build();
+    commit_one(&store(mocked(&rule))).await
+}
+
 fn assert_transient(result: Result<impl std::fmt::Debug, Error>, kind: FaultKind) {
     match result {
         Err(e) => {
@@ -106,14 +143,9 @@ async fn s13_throttled_claim_is_retryable() {
         "ProvisionedThroughputExceededException",
         "RequestLimitExceeded",
     ] {
-        let rule = mock!(Client::update_item)
-            .sequence()
-            .http_response(error_type(name, 400))
-            .repeatedly()
-            .build();
-        let result = store(mocked(&rule)).claim(&key(), None, None).await;
+        let (result, calls) = claim_answered(error_type(name, 400)).await;
         assert_transient(result, FaultKind::Throttled);
-        assert_eq!(rule.num_calls(), 2, "{name}: the SDK retried once first");
+        assert_eq!(calls, 2, "{name}: the SDK retried once first");
     }
 }
 
@@ -121,61 +153,20 @@ async fn s13_throttled_claim_is_retryable() {
 /// item) is retryable; it is neither applied nor a duplicate.
 #[tokio::test]
 async fn s13_transaction_conflict_is_retryable() {
-    let rule = mock!(Client::transact_write_items)
-        .sequence()
-        .http_response(cancelled(&["None", "TransactionConflict"]))
-        .repeatedly()
-        .build();
-    let result = store(mocked(&rule))
-        .commit(lambda_dedup::CommitRequest {
-            key: &key(),
-            fingerprint: None,
-            result: None,
-            effects: &[effect()],
-        })
-        .await;
+    let result = commit_answered(cancelled(&["None", "TransactionConflict"])).await;
     assert_transient(result, FaultKind::TransactionConflict);
 
-    let rule = mock!(Client::update_item)
-        .sequence()
-        .http_response(error_type("TransactionConflictException", 400))
-        .repeatedly()
-        .build();
-    let result = store(mocked(&rule)).claim(&key(), None, None).await;
+    let (result, _) = claim_answered(error_type("TransactionConflictException", 400)).await;
     assert_transient(result, FaultKind::TransactionConflict);
 }
 
 /// S13: a transaction cancelled for throttling, and server errors, are retryable.
 #[tokio::test]
 async fn s13_throttled_transaction_and_server_errors_are_retryable() {
-    let rule = mock!(Client::transact_write_items)
-        .sequence()
-        .http_response(cancelled(&["ThrottlingError", "None"]))
-        .repeatedly()
-        .build();
-    let result = store(mocked(&rule))
-        .commit(lambda_dedup::CommitRequest {
-            key: &key(),
-            fingerprint: None,
-            result: None,
-            effects: &[effect()],
-        })
-        .await;
+    let result = commit_answered(cancelled(&["ThrottlingError", "None"])).await;
     assert_transient(result, FaultKind::Throttled);
 
-    let rule = mock!(Client::transact_write_items)
-        .sequence()
-        .http_response(error_type("InternalServerError", 500))
-        .repeatedly()
-        .build();
-    let result = store(mocked(&rule))
-        .commit(lambda_dedup::CommitRequest {
-            key: &key(),
-            fingerprint: None,
-            result: None,
-            effects: &[effect()],
-        })
-        .await;
+    let result = commit_answered(error_type("InternalServerError", 500)).await;
     assert_transient(result, FaultKind::ServerError);
 }
 
@@ -183,12 +174,7 @@ async fn s13_throttled_transaction_and_server_errors_are_retryable() {
 /// still never an outcome.
 #[tokio::test]
 async fn refused_requests_are_errors_but_not_retryable() {
-    let rule = mock!(Client::update_item)
-        .sequence()
-        .http_response(error_type("ResourceNotFoundException", 400))
-        .repeatedly()
-        .build();
-    let result = store(mocked(&rule)).claim(&key(), None, None).await;
+    let (result, _) = claim_answered(error_type("ResourceNotFoundException", 400)).await;
     let err = result.expect_err("refused");
     assert_eq!(err.fault_kind(), Some(FaultKind::Refused));
     assert!(!err.is_retryable());
@@ -239,15 +225,6 @@ async fn s13_an_unreachable_store_is_a_retryable_network_fault() {
             .build(),
     );
     let s = store(client);
-    assert_transient(
-        s.commit(lambda_dedup::CommitRequest {
-            key: &key(),
-            fingerprint: None,
-            result: None,
-            effects: &[effect()],
-        })
-        .await,
-        FaultKind::Network,
-    );
+    assert_transient(commit_one(&s).await, FaultKind::Network);
     assert_transient(s.claim(&key(), None, None).await, FaultKind::Network);
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use dedup_tests::{client, get_item, mark_table, scope, unique};
+use dedup_tests::{client, commit_with, get_item, mark_table, scope, unique};
 use lambda_dedup::{Claim, Clock, Commit, DedupKey, ManualClock, RedeliveryHorizon, Retention};
 use lambda_dedup_dynamodb::DynamoStore;
 
@@ -47,15 +47,7 @@ async fn s9_a_mark_past_its_ttl_still_in_the_table_counts_as_absent() {
 
         if via_commit {
             assert_eq!(
-                store
-                    .commit(lambda_dedup::CommitRequest {
-                        key: &key,
-                        fingerprint: None,
-                        result: None,
-                        effects: &[]
-                    })
-                    .await
-                    .expect("commit"),
+                commit_with(&store, &key, None, &[], "commit").await,
                 Commit::Applied
             );
         } else {
@@ -79,15 +71,7 @@ async fn s9_marks_carry_a_ttl_of_the_retention() {
     let store = DynamoStore::new(client.clone(), marks.clone(), retention);
     let key = DedupKey::new(&scope(), "t", &["ttl", &unique("evt")]);
     let before = SystemTime::now();
-    store
-        .commit(lambda_dedup::CommitRequest {
-            key: &key,
-            fingerprint: None,
-            result: None,
-            effects: &[],
-        })
-        .await
-        .expect("commit");
+    commit_with(&store, &key, None, &[], "commit").await;
     let raw = get_item(&client, &marks, "pk", key.as_str())
         .await
         .expect("mark");
@@ -128,61 +112,95 @@ fn s9_retention_shorter_than_the_redelivery_horizon_is_refused() {
     assert!(Retention::covering(Duration::from_secs(7 * 86_400), &horizon).is_ok());
 }
 
+/// A credit consumer on the local DynamoDB whose store's clock the test moves, and CloudEvents
+/// credits of 5 to one account, each sent at a time of the test's choosing.
+struct Timed {
+    client: dedup_tests::Client,
+    balances: String,
+    clock: Arc<ManualClock>,
+    dedup: lambda_dedup_batch::Deduplicator,
+    consumer: &'static str,
+    account: String,
+}
+
+impl Timed {
+    async fn new(consumer: &'static str) -> Self {
+        let client = client();
+        let balances = dedup_tests::effect_table(&client, "account").await;
+        let clock = Arc::new(ManualClock::new(SystemTime::now()));
+        let marks = mark_table(&client).await;
+        let store = DynamoStore::new(client.clone(), marks, dedup_tests::retention())
+            .with_clock(clock.clone());
+        let dedup =
+            lambda_dedup_batch::Deduplicator::new(dedup_tests::cloudevents_spec(consumer), store);
+        let account = format!("{}-a", unique(consumer));
+        Self {
+            client,
+            balances,
+            clock,
+            dedup,
+            consumer,
+            account,
+        }
+    }
+
+    /// Event `id`, its CloudEvents `time` being `time`.
+    fn event(&self, id: &str, time: SystemTime) -> lambda_dedup::Message {
+        lambda_dedup::Message {
+            message_id: unique("m"),
+            body: serde_json::json!({"specversion": "1.0", "type": "credit", "source": "/bank",
+                "id": id, "tenantid": "acme",
+                "time": chrono::DateTime::<chrono::Utc>::from(time)
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                "data": {"account": self.account, "amount": 5}})
+            .to_string()
+            .into_bytes(),
+            ..lambda_dedup::Message::default()
+        }
+    }
+
+    async fn apply(&self, m: &lambda_dedup::Message) -> lambda_dedup_batch::Outcome {
+        let plan = dedup_tests::credit_plan(&self.balances);
+        self.dedup.transactional(m, &plan).await
+    }
+
+    /// Whether `outcome` is a rejection for `reason`.
+    fn rejected(outcome: &lambda_dedup_batch::Outcome, reason: lambda_dedup_batch::Reason) -> bool {
+        matches!(outcome, lambda_dedup_batch::Outcome::Rejected { code, .. } if *code == reason)
+    }
+
+    async fn balance(&self) -> Option<i64> {
+        dedup_tests::balance(&self.client, &self.balances, &self.account).await
+    }
+}
+
 /// S10: an event whose own time (CloudEvents `time`) is older than the retention window is not
 /// applied — its mark may be gone (here: expired but still in the table), so the table cannot
 /// say whether it was handled — and ends rejected as `late_event`, for reconciliation. A fresh
 /// event at the same moment is applied as usual.
 #[tokio::test]
 async fn s10_an_event_older_than_the_retention_is_not_applied() {
-    use dedup_tests::{balance, cloudevents_spec, credit_plan, effect_table, retention};
-    use lambda_dedup::Message;
-    use lambda_dedup_batch::{Deduplicator, Outcome};
+    use lambda_dedup_batch::{Outcome, Reason};
+    let t = Timed::new("late").await;
+    let old = t.event("e-old", t.clock.now());
+    assert_eq!(t.apply(&old).await, Outcome::Applied);
 
-    let client = client();
-    let balances = effect_table(&client, "account").await;
-    let start = SystemTime::now();
-    let clock = Arc::new(ManualClock::new(start));
-    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention())
-        .with_clock(clock.clone());
-    let dedup = Deduplicator::new(cloudevents_spec("late"), store);
-    let run = unique("late");
-    let event = |id: &str, time: SystemTime| Message {
-        message_id: unique("m"),
-        body: serde_json::json!({"specversion": "1.0", "type": "credit", "source": "/bank",
-            "id": id, "tenantid": "acme",
-            "time": chrono::DateTime::<chrono::Utc>::from(time)
-                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            "data": {"account": format!("{run}-a"), "amount": 5}})
-        .to_string()
-        .into_bytes(),
-        ..Message::default()
-    };
-    let plan = credit_plan(&balances);
-    let old = event("e-old", start);
-    assert_eq!(dedup.transactional(&old, &plan).await, Outcome::Applied);
-
-    clock.advance(Duration::from_secs(3601)); // past the one-hour retention: the mark expired
-    let late = dedup.transactional(&old, &plan).await;
-    assert!(
-        matches!(
-            &late,
-            Outcome::Rejected {
-                code: lambda_dedup_batch::Reason::LateEvent,
-                ..
-            }
-        ),
-        "{late:?}"
-    );
+    t.clock.advance(Duration::from_secs(3601)); // past the one-hour retention: the mark expired
+    let late = t.apply(&old).await;
+    assert!(Timed::rejected(&late, Reason::LateEvent), "{late:?}");
     // The rejection carries the event's key: what reconciliation sends on, underived again.
     let Outcome::Rejected { key, .. } = &late else {
         unreachable!("matched above")
     };
-    let derived = cloudevents_spec("late").derive(&old).expect("a key").key;
+    let derived = dedup_tests::cloudevents_spec(t.consumer)
+        .derive(&old)
+        .expect("a key")
+        .key;
     assert_eq!(key.as_ref(), Some(&derived));
-    let fresh = event("e-new", clock.now());
-    assert_eq!(dedup.transactional(&fresh, &plan).await, Outcome::Applied);
+    let fresh = t.event("e-new", t.clock.now());
+    assert_eq!(t.apply(&fresh).await, Outcome::Applied);
     assert_eq!(
-        balance(&client, &balances, &format!("{run}-a")).await,
+        t.balance().await,
         Some(10),
         "the late redelivery moved nothing"
     );
@@ -195,50 +213,25 @@ async fn s10_an_event_older_than_the_retention_is_not_applied() {
 /// An event a little ahead (clocks disagree) is applied as usual.
 #[tokio::test]
 async fn s10_an_event_from_the_far_future_is_not_applied() {
-    use dedup_tests::{balance, cloudevents_spec, credit_plan, effect_table, retention};
-    use lambda_dedup::Message;
-    use lambda_dedup_batch::{Deduplicator, Outcome};
-
-    let client = client();
-    let balances = effect_table(&client, "account").await;
-    let start = SystemTime::now();
-    let clock = Arc::new(ManualClock::new(start));
-    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention())
-        .with_clock(clock.clone());
-    let dedup = Deduplicator::new(cloudevents_spec("future"), store);
-    let run = unique("future");
-    let event = |id: &str, time: SystemTime| Message {
-        message_id: unique("m"),
-        body: serde_json::json!({"specversion": "1.0", "type": "credit", "source": "/bank",
-            "id": id, "tenantid": "acme",
-            "time": chrono::DateTime::<chrono::Utc>::from(time)
-                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            "data": {"account": format!("{run}-a"), "amount": 5}})
-        .to_string()
-        .into_bytes(),
-        ..Message::default()
-    };
-    let plan = credit_plan(&balances);
-    let far = event("e-far", start + Duration::from_secs(10 * 365 * 86_400));
+    use lambda_dedup_batch::{Outcome, Reason};
+    let t = Timed::new("future").await;
+    let far = t.event(
+        "e-far",
+        t.clock.now() + Duration::from_secs(10 * 365 * 86_400),
+    );
     for _ in 0..2 {
-        let outcome = dedup.transactional(&far, &plan).await;
+        let outcome = t.apply(&far).await;
         assert!(
-            matches!(
-                &outcome,
-                Outcome::Rejected {
-                    code: lambda_dedup_batch::Reason::ImplausibleTime,
-                    ..
-                }
-            ),
+            Timed::rejected(&outcome, Reason::ImplausibleTime),
             "{outcome:?}"
         );
         // Even after the retention has passed, a replay of it is not applied.
-        clock.advance(Duration::from_secs(3601));
+        t.clock.advance(Duration::from_secs(3601));
     }
-    let skewed = event("e-skewed", clock.now() + Duration::from_secs(60));
-    assert_eq!(dedup.transactional(&skewed, &plan).await, Outcome::Applied);
+    let skewed = t.event("e-skewed", t.clock.now() + Duration::from_secs(60));
+    assert_eq!(t.apply(&skewed).await, Outcome::Applied);
     assert_eq!(
-        balance(&client, &balances, &format!("{run}-a")).await,
+        t.balance().await,
         Some(5),
         "only the event within the clock skew moved the balance"
     );

@@ -117,6 +117,19 @@ pub(crate) fn effect(e: &Effect) -> Result<TransactWriteItem, Error> {
     .build())
 }
 
+/// Expression attribute names from (placeholder, name) pairs.
+pub(crate) fn names<const N: usize>(pairs: [(&str, &str); N]) -> HashMap<String, String> {
+    pairs
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+/// Expression attribute values from (placeholder, value) pairs.
+pub(crate) fn values<const N: usize>(pairs: [(&str, AttributeValue); N]) -> Av {
+    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
 pub(crate) fn get_s<'a>(item: &'a Av, name: &str) -> Option<&'a str> {
     item.get(name)
         .and_then(|v| v.as_s().ok())

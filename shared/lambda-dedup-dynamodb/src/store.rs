@@ -95,23 +95,17 @@ impl DynamoStore {
         let mut expr = String::from(
             "attribute_not_exists(#pk) OR #exp <= :now_s OR (#st = :inprog AND #lease <= :now_ms",
         );
-        let mut names: HashMap<String, String> = [
+        let mut names = codec::names([
             ("#pk", attr::PK),
             ("#exp", attr::EXPIRES_AT),
             ("#st", attr::STATUS),
             ("#lease", attr::LEASE),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-        let mut values: Av = [
+        ]);
+        let mut values = codec::values([
             (":now_s", secs(now)),
             (":now_ms", ms(now)),
             (":inprog", s(MarkStatus::InProgress.as_str())),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
+        ]);
         if let Some(fp) = fp {
             expr.push_str(" AND (attribute_not_exists(#fp) OR #fp = :fp)");
             names.insert("#fp".into(), attr::FINGERPRINT.into());
@@ -446,24 +440,18 @@ impl DynamoStore {
         self.check_result(result)?;
         let now = self.clock.now();
         let mut update = String::from("SET #st = :done, #cat = :now_ms");
-        let mut names: HashMap<String, String> = [
+        let mut names = codec::names([
             ("#st", attr::STATUS),
             ("#cat", attr::COMPLETED_AT),
             ("#owner", attr::OWNER),
             ("#lease", attr::LEASE),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-        let mut values: Av = [
+        ]);
+        let mut values = codec::values([
             (":done", s(MarkStatus::Completed.as_str())),
             (":inprog", s(MarkStatus::InProgress.as_str())),
             (":now_ms", ms(now)),
             (":owner", s(lease.owner.as_str())),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
+        ]);
         if let Some(r) = result {
             update.push_str(", #res = :res");
             names.insert("#res".into(), attr::RESULT.into());
@@ -762,7 +750,7 @@ impl ClaimWrite {
         ttl: SystemTime,
         takeover: bool,
     ) -> Self {
-        let mut names: HashMap<String, String> = [
+        let mut names = codec::names([
             ("#pk", attr::PK),
             ("#exp", attr::EXPIRES_AT),
             ("#st", attr::STATUS),
@@ -772,21 +760,15 @@ impl ClaimWrite {
             ("#result", attr::RESULT),
             ("#done", attr::COMPLETED_AT),
             ("#fp", attr::FINGERPRINT),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-        let mut values: Av = [
+        ]);
+        let mut values = codec::values([
             (":now_s", secs(now)),
             (":now_ms", ms(now)),
             (":inprog", s(MarkStatus::InProgress.as_str())),
             (":owner", s(owner.as_str())),
             (":lease", ms(lease_end)),
             (":ttl", secs(ttl)),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
+        ]);
         let mut condition = if takeover {
             "#exp > :now_s AND #st = :inprog AND #lease <= :now_ms".to_owned()
         } else {

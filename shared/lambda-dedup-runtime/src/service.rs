@@ -944,7 +944,6 @@ impl<E, R> lambda_runtime::Service<LambdaEvent<E>> for Service<E, R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aws_lambda_events::event::sqs::SqsMessage;
     use lambda_dedup_memory::MemoryStore;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -969,18 +968,7 @@ mod tests {
     }
 
     fn event(bodies: &[&str]) -> SqsEvent {
-        let mut event = SqsEvent::default();
-        event.records = bodies
-            .iter()
-            .enumerate()
-            .map(|(i, b)| {
-                let mut m = SqsMessage::default();
-                m.message_id = Some(format!("m{i}"));
-                m.body = Some((*b).to_owned());
-                m
-            })
-            .collect();
-        event
+        crate::testing::sqs_event(bodies)
     }
 
     fn failed(r: &SqsBatchResponse) -> Vec<&str> {

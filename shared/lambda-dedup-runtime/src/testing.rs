@@ -43,6 +43,23 @@ pub fn assert_fingerprint_covers(spec: &KeySpec, sample: &Value, depends_on: &[&
     );
 }
 
+/// An SQS event of one message per body, with message ids `m0`, `m1`, …: what a function's
+/// tests hand its service.
+pub fn sqs_event(bodies: &[&str]) -> aws_lambda_events::event::sqs::SqsEvent {
+    let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
+    event.records = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let mut m = aws_lambda_events::event::sqs::SqsMessage::default();
+            m.message_id = Some(format!("m{i}"));
+            m.body = Some((*b).to_owned());
+            m
+        })
+        .collect();
+    event
+}
+
 /// The ids a partial batch response asks SQS to redeliver, in order: what a function's tests
 /// compare after calling its handler.
 pub fn failed_ids(response: aws_lambda_events::event::sqs::SqsBatchResponse) -> Vec<String> {

@@ -47,7 +47,6 @@ impl Dedup {
 mod tests {
     use super::*;
     use crate::settings::Env;
-    use aws_lambda_events::event::sqs::SqsMessage;
     use lambda_dedup::{Effect, Item, MarkStore, Value};
     use lambda_dedup_memory::MemoryStore;
 
@@ -58,18 +57,7 @@ mod tests {
     }
 
     fn batch(bodies: &[&str]) -> SqsEvent {
-        let mut event = SqsEvent::default();
-        event.records = bodies
-            .iter()
-            .enumerate()
-            .map(|(i, b)| {
-                let mut m = SqsMessage::default();
-                m.message_id = Some(format!("m{i}"));
-                m.body = Some((*b).to_owned());
-                m
-            })
-            .collect();
-        event
+        crate::testing::sqs_event(bodies)
     }
 
     /// Create-once through the builder: one conditional `Put` per delivery and no mark item;

@@ -242,3 +242,192 @@ impl World<SqlEffect> for Tables {
 mod postgres {
     lambda_dedup_conformance::suite!(super::Postgres, skip_if: super::skip());
 }
+
+/// Beyond the suite: many processes at once. Each store here has its own connections, as
+/// separate Lambda instances would.
+mod concurrency {
+    use super::*;
+    use lambda_dedup::{Claim, Commit, CommitRequest, DedupKey, Scope, Seen, StoreError};
+
+    pub(super) async fn stores(n: usize) -> Option<(Vec<PgStore>, tokio_postgres::Client, String)> {
+        if let Some(why) = skip() {
+            lambda_dedup_conformance::report(&format!("postgres concurrency skipped: {why}"));
+            return None;
+        }
+        let url = std::env::var(URL).expect("checked");
+        let table = unique("marks");
+        let retention = Retention::unchecked(Duration::from_secs(3600)).expect("retention");
+        let stores: Vec<PgStore> = (0..n)
+            .map(|_| {
+                PgStore::from_url(&url, Tls::Disabled, retention)
+                    .expect("url")
+                    .with_table(&table)
+                    .expect("table")
+                    .with_max_connections(4)
+            })
+            .collect();
+        stores[0].create_table().await.expect("marks table");
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(connection);
+        let balances = unique("balances");
+        client
+            .batch_execute(&format!(
+                "CREATE TABLE {} (account text PRIMARY KEY, doc jsonb NOT NULL)",
+                t(&balances)
+            ))
+            .await
+            .expect("balances");
+        Some((stores, client, balances))
+    }
+
+    fn key() -> DedupKey {
+        DedupKey::new(
+            &Scope::new("postgres", "concurrency").expect("scope"),
+            "acme",
+            &[&unique("evt")],
+        )
+    }
+
+    /// S4, S5: 8 instances × 8 concurrent commits of one event crediting one account: exactly
+    /// one applies, the balance moves once, every other sees the event (or is told to retry).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres_concurrent_commits_of_one_key_apply_once() {
+        let Some((stores, client, balances)) = stores(8).await else {
+            return;
+        };
+        let k = key();
+        let effects = [Sql::credit(&balances, "acct-1", 7)];
+        let mut tasks = Vec::new();
+        for store in &stores {
+            for _ in 0..8 {
+                let (store, k, effects) = (store.clone(), k.clone(), effects.clone());
+                tasks.push(tokio::spawn(async move {
+                    store
+                        .commit(CommitRequest {
+                            key: &k,
+                            fingerprint: None,
+                            result: Some("done"),
+                            effects: &effects,
+                        })
+                        .await
+                }));
+            }
+        }
+        let mut applied = 0;
+        for t in tasks {
+            match t.await.expect("task") {
+                Ok(Commit::Applied) => applied += 1,
+                Ok(Commit::Seen(Seen::Duplicate(_))) | Err(StoreError::Contended(_)) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(applied, 1, "exactly one commit applies");
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT (doc->>'balance')::bigint FROM {} WHERE account = 'acct-1'",
+                    t(&balances)
+                ),
+                &[],
+            )
+            .await
+            .expect("read");
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].get::<_, i64>(0), 7, "credited once");
+    }
+
+    /// S4: 8 instances × 8 concurrent claims of one key: one wins, the rest see it in progress.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres_concurrent_claims_of_one_key_have_one_winner() {
+        let Some((stores, _client, _)) = stores(8).await else {
+            return;
+        };
+        let k = key();
+        let mut tasks = Vec::new();
+        for store in &stores {
+            for _ in 0..8 {
+                let (store, k) = (store.clone(), k.clone());
+                tasks.push(tokio::spawn(
+                    async move { store.claim(&k, None, None).await },
+                ));
+            }
+        }
+        let mut won = 0;
+        for t in tasks {
+            match t.await.expect("task") {
+                Ok(Claim::Claimed(_)) => won += 1,
+                Ok(Claim::Seen(Seen::InProgress { .. })) | Err(StoreError::Contended(_)) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(won, 1, "exactly one claim wins");
+    }
+}
+
+/// The flows are store-agnostic: the transactional batch flow of `lambda-dedup-batch` on the
+/// PostgreSQL store, with SQL effects, as a function would run it.
+mod flows {
+    use super::*;
+    use dedup_tests::{cloudevents_spec, credit, credit_data};
+    use lambda_dedup::Derived;
+    use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, Plan, Reason};
+
+    /// S5, S12, S15: one batch, one transaction: the goods apply, a duplicate within the batch
+    /// is a duplicate, the event whose effect PostgreSQL refuses (a text balance) is rejected
+    /// alone, and a second delivery of the whole batch changes nothing.
+    #[tokio::test]
+    async fn postgres_transactional_batch_flow_judges_each_event_alone() {
+        let Some((stores, client, balances)) = super::concurrency::stores(1).await else {
+            return;
+        };
+        client
+            .execute(
+                &format!("INSERT INTO {} (account, doc) VALUES ('poisoned', '{{\"balance\": \"text\"}}')", t(&balances)),
+                &[],
+            )
+            .await
+            .expect("seed");
+        let dedup = Deduplicator::new(cloudevents_spec("postgres"), stores[0].clone());
+        let plan = |e: &Derived| -> Result<Plan<SqlEffect>, HandlerError> {
+            let (account, amount) = credit_data(e)?;
+            Ok(Plan::from(vec![Sql::credit(&balances, account, amount)]))
+        };
+        let run = unique("run");
+        let batch = vec![
+            credit("m1", &format!("{run}-1"), "a1", 5),
+            credit("m2", &format!("{run}-2"), "poisoned", 1),
+            credit("m3", &format!("{run}-3"), "a2", 2),
+        ];
+        let outcomes = dedup.transactional_batch(&batch, 4, plan).await;
+        assert!(matches!(outcomes[0], Outcome::Applied), "{outcomes:?}");
+        assert!(
+            matches!(
+                outcomes[1],
+                Outcome::Rejected {
+                    code: Reason::EffectRefused,
+                    ..
+                }
+            ),
+            "{outcomes:?}"
+        );
+        assert!(matches!(outcomes[2], Outcome::Applied), "{outcomes:?}");
+        let again = dedup.transactional_batch(&batch, 4, plan).await;
+        assert!(matches!(again[0], Outcome::Duplicate { .. }), "{again:?}");
+        assert!(matches!(again[2], Outcome::Duplicate { .. }), "{again:?}");
+        let balance = |account: &'static str| {
+            let client = &client;
+            let sql = format!(
+                "SELECT (doc->>'balance')::bigint FROM {} WHERE account = $1",
+                t(&balances)
+            );
+            async move {
+                let rows = client.query(&sql, &[&account]).await.expect("read");
+                rows.first().map(|r| r.get::<_, i64>(0))
+            }
+        };
+        assert_eq!(balance("a1").await, Some(5));
+        assert_eq!(balance("a2").await, Some(2));
+    }
+}

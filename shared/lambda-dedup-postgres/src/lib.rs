@@ -700,3 +700,49 @@ fn copy_fault(e: &StoreError) -> StoreError {
         other => StoreError::store(FaultKind::ServerError, other.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> PgStore {
+        let retention = Retention::unchecked(Duration::from_secs(3600)).expect("retention");
+        PgStore::from_url("postgresql://u@127.0.0.1:1/db", Tls::Disabled, retention).expect("url")
+    }
+
+    #[test]
+    fn table_names_are_identifiers_never_sql() {
+        for bad in [
+            "marks; DROP TABLE x",
+            "a\"b",
+            "",
+            "1marks",
+            "a.b.c",
+            "a b",
+            "a-b",
+        ] {
+            assert!(
+                matches!(store().with_table(bad), Err(StoreError::Invalid(_))),
+                "{bad:?}"
+            );
+        }
+        let s = store()
+            .with_table("dedup.marks_2")
+            .expect("a schema and a table");
+        assert!(
+            s.schema()
+                .contains("CREATE TABLE IF NOT EXISTS \"dedup\".\"marks_2\"")
+        );
+        assert!(
+            s.sweep_sql()
+                .starts_with("DELETE FROM \"dedup\".\"marks_2\"")
+        );
+    }
+
+    #[test]
+    fn a_store_of_sql_effects_declares_no_item_mode() {
+        for capability in lambda_dedup::Capability::ALL {
+            assert!(!MarkStore::<SqlEffect>::supports(&store(), capability));
+        }
+    }
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use dedup_tests::{StoreKind, Stores};
 use lambda_dedup::{Item, ManualClock, MarkStore, Retention};
-use lambda_dedup_conformance::{BoxFuture, Harness, World};
+use lambda_dedup_conformance::{BoxFuture, Harness, ItemEffects, World};
 
 /// Each case on a fresh mark table of the local DynamoDB.
 struct DynamoDb;
@@ -19,6 +19,8 @@ struct Table {
 }
 
 impl Harness for DynamoDb {
+    type Effects = ItemEffects;
+
     fn world(
         &self,
         retention: Retention,

@@ -9,6 +9,7 @@ mod batch_mode;
 mod claim;
 mod commit;
 mod conformance;
+mod conformance_postgres;
 mod cost;
 mod e2e;
 mod e2e_deadline;

@@ -46,6 +46,7 @@ mod functions;
 mod infra;
 mod local;
 mod package;
+mod postgres;
 mod process;
 mod runtime_api;
 mod signals;
@@ -284,6 +285,7 @@ async fn test(args: &[String]) -> Result<()> {
     let root = root();
     infra::run(&root, false)?;
     let mut stack = stack::Stack::up(&root).await?;
+    let pg = postgres::LocalPostgres::start(&root, &tools::ensure(&root)?)?;
     // The whole workspace unless the caller names packages.
     let named = args
         .iter()
@@ -297,7 +299,10 @@ async fn test(args: &[String]) -> Result<()> {
     for pass in passes(test_args) {
         step(format!("running cargo {}", pass.join(" ")));
         let mut cmd = std::process::Command::new(cargo());
-        cmd.current_dir(&root).args(&pass).envs(stack.env());
+        cmd.current_dir(&root)
+            .args(&pass)
+            .envs(stack.env())
+            .envs(pg.env());
         let status = tokio::task::spawn_blocking(move || process::run(&mut cmd))
             .await
             .map_err(|e| format!("could not run cargo: {e}"))?

@@ -23,11 +23,12 @@ use lambda_dedup::{
 
 use crate::outcome::{Outcome, Reason};
 
-/// What a transactional handler wants committed with the mark.
-#[derive(Debug, Clone, Default)]
-pub struct Plan {
-    /// The DynamoDB writes of the effect.
-    pub effects: Vec<Effect>,
+/// What a transactional handler wants committed with the mark: effects of the store's own type
+/// (DynamoDB writes by default; `SqlEffect`s on PostgreSQL).
+#[derive(Debug, Clone)]
+pub struct Plan<E = Effect> {
+    /// The writes of the effect.
+    pub effects: Vec<E>,
     /// A result to store with the mark and hand to duplicates (S8).
     pub result: Option<String>,
 }
@@ -42,9 +43,19 @@ impl From<Effect> for Plan {
     }
 }
 
-impl From<Vec<Effect>> for Plan {
+// By hand: a derive would require `E: Default`.
+impl<E> Default for Plan<E> {
+    fn default() -> Self {
+        Plan {
+            effects: Vec::new(),
+            result: None,
+        }
+    }
+}
+
+impl<E> From<Vec<E>> for Plan<E> {
     /// These writes, no stored result.
-    fn from(effects: Vec<Effect>) -> Self {
+    fn from(effects: Vec<E>) -> Self {
         Plan {
             effects,
             result: None,
@@ -78,16 +89,16 @@ impl HandlerError {
 /// [`Deduplicator::with_provider_key_retention`], so the leased flow always knows how long the
 /// provider keeps idempotency keys (S16). It derefs to the [`Deduplicator`] for everything else.
 #[derive(Debug, Clone)]
-pub struct LeasedDeduplicator(Deduplicator);
+pub struct LeasedDeduplicator<E = Effect>(Deduplicator<E>);
 
-impl std::ops::Deref for LeasedDeduplicator {
-    type Target = Deduplicator;
-    fn deref(&self) -> &Deduplicator {
+impl<E> std::ops::Deref for LeasedDeduplicator<E> {
+    type Target = Deduplicator<E>;
+    fn deref(&self) -> &Deduplicator<E> {
         &self.0
     }
 }
 
-impl LeasedDeduplicator {
+impl<E: 'static> LeasedDeduplicator<E> {
     /// The leased flow (S6): claim the event under a lease no longer than `deadline`, run `call`
     /// (which must pass `lease.idempotency_key()` to the external system), then complete the mark
     /// with the call's result. A failed call releases the claim. A store fault anywhere leaves
@@ -107,25 +118,27 @@ impl LeasedDeduplicator {
     }
 }
 
-/// Key derivation plus the mark store: the per-message flows.
+/// Key derivation plus the mark store: the per-message flows, on any store, committing the
+/// store's own effect type `E` (DynamoDB writes by default).
 #[derive(Debug, Clone)]
-pub struct Deduplicator {
+pub struct Deduplicator<E = Effect> {
     spec: KeySpec,
-    store: Arc<dyn MarkStore>,
+    store: Arc<dyn MarkStore<E>>,
     cache: Option<Arc<MarkCache>>,
     provider_key_retention: Option<Duration>,
     prefilter: bool,
 }
 
-impl Deduplicator {
+impl<E: 'static> Deduplicator<E> {
     /// Derives keys with `spec` and keeps marks in `store`: `lambda_dedup_dynamodb::DynamoStore` in a
-    /// Lambda function, `lambda_dedup_memory::MemoryStore` in tests.
-    pub fn new(spec: KeySpec, store: impl MarkStore + 'static) -> Self {
+    /// Lambda function, `lambda_dedup_memory::MemoryStore` in tests (or any other store, such as
+    /// `lambda_dedup_postgres::PgStore`).
+    pub fn new(spec: KeySpec, store: impl MarkStore<E> + 'static) -> Self {
         Self::with_store(spec, Arc::new(store))
     }
 
     /// Like [`new`](Self::new), with a store already shared.
-    pub fn with_store(spec: KeySpec, store: Arc<dyn MarkStore>) -> Self {
+    pub fn with_store(spec: KeySpec, store: Arc<dyn MarkStore<E>>) -> Self {
         Self {
             spec,
             store,
@@ -140,7 +153,7 @@ impl Deduplicator {
     /// retention a retry under the same key may be applied again, so a takeover of an event first
     /// attempted longer ago than this never calls the API blindly: it goes to reconciliation as
     /// `provider_key_expired` (S9, S10, S16).
-    pub fn with_provider_key_retention(mut self, retention: Duration) -> LeasedDeduplicator {
+    pub fn with_provider_key_retention(mut self, retention: Duration) -> LeasedDeduplicator<E> {
         self.provider_key_retention = Some(retention);
         LeasedDeduplicator(self)
     }
@@ -200,7 +213,7 @@ impl Deduplicator {
     }
 
     /// The store.
-    pub fn store(&self) -> &dyn MarkStore {
+    pub fn store(&self) -> &dyn MarkStore<E> {
         self.store.as_ref()
     }
 
@@ -260,7 +273,7 @@ impl Deduplicator {
     /// `Rejected { code: Reason::EffectRefused }` (S15); a panicking `plan` is a retry.
     pub async fn transactional<F>(&self, msg: &Message, plan: F) -> Outcome
     where
-        F: FnOnce(&Derived) -> Result<Plan, HandlerError>,
+        F: FnOnce(&Derived) -> Result<Plan<E>, HandlerError>,
     {
         let event = match self.derive(msg) {
             Ok(e) => e,
@@ -290,7 +303,7 @@ impl Deduplicator {
         &self,
         msg: &Message,
         event: &Derived,
-        plan: &Plan,
+        plan: &Plan<E>,
         committed: Result<Commit, StoreError>,
     ) -> Outcome {
         let event = event.clone();
@@ -312,17 +325,17 @@ impl Deduplicator {
                 }
             }
             Err(StoreError::Refused { code, position, .. }) => {
-                // DynamoDB refused this event's own writes as they are (S15): no retry can make
+                // The store refused this event's own writes as they are (S15): no retry can make
                 // them valid, so it is dead-lettered through the redrive policy and counted,
-                // rather than retried until the queue gives up. Only DynamoDB's code is named:
+                // rather than retried until the queue gives up. Only the store's code is named:
                 // its message may quote values (S3).
                 let reason = match position {
-                    Some(0) => format!("DynamoDB refused the mark's write ({code})"),
-                    Some(p) => format!("DynamoDB refused effect {} ({code})", p - 1),
-                    None => format!("DynamoDB refused the event's writes ({code})"),
+                    Some(0) => format!("the store refused the mark's write ({code})"),
+                    Some(p) => format!("the store refused effect {} ({code})", p - 1),
+                    None => format!("the store refused the event's writes ({code})"),
                 };
                 tracing::warn!(message_id = %msg.message_id, key = %event.key, code = %code,
-                    "rejected: DynamoDB refused the effect; nothing written; dead-lettering");
+                    "rejected: the store refused the effect; nothing written; dead-lettering");
                 Outcome::Rejected {
                     code: Reason::EffectRefused,
                     reason,
@@ -452,10 +465,10 @@ impl Deduplicator {
         plan: F,
     ) -> Vec<Outcome>
     where
-        F: Fn(&Derived) -> Result<Plan, HandlerError>,
+        F: Fn(&Derived) -> Result<Plan<E>, HandlerError>,
     {
         let mut outcomes: Vec<Option<Outcome>> = messages.iter().map(|_| None).collect();
-        let mut todo: Vec<(usize, Derived, Plan)> = Vec::new();
+        let mut todo: Vec<(usize, Derived, Plan<E>)> = Vec::new();
         for (i, msg) in messages.iter().enumerate() {
             let event = match self.derive(msg) {
                 Ok(e) => e,
@@ -476,7 +489,7 @@ impl Deduplicator {
         if self.prefilter && !todo.is_empty() {
             todo = self.known_duplicates(messages, todo, &mut outcomes).await;
         }
-        let requests: Vec<CommitRequest<'_>> = todo
+        let requests: Vec<CommitRequest<'_, E>> = todo
             .iter()
             .map(|(_, e, p)| CommitRequest {
                 key: &e.key,
@@ -507,9 +520,9 @@ impl Deduplicator {
     async fn known_duplicates(
         &self,
         messages: &[Message],
-        todo: Vec<(usize, Derived, Plan)>,
+        todo: Vec<(usize, Derived, Plan<E>)>,
         outcomes: &mut [Option<Outcome>],
-    ) -> Vec<(usize, Derived, Plan)> {
+    ) -> Vec<(usize, Derived, Plan<E>)> {
         let keys: Vec<&lambda_dedup::DedupKey> = todo.iter().map(|(_, e, _)| &e.key).collect();
         let marks = match self.store.get_many(&keys).await {
             Ok(marks) => marks,
@@ -532,7 +545,11 @@ impl Deduplicator {
         }
         rest
     }
+}
 
+/// The modes defined on DynamoDB items (see [`lambda_dedup::Capability`]): a deduplicator of
+/// another effect type has no such methods.
+impl Deduplicator<Effect> {
     /// Sequence mode, for ordered sources (an SQS FIFO group, a Kinesis shard) whose producer
     /// stamps a sequence per aggregate (see [`lambda_dedup::sequence`]): `plan` says the one
     /// update of the aggregate's item the event makes; it is written together with the
@@ -633,7 +650,7 @@ impl Deduplicator {
     /// anything but one put is rejected as `effect_refused`.
     pub async fn create_once<F>(&self, msg: &Message, plan: F) -> Outcome
     where
-        F: FnOnce(&Derived) -> Result<Plan, HandlerError>,
+        F: FnOnce(&Derived) -> Result<Plan<Effect>, HandlerError>,
     {
         let event = match self.spec.derive(msg) {
             Ok(e) => e,
@@ -684,7 +701,9 @@ impl Deduplicator {
             other => self.committed(msg, &event, &plan, other),
         }
     }
+}
 
+impl<E: 'static> Deduplicator<E> {
     fn seen(&self, msg: &Message, event: &Derived, seen: Seen) -> Outcome {
         match seen {
             Seen::Duplicate(mark) => {
@@ -748,9 +767,9 @@ fn handler_failed(msg: &Message, event: &Derived, e: HandlerError) -> Outcome {
 
 /// Runs a message's `plan`: its plan, or the outcome of its failure. A panic is caught, so one
 /// message's bug fails that message only: a retry, as in [`crate::run_batch`].
-fn planned<F>(msg: &Message, event: &Derived, plan: F) -> Result<Plan, Outcome>
+fn planned<F, E>(msg: &Message, event: &Derived, plan: F) -> Result<Plan<E>, Outcome>
 where
-    F: FnOnce(&Derived) -> Result<Plan, HandlerError>,
+    F: FnOnce(&Derived) -> Result<Plan<E>, HandlerError>,
 {
     match std::panic::catch_unwind(AssertUnwindSafe(|| plan(event))) {
         Ok(Ok(p)) => Ok(p),

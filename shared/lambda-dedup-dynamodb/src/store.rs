@@ -12,7 +12,7 @@ use aws_sdk_dynamodb::types::{
 use lambda_dedup::clock::{Clock, SystemClock};
 use lambda_dedup::create_once::{self, CreateOnce};
 use lambda_dedup::sequence::{self, SequenceOutcome, SequencedWrite};
-use lambda_dedup::store::{BatchFuture, StoreFuture};
+use lambda_dedup::store::{BatchFuture, Capability, StoreFuture};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, Effect, Fingerprint, Lease, Mark, MarkStatus,
     MarkStore, OwnerToken, Retention, Seen,
@@ -853,6 +853,12 @@ impl MarkStore for DynamoStore {
 
     fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>> {
         Box::pin(DynamoStore::get(self, key))
+    }
+
+    fn supports(&self, capability: Capability) -> bool {
+        match capability {
+            Capability::Sequence | Capability::CreateOnce => true,
+        }
     }
 
     fn apply_in_sequence<'a>(

@@ -41,7 +41,7 @@ use lambda_dedup::create_once::{self, CreateOnce};
 use lambda_dedup::effect::EffectKind;
 use lambda_dedup::sequence::{self, SequenceOutcome, SequencedWrite};
 use lambda_dedup::store::{
-    BatchFuture, DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, MAX_EFFECTS, StoreFuture,
+    BatchFuture, Capability, DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, MAX_EFFECTS, StoreFuture,
 };
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, Effect, FaultKind, Fingerprint, Item, Lease, Mark,
@@ -734,6 +734,12 @@ impl MarkStore for MemoryStore {
                 .cloned())
         });
         Box::pin(async move { out })
+    }
+
+    fn supports(&self, capability: Capability) -> bool {
+        match capability {
+            Capability::Sequence | Capability::CreateOnce => true,
+        }
     }
 
     fn apply_in_sequence<'a>(

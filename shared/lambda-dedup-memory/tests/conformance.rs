@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lambda_dedup::{Item, ManualClock, MarkStore, Retention};
-use lambda_dedup_conformance::{BoxFuture, Harness, World};
+use lambda_dedup_conformance::{BoxFuture, Harness, ItemEffects, World};
 use lambda_dedup_memory::MemoryStore;
 
 /// Each case on a fresh memory store.
@@ -17,6 +17,8 @@ struct Store {
 }
 
 impl Harness for Memory {
+    type Effects = ItemEffects;
+
     fn world(
         &self,
         retention: Retention,

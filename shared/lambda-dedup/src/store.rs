@@ -13,6 +13,20 @@
 //! - a mark past its TTL counts as absent, whether or not it has been deleted yet (S9).
 //! - a stored fingerprint that differs from the offered one is a conflict (S11).
 //! - a fault is typed: [`StoreError::is_retryable`] tells transient from permanent (S13, S15).
+//!
+//! # The store's own effect type
+//! The trait is generic over the effects a store commits with a mark: `MarkStore<E = Effect>`.
+//! The default, [`Effect`], is DynamoDB writes in the library's own terms (the DynamoDB and memory
+//! stores); a store whose effects are something else — SQL statements for PostgreSQL — implements
+//! `MarkStore<ItsEffect>`, and the flows, generic over `E` where they hold effects, run on it
+//! unchanged. `dyn MarkStore` still means `dyn MarkStore<Effect>`, so code written for the
+//! DynamoDB store does not change.
+//!
+//! # Capabilities
+//! Sequence mode and create-once mode are defined on DynamoDB items (the high-water lives in the
+//! effect item; the created item is the mark). A store offers them only where it declares them:
+//! [`MarkStore::supports`] answers per [`Capability`], and a store that lacks one answers its
+//! method with [`StoreError::Unsupported`] (permanent) — never a silent skip.
 
 use std::fmt;
 use std::future::Future;
@@ -43,9 +57,39 @@ pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>>
 pub type BatchFuture<'a> =
     Pin<Box<dyn Future<Output = Vec<Result<Commit, StoreError>>> + Send + 'a>>;
 
-/// One event to commit: its mark and its effects, all or nothing (S5).
-#[derive(Debug, Clone, Copy)]
-pub struct CommitRequest<'a> {
+/// A mode a store may or may not offer (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Capability {
+    /// [`MarkStore::apply_in_sequence`]: the effect and its aggregate's high-water in one
+    /// conditional write of the effect item.
+    Sequence,
+    /// [`MarkStore::create_once`]: the effect's item is the mark.
+    CreateOnce,
+}
+
+impl Capability {
+    /// Every capability.
+    pub const ALL: [Capability; 2] = [Capability::Sequence, Capability::CreateOnce];
+
+    /// Its name, as logs and the conformance suite print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Capability::Sequence => "sequence",
+            Capability::CreateOnce => "create-once",
+        }
+    }
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One event to commit: its mark and its effects (of the store's effect type `E`), all or
+/// nothing (S5).
+#[derive(Debug)]
+pub struct CommitRequest<'a, E = Effect> {
     /// The event's key.
     pub key: &'a DedupKey,
     /// Its fingerprint (S11).
@@ -53,12 +97,21 @@ pub struct CommitRequest<'a> {
     /// The result to store with the mark (S8).
     pub result: Option<&'a str>,
     /// Its effects.
-    pub effects: &'a [Effect],
+    pub effects: &'a [E],
 }
 
-/// Where marks are kept. See the module documentation for the promises every implementation
+// By hand: a derive would require `E: Copy`, and a request only borrows its effects.
+impl<E> Clone for CommitRequest<'_, E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<E> Copy for CommitRequest<'_, E> {}
+
+/// Where marks are kept, committing effects of type `E` with them (the store's own; DynamoDB
+/// writes by default). See the module documentation for the promises every implementation
 /// keeps; each method's documentation says what it returns.
-pub trait MarkStore: Send + Sync + fmt::Debug {
+pub trait MarkStore<E = Effect>: Send + Sync + fmt::Debug {
     /// Claims `key` under a lease (S4, S6) that runs for the store's lease duration, cut to
     /// `deadline`. [`Claim::Seen`] says what stood in the way: a duplicate with its stored
     /// result, a live claim, or a conflict (S8, S11). A lease that ran out may be taken over;
@@ -73,19 +126,19 @@ pub trait MarkStore: Send + Sync + fmt::Debug {
     /// Commits the completed mark with the request's effects, all or nothing (S5). An effect
     /// whose condition fails is [`Commit::EffectRejected`]; writes refused as they are
     /// (malformed, wrong types, over a size limit) are [`StoreError::Refused`].
-    fn commit<'a>(&'a self, request: CommitRequest<'a>) -> StoreFuture<'a, Commit>;
+    fn commit<'a>(&'a self, request: CommitRequest<'a, E>) -> StoreFuture<'a, Commit>;
 
     /// Commits every request, each atomically with its own effects, with the same result per
     /// request as [`commit`](Self::commit) would give: one request's refusal or failed condition
     /// never fails another (S12); only a transient fault may fail several.
-    fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a>]) -> BatchFuture<'a>;
+    fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a, E>]) -> BatchFuture<'a>;
 
     /// Like [`commit_batch`](Self::commit_batch), with up to `max_in_flight` of its
     /// transactions in flight at once; transactions in flight together never write the same
     /// item. Stores that commit a batch in one step ignore the bound.
     fn commit_batch_bounded<'a>(
         &'a self,
-        requests: &'a [CommitRequest<'a>],
+        requests: &'a [CommitRequest<'a, E>],
         max_in_flight: usize,
     ) -> BatchFuture<'a> {
         let _ = max_in_flight;
@@ -113,20 +166,37 @@ pub trait MarkStore: Send + Sync + fmt::Debug {
     /// while `lease` owns it; otherwise [`StoreError::Fenced`]. Releasing twice is harmless.
     fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()>;
 
+    /// Whether the store offers `capability`. A store that does not answers the capability's
+    /// method with [`StoreError::Unsupported`]. None by default.
+    fn supports(&self, capability: Capability) -> bool {
+        let _ = capability;
+        false
+    }
+
     /// Sequence mode ([`crate::sequence`]): the write's effect and the aggregate's new
     /// high-water in one conditional update of the effect item, no mark, no transaction. Judged
     /// with [`crate::sequence::judge`] from the item as it stood when the condition failed.
+    /// Only where the store [`supports`](Self::supports) [`Capability::Sequence`]; otherwise
+    /// (the default) [`StoreError::Unsupported`].
     fn apply_in_sequence<'a>(
         &'a self,
         write: SequencedWrite<'a>,
-    ) -> StoreFuture<'a, SequenceOutcome>;
+    ) -> StoreFuture<'a, SequenceOutcome> {
+        let _ = write;
+        Box::pin(async { Err(StoreError::Unsupported(Capability::Sequence)) })
+    }
 
     /// Create-once mode ([`crate::create_once`]): the effect's item, carrying the event's key,
     /// fingerprint and result, in one conditional `Put` that no item with its key exists — the
     /// item is the mark; no mark item, no transaction. A failed condition is judged with
     /// [`crate::create_once::judge`] from the item as it stood: [`Commit::Seen`] with a
     /// duplicate (its stored result) or a conflict (S8, S11), or [`Commit::EffectRejected`].
-    fn create_once<'a>(&'a self, write: CreateOnce<'a>) -> StoreFuture<'a, Commit>;
+    /// Only where the store [`supports`](Self::supports) [`Capability::CreateOnce`]; otherwise
+    /// (the default) [`StoreError::Unsupported`].
+    fn create_once<'a>(&'a self, write: CreateOnce<'a>) -> StoreFuture<'a, Commit> {
+        let _ = write;
+        Box::pin(async { Err(StoreError::Unsupported(Capability::CreateOnce)) })
+    }
 
     /// The live mark of `key` (strongly consistent), or `None`; a mark past its TTL is `None`.
     fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>>;
@@ -247,6 +317,10 @@ pub enum StoreError {
     /// The request is invalid (too many effects, result too large, no time left for a lease).
     #[error("invalid request: {0}")]
     Invalid(String),
+    /// The store does not offer this mode ([`MarkStore::supports`]): a configuration error,
+    /// permanent; nothing was written.
+    #[error("this store does not offer {0} mode")]
+    Unsupported(Capability),
     /// A stored mark could not be decoded.
     #[error("stored mark {key} is malformed: {reason}")]
     Corrupt {
@@ -266,6 +340,7 @@ impl StoreError {
             StoreError::Fenced { .. }
             | StoreError::Refused { .. }
             | StoreError::Invalid(_)
+            | StoreError::Unsupported(_)
             | StoreError::Corrupt { .. } => false,
         }
     }

@@ -1,0 +1,304 @@
+//! Connections kept open across calls (and Lambda invocations), reopened when broken, at most
+//! a bound open at once; and how an error of the server or the connection is classified.
+
+use std::sync::{Arc, Mutex};
+
+use lambda_dedup::{FaultKind, StoreError};
+use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio_postgres::{Client, Config, Error, NoTls};
+
+/// How connections are secured.
+#[derive(Clone)]
+pub enum Tls {
+    /// Plain TCP: for a server on loopback or a private socket only.
+    Disabled,
+    /// TLS with rustls, with this client configuration (its roots decide which servers are
+    /// trusted).
+    Rustls(Arc<rustls::ClientConfig>),
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Tls::Disabled => "Tls::Disabled",
+            Tls::Rustls(_) => "Tls::Rustls",
+        })
+    }
+}
+
+impl Tls {
+    /// TLS trusting the certificate authorities of the PEM bundle `pem` (for RDS and Aurora,
+    /// Amazon's RDS certificate bundle), verifying the server's name.
+    pub fn with_pem_roots(pem: &[u8]) -> Result<Self, StoreError> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(pem) {
+            let cert =
+                cert.map_err(|_| StoreError::Invalid("the PEM bundle does not parse".into()))?;
+            roots.add(cert).map_err(|_| {
+                StoreError::Invalid("a certificate of the bundle is invalid".into())
+            })?;
+        }
+        if roots.is_empty() {
+            return Err(StoreError::Invalid(
+                "the PEM bundle holds no certificate".into(),
+            ));
+        }
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|_| StoreError::Invalid("rustls: no protocol version".into()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(Tls::Rustls(Arc::new(config)))
+    }
+}
+
+pub(crate) struct Pool {
+    config: Config,
+    tls: Tls,
+    idle: Mutex<Vec<Client>>,
+    slots: Semaphore,
+}
+
+impl Pool {
+    pub(crate) fn new(config: Config, tls: Tls, max: usize) -> Self {
+        Self {
+            config,
+            tls,
+            idle: Mutex::new(Vec::new()),
+            slots: Semaphore::new(max),
+        }
+    }
+
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub(crate) fn tls(&self) -> &Tls {
+        &self.tls
+    }
+
+    /// A connection: an idle one that is still open, or a new one.
+    pub(crate) async fn get(&self) -> Result<Conn<'_>, StoreError> {
+        let permit = self
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| StoreError::store(FaultKind::ServerError, "postgres: pool closed"))?;
+        let reused = {
+            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            idle.retain(|c| !c.is_closed());
+            idle.pop()
+        };
+        let client = match reused {
+            Some(c) => c,
+            None => self.connect().await?,
+        };
+        Ok(Conn {
+            pool: self,
+            client: Some(client),
+            clean: true,
+            _permit: permit,
+        })
+    }
+
+    async fn connect(&self) -> Result<Client, StoreError> {
+        let lost = |e: Error| StoreError::store(fault_kind(&e), "postgres: could not connect");
+        match &self.tls {
+            Tls::Disabled => {
+                let (client, connection) = self.config.connect(NoTls).await.map_err(lost)?;
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                });
+                Ok(client)
+            }
+            Tls::Rustls(config) => {
+                let tls = tokio_postgres_rustls::MakeRustlsConnect::new((**config).clone());
+                let (client, connection) = self.config.connect(tls).await.map_err(lost)?;
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                });
+                Ok(client)
+            }
+        }
+    }
+}
+
+/// One connection, borrowed from the pool; back to it when dropped, unless it broke or was
+/// left inside a transaction.
+pub(crate) struct Conn<'a> {
+    pool: &'a Pool,
+    client: Option<Client>,
+    clean: bool,
+    _permit: SemaphorePermit<'a>,
+}
+
+impl Conn<'_> {
+    pub(crate) fn client(&self) -> Result<&Client, StoreError> {
+        self.client
+            .as_ref()
+            .ok_or_else(|| StoreError::store(FaultKind::Network, "postgres: connection dropped"))
+    }
+
+    /// Runs a statement without parameters (transaction control).
+    pub(crate) async fn simple(&mut self, sql: &str) -> Result<(), StoreError> {
+        let out = self.client()?.batch_execute(sql).await;
+        out.map_err(|e| self.fault(&e))
+    }
+
+    pub(crate) async fn begin(&mut self) -> Result<(), StoreError> {
+        self.clean = false;
+        self.simple("BEGIN ISOLATION LEVEL READ COMMITTED").await
+    }
+
+    pub(crate) async fn commit(&mut self) -> Result<(), StoreError> {
+        // A failed COMMIT leaves the outcome unknown to us (the retry finds the mark, or not).
+        self.simple("COMMIT").await?;
+        self.clean = true;
+        Ok(())
+    }
+
+    pub(crate) async fn rollback(&mut self) -> Result<(), StoreError> {
+        self.simple("ROLLBACK").await?;
+        self.clean = true;
+        Ok(())
+    }
+
+    /// Drops the connection instead of returning it (its transaction is in an unknown state).
+    pub(crate) fn discard(&mut self) {
+        self.client = None;
+    }
+
+    /// The store error for `e`, a failure of the store's own statements: transient, or a
+    /// permanent refusal of the request (a missing table, a bad configuration).
+    pub(crate) fn fault(&mut self, e: &Error) -> StoreError {
+        if e.is_closed() {
+            self.discard();
+        }
+        match classify(e) {
+            Fault::Transient(kind) => {
+                StoreError::store(kind, format!("postgres: {}", describe(e, kind)))
+            }
+            Fault::Permanent(code) => StoreError::store(
+                FaultKind::Refused,
+                format!("postgres: the store's statement was refused (SQLSTATE {code})"),
+            ),
+        }
+    }
+
+    /// How `e`, a failure of a user's effect, counts.
+    pub(crate) fn classify(&mut self, e: &Error) -> Fault {
+        if e.is_closed() {
+            self.discard();
+        }
+        classify(e)
+    }
+}
+
+impl Drop for Conn<'_> {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take()
+            && self.clean
+            && !client.is_closed()
+        {
+            let mut idle = self.pool.idle.lock().unwrap_or_else(|e| e.into_inner());
+            idle.push(client);
+        }
+    }
+}
+
+/// How an error counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// May succeed later (S13).
+    Transient(FaultKind),
+    /// Refused as it is (S15): the SQLSTATE, or what the client refused.
+    Permanent(String),
+}
+
+/// By SQLSTATE for the server's errors; a broken connection is transient; a value the client
+/// could not send as its parameter's type (or a wrong number of them) is permanent.
+pub(crate) fn classify(e: &Error) -> Fault {
+    if let Some(db) = e.as_db_error() {
+        return by_sqlstate(db.code().code());
+    }
+    if e.is_closed() {
+        return Fault::Transient(FaultKind::Network);
+    }
+    // The client's own refusals of the request as it is (tokio-postgres names the kind only in
+    // its Debug form): a parameter of the wrong type, a wrong number of parameters.
+    let debug = format!("{e:?}");
+    if debug.contains("kind: ToSql") {
+        return Fault::Permanent("parameter_type".into());
+    }
+    if debug.contains("kind: Parameters") {
+        return Fault::Permanent("parameter_count".into());
+    }
+    Fault::Transient(fault_kind(e))
+}
+
+fn by_sqlstate(code: &str) -> Fault {
+    let transient = match code {
+        "40001" | "40P01" | "55P03" => Some(FaultKind::TransactionConflict),
+        "57014" => Some(FaultKind::Timeout),
+        "57P01" | "57P02" | "57P03" => Some(FaultKind::Network),
+        c if c.starts_with("08") => Some(FaultKind::Network),
+        c if c.starts_with("53") => Some(FaultKind::Throttled),
+        c if c.starts_with("58") || c.starts_with("XX") => Some(FaultKind::ServerError),
+        _ => None,
+    };
+    match transient {
+        Some(kind) => Fault::Transient(kind),
+        None => Fault::Permanent(code.to_owned()),
+    }
+}
+
+/// The kind of a failure that is not the server's answer.
+fn fault_kind(e: &Error) -> FaultKind {
+    if let Some(db) = e.as_db_error() {
+        return match by_sqlstate(db.code().code()) {
+            Fault::Transient(kind) => kind,
+            Fault::Permanent(_) => FaultKind::Refused,
+        };
+    }
+    if format!("{e:?}").contains("kind: Timeout") {
+        FaultKind::Timeout
+    } else {
+        FaultKind::Network
+    }
+}
+
+/// A description without the server's message (it may quote values, S3).
+fn describe(e: &Error, kind: FaultKind) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{kind} (SQLSTATE {})", db.code().code()),
+        None => kind.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlstates_split_into_transient_and_permanent() {
+        for (code, kind) in [
+            ("40001", FaultKind::TransactionConflict),
+            ("40P01", FaultKind::TransactionConflict),
+            ("57014", FaultKind::Timeout),
+            ("08006", FaultKind::Network),
+            ("57P01", FaultKind::Network),
+            ("53300", FaultKind::Throttled),
+            ("XX000", FaultKind::ServerError),
+        ] {
+            assert_eq!(by_sqlstate(code), Fault::Transient(kind), "{code}");
+        }
+        for code in [
+            "23505", "23514", "22P02", "22003", "42601", "42P01", "42501",
+        ] {
+            assert_eq!(by_sqlstate(code), Fault::Permanent(code.into()), "{code}");
+        }
+    }
+}

@@ -1,0 +1,433 @@
+//! The conformance suite (`lambda-dedup-conformance`) on the PostgreSQL store, on a real
+//! PostgreSQL server: the one `cargo xtask test` starts (PostgreSQL 16 from the `pgserver`
+//! wheel) and names in `DEDUP_POSTGRES_URL`. Without it (plain `cargo test`) every case is
+//! skipped with a message. Each case gets a fresh marks table; effect tables hold items as
+//! `(key text PRIMARY KEY, doc jsonb)`, seeded and read back with plain SQL, not through the
+//! store; the effects are the store's own type, [`SqlEffect`]: parameterised statements.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lambda_dedup::{Item, ManualClock, MarkStore, Retention, Value};
+use lambda_dedup_conformance::{BoxFuture, Effects, Harness, World};
+use lambda_dedup_postgres::{PgStore, SqlEffect, Tls};
+
+/// The variable that names the server.
+const URL: &str = "DEDUP_POSTGRES_URL";
+
+fn skip() -> Option<String> {
+    std::env::var(URL).is_err().then(|| {
+        format!("{URL} is not set; `cargo xtask test -p dedup-tests -- conformance` starts PostgreSQL and sets it")
+    })
+}
+
+/// Each case on a fresh marks table of the server.
+struct Postgres;
+
+/// The suite's effects as SQL on the tables of [`Tables`].
+struct Sql;
+
+fn t(table: &str) -> String {
+    format!("\"{table}\"")
+}
+
+impl Effects for Sql {
+    type Effect = SqlEffect;
+
+    fn credit(table: &str, account: &str, amount: i64) -> SqlEffect {
+        let t = t(table);
+        SqlEffect::new(format!(
+            "INSERT INTO {t} (account, doc) VALUES ($1, jsonb_build_object('balance', $2::bigint)) \
+             ON CONFLICT (account) DO UPDATE SET doc = {t}.doc || jsonb_build_object('balance', \
+             COALESCE(({t}.doc->>'balance')::bigint, 0) + $2::bigint)"
+        ))
+        .bind(account)
+        .bind(amount)
+    }
+    fn require(table: &str, key_attr: &str, key: &str) -> SqlEffect {
+        SqlEffect::new(format!(
+            "SELECT 1 FROM {} WHERE \"{key_attr}\" = $1",
+            t(table)
+        ))
+        .bind(key)
+        .required()
+    }
+    fn malformed(table: &str, account: &str) -> SqlEffect {
+        SqlEffect::new(format!(
+            "UPDATE {} SET SET doc = doc WHERE account = $1",
+            t(table)
+        ))
+        .bind(account)
+    }
+    fn create(table: &str, key_attr: &str, item: Item) -> SqlEffect {
+        let (key, doc) = split(key_attr, &item);
+        SqlEffect::new(format!(
+            "INSERT INTO {} (\"{key_attr}\", doc) VALUES ($1, $2::text::jsonb) ON CONFLICT DO NOTHING",
+            t(table)
+        ))
+        .bind(key)
+        .bind(doc)
+        .required()
+    }
+    fn settle(table: &str, account: &str, fee: i64) -> SqlEffect {
+        SqlEffect::new(format!(
+            "UPDATE {} SET doc = doc || jsonb_build_object('status', $2::text, 'balance', \
+             (doc->>'balance')::bigint - $3::bigint) \
+             WHERE account = $1 AND doc->>'status' = $4 AND (doc->>'balance')::bigint >= $3::bigint",
+            t(table)
+        ))
+        .bind(account)
+        .bind("DONE")
+        .bind(fee)
+        .bind("PENDING")
+        .required()
+    }
+    fn delete(table: &str, key_attr: &str, key: &str) -> SqlEffect {
+        SqlEffect::new(format!(
+            "DELETE FROM {} WHERE \"{key_attr}\" = $1",
+            t(table)
+        ))
+        .bind(key)
+    }
+}
+
+/// An item as its key and the JSON text of its other attributes.
+fn split(key_attr: &str, item: &Item) -> (String, String) {
+    let mut key = String::new();
+    let mut doc = serde_json::Map::new();
+    for (name, value) in &item.0 {
+        let json = match value {
+            Value::S(s) => serde_json::Value::String(s.clone()),
+            Value::N(n) => serde_json::from_str(n).expect("a number"),
+            Value::Bool(b) => serde_json::Value::Bool(*b),
+            Value::Null => serde_json::Value::Null,
+            other => {
+                panic!("the PostgreSQL harness keeps strings, numbers and booleans: {other:?}")
+            }
+        };
+        if name == key_attr {
+            key = json.as_str().expect("a string key").to_owned();
+        } else {
+            doc.insert(name.clone(), json);
+        }
+    }
+    (key, serde_json::Value::Object(doc).to_string())
+}
+
+struct Tables {
+    store: Arc<dyn MarkStore<SqlEffect>>,
+    client: tokio_postgres::Client,
+    key_attrs: Mutex<HashMap<String, String>>,
+}
+
+fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!(
+        "{prefix}_{nanos:x}_{}",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+impl Harness for Postgres {
+    type Effects = Sql;
+
+    fn world(
+        &self,
+        retention: Retention,
+        lease: Duration,
+        clock: Arc<ManualClock>,
+    ) -> BoxFuture<'_, Box<dyn World<SqlEffect>>> {
+        Box::pin(async move {
+            let url = std::env::var(URL).expect("checked by the suite");
+            let store = PgStore::from_url(&url, Tls::Disabled, retention)
+                .expect("the URL")
+                .with_table(&unique("marks"))
+                .expect("a table name")
+                .with_lease(lease)
+                .with_clock(clock);
+            store.create_table().await.expect("the marks table");
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .expect("connect");
+            tokio::spawn(connection);
+            Box::new(Tables {
+                store: Arc::new(store),
+                client,
+                key_attrs: Mutex::new(HashMap::new()),
+            }) as Box<dyn World<SqlEffect>>
+        })
+    }
+}
+
+impl World<SqlEffect> for Tables {
+    fn store(&self) -> Arc<dyn MarkStore<SqlEffect>> {
+        self.store.clone()
+    }
+    fn table<'a>(&'a self, key_attr: &'a str) -> BoxFuture<'a, String> {
+        Box::pin(async move {
+            let name = unique("effects");
+            self.client
+                .batch_execute(&format!(
+                    "CREATE TABLE {} (\"{key_attr}\" text PRIMARY KEY, doc jsonb NOT NULL)",
+                    t(&name)
+                ))
+                .await
+                .expect("create table");
+            self.key_attrs
+                .lock()
+                .expect("lock")
+                .insert(name.clone(), key_attr.to_owned());
+            name
+        })
+    }
+    fn put<'a>(&'a self, table: &'a str, item: Item) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let key_attr = self.key_attrs.lock().expect("lock")[table].clone();
+            let (key, doc) = split(&key_attr, &item);
+            self.client
+                .execute(
+                    &format!(
+                        "INSERT INTO {} (\"{key_attr}\", doc) VALUES ($1, $2::text::jsonb) \
+                         ON CONFLICT (\"{key_attr}\") DO UPDATE SET doc = EXCLUDED.doc",
+                        t(table)
+                    ),
+                    &[&key, &doc],
+                )
+                .await
+                .expect("put");
+        })
+    }
+    fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> BoxFuture<'a, Option<Item>> {
+        Box::pin(async move {
+            let key_attr = self.key_attrs.lock().expect("lock")[table].clone();
+            let Some(Value::S(k)) = key.0.get(&key_attr) else {
+                panic!("a string key {key_attr}");
+            };
+            let rows = self
+                .client
+                .query(
+                    &format!(
+                        "SELECT doc::text FROM {} WHERE \"{key_attr}\" = $1",
+                        t(table)
+                    ),
+                    &[k],
+                )
+                .await
+                .expect("read");
+            let doc: String = rows.first()?.get(0);
+            let doc: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(&doc).expect("a JSON object");
+            let mut item = Item::new().with(&key_attr, k.as_str());
+            for (name, value) in doc {
+                let value = match value {
+                    serde_json::Value::String(s) => Value::S(s),
+                    serde_json::Value::Number(n) => Value::N(n.to_string()),
+                    serde_json::Value::Bool(b) => Value::Bool(b),
+                    serde_json::Value::Null => Value::Null,
+                    other => panic!("unexpected {other}"),
+                };
+                item.0.insert(name, value);
+            }
+            Some(item)
+        })
+    }
+}
+
+mod postgres {
+    lambda_dedup_conformance::suite!(super::Postgres, skip_if: super::skip());
+}
+
+/// Beyond the suite: many processes at once. Each store here has its own connections, as
+/// separate Lambda instances would.
+mod concurrency {
+    use super::*;
+    use lambda_dedup::{Claim, Commit, CommitRequest, DedupKey, Scope, Seen, StoreError};
+
+    pub(super) async fn stores(n: usize) -> Option<(Vec<PgStore>, tokio_postgres::Client, String)> {
+        if let Some(why) = skip() {
+            lambda_dedup_conformance::report(&format!("postgres concurrency skipped: {why}"));
+            return None;
+        }
+        let url = std::env::var(URL).expect("checked");
+        let table = unique("marks");
+        let retention = Retention::unchecked(Duration::from_secs(3600)).expect("retention");
+        let stores: Vec<PgStore> = (0..n)
+            .map(|_| {
+                PgStore::from_url(&url, Tls::Disabled, retention)
+                    .expect("url")
+                    .with_table(&table)
+                    .expect("table")
+                    .with_max_connections(4)
+            })
+            .collect();
+        stores[0].create_table().await.expect("marks table");
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(connection);
+        let balances = unique("balances");
+        client
+            .batch_execute(&format!(
+                "CREATE TABLE {} (account text PRIMARY KEY, doc jsonb NOT NULL)",
+                t(&balances)
+            ))
+            .await
+            .expect("balances");
+        Some((stores, client, balances))
+    }
+
+    fn key() -> DedupKey {
+        DedupKey::new(
+            &Scope::new("postgres", "concurrency").expect("scope"),
+            "acme",
+            &[&unique("evt")],
+        )
+    }
+
+    /// S4, S5: 8 instances × 8 concurrent commits of one event crediting one account: exactly
+    /// one applies, the balance moves once, every other sees the event (or is told to retry).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres_concurrent_commits_of_one_key_apply_once() {
+        let Some((stores, client, balances)) = stores(8).await else {
+            return;
+        };
+        let k = key();
+        let effects = [Sql::credit(&balances, "acct-1", 7)];
+        let mut tasks = Vec::new();
+        for store in &stores {
+            for _ in 0..8 {
+                let (store, k, effects) = (store.clone(), k.clone(), effects.clone());
+                tasks.push(tokio::spawn(async move {
+                    store
+                        .commit(CommitRequest {
+                            key: &k,
+                            fingerprint: None,
+                            result: Some("done"),
+                            effects: &effects,
+                        })
+                        .await
+                }));
+            }
+        }
+        let mut applied = 0;
+        for t in tasks {
+            match t.await.expect("task") {
+                Ok(Commit::Applied) => applied += 1,
+                Ok(Commit::Seen(Seen::Duplicate(_))) | Err(StoreError::Contended(_)) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(applied, 1, "exactly one commit applies");
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT (doc->>'balance')::bigint FROM {} WHERE account = 'acct-1'",
+                    t(&balances)
+                ),
+                &[],
+            )
+            .await
+            .expect("read");
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].get::<_, i64>(0), 7, "credited once");
+    }
+
+    /// S4: 8 instances × 8 concurrent claims of one key: one wins, the rest see it in progress.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres_concurrent_claims_of_one_key_have_one_winner() {
+        let Some((stores, _client, _)) = stores(8).await else {
+            return;
+        };
+        let k = key();
+        let mut tasks = Vec::new();
+        for store in &stores {
+            for _ in 0..8 {
+                let (store, k) = (store.clone(), k.clone());
+                tasks.push(tokio::spawn(
+                    async move { store.claim(&k, None, None).await },
+                ));
+            }
+        }
+        let mut won = 0;
+        for t in tasks {
+            match t.await.expect("task") {
+                Ok(Claim::Claimed(_)) => won += 1,
+                Ok(Claim::Seen(Seen::InProgress { .. })) | Err(StoreError::Contended(_)) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(won, 1, "exactly one claim wins");
+    }
+}
+
+/// The flows are store-agnostic: the transactional batch flow of `lambda-dedup-batch` on the
+/// PostgreSQL store, with SQL effects, as a function would run it.
+mod flows {
+    use super::*;
+    use dedup_tests::{cloudevents_spec, credit, credit_data};
+    use lambda_dedup::Derived;
+    use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, Plan, Reason};
+
+    /// S5, S12, S15: one batch, one transaction: the goods apply, a duplicate within the batch
+    /// is a duplicate, the event whose effect PostgreSQL refuses (a text balance) is rejected
+    /// alone, and a second delivery of the whole batch changes nothing.
+    #[tokio::test]
+    async fn postgres_transactional_batch_flow_judges_each_event_alone() {
+        let Some((stores, client, balances)) = super::concurrency::stores(1).await else {
+            return;
+        };
+        client
+            .execute(
+                &format!("INSERT INTO {} (account, doc) VALUES ('poisoned', '{{\"balance\": \"text\"}}')", t(&balances)),
+                &[],
+            )
+            .await
+            .expect("seed");
+        let dedup = Deduplicator::new(cloudevents_spec("postgres"), stores[0].clone());
+        let plan = |e: &Derived| -> Result<Plan<SqlEffect>, HandlerError> {
+            let (account, amount) = credit_data(e)?;
+            Ok(Plan::from(vec![Sql::credit(&balances, account, amount)]))
+        };
+        let run = unique("run");
+        let batch = vec![
+            credit("m1", &format!("{run}-1"), "a1", 5),
+            credit("m2", &format!("{run}-2"), "poisoned", 1),
+            credit("m3", &format!("{run}-3"), "a2", 2),
+        ];
+        let outcomes = dedup.transactional_batch(&batch, 4, plan).await;
+        assert!(matches!(outcomes[0], Outcome::Applied), "{outcomes:?}");
+        assert!(
+            matches!(
+                outcomes[1],
+                Outcome::Rejected {
+                    code: Reason::EffectRefused,
+                    ..
+                }
+            ),
+            "{outcomes:?}"
+        );
+        assert!(matches!(outcomes[2], Outcome::Applied), "{outcomes:?}");
+        let again = dedup.transactional_batch(&batch, 4, plan).await;
+        assert!(matches!(again[0], Outcome::Duplicate { .. }), "{again:?}");
+        assert!(matches!(again[2], Outcome::Duplicate { .. }), "{again:?}");
+        let balance = |account: &'static str| {
+            let client = &client;
+            let sql = format!(
+                "SELECT (doc->>'balance')::bigint FROM {} WHERE account = $1",
+                t(&balances)
+            );
+            async move {
+                let rows = client.query(&sql, &[&account]).await.expect("read");
+                rows.first().map(|r| r.get::<_, i64>(0))
+            }
+        };
+        assert_eq!(balance("a1").await, Some(5));
+        assert_eq!(balance("a2").await, Some(2));
+    }
+}

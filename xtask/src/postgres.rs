@@ -1,0 +1,183 @@
+//! A PostgreSQL server on loopback for the PostgreSQL store's tests: PostgreSQL 16 from the
+//! `pgserver` wheel (which ships the server's binaries), installed into the project venv, a
+//! fresh cluster in a temporary directory, on a free port, behind the watchdog of
+//! [`Guarded`], so it stops however xtask ends. The tests find it in `DEDUP_POSTGRES_URL`.
+//!
+//! PostgreSQL refuses to run as root. When xtask runs as root (as CI does), `initdb` and
+//! `postgres` run as the unprivileged user `nobody` through `setpriv`, in a data directory
+//! owned by that user; the system's own PostgreSQL, if any, is not used.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::process::{Guarded, free_port, shell_quote, wait_tcp};
+use crate::{Result, step};
+
+/// The pinned wheel.
+const PGSERVER: &str = "pgserver==0.1.4";
+
+/// The variable the tests read.
+pub(crate) const URL_VAR: &str = "DEDUP_POSTGRES_URL";
+
+/// The unprivileged user PostgreSQL runs as under root.
+const UNPRIVILEGED: &str = "nobody";
+
+pub(crate) struct LocalPostgres {
+    server: Option<Guarded>,
+    url: String,
+    data: PathBuf,
+}
+
+impl LocalPostgres {
+    /// Installs the wheel if needed and starts a fresh server; `bin` is the venv's `bin`.
+    pub(crate) fn start(root: &Path, bin: &Path) -> Result<Self> {
+        let pg_bin = install(bin)?;
+        let as_user = unprivileged()?;
+        let data = std::env::temp_dir().join(format!("lambda-dedup-pg-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&data);
+        fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+        if let Some((uid, gid)) = as_user.ids {
+            std::os::unix::fs::chown(&data, Some(uid), Some(gid))
+                .map_err(|e| format!("chown {}: {e}", data.display()))?;
+        }
+        let logs = root.join(".cache").join("logs");
+        fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+        step("starting PostgreSQL 16 (pgserver wheel) for the PostgreSQL store's tests");
+        let initdb = format!(
+            "{}{} -D {} -U postgres --auth=trust -E UTF8 --no-sync --no-instructions",
+            as_user.prefix,
+            shell_quote(&pg_bin.join("initdb").display().to_string()),
+            shell_quote(&data.display().to_string()),
+        );
+        let out = Command::new("sh")
+            .args(["-c", &initdb])
+            .env("LC_ALL", "C")
+            .output()
+            .map_err(|e| format!("initdb: {e}"))?;
+        if !out.status.success() {
+            let _ = fs::remove_dir_all(&data);
+            return Err(format!(
+                "initdb failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        let port = free_port()?;
+        let server = Guarded::spawn(
+            "postgres",
+            root,
+            &format!(
+                "exec {}{} -D {} -h 127.0.0.1 -p {port} -k '' -c fsync=off -c max_connections=200",
+                as_user.prefix,
+                shell_quote(&pg_bin.join("postgres").display().to_string()),
+                shell_quote(&data.display().to_string()),
+            ),
+            &[("LC_ALL".to_owned(), "C".to_owned())],
+            logs.join("postgres.log"),
+        )?;
+        let this = Self {
+            server: Some(server),
+            url: format!("postgresql://postgres@127.0.0.1:{port}/postgres"),
+            data,
+        };
+        if !wait_tcp(port, Duration::from_secs(30)) {
+            if let Some(s) = &this.server {
+                s.print_log_tail(30);
+            }
+            return Err("PostgreSQL did not start listening within 30 s".into());
+        }
+        Ok(this)
+    }
+
+    /// The tests' environment: the server's URL.
+    pub(crate) fn env(&self) -> Vec<(String, String)> {
+        vec![(URL_VAR.to_owned(), self.url.clone())]
+    }
+}
+
+impl Drop for LocalPostgres {
+    fn drop(&mut self) {
+        // Stops the server (the watchdog's drop), then removes its cluster.
+        drop(self.server.take());
+        let _ = fs::remove_dir_all(&self.data);
+    }
+}
+
+/// The wheel's `bin` folder (initdb, postgres), installing the wheel into the venv first if
+/// needed.
+fn install(bin: &Path) -> Result<PathBuf> {
+    let venv = bin.parent().ok_or("the venv has no parent folder")?;
+    let stamp = venv.join(format!(".installed-{}", PGSERVER.replace('=', "-")));
+    if !stamp.is_file() {
+        step(format!(
+            "installing {PGSERVER} into .cache/venv (first run only)"
+        ));
+        let status = Command::new(bin.join("pip"))
+            .args([
+                "install",
+                "--progress-bar",
+                "off",
+                "--disable-pip-version-check",
+            ])
+            .arg(PGSERVER)
+            .status()
+            .map_err(|e| format!("pip: {e}"))?;
+        if !status.success() {
+            return Err(format!("pip install {PGSERVER} failed"));
+        }
+        fs::write(&stamp, "").map_err(|e| format!("{}: {e}", stamp.display()))?;
+    }
+    let out = Command::new(bin.join("python"))
+        .args([
+            "-c",
+            "import pathlib, pgserver; print(pathlib.Path(pgserver.__file__).parent / 'pginstall' / 'bin')",
+        ])
+        .output()
+        .map_err(|e| format!("python: {e}"))?;
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    if !out.status.success() || !dir.join("postgres").is_file() {
+        return Err(format!(
+            "{PGSERVER} has no PostgreSQL binaries in {}",
+            dir.display()
+        ));
+    }
+    Ok(dir)
+}
+
+/// How to run PostgreSQL's programs: as they are, or (under root) as [`UNPRIVILEGED`].
+struct AsUser {
+    /// A shell prefix for the command line.
+    prefix: String,
+    /// The user's uid and gid, to own the data directory.
+    ids: Option<(u32, u32)>,
+}
+
+fn unprivileged() -> Result<AsUser> {
+    let id = |args: &[&str]| -> Option<u32> {
+        let out = Command::new("id").args(args).output().ok()?;
+        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+    };
+    if id(&["-u"]) != Some(0) {
+        return Ok(AsUser {
+            prefix: String::new(),
+            ids: None,
+        });
+    }
+    let (Some(uid), Some(gid)) = (id(&["-u", UNPRIVILEGED]), id(&["-g", UNPRIVILEGED])) else {
+        return Err(format!(
+            "PostgreSQL refuses to run as root, and there is no user {UNPRIVILEGED} to run it as"
+        ));
+    };
+    if !Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        return Err("PostgreSQL refuses to run as root; `setpriv` (util-linux) is needed to run it as an unprivileged user".into());
+    }
+    Ok(AsUser {
+        prefix: format!("setpriv --reuid={uid} --regid={gid} --clear-groups -- "),
+        ids: Some((uid, gid)),
+    })
+}

@@ -220,6 +220,22 @@ async fn scan_filtered(
     name: &str,
     value: Option<AttributeValue>,
 ) -> Result<Vec<Attributes>, Error> {
+    Ok(scan_raw(client, table, filter, name, value)
+        .await?
+        .iter()
+        .map(attributes)
+        .collect())
+}
+
+/// The items of `table` that `filter` (over the name `#n` and the value `:v`) keeps, read
+/// strongly consistently, every page.
+pub(crate) async fn scan_raw(
+    client: &Client,
+    table: &str,
+    filter: &str,
+    name: &str,
+    value: Option<AttributeValue>,
+) -> Result<Vec<std::collections::HashMap<String, AttributeValue>>, Error> {
     let mut found = Vec::new();
     let mut start = None;
     loop {
@@ -234,7 +250,7 @@ async fn scan_filtered(
             req = req.expression_attribute_values(":v", v.clone());
         }
         let out = req.send().await.map_err(crate::error::from_sdk)?;
-        found.extend(out.items().iter().map(attributes));
+        found.extend(out.items().iter().cloned());
         start = out.last_evaluated_key().cloned();
         if start.is_none() {
             return Ok(found);

@@ -190,12 +190,7 @@ mod tests {
     use std::time::SystemTime;
 
     fn record(name: &str, image: serde_json::Value) -> EventRecord {
-        serde_json::from_value(json!({
-            "awsRegion": "us-east-1", "eventID": "1", "eventName": name, "eventSource": "aws:dynamodb",
-            "dynamodb": {"ApproximateCreationDateTime": 1700000000, "Keys": {}, "NewImage": image,
-                         "SequenceNumber": "100", "SizeBytes": 10, "StreamViewType": "NEW_AND_OLD_IMAGES"}
-        }))
-        .expect("record")
+        lambda_dedup_runtime::testing::stream_record(name, image)
     }
 
     #[test]
@@ -300,12 +295,7 @@ mod tests {
             (v["Parked"].as_u64(), v["Confirmed"].as_u64()),
             (Some(1), Some(2))
         );
-        let names: Vec<&str> = v["_aws"]["CloudWatchMetrics"][0]["Metrics"]
-            .as_array()
-            .expect("metrics")
-            .iter()
-            .filter_map(|m| m["Name"].as_str())
-            .collect();
+        let names = lambda_dedup_runtime::testing::emf_metric_names(&v);
         // The line the relay has always printed, the alarms' names among them.
         assert_eq!(
             names,

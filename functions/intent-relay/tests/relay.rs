@@ -513,29 +513,28 @@ async fn one_service_takes_the_stream_and_the_schedule() {
     w.put_intent("svc-0", "PENDING");
     put_aged(&w, "svc-old", Some(Duration::from_secs(2 * 3600)));
     let relay = w.relay(Duration::from_secs(2), Duration::from_millis(500));
-    let mut context = lambda_runtime::Context::default();
-    context.deadline =
-        lambda_dedup::clock::epoch_millis(SystemTime::now() + Duration::from_secs(30));
+    // Called as Lambda calls it, the invocation's deadline `left` from now in its context.
+    let invoke = |payload: serde_json::Value, left: Duration| {
+        let relay = relay.clone();
+        let mut context = lambda_runtime::Context::default();
+        context.deadline = lambda_dedup::clock::epoch_millis(SystemTime::now() + left);
+        async move {
+            relay
+                .oneshot(lambda_runtime::LambdaEvent::new(payload, context))
+                .await
+                .expect("answer")
+        }
+    };
     let stream = json!({ "Records": [insert(0, "svc-0", "PENDING")] });
-    let answer = relay
-        .clone()
-        .oneshot(lambda_runtime::LambdaEvent::new(stream, context.clone()))
-        .await
-        .expect("answer");
+    let answer = invoke(stream, Duration::from_secs(30)).await;
     assert_eq!(answer, json!({"batchItemFailures": []}));
     assert_eq!(w.state("svc-0").0, "CONFIRMED");
     assert_eq!(w.effects("svc-0"), 1);
 
     // A deadline already too close for one record: nothing is posted, the record is reported.
     w.put_intent("svc-1", "PENDING");
-    context.deadline =
-        lambda_dedup::clock::epoch_millis(SystemTime::now() + Duration::from_secs(1));
     let stream = json!({ "Records": [insert(1, "svc-1", "PENDING")] });
-    let answer = relay
-        .clone()
-        .oneshot(lambda_runtime::LambdaEvent::new(stream, context.clone()))
-        .await
-        .expect("answer");
+    let answer = invoke(stream, Duration::from_secs(1)).await;
     assert_eq!(
         answer,
         json!({"batchItemFailures": [{"itemIdentifier": seq_number(1)}]})
@@ -543,10 +542,7 @@ async fn one_service_takes_the_stream_and_the_schedule() {
     assert_eq!(w.effects("svc-1"), 0);
 
     let schedule = json!({"source": "aws.events", "detail-type": "Scheduled Event"});
-    let swept = relay
-        .oneshot(lambda_runtime::LambdaEvent::new(schedule, context))
-        .await
-        .expect("answer");
+    let swept = invoke(schedule, Duration::from_secs(30)).await;
     assert_eq!(swept["pending"], 2, "{swept}");
     // The old one, and the one with no `created_at` (of unknown age, so counted as old).
     assert_eq!(swept["redriven"], 2, "{swept}");

@@ -34,7 +34,7 @@ mod store;
 pub use aws_sdk_dynamodb::Client;
 pub use client::{
     ATTEMPT_TIMEOUT_VAR, Attributes, OPERATION_TIMEOUT_VAR, SdkTimeouts, TimeoutsError, connect,
-    read_item, scan_where, scan_without, sdk_config, write_effects,
+    sdk_config, write_effects,
 };
 pub use error::{Error, FaultKind};
 pub use forget::{ForgetRequest, Forgotten, MarkCounts, count_marks};

@@ -732,11 +732,7 @@ impl ItemStore for MemoryStore {
     }
 
     fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> ItemFuture<'a, Option<Item>> {
-        let out = self.call(Op::Items, None, |state, _| {
-            let t = state
-                .tables
-                .get(table)
-                .ok_or_else(|| missing_table(table))?;
+        let out = self.read_table(table, |t| {
             let k = item_key(t, &key.0)
                 .map_err(|_| StoreError::store(FaultKind::Refused, "ValidationException"))?;
             Ok(t.items.get(&k).map(|m| Item(m.clone())))
@@ -745,18 +741,29 @@ impl ItemStore for MemoryStore {
     }
 
     fn scan<'a>(&'a self, table: &'a str, filter: &'a Filter) -> ItemFuture<'a, Vec<Item>> {
-        let out = self.call(Op::Items, None, |state, _| {
-            let t = state
-                .tables
-                .get(table)
-                .ok_or_else(|| missing_table(table))?;
-            Ok(t.items
-                .values()
-                .map(|m| Item(m.clone()))
-                .filter(|i| filter.keeps(i))
-                .collect())
+        let out = self.read_table(table, |t| {
+            let items = t.items.values().map(|m| Item(m.clone()));
+            Ok(items.filter(|i| filter.keeps(i)).collect())
         });
         Box::pin(async move { out })
+    }
+}
+
+impl MemoryStore {
+    /// One item call that reads `table` (refused as DynamoDB refuses a missing table).
+    fn read_table<T>(
+        &self,
+        table: &str,
+        read: impl FnOnce(&Table) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.call(Op::Items, None, |state, _| {
+            read(
+                state
+                    .tables
+                    .get(table)
+                    .ok_or_else(|| missing_table(table))?,
+            )
+        })
     }
 }
 

@@ -216,30 +216,12 @@ mod tests {
     use std::time::SystemTime;
 
     fn record(name: &str, image: serde_json::Value) -> EventRecord {
-        serde_json::from_value(json!({
-            "eventID": "1", "eventName": name, "eventSource": "aws:dynamodb",
-            "awsRegion": "us-east-1",
-            "dynamodb": {"Keys": {"event_key": {"S": "k"}}, "NewImage": image,
-                         "SequenceNumber": "100", "SizeBytes": 10, "StreamViewType": "NEW_AND_OLD_IMAGES"}
-        }))
-        .expect("record")
+        crate::testing::stream_record(name, image)
     }
 
-    /// An SQS client whose every send fails to connect (a closed loopback port): the queue down.
+    /// An SQS client whose every send fails to connect: the queue down.
     fn queue_down() -> aws_sdk_sqs::Client {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let config = aws_sdk_sqs::Config::builder()
-            .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
-            .region(aws_sdk_sqs::config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
-                "test", "test", None, None, "test",
-            ))
-            .endpoint_url(format!("http://127.0.0.1:{port}"))
-            .build();
-        aws_sdk_sqs::Client::from_conf(config)
+        crate::queue::unreachable_client().0
     }
 
     fn env() -> Env {
@@ -433,12 +415,7 @@ mod tests {
         assert!(t.closes());
         let v: serde_json::Value =
             serde_json::from_str(&t.emf_line("inbox-forwarder", &LAYOUT)).expect("json");
-        let names: Vec<&str> = v["_aws"]["CloudWatchMetrics"][0]["Metrics"]
-            .as_array()
-            .expect("metrics")
-            .iter()
-            .filter_map(|m| m["Name"].as_str())
-            .collect();
+        let names = crate::testing::emf_metric_names(&v);
         assert_eq!(
             names,
             [

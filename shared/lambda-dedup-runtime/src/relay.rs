@@ -342,13 +342,7 @@ impl<A: Act> RelayService<A> {
         println!("{}", tally.emf_line(&r.relay.function, &r.relay.layout));
         tracing::info!(
             function = %r.relay.function,
-            records = tally.records,
-            settled = tally.settled,
-            parked = tally.parked,
-            already_settled = tally.already_settled,
-            ignored = tally.ignored,
-            transient = tally.transient,
-            deferred = tally.deferred,
+            tally = ?tally,
             closes = tally.closes(),
             "stream batch done"
         );

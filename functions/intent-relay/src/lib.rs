@@ -21,7 +21,7 @@
 //!   stream may have given their records up) and emits the age of the oldest one
 //!   (`OldestPendingSeconds`, alarmed on).
 //!
-//! This crate is the relay's own part ([`relay`]: how an intent reads, the call, the settings);
+//! This crate is the relay's own part ([`mod@relay`]: how an intent reads, the call, the settings);
 //! `main.rs` runs [`relay()`]'s service on DynamoDB, and the tests run the same service on the
 //! memory store.
 

@@ -23,5 +23,6 @@ mod lease;
 mod model;
 mod model_leased;
 mod privacy;
+mod relay;
 mod retention;
 mod stream_parking;

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use lambda_dedup::ItemStore;
+use lambda_dedup::items::{number, text};
 use lambda_dedup_runtime::{Dedup, Event, SqsService};
 use lambda_runtime::Error;
 
@@ -14,11 +16,10 @@ pub(crate) const FUNCTION: &str = "fine-notices";
 /// mark in one transaction (S5, S7), the batch in as few transactions as possible, answered with
 /// a partial batch response (S12); then the review count of the notices applied now. The
 /// settings plus `FINES_TABLE`, `INTENTS_TABLE`, `FINE_REVIEWS_TABLE` and
-/// `FINES_CORRELATION_KEY` (at least 16 bytes); `client` reads the correlation items.
-pub(crate) fn service(
-    dedup: Dedup,
-    client: lambda_dedup_dynamodb::Client,
-) -> Result<SqsService, Error> {
+/// `FINES_CORRELATION_KEY` (at least 16 bytes); the correlation items are read from `items`
+/// (DynamoDB in Lambda, the memory store in the tests).
+pub(crate) fn service(dedup: Dedup, items: impl ItemStore + 'static) -> Result<SqsService, Error> {
+    let items: Arc<dyn ItemStore> = Arc::new(items);
     let tables = Arc::new(tables(&dedup)?);
     let reviewed = tables.clone();
     Ok(notice::configure(dedup)
@@ -26,9 +27,9 @@ pub(crate) fn service(
         .sqs_then(
             move |e: Event<Notice>| notice::plan(&tables, &e),
             move |applied| {
-                let (tables, client) = (reviewed.clone(), client.clone());
+                let (tables, items) = (reviewed.clone(), items.clone());
                 async move {
-                    let flagged = count_flagged(&tables, &client, &applied).await;
+                    let flagged = count_flagged(&tables, items.as_ref(), &applied).await;
                     if flagged > 0 {
                         println!(
                             "{}",
@@ -61,26 +62,17 @@ fn tables(dedup: &Dedup) -> Result<Tables, Error> {
 /// two or more notices is a business duplicate, flagged for review (the item, written in its
 /// transaction, is the review). Counts them as `FlaggedForReview`. Best effort: the review is
 /// in the table whether or not this read succeeds.
-async fn count_flagged(
-    tables: &Tables,
-    client: &lambda_dedup_dynamodb::Client,
-    applied: &[Event<Notice>],
-) -> u64 {
+async fn count_flagged(tables: &Tables, items: &dyn ItemStore, applied: &[Event<Notice>]) -> u64 {
     let mut flagged = 0;
     for event in applied {
         let Ok(review) = notice::review(tables, event) else {
             continue;
         };
         let key = lambda_dedup::Item::new().with("correlation", review.correlation.as_str());
-        match lambda_dedup_dynamodb::read_item(client, &tables.reviews, &key).await {
+        match items.read(&tables.reviews, &key).await {
             Ok(Some(item)) => {
-                let notices: u64 = item
-                    .get("notices")
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or(0);
-                if notices >= 2
-                    && item.get("last_notice").map(String::as_str) == Some(review.fine_id.as_str())
-                {
+                let notices = number(&item, "notices").unwrap_or(0);
+                if notices >= 2 && text(&item, "last_notice") == Some(review.fine_id.as_str()) {
                     tracing::warn!(key = %event.key, fine_id = %review.fine_id,
                         correlation = %review.correlation, notices,
                         "another notice of the same fine: both recorded, flagged for review");
@@ -100,55 +92,65 @@ mod tests {
     use super::*;
 
     use aws_lambda_events::event::sqs::SqsEvent;
+    use lambda_dedup::Item;
+    use lambda_dedup_memory::MemoryStore;
     use lambda_dedup_runtime::Env;
     use lambda_runtime::LambdaEvent;
     use lambda_runtime::tower::ServiceExt;
 
-    /// The function as `main` builds it (`service`), on fresh tables of the local DynamoDB.
+    /// The function as `main` builds it (`service`), its marks and tables in the memory store.
     struct Notices {
         service: SqsService,
         env: Env,
         tables: Tables,
-        client: lambda_dedup_dynamodb::Client,
+        store: MemoryStore,
+    }
+
+    impl Notices {
+        /// The items of `table` whose `name` is `value`.
+        fn items_where(&self, table: &str, name: &str, value: &str) -> Vec<Item> {
+            self.store
+                .items(table)
+                .into_iter()
+                .filter(|i| text(i, name) == Some(value))
+                .collect()
+        }
     }
 
     /// The function as `main` builds it, with `vars` on top of its variables.
     async fn notices_with(vars: &[(&str, &str)]) -> Result<Notices, Error> {
-        let sdk = dedup_tests::client();
         let env = Env::from_pairs([
-            ("DEDUP_NAMESPACE", "test".to_owned()),
-            ("DEDUP_MARK_TABLE", dedup_tests::mark_table(&sdk).await),
-            (
-                "FINES_TABLE",
-                dedup_tests::effect_table(&sdk, "fine_id").await,
-            ),
-            (
-                "INTENTS_TABLE",
-                dedup_tests::effect_table(&sdk, "intent_id").await,
-            ),
-            (
-                "FINE_REVIEWS_TABLE",
-                dedup_tests::effect_table(&sdk, "correlation").await,
-            ),
-            ("FINES_CORRELATION_KEY", "test-secret-of-16+".to_owned()),
+            ("DEDUP_NAMESPACE", "test"),
+            ("DEDUP_MARK_TABLE", "marks"),
+            ("FINES_TABLE", "fines"),
+            ("INTENTS_TABLE", "intents"),
+            ("FINE_REVIEWS_TABLE", "reviews"),
+            ("FINES_CORRELATION_KEY", "test-secret-of-16+"),
         ]);
         let env = vars.iter().fold(env, |env, (k, v)| env.with(k, *v));
-        let client = lambda_dedup_dynamodb::Client::from(&sdk);
-        let dedup = Dedup::read(&env, FUNCTION)?.dynamodb_client(client.clone());
+        let dedup = Dedup::read(&env, FUNCTION)?;
+        let settings = dedup.settings();
+        let store = MemoryStore::new(settings.retention).with_lease(settings.lease);
+        for (table, key) in [
+            ("fines", "fine_id"),
+            ("intents", "intent_id"),
+            ("reviews", "correlation"),
+        ] {
+            store.create_table(table, key);
+        }
+        let dedup = dedup.store(store.clone());
         let tables = tables(&dedup)?;
-        let service = service(dedup, client.clone())?;
+        let service = service(dedup, store.clone())?;
         Ok(Notices {
             service,
             env,
             tables,
-            client,
+            store,
         })
     }
 
-    async fn notices() -> (Notices, lambda_dedup_dynamodb::Client) {
-        let notices = notices_with(&[]).await.expect("settings");
-        let client = notices.client.clone();
-        (notices, client)
+    async fn notices() -> Notices {
+        notices_with(&[]).await.expect("settings")
     }
 
     async fn handle(
@@ -195,7 +197,7 @@ mod tests {
     /// redelivery of a notice is a transport duplicate and changes nothing.
     #[tokio::test]
     async fn business_duplicates_are_recorded_and_flagged_never_suppressed() {
-        let (notices, client) = notices().await;
+        let notices = notices().await;
         let notice = |source: &str, id: &str, number: &str, plate: &str, at: &str, place: &str| {
             serde_json::json!({"specversion": "1.0", "type": "fine.notice", "source": source,
                 "id": id, "tenantid": "dgt", "data": {"notice_number": number, "plate": plate,
@@ -242,41 +244,25 @@ mod tests {
                 .batch_item_failures
                 .is_empty()
         );
-        let fines = lambda_dedup_dynamodb::scan_where(
-            &client,
-            &notices.tables.fines,
-            "offence",
-            "speeding",
-        )
-        .await
-        .expect("scan");
+        let fines = notices.items_where(&notices.tables.fines, "offence", "speeding");
         assert_eq!(fines.len(), 2, "both notices recorded");
-        let reviews = lambda_dedup_dynamodb::scan_where(
-            &client,
+        let reviews = notices.items_where(
             &notices.tables.reviews,
             "matched_fields",
             notice::MATCHED_FIELDS,
-        )
-        .await
-        .expect("scan");
+        );
         assert_eq!(reviews.len(), 1, "one real-world fine");
         let review = &reviews[0];
-        assert_eq!(
-            review.get("notices").map(String::as_str),
-            Some("2"),
-            "{review:?}"
-        );
+        assert_eq!(number(review, "notices"), Some(2), "{review:?}");
         let named: std::collections::BTreeSet<&str> = ["first_notice", "last_notice"]
             .iter()
-            .filter_map(|k| review.get(*k).map(String::as_str))
+            .filter_map(|k| text(review, k))
             .collect();
-        let ids: std::collections::BTreeSet<&str> = fines
-            .iter()
-            .filter_map(|f| f.get("fine_id").map(String::as_str))
-            .collect();
+        let ids: std::collections::BTreeSet<&str> =
+            fines.iter().filter_map(|f| text(f, "fine_id")).collect();
         assert_eq!(named, ids, "the review names both notices");
         assert!(
-            review.values().all(|v| !v.contains("1234")),
+            !format!("{review:?}").contains("1234"),
             "no plate in the review"
         );
         // The count after a batch: the second notice is flagged.
@@ -295,14 +281,17 @@ mod tests {
             key,
             time: None,
         };
-        assert_eq!(count_flagged(&notices.tables, &client, &[applied]).await, 1);
+        assert_eq!(
+            count_flagged(&notices.tables, &notices.store, &[applied]).await,
+            1
+        );
     }
 
     /// The handler, called as Lambda calls it, on the sample notice, twice: one fine and one
     /// pending collection intent, written once (S5, S7, S8); nothing reported failed.
     #[tokio::test]
     async fn the_handler_writes_the_fine_and_its_intent_once() {
-        let (notices, client) = notices().await;
+        let notices = notices().await;
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../events/fine-notice.json");
         let sample: SqsEvent =
             serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("event");
@@ -314,17 +303,12 @@ mod tests {
             .await
             .expect("handled");
             assert!(answer.batch_item_failures.is_empty());
-            let count = |table: String, name: &'static str, value: &'static str| {
-                let client = client.clone();
-                async move {
-                    lambda_dedup_dynamodb::scan_where(&client, &table, name, value)
-                        .await
-                        .expect("scan")
-                        .len()
-                }
-            };
-            let fines = count(notices.tables.fines.clone(), "notice_number", "N-1").await;
-            let intents = count(notices.tables.intents.clone(), "status", "PENDING").await;
+            let fines = notices
+                .items_where(&notices.tables.fines, "notice_number", "N-1")
+                .len();
+            let intents = notices
+                .items_where(&notices.tables.intents, "status", "PENDING")
+                .len();
             assert_eq!(fines, 1, "one fine");
             assert_eq!(intents, 1, "one pending intent");
         }

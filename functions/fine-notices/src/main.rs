@@ -19,5 +19,6 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let client = lambda_dedup_dynamodb::connect().await;
     let dedup = lambda_dedup_runtime::Dedup::from_env(handler::FUNCTION)?;
     let dedup = dedup.dynamodb_client(client.clone());
-    lambda_runtime::run(handler::service(dedup, client)?).await
+    let items = lambda_dedup_dynamodb::DynamoItems::new(client);
+    lambda_runtime::run(handler::service(dedup, items)?).await
 }

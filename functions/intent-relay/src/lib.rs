@@ -3,7 +3,7 @@
 //! the intent's id as `Idempotency-Key` — the same on every retry — and marked `CONFIRMED` once the
 //! API answers 2xx (S7).
 //!
-//! The relay never stalls its shard:
+//! It is a relay of the runtime ([`lambda_dedup_runtime::relay`]), which never stalls its shard:
 //! - a **transient** failure (5xx, 409 in flight, 429, timeouts, DynamoDB faults) is reported as
 //!   the batch item failure, so Lambda retries from that record, in order (S12, S13);
 //! - a **permanent** refusal (400, 401, 403, 404, 422…, classified once by
@@ -15,16 +15,18 @@
 //!   make the invocation time out and start the whole batch over;
 //! - an intent that is no longer `PENDING` (confirmed or parked, seen when the stream replays) is
 //!   never posted again: checked on the record's new image, then with a strongly consistent
-//!   read before the call, and every write is conditioned on `PENDING`.
+//!   read before the call, and every write is conditioned on `PENDING`;
+//! - nothing stays `PENDING` silently: the sweep, run on a schedule (any event without
+//!   `Records`), re-drives intents left pending longer than `RELAY_REDRIVE_AFTER_SECONDS` (the
+//!   stream may have given their records up) and emits the age of the oldest one
+//!   (`OldestPendingSeconds`, alarmed on).
 //!
-//! - nothing stays `PENDING` silently: [`Relay::sweep`], run on a schedule, re-drives intents left
-//!   pending longer than `RELAY_REDRIVE_AFTER_SECONDS` (the stream may have given their records
-//!   up) and emits the age of the oldest one (`OldestPendingSeconds`, alarmed on).
-//!
-//! [`Relay::handle`] (stream batches) and [`Relay::sweep`] (scheduled events) are the whole
-//! handler; `main.rs` only builds the relay and dispatches on the event's shape.
+//! This crate is the relay's own part ([`mod@relay`]: how an intent reads, the call, the settings);
+//! `main.rs` runs [`relay()`]'s service on DynamoDB, and the tests run the same service on the
+//! memory store.
 
 pub mod relay;
 
 pub use lambda_dedup_runtime::in_order::Swept;
-pub use relay::{FUNCTION, Handled, Relay, Tally};
+pub use lambda_dedup_runtime::relay::{Handled, RelayService, Tally};
+pub use relay::{Collections, FUNCTION, LAYOUT, relay};

@@ -5,34 +5,12 @@
 //! `RELAY_DEADLINE_MARGIN_MS` (default 2000: the time kept, on top of one provider call, for the
 //! DynamoDB writes around it and the answer to Lambda) and `RELAY_REDRIVE_AFTER_SECONDS` (default
 //! 3600: how long an intent may stay `PENDING` before the scheduled sweep re-drives it).
-
-use std::time::SystemTime;
-
-use aws_lambda_events::event::dynamodb::Event;
-use intent_relay::Relay;
-use lambda_runtime::{Error, LambdaEvent, service_fn};
+//! Two triggers, one service: the intents table's stream, and a schedule for the sweep.
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_dedup_runtime::init_tracing();
-    let env = lambda_dedup_runtime::settings::Env::process();
-    let relay = Relay::read(&env, lambda_dedup_dynamodb::connect().await)?;
-    let redrive_after = Relay::redrive_after(&env)?;
-    let relay = &relay;
-    lambda_runtime::run(service_fn(
-        move |event: LambdaEvent<serde_json::Value>| async move {
-            // Two triggers: the intents table's stream, and a schedule for the sweep.
-            if event.payload.get("Records").is_some() {
-                let deadline = lambda_dedup_runtime::deadline(&event.context);
-                let stream: Event = serde_json::from_value(event.payload)?;
-                // Boxed: the relay's nested futures are deep types.
-                let handled = Box::pin(relay.handle(&stream, deadline)).await;
-                Ok::<serde_json::Value, Error>(serde_json::to_value(handled.response)?)
-            } else {
-                let swept = Box::pin(relay.sweep(SystemTime::now(), redrive_after)).await?;
-                Ok(swept.answer())
-            }
-        },
-    ))
-    .await
+    let relay = intent_relay::relay(&lambda_dedup_runtime::Env::process())?;
+    let intents = lambda_dedup_dynamodb::DynamoItems::connect().await;
+    lambda_runtime::run(relay.service(intents)).await
 }

@@ -1,84 +1,82 @@
-//! `intent-relay` against the local DynamoDB (the one `cargo xtask test` started, or one in this
-//! test binary) and the in-process fake collection API: the relay never stalls its shard.
+//! `intent-relay` as `main` builds it (`intent_relay::relay` and its service), its intents in
+//! the memory store and its calls to the in-process fake collection API: the relay never
+//! stalls its shard.
 //!
 //! Stream batches are built as Lambda hands them over (INSERT records with the new image); the
 //! intents table and the provider's effect counters are read directly, not through the relay.
+//! The same relay on the local DynamoDB is in the integration tests (`tests/integration/relay.rs`).
 
 use std::time::{Duration, Instant, SystemTime};
 
 use aws_lambda_events::event::dynamodb::Event;
 use fake_provider::{Fault, Provider};
-use intent_relay::{Handled, Relay};
-use lambda_dedup::{Effect, Item};
+use intent_relay::{Collections, Handled, RelayService};
+use lambda_dedup::{Item, Retention};
 use lambda_dedup_http::IdempotentClient;
+use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::settings::Env;
 use serde_json::json;
 
 struct World {
-    client: lambda_dedup_dynamodb::Client,
-    /// The same connection as the SDK's client, for the test's own reads.
-    sdk: dedup_tests::Client,
-    intents: String,
+    store: MemoryStore,
     provider: Provider,
     url: String,
 }
 
 impl World {
     async fn new() -> Self {
-        let sdk = dedup_tests::client();
-        let client = lambda_dedup_dynamodb::Client::from(&sdk);
-        let intents = dedup_tests::unique("intents");
-        lambda_dedup_dynamodb::provision::create_table(&client, &intents, "intent_id", false)
-            .await
-            .expect("create intents table");
+        let store = MemoryStore::new(Retention::unchecked(Duration::from_secs(3_600)).expect("r"));
+        store.create_table("intents", "intent_id");
         let provider = Provider::new();
         let (addr, _server) = fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
             .await
             .expect("fake provider");
         Self {
-            client,
-            sdk,
-            intents,
+            store,
             provider,
             url: format!("http://{addr}"),
         }
     }
 
-    /// The relay as `main` builds it (`Relay::read`), with these two settings.
-    fn relay(&self, provider_timeout: Duration, margin: Duration) -> Relay {
-        let env = Env::from_pairs([
+    fn env(&self) -> Env {
+        Env::from_pairs([
             ("COLLECTIONS_API_URL", self.url.clone()),
-            ("INTENTS_TABLE", self.intents.clone()),
-            (
+            ("INTENTS_TABLE", "intents".to_owned()),
+        ])
+    }
+
+    /// The relay as `main` builds it (`intent_relay::relay`), with these two settings.
+    fn relay(&self, provider_timeout: Duration, margin: Duration) -> RelayService<Collections> {
+        let env = self
+            .env()
+            .with(
                 "PROVIDER_TIMEOUT_MS",
                 provider_timeout.as_millis().to_string(),
-            ),
-            ("RELAY_DEADLINE_MARGIN_MS", margin.as_millis().to_string()),
-        ]);
-        Relay::read(&env, self.client.clone()).expect("relay")
+            )
+            .with("RELAY_DEADLINE_MARGIN_MS", margin.as_millis().to_string());
+        intent_relay::relay(&env)
+            .expect("relay")
+            .service(self.store.clone())
     }
 
     /// Writes intent `id` with `status`, as `fine-notices` would (with `PENDING`).
-    async fn put_intent(&self, id: &str, status: &str) {
+    fn put_intent(&self, id: &str, status: &str) {
         let item = Item::new()
             .with("intent_id", id)
             .with("kind", "collection_task")
             .with("fine_id", format!("fine-{id}"))
             .with("amount_cents", 10_000)
             .with("status", status);
-        let written =
-            lambda_dedup_dynamodb::write_effects(&self.client, &[Effect::put(&self.intents, item)])
-                .await
-                .expect("put intent");
-        assert!(written);
+        self.store.put_item("intents", item).expect("put intent");
     }
 
-    /// `status` and `failure_reason` of intent `id`, read strongly consistently.
-    async fn state(&self, id: &str) -> (String, Option<String>) {
-        let item = dedup_tests::get_item(&self.sdk, &self.intents, "intent_id", id)
-            .await
+    /// `status` and `failure_reason` of intent `id`.
+    fn state(&self, id: &str) -> (String, Option<String>) {
+        let item = self
+            .store
+            .item("intents", &Item::new().with("intent_id", id))
             .expect("intent exists");
-        let s = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
+        let s = |name: &str| lambda_dedup::items::text(&item, name).map(str::to_owned);
         (s("status").expect("status"), s("failure_reason"))
     }
 
@@ -120,8 +118,7 @@ fn failures(handled: &Handled) -> Vec<Option<String>> {
 }
 
 fn ids(prefix: &str, n: usize) -> Vec<String> {
-    let run = dedup_tests::unique(prefix);
-    (0..n).map(|i| format!("{run}-{i}")).collect()
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
 }
 
 fn in_30s() -> Option<SystemTime> {
@@ -138,7 +135,7 @@ async fn s15_a_permanent_refusal_is_parked_and_the_shard_moves_on() {
     let ids = ids("poison", 6);
     let poison = &ids[2];
     for id in &ids {
-        w.put_intent(id, "PENDING").await;
+        w.put_intent(id, "PENDING");
     }
     // Someone used the poison intent's key with another payload: the provider answers 422.
     IdempotentClient::new(&w.url, Duration::from_secs(5))
@@ -161,18 +158,18 @@ async fn s15_a_permanent_refusal_is_parked_and_the_shard_moves_on() {
         "nothing to retry"
     );
     assert_eq!(
-        (handled.tally.confirmed, handled.tally.parked),
+        (handled.tally.settled, handled.tally.parked),
         (5, 1),
         "{:?}",
         handled.tally
     );
     assert!(handled.tally.closes(), "{:?}", handled.tally);
     for id in ids.iter().filter(|id| *id != poison) {
-        assert_eq!(w.state(id).await.0, "CONFIRMED", "{id}");
+        assert_eq!(w.state(id).0, "CONFIRMED", "{id}");
         assert_eq!(w.effects(id), 1, "{id} applied once");
     }
     assert_eq!(
-        w.state(poison).await,
+        w.state(poison),
         (
             "FAILED".to_owned(),
             Some("provider_rejected_422".to_owned())
@@ -197,7 +194,7 @@ async fn a_slow_provider_makes_the_relay_stop_before_its_deadline_and_resume() {
     let w = World::new().await;
     let ids = ids("slow", 10);
     for id in &ids {
-        w.put_intent(id, "PENDING").await;
+        w.put_intent(id, "PENDING");
     }
     w.provider
         .inject(Fault::slow(100, Duration::from_millis(300)));
@@ -224,7 +221,7 @@ async fn a_slow_provider_makes_the_relay_stop_before_its_deadline_and_resume() {
             "the invocation ran {took:?}, past its deadline"
         );
         assert!(handled.tally.closes(), "{:?}", handled.tally);
-        let done = handled.tally.confirmed as usize;
+        let done = handled.tally.settled as usize;
         assert!(done >= 1, "each invocation gets somewhere");
         let next = from + done;
         if next < records.len() {
@@ -232,7 +229,7 @@ async fn a_slow_provider_makes_the_relay_stop_before_its_deadline_and_resume() {
             assert_eq!(failures(&handled), vec![Some(seq_number(next))]);
             assert_eq!(handled.tally.deferred as usize, records.len() - next);
             assert_eq!(w.effects(&ids[next]), 0);
-            assert_eq!(w.state(&ids[next]).await.0, "PENDING");
+            assert_eq!(w.state(&ids[next]).0, "PENDING");
         } else {
             assert!(failures(&handled).is_empty());
         }
@@ -240,7 +237,7 @@ async fn a_slow_provider_makes_the_relay_stop_before_its_deadline_and_resume() {
     }
     assert!(invocations > 1, "the deadline stopped the first invocation");
     for id in &ids {
-        assert_eq!(w.state(id).await.0, "CONFIRMED", "{id}");
+        assert_eq!(w.state(id).0, "CONFIRMED", "{id}");
         assert_eq!(w.effects(id), 1, "{id} applied once");
     }
     assert_eq!(w.provider.requests(), 10, "each intent posted once");
@@ -254,10 +251,10 @@ async fn s7_an_intent_already_confirmed_is_not_posted_again() {
     let w = World::new().await;
     let ids = ids("settled", 4);
     let (confirmed, settled_image, parked, pending) = (&ids[0], &ids[1], &ids[2], &ids[3]);
-    w.put_intent(confirmed, "CONFIRMED").await;
-    w.put_intent(settled_image, "CONFIRMED").await;
-    w.put_intent(parked, "FAILED").await;
-    w.put_intent(pending, "PENDING").await;
+    w.put_intent(confirmed, "CONFIRMED");
+    w.put_intent(settled_image, "CONFIRMED");
+    w.put_intent(parked, "FAILED");
+    w.put_intent(pending, "PENDING");
     let records = [
         insert(0, confirmed, "PENDING"), // its INSERT, replayed after the confirmation
         insert(1, settled_image, "CONFIRMED"),
@@ -278,14 +275,14 @@ async fn s7_an_intent_already_confirmed_is_not_posted_again() {
     );
     assert!(failures(&handled).is_empty());
     assert_eq!(
-        (handled.tally.already_settled, handled.tally.confirmed),
+        (handled.tally.already_settled, handled.tally.settled),
         (3, 1),
         "{:?}",
         handled.tally
     );
-    assert_eq!(w.state(confirmed).await.0, "CONFIRMED");
-    assert_eq!(w.state(parked).await.0, "FAILED");
-    assert_eq!(w.state(pending).await.0, "CONFIRMED");
+    assert_eq!(w.state(confirmed).0, "CONFIRMED");
+    assert_eq!(w.state(parked).0, "FAILED");
+    assert_eq!(w.state(pending).0, "CONFIRMED");
     assert_eq!(w.effects(pending), 1);
 }
 
@@ -296,7 +293,7 @@ async fn s12_a_transient_answer_retries_from_that_record_in_order() {
     let w = World::new().await;
     let ids = ids("transient", 3);
     for id in &ids {
-        w.put_intent(id, "PENDING").await;
+        w.put_intent(id, "PENDING");
     }
     let records: Vec<_> = ids
         .iter()
@@ -318,19 +315,19 @@ async fn s12_a_transient_answer_retries_from_that_record_in_order() {
         ),
         (1, 1, 0)
     );
-    assert_eq!(w.state(&ids[1]).await.0, "PENDING");
+    assert_eq!(w.state(&ids[1]).0, "PENDING");
     assert_eq!(w.effects(&ids[2]), 0, "not attempted behind the failure");
 
     let retried = relay.handle(&event(&records[1..]), in_30s()).await;
     assert!(failures(&retried).is_empty());
     for id in &ids {
-        assert_eq!(w.state(id).await.0, "CONFIRMED", "{id}");
+        assert_eq!(w.state(id).0, "CONFIRMED", "{id}");
         assert_eq!(w.effects(id), 1, "{id} applied once");
     }
 }
 
 /// Writes intent `id`, `PENDING`, created `age` ago (or with no `created_at`).
-async fn put_aged(w: &World, id: &str, age: Option<Duration>) {
+fn put_aged(w: &World, id: &str, age: Option<Duration>) {
     let mut item = Item::new()
         .with("intent_id", id)
         .with("kind", "collection_task")
@@ -338,17 +335,12 @@ async fn put_aged(w: &World, id: &str, age: Option<Duration>) {
         .with("amount_cents", 10_000)
         .with("status", "PENDING");
     if let Some(age) = age {
-        let created = (SystemTime::now() - age)
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .expect("epoch")
-            .as_millis() as u64;
-        item = item.with("created_at", created);
+        item = item.with(
+            "created_at",
+            lambda_dedup::clock::epoch_millis(SystemTime::now() - age),
+        );
     }
-    assert!(
-        lambda_dedup_dynamodb::write_effects(&w.client, &[Effect::put(&w.intents, item)])
-            .await
-            .expect("put intent")
-    );
+    w.store.put_item("intents", item).expect("put intent");
 }
 
 /// The MODIFY record of a sweep's re-drive of `id` (as the stream carries it: the stamp is new).
@@ -369,18 +361,15 @@ async fn s7_the_sweep_redrives_intents_left_pending() {
     let w = World::new().await;
     let ids = ids("stuck", 4);
     let (old, older, unknown, recent) = (&ids[0], &ids[1], &ids[2], &ids[3]);
-    put_aged(&w, old, Some(Duration::from_secs(2 * 3600))).await;
-    put_aged(&w, older, Some(Duration::from_secs(5 * 3600))).await;
-    put_aged(&w, unknown, None).await;
-    put_aged(&w, recent, Some(Duration::from_secs(60))).await;
+    put_aged(&w, old, Some(Duration::from_secs(2 * 3600)));
+    put_aged(&w, older, Some(Duration::from_secs(5 * 3600)));
+    put_aged(&w, unknown, None);
+    put_aged(&w, recent, Some(Duration::from_secs(60)));
     let settled = format!("{old}-settled");
-    w.put_intent(&settled, "CONFIRMED").await;
+    w.put_intent(&settled, "CONFIRMED");
 
     let relay = w.relay(Duration::from_secs(5), Duration::from_secs(1));
-    let swept = relay
-        .sweep(SystemTime::now(), Duration::from_secs(3600))
-        .await
-        .expect("sweep");
+    let swept = relay.sweep(SystemTime::now()).await.expect("sweep");
     assert_eq!(swept.pending, 4);
     assert_eq!(
         swept.redriven, 3,
@@ -398,16 +387,12 @@ async fn s7_the_sweep_redrives_intents_left_pending() {
         )
         .await;
     assert!(failures(&handled).is_empty());
-    assert_eq!(handled.tally.confirmed, 3);
+    assert_eq!(handled.tally.settled, 3);
     for id in [old, older, unknown] {
-        assert_eq!(w.state(id).await.0, "CONFIRMED");
+        assert_eq!(w.state(id).0, "CONFIRMED");
         assert_eq!(w.effects(id), 1);
     }
-    assert_eq!(
-        w.state(recent).await.0,
-        "PENDING",
-        "left to its stream record"
-    );
+    assert_eq!(w.state(recent).0, "PENDING", "left to its stream record");
     assert_eq!(w.effects(&settled), 0);
 
     // A modification that is not a re-drive (the relay's own confirmation) is ignored.
@@ -429,7 +414,7 @@ async fn s12_s15_a_refusing_and_slow_provider_never_stalls_the_shard() {
     let ids = ids("stall", 25);
     let poison = &ids[7];
     for id in &ids {
-        w.put_intent(id, "PENDING").await;
+        w.put_intent(id, "PENDING");
     }
     IdempotentClient::new(&w.url, Duration::from_secs(5))
         .expect("client")
@@ -457,7 +442,7 @@ async fn s12_s15_a_refusing_and_slow_provider_never_stalls_the_shard() {
         assert!(started.elapsed() < timeout, "past the invocation's timeout");
         assert!(handled.tally.closes(), "{:?}", handled.tally);
         parked += handled.tally.parked;
-        let done = (handled.tally.confirmed + handled.tally.parked) as usize;
+        let done = (handled.tally.settled + handled.tally.parked) as usize;
         from += done;
         match failures(&handled).as_slice() {
             [] => assert_eq!(from, records.len()),
@@ -470,11 +455,11 @@ async fn s12_s15_a_refusing_and_slow_provider_never_stalls_the_shard() {
         "36 s of calls do not fit one 30 s invocation"
     );
     assert_eq!(parked, 1, "the poison is counted once");
-    let (status, reason) = w.state(poison).await;
+    let (status, reason) = w.state(poison);
     assert_eq!(status, "FAILED");
     assert_eq!(reason.as_deref(), Some("provider_rejected_422"));
     for id in ids.iter().filter(|id| *id != poison) {
-        assert_eq!(w.state(id).await.0, "CONFIRMED", "{id}");
+        assert_eq!(w.state(id).0, "CONFIRMED", "{id}");
         assert_eq!(w.effects(id), 1, "{id} applied once");
     }
 }
@@ -484,30 +469,85 @@ async fn s12_s15_a_refusing_and_slow_provider_never_stalls_the_shard() {
 #[tokio::test]
 async fn the_relays_settings_are_read_as_main_reads_them() {
     let w = World::new().await;
-    let full = [
-        ("COLLECTIONS_API_URL", w.url.clone()),
-        ("INTENTS_TABLE", w.intents.clone()),
-    ];
     for missing in ["COLLECTIONS_API_URL", "INTENTS_TABLE"] {
-        let env = Env::from_pairs(full.clone().into_iter().filter(|(k, _)| *k != missing));
-        let Err(err) = Relay::read(&env, w.client.clone()) else {
+        let env = Env::from_pairs([
+            ("COLLECTIONS_API_URL", w.url.clone()),
+            ("INTENTS_TABLE", "intents".to_owned()),
+        ]);
+        let env = Env::from_pairs(
+            ["COLLECTIONS_API_URL", "INTENTS_TABLE"]
+                .into_iter()
+                .filter(|k| *k != missing)
+                .filter_map(|k| env.get(k).map(|v| (k, v))),
+        );
+        let Err(err) = intent_relay::relay(&env) else {
             panic!("started without {missing}");
         };
         assert!(err.to_string().contains(missing), "{missing}: {err}");
     }
-    let defaults = Relay::read(&Env::from_pairs(full.clone()), w.client.clone()).expect("relay");
+    let service = |env: &Env| {
+        intent_relay::relay(env)
+            .expect("relay")
+            .service(w.store.clone())
+    };
+    let defaults = service(&w.env());
     assert_eq!(defaults.per_record(), Duration::from_millis(5_000 + 2_000));
-    let set = Env::from_pairs(full)
+    assert_eq!(defaults.redrive_after(), Duration::from_secs(3_600));
+    let set = w
+        .env()
         .with("PROVIDER_TIMEOUT_MS", "700")
-        .with("RELAY_DEADLINE_MARGIN_MS", "300");
-    let relay = Relay::read(&set, w.client.clone()).expect("relay");
+        .with("RELAY_DEADLINE_MARGIN_MS", "300")
+        .with("RELAY_REDRIVE_AFTER_SECONDS", "60");
+    let relay = service(&set);
     assert_eq!(relay.per_record(), Duration::from_millis(1_000));
+    assert_eq!(relay.redrive_after(), Duration::from_secs(60));
+}
+
+/// The service `main` runs takes both triggers: a stream event (with `Records`) is applied,
+/// within the deadline the invocation's context carries, and answered with the partial batch
+/// response; the schedule's event runs the sweep and is answered with what it found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_service_takes_the_stream_and_the_schedule() {
+    use lambda_runtime::tower::ServiceExt;
+    let w = World::new().await;
+    w.put_intent("svc-0", "PENDING");
+    put_aged(&w, "svc-old", Some(Duration::from_secs(2 * 3600)));
+    let relay = w.relay(Duration::from_secs(2), Duration::from_millis(500));
+    // Called as Lambda calls it, the invocation's deadline `left` from now in its context.
+    let invoke = |payload: serde_json::Value, left: Duration| {
+        let relay = relay.clone();
+        let mut context = lambda_runtime::Context::default();
+        context.deadline = lambda_dedup::clock::epoch_millis(SystemTime::now() + left);
+        async move {
+            relay
+                .oneshot(lambda_runtime::LambdaEvent::new(payload, context))
+                .await
+                .expect("answer")
+        }
+    };
+    let stream = json!({ "Records": [insert(0, "svc-0", "PENDING")] });
+    let answer = invoke(stream, Duration::from_secs(30)).await;
+    assert_eq!(answer, json!({"batchItemFailures": []}));
+    assert_eq!(w.state("svc-0").0, "CONFIRMED");
+    assert_eq!(w.effects("svc-0"), 1);
+
+    // A deadline already too close for one record: nothing is posted, the record is reported.
+    w.put_intent("svc-1", "PENDING");
+    let stream = json!({ "Records": [insert(1, "svc-1", "PENDING")] });
+    let answer = invoke(stream, Duration::from_secs(1)).await;
     assert_eq!(
-        Relay::redrive_after(&set).expect("default"),
-        Duration::from_secs(3_600)
+        answer,
+        json!({"batchItemFailures": [{"itemIdentifier": seq_number(1)}]})
     );
-    assert_eq!(
-        Relay::redrive_after(&set.with("RELAY_REDRIVE_AFTER_SECONDS", "60")).expect("set"),
-        Duration::from_secs(60)
+    assert_eq!(w.effects("svc-1"), 0);
+
+    let schedule = json!({"source": "aws.events", "detail-type": "Scheduled Event"});
+    let swept = invoke(schedule, Duration::from_secs(30)).await;
+    assert_eq!(swept["pending"], 2, "{swept}");
+    // The old one, and the one with no `created_at` (of unknown age, so counted as old).
+    assert_eq!(swept["redriven"], 2, "{swept}");
+    assert!(
+        swept["oldest_pending_seconds"].as_u64() >= Some(7_000),
+        "{swept}"
     );
 }

@@ -1,21 +1,7 @@
-//! The handler: one SQS invocation of `ledger-projector`, callable directly with
-//! `LambdaEvent::new` (as its tests do).
+//! The handler: `ledger-projector`'s service (the library's [`service`]), and its tests on the
+//! in-memory store.
 
-use lambda_dedup_runtime::{Dedup, SqsService};
-use lambda_runtime::Error;
-
-use ledger_projector::ledger;
-
-/// The function's name: the consumer of its keys and the `Function` of its metrics.
-pub(crate) const FUNCTION: &str = "ledger-projector";
-
-/// The function as `main` runs it: ledger events ([`ledger::configure`]) into `BALANCES_TABLE`,
-/// one transaction per batch (batch-transaction mode; FIFO batches message by message).
-pub(crate) fn service(dedup: Dedup) -> Result<SqsService, Error> {
-    let balances = dedup.setting("BALANCES_TABLE")?;
-    let dedup = ledger::configure(dedup).one_transaction_per_batch();
-    Ok(dedup.sqs(move |e| ledger::plan(&balances, e))?)
-}
+pub(crate) use ledger_projector::{FUNCTION, service};
 
 #[cfg(test)]
 mod tests {
@@ -23,6 +9,8 @@ mod tests {
     //! every setting a test sets is read as the function reads it.
 
     use super::*;
+    use lambda_dedup_runtime::{Dedup, SqsService};
+    use ledger_projector::ledger;
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
     /// The ledger as `main` builds it, with `vars` on top of its required variables.
@@ -265,61 +253,5 @@ mod tests {
             panic!("started without BALANCES_TABLE");
         };
         assert!(err.to_string().contains("BALANCES_TABLE"), "{err}");
-    }
-
-    /// `DEDUP_PREFILTER_DUPLICATES=true`, through `service` on the local DynamoDB (metered): the sample batch again is
-    /// answered from one strongly consistent `BatchGetItem` of its marks, with no transaction
-    /// (none cancelled); without the setting, the same batch costs a cancelled transaction.
-    /// The warm cache is off, as in a new container.
-    /// Either way the balance moves once per event and nothing is reported failed.
-    #[tokio::test]
-    async fn the_duplicate_prefilter_setting_keeps_known_duplicates_out_of_transactions() {
-        use local_dynamodb::meter::Meter;
-        let meter = Meter::start(&dedup_tests::endpoint(), Duration::ZERO).expect("meter");
-        let metered = dedup_tests::client_at(&meter.endpoint());
-        for on in ["true", "false"] {
-            let client = dedup_tests::client();
-            let env = Env::from_pairs([
-                ("DEDUP_NAMESPACE", "test".to_owned()),
-                ("DEDUP_MARK_TABLE", dedup_tests::mark_table(&client).await),
-                (
-                    "BALANCES_TABLE",
-                    dedup_tests::effect_table(&client, "account").await,
-                ),
-                ("DEDUP_PREFILTER_DUPLICATES", on.to_owned()),
-                // A fresh container: the warm cache would answer the duplicates itself.
-                ("DEDUP_CACHE_SIZE", "0".to_owned()),
-            ]);
-            let dedup = Dedup::read(&env, FUNCTION).expect("settings");
-            let balances = dedup.setting("BALANCES_TABLE").expect("set");
-            let service = service(dedup.dynamodb_client(metered.clone())).expect("service");
-            let invoke = |event: SqsEvent| {
-                let service = service.clone();
-                async move {
-                    let event = LambdaEvent::new(event, lambda_runtime::Context::default());
-                    let answer = service.oneshot(event).await.expect("handled");
-                    lambda_dedup_runtime::testing::failed_ids(answer)
-                }
-            };
-            assert!(invoke(sample()).await.is_empty());
-            meter.reset();
-            assert!(invoke(sample()).await.is_empty());
-            let u = meter.usage();
-            let account = lambda_dedup::tenant_scoped("bank-a", "credito-17");
-            let balance = dedup_tests::balance(&client, &balances, &account).await;
-            assert_eq!(balance, Some(7), "{on}");
-            let transactions = u.by_operation.get("TransactWriteItems").copied();
-            if on == "true" {
-                assert_eq!(transactions, None, "{u:?}");
-                assert!(u.read_units > 0.0, "the read is billed: {u:?}");
-            } else {
-                assert!(
-                    transactions.is_some_and(|n| n == u.cancelled_transactions),
-                    "{u:?}"
-                );
-            }
-            let reads = u.by_operation.get("BatchGetItem").copied().unwrap_or(0);
-            assert_eq!(reads, u64::from(on == "true"), "prefilter {on}: {u:?}");
-        }
     }
 }

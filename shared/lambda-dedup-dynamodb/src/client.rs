@@ -1,5 +1,5 @@
-//! Building a client, writing effects without a mark, and reading items back, for callers that
-//! must not name the SDK.
+//! Building a client and writing effects without a mark, for callers that must not name the
+//! SDK (reads and scans of a function's own tables: [`crate::DynamoItems`]).
 
 use std::collections::BTreeMap;
 
@@ -186,77 +186,15 @@ pub async fn write_effects(
 /// An item's string and number attributes, by name (numbers in their decimal text).
 pub type Attributes = BTreeMap<String, String>;
 
-fn attributes(item: &std::collections::HashMap<String, AttributeValue>) -> Attributes {
-    item.iter()
-        .filter_map(|(k, v)| match v {
-            AttributeValue::S(s) | AttributeValue::N(s) => Some((k.clone(), s.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The item at `key` in `table`, read strongly consistently (its string and number attributes),
-/// or `None` when there is none.
-pub async fn read_item(
-    client: impl Into<Client>,
-    table: &str,
-    key: &lambda_dedup::Item,
-) -> Result<Option<Attributes>, Error> {
-    let client: &Client = &client.into();
-    let out = client
-        .sdk()
-        .get_item()
-        .table_name(table)
-        .set_key(Some(
-            key.0
-                .iter()
-                .map(|(k, v)| (k.clone(), codec::value(v)))
-                .collect(),
-        ))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(crate::error::from_sdk)?;
-    Ok(out.item.as_ref().map(attributes))
-}
-
-/// Every item of `table` whose string attribute `name` equals `value` (a paginated scan with a
-/// filter; for maintenance sweeps over small tables, not for the hot path).
-pub async fn scan_where(
-    client: impl Into<Client>,
-    table: &str,
-    name: &str,
-    value: &str,
-) -> Result<Vec<Attributes>, Error> {
-    let client: &Client = &client.into();
-    scan_filtered(
-        client,
-        table,
-        "#n = :v",
-        name,
-        Some(AttributeValue::S(value.to_owned())),
-    )
-    .await
-}
-
-/// The items of `table` without the attribute `name`, read strongly consistently, page by
-/// page, with the same flattening as [`scan_where`] (e.g. inbox items not yet forwarded).
-pub async fn scan_without(
-    client: impl Into<Client>,
-    table: &str,
-    name: &str,
-) -> Result<Vec<Attributes>, Error> {
-    let client: &Client = &client.into();
-    scan_filtered(client, table, "attribute_not_exists(#n)", name, None).await
-}
-
-async fn scan_filtered(
+/// The items of `table` that `filter` (over the name `#n` and the value `:v`) keeps, read
+/// strongly consistently, every page.
+pub(crate) async fn scan_raw(
     client: &Client,
     table: &str,
     filter: &str,
     name: &str,
     value: Option<AttributeValue>,
-) -> Result<Vec<Attributes>, Error> {
+) -> Result<Vec<std::collections::HashMap<String, AttributeValue>>, Error> {
     let mut found = Vec::new();
     let mut start = None;
     loop {
@@ -272,7 +210,7 @@ async fn scan_filtered(
             req = req.expression_attribute_values(":v", v.clone());
         }
         let out = req.send().await.map_err(crate::error::from_sdk)?;
-        found.extend(out.items().iter().map(attributes));
+        found.extend(out.items().iter().cloned());
         start = out.last_evaluated_key().cloned();
         if start.is_none() {
             return Ok(found);

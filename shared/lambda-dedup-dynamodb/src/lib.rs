@@ -10,7 +10,8 @@
 //!   [`Error::is_retryable`] tells a transient fault
 //!   (throttling, `TransactionConflict`, timeouts, network) from a permanent one (S13).
 //! - [`connect`] builds a client from the environment and [`write_effects`] writes effects with no
-//!   mark, so that functions never name the SDK themselves.
+//!   mark, so that functions never name the SDK themselves; [`DynamoItems`] is the core's
+//!   `ItemStore` (a function's own tables: write, read, scan) on such a client.
 //! - [`provision`]: creates a mark table with TTL on, for tests, demos and local development.
 //!
 //! # Table layout
@@ -26,15 +27,17 @@ mod client;
 mod codec;
 mod error;
 pub mod forget;
+mod items;
 pub mod provision;
 mod store;
 
 pub use client::{
     ATTEMPT_TIMEOUT_VAR, Attributes, Client, OPERATION_TIMEOUT_VAR, SdkTimeouts, TimeoutsError,
-    connect, read_item, scan_where, scan_without, sdk_config, write_effects,
+    connect, sdk_config, write_effects,
 };
 pub use error::{Error, FaultKind};
 pub use forget::{ForgetRequest, Forgotten, MarkCounts, count_marks};
+pub use items::DynamoItems;
 pub use lambda_dedup::CommitRequest;
 pub use store::{DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, DynamoStore, MAX_EFFECTS};
 

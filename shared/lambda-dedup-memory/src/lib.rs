@@ -39,13 +39,14 @@ use std::time::{Duration, SystemTime};
 use lambda_dedup::clock::{Clock, SystemClock, epoch_millis, epoch_secs, from_epoch_millis};
 use lambda_dedup::create_once::{self, CreateOnce};
 use lambda_dedup::effect::EffectKind;
+use lambda_dedup::items::{Filter, ItemFuture};
 use lambda_dedup::sequence::{self, SequenceOutcome, SequencedWrite};
 use lambda_dedup::store::{
     BatchFuture, Capability, DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, MAX_EFFECTS, StoreFuture,
 };
 use lambda_dedup::{
-    Claim, Commit, CommitRequest, DedupKey, Effect, FaultKind, Fingerprint, Item, Lease, Mark,
-    MarkStatus, MarkStore, OwnerToken, Retention, StoreError, Value,
+    Claim, Commit, CommitRequest, DedupKey, Effect, FaultKind, Fingerprint, Item, ItemStore, Lease,
+    Mark, MarkStatus, MarkStore, OwnerToken, Retention, StoreError, Value,
 };
 
 use expr::{ExprError, Placeholders};
@@ -84,6 +85,8 @@ pub enum Op {
     Sequence,
     /// [`MarkStore::create_once`].
     CreateOnce,
+    /// [`ItemStore::write`], [`ItemStore::read`] or [`ItemStore::scan`].
+    Items,
 }
 
 /// Decides, per call, whether it meets a fault: the operation and the key it is about (none for
@@ -387,7 +390,7 @@ impl MemoryStore {
         {
             return explain(r.key, m, r.fingerprint, now).map(Commit::Seen);
         }
-        let written = match judged(state, r, &plans)? {
+        let written = match judged(state, r.effects, &plans)? {
             Judged::Writes(w) => w,
             Judged::FailedCondition(index) => return Ok(Commit::EffectRejected { index }),
             Judged::Refused(position) => {
@@ -568,26 +571,38 @@ fn refused(r: &CommitRequest<'_>, code: &str, position: Option<usize>) -> StoreE
 /// unused placeholders, missing tables or key attributes, one item twice, a transaction over
 /// 4 MB.
 fn planned(state: &State, r: &CommitRequest<'_>) -> Result<Vec<Plan>, StoreError> {
-    let mut plans = Vec::with_capacity(r.effects.len());
+    let bytes = r.result.map_or(0, str::len) + 200;
+    plans_of(state, r.effects, bytes, || {
+        refused(r, "ValidationException", None)
+    })
+}
+
+/// [`planned`] for `effects` alone, `bytes` already taken, a refusal made by `refused`.
+fn plans_of(
+    state: &State,
+    effects: &[Effect],
+    mut bytes: usize,
+    refused: impl Fn() -> StoreError,
+) -> Result<Vec<Plan>, StoreError> {
+    let mut plans = Vec::with_capacity(effects.len());
     let mut seen_items = std::collections::HashSet::new();
-    let mut bytes = r.result.map_or(0, str::len) + 200;
-    for e in r.effects {
+    for e in effects {
         let t = state
             .tables
             .get(e.table())
             .ok_or_else(|| missing_table(e.table()))?;
         let plan = plan(t, e).map_err(|err| match err {
             ExprError::Unsupported(what) => StoreError::Invalid(format!("memory store: {what}")),
-            _ => refused(r, "ValidationException", None),
+            _ => refused(),
         })?;
         if !seen_items.insert((e.table().to_owned(), plan.key.clone())) {
-            return Err(refused(r, "ValidationException", None));
+            return Err(refused());
         }
         bytes += item_size(&e.item().0) + 100;
         plans.push(plan);
     }
     if bytes > MAX_TRANSACTION_BYTES {
-        return Err(refused(r, "ValidationException", None));
+        return Err(refused());
     }
     Ok(plans)
 }
@@ -605,11 +620,11 @@ enum Judged {
     Refused(usize),
 }
 
-fn judged(state: &State, r: &CommitRequest<'_>, plans: &[Plan]) -> Result<Judged, StoreError> {
+fn judged(state: &State, effects: &[Effect], plans: &[Plan]) -> Result<Judged, StoreError> {
     let mut written = Vec::with_capacity(plans.len());
     let mut failed_condition = None;
     let mut refusal = None;
-    for (i, (e, p)) in r.effects.iter().zip(plans).enumerate() {
+    for (i, (e, p)) in effects.iter().zip(plans).enumerate() {
         let current = state.tables[e.table()].items.get(&p.key);
         let empty = BTreeMap::new();
         match p
@@ -676,6 +691,73 @@ fn updated(
         return Ok(None);
     }
     Ok(Some(next))
+}
+
+/// A function's own tables, in the same tables effects write: effects with no mark all or
+/// nothing (DynamoDB's order of verdicts: a failed condition is `Ok(false)`, a refusal an
+/// error), reads and scans of what is stored (consistent: one lock).
+impl ItemStore for MemoryStore {
+    fn write<'a>(&'a self, effects: &'a [Effect]) -> ItemFuture<'a, bool> {
+        let out = self.call(Op::Items, None, |state, _| {
+            if effects.is_empty() || effects.len() > MAX_EFFECTS + 1 {
+                return Err(StoreError::Invalid(format!(
+                    "{} effects; a transaction holds 1 to 100",
+                    effects.len()
+                )));
+            }
+            let refused = || StoreError::store(FaultKind::Refused, "ValidationException");
+            let plans = plans_of(state, effects, 0, refused)?;
+            let written = match judged(state, effects, &plans)? {
+                Judged::Writes(w) => w,
+                Judged::FailedCondition(_) => return Ok(false),
+                Judged::Refused(_) => return Err(refused()),
+            };
+            for (table, key, after) in written {
+                let t = state.tables.get_mut(&table).expect("checked above");
+                match after {
+                    Some(a) => t.items.insert(key, a),
+                    None => t.items.remove(&key),
+                };
+            }
+            Ok(true)
+        });
+        Box::pin(async move { out })
+    }
+
+    fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> ItemFuture<'a, Option<Item>> {
+        let out = self.read_table(table, |t| {
+            let k = item_key(t, &key.0)
+                .map_err(|_| StoreError::store(FaultKind::Refused, "ValidationException"))?;
+            Ok(t.items.get(&k).map(|m| Item(m.clone())))
+        });
+        Box::pin(async move { out })
+    }
+
+    fn scan<'a>(&'a self, table: &'a str, filter: &'a Filter) -> ItemFuture<'a, Vec<Item>> {
+        let out = self.read_table(table, |t| {
+            let items = t.items.values().map(|m| Item(m.clone()));
+            Ok(items.filter(|i| filter.keeps(i)).collect())
+        });
+        Box::pin(async move { out })
+    }
+}
+
+impl MemoryStore {
+    /// One item call that reads `table` (refused as DynamoDB refuses a missing table).
+    fn read_table<T>(
+        &self,
+        table: &str,
+        read: impl FnOnce(&Table) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.call(Op::Items, None, |state, _| {
+            read(
+                state
+                    .tables
+                    .get(table)
+                    .ok_or_else(|| missing_table(table))?,
+            )
+        })
+    }
 }
 
 impl MarkStore for MemoryStore {

@@ -1,12 +1,11 @@
 //! The never-stall rules of a DynamoDB Streams consumer that works record by record (feature
-//! `dynamodb-streams`), shared by `intent-relay` and the inbox's forwarder ([`crate::inbox`]):
+//! `dynamodb-streams`), under the relays ([`crate::relay`]):
 //!
 //! - [`walk`]: the records of a batch in shard order; the first one that fails transiently is the
 //!   checkpoint the stream retries from, and a record is started only with the time one record
 //!   needs left before the invocation's deadline;
-//! - [`redrive`]: the scheduled sweep over items a stream gave up (its maximum record age), which
-//!   stamps each item pending too long so that it comes back on the stream as a modification,
-//!   and reports the oldest one's age (`OldestPendingSeconds`, alarmed on);
+//! - [`Swept`]: what the scheduled sweep over items a stream gave up found and did
+//!   ([`crate::relay`]), its EMF line and its answer;
 //! - [`image_part`]: one part of a stream image, read with `serde_dynamo` into a derived struct.
 
 use std::future::Future;
@@ -14,8 +13,6 @@ use std::time::{Duration, SystemTime};
 
 use aws_lambda_events::event::dynamodb::EventRecord;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
-use lambda_dedup::Effect;
-use lambda_dedup_dynamodb::{Attributes, Client};
 
 /// One part of a stream image, each part read on its own so that one field of the wrong type
 /// says which part is wrong; `None` when it is absent or malformed.
@@ -151,52 +148,4 @@ impl Swept {
             "oldest_pending_seconds": self.oldest_pending.as_secs(),
         })
     }
-}
-
-/// The sweep's core: of the `pending` items (already read), each one pending longer than
-/// `older_than` by its `age_attribute` (epoch milliseconds; an item without one counts as old) is
-/// stamped with `stamp(key, now_ms)`, an update conditioned on the item still being pending, so
-/// that it comes back on the stream. `key_attribute` names the item. A store error stops the
-/// sweep (the next run starts over; stamps are idempotent).
-pub async fn redrive<S>(
-    client: &Client,
-    pending: Vec<Attributes>,
-    (key_attribute, age_attribute): (&str, &str),
-    now: SystemTime,
-    older_than: Duration,
-    stamp: S,
-) -> Result<Swept, lambda_dedup_dynamodb::Error>
-where
-    S: Fn(&str, u64) -> Effect,
-{
-    let now_ms = lambda_dedup::clock::epoch_millis(now);
-    let mut swept = Swept {
-        pending: pending.len() as u64,
-        ..Swept::default()
-    };
-    for item in pending {
-        let Some(key) = item.get(key_attribute) else {
-            continue;
-        };
-        let age = item
-            .get(age_attribute)
-            .and_then(|c| c.parse::<u64>().ok())
-            .map(|c| Duration::from_millis(now_ms.saturating_sub(c)));
-        if let Some(age) = age {
-            swept.oldest_pending = swept.oldest_pending.max(age);
-        }
-        if age.is_some_and(|a| a <= older_than) {
-            continue;
-        }
-        if lambda_dedup_dynamodb::write_effects(client, &[stamp(key, now_ms)]).await? {
-            swept.redriven += 1;
-        }
-    }
-    tracing::info!(
-        pending = swept.pending,
-        redriven = swept.redriven,
-        oldest_pending_s = swept.oldest_pending.as_secs(),
-        "sweep done"
-    );
-    Ok(swept)
 }

@@ -2,7 +2,8 @@
 //! the `webhook` module writes, handing each new inbox item to the SQS queue the rest of the system
 //! reads (the inbox pattern).
 //!
-//! The never-stall rules of the intent relay hold here too:
+//! It is a relay ([`crate::relay`]: the never-stall walk, parking, the deadline, the tally and
+//! the sweep, shared with `intent-relay`); this module is its [`Forward`] action and [`LAYOUT`]:
 //! - records are handled in shard order; the first one that fails transiently (SQS or DynamoDB
 //!   down, throttled) is reported as the batch item failure and the stream retries from it, so
 //!   nothing is skipped (S12);
@@ -13,7 +14,7 @@
 //!   record is reported and the stream retries from it in a fresh invocation;
 //! - a record without a new image is a stream misconfiguration (the view type must include new
 //!   images): retried, never guessed around;
-//! - a scheduled [`Forwarder::sweep`] re-drives items left unforwarded longer than a bound (the
+//! - the scheduled sweep re-drives items left unforwarded longer than a bound (the
 //!   trigger gave their records up, after its maximum record age): it stamps
 //!   `redrive_requested_at` on them, the stamp comes back on the stream as a modification, and
 //!   the forwarder sends the item then. It also reports the oldest such item's age, alarmed on.
@@ -23,15 +24,16 @@
 //! as the sender sent it. On a FIFO queue the event key's digest is also the
 //! `MessageDeduplicationId`, so SQS drops such resends within its 5-minute window.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use aws_lambda_events::event::dynamodb::{Event, EventRecord};
-use aws_lambda_events::event::streams::DynamoDbEventResponse;
+use aws_lambda_events::event::dynamodb::EventRecord;
 use aws_sdk_sqs::types::MessageAttributeValue;
-use lambda_dedup::{Effect, Item};
-use lambda_dedup_dynamodb::Client;
+use lambda_dedup::Item;
 
-use crate::in_order::{self, Swept, image_part};
+use crate::in_order::image_part;
+use crate::relay::{Act, Failure, Layout, Read, Relay, Repeats};
+
+pub use crate::relay::REDRIVE;
 
 /// The largest body SQS takes (1 MiB since January 2026), attributes included; kept clear of it.
 pub const MAX_QUEUE_BODY_BYTES: usize = 1024 * 1024 - 1024;
@@ -39,12 +41,26 @@ pub const MAX_QUEUE_BODY_BYTES: usize = 1024 * 1024 - 1024;
 pub const FORWARDED: &str = "FORWARDED";
 /// `forward_status` of an item that can never be sent; see `failure_reason`.
 pub const PARKED: &str = "PARKED";
-/// The attribute the sweep stamps on an item it re-drives (epoch milliseconds).
-pub const REDRIVE: &str = "redrive_requested_at";
 /// The attribute that says an item is settled (forwarded or parked).
 const STATUS: &str = "forward_status";
 /// The message attribute naming the inbox item on the forwarded message.
 pub const INBOX_KEY_ATTRIBUTE: &str = "inbox_key";
+
+/// How inbox items look to the forwarder: keyed by `event_key`, received at `received_at`,
+/// unsettled while they have no `forward_status`; a repeat of a send is a second message
+/// ([`Repeats::Effected`]).
+pub const LAYOUT: Layout = Layout {
+    key: "event_key",
+    created: "received_at",
+    status: STATUS,
+    waiting: None,
+    settled: FORWARDED,
+    parked: PARKED,
+    parked_at: "parked_at",
+    repeats: Repeats::Effected,
+    settled_metric: "Forwarded",
+    waiting_metric: "Pending",
+};
 
 /// The parts of an inbox image the forwarder reads, each on its own, so a malformed one says
 /// which part is wrong.
@@ -63,377 +79,186 @@ struct Tenant {
     tenant: String,
 }
 
-/// What a stream record is to the forwarder.
+/// What the forwarder sends of an inbox item.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Record {
-    /// Not an insertion: our own status updates, TTL or manual deletions.
-    Ignored,
-    /// No new image naming the item: a stream configuration fault; retried.
-    NoImage,
-    /// An item that can never be sent: parked with this reason.
-    Unsendable {
-        event_key: String,
-        reason: &'static str,
-    },
-    /// An item to send.
-    Send {
-        event_key: String,
-        body: String,
-        tenant: Option<String>,
-    },
+pub struct Message {
+    /// The body, as the sender sent it.
+    pub body: String,
+    /// The sender (the FIFO message group), if the item names one.
+    pub tenant: Option<String>,
 }
 
-fn read(record: &EventRecord) -> Record {
+fn read(record: &EventRecord) -> Read<Message> {
     let image = &record.change.new_image;
     // An insertion, or the sweep's re-drive of an item still unsettled (our own FORWARDED and
     // PARKED stamps are modifications too, and carry a status).
     let redriven =
         record.event_name == "MODIFY" && image.contains_key(REDRIVE) && !image.contains_key(STATUS);
     if record.event_name != "INSERT" && !redriven {
-        return Record::Ignored;
+        return Read::Ignored;
     }
     let Some(Key { event_key }) = image_part(image) else {
-        return Record::NoImage;
+        return Read::NoImage;
     };
     let Some(Body { body }) = image_part(image) else {
-        return Record::Unsendable {
-            event_key,
+        return Read::Park {
+            key: event_key,
             reason: "malformed_inbox_item",
         };
     };
     if body.len() > MAX_QUEUE_BODY_BYTES {
-        return Record::Unsendable {
-            event_key,
+        return Read::Park {
+            key: event_key,
             reason: "too_large_for_queue",
         };
     }
-    Record::Send {
-        event_key,
-        body,
-        tenant: image_part::<Tenant>(image).map(|t| t.tenant),
+    Read::Act {
+        key: event_key,
+        item: Message {
+            body,
+            tenant: image_part::<Tenant>(image).map(|t| t.tenant),
+        },
     }
 }
 
-/// The account of one invocation: every record ends in exactly one of these counts.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Tally {
-    /// Records in the batch.
-    pub records: u64,
-    /// Items sent to the queue.
-    pub forwarded: u64,
-    /// Items parked (never sendable): alarmed on.
-    pub parked: u64,
-    /// Records that are not insertions.
-    pub ignored: u64,
-    /// The record that failed transiently (0 or 1): the stream retries from it.
-    pub transient: u64,
-    /// Records not attempted: behind a transient failure, or not reached before the deadline.
-    pub deferred: u64,
-}
-
-impl Tally {
-    /// Whether every record has exactly one ending.
-    pub fn closes(&self) -> bool {
-        self.records == self.forwarded + self.parked + self.ignored + self.transient + self.deferred
-    }
-
-    /// One CloudWatch EMF record of this tally.
-    pub fn emf_line(&self, function: &str) -> String {
-        crate::emf::line(
-            function,
-            &[
-                ("Records", "Count", self.records),
-                ("Forwarded", "Count", self.forwarded),
-                ("Parked", "Count", self.parked),
-                ("Ignored", "Count", self.ignored),
-                ("Transient", "Count", self.transient),
-                ("Deferred", "Count", self.deferred),
-            ],
-        )
-    }
-}
-
-/// How one record ended, when it did not fail transiently.
-enum Done {
-    Forwarded,
-    Parked,
-    Ignored,
-}
-
-/// The forwarder: the inbox table and the queue.
-#[derive(Debug)]
-pub struct Forwarder {
-    function: String,
+/// The forwarder's action: each inbox item sent to the queue at `queue_url`.
+#[derive(Debug, Clone)]
+pub struct Forward {
     sqs: aws_sdk_sqs::Client,
     queue_url: String,
-    dynamodb: Client,
-    inbox: String,
-    per_record: Duration,
 }
 
-impl Forwarder {
-    /// A forwarder for `function`, from the `inbox` table to the queue at `queue_url`, starting a
-    /// record only with `per_record` left before the invocation's deadline.
-    pub fn new(
-        function: &str,
-        sqs: aws_sdk_sqs::Client,
-        queue_url: String,
-        dynamodb: Client,
-        inbox: String,
-        per_record: Duration,
-    ) -> Self {
-        Self {
-            function: function.to_owned(),
-            sqs,
-            queue_url,
-            dynamodb,
-            inbox,
-            per_record,
-        }
+impl Forward {
+    /// Sends to the queue at `queue_url` through `sqs`.
+    pub fn new(sqs: aws_sdk_sqs::Client, queue_url: String) -> Self {
+        Self { sqs, queue_url }
+    }
+}
+
+impl Act for Forward {
+    type Item = Message;
+
+    fn read(&self, record: &EventRecord) -> Read<Message> {
+        read(record)
     }
 
-    /// The forwarder as `main` builds it, from `env` (the process environment in Lambda):
-    /// `FORWARD_QUEUE_URL`, `INBOX_TABLE` and `FORWARDER_DEADLINE_MARGIN_MS` (default 3000: the
-    /// time one record needs, at least, before the invocation's deadline).
-    pub fn read(
-        function: &str,
-        env: &crate::settings::Env,
-        sqs: aws_sdk_sqs::Client,
-        dynamodb: Client,
-    ) -> Result<Self, crate::SettingsError> {
-        Ok(Self::new(
-            function,
-            sqs,
-            env.required("FORWARD_QUEUE_URL")?,
-            dynamodb,
-            env.required("INBOX_TABLE")?,
-            Duration::from_millis(env.optional("FORWARDER_DEADLINE_MARGIN_MS", 3_000u64)?),
-        ))
-    }
-
-    /// `FORWARDER_REDRIVE_AFTER_SECONDS` in `env` (default 3600): how long an item may stay
-    /// unforwarded before the sweep re-drives it.
-    pub fn redrive_after(env: &crate::settings::Env) -> Result<Duration, crate::SettingsError> {
-        env.optional("FORWARDER_REDRIVE_AFTER_SECONDS", 3_600u64)
-            .map(Duration::from_secs)
-    }
-
-    /// The time left before the deadline that a record needs to be started.
-    pub fn per_record(&self) -> Duration {
-        self.per_record
-    }
-
-    /// Handles one stream batch in order (see the module's rules), prints the tally as one EMF
-    /// line, and answers with the record the stream must retry from, if any.
-    pub async fn handle(
-        &self,
-        event: &Event,
-        deadline: Option<SystemTime>,
-    ) -> (DynamoDbEventResponse, Tally) {
-        let walk =
-            in_order::walk(&event.records, self.per_record, deadline, |r| self.apply(r)).await;
-        let mut tally = Tally {
-            records: event.records.len() as u64,
-            transient: walk.transient,
-            deferred: walk.deferred,
-            ..Tally::default()
-        };
-        for done in walk.done {
-            match done {
-                Done::Forwarded => tally.forwarded += 1,
-                Done::Parked => tally.parked += 1,
-                Done::Ignored => tally.ignored += 1,
-            }
-        }
-        let response = walk.response;
-        println!("{}", tally.emf_line(&self.function));
-        tracing::info!(
-            records = tally.records,
-            forwarded = tally.forwarded,
-            parked = tally.parked,
-            ignored = tally.ignored,
-            transient = tally.transient,
-            deferred = tally.deferred,
-            closes = tally.closes(),
-            "inbox batch done"
-        );
-        (response, tally)
-    }
-
-    /// One record: `Err` is a transient failure.
-    async fn apply(&self, record: &EventRecord) -> Result<Done, String> {
-        let (event_key, body, tenant) = match read(record) {
-            Record::Ignored => return Ok(Done::Ignored),
-            Record::NoImage => {
-                return Err(
-                    "the record has no new image with an event_key: the stream must \
-                     carry new images (NEW_IMAGE or NEW_AND_OLD_IMAGES)"
-                        .into(),
-                );
-            }
-            Record::Unsendable { event_key, reason } => {
-                return self.park(&event_key, reason).await;
-            }
-            Record::Send {
-                event_key,
-                body,
-                tenant,
-            } => (event_key, body, tenant),
-        };
+    async fn act(&self, event_key: &str, message: &Message) -> Result<Item, Failure> {
         let digest = hex::encode(lambda_dedup::signature::hmac_sha256(
             b"lambda-dedup/inbox",
             event_key.as_bytes(),
         ));
+        let attribute = MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value(&digest)
+            .build()
+            .map_err(|e| Failure::Transient(e.to_string()))?;
         let mut send = self
             .sqs
             .send_message()
             .queue_url(&self.queue_url)
-            .message_body(body)
-            .message_attributes(
-                INBOX_KEY_ATTRIBUTE,
-                MessageAttributeValue::builder()
-                    .data_type("String")
-                    .string_value(&digest)
-                    .build()
-                    .map_err(|e| e.to_string())?,
-            );
+            .message_body(&message.body)
+            .message_attributes(INBOX_KEY_ATTRIBUTE, attribute);
         if self.queue_url.ends_with(".fifo") {
             send = send
-                .message_group_id(tenant.unwrap_or_else(|| "inbox".into()))
+                .message_group_id(message.tenant.as_deref().unwrap_or("inbox"))
                 .message_deduplication_id(&digest);
         }
-        match send.send().await {
-            Ok(_) => {}
-            Err(e) => {
-                let code = e.as_service_error().and_then(|s| {
-                    use aws_sdk_sqs::error::ProvideErrorMetadata;
-                    s.code().map(str::to_owned)
-                });
-                // The queue refuses this message as it is: no retry changes that.
-                if matches!(
-                    code.as_deref(),
-                    Some("InvalidMessageContents" | "InvalidParameterValue")
-                ) {
-                    return self.park(&event_key, "refused_by_queue").await;
-                }
-                return Err(format!(
-                    "sending to the queue: {}",
-                    code.unwrap_or_else(|| "no answer".into())
-                ));
+        if let Err(e) = send.send().await {
+            let code = e.as_service_error().and_then(|s| {
+                use aws_sdk_sqs::error::ProvideErrorMetadata;
+                s.code().map(str::to_owned)
+            });
+            // The queue refuses this message as it is: no retry changes that.
+            if matches!(
+                code.as_deref(),
+                Some("InvalidMessageContents" | "InvalidParameterValue")
+            ) {
+                return Err(Failure::Permanent("refused_by_queue".into()));
             }
+            return Err(Failure::Transient(format!(
+                "sending to the queue: {}",
+                code.unwrap_or_else(|| "no answer".into())
+            )));
         }
-        // S16: nothing may fail after the effect. The status is for people and sweeps; a failure
-        // to write it is logged, not retried (a retry would send the message again).
-        let now = lambda_dedup::clock::epoch_millis(SystemTime::now());
-        let stamp = Effect::update(
-            &self.inbox,
-            Item::new().with("event_key", event_key.as_str()),
-        )
-        .expression("SET forward_status = :s, forwarded_at = :now")
-        .condition("attribute_exists(event_key)")
-        .value(":s", FORWARDED)
-        .value(":now", now);
-        if let Err(e) = lambda_dedup_dynamodb::write_effects(&self.dynamodb, &[stamp]).await {
-            tracing::warn!(error = %e, "forwarded, but the inbox item's status was not written");
-        }
-        Ok(Done::Forwarded)
+        let now = lambda_dedup::clock::epoch_millis(std::time::SystemTime::now());
+        Ok(Item::new().with("forwarded_at", now))
     }
+}
 
-    /// Re-drives inbox items left unforwarded for longer than `older_than` (see the module's
-    /// rules), prints the result as one EMF line and returns it.
-    pub async fn sweep(
-        &self,
-        now: SystemTime,
-        older_than: Duration,
-    ) -> Result<Swept, lambda_dedup_dynamodb::Error> {
-        let unsettled =
-            lambda_dedup_dynamodb::scan_without(&self.dynamodb, &self.inbox, STATUS).await?;
-        let swept = in_order::redrive(
-            &self.dynamodb,
-            unsettled,
-            ("event_key", "received_at"),
-            now,
-            older_than,
-            |key, now_ms| {
-                Effect::update(&self.inbox, Item::new().with("event_key", key))
-                    .expression("SET #redrive = :now")
-                    .condition("attribute_exists(event_key) AND attribute_not_exists(#status)")
-                    .name("#redrive", REDRIVE)
-                    .name("#status", STATUS)
-                    .value(":now", now_ms)
-            },
-        )
-        .await?;
-        println!("{}", swept.emf_line(&self.function, "Pending"));
-        Ok(swept)
-    }
-
-    /// Parks the item with `reason` (a code, never a value from the payload).
-    async fn park(&self, event_key: &str, reason: &str) -> Result<Done, String> {
-        let now = lambda_dedup::clock::epoch_millis(SystemTime::now());
-        let park = Effect::update(&self.inbox, Item::new().with("event_key", event_key))
-            .expression("SET forward_status = :s, failure_reason = :r, parked_at = :now")
-            .condition("attribute_exists(event_key)")
-            .value(":s", PARKED)
-            .value(":r", reason)
-            .value(":now", now);
-        match lambda_dedup_dynamodb::write_effects(&self.dynamodb, &[park]).await {
-            Ok(_) => {
-                tracing::warn!(reason, "inbox item can never be sent; parked");
-                Ok(Done::Parked)
-            }
-            Err(e) => Err(format!("parking the inbox item: {e}")),
-        }
-    }
+/// The forwarder of `function` as `main` builds it, from `env` (the process environment in
+/// Lambda): `FORWARD_QUEUE_URL`, `INBOX_TABLE`, `FORWARDER_DEADLINE_MARGIN_MS` (default 3000:
+/// the time one record needs, at least, before the invocation's deadline) and
+/// `FORWARDER_REDRIVE_AFTER_SECONDS` (default 3600: how long an item may stay unforwarded
+/// before the sweep re-drives it); sent through `sqs`. Give it its store with
+/// [`Relay::service`].
+pub fn forwarder(
+    function: &str,
+    env: &crate::settings::Env,
+    sqs: aws_sdk_sqs::Client,
+) -> Result<Relay<Forward>, crate::SettingsError> {
+    let forward = Forward::new(sqs, env.required("FORWARD_QUEUE_URL")?);
+    let margin = env.optional("FORWARDER_DEADLINE_MARGIN_MS", 3_000u64)?;
+    let redrive_after = env.optional("FORWARDER_REDRIVE_AFTER_SECONDS", 3_600u64)?;
+    Ok(
+        Relay::new(function, env.required("INBOX_TABLE")?, LAYOUT, forward)
+            .per_record(Duration::from_millis(margin))
+            .redrive_after(Duration::from_secs(redrive_after)),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::relay::RelayService;
+    use crate::settings::Env;
+    use lambda_dedup_memory::MemoryStore;
     use serde_json::json;
+    use std::time::SystemTime;
 
     fn record(name: &str, image: serde_json::Value) -> EventRecord {
-        serde_json::from_value(json!({
-            "eventID": "1", "eventName": name, "eventSource": "aws:dynamodb",
-            "awsRegion": "us-east-1",
-            "dynamodb": {"Keys": {"event_key": {"S": "k"}}, "NewImage": image,
-                         "SequenceNumber": "100", "SizeBytes": 10, "StreamViewType": "NEW_AND_OLD_IMAGES"}
-        }))
-        .expect("record")
+        crate::testing::stream_record(name, image)
     }
 
-    /// The forwarder's own variables, as `main` reads them (`Forwarder::read`): the queue and
-    /// the inbox are required, the margin and the sweep's age have their defaults and are read.
-    #[tokio::test]
-    async fn the_forwarders_settings_are_read_as_main_reads_them() {
-        use crate::settings::Env;
-        // The clients as `main` builds them; nothing is sent.
-        let sqs = aws_sdk_sqs::Client::new(&lambda_dedup_dynamodb::sdk_config().await);
-        let dynamodb = lambda_dedup_dynamodb::connect().await;
+    /// An SQS client whose every send fails to connect: the queue down.
+    fn queue_down() -> aws_sdk_sqs::Client {
+        crate::queue::unreachable_client().0
+    }
+
+    fn env() -> Env {
+        Env::from_pairs([("FORWARD_QUEUE_URL", "https://q"), ("INBOX_TABLE", "inbox")])
+    }
+
+    /// The forwarder as `main` builds it (`forwarder`), on the memory store's `inbox` table.
+    fn service(env: &Env) -> (RelayService<Forward>, MemoryStore) {
+        let store = MemoryStore::new(
+            lambda_dedup::Retention::unchecked(Duration::from_secs(3_600)).expect("retention"),
+        );
+        store.create_table("inbox", "event_key");
+        let relay = forwarder("inbox-forwarder", env, queue_down()).expect("settings");
+        (relay.service(store.clone()), store)
+    }
+
+    /// The forwarder's own variables, as `main` reads them (`forwarder`): the queue and the
+    /// inbox are required, the margin and the sweep's age have their defaults and are read.
+    #[test]
+    fn the_forwarders_settings_are_read_as_main_reads_them() {
         let full = [("FORWARD_QUEUE_URL", "https://q"), ("INBOX_TABLE", "inbox")];
         for missing in ["FORWARD_QUEUE_URL", "INBOX_TABLE"] {
             let env = Env::from_pairs(full.into_iter().filter(|(k, _)| *k != missing));
-            let Err(err) = Forwarder::read("f", &env, sqs.clone(), dynamodb.clone()) else {
+            let Err(err) = forwarder("f", &env, queue_down()) else {
                 panic!("started without {missing}");
             };
             assert_eq!(err, crate::SettingsError::Missing(missing.into()));
         }
-        let env = Env::from_pairs(full);
-        let f = Forwarder::read("f", &env, sqs.clone(), dynamodb.clone()).expect("defaults");
+        let (f, _) = service(&Env::from_pairs(full));
         assert_eq!(f.per_record(), Duration::from_millis(3_000));
-        assert_eq!(
-            Forwarder::redrive_after(&env).expect("default"),
-            Duration::from_secs(3_600)
-        );
-        let env = env
+        assert_eq!(f.redrive_after(), Duration::from_secs(3_600));
+        let env = Env::from_pairs(full)
             .with("FORWARDER_DEADLINE_MARGIN_MS", "750")
             .with("FORWARDER_REDRIVE_AFTER_SECONDS", "90");
-        let f = Forwarder::read("f", &env, sqs, dynamodb).expect("set");
+        let (f, _) = service(&env);
         assert_eq!(f.per_record(), Duration::from_millis(750));
-        assert_eq!(
-            Forwarder::redrive_after(&env).expect("set"),
-            Duration::from_secs(90)
-        );
+        assert_eq!(f.redrive_after(), Duration::from_secs(90));
     }
 
     #[test]
@@ -441,30 +266,32 @@ mod tests {
         let item = json!({"event_key": {"S": "k"}, "body": {"S": "{}"}, "tenant": {"S": "acme"}});
         assert_eq!(
             read(&record("INSERT", item.clone())),
-            Record::Send {
-                event_key: "k".into(),
-                body: "{}".into(),
-                tenant: Some("acme".into())
+            Read::Act {
+                key: "k".into(),
+                item: Message {
+                    body: "{}".into(),
+                    tenant: Some("acme".into())
+                }
             }
         );
-        assert_eq!(read(&record("MODIFY", item.clone())), Record::Ignored);
+        assert_eq!(read(&record("MODIFY", item.clone())), Read::Ignored);
         // The sweep's re-drive of an unsettled item is sent; our own status stamps are not.
         let mut redriven = item.clone();
         redriven["redrive_requested_at"] = json!({"N": "1"});
         assert!(matches!(
             read(&record("MODIFY", redriven.clone())),
-            Record::Send { .. }
+            Read::Act { .. }
         ));
         redriven["forward_status"] = json!({"S": "FORWARDED"});
-        assert_eq!(read(&record("MODIFY", redriven)), Record::Ignored);
-        assert_eq!(read(&record("INSERT", json!({}))), Record::NoImage);
+        assert_eq!(read(&record("MODIFY", redriven)), Read::Ignored);
+        assert_eq!(read(&record("INSERT", json!({}))), Read::NoImage);
         assert_eq!(
             read(&record(
                 "INSERT",
                 json!({"event_key": {"S": "k"}, "body": {"N": "1"}})
             )),
-            Record::Unsendable {
-                event_key: "k".into(),
+            Read::Park {
+                key: "k".into(),
                 reason: "malformed_inbox_item"
             }
         );
@@ -474,24 +301,132 @@ mod tests {
                 "INSERT",
                 json!({"event_key": {"S": "k"}, "body": {"S": huge}})
             )),
-            Record::Unsendable {
-                event_key: "k".into(),
+            Read::Park {
+                key: "k".into(),
                 reason: "too_large_for_queue"
             }
         );
     }
 
+    fn insert(seq: u32, key: &str, body: serde_json::Value) -> serde_json::Value {
+        json!({
+            "eventID": format!("e{seq}"), "eventName": "INSERT", "eventSource": "aws:dynamodb",
+            "awsRegion": "us-east-1",
+            "dynamodb": {"Keys": {"event_key": {"S": key}},
+                         "NewImage": {"event_key": {"S": key}, "body": body},
+                         "SequenceNumber": format!("{seq:03}"), "SizeBytes": 10,
+                         "StreamViewType": "NEW_IMAGE"}
+        })
+    }
+
+    /// S15, S12 through the forwarder's service on the memory store: the items that can never
+    /// be sent are parked on the item with their reason, without a send; the first item the
+    /// queue cannot take now (the queue is down) is the checkpoint, left unsettled, and the
+    /// item behind it is not attempted.
+    #[tokio::test]
+    async fn unsendable_items_are_parked_and_a_queue_outage_is_the_checkpoint() {
+        let (forwarder, store) = service(&env());
+        for key in ["bad", "good", "behind"] {
+            store
+                .put_item(
+                    "inbox",
+                    Item::new().with("event_key", key).with("body", "{}"),
+                )
+                .expect("seed");
+        }
+        let event: aws_lambda_events::event::dynamodb::Event = serde_json::from_value(json!({
+            "Records": [insert(1, "bad", json!({"N": "42"})), insert(2, "good", json!({"S": "{}"})),
+                        insert(3, "behind", json!({"S": "{}"}))]
+        }))
+        .expect("event");
+        let handled = forwarder
+            .handle(&event, Some(SystemTime::now() + Duration::from_secs(30)))
+            .await;
+        let status = |key: &str| {
+            store
+                .item("inbox", &Item::new().with("event_key", key))
+                .and_then(|i| lambda_dedup::items::text(&i, STATUS).map(str::to_owned))
+        };
+        assert_eq!(status("bad").as_deref(), Some(PARKED));
+        let bad = store
+            .item("inbox", &Item::new().with("event_key", "bad"))
+            .expect("item");
+        assert_eq!(
+            lambda_dedup::items::text(&bad, "failure_reason"),
+            Some("malformed_inbox_item")
+        );
+        assert_eq!(status("good"), None, "not sent, not settled");
+        assert_eq!(status("behind"), None);
+        let failures: Vec<_> = handled
+            .response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.clone())
+            .collect();
+        assert_eq!(failures, [Some("002".to_owned())]);
+        let t = handled.tally;
+        assert_eq!((t.parked, t.transient, t.deferred, t.settled), (1, 1, 1, 0));
+        assert!(t.closes(), "{t:?}");
+    }
+
+    /// The forwarder's sweep on the memory store: only items with no `forward_status`
+    /// (unsettled) are counted; those received longer ago than the bound, or at no known time,
+    /// are stamped `redrive_requested_at`; a recent one and a settled one are left alone.
+    #[tokio::test]
+    async fn the_sweep_stamps_only_unsettled_items_past_the_bound() {
+        let (forwarder, store) = service(&env());
+        let now = SystemTime::now();
+        let ms = |ago: u64| lambda_dedup::clock::epoch_millis(now - Duration::from_secs(ago));
+        let put = |item: Item| store.put_item("inbox", item).expect("seed");
+        put(Item::new()
+            .with("event_key", "old")
+            .with("received_at", ms(7_200)));
+        put(Item::new().with("event_key", "unknown"));
+        put(Item::new()
+            .with("event_key", "recent")
+            .with("received_at", ms(60)));
+        put(Item::new()
+            .with("event_key", "sent")
+            .with("received_at", ms(9_000))
+            .with(STATUS, FORWARDED));
+        let swept = forwarder.sweep(now).await.expect("sweep");
+        assert_eq!((swept.pending, swept.redriven), (3, 2), "{swept:?}");
+        assert!(swept.oldest_pending >= Duration::from_secs(7_200));
+        let stamped = |key: &str| {
+            store
+                .item("inbox", &Item::new().with("event_key", key))
+                .is_some_and(|i| i.0.contains_key(REDRIVE))
+        };
+        assert!(stamped("old") && stamped("unknown"));
+        assert!(!stamped("recent") && !stamped("sent"));
+    }
+
+    /// The forwarder's EMF line is the one it always printed: `Forwarded`, no `AlreadySettled`.
     #[test]
-    fn the_tally_closes() {
-        let t = Tally {
+    fn the_forwarders_tally_is_printed_with_its_own_names() {
+        let t = crate::relay::Tally {
             records: 5,
-            forwarded: 2,
+            settled: 2,
             parked: 1,
-            ignored: 0,
             transient: 1,
             deferred: 1,
+            ..Default::default()
         };
         assert!(t.closes());
-        assert!(t.emf_line("inbox-forwarder").contains("\"Parked\""));
+        let v: serde_json::Value =
+            serde_json::from_str(&t.emf_line("inbox-forwarder", &LAYOUT)).expect("json");
+        let names = crate::testing::emf_metric_names(&v);
+        assert_eq!(
+            names,
+            [
+                "Records",
+                "Forwarded",
+                "Parked",
+                "Ignored",
+                "Transient",
+                "Deferred"
+            ]
+        );
+        assert_eq!(v["Forwarded"], 2);
     }
 }

@@ -15,6 +15,9 @@
 //!   messages, the checkpoint as the partial batch response; records that can never apply
 //!   parked (`parking::Parking`).
 //! - `webhook` (feature `webhook`): signed HTTP requests into an inbox, one counted answer each.
+//! - `relay` (feature `dynamodb-streams`): the recorded-intent and inbox pattern (S7) once — a
+//!   table's stream, an action per new item, settle or park, the deadline, the tally, the sweep —
+//!   for `intent-relay` and the inbox's forwarder.
 //! - `inbox` (feature `inbox`): the inbox table's stream forwarded to a queue, never stalling.
 
 #![warn(missing_docs)]
@@ -33,6 +36,8 @@ pub mod kinesis;
 pub mod parking;
 pub mod queue;
 pub mod reconcile;
+#[cfg(any(feature = "dynamodb-streams", test))]
+pub mod relay;
 pub mod service;
 pub mod settings;
 pub mod sqs;

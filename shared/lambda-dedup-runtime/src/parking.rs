@@ -131,22 +131,10 @@ impl Parking {
     /// Parking into a queue whose endpoint refuses connections (a real loopback port nobody
     /// listens on), so every send fails.
     pub(crate) fn unreachable() -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        let conf = aws_sdk_sqs::Config::builder()
-            .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
-            .region(aws_sdk_sqs::config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
-                "t", "t", None, None, "test",
-            ))
-            .endpoint_url(format!("http://127.0.0.1:{port}"))
-            .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled())
-            .build();
+        let (client, port) = crate::queue::unreachable_client();
         Parking::new(Queue::with_client(
             format!("http://127.0.0.1:{port}/000000000000/parking"),
-            aws_sdk_sqs::Client::from_conf(conf),
+            client,
         ))
     }
 }

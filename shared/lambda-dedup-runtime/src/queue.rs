@@ -85,3 +85,23 @@ impl Queue {
             .map_err(|e| SendError(aws_sdk_sqs::error::DisplayErrorContext(&e).to_string()))
     }
 }
+
+/// An SQS client whose endpoint refuses connections (a real loopback port nobody listens on),
+/// with no retries, so every send fails at once: a queue that is down, for tests.
+#[cfg(test)]
+pub(crate) fn unreachable_client() -> (aws_sdk_sqs::Client, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let conf = aws_sdk_sqs::Config::builder()
+        .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+        .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+            "t", "t", None, None, "test",
+        ))
+        .endpoint_url(format!("http://127.0.0.1:{port}"))
+        .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled())
+        .build();
+    (aws_sdk_sqs::Client::from_conf(conf), port)
+}

@@ -101,3 +101,29 @@ pub fn assert_readme_key_spec(
         "README lacks `{spec}` for {function}"
     );
 }
+
+/// A DynamoDB stream record as Lambda hands it over: `event_name` (`INSERT`, `MODIFY`,
+/// `REMOVE`) with `new_image` (DynamoDB JSON), for the tests of what a relay reads of one.
+#[cfg(feature = "dynamodb-streams")]
+pub fn stream_record(
+    event_name: &str,
+    new_image: Value,
+) -> aws_lambda_events::event::dynamodb::EventRecord {
+    serde_json::from_value(json!({
+        "awsRegion": "us-east-1", "eventID": "1", "eventName": event_name,
+        "eventSource": "aws:dynamodb",
+        "dynamodb": {"ApproximateCreationDateTime": 1_700_000_000, "Keys": {},
+                     "NewImage": new_image, "SequenceNumber": "100", "SizeBytes": 10,
+                     "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    }))
+    .expect("a stream record")
+}
+
+/// The metric names an EMF line declares, in order: what a function prints, as CloudWatch
+/// reads it.
+pub fn emf_metric_names(line: &Value) -> Vec<&str> {
+    line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|m| m["Name"].as_str()).collect())
+        .unwrap_or_default()
+}

@@ -19,6 +19,8 @@
 //!   seen without a DynamoDB call.
 //! - [`store`]: the [`MarkStore`] trait (claim, commit, batch commit, complete, release, get)
 //!   and its typed [`StoreError`]; implemented on DynamoDB and in memory.
+//! - [`items`]: the [`ItemStore`] trait: a function's own tables (write with conditions, read,
+//!   scan), outside the mark table; implemented on DynamoDB and in memory too.
 //! - [`sequence`]: sequence mode for ordered sources: the mark is the effect item's high-water
 //!   sequence, one conditional write per message.
 //! - [`create_once`]: create-once mode for effects that create an item once per event: the item
@@ -32,6 +34,7 @@ pub mod clock;
 pub mod create_once;
 pub mod effect;
 pub mod fingerprint;
+pub mod items;
 pub mod key;
 pub mod mark;
 pub mod reason;
@@ -45,6 +48,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use create_once::CreateOnce;
 pub use effect::{Effect, Item, Value};
 pub use fingerprint::{Fingerprint, FingerprintSource};
+pub use items::ItemStore;
 pub use key::{
     AttributeValue, DEFAULT_MAX_BODY_BYTES, DedupKey, Derived, EventTimeSource, IdentitySource,
     KeySpec, MAX_CLOCK_SKEW, Message, Rejection, Scope, TenantSource, TimeFormat,

@@ -1,0 +1,71 @@
+//! [`DynamoItems`]: the core's [`ItemStore`] on DynamoDB, for a function's own tables.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use lambda_dedup::items::{Filter, ItemFuture};
+use lambda_dedup::{Effect, Item, ItemStore};
+
+use crate::{Client, codec};
+
+/// A function's own DynamoDB tables through one client: effects written with no mark in one
+/// `TransactWriteItems` (a failed condition is `Ok(false)`), items read with `GetItem` and
+/// `Scan`, both strongly consistent.
+#[derive(Debug, Clone)]
+pub struct DynamoItems {
+    client: Client,
+}
+
+impl DynamoItems {
+    /// The tables `client` reaches.
+    pub fn new(client: impl Into<Client>) -> Self {
+        Self {
+            client: client.into(),
+        }
+    }
+
+    /// The tables of the client [`crate::connect`] builds from the environment (with the
+    /// functions' SDK timeouts). Build it once per process, outside the handler.
+    pub async fn connect() -> Self {
+        Self::new(crate::connect().await)
+    }
+}
+
+impl ItemStore for DynamoItems {
+    fn write<'a>(&'a self, effects: &'a [Effect]) -> ItemFuture<'a, bool> {
+        Box::pin(crate::client::write_effects(&self.client, effects))
+    }
+
+    fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> ItemFuture<'a, Option<Item>> {
+        Box::pin(async move {
+            let out = self
+                .client
+                .sdk()
+                .get_item()
+                .table_name(table)
+                .set_key(Some(
+                    key.0
+                        .iter()
+                        .map(|(k, v)| (k.clone(), codec::value(v)))
+                        .collect(),
+                ))
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(crate::error::from_sdk)?;
+            Ok(out.item.as_ref().map(codec::from_item))
+        })
+    }
+
+    fn scan<'a>(&'a self, table: &'a str, filter: &'a Filter) -> ItemFuture<'a, Vec<Item>> {
+        Box::pin(async move {
+            let (expression, name, value) = match filter {
+                Filter::Equals(name, value) => {
+                    ("#n = :v", name, Some(AttributeValue::S(value.clone())))
+                }
+                Filter::Missing(name) => ("attribute_not_exists(#n)", name, None),
+            };
+            let items =
+                crate::client::scan_raw(&self.client, table, expression, name, value).await?;
+            Ok(items.iter().map(codec::from_item).collect())
+        })
+    }
+}

@@ -132,11 +132,8 @@ impl Functions {
             }
         });
         let runtime_api = RuntimeApi::start(runtime_api, timeouts, kill).await?;
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| root.join("target"));
         let launch = Launch {
-            bin_dir: target.join("debug"),
+            bin_dir: crate::target_dir(root).join("debug"),
             env,
             own_env,
             runtime_api: runtime_api.url(),

@@ -1,23 +1,5 @@
-//! Project automation. Run with `cargo xtask <command>`:
-//!
-//! - `test [ARGS]`: install what is missing, start the local stack, run
-//!   `cargo test --workspace [ARGS]` against it (unit, integration and end-to-end tests), then,
-//!   unless ARGS pick packages or tests, the chaos runs (`kill -9` of functions mid-batch, the local DynamoDB
-//!   restarted mid-run; see `chaos.rs`), and stop it.
-//! - `demo`: start the local stack and run the main job end to end: a realistic workload through
-//!   the SQS emulator, the local trigger and the functions; then the final state against a
-//!   single-pass expectation, the accounting, and the DLQs. Exits non-zero if any check fails.
-//! - `chaos`: just the chaos runs, on a fresh stack.
-//! - `audit`: against a running `cargo xtask up`, whether the account closes (S14).
-//! - `check-infra`: check `infra/template.yaml` against the invariants the functions rely on
-//!   (retention horizon, TTL, partial batch responses, DLQs, least privilege, alarms) and run
-//!   cfn-lint. `test` runs it first.
-//! - `soak [N] [--memory M]`: many more model-based fault schedules than `test` runs (N per flow on
-//!   the local DynamoDB, M transactional ones on the memory store); writes `docs/RELIABILITY.md`.
-//! - `bench [N]`: the benchmark against Powertools (not a test); writes `docs/BENCHMARKS.md`.
-//! - `package`: `cargo lambda build --release --arm64` for every function, zip sizes reported.
-//! - `up`: start the local stack and keep it running until Enter, for manual work.
-//! - `dynamodb`: start the local DynamoDB (Dynoxide, embedded in xtask) alone until Enter.
+//! Project automation, run as `cargo xtask <command>`: the commands and what each does are
+//! [`Cmd`]'s variants (`cargo xtask --help`); README.md's Quick start walks through them.
 
 /// A client of the AWS SDK crate `$sdk` (`aws_sdk_sqs`, …) for the local endpoint `$endpoint`:
 /// Region us-east-1, the local stack's credentials.
@@ -53,6 +35,7 @@ mod soak;
 mod stack;
 mod tools;
 mod trigger;
+mod workload;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -223,6 +206,11 @@ fn find_root(start: &Path) -> Option<PathBuf> {
         .ancestors()
         .find(|d| d.join("xtask/Cargo.toml").is_file() && d.join("infra/template.yaml").is_file())
         .map(Path::to_path_buf)
+}
+
+/// Where cargo builds: `CARGO_TARGET_DIR`, or the checkout's `target`.
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
 }
 
 fn cargo() -> String {

@@ -11,8 +11,10 @@
 //! every workload `runs` times, and every side's run gets a fresh emulator and proxy, so neither
 //! side runs on an emulator the other warmed up. Then our modes with several containers at once
 //! on one table; then the cold start and peak RSS of a release function binary, and the arm64
-//! zip sizes. Writes `docs/BENCHMARKS.md` (medians and spreads), `docs/benchmarks.json` and the
-//! chart `docs/benchmarks.png` (matplotlib, in the project venv).
+//! zip sizes. This is the driver; the measuring is the `bench` crate's (`bench throughput`,
+//! `bench coldstart`) and so is the report: `bench report` writes `docs/BENCHMARKS.md` (medians
+//! and spreads) and `docs/benchmarks.json` from the raw results, then `bench/chart.py` draws
+//! `docs/benchmarks.png` (matplotlib, in the project venv).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -104,37 +106,28 @@ struct Side<'a> {
 
 /// One side's run on a fresh emulator behind a fresh proxy.
 fn side(root: &Path, run: &Side<'_>, tags: &Value) -> Result<Vec<Value>> {
-    let Side {
-        rust,
-        n,
-        batch,
-        containers,
-        latency,
-        modes,
-    } = *run;
     let ddb = LocalDynamo::start(root)?;
-    let meter = Meter::start_with(&ddb.endpoint(), latency)?;
+    let meter = Meter::start_with(&ddb.endpoint(), run.latency)?;
     let (endpoint, meter_url) = (meter.endpoint(), format!("{}/__meter", meter.endpoint()));
-    let lines = if rust {
+    let (n, batch) = (run.n.to_string(), run.batch.to_string());
+    let (mut cmd, what) = if run.rust {
         let mut cmd = Command::new(crate::target_dir(root).join("release/bench"));
         cmd.args([
             "throughput",
             &endpoint,
-            &n.to_string(),
-            &batch.to_string(),
-            &containers.to_string(),
-            &meter_url,
+            &n,
+            &batch,
+            &run.containers.to_string(),
         ]);
-        cmd.args(modes);
-        json_lines(cmd, "bench throughput", tags)?
+        (cmd, "bench throughput")
     } else {
-        let mut cmd = Command::new(root.join(".cache").join("venv").join("bin").join("python"));
-        cmd.arg(root.join("bench").join("powertools_bench.py"))
-            .args([&endpoint, &n.to_string(), &batch.to_string(), &meter_url]);
-        json_lines(cmd, "Powertools", tags)?
+        let mut cmd = Command::new(root.join(".cache/venv/bin/python"));
+        cmd.arg(root.join("bench/powertools_bench.py"))
+            .args([&endpoint, &n, &batch]);
+        (cmd, "Powertools")
     };
-    drop(ddb);
-    Ok(lines)
+    cmd.arg(&meter_url).args(run.modes);
+    json_lines(cmd, what, tags)
 }
 
 pub(crate) fn run(root: &Path, messages: usize, delay_ms: u64, runs: usize) -> Result<()> {

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::Result;
 use crate::stack::{KINESIS_STREAM, Stack, TABLE_INBOX, WEBHOOK_SECRETS, has};
-use crate::workload::ce;
+use crate::workload::{Checks, ce};
 
 /// A forger's own Standard Webhooks secret: well formed, not the sender's.
 const FORGERS_SECRET: &str = "whsec_Zm9yZ2Vycy1vd24ta2V5LTAxMjM0NTY3ODk=";
@@ -169,27 +169,26 @@ pub(crate) async fn send(stack: &Stack) -> Result<Sent> {
     })
 }
 
-/// The doors' checks, once the queues have settled: what each says, and whether it holds.
-pub(crate) async fn check(stack: &Stack, sent: &Sent) -> Result<Vec<(String, bool)>> {
-    let mut checks = Vec::new();
+/// The doors' checks, once the queues have settled.
+pub(crate) async fn check(stack: &Stack, sent: &Sent, checks: &mut Checks) -> Result<()> {
     println!("\n== webhooks (real HTTP through the Function URL front)");
     for (what, want, got) in &sent.answers {
         let show = |(s, r): &Answer| format!("{s}{}", if *r { " replayed" } else { "" });
         let what = format!("{what}: {} (documented: {})", show(got), show(want));
-        checks.push((what, got == want));
+        checks.check(what, got == want);
     }
     let inbox = stack.scan(TABLE_INBOX).await?;
     let forwarded = inbox
         .iter()
         .filter(|i| has(i, "forward_status", "FORWARDED"));
     let forwarded = forwarded.count();
-    checks.push((
+    checks.check(
         format!(
             "the inbox holds {} events for 3 accepted, {forwarded} forwarded to the ledger's queue",
             inbox.len()
         ),
         inbox.len() == 3 && forwarded == 3,
-    ));
+    );
 
     println!("\n== kinesis");
     // The record that can never apply is parked by ledger-stream itself (S15; that it is parked
@@ -201,21 +200,21 @@ pub(crate) async fn check(stack: &Stack, sent: &Sent) -> Result<Vec<(String, boo
     let code = |b: &String| {
         serde_json::from_str::<serde_json::Value>(b).is_ok_and(|v| v["code"] == "invalid_payload")
     };
-    checks.push((
+    checks.check(
         format!(
             "kinesis: the record that can never apply was parked by ledger-stream, as invalid_payload ({} cop{})",
             parked.len(),
             if parked.len() == 1 { "y" } else { "ies" }
         ),
         !parked.is_empty() && parked.iter().all(code),
-    ));
+    );
     let handed = stack.bodies(&stack.kinesis_failures_url).await?;
-    checks.push((
+    checks.check(
         format!(
             "kinesis: nothing handed to the on-failure destination (retries bounded by record age only; {} record(s))",
             handed.len()
         ),
         handed.is_empty(),
-    ));
-    Ok(checks)
+    );
+    Ok(())
 }

@@ -361,6 +361,7 @@ fn dynamodb_foreground() -> Result<()> {
 mod cli_tests {
     use super::*;
     use clap::Parser;
+    use std::collections::{BTreeMap, BTreeSet};
 
     fn test_args(argv: &[&str]) -> Vec<String> {
         let cli = Cli::try_parse_from(std::iter::once("xtask").chain(argv.iter().copied()))
@@ -435,6 +436,53 @@ mod cli_tests {
                 "--test-threads=1",
                 "--nocapture"
             ]
+        );
+    }
+
+    /// No two of xtask's modules use each other (issue 20's `audit` ↔ `stack` and `demo` ↔
+    /// `demo_doors`, and any new one): read from the sources, outside their tests.
+    #[test]
+    fn no_two_modules_use_each_other() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut uses: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for entry in std::fs::read_dir(&src).expect("xtask/src") {
+            let path = entry.expect("an entry").path();
+            let module = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("")
+                .to_owned();
+            let text = std::fs::read_to_string(&path).expect("a source");
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            let mut used = BTreeSet::new();
+            // `crate::m::…`, and `use crate::{m::…, …}`.
+            for part in code.split("crate::").skip(1) {
+                let groups = match part.strip_prefix('{') {
+                    Some(group) => group.split('}').next().unwrap_or("").split(',').collect(),
+                    None => vec![part],
+                };
+                for g in groups {
+                    let name: String = g
+                        .trim()
+                        .chars()
+                        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                        .collect();
+                    if g.trim()[name.len()..].starts_with("::") && name != module {
+                        used.insert(name);
+                    }
+                }
+            }
+            uses.insert(module, used);
+        }
+        let circles: Vec<(&String, &String)> = uses
+            .iter()
+            .flat_map(|(a, used)| used.iter().map(move |b| (a, b)))
+            .filter(|(a, b)| a < b && uses.get(*b).is_some_and(|u| u.contains(*a)))
+            .collect();
+        assert!(uses.len() > 10, "read the modules: {uses:?}");
+        assert!(
+            circles.is_empty(),
+            "modules that use each other: {circles:?}"
         );
     }
 

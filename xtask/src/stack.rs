@@ -13,7 +13,7 @@ use fake_provider::Provider;
 
 use crate::audit::Accounts;
 use crate::dynamodb::LocalDynamo;
-use crate::functions::Functions;
+use crate::functions::{Functions, STRIPE_RECEIVER};
 use crate::local::Source;
 use crate::process::{Guarded, free_port, wait_http, wait_tcp};
 use crate::trigger::{Invoker, Stream, TriggerStats, sqs_trigger, stream_trigger};
@@ -110,10 +110,6 @@ pub(crate) const WEBHOOK_SECRETS: [&str; 2] = [
     "whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMS1hY21l",
     "whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMC1hY21l",
 ];
-/// The second configuration of `webhook-receiver`: its own `main.rs` under another name
-/// (`tests/webhook-receiver-stripe`), serving a Stripe account (`WEBHOOK_SCHEME=stripe`) at its
-/// own Function URL.
-pub(crate) const STRIPE_RECEIVER: &str = "webhook-receiver-stripe";
 /// Its secrets (Stripe's `whsec_…`, used as the string's bytes): current and rotated out.
 pub(crate) const STRIPE_SECRETS: [&str; 2] = [
     "whsec_local_stripe_endpoint_secret_2026_11",

@@ -2,9 +2,11 @@
 //! release). Usage: `bench throughput ENDPOINT MESSAGES BATCH CONTAINERS METER_URL [MODES]` prints
 //! one JSON line per mode and workload (requests and write units read from the metering proxy at
 //! `METER_URL`, `GET /__meter`); `bench coldstart BINARY ENDPOINT RUNS` prints one JSON line with the cold start
-//! (process start to its first request for work on the Lambda runtime API) and peak RSS.
+//! (process start to its first request for work on the Lambda runtime API) and peak RSS;
+//! `bench report RAW DOCS` writes the report of a run's results (`report.rs`).
 
 mod coldstart;
+mod report;
 
 use std::time::{Duration, Instant};
 
@@ -349,8 +351,11 @@ async fn main() {
             Ok(runs) => coldstart::run(&args[1], &args[2], runs).await,
             Err(_) => Err("RUNS must be a number".into()),
         },
+        Some("report") if args.len() == 3 => {
+            report::run(std::path::Path::new(&args[1]), std::path::Path::new(&args[2]))
+        }
         _ => Err(
-            "usage: bench throughput ENDPOINT MESSAGES BATCH CONTAINERS METER_URL [MODES] | bench coldstart BINARY ENDPOINT RUNS"
+            "usage: bench throughput ENDPOINT MESSAGES BATCH CONTAINERS METER_URL [MODES] | bench coldstart BINARY ENDPOINT RUNS | bench report RAW DOCS"
                 .into(),
         ),
     };

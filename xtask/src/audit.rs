@@ -16,7 +16,9 @@ use lambda_dedup_cli::account::{self, Range};
 use lambda_dedup_dynamodb::MarkCounts;
 
 use crate::Result;
-use crate::stack::Accounts;
+
+/// Per-function sums of the EMF records the functions printed (S14).
+pub(crate) type Accounts = BTreeMap<String, BTreeMap<String, u64>>;
 
 /// Reads EMF lines of `log` from `pos` on, adding them to `accounts`.
 pub(crate) fn read_emf(log: &Path, pos: &mut u64, accounts: &Mutex<Accounts>) {
@@ -39,16 +41,16 @@ pub(crate) fn read_emf(log: &Path, pos: &mut u64, accounts: &Mutex<Accounts>) {
     }
 }
 
-/// Completed and forgotten marks per consumer in the mark table.
+/// Completed and forgotten marks per consumer in the mark table `table` and, as completed
+/// marks, webhook-receiver's inbox items in `inbox` (create-once mode: the item is the mark).
 pub(crate) async fn completed_marks(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
+    inbox: &str,
 ) -> Result<BTreeMap<String, MarkCounts>> {
     let mut marks = lambda_dedup_dynamodb::count_marks(client, table, &|_| {})
         .await
         .map_err(|e| format!("scan {table}: {e}"))?;
-    // webhook-receiver's marks are its inbox items (create-once mode).
-    let inbox = crate::stack::TABLE_INBOX;
     let created = lambda_dedup_dynamodb::count_marks(client, inbox, &|_| {}).await;
     for (consumer, m) in created.map_err(|e| format!("scan {inbox}: {e}"))? {
         marks.entry(consumer).or_default().completed += m.completed;
@@ -80,8 +82,11 @@ pub(crate) async fn run(root: &Path) -> Result<()> {
     let table = env
         .get("DEDUP_MARK_TABLE")
         .ok_or("functions.env has no mark table")?;
+    let inbox = env
+        .get("INBOX_TABLE")
+        .ok_or("functions.env has no inbox table")?;
     let client = local_client!(aws_sdk_dynamodb, *endpoint);
-    let marks = completed_marks(&client, table)
+    let marks = completed_marks(&client, table, inbox)
         .await
         .map_err(|e| format!("{e} (is `cargo xtask up` still running?)"))?;
     let accounts = Mutex::new(Accounts::new());

@@ -27,8 +27,8 @@ use lambda_dedup::{KeySpec, Message, Scope};
 use serde_json::json;
 
 use crate::Result;
-use crate::demo::{Checks, credit, dlq_bodies, payment, send};
-use crate::stack::{Stack, TABLE_BALANCES, TABLE_MARKS, VISIBILITY_TIMEOUT_SECS};
+use crate::stack::{Stack, TABLE_BALANCES, TABLE_MARKS};
+use crate::workload::{Checks, credit, payment};
 
 const LEDGER: &str = "ledger-projector";
 const PAYMENTS: &str = "payment-dispatcher";
@@ -113,21 +113,6 @@ async fn get_string(
     }))
 }
 
-/// Waits until every queue has been empty for a while (redeliveries included).
-async fn drain(stack: &Stack, what: &str) -> Result<()> {
-    let started = Instant::now();
-    let quiet = Duration::from_secs(VISIBILITY_TIMEOUT_SECS + 2);
-    if stack.wait_idle(quiet, Duration::from_secs(180)).await {
-        say(&format!(
-            "{what}: queues drained after {:.0} s",
-            started.elapsed().as_secs_f64()
-        ));
-        Ok(())
-    } else {
-        Err(format!("{what}: the queues did not drain within 180 s"))
-    }
-}
-
 /// Waits until `function`'s trigger has an invocation under way.
 async fn invocation_under_way(stack: &Stack, function: &str, limit: Duration) -> bool {
     let start = Instant::now();
@@ -209,7 +194,8 @@ async fn final_state(
         if !sent {
             continue;
         }
-        let dead: Vec<String> = dlq_bodies(stack, function)
+        let dead: Vec<String> = stack
+            .bodies(&stack.queues[function].dlq_url)
             .await?
             .into_iter()
             .filter(|b| b.contains(run))
@@ -243,7 +229,7 @@ async fn kill_ledger_mid_batch(stack: &Stack, c: &mut Checks) -> Result<()> {
         "{run}: {} messages to {LEDGER}; killing it mid-batch",
         bodies.len()
     ));
-    send(stack, LEDGER, &bodies).await?;
+    stack.send(LEDGER, &bodies).await?;
     let before = interrupted(stack, LEDGER);
     let mut kills = 0;
     while interrupted(stack, LEDGER) - before < 2 && kills < 8 {
@@ -265,7 +251,7 @@ async fn kill_ledger_mid_batch(stack: &Stack, c: &mut Checks) -> Result<()> {
         format!("{run}: {cut} of {kills} kills cut an invocation short (at least 1)"),
         cut >= 1,
     );
-    drain(stack, &run).await?;
+    stack.settle(&run).await?;
     final_state(stack, &run, c, Some((&originals, &expected)), None).await
 }
 
@@ -282,7 +268,7 @@ async fn kill_payments_mid_call(stack: &Stack, c: &mut Checks) -> Result<()> {
     stack
         .provider
         .inject(Fault::slow(2, Duration::from_millis(1500)).for_resource("payments"));
-    send(stack, PAYMENTS, &bodies).await?;
+    stack.send(PAYMENTS, &bodies).await?;
     while interrupted(stack, PAYMENTS) - before < 2 && kills < 6 {
         if !invocation_under_way(stack, PAYMENTS, Duration::from_secs(20)).await {
             break;
@@ -303,7 +289,7 @@ async fn kill_payments_mid_call(stack: &Stack, c: &mut Checks) -> Result<()> {
         format!("{run}: {cut} of {kills} kills cut an invocation short (at least 1)"),
         cut >= 1,
     );
-    drain(stack, &run).await?;
+    stack.settle(&run).await?;
     final_state(stack, &run, c, None, Some(&originals)).await
 }
 
@@ -318,8 +304,8 @@ async fn restart_dynamodb(stack: &mut Stack, c: &mut Checks) -> Result<()> {
         payments.len()
     ));
     let retries_before = retries(stack);
-    send(stack, LEDGER, &ledger).await?;
-    send(stack, PAYMENTS, &payments).await?;
+    stack.send(LEDGER, &ledger).await?;
+    stack.send(PAYMENTS, &payments).await?;
     if !invocation_under_way(stack, LEDGER, Duration::from_secs(20)).await {
         return Err(format!("{run}: {LEDGER} was never invoked"));
     }
@@ -330,7 +316,7 @@ async fn restart_dynamodb(stack: &mut Stack, c: &mut Checks) -> Result<()> {
     say(&format!(
         "{run}: the local DynamoDB started again (same port, same data)"
     ));
-    drain(stack, &run).await?;
+    stack.settle(&run).await?;
     let failed = retries(stack) - retries_before;
     c.check(
         format!("{run}: the outage was felt: {failed} deliveries answered `retry` (S13)"),
@@ -364,21 +350,12 @@ fn retries(stack: &Stack) -> u64 {
 /// Runs the three chaos runs and reports; an error when any check fails.
 pub(crate) async fn run(stack: &mut Stack) -> Result<()> {
     let started = Instant::now();
-    let mut c = Checks(Vec::new());
+    let mut c = Checks::default();
     kill_ledger_mid_batch(stack, &mut c).await?;
     kill_payments_mid_call(stack, &mut c).await?;
     restart_dynamodb(stack, &mut c).await?;
-    let failed = c.0.iter().filter(|(_, ok)| !ok).count();
-    say(&format!(
-        "{} checks, {failed} failed ({:.0} s)",
-        c.0.len(),
-        started.elapsed().as_secs_f64()
-    ));
-    if failed == 0 {
-        Ok(())
-    } else {
-        Err(format!("{failed} chaos checks failed"))
-    }
+    say(&format!("{:.0} s", started.elapsed().as_secs_f64()));
+    c.verdict("chaos")
 }
 
 #[cfg(test)]

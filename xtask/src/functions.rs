@@ -37,7 +37,12 @@ pub(crate) const ALL: [&str; 8] = [
 /// Further configurations of a function, for the local stack only: a function's own `main.rs`
 /// built under another name (a crate in `tests/`), so that `cargo lambda watch` serves it at a
 /// Function URL of its own; its variables over the shared ones are in `Stack::up`.
-pub(crate) const LOCAL_CONFIGURATIONS: [&str; 1] = [crate::stack::STRIPE_RECEIVER];
+pub(crate) const LOCAL_CONFIGURATIONS: [&str; 1] = [STRIPE_RECEIVER];
+
+/// The second configuration of `webhook-receiver`: its own `main.rs` under another name
+/// (`tests/webhook-receiver-stripe`), serving a Stripe account (`WEBHOOK_SCHEME=stripe`) at its
+/// own Function URL.
+pub(crate) const STRIPE_RECEIVER: &str = "webhook-receiver-stripe";
 
 struct Instance {
     child: Child,
@@ -131,11 +136,8 @@ impl Functions {
             }
         });
         let runtime_api = RuntimeApi::start(runtime_api, timeouts, kill).await?;
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| root.join("target"));
         let launch = Launch {
-            bin_dir: target.join("debug"),
+            bin_dir: crate::target_dir(root).join("debug"),
             env,
             own_env,
             runtime_api: runtime_api.url(),

@@ -63,12 +63,25 @@ pub(crate) const LOCAL_ON_DEMAND_SHARDS: u32 = 2;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Table {
     pub(crate) name: String,
-    /// The string partition key.
-    pub(crate) key: String,
+    /// Its `CreateTable` request: the template's properties (keys and their types, billing,
+    /// indexes, the stream), less those other calls set (TTL) or the emulator has no use for
+    /// (point-in-time recovery, encryption, tags).
+    pub(crate) create: Value,
     pub(crate) ttl: Option<String>,
     /// The stream's view type (`NEW_IMAGE`, `OLD_IMAGE`, `NEW_AND_OLD_IMAGES`, `KEYS_ONLY`).
     pub(crate) stream: Option<String>,
 }
+
+/// The properties of a table that are `CreateTable`'s.
+const CREATE_TABLE: [&str; 7] = [
+    "AttributeDefinitions",
+    "KeySchema",
+    "BillingMode",
+    "ProvisionedThroughput",
+    "GlobalSecondaryIndexes",
+    "LocalSecondaryIndexes",
+    "StreamSpecification",
+];
 
 /// An SQS queue, at the local time scale.
 #[derive(Debug, Clone, PartialEq)]
@@ -152,21 +165,22 @@ pub(crate) fn plan(t: &Value) -> Result<Plan> {
         let p = &r["Properties"];
         match r["Type"].as_str().unwrap_or_default() {
             "AWS::DynamoDB::Table" => {
-                let key = p["KeySchema"]
-                    .as_array()
-                    .and_then(|k| k.iter().find(|k| k["KeyType"] == "HASH"))
-                    .and_then(|k| k["AttributeName"].as_str())
-                    .ok_or_else(|| format!("{id}: no HASH key"))?;
+                let mut create = serde_json::json!({ "TableName": id });
+                for k in CREATE_TABLE.into_iter().filter(|k| !p[k].is_null()) {
+                    create[k] = p[k].clone();
+                }
+                let stream = p["StreamSpecification"]["StreamViewType"].as_str();
+                if stream.is_some() {
+                    create["StreamSpecification"]["StreamEnabled"] = true.into();
+                }
                 let ttl = &p["TimeToLiveSpecification"];
                 plan.tables.push(Table {
                     name: id.clone(),
-                    key: key.to_owned(),
+                    create,
                     ttl: (ttl["Enabled"] == true)
                         .then(|| ttl["AttributeName"].as_str().map(str::to_owned))
                         .flatten(),
-                    stream: p["StreamSpecification"]["StreamViewType"]
-                        .as_str()
-                        .map(str::to_owned),
+                    stream: stream.map(str::to_owned),
                 });
             }
             "AWS::SQS::Queue" => {
@@ -394,7 +408,13 @@ mod tests {
             7.into();
         t["Resources"]["InboxTable"]["Properties"]["StreamSpecification"]["StreamViewType"] =
             "KEYS_ONLY".into();
+        let fines = &mut t["Resources"]["FinesTable"]["Properties"];
+        fines["KeySchema"][0]["AttributeName"] = "notice_id".into();
+        fines["AttributeDefinitions"][0]["AttributeName"] = "notice_id".into();
         let changed = plan(&t).expect("plan");
+        let fines = changed.tables.iter().find(|t| t.name == "FinesTable");
+        let key = fines.map(|t| &t.create["KeySchema"][0]["AttributeName"]);
+        assert_eq!(key, Some(&"notice_id".into()), "the table's key follows");
         assert_eq!(
             queue(&changed, "LedgerProjectorQueue").redrive,
             Some(("LedgerProjectorDLQ".into(), 3))
@@ -425,7 +445,10 @@ mod tests {
             .iter()
             .find(|t| t.name == "MarkTable")
             .expect("marks");
-        assert_eq!(marks.key, "pk");
+        assert_eq!(marks.create["KeySchema"][0]["AttributeName"], "pk");
+        assert_eq!(marks.create["BillingMode"], "PAY_PER_REQUEST");
+        assert_eq!(marks.create["StreamSpecification"]["StreamEnabled"], true);
+        assert!(marks.create["PointInTimeRecoverySpecification"].is_null());
         assert_eq!(marks.ttl.as_deref(), Some("expires_at"));
         assert_eq!(marks.stream.as_deref(), Some("OLD_IMAGE"));
         let at = |n: &str| p.queues.iter().position(|q| q.name == n).expect("queue");

@@ -1,23 +1,5 @@
-//! Project automation. Run with `cargo xtask <command>`:
-//!
-//! - `test [ARGS]`: install what is missing, start the local stack, run
-//!   `cargo test --workspace [ARGS]` against it (unit, integration and end-to-end tests), then,
-//!   unless ARGS pick packages or tests, the chaos runs (`kill -9` of functions mid-batch, the local DynamoDB
-//!   restarted mid-run; see `chaos.rs`), and stop it.
-//! - `demo`: start the local stack and run the main job end to end: a realistic workload through
-//!   the SQS emulator, the local trigger and the functions; then the final state against a
-//!   single-pass expectation, the accounting, and the DLQs. Exits non-zero if any check fails.
-//! - `chaos`: just the chaos runs, on a fresh stack.
-//! - `audit`: against a running `cargo xtask up`, whether the account closes (S14).
-//! - `check-infra`: check `infra/template.yaml` against the invariants the functions rely on
-//!   (retention horizon, TTL, partial batch responses, DLQs, least privilege, alarms) and run
-//!   cfn-lint. `test` runs it first.
-//! - `soak [N] [--memory M]`: many more model-based fault schedules than `test` runs (N per flow on
-//!   the local DynamoDB, M transactional ones on the memory store); writes `docs/RELIABILITY.md`.
-//! - `bench [N]`: the benchmark against Powertools (not a test); writes `docs/BENCHMARKS.md`.
-//! - `package`: `cargo lambda build --release --arm64` for every function, zip sizes reported.
-//! - `up`: start the local stack and keep it running until Enter, for manual work.
-//! - `dynamodb`: start the local DynamoDB (Dynoxide, embedded in xtask) alone until Enter.
+//! Project automation, run as `cargo xtask <command>`: the commands and what each does are
+//! [`Cmd`]'s variants (`cargo xtask --help`); README.md's Quick start walks through them.
 
 /// A client of the AWS SDK crate `$sdk` (`aws_sdk_sqs`, …) for the local endpoint `$endpoint`:
 /// Region us-east-1, the local stack's credentials.
@@ -54,6 +36,7 @@ mod soak;
 mod stack;
 mod tools;
 mod trigger;
+mod workload;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -226,6 +209,11 @@ fn find_root(start: &Path) -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
+/// Where cargo builds: `CARGO_TARGET_DIR`, or the checkout's `target`.
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
+}
+
 fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
@@ -378,6 +366,7 @@ fn dynamodb_foreground() -> Result<()> {
 mod cli_tests {
     use super::*;
     use clap::Parser;
+    use std::collections::{BTreeMap, BTreeSet};
 
     fn test_args(argv: &[&str]) -> Vec<String> {
         let cli = Cli::try_parse_from(std::iter::once("xtask").chain(argv.iter().copied()))
@@ -452,6 +441,53 @@ mod cli_tests {
                 "--test-threads=1",
                 "--nocapture"
             ]
+        );
+    }
+
+    /// No two of xtask's modules use each other (issue 20's `audit` ↔ `stack` and `demo` ↔
+    /// `demo_doors`, and any new one): read from the sources, outside their tests.
+    #[test]
+    fn no_two_modules_use_each_other() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut uses: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for entry in std::fs::read_dir(&src).expect("xtask/src") {
+            let path = entry.expect("an entry").path();
+            let module = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("")
+                .to_owned();
+            let text = std::fs::read_to_string(&path).expect("a source");
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            let mut used = BTreeSet::new();
+            // `crate::m::…`, and `use crate::{m::…, …}`.
+            for part in code.split("crate::").skip(1) {
+                let groups = match part.strip_prefix('{') {
+                    Some(group) => group.split('}').next().unwrap_or("").split(',').collect(),
+                    None => vec![part],
+                };
+                for g in groups {
+                    let name: String = g
+                        .trim()
+                        .chars()
+                        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                        .collect();
+                    if g.trim()[name.len()..].starts_with("::") && name != module {
+                        used.insert(name);
+                    }
+                }
+            }
+            uses.insert(module, used);
+        }
+        let circles: Vec<(&String, &String)> = uses
+            .iter()
+            .flat_map(|(a, used)| used.iter().map(move |b| (a, b)))
+            .filter(|(a, b)| a < b && uses.get(*b).is_some_and(|u| u.contains(*a)))
+            .collect();
+        assert!(uses.len() > 10, "read the modules: {uses:?}");
+        assert!(
+            circles.is_empty(),
+            "modules that use each other: {circles:?}"
         );
     }
 

@@ -53,15 +53,19 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     }
     println!("\n  {:<20} {:>12}", "function (arm64)", "zip size");
     for f in FUNCTIONS {
-        let zip = root
-            .join("target")
-            .join("lambda")
-            .join(f)
-            .join("bootstrap.zip");
-        let size = std::fs::metadata(&zip)
-            .map_err(|e| format!("{}: {e}", zip.display()))?
-            .len();
-        println!("  {f:<20} {:>9.2} MB", size as f64 / 1_048_576.0);
+        let mb = zip_mb(root, f).ok_or_else(|| format!("{f}: no zip after the build"))?;
+        println!("  {f:<20} {mb:>9.2} MB");
     }
     Ok(())
+}
+
+/// The size of `function`'s arm64 release zip in MB, if it has been built.
+pub(crate) fn zip_mb(root: &Path, function: &str) -> Option<f64> {
+    let zip = crate::target_dir(root)
+        .join("lambda")
+        .join(function)
+        .join("bootstrap.zip");
+    std::fs::metadata(zip)
+        .ok()
+        .map(|m| m.len() as f64 / 1_048_576.0)
 }

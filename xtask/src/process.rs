@@ -258,6 +258,11 @@ pub(crate) fn stop_tracked() {
     }
 }
 
+/// Whether `cmd`, run as [`run`] runs it, ran and succeeded.
+pub(crate) fn succeeds(cmd: &mut Command) -> bool {
+    run(cmd).is_ok_and(|s| s.success())
+}
+
 /// Runs `cmd` to completion in a process group of its own, tracked, so that a signal to xtask
 /// stops it and everything it started (a `cargo test` and its test binaries, say).
 pub(crate) fn run(cmd: &mut Command) -> std::io::Result<ExitStatus> {

@@ -4,15 +4,16 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::types::QueueAttributeName;
 use fake_provider::Provider;
 
+use crate::audit::Accounts;
 use crate::dynamodb::LocalDynamo;
-use crate::functions::Functions;
+use crate::functions::{Functions, STRIPE_RECEIVER};
 use crate::local::Source;
 use crate::process::{Guarded, free_port, wait_http, wait_tcp};
 use crate::trigger::{Invoker, Stream, TriggerStats, sqs_trigger, stream_trigger};
@@ -32,9 +33,6 @@ pub(crate) struct Queues {
 
 /// The package of the operators' tool, `lambda-dedup`, built with the functions.
 const CLI_PACKAGE: &str = "lambda-dedup-cli";
-
-/// Per-function sums of the EMF records the functions printed (S14).
-pub(crate) type Accounts = BTreeMap<String, BTreeMap<String, u64>>;
 
 pub(crate) struct Stack {
     // Field order is drop order: triggers first, then the functions, then the emulators.
@@ -77,6 +75,16 @@ pub(crate) struct Stack {
     pub(crate) plan: crate::local::Plan,
 }
 
+/// A DynamoDB item.
+pub(crate) type Item = std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>;
+
+/// Whether `item`'s string attribute `attr` is `value`.
+pub(crate) fn has(item: &Item, attr: &str, value: &str) -> bool {
+    item.get(attr)
+        .and_then(|v| v.as_s().ok())
+        .is_some_and(|s| s == value)
+}
+
 pub(crate) const TABLE_MARKS: &str = "MarkTable";
 pub(crate) const TABLE_BALANCES: &str = "BalancesTable";
 pub(crate) const TABLE_FINES: &str = "FinesTable";
@@ -102,10 +110,6 @@ pub(crate) const WEBHOOK_SECRETS: [&str; 2] = [
     "whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMS1hY21l",
     "whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMC1hY21l",
 ];
-/// The second configuration of `webhook-receiver`: its own `main.rs` under another name
-/// (`tests/webhook-receiver-stripe`), serving a Stripe account (`WEBHOOK_SCHEME=stripe`) at its
-/// own Function URL.
-pub(crate) const STRIPE_RECEIVER: &str = "webhook-receiver-stripe";
 /// Its secrets (Stripe's `whsec_…`, used as the string's bytes): current and rotated out.
 pub(crate) const STRIPE_SECRETS: [&str; 2] = [
     "whsec_local_stripe_endpoint_secret_2026_11",
@@ -175,7 +179,7 @@ impl Stack {
         let mut names: BTreeMap<String, String> = BTreeMap::new();
         let mut arns: BTreeMap<String, String> = BTreeMap::new();
         for t in &plan.tables {
-            if let Some(arn) = create_table(&dynamodb, t).await? {
+            if let Some(arn) = create_table(&ddb.endpoint(), t).await? {
                 arns.insert(t.name.clone(), arn);
             }
             names.insert(t.name.clone(), t.name.clone());
@@ -537,10 +541,7 @@ impl Stack {
     /// The environment the end-to-end tests read.
     pub(crate) fn env(&self) -> Vec<(String, String)> {
         // The built `lambda-dedup` (see `CLI_PACKAGE`).
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| crate::root().join("target"));
-        let cli = target.join("debug").join("lambda-dedup");
+        let cli = crate::target_dir(&crate::root()).join("debug/lambda-dedup");
         let mut env = conf_env();
         env.extend(
             [
@@ -614,10 +615,15 @@ impl Stack {
         !self.watch.exited()
     }
 
-    /// Waits until every queue has been empty (nothing visible or in flight) for `quiet`.
-    pub(crate) async fn wait_idle(&self, quiet: Duration, limit: Duration) -> bool {
-        let start = Instant::now();
+    /// Waits until every queue has been empty (nothing visible or in flight) for longer than
+    /// the visibility timeout (redeliveries included), printing the triggers' progress; an error
+    /// after 180 s.
+    pub(crate) async fn settle(&self, what: &str) -> Result<()> {
+        print!("xtask: waiting for {what} to settle");
+        let (start, limit) = (Instant::now(), Duration::from_secs(180));
+        let quiet = Duration::from_secs(VISIBILITY_TIMEOUT_SECS + 2);
         let mut idle_since: Option<Instant> = None;
+        let mut shown = Instant::now();
         while start.elapsed() < limit {
             let mut busy = false;
             for q in self.queues.values() {
@@ -626,12 +632,85 @@ impl Stack {
             match (busy, idle_since) {
                 (true, _) => idle_since = None,
                 (false, None) => idle_since = Some(Instant::now()),
-                (false, Some(t)) if t.elapsed() >= quiet => return true,
+                (false, Some(t)) if t.elapsed() >= quiet => {
+                    println!(" ({:.0}s)", start.elapsed().as_secs_f64());
+                    return Ok(());
+                }
                 _ => {}
+            }
+            if shown.elapsed() >= Duration::from_secs(3) {
+                shown = Instant::now();
+                let n = |f: fn(&TriggerStats) -> &std::sync::atomic::AtomicU64| -> u64 {
+                    self.stats
+                        .values()
+                        .map(|s| f(s).load(Ordering::Relaxed))
+                        .sum()
+                };
+                print!(
+                    "\n  ... {} invocations, {} deliveries, {} acknowledged",
+                    n(|s| &s.invocations),
+                    n(|s| &s.delivered),
+                    n(|s| &s.acknowledged)
+                );
+                let _ = std::io::Write::flush(&mut std::io::stdout());
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        false
+        Err(format!("{what} did not settle in {}s", limit.as_secs()))
+    }
+
+    /// Sends `bodies` to `function`'s queue, in order, in batches of 10.
+    pub(crate) async fn send(&self, function: &str, bodies: &[String]) -> Result<()> {
+        use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
+        let producer = MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value("xtask-demo")
+            .build()
+            .map_err(|e| e.to_string())?;
+        for chunk in bodies.chunks(10) {
+            let entries = chunk.iter().enumerate().map(|(i, b)| {
+                SendMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message_body(b)
+                    .message_attributes("producer", producer.clone())
+                    .build()
+                    .map_err(|e| e.to_string())
+            });
+            self.sqs
+                .send_message_batch()
+                .queue_url(&self.queues[function].url)
+                .set_entries(Some(entries.collect::<Result<_>>()?))
+                .send()
+                .await
+                .map_err(crate::sdk_error(format!("send to {function}")))?;
+        }
+        Ok(())
+    }
+
+    /// Every item of `table`, read consistently.
+    pub(crate) async fn scan(&self, table: &str) -> Result<Vec<Item>> {
+        let out = self.dynamodb.scan().table_name(table).consistent_read(true);
+        let out = out.send().await;
+        Ok(out
+            .map_err(crate::sdk_error(format!("scan {table}")))?
+            .items
+            .unwrap_or_default())
+    }
+
+    /// The bodies of up to 50 messages of the queue at `url`, kept invisible for a minute.
+    pub(crate) async fn bodies(&self, url: &str) -> Result<Vec<String>> {
+        let mut bodies = Vec::new();
+        for _ in 0..5 {
+            let out = self.sqs.receive_message().queue_url(url);
+            let out = out.max_number_of_messages(10).visibility_timeout(60);
+            let out = out.send().await.map_err(crate::sdk_error("receive"))?;
+            let msgs = out.messages.unwrap_or_default();
+            if msgs.is_empty() {
+                break;
+            }
+            bodies.extend(msgs.iter().map(|m| m.body().unwrap_or_default().to_owned()));
+        }
+        Ok(bodies)
     }
 
     /// Messages in a queue, visible or in flight.
@@ -668,67 +747,47 @@ impl Drop for Stack {
     }
 }
 
-/// Creates `t` (on demand, its string partition key, its stream and TTL); returns its stream's
-/// ARN when it has one.
-async fn create_table(
-    client: &aws_sdk_dynamodb::Client,
-    t: &crate::local::Table,
-) -> Result<Option<String>> {
-    use aws_sdk_dynamodb::types::{
-        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-        StreamSpecification, StreamViewType, TimeToLiveSpecification,
-    };
-    let bad = |e: aws_sdk_dynamodb::error::BuildError| format!("table {}: {e}", t.name);
-    let mut req = client
-        .create_table()
-        .table_name(&t.name)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name(&t.key)
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .map_err(bad)?,
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name(&t.key)
-                .key_type(KeyType::Hash)
-                .build()
-                .map_err(bad)?,
-        );
-    if let Some(view) = &t.stream {
-        req = req.stream_specification(
-            StreamSpecification::builder()
-                .stream_enabled(true)
-                .stream_view_type(StreamViewType::from(view.as_str()))
-                .build()
-                .map_err(bad)?,
-        );
+/// Creates `t` as the template declares it (its `CreateTable` request, `Table::create`) and
+/// turns its TTL on; returns its stream's ARN when it has one.
+async fn create_table(endpoint: &str, t: &crate::local::Table) -> Result<Option<String>> {
+    let created = dynamodb_call(endpoint, "CreateTable", &t.create).await?;
+    if let Some(attr) = &t.ttl {
+        let spec = serde_json::json!({"AttributeName": attr, "Enabled": true});
+        let ttl = serde_json::json!({"TableName": t.name, "TimeToLiveSpecification": spec});
+        dynamodb_call(endpoint, "UpdateTimeToLive", &ttl).await?;
     }
-    let out = req
+    let arn = created["TableDescription"]["LatestStreamArn"].as_str();
+    Ok(arn.map(str::to_owned))
+}
+
+/// `action` of the DynamoDB JSON API on the local DynamoDB at `endpoint` (which takes any
+/// signature): the template's properties are its requests as they are.
+async fn dynamodb_call(
+    endpoint: &str,
+    action: &str,
+    request: &serde_json::Value,
+) -> Result<serde_json::Value> {
+    let answer = reqwest::Client::new()
+        .post(endpoint)
+        .header("content-type", "application/x-amz-json-1.0")
+        .header("x-amz-target", format!("DynamoDB_20120810.{action}"))
+        .header("x-amz-date", "20260101T000000Z")
+        .header(
+            "authorization",
+            "AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/dynamodb/aws4_request, \
+             SignedHeaders=content-type;host;x-amz-date;x-amz-target, Signature=00",
+        )
+        .body(request.to_string())
         .send()
         .await
-        .map_err(crate::sdk_error(format!("create table {}", t.name)))?;
-    if let Some(attr) = &t.ttl {
-        client
-            .update_time_to_live()
-            .table_name(&t.name)
-            .time_to_live_specification(
-                TimeToLiveSpecification::builder()
-                    .enabled(true)
-                    .attribute_name(attr)
-                    .build()
-                    .map_err(bad)?,
-            )
-            .send()
-            .await
-            .map_err(crate::sdk_error(format!("TTL on {}", t.name)))?;
+        .map_err(|e| format!("{action}: {e}"))?;
+    let ok = answer.status().is_success();
+    let body: serde_json::Value = answer.json().await.map_err(|e| format!("{action}: {e}"))?;
+    if ok {
+        Ok(body)
+    } else {
+        Err(format!("{action} {}: {body}", request["TableName"]))
     }
-    Ok(out
-        .table_description()
-        .and_then(|d| d.latest_stream_arn())
-        .map(str::to_owned))
 }
 
 async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<String> {

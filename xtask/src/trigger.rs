@@ -467,6 +467,43 @@ struct Shard {
     failing: Option<(String, u32)>,
 }
 
+impl Shard {
+    /// After an invocation whose first `done` pending records are done: those are dropped, and
+    /// the record that failed (now the first pending one, if any) is counted. Returns it (its
+    /// sequence number, why, and after how many tries) when `retry` gives it up, for the
+    /// on-failure destination; `None` when nothing failed or it is still retried.
+    fn after_invocation(
+        &mut self,
+        done: usize,
+        retry: &RetryPolicy,
+    ) -> Option<(String, &'static str, u32)> {
+        if done > 0 {
+            self.last_seq = Some(self.pending[done - 1].seq.clone());
+        }
+        self.pending.drain(..done);
+        let Some(head) = self.pending.first() else {
+            self.failing = None;
+            return None;
+        };
+        let tries = match &self.failing {
+            Some((seq, n)) if *seq == head.seq => n + 1,
+            _ => 1,
+        };
+        self.failing = Some((head.seq.clone(), tries));
+        let condition = retry.gives_up(tries, head.arrival)?;
+        Some((head.seq.clone(), condition, tries))
+    }
+
+    /// The first pending record was handed to the on-failure destination: the shard moves past it.
+    fn handed_on(&mut self) {
+        if !self.pending.is_empty() {
+            let head = self.pending.remove(0);
+            self.last_seq = Some(head.seq);
+        }
+        self.failing = None;
+    }
+}
+
 /// A Kinesis record as Lambda's Kinesis trigger hands it on.
 fn kinesis_record(
     r: &local_dynamodb::kinesis::KinesisRecord,
@@ -567,44 +604,131 @@ pub(crate) async fn stream_trigger(
             };
             let seqs = shard.pending.iter().map(|r| r.seq.as_str());
             let done = done_before_failure(answer, seqs, &function, &stats);
-            if done > 0 {
-                shard.last_seq = Some(shard.pending[done - 1].seq.clone());
-            }
             stats.acknowledged.fetch_add(done as u64, Ordering::Relaxed);
-            shard.pending.drain(..done);
-            let Some(head) = shard.pending.first().cloned() else {
-                shard.failing = None;
+            let Some((seq, condition, tries)) = shard.after_invocation(done, &retry) else {
+                if !shard.pending.is_empty() {
+                    // Still retried: again in a moment, from the record that failed.
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
                 continue;
             };
-            let tries = match &shard.failing {
-                Some((seq, n)) if *seq == head.seq => n + 1,
-                _ => 1,
-            };
-            shard.failing = Some((head.seq.clone(), tries));
-            if let Some(condition) = retry.gives_up(tries, head.arrival) {
-                let (sqs, url) = &destination;
-                let record = stream.on_failure(id, &head.seq, condition, tries, &function);
-                match sqs
-                    .send_message()
-                    .queue_url(url)
-                    .message_body(record.to_string())
-                    .send()
-                    .await
-                {
-                    Ok(_) => {
-                        shard.last_seq = Some(head.seq.clone());
-                        shard.pending.remove(0);
-                        shard.failing = None;
-                        stats.handed_on.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(e) => eprintln!("xtask: trigger {function}: on-failure destination: {e}"),
+            let (sqs, url) = &destination;
+            let record = stream.on_failure(id, &seq, condition, tries, &function);
+            let sent = sqs
+                .send_message()
+                .queue_url(url)
+                .message_body(record.to_string());
+            match sent.send().await {
+                Ok(_) => {
+                    shard.handed_on();
+                    stats.handed_on.fetch_add(1, Ordering::Relaxed);
                 }
-            } else {
-                tokio::time::sleep(Duration::from_millis(300)).await;
+                Err(e) => eprintln!("xtask: trigger {function}: on-failure destination: {e}"),
             }
         }
         if idle {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(seq: &str, age_secs: f64) -> StreamRecord {
+        StreamRecord {
+            seq: seq.into(),
+            arrival: now_secs() - age_secs,
+            event: json!({"dynamodb": {"SequenceNumber": seq, "NewImage": {"secret": {"S": "data"}}}}),
+        }
+    }
+
+    /// A DynamoDB Streams record its function keeps reporting, older than the mapping's
+    /// `MaximumRecordAgeInSeconds` (retries unbounded, as `MaximumRetryAttempts: -1`), is handed
+    /// to the on-failure destination as Lambda writes it (where it was, never its data), and the
+    /// shard moves past it to the record after it.
+    #[test]
+    fn a_stream_record_past_its_maximum_age_is_handed_to_on_failure_and_the_shard_moves_on() {
+        let retry = RetryPolicy {
+            max_retries: None,
+            max_age: Duration::from_secs(60),
+        };
+        let mut shard = Shard {
+            pending: vec![record("100", 120.0), record("200", 1.0), record("300", 1.0)],
+            ..Shard::default()
+        };
+        // The function reports the first record failed: it is past its age, so it is given up.
+        let (seq, condition, tries) = shard.after_invocation(0, &retry).expect("given up");
+        assert_eq!(
+            (seq.as_str(), condition, tries),
+            ("100", "RecordAgeExceeded", 1)
+        );
+        let streams = local_client!(aws_sdk_dynamodbstreams, "http://127.0.0.1:9");
+        let stream = Stream::DynamoDb {
+            streams,
+            endpoint: "http://127.0.0.1:9".into(),
+            arn: "arn:aws:dynamodb:us-east-1:000000000000:table/T/stream/1".into(),
+        };
+        let handed = stream.on_failure("shard-1", &seq, condition, tries, "inbox-forwarder");
+        let info = &handed["DDBStreamBatchInfo"];
+        assert_eq!(
+            (
+                info["shardId"].as_str(),
+                info["startSequenceNumber"].as_str(),
+                info["endSequenceNumber"].as_str()
+            ),
+            (Some("shard-1"), Some("100"), Some("100"))
+        );
+        assert_eq!(
+            info["streamArn"],
+            "arn:aws:dynamodb:us-east-1:000000000000:table/T/stream/1"
+        );
+        assert_eq!(handed["requestContext"]["condition"], "RecordAgeExceeded");
+        assert!(
+            !handed.to_string().contains("secret"),
+            "never the record's data: {handed}"
+        );
+        shard.handed_on();
+        assert_eq!(shard.last_seq.as_deref(), Some("100"));
+        let left: Vec<&str> = shard.pending.iter().map(|r| r.seq.as_str()).collect();
+        assert_eq!(
+            left,
+            ["200", "300"],
+            "the shard moves on to the next record"
+        );
+
+        // A young record that fails is retried (unbounded), counted, never handed on.
+        for tries in 1..=5 {
+            assert!(
+                shard.after_invocation(0, &retry).is_none(),
+                "retried, try {tries}"
+            );
+            assert_eq!(shard.failing, Some(("200".to_owned(), tries)));
+        }
+        // Once it is done, the next failure is counted afresh.
+        assert!(shard.after_invocation(1, &retry).is_none());
+        assert_eq!(shard.failing, Some(("300".to_owned(), 1)));
+        assert_eq!(shard.last_seq.as_deref(), Some("200"));
+    }
+
+    /// With a finite `MaximumRetryAttempts`, a record is given up after that many retries.
+    #[test]
+    fn a_stream_record_past_its_retries_is_given_up() {
+        let retry = RetryPolicy {
+            max_retries: Some(2),
+            max_age: Duration::MAX,
+        };
+        let mut shard = Shard {
+            pending: vec![record("1", 0.0)],
+            ..Shard::default()
+        };
+        assert!(shard.after_invocation(0, &retry).is_none());
+        assert!(shard.after_invocation(0, &retry).is_none());
+        let given_up = shard.after_invocation(0, &retry);
+        assert_eq!(
+            given_up,
+            Some(("1".to_owned(), "RetryAttemptsExhausted", 3))
+        );
     }
 }

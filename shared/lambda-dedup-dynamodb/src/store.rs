@@ -181,15 +181,7 @@ impl DynamoStore {
         deadline: Option<SystemTime>,
     ) -> Result<Claim, Error> {
         let now = self.clock.now();
-        let mut lease_end = now + self.lease;
-        if let Some(deadline) = deadline {
-            if deadline <= now {
-                return Err(Error::Invalid(
-                    "no time left before the deadline to hold a lease".into(),
-                ));
-            }
-            lease_end = lease_end.min(deadline);
-        }
+        let lease_end = lambda_dedup::store::lease_end(now, self.lease, deadline)?;
         let owner = OwnerToken::random();
         let lease = |first_attempt_at| {
             Claim::Claimed(Lease {

@@ -324,15 +324,7 @@ impl MemoryStore {
         fp: Option<&Fingerprint>,
         deadline: Option<SystemTime>,
     ) -> Result<Claim, StoreError> {
-        let mut lease_end = now + self.lease;
-        if let Some(deadline) = deadline {
-            if deadline <= now {
-                return Err(StoreError::Invalid(
-                    "no time left before the deadline to hold a lease".into(),
-                ));
-            }
-            lease_end = lease_end.min(deadline);
-        }
+        let lease_end = lambda_dedup::store::lease_end(now, self.lease, deadline)?;
         let now = ms(now);
         let first_attempt_at = match state.marks.get(key.as_str()) {
             None => now,

@@ -310,15 +310,7 @@ impl PgStore {
         deadline: Option<SystemTime>,
     ) -> Result<Claim, StoreError> {
         let now = self.clock.now();
-        let mut lease_end = now + self.lease;
-        if let Some(deadline) = deadline {
-            if deadline <= now {
-                return Err(StoreError::Invalid(
-                    "no time left before the deadline to hold a lease".into(),
-                ));
-            }
-            lease_end = lease_end.min(deadline);
-        }
+        let lease_end = lambda_dedup::store::lease_end(now, self.lease, deadline)?;
         let owner = OwnerToken::random();
         let (now_ms, lease_ms) = (millis(now), millis(lease_end));
         let sql = format!(

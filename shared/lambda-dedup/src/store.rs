@@ -49,6 +49,23 @@ pub const DEFAULT_MAX_RESULT_BYTES: usize = 64 * 1024;
 /// DynamoDB allows 100 items in one transaction; the mark takes one.
 pub const MAX_EFFECTS: usize = 99;
 
+/// When a lease taken at `now` for `lease` ends: cut to `deadline` (pass the invocation's, so a
+/// lease never outlives the process that holds it), refused when no time is left before it.
+/// What every store's claim computes first.
+pub fn lease_end(
+    now: SystemTime,
+    lease: Duration,
+    deadline: Option<SystemTime>,
+) -> Result<SystemTime, StoreError> {
+    match deadline {
+        Some(deadline) if deadline <= now => Err(StoreError::Invalid(
+            "no time left before the deadline to hold a lease".into(),
+        )),
+        Some(deadline) => Ok((now + lease).min(deadline)),
+        None => Ok(now + lease),
+    }
+}
+
 /// A boxed future of a store operation (boxed so the trait is object-safe: a flow holds any
 /// store behind one pointer).
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;

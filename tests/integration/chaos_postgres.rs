@@ -245,11 +245,13 @@ async fn postgres_chaos_server_killed_and_restarted_mid_run_applies_each_event_o
             .bind(amount),
         ]))
     };
+    let reasons = Arc::new(Mutex::new(std::collections::BTreeSet::new()));
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut workers = Vec::new();
     for dedup in &instances {
         let (dedup, queue) = (dedup.clone(), queue.clone());
         let (done, applied, retried) = (done.clone(), applied.clone(), retried.clone());
+        let reasons = reasons.clone();
         workers.push(tokio::spawn(async move {
             while done.load(Ordering::SeqCst) < total {
                 assert!(
@@ -277,7 +279,10 @@ async fn postgres_chaos_server_killed_and_restarted_mid_run_applies_each_event_o
                         Outcome::Duplicate { .. } => {
                             done.fetch_add(1, Ordering::SeqCst);
                         }
-                        Outcome::Retry { .. } => again.push(msg),
+                        Outcome::Retry { reason } => {
+                            reasons.lock().expect("reasons").insert(reason);
+                            again.push(msg);
+                        }
                         other => panic!("a delivery was not retried nor settled: {other:?}"),
                     }
                 }
@@ -293,6 +298,10 @@ async fn postgres_chaos_server_killed_and_restarted_mid_run_applies_each_event_o
 
     // Mid-run: a third settled, then SIGKILL, a pause with the server down, a restart.
     while done.load(Ordering::SeqCst) < total / 3 {
+        assert!(
+            Instant::now() < deadline,
+            "a third of the deliveries did not settle within 90 s, before any kill"
+        );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     server.kill();
@@ -347,8 +356,9 @@ async fn postgres_chaos_server_killed_and_restarted_mid_run_applies_each_event_o
     lambda_dedup_conformance::report(&format!(
         "postgres chaos: {total} deliveries of {EVENTS} events, killed at {settled_at_kill} settled, \
          {} redeliveries, {} applied (the rest duplicates; an applied commit whose answer the kill \
-         lost is a duplicate on redelivery)",
+         lost is a duplicate on redelivery); redelivered for: {:?}",
         retried.load(Ordering::SeqCst),
-        applied.load(Ordering::SeqCst)
+        applied.load(Ordering::SeqCst),
+        reasons.lock().expect("reasons")
     ));
 }

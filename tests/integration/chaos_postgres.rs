@@ -362,3 +362,93 @@ async fn postgres_chaos_server_killed_and_restarted_mid_run_applies_each_event_o
         reasons.lock().expect("reasons")
     ));
 }
+
+/// Issue 23, S6, S13: the leased flow's claims across a kill and restart. A claim held across
+/// the restart still holds (the mark was committed before the kill); its owner completes it
+/// once the pool reconnected, and a second instance then sees a duplicate. A claim whose
+/// lease ran out while the server was down is taken over by the second instance; the first
+/// owner's late completion is fenced and changes nothing.
+#[tokio::test]
+async fn postgres_chaos_claims_held_across_a_restart_are_fenced() {
+    use lambda_dedup::{Claim, DedupKey, ManualClock, MarkStore, Scope, Seen, StoreError};
+    let mut server = match Server::init() {
+        Ok(s) => s,
+        Err(why) => {
+            lambda_dedup_conformance::report(&format!("postgres chaos skipped: {why}"));
+            return;
+        }
+    };
+    server.start().await;
+    let url = server.url();
+    let retention = Retention::unchecked(Duration::from_secs(3600)).expect("retention");
+    let clock = Arc::new(ManualClock::new(std::time::SystemTime::now()));
+    let instance = || {
+        PgStore::from_url(&url, Tls::Disabled, retention)
+            .expect("url")
+            .with_lease(Duration::from_secs(30))
+            .with_clock(clock.clone())
+    };
+    let (a, b) = (instance(), instance());
+    a.create_table().await.expect("marks table");
+    let scope = Scope::new("postgres", "chaos-leased").expect("scope");
+    let (held, lapsed) = (
+        DedupKey::new(&scope, "acme", &["held"]),
+        DedupKey::new(&scope, "acme", &["lapsed"]),
+    );
+    let claim = |store: &PgStore, k: &DedupKey| {
+        let (store, k) = (store.clone(), k.clone());
+        async move { store.claim(&k, None, None).await }
+    };
+    let Claim::Claimed(held_lease) = claim(&a, &held).await.expect("claim") else {
+        panic!("a first claim wins");
+    };
+    let Claim::Claimed(lapsed_lease) = claim(&a, &lapsed).await.expect("claim") else {
+        panic!("a first claim wins");
+    };
+
+    server.kill();
+    assert!(
+        claim(&b, &held).await.is_err(),
+        "with the server down a claim is a transient fault, never a decision"
+    );
+    server.start().await;
+
+    // The held claim survived the restart: b sees it in progress.
+    assert!(
+        matches!(
+            claim(&b, &held).await.expect("claim after restart"),
+            Claim::Seen(Seen::InProgress { .. })
+        ),
+        "a claim held across the restart still holds"
+    );
+    // a's pool reconnects; its completion lands; b then sees a duplicate.
+    a.complete(&held_lease, Some("sent"))
+        .await
+        .expect("the owner completes after the restart");
+    assert!(matches!(
+        claim(&b, &held).await.expect("claim"),
+        Claim::Seen(Seen::Duplicate(_))
+    ));
+
+    // The other lease ran out (past 30 s): b takes over; a's late completion is fenced.
+    clock.advance(Duration::from_secs(31));
+    let Claim::Claimed(takeover) = claim(&b, &lapsed).await.expect("claim") else {
+        panic!("a lapsed lease is taken over");
+    };
+    assert!(
+        matches!(
+            a.complete(&lapsed_lease, Some("late")).await,
+            Err(StoreError::Fenced { .. })
+        ),
+        "the first owner's late completion is fenced"
+    );
+    b.complete(&takeover, Some("sent"))
+        .await
+        .expect("the new owner completes");
+    let mark = b.get(&lapsed).await.expect("get").expect("a mark");
+    assert_eq!(
+        mark.result.as_deref(),
+        Some("sent"),
+        "the new owner's result stands"
+    );
+}

@@ -431,3 +431,134 @@ mod flows {
         assert_eq!(balance("a2").await, Some(2));
     }
 }
+
+/// The sweep ([`PgStore::sweep`]) on the real server: PostgreSQL has no TTL, so the sweep is
+/// what DynamoDB's TTL deletion is for the DynamoDB store (S9).
+mod sweep {
+    use super::*;
+    use lambda_dedup::{Claim, Commit, CommitRequest, DedupKey, Scope};
+    use std::time::SystemTime;
+
+    fn key(name: &str) -> DedupKey {
+        DedupKey::new(
+            &Scope::new("postgres", "sweep").expect("scope"),
+            "acme",
+            &[&unique(name)],
+        )
+    }
+
+    /// S9: marks past their retention are deleted, whether completed or claims abandoned in
+    /// progress; marks within it stay, completed or in progress; the bound is kept; and an
+    /// event whose mark was swept is applied again, as after DynamoDB's TTL deletion.
+    #[tokio::test]
+    async fn postgres_sweep_deletes_expired_marks_only_and_a_swept_event_applies_again() {
+        let Some((stores, client, balances)) = super::concurrency::stores(1).await else {
+            return;
+        };
+        let url = std::env::var(URL).expect("checked");
+        let retention = Retention::unchecked(Duration::from_secs(3600)).expect("retention");
+        let clock = Arc::new(ManualClock::new(SystemTime::now()));
+        let marks = unique("marks");
+        let store = PgStore::from_url(&url, Tls::Disabled, retention)
+            .expect("url")
+            .with_table(&marks)
+            .expect("table")
+            .with_lease(Duration::from_secs(30))
+            .with_clock(clock.clone());
+        store.create_table().await.expect("marks table");
+        drop(stores);
+        let credit = [Sql::credit(&balances, "acct", 5)];
+        let commit = |k: &DedupKey| {
+            let (store, effects, k) = (&store, &credit, k.clone());
+            async move {
+                store
+                    .commit(CommitRequest {
+                        key: &k,
+                        fingerprint: None,
+                        result: Some("done"),
+                        effects,
+                    })
+                    .await
+                    .expect("commit")
+            }
+        };
+        let (old_done, old_claim) = (key("old-done"), key("old-claim"));
+        assert_eq!(commit(&old_done).await, Commit::Applied);
+        assert!(matches!(
+            store.claim(&old_claim, None, None).await.expect("claim"),
+            Claim::Claimed(_)
+        ));
+        // Past the retention of the first two (the claim's lease long over: abandoned).
+        clock.advance(Duration::from_secs(3600 + 2));
+        let (new_done, new_claim) = (key("new-done"), key("new-claim"));
+        assert_eq!(commit(&new_done).await, Commit::Applied);
+        assert!(matches!(
+            store.claim(&new_claim, None, None).await.expect("claim"),
+            Claim::Claimed(_)
+        ));
+        let keys = || {
+            let (client, sql) = (
+                &client,
+                format!("SELECT key FROM {} ORDER BY key", t(&marks)),
+            );
+            async move {
+                let rows = client.query(&sql, &[]).await.expect("read marks");
+                rows.iter()
+                    .map(|r| r.get::<_, String>(0))
+                    .collect::<Vec<_>>()
+            }
+        };
+        let sorted = |ks: &[&DedupKey]| {
+            let mut v: Vec<String> = ks.iter().map(|k| k.as_str().to_owned()).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            keys().await,
+            sorted(&[&old_done, &old_claim, &new_done, &new_claim])
+        );
+        assert_eq!(store.sweep(1).await.expect("sweep"), 1, "the bound is kept");
+        assert_eq!(
+            store.sweep(100).await.expect("sweep"),
+            1,
+            "the other expired mark"
+        );
+        assert_eq!(
+            store.sweep(100).await.expect("sweep"),
+            0,
+            "nothing more is expired"
+        );
+        assert_eq!(
+            keys().await,
+            sorted(&[&new_done, &new_claim]),
+            "the live marks are kept"
+        );
+        // A swept event is new again (S9): its effect applies a second time, by design.
+        assert_eq!(commit(&old_done).await, Commit::Applied);
+        assert!(matches!(
+            store.claim(&old_claim, None, None).await.expect("claim"),
+            Claim::Claimed(_)
+        ));
+        // The live ones are still judged: a duplicate, and a claim in progress.
+        assert!(matches!(commit(&new_done).await, Commit::Seen(_)));
+        assert!(matches!(
+            store.claim(&new_claim, None, None).await.expect("claim"),
+            Claim::Seen(_)
+        ));
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT (doc->>'balance')::bigint FROM {} WHERE account = 'acct'",
+                    t(&balances)
+                ),
+                &[],
+            )
+            .await
+            .expect("balance");
+        assert_eq!(
+            rows[0].get::<_, i64>(0),
+            15,
+            "old-done twice, new-done once"
+        );
+    }
+}

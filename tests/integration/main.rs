@@ -6,6 +6,7 @@ mod architecture;
 mod batch;
 mod batch_concurrent;
 mod batch_mode;
+mod chaos_postgres;
 mod claim;
 mod commit;
 mod conformance;

@@ -1,7 +1,9 @@
 //! A PostgreSQL server on loopback for the PostgreSQL store's tests: PostgreSQL 16 from the
 //! `pgserver` wheel (which ships the server's binaries), installed into the project venv, a
 //! fresh cluster in a temporary directory, on a free port, behind the watchdog of
-//! [`Guarded`], so it stops however xtask ends. The tests find it in `DEDUP_POSTGRES_URL`.
+//! [`Guarded`], so it stops however xtask ends. The tests find it in `DEDUP_POSTGRES_URL`;
+//! a test that kills and restarts a server of its own (the chaos run) finds the binaries in
+//! `DEDUP_POSTGRES_BIN` and, under root, the `uid:gid` to run them as in `DEDUP_POSTGRES_RUN_AS`.
 //!
 //! PostgreSQL refuses to run as root. When xtask runs as root (as CI does), `initdb` and
 //! `postgres` run as the unprivileged user `nobody` through `setpriv`, in a data directory
@@ -28,6 +30,8 @@ pub(crate) struct LocalPostgres {
     server: Option<Guarded>,
     url: String,
     data: PathBuf,
+    pg_bin: PathBuf,
+    ids: Option<(u32, u32)>,
 }
 
 impl LocalPostgres {
@@ -80,6 +84,8 @@ impl LocalPostgres {
             server: Some(server),
             url: format!("postgresql://postgres@127.0.0.1:{port}/postgres"),
             data,
+            pg_bin,
+            ids: as_user.ids,
         };
         if !wait_tcp(port, Duration::from_secs(30)) {
             if let Some(s) = &this.server {
@@ -90,9 +96,19 @@ impl LocalPostgres {
         Ok(this)
     }
 
-    /// The tests' environment: the server's URL.
+    /// The tests' environment: the server's URL, the binaries, the user to run them as.
     pub(crate) fn env(&self) -> Vec<(String, String)> {
-        vec![(URL_VAR.to_owned(), self.url.clone())]
+        let mut env = vec![
+            (URL_VAR.to_owned(), self.url.clone()),
+            (
+                "DEDUP_POSTGRES_BIN".to_owned(),
+                self.pg_bin.display().to_string(),
+            ),
+        ];
+        if let Some((uid, gid)) = self.ids {
+            env.push(("DEDUP_POSTGRES_RUN_AS".to_owned(), format!("{uid}:{gid}")));
+        }
+        env
     }
 }
 

@@ -129,19 +129,7 @@ fn install(bin: &Path) -> Result<PathBuf> {
         step(format!(
             "installing {PGSERVER} into .cache/venv (first run only)"
         ));
-        let status = Command::new(bin.join("pip"))
-            .args([
-                "install",
-                "--progress-bar",
-                "off",
-                "--disable-pip-version-check",
-            ])
-            .arg(PGSERVER)
-            .status()
-            .map_err(|e| format!("pip: {e}"))?;
-        if !status.success() {
-            return Err(format!("pip install {PGSERVER} failed"));
-        }
+        crate::tools::pip_install(bin, &[PGSERVER])?;
         fs::write(&stamp, "").map_err(|e| format!("{}: {e}", stamp.display()))?;
     }
     let out = Command::new(bin.join("python"))

@@ -52,19 +52,7 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
             "`python3 -m venv` failed (Debian/Ubuntu: `apt-get install python3-venv`)".into(),
         );
     }
-    let status = Command::new(bin.join("pip"))
-        .args([
-            "install",
-            "--progress-bar",
-            "off",
-            "--disable-pip-version-check",
-        ])
-        .args(PINS)
-        .status()
-        .map_err(|e| format!("pip: {e}"))?;
-    if !status.success() {
-        return Err(format!("pip install {} failed", PINS.join(" ")));
-    }
+    pip_install(&bin, PINS)?;
     fs::write(&stamp, "").map_err(|e| format!("{}: {e}", stamp.display()))?;
     Ok(bin)
 }
@@ -96,4 +84,22 @@ pub(crate) fn cfn_guard(root: &Path) -> Result<PathBuf> {
     }
     fs::write(&stamp, "").map_err(|e| format!("{}: {e}", stamp.display()))?;
     Ok(bin)
+}
+
+/// `pip install` of `pins` into the venv whose `bin` folder is `bin`, quietly.
+pub(crate) fn pip_install(bin: &Path, pins: &[&str]) -> Result<()> {
+    let status = Command::new(bin.join("pip"))
+        .args([
+            "install",
+            "--progress-bar",
+            "off",
+            "--disable-pip-version-check",
+        ])
+        .args(pins)
+        .status()
+        .map_err(|e| format!("pip: {e}"))?;
+    if !status.success() {
+        return Err(format!("pip install {} failed", pins.join(" ")));
+    }
+    Ok(())
 }

@@ -66,7 +66,12 @@ pub fn margin() -> Duration {
 /// When the invocation's work must be over: its deadline ([`crate::deadline`]) less the
 /// process's [`margin`]; `None` when the runtime sends no deadline. (The stream runners and the
 /// webhook receiver: the SQS services take the margin from their builder's settings.)
-#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", feature = "webhook", test))]
+#[cfg(any(
+    feature = "kinesis",
+    feature = "dynamodb-streams",
+    feature = "webhook",
+    test
+))]
 pub(crate) fn cutoff(ctx: &lambda_runtime::Context) -> Option<SystemTime> {
     cutoff_at(crate::deadline(ctx), margin())
 }

@@ -27,3 +27,4 @@ mod privacy;
 mod relay;
 mod retention;
 mod stream_parking;
+mod webhook_store;

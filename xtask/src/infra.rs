@@ -16,6 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use lambda_dedup_runtime::settings;
 use serde_json::Value;
 
 use crate::Result;
@@ -62,26 +63,28 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
                     "{qid}: visibility timeout {visibility}s is under 6 x the function timeout ({timeout}s)"
                 ));
             }
-            // S9: marks outlive every redelivery, a redrive from the DLQ and the replay window.
-            let mark_retention = num(&f.env("DEDUP_RETENTION_SECONDS"), 30 * 86_400);
-            let replay = num(&f.env("DEDUP_REPLAY_WINDOW_SECONDS"), 3 * 86_400);
-            let horizon = retention + 2 * receives * visibility + dlq_retention + replay;
-            if mark_retention <= horizon {
+            // S9, by the function's own settings reader: with the queue's real horizon, would
+            // the function start? (Its retention, replay window, lease and timeouts as it reads
+            // them, defaults included: nothing restated here.)
+            let horizon = [
+                (settings::QUEUE_RETENTION_VAR, retention),
+                (settings::MAX_RECEIVE_COUNT_VAR, receives),
+                (settings::VISIBILITY_TIMEOUT_VAR, visibility),
+                (settings::DLQ_RETENTION_VAR, dlq_retention),
+            ];
+            let mut env = f.environment(t);
+            env.extend(horizon.map(|(k, v)| (k.to_owned(), v.to_string())));
+            if let Err(e) = settings::Settings::read(&settings::Env::from_pairs(env), f.crate_name)
+            {
                 problems.push(format!(
-                    "{}: mark retention {mark_retention}s does not exceed the redelivery horizon {horizon}s \
-                     of {qid} (retention {retention}s + 2 x {receives} x {visibility}s + DLQ retention \
-                     {dlq_retention}s + replay window {replay}s) (S9)",
+                    "{}: with {qid}'s redelivery horizon (retention {retention}s + 2 x {receives} x \
+                     {visibility}s + DLQ retention {dlq_retention}s) the function would not start: {e}",
                     f.id
                 ));
             }
             // S9: the functions check retention at start against their `DEDUP_*` horizon
             // variables, so those must be the queue's real settings.
-            for (var, actual) in [
-                ("DEDUP_QUEUE_RETENTION_SECONDS", retention),
-                ("DEDUP_MAX_RECEIVE_COUNT", receives),
-                ("DEDUP_VISIBILITY_TIMEOUT_SECONDS", visibility),
-                ("DEDUP_DLQ_RETENTION_SECONDS", dlq_retention),
-            ] {
+            for (var, actual) in horizon {
                 if as_u64(t, &f.env(var)) != Some(actual) {
                     problems.push(format!("{}: {var} must equal {qid}'s setting ({actual}), or the function checks retention against the wrong horizon", f.id));
                 }
@@ -141,6 +144,28 @@ fn functions(t: &Value) -> Vec<Function<'_>> {
 }
 
 impl Function<'_> {
+    /// The function's variables as the template gives them (`Globals` first): a parameter's
+    /// default for its `Ref`, a resource's logical id for its; other intrinsics as their name.
+    fn environment(&self, t: &Value) -> Vec<(String, String)> {
+        let vars = |v: &Value| v["Environment"]["Variables"].as_object().cloned();
+        let mut all: BTreeMap<String, Value> = BTreeMap::new();
+        all.extend(vars(self.global).into_iter().flatten());
+        all.extend(vars(self.p).into_iter().flatten());
+        let text = |v: &Value| match v {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            other => match ref_target(other) {
+                Some(id) => match &t["Parameters"][id]["Default"] {
+                    Value::Null => id.to_owned(),
+                    Value::String(s) => s.clone(),
+                    d => d.to_string(),
+                },
+                None => other.to_string(),
+            },
+        };
+        all.iter().map(|(k, v)| (k.clone(), text(v))).collect()
+    }
+
     /// An environment variable, or the `Globals` one.
     fn env(&self, k: &str) -> Value {
         let v = &self.p["Environment"]["Variables"][k];
@@ -846,6 +871,27 @@ mod tests {
         broken(
             |t| res(t, "FineNoticesQueue")["VisibilityTimeout"] = 240.into(),
             "DEDUP_VISIBILITY_TIMEOUT_SECONDS must equal",
+        );
+    }
+
+    /// The template's environment is read by the functions' own settings reader: what would
+    /// refuse their start (a lease not longer than the provider timeout, a bad number) fails
+    /// check-infra, not the first deploy.
+    #[test]
+    fn a_function_environment_its_settings_refuse_fails_the_check() {
+        broken(
+            |t| {
+                t["Globals"]["Function"]["Environment"]["Variables"]["DEDUP_LEASE_SECONDS"] =
+                    "2".into()
+            },
+            "DEDUP_LEASE_SECONDS (2s) must be longer than PROVIDER_TIMEOUT_MS",
+        );
+        broken(
+            |t| {
+                res(t, "PaymentDispatcher")["Environment"]["Variables"]["DEDUP_MAX_CONCURRENCY"] =
+                    "ten".into()
+            },
+            "PaymentDispatcher: with PaymentDispatcherQueue's redelivery horizon",
         );
     }
 

@@ -8,7 +8,8 @@
 //! `FORWARD_QUEUE_URL` and optionally `FORWARDER_DEADLINE_MARGIN_MS` (default 3000: the time one
 //! record needs, at least, before the invocation's deadline) and
 //! `FORWARDER_REDRIVE_AFTER_SECONDS` (default 3600: how long an item may stay unforwarded before
-//! the sweep re-drives it).
+//! the sweep re-drives it) and `DEDUP_DEADLINE_MARGIN_MS` (default 1500: a record still not done
+//! that long before the deadline is abandoned and retried).
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {

@@ -4,7 +4,9 @@
 //! `COLLECTIONS_API_URL` and optionally `PROVIDER_TIMEOUT_MS` (default 5000) and
 //! `RELAY_DEADLINE_MARGIN_MS` (default 2000: the time kept, on top of one provider call, for the
 //! DynamoDB writes around it and the answer to Lambda) and `RELAY_REDRIVE_AFTER_SECONDS` (default
-//! 3600: how long an intent may stay `PENDING` before the scheduled sweep re-drives it).
+//! 3600: how long an intent may stay `PENDING` before the scheduled sweep re-drives it) and
+//! `DEDUP_DEADLINE_MARGIN_MS` (default 1500: a record still not done that long before the
+//! invocation's deadline is abandoned and retried).
 //! Two triggers, one service: the intents table's stream, and a schedule for the sweep.
 
 #[tokio::main]

@@ -9,7 +9,7 @@
 //! Run locally with `cargo xtask demo` (through `cargo lambda watch`'s Function URL front), or
 //! under `cargo lambda watch` with the variables of `lambda_dedup_runtime::settings`, of
 //! `WebhookConfig::from_env` (`WEBHOOK_SCHEME`, `WEBHOOK_SECRETS`, `WEBHOOK_TENANT`,
-//! `INBOX_TABLE`, …).
+//! `INBOX_TABLE`, …); it reads no `DEDUP_MARK_TABLE`: the inbox items are its marks.
 
 use lambda_dedup_runtime::{Dedup, webhook::WebhookConfig};
 

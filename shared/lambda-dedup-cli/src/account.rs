@@ -14,16 +14,12 @@ use std::fmt::Write as _;
 
 use lambda_dedup_dynamodb::MarkCounts;
 
-/// The EMF metrics summed per function.
-pub(crate) const METRICS: [&str; 7] = [
-    "Received",
-    "Applied",
-    "Duplicate",
-    "Retry",
-    "Conflict",
-    "Rejected",
-    "Purged",
-];
+/// The EMF metrics summed per function: the account's, and the TTL purges `mark-auditor` counts.
+fn metrics() -> impl Iterator<Item = &'static str> {
+    lambda_dedup_batch::Account::METRICS
+        .into_iter()
+        .chain(["Purged"])
+}
 
 /// Metric sums per function (the EMF `Function` dimension), per metric name.
 pub type Accounts = BTreeMap<String, BTreeMap<String, u64>>;
@@ -63,7 +59,7 @@ pub fn add_line(line: &str, range: Range, accounts: &mut Accounts) -> bool {
         return false;
     }
     let entry = accounts.entry(function.to_owned()).or_default();
-    for name in METRICS {
+    for name in metrics() {
         *entry.entry(name.to_owned()).or_default() += v[name].as_u64().unwrap_or(0);
     }
     true

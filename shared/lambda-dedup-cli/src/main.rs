@@ -183,13 +183,13 @@ impl Context {
             _ => Flow::Transactional,
         });
         let dedup = match flow {
-            Flow::Transactional => settings.deduplicator(spec, client.clone()),
+            Flow::Transactional => settings.deduplicator(spec, client.clone())?,
             Flow::Leased => {
-                let leased = settings.leased_deduplicator(spec, client.clone());
+                let leased = settings.leased_deduplicator(spec, client.clone())?;
                 (*leased).clone()
             }
         };
-        let store = settings.mark_store(client.clone());
+        let store = settings.mark_store(client.clone())?;
         Ok(Self {
             settings,
             dedup,
@@ -1034,11 +1034,12 @@ async fn account_cmd(cli: &Cli, args: &AccountArgs) -> Result<i32, Error> {
     let consumer = ctx.settings.scope.consumer().to_owned();
     accounts.retain(|f, _| *f == consumer);
     let progress = Progress::new("mark table items read");
-    let mut marks =
-        lambda_dedup_dynamodb::count_marks(&ctx.client, &ctx.settings.mark_table, &|n| {
-            progress.show(n)
-        })
-        .await?;
+    let mut marks = lambda_dedup_dynamodb::count_marks(
+        &ctx.client,
+        ctx.settings.required_mark_table()?,
+        &|n| progress.show(n),
+    )
+    .await?;
     progress.done();
     marks.retain(|f, _| *f == consumer);
     let checks = account::checks(&accounts, &marks);

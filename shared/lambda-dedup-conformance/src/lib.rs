@@ -729,47 +729,29 @@ pub async fn sequence_mode_applies_in_order_and_names_the_rest<H: Harness>(h: &H
     let account = unique("acct");
     let effect = |amount: i64| item_credit(&c.balances, &account, amount);
     let (plus5, plus2) = (effect(5), effect(2));
-    assert_eq!(
-        seq(&*c.store, &k, &plus5, 1, Some(&a))
-            .await
-            .expect("apply"),
-        S::Applied
-    );
-    assert_eq!(
-        seq(&*c.store, &k, &plus5, 1, Some(&a))
-            .await
-            .expect("apply"),
-        S::Duplicate { high_water: 1 }
-    );
-    assert_eq!(
-        seq(&*c.store, &k, &plus5, 1, Some(&b))
-            .await
-            .expect("apply"),
-        S::Conflict { high_water: 1 }
-    );
-    assert_eq!(
-        seq(&*c.store, &k, &plus2, 3, Some(&b))
-            .await
-            .expect("apply"),
-        S::Gap {
-            expected: 2,
-            got: 3
-        }
-    );
-    assert_eq!(c.balance(&account).await, Some(5));
-    assert_eq!(
-        seq(&*c.store, &k, &plus2, 2, Some(&b))
-            .await
-            .expect("apply"),
-        S::Applied
-    );
-    assert_eq!(
-        seq(&*c.store, &k, &plus5, 1, Some(&a))
-            .await
-            .expect("apply"),
-        S::Duplicate { high_water: 2 }
-    );
-    assert_eq!(c.balance(&account).await, Some(7));
+    // (effect, sequence, fingerprint, what the store says, the balance after)
+    let steps = [
+        (&plus5, 1, &a, S::Applied, 5),
+        (&plus5, 1, &a, S::Duplicate { high_water: 1 }, 5),
+        (&plus5, 1, &b, S::Conflict { high_water: 1 }, 5),
+        (
+            &plus2,
+            3,
+            &b,
+            S::Gap {
+                expected: 2,
+                got: 3,
+            },
+            5,
+        ),
+        (&plus2, 2, &b, S::Applied, 7),
+        (&plus5, 1, &a, S::Duplicate { high_water: 2 }, 7),
+    ];
+    for (i, (effect, sequence, fingerprint, want, balance)) in steps.into_iter().enumerate() {
+        let got = seq(&*c.store, &k, effect, sequence, Some(fingerprint)).await;
+        assert_eq!(got.expect("apply"), want, "step {i}");
+        assert_eq!(c.balance(&account).await, Some(balance), "step {i}");
+    }
     let stored = c
         .world
         .read(&c.balances, &Item::new().with("account", account.as_str()))
@@ -910,29 +892,7 @@ pub async fn create_once_item_is_the_mark<H: Harness>(h: &H) -> Ran {
         "unchanged"
     );
 
-    // An item written by other means is not overwritten; the effect's own condition holds too.
-    let seeded = unique("order");
-    let seeded_key = Item::new().with("order_id", seeded.as_str());
-    c.world
-        .put(&orders, seeded_key.clone().with("total", 1))
-        .await;
-    let over = Effect::put(&orders, seeded_key.clone().with("total", 9));
-    let out = c.store.create_once(create(&key(), &over, None, None)).await;
-    assert_eq!(out.expect("create"), Commit::EffectRejected { index: 0 });
-    assert_eq!(
-        c.number(&orders, "order_id", &seeded, "total").await,
-        Some(1)
-    );
-    let guarded = Effect::put(
-        &orders,
-        Item::new().with("order_id", unique("order").as_str()),
-    )
-    .condition("attribute_exists(order_id)");
-    let out = c
-        .store
-        .create_once(create(&key(), &guarded, None, None))
-        .await;
-    assert_eq!(out.expect("create"), Commit::EffectRejected { index: 0 });
+    create_once_keeps_what_it_did_not_create(&c, &orders).await;
 
     // Deleting the item forgets the event: the next delivery creates it again.
     let delete = [H::Effects::delete(&orders, "order_id", &id)];
@@ -944,7 +904,40 @@ pub async fn create_once_item_is_the_mark<H: Harness>(h: &H) -> Ran {
         .await;
     assert_eq!(out.expect("create"), Commit::Applied);
 
-    // Only a put of an item without the library's attributes; refusals are permanent.
+    create_once_refuses_what_it_cannot_be(&c, &orders).await;
+    Ran::Passed
+}
+
+/// Create-once: an item written by other means is not overwritten; the effect's own
+/// condition holds too.
+async fn create_once_keeps_what_it_did_not_create<E>(c: &Case<E>, orders: &str) {
+    let seeded = unique("order");
+    let seeded_key = Item::new().with("order_id", seeded.as_str());
+    c.world
+        .put(orders, seeded_key.clone().with("total", 1))
+        .await;
+    let over = Effect::put(orders, seeded_key.clone().with("total", 9));
+    let out = c.store.create_once(create(&key(), &over, None, None)).await;
+    assert_eq!(out.expect("create"), Commit::EffectRejected { index: 0 });
+    assert_eq!(
+        c.number(orders, "order_id", &seeded, "total").await,
+        Some(1)
+    );
+    let guarded = Effect::put(
+        orders,
+        Item::new().with("order_id", unique("order").as_str()),
+    )
+    .condition("attribute_exists(order_id)");
+    let out = c
+        .store
+        .create_once(create(&key(), &guarded, None, None))
+        .await;
+    assert_eq!(out.expect("create"), Commit::EffectRejected { index: 0 });
+}
+
+/// Create-once takes only a put of an item without the library's attributes; its refusals
+/// are permanent.
+async fn create_once_refuses_what_it_cannot_be<E>(c: &Case<E>, orders: &str) {
     let update = item_credit(&c.balances, &unique("acct"), 1);
     let err = c
         .store
@@ -952,14 +945,17 @@ pub async fn create_once_item_is_the_mark<H: Harness>(h: &H) -> Ran {
         .await;
     assert!(matches!(err, Err(StoreError::Invalid(_))), "{err:?}");
     let big = "x".repeat(c.store.max_result_bytes() + 1);
-    let fresh = order(1);
+    let fresh = Effect::put(
+        orders,
+        Item::new().with("order_id", unique("order").as_str()),
+    );
     let err = c
         .store
         .create_once(create(&key(), &fresh, None, Some(&big)))
         .await;
     assert!(matches!(err, Err(StoreError::Invalid(_))), "{err:?}");
     let huge = Effect::put(
-        &orders,
+        orders,
         Item::new()
             .with("order_id", unique("order").as_str())
             .with("blob", "x".repeat(401 * 1024)),
@@ -970,7 +966,6 @@ pub async fn create_once_item_is_the_mark<H: Harness>(h: &H) -> Ran {
         .await
         .expect_err("refused");
     assert!(!err.is_retryable(), "{err:?}");
-    Ran::Passed
 }
 
 /// S4 for create-once: of many concurrent deliveries of one event, exactly one creates the

@@ -1,7 +1,7 @@
 //! Every invocation's work bounded by its deadline (issue 19): Lambda kills an invocation at its
 //! deadline, and a killed invocation answers nothing (no partial batch response, no EMF line), so
 //! an SQS batch would come back whole, a webhook sender would time out and a stream shard would
-//! stall. The runners therefore stop what is unfinished [`margin`] before the deadline and answer
+//! stall. The runners therefore stop what is unfinished a margin before the deadline and answer
 //! with it reported for redelivery (a retry), in time.
 //!
 //! Abandoning a call in flight is safe by construction: a commit whose answer is abandoned is
@@ -12,7 +12,6 @@
 //! for answering: the account, the EMF line and the runtime API's round trip.
 
 use std::future::Future;
-use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use lambda_dedup_batch::{BatchReport, Outcome};
@@ -51,29 +50,10 @@ pub(crate) fn margin_from(value: Option<&str>) -> Result<Duration, SettingsError
     Ok(margin)
 }
 
-/// The process's margin, read from `DEDUP_DEADLINE_MARGIN_MS` once. A bad value is refused at
-/// start by [`crate::Settings::from_env`]; here it falls back to [`DEFAULT_MARGIN`] (logged).
-pub fn margin() -> Duration {
-    static MARGIN: OnceLock<Duration> = OnceLock::new();
-    *MARGIN.get_or_init(|| {
-        margin_from(std::env::var(MARGIN_VAR).ok().as_deref()).unwrap_or_else(|e| {
-            tracing::error!(error = %e, "using the default deadline margin");
-            DEFAULT_MARGIN
-        })
-    })
-}
-
-/// When the invocation's work must be over: its deadline ([`crate::deadline`]) less the
-/// process's [`margin`]; `None` when the runtime sends no deadline. (The stream runners and the
-/// webhook receiver: the SQS services take the margin from their builder's settings.)
-#[cfg(any(
-    feature = "kinesis",
-    feature = "dynamodb-streams",
-    feature = "webhook",
-    test
-))]
-pub(crate) fn cutoff(ctx: &lambda_runtime::Context) -> Option<SystemTime> {
-    cutoff_at(crate::deadline(ctx), margin())
+/// When the invocation's work must be over: its deadline ([`crate::deadline`]) less `margin`
+/// (the function's setting); `None` when the runtime sends no deadline.
+pub(crate) fn cutoff(ctx: &lambda_runtime::Context, margin: Duration) -> Option<SystemTime> {
+    cutoff_at(crate::deadline(ctx), margin)
 }
 
 /// `deadline` less `margin` (the epoch when the margin is longer than the time to the epoch).

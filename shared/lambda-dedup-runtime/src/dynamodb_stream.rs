@@ -128,6 +128,7 @@ impl Parking {
 pub(crate) async fn run_dynamodb_stream<F, Fut>(
     namespace: &str,
     function: &str,
+    margin: std::time::Duration,
     event: LambdaEvent<Event>,
     parking: &Parking,
     process: F,
@@ -137,7 +138,8 @@ where
     Fut: Future<Output = BatchReport>,
 {
     let batch = messages(&event.payload);
-    let report = crate::sqs::accounted(namespace, function, &event.context, batch, process).await;
+    let report =
+        crate::sqs::accounted(namespace, function, margin, &event.context, batch, process).await;
     let parked = parking.park_stream(function, &event.payload, &report).await;
     Ok(naming(parked.checkpoint))
 }

@@ -43,13 +43,14 @@ pub struct Walk<E> {
 /// Applies `apply` to `records` one at a time, in order. It stops at the first record that
 /// fails transiently (`Err`, with the reason for the log), or before the first record it has
 /// less than `per_record` left for (`deadline`: the invocation's; `None` for no limit), or at a
-/// record still not done at the cutoff (the deadline less `DEDUP_DEADLINE_MARGIN_MS`, or less a
-/// quarter of `per_record` when that is shorter), and names
+/// record still not done at the cutoff (the deadline less `margin`, the function's
+/// `DEDUP_DEADLINE_MARGIN_MS`, or less a quarter of `per_record` when that is shorter), and names
 /// that record in the response: the stream retries from it, so order is kept and nothing is
 /// skipped (S12). Permanent refusals are the caller's endings (parked), and do not stop it (S15).
 pub async fn walk<'a, E, F, Fut>(
     records: &'a [EventRecord],
     per_record: Duration,
+    margin: Duration,
     deadline: Option<SystemTime>,
     mut apply: F,
 ) -> Walk<E>
@@ -88,7 +89,7 @@ where
         // A call that hangs is cut off before the deadline too: the record is then retried. The
         // cutoff is the margin before the deadline, or a quarter of `per_record` when that is
         // shorter (a record started with `per_record` left keeps most of it).
-        let cutoff = crate::bound::cutoff_at(deadline, crate::bound::margin().min(per_record / 4));
+        let cutoff = crate::bound::cutoff_at(deadline, margin.min(per_record / 4));
         let applied = crate::bound::within(cutoff, apply(record))
             .await
             .unwrap_or_else(|| Err(crate::bound::ABANDONED.into()));

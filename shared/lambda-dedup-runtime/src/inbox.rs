@@ -202,6 +202,7 @@ pub fn forwarder(
     Ok(
         Relay::new(function, env.required("INBOX_TABLE")?, LAYOUT, forward)
             .per_record(Duration::from_millis(margin))
+            .deadline_margin(crate::settings::deadline_margin_in(env)?)
             .redrive_after(Duration::from_secs(redrive_after)),
     )
 }

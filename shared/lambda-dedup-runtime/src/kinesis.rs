@@ -133,6 +133,7 @@ fn parked_message(
 pub(crate) async fn run_kinesis<F, Fut>(
     namespace: &str,
     function: &str,
+    margin: std::time::Duration,
     event: LambdaEvent<KinesisEvent>,
     parking: &Parking,
     process: F,
@@ -142,7 +143,8 @@ where
     Fut: Future<Output = BatchReport>,
 {
     let batch = messages(&event.payload);
-    let report = crate::sqs::accounted(namespace, function, &event.context, batch, process).await;
+    let report =
+        crate::sqs::accounted(namespace, function, margin, &event.context, batch, process).await;
     let parked = parking.park(function, &event.payload, &report).await;
     Ok(naming(parked.checkpoint))
 }
@@ -239,6 +241,7 @@ mod tests {
         let resp = run_kinesis(
             crate::emf::NAMESPACE,
             "k",
+            crate::bound::DEFAULT_MARGIN,
             event(shard),
             &parking,
             |batch| {
@@ -322,6 +325,7 @@ mod tests {
                 run_kinesis(
                     crate::emf::NAMESPACE,
                     "k",
+                    crate::bound::DEFAULT_MARGIN,
                     event(records),
                     &unreachable_parking(),
                     |batch| {

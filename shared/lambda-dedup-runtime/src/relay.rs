@@ -240,6 +240,7 @@ pub struct Relay<A> {
     layout: Layout,
     act: A,
     per_record: Duration,
+    margin: Duration,
     redrive_after: Duration,
 }
 
@@ -254,8 +255,17 @@ impl<A: Act> Relay<A> {
             layout,
             act,
             per_record: Duration::from_millis(3_000),
+            margin: crate::bound::DEFAULT_MARGIN,
             redrive_after: Duration::from_secs(3_600),
         }
+    }
+
+    /// The time kept before the invocation's deadline to answer: a record still not done then
+    /// is abandoned and retried (`DEDUP_DEADLINE_MARGIN_MS`, [`crate::settings::deadline_margin_in`];
+    /// default [`crate::bound::DEFAULT_MARGIN`]).
+    pub fn deadline_margin(mut self, margin: Duration) -> Self {
+        self.margin = margin;
+        self
     }
 
     /// A record is started only with `per_record` left before the invocation's deadline (one
@@ -320,7 +330,8 @@ impl<A: Act> RelayService<A> {
     /// the record the stream must retry from, if any.
     pub async fn handle(&self, event: &Event, deadline: Option<SystemTime>) -> Handled {
         let r = &self.relay;
-        let walk = in_order::walk(&event.records, r.relay.per_record, deadline, |record| {
+        let (per_record, margin) = (r.relay.per_record, r.relay.margin);
+        let walk = in_order::walk(&event.records, per_record, margin, deadline, |record| {
             r.step(record)
         })
         .await;

@@ -144,7 +144,7 @@ pub struct Dedup {
     tenant: TenantSource,
     fingerprint: Option<FingerprintSource>,
     time: Option<EventTimeSource>,
-    store: Option<Arc<dyn MarkStore>>,
+    store: StoreChoice,
     accounting: Accounting,
     #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
     parking: Option<Arc<crate::parking::Parking>>,
@@ -157,9 +157,18 @@ impl std::fmt::Debug for Dedup {
         f.debug_struct("Dedup")
             .field("function", &self.function)
             .field("identity", &self.identity)
-            .field("store", &self.store.is_some())
+            .field("store", &!matches!(self.store, StoreChoice::Unset))
             .finish_non_exhaustive()
     }
+}
+
+/// Where the builder's marks go: not chosen yet, a store given, or DynamoDB through a client,
+/// whose table is decided by the service built (the mark table; a webhook's inbox).
+#[derive(Clone)]
+enum StoreChoice {
+    Unset,
+    Chosen(Arc<dyn MarkStore>),
+    DynamoDb(lambda_dedup_dynamodb::Client),
 }
 
 /// What the builder refuses: a setting (S9 and the rest of [`crate::settings`]), or a service
@@ -194,7 +203,7 @@ impl Dedup {
             tenant: TenantSource::Single,
             fingerprint: None,
             time: None,
-            store: None,
+            store: StoreChoice::Unset,
             accounting: Accounting {
                 namespace: crate::emf::NAMESPACE.into(),
                 reconciliation: Reconciliation::To(
@@ -312,17 +321,30 @@ impl Dedup {
         self.dynamodb_client(client)
     }
 
-    /// Marks in the settings' DynamoDB mark table through `client` (tests: the local DynamoDB).
-    pub fn dynamodb_client(self, client: impl Into<lambda_dedup_dynamodb::Client>) -> Self {
-        let store = self.settings.mark_store(client.into());
-        self.store(store)
+    /// Marks in the settings' DynamoDB mark table through `client` (tests: the local DynamoDB);
+    /// a webhook service's marks are its inbox items, so it needs no mark table. A service
+    /// that needs one is refused without `DEDUP_MARK_TABLE`.
+    pub fn dynamodb_client(mut self, client: impl Into<lambda_dedup_dynamodb::Client>) -> Self {
+        self.store = StoreChoice::DynamoDb(client.into());
+        self
     }
 
     /// Marks in `store` (a `lambda_dedup_memory::MemoryStore` in tests, built with
     /// [`settings`](Self::settings)' retention and lease).
     pub fn store(mut self, store: impl MarkStore + 'static) -> Self {
-        self.store = Some(Arc::new(store));
+        self.store = StoreChoice::Chosen(Arc::new(store));
         self
+    }
+
+    /// The store chosen, its marks in the mark table when it is DynamoDB's.
+    fn mark_store(&self) -> Result<Arc<dyn MarkStore>, BuildError> {
+        match &self.store {
+            StoreChoice::Unset => Err(BuildError::NoStore),
+            StoreChoice::Chosen(store) => Ok(store.clone()),
+            StoreChoice::DynamoDb(client) => {
+                Ok(Arc::new(self.settings.mark_store(client.clone())?))
+            }
+        }
     }
 
     /// The settings read.
@@ -368,7 +390,7 @@ impl Dedup {
     }
 
     fn deduplicator(&self, scope: Scope) -> Result<Deduplicator, BuildError> {
-        let store = self.store.clone().ok_or(BuildError::NoStore)?;
+        let store = self.mark_store()?;
         // The settings apply their guards (body limit, event time, cache size and age) in one
         // place, for the builder and `Settings::deduplicator` alike.
         Ok(self.settings.deduplicator_on(self.raw_spec(scope), store))
@@ -384,8 +406,7 @@ impl Dedup {
         Runner {
             function: self.function.clone(),
             accounting: self.accounting.clone(),
-            margin: crate::bound::margin_from(self.env.get("DEDUP_DEADLINE_MARGIN_MS").as_deref())
-                .unwrap_or_else(|_| crate::bound::margin()),
+            margin: self.settings.deadline_margin,
             max_concurrency: self.settings.max_concurrency,
         }
     }
@@ -647,8 +668,9 @@ impl Dedup {
             let s = stream.clone();
             async move {
                 let (namespace, function) = (&s.runner.accounting.namespace, &s.runner.function);
-                crate::kinesis::run_kinesis(namespace, function, event, &s.parking, |batch| {
-                    s.in_order(batch)
+                let margin = s.runner.margin;
+                crate::kinesis::run_kinesis(namespace, function, margin, event, &s.parking, |b| {
+                    s.in_order(b)
                 })
                 .await
             }
@@ -687,6 +709,7 @@ impl Dedup {
                 crate::dynamodb_stream::run_dynamodb_stream(
                     namespace,
                     function,
+                    s.runner.margin,
                     event,
                     &s.parking,
                     |batch| s.in_order(batch),
@@ -1150,5 +1173,59 @@ mod tests {
         assert_eq!(merged(dup("w"), Some(Outcome::Applied)), Outcome::Applied);
         assert_eq!(merged(Outcome::Applied, Some(dup("c"))), Outcome::Applied);
         assert_eq!(merged(dup("w"), Some(dup("c"))), dup("c"));
+    }
+
+    /// A context whose deadline is `secs` from now, in epoch milliseconds as Lambda sends it.
+    pub(crate) fn context_due_in(secs: u64) -> lambda_runtime::Context {
+        let mut context = lambda_runtime::Context::default();
+        let due = SystemTime::now() + Duration::from_secs(secs);
+        context.deadline = due
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .expect("after the epoch")
+            .as_millis() as u64;
+        context
+    }
+
+    /// `DEDUP_DEADLINE_MARGIN_MS` of the builder's own `Env` bounds a stream service: with a
+    /// margin longer than the time to the deadline, nothing is started and the shard is retried
+    /// from its first record; with the default margin the same records apply.
+    #[tokio::test]
+    async fn a_stream_service_keeps_the_margin_of_its_settings() {
+        let records = || {
+            let e = r#"{"specversion": "1.0", "type": "t", "source": "/s", "id": "e1", "data": {"id": "e1"}}"#;
+            let data = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, e);
+            let record = serde_json::json!({"eventSource": "aws:kinesis", "eventID": "shardId-0:1",
+                "kinesis": {"kinesisSchemaVersion": "1.0", "partitionKey": "a",
+                    "sequenceNumber": "1", "approximateArrivalTimestamp": 1_700_000_000.0,
+                    "data": data}});
+            serde_json::from_value::<aws_lambda_events::event::kinesis::KinesisEvent>(
+                serde_json::json!({ "Records": [record] }),
+            )
+            .expect("event")
+        };
+        for (margin, retried) in [(None, 0), (Some("60000"), 1)] {
+            let mut env = env();
+            if let Some(m) = margin {
+                env = env.with("DEDUP_DEADLINE_MARGIN_MS", m);
+            }
+            let dedup = Dedup::read(&env, "streamer").expect("settings");
+            let store = MemoryStore::new(dedup.settings().retention);
+            let mut service = dedup
+                .store(store)
+                .parking(crate::parking::Parking::unreachable())
+                .kinesis(|_: Event<serde_json::Value>| Vec::<lambda_dedup::Effect>::new())
+                .expect("service");
+            let answer = lambda_runtime::Service::call(
+                &mut service,
+                LambdaEvent::new(records(), context_due_in(30)),
+            )
+            .await
+            .expect("answer");
+            assert_eq!(
+                answer.batch_item_failures.len(),
+                retried,
+                "margin {margin:?}: {answer:?}"
+            );
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! | --- | --- | --- |
 //! | `DEDUP_NAMESPACE` | environment namespace of keys (`prod`, `dev`), S1 | required |
 //! | `DEDUP_CONSUMER` | consumer name in keys, S1 | the function's name |
-//! | `DEDUP_MARK_TABLE` | the mark table | required |
+//! | `DEDUP_MARK_TABLE` | the mark table | required by every function that keeps marks in DynamoDB's mark table; not read by the webhook receiver, whose marks are its inbox items |
 //! | `DEDUP_RETENTION_SECONDS` | how long marks are kept, S9 | 2592000 (30 days) |
 //! | `DEDUP_QUEUE_RETENTION_SECONDS` | the source queue's message retention | 345600 (4 days) |
 //! | `DEDUP_MAX_RECEIVE_COUNT` | the redrive policy's maxReceiveCount | 5 |
@@ -104,6 +104,17 @@ impl Env {
     }
 }
 
+/// The variable that names the mark table.
+pub const MARK_TABLE_VAR: &str = "DEDUP_MARK_TABLE";
+/// The source queue's message retention, seconds (S9's horizon).
+pub const QUEUE_RETENTION_VAR: &str = "DEDUP_QUEUE_RETENTION_SECONDS";
+/// The redrive policy's maxReceiveCount (S9's horizon).
+pub const MAX_RECEIVE_COUNT_VAR: &str = "DEDUP_MAX_RECEIVE_COUNT";
+/// The source queue's visibility timeout, seconds (S9's horizon).
+pub const VISIBILITY_TIMEOUT_VAR: &str = "DEDUP_VISIBILITY_TIMEOUT_SECONDS";
+/// The dead-letter queue's message retention, seconds (S9's horizon).
+pub const DLQ_RETENTION_VAR: &str = "DEDUP_DLQ_RETENTION_SECONDS";
+
 /// Where variables come from.
 pub(crate) type Lookup<'a> = &'a Env;
 
@@ -186,6 +197,12 @@ pub fn provider_timeout() -> Result<Duration, SettingsError> {
     provider_timeout_in(&Env::process())
 }
 
+/// `DEDUP_DEADLINE_MARGIN_MS` in `env` (default [`crate::bound::DEFAULT_MARGIN`]): the time kept
+/// before the invocation's deadline to answer. Refused over 15 minutes or when it does not parse.
+pub fn deadline_margin_in(env: Lookup<'_>) -> Result<Duration, SettingsError> {
+    crate::bound::margin_from(env.get(crate::bound::MARGIN_VAR).as_deref())
+}
+
 /// `DEDUP_EVENT_TIME_FROM` and `DEDUP_EVENT_TIME_FORMAT`: `None` when unset (the key spec's
 /// own source stands).
 fn event_time_in(env: Lookup<'_>) -> Result<Option<EventTimeSource>, SettingsError> {
@@ -230,8 +247,10 @@ fn event_time_in(env: Lookup<'_>) -> Result<Option<EventTimeSource>, SettingsErr
 pub struct Settings {
     /// Namespace and consumer of the keys.
     pub scope: Scope,
-    /// The mark table.
-    pub mark_table: String,
+    /// The mark table; `None` when `DEDUP_MARK_TABLE` is unset, which only a function whose
+    /// marks live elsewhere may be (the webhook receiver: its inbox items are its marks).
+    /// [`mark_store`](Self::mark_store) refuses to build without it.
+    pub mark_table: Option<String>,
     /// Mark retention, checked against the redelivery horizon.
     pub retention: Retention,
     /// Bound on concurrent messages in a batch.
@@ -252,6 +271,8 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// Where the event's time is read (S10), when the setting overrides the key spec's own.
     pub event_time: Option<EventTimeSource>,
+    /// The time kept before the invocation's deadline to answer (`DEDUP_DEADLINE_MARGIN_MS`).
+    pub deadline_margin: Duration,
 }
 
 impl Settings {
@@ -268,10 +289,10 @@ impl Settings {
         let consumer = optional_in(env, "DEDUP_CONSUMER", function.to_owned())?;
         let scope = Scope::new(&namespace, &consumer)?;
         let horizon = RedeliveryHorizon {
-            queue_retention: secs("DEDUP_QUEUE_RETENTION_SECONDS", 4 * 86_400)?,
-            max_receive_count: optional_in(env, "DEDUP_MAX_RECEIVE_COUNT", 5)?,
-            visibility_timeout: secs("DEDUP_VISIBILITY_TIMEOUT_SECONDS", 180)?,
-            dlq_retention: secs("DEDUP_DLQ_RETENTION_SECONDS", 14 * 86_400)?,
+            queue_retention: secs(QUEUE_RETENTION_VAR, 4 * 86_400)?,
+            max_receive_count: optional_in(env, MAX_RECEIVE_COUNT_VAR, 5)?,
+            visibility_timeout: secs(VISIBILITY_TIMEOUT_VAR, 180)?,
+            dlq_retention: secs(DLQ_RETENTION_VAR, 14 * 86_400)?,
             replay_window: secs("DEDUP_REPLAY_WINDOW_SECONDS", 3 * 86_400)?,
         };
         let retention =
@@ -287,9 +308,7 @@ impl Settings {
                 lease.as_secs()
             )));
         }
-        // Read where they are used (the runners, `connect`); checked here so that a bad value
-        // refuses the start.
-        crate::bound::margin_from(env.get(crate::bound::MARGIN_VAR).as_deref())?;
+        // Read where it is used (`connect`); checked here so that a bad value refuses the start.
         lambda_dedup_dynamodb::SdkTimeouts::from_lookup(&|name| env.get(name)).map_err(
             |e| match e {
                 lambda_dedup_dynamodb::TimeoutsError::Invalid { name, value } => {
@@ -312,7 +331,7 @@ impl Settings {
         }
         Ok(Self {
             scope,
-            mark_table: required_in(env, "DEDUP_MARK_TABLE")?,
+            mark_table: required_in(env, MARK_TABLE_VAR).ok(),
             retention,
             max_concurrency: positive(
                 optional_in(env, "DEDUP_MAX_CONCURRENCY", 10)?,
@@ -333,6 +352,7 @@ impl Settings {
                 "DEDUP_MAX_BODY_BYTES",
             )?,
             event_time: event_time_in(env)?,
+            deadline_margin: deadline_margin_in(env)?,
         })
     }
 
@@ -356,8 +376,9 @@ impl Settings {
         &self,
         spec: lambda_dedup::KeySpec,
         client: Client,
-    ) -> lambda_dedup_batch::Deduplicator {
-        self.deduplicator_on(spec, std::sync::Arc::new(self.mark_store(client)))
+    ) -> Result<lambda_dedup_batch::Deduplicator, SettingsError> {
+        let store = std::sync::Arc::new(self.mark_store(client)?);
+        Ok(self.deduplicator_on(spec, store))
     }
 
     /// [`deduplicator`](Self::deduplicator) on `store` (the builder's, `crate::Dedup`): the one
@@ -379,14 +400,29 @@ impl Settings {
         &self,
         spec: lambda_dedup::KeySpec,
         client: Client,
-    ) -> lambda_dedup_batch::LeasedDeduplicator {
-        self.deduplicator(spec, client)
-            .with_provider_key_retention(self.provider_key_retention)
+    ) -> Result<lambda_dedup_batch::LeasedDeduplicator, SettingsError> {
+        Ok(self
+            .deduplicator(spec, client)?
+            .with_provider_key_retention(self.provider_key_retention))
     }
 
-    /// The mark store these settings describe.
-    pub fn mark_store(&self, client: Client) -> DynamoStore {
-        DynamoStore::new(client, self.mark_table.clone(), self.retention).with_lease(self.lease)
+    /// The mark table, or why there is none: `DEDUP_MARK_TABLE` unset.
+    pub fn required_mark_table(&self) -> Result<&str, SettingsError> {
+        self.mark_table
+            .as_deref()
+            .ok_or_else(|| SettingsError::Missing(MARK_TABLE_VAR.to_owned()))
+    }
+
+    /// The mark store these settings describe: marks in the mark table (required here).
+    pub fn mark_store(&self, client: Client) -> Result<DynamoStore, SettingsError> {
+        let table = self.required_mark_table()?.to_owned();
+        Ok(DynamoStore::new(client, table, self.retention).with_lease(self.lease))
+    }
+
+    /// A store on `client` whose marks are the items of `table` that create-once mode writes
+    /// (the webhook receiver's inbox): no mark table is read.
+    pub fn create_once_store(&self, client: Client, table: &str) -> DynamoStore {
+        DynamoStore::new(client, table.to_owned(), self.retention).with_lease(self.lease)
     }
 }
 

@@ -201,6 +201,7 @@ pub(crate) fn print_account(
 pub(crate) async fn accounted<F, Fut>(
     namespace: &str,
     function: &str,
+    margin: std::time::Duration,
     context: &lambda_runtime::Context,
     batch: Vec<Message>,
     process: F,
@@ -211,7 +212,8 @@ where
 {
     let (batch, ids) = distinct(function, batch);
     // Not done by the cutoff: every record reported, so the checkpoint is the first one.
-    let work = crate::bound::report_within(crate::bound::cutoff(context), &ids, process(batch));
+    let work =
+        crate::bound::report_within(crate::bound::cutoff(context, margin), &ids, process(batch));
     let report = rebuilt(function, &ids, work.await);
     print_account(namespace, function, &context.request_id, &report);
     report

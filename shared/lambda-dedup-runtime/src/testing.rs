@@ -127,3 +127,22 @@ pub fn emf_metric_names(line: &Value) -> Vec<&str> {
         .map(|m| m.iter().filter_map(|m| m["Name"].as_str()).collect())
         .unwrap_or_default()
 }
+
+/// A webhook request as a Standard Webhooks sender sends it now: `webhook-id`,
+/// `webhook-timestamp` and `webhook-signature` over `{id}.{timestamp}.{body}` with `secret`
+/// (`whsec_…`). (The end-to-end tests sign with the sender's own library; this is for the
+/// tests of the wiring.)
+#[cfg(any(feature = "webhook", test))]
+pub fn signed_webhook(secret: &str, id: &str, body: &str) -> lambda_http::Request {
+    use lambda_dedup::signature::{Scheme, sign};
+    let now = lambda_dedup::clock::epoch_secs(std::time::SystemTime::now());
+    let signature = sign(Scheme::StandardWebhooks, secret, id, now, body.as_bytes())
+        .expect("a whsec_ secret of 16 bytes or more");
+    lambda_http::http::Request::builder()
+        .method("POST")
+        .header("webhook-id", id)
+        .header("webhook-timestamp", now.to_string())
+        .header("webhook-signature", signature)
+        .body(lambda_http::Body::Text(body.to_owned()))
+        .expect("a request")
+}

@@ -217,6 +217,7 @@ pub struct Receiver {
     config: WebhookConfig,
     dedup: Deduplicator,
     function: String,
+    margin: std::time::Duration,
 }
 
 /// One request's answer, before it becomes an HTTP response.
@@ -258,7 +259,15 @@ impl Receiver {
             config,
             dedup,
             function: function.to_owned(),
+            margin: crate::bound::DEFAULT_MARGIN,
         }
+    }
+
+    /// The time kept before the invocation's deadline to answer (default
+    /// [`crate::bound::DEFAULT_MARGIN`]; the builder gives the function's `DEDUP_DEADLINE_MARGIN_MS`).
+    pub fn deadline_margin(mut self, margin: std::time::Duration) -> Self {
+        self.margin = margin;
+        self
     }
 
     /// Answers one request, given its parts: verifies, deduplicates, records in the inbox.
@@ -347,7 +356,7 @@ impl Receiver {
         let request_id = context.request_id.clone();
         let body: &[u8] = request.body().as_ref();
         let answer = crate::bound::within(
-            crate::bound::cutoff(&context),
+            crate::bound::cutoff(&context, self.margin),
             self.answer(
                 request.method(),
                 request.headers(),

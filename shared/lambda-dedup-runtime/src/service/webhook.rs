@@ -16,7 +16,7 @@ use std::task::{Context as TaskContext, Poll};
 
 use lambda_http::{Body, Request, Response};
 
-use super::{BuildError, Dedup};
+use super::{BuildError, Dedup, StoreChoice};
 use crate::webhook::{Receiver, WebhookConfig};
 
 impl Dedup {
@@ -25,12 +25,23 @@ impl Dedup {
     /// item is the mark, one conditional `Put` (create-once mode, S5) — before it is answered
     /// 2xx; a retry gets the first answer again, another body under the same id 409 (S8,
     /// S11). One EMF line per request. Give it to `lambda_http::run`; refused without a store.
+    /// On DynamoDB it reads no mark table (`DEDUP_MARK_TABLE` may be unset).
     pub fn webhook(self, config: WebhookConfig) -> Result<WebhookService, BuildError> {
-        let store = self.store.clone().ok_or(BuildError::NoStore)?;
+        // The inbox items are the marks: on DynamoDB, no mark table is read.
+        let store: Arc<dyn lambda_dedup::MarkStore> = match &self.store {
+            StoreChoice::DynamoDb(client) => Arc::new(
+                self.settings
+                    .create_once_store(client.clone(), &config.inbox_table),
+            ),
+            _ => self.mark_store()?,
+        };
         let spec = config.key_spec(self.settings.scope.clone());
         let dedup = self.settings.deduplicator_on(spec, store);
         Ok(WebhookService {
-            receiver: Arc::new(Receiver::new(&self.function, config, dedup)),
+            receiver: Arc::new(
+                Receiver::new(&self.function, config, dedup)
+                    .deadline_margin(self.settings.deadline_margin),
+            ),
         })
     }
 }
@@ -62,10 +73,8 @@ mod tests {
     use super::*;
     use crate::settings::Env;
     use lambda_dedup::MarkStore;
-    use lambda_dedup::signature::{Scheme, sign};
     use lambda_dedup_memory::MemoryStore;
     use lambda_http::tower::ServiceExt;
-    use std::time::SystemTime;
 
     const SECRET: &str = "whsec_d2hzZWMtdGVzdC0wMTIzNDU2Nzg5";
 
@@ -80,15 +89,7 @@ mod tests {
     }
 
     fn request(id: &str, body: &str) -> Request {
-        let now = lambda_dedup::clock::epoch_secs(SystemTime::now());
-        let sig = sign(Scheme::StandardWebhooks, SECRET, id, now, body.as_bytes()).expect("sign");
-        lambda_http::http::Request::builder()
-            .method("POST")
-            .header("webhook-id", id)
-            .header("webhook-timestamp", now.to_string())
-            .header("webhook-signature", sig)
-            .body(Body::Text(body.to_owned()))
-            .expect("request")
+        crate::testing::signed_webhook(SECRET, id, body)
     }
 
     async fn post(service: &WebhookService, id: &str, body: &str) -> (u16, Option<String>, String) {
@@ -145,5 +146,29 @@ mod tests {
             store.get(&key).await.expect("get").is_none(),
             "no mark item"
         );
+    }
+
+    /// `DEDUP_DEADLINE_MARGIN_MS` of the builder's own `Env` bounds the webhook service: a
+    /// margin longer than the time to the deadline answers 503 (retry later) without recording;
+    /// the default margin records the same delivery.
+    #[tokio::test]
+    async fn the_webhook_service_keeps_the_margin_of_its_settings() {
+        use lambda_http::RequestExt;
+        for (margin, status) in [(None, 200), (Some("60000"), 503)] {
+            let mut env = env();
+            if let Some(m) = margin {
+                env = env.with("DEDUP_DEADLINE_MARGIN_MS", m);
+            }
+            let dedup = Dedup::read(&env, "webhook-receiver").expect("settings");
+            let store = MemoryStore::new(dedup.settings().retention);
+            store.create_table("inbox", "event_key");
+            let config = WebhookConfig::read(&env).expect("config");
+            let service = dedup.store(store.clone()).webhook(config).expect("service");
+            let request = request("evt-m", r#"{"id":"evt-m"}"#)
+                .with_lambda_context(crate::service::tests::context_due_in(30));
+            let answer = service.clone().oneshot(request).await.expect("answer");
+            assert_eq!(answer.status().as_u16(), status, "margin {margin:?}");
+            assert_eq!(store.items("inbox").len(), usize::from(status == 200));
+        }
     }
 }

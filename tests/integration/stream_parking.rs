@@ -37,15 +37,9 @@ fn credit(e: lambda_dedup_runtime::Event<Change<Order>>) -> Result<Effect, Refus
 }
 
 fn record(seq: u64, order: &str, total: &str) -> serde_json::Value {
-    json!({"eventID": format!("e{seq}"), "eventName": "INSERT", "eventSource": "aws:dynamodb",
-           "awsRegion": "us-east-1",
-           "eventSourceARN": "arn:aws:dynamodb:us-east-1:000000000000:table/orders/stream/x",
-           "dynamodb": {"ApproximateCreationDateTime": 1_700_000_000,
-                        "Keys": {"order_id": {"S": order}},
-                        "NewImage": {"order_id": {"S": order}, "customer": {"S": "c-1"},
-                                     "total": {"S": total}},
-                        "SequenceNumber": format!("{seq:021}"), "SizeBytes": 40,
-                        "StreamViewType": "NEW_IMAGE"}})
+    let key = json!({"order_id": {"S": order}});
+    let image = json!({"order_id": {"S": order}, "customer": {"S": "c-1"}, "total": {"S": total}});
+    lambda_dedup_runtime::testing::insert_record(seq, key, image)
 }
 
 #[tokio::test]

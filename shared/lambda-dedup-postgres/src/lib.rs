@@ -88,6 +88,7 @@ use lambda_dedup::{
     MarkStore, OwnerToken, Retention, StoreError,
 };
 use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 
 pub use effect::{SqlEffect, SqlValue};
 pub use pool::Tls;
@@ -506,17 +507,11 @@ impl PgStore {
              WHERE key = $1 AND owner = $2 AND status = 'IN_PROGRESS'",
             self.table
         );
-        let mut conn = self.pool.get().await?;
-        let out = conn
-            .client()?
-            .execute(
-                &sql,
-                &[&lease.key.as_str(), &lease.owner.as_str(), &now, &result],
-            )
-            .await;
-        if out.map_err(|e| conn.fault(&e))? == 1 {
+        let params: [&(dyn ToSql + Sync); 4] =
+            [&lease.key.as_str(), &lease.owner.as_str(), &now, &result];
+        let Some(mut conn) = self.fenced(&sql, &params).await? else {
             return Ok(());
-        }
+        };
         let current = self.read_mark(&mut conn, &lease.key).await?;
         match current {
             // Our own earlier completion (a retry after a lost answer).
@@ -539,17 +534,11 @@ impl PgStore {
              WHERE key = $1 AND status = 'IN_PROGRESS' AND (owner = $2 OR owner = $3)",
             self.table
         );
-        let mut conn = self.pool.get().await?;
-        let out = conn
-            .client()?
-            .execute(
-                &sql,
-                &[&lease.key.as_str(), &lease.owner.as_str(), &released],
-            )
-            .await;
-        if out.map_err(|e| conn.fault(&e))? == 1 {
+        let params: [&(dyn ToSql + Sync); 3] =
+            [&lease.key.as_str(), &lease.owner.as_str(), &released];
+        let Some(mut conn) = self.fenced(&sql, &params).await? else {
             return Ok(());
-        }
+        };
         match self.read_mark(&mut conn, &lease.key).await? {
             None => Ok(()),
             Some(m) => Err(StoreError::Fenced {
@@ -557,6 +546,18 @@ impl PgStore {
                 current: Some(Box::new(m)),
             }),
         }
+    }
+
+    /// Runs an update fenced on the owner token: `None` when it changed the one row; else the
+    /// connection, to read what stands instead.
+    async fn fenced(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Conn<'_>>, StoreError> {
+        let mut conn = self.pool.get().await?;
+        let out = conn.client()?.execute(sql, params).await;
+        Ok((out.map_err(|e| conn.fault(&e))? != 1).then_some(conn))
     }
 
     async fn get_on(&self, key: &DedupKey) -> Result<Option<Mark>, StoreError> {

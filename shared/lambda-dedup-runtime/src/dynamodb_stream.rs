@@ -152,15 +152,9 @@ mod tests {
     use lambda_dedup_memory::MemoryStore;
 
     fn record(seq: u64, order: &str, total: serde_json::Value) -> serde_json::Value {
-        json!({"eventID": format!("e{seq}"), "eventName": "INSERT", "eventSource": "aws:dynamodb",
-               "awsRegion": "us-east-1",
-               "eventSourceARN": "arn:aws:dynamodb:us-east-1:000000000000:table/orders/stream/x",
-               "dynamodb": {"ApproximateCreationDateTime": 1_700_000_000,
-                            "Keys": {"order_id": {"S": order}},
-                            "NewImage": {"order_id": {"S": order}, "customer": {"S": "c-1"},
-                                         "total": total},
-                            "SequenceNumber": format!("{seq:021}"), "SizeBytes": 40,
-                            "StreamViewType": "NEW_IMAGE"}})
+        let key = json!({"order_id": {"S": order}});
+        let image = json!({"order_id": {"S": order}, "customer": {"S": "c-1"}, "total": total});
+        crate::testing::insert_record(seq, key, image)
     }
 
     fn n(total: i64) -> serde_json::Value {

@@ -897,7 +897,13 @@ impl Runner {
         Fut: Future<Output = BatchReport>,
     {
         let cutoff = crate::bound::cutoff_at(crate::deadline(&event.context), self.margin);
-        crate::sqs::whole_batch(&self.accounting, &self.function, event, cutoff, process).await
+        // The whole batch until the cutoff (batch-transaction mode): abandoned whole after it,
+        // what committed meanwhile is a duplicate then.
+        crate::sqs::answer_to(&self.accounting, &self.function, event, cutoff, |batch| {
+            let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
+            async move { crate::bound::report_within(cutoff, &ids, process(batch)).await }
+        })
+        .await
     }
 }
 

@@ -79,27 +79,6 @@ where
     .await
 }
 
-/// One SQS invocation with the whole batch through `process` until `cutoff` (batch-transaction
-/// mode; abandoned whole after it: what committed meanwhile is a duplicate then), then answered
-/// by [`answer_to`].
-pub(crate) async fn whole_batch<F, Fut>(
-    accounting: &Accounting,
-    function: &str,
-    event: LambdaEvent<SqsEvent>,
-    cutoff: Option<std::time::SystemTime>,
-    process: F,
-) -> Result<SqsBatchResponse, lambda_runtime::Error>
-where
-    F: FnOnce(Vec<Message>) -> Fut,
-    Fut: Future<Output = BatchReport>,
-{
-    answer_to(accounting, function, event, cutoff, |batch| async move {
-        let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
-        crate::bound::report_within(cutoff, &ids, process(batch)).await
-    })
-    .await
-}
-
 /// Where an invocation's account goes and where its events for reconciliation go: what
 /// [`answer_to`] needs beyond the batch.
 #[derive(Debug, Clone)]

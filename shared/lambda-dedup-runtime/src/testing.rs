@@ -119,6 +119,17 @@ pub fn stream_record(
     .expect("a stream record")
 }
 
+/// A DynamoDB stream `INSERT` record (JSON, as in a stream event's `Records`) with sequence
+/// number `seq`, `keys` and `new_image` in DynamoDB JSON: for the tests of a stream service.
+pub fn insert_record(seq: u64, keys: Value, new_image: Value) -> Value {
+    json!({"eventID": format!("e{seq}"), "eventName": "INSERT", "eventSource": "aws:dynamodb",
+           "awsRegion": "us-east-1",
+           "eventSourceARN": "arn:aws:dynamodb:us-east-1:000000000000:table/orders/stream/x",
+           "dynamodb": {"ApproximateCreationDateTime": 1_700_000_000, "Keys": keys,
+                        "NewImage": new_image, "SequenceNumber": format!("{seq:021}"),
+                        "SizeBytes": 40, "StreamViewType": "NEW_IMAGE"}})
+}
+
 /// The metric names an EMF line declares, in order: what a function prints, as CloudWatch
 /// reads it.
 pub fn emf_metric_names(line: &Value) -> Vec<&str> {

@@ -1113,6 +1113,15 @@ mod tests {
             },
             "InboxForwarder: needs an alarm on OldestPendingSeconds",
         );
+        // What a function is, it declares; a relay's rules follow the declaration.
+        broken(
+            |t| t["Resources"]["IntentRelay"]["Metadata"]["LambdaDedupKind"] = Value::Null,
+            "IntentRelay: Metadata.LambdaDedupKind must say what the function is",
+        );
+        broken(
+            |t| t["Resources"]["LedgerProjector"]["Metadata"]["LambdaDedupKind"] = "relay".into(),
+            "LedgerProjector: needs a Schedule event",
+        );
     }
 
     /// S13, S15: a stream trigger whose retries a transient outage can use up is refused (the

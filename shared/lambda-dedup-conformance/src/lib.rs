@@ -845,15 +845,10 @@ pub async fn create_once_item_is_the_mark<H: Harness>(h: &H) -> Ran {
     assert_eq!(out.expect("create"), Commit::Applied);
     let stored = c.world.read(&orders, &order_key).await.expect("the item");
     assert_eq!(stored.0.get("total"), Some(&Value::N("5".into())));
-    assert_eq!(
-        stored.0.get(CREATED_KEY),
-        Some(&Value::S(k.as_str().into()))
-    );
-    assert_eq!(
-        stored.0.get(CREATED_FINGERPRINT),
-        Some(&Value::S(a.as_str().into()))
-    );
-    assert_eq!(stored.0.get(CREATED_RESULT), Some(&Value::S("r1".into())));
+    let carried = [(CREATED_KEY, k.as_str()), (CREATED_FINGERPRINT, a.as_str())];
+    for (attr, want) in carried.into_iter().chain([(CREATED_RESULT, "r1")]) {
+        assert_eq!(stored.0.get(attr), Some(&Value::S(want.into())), "{attr}");
+    }
     assert!(
         c.store.get(&k).await.expect("get").is_none(),
         "no mark item"

@@ -29,12 +29,14 @@
 //! the operator's, not the store's:
 //!
 //! - **A crash loses what was not fsynced.** With `appendonly no` (snapshots only) a crash
-//!   loses every write since the last snapshot; with `appendfsync everysec` (the default when
-//!   the AOF is on) up to about a second. A lost mark is an event processed once whose next
-//!   delivery is processed again: **a duplicate later**. For transactional effects in the same
-//!   server, mark and effect are lost together (the event's effect is applied again on
-//!   redelivery, once); for an external effect (the leased flow) the external call is made
-//!   again. Keep it: `appendonly yes` and `appendfsync always`.
+//!   loses every write since the last snapshot (a killed process too); with the AOF on and
+//!   `appendfsync everysec` (its default) a killed process loses nothing (the file was
+//!   written before the reply), a machine that loses power up to about a second. A lost mark
+//!   of an external effect (the leased flow) is an event processed once whose next delivery
+//!   is processed again: **a duplicate later**. A transactional effect in the same server is
+//!   lost with its mark: the event's effect is gone if its delivery was acknowledged, and
+//!   applied again (once) if it is redelivered. Keep it: `appendonly yes` and
+//!   `appendfsync always` (every write fsynced before it is acknowledged).
 //! - **A failover loses what the replica had not received.** Replication is asynchronous: a
 //!   primary that acknowledged a mark and died before sending it leaves a promoted replica
 //!   without it — a duplicate later. Keep it: [`ValkeyStore::with_replicas`] (the store sends
@@ -496,8 +498,10 @@ fn decode(key: &DedupKey, f: &[Option<String>]) -> Result<Option<Mark>, StoreErr
 /// server errors the server's error code (the reply's first word); never its message.
 fn fault(e: &redis::RedisError) -> StoreError {
     let kind = fault_kind(e);
-    let code = e.code().unwrap_or("client");
-    StoreError::store(kind, format!("valkey: {kind} ({code})"))
+    match e.code() {
+        Some(code) => StoreError::store(kind, format!("valkey: {kind} ({code})")),
+        None => StoreError::store(kind, format!("valkey: {kind}")),
+    }
 }
 
 fn fault_kind(e: &redis::RedisError) -> FaultKind {

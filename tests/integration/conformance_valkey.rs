@@ -367,6 +367,32 @@ mod beyond {
     }
 }
 
+/// Failover: with `with_replicas`, a write no replica acknowledged in time is a transient
+/// error, never a decision; the write itself stands on the primary, so the redelivery finds
+/// the mark (here on a server with no replica at all).
+mod replicas {
+    use super::*;
+    use lambda_dedup::{Claim, Seen};
+
+    #[tokio::test]
+    async fn valkey_a_write_short_of_its_replicas_is_transient() {
+        let Some((stores, _, _)) = super::beyond::stores(1).await else {
+            return;
+        };
+        let waiting = stores[0]
+            .clone()
+            .with_replicas(1, Duration::from_millis(50));
+        let k = super::beyond::key();
+        let err = waiting.claim(&k, None, None).await.expect_err("no replica");
+        assert!(err.is_retryable(), "{err:?}");
+        let again = stores[0].claim(&k, None, None).await.expect("claim");
+        assert!(
+            matches!(again, Claim::Seen(Seen::InProgress { .. })),
+            "the claim stands on the primary: {again:?}"
+        );
+    }
+}
+
 /// The flows are store-agnostic: the transactional batch flow of `lambda-dedup-batch` on the
 /// Valkey store, with Valkey commands as effects, as a function would run it.
 mod flows {

@@ -36,6 +36,7 @@ mod soak;
 mod stack;
 mod tools;
 mod trigger;
+mod valkey;
 mod workload;
 
 use std::path::{Path, PathBuf};
@@ -274,6 +275,7 @@ async fn test(args: &[String]) -> Result<()> {
     infra::run(&root, false)?;
     let mut stack = stack::Stack::up(&root).await?;
     let pg = postgres::LocalPostgres::start(&root, &tools::ensure(&root)?)?;
+    let vk = valkey::LocalValkey::start(&root, &tools::ensure(&root)?)?;
     // The whole workspace unless the caller names packages.
     let named = args
         .iter()
@@ -290,7 +292,8 @@ async fn test(args: &[String]) -> Result<()> {
         cmd.current_dir(&root)
             .args(&pass)
             .envs(stack.env())
-            .envs(pg.env());
+            .envs(pg.env())
+            .envs(vk.env());
         let status = tokio::task::spawn_blocking(move || process::run(&mut cmd))
             .await
             .map_err(|e| format!("could not run cargo: {e}"))?

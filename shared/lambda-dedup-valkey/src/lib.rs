@@ -1,0 +1,536 @@
+//! A Valkey mark store for lambda-dedup: `MarkStore<ValkeyEffect>`.
+//!
+//! Each mark is a hash at `<prefix><dedup key>`. Every decision is one server-side script
+//! (Valkey runs a script atomically: no other command runs in between), so of any number of
+//! concurrent claims of one key one wins (S4). A claim is `SET key … NX PX …` in substance —
+//! written only where no live mark stands — extended to what the other stores do: a lease
+//! that ran out is taken over keeping the first attempt's time (S16), a fingerprint that
+//! differs is a conflict (S11). The key's own expiry (`PEXPIRE`) is the retention, so the
+//! server deletes marks when it is over; expiry is also judged at read by the store's clock
+//! (S9), so a mark the server has not deleted yet counts as absent all the same.
+//!
+//! The transactional flow commits the completed mark and your own Valkey commands
+//! ([`ValkeyEffect`]: typed `SET`, `HSET`, `HINCRBY`, `INCRBY`, `DEL`, with [`Guard`]s) in
+//! **one script** (S5). Valkey does not roll a script back, so the script judges everything
+//! first — the mark, every guard, whether each command can succeed on the keys as they stand
+//! — and writes only when nothing can fail any more: a failed guard or a refused command
+//! leaves no mark and no partial effect. The leased flow (claim, your external call,
+//! complete or release) uses [`MarkStore::claim`], [`MarkStore::complete`] and
+//! [`MarkStore::release`], the last two fenced on the lease's owner token in one script each
+//! (S6).
+//!
+//! Sequence and create-once modes are DynamoDB item modes: this store does not offer them
+//! ([`MarkStore::supports`] is false for both) and answers them with
+//! [`StoreError::Unsupported`].
+//!
+//! # What persistence and failover do to the guarantee
+//! A mark protects against a duplicate only while the server still has it. Valkey
+//! acknowledges a write once it is in memory; whether it survives depends on settings that are
+//! the operator's, not the store's:
+//!
+//! - **A crash loses what was not fsynced.** With `appendonly no` (snapshots only) a crash
+//!   loses every write since the last snapshot (a killed process too); with the AOF on and
+//!   `appendfsync everysec` (its default) a killed process loses nothing (the file was
+//!   written before the reply), a machine that loses power up to about a second. A lost mark
+//!   of an external effect (the leased flow) is an event processed once whose next delivery
+//!   is processed again: **a duplicate later**. A transactional effect in the same server is
+//!   lost with its mark: the event's effect is gone if its delivery was acknowledged, and
+//!   applied again (once) if it is redelivered. Keep it: `appendonly yes` and
+//!   `appendfsync always` (every write fsynced before it is acknowledged).
+//! - **A failover loses what the replica had not received.** Replication is asynchronous: a
+//!   primary that acknowledged a mark and died before sending it leaves a promoted replica
+//!   without it — a duplicate later. Keep it: [`ValkeyStore::with_replicas`] (the store sends
+//!   `WAIT` after each write and reports a write not acknowledged by that many replicas as a
+//!   transient error, so the message is redelivered and the mark decides), and have the
+//!   failover promote only a replica that is not lagging (Sentinel or your operator picks the
+//!   most up-to-date replica; `min-replicas-to-write` / `min-replicas-max-lag` on the primary
+//!   refuse writes it cannot replicate).
+//! - **Eviction deletes marks.** Under `maxmemory` with any policy but `noeviction`, Valkey
+//!   drops keys to make room, marks included, silently: a duplicate later. Keep it:
+//!   `maxmemory-policy noeviction` (writes are then refused when memory is full; the store
+//!   reports that as transient, [`lambda_dedup::FaultKind::Throttled`]).
+//! - **Clock.** Leases and expiry are judged by the store's clock (the Lambda's), the key's
+//!   deletion by the server's `PEXPIRE`, relative to when it runs: a skew between them does
+//!   not shorten retention.
+//!
+//! # Errors
+//! A command refused as it is — the wrong type at a key (`WRONGTYPE`), a value that is not an
+//! integer where an increment needs one (`NOT_AN_INTEGER`), an increment past ±2^53
+//! (`OVERFLOW`), an expiry of zero (`INVALID_EXPIRE`) — is [`StoreError::Refused`] for that
+//! event with that code and the effect's position (S15); nothing of the event is written. A
+//! refused connection, a broken one, a timeout, a server loading its data, out of memory,
+//! read-only (a replica after failover) or without enough replicas are transient
+//! [`StoreError::Store`]s (S13). Server messages are not kept (they may quote values, S3).
+//!
+//! # Connections
+//! One multiplexed connection per store, opened on first use and reopened when it breaks
+//! (the client's `ConnectionManager`): build the store once in `main` and reuse it across
+//! invocations. TLS (`rediss://`) is not built in yet: reach the server over a private
+//! network, or put a TLS tunnel in front. Valkey Cluster is not supported: a script touches
+//! the mark and the effects' keys, which would have to share a hash slot.
+
+#![warn(missing_docs)]
+
+mod effect;
+mod program;
+mod scripts;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use lambda_dedup::clock::{Clock, SystemClock, epoch_millis, epoch_secs, from_epoch_millis};
+use lambda_dedup::store::{BatchFuture, DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, StoreFuture};
+use lambda_dedup::{
+    Claim, Commit, CommitRequest, DedupKey, FaultKind, Fingerprint, Lease, Mark, MarkStatus,
+    MarkStore, OwnerToken, Retention, StoreError,
+};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::OnceCell;
+
+pub use effect::{Guard, MAX_COUNTER, Op, ValkeyEffect};
+use scripts::{FIELDS, Scripts};
+
+/// The default prefix of mark keys.
+pub const DEFAULT_PREFIX: &str = "dedup:mark:";
+
+/// The Valkey mark store. Cheap to clone (the clones share the connection).
+#[derive(Clone)]
+pub struct ValkeyStore {
+    client: redis::Client,
+    conn: Arc<OnceCell<ConnectionManager>>,
+    scripts: Arc<Scripts>,
+    prefix: String,
+    retention: Retention,
+    lease: Duration,
+    max_result_bytes: usize,
+    replicas: Option<(usize, Duration)>,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for ValkeyStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ValkeyStore")
+            .field("prefix", &self.prefix)
+            .field("retention", &self.retention)
+            .field("lease", &self.lease)
+            .field("replicas", &self.replicas)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a script answered: its verdict and the strings after it.
+type Reply = Vec<Option<String>>;
+
+impl ValkeyStore {
+    /// A store on the server of `url` (`redis://[user:password@]host:port[/db]`), keeping marks
+    /// for `retention` under [`DEFAULT_PREFIX`]. Connects lazily, on the first call.
+    pub fn from_url(url: &str, retention: Retention) -> Result<Self, StoreError> {
+        let client = redis::Client::open(url)
+            .map_err(|_| StoreError::Invalid("the Valkey URL does not parse".into()))?;
+        Ok(Self {
+            client,
+            conn: Arc::new(OnceCell::new()),
+            scripts: Arc::new(Scripts::new()),
+            prefix: DEFAULT_PREFIX.to_owned(),
+            retention,
+            lease: DEFAULT_LEASE,
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+            replicas: None,
+            clock: Arc::new(SystemClock),
+        })
+    }
+
+    /// Keeps marks under `prefix` (not empty). Effects may not write keys under it.
+    pub fn with_prefix(mut self, prefix: &str) -> Result<Self, StoreError> {
+        if prefix.is_empty() {
+            return Err(StoreError::Invalid("the mark prefix is empty".into()));
+        }
+        self.prefix = prefix.to_owned();
+        Ok(self)
+    }
+
+    /// Leases of `lease` (default [`DEFAULT_LEASE`]), cut to a claim's deadline.
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Reads "now" from `clock` (tests move time with a [`lambda_dedup::ManualClock`]).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The largest result stored (default [`DEFAULT_MAX_RESULT_BYTES`]).
+    pub fn with_max_result_bytes(mut self, max: usize) -> Self {
+        self.max_result_bytes = max;
+        self
+    }
+
+    /// After each write, `WAIT replicas timeout`: a write not acknowledged by `replicas`
+    /// replicas within `timeout` is reported as a transient error (it may have been applied on
+    /// the primary; the redelivery finds the mark). See the crate documentation on failover.
+    pub fn with_replicas(mut self, replicas: usize, timeout: Duration) -> Self {
+        self.replicas = (replicas > 0).then_some((replicas, timeout));
+        self
+    }
+
+    /// The key a mark of `key` is kept at.
+    pub fn mark_key(&self, key: &DedupKey) -> String {
+        format!("{}{}", self.prefix, key.as_str())
+    }
+
+    async fn conn(&self) -> Result<ConnectionManager, StoreError> {
+        let conn = self
+            .conn
+            .get_or_try_init(|| async {
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(Duration::from_secs(2)))
+                    .set_response_timeout(Some(Duration::from_secs(5)))
+                    .set_number_of_retries(2);
+                ConnectionManager::new_lazy_with_config(self.client.clone(), config)
+            })
+            .await
+            .map_err(|e| fault(&e))?;
+        Ok(conn.clone())
+    }
+
+    /// Runs a write script and, with [`with_replicas`](Self::with_replicas), waits for it to
+    /// reach them.
+    async fn write(&self, invocation: &redis::ScriptInvocation<'_>) -> Result<Reply, StoreError> {
+        let mut conn = self.conn().await?;
+        let reply: Reply = invocation
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| fault(&e))?;
+        if let Some((replicas, timeout)) = self.replicas {
+            let acked: usize = redis::cmd("WAIT")
+                .arg(replicas)
+                .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| fault(&e))?;
+            if acked < replicas {
+                return Err(StoreError::store(
+                    FaultKind::ServerError,
+                    format!("valkey: the write reached {acked} of {replicas} replicas in time"),
+                ));
+            }
+        }
+        Ok(reply)
+    }
+
+    fn check_result(&self, result: Option<&str>) -> Result<(), StoreError> {
+        match result {
+            Some(r) if r.len() > self.max_result_bytes => Err(StoreError::Invalid(format!(
+                "result is {} bytes, over the {}-byte bound",
+                r.len(),
+                self.max_result_bytes
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The mark's expiry (epoch s, rounded up as DynamoDB's TTL) and the key's expiry in ms
+    /// from now.
+    fn expiry(&self, now: SystemTime) -> (u64, u64) {
+        let exp_s = epoch_secs(now + self.retention.duration() + Duration::from_millis(999));
+        let px = (exp_s * 1000).saturating_sub(epoch_millis(now)).max(1);
+        (exp_s, px)
+    }
+
+    async fn claim_on(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
+        deadline: Option<SystemTime>,
+    ) -> Result<Claim, StoreError> {
+        let now = self.clock.now();
+        let lease_end = lambda_dedup::store::lease_end(now, self.lease, deadline)?;
+        let owner = OwnerToken::random();
+        let (exp_s, px) = self.expiry(now);
+        let mut inv = self.scripts.claim.prepare_invoke();
+        inv.key(self.mark_key(key))
+            .arg(epoch_millis(now))
+            .arg(epoch_secs(now))
+            .arg(owner.as_str())
+            .arg(epoch_millis(lease_end))
+            .arg(exp_s)
+            .arg(px)
+            .arg(fp.map_or("", Fingerprint::as_str));
+        let reply = self.write(&inv).await?;
+        match verdict(&reply) {
+            "claimed" => {
+                let first = millis_at(&reply, 1).ok_or_else(|| corrupt(key, "first attempt"))?;
+                Ok(Claim::Claimed(Lease {
+                    key: key.clone(),
+                    owner,
+                    expires_at: from_epoch_millis(epoch_millis(lease_end)),
+                    fingerprint: fp.cloned(),
+                    first_attempt_at: first,
+                }))
+            }
+            "seen" => explain(key, &reply, fp, now).map(Claim::Seen),
+            _ => Err(corrupt(key, "the claim script's answer")),
+        }
+    }
+
+    async fn commit_one(&self, r: CommitRequest<'_, ValkeyEffect>) -> Result<Commit, StoreError> {
+        self.check_result(r.result)?;
+        let mark_key = self.mark_key(r.key);
+        let program = program::Program::build(r.key, &mark_key, &self.prefix, r.effects)?;
+        let now = self.clock.now();
+        let (exp_s, px) = self.expiry(now);
+        let mut inv = self.scripts.commit.prepare_invoke();
+        for k in &program.keys {
+            inv.key(k);
+        }
+        inv.arg(epoch_millis(now))
+            .arg(epoch_secs(now))
+            .arg(exp_s)
+            .arg(px)
+            .arg(r.fingerprint.map_or("", Fingerprint::as_str))
+            .arg(if r.result.is_some() { "1" } else { "0" })
+            .arg(r.result.unwrap_or(""))
+            .arg(r.effects.len());
+        for a in &program.args {
+            inv.arg(a);
+        }
+        let reply = self.write(&inv).await?;
+        let index = || {
+            reply
+                .get(1)
+                .and_then(|s| s.as_deref())
+                .and_then(|s| s.parse::<usize>().ok())
+                .ok_or_else(|| corrupt(r.key, "the commit script's answer"))
+        };
+        match verdict(&reply) {
+            "applied" => Ok(Commit::Applied),
+            "seen" => explain(r.key, &reply, r.fingerprint, now).map(Commit::Seen),
+            "rejected" => Ok(Commit::EffectRejected { index: index()? }),
+            "refused" => Err(StoreError::Refused {
+                key: r.key.clone(),
+                code: reply.get(2).cloned().flatten().unwrap_or_default(),
+                position: Some(index()? + 1),
+            }),
+            _ => Err(corrupt(r.key, "the commit script's answer")),
+        }
+    }
+
+    /// One script per event, in order (a later event of the batch sees an earlier one's
+    /// mark); one event's refusal or failed condition is its own. A fault fails the event it
+    /// hit and every one after it, which were not tried.
+    async fn commit_many(
+        &self,
+        requests: &[CommitRequest<'_, ValkeyEffect>],
+    ) -> Vec<Result<Commit, StoreError>> {
+        let mut out = Vec::with_capacity(requests.len());
+        let mut fault: Option<(FaultKind, String)> = None;
+        for r in requests {
+            if let Some((kind, message)) = &fault {
+                out.push(Err(StoreError::store(*kind, message.clone())));
+                continue;
+            }
+            let result = self.commit_one(*r).await;
+            if let Err(StoreError::Store { kind, message }) = &result
+                && *kind != FaultKind::Refused
+            {
+                fault = Some((*kind, message.clone()));
+            }
+            out.push(result);
+        }
+        out
+    }
+
+    async fn complete_on(&self, lease: &Lease, result: Option<&str>) -> Result<(), StoreError> {
+        self.check_result(result)?;
+        let mut inv = self.scripts.complete.prepare_invoke();
+        inv.key(self.mark_key(&lease.key))
+            .arg(epoch_millis(self.clock.now()))
+            .arg(lease.owner.as_str())
+            .arg(if result.is_some() { "1" } else { "0" })
+            .arg(result.unwrap_or(""));
+        let reply = self.write(&inv).await?;
+        self.fenced(&lease.key, &reply)
+    }
+
+    async fn release_on(&self, lease: &Lease) -> Result<(), StoreError> {
+        let mut inv = self.scripts.release.prepare_invoke();
+        inv.key(self.mark_key(&lease.key))
+            .arg(epoch_millis(self.clock.now()))
+            .arg(lease.owner.as_str());
+        let reply = self.write(&inv).await?;
+        self.fenced(&lease.key, &reply)
+    }
+
+    fn fenced(&self, key: &DedupKey, reply: &Reply) -> Result<(), StoreError> {
+        match verdict(reply) {
+            "done" => Ok(()),
+            "fenced" => Err(StoreError::Fenced {
+                key: key.clone(),
+                current: decode(key, &reply[1..])?.map(Box::new),
+            }),
+            _ => Err(corrupt(key, "the script's answer")),
+        }
+    }
+
+    async fn get_many_on(&self, keys: &[&DedupKey]) -> Result<Vec<Option<Mark>>, StoreError> {
+        let now = self.clock.now();
+        let mut pipe = redis::pipe();
+        for key in keys {
+            pipe.cmd("HMGET").arg(self.mark_key(key)).arg(&FIELDS[..]);
+        }
+        let mut conn = self.conn().await?;
+        let rows: Vec<Reply> = pipe.query_async(&mut conn).await.map_err(|e| fault(&e))?;
+        keys.iter()
+            .zip(&rows)
+            .map(|(key, row)| Ok(decode(key, row)?.filter(|m| m.is_live(now))))
+            .collect()
+    }
+}
+
+impl MarkStore<ValkeyEffect> for ValkeyStore {
+    fn claim<'a>(
+        &'a self,
+        key: &'a DedupKey,
+        fp: Option<&'a Fingerprint>,
+        deadline: Option<SystemTime>,
+    ) -> StoreFuture<'a, Claim> {
+        Box::pin(self.claim_on(key, fp, deadline))
+    }
+
+    fn commit<'a>(&'a self, request: CommitRequest<'a, ValkeyEffect>) -> StoreFuture<'a, Commit> {
+        Box::pin(self.commit_one(request))
+    }
+
+    fn commit_batch<'a>(
+        &'a self,
+        requests: &'a [CommitRequest<'a, ValkeyEffect>],
+    ) -> BatchFuture<'a> {
+        Box::pin(self.commit_many(requests))
+    }
+
+    fn get_many<'a>(&'a self, keys: &'a [&'a DedupKey]) -> StoreFuture<'a, Vec<Option<Mark>>> {
+        Box::pin(self.get_many_on(keys))
+    }
+
+    fn complete<'a>(&'a self, lease: &'a Lease, result: Option<&'a str>) -> StoreFuture<'a, ()> {
+        Box::pin(self.complete_on(lease, result))
+    }
+
+    fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()> {
+        Box::pin(self.release_on(lease))
+    }
+
+    fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>> {
+        Box::pin(async move {
+            let keys = [key];
+            Ok(self.get_many_on(&keys).await?.pop().flatten())
+        })
+    }
+
+    fn now(&self) -> SystemTime {
+        self.clock.now()
+    }
+
+    fn retention(&self) -> Retention {
+        self.retention
+    }
+
+    fn max_result_bytes(&self) -> usize {
+        self.max_result_bytes
+    }
+}
+
+fn verdict(reply: &Reply) -> &str {
+    reply.first().and_then(|v| v.as_deref()).unwrap_or("")
+}
+
+fn corrupt(key: &DedupKey, reason: &str) -> StoreError {
+    StoreError::Corrupt {
+        key: key.as_str().to_owned(),
+        reason: reason.to_owned(),
+    }
+}
+
+fn millis_at(fields: &[Option<String>], i: usize) -> Option<SystemTime> {
+    let v = fields.get(i)?.as_deref()?;
+    v.parse::<u64>().ok().map(from_epoch_millis)
+}
+
+/// What stood in the way, from the mark a script returned after its verdict.
+fn explain(
+    key: &DedupKey,
+    reply: &Reply,
+    fp: Option<&Fingerprint>,
+    now: SystemTime,
+) -> Result<lambda_dedup::Seen, StoreError> {
+    decode(key, &reply[1..])?
+        .and_then(|m| m.classify(fp, now))
+        .ok_or_else(|| StoreError::Contended(key.clone()))
+}
+
+/// A mark from its [`FIELDS`], or `None` when the hash is absent.
+fn decode(key: &DedupKey, f: &[Option<String>]) -> Result<Option<Mark>, StoreError> {
+    let get = |i: usize| f.get(i).cloned().flatten();
+    let Some(status) = get(0) else {
+        return Ok(None);
+    };
+    let status = MarkStatus::parse(&status).ok_or_else(|| corrupt(key, "status"))?;
+    let expires: u64 = get(3)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| corrupt(key, "expiry"))?;
+    Ok(Some(Mark {
+        key: key.clone(),
+        status,
+        owner: get(1).map(OwnerToken::from_stored),
+        lease_expires_at: millis_at(f, 2),
+        expires_at: lambda_dedup::clock::from_epoch_secs(expires),
+        fingerprint: get(4).map(Fingerprint::from_stored),
+        result: get(5),
+        first_seen_at: millis_at(f, 6).ok_or_else(|| corrupt(key, "first attempt"))?,
+        completed_at: millis_at(f, 7),
+    }))
+}
+
+/// A client error as the store's: the kind from the client's typed error kinds, and for
+/// server errors the server's error code (the reply's first word); never its message.
+fn fault(e: &redis::RedisError) -> StoreError {
+    let kind = fault_kind(e);
+    match e.code() {
+        Some(code) => StoreError::store(kind, format!("valkey: {kind} ({code})")),
+        None => StoreError::store(kind, format!("valkey: {kind}")),
+    }
+}
+
+fn fault_kind(e: &redis::RedisError) -> FaultKind {
+    use redis::{ErrorKind, ServerErrorKind};
+    if e.is_timeout() {
+        return FaultKind::Timeout;
+    }
+    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
+        return FaultKind::Network;
+    }
+    match e.kind() {
+        ErrorKind::Server(
+            ServerErrorKind::BusyLoading
+            | ServerErrorKind::TryAgain
+            | ServerErrorKind::ClusterDown
+            | ServerErrorKind::MasterDown
+            | ServerErrorKind::ReadOnly
+            | ServerErrorKind::ExecAbort,
+        ) => FaultKind::ServerError,
+        // Codes the client has no kind for: the server's own words.
+        ErrorKind::Extension => match e.code() {
+            Some("OOM") => FaultKind::Throttled,
+            Some("BUSY" | "MISCONF" | "NOREPLICAS" | "LOADING") => FaultKind::ServerError,
+            _ => FaultKind::Refused,
+        },
+        ErrorKind::Io => FaultKind::Network,
+        _ => FaultKind::Refused,
+    }
+}
+
+#[cfg(test)]
+mod tests;

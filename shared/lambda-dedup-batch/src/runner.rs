@@ -146,16 +146,17 @@ impl BatchReport {
 /// group at its first failure.
 ///
 /// In both, a fault stays with its own message (S12): a panicking `plan` is a retry of that
-/// message, and writes DynamoDB refuses for good reject that message alone (`effect_refused`)
-/// while the rest of the batch is applied.
-pub async fn run_batch_transactional<F>(
+/// message, and writes the store refuses for good reject that message alone (`effect_refused`)
+/// while the rest of the batch is applied. On any store, with its own effect type `E`
+/// (`lambda_dedup_postgres::PgStore` commits the batch in one transaction, a savepoint per event).
+pub async fn run_batch_transactional<E: 'static, F>(
     messages: Vec<Message>,
     max_concurrency: usize,
-    dedup: &Deduplicator,
+    dedup: &Deduplicator<E>,
     plan: F,
 ) -> BatchReport
 where
-    F: Fn(&lambda_dedup::Derived) -> Result<Plan, HandlerError>,
+    F: Fn(&lambda_dedup::Derived) -> Result<Plan<E>, HandlerError>,
 {
     if messages.iter().any(|m| m.group_id.is_some()) {
         let plan = &plan;

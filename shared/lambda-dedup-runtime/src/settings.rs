@@ -381,13 +381,14 @@ impl Settings {
         Ok(self.deduplicator_on(spec, store))
     }
 
-    /// [`deduplicator`](Self::deduplicator) on `store` (the builder's, `crate::Dedup`): the one
-    /// place the settings' guards on keys and the cache are applied.
-    pub fn deduplicator_on(
+    /// [`deduplicator`](Self::deduplicator) on `store` (the builder's, `crate::Dedup`, or any
+    /// store with its own effect type, such as `lambda_dedup_postgres::PgStore`): the one place
+    /// the settings' guards on keys and the cache are applied.
+    pub fn deduplicator_on<E: 'static>(
         &self,
         spec: lambda_dedup::KeySpec,
-        store: std::sync::Arc<dyn lambda_dedup::MarkStore>,
-    ) -> lambda_dedup_batch::Deduplicator {
+        store: std::sync::Arc<dyn lambda_dedup::MarkStore<E>>,
+    ) -> lambda_dedup_batch::Deduplicator<E> {
         lambda_dedup_batch::Deduplicator::with_store(self.key_spec(spec), store)
             .with_cache_for(self.cache_size, self.cache_max_age)
             .with_duplicate_prefilter(self.prefilter_duplicates)

@@ -1,5 +1,7 @@
-//! Crash during complete on DynamoDB: an SDK interceptor on a second client of the same
-//! local DynamoDB table fails the store's complete (never sent, or written and its answer lost).
+//! Crash during complete: on DynamoDB an SDK interceptor on a second client of the same local
+//! DynamoDB table fails the store's complete (never sent, or written and its answer lost); on
+//! PostgreSQL a wrapper of a second store on the same marks table does (never begun, or
+//! committed and its answer dropped); the memory store has a fault hook of its own.
 
 use super::*;
 
@@ -87,5 +89,106 @@ impl Intercept for CompleteInterceptor {
             lock(&self.0.lost).push(pk.clone());
         }
         Err("injected: the complete's answer was lost".into())
+    }
+}
+
+/// Crash during complete on PostgreSQL (no SDK to intercept): the real store on the same marks
+/// table, its `complete` failed per [`CompleteFaults`] — never sent (the transaction is not
+/// begun), or committed on the server and its answer dropped. Every other call goes through.
+pub(super) struct FaultyCompletes<E> {
+    pub(super) inner: Arc<dyn lambda_dedup::MarkStore<E>>,
+    pub(super) faults: Arc<CompleteFaults>,
+}
+
+// By hand: a derive would require `E: Debug`.
+impl<E> std::fmt::Debug for FaultyCompletes<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultyCompletes")
+            .field("inner", &self.inner)
+            .field("faults", &self.faults)
+            .finish()
+    }
+}
+
+impl<E: 'static> lambda_dedup::MarkStore<E> for FaultyCompletes<E> {
+    fn claim<'a>(
+        &'a self,
+        key: &'a DedupKey,
+        fp: Option<&'a lambda_dedup::Fingerprint>,
+        deadline: Option<SystemTime>,
+    ) -> StoreFuture<'a, lambda_dedup::Claim> {
+        self.inner.claim(key, fp, deadline)
+    }
+    fn commit<'a>(
+        &'a self,
+        request: lambda_dedup::CommitRequest<'a, E>,
+    ) -> StoreFuture<'a, lambda_dedup::Commit> {
+        self.inner.commit(request)
+    }
+    fn commit_batch<'a>(
+        &'a self,
+        requests: &'a [lambda_dedup::CommitRequest<'a, E>],
+    ) -> lambda_dedup::store::BatchFuture<'a> {
+        self.inner.commit_batch(requests)
+    }
+    fn commit_batch_bounded<'a>(
+        &'a self,
+        requests: &'a [lambda_dedup::CommitRequest<'a, E>],
+        max_in_flight: usize,
+    ) -> lambda_dedup::store::BatchFuture<'a> {
+        self.inner.commit_batch_bounded(requests, max_in_flight)
+    }
+    fn get_many<'a>(
+        &'a self,
+        keys: &'a [&'a DedupKey],
+    ) -> StoreFuture<'a, Vec<Option<lambda_dedup::Mark>>> {
+        self.inner.get_many(keys)
+    }
+    fn complete<'a>(
+        &'a self,
+        lease: &'a lambda_dedup::Lease,
+        result: Option<&'a str>,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let pk = lease.key.as_str().to_owned();
+            let mode = *lock(&self.faults.mode);
+            match mode {
+                None => self.inner.complete(lease, result).await,
+                Some(CompleteFault::NeverSent) => {
+                    lock(&self.faults.unsent).push(pk);
+                    Err(StoreError::store(
+                        FaultKind::Network,
+                        "injected: the process died before its complete reached PostgreSQL",
+                    ))
+                }
+                Some(CompleteFault::AnswerLost) => {
+                    if self.inner.complete(lease, result).await.is_ok() {
+                        lock(&self.faults.lost).push(pk);
+                    }
+                    Err(StoreError::store(
+                        FaultKind::Timeout,
+                        "injected: the complete's answer was lost",
+                    ))
+                }
+            }
+        })
+    }
+    fn release<'a>(&'a self, lease: &'a lambda_dedup::Lease) -> StoreFuture<'a, ()> {
+        self.inner.release(lease)
+    }
+    fn supports(&self, capability: lambda_dedup::store::Capability) -> bool {
+        self.inner.supports(capability)
+    }
+    fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<lambda_dedup::Mark>> {
+        self.inner.get(key)
+    }
+    fn now(&self) -> SystemTime {
+        self.inner.now()
+    }
+    fn retention(&self) -> Retention {
+        self.inner.retention()
+    }
+    fn max_result_bytes(&self) -> usize {
+        self.inner.max_result_bytes()
     }
 }

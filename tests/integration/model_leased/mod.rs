@@ -33,8 +33,11 @@
 //!   must not call the provider: it goes to reconciliation, its claim is kept, and the event is
 //!   never applied twice.
 //!
-//! Everything runs against the local DynamoDB and the in-process fake provider (`fake_provider`),
-//! called with the real `IdempotentClient`. After the schedule, whatever is unacknowledged is
+//! Everything runs against the local DynamoDB (or the memory store, or PostgreSQL when
+//! `DEDUP_POSTGRES_URL` is set: a fresh marks table per schedule; there a crash during complete
+//! is a wrapper of a second store on the same table that fails `complete` before beginning it,
+//! or commits it and drops the answer, `faults::FaultyCompletes`) and the in-process fake
+//! provider (`fake_provider`), called with the real `IdempotentClient`. After the schedule, whatever is unacknowledged is
 //! redelivered (the clock moving past the lease each round, as SQS visibility would) until
 //! nothing is left, and the run is checked against a reference model:
 //!
@@ -85,11 +88,15 @@ use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use dedup_tests::{StoreKind, Stores, cloudevents_spec, unique};
 use fake_provider::{Fault, Provider};
-use lambda_dedup::{Clock, DedupKey, Derived, ManualClock, MarkStatus, Message, Retention};
+use lambda_dedup::store::StoreFuture;
+use lambda_dedup::{
+    Clock, DedupKey, Derived, FaultKind, ManualClock, MarkStatus, Message, Retention, StoreError,
+};
 use lambda_dedup_batch::{Deduplicator, HandlerError, LeasedDeduplicator, Outcome, run_batch};
 use lambda_dedup_dynamodb::DynamoStore;
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_memory::{Injected, Op};
+use lambda_dedup_postgres::SqlEffect;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -98,9 +105,11 @@ mod faults;
 mod model;
 mod world;
 
-use faults::{CompleteFault, CompleteFaults, CompleteInterceptor};
+use faults::{CompleteFault, CompleteFaults, CompleteInterceptor, FaultyCompletes};
 use model::Model;
 use world::{BatchRun, Delivery, Event, Mark, World};
+
+use crate::model_postgres::PgWorld;
 
 const EVENTS: u8 = 6;
 /// The longest lease a claim takes.
@@ -313,8 +322,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Runs one step: the batches of `queued` at the same time, the first with `crash`; with `slow`,
 /// the provider answers one call after its invocation's deadline.
-async fn step_batches(
-    world: &World,
+async fn step_batches<E: 'static>(
+    world: &World<E>,
     model: &mut Model,
     queued: Vec<(Vec<Delivery>, bool)>,
     crash: Option<Crash>,
@@ -368,7 +377,7 @@ async fn step_batches(
 }
 
 /// Delivers everything pending again, in batches of ten, with no faults.
-async fn redeliver(world: &World, model: &mut Model) {
+async fn redeliver<E: 'static>(world: &World<E>, model: &mut Model) {
     model.stats.redeliveries += 1;
     let batch = std::mem::take(&mut model.pending);
     for chunk in batch.chunks(10) {
@@ -379,7 +388,7 @@ async fn redeliver(world: &World, model: &mut Model) {
 /// Redelivers until nothing is pending, each round one visibility timeout later (so past every
 /// lease, and after the provider has finished any call still in flight), as SQS would. Returns
 /// how many deliveries are still pending after the last round.
-async fn drain(world: &World, model: &mut Model) -> usize {
+async fn drain<E: 'static>(world: &World<E>, model: &mut Model) -> usize {
     for _ in 0..DRAIN_ROUNDS {
         if model.pending.is_empty() {
             break;
@@ -392,17 +401,41 @@ async fn drain(world: &World, model: &mut Model) -> usize {
     model.pending.len()
 }
 
-async fn run_schedule(kind: StoreKind, schedule: Schedule) {
+/// The store a schedule runs on.
+#[derive(Debug, Clone)]
+enum On {
+    /// The local DynamoDB or the memory store.
+    Stores(StoreKind),
+    /// The PostgreSQL server at this URL.
+    Postgres(String),
+}
+
+async fn run_schedule(on: On, schedule: Schedule) {
+    let provider = Provider::new();
+    let (addr, server) = fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
+        .await
+        .expect("fake provider");
+    let base_url = format!("http://{addr}");
+    let forgetful = schedule.forgetful;
+    match on {
+        On::Stores(kind) => {
+            let world = World::new(kind, provider, &base_url, forgetful).await;
+            run_in(world, schedule).await;
+        }
+        On::Postgres(url) => {
+            let world = World::on_postgres(&url, provider, &base_url, forgetful).await;
+            run_in(world, schedule).await;
+        }
+    }
+    server.abort();
+}
+
+async fn run_in<E: 'static>(world: World<E>, schedule: Schedule) {
     let Schedule {
         steps,
         refused,
         forgetful,
     } = schedule;
-    let provider = Provider::new();
-    let (addr, server) = fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
-        .await
-        .expect("fake provider");
-    let world = World::new(kind, provider, &format!("http://{addr}"), forgetful).await;
     let mut model = Model::new(world.clock.now(), refused, forgetful);
     let mut crash: Option<Crash> = None;
     let mut slow = false;
@@ -473,7 +506,7 @@ async fn run_schedule(kind: StoreKind, schedule: Schedule) {
                 model.check_marks(&world).await;
                 for e in stored {
                     assert!(
-                        world.stores.stored_mark(&model.events[&e].key).await,
+                        world.stored_mark(&model.events[&e].key).await,
                         "the expired mark is still stored (DynamoDB deletes late)"
                     );
                 }
@@ -635,7 +668,6 @@ async fn run_schedule(kind: StoreKind, schedule: Schedule) {
             assert!(got.is_none(), "event {e}: its mark is past its TTL");
         }
     }
-    server.abort();
 }
 
 proptest! {
@@ -649,13 +681,32 @@ proptest! {
     /// module docs.
     #[test]
     fn leased_schedules_with_crashes_and_expiry_apply_each_event_once(schedule in schedule()) {
-        dedup_tests::block_on(run_schedule(StoreKind::DynamoDb, schedule));
+        dedup_tests::block_on(run_schedule(On::Stores(StoreKind::DynamoDb), schedule));
     }
 
     /// The same schedules on the memory store (`cargo xtask soak` runs many more of these).
     #[test]
     fn on_the_memory_store_leased_schedules_apply_each_event_once(schedule in schedule()) {
-        dedup_tests::block_on(run_schedule(StoreKind::Memory, schedule));
+        dedup_tests::block_on(run_schedule(On::Stores(StoreKind::Memory), schedule));
+    }
+}
+
+proptest! {
+    // 8 schedules in `cargo xtask test` (each on a fresh marks table of the server); `cargo
+    // xtask soak` sets DEDUP_MODEL_CASES higher.
+    #![proptest_config(ProptestConfig {
+        cases: dedup_tests::model_cases(8),
+        ..ProptestConfig::default()
+    })]
+
+    /// The same schedules on the PostgreSQL store (`DEDUP_POSTGRES_URL`; skipped without it);
+    /// a crash during complete fails the store's `complete` (never begun, or committed and its
+    /// answer dropped).
+    #[test]
+    fn on_postgres_leased_schedules_apply_each_event_once(schedule in schedule()) {
+        if let Some(url) = crate::model_postgres::url("the PostgreSQL leased model schedules") {
+            dedup_tests::block_on(run_schedule(On::Postgres(url), schedule));
+        }
     }
 }
 
@@ -668,7 +719,7 @@ proptest! {
 #[test]
 fn a_released_ambiguous_call_is_not_repeated_after_the_provider_forgets_the_key() {
     dedup_tests::block_on(run_schedule(
-        StoreKind::DynamoDb,
+        On::Stores(StoreKind::DynamoDb),
         Schedule {
             steps: vec![
                 Step::ProviderTimeout,

@@ -66,9 +66,9 @@ impl Model {
 
     /// A delivery of `event`: SQS delivering its last message again (`again`, same id), or the
     /// producer sending it (again: a new message id). `taken`: ids already in this batch.
-    pub(super) fn deliver(
+    pub(super) fn deliver<E: 'static>(
         &mut self,
-        world: &World,
+        world: &World<E>,
         event: u8,
         again: bool,
         taken: &BTreeSet<String>,
@@ -136,9 +136,9 @@ impl Model {
     /// Checks one step's batches (run at the same time, from the same state) against the model,
     /// and moves the model on. `faulty`: a fault was armed for this step (a crash, a provider
     /// fault, a slow call, a call still in flight from before).
-    pub(super) fn settle(
+    pub(super) fn settle<E: 'static>(
         &mut self,
-        world: &World,
+        world: &World<E>,
         runs: Vec<BatchRun>,
         unsent: &[String],
         answer_lost: &[String],
@@ -384,7 +384,7 @@ impl Model {
     }
 
     /// The store agrees with the model about every event's mark.
-    pub(super) async fn check_marks(&self, world: &World) {
+    pub(super) async fn check_marks<E: 'static>(&self, world: &World<E>) {
         for (e, ev) in &self.events {
             let mark = world.store.get(&ev.key).await.expect("get mark");
             let want = self.marks.get(e).copied().unwrap_or(Mark::Absent);
@@ -418,7 +418,7 @@ impl Model {
     }
 
     /// Ends the epoch's accounting of the provider's effects (once its calls have all landed).
-    pub(super) async fn close_epoch(&mut self, world: &World) {
+    pub(super) async fn close_epoch<E: 'static>(&mut self, world: &World<E>) {
         world.settle_provider().await;
         let effects = world.provider.effects();
         let delta = self.epoch_delta(&effects);

@@ -1,5 +1,6 @@
-//! The world a schedule runs in: a mark store (local DynamoDB or memory), the fake provider,
-//! one clock, and the leased flow as `payment-dispatcher` runs it.
+//! The world a schedule runs in: a mark store (local DynamoDB, memory or PostgreSQL, with its
+//! own effect type `E`, which the leased flow never commits), the fake provider, one clock, and
+//! the leased flow as `payment-dispatcher` runs it.
 
 use super::*;
 
@@ -56,13 +57,21 @@ pub(super) struct Event {
     pub(super) last: Message,
 }
 
-pub(super) struct World {
-    pub(super) stores: Stores,
+/// Where the marks are, read through the backend's own access path.
+pub(super) enum Backing {
+    /// The local DynamoDB or the memory store.
+    Stores(Stores),
+    /// A marks table of the PostgreSQL server.
+    Postgres(PgWorld),
+}
+
+pub(super) struct World<E = lambda_dedup::Effect> {
+    pub(super) backing: Backing,
     pub(super) clock: Arc<ManualClock>,
-    pub(super) store: Arc<dyn lambda_dedup::MarkStore>,
-    pub(super) dedup: LeasedDeduplicator,
+    pub(super) store: Arc<dyn lambda_dedup::MarkStore<E>>,
+    pub(super) dedup: LeasedDeduplicator<E>,
     /// The same table and clock through a client whose completes can be made to fail.
-    pub(super) faulty: LeasedDeduplicator,
+    pub(super) faulty: LeasedDeduplicator<E>,
     pub(super) faults: Arc<CompleteFaults>,
     pub(super) provider: Provider,
     pub(super) api: IdempotentClient,
@@ -70,6 +79,7 @@ pub(super) struct World {
 }
 
 impl World {
+    /// On the local DynamoDB or the memory store.
     pub(super) async fn new(
         kind: StoreKind,
         provider: Provider,
@@ -125,7 +135,66 @@ impl World {
                 )
             }
         };
-        let dedup = |store: Arc<dyn lambda_dedup::MarkStore>| {
+        let parts = Parts {
+            clock,
+            store,
+            faulty_store,
+            faults,
+        };
+        World::assemble(
+            Backing::Stores(stores),
+            parts,
+            provider,
+            base_url,
+            forgetful,
+        )
+    }
+}
+
+impl World<SqlEffect> {
+    /// On a fresh marks table of the PostgreSQL server at `url`.
+    pub(super) async fn on_postgres(
+        url: &str,
+        provider: Provider,
+        base_url: &str,
+        forgetful: bool,
+    ) -> Self {
+        let retention = Retention::unchecked(RETENTION).expect("retention");
+        let clock = Arc::new(ManualClock::new(SystemTime::now()));
+        let pg = PgWorld::new(url, retention, clock.clone()).await;
+        let store: Arc<dyn lambda_dedup::MarkStore<SqlEffect>> = Arc::new(pg.store(LEASE));
+        let faults = Arc::new(CompleteFaults::default());
+        let faulty_store = Arc::new(FaultyCompletes {
+            inner: Arc::new(pg.store(LEASE)),
+            faults: faults.clone(),
+        });
+        let parts = Parts {
+            clock,
+            store,
+            faulty_store,
+            faults,
+        };
+        World::assemble(Backing::Postgres(pg), parts, provider, base_url, forgetful)
+    }
+}
+
+/// A world's stores and clock.
+struct Parts<E> {
+    clock: Arc<ManualClock>,
+    store: Arc<dyn lambda_dedup::MarkStore<E>>,
+    faulty_store: Arc<dyn lambda_dedup::MarkStore<E>>,
+    faults: Arc<CompleteFaults>,
+}
+
+impl<E: 'static> World<E> {
+    fn assemble(
+        backing: Backing,
+        parts: Parts<E>,
+        provider: Provider,
+        base_url: &str,
+        forgetful: bool,
+    ) -> Self {
+        let dedup = |store: Arc<dyn lambda_dedup::MarkStore<E>>| {
             // A provider that never forgets keys is one that keeps them longer than any run.
             let keeps = if forgetful {
                 PROVIDER_KEYS
@@ -139,12 +208,12 @@ impl World {
             provider.set_key_retention(Some(PROVIDER_KEYS));
         }
         Self {
-            dedup: dedup(store.clone()),
-            faulty: dedup(faulty_store),
-            stores,
-            clock,
-            store,
-            faults,
+            dedup: dedup(parts.store.clone()),
+            faulty: dedup(parts.faulty_store),
+            backing,
+            clock: parts.clock,
+            store: parts.store,
+            faults: parts.faults,
             provider,
             api: IdempotentClient::new(base_url, PROVIDER_TIMEOUT).expect("payments client"),
             run: unique("pay"),
@@ -153,7 +222,10 @@ impl World {
 
     /// The completes whose answer the memory store lost after applying them.
     pub(super) fn lost_on_memory(&self) -> Vec<String> {
-        self.stores
+        let Backing::Stores(stores) = &self.backing else {
+            return Vec::new();
+        };
+        stores
             .memory()
             .map(|m| {
                 m.take_lost_answers()
@@ -163,6 +235,14 @@ impl World {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// Whether a mark of `key` is stored at all, live or past its TTL.
+    pub(super) async fn stored_mark(&self, key: &DedupKey) -> bool {
+        match &self.backing {
+            Backing::Stores(stores) => stores.stored_mark(key).await,
+            Backing::Postgres(pg) => pg.stored_mark(key).await,
+        }
     }
 
     /// Moves the store's clock and the provider's together.

@@ -1,0 +1,183 @@
+//! The handler as `main` wires it, on the PostgreSQL server named by `DEDUP_POSTGRES_URL` (the
+//! one `cargo xtask test` starts), each test on fresh tables; without it the server tests are
+//! skipped with a message. Balances are read back with plain SQL, not through the store.
+
+use super::*;
+use aws_lambda_events::event::sqs::SqsMessage;
+
+const URL: &str = "DEDUP_POSTGRES_URL";
+
+fn server(test: &str) -> Option<String> {
+    let url = std::env::var(URL).ok();
+    if url.is_none() {
+        eprintln!(
+            "{test} skipped: {URL} is not set; `cargo xtask test` starts PostgreSQL and sets it"
+        );
+    }
+    url
+}
+
+fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}_{}_{n}_{nanos}", std::process::id())
+}
+
+fn env(url: &str, marks: &str, balances: &str) -> Env {
+    Env::from_pairs([
+        ("DEDUP_NAMESPACE", "example"),
+        ("DEDUP_MARK_TABLE", marks),
+        ("BALANCES_TABLE", balances),
+        ("DATABASE_URL", url),
+        ("PG_TLS", "disabled"),
+    ])
+}
+
+fn record(message_id: &str, event_id: &str, account: &str, amount: i64) -> SqsMessage {
+    let body = serde_json::json!({"specversion": "1.0", "type": "credit", "source": "/bank",
+        "id": event_id, "tenantid": "acme", "data": {"account": account, "amount": amount}});
+    let mut m = SqsMessage::default();
+    m.message_id = Some(message_id.into());
+    m.body = Some(body.to_string());
+    m
+}
+
+fn batch(records: Vec<SqsMessage>) -> SqsEvent {
+    let mut event = SqsEvent::default();
+    event.records = records;
+    event
+}
+
+fn failed(response: &SqsBatchResponse) -> Vec<&str> {
+    let ids = response.batch_item_failures.iter();
+    ids.map(|f| f.item_identifier.as_str()).collect()
+}
+
+/// The function on fresh tables of the server, and a connection of the test's own.
+async fn function(url: &str) -> (Function, tokio_postgres::Client, String) {
+    let (marks, balances) = (unique("marks"), unique("balances"));
+    let env = env(url, &marks, &balances);
+    let settings = Settings::read(&env, "pg-credit").expect("settings");
+    PgStore::from_url(url, Tls::Disabled, settings.retention)
+        .expect("url")
+        .with_table(&marks)
+        .expect("table")
+        .create_table()
+        .await
+        .expect("the marks table");
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE \"{balances}\" (account text PRIMARY KEY, balance bigint NOT NULL)"
+        ))
+        .await
+        .expect("the balances table");
+    (Function::new(&env).expect("function"), client, balances)
+}
+
+async fn balance(client: &tokio_postgres::Client, balances: &str, account: &str) -> Option<i64> {
+    let sql = format!("SELECT balance FROM \"{balances}\" WHERE account = $1");
+    let rows = client.query(&sql, &[&account]).await.expect("read");
+    rows.first().map(|r| r.get(0))
+}
+
+#[tokio::test]
+async fn each_event_is_credited_once_however_often_it_is_delivered() {
+    let Some(url) = server("each_event_is_credited_once_however_often_it_is_delivered") else {
+        return;
+    };
+    let (function, client, balances) = function(&url).await;
+    // Two events; the first delivered twice in one batch.
+    let first = vec![
+        record("m1", "e1", "a-1", 10),
+        record("m2", "e1", "a-1", 10),
+        record("m3", "e2", "a-1", 5),
+    ];
+    let response = function.handle(batch(first)).await;
+    assert!(failed(&response).is_empty(), "{response:?}");
+    // SQS redelivers m1 (same message id); the producer retries e1 under a new id; one message
+    // is not JSON, one carries no integer amount.
+    let mut again = vec![
+        record("m1", "e1", "a-1", 10),
+        record("m4", "e1", "a-1", 10),
+        record("m5", "e3", "a-1", 1),
+        record("m6", "e4", "a-1", 1),
+        record("m7", "e5", "a-1", 2),
+    ];
+    again[2].body = Some("not json".into());
+    again[3].body = again[3]
+        .body
+        .as_ref()
+        .map(|b| b.replace("\"amount\":1", "\"amount\":\"one\""));
+    let response = function.handle(batch(again)).await;
+    // The redelivery and the retry are duplicates; the malformed messages are failed, for the
+    // queue's redrive policy to dead-letter; e5 is applied in the same transaction regardless.
+    assert_eq!(failed(&response), ["m5", "m6"]);
+    assert_eq!(balance(&client, &balances, "acme/a-1").await, Some(17));
+}
+
+#[tokio::test]
+async fn a_credit_postgres_refuses_fails_alone_and_changes_nothing() {
+    let Some(url) = server("a_credit_postgres_refuses_fails_alone_and_changes_nothing") else {
+        return;
+    };
+    let (function, client, balances) = function(&url).await;
+    let full = vec![record("m1", "e1", "a-2", i64::MAX)];
+    assert!(failed(&function.handle(batch(full)).await).is_empty());
+    // The next credit to a-2 overflows `bigint` (SQLSTATE 22003): refused for good, so failed
+    // for the dead-letter queue; the other event of the transaction is committed.
+    let next = vec![record("m2", "e2", "a-2", 1), record("m3", "e3", "a-3", 4)];
+    let response = function.handle(batch(next)).await;
+    assert_eq!(failed(&response), ["m2"]);
+    assert_eq!(
+        balance(&client, &balances, "acme/a-2").await,
+        Some(i64::MAX)
+    );
+    assert_eq!(balance(&client, &balances, "acme/a-3").await, Some(4));
+    // Its redelivery is refused again, not applied: no mark was written for it.
+    let again = vec![record("m2", "e2", "a-2", 1)];
+    assert_eq!(failed(&function.handle(batch(again)).await), ["m2"]);
+    assert_eq!(
+        balance(&client, &balances, "acme/a-2").await,
+        Some(i64::MAX)
+    );
+}
+
+#[test]
+fn a_start_without_tls_settings_or_with_a_bad_table_name_is_refused() {
+    let base = env("postgresql://u@127.0.0.1:5432/db", "marks", "balances");
+    let no_tls = Env::from_pairs([
+        ("DEDUP_NAMESPACE", "example"),
+        ("DEDUP_MARK_TABLE", "marks"),
+        ("BALANCES_TABLE", "balances"),
+        ("DATABASE_URL", "postgresql://u@127.0.0.1:5432/db"),
+    ]);
+    assert!(matches!(
+        Function::new(&no_tls),
+        Err(SettingsError::Refused(_))
+    ));
+    let injected = base
+        .clone()
+        .with("BALANCES_TABLE", "balances; DROP TABLE x");
+    assert!(matches!(
+        Function::new(&injected),
+        Err(SettingsError::Invalid { name, .. }) if name == "BALANCES_TABLE"
+    ));
+    let bad_marks = base.clone().with("DEDUP_MARK_TABLE", "marks\"");
+    assert!(matches!(
+        Function::new(&bad_marks),
+        Err(SettingsError::Refused(_))
+    ));
+    assert!(
+        Function::new(&base).is_ok(),
+        "connects lazily: no server needed"
+    );
+}

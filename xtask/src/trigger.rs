@@ -16,26 +16,24 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName};
 use base64::Engine;
+use base64::prelude::BASE64_STANDARD;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::local::Mapping;
 
-/// Counters a trigger keeps, for progress and the report.
+/// Counters a trigger keeps, for progress and the chaos runs.
 #[derive(Debug, Default)]
 pub(crate) struct TriggerStats {
     pub(crate) invocations: AtomicU64,
     pub(crate) delivered: AtomicU64,
     pub(crate) acknowledged: AtomicU64,
-    pub(crate) failed_invocations: AtomicU64,
     /// Invocations cut short because the function's process died.
     pub(crate) interrupted: AtomicU64,
     /// Whether an invocation is under way.
     pub(crate) in_flight: AtomicBool,
-    /// Stream records handed to the on-failure destination after their retries.
-    pub(crate) handed_on: AtomicU64,
 }
 
 /// Invokes one function through the invoke API of `cargo lambda watch`.
@@ -46,19 +44,26 @@ pub(crate) struct Invoker {
     /// Changes when an instance of the function dies (see `crate::functions`).
     pub(crate) deaths: watch::Receiver<u64>,
     pub(crate) stats: Arc<TriggerStats>,
+    /// When set, the next invocation's answer is thrown away after the function ran, as when
+    /// Lambda times out after the work was done: its whole batch comes again.
+    pub(crate) lose_next: Arc<AtomicBool>,
 }
 
 impl Invoker {
-    /// Invokes the function with `payload`. An invocation whose instance dies meanwhile fails at
-    /// once, as Lambda answers `Runtime.ExitError`; whatever it did before dying stays done.
-    async fn call(&mut self, payload: &Value) -> Result<Value, String> {
+    /// Invokes the function with `records` (counted); its answer, or `None` when the invocation
+    /// failed (said). An invocation whose instance dies meanwhile fails at once, as Lambda answers
+    /// `Runtime.ExitError`; whatever it did before dying stays done.
+    async fn deliver<T: serde::Serialize>(&mut self, records: &[T]) -> Option<Value> {
         let Self {
             http,
             invoke_url,
             function,
             deaths,
             stats,
+            lose_next,
         } = self;
+        stats.invocations.fetch_add(1, Ordering::Relaxed);
+        (stats.delivered).fetch_add(records.len() as u64, Ordering::Relaxed);
         deaths.mark_unchanged();
         stats.in_flight.store(true, Ordering::SeqCst);
         let died = async {
@@ -66,15 +71,26 @@ impl Invoker {
                 std::future::pending::<()>().await;
             }
         };
+        let payload = json!({ "Records": records });
         let answer = tokio::select! {
-            answer = invoke(http, invoke_url, function, payload) => answer,
+            answer = invoke(http, invoke_url, function, &payload) => answer,
             () = died => {
                 stats.interrupted.fetch_add(1, Ordering::SeqCst);
-                Err(format!("invoke {function}: its process died mid-invocation (Runtime.ExitError)"))
+                Err("its process died mid-invocation (Runtime.ExitError)".to_owned())
             }
         };
         stats.in_flight.store(false, Ordering::SeqCst);
+        let answer = if lose_next.swap(false, Ordering::SeqCst) {
+            let n = records.len();
+            Err(format!(
+                "the answer to a batch of {n} was lost after it ran (as when Lambda times out after the work); all of it comes back"
+            ))
+        } else {
+            answer
+        };
         answer
+            .inspect_err(|e| eprintln!("xtask: trigger {function}: invoke: {e}"))
+            .ok()
     }
 }
 
@@ -86,146 +102,124 @@ async fn invoke(
     payload: &Value,
 ) -> Result<Value, String> {
     let url = format!("{invoke_url}/2015-03-31/functions/{function}/invocations");
-    let resp = http
-        .post(&url)
-        .json(payload)
-        .send()
-        .await
-        .map_err(|e| format!("invoke {function}: {e}"))?;
+    let resp = http.post(&url).json(payload).send().await;
+    let resp = resp.map_err(|e| e.to_string())?;
     let status = resp.status();
-    let body: Value = resp
-        .json()
-        .await
-        .map_err(|e| format!("invoke {function}: answer is not JSON: {e}"))?;
+    let body: Value = (resp.json().await).map_err(|e| format!("answer is not JSON: {e}"))?;
     if !status.is_success() || body.get("errorType").is_some() {
-        return Err(format!("invoke {function}: {status} {body}"));
+        return Err(format!("{status} {body}"));
     }
     Ok(body)
 }
 
-/// Polls `queue_url` and invokes `function` until the task is dropped. When `lose_next` is set,
-/// the next invocation's answer is thrown away after the function ran, as when Lambda times out
-/// after the work was done: every message of that batch comes back.
+/// The record identifiers an answer reports failed (`batchItemFailures`), in order.
+fn reported(answer: &Value) -> Vec<&str> {
+    let failures = answer["batchItemFailures"].as_array().into_iter().flatten();
+    failures
+        .filter_map(|f| f["itemIdentifier"].as_str())
+        .collect()
+}
+
+/// Up to the mapping's batch size of messages of `queue_url`, gathered for at most its batching
+/// window.
+async fn receive_batch(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    mapping: &Mapping,
+    function: &str,
+) -> Vec<Message> {
+    let mut messages = Vec::new();
+    let started = std::time::Instant::now();
+    while messages.len() < mapping.batch_size {
+        let want = (mapping.batch_size - messages.len()).min(10) as i32;
+        let received = sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(want)
+            .wait_time_seconds(i32::from(messages.is_empty()))
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .message_attribute_names("All")
+            .send()
+            .await;
+        match received {
+            Ok(out) => {
+                let got = out.messages.unwrap_or_default();
+                let empty = got.is_empty();
+                messages.extend(got);
+                // Nothing more waiting, or the window is over: invoke with what there is.
+                if empty || started.elapsed() >= mapping.window {
+                    break;
+                }
+            }
+            Err(e) => {
+                eprintln!("xtask: trigger {function}: receive failed: {e}");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                break;
+            }
+        }
+    }
+    messages
+}
+
+/// A message as Lambda's SQS trigger hands it on.
+fn sqs_record(m: &Message, queue_arn: &str) -> Value {
+    let attributes: serde_json::Map<String, Value> = (m.attributes().into_iter().flatten())
+        .map(|(k, v)| (k.as_str().to_owned(), json!(v)))
+        .collect();
+    let message_attributes: serde_json::Map<String, Value> = (m
+        .message_attributes()
+        .into_iter()
+        .flatten())
+    .map(|(k, v)| {
+        let mut attr =
+            json!({"dataType": v.data_type(), "stringListValues": [], "binaryListValues": []});
+        if let Some(s) = v.string_value() {
+            attr["stringValue"] = s.into();
+        }
+        if let Some(b) = v.binary_value() {
+            attr["binaryValue"] = BASE64_STANDARD.encode(b.as_ref()).into();
+        }
+        (k.clone(), attr)
+    })
+    .collect();
+    json!({
+        "messageId": m.message_id(),
+        "receiptHandle": m.receipt_handle(),
+        "body": m.body(),
+        "attributes": attributes,
+        "messageAttributes": message_attributes,
+        "md5OfBody": m.md5_of_body(),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": "us-east-1",
+    })
+}
+
+/// Polls `queue_url` and invokes the function until the task is dropped; deletes what it
+/// acknowledged (with `ReportBatchItemFailures`, all but what it reported; without, the whole
+/// batch), and leaves a failed invocation's whole batch to come back.
 pub(crate) async fn sqs_trigger(
     sqs: aws_sdk_sqs::Client,
     mut invoker: Invoker,
     (queue_url, queue_arn): (String, String),
     mapping: Mapping,
-    lose_next: Arc<AtomicBool>,
 ) {
     let function = invoker.function.clone();
     let stats = invoker.stats.clone();
     loop {
-        // Up to the mapping's batch size, gathered for at most its batching window.
-        let mut messages = Vec::new();
-        let started = std::time::Instant::now();
-        while messages.len() < mapping.batch_size {
-            let first = messages.is_empty();
-            let want = (mapping.batch_size - messages.len()).min(10) as i32;
-            let received = sqs
-                .receive_message()
-                .queue_url(&queue_url)
-                .max_number_of_messages(want)
-                .wait_time_seconds(i32::from(first))
-                .message_system_attribute_names(MessageSystemAttributeName::All)
-                .message_attribute_names("All")
-                .send()
-                .await;
-            match received {
-                Ok(out) => {
-                    let got = out.messages.unwrap_or_default();
-                    let empty = got.is_empty();
-                    messages.extend(got);
-                    // Nothing more waiting, or the window is over: invoke with what there is.
-                    if empty || started.elapsed() >= mapping.window {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    eprintln!("xtask: trigger {function}: receive failed: {e}");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    break;
-                }
-            }
-        }
+        let messages = receive_batch(&sqs, &queue_url, &mapping, &function).await;
         if messages.is_empty() {
             continue;
         }
-        let records: Vec<Value> = messages
-            .iter()
-            .map(|m| {
-                let attributes: serde_json::Map<String, Value> = m
-                    .attributes()
-                    .map(|a| {
-                        a.iter()
-                            .map(|(k, v)| (k.as_str().to_owned(), Value::String(v.clone())))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let message_attributes: serde_json::Map<String, Value> = m
-                    .message_attributes()
-                    .map(|a| {
-                        a.iter()
-                            .map(|(k, v)| {
-                                let mut attr = json!({
-                                    "dataType": v.data_type(),
-                                    "stringListValues": [],
-                                    "binaryListValues": [],
-                                });
-                                if let Some(s) = v.string_value() {
-                                    attr["stringValue"] = s.into();
-                                }
-                                if let Some(b) = v.binary_value() {
-                                    attr["binaryValue"] = base64::engine::general_purpose::STANDARD
-                                        .encode(b.as_ref())
-                                        .into();
-                                }
-                                (k.clone(), attr)
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                json!({
-                    "messageId": m.message_id(),
-                    "receiptHandle": m.receipt_handle(),
-                    "body": m.body(),
-                    "attributes": attributes,
-                    "messageAttributes": message_attributes,
-                    "md5OfBody": m.md5_of_body(),
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": queue_arn,
-                    "awsRegion": "us-east-1",
-                })
-            })
-            .collect();
-        stats.invocations.fetch_add(1, Ordering::Relaxed);
-        stats
-            .delivered
-            .fetch_add(messages.len() as u64, Ordering::Relaxed);
-        let answer = invoker.call(&json!({ "Records": records })).await;
-        if lose_next.swap(false, Ordering::SeqCst) {
-            println!(
-                "xtask: {function}: the answer to a batch of {} was lost after it ran; all of it will come back",
-                messages.len()
-            );
-            continue;
-        }
-        let failed: HashSet<String> = match answer {
-            // Without ReportBatchItemFailures, the answer's body means nothing to the trigger.
-            Ok(_) if !mapping.partial => HashSet::new(),
-            Ok(body) => body["batchItemFailures"]
-                .as_array()
-                .map(|fs| {
-                    fs.iter()
-                        .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            Err(e) => {
-                eprintln!("xtask: trigger {function}: {e}");
-                stats.failed_invocations.fetch_add(1, Ordering::Relaxed);
-                continue; // the whole batch comes back
-            }
+        let records: Vec<Value> = messages.iter().map(|m| sqs_record(m, &queue_arn)).collect();
+        let Some(answer) = invoker.deliver(&records).await else {
+            continue; // the whole batch comes back
+        };
+        // Without ReportBatchItemFailures, the answer's body means nothing to the trigger.
+        let failed: HashSet<&str> = if mapping.partial {
+            reported(&answer).into_iter().collect()
+        } else {
+            HashSet::new()
         };
         let entries: Vec<DeleteMessageBatchRequestEntry> = messages
             .iter()
@@ -243,43 +237,10 @@ pub(crate) async fn sqs_trigger(
             continue;
         }
         let n = entries.len() as u64;
-        match sqs
-            .delete_message_batch()
-            .queue_url(&queue_url)
-            .set_entries(Some(entries))
-            .send()
-            .await
-        {
-            Ok(_) => {
-                stats.acknowledged.fetch_add(n, Ordering::Relaxed);
-            }
+        let delete = sqs.delete_message_batch().queue_url(&queue_url);
+        match delete.set_entries(Some(entries)).send().await {
+            Ok(_) => _ = stats.acknowledged.fetch_add(n, Ordering::Relaxed),
             Err(e) => eprintln!("xtask: trigger {function}: delete failed: {e}"),
-        }
-    }
-}
-
-/// How many records of an invoked stream batch (their sequence numbers `seqs`, in order) are
-/// done: those before the first reported failure, all of them without one, none if the
-/// invocation failed (counted).
-fn done_before_failure<'a>(
-    answer: Result<Value, String>,
-    seqs: impl ExactSizeIterator<Item = &'a str>,
-    function: &str,
-    stats: &TriggerStats,
-) -> usize {
-    let len = seqs.len();
-    match answer {
-        Ok(body) => body["batchItemFailures"]
-            .as_array()
-            .and_then(|f| f.first())
-            .and_then(|f| f["itemIdentifier"].as_str())
-            .map_or(len, |failed| {
-                seqs.into_iter().position(|seq| seq == failed).unwrap_or(0)
-            }),
-        Err(e) => {
-            eprintln!("xtask: trigger {function}: {e}");
-            stats.failed_invocations.fetch_add(1, Ordering::Relaxed);
-            0
         }
     }
 }
@@ -534,14 +495,12 @@ fn kinesis_record(
 /// size of records in shard order, and on a reported record retries from it, with the records
 /// after it. A record the mapping's retry policy gives up on (its age, or a finite retry count)
 /// goes to the on-failure destination (`destination`, as Lambda's record of it: shard and
-/// sequence numbers, never the data) and the shard moves on. When `lose_next` is set, the next
-/// invocation's answer is thrown away after the function ran: its whole batch comes again.
+/// sequence numbers, never the data) and the shard moves on.
 pub(crate) async fn stream_trigger(
     stream: Stream,
     mut invoker: Invoker,
     destination: (aws_sdk_sqs::Client, String),
     mapping: Mapping,
-    lose_next: Arc<AtomicBool>,
 ) {
     let retry = RetryPolicy {
         max_retries: mapping.max_retries,
@@ -592,18 +551,13 @@ pub(crate) async fn stream_trigger(
             }
             idle = false;
             let records: Vec<&Value> = shard.pending.iter().map(|r| &r.event).collect();
-            stats.invocations.fetch_add(1, Ordering::Relaxed);
-            stats
-                .delivered
-                .fetch_add(records.len() as u64, Ordering::Relaxed);
-            let answer = invoker.call(&json!({ "Records": records })).await;
-            let answer = if lose_next.swap(false, Ordering::SeqCst) {
-                Err("the answer was lost (as when Lambda times out after the work)".to_owned())
-            } else {
-                answer
-            };
-            let seqs = shard.pending.iter().map(|r| r.seq.as_str());
-            let done = done_before_failure(answer, seqs, &function, &stats);
+            // Done: the records before the first reported failure; none if the invocation failed.
+            let done = invoker.deliver(&records).await.map_or(0, |answer| {
+                let first = reported(&answer).first().copied();
+                first.map_or(records.len(), |f| {
+                    shard.pending.iter().position(|r| r.seq == f).unwrap_or(0)
+                })
+            });
             stats.acknowledged.fetch_add(done as u64, Ordering::Relaxed);
             let Some((seq, condition, tries)) = shard.after_invocation(done, &retry) else {
                 if !shard.pending.is_empty() {
@@ -619,10 +573,7 @@ pub(crate) async fn stream_trigger(
                 .queue_url(url)
                 .message_body(record.to_string());
             match sent.send().await {
-                Ok(_) => {
-                    shard.handed_on();
-                    stats.handed_on.fetch_add(1, Ordering::Relaxed);
-                }
+                Ok(_) => shard.handed_on(),
                 Err(e) => eprintln!("xtask: trigger {function}: on-failure destination: {e}"),
             }
         }

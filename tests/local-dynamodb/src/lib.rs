@@ -27,6 +27,7 @@ pub use dynoxide::Database;
 pub mod kinesis;
 pub mod latency;
 pub mod meter;
+pub mod senders;
 
 /// How often expired TTL items are swept.
 pub const SWEEP_EVERY: Duration = Duration::from_millis(500);

@@ -159,7 +159,6 @@ impl Stack {
 
         let dynamodb = local_client!(aws_sdk_dynamodb, ddb.endpoint());
         let sqs = local_client!(aws_sdk_sqs, &sqs_endpoint);
-        let streams = local_client!(aws_sdk_dynamodbstreams, ddb.endpoint());
 
         let template = crate::infra::load(&root.join("infra").join("template.yaml"))?;
         let plan = crate::local::plan(&template)?;
@@ -396,7 +395,6 @@ impl Stack {
                         continue;
                     }
                     Source::DynamoDbStream(table) => Stream::DynamoDb {
-                        streams: streams.clone(),
                         endpoint: ddb.endpoint(),
                         arn: arn(table)?,
                     },
@@ -737,34 +735,17 @@ async fn create_table(endpoint: &str, t: &crate::local::Table) -> Result<Option<
     Ok(arn.map(str::to_owned))
 }
 
-/// `action` of the DynamoDB JSON API on the local DynamoDB at `endpoint` (which takes any
-/// signature): the template's properties are its requests as they are.
+/// `action` of the DynamoDB JSON API on the local DynamoDB at `endpoint`: the template's
+/// properties are its requests as they are.
 async fn dynamodb_call(
     endpoint: &str,
     action: &str,
     request: &serde_json::Value,
 ) -> Result<serde_json::Value> {
-    let answer = reqwest::Client::new()
-        .post(endpoint)
-        .header("content-type", "application/x-amz-json-1.0")
-        .header("x-amz-target", format!("DynamoDB_20120810.{action}"))
-        .header("x-amz-date", "20260101T000000Z")
-        .header(
-            "authorization",
-            "AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/dynamodb/aws4_request, \
-             SignedHeaders=content-type;host;x-amz-date;x-amz-target, Signature=00",
-        )
-        .body(request.to_string())
-        .send()
-        .await
-        .map_err(|e| format!("{action}: {e}"))?;
-    let ok = answer.status().is_success();
-    let body: serde_json::Value = answer.json().await.map_err(|e| format!("{action}: {e}"))?;
-    if ok {
-        Ok(body)
-    } else {
-        Err(format!("{action} {}: {body}", request["TableName"]))
-    }
+    let target = format!("DynamoDB_20120810.{action}");
+    let http = reqwest::Client::new();
+    let answer = local_dynamodb::call(&http, endpoint, &target, request).await;
+    answer.map_err(|e| format!("{action} {}: {e}", request["TableName"]))
 }
 
 /// The attributes `names` of the queue at `url`.

@@ -22,6 +22,8 @@ use base64::prelude::BASE64_STANDARD;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use local_dynamodb::ApiError;
+
 use crate::local::Mapping;
 
 /// Counters a trigger keeps, for progress and the chaos runs.
@@ -245,22 +247,16 @@ pub(crate) async fn sqs_trigger(
     }
 }
 
-/// How a stream trigger retries a record its function keeps reporting, as
-/// `infra/template.yaml` sets it for Lambda's (`crate::local::Mapping`): until it
-/// has been retried `max_retries` times (`None`: `MaximumRetryAttempts: -1`, no count) or is
-/// older than `max_age` (`MaximumRecordAgeInSeconds`), then it is handed to the on-failure
-/// destination and the shard moves past it.
-#[derive(Debug, Clone, Copy)]
-struct RetryPolicy {
-    max_retries: Option<u32>,
-    max_age: Duration,
-}
-
-impl RetryPolicy {
-    /// Why a record tried `tries` times, which arrived at `arrival` (epoch seconds), is given
-    /// up, as Lambda names it in the on-failure record; `None` while it is still retried.
+impl Mapping {
+    /// Why a stream record its function keeps reporting, tried `tries` times, which arrived at
+    /// `arrival` (epoch seconds), is given up, as Lambda names it in the on-failure record:
+    /// retried more than `MaximumRetryAttempts` times (none: `-1`, no count), or older than
+    /// `MaximumRecordAgeInSeconds`. `None` while it is still retried.
     fn gives_up(&self, tries: u32, arrival: f64) -> Option<&'static str> {
-        if now_secs() - arrival > self.max_age.as_secs_f64() {
+        if self
+            .max_age
+            .is_some_and(|age| now_secs() - arrival > age.as_secs_f64())
+        {
             Some("RecordAgeExceeded")
         } else if self.max_retries.is_some_and(|n| tries > n) {
             Some("RetryAttemptsExhausted")
@@ -289,12 +285,9 @@ struct StreamRecord {
 /// Where a stream trigger reads: a table's DynamoDB stream (the local DynamoDB) or a Kinesis
 /// stream (the emulator), each with its ARN.
 pub(crate) enum Stream {
-    DynamoDb {
-        streams: aws_sdk_dynamodbstreams::Client,
-        /// The local DynamoDB's endpoint, for `local_dynamodb::get_records`.
-        endpoint: String,
-        arn: String,
-    },
+    /// Read through the DynamoDB Streams JSON API at the local DynamoDB's `endpoint`
+    /// (`local_dynamodb::get_records` says why not the SDK).
+    DynamoDb { endpoint: String, arn: String },
     Kinesis {
         kinesis: local_dynamodb::kinesis::Kinesis,
         name: String,
@@ -309,15 +302,29 @@ impl Stream {
         }
     }
 
+    /// `action` of the DynamoDB Streams API on this table's stream (`StreamArn` added to
+    /// `request`): its answer, `Null` when it failed.
+    async fn streams_call(&self, action: &str, mut request: Value) -> Value {
+        let Self::DynamoDb { endpoint, arn } = self else {
+            return Value::Null;
+        };
+        request["StreamArn"] = json!(arn);
+        let target = format!("DynamoDBStreams_20120810.{action}");
+        let http = reqwest::Client::new();
+        let answer = local_dynamodb::call(&http, endpoint, &target, &request).await;
+        answer.unwrap_or_default()
+    }
+
     /// The shards there are now.
     async fn shards(&self) -> Vec<String> {
         match self {
-            Self::DynamoDb { streams, arn, .. } => {
-                let desc = streams.describe_stream().stream_arn(arn).send().await;
-                let desc = desc.ok().and_then(|d| d.stream_description);
-                let shards = desc.map(|d| d.shards.unwrap_or_default());
-                let shards = shards.unwrap_or_default().into_iter();
-                shards.filter_map(|s| s.shard_id).collect()
+            Self::DynamoDb { .. } => {
+                let desc = self.streams_call("DescribeStream", json!({})).await;
+                let shards = desc["StreamDescription"]["Shards"].as_array().cloned();
+                let shards = shards.into_iter().flatten();
+                shards
+                    .filter_map(|s| s["ShardId"].as_str().map(str::to_owned))
+                    .collect()
             }
             Self::Kinesis { kinesis, name, .. } => kinesis.shards(name).await.unwrap_or_default(),
         }
@@ -326,16 +333,15 @@ impl Stream {
     /// An iterator of `shard` after the record `after`, or from its start.
     async fn iterator(&self, shard: &str, after: Option<&str>) -> Option<String> {
         match self {
-            Self::DynamoDb { streams, arn, .. } => {
-                use aws_sdk_dynamodbstreams::types::ShardIteratorType;
-                let req = streams.get_shard_iterator().stream_arn(arn).shard_id(shard);
-                let req = match after {
-                    Some(seq) => req
-                        .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
-                        .sequence_number(seq),
-                    None => req.shard_iterator_type(ShardIteratorType::TrimHorizon),
+            Self::DynamoDb { .. } => {
+                let request = match after {
+                    Some(seq) => {
+                        json!({"ShardId": shard, "ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": seq})
+                    }
+                    None => json!({"ShardId": shard, "ShardIteratorType": "TRIM_HORIZON"}),
                 };
-                req.send().await.ok().and_then(|o| o.shard_iterator)
+                let answer = self.streams_call("GetShardIterator", request).await;
+                answer["ShardIterator"].as_str().map(str::to_owned)
             }
             Self::Kinesis { kinesis, name, .. } => kinesis.iterator(name, shard, after).await.ok(),
         }
@@ -353,15 +359,12 @@ impl Stream {
         let limit = u32::try_from(limit).unwrap_or(u32::MAX);
         match self {
             Self::DynamoDb { endpoint, arn, .. } => {
-                // Records are read as JSON: see `local_dynamodb::get_records` for why not the SDK.
                 let http = reqwest::Client::new();
                 let (records, next) = local_dynamodb::get_records(&http, endpoint, iterator, limit)
                     .await
-                    .map_err(|e| {
-                        let trimmed = local_dynamodb::RecordsError::Service(
-                            "TrimmedDataAccessException".into(),
-                        );
-                        (e != trimmed).then(|| e.to_string())
+                    .map_err(|e| match e {
+                        ApiError::Service(code, _) if code == "TrimmedDataAccessException" => None,
+                        e => Some(format!("GetRecords: {e}")),
                     })?;
                 let records = records.into_iter().map(|mut r| {
                     r["eventSourceARN"] = json!(arn);
@@ -436,7 +439,7 @@ impl Shard {
     fn after_invocation(
         &mut self,
         done: usize,
-        retry: &RetryPolicy,
+        retry: &Mapping,
     ) -> Option<(String, &'static str, u32)> {
         if done > 0 {
             self.last_seq = Some(self.pending[done - 1].seq.clone());
@@ -502,10 +505,6 @@ pub(crate) async fn stream_trigger(
     destination: (aws_sdk_sqs::Client, String),
     mapping: Mapping,
 ) {
-    let retry = RetryPolicy {
-        max_retries: mapping.max_retries,
-        max_age: mapping.max_age.unwrap_or(Duration::MAX),
-    };
     let function = invoker.function.clone();
     let stats = invoker.stats.clone();
     let mut shards: std::collections::BTreeMap<String, Shard> = Default::default();
@@ -559,7 +558,7 @@ pub(crate) async fn stream_trigger(
                 })
             });
             stats.acknowledged.fetch_add(done as u64, Ordering::Relaxed);
-            let Some((seq, condition, tries)) = shard.after_invocation(done, &retry) else {
+            let Some((seq, condition, tries)) = shard.after_invocation(done, &mapping) else {
                 if !shard.pending.is_empty() {
                     // Still retried: again in a moment, from the record that failed.
                     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -587,6 +586,19 @@ pub(crate) async fn stream_trigger(
 mod tests {
     use super::*;
 
+    /// A DynamoDB Streams mapping with this retry policy.
+    fn mapping(max_retries: Option<u32>, max_age: Option<Duration>) -> Mapping {
+        Mapping {
+            source: crate::local::Source::DynamoDbStream("T".into()),
+            batch_size: 100,
+            window: Duration::ZERO,
+            partial: true,
+            max_retries,
+            max_age,
+            on_failure: Some("Failures".into()),
+        }
+    }
+
     fn record(seq: &str, age_secs: f64) -> StreamRecord {
         StreamRecord {
             seq: seq.into(),
@@ -601,10 +613,7 @@ mod tests {
     /// shard moves past it to the record after it.
     #[test]
     fn a_stream_record_past_its_maximum_age_is_handed_to_on_failure_and_the_shard_moves_on() {
-        let retry = RetryPolicy {
-            max_retries: None,
-            max_age: Duration::from_secs(60),
-        };
+        let retry = mapping(None, Some(Duration::from_secs(60)));
         let mut shard = Shard {
             pending: vec![record("100", 120.0), record("200", 1.0), record("300", 1.0)],
             ..Shard::default()
@@ -615,9 +624,7 @@ mod tests {
             (seq.as_str(), condition, tries),
             ("100", "RecordAgeExceeded", 1)
         );
-        let streams = local_client!(aws_sdk_dynamodbstreams, "http://127.0.0.1:9");
         let stream = Stream::DynamoDb {
-            streams,
             endpoint: "http://127.0.0.1:9".into(),
             arn: "arn:aws:dynamodb:us-east-1:000000000000:table/T/stream/1".into(),
         };
@@ -666,10 +673,7 @@ mod tests {
     /// With a finite `MaximumRetryAttempts`, a record is given up after that many retries.
     #[test]
     fn a_stream_record_past_its_retries_is_given_up() {
-        let retry = RetryPolicy {
-            max_retries: Some(2),
-            max_age: Duration::MAX,
-        };
+        let retry = mapping(Some(2), None);
         let mut shard = Shard {
             pending: vec![record("1", 0.0)],
             ..Shard::default()

@@ -61,9 +61,8 @@ async fn forwarded(what: &str, key: &str) {
     .await;
 }
 
-/// The signature headers the sender's own library makes for `body` (`tests/senders/sign.py`,
-/// run with the venv's python: `standardwebhooks` or `stripe` from PyPI), never the project's own
-/// signing code: a receiver that misread a scheme would refuse them.
+/// The signature headers the sender's own library makes for `body`
+/// (`local_dynamodb::senders`), never the project's own signing code.
 fn sender_headers(
     scheme: &str,
     id: &str,
@@ -71,27 +70,11 @@ fn sender_headers(
     secrets: &[&str],
     body: &str,
 ) -> Vec<(String, String)> {
-    use std::io::Write;
+    let python = std::path::PathBuf::from(env("DEDUP_SENDER_PYTHON"));
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/senders/sign.py");
-    let mut child = std::process::Command::new(env("DEDUP_SENDER_PYTHON"))
-        .arg(script)
-        .args([scheme, id, &timestamp.to_string()])
-        .args(secrets)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("run the sender's signing library");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(body.as_bytes())
-        .expect("write the body");
-    let out = child.wait_with_output().expect("the signer's output");
-    assert!(out.status.success(), "sign.py {scheme} failed");
-    let headers: BTreeMap<String, String> =
-        serde_json::from_slice(&out.stdout).expect("sign.py prints a JSON object");
-    headers.into_iter().collect()
+    let signer = (python.as_path(), std::path::Path::new(script));
+    local_dynamodb::senders::sign(signer, scheme, id, timestamp, secrets, body)
+        .expect("the sender's signing library signs")
 }
 
 /// One delivery as a sender makes it: where it goes, its body and its headers.

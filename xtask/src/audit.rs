@@ -92,18 +92,11 @@ pub(crate) async fn run(root: &Path) -> Result<()> {
     let accounts = Mutex::new(Accounts::new());
     read_emf(&logs.join("functions.log"), &mut 0, &accounts);
     let accounts = accounts.into_inner().unwrap_or_else(|e| e.into_inner());
-    let checks = report(&accounts, &marks);
-    let failed: Vec<&(String, bool)> = checks.iter().filter(|(_, ok)| !ok).collect();
-    for (what, ok) in &checks {
-        println!("  [{}] {what}", if *ok { " ok " } else { "FAIL" });
+    let mut checks = crate::workload::Checks::default();
+    for (what, ok) in report(&accounts, &marks) {
+        checks.check(what, ok);
     }
-    if failed.is_empty() {
-        println!("xtask: audit: the account closes");
-        Ok(())
-    } else {
-        Err(format!(
-            "the account does not close ({} check(s))",
-            failed.len()
-        ))
-    }
+    checks.verdict("audit")?;
+    println!("xtask: audit: the account closes");
+    Ok(())
 }

@@ -137,22 +137,12 @@ pub(crate) fn run(root: &Path, messages: usize, delay_ms: u64, runs: usize) -> R
     if !succeeds(Command::new(&python).args(["-c", imports])) {
         let pins = BENCH_PINS.join(", ");
         println!("xtask: bench: installing {pins} into .cache/venv");
-        let mut pip = Command::new(bin.join("pip"));
-        pip.args(["install", "--quiet", "--disable-pip-version-check"]);
-        if !succeeds(pip.args(BENCH_PINS)) {
-            return Err(format!("could not install {pins} into .cache/venv"));
-        }
+        crate::tools::pip_install(&bin, BENCH_PINS)?;
     }
     println!("xtask: bench: building the benchmark and ledger-projector in release (x86_64)");
-    let build = [
-        "build",
-        "--release",
-        "-p",
-        "bench",
-        "-p",
-        "ledger-projector",
-    ];
-    if !succeeds(Command::new(crate::cargo()).current_dir(root).args(build)) {
+    let mut build = Command::new(crate::cargo());
+    build.current_dir(root).args(["build", "--release"]);
+    if !succeeds(build.args(["-p", "bench", "-p", "ledger-projector"])) {
         return Err("release build failed".into());
     }
     let mut results = Vec::new();

@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::json;
 
 use crate::Result;
-use crate::stack::{KINESIS_STREAM, Stack, TABLE_INBOX, WEBHOOK_SECRETS, has};
+use crate::stack::{KINESIS_STREAM, Stack, TABLE_INBOX, has};
 use crate::workload::{Checks, ce};
 
 /// A forger's own Standard Webhooks secret: well formed, not the sender's.
@@ -43,52 +43,18 @@ fn credit(source: &str, id: &str, account: &str, amount: serde_json::Value) -> S
     )
 }
 
-/// The Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`) the
-/// sender's own library (`standardwebhooks`, in the venv) makes for `body`: the demo never signs
-/// with the project's code.
-fn sender_headers(
-    stack: &Stack,
-    id: &str,
-    timestamp: u64,
-    secret: &str,
-    body: &str,
-) -> Result<Vec<(String, String)>> {
-    use std::io::Write;
-    let (python, script) = &stack.sender;
-    let mut child = std::process::Command::new(python)
-        .arg(script)
-        .args(["standard-webhooks", id, &timestamp.to_string(), secret])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("{}: {e}", script.display()))?;
-    child
-        .stdin
-        .take()
-        .ok_or("sign.py: no stdin")?
-        .write_all(body.as_bytes())
-        .map_err(|e| format!("sign.py: {e}"))?;
-    let out = child
-        .wait_with_output()
-        .map_err(|e| format!("sign.py: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "sign.py failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let headers: std::collections::BTreeMap<String, String> =
-        serde_json::from_slice(&out.stdout).map_err(|e| format!("sign.py: {e}"))?;
-    Ok(headers.into_iter().collect())
-}
-
-/// POSTs `body` as the sender would, signed by its library. Returns the status and whether the
+/// POSTs `body` as the sender would, signed by its own library (`standardwebhooks`, in the venv;
+/// `local_dynamodb::senders`): the demo never signs with the project's code. Returns the status and whether the
 /// answer says it is a replay.
 async fn post(stack: &Stack, id: &str, body: &str, timestamp: u64, secret: &str) -> Result<Answer> {
     let mut req = reqwest::Client::new()
         .post(&stack.webhook_url)
         .header("content-type", "application/json");
-    for (name, value) in sender_headers(stack, id, timestamp, secret, body)? {
+    let (python, script) = &stack.sender;
+    let signer = (python.as_path(), script.as_path());
+    let headers =
+        local_dynamodb::senders::sign(signer, "standard-webhooks", id, timestamp, &[secret], body)?;
+    for (name, value) in headers {
         req = req.header(name, value);
     }
     let resp = req.body(body.to_owned()).send().await;
@@ -109,7 +75,7 @@ pub(crate) async fn send(stack: &Stack) -> Result<Sent> {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let (new, old) = (WEBHOOK_SECRETS[0], WEBHOOK_SECRETS[1]);
+    let (new, old) = crate::local::webhook_secrets();
     let w1 = credit("/acme-pay", "wh-1", "wh-cuenta-1", json!(30));
     let w2 = credit("/acme-pay", "wh-2", "wh-cuenta-1", json!(12));
     let w3 = credit("/acme-pay", "wh-3", "wh-cuenta-2", json!(8));

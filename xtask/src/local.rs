@@ -68,8 +68,6 @@ pub(crate) struct Table {
     /// (point-in-time recovery, encryption, tags).
     pub(crate) create: Value,
     pub(crate) ttl: Option<String>,
-    /// The stream's view type (`NEW_IMAGE`, `OLD_IMAGE`, `NEW_AND_OLD_IMAGES`, `KEYS_ONLY`).
-    pub(crate) stream: Option<String>,
 }
 
 /// The properties of a table that are `CreateTable`'s.
@@ -110,7 +108,6 @@ pub(crate) struct Mapping {
     pub(crate) window: Duration,
     /// `FunctionResponseTypes: [ReportBatchItemFailures]`.
     pub(crate) partial: bool,
-    pub(crate) bisect: bool,
     /// `MaximumRetryAttempts` (`None`: `-1`, or unset).
     pub(crate) max_retries: Option<u32>,
     /// `MaximumRecordAgeInSeconds` (`None`: unset or `-1`).
@@ -130,7 +127,6 @@ pub(crate) enum EnvValue {
 /// A function: its environment (`Globals` under its own) and event source mappings.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Function {
-    pub(crate) id: String,
     pub(crate) env: Vec<(String, EnvValue)>,
     pub(crate) mappings: Vec<Mapping>,
 }
@@ -144,6 +140,13 @@ pub(crate) struct Plan {
     /// Kinesis streams and their shard counts.
     pub(crate) streams: Vec<(String, u32)>,
     pub(crate) functions: BTreeMap<String, Function>,
+}
+
+/// The webhook receiver's local secrets (Standard Webhooks: `whsec_` and the base64 of the key),
+/// as [`LOCAL_ENV`] sets them: the current one and the one being rotated out.
+pub(crate) fn webhook_secrets() -> (&'static str, &'static str) {
+    let secrets = local_env("WEBHOOK_SECRETS").and_then(|(v, _)| v.split_once(','));
+    secrets.unwrap_or_default()
 }
 
 fn local_env(var: &str) -> Option<(&'static str, bool)> {
@@ -169,8 +172,7 @@ pub(crate) fn plan(t: &Value) -> Result<Plan> {
                 for k in CREATE_TABLE.into_iter().filter(|k| !p[k].is_null()) {
                     create[k] = p[k].clone();
                 }
-                let stream = p["StreamSpecification"]["StreamViewType"].as_str();
-                if stream.is_some() {
+                if p["StreamSpecification"]["StreamViewType"].is_string() {
                     create["StreamSpecification"]["StreamEnabled"] = true.into();
                 }
                 let ttl = &p["TimeToLiveSpecification"];
@@ -180,7 +182,6 @@ pub(crate) fn plan(t: &Value) -> Result<Plan> {
                     ttl: (ttl["Enabled"] == true)
                         .then(|| ttl["AttributeName"].as_str().map(str::to_owned))
                         .flatten(),
-                    stream: stream.map(str::to_owned),
                 });
             }
             "AWS::SQS::Queue" => {
@@ -297,7 +298,6 @@ fn function(t: &Value, id: &str, r: &Value) -> Result<Function> {
             partial: crate::infra::strings(&ep["FunctionResponseTypes"])
                 .iter()
                 .any(|s| s == "ReportBatchItemFailures"),
-            bisect: ep["BisectBatchOnFunctionError"] == true,
             max_retries: int("MaximumRetryAttempts").and_then(|n| u32::try_from(n).ok()),
             max_age: int("MaximumRecordAgeInSeconds")
                 .and_then(|n| u64::try_from(n).ok())
@@ -306,11 +306,7 @@ fn function(t: &Value, id: &str, r: &Value) -> Result<Function> {
                 .map(str::to_owned),
         });
     }
-    Ok(Function {
-        id: id.to_owned(),
-        env,
-        mappings,
-    })
+    Ok(Function { env, mappings })
 }
 
 /// A parameter's local value: [`LOCAL_PARAMETERS`], else its default.
@@ -432,7 +428,8 @@ mod tests {
             7
         );
         let inbox = changed.tables.iter().find(|t| t.name == "InboxTable");
-        assert_eq!(inbox.and_then(|t| t.stream.as_deref()), Some("KEYS_ONLY"));
+        let view = inbox.map(|t| &t.create["StreamSpecification"]["StreamViewType"]);
+        assert_eq!(view, Some(&"KEYS_ONLY".into()));
     }
 
     /// What the committed template gives the local stack: the mark table's TTL and stream, the
@@ -450,7 +447,8 @@ mod tests {
         assert_eq!(marks.create["StreamSpecification"]["StreamEnabled"], true);
         assert!(marks.create["PointInTimeRecoverySpecification"].is_null());
         assert_eq!(marks.ttl.as_deref(), Some("expires_at"));
-        assert_eq!(marks.stream.as_deref(), Some("OLD_IMAGE"));
+        let view = &marks.create["StreamSpecification"]["StreamViewType"];
+        assert_eq!(view, "OLD_IMAGE");
         let at = |n: &str| p.queues.iter().position(|q| q.name == n).expect("queue");
         assert!(at("LedgerProjectorDLQ") < at("LedgerProjectorQueue"));
         assert_eq!(p.streams, [("LedgerEvents".to_owned(), 2)]);
@@ -460,7 +458,7 @@ mod tests {
         assert_eq!((sqs.batch_size, sqs.window), (10, Duration::from_secs(1)));
         let kinesis = p.mapping("ledger-stream").expect("mapping");
         assert_eq!(kinesis.source, Source::Kinesis("LedgerEvents".into()));
-        assert!(kinesis.bisect && kinesis.max_retries.is_none());
+        assert!(kinesis.max_retries.is_none());
         assert_eq!(kinesis.max_age, Some(Duration::from_secs(86_400)));
         assert_eq!(kinesis.on_failure.as_deref(), Some("LedgerStreamFailures"));
         let params = BTreeMap::from([("PaymentsApiUrl", "http://provider".to_owned())]);
@@ -500,10 +498,8 @@ mod tests {
                 q.redrive.as_ref().map(|r| r.1.to_string())
             );
         }
-        let secrets = LOCAL_ENV.iter().find(|(k, _)| *k == "WEBHOOK_SECRETS");
-        assert_eq!(
-            secrets.map(|(_, v)| *v),
-            Some(crate::stack::WEBHOOK_SECRETS.join(",").as_str())
+        assert!(
+            webhook_secrets().0.starts_with("whsec_") && webhook_secrets().1.starts_with("whsec_")
         );
         // A secret with no local value is refused, by name.
         let mut t = template();

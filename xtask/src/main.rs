@@ -132,7 +132,7 @@ async fn main() -> ExitCode {
     STARTED.get_or_init(std::time::Instant::now);
     signals::install();
     let outcome = match cli.command {
-        Cmd::Test { args, test_args } => test(&cargo_test_args(args, test_args)).await,
+        Cmd::Test { args, test_args } => test(&args, &test_args).await,
         Cmd::Demo => demo::run(&root()).await,
         Cmd::Chaos => chaos_only().await,
         Cmd::Up => up().await,
@@ -145,15 +145,6 @@ async fn main() -> ExitCode {
         Cmd::ServeDynamodb { .. } => Ok(()),
     };
     exit_code(outcome)
-}
-
-/// `cargo test`'s arguments as the user wrote them: `ARGS [-- TEST_ARGS]`.
-fn cargo_test_args(mut args: Vec<String>, test_args: Vec<String>) -> Vec<String> {
-    if !test_args.is_empty() {
-        args.push("--".into());
-        args.extend(test_args);
-    }
-    args
 }
 
 fn exit_code(outcome: Result<()>) -> ExitCode {
@@ -226,67 +217,66 @@ const ALONE: &str = "e2e_alone_";
 const ALONE_TESTS: [&str; 1] =
     ["e2e_deadline::e2e_alone_a_store_hung_past_the_deadline_is_answered_in_time_and_applied_once"];
 
-/// The `cargo test` runs for `test_args` (`test` and the caller's arguments): the tests as asked
-/// with the `e2e_alone_*` ones skipped, then, when no filter or a filter picking one of them was
-/// given, those alone (`-p dedup-tests`, one thread).
-fn passes(test_args: Vec<String>) -> Vec<Vec<String>> {
-    let split = test_args.iter().position(|a| a == "--");
-    let (cargo_part, harness) = match split {
-        Some(i) => (test_args[..i].to_vec(), test_args[i + 1..].to_vec()),
-        None => (test_args.clone(), Vec::new()),
+/// The `cargo test` runs for `cargo xtask test ARGS [-- HARNESS]`: the tests as asked (the whole
+/// workspace unless ARGS name packages) with the `e2e_alone_*` ones skipped, then, when no filter
+/// or a filter picking one of them was given, those alone (`-p dedup-tests`, one thread). And
+/// whether this is the full suite (nothing picks packages or tests), which the chaos runs end.
+fn passes(args: &[String], harness: &[String]) -> (Vec<Vec<String>>, bool) {
+    // ARGS take hyphen values, so `--` and what follows it may come among them.
+    let (args, harness) = match args.iter().position(|a| a == "--") {
+        Some(i) => (&args[..i], [&args[i + 1..], harness].concat()),
+        None => (args, harness.to_vec()),
     };
-    let mut filters = Vec::new();
-    let mut cargo_flags = Vec::new();
-    let mut it = cargo_part.iter().skip(1).peekable();
+    let mut filters: Vec<&str> = Vec::new();
+    let (mut flags, mut named) = (Vec::new(), false);
+    let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "-p" | "--package" => {
-                it.next();
-            }
+            "-p" | "--package" => named = it.next().is_some(),
+            a if a.starts_with("--package=") => named = true,
             "--workspace" => {}
-            a if a.starts_with("--package=") => {}
-            a if a.starts_with('-') => cargo_flags.push(a.to_owned()),
-            a => filters.push(a.to_owned()),
+            a if a.starts_with('-') => flags.push(a.to_owned()),
+            a => filters.push(a),
         }
     }
-    filters.extend(harness.iter().filter(|a| !a.starts_with('-')).cloned());
-    let mut first = test_args.clone();
-    if split.is_none() {
-        first.push("--".into());
+    filters.extend(
+        harness
+            .iter()
+            .map(String::as_str)
+            .filter(|a| !a.starts_with('-')),
+    );
+    let mut first = vec!["test".to_owned()];
+    if !named {
+        first.push("--workspace".into());
     }
+    first.extend(args.iter().cloned());
+    first.push("--".into());
+    first.extend(harness.iter().cloned());
     first.extend(["--skip".to_owned(), ALONE.to_owned()]);
     let mut runs = vec![first];
     let wanted = filters.is_empty()
         || filters
             .iter()
-            .any(|f| ALONE_TESTS.iter().any(|t| t.contains(f.as_str())));
+            .any(|f| ALONE_TESTS.iter().any(|t| t.contains(f)));
     if wanted {
         let mut alone = vec!["test".to_owned(), "-p".into(), "dedup-tests".into()];
-        alone.extend(cargo_flags);
+        alone.extend(flags);
         alone.extend(["--".to_owned(), ALONE.to_owned(), "--test-threads=1".into()]);
         alone.extend(harness.iter().filter(|a| a.starts_with('-')).cloned());
         runs.push(alone);
     }
-    runs
+    let full = !named && filters.is_empty() && harness.is_empty();
+    (runs, full)
 }
 
-async fn test(args: &[String]) -> Result<()> {
+async fn test(args: &[String], harness: &[String]) -> Result<()> {
     let root = root();
     infra::run(&root, false)?;
     let mut stack = stack::Stack::up(&root).await?;
     let pg = postgres::LocalPostgres::start(&root, &tools::ensure(&root)?)?;
     let vk = valkey::LocalValkey::start(&root, &tools::ensure(&root)?)?;
-    // The whole workspace unless the caller names packages.
-    let named = args
-        .iter()
-        .take_while(|a| *a != "--")
-        .any(|a| a == "-p" || a.starts_with("--package"));
-    let mut test_args = vec!["test".to_owned()];
-    if !named {
-        test_args.push("--workspace".into());
-    }
-    test_args.extend(args.iter().cloned());
-    for pass in passes(test_args) {
+    let (runs, full) = passes(args, harness);
+    for pass in runs {
         step(format!("running cargo {}", pass.join(" ")));
         let mut cmd = std::process::Command::new(cargo());
         cmd.current_dir(&root)
@@ -308,10 +298,7 @@ async fn test(args: &[String]) -> Result<()> {
         return Err("cargo lambda watch exited during the tests".into());
     }
     // The chaos runs belong to the full suite: they are skipped when ARGS pick packages or tests.
-    let picked = args
-        .iter()
-        .any(|a| a == "--" || a == "-p" || a.starts_with("--package") || !a.starts_with('-'));
-    if !picked {
+    if full {
         if let Err(e) = chaos::run(&mut stack).await {
             stack.print_logs();
             return Err(e);
@@ -343,11 +330,7 @@ async fn up() -> Result<()> {
     }
     println!("Send CloudEvents to the queues above (any SQS client, endpoint DEDUP_SQS_ENDPOINT).");
     println!("Functions' log: .cache/logs/functions.log. Press Enter (or Ctrl-C) to stop.");
-    let _ = tokio::task::spawn_blocking(|| {
-        let mut line = String::new();
-        std::io::stdin().read_line(&mut line)
-    })
-    .await;
+    let _ = tokio::task::spawn_blocking(wait_for_enter).await;
     Ok(())
 }
 
@@ -360,9 +343,12 @@ fn dynamodb_foreground() -> Result<()> {
     println!("  export AWS_ENDPOINT_URL_DYNAMODB={}", ddb.endpoint());
     println!("  export AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local");
     println!("Press Enter (or Ctrl-C) to stop.");
-    let mut line = String::new();
-    let _ = std::io::stdin().read_line(&mut line);
+    wait_for_enter();
     Ok(())
+}
+
+fn wait_for_enter() {
+    let _ = std::io::stdin().read_line(&mut String::new());
 }
 
 #[cfg(test)]
@@ -371,56 +357,46 @@ mod cli_tests {
     use clap::Parser;
     use std::collections::{BTreeMap, BTreeSet};
 
-    fn test_args(argv: &[&str]) -> Vec<String> {
+    /// The `cargo test` runs `cargo xtask ARGV` makes, and whether the chaos runs follow.
+    fn runs(argv: &[&str]) -> (Vec<Vec<String>>, bool) {
         let cli = Cli::try_parse_from(std::iter::once("xtask").chain(argv.iter().copied()))
             .expect("parses");
         match cli.command {
-            Cmd::Test { args, test_args } => cargo_test_args(args, test_args),
+            Cmd::Test { args, test_args } => passes(&args, &test_args),
             other => panic!("not test: {other:?}"),
         }
     }
 
-    /// `cargo xtask test ARGS` hands ARGS to `cargo test` as written, `--` included.
+    /// `cargo xtask test ARGS` hands ARGS to `cargo test` as written, `--` included; the tests
+    /// that freeze the store run alone, after the rest, when they are picked; the chaos runs
+    /// follow the full suite only.
     #[test]
-    fn test_arguments_reach_cargo_test_as_written() {
-        assert!(test_args(&["test"]).is_empty());
+    fn test_arguments_reach_cargo_test_and_the_tests_that_freeze_the_store_run_alone() {
         assert_eq!(
-            test_args(&["test", "-p", "dedup-tests", "--", "lease"]),
-            ["-p", "dedup-tests", "--", "lease"]
-        );
-        assert_eq!(
-            test_args(&["test", "--", "--nocapture"]),
-            ["--", "--nocapture"]
-        );
-        assert_eq!(test_args(&["test", "e2e"]), ["e2e"]);
-        assert_eq!(
-            test_args(&["test", "--locked"]),
-            ["--locked"],
-            "what CI passes"
-        );
-    }
-
-    /// The tests that freeze the store run alone, after the rest, when they are picked.
-    #[test]
-    fn the_tests_that_freeze_the_store_run_alone() {
-        let runs = |argv: &[&str]| passes(argv.iter().map(|a| (*a).to_owned()).collect());
-        assert_eq!(
-            runs(&["test", "--workspace", "--locked"]),
-            [
-                vec!["test", "--workspace", "--locked", "--", "--skip", ALONE],
+            runs(&["test", "--locked"]),
+            (
                 vec![
-                    "test",
-                    "-p",
-                    "dedup-tests",
-                    "--locked",
-                    "--",
-                    ALONE,
-                    "--test-threads=1"
-                ],
-            ]
+                    vec!["test", "--workspace", "--locked", "--", "--skip", ALONE],
+                    vec![
+                        "test",
+                        "-p",
+                        "dedup-tests",
+                        "--locked",
+                        "--",
+                        ALONE,
+                        "--test-threads=1"
+                    ],
+                ]
+                .into_iter()
+                .map(|r| r.into_iter().map(String::from).collect())
+                .collect(),
+                true
+            ),
+            "what CI runs: the whole suite, then the chaos runs"
         );
+        let (lease, full) = runs(&["test", "-p", "dedup-tests", "--", "lease"]);
         assert_eq!(
-            runs(&["test", "-p", "dedup-tests", "--", "lease"]),
+            lease,
             [vec![
                 "test",
                 "-p",
@@ -431,7 +407,14 @@ mod cli_tests {
                 ALONE
             ]]
         );
-        let deadline = runs(&["test", "-p", "dedup-tests", "--", "deadline", "--nocapture"]);
+        assert!(!full);
+        assert_eq!(
+            runs(&["test", "e2e"]).0[0][..3],
+            ["test", "--workspace", "e2e"]
+        );
+        assert!(!runs(&["test", "e2e"]).1);
+        assert!(!runs(&["test", "--", "--nocapture"]).1);
+        let (deadline, _) = runs(&["test", "-p", "dedup-tests", "--", "deadline", "--nocapture"]);
         assert_eq!(deadline.len(), 2);
         assert_eq!(
             deadline[1],

@@ -12,22 +12,14 @@ pub(crate) const FUNCTIONS: [&str; 8] = crate::functions::ALL;
 pub(crate) fn run(root: &Path) -> Result<()> {
     let bin = crate::tools::ensure(root)?;
     let target = "aarch64-unknown-linux-gnu";
-    let installed = Command::new("rustup")
-        .args(["target", "list", "--installed"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).contains(target))
-        .unwrap_or(false);
-    if !installed {
-        println!("xtask: package: adding the Rust target {target}");
-        let ok = Command::new("rustup")
-            .args(["target", "add", target])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            return Err(format!(
-                "could not add the Rust target {target}; install it with `rustup target add {target}`"
-            ));
-        }
+    // Quick and offline when the target is there already.
+    let added = Command::new("rustup")
+        .args(["target", "add", target])
+        .status();
+    if !added.is_ok_and(|s| s.success()) {
+        return Err(format!(
+            "could not add the Rust target {target}; install it with `rustup target add {target}`"
+        ));
     }
     let path = format!(
         "{}:{}",

@@ -158,29 +158,6 @@ pub(crate) fn wait_tcp(port: u16, limit: Duration) -> bool {
     false
 }
 
-/// Waits until an HTTP server answers on `port` (any status).
-pub(crate) fn wait_http(port: u16, limit: Duration) -> bool {
-    use std::io::{Read, Write};
-    use std::net::{SocketAddr, TcpStream};
-    let start = Instant::now();
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    while start.elapsed() < limit {
-        if let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
-            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            if s.write_all(b"GET / HTTP/1.0\r\n\r\n").is_ok() {
-                let mut buf = [0u8; 12];
-                if s.read(&mut buf)
-                    .is_ok_and(|n| n >= 4 && &buf[..4] == b"HTTP")
-                {
-                    return true;
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    false
-}
-
 pub(crate) fn free_port() -> Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
     l.local_addr()

@@ -53,14 +53,6 @@ pub(crate) struct RuntimeApi {
     server: tokio::task::JoinHandle<()>,
 }
 
-impl std::fmt::Debug for RuntimeApi {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RuntimeApi")
-            .field("addr", &self.addr)
-            .finish()
-    }
-}
-
 impl Drop for RuntimeApi {
     fn drop(&mut self) {
         self.server.abort();

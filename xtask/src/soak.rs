@@ -5,8 +5,9 @@
 //! test` runs 32 and 16) against a fresh local DynamoDB (Dynoxide); then M transactional
 //! and M leased schedules (default 100,000 each) on the memory store, which passes the same
 //! conformance suite, in several test processes at once.
-//! Prints how many schedules and faults they tried and what they found, and records the tables
-//! in `docs/RELIABILITY.md`.
+//! Prints how many schedules and faults they tried and what they found, and writes
+//! `docs/RELIABILITY.md` from `docs/RELIABILITY.template.md` (the prose and the counters' labels)
+//! with the numbers filled in.
 
 use std::path::Path;
 use std::process::Command;
@@ -16,115 +17,12 @@ use serde_json::Value;
 use crate::Result;
 use crate::dynamodb::LocalDynamo;
 
-/// A table's rows: what was counted, and how many.
-type Rows = Vec<(&'static str, u64)>;
-
 fn read_stats(path: &Path) -> Value {
     std::fs::read_to_string(path)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default()
 }
-
-/// The rows of a soak's table: each label with the count `stats` has under its key.
-fn rows(stats: &Value, table: &[(&'static str, &str)]) -> Rows {
-    table
-        .iter()
-        .map(|(label, key)| (*label, stats[key].as_u64().unwrap_or(0)))
-        .collect()
-}
-
-/// What the transactional flow's schedules count (`tests/integration/model.rs`).
-const TRANSACTIONAL: [(&str, &str); 17] = [
-    ("schedules run", "schedules"),
-    ("batches", "batches"),
-    ("deliveries (before redeliveries)", "deliveries"),
-    ("conflicting payloads sent", "conflicting_payloads"),
-    (
-        "lost answers (crash after processing, before acknowledgement)",
-        "lost_answers",
-    ),
-    ("store outages", "store_outages"),
-    ("concurrent batch pairs", "concurrent_pairs"),
-    ("redelivery rounds", "redeliveries"),
-    (
-        "poison messages sent (an effect DynamoDB refuses for good)",
-        "poison_messages",
-    ),
-    (
-        "poison deliveries rejected (effect_refused, never applied)",
-        "poison_rejections",
-    ),
-    ("messages dead-lettered", "dead_lettered"),
-    ("DLQ redrives (days later)", "dlq_redrives"),
-    (
-        "DLQ redrives past the retention",
-        "dlq_redrives_past_retention",
-    ),
-    ("messages redriven", "redriven_messages"),
-    ("late events (never applied)", "late_events"),
-    ("double effects found (must be 0)", "double_effects"),
-    ("messages lost (must be 0)", "lost_messages"),
-];
-
-/// What the leased flow's schedules count (`tests/integration/model_leased.rs`).
-const LEASED: [(&str, &str); 22] = [
-    ("schedules run", "schedules"),
-    ("batches (with redelivery batches)", "batches"),
-    ("deliveries (with redeliveries)", "deliveries"),
-    (
-        "crashes after claim (killed holding the claim, before the call)",
-        "crashes_after_claim",
-    ),
-    (
-        "crashes after the provider call, before complete",
-        "crashes_after_call",
-    ),
-    (
-        "crashes during complete (never sent, or written and answer lost)",
-        "crashes_during_complete",
-    ),
-    (
-        "lease expiries (clock moved past the lease)",
-        "lease_expiries",
-    ),
-    (
-        "TTL expiries (clock moved past the retention: a new epoch)",
-        "ttl_expiries",
-    ),
-    ("provider 5xx answers", "provider_5xx"),
-    (
-        "provider timeouts (applied, answered after the client gave up)",
-        "provider_timeouts",
-    ),
-    ("concurrent batch pairs", "concurrent_pairs"),
-    ("redelivery rounds", "redeliveries"),
-    (
-        "schedules whose provider refuses one key for good (422)",
-        "refused_keys",
-    ),
-    (
-        "provider refusals (invalid_payload, never applied)",
-        "provider_rejections",
-    ),
-    ("messages dead-lettered", "dead_lettered"),
-    (
-        "slow provider calls (past the invocation deadline)",
-        "slow_provider_calls",
-    ),
-    (
-        "schedules whose provider forgets keys",
-        "forgetful_providers",
-    ),
-    ("provider key retentions passed", "provider_key_expiries"),
-    ("keys the provider forgot", "forgotten_keys"),
-    (
-        "takeovers past the key retention (provider_key_expired, no call)",
-        "provider_key_expired",
-    ),
-    ("double effects found (must be 0)", "double_effects"),
-    ("messages lost (must be 0)", "lost_messages"),
-];
 
 /// Test processes the memory-store soak runs side by side.
 const MEMORY_PROCESSES: u64 = 12;
@@ -206,19 +104,30 @@ fn memory_soak(root: &Path, cache: &Path, cases: u64) -> Result<(bool, Value, Va
     Ok((ok, sum_stats(&transactional), sum_stats(&leased)))
 }
 
-fn print_rows(title: &str, rows: &Rows) {
-    println!("  {title}");
-    for (what, n) in rows {
-        println!("    {what:<68} {n:>8}");
+/// `docs/RELIABILITY.template.md` with each `{name}` replaced by `value(name)`; an error for a
+/// name it has no value for (a counter the stats do not have, say), so that the template and the
+/// model's counters cannot drift apart.
+fn render(template: &str, value: impl Fn(&str) -> Option<String>) -> Result<String> {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let close = rest[open..]
+            .find('}')
+            .ok_or("docs/RELIABILITY.template.md: an unclosed {")?;
+        let name = &rest[open + 1..open + close];
+        out.push_str(&rest[..open]);
+        out.push_str(
+            &value(name)
+                .ok_or_else(|| format!("docs/RELIABILITY.template.md: no value for {{{name}}}"))?,
+        );
+        rest = &rest[open + close + 1..];
     }
+    out.push_str(rest);
+    Ok(out)
 }
 
-fn md_table(rows: &Rows) -> String {
-    let mut md = String::from("| | |\n| --- | ---: |\n");
-    for (what, n) in rows {
-        md.push_str(&format!("| {what} | {n} |\n"));
-    }
-    md
+fn verdict(ok: bool) -> String {
+    (if ok { "passed" } else { "FAILED" }).into()
 }
 
 pub(crate) fn run(root: &Path, cases: u64, memory: u64) -> Result<()> {
@@ -244,11 +153,8 @@ pub(crate) fn run(root: &Path, cases: u64, memory: u64) -> Result<()> {
                 "dedup-tests",
                 "--test",
                 "integration",
-                "--",
-                "model",
-                "--skip",
-                "on_the_memory_store",
             ])
+            .args(["--", "model", "--skip", "on_the_memory_store"])
             .env("DEDUP_DYNAMODB_ENDPOINT", ddb.endpoint())
             .env("DEDUP_MODEL_CASES", cases.to_string())
             .env("DEDUP_MODEL_STATS", &stats)
@@ -257,94 +163,99 @@ pub(crate) fn run(root: &Path, cases: u64, memory: u64) -> Result<()> {
     .map_err(|e| format!("cargo test: {e}"))?;
     let secs = started.elapsed().as_secs();
     drop(ddb);
-    let mut memory_status = true;
-    let mut memory_secs = 0;
-    let (mut on_memory, mut leased_on_memory) = (Value::Null, Value::Null);
-    if memory > 0 {
+    let started = std::time::Instant::now();
+    let (memory_ok, on_memory, leased_on_memory) = if memory > 0 {
         crate::step(format!(
             "soak: {memory} schedules per flow on the memory store, in {MEMORY_PROCESSES} processes"
         ));
-        let started = std::time::Instant::now();
-        let (ok, t, l) = memory_soak(root, &cache, memory)?;
-        memory_status = ok;
-        on_memory = t;
-        leased_on_memory = l;
-        memory_secs = started.elapsed().as_secs();
+        memory_soak(root, &cache, memory)?
+    } else {
+        (true, Value::Null, Value::Null)
+    };
+    let memory_secs = started.elapsed().as_secs();
+    let flows = [
+        ("t", read_stats(&stats)),
+        ("l", read_stats(&stats_leased)),
+        ("mt", on_memory),
+        ("ml", leased_on_memory),
+    ];
+    let template = root.join("docs").join("RELIABILITY.template.md");
+    let template =
+        std::fs::read_to_string(&template).map_err(|e| format!("{}: {e}", template.display()))?;
+    // The template's first line says what it is; the report starts after it.
+    let template = template.split_once('\n').map_or("", |(_, t)| t);
+    let md = render(template, |name| match name {
+        "cases" => Some(cases.to_string()),
+        "secs" => Some(secs.to_string()),
+        "result" => Some(verdict(status.success())),
+        "memory" => Some(memory.to_string()),
+        "processes" => Some(MEMORY_PROCESSES.to_string()),
+        "memory_secs" => Some(memory_secs.to_string()),
+        "memory_result" if memory == 0 => Some("not run".into()),
+        "memory_result" => Some(verdict(memory_ok)),
+        _ => {
+            let (flow, key) = name.split_once('.')?;
+            let stats = &flows.iter().find(|(f, _)| *f == flow)?.1;
+            // A flow that did not run (no memory store soak) has no numbers.
+            match stats {
+                Value::Null => Some("–".into()),
+                _ => stats[key].as_u64().map(|n| n.to_string()),
+            }
+        }
+    })?;
+    let rows = md
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| |"));
+    for table_row in rows.filter(|l| !l.starts_with("| ---")) {
+        println!("  {table_row}");
     }
-    let transactional = rows(&read_stats(&stats), &TRANSACTIONAL);
-    let on_memory = rows(&on_memory, &TRANSACTIONAL);
-    let leased_on_memory = rows(&leased_on_memory, &LEASED);
-    let leased = rows(&read_stats(&stats_leased), &LEASED);
-    print_rows("transactional flow (model.rs)", &transactional);
-    print_rows("leased flow (model_leased.rs)", &leased);
-    if memory > 0 {
-        print_rows("transactional flow on the memory store", &on_memory);
-        print_rows("leased flow on the memory store", &leased_on_memory);
-    }
-    let mut md = String::from(
-        "# Reliability\n\nNumbers from `cargo xtask soak`: model-based schedules against the local DynamoDB (Dynoxide 3.2, in memory), each \
-         checked against a reference model. `cargo xtask test` runs 32 transactional and 16 leased \
-         schedules on every CI run.\n\n## Transactional flow\n\n`tests/integration/model.rs`: duplicates, \
-         producer retries, payload conflicts, lost answers, store outages, concurrent batches, per-message or \
-         batch-transaction mode; and permanent faults: poison messages whose effect DynamoDB refuses for good, \
-         and the DLQ redriven days later (within and past the retention). Checked: every event applied exactly \
-         once, across redrives; nothing acknowledged unprocessed; conflicts only for a payload other than the \
-         applied one; a poison rejected (`effect_refused`), counted, never applied, and the DLQ holding only \
-         poisons and real conflicts; a redrive past the retention rejected as `late_event`; a good event applied \
-         at its first receive in a step with no fault; every batch's account closed.\n\n",
-    );
-    md.push_str(&md_table(&transactional));
-    md.push_str(
-        "\n## Leased flow (external calls)\n\n`tests/integration/model_leased.rs`: payments sent to an \
-         in-process fake provider with `Idempotency-Key` semantics through `Deduplicator::leased`, with \
-         processes killed after the claim, after the call and during complete, provider 503s and timeouts, \
-         leases and TTLs expiring on a manual clock; and permanent faults: a provider that refuses one key for \
-         good (422), one slower than the invocation's deadline, one that forgets keys after a retention. \
-         Checked: the provider applied each event exactly once overall; each event applied exactly once per \
-         retention epoch; nothing acknowledged that the provider had not applied; a delivery during a live \
-         lease retried, never processed; the refused key rejected (`invalid_payload`), dead-lettered, never \
-         applied; a takeover past the provider's key retention never calls it (`provider_key_expired`, for \
-         reconciliation); every mark's lease and first-attempt time as the model says; every batch's account \
-         closed; every final mark `COMPLETED` (or kept for reconciliation). These schedules found two ways a \
-         payment could be made twice after the provider forgot its key (a release that deleted the mark; a \
-         first-attempt time written in a second request), both fixed in the store.\n\n",
-    );
-    md.push_str(&md_table(&leased));
-    md.push_str(&format!(
-        "\nRun of {cases} schedules per flow, {secs} s, result: {}.\n\n## Process-level chaos\n\n\
-         `cargo xtask test` (and `cargo xtask chaos` alone) ends with three runs against the whole local \
-         stack (`xtask/src/chaos.rs`): `kill -9` of `ledger-projector` mid-batch, with the local DynamoDB \
-         frozen (SIGSTOP) meanwhile so that the kill lands inside the batch, repeated until two kills have \
-         cut an invocation short; `kill -9` of `payment-dispatcher` while the provider holds its call \
-         (the provider applies it anyway; the redelivery waits out the lease and gets the replay under the \
-         same key); the local DynamoDB stopped and restarted (same port, data on disk) while both functions \
-         are busy. Each workload holds producer retries and one message without an identity. After the \
-         queues drain: balances equal one clean pass, each payment applied exactly once at the provider, \
-         every mark `COMPLETED`, each DLQ holds exactly the message without an identity (15 checks). A \
-         deliberately broken trigger that acknowledged a killed invocation's batch fails them.\n",
-        if status.success() { "passed" } else { "FAILED" }
-    ));
-    if memory > 0 {
-        md.push_str(&format!(
-            "\n## Both flows on the memory store\n\nThe same schedules and checks as above, on \
-             `lambda-dedup-memory`'s store, which passes the conformance suite the DynamoDB store passes \
-             (`tests/integration/conformance.rs`); the leased flow still calls the fake provider \
-             over HTTP. {memory} schedules per flow, run by {MEMORY_PROCESSES} test processes side by \
-             side (each with its own random seeds; the leased schedules mostly wait on the \
-             provider's real-time delays), in {memory_secs} s; result: {}.\n\n### Transactional \
-             flow\n\n",
-            if memory_status { "passed" } else { "FAILED" }
-        ));
-        md.push_str(&md_table(&on_memory));
-        md.push_str("\n### Leased flow\n\n");
-        md.push_str(&md_table(&leased_on_memory));
-    }
-    std::fs::create_dir_all(root.join("docs")).map_err(|e| e.to_string())?;
     std::fs::write(root.join("docs").join("RELIABILITY.md"), md).map_err(|e| e.to_string())?;
     println!("xtask: soak: wrote docs/RELIABILITY.md ({secs} s)");
-    if status.success() && memory_status {
+    if status.success() && memory_ok {
         Ok(())
     } else {
         Err("a schedule broke the model".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `{name}` is filled in; a name without a value (a counter the model's stats lack) is
+    /// an error, never a silent blank.
+    #[test]
+    fn the_report_fills_every_number_and_refuses_an_unknown_one() {
+        let value = |n: &str| (n == "t.schedules").then(|| "501".to_owned());
+        assert_eq!(
+            render("| schedules run | {t.schedules} |", value).as_deref(),
+            Ok("| schedules run | 501 |")
+        );
+        assert!(render("| lost | {t.lost} |", value).is_err());
+        assert!(render("| open | {t.schedules |", value).is_err());
+    }
+
+    /// The checkout's template names only counters the model's flows count.
+    #[test]
+    fn the_template_names_only_known_counters() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let text = std::fs::read_to_string(root.join("docs/RELIABILITY.template.md"))
+            .expect("the template");
+        let text = text.split_once('\n').expect("its first line").1;
+        let model =
+            std::fs::read_to_string(root.join("tests/integration/model.rs")).expect("model");
+        let leased = std::fs::read_to_string(root.join("tests/integration/model_leased/mod.rs"))
+            .expect("leased");
+        let counted = |src: &str, key: &str| src.contains(&format!("    {key}: u64,"));
+        let rendered = render(text, |name| {
+            let known = match name.split_once('.') {
+                Some(("t" | "mt", key)) => counted(&model, key),
+                Some(("l" | "ml", key)) => counted(&leased, key),
+                Some(_) => false,
+                None => true,
+            };
+            known.then(String::new)
+        });
+        assert!(rendered.is_ok(), "{rendered:?}");
     }
 }

@@ -15,7 +15,7 @@ use crate::audit::Accounts;
 use crate::dynamodb::LocalDynamo;
 use crate::functions::{Functions, STRIPE_RECEIVER};
 use crate::local::Source;
-use crate::process::{Guarded, free_port, wait_http, wait_tcp};
+use crate::process::{Guarded, free_port, wait_tcp};
 use crate::trigger::{Invoker, Stream, TriggerStats, sqs_trigger, stream_trigger};
 use crate::{Result, step};
 use local_dynamodb::kinesis::Kinesis;
@@ -104,13 +104,8 @@ const TABLES: [(&str, &str); 6] = [
 ];
 /// The ledger's Kinesis stream, read by `ledger-stream`.
 pub(crate) const KINESIS_STREAM: &str = "LedgerEvents";
-/// The webhook receiver's secrets (Standard Webhooks: `whsec_` and the base64 of the key): the
-/// current one and the one being rotated out.
-pub(crate) const WEBHOOK_SECRETS: [&str; 2] = [
-    "whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMS1hY21l",
-    "whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMC1hY21l",
-];
-/// Its secrets (Stripe's `whsec_…`, used as the string's bytes): current and rotated out.
+/// The Stripe configuration's secrets (Stripe's `whsec_…`, used as the string's bytes): current
+/// and rotated out.
 pub(crate) const STRIPE_SECRETS: [&str; 2] = [
     "whsec_local_stripe_endpoint_secret_2026_11",
     "whsec_local_stripe_endpoint_secret_2026_10",
@@ -149,7 +144,7 @@ impl Stack {
             &conf_env(),
             logs.join("moto.log"),
         )?;
-        if !wait_http(moto_port, Duration::from_secs(60)) {
+        if !wait_tcp(moto_port, Duration::from_secs(60)) {
             moto.print_log_tail(30);
             return Err("the SQS emulator did not start".into());
         }
@@ -164,7 +159,6 @@ impl Stack {
 
         let dynamodb = local_client!(aws_sdk_dynamodb, ddb.endpoint());
         let sqs = local_client!(aws_sdk_sqs, &sqs_endpoint);
-        let streams = local_client!(aws_sdk_dynamodbstreams, ddb.endpoint());
 
         let template = crate::infra::load(&root.join("infra").join("template.yaml"))?;
         let plan = crate::local::plan(&template)?;
@@ -282,16 +276,16 @@ impl Stack {
             ("CollectionsApiUrl", provider_url.clone()),
         ]);
         let mut own_env = BTreeMap::new();
-        let mut function_env: Vec<(String, String)> = Vec::new();
         for f in crate::functions::ALL {
-            let env = plan.env(f, |id| names.get(id).cloned(), &params)?;
-            for pair in &env {
-                if !function_env.contains(pair) {
-                    function_env.push(pair.clone());
-                }
-            }
-            own_env.insert(f.to_owned(), env);
+            own_env.insert(
+                f.to_owned(),
+                plan.env(f, |id| names.get(id).cloned(), &params)?,
+            );
         }
+        // Every function's variables, each once.
+        let function_env: std::collections::BTreeSet<(String, String)> =
+            own_env.values().flatten().cloned().collect();
+        let function_env: Vec<(String, String)> = function_env.into_iter().collect();
         let text: String = fenv
             .iter()
             .chain(&function_env)
@@ -326,19 +320,13 @@ impl Stack {
         // calls (`Stack::calls`, compared with its role by `infra::privileges`).
         let mut meters = BTreeMap::new();
         for f in crate::functions::ALL {
-            let dynamodb_meter = Meter::start(&ddb.endpoint(), Duration::ZERO)?;
-            let sqs_meter = Meter::start(&sqs_endpoint, Duration::ZERO)?;
-            own_env
-                .entry(f.to_owned())
-                .or_insert_with(Vec::new)
-                .extend([
-                    (
-                        "AWS_ENDPOINT_URL_DYNAMODB".to_owned(),
-                        dynamodb_meter.endpoint(),
-                    ),
-                    ("AWS_ENDPOINT_URL_SQS".to_owned(), sqs_meter.endpoint()),
-                ]);
-            meters.insert(f.to_owned(), [dynamodb_meter, sqs_meter]);
+            let [dynamodb, sqs] = [ddb.endpoint(), sqs_endpoint.clone()]
+                .map(|upstream| Meter::start(&upstream, Duration::ZERO));
+            let (dynamodb, sqs) = (dynamodb?, sqs?);
+            let env = own_env.entry(f.to_owned()).or_insert_with(Vec::new);
+            env.push(("AWS_ENDPOINT_URL_DYNAMODB".into(), dynamodb.endpoint()));
+            env.push(("AWS_ENDPOINT_URL_SQS".into(), sqs.endpoint()));
+            meters.insert(f.to_owned(), [dynamodb, sqs]);
         }
         // The Stripe configuration of webhook-receiver: its proxies (and so its role) are
         // webhook-receiver's, and so is its consumer; the sender (tenant) is its own.
@@ -380,19 +368,20 @@ impl Stack {
         let mut invoker = |function: &str| -> Result<Invoker> {
             let st = Arc::new(TriggerStats::default());
             stats.insert(function.to_owned(), st.clone());
+            let lose = Arc::new(AtomicBool::new(false));
+            lose_next.insert(function.to_owned(), lose.clone());
             Ok(Invoker {
                 http: http.clone(),
                 invoke_url: invoke_url.clone(),
                 function: function.to_owned(),
                 deaths: functions.deaths(function)?,
                 stats: st,
+                lose_next: lose,
             })
         };
         // Each function's event source mappings, as the template sets them.
         for (f, def) in &plan.functions {
             for m in &def.mappings {
-                let lose = Arc::new(AtomicBool::new(false));
-                lose_next.insert(f.clone(), lose.clone());
                 let arn = |id: &str| {
                     arns.get(id)
                         .cloned()
@@ -400,17 +389,12 @@ impl Stack {
                 };
                 let stream = match &m.source {
                     Source::Sqs(q) => {
-                        triggers.push(tokio::spawn(sqs_trigger(
-                            sqs.clone(),
-                            invoker(f)?,
-                            (url_of(q)?, arn(q)?),
-                            m.clone(),
-                            lose,
-                        )));
+                        let queue = (url_of(q)?, arn(q)?);
+                        let trigger = sqs_trigger(sqs.clone(), invoker(f)?, queue, m.clone());
+                        triggers.push(tokio::spawn(trigger));
                         continue;
                     }
                     Source::DynamoDbStream(table) => Stream::DynamoDb {
-                        streams: streams.clone(),
                         endpoint: ddb.endpoint(),
                         arn: arn(table)?,
                     },
@@ -423,13 +407,9 @@ impl Stack {
                 let failures = m.on_failure.as_deref().ok_or_else(|| {
                     format!("{f}: its stream trigger has no on-failure destination")
                 })?;
-                triggers.push(tokio::spawn(stream_trigger(
-                    stream,
-                    invoker(f)?,
-                    (sqs.clone(), url_of(failures)?),
-                    m.clone(),
-                    lose,
-                )));
+                let destination = (sqs.clone(), url_of(failures)?);
+                let trigger = stream_trigger(stream, invoker(f)?, destination, m.clone());
+                triggers.push(tokio::spawn(trigger));
             }
         }
         let webhook_url = format!("{invoke_url}/lambda-url/webhook-receiver/");
@@ -559,7 +539,10 @@ impl Stack {
                 ),
                 ("DEDUP_PROVIDER_URL", self.provider_url.clone()),
                 ("DEDUP_WEBHOOK_URL", self.webhook_url.clone()),
-                ("DEDUP_WEBHOOK_SECRET", WEBHOOK_SECRETS[1].into()),
+                (
+                    "DEDUP_WEBHOOK_SECRET",
+                    crate::local::webhook_secrets().1.into(),
+                ),
                 ("DEDUP_STRIPE_WEBHOOK_URL", self.stripe_webhook_url()),
                 ("DEDUP_STRIPE_WEBHOOK_SECRET", STRIPE_SECRETS[1].into()),
                 // The senders' own signing libraries are in the venv: `tests/senders/sign.py`
@@ -715,23 +698,15 @@ impl Stack {
 
     /// Messages in a queue, visible or in flight.
     pub(crate) async fn depth(&self, url: &str) -> Option<u64> {
-        let out = self
-            .sqs
-            .get_queue_attributes()
-            .queue_url(url)
-            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
-            .send()
-            .await
-            .ok()?;
-        let attrs = out.attributes()?;
-        let n = |k: QueueAttributeName| -> u64 {
-            attrs.get(&k).and_then(|v| v.parse().ok()).unwrap_or(0)
+        use QueueAttributeName::{
+            ApproximateNumberOfMessages, ApproximateNumberOfMessagesNotVisible,
         };
-        Some(
-            n(QueueAttributeName::ApproximateNumberOfMessages)
-                + n(QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
-        )
+        let names = [
+            ApproximateNumberOfMessages,
+            ApproximateNumberOfMessagesNotVisible,
+        ];
+        let attrs = queue_attributes(&self.sqs, url, &names).await.ok()?;
+        Some(attrs.values().filter_map(|v| v.parse::<u64>().ok()).sum())
     }
 
     pub(crate) fn stop_triggers(&mut self) {
@@ -760,46 +735,37 @@ async fn create_table(endpoint: &str, t: &crate::local::Table) -> Result<Option<
     Ok(arn.map(str::to_owned))
 }
 
-/// `action` of the DynamoDB JSON API on the local DynamoDB at `endpoint` (which takes any
-/// signature): the template's properties are its requests as they are.
+/// `action` of the DynamoDB JSON API on the local DynamoDB at `endpoint`: the template's
+/// properties are its requests as they are.
 async fn dynamodb_call(
     endpoint: &str,
     action: &str,
     request: &serde_json::Value,
 ) -> Result<serde_json::Value> {
-    let answer = reqwest::Client::new()
-        .post(endpoint)
-        .header("content-type", "application/x-amz-json-1.0")
-        .header("x-amz-target", format!("DynamoDB_20120810.{action}"))
-        .header("x-amz-date", "20260101T000000Z")
-        .header(
-            "authorization",
-            "AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/dynamodb/aws4_request, \
-             SignedHeaders=content-type;host;x-amz-date;x-amz-target, Signature=00",
-        )
-        .body(request.to_string())
+    let target = format!("DynamoDB_20120810.{action}");
+    let http = reqwest::Client::new();
+    let answer = local_dynamodb::call(&http, endpoint, &target, request).await;
+    answer.map_err(|e| format!("{action} {}: {e}", request["TableName"]))
+}
+
+/// The attributes `names` of the queue at `url`.
+async fn queue_attributes(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+    names: &[QueueAttributeName],
+) -> Result<std::collections::HashMap<QueueAttributeName, String>> {
+    let req = sqs.get_queue_attributes().queue_url(url);
+    let req = req.set_attribute_names(Some(names.to_vec()));
+    let out = req
         .send()
         .await
-        .map_err(|e| format!("{action}: {e}"))?;
-    let ok = answer.status().is_success();
-    let body: serde_json::Value = answer.json().await.map_err(|e| format!("{action}: {e}"))?;
-    if ok {
-        Ok(body)
-    } else {
-        Err(format!("{action} {}: {body}", request["TableName"]))
-    }
+        .map_err(crate::sdk_error(format!("queue {url}")))?;
+    Ok(out.attributes.unwrap_or_default())
 }
 
 async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<String> {
-    sqs.get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .map_err(crate::sdk_error(format!("queue {url}")))?
-        .attributes()
-        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
-        .ok_or_else(|| format!("no ARN for {url}"))
+    let mut attrs = queue_attributes(sqs, url, &[QueueAttributeName::QueueArn]).await?;
+    (attrs.remove(&QueueAttributeName::QueueArn)).ok_or_else(|| format!("no ARN for {url}"))
 }
 
 /// Creates `q` (its dead-letter queue's ARN in `arns`); returns its URL.

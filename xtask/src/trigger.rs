@@ -16,26 +16,26 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName};
 use base64::Engine;
+use base64::prelude::BASE64_STANDARD;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use local_dynamodb::ApiError;
+
 use crate::local::Mapping;
 
-/// Counters a trigger keeps, for progress and the report.
+/// Counters a trigger keeps, for progress and the chaos runs.
 #[derive(Debug, Default)]
 pub(crate) struct TriggerStats {
     pub(crate) invocations: AtomicU64,
     pub(crate) delivered: AtomicU64,
     pub(crate) acknowledged: AtomicU64,
-    pub(crate) failed_invocations: AtomicU64,
     /// Invocations cut short because the function's process died.
     pub(crate) interrupted: AtomicU64,
     /// Whether an invocation is under way.
     pub(crate) in_flight: AtomicBool,
-    /// Stream records handed to the on-failure destination after their retries.
-    pub(crate) handed_on: AtomicU64,
 }
 
 /// Invokes one function through the invoke API of `cargo lambda watch`.
@@ -46,19 +46,26 @@ pub(crate) struct Invoker {
     /// Changes when an instance of the function dies (see `crate::functions`).
     pub(crate) deaths: watch::Receiver<u64>,
     pub(crate) stats: Arc<TriggerStats>,
+    /// When set, the next invocation's answer is thrown away after the function ran, as when
+    /// Lambda times out after the work was done: its whole batch comes again.
+    pub(crate) lose_next: Arc<AtomicBool>,
 }
 
 impl Invoker {
-    /// Invokes the function with `payload`. An invocation whose instance dies meanwhile fails at
-    /// once, as Lambda answers `Runtime.ExitError`; whatever it did before dying stays done.
-    async fn call(&mut self, payload: &Value) -> Result<Value, String> {
+    /// Invokes the function with `records` (counted); its answer, or `None` when the invocation
+    /// failed (said). An invocation whose instance dies meanwhile fails at once, as Lambda answers
+    /// `Runtime.ExitError`; whatever it did before dying stays done.
+    async fn deliver<T: serde::Serialize>(&mut self, records: &[T]) -> Option<Value> {
         let Self {
             http,
             invoke_url,
             function,
             deaths,
             stats,
+            lose_next,
         } = self;
+        stats.invocations.fetch_add(1, Ordering::Relaxed);
+        (stats.delivered).fetch_add(records.len() as u64, Ordering::Relaxed);
         deaths.mark_unchanged();
         stats.in_flight.store(true, Ordering::SeqCst);
         let died = async {
@@ -66,15 +73,26 @@ impl Invoker {
                 std::future::pending::<()>().await;
             }
         };
+        let payload = json!({ "Records": records });
         let answer = tokio::select! {
-            answer = invoke(http, invoke_url, function, payload) => answer,
+            answer = invoke(http, invoke_url, function, &payload) => answer,
             () = died => {
                 stats.interrupted.fetch_add(1, Ordering::SeqCst);
-                Err(format!("invoke {function}: its process died mid-invocation (Runtime.ExitError)"))
+                Err("its process died mid-invocation (Runtime.ExitError)".to_owned())
             }
         };
         stats.in_flight.store(false, Ordering::SeqCst);
+        let answer = if lose_next.swap(false, Ordering::SeqCst) {
+            let n = records.len();
+            Err(format!(
+                "the answer to a batch of {n} was lost after it ran (as when Lambda times out after the work); all of it comes back"
+            ))
+        } else {
+            answer
+        };
         answer
+            .inspect_err(|e| eprintln!("xtask: trigger {function}: invoke: {e}"))
+            .ok()
     }
 }
 
@@ -86,146 +104,124 @@ async fn invoke(
     payload: &Value,
 ) -> Result<Value, String> {
     let url = format!("{invoke_url}/2015-03-31/functions/{function}/invocations");
-    let resp = http
-        .post(&url)
-        .json(payload)
-        .send()
-        .await
-        .map_err(|e| format!("invoke {function}: {e}"))?;
+    let resp = http.post(&url).json(payload).send().await;
+    let resp = resp.map_err(|e| e.to_string())?;
     let status = resp.status();
-    let body: Value = resp
-        .json()
-        .await
-        .map_err(|e| format!("invoke {function}: answer is not JSON: {e}"))?;
+    let body: Value = (resp.json().await).map_err(|e| format!("answer is not JSON: {e}"))?;
     if !status.is_success() || body.get("errorType").is_some() {
-        return Err(format!("invoke {function}: {status} {body}"));
+        return Err(format!("{status} {body}"));
     }
     Ok(body)
 }
 
-/// Polls `queue_url` and invokes `function` until the task is dropped. When `lose_next` is set,
-/// the next invocation's answer is thrown away after the function ran, as when Lambda times out
-/// after the work was done: every message of that batch comes back.
+/// The record identifiers an answer reports failed (`batchItemFailures`), in order.
+fn reported(answer: &Value) -> Vec<&str> {
+    let failures = answer["batchItemFailures"].as_array().into_iter().flatten();
+    failures
+        .filter_map(|f| f["itemIdentifier"].as_str())
+        .collect()
+}
+
+/// Up to the mapping's batch size of messages of `queue_url`, gathered for at most its batching
+/// window.
+async fn receive_batch(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    mapping: &Mapping,
+    function: &str,
+) -> Vec<Message> {
+    let mut messages = Vec::new();
+    let started = std::time::Instant::now();
+    while messages.len() < mapping.batch_size {
+        let want = (mapping.batch_size - messages.len()).min(10) as i32;
+        let received = sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(want)
+            .wait_time_seconds(i32::from(messages.is_empty()))
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .message_attribute_names("All")
+            .send()
+            .await;
+        match received {
+            Ok(out) => {
+                let got = out.messages.unwrap_or_default();
+                let empty = got.is_empty();
+                messages.extend(got);
+                // Nothing more waiting, or the window is over: invoke with what there is.
+                if empty || started.elapsed() >= mapping.window {
+                    break;
+                }
+            }
+            Err(e) => {
+                eprintln!("xtask: trigger {function}: receive failed: {e}");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                break;
+            }
+        }
+    }
+    messages
+}
+
+/// A message as Lambda's SQS trigger hands it on.
+fn sqs_record(m: &Message, queue_arn: &str) -> Value {
+    let attributes: serde_json::Map<String, Value> = (m.attributes().into_iter().flatten())
+        .map(|(k, v)| (k.as_str().to_owned(), json!(v)))
+        .collect();
+    let message_attributes: serde_json::Map<String, Value> = (m
+        .message_attributes()
+        .into_iter()
+        .flatten())
+    .map(|(k, v)| {
+        let mut attr =
+            json!({"dataType": v.data_type(), "stringListValues": [], "binaryListValues": []});
+        if let Some(s) = v.string_value() {
+            attr["stringValue"] = s.into();
+        }
+        if let Some(b) = v.binary_value() {
+            attr["binaryValue"] = BASE64_STANDARD.encode(b.as_ref()).into();
+        }
+        (k.clone(), attr)
+    })
+    .collect();
+    json!({
+        "messageId": m.message_id(),
+        "receiptHandle": m.receipt_handle(),
+        "body": m.body(),
+        "attributes": attributes,
+        "messageAttributes": message_attributes,
+        "md5OfBody": m.md5_of_body(),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": "us-east-1",
+    })
+}
+
+/// Polls `queue_url` and invokes the function until the task is dropped; deletes what it
+/// acknowledged (with `ReportBatchItemFailures`, all but what it reported; without, the whole
+/// batch), and leaves a failed invocation's whole batch to come back.
 pub(crate) async fn sqs_trigger(
     sqs: aws_sdk_sqs::Client,
     mut invoker: Invoker,
     (queue_url, queue_arn): (String, String),
     mapping: Mapping,
-    lose_next: Arc<AtomicBool>,
 ) {
     let function = invoker.function.clone();
     let stats = invoker.stats.clone();
     loop {
-        // Up to the mapping's batch size, gathered for at most its batching window.
-        let mut messages = Vec::new();
-        let started = std::time::Instant::now();
-        while messages.len() < mapping.batch_size {
-            let first = messages.is_empty();
-            let want = (mapping.batch_size - messages.len()).min(10) as i32;
-            let received = sqs
-                .receive_message()
-                .queue_url(&queue_url)
-                .max_number_of_messages(want)
-                .wait_time_seconds(i32::from(first))
-                .message_system_attribute_names(MessageSystemAttributeName::All)
-                .message_attribute_names("All")
-                .send()
-                .await;
-            match received {
-                Ok(out) => {
-                    let got = out.messages.unwrap_or_default();
-                    let empty = got.is_empty();
-                    messages.extend(got);
-                    // Nothing more waiting, or the window is over: invoke with what there is.
-                    if empty || started.elapsed() >= mapping.window {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    eprintln!("xtask: trigger {function}: receive failed: {e}");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    break;
-                }
-            }
-        }
+        let messages = receive_batch(&sqs, &queue_url, &mapping, &function).await;
         if messages.is_empty() {
             continue;
         }
-        let records: Vec<Value> = messages
-            .iter()
-            .map(|m| {
-                let attributes: serde_json::Map<String, Value> = m
-                    .attributes()
-                    .map(|a| {
-                        a.iter()
-                            .map(|(k, v)| (k.as_str().to_owned(), Value::String(v.clone())))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let message_attributes: serde_json::Map<String, Value> = m
-                    .message_attributes()
-                    .map(|a| {
-                        a.iter()
-                            .map(|(k, v)| {
-                                let mut attr = json!({
-                                    "dataType": v.data_type(),
-                                    "stringListValues": [],
-                                    "binaryListValues": [],
-                                });
-                                if let Some(s) = v.string_value() {
-                                    attr["stringValue"] = s.into();
-                                }
-                                if let Some(b) = v.binary_value() {
-                                    attr["binaryValue"] = base64::engine::general_purpose::STANDARD
-                                        .encode(b.as_ref())
-                                        .into();
-                                }
-                                (k.clone(), attr)
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                json!({
-                    "messageId": m.message_id(),
-                    "receiptHandle": m.receipt_handle(),
-                    "body": m.body(),
-                    "attributes": attributes,
-                    "messageAttributes": message_attributes,
-                    "md5OfBody": m.md5_of_body(),
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": queue_arn,
-                    "awsRegion": "us-east-1",
-                })
-            })
-            .collect();
-        stats.invocations.fetch_add(1, Ordering::Relaxed);
-        stats
-            .delivered
-            .fetch_add(messages.len() as u64, Ordering::Relaxed);
-        let answer = invoker.call(&json!({ "Records": records })).await;
-        if lose_next.swap(false, Ordering::SeqCst) {
-            println!(
-                "xtask: {function}: the answer to a batch of {} was lost after it ran; all of it will come back",
-                messages.len()
-            );
-            continue;
-        }
-        let failed: HashSet<String> = match answer {
-            // Without ReportBatchItemFailures, the answer's body means nothing to the trigger.
-            Ok(_) if !mapping.partial => HashSet::new(),
-            Ok(body) => body["batchItemFailures"]
-                .as_array()
-                .map(|fs| {
-                    fs.iter()
-                        .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            Err(e) => {
-                eprintln!("xtask: trigger {function}: {e}");
-                stats.failed_invocations.fetch_add(1, Ordering::Relaxed);
-                continue; // the whole batch comes back
-            }
+        let records: Vec<Value> = messages.iter().map(|m| sqs_record(m, &queue_arn)).collect();
+        let Some(answer) = invoker.deliver(&records).await else {
+            continue; // the whole batch comes back
+        };
+        // Without ReportBatchItemFailures, the answer's body means nothing to the trigger.
+        let failed: HashSet<&str> = if mapping.partial {
+            reported(&answer).into_iter().collect()
+        } else {
+            HashSet::new()
         };
         let entries: Vec<DeleteMessageBatchRequestEntry> = messages
             .iter()
@@ -243,63 +239,24 @@ pub(crate) async fn sqs_trigger(
             continue;
         }
         let n = entries.len() as u64;
-        match sqs
-            .delete_message_batch()
-            .queue_url(&queue_url)
-            .set_entries(Some(entries))
-            .send()
-            .await
-        {
-            Ok(_) => {
-                stats.acknowledged.fetch_add(n, Ordering::Relaxed);
-            }
+        let delete = sqs.delete_message_batch().queue_url(&queue_url);
+        match delete.set_entries(Some(entries)).send().await {
+            Ok(_) => _ = stats.acknowledged.fetch_add(n, Ordering::Relaxed),
             Err(e) => eprintln!("xtask: trigger {function}: delete failed: {e}"),
         }
     }
 }
 
-/// How many records of an invoked stream batch (their sequence numbers `seqs`, in order) are
-/// done: those before the first reported failure, all of them without one, none if the
-/// invocation failed (counted).
-fn done_before_failure<'a>(
-    answer: Result<Value, String>,
-    seqs: impl ExactSizeIterator<Item = &'a str>,
-    function: &str,
-    stats: &TriggerStats,
-) -> usize {
-    let len = seqs.len();
-    match answer {
-        Ok(body) => body["batchItemFailures"]
-            .as_array()
-            .and_then(|f| f.first())
-            .and_then(|f| f["itemIdentifier"].as_str())
-            .map_or(len, |failed| {
-                seqs.into_iter().position(|seq| seq == failed).unwrap_or(0)
-            }),
-        Err(e) => {
-            eprintln!("xtask: trigger {function}: {e}");
-            stats.failed_invocations.fetch_add(1, Ordering::Relaxed);
-            0
-        }
-    }
-}
-
-/// How a stream trigger retries a record its function keeps reporting, as
-/// `infra/template.yaml` sets it for Lambda's (`crate::local::Mapping`): until it
-/// has been retried `max_retries` times (`None`: `MaximumRetryAttempts: -1`, no count) or is
-/// older than `max_age` (`MaximumRecordAgeInSeconds`), then it is handed to the on-failure
-/// destination and the shard moves past it.
-#[derive(Debug, Clone, Copy)]
-struct RetryPolicy {
-    max_retries: Option<u32>,
-    max_age: Duration,
-}
-
-impl RetryPolicy {
-    /// Why a record tried `tries` times, which arrived at `arrival` (epoch seconds), is given
-    /// up, as Lambda names it in the on-failure record; `None` while it is still retried.
+impl Mapping {
+    /// Why a stream record its function keeps reporting, tried `tries` times, which arrived at
+    /// `arrival` (epoch seconds), is given up, as Lambda names it in the on-failure record:
+    /// retried more than `MaximumRetryAttempts` times (none: `-1`, no count), or older than
+    /// `MaximumRecordAgeInSeconds`. `None` while it is still retried.
     fn gives_up(&self, tries: u32, arrival: f64) -> Option<&'static str> {
-        if now_secs() - arrival > self.max_age.as_secs_f64() {
+        if self
+            .max_age
+            .is_some_and(|age| now_secs() - arrival > age.as_secs_f64())
+        {
             Some("RecordAgeExceeded")
         } else if self.max_retries.is_some_and(|n| tries > n) {
             Some("RetryAttemptsExhausted")
@@ -328,12 +285,9 @@ struct StreamRecord {
 /// Where a stream trigger reads: a table's DynamoDB stream (the local DynamoDB) or a Kinesis
 /// stream (the emulator), each with its ARN.
 pub(crate) enum Stream {
-    DynamoDb {
-        streams: aws_sdk_dynamodbstreams::Client,
-        /// The local DynamoDB's endpoint, for `local_dynamodb::get_records`.
-        endpoint: String,
-        arn: String,
-    },
+    /// Read through the DynamoDB Streams JSON API at the local DynamoDB's `endpoint`
+    /// (`local_dynamodb::get_records` says why not the SDK).
+    DynamoDb { endpoint: String, arn: String },
     Kinesis {
         kinesis: local_dynamodb::kinesis::Kinesis,
         name: String,
@@ -348,15 +302,29 @@ impl Stream {
         }
     }
 
+    /// `action` of the DynamoDB Streams API on this table's stream (`StreamArn` added to
+    /// `request`): its answer, `Null` when it failed.
+    async fn streams_call(&self, action: &str, mut request: Value) -> Value {
+        let Self::DynamoDb { endpoint, arn } = self else {
+            return Value::Null;
+        };
+        request["StreamArn"] = json!(arn);
+        let target = format!("DynamoDBStreams_20120810.{action}");
+        let http = reqwest::Client::new();
+        let answer = local_dynamodb::call(&http, endpoint, &target, &request).await;
+        answer.unwrap_or_default()
+    }
+
     /// The shards there are now.
     async fn shards(&self) -> Vec<String> {
         match self {
-            Self::DynamoDb { streams, arn, .. } => {
-                let desc = streams.describe_stream().stream_arn(arn).send().await;
-                let desc = desc.ok().and_then(|d| d.stream_description);
-                let shards = desc.map(|d| d.shards.unwrap_or_default());
-                let shards = shards.unwrap_or_default().into_iter();
-                shards.filter_map(|s| s.shard_id).collect()
+            Self::DynamoDb { .. } => {
+                let desc = self.streams_call("DescribeStream", json!({})).await;
+                let shards = desc["StreamDescription"]["Shards"].as_array().cloned();
+                let shards = shards.into_iter().flatten();
+                shards
+                    .filter_map(|s| s["ShardId"].as_str().map(str::to_owned))
+                    .collect()
             }
             Self::Kinesis { kinesis, name, .. } => kinesis.shards(name).await.unwrap_or_default(),
         }
@@ -365,16 +333,15 @@ impl Stream {
     /// An iterator of `shard` after the record `after`, or from its start.
     async fn iterator(&self, shard: &str, after: Option<&str>) -> Option<String> {
         match self {
-            Self::DynamoDb { streams, arn, .. } => {
-                use aws_sdk_dynamodbstreams::types::ShardIteratorType;
-                let req = streams.get_shard_iterator().stream_arn(arn).shard_id(shard);
-                let req = match after {
-                    Some(seq) => req
-                        .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
-                        .sequence_number(seq),
-                    None => req.shard_iterator_type(ShardIteratorType::TrimHorizon),
+            Self::DynamoDb { .. } => {
+                let request = match after {
+                    Some(seq) => {
+                        json!({"ShardId": shard, "ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": seq})
+                    }
+                    None => json!({"ShardId": shard, "ShardIteratorType": "TRIM_HORIZON"}),
                 };
-                req.send().await.ok().and_then(|o| o.shard_iterator)
+                let answer = self.streams_call("GetShardIterator", request).await;
+                answer["ShardIterator"].as_str().map(str::to_owned)
             }
             Self::Kinesis { kinesis, name, .. } => kinesis.iterator(name, shard, after).await.ok(),
         }
@@ -392,15 +359,12 @@ impl Stream {
         let limit = u32::try_from(limit).unwrap_or(u32::MAX);
         match self {
             Self::DynamoDb { endpoint, arn, .. } => {
-                // Records are read as JSON: see `local_dynamodb::get_records` for why not the SDK.
                 let http = reqwest::Client::new();
                 let (records, next) = local_dynamodb::get_records(&http, endpoint, iterator, limit)
                     .await
-                    .map_err(|e| {
-                        let trimmed = local_dynamodb::RecordsError::Service(
-                            "TrimmedDataAccessException".into(),
-                        );
-                        (e != trimmed).then(|| e.to_string())
+                    .map_err(|e| match e {
+                        ApiError::Service(code, _) if code == "TrimmedDataAccessException" => None,
+                        e => Some(format!("GetRecords: {e}")),
                     })?;
                 let records = records.into_iter().map(|mut r| {
                     r["eventSourceARN"] = json!(arn);
@@ -475,7 +439,7 @@ impl Shard {
     fn after_invocation(
         &mut self,
         done: usize,
-        retry: &RetryPolicy,
+        retry: &Mapping,
     ) -> Option<(String, &'static str, u32)> {
         if done > 0 {
             self.last_seq = Some(self.pending[done - 1].seq.clone());
@@ -534,19 +498,13 @@ fn kinesis_record(
 /// size of records in shard order, and on a reported record retries from it, with the records
 /// after it. A record the mapping's retry policy gives up on (its age, or a finite retry count)
 /// goes to the on-failure destination (`destination`, as Lambda's record of it: shard and
-/// sequence numbers, never the data) and the shard moves on. When `lose_next` is set, the next
-/// invocation's answer is thrown away after the function ran: its whole batch comes again.
+/// sequence numbers, never the data) and the shard moves on.
 pub(crate) async fn stream_trigger(
     stream: Stream,
     mut invoker: Invoker,
     destination: (aws_sdk_sqs::Client, String),
     mapping: Mapping,
-    lose_next: Arc<AtomicBool>,
 ) {
-    let retry = RetryPolicy {
-        max_retries: mapping.max_retries,
-        max_age: mapping.max_age.unwrap_or(Duration::MAX),
-    };
     let function = invoker.function.clone();
     let stats = invoker.stats.clone();
     let mut shards: std::collections::BTreeMap<String, Shard> = Default::default();
@@ -592,20 +550,15 @@ pub(crate) async fn stream_trigger(
             }
             idle = false;
             let records: Vec<&Value> = shard.pending.iter().map(|r| &r.event).collect();
-            stats.invocations.fetch_add(1, Ordering::Relaxed);
-            stats
-                .delivered
-                .fetch_add(records.len() as u64, Ordering::Relaxed);
-            let answer = invoker.call(&json!({ "Records": records })).await;
-            let answer = if lose_next.swap(false, Ordering::SeqCst) {
-                Err("the answer was lost (as when Lambda times out after the work)".to_owned())
-            } else {
-                answer
-            };
-            let seqs = shard.pending.iter().map(|r| r.seq.as_str());
-            let done = done_before_failure(answer, seqs, &function, &stats);
+            // Done: the records before the first reported failure; none if the invocation failed.
+            let done = invoker.deliver(&records).await.map_or(0, |answer| {
+                let first = reported(&answer).first().copied();
+                first.map_or(records.len(), |f| {
+                    shard.pending.iter().position(|r| r.seq == f).unwrap_or(0)
+                })
+            });
             stats.acknowledged.fetch_add(done as u64, Ordering::Relaxed);
-            let Some((seq, condition, tries)) = shard.after_invocation(done, &retry) else {
+            let Some((seq, condition, tries)) = shard.after_invocation(done, &mapping) else {
                 if !shard.pending.is_empty() {
                     // Still retried: again in a moment, from the record that failed.
                     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -619,10 +572,7 @@ pub(crate) async fn stream_trigger(
                 .queue_url(url)
                 .message_body(record.to_string());
             match sent.send().await {
-                Ok(_) => {
-                    shard.handed_on();
-                    stats.handed_on.fetch_add(1, Ordering::Relaxed);
-                }
+                Ok(_) => shard.handed_on(),
                 Err(e) => eprintln!("xtask: trigger {function}: on-failure destination: {e}"),
             }
         }
@@ -635,6 +585,19 @@ pub(crate) async fn stream_trigger(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A DynamoDB Streams mapping with this retry policy.
+    fn mapping(max_retries: Option<u32>, max_age: Option<Duration>) -> Mapping {
+        Mapping {
+            source: crate::local::Source::DynamoDbStream("T".into()),
+            batch_size: 100,
+            window: Duration::ZERO,
+            partial: true,
+            max_retries,
+            max_age,
+            on_failure: Some("Failures".into()),
+        }
+    }
 
     fn record(seq: &str, age_secs: f64) -> StreamRecord {
         StreamRecord {
@@ -650,10 +613,7 @@ mod tests {
     /// shard moves past it to the record after it.
     #[test]
     fn a_stream_record_past_its_maximum_age_is_handed_to_on_failure_and_the_shard_moves_on() {
-        let retry = RetryPolicy {
-            max_retries: None,
-            max_age: Duration::from_secs(60),
-        };
+        let retry = mapping(None, Some(Duration::from_secs(60)));
         let mut shard = Shard {
             pending: vec![record("100", 120.0), record("200", 1.0), record("300", 1.0)],
             ..Shard::default()
@@ -664,9 +624,7 @@ mod tests {
             (seq.as_str(), condition, tries),
             ("100", "RecordAgeExceeded", 1)
         );
-        let streams = local_client!(aws_sdk_dynamodbstreams, "http://127.0.0.1:9");
         let stream = Stream::DynamoDb {
-            streams,
             endpoint: "http://127.0.0.1:9".into(),
             arn: "arn:aws:dynamodb:us-east-1:000000000000:table/T/stream/1".into(),
         };
@@ -715,10 +673,7 @@ mod tests {
     /// With a finite `MaximumRetryAttempts`, a record is given up after that many retries.
     #[test]
     fn a_stream_record_past_its_retries_is_given_up() {
-        let retry = RetryPolicy {
-            max_retries: Some(2),
-            max_age: Duration::MAX,
-        };
+        let retry = mapping(Some(2), None);
         let mut shard = Shard {
             pending: vec![record("1", 0.0)],
             ..Shard::default()

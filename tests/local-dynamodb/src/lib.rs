@@ -27,6 +27,7 @@ pub use dynoxide::Database;
 pub mod kinesis;
 pub mod latency;
 pub mod meter;
+pub mod senders;
 
 /// How often expired TTL items are swept.
 pub const SWEEP_EVERY: Duration = Duration::from_millis(500);
@@ -145,32 +146,15 @@ pub async fn get_records(
     endpoint: &str,
     shard_iterator: &str,
     limit: u32,
-) -> Result<(Vec<serde_json::Value>, Option<String>), RecordsError> {
-    let response = http
-        .post(endpoint)
-        .header("content-type", "application/x-amz-json-1.0")
-        .header("x-amz-target", "DynamoDBStreams_20120810.GetRecords")
-        .header("x-amz-date", "20260101T000000Z")
-        .header(
-            "authorization",
-            "AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/dynamodb/aws4_request, \
-             SignedHeaders=content-type;host;x-amz-date;x-amz-target, Signature=00",
-        )
-        .body(serde_json::json!({"ShardIterator": shard_iterator, "Limit": limit}).to_string())
-        .send()
-        .await
-        .map_err(|e| RecordsError::Transport(e.to_string()))?;
-    let ok = response.status().is_success();
-    let body: serde_json::Value = response
-        .json()
-        .await
-        .map_err(|e| RecordsError::Transport(e.to_string()))?;
-    if !ok {
-        let code = body["__type"].as_str().unwrap_or("unknown");
-        return Err(RecordsError::Service(
-            code.rsplit('#').next().unwrap_or(code).to_owned(),
-        ));
-    }
+) -> Result<(Vec<serde_json::Value>, Option<String>), ApiError> {
+    let request = serde_json::json!({"ShardIterator": shard_iterator, "Limit": limit});
+    let body = call(
+        http,
+        endpoint,
+        "DynamoDBStreams_20120810.GetRecords",
+        &request,
+    )
+    .await?;
     let next = body["NextShardIterator"].as_str().map(str::to_owned);
     let records = body["Records"]
         .as_array()
@@ -191,22 +175,61 @@ pub async fn get_records(
     Ok((records, next))
 }
 
-/// Why [`get_records`] failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RecordsError {
-    /// No answer, or an answer that is not JSON.
-    Transport(String),
-    /// The service's error code, e.g. `ExpiredIteratorException`, `TrimmedDataAccessException`.
-    Service(String),
+/// `target` (`DynamoDB_20120810.CreateTable`, `DynamoDBStreams_20120810.GetRecords`, …) of the
+/// DynamoDB JSON API at `endpoint` with `request`, as JSON, under a placeholder signature (the
+/// local DynamoDB takes any): its answer, or its error code.
+pub async fn call(
+    http: &reqwest::Client,
+    endpoint: &str,
+    target: &str,
+    request: &serde_json::Value,
+) -> Result<serde_json::Value, ApiError> {
+    let response = http
+        .post(endpoint)
+        .header("content-type", "application/x-amz-json-1.0")
+        .header("x-amz-target", target)
+        .header("x-amz-date", "20260101T000000Z")
+        .header(
+            "authorization",
+            "AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/dynamodb/aws4_request, \
+             SignedHeaders=content-type;host;x-amz-date;x-amz-target, Signature=00",
+        )
+        .body(request.to_string())
+        .send()
+        .await
+        .map_err(|e| ApiError::Transport(format!("{target}: {e}")))?;
+    let ok = response.status().is_success();
+    let body: serde_json::Value =
+        (response.json().await).map_err(|e| ApiError::Transport(format!("{target}: {e}")))?;
+    if !ok {
+        let code = body["__type"].as_str().unwrap_or("unknown");
+        let code = code.rsplit('#').next().unwrap_or(code).to_owned();
+        let message = body["message"].as_str().or(body["Message"].as_str());
+        return Err(ApiError::Service(
+            code,
+            message.unwrap_or_default().to_owned(),
+        ));
+    }
+    Ok(body)
 }
 
-impl std::fmt::Display for RecordsError {
+/// Why a [`call`] (and so [`get_records`]) failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiError {
+    /// No answer, or an answer that is not JSON.
+    Transport(String),
+    /// The service's error code, e.g. `ExpiredIteratorException`, `TrimmedDataAccessException`,
+    /// and its message.
+    Service(String, String),
+}
+
+impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Transport(e) => write!(f, "GetRecords: {e}"),
-            Self::Service(code) => write!(f, "GetRecords: {code}"),
+            Self::Transport(e) => write!(f, "{e}"),
+            Self::Service(code, message) => write!(f, "{code}: {message}"),
         }
     }
 }
 
-impl std::error::Error for RecordsError {}
+impl std::error::Error for ApiError {}

@@ -84,7 +84,10 @@ fn product_sources(manifest: &Path) -> Vec<(PathBuf, String)> {
             let path = entry.path();
             if path.is_dir() {
                 dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
+            } else if path.extension().is_some_and(|e| e == "rs")
+                // `tests.rs`: a crate's test module (`#[cfg(test)] mod tests;`), all test code.
+                && path.file_name().is_some_and(|n| n != "tests.rs")
+            {
                 let text = std::fs::read_to_string(&path).expect("read source");
                 let product = text.split("#[cfg(test)]").next().unwrap_or("").to_owned();
                 out.push((path, product));

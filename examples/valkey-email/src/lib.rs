@@ -8,8 +8,10 @@
 //! `Idempotency-Key` answers without sending twice.
 //!
 //! ```ignore
-//! let store = ValkeyStore::from_url(&std::env::var("VALKEY_URL")?, retention)?;
-//! let dedup = welcome_deduplicator(store, Duration::from_secs(24 * 3600))?;
+//! let settings = Settings::from_env("welcome-email")?;
+//! let store = ValkeyStore::from_url(&std::env::var("VALKEY_URL")?, settings.retention)?
+//!     .with_lease(settings.lease);
+//! let dedup = welcome_deduplicator(&settings, store);
 //! let outcome = send_welcome(&dedup, &message, deadline, &mail_api).await;
 //! ```
 //!
@@ -18,10 +20,11 @@
 //! is a second e-mail later, unless the mail API still remembers the idempotency key.
 
 use std::future::Future;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use lambda_dedup::{KeySpec, MarkStore, Message, Scope};
-use lambda_dedup_batch::{Deduplicator, HandlerError, LeasedDeduplicator, Outcome};
+use lambda_dedup::{KeySpec, MarkStore, Message};
+use lambda_dedup_batch::{HandlerError, LeasedDeduplicator, Outcome};
+use lambda_dedup_runtime::Settings;
 
 /// The mail API: sends `message` to `to` under `idempotency_key`, answering with its message
 /// id. The same key must never send twice (`Idempotency-Key` semantics).
@@ -35,17 +38,19 @@ pub trait MailApi: Send + Sync {
     ) -> impl Future<Output = Result<String, HandlerError>> + Send;
 }
 
-/// The deduplicator of welcome e-mails on `store` (the Valkey store in production; any store
-/// in tests: the leased flow commits no effect), for a mail API that keeps idempotency keys
-/// for `provider_key_retention`.
+/// The deduplicator of welcome e-mails on `store` (the Valkey store in production, built with
+/// the settings' retention and lease; any store in tests: the leased flow commits no effect),
+/// with every guard of `settings` (`lambda_dedup_runtime::Settings::read`: the retention checked
+/// against the redelivery horizon, S9; the cache; the body limit; and the mail API's key
+/// retention, `PROVIDER_KEY_RETENTION_SECONDS`, S16).
 pub fn welcome_deduplicator<E: 'static>(
+    settings: &Settings,
     store: impl MarkStore<E> + 'static,
-    provider_key_retention: Duration,
-) -> Result<LeasedDeduplicator<E>, HandlerError> {
-    let scope = Scope::new("welcome-email", "signup")
-        .map_err(|e| HandlerError::Invalid(format!("scope: {e}")))?;
-    let spec = KeySpec::cloudevents(scope, "tenantid");
-    Ok(Deduplicator::new(spec, store).with_provider_key_retention(provider_key_retention))
+) -> LeasedDeduplicator<E> {
+    let spec = KeySpec::cloudevents(settings.scope.clone(), "tenantid");
+    settings
+        .deduplicator_on(spec, std::sync::Arc::new(store))
+        .with_provider_key_retention(settings.provider_key_retention)
 }
 
 /// Sends the welcome e-mail of one `UserSignedUp` delivery, once (its `data.email`).

@@ -7,7 +7,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
-use lambda_dedup::Retention;
 use lambda_dedup_valkey::ValkeyStore;
 
 /// A mail API that honours idempotency keys, counts what it sent, and can fail its next calls.
@@ -55,8 +54,10 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}-{nanos:x}")
 }
 
-fn retention() -> Retention {
-    Retention::unchecked(Duration::from_secs(3600)).expect("retention")
+/// The settings as `main` would read them, from these variables.
+fn settings() -> Settings {
+    let env = lambda_dedup_runtime::Env::from_pairs([("DEDUP_NAMESPACE", "test")]);
+    Settings::read(&env, "welcome-email").expect("settings")
 }
 
 /// Three deliveries of one sign-up, the mail API down for the first: one e-mail, and the
@@ -107,8 +108,9 @@ async fn sends_once<E: 'static>(dedup: LeasedDeduplicator<E>) {
 
 #[tokio::test]
 async fn the_welcome_email_is_sent_once_on_the_memory_store() {
-    let store = lambda_dedup_memory::MemoryStore::new(retention());
-    sends_once(welcome_deduplicator(store, Duration::from_secs(24 * 3600)).expect("dedup")).await;
+    let settings = settings();
+    let store = lambda_dedup_memory::MemoryStore::new(settings.retention);
+    sends_once(welcome_deduplicator(&settings, store)).await;
 }
 
 #[tokio::test]
@@ -121,9 +123,10 @@ async fn the_welcome_email_is_sent_once_on_valkey() {
         );
         return;
     };
-    let store = ValkeyStore::from_url(&url, retention())
+    let settings = settings();
+    let store = ValkeyStore::from_url(&url, settings.retention)
         .expect("url")
         .with_prefix(&format!("{}:", unique("welcome")))
         .expect("prefix");
-    sends_once(welcome_deduplicator(store, Duration::from_secs(24 * 3600)).expect("dedup")).await;
+    sends_once(welcome_deduplicator(&settings, store)).await;
 }

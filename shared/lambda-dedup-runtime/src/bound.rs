@@ -52,6 +52,12 @@ pub(crate) fn margin_from(value: Option<&str>) -> Result<Duration, SettingsError
 
 /// When the invocation's work must be over: its deadline ([`crate::deadline`]) less `margin`
 /// (the function's setting); `None` when the runtime sends no deadline.
+#[cfg(any(
+    feature = "kinesis",
+    feature = "dynamodb-streams",
+    feature = "webhook",
+    test
+))]
 pub(crate) fn cutoff(ctx: &lambda_runtime::Context, margin: Duration) -> Option<SystemTime> {
     cutoff_at(crate::deadline(ctx), margin)
 }

@@ -104,7 +104,7 @@ pub fn assert_readme_key_spec(
 
 /// A DynamoDB stream record as Lambda hands it over: `event_name` (`INSERT`, `MODIFY`,
 /// `REMOVE`) with `new_image` (DynamoDB JSON), for the tests of what a relay reads of one.
-#[cfg(feature = "dynamodb-streams")]
+#[cfg(any(feature = "dynamodb-streams", test))]
 pub fn stream_record(
     event_name: &str,
     new_image: Value,

@@ -15,7 +15,12 @@
 //! schedule; the credit a `SqlEffect` upsert of a `bigint` balance in a table of the test's own;
 //! the poisons' account seeded at the largest `bigint`, so every credit to it overflows, SQLSTATE
 //! 22003, refused for good; the store that is down a `PgStore` on a closed port, so every
-//! connection is refused). The same steps and the same reference model on each (see [`Ledger`]).
+//! connection is refused), or Valkey (`DEDUP_VALKEY_URL`, skipped with a message without it: a
+//! fresh key prefix per schedule; the credit a `ValkeyEffect` `HINCRBY` of a balance hash per
+//! account, run in the mark's script; the poisons' account holds a string in its balance field,
+//! so the script refuses every credit to it for good, `NOT_AN_INTEGER`, before it writes; the
+//! store that is down a `ValkeyStore` on a closed loopback port). The same steps and the same
+//! reference model on each (see [`Ledger`]).
 //! It redelivers whatever was not acknowledged until nothing is left, and is checked against a
 //! reference model:
 //!
@@ -37,8 +42,8 @@
 //!   exempt or do not stop the commit, and so is a transaction conflict between two batches run at
 //!   once, S13: PostgreSQL's deadlock detector aborts one of two batch transactions that lock the
 //!   same balances in opposite orders, SQLSTATE 40P01, and the store reports it as a transient
-//!   `TransactionConflict`; the local DynamoDB runs transactions one at a time, so there it never
-//!   happens);
+//!   `TransactionConflict`; the local DynamoDB runs transactions one at a time, and Valkey commits
+//!   a batch one script per event, atomically, so there it never happens);
 //! - every batch's account closes.
 //!
 //! Marks expire only at a redrive past the retention, after the queue has drained (the retention

@@ -36,7 +36,8 @@
 //! Everything runs against the local DynamoDB (or the memory store, or PostgreSQL when
 //! `DEDUP_POSTGRES_URL` is set: a fresh marks table per schedule; there a crash during complete
 //! is a wrapper of a second store on the same table that fails `complete` before beginning it,
-//! or commits it and drops the answer, `faults::FaultyCompletes`) and the in-process fake
+//! or commits it and drops the answer, `faults::FaultyCompletes`; or Valkey when
+//! `DEDUP_VALKEY_URL` is set: a fresh mark prefix per schedule, the same wrapper) and the in-process fake
 //! provider (`fake_provider`), called with the real `IdempotentClient`. After the schedule, whatever is unacknowledged is
 //! redelivered (the clock moving past the lease each round, as SQS visibility would) until
 //! nothing is left, and the run is checked against a reference model:

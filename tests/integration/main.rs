@@ -26,6 +26,7 @@ mod lease;
 mod model;
 mod model_leased;
 mod model_postgres;
+mod model_valkey;
 mod privacy;
 mod relay;
 mod retention;

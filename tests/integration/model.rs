@@ -15,7 +15,12 @@
 //! schedule; the credit a `SqlEffect` upsert of a `bigint` balance in a table of the test's own;
 //! the poisons' account seeded at the largest `bigint`, so every credit to it overflows, SQLSTATE
 //! 22003, refused for good; the store that is down a `PgStore` on a closed port, so every
-//! connection is refused). The same steps and the same reference model on each (see [`Ledger`]).
+//! connection is refused), or Valkey (`DEDUP_VALKEY_URL`, skipped with a message without it: a
+//! fresh key prefix per schedule; the credit a `ValkeyEffect` `HINCRBY` of a balance hash per
+//! account, run in the mark's script; the poisons' account holds a string in its balance field,
+//! so the script refuses every credit to it for good, `NOT_AN_INTEGER`, before it writes; the
+//! store that is down a `ValkeyStore` on a closed loopback port). The same steps and the same
+//! reference model on each (see [`Ledger`]).
 //! It redelivers whatever was not acknowledged until nothing is left, and is checked against a
 //! reference model:
 //!
@@ -37,8 +42,8 @@
 //!   exempt or do not stop the commit, and so is a transaction conflict between two batches run at
 //!   once, S13: PostgreSQL's deadlock detector aborts one of two batch transactions that lock the
 //!   same balances in opposite orders, SQLSTATE 40P01, and the store reports it as a transient
-//!   `TransactionConflict`; the local DynamoDB runs transactions one at a time, so there it never
-//!   happens);
+//!   `TransactionConflict`; the local DynamoDB runs transactions one at a time, and Valkey commits
+//!   a batch one script per event, atomically, so there it never happens);
 //! - every batch's account closes.
 //!
 //! Marks expire only at a redrive past the retention, after the queue has drained (the retention
@@ -60,10 +65,13 @@ use lambda_dedup_batch::{
     BatchReport, Deduplicator, HandlerError, Outcome, Plan, run_batch, run_batch_transactional,
 };
 use lambda_dedup_postgres::SqlEffect;
+use lambda_dedup_valkey::ValkeyEffect;
 use proptest::prelude::*;
+use redis::AsyncCommands;
 use serde_json::json;
 
 use crate::model_postgres::{PgWorld, table_name};
+use crate::model_valkey::ValkeyWorld;
 
 /// Good events are `0..EVENTS`.
 const EVENTS: u8 = 6;
@@ -307,6 +315,70 @@ impl Ledger for OnPostgres {
     }
     async fn stored_mark(&self, key: &DedupKey) -> bool {
         self.pg.stored_mark(key).await
+    }
+}
+
+/// The Valkey store on the server of `DEDUP_VALKEY_URL`: credits are `HINCRBY`s of the `balance`
+/// field of a hash per account ([`ValkeyEffect`], run in the mark's script); the poisons'
+/// account holds a string in that field, so the script refuses every credit to it for good
+/// (`NOT_AN_INTEGER`) before it writes anything. The store that is down is one on a closed port.
+struct OnValkey {
+    valkey: ValkeyWorld,
+}
+
+impl OnValkey {
+    async fn new(url: &str) -> Self {
+        let retention = Retention::unchecked(RETENTION).expect("retention");
+        let clock = Arc::new(ManualClock::new(SystemTime::now()));
+        Self {
+            valkey: ValkeyWorld::new(url, retention, clock).await,
+        }
+    }
+
+    /// The hash of `account`'s balance.
+    fn account(&self, account: &str) -> String {
+        self.valkey.key(&format!("balances:{account}"))
+    }
+
+    async fn field(&self, account: &str) -> Option<String> {
+        let mut conn = self.valkey.conn.clone();
+        conn.hget(self.account(account), "balance")
+            .await
+            .expect("read a balance")
+    }
+}
+
+impl Ledger for OnValkey {
+    type Effect = ValkeyEffect;
+    fn clock(&self) -> Arc<ManualClock> {
+        self.valkey.clock()
+    }
+    fn store(&self) -> Arc<dyn MarkStore<ValkeyEffect>> {
+        Arc::new(self.valkey.store(lambda_dedup::store::DEFAULT_LEASE))
+    }
+    fn unreachable(&self) -> Arc<dyn MarkStore<ValkeyEffect>> {
+        Arc::new(self.valkey.unreachable())
+    }
+    fn credit(&self, account: &str, amount: i64) -> ValkeyEffect {
+        ValkeyEffect::hincr_by(self.account(account), "balance", amount)
+    }
+    async fn seed_poison(&self, account: &str) {
+        let mut conn = self.valkey.conn.clone();
+        let _: () = conn
+            .hset(self.account(account), "balance", NOT_A_NUMBER)
+            .await
+            .expect("seed the poisons' account");
+    }
+    async fn balance(&self, account: &str) -> Option<i64> {
+        self.field(account)
+            .await
+            .map(|b| b.parse().expect("an integer balance"))
+    }
+    async fn poison_untouched(&self, account: &str) -> bool {
+        self.field(account).await.as_deref() == Some(NOT_A_NUMBER)
+    }
+    async fn stored_mark(&self, key: &DedupKey) -> bool {
+        self.valkey.stored_mark(key).await
     }
 }
 
@@ -806,6 +878,24 @@ proptest! {
     fn on_postgres_schedules_apply_each_event_exactly_once(steps in prop::collection::vec(step(), 1..16)) {
         if let Some(url) = crate::model_postgres::url("the PostgreSQL model schedules") {
             dedup_tests::block_on(async { run_schedule(OnPostgres::new(&url).await, steps).await });
+        }
+    }
+}
+
+proptest! {
+    // 32 schedules in `cargo xtask test` (each under a fresh key prefix of the server); `cargo
+    // xtask soak` sets DEDUP_MODEL_CASES higher.
+    #![proptest_config(ProptestConfig {
+        cases: dedup_tests::model_cases(32),
+        ..ProptestConfig::default()
+    })]
+
+    /// The same schedules on the Valkey store (`DEDUP_VALKEY_URL`; skipped without it): credits
+    /// are `HINCRBY`s run in the mark's script, poisons credit a balance that is not an integer.
+    #[test]
+    fn on_valkey_schedules_apply_each_event_exactly_once(steps in prop::collection::vec(step(), 1..16)) {
+        if let Some(url) = crate::model_valkey::url("the Valkey model schedules") {
+            dedup_tests::block_on(async { run_schedule(OnValkey::new(&url).await, steps).await });
         }
     }
 }

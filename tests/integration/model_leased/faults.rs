@@ -1,7 +1,8 @@
 //! Crash during complete: on DynamoDB an SDK interceptor on a second client of the same local
 //! DynamoDB table fails the store's complete (never sent, or written and its answer lost); on
 //! PostgreSQL a wrapper of a second store on the same marks table does (never begun, or
-//! committed and its answer dropped); the memory store has a fault hook of its own.
+//! committed and its answer dropped), and on Valkey the same wrapper (never sent, or its script
+//! run and its answer dropped); the memory store has a fault hook of its own.
 
 use super::*;
 
@@ -92,9 +93,10 @@ impl Intercept for CompleteInterceptor {
     }
 }
 
-/// Crash during complete on PostgreSQL (no SDK to intercept): the real store on the same marks
-/// table, its `complete` failed per [`CompleteFaults`] — never sent (the transaction is not
-/// begun), or committed on the server and its answer dropped. Every other call goes through.
+/// Crash during complete on PostgreSQL or Valkey (no SDK to intercept): the real store on the
+/// same marks, its `complete` failed per [`CompleteFaults`] — never sent (the transaction not
+/// begun, the script not sent), or committed on the server and its answer dropped. Every other
+/// call goes through.
 pub(super) struct FaultyCompletes<E> {
     pub(super) inner: Arc<dyn lambda_dedup::MarkStore<E>>,
     pub(super) faults: Arc<CompleteFaults>,

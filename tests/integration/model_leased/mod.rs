@@ -36,7 +36,8 @@
 //! Everything runs against the local DynamoDB (or the memory store, or PostgreSQL when
 //! `DEDUP_POSTGRES_URL` is set: a fresh marks table per schedule; there a crash during complete
 //! is a wrapper of a second store on the same table that fails `complete` before beginning it,
-//! or commits it and drops the answer, `faults::FaultyCompletes`) and the in-process fake
+//! or commits it and drops the answer, `faults::FaultyCompletes`; or Valkey when
+//! `DEDUP_VALKEY_URL` is set: a fresh mark prefix per schedule, the same wrapper) and the in-process fake
 //! provider (`fake_provider`), called with the real `IdempotentClient`. After the schedule, whatever is unacknowledged is
 //! redelivered (the clock moving past the lease each round, as SQS visibility would) until
 //! nothing is left, and the run is checked against a reference model:
@@ -97,6 +98,7 @@ use lambda_dedup_dynamodb::DynamoStore;
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_memory::{Injected, Op};
 use lambda_dedup_postgres::SqlEffect;
+use lambda_dedup_valkey::ValkeyEffect;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -110,6 +112,7 @@ use model::Model;
 use world::{BatchRun, Delivery, Event, Mark, World};
 
 use crate::model_postgres::PgWorld;
+use crate::model_valkey::ValkeyWorld;
 
 const EVENTS: u8 = 6;
 /// The longest lease a claim takes.
@@ -408,6 +411,8 @@ enum On {
     Stores(StoreKind),
     /// The PostgreSQL server at this URL.
     Postgres(String),
+    /// The Valkey server at this URL.
+    Valkey(String),
 }
 
 async fn run_schedule(on: On, schedule: Schedule) {
@@ -424,6 +429,10 @@ async fn run_schedule(on: On, schedule: Schedule) {
         }
         On::Postgres(url) => {
             let world = World::on_postgres(&url, provider, &base_url, forgetful).await;
+            run_in(world, schedule).await;
+        }
+        On::Valkey(url) => {
+            let world = World::on_valkey(&url, provider, &base_url, forgetful).await;
             run_in(world, schedule).await;
         }
     }
@@ -706,6 +715,25 @@ proptest! {
     fn on_postgres_leased_schedules_apply_each_event_once(schedule in schedule()) {
         if let Some(url) = crate::model_postgres::url("the PostgreSQL leased model schedules") {
             dedup_tests::block_on(run_schedule(On::Postgres(url), schedule));
+        }
+    }
+}
+
+proptest! {
+    // 16 schedules in `cargo xtask test` (each under a fresh mark prefix of the server); `cargo
+    // xtask soak` sets DEDUP_MODEL_CASES higher.
+    #![proptest_config(ProptestConfig {
+        cases: dedup_tests::model_cases(16),
+        ..ProptestConfig::default()
+    })]
+
+    /// The same schedules on the Valkey store (`DEDUP_VALKEY_URL`; skipped without it); a
+    /// crash during complete fails the store's `complete` (never sent, or its script run and
+    /// its answer dropped).
+    #[test]
+    fn on_valkey_leased_schedules_apply_each_event_once(schedule in schedule()) {
+        if let Some(url) = crate::model_valkey::url("the Valkey leased model schedules") {
+            dedup_tests::block_on(run_schedule(On::Valkey(url), schedule));
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The world a schedule runs in: a mark store (local DynamoDB, memory or PostgreSQL, with its
+//! The world a schedule runs in: a mark store (local DynamoDB, memory, PostgreSQL or Valkey, with its
 //! own effect type `E`, which the leased flow never commits), the fake provider, one clock, and
 //! the leased flow as `payment-dispatcher` runs it.
 
@@ -63,6 +63,8 @@ pub(super) enum Backing {
     Stores(Stores),
     /// A marks table of the PostgreSQL server.
     Postgres(PgWorld),
+    /// A mark prefix of the Valkey server.
+    Valkey(ValkeyWorld),
 }
 
 pub(super) struct World<E = lambda_dedup::Effect> {
@@ -178,6 +180,40 @@ impl World<SqlEffect> {
     }
 }
 
+impl World<ValkeyEffect> {
+    /// Under a fresh mark prefix of the Valkey server at `url`.
+    pub(super) async fn on_valkey(
+        url: &str,
+        provider: Provider,
+        base_url: &str,
+        forgetful: bool,
+    ) -> Self {
+        let retention = Retention::unchecked(RETENTION).expect("retention");
+        let clock = Arc::new(ManualClock::new(SystemTime::now()));
+        let valkey = ValkeyWorld::new(url, retention, clock.clone()).await;
+        let store: Arc<dyn lambda_dedup::MarkStore<ValkeyEffect>> = Arc::new(valkey.store(LEASE));
+        let faults = Arc::new(CompleteFaults::default());
+        // A second store, with a connection of its own, on the same marks.
+        let faulty_store = Arc::new(FaultyCompletes {
+            inner: Arc::new(valkey.store(LEASE)),
+            faults: faults.clone(),
+        });
+        let parts = Parts {
+            clock,
+            store,
+            faulty_store,
+            faults,
+        };
+        World::assemble(
+            Backing::Valkey(valkey),
+            parts,
+            provider,
+            base_url,
+            forgetful,
+        )
+    }
+}
+
 /// A world's stores and clock.
 struct Parts<E> {
     clock: Arc<ManualClock>,
@@ -242,6 +278,7 @@ impl<E: 'static> World<E> {
         match &self.backing {
             Backing::Stores(stores) => stores.stored_mark(key).await,
             Backing::Postgres(pg) => pg.stored_mark(key).await,
+            Backing::Valkey(valkey) => valkey.stored_mark(key).await,
         }
     }
 

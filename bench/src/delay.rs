@@ -98,3 +98,45 @@ async fn pipe(client: TcpStream, upstream: SocketAddr, delays: Arc<Delays>, coun
     };
     tokio::join!(up, forward, down);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use local_dynamodb::latency::Latency;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn each_request_is_held_for_its_delay_and_counted() {
+        let echo = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let upstream = echo.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let (mut s, _) = echo.accept().await.expect("accept");
+            let mut buf = [0u8; 16];
+            while let Ok(k) = s.read(&mut buf).await {
+                if k == 0 || s.write_all(&buf[..k]).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let delay = Duration::from_millis(60);
+        let proxy = DelayProxy::start(upstream, Delays::new(Latency::Flat(delay)))
+            .await
+            .expect("proxy");
+        let mut c = TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .expect("connect");
+        for round in 1..=2u64 {
+            let began = std::time::Instant::now();
+            c.write_all(b"ping").await.expect("write");
+            let mut back = [0u8; 4];
+            c.read_exact(&mut back).await.expect("read");
+            assert_eq!(&back, b"ping");
+            assert!(
+                began.elapsed() >= delay,
+                "answered in {:?}",
+                began.elapsed()
+            );
+            assert_eq!(proxy.requests(), round);
+        }
+    }
+}

@@ -3,10 +3,15 @@
 //! one JSON line per mode and workload (requests and write units read from the metering proxy at
 //! `METER_URL`, `GET /__meter`); `bench coldstart BINARY ENDPOINT RUNS` prints one JSON line with the cold start
 //! (process start to its first request for work on the Lambda runtime API) and peak RSS;
-//! `bench report RAW DOCS` writes the report of a run's results (`report.rs`).
+//! `bench report RAW DOCS` writes the report of a run's results (`report.rs`);
+//! `bench stores PG_URL VALKEY_URL MESSAGES DOCS` measures the PostgreSQL and Valkey stores
+//! behind a proxy with the same latency model (`stores.rs`, `delay.rs`) and writes their table
+//! into `DOCS/BENCHMARKS.md`.
 
 mod coldstart;
+mod delay;
 mod report;
+mod stores;
 
 use std::time::{Duration, Instant};
 
@@ -351,11 +356,17 @@ async fn main() {
             Ok(runs) => coldstart::run(&args[1], &args[2], runs).await,
             Err(_) => Err("RUNS must be a number".into()),
         },
+        Some("stores") if args.len() == 5 => match args[3].parse::<usize>() {
+            Ok(n) if n > 0 => {
+                stores::run(&args[1], &args[2], n, std::path::Path::new(&args[4])).await
+            }
+            _ => Err("MESSAGES must be a number above 0".into()),
+        },
         Some("report") if args.len() == 3 => {
             report::run(std::path::Path::new(&args[1]), std::path::Path::new(&args[2]))
         }
         _ => Err(
-            "usage: bench throughput ENDPOINT MESSAGES BATCH CONTAINERS METER_URL [MODES] | bench coldstart BINARY ENDPOINT RUNS | bench report RAW DOCS"
+            "usage: bench throughput ENDPOINT MESSAGES BATCH CONTAINERS METER_URL [MODES] | bench coldstart BINARY ENDPOINT RUNS | bench report RAW DOCS | bench stores PG_URL VALKEY_URL MESSAGES DOCS"
                 .into(),
         ),
     };

@@ -14,7 +14,9 @@
 //! zip sizes. This is the driver; the measuring is the `bench` crate's (`bench throughput`,
 //! `bench coldstart`) and so is the report: `bench report` writes `docs/BENCHMARKS.md` (medians
 //! and spreads) and `docs/benchmarks.json` from the raw results, then `bench/chart.py` draws
-//! `docs/benchmarks.png` (matplotlib, in the project venv).
+//! `docs/benchmarks.png` (matplotlib, in the project venv). Last, the PostgreSQL and Valkey
+//! stores on servers of their own (`bench stores`, which writes their table into the report);
+//! `--stores-only` runs that alone, on a debug build.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -240,5 +242,39 @@ pub(crate) fn run(root: &Path, messages: usize, delay_ms: u64, runs: usize) -> R
     println!(
         "xtask: bench: wrote docs/BENCHMARKS.md, docs/benchmarks.json and docs/benchmarks.png"
     );
+    stores(root, &release.join("bench"), messages)
+}
+
+/// `--stores-only`: the PostgreSQL and Valkey rows alone, on a debug build.
+pub(crate) fn stores_only(root: &Path, messages: usize) -> Result<()> {
+    let mut build = Command::new(crate::cargo());
+    if !succeeds(build.current_dir(root).args(["build", "-p", "bench"])) {
+        return Err("build failed".into());
+    }
+    stores(root, &crate::target_dir(root).join("debug/bench"), messages)
+}
+
+/// `bench stores` on a local PostgreSQL and a local Valkey: their table in docs/BENCHMARKS.md.
+fn stores(root: &Path, bench: &Path, messages: usize) -> Result<()> {
+    let bin = crate::tools::ensure(root)?;
+    let pg = crate::postgres::LocalPostgres::start(root, &bin)?;
+    let valkey = crate::valkey::LocalValkey::start(root, &bin)?;
+    let url = |env: Vec<(String, String)>, var: &str| {
+        env.into_iter()
+            .find(|(k, _)| k == var)
+            .map(|(_, v)| v)
+            .ok_or(format!("no {var}"))
+    };
+    let (pg_url, valkey_url) = (
+        url(pg.env(), crate::postgres::URL_VAR)?,
+        url(valkey.env(), "DEDUP_VALKEY_URL")?,
+    );
+    crate::step("bench: the PostgreSQL and Valkey stores, calibrated latency per request");
+    let mut cmd = Command::new(bench);
+    cmd.args(["stores", &pg_url, &valkey_url, &messages.to_string()]);
+    if !succeeds(cmd.arg(root.join("docs"))) {
+        return Err("bench stores failed".into());
+    }
+    println!("xtask: bench: wrote the stores' table into docs/BENCHMARKS.md");
     Ok(())
 }

@@ -93,6 +93,9 @@ enum Cmd {
         /// Runs of each side per configuration (alternating which side goes first).
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// Only the PostgreSQL and Valkey rows (quick: a debug build, the rest of the report kept).
+        #[arg(long)]
+        stores_only: bool,
     },
     /// Build every function for arm64 in release (cargo lambda) and report zip sizes.
     Package,
@@ -140,7 +143,14 @@ async fn main() -> ExitCode {
         Cmd::Audit => audit::run(&root()).await,
         Cmd::Package => package::run(&root()),
         Cmd::Soak { n, memory } => soak::run(&root(), n, memory),
-        Cmd::Bench { n, delay_ms, runs } => bench::run(&root(), n, delay_ms, runs),
+        Cmd::Bench {
+            n,
+            stores_only: true,
+            ..
+        } => bench::stores_only(&root(), n),
+        Cmd::Bench {
+            n, delay_ms, runs, ..
+        } => bench::run(&root(), n, delay_ms, runs),
         Cmd::Dynamodb => dynamodb_foreground(),
         Cmd::ServeDynamodb { .. } => Ok(()),
     };

@@ -110,15 +110,18 @@ impl SplitMix {
     }
 }
 
-/// The delays of one proxy: the model and, when calibrated, its stream of draws.
+/// The delays of one proxy: the model and, when calibrated, its stream of draws. Public so
+/// that the benchmark's TCP proxy in front of other stores (`bench stores`) draws from the same
+/// model and stream.
 #[derive(Debug)]
-pub(crate) struct Delays {
+pub struct Delays {
     latency: Latency,
     rng: Mutex<SplitMix>,
 }
 
 impl Delays {
-    pub(crate) fn new(latency: Latency) -> Self {
+    /// The delays of `latency`, the stream of draws at its start.
+    pub fn new(latency: Latency) -> Self {
         let seed = match latency {
             Latency::Calibrated { seed } => seed,
             _ => 0,
@@ -130,7 +133,7 @@ impl Delays {
     }
 
     /// The delay of the next request, an `operation` with `items` items.
-    pub(crate) fn next(&self, operation: &str, items: usize) -> Duration {
+    pub fn next(&self, operation: &str, items: usize) -> Duration {
         match self.latency {
             Latency::None => Duration::ZERO,
             Latency::Flat(d) => d,

@@ -9,17 +9,16 @@
 //! `DEDUP_VALKEY_BIN`, so killing it disturbs no other test. Without it (plain `cargo test`)
 //! it is skipped with a message.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dedup_tests::{cloudevents_spec, credit, credit_data};
-use lambda_dedup::{Derived, Message, Retention};
-use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, Plan};
+use dedup_tests::{cloudevents_spec, credit_data};
+use lambda_dedup::{Derived, Retention};
+use lambda_dedup_batch::{Deduplicator, HandlerError, Plan};
 use lambda_dedup_valkey::{ValkeyEffect, ValkeyStore};
 use redis::AsyncCommands;
 
@@ -133,17 +132,6 @@ impl Drop for Server {
     }
 }
 
-/// A small deterministic shuffle (no seed to chase).
-fn shuffle<T>(items: &mut [T]) {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    for i in (1..items.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        items.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-}
-
 /// Issue 23, S5, S13: 6 instances commit 3 deliveries each of 60 credit events (batches of 5,
 /// transactional flow, the credit an `HINCRBY` in the mark's script) while the server is
 /// killed and restarted; every failed delivery is redelivered until none is left. Each balance
@@ -169,137 +157,38 @@ async fn valkey_chaos_server_killed_and_restarted_mid_run_applies_each_event_onc
         })
         .collect();
 
-    const EVENTS: usize = 60;
-    const COPIES: usize = 3;
-    let mut expected: BTreeMap<String, i64> = BTreeMap::new();
-    let mut deliveries: Vec<Message> = Vec::new();
-    for e in 0..EVENTS {
-        let account = format!("acct-{}", e % 6);
-        let amount = (e % 7 + 1) as i64;
-        *expected.entry(account.clone()).or_default() += amount;
-        for c in 0..COPIES {
-            deliveries.push(credit(
-                &format!("m{e}-{c}"),
-                &format!("evt-{e}"),
-                &account,
-                amount,
-            ));
-        }
-    }
-    shuffle(&mut deliveries);
-    let total = deliveries.len();
-    let queue = Arc::new(Mutex::new(VecDeque::from(deliveries)));
-    let (done, applied, retried) = (
-        Arc::new(AtomicUsize::new(0)),
-        Arc::new(AtomicUsize::new(0)),
-        Arc::new(AtomicUsize::new(0)),
-    );
     let plan = |e: &Derived| -> Result<Plan<ValkeyEffect>, HandlerError> {
         let (account, amount) = credit_data(e)?;
         Ok(Plan::from(vec![ValkeyEffect::hincr_by(
             "balances", account, amount,
         )]))
     };
-    let reasons = Arc::new(Mutex::new(std::collections::BTreeSet::new()));
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let mut workers = Vec::new();
-    for dedup in &instances {
-        let (dedup, queue) = (dedup.clone(), queue.clone());
-        let (done, applied, retried) = (done.clone(), applied.clone(), retried.clone());
-        let reasons = reasons.clone();
-        workers.push(tokio::spawn(async move {
-            while done.load(Ordering::SeqCst) < total {
-                assert!(
-                    Instant::now() < deadline,
-                    "deliveries still failing after 90 s: {} of {total} settled",
-                    done.load(Ordering::SeqCst)
-                );
-                let batch: Vec<Message> = {
-                    let mut q = queue.lock().expect("queue");
-                    let n = q.len().min(5);
-                    q.drain(..n).collect()
-                };
-                if batch.is_empty() {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-                let outcomes = dedup.transactional_batch(&batch, 5, plan).await;
-                let mut again = Vec::new();
-                for (msg, outcome) in batch.into_iter().zip(outcomes) {
-                    match outcome {
-                        Outcome::Applied => {
-                            applied.fetch_add(1, Ordering::SeqCst);
-                            done.fetch_add(1, Ordering::SeqCst);
-                        }
-                        Outcome::Duplicate { .. } => {
-                            done.fetch_add(1, Ordering::SeqCst);
-                        }
-                        Outcome::Retry { reason } => {
-                            reasons.lock().expect("reasons").insert(reason);
-                            again.push(msg);
-                        }
-                        other => panic!("a delivery was not retried nor settled: {other:?}"),
-                    }
-                }
-                if !again.is_empty() {
-                    retried.fetch_add(again.len(), Ordering::SeqCst);
-                    queue.lock().expect("queue").extend(again);
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                tokio::time::sleep(Duration::from_millis(15)).await;
-            }
-        }));
-    }
-
-    // Mid-run: a third settled, then SIGKILL, a pause with the server down, a restart.
-    while done.load(Ordering::SeqCst) < total / 3 {
-        assert!(
-            Instant::now() < deadline,
-            "a third of the deliveries did not settle within 90 s, before any kill"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    server.kill();
-    let settled_at_kill = done.load(Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    server.start().await;
-    for w in workers {
-        tokio::time::timeout_at((deadline + Duration::from_secs(10)).into(), w)
-            .await
-            .expect("deliveries still hanging after 100 s")
-            .expect("a worker");
-    }
-    assert!(
-        settled_at_kill < total,
-        "the kill came mid-run ({settled_at_kill} of {total} settled)"
-    );
-    assert!(
-        retried.load(Ordering::SeqCst) > 0,
-        "the kill failed some deliveries, which were redelivered"
-    );
+    let run = crate::chaos_kill::credits_through_a_kill(&instances, plan, &mut server).await;
+    let (total, expected, settled_at_kill) = (run.total, &run.expected, run.settled_at_kill);
 
     let mut conn = server.conn().await;
     let balances: BTreeMap<String, i64> = conn.hgetall("balances").await.expect("balances");
     assert_eq!(
-        balances, expected,
+        &balances, expected,
         "each balance is the sum of its distinct events: 0 double effects, 0 lost"
     );
     let marks: Vec<String> = conn
         .keys(format!("{}*", lambda_dedup_valkey::DEFAULT_PREFIX))
         .await
         .expect("marks");
-    assert_eq!(marks.len(), EVENTS, "one mark per event");
+    assert_eq!(marks.len(), crate::chaos_kill::EVENTS, "one mark per event");
     assert!(
-        applied.load(Ordering::SeqCst) <= EVENTS,
+        run.applied <= crate::chaos_kill::EVENTS,
         "no acknowledged mark was lost by the kill: no event applied twice"
     );
     lambda_dedup_conformance::report(&format!(
-        "valkey chaos: {total} deliveries of {EVENTS} events, killed at {settled_at_kill} settled, \
+        "valkey chaos: {total} deliveries of {} events, killed at {settled_at_kill} settled, \
          {} redeliveries, {} applied (the rest duplicates; an applied commit whose answer the kill \
          lost is a duplicate on redelivery); redelivered for: {:?}",
-        retried.load(Ordering::SeqCst),
-        applied.load(Ordering::SeqCst),
-        reasons.lock().expect("reasons")
+        crate::chaos_kill::EVENTS,
+        run.retried,
+        run.applied,
+        run.reasons
     ));
 }
 
@@ -402,4 +291,13 @@ async fn valkey_chaos_claims_held_across_a_restart_are_fenced() {
         Some("sent"),
         "the new owner's result stands"
     );
+}
+
+impl crate::chaos_kill::Restartable for Server {
+    fn kill(&mut self) {
+        Server::kill(self)
+    }
+    async fn start(&mut self) {
+        Server::start(self).await
+    }
 }

@@ -124,3 +124,51 @@ fn s9_no_production_main_builds_its_guards_by_hand() {
         }
     }
 }
+
+/// The dependency names of `manifest`'s `[dependencies]` table (not its dev-dependencies).
+fn runtime_dependencies(manifest: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(manifest).expect("read manifest");
+    let mut section = String::new();
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line.to_owned();
+        } else if section == "[dependencies]" && !line.is_empty() && !line.starts_with('#') {
+            let name = line.split(['.', '=', ' ']).next().unwrap_or_default();
+            out.push(name.to_owned());
+        }
+    }
+    out
+}
+
+#[test]
+fn the_fake_provider_is_a_dev_dependency_only() {
+    let product: Vec<PathBuf> = crates_under("shared")
+        .into_iter()
+        .chain(crates_under("functions"))
+        .chain(crates_under("examples"))
+        .collect();
+    let dispatcher = product
+        .iter()
+        .find(|m| m.ends_with("functions/payment-dispatcher/Cargo.toml"))
+        .expect("payment-dispatcher");
+    assert!(
+        depends_on(dispatcher, "fake-provider"),
+        "the check reads the name its users give it"
+    );
+    let deps = runtime_dependencies(dispatcher);
+    assert!(
+        deps.iter().any(|d| d == "lambda-dedup-runtime"),
+        "the [dependencies] table is read: {deps:?}"
+    );
+    for m in &product {
+        let deps = runtime_dependencies(m);
+        assert!(
+            !deps
+                .iter()
+                .any(|d| d == "fake-provider" || d == "lambda-dedup-fake-provider"),
+            "{}: the fake provider is for tests: a dev-dependency only",
+            m.display()
+        );
+    }
+}

@@ -12,8 +12,7 @@
 //! Environment: the settings of `lambda_dedup_runtime::settings` plus `ORDERS_TABLE` (key
 //! `order_id`) and `MAIL_API_URL` (an API that honours `Idempotency-Key`).
 
-use std::future::Future;
-
+use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_runtime::{Dedup, Effect, Event, Item, Refusal, SqsService};
 
 /// An `OrderPlaced` event, as the producer writes it.
@@ -36,34 +35,29 @@ fn write_order(orders: &str, e: Event<OrderPlaced>) -> Result<Effect, Refusal> {
     Ok(Effect::put(orders, order))
 }
 
-/// The function: own JSON keyed by `order_id`; the order written, then the e-mail sent by `send`
-/// (the order and the idempotency key in, the mail API's answer out).
-fn service<S, Fut>(dedup: Dedup, send: S) -> Result<SqsService, lambda_runtime::Error>
-where
-    S: Fn(OrderPlaced, String) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Option<String>, Refusal>> + Send + 'static,
-{
+/// The function: own JSON keyed by `order_id`; the order written, then the e-mail sent through
+/// the mail API at `MAIL_API_URL` under the event's idempotency key.
+fn service(dedup: Dedup) -> Result<SqsService, lambda_runtime::Error> {
     let orders = dedup.setting("ORDERS_TABLE")?;
+    let timeout = dedup.settings().provider_timeout;
+    let mail = IdempotentClient::new(&dedup.setting("MAIL_API_URL")?, timeout)?;
     let dedup = dedup
         .identity("/order_id")
         .fingerprint(&["/customer", "/email", "/total_cents"]);
     let write = move |e| write_order(&orders, e);
-    Ok(dedup.sqs_write_then_call(write, move |e, lease| {
-        send(e.payload, lease.key.idempotency_key())
-    })?)
+    Ok(
+        dedup.sqs_write_then_call(write, move |e: Event<OrderPlaced>, lease| {
+            let message = serde_json::json!({"to": e.payload.email, "order": e.payload.order_id});
+            let (mail, key) = (mail.clone(), lease.key.idempotency_key());
+            async move { Ok(Some(mail.post("/messages", &key, &message).await?.body)) }
+        })?,
+    )
 }
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     let dedup = Dedup::from_env("order-placed")?.dynamodb().await;
-    let timeout = dedup.settings().provider_timeout;
-    let mail = lambda_dedup_http::IdempotentClient::new(&dedup.setting("MAIL_API_URL")?, timeout)?;
-    let send = move |order: OrderPlaced, key: String| {
-        let message = serde_json::json!({"to": order.email, "order": order.order_id});
-        let mail = mail.clone();
-        async move { Ok(Some(mail.post("/messages", &key, &message).await?.body)) }
-    };
-    lambda_runtime::run(service(dedup, send)?).await
+    lambda_runtime::run(service(dedup)?).await
 }
 
 #[cfg(test)]

@@ -1,62 +1,49 @@
-//! The function as `main` wires it, on the in-memory store, with a mail API that counts.
+//! The function as `main` wires it, on the in-memory store, with its mail API played by the fake
+//! provider (`lambda-dedup-fake-provider`), which honours `Idempotency-Key`, counts what it sent
+//! and fails as told.
 
 use super::*;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use fake_provider::{Fault, Provider};
 use lambda_dedup::{Item, Value};
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::Env;
 use lambda_runtime::tower::ServiceExt;
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-/// The mail API: each idempotency key sends one e-mail, as an API honouring the key does; it
-/// counts the requests and the e-mails, and can be told to fail.
-#[derive(Clone, Default)]
-struct Mail {
-    sent: Arc<Mutex<BTreeMap<String, String>>>,
-    requests: Arc<Mutex<u32>>,
-    down: Arc<Mutex<bool>>,
+/// The mail API, on a port of its own.
+async fn mail_api() -> (Provider, String) {
+    let mail = Provider::new();
+    let (addr, _) = fake_provider::spawn(mail.clone(), ([127, 0, 0, 1], 0).into())
+        .await
+        .expect("mail API");
+    (mail, format!("http://{addr}/v1"))
 }
 
-impl Mail {
-    fn send(&self, order: OrderPlaced, key: String) -> Result<Option<String>, Refusal> {
-        *self.requests.lock().expect("lock") += 1;
-        if *self.down.lock().expect("lock") {
-            return Err(Refusal::Transient("mail API unavailable".into()));
-        }
-        self.sent
-            .lock()
-            .expect("lock")
-            .entry(key)
-            .or_insert(order.email);
-        Ok(Some("queued".into()))
-    }
-    fn emails(&self) -> Vec<String> {
-        self.sent.lock().expect("lock").values().cloned().collect()
-    }
+/// The e-mail sent for each idempotency key: its recipient.
+fn emails(mail: &Provider) -> Vec<Value> {
+    let sent = mail.applied().into_values();
+    sent.map(|m| Value::S(m["to"].as_str().unwrap_or_default().into()))
+        .collect()
 }
 
-fn settings() -> Dedup {
+fn settings(mail_url: &str) -> Dedup {
     let env = Env::from_pairs([
         ("DEDUP_NAMESPACE", "example"),
         ("DEDUP_MARK_TABLE", "marks"),
         ("ORDERS_TABLE", "orders"),
+        ("MAIL_API_URL", mail_url),
+        ("PROVIDER_TIMEOUT_MS", "300"),
     ]);
     Dedup::read(&env, "order-placed").expect("settings")
 }
 
-fn function(store: &MemoryStore, mail: &Mail) -> SqsService {
-    let dedup = settings();
-    let mail = mail.clone();
-    let send = move |order, key| {
-        let result = mail.send(order, key);
-        async move { result }
-    };
-    service(dedup.store(store.clone()), send).expect("service")
+fn function(store: &MemoryStore, mail_url: &str) -> SqsService {
+    service(settings(mail_url).store(store.clone())).expect("service")
 }
 
 fn store() -> MemoryStore {
-    let settings = settings();
+    let settings = settings("http://unused");
     let store =
         MemoryStore::new(settings.settings().retention).with_lease(settings.settings().lease);
     store.create_table("orders", "order_id");
@@ -91,54 +78,64 @@ fn total(store: &MemoryStore, order_id: &str) -> Option<Value> {
 
 #[tokio::test]
 async fn an_order_is_written_once_and_its_email_sent_once() {
-    let (store, mail) = (store(), Mail::default());
-    let failed = deliver(
-        function(&store, &mail),
-        vec![order("m1", "o-1", 1200, "t1")],
-    )
-    .await;
+    let (store, (mail, url)) = (store(), mail_api().await);
+    let failed = deliver(function(&store, &url), vec![order("m1", "o-1", 1200, "t1")]).await;
     assert!(failed.is_empty(), "{failed:?}");
     // SQS redelivers the message; the producer retries with a new message and a new sent_at.
     let again = vec![
         order("m1", "o-1", 1200, "t1"),
         order("m2", "o-1", 1200, "t2"),
     ];
-    assert!(deliver(function(&store, &mail), again).await.is_empty());
+    assert!(deliver(function(&store, &url), again).await.is_empty());
     assert_eq!(total(&store, "o-1"), Some(Value::N("1200".into())));
-    assert_eq!(mail.emails(), ["ada@example.com"]);
-    assert_eq!(
-        *mail.requests.lock().expect("lock"),
-        1,
-        "duplicates call nothing"
-    );
+    assert_eq!(emails(&mail), [Value::S("ada@example.com".into())]);
+    assert_eq!(mail.requests(), 1, "duplicates call nothing");
 }
 
 #[tokio::test]
 async fn a_failed_email_is_sent_on_redelivery_and_the_order_is_not_written_twice() {
-    let (store, mail) = (store(), Mail::default());
-    *mail.down.lock().expect("lock") = true;
-    let failed = deliver(function(&store, &mail), vec![order("m1", "o-2", 500, "t1")]).await;
+    let (store, (mail, url)) = (store(), mail_api().await);
+    mail.inject(Fault::error_5xx(1));
+    let failed = deliver(function(&store, &url), vec![order("m1", "o-2", 500, "t1")]).await;
     assert_eq!(failed, ["m1"], "the e-mail did not go: redelivered");
     assert_eq!(
         total(&store, "o-2"),
         Some(Value::N("500".into())),
         "order committed first"
     );
-    *mail.down.lock().expect("lock") = false;
+    assert!(mail.applied().is_empty());
     assert!(
-        deliver(function(&store, &mail), vec![order("m1", "o-2", 500, "t1")])
+        deliver(function(&store, &url), vec![order("m1", "o-2", 500, "t1")])
             .await
             .is_empty()
     );
-    assert_eq!(mail.emails(), ["ada@example.com"]);
+    assert_eq!(emails(&mail), [Value::S("ada@example.com".into())]);
     assert_eq!(store.items("orders").len(), 1);
 }
 
 #[tokio::test]
-async fn malformed_conflicting_and_invalid_orders_are_failed_and_nothing_is_sent() {
-    let (store, mail) = (store(), Mail::default());
+async fn an_email_whose_answer_was_lost_is_not_sent_again_on_redelivery() {
+    let (store, (mail, url)) = (store(), mail_api().await);
+    // Sent, but the answer comes after the function's 300 ms provider timeout.
+    mail.inject(Fault::apply_then_timeout(1, Duration::from_secs(2)));
+    let failed = deliver(function(&store, &url), vec![order("m1", "o-7", 800, "t1")]).await;
+    assert_eq!(failed, ["m1"], "no answer: redelivered");
+    assert_eq!(mail.total_effects(), 1, "the mail API did send it");
+    // The redelivery's call carries the same key: the API answers with the first e-mail.
     assert!(
-        deliver(function(&store, &mail), vec![order("m1", "o-3", 700, "t1")])
+        deliver(function(&store, &url), vec![order("m1", "o-7", 800, "t1")])
+            .await
+            .is_empty()
+    );
+    assert_eq!(mail.requests(), 2);
+    assert_eq!(mail.total_effects(), 1, "one e-mail");
+}
+
+#[tokio::test]
+async fn malformed_conflicting_and_invalid_orders_are_failed_and_nothing_is_sent() {
+    let (store, (mail, url)) = (store(), mail_api().await);
+    assert!(
+        deliver(function(&store, &url), vec![order("m1", "o-3", 700, "t1")])
             .await
             .is_empty()
     );
@@ -152,7 +149,7 @@ async fn malformed_conflicting_and_invalid_orders_are_failed_and_nothing_is_sent
         order("m4", "o-3", 9_999, "t2"),
         order("m5", "o-6", 0, "t1"),
     ];
-    let failed = deliver(function(&store, &mail), bad).await;
+    let failed = deliver(function(&store, &url), bad).await;
     assert_eq!(failed, ["m2", "m3", "m4", "m5"]);
     assert_eq!(
         total(&store, "o-3"),
@@ -160,5 +157,5 @@ async fn malformed_conflicting_and_invalid_orders_are_failed_and_nothing_is_sent
         "the conflict wrote nothing"
     );
     assert_eq!(store.items("orders").len(), 1);
-    assert_eq!(*mail.requests.lock().expect("lock"), 1);
+    assert_eq!(mail.requests(), 1);
 }

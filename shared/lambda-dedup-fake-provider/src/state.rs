@@ -65,6 +65,8 @@ impl Slot {
 pub(crate) struct Effect {
     pub(crate) resource: String,
     pub(crate) count: u64,
+    /// The request body it was last applied with.
+    pub(crate) request: Value,
 }
 
 /// Kept as bytes rather than a JSON value so a replay is byte-for-byte the
@@ -260,8 +262,10 @@ impl State {
             .or_insert_with(|| Effect {
                 resource: resource.to_owned(),
                 count: 0,
+                request: Value::Null,
             });
         effect.count += 1;
+        effect.request = request.clone();
         self.sequence += 1;
         let body = json!({
             "id": format!("{resource}_{}", self.sequence),

@@ -1,14 +1,13 @@
-//! `fake-provider [--host HOST] [--port PORT]`: serves the fake provider until
-//! killed. The first stdout line, `fake-provider listening on http://ADDR`, is
+//! `lambda-dedup-fake-provider [--host HOST] [--port PORT]`: serves the fake provider until
+//! killed. The first stdout line, `lambda-dedup-fake-provider listening on http://ADDR`, is
 //! what scripts wait for (and parse, when `--port 0` lets the OS pick).
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use fake_provider::Provider;
+use lambda_dedup_fake_provider::Provider;
 
-const USAGE: &str =
-    "usage: fake-provider [--host HOST] [--port PORT]  (defaults: 127.0.0.1, 0 = any free port)";
+const USAGE: &str = "usage: lambda-dedup-fake-provider [--host HOST] [--port PORT]  (defaults: 127.0.0.1, 0 = any free port)";
 
 #[derive(Debug)]
 struct Args {
@@ -57,7 +56,7 @@ async fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(message) => {
-            eprintln!("fake-provider: {message}\n{USAGE}");
+            eprintln!("lambda-dedup-fake-provider: {message}\n{USAGE}");
             return ExitCode::from(2);
         }
     };
@@ -68,7 +67,7 @@ async fn main() -> ExitCode {
         Ok(listener) => listener,
         Err(error) => {
             eprintln!(
-                "fake-provider: cannot bind {}:{}: {error}",
+                "lambda-dedup-fake-provider: cannot bind {}:{}: {error}",
                 args.host, args.port
             );
             return ExitCode::FAILURE;
@@ -77,20 +76,20 @@ async fn main() -> ExitCode {
     let addr = match listener.local_addr() {
         Ok(addr) => addr,
         Err(error) => {
-            eprintln!("fake-provider: cannot read the bound address: {error}");
+            eprintln!("lambda-dedup-fake-provider: cannot read the bound address: {error}");
             return ExitCode::FAILURE;
         }
     };
-    println!("fake-provider listening on http://{addr}");
+    println!("lambda-dedup-fake-provider listening on http://{addr}");
     // Scripts block on this line; do not leave it in a buffer.
     if let Err(error) = std::io::stdout().flush() {
-        eprintln!("fake-provider: cannot write to stdout: {error}");
+        eprintln!("lambda-dedup-fake-provider: cannot write to stdout: {error}");
         return ExitCode::FAILURE;
     }
     match axum::serve(listener, Provider::new().router()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("fake-provider: server failed: {error}");
+            eprintln!("lambda-dedup-fake-provider: server failed: {error}");
             ExitCode::FAILURE
         }
     }

@@ -1,11 +1,38 @@
-//! A fake external HTTP provider (think payments API) for tests and the local demo.
+//! A fake external HTTP API (think payments or mail API) that honours the `Idempotency-Key`
+//! header, for your own tests of the leased flow.
 //!
-//! The Lambda functions in this workspace call a third-party API with an
-//! `Idempotency-Key` header so that SQS redeliveries do not repeat side effects.
-//! To test that end to end we need a provider that behaves like a real one
-//! (the IETF `Idempotency-Key` header draft, with Stripe's choices where the
-//! draft leaves room) *and* that lets a test observe how many times each effect
-//! was really applied and break the network in controlled ways.
+//! A function that calls an external API under a lease (lambda-dedup's leased flow, S6) sends
+//! the event's idempotency key with each call, so that a retry after a lost answer or a crash
+//! applies nothing twice. Testing that needs an API that behaves like a real one (the IETF
+//! `Idempotency-Key` header draft, with Stripe's choices where the draft leaves room) *and* lets
+//! the test count how many times each effect was really applied and break the network in
+//! controlled ways. Start one in a test, point the function's API URL at it, deliver, and count:
+//!
+//! ```
+//! use lambda_dedup_fake_provider::{Fault, Provider, spawn};
+//! use std::time::Duration;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let provider = Provider::new();
+//! let (addr, _server) = spawn(provider.clone(), ([127, 0, 0, 1], 0).into()).await?;
+//! // The next call is applied, but its answer comes too late for a 50 ms client timeout.
+//! provider.inject(Fault::apply_then_timeout(1, Duration::from_millis(200)));
+//! let http = reqwest::Client::builder().timeout(Duration::from_millis(50)).build()?;
+//! let call = |http: &reqwest::Client| {
+//!     http.post(format!("http://{addr}/v1/payments"))
+//!         .header("Idempotency-Key", "evt-1")
+//!         .json(&serde_json::json!({"amount": 100}))
+//!         .send()
+//! };
+//! assert!(call(&http).await.is_err(), "the answer is lost");
+//! let replay = call(&http).await?; // the retry, under the same key
+//! assert_eq!(replay.headers()["idempotent-replayed"], "true");
+//! assert_eq!(provider.effects()["evt-1"], 1, "applied once");
+//! assert_eq!(provider.applied()["evt-1"]["amount"], 100, "with the first request's body");
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! - `POST /v1/{resource}` with a JSON body and an `Idempotency-Key` header
 //!   applies an effect once per key; a retry with the same payload replays the
@@ -21,7 +48,8 @@
 //!   `POST /_admin/clock`).
 //!
 //! Everything lives in memory and is lost when the process exits: this is a
-//! test double, not a product.
+//! test double. The `lambda-dedup-fake-provider` binary serves the same API on a port of its
+//! own, for tests written in another language or a local stack.
 //!
 //! # Layout
 //!
@@ -32,7 +60,7 @@
 //!   is never held across a suspension point.
 //! - `routes.rs`: the axum handlers that turn HTTP requests into store
 //!   operations and apply the queued faults' delays.
-//! - `main.rs`: the `fake-provider` binary used by the demo.
+//! - `main.rs`: the `lambda-dedup-fake-provider` binary.
 //! - `tests.rs`: tests driving the real server over loopback with `reqwest`.
 
 use std::collections::BTreeMap;
@@ -69,6 +97,16 @@ impl Provider {
     /// The HTTP API (provider routes and `/_admin` routes) over this state.
     pub fn router(&self) -> axum::Router {
         routes::router(self.clone())
+    }
+
+    /// The request body each key's effect was applied with (the last one, if it was applied
+    /// more than once): what the API was really asked to do.
+    pub fn applied(&self) -> BTreeMap<String, serde_json::Value> {
+        self.lock()
+            .effects()
+            .iter()
+            .map(|(key, effect)| (key.clone(), effect.request.clone()))
+            .collect()
     }
 
     /// How many times the effect was applied, per idempotency key.

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::Result;
-use crate::process::{Guarded, free_port, shell_quote, wait_tcp};
+use crate::process::{Guarded, free_port, shell_quote};
 
 pub(crate) struct LocalDynamo {
     /// `None` while stopped (see [`LocalDynamo::stop`]).
@@ -99,13 +99,7 @@ impl LocalDynamo {
             &[],
             self.log.clone(),
         )?;
-        if !wait_tcp(self.port, Duration::from_secs(30)) {
-            process.print_log_tail(30);
-            return Err(format!(
-                "the local DynamoDB did not answer on port {} within 30s",
-                self.port
-            ));
-        }
+        process.wait_listening(self.port, Duration::from_secs(30))?;
         self.process = Some(process);
         Ok(())
     }

@@ -99,6 +99,20 @@ impl Guarded {
     pub(crate) fn print_log_tail(&self, lines: usize) {
         print_tail(&self.name, &self.log, lines);
     }
+
+    /// Waits until the service accepts connections on `port`; after `limit`, the last lines of
+    /// its log and an error.
+    pub(crate) fn wait_listening(&self, port: u16, limit: Duration) -> Result<()> {
+        if wait_tcp(port, limit) {
+            return Ok(());
+        }
+        self.print_log_tail(30);
+        Err(format!(
+            "{} did not start listening on port {port} within {} s",
+            self.name,
+            limit.as_secs()
+        ))
+    }
 }
 
 impl Drop for Guarded {
@@ -146,7 +160,7 @@ pub(crate) fn shell_quote(s: &str) -> String {
 }
 
 /// Waits until something accepts connections on `port`.
-pub(crate) fn wait_tcp(port: u16, limit: Duration) -> bool {
+fn wait_tcp(port: u16, limit: Duration) -> bool {
     let start = Instant::now();
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     while start.elapsed() < limit {

@@ -15,7 +15,7 @@ use crate::audit::Accounts;
 use crate::dynamodb::LocalDynamo;
 use crate::functions::{Functions, STRIPE_RECEIVER};
 use crate::local::Source;
-use crate::process::{Guarded, free_port, wait_tcp};
+use crate::process::{Guarded, free_port};
 use crate::trigger::{Invoker, Stream, TriggerStats, sqs_trigger, stream_trigger};
 use crate::{Result, step};
 use local_dynamodb::kinesis::Kinesis;
@@ -144,10 +144,7 @@ impl Stack {
             &conf_env(),
             logs.join("moto.log"),
         )?;
-        if !wait_tcp(moto_port, Duration::from_secs(60)) {
-            moto.print_log_tail(30);
-            return Err("the SQS emulator did not start".into());
-        }
+        moto.wait_listening(moto_port, Duration::from_secs(60))?;
         let sqs_endpoint = format!("http://127.0.0.1:{moto_port}");
 
         step("starting the fake provider");
@@ -309,10 +306,7 @@ impl Stack {
             logs.join("cargo-lambda.log"),
         )?;
         // Its routes all wait for a function, so readiness is an open port.
-        if !wait_tcp(invoke_port, Duration::from_secs(120)) {
-            watch.print_log_tail(40);
-            return Err("cargo lambda watch did not start".into());
-        }
+        watch.wait_listening(invoke_port, Duration::from_secs(120))?;
         let invoke_url = format!("http://127.0.0.1:{invoke_port}");
         let functions_log = logs.join("functions.log");
         let _ = std::fs::remove_file(&functions_log);

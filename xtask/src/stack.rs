@@ -156,81 +156,16 @@ impl Stack {
 
         let dynamodb = local_client!(aws_sdk_dynamodb, ddb.endpoint());
         let sqs = local_client!(aws_sdk_sqs, &sqs_endpoint);
-
         let template = crate::infra::load(&root.join("infra").join("template.yaml"))?;
         let plan = crate::local::plan(&template)?;
-        step(format!(
-            "creating what infra/template.yaml declares: {} tables, {} queues (each redrive policy as declared), {} Kinesis stream(s)",
-            plan.tables.len(),
-            plan.queues.len(),
-            plan.streams.len()
-        ));
-        // Each resource's local name (its logical id) → its queue URL, or its own name; and
-        // its ARN (a queue's, a table's stream, a Kinesis stream).
-        let mut names: BTreeMap<String, String> = BTreeMap::new();
-        let mut arns: BTreeMap<String, String> = BTreeMap::new();
-        for t in &plan.tables {
-            if let Some(arn) = create_table(&ddb.endpoint(), t).await? {
-                arns.insert(t.name.clone(), arn);
-            }
-            names.insert(t.name.clone(), t.name.clone());
-        }
-        for q in &plan.queues {
-            let url = create_queue(&sqs, q, &arns).await?;
-            arns.insert(q.name.clone(), queue_arn(&sqs, &url).await?);
-            names.insert(q.name.clone(), url);
-        }
         let kinesis = Kinesis::new(&sqs_endpoint);
-        for (name, shards) in &plan.streams {
-            arns.insert(name.clone(), kinesis.create_stream(name, *shards).await?);
-            names.insert(name.clone(), name.clone());
-        }
-        for used in TABLES.map(|(_, t)| t).into_iter().chain([KINESIS_STREAM]) {
-            if !names.contains_key(used) {
-                return Err(format!(
-                    "infra/template.yaml has no {used}, which the demo and the tests use"
-                ));
-            }
-        }
-        let url_of = |id: &str| -> Result<String> {
-            names
-                .get(id)
-                .cloned()
-                .ok_or_else(|| format!("infra/template.yaml: no local {id}"))
-        };
-        // Each SQS-triggered function's queue and its dead-letter queue.
-        let mut queues = BTreeMap::new();
-        for (f, m) in plan
-            .functions
-            .iter()
-            .flat_map(|(f, def)| def.mappings.iter().map(move |m| (f, m)))
-        {
-            let Source::Sqs(q) = &m.source else { continue };
-            let dlq = plan
-                .queues
-                .iter()
-                .find(|x| &x.name == q)
-                .and_then(|x| x.redrive.as_ref())
-                .ok_or_else(|| format!("{q}: no redrive policy"))?;
-            queues.insert(
-                f.clone(),
-                Queues {
-                    url: url_of(q)?,
-                    dlq_url: url_of(&dlq.0)?,
-                },
-            );
-        }
-        let named = |var: &str| -> Result<String> {
-            url_of(
-                plan.named(var)
-                    .ok_or_else(|| format!("infra/template.yaml: no function has {var}"))?,
-            )
-        };
-        let reconciliation_url = named("DEDUP_RECONCILIATION_QUEUE_URL")?;
+        let created = Created::create(&plan, &ddb.endpoint(), &sqs, &kinesis).await?;
+        let queues = created.queues(&plan)?;
+        let reconciliation_url = created.named(&plan, "DEDUP_RECONCILIATION_QUEUE_URL")?;
         // Where ledger-stream parks the records that can never apply (S15).
-        let kinesis_parking_url = named("DEDUP_PARKING_QUEUE_URL")?;
+        let kinesis_parking_url = created.named(&plan, "DEDUP_PARKING_QUEUE_URL")?;
         // The Kinesis trigger's on-failure destination.
-        let kinesis_failures_url = url_of(
+        let kinesis_failures_url = created.url(
             plan.mapping("ledger-stream")
                 .and_then(|m| m.on_failure.as_deref())
                 .ok_or(
@@ -238,178 +173,36 @@ impl Stack {
                 )?,
         )?;
 
-        step(
-            "building the functions (cargo build; the first run compiles the AWS SDK, a few minutes)",
-        );
-        let status = crate::process::run(
-            std::process::Command::new(crate::cargo())
-                .current_dir(root)
-                .arg("build")
-                .args(
-                    crate::functions::ALL
-                        .iter()
-                        .chain(&crate::functions::LOCAL_CONFIGURATIONS)
-                        .flat_map(|f| ["-p", f])
-                        // The operators' tool, which the end-to-end tests run as operators do.
-                        .chain(["-p", CLI_PACKAGE]),
-                ),
-        )
-        .map_err(|e| format!("cargo build: {e}"))?;
-        if !status.success() {
-            return Err("the functions do not build".into());
-        }
-
+        build_functions(root)?;
         step("starting cargo lambda watch (runtime and invoke APIs) and the functions");
-        let invoke_port = free_port()?;
-        let env_file = logs.join("functions.env");
-        let mut fenv = conf_env();
-        fenv.extend([
-            ("AWS_ENDPOINT_URL_DYNAMODB".to_owned(), ddb.endpoint()),
-            ("AWS_ENDPOINT_URL_SQS".to_owned(), sqs_endpoint.clone()),
-        ]);
-        // The parameters with no default: the fake provider plays both APIs.
-        let params = BTreeMap::from([
-            ("PaymentsApiUrl", provider_url.clone()),
-            ("CollectionsApiUrl", provider_url.clone()),
-        ]);
-        let mut own_env = BTreeMap::new();
-        for f in crate::functions::ALL {
-            own_env.insert(
-                f.to_owned(),
-                plan.env(f, |id| names.get(id).cloned(), &params)?,
-            );
-        }
-        // Every function's variables, each once.
-        let function_env: std::collections::BTreeSet<(String, String)> =
-            own_env.values().flatten().cloned().collect();
-        let function_env: Vec<(String, String)> = function_env.into_iter().collect();
-        let text: String = fenv
-            .iter()
-            .chain(&function_env)
-            .map(|(k, v)| format!("{k}={v}\n"))
-            .collect();
-        std::fs::write(&env_file, text).map_err(|e| format!("{}: {e}", env_file.display()))?;
-        let path = format!(
-            "{}:{}",
-            bin.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        let mut wenv = vec![("PATH".to_owned(), path)];
-        wenv.extend(conf_env());
-        let watch = Guarded::spawn(
-            "cargo lambda watch",
-            root,
-            &format!(
-                "exec cargo lambda watch --only-lambda-apis --quiet -A 127.0.0.1 -P {invoke_port}"
-            ),
-            &wenv,
-            logs.join("cargo-lambda.log"),
-        )?;
-        // Its routes all wait for a function, so readiness is an open port.
-        watch.wait_listening(invoke_port, Duration::from_secs(120))?;
-        let invoke_url = format!("http://127.0.0.1:{invoke_port}");
+        let (watch, invoke_url) = start_watch(root, &bin, &logs)?;
+        let envs = FunctionEnvs::new(&plan, &created, &ddb, &sqs_endpoint, &provider_url)?;
+        envs.write(&logs.join("functions.env"))?;
         let functions_log = logs.join("functions.log");
         let _ = std::fs::remove_file(&functions_log);
-        // Each function reaches DynamoDB and SQS through proxies of its own, which record what it
-        // calls (`Stack::calls`, compared with its role by `infra::privileges`).
-        let mut meters = BTreeMap::new();
-        for f in crate::functions::ALL {
-            let [dynamodb, sqs] = [ddb.endpoint(), sqs_endpoint.clone()]
-                .map(|upstream| Meter::start(&upstream, Duration::ZERO));
-            let (dynamodb, sqs) = (dynamodb?, sqs?);
-            let env = own_env.entry(f.to_owned()).or_insert_with(Vec::new);
-            env.push(("AWS_ENDPOINT_URL_DYNAMODB".into(), dynamodb.endpoint()));
-            env.push(("AWS_ENDPOINT_URL_SQS".into(), sqs.endpoint()));
-            meters.insert(f.to_owned(), [dynamodb, sqs]);
-        }
-        // The Stripe configuration of webhook-receiver: its proxies (and so its role) are
-        // webhook-receiver's, and so is its consumer; the sender (tenant) is its own.
-        let mut stripe_env = own_env["webhook-receiver"].clone();
-        stripe_env.extend(
-            [
-                ("WEBHOOK_SCHEME", "stripe".to_owned()),
-                ("WEBHOOK_SECRETS", STRIPE_SECRETS.join(",")),
-                ("WEBHOOK_TENANT", STRIPE_SENDER.to_owned()),
-            ]
-            .map(|(k, v)| (k.to_owned(), v)),
-        );
-        own_env.insert(STRIPE_RECEIVER.to_owned(), stripe_env);
-        let timeouts = crate::infra::timeouts(&template);
         let functions = Functions::start(
             root,
             invoke_url.clone(),
-            timeouts,
-            fenv,
-            own_env,
+            crate::infra::timeouts(&template),
+            envs.shared,
+            envs.own,
             functions_log.clone(),
         )
         .await?;
 
         let accounts = Arc::new(Mutex::new(Accounts::new()));
-        let mut triggers = vec![tokio::spawn(collect_emf(
-            functions_log.clone(),
-            accounts.clone(),
-        ))];
-        // A guard only: the runtime API proxy ends an invocation at its function's timeout
-        // (`crate::runtime_api`), and the trigger sees it fail then.
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(120))
-            .build()
-            .map_err(|e| e.to_string())?;
-        let mut lose_next = BTreeMap::new();
-        let mut stats = BTreeMap::new();
-        // An invoker of `function` for its trigger, its counters kept in `stats`.
-        let mut invoker = |function: &str| -> Result<Invoker> {
-            let st = Arc::new(TriggerStats::default());
-            stats.insert(function.to_owned(), st.clone());
-            let lose = Arc::new(AtomicBool::new(false));
-            lose_next.insert(function.to_owned(), lose.clone());
-            Ok(Invoker {
-                http: http.clone(),
-                invoke_url: invoke_url.clone(),
-                function: function.to_owned(),
-                deaths: functions.deaths(function)?,
-                stats: st,
-                lose_next: lose,
-            })
+        let emf = tokio::spawn(collect_emf(functions_log.clone(), accounts.clone()));
+        let ends = Ends {
+            sqs: &sqs,
+            dynamodb: ddb.endpoint(),
+            kinesis: &kinesis,
         };
-        // Each function's event source mappings, as the template sets them.
-        for (f, def) in &plan.functions {
-            for m in &def.mappings {
-                let arn = |id: &str| {
-                    arns.get(id)
-                        .cloned()
-                        .ok_or_else(|| format!("{f}: its trigger reads {id}, which has no ARN"))
-                };
-                let stream = match &m.source {
-                    Source::Sqs(q) => {
-                        let queue = (url_of(q)?, arn(q)?);
-                        let trigger = sqs_trigger(sqs.clone(), invoker(f)?, queue, m.clone());
-                        triggers.push(tokio::spawn(trigger));
-                        continue;
-                    }
-                    Source::DynamoDbStream(table) => Stream::DynamoDb {
-                        endpoint: ddb.endpoint(),
-                        arn: arn(table)?,
-                    },
-                    Source::Kinesis(name) => Stream::Kinesis {
-                        kinesis: kinesis.clone(),
-                        name: name.clone(),
-                        arn: arn(name)?,
-                    },
-                };
-                let failures = m.on_failure.as_deref().ok_or_else(|| {
-                    format!("{f}: its stream trigger has no on-failure destination")
-                })?;
-                let destination = (sqs.clone(), url_of(failures)?);
-                let trigger = stream_trigger(stream, invoker(f)?, destination, m.clone());
-                triggers.push(tokio::spawn(trigger));
-            }
-        }
+        let mut triggers = start_triggers(&plan, &created, &functions, &invoke_url, &ends)?;
+        triggers.handles.push(emf);
         let webhook_url = format!("{invoke_url}/lambda-url/webhook-receiver/");
         step("the stack is up");
         Ok(Self {
-            triggers,
+            triggers: triggers.handles,
             functions,
             functions_log,
             watch,
@@ -431,11 +224,11 @@ impl Stack {
             kinesis,
             kinesis_failures_url,
             kinesis_parking_url,
-            lose_next,
-            stats,
+            lose_next: triggers.lose_next,
+            stats: triggers.stats,
             accounts,
-            function_env,
-            meters,
+            function_env: envs.all,
+            meters: envs.meters,
             plan,
         })
     }
@@ -714,6 +507,287 @@ impl Drop for Stack {
     fn drop(&mut self) {
         self.stop_triggers();
     }
+}
+
+/// What the local stack created from its plan: each resource's local name (its logical id) →
+/// its queue URL, or its own name; and its ARN (a queue's, a table's stream, a Kinesis stream).
+struct Created {
+    names: BTreeMap<String, String>,
+    arns: BTreeMap<String, String>,
+}
+
+impl Created {
+    /// Creates the tables (in the local DynamoDB at `ddb`), queues and Kinesis streams of `plan`.
+    async fn create(
+        plan: &crate::local::Plan,
+        ddb: &str,
+        sqs: &aws_sdk_sqs::Client,
+        kinesis: &Kinesis,
+    ) -> Result<Self> {
+        step(format!(
+            "creating what infra/template.yaml declares: {} tables, {} queues (each redrive policy as declared), {} Kinesis stream(s)",
+            plan.tables.len(),
+            plan.queues.len(),
+            plan.streams.len()
+        ));
+        let (mut names, mut arns) = (BTreeMap::new(), BTreeMap::new());
+        for t in &plan.tables {
+            if let Some(arn) = create_table(ddb, t).await? {
+                arns.insert(t.name.clone(), arn);
+            }
+            names.insert(t.name.clone(), t.name.clone());
+        }
+        for q in &plan.queues {
+            let url = create_queue(sqs, q, &arns).await?;
+            arns.insert(q.name.clone(), queue_arn(sqs, &url).await?);
+            names.insert(q.name.clone(), url);
+        }
+        for (name, shards) in &plan.streams {
+            arns.insert(name.clone(), kinesis.create_stream(name, *shards).await?);
+            names.insert(name.clone(), name.clone());
+        }
+        for used in TABLES.map(|(_, t)| t).into_iter().chain([KINESIS_STREAM]) {
+            if !names.contains_key(used) {
+                return Err(format!(
+                    "infra/template.yaml has no {used}, which the demo and the tests use"
+                ));
+            }
+        }
+        Ok(Self { names, arns })
+    }
+
+    /// The queue URL, or the name, of the resource `id`.
+    fn url(&self, id: &str) -> Result<String> {
+        (self.names.get(id).cloned()).ok_or_else(|| format!("infra/template.yaml: no local {id}"))
+    }
+
+    /// The ARN of the resource `id`, which `function`'s trigger reads.
+    fn arn(&self, function: &str, id: &str) -> Result<String> {
+        (self.arns.get(id).cloned())
+            .ok_or_else(|| format!("{function}: its trigger reads {id}, which has no ARN"))
+    }
+
+    /// The queue URL, or the name, of the resource a function's variable `var` names.
+    fn named(&self, plan: &crate::local::Plan, var: &str) -> Result<String> {
+        let id = plan.named(var);
+        self.url(id.ok_or_else(|| format!("infra/template.yaml: no function has {var}"))?)
+    }
+
+    /// Each SQS-triggered function's queue and its dead-letter queue.
+    fn queues(&self, plan: &crate::local::Plan) -> Result<BTreeMap<String, Queues>> {
+        let mut queues = BTreeMap::new();
+        let mappings =
+            (plan.functions.iter()).flat_map(|(f, def)| def.mappings.iter().map(move |m| (f, m)));
+        for (f, m) in mappings {
+            let Source::Sqs(q) = &m.source else { continue };
+            let dlq = (plan.queues.iter().find(|x| &x.name == q))
+                .and_then(|x| x.redrive.as_ref())
+                .ok_or_else(|| format!("{q}: no redrive policy"))?;
+            let (url, dlq_url) = (self.url(q)?, self.url(&dlq.0)?);
+            queues.insert(f.clone(), Queues { url, dlq_url });
+        }
+        Ok(queues)
+    }
+}
+
+/// Builds the functions, their local configurations and the operators' tool.
+fn build_functions(root: &Path) -> Result<()> {
+    step("building the functions (cargo build; the first run compiles the AWS SDK, a few minutes)");
+    let packages = (crate::functions::ALL.iter())
+        .chain(&crate::functions::LOCAL_CONFIGURATIONS)
+        .flat_map(|f| ["-p", f])
+        // The operators' tool, which the end-to-end tests run as operators do.
+        .chain(["-p", CLI_PACKAGE]);
+    let mut cargo = std::process::Command::new(crate::cargo());
+    cargo.current_dir(root).arg("build").args(packages);
+    let status = crate::process::run(&mut cargo).map_err(|e| format!("cargo build: {e}"))?;
+    if !status.success() {
+        return Err("the functions do not build".into());
+    }
+    Ok(())
+}
+
+/// Starts `cargo lambda watch` for its runtime and invoke APIs only (xtask starts the
+/// functions); returns it and its invoke URL.
+fn start_watch(root: &Path, bin: &Path, logs: &Path) -> Result<(Guarded, String)> {
+    let invoke_port = free_port()?;
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut env = vec![("PATH".to_owned(), path)];
+    env.extend(conf_env());
+    let watch = Guarded::spawn(
+        "cargo lambda watch",
+        root,
+        &format!(
+            "exec cargo lambda watch --only-lambda-apis --quiet -A 127.0.0.1 -P {invoke_port}"
+        ),
+        &env,
+        logs.join("cargo-lambda.log"),
+    )?;
+    // Its routes all wait for a function, so readiness is an open port.
+    watch.wait_listening(invoke_port, Duration::from_secs(120))?;
+    Ok((watch, format!("http://127.0.0.1:{invoke_port}")))
+}
+
+/// The functions' environments.
+struct FunctionEnvs {
+    /// What every function gets: the local credentials and endpoints.
+    shared: Vec<(String, String)>,
+    /// Per function (and local configuration), its template variables and its metering proxies.
+    own: BTreeMap<String, Vec<(String, String)>>,
+    /// Every function's template variables, each once.
+    all: Vec<(String, String)>,
+    /// Per function, the metering proxies its DynamoDB and SQS requests go through: they record
+    /// which actions it calls on which tables and queues (least privilege, proven).
+    meters: BTreeMap<String, [Meter; 2]>,
+}
+
+impl FunctionEnvs {
+    fn new(
+        plan: &crate::local::Plan,
+        created: &Created,
+        ddb: &LocalDynamo,
+        sqs_endpoint: &str,
+        provider_url: &str,
+    ) -> Result<Self> {
+        let mut shared = conf_env();
+        shared.extend([
+            ("AWS_ENDPOINT_URL_DYNAMODB".to_owned(), ddb.endpoint()),
+            ("AWS_ENDPOINT_URL_SQS".to_owned(), sqs_endpoint.to_owned()),
+        ]);
+        // The parameters with no default: the fake provider plays both APIs.
+        let params = BTreeMap::from([
+            ("PaymentsApiUrl", provider_url.to_owned()),
+            ("CollectionsApiUrl", provider_url.to_owned()),
+        ]);
+        let mut own = BTreeMap::new();
+        for f in crate::functions::ALL {
+            let env = plan.env(f, |id| created.names.get(id).cloned(), &params)?;
+            own.insert(f.to_owned(), env);
+        }
+        let all: std::collections::BTreeSet<(String, String)> =
+            own.values().flatten().cloned().collect();
+        // Each function reaches DynamoDB and SQS through proxies of its own, which record what
+        // it calls (`Stack::calls`, compared with its role by `infra::privileges`).
+        let mut meters = BTreeMap::new();
+        for f in crate::functions::ALL {
+            let [dynamodb, sqs] = [ddb.endpoint(), sqs_endpoint.to_owned()]
+                .map(|upstream| Meter::start(&upstream, Duration::ZERO));
+            let (dynamodb, sqs) = (dynamodb?, sqs?);
+            let env = own.entry(f.to_owned()).or_insert_with(Vec::new);
+            env.push(("AWS_ENDPOINT_URL_DYNAMODB".into(), dynamodb.endpoint()));
+            env.push(("AWS_ENDPOINT_URL_SQS".into(), sqs.endpoint()));
+            meters.insert(f.to_owned(), [dynamodb, sqs]);
+        }
+        // The Stripe configuration of webhook-receiver: its proxies (and so its role) are
+        // webhook-receiver's, and so is its consumer; the sender (tenant) is its own.
+        let mut stripe_env = own["webhook-receiver"].clone();
+        stripe_env.extend(
+            [
+                ("WEBHOOK_SCHEME", "stripe".to_owned()),
+                ("WEBHOOK_SECRETS", STRIPE_SECRETS.join(",")),
+                ("WEBHOOK_TENANT", STRIPE_SENDER.to_owned()),
+            ]
+            .map(|(k, v)| (k.to_owned(), v)),
+        );
+        own.insert(STRIPE_RECEIVER.to_owned(), stripe_env);
+        let all = all.into_iter().collect();
+        Ok(Self {
+            shared,
+            own,
+            all,
+            meters,
+        })
+    }
+
+    /// Writes the shared variables and every template variable to `file`, one `K=V` a line.
+    fn write(&self, file: &Path) -> Result<()> {
+        let text: String = (self.shared.iter().chain(&self.all))
+            .map(|(k, v)| format!("{k}={v}\n"))
+            .collect();
+        std::fs::write(file, text).map_err(|e| format!("{}: {e}", file.display()))
+    }
+}
+
+/// What the triggers read from and write to: the SQS emulator, the local DynamoDB's endpoint
+/// (its tables' streams), the Kinesis emulator.
+struct Ends<'a> {
+    sqs: &'a aws_sdk_sqs::Client,
+    dynamodb: String,
+    kinesis: &'a Kinesis,
+}
+
+/// The running triggers and, per function, their counters and the switch that loses the next
+/// invocation's answer.
+struct Triggers {
+    handles: Vec<tokio::task::JoinHandle<()>>,
+    lose_next: BTreeMap<String, Arc<AtomicBool>>,
+    stats: BTreeMap<String, Arc<TriggerStats>>,
+}
+
+/// Starts each function's event source mappings, as the template sets them.
+fn start_triggers(
+    plan: &crate::local::Plan,
+    created: &Created,
+    functions: &Functions,
+    invoke_url: &str,
+    ends: &Ends<'_>,
+) -> Result<Triggers> {
+    // A guard only: the runtime API proxy ends an invocation at its function's timeout
+    // (`crate::runtime_api`), and the trigger sees it fail then.
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut t = Triggers {
+        handles: Vec::new(),
+        lose_next: BTreeMap::new(),
+        stats: BTreeMap::new(),
+    };
+    for (f, def) in &plan.functions {
+        for m in &def.mappings {
+            let stats = Arc::new(TriggerStats::default());
+            t.stats.insert(f.to_owned(), stats.clone());
+            let lose_next = Arc::new(AtomicBool::new(false));
+            t.lose_next.insert(f.to_owned(), lose_next.clone());
+            let invoker = Invoker {
+                http: http.clone(),
+                invoke_url: invoke_url.to_owned(),
+                function: f.to_owned(),
+                deaths: functions.deaths(f)?,
+                stats,
+                lose_next,
+            };
+            let stream = match &m.source {
+                Source::Sqs(q) => {
+                    let queue = (created.url(q)?, created.arn(f, q)?);
+                    let trigger = sqs_trigger(ends.sqs.clone(), invoker, queue, m.clone());
+                    t.handles.push(tokio::spawn(trigger));
+                    continue;
+                }
+                Source::DynamoDbStream(table) => Stream::DynamoDb {
+                    endpoint: ends.dynamodb.clone(),
+                    arn: created.arn(f, table)?,
+                },
+                Source::Kinesis(name) => Stream::Kinesis {
+                    kinesis: ends.kinesis.clone(),
+                    name: name.clone(),
+                    arn: created.arn(f, name)?,
+                },
+            };
+            let failures = m
+                .on_failure
+                .as_deref()
+                .ok_or_else(|| format!("{f}: its stream trigger has no on-failure destination"))?;
+            let destination = (ends.sqs.clone(), created.url(failures)?);
+            let trigger = stream_trigger(stream, invoker, destination, m.clone());
+            t.handles.push(tokio::spawn(trigger));
+        }
+    }
+    Ok(t)
 }
 
 /// Creates `t` as the template declares it (its `CreateTable` request, `Table::create`) and

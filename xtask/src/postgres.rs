@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::process::{Guarded, free_port, shell_quote};
 use crate::{Result, step};
+use local_lambda::process::{Guarded, free_port, shell_quote};
 
 /// The pinned wheel.
 const PGSERVER: &str = "pgserver==0.1.4";

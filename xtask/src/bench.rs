@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 
 use crate::Result;
 use crate::dynamodb::LocalDynamo;
-use crate::process::succeeds;
+use local_lambda::process::succeeds;
 
 /// The simulated round trip of one DynamoDB request from a Lambda function in the same Region,
 /// in milliseconds. AWS describes DynamoDB's latency as "single-digit millisecond" at any

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::Result;
-use crate::process::{Guarded, free_port, shell_quote, wait_tcp};
+use local_lambda::process::{Guarded, free_port, shell_quote};
 
 pub(crate) struct LocalDynamo {
     /// `None` while stopped (see [`LocalDynamo::stop`]).
@@ -49,7 +49,7 @@ impl LocalDynamo {
         fs::hard_link(&own, &exe)
             .or_else(|_| fs::copy(&own, &exe).map(drop))
             .map_err(|e| format!("{} -> {}: {e}", own.display(), exe.display()))?;
-        crate::process::track_file(&exe);
+        local_lambda::process::track_file(&exe);
         let mut ddb = Self {
             process: None,
             exe,
@@ -99,13 +99,7 @@ impl LocalDynamo {
             &[],
             self.log.clone(),
         )?;
-        if !wait_tcp(self.port, Duration::from_secs(30)) {
-            process.print_log_tail(30);
-            return Err(format!(
-                "the local DynamoDB did not answer on port {} within 30s",
-                self.port
-            ));
-        }
+        process.wait_listening(self.port, Duration::from_secs(30))?;
         self.process = Some(process);
         Ok(())
     }
@@ -139,7 +133,7 @@ impl Drop for LocalDynamo {
     fn drop(&mut self) {
         self.stop();
         let _ = fs::remove_file(&self.exe);
-        crate::process::untrack_file(&self.exe);
+        local_lambda::process::untrack_file(&self.exe);
         if self.data.is_none() {
             let _ = fs::remove_file(&self.log);
             let _ = fs::remove_file(self.log.with_extension("pid"));
@@ -162,7 +156,7 @@ pub(crate) async fn serve(port: u16, data: Option<PathBuf>) -> Result<()> {
         local_dynamodb::SWEEP_EVERY
     );
     local_dynamodb::serve(listener, db, async {
-        crate::signals::terminated().await;
+        local_lambda::signals::terminated().await;
     })
     .await
 }

@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use lambda_dedup_runtime::settings;
+use local_lambda::plan::{as_u64, ref_target, strings};
 use serde_json::Value;
 
 use crate::Result;
@@ -185,26 +186,6 @@ impl Function<'_> {
     }
 }
 
-/// A string or a list of strings.
-pub(crate) fn strings(v: &Value) -> Vec<String> {
-    match v {
-        Value::String(s) => vec![s.clone()],
-        Value::Array(a) => a
-            .iter()
-            .filter_map(|x| x.as_str().map(str::to_owned))
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// The logical id a `Ref` or `Fn::GetAtt` points to.
-pub(crate) fn ref_target(v: &Value) -> Option<&str> {
-    v["Ref"]
-        .as_str()
-        .or_else(|| v["Fn::GetAtt"][0].as_str())
-        .or_else(|| v["Fn::GetAtt"].as_str().and_then(|s| s.split('.').next()))
-}
-
 /// Every logical id referenced anywhere inside `v`.
 fn refs(v: &Value) -> Vec<String> {
     let mut out: Vec<String> = ref_target(v).map(str::to_owned).into_iter().collect();
@@ -214,18 +195,6 @@ fn refs(v: &Value) -> Vec<String> {
         _ => {}
     }
     out
-}
-
-/// A number, a numeric string, or a `Ref` to a parameter with a numeric default.
-pub(crate) fn as_u64(t: &Value, v: &Value) -> Option<u64> {
-    match v {
-        Value::Number(n) => n.as_u64(),
-        Value::String(s) => s.parse().ok(),
-        _ => {
-            let default = &t["Parameters"][v["Ref"].as_str()?]["Default"];
-            (!default.is_null()).then(|| as_u64(t, default)).flatten()
-        }
-    }
 }
 
 /// What each function called in a recorded run: function → IAM action → local table or queue

@@ -1,18 +1,13 @@
-//! The local stack, read from `infra/template.yaml`: its tables (key, TTL, stream), queues
-//! (visibility timeout, retention, redrive policy and maxReceiveCount, FIFO), Kinesis streams,
-//! each function's event source mappings (batch size, window, partial batch responses,
-//! bisection, retries, on-failure destination) and environment. A change to the template
-//! changes the local stack; what the local stack sets differently is the short list of
+//! The local stack, read from `infra/template.yaml` by `local_lambda::plan`: its tables, queues,
+//! Kinesis streams, each function's event source mappings and environment. A change to the
+//! template changes the local stack; what the local stack sets differently is the short list of
 //! [`LOCAL_PARAMETERS`], [`LOCAL_QUEUE_SECS`] and [`LOCAL_ENV`] below, each with its reason,
 //! and the endpoints, which only exist at run time. Local names are the template's logical ids.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
+use local_lambda::plan::{Local, Plan};
 use serde_json::Value;
 
 use crate::Result;
-use crate::infra::{as_u64, ref_target};
 
 /// Template parameters the local stack gives other values than their defaults.
 pub(crate) const LOCAL_PARAMETERS: [(&str, &str); 3] = [
@@ -59,321 +54,34 @@ pub(crate) const LOCAL_ENV: [(&str, &str); 12] = [
 /// Shards of a local on-demand Kinesis stream (a provisioned one has its `ShardCount`).
 pub(crate) const LOCAL_ON_DEMAND_SHARDS: u32 = 2;
 
-/// A DynamoDB table.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Table {
-    pub(crate) name: String,
-    /// Its `CreateTable` request: the template's properties (keys and their types, billing,
-    /// indexes, the stream), less those other calls set (TTL) or the emulator has no use for
-    /// (point-in-time recovery, encryption, tags).
-    pub(crate) create: Value,
-    pub(crate) ttl: Option<String>,
-}
+/// What the local stack sets differently from the template.
+const LOCAL: Local<'static> = Local {
+    parameters: &LOCAL_PARAMETERS,
+    queue_secs: LOCAL_QUEUE_SECS,
+    env: &LOCAL_ENV,
+    on_demand_shards: LOCAL_ON_DEMAND_SHARDS,
+};
 
-/// The properties of a table that are `CreateTable`'s.
-const CREATE_TABLE: [&str; 7] = [
-    "AttributeDefinitions",
-    "KeySchema",
-    "BillingMode",
-    "ProvisionedThroughput",
-    "GlobalSecondaryIndexes",
-    "LocalSecondaryIndexes",
-    "StreamSpecification",
-];
-
-/// An SQS queue, at the local time scale.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Queue {
-    pub(crate) name: String,
-    pub(crate) visibility_timeout: u64,
-    pub(crate) retention: u64,
-    pub(crate) fifo: bool,
-    /// The dead-letter queue's name and maxReceiveCount.
-    pub(crate) redrive: Option<(String, u32)>,
-}
-
-/// Where a mapping reads from.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Source {
-    Sqs(String),
-    DynamoDbStream(String),
-    Kinesis(String),
-}
-
-/// An event source mapping.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Mapping {
-    pub(crate) source: Source,
-    pub(crate) batch_size: usize,
-    pub(crate) window: Duration,
-    /// `FunctionResponseTypes: [ReportBatchItemFailures]`.
-    pub(crate) partial: bool,
-    /// `MaximumRetryAttempts` (`None`: `-1`, or unset).
-    pub(crate) max_retries: Option<u32>,
-    /// `MaximumRecordAgeInSeconds` (`None`: unset or `-1`).
-    pub(crate) max_age: Option<Duration>,
-    /// The on-failure destination queue.
-    pub(crate) on_failure: Option<String>,
-}
-
-/// A value of a function's environment, before the local endpoints are known.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum EnvValue {
-    Text(String),
-    /// A `Ref` to a resource: its local name (a table, a stream) or URL (a queue).
-    Ref(String),
-}
-
-/// A function: its environment (`Globals` under its own) and event source mappings.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Function {
-    pub(crate) env: Vec<(String, EnvValue)>,
-    pub(crate) mappings: Vec<Mapping>,
-}
-
-/// Everything the local stack creates, by local name (the logical id); functions by crate.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub(crate) struct Plan {
-    pub(crate) tables: Vec<Table>,
-    /// Dead-letter queues before the queues that redrive to them.
-    pub(crate) queues: Vec<Queue>,
-    /// Kinesis streams and their shard counts.
-    pub(crate) streams: Vec<(String, u32)>,
-    pub(crate) functions: BTreeMap<String, Function>,
+/// The local stack `t` describes.
+pub(crate) fn plan(t: &Value) -> Result<Plan> {
+    local_lambda::plan::plan(t, &LOCAL)
 }
 
 /// The webhook receiver's local secrets (Standard Webhooks: `whsec_` and the base64 of the key),
 /// as [`LOCAL_ENV`] sets them: the current one and the one being rotated out.
 pub(crate) fn webhook_secrets() -> (&'static str, &'static str) {
-    let secrets = local_env("WEBHOOK_SECRETS").and_then(|(v, _)| v.split_once(','));
+    let secrets = LOCAL
+        .var("WEBHOOK_SECRETS")
+        .and_then(|(v, _)| v.split_once(','));
     secrets.unwrap_or_default()
-}
-
-fn local_env(var: &str) -> Option<(&'static str, bool)> {
-    LOCAL_ENV
-        .iter()
-        .find_map(|(k, v)| match k.strip_prefix('*') {
-            Some(k) if k == var => Some((*v, true)),
-            None if *k == var => Some((*v, false)),
-            _ => None,
-        })
-}
-
-/// The local stack `t` describes.
-pub(crate) fn plan(t: &Value) -> Result<Plan> {
-    let resources = t["Resources"].as_object().cloned().unwrap_or_default();
-    let mut plan = Plan::default();
-    let num = |v: &Value| as_u64(t, v);
-    for (id, r) in &resources {
-        let p = &r["Properties"];
-        match r["Type"].as_str().unwrap_or_default() {
-            "AWS::DynamoDB::Table" => {
-                let mut create = serde_json::json!({ "TableName": id });
-                for k in CREATE_TABLE.into_iter().filter(|k| !p[k].is_null()) {
-                    create[k] = p[k].clone();
-                }
-                if p["StreamSpecification"]["StreamViewType"].is_string() {
-                    create["StreamSpecification"]["StreamEnabled"] = true.into();
-                }
-                let ttl = &p["TimeToLiveSpecification"];
-                plan.tables.push(Table {
-                    name: id.clone(),
-                    create,
-                    ttl: (ttl["Enabled"] == true)
-                        .then(|| ttl["AttributeName"].as_str().map(str::to_owned))
-                        .flatten(),
-                });
-            }
-            "AWS::SQS::Queue" => {
-                let redrive = &p["RedrivePolicy"];
-                let redrive = match ref_target(&redrive["deadLetterTargetArn"]) {
-                    None => None,
-                    Some(dlq) => Some((
-                        dlq.to_owned(),
-                        num(&redrive["maxReceiveCount"])
-                            .and_then(|n| u32::try_from(n).ok())
-                            .ok_or_else(|| format!("{id}: redrive without maxReceiveCount"))?,
-                    )),
-                };
-                plan.queues.push(Queue {
-                    name: id.clone(),
-                    visibility_timeout: LOCAL_QUEUE_SECS.0,
-                    retention: LOCAL_QUEUE_SECS.1,
-                    fifo: p["FifoQueue"] == true || p["FifoQueue"] == "true",
-                    redrive,
-                });
-            }
-            "AWS::Kinesis::Stream" => {
-                let shards = num(&p["ShardCount"]).unwrap_or(LOCAL_ON_DEMAND_SHARDS.into());
-                plan.streams.push((
-                    id.clone(),
-                    u32::try_from(shards).map_err(|e| e.to_string())?,
-                ));
-            }
-            "AWS::Serverless::Function" => {
-                let name = p["CodeUri"]
-                    .as_str()
-                    .and_then(|u| u.rsplit('/').next())
-                    .ok_or_else(|| format!("{id}: no CodeUri"))?;
-                plan.functions.insert(name.to_owned(), function(t, id, r)?);
-            }
-            _ => {}
-        }
-    }
-    // Dead-letter queues first: a redrive policy names an existing queue.
-    plan.queues.sort_by_key(|q| q.redrive.is_some());
-    Ok(plan)
-}
-
-fn function(t: &Value, id: &str, r: &Value) -> Result<Function> {
-    let p = &r["Properties"];
-    let mut vars = t["Globals"]["Function"]["Environment"]["Variables"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
-    vars.extend(
-        p["Environment"]["Variables"]
-            .as_object()
-            .cloned()
-            .unwrap_or_default(),
-    );
-    let mut env = Vec::new();
-    for (k, v) in &vars {
-        let value = if let Some((local, _)) = local_env(k) {
-            EnvValue::Text(local.to_owned())
-        } else if let Some(name) = v["Ref"].as_str() {
-            match &t["Parameters"][name] {
-                Value::Null => EnvValue::Ref(name.to_owned()),
-                param => EnvValue::Text(parameter(name, param)?),
-            }
-        } else if let Some(n) = as_u64(t, v) {
-            EnvValue::Text(n.to_string())
-        } else if let Some(s) = v.as_str().filter(|s| !s.contains("{{resolve:")) {
-            EnvValue::Text(s.to_owned())
-        } else {
-            return Err(format!(
-                "{id}: {k} has no local value (a secret or an expression; add it to local::LOCAL_ENV)"
-            ));
-        };
-        env.push((k.clone(), value));
-    }
-    for (k, (v, all)) in LOCAL_ENV
-        .iter()
-        .filter_map(|(k, _)| k.strip_prefix('*'))
-        .filter_map(|k| Some((k, local_env(k)?)))
-    {
-        if all && !vars.contains_key(k) {
-            env.push((k.to_owned(), EnvValue::Text(v.to_owned())));
-        }
-    }
-    let mut mappings = Vec::new();
-    for ev in p["Events"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(_, e)| e)
-    {
-        let ep = &ev["Properties"];
-        let source = match ev["Type"].as_str() {
-            Some("SQS") => ref_target(&ep["Queue"]).map(|q| Source::Sqs(q.to_owned())),
-            Some("DynamoDB") => {
-                ref_target(&ep["Stream"]).map(|s| Source::DynamoDbStream(s.to_owned()))
-            }
-            Some("Kinesis") => ref_target(&ep["Stream"]).map(|s| Source::Kinesis(s.to_owned())),
-            _ => continue,
-        };
-        let source = source.ok_or_else(|| format!("{id}: an event without its source"))?;
-        let default_batch = if matches!(source, Source::Sqs(_)) {
-            10
-        } else {
-            100
-        };
-        let int = |k: &str| ep[k].as_i64();
-        mappings.push(Mapping {
-            source,
-            batch_size: int("BatchSize").map_or(default_batch, |n| n as usize),
-            window: Duration::from_secs(
-                int("MaximumBatchingWindowInSeconds").unwrap_or(0).max(0) as u64
-            ),
-            partial: crate::infra::strings(&ep["FunctionResponseTypes"])
-                .iter()
-                .any(|s| s == "ReportBatchItemFailures"),
-            max_retries: int("MaximumRetryAttempts").and_then(|n| u32::try_from(n).ok()),
-            max_age: int("MaximumRecordAgeInSeconds")
-                .and_then(|n| u64::try_from(n).ok())
-                .map(Duration::from_secs),
-            on_failure: ref_target(&ep["DestinationConfig"]["OnFailure"]["Destination"])
-                .map(str::to_owned),
-        });
-    }
-    Ok(Function { env, mappings })
-}
-
-/// A parameter's local value: [`LOCAL_PARAMETERS`], else its default.
-fn parameter(name: &str, param: &Value) -> Result<String> {
-    if let Some((_, v)) = LOCAL_PARAMETERS.iter().find(|(k, _)| *k == name) {
-        return Ok((*v).to_owned());
-    }
-    match &param["Default"] {
-        Value::String(s) => Ok(s.clone()),
-        Value::Number(n) => Ok(n.to_string()),
-        _ => Ok(format!("{{param:{name}}}")),
-    }
-}
-
-impl Plan {
-    /// The first event source mapping of `function` (its crate name).
-    pub(crate) fn mapping(&self, function: &str) -> Option<&Mapping> {
-        self.functions.get(function)?.mappings.first()
-    }
-
-    /// The resource a function's variable `var` names (a `Ref`), in the first function that has it.
-    pub(crate) fn named(&self, var: &str) -> Option<&str> {
-        self.functions.values().find_map(|f| {
-            f.env.iter().find_map(|(k, v)| match v {
-                EnvValue::Ref(target) if k == var => Some(target.as_str()),
-                _ => None,
-            })
-        })
-    }
-
-    /// `function`'s environment, each `Ref` replaced through `resolve` (a local name to its
-    /// URL or name), and a parameter without a default (`{param:Name}`) through `params`.
-    pub(crate) fn env(
-        &self,
-        function: &str,
-        resolve: impl Fn(&str) -> Option<String>,
-        params: &BTreeMap<&str, String>,
-    ) -> Result<Vec<(String, String)>> {
-        let f = self
-            .functions
-            .get(function)
-            .ok_or_else(|| format!("infra/template.yaml has no function {function}"))?;
-        f.env
-            .iter()
-            .map(|(k, v)| {
-                let value = match v {
-                    EnvValue::Ref(target) => resolve(target).ok_or_else(|| {
-                        format!("{function}: {k} names {target}, which the local stack lacks")
-                    })?,
-                    EnvValue::Text(s) => {
-                        match s.strip_prefix("{param:").and_then(|s| s.strip_suffix('}')) {
-                            Some(p) => params.get(p).cloned().ok_or_else(|| {
-                                format!("{function}: {k}: no local value for the parameter {p}")
-                            })?,
-                            None => s.clone(),
-                        }
-                    }
-                };
-                Ok((k.clone(), value))
-            })
-            .collect()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use local_lambda::plan::Source;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
 
     fn template() -> Value {
         crate::infra::load(&crate::root().join("infra/template.yaml")).expect("template")

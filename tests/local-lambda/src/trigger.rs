@@ -11,7 +11,7 @@
 //!   `infra/template.yaml` (`MaximumRetryAttempts`, `-1` for infinite, and
 //!   `MaximumRecordAgeInSeconds`) and an on-failure destination for a record past either.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -23,32 +23,37 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use local_dynamodb::ApiError;
+use local_dynamodb::kinesis::Kinesis;
 
-use crate::local::Mapping;
+use crate::Result;
+use crate::functions::Functions;
+use crate::plan::{Mapping, Plan, Source};
+use crate::resources::Resources;
 
 /// Counters a trigger keeps, for progress and the chaos runs.
 #[derive(Debug, Default)]
-pub(crate) struct TriggerStats {
-    pub(crate) invocations: AtomicU64,
-    pub(crate) delivered: AtomicU64,
-    pub(crate) acknowledged: AtomicU64,
+pub struct TriggerStats {
+    pub invocations: AtomicU64,
+    pub delivered: AtomicU64,
+    pub acknowledged: AtomicU64,
     /// Invocations cut short because the function's process died.
-    pub(crate) interrupted: AtomicU64,
+    pub interrupted: AtomicU64,
     /// Whether an invocation is under way.
-    pub(crate) in_flight: AtomicBool,
+    pub in_flight: AtomicBool,
 }
 
 /// Invokes one function through the invoke API of `cargo lambda watch`.
-pub(crate) struct Invoker {
-    pub(crate) http: reqwest::Client,
-    pub(crate) invoke_url: String,
-    pub(crate) function: String,
+#[derive(Debug)]
+pub struct Invoker {
+    pub http: reqwest::Client,
+    pub invoke_url: String,
+    pub function: String,
     /// Changes when an instance of the function dies (see `crate::functions`).
-    pub(crate) deaths: watch::Receiver<u64>,
-    pub(crate) stats: Arc<TriggerStats>,
+    pub deaths: watch::Receiver<u64>,
+    pub stats: Arc<TriggerStats>,
     /// When set, the next invocation's answer is thrown away after the function ran, as when
     /// Lambda times out after the work was done: its whole batch comes again.
-    pub(crate) lose_next: Arc<AtomicBool>,
+    pub lose_next: Arc<AtomicBool>,
 }
 
 impl Invoker {
@@ -91,7 +96,7 @@ impl Invoker {
             answer
         };
         answer
-            .inspect_err(|e| eprintln!("xtask: trigger {function}: invoke: {e}"))
+            .inspect_err(|e| eprintln!("local-lambda: trigger {function}: invoke: {e}"))
             .ok()
     }
 }
@@ -154,7 +159,7 @@ async fn receive_batch(
                 }
             }
             Err(e) => {
-                eprintln!("xtask: trigger {function}: receive failed: {e}");
+                eprintln!("local-lambda: trigger {function}: receive failed: {e}");
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 break;
             }
@@ -200,7 +205,7 @@ fn sqs_record(m: &Message, queue_arn: &str) -> Value {
 /// Polls `queue_url` and invokes the function until the task is dropped; deletes what it
 /// acknowledged (with `ReportBatchItemFailures`, all but what it reported; without, the whole
 /// batch), and leaves a failed invocation's whole batch to come back.
-pub(crate) async fn sqs_trigger(
+pub async fn sqs_trigger(
     sqs: aws_sdk_sqs::Client,
     mut invoker: Invoker,
     (queue_url, queue_arn): (String, String),
@@ -242,7 +247,7 @@ pub(crate) async fn sqs_trigger(
         let delete = sqs.delete_message_batch().queue_url(&queue_url);
         match delete.set_entries(Some(entries)).send().await {
             Ok(_) => _ = stats.acknowledged.fetch_add(n, Ordering::Relaxed),
-            Err(e) => eprintln!("xtask: trigger {function}: delete failed: {e}"),
+            Err(e) => eprintln!("local-lambda: trigger {function}: delete failed: {e}"),
         }
     }
 }
@@ -284,7 +289,8 @@ struct StreamRecord {
 
 /// Where a stream trigger reads: a table's DynamoDB stream (the local DynamoDB) or a Kinesis
 /// stream (the emulator), each with its ARN.
-pub(crate) enum Stream {
+#[derive(Debug)]
+pub enum Stream {
     /// Read through the DynamoDB Streams JSON API at the local DynamoDB's `endpoint`
     /// (`local_dynamodb::get_records` says why not the SDK).
     DynamoDb { endpoint: String, arn: String },
@@ -499,7 +505,7 @@ fn kinesis_record(
 /// after it. A record the mapping's retry policy gives up on (its age, or a finite retry count)
 /// goes to the on-failure destination (`destination`, as Lambda's record of it: shard and
 /// sequence numbers, never the data) and the shard moves on.
-pub(crate) async fn stream_trigger(
+pub async fn stream_trigger(
     stream: Stream,
     mut invoker: Invoker,
     destination: (aws_sdk_sqs::Client, String),
@@ -538,7 +544,7 @@ pub(crate) async fn stream_trigger(
                     }
                     Err(e) => {
                         if let Some(e) = e {
-                            eprintln!("xtask: trigger {function}: {e}");
+                            eprintln!("local-lambda: trigger {function}: {e}");
                         }
                         shard.iterator = None;
                         continue;
@@ -573,13 +579,97 @@ pub(crate) async fn stream_trigger(
                 .message_body(record.to_string());
             match sent.send().await {
                 Ok(_) => shard.handed_on(),
-                Err(e) => eprintln!("xtask: trigger {function}: on-failure destination: {e}"),
+                Err(e) => {
+                    eprintln!("local-lambda: trigger {function}: on-failure destination: {e}")
+                }
             }
         }
         if idle {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+}
+
+/// What the triggers read from and write to: the SQS emulator, the local DynamoDB's endpoint
+/// (its tables' streams), the Kinesis emulator.
+#[derive(Debug)]
+pub struct Ends<'a> {
+    pub sqs: &'a aws_sdk_sqs::Client,
+    pub dynamodb: String,
+    pub kinesis: &'a Kinesis,
+}
+
+/// The running triggers and, per function, their counters and the switch that loses the next
+/// invocation's answer.
+#[derive(Debug)]
+pub struct Triggers {
+    pub handles: Vec<tokio::task::JoinHandle<()>>,
+    pub lose_next: BTreeMap<String, Arc<AtomicBool>>,
+    pub stats: BTreeMap<String, Arc<TriggerStats>>,
+}
+
+/// Starts each function's event source mappings in `plan`, on the `created` resources, invoking
+/// the functions through the invoke API at `invoke_url`, each invocation cut short when an
+/// instance of its function dies (`functions`).
+pub fn start(
+    plan: &Plan,
+    created: &Resources,
+    functions: &Functions,
+    invoke_url: &str,
+    ends: &Ends<'_>,
+) -> Result<Triggers> {
+    // A guard only: the runtime API proxy ends an invocation at its function's timeout
+    // ([`crate::runtime_api`]), and the trigger sees it fail then.
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut t = Triggers {
+        handles: Vec::new(),
+        lose_next: BTreeMap::new(),
+        stats: BTreeMap::new(),
+    };
+    for (f, def) in &plan.functions {
+        for m in &def.mappings {
+            let stats = Arc::new(TriggerStats::default());
+            t.stats.insert(f.to_owned(), stats.clone());
+            let lose_next = Arc::new(AtomicBool::new(false));
+            t.lose_next.insert(f.to_owned(), lose_next.clone());
+            let invoker = Invoker {
+                http: http.clone(),
+                invoke_url: invoke_url.to_owned(),
+                function: f.to_owned(),
+                deaths: functions.deaths(f)?,
+                stats,
+                lose_next,
+            };
+            let stream = match &m.source {
+                Source::Sqs(q) => {
+                    let queue = (created.url(q)?, created.arn(f, q)?);
+                    let trigger = sqs_trigger(ends.sqs.clone(), invoker, queue, m.clone());
+                    t.handles.push(tokio::spawn(trigger));
+                    continue;
+                }
+                Source::DynamoDbStream(table) => Stream::DynamoDb {
+                    endpoint: ends.dynamodb.clone(),
+                    arn: created.arn(f, table)?,
+                },
+                Source::Kinesis(name) => Stream::Kinesis {
+                    kinesis: ends.kinesis.clone(),
+                    name: name.clone(),
+                    arn: created.arn(f, name)?,
+                },
+            };
+            let failures = m
+                .on_failure
+                .as_deref()
+                .ok_or_else(|| format!("{f}: its stream trigger has no on-failure destination"))?;
+            let destination = (ends.sqs.clone(), created.url(failures)?);
+            let trigger = stream_trigger(stream, invoker, destination, m.clone());
+            t.handles.push(tokio::spawn(trigger));
+        }
+    }
+    Ok(t)
 }
 
 #[cfg(test)]
@@ -589,7 +679,7 @@ mod tests {
     /// A DynamoDB Streams mapping with this retry policy.
     fn mapping(max_retries: Option<u32>, max_age: Option<Duration>) -> Mapping {
         Mapping {
-            source: crate::local::Source::DynamoDbStream("T".into()),
+            source: crate::plan::Source::DynamoDbStream("T".into()),
             batch_size: 100,
             window: Duration::ZERO,
             partial: true,
@@ -628,7 +718,7 @@ mod tests {
             endpoint: "http://127.0.0.1:9".into(),
             arn: "arn:aws:dynamodb:us-east-1:000000000000:table/T/stream/1".into(),
         };
-        let handed = stream.on_failure("shard-1", &seq, condition, tries, "inbox-forwarder");
+        let handed = stream.on_failure("shard-1", &seq, condition, tries, "reader");
         let info = &handed["DDBStreamBatchInfo"];
         assert_eq!(
             (

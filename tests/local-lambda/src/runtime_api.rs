@@ -7,12 +7,12 @@
 //!   function's `Timeout` in `infra/template.yaml`, as epoch milliseconds in
 //!   `Lambda-Runtime-Deadline-Ms`, so the functions read it as they do in Lambda.
 //! - An invocation not answered by then is ended as Lambda ends it: its instance is killed (the
-//!   supervisor in `crate::functions` starts a fresh one), the invocation is answered with a
+//!   supervisor in [`crate::functions`] starts a fresh one), the invocation is answered with a
 //!   `Sandbox.Timedout` error (the trigger treats it as a failed invocation: the whole batch comes
-//!   back; a webhook caller gets a 5xx), and a late answer from it is refused.
+//!   back; an HTTP caller gets a 5xx), and a late answer from it is refused.
 //!
 //! `GET /__timeouts` answers how many invocations of each function timed out (the end-to-end
-//! tests read it through `DEDUP_RUNTIME_API`).
+//! tests of a project read it to see that a deadline was enforced).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -27,7 +27,7 @@ use serde_json::json;
 use crate::Result;
 
 /// What ends an instance: given the function's name, kills its current instance.
-pub(crate) type Kill = Box<dyn Fn(&str) + Send + Sync>;
+pub type Kill = Box<dyn Fn(&str) + Send + Sync>;
 
 #[derive(Default)]
 struct Book {
@@ -47,8 +47,9 @@ struct Shared {
     kill: Kill,
 }
 
-/// The proxy, serving until xtask ends.
-pub(crate) struct RuntimeApi {
+/// The proxy, serving until dropped.
+#[derive(Debug)]
+pub struct RuntimeApi {
     addr: std::net::SocketAddr,
     server: tokio::task::JoinHandle<()>,
 }
@@ -63,7 +64,7 @@ impl RuntimeApi {
     /// Starts the proxy to `upstream` (`http://host:port` of `cargo lambda watch`), ending each
     /// function's invocations after its `timeouts` entry (a function without one: Lambda's
     /// default, 3 s) with `kill`.
-    pub(crate) async fn start(
+    pub async fn start(
         upstream: String,
         timeouts: BTreeMap<String, Duration>,
         kill: Kill,
@@ -82,7 +83,7 @@ impl RuntimeApi {
         let app = axum::Router::new().fallback(proxy).with_state(shared);
         let server = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
-                eprintln!("xtask: runtime API proxy: {e}");
+                eprintln!("local-lambda: runtime API proxy: {e}");
             }
         });
         Ok(Self { addr, server })
@@ -90,7 +91,7 @@ impl RuntimeApi {
 
     /// `http://127.0.0.1:<port>`: the functions' `AWS_LAMBDA_RUNTIME_API` is this plus
     /// `/.rt/<function>`.
-    pub(crate) fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 }
@@ -207,7 +208,7 @@ async fn watchdog(s: Arc<Shared>, function: String, id: String, timeout: Duratio
         *b.counts.entry(function.clone()).or_default() += 1;
     }
     println!(
-        "xtask: {function}: invocation {id} timed out after {}s; its instance is replaced, as Lambda does",
+        "local-lambda: {function}: invocation {id} timed out after {}s; its instance is replaced, as Lambda does",
         timeout.as_secs()
     );
     (s.kill)(&function);
@@ -227,7 +228,7 @@ async fn watchdog(s: Arc<Shared>, function: String, id: String, timeout: Duratio
         .send()
         .await
     {
-        eprintln!("xtask: {function}: could not answer the timed-out invocation: {e}");
+        eprintln!("local-lambda: {function}: could not answer the timed-out invocation: {e}");
     }
 }
 
@@ -237,9 +238,9 @@ mod tests {
 
     #[test]
     fn runtime_api_paths_name_the_function_and_the_answer() {
-        let path = "/.rt/ledger-projector/2018-06-01/runtime/invocation/abc-1/response";
+        let path = "/.rt/some-function/2018-06-01/runtime/invocation/abc-1/response";
         let (function, rest) = split(path).expect("a runtime path");
-        assert_eq!(function, "ledger-projector");
+        assert_eq!(function, "some-function");
         assert_eq!(answered(rest), Some("abc-1"));
         let (_, rest) =
             split("/.rt/f/2018-06-01/runtime/invocation/abc-1/error").expect("a runtime path");

@@ -1,8 +1,8 @@
-//! Child processes that cannot outlive xtask, however it ends.
+//! Child processes that cannot outlive the process that started them, however it ends.
 //!
-//! Services run behind a watchdog shell ([`Guarded`]); every other child xtask waits on
+//! Services run behind a watchdog shell ([`Guarded`]); every other child it waits on
 //! ([`run`]) gets a process group of its own and is tracked, and so are the functions'
-//! instances, so that a SIGTERM, SIGINT or SIGHUP to xtask (see `signals`) stops them all
+//! instances, so that a SIGTERM, SIGINT or SIGHUP to it (see [`crate::signals`]) stops them all
 //! before it exits.
 
 use std::fs;
@@ -15,12 +15,13 @@ use std::time::{Duration, Instant};
 use crate::Result;
 
 /// A service started in its own process group behind a watchdog shell. The shell waits on its
-/// stdin, which only xtask holds: when xtask exits for any reason (even SIGKILL), the pipe closes,
+/// stdin, which only the starting process holds: when that exits for any reason (even SIGKILL), the pipe closes,
 /// and the shell stops the whole group. The shell ignores SIGTERM, SIGINT and SIGHUP once the
-/// service has started, so a signal sent to xtask's whole process group (as a CI timeout or a
+/// service has started, so a signal sent to the whole process group (as a CI timeout or a
 /// Ctrl-C does) cannot kill it before it has done that. No emulator outlives the run that
 /// started it.
-pub(crate) struct Guarded {
+#[derive(Debug)]
+pub struct Guarded {
     name: String,
     child: Child,
     stdin: Option<ChildStdin>,
@@ -30,7 +31,7 @@ pub(crate) struct Guarded {
 
 impl Guarded {
     /// Starts `cmdline` (a shell command line) in `dir` with `env`, its output going to `log`.
-    pub(crate) fn spawn(
+    pub fn spawn(
         name: &str,
         dir: &Path,
         cmdline: &str,
@@ -82,22 +83,36 @@ impl Guarded {
     }
 
     /// Sends `signal` (a name `kill` accepts: `STOP`, `CONT`, `TERM`, `KILL`) to the service.
-    pub(crate) fn signal(&self, signal: &str) -> Result<()> {
+    pub fn signal(&self, signal: &str) -> Result<()> {
         signal_pid(self.pid, signal)
     }
 
     /// The service's process id (it leads its own process group).
-    pub(crate) fn pid(&self) -> u32 {
+    pub fn pid(&self) -> u32 {
         self.pid
     }
 
     /// Whether the service has exited already.
-    pub(crate) fn exited(&mut self) -> bool {
+    pub fn exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
-    pub(crate) fn print_log_tail(&self, lines: usize) {
+    pub fn print_log_tail(&self, lines: usize) {
         print_tail(&self.name, &self.log, lines);
+    }
+
+    /// Waits until the service accepts connections on `port`; after `limit`, the last lines of
+    /// its log and an error.
+    pub fn wait_listening(&self, port: u16, limit: Duration) -> Result<()> {
+        if wait_tcp(port, limit) {
+            return Ok(());
+        }
+        self.print_log_tail(30);
+        Err(format!(
+            "{} did not start listening on port {port} within {} s",
+            self.name,
+            limit.as_secs()
+        ))
     }
 }
 
@@ -118,7 +133,7 @@ impl Drop for Guarded {
 }
 
 /// Prints the last `lines` lines of `log` (written by `name`) to stderr.
-pub(crate) fn print_tail(name: &str, log: &Path, lines: usize) {
+pub fn print_tail(name: &str, log: &Path, lines: usize) {
     if let Ok(text) = fs::read_to_string(log) {
         let all: Vec<&str> = text.lines().collect();
         eprintln!("--- last lines of {} ({name}) ---", log.display());
@@ -129,7 +144,7 @@ pub(crate) fn print_tail(name: &str, log: &Path, lines: usize) {
 }
 
 /// Sends `signal` to process `pid` with `kill(1)`.
-pub(crate) fn signal_pid(pid: u32, signal: &str) -> Result<()> {
+pub fn signal_pid(pid: u32, signal: &str) -> Result<()> {
     let status = Command::new("kill")
         .args([format!("-{signal}"), pid.to_string()])
         .status()
@@ -141,12 +156,12 @@ pub(crate) fn signal_pid(pid: u32, signal: &str) -> Result<()> {
     }
 }
 
-pub(crate) fn shell_quote(s: &str) -> String {
+pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// Waits until something accepts connections on `port`.
-pub(crate) fn wait_tcp(port: u16, limit: Duration) -> bool {
+fn wait_tcp(port: u16, limit: Duration) -> bool {
     let start = Instant::now();
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     while start.elapsed() < limit {
@@ -158,14 +173,14 @@ pub(crate) fn wait_tcp(port: u16, limit: Duration) -> bool {
     false
 }
 
-pub(crate) fn free_port() -> Result<u16> {
+pub fn free_port() -> Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
     l.local_addr()
         .map(|a| a.port())
         .map_err(|e| format!("no free port: {e}"))
 }
 
-/// Children to stop if xtask is told to stop: (pid, whether it leads a process group).
+/// Children to stop if the process is told to stop: (pid, whether it leads a process group).
 static TRACKED: Mutex<Vec<(u32, bool)>> = Mutex::new(Vec::new());
 
 fn tracked() -> std::sync::MutexGuard<'static, Vec<(u32, bool)>> {
@@ -175,15 +190,15 @@ fn tracked() -> std::sync::MutexGuard<'static, Vec<(u32, bool)>> {
 }
 
 /// Records a child to stop on a signal; `group` when it leads a process group of its own.
-pub(crate) fn track(pid: u32, group: bool) {
+pub fn track(pid: u32, group: bool) {
     tracked().push((pid, group));
 }
 
-pub(crate) fn untrack(pid: u32) {
+pub fn untrack(pid: u32) {
     tracked().retain(|(p, _)| *p != pid);
 }
 
-/// Files to remove if xtask is told to stop before it removes them itself.
+/// Files to remove if the process is told to stop before it removes them itself.
 static SCRATCH: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 fn scratch() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
@@ -193,17 +208,17 @@ fn scratch() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
 }
 
 /// Records a scratch file that [`stop_tracked`] removes.
-pub(crate) fn track_file(path: &Path) {
+pub fn track_file(path: &Path) {
     scratch().push(path.to_path_buf());
 }
 
-pub(crate) fn untrack_file(path: &Path) {
+pub fn untrack_file(path: &Path) {
     scratch().retain(|p| p != path);
 }
 
 /// Stops every tracked child (and group): SIGTERM, up to two seconds' grace, then SIGKILL; then
 /// removes the tracked scratch files.
-pub(crate) fn stop_tracked() {
+pub fn stop_tracked() {
     let all: Vec<(u32, bool)> = tracked().drain(..).collect();
     let target = |(pid, group): &(u32, bool)| {
         if *group {
@@ -236,13 +251,13 @@ pub(crate) fn stop_tracked() {
 }
 
 /// Whether `cmd`, run as [`run`] runs it, ran and succeeded.
-pub(crate) fn succeeds(cmd: &mut Command) -> bool {
+pub fn succeeds(cmd: &mut Command) -> bool {
     run(cmd).is_ok_and(|s| s.success())
 }
 
-/// Runs `cmd` to completion in a process group of its own, tracked, so that a signal to xtask
+/// Runs `cmd` to completion in a process group of its own, tracked, so that a signal to the process
 /// stops it and everything it started (a `cargo test` and its test binaries, say).
-pub(crate) fn run(cmd: &mut Command) -> std::io::Result<ExitStatus> {
+pub fn run(cmd: &mut Command) -> std::io::Result<ExitStatus> {
     let mut child = cmd.process_group(0).spawn()?;
     let pid = child.id();
     track(pid, true);

@@ -1,7 +1,7 @@
 //! Stopping cleanly on SIGTERM (a CI timeout), SIGINT (Ctrl-C) and SIGHUP (a closed terminal).
 
 /// Resolves when the process is asked to stop.
-pub(crate) async fn terminated() {
+pub async fn terminated() {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
@@ -18,9 +18,9 @@ pub(crate) async fn terminated() {
     }
 }
 
-/// On a stop signal, from a thread of its own (whatever the rest of xtask is blocked on): stop
-/// every child xtask tracks, then exit with 130. Services behind watchdogs stop either way.
-pub(crate) fn install() {
+/// On a stop signal, from a thread of its own (whatever the rest of the process is blocked on): stop
+/// every child [`crate::process`] tracks, then exit with 130. Services behind watchdogs stop either way.
+pub fn install() {
     let spawned = std::thread::Builder::new()
         .name("signals".into())
         .spawn(|| {
@@ -31,11 +31,15 @@ pub(crate) fn install() {
                 return;
             };
             rt.block_on(terminated());
-            eprintln!("xtask: stopping (signal received); stopping every service it started");
+            eprintln!(
+                "local-lambda: stopping (signal received); stopping every service it started"
+            );
             crate::process::stop_tracked();
             std::process::exit(130);
         });
     if let Err(e) = spawned {
-        eprintln!("xtask: no signal handler ({e}); services still stop when xtask exits");
+        eprintln!(
+            "local-lambda: no signal handler ({e}); services still stop when this process exits"
+        );
     }
 }

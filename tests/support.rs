@@ -53,6 +53,14 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
+/// A loopback port nothing listens on (free when asked; a server of the test's own may take it).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
 /// A fresh mark table (TTL on `expires_at`).
 pub async fn mark_table(client: &Client) -> String {
     let name = unique("marks");
@@ -212,6 +220,42 @@ pub fn credit_or_refused_plan(
     }
 }
 
+/// S5, S12, S15 on any store, as a function runs the transactional batch flow: one batch of
+/// credits of 5 to `a1`, 1 to `poisoned` (an account whose balance the caller made text, so that
+/// the store refuses its effect) and 2 to `a2`. The goods apply, the poisoned one is rejected
+/// alone, and a second delivery of the whole batch is duplicates. The balances are the
+/// caller's to read back.
+pub async fn poisoned_batch_judged_alone<E: Send + Sync + 'static, P>(
+    dedup: &lambda_dedup_batch::Deduplicator<E>,
+    plan: P,
+) where
+    P: Fn(&Derived) -> Result<Plan<E>, HandlerError> + Copy,
+{
+    use lambda_dedup_batch::{Outcome, Reason};
+    let run = unique("run");
+    let batch = vec![
+        credit("m1", &format!("{run}-1"), "a1", 5),
+        credit("m2", &format!("{run}-2"), "poisoned", 1),
+        credit("m3", &format!("{run}-3"), "a2", 2),
+    ];
+    let outcomes = dedup.transactional_batch(&batch, 4, plan).await;
+    assert!(matches!(outcomes[0], Outcome::Applied), "{outcomes:?}");
+    assert!(
+        matches!(
+            outcomes[1],
+            Outcome::Rejected {
+                code: Reason::EffectRefused,
+                ..
+            }
+        ),
+        "{outcomes:?}"
+    );
+    assert!(matches!(outcomes[2], Outcome::Applied), "{outcomes:?}");
+    let again = dedup.transactional_batch(&batch, 4, plan).await;
+    assert!(matches!(again[0], Outcome::Duplicate { .. }), "{again:?}");
+    assert!(matches!(again[2], Outcome::Duplicate { .. }), "{again:?}");
+}
+
 /// `store`'s commit of `effects` under `key` with no stored result, as the flows send it;
 /// panics with `what` when the store fails.
 pub async fn commit_with(
@@ -269,11 +313,7 @@ pub fn cloudevents_spec(consumer: &str) -> KeySpec {
 
 /// A client for a port nothing listens on, with no SDK retries: a store that is down (S13).
 pub fn unreachable_client() -> Client {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
+    let port = free_port();
     Client::from_conf(
         aws_sdk_dynamodb::Config::builder()
             .behavior_version(BehaviorVersion::latest())

@@ -214,11 +214,7 @@ async fn s13_a_store_that_never_answers_times_out_retryably() {
 #[tokio::test]
 async fn s13_an_unreachable_store_is_a_retryable_network_fault() {
     // Bind then drop: nothing listens on this port any more.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
+    let port = dedup_tests::free_port();
     let client = Client::from_conf(
         base_config()
             .endpoint_url(format!("http://127.0.0.1:{port}"))

@@ -28,7 +28,17 @@
 //! method answers [`StoreError::Unsupported`] — a declared absence, never a silent skip — prints
 //! that the case was not applicable, and returns [`Ran::NotApplicable`].
 
+//!
+//! # Beyond the suite
+//! A store's own tests (its server's features, many instances at once) share what [`kit`]
+//! holds: [`server`] and [`unset`] for a server named by an environment variable, [`unique`]
+//! names, [`TableNames`] for a world's effect tables, and [`claims_at_once`] and
+//! [`commits_at_once`] for separate instances of the store racing on one key.
+
 #![warn(missing_docs)]
+
+pub mod kit;
+pub use kit::{TableNames, Tally, claims_at_once, commits_at_once, server, unique, unset};
 
 use std::fmt;
 use std::future::Future;
@@ -227,20 +237,6 @@ pub fn report(line: &str) {
 
 const LEASE: Duration = Duration::from_secs(30);
 const RETENTION: Duration = Duration::from_secs(3600);
-
-/// A name no other case uses (tables, accounts, event ids).
-fn unique(prefix: &str) -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    format!(
-        "{prefix}-{nanos:x}-{}",
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
 
 fn scope() -> Scope {
     Scope::new("conformance", "suite").expect("a valid scope")

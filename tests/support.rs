@@ -53,6 +53,37 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
+/// A DynamoDB error response as the service sends it (awsJson1_0), for `aws-smithy-mocks`.
+pub fn aws_error(
+    status: u16,
+    body: &str,
+) -> aws_smithy_runtime_api::client::orchestrator::HttpResponse {
+    let mut resp = aws_smithy_runtime_api::client::orchestrator::HttpResponse::new(
+        aws_smithy_runtime_api::http::StatusCode::try_from(status).expect("status"),
+        aws_smithy_types::body::SdkBody::from(body.to_owned()),
+    );
+    resp.headers_mut()
+        .insert("content-type", "application/x-amz-json-1.0");
+    resp
+}
+
+/// A `TransactWriteItems` answer cancelled with these reasons (one per item), in DynamoDB's
+/// wire format.
+pub fn cancelled(
+    codes: &[&str],
+) -> impl Fn() -> aws_smithy_runtime_api::client::orchestrator::HttpResponse + Send + Sync + 'static
+{
+    let reasons: Vec<String> = codes
+        .iter()
+        .map(|c| format!(r#"{{"Code":"{c}","Message":"injected"}}"#))
+        .collect();
+    let body = format!(
+        r#"{{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","Message":"Transaction cancelled","CancellationReasons":[{}]}}"#,
+        reasons.join(",")
+    );
+    move || aws_error(400, &body)
+}
+
 /// A loopback port nothing listens on (free when asked; a server of the test's own may take it).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

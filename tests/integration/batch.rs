@@ -13,6 +13,20 @@ use lambda_dedup_batch::{Account, Deduplicator, HandlerError, Outcome, run_batch
 use lambda_dedup_dynamodb::DynamoStore;
 use serde_json::json;
 
+/// The leased flow on `m`, its provider call one that only counts itself in `calls`.
+async fn leased_counting(
+    dedup: &lambda_dedup_batch::LeasedDeduplicator,
+    m: &Message,
+    calls: &AtomicUsize,
+) -> Outcome {
+    dedup
+        .leased(m, None, |_e, _l| async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok(None)
+        })
+        .await
+}
+
 /// S5, S8, S14: the same batch (which itself holds duplicates) run twice concurrently, plus a
 /// producer retry with new message ids, leaves the balances of a single pass; every delivery is
 /// counted once and the accounts close.
@@ -175,14 +189,7 @@ async fn s6_leased_flow_calls_out_once_for_concurrent_duplicates() {
     let n = again.len() as u64;
     let report = run_batch(again, 8, |m| {
         let (dedup, calls) = (&dedup, &calls);
-        async move {
-            dedup
-                .leased(&m, None, |_e, _l| async move {
-                    calls.fetch_add(1, Ordering::SeqCst);
-                    Ok(None)
-                })
-                .await
-        }
+        async move { leased_counting(dedup, &m, calls).await }
     })
     .await;
     assert_eq!(report.account.duplicate, n);
@@ -241,12 +248,7 @@ async fn s13_store_outage_fails_closed() {
             if m.message_id.ends_with(['0', '1', '2']) {
                 dedup.transactional(&m, credit_plan("balances")).await
             } else {
-                dedup
-                    .leased(&m, None, |_e, _l| async move {
-                        calls.fetch_add(1, Ordering::SeqCst);
-                        Ok(None)
-                    })
-                    .await
+                leased_counting(dedup, &m, calls).await
             }
         }
     })

@@ -141,30 +141,14 @@ async fn s1_consumers_and_tenants_do_not_suppress_each_other() {
     ];
     for key in &keys {
         assert_eq!(
-            store
-                .commit(lambda_dedup::CommitRequest {
-                    key,
-                    fingerprint: None,
-                    result: None,
-                    effects: &[]
-                })
-                .await
-                .expect("commit"),
+            commit_with(&store, key, None, &[], "commit").await,
             lambda_dedup::Commit::Applied,
             "{key} is its own event"
         );
     }
     for key in &keys {
         assert!(matches!(
-            store
-                .commit(lambda_dedup::CommitRequest {
-                    key,
-                    fingerprint: None,
-                    result: None,
-                    effects: &[]
-                })
-                .await
-                .expect("commit"),
+            commit_with(&store, key, None, &[], "commit").await,
             lambda_dedup::Commit::Seen(Seen::Duplicate(_))
         ));
     }

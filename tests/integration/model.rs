@@ -443,26 +443,7 @@ struct Stats {
     lost_messages: u64,
 }
 
-static STATS: Mutex<Stats> = Mutex::new(Stats {
-    schedules: 0,
-    batches: 0,
-    deliveries: 0,
-    lost_answers: 0,
-    store_outages: 0,
-    concurrent_pairs: 0,
-    redeliveries: 0,
-    conflicting_payloads: 0,
-    poison_messages: 0,
-    poison_rejections: 0,
-    dead_lettered: 0,
-    dlq_redrives: 0,
-    dlq_redrives_past_retention: 0,
-    redriven_messages: 0,
-    late_events: 0,
-    transaction_conflicts: 0,
-    double_effects: 0,
-    lost_messages: 0,
-});
+static STATS: std::sync::LazyLock<Mutex<Stats>> = std::sync::LazyLock::new(Mutex::default);
 
 fn tally(f: impl FnOnce(&mut Stats)) {
     let mut s = STATS.lock().unwrap_or_else(|e| e.into_inner());

@@ -264,34 +264,11 @@ struct Stats {
     lost_messages: u64,
 }
 
-static STATS: Mutex<Stats> = Mutex::new(Stats {
-    schedules: 0,
-    batches: 0,
-    deliveries: 0,
-    crashes_after_claim: 0,
-    crashes_after_call: 0,
-    crashes_during_complete: 0,
-    lease_expiries: 0,
-    ttl_expiries: 0,
-    provider_5xx: 0,
-    provider_timeouts: 0,
-    concurrent_pairs: 0,
-    redeliveries: 0,
-    refused_keys: 0,
-    provider_rejections: 0,
-    dead_lettered: 0,
-    slow_provider_calls: 0,
-    forgetful_providers: 0,
-    provider_key_expiries: 0,
-    forgotten_keys: 0,
-    provider_key_expired: 0,
-    double_effects: 0,
-    lost_messages: 0,
-});
+static STATS: std::sync::LazyLock<Mutex<Stats>> = std::sync::LazyLock::new(Mutex::default);
 
 /// Adds one schedule's counters to the run's, and writes them where `cargo xtask soak` reads them.
 fn tally(s: &Stats) {
-    let mut t = lock(&STATS);
+    let mut t = lock(&*STATS);
     t.schedules += s.schedules;
     t.batches += s.batches;
     t.deliveries += s.deliveries;

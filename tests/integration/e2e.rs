@@ -25,6 +25,22 @@ pub(crate) fn stack_is_up(test: &str) -> bool {
     up
 }
 
+/// The key `function` of the stack derives for `body` (namespace `demo`, consumer = function
+/// name, tenant from `tenantid`).
+pub(crate) fn key_of(function: &str, body: &str) -> lambda_dedup::DedupKey {
+    let spec = KeySpec::cloudevents(Scope::new("demo", function).expect("scope"), "tenantid");
+    let message = Message {
+        body: body.as_bytes().to_vec(),
+        ..Message::default()
+    };
+    spec.derive(&message).expect("key").key
+}
+
+/// The keys `function` derives for `bodies`, in order ([`key_of`]).
+pub(crate) fn keys(function: &str, bodies: &[String]) -> Vec<lambda_dedup::DedupKey> {
+    bodies.iter().map(|b| key_of(function, b)).collect()
+}
+
 pub(crate) fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
         panic!("{name} is not set: the end-to-end tests run inside `cargo xtask test`")
@@ -292,22 +308,7 @@ async fn e2e_payments_reach_the_provider_once_each() {
     let twice: Vec<String> = bodies.iter().flat_map(|b| [b.clone(), b.clone()]).collect();
     send("DEDUP_QUEUE_PAYMENT_DISPATCHER", &twice).await;
 
-    // The keys the function derives (namespace `demo`, consumer = function name).
-    let spec = KeySpec::cloudevents(
-        Scope::new("demo", "payment-dispatcher").expect("scope"),
-        "tenantid",
-    );
-    let keys: Vec<lambda_dedup::DedupKey> = bodies
-        .iter()
-        .map(|b| {
-            spec.derive(&Message {
-                body: b.clone().into_bytes(),
-                ..Message::default()
-            })
-            .expect("key")
-            .key
-        })
-        .collect();
+    let keys = keys("payment-dispatcher", &bodies);
     let marks = env("DEDUP_TABLE_MARKS");
     for key in &keys {
         let mark = eventually("a completed mark", Duration::from_secs(90), || async {
@@ -362,19 +363,9 @@ async fn e2e_fines_and_intents_are_applied_once_through_the_relay() {
     let twice: Vec<String> = bodies.iter().flat_map(|b| [b.clone(), b.clone()]).collect();
     send("DEDUP_QUEUE_FINE_NOTICES", &twice).await;
 
-    let spec = KeySpec::cloudevents(
-        Scope::new("demo", "fine-notices").expect("scope"),
-        "tenantid",
-    );
     let intents = env("DEDUP_TABLE_INTENTS");
     for b in &bodies {
-        let key = spec
-            .derive(&Message {
-                body: b.clone().into_bytes(),
-                ..Message::default()
-            })
-            .expect("key")
-            .key;
+        let key = key_of("fine-notices", b);
         let intent_id = key.idempotency_key();
         eventually("a confirmed intent", Duration::from_secs(90), || async {
             let item = get_item(&client(), &intents, "intent_id", &intent_id).await?;
@@ -589,17 +580,7 @@ async fn e2e_a_takeover_past_the_provider_key_retention_goes_to_reconciliation()
         "id": id, "tenantid": "shop",
         "data": {"amount_cents": 4200, "currency": "EUR", "customer_ref": "c-7"}})
     .to_string();
-    let spec = KeySpec::cloudevents(
-        Scope::new("demo", "payment-dispatcher").expect("scope"),
-        "tenantid",
-    );
-    let key = spec
-        .derive(&Message {
-            body: body.clone().into_bytes(),
-            ..Message::default()
-        })
-        .expect("key")
-        .key;
+    let key = key_of("payment-dispatcher", &body);
     // The first attempt, two hours ago, under the stack's 4 s lease: it claimed and died.
     let two_hours_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 3600);
     let crashed = lambda_dedup_dynamodb::DynamoStore::new(

@@ -11,11 +11,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use lambda_dedup::{KeySpec, Message, Scope};
 use local_dynamodb::kinesis::Kinesis;
 use serde_json::{Value, json};
 
-use crate::e2e::{ce, env, eventually, provider_effects, send, stack_is_up};
+use crate::e2e::{ce, env, eventually, keys, provider_effects, send, stack_is_up};
 use crate::e2e_doors::{Delivery, ledger, now_secs};
 use dedup_tests::unique;
 
@@ -52,22 +51,6 @@ impl Drop for Thaw {
     fn drop(&mut self) {
         signal_store("CONT");
     }
-}
-
-/// The keys `function` derives for `bodies` (namespace `demo`, consumer = function name).
-fn keys(function: &str, bodies: &[String]) -> Vec<lambda_dedup::DedupKey> {
-    let spec = KeySpec::cloudevents(Scope::new("demo", function).expect("scope"), "tenantid");
-    bodies
-        .iter()
-        .map(|b| {
-            spec.derive(&Message {
-                body: b.clone().into_bytes(),
-                ..Message::default()
-            })
-            .expect("key")
-            .key
-        })
-        .collect()
 }
 
 /// Issue 19: with the store hung past the deadline, every invocation answers before its deadline

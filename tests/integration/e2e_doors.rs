@@ -8,7 +8,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use dedup_tests::{client, get_item, unique};
-use lambda_dedup::{KeySpec, Message, Scope};
 use local_dynamodb::kinesis::Kinesis;
 use serde_json::json;
 
@@ -420,10 +419,6 @@ async fn e2e_a_kinesis_shard_with_duplicates_and_a_failure_applies_each_event_on
     // The keys ledger-stream derives (namespace `demo`, consumer `ledger-stream`), per account in
     // shard order: its log names each applied event by key. (The emulator numbers records per
     // shard, so a sequence number alone does not name a record across shards.)
-    let spec = KeySpec::cloudevents(
-        Scope::new("demo", "ledger-stream").expect("scope"),
-        "tenantid",
-    );
     let mut keys: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut poison = (String::new(), String::new());
     for (account, body) in &workload {
@@ -435,11 +430,7 @@ async fn e2e_a_kinesis_shard_with_duplicates_and_a_failure_applies_each_event_on
             poison = (shard, seq);
             continue;
         }
-        let message = Message {
-            body: body.clone().into_bytes(),
-            ..Message::default()
-        };
-        let key = spec.derive(&message).expect("a key").key.to_string();
+        let key = crate::e2e::key_of("ledger-stream", body).to_string();
         keys.entry((*account).clone()).or_default().push(key);
     }
     let (balance_a, events_a) = balance_reaches("account a", &a, 23).await;

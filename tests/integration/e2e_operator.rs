@@ -51,6 +51,15 @@ fn as_refs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
+/// The command exited 0 (else its stderr is the failure).
+fn succeeded(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn json_of(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -224,11 +233,7 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
     // The dry run: each classified, nothing moved.
     let args = redrive(&["--dry-run"]);
     let out = cli(&as_refs(&args), &[]).await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let report = json_of(&out);
     assert_eq!(
         counts(&report),
@@ -263,11 +268,7 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
         &[],
     )
     .await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let explained = json_of(&out);
     assert_eq!(explained["verdict"], "conflict", "{explained:#}");
     assert_eq!(explained["fingerprint_matches"], false);
@@ -307,11 +308,7 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
     let mut args = redrive(&[]);
     args.extend(["--report".to_owned(), report_file.display().to_string()]);
     let out = cli(&as_refs(&args), &[]).await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(&report_file).expect("report"))
             .expect("json");
@@ -434,11 +431,7 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
     let path = file.display().to_string();
 
     let out = cli(&["--json", "explain", &path], &[]).await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     assert_eq!(json_of(&out)["verdict"], "would_apply");
 
     send("DEDUP_QUEUE_LEDGER_PROJECTOR", std::slice::from_ref(&event)).await;
@@ -465,11 +458,7 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
         .filter(|(k, _)| k.starts_with("AWS_") || k == "DEDUP_MARK_TABLE" || k == "DEDUP_NAMESPACE")
         .collect();
     let out = cli_in(&["--json", "--template", template, "explain", &path], only).await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     assert_eq!(json_of(&out)["verdict"], "duplicate");
     assert_eq!(json_of(&out)["key"], key.as_str());
     // By key, as a log line gives it.
@@ -529,11 +518,7 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
         &[],
     )
     .await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let forgotten = json_of(&out);
     let audit_key = forgotten["audit_key"].as_str().expect("audit key");
     let audit = get_item(&ddb, &marks, "pk", audit_key)

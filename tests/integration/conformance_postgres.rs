@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lambda_dedup::{Item, ManualClock, MarkStore, Retention, Value};
-use lambda_dedup_conformance::{BoxFuture, Effects, Harness, TableNames, World, unique};
+use lambda_dedup_conformance::{
+    BoxFuture, EffectTables, Effects, Harness, TableNames, World, unique,
+};
 use lambda_dedup_postgres::{PgStore, SqlEffect, Tls};
 
 /// The variable that names the server, and how to have one.
@@ -110,7 +112,6 @@ fn split(key_attr: &str, item: &Item) -> (String, String) {
 }
 
 struct Tables {
-    store: Arc<dyn MarkStore<SqlEffect>>,
     client: tokio_postgres::Client,
     names: TableNames,
 }
@@ -137,19 +138,16 @@ impl Harness for Postgres {
                 .await
                 .expect("connect");
             tokio::spawn(connection);
-            Box::new(Tables {
-                store: Arc::new(store),
+            let tables = Tables {
                 client,
                 names: TableNames::default(),
-            }) as Box<dyn World<SqlEffect>>
+            };
+            lambda_dedup_conformance::world(Arc::new(store), tables)
         })
     }
 }
 
-impl World<SqlEffect> for Tables {
-    fn store(&self) -> Arc<dyn MarkStore<SqlEffect>> {
-        self.store.clone()
-    }
+impl EffectTables for Tables {
     fn table<'a>(&'a self, key_attr: &'a str) -> BoxFuture<'a, String> {
         Box::pin(async move {
             let name = self.names.add(key_attr);

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lambda_dedup::{Item, ManualClock, MarkStore, Retention, Value};
-use lambda_dedup_conformance::{BoxFuture, Effects, Harness, TableNames, World, unique};
+use lambda_dedup_conformance::{
+    BoxFuture, EffectTables, Effects, Harness, TableNames, World, unique,
+};
 use lambda_dedup_valkey::{Guard, ValkeyEffect, ValkeyStore};
 use redis::AsyncCommands;
 
@@ -79,7 +81,6 @@ fn split(key_attr: &str, item: &Item) -> (String, Vec<(String, String)>) {
 }
 
 struct Keys {
-    store: Arc<dyn MarkStore<ValkeyEffect>>,
     conn: redis::aio::MultiplexedConnection,
     names: TableNames,
 }
@@ -109,19 +110,16 @@ impl Harness for Valkey {
                 .expect("a prefix")
                 .with_lease(lease)
                 .with_clock(clock);
-            Box::new(Keys {
-                store: Arc::new(store),
+            let keys = Keys {
                 conn: connect(&url).await,
                 names: TableNames::default(),
-            }) as Box<dyn World<ValkeyEffect>>
+            };
+            lambda_dedup_conformance::world(Arc::new(store), keys)
         })
     }
 }
 
-impl World<ValkeyEffect> for Keys {
-    fn store(&self) -> Arc<dyn MarkStore<ValkeyEffect>> {
-        self.store.clone()
-    }
+impl EffectTables for Keys {
     fn table<'a>(&'a self, key_attr: &'a str) -> BoxFuture<'a, String> {
         Box::pin(async move { self.names.add(key_attr) })
     }

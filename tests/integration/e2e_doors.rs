@@ -230,6 +230,31 @@ fn altered(delivery: &Delivery, from: &str, to: &str) -> Delivery {
     altered
 }
 
+/// Refused (401) before anything is stored: `sign`ed (at a time, with secrets) an hour before
+/// `t`, with the `forger`'s secret alone, and a delivery signed with `secret` whose body's amount
+/// (`amount`) changed after signing. That last delivery, unaltered, is returned: it is valid.
+async fn assert_bad_signatures_refused(
+    sign: impl Fn(u64, &[&str]) -> Delivery,
+    t: u64,
+    secret: &str,
+    forger: &str,
+    amount: &str,
+) -> Delivery {
+    let stale = sign(t - 3600, &[secret]);
+    assert_unauthorized(
+        &stale,
+        Some("stale_signature"),
+        "a signature from an hour ago",
+    )
+    .await;
+    assert_unauthorized(&sign(t, &[forger]), None, "a forger's secret").await;
+    let valid = sign(t, &[secret]);
+    let from = format!("\"amount\":{amount}");
+    let changed = altered(&valid, &from, &format!("{from}00"));
+    assert_unauthorized(&changed, None, "a body changed after signing").await;
+    valid
+}
+
 /// Two events of `account` recorded once each in the inbox, forwarded to the ledger's queue and
 /// applied once each, to `balance`.
 async fn assert_applied_once(what: &str, account: &str, balance: i64) {
@@ -288,18 +313,8 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
     .await;
 
     // Refused before anything is stored.
-    let stale = Delivery::standard(&id2, &body2, t - 3600, &[secret]);
-    assert_unauthorized(
-        &stale,
-        Some("stale_signature"),
-        "a signature from an hour ago",
-    )
-    .await;
-    let forged = Delivery::standard(&id2, &body2, t, &[FORGERS_SECRET]);
-    assert_unauthorized(&forged, None, "a forger's secret").await;
-    let second = Delivery::standard(&id2, &body2, t, &[secret]);
-    let changed = altered(&second, "\"amount\":5", "\"amount\":500");
-    assert_unauthorized(&changed, None, "a body changed after signing").await;
+    let sign = |at: u64, secrets: &[&str]| Delivery::standard(&id2, &body2, at, secrets);
+    let second = assert_bad_signatures_refused(sign, t, secret, FORGERS_SECRET, "5").await;
     let pad = "x".repeat(70_000);
     let big = ce(
         "credit",
@@ -361,18 +376,9 @@ async fn e2e_stripe_deliveries_signed_by_stripes_library_are_accepted_once() {
     let other_id = first.with_header("webhook-id", &unique("other-id"));
     assert_replays(&other_id, &answer, "an unsigned header is not the identity").await;
 
-    let stale = Delivery::stripe(&body2, t - 3600, &[secret]);
-    assert_unauthorized(
-        &stale,
-        Some("stale_signature"),
-        "a signature from an hour ago",
-    )
-    .await;
-    let forged = Delivery::stripe(&body2, t, &["whsec_a_forgers_own_secret_0000"]);
-    assert_unauthorized(&forged, None, "a forger's secret").await;
-    let second = Delivery::stripe(&body2, t, &[secret]);
-    let changed = altered(&second, "\"amount\":2", "\"amount\":200");
-    assert_unauthorized(&changed, None, "a body changed after signing").await;
+    let sign = |at: u64, secrets: &[&str]| Delivery::stripe(&body2, at, secrets);
+    let forger = "whsec_a_forgers_own_secret_0000";
+    let second = assert_bad_signatures_refused(sign, t, secret, forger, "2").await;
     let mut standard = Delivery::standard(&evt2, &body2, t, &[&env("DEDUP_WEBHOOK_SECRET")]);
     standard.url = env("DEDUP_STRIPE_WEBHOOK_URL");
     assert_unauthorized(&standard, None, "another scheme's signature").await;

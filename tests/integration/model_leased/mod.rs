@@ -657,7 +657,8 @@ async fn run_in<E: 'static>(world: World<E>, schedule: Schedule) {
 }
 
 proptest! {
-    // 16 schedules in `cargo xtask test`; `cargo xtask soak` sets DEDUP_MODEL_CASES much higher.
+    // 16 schedules in `cargo xtask test` (on Valkey each under a fresh mark prefix of the
+    // server); `cargo xtask soak` sets DEDUP_MODEL_CASES much higher.
     #![proptest_config(ProptestConfig {
         cases: dedup_tests::model_cases(16),
         ..ProptestConfig::default()
@@ -674,6 +675,16 @@ proptest! {
     #[test]
     fn on_the_memory_store_leased_schedules_apply_each_event_once(schedule in schedule()) {
         dedup_tests::block_on(run_schedule(On::Stores(StoreKind::Memory), schedule));
+    }
+
+    /// The same schedules on the Valkey store (`DEDUP_VALKEY_URL`; skipped without it); a
+    /// crash during complete fails the store's `complete` (never sent, or its script run and
+    /// its answer dropped).
+    #[test]
+    fn on_valkey_leased_schedules_apply_each_event_once(schedule in schedule()) {
+        if let Some(url) = crate::model_valkey::url("the Valkey leased model schedules") {
+            dedup_tests::block_on(run_schedule(On::Valkey(url), schedule));
+        }
     }
 }
 
@@ -692,25 +703,6 @@ proptest! {
     fn on_postgres_leased_schedules_apply_each_event_once(schedule in schedule()) {
         if let Some(url) = crate::model_postgres::url("the PostgreSQL leased model schedules") {
             dedup_tests::block_on(run_schedule(On::Postgres(url), schedule));
-        }
-    }
-}
-
-proptest! {
-    // 16 schedules in `cargo xtask test` (each under a fresh mark prefix of the server); `cargo
-    // xtask soak` sets DEDUP_MODEL_CASES higher.
-    #![proptest_config(ProptestConfig {
-        cases: dedup_tests::model_cases(16),
-        ..ProptestConfig::default()
-    })]
-
-    /// The same schedules on the Valkey store (`DEDUP_VALKEY_URL`; skipped without it); a
-    /// crash during complete fails the store's `complete` (never sent, or its script run and
-    /// its answer dropped).
-    #[test]
-    fn on_valkey_leased_schedules_apply_each_event_once(schedule in schedule()) {
-        if let Some(url) = crate::model_valkey::url("the Valkey leased model schedules") {
-            dedup_tests::block_on(run_schedule(On::Valkey(url), schedule));
         }
     }
 }

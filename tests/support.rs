@@ -101,6 +101,16 @@ pub async fn mark_table(client: &Client) -> String {
     name
 }
 
+/// The DynamoDB store on a fresh mark table ([`mark_table`]), with an hour's [`retention`].
+pub async fn fresh_store(client: &Client) -> lambda_dedup_dynamodb::DynamoStore {
+    lambda_dedup_dynamodb::DynamoStore::new(client.clone(), mark_table(client).await, retention())
+}
+
+/// A deduplicator of consumer `consumer` ([`cloudevents_spec`]) on a [`fresh_store`].
+pub async fn fresh_dedup(client: &Client, consumer: &str) -> lambda_dedup_batch::Deduplicator {
+    lambda_dedup_batch::Deduplicator::new(cloudevents_spec(consumer), fresh_store(client).await)
+}
+
 /// A fresh effect table keyed by the string attribute `key_attr`.
 pub async fn effect_table(client: &Client, key_attr: &str) -> String {
     let name = unique("effects");

@@ -18,11 +18,6 @@ use lambda_dedup_postgres::{PgStore, SqlEffect, Tls};
 const URL: &str = "DEDUP_POSTGRES_URL";
 const HOW: &str = "`cargo xtask test -p dedup-tests -- conformance` starts PostgreSQL and sets it";
 
-/// Why the cases are skipped: no server.
-fn skip() -> Option<String> {
-    lambda_dedup_conformance::unset(URL, HOW)
-}
-
 /// Each case on a fresh marks table of the server.
 struct Postgres;
 
@@ -220,7 +215,8 @@ impl EffectTables for Tables {
 }
 
 mod postgres {
-    lambda_dedup_conformance::suite!(super::Postgres, skip_if: super::skip());
+    use lambda_dedup_conformance::unset;
+    lambda_dedup_conformance::suite!(super::Postgres, skip_if: unset(super::URL, super::HOW));
 }
 
 /// Beyond the suite: many processes at once. Each store here has its own connections, as

@@ -19,11 +19,6 @@ use redis::AsyncCommands;
 const URL: &str = "DEDUP_VALKEY_URL";
 const HOW: &str = "`cargo xtask test -p dedup-tests -- valkey` starts Valkey and sets it";
 
-/// Why the cases are skipped: no server.
-fn skip() -> Option<String> {
-    lambda_dedup_conformance::unset(URL, HOW)
-}
-
 /// Each case on its own mark prefix of the server.
 struct Valkey;
 
@@ -163,7 +158,8 @@ impl EffectTables for Keys {
 }
 
 mod valkey {
-    lambda_dedup_conformance::suite!(super::Valkey, skip_if: super::skip());
+    use lambda_dedup_conformance::unset;
+    lambda_dedup_conformance::suite!(super::Valkey, skip_if: unset(super::URL, super::HOW));
 }
 
 /// Beyond the suite: what is Valkey's own. Each store here has its own connection, as separate

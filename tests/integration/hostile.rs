@@ -2,12 +2,9 @@
 //! `docs/HOSTILE_INPUTS.md`, through the real transactional flow against the local DynamoDB (S1–S3,
 //! S11), plus property tests that no input panics and every input gets an outcome.
 
-use dedup_tests::{
-    balance, client, cloudevents_spec, credit_plan, effect_table, mark_table, retention, unique,
-};
+use dedup_tests::{balance, client, cloudevents_spec, credit_plan, effect_table, unique};
 use lambda_dedup::{FingerprintSource, IdentitySource, KeySpec, Message, Scope, TenantSource};
-use lambda_dedup_batch::{Deduplicator, Outcome};
-use lambda_dedup_dynamodb::DynamoStore;
+use lambda_dedup_batch::Outcome;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -35,10 +32,7 @@ fn code(o: &Outcome) -> String {
 async fn every_hostile_input_gets_its_documented_outcome() {
     let client = client();
     let balances = effect_table(&client, "account").await;
-    let dedup = Deduplicator::new(
-        cloudevents_spec("hostile"),
-        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
-    );
+    let dedup = dedup_tests::fresh_dedup(&client, "hostile").await;
     let run = unique("h");
     let data = json!({"account": format!("{run}-acct"), "amount": 1});
     let id = |s: &str| json!(format!("{run}-{s}"));
@@ -101,10 +95,7 @@ async fn every_hostile_input_gets_its_documented_outcome() {
 async fn same_id_different_payload_is_a_conflict() {
     let client = client();
     let balances = effect_table(&client, "account").await;
-    let dedup = Deduplicator::new(
-        cloudevents_spec("hostile"),
-        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
-    );
+    let dedup = dedup_tests::fresh_dedup(&client, "hostile").await;
     let acct = unique("acct");
     let a = msg(ce(
         json!("evt-1"),
@@ -136,10 +127,7 @@ async fn same_id_different_payload_is_a_conflict() {
 async fn a_forged_tenant_cannot_suppress_another_tenants_event() {
     let client = client();
     let balances = effect_table(&client, "account").await;
-    let dedup = Deduplicator::new(
-        cloudevents_spec("hostile"),
-        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
-    );
+    let dedup = dedup_tests::fresh_dedup(&client, "hostile").await;
     let (a_acct, b_acct) = (unique("a"), unique("b"));
     let forged = msg(ce(
         json!("evt-7"),

@@ -3,14 +3,15 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use dedup_tests::{client, mark_table, retention, scope, unique};
+use dedup_tests::{client, scope, unique};
 use lambda_dedup::{Claim, Clock, DedupKey, ManualClock, MarkStatus, Seen};
 use lambda_dedup_dynamodb::{DynamoStore, Error};
 
 async fn stores() -> (DynamoStore, Arc<ManualClock>) {
     let client = client();
     let clock = Arc::new(ManualClock::new(SystemTime::now()));
-    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention())
+    let store = dedup_tests::fresh_store(&client)
+        .await
         .with_lease(Duration::from_secs(30))
         .with_clock(clock.clone());
     (store, clock)

@@ -12,6 +12,12 @@ fn ce(id: Value, tenant: Value, data: Value) -> Value {
     json!({"specversion": "1.0", "type": "credit", "source": "/producer", "id": id, "tenantid": tenant, "data": data})
 }
 
+/// A credit of `amount` to `account`: event `id` of tenant `tenant`.
+fn credit_msg(id: &str, tenant: &str, account: &str, amount: i64) -> Message {
+    let data = json!({"account": account, "amount": amount});
+    msg(ce(json!(id), json!(tenant), data).to_string())
+}
+
 fn msg(body: impl Into<Vec<u8>>) -> Message {
     Message {
         message_id: unique("m"),
@@ -97,18 +103,8 @@ async fn same_id_different_payload_is_a_conflict() {
     let balances = effect_table(&client, "account").await;
     let dedup = dedup_tests::fresh_dedup(&client, "hostile").await;
     let acct = unique("acct");
-    let a = msg(ce(
-        json!("evt-1"),
-        json!("t1"),
-        json!({"account": acct, "amount": 5}),
-    )
-    .to_string());
-    let b = msg(ce(
-        json!("evt-1"),
-        json!("t1"),
-        json!({"account": acct, "amount": 5000}),
-    )
-    .to_string());
+    let a = credit_msg("evt-1", "t1", &acct, 5);
+    let b = credit_msg("evt-1", "t1", &acct, 5000);
     assert_eq!(
         code(&dedup.transactional(&a, credit_plan(&balances)).await),
         "applied"
@@ -129,18 +125,8 @@ async fn a_forged_tenant_cannot_suppress_another_tenants_event() {
     let balances = effect_table(&client, "account").await;
     let dedup = dedup_tests::fresh_dedup(&client, "hostile").await;
     let (a_acct, b_acct) = (unique("a"), unique("b"));
-    let forged = msg(ce(
-        json!("evt-7"),
-        json!("tenant-b"),
-        json!({"account": b_acct, "amount": 1}),
-    )
-    .to_string());
-    let real = msg(ce(
-        json!("evt-7"),
-        json!("tenant-a"),
-        json!({"account": a_acct, "amount": 1}),
-    )
-    .to_string());
+    let forged = credit_msg("evt-7", "tenant-b", &b_acct, 1);
+    let real = credit_msg("evt-7", "tenant-a", &a_acct, 1);
     assert_eq!(
         code(&dedup.transactional(&forged, credit_plan(&balances)).await),
         "applied"

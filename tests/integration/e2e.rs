@@ -124,13 +124,27 @@ pub(crate) fn ce(kind: &str, source: &str, id: &str, tenant: &str, data: Value) 
         .to_string()
 }
 
+/// A ledger credit of `amount` to `account` (tenant `t1`) as the senders send it: a CloudEvent
+/// from `source`.
+pub(crate) fn ledger_credit(source: &str, id: &str, account: &str, amount: i64) -> String {
+    ce(
+        "credit",
+        source,
+        id,
+        "t1",
+        json!({"account": account, "amount": amount}),
+    )
+}
+
+/// The JSON `url` answers (a local service's admin endpoint: `what`).
+pub(crate) async fn get_json(url: &str, what: &str) -> Value {
+    let answer = reqwest::get(url).await.expect(what);
+    answer.json().await.expect("json")
+}
+
 pub(crate) async fn provider_effects() -> BTreeMap<String, u64> {
-    let v: Value = reqwest::get(format!("{}/_admin/effects", env("DEDUP_PROVIDER_URL")))
-        .await
-        .expect("provider")
-        .json()
-        .await
-        .expect("json");
+    let url = format!("{}/_admin/effects", env("DEDUP_PROVIDER_URL"));
+    let v = get_json(&url, "provider").await;
     v["effects"]
         .as_object()
         .map(|m| {
@@ -168,15 +182,7 @@ async fn e2e_ledger_replayed_workload_equals_one_pass() {
         .collect();
     let bodies: Vec<String> = events
         .iter()
-        .map(|(id, acct, n)| {
-            ce(
-                "credit",
-                "/e2e",
-                id,
-                "t1",
-                json!({"account": acct, "amount": n}),
-            )
-        })
+        .map(|(id, acct, n)| ledger_credit("/e2e", id, acct, *n))
         .collect();
     let interleaved: Vec<String> = bodies.iter().flat_map(|b| [b.clone(), b.clone()]).collect();
     send("DEDUP_QUEUE_LEDGER_PROJECTOR", &interleaved).await;
@@ -215,25 +221,13 @@ async fn e2e_malformed_and_conflicting_messages_are_dead_lettered() {
     }
     let run = unique("dlq");
     let acct = format!("{run}-acct");
-    let first = ce(
-        "credit",
-        "/e2e",
-        &format!("{run}-1"),
-        "t1",
-        json!({"account": acct, "amount": 5}),
-    );
+    let first = ledger_credit("/e2e", &format!("{run}-1"), &acct, 5);
     send("DEDUP_QUEUE_LEDGER_PROJECTOR", &[first]).await;
     eventually("first credit", Duration::from_secs(60), || async {
         balance(&acct).await.filter(|b| *b == 5)
     })
     .await;
-    let conflict = ce(
-        "credit",
-        "/e2e",
-        &format!("{run}-1"),
-        "t1",
-        json!({"account": acct, "amount": 500}),
-    );
+    let conflict = ledger_credit("/e2e", &format!("{run}-1"), &acct, 500);
     let malformed = format!("{{\"broken\": \"{run}\"");
     send("DEDUP_QUEUE_LEDGER_PROJECTOR", &[conflict, malformed]).await;
 

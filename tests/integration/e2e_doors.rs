@@ -11,7 +11,7 @@ use dedup_tests::{client, get_item, unique};
 use local_dynamodb::kinesis::Kinesis;
 use serde_json::json;
 
-use crate::e2e::{ce, env, eventually, invoke_schedule, sqs, stack_is_up};
+use crate::e2e::{ce, env, eventually, invoke_schedule, ledger_credit, sqs, stack_is_up};
 
 /// The balance and the number of events applied to `account` of tenant `tenant`.
 pub(crate) async fn ledger(tenant: &str, account: &str) -> Option<(i64, i64)> {
@@ -192,18 +192,6 @@ async fn all_forwarded(account: &str) -> usize {
     .await
 }
 
-/// A ledger credit of `amount` to `account` (tenant `t1`) as the senders send it: a CloudEvent
-/// from `source`.
-fn credit(source: &str, id: &str, account: &str, amount: i64) -> String {
-    ce(
-        "credit",
-        source,
-        id,
-        "t1",
-        json!({"account": account, "amount": amount}),
-    )
-}
-
 /// A sender's retry: answered as the first delivery was, marked replayed.
 async fn assert_replays(delivery: &Delivery, answer: &str, why: &str) {
     let (status, replayed, again) = delivery.post().await;
@@ -286,8 +274,8 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
     let account = unique("wh-acct");
     let (id1, id2) = (unique("wh-e1"), unique("wh-e2"));
     let (body1, body2) = (
-        credit("/acme-pay", &id1, &account, 10),
-        credit("/acme-pay", &id2, &account, 5),
+        ledger_credit("/acme-pay", &id1, &account, 10),
+        ledger_credit("/acme-pay", &id2, &account, 5),
     );
     let t = now_secs();
 
@@ -331,7 +319,7 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
     // The second event, then its id again with another amount: a conflict, not a duplicate.
     let (status, replayed, _) = second.post().await;
     assert_eq!((status, replayed), (200, None));
-    let other = credit("/acme-pay", &id2, &account, 50);
+    let other = ledger_credit("/acme-pay", &id2, &account, 50);
     let (status, _, why) = Delivery::standard(&id2, &other, t, &[secret]).post().await;
     assert_eq!(status, 409, "{why}");
 
@@ -362,8 +350,8 @@ async fn e2e_stripe_deliveries_signed_by_stripes_library_are_accepted_once() {
     let (evt1, evt2) = (unique("evt_1"), unique("evt_2"));
     // A Stripe event's top-level `id` is the event id; these are also the ledger's CloudEvents.
     let (body1, body2) = (
-        credit("/stripe", &evt1, &account, 7),
-        credit("/stripe", &evt2, &account, 2),
+        ledger_credit("/stripe", &evt1, &account, 7),
+        ledger_credit("/stripe", &evt2, &account, 2),
     );
     let t = now_secs();
 
@@ -528,13 +516,7 @@ async fn e2e_the_forwarder_parks_an_unsendable_item_and_moves_on() {
     }
     let (bad, good) = (unique("inbox-bad"), unique("inbox-good"));
     let account = unique("inbox-acct");
-    let body = ce(
-        "credit",
-        "/inbox",
-        &good,
-        "t1",
-        json!({"account": account, "amount": 3}),
-    );
+    let body = ledger_credit("/inbox", &good, &account, 3);
     put_inbox(&bad, AttributeValue::N("42".into())).await;
     put_inbox(&good, AttributeValue::S(body)).await;
     let (status, reason) = eventually("the bad item parked", Duration::from_secs(30), || {
@@ -558,13 +540,7 @@ async fn e2e_the_forwarder_sweep_redrives_an_item_left_unforwarded() {
         return;
     }
     let (key, account) = (unique("inbox-sweep"), unique("sweep-acct"));
-    let body = ce(
-        "credit",
-        "/inbox",
-        &key,
-        "t1",
-        json!({"account": account, "amount": 4}),
-    );
+    let body = ledger_credit("/inbox", &key, &account, 4);
     put_inbox(&key, AttributeValue::S(body)).await;
     forwarded("the item forwarded", &key).await;
     // As if its record had been given up: unsettled, and received two hours ago.

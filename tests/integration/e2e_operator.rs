@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use dedup_tests::{client, get_item, unique};
 use serde_json::{Value, json};
 
-use crate::e2e::{ce, env, eventually, send, sqs, stack_is_up};
+use crate::e2e::{env, eventually, ledger_credit, send, sqs, stack_is_up};
 
 /// The functions' environment, as the stack wrote it beside their log.
 fn function_env() -> Vec<(String, String)> {
@@ -181,15 +181,8 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
     }
     let run = unique("redrive");
     let acct = format!("{run}-acct");
-    let credit = |id: &str, amount: i64| {
-        ce(
-            "credit",
-            "/e2e",
-            &format!("{run}-{id}"),
-            "t1",
-            json!({"account": acct, "amount": amount}),
-        )
-    };
+    let credit =
+        |id: &str, amount: i64| ledger_credit("/e2e", &format!("{run}-{id}"), &acct, amount);
     let applied = credit("applied", 5);
     send(
         "DEDUP_QUEUE_LEDGER_PROJECTOR",
@@ -419,13 +412,7 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
     }
     let run = unique("forget");
     let acct = format!("{run}-acct");
-    let event = ce(
-        "credit",
-        "/e2e",
-        &format!("{run}-1"),
-        "t1",
-        json!({"account": acct, "amount": 7}),
-    );
+    let event = ledger_credit("/e2e", &format!("{run}-1"), &acct, 7);
     let file = std::env::temp_dir().join(format!("{run}.json"));
     std::fs::write(&file, &event).expect("write");
     let path = file.display().to_string();

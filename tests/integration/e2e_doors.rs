@@ -218,6 +218,35 @@ fn altered(delivery: &Delivery, from: &str, to: &str) -> Delivery {
     altered
 }
 
+/// Two ledger credits of `amounts` to one fresh account from `source`, with fresh event ids
+/// `{prefix}_1`… and `{prefix}_2`….
+struct Credits {
+    account: String,
+    ids: [String; 2],
+    bodies: [String; 2],
+}
+
+fn two_credits(source: &str, prefix: &str, amounts: [i64; 2]) -> Credits {
+    let account = unique(&format!("{prefix}-acct"));
+    let ids = [
+        unique(&format!("{prefix}_1")),
+        unique(&format!("{prefix}_2")),
+    ];
+    let bodies = [0, 1].map(|i| ledger_credit(source, &ids[i], &account, amounts[i]));
+    Credits {
+        account,
+        ids,
+        bodies,
+    }
+}
+
+/// `delivery` is recorded: 200, not a replay of an earlier answer. Its answer.
+async fn recorded(delivery: &Delivery) -> String {
+    let (status, replayed, answer) = delivery.post().await;
+    assert_eq!((status, replayed.as_deref()), (200, None), "{answer}");
+    answer
+}
+
 /// Refused (401) before anything is stored: `sign`ed (at a time, with secrets) an hour before
 /// `t`, with the `forger`'s secret alone, and a delivery signed with `secret` whose body's amount
 /// (`amount`) changed after signing. That last delivery, unaltered, is returned: it is valid.
@@ -271,17 +300,16 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
     }
     let secret = env("DEDUP_WEBHOOK_SECRET");
     let secret = secret.as_str();
-    let account = unique("wh-acct");
-    let (id1, id2) = (unique("wh-e1"), unique("wh-e2"));
-    let (body1, body2) = (
-        ledger_credit("/acme-pay", &id1, &account, 10),
-        ledger_credit("/acme-pay", &id2, &account, 5),
-    );
+    let Credits {
+        account,
+        ids,
+        bodies,
+    } = two_credits("/acme-pay", "wh", [10, 5]);
+    let ([id1, id2], [body1, body2]) = (&ids, &bodies);
     let t = now_secs();
 
-    let first = Delivery::standard(&id1, &body1, t, &[secret]);
-    let (status, replayed, answer) = first.post().await;
-    assert_eq!((status, replayed.as_deref()), (200, None), "{answer}");
+    let first = Delivery::standard(id1, body1, t, &[secret]);
+    let answer = recorded(&first).await;
     assert!(answer.contains("inbox_key"), "{answer}");
     assert_replays(&first, &answer, "the sender's retry after a lost answer").await;
     assert_replays(
@@ -317,8 +345,7 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
     );
 
     // The second event, then its id again with another amount: a conflict, not a duplicate.
-    let (status, replayed, _) = second.post().await;
-    assert_eq!((status, replayed), (200, None));
+    recorded(&second).await;
     let other = ledger_credit("/acme-pay", &id2, &account, 50);
     let (status, _, why) = Delivery::standard(&id2, &other, t, &[secret]).post().await;
     assert_eq!(status, 409, "{why}");
@@ -346,18 +373,18 @@ async fn e2e_stripe_deliveries_signed_by_stripes_library_are_accepted_once() {
     }
     let secret = env("DEDUP_STRIPE_WEBHOOK_SECRET");
     let secret = secret.as_str();
-    let account = unique("st-acct");
-    let (evt1, evt2) = (unique("evt_1"), unique("evt_2"));
-    // A Stripe event's top-level `id` is the event id; these are also the ledger's CloudEvents.
-    let (body1, body2) = (
-        ledger_credit("/stripe", &evt1, &account, 7),
-        ledger_credit("/stripe", &evt2, &account, 2),
-    );
+    // A Stripe event's top-level `id` is the event id (`evt_…`); these are also the ledger's
+    // CloudEvents.
+    let Credits {
+        account,
+        ids,
+        bodies,
+    } = two_credits("/stripe", "evt", [7, 2]);
+    let ([_, evt2], [body1, body2]) = (&ids, &bodies);
     let t = now_secs();
 
-    let first = Delivery::stripe(&body1, t, &[secret]);
-    let (status, replayed, answer) = first.post().await;
-    assert_eq!((status, replayed.as_deref()), (200, None), "{answer}");
+    let first = Delivery::stripe(body1, t, &[secret]);
+    let answer = recorded(&first).await;
     assert_replays(&first, &answer, "a retry, byte for byte").await;
     let resigned = Delivery::stripe(&body1, t + 20, &["whsec_not_this_endpoints_secret", secret]);
     assert_replays(&resigned, &answer, "re-signed with two v1 signatures").await;
@@ -371,8 +398,7 @@ async fn e2e_stripe_deliveries_signed_by_stripes_library_are_accepted_once() {
     standard.url = env("DEDUP_STRIPE_WEBHOOK_URL");
     assert_unauthorized(&standard, None, "another scheme's signature").await;
 
-    let (status, replayed, _) = second.post().await;
-    assert_eq!((status, replayed), (200, None));
+    recorded(&second).await;
     assert_applied_once("the Stripe events' balance", &account, 9).await;
 }
 

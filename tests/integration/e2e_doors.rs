@@ -219,25 +219,19 @@ fn altered(delivery: &Delivery, from: &str, to: &str) -> Delivery {
 }
 
 /// Two ledger credits of `amounts` to one fresh account from `source`, with fresh event ids
-/// `{prefix}_1`… and `{prefix}_2`….
-struct Credits {
-    account: String,
-    ids: [String; 2],
-    bodies: [String; 2],
-}
-
-fn two_credits(source: &str, prefix: &str, amounts: [i64; 2]) -> Credits {
+/// `{prefix}_1`… and `{prefix}_2`…: the account, the ids, the bodies.
+fn two_credits(
+    source: &str,
+    prefix: &str,
+    amounts: [i64; 2],
+) -> (String, [String; 2], [String; 2]) {
     let account = unique(&format!("{prefix}-acct"));
     let ids = [
         unique(&format!("{prefix}_1")),
         unique(&format!("{prefix}_2")),
     ];
     let bodies = [0, 1].map(|i| ledger_credit(source, &ids[i], &account, amounts[i]));
-    Credits {
-        account,
-        ids,
-        bodies,
-    }
+    (account, ids, bodies)
 }
 
 /// `delivery` is recorded: 200, not a replay of an earlier answer. Its answer.
@@ -300,15 +294,10 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
     }
     let secret = env("DEDUP_WEBHOOK_SECRET");
     let secret = secret.as_str();
-    let Credits {
-        account,
-        ids,
-        bodies,
-    } = two_credits("/acme-pay", "wh", [10, 5]);
-    let ([id1, id2], [body1, body2]) = (&ids, &bodies);
+    let (account, [id1, id2], [body1, body2]) = two_credits("/acme-pay", "wh", [10, 5]);
     let t = now_secs();
 
-    let first = Delivery::standard(id1, body1, t, &[secret]);
+    let first = Delivery::standard(&id1, &body1, t, &[secret]);
     let answer = recorded(&first).await;
     assert!(answer.contains("inbox_key"), "{answer}");
     assert_replays(&first, &answer, "the sender's retry after a lost answer").await;
@@ -375,15 +364,10 @@ async fn e2e_stripe_deliveries_signed_by_stripes_library_are_accepted_once() {
     let secret = secret.as_str();
     // A Stripe event's top-level `id` is the event id (`evt_…`); these are also the ledger's
     // CloudEvents.
-    let Credits {
-        account,
-        ids,
-        bodies,
-    } = two_credits("/stripe", "evt", [7, 2]);
-    let ([_, evt2], [body1, body2]) = (&ids, &bodies);
+    let (account, [_, evt2], [body1, body2]) = two_credits("/stripe", "evt", [7, 2]);
     let t = now_secs();
 
-    let first = Delivery::stripe(body1, t, &[secret]);
+    let first = Delivery::stripe(&body1, t, &[secret]);
     let answer = recorded(&first).await;
     assert_replays(&first, &answer, "a retry, byte for byte").await;
     let resigned = Delivery::stripe(&body1, t + 20, &["whsec_not_this_endpoints_secret", secret]);

@@ -241,6 +241,18 @@ async fn recorded(delivery: &Delivery) -> String {
     answer
 }
 
+/// A ledger credit (tenant `t1`) of `amount` (any JSON: a poison's is not a number) to
+/// `account`, as the Kinesis producer sends it.
+fn kinesis_credit(account: &str, id: &str, amount: serde_json::Value) -> String {
+    ce(
+        "credit",
+        "/kinesis",
+        id,
+        "t1",
+        json!({"account": account, "amount": amount}),
+    )
+}
+
 /// Refused (401) before anything is stored: `sign`ed (at a time, with secrets) an hour before
 /// `t`, with the `forger`'s secret alone, and a delivery signed with `secret` whose body's amount
 /// (`amount`) changed after signing. That last delivery, unaltered, is returned: it is valid.
@@ -400,15 +412,7 @@ async fn e2e_a_kinesis_shard_with_duplicates_and_a_failure_applies_each_event_on
     let kinesis = Kinesis::new(&env("DEDUP_SQS_ENDPOINT"));
     let stream = env("DEDUP_KINESIS_STREAM");
     let (a, b) = (unique("k-a"), unique("k-b"));
-    let ev = |account: &str, id: &str, amount: serde_json::Value| {
-        ce(
-            "credit",
-            "/kinesis",
-            id,
-            "t1",
-            json!({"account": account, "amount": amount}),
-        )
-    };
+    let ev = kinesis_credit;
     let ids: Vec<String> = (0..6).map(|i| unique(&format!("k-e{i}"))).collect();
     let workload = [
         (&a, ev(&a, &ids[0], json!(5))),
@@ -660,15 +664,7 @@ async fn e2e_a_kinesis_store_outage_longer_than_three_attempts_skips_no_good_rec
     let kinesis = Kinesis::new(&env("DEDUP_SQS_ENDPOINT"));
     let stream = env("DEDUP_KINESIS_STREAM");
     let (a, b) = (unique("out-a"), unique("out-b"));
-    let ev = |account: &str, id: &str, amount: serde_json::Value| {
-        ce(
-            "credit",
-            "/kinesis",
-            id,
-            "t1",
-            json!({"account": account, "amount": amount}),
-        )
-    };
+    let ev = kinesis_credit;
     let from = std::fs::metadata(env("DEDUP_FUNCTIONS_LOG")).map_or(0, |m| m.len() as usize);
     let store_out = Outage::start(env("DEDUP_METER_LEDGER_STREAM_DYNAMODB")).await;
     let queues_out = Outage::start(env("DEDUP_METER_LEDGER_STREAM_SQS")).await;

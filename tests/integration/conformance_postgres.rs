@@ -255,11 +255,7 @@ mod concurrency {
     }
 
     fn key() -> DedupKey {
-        DedupKey::new(
-            &Scope::new("postgres", "concurrency").expect("scope"),
-            "acme",
-            &[&unique("evt")],
-        )
+        lambda_dedup_conformance::unique_key(&Scope::new("postgres", "concurrency").expect("scope"))
     }
 
     /// S4, S5: 8 instances × 8 concurrent commits of one event crediting one account: exactly

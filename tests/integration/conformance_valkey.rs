@@ -186,11 +186,7 @@ mod beyond {
     }
 
     pub(super) fn key() -> DedupKey {
-        DedupKey::new(
-            &Scope::new("valkey", "beyond").expect("scope"),
-            "acme",
-            &[&unique("evt")],
-        )
+        lambda_dedup_conformance::unique_key(&Scope::new("valkey", "beyond").expect("scope"))
     }
 
     /// S4, S5: 8 instances × 8 concurrent commits of one event crediting one account: exactly

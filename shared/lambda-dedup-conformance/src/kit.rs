@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use lambda_dedup::{Claim, Commit, CommitRequest, DedupKey, MarkStore, Seen, StoreError};
+use lambda_dedup::{Claim, Commit, CommitRequest, DedupKey, MarkStore, Scope, Seen, StoreError};
 
 /// Why a store's cases are skipped: `Some` when the environment variable `var` that names its
 /// server is not set, saying so and `how` to get one; for [`suite!`](crate::suite)'s `skip_if`.
@@ -40,6 +40,12 @@ pub fn unique(prefix: &str) -> String {
         "{prefix}_{nanos:x}_{}",
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+/// A key no other case of this process uses: in `scope`, tenant `acme`, an event id from
+/// [`unique`].
+pub fn unique_key(scope: &Scope) -> DedupKey {
+    DedupKey::new(scope, "acme", &[&unique("evt")])
 }
 
 /// The effect tables a [`World`](crate::World) made and the key attribute of each: for a store

@@ -38,7 +38,9 @@
 #![warn(missing_docs)]
 
 pub mod kit;
-pub use kit::{TableNames, Tally, claims_at_once, commits_at_once, server, unique, unset};
+pub use kit::{
+    TableNames, Tally, claims_at_once, commits_at_once, server, unique, unique_key, unset,
+};
 
 use std::fmt;
 use std::future::Future;
@@ -318,7 +320,7 @@ impl<E> Case<E> {
 }
 
 fn key() -> DedupKey {
-    DedupKey::new(&scope(), "acme", &[&unique("evt")])
+    unique_key(&scope())
 }
 
 fn fp(s: &str) -> Fingerprint {

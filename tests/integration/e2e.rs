@@ -15,9 +15,13 @@ use serde_json::{Value, json};
 /// Whether the whole local stack is up (`cargo xtask test` sets its endpoints). Without it the
 /// end-to-end tests say how to run them and pass: plain `cargo test` has no SQS emulator, no
 /// functions and no triggers.
-pub(crate) fn stack_is_up(test: &str) -> bool {
+/// The test that is skipped is named by its thread (the test harness names each test's thread
+/// after the test), so no test writes its own name out.
+pub(crate) fn stack_is_up() -> bool {
     let up = std::env::var_os("DEDUP_SQS_ENDPOINT").is_some();
     if !up {
+        let thread = std::thread::current();
+        let test = thread.name().unwrap_or("this end-to-end test");
         eprintln!(
             "skipped {test}: it needs the whole local stack; run it with `cargo xtask test e2e`"
         );
@@ -167,7 +171,7 @@ async fn balance(account: &str) -> Option<i64> {
 /// of a single pass, and they stay there.
 #[tokio::test]
 async fn e2e_ledger_replayed_workload_equals_one_pass() {
-    if !stack_is_up("e2e_ledger_replayed_workload_equals_one_pass") {
+    if !stack_is_up() {
         return;
     }
     let run = unique("ledger");
@@ -216,7 +220,7 @@ async fn e2e_ledger_replayed_workload_equals_one_pass() {
 /// (never acknowledged, never applied); the original payload stays applied once.
 #[tokio::test]
 async fn e2e_malformed_and_conflicting_messages_are_dead_lettered() {
-    if !stack_is_up("e2e_malformed_and_conflicting_messages_are_dead_lettered") {
+    if !stack_is_up() {
         return;
     }
     let run = unique("dlq");
@@ -282,7 +286,7 @@ async fn e2e_malformed_and_conflicting_messages_are_dead_lettered() {
 /// idempotency key derived from the event; the receipt is stored with the mark.
 #[tokio::test]
 async fn e2e_payments_reach_the_provider_once_each() {
-    if !stack_is_up("e2e_payments_reach_the_provider_once_each") {
+    if !stack_is_up() {
         return;
     }
     let run = unique("pay");
@@ -334,7 +338,7 @@ async fn e2e_payments_reach_the_provider_once_each() {
 /// with the mark; the relay applies each intent to the collection API once and confirms it.
 #[tokio::test]
 async fn e2e_fines_and_intents_are_applied_once_through_the_relay() {
-    if !stack_is_up("e2e_fines_and_intents_are_applied_once_through_the_relay") {
+    if !stack_is_up() {
         return;
     }
     let run = unique("fine");
@@ -380,7 +384,7 @@ async fn e2e_fines_and_intents_are_applied_once_through_the_relay() {
 /// tenant's balance by naming its account.
 #[tokio::test]
 async fn e2e_one_tenant_cannot_move_another_tenants_balance() {
-    if !stack_is_up("e2e_one_tenant_cannot_move_another_tenants_balance") {
+    if !stack_is_up() {
         return;
     }
     let run = unique("tenants");
@@ -439,7 +443,7 @@ async fn e2e_one_tenant_cannot_move_another_tenants_balance() {
 /// by `mark-auditor`, for its consumer.
 #[tokio::test]
 async fn e2e_ttl_purges_are_counted_by_the_mark_auditor() {
-    if !stack_is_up("e2e_ttl_purges_are_counted_by_the_mark_auditor") {
+    if !stack_is_up() {
         return;
     }
     let consumer = unique("audit");
@@ -507,7 +511,7 @@ async fn reconciled() -> Vec<(String, String)> {
 /// sends it to the reconciliation queue, tagged `dedup-reason: late_event`, and acknowledges it.
 #[tokio::test]
 async fn e2e_late_events_go_to_reconciliation_not_to_the_balance() {
-    if !stack_is_up("e2e_late_events_go_to_reconciliation_not_to_the_balance") {
+    if !stack_is_up() {
         return;
     }
     let run = unique("late");
@@ -566,7 +570,7 @@ async fn e2e_late_events_go_to_reconciliation_not_to_the_balance() {
 /// reconciliation queue as `provider_key_expired`, and the provider sees no request for it.
 #[tokio::test]
 async fn e2e_a_takeover_past_the_provider_key_retention_goes_to_reconciliation() {
-    if !stack_is_up("e2e_a_takeover_past_the_provider_key_retention_goes_to_reconciliation") {
+    if !stack_is_up() {
         return;
     }
     let id = unique("pay-forgotten");
@@ -621,7 +625,7 @@ async fn e2e_a_takeover_past_the_provider_key_retention_goes_to_reconciliation()
 /// event of `events/`: it scans for intents left pending and reports what it found.
 #[tokio::test]
 async fn e2e_the_relay_sweep_runs_on_its_schedule_event() {
-    if !stack_is_up("e2e_the_relay_sweep_runs_on_its_schedule_event") {
+    if !stack_is_up() {
         return;
     }
     let answer = invoke_schedule("intent-relay").await;

@@ -55,8 +55,7 @@ impl Drop for Thaw {
 /// once: balances, event counts and the provider's effect counts.
 #[tokio::test]
 async fn e2e_alone_a_store_hung_past_the_deadline_is_answered_in_time_and_applied_once() {
-    if !stack_is_up("e2e_alone_a_store_hung_past_the_deadline_is_answered_in_time_and_applied_once")
-    {
+    if !stack_is_up() {
         return;
     }
     let watched = [

@@ -301,7 +301,7 @@ async fn assert_applied_once(what: &str, account: &str, balance: i64) {
 /// once per event.
 #[tokio::test]
 async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
-    if !stack_is_up("e2e_webhook_deliveries_get_their_documented_answers_and_apply_once") {
+    if !stack_is_up() {
         return;
     }
     let secret = env("DEDUP_WEBHOOK_SECRET");
@@ -369,7 +369,7 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
 /// forged and altered ones get 401, and a Standard Webhooks signature is no Stripe signature.
 #[tokio::test]
 async fn e2e_stripe_deliveries_signed_by_stripes_library_are_accepted_once() {
-    if !stack_is_up("e2e_stripe_deliveries_signed_by_stripes_library_are_accepted_once") {
+    if !stack_is_up() {
         return;
     }
     let secret = env("DEDUP_STRIPE_WEBHOOK_SECRET");
@@ -404,9 +404,7 @@ async fn e2e_stripe_deliveries_signed_by_stripes_library_are_accepted_once() {
 /// shard moves on; nothing reaches the trigger's on-failure destination.
 #[tokio::test]
 async fn e2e_a_kinesis_shard_with_duplicates_and_a_failure_applies_each_event_once_in_order() {
-    if !stack_is_up(
-        "e2e_a_kinesis_shard_with_duplicates_and_a_failure_applies_each_event_once_in_order",
-    ) {
+    if !stack_is_up() {
         return;
     }
     let kinesis = Kinesis::new(&env("DEDUP_SQS_ENDPOINT"));
@@ -525,7 +523,7 @@ async fn inbox_status(key: &str) -> (Option<String>, Option<String>) {
 /// parked on the item with a reason code, and a good item behind it is still forwarded.
 #[tokio::test]
 async fn e2e_the_forwarder_parks_an_unsendable_item_and_moves_on() {
-    if !stack_is_up("e2e_the_forwarder_parks_an_unsendable_item_and_moves_on") {
+    if !stack_is_up() {
         return;
     }
     let (bad, good) = (unique("inbox-bad"), unique("inbox-good"));
@@ -550,7 +548,7 @@ async fn e2e_the_forwarder_parks_an_unsendable_item_and_moves_on() {
 /// the event once all the same.
 #[tokio::test]
 async fn e2e_the_forwarder_sweep_redrives_an_item_left_unforwarded() {
-    if !stack_is_up("e2e_the_forwarder_sweep_redrives_an_item_left_unforwarded") {
+    if !stack_is_up() {
         return;
     }
     let (key, account) = (unique("inbox-sweep"), unique("sweep-acct"));
@@ -658,7 +656,7 @@ async fn peek(var: &str) -> Vec<aws_sdk_sqs::types::Message> {
 /// data included — and nothing reaches the trigger's on-failure destination.
 #[tokio::test]
 async fn e2e_a_kinesis_store_outage_longer_than_three_attempts_skips_no_good_record() {
-    if !stack_is_up("e2e_a_kinesis_store_outage_longer_than_three_attempts_skips_no_good_record") {
+    if !stack_is_up() {
         return;
     }
     let kinesis = Kinesis::new(&env("DEDUP_SQS_ENDPOINT"));

@@ -176,7 +176,7 @@ fn ids(report: &Value, list: &str) -> Vec<String> {
 /// (now a duplicate by key), and each good event moves its balance exactly once.
 #[tokio::test]
 async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted() {
-    if !stack_is_up("e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted") {
+    if !stack_is_up() {
         return;
     }
     let run = unique("redrive");
@@ -407,7 +407,7 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
 /// subtracts the forgotten mark.
 #[tokio::test]
 async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes() {
-    if !stack_is_up("e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes") {
+    if !stack_is_up() {
         return;
     }
     let run = unique("forget");

@@ -304,8 +304,7 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
     if !stack_is_up() {
         return;
     }
-    let secret = env("DEDUP_WEBHOOK_SECRET");
-    let secret = secret.as_str();
+    let secret: &str = &env("DEDUP_WEBHOOK_SECRET");
     let (account, [id1, id2], [body1, body2]) = two_credits("/acme-pay", "wh", [10, 5]);
     let t = now_secs();
 
@@ -372,8 +371,7 @@ async fn e2e_stripe_deliveries_signed_by_stripes_library_are_accepted_once() {
     if !stack_is_up() {
         return;
     }
-    let secret = env("DEDUP_STRIPE_WEBHOOK_SECRET");
-    let secret = secret.as_str();
+    let secret: &str = &env("DEDUP_STRIPE_WEBHOOK_SECRET");
     // A Stripe event's top-level `id` is the event id (`evt_…`); these are also the ledger's
     // CloudEvents.
     let (account, [_, evt2], [body1, body2]) = two_credits("/stripe", "evt", [7, 2]);

@@ -53,6 +53,45 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
+/// A DynamoDB error response as the service sends it (awsJson1_0), for `aws-smithy-mocks`.
+pub fn aws_error(
+    status: u16,
+    body: &str,
+) -> aws_smithy_runtime_api::client::orchestrator::HttpResponse {
+    let mut resp = aws_smithy_runtime_api::client::orchestrator::HttpResponse::new(
+        aws_smithy_runtime_api::http::StatusCode::try_from(status).expect("status"),
+        aws_smithy_types::body::SdkBody::from(body.to_owned()),
+    );
+    resp.headers_mut()
+        .insert("content-type", "application/x-amz-json-1.0");
+    resp
+}
+
+/// A `TransactWriteItems` answer cancelled with these reasons (one per item), in DynamoDB's
+/// wire format.
+pub fn cancelled(
+    codes: &[&str],
+) -> impl Fn() -> aws_smithy_runtime_api::client::orchestrator::HttpResponse + Send + Sync + 'static
+{
+    let reasons: Vec<String> = codes
+        .iter()
+        .map(|c| format!(r#"{{"Code":"{c}","Message":"injected"}}"#))
+        .collect();
+    let body = format!(
+        r#"{{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","Message":"Transaction cancelled","CancellationReasons":[{}]}}"#,
+        reasons.join(",")
+    );
+    move || aws_error(400, &body)
+}
+
+/// A loopback port nothing listens on (free when asked; a server of the test's own may take it).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
 /// A fresh mark table (TTL on `expires_at`).
 pub async fn mark_table(client: &Client) -> String {
     let name = unique("marks");
@@ -60,6 +99,16 @@ pub async fn mark_table(client: &Client) -> String {
         .await
         .expect("create mark table");
     name
+}
+
+/// The DynamoDB store on a fresh mark table ([`mark_table`]), with an hour's [`retention`].
+pub async fn fresh_store(client: &Client) -> lambda_dedup_dynamodb::DynamoStore {
+    lambda_dedup_dynamodb::DynamoStore::new(client.clone(), mark_table(client).await, retention())
+}
+
+/// A deduplicator of consumer `consumer` ([`cloudevents_spec`]) on a [`fresh_store`].
+pub async fn fresh_dedup(client: &Client, consumer: &str) -> lambda_dedup_batch::Deduplicator {
+    lambda_dedup_batch::Deduplicator::new(cloudevents_spec(consumer), fresh_store(client).await)
 }
 
 /// A fresh effect table keyed by the string attribute `key_attr`.
@@ -212,6 +261,42 @@ pub fn credit_or_refused_plan(
     }
 }
 
+/// S5, S12, S15 on any store, as a function runs the transactional batch flow: one batch of
+/// credits of 5 to `a1`, 1 to `poisoned` (an account whose balance the caller made text, so that
+/// the store refuses its effect) and 2 to `a2`. The goods apply, the poisoned one is rejected
+/// alone, and a second delivery of the whole batch is duplicates. The balances are the
+/// caller's to read back.
+pub async fn poisoned_batch_judged_alone<E: Send + Sync + 'static, P>(
+    dedup: &lambda_dedup_batch::Deduplicator<E>,
+    plan: P,
+) where
+    P: Fn(&Derived) -> Result<Plan<E>, HandlerError> + Copy,
+{
+    use lambda_dedup_batch::{Outcome, Reason};
+    let run = unique("run");
+    let batch = vec![
+        credit("m1", &format!("{run}-1"), "a1", 5),
+        credit("m2", &format!("{run}-2"), "poisoned", 1),
+        credit("m3", &format!("{run}-3"), "a2", 2),
+    ];
+    let outcomes = dedup.transactional_batch(&batch, 4, plan).await;
+    assert!(matches!(outcomes[0], Outcome::Applied), "{outcomes:?}");
+    assert!(
+        matches!(
+            outcomes[1],
+            Outcome::Rejected {
+                code: Reason::EffectRefused,
+                ..
+            }
+        ),
+        "{outcomes:?}"
+    );
+    assert!(matches!(outcomes[2], Outcome::Applied), "{outcomes:?}");
+    let again = dedup.transactional_batch(&batch, 4, plan).await;
+    assert!(matches!(again[0], Outcome::Duplicate { .. }), "{again:?}");
+    assert!(matches!(again[2], Outcome::Duplicate { .. }), "{again:?}");
+}
+
 /// `store`'s commit of `effects` under `key` with no stored result, as the flows send it;
 /// panics with `what` when the store fails.
 pub async fn commit_with(
@@ -269,11 +354,7 @@ pub fn cloudevents_spec(consumer: &str) -> KeySpec {
 
 /// A client for a port nothing listens on, with no SDK retries: a store that is down (S13).
 pub fn unreachable_client() -> Client {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
+    let port = free_port();
     Client::from_conf(
         aws_sdk_dynamodb::Config::builder()
             .behavior_version(BehaviorVersion::latest())

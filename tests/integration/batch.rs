@@ -5,13 +5,27 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dedup_tests::{
-    balance, client, cloudevents_spec, credit, credit_plan, effect_table, mark_table, retention,
-    unique, unreachable_client,
+    balance, client, cloudevents_spec, credit, credit_plan, effect_table, retention, unique,
+    unreachable_client,
 };
 use lambda_dedup::Message;
 use lambda_dedup_batch::{Account, Deduplicator, HandlerError, Outcome, run_batch};
 use lambda_dedup_dynamodb::DynamoStore;
 use serde_json::json;
+
+/// The leased flow on `m`, its provider call one that only counts itself in `calls`.
+async fn leased_counting(
+    dedup: &lambda_dedup_batch::LeasedDeduplicator,
+    m: &Message,
+    calls: &AtomicUsize,
+) -> Outcome {
+    dedup
+        .leased(m, None, |_e, _l| async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok(None)
+        })
+        .await
+}
 
 /// S5, S8, S14: the same batch (which itself holds duplicates) run twice concurrently, plus a
 /// producer retry with new message ids, leaves the balances of a single pass; every delivery is
@@ -20,10 +34,7 @@ use serde_json::json;
 async fn s5_s14_replayed_and_interleaved_batches_equal_one_pass() {
     let client = client();
     let balances = effect_table(&client, "account").await;
-    let dedup = Arc::new(Deduplicator::new(
-        cloudevents_spec("batch"),
-        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
-    ));
+    let dedup = Arc::new(dedup_tests::fresh_dedup(&client, "batch").await);
     let run = unique("run");
     let acct = |i: usize| format!("{run}-acct-{i}");
     // Five events, each delivered twice within the batch: 10 deliveries.
@@ -85,10 +96,7 @@ async fn s5_s14_replayed_and_interleaved_batches_equal_one_pass() {
 async fn s2_s11_bad_messages_are_failures_and_counted() {
     let client = client();
     let balances = effect_table(&client, "account").await;
-    let dedup = Deduplicator::new(
-        cloudevents_spec("batch"),
-        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
-    );
+    let dedup = dedup_tests::fresh_dedup(&client, "batch").await;
     let run = unique("run");
     let mut no_id = credit("no-id", "x", "a", 1);
     no_id.body =
@@ -136,11 +144,9 @@ async fn s2_s11_bad_messages_are_failures_and_counted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn s6_leased_flow_calls_out_once_for_concurrent_duplicates() {
     let client = client();
-    let dedup = Deduplicator::new(
-        cloudevents_spec("batch"),
-        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
-    )
-    .with_provider_key_retention(std::time::Duration::from_secs(86_400));
+    let dedup = dedup_tests::fresh_dedup(&client, "batch")
+        .await
+        .with_provider_key_retention(std::time::Duration::from_secs(86_400));
     let calls = AtomicUsize::new(0);
     let id = unique("pay");
     let batch: Vec<Message> = (0..8)
@@ -175,14 +181,7 @@ async fn s6_leased_flow_calls_out_once_for_concurrent_duplicates() {
     let n = again.len() as u64;
     let report = run_batch(again, 8, |m| {
         let (dedup, calls) = (&dedup, &calls);
-        async move {
-            dedup
-                .leased(&m, None, |_e, _l| async move {
-                    calls.fetch_add(1, Ordering::SeqCst);
-                    Ok(None)
-                })
-                .await
-        }
+        async move { leased_counting(dedup, &m, calls).await }
     })
     .await;
     assert_eq!(report.account.duplicate, n);
@@ -193,11 +192,9 @@ async fn s6_leased_flow_calls_out_once_for_concurrent_duplicates() {
 #[tokio::test]
 async fn s6_a_failed_call_is_released_and_retried_with_the_same_idempotency_key() {
     let client = client();
-    let dedup = Deduplicator::new(
-        cloudevents_spec("batch"),
-        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
-    )
-    .with_provider_key_retention(std::time::Duration::from_secs(86_400));
+    let dedup = dedup_tests::fresh_dedup(&client, "batch")
+        .await
+        .with_provider_key_retention(std::time::Duration::from_secs(86_400));
     let keys = Mutex::new(Vec::new());
     let m = credit("m1", &unique("pay"), "a", 1);
     for attempt in 0..2 {
@@ -241,12 +238,7 @@ async fn s13_store_outage_fails_closed() {
             if m.message_id.ends_with(['0', '1', '2']) {
                 dedup.transactional(&m, credit_plan("balances")).await
             } else {
-                dedup
-                    .leased(&m, None, |_e, _l| async move {
-                        calls.fetch_add(1, Ordering::SeqCst);
-                        Ok(None)
-                    })
-                    .await
+                leased_counting(dedup, &m, calls).await
             }
         }
     })

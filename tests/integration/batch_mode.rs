@@ -231,7 +231,8 @@ async fn s9_the_warm_cache_forgets_marks_whose_retention_has_passed() {
     let client = client();
     let balances = effect_table(&client, "account").await;
     let clock = std::sync::Arc::new(lambda_dedup::ManualClock::new(std::time::SystemTime::now()));
-    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention())
+    let store = dedup_tests::fresh_store(&client)
+        .await
         .with_clock(clock.clone());
     let dedup = Deduplicator::new(cloudevents_spec("batch-mode"), store.clone()).with_cache(100);
     let run = unique("b7");

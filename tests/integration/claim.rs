@@ -58,7 +58,7 @@ async fn s4_exactly_one_of_64_concurrent_claims_wins_in_each_of_20_rounds() {
 #[tokio::test]
 async fn s8_claim_after_completion_is_a_duplicate_with_the_stored_result() {
     let client = client();
-    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention());
+    let store = dedup_tests::fresh_store(&client).await;
     let key = DedupKey::new(&scope(), "t", &["e", &unique("id")]);
     let Claim::Claimed(lease) = store.claim(&key, None, None).await.expect("claim") else {
         panic!("first claim must win");
@@ -82,7 +82,7 @@ async fn s8_claim_after_completion_is_a_duplicate_with_the_stored_result() {
 #[tokio::test]
 async fn s11_same_key_different_fingerprint_is_a_conflict() {
     let client = client();
-    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention());
+    let store = dedup_tests::fresh_store(&client).await;
     let fp_a = Fingerprint::of_json(&serde_json::json!({"amount": 10}));
     let fp_b = Fingerprint::of_json(&serde_json::json!({"amount": 99}));
 
@@ -130,7 +130,7 @@ async fn s11_same_key_different_fingerprint_is_a_conflict() {
 #[tokio::test]
 async fn s1_consumers_and_tenants_do_not_suppress_each_other() {
     let client = client();
-    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention());
+    let store = dedup_tests::fresh_store(&client).await;
     let id = unique("id");
     let billing = lambda_dedup::Scope::new("test", "billing").expect("scope");
     let shipping = lambda_dedup::Scope::new("test", "shipping").expect("scope");
@@ -141,30 +141,14 @@ async fn s1_consumers_and_tenants_do_not_suppress_each_other() {
     ];
     for key in &keys {
         assert_eq!(
-            store
-                .commit(lambda_dedup::CommitRequest {
-                    key,
-                    fingerprint: None,
-                    result: None,
-                    effects: &[]
-                })
-                .await
-                .expect("commit"),
+            commit_with(&store, key, None, &[], "commit").await,
             lambda_dedup::Commit::Applied,
             "{key} is its own event"
         );
     }
     for key in &keys {
         assert!(matches!(
-            store
-                .commit(lambda_dedup::CommitRequest {
-                    key,
-                    fingerprint: None,
-                    result: None,
-                    effects: &[]
-                })
-                .await
-                .expect("commit"),
+            commit_with(&store, key, None, &[], "commit").await,
             lambda_dedup::Commit::Seen(Seen::Duplicate(_))
         ));
     }

@@ -128,7 +128,7 @@ async fn s5_a_failed_effect_condition_leaves_no_mark() {
 async fn s5_an_existing_mark_leaves_the_effect_untouched() {
     let client = client();
     let balances = effect_table(&client, "account").await;
-    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention());
+    let store = dedup_tests::fresh_store(&client).await;
     let key = DedupKey::new(&scope(), "t", &["set", &unique("evt")]);
     let set = |v: i64| {
         Effect::put(
@@ -213,7 +213,7 @@ async fn s5_all_effects_commit_with_the_mark() {
 async fn s5_more_effects_than_one_transaction_holds_is_refused() {
     let client = client();
     let balances = effect_table(&client, "account").await;
-    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention());
+    let store = dedup_tests::fresh_store(&client).await;
     let key = DedupKey::new(&scope(), "t", &["big", &unique("evt")]);
     let effects: Vec<Effect> = (0..100)
         .map(|i| credit(&balances, &format!("a{i}"), 1))

@@ -7,16 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dedup_tests::{StoreKind, Stores};
-use lambda_dedup::{Item, ManualClock, MarkStore, Retention};
-use lambda_dedup_conformance::{BoxFuture, Harness, ItemEffects, World};
+use lambda_dedup::{Item, ManualClock, Retention};
+use lambda_dedup_conformance::{BoxFuture, EffectTables, Harness, ItemEffects, World};
 
 /// Each case on a fresh mark table of the local DynamoDB.
 struct DynamoDb;
 
-struct Table {
-    stores: Stores,
-    store: Arc<dyn MarkStore>,
-}
+/// The effect tables of the local DynamoDB, through the SDK.
+struct Tables(Stores);
 
 impl Harness for DynamoDb {
     type Effects = ItemEffects;
@@ -29,24 +27,20 @@ impl Harness for DynamoDb {
     ) -> BoxFuture<'_, Box<dyn World>> {
         Box::pin(async move {
             let stores = Stores::on_clock(StoreKind::DynamoDb, retention, clock).await;
-            let store = stores.store(lease);
-            Box::new(Table { stores, store }) as Box<dyn World>
+            lambda_dedup_conformance::world(stores.store(lease), Tables(stores))
         })
     }
 }
 
-impl World for Table {
-    fn store(&self) -> Arc<dyn MarkStore> {
-        self.store.clone()
-    }
+impl EffectTables for Tables {
     fn table<'a>(&'a self, key_attr: &'a str) -> BoxFuture<'a, String> {
-        Box::pin(self.stores.table(key_attr))
+        Box::pin(self.0.table(key_attr))
     }
     fn put<'a>(&'a self, table: &'a str, item: Item) -> BoxFuture<'a, ()> {
-        Box::pin(self.stores.put(table, item))
+        Box::pin(self.0.put(table, item))
     }
     fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> BoxFuture<'a, Option<Item>> {
-        Box::pin(self.stores.read(table, key))
+        Box::pin(self.0.read(table, key))
     }
 }
 

@@ -5,22 +5,18 @@
 //! `(key text PRIMARY KEY, doc jsonb)`, seeded and read back with plain SQL, not through the
 //! store; the effects are the store's own type, [`SqlEffect`]: parameterised statements.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lambda_dedup::{Item, ManualClock, MarkStore, Retention, Value};
-use lambda_dedup_conformance::{BoxFuture, Effects, Harness, World};
+use lambda_dedup_conformance::{
+    BoxFuture, EffectTables, Effects, Harness, TableNames, World, unique,
+};
 use lambda_dedup_postgres::{PgStore, SqlEffect, Tls};
 
-/// The variable that names the server.
+/// The variable that names the server, and how to have one.
 const URL: &str = "DEDUP_POSTGRES_URL";
-
-fn skip() -> Option<String> {
-    std::env::var(URL).is_err().then(|| {
-        format!("{URL} is not set; `cargo xtask test -p dedup-tests -- conformance` starts PostgreSQL and sets it")
-    })
-}
+const HOW: &str = "`cargo xtask test -p dedup-tests -- conformance` starts PostgreSQL and sets it";
 
 /// Each case on a fresh marks table of the server.
 struct Postgres;
@@ -116,22 +112,8 @@ fn split(key_attr: &str, item: &Item) -> (String, String) {
 }
 
 struct Tables {
-    store: Arc<dyn MarkStore<SqlEffect>>,
     client: tokio_postgres::Client,
-    key_attrs: Mutex<HashMap<String, String>>,
-}
-
-fn unique(prefix: &str) -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    format!(
-        "{prefix}_{nanos:x}_{}",
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
+    names: TableNames,
 }
 
 impl Harness for Postgres {
@@ -156,22 +138,19 @@ impl Harness for Postgres {
                 .await
                 .expect("connect");
             tokio::spawn(connection);
-            Box::new(Tables {
-                store: Arc::new(store),
+            let tables = Tables {
                 client,
-                key_attrs: Mutex::new(HashMap::new()),
-            }) as Box<dyn World<SqlEffect>>
+                names: TableNames::default(),
+            };
+            lambda_dedup_conformance::world(Arc::new(store), tables)
         })
     }
 }
 
-impl World<SqlEffect> for Tables {
-    fn store(&self) -> Arc<dyn MarkStore<SqlEffect>> {
-        self.store.clone()
-    }
+impl EffectTables for Tables {
     fn table<'a>(&'a self, key_attr: &'a str) -> BoxFuture<'a, String> {
         Box::pin(async move {
-            let name = unique("effects");
+            let name = self.names.add(key_attr);
             self.client
                 .batch_execute(&format!(
                     "CREATE TABLE {} (\"{key_attr}\" text PRIMARY KEY, doc jsonb NOT NULL)",
@@ -179,16 +158,12 @@ impl World<SqlEffect> for Tables {
                 ))
                 .await
                 .expect("create table");
-            self.key_attrs
-                .lock()
-                .expect("lock")
-                .insert(name.clone(), key_attr.to_owned());
             name
         })
     }
     fn put<'a>(&'a self, table: &'a str, item: Item) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            let key_attr = self.key_attrs.lock().expect("lock")[table].clone();
+            let key_attr = self.names.key_attr(table);
             let (key, doc) = split(&key_attr, &item);
             self.client
                 .execute(
@@ -205,7 +180,7 @@ impl World<SqlEffect> for Tables {
     }
     fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> BoxFuture<'a, Option<Item>> {
         Box::pin(async move {
-            let key_attr = self.key_attrs.lock().expect("lock")[table].clone();
+            let key_attr = self.names.key_attr(table);
             let Some(Value::S(k)) = key.0.get(&key_attr) else {
                 panic!("a string key {key_attr}");
             };
@@ -240,21 +215,18 @@ impl World<SqlEffect> for Tables {
 }
 
 mod postgres {
-    lambda_dedup_conformance::suite!(super::Postgres, skip_if: super::skip());
+    use lambda_dedup_conformance::unset;
+    lambda_dedup_conformance::suite!(super::Postgres, skip_if: unset(super::URL, super::HOW));
 }
 
 /// Beyond the suite: many processes at once. Each store here has its own connections, as
 /// separate Lambda instances would.
 mod concurrency {
     use super::*;
-    use lambda_dedup::{Claim, Commit, CommitRequest, DedupKey, Scope, Seen, StoreError};
+    use lambda_dedup::{DedupKey, Scope};
 
     pub(super) async fn stores(n: usize) -> Option<(Vec<PgStore>, tokio_postgres::Client, String)> {
-        if let Some(why) = skip() {
-            lambda_dedup_conformance::report(&format!("postgres concurrency skipped: {why}"));
-            return None;
-        }
-        let url = std::env::var(URL).expect("checked");
+        let url = lambda_dedup_conformance::server(URL, "postgres concurrency", HOW)?;
         let table = unique("marks");
         let retention = Retention::unchecked(Duration::from_secs(3600)).expect("retention");
         let stores: Vec<PgStore> = (0..n)
@@ -283,11 +255,7 @@ mod concurrency {
     }
 
     fn key() -> DedupKey {
-        DedupKey::new(
-            &Scope::new("postgres", "concurrency").expect("scope"),
-            "acme",
-            &[&unique("evt")],
-        )
+        lambda_dedup_conformance::unique_key(&Scope::new("postgres", "concurrency").expect("scope"))
     }
 
     /// S4, S5: 8 instances × 8 concurrent commits of one event crediting one account: exactly
@@ -297,32 +265,10 @@ mod concurrency {
         let Some((stores, client, balances)) = stores(8).await else {
             return;
         };
-        let k = key();
         let effects = [Sql::credit(&balances, "acct-1", 7)];
-        let mut tasks = Vec::new();
-        for store in &stores {
-            for _ in 0..8 {
-                let (store, k, effects) = (store.clone(), k.clone(), effects.clone());
-                tasks.push(tokio::spawn(async move {
-                    store
-                        .commit(CommitRequest {
-                            key: &k,
-                            fingerprint: None,
-                            result: Some("done"),
-                            effects: &effects,
-                        })
-                        .await
-                }));
-            }
-        }
-        let mut applied = 0;
-        for t in tasks {
-            match t.await.expect("task") {
-                Ok(Commit::Applied) => applied += 1,
-                Ok(Commit::Seen(Seen::Duplicate(_))) | Err(StoreError::Contended(_)) => {}
-                other => panic!("unexpected {other:?}"),
-            }
-        }
+        let applied = lambda_dedup_conformance::commits_at_once(&stores, &key(), &effects, 8)
+            .await
+            .won;
         assert_eq!(applied, 1, "exactly one commit applies");
         let rows = client
             .query(
@@ -344,24 +290,9 @@ mod concurrency {
         let Some((stores, _client, _)) = stores(8).await else {
             return;
         };
-        let k = key();
-        let mut tasks = Vec::new();
-        for store in &stores {
-            for _ in 0..8 {
-                let (store, k) = (store.clone(), k.clone());
-                tasks.push(tokio::spawn(
-                    async move { store.claim(&k, None, None).await },
-                ));
-            }
-        }
-        let mut won = 0;
-        for t in tasks {
-            match t.await.expect("task") {
-                Ok(Claim::Claimed(_)) => won += 1,
-                Ok(Claim::Seen(Seen::InProgress { .. })) | Err(StoreError::Contended(_)) => {}
-                other => panic!("unexpected {other:?}"),
-            }
-        }
+        let won = lambda_dedup_conformance::claims_at_once(&stores, &key(), 8)
+            .await
+            .won;
         assert_eq!(won, 1, "exactly one claim wins");
     }
 }
@@ -370,9 +301,9 @@ mod concurrency {
 /// PostgreSQL store, with SQL effects, as a function would run it.
 mod flows {
     use super::*;
-    use dedup_tests::{cloudevents_spec, credit, credit_data};
+    use dedup_tests::{cloudevents_spec, credit_data};
     use lambda_dedup::Derived;
-    use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, Plan, Reason};
+    use lambda_dedup_batch::{Deduplicator, HandlerError, Plan};
 
     /// S5, S12, S15: one batch, one transaction: the goods apply, a duplicate within the batch
     /// is a duplicate, the event whose effect PostgreSQL refuses (a text balance) is rejected
@@ -394,28 +325,7 @@ mod flows {
             let (account, amount) = credit_data(e)?;
             Ok(Plan::from(vec![Sql::credit(&balances, account, amount)]))
         };
-        let run = unique("run");
-        let batch = vec![
-            credit("m1", &format!("{run}-1"), "a1", 5),
-            credit("m2", &format!("{run}-2"), "poisoned", 1),
-            credit("m3", &format!("{run}-3"), "a2", 2),
-        ];
-        let outcomes = dedup.transactional_batch(&batch, 4, plan).await;
-        assert!(matches!(outcomes[0], Outcome::Applied), "{outcomes:?}");
-        assert!(
-            matches!(
-                outcomes[1],
-                Outcome::Rejected {
-                    code: Reason::EffectRefused,
-                    ..
-                }
-            ),
-            "{outcomes:?}"
-        );
-        assert!(matches!(outcomes[2], Outcome::Applied), "{outcomes:?}");
-        let again = dedup.transactional_batch(&batch, 4, plan).await;
-        assert!(matches!(again[0], Outcome::Duplicate { .. }), "{again:?}");
-        assert!(matches!(again[2], Outcome::Duplicate { .. }), "{again:?}");
+        dedup_tests::poisoned_batch_judged_alone(&dedup, plan).await;
         let balance = |account: &'static str| {
             let client = &client;
             let sql = format!(
@@ -455,7 +365,7 @@ mod sweep {
         let Some((stores, client, balances)) = super::concurrency::stores(1).await else {
             return;
         };
-        let url = std::env::var(URL).expect("checked");
+        let url = std::env::var(URL).expect("checked by stores");
         let retention = Retention::unchecked(Duration::from_secs(3600)).expect("retention");
         let clock = Arc::new(ManualClock::new(SystemTime::now()));
         let marks = unique("marks");

@@ -5,23 +5,19 @@
 //! at `<table>:<key>`, seeded and read back with plain commands, not through the store; the
 //! effects are the store's own type, [`ValkeyEffect`]: typed Valkey commands.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lambda_dedup::{Item, ManualClock, MarkStore, Retention, Value};
-use lambda_dedup_conformance::{BoxFuture, Effects, Harness, World};
+use lambda_dedup_conformance::{
+    BoxFuture, EffectTables, Effects, Harness, TableNames, World, unique,
+};
 use lambda_dedup_valkey::{Guard, ValkeyEffect, ValkeyStore};
 use redis::AsyncCommands;
 
-/// The variable that names the server.
+/// The variable that names the server, and how to have one.
 const URL: &str = "DEDUP_VALKEY_URL";
-
-fn skip() -> Option<String> {
-    std::env::var(URL).is_err().then(|| {
-        format!("{URL} is not set; `cargo xtask test -p dedup-tests -- valkey` starts Valkey and sets it")
-    })
-}
+const HOW: &str = "`cargo xtask test -p dedup-tests -- valkey` starts Valkey and sets it";
 
 /// Each case on its own mark prefix of the server.
 struct Valkey;
@@ -85,22 +81,8 @@ fn split(key_attr: &str, item: &Item) -> (String, Vec<(String, String)>) {
 }
 
 struct Keys {
-    store: Arc<dyn MarkStore<ValkeyEffect>>,
     conn: redis::aio::MultiplexedConnection,
-    key_attrs: Mutex<HashMap<String, String>>,
-}
-
-fn unique(prefix: &str) -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    format!(
-        "{prefix}_{nanos:x}_{}",
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
+    names: TableNames,
 }
 
 async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
@@ -128,32 +110,22 @@ impl Harness for Valkey {
                 .expect("a prefix")
                 .with_lease(lease)
                 .with_clock(clock);
-            Box::new(Keys {
-                store: Arc::new(store),
+            let keys = Keys {
                 conn: connect(&url).await,
-                key_attrs: Mutex::new(HashMap::new()),
-            }) as Box<dyn World<ValkeyEffect>>
+                names: TableNames::default(),
+            };
+            lambda_dedup_conformance::world(Arc::new(store), keys)
         })
     }
 }
 
-impl World<ValkeyEffect> for Keys {
-    fn store(&self) -> Arc<dyn MarkStore<ValkeyEffect>> {
-        self.store.clone()
-    }
+impl EffectTables for Keys {
     fn table<'a>(&'a self, key_attr: &'a str) -> BoxFuture<'a, String> {
-        Box::pin(async move {
-            let name = unique("effects");
-            self.key_attrs
-                .lock()
-                .expect("lock")
-                .insert(name.clone(), key_attr.to_owned());
-            name
-        })
+        Box::pin(async move { self.names.add(key_attr) })
     }
     fn put<'a>(&'a self, table: &'a str, item: Item) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            let key_attr = self.key_attrs.lock().expect("lock")[table].clone();
+            let key_attr = self.names.key_attr(table);
             let (key, fields) = split(&key_attr, &item);
             let mut conn = self.conn.clone();
             let key = at(table, &key);
@@ -186,23 +158,20 @@ impl World<ValkeyEffect> for Keys {
 }
 
 mod valkey {
-    lambda_dedup_conformance::suite!(super::Valkey, skip_if: super::skip());
+    use lambda_dedup_conformance::unset;
+    lambda_dedup_conformance::suite!(super::Valkey, skip_if: unset(super::URL, super::HOW));
 }
 
 /// Beyond the suite: what is Valkey's own. Each store here has its own connection, as separate
 /// Lambda instances would.
 mod beyond {
     use super::*;
-    use lambda_dedup::{Claim, Commit, CommitRequest, DedupKey, Scope, Seen, StoreError};
+    use lambda_dedup::{Claim, Commit, CommitRequest, DedupKey, Scope, StoreError};
 
     pub(super) async fn stores(
         n: usize,
     ) -> Option<(Vec<ValkeyStore>, redis::aio::MultiplexedConnection, String)> {
-        if let Some(why) = skip() {
-            lambda_dedup_conformance::report(&format!("valkey beyond the suite skipped: {why}"));
-            return None;
-        }
-        let url = std::env::var(URL).expect("checked");
+        let url = lambda_dedup_conformance::server(URL, "valkey beyond the suite", HOW)?;
         let prefix = format!("{}:", unique("marks"));
         let retention = Retention::unchecked(Duration::from_secs(3600)).expect("retention");
         let stores = (0..n)
@@ -217,11 +186,7 @@ mod beyond {
     }
 
     pub(super) fn key() -> DedupKey {
-        DedupKey::new(
-            &Scope::new("valkey", "beyond").expect("scope"),
-            "acme",
-            &[&unique("evt")],
-        )
+        lambda_dedup_conformance::unique_key(&Scope::new("valkey", "beyond").expect("scope"))
     }
 
     /// S4, S5: 8 instances × 8 concurrent commits of one event crediting one account: exactly
@@ -231,32 +196,10 @@ mod beyond {
         let Some((stores, mut conn, balances)) = stores(8).await else {
             return;
         };
-        let k = key();
         let effects = [Commands::credit(&balances, "acct-1", 7)];
-        let mut tasks = Vec::new();
-        for store in &stores {
-            for _ in 0..8 {
-                let (store, k, effects) = (store.clone(), k.clone(), effects.clone());
-                tasks.push(tokio::spawn(async move {
-                    store
-                        .commit(CommitRequest {
-                            key: &k,
-                            fingerprint: None,
-                            result: Some("done"),
-                            effects: &effects,
-                        })
-                        .await
-                }));
-            }
-        }
-        let mut applied = 0;
-        for t in tasks {
-            match t.await.expect("task") {
-                Ok(Commit::Applied) => applied += 1,
-                Ok(Commit::Seen(Seen::Duplicate(_))) => {}
-                other => panic!("unexpected {other:?}"),
-            }
-        }
+        let tally = lambda_dedup_conformance::commits_at_once(&stores, &key(), &effects, 8).await;
+        let applied = tally.won;
+        assert_eq!(tally.contended, 0, "Valkey tells no commit to retry");
         assert_eq!(applied, 1, "exactly one commit applies");
         let balance: Option<i64> = conn
             .hget(at(&balances, "acct-1"), "balance")
@@ -271,24 +214,9 @@ mod beyond {
         let Some((stores, _, _)) = stores(8).await else {
             return;
         };
-        let k = key();
-        let mut tasks = Vec::new();
-        for store in &stores {
-            for _ in 0..8 {
-                let (store, k) = (store.clone(), k.clone());
-                tasks.push(tokio::spawn(
-                    async move { store.claim(&k, None, None).await },
-                ));
-            }
-        }
-        let mut won = 0;
-        for t in tasks {
-            match t.await.expect("task") {
-                Ok(Claim::Claimed(_)) => won += 1,
-                Ok(Claim::Seen(Seen::InProgress { .. })) => {}
-                other => panic!("unexpected {other:?}"),
-            }
-        }
+        let tally = lambda_dedup_conformance::claims_at_once(&stores, &key(), 8).await;
+        let won = tally.won;
+        assert_eq!(tally.contended, 0, "Valkey tells no claim to retry");
         assert_eq!(won, 1, "exactly one claim wins");
     }
 
@@ -397,9 +325,9 @@ mod replicas {
 /// Valkey store, with Valkey commands as effects, as a function would run it.
 mod flows {
     use super::*;
-    use dedup_tests::{cloudevents_spec, credit, credit_data};
+    use dedup_tests::{cloudevents_spec, credit_data};
     use lambda_dedup::Derived;
-    use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, Plan, Reason};
+    use lambda_dedup_batch::{Deduplicator, HandlerError, Plan};
 
     /// S5, S12, S15: the goods apply, the event whose effect Valkey would refuse (a text
     /// balance) is rejected alone, and a second delivery of the whole batch changes nothing.
@@ -419,28 +347,7 @@ mod flows {
                 &balances, account, amount,
             )]))
         };
-        let run = unique("run");
-        let batch = vec![
-            credit("m1", &format!("{run}-1"), "a1", 5),
-            credit("m2", &format!("{run}-2"), "poisoned", 1),
-            credit("m3", &format!("{run}-3"), "a2", 2),
-        ];
-        let outcomes = dedup.transactional_batch(&batch, 4, plan).await;
-        assert!(matches!(outcomes[0], Outcome::Applied), "{outcomes:?}");
-        assert!(
-            matches!(
-                outcomes[1],
-                Outcome::Rejected {
-                    code: Reason::EffectRefused,
-                    ..
-                }
-            ),
-            "{outcomes:?}"
-        );
-        assert!(matches!(outcomes[2], Outcome::Applied), "{outcomes:?}");
-        let again = dedup.transactional_batch(&batch, 4, plan).await;
-        assert!(matches!(again[0], Outcome::Duplicate { .. }), "{again:?}");
-        assert!(matches!(again[2], Outcome::Duplicate { .. }), "{again:?}");
+        dedup_tests::poisoned_batch_judged_alone(&dedup, plan).await;
         for (account, want) in [("a1", 5), ("a2", 2)] {
             let got: Option<i64> = conn
                 .hget(at(&balances, account), "balance")

@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use lambda_dedup::{
     CommitRequest, DedupKey, Effect, Item, MarkStore, SequenceOutcome, SequencedWrite,
 };
@@ -14,15 +13,15 @@ use local_dynamodb::meter::Meter;
 
 use dedup_tests::{effect_table, endpoint, mark_table, retention, scope, unique};
 
-fn client(endpoint: &str) -> Client {
-    Client::from_conf(
-        aws_sdk_dynamodb::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new("us-east-1"))
-            .credentials_provider(Credentials::new("local", "local", None, None, "cost"))
-            .endpoint_url(endpoint)
-            .build(),
-    )
+/// Behind a fresh metering proxy (no added latency): a client, a store on a fresh mark table
+/// (and that table's name), and a fresh effect table keyed by `key_attr`.
+async fn metered(key_attr: &str) -> (Meter, Client, DynamoStore, String, String) {
+    let meter = Meter::start(&endpoint(), Duration::ZERO).expect("meter");
+    let c = dedup_tests::client_at(&meter.endpoint());
+    let marks = mark_table(&c).await;
+    let table = effect_table(&c, key_attr).await;
+    let store = DynamoStore::new(c.clone(), marks.clone(), retention());
+    (meter, c, store, marks, table)
 }
 
 fn credit(table: &str, account: &str) -> Effect {
@@ -34,11 +33,7 @@ fn credit(table: &str, account: &str) -> Effect {
 
 #[tokio::test]
 async fn each_mode_costs_what_dynamodb_charges() {
-    let meter = Meter::start(&endpoint(), Duration::ZERO).expect("meter");
-    let c = client(&meter.endpoint());
-    let marks = mark_table(&c).await;
-    let balances = effect_table(&c, "account").await;
-    let store = DynamoStore::new(c.clone(), marks, retention());
+    let (meter, _, store, _, balances) = metered("account").await;
     let keys: Vec<DedupKey> = (0..10)
         .map(|_| DedupKey::new(&scope(), "t", &[&unique("evt")]))
         .collect();
@@ -102,11 +97,7 @@ async fn each_mode_costs_what_dynamodb_charges() {
 /// conditional put (Powertools' claim) 1 unit.
 #[tokio::test]
 async fn failed_writes_are_billed_from_the_request() {
-    let meter = Meter::start(&endpoint(), Duration::ZERO).expect("meter");
-    let c = client(&meter.endpoint());
-    let marks = mark_table(&c).await;
-    let balances = effect_table(&c, "account").await;
-    let store = DynamoStore::new(c.clone(), marks.clone(), retention());
+    let (meter, c, store, marks, balances) = metered("account").await;
     let key = DedupKey::new(&scope(), "t", &[&unique("evt")]);
     let effects = vec![credit(&balances, "acct-dup")];
     let request = || CommitRequest {
@@ -170,11 +161,7 @@ async fn failed_writes_are_billed_from_the_request() {
 /// conditional put, 1 unit; no mark-table write, no transaction.
 #[tokio::test]
 async fn create_once_costs_one_put_of_one_unit() {
-    let meter = Meter::start(&endpoint(), Duration::ZERO).expect("meter");
-    let c = client(&meter.endpoint());
-    let marks = mark_table(&c).await;
-    let orders = effect_table(&c, "order_id").await;
-    let store = DynamoStore::new(c.clone(), marks, retention());
+    let (meter, _, store, _, orders) = metered("order_id").await;
     let key = DedupKey::new(&scope(), "t", &[&unique("evt")]);
     let fp = lambda_dedup::Fingerprint::of_bytes(b"order");
     let order = Effect::put(

@@ -15,14 +15,34 @@ use serde_json::{Value, json};
 /// Whether the whole local stack is up (`cargo xtask test` sets its endpoints). Without it the
 /// end-to-end tests say how to run them and pass: plain `cargo test` has no SQS emulator, no
 /// functions and no triggers.
-pub(crate) fn stack_is_up(test: &str) -> bool {
+/// The test that is skipped is named by its thread (the test harness names each test's thread
+/// after the test), so no test writes its own name out.
+pub(crate) fn stack_is_up() -> bool {
     let up = std::env::var_os("DEDUP_SQS_ENDPOINT").is_some();
     if !up {
+        let thread = std::thread::current();
+        let test = thread.name().unwrap_or("this end-to-end test");
         eprintln!(
             "skipped {test}: it needs the whole local stack; run it with `cargo xtask test e2e`"
         );
     }
     up
+}
+
+/// The key `function` of the stack derives for `body` (namespace `demo`, consumer = function
+/// name, tenant from `tenantid`).
+pub(crate) fn key_of(function: &str, body: &str) -> lambda_dedup::DedupKey {
+    let spec = KeySpec::cloudevents(Scope::new("demo", function).expect("scope"), "tenantid");
+    let message = Message {
+        body: body.as_bytes().to_vec(),
+        ..Message::default()
+    };
+    spec.derive(&message).expect("key").key
+}
+
+/// The keys `function` derives for `bodies`, in order ([`key_of`]).
+pub(crate) fn keys(function: &str, bodies: &[String]) -> Vec<lambda_dedup::DedupKey> {
+    bodies.iter().map(|b| key_of(function, b)).collect()
 }
 
 pub(crate) fn env(name: &str) -> String {
@@ -108,13 +128,27 @@ pub(crate) fn ce(kind: &str, source: &str, id: &str, tenant: &str, data: Value) 
         .to_string()
 }
 
+/// A ledger credit of `amount` to `account` (tenant `t1`) as the senders send it: a CloudEvent
+/// from `source`.
+pub(crate) fn ledger_credit(source: &str, id: &str, account: &str, amount: i64) -> String {
+    ce(
+        "credit",
+        source,
+        id,
+        "t1",
+        json!({"account": account, "amount": amount}),
+    )
+}
+
+/// The JSON `url` answers (a local service's admin endpoint: `what`).
+pub(crate) async fn get_json(url: &str, what: &str) -> Value {
+    let answer = reqwest::get(url).await.expect(what);
+    answer.json().await.expect("json")
+}
+
 pub(crate) async fn provider_effects() -> BTreeMap<String, u64> {
-    let v: Value = reqwest::get(format!("{}/_admin/effects", env("DEDUP_PROVIDER_URL")))
-        .await
-        .expect("provider")
-        .json()
-        .await
-        .expect("json");
+    let url = format!("{}/_admin/effects", env("DEDUP_PROVIDER_URL"));
+    let v = get_json(&url, "provider").await;
     v["effects"]
         .as_object()
         .map(|m| {
@@ -137,7 +171,7 @@ async fn balance(account: &str) -> Option<i64> {
 /// of a single pass, and they stay there.
 #[tokio::test]
 async fn e2e_ledger_replayed_workload_equals_one_pass() {
-    if !stack_is_up("e2e_ledger_replayed_workload_equals_one_pass") {
+    if !stack_is_up() {
         return;
     }
     let run = unique("ledger");
@@ -152,15 +186,7 @@ async fn e2e_ledger_replayed_workload_equals_one_pass() {
         .collect();
     let bodies: Vec<String> = events
         .iter()
-        .map(|(id, acct, n)| {
-            ce(
-                "credit",
-                "/e2e",
-                id,
-                "t1",
-                json!({"account": acct, "amount": n}),
-            )
-        })
+        .map(|(id, acct, n)| ledger_credit("/e2e", id, acct, *n))
         .collect();
     let interleaved: Vec<String> = bodies.iter().flat_map(|b| [b.clone(), b.clone()]).collect();
     send("DEDUP_QUEUE_LEDGER_PROJECTOR", &interleaved).await;
@@ -194,30 +220,18 @@ async fn e2e_ledger_replayed_workload_equals_one_pass() {
 /// (never acknowledged, never applied); the original payload stays applied once.
 #[tokio::test]
 async fn e2e_malformed_and_conflicting_messages_are_dead_lettered() {
-    if !stack_is_up("e2e_malformed_and_conflicting_messages_are_dead_lettered") {
+    if !stack_is_up() {
         return;
     }
     let run = unique("dlq");
     let acct = format!("{run}-acct");
-    let first = ce(
-        "credit",
-        "/e2e",
-        &format!("{run}-1"),
-        "t1",
-        json!({"account": acct, "amount": 5}),
-    );
+    let first = ledger_credit("/e2e", &format!("{run}-1"), &acct, 5);
     send("DEDUP_QUEUE_LEDGER_PROJECTOR", &[first]).await;
     eventually("first credit", Duration::from_secs(60), || async {
         balance(&acct).await.filter(|b| *b == 5)
     })
     .await;
-    let conflict = ce(
-        "credit",
-        "/e2e",
-        &format!("{run}-1"),
-        "t1",
-        json!({"account": acct, "amount": 500}),
-    );
+    let conflict = ledger_credit("/e2e", &format!("{run}-1"), &acct, 500);
     let malformed = format!("{{\"broken\": \"{run}\"");
     send("DEDUP_QUEUE_LEDGER_PROJECTOR", &[conflict, malformed]).await;
 
@@ -272,7 +286,7 @@ async fn e2e_malformed_and_conflicting_messages_are_dead_lettered() {
 /// idempotency key derived from the event; the receipt is stored with the mark.
 #[tokio::test]
 async fn e2e_payments_reach_the_provider_once_each() {
-    if !stack_is_up("e2e_payments_reach_the_provider_once_each") {
+    if !stack_is_up() {
         return;
     }
     let run = unique("pay");
@@ -292,22 +306,7 @@ async fn e2e_payments_reach_the_provider_once_each() {
     let twice: Vec<String> = bodies.iter().flat_map(|b| [b.clone(), b.clone()]).collect();
     send("DEDUP_QUEUE_PAYMENT_DISPATCHER", &twice).await;
 
-    // The keys the function derives (namespace `demo`, consumer = function name).
-    let spec = KeySpec::cloudevents(
-        Scope::new("demo", "payment-dispatcher").expect("scope"),
-        "tenantid",
-    );
-    let keys: Vec<lambda_dedup::DedupKey> = bodies
-        .iter()
-        .map(|b| {
-            spec.derive(&Message {
-                body: b.clone().into_bytes(),
-                ..Message::default()
-            })
-            .expect("key")
-            .key
-        })
-        .collect();
+    let keys = keys("payment-dispatcher", &bodies);
     let marks = env("DEDUP_TABLE_MARKS");
     for key in &keys {
         let mark = eventually("a completed mark", Duration::from_secs(90), || async {
@@ -339,7 +338,7 @@ async fn e2e_payments_reach_the_provider_once_each() {
 /// with the mark; the relay applies each intent to the collection API once and confirms it.
 #[tokio::test]
 async fn e2e_fines_and_intents_are_applied_once_through_the_relay() {
-    if !stack_is_up("e2e_fines_and_intents_are_applied_once_through_the_relay") {
+    if !stack_is_up() {
         return;
     }
     let run = unique("fine");
@@ -362,19 +361,9 @@ async fn e2e_fines_and_intents_are_applied_once_through_the_relay() {
     let twice: Vec<String> = bodies.iter().flat_map(|b| [b.clone(), b.clone()]).collect();
     send("DEDUP_QUEUE_FINE_NOTICES", &twice).await;
 
-    let spec = KeySpec::cloudevents(
-        Scope::new("demo", "fine-notices").expect("scope"),
-        "tenantid",
-    );
     let intents = env("DEDUP_TABLE_INTENTS");
     for b in &bodies {
-        let key = spec
-            .derive(&Message {
-                body: b.clone().into_bytes(),
-                ..Message::default()
-            })
-            .expect("key")
-            .key;
+        let key = key_of("fine-notices", b);
         let intent_id = key.idempotency_key();
         eventually("a confirmed intent", Duration::from_secs(90), || async {
             let item = get_item(&client(), &intents, "intent_id", &intent_id).await?;
@@ -395,7 +384,7 @@ async fn e2e_fines_and_intents_are_applied_once_through_the_relay() {
 /// tenant's balance by naming its account.
 #[tokio::test]
 async fn e2e_one_tenant_cannot_move_another_tenants_balance() {
-    if !stack_is_up("e2e_one_tenant_cannot_move_another_tenants_balance") {
+    if !stack_is_up() {
         return;
     }
     let run = unique("tenants");
@@ -454,7 +443,7 @@ async fn e2e_one_tenant_cannot_move_another_tenants_balance() {
 /// by `mark-auditor`, for its consumer.
 #[tokio::test]
 async fn e2e_ttl_purges_are_counted_by_the_mark_auditor() {
-    if !stack_is_up("e2e_ttl_purges_are_counted_by_the_mark_auditor") {
+    if !stack_is_up() {
         return;
     }
     let consumer = unique("audit");
@@ -522,7 +511,7 @@ async fn reconciled() -> Vec<(String, String)> {
 /// sends it to the reconciliation queue, tagged `dedup-reason: late_event`, and acknowledges it.
 #[tokio::test]
 async fn e2e_late_events_go_to_reconciliation_not_to_the_balance() {
-    if !stack_is_up("e2e_late_events_go_to_reconciliation_not_to_the_balance") {
+    if !stack_is_up() {
         return;
     }
     let run = unique("late");
@@ -581,7 +570,7 @@ async fn e2e_late_events_go_to_reconciliation_not_to_the_balance() {
 /// reconciliation queue as `provider_key_expired`, and the provider sees no request for it.
 #[tokio::test]
 async fn e2e_a_takeover_past_the_provider_key_retention_goes_to_reconciliation() {
-    if !stack_is_up("e2e_a_takeover_past_the_provider_key_retention_goes_to_reconciliation") {
+    if !stack_is_up() {
         return;
     }
     let id = unique("pay-forgotten");
@@ -589,17 +578,7 @@ async fn e2e_a_takeover_past_the_provider_key_retention_goes_to_reconciliation()
         "id": id, "tenantid": "shop",
         "data": {"amount_cents": 4200, "currency": "EUR", "customer_ref": "c-7"}})
     .to_string();
-    let spec = KeySpec::cloudevents(
-        Scope::new("demo", "payment-dispatcher").expect("scope"),
-        "tenantid",
-    );
-    let key = spec
-        .derive(&Message {
-            body: body.clone().into_bytes(),
-            ..Message::default()
-        })
-        .expect("key")
-        .key;
+    let key = key_of("payment-dispatcher", &body);
     // The first attempt, two hours ago, under the stack's 4 s lease: it claimed and died.
     let two_hours_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 3600);
     let crashed = lambda_dedup_dynamodb::DynamoStore::new(
@@ -646,7 +625,7 @@ async fn e2e_a_takeover_past_the_provider_key_retention_goes_to_reconciliation()
 /// event of `events/`: it scans for intents left pending and reports what it found.
 #[tokio::test]
 async fn e2e_the_relay_sweep_runs_on_its_schedule_event() {
-    if !stack_is_up("e2e_the_relay_sweep_runs_on_its_schedule_event") {
+    if !stack_is_up() {
         return;
     }
     let answer = invoke_schedule("intent-relay").await;

@@ -11,11 +11,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use lambda_dedup::{KeySpec, Message, Scope};
 use local_dynamodb::kinesis::Kinesis;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::e2e::{ce, env, eventually, provider_effects, send, stack_is_up};
+use crate::e2e::{ce, env, eventually, keys, ledger_credit, provider_effects, send, stack_is_up};
 use crate::e2e_doors::{Delivery, ledger, now_secs};
 use dedup_tests::unique;
 
@@ -26,12 +25,8 @@ const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Timed-out invocations per function, as the local runtime counts them.
 async fn timeouts() -> BTreeMap<String, u64> {
-    let v: Value = reqwest::get(format!("{}/__timeouts", env("DEDUP_RUNTIME_API")))
-        .await
-        .expect("the local runtime API")
-        .json()
-        .await
-        .expect("json");
+    let url = format!("{}/__timeouts", env("DEDUP_RUNTIME_API"));
+    let v = crate::e2e::get_json(&url, "the local runtime API").await;
     serde_json::from_value(v).unwrap_or_default()
 }
 
@@ -54,30 +49,13 @@ impl Drop for Thaw {
     }
 }
 
-/// The keys `function` derives for `bodies` (namespace `demo`, consumer = function name).
-fn keys(function: &str, bodies: &[String]) -> Vec<lambda_dedup::DedupKey> {
-    let spec = KeySpec::cloudevents(Scope::new("demo", function).expect("scope"), "tenantid");
-    bodies
-        .iter()
-        .map(|b| {
-            spec.derive(&Message {
-                body: b.clone().into_bytes(),
-                ..Message::default()
-            })
-            .expect("key")
-            .key
-        })
-        .collect()
-}
-
 /// Issue 19: with the store hung past the deadline, every invocation answers before its deadline
 /// (SQS and Kinesis: their records reported for redelivery; the webhook: 503 with
 /// `retry-after`), none is ended by the runtime, and once the store is back each event is applied
 /// once: balances, event counts and the provider's effect counts.
 #[tokio::test]
 async fn e2e_alone_a_store_hung_past_the_deadline_is_answered_in_time_and_applied_once() {
-    if !stack_is_up("e2e_alone_a_store_hung_past_the_deadline_is_answered_in_time_and_applied_once")
-    {
+    if !stack_is_up() {
         return;
     }
     let watched = [
@@ -90,15 +68,7 @@ async fn e2e_alone_a_store_hung_past_the_deadline_is_answered_in_time_and_applie
 
     let account = unique("hung-sqs");
     let credits: Vec<String> = (1..=4)
-        .map(|i| {
-            ce(
-                "credit",
-                "/e2e",
-                &unique("hung-c"),
-                "t1",
-                json!({"account": account, "amount": i}),
-            )
-        })
+        .map(|i| ledger_credit("/e2e", &unique("hung-c"), &account, i))
         .collect();
     let payments: Vec<String> = (0..2)
         .map(|_| {
@@ -113,25 +83,11 @@ async fn e2e_alone_a_store_hung_past_the_deadline_is_answered_in_time_and_applie
         .collect();
     let stream_account = unique("hung-kin");
     let records: Vec<String> = (1..=3)
-        .map(|i| {
-            ce(
-                "credit",
-                "/kinesis",
-                &unique("hung-k"),
-                "t1",
-                json!({"account": stream_account, "amount": 10 * i}),
-            )
-        })
+        .map(|i| ledger_credit("/kinesis", &unique("hung-k"), &stream_account, 10 * i))
         .collect();
     let hook_account = unique("hung-wh");
     let hook_id = unique("hung-wh-e");
-    let hook_body = ce(
-        "credit",
-        "/acme-pay",
-        &hook_id,
-        "t1",
-        json!({"account": hook_account, "amount": 9}),
-    );
+    let hook_body = ledger_credit("/acme-pay", &hook_id, &hook_account, 9);
 
     signal_store("STOP");
     let thaw = Thaw;

@@ -8,11 +8,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use dedup_tests::{client, get_item, unique};
-use lambda_dedup::{KeySpec, Message, Scope};
 use local_dynamodb::kinesis::Kinesis;
 use serde_json::json;
 
-use crate::e2e::{ce, env, eventually, invoke_schedule, sqs, stack_is_up};
+use crate::e2e::{ce, env, eventually, invoke_schedule, ledger_credit, sqs, stack_is_up};
 
 /// The balance and the number of events applied to `account` of tenant `tenant`.
 pub(crate) async fn ledger(tenant: &str, account: &str) -> Option<(i64, i64)> {
@@ -193,18 +192,6 @@ async fn all_forwarded(account: &str) -> usize {
     .await
 }
 
-/// A ledger credit of `amount` to `account` (tenant `t1`) as the senders send it: a CloudEvent
-/// from `source`.
-fn credit(source: &str, id: &str, account: &str, amount: i64) -> String {
-    ce(
-        "credit",
-        source,
-        id,
-        "t1",
-        json!({"account": account, "amount": amount}),
-    )
-}
-
 /// A sender's retry: answered as the first delivery was, marked replayed.
 async fn assert_replays(delivery: &Delivery, answer: &str, why: &str) {
     let (status, replayed, again) = delivery.post().await;
@@ -231,6 +218,66 @@ fn altered(delivery: &Delivery, from: &str, to: &str) -> Delivery {
     altered
 }
 
+/// Two ledger credits of `amounts` to one fresh account from `source`, with fresh event ids
+/// `{prefix}_1`… and `{prefix}_2`…: the account, the ids, the bodies.
+fn two_credits(
+    source: &str,
+    prefix: &str,
+    amounts: [i64; 2],
+) -> (String, [String; 2], [String; 2]) {
+    let account = unique(&format!("{prefix}-acct"));
+    let ids = [
+        unique(&format!("{prefix}_1")),
+        unique(&format!("{prefix}_2")),
+    ];
+    let bodies = [0, 1].map(|i| ledger_credit(source, &ids[i], &account, amounts[i]));
+    (account, ids, bodies)
+}
+
+/// `delivery` is recorded: 200, not a replay of an earlier answer. Its answer.
+async fn recorded(delivery: &Delivery) -> String {
+    let (status, replayed, answer) = delivery.post().await;
+    assert_eq!((status, replayed.as_deref()), (200, None), "{answer}");
+    answer
+}
+
+/// A ledger credit (tenant `t1`) of `amount` (any JSON: a poison's is not a number) to
+/// `account`, as the Kinesis producer sends it.
+fn kinesis_credit(account: &str, id: &str, amount: serde_json::Value) -> String {
+    ce(
+        "credit",
+        "/kinesis",
+        id,
+        "t1",
+        json!({"account": account, "amount": amount}),
+    )
+}
+
+/// Refused (401) before anything is stored: `sign`ed (at a time, with secrets) an hour before
+/// `t`, with the `forger`'s secret alone, and a delivery signed with `secret` whose body's amount
+/// (`amount`) changed after signing. That last delivery, unaltered, is returned: it is valid.
+async fn assert_bad_signatures_refused(
+    sign: impl Fn(u64, &[&str]) -> Delivery,
+    t: u64,
+    secret: &str,
+    forger: &str,
+    amount: &str,
+) -> Delivery {
+    let stale = sign(t - 3600, &[secret]);
+    assert_unauthorized(
+        &stale,
+        Some("stale_signature"),
+        "a signature from an hour ago",
+    )
+    .await;
+    assert_unauthorized(&sign(t, &[forger]), None, "a forger's secret").await;
+    let valid = sign(t, &[secret]);
+    let from = format!("\"amount\":{amount}");
+    let changed = altered(&valid, &from, &format!("{from}00"));
+    assert_unauthorized(&changed, None, "a body changed after signing").await;
+    valid
+}
+
 /// Two events of `account` recorded once each in the inbox, forwarded to the ledger's queue and
 /// applied once each, to `balance`.
 async fn assert_applied_once(what: &str, account: &str, balance: i64) {
@@ -254,22 +301,15 @@ async fn assert_applied_once(what: &str, account: &str, balance: i64) {
 /// once per event.
 #[tokio::test]
 async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
-    if !stack_is_up("e2e_webhook_deliveries_get_their_documented_answers_and_apply_once") {
+    if !stack_is_up() {
         return;
     }
-    let secret = env("DEDUP_WEBHOOK_SECRET");
-    let secret = secret.as_str();
-    let account = unique("wh-acct");
-    let (id1, id2) = (unique("wh-e1"), unique("wh-e2"));
-    let (body1, body2) = (
-        credit("/acme-pay", &id1, &account, 10),
-        credit("/acme-pay", &id2, &account, 5),
-    );
+    let secret: &str = &env("DEDUP_WEBHOOK_SECRET");
+    let (account, [id1, id2], [body1, body2]) = two_credits("/acme-pay", "wh", [10, 5]);
     let t = now_secs();
 
     let first = Delivery::standard(&id1, &body1, t, &[secret]);
-    let (status, replayed, answer) = first.post().await;
-    assert_eq!((status, replayed.as_deref()), (200, None), "{answer}");
+    let answer = recorded(&first).await;
     assert!(answer.contains("inbox_key"), "{answer}");
     assert_replays(&first, &answer, "the sender's retry after a lost answer").await;
     assert_replays(
@@ -289,18 +329,8 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
     .await;
 
     // Refused before anything is stored.
-    let stale = Delivery::standard(&id2, &body2, t - 3600, &[secret]);
-    assert_unauthorized(
-        &stale,
-        Some("stale_signature"),
-        "a signature from an hour ago",
-    )
-    .await;
-    let forged = Delivery::standard(&id2, &body2, t, &[FORGERS_SECRET]);
-    assert_unauthorized(&forged, None, "a forger's secret").await;
-    let second = Delivery::standard(&id2, &body2, t, &[secret]);
-    let changed = altered(&second, "\"amount\":5", "\"amount\":500");
-    assert_unauthorized(&changed, None, "a body changed after signing").await;
+    let sign = |at: u64, secrets: &[&str]| Delivery::standard(&id2, &body2, at, secrets);
+    let second = assert_bad_signatures_refused(sign, t, secret, FORGERS_SECRET, "5").await;
     let pad = "x".repeat(70_000);
     let big = ce(
         "credit",
@@ -315,9 +345,8 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
     );
 
     // The second event, then its id again with another amount: a conflict, not a duplicate.
-    let (status, replayed, _) = second.post().await;
-    assert_eq!((status, replayed), (200, None));
-    let other = credit("/acme-pay", &id2, &account, 50);
+    recorded(&second).await;
+    let other = ledger_credit("/acme-pay", &id2, &account, 50);
     let (status, _, why) = Delivery::standard(&id2, &other, t, &[secret]).post().await;
     assert_eq!(status, 409, "{why}");
 
@@ -339,47 +368,31 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
 /// forged and altered ones get 401, and a Standard Webhooks signature is no Stripe signature.
 #[tokio::test]
 async fn e2e_stripe_deliveries_signed_by_stripes_library_are_accepted_once() {
-    if !stack_is_up("e2e_stripe_deliveries_signed_by_stripes_library_are_accepted_once") {
+    if !stack_is_up() {
         return;
     }
-    let secret = env("DEDUP_STRIPE_WEBHOOK_SECRET");
-    let secret = secret.as_str();
-    let account = unique("st-acct");
-    let (evt1, evt2) = (unique("evt_1"), unique("evt_2"));
-    // A Stripe event's top-level `id` is the event id; these are also the ledger's CloudEvents.
-    let (body1, body2) = (
-        credit("/stripe", &evt1, &account, 7),
-        credit("/stripe", &evt2, &account, 2),
-    );
+    let secret: &str = &env("DEDUP_STRIPE_WEBHOOK_SECRET");
+    // A Stripe event's top-level `id` is the event id (`evt_…`); these are also the ledger's
+    // CloudEvents.
+    let (account, [_, evt2], [body1, body2]) = two_credits("/stripe", "evt", [7, 2]);
     let t = now_secs();
 
     let first = Delivery::stripe(&body1, t, &[secret]);
-    let (status, replayed, answer) = first.post().await;
-    assert_eq!((status, replayed.as_deref()), (200, None), "{answer}");
+    let answer = recorded(&first).await;
     assert_replays(&first, &answer, "a retry, byte for byte").await;
     let resigned = Delivery::stripe(&body1, t + 20, &["whsec_not_this_endpoints_secret", secret]);
     assert_replays(&resigned, &answer, "re-signed with two v1 signatures").await;
     let other_id = first.with_header("webhook-id", &unique("other-id"));
     assert_replays(&other_id, &answer, "an unsigned header is not the identity").await;
 
-    let stale = Delivery::stripe(&body2, t - 3600, &[secret]);
-    assert_unauthorized(
-        &stale,
-        Some("stale_signature"),
-        "a signature from an hour ago",
-    )
-    .await;
-    let forged = Delivery::stripe(&body2, t, &["whsec_a_forgers_own_secret_0000"]);
-    assert_unauthorized(&forged, None, "a forger's secret").await;
-    let second = Delivery::stripe(&body2, t, &[secret]);
-    let changed = altered(&second, "\"amount\":2", "\"amount\":200");
-    assert_unauthorized(&changed, None, "a body changed after signing").await;
+    let sign = |at: u64, secrets: &[&str]| Delivery::stripe(&body2, at, secrets);
+    let forger = "whsec_a_forgers_own_secret_0000";
+    let second = assert_bad_signatures_refused(sign, t, secret, forger, "2").await;
     let mut standard = Delivery::standard(&evt2, &body2, t, &[&env("DEDUP_WEBHOOK_SECRET")]);
     standard.url = env("DEDUP_STRIPE_WEBHOOK_URL");
     assert_unauthorized(&standard, None, "another scheme's signature").await;
 
-    let (status, replayed, _) = second.post().await;
-    assert_eq!((status, replayed), (200, None));
+    recorded(&second).await;
     assert_applied_once("the Stripe events' balance", &account, 9).await;
 }
 
@@ -389,23 +402,13 @@ async fn e2e_stripe_deliveries_signed_by_stripes_library_are_accepted_once() {
 /// shard moves on; nothing reaches the trigger's on-failure destination.
 #[tokio::test]
 async fn e2e_a_kinesis_shard_with_duplicates_and_a_failure_applies_each_event_once_in_order() {
-    if !stack_is_up(
-        "e2e_a_kinesis_shard_with_duplicates_and_a_failure_applies_each_event_once_in_order",
-    ) {
+    if !stack_is_up() {
         return;
     }
     let kinesis = Kinesis::new(&env("DEDUP_SQS_ENDPOINT"));
     let stream = env("DEDUP_KINESIS_STREAM");
     let (a, b) = (unique("k-a"), unique("k-b"));
-    let ev = |account: &str, id: &str, amount: serde_json::Value| {
-        ce(
-            "credit",
-            "/kinesis",
-            id,
-            "t1",
-            json!({"account": account, "amount": amount}),
-        )
-    };
+    let ev = kinesis_credit;
     let ids: Vec<String> = (0..6).map(|i| unique(&format!("k-e{i}"))).collect();
     let workload = [
         (&a, ev(&a, &ids[0], json!(5))),
@@ -420,10 +423,6 @@ async fn e2e_a_kinesis_shard_with_duplicates_and_a_failure_applies_each_event_on
     // The keys ledger-stream derives (namespace `demo`, consumer `ledger-stream`), per account in
     // shard order: its log names each applied event by key. (The emulator numbers records per
     // shard, so a sequence number alone does not name a record across shards.)
-    let spec = KeySpec::cloudevents(
-        Scope::new("demo", "ledger-stream").expect("scope"),
-        "tenantid",
-    );
     let mut keys: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut poison = (String::new(), String::new());
     for (account, body) in &workload {
@@ -435,11 +434,7 @@ async fn e2e_a_kinesis_shard_with_duplicates_and_a_failure_applies_each_event_on
             poison = (shard, seq);
             continue;
         }
-        let message = Message {
-            body: body.clone().into_bytes(),
-            ..Message::default()
-        };
-        let key = spec.derive(&message).expect("a key").key.to_string();
+        let key = crate::e2e::key_of("ledger-stream", body).to_string();
         keys.entry((*account).clone()).or_default().push(key);
     }
     let (balance_a, events_a) = balance_reaches("account a", &a, 23).await;
@@ -526,18 +521,12 @@ async fn inbox_status(key: &str) -> (Option<String>, Option<String>) {
 /// parked on the item with a reason code, and a good item behind it is still forwarded.
 #[tokio::test]
 async fn e2e_the_forwarder_parks_an_unsendable_item_and_moves_on() {
-    if !stack_is_up("e2e_the_forwarder_parks_an_unsendable_item_and_moves_on") {
+    if !stack_is_up() {
         return;
     }
     let (bad, good) = (unique("inbox-bad"), unique("inbox-good"));
     let account = unique("inbox-acct");
-    let body = ce(
-        "credit",
-        "/inbox",
-        &good,
-        "t1",
-        json!({"account": account, "amount": 3}),
-    );
+    let body = ledger_credit("/inbox", &good, &account, 3);
     put_inbox(&bad, AttributeValue::N("42".into())).await;
     put_inbox(&good, AttributeValue::S(body)).await;
     let (status, reason) = eventually("the bad item parked", Duration::from_secs(30), || {
@@ -557,17 +546,11 @@ async fn e2e_the_forwarder_parks_an_unsendable_item_and_moves_on() {
 /// the event once all the same.
 #[tokio::test]
 async fn e2e_the_forwarder_sweep_redrives_an_item_left_unforwarded() {
-    if !stack_is_up("e2e_the_forwarder_sweep_redrives_an_item_left_unforwarded") {
+    if !stack_is_up() {
         return;
     }
     let (key, account) = (unique("inbox-sweep"), unique("sweep-acct"));
-    let body = ce(
-        "credit",
-        "/inbox",
-        &key,
-        "t1",
-        json!({"account": account, "amount": 4}),
-    );
+    let body = ledger_credit("/inbox", &key, &account, 4);
     put_inbox(&key, AttributeValue::S(body)).await;
     forwarded("the item forwarded", &key).await;
     // As if its record had been given up: unsettled, and received two hours ago.
@@ -671,21 +654,13 @@ async fn peek(var: &str) -> Vec<aws_sdk_sqs::types::Message> {
 /// data included — and nothing reaches the trigger's on-failure destination.
 #[tokio::test]
 async fn e2e_a_kinesis_store_outage_longer_than_three_attempts_skips_no_good_record() {
-    if !stack_is_up("e2e_a_kinesis_store_outage_longer_than_three_attempts_skips_no_good_record") {
+    if !stack_is_up() {
         return;
     }
     let kinesis = Kinesis::new(&env("DEDUP_SQS_ENDPOINT"));
     let stream = env("DEDUP_KINESIS_STREAM");
     let (a, b) = (unique("out-a"), unique("out-b"));
-    let ev = |account: &str, id: &str, amount: serde_json::Value| {
-        ce(
-            "credit",
-            "/kinesis",
-            id,
-            "t1",
-            json!({"account": account, "amount": amount}),
-        )
-    };
+    let ev = kinesis_credit;
     let from = std::fs::metadata(env("DEDUP_FUNCTIONS_LOG")).map_or(0, |m| m.len() as usize);
     let store_out = Outage::start(env("DEDUP_METER_LEDGER_STREAM_DYNAMODB")).await;
     let queues_out = Outage::start(env("DEDUP_METER_LEDGER_STREAM_SQS")).await;

@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use dedup_tests::{client, get_item, unique};
 use serde_json::{Value, json};
 
-use crate::e2e::{ce, env, eventually, send, sqs, stack_is_up};
+use crate::e2e::{env, eventually, ledger_credit, send, sqs, stack_is_up};
 
 /// The functions' environment, as the stack wrote it beside their log.
 fn function_env() -> Vec<(String, String)> {
@@ -49,6 +49,15 @@ async fn cli_in(args: &[&str], vars: Vec<(String, String)>) -> Output {
 
 fn as_refs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
+}
+
+/// The command exited 0 (else its stderr is the failure).
+fn succeeded(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn json_of(out: &Output) -> Value {
@@ -167,20 +176,13 @@ fn ids(report: &Value, list: &str) -> Vec<String> {
 /// (now a duplicate by key), and each good event moves its balance exactly once.
 #[tokio::test]
 async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted() {
-    if !stack_is_up("e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted") {
+    if !stack_is_up() {
         return;
     }
     let run = unique("redrive");
     let acct = format!("{run}-acct");
-    let credit = |id: &str, amount: i64| {
-        ce(
-            "credit",
-            "/e2e",
-            &format!("{run}-{id}"),
-            "t1",
-            json!({"account": acct, "amount": amount}),
-        )
-    };
+    let credit =
+        |id: &str, amount: i64| ledger_credit("/e2e", &format!("{run}-{id}"), &acct, amount);
     let applied = credit("applied", 5);
     send(
         "DEDUP_QUEUE_LEDGER_PROJECTOR",
@@ -224,11 +226,7 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
     // The dry run: each classified, nothing moved.
     let args = redrive(&["--dry-run"]);
     let out = cli(&as_refs(&args), &[]).await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let report = json_of(&out);
     assert_eq!(
         counts(&report),
@@ -263,11 +261,7 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
         &[],
     )
     .await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let explained = json_of(&out);
     assert_eq!(explained["verdict"], "conflict", "{explained:#}");
     assert_eq!(explained["fingerprint_matches"], false);
@@ -307,11 +301,7 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
     let mut args = redrive(&[]);
     args.extend(["--report".to_owned(), report_file.display().to_string()]);
     let out = cli(&as_refs(&args), &[]).await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(&report_file).expect("report"))
             .expect("json");
@@ -417,28 +407,18 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
 /// subtracts the forgotten mark.
 #[tokio::test]
 async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes() {
-    if !stack_is_up("e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes") {
+    if !stack_is_up() {
         return;
     }
     let run = unique("forget");
     let acct = format!("{run}-acct");
-    let event = ce(
-        "credit",
-        "/e2e",
-        &format!("{run}-1"),
-        "t1",
-        json!({"account": acct, "amount": 7}),
-    );
+    let event = ledger_credit("/e2e", &format!("{run}-1"), &acct, 7);
     let file = std::env::temp_dir().join(format!("{run}.json"));
     std::fs::write(&file, &event).expect("write");
     let path = file.display().to_string();
 
     let out = cli(&["--json", "explain", &path], &[]).await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     assert_eq!(json_of(&out)["verdict"], "would_apply");
 
     send("DEDUP_QUEUE_LEDGER_PROJECTOR", std::slice::from_ref(&event)).await;
@@ -465,11 +445,7 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
         .filter(|(k, _)| k.starts_with("AWS_") || k == "DEDUP_MARK_TABLE" || k == "DEDUP_NAMESPACE")
         .collect();
     let out = cli_in(&["--json", "--template", template, "explain", &path], only).await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     assert_eq!(json_of(&out)["verdict"], "duplicate");
     assert_eq!(json_of(&out)["key"], key.as_str());
     // By key, as a log line gives it.
@@ -529,11 +505,7 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
         &[],
     )
     .await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let forgotten = json_of(&out);
     let audit_key = forgotten["audit_key"].as_str().expect("audit key");
     let audit = get_item(&ddb, &marks, "pk", audit_key)

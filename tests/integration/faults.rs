@@ -12,9 +12,7 @@ use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_smithy_mocks::{MockResponseInterceptor, Rule, RuleMode, create_mock_http_client, mock};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
-use aws_smithy_runtime_api::http::StatusCode;
-use aws_smithy_types::body::SdkBody;
-use dedup_tests::{retention, scope};
+use dedup_tests::{aws_error, cancelled, retention, scope};
 use lambda_dedup::{DedupKey, Effect, Item};
 use lambda_dedup_dynamodb::{DynamoStore, Error, FaultKind};
 
@@ -43,34 +41,11 @@ fn mocked(rule: &Rule) -> Client {
     Client::from_conf(conf)
 }
 
-/// A DynamoDB error response as the service sends it (awsJson1_0).
-fn aws_error(status: u16, body: &str) -> HttpResponse {
-    let mut resp = HttpResponse::new(
-        StatusCode::try_from(status).expect("status"),
-        SdkBody::from(body.to_owned()),
-    );
-    resp.headers_mut()
-        .insert("content-type", "application/x-amz-json-1.0");
-    resp
-}
-
 fn error_type(name: &str, status: u16) -> impl Fn() -> HttpResponse + Send + Sync + 'static {
     let body = format!(
         r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{name}","message":"injected {name}"}}"#
     );
     move || aws_error(status, &body)
-}
-
-fn cancelled(codes: &[&str]) -> impl Fn() -> HttpResponse + Send + Sync + 'static {
-    let reasons: Vec<String> = codes
-        .iter()
-        .map(|c| format!(r#"{{"Code":"{c}","Message":"injected"}}"#))
-        .collect();
-    let body = format!(
-        r#"{{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","Message":"Transaction cancelled","CancellationReasons":[{}]}}"#,
-        reasons.join(",")
-    );
-    move || aws_error(400, &body)
 }
 
 fn store(client: Client) -> DynamoStore {
@@ -214,11 +189,7 @@ async fn s13_a_store_that_never_answers_times_out_retryably() {
 #[tokio::test]
 async fn s13_an_unreachable_store_is_a_retryable_network_fault() {
     // Bind then drop: nothing listens on this port any more.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
+    let port = dedup_tests::free_port();
     let client = Client::from_conf(
         base_config()
             .endpoint_url(format!("http://127.0.0.1:{port}"))

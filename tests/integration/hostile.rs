@@ -2,17 +2,20 @@
 //! `docs/HOSTILE_INPUTS.md`, through the real transactional flow against the local DynamoDB (S1–S3,
 //! S11), plus property tests that no input panics and every input gets an outcome.
 
-use dedup_tests::{
-    balance, client, cloudevents_spec, credit_plan, effect_table, mark_table, retention, unique,
-};
+use dedup_tests::{balance, client, cloudevents_spec, credit_plan, effect_table, unique};
 use lambda_dedup::{FingerprintSource, IdentitySource, KeySpec, Message, Scope, TenantSource};
-use lambda_dedup_batch::{Deduplicator, Outcome};
-use lambda_dedup_dynamodb::DynamoStore;
+use lambda_dedup_batch::Outcome;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
 fn ce(id: Value, tenant: Value, data: Value) -> Value {
     json!({"specversion": "1.0", "type": "credit", "source": "/producer", "id": id, "tenantid": tenant, "data": data})
+}
+
+/// A credit of `amount` to `account`: event `id` of tenant `tenant`.
+fn credit_msg(id: &str, tenant: &str, account: &str, amount: i64) -> Message {
+    let data = json!({"account": account, "amount": amount});
+    msg(ce(json!(id), json!(tenant), data).to_string())
 }
 
 fn msg(body: impl Into<Vec<u8>>) -> Message {
@@ -35,10 +38,7 @@ fn code(o: &Outcome) -> String {
 async fn every_hostile_input_gets_its_documented_outcome() {
     let client = client();
     let balances = effect_table(&client, "account").await;
-    let dedup = Deduplicator::new(
-        cloudevents_spec("hostile"),
-        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
-    );
+    let dedup = dedup_tests::fresh_dedup(&client, "hostile").await;
     let run = unique("h");
     let data = json!({"account": format!("{run}-acct"), "amount": 1});
     let id = |s: &str| json!(format!("{run}-{s}"));
@@ -101,23 +101,10 @@ async fn every_hostile_input_gets_its_documented_outcome() {
 async fn same_id_different_payload_is_a_conflict() {
     let client = client();
     let balances = effect_table(&client, "account").await;
-    let dedup = Deduplicator::new(
-        cloudevents_spec("hostile"),
-        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
-    );
+    let dedup = dedup_tests::fresh_dedup(&client, "hostile").await;
     let acct = unique("acct");
-    let a = msg(ce(
-        json!("evt-1"),
-        json!("t1"),
-        json!({"account": acct, "amount": 5}),
-    )
-    .to_string());
-    let b = msg(ce(
-        json!("evt-1"),
-        json!("t1"),
-        json!({"account": acct, "amount": 5000}),
-    )
-    .to_string());
+    let a = credit_msg("evt-1", "t1", &acct, 5);
+    let b = credit_msg("evt-1", "t1", &acct, 5000);
     assert_eq!(
         code(&dedup.transactional(&a, credit_plan(&balances)).await),
         "applied"
@@ -136,23 +123,10 @@ async fn same_id_different_payload_is_a_conflict() {
 async fn a_forged_tenant_cannot_suppress_another_tenants_event() {
     let client = client();
     let balances = effect_table(&client, "account").await;
-    let dedup = Deduplicator::new(
-        cloudevents_spec("hostile"),
-        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
-    );
+    let dedup = dedup_tests::fresh_dedup(&client, "hostile").await;
     let (a_acct, b_acct) = (unique("a"), unique("b"));
-    let forged = msg(ce(
-        json!("evt-7"),
-        json!("tenant-b"),
-        json!({"account": b_acct, "amount": 1}),
-    )
-    .to_string());
-    let real = msg(ce(
-        json!("evt-7"),
-        json!("tenant-a"),
-        json!({"account": a_acct, "amount": 1}),
-    )
-    .to_string());
+    let forged = credit_msg("evt-7", "tenant-b", &b_acct, 1);
+    let real = credit_msg("evt-7", "tenant-a", &a_acct, 1);
     assert_eq!(
         code(&dedup.transactional(&forged, credit_plan(&balances)).await),
         "applied"

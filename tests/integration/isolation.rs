@@ -366,29 +366,6 @@ async fn s12_a_panicking_plan_fails_only_its_own_message_in_batch_mode() {
     }
 }
 
-/// A `TransactWriteItems` answer cancelled with these reasons, in DynamoDB's wire format.
-fn cancelled_with(
-    codes: &'static [&'static str],
-) -> impl Fn() -> aws_smithy_runtime_api::client::orchestrator::HttpResponse + Send + Sync {
-    move || {
-        let reasons: Vec<String> = codes
-            .iter()
-            .map(|c| format!(r#"{{"Code":"{c}","Message":"injected"}}"#))
-            .collect();
-        let body = format!(
-            r#"{{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","Message":"Transaction cancelled","CancellationReasons":[{}]}}"#,
-            reasons.join(",")
-        );
-        let mut resp = aws_smithy_runtime_api::client::orchestrator::HttpResponse::new(
-            aws_smithy_runtime_api::http::StatusCode::try_from(400).expect("status"),
-            aws_smithy_types::body::SdkBody::from(body),
-        );
-        resp.headers_mut()
-            .insert("content-type", "application/x-amz-json-1.0");
-        resp
-    }
-}
-
 /// S13, S15: a transient reason in a shared transaction (throttling) is no one request's fault:
 /// every request of the round is a retryable error, even the one whose own position also holds
 /// a permanent reason; nothing is refused on the strength of a throttled transaction. (A
@@ -400,7 +377,7 @@ async fn s13_a_transient_reason_still_retries_the_whole_round() {
 
     let rule = mock!(aws_sdk_dynamodb::Client::transact_write_items)
         .sequence()
-        .http_response(cancelled_with(&[
+        .http_response(dedup_tests::cancelled(&[
             "None",
             "ValidationError",
             "None",

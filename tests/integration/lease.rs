@@ -3,14 +3,15 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use dedup_tests::{client, mark_table, retention, scope, unique};
+use dedup_tests::{client, scope, unique};
 use lambda_dedup::{Claim, Clock, DedupKey, ManualClock, MarkStatus, Seen};
 use lambda_dedup_dynamodb::{DynamoStore, Error};
 
 async fn stores() -> (DynamoStore, Arc<ManualClock>) {
     let client = client();
     let clock = Arc::new(ManualClock::new(SystemTime::now()));
-    let store = DynamoStore::new(client.clone(), mark_table(&client).await, retention())
+    let store = dedup_tests::fresh_store(&client)
+        .await
         .with_lease(Duration::from_secs(30))
         .with_clock(clock.clone());
     (store, clock)
@@ -209,29 +210,26 @@ async fn s16_a_takeover_past_the_provider_key_retention_does_not_call_the_provid
     let (dedup, clock) = provider_forgets_after(Duration::from_secs(600)).await;
     let calls = AtomicUsize::new(0);
     let msg = dedup_tests::credit(&unique("m"), &unique("evt"), "acct", 1);
-    // First attempt: the process dies while the call is out (the future is dropped).
-    let hung = dedup.leased(&msg, None, |_e, _l| async {
-        calls.fetch_add(1, Ordering::SeqCst);
-        std::future::pending::<Result<Option<String>, lambda_dedup_batch::HandlerError>>().await
-    });
-    assert!(
-        tokio::time::timeout(Duration::from_millis(200), hung)
-            .await
-            .is_err()
-    );
+    // The process dies while the call is out (the future is dropped): a call that never
+    // answers, counted, and the flow given 200 ms.
+    let dies_during_the_call = || async {
+        let call = dedup.leased(&msg, None, |_e, _l| async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            std::future::pending::<Result<Option<String>, lambda_dedup_batch::HandlerError>>().await
+        });
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), call)
+                .await
+                .is_err()
+        );
+    };
+    // First attempt.
+    dies_during_the_call().await;
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 
     // Within the key retention, a takeover calls again (same key: the provider replays).
     clock.advance(Duration::from_secs(31));
-    let again = dedup.leased(&msg, None, |_e, _l| async {
-        calls.fetch_add(1, Ordering::SeqCst);
-        std::future::pending::<Result<Option<String>, lambda_dedup_batch::HandlerError>>().await
-    });
-    assert!(
-        tokio::time::timeout(Duration::from_millis(200), again)
-            .await
-            .is_err()
-    );
+    dies_during_the_call().await;
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 
     // Past it: no call, for reconciliation; and the same on the next takeover.

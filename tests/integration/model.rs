@@ -443,26 +443,7 @@ struct Stats {
     lost_messages: u64,
 }
 
-static STATS: Mutex<Stats> = Mutex::new(Stats {
-    schedules: 0,
-    batches: 0,
-    deliveries: 0,
-    lost_answers: 0,
-    store_outages: 0,
-    concurrent_pairs: 0,
-    redeliveries: 0,
-    conflicting_payloads: 0,
-    poison_messages: 0,
-    poison_rejections: 0,
-    dead_lettered: 0,
-    dlq_redrives: 0,
-    dlq_redrives_past_retention: 0,
-    redriven_messages: 0,
-    late_events: 0,
-    transaction_conflicts: 0,
-    double_effects: 0,
-    lost_messages: 0,
-});
+static STATS: std::sync::LazyLock<Mutex<Stats>> = std::sync::LazyLock::new(Mutex::default);
 
 fn tally(f: impl FnOnce(&mut Stats)) {
     let mut s = STATS.lock().unwrap_or_else(|e| e.into_inner());
@@ -844,7 +825,8 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
 }
 
 proptest! {
-    // 32 schedules in `cargo xtask test`; `cargo xtask soak` sets DEDUP_MODEL_CASES much higher.
+    // 32 schedules in `cargo xtask test` (on Valkey each under a fresh key prefix of the
+    // server); `cargo xtask soak` sets DEDUP_MODEL_CASES much higher.
     #![proptest_config(ProptestConfig {
         cases: dedup_tests::model_cases(32),
         ..ProptestConfig::default()
@@ -862,6 +844,15 @@ proptest! {
     fn on_the_memory_store_schedules_apply_each_event_exactly_once(steps in prop::collection::vec(step(), 1..16)) {
         dedup_tests::block_on(async { run_schedule(OnStores::new(StoreKind::Memory).await, steps).await });
     }
+
+    /// The same schedules on the Valkey store (`DEDUP_VALKEY_URL`; skipped without it): credits
+    /// are `HINCRBY`s run in the mark's script, poisons credit a balance that is not an integer.
+    #[test]
+    fn on_valkey_schedules_apply_each_event_exactly_once(steps in prop::collection::vec(step(), 1..16)) {
+        if let Some(url) = crate::model_valkey::url("the Valkey model schedules") {
+            dedup_tests::block_on(async { run_schedule(OnValkey::new(&url).await, steps).await });
+        }
+    }
 }
 
 proptest! {
@@ -878,24 +869,6 @@ proptest! {
     fn on_postgres_schedules_apply_each_event_exactly_once(steps in prop::collection::vec(step(), 1..16)) {
         if let Some(url) = crate::model_postgres::url("the PostgreSQL model schedules") {
             dedup_tests::block_on(async { run_schedule(OnPostgres::new(&url).await, steps).await });
-        }
-    }
-}
-
-proptest! {
-    // 32 schedules in `cargo xtask test` (each under a fresh key prefix of the server); `cargo
-    // xtask soak` sets DEDUP_MODEL_CASES higher.
-    #![proptest_config(ProptestConfig {
-        cases: dedup_tests::model_cases(32),
-        ..ProptestConfig::default()
-    })]
-
-    /// The same schedules on the Valkey store (`DEDUP_VALKEY_URL`; skipped without it): credits
-    /// are `HINCRBY`s run in the mark's script, poisons credit a balance that is not an integer.
-    #[test]
-    fn on_valkey_schedules_apply_each_event_exactly_once(steps in prop::collection::vec(step(), 1..16)) {
-        if let Some(url) = crate::model_valkey::url("the Valkey model schedules") {
-            dedup_tests::block_on(async { run_schedule(OnValkey::new(&url).await, steps).await });
         }
     }
 }

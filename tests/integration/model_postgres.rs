@@ -15,16 +15,8 @@ const URL: &str = "DEDUP_POSTGRES_URL";
 
 /// The server's URL, or `None` after reporting that `what` is skipped.
 pub(crate) fn url(what: &str) -> Option<String> {
-    match std::env::var(URL) {
-        Ok(url) => Some(url),
-        Err(_) => {
-            lambda_dedup_conformance::report(&format!(
-                "{what} skipped: {URL} is not set; `cargo xtask test -p dedup-tests -- model` \
-                 starts PostgreSQL and sets it"
-            ));
-            None
-        }
-    }
+    let how = "`cargo xtask test -p dedup-tests -- model` starts PostgreSQL and sets it";
+    lambda_dedup_conformance::server(URL, what, how)
 }
 
 /// A table name no other schedule uses (letters, digits and `_`).
@@ -82,10 +74,7 @@ impl PgWorld {
     /// A store on a port nothing listens on: every connection is refused (S13), the closest
     /// PostgreSQL counterpart of the DynamoDB client on a dead endpoint.
     pub(crate) fn unreachable(&self) -> PgStore {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = dedup_tests::free_port();
         PgStore::from_url(
             &format!("postgresql://postgres@127.0.0.1:{port}/postgres"),
             Tls::Disabled,

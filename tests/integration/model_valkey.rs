@@ -17,16 +17,8 @@ const URL: &str = "DEDUP_VALKEY_URL";
 
 /// The server's URL, or `None` after reporting that `what` is skipped.
 pub(crate) fn url(what: &str) -> Option<String> {
-    match std::env::var(URL) {
-        Ok(url) => Some(url),
-        Err(_) => {
-            lambda_dedup_conformance::report(&format!(
-                "{what} skipped: {URL} is not set; `cargo xtask test -p dedup-tests -- model` \
-                 starts Valkey and sets it"
-            ));
-            None
-        }
-    }
+    let how = "`cargo xtask test -p dedup-tests -- model` starts Valkey and sets it";
+    lambda_dedup_conformance::server(URL, what, how)
 }
 
 /// One schedule's keys on the server, every store built here reading `clock`.
@@ -84,10 +76,7 @@ impl ValkeyWorld {
     /// A store on a loopback port nothing listens on: every connection is refused (S13), the
     /// closest Valkey counterpart of the DynamoDB client on a dead endpoint.
     pub(crate) fn unreachable(&self) -> ValkeyStore {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = dedup_tests::free_port();
         self.on(&format!("redis://127.0.0.1:{port}"))
     }
 

@@ -4,10 +4,9 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use dedup_tests::{client, effect_table, mark_table, retention, unique};
+use dedup_tests::{client, effect_table, unique};
 use lambda_dedup::{DedupKey, KeySpec, Message, Scope};
 use lambda_dedup_batch::{Deduplicator, HandlerError, Plan};
-use lambda_dedup_dynamodb::DynamoStore;
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -60,11 +59,8 @@ async fn s3_no_personal_data_in_keys_or_logs() {
     let client = client();
     let fines = effect_table(&client, "fine_id").await;
     let spec = KeySpec::cloudevents(Scope::new("test", "privacy").expect("scope"), "tenantid");
-    let dedup = Deduplicator::new(
-        spec.clone(),
-        DynamoStore::new(client.clone(), mark_table(&client).await, retention()),
-    )
-    .with_provider_key_retention(std::time::Duration::from_secs(86_400));
+    let dedup = Deduplicator::new(spec.clone(), dedup_tests::fresh_store(&client).await)
+        .with_provider_key_retention(std::time::Duration::from_secs(86_400));
     let plan = |e: &lambda_dedup::Derived| -> Result<Plan, HandlerError> {
         let data = &e
             .body

@@ -44,7 +44,7 @@ fn record(seq: u64, order: &str, total: &str) -> serde_json::Value {
 
 #[tokio::test]
 async fn s15_a_stream_record_that_cannot_apply_is_parked_whole_then_passed() {
-    if !stack_is_up("s15_a_stream_record_that_cannot_apply_is_parked_whole_then_passed") {
+    if !stack_is_up() {
         return;
     }
     let sqs = sqs();

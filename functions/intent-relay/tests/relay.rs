@@ -61,13 +61,40 @@ impl World {
 
     /// Writes intent `id` with `status`, as `fine-notices` would (with `PENDING`).
     fn put_intent(&self, id: &str, status: &str) {
-        let item = Item::new()
-            .with("intent_id", id)
-            .with("kind", "collection_task")
-            .with("fine_id", format!("fine-{id}"))
-            .with("amount_cents", 10_000)
-            .with("status", status);
-        self.store.put_item("intents", item).expect("put intent");
+        self.store
+            .put_item("intents", intent(id, status))
+            .expect("put intent");
+    }
+
+    /// `n` intents `{prefix}-{i}` written `PENDING`, and their INSERT records in order.
+    fn pending(&self, prefix: &str, n: usize) -> (Vec<String>, Vec<serde_json::Value>) {
+        let ids = ids(prefix, n);
+        for id in &ids {
+            self.put_intent(id, "PENDING");
+        }
+        let records = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| insert(i, id, "PENDING"))
+            .collect();
+        (ids, records)
+    }
+
+    /// Someone used intent `id`'s key with another payload: the provider answers it 422.
+    async fn take_key(&self, id: &str) {
+        IdempotentClient::new(&self.url, Duration::from_secs(5))
+            .expect("client")
+            .post("/v1/collections", id, &json!({"other": "payload"}))
+            .await
+            .expect("the intent's key, taken by another payload");
+    }
+
+    /// Every intent of `ids` is `CONFIRMED`, its effect applied once.
+    fn confirmed_once<'a>(&self, ids: impl IntoIterator<Item = &'a String>) {
+        for id in ids {
+            assert_eq!(self.state(id).0, "CONFIRMED", "{id}");
+            assert_eq!(self.effects(id), 1, "{id} applied once");
+        }
     }
 
     /// `status` and `failure_reason` of intent `id`.
@@ -83,6 +110,16 @@ impl World {
     fn effects(&self, id: &str) -> u64 {
         self.provider.effects().get(id).copied().unwrap_or(0)
     }
+}
+
+/// Intent `id` with `status`, as `fine-notices` writes it (with `PENDING`).
+fn intent(id: &str, status: &str) -> Item {
+    Item::new()
+        .with("intent_id", id)
+        .with("kind", "collection_task")
+        .with("fine_id", format!("fine-{id}"))
+        .with("amount_cents", 10_000)
+        .with("status", status)
 }
 
 /// The INSERT record of intent `id` as it was written (`PENDING`), at sequence number `seq`.
@@ -132,22 +169,9 @@ fn in_30s() -> Option<SystemTime> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s15_a_permanent_refusal_is_parked_and_the_shard_moves_on() {
     let w = World::new().await;
-    let ids = ids("poison", 6);
+    let (ids, records) = w.pending("poison", 6);
     let poison = &ids[2];
-    for id in &ids {
-        w.put_intent(id, "PENDING");
-    }
-    // Someone used the poison intent's key with another payload: the provider answers 422.
-    IdempotentClient::new(&w.url, Duration::from_secs(5))
-        .expect("client")
-        .post("/v1/collections", poison, &json!({"other": "payload"}))
-        .await
-        .expect("first use of the key");
-    let records: Vec<_> = ids
-        .iter()
-        .enumerate()
-        .map(|(i, id)| insert(i, id, "PENDING"))
-        .collect();
+    w.take_key(poison).await;
     let relay = w.relay(Duration::from_secs(2), Duration::from_millis(500));
 
     let handled = relay.handle(&event(&records), in_30s()).await;
@@ -164,10 +188,7 @@ async fn s15_a_permanent_refusal_is_parked_and_the_shard_moves_on() {
         handled.tally
     );
     assert!(handled.tally.closes(), "{:?}", handled.tally);
-    for id in ids.iter().filter(|id| *id != poison) {
-        assert_eq!(w.state(id).0, "CONFIRMED", "{id}");
-        assert_eq!(w.effects(id), 1, "{id} applied once");
-    }
+    w.confirmed_once(ids.iter().filter(|id| *id != poison));
     assert_eq!(
         w.state(poison),
         (
@@ -192,17 +213,9 @@ async fn s15_a_permanent_refusal_is_parked_and_the_shard_moves_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_provider_makes_the_relay_stop_before_its_deadline_and_resume() {
     let w = World::new().await;
-    let ids = ids("slow", 10);
-    for id in &ids {
-        w.put_intent(id, "PENDING");
-    }
+    let (ids, records) = w.pending("slow", 10);
     w.provider
         .inject(Fault::slow(100, Duration::from_millis(300)));
-    let records: Vec<_> = ids
-        .iter()
-        .enumerate()
-        .map(|(i, id)| insert(i, id, "PENDING"))
-        .collect();
     let relay = w.relay(Duration::from_millis(500), Duration::from_millis(200));
 
     let mut from = 0;
@@ -236,10 +249,7 @@ async fn a_slow_provider_makes_the_relay_stop_before_its_deadline_and_resume() {
         from = next;
     }
     assert!(invocations > 1, "the deadline stopped the first invocation");
-    for id in &ids {
-        assert_eq!(w.state(id).0, "CONFIRMED", "{id}");
-        assert_eq!(w.effects(id), 1, "{id} applied once");
-    }
+    w.confirmed_once(&ids);
     assert_eq!(w.provider.requests(), 10, "each intent posted once");
 }
 
@@ -291,15 +301,7 @@ async fn s7_an_intent_already_confirmed_is_not_posted_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s12_a_transient_answer_retries_from_that_record_in_order() {
     let w = World::new().await;
-    let ids = ids("transient", 3);
-    for id in &ids {
-        w.put_intent(id, "PENDING");
-    }
-    let records: Vec<_> = ids
-        .iter()
-        .enumerate()
-        .map(|(i, id)| insert(i, id, "PENDING"))
-        .collect();
+    let (ids, records) = w.pending("transient", 3);
     let relay = w.relay(Duration::from_secs(2), Duration::from_millis(500));
     let first = relay.handle(&event(&records[..1]), in_30s()).await;
     assert!(failures(&first).is_empty());
@@ -320,20 +322,12 @@ async fn s12_a_transient_answer_retries_from_that_record_in_order() {
 
     let retried = relay.handle(&event(&records[1..]), in_30s()).await;
     assert!(failures(&retried).is_empty());
-    for id in &ids {
-        assert_eq!(w.state(id).0, "CONFIRMED", "{id}");
-        assert_eq!(w.effects(id), 1, "{id} applied once");
-    }
+    w.confirmed_once(&ids);
 }
 
 /// Writes intent `id`, `PENDING`, created `age` ago (or with no `created_at`).
 fn put_aged(w: &World, id: &str, age: Option<Duration>) {
-    let mut item = Item::new()
-        .with("intent_id", id)
-        .with("kind", "collection_task")
-        .with("fine_id", format!("fine-{id}"))
-        .with("amount_cents", 10_000)
-        .with("status", "PENDING");
+    let mut item = intent(id, "PENDING");
     if let Some(age) = age {
         item = item.with(
             "created_at",
@@ -411,23 +405,11 @@ async fn s7_the_sweep_redrives_intents_left_pending() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s12_s15_a_refusing_and_slow_provider_never_stalls_the_shard() {
     let w = World::new().await;
-    let ids = ids("stall", 25);
+    let (ids, records) = w.pending("stall", 25);
     let poison = &ids[7];
-    for id in &ids {
-        w.put_intent(id, "PENDING");
-    }
-    IdempotentClient::new(&w.url, Duration::from_secs(5))
-        .expect("client")
-        .post("/v1/collections", poison, &json!({"other": "payload"}))
-        .await
-        .expect("the poison's key, taken by another payload");
+    w.take_key(poison).await;
     w.provider
         .inject(Fault::slow(100, Duration::from_millis(1500)));
-    let records: Vec<_> = ids
-        .iter()
-        .enumerate()
-        .map(|(i, id)| insert(i, id, "PENDING"))
-        .collect();
     // The production settings: PROVIDER_TIMEOUT_MS 5000, RELAY_DEADLINE_MARGIN_MS 2000.
     let relay = w.relay(Duration::from_secs(5), Duration::from_secs(2));
     let (mut from, mut invocations, mut parked) = (0, 0, 0);
@@ -458,10 +440,7 @@ async fn s12_s15_a_refusing_and_slow_provider_never_stalls_the_shard() {
     let (status, reason) = w.state(poison);
     assert_eq!(status, "FAILED");
     assert_eq!(reason.as_deref(), Some("provider_rejected_422"));
-    for id in ids.iter().filter(|id| *id != poison) {
-        assert_eq!(w.state(id).0, "CONFIRMED", "{id}");
-        assert_eq!(w.effects(id), 1, "{id} applied once");
-    }
+    w.confirmed_once(ids.iter().filter(|id| *id != poison));
 }
 
 /// The relay's own variables, as `main` reads them: the API and the table are required, the
@@ -470,10 +449,7 @@ async fn s12_s15_a_refusing_and_slow_provider_never_stalls_the_shard() {
 async fn the_relays_settings_are_read_as_main_reads_them() {
     let w = World::new().await;
     for missing in ["COLLECTIONS_API_URL", "INTENTS_TABLE"] {
-        let env = Env::from_pairs([
-            ("COLLECTIONS_API_URL", w.url.clone()),
-            ("INTENTS_TABLE", "intents".to_owned()),
-        ]);
+        let env = w.env();
         let env = Env::from_pairs(
             ["COLLECTIONS_API_URL", "INTENTS_TABLE"]
                 .into_iter()

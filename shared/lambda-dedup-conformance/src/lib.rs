@@ -1,8 +1,8 @@
 //! The conformance suite of `lambda_dedup::MarkStore`: the promises every store keeps (S4–S6,
 //! S8, S9, S11, S13, S15, S16), each a case that speaks only through the trait and reads effect
 //! items back through the store's own access path. The DynamoDB and memory stores pass it; a
-//! third-party store passes it by implementing [`Harness`] and [`World`] and invoking
-//! [`suite!`]:
+//! third-party store passes it by implementing [`Harness`] and [`World`] (or [`EffectTables`],
+//! made a world with [`world`]) and invoking [`suite!`]:
 //!
 //! ```ignore
 //! struct Mine;
@@ -28,7 +28,19 @@
 //! method answers [`StoreError::Unsupported`] — a declared absence, never a silent skip — prints
 //! that the case was not applicable, and returns [`Ran::NotApplicable`].
 
+//!
+//! # Beyond the suite
+//! A store's own tests (its server's features, many instances at once) share what [`kit`]
+//! holds: [`server`] and [`unset`] for a server named by an environment variable, [`unique`]
+//! names, [`TableNames`] for a world's effect tables, and [`claims_at_once`] and
+//! [`commits_at_once`] for separate instances of the store racing on one key.
+
 #![warn(missing_docs)]
+
+pub mod kit;
+pub use kit::{
+    TableNames, Tally, claims_at_once, commits_at_once, server, unique, unique_key, unset,
+};
 
 use std::fmt;
 use std::future::Future;
@@ -137,7 +149,8 @@ pub enum Ran {
 }
 
 /// One case's store and its effect tables, read and written through the store's own access
-/// path (not through the trait under test).
+/// path (not through the trait under test). Implement it, or implement [`EffectTables`] and
+/// make the world of the store and its tables with [`world`].
 pub trait World<E = Effect>: Send + Sync {
     /// The store under test.
     fn store(&self) -> Arc<dyn MarkStore<E>>;
@@ -147,6 +160,45 @@ pub trait World<E = Effect>: Send + Sync {
     fn put<'a>(&'a self, table: &'a str, item: Item) -> BoxFuture<'a, ()>;
     /// The item at `key` in `table`, read strongly consistently.
     fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> BoxFuture<'a, Option<Item>>;
+}
+
+/// A case's effect tables, read and written through the store's own access path: a
+/// [`World`] but for its store. [`world`] puts the two together.
+pub trait EffectTables: Send + Sync {
+    /// A fresh effect table keyed by the string attribute `key_attr`; its name.
+    fn table<'a>(&'a self, key_attr: &'a str) -> BoxFuture<'a, String>;
+    /// Writes `item` to `table` unconditionally (seeding).
+    fn put<'a>(&'a self, table: &'a str, item: Item) -> BoxFuture<'a, ()>;
+    /// The item at `key` in `table`, read strongly consistently.
+    fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> BoxFuture<'a, Option<Item>>;
+}
+
+/// The [`World`] of `store` (the store under test) and `tables` (its effect tables).
+pub fn world<E: 'static, T: EffectTables + 'static>(
+    store: Arc<dyn MarkStore<E>>,
+    tables: T,
+) -> Box<dyn World<E>> {
+    Box::new(StoreAndTables { store, tables })
+}
+
+struct StoreAndTables<E, T> {
+    store: Arc<dyn MarkStore<E>>,
+    tables: T,
+}
+
+impl<E, T: EffectTables> World<E> for StoreAndTables<E, T> {
+    fn store(&self) -> Arc<dyn MarkStore<E>> {
+        self.store.clone()
+    }
+    fn table<'a>(&'a self, key_attr: &'a str) -> BoxFuture<'a, String> {
+        self.tables.table(key_attr)
+    }
+    fn put<'a>(&'a self, table: &'a str, item: Item) -> BoxFuture<'a, ()> {
+        self.tables.put(table, item)
+    }
+    fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> BoxFuture<'a, Option<Item>> {
+        self.tables.read(table, key)
+    }
 }
 
 /// Every case of the suite, by name.
@@ -228,20 +280,6 @@ pub fn report(line: &str) {
 const LEASE: Duration = Duration::from_secs(30);
 const RETENTION: Duration = Duration::from_secs(3600);
 
-/// A name no other case uses (tables, accounts, event ids).
-fn unique(prefix: &str) -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    format!(
-        "{prefix}-{nanos:x}-{}",
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
 fn scope() -> Scope {
     Scope::new("conformance", "suite").expect("a valid scope")
 }
@@ -282,7 +320,7 @@ impl<E> Case<E> {
 }
 
 fn key() -> DedupKey {
-    DedupKey::new(&scope(), "acme", &[&unique("evt")])
+    unique_key(&scope())
 }
 
 fn fp(s: &str) -> Fingerprint {

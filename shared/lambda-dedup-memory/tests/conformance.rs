@@ -4,17 +4,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lambda_dedup::{Item, ManualClock, MarkStore, Retention};
-use lambda_dedup_conformance::{BoxFuture, Harness, ItemEffects, World};
+use lambda_dedup::{Item, ManualClock, Retention};
+use lambda_dedup_conformance::{BoxFuture, EffectTables, Harness, ItemEffects, World};
 use lambda_dedup_memory::MemoryStore;
 
 /// Each case on a fresh memory store.
 struct Memory;
 
-struct Store {
-    memory: MemoryStore,
-    lease: Duration,
-}
+/// The effect tables of the memory store, kept with its marks.
+struct Tables(MemoryStore);
 
 impl Harness for Memory {
     type Effects = ItemEffects;
@@ -26,29 +24,23 @@ impl Harness for Memory {
         clock: Arc<ManualClock>,
     ) -> BoxFuture<'_, Box<dyn World>> {
         let memory = MemoryStore::new(retention).with_clock(clock);
-        Box::pin(async move { Box::new(Store { memory, lease }) as Box<dyn World> })
+        let store = Arc::new(memory.clone().with_lease(lease));
+        Box::pin(async move { lambda_dedup_conformance::world(store, Tables(memory)) })
     }
 }
 
-impl World for Store {
-    fn store(&self) -> Arc<dyn MarkStore> {
-        Arc::new(self.memory.clone().with_lease(self.lease))
-    }
+impl EffectTables for Tables {
     fn table<'a>(&'a self, key_attr: &'a str) -> BoxFuture<'a, String> {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let name = format!(
-            "effects-{}",
-            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        );
-        self.memory.create_table(&name, key_attr);
+        let name = lambda_dedup_conformance::unique("effects");
+        self.0.create_table(&name, key_attr);
         Box::pin(async move { name })
     }
     fn put<'a>(&'a self, table: &'a str, item: Item) -> BoxFuture<'a, ()> {
-        let written = self.memory.put_item(table, item);
+        let written = self.0.put_item(table, item);
         Box::pin(async move { written.expect("put_item") })
     }
     fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> BoxFuture<'a, Option<Item>> {
-        let item = self.memory.item(table, key);
+        let item = self.0.item(table, key);
         Box::pin(async move { item })
     }
 }

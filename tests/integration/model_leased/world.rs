@@ -88,7 +88,7 @@ impl World {
         base_url: &str,
         forgetful: bool,
     ) -> Self {
-        let retention = Retention::unchecked(RETENTION).expect("retention");
+        let retention = retention();
         let stores = Stores::new(kind, retention).await;
         let clock = stores.clock.clone();
         let store = stores.store(LEASE);
@@ -161,21 +161,9 @@ impl World<SqlEffect> {
         base_url: &str,
         forgetful: bool,
     ) -> Self {
-        let retention = Retention::unchecked(RETENTION).expect("retention");
         let clock = Arc::new(ManualClock::new(SystemTime::now()));
-        let pg = PgWorld::new(url, retention, clock.clone()).await;
-        let store: Arc<dyn lambda_dedup::MarkStore<SqlEffect>> = Arc::new(pg.store(LEASE));
-        let faults = Arc::new(CompleteFaults::default());
-        let faulty_store = Arc::new(FaultyCompletes {
-            inner: Arc::new(pg.store(LEASE)),
-            faults: faults.clone(),
-        });
-        let parts = Parts {
-            clock,
-            store,
-            faulty_store,
-            faults,
-        };
+        let pg = PgWorld::new(url, retention(), clock.clone()).await;
+        let parts = Parts::on_server(clock, || pg.store(LEASE));
         World::assemble(Backing::Postgres(pg), parts, provider, base_url, forgetful)
     }
 }
@@ -188,22 +176,9 @@ impl World<ValkeyEffect> {
         base_url: &str,
         forgetful: bool,
     ) -> Self {
-        let retention = Retention::unchecked(RETENTION).expect("retention");
         let clock = Arc::new(ManualClock::new(SystemTime::now()));
-        let valkey = ValkeyWorld::new(url, retention, clock.clone()).await;
-        let store: Arc<dyn lambda_dedup::MarkStore<ValkeyEffect>> = Arc::new(valkey.store(LEASE));
-        let faults = Arc::new(CompleteFaults::default());
-        // A second store, with a connection of its own, on the same marks.
-        let faulty_store = Arc::new(FaultyCompletes {
-            inner: Arc::new(valkey.store(LEASE)),
-            faults: faults.clone(),
-        });
-        let parts = Parts {
-            clock,
-            store,
-            faulty_store,
-            faults,
-        };
+        let valkey = ValkeyWorld::new(url, retention(), clock.clone()).await;
+        let parts = Parts::on_server(clock, || valkey.store(LEASE));
         World::assemble(
             Backing::Valkey(valkey),
             parts,
@@ -214,12 +189,36 @@ impl World<ValkeyEffect> {
     }
 }
 
+fn retention() -> Retention {
+    Retention::unchecked(RETENTION).expect("retention")
+}
+
 /// A world's stores and clock.
 struct Parts<E> {
     clock: Arc<ManualClock>,
     store: Arc<dyn lambda_dedup::MarkStore<E>>,
     faulty_store: Arc<dyn lambda_dedup::MarkStore<E>>,
     faults: Arc<CompleteFaults>,
+}
+
+impl<E: 'static> Parts<E> {
+    /// Two stores on one server's marks, on `clock`: the flow's, and a second (a connection of
+    /// its own) whose completes can be made to fail.
+    fn on_server<S: lambda_dedup::MarkStore<E> + 'static>(
+        clock: Arc<ManualClock>,
+        store: impl Fn() -> S,
+    ) -> Self {
+        let faults = Arc::new(CompleteFaults::default());
+        Self {
+            clock,
+            store: Arc::new(store()),
+            faulty_store: Arc::new(FaultyCompletes {
+                inner: Arc::new(store()),
+                faults: faults.clone(),
+            }),
+            faults,
+        }
+    }
 }
 
 impl<E: 'static> World<E> {

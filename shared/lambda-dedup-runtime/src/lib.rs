@@ -13,7 +13,8 @@
 //!   client built on its first send.
 //! - `kinesis`, `dynamodb_stream` (features `kinesis`, `dynamodb-streams`): stream records as
 //!   messages, the checkpoint as the partial batch response; records that can never apply
-//!   parked (`parking::Parking`).
+//!   parked (`parking::Parking`). Both run one invocation the same way (`stream::run`); each
+//!   says only what one of its records is (`stream::StreamRecord`).
 //! - `webhook` (feature `webhook`): signed HTTP requests into an inbox, one counted answer each.
 //! - `relay` (feature `dynamodb-streams`): the recorded-intent and inbox pattern (S7) once — a
 //!   table's stream, an action per new item, settle or park, the deadline, the tally, the sweep —
@@ -41,6 +42,8 @@ pub mod relay;
 pub mod service;
 pub mod settings;
 pub mod sqs;
+#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+mod stream;
 #[doc(hidden)]
 pub mod testing;
 #[cfg(any(feature = "webhook", test))]

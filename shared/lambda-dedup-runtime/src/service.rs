@@ -40,7 +40,15 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, SystemTime};
 
+#[cfg(any(feature = "dynamodb-streams", test))]
+use aws_lambda_events::event::dynamodb::Event as StreamEvent;
+#[cfg(any(feature = "kinesis", test))]
+use aws_lambda_events::event::kinesis::KinesisEvent;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+#[cfg(any(feature = "dynamodb-streams", test))]
+use aws_lambda_events::event::streams::DynamoDbEventResponse;
+#[cfg(any(feature = "kinesis", test))]
+use aws_lambda_events::event::streams::KinesisEventResponse;
 use lambda_dedup::{
     DedupKey, Derived, EventTimeSource, FingerprintSource, IdentitySource, KeySpec, Lease,
     MarkStore, Message, Scope, TenantSource, TimeFormat,
@@ -650,31 +658,14 @@ impl Dedup {
     pub fn kinesis<T, F, P>(
         self,
         effect: F,
-    ) -> Result<
-        Service<
-            aws_lambda_events::event::kinesis::KinesisEvent,
-            aws_lambda_events::event::streams::KinesisEventResponse,
-        >,
-        BuildError,
-    >
+    ) -> Result<Service<KinesisEvent, KinesisEventResponse>, BuildError>
     where
         T: DeserializeOwned + 'static,
         F: Fn(Event<T>) -> P + Send + Sync + 'static,
         P: IntoPlan,
     {
         let at = self.payload_at();
-        let stream = self.stream(move |d: &Derived| plan(at, d, &effect))?;
-        Ok(Service::new(move |event| {
-            let s = stream.clone();
-            async move {
-                let (namespace, function) = (&s.runner.accounting.namespace, &s.runner.function);
-                let margin = s.runner.margin;
-                crate::kinesis::run_kinesis(namespace, function, margin, event, &s.parking, |b| {
-                    s.in_order(b)
-                })
-                .await
-            }
-        }))
+        self.stream_service(at, effect, |event: &KinesisEvent| &event.records)
     }
 
     /// The DynamoDB Streams service of a transactional function: each record's change
@@ -689,30 +680,50 @@ impl Dedup {
     pub fn dynamodb_stream<T, F, P>(
         self,
         effect: F,
-    ) -> Result<
-        Service<
-            aws_lambda_events::event::dynamodb::Event,
-            aws_lambda_events::event::streams::DynamoDbEventResponse,
-        >,
-        BuildError,
-    >
+    ) -> Result<Service<StreamEvent, DynamoDbEventResponse>, BuildError>
     where
         T: DeserializeOwned + 'static,
         F: Fn(Event<crate::dynamodb_stream::Change<T>>) -> P + Send + Sync + 'static,
         P: IntoPlan,
     {
-        let stream = self.stream(move |d: &Derived| plan(PayloadAt::Body, d, &effect))?;
-        Ok(Service::new(move |event| {
+        self.stream_service(PayloadAt::Body, effect, |event: &StreamEvent| {
+            &event.records
+        })
+    }
+
+    /// A stream service: the records `records` reads from each invocation's event, in order
+    /// per group, through the typed work read `at` ([`crate::stream::run`]).
+    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+    fn stream_service<E, R, T, F, P>(
+        self,
+        at: PayloadAt,
+        effect: F,
+        records: fn(&E) -> &[R],
+    ) -> Result<Service<E, R::Response>, BuildError>
+    where
+        E: Send + 'static,
+        R: crate::stream::StreamRecord + 'static,
+        R::Response: 'static,
+        T: DeserializeOwned + 'static,
+        F: Fn(Event<T>) -> P + Send + Sync + 'static,
+        P: IntoPlan,
+    {
+        let stream = self.stream(move |d: &Derived| plan(at, d, &effect))?;
+        Ok(Service::new(move |event: LambdaEvent<E>| {
             let s = stream.clone();
             async move {
                 let (namespace, function) = (&s.runner.accounting.namespace, &s.runner.function);
-                crate::dynamodb_stream::run_dynamodb_stream(
+                let (margin, parking) = (s.runner.margin, &s.parking);
+                let records = records(&event.payload);
+                let work = |batch| s.in_order(batch);
+                crate::stream::run(
                     namespace,
                     function,
-                    s.runner.margin,
-                    event,
-                    &s.parking,
-                    |batch| s.in_order(batch),
+                    margin,
+                    &event.context,
+                    records,
+                    parking,
+                    work,
                 )
                 .await
             }

@@ -72,17 +72,7 @@ impl DynamoStore {
         let mut expr = String::from(
             "attribute_not_exists(#pk) OR #exp <= :now_s OR (#st = :inprog AND #lease <= :now_ms",
         );
-        let mut names = codec::names([
-            ("#pk", attr::PK),
-            ("#exp", attr::EXPIRES_AT),
-            ("#st", attr::STATUS),
-            ("#lease", attr::LEASE),
-        ]);
-        let mut values = codec::values([
-            (":now_s", secs(now)),
-            (":now_ms", ms(now)),
-            (":inprog", s(MarkStatus::InProgress.as_str())),
-        ]);
+        let (mut names, mut values) = claimable(now);
         if let Some(fp) = fp {
             expr.push_str(" AND (attribute_not_exists(#fp) OR #fp = :fp)");
             names.insert("#fp".into(), attr::FINGERPRINT.into());
@@ -688,6 +678,23 @@ impl DynamoStore {
     }
 }
 
+/// The names and values every condition on whether a mark may be claimed uses (the takeover
+/// condition's and the claim's): the key, the TTL, the status and the lease, judged at `now`.
+fn claimable(now: SystemTime) -> (HashMap<String, String>, Av) {
+    let names = codec::names([
+        ("#pk", attr::PK),
+        ("#exp", attr::EXPIRES_AT),
+        ("#st", attr::STATUS),
+        ("#lease", attr::LEASE),
+    ]);
+    let values = codec::values([
+        (":now_s", secs(now)),
+        (":now_ms", ms(now)),
+        (":inprog", s(MarkStatus::InProgress.as_str())),
+    ]);
+    (names, values)
+}
+
 /// The claim's `UpdateItem`, written out: a fresh claim over no live mark, or a takeover of a
 /// live `IN_PROGRESS` mark whose lease has ended (see `DynamoStore::claim_write`).
 struct ClaimWrite {
@@ -706,25 +713,19 @@ impl ClaimWrite {
         ttl: SystemTime,
         takeover: bool,
     ) -> Self {
-        let mut names = codec::names([
-            ("#pk", attr::PK),
-            ("#exp", attr::EXPIRES_AT),
-            ("#st", attr::STATUS),
+        let (mut names, mut values) = claimable(now);
+        names.extend(codec::names([
             ("#owner", attr::OWNER),
-            ("#lease", attr::LEASE),
             ("#first", attr::FIRST_SEEN),
             ("#result", attr::RESULT),
             ("#done", attr::COMPLETED_AT),
             ("#fp", attr::FINGERPRINT),
-        ]);
-        let mut values = codec::values([
-            (":now_s", secs(now)),
-            (":now_ms", ms(now)),
-            (":inprog", s(MarkStatus::InProgress.as_str())),
+        ]));
+        values.extend(codec::values([
             (":owner", s(owner.as_str())),
             (":lease", ms(lease_end)),
             (":ttl", secs(ttl)),
-        ]);
+        ]));
         let mut condition = if takeover {
             "#exp > :now_s AND #st = :inprog AND #lease <= :now_ms".to_owned()
         } else {

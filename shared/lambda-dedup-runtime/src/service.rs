@@ -452,6 +452,20 @@ impl Dedup {
         self.sqs_service(effect, Some(then))
     }
 
+    /// What an SQS service of typed work holds: its deduplicator (in the function's scope), the
+    /// work on the payload read where the builder says, and its runner.
+    fn sqs_parts<T, F, P>(&self, effect: F) -> Result<SqsParts, BuildError>
+    where
+        T: DeserializeOwned,
+        F: Fn(Event<T>) -> P + Send + Sync + 'static,
+        P: IntoPlan,
+    {
+        let dedup = Arc::new(self.deduplicator(self.settings.scope.clone())?);
+        let at = self.payload_at();
+        let effect: Arc<TypedWork> = Arc::new(move |d: &Derived| plan(at, d, &effect));
+        Ok((dedup, effect, Arc::new(self.runner())))
+    }
+
     fn sqs_service<T, F, P>(
         self,
         effect: F,
@@ -462,11 +476,8 @@ impl Dedup {
         F: Fn(Event<T>) -> P + Send + Sync + 'static,
         P: IntoPlan,
     {
-        let dedup = Arc::new(self.deduplicator(self.settings.scope.clone())?);
-        let at = self.payload_at();
-        let effect = Arc::new(move |d: &Derived| plan(at, d, &effect));
-        let runner = Arc::new(self.runner());
-        let one_transaction = self.one_transaction;
+        let (dedup, effect, runner) = self.sqs_parts(effect)?;
+        let (at, one_transaction) = (self.payload_at(), self.one_transaction);
         Ok(Service::new(move |event: LambdaEvent<SqsEvent>| {
             let (dedup, effect, runner, then) =
                 (dedup.clone(), effect.clone(), runner.clone(), then.clone());
@@ -730,6 +741,12 @@ impl Dedup {
         }))
     }
 }
+
+/// An event's typed work, as the builder's SQS services hold it: its plan, or its refusal.
+type TypedWork = dyn Fn(&Derived) -> Result<Plan, Refusal> + Send + Sync;
+
+/// What an SQS service of typed work holds ([`Dedup::sqs_parts`]).
+type SqsParts = (Arc<Deduplicator>, Arc<TypedWork>, Arc<Runner>);
 
 /// What a stream service (Kinesis, DynamoDB Streams) holds: its deduplicator, its typed work,
 /// its runner and its parking.
@@ -1221,10 +1238,7 @@ mod tests {
             .expect("event")
         };
         for (margin, retried) in [(None, 0), (Some("60000"), 1)] {
-            let mut env = env();
-            if let Some(m) = margin {
-                env = env.with("DEDUP_DEADLINE_MARGIN_MS", m);
-            }
+            let env = crate::testing::with_margin(env(), margin);
             let dedup = Dedup::read(&env, "streamer").expect("settings");
             let store = MemoryStore::new(dedup.settings().retention);
             let mut service = dedup

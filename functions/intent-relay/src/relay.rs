@@ -219,31 +219,23 @@ mod tests {
     /// record without a new image is a configuration fault, retried.
     #[test]
     fn s16_unpostable_intents_are_parked_and_missing_images_retried() {
+        let parked = |key: &str, reason| Read::Park {
+            key: key.into(),
+            reason,
+        };
         let broken = json!({"intent_id": {"S": "ldd-1"}, "status": {"S": "PENDING"}});
-        assert_eq!(
-            read(&record("INSERT", broken)),
-            Read::Park {
-                key: "ldd-1".into(),
-                reason: MALFORMED
-            }
-        );
+        assert_eq!(read(&record("INSERT", broken)), parked("ldd-1", MALFORMED));
         let bad_key = json!({"intent_id": {"S": "ldd 1\n"}, "fine_id": {"S": "f"},
                              "amount_cents": {"N": "1"}, "status": {"S": "PENDING"}});
         assert_eq!(
             read(&record("INSERT", bad_key)),
-            Read::Park {
-                key: "ldd 1\n".into(),
-                reason: INVALID_KEY
-            }
+            parked("ldd 1\n", INVALID_KEY)
         );
         let text_amount = json!({"intent_id": {"S": "ldd-2"}, "fine_id": {"S": "f"},
                                  "amount_cents": {"S": "ten"}, "status": {"S": "PENDING"}});
         assert_eq!(
             read(&record("INSERT", text_amount)),
-            Read::Park {
-                key: "ldd-2".into(),
-                reason: MALFORMED
-            }
+            parked("ldd-2", MALFORMED)
         );
         assert_eq!(read(&record("INSERT", json!({}))), Read::NoImage);
         let numeric_id = json!({"intent_id": {"N": "7"}, "status": {"S": "PENDING"}});

@@ -336,11 +336,7 @@ impl<E: 'static> Deduplicator<E> {
                 };
                 tracing::warn!(message_id = %msg.message_id, key = %event.key, code = %code,
                     "rejected: the store refused the effect; nothing written; dead-lettering");
-                Outcome::Rejected {
-                    code: Reason::EffectRefused,
-                    reason,
-                    key: Some(event.key.clone()),
-                }
+                rejected_event(&event, Reason::EffectRefused, reason)
             }
             Err(e) => store_failed(msg, &event.key, &e),
         }
@@ -573,11 +569,7 @@ impl Deduplicator<Effect> {
             Err(e) => {
                 tracing::warn!(message_id = %msg.message_id, key = %event.key, code = e.code(),
                     reason = %e, "rejected: no sequence; dead-lettering");
-                return Outcome::Rejected {
-                    code: Reason::from(&e),
-                    reason: e.to_string(),
-                    key: Some(event.key.clone()),
-                };
+                return rejected_event(&event, Reason::from(&e), e.to_string());
             }
         };
         let effect = match planned(msg, &event, |e| {
@@ -617,11 +609,11 @@ impl Deduplicator<Effect> {
             Ok(SequenceOutcome::Gap { expected, got }) => {
                 tracing::warn!(message_id = %msg.message_id, key = %event.key, expected, got,
                     "rejected: sequence gap; not applied, dead-lettering");
-                Outcome::Rejected {
-                    code: Reason::SequenceGap,
-                    reason: format!("expected sequence {expected}, got {got}"),
-                    key: Some(event.key.clone()),
-                }
+                rejected_event(
+                    &event,
+                    Reason::SequenceGap,
+                    format!("expected sequence {expected}, got {got}"),
+                )
             }
             Ok(SequenceOutcome::EffectRejected) => Outcome::Retry {
                 reason: "effect condition failed".into(),
@@ -629,11 +621,11 @@ impl Deduplicator<Effect> {
             Err(StoreError::Refused { code, .. }) => {
                 tracing::warn!(message_id = %msg.message_id, key = %event.key, code = %code,
                     "rejected: DynamoDB refused the effect; nothing written; dead-lettering");
-                Outcome::Rejected {
-                    code: Reason::EffectRefused,
-                    reason: format!("DynamoDB refused the event's write ({code})"),
-                    key: Some(event.key.clone()),
-                }
+                rejected_event(
+                    &event,
+                    Reason::EffectRefused,
+                    format!("DynamoDB refused the event's write ({code})"),
+                )
             }
             Err(e) => store_failed(msg, &event.key, &e),
         }
@@ -663,11 +655,11 @@ impl Deduplicator<Effect> {
         let [effect] = plan.effects.as_slice() else {
             tracing::warn!(message_id = %msg.message_id, key = %event.key,
                 effects = plan.effects.len(), "rejected: create-once takes exactly one put");
-            return Outcome::Rejected {
-                code: Reason::EffectRefused,
-                reason: format!("create-once takes one put, not {}", plan.effects.len()),
-                key: Some(event.key.clone()),
-            };
+            return rejected_event(
+                &event,
+                Reason::EffectRefused,
+                format!("create-once takes one put, not {}", plan.effects.len()),
+            );
         };
         let write = CreateOnce {
             key: &event.key,
@@ -692,11 +684,7 @@ impl Deduplicator<Effect> {
             Err(StoreError::Invalid(reason)) => {
                 tracing::warn!(message_id = %msg.message_id, key = %event.key, reason = %reason,
                     "rejected: not a create-once write; dead-lettering");
-                Outcome::Rejected {
-                    code: Reason::EffectRefused,
-                    reason,
-                    key: Some(event.key.clone()),
-                }
+                rejected_event(&event, Reason::EffectRefused, reason)
             }
             other => self.committed(msg, &event, &plan, other),
         }
@@ -746,16 +734,21 @@ fn rejected(msg: &Message, r: &Rejection) -> Outcome {
     }
 }
 
+/// The event is rejected (dead-lettered) with `code` and `reason`, under its key.
+fn rejected_event(event: &Derived, code: Reason, reason: String) -> Outcome {
+    Outcome::Rejected {
+        code,
+        reason,
+        key: Some(event.key.clone()),
+    }
+}
+
 fn handler_failed(msg: &Message, event: &Derived, e: HandlerError) -> Outcome {
     match e {
         HandlerError::Invalid(reason) => {
             tracing::warn!(message_id = %msg.message_id, key = %event.key, reason = %reason,
                 "rejected: invalid payload; dead-lettering");
-            Outcome::Rejected {
-                code: Reason::InvalidPayload,
-                reason,
-                key: Some(event.key.clone()),
-            }
+            rejected_event(event, Reason::InvalidPayload, reason)
         }
         HandlerError::Transient(reason) => {
             tracing::warn!(message_id = %msg.message_id, key = %event.key, reason = %reason,

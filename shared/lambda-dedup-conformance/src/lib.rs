@@ -16,6 +16,12 @@
 //! Each case gets a fresh [`World`] on a [`ManualClock`] it advances to expire leases and marks,
 //! so a store under test must read its time from the clock it is given.
 //!
+//! A store holds what it is configured with in a [`lambda_dedup::StoreOptions`] and answers
+//! [`MarkStore::options`] with it (the trait reads "now", retention and the result bound from
+//! it); `lambda_dedup::store_options_builders!(field)` in the store's `impl` gives it the same
+//! `with_lease`, `with_clock` and `with_max_result_bytes` as the stores of this repository, so
+//! a harness builds it on the case's clock with `.with_clock(clock)`.
+//!
 //! # Effects of the store's own type
 //! A store commits effects of its own type (`MarkStore<E>`). The cases that commit effects say
 //! what each effect must do; the harness's [`Effects`] builds it in the store's terms

@@ -1,6 +1,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use crate::Client;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
@@ -9,13 +9,12 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     CancellationReason, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
-use lambda_dedup::clock::{Clock, SystemClock};
 use lambda_dedup::create_once::{self, CreateOnce};
 use lambda_dedup::sequence::{self, SequenceOutcome, SequencedWrite};
 use lambda_dedup::store::{BatchFuture, Capability, StoreFuture};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, Effect, Fingerprint, Lease, Mark, MarkStatus,
-    MarkStore, OwnerToken, Retention, Seen,
+    MarkStore, OwnerToken, Retention, Seen, StoreOptions,
 };
 
 use crate::attr;
@@ -31,10 +30,7 @@ pub use lambda_dedup::store::{DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, MAX_EFFEC
 pub struct DynamoStore {
     client: aws_sdk_dynamodb::Client,
     table: Arc<str>,
-    retention: Retention,
-    lease: Duration,
-    max_result_bytes: usize,
-    clock: Arc<dyn Clock>,
+    options: StoreOptions,
 }
 
 /// A condition expression with the names and values it uses (DynamoDB refuses unused ones).
@@ -50,10 +46,7 @@ impl DynamoStore {
         Self {
             client: client.into().0,
             table: Arc::from(table.into()),
-            retention,
-            lease: DEFAULT_LEASE,
-            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
-            clock: Arc::new(SystemClock),
+            options: StoreOptions::new(retention),
         }
     }
 
@@ -62,26 +55,10 @@ impl DynamoStore {
     }
 
     pub(crate) fn now_time(&self) -> SystemTime {
-        self.clock.now()
+        self.options.now()
     }
 
-    /// The longest lease a claim takes (it is also cut to the caller's deadline).
-    pub fn with_lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
-
-    /// The bound on a stored result, in bytes.
-    pub fn with_max_result_bytes(mut self, max: usize) -> Self {
-        self.max_result_bytes = max;
-        self
-    }
-
-    /// The source of "now" (tests move it to expire leases and TTLs).
-    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
+    lambda_dedup::store_options_builders!(options);
 
     /// The table name.
     pub fn table(&self) -> &str {
@@ -95,17 +72,7 @@ impl DynamoStore {
         let mut expr = String::from(
             "attribute_not_exists(#pk) OR #exp <= :now_s OR (#st = :inprog AND #lease <= :now_ms",
         );
-        let mut names = codec::names([
-            ("#pk", attr::PK),
-            ("#exp", attr::EXPIRES_AT),
-            ("#st", attr::STATUS),
-            ("#lease", attr::LEASE),
-        ]);
-        let mut values = codec::values([
-            (":now_s", secs(now)),
-            (":now_ms", ms(now)),
-            (":inprog", s(MarkStatus::InProgress.as_str())),
-        ]);
+        let (mut names, mut values) = claimable(now);
         if let Some(fp) = fp {
             expr.push_str(" AND (attribute_not_exists(#fp) OR #fp = :fp)");
             names.insert("#fp".into(), attr::FINGERPRINT.into());
@@ -130,25 +97,12 @@ impl DynamoStore {
         let mut item: Av = HashMap::new();
         item.insert(attr::PK.into(), s(key.as_str()));
         item.insert(attr::STATUS.into(), s(status.as_str()));
-        // Round the TTL up so a mark never expires before its full retention.
-        let ttl = now + self.retention.duration() + Duration::from_millis(999);
-        item.insert(attr::EXPIRES_AT.into(), secs(ttl));
+        item.insert(attr::EXPIRES_AT.into(), secs(self.options.expires_at(now)));
         item.insert(attr::FIRST_SEEN.into(), ms(now));
         if let Some(fp) = fp {
             item.insert(attr::FINGERPRINT.into(), s(fp.as_str()));
         }
         item
-    }
-
-    fn check_result(&self, result: Option<&str>) -> Result<(), Error> {
-        match result {
-            Some(r) if r.len() > self.max_result_bytes => Err(Error::Invalid(format!(
-                "result is {} bytes, over the {}-byte bound",
-                r.len(),
-                self.max_result_bytes
-            ))),
-            _ => Ok(()),
-        }
     }
 
     /// Explains a failed takeover from the old item DynamoDB returned with it.
@@ -180,8 +134,8 @@ impl DynamoStore {
         fp: Option<&Fingerprint>,
         deadline: Option<SystemTime>,
     ) -> Result<Claim, Error> {
-        let now = self.clock.now();
-        let lease_end = lambda_dedup::store::lease_end(now, self.lease, deadline)?;
+        let now = self.options.now();
+        let lease_end = self.options.lease_end(now, deadline)?;
         let owner = OwnerToken::random();
         let lease = |first_attempt_at| {
             Claim::Claimed(Lease {
@@ -233,7 +187,7 @@ impl DynamoStore {
         now: SystemTime,
         takeover: bool,
     ) -> Result<Result<SystemTime, Option<Av>>, Error> {
-        let ttl = now + self.retention.duration() + Duration::from_millis(999);
+        let ttl = self.options.expires_at(now);
         let claim = ClaimWrite::new(fp, owner, lease_end, now, ttl, takeover);
         let sent = self
             .client
@@ -283,7 +237,7 @@ impl DynamoStore {
             result,
             effects,
         } = request;
-        let now = self.clock.now();
+        let now = self.options.now();
         let items = self.commit_items(key, fp, result, effects, now)?;
         let attempt = OwnerToken::random();
         let sent = self
@@ -326,7 +280,7 @@ impl DynamoStore {
                 effects.len()
             )));
         }
-        self.check_result(result)?;
+        self.options.check_result(result)?;
         let mut item = self.new_mark(key, MarkStatus::Completed, now, fp);
         item.insert(attr::COMPLETED_AT.into(), ms(now));
         if let Some(r) = result {
@@ -429,8 +383,8 @@ impl DynamoStore {
     /// still owns it. A lease that ran out and was taken over by another process gets
     /// [`Error::Fenced`] and changes nothing. Completing twice with the same lease is harmless.
     pub async fn complete(&self, lease: &Lease, result: Option<&str>) -> Result<(), Error> {
-        self.check_result(result)?;
-        let now = self.clock.now();
+        self.options.check_result(result)?;
+        let now = self.options.now();
         let mut update = String::from("SET #st = :done, #cat = :now_ms");
         let mut names = codec::names([
             ("#st", attr::STATUS),
@@ -565,8 +519,8 @@ impl DynamoStore {
     /// one conditional `PutItem` (see [`lambda_dedup::create_once`]). One write request unit for
     /// an item up to 1 KB; a failed condition returns the old item, judged as a mark is.
     pub async fn create_once(&self, write: CreateOnce<'_>) -> Result<Commit, Error> {
-        self.check_result(write.result)?;
-        let Some(effect) = write.to_effect(self.clock.now()) else {
+        self.options.check_result(write.result)?;
+        let Some(effect) = write.to_effect(self.options.now()) else {
             return Err(Error::Invalid(
                 "create-once needs a put of an item without the library's attributes".into(),
             ));
@@ -657,7 +611,7 @@ impl DynamoStore {
             .send()
             .await
             .map_err(crate::error::from_sdk)?;
-        let now = self.clock.now();
+        let now = self.options.now();
         match out.item() {
             None => Ok(None),
             Some(item) => Ok(Some(codec::mark(item)?).filter(|m| m.is_live(now))),
@@ -672,7 +626,7 @@ impl DynamoStore {
     /// duplicates out of a batch, the conditional write still decides (S4).
     pub async fn get_many(&self, keys: &[&DedupKey]) -> Result<Vec<Option<Mark>>, Error> {
         use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
-        let now = self.clock.now();
+        let now = self.options.now();
         let mut found: HashMap<String, Mark> = HashMap::new();
         // DynamoDB refuses a key asked twice in one request (a batch may carry an event twice).
         let mut unique: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
@@ -724,6 +678,23 @@ impl DynamoStore {
     }
 }
 
+/// The names and values every condition on whether a mark may be claimed uses (the takeover
+/// condition's and the claim's): the key, the TTL, the status and the lease, judged at `now`.
+fn claimable(now: SystemTime) -> (HashMap<String, String>, Av) {
+    let names = codec::names([
+        ("#pk", attr::PK),
+        ("#exp", attr::EXPIRES_AT),
+        ("#st", attr::STATUS),
+        ("#lease", attr::LEASE),
+    ]);
+    let values = codec::values([
+        (":now_s", secs(now)),
+        (":now_ms", ms(now)),
+        (":inprog", s(MarkStatus::InProgress.as_str())),
+    ]);
+    (names, values)
+}
+
 /// The claim's `UpdateItem`, written out: a fresh claim over no live mark, or a takeover of a
 /// live `IN_PROGRESS` mark whose lease has ended (see `DynamoStore::claim_write`).
 struct ClaimWrite {
@@ -742,25 +713,19 @@ impl ClaimWrite {
         ttl: SystemTime,
         takeover: bool,
     ) -> Self {
-        let mut names = codec::names([
-            ("#pk", attr::PK),
-            ("#exp", attr::EXPIRES_AT),
-            ("#st", attr::STATUS),
+        let (mut names, mut values) = claimable(now);
+        names.extend(codec::names([
             ("#owner", attr::OWNER),
-            ("#lease", attr::LEASE),
             ("#first", attr::FIRST_SEEN),
             ("#result", attr::RESULT),
             ("#done", attr::COMPLETED_AT),
             ("#fp", attr::FINGERPRINT),
-        ]);
-        let mut values = codec::values([
-            (":now_s", secs(now)),
-            (":now_ms", ms(now)),
-            (":inprog", s(MarkStatus::InProgress.as_str())),
+        ]));
+        values.extend(codec::values([
             (":owner", s(owner.as_str())),
             (":lease", ms(lease_end)),
             (":ttl", secs(ttl)),
-        ]);
+        ]));
         let mut condition = if takeover {
             "#exp > :now_s AND #st = :inprog AND #lease <= :now_ms".to_owned()
         } else {
@@ -864,16 +829,8 @@ impl MarkStore for DynamoStore {
         Box::pin(DynamoStore::create_once(self, write))
     }
 
-    fn now(&self) -> SystemTime {
-        self.clock.now()
-    }
-
-    fn retention(&self) -> Retention {
-        self.retention
-    }
-
-    fn max_result_bytes(&self) -> usize {
-        self.max_result_bytes
+    fn options(&self) -> &StoreOptions {
+        &self.options
     }
 }
 

@@ -94,11 +94,7 @@ impl IdempotentClient {
             .map_err(|e| {
                 // The transport error is logged here; the failure carries only its kind.
                 tracing::warn!(path, error = %e, "POST failed");
-                if e.is_timeout() {
-                    CallError::Timeout
-                } else {
-                    CallError::Network
-                }
+                transport(&e)
             })?;
         let status = resp.status().as_u16();
         let replayed = resp
@@ -108,11 +104,7 @@ impl IdempotentClient {
             .is_some_and(|v| v.eq_ignore_ascii_case("true"));
         let text = resp.text().await.map_err(|e| {
             tracing::warn!(path, error = %e, "reading the answer failed");
-            if e.is_timeout() {
-                CallError::Timeout
-            } else {
-                CallError::Network
-            }
+            transport(&e)
         })?;
         if !(200..=299).contains(&status) {
             return Err(CallError::Status(status));
@@ -201,6 +193,15 @@ impl std::fmt::Display for CallError {
             CallError::Timeout => f.write_str("timed out"),
             CallError::Network => f.write_str("failed (connection)"),
         }
+    }
+}
+
+/// The kind of a transport failure: a timeout, or anything else on the network.
+fn transport(e: &reqwest::Error) -> CallError {
+    if e.is_timeout() {
+        CallError::Timeout
+    } else {
+        CallError::Network
     }
 }
 

@@ -275,19 +275,25 @@ impl Parser<'_, '_> {
     }
 
     fn condition(&mut self) -> Result<Cond, ExprError> {
-        let mut left = self.and()?;
-        while self.keyword("OR") {
-            self.pos += 1;
-            left = Cond::Or(Box::new(left), Box::new(self.and()?));
-        }
-        Ok(left)
+        self.joined("OR", Self::and, Cond::Or)
     }
 
     fn and(&mut self) -> Result<Cond, ExprError> {
-        let mut left = self.not()?;
-        while self.keyword("AND") {
+        self.joined("AND", Self::not, Cond::And)
+    }
+
+    /// `operand (keyword operand)*`, joined left to right by `join` (`a OR b OR c` is
+    /// `(a OR b) OR c`).
+    fn joined(
+        &mut self,
+        keyword: &str,
+        operand: fn(&mut Self) -> Result<Cond, ExprError>,
+        join: fn(Box<Cond>, Box<Cond>) -> Cond,
+    ) -> Result<Cond, ExprError> {
+        let mut left = operand(self)?;
+        while self.keyword(keyword) {
             self.pos += 1;
-            left = Cond::And(Box::new(left), Box::new(self.not()?));
+            left = join(Box::new(left), Box::new(operand(self)?));
         }
         Ok(left)
     }

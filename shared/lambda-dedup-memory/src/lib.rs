@@ -34,16 +34,14 @@ mod expr;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use lambda_dedup::clock::{Clock, SystemClock, epoch_millis, epoch_secs, from_epoch_millis};
+use lambda_dedup::clock::{epoch_millis, epoch_secs, from_epoch_millis};
 use lambda_dedup::create_once::{self, CreateOnce};
 use lambda_dedup::effect::EffectKind;
 use lambda_dedup::items::{Filter, ItemFuture};
 use lambda_dedup::sequence::{self, SequenceOutcome, SequencedWrite};
-use lambda_dedup::store::{
-    BatchFuture, Capability, DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, MAX_EFFECTS, StoreFuture,
-};
+use lambda_dedup::store::{BatchFuture, Capability, MAX_EFFECTS, StoreFuture, StoreOptions};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, Effect, FaultKind, Fingerprint, Item, ItemStore, Lease,
     Mark, MarkStatus, MarkStore, OwnerToken, Retention, StoreError, Value,
@@ -113,10 +111,7 @@ struct State {
 #[derive(Debug, Clone)]
 pub struct MemoryStore {
     state: Arc<Mutex<State>>,
-    retention: Retention,
-    lease: Duration,
-    max_result_bytes: usize,
-    clock: Arc<dyn Clock>,
+    options: StoreOptions,
     unreachable: bool,
     hook: Option<Hook>,
     calls: Arc<AtomicU64>,
@@ -137,10 +132,7 @@ impl MemoryStore {
     pub fn new(retention: Retention) -> Self {
         Self {
             state: Arc::default(),
-            retention,
-            lease: DEFAULT_LEASE,
-            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
-            clock: Arc::new(SystemClock),
+            options: StoreOptions::new(retention),
             unreachable: false,
             hook: None,
             calls: Arc::default(),
@@ -162,23 +154,7 @@ impl MemoryStore {
         std::mem::take(&mut self.lock().lost)
     }
 
-    /// The longest lease a claim takes (it is also cut to the caller's deadline).
-    pub fn with_lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
-
-    /// The bound on a stored result, in bytes.
-    pub fn with_max_result_bytes(mut self, max: usize) -> Self {
-        self.max_result_bytes = max;
-        self
-    }
-
-    /// The source of "now" (tests move it to expire leases and TTLs).
-    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
+    lambda_dedup::store_options_builders!(options);
 
     /// A handle on the same data whose every call fails with [`FaultKind::Network`]: a store
     /// that cannot be reached.
@@ -256,7 +232,7 @@ impl MemoryStore {
     /// Deletes the marks whose TTL has passed, as DynamoDB's TTL sweep does some time after
     /// it; returns how many. Until it runs, such marks still count as absent (S9).
     pub fn purge_expired(&self) -> usize {
-        let now = self.clock.now();
+        let now = self.options.now();
         let mut state = self.lock();
         let before = state.marks.len();
         state.marks.retain(|_, m| m.is_live(now));
@@ -283,7 +259,7 @@ impl MemoryStore {
         }
         let hooked = self.hook.as_ref().and_then(|h| (h.0)(op, key));
         let mut state = self.lock();
-        let now = self.clock.now();
+        let now = self.options.now();
         match hooked.or_else(|| state.faults.pop_front()) {
             Some(Injected::Fail(kind)) => {
                 Err(StoreError::store(kind, "memory store: injected fault"))
@@ -298,22 +274,9 @@ impl MemoryStore {
         }
     }
 
-    fn check_result(&self, result: Option<&str>) -> Result<(), StoreError> {
-        match result {
-            Some(r) if r.len() > self.max_result_bytes => Err(StoreError::Invalid(format!(
-                "result is {} bytes, over the {}-byte bound",
-                r.len(),
-                self.max_result_bytes
-            ))),
-            _ => Ok(()),
-        }
-    }
-
     /// The TTL a mark written at `now` gets: rounded up to whole seconds, as stored.
     fn ttl(&self, now: SystemTime) -> SystemTime {
-        lambda_dedup::clock::from_epoch_secs(epoch_secs(
-            now + self.retention.duration() + Duration::from_millis(999),
-        ))
+        lambda_dedup::clock::from_epoch_secs(epoch_secs(self.options.expires_at(now)))
     }
 
     fn claim_now(
@@ -324,7 +287,7 @@ impl MemoryStore {
         fp: Option<&Fingerprint>,
         deadline: Option<SystemTime>,
     ) -> Result<Claim, StoreError> {
-        let lease_end = lambda_dedup::store::lease_end(now, self.lease, deadline)?;
+        let lease_end = self.options.lease_end(now, deadline)?;
         let now = ms(now);
         let first_attempt_at = match state.marks.get(key.as_str()) {
             None => now,
@@ -372,7 +335,7 @@ impl MemoryStore {
                 r.effects.len()
             )));
         }
-        self.check_result(r.result)?;
+        self.options.check_result(r.result)?;
         let now = ms(now);
         let plans = planned(state, r)?;
         // The mark: written only where a claim could be taken.
@@ -424,7 +387,7 @@ impl MemoryStore {
         lease: &Lease,
         result: Option<&str>,
     ) -> Result<(), StoreError> {
-        self.check_result(result)?;
+        self.options.check_result(result)?;
         let Some(m) = state.marks.get_mut(lease.key.as_str()) else {
             return Err(fenced(lease, None));
         };
@@ -522,7 +485,7 @@ impl MemoryStore {
         now: SystemTime,
         w: &CreateOnce<'_>,
     ) -> Result<Commit, StoreError> {
-        self.check_result(w.result)?;
+        self.options.check_result(w.result)?;
         let effect = w.to_effect(ms(now)).ok_or_else(|| {
             StoreError::Invalid(
                 "create-once needs a put of an item without the library's attributes".into(),
@@ -833,16 +796,8 @@ impl MarkStore for MemoryStore {
         Box::pin(async move { out })
     }
 
-    fn now(&self) -> SystemTime {
-        self.clock.now()
-    }
-
-    fn retention(&self) -> Retention {
-        self.retention
-    }
-
-    fn max_result_bytes(&self) -> usize {
-        self.max_result_bytes
+    fn options(&self) -> &StoreOptions {
+        &self.options
     }
 }
 

@@ -58,31 +58,17 @@ impl From<&str> for SqlValue {
         SqlValue::Text(v.to_owned())
     }
 }
-impl From<String> for SqlValue {
-    fn from(v: String) -> Self {
-        SqlValue::Text(v)
-    }
+/// `From<T> for SqlValue` for each Rust type that one variant holds as it is.
+macro_rules! sql_value_from {
+    ($($t:ty => $variant:ident),* $(,)?) => {$(
+        impl From<$t> for SqlValue {
+            fn from(v: $t) -> Self {
+                SqlValue::$variant(v)
+            }
+        }
+    )*};
 }
-impl From<i64> for SqlValue {
-    fn from(v: i64) -> Self {
-        SqlValue::BigInt(v)
-    }
-}
-impl From<i32> for SqlValue {
-    fn from(v: i32) -> Self {
-        SqlValue::Int(v)
-    }
-}
-impl From<f64> for SqlValue {
-    fn from(v: f64) -> Self {
-        SqlValue::Double(v)
-    }
-}
-impl From<bool> for SqlValue {
-    fn from(v: bool) -> Self {
-        SqlValue::Bool(v)
-    }
-}
+sql_value_from!(String => Text, i64 => BigInt, i32 => Int, f64 => Double, bool => Bool);
 impl From<Vec<u8>> for SqlValue {
     fn from(v: Vec<u8>) -> Self {
         SqlValue::Bytes(v)

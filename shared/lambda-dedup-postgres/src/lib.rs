@@ -79,10 +79,10 @@ mod pool;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use lambda_dedup::clock::{Clock, SystemClock, epoch_millis, epoch_secs, from_epoch_millis};
-use lambda_dedup::store::{BatchFuture, DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, StoreFuture};
+use lambda_dedup::clock::{epoch_millis, epoch_secs, from_epoch_millis};
+use lambda_dedup::store::{BatchFuture, StoreFuture, StoreOptions};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, FaultKind, Fingerprint, Lease, Mark, MarkStatus,
     MarkStore, OwnerToken, Retention, StoreError,
@@ -102,18 +102,15 @@ pub const DEFAULT_TABLE: &str = "dedup_marks";
 pub struct PgStore {
     pool: Arc<Pool>,
     table: String,
-    retention: Retention,
-    lease: Duration,
-    max_result_bytes: usize,
-    clock: Arc<dyn Clock>,
+    options: StoreOptions,
 }
 
 impl fmt::Debug for PgStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PgStore")
             .field("table", &self.table)
-            .field("retention", &self.retention)
-            .field("lease", &self.lease)
+            .field("retention", &self.options.retention)
+            .field("lease", &self.options.lease)
             .finish_non_exhaustive()
     }
 }
@@ -129,10 +126,7 @@ impl PgStore {
         Self {
             pool: Arc::new(Pool::new(config, tls, 4)),
             table: quoted(DEFAULT_TABLE),
-            retention,
-            lease: DEFAULT_LEASE,
-            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
-            clock: Arc::new(SystemClock),
+            options: StoreOptions::new(retention),
         }
     }
 
@@ -169,17 +163,7 @@ impl PgStore {
         Ok(self)
     }
 
-    /// Leases of `lease` (default [`DEFAULT_LEASE`]), cut to a claim's deadline.
-    pub fn with_lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
-
-    /// Reads "now" from `clock` (tests move time with a [`lambda_dedup::ManualClock`]).
-    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
+    lambda_dedup::store_options_builders!(options);
 
     /// At most `max` connections open at once (default 4).
     pub fn with_max_connections(mut self, max: usize) -> Self {
@@ -189,12 +173,6 @@ impl PgStore {
             max.max(1),
         );
         self.pool = Arc::new(pool);
-        self
-    }
-
-    /// The largest result stored (default [`DEFAULT_MAX_RESULT_BYTES`]).
-    pub fn with_max_result_bytes(mut self, max: usize) -> Self {
-        self.max_result_bytes = max;
         self
     }
 
@@ -244,7 +222,7 @@ impl PgStore {
     /// Deletes up to `limit` expired marks; how many it deleted. Expired marks already count as
     /// absent: sweeping only reclaims space.
     pub async fn sweep(&self, limit: i64) -> Result<u64, StoreError> {
-        let now = secs(self.clock.now());
+        let now = secs(self.options.now());
         let mut conn = self.pool.get().await?;
         let out = conn
             .client()?
@@ -254,18 +232,7 @@ impl PgStore {
     }
 
     fn ttl(&self, now: SystemTime) -> i64 {
-        secs(now + self.retention.duration() + Duration::from_millis(999))
-    }
-
-    fn check_result(&self, result: Option<&str>) -> Result<(), StoreError> {
-        match result {
-            Some(r) if r.len() > self.max_result_bytes => Err(StoreError::Invalid(format!(
-                "result is {} bytes, over the {}-byte bound",
-                r.len(),
-                self.max_result_bytes
-            ))),
-            _ => Ok(()),
-        }
+        secs(self.options.expires_at(now))
     }
 
     /// The condition under which a mark may be (re)written by a claim or a commit: it expired
@@ -310,8 +277,8 @@ impl PgStore {
         fp: Option<&Fingerprint>,
         deadline: Option<SystemTime>,
     ) -> Result<Claim, StoreError> {
-        let now = self.clock.now();
-        let lease_end = lambda_dedup::store::lease_end(now, self.lease, deadline)?;
+        let now = self.options.now();
+        let lease_end = self.options.lease_end(now, deadline)?;
         let owner = OwnerToken::random();
         let (now_ms, lease_ms) = (millis(now), millis(lease_end));
         let sql = format!(
@@ -427,8 +394,8 @@ impl PgStore {
     }
 
     async fn commit_one(&self, r: CommitRequest<'_, SqlEffect>) -> Result<Commit, StoreError> {
-        self.check_result(r.result)?;
-        let now = self.clock.now();
+        self.options.check_result(r.result)?;
+        let now = self.options.now();
         let mut conn = self.pool.get().await?;
         conn.begin().await?;
         match self.commit_in(&mut conn, now, &r).await {
@@ -452,10 +419,10 @@ impl PgStore {
         &self,
         requests: &[CommitRequest<'_, SqlEffect>],
     ) -> Vec<Result<Commit, StoreError>> {
-        let now = self.clock.now();
+        let now = self.options.now();
         let mut results: Vec<Option<Result<Commit, StoreError>>> = requests
             .iter()
-            .map(|r| self.check_result(r.result).err().map(Err))
+            .map(|r| self.options.check_result(r.result).err().map(Err))
             .collect();
         let all = |e: &StoreError| -> Vec<Result<Commit, StoreError>> {
             requests.iter().map(|_| Err(copy_fault(e))).collect()
@@ -499,8 +466,8 @@ impl PgStore {
     }
 
     async fn complete_on(&self, lease: &Lease, result: Option<&str>) -> Result<(), StoreError> {
-        self.check_result(result)?;
-        let now = millis(self.clock.now());
+        self.options.check_result(result)?;
+        let now = millis(self.options.now());
         let sql = format!(
             "UPDATE {} SET status = 'COMPLETED', completed_at = $3, lease_expires_at = NULL, \
              result = COALESCE($4, result) \
@@ -561,14 +528,14 @@ impl PgStore {
     }
 
     async fn get_on(&self, key: &DedupKey) -> Result<Option<Mark>, StoreError> {
-        let now = self.clock.now();
+        let now = self.options.now();
         let mut conn = self.pool.get().await?;
         let mark = self.read_mark(&mut conn, key).await?;
         Ok(mark.filter(|m| m.is_live(now)))
     }
 
     async fn get_many_on(&self, keys: &[&DedupKey]) -> Result<Vec<Option<Mark>>, StoreError> {
-        let now = self.clock.now();
+        let now = self.options.now();
         let wanted: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
         let sql = format!("SELECT {COLUMNS} FROM {} WHERE key = ANY($1)", self.table);
         let mut conn = self.pool.get().await?;
@@ -622,16 +589,8 @@ impl MarkStore<SqlEffect> for PgStore {
         Box::pin(self.get_on(key))
     }
 
-    fn now(&self) -> SystemTime {
-        self.clock.now()
-    }
-
-    fn retention(&self) -> Retention {
-        self.retention
-    }
-
-    fn max_result_bytes(&self) -> usize {
-        self.max_result_bytes
+    fn options(&self) -> &StoreOptions {
+        &self.options
     }
 }
 
@@ -697,6 +656,7 @@ fn copy_fault(e: &StoreError) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn store() -> PgStore {
         let retention = Retention::unchecked(Duration::from_secs(3600)).expect("retention");

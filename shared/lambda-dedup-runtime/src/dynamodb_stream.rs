@@ -11,17 +11,14 @@
 //! sequence number or event id, which are transport ids (S1). Records of one item (same keys)
 //! are one group, processed in order.
 
-use std::collections::HashMap;
-use std::future::Future;
-
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
-use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use lambda_dedup::Message;
 use lambda_dedup_batch::BatchReport;
-use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
 
 use crate::parking::Parking;
+use crate::stream::StreamRecord;
 
 /// One stream record's change as the builder's work sees it ([`crate::Dedup::dynamodb_stream`]):
 /// the item's keys and images read into the user's type `T` (an image the record does not carry
@@ -52,49 +49,58 @@ fn plain(item: &serde_dynamo::Item) -> Value {
     serde_dynamo::from_item(item.clone()).unwrap_or(Value::Null)
 }
 
-/// A record's id: its sequence number (or, without one, its event id).
-fn id(r: &EventRecord) -> String {
-    r.change
-        .sequence_number
-        .clone()
-        .unwrap_or_else(|| r.event_id.clone())
-}
-
 /// The records of `event` as library messages.
 pub fn messages(event: &Event) -> Vec<Message> {
-    event
-        .records
-        .iter()
-        .map(|r| {
-            let keys = plain(&r.change.keys);
-            let body = json!({"eventName": r.event_name, "keys": keys,
-                              "newImage": plain(&r.change.new_image),
-                              "oldImage": plain(&r.change.old_image)});
-            Message {
-                message_id: id(r),
-                body: body.to_string().into_bytes(),
-                group_id: Some(keys.to_string()),
-                ..Message::default()
-            }
-        })
-        .collect()
+    crate::stream::messages(&event.records)
 }
 
 /// The response naming the first record (in the batch's order) not acknowledged, or none
 /// (without parking: see the builder's service for the checkpoint that passes parked records).
 pub fn response(report: &BatchReport) -> DynamoDbEventResponse {
-    naming(crate::sqs::first_not_done(report))
+    EventRecord::respond(crate::sqs::first_not_done(report))
 }
 
-/// The response naming `checkpoint`, or no record.
-fn naming(checkpoint: Option<String>) -> DynamoDbEventResponse {
-    let mut resp = DynamoDbEventResponse::default();
-    if let Some(id) = checkpoint {
-        let mut failure = DynamoDbBatchItemFailure::default();
-        failure.item_identifier = Some(id);
-        resp.batch_item_failures.push(failure);
+/// A stream record, run like a Kinesis one ([`crate::stream`]).
+impl StreamRecord for EventRecord {
+    type Response = DynamoDbEventResponse;
+
+    /// Its sequence number (or, without one, its event id).
+    fn id(&self) -> String {
+        let seq = self.change.sequence_number.as_ref();
+        seq.cloned().unwrap_or_else(|| self.event_id.clone())
     }
-    resp
+
+    /// The body is the item's keys and images as plain JSON; the group, its keys.
+    fn message(&self) -> Message {
+        let keys = plain(&self.change.keys);
+        let body = json!({"eventName": self.event_name, "keys": keys,
+                          "newImage": plain(&self.change.new_image),
+                          "oldImage": plain(&self.change.old_image)});
+        Message {
+            message_id: self.id(),
+            body: body.to_string().into_bytes(),
+            group_id: Some(keys.to_string()),
+            ..Message::default()
+        }
+    }
+
+    /// The record whole, with its stream and the sequence number as an attribute.
+    fn parked(&self, function: &str, code: &str) -> (String, Vec<(String, String)>) {
+        let body = json!({"function": function, "code": code,
+                          "streamArn": self.event_source_arn, "record": self});
+        let attributes = vec![
+            ("dedup-reason".to_owned(), code.to_owned()),
+            ("dedup-sequence-number".to_owned(), self.id()),
+        ];
+        (body.to_string(), attributes)
+    }
+
+    fn respond(checkpoint: Option<String>) -> DynamoDbEventResponse {
+        let mut resp = DynamoDbEventResponse::default();
+        let failures = &mut resp.batch_item_failures;
+        crate::stream::name_checkpoint(failures, checkpoint, |f| &mut f.item_identifier);
+        resp
+    }
 }
 
 impl Parking {
@@ -106,42 +112,8 @@ impl Parking {
         event: &Event,
         report: &BatchReport,
     ) -> crate::parking::Parked {
-        let records: HashMap<String, &EventRecord> =
-            event.records.iter().map(|r| (id(r), r)).collect();
-        self.park_each(function, report, |id, code| {
-            let record = records.get(id)?;
-            let body = json!({"function": function, "code": code,
-                              "streamArn": record.event_source_arn, "record": record});
-            let attributes = vec![
-                ("dedup-reason".to_owned(), code.to_owned()),
-                ("dedup-sequence-number".to_owned(), id.to_owned()),
-            ];
-            Some((body.to_string(), attributes))
-        })
-        .await
+        self.park_records(function, &event.records, report).await
     }
-}
-
-/// Runs one DynamoDB Streams invocation like [`crate::kinesis::run_kinesis`]: the records to
-/// `process`, the account as one EMF line in `namespace`, the records before the checkpoint
-/// that can never apply parked, and the first record neither done nor parked named.
-pub(crate) async fn run_dynamodb_stream<F, Fut>(
-    namespace: &str,
-    function: &str,
-    margin: std::time::Duration,
-    event: LambdaEvent<Event>,
-    parking: &Parking,
-    process: F,
-) -> Result<DynamoDbEventResponse, lambda_runtime::Error>
-where
-    F: FnOnce(Vec<Message>) -> Fut,
-    Fut: Future<Output = BatchReport>,
-{
-    let batch = messages(&event.payload);
-    let report =
-        crate::sqs::accounted(namespace, function, margin, &event.context, batch, process).await;
-    let parked = parking.park_stream(function, &event.payload, &report).await;
-    Ok(naming(parked.checkpoint))
 }
 
 #[cfg(test)]
@@ -209,19 +181,35 @@ mod tests {
         serde_json::from_value(json!({ "Records": records })).expect("stream event")
     }
 
+    /// The builder's DynamoDB Streams service of `credit`, the identity from the new image, on
+    /// a memory store with a `totals` table; parked in `parking` if given (else the env's).
+    fn orders(
+        parking: Option<Parking>,
+    ) -> (crate::Service<Event, DynamoDbEventResponse>, MemoryStore) {
+        let dedup = Dedup::read(&env(), "orders").expect("settings");
+        let store = MemoryStore::new(dedup.settings().retention);
+        store.create_table("totals", "customer");
+        let dedup = dedup.identity("/newImage/order_id").store(store.clone());
+        let dedup = match parking {
+            Some(parking) => dedup.parking(parking),
+            None => dedup,
+        };
+        (dedup.dynamodb_stream(credit).expect("service"), store)
+    }
+
+    /// Customer c-1's running total.
+    fn total(store: &MemoryStore) -> Option<V> {
+        store
+            .item("totals", &Item::new().with("customer", "c-1"))
+            .and_then(|i| i.0.get("total").cloned())
+    }
+
     /// The builder's DynamoDB Streams service: the identity comes from the item, so the same
     /// order seen twice (a replayed record, a re-inserted item) is one event; the sequence
     /// number only reports the record.
     #[tokio::test]
     async fn stream_records_are_deduplicated_by_the_item_not_the_record() {
-        let dedup = Dedup::read(&env(), "orders").expect("settings");
-        let store = MemoryStore::new(dedup.settings().retention);
-        store.create_table("totals", "customer");
-        let service = dedup
-            .identity("/newImage/order_id")
-            .store(store.clone())
-            .dynamodb_stream(credit)
-            .expect("service");
+        let (service, store) = orders(None);
         let records = vec![
             record(1, "o-1", n(5)),
             record(2, "o-2", n(7)),
@@ -229,10 +217,7 @@ mod tests {
         ];
         let resp = service.call_with(stream(records)).await.expect("handled");
         assert!(resp.batch_item_failures.is_empty(), "{resp:?}");
-        let total = store
-            .item("totals", &Item::new().with("customer", "c-1"))
-            .and_then(|i| i.0.get("total").cloned());
-        assert_eq!(total, Some(V::N("12".into())), "o-1 counted once");
+        assert_eq!(total(&store), Some(V::N("12".into())), "o-1 counted once");
     }
 
     /// S15 on DynamoDB Streams: a record that can never apply (its total is not a number) is
@@ -240,15 +225,7 @@ mod tests {
     /// (nothing lost), and the other items' records still went on.
     #[tokio::test]
     async fn s15_a_record_that_cannot_apply_is_not_passed_unparked() {
-        let dedup = Dedup::read(&env(), "orders").expect("settings");
-        let store = MemoryStore::new(dedup.settings().retention);
-        store.create_table("totals", "customer");
-        let service = dedup
-            .identity("/newImage/order_id")
-            .store(store.clone())
-            .parking(Parking::unreachable())
-            .dynamodb_stream(credit)
-            .expect("service");
+        let (service, store) = orders(Some(Parking::unreachable()));
         let records = vec![
             record(1, "o-1", n(5)),
             record(2, "o-2", json!({"S": "five"})),
@@ -261,10 +238,11 @@ mod tests {
             .filter_map(|f| f.item_identifier.clone())
             .collect();
         assert_eq!(named, [format!("{:021}", 2)], "not parked, so not passed");
-        let total = store
-            .item("totals", &Item::new().with("customer", "c-1"))
-            .and_then(|i| i.0.get("total").cloned());
-        assert_eq!(total, Some(V::N("12".into())), "the other orders went on");
+        assert_eq!(
+            total(&store),
+            Some(V::N("12".into())),
+            "the other orders went on"
+        );
     }
 
     /// Without a parking queue the service is refused, naming the variable.

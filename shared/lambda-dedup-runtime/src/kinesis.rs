@@ -27,49 +27,54 @@
 //!   record that can never apply would otherwise hold its shard until its maximum age, then be
 //!   handed on by sequence number only, its data lost once the stream's retention ends.
 
-use std::future::Future;
-
 use aws_lambda_events::event::kinesis::{KinesisEvent, KinesisEventRecord};
-use aws_lambda_events::event::streams::{KinesisBatchItemFailure, KinesisEventResponse};
-use std::collections::HashMap;
+use aws_lambda_events::event::streams::KinesisEventResponse;
 
 use lambda_dedup::Message;
 use lambda_dedup_batch::BatchReport;
-use lambda_runtime::LambdaEvent;
 
 pub use crate::parking::{PARKING_QUEUE_VARIABLE, Parked, Parking};
+use crate::stream::StreamRecord;
 
 /// The records of `event` as library messages: id = sequence number, body = the record's data,
 /// group = partition key.
 pub fn messages(event: &KinesisEvent) -> Vec<Message> {
-    event
-        .records
-        .iter()
-        .map(|r| Message {
-            message_id: r.kinesis.sequence_number.clone(),
-            body: r.kinesis.data.0.clone(),
-            group_id: Some(r.kinesis.partition_key.clone()),
-            ..Message::default()
-        })
-        .collect()
+    crate::stream::messages(&event.records)
 }
 
 /// The response naming the first record (in the batch's order) that was not acknowledged, or
 /// none: Lambda checkpoints before it and retries from it. (Without parking: see
 /// the builder's service for the checkpoint that passes parked records.)
 pub fn response(report: &BatchReport) -> KinesisEventResponse {
-    naming(crate::sqs::first_not_done(report))
+    KinesisEventRecord::respond(crate::sqs::first_not_done(report))
 }
 
-/// The response naming `checkpoint`, or no record.
-fn naming(checkpoint: Option<String>) -> KinesisEventResponse {
-    let mut resp = KinesisEventResponse::default();
-    if let Some(id) = checkpoint {
-        let mut failure = KinesisBatchItemFailure::default();
-        failure.item_identifier = Some(id);
-        resp.batch_item_failures.push(failure);
+impl StreamRecord for KinesisEventRecord {
+    type Response = KinesisEventResponse;
+
+    fn id(&self) -> String {
+        self.kinesis.sequence_number.clone()
     }
-    resp
+
+    fn message(&self) -> Message {
+        Message {
+            message_id: self.id(),
+            body: self.kinesis.data.0.clone(),
+            group_id: Some(self.kinesis.partition_key.clone()),
+            ..Message::default()
+        }
+    }
+
+    fn parked(&self, function: &str, code: &str) -> (String, Vec<(String, String)>) {
+        parked_message(function, code, self)
+    }
+
+    fn respond(checkpoint: Option<String>) -> KinesisEventResponse {
+        let mut resp = KinesisEventResponse::default();
+        let failures = &mut resp.batch_item_failures;
+        crate::stream::name_checkpoint(failures, checkpoint, |f| &mut f.item_identifier);
+        resp
+    }
 }
 
 impl Parking {
@@ -78,15 +83,7 @@ impl Parking {
     /// neither — a retry, or a record whose parking failed — is the checkpoint; nothing after
     /// it is parked (it all comes again). Counts and logs what it parked, never the data.
     pub async fn park(&self, function: &str, event: &KinesisEvent, report: &BatchReport) -> Parked {
-        let records: HashMap<&str, &KinesisEventRecord> = event
-            .records
-            .iter()
-            .map(|r| (r.kinesis.sequence_number.as_str(), r))
-            .collect();
-        self.park_each(function, report, |id, code| {
-            records.get(id).map(|r| parked_message(function, code, r))
-        })
-        .await
+        self.park_records(function, &event.records, report).await
     }
 }
 
@@ -125,30 +122,6 @@ fn parked_message(
     (body.to_string(), attributes)
 }
 
-/// Runs one Kinesis invocation: converts the records, hands them to `process` (usually
-/// `run_batch` with a flow, which keeps each partition key's order), rebuilds the report by
-/// record, prints the account as one EMF line in `namespace`, parks the records before the
-/// checkpoint that can never apply ([`Parking::park`]), and answers with the first record
-/// neither done nor parked. Parked records stay `rejected` or `conflict` in the account (S14).
-pub(crate) async fn run_kinesis<F, Fut>(
-    namespace: &str,
-    function: &str,
-    margin: std::time::Duration,
-    event: LambdaEvent<KinesisEvent>,
-    parking: &Parking,
-    process: F,
-) -> Result<KinesisEventResponse, lambda_runtime::Error>
-where
-    F: FnOnce(Vec<Message>) -> Fut,
-    Fut: Future<Output = BatchReport>,
-{
-    let batch = messages(&event.payload);
-    let report =
-        crate::sqs::accounted(namespace, function, margin, &event.context, batch, process).await;
-    let parked = parking.park(function, &event.payload, &report).await;
-    Ok(naming(parked.checkpoint))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +130,7 @@ mod tests {
     use lambda_dedup::{Effect, Item, KeySpec, Retention, Scope, Value};
     use lambda_dedup_batch::{Deduplicator, HandlerError, Plan, run_batch};
     use lambda_dedup_memory::MemoryStore;
+    use lambda_runtime::LambdaEvent;
     use serde_json::json;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
@@ -178,6 +152,41 @@ mod tests {
 
     fn unreachable_parking() -> Parking {
         Parking::unreachable()
+    }
+
+    /// A store with a `balances` table, and a deduplicator of CloudEvents on it.
+    fn balances() -> (MemoryStore, Deduplicator) {
+        let store = MemoryStore::new(Retention::unchecked(Duration::from_secs(86_400)).expect("r"));
+        store.create_table("balances", "account");
+        let spec = KeySpec::cloudevents(Scope::new("t", "k").expect("scope"), "tenantid");
+        let dedup = Deduplicator::new(spec, store.clone());
+        (store, dedup)
+    }
+
+    /// One invocation of `records`, as the builder's Kinesis service runs it: each record's
+    /// `plan` committed with its mark, in order per partition key, parking unreachable.
+    async fn run<P>(
+        records: Vec<serde_json::Value>,
+        dedup: &Deduplicator,
+        plan: &P,
+    ) -> KinesisEventResponse
+    where
+        P: Fn(&lambda_dedup::Derived) -> Result<Plan, HandlerError> + Sync,
+    {
+        let e = event(records);
+        let work = |batch| {
+            run_batch(
+                batch,
+                10,
+                |m| async move { dedup.transactional(&m, plan).await },
+            )
+        };
+        let (namespace, margin) = (crate::emf::NAMESPACE, crate::bound::DEFAULT_MARGIN);
+        let parking = unreachable_parking();
+        let records = &e.payload.records;
+        crate::stream::run(namespace, "k", margin, &e.context, records, &parking, work)
+            .await
+            .expect("handled")
     }
 
     fn ids(response: &KinesisEventResponse) -> Vec<String> {
@@ -211,10 +220,7 @@ mod tests {
     /// it, and the record before it (another account's) is applied all the same.
     #[tokio::test]
     async fn s15_a_record_whose_parking_fails_is_the_checkpoint() {
-        let store = MemoryStore::new(Retention::unchecked(Duration::from_secs(86_400)).expect("r"));
-        store.create_table("balances", "account");
-        let spec = KeySpec::cloudevents(Scope::new("t", "k").expect("scope"), "tenantid");
-        let dedup = Deduplicator::new(spec, store.clone());
+        let (store, dedup) = balances();
         let plan = |e: &lambda_dedup::Derived| {
             let data = HandlerError::data(e)?;
             let amount = data["amount"]
@@ -237,22 +243,7 @@ mod tests {
             .encode(body.to_string())
             .into();
         let shard = vec![record(1, "a", "e1", 1), poison, record(3, "a", "e3", 5)];
-        let parking = unreachable_parking();
-        let resp = run_kinesis(
-            crate::emf::NAMESPACE,
-            "k",
-            crate::bound::DEFAULT_MARGIN,
-            event(shard),
-            &parking,
-            |batch| {
-                let (dedup, plan) = (&dedup, &plan);
-                run_batch(batch, 10, move |m| async move {
-                    dedup.transactional(&m, plan).await
-                })
-            },
-        )
-        .await
-        .expect("handled");
+        let resp = run(shard, &dedup, &plan).await;
         assert_eq!(
             ids(&resp),
             vec![format!("{:020}", 2)],
@@ -292,10 +283,7 @@ mod tests {
     /// once.
     #[tokio::test]
     async fn a_shard_keeps_its_order_and_applies_each_event_once_across_a_retry() {
-        let store = MemoryStore::new(Retention::unchecked(Duration::from_secs(86_400)).expect("r"));
-        store.create_table("balances", "account");
-        let spec = KeySpec::cloudevents(Scope::new("t", "k").expect("scope"), "tenantid");
-        let dedup = Deduplicator::new(spec, store.clone());
+        let (store, dedup) = balances();
         let down = AtomicBool::new(true);
         let plan = |e: &lambda_dedup::Derived| {
             let data = HandlerError::data(e)?;
@@ -319,28 +307,7 @@ mod tests {
             record(4, "b", "e4", 20),
             record(5, "a", "e5", 2),
         ];
-        let run = |records: Vec<serde_json::Value>| {
-            let (dedup, plan) = (&dedup, &plan);
-            async move {
-                run_kinesis(
-                    crate::emf::NAMESPACE,
-                    "k",
-                    crate::bound::DEFAULT_MARGIN,
-                    event(records),
-                    &unreachable_parking(),
-                    |batch| {
-                        run_batch(
-                            batch,
-                            10,
-                            |m| async move { dedup.transactional(&m, plan).await },
-                        )
-                    },
-                )
-                .await
-                .expect("handled")
-            }
-        };
-        let first = run(shard.clone()).await;
+        let first = run(shard.clone(), &dedup, &plan).await;
         let failed = ids(&first);
         assert_eq!(
             failed,
@@ -364,7 +331,7 @@ mod tests {
         );
         // Lambda retries from the checkpoint: records 2.. again, the dependency back.
         down.store(false, Ordering::Relaxed);
-        let second = run(shard[1..].to_vec()).await;
+        let second = run(shard[1..].to_vec(), &dedup, &plan).await;
         assert!(second.batch_item_failures.is_empty(), "{second:?}");
         assert_eq!(balance("a"), Some(Value::N("3".into())), "no second effect");
         assert_eq!(balance("b"), Some(Value::N("30".into())));

@@ -13,7 +13,8 @@
 //!   client built on its first send.
 //! - `kinesis`, `dynamodb_stream` (features `kinesis`, `dynamodb-streams`): stream records as
 //!   messages, the checkpoint as the partial batch response; records that can never apply
-//!   parked (`parking::Parking`).
+//!   parked (`parking::Parking`). Both run one invocation the same way (`stream::run`); each
+//!   says only what one of its records is (`stream::StreamRecord`).
 //! - `webhook` (feature `webhook`): signed HTTP requests into an inbox, one counted answer each.
 //! - `relay` (feature `dynamodb-streams`): the recorded-intent and inbox pattern (S7) once — a
 //!   table's stream, an action per new item, settle or park, the deadline, the tally, the sweep —
@@ -41,6 +42,8 @@ pub mod relay;
 pub mod service;
 pub mod settings;
 pub mod sqs;
+#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+mod stream;
 #[doc(hidden)]
 pub mod testing;
 #[cfg(any(feature = "webhook", test))]
@@ -162,6 +165,12 @@ mod sample_events {
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
+    /// The key spec of the samples' functions: CloudEvents, the tenant in `tenantid`.
+    fn sample_spec() -> lambda_dedup::KeySpec {
+        let scope = lambda_dedup::Scope::new("demo", "sample").expect("scope");
+        lambda_dedup::KeySpec::cloudevents(scope, "tenantid")
+    }
+
     #[test]
     fn sqs_samples_parse_and_derive_keys() {
         for name in [
@@ -170,10 +179,7 @@ mod sample_events {
             "payment-request.json",
         ] {
             let event: SqsEvent = serde_json::from_str(&read(name)).expect(name);
-            let spec = lambda_dedup::KeySpec::cloudevents(
-                lambda_dedup::Scope::new("demo", "sample").expect("scope"),
-                "tenantid",
-            );
+            let spec = sample_spec();
             for m in crate::messages(&event) {
                 assert!(spec.derive(&m).is_ok(), "{name}: {}", m.message_id);
             }
@@ -184,10 +190,7 @@ mod sample_events {
     fn the_kinesis_sample_parses_and_derives_keys_from_the_payload() {
         let event: aws_lambda_events::event::kinesis::KinesisEvent =
             serde_json::from_str(&read("ledger-kinesis.json")).expect("ledger-kinesis.json");
-        let spec = lambda_dedup::KeySpec::cloudevents(
-            lambda_dedup::Scope::new("demo", "sample").expect("scope"),
-            "tenantid",
-        );
+        let spec = sample_spec();
         let keys: Vec<_> = crate::kinesis::messages(&event)
             .iter()
             .map(|m| spec.derive(m).expect("a key").key)

@@ -40,7 +40,15 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, SystemTime};
 
+#[cfg(any(feature = "dynamodb-streams", test))]
+use aws_lambda_events::event::dynamodb::Event as StreamEvent;
+#[cfg(any(feature = "kinesis", test))]
+use aws_lambda_events::event::kinesis::KinesisEvent;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+#[cfg(any(feature = "dynamodb-streams", test))]
+use aws_lambda_events::event::streams::DynamoDbEventResponse;
+#[cfg(any(feature = "kinesis", test))]
+use aws_lambda_events::event::streams::KinesisEventResponse;
 use lambda_dedup::{
     DedupKey, Derived, EventTimeSource, FingerprintSource, IdentitySource, KeySpec, Lease,
     MarkStore, Message, Scope, TenantSource, TimeFormat,
@@ -444,6 +452,20 @@ impl Dedup {
         self.sqs_service(effect, Some(then))
     }
 
+    /// What an SQS service of typed work holds: its deduplicator (in the function's scope), the
+    /// work on the payload read where the builder says, and its runner.
+    fn sqs_parts<T, F, P>(&self, effect: F) -> Result<SqsParts, BuildError>
+    where
+        T: DeserializeOwned,
+        F: Fn(Event<T>) -> P + Send + Sync + 'static,
+        P: IntoPlan,
+    {
+        let dedup = Arc::new(self.deduplicator(self.settings.scope.clone())?);
+        let at = self.payload_at();
+        let effect: Arc<TypedWork> = Arc::new(move |d: &Derived| plan(at, d, &effect));
+        Ok((dedup, effect, Arc::new(self.runner())))
+    }
+
     fn sqs_service<T, F, P>(
         self,
         effect: F,
@@ -454,11 +476,8 @@ impl Dedup {
         F: Fn(Event<T>) -> P + Send + Sync + 'static,
         P: IntoPlan,
     {
-        let dedup = Arc::new(self.deduplicator(self.settings.scope.clone())?);
-        let at = self.payload_at();
-        let effect = Arc::new(move |d: &Derived| plan(at, d, &effect));
-        let runner = Arc::new(self.runner());
-        let one_transaction = self.one_transaction;
+        let (dedup, effect, runner) = self.sqs_parts(effect)?;
+        let (at, one_transaction) = (self.payload_at(), self.one_transaction);
         Ok(Service::new(move |event: LambdaEvent<SqsEvent>| {
             let (dedup, effect, runner, then) =
                 (dedup.clone(), effect.clone(), runner.clone(), then.clone());
@@ -650,31 +669,14 @@ impl Dedup {
     pub fn kinesis<T, F, P>(
         self,
         effect: F,
-    ) -> Result<
-        Service<
-            aws_lambda_events::event::kinesis::KinesisEvent,
-            aws_lambda_events::event::streams::KinesisEventResponse,
-        >,
-        BuildError,
-    >
+    ) -> Result<Service<KinesisEvent, KinesisEventResponse>, BuildError>
     where
         T: DeserializeOwned + 'static,
         F: Fn(Event<T>) -> P + Send + Sync + 'static,
         P: IntoPlan,
     {
         let at = self.payload_at();
-        let stream = self.stream(move |d: &Derived| plan(at, d, &effect))?;
-        Ok(Service::new(move |event| {
-            let s = stream.clone();
-            async move {
-                let (namespace, function) = (&s.runner.accounting.namespace, &s.runner.function);
-                let margin = s.runner.margin;
-                crate::kinesis::run_kinesis(namespace, function, margin, event, &s.parking, |b| {
-                    s.in_order(b)
-                })
-                .await
-            }
-        }))
+        self.stream_service(at, effect, |event: &KinesisEvent| &event.records)
     }
 
     /// The DynamoDB Streams service of a transactional function: each record's change
@@ -689,36 +691,62 @@ impl Dedup {
     pub fn dynamodb_stream<T, F, P>(
         self,
         effect: F,
-    ) -> Result<
-        Service<
-            aws_lambda_events::event::dynamodb::Event,
-            aws_lambda_events::event::streams::DynamoDbEventResponse,
-        >,
-        BuildError,
-    >
+    ) -> Result<Service<StreamEvent, DynamoDbEventResponse>, BuildError>
     where
         T: DeserializeOwned + 'static,
         F: Fn(Event<crate::dynamodb_stream::Change<T>>) -> P + Send + Sync + 'static,
         P: IntoPlan,
     {
-        let stream = self.stream(move |d: &Derived| plan(PayloadAt::Body, d, &effect))?;
-        Ok(Service::new(move |event| {
+        self.stream_service(PayloadAt::Body, effect, |event: &StreamEvent| {
+            &event.records
+        })
+    }
+
+    /// A stream service: the records `records` reads from each invocation's event, in order
+    /// per group, through the typed work read `at` ([`crate::stream::run`]).
+    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+    fn stream_service<E, R, T, F, P>(
+        self,
+        at: PayloadAt,
+        effect: F,
+        records: fn(&E) -> &[R],
+    ) -> Result<Service<E, R::Response>, BuildError>
+    where
+        E: Send + 'static,
+        R: crate::stream::StreamRecord + 'static,
+        R::Response: 'static,
+        T: DeserializeOwned + 'static,
+        F: Fn(Event<T>) -> P + Send + Sync + 'static,
+        P: IntoPlan,
+    {
+        let stream = self.stream(move |d: &Derived| plan(at, d, &effect))?;
+        Ok(Service::new(move |event: LambdaEvent<E>| {
             let s = stream.clone();
             async move {
                 let (namespace, function) = (&s.runner.accounting.namespace, &s.runner.function);
-                crate::dynamodb_stream::run_dynamodb_stream(
+                let (margin, parking) = (s.runner.margin, &s.parking);
+                let records = records(&event.payload);
+                let work = |batch| s.in_order(batch);
+                crate::stream::run(
                     namespace,
                     function,
-                    s.runner.margin,
-                    event,
-                    &s.parking,
-                    |batch| s.in_order(batch),
+                    margin,
+                    &event.context,
+                    records,
+                    parking,
+                    work,
                 )
                 .await
             }
         }))
     }
 }
+
+/// An event's typed work, as the builder's SQS services hold it: its plan, or its refusal.
+type TypedWork = dyn Fn(&Derived) -> Result<Plan, Refusal> + Send + Sync;
+
+/// What an SQS service of typed work holds ([`Dedup::sqs_parts`]).
+type SqsParts = (Arc<Deduplicator>, Arc<TypedWork>, Arc<Runner>);
 
 /// What a stream service (Kinesis, DynamoDB Streams) holds: its deduplicator, its typed work,
 /// its runner and its parking.
@@ -1210,10 +1238,7 @@ mod tests {
             .expect("event")
         };
         for (margin, retried) in [(None, 0), (Some("60000"), 1)] {
-            let mut env = env();
-            if let Some(m) = margin {
-                env = env.with("DEDUP_DEADLINE_MARGIN_MS", m);
-            }
+            let env = crate::testing::with_margin(env(), margin);
             let dedup = Dedup::read(&env, "streamer").expect("settings");
             let store = MemoryStore::new(dedup.settings().retention);
             let mut service = dedup

@@ -60,6 +60,15 @@ pub fn sqs_event(bodies: &[&str]) -> aws_lambda_events::event::sqs::SqsEvent {
     event
 }
 
+/// `env` with `DEDUP_DEADLINE_MARGIN_MS` set to `margin`, if one is given: for the tests of
+/// what a margin does to a service.
+pub fn with_margin(env: crate::Env, margin: Option<&str>) -> crate::Env {
+    match margin {
+        Some(m) => env.with("DEDUP_DEADLINE_MARGIN_MS", m),
+        None => env,
+    }
+}
+
 /// The ids a partial batch response asks SQS to redeliver, in order: what a function's tests
 /// compare after calling its handler.
 pub fn failed_ids(response: aws_lambda_events::event::sqs::SqsBatchResponse) -> Vec<String> {

@@ -79,8 +79,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use lambda_dedup::clock::{Clock, SystemClock, epoch_millis, epoch_secs, from_epoch_millis};
-use lambda_dedup::store::{BatchFuture, DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, StoreFuture};
+use lambda_dedup::clock::{epoch_millis, epoch_secs, from_epoch_millis};
+use lambda_dedup::store::{BatchFuture, StoreFuture, StoreOptions};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, FaultKind, Fingerprint, Lease, Mark, MarkStatus,
     MarkStore, OwnerToken, Retention, StoreError,
@@ -101,19 +101,16 @@ pub struct ValkeyStore {
     conn: Arc<OnceCell<ConnectionManager>>,
     scripts: Arc<Scripts>,
     prefix: String,
-    retention: Retention,
-    lease: Duration,
-    max_result_bytes: usize,
+    options: StoreOptions,
     replicas: Option<(usize, Duration)>,
-    clock: Arc<dyn Clock>,
 }
 
 impl fmt::Debug for ValkeyStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ValkeyStore")
             .field("prefix", &self.prefix)
-            .field("retention", &self.retention)
-            .field("lease", &self.lease)
+            .field("retention", &self.options.retention)
+            .field("lease", &self.options.lease)
             .field("replicas", &self.replicas)
             .finish_non_exhaustive()
     }
@@ -133,11 +130,8 @@ impl ValkeyStore {
             conn: Arc::new(OnceCell::new()),
             scripts: Arc::new(Scripts::new()),
             prefix: DEFAULT_PREFIX.to_owned(),
-            retention,
-            lease: DEFAULT_LEASE,
-            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+            options: StoreOptions::new(retention),
             replicas: None,
-            clock: Arc::new(SystemClock),
         })
     }
 
@@ -150,23 +144,7 @@ impl ValkeyStore {
         Ok(self)
     }
 
-    /// Leases of `lease` (default [`DEFAULT_LEASE`]), cut to a claim's deadline.
-    pub fn with_lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
-
-    /// Reads "now" from `clock` (tests move time with a [`lambda_dedup::ManualClock`]).
-    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// The largest result stored (default [`DEFAULT_MAX_RESULT_BYTES`]).
-    pub fn with_max_result_bytes(mut self, max: usize) -> Self {
-        self.max_result_bytes = max;
-        self
-    }
+    lambda_dedup::store_options_builders!(options);
 
     /// After each write, `WAIT replicas timeout`: a write not acknowledged by `replicas`
     /// replicas within `timeout` is reported as a transient error (it may have been applied on
@@ -221,21 +199,10 @@ impl ValkeyStore {
         Ok(reply)
     }
 
-    fn check_result(&self, result: Option<&str>) -> Result<(), StoreError> {
-        match result {
-            Some(r) if r.len() > self.max_result_bytes => Err(StoreError::Invalid(format!(
-                "result is {} bytes, over the {}-byte bound",
-                r.len(),
-                self.max_result_bytes
-            ))),
-            _ => Ok(()),
-        }
-    }
-
     /// The mark's expiry (epoch s, rounded up as DynamoDB's TTL) and the key's expiry in ms
     /// from now.
     fn expiry(&self, now: SystemTime) -> (u64, u64) {
-        let exp_s = epoch_secs(now + self.retention.duration() + Duration::from_millis(999));
+        let exp_s = epoch_secs(self.options.expires_at(now));
         let px = (exp_s * 1000).saturating_sub(epoch_millis(now)).max(1);
         (exp_s, px)
     }
@@ -246,8 +213,8 @@ impl ValkeyStore {
         fp: Option<&Fingerprint>,
         deadline: Option<SystemTime>,
     ) -> Result<Claim, StoreError> {
-        let now = self.clock.now();
-        let lease_end = lambda_dedup::store::lease_end(now, self.lease, deadline)?;
+        let now = self.options.now();
+        let lease_end = self.options.lease_end(now, deadline)?;
         let owner = OwnerToken::random();
         let (exp_s, px) = self.expiry(now);
         let mut inv = self.scripts.claim.prepare_invoke();
@@ -277,10 +244,10 @@ impl ValkeyStore {
     }
 
     async fn commit_one(&self, r: CommitRequest<'_, ValkeyEffect>) -> Result<Commit, StoreError> {
-        self.check_result(r.result)?;
+        self.options.check_result(r.result)?;
         let mark_key = self.mark_key(r.key);
         let program = program::Program::build(r.key, &mark_key, &self.prefix, r.effects)?;
-        let now = self.clock.now();
+        let now = self.options.now();
         let (exp_s, px) = self.expiry(now);
         let mut inv = self.scripts.commit.prepare_invoke();
         for k in &program.keys {
@@ -344,10 +311,10 @@ impl ValkeyStore {
     }
 
     async fn complete_on(&self, lease: &Lease, result: Option<&str>) -> Result<(), StoreError> {
-        self.check_result(result)?;
+        self.options.check_result(result)?;
         let mut inv = self.scripts.complete.prepare_invoke();
         inv.key(self.mark_key(&lease.key))
-            .arg(epoch_millis(self.clock.now()))
+            .arg(epoch_millis(self.options.now()))
             .arg(lease.owner.as_str())
             .arg(if result.is_some() { "1" } else { "0" })
             .arg(result.unwrap_or(""));
@@ -358,7 +325,7 @@ impl ValkeyStore {
     async fn release_on(&self, lease: &Lease) -> Result<(), StoreError> {
         let mut inv = self.scripts.release.prepare_invoke();
         inv.key(self.mark_key(&lease.key))
-            .arg(epoch_millis(self.clock.now()))
+            .arg(epoch_millis(self.options.now()))
             .arg(lease.owner.as_str());
         let reply = self.write(&inv).await?;
         self.fenced(&lease.key, &reply)
@@ -376,7 +343,7 @@ impl ValkeyStore {
     }
 
     async fn get_many_on(&self, keys: &[&DedupKey]) -> Result<Vec<Option<Mark>>, StoreError> {
-        let now = self.clock.now();
+        let now = self.options.now();
         let mut pipe = redis::pipe();
         for key in keys {
             pipe.cmd("HMGET").arg(self.mark_key(key)).arg(&FIELDS[..]);
@@ -430,16 +397,8 @@ impl MarkStore<ValkeyEffect> for ValkeyStore {
         })
     }
 
-    fn now(&self) -> SystemTime {
-        self.clock.now()
-    }
-
-    fn retention(&self) -> Retention {
-        self.retention
-    }
-
-    fn max_result_bytes(&self) -> usize {
-        self.max_result_bytes
+    fn options(&self) -> &StoreOptions {
+        &self.options
     }
 }
 

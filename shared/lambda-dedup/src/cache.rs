@@ -131,6 +131,15 @@ mod tests {
     use crate::key::Scope;
     use std::time::Duration;
 
+    /// A cache of ten holding mark `a` of `status`, written now.
+    fn cached(status: MarkStatus) -> (SystemTime, MarkCache, Mark) {
+        let now = SystemTime::now();
+        let cache = MarkCache::new(10);
+        let m = mark("a", status, now);
+        cache.insert(&m);
+        (now, cache, m)
+    }
+
     fn mark(id: &str, status: MarkStatus, now: SystemTime) -> Mark {
         Mark {
             key: DedupKey::new(&Scope::new("t", "c").expect("scope"), "", &[id]),
@@ -166,10 +175,7 @@ mod tests {
 
     #[test]
     fn completed_marks_answer_duplicates_and_conflicts() {
-        let now = SystemTime::now();
-        let cache = MarkCache::new(10);
-        let m = mark("a", MarkStatus::Completed, now);
-        cache.insert(&m);
+        let (now, cache, m) = cached(MarkStatus::Completed);
         let fp = Fingerprint::of_bytes(b"a");
         assert!(matches!(
             cache.seen(&m.key, Some(&fp), now),
@@ -184,20 +190,14 @@ mod tests {
 
     #[test]
     fn in_progress_marks_are_never_cached() {
-        let now = SystemTime::now();
-        let cache = MarkCache::new(10);
-        let m = mark("a", MarkStatus::InProgress, now);
-        cache.insert(&m);
+        let (now, cache, m) = cached(MarkStatus::InProgress);
         assert!(cache.is_empty());
         assert_eq!(cache.seen(&m.key, None, now), None);
     }
 
     #[test]
     fn s9_expired_marks_are_absent_and_dropped() {
-        let now = SystemTime::now();
-        let cache = MarkCache::new(10);
-        let m = mark("a", MarkStatus::Completed, now);
-        cache.insert(&m);
+        let (now, cache, m) = cached(MarkStatus::Completed);
         assert_eq!(
             cache.seen(&m.key, None, now + Duration::from_secs(3601)),
             None

@@ -22,6 +22,12 @@
 //! unchanged. `dyn MarkStore` still means `dyn MarkStore<Effect>`, so code written for the
 //! DynamoDB store does not change.
 //!
+//! # Options
+//! What every store is configured with — retention, lease, result bound, clock — is one
+//! [`StoreOptions`]: the store holds it and answers [`MarkStore::options`] with it; the
+//! builders are [`store_options_builders!`](crate::store_options_builders), invoked in the
+//! store's `impl` block.
+//!
 //! # Capabilities
 //! Sequence mode and create-once mode are defined on DynamoDB items (the high-water lives in the
 //! effect item; the created item is the mark). A store offers them only where it declares them:
@@ -31,8 +37,10 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::clock::{Clock, SystemClock};
 use crate::create_once::CreateOnce;
 use crate::effect::Effect;
 use crate::fingerprint::Fingerprint;
@@ -64,6 +72,120 @@ pub fn lease_end(
         Some(deadline) => Ok((now + lease).min(deadline)),
         None => Ok(now + lease),
     }
+}
+
+/// What every store is configured with, whatever it keeps marks in: how long marks are kept,
+/// how long a claim's lease runs, the bound on a stored result, and the clock its TTLs and
+/// leases are written and judged by. A store holds one, answers [`MarkStore::options`] with it
+/// (the trait's [`now`](MarkStore::now), [`retention`](MarkStore::retention) and
+/// [`max_result_bytes`](MarkStore::max_result_bytes) read it), and gets its builders from
+/// [`store_options_builders!`](crate::store_options_builders).
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// How long marks are kept (S9).
+    pub retention: Retention,
+    /// The longest lease a claim takes (default [`DEFAULT_LEASE`]); it is also cut to the
+    /// claim's deadline.
+    pub lease: Duration,
+    /// The largest result stored (default [`DEFAULT_MAX_RESULT_BYTES`]).
+    pub max_result_bytes: usize,
+    /// The source of "now" (default the system clock; tests move a
+    /// [`ManualClock`](crate::ManualClock)).
+    pub clock: Arc<dyn Clock>,
+}
+
+impl StoreOptions {
+    /// Marks kept for `retention`; the default lease and result bound, on the system clock.
+    pub fn new(retention: Retention) -> Self {
+        Self {
+            retention,
+            lease: DEFAULT_LEASE,
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// "Now" by the store's clock.
+    pub fn now(&self) -> SystemTime {
+        self.clock.now()
+    }
+
+    /// When a lease taken at `now` ends ([`lease_end`] with this lease).
+    pub fn lease_end(
+        &self,
+        now: SystemTime,
+        deadline: Option<SystemTime>,
+    ) -> Result<SystemTime, StoreError> {
+        lease_end(now, self.lease, deadline)
+    }
+
+    /// When a mark written at `now` expires, before it is cut to the store's whole seconds:
+    /// its retention and 999 ms more, so that the TTL in whole seconds is rounded up and a mark
+    /// never expires before its full retention.
+    pub fn expires_at(&self, now: SystemTime) -> SystemTime {
+        now + self.retention.duration() + Duration::from_millis(999)
+    }
+
+    /// Refuses a result over the bound ([`StoreError::Invalid`]).
+    pub fn check_result(&self, result: Option<&str>) -> Result<(), StoreError> {
+        match result {
+            Some(r) if r.len() > self.max_result_bytes => Err(StoreError::Invalid(format!(
+                "result is {} bytes, over the {}-byte bound",
+                r.len(),
+                self.max_result_bytes
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The builders of the [`StoreOptions`] a store holds, as the store's own methods (so its users
+/// call them with no import): `with_lease`, `with_clock` and `with_max_result_bytes`. Invoke it
+/// inside the store's `impl` block with the name of the field that holds the options:
+///
+/// ```
+/// use lambda_dedup::Retention;
+/// use lambda_dedup::store::StoreOptions;
+///
+/// #[derive(Debug, Clone)]
+/// pub struct MyStore {
+///     options: StoreOptions,
+/// }
+///
+/// impl MyStore {
+///     lambda_dedup::store_options_builders!(options);
+/// }
+///
+/// let retention = Retention::unchecked(std::time::Duration::from_secs(3600)).unwrap();
+/// let store = MyStore { options: StoreOptions::new(retention) }
+///     .with_lease(std::time::Duration::from_secs(5));
+/// assert_eq!(store.options.lease, std::time::Duration::from_secs(5));
+/// ```
+#[macro_export]
+macro_rules! store_options_builders {
+    ($field:ident) => {
+        /// The longest lease a claim takes (default
+        /// [`DEFAULT_LEASE`](lambda_dedup::store::DEFAULT_LEASE)); it is also cut to the
+        /// claim's deadline.
+        pub fn with_lease(mut self, lease: ::std::time::Duration) -> Self {
+            self.$field.lease = lease;
+            self
+        }
+
+        /// The largest result stored, in bytes (default
+        /// [`DEFAULT_MAX_RESULT_BYTES`](lambda_dedup::store::DEFAULT_MAX_RESULT_BYTES)).
+        pub fn with_max_result_bytes(mut self, max: usize) -> Self {
+            self.$field.max_result_bytes = max;
+            self
+        }
+
+        /// Reads "now" from `clock` (tests move time with a
+        /// [`ManualClock`](lambda_dedup::ManualClock) to expire leases and TTLs).
+        pub fn with_clock(mut self, clock: ::std::sync::Arc<dyn $crate::clock::Clock>) -> Self {
+            self.$field.clock = clock;
+            self
+        }
+    };
 }
 
 /// A boxed future of a store operation (boxed so the trait is object-safe: a flow holds any
@@ -218,14 +340,24 @@ pub trait MarkStore<E = Effect>: Send + Sync + fmt::Debug {
     /// The live mark of `key` (strongly consistent), or `None`; a mark past its TTL is `None`.
     fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>>;
 
+    /// What the store is configured with: retention, lease, result bound and clock. The
+    /// getters below read it.
+    fn options(&self) -> &StoreOptions;
+
     /// The store's "now": the clock its TTLs and leases are written and judged by.
-    fn now(&self) -> SystemTime;
+    fn now(&self) -> SystemTime {
+        self.options().now()
+    }
 
     /// How long marks are kept (S9).
-    fn retention(&self) -> Retention;
+    fn retention(&self) -> Retention {
+        self.options().retention
+    }
 
     /// The largest result [`complete`](Self::complete) and [`commit`](Self::commit) store.
-    fn max_result_bytes(&self) -> usize;
+    fn max_result_bytes(&self) -> usize {
+        self.options().max_result_bytes
+    }
 
     /// The completed mark a successful commit of these arguments writes as of now, for a warm
     /// cache to remember.

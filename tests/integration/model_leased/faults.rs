@@ -184,13 +184,7 @@ impl<E: 'static> lambda_dedup::MarkStore<E> for FaultyCompletes<E> {
     fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<lambda_dedup::Mark>> {
         self.inner.get(key)
     }
-    fn now(&self) -> SystemTime {
-        self.inner.now()
-    }
-    fn retention(&self) -> Retention {
-        self.inner.retention()
-    }
-    fn max_result_bytes(&self) -> usize {
-        self.inner.max_result_bytes()
+    fn options(&self) -> &lambda_dedup::StoreOptions {
+        self.inner.options()
     }
 }

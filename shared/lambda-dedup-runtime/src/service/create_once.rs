@@ -2,14 +2,11 @@
 //! event (an order, an inbox item, a record keyed by the event), the item is the mark — one
 //! conditional `Put` per event, no mark item, no transaction (see `lambda_dedup::create_once`).
 
-use std::sync::Arc;
-
 use aws_lambda_events::event::sqs::SqsEvent;
-use lambda_dedup::Derived;
 use lambda_runtime::LambdaEvent;
 use serde::de::DeserializeOwned;
 
-use super::{BuildError, Dedup, Event, IntoPlan, SqsService, plan};
+use super::{BuildError, Dedup, Event, IntoPlan, SqsService};
 
 impl Dedup {
     /// The SQS service of a function whose effect creates one item per event: `create` says
@@ -25,10 +22,7 @@ impl Dedup {
         F: Fn(Event<T>) -> P + Send + Sync + 'static,
         P: IntoPlan,
     {
-        let dedup = Arc::new(self.deduplicator(self.settings.scope.clone())?);
-        let at = self.payload_at();
-        let create = Arc::new(move |d: &Derived| plan(at, d, &create));
-        let runner = Arc::new(self.runner());
+        let (dedup, create, runner) = self.sqs_parts(create)?;
         Ok(SqsService::new(move |event: LambdaEvent<SqsEvent>| {
             let (dedup, create, runner) = (dedup.clone(), create.clone(), runner.clone());
             async move {

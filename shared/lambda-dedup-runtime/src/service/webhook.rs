@@ -155,10 +155,7 @@ mod tests {
     async fn the_webhook_service_keeps_the_margin_of_its_settings() {
         use lambda_http::RequestExt;
         for (margin, status) in [(None, 200), (Some("60000"), 503)] {
-            let mut env = env();
-            if let Some(m) = margin {
-                env = env.with("DEDUP_DEADLINE_MARGIN_MS", m);
-            }
+            let env = crate::testing::with_margin(env(), margin);
             let dedup = Dedup::read(&env, "webhook-receiver").expect("settings");
             let store = MemoryStore::new(dedup.settings().retention);
             store.create_table("inbox", "event_key");

@@ -1,0 +1,93 @@
+//! What the two stream sources — Kinesis ([`crate::kinesis`]) and DynamoDB Streams
+//! ([`crate::dynamodb_stream`]) — do the same way: an invocation's records as messages through
+//! the work, accounted for by record, the records before the checkpoint that can never apply
+//! parked, and the first record neither done nor parked named in the response. Each source
+//! says only what one of its records is ([`StreamRecord`]): its id and message, what parking
+//! it sends, and the source's response.
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use lambda_dedup::Message;
+use lambda_dedup_batch::BatchReport;
+
+use crate::parking::{Parked, Parking};
+
+/// A record of a stream source: what the sources do differently.
+pub(crate) trait StreamRecord: Sync {
+    /// The source's partial batch response.
+    type Response;
+
+    /// The id the record is reported by (its sequence number).
+    fn id(&self) -> String;
+
+    /// The record as a library message.
+    fn message(&self) -> Message;
+
+    /// What parking the record with `code` sends: its body and attributes (see [`Parking`]).
+    fn parked(&self, function: &str, code: &str) -> (String, Vec<(String, String)>);
+
+    /// The response naming `checkpoint`, or no record.
+    fn respond(checkpoint: Option<String>) -> Self::Response;
+}
+
+/// The records as library messages, in the batch's order.
+pub(crate) fn messages<R: StreamRecord>(records: &[R]) -> Vec<Message> {
+    records.iter().map(R::message).collect()
+}
+
+/// Names `checkpoint`, if any, in a response's `failures`: one failure `F` whose identifier
+/// (reached by `identifier`) is the checkpoint. Both sources' responses have this shape.
+pub(crate) fn name_checkpoint<F: Default>(
+    failures: &mut Vec<F>,
+    checkpoint: Option<String>,
+    identifier: impl FnOnce(&mut F) -> &mut Option<String>,
+) {
+    if let Some(id) = checkpoint {
+        let mut failure = F::default();
+        *identifier(&mut failure) = Some(id);
+        failures.push(failure);
+    }
+}
+
+impl Parking {
+    /// [`Parking::park_each`] over an invocation's `records`: those before the checkpoint that
+    /// can never apply parked whole, as their source parks them.
+    pub(crate) async fn park_records<R: StreamRecord>(
+        &self,
+        function: &str,
+        records: &[R],
+        report: &BatchReport,
+    ) -> Parked {
+        let by_id: HashMap<String, &R> = records.iter().map(|r| (r.id(), r)).collect();
+        self.park_each(function, report, |id, code| {
+            by_id.get(id).map(|r| r.parked(function, code))
+        })
+        .await
+    }
+}
+
+/// Runs one stream invocation: converts its `records`, hands them to `process` (usually
+/// `run_batch` with a flow, which keeps each group's order), rebuilds the report by record,
+/// prints the account as one EMF line in `namespace` ([`crate::sqs::accounted`]), parks the
+/// records before the checkpoint that can never apply, and answers with the first record
+/// neither done nor parked. Parked records stay `rejected` or `conflict` in the account (S14).
+pub(crate) async fn run<R, F, Fut>(
+    namespace: &str,
+    function: &str,
+    margin: std::time::Duration,
+    context: &lambda_runtime::Context,
+    records: &[R],
+    parking: &Parking,
+    process: F,
+) -> Result<R::Response, lambda_runtime::Error>
+where
+    R: StreamRecord,
+    F: FnOnce(Vec<Message>) -> Fut,
+    Fut: Future<Output = BatchReport>,
+{
+    let batch = messages(records);
+    let report = crate::sqs::accounted(namespace, function, margin, context, batch, process).await;
+    let parked = parking.park_records(function, records, &report).await;
+    Ok(R::respond(parked.checkpoint))
+}

@@ -153,7 +153,7 @@ fn the_fake_provider_is_a_dev_dependency_only() {
         .find(|m| m.ends_with("functions/payment-dispatcher/Cargo.toml"))
         .expect("payment-dispatcher");
     assert!(
-        depends_on(dispatcher, "fake-provider"),
+        depends_on(dispatcher, "lambda-dedup-fake-provider"),
         "the check reads the name its users give it"
     );
     let deps = runtime_dependencies(dispatcher);
@@ -164,9 +164,7 @@ fn the_fake_provider_is_a_dev_dependency_only() {
     for m in &product {
         let deps = runtime_dependencies(m);
         assert!(
-            !deps
-                .iter()
-                .any(|d| d == "fake-provider" || d == "lambda-dedup-fake-provider"),
+            !deps.iter().any(|d| d == "lambda-dedup-fake-provider"),
             "{}: the fake provider is for tests: a dev-dependency only",
             m.display()
         );

@@ -2,7 +2,7 @@
 //! DynamoDB is frozen (SIGSTOP: connections are accepted, nothing is answered) while the SQS
 //! functions (`ledger-projector`, `payment-dispatcher`), the Kinesis one (`ledger-stream`) and
 //! the webhook door (`webhook-receiver`) have work. The local runtime ends an invocation at its
-//! function's `Timeout` by killing the instance, as Lambda does (`xtask/src/runtime_api.rs`), so
+//! function's `Timeout` by killing the instance, as Lambda does (`tests/local-lambda/src/runtime_api.rs`), so
 //! an invocation that hangs shows up as a timeout there.
 //!
 //! The test freezes the store every other test uses, so `cargo xtask test` runs the tests named

@@ -22,8 +22,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use fake_provider::Fault;
 use lambda_dedup::{KeySpec, Message, Scope};
+use lambda_dedup_fake_provider::Fault;
 use serde_json::json;
 
 use crate::Result;

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use fake_provider::Fault;
+use lambda_dedup_fake_provider::Fault;
 use serde_json::json;
 
 use crate::Result;

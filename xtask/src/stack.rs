@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::types::QueueAttributeName;
-use fake_provider::Provider;
+use lambda_dedup_fake_provider::Provider;
 
 use crate::audit::Accounts;
 use crate::dynamodb::LocalDynamo;
@@ -151,9 +151,10 @@ impl Stack {
 
         step("starting the fake provider");
         let provider = Provider::new();
-        let (addr, _server) = fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
-            .await
-            .map_err(|e| format!("fake provider: {e}"))?;
+        let (addr, _server) =
+            lambda_dedup_fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
+                .await
+                .map_err(|e| format!("fake provider: {e}"))?;
         let provider_url = format!("http://{addr}");
 
         let dynamodb = local_client!(aws_sdk_dynamodb, ddb.endpoint());

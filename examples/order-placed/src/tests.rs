@@ -4,8 +4,8 @@
 
 use super::*;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-use fake_provider::{Fault, Provider};
 use lambda_dedup::{Item, Value};
+use lambda_dedup_fake_provider::{Fault, Provider};
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::Env;
 use lambda_runtime::tower::ServiceExt;
@@ -14,7 +14,7 @@ use std::time::Duration;
 /// The mail API, on a port of its own.
 async fn mail_api() -> (Provider, String) {
     let mail = Provider::new();
-    let (addr, _) = fake_provider::spawn(mail.clone(), ([127, 0, 0, 1], 0).into())
+    let (addr, _) = lambda_dedup_fake_provider::spawn(mail.clone(), ([127, 0, 0, 1], 0).into())
         .await
         .expect("mail API");
     (mail, format!("http://{addr}/v1"))

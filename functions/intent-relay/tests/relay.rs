@@ -9,9 +9,9 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use aws_lambda_events::event::dynamodb::Event;
-use fake_provider::{Fault, Provider};
 use intent_relay::{Collections, Handled, RelayService};
 use lambda_dedup::{Item, Retention};
+use lambda_dedup_fake_provider::{Fault, Provider};
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::settings::Env;
@@ -28,9 +28,10 @@ impl World {
         let store = MemoryStore::new(Retention::unchecked(Duration::from_secs(3_600)).expect("r"));
         store.create_table("intents", "intent_id");
         let provider = Provider::new();
-        let (addr, _server) = fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
-            .await
-            .expect("fake provider");
+        let (addr, _server) =
+            lambda_dedup_fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
+                .await
+                .expect("fake provider");
         Self {
             store,
             provider,

@@ -44,8 +44,8 @@ mod tests {
 
     use super::*;
     use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-    use fake_provider::{Fault, Provider};
     use lambda_dedup::{Claim, KeySpec, ManualClock, MarkStore};
+    use lambda_dedup_fake_provider::{Fault, Provider};
     use lambda_dedup_memory::MemoryStore;
     use lambda_dedup_runtime::Env;
     use lambda_runtime::LambdaEvent;
@@ -68,9 +68,10 @@ mod tests {
 
     async fn world() -> World {
         let provider = Provider::new();
-        let (addr, server) = fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
-            .await
-            .expect("fake provider");
+        let (addr, server) =
+            lambda_dedup_fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
+                .await
+                .expect("fake provider");
         let env = Env::from_pairs([
             ("DEDUP_NAMESPACE", "test".to_owned()),
             ("DEDUP_MARK_TABLE", "marks".to_owned()),

@@ -60,7 +60,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Bound here rather than through `fake_provider::spawn` so a serve error
+    // Bound here rather than through `lambda_dedup_fake_provider::spawn` so a serve error
     // reaches the exit code instead of a log nobody reads. A (host, port)
     // pair also lets `--host localhost` resolve.
     let listener = match tokio::net::TcpListener::bind((args.host.as_str(), args.port)).await {

@@ -38,7 +38,7 @@
 //! is a wrapper of a second store on the same table that fails `complete` before beginning it,
 //! or commits it and drops the answer, `faults::FaultyCompletes`; or Valkey when
 //! `DEDUP_VALKEY_URL` is set: a fresh mark prefix per schedule, the same wrapper) and the in-process fake
-//! provider (`fake_provider`), called with the real `IdempotentClient`. After the schedule, whatever is unacknowledged is
+//! provider (`lambda_dedup_fake_provider`), called with the real `IdempotentClient`. After the schedule, whatever is unacknowledged is
 //! redelivered (the clock moving past the lease each round, as SQS visibility would) until
 //! nothing is left, and the run is checked against a reference model:
 //!
@@ -88,13 +88,13 @@ use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use dedup_tests::{StoreKind, Stores, cloudevents_spec, unique};
-use fake_provider::{Fault, Provider};
 use lambda_dedup::store::StoreFuture;
 use lambda_dedup::{
     Clock, DedupKey, Derived, FaultKind, ManualClock, MarkStatus, Message, Retention, StoreError,
 };
 use lambda_dedup_batch::{Deduplicator, HandlerError, LeasedDeduplicator, Outcome, run_batch};
 use lambda_dedup_dynamodb::DynamoStore;
+use lambda_dedup_fake_provider::{Fault, Provider};
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_memory::{Injected, Op};
 use lambda_dedup_postgres::SqlEffect;
@@ -394,9 +394,10 @@ enum On {
 
 async fn run_schedule(on: On, schedule: Schedule) {
     let provider = Provider::new();
-    let (addr, server) = fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
-        .await
-        .expect("fake provider");
+    let (addr, server) =
+        lambda_dedup_fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
+            .await
+            .expect("fake provider");
     let base_url = format!("http://{addr}");
     let forgetful = schedule.forgetful;
     match on {

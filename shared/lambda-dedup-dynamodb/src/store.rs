@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::types::{
     CancellationReason, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
 use lambda_dedup::create_once::{self, CreateOnce};
-use lambda_dedup::sequence::{self, SequenceOutcome, SequencedWrite};
+use lambda_dedup::sequence::{SequenceOutcome, SequencedWrite};
 use lambda_dedup::store::{BatchFuture, Capability, StoreFuture};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, Effect, Fingerprint, Lease, Mark, MarkStatus,
@@ -483,35 +483,10 @@ impl DynamoStore {
         &self,
         write: SequencedWrite<'_>,
     ) -> Result<SequenceOutcome, Error> {
-        let Some(effect) = write.to_effect() else {
-            return Err(Error::Invalid(
-                "sequence mode needs an update of the aggregate's item".into(),
-            ));
-        };
-        if !matches!(effect.kind(), lambda_dedup::effect::EffectKind::Update) {
-            return Err(Error::Invalid("sequence mode needs an update".into()));
-        }
+        let effect = write.effect_to_send()?;
         match self.write_one(&effect, write.key).await? {
             None => Ok(SequenceOutcome::Applied),
-            Some(old) => {
-                let old = old.as_ref();
-                let hw = old
-                    .and_then(|i| i.get(sequence::HIGH_WATER))
-                    .and_then(|v| v.as_n().ok())
-                    .and_then(|n| n.parse::<u64>().ok());
-                let fp = old
-                    .and_then(|i| i.get(sequence::HIGH_WATER_FINGERPRINT))
-                    .and_then(|v| v.as_s().ok())
-                    .map(String::as_str);
-                Ok(sequence::judge(
-                    hw.map(|hw| (hw, fp)),
-                    write.sequence,
-                    write.first,
-                    write.fingerprint,
-                )
-                // Its sequence would apply: the effect's own condition failed.
-                .unwrap_or(SequenceOutcome::EffectRejected))
-            }
+            Some(old) => Ok(write.judge_failed(old.as_ref().map(codec::from_item).as_ref())),
         }
     }
 
@@ -520,14 +495,7 @@ impl DynamoStore {
     /// an item up to 1 KB; a failed condition returns the old item, judged as a mark is.
     pub async fn create_once(&self, write: CreateOnce<'_>) -> Result<Commit, Error> {
         self.options.check_result(write.result)?;
-        let Some(effect) = write.to_effect(self.options.now()) else {
-            return Err(Error::Invalid(
-                "create-once needs a put of an item without the library's attributes".into(),
-            ));
-        };
-        if !matches!(effect.kind(), lambda_dedup::effect::EffectKind::Put) {
-            return Err(Error::Invalid("create-once needs a put".into()));
-        }
+        let effect = write.effect_to_send(self.options.now())?;
         match self.write_one(&effect, write.key).await? {
             None => Ok(Commit::Applied),
             Some(old) => Ok(create_once::judge(

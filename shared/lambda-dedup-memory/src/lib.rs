@@ -40,7 +40,7 @@ use lambda_dedup::clock::{epoch_millis, epoch_secs, from_epoch_millis};
 use lambda_dedup::create_once::{self, CreateOnce};
 use lambda_dedup::effect::EffectKind;
 use lambda_dedup::items::{Filter, ItemFuture};
-use lambda_dedup::sequence::{self, SequenceOutcome, SequencedWrite};
+use lambda_dedup::sequence::{SequenceOutcome, SequencedWrite};
 use lambda_dedup::store::{BatchFuture, Capability, MAX_EFFECTS, StoreFuture, StoreOptions};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, Effect, FaultKind, Fingerprint, Item, ItemStore, Lease,
@@ -415,16 +415,10 @@ impl MemoryStore {
         state: &mut State,
         w: &SequencedWrite<'_>,
     ) -> Result<SequenceOutcome, StoreError> {
-        let effect = w.to_effect().ok_or_else(|| {
-            StoreError::Invalid("sequence mode needs an update of the aggregate's item".into())
-        })?;
+        let effect = w.effect_to_send()?;
         match Self::write_one(state, &effect, w.key)? {
             None => Ok(SequenceOutcome::Applied),
-            Some(old) => {
-                let hw = old.as_ref().and_then(sequence::high_water);
-                Ok(sequence::judge(hw, w.sequence, w.first, w.fingerprint)
-                    .unwrap_or(SequenceOutcome::EffectRejected))
-            }
+            Some(old) => Ok(w.judge_failed(old.as_ref())),
         }
     }
 
@@ -486,11 +480,7 @@ impl MemoryStore {
         w: &CreateOnce<'_>,
     ) -> Result<Commit, StoreError> {
         self.options.check_result(w.result)?;
-        let effect = w.to_effect(ms(now)).ok_or_else(|| {
-            StoreError::Invalid(
-                "create-once needs a put of an item without the library's attributes".into(),
-            )
-        })?;
+        let effect = w.effect_to_send(ms(now))?;
         match Self::write_one(state, &effect, w.key)? {
             None => Ok(Commit::Applied),
             Some(old) => Ok(create_once::judge(old.as_ref(), w.key, w.fingerprint)),

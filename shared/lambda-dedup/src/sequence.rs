@@ -189,6 +189,20 @@ pub fn high_water(item: &Item) -> Option<(u64, Option<&str>)> {
 }
 
 impl SequencedWrite<'_> {
+    /// What this write met when its condition failed, from the item as it stood (`None`: no
+    /// item): [`judge`] of the stored high-water, or [`SequenceOutcome::EffectRejected`] when
+    /// its sequence would apply (the effect's own condition failed). Both stores answer a
+    /// failed write with this.
+    pub fn judge_failed(&self, old: Option<&Item>) -> SequenceOutcome {
+        judge(
+            old.and_then(high_water),
+            self.sequence,
+            self.first,
+            self.fingerprint,
+        )
+        .unwrap_or(SequenceOutcome::EffectRejected)
+    }
+
     /// The one update both stores send: the effect's own update with the high-water (and
     /// fingerprint) set in the same `SET` clause, on the condition that the stored high-water is
     /// the one just before this sequence (or absent, for the first) — and the effect's own

@@ -389,6 +389,28 @@ pub trait MarkStore<E = Effect>: Send + Sync + fmt::Debug {
     }
 }
 
+impl SequencedWrite<'_> {
+    /// [`SequencedWrite::to_effect`], or the [`StoreError::Invalid`] every store answers when the
+    /// effect is not an update.
+    pub fn effect_to_send(&self) -> Result<Effect, StoreError> {
+        self.to_effect().ok_or_else(|| {
+            StoreError::Invalid("sequence mode needs an update of the aggregate's item".into())
+        })
+    }
+}
+
+impl CreateOnce<'_> {
+    /// [`CreateOnce::to_effect`] as of `now`, or the [`StoreError::Invalid`] every store answers
+    /// when the effect is not a `Put` or uses one of the library's attributes.
+    pub fn effect_to_send(&self, now: SystemTime) -> Result<Effect, StoreError> {
+        self.to_effect(now).ok_or_else(|| {
+            StoreError::Invalid(
+                "create-once needs a put of an item without the library's attributes".into(),
+            )
+        })
+    }
+}
+
 /// Why the store could not be used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultKind {

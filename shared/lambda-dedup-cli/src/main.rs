@@ -11,6 +11,7 @@ use lambda_dedup::{AttributeValue, DedupKey, KeySpec, Mark, Message};
 use lambda_dedup_batch::{Deduplicator, Explanation, Verdict};
 use lambda_dedup_cli::{account, template};
 use lambda_dedup_dynamodb::{ForgetRequest, Forgotten};
+use lambda_dedup_runtime::queue::string_attribute;
 use lambda_dedup_runtime::settings::{Env, Settings};
 use serde_json::{Value, json};
 
@@ -867,12 +868,7 @@ impl Redrive<'_> {
                     .queue_url(self.reconciliation.as_deref().unwrap_or_default())
                     .message_body(body);
                 for (k, v) in attributes {
-                    let value = MessageAttributeValue::builder()
-                        .data_type("String")
-                        .string_value(v)
-                        .build()
-                        .map_err(|e| e.to_string())?;
-                    send = send.message_attributes(k, value);
+                    send = send.message_attributes(k, string_attribute(v)?);
                 }
                 send.send().await.map(|_| "reconciliation").map_err(failed)
             }

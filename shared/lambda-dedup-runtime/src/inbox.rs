@@ -27,10 +27,10 @@
 use std::time::Duration;
 
 use aws_lambda_events::event::dynamodb::EventRecord;
-use aws_sdk_sqs::types::MessageAttributeValue;
 use lambda_dedup::Item;
 
 use crate::in_order::image_part;
+use crate::queue::string_attribute;
 use crate::relay::{Act, Failure, Layout, Read, Relay, Repeats};
 
 pub use crate::relay::REDRIVE;
@@ -147,11 +147,7 @@ impl Act for Forward {
             b"lambda-dedup/inbox",
             event_key.as_bytes(),
         ));
-        let attribute = MessageAttributeValue::builder()
-            .data_type("String")
-            .string_value(&digest)
-            .build()
-            .map_err(|e| Failure::Transient(e.to_string()))?;
+        let attribute = string_attribute(&digest).map_err(Failure::Transient)?;
         let mut send = self
             .sqs
             .send_message()

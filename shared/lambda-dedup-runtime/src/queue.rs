@@ -72,18 +72,23 @@ impl Queue {
             .queue_url(&self.url)
             .message_body(body);
         for (name, value) in attributes {
-            let value = MessageAttributeValue::builder()
-                .data_type("String")
-                .string_value(value)
-                .build()
-                .map_err(|e| SendError(e.to_string()))?;
-            send = send.message_attributes(name, value);
+            send = send.message_attributes(name, string_attribute(value).map_err(SendError)?);
         }
         send.send()
             .await
             .map(|_| ())
             .map_err(|e| SendError(aws_sdk_sqs::error::DisplayErrorContext(&e).to_string()))
     }
+}
+
+/// `value` as an SQS message attribute of type `String`, or why SQS's builder refused it: how
+/// every sender here (and the operators' tool) attaches its attributes.
+pub fn string_attribute(value: impl Into<String>) -> Result<MessageAttributeValue, String> {
+    MessageAttributeValue::builder()
+        .data_type("String")
+        .string_value(value)
+        .build()
+        .map_err(|e| e.to_string())
 }
 
 /// An SQS client whose endpoint refuses connections (a real loopback port nobody listens on),

@@ -5,7 +5,8 @@ use std::time::SystemTime;
 use crate::Client;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{
     CancellationReason, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
@@ -189,33 +190,28 @@ impl DynamoStore {
     ) -> Result<Result<SystemTime, Option<Av>>, Error> {
         let ttl = self.options.expires_at(now);
         let claim = ClaimWrite::new(fp, owner, lease_end, now, ttl, takeover);
-        let sent = self
-            .client
-            .update_item()
-            .table_name(self.table.as_ref())
-            .key(attr::PK, s(key.as_str()))
+        let update = self
+            .update_mark(key)
             .update_expression(claim.update)
             .condition_expression(claim.condition)
             .set_expression_attribute_names(Some(claim.names))
             .set_expression_attribute_values(Some(claim.values))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
-        match sent {
-            Ok(out) => Ok(Ok(out
-                .attributes()
+            .return_values(ReturnValue::AllNew);
+        Ok(conditionally(update).await?.map(|out| {
+            out.attributes()
                 .and_then(|a| a.get(attr::FIRST_SEEN))
                 .and_then(|v| v.as_n().ok())
                 .and_then(|n| n.parse::<u64>().ok())
-                .map_or(now, lambda_dedup::clock::from_epoch_millis))),
-            Err(err) => match err.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
-                    Ok(Err(c.item().cloned()))
-                }
-                _ => Err(crate::error::from_sdk(err)),
-            },
-        }
+                .map_or(now, lambda_dedup::clock::from_epoch_millis)
+        }))
+    }
+
+    /// An `UpdateItem` of `key`'s mark item, to be given its expressions.
+    fn update_mark(&self, key: &DedupKey) -> UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(self.table.as_ref())
+            .key(attr::PK, s(key.as_str()))
     }
 
     /// Commits the completed mark of `key` together with `effects` in one `TransactWriteItems`
@@ -404,36 +400,23 @@ impl DynamoStore {
             values.insert(":res".into(), s(r));
         }
         update.push_str(" REMOVE #lease");
-        let sent = self
-            .client
-            .update_item()
-            .table_name(self.table.as_ref())
-            .key(attr::PK, s(lease.key.as_str()))
+        let update = self
+            .update_mark(&lease.key)
             .update_expression(update)
             .condition_expression("#owner = :owner AND #st = :inprog")
             .set_expression_attribute_names(Some(names))
-            .set_expression_attribute_values(Some(values))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match sent {
-            Ok(_) => Ok(()),
-            Err(err) => match err.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
-                    let current = c.item().map(codec::mark).transpose()?;
-                    match current {
-                        // Our own earlier completion (a retry after a lost response).
-                        Some(m)
-                            if m.status == MarkStatus::Completed
-                                && m.owner.as_ref() == Some(&lease.owner) =>
-                        {
-                            Ok(())
-                        }
-                        current => Err(fenced(lease, current)),
-                    }
-                }
-                _ => Err(crate::error::from_sdk(err)),
-            },
+            .set_expression_attribute_values(Some(values));
+        let Err(old) = conditionally(update).await? else {
+            return Ok(());
+        };
+        match old.as_ref().map(codec::mark).transpose()? {
+            // Our own earlier completion (a retry after a lost response).
+            Some(m)
+                if m.status == MarkStatus::Completed && m.owner.as_ref() == Some(&lease.owner) =>
+            {
+                Ok(())
+            }
+            current => Err(fenced(lease, current)),
         }
     }
 
@@ -442,11 +425,8 @@ impl DynamoStore {
     pub async fn release(&self, lease: &Lease) -> Result<(), Error> {
         // The lease ends now; the mark stays (with its first attempt's time, S16) until the
         // next delivery takes it over or its TTL passes.
-        let sent = self
-            .client
-            .update_item()
-            .table_name(self.table.as_ref())
-            .key(attr::PK, s(lease.key.as_str()))
+        let update = self
+            .update_mark(&lease.key)
             // The owner becomes `released-<owner>`: a released lease can neither complete nor
             // release a claim taken over since; releasing again is harmless.
             .update_expression("SET #lease = :ended, #owner = :released")
@@ -460,20 +440,11 @@ impl DynamoStore {
                 s(format!("released-{}", lease.owner.as_str())),
             )
             .expression_attribute_values(":inprog", s(MarkStatus::InProgress.as_str()))
-            .expression_attribute_values(":ended", ms(std::time::UNIX_EPOCH))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match sent {
-            Ok(_) => Ok(()),
-            Err(err) => match err.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(c)) => match c.item() {
-                    // Nothing stored: never there (or its TTL purged it).
-                    None => Ok(()),
-                    Some(old) => Err(fenced(lease, Some(codec::mark(old)?))),
-                },
-                _ => Err(crate::error::from_sdk(err)),
-            },
+            .expression_attribute_values(":ended", ms(std::time::UNIX_EPOCH));
+        match conditionally(update).await? {
+            // Released, or nothing stored: never there (or its TTL purged it).
+            Ok(_) | Err(None) => Ok(()),
+            Err(Some(old)) => Err(fenced(lease, Some(codec::mark(&old)?))),
         }
     }
 
@@ -799,6 +770,24 @@ impl MarkStore for DynamoStore {
 
     fn options(&self) -> &StoreOptions {
         &self.options
+    }
+}
+
+/// Sends `update` with the old item returned on a failed condition: `Ok(Ok(output))` when it
+/// was written, `Ok(Err(old item))` (`None`: no item) when its condition failed.
+async fn conditionally(
+    update: UpdateItemFluentBuilder,
+) -> Result<Result<UpdateItemOutput, Option<Av>>, Error> {
+    let sent = update
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .send()
+        .await;
+    match sent {
+        Ok(out) => Ok(Ok(out)),
+        Err(err) => match err.as_service_error() {
+            Some(UpdateItemError::ConditionalCheckFailedException(c)) => Ok(Err(c.item().cloned())),
+            _ => Err(crate::error::from_sdk(err)),
+        },
     }
 }
 

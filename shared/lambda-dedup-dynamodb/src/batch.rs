@@ -88,36 +88,58 @@ fn names_size(m: Option<&HashMap<String, String>>) -> usize {
 /// A conservative estimate of the bytes one write adds to a transaction: its item or key, its
 /// expressions and their names and values, its table's name.
 fn write_size(w: &TransactWriteItem) -> usize {
-    let values = |m: Option<&HashMap<String, AttributeValue>>| m.map_or(0, map_size);
     let body = if let Some(p) = w.put() {
-        p.table_name().len()
-            + map_size(p.item())
-            + p.condition_expression().map_or(0, str::len)
-            + names_size(p.expression_attribute_names())
-            + values(p.expression_attribute_values())
+        parts_size(
+            p.table_name(),
+            p.item(),
+            [p.condition_expression(), None],
+            p.expression_attribute_names(),
+            p.expression_attribute_values(),
+        )
     } else if let Some(u) = w.update() {
-        u.table_name().len()
-            + map_size(u.key())
-            + u.update_expression().len()
-            + u.condition_expression().map_or(0, str::len)
-            + names_size(u.expression_attribute_names())
-            + values(u.expression_attribute_values())
+        parts_size(
+            u.table_name(),
+            u.key(),
+            [Some(u.update_expression()), u.condition_expression()],
+            u.expression_attribute_names(),
+            u.expression_attribute_values(),
+        )
     } else if let Some(d) = w.delete() {
-        d.table_name().len()
-            + map_size(d.key())
-            + d.condition_expression().map_or(0, str::len)
-            + names_size(d.expression_attribute_names())
-            + values(d.expression_attribute_values())
+        parts_size(
+            d.table_name(),
+            d.key(),
+            [d.condition_expression(), None],
+            d.expression_attribute_names(),
+            d.expression_attribute_values(),
+        )
     } else if let Some(c) = w.condition_check() {
-        c.table_name().len()
-            + map_size(c.key())
-            + c.condition_expression().len()
-            + names_size(c.expression_attribute_names())
-            + values(c.expression_attribute_values())
+        parts_size(
+            c.table_name(),
+            c.key(),
+            [Some(c.condition_expression()), None],
+            c.expression_attribute_names(),
+            c.expression_attribute_values(),
+        )
     } else {
         0
     };
     WRITE_OVERHEAD + body
+}
+
+/// The bytes of one write's parts, whatever its kind: its table's name, its item or key, its
+/// expressions, and their names and values.
+fn parts_size(
+    table: &str,
+    item_or_key: &HashMap<String, AttributeValue>,
+    expressions: [Option<&str>; 2],
+    names: Option<&HashMap<String, String>>,
+    values: Option<&HashMap<String, AttributeValue>>,
+) -> usize {
+    table.len()
+        + map_size(item_or_key)
+        + expressions.iter().flatten().map(|e| e.len()).sum::<usize>()
+        + names_size(names)
+        + values.map_or(0, map_size)
 }
 
 /// What became of a round that was sent.

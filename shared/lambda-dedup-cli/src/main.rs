@@ -551,13 +551,14 @@ async fn receive(
         .message_system_attribute_names(MessageSystemAttributeName::All)
         .send()
         .await
-        .map_err(|e| {
-            format!(
-                "receive from {queue}: {}",
-                aws_sdk_sqs::error::DisplayErrorContext(e)
-            )
-        })?;
+        .map_err(|e| sqs_failed(format_args!("receive from {queue}"), e))?;
     Ok(out.messages.unwrap_or_default())
+}
+
+/// An SQS call that failed, as the tool reports it: what it was doing, then the SDK's error
+/// with its whole context.
+fn sqs_failed(what: std::fmt::Arguments<'_>, e: impl std::error::Error) -> String {
+    format!("{what}: {}", aws_sdk_sqs::error::DisplayErrorContext(e))
 }
 
 async fn release(sqs: &aws_sdk_sqs::Client, queue: &str, receipt: &str) {
@@ -805,12 +806,7 @@ impl Redrive<'_> {
             .receipt_handle(receipt)
             .send()
             .await
-            .map_err(|e| {
-                format!(
-                    "delete from the DLQ after its send: {}",
-                    aws_sdk_sqs::error::DisplayErrorContext(e)
-                )
-            })?;
+            .map_err(|e| sqs_failed(format_args!("delete from the DLQ after its send"), e))?;
         row["moved_to"] = to.into();
         self.moved.push(row);
         Ok(())

@@ -3,6 +3,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::Client;
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
@@ -10,6 +11,7 @@ use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput
 use aws_sdk_dynamodb::types::{
     CancellationReason, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use lambda_dedup::create_once::{self, CreateOnce};
 use lambda_dedup::sequence::{SequenceOutcome, SequencedWrite};
 use lambda_dedup::store::{BatchFuture, Capability, StoreFuture};
@@ -197,13 +199,15 @@ impl DynamoStore {
             .set_expression_attribute_names(Some(claim.names))
             .set_expression_attribute_values(Some(claim.values))
             .return_values(ReturnValue::AllNew);
-        Ok(conditionally(update).await?.map(|out| {
-            out.attributes()
-                .and_then(|a| a.get(attr::FIRST_SEEN))
-                .and_then(|v| v.as_n().ok())
-                .and_then(|n| n.parse::<u64>().ok())
-                .map_or(now, lambda_dedup::clock::from_epoch_millis)
-        }))
+        Ok(conditionally(update, crate::error::from_sdk)
+            .await?
+            .map(|out| {
+                out.attributes()
+                    .and_then(|a| a.get(attr::FIRST_SEEN))
+                    .and_then(|v| v.as_n().ok())
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .map_or(now, lambda_dedup::clock::from_epoch_millis)
+            }))
     }
 
     /// An `UpdateItem` of `key`'s mark item, to be given its expressions.
@@ -406,7 +410,7 @@ impl DynamoStore {
             .condition_expression("#owner = :owner AND #st = :inprog")
             .set_expression_attribute_names(Some(names))
             .set_expression_attribute_values(Some(values));
-        let Err(old) = conditionally(update).await? else {
+        let Err(old) = conditionally(update, crate::error::from_sdk).await? else {
             return Ok(());
         };
         match old.as_ref().map(codec::mark).transpose()? {
@@ -441,7 +445,7 @@ impl DynamoStore {
             )
             .expression_attribute_values(":inprog", s(MarkStatus::InProgress.as_str()))
             .expression_attribute_values(":ended", ms(std::time::UNIX_EPOCH));
-        match conditionally(update).await? {
+        match conditionally(update, crate::error::from_sdk).await? {
             // Released, or nothing stored: never there (or its TTL purged it).
             Ok(_) | Err(None) => Ok(()),
             Err(Some(old)) => Err(fenced(lease, Some(codec::mark(&old)?))),
@@ -515,7 +519,7 @@ impl DynamoStore {
                 "a single write is a put or an update".into(),
             ));
         };
-        let sent = self
+        let update = self
             .client
             .update_item()
             .table_name(u.table_name())
@@ -523,19 +527,9 @@ impl DynamoStore {
             .update_expression(u.update_expression())
             .set_condition_expression(u.condition_expression().map(str::to_owned))
             .set_expression_attribute_names(u.expression_attribute_names().cloned())
-            .set_expression_attribute_values(u.expression_attribute_values().cloned())
-            .return_values_on_condition_check_failure(on_fail)
-            .send()
-            .await;
-        match sent {
-            Ok(_) => Ok(None),
-            Err(err) => match err.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
-                    Ok(Some(c.item().cloned()))
-                }
-                _ => Err(crate::error::from_sdk_for(key, err)),
-            },
-        }
+            .set_expression_attribute_values(u.expression_attribute_values().cloned());
+        let sent = conditionally(update, |err| crate::error::from_sdk_for(key, err)).await?;
+        Ok(sent.err())
     }
 
     /// The live mark of `key` (strongly consistent read), or `None`. A mark whose TTL has passed
@@ -774,9 +768,11 @@ impl MarkStore for DynamoStore {
 }
 
 /// Sends `update` with the old item returned on a failed condition: `Ok(Ok(output))` when it
-/// was written, `Ok(Err(old item))` (`None`: no item) when its condition failed.
+/// was written, `Ok(Err(old item))` (`None`: no item) when its condition failed; any other
+/// failure as `fault` says.
 async fn conditionally(
     update: UpdateItemFluentBuilder,
+    fault: impl FnOnce(SdkError<UpdateItemError, HttpResponse>) -> Error,
 ) -> Result<Result<UpdateItemOutput, Option<Av>>, Error> {
     let sent = update
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
@@ -786,7 +782,7 @@ async fn conditionally(
         Ok(out) => Ok(Ok(out)),
         Err(err) => match err.as_service_error() {
             Some(UpdateItemError::ConditionalCheckFailedException(c)) => Ok(Err(c.item().cloned())),
-            _ => Err(crate::error::from_sdk(err)),
+            _ => Err(fault(err)),
         },
     }
 }

@@ -163,6 +163,46 @@ fn num(v: Option<&Value>, k: &str) -> f64 {
     v.and_then(|v| v[k].as_f64()).unwrap_or(0.0)
 }
 
+/// One table row of the summary `v` of workload `w` in mode `m`: messages per second and their
+/// spread, then `ratio` (to one decimal) if given, then each of `columns` (a summary field and
+/// its decimals).
+fn row(w: &str, m: &str, v: &Value, ratio: Option<f64>, columns: &[(&str, usize)]) -> String {
+    let mut line = format!(
+        "| {w} | {m} | {:.0} | {:.0}–{:.0} |",
+        num(Some(v), "msgs_per_s"),
+        num(Some(v), "msgs_per_s_min"),
+        num(Some(v), "msgs_per_s_max"),
+    );
+    if let Some(ratio) = ratio {
+        let _ = write!(line, " {ratio:.1} |");
+    }
+    for (field, decimals) in columns {
+        let _ = write!(line, " {:.*} |", decimals, num(Some(v), field));
+    }
+    line
+}
+
+/// The columns after the ratio to Powertools in the tables of one latency model and batch size.
+const PER_CONFIG: &[(&str, usize)] = &[
+    ("calls_per_msg", 3),
+    ("wcu_per_msg", 2),
+    ("failed_wcu_per_msg", 2),
+    ("cancelled_wcu_per_msg", 2),
+    ("rcu_per_msg", 2),
+    ("usd_per_million_cancelled_billed", 2),
+    ("usd_per_million_cancelled_free", 2),
+    ("p50_ms", 1),
+    ("p99_ms", 1),
+];
+
+/// The columns after the spread in the table of containers at once.
+const PER_CONTAINERS: &[(&str, usize)] = &[
+    ("calls_per_msg", 3),
+    ("wcu_per_msg", 2),
+    ("p50_ms", 1),
+    ("p99_ms", 1),
+];
+
 fn report(
     summary: &[Value],
     cold: &Value,
@@ -281,22 +321,8 @@ fn report(
                         continue;
                     };
                     let r = num(Some(v), "msgs_per_s");
-                    let _ = writeln!(
-                        md,
-                        "| {w} | {m} | {r:.0} | {:.0}–{:.0} | {:.1} | {:.3} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} |",
-                        num(Some(v), "msgs_per_s_min"),
-                        num(Some(v), "msgs_per_s_max"),
-                        if base > 0.0 { r / base } else { 0.0 },
-                        num(Some(v), "calls_per_msg"),
-                        num(Some(v), "wcu_per_msg"),
-                        num(Some(v), "failed_wcu_per_msg"),
-                        num(Some(v), "cancelled_wcu_per_msg"),
-                        num(Some(v), "rcu_per_msg"),
-                        num(Some(v), "usd_per_million_cancelled_billed"),
-                        num(Some(v), "usd_per_million_cancelled_free"),
-                        num(Some(v), "p50_ms"),
-                        num(Some(v), "p99_ms")
-                    );
+                    let ratio = if base > 0.0 { r / base } else { 0.0 };
+                    let _ = writeln!(md, "{}", row(w, m, v, Some(ratio), PER_CONFIG));
                 }
             }
         }
@@ -321,17 +347,7 @@ fn report(
             let Some(v) = find(summary, ("calibrated", 10, containers), m, w) else {
                 continue;
             };
-            let _ = writeln!(
-                md,
-                "| {w} | {m} | {:.0} | {:.0}–{:.0} | {:.3} | {:.2} | {:.1} | {:.1} |",
-                num(Some(v), "msgs_per_s"),
-                num(Some(v), "msgs_per_s_min"),
-                num(Some(v), "msgs_per_s_max"),
-                num(Some(v), "calls_per_msg"),
-                num(Some(v), "wcu_per_msg"),
-                num(Some(v), "p50_ms"),
-                num(Some(v), "p99_ms")
-            );
+            let _ = writeln!(md, "{}", row(w, m, v, None, PER_CONTAINERS));
         }
     }
     // Targets, all on all-new messages under the calibrated model.
@@ -497,4 +513,27 @@ fn report(
          ![messages per second and write units per message, by mode, calibrated latency](benchmarks.png)"
     );
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rows are the ones the tables were written with before `row` served both.
+    #[test]
+    fn a_row_has_the_spread_the_ratio_and_each_column_at_its_decimals() {
+        let v = serde_json::json!({
+            "msgs_per_s": 1234.56, "msgs_per_s_min": 1000.4, "msgs_per_s_max": 1500.6,
+            "calls_per_msg": 1.23456, "wcu_per_msg": 2.3456, "p50_ms": 12.34, "p99_ms": 56.78,
+        });
+        assert_eq!(
+            row("all_new", "leased", &v, None, PER_CONTAINERS),
+            "| all_new | leased | 1235 | 1000–1501 | 1.235 | 2.35 | 12.3 | 56.8 |"
+        );
+        assert_eq!(
+            row("all_new", "leased", &v, Some(2.06), PER_CONFIG),
+            "| all_new | leased | 1235 | 1000–1501 | 2.1 | 1.235 | 2.35 | 0.00 | 0.00 | 0.00 \
+             | 0.00 | 0.00 | 12.3 | 56.8 |"
+        );
+    }
 }

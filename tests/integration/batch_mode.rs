@@ -31,6 +31,20 @@ async fn setup() -> (aws_sdk_dynamodb::Client, String, Deduplicator, Counted) {
     (client, balances, dedup, Counted { store, meter })
 }
 
+/// The balances of the run's accounts `accounts` (each `<run>-<account>`), in that order.
+async fn balances_of(
+    client: &aws_sdk_dynamodb::Client,
+    balances: &str,
+    run: &str,
+    accounts: &[&str],
+) -> Vec<Option<i64>> {
+    let mut found = Vec::new();
+    for account in accounts {
+        found.push(balance(client, balances, &format!("{run}-{account}")).await);
+    }
+    found
+}
+
 fn labels(outcomes: &[(String, Outcome)]) -> Vec<&'static str> {
     outcomes.iter().map(|(_, o)| o.label()).collect()
 }
@@ -99,12 +113,8 @@ async fn s5_events_touching_one_item_are_split_into_rounds() {
         store.calls()
     );
     assert_eq!(
-        balance(&client, &balances, &format!("{run}-A")).await,
-        Some(50)
-    );
-    assert_eq!(
-        balance(&client, &balances, &format!("{run}-B")).await,
-        Some(30)
+        balances_of(&client, &balances, &run, &["A", "B"]).await,
+        [Some(50), Some(30)]
     );
 }
 
@@ -153,10 +163,9 @@ async fn s5_s8_s11_a_mixed_batch_splits_off_what_cannot_commit() {
         store.calls() - before
     );
     assert_eq!(
-        balance(&client, &balances, &format!("{run}-x")).await,
-        Some(7)
+        balances_of(&client, &balances, &run, &["x", "y"]).await,
+        [Some(7), None]
     );
-    assert_eq!(balance(&client, &balances, &format!("{run}-y")).await, None);
     for i in 0..5 {
         assert_eq!(
             balance(&client, &balances, &format!("{run}-n{i}")).await,
@@ -271,11 +280,7 @@ async fn s12_fifo_order_is_kept_in_batch_mode() {
         run_batch_transactional(batch, 10, &dedup, credit_or_refused_plan(&balances)).await;
     assert_eq!(report.failures(), ["a2", "a3"]);
     assert_eq!(
-        balance(&client, &balances, &format!("{run}-A")).await,
-        Some(1)
-    );
-    assert_eq!(
-        balance(&client, &balances, &format!("{run}-B")).await,
-        Some(1)
+        balances_of(&client, &balances, &run, &["A", "B"]).await,
+        [Some(1), Some(1)]
     );
 }

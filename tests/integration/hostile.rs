@@ -4,7 +4,7 @@
 
 use dedup_tests::{balance, client, cloudevents_spec, credit_plan, effect_table, unique};
 use lambda_dedup::{FingerprintSource, IdentitySource, KeySpec, Message, Scope, TenantSource};
-use lambda_dedup_batch::Outcome;
+use lambda_dedup_batch::{Deduplicator, Outcome};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -26,6 +26,37 @@ fn msg(body: impl Into<Vec<u8>>) -> Message {
     }
 }
 
+/// A test's balances and marks: a fresh effect table and mark table on the local DynamoDB.
+struct Ledger {
+    client: aws_sdk_dynamodb::Client,
+    balances: String,
+    dedup: Deduplicator,
+}
+
+impl Ledger {
+    async fn new() -> Self {
+        let client = client();
+        let balances = effect_table(&client, "account").await;
+        let dedup = dedup_tests::fresh_dedup(&client, "hostile").await;
+        Self {
+            client,
+            balances,
+            dedup,
+        }
+    }
+
+    /// `m` through the transactional flow as a credit.
+    async fn credit(&self, m: &Message) -> Outcome {
+        self.dedup
+            .transactional(m, credit_plan(&self.balances))
+            .await
+    }
+
+    async fn balance(&self, account: &str) -> Option<i64> {
+        balance(&self.client, &self.balances, account).await
+    }
+}
+
 fn code(o: &Outcome) -> String {
     match o {
         Outcome::Rejected { code, .. } => format!("rejected:{code}"),
@@ -36,9 +67,7 @@ fn code(o: &Outcome) -> String {
 /// Every stateless row of the table: the outcome, and for rejections the reason code.
 #[tokio::test]
 async fn every_hostile_input_gets_its_documented_outcome() {
-    let client = client();
-    let balances = effect_table(&client, "account").await;
-    let dedup = dedup_tests::fresh_dedup(&client, "hostile").await;
+    let ledger = Ledger::new().await;
     let run = unique("h");
     let data = json!({"account": format!("{run}-acct"), "amount": 1});
     let id = |s: &str| json!(format!("{run}-{s}"));
@@ -79,7 +108,7 @@ async fn every_hostile_input_gets_its_documented_outcome() {
         ("wrong type in the payload (amount is a string)", msg(body(ce(id("str"), json!("t1"), json!({"account": "a", "amount": "10"})))), "rejected:invalid_payload"),
     ];
     for (name, m, want) in rows {
-        let got = dedup.transactional(&m, credit_plan(&balances)).await;
+        let got = ledger.credit(&m).await;
         assert_eq!(code(&got), want, "{name}");
         if let Outcome::Rejected { reason, .. } = &got {
             assert!(
@@ -90,30 +119,19 @@ async fn every_hostile_input_gets_its_documented_outcome() {
     }
     // The duplicate-key row applied under the last id: the first id is still new.
     let first = msg(format!(r#"{{"specversion":"1.0","type":"credit","source":"/p","tenantid":"t1","id":"{run}-first","data":{{"account":"{run}-acct","amount":1}}}}"#).into_bytes());
-    assert_eq!(
-        code(&dedup.transactional(&first, credit_plan(&balances)).await),
-        "applied"
-    );
+    assert_eq!(code(&ledger.credit(&first).await), "applied");
 }
 
 /// S11: the same id with a different payload is a conflict, not applied, not a duplicate.
 #[tokio::test]
 async fn same_id_different_payload_is_a_conflict() {
-    let client = client();
-    let balances = effect_table(&client, "account").await;
-    let dedup = dedup_tests::fresh_dedup(&client, "hostile").await;
+    let ledger = Ledger::new().await;
     let acct = unique("acct");
     let a = credit_msg("evt-1", "t1", &acct, 5);
     let b = credit_msg("evt-1", "t1", &acct, 5000);
-    assert_eq!(
-        code(&dedup.transactional(&a, credit_plan(&balances)).await),
-        "applied"
-    );
-    assert_eq!(
-        code(&dedup.transactional(&b, credit_plan(&balances)).await),
-        "conflict"
-    );
-    assert_eq!(balance(&client, &balances, &acct).await, Some(5));
+    assert_eq!(code(&ledger.credit(&a).await), "applied");
+    assert_eq!(code(&ledger.credit(&b).await), "conflict");
+    assert_eq!(ledger.balance(&acct).await, Some(5));
 }
 
 /// S1: a forged tenant (another tenant's source and id) is another tenant's event: it neither
@@ -121,26 +139,18 @@ async fn same_id_different_payload_is_a_conflict() {
 /// transport's job (a queue per tenant, signed events); isolation is ours.
 #[tokio::test]
 async fn a_forged_tenant_cannot_suppress_another_tenants_event() {
-    let client = client();
-    let balances = effect_table(&client, "account").await;
-    let dedup = dedup_tests::fresh_dedup(&client, "hostile").await;
+    let ledger = Ledger::new().await;
     let (a_acct, b_acct) = (unique("a"), unique("b"));
     let forged = credit_msg("evt-7", "tenant-b", &b_acct, 1);
     let real = credit_msg("evt-7", "tenant-a", &a_acct, 1);
+    assert_eq!(code(&ledger.credit(&forged).await), "applied");
     assert_eq!(
-        code(&dedup.transactional(&forged, credit_plan(&balances)).await),
-        "applied"
-    );
-    assert_eq!(
-        code(&dedup.transactional(&real, credit_plan(&balances)).await),
+        code(&ledger.credit(&real).await),
         "applied",
         "tenant A's event is not suppressed"
     );
-    assert_eq!(
-        code(&dedup.transactional(&real, credit_plan(&balances)).await),
-        "duplicate"
-    );
-    assert_eq!(balance(&client, &balances, &a_acct).await, Some(1));
+    assert_eq!(code(&ledger.credit(&real).await), "duplicate");
+    assert_eq!(ledger.balance(&a_acct).await, Some(1));
 }
 
 fn arb_json() -> impl Strategy<Value = Value> {

@@ -27,6 +27,7 @@ mod lease;
 mod model;
 mod model_leased;
 mod model_postgres;
+mod model_server;
 mod model_valkey;
 mod privacy;
 mod relay;

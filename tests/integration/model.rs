@@ -71,6 +71,7 @@ use redis::AsyncCommands;
 use serde_json::json;
 
 use crate::model_postgres::{PgWorld, table_name};
+use crate::model_server::ServerWorld;
 use crate::model_valkey::ValkeyWorld;
 
 /// Good events are `0..EVENTS`.
@@ -179,10 +180,9 @@ fn deliver(run: &str, event: u8, conflict: bool, time: SystemTime, n: &mut u32) 
 /// own access path, not through the `MarkStore` under test.
 trait Ledger {
     type Effect: 'static;
-    fn clock(&self) -> Arc<ManualClock>;
-    fn store(&self) -> Arc<dyn MarkStore<Self::Effect>>;
-    /// A store that cannot be reached (S13).
-    fn unreachable(&self) -> Arc<dyn MarkStore<Self::Effect>>;
+    /// Where the marks are.
+    type Marks: Marks<Self::Effect>;
+    fn marks(&self) -> &Self::Marks;
     /// Adds `amount` to the balance of `account`.
     fn credit(&self, account: &str, amount: i64) -> Self::Effect;
     /// Seeds `account` with a balance every credit is refused on for good.
@@ -190,8 +190,49 @@ trait Ledger {
     async fn balance(&self, account: &str) -> Option<i64>;
     /// Whether `account` still holds what [`seed_poison`](Self::seed_poison) wrote.
     async fn poison_untouched(&self, account: &str) -> bool;
+}
+
+/// A backend's mark store on one manual clock, and reads of its marks through the backend's own
+/// access path.
+trait Marks<E> {
+    fn clock(&self) -> Arc<ManualClock>;
+    fn store(&self) -> Arc<dyn MarkStore<E>>;
+    /// A store that cannot be reached (S13).
+    fn unreachable(&self) -> Arc<dyn MarkStore<E>>;
     /// Whether a mark of `key` is stored at all, live or past its TTL.
     async fn stored_mark(&self, key: &DedupKey) -> bool;
+}
+
+/// The local DynamoDB or the memory store.
+impl Marks<Effect> for Stores {
+    fn clock(&self) -> Arc<ManualClock> {
+        self.clock.clone()
+    }
+    fn store(&self) -> Arc<dyn MarkStore> {
+        Stores::store(self, lambda_dedup::store::DEFAULT_LEASE)
+    }
+    fn unreachable(&self) -> Arc<dyn MarkStore> {
+        Stores::unreachable(self)
+    }
+    async fn stored_mark(&self, key: &DedupKey) -> bool {
+        Stores::stored_mark(self, key).await
+    }
+}
+
+/// The PostgreSQL or the Valkey server.
+impl<W: ServerWorld> Marks<W::Effect> for W {
+    fn clock(&self) -> Arc<ManualClock> {
+        ServerWorld::clock(self)
+    }
+    fn store(&self) -> Arc<dyn MarkStore<W::Effect>> {
+        Arc::new(ServerWorld::store(self, lambda_dedup::store::DEFAULT_LEASE))
+    }
+    fn unreachable(&self) -> Arc<dyn MarkStore<W::Effect>> {
+        Arc::new(ServerWorld::unreachable(self))
+    }
+    async fn stored_mark(&self, key: &DedupKey) -> bool {
+        ServerWorld::stored_mark(self, key).await
+    }
 }
 
 /// The local DynamoDB or the memory store: credits are `ADD`s; the poisons' account holds a
@@ -211,14 +252,9 @@ impl OnStores {
 
 impl Ledger for OnStores {
     type Effect = Effect;
-    fn clock(&self) -> Arc<ManualClock> {
-        self.stores.clock.clone()
-    }
-    fn store(&self) -> Arc<dyn MarkStore> {
-        self.stores.store(lambda_dedup::store::DEFAULT_LEASE)
-    }
-    fn unreachable(&self) -> Arc<dyn MarkStore> {
-        self.stores.unreachable()
+    type Marks = Stores;
+    fn marks(&self) -> &Stores {
+        &self.stores
     }
     fn credit(&self, account: &str, amount: i64) -> Effect {
         credit_effect(&self.balances, account, amount)
@@ -241,9 +277,6 @@ impl Ledger for OnStores {
             .await
             .expect("the poisons' account");
         item.0.get("balance") == Some(&Value::S(NOT_A_NUMBER.into()))
-    }
-    async fn stored_mark(&self, key: &DedupKey) -> bool {
-        self.stores.stored_mark(key).await
     }
 }
 
@@ -273,14 +306,9 @@ impl OnPostgres {
 
 impl Ledger for OnPostgres {
     type Effect = SqlEffect;
-    fn clock(&self) -> Arc<ManualClock> {
-        self.pg.clock()
-    }
-    fn store(&self) -> Arc<dyn MarkStore<SqlEffect>> {
-        Arc::new(self.pg.store(lambda_dedup::store::DEFAULT_LEASE))
-    }
-    fn unreachable(&self) -> Arc<dyn MarkStore<SqlEffect>> {
-        Arc::new(self.pg.unreachable())
+    type Marks = PgWorld;
+    fn marks(&self) -> &PgWorld {
+        &self.pg
     }
     fn credit(&self, account: &str, amount: i64) -> SqlEffect {
         let t = &self.balances;
@@ -312,9 +340,6 @@ impl Ledger for OnPostgres {
     }
     async fn poison_untouched(&self, account: &str) -> bool {
         self.balance(account).await == Some(i64::MAX)
-    }
-    async fn stored_mark(&self, key: &DedupKey) -> bool {
-        self.pg.stored_mark(key).await
     }
 }
 
@@ -350,14 +375,9 @@ impl OnValkey {
 
 impl Ledger for OnValkey {
     type Effect = ValkeyEffect;
-    fn clock(&self) -> Arc<ManualClock> {
-        self.valkey.clock()
-    }
-    fn store(&self) -> Arc<dyn MarkStore<ValkeyEffect>> {
-        Arc::new(self.valkey.store(lambda_dedup::store::DEFAULT_LEASE))
-    }
-    fn unreachable(&self) -> Arc<dyn MarkStore<ValkeyEffect>> {
-        Arc::new(self.valkey.unreachable())
+    type Marks = ValkeyWorld;
+    fn marks(&self) -> &ValkeyWorld {
+        &self.valkey
     }
     fn credit(&self, account: &str, amount: i64) -> ValkeyEffect {
         ValkeyEffect::hincr_by(self.account(account), "balance", amount)
@@ -376,9 +396,6 @@ impl Ledger for OnValkey {
     }
     async fn poison_untouched(&self, account: &str) -> bool {
         self.field(account).await.as_deref() == Some(NOT_A_NUMBER)
-    }
-    async fn stored_mark(&self, key: &DedupKey) -> bool {
-        self.valkey.stored_mark(key).await
     }
 }
 
@@ -482,9 +499,9 @@ fn is_code(o: &Outcome, want: lambda_dedup_batch::Reason) -> bool {
 }
 
 async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
-    let clock = ledger.clock();
-    let dedup = Deduplicator::with_store(cloudevents_spec("model"), ledger.store());
-    let dead = Deduplicator::with_store(cloudevents_spec("model"), ledger.unreachable());
+    let clock = ledger.marks().clock();
+    let dedup = Deduplicator::with_store(cloudevents_spec("model"), ledger.marks().store());
+    let dead = Deduplicator::with_store(cloudevents_spec("model"), ledger.marks().unreachable());
     let run = unique("model");
     let poison_account = format!("{run}-{}", account(EVENTS));
     ledger.seed_poison(&poison_account).await;
@@ -818,7 +835,7 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
             .expect("key")
             .key;
         assert!(
-            !ledger.stored_mark(&key).await,
+            !ledger.marks().stored_mark(&key).await,
             "S15: poison {p} left a mark"
         );
     }

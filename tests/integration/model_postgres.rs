@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lambda_dedup::{DedupKey, ManualClock, Retention};
-use lambda_dedup_postgres::{PgStore, Tls};
+use lambda_dedup_postgres::{PgStore, SqlEffect, Tls};
+
+use crate::model_server::ServerWorld;
 
 /// The variable that names the server.
 const URL: &str = "DEDUP_POSTGRES_URL";
@@ -36,8 +38,21 @@ pub(crate) struct PgWorld {
 }
 
 impl PgWorld {
+    /// Creates table `name` with `columns` (SQL column definitions).
+    pub(crate) async fn create(&self, name: &str, columns: &str) {
+        self.client
+            .batch_execute(&format!("CREATE TABLE \"{name}\" ({columns})"))
+            .await
+            .expect("create table");
+    }
+}
+
+impl ServerWorld for PgWorld {
+    type Effect = SqlEffect;
+    type Store = PgStore;
+
     /// A fresh marks table on the server of `url`.
-    pub(crate) async fn new(url: &str, retention: Retention, clock: Arc<ManualClock>) -> Self {
+    async fn new(url: &str, retention: Retention, clock: Arc<ManualClock>) -> Self {
         let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
             .await
             .expect("connect to PostgreSQL");
@@ -56,13 +71,11 @@ impl PgWorld {
         this
     }
 
-    /// The clock every store built here reads.
-    pub(crate) fn clock(&self) -> Arc<ManualClock> {
+    fn clock(&self) -> Arc<ManualClock> {
         self.clock.clone()
     }
 
-    /// A store on the marks table, with leases of at most `lease`.
-    pub(crate) fn store(&self, lease: Duration) -> PgStore {
+    fn store(&self, lease: Duration) -> PgStore {
         PgStore::from_url(&self.url, Tls::Disabled, self.retention)
             .expect("the URL")
             .with_table(&self.marks)
@@ -71,9 +84,7 @@ impl PgWorld {
             .with_clock(self.clock.clone())
     }
 
-    /// A store on a port nothing listens on: every connection is refused (S13), the closest
-    /// PostgreSQL counterpart of the DynamoDB client on a dead endpoint.
-    pub(crate) fn unreachable(&self) -> PgStore {
+    fn unreachable(&self) -> PgStore {
         let port = dedup_tests::free_port();
         PgStore::from_url(
             &format!("postgresql://postgres@127.0.0.1:{port}/postgres"),
@@ -86,16 +97,8 @@ impl PgWorld {
         .with_clock(self.clock.clone())
     }
 
-    /// Creates table `name` with `columns` (SQL column definitions).
-    pub(crate) async fn create(&self, name: &str, columns: &str) {
-        self.client
-            .batch_execute(&format!("CREATE TABLE \"{name}\" ({columns})"))
-            .await
-            .expect("create table");
-    }
-
     /// Whether a row of `key` is in the marks table at all, live or past its expiry.
-    pub(crate) async fn stored_mark(&self, key: &DedupKey) -> bool {
+    async fn stored_mark(&self, key: &DedupKey) -> bool {
         let rows = self
             .client
             .query(

@@ -9,8 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lambda_dedup::{DedupKey, ManualClock, Retention};
-use lambda_dedup_valkey::ValkeyStore;
+use lambda_dedup_valkey::{ValkeyEffect, ValkeyStore};
 use redis::AsyncCommands;
+
+use crate::model_server::ServerWorld;
 
 /// The variable that names the server.
 const URL: &str = "DEDUP_VALKEY_URL";
@@ -34,8 +36,26 @@ pub(crate) struct ValkeyWorld {
 }
 
 impl ValkeyWorld {
+    /// A key of the schedule's own, outside the marks: `<prefix><name>`.
+    pub(crate) fn key(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    fn on(&self, url: &str) -> ValkeyStore {
+        ValkeyStore::from_url(url, self.retention)
+            .expect("the URL")
+            .with_prefix(&self.key("mark:"))
+            .expect("a prefix")
+            .with_clock(self.clock.clone())
+    }
+}
+
+impl ServerWorld for ValkeyWorld {
+    type Effect = ValkeyEffect;
+    type Store = ValkeyStore;
+
     /// A fresh prefix on the server of `url`.
-    pub(crate) async fn new(url: &str, retention: Retention, clock: Arc<ManualClock>) -> Self {
+    async fn new(url: &str, retention: Retention, clock: Arc<ManualClock>) -> Self {
         let conn = redis::Client::open(url)
             .expect("the URL")
             .get_multiplexed_async_connection()
@@ -50,39 +70,22 @@ impl ValkeyWorld {
         }
     }
 
-    /// The clock every store built here reads.
-    pub(crate) fn clock(&self) -> Arc<ManualClock> {
+    fn clock(&self) -> Arc<ManualClock> {
         self.clock.clone()
     }
 
-    /// A key of the schedule's own, outside the marks: `<prefix><name>`.
-    pub(crate) fn key(&self, name: &str) -> String {
-        format!("{}{name}", self.prefix)
-    }
-
-    fn on(&self, url: &str) -> ValkeyStore {
-        ValkeyStore::from_url(url, self.retention)
-            .expect("the URL")
-            .with_prefix(&self.key("mark:"))
-            .expect("a prefix")
-            .with_clock(self.clock.clone())
-    }
-
-    /// A store on the schedule's marks, with leases of at most `lease`.
-    pub(crate) fn store(&self, lease: Duration) -> ValkeyStore {
+    fn store(&self, lease: Duration) -> ValkeyStore {
         self.on(&self.url).with_lease(lease)
     }
 
-    /// A store on a loopback port nothing listens on: every connection is refused (S13), the
-    /// closest Valkey counterpart of the DynamoDB client on a dead endpoint.
-    pub(crate) fn unreachable(&self) -> ValkeyStore {
+    fn unreachable(&self) -> ValkeyStore {
         let port = dedup_tests::free_port();
         self.on(&format!("redis://127.0.0.1:{port}"))
     }
 
     /// Whether a mark of `key` is on the server at all, live or past its expiry by the store's
     /// clock (the server's own expiry runs on real time, the retention beyond any run).
-    pub(crate) async fn stored_mark(&self, key: &DedupKey) -> bool {
+    async fn stored_mark(&self, key: &DedupKey) -> bool {
         let mut conn = self.conn.clone();
         let at = self.store(Duration::from_secs(1)).mark_key(key);
         conn.exists(at).await.expect("read the mark's key")

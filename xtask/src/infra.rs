@@ -743,6 +743,34 @@ mod tests {
         &mut t["Resources"][id]["Properties"]
     }
 
+    /// The statements of the first inline policy of the role `role`.
+    fn statements<'a>(t: &'a mut Value, role: &str) -> &'a mut Value {
+        &mut res(t, role)["Policies"][0]["PolicyDocument"]["Statement"]
+    }
+
+    /// Removes the resource `id` from the template.
+    fn remove_resource(t: &mut Value, id: &str) {
+        t["Resources"]
+            .as_object_mut()
+            .expect("resources")
+            .remove(id);
+    }
+
+    /// Removes the event source `event` of the function `function`.
+    fn remove_event(t: &mut Value, function: &str, event: &str) {
+        res(t, function)["Events"]
+            .as_object_mut()
+            .expect("events")
+            .remove(event);
+    }
+
+    /// Removes the statement `sid` from the role `role`'s first inline policy.
+    fn drop_statement(t: &mut Value, role: &str, sid: &str) {
+        if let Some(a) = statements(t, role).as_array_mut() {
+            a.retain(|s| s["Sid"] != sid);
+        }
+    }
+
     #[test]
     fn the_committed_template_keeps_every_invariant() {
         assert_eq!(check(&template()), Vec::<String>::new());
@@ -1011,21 +1039,11 @@ mod tests {
             "MaximumRecordAgeInSeconds must be set",
         );
         broken(
-            |t| {
-                res(t, "IntentRelay")["Events"]
-                    .as_object_mut()
-                    .expect("events")
-                    .remove("Sweep");
-            },
+            |t| remove_event(t, "IntentRelay", "Sweep"),
             "needs a Schedule event",
         );
         broken(
-            |t| {
-                t["Resources"]
-                    .as_object_mut()
-                    .expect("resources")
-                    .remove("IntentRelayOldestPendingAlarm");
-            },
+            |t| remove_resource(t, "IntentRelayOldestPendingAlarm"),
             "OldestPendingSeconds",
         );
     }
@@ -1065,21 +1083,11 @@ mod tests {
             "BisectBatchOnFunctionError",
         );
         broken(
-            |t| {
-                res(t, "InboxForwarder")["Events"]
-                    .as_object_mut()
-                    .expect("events")
-                    .remove("Sweep");
-            },
+            |t| remove_event(t, "InboxForwarder", "Sweep"),
             "InboxForwarder: needs a Schedule event",
         );
         broken(
-            |t| {
-                t["Resources"]
-                    .as_object_mut()
-                    .expect("resources")
-                    .remove("InboxForwarderOldestPendingAlarm");
-            },
+            |t| remove_resource(t, "InboxForwarderOldestPendingAlarm"),
             "InboxForwarder: needs an alarm on OldestPendingSeconds",
         );
         // What a function is, it declares; a relay's rules follow the declaration.
@@ -1124,12 +1132,7 @@ mod tests {
             "InboxForwarder",
         ] {
             broken(
-                |t| {
-                    t["Resources"]
-                        .as_object_mut()
-                        .expect("resources")
-                        .remove(&format!("{f}IteratorAgeAlarm"));
-                },
+                |t| remove_resource(t, &format!("{f}IteratorAgeAlarm")),
                 &format!("{f}: needs an alarm on its IteratorAge"),
             );
         }
@@ -1141,22 +1144,11 @@ mod tests {
             "LedgerStream: a Kinesis function needs DEDUP_PARKING_QUEUE_URL",
         );
         broken(
-            |t| {
-                t["Resources"]
-                    .as_object_mut()
-                    .expect("resources")
-                    .remove("LedgerStreamParkingAlarm");
-            },
+            |t| remove_resource(t, "LedgerStreamParkingAlarm"),
             "LedgerStream: a parking queue needs an alarm on its depth",
         );
         broken(
-            |t| {
-                let stmts =
-                    &mut res(t, "LedgerStreamRole")["Policies"][0]["PolicyDocument"]["Statement"];
-                if let Some(a) = stmts.as_array_mut() {
-                    a.retain(|s| s["Sid"] != "Parking");
-                }
-            },
+            |t| drop_statement(t, "LedgerStreamRole", "Parking"),
             "must grant sqs:SendMessage on its parking queue",
         );
     }
@@ -1172,17 +1164,11 @@ mod tests {
     #[test]
     fn least_privilege_is_enforced() {
         broken(
-            |t| {
-                res(t, "LedgerProjectorRole")["Policies"][0]["PolicyDocument"]["Statement"][0]["Resource"] =
-                    "*".into()
-            },
+            |t| statements(t, "LedgerProjectorRole")[0]["Resource"] = "*".into(),
             "Resource \"*\"",
         );
         broken(
-            |t| {
-                res(t, "FineNoticesRole")["Policies"][0]["PolicyDocument"]["Statement"][0]["Action"] =
-                    "dynamodb:*".into()
-            },
+            |t| statements(t, "FineNoticesRole")[0]["Action"] = "dynamodb:*".into(),
             "wildcard actions",
         );
         broken(
@@ -1194,12 +1180,7 @@ mod tests {
             "explicit role",
         );
         broken(
-            |t| {
-                let stmts = &mut res(t, "LedgerProjectorRole")["Policies"][0]["PolicyDocument"]["Statement"];
-                if let Some(a) = stmts.as_array_mut() {
-                    a.retain(|s| s["Sid"] != "OwnQueue");
-                }
-            },
+            |t| drop_statement(t, "LedgerProjectorRole", "OwnQueue"),
             "role must grant sqs:ReceiveMessage",
         );
     }
@@ -1227,19 +1208,11 @@ mod tests {
     #[test]
     fn alarms_are_required() {
         broken(
-            |t| {
-                t["Resources"]
-                    .as_object_mut()
-                    .map(|r| r.remove("LedgerProjectorDLQAlarm"));
-            },
+            |t| remove_resource(t, "LedgerProjectorDLQAlarm"),
             "alarm on its depth",
         );
         broken(
-            |t| {
-                t["Resources"]
-                    .as_object_mut()
-                    .map(|r| r.remove("PaymentDispatcherConflictAlarm"));
-            },
+            |t| remove_resource(t, "PaymentDispatcherConflictAlarm"),
             "Conflict metric",
         );
     }

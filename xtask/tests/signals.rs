@@ -97,42 +97,47 @@ fn server_link(port: u16) -> std::path::PathBuf {
         .join(format!("xtask-serve-dynamodb-{port}"))
 }
 
-#[test]
-fn sigterm_to_xtask_alone_leaves_nothing_running() {
+/// Starts `xtask dynamodb`, sends it (or, with `to_group`, its whole process group) `signal`,
+/// and asserts that nothing it started is left (`how` names the case); the server's port.
+fn signalled(signal: &str, to_group: bool, how: &str) -> u16 {
     let (xtask, port) = start();
-    kill("TERM", xtask.id().to_string());
-    assert_nothing_left(xtask, port, "SIGTERM to xtask");
+    let target = if to_group {
+        format!("-{}", xtask.id())
+    } else {
+        xtask.id().to_string()
+    };
+    kill(signal, target);
+    assert_nothing_left(xtask, port, how);
+    port
+}
+
+/// xtask removed the link the server of `port` had to it (it could: it was not killed).
+fn assert_link_removed(port: u16) {
     assert!(
         !server_link(port).exists(),
         "the server's link to xtask is removed"
     );
+}
+
+#[test]
+fn sigterm_to_xtask_alone_leaves_nothing_running() {
+    let port = signalled("TERM", false, "SIGTERM to xtask");
+    assert_link_removed(port);
 }
 
 #[test]
 fn sigterm_to_the_whole_process_group_leaves_nothing_running() {
-    let (xtask, port) = start();
-    kill("TERM", format!("-{}", xtask.id()));
-    assert_nothing_left(xtask, port, "SIGTERM to xtask's process group");
-    assert!(
-        !server_link(port).exists(),
-        "the server's link to xtask is removed"
-    );
+    let port = signalled("TERM", true, "SIGTERM to xtask's process group");
+    assert_link_removed(port);
 }
 
 #[test]
 fn ctrl_c_leaves_nothing_running() {
-    let (xtask, port) = start();
-    kill("INT", format!("-{}", xtask.id()));
-    assert_nothing_left(xtask, port, "SIGINT to xtask's process group");
-    assert!(
-        !server_link(port).exists(),
-        "the server's link to xtask is removed"
-    );
+    let port = signalled("INT", true, "SIGINT to xtask's process group");
+    assert_link_removed(port);
 }
 
 #[test]
 fn sigkill_to_xtask_leaves_nothing_running() {
-    let (xtask, port) = start();
-    kill("KILL", xtask.id().to_string());
-    assert_nothing_left(xtask, port, "SIGKILL to xtask");
+    signalled("KILL", false, "SIGKILL to xtask");
 }

@@ -8,7 +8,8 @@ use lambda_dedup::{
     Effect, FaultKind, Item, KeySpec, ManualClock, Message, Retention, Scope, Value,
 };
 use lambda_dedup_batch::{
-    Deduplicator, HandlerError, Outcome, Plan, Reason, run_batch, run_batch_transactional,
+    Deduplicator, HandlerError, LeasedDeduplicator, Outcome, Plan, Reason, run_batch,
+    run_batch_transactional,
 };
 use lambda_dedup_memory::{Injected, MemoryStore};
 
@@ -59,6 +60,19 @@ fn balance(store: &MemoryStore, account: &str) -> Option<Value> {
     store
         .item("balances", &Item::new().with("account", account))
         .and_then(|i| i.0.get("balance").cloned())
+}
+
+/// `m` through the leased flow with a call that only notes that it ran: the outcome, and
+/// whether the call ran.
+async fn leased_noting_the_call(dedup: &LeasedDeduplicator, m: &Message) -> (Outcome, bool) {
+    let called = std::sync::atomic::AtomicBool::new(false);
+    let out = dedup
+        .leased(m, None, |_, _| {
+            called.store(true, std::sync::atomic::Ordering::Relaxed);
+            async { Ok(None) }
+        })
+        .await;
+    (out, called.into_inner())
 }
 
 fn code(o: &Outcome) -> Option<Reason> {
@@ -205,15 +219,9 @@ async fn leased_calls_once_releases_on_failure_and_keeps_the_key() {
     let keys = keys.into_inner().expect("lock");
     assert_eq!(keys.len(), 2);
     assert_eq!(keys[0], keys[1]);
-    let called = std::sync::atomic::AtomicBool::new(false);
-    let dup = dedup
-        .leased(&m, None, |_, _| {
-            called.store(true, std::sync::atomic::Ordering::Relaxed);
-            async { Ok(None) }
-        })
-        .await;
+    let (dup, called) = leased_noting_the_call(&dedup, &m).await;
     assert!(matches!(dup, Outcome::Duplicate { .. }));
-    assert!(!called.into_inner(), "a duplicate never calls out");
+    assert!(!called, "a duplicate never calls out");
 }
 
 #[tokio::test]
@@ -229,15 +237,9 @@ async fn leased_takeover_past_the_provider_key_retention_does_not_call() {
         .await
         .expect("claim");
     clock.advance(Duration::from_secs(120));
-    let called = std::sync::atomic::AtomicBool::new(false);
-    let out = dedup
-        .leased(&m, None, |_, _| {
-            called.store(true, std::sync::atomic::Ordering::Relaxed);
-            async { Ok(None) }
-        })
-        .await;
+    let (out, called) = leased_noting_the_call(&dedup, &m).await;
     assert_eq!(code(&out), Some(Reason::ProviderKeyExpired));
-    assert!(!called.into_inner());
+    assert!(!called);
 }
 
 #[tokio::test]

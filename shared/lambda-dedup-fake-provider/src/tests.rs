@@ -98,6 +98,33 @@ impl Server {
         })
     }
 
+    /// One payment (`k-1`) by a client that gives up after `patience`, with `fault` queued
+    /// first.
+    async fn post_impatient(&self, fault: Fault, patience: Duration) -> reqwest::Result<Reply> {
+        self.provider.inject(fault);
+        let impatient = client(Some(patience));
+        self.post_with(&impatient, "payments", Some("k-1"), PAYMENT)
+            .await
+    }
+
+    /// The retry of `k-1`'s payment after its client gave up: the stored answer, replayed.
+    async fn retry_is_replayed(&self) -> Reply {
+        let retry = self.post("payments", Some("k-1"), PAYMENT).await;
+        assert_eq!(retry.status, StatusCode::CREATED);
+        assert_eq!(retry.replayed.as_deref(), Some("true"));
+        retry
+    }
+
+    /// A `POST` of `body` to the admin path `path`.
+    async fn admin(&self, path: &str, body: Value) -> reqwest::Response {
+        self.client
+            .post(self.url(path))
+            .json(&body)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("POST {path}: {e}"))
+    }
+
     async fn admin_effects(&self) -> Value {
         self.client
             .get(self.url("/_admin/effects"))
@@ -327,13 +354,10 @@ async fn injected_5xx_applies_nothing_and_a_retry_is_a_first_request() {
 #[tokio::test]
 async fn apply_then_timeout_applies_and_the_retry_gets_the_replay() {
     let server = start().await;
-    server
-        .provider
-        .inject(Fault::apply_then_timeout(1, Duration::from_secs(30)));
-    let impatient = client(Some(Duration::from_millis(300)));
+    let fault = Fault::apply_then_timeout(1, Duration::from_secs(30));
 
     let attempt = server
-        .post_with(&impatient, "payments", Some("k-1"), PAYMENT)
+        .post_impatient(fault, Duration::from_millis(300))
         .await;
 
     let error = attempt.expect_err("the answer comes after the client's timeout");
@@ -341,9 +365,7 @@ async fn apply_then_timeout_applies_and_the_retry_gets_the_replay() {
     server.wait_for_effects(1).await;
     assert_eq!(server.provider.effects(), counts(&[("k-1", 1)]));
 
-    let retry = server.post("payments", Some("k-1"), PAYMENT).await;
-    assert_eq!(retry.status, StatusCode::CREATED);
-    assert_eq!(retry.replayed.as_deref(), Some("true"));
+    let retry = server.retry_is_replayed().await;
     assert_eq!(retry.json()["id"], "payments_1");
     assert_eq!(server.provider.effects(), counts(&[("k-1", 1)]));
 }
@@ -351,21 +373,16 @@ async fn apply_then_timeout_applies_and_the_retry_gets_the_replay() {
 #[tokio::test]
 async fn slow_request_abandoned_by_its_client_still_completes() {
     let server = start().await;
-    server
-        .provider
-        .inject(Fault::slow(1, Duration::from_millis(300)));
-    let impatient = client(Some(Duration::from_millis(50)));
+    let fault = Fault::slow(1, Duration::from_millis(300));
 
     let attempt = server
-        .post_with(&impatient, "payments", Some("k-1"), PAYMENT)
+        .post_impatient(fault, Duration::from_millis(50))
         .await;
     assert!(attempt.is_err_and(|error| error.is_timeout()));
     server.wait_for_effects(1).await;
 
     // Not stuck in flight: the retry sees the finished first request.
-    let retry = server.post("payments", Some("k-1"), PAYMENT).await;
-    assert_eq!(retry.status, StatusCode::CREATED);
-    assert_eq!(retry.replayed.as_deref(), Some("true"));
+    server.retry_is_replayed().await;
     assert_eq!(server.provider.effects(), counts(&[("k-1", 1)]));
 }
 
@@ -411,33 +428,20 @@ async fn admin_api_over_http() {
     let server = start().await;
 
     let queued = server
-        .client
-        .post(server.url("/_admin/faults"))
-        .json(&json!({"kind": "error_5xx", "count": 1}))
-        .send()
-        .await
-        .expect("POST /_admin/faults");
+        .admin("/_admin/faults", json!({"kind": "error_5xx", "count": 1}))
+        .await;
     assert_eq!(queued.status(), StatusCode::CREATED);
     let failed = server.post("payments", Some("k-1"), PAYMENT).await;
     assert_eq!(failed.status, StatusCode::SERVICE_UNAVAILABLE);
 
     let bad_fault = server
-        .client
-        .post(server.url("/_admin/faults"))
-        .json(&json!({"kind": "explode", "count": 1}))
-        .send()
-        .await
-        .expect("POST /_admin/faults");
+        .admin("/_admin/faults", json!({"kind": "explode", "count": 1}))
+        .await;
     assert_eq!(bad_fault.status(), StatusCode::BAD_REQUEST);
 
     // Queued then cleared: the next request is unaffected.
-    server
-        .client
-        .post(server.url("/_admin/faults"))
-        .json(&json!({"kind": "error_5xx", "count": 5, "resource": "payments"}))
-        .send()
-        .await
-        .expect("POST /_admin/faults");
+    let fault = json!({"kind": "error_5xx", "count": 5, "resource": "payments"});
+    server.admin("/_admin/faults", fault).await;
     let cleared = server
         .client
         .delete(server.url("/_admin/faults"))
@@ -596,13 +600,10 @@ async fn keys_are_forgotten_once_older_than_the_key_retention() {
 #[tokio::test]
 async fn a_slow_first_request_is_in_flight_until_it_applies() {
     let server = start().await;
-    server
-        .provider
-        .inject(Fault::slow(1, Duration::from_millis(200)));
     assert_eq!(server.provider.in_flight(), 0);
-    let impatient = client(Some(Duration::from_millis(50)));
+    let fault = Fault::slow(1, Duration::from_millis(200));
     let gave_up = server
-        .post_with(&impatient, "payments", Some("k-1"), PAYMENT)
+        .post_impatient(fault, Duration::from_millis(50))
         .await;
     assert!(gave_up.is_err_and(|error| error.is_timeout()));
     assert_eq!(server.provider.in_flight(), 1, "still working on it");
@@ -613,34 +614,33 @@ async fn a_slow_first_request_is_in_flight_until_it_applies() {
 #[tokio::test]
 async fn permanent_faults_over_the_admin_api() {
     let server = start().await;
-    let admin = |path: &str, body: Value| server.client.post(server.url(path)).json(&body).send();
 
-    let rejected = admin("/_admin/rejections", json!({"key": "k-bad", "status": 403}))
-        .await
-        .expect("POST /_admin/rejections");
+    let rejected = server
+        .admin("/_admin/rejections", json!({"key": "k-bad", "status": 403}))
+        .await;
     assert_eq!(rejected.status(), StatusCode::NO_CONTENT);
-    let not_4xx = admin("/_admin/rejections", json!({"key": "k-bad", "status": 503}))
-        .await
-        .expect("POST /_admin/rejections");
+    let not_4xx = server
+        .admin("/_admin/rejections", json!({"key": "k-bad", "status": 503}))
+        .await;
     assert_eq!(not_4xx.status(), StatusCode::BAD_REQUEST);
     let refused = server.post("payments", Some("k-bad"), PAYMENT).await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
 
-    let retention = admin("/_admin/key-retention", json!({"retention_ms": 60_000}))
-        .await
-        .expect("POST /_admin/key-retention");
+    let retention = server
+        .admin("/_admin/key-retention", json!({"retention_ms": 60_000}))
+        .await;
     assert_eq!(retention.status(), StatusCode::NO_CONTENT);
     server.post("payments", Some("k-1"), PAYMENT).await;
-    let advanced = admin("/_admin/clock", json!({"advance_ms": 60_000}))
-        .await
-        .expect("POST /_admin/clock");
+    let advanced = server
+        .admin("/_admin/clock", json!({"advance_ms": 60_000}))
+        .await;
     assert_eq!(advanced.status(), StatusCode::NO_CONTENT);
     let again = server.post("payments", Some("k-1"), PAYMENT).await;
     assert_eq!(again.replayed, None, "forgotten after a minute");
     assert_eq!(server.provider.effects(), counts(&[("k-1", 2)]));
 
-    let bad = admin("/_admin/clock", json!({"advance_ms": -1}))
-        .await
-        .expect("POST /_admin/clock");
+    let bad = server
+        .admin("/_admin/clock", json!({"advance_ms": -1}))
+        .await;
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
 }

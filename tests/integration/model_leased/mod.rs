@@ -97,8 +97,6 @@ use lambda_dedup_dynamodb::DynamoStore;
 use lambda_dedup_fake_provider::{Fault, Provider};
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_memory::{Injected, Op};
-use lambda_dedup_postgres::SqlEffect;
-use lambda_dedup_valkey::ValkeyEffect;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -109,9 +107,10 @@ mod world;
 
 use faults::{CompleteFault, CompleteFaults, CompleteInterceptor, FaultyCompletes};
 use model::Model;
-use world::{BatchRun, Delivery, Event, Mark, World};
+use world::{Backing, BatchRun, Delivery, Event, Mark, World};
 
 use crate::model_postgres::PgWorld;
+use crate::model_server::ServerWorld;
 use crate::model_valkey::ValkeyWorld;
 
 const EVENTS: u8 = 6;
@@ -406,11 +405,13 @@ async fn run_schedule(on: On, schedule: Schedule) {
             run_in(world, schedule).await;
         }
         On::Postgres(url) => {
-            let world = World::on_postgres(&url, provider, &base_url, forgetful).await;
+            let world =
+                World::on_server(&url, Backing::Postgres, provider, &base_url, forgetful).await;
             run_in(world, schedule).await;
         }
         On::Valkey(url) => {
-            let world = World::on_valkey(&url, provider, &base_url, forgetful).await;
+            let world =
+                World::on_server(&url, Backing::Valkey, provider, &base_url, forgetful).await;
             run_in(world, schedule).await;
         }
     }

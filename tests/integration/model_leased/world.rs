@@ -153,39 +153,20 @@ impl World {
     }
 }
 
-impl World<SqlEffect> {
-    /// On a fresh marks table of the PostgreSQL server at `url`.
-    pub(super) async fn on_postgres(
+impl<E: 'static> World<E> {
+    /// On a fresh place for marks (a marks table of the PostgreSQL server, a mark prefix of the
+    /// Valkey server) of the server at `url`, which `backing` names.
+    pub(super) async fn on_server<W: ServerWorld<Effect = E>>(
         url: &str,
+        backing: fn(W) -> Backing,
         provider: Provider,
         base_url: &str,
         forgetful: bool,
     ) -> Self {
         let clock = Arc::new(ManualClock::new(SystemTime::now()));
-        let pg = PgWorld::new(url, retention(), clock.clone()).await;
-        let parts = Parts::on_server(clock, || pg.store(LEASE));
-        World::assemble(Backing::Postgres(pg), parts, provider, base_url, forgetful)
-    }
-}
-
-impl World<ValkeyEffect> {
-    /// Under a fresh mark prefix of the Valkey server at `url`.
-    pub(super) async fn on_valkey(
-        url: &str,
-        provider: Provider,
-        base_url: &str,
-        forgetful: bool,
-    ) -> Self {
-        let clock = Arc::new(ManualClock::new(SystemTime::now()));
-        let valkey = ValkeyWorld::new(url, retention(), clock.clone()).await;
-        let parts = Parts::on_server(clock, || valkey.store(LEASE));
-        World::assemble(
-            Backing::Valkey(valkey),
-            parts,
-            provider,
-            base_url,
-            forgetful,
-        )
+        let server = W::new(url, retention(), clock.clone()).await;
+        let parts = Parts::on_server(clock, || server.store(LEASE));
+        World::assemble(backing(server), parts, provider, base_url, forgetful)
     }
 }
 

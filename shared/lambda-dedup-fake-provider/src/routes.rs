@@ -48,14 +48,9 @@ async fn create(
     // Parsed by hand rather than with `Json<Value>` so a bad body gets the
     // same `{"error": ...}` shape as every other refusal, whatever its
     // Content-Type.
-    let request: Value = match serde_json::from_slice(&body) {
+    let request: Value = match json_body(&body, "request body is not valid JSON") {
         Ok(request) => request,
-        Err(parse) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("request body is not valid JSON: {parse}"),
-            );
-        }
+        Err(message) => return error(StatusCode::BAD_REQUEST, message),
     };
     let fingerprint = state::fingerprint(&resource, &request);
 
@@ -70,36 +65,53 @@ async fn create(
         tracing::debug!(%key, %resource, "injected 503");
         return after(delay, error(StatusCode::SERVICE_UNAVAILABLE, "injected")).await;
     }
+    match admit(&provider, key, resource, fingerprint) {
+        Admission::Claimed(claim) => apply(claim, request, kind, delay).await,
+        Admission::Answered(answer) => after(delay, answer).await,
+    }
+}
 
+/// What a well-formed request's key gets it.
+enum Admission {
+    /// The key, held for this request to apply.
+    Claimed(Claim),
+    /// The answer, with nothing applied: a key refused for good, a replay, another payload
+    /// under the key, or the key in flight.
+    Answered(Response),
+}
+
+fn admit(provider: &Provider, key: String, resource: String, fingerprint: String) -> Admission {
     // A key refused for good: nothing applied, nothing stored, every time.
     let refusal = provider.lock().refusal(&key);
     if let Some(status) = refusal {
         tracing::debug!(%key, %resource, status, "key rejected");
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY);
-        return after(delay, error(status, "request rejected")).await;
+        return Admission::Answered(error(status, "request rejected"));
     }
-
-    // Bound first so the guard is dropped before any `.await` below.
+    // Bound first so the guard is dropped before the claim takes the lock again.
     let lookup = provider.lock().lookup(&key, &fingerprint);
-    let claim = match lookup {
-        Lookup::Claimed(claim) => Claim::new(provider.clone(), key, claim, resource, fingerprint),
-        Lookup::Replay(stored) => return after(delay, stored_response(stored, true)).await,
-        Lookup::Mismatch => {
-            let refusal = error(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "idempotency key reused with a different payload",
-            );
-            return after(delay, refusal).await;
-        }
-        Lookup::InProgress => {
-            let refusal = error(
-                StatusCode::CONFLICT,
-                "a request with this idempotency key is in progress",
-            );
-            return after(delay, refusal).await;
-        }
-    };
+    match lookup {
+        Lookup::Claimed(claim) => Admission::Claimed(Claim::new(
+            provider.clone(),
+            key,
+            claim,
+            resource,
+            fingerprint,
+        )),
+        Lookup::Replay(stored) => Admission::Answered(stored_response(stored, true)),
+        Lookup::Mismatch => Admission::Answered(error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "idempotency key reused with a different payload",
+        )),
+        Lookup::InProgress => Admission::Answered(error(
+            StatusCode::CONFLICT,
+            "a request with this idempotency key is in progress",
+        )),
+    }
+}
 
+/// Applies a claimed request, slowly or with its answer held back if a fault says so.
+async fn apply(claim: Claim, request: Value, kind: Option<FaultKind>, delay: Duration) -> Response {
     let stored = match kind {
         Some(FaultKind::Slow) => {
             // In its own task because hyper drops the handler when the client
@@ -120,7 +132,7 @@ async fn create(
             tokio::time::sleep(delay).await;
             stored
         }
-        // No fault (an `Error5xx` was answered above).
+        // No fault (an `Error5xx` was answered before the claim).
         _ => claim.apply(request),
     };
     match stored {
@@ -132,10 +144,15 @@ async fn create(
     }
 }
 
+/// `body` as JSON of type `T`, or what a 400 says: `what` is wrong, and why.
+fn json_body<T: serde::de::DeserializeOwned>(body: &Bytes, what: &str) -> Result<T, String> {
+    serde_json::from_slice(body).map_err(|parse| format!("{what}: {parse}"))
+}
+
 async fn add_fault(State(provider): State<Provider>, body: Bytes) -> Response {
-    let fault: Fault = match serde_json::from_slice(&body) {
+    let fault: Fault = match json_body(&body, "invalid fault") {
         Ok(fault) => fault,
-        Err(parse) => return error(StatusCode::BAD_REQUEST, format!("invalid fault: {parse}")),
+        Err(message) => return error(StatusCode::BAD_REQUEST, message),
     };
     if fault.count == 0 {
         // Rejected rather than ignored: a test asking for zero faults has a bug.
@@ -161,14 +178,9 @@ async fn add_rejection(State(provider): State<Provider>, body: Bytes) -> Respons
         key: String,
         status: u16,
     }
-    let rejection: Rejection = match serde_json::from_slice(&body) {
+    let rejection: Rejection = match json_body(&body, "invalid rejection") {
         Ok(rejection) => rejection,
-        Err(parse) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("invalid rejection: {parse}"),
-            );
-        }
+        Err(message) => return error(StatusCode::BAD_REQUEST, message),
     };
     if !(400..=499).contains(&rejection.status) {
         return error(StatusCode::BAD_REQUEST, "a rejection is a 4xx status");
@@ -185,15 +197,12 @@ async fn set_key_retention(State(provider): State<Provider>, body: Bytes) -> Res
     struct KeyRetention {
         retention_ms: Option<u64>,
     }
-    match serde_json::from_slice::<KeyRetention>(&body) {
+    match json_body::<KeyRetention>(&body, "invalid key retention") {
         Ok(k) => {
             provider.set_key_retention(k.retention_ms.map(Duration::from_millis));
             StatusCode::NO_CONTENT.into_response()
         }
-        Err(parse) => error(
-            StatusCode::BAD_REQUEST,
-            format!("invalid key retention: {parse}"),
-        ),
+        Err(message) => error(StatusCode::BAD_REQUEST, message),
     }
 }
 
@@ -204,12 +213,12 @@ async fn advance_clock(State(provider): State<Provider>, body: Bytes) -> Respons
     struct Advance {
         advance_ms: u64,
     }
-    match serde_json::from_slice::<Advance>(&body) {
+    match json_body::<Advance>(&body, "invalid advance") {
         Ok(a) => {
             provider.advance(Duration::from_millis(a.advance_ms));
             StatusCode::NO_CONTENT.into_response()
         }
-        Err(parse) => error(StatusCode::BAD_REQUEST, format!("invalid advance: {parse}")),
+        Err(message) => error(StatusCode::BAD_REQUEST, message),
     }
 }
 

@@ -3,12 +3,9 @@
 //! crate's tests, so a behaviour shown on the memory store in a fast test is the behaviour the
 //! DynamoDB store has. Effect items are read back through DynamoDB's own API, not the store.
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use dedup_tests::{StoreKind, Stores};
-use lambda_dedup::{Item, ManualClock, Retention};
-use lambda_dedup_conformance::{BoxFuture, EffectTables, Harness, ItemEffects, World};
+use lambda_dedup::Item;
+use lambda_dedup_conformance::{BoxFuture, EffectTables, Harness, ItemEffects, Setup, World};
 
 /// Each case on a fresh mark table of the local DynamoDB.
 struct DynamoDb;
@@ -19,15 +16,10 @@ struct Tables(Stores);
 impl Harness for DynamoDb {
     type Effects = ItemEffects;
 
-    fn world(
-        &self,
-        retention: Retention,
-        lease: Duration,
-        clock: Arc<ManualClock>,
-    ) -> BoxFuture<'_, Box<dyn World>> {
+    fn world(&self, setup: Setup) -> BoxFuture<'_, Box<dyn World>> {
         Box::pin(async move {
-            let stores = Stores::on_clock(StoreKind::DynamoDb, retention, clock).await;
-            lambda_dedup_conformance::world(stores.store(lease), Tables(stores))
+            let stores = Stores::on_clock(StoreKind::DynamoDb, setup.retention, setup.clock).await;
+            lambda_dedup_conformance::world(stores.store(setup.lease), Tables(stores))
         })
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use lambda_dedup::{Item, ManualClock, MarkStore, Retention, Value};
 use lambda_dedup_conformance::{
-    BoxFuture, EffectTables, Effects, Harness, TableNames, World, unique,
+    BoxFuture, EffectTables, Effects, Harness, Setup, TableNames, World, unique,
 };
 use lambda_dedup_postgres::{PgStore, SqlEffect, Tls};
 
@@ -119,20 +119,15 @@ struct Tables {
 impl Harness for Postgres {
     type Effects = Sql;
 
-    fn world(
-        &self,
-        retention: Retention,
-        lease: Duration,
-        clock: Arc<ManualClock>,
-    ) -> BoxFuture<'_, Box<dyn World<SqlEffect>>> {
+    fn world(&self, setup: Setup) -> BoxFuture<'_, Box<dyn World<SqlEffect>>> {
         Box::pin(async move {
             let url = std::env::var(URL).expect("checked by the suite");
-            let store = PgStore::from_url(&url, Tls::Disabled, retention)
+            let store = PgStore::from_url(&url, Tls::Disabled, setup.retention)
                 .expect("the URL")
                 .with_table(&unique("marks"))
                 .expect("a table name")
-                .with_lease(lease)
-                .with_clock(clock);
+                .with_lease(setup.lease)
+                .with_clock(setup.clock);
             store.create_table().await.expect("the marks table");
             let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
                 .await

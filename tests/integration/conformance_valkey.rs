@@ -8,9 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lambda_dedup::{Item, ManualClock, MarkStore, Retention, Value};
+use lambda_dedup::{Item, MarkStore, Retention, Value};
 use lambda_dedup_conformance::{
-    BoxFuture, EffectTables, Effects, Harness, TableNames, World, unique,
+    BoxFuture, EffectTables, Effects, Harness, Setup, TableNames, World, unique,
 };
 use lambda_dedup_valkey::{Guard, ValkeyEffect, ValkeyStore};
 use redis::AsyncCommands;
@@ -96,20 +96,15 @@ async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
 impl Harness for Valkey {
     type Effects = Commands;
 
-    fn world(
-        &self,
-        retention: Retention,
-        lease: Duration,
-        clock: Arc<ManualClock>,
-    ) -> BoxFuture<'_, Box<dyn World<ValkeyEffect>>> {
+    fn world(&self, setup: Setup) -> BoxFuture<'_, Box<dyn World<ValkeyEffect>>> {
         Box::pin(async move {
             let url = std::env::var(URL).expect("checked by the suite");
-            let store = ValkeyStore::from_url(&url, retention)
+            let store = ValkeyStore::from_url(&url, setup.retention)
                 .expect("the URL")
                 .with_prefix(&format!("{}:", unique("marks")))
                 .expect("a prefix")
-                .with_lease(lease)
-                .with_clock(clock);
+                .with_lease(setup.lease)
+                .with_clock(setup.clock);
             let keys = Keys {
                 conn: connect(&url).await,
                 names: TableNames::default(),

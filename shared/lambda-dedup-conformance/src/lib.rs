@@ -67,14 +67,20 @@ pub trait Harness: Send + Sync {
     /// How the store's effects are built.
     type Effects: Effects;
 
-    /// A fresh store keeping marks for `retention`, with leases of at most `lease`, reading
-    /// its time from `clock`, with no marks and no effect tables yet.
-    fn world(
-        &self,
-        retention: Retention,
-        lease: Duration,
-        clock: Arc<ManualClock>,
-    ) -> BoxFuture<'_, Box<dyn World<EffectOf<Self>>>>;
+    /// A fresh store configured as `setup` says, with no marks and no effect tables yet.
+    fn world(&self, setup: Setup) -> BoxFuture<'_, Box<dyn World<EffectOf<Self>>>>;
+}
+
+/// How a case wants its store configured.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Setup {
+    /// How long the store keeps marks.
+    pub retention: Retention,
+    /// The longest lease it grants.
+    pub lease: Duration,
+    /// The clock it reads its time from; the case moves it to expire leases and marks.
+    pub clock: Arc<ManualClock>,
 }
 
 /// The effect type of a harness's store.
@@ -300,7 +306,12 @@ struct Case<E> {
 async fn case<H: Harness>(h: &H) -> Case<EffectOf<H>> {
     let clock = Arc::new(ManualClock::new(SystemTime::now()));
     let retention = Retention::unchecked(RETENTION).expect("retention");
-    let world = h.world(retention, LEASE, clock.clone()).await;
+    let setup = Setup {
+        retention,
+        lease: LEASE,
+        clock: clock.clone(),
+    };
+    let world = h.world(setup).await;
     let store = world.store();
     let balances = world.table("account").await;
     Case {

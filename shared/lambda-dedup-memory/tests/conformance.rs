@@ -2,10 +2,9 @@
 //! the DynamoDB store passes on the local DynamoDB.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use lambda_dedup::{Item, ManualClock, Retention};
-use lambda_dedup_conformance::{BoxFuture, EffectTables, Harness, ItemEffects, World};
+use lambda_dedup::Item;
+use lambda_dedup_conformance::{BoxFuture, EffectTables, Harness, ItemEffects, Setup, World};
 use lambda_dedup_memory::MemoryStore;
 
 /// Each case on a fresh memory store.
@@ -17,14 +16,9 @@ struct Tables(MemoryStore);
 impl Harness for Memory {
     type Effects = ItemEffects;
 
-    fn world(
-        &self,
-        retention: Retention,
-        lease: Duration,
-        clock: Arc<ManualClock>,
-    ) -> BoxFuture<'_, Box<dyn World>> {
-        let memory = MemoryStore::new(retention).with_clock(clock);
-        let store = Arc::new(memory.clone().with_lease(lease));
+    fn world(&self, setup: Setup) -> BoxFuture<'_, Box<dyn World>> {
+        let memory = MemoryStore::new(setup.retention).with_clock(setup.clock);
+        let store = Arc::new(memory.clone().with_lease(setup.lease));
         Box::pin(async move { lambda_dedup_conformance::world(store, Tables(memory)) })
     }
 }

@@ -128,6 +128,17 @@ pub(crate) fn ce(kind: &str, source: &str, id: &str, tenant: &str, data: Value) 
         .to_string()
 }
 
+/// A CloudEvent from `/e2e` (tenant `t1`) whose time is two days ago: older than the local
+/// stack's retention window (one day).
+pub(crate) fn late_event(kind: &str, id: &str, data: Value) -> String {
+    let two_days_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 86_400);
+    json!({"specversion": "1.0", "type": kind, "source": "/e2e", "id": id,
+    "tenantid": "t1", "data": data,
+    "time": chrono::DateTime::<chrono::Utc>::from(two_days_ago)
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)})
+    .to_string()
+}
+
 /// A ledger credit of `amount` to `account` (tenant `t1`) as the senders send it: a CloudEvent
 /// from `source`.
 pub(crate) fn ledger_credit(source: &str, id: &str, account: &str, amount: i64) -> String {
@@ -528,14 +539,7 @@ async fn e2e_late_events_go_to_reconciliation_not_to_the_balance() {
     }
     let run = unique("late");
     let account = format!("{run}-acct");
-    let two_days_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 86_400);
-    let late = |kind: &str, data: Value| {
-        json!({"specversion": "1.0", "type": kind, "source": "/e2e", "id": format!("{run}-{kind}"),
-        "tenantid": "t1", "data": data,
-        "time": chrono::DateTime::<chrono::Utc>::from(two_days_ago)
-            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)})
-        .to_string()
-    };
+    let late = |kind: &str, data: Value| late_event(kind, &format!("{run}-{kind}"), data);
     let bodies = [
         (
             "DEDUP_QUEUE_LEDGER_PROJECTOR",

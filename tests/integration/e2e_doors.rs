@@ -76,6 +76,14 @@ fn sender_headers(
         .expect("the sender's signing library signs")
 }
 
+/// The value of the header `name` of `resp`, if it has one (as text).
+pub(crate) fn header(resp: &reqwest::Response, name: &str) -> Option<String> {
+    resp.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
 /// One delivery as a sender makes it: where it goes, its body and its headers.
 #[derive(Clone)]
 pub(crate) struct Delivery {
@@ -116,11 +124,7 @@ impl Delivery {
     pub(crate) async fn post(&self) -> (u16, Option<String>, String) {
         let resp = self.response().await;
         let status = resp.status().as_u16();
-        let replayed = resp
-            .headers()
-            .get("idempotent-replayed")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+        let replayed = header(&resp, "idempotent-replayed");
         (status, replayed, resp.text().await.unwrap_or_default())
     }
 

@@ -123,13 +123,20 @@ async fn s5_a_failed_effect_condition_leaves_no_mark() {
     assert_eq!(balance(&client, &balances, "acct-1").await, Some(5));
 }
 
-/// S5: when the mark already exists, the effect is not touched, even one that would overwrite.
-#[tokio::test]
-async fn s5_an_existing_mark_leaves_the_effect_untouched() {
+/// A client, a fresh balance table (keyed `account`), a store on a fresh mark table, and a
+/// fresh key of the event kind `kind`.
+async fn fresh(kind: &str) -> (aws_sdk_dynamodb::Client, String, DynamoStore, DedupKey) {
     let client = client();
     let balances = effect_table(&client, "account").await;
     let store = dedup_tests::fresh_store(&client).await;
-    let key = DedupKey::new(&scope(), "t", &["set", &unique("evt")]);
+    let key = DedupKey::new(&scope(), "t", &[kind, &unique("evt")]);
+    (client, balances, store, key)
+}
+
+/// S5: when the mark already exists, the effect is not touched, even one that would overwrite.
+#[tokio::test]
+async fn s5_an_existing_mark_leaves_the_effect_untouched() {
+    let (client, balances, store, key) = fresh("set").await;
     let set = |v: i64| {
         Effect::put(
             &balances,
@@ -211,10 +218,7 @@ async fn s5_all_effects_commit_with_the_mark() {
 /// Too many effects for one transaction is refused before anything is sent.
 #[tokio::test]
 async fn s5_more_effects_than_one_transaction_holds_is_refused() {
-    let client = client();
-    let balances = effect_table(&client, "account").await;
-    let store = dedup_tests::fresh_store(&client).await;
-    let key = DedupKey::new(&scope(), "t", &["big", &unique("evt")]);
+    let (_, balances, store, key) = fresh("big").await;
     let effects: Vec<Effect> = (0..100)
         .map(|i| credit(&balances, &format!("a{i}"), 1))
         .collect();

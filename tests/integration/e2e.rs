@@ -128,6 +128,17 @@ pub(crate) fn ce(kind: &str, source: &str, id: &str, tenant: &str, data: Value) 
         .to_string()
 }
 
+/// A CloudEvent from `/e2e` (tenant `t1`) whose time is two days ago: older than the local
+/// stack's retention window (one day).
+pub(crate) fn late_event(kind: &str, id: &str, data: Value) -> String {
+    let two_days_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 86_400);
+    json!({"specversion": "1.0", "type": kind, "source": "/e2e", "id": id,
+    "tenantid": "t1", "data": data,
+    "time": chrono::DateTime::<chrono::Utc>::from(two_days_ago)
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)})
+    .to_string()
+}
+
 /// A ledger credit of `amount` to `account` (tenant `t1`) as the senders send it: a CloudEvent
 /// from `source`.
 pub(crate) fn ledger_credit(source: &str, id: &str, account: &str, amount: i64) -> String {
@@ -282,6 +293,29 @@ async fn e2e_malformed_and_conflicting_messages_are_dead_lettered() {
     );
 }
 
+/// Three events of a fresh run named `prefix` (`event(n, id)` for the `n`th, whose id is
+/// `{run}-{n}`), each sent to `queue` twice in one batch, as a redelivering producer would; their
+/// bodies.
+async fn three_sent_twice(
+    queue: &str,
+    prefix: &str,
+    event: impl Fn(usize, &str) -> String,
+) -> Vec<String> {
+    let run = unique(prefix);
+    let bodies: Vec<String> = (0..3).map(|n| event(n, &format!("{run}-{n}"))).collect();
+    let twice: Vec<String> = bodies.iter().flat_map(|b| [b.clone(), b.clone()]).collect();
+    send(queue, &twice).await;
+    bodies
+}
+
+/// `item`, if its `status` is `status`.
+fn with_status(
+    item: std::collections::HashMap<String, AttributeValue>,
+    status: &str,
+) -> Option<std::collections::HashMap<String, AttributeValue>> {
+    (item.get("status") == Some(&AttributeValue::S(status.into()))).then_some(item)
+}
+
 /// S6: payment requests delivered twice, concurrently, reach the payments API once each, with the
 /// idempotency key derived from the event; the receipt is stored with the mark.
 #[tokio::test]
@@ -289,29 +323,25 @@ async fn e2e_payments_reach_the_provider_once_each() {
     if !stack_is_up() {
         return;
     }
-    let run = unique("pay");
-    let ids: Vec<String> = (0..3).map(|i| format!("{run}-{i}")).collect();
-    let bodies: Vec<String> = ids
-        .iter()
-        .map(|id| {
-            ce(
-                "payment.requested",
-                "/e2e",
-                id,
-                "shop",
-                json!({"amount_cents": 1200, "currency": "EUR", "customer_ref": "c-1"}),
-            )
-        })
-        .collect();
-    let twice: Vec<String> = bodies.iter().flat_map(|b| [b.clone(), b.clone()]).collect();
-    send("DEDUP_QUEUE_PAYMENT_DISPATCHER", &twice).await;
+    let bodies = three_sent_twice("DEDUP_QUEUE_PAYMENT_DISPATCHER", "pay", |_, id| {
+        ce(
+            "payment.requested",
+            "/e2e",
+            id,
+            "shop",
+            json!({"amount_cents": 1200, "currency": "EUR", "customer_ref": "c-1"}),
+        )
+    })
+    .await;
 
     let keys = keys("payment-dispatcher", &bodies);
     let marks = env("DEDUP_TABLE_MARKS");
     for key in &keys {
         let mark = eventually("a completed mark", Duration::from_secs(90), || async {
-            let item = get_item(&client(), &marks, "pk", key.as_str()).await?;
-            (item.get("status") == Some(&AttributeValue::S("COMPLETED".into()))).then_some(item)
+            with_status(
+                get_item(&client(), &marks, "pk", key.as_str()).await?,
+                "COMPLETED",
+            )
         })
         .await;
         let receipt = mark
@@ -341,25 +371,18 @@ async fn e2e_fines_and_intents_are_applied_once_through_the_relay() {
     if !stack_is_up() {
         return;
     }
-    let run = unique("fine");
-    let ids: Vec<String> = (0..3).map(|i| format!("{run}-{i}")).collect();
-    let bodies: Vec<String> = ids
-        .iter()
-        .enumerate()
-        .map(|(n, id)| {
-            ce(
-                "fine.notice",
-                "/e2e-dgt",
-                id,
-                "city",
-                json!({
-            "notice_number": format!("N-{n}"), "plate": "0000-XYZ", "offence": "parking",
-            "amount_cents": 5000, "issued_at": "2026-11-01T00:00:00Z"}),
-            )
-        })
-        .collect();
-    let twice: Vec<String> = bodies.iter().flat_map(|b| [b.clone(), b.clone()]).collect();
-    send("DEDUP_QUEUE_FINE_NOTICES", &twice).await;
+    let bodies = three_sent_twice("DEDUP_QUEUE_FINE_NOTICES", "fine", |n, id| {
+        ce(
+            "fine.notice",
+            "/e2e-dgt",
+            id,
+            "city",
+            json!({
+        "notice_number": format!("N-{n}"), "plate": "0000-XYZ", "offence": "parking",
+        "amount_cents": 5000, "issued_at": "2026-11-01T00:00:00Z"}),
+        )
+    })
+    .await;
 
     let intents = env("DEDUP_TABLE_INTENTS");
     for b in &bodies {
@@ -367,7 +390,7 @@ async fn e2e_fines_and_intents_are_applied_once_through_the_relay() {
         let intent_id = key.idempotency_key();
         eventually("a confirmed intent", Duration::from_secs(90), || async {
             let item = get_item(&client(), &intents, "intent_id", &intent_id).await?;
-            (item.get("status") == Some(&AttributeValue::S("CONFIRMED".into()))).then_some(())
+            with_status(item, "CONFIRMED").map(drop)
         })
         .await;
         let effects = provider_effects().await;
@@ -516,14 +539,7 @@ async fn e2e_late_events_go_to_reconciliation_not_to_the_balance() {
     }
     let run = unique("late");
     let account = format!("{run}-acct");
-    let two_days_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 86_400);
-    let late = |kind: &str, data: Value| {
-        json!({"specversion": "1.0", "type": kind, "source": "/e2e", "id": format!("{run}-{kind}"),
-        "tenantid": "t1", "data": data,
-        "time": chrono::DateTime::<chrono::Utc>::from(two_days_ago)
-            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)})
-        .to_string()
-    };
+    let late = |kind: &str, data: Value| late_event(kind, &format!("{run}-{kind}"), data);
     let bodies = [
         (
             "DEDUP_QUEUE_LEDGER_PROJECTOR",

@@ -15,7 +15,7 @@ use local_dynamodb::kinesis::Kinesis;
 use serde_json::json;
 
 use crate::e2e::{ce, env, eventually, keys, ledger_credit, provider_effects, send, stack_is_up};
-use crate::e2e_doors::{Delivery, ledger, now_secs};
+use crate::e2e_doors::{Delivery, header, ledger, now_secs};
 use dedup_tests::unique;
 
 /// Longer than every function's timeout (`infra/template.yaml`: 30 s, the webhook's 10 s).
@@ -115,11 +115,7 @@ async fn e2e_alone_a_store_hung_past_the_deadline_is_answered_in_time_and_applie
     let resp = delivery.response().await;
     let took = asked.elapsed();
     let status = resp.status().as_u16();
-    let retry_after = resp
-        .headers()
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let retry_after = header(&resp, "retry-after");
     assert_eq!(
         (status, retry_after.is_some()),
         (503, true),

@@ -76,6 +76,14 @@ fn sender_headers(
         .expect("the sender's signing library signs")
 }
 
+/// The value of the header `name` of `resp`, if it has one (as text).
+pub(crate) fn header(resp: &reqwest::Response, name: &str) -> Option<String> {
+    resp.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
 /// One delivery as a sender makes it: where it goes, its body and its headers.
 #[derive(Clone)]
 pub(crate) struct Delivery {
@@ -116,11 +124,7 @@ impl Delivery {
     pub(crate) async fn post(&self) -> (u16, Option<String>, String) {
         let resp = self.response().await;
         let status = resp.status().as_u16();
-        let replayed = resp
-            .headers()
-            .get("idempotent-replayed")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+        let replayed = header(&resp, "idempotent-replayed");
         (status, replayed, resp.text().await.unwrap_or_default())
     }
 
@@ -405,8 +409,6 @@ async fn e2e_a_kinesis_shard_with_duplicates_and_a_failure_applies_each_event_on
     if !stack_is_up() {
         return;
     }
-    let kinesis = Kinesis::new(&env("DEDUP_SQS_ENDPOINT"));
-    let stream = env("DEDUP_KINESIS_STREAM");
     let (a, b) = (unique("k-a"), unique("k-b"));
     let ev = kinesis_credit;
     let ids: Vec<String> = (0..6).map(|i| unique(&format!("k-e{i}"))).collect();
@@ -425,13 +427,9 @@ async fn e2e_a_kinesis_shard_with_duplicates_and_a_failure_applies_each_event_on
     // shard, so a sequence number alone does not name a record across shards.)
     let mut keys: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut poison = (String::new(), String::new());
-    for (account, body) in &workload {
-        let (shard, seq) = kinesis
-            .put(&stream, account, body.as_bytes())
-            .await
-            .expect("put a record");
+    for ((account, body), record) in workload.iter().zip(put_records(&workload).await) {
         if body.contains("\"seven\"") {
-            poison = (shard, seq);
+            poison = record;
             continue;
         }
         let key = crate::e2e::key_of("ledger-stream", body).to_string();
@@ -448,40 +446,14 @@ async fn e2e_a_kinesis_shard_with_duplicates_and_a_failure_applies_each_event_on
 
     // The poison record was parked by the function, whole.
     let poison_body = workload[3].1.clone();
-    let parked = eventually("the poison parked", Duration::from_secs(30), || {
-        let poison = poison.clone();
-        async move {
-            peek("DEDUP_QUEUE_LEDGER_STREAM_PARKING")
-                .await
-                .iter()
-                .filter_map(|m| serde_json::from_str::<serde_json::Value>(m.body()?).ok())
-                .find(|v| {
-                    v["shardId"] == poison.0.as_str()
-                        && v["record"]["kinesis"]["sequenceNumber"] == poison.1.as_str()
-                })
-        }
-    })
-    .await;
-    use base64::Engine as _;
-    let data = base64::engine::general_purpose::STANDARD
-        .decode(
-            parked["record"]["kinesis"]["data"]
-                .as_str()
-                .unwrap_or_default(),
-        )
-        .expect("base64 data");
-    assert_eq!(data, poison_body.as_bytes(), "parked with its data");
+    let parked = &parked_eventually(&poison).await[0];
+    assert_eq!(
+        record_data(parked),
+        poison_body.as_bytes(),
+        "parked with its data"
+    );
     assert_eq!(parked["code"], "invalid_payload");
-    let handed_on = peek("DEDUP_QUEUE_LEDGER_STREAM_FAILURES")
-        .await
-        .iter()
-        .filter_map(|m| m.body().map(str::to_owned))
-        .filter(|b| {
-            let v: serde_json::Value = serde_json::from_str(b).unwrap_or_default();
-            v["KinesisBatchInfo"]["startSequenceNumber"] == poison.1.as_str()
-                && v["KinesisBatchInfo"]["shardId"] == poison.0.as_str()
-        })
-        .count();
+    let handed_on = handed_on(std::slice::from_ref(&poison)).await.len();
     assert_eq!(handed_on, 0, "not handed to the on-failure destination");
 
     // Order: each account's events were applied in their shard order, each once.
@@ -647,6 +619,68 @@ async fn peek(var: &str) -> Vec<aws_sdk_sqs::types::Message> {
     all
 }
 
+/// Puts each `(partition key, data)` of `workload` on the stack's Kinesis stream, in order; each
+/// record's shard and sequence number.
+async fn put_records(workload: &[(&String, String)]) -> Vec<(String, String)> {
+    let kinesis = Kinesis::new(&env("DEDUP_SQS_ENDPOINT"));
+    let stream = env("DEDUP_KINESIS_STREAM");
+    let mut records = Vec::new();
+    for (account, body) in workload {
+        let record = kinesis
+            .put(&stream, account, body.as_bytes())
+            .await
+            .expect("put a record");
+        records.push(record);
+    }
+    records
+}
+
+/// What `ledger-stream` parked of the record `(shard, sequence number)`, once there is some.
+async fn parked_eventually(record: &(String, String)) -> Vec<serde_json::Value> {
+    eventually("the poison parked", Duration::from_secs(30), || async {
+        let found: Vec<serde_json::Value> = peek("DEDUP_QUEUE_LEDGER_STREAM_PARKING")
+            .await
+            .iter()
+            .filter_map(|m| serde_json::from_str(m.body()?).ok())
+            .filter(|v: &serde_json::Value| {
+                v["record"]["kinesis"]["sequenceNumber"] == record.1.as_str()
+                    && v["shardId"] == record.0.as_str()
+            })
+            .collect();
+        (!found.is_empty()).then_some(found)
+    })
+    .await
+}
+
+/// A parked Kinesis record's data, decoded from its base64.
+fn record_data(parked: &serde_json::Value) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(
+            parked["record"]["kinesis"]["data"]
+                .as_str()
+                .unwrap_or_default(),
+        )
+        .expect("base64 data")
+}
+
+/// The batches in the trigger's on-failure destination that start at one of `records`
+/// (`(shard, sequence number)` each).
+async fn handed_on(records: &[(String, String)]) -> Vec<String> {
+    peek("DEDUP_QUEUE_LEDGER_STREAM_FAILURES")
+        .await
+        .iter()
+        .filter_map(|m| m.body().map(str::to_owned))
+        .filter(|body| {
+            let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+            let info = &v["KinesisBatchInfo"];
+            records.iter().any(|(shard, seq)| {
+                info["shardId"] == shard.as_str() && info["startSequenceNumber"] == seq.as_str()
+            })
+        })
+        .collect()
+}
+
 /// S12, S13, S15: a store outage that outlasts many attempts skips no good record. While
 /// `ledger-stream`'s DynamoDB (and its SQS, so parking fails too) is out for more than three
 /// invocations in a row, every record is reported; after recovery every good record is applied,
@@ -657,8 +691,6 @@ async fn e2e_a_kinesis_store_outage_longer_than_three_attempts_skips_no_good_rec
     if !stack_is_up() {
         return;
     }
-    let kinesis = Kinesis::new(&env("DEDUP_SQS_ENDPOINT"));
-    let stream = env("DEDUP_KINESIS_STREAM");
     let (a, b) = (unique("out-a"), unique("out-b"));
     let ev = kinesis_credit;
     let from = std::fs::metadata(env("DEDUP_FUNCTIONS_LOG")).map_or(0, |m| m.len() as usize);
@@ -674,18 +706,9 @@ async fn e2e_a_kinesis_store_outage_longer_than_three_attempts_skips_no_good_rec
         (&a, ev(&a, &unique("out-3"), json!(7))),
         (&b, ev(&b, &unique("out-4"), json!(2))),
     ];
-    let mut ours = Vec::new();
-    let mut poison = (String::new(), String::new());
-    for (account, body) in &workload {
-        let (shard, seq) = kinesis
-            .put(&stream, account, body.as_bytes())
-            .await
-            .expect("put a record");
-        if *body == poison_body {
-            poison = (shard.clone(), seq.clone());
-        }
-        ours.push((shard, seq));
-    }
+    let ours = put_records(&workload).await;
+    let at = workload.iter().position(|(_, body)| *body == poison_body);
+    let poison = ours[at.expect("the poison is in the workload")].clone();
     // Longer than three attempts: Lambda's old budget (MaximumRetryAttempts: 2) is spent twice
     // over on whichever shard is read first.
     eventually(
@@ -704,49 +727,19 @@ async fn e2e_a_kinesis_store_outage_longer_than_three_attempts_skips_no_good_rec
 
     // The poison is parked, whole: its data as received, partition key, shard and sequence
     // number, and why.
-    let parked = eventually("the poison parked", Duration::from_secs(30), || {
-        let poison = poison.clone();
-        async move {
-            let found: Vec<serde_json::Value> = peek("DEDUP_QUEUE_LEDGER_STREAM_PARKING")
-                .await
-                .iter()
-                .filter_map(|m| serde_json::from_str(m.body()?).ok())
-                .filter(|v: &serde_json::Value| {
-                    v["record"]["kinesis"]["sequenceNumber"] == poison.1.as_str()
-                        && v["shardId"] == poison.0.as_str()
-                })
-                .collect();
-            (!found.is_empty()).then_some(found)
-        }
-    })
-    .await;
+    let parked = parked_eventually(&poison).await;
     assert_eq!(parked.len(), 1, "parked once: {parked:?}");
     let p = &parked[0];
     assert_eq!(p["code"], "invalid_payload", "{p}");
     assert_eq!(p["function"], "ledger-stream", "{p}");
     assert_eq!(p["record"]["kinesis"]["partitionKey"], b.as_str(), "{p}");
-    use base64::Engine as _;
-    let data = base64::engine::general_purpose::STANDARD
-        .decode(p["record"]["kinesis"]["data"].as_str().unwrap_or_default())
-        .expect("base64 data");
     assert_eq!(
-        data,
+        record_data(p),
         poison_body.as_bytes(),
         "the data as the producer put it"
     );
 
     // Nothing of this run was handed to the on-failure destination.
-    let handed: Vec<String> = peek("DEDUP_QUEUE_LEDGER_STREAM_FAILURES")
-        .await
-        .iter()
-        .filter_map(|m| m.body().map(str::to_owned))
-        .filter(|body| {
-            let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
-            let info = &v["KinesisBatchInfo"];
-            ours.iter().any(|(shard, seq)| {
-                info["shardId"] == shard.as_str() && info["startSequenceNumber"] == seq.as_str()
-            })
-        })
-        .collect();
+    let handed = handed_on(&ours).await;
     assert!(handed.is_empty(), "handed on: {handed:?}");
 }

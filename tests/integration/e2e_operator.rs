@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use dedup_tests::{client, get_item, unique};
 use serde_json::{Value, json};
 
-use crate::e2e::{env, eventually, ledger_credit, send, sqs, stack_is_up};
+use crate::e2e::{env, eventually, late_event, ledger_credit, send, sqs, stack_is_up};
 
 /// The functions' environment, as the stack wrote it beside their log.
 fn function_env() -> Vec<(String, String)> {
@@ -194,13 +194,11 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
     let dlq = queue(&format!("{run}-dlq")).await;
     let fixed = [credit("p1", 1), credit("p10", 10), credit("p100", 100)];
     let conflict = credit("applied", 500);
-    let two_days_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 86_400);
-    let late = json!({"specversion": "1.0", "type": "credit", "source": "/e2e",
-        "id": format!("{run}-late"), "tenantid": "t1",
-        "data": {"account": acct, "amount": 1000},
-        "time": chrono::DateTime::<chrono::Utc>::from(two_days_ago)
-            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)})
-    .to_string();
+    let late = late_event(
+        "credit",
+        &format!("{run}-late"),
+        json!({"account": acct, "amount": 1000}),
+    );
     let malformed = format!("{{\"broken\": \"{run}\"");
     let all: Vec<&String> = fixed
         .iter()

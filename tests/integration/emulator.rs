@@ -63,6 +63,42 @@ fn tx_put(put: Put) -> TransactWriteItem {
     TransactWriteItem::builder().put(put).build()
 }
 
+/// Puts the item of `attributes` into `table`, unconditionally; `what` names it if that fails.
+async fn put<const N: usize>(
+    client: &Client,
+    table: &str,
+    attributes: [(&str, AttributeValue); N],
+    what: &str,
+) {
+    let item = attributes.into_iter().map(|(k, v)| (k.to_owned(), v));
+    client
+        .put_item()
+        .table_name(table)
+        .set_item(Some(item.collect()))
+        .send()
+        .await
+        .expect(what);
+}
+
+/// The cancellation of the transaction of `items`, which must be cancelled (`why`).
+async fn cancelled(
+    client: &Client,
+    items: Vec<TransactWriteItem>,
+    why: &str,
+) -> aws_sdk_dynamodb::types::error::TransactionCanceledException {
+    let err = client
+        .transact_write_items()
+        .set_transact_items(Some(items))
+        .send()
+        .await
+        .expect_err(why)
+        .into_service_error();
+    let TransactWriteItemsError::TransactionCanceledException(e) = err else {
+        panic!("expected TransactionCanceledException, got {err:?}");
+    };
+    e
+}
+
 async fn counter(client: &Client, table: &str, key: &str) -> Option<i64> {
     let item = get_item(client, table, "k", key).await?;
     item.get("c")?.as_n().ok()?.parse().ok()
@@ -74,14 +110,13 @@ async fn counter(client: &Client, table: &str, key: &str) -> Option<i64> {
 async fn conditional_put_returns_the_old_item_on_failure() {
     let client = client();
     let table = effect_table(&client, "k").await;
-    client
-        .put_item()
-        .table_name(&table)
-        .item("k", s("a"))
-        .item("v", s("first"))
-        .send()
-        .await
-        .expect("the first put succeeds");
+    put(
+        &client,
+        &table,
+        [("k", s("a")), ("v", s("first"))],
+        "the first put succeeds",
+    )
+    .await;
     let err = client
         .put_item()
         .table_name(&table)
@@ -158,27 +193,27 @@ async fn conditional_update_returns_old_or_new_and_if_not_exists_keeps_a_value()
 async fn transaction_cancellation_reasons_come_by_position_with_old_items() {
     let client = client();
     let table = effect_table(&client, "k").await;
-    client
-        .put_item()
-        .table_name(&table)
-        .item("k", s("taken"))
-        .item("v", s("old"))
-        .item("text", s("not a number"))
-        .send()
-        .await
-        .expect("seed");
-    let err = client
-        .transact_write_items()
-        .transact_items(tx_update(add_one(&table, "free-1")))
-        .transact_items(tx_put(put_new(&table, "taken", "new")))
-        .transact_items(tx_update(add_one(&table, "free-2")))
-        .send()
-        .await
-        .expect_err("one condition fails")
-        .into_service_error();
-    let TransactWriteItemsError::TransactionCanceledException(e) = err else {
-        panic!("expected TransactionCanceledException, got {err:?}");
-    };
+    put(
+        &client,
+        &table,
+        [
+            ("k", s("taken")),
+            ("v", s("old")),
+            ("text", s("not a number")),
+        ],
+        "seed",
+    )
+    .await;
+    let e = cancelled(
+        &client,
+        vec![
+            tx_update(add_one(&table, "free-1")),
+            tx_put(put_new(&table, "taken", "new")),
+            tx_update(add_one(&table, "free-2")),
+        ],
+        "one condition fails",
+    )
+    .await;
     let codes: Vec<Option<&str>> = e.cancellation_reasons().iter().map(|r| r.code()).collect();
     assert_eq!(
         codes,
@@ -210,17 +245,12 @@ async fn transaction_cancellation_reasons_come_by_position_with_old_items() {
         .expression_attribute_values(":one", n(1))
         .build()
         .expect("update");
-    let err = client
-        .transact_write_items()
-        .transact_items(tx_update(add_one(&table, "free-1")))
-        .transact_items(tx_update(bad))
-        .send()
-        .await
-        .expect_err("a type mismatch cancels the transaction")
-        .into_service_error();
-    let TransactWriteItemsError::TransactionCanceledException(e) = err else {
-        panic!("expected TransactionCanceledException, got {err:?}");
-    };
+    let e = cancelled(
+        &client,
+        vec![tx_update(add_one(&table, "free-1")), tx_update(bad)],
+        "a type mismatch cancels the transaction",
+    )
+    .await;
     let codes: Vec<Option<&str>> = e.cancellation_reasons().iter().map(|r| r.code()).collect();
     assert_eq!(codes, [Some("None"), Some("ValidationError")]);
     assert_eq!(counter(&client, &table, "free-1").await, None);
@@ -336,23 +366,24 @@ async fn ttl_deletions_appear_on_the_stream_as_the_service() {
         .expect("mark table")
         .expect("a stream");
     let expired = "expired-mark";
-    client
-        .put_item()
-        .table_name(&table)
-        .item("pk", s(expired))
-        .item("status", s("COMPLETED"))
-        .item("expires_at", n(now_secs() - 60))
-        .send()
-        .await
-        .expect("put an expired item");
-    client
-        .put_item()
-        .table_name(&table)
-        .item("pk", s("live-mark"))
-        .item("expires_at", n(now_secs() + 3600))
-        .send()
-        .await
-        .expect("put a live item");
+    put(
+        &client,
+        &table,
+        [
+            ("pk", s(expired)),
+            ("status", s("COMPLETED")),
+            ("expires_at", n(now_secs() - 60)),
+        ],
+        "put an expired item",
+    )
+    .await;
+    put(
+        &client,
+        &table,
+        [("pk", s("live-mark")), ("expires_at", n(now_secs() + 3600))],
+        "put a live item",
+    )
+    .await;
 
     let start = Instant::now();
     while get_item(&client, &table, "pk", expired).await.is_some() {

@@ -205,17 +205,7 @@ async fn s12_s15_a_refusal_naming_no_position_is_isolated() {
     for mode in [Mode::Batch, Mode::PerMessage] {
         let s = setup().await;
         let run = unique("malformed");
-        let batch: Vec<Message> = (0..10)
-            .map(|i| {
-                let amount = if i == 7 { 13 } else { 1 + i };
-                credit(
-                    &format!("m{i}"),
-                    &format!("{run}-e{i}"),
-                    &format!("{run}-a{i}"),
-                    amount,
-                )
-            })
-            .collect();
+        let batch = ten_credits(&run, |i| if i == 7 { 13 } else { 1 + i });
         let report = s.run(mode, batch.clone(), plan(&s.balances)).await;
         assert_eq!(report.account.applied, 9, "{mode:?}: {:?}", labels(&report));
         assert_eq!(report.failures(), ["m7"], "{mode:?}");
@@ -237,6 +227,21 @@ async fn s12_s15_a_refusal_naming_no_position_is_isolated() {
             );
         }
     }
+}
+
+/// Ten credits of `run`, message `m{i}` (event `{run}-e{i}`) crediting `amount(i)` to account
+/// `{run}-a{i}`.
+fn ten_credits(run: &str, amount: impl Fn(i64) -> i64) -> Vec<Message> {
+    (0..10)
+        .map(|i| {
+            credit(
+                &format!("m{i}"),
+                &format!("{run}-e{i}"),
+                &format!("{run}-a{i}"),
+                amount(i),
+            )
+        })
+        .collect()
 }
 
 /// The plan of a "bulk" event: `count` items of `bytes` bytes each, keyed `<account>-<n>`, with
@@ -271,16 +276,7 @@ fn bulk_plan(table: &str) -> impl Fn(&lambda_dedup::Derived) -> Result<Plan, Han
 async fn s5_s12_rounds_are_bounded_by_bytes_and_an_oversized_event_fails_alone() {
     let s = setup().await;
     let run = unique("bytes");
-    let mut batch: Vec<Message> = (0..10)
-        .map(|i| {
-            credit(
-                &format!("m{i}"),
-                &format!("{run}-e{i}"),
-                &format!("{run}-a{i}"),
-                2_000_000 + 300_000,
-            )
-        })
-        .collect();
+    let mut batch = ten_credits(&run, |_| 2_000_000 + 300_000);
     batch.push(credit(
         "huge",
         &format!("{run}-huge"),
@@ -332,16 +328,7 @@ async fn s5_s12_rounds_are_bounded_by_bytes_and_an_oversized_event_fails_alone()
 async fn s12_a_panicking_plan_fails_only_its_own_message_in_batch_mode() {
     let s = setup().await;
     let run = unique("panic");
-    let batch: Vec<Message> = (0..10)
-        .map(|i| {
-            credit(
-                &format!("m{i}"),
-                &format!("{run}-e{i}"),
-                &format!("{run}-a{i}"),
-                if i == 3 { 666 } else { 1 + i },
-            )
-        })
-        .collect();
+    let batch = ten_credits(&run, |i| if i == 3 { 666 } else { 1 + i });
     let balances = s.balances.clone();
     let plan = move |e: &lambda_dedup::Derived| {
         let (account, amount) = credit_data(e)?;

@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use crate::tools::DataDir;
 use crate::{Result, step};
-use local_lambda::process::{Guarded, free_port, shell_quote};
+use local_lambda::process::{Guarded, shell_quote};
 
 /// The pinned wheel.
 const PGSERVER: &str = "pgserver==0.1.4";
@@ -27,9 +28,10 @@ pub(crate) const URL_VAR: &str = "DEDUP_POSTGRES_URL";
 const UNPRIVILEGED: &str = "nobody";
 
 pub(crate) struct LocalPostgres {
-    server: Option<Guarded>,
+    // Before `_data`: the server stops first, then its cluster goes.
+    _server: Guarded,
     url: String,
-    data: PathBuf,
+    _data: DataDir,
     pg_bin: PathBuf,
     ids: Option<(u32, u32)>,
 }
@@ -39,12 +41,12 @@ impl LocalPostgres {
     pub(crate) fn start(root: &Path, bin: &Path) -> Result<Self> {
         let pg_bin = install(bin)?;
         let as_user = unprivileged()?;
-        let data = std::env::temp_dir().join(format!("lambda-dedup-pg-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&data);
-        fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+        let data = DataDir::fresh(
+            std::env::temp_dir().join(format!("lambda-dedup-pg-{}", std::process::id())),
+        )?;
         if let Some((uid, gid)) = as_user.ids {
-            std::os::unix::fs::chown(&data, Some(uid), Some(gid))
-                .map_err(|e| format!("chown {}: {e}", data.display()))?;
+            std::os::unix::fs::chown(data.path(), Some(uid), Some(gid))
+                .map_err(|e| format!("chown {}: {e}", data.path().display()))?;
         }
         let logs = root.join(".cache").join("logs");
         fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
@@ -53,7 +55,7 @@ impl LocalPostgres {
             "{}{} -D {} -U postgres --auth=trust -E UTF8 --no-sync --no-instructions",
             as_user.prefix,
             shell_quote(&pg_bin.join("initdb").display().to_string()),
-            shell_quote(&data.display().to_string()),
+            shell_quote(&data.path().display().to_string()),
         );
         let out = Command::new("sh")
             .args(["-c", &initdb])
@@ -61,36 +63,33 @@ impl LocalPostgres {
             .output()
             .map_err(|e| format!("initdb: {e}"))?;
         if !out.status.success() {
-            let _ = fs::remove_dir_all(&data);
             return Err(format!(
                 "initdb failed: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
-        let port = free_port()?;
-        let server = Guarded::spawn(
+        let (server, port) = crate::tools::serve(
             "postgres",
             root,
-            &format!(
-                "exec {}{} -D {} -h 127.0.0.1 -p {port} -k '' -c fsync=off -c max_connections=200",
-                as_user.prefix,
-                shell_quote(&pg_bin.join("postgres").display().to_string()),
-                shell_quote(&data.display().to_string()),
-            ),
+            |port| {
+                format!(
+                    "exec {}{} -D {} -h 127.0.0.1 -p {port} -k '' -c fsync=off -c max_connections=200",
+                    as_user.prefix,
+                    shell_quote(&pg_bin.join("postgres").display().to_string()),
+                    shell_quote(&data.path().display().to_string()),
+                )
+            },
             &[("LC_ALL".to_owned(), "C".to_owned())],
             logs.join("postgres.log"),
+            Duration::from_secs(30),
         )?;
-        let this = Self {
-            server: Some(server),
+        Ok(Self {
+            _server: server,
             url: format!("postgresql://postgres@127.0.0.1:{port}/postgres"),
-            data,
+            _data: data,
             pg_bin,
             ids: as_user.ids,
-        };
-        if let Some(s) = &this.server {
-            s.wait_listening(port, Duration::from_secs(30))?;
-        }
-        Ok(this)
+        })
     }
 
     /// The tests' environment: the server's URL, the binaries, the user to run them as.
@@ -106,14 +105,6 @@ impl LocalPostgres {
             env.push(("DEDUP_POSTGRES_RUN_AS".to_owned(), format!("{uid}:{gid}")));
         }
         env
-    }
-}
-
-impl Drop for LocalPostgres {
-    fn drop(&mut self) {
-        // Stops the server (the watchdog's drop), then removes its cluster.
-        drop(self.server.take());
-        let _ = fs::remove_dir_all(&self.data);
     }
 }
 

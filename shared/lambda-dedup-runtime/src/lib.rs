@@ -191,7 +191,7 @@ mod sample_events {
         let event: aws_lambda_events::event::kinesis::KinesisEvent =
             serde_json::from_str(&read("ledger-kinesis.json")).expect("ledger-kinesis.json");
         let spec = sample_spec();
-        let keys: Vec<_> = crate::kinesis::messages(&event)
+        let keys: Vec<_> = crate::stream::messages(&event.records)
             .iter()
             .map(|m| spec.derive(m).expect("a key").key)
             .collect();

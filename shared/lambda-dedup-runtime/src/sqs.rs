@@ -228,17 +228,6 @@ pub(crate) fn distinct(function: &str, batch: Vec<Message>) -> (Vec<Message>, Ve
     (batch, ids)
 }
 
-/// The first record, in the batch's order, that was not acknowledged: a stream's checkpoint
-/// (Lambda retries from it, so every later record comes again).
-#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
-pub(crate) fn first_not_done(report: &BatchReport) -> Option<String> {
-    report
-        .outcomes()
-        .iter()
-        .find(|(_, o)| !o.acknowledged())
-        .map(|(id, _)| id.clone())
-}
-
 /// The report rebuilt from the invocation's records, by id (S14: the account is of the records
 /// that arrived, not of the outcomes produced): each record gets the outcome the batch gave it;
 /// a record the batch gave none (a bug: a dropped outcome) is a retry, reported failed so the

@@ -56,7 +56,7 @@
 //! - `lib.rs`: the public handle ([`Provider`]), the fault description
 //!   ([`Fault`], [`FaultKind`]) and [`spawn`] to serve on a socket.
 //! - `state.rs`: the in-memory store (idempotency slots, effect counters, fault
-//!   queue) and request fingerprints. No HTTP in there, no `.await`, so its lock
+//!   queue) and what makes a retry the same request. No HTTP in there, no `.await`, so its lock
 //!   is never held across a suspension point.
 //! - `routes.rs`: the axum handlers that turn HTTP requests into store
 //!   operations and apply the queued faults' delays.

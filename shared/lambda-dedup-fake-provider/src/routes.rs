@@ -52,7 +52,6 @@ async fn create(
         Ok(request) => request,
         Err(message) => return error(StatusCode::BAD_REQUEST, message),
     };
-    let fingerprint = state::fingerprint(&resource, &request);
 
     // Faults model the network and the provider's health, which do not care
     // whether the key is known, so they are drawn before the lookup. Only
@@ -65,8 +64,12 @@ async fn create(
         tracing::debug!(%key, %resource, "injected 503");
         return after(delay, error(StatusCode::SERVICE_UNAVAILABLE, "injected")).await;
     }
-    match admit(&provider, key, resource, fingerprint) {
-        Admission::Claimed(claim) => apply(claim, request, kind, delay).await,
+    let request = state::Request {
+        resource,
+        body: request,
+    };
+    match admit(&provider, key, request) {
+        Admission::Claimed(claim) => apply(claim, kind, delay).await,
         Admission::Answered(answer) => after(delay, answer).await,
     }
 }
@@ -80,7 +83,8 @@ enum Admission {
     Answered(Response),
 }
 
-fn admit(provider: &Provider, key: String, resource: String, fingerprint: String) -> Admission {
+fn admit(provider: &Provider, key: String, request: state::Request) -> Admission {
+    let resource = &request.resource;
     // A key refused for good: nothing applied, nothing stored, every time.
     let refusal = provider.lock().refusal(&key);
     if let Some(status) = refusal {
@@ -89,15 +93,11 @@ fn admit(provider: &Provider, key: String, resource: String, fingerprint: String
         return Admission::Answered(error(status, "request rejected"));
     }
     // Bound first so the guard is dropped before the claim takes the lock again.
-    let lookup = provider.lock().lookup(&key, &fingerprint);
+    let lookup = provider.lock().lookup(&key, &request);
     match lookup {
-        Lookup::Claimed(claim) => Admission::Claimed(Claim::new(
-            provider.clone(),
-            key,
-            claim,
-            resource,
-            fingerprint,
-        )),
+        Lookup::Claimed(claim) => {
+            Admission::Claimed(Claim::new(provider.clone(), key, claim, request))
+        }
         Lookup::Replay(stored) => Admission::Answered(stored_response(stored, true)),
         Lookup::Mismatch => Admission::Answered(error(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -111,7 +111,7 @@ fn admit(provider: &Provider, key: String, resource: String, fingerprint: String
 }
 
 /// Applies a claimed request, slowly or with its answer held back if a fault says so.
-async fn apply(claim: Claim, request: Value, kind: Option<FaultKind>, delay: Duration) -> Response {
+async fn apply(claim: Claim, kind: Option<FaultKind>, delay: Duration) -> Response {
     let stored = match kind {
         Some(FaultKind::Slow) => {
             // In its own task because hyper drops the handler when the client
@@ -119,7 +119,7 @@ async fn apply(claim: Claim, request: Value, kind: Option<FaultKind>, delay: Dur
             // keeps "did the effect happen?" independent of client timeouts.
             let work = tokio::spawn(async move {
                 tokio::time::sleep(delay).await;
-                claim.apply(request)
+                claim.apply()
             });
             match work.await {
                 Ok(stored) => stored,
@@ -128,12 +128,12 @@ async fn apply(claim: Claim, request: Value, kind: Option<FaultKind>, delay: Dur
             }
         }
         Some(FaultKind::ApplyThenTimeout) => {
-            let stored = claim.apply(request);
+            let stored = claim.apply();
             tokio::time::sleep(delay).await;
             stored
         }
         // No fault (an `Error5xx` was answered before the claim).
-        _ => claim.apply(request),
+        _ => claim.apply(),
     };
     match stored {
         Some(stored) => stored_response(stored, false),

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::{Fault, FaultKind, Provider};
 
@@ -42,11 +41,11 @@ pub(crate) struct State {
 #[derive(Debug)]
 enum Slot {
     InFlight {
-        fingerprint: String,
+        request: Request,
         claim: u64,
     },
     Done {
-        fingerprint: String,
+        request: Request,
         response: StoredResponse,
         /// When the response was stored, on the provider's clock.
         stored_at: Instant,
@@ -54,9 +53,9 @@ enum Slot {
 }
 
 impl Slot {
-    fn fingerprint(&self) -> &str {
+    fn request(&self) -> &Request {
         match self {
-            Self::InFlight { fingerprint, .. } | Self::Done { fingerprint, .. } => fingerprint,
+            Self::InFlight { request, .. } | Self::Done { request, .. } => request,
         }
     }
 }
@@ -197,7 +196,7 @@ impl State {
         Some(hit)
     }
 
-    pub(crate) fn lookup(&mut self, key: &str, fingerprint: &str) -> Lookup {
+    pub(crate) fn lookup(&mut self, key: &str, request: &Request) -> Lookup {
         self.forget_if_expired(key);
         match self.slots.get(key) {
             None => {
@@ -205,13 +204,13 @@ impl State {
                 self.slots.insert(
                     key.to_owned(),
                     Slot::InFlight {
-                        fingerprint: fingerprint.to_owned(),
+                        request: request.clone(),
                         claim: self.last_claim,
                     },
                 );
                 Lookup::Claimed(self.last_claim)
             }
-            Some(slot) if slot.fingerprint() != fingerprint => Lookup::Mismatch,
+            Some(slot) if slot.request() != request => Lookup::Mismatch,
             Some(Slot::InFlight { .. }) => Lookup::InProgress,
             Some(Slot::Done { response, .. }) => Lookup::Replay(response.clone()),
         }
@@ -245,17 +244,11 @@ impl State {
 
     /// `None` when the claim was wiped by a reset: the effect belongs to a run
     /// that no longer exists and must not leak into the fresh counters.
-    fn apply(
-        &mut self,
-        key: &str,
-        claim: u64,
-        resource: &str,
-        fingerprint: &str,
-        request: Value,
-    ) -> Option<StoredResponse> {
+    fn apply(&mut self, key: &str, claim: u64, request: Request) -> Option<StoredResponse> {
         if !self.holds(key, claim) {
             return None;
         }
+        let resource = request.resource.as_str();
         let effect = self
             .effects
             .entry(key.to_owned())
@@ -265,13 +258,13 @@ impl State {
                 request: Value::Null,
             });
         effect.count += 1;
-        effect.request = request.clone();
+        effect.request = request.body.clone();
         self.sequence += 1;
         let body = json!({
             "id": format!("{resource}_{}", self.sequence),
             "resource": resource,
             "idempotency_key": key,
-            "request": request,
+            "request": request.body,
         });
         let response = StoredResponse {
             status: StatusCode::CREATED,
@@ -281,7 +274,7 @@ impl State {
         self.slots.insert(
             key.to_owned(),
             Slot::Done {
-                fingerprint: fingerprint.to_owned(),
+                request,
                 response: response.clone(),
                 stored_at,
             },
@@ -298,40 +291,27 @@ pub(crate) struct Claim {
     provider: Provider,
     key: String,
     claim: u64,
-    resource: String,
-    fingerprint: String,
+    request: Request,
     applied: bool,
 }
 
 impl Claim {
-    pub(crate) fn new(
-        provider: Provider,
-        key: String,
-        claim: u64,
-        resource: String,
-        fingerprint: String,
-    ) -> Self {
+    pub(crate) fn new(provider: Provider, key: String, claim: u64, request: Request) -> Self {
         Self {
             provider,
             key,
             claim,
-            resource,
-            fingerprint,
+            request,
             applied: false,
         }
     }
 
     /// Applies the effect and stores the response; `None` if a reset wiped
     /// the claim meanwhile.
-    pub(crate) fn apply(mut self, request: Value) -> Option<StoredResponse> {
+    pub(crate) fn apply(mut self) -> Option<StoredResponse> {
         self.applied = true;
-        self.provider.lock().apply(
-            &self.key,
-            self.claim,
-            &self.resource,
-            &self.fingerprint,
-            request,
-        )
+        let request = self.request.clone();
+        self.provider.lock().apply(&self.key, self.claim, request)
     }
 }
 
@@ -343,49 +323,11 @@ impl Drop for Claim {
     }
 }
 
-/// Identifies "the same request": the resource plus the body in canonical
-/// JSON (object keys sorted, no whitespace), so key order and formatting do
-/// not make a retry look like a different payload.
-pub(crate) fn fingerprint(resource: &str, body: &Value) -> String {
-    let mut canonical = String::new();
-    write_canonical(body, &mut canonical);
-    let mut hasher = Sha256::new();
-    // Length prefix so no (resource, body) pair can collide with another by
-    // moving bytes across the boundary.
-    hasher.update((resource.len() as u64).to_le_bytes());
-    hasher.update(resource.as_bytes());
-    hasher.update(canonical.as_bytes());
-    hex::encode(hasher.finalize())
-}
-
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            // Sort explicitly: serde_json keeps insertion order when some
-            // crate in the build enables its `preserve_order` feature.
-            let mut entries: Vec<_> = map.iter().collect();
-            entries.sort_by_key(|(key, _)| *key);
-            out.push('{');
-            for (index, (key, item)) in entries.into_iter().enumerate() {
-                if index > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(item, out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (index, item) in items.iter().enumerate() {
-                if index > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
-    }
+/// What makes a retry "the same request": the resource and the body, compared as JSON values,
+/// so key order and formatting do not make a retry look like a different payload (two objects
+/// are equal when they hold the same members, in any order).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Request {
+    pub(crate) resource: String,
+    pub(crate) body: Value,
 }

@@ -38,26 +38,23 @@ pub(crate) struct State {
     forgotten: u64,
 }
 
+/// One key's slot: the request it was first used with, and how far that request got.
 #[derive(Debug)]
-enum Slot {
+struct Slot {
+    request: Request,
+    progress: Progress,
+}
+
+#[derive(Debug)]
+enum Progress {
     InFlight {
-        request: Request,
         claim: u64,
     },
     Done {
-        request: Request,
         response: StoredResponse,
         /// When the response was stored, on the provider's clock.
         stored_at: Instant,
     },
-}
-
-impl Slot {
-    fn request(&self) -> &Request {
-        match self {
-            Self::InFlight { request, .. } | Self::Done { request, .. } => request,
-        }
-    }
 }
 
 #[derive(Debug)]
@@ -142,7 +139,7 @@ impl State {
     pub(crate) fn in_flight(&self) -> usize {
         self.slots
             .values()
-            .filter(|slot| matches!(slot, Slot::InFlight { .. }))
+            .filter(|slot| matches!(slot.progress, Progress::InFlight { .. }))
             .count()
     }
 
@@ -203,16 +200,20 @@ impl State {
                 self.last_claim += 1;
                 self.slots.insert(
                     key.to_owned(),
-                    Slot::InFlight {
+                    Slot {
                         request: request.clone(),
-                        claim: self.last_claim,
+                        progress: Progress::InFlight {
+                            claim: self.last_claim,
+                        },
                     },
                 );
                 Lookup::Claimed(self.last_claim)
             }
-            Some(slot) if slot.request() != request => Lookup::Mismatch,
-            Some(Slot::InFlight { .. }) => Lookup::InProgress,
-            Some(Slot::Done { response, .. }) => Lookup::Replay(response.clone()),
+            Some(slot) if slot.request != *request => Lookup::Mismatch,
+            Some(slot) => match &slot.progress {
+                Progress::InFlight { .. } => Lookup::InProgress,
+                Progress::Done { response, .. } => Lookup::Replay(response.clone()),
+            },
         }
     }
 
@@ -220,8 +221,8 @@ impl State {
     /// as providers do (Stripe: 24 hours): the next request with the key is a
     /// first request again, and applies the effect again.
     fn forget_if_expired(&mut self, key: &str) {
-        let (Some(retention), Some(Slot::Done { stored_at, .. })) =
-            (self.key_retention, self.slots.get(key))
+        let (Some(retention), Some(Progress::Done { stored_at, .. })) =
+            (self.key_retention, self.slots.get(key).map(|s| &s.progress))
         else {
             return;
         };
@@ -232,7 +233,8 @@ impl State {
     }
 
     fn holds(&self, key: &str, claim: u64) -> bool {
-        matches!(self.slots.get(key), Some(Slot::InFlight { claim: held, .. }) if *held == claim)
+        let progress = self.slots.get(key).map(|s| &s.progress);
+        matches!(progress, Some(Progress::InFlight { claim: held }) if *held == claim)
     }
 
     fn release(&mut self, key: &str, claim: u64) {
@@ -273,10 +275,12 @@ impl State {
         let stored_at = self.now();
         self.slots.insert(
             key.to_owned(),
-            Slot::Done {
+            Slot {
                 request,
-                response: response.clone(),
-                stored_at,
+                progress: Progress::Done {
+                    response: response.clone(),
+                    stored_at,
+                },
             },
         );
         Some(response)

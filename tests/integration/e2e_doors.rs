@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use dedup_tests::{client, get_item, unique};
-use local_dynamodb::items;
+use local_dynamodb::items::{self as stored, Item};
 use local_dynamodb::kinesis::Kinesis;
 use serde_json::json;
 
@@ -145,7 +145,7 @@ impl Delivery {
 }
 
 /// The inbox items whose body names `marker`.
-async fn inbox_items(marker: &str) -> Vec<items::Item> {
+async fn inbox_items(marker: &str) -> Vec<Item> {
     let mut items = Vec::new();
     let mut start = None;
     loop {
@@ -159,7 +159,7 @@ async fn inbox_items(marker: &str) -> Vec<items::Item> {
         items.extend(
             out.items()
                 .iter()
-                .filter(|i| items::string(i, "body").is_some_and(|b| b.contains(marker)))
+                .filter(|i| stored::string(i, "body").is_some_and(|b| b.contains(marker)))
                 .cloned(),
         );
         start = out.last_evaluated_key;
@@ -181,7 +181,7 @@ async fn all_forwarded(account: &str) -> usize {
             let items = inbox_items(account).await;
             items
                 .iter()
-                .all(|i| items::string(i, "forward_status") == Some("FORWARDED"))
+                .all(|i| stored::string(i, "forward_status") == Some("FORWARDED"))
                 .then_some(items.len())
         },
     )

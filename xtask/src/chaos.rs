@@ -101,13 +101,12 @@ async fn get_string(
     let item = items::get(&stack.dynamodb, table, key_attr, key)
         .await
         .map_err(crate::sdk_error(format!("get {table}")))?;
-    Ok(item.and_then(|i| {
-        Some(
-            items::string(&i, attr)
-                .or(items::number(&i, attr))?
-                .to_owned(),
-        )
-    }))
+    let text = |i: &items::Item| {
+        items::string(i, attr)
+            .or(items::number(i, attr))
+            .map(str::to_owned)
+    };
+    Ok(item.as_ref().and_then(text))
 }
 
 /// Waits until `function`'s trigger has an invocation under way.

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 pub use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::AttributeValue;
-use lambda_dedup::{Derived, Effect, Item, KeySpec, Message, Retention, Scope};
+use lambda_dedup::{Derived, Effect, Item, ItemStore, KeySpec, Message, Retention, Scope};
 use lambda_dedup_batch::{HandlerError, Plan};
 
 /// The endpoint of the DynamoDB the tests run against: `DEDUP_DYNAMODB_ENDPOINT` when set (by
@@ -147,15 +147,9 @@ pub async fn get_item(
     key_attr: &str,
     key: &str,
 ) -> Option<HashMap<String, AttributeValue>> {
-    client
-        .get_item()
-        .table_name(table)
-        .key(key_attr, AttributeValue::S(key.into()))
-        .consistent_read(true)
-        .send()
+    local_dynamodb::items::get(client, table, key_attr, key)
         .await
         .expect("get_item")
-        .item
 }
 
 /// A numeric attribute of an item, or `None` if the item or attribute is absent.
@@ -495,14 +489,12 @@ impl Stores {
     pub async fn put(&self, table: &str, item: Item) {
         match &self.backend {
             Backend::DynamoDb { client: c, .. } => {
-                c.put_item()
-                    .table_name(table)
-                    .set_item(Some(
-                        item.0.iter().map(|(k, v)| (k.clone(), to_av(v))).collect(),
-                    ))
-                    .send()
-                    .await
-                    .expect("put_item");
+                let put = [Effect::put(table, item)];
+                let written = lambda_dedup_dynamodb::write_effects(c, &put).await;
+                assert!(
+                    written.expect("put_item"),
+                    "an unconditional put is written"
+                );
             }
             Backend::Memory(m) => m.put_item(table, item).expect("put_item"),
         }
@@ -511,18 +503,10 @@ impl Stores {
     /// The item at `key` in `table`, read strongly consistently.
     pub async fn read(&self, table: &str, key: &Item) -> Option<Item> {
         match &self.backend {
-            Backend::DynamoDb { client: c, .. } => c
-                .get_item()
-                .table_name(table)
-                .set_key(Some(
-                    key.0.iter().map(|(k, v)| (k.clone(), to_av(v))).collect(),
-                ))
-                .consistent_read(true)
-                .send()
-                .await
-                .expect("get_item")
-                .item
-                .map(|i| Item(i.iter().map(|(k, v)| (k.clone(), from_av(v))).collect())),
+            Backend::DynamoDb { client: c, .. } => {
+                let items = lambda_dedup_dynamodb::DynamoItems::new(c);
+                items.read(table, key).await.expect("get_item")
+            }
             Backend::Memory(m) => m.item(table, key),
         }
     }
@@ -544,32 +528,6 @@ impl Stores {
             lambda_dedup::Value::N(n) => n.parse().ok(),
             _ => None,
         }
-    }
-}
-
-fn to_av(v: &lambda_dedup::Value) -> AttributeValue {
-    use lambda_dedup::Value as V;
-    match v {
-        V::S(s) => AttributeValue::S(s.clone()),
-        V::N(n) => AttributeValue::N(n.clone()),
-        V::B(b) => AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(b.clone())),
-        V::Bool(b) => AttributeValue::Bool(*b),
-        V::Null => AttributeValue::Null(true),
-        V::L(l) => AttributeValue::L(l.iter().map(to_av).collect()),
-        V::M(m) => AttributeValue::M(m.iter().map(|(k, v)| (k.clone(), to_av(v))).collect()),
-    }
-}
-
-fn from_av(v: &AttributeValue) -> lambda_dedup::Value {
-    use lambda_dedup::Value as V;
-    match v {
-        AttributeValue::S(s) => V::S(s.clone()),
-        AttributeValue::N(n) => V::N(n.clone()),
-        AttributeValue::B(b) => V::B(b.as_ref().to_vec()),
-        AttributeValue::Bool(b) => V::Bool(*b),
-        AttributeValue::L(l) => V::L(l.iter().map(from_av).collect()),
-        AttributeValue::M(m) => V::M(m.iter().map(|(k, v)| (k.clone(), from_av(v))).collect()),
-        _ => V::Null,
     }
 }
 

@@ -29,6 +29,23 @@ pub(crate) fn stack_is_up() -> bool {
     up
 }
 
+/// A fresh run of an end-to-end test: `id` names its events, `account` is an account of its own.
+pub(crate) struct Run {
+    pub(crate) id: String,
+    /// `{id}-acct`.
+    pub(crate) account: String,
+}
+
+/// The opening of an end-to-end test: a fresh [`Run`] named `name` when the whole local stack is
+/// up; `None`, the test skipped and saying so, when it is not.
+pub(crate) fn e2e_run(name: &str) -> Option<Run> {
+    stack_is_up().then(|| {
+        let id = unique(name);
+        let account = format!("{id}-acct");
+        Run { id, account }
+    })
+}
+
 /// The key `function` of the stack derives for `body` (namespace `demo`, consumer = function
 /// name, tenant from `tenantid`).
 pub(crate) fn key_of(function: &str, body: &str) -> lambda_dedup::DedupKey {
@@ -182,10 +199,9 @@ async fn balance(account: &str) -> Option<i64> {
 /// of a single pass, and they stay there.
 #[tokio::test]
 async fn e2e_ledger_replayed_workload_equals_one_pass() {
-    if !stack_is_up() {
+    let Some(Run { id: run, .. }) = e2e_run("ledger") else {
         return;
-    }
-    let run = unique("ledger");
+    };
     let events: Vec<(String, String, i64)> = (0..6)
         .map(|i| {
             (
@@ -231,18 +247,16 @@ async fn e2e_ledger_replayed_workload_equals_one_pass() {
 /// (never acknowledged, never applied); the original payload stays applied once.
 #[tokio::test]
 async fn e2e_malformed_and_conflicting_messages_are_dead_lettered() {
-    if !stack_is_up() {
+    let Some(Run { id: run, account }) = e2e_run("dlq") else {
         return;
-    }
-    let run = unique("dlq");
-    let acct = format!("{run}-acct");
-    let first = ledger_credit("/e2e", &format!("{run}-1"), &acct, 5);
+    };
+    let first = ledger_credit("/e2e", &format!("{run}-1"), &account, 5);
     send("DEDUP_QUEUE_LEDGER_PROJECTOR", &[first]).await;
     eventually("first credit", Duration::from_secs(60), || async {
-        balance(&acct).await.filter(|b| *b == 5)
+        balance(&account).await.filter(|b| *b == 5)
     })
     .await;
-    let conflict = ledger_credit("/e2e", &format!("{run}-1"), &acct, 500);
+    let conflict = ledger_credit("/e2e", &format!("{run}-1"), &account, 500);
     let malformed = format!("{{\"broken\": \"{run}\"");
     send("DEDUP_QUEUE_LEDGER_PROJECTOR", &[conflict, malformed]).await;
 
@@ -287,7 +301,7 @@ async fn e2e_malformed_and_conflicting_messages_are_dead_lettered() {
         "the malformed one: {found:?}"
     );
     assert_eq!(
-        balance(&acct).await,
+        balance(&account).await,
         Some(5),
         "the conflicting payload was never applied"
     );
@@ -407,18 +421,16 @@ async fn e2e_fines_and_intents_are_applied_once_through_the_relay() {
 /// tenant's balance by naming its account.
 #[tokio::test]
 async fn e2e_one_tenant_cannot_move_another_tenants_balance() {
-    if !stack_is_up() {
+    let Some(Run { id: run, account }) = e2e_run("tenants") else {
         return;
-    }
-    let run = unique("tenants");
-    let acct = format!("{run}-shared-name");
+    };
     let credit = |tenant: &str, id: &str, amount: i64| {
         ce(
             "credit",
             "/e2e",
             &format!("{run}-{id}"),
             tenant,
-            json!({"account": acct, "amount": amount}),
+            json!({"account": account, "amount": amount}),
         )
     };
     send(
@@ -431,10 +443,10 @@ async fn e2e_one_tenant_cannot_move_another_tenants_balance() {
     )
     .await;
     eventually("t1's balance", Duration::from_secs(60), || async {
-        balance(&acct).await.filter(|b| *b == 7)
+        balance(&account).await.filter(|b| *b == 7)
     })
     .await;
-    let intruder = lambda_dedup::tenant_scoped("intruder", &acct);
+    let intruder = lambda_dedup::tenant_scoped("intruder", &account);
     let theirs = eventually(
         "the intruder's own balance",
         Duration::from_secs(60),
@@ -455,7 +467,7 @@ async fn e2e_one_tenant_cannot_move_another_tenants_balance() {
         "the intruder's credit landed in its own tenant"
     );
     assert_eq!(
-        balance(&acct).await,
+        balance(&account).await,
         Some(7),
         "t1's balance moved by t1's credits only"
     );
@@ -466,10 +478,9 @@ async fn e2e_one_tenant_cannot_move_another_tenants_balance() {
 /// by `mark-auditor`, for its consumer.
 #[tokio::test]
 async fn e2e_ttl_purges_are_counted_by_the_mark_auditor() {
-    if !stack_is_up() {
+    let Some(Run { id: consumer, .. }) = e2e_run("audit") else {
         return;
-    }
-    let consumer = unique("audit");
+    };
     let pk = format!("demo#{consumer}#{}", "ab".repeat(32));
     let past = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -534,11 +545,9 @@ async fn reconciled() -> Vec<(String, String)> {
 /// sends it to the reconciliation queue, tagged `dedup-reason: late_event`, and acknowledges it.
 #[tokio::test]
 async fn e2e_late_events_go_to_reconciliation_not_to_the_balance() {
-    if !stack_is_up() {
+    let Some(Run { id: run, account }) = e2e_run("late") else {
         return;
-    }
-    let run = unique("late");
-    let account = format!("{run}-acct");
+    };
     let late = |kind: &str, data: Value| late_event(kind, &format!("{run}-{kind}"), data);
     let bodies = [
         (
@@ -586,10 +595,9 @@ async fn e2e_late_events_go_to_reconciliation_not_to_the_balance() {
 /// reconciliation queue as `provider_key_expired`, and the provider sees no request for it.
 #[tokio::test]
 async fn e2e_a_takeover_past_the_provider_key_retention_goes_to_reconciliation() {
-    if !stack_is_up() {
+    let Some(Run { id, .. }) = e2e_run("pay-forgotten") else {
         return;
-    }
-    let id = unique("pay-forgotten");
+    };
     let body = json!({"specversion": "1.0", "type": "payment.requested", "source": "/e2e",
         "id": id, "tenantid": "shop",
         "data": {"amount_cents": 4200, "currency": "EUR", "customer_ref": "c-7"}})

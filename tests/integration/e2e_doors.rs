@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use dedup_tests::{client, get_item, unique};
+use local_dynamodb::items::{self as stored, Item};
 use local_dynamodb::kinesis::Kinesis;
 use serde_json::json;
 
@@ -144,7 +145,7 @@ impl Delivery {
 }
 
 /// The inbox items whose body names `marker`.
-async fn inbox_items(marker: &str) -> Vec<BTreeMap<String, AttributeValue>> {
+async fn inbox_items(marker: &str) -> Vec<Item> {
     let mut items = Vec::new();
     let mut start = None;
     loop {
@@ -158,12 +159,8 @@ async fn inbox_items(marker: &str) -> Vec<BTreeMap<String, AttributeValue>> {
         items.extend(
             out.items()
                 .iter()
-                .filter(|i| {
-                    i.get("body")
-                        .and_then(|b| b.as_s().ok())
-                        .is_some_and(|b| b.contains(marker))
-                })
-                .map(|i| i.clone().into_iter().collect()),
+                .filter(|i| stored::string(i, "body").is_some_and(|b| b.contains(marker)))
+                .cloned(),
         );
         start = out.last_evaluated_key;
         if start.is_none() {
@@ -184,12 +181,7 @@ async fn all_forwarded(account: &str) -> usize {
             let items = inbox_items(account).await;
             items
                 .iter()
-                .all(|i| {
-                    i.get("forward_status")
-                        .and_then(|s| s.as_s().ok())
-                        .map(String::as_str)
-                        == Some("FORWARDED")
-                })
+                .all(|i| stored::string(i, "forward_status") == Some("FORWARDED"))
                 .then_some(items.len())
         },
     )

@@ -8,10 +8,10 @@ use std::process::Output;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use dedup_tests::{client, get_item, unique};
+use dedup_tests::{client, get_item};
 use serde_json::{Value, json};
 
-use crate::e2e::{env, eventually, late_event, ledger_credit, send, sqs, stack_is_up};
+use crate::e2e::{Run, e2e_run, env, eventually, late_event, ledger_credit, send, sqs};
 
 /// The functions' environment, as the stack wrote it beside their log.
 fn function_env() -> Vec<(String, String)> {
@@ -176,20 +176,18 @@ fn ids(report: &Value, list: &str) -> Vec<String> {
 /// (now a duplicate by key), and each good event moves its balance exactly once.
 #[tokio::test]
 async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted() {
-    if !stack_is_up() {
+    let Some(Run { id: run, account }) = e2e_run("redrive") else {
         return;
-    }
-    let run = unique("redrive");
-    let acct = format!("{run}-acct");
+    };
     let credit =
-        |id: &str, amount: i64| ledger_credit("/e2e", &format!("{run}-{id}"), &acct, amount);
+        |id: &str, amount: i64| ledger_credit("/e2e", &format!("{run}-{id}"), &account, amount);
     let applied = credit("applied", 5);
     send(
         "DEDUP_QUEUE_LEDGER_PROJECTOR",
         std::slice::from_ref(&applied),
     )
     .await;
-    balance_is("the first credit", &acct, 5).await;
+    balance_is("the first credit", &account, 5).await;
 
     let dlq = queue(&format!("{run}-dlq")).await;
     let fixed = [credit("p1", 1), credit("p10", 10), credit("p100", 100)];
@@ -197,7 +195,7 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
     let late = late_event(
         "credit",
         &format!("{run}-late"),
-        json!({"account": acct, "amount": 1000}),
+        json!({"account": account, "amount": 1000}),
     );
     let malformed = format!("{{\"broken\": \"{run}\"");
     let all: Vec<&String> = fixed
@@ -268,7 +266,7 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
         7,
         "the dry run changed nothing"
     );
-    assert_eq!(balance(&acct).await, Some(5));
+    assert_eq!(balance(&account).await, Some(5));
 
     // Killed right after its first send, before the delete.
     let args = redrive(&[]);
@@ -284,7 +282,7 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
     let once = eventually(
         "the first send applied",
         Duration::from_secs(60),
-        || async { balance(&acct).await.filter(|b| [6, 15, 105].contains(b)) },
+        || async { balance(&account).await.filter(|b| [6, 15, 105].contains(b)) },
     )
     .await;
     tokio::time::sleep(Duration::from_secs(6)).await;
@@ -333,7 +331,7 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
     );
     assert_eq!(ids(&report, "left").len(), 4, "{report:#}");
 
-    balance_is("every fixed event applied once", &acct, 5 + 1 + 10 + 100).await;
+    balance_is("every fixed event applied once", &account, 5 + 1 + 10 + 100).await;
     assert_ne!(once, 116);
     let left = bodies_in(&dlq).await;
     let mut want: Vec<String> = vec![applied.clone(), conflict.clone(), malformed.clone()];
@@ -396,7 +394,7 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
     let again = json_of(&out);
     assert!(ids(&again, "moved").is_empty(), "{again:#}");
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(balance(&acct).await, Some(116), "nothing applied twice");
+    assert_eq!(balance(&account).await, Some(116), "nothing applied twice");
 }
 
 /// S8, S14: `explain` says an applied event is a duplicate and shows its mark; `forget`
@@ -405,12 +403,10 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
 /// subtracts the forgotten mark.
 #[tokio::test]
 async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes() {
-    if !stack_is_up() {
+    let Some(Run { id: run, account }) = e2e_run("forget") else {
         return;
-    }
-    let run = unique("forget");
-    let acct = format!("{run}-acct");
-    let event = ledger_credit("/e2e", &format!("{run}-1"), &acct, 7);
+    };
+    let event = ledger_credit("/e2e", &format!("{run}-1"), &account, 7);
     let file = std::env::temp_dir().join(format!("{run}.json"));
     std::fs::write(&file, &event).expect("write");
     let path = file.display().to_string();
@@ -420,7 +416,7 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
     assert_eq!(json_of(&out)["verdict"], "would_apply");
 
     send("DEDUP_QUEUE_LEDGER_PROJECTOR", std::slice::from_ref(&event)).await;
-    balance_is("the credit", &acct, 7).await;
+    balance_is("the credit", &account, 7).await;
 
     let out = cli(&["--json", "explain", &path], &[]).await;
     let explained = json_of(&out);
@@ -536,9 +532,9 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
         &[event.clone(), event.clone()],
     )
     .await;
-    balance_is("the credit applied again", &acct, 14).await;
+    balance_is("the credit applied again", &account, 14).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(balance(&acct).await, Some(14), "once, not twice");
+    assert_eq!(balance(&account).await, Some(14), "once, not twice");
 
     // The account closes, with the forgotten mark subtracted (EMF lines reach the log after
     // the marks commit, so it is read until it does).

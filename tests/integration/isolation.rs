@@ -84,6 +84,32 @@ impl Setup {
             .await
             .is_some()
     }
+
+    /// Asserts that `culprit` alone failed in `report`: the `applied` others were applied and the
+    /// account closes; the culprit was rejected as an effect DynamoDB refused, with a reason that
+    /// quotes none of `secrets` (S3), and left no mark. `why` names the case in the messages.
+    async fn assert_refused_alone(
+        &self,
+        report: &BatchReport,
+        applied: u64,
+        culprit: &Message,
+        secrets: &[&str],
+        why: &str,
+    ) {
+        assert_eq!(
+            report.account.applied,
+            applied,
+            "{why}: {:?}",
+            labels(report)
+        );
+        assert!(report.account.closes(), "{why}");
+        assert_eq!(report.failures(), [culprit.message_id.as_str()], "{why}");
+        assert_effect_refused(report, &culprit.message_id, secrets);
+        assert!(
+            !self.has_mark(culprit).await,
+            "{why}: no mark for the culprit"
+        );
+    }
 }
 
 fn labels(report: &BatchReport) -> Vec<&'static str> {
@@ -147,15 +173,11 @@ async fn s12_s15_a_permanently_refused_effect_fails_only_its_own_message() {
             })
             .collect();
         let report = s.run(mode, batch.clone(), credit_plan(&s.balances)).await;
-        assert_eq!(report.account.applied, 9, "{mode:?}: {:?}", labels(&report));
+        let secrets = ["not-a-number-secret", &poison_account];
+        let why = format!("{mode:?}, the poison");
+        s.assert_refused_alone(&report, 9, &batch[4], &secrets, &why)
+            .await;
         assert_eq!(report.account.rejected, 1, "{mode:?}");
-        assert!(report.account.closes(), "{mode:?}");
-        assert_eq!(report.failures(), ["m4"], "{mode:?}");
-        assert_effect_refused(&report, "m4", &["not-a-number-secret", &poison_account]);
-        assert!(
-            !s.has_mark(&batch[4]).await,
-            "{mode:?}: no mark for the poison"
-        );
         for (i, msg) in batch.iter().enumerate().filter(|(i, _)| *i != 4) {
             assert_eq!(
                 balance(&s.client, &s.balances, &format!("{run}-a{i}")).await,
@@ -207,14 +229,9 @@ async fn s12_s15_a_refusal_naming_no_position_is_isolated() {
         let run = unique("malformed");
         let batch = ten_credits(&run, |i| if i == 7 { 13 } else { 1 + i });
         let report = s.run(mode, batch.clone(), plan(&s.balances)).await;
-        assert_eq!(report.account.applied, 9, "{mode:?}: {:?}", labels(&report));
-        assert_eq!(report.failures(), ["m7"], "{mode:?}");
-        assert!(report.account.closes());
-        assert_effect_refused(&report, "m7", &[&format!("{run}-a7")]);
-        assert!(
-            !s.has_mark(&batch[7]).await,
-            "{mode:?}: no mark for the culprit"
-        );
+        let why = format!("{mode:?}");
+        s.assert_refused_alone(&report, 9, &batch[7], &[&format!("{run}-a7")], &why)
+            .await;
         assert_eq!(
             balance(&s.client, &s.balances, &format!("{run}-a7")).await,
             None
@@ -277,21 +294,11 @@ async fn s5_s12_rounds_are_bounded_by_bytes_and_an_oversized_event_fails_alone()
     let s = setup().await;
     let run = unique("bytes");
     let mut batch = ten_credits(&run, |_| 2_000_000 + 300_000);
-    batch.push(credit(
-        "huge",
-        &format!("{run}-huge"),
-        &format!("{run}-huge"),
-        12_000_000 + 380_000,
-    ));
+    let huge = format!("{run}-huge");
+    batch.push(credit("huge", &huge, &huge, 12_000_000 + 380_000));
     let report = run_batch_transactional(batch.clone(), 10, &s.dedup, bulk_plan(&s.balances)).await;
-    assert_eq!(report.account.applied, 10, "{:?}", labels(&report));
-    assert_eq!(report.failures(), ["huge"]);
-    assert!(report.account.closes());
-    assert_effect_refused(&report, "huge", &[&format!("{run}-huge")]);
-    assert!(
-        !s.has_mark(&batch[10]).await,
-        "no mark for the oversized event"
-    );
+    s.assert_refused_alone(&report, 10, &batch[10], &[&huge], "the oversized event")
+        .await;
     assert!(
         get_item(&s.client, &s.balances, "account", &format!("{run}-huge-0"))
             .await

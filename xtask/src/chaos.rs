@@ -21,7 +21,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_dedup::{KeySpec, Message, Scope};
 use lambda_dedup_fake_provider::Fault;
 use serde_json::json;
@@ -98,19 +97,16 @@ async fn get_string(
     key: &str,
     attr: &str,
 ) -> Result<Option<String>> {
-    let out = stack
-        .dynamodb
-        .get_item()
-        .table_name(table)
-        .key(key_attr, AttributeValue::S(key.into()))
-        .consistent_read(true)
-        .send()
+    use local_dynamodb::items;
+    let item = items::get(&stack.dynamodb, table, key_attr, key)
         .await
         .map_err(crate::sdk_error(format!("get {table}")))?;
-    Ok(out.item.and_then(|i| match i.get(attr) {
-        Some(AttributeValue::S(s) | AttributeValue::N(s)) => Some(s.clone()),
-        _ => None,
-    }))
+    let text = |i: &items::Item| {
+        items::string(i, attr)
+            .or(items::number(i, attr))
+            .map(str::to_owned)
+    };
+    Ok(item.as_ref().and_then(text))
 }
 
 /// Waits until `function`'s trigger has an invocation under way.

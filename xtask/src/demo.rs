@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use lambda_dedup_fake_provider::Fault;
+use local_dynamodb::items;
 use serde_json::json;
 
 use crate::Result;
@@ -194,12 +195,7 @@ pub(crate) async fn run(root: &Path) -> Result<()> {
     let reviews = stack.scan(TABLE_FINE_REVIEWS).await?;
     let flagged: Vec<_> = reviews
         .iter()
-        .filter(|r| {
-            r.get("notices")
-                .and_then(|n| n.as_n().ok())
-                .map(String::as_str)
-                == Some("2")
-        })
+        .filter(|r| items::number(r, "notices") == Some("2"))
         .collect();
     let names_both = flagged.first().is_some_and(|r| {
         let first = r.get("first_notice").and_then(|v| v.as_s().ok());

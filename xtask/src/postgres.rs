@@ -9,10 +9,8 @@
 //! `postgres` run as the unprivileged user `nobody` through `setpriv`, in a data directory
 //! owned by that user; the system's own PostgreSQL, if any, is not used.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 use crate::tools::DataDir;
 use crate::{Result, step};
@@ -48,8 +46,6 @@ impl LocalPostgres {
             std::os::unix::fs::chown(data.path(), Some(uid), Some(gid))
                 .map_err(|e| format!("chown {}: {e}", data.path().display()))?;
         }
-        let logs = root.join(".cache").join("logs");
-        fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
         step("starting PostgreSQL 16 (pgserver wheel) for the PostgreSQL store's tests");
         let initdb = format!(
             "{}{} -D {} -U postgres --auth=trust -E UTF8 --no-sync --no-instructions",
@@ -61,7 +57,7 @@ impl LocalPostgres {
             Command::new("sh").args(["-c", &initdb]).env("LC_ALL", "C"),
             "initdb",
         )?;
-        let (server, port) = crate::tools::serve(
+        let (server, port) = crate::tools::serve_store(
             "postgres",
             root,
             |port| {
@@ -73,8 +69,6 @@ impl LocalPostgres {
                 )
             },
             &[("LC_ALL".to_owned(), "C".to_owned())],
-            logs.join("postgres.log"),
-            Duration::from_secs(30),
         )?;
         Ok(Self {
             _server: server,

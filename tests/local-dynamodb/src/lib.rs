@@ -14,6 +14,8 @@
 //! stream with the service identity) while a test watches. DynamoDB itself deletes expired items
 //! within a few days; code must never depend on the deletion happening, only tests of the
 //! stream's shape and of the account (S14) rely on it happening soon.
+//!
+//! [`items`] reads items back through the AWS SDK, for the checks of the tests and of xtask.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -24,6 +26,7 @@ use std::time::Duration;
 pub use dynoxide;
 pub use dynoxide::Database;
 
+pub mod items;
 pub mod kinesis;
 pub mod latency;
 pub mod meter;

@@ -3,7 +3,6 @@
 //! own event ids and accounts, so the tests can share the functions and queues.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -125,11 +124,11 @@ pub(crate) async fn invoke_schedule(function: &str) -> Value {
 }
 
 /// Polls `check` until it returns `Some`, or fails after `limit`.
-pub(crate) async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
+pub(crate) async fn eventually<T>(
+    what: &str,
+    limit: Duration,
+    mut check: impl AsyncFnMut() -> Option<T>,
+) -> T {
     let start = Instant::now();
     loop {
         if let Some(v) = check().await {
@@ -263,12 +262,13 @@ async fn e2e_malformed_and_conflicting_messages_are_dead_lettered() {
     let sqs = sqs();
     let dlq = env("DEDUP_DLQ_LEDGER_PROJECTOR");
     let found = std::sync::Mutex::new(Vec::<String>::new());
-    eventually("both messages in the DLQ", Duration::from_secs(120), || {
-        let (sqs, dlq, run, found) = (&sqs, &dlq, &run, &found);
-        async move {
+    eventually(
+        "both messages in the DLQ",
+        Duration::from_secs(120),
+        async || {
             let out = sqs
                 .receive_message()
-                .queue_url(dlq)
+                .queue_url(&dlq)
                 .max_number_of_messages(10)
                 .send()
                 .await
@@ -280,7 +280,7 @@ async fn e2e_malformed_and_conflicting_messages_are_dead_lettered() {
                     if let Some(h) = m.receipt_handle() {
                         let _ = sqs
                             .delete_message()
-                            .queue_url(dlq)
+                            .queue_url(&dlq)
                             .receipt_handle(h)
                             .send()
                             .await;
@@ -288,8 +288,8 @@ async fn e2e_malformed_and_conflicting_messages_are_dead_lettered() {
                 }
             }
             (found.lock().expect("lock").len() >= 2).then_some(())
-        }
-    })
+        },
+    )
     .await;
     let found = found.into_inner().expect("lock");
     assert!(
@@ -500,16 +500,13 @@ async fn e2e_ttl_purges_are_counted_by_the_mark_auditor() {
     let line = eventually(
         "mark-auditor's purge count",
         Duration::from_secs(90),
-        || {
-            let (log, consumer) = (&log, &consumer);
-            async move {
-                let text = std::fs::read_to_string(log).ok()?;
-                text.lines()
-                    .filter(|l| l.starts_with('{'))
-                    .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                    .filter(|v| v.get("_aws").is_some())
-                    .find(|v| v["Function"] == consumer.as_str() && v.get("Purged").is_some())
-            }
+        async || {
+            let text = std::fs::read_to_string(&log).ok()?;
+            text.lines()
+                .filter(|l| l.starts_with('{'))
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|v| v.get("_aws").is_some())
+                .find(|v| v["Function"] == consumer.as_str() && v.get("Purged").is_some())
         },
     )
     .await;

@@ -493,9 +493,8 @@ async fn e2e_the_forwarder_parks_an_unsendable_item_and_moves_on() {
     let body = ledger_credit("/inbox", &good, &account, 3);
     put_inbox(&bad, AttributeValue::N("42".into())).await;
     put_inbox(&good, AttributeValue::S(body)).await;
-    let (status, reason) = eventually("the bad item parked", Duration::from_secs(30), || {
-        let bad = bad.clone();
-        async move { Some(inbox_status(&bad).await).filter(|(s, _)| s.is_some()) }
+    let (status, reason) = eventually("the bad item parked", Duration::from_secs(30), async || {
+        Some(inbox_status(&bad).await).filter(|(s, _)| s.is_some())
     })
     .await;
     assert_eq!(

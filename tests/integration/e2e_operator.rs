@@ -356,27 +356,23 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
     let tagged = eventually(
         "the late event in reconciliation",
         Duration::from_secs(30),
-        || {
-            let (recon, late) = (&recon, &late);
-            async move {
-                let out = sqs()
-                    .receive_message()
-                    .queue_url(recon)
-                    .max_number_of_messages(10)
-                    .message_attribute_names("All")
-                    .send()
-                    .await
-                    .ok()?;
-                out.messages()
-                    .iter()
-                    .find(|m| m.body() == Some(late))
-                    .map(|m| {
-                        let a = m.message_attributes().cloned().unwrap_or_default();
-                        let get =
-                            |k: &str| a.get(k).and_then(|v| v.string_value()).map(str::to_owned);
-                        (get("dedup-reason"), get("dedup-key"))
-                    })
-            }
+        async || {
+            let out = sqs()
+                .receive_message()
+                .queue_url(&recon)
+                .max_number_of_messages(10)
+                .message_attribute_names("All")
+                .send()
+                .await
+                .ok()?;
+            out.messages()
+                .iter()
+                .find(|m| m.body() == Some(late.as_str()))
+                .map(|m| {
+                    let a = m.message_attributes().cloned().unwrap_or_default();
+                    let get = |k: &str| a.get(k).and_then(|v| v.string_value()).map(str::to_owned);
+                    (get("dedup-reason"), get("dedup-key"))
+                })
         },
     )
     .await;
@@ -539,14 +535,15 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
     // The account closes, with the forgotten mark subtracted (EMF lines reach the log after
     // the marks commit, so it is read until it does).
     let log = env("DEDUP_FUNCTIONS_LOG");
-    let closed = eventually("the account to close", Duration::from_secs(60), || {
-        let log = log.clone();
-        async move {
+    let closed = eventually(
+        "the account to close",
+        Duration::from_secs(60),
+        async || {
             let out = cli(&["--json", "account", "--log", &log], &[]).await;
             let v = json_of(&out);
             (v["closes"] == true).then_some(v)
-        }
-    })
+        },
+    )
     .await;
     assert!(closed["forgotten"].as_u64() >= Some(1), "{closed:#}");
 }

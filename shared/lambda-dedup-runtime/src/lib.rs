@@ -20,6 +20,8 @@
 //!   table's stream, an action per new item, settle or park, the deadline, the tally, the sweep —
 //!   for `intent-relay` and the inbox's forwarder.
 //! - `inbox` (feature `inbox`): the inbox table's stream forwarded to a queue, never stalling.
+//! - [`testing`]: what a function's tests share; with the feature `memory`, the function on the
+//!   memory store of its own settings (`testing::on_memory`).
 
 #![warn(missing_docs)]
 
@@ -44,7 +46,6 @@ pub mod settings;
 pub mod sqs;
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
 mod stream;
-#[doc(hidden)]
 pub mod testing;
 #[cfg(any(feature = "webhook", test))]
 pub mod webhook;

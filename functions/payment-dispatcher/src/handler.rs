@@ -28,7 +28,7 @@ pub(crate) fn service(dedup: Dedup) -> Result<SqsService, Error> {
             async move {
                 let request = e.payload.checked()?;
                 let receipt = api
-                    .post("/v1/payments", &lease.idempotency_key(), &request)
+                    .call("/v1/payments", &lease.idempotency_key(), &request)
                     .await?;
                 Ok::<_, Refusal>(Some(receipt.body))
             }

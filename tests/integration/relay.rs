@@ -121,7 +121,7 @@ async fn s7_intent_relay_on_dynamodb_confirms_parks_and_posts_nothing_twice() {
     // The middle intent's key was used for another payload: the provider answers 422.
     lambda_dedup_http::IdempotentClient::new(&url, Duration::from_secs(5))
         .expect("client")
-        .post("/v1/collections", &ids[1], &json!({"other": "payload"}))
+        .call("/v1/collections", &ids[1], &json!({"other": "payload"}))
         .await
         .expect("first use of the key");
     let env = Env::from_pairs([

@@ -4,10 +4,10 @@
 
 use aws_lambda_events::event::dynamodb::Event;
 use lambda_dedup::{Effect, Item, Value};
-use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::dynamodb_stream::Change;
 use lambda_dedup_runtime::parking::Parking;
 use lambda_dedup_runtime::queue::Queue;
+use lambda_dedup_runtime::testing::on_memory;
 use lambda_dedup_runtime::{Dedup, Env, Refusal};
 use serde_json::json;
 
@@ -57,12 +57,10 @@ async fn s15_a_stream_record_that_cannot_apply_is_parked_whole_then_passed() {
         .queue_url
         .expect("url");
     let env = Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
-    let dedup = Dedup::read(&env, "orders").expect("settings");
-    let store = MemoryStore::new(dedup.settings().retention);
+    let (dedup, store) = on_memory(Dedup::read(&env, "orders").expect("settings"));
     store.create_table("totals", "customer");
     let service = dedup
         .identity("/newImage/order_id")
-        .store(store.clone())
         .parking(Parking::new(Queue::with_client(url.clone(), sqs.clone())))
         .dynamodb_stream(credit)
         .expect("service");

@@ -49,7 +49,7 @@ fn service(dedup: Dedup) -> Result<SqsService, lambda_runtime::Error> {
         dedup.sqs_write_then_call(write, move |e: Event<OrderPlaced>, lease| {
             let message = serde_json::json!({"to": e.payload.email, "order": e.payload.order_id});
             let (mail, key) = (mail.clone(), lease.key.idempotency_key());
-            async move { Ok(Some(mail.post("/messages", &key, &message).await?.body)) }
+            async move { Ok(Some(mail.call("/messages", &key, &message).await?.body)) }
         })?,
     )
 }

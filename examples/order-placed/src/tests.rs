@@ -44,9 +44,7 @@ fn function(store: &MemoryStore, mail_url: &str) -> SqsService {
 }
 
 fn store() -> MemoryStore {
-    let settings = settings("http://unused");
-    let store =
-        MemoryStore::new(settings.settings().retention).with_lease(settings.settings().lease);
+    let store = lambda_dedup_runtime::testing::memory_store(settings("http://unused").settings());
     store.create_table("orders", "order_id");
     store
 }

@@ -37,11 +37,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
 mod tests {
     use super::*;
     use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-    use lambda_dedup::{Item, Retention, Value};
+    use lambda_dedup::{Item, Value};
     use lambda_dedup_memory::MemoryStore;
-    use lambda_dedup_runtime::Env;
+    use lambda_dedup_runtime::{Env, testing::memory_store};
     use lambda_runtime::tower::ServiceExt;
-    use std::time::Duration;
 
     fn record(message_id: &str, event_id: &str, amount: i64) -> SqsMessage {
         let body = serde_json::json!({"specversion": "1.0", "type": "credit", "source": "/bank",
@@ -58,15 +57,20 @@ mod tests {
         lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default())
     }
 
-    /// The function as `main` wires it, on the in-memory store.
-    fn function(store: &MemoryStore) -> SqsService {
+    /// The function's settings, as `main` reads them.
+    fn settings() -> Dedup {
         let env = Env::from_pairs([
             ("DEDUP_NAMESPACE", "example"),
             ("DEDUP_MARK_TABLE", "marks"),
             ("BALANCES_TABLE", "balances"),
         ]);
-        let dedup = Dedup::read(&env, "sqs-credit").expect("settings");
-        service(dedup.store(store.clone())).expect("service")
+        Dedup::read(&env, "sqs-credit").expect("settings")
+    }
+
+    /// The function as `main` wires it, on the in-memory store (each build a new container on
+    /// the same data).
+    fn function(store: &MemoryStore) -> SqsService {
+        service(settings().store(store.clone())).expect("service")
     }
 
     fn failed(response: &aws_lambda_events::event::sqs::SqsBatchResponse) -> Vec<&str> {
@@ -76,8 +80,7 @@ mod tests {
 
     #[tokio::test]
     async fn each_event_is_credited_once_however_often_it_is_delivered() {
-        let retention = Retention::unchecked(Duration::from_secs(86_400)).expect("retention");
-        let store = MemoryStore::new(retention);
+        let store = memory_store(settings().settings());
         store.create_table("balances", "account");
         // Two events; the first delivered twice in one batch and again in the next.
         let first = vec![

@@ -109,7 +109,7 @@ async fn sends_once<E: 'static>(dedup: LeasedDeduplicator<E>) {
 #[tokio::test]
 async fn the_welcome_email_is_sent_once_on_the_memory_store() {
     let settings = settings();
-    let store = lambda_dedup_memory::MemoryStore::new(settings.retention);
+    let store = lambda_dedup_runtime::testing::memory_store(&settings);
     sends_once(welcome_deduplicator(&settings, store)).await;
 }
 

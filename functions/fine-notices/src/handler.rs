@@ -94,7 +94,7 @@ mod tests {
     use aws_lambda_events::event::sqs::SqsEvent;
     use lambda_dedup::Item;
     use lambda_dedup_memory::MemoryStore;
-    use lambda_dedup_runtime::Env;
+    use lambda_dedup_runtime::{Env, testing::on_memory};
     use lambda_runtime::LambdaEvent;
     use lambda_runtime::tower::ServiceExt;
 
@@ -128,9 +128,7 @@ mod tests {
             ("FINES_CORRELATION_KEY", "test-secret-of-16+"),
         ]);
         let env = vars.iter().fold(env, |env, (k, v)| env.with(k, *v));
-        let dedup = Dedup::read(&env, FUNCTION)?;
-        let settings = dedup.settings();
-        let store = MemoryStore::new(settings.retention).with_lease(settings.lease);
+        let (dedup, store) = on_memory(Dedup::read(&env, FUNCTION)?);
         for (table, key) in [
             ("fines", "fine_id"),
             ("intents", "intent_id"),
@@ -138,7 +136,6 @@ mod tests {
         ] {
             store.create_table(table, key);
         }
-        let dedup = dedup.store(store.clone());
         let tables = tables(&dedup)?;
         let service = service(dedup, store.clone())?;
         Ok(Notices {

@@ -99,7 +99,7 @@ impl World {
     async fn take_key(&self, id: &str) {
         IdempotentClient::new(&self.url, Duration::from_secs(5))
             .expect("client")
-            .post("/v1/collections", id, &json!({"other": "payload"}))
+            .call("/v1/collections", id, &json!({"other": "payload"}))
             .await
             .expect("the intent's key, taken by another payload");
     }

@@ -18,16 +18,13 @@ mod tests {
     use lambda_dedup::{Item, MarkStore, Value};
     use lambda_dedup_memory::MemoryStore;
     use lambda_dedup_runtime::Env;
+    use lambda_dedup_runtime::testing::{OnMemory, function_on_memory};
     use lambda_runtime::LambdaEvent;
     use lambda_runtime::tower::ServiceExt;
 
     /// The function as `main` wires it, with `vars` over the usual settings, on the in-memory
     /// store built from its own settings (retention, lease).
-    struct Ledger {
-        service: SqsService,
-        store: MemoryStore,
-        dedup_spec: lambda_dedup::KeySpec,
-    }
+    type Ledger = OnMemory<SqsService>;
 
     fn env() -> Env {
         Env::from_pairs([
@@ -39,18 +36,10 @@ mod tests {
 
     fn ledger_with(vars: &[(&str, &str)]) -> Ledger {
         let env = vars.iter().fold(env(), |env, (k, v)| env.with(k, *v));
-        let dedup = Dedup::read(&env, FUNCTION).expect("settings");
-        let settings = dedup.settings();
-        let store = MemoryStore::new(settings.retention).with_lease(settings.lease);
-        store.create_table("balances", "account");
-        let dedup_spec =
-            ledger::configure(Dedup::read(&env, FUNCTION).expect("settings")).key_spec();
-        let service = service(dedup.store(store.clone())).expect("service");
-        Ledger {
-            service,
-            store,
-            dedup_spec,
-        }
+        let ledger =
+            function_on_memory(&env, FUNCTION, ledger::configure, service).expect("settings");
+        ledger.store.create_table("balances", "account");
+        ledger
     }
 
     fn ledger() -> Ledger {
@@ -199,7 +188,7 @@ mod tests {
         assert!(failed(&ledger, sample()).await.is_empty());
         let marks = &ledger.store;
         let msg = lambda_dedup_runtime::sqs::message(&sample().records[0]);
-        let key = ledger.dedup_spec.derive(&msg).expect("key").key;
+        let key = ledger.key_spec.derive(&msg).expect("key").key;
         let mark = marks.get(&key).await.expect("get").expect("a mark");
         let ttl = mark
             .expires_at

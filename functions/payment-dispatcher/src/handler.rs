@@ -28,7 +28,7 @@ pub(crate) fn service(dedup: Dedup) -> Result<SqsService, Error> {
             async move {
                 let request = e.payload.checked()?;
                 let receipt = api
-                    .post("/v1/payments", &lease.idempotency_key(), &request)
+                    .call("/v1/payments", &lease.idempotency_key(), &request)
                     .await?;
                 Ok::<_, Refusal>(Some(receipt.body))
             }
@@ -44,10 +44,10 @@ mod tests {
 
     use super::*;
     use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-    use lambda_dedup::{Claim, KeySpec, ManualClock, MarkStore};
+    use lambda_dedup::{Claim, ManualClock, MarkStore};
     use lambda_dedup_fake_provider::{Fault, Provider};
-    use lambda_dedup_memory::MemoryStore;
     use lambda_dedup_runtime::Env;
+    use lambda_dedup_runtime::testing::{OnMemory, function_on_memory};
     use lambda_runtime::LambdaEvent;
     use lambda_runtime::tower::ServiceExt;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -60,11 +60,7 @@ mod tests {
     }
 
     /// The function as `main` builds it, on a memory store built from its own settings.
-    struct Payments {
-        service: SqsService,
-        store: MemoryStore,
-        spec: KeySpec,
-    }
+    type Payments = OnMemory<SqsService>;
 
     async fn world() -> World {
         let provider = Provider::new();
@@ -91,18 +87,8 @@ mod tests {
         }
 
         fn payments(&self, vars: &[(&str, &str)]) -> Payments {
-            let env = self.env_with(vars);
-            let dedup = Dedup::read(&env, FUNCTION).expect("settings accepted");
-            let settings = dedup.settings();
-            let store = MemoryStore::new(settings.retention).with_lease(settings.lease);
-            let spec =
-                payment::configure(Dedup::read(&env, FUNCTION).expect("settings")).key_spec();
-            let service = service(dedup.store(store.clone())).expect("service");
-            Payments {
-                service,
-                store,
-                spec,
-            }
+            function_on_memory(&self.env_with(vars), FUNCTION, payment::configure, service)
+                .expect("settings accepted")
         }
     }
 
@@ -179,7 +165,7 @@ mod tests {
     /// claimed and died while its call was out.
     async fn crashed_8s_ago(payments: &Payments, event: &SqsEvent) {
         let msg = lambda_dedup_runtime::sqs::message(&event.records[0]);
-        let key = payments.spec.derive(&msg).expect("key").key;
+        let key = payments.key_spec.derive(&msg).expect("key").key;
         let eight_ago = SystemTime::now() - Duration::from_secs(8);
         let crashed = payments
             .store
@@ -251,7 +237,7 @@ mod tests {
         let payments = w.payments(&[("DEDUP_LEASE_SECONDS", "40")]);
         let event = payments_event(1);
         let msg = lambda_dedup_runtime::sqs::message(&event.records[0]);
-        let key = payments.spec.derive(&msg).expect("key").key;
+        let key = payments.key_spec.derive(&msg).expect("key").key;
         let started = SystemTime::now();
         let (failed, lease) = tokio::join!(invoke(&payments, event), async {
             for _ in 0..100 {

@@ -14,8 +14,8 @@
 //!   - 422 (same key, different payload) and every other status (400, 401, 403, 404, …):
 //!     [`Permanence::Permanent`], no retry can change it: dead-letter or park.
 //! - [`CallError`]: the typed failure of [`IdempotentClient::call`], with its [`Permanence`] and a
-//!   reason code that quotes nothing from the answer; [`IdempotentClient::post`] is the same call
-//!   with the failure as a [`HandlerError`] (`Transient` or `Invalid`) for the batch flows.
+//!   reason code that quotes nothing from the answer; it converts to a [`HandlerError`]
+//!   (`Transient` or `Invalid`), so a batch flow's handler returns it with `?`.
 
 #![warn(missing_docs)]
 
@@ -61,22 +61,10 @@ impl IdempotentClient {
     }
 
     /// POSTs `body` as JSON to `path` with `Idempotency-Key: idempotency_key`; a failure as a
+    /// typed [`CallError`]. A handler of the batch flows returns it with `?` (as a
     /// [`HandlerError`]: [`Permanence::Transient`] ones retry, [`Permanence::Permanent`] ones are
-    /// `Invalid` (dead-lettered).
-    pub async fn post(
-        &self,
-        path: &str,
-        idempotency_key: &str,
-        body: &serde_json::Value,
-    ) -> Result<Receipt, HandlerError> {
-        self.call(path, idempotency_key, body)
-            .await
-            .map_err(|e| e.into_handler_error(path))
-    }
-
-    /// POSTs `body` as JSON to `path` with `Idempotency-Key: idempotency_key`; a failure as a
-    /// typed [`CallError`], for callers that act on its [`Permanence`] themselves (the intent
-    /// relay parks permanent refusals).
+    /// `Invalid`, dead-lettered); a caller that acts on its [`Permanence`] itself matches it (the
+    /// intent relay parks permanent refusals).
     pub async fn call(
         &self,
         path: &str,
@@ -166,11 +154,13 @@ impl CallError {
             CallError::Network => "provider_unreachable".into(),
         }
     }
+}
 
-    /// The failure as the batch flows take it: transient ones retry, permanent ones are invalid.
-    pub fn into_handler_error(self, path: &str) -> HandlerError {
-        let reason = format!("POST {path}: {self}");
-        match self.permanence() {
+/// The failure as the batch flows take it: transient ones retry, permanent ones are invalid.
+impl From<CallError> for HandlerError {
+    fn from(e: CallError) -> Self {
+        let reason = format!("POST {e}");
+        match e.permanence() {
             Permanence::Transient => HandlerError::Transient(reason),
             Permanence::Permanent => HandlerError::Invalid(reason),
         }
@@ -215,7 +205,7 @@ mod tests {
             let e = CallError::Status(s);
             assert_eq!(e.permanence(), Permanence::Transient, "{s}");
             assert!(
-                matches!(e.into_handler_error("p"), HandlerError::Transient(_)),
+                matches!(HandlerError::from(e), HandlerError::Transient(_)),
                 "{s}"
             );
             assert_eq!(e.code(), format!("provider_{s}"));
@@ -224,7 +214,7 @@ mod tests {
             let e = CallError::Status(s);
             assert!(e.is_permanent(), "{s}");
             assert!(
-                matches!(e.into_handler_error("p"), HandlerError::Invalid(_)),
+                matches!(HandlerError::from(e), HandlerError::Invalid(_)),
                 "{s}"
             );
             assert_eq!(e.code(), format!("provider_rejected_{s}"));

@@ -108,6 +108,7 @@ impl Parking {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::on_memory;
     use crate::{Dedup, Env, Event as Typed, Refusal, SettingsError};
     use lambda_dedup::{Effect, Item, Value as V};
     use lambda_dedup_memory::MemoryStore;
@@ -175,10 +176,9 @@ mod tests {
     fn orders(
         parking: Option<Parking>,
     ) -> (crate::Service<Event, DynamoDbEventResponse>, MemoryStore) {
-        let dedup = Dedup::read(&env(), "orders").expect("settings");
-        let store = MemoryStore::new(dedup.settings().retention);
+        let (dedup, store) = on_memory(Dedup::read(&env(), "orders").expect("settings"));
         store.create_table("totals", "customer");
-        let dedup = dedup.identity("/newImage/order_id").store(store.clone());
+        let dedup = dedup.identity("/newImage/order_id");
         let dedup = match parking {
             Some(parking) => dedup.parking(parking),
             None => dedup,
@@ -238,13 +238,8 @@ mod tests {
     #[test]
     fn a_stream_service_without_parking_is_refused() {
         let env = Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
-        let dedup = Dedup::read(&env, "orders").expect("settings");
-        let store = MemoryStore::new(dedup.settings().retention);
-        let Err(e) = dedup
-            .identity("/newImage/order_id")
-            .store(store)
-            .dynamodb_stream(credit)
-        else {
+        let (dedup, _) = on_memory(Dedup::read(&env, "orders").expect("settings"));
+        let Err(e) = dedup.identity("/newImage/order_id").dynamodb_stream(credit) else {
             panic!("built without parking");
         };
         assert!(

@@ -20,6 +20,8 @@
 //!   table's stream, an action per new item, settle or park, the deadline, the tally, the sweep —
 //!   for `intent-relay` and the inbox's forwarder.
 //! - `inbox` (feature `inbox`): the inbox table's stream forwarded to a queue, never stalling.
+//! - [`testing`]: what a function's tests share; with the feature `memory`, the function on the
+//!   memory store of its own settings (`testing::on_memory`).
 
 #![warn(missing_docs)]
 
@@ -44,7 +46,6 @@ pub mod settings;
 pub mod sqs;
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
 mod stream;
-#[doc(hidden)]
 pub mod testing;
 #[cfg(any(feature = "webhook", test))]
 pub mod webhook;
@@ -158,11 +159,22 @@ mod sample_events {
     use aws_lambda_events::event::dynamodb::Event;
     use aws_lambda_events::event::sqs::SqsEvent;
 
-    fn read(name: &str) -> String {
+    /// The sample `name` parsed as a `T`, or a panic naming it.
+    fn sample<T: serde::de::DeserializeOwned>(name: &str) -> T {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../events")
             .join(name);
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        serde_json::from_str(&text).expect(name)
+    }
+
+    /// What a sample must be for its function.
+    enum Expect {
+        /// An SQS event whose every message derives a key.
+        SqsKeys,
+        /// A DynamoDB stream event of one record.
+        OneStreamRecord,
     }
 
     /// The key spec of the samples' functions: CloudEvents, the tenant in `tenantid`.
@@ -172,24 +184,35 @@ mod sample_events {
     }
 
     #[test]
-    fn sqs_samples_parse_and_derive_keys() {
-        for name in [
-            "ledger-credit.json",
-            "fine-notice.json",
-            "payment-request.json",
+    fn sqs_and_stream_samples_parse_as_their_functions_events() {
+        use Expect::{OneStreamRecord, SqsKeys};
+        for (name, expect) in [
+            ("ledger-credit.json", SqsKeys),
+            ("fine-notice.json", SqsKeys),
+            ("payment-request.json", SqsKeys),
+            ("intent-insert.json", OneStreamRecord),
+            ("mark-ttl-purge.json", OneStreamRecord),
+            ("inbox-insert.json", OneStreamRecord),
         ] {
-            let event: SqsEvent = serde_json::from_str(&read(name)).expect(name);
-            let spec = sample_spec();
-            for m in crate::messages(&event) {
-                assert!(spec.derive(&m).is_ok(), "{name}: {}", m.message_id);
+            match expect {
+                SqsKeys => {
+                    let event: SqsEvent = sample(name);
+                    let spec = sample_spec();
+                    for m in crate::messages(&event) {
+                        assert!(spec.derive(&m).is_ok(), "{name}: {}", m.message_id);
+                    }
+                }
+                OneStreamRecord => {
+                    let event: Event = sample(name);
+                    assert_eq!(event.records.len(), 1, "{name}");
+                }
             }
         }
     }
 
     #[test]
     fn the_kinesis_sample_parses_and_derives_keys_from_the_payload() {
-        let event: aws_lambda_events::event::kinesis::KinesisEvent =
-            serde_json::from_str(&read("ledger-kinesis.json")).expect("ledger-kinesis.json");
+        let event: aws_lambda_events::event::kinesis::KinesisEvent = sample("ledger-kinesis.json");
         let spec = sample_spec();
         let keys: Vec<_> = crate::stream::messages(&event.records)
             .iter()
@@ -201,17 +224,8 @@ mod sample_events {
     }
 
     #[test]
-    fn stream_and_schedule_samples_parse() {
-        for name in [
-            "intent-insert.json",
-            "mark-ttl-purge.json",
-            "inbox-insert.json",
-        ] {
-            let event: Event = serde_json::from_str(&read(name)).expect(name);
-            assert_eq!(event.records.len(), 1, "{name}");
-        }
-        let sweep: serde_json::Value =
-            serde_json::from_str(&read("relay-sweep.json")).expect("sweep");
+    fn the_relay_sweep_sample_is_no_stream_event() {
+        let sweep: serde_json::Value = sample("relay-sweep.json");
         assert!(
             sweep.get("Records").is_none(),
             "the relay tells a sweep by its shape"

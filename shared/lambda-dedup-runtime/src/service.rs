@@ -1001,7 +1001,6 @@ impl<E, R> lambda_runtime::Service<LambdaEvent<E>> for Service<E, R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_dedup_memory::MemoryStore;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[derive(Debug, serde::Deserialize)]
@@ -1020,8 +1019,7 @@ mod tests {
 
     fn dedup() -> Dedup {
         let dedup = Dedup::read(&env(), "payer").expect("settings");
-        let store = MemoryStore::new(dedup.settings().retention).with_lease(dedup.settings().lease);
-        dedup.identity("/id").store(store)
+        crate::testing::on_memory(dedup).0.identity("/id")
     }
 
     fn event(bodies: &[&str]) -> SqsEvent {
@@ -1099,7 +1097,7 @@ mod tests {
         let env = env().with("DEDUP_CACHE_SECONDS", "5");
         let dedup = Dedup::read(&env, "payer").expect("settings");
         let clock = Arc::new(lambda_dedup::ManualClock::new(SystemTime::now()));
-        let store = MemoryStore::new(dedup.settings().retention).with_clock(clock.clone());
+        let store = crate::testing::memory_store(dedup.settings()).with_clock(clock.clone());
         let service = dedup
             .identity("/id")
             .store(store.clone())
@@ -1239,10 +1237,9 @@ mod tests {
         };
         for (margin, retried) in [(None, 0), (Some("60000"), 1)] {
             let env = crate::testing::with_margin(env(), margin);
-            let dedup = Dedup::read(&env, "streamer").expect("settings");
-            let store = MemoryStore::new(dedup.settings().retention);
+            let (dedup, _) =
+                crate::testing::on_memory(Dedup::read(&env, "streamer").expect("settings"));
             let mut service = dedup
-                .store(store)
                 .parking(crate::parking::Parking::unreachable())
                 .kinesis(|_: Event<serde_json::Value>| Vec::<lambda_dedup::Effect>::new())
                 .expect("service");

@@ -1,4 +1,5 @@
-//! Checks the function crates share in their tests.
+//! What the function crates share in their tests: checks of a key spec, events as Lambda hands
+//! them over, and (feature `memory`) the function on the memory store of its own settings.
 
 use lambda_dedup::{KeySpec, Message};
 use serde_json::{Value, json};
@@ -41,6 +42,57 @@ pub fn assert_fingerprint_covers(spec: &KeySpec, sample: &Value, depends_on: &[&
         original,
         "a producer retry with a new time is a duplicate"
     );
+}
+
+/// A fresh in-memory store configured from `settings` as the function's DynamoDB store is
+/// ([`Settings::mark_store`](crate::Settings::mark_store)): the settings' retention (S9) and
+/// lease (S6). Add a clock with `with_clock` where a test moves time; otherwise prefer
+/// [`on_memory`], which also hands the store to the builder.
+#[cfg(any(feature = "memory", test))]
+pub fn memory_store(settings: &crate::Settings) -> lambda_dedup_memory::MemoryStore {
+    lambda_dedup_memory::MemoryStore::new(settings.retention).with_lease(settings.lease)
+}
+
+/// Testing a function is calling the same service on the memory store: `dedup` with its marks
+/// in a fresh [`memory_store`] of its own settings, and a handle on that store's data (to
+/// create the function's tables, read its items and marks, inject faults). A test cannot give
+/// the service a store whose retention or lease disagrees with what the function reads.
+#[cfg(any(feature = "memory", test))]
+pub fn on_memory(dedup: crate::Dedup) -> (crate::Dedup, lambda_dedup_memory::MemoryStore) {
+    let store = memory_store(dedup.settings());
+    (dedup.store(store.clone()), store)
+}
+
+/// A function as its `main` builds it, on the memory store of its own settings
+/// ([`function_on_memory`]).
+#[cfg(any(feature = "memory", test))]
+#[derive(Debug)]
+pub struct OnMemory<S> {
+    /// The service the function's wiring built.
+    pub service: S,
+    /// The store's data, shared with the service's.
+    pub store: lambda_dedup_memory::MemoryStore,
+    /// The key spec the function declares: what a test derives the keys it expects with.
+    pub key_spec: KeySpec,
+}
+
+/// The function `function` with the environment `env`: the service `build` (the wiring its
+/// `main` runs) makes [`on_memory`], and the key spec `configure` (its key configuration)
+/// declares. Either's refusal of the settings is the error.
+#[cfg(any(feature = "memory", test))]
+pub fn function_on_memory<S, E: From<crate::SettingsError>>(
+    env: &crate::Env,
+    function: &str,
+    configure: impl FnOnce(crate::Dedup) -> crate::Dedup,
+    build: impl FnOnce(crate::Dedup) -> Result<S, E>,
+) -> Result<OnMemory<S>, E> {
+    let key_spec = configure(crate::Dedup::read(env, function)?).key_spec();
+    let (dedup, store) = on_memory(crate::Dedup::read(env, function)?);
+    Ok(OnMemory {
+        service: build(dedup)?,
+        store,
+        key_spec,
+    })
 }
 
 /// An SQS event of one message per body, with message ids `m0`, `m1`, …: what a function's
@@ -165,4 +217,96 @@ pub fn signed_webhook(secret: &str, id: &str, body: &str) -> lambda_http::Reques
         .header("webhook-signature", signature)
         .body(lambda_http::Body::Text(body.to_owned()))
         .expect("a request")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Dedup, Env, Event};
+    use lambda_dedup::{Lease, MarkStore};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, SystemTime};
+
+    /// The store `on_memory` gives the service is the settings' own: a lease and a retention set
+    /// through the environment (not the defaults, 60 s and 30 days) are the ones a claim and a
+    /// completed mark get, and the handle returned sees the marks the service wrote.
+    #[tokio::test]
+    async fn on_memory_configures_the_store_from_the_functions_settings() {
+        let env = Env::from_pairs([
+            ("DEDUP_NAMESPACE", "t"),
+            ("DEDUP_MARK_TABLE", "marks"),
+            ("DEDUP_LEASE_SECONDS", "90"),
+            ("DEDUP_RETENTION_SECONDS", "3456000"),
+        ]);
+        let (dedup, store) = on_memory(Dedup::read(&env, "payer").expect("settings"));
+        assert_eq!(store.options().lease, Duration::from_secs(90));
+        assert_eq!(store.retention().duration(), Duration::from_secs(3_456_000));
+        let leases = Arc::new(Mutex::new(Vec::new()));
+        let seen = leases.clone();
+        let service = dedup
+            .identity("/id")
+            .sqs_calls(move |_: Event<Value>, lease: Lease| {
+                seen.lock().expect("lock").push(lease.expires_at);
+                async { Ok(None) }
+            })
+            .expect("service");
+        let before = SystemTime::now();
+        let answer = service
+            .call_with(sqs_event(&[r#"{"id": "p-1"}"#]))
+            .await
+            .expect("answer");
+        assert!(answer.batch_item_failures.is_empty());
+        let from_now = |t: SystemTime| t.duration_since(before).expect("later").as_secs();
+        let leases = leases.lock().expect("lock").clone();
+        assert_eq!(leases.len(), 1);
+        assert!((89..=91).contains(&from_now(leases[0])), "the 90 s lease");
+        let marks = store.marks();
+        assert_eq!(
+            marks.len(),
+            1,
+            "the service's mark, seen through the handle"
+        );
+        assert!(
+            (3_455_999..=3_456_001).contains(&from_now(marks[0].expires_at)),
+            "the 40-day retention"
+        );
+    }
+
+    /// `function_on_memory` builds the service as the wiring does, on the settings' store, and
+    /// hands back the key spec `configure` declares: the key of the mark the service writes.
+    #[tokio::test]
+    async fn function_on_memory_gives_the_wirings_service_its_store_and_key_spec() {
+        let env = Env::from_pairs([
+            ("DEDUP_NAMESPACE", "t"),
+            ("DEDUP_MARK_TABLE", "marks"),
+            ("DEDUP_LEASE_SECONDS", "90"),
+        ]);
+        let configure = |dedup: Dedup| dedup.identity("/id");
+        let function = function_on_memory(&env, "payer", configure, |dedup| {
+            configure(dedup).sqs_calls(|_: Event<Value>, _: Lease| async { Ok(None) })
+        })
+        .expect("service");
+        assert_eq!(function.store.options().lease, Duration::from_secs(90));
+        let body = r#"{"id": "p-1"}"#;
+        let answer = function
+            .service
+            .call_with(sqs_event(&[body]))
+            .await
+            .expect("answer");
+        assert!(answer.batch_item_failures.is_empty());
+        let message = lambda_dedup::Message {
+            body: body.as_bytes().to_vec(),
+            ..lambda_dedup::Message::default()
+        };
+        let expected = function.key_spec.derive(&message).expect("derived").key;
+        let keys: Vec<_> = function.store.marks().into_iter().map(|m| m.key).collect();
+        assert_eq!(keys, [expected]);
+        let refused = function_on_memory(
+            &Env::from_pairs([("DEDUP_MARK_TABLE", "marks")]),
+            "payer",
+            configure,
+            |dedup| configure(dedup).sqs_calls(|_: Event<Value>, _: Lease| async { Ok(None) }),
+        );
+        assert!(matches!(refused, Err(crate::BuildError::Settings(_))));
+    }
 }

@@ -3,6 +3,7 @@
 //! the leased flow as `payment-dispatcher` runs it.
 
 use super::*;
+use lambda_dedup_http::CallError;
 
 #[derive(Debug, Clone)]
 pub(super) struct Delivery {
@@ -332,7 +333,7 @@ impl<E: 'static> World<E> {
                         park(event).await;
                     }
                     let key = lease.idempotency_key();
-                    let call = api.post("/v1/payments", &key, &request);
+                    let call = api.call("/v1/payments", &key, &request);
                     let sent = if slow {
                         tokio::select! {
                             sent = call => sent,
@@ -347,16 +348,10 @@ impl<E: 'static> World<E> {
                         call.await
                     };
                     match &sent {
-                        Err(HandlerError::Transient(reason)) => {
-                            let mut log = lock(log);
-                            if reason.contains("timed out") {
-                                log.provider_timeouts += 1;
-                            } else if reason.contains(": 503") {
-                                log.provider_5xx += 1;
-                            }
-                        }
-                        Err(HandlerError::Invalid(_)) => refused.store(true, Ordering::SeqCst),
-                        Ok(_) => {}
+                        Err(CallError::Timeout) => lock(log).provider_timeouts += 1,
+                        Err(CallError::Status(503)) => lock(log).provider_5xx += 1,
+                        Err(e) if e.is_permanent() => refused.store(true, Ordering::SeqCst),
+                        Err(_) | Ok(_) => {}
                     }
                     if crash == Some(Crash::AfterCall) {
                         park(event).await;

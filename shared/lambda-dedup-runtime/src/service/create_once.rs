@@ -41,8 +41,8 @@ impl Dedup {
 mod tests {
     use super::*;
     use crate::settings::Env;
+    use crate::testing::on_memory;
     use lambda_dedup::{Effect, Item, MarkStore, Value};
-    use lambda_dedup_memory::MemoryStore;
 
     #[derive(serde::Deserialize)]
     struct Order {
@@ -60,13 +60,11 @@ mod tests {
     #[tokio::test]
     async fn sqs_create_once_writes_each_order_once_in_one_put_and_no_mark() {
         let env = Env::from_pairs([("DEDUP_NAMESPACE", "test"), ("DEDUP_MARK_TABLE", "marks")]);
-        let dedup = Dedup::read(&env, "orders").expect("settings");
-        let store = MemoryStore::new(dedup.settings().retention);
+        let (dedup, store) = on_memory(Dedup::read(&env, "orders").expect("settings"));
         store.create_table("orders", "order_id");
         let service = dedup
             .identity("/order_id")
             .fingerprint(&["/total"])
-            .store(store.clone())
             .sqs_create_once(|e: Event<Order>| {
                 let order = Item::new().with("order_id", e.payload.order_id.as_str());
                 Effect::put("orders", order.with("total", e.payload.total))

@@ -72,8 +72,8 @@ impl lambda_http::Service<Request> for WebhookService {
 mod tests {
     use super::*;
     use crate::settings::Env;
+    use crate::testing::on_memory;
     use lambda_dedup::MarkStore;
-    use lambda_dedup_memory::MemoryStore;
     use lambda_http::tower::ServiceExt;
 
     const SECRET: &str = "whsec_d2hzZWMtdGVzdC0wMTIzNDU2Nzg5";
@@ -115,11 +115,10 @@ mod tests {
     /// body under the same id 409, and a forgery 401.
     #[tokio::test]
     async fn the_builders_webhook_service_creates_the_inbox_item_once_as_its_mark() {
-        let dedup = Dedup::read(&env(), "webhook-receiver").expect("settings");
-        let store = MemoryStore::new(dedup.settings().retention);
+        let (dedup, store) = on_memory(Dedup::read(&env(), "webhook-receiver").expect("settings"));
         store.create_table("inbox", "event_key");
         let config = WebhookConfig::read(&env()).expect("config");
-        let service = dedup.store(store.clone()).webhook(config).expect("service");
+        let service = dedup.webhook(config).expect("service");
         let body = r#"{"id":"evt-1","amount":10}"#;
         let first = post(&service, "evt-1", body).await;
         assert_eq!((first.0, first.1.as_deref()), (200, None), "{first:?}");
@@ -156,11 +155,11 @@ mod tests {
         use lambda_http::RequestExt;
         for (margin, status) in [(None, 200), (Some("60000"), 503)] {
             let env = crate::testing::with_margin(env(), margin);
-            let dedup = Dedup::read(&env, "webhook-receiver").expect("settings");
-            let store = MemoryStore::new(dedup.settings().retention);
+            let (dedup, store) =
+                on_memory(Dedup::read(&env, "webhook-receiver").expect("settings"));
             store.create_table("inbox", "event_key");
             let config = WebhookConfig::read(&env).expect("config");
-            let service = dedup.store(store.clone()).webhook(config).expect("service");
+            let service = dedup.webhook(config).expect("service");
             let request = request("evt-m", r#"{"id":"evt-m"}"#)
                 .with_lambda_context(crate::service::tests::context_due_in(30));
             let answer = service.clone().oneshot(request).await.expect("answer");

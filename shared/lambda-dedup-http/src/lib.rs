@@ -159,7 +159,7 @@ impl CallError {
 /// The failure as the batch flows take it: transient ones retry, permanent ones are invalid.
 impl From<CallError> for HandlerError {
     fn from(e: CallError) -> Self {
-        let reason = format!("POST {e}");
+        let reason = format!("provider call failed: {e}");
         match e.permanence() {
             Permanence::Transient => HandlerError::Transient(reason),
             Permanence::Permanent => HandlerError::Invalid(reason),

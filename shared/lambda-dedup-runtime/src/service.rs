@@ -29,8 +29,8 @@
 //! | --- | --- | --- |
 //! | SQS, standard and FIFO | [`Dedup::sqs`] ([`Dedup::one_transaction_per_batch`]; [`Dedup::sqs_then`] with a follow-up) | [`Dedup::sqs_calls`] |
 //! | SQS, a write then a call | [`Dedup::sqs_write_then_call`] | |
-//! | Kinesis | [`Dedup::kinesis`] | |
-//! | DynamoDB Streams | [`Dedup::dynamodb_stream`] | |
+//! | Kinesis (feature `kinesis`) | `Dedup::kinesis` | |
+//! | DynamoDB Streams (feature `dynamodb-streams`) | `Dedup::dynamodb_stream` | |
 //! | SQS, an item created once per event | [`Dedup::sqs_create_once`] (the item is the mark) | |
 //! | HTTP, signed webhooks (feature `webhook`) | `Dedup::webhook`: the inbox item created once | |
 

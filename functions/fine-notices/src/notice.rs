@@ -239,8 +239,7 @@ mod tests {
         lambda_dedup_runtime::testing::assert_readme_key_spec(
             include_str!("../../../README.md"),
             "fine-notices",
-            "tenantid",
-            DEPENDS_ON,
+            configure,
         );
     }
 

@@ -63,8 +63,7 @@ mod tests {
         lambda_dedup_runtime::testing::assert_readme_key_spec(
             include_str!("../../../README.md"),
             "payment-dispatcher",
-            "tenantid",
-            DEPENDS_ON,
+            configure,
         );
     }
 

@@ -207,7 +207,7 @@ impl Context {
 fn key_spec(text: Option<&str>, function: &str, settings: &Settings) -> Result<KeySpec, Error> {
     let scope = settings.scope.clone();
     let spec = match (text, function) {
-        (Some(text), _) => parse_key_spec(text, scope)?,
+        (Some(text), _) => lambda_dedup_runtime::cloudevents_key_spec(text, scope)?,
         // The function's own, from its library.
         (None, "ledger-projector" | "ledger-stream") => ledger_projector::ledger::key_spec(scope),
         (None, _) => {
@@ -218,32 +218,6 @@ fn key_spec(text: Option<&str>, function: &str, settings: &Settings) -> Result<K
         }
     };
     Ok(settings.key_spec(spec))
-}
-
-fn parse_key_spec(text: &str, scope: lambda_dedup::Scope) -> Result<KeySpec, Error> {
-    let mut parts = text.splitn(3, ':');
-    match (parts.next(), parts.next(), parts.next()) {
-        (Some("cloudevents"), Some(tenant), pointers) if !tenant.is_empty() => {
-            let spec = KeySpec::cloudevents(scope, tenant);
-            Ok(match pointers {
-                Some(p) => {
-                    let list: Vec<&str> = p.split(',').filter(|p| !p.is_empty()).collect();
-                    if list.iter().any(|p| !p.starts_with('/')) {
-                        return Err(format!(
-                            "--key-spec {text:?}: fingerprint pointers start with /"
-                        )
-                        .into());
-                    }
-                    spec.fingerprint(lambda_dedup::FingerprintSource::pointers(&list))
-                }
-                None => spec,
-            })
-        }
-        _ => Err(format!(
-            "--key-spec {text:?}: expected cloudevents:<tenant extension>[:<fingerprint pointer>,…]"
-        )
-        .into()),
-    }
 }
 
 #[tokio::main]

@@ -54,7 +54,9 @@ pub use lambda_dedup::{Effect, Item, TimeFormat};
 #[cfg(any(feature = "webhook", test))]
 pub use service::WebhookService;
 pub use service::{BuildError, Dedup, Event, IntoPlan, Refusal, Service, SqsService};
-pub use settings::{Env, Settings, SettingsError, optional, required};
+pub use settings::{
+    Env, KeySpecTextError, Settings, SettingsError, cloudevents_key_spec, optional, required,
+};
 pub use sqs::{messages, response};
 
 /// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.

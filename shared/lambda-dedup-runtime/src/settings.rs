@@ -118,6 +118,44 @@ pub const DLQ_RETENTION_VAR: &str = "DEDUP_DLQ_RETENTION_SECONDS";
 /// Where variables come from.
 pub(crate) type Lookup<'a> = &'a Env;
 
+/// Why an operator's `--key-spec` text is not a key spec ([`cloudevents_key_spec`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeySpecTextError {
+    /// Not `cloudevents:<tenant extension>[:<fingerprint pointer>,…]`.
+    #[error("--key-spec {0:?}: expected cloudevents:<tenant extension>[:<fingerprint pointer>,…]")]
+    Form(String),
+    /// A fingerprint pointer that is not a JSON pointer.
+    #[error("--key-spec {0:?}: fingerprint pointers start with /")]
+    Pointer(String),
+}
+
+/// The key spec a CloudEvents function declares, from the text the operators' tool takes for
+/// it (`lambda-dedup --key-spec cloudevents:<tenant extension>[:<fingerprint pointer>,…]`), in
+/// `scope`. Without pointers the fingerprint covers the event's `data`. This is the spec
+/// before the settings' body limit and event-time source ([`Settings::key_spec`]).
+pub fn cloudevents_key_spec(
+    text: &str,
+    scope: Scope,
+) -> Result<lambda_dedup::KeySpec, KeySpecTextError> {
+    let mut parts = text.splitn(3, ':');
+    let (Some("cloudevents"), Some(tenant), pointers) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Err(KeySpecTextError::Form(text.to_owned()));
+    };
+    if tenant.is_empty() {
+        return Err(KeySpecTextError::Form(text.to_owned()));
+    }
+    let spec = lambda_dedup::KeySpec::cloudevents(scope, tenant);
+    let Some(pointers) = pointers else {
+        return Ok(spec);
+    };
+    let list: Vec<&str> = pointers.split(',').filter(|p| !p.is_empty()).collect();
+    if list.iter().any(|p| !p.starts_with('/')) {
+        return Err(KeySpecTextError::Pointer(text.to_owned()));
+    }
+    Ok(spec.fingerprint(lambda_dedup::FingerprintSource::pointers(&list)))
+}
+
 /// Why a function refuses to start: typed, so a caller (or a test) can tell the cases apart.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SettingsError {
@@ -431,6 +469,39 @@ impl Settings {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    /// The operators' `--key-spec` text: the tenant extension and the fingerprint pointers it
+    /// names are the spec's; anything else is refused with what is wrong.
+    #[test]
+    fn a_key_spec_text_is_read_as_the_operators_tool_reads_it() {
+        let scope = Scope::new("t", "c").expect("scope");
+        let spec = |text: &str| cloudevents_key_spec(text, scope.clone());
+        assert_eq!(
+            spec("cloudevents:tenantid:/data/a,/data/b"),
+            Ok(
+                lambda_dedup::KeySpec::cloudevents(scope.clone(), "tenantid").fingerprint(
+                    lambda_dedup::FingerprintSource::pointers(&["/data/a", "/data/b"])
+                )
+            )
+        );
+        assert_eq!(
+            spec("cloudevents:org"),
+            Ok(lambda_dedup::KeySpec::cloudevents(scope.clone(), "org"))
+        );
+        assert_ne!(spec("cloudevents:org"), spec("cloudevents:tenantid"));
+        for form in ["cloudevents", "cloudevents::/a", "attribute:x", ""] {
+            assert_eq!(
+                spec(form),
+                Err(KeySpecTextError::Form(form.into())),
+                "{form}"
+            );
+        }
+        let pointer = "cloudevents:tenantid:/a,data";
+        assert_eq!(
+            spec(pointer),
+            Err(KeySpecTextError::Pointer(pointer.into()))
+        );
+    }
 
     fn typed(vars: &[(&str, &str)]) -> Result<Settings, SettingsError> {
         let map: HashMap<String, String> = vars

@@ -145,21 +145,30 @@ pub fn assert_configured_fingerprint_covers(
 }
 
 /// The operators' tool is told a CloudEvents function's key spec in the README
-/// (`lambda-dedup --key-spec cloudevents:<tenant extension>:<depends_on>`): it must stay the one
-/// the function declares. Panics naming `function` when the README lacks it.
+/// (`lambda-dedup --key-spec cloudevents:<tenant extension>:<depends_on>`): one of the README's
+/// `--key-spec` texts, read as the tool reads it ([`crate::cloudevents_key_spec`]), must be the
+/// spec `configure` (the function's key configuration) declares for `function`. Panics naming
+/// `function` and its spec when none is.
 pub fn assert_readme_key_spec(
     readme: &str,
     function: &str,
-    tenant_extension: &str,
-    depends_on: &[&str],
+    configure: impl FnOnce(crate::Dedup) -> crate::Dedup,
 ) {
-    let spec = format!(
-        "--key-spec cloudevents:{tenant_extension}:{}",
-        depends_on.join(",")
-    );
+    let env = crate::Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
+    let dedup = crate::Dedup::read(&env, function).expect("settings");
+    let settings = dedup.settings().clone();
+    let declared = configure(dedup).key_spec();
+    let given = readme
+        .split("--key-spec ")
+        .skip(1)
+        .filter_map(|rest| rest.split(['`', ' ', '\n']).next())
+        .filter_map(|text| crate::cloudevents_key_spec(text, settings.scope.clone()).ok());
+    let found = given
+        .map(|spec| settings.key_spec(spec))
+        .any(|spec| spec == declared);
     assert!(
-        readme.contains(&spec),
-        "README lacks `{spec}` for {function}"
+        found,
+        "README gives the operators' tool no --key-spec for {function} equal to the spec it declares: {declared:?}"
     );
 }
 

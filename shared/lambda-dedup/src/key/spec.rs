@@ -48,7 +48,7 @@ pub enum TenantSource {
 }
 
 /// How to derive the key and fingerprint of a message.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeySpec {
     scope: Scope,
     tenant: TenantSource,

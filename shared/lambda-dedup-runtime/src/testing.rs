@@ -131,6 +131,13 @@ pub fn failed_ids(response: aws_lambda_events::event::sqs::SqsBatchResponse) -> 
         .collect()
 }
 
+/// The builder of `function` on the least environment a function starts with (namespace and
+/// mark table): what the key-configuration checks apply a function's `configure` to.
+fn minimal_dedup(function: &str) -> crate::Dedup {
+    let env = crate::Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
+    crate::Dedup::read(&env, function).expect("settings")
+}
+
 /// S11 for a function's key configuration: `configure` applied to a builder on a minimal
 /// environment (what the function's `main` applies to its own), then
 /// [`assert_fingerprint_covers`] on `sample`.
@@ -139,8 +146,7 @@ pub fn assert_configured_fingerprint_covers(
     sample: &Value,
     depends_on: &[&str],
 ) {
-    let env = crate::Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
-    let dedup = crate::Dedup::read(&env, "c").expect("settings");
+    let dedup = minimal_dedup("c");
     assert_fingerprint_covers(&configure(dedup).key_spec(), sample, depends_on);
 }
 
@@ -154,8 +160,7 @@ pub fn assert_readme_key_spec(
     function: &str,
     configure: impl FnOnce(crate::Dedup) -> crate::Dedup,
 ) {
-    let env = crate::Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
-    let dedup = crate::Dedup::read(&env, function).expect("settings");
+    let dedup = minimal_dedup(function);
     let settings = dedup.settings().clone();
     let declared = configure(dedup).key_spec();
     let given = readme

@@ -28,7 +28,7 @@ fn emails(mail: &Provider) -> Vec<serde_json::Value> {
         .collect()
 }
 
-fn settings(mail_url: &str) -> Dedup {
+fn settings(mail_url: &str) -> Dedup<lambda_dedup_runtime::NoStore> {
     let env = Env::from_pairs([
         ("DEDUP_NAMESPACE", "example"),
         ("DEDUP_MARK_TABLE", "marks"),

@@ -1,9 +1,13 @@
-//! The handler as `main` wires it, on the PostgreSQL server named by `DEDUP_POSTGRES_URL` (the
-//! one `cargo xtask test` starts), each test on fresh tables; without it the server tests are
-//! skipped with a message. Balances are read back with plain SQL, not through the store.
+//! The service as `main` wires it: on the memory store (its statements recorded, not run), and
+//! on the PostgreSQL server named by `DEDUP_POSTGRES_URL` (the one `cargo xtask test` starts),
+//! each test on fresh tables; without it the server tests are skipped with a message. Balances
+//! are read back with plain SQL, not through the store.
 
 use super::*;
-use aws_lambda_events::event::sqs::SqsMessage;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use lambda_dedup_postgres::{PgStore, SqlValue, Tls};
+use lambda_dedup_runtime::testing::on_memory_recording;
+use lambda_dedup_runtime::{Env, Service, Settings};
 
 const URL: &str = "DEDUP_POSTGRES_URL";
 
@@ -58,8 +62,13 @@ fn failed(response: &SqsBatchResponse) -> Vec<&str> {
     ids.map(|f| f.item_identifier.as_str()).collect()
 }
 
+/// The function as `main` builds it from `env`, on PostgreSQL.
+fn function(env: &Env) -> Result<SqsService, Error> {
+    service(Dedup::read(env, "pg-credit")?.postgres()?)
+}
+
 /// The function on fresh tables of the server, and a connection of the test's own.
-async fn function(url: &str) -> (Function, tokio_postgres::Client, String) {
+async fn on_server(url: &str) -> (SqsService, tokio_postgres::Client, String) {
     let (marks, balances) = (unique("marks"), unique("balances"));
     let env = env(url, &marks, &balances);
     let settings = Settings::read(&env, "pg-credit").expect("settings");
@@ -80,7 +89,17 @@ async fn function(url: &str) -> (Function, tokio_postgres::Client, String) {
         ))
         .await
         .expect("the balances table");
-    (Function::new(&env).expect("function"), client, balances)
+    (function(&env).expect("function"), client, balances)
+}
+
+trait Handle {
+    async fn handle(&self, event: SqsEvent) -> SqsBatchResponse;
+}
+
+impl Handle for Service<SqsEvent, SqsBatchResponse> {
+    async fn handle(&self, event: SqsEvent) -> SqsBatchResponse {
+        self.call_with(event).await.expect("answered")
+    }
 }
 
 async fn balance(client: &tokio_postgres::Client, balances: &str, account: &str) -> Option<i64> {
@@ -94,7 +113,7 @@ async fn each_event_is_credited_once_however_often_it_is_delivered() {
     let Some(url) = server("each_event_is_credited_once_however_often_it_is_delivered") else {
         return;
     };
-    let (function, client, balances) = function(&url).await;
+    let (function, client, balances) = on_server(&url).await;
     // Two events; the first delivered twice in one batch.
     let first = vec![
         record("m1", "e1", "a-1", 10),
@@ -129,7 +148,7 @@ async fn a_credit_postgres_refuses_fails_alone_and_changes_nothing() {
     let Some(url) = server("a_credit_postgres_refuses_fails_alone_and_changes_nothing") else {
         return;
     };
-    let (function, client, balances) = function(&url).await;
+    let (function, client, balances) = on_server(&url).await;
     let full = vec![record("m1", "e1", "a-2", i64::MAX)];
     assert!(failed(&function.handle(batch(full)).await).is_empty());
     // The next credit to a-2 overflows `bigint` (SQLSTATE 22003): refused for good, so failed
@@ -154,30 +173,85 @@ async fn a_credit_postgres_refuses_fails_alone_and_changes_nothing() {
 #[test]
 fn a_start_without_tls_settings_or_with_a_bad_table_name_is_refused() {
     let base = env("postgresql://u@127.0.0.1:5432/db", "marks", "balances");
+    let refused = |env: &Env| {
+        function(env)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
     let no_tls = Env::from_pairs([
         ("DEDUP_NAMESPACE", "example"),
         ("DEDUP_MARK_TABLE", "marks"),
         ("BALANCES_TABLE", "balances"),
         ("DATABASE_URL", "postgresql://u@127.0.0.1:5432/db"),
     ]);
-    assert!(matches!(
-        Function::new(&no_tls),
-        Err(SettingsError::Refused(_))
-    ));
+    assert!(
+        refused(&no_tls).contains("PG_TLS=disabled"),
+        "{}",
+        refused(&no_tls)
+    );
     let injected = base
         .clone()
         .with("BALANCES_TABLE", "balances; DROP TABLE x");
-    assert!(matches!(
-        Function::new(&injected),
-        Err(SettingsError::Invalid { name, .. }) if name == "BALANCES_TABLE"
-    ));
-    let bad_marks = base.clone().with("DEDUP_MARK_TABLE", "marks\"");
-    assert!(matches!(
-        Function::new(&bad_marks),
-        Err(SettingsError::Refused(_))
-    ));
     assert!(
-        Function::new(&base).is_ok(),
-        "connects lazily: no server needed"
+        refused(&injected).contains("table name"),
+        "{}",
+        refused(&injected)
+    );
+    let bad_marks = base.clone().with("DEDUP_MARK_TABLE", "marks\"");
+    assert!(
+        refused(&bad_marks).contains("table name"),
+        "{}",
+        refused(&bad_marks)
+    );
+    let no_url = Env::from_pairs([("DEDUP_NAMESPACE", "example"), ("PG_TLS", "disabled")]);
+    assert!(
+        refused(&no_url).contains("DATABASE_URL"),
+        "{}",
+        refused(&no_url)
+    );
+    assert!(function(&base).is_ok(), "connects lazily: no server needed");
+}
+
+/// On the memory store, as the tests of a DynamoDB function run: one upsert of the tenant's
+/// account per event however often it is delivered (a redelivery and a producer retry are
+/// duplicates, recorded nothing), the malformed messages failed and nothing recorded for them.
+#[tokio::test]
+async fn on_memory_each_event_records_one_upsert_of_its_tenants_account() {
+    let env = env("postgresql://u@127.0.0.1:5432/db", "marks", "balances");
+    let (dedup, store) =
+        on_memory_recording::<SqlEffect>(Dedup::read(&env, "pg-credit").expect("settings"));
+    let service = service(dedup).expect("service");
+    let first = vec![
+        record("m1", "e1", "a-1", 10),
+        record("m2", "e1", "a-1", 10),
+        record("m3", "e2", "a-1", 5),
+    ];
+    assert!(failed(&service.handle(batch(first)).await).is_empty());
+    let mut again = vec![
+        record("m4", "e1", "a-1", 10),
+        record("m5", "e3", "a-1", 1),
+        record("m6", "e4", "a-1", 1),
+    ];
+    again[1].body = Some("not json".into());
+    again[2].body = again[2]
+        .body
+        .as_ref()
+        .map(|b| b.replace("\"amount\":1", "\"amount\":\"one\""));
+    assert_eq!(failed(&service.handle(batch(again)).await), ["m5", "m6"]);
+    let effects = store.effects();
+    assert_eq!(effects.len(), 2, "{effects:?}");
+    assert!(
+        effects[0].sql().starts_with("INSERT INTO \"balances\""),
+        "{}",
+        effects[0].sql()
+    );
+    let amounts: Vec<&[SqlValue]> = effects.iter().map(|e| e.params()).collect();
+    assert_eq!(
+        amounts,
+        [
+            [SqlValue::Text("acme/a-1".into()), SqlValue::BigInt(10)],
+            [SqlValue::Text("acme/a-1".into()), SqlValue::BigInt(5)],
+        ]
     );
 }

@@ -58,7 +58,7 @@ mod tests {
     }
 
     /// The function's settings, as `main` reads them.
-    fn settings() -> Dedup {
+    fn settings() -> Dedup<lambda_dedup_runtime::NoStore> {
         let env = Env::from_pairs([
             ("DEDUP_NAMESPACE", "example"),
             ("DEDUP_MARK_TABLE", "marks"),

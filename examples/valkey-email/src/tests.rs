@@ -1,132 +1,142 @@
-//! The e-mail goes out once: on the memory store always, and on Valkey when `DEDUP_VALKEY_URL`
-//! names a server (`cargo xtask test` starts one; otherwise those runs are skipped with a
-//! message).
-
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+//! The service as `main` wires it: the e-mail goes out once on the memory store always, and on
+//! Valkey when `DEDUP_VALKEY_URL` names a server (`cargo xtask test` starts one; otherwise that
+//! run is skipped with a message). The mail API is the fake provider, which honours
+//! `Idempotency-Key`, counts what it sent and fails as told.
 
 use super::*;
-use lambda_dedup_valkey::ValkeyStore;
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use lambda_dedup_fake_provider::{Fault, Provider};
+use lambda_dedup_runtime::{Env, NoStore};
 
-/// A mail API that honours idempotency keys, counts what it sent, and can fail its next calls.
-#[derive(Default)]
-struct FakeMail {
-    sent: Mutex<HashMap<String, (String, usize)>>,
-    deliveries: AtomicUsize,
-    fail_next: AtomicUsize,
-    attempts: Mutex<Vec<String>>,
-}
-
-impl MailApi for FakeMail {
-    async fn send(&self, to: &str, _: &str, key: &str) -> Result<String, HandlerError> {
-        self.attempts.lock().expect("lock").push(key.to_owned());
-        if self.fail_next.load(Ordering::SeqCst) > 0 {
-            self.fail_next.fetch_sub(1, Ordering::SeqCst);
-            return Err(HandlerError::Transient("mail API unavailable".into()));
-        }
-        let mut sent = self.sent.lock().expect("lock");
-        let entry = sent.entry(key.to_owned()).or_insert_with(|| {
-            self.deliveries.fetch_add(1, Ordering::SeqCst);
-            (to.to_owned(), 0)
-        });
-        entry.1 += 1;
-        Ok(format!("msg-{}", key.len()))
-    }
-}
-
-fn signup(message_id: &str, id: &str, email: &str) -> Message {
-    Message {
-        message_id: message_id.into(),
-        body: serde_json::json!({"specversion": "1.0", "type": "UserSignedUp", "source": "/users",
-            "id": id, "tenantid": "acme", "data": {"email": email}})
-        .to_string()
-        .into_bytes(),
-        ..Message::default()
-    }
+/// The mail API, on a port of its own.
+async fn mail_api() -> (Provider, String) {
+    let mail = Provider::new();
+    let (addr, _) = lambda_dedup_fake_provider::spawn(mail.clone(), ([127, 0, 0, 1], 0).into())
+        .await
+        .expect("mail API");
+    (mail, format!("http://{addr}/v1"))
 }
 
 fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default();
     format!("{prefix}-{nanos:x}")
 }
 
-/// The settings as `main` would read them, from these variables.
-fn settings() -> Settings {
-    let env = lambda_dedup_runtime::Env::from_pairs([("DEDUP_NAMESPACE", "test")]);
-    Settings::read(&env, "welcome-email").expect("settings")
+/// The builder as `main` reads it, from these variables.
+fn settings(mail_url: &str, valkey_url: &str) -> Dedup<NoStore> {
+    let env = Env::from_pairs([
+        ("DEDUP_NAMESPACE", "test"),
+        ("MAIL_API_URL", mail_url),
+        ("PROVIDER_TIMEOUT_MS", "500"),
+        ("VALKEY_URL", valkey_url),
+    ])
+    .with("VALKEY_KEY_PREFIX", format!("{}:", unique("welcome")));
+    Dedup::read(&env, "valkey-email").expect("settings")
 }
 
-/// Three deliveries of one sign-up, the mail API down for the first: one e-mail, and the
-/// retry used the same idempotency key; another sign-up is its own e-mail.
-async fn sends_once<E: 'static>(dedup: LeasedDeduplicator<E>) {
-    let mail = FakeMail::default();
+fn signup(message_id: &str, id: &str, email: &str) -> SqsMessage {
+    let body = serde_json::json!({"specversion": "1.0", "type": "UserSignedUp",
+        "source": "/users", "id": id, "tenantid": "acme", "data": {"email": email}});
+    let mut m = SqsMessage::default();
+    m.message_id = Some(message_id.into());
+    m.body = Some(body.to_string());
+    m
+}
+
+async fn deliver(service: &SqsService, records: Vec<SqsMessage>) -> Vec<String> {
+    let mut event = SqsEvent::default();
+    event.records = records;
+    let response = service.call_with(event).await.expect("answered");
+    let failures = response.batch_item_failures.into_iter();
+    failures.map(|f| f.item_identifier).collect()
+}
+
+/// Three deliveries of one sign-up, the mail API down for the first: one e-mail, the retry under
+/// the same idempotency key; another sign-up is its own e-mail, and a sign-up without an
+/// address is failed without a call.
+async fn sends_once(service: SqsService, mail: &Provider) {
     let id = unique("user");
-    mail.fail_next.store(1, Ordering::SeqCst);
-    let first = send_welcome(&dedup, &signup("m1", &id, "ada@example.com"), None, &mail).await;
-    assert!(matches!(first, Outcome::Retry { .. }), "{first:?}");
-    let second = send_welcome(&dedup, &signup("m2", &id, "ada@example.com"), None, &mail).await;
-    assert!(matches!(second, Outcome::Applied), "{second:?}");
-    let third = send_welcome(&dedup, &signup("m3", &id, "ada@example.com"), None, &mail).await;
-    assert!(matches!(third, Outcome::Duplicate { .. }), "{third:?}");
-    let other = send_welcome(
-        &dedup,
-        &signup("m4", &unique("user"), "bo@example.com"),
-        None,
-        &mail,
-    )
-    .await;
-    assert!(matches!(other, Outcome::Applied), "{other:?}");
+    mail.inject(Fault::error_5xx(1));
+    let ada = || signup("m1", &id, "ada@example.com");
     assert_eq!(
-        mail.deliveries.load(Ordering::SeqCst),
-        2,
-        "one e-mail per sign-up"
+        deliver(&service, vec![ada()]).await,
+        ["m1"],
+        "the 503 is retried"
     );
-    let calls: Vec<usize> = mail
-        .sent
-        .lock()
-        .expect("lock")
-        .values()
-        .map(|v| v.1)
+    assert!(deliver(&service, vec![ada()]).await.is_empty());
+    assert!(
+        deliver(&service, vec![ada()]).await.is_empty(),
+        "a duplicate"
+    );
+    let mut nobody = signup("m9", &unique("user"), "");
+    nobody.body = nobody
+        .body
+        .map(|b| b.replace(r#""email":"""#, r#""mail":"x""#));
+    let other = signup("m2", &unique("user"), "bo@example.com");
+    assert_eq!(deliver(&service, vec![other, nobody]).await, ["m9"]);
+    let sent: Vec<serde_json::Value> = mail
+        .applied()
+        .into_values()
+        .map(|m| m["to"].clone())
         .collect();
+    assert_eq!(sent.len(), 2, "one e-mail per sign-up: {sent:?}");
+    assert!(
+        sent.contains(&serde_json::json!("ada@example.com")),
+        "{sent:?}"
+    );
     assert_eq!(
-        calls.iter().sum::<usize>(),
+        mail.total_effects(),
         2,
-        "the duplicate never called the API"
+        "the retry and the duplicate sent nothing more"
     );
-    let attempts = mail.attempts.lock().expect("lock").clone();
-    assert_eq!(attempts.len(), 3);
-    assert_eq!(
-        attempts[0], attempts[1],
-        "the retry reused the idempotency key"
-    );
-    assert_ne!(attempts[1], attempts[2], "another sign-up has its own key");
 }
 
 #[tokio::test]
 async fn the_welcome_email_is_sent_once_on_the_memory_store() {
-    let settings = settings();
-    let store = lambda_dedup_runtime::testing::memory_store(&settings);
-    sends_once(welcome_deduplicator(&settings, store)).await;
+    let (mail, url) = mail_api().await;
+    let (dedup, _) = lambda_dedup_runtime::testing::on_memory(settings(&url, "redis://unused"));
+    sends_once(service(dedup).expect("service"), &mail).await;
 }
 
 #[tokio::test]
 async fn the_welcome_email_is_sent_once_on_valkey() {
-    let Ok(url) = std::env::var("DEDUP_VALKEY_URL") else {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "valkey-email on Valkey skipped: DEDUP_VALKEY_URL is not set; `cargo xtask test -p example-valkey-email` starts Valkey and sets it"
+    let Ok(valkey) = std::env::var("DEDUP_VALKEY_URL") else {
+        eprintln!(
+            "valkey-email on Valkey skipped: DEDUP_VALKEY_URL is not set; `cargo xtask test` starts Valkey and sets it"
         );
         return;
     };
-    let settings = settings();
-    let store = ValkeyStore::from_url(&url, settings.retention)
-        .expect("url")
-        .with_prefix(&format!("{}:", unique("welcome")))
-        .expect("prefix");
-    sends_once(welcome_deduplicator(&settings, store)).await;
+    let (mail, url) = mail_api().await;
+    let dedup = settings(&url, &valkey).valkey().expect("the Valkey store");
+    sends_once(service(dedup).expect("service"), &mail).await;
+}
+
+/// `main`'s wiring refuses to start without its Valkey server or its mail API.
+#[test]
+fn a_start_without_valkey_url_or_mail_api_is_refused() {
+    let env = Env::from_pairs([
+        ("DEDUP_NAMESPACE", "test"),
+        ("MAIL_API_URL", "http://127.0.0.1:1/v1"),
+    ]);
+    let Err(e) = Dedup::read(&env, "valkey-email")
+        .expect("settings")
+        .valkey()
+    else {
+        panic!("started without VALKEY_URL");
+    };
+    assert!(e.to_string().contains("VALKEY_URL"), "{e}");
+    let (dedup, _) = lambda_dedup_runtime::testing::on_memory(
+        Dedup::read(
+            &Env::from_pairs([("DEDUP_NAMESPACE", "test")]),
+            "valkey-email",
+        )
+        .expect("settings"),
+    );
+    let Err(e) = service(dedup) else {
+        panic!("started without MAIL_API_URL");
+    };
+    assert!(e.to_string().contains("MAIL_API_URL"), "{e}");
 }

@@ -222,7 +222,7 @@ pub(crate) const DEPENDS_ON: &[&str] = &[
 
 /// How this function derives keys: CloudEvents `source` + `id`, tenant from `tenantid`, and a
 /// fingerprint of [`DEPENDS_ON`].
-pub(crate) fn configure(dedup: Dedup) -> Dedup {
+pub(crate) fn configure<S>(dedup: Dedup<S>) -> Dedup<S> {
     dedup.cloudevents("tenantid").fingerprint(DEPENDS_ON)
 }
 

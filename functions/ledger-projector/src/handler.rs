@@ -238,7 +238,7 @@ mod tests {
     async fn the_balances_table_setting_is_required() {
         let env = Env::from_pairs([("DEDUP_NAMESPACE", "test"), ("DEDUP_MARK_TABLE", "marks")]);
         let dedup = Dedup::read(&env, FUNCTION).expect("settings");
-        let Err(err) = service(dedup) else {
+        let Err(err) = service(lambda_dedup_runtime::testing::on_memory(dedup).0) else {
             panic!("started without BALANCES_TABLE");
         };
         assert!(err.to_string().contains("BALANCES_TABLE"), "{err}");

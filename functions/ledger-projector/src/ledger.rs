@@ -82,7 +82,7 @@ pub fn key_spec(scope: lambda_dedup::Scope) -> lambda_dedup::KeySpec {
 /// `tenantid`, the fingerprint of every field the effect depends on ([`DEPENDS_ON`]), and the
 /// whole body as the payload (the effect reads the envelope's `type`). Both ledger functions
 /// (SQS and Kinesis) configure their [`Dedup`] with it.
-pub fn configure(dedup: Dedup) -> Dedup {
+pub fn configure<S>(dedup: Dedup<S>) -> Dedup<S> {
     dedup
         .cloudevents("tenantid")
         .fingerprint(DEPENDS_ON)

@@ -337,7 +337,7 @@ mod tests {
             let env = w.env_with(&[(name, value)]);
             let refused = Dedup::read(&env, FUNCTION)
                 .map_err(Error::from)
-                .and_then(service);
+                .and_then(|dedup| service(lambda_dedup_runtime::testing::on_memory(dedup).0));
             let Err(err) = refused else {
                 panic!("{name}={value} accepted");
             };

@@ -30,6 +30,9 @@
 #![warn(missing_docs)]
 
 mod expr;
+mod recording;
+
+pub use recording::Recording;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -97,6 +97,31 @@ use pool::{Conn, Pool};
 /// The default name of the marks table.
 pub const DEFAULT_TABLE: &str = "dedup_marks";
 
+/// `table` quoted for a statement's text, if it is a plain identifier: letters, digits and `_`,
+/// not starting with a digit, at most 63 bytes, optionally `schema.table`. Nothing else is
+/// accepted, since it goes into SQL as it is (your own tables' names in a [`SqlEffect`], as the
+/// marks table's).
+pub fn identifier(table: &str) -> Result<String, StoreError> {
+    let parts: Vec<&str> = table.split('.').collect();
+    let ok = parts.len() <= 2
+        && parts.iter().all(|p| {
+            !p.is_empty()
+                && p.len() <= 63
+                && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                && !p.as_bytes()[0].is_ascii_digit()
+        });
+    if !ok {
+        return Err(StoreError::Invalid(format!(
+            "table name {table:?}: letters, digits and _ only, optionally schema.table"
+        )));
+    }
+    Ok(parts
+        .iter()
+        .map(|p| quoted(p))
+        .collect::<Vec<_>>()
+        .join("."))
+}
+
 /// The PostgreSQL mark store. Cheap to clone (the clones share connections).
 #[derive(Clone)]
 pub struct PgStore {
@@ -142,24 +167,7 @@ impl PgStore {
     /// Keeps marks in `table` (a plain identifier: letters, digits, `_`, at most 63 bytes;
     /// optionally `schema.table`).
     pub fn with_table(mut self, table: &str) -> Result<Self, StoreError> {
-        let parts: Vec<&str> = table.split('.').collect();
-        let ok = parts.len() <= 2
-            && parts.iter().all(|p| {
-                !p.is_empty()
-                    && p.len() <= 63
-                    && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-                    && !p.as_bytes()[0].is_ascii_digit()
-            });
-        if !ok {
-            return Err(StoreError::Invalid(format!(
-                "table name {table:?}: letters, digits and _ only, optionally schema.table"
-            )));
-        }
-        self.table = parts
-            .iter()
-            .map(|p| quoted(p))
-            .collect::<Vec<_>>()
-            .join(".");
+        self.table = identifier(table)?;
         Ok(self)
     }
 

@@ -5,6 +5,8 @@
 //!
 //! # Layout
 //! - [`settings`]: [`Settings`] from `DEDUP_*` variables, including the S9 retention check.
+//! - [`store`]: the stores the builder runs on, as types ([`Marks`]; capabilities such as
+//!   [`CreateOnceMarks`]); DynamoDB, memory, PostgreSQL and Valkey.
 //! - [`sqs`]: one SQS invocation, from event to `SqsBatchResponse` (the builder's SQS services).
 //! - [`reconcile`]: late events (S10) to the reconciliation queue.
 //! - [`bound`]: every runner's work cut off `DEDUP_DEADLINE_MARGIN_MS` before the deadline,
@@ -44,6 +46,7 @@ pub mod relay;
 pub mod service;
 pub mod settings;
 pub mod sqs;
+pub mod store;
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
 mod stream;
 pub mod testing;
@@ -58,6 +61,7 @@ pub use settings::{
     Env, KeySpecTextError, Settings, SettingsError, cloudevents_key_spec, optional, required,
 };
 pub use sqs::{messages, response};
+pub use store::{CreateOnceMarks, Items, Marks, NoStore, OnDynamoDb};
 
 /// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.
 ///

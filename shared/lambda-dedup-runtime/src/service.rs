@@ -62,6 +62,7 @@ use serde::de::DeserializeOwned;
 use crate::queue::Queue;
 use crate::settings::{Env, Settings, SettingsError};
 use crate::sqs::{Accounting, Reconciliation};
+use crate::store::{CreateOnceMarks, Items, Marks, NoStore, OnDynamoDb};
 
 mod create_once;
 #[cfg(any(feature = "webhook", test))]
@@ -74,11 +75,12 @@ pub use webhook::WebhookService;
 pub type Refusal = HandlerError;
 
 /// What an event's transactional work returns: the writes to commit with its mark — an
-/// [`Effect`](lambda_dedup::Effect), several, a [`Plan`] (writes and a result stored for
-/// duplicates) — or, as a `Result`, a [`Refusal`].
-pub trait IntoPlan {
+/// effect of the store's type `E` ([`Effect`](lambda_dedup::Effect) on DynamoDB and memory),
+/// several, a [`Plan`] (writes and a result stored for duplicates) — or, as a `Result`, a
+/// [`Refusal`].
+pub trait IntoPlan<E = lambda_dedup::Effect> {
     /// The plan, or the refusal.
-    fn into_plan(self) -> Result<Plan, Refusal>;
+    fn into_plan(self) -> Result<Plan<E>, Refusal>;
 }
 
 impl IntoPlan for lambda_dedup::Effect {
@@ -87,21 +89,35 @@ impl IntoPlan for lambda_dedup::Effect {
     }
 }
 
-impl IntoPlan for Vec<lambda_dedup::Effect> {
-    fn into_plan(self) -> Result<Plan, Refusal> {
+#[cfg(feature = "postgres")]
+impl IntoPlan<lambda_dedup_postgres::SqlEffect> for lambda_dedup_postgres::SqlEffect {
+    fn into_plan(self) -> Result<Plan<Self>, Refusal> {
+        Ok(vec![self].into())
+    }
+}
+
+#[cfg(feature = "valkey")]
+impl IntoPlan<lambda_dedup_valkey::ValkeyEffect> for lambda_dedup_valkey::ValkeyEffect {
+    fn into_plan(self) -> Result<Plan<Self>, Refusal> {
+        Ok(vec![self].into())
+    }
+}
+
+impl<E> IntoPlan<E> for Vec<E> {
+    fn into_plan(self) -> Result<Plan<E>, Refusal> {
         Ok(self.into())
     }
 }
 
-impl IntoPlan for Plan {
-    fn into_plan(self) -> Result<Plan, Refusal> {
+impl<E> IntoPlan<E> for Plan<E> {
+    fn into_plan(self) -> Result<Plan<E>, Refusal> {
         Ok(self)
     }
 }
 
-impl<P: Into<Plan>> IntoPlan for Result<P, Refusal> {
-    fn into_plan(self) -> Result<Plan, Refusal> {
-        self.map(Into::into)
+impl<E, P: IntoPlan<E>> IntoPlan<E> for Result<P, Refusal> {
+    fn into_plan(self) -> Result<Plan<E>, Refusal> {
+        self.and_then(IntoPlan::into_plan)
     }
 }
 
@@ -142,9 +158,20 @@ enum PayloadAt {
     Body,
 }
 
-/// One function's deduplication: its settings, how keys are derived, the store, and where the
-/// account and late events go. Build it in `main`; turn it into the service of its source.
-pub struct Dedup {
+/// One function's deduplication: its settings, how keys are derived, the store `S`, and where
+/// the account and late events go. Build it in `main`; turn it into the service of its source.
+///
+/// Without a store there is no service: a `Dedup<NoStore>` has no `sqs` (nor any other source).
+///
+/// ```compile_fail
+/// # fn f(env: &lambda_dedup_runtime::Env) {
+/// use lambda_dedup_runtime::{Dedup, Effect, Event};
+/// let dedup = Dedup::read(env, "orders").unwrap();
+/// // No `.dynamodb().await` or `.store(…)`: does not compile.
+/// let _ = dedup.sqs(|_: Event<serde_json::Value>| Vec::<Effect>::new());
+/// # }
+/// ```
+pub struct Dedup<S = Items> {
     function: String,
     env: Env,
     settings: Settings,
@@ -152,7 +179,7 @@ pub struct Dedup {
     tenant: TenantSource,
     fingerprint: Option<FingerprintSource>,
     time: Option<EventTimeSource>,
-    store: StoreChoice,
+    store: S,
     accounting: Accounting,
     #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
     parking: Option<Arc<crate::parking::Parking>>,
@@ -160,38 +187,27 @@ pub struct Dedup {
     whole_body: bool,
 }
 
-impl std::fmt::Debug for Dedup {
+impl<S> std::fmt::Debug for Dedup<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dedup")
             .field("function", &self.function)
             .field("identity", &self.identity)
-            .field("store", &!matches!(self.store, StoreChoice::Unset))
+            .field("store", &std::any::type_name::<S>())
             .finish_non_exhaustive()
     }
 }
 
-/// Where the builder's marks go: not chosen yet, a store given, or DynamoDB through a client,
-/// whose table is decided by the service built (the mark table; a webhook's inbox).
-#[derive(Clone)]
-enum StoreChoice {
-    Unset,
-    Chosen(Arc<dyn MarkStore>),
-    DynamoDb(lambda_dedup_dynamodb::Client),
-}
-
-/// What the builder refuses: a setting (S9 and the rest of [`crate::settings`]), or a service
-/// built without a store.
+/// What the builder refuses: a setting (S9 and the rest of [`crate::settings`]). A service
+/// without a store is not refused: it does not compile.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BuildError {
     /// A setting is missing or invalid.
     #[error(transparent)]
     Settings(#[from] SettingsError),
-    /// No store was chosen ([`Dedup::dynamodb`] or [`Dedup::store`]).
-    #[error("no mark store: call .dynamodb().await or .store(…) before building the service")]
-    NoStore,
 }
 
-impl Dedup {
+impl Dedup<NoStore> {
     /// The deduplication of `function` from the process environment: every setting of
     /// [`crate::settings`] read and checked, or the reason it cannot start. Events are
     /// CloudEvents (identity `source` + `id`, single tenant) until told otherwise.
@@ -211,7 +227,7 @@ impl Dedup {
             tenant: TenantSource::Single,
             fingerprint: None,
             time: None,
-            store: StoreChoice::Unset,
+            store: NoStore,
             accounting: Accounting {
                 namespace: crate::emf::NAMESPACE.into(),
                 reconciliation: Reconciliation::To(
@@ -227,6 +243,51 @@ impl Dedup {
         })
     }
 
+    /// Marks in the settings' DynamoDB mark table, through a client with the SDK timeouts of
+    /// the settings. The store of a Lambda function.
+    pub async fn dynamodb(self) -> Dedup {
+        let client = lambda_dedup_dynamodb::connect().await;
+        self.dynamodb_client(client)
+    }
+
+    /// Marks in the settings' DynamoDB mark table through `client` (tests: the local DynamoDB);
+    /// a webhook service's marks are its inbox items, so it needs no mark table. A service
+    /// that needs one is refused without `DEDUP_MARK_TABLE`.
+    pub fn dynamodb_client(self, client: impl Into<lambda_dedup_dynamodb::Client>) -> Dedup {
+        self.store(OnDynamoDb(client.into()))
+    }
+
+    /// Marks in `store`, a store of item effects with every capability: a
+    /// `lambda_dedup_memory::MemoryStore` in tests (built with [`settings`](Self::settings)'
+    /// retention and lease, as `testing::on_memory` does). The same builder type as
+    /// [`dynamodb`](Self::dynamodb)'s.
+    pub fn store(self, store: impl CreateOnceMarks) -> Dedup {
+        self.on(Items::new(store))
+    }
+
+    /// Marks in `store`, keeping its type: a PostgreSQL or Valkey store (or
+    /// `lambda_dedup_memory::Recording` of their effects in tests), or any [`Marks`] of your own.
+    /// The builder then has the services the store can do.
+    pub fn on<M: Marks>(self, store: M) -> Dedup<M> {
+        Dedup {
+            function: self.function,
+            env: self.env,
+            settings: self.settings,
+            identity: self.identity,
+            tenant: self.tenant,
+            fingerprint: self.fingerprint,
+            time: self.time,
+            store,
+            accounting: self.accounting,
+            #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+            parking: self.parking,
+            one_transaction: self.one_transaction,
+            whole_body: self.whole_body,
+        }
+    }
+}
+
+impl<S> Dedup<S> {
     /// Events are structured CloudEvents: the identity is `source` + `id`, the tenant the
     /// extension `tenant_extension`, the fingerprint the `data`, the time the `time`; the
     /// payload is the `data`.
@@ -304,17 +365,6 @@ impl Dedup {
         }
     }
 
-    /// A stream service's parts, parking required (S15).
-    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
-    fn stream<E>(&self, effect: E) -> Result<Arc<Stream<E>>, BuildError> {
-        Ok(Arc::new(Stream {
-            parking: self.parking_queue()?,
-            dedup: self.deduplicator(self.settings.scope.clone())?,
-            effect,
-            runner: self.runner(),
-        }))
-    }
-
     /// SQS batches commit in as few `TransactWriteItems` as fit (batch-transaction mode) instead
     /// of one per message; FIFO batches still go message by message, in order.
     pub fn one_transaction_per_batch(mut self) -> Self {
@@ -322,42 +372,15 @@ impl Dedup {
         self
     }
 
-    /// Marks in the settings' DynamoDB mark table, through a client with the SDK timeouts of
-    /// the settings. The store of a Lambda function.
-    pub async fn dynamodb(self) -> Self {
-        let client = lambda_dedup_dynamodb::connect().await;
-        self.dynamodb_client(client)
-    }
-
-    /// Marks in the settings' DynamoDB mark table through `client` (tests: the local DynamoDB);
-    /// a webhook service's marks are its inbox items, so it needs no mark table. A service
-    /// that needs one is refused without `DEDUP_MARK_TABLE`.
-    pub fn dynamodb_client(mut self, client: impl Into<lambda_dedup_dynamodb::Client>) -> Self {
-        self.store = StoreChoice::DynamoDb(client.into());
-        self
-    }
-
-    /// Marks in `store` (a `lambda_dedup_memory::MemoryStore` in tests, built with
-    /// [`settings`](Self::settings)' retention and lease).
-    pub fn store(mut self, store: impl MarkStore + 'static) -> Self {
-        self.store = StoreChoice::Chosen(Arc::new(store));
-        self
-    }
-
-    /// The store chosen, its marks in the mark table when it is DynamoDB's.
-    fn mark_store(&self) -> Result<Arc<dyn MarkStore>, BuildError> {
-        match &self.store {
-            StoreChoice::Unset => Err(BuildError::NoStore),
-            StoreChoice::Chosen(store) => Ok(store.clone()),
-            StoreChoice::DynamoDb(client) => {
-                Ok(Arc::new(self.settings.mark_store(client.clone())?))
-            }
-        }
-    }
-
     /// The settings read.
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// The environment the settings were read from.
+    #[cfg(any(feature = "postgres", feature = "valkey"))]
+    pub(crate) fn env(&self) -> &Env {
+        &self.env
     }
 
     /// The function's own required variable `name` (a table, a URL), from the same environment.
@@ -396,18 +419,36 @@ impl Dedup {
             _ => PayloadAt::Body,
         }
     }
+}
 
-    fn deduplicator(&self, scope: Scope) -> Result<Deduplicator, BuildError> {
+impl<S: Marks> Dedup<S> {
+    /// The store's marks for a service in the function's mark table.
+    fn mark_store(&self) -> Result<Arc<dyn MarkStore<S::Effect>>, BuildError> {
+        Ok(self.store.mark_store(&self.settings)?)
+    }
+
+    fn deduplicator(&self, scope: Scope) -> Result<Deduplicator<S::Effect>, BuildError> {
         let store = self.mark_store()?;
         // The settings apply their guards (body limit, event time, cache size and age) in one
         // place, for the builder and `Settings::deduplicator` alike.
         Ok(self.settings.deduplicator_on(self.raw_spec(scope), store))
     }
 
-    fn leased(&self, scope: Scope) -> Result<LeasedDeduplicator, BuildError> {
+    fn leased(&self, scope: Scope) -> Result<LeasedDeduplicator<S::Effect>, BuildError> {
         Ok(self
             .deduplicator(scope)?
             .with_provider_key_retention(self.settings.provider_key_retention))
+    }
+
+    /// A stream service's parts, parking required (S15).
+    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+    fn stream<W>(&self, effect: W) -> Result<Arc<Stream<W, S::Effect>>, BuildError> {
+        Ok(Arc::new(Stream {
+            parking: self.parking_queue()?,
+            dedup: self.deduplicator(self.settings.scope.clone())?,
+            effect,
+            runner: self.runner(),
+        }))
     }
 
     fn runner(&self) -> Runner {
@@ -427,7 +468,7 @@ impl Dedup {
     where
         T: DeserializeOwned + Send + 'static,
         F: Fn(Event<T>) -> P + Send + Sync + 'static,
-        P: IntoPlan,
+        P: IntoPlan<S::Effect>,
     {
         self.sqs_service(effect, None)
     }
@@ -444,7 +485,7 @@ impl Dedup {
     where
         T: DeserializeOwned + Send + 'static,
         F: Fn(Event<T>) -> P + Send + Sync + 'static,
-        P: IntoPlan,
+        P: IntoPlan<S::Effect>,
         A: Fn(Vec<Event<T>>) -> AFut + Send + Sync + 'static,
         AFut: Future<Output = ()> + Send + 'static,
     {
@@ -454,15 +495,16 @@ impl Dedup {
 
     /// What an SQS service of typed work holds: its deduplicator (in the function's scope), the
     /// work on the payload read where the builder says, and its runner.
-    fn sqs_parts<T, F, P>(&self, effect: F) -> Result<SqsParts, BuildError>
+    fn sqs_parts<T, F, P>(&self, effect: F) -> Result<SqsParts<S::Effect>, BuildError>
     where
         T: DeserializeOwned,
         F: Fn(Event<T>) -> P + Send + Sync + 'static,
-        P: IntoPlan,
+        P: IntoPlan<S::Effect>,
     {
         let dedup = Arc::new(self.deduplicator(self.settings.scope.clone())?);
         let at = self.payload_at();
-        let effect: Arc<TypedWork> = Arc::new(move |d: &Derived| plan(at, d, &effect));
+        let effect: Arc<TypedWork<S::Effect>> =
+            Arc::new(move |d: &Derived| plan::<_, _, _, S::Effect>(at, d, &effect));
         Ok((dedup, effect, Arc::new(self.runner())))
     }
 
@@ -474,7 +516,7 @@ impl Dedup {
     where
         T: DeserializeOwned + Send + 'static,
         F: Fn(Event<T>) -> P + Send + Sync + 'static,
-        P: IntoPlan,
+        P: IntoPlan<S::Effect>,
     {
         let (dedup, effect, runner) = self.sqs_parts(effect)?;
         let (at, one_transaction) = (self.payload_at(), self.one_transaction);
@@ -590,7 +632,7 @@ impl Dedup {
     where
         T: DeserializeOwned + Send + 'static,
         W: Fn(Event<T>) -> P + Send + Sync + 'static,
-        P: IntoPlan,
+        P: IntoPlan<S::Effect>,
         F: Fn(Event<T>, Lease) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Option<String>, Refusal>> + Send + 'static,
     {
@@ -600,7 +642,7 @@ impl Dedup {
         let writer = Arc::new(self.deduplicator(scope)?);
         let caller = Arc::new(self.leased(call_scope)?);
         let at = self.payload_at();
-        let write = Arc::new(move |d: &Derived| plan(at, d, &write));
+        let write = Arc::new(move |d: &Derived| plan::<_, _, _, S::Effect>(at, d, &write));
         let step = Arc::new(CallStep {
             at,
             timeout: self.settings.provider_timeout,
@@ -673,7 +715,7 @@ impl Dedup {
     where
         T: DeserializeOwned + 'static,
         F: Fn(Event<T>) -> P + Send + Sync + 'static,
-        P: IntoPlan,
+        P: IntoPlan<S::Effect>,
     {
         let at = self.payload_at();
         self.stream_service(at, effect, |event: &KinesisEvent| &event.records)
@@ -695,7 +737,7 @@ impl Dedup {
     where
         T: DeserializeOwned + 'static,
         F: Fn(Event<crate::dynamodb_stream::Change<T>>) -> P + Send + Sync + 'static,
-        P: IntoPlan,
+        P: IntoPlan<S::Effect>,
     {
         self.stream_service(PayloadAt::Body, effect, |event: &StreamEvent| {
             &event.records
@@ -717,9 +759,9 @@ impl Dedup {
         R::Response: 'static,
         T: DeserializeOwned + 'static,
         F: Fn(Event<T>) -> P + Send + Sync + 'static,
-        P: IntoPlan,
+        P: IntoPlan<S::Effect>,
     {
-        let stream = self.stream(move |d: &Derived| plan(at, d, &effect))?;
+        let stream = self.stream(move |d: &Derived| plan::<_, _, _, S::Effect>(at, d, &effect))?;
         Ok(Service::new(move |event: LambdaEvent<E>| {
             let s = stream.clone();
             async move {
@@ -743,25 +785,25 @@ impl Dedup {
 }
 
 /// An event's typed work, as the builder's SQS services hold it: its plan, or its refusal.
-type TypedWork = dyn Fn(&Derived) -> Result<Plan, Refusal> + Send + Sync;
+type TypedWork<E> = dyn Fn(&Derived) -> Result<Plan<E>, Refusal> + Send + Sync;
 
 /// What an SQS service of typed work holds ([`Dedup::sqs_parts`]).
-type SqsParts = (Arc<Deduplicator>, Arc<TypedWork>, Arc<Runner>);
+type SqsParts<E> = (Arc<Deduplicator<E>>, Arc<TypedWork<E>>, Arc<Runner>);
 
 /// What a stream service (Kinesis, DynamoDB Streams) holds: its deduplicator, its typed work,
 /// its runner and its parking.
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
-struct Stream<E> {
-    dedup: Deduplicator,
-    effect: E,
+struct Stream<W, E> {
+    dedup: Deduplicator<E>,
+    effect: W,
     runner: Runner,
     parking: Arc<crate::parking::Parking>,
 }
 
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
-impl<E> Stream<E>
+impl<W, E: 'static> Stream<W, E>
 where
-    E: Fn(&Derived) -> Result<Plan, Refusal>,
+    W: Fn(&Derived) -> Result<Plan<E>, Refusal>,
 {
     /// A batch's work: each record's writes committed with its mark, records of one group in
     /// order, up to `max_concurrency` groups at once.
@@ -781,9 +823,9 @@ struct CallStep<F> {
 }
 
 impl<F> CallStep<F> {
-    async fn run<T, Fut>(
+    async fn run<T, Fut, E: 'static>(
         &self,
-        dedup: &LeasedDeduplicator,
+        dedup: &LeasedDeduplicator<E>,
         m: &Message,
         deadline: Option<SystemTime>,
     ) -> Outcome
@@ -873,11 +915,11 @@ fn described(e: &serde_json::Error) -> String {
 }
 
 /// The plan of `d` from the user's typed `effect`.
-fn plan<T, F, P>(at: PayloadAt, d: &Derived, effect: &F) -> Result<Plan, Refusal>
+fn plan<T, F, P, E>(at: PayloadAt, d: &Derived, effect: &F) -> Result<Plan<E>, Refusal>
 where
     T: DeserializeOwned,
     F: Fn(Event<T>) -> P,
-    P: IntoPlan,
+    P: IntoPlan<E>,
 {
     effect(typed(at, d)?).into_plan()
 }
@@ -1164,16 +1206,6 @@ mod tests {
                 "no follow-up for duplicates"
             );
         }
-    }
-
-    /// A service needs a store: refused with a clear error, not a panic.
-    #[test]
-    fn a_service_without_a_store_is_refused() {
-        let dedup = Dedup::read(&env(), "payer").expect("settings");
-        let Err(e) = dedup.sqs(|_: Event<Payment>| Vec::<lambda_dedup::Effect>::new()) else {
-            panic!("built without a store");
-        };
-        assert!(matches!(e, BuildError::NoStore), "{e}");
     }
 
     /// S3: a payload that does not fit names the field, never quotes the value.

@@ -58,9 +58,26 @@ pub fn memory_store(settings: &crate::Settings) -> lambda_dedup_memory::MemorySt
 /// create the function's tables, read its items and marks, inject faults). A test cannot give
 /// the service a store whose retention or lease disagrees with what the function reads.
 #[cfg(any(feature = "memory", test))]
-pub fn on_memory(dedup: crate::Dedup) -> (crate::Dedup, lambda_dedup_memory::MemoryStore) {
+pub fn on_memory(
+    dedup: crate::Dedup<crate::NoStore>,
+) -> (crate::Dedup, lambda_dedup_memory::MemoryStore) {
     let store = memory_store(dedup.settings());
     (dedup.store(store.clone()), store)
+}
+
+/// [`on_memory`] for a function written for a store of another effect type `E` (a
+/// PostgreSQL `SqlEffect`, a Valkey command): the marks in a fresh [`memory_store`] of its own
+/// settings, the effects each commit wrote recorded in order
+/// ([`Recording::committed`](lambda_dedup_memory::Recording::committed)).
+#[cfg(any(feature = "memory", test))]
+pub fn on_memory_recording<E: Clone + Send + Sync + std::fmt::Debug + 'static>(
+    dedup: crate::Dedup<crate::NoStore>,
+) -> (
+    crate::Dedup<lambda_dedup_memory::Recording<E>>,
+    lambda_dedup_memory::Recording<E>,
+) {
+    let store = lambda_dedup_memory::Recording::new(memory_store(dedup.settings()));
+    (dedup.on(store.clone()), store)
 }
 
 /// A function as its `main` builds it, on the memory store of its own settings
@@ -83,7 +100,7 @@ pub struct OnMemory<S> {
 pub fn function_on_memory<S, E: From<crate::SettingsError>>(
     env: &crate::Env,
     function: &str,
-    configure: impl FnOnce(crate::Dedup) -> crate::Dedup,
+    configure: impl FnOnce(crate::Dedup<crate::NoStore>) -> crate::Dedup<crate::NoStore>,
     build: impl FnOnce(crate::Dedup) -> Result<S, E>,
 ) -> Result<OnMemory<S>, E> {
     let key_spec = configure(crate::Dedup::read(env, function)?).key_spec();
@@ -133,7 +150,7 @@ pub fn failed_ids(response: aws_lambda_events::event::sqs::SqsBatchResponse) -> 
 
 /// The builder of `function` on the least environment a function starts with (namespace and
 /// mark table): what the key-configuration checks apply a function's `configure` to.
-fn minimal_dedup(function: &str) -> crate::Dedup {
+fn minimal_dedup(function: &str) -> crate::Dedup<crate::NoStore> {
     let env = crate::Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
     crate::Dedup::read(&env, function).expect("settings")
 }
@@ -142,7 +159,7 @@ fn minimal_dedup(function: &str) -> crate::Dedup {
 /// environment (what the function's `main` applies to its own), then
 /// [`assert_fingerprint_covers`] on `sample`.
 pub fn assert_configured_fingerprint_covers(
-    configure: impl FnOnce(crate::Dedup) -> crate::Dedup,
+    configure: impl FnOnce(crate::Dedup<crate::NoStore>) -> crate::Dedup<crate::NoStore>,
     sample: &Value,
     depends_on: &[&str],
 ) {
@@ -158,7 +175,7 @@ pub fn assert_configured_fingerprint_covers(
 pub fn assert_readme_key_spec(
     readme: &str,
     function: &str,
-    configure: impl FnOnce(crate::Dedup) -> crate::Dedup,
+    configure: impl FnOnce(crate::Dedup<crate::NoStore>) -> crate::Dedup<crate::NoStore>,
 ) {
     let dedup = minimal_dedup(function);
     let settings = dedup.settings().clone();
@@ -295,7 +312,9 @@ mod tests {
             ("DEDUP_MARK_TABLE", "marks"),
             ("DEDUP_LEASE_SECONDS", "90"),
         ]);
-        let configure = |dedup: Dedup| dedup.identity("/id");
+        fn configure<S>(dedup: Dedup<S>) -> Dedup<S> {
+            dedup.identity("/id")
+        }
         let function = function_on_memory(&env, "payer", configure, |dedup| {
             configure(dedup).sqs_calls(|_: Event<Value>, _: Lease| async { Ok(None) })
         })

@@ -7,15 +7,17 @@ use lambda_runtime::LambdaEvent;
 use serde::de::DeserializeOwned;
 
 use super::{BuildError, Dedup, Event, IntoPlan, SqsService};
+use crate::store::CreateOnceMarks;
 
-impl Dedup {
+impl<S: CreateOnceMarks> Dedup<S> {
     /// The SQS service of a function whose effect creates one item per event: `create` says
     /// the [`Effect::put`](lambda_dedup::Effect::put) of that item (a [`Plan`](super::Plan)
     /// of one put, to store a result for duplicates); it is written in one conditional `Put`
     /// carrying the event's key and fingerprint, and a redelivery finds the item and is a
     /// duplicate (S8), another payload a conflict (S11). The item is the mark for as long as it
     /// lives: there is no retention window and no late-event rule, and deleting the item
-    /// forgets the event. Answers with a partial batch response (S12). Refused without a store.
+    /// forgets the event. Answers with a partial batch response (S12). Only on a store with the
+    /// capability ([`CreateOnceMarks`]: DynamoDB, memory).
     pub fn sqs_create_once<T, F, P>(self, create: F) -> Result<SqsService, BuildError>
     where
         T: DeserializeOwned + 'static,

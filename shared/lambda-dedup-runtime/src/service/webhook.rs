@@ -16,25 +16,22 @@ use std::task::{Context as TaskContext, Poll};
 
 use lambda_http::{Body, Request, Response};
 
-use super::{BuildError, Dedup, StoreChoice};
+use super::{BuildError, Dedup};
+use crate::store::CreateOnceMarks;
 use crate::webhook::{Receiver, WebhookConfig};
 
-impl Dedup {
+impl<S: CreateOnceMarks> Dedup<S> {
     /// The HTTP service of a webhook receiver: each request verified in `config`'s scheme,
     /// deduplicated by the identity the sender signs, and its inbox item created once — the
     /// item is the mark, one conditional `Put` (create-once mode, S5) — before it is answered
     /// 2xx; a retry gets the first answer again, another body under the same id 409 (S8,
-    /// S11). One EMF line per request. Give it to `lambda_http::run`; refused without a store.
+    /// S11). One EMF line per request. Give it to `lambda_http::run`; only on a store with the create-once capability.
     /// On DynamoDB it reads no mark table (`DEDUP_MARK_TABLE` may be unset).
     pub fn webhook(self, config: WebhookConfig) -> Result<WebhookService, BuildError> {
         // The inbox items are the marks: on DynamoDB, no mark table is read.
-        let store: Arc<dyn lambda_dedup::MarkStore> = match &self.store {
-            StoreChoice::DynamoDb(client) => Arc::new(
-                self.settings
-                    .create_once_store(client.clone(), &config.inbox_table),
-            ),
-            _ => self.mark_store()?,
-        };
+        let store = self
+            .store
+            .create_once_store(&self.settings, &config.inbox_table);
         let spec = config.key_spec(self.settings.scope.clone());
         let dedup = self.settings.deduplicator_on(spec, store);
         Ok(WebhookService {

@@ -1,0 +1,157 @@
+//! The stores the builder runs on, as types: [`Dedup`](crate::Dedup) is generic over its store,
+//! so a builder without one has no services (a compile error, not a run-time refusal), and a
+//! mode a store cannot do is a method its builder does not have.
+//!
+//! | store | chosen with | effects committed with the mark | create-once |
+//! | --- | --- | --- | --- |
+//! | DynamoDB ([`OnDynamoDb`]) | `.dynamodb().await` | [`Effect`]s, one `TransactWriteItems` | yes |
+//! | memory (feature `memory`) | `.store(MemoryStore)` (tests) | [`Effect`]s, all or nothing | yes |
+//! | memory, any effect type (`Recording`) | `.on(Recording)` (tests) | recorded, not executed | no |
+//! | any [`Marks`] of your own | `.on(store)` | its [`Marks::Effect`] | if it implements [`CreateOnceMarks`] |
+//! | PostgreSQL (feature `postgres`) | `.postgres()?` | `SqlEffect`s, one SQL transaction | no |
+//! | Valkey (feature `valkey`) | `.valkey()?` | `ValkeyEffect`s, one server-side script | no |
+//!
+//! DynamoDB and memory are both [`Items`], the builder's default store type, so a function's
+//! `service(dedup: Dedup)` runs on DynamoDB in `main` and on memory in its tests.
+//!
+//! The leased external call (`sqs_calls`) and every guard — the retention checked against the
+//! redelivery horizon at start (S9), the deadline cutoff, late events to reconciliation (S10),
+//! the EMF account (S14) — are the same on each.
+
+use std::sync::Arc;
+
+use lambda_dedup::{Effect, MarkStore};
+
+use crate::settings::{Settings, SettingsError};
+
+/// A store the builder's services run on: where the marks of the function's mark table live,
+/// and what kind of effect ([`Marks::Effect`]) commits atomically with them.
+pub trait Marks: Send + Sync + 'static {
+    /// The effects this store commits with a mark in one atomic step: [`Effect`] (DynamoDB
+    /// items) for DynamoDB and memory, SQL statements for PostgreSQL, commands for Valkey.
+    type Effect: Send + Sync + 'static;
+
+    /// The mark store of a service built with `settings` (on DynamoDB, the mark table
+    /// `DEDUP_MARK_TABLE` names, required then).
+    fn mark_store(
+        &self,
+        settings: &Settings,
+    ) -> Result<Arc<dyn MarkStore<Self::Effect>>, SettingsError>;
+}
+
+/// Capability: an item created once per event is its own mark (create-once mode: one
+/// conditional `Put`, no mark item). DynamoDB and memory have it; asking a store without it for
+/// `sqs_create_once` or `webhook` does not compile.
+pub trait CreateOnceMarks: Marks<Effect = Effect> {
+    /// The store whose marks are the items of `table` that create-once mode writes (a webhook
+    /// receiver's inbox): no mark table is read.
+    fn create_once_store(&self, settings: &Settings, table: &str) -> Arc<dyn MarkStore>;
+}
+
+/// A store of item effects ([`Effect`]) with every capability, whichever it is: DynamoDB in
+/// `main`, the memory store in tests. The builder's default (`Dedup` is `Dedup<Items>`), so a
+/// function's `service(dedup: Dedup)` runs on either.
+#[derive(Clone)]
+pub struct Items(Arc<dyn CreateOnceMarks>);
+
+impl Items {
+    /// `store`, its type forgotten.
+    pub fn new(store: impl CreateOnceMarks) -> Self {
+        Self(Arc::new(store))
+    }
+}
+
+impl std::fmt::Debug for Items {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Items")
+    }
+}
+
+impl Marks for Items {
+    type Effect = Effect;
+
+    fn mark_store(&self, settings: &Settings) -> Result<Arc<dyn MarkStore>, SettingsError> {
+        self.0.mark_store(settings)
+    }
+}
+
+impl CreateOnceMarks for Items {
+    fn create_once_store(&self, settings: &Settings, table: &str) -> Arc<dyn MarkStore> {
+        self.0.create_once_store(settings, table)
+    }
+}
+
+/// No store chosen yet: a `Dedup<NoStore>` configures keys and settings but builds no service
+/// until [`dynamodb`](crate::Dedup::dynamodb), [`store`](crate::Dedup::store) (or, with their
+/// features, `postgres` or `valkey`) chooses one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoStore;
+
+/// Marks in DynamoDB through the adapter's client: the mark table of the settings, or, for a
+/// webhook receiver, its inbox table.
+#[derive(Debug, Clone)]
+pub struct OnDynamoDb(pub(crate) lambda_dedup_dynamodb::Client);
+
+impl Marks for OnDynamoDb {
+    type Effect = Effect;
+
+    fn mark_store(&self, settings: &Settings) -> Result<Arc<dyn MarkStore>, SettingsError> {
+        Ok(Arc::new(settings.mark_store(self.0.clone())?))
+    }
+}
+
+impl CreateOnceMarks for OnDynamoDb {
+    fn create_once_store(&self, settings: &Settings, table: &str) -> Arc<dyn MarkStore> {
+        Arc::new(settings.create_once_store(self.0.clone(), table))
+    }
+}
+
+#[cfg(any(feature = "memory", test))]
+impl Marks for lambda_dedup_memory::MemoryStore {
+    type Effect = Effect;
+
+    fn mark_store(&self, _: &Settings) -> Result<Arc<dyn MarkStore>, SettingsError> {
+        Ok(Arc::new(self.clone()))
+    }
+}
+
+#[cfg(any(feature = "memory", test))]
+impl CreateOnceMarks for lambda_dedup_memory::MemoryStore {
+    fn create_once_store(&self, _: &Settings, _: &str) -> Arc<dyn MarkStore> {
+        Arc::new(self.clone())
+    }
+}
+
+#[cfg(any(feature = "memory", test))]
+impl<E: Clone + Send + Sync + std::fmt::Debug + 'static> Marks
+    for lambda_dedup_memory::Recording<E>
+{
+    type Effect = E;
+
+    fn mark_store(&self, _: &Settings) -> Result<Arc<dyn MarkStore<E>>, SettingsError> {
+        Ok(Arc::new(self.clone()))
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl Marks for lambda_dedup_postgres::PgStore {
+    type Effect = lambda_dedup_postgres::SqlEffect;
+
+    fn mark_store(&self, _: &Settings) -> Result<Arc<dyn MarkStore<Self::Effect>>, SettingsError> {
+        Ok(Arc::new(self.clone()))
+    }
+}
+
+#[cfg(feature = "valkey")]
+impl Marks for lambda_dedup_valkey::ValkeyStore {
+    type Effect = lambda_dedup_valkey::ValkeyEffect;
+
+    fn mark_store(&self, _: &Settings) -> Result<Arc<dyn MarkStore<Self::Effect>>, SettingsError> {
+        Ok(Arc::new(self.clone()))
+    }
+}
+
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "valkey")]
+pub mod valkey;

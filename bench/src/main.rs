@@ -18,7 +18,10 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use lambda_dedup::{Effect, Item, KeySpec, Message, Retention, Scope, SequenceSource};
-use lambda_dedup_batch::{Deduplicator, HandlerError, Plan, run_batch, run_batch_transactional};
+use lambda_dedup_batch::{
+    CreateOnceDeduplicator, Deduplicator, HandlerError, Plan, SequencedDeduplicator, run_batch,
+    run_batch_transactional,
+};
 use lambda_dedup_dynamodb::DynamoStore;
 use serde_json::json;
 
@@ -120,9 +123,33 @@ impl Mode {
     }
 }
 
+/// One container's deduplicators, all on its one store: the flows of every mode.
+struct Dedups {
+    dedup: Deduplicator,
+    sequenced: SequencedDeduplicator,
+    create_once: CreateOnceDeduplicator,
+}
+
+impl Dedups {
+    /// The deduplicators of `spec` on `store`, the mode's options set.
+    fn new(spec: &KeySpec, store: DynamoStore, mode: Mode) -> Self {
+        let store = std::sync::Arc::new(store);
+        let dedup = Deduplicator::with_store(spec.clone(), store.clone());
+        Self {
+            dedup: match mode {
+                Mode::BatchCache => dedup.with_cache(100_000),
+                Mode::BatchPrefilter => dedup.with_duplicate_prefilter(true),
+                _ => dedup,
+            },
+            sequenced: SequencedDeduplicator::with_store(spec.clone(), store.clone()),
+            create_once: CreateOnceDeduplicator::with_store(spec.clone(), store),
+        }
+    }
+}
+
 /// One container's work: its batches, one at a time, as one Lambda container processes them.
 async fn run_one(
-    dedup: &Deduplicator,
+    dedups: &Dedups,
     balances: &str,
     mode: Mode,
     ids: &[usize],
@@ -131,6 +158,7 @@ async fn run_one(
     let mut latencies = Vec::new();
     let mut failures = 0;
     let source = SequenceSource::pointer("/data/seq");
+    let dedup = &dedups.dedup;
     for chunk in ids.chunks(batch_size) {
         let batch: Vec<Message> = chunk.iter().map(|i| message(*i)).collect();
         let t = Instant::now();
@@ -158,13 +186,19 @@ async fn run_one(
                     .collect();
                 let source = &source;
                 run_batch(batch, batch_size, |m| async move {
-                    dedup.sequenced(&m, source, |e| credit(balances, e)).await
+                    dedups
+                        .sequenced
+                        .sequenced(&m, source, |e| credit(balances, e))
+                        .await
                 })
                 .await
             }
             Mode::CreateOnce => {
                 run_batch(batch, batch_size, |m| async move {
-                    dedup.create_once(&m, |e| entry(balances, e)).await
+                    dedups
+                        .create_once
+                        .create_once(&m, |e| entry(balances, e))
+                        .await
                 })
                 .await
             }
@@ -260,17 +294,10 @@ async fn throughput(
                 "tenantid",
             );
             // Each container has its own client (its own connections), as in Lambda.
-            let dedups: Vec<Deduplicator> = (0..containers)
+            let dedups: Vec<Dedups> = (0..containers)
                 .map(|_| {
-                    let d = Deduplicator::new(
-                        spec.clone(),
-                        DynamoStore::new(client(endpoint), marks.clone(), retention),
-                    );
-                    match mode {
-                        Mode::BatchCache => d.with_cache(100_000),
-                        Mode::BatchPrefilter => d.with_duplicate_prefilter(true),
-                        _ => d,
-                    }
+                    let store = DynamoStore::new(client(endpoint), marks.clone(), retention);
+                    Dedups::new(&spec, store, mode)
                 })
                 .collect();
             let ids = workload_ids(workload, n, batch_size);

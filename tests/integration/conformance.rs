@@ -4,8 +4,9 @@
 //! DynamoDB store has. Effect items are read back through DynamoDB's own API, not the store.
 
 use dedup_tests::{StoreKind, Stores};
-use lambda_dedup::Item;
+use lambda_dedup::{Effect, Item};
 use lambda_dedup_conformance::{BoxFuture, EffectTables, Harness, ItemEffects, Setup, World};
+use lambda_dedup_dynamodb::DynamoStore;
 
 /// Each case on a fresh mark table of the local DynamoDB.
 struct DynamoDb;
@@ -15,11 +16,17 @@ struct Tables(Stores);
 
 impl Harness for DynamoDb {
     type Effects = ItemEffects;
+    type Store = DynamoStore;
 
-    fn world(&self, setup: Setup) -> BoxFuture<'_, Box<dyn World>> {
+    fn world(&self, setup: Setup) -> BoxFuture<'_, Box<dyn World<Effect, DynamoStore>>> {
         Box::pin(async move {
-            let stores = Stores::on_clock(StoreKind::DynamoDb, setup.retention, setup.clock).await;
-            lambda_dedup_conformance::world(stores.store(setup.lease), Tables(stores))
+            let stores =
+                Stores::on_clock(StoreKind::DynamoDb, setup.retention, setup.clock.clone()).await;
+            let store =
+                DynamoStore::new(dedup_tests::client(), stores.mark_table(), setup.retention)
+                    .with_clock(setup.clock)
+                    .with_lease(setup.lease);
+            lambda_dedup_conformance::world(std::sync::Arc::new(store), Tables(stores))
         })
     }
 }
@@ -37,5 +44,5 @@ impl EffectTables for Tables {
 }
 
 mod dynamodb {
-    lambda_dedup_conformance::suite!(super::DynamoDb);
+    lambda_dedup_conformance::suite!(super::DynamoDb, capabilities: [sequence, create_once]);
 }

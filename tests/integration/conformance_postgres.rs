@@ -118,8 +118,9 @@ struct Tables {
 
 impl Harness for Postgres {
     type Effects = Sql;
+    type Store = PgStore;
 
-    fn world(&self, setup: Setup) -> BoxFuture<'_, Box<dyn World<SqlEffect>>> {
+    fn world(&self, setup: Setup) -> BoxFuture<'_, Box<dyn World<SqlEffect, PgStore>>> {
         Box::pin(async move {
             let url = std::env::var(URL).expect("checked by the suite");
             let store = PgStore::from_url(&url, Tls::Disabled, setup.retention)

@@ -95,8 +95,9 @@ async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
 
 impl Harness for Valkey {
     type Effects = Commands;
+    type Store = ValkeyStore;
 
-    fn world(&self, setup: Setup) -> BoxFuture<'_, Box<dyn World<ValkeyEffect>>> {
+    fn world(&self, setup: Setup) -> BoxFuture<'_, Box<dyn World<ValkeyEffect, ValkeyStore>>> {
         Box::pin(async move {
             let url = std::env::var(URL).expect("checked by the suite");
             let store = ValkeyStore::from_url(&url, setup.retention)

@@ -17,8 +17,8 @@ use lambda_dedup::{
     Claim, Commit, DedupKey, Derived, Effect, KeySpec, Lease, MarkCache, Message, Rejection, Seen,
 };
 use lambda_dedup::{
-    CommitRequest, CreateOnce, MarkStore, SequenceOutcome, SequenceSource, SequencedWrite,
-    StoreError,
+    CommitRequest, CreateOnce, CreateOnceStore, MarkStore, SequenceOutcome, SequenceSource,
+    SequenceStore, SequencedWrite, StoreError,
 };
 
 use crate::outcome::{Outcome, Reason};
@@ -543,9 +543,53 @@ impl<E: 'static> Deduplicator<E> {
     }
 }
 
-/// The modes defined on DynamoDB items (see [`lambda_dedup::Capability`]): a deduplicator of
-/// another effect type has no such methods.
-impl Deduplicator<Effect> {
+/// A [`Deduplicator`] of sequence mode: built on a store that has it ([`SequenceStore`]: the
+/// DynamoDB and memory stores), so the flow cannot be asked of a store that cannot do it. It
+/// derefs to the [`Deduplicator`] on the same store for everything else.
+#[derive(Debug, Clone)]
+pub struct SequencedDeduplicator {
+    dedup: Deduplicator,
+    store: Arc<dyn SequenceStore>,
+}
+
+/// A [`Deduplicator`] of create-once mode: built on a store that has it ([`CreateOnceStore`]:
+/// the DynamoDB and memory stores), so the flow cannot be asked of a store that cannot do it.
+/// It derefs to the [`Deduplicator`] on the same store for everything else.
+#[derive(Debug, Clone)]
+pub struct CreateOnceDeduplicator {
+    dedup: Deduplicator,
+    store: Arc<dyn CreateOnceStore>,
+}
+
+impl std::ops::Deref for SequencedDeduplicator {
+    type Target = Deduplicator;
+    fn deref(&self) -> &Deduplicator {
+        &self.dedup
+    }
+}
+
+impl std::ops::Deref for CreateOnceDeduplicator {
+    type Target = Deduplicator;
+    fn deref(&self) -> &Deduplicator {
+        &self.dedup
+    }
+}
+
+impl SequencedDeduplicator {
+    /// Derives keys with `spec` and applies in sequence on `store`.
+    pub fn new(spec: KeySpec, store: impl SequenceStore + 'static) -> Self {
+        Self::with_store(spec, Arc::new(store))
+    }
+
+    /// Like [`new`](Self::new), with a store already shared.
+    pub fn with_store(spec: KeySpec, store: Arc<dyn SequenceStore>) -> Self {
+        let marks: Arc<dyn MarkStore> = store.clone();
+        Self {
+            dedup: Deduplicator::with_store(spec, marks),
+            store,
+        }
+    }
+
     /// Sequence mode, for ordered sources (an SQS FIFO group, a Kinesis shard) whose producer
     /// stamps a sequence per aggregate (see [`lambda_dedup::sequence`]): `plan` says the one
     /// update of the aggregate's item the event makes; it is written together with the
@@ -560,7 +604,7 @@ impl Deduplicator<Effect> {
     where
         F: FnOnce(&Derived) -> Result<Effect, HandlerError>,
     {
-        let event = match self.spec.derive(msg) {
+        let event = match self.dedup.spec.derive(msg) {
             Ok(e) => e,
             Err(r) => return rejected(msg, &r),
         };
@@ -630,6 +674,22 @@ impl Deduplicator<Effect> {
             Err(e) => store_failed(msg, &event.key, &e),
         }
     }
+}
+
+impl CreateOnceDeduplicator {
+    /// Derives keys with `spec` and creates each event's item once on `store`.
+    pub fn new(spec: KeySpec, store: impl CreateOnceStore + 'static) -> Self {
+        Self::with_store(spec, Arc::new(store))
+    }
+
+    /// Like [`new`](Self::new), with a store already shared.
+    pub fn with_store(spec: KeySpec, store: Arc<dyn CreateOnceStore>) -> Self {
+        let marks: Arc<dyn MarkStore> = store.clone();
+        Self {
+            dedup: Deduplicator::with_store(spec, marks),
+            store,
+        }
+    }
 
     /// Create-once mode, for an effect that creates an item which exists once per event (an
     /// order, an inbox item, a record keyed by the event; see [`lambda_dedup::create_once`]):
@@ -644,7 +704,7 @@ impl Deduplicator<Effect> {
     where
         F: FnOnce(&Derived) -> Result<Plan<Effect>, HandlerError>,
     {
-        let event = match self.spec.derive(msg) {
+        let event = match self.dedup.spec.derive(msg) {
             Ok(e) => e,
             Err(r) => return rejected(msg, &r),
         };
@@ -686,7 +746,7 @@ impl Deduplicator<Effect> {
                     "rejected: not a create-once write; dead-lettering");
                 rejected_event(&event, Reason::EffectRefused, reason)
             }
-            other => self.committed(msg, &event, &plan, other),
+            other => self.dedup.committed(msg, &event, &plan, other),
         }
     }
 }

@@ -18,7 +18,9 @@
 //!   mapping every store answer to an outcome; a store fault is always a retry (S13). Batch-
 //!   transaction mode ([`run_batch_transactional`]) commits a whole batch in as few transactions
 //!   as possible, and a warm cache ([`Deduplicator::with_cache`]) answers known duplicates with no
-//!   DynamoDB call.
+//!   DynamoDB call. Sequence and create-once modes are flows of their own deduplicators,
+//!   [`SequencedDeduplicator`] and [`CreateOnceDeduplicator`], built only on a store with the
+//!   capability.
 //!
 //! # Example
 //!
@@ -64,6 +66,9 @@ pub mod outcome;
 pub mod runner;
 
 pub use explain::{Explanation, Verdict};
-pub use flows::{Deduplicator, HandlerError, LeasedDeduplicator, Plan};
+pub use flows::{
+    CreateOnceDeduplicator, Deduplicator, HandlerError, LeasedDeduplicator, Plan,
+    SequencedDeduplicator,
+};
 pub use outcome::{Account, Outcome, Reason, emf_line};
 pub use runner::{BatchReport, run_batch, run_batch_transactional};

@@ -286,7 +286,7 @@ fn credit_effect(event: &lambda_dedup::Derived) -> Result<Effect, HandlerError> 
 #[tokio::test]
 async fn sequence_mode_applies_in_order_skips_duplicates_and_stops_at_a_gap() {
     let (store, _) = world();
-    let dedup = Deduplicator::new(spec(), store.clone());
+    let dedup = lambda_dedup_batch::SequencedDeduplicator::new(spec(), store.clone());
     let source = lambda_dedup::SequenceSource::pointer("/data/seq");
     let batch = vec![
         stamped("m1", "e1", "a", 1, 5),

@@ -8,6 +8,7 @@
 //! struct Mine;
 //! impl lambda_dedup_conformance::Harness for Mine {
 //!     type Effects = MyEffects; // or ItemEffects, for a store of DynamoDB-style effects
+//!     type Store = MyStore;     // the store's own type: the cases see its capabilities
 //!     /* a fresh store and its tables per case */
 //! }
 //! lambda_dedup_conformance::suite!(Mine);
@@ -29,10 +30,11 @@
 //! value), seeded and read back through [`World`], the store's own access path.
 //!
 //! # Capabilities
-//! The cases of a mode a store may lack (sequence, create-once: [`Capability`]) run where the
-//! store [`supports`](MarkStore::supports) it. Where it does not, the case checks that the mode's
-//! method answers [`StoreError::Unsupported`] — a declared absence, never a silent skip — prints
-//! that the case was not applicable, and returns [`Ran::NotApplicable`].
+//! The cases of a mode a store may lack — sequence ([`SEQUENCE_CASES`]) and create-once
+//! ([`CREATE_ONCE_CASES`]) — need the harness's [`Harness::Store`] to implement the mode's trait
+//! ([`SequenceStore`], [`CreateOnceStore`]) and its effects to be [`ItemEffects`]; the harness
+//! names the capabilities its store has in [`suite!`] (`capabilities: [sequence, create_once]`).
+//! A store without a capability has no such cases: naming one it lacks does not compile.
 
 //!
 //! # Beyond the suite
@@ -55,8 +57,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use lambda_dedup::{
-    Capability, Claim, Clock, Commit, CommitRequest, CreateOnce, DedupKey, Effect, Fingerprint,
-    Item, ManualClock, MarkStatus, MarkStore, Retention, Scope, Seen, StoreError, Value,
+    Claim, Clock, Commit, CommitRequest, CreateOnce, CreateOnceStore, DedupKey, Effect,
+    Fingerprint, Item, ManualClock, MarkStatus, MarkStore, Retention, Scope, Seen, SequenceStore,
+    StoreError, Value,
 };
 
 /// A future a harness returns (object-safe traits cannot have `async fn`s).
@@ -67,8 +70,13 @@ pub trait Harness: Send + Sync {
     /// How the store's effects are built.
     type Effects: Effects;
 
+    /// The store under test as the cases hold it: its own type, so that the cases of the
+    /// capabilities it implements can run on it (or `dyn MarkStore<…>`, for the core cases
+    /// alone).
+    type Store: MarkStore<<Self::Effects as Effects>::Effect> + ?Sized + 'static;
+
     /// A fresh store configured as `setup` says, with no marks and no effect tables yet.
-    fn world(&self, setup: Setup) -> BoxFuture<'_, Box<dyn World<EffectOf<Self>>>>;
+    fn world(&self, setup: Setup) -> BoxFuture<'_, Box<dyn World<EffectOf<Self>, Self::Store>>>;
 }
 
 /// How a case wants its store configured.
@@ -151,21 +159,12 @@ impl Effects for ItemEffects {
     }
 }
 
-/// What a case did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ran {
-    /// It ran, and every check passed.
-    Passed,
-    /// The store does not offer the case's mode and said so with [`StoreError::Unsupported`].
-    NotApplicable(Capability),
-}
-
 /// One case's store and its effect tables, read and written through the store's own access
 /// path (not through the trait under test). Implement it, or implement [`EffectTables`] and
 /// make the world of the store and its tables with [`world`].
-pub trait World<E = Effect>: Send + Sync {
+pub trait World<E = Effect, S: MarkStore<E> + ?Sized = dyn MarkStore<E>>: Send + Sync {
     /// The store under test.
-    fn store(&self) -> Arc<dyn MarkStore<E>>;
+    fn store(&self) -> Arc<S>;
     /// A fresh effect table keyed by the string attribute `key_attr`; its name.
     fn table<'a>(&'a self, key_attr: &'a str) -> BoxFuture<'a, String>;
     /// Writes `item` to `table` unconditionally (seeding).
@@ -186,20 +185,27 @@ pub trait EffectTables: Send + Sync {
 }
 
 /// The [`World`] of `store` (the store under test) and `tables` (its effect tables).
-pub fn world<E: 'static, T: EffectTables + 'static>(
-    store: Arc<dyn MarkStore<E>>,
-    tables: T,
-) -> Box<dyn World<E>> {
-    Box::new(StoreAndTables { store, tables })
+pub fn world<E, S, T>(store: Arc<S>, tables: T) -> Box<dyn World<E, S>>
+where
+    E: 'static,
+    S: MarkStore<E> + ?Sized + 'static,
+    T: EffectTables + 'static,
+{
+    Box::new(StoreAndTables {
+        store,
+        tables,
+        effect: std::marker::PhantomData,
+    })
 }
 
-struct StoreAndTables<E, T> {
-    store: Arc<dyn MarkStore<E>>,
+struct StoreAndTables<E, S: ?Sized, T> {
+    store: Arc<S>,
     tables: T,
+    effect: std::marker::PhantomData<fn() -> E>,
 }
 
-impl<E, T: EffectTables> World<E> for StoreAndTables<E, T> {
-    fn store(&self) -> Arc<dyn MarkStore<E>> {
+impl<E, S: MarkStore<E> + ?Sized, T: EffectTables> World<E, S> for StoreAndTables<E, S, T> {
+    fn store(&self) -> Arc<S> {
         self.store.clone()
     }
     fn table<'a>(&'a self, key_attr: &'a str) -> BoxFuture<'a, String> {
@@ -213,8 +219,8 @@ impl<E, T: EffectTables> World<E> for StoreAndTables<E, T> {
     }
 }
 
-/// Every case of the suite, by name.
-pub const CASES: [&str; 15] = [
+/// Every case of the suite that every store runs, by name.
+pub const CASES: [&str; 12] = [
     "claims_are_exclusive",
     "commit_then_duplicate",
     "a_failed_condition_writes_nothing",
@@ -227,23 +233,41 @@ pub const CASES: [&str; 15] = [
     "results_are_bounded",
     "batch_commits_judge_each_request_alone",
     "effects_put_update_and_delete",
-    "sequence_mode_applies_in_order_and_names_the_rest",
-    "create_once_item_is_the_mark",
-    "create_once_is_exclusive",
 ];
+
+/// The cases of sequence mode, run on a store that implements [`SequenceStore`].
+pub const SEQUENCE_CASES: [&str; 1] = ["sequence_mode_applies_in_order_and_names_the_rest"];
+
+/// The cases of create-once mode, run on a store that implements [`CreateOnceStore`].
+pub const CREATE_ONCE_CASES: [&str; 2] =
+    ["create_once_item_is_the_mark", "create_once_is_exclusive"];
 
 /// One `#[tokio::test]` per case of the suite, on the harness `$harness` (an expression).
 ///
 /// `suite!(harness, skip_if: reason)` skips every case when `reason` (an expression of type
 /// `Option<String>`, evaluated in each test) is `Some`: for a store whose server is not there
-/// (`cargo test` without it). A skip and a case not applicable to the store are written to
-/// stderr past the test harness's capture, so they show in every run.
+/// (`cargo test` without it). A skip is written to stderr past the test harness's capture, so
+/// it shows in every run.
+///
+/// `capabilities: [sequence, create_once]` (after the harness, or after `skip_if`) adds the
+/// cases of those modes ([`SEQUENCE_CASES`], [`CREATE_ONCE_CASES`]); each needs the harness's
+/// store to implement the mode's trait, so naming a mode the store lacks does not compile.
 #[macro_export]
 macro_rules! suite {
     ($harness:expr) => {
-        $crate::suite!($harness, skip_if: ::core::option::Option::<::std::string::String>::None);
+        $crate::suite!($harness, capabilities: []);
+    };
+    ($harness:expr, capabilities: [$($capability:ident),* $(,)?]) => {
+        $crate::suite!(
+            $harness,
+            skip_if: ::core::option::Option::<::std::string::String>::None,
+            capabilities: [$($capability),*]
+        );
     };
     ($harness:expr, skip_if: $skip:expr) => {
+        $crate::suite!($harness, skip_if: $skip, capabilities: []);
+    };
+    ($harness:expr, skip_if: $skip:expr, capabilities: [$($capability:ident),* $(,)?]) => {
         $crate::suite!(@cases $harness; $skip;
             claims_are_exclusive,
             commit_then_duplicate,
@@ -257,7 +281,16 @@ macro_rules! suite {
             results_are_bounded,
             batch_commits_judge_each_request_alone,
             effects_put_update_and_delete,
+        );
+        $( $crate::suite!(@capability $capability; $harness; $skip); )*
+    };
+    (@capability sequence; $harness:expr; $skip:expr) => {
+        $crate::suite!(@cases $harness; $skip;
             sequence_mode_applies_in_order_and_names_the_rest,
+        );
+    };
+    (@capability create_once; $harness:expr; $skip:expr) => {
+        $crate::suite!(@cases $harness; $skip;
             create_once_item_is_the_mark,
             create_once_is_exclusive,
         );
@@ -271,12 +304,7 @@ macro_rules! suite {
                     $crate::report(&format!("conformance: {} skipped: {why}", stringify!($case)));
                     return;
                 }
-                if let $crate::Ran::NotApplicable(capability) = $crate::$case(&$harness).await {
-                    $crate::report(&format!(
-                        "conformance: {} not applicable: the store does not offer {capability} mode",
-                        stringify!($case),
-                    ));
-                }
+                $crate::$case(&$harness).await;
             }
         )*
     };
@@ -296,14 +324,14 @@ fn scope() -> Scope {
     Scope::new("conformance", "suite").expect("a valid scope")
 }
 
-struct Case<E> {
-    world: Box<dyn World<E>>,
-    store: Arc<dyn MarkStore<E>>,
+struct Case<E, S: MarkStore<E> + ?Sized> {
+    world: Box<dyn World<E, S>>,
+    store: Arc<S>,
     clock: Arc<ManualClock>,
     balances: String,
 }
 
-async fn case<H: Harness>(h: &H) -> Case<EffectOf<H>> {
+async fn case<H: Harness>(h: &H) -> Case<EffectOf<H>, H::Store> {
     let clock = Arc::new(ManualClock::new(SystemTime::now()));
     let retention = Retention::unchecked(RETENTION).expect("retention");
     let setup = Setup {
@@ -322,7 +350,7 @@ async fn case<H: Harness>(h: &H) -> Case<EffectOf<H>> {
     }
 }
 
-impl<E> Case<E> {
+impl<E, S: MarkStore<E> + ?Sized> Case<E, S> {
     /// A number attribute of the item at `key_attr = key` in `table`.
     async fn number(&self, table: &str, key_attr: &str, key: &str, attr: &str) -> Option<i64> {
         let item = self
@@ -365,7 +393,7 @@ fn req<'a, E>(
     }
 }
 
-impl<E> Case<E> {
+impl<E, S: MarkStore<E> + ?Sized> Case<E, S> {
     /// An account whose balance is text: an `ADD` to it is refused for good (a poison).
     async fn poisoned_account(&self) -> String {
         let poisoned = unique("poison");
@@ -387,7 +415,7 @@ impl<E> Case<E> {
 }
 
 /// S4: of many concurrent claims of one key, exactly one wins; the rest see it in progress.
-pub async fn claims_are_exclusive<H: Harness>(h: &H) -> Ran {
+pub async fn claims_are_exclusive<H: Harness>(h: &H) {
     let c = case(h).await;
     let k = key();
     let f = fp("a");
@@ -406,12 +434,11 @@ pub async fn claims_are_exclusive<H: Harness>(h: &H) -> Ran {
             other => panic!("unexpected {other:?}"),
         }
     }
-    Ran::Passed
 }
 
 /// S5, S8: a commit writes the mark and its effect; a second is a duplicate with the stored
 /// result and writes nothing more.
-pub async fn commit_then_duplicate<H: Harness>(h: &H) -> Ran {
+pub async fn commit_then_duplicate<H: Harness>(h: &H) {
     let c = case(h).await;
     let k = key();
     let f = fp("a");
@@ -440,11 +467,10 @@ pub async fn commit_then_duplicate<H: Harness>(h: &H) -> Ran {
     let got = c.store.get(&k).await.expect("get").expect("mark");
     assert_eq!(got.status, MarkStatus::Completed);
     assert_eq!(got.fingerprint.as_ref(), Some(&f));
-    Ran::Passed
 }
 
 /// S5: an effect whose condition fails leaves nothing: no mark, no other effect.
-pub async fn a_failed_condition_writes_nothing<H: Harness>(h: &H) -> Ran {
+pub async fn a_failed_condition_writes_nothing<H: Harness>(h: &H) {
     let c = case(h).await;
     let k = key();
     let account = unique("acct");
@@ -460,12 +486,11 @@ pub async fn a_failed_condition_writes_nothing<H: Harness>(h: &H) -> Ran {
     assert_eq!(out, Commit::EffectRejected { index: 1 });
     assert_eq!(c.balance(&account).await, None, "no effect written");
     assert!(c.store.get(&k).await.expect("get").is_none(), "no mark");
-    Ran::Passed
 }
 
 /// S15: writes refused as they are (an ADD to a string; a malformed expression) are the
 /// event's own permanent refusal, and nothing is written.
-pub async fn refused_writes_are_permanent_and_write_nothing<H: Harness>(h: &H) -> Ran {
+pub async fn refused_writes_are_permanent_and_write_nothing<H: Harness>(h: &H) {
     let c = case(h).await;
     let poisoned = c.poisoned_account().await;
     let k = key();
@@ -495,11 +520,10 @@ pub async fn refused_writes_are_permanent_and_write_nothing<H: Harness>(h: &H) -
         .expect_err("refused");
     assert!(matches!(err, StoreError::Refused { .. }), "{err:?}");
     assert!(!err.is_retryable());
-    Ran::Passed
 }
 
 /// S11: one key with another fingerprint is a conflict, for commit and claim alike.
-pub async fn another_fingerprint_is_a_conflict<H: Harness>(h: &H) -> Ran {
+pub async fn another_fingerprint_is_a_conflict<H: Harness>(h: &H) {
     let c = case(h).await;
     let k = key();
     let (a, b) = (fp("a"), fp("b"));
@@ -517,12 +541,11 @@ pub async fn another_fingerprint_is_a_conflict<H: Harness>(h: &H) -> Ran {
         matches!(claim, Ok(Claim::Seen(Seen::Conflict { .. }))),
         "{claim:?}"
     );
-    Ran::Passed
 }
 
 /// S6: a live lease blocks; an ended one is taken over, keeping the first attempt's time; the
 /// dead owner is fenced off, the new one completes (twice, harmlessly).
-pub async fn leases_expire_and_fence<H: Harness>(h: &H) -> Ran {
+pub async fn leases_expire_and_fence<H: Harness>(h: &H) {
     let c = case(h).await;
     let k = key();
     let f = fp("a");
@@ -561,12 +584,11 @@ pub async fn leases_expire_and_fence<H: Harness>(h: &H) -> Ran {
     let mark = c.store.get(&k).await.expect("get").expect("mark");
     assert_eq!(mark.status, MarkStatus::Completed);
     assert_eq!(mark.result.as_deref(), Some("ok"));
-    Ran::Passed
 }
 
 /// S6: a release ends the lease at once and keeps the mark's first attempt; a redelivery takes
 /// it over; the released lease can neither complete nor release the new claim.
-pub async fn release_hands_over_at_once<H: Harness>(h: &H) -> Ran {
+pub async fn release_hands_over_at_once<H: Harness>(h: &H) {
     let c = case(h).await;
     let k = key();
     let Claim::Claimed(first) = c.store.claim(&k, None, None).await.expect("claim") else {
@@ -595,12 +617,11 @@ pub async fn release_hands_over_at_once<H: Harness>(h: &H) -> Ran {
         ..other
     };
     c.store.release(&never).await.expect("nothing to release");
-    Ran::Passed
 }
 
 /// S9: past its TTL a mark counts as absent, though it may still be stored: a new claim starts a
 /// new chain of attempts.
-pub async fn marks_expire_with_their_ttl<H: Harness>(h: &H) -> Ran {
+pub async fn marks_expire_with_their_ttl<H: Harness>(h: &H) {
     let c = case(h).await;
     let k = key();
     let f = fp("a");
@@ -623,11 +644,10 @@ pub async fn marks_expire_with_their_ttl<H: Harness>(h: &H) -> Ran {
         .duration_since(lease.first_attempt_at)
         .unwrap_or_default();
     assert!(age < Duration::from_secs(1), "a new chain starts now");
-    Ran::Passed
 }
 
 /// S6: a claim's lease is cut to the caller's deadline, and a deadline already passed is refused.
-pub async fn leases_end_by_the_deadline<H: Harness>(h: &H) -> Ran {
+pub async fn leases_end_by_the_deadline<H: Harness>(h: &H) {
     let c = case(h).await;
     let now = c.clock.now();
     let passed = c.store.claim(&key(), None, Some(now)).await;
@@ -642,23 +662,21 @@ pub async fn leases_end_by_the_deadline<H: Harness>(h: &H) -> Ran {
         panic!("claim must win");
     };
     assert!(lease.expires_at <= deadline);
-    Ran::Passed
 }
 
 /// S8: a result over the store's bound is refused before anything is written.
-pub async fn results_are_bounded<H: Harness>(h: &H) -> Ran {
+pub async fn results_are_bounded<H: Harness>(h: &H) {
     let c = case(h).await;
     let k = key();
     let big = "x".repeat(c.store.max_result_bytes() + 1);
     let out = c.store.commit(req(&k, None, Some(&big), &[])).await;
     assert!(matches!(out, Err(StoreError::Invalid(_))), "{out:?}");
     assert!(c.store.get(&k).await.expect("get").is_none());
-    Ran::Passed
 }
 
 /// S5, S12: a batch commit gives each request what a commit alone would: goods applied, a
 /// refused one refused, a failed condition rejected, a duplicate seen.
-pub async fn batch_commits_judge_each_request_alone<H: Harness>(h: &H) -> Ran {
+pub async fn batch_commits_judge_each_request_alone<H: Harness>(h: &H) {
     let c = case(h).await;
     let poisoned = c.poisoned_account().await;
     let done = key();
@@ -709,11 +727,10 @@ pub async fn batch_commits_judge_each_request_alone<H: Harness>(h: &H) -> Ran {
     }
     assert!(c.store.get(&keys[1]).await.expect("get").is_none());
     assert!(c.store.get(&keys[2]).await.expect("get").is_none());
-    Ran::Passed
 }
 
 /// Effects create (on a condition), update with conditions, and delete items.
-pub async fn effects_put_update_and_delete<H: Harness>(h: &H) -> Ran {
+pub async fn effects_put_update_and_delete<H: Harness>(h: &H) {
     let c = case(h).await;
     let account = unique("acct");
     let put = [H::Effects::create(
@@ -744,11 +761,10 @@ pub async fn effects_put_update_and_delete<H: Harness>(h: &H) -> Ran {
     let out = c.store.commit(req(&key(), None, None, &delete)).await;
     assert_eq!(out.expect("commit"), Commit::Applied);
     assert!(c.balance(&account).await.is_none());
-    Ran::Passed
 }
 
-async fn seq<E>(
-    store: &dyn MarkStore<E>,
+async fn seq<S: SequenceStore + ?Sized>(
+    store: &S,
     key: &DedupKey,
     effect: &Effect,
     sequence: u64,
@@ -768,18 +784,14 @@ async fn seq<E>(
 /// Sequence mode: the next sequence applies with its high-water in one write; at or below the
 /// high-water is a duplicate, the high-water's own with another payload a conflict, anything
 /// else a gap; the effect's own condition and DynamoDB's refusals still hold.
-pub async fn sequence_mode_applies_in_order_and_names_the_rest<H: Harness>(h: &H) -> Ran {
+pub async fn sequence_mode_applies_in_order_and_names_the_rest<H>(h: &H)
+where
+    H: Harness<Effects = ItemEffects>,
+    H::Store: SequenceStore,
+{
     use lambda_dedup::SequenceOutcome as S;
     let c = case(h).await;
     let k = key();
-    if !c.store.supports(Capability::Sequence) {
-        let out = seq(&*c.store, &k, &item_credit(&c.balances, "a", 1), 1, None).await;
-        assert!(
-            matches!(out, Err(StoreError::Unsupported(Capability::Sequence))),
-            "a store without sequence mode says so: {out:?}"
-        );
-        return Ran::NotApplicable(Capability::Sequence);
-    }
     let (a, b) = (fp("a"), fp("b"));
     let account = unique("acct");
     let effect = |amount: i64| item_credit(&c.balances, &account, amount);
@@ -841,25 +853,6 @@ pub async fn sequence_mode_applies_in_order_and_names_the_rest<H: Harness>(h: &H
         .await
         .expect_err("refused");
     assert!(!err.is_retryable(), "{err:?}");
-    Ran::Passed
-}
-
-/// Where the store lacks create-once mode: checks that it says so, and the case is not
-/// applicable.
-async fn create_once_unsupported<E>(c: &Case<E>) -> Option<Ran> {
-    if c.store.supports(Capability::CreateOnce) {
-        return None;
-    }
-    let put = Effect::put(
-        &c.balances,
-        Item::new().with("account", unique("acct").as_str()),
-    );
-    let out = c.store.create_once(create(&key(), &put, None, None)).await;
-    assert!(
-        matches!(out, Err(StoreError::Unsupported(Capability::CreateOnce))),
-        "a store without create-once mode says so: {out:?}"
-    );
-    Some(Ran::NotApplicable(Capability::CreateOnce))
 }
 
 fn create<'a>(
@@ -881,12 +874,13 @@ fn create<'a>(
 /// and changes nothing, another payload a conflict, another event's item or one written by other
 /// means is never overwritten; the guarantee has no retention window (it lasts while the item
 /// does), and deleting the item forgets the event.
-pub async fn create_once_item_is_the_mark<H: Harness>(h: &H) -> Ran {
+pub async fn create_once_item_is_the_mark<H>(h: &H)
+where
+    H: Harness<Effects = ItemEffects>,
+    H::Store: CreateOnceStore,
+{
     use lambda_dedup::create_once::{CREATED_FINGERPRINT, CREATED_KEY, CREATED_RESULT};
     let c = case(h).await;
-    if let Some(ran) = create_once_unsupported(&c).await {
-        return ran;
-    }
     let orders = c.world.table("order_id").await;
     let (k, (a, b)) = (key(), (fp("a"), fp("b")));
     let id = unique("order");
@@ -955,12 +949,14 @@ pub async fn create_once_item_is_the_mark<H: Harness>(h: &H) -> Ran {
     assert_eq!(out.expect("create"), Commit::Applied);
 
     create_once_refuses_what_it_cannot_be(&c, &orders).await;
-    Ran::Passed
 }
 
 /// Create-once: an item written by other means is not overwritten; the effect's own
 /// condition holds too.
-async fn create_once_keeps_what_it_did_not_create<E>(c: &Case<E>, orders: &str) {
+async fn create_once_keeps_what_it_did_not_create<S: CreateOnceStore + ?Sized>(
+    c: &Case<Effect, S>,
+    orders: &str,
+) {
     let seeded = unique("order");
     let seeded_key = Item::new().with("order_id", seeded.as_str());
     c.world
@@ -987,7 +983,10 @@ async fn create_once_keeps_what_it_did_not_create<E>(c: &Case<E>, orders: &str) 
 
 /// Create-once takes only a put of an item without the library's attributes; its refusals
 /// are permanent.
-async fn create_once_refuses_what_it_cannot_be<E>(c: &Case<E>, orders: &str) {
+async fn create_once_refuses_what_it_cannot_be<S: CreateOnceStore + ?Sized>(
+    c: &Case<Effect, S>,
+    orders: &str,
+) {
     let update = item_credit(&c.balances, &unique("acct"), 1);
     let err = c
         .store
@@ -1020,11 +1019,12 @@ async fn create_once_refuses_what_it_cannot_be<E>(c: &Case<E>, orders: &str) {
 
 /// S4 for create-once: of many concurrent deliveries of one event, exactly one creates the
 /// item; every other is a duplicate.
-pub async fn create_once_is_exclusive<H: Harness>(h: &H) -> Ran {
+pub async fn create_once_is_exclusive<H>(h: &H)
+where
+    H: Harness<Effects = ItemEffects>,
+    H::Store: CreateOnceStore,
+{
     let c = case(h).await;
-    if let Some(ran) = create_once_unsupported(&c).await {
-        return ran;
-    }
     let orders = c.world.table("order_id").await;
     let (k, f) = (key(), fp("a"));
     let order = Effect::put(
@@ -1051,5 +1051,4 @@ pub async fn create_once_is_exclusive<H: Harness>(h: &H) -> Ran {
             "{o:?}"
         );
     }
-    Ran::Passed
 }

@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::types::{
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use lambda_dedup::create_once::{self, CreateOnce};
 use lambda_dedup::sequence::{SequenceOutcome, SequencedWrite};
-use lambda_dedup::store::{BatchFuture, Capability, StoreFuture};
+use lambda_dedup::store::{BatchFuture, CreateOnceStore, SequenceStore, StoreFuture};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, Effect, Fingerprint, Lease, Mark, MarkStatus,
     MarkStore, OwnerToken, Retention, Seen, StoreOptions,
@@ -745,25 +745,23 @@ impl MarkStore for DynamoStore {
         Box::pin(DynamoStore::get(self, key))
     }
 
-    fn supports(&self, capability: Capability) -> bool {
-        match capability {
-            Capability::Sequence | Capability::CreateOnce => true,
-        }
+    fn options(&self) -> &StoreOptions {
+        &self.options
     }
+}
 
+impl SequenceStore for DynamoStore {
     fn apply_in_sequence<'a>(
         &'a self,
         write: SequencedWrite<'a>,
     ) -> StoreFuture<'a, SequenceOutcome> {
         Box::pin(DynamoStore::apply_in_sequence(self, write))
     }
+}
 
+impl CreateOnceStore for DynamoStore {
     fn create_once<'a>(&'a self, write: CreateOnce<'a>) -> StoreFuture<'a, Commit> {
         Box::pin(DynamoStore::create_once(self, write))
-    }
-
-    fn options(&self) -> &StoreOptions {
-        &self.options
     }
 }
 

@@ -44,7 +44,9 @@ use lambda_dedup::create_once::{self, CreateOnce};
 use lambda_dedup::effect::EffectKind;
 use lambda_dedup::items::{Filter, ItemFuture};
 use lambda_dedup::sequence::{SequenceOutcome, SequencedWrite};
-use lambda_dedup::store::{BatchFuture, Capability, MAX_EFFECTS, StoreFuture, StoreOptions};
+use lambda_dedup::store::{
+    BatchFuture, CreateOnceStore, MAX_EFFECTS, SequenceStore, StoreFuture, StoreOptions,
+};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, Effect, FaultKind, Fingerprint, Item, ItemStore, Lease,
     Mark, MarkStatus, MarkStore, OwnerToken, Retention, StoreError, Value,
@@ -82,9 +84,9 @@ pub enum Op {
     Release,
     /// [`MarkStore::get`].
     Get,
-    /// [`MarkStore::apply_in_sequence`].
+    /// [`SequenceStore::apply_in_sequence`].
     Sequence,
-    /// [`MarkStore::create_once`].
+    /// [`CreateOnceStore::create_once`].
     CreateOnce,
     /// [`ItemStore::write`], [`ItemStore::read`] or [`ItemStore::scan`].
     Items,
@@ -766,12 +768,12 @@ impl MarkStore for MemoryStore {
         Box::pin(async move { out })
     }
 
-    fn supports(&self, capability: Capability) -> bool {
-        match capability {
-            Capability::Sequence | Capability::CreateOnce => true,
-        }
+    fn options(&self) -> &StoreOptions {
+        &self.options
     }
+}
 
+impl SequenceStore for MemoryStore {
     fn apply_in_sequence<'a>(
         &'a self,
         write: SequencedWrite<'a>,
@@ -781,16 +783,14 @@ impl MarkStore for MemoryStore {
         });
         Box::pin(async move { out })
     }
+}
 
+impl CreateOnceStore for MemoryStore {
     fn create_once<'a>(&'a self, write: CreateOnce<'a>) -> StoreFuture<'a, Commit> {
         let out = self.call(Op::CreateOnce, Some(write.key), |s, now| {
             self.create_once_now(s, now, &write)
         });
         Box::pin(async move { out })
-    }
-
-    fn options(&self) -> &StoreOptions {
-        &self.options
     }
 }
 

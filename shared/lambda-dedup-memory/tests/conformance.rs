@@ -1,9 +1,9 @@
 //! The memory store passes the conformance suite (`lambda-dedup-conformance`), the same cases
-//! the DynamoDB store passes on the local DynamoDB.
+//! the DynamoDB store passes on the local DynamoDB, sequence and create-once modes included.
 
 use std::sync::Arc;
 
-use lambda_dedup::Item;
+use lambda_dedup::{Effect, Item};
 use lambda_dedup_conformance::{BoxFuture, EffectTables, Harness, ItemEffects, Setup, World};
 use lambda_dedup_memory::MemoryStore;
 
@@ -15,8 +15,9 @@ struct Tables(MemoryStore);
 
 impl Harness for Memory {
     type Effects = ItemEffects;
+    type Store = MemoryStore;
 
-    fn world(&self, setup: Setup) -> BoxFuture<'_, Box<dyn World>> {
+    fn world(&self, setup: Setup) -> BoxFuture<'_, Box<dyn World<Effect, MemoryStore>>> {
         let memory = MemoryStore::new(setup.retention).with_clock(setup.clock);
         let store = Arc::new(memory.clone().with_lease(setup.lease));
         Box::pin(async move { lambda_dedup_conformance::world(store, Tables(memory)) })
@@ -39,4 +40,4 @@ impl EffectTables for Tables {
     }
 }
 
-lambda_dedup_conformance::suite!(Memory);
+lambda_dedup_conformance::suite!(Memory, capabilities: [sequence, create_once]);

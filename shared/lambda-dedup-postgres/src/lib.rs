@@ -13,9 +13,35 @@
 //! counted at read by the store's clock (S9: an expired mark is absent whether or not it has
 //! been swept), the first attempt's time kept on a takeover (S16), nothing decided after the
 //! effect (a commit whose answer is lost is a retryable error; the retry finds the mark).
-//! Sequence and create-once modes are DynamoDB item modes: this store does not offer them
-//! ([`MarkStore::supports`] is false for both) and answers them with
-//! [`StoreError::Unsupported`].
+//! Sequence and create-once modes are DynamoDB item modes: this store does not implement
+//! their traits, [`SequenceStore`](lambda_dedup::SequenceStore) and
+//! [`CreateOnceStore`](lambda_dedup::CreateOnceStore), so a flow of either mode cannot be given
+//! it — asking for one does not compile:
+//!
+//! ```compile_fail,E0277
+//! fn create_once(store: &lambda_dedup_postgres::PgStore) -> &dyn lambda_dedup::CreateOnceStore {
+//!     store
+//! }
+//! ```
+//!
+//! ```compile_fail,E0277
+//! fn in_sequence(store: &lambda_dedup_postgres::PgStore) -> &dyn lambda_dedup::SequenceStore {
+//!     store
+//! }
+//! ```
+//!
+//! while the same code compiles for a store that has both (the memory store):
+//!
+//! ```
+//! use lambda_dedup::{CreateOnceStore, SequenceStore};
+//! use lambda_dedup_memory::MemoryStore;
+//! fn create_once(store: &MemoryStore) -> &dyn CreateOnceStore {
+//!     store
+//! }
+//! fn in_sequence(store: &MemoryStore) -> &dyn SequenceStore {
+//!     store
+//! }
+//! ```
 //!
 //! # Errors
 //! An effect refused as it is — a permanent SQL error (SQLSTATE classes 22 data exception, 23
@@ -698,12 +724,5 @@ mod tests {
             s.sweep_sql()
                 .starts_with("DELETE FROM \"dedup\".\"marks_2\"")
         );
-    }
-
-    #[test]
-    fn a_store_of_sql_effects_declares_no_item_mode() {
-        for capability in lambda_dedup::Capability::ALL {
-            assert!(!MarkStore::<SqlEffect>::supports(&store(), capability));
-        }
     }
 }

@@ -501,11 +501,21 @@ impl<S: Marks> Dedup<S> {
         F: Fn(Event<T>) -> P + Send + Sync + 'static,
         P: IntoPlan<S::Effect>,
     {
-        let dedup = Arc::new(self.deduplicator(self.settings.scope.clone())?);
+        let dedup = self.deduplicator(self.settings.scope.clone())?;
+        Ok(self.sqs_parts_on(dedup, effect))
+    }
+
+    /// [`sqs_parts`](Self::sqs_parts) with the deduplicator `dedup` (of create-once mode, say).
+    fn sqs_parts_on<D, T, F, P>(&self, dedup: D, effect: F) -> SqsParts<S::Effect, D>
+    where
+        T: DeserializeOwned,
+        F: Fn(Event<T>) -> P + Send + Sync + 'static,
+        P: IntoPlan<S::Effect>,
+    {
         let at = self.payload_at();
         let effect: Arc<TypedWork<S::Effect>> =
             Arc::new(move |d: &Derived| plan::<_, _, _, S::Effect>(at, d, &effect));
-        Ok((dedup, effect, Arc::new(self.runner())))
+        (Arc::new(dedup), effect, Arc::new(self.runner()))
     }
 
     fn sqs_service<T, F, P>(
@@ -787,8 +797,9 @@ impl<S: Marks> Dedup<S> {
 /// An event's typed work, as the builder's SQS services hold it: its plan, or its refusal.
 type TypedWork<E> = dyn Fn(&Derived) -> Result<Plan<E>, Refusal> + Send + Sync;
 
-/// What an SQS service of typed work holds ([`Dedup::sqs_parts`]).
-type SqsParts<E> = (Arc<Deduplicator<E>>, Arc<TypedWork<E>>, Arc<Runner>);
+/// What an SQS service of typed work holds ([`Dedup::sqs_parts`]): its deduplicator (a
+/// [`Deduplicator`] unless said), its work and its runner.
+type SqsParts<E, D = Deduplicator<E>> = (Arc<D>, Arc<TypedWork<E>>, Arc<Runner>);
 
 /// What a stream service (Kinesis, DynamoDB Streams) holds: its deduplicator, its typed work,
 /// its runner and its parking.

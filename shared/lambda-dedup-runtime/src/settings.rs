@@ -432,6 +432,18 @@ impl Settings {
             .with_duplicate_prefilter(self.prefilter_duplicates)
     }
 
+    /// Create-once mode's deduplicator on `store` (the builder's, or any store with the
+    /// capability): keys by [`key_spec`](Self::key_spec), as
+    /// [`deduplicator_on`](Self::deduplicator_on) derives them. The item is the mark, so the
+    /// warm cache and the pre-filter, which read marks, have nothing to do here.
+    pub fn create_once_deduplicator_on(
+        &self,
+        spec: lambda_dedup::KeySpec,
+        store: std::sync::Arc<dyn lambda_dedup::CreateOnceStore>,
+    ) -> lambda_dedup_batch::CreateOnceDeduplicator {
+        lambda_dedup_batch::CreateOnceDeduplicator::with_store(self.key_spec(spec), store)
+    }
+
     /// The leased flow's deduplicator (S6): [`deduplicator`](Self::deduplicator) plus
     /// `PROVIDER_KEY_RETENTION_SECONDS`, so a takeover older than the provider keeps keys goes
     /// to reconciliation instead of calling again (S16).

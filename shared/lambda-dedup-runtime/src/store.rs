@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use lambda_dedup::{Effect, MarkStore};
+use lambda_dedup::{CreateOnceStore, Effect, MarkStore};
 
 use crate::settings::{Settings, SettingsError};
 
@@ -41,11 +41,19 @@ pub trait Marks: Send + Sync + 'static {
 
 /// Capability: an item created once per event is its own mark (create-once mode: one
 /// conditional `Put`, no mark item). DynamoDB and memory have it; asking a store without it for
-/// `sqs_create_once` or `webhook` does not compile.
+/// `sqs_create_once` or `webhook` does not compile. Its stores are the core's
+/// [`CreateOnceStore`]s, which the create-once flow takes.
 pub trait CreateOnceMarks: Marks<Effect = Effect> {
+    /// [`Marks::mark_store`] with create-once mode: the store of a service built with
+    /// `settings` (on DynamoDB, on the mark table `DEDUP_MARK_TABLE` names, required then).
+    fn create_once_marks(
+        &self,
+        settings: &Settings,
+    ) -> Result<Arc<dyn CreateOnceStore>, SettingsError>;
+
     /// The store whose marks are the items of `table` that create-once mode writes (a webhook
     /// receiver's inbox): no mark table is read.
-    fn create_once_store(&self, settings: &Settings, table: &str) -> Arc<dyn MarkStore>;
+    fn create_once_store(&self, settings: &Settings, table: &str) -> Arc<dyn CreateOnceStore>;
 }
 
 /// A store of item effects ([`Effect`]) with every capability, whichever it is: DynamoDB in
@@ -76,7 +84,14 @@ impl Marks for Items {
 }
 
 impl CreateOnceMarks for Items {
-    fn create_once_store(&self, settings: &Settings, table: &str) -> Arc<dyn MarkStore> {
+    fn create_once_marks(
+        &self,
+        settings: &Settings,
+    ) -> Result<Arc<dyn CreateOnceStore>, SettingsError> {
+        self.0.create_once_marks(settings)
+    }
+
+    fn create_once_store(&self, settings: &Settings, table: &str) -> Arc<dyn CreateOnceStore> {
         self.0.create_once_store(settings, table)
     }
 }
@@ -101,7 +116,14 @@ impl Marks for OnDynamoDb {
 }
 
 impl CreateOnceMarks for OnDynamoDb {
-    fn create_once_store(&self, settings: &Settings, table: &str) -> Arc<dyn MarkStore> {
+    fn create_once_marks(
+        &self,
+        settings: &Settings,
+    ) -> Result<Arc<dyn CreateOnceStore>, SettingsError> {
+        Ok(Arc::new(settings.mark_store(self.0.clone())?))
+    }
+
+    fn create_once_store(&self, settings: &Settings, table: &str) -> Arc<dyn CreateOnceStore> {
         Arc::new(settings.create_once_store(self.0.clone(), table))
     }
 }
@@ -117,7 +139,11 @@ impl Marks for lambda_dedup_memory::MemoryStore {
 
 #[cfg(any(feature = "memory", test))]
 impl CreateOnceMarks for lambda_dedup_memory::MemoryStore {
-    fn create_once_store(&self, _: &Settings, _: &str) -> Arc<dyn MarkStore> {
+    fn create_once_marks(&self, _: &Settings) -> Result<Arc<dyn CreateOnceStore>, SettingsError> {
+        Ok(Arc::new(self.clone()))
+    }
+
+    fn create_once_store(&self, _: &Settings, _: &str) -> Arc<dyn CreateOnceStore> {
         Arc::new(self.clone())
     }
 }

@@ -50,7 +50,7 @@ use lambda_dedup::{
     AttributeValue, Derived, Effect, FingerprintSource, IdentitySource, Item, KeySpec, Message,
     Scope, TenantSource,
 };
-use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, Plan, Reason};
+use lambda_dedup_batch::{CreateOnceDeduplicator, HandlerError, Outcome, Plan, Reason};
 use lambda_http::http::{HeaderMap, Method};
 use lambda_http::{Body, Request, RequestExt, Response};
 
@@ -215,7 +215,7 @@ impl WebhookConfig {
 #[derive(Debug)]
 pub struct Receiver {
     config: WebhookConfig,
-    dedup: Deduplicator,
+    dedup: CreateOnceDeduplicator,
     function: String,
     margin: std::time::Duration,
 }
@@ -254,7 +254,7 @@ impl Answer {
 
 impl Receiver {
     /// A receiver for `function` (the `Function` of its metrics).
-    pub fn new(function: &str, config: WebhookConfig, dedup: Deduplicator) -> Self {
+    pub fn new(function: &str, config: WebhookConfig, dedup: CreateOnceDeduplicator) -> Self {
         Self {
             config,
             dedup,
@@ -527,7 +527,7 @@ mod tests {
         let r = Receiver::new(
             "webhook-receiver",
             config,
-            Deduplicator::new(spec, store.clone()),
+            CreateOnceDeduplicator::new(spec, store.clone()),
         );
         (r, store)
     }
@@ -669,7 +669,7 @@ mod tests {
             Receiver::new(
                 "webhook-receiver",
                 config,
-                Deduplicator::new(spec, store.unreachable()),
+                CreateOnceDeduplicator::new(spec, store.unreachable()),
             )
         };
         let mut unsigned = signed("evt-1", body, NOW, SECRET);

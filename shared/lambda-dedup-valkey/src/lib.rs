@@ -19,9 +19,35 @@
 //! [`MarkStore::release`], the last two fenced on the lease's owner token in one script each
 //! (S6).
 //!
-//! Sequence and create-once modes are DynamoDB item modes: this store does not offer them
-//! ([`MarkStore::supports`] is false for both) and answers them with
-//! [`StoreError::Unsupported`].
+//! Sequence and create-once modes are DynamoDB item modes: this store does not implement
+//! their traits, [`SequenceStore`](lambda_dedup::SequenceStore) and
+//! [`CreateOnceStore`](lambda_dedup::CreateOnceStore), so a flow of either mode cannot be given
+//! it — asking for one does not compile:
+//!
+//! ```compile_fail,E0277
+//! fn create_once(store: &lambda_dedup_valkey::ValkeyStore) -> &dyn lambda_dedup::CreateOnceStore {
+//!     store
+//! }
+//! ```
+//!
+//! ```compile_fail,E0277
+//! fn in_sequence(store: &lambda_dedup_valkey::ValkeyStore) -> &dyn lambda_dedup::SequenceStore {
+//!     store
+//! }
+//! ```
+//!
+//! while the same code compiles for a store that has both (the memory store):
+//!
+//! ```
+//! use lambda_dedup::{CreateOnceStore, SequenceStore};
+//! use lambda_dedup_memory::MemoryStore;
+//! fn create_once(store: &MemoryStore) -> &dyn CreateOnceStore {
+//!     store
+//! }
+//! fn in_sequence(store: &MemoryStore) -> &dyn SequenceStore {
+//!     store
+//! }
+//! ```
 //!
 //! # What persistence and failover do to the guarantee
 //! A mark protects against a duplicate only while the server still has it. Valkey

@@ -15,13 +15,6 @@ fn event() -> DedupKey {
 }
 
 #[test]
-fn a_store_of_valkey_commands_declares_no_item_mode() {
-    for capability in lambda_dedup::Capability::ALL {
-        assert!(!MarkStore::<ValkeyEffect>::supports(&store(), capability));
-    }
-}
-
-#[test]
 fn bad_urls_and_prefixes_are_typed_errors() {
     let retention = Retention::unchecked(Duration::from_secs(60)).expect("retention");
     assert!(matches!(

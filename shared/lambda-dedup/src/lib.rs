@@ -57,7 +57,9 @@ pub use mark::{Claim, Commit, Lease, Mark, MarkStatus, OwnerToken, Seen};
 pub use reason::Reason;
 pub use retention::{ConfigError, RedeliveryHorizon, Retention};
 pub use sequence::{SequenceOutcome, SequenceSource, SequencedWrite};
-pub use store::{Capability, CommitRequest, FaultKind, MarkStore, StoreError, StoreOptions};
+pub use store::{
+    CommitRequest, CreateOnceStore, FaultKind, MarkStore, SequenceStore, StoreError, StoreOptions,
+};
 
 use sha2::{Digest, Sha256};
 

@@ -30,9 +30,11 @@
 //!
 //! # Capabilities
 //! Sequence mode and create-once mode are defined on DynamoDB items (the high-water lives in the
-//! effect item; the created item is the mark). A store offers them only where it declares them:
-//! [`MarkStore::supports`] answers per [`Capability`], and a store that lacks one answers its
-//! method with [`StoreError::Unsupported`] (permanent) — never a silent skip.
+//! effect item; the created item is the mark). Each is a trait of its own over
+//! `MarkStore<Effect>` — [`SequenceStore`] and [`CreateOnceStore`] — that a store implements
+//! where it has the mode (the DynamoDB and memory stores both; the PostgreSQL and Valkey stores
+//! neither). A flow of the mode takes the capability's trait object, so asking a store for a
+//! mode it cannot do does not compile: there is no run-time "unsupported" answer to handle.
 
 use std::fmt;
 use std::future::Future;
@@ -196,35 +198,6 @@ pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>>
 pub type BatchFuture<'a> =
     Pin<Box<dyn Future<Output = Vec<Result<Commit, StoreError>>> + Send + 'a>>;
 
-/// A mode a store may or may not offer (see the module documentation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Capability {
-    /// [`MarkStore::apply_in_sequence`]: the effect and its aggregate's high-water in one
-    /// conditional write of the effect item.
-    Sequence,
-    /// [`MarkStore::create_once`]: the effect's item is the mark.
-    CreateOnce,
-}
-
-impl Capability {
-    /// Every capability.
-    pub const ALL: [Capability; 2] = [Capability::Sequence, Capability::CreateOnce];
-
-    /// Its name, as logs and the conformance suite print it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Capability::Sequence => "sequence",
-            Capability::CreateOnce => "create-once",
-        }
-    }
-}
-
-impl fmt::Display for Capability {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 /// One event to commit: its mark and its effects (of the store's effect type `E`), all or
 /// nothing (S5).
 #[derive(Debug)]
@@ -305,38 +278,6 @@ pub trait MarkStore<E = Effect>: Send + Sync + fmt::Debug {
     /// while `lease` owns it; otherwise [`StoreError::Fenced`]. Releasing twice is harmless.
     fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()>;
 
-    /// Whether the store offers `capability`. A store that does not answers the capability's
-    /// method with [`StoreError::Unsupported`]. None by default.
-    fn supports(&self, capability: Capability) -> bool {
-        let _ = capability;
-        false
-    }
-
-    /// Sequence mode ([`crate::sequence`]): the write's effect and the aggregate's new
-    /// high-water in one conditional update of the effect item, no mark, no transaction. Judged
-    /// with [`crate::sequence::judge`] from the item as it stood when the condition failed.
-    /// Only where the store [`supports`](Self::supports) [`Capability::Sequence`]; otherwise
-    /// (the default) [`StoreError::Unsupported`].
-    fn apply_in_sequence<'a>(
-        &'a self,
-        write: SequencedWrite<'a>,
-    ) -> StoreFuture<'a, SequenceOutcome> {
-        let _ = write;
-        Box::pin(async { Err(StoreError::Unsupported(Capability::Sequence)) })
-    }
-
-    /// Create-once mode ([`crate::create_once`]): the effect's item, carrying the event's key,
-    /// fingerprint and result, in one conditional `Put` that no item with its key exists — the
-    /// item is the mark; no mark item, no transaction. A failed condition is judged with
-    /// [`crate::create_once::judge`] from the item as it stood: [`Commit::Seen`] with a
-    /// duplicate (its stored result) or a conflict (S8, S11), or [`Commit::EffectRejected`].
-    /// Only where the store [`supports`](Self::supports) [`Capability::CreateOnce`]; otherwise
-    /// (the default) [`StoreError::Unsupported`].
-    fn create_once<'a>(&'a self, write: CreateOnce<'a>) -> StoreFuture<'a, Commit> {
-        let _ = write;
-        Box::pin(async { Err(StoreError::Unsupported(Capability::CreateOnce)) })
-    }
-
     /// The live mark of `key` (strongly consistent), or `None`; a mark past its TTL is `None`.
     fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>>;
 
@@ -387,6 +328,31 @@ pub trait MarkStore<E = Effect>: Send + Sync + fmt::Debug {
     fn ahead_of_clock(&self, event_time: SystemTime) -> Option<Duration> {
         event_time.duration_since(self.now()).ok()
     }
+}
+
+/// Capability: sequence mode ([`crate::sequence`]), for a store of [`Effect`]s that writes an
+/// effect and its aggregate's high-water in one conditional update of the effect item. A flow
+/// of sequence mode takes `dyn SequenceStore`, so a store without it cannot be given one.
+pub trait SequenceStore: MarkStore<Effect> {
+    /// The write's effect and the aggregate's new high-water in one conditional update of the
+    /// effect item, no mark, no transaction. Judged with [`crate::sequence::judge`] from the
+    /// item as it stood when the condition failed.
+    fn apply_in_sequence<'a>(
+        &'a self,
+        write: SequencedWrite<'a>,
+    ) -> StoreFuture<'a, SequenceOutcome>;
+}
+
+/// Capability: create-once mode ([`crate::create_once`]), for a store of [`Effect`]s whose
+/// effect item can be its own mark. A flow of create-once mode takes `dyn CreateOnceStore`, so
+/// a store without it cannot be given one.
+pub trait CreateOnceStore: MarkStore<Effect> {
+    /// The effect's item, carrying the event's key, fingerprint and result, in one conditional
+    /// `Put` that no item with its key exists — the item is the mark; no mark item, no
+    /// transaction. A failed condition is judged with [`crate::create_once::judge`] from the
+    /// item as it stood: [`Commit::Seen`] with a duplicate (its stored result) or a conflict
+    /// (S8, S11), or [`Commit::EffectRejected`].
+    fn create_once<'a>(&'a self, write: CreateOnce<'a>) -> StoreFuture<'a, Commit>;
 }
 
 impl SequencedWrite<'_> {
@@ -488,10 +454,6 @@ pub enum StoreError {
     /// The request is invalid (too many effects, result too large, no time left for a lease).
     #[error("invalid request: {0}")]
     Invalid(String),
-    /// The store does not offer this mode ([`MarkStore::supports`]): a configuration error,
-    /// permanent; nothing was written.
-    #[error("this store does not offer {0} mode")]
-    Unsupported(Capability),
     /// A stored mark could not be decoded.
     #[error("stored mark {key} is malformed: {reason}")]
     Corrupt {
@@ -511,7 +473,6 @@ impl StoreError {
             StoreError::Fenced { .. }
             | StoreError::Refused { .. }
             | StoreError::Invalid(_)
-            | StoreError::Unsupported(_)
             | StoreError::Corrupt { .. } => false,
         }
     }

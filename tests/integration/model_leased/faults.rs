@@ -178,9 +178,6 @@ impl<E: 'static> lambda_dedup::MarkStore<E> for FaultyCompletes<E> {
     fn release<'a>(&'a self, lease: &'a lambda_dedup::Lease) -> StoreFuture<'a, ()> {
         self.inner.release(lease)
     }
-    fn supports(&self, capability: lambda_dedup::store::Capability) -> bool {
-        self.inner.supports(capability)
-    }
     fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<lambda_dedup::Mark>> {
         self.inner.get(key)
     }

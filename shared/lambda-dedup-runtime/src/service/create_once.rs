@@ -24,7 +24,10 @@ impl<S: CreateOnceMarks> Dedup<S> {
         F: Fn(Event<T>) -> P + Send + Sync + 'static,
         P: IntoPlan,
     {
-        let (dedup, create, runner) = self.sqs_parts(create)?;
+        let store = self.store.create_once_marks(&self.settings)?;
+        let spec = self.raw_spec(self.settings.scope.clone());
+        let dedup = self.settings.create_once_deduplicator_on(spec, store);
+        let (dedup, create, runner) = self.sqs_parts_on(dedup, create);
         Ok(SqsService::new(move |event: LambdaEvent<SqsEvent>| {
             let (dedup, create, runner) = (dedup.clone(), create.clone(), runner.clone());
             async move {

@@ -33,7 +33,7 @@ impl<S: CreateOnceMarks> Dedup<S> {
             .store
             .create_once_store(&self.settings, &config.inbox_table);
         let spec = config.key_spec(self.settings.scope.clone());
-        let dedup = self.settings.deduplicator_on(spec, store);
+        let dedup = self.settings.create_once_deduplicator_on(spec, store);
         Ok(WebhookService {
             receiver: Arc::new(
                 Receiver::new(&self.function, config, dedup)

@@ -288,11 +288,11 @@ fn report(
          - **batch_transaction_warm_cache**: the same as batch_transaction with the \
          warm-container cache of completed marks (for `all_duplicates`, the container had \
          processed the events before).\n\
-         - **sequence**: sequence mode (`Deduplicator::sequenced`) for ordered sources: a FIFO \
+         - **sequence**: sequence mode (`SequencedDeduplicator::sequenced`) for ordered sources: a FIFO \
          batch grouped by account, each message one conditional `UpdateItem` of the balance item \
          carrying the account's high-water sequence, the groups at once. (It needs a producer \
          that numbers its events per aggregate and a source that keeps their order.)\n\
-         - **create_once**: create-once mode (`Deduplicator::create_once`) for effects that create \
+         - **create_once**: create-once mode (`CreateOnceDeduplicator::create_once`) for effects that create \
          one item per event: the credit recorded as its own entry item, keyed by the event, in one \
          conditional `PutItem` that is also the mark (no mark table, no transaction), the batch's \
          messages at once.\n"

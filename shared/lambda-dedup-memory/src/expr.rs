@@ -654,6 +654,14 @@ pub(crate) fn apply(u: &Update, item: &mut Attrs) -> Result<(), ExprError> {
     Ok(())
 }
 
+impl std::fmt::Display for ExprError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExprError::Syntax(s) | ExprError::Unsupported(s) | ExprError::Type(s) => f.write_str(s),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

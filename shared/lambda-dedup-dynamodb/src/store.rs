@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::types::{
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use lambda_dedup::create_once::{self, CreateOnce};
 use lambda_dedup::sequence::{SequenceOutcome, SequencedWrite};
-use lambda_dedup::store::{BatchFuture, CreateOnceStore, SequenceStore, StoreFuture};
+use lambda_dedup::store::{CreateOnceStore, SequenceStore};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, Effect, Fingerprint, Lease, Mark, MarkStatus,
     MarkStore, OwnerToken, Retention, Seen, StoreOptions,
@@ -700,49 +700,16 @@ impl ClaimWrite {
 }
 
 impl MarkStore for DynamoStore {
-    fn claim<'a>(
-        &'a self,
-        key: &'a DedupKey,
-        fp: Option<&'a Fingerprint>,
-        deadline: Option<SystemTime>,
-    ) -> StoreFuture<'a, Claim> {
-        Box::pin(DynamoStore::claim(self, key, fp, deadline))
-    }
-
-    fn commit<'a>(&'a self, r: CommitRequest<'a>) -> StoreFuture<'a, Commit> {
-        Box::pin(DynamoStore::commit(self, r))
-    }
-
-    fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a>]) -> BatchFuture<'a> {
-        Box::pin(DynamoStore::commit_batch(self, requests))
-    }
-
-    fn commit_batch_bounded<'a>(
-        &'a self,
-        requests: &'a [CommitRequest<'a>],
-        max_in_flight: usize,
-    ) -> BatchFuture<'a> {
-        Box::pin(DynamoStore::commit_batch_bounded(
-            self,
-            requests,
-            max_in_flight,
-        ))
-    }
-
-    fn get_many<'a>(&'a self, keys: &'a [&'a DedupKey]) -> StoreFuture<'a, Vec<Option<Mark>>> {
-        Box::pin(DynamoStore::get_many(self, keys))
-    }
-
-    fn complete<'a>(&'a self, lease: &'a Lease, result: Option<&'a str>) -> StoreFuture<'a, ()> {
-        Box::pin(DynamoStore::complete(self, lease, result))
-    }
-
-    fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()> {
-        Box::pin(DynamoStore::release(self, lease))
-    }
-
-    fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>> {
-        Box::pin(DynamoStore::get(self, key))
+    lambda_dedup::store_methods! {
+        async Effect:
+        claim,
+        commit,
+        commit_batch,
+        commit_batch_bounded,
+        get_many,
+        complete,
+        release,
+        get,
     }
 
     fn options(&self) -> &StoreOptions {
@@ -751,18 +718,11 @@ impl MarkStore for DynamoStore {
 }
 
 impl SequenceStore for DynamoStore {
-    fn apply_in_sequence<'a>(
-        &'a self,
-        write: SequencedWrite<'a>,
-    ) -> StoreFuture<'a, SequenceOutcome> {
-        Box::pin(DynamoStore::apply_in_sequence(self, write))
-    }
+    lambda_dedup::store_methods!(async Effect: apply_in_sequence);
 }
 
 impl CreateOnceStore for DynamoStore {
-    fn create_once<'a>(&'a self, write: CreateOnce<'a>) -> StoreFuture<'a, Commit> {
-        Box::pin(DynamoStore::create_once(self, write))
-    }
+    lambda_dedup::store_methods!(async Effect: create_once);
 }
 
 /// Sends `update` with the old item returned on a failed condition: `Ok(Ok(output))` when it

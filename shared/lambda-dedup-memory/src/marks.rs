@@ -8,12 +8,10 @@ use std::time::SystemTime;
 use lambda_dedup::clock::{epoch_millis, epoch_secs, from_epoch_millis};
 use lambda_dedup::create_once::{self, CreateOnce};
 use lambda_dedup::sequence::{SequenceOutcome, SequencedWrite};
-use lambda_dedup::store::{
-    BatchFuture, CreateOnceStore, MAX_EFFECTS, SequenceStore, StoreFuture, StoreOptions,
-};
+use lambda_dedup::store::{CreateOnceStore, MAX_EFFECTS, SequenceStore, StoreOptions};
 use lambda_dedup::{
-    Claim, Commit, CommitRequest, DedupKey, Fingerprint, Lease, Mark, MarkStatus, MarkStore,
-    OwnerToken, StoreError,
+    Claim, Commit, CommitRequest, DedupKey, Effect, Fingerprint, Lease, Mark, MarkStatus,
+    MarkStore, OwnerToken, StoreError,
 };
 
 use crate::faults::copy_fault;
@@ -204,29 +202,29 @@ impl MemoryStore {
     }
 }
 
-impl MarkStore for MemoryStore {
-    fn claim<'a>(
-        &'a self,
-        key: &'a DedupKey,
-        fp: Option<&'a Fingerprint>,
+/// The trait methods: each one store call ([`MemoryStore::call`]: counted, meeting a fault or
+/// applied under the lock), answered at once.
+impl MemoryStore {
+    fn claim_call(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
         deadline: Option<SystemTime>,
-    ) -> StoreFuture<'a, Claim> {
-        let out = self.call(Op::Claim, Some(key), |s, now| {
+    ) -> Result<Claim, StoreError> {
+        self.call(Op::Claim, Some(key), |s, now| {
             self.claim_now(s, now, key, fp, deadline)
-        });
-        Box::pin(async move { out })
+        })
     }
 
-    fn commit<'a>(&'a self, request: CommitRequest<'a>) -> StoreFuture<'a, Commit> {
-        let out = self.call(Op::Commit, Some(request.key), |s, now| {
+    fn commit_call(&self, request: CommitRequest<'_>) -> Result<Commit, StoreError> {
+        self.call(Op::Commit, Some(request.key), |s, now| {
             self.commit_now(s, now, &request)
-        });
-        Box::pin(async move { out })
+        })
     }
 
-    fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a>]) -> BatchFuture<'a> {
+    fn commit_batch_call(&self, requests: &[CommitRequest<'_>]) -> Vec<Result<Commit, StoreError>> {
         // One call for the batch; each request all or nothing, as in DynamoDB's rounds.
-        let out = match self.call(Op::CommitBatch, None, |s, now| {
+        match self.call(Op::CommitBatch, None, |s, now| {
             Ok(requests
                 .iter()
                 .map(|r| self.commit_now(s, now, r))
@@ -234,32 +232,52 @@ impl MarkStore for MemoryStore {
         }) {
             Ok(results) => results,
             Err(e) => requests.iter().map(|_| Err(copy_fault(&e))).collect(),
-        };
-        Box::pin(async move { out })
+        }
     }
 
-    fn complete<'a>(&'a self, lease: &'a Lease, result: Option<&'a str>) -> StoreFuture<'a, ()> {
-        let out = self.call(Op::Complete, Some(&lease.key), |s, now| {
+    fn complete_call(&self, lease: &Lease, result: Option<&str>) -> Result<(), StoreError> {
+        self.call(Op::Complete, Some(&lease.key), |s, now| {
             self.complete_now(s, now, lease, result)
-        });
-        Box::pin(async move { out })
+        })
     }
 
-    fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()> {
-        let out = self.call(Op::Release, Some(&lease.key), |s, _| {
+    fn release_call(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.call(Op::Release, Some(&lease.key), |s, _| {
             self.release_now(s, lease)
-        });
-        Box::pin(async move { out })
+        })
     }
 
-    fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>> {
-        let out = self.call(Op::Get, Some(key), |s, now| {
+    fn get_call(&self, key: &DedupKey) -> Result<Option<Mark>, StoreError> {
+        self.call(Op::Get, Some(key), |s, now| {
             Ok(s.marks
                 .get(key.as_str())
                 .filter(|m| m.is_live(now))
                 .cloned())
-        });
-        Box::pin(async move { out })
+        })
+    }
+
+    fn sequence_call(&self, write: SequencedWrite<'_>) -> Result<SequenceOutcome, StoreError> {
+        self.call(Op::Sequence, Some(write.key), |s, _| {
+            self.sequence_now(s, &write)
+        })
+    }
+
+    fn create_once_call(&self, write: CreateOnce<'_>) -> Result<Commit, StoreError> {
+        self.call(Op::CreateOnce, Some(write.key), |s, now| {
+            self.create_once_now(s, now, &write)
+        })
+    }
+}
+
+impl MarkStore for MemoryStore {
+    lambda_dedup::store_methods! {
+        ready Effect:
+        claim => claim_call,
+        commit => commit_call,
+        commit_batch => commit_batch_call,
+        complete => complete_call,
+        release => release_call,
+        get => get_call,
     }
 
     fn options(&self) -> &StoreOptions {
@@ -268,24 +286,11 @@ impl MarkStore for MemoryStore {
 }
 
 impl SequenceStore for MemoryStore {
-    fn apply_in_sequence<'a>(
-        &'a self,
-        write: SequencedWrite<'a>,
-    ) -> StoreFuture<'a, SequenceOutcome> {
-        let out = self.call(Op::Sequence, Some(write.key), |s, _| {
-            self.sequence_now(s, &write)
-        });
-        Box::pin(async move { out })
-    }
+    lambda_dedup::store_methods!(ready Effect: apply_in_sequence => sequence_call);
 }
 
 impl CreateOnceStore for MemoryStore {
-    fn create_once<'a>(&'a self, write: CreateOnce<'a>) -> StoreFuture<'a, Commit> {
-        let out = self.call(Op::CreateOnce, Some(write.key), |s, now| {
-            self.create_once_now(s, now, &write)
-        });
-        Box::pin(async move { out })
-    }
+    lambda_dedup::store_methods!(ready Effect: create_once => create_once_call);
 }
 
 /// Time as the DynamoDB store keeps it: whole milliseconds.

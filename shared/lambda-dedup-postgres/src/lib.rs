@@ -108,7 +108,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use lambda_dedup::clock::{epoch_millis, epoch_secs, from_epoch_millis};
-use lambda_dedup::store::{BatchFuture, StoreFuture, StoreOptions};
+use lambda_dedup::store::StoreOptions;
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, FaultKind, Fingerprint, Lease, Mark, MarkStatus,
     MarkStore, OwnerToken, Retention, StoreError,
@@ -590,37 +590,15 @@ impl PgStore {
 }
 
 impl MarkStore<SqlEffect> for PgStore {
-    fn claim<'a>(
-        &'a self,
-        key: &'a DedupKey,
-        fp: Option<&'a Fingerprint>,
-        deadline: Option<SystemTime>,
-    ) -> StoreFuture<'a, Claim> {
-        Box::pin(self.claim_on(key, fp, deadline))
-    }
-
-    fn commit<'a>(&'a self, request: CommitRequest<'a, SqlEffect>) -> StoreFuture<'a, Commit> {
-        Box::pin(self.commit_one(request))
-    }
-
-    fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a, SqlEffect>]) -> BatchFuture<'a> {
-        Box::pin(self.commit_many(requests))
-    }
-
-    fn get_many<'a>(&'a self, keys: &'a [&'a DedupKey]) -> StoreFuture<'a, Vec<Option<Mark>>> {
-        Box::pin(self.get_many_on(keys))
-    }
-
-    fn complete<'a>(&'a self, lease: &'a Lease, result: Option<&'a str>) -> StoreFuture<'a, ()> {
-        Box::pin(self.complete_on(lease, result))
-    }
-
-    fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()> {
-        Box::pin(self.release_on(lease))
-    }
-
-    fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>> {
-        Box::pin(self.get_on(key))
+    lambda_dedup::store_methods! {
+        async SqlEffect:
+        claim => claim_on,
+        commit => commit_one,
+        commit_batch => commit_many,
+        get_many => get_many_on,
+        complete => complete_on,
+        release => release_on,
+        get => get_on,
     }
 
     fn options(&self) -> &StoreOptions {

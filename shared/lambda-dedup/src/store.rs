@@ -28,6 +28,11 @@
 //! builders are [`store_options_builders!`](crate::store_options_builders), invoked in the
 //! store's `impl` block.
 //!
+//! # Implementing the traits
+//! A store does its work in inherent methods and implements the traits with
+//! [`store_methods!`](crate::store_methods), which writes each trait method as the call of
+//! one of them with its answer boxed (the boxed futures keep the traits object-safe).
+//!
 //! # Capabilities
 //! Sequence mode and create-once mode are defined on DynamoDB items (the high-water lives in the
 //! effect item; the created item is the mark). Each is a trait of its own over
@@ -187,6 +192,165 @@ macro_rules! store_options_builders {
             self.$field.clock = clock;
             self
         }
+    };
+}
+
+/// The methods of a store trait — [`MarkStore`], [`SequenceStore`], [`CreateOnceStore`] — as
+/// calls of the store's own inherent methods, written once here rather than in every store:
+/// each `trait_method => inherent_method` (or just `method`, where the inherent one has the
+/// trait's name) is the trait's signature, its arguments handed on unchanged, its answer boxed.
+/// Invoke it inside the trait's `impl` block, with how the inherent methods answer and the
+/// store's effect type (for the requests of the commits):
+///
+/// - `async E: …`: they are `async fn`s; their futures are boxed.
+/// - `ready E: …`: they answer at once (a store in memory); their answers are boxed as ready
+///   futures, so the work happens when the trait method is called.
+///
+/// ```
+/// use std::time::SystemTime;
+/// use lambda_dedup::store::StoreOptions;
+/// use lambda_dedup::{
+///     Claim, Commit, CommitRequest, DedupKey, Fingerprint, Lease, Mark, MarkStore, StoreError,
+/// };
+///
+/// #[derive(Debug)]
+/// struct Nowhere(StoreOptions);
+///
+/// impl Nowhere {
+///     async fn claim_on(
+///         &self,
+///         _: &DedupKey,
+///         _: Option<&Fingerprint>,
+///         _: Option<SystemTime>,
+///     ) -> Result<Claim, StoreError> {
+///         Err(StoreError::Invalid("nowhere".into()))
+///     }
+///     async fn commit_on(&self, _: CommitRequest<'_, String>) -> Result<Commit, StoreError> {
+///         Ok(Commit::Applied)
+///     }
+///     async fn commit_batch(&self, r: &[CommitRequest<'_, String>]) -> Vec<Result<Commit, StoreError>> {
+///         r.iter().map(|_| Ok(Commit::Applied)).collect()
+///     }
+///     async fn complete(&self, _: &Lease, _: Option<&str>) -> Result<(), StoreError> {
+///         Ok(())
+///     }
+///     async fn release(&self, _: &Lease) -> Result<(), StoreError> {
+///         Ok(())
+///     }
+///     async fn get(&self, _: &DedupKey) -> Result<Option<Mark>, StoreError> {
+///         Ok(None)
+///     }
+/// }
+///
+/// impl MarkStore<String> for Nowhere {
+///     lambda_dedup::store_methods! {
+///         async String:
+///         claim => claim_on,
+///         commit => commit_on,
+///         commit_batch,
+///         complete,
+///         release,
+///         get,
+///     }
+///     fn options(&self) -> &StoreOptions {
+///         &self.0
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! store_methods {
+    ($mode:ident $effect:ty: $($method:ident $(=> $target:ident)?),* $(,)?) => {
+        $( $crate::store_methods!(@method $mode $effect; $method $(=> $target)?); )*
+    };
+    (@method $mode:ident $effect:ty; $method:ident) => {
+        $crate::store_methods!(@method $mode $effect; $method => $method);
+    };
+    (@method $mode:ident $effect:ty; claim => $target:ident) => {
+        fn claim<'a>(
+            &'a self,
+            key: &'a $crate::DedupKey,
+            fp: ::core::option::Option<&'a $crate::Fingerprint>,
+            deadline: ::core::option::Option<::std::time::SystemTime>,
+        ) -> $crate::store::StoreFuture<'a, $crate::Claim> {
+            $crate::store_methods!(@boxed $mode, Self::$target(self, key, fp, deadline))
+        }
+    };
+    (@method $mode:ident $effect:ty; commit => $target:ident) => {
+        fn commit<'a>(
+            &'a self,
+            request: $crate::CommitRequest<'a, $effect>,
+        ) -> $crate::store::StoreFuture<'a, $crate::Commit> {
+            $crate::store_methods!(@boxed $mode, Self::$target(self, request))
+        }
+    };
+    (@method $mode:ident $effect:ty; commit_batch => $target:ident) => {
+        fn commit_batch<'a>(
+            &'a self,
+            requests: &'a [$crate::CommitRequest<'a, $effect>],
+        ) -> $crate::store::BatchFuture<'a> {
+            $crate::store_methods!(@boxed $mode, Self::$target(self, requests))
+        }
+    };
+    (@method $mode:ident $effect:ty; commit_batch_bounded => $target:ident) => {
+        fn commit_batch_bounded<'a>(
+            &'a self,
+            requests: &'a [$crate::CommitRequest<'a, $effect>],
+            max_in_flight: usize,
+        ) -> $crate::store::BatchFuture<'a> {
+            $crate::store_methods!(@boxed $mode, Self::$target(self, requests, max_in_flight))
+        }
+    };
+    (@method $mode:ident $effect:ty; get_many => $target:ident) => {
+        fn get_many<'a>(
+            &'a self,
+            keys: &'a [&'a $crate::DedupKey],
+        ) -> $crate::store::StoreFuture<'a, ::std::vec::Vec<::core::option::Option<$crate::Mark>>> {
+            $crate::store_methods!(@boxed $mode, Self::$target(self, keys))
+        }
+    };
+    (@method $mode:ident $effect:ty; complete => $target:ident) => {
+        fn complete<'a>(
+            &'a self,
+            lease: &'a $crate::Lease,
+            result: ::core::option::Option<&'a str>,
+        ) -> $crate::store::StoreFuture<'a, ()> {
+            $crate::store_methods!(@boxed $mode, Self::$target(self, lease, result))
+        }
+    };
+    (@method $mode:ident $effect:ty; release => $target:ident) => {
+        fn release<'a>(&'a self, lease: &'a $crate::Lease) -> $crate::store::StoreFuture<'a, ()> {
+            $crate::store_methods!(@boxed $mode, Self::$target(self, lease))
+        }
+    };
+    (@method $mode:ident $effect:ty; get => $target:ident) => {
+        fn get<'a>(
+            &'a self,
+            key: &'a $crate::DedupKey,
+        ) -> $crate::store::StoreFuture<'a, ::core::option::Option<$crate::Mark>> {
+            $crate::store_methods!(@boxed $mode, Self::$target(self, key))
+        }
+    };
+    (@method $mode:ident $effect:ty; apply_in_sequence => $target:ident) => {
+        fn apply_in_sequence<'a>(
+            &'a self,
+            write: $crate::SequencedWrite<'a>,
+        ) -> $crate::store::StoreFuture<'a, $crate::SequenceOutcome> {
+            $crate::store_methods!(@boxed $mode, Self::$target(self, write))
+        }
+    };
+    (@method $mode:ident $effect:ty; create_once => $target:ident) => {
+        fn create_once<'a>(
+            &'a self,
+            write: $crate::CreateOnce<'a>,
+        ) -> $crate::store::StoreFuture<'a, $crate::Commit> {
+            $crate::store_methods!(@boxed $mode, Self::$target(self, write))
+        }
+    };
+    (@boxed async, $call:expr) => {
+        ::std::boxed::Box::pin($call)
+    };
+    (@boxed ready, $call:expr) => {
+        ::std::boxed::Box::pin(::std::future::ready($call))
     };
 }
 

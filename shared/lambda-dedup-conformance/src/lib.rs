@@ -35,6 +35,23 @@
 //! ([`SequenceStore`], [`CreateOnceStore`]) and its effects to be [`ItemEffects`]; the harness
 //! names the capabilities its store has in [`suite!`] (`capabilities: [sequence, create_once]`).
 //! A store without a capability has no such cases: naming one it lacks does not compile.
+//!
+//! ```compile_fail,E0277
+//! use lambda_dedup_conformance::{Harness, ItemEffects};
+//! // A harness whose store may lack create-once mode cannot run its cases:
+//! async fn run<H: Harness<Effects = ItemEffects>>(h: &H) {
+//!     lambda_dedup_conformance::create_once_is_exclusive(h).await
+//! }
+//! ```
+//!
+//! ```
+//! use lambda_dedup::CreateOnceStore;
+//! use lambda_dedup_conformance::{Harness, ItemEffects};
+//! // One whose store has it can:
+//! async fn run<H: Harness<Effects = ItemEffects, Store: CreateOnceStore>>(h: &H) {
+//!     lambda_dedup_conformance::create_once_is_exclusive(h).await
+//! }
+//! ```
 
 //!
 //! # Beyond the suite

@@ -156,6 +156,7 @@ pub(crate) fn print_account(
     request_id: &str,
     report: &BatchReport,
 ) {
+    crate::testing::observe(report);
     let a = &report.account;
     // EMF must be a bare JSON line on stdout for CloudWatch to extract it, hence not `tracing`.
     println!("{}", a.emf_line(namespace, function));

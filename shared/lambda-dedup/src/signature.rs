@@ -6,7 +6,8 @@
 //!   sender signs `"{webhook-id}.{webhook-timestamp}.{raw body}"` with HMAC-SHA256 under the
 //!   secret's key, and sends the three headers `webhook-id`, `webhook-timestamp` (Unix seconds)
 //!   and `webhook-signature`, a space-separated list of `v1,<base64 digest>` (other version tags
-//!   are ignored). A secret is `whsec_<base64 of the key>`. The event id is signed, so a
+//!   are ignored; a `v1` entry that is not padded base64 of a 32-byte digest refuses the
+//!   request, as the reference library refuses unpadded base64). A secret is `whsec_<base64 of the key>`. The event id is signed, so a
 //!   captured delivery cannot be replayed under another id.
 //! - **Stripe** (`stripe`), as Stripe's own libraries verify it: one header,
 //!   `Stripe-Signature: t=<timestamp>,v1=<hex digest>[,v1=…][,v0=…]`, over `"{t}.{raw body}"`;
@@ -74,13 +75,22 @@ pub const WEBHOOK_SIGNATURE_HEADER: &str = "webhook-signature";
 /// Stripe's header (`t=…,v1=…`), as HTTP headers are compared: lower case.
 pub const STRIPE_SIGNATURE_HEADER: &str = "stripe-signature";
 
-/// Base64 as Standard Webhooks writes it (the standard alphabet), padding optional on input as
-/// the reference library allows.
+/// Base64 of secrets as Standard Webhooks writes them (the standard alphabet), padding optional
+/// on input as the reference library allows (it appends `==` before decoding a secret).
 const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
     &base64::alphabet::STANDARD,
     base64::engine::GeneralPurposeConfig::new()
         .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
 );
+
+/// Base64 of signatures: the standard alphabet with its padding required. The reference
+/// library decodes signatures with Python's `b64decode`, which refuses them unpadded; accepting
+/// more than the reference does would make this receiver the one place where such a header
+/// passes.
+const SIGNATURE_BASE64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+/// The length of a `v1` (HMAC-SHA256) digest.
+const DIGEST_BYTES: usize = 32;
 
 /// How a sender signs its deliveries: which headers, what is signed, how secrets are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -186,6 +196,11 @@ pub enum SignatureError {
     /// No offered digest matches any held secret.
     #[error("no signature matches")]
     Mismatch,
+    /// Standard Webhooks: a `v1` signature that is not the padded base64 of a SHA-256 digest
+    /// (as the reference library, which refuses unpadded base64, reads it). The whole header is
+    /// refused, not only the entry: no sender's library writes one.
+    #[error("a v1 signature is not the padded base64 of a 32-byte digest")]
+    Malformed,
 }
 
 impl SignatureError {
@@ -198,6 +213,7 @@ impl SignatureError {
             Self::MissingId => "missing_id",
             Self::RepeatedHeader => "repeated_header",
             Self::Mismatch => "bad_signature",
+            Self::Malformed => "malformed_signature",
         }
     }
 }
@@ -304,13 +320,17 @@ impl Verifier {
             Scheme::StandardWebhooks => {
                 let timestamp = parse_timestamp(headers(WEBHOOK_TIMESTAMP_HEADER)?)?;
                 let id = headers(WEBHOOK_ID_HEADER)?;
-                let offered: Vec<Vec<u8>> = headers(WEBHOOK_SIGNATURE_HEADER)?
-                    .into_iter()
-                    .flat_map(|s| s.split(' '))
-                    .filter_map(|entry| entry.trim().split_once(','))
-                    .filter(|(version, _)| *version == "v1")
-                    .filter_map(|(_, sig)| BASE64.decode(sig).ok())
-                    .collect();
+                let offered: Result<Vec<Vec<u8>>, SignatureError> =
+                    headers(WEBHOOK_SIGNATURE_HEADER)?
+                        .into_iter()
+                        .flat_map(|s| s.split(' '))
+                        .filter_map(|entry| entry.trim().split_once(','))
+                        .filter(|(version, _)| *version == "v1")
+                        .map(|(_, sig)| match SIGNATURE_BASE64.decode(sig) {
+                            Ok(digest) if digest.len() == DIGEST_BYTES => Ok(digest),
+                            _ => Err(SignatureError::Malformed),
+                        })
+                        .collect();
                 let id = id.ok_or(SignatureError::MissingId)?;
                 let signed = standard_content(id, timestamp, body);
                 (timestamp, offered, signed)
@@ -324,11 +344,11 @@ impl Verifier {
                 // The first `t`, as Stripe's libraries read it.
                 let timestamp =
                     parse_timestamp(items.iter().find(|(k, _)| *k == "t").map(|(_, v)| *v))?;
-                let offered = items
+                let offered = Ok(items
                     .iter()
                     .filter(|(k, _)| *k == "v1")
                     .filter_map(|(_, v)| hex::decode(v).ok())
-                    .collect();
+                    .collect());
                 (timestamp, offered, stripe_content(timestamp, body))
             }
         };
@@ -343,6 +363,8 @@ impl Verifier {
                 tolerance_secs: self.tolerance.as_secs(),
             });
         }
+        // After the window, so a stale delivery is told as stale whatever its signatures.
+        let offered = offered?;
         if offered.is_empty() {
             return Err(SignatureError::Missing);
         }
@@ -399,7 +421,7 @@ pub fn sign(
     Ok(match scheme {
         Scheme::StandardWebhooks => format!(
             "v1,{}",
-            BASE64.encode(hmac_sha256(&key, &standard_content(id, timestamp, body)))
+            SIGNATURE_BASE64.encode(hmac_sha256(&key, &standard_content(id, timestamp, body)))
         ),
         Scheme::Stripe => format!(
             "t={timestamp},v1={}",
@@ -675,6 +697,37 @@ mod tests {
             verify(&v, &sw_headers(SW_ID, SW_TS, SW_SIGNATURE), ST_BODY, SW_TS),
             Err(SignatureError::Missing)
         );
+    }
+
+    /// The reference library (`standardwebhooks`) decodes a `v1` signature as padded base64 and
+    /// refuses one without its padding; so does this verifier, whether the unpadded entry is
+    /// alone or beside a valid one (the reference library fails on the first malformed entry).
+    #[test]
+    fn a_standard_webhooks_signature_without_its_base64_padding_is_refused() {
+        let v = standard(&[SW_SECRET]);
+        let unpadded = SW_SIGNATURE.trim_end_matches('=');
+        assert_ne!(unpadded, SW_SIGNATURE, "the vector's digest is padded");
+        assert_eq!(
+            verify(&v, &sw_headers(SW_ID, SW_TS, unpadded), SW_BODY, SW_TS),
+            Err(SignatureError::Malformed)
+        );
+        let beside = format!("{unpadded} {SW_SIGNATURE}");
+        assert_eq!(
+            verify(&v, &sw_headers(SW_ID, SW_TS, &beside), SW_BODY, SW_TS),
+            Err(SignatureError::Malformed)
+        );
+        for not_base64 in [
+            "v1,***",
+            "v1,",
+            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE==",
+        ] {
+            assert_eq!(
+                verify(&v, &sw_headers(SW_ID, SW_TS, not_base64), SW_BODY, SW_TS),
+                Err(SignatureError::Malformed),
+                "{not_base64}"
+            );
+        }
+        assert_eq!(SignatureError::Malformed.code(), "malformed_signature");
     }
 
     /// A repeated header is refused, whichever copy would have matched.

@@ -8,7 +8,7 @@
 //! | --- | --- | --- |
 //! | not `POST` | 405 | `MethodNotAllowed` |
 //! | body over `WEBHOOK_MAX_BODY_BYTES` | 413 | `TooLarge` |
-//! | signature missing, forged, of another scheme, made for another id, a signed header sent twice, or timestamp outside the window | 401 | `Unauthorized` |
+//! | signature missing, malformed, forged, of another scheme, made for another id, a signed header sent twice (or a `webhook-id` / `webhook-timestamp` holding a comma: a Function URL joins a repeated header's values with commas), or timestamp outside the window | 401 | `Unauthorized` |
 //! | new event | 200, the answer stored in the inbox item | `Applied` |
 //! | same event again (a sender's retry) | 200, the first answer, `idempotent-replayed: true` | `Duplicate` |
 //! | same identity, another body | 409 | `Conflict` |
@@ -69,6 +69,10 @@ pub const DEFAULT_TOLERANCE_SECS: u64 = 300;
 const ACCEPTED: &str = r#"{"status":"accepted"}"#;
 /// What a retry is asked to wait, in seconds.
 const RETRY_AFTER_SECS: &str = "5";
+/// The signed headers whose values cannot hold a comma, so that a comma in one means the header
+/// was sent more than once and joined by the front (Function URL, API Gateway payload 2.0).
+/// Not the signature headers: commas are part of their format (`v1,<base64>`, `t=…,v1=…`).
+const JOINED_WHEN_REPEATED: [&str; 2] = [WEBHOOK_ID_HEADER, WEBHOOK_TIMESTAMP_HEADER];
 
 /// Where the event's identity comes from: what the sender declares and signs, never a hash of
 /// the body, never an unsigned header.
@@ -308,7 +312,20 @@ impl Receiver {
             let mut all = headers.get_all(name).iter();
             match (all.next(), all.next()) {
                 (Some(_), Some(_)) => Err(SignatureError::RepeatedHeader),
-                (one, _) => Ok(one.and_then(|v| v.to_str().ok())),
+                (one, _) => {
+                    let value = one.and_then(|v| v.to_str().ok());
+                    // A Function URL (and API Gateway's payload 2.0) hands a header sent more
+                    // than once as one header, its values joined with commas, so the count above
+                    // sees one copy. An id or a timestamp never holds a comma: one that does was
+                    // sent twice.
+                    if JOINED_WHEN_REPEATED.contains(&name)
+                        && value.is_some_and(|v| v.contains(','))
+                    {
+                        Err(SignatureError::RepeatedHeader)
+                    } else {
+                        Ok(value)
+                    }
+                }
             }
         };
         if let Err(e) = self.config.verifier.verify(&header, body, now) {
@@ -655,6 +672,138 @@ mod tests {
         assert!(a.body.contains("repeated_header"), "{}", a.body);
 
         assert_eq!(inbox_len(&store), 1, "no second event");
+    }
+
+    /// A Function URL request (API Gateway payload 2.0) as Lambda hands it to `main`, with these
+    /// headers (a header sent more than once arrives once, its values joined with commas) and
+    /// this body.
+    fn function_url_request(headers: &[(&str, &str)], body: &str) -> Request {
+        let headers: serde_json::Map<String, serde_json::Value> = headers
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), serde_json::Value::from(*v)))
+            .collect();
+        let event = serde_json::json!({
+            "version": "2.0",
+            "routeKey": "$default",
+            "rawPath": "/",
+            "rawQueryString": "",
+            "headers": headers,
+            "requestContext": {
+                "accountId": "anonymous",
+                "apiId": "receiver",
+                "domainName": "receiver.lambda-url.eu-west-1.on.aws",
+                "domainPrefix": "receiver",
+                "http": {
+                    "method": "POST",
+                    "path": "/",
+                    "protocol": "HTTP/1.1",
+                    "sourceIp": "192.0.2.1",
+                    "userAgent": "sender"
+                },
+                "requestId": "req-joined",
+                "routeKey": "$default",
+                "stage": "$default",
+                "time": "03/Dec/2026:08:00:00 +0000",
+                "timeEpoch": 1_796_284_800_000_u64
+            },
+            "body": body,
+            "isBase64Encoded": false
+        });
+        lambda_http::request::from_str(&event.to_string()).expect("a Function URL request")
+    }
+
+    async fn status_and_body(r: &Receiver, request: Request) -> (u16, String) {
+        let response = r.handle(request).await;
+        let status = response.status().as_u16();
+        let body = match response.body() {
+            Body::Text(t) => t.clone(),
+            other => panic!("a JSON text answer: {other:?}"),
+        };
+        (status, body)
+    }
+
+    /// Behind a Function URL, a `webhook-id` or `webhook-timestamp` sent twice reaches the
+    /// receiver as one header whose values are joined with a comma, so counting copies cannot
+    /// see the repetition. Neither an id nor a timestamp holds a comma: one that does is refused
+    /// as a repeated header, even when the signature was made over the joined text, and nothing
+    /// is stored.
+    #[tokio::test]
+    async fn a_webhook_id_or_timestamp_joined_with_a_comma_by_a_function_url_is_refused() {
+        let (r, store) = receiver(1024);
+        let body = r#"{"amount":10}"#;
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs();
+        let ts = now.to_string();
+
+        let joined_id = "evt-1,evt-1-again";
+        let sig = sign(
+            Scheme::StandardWebhooks,
+            SECRET,
+            joined_id,
+            now,
+            body.as_bytes(),
+        )
+        .expect("sign");
+        let request = function_url_request(
+            &[
+                (WEBHOOK_ID_HEADER, joined_id),
+                (WEBHOOK_TIMESTAMP_HEADER, &ts),
+                (WEBHOOK_SIGNATURE_HEADER, &sig),
+            ],
+            body,
+        );
+        assert_eq!(
+            request.headers().get_all(WEBHOOK_ID_HEADER).iter().count(),
+            1,
+            "lambda_http hands the joined values as one header"
+        );
+        let (status, answer) = status_and_body(&r, request).await;
+        assert_eq!(status, 401, "{answer}");
+        assert!(answer.contains("repeated_header"), "{answer}");
+
+        let joined_ts = format!("{now},{now}");
+        let sig = sign(
+            Scheme::StandardWebhooks,
+            SECRET,
+            "evt-2",
+            now,
+            body.as_bytes(),
+        )
+        .expect("sign");
+        let request = function_url_request(
+            &[
+                (WEBHOOK_ID_HEADER, "evt-2"),
+                (WEBHOOK_TIMESTAMP_HEADER, &joined_ts),
+                (WEBHOOK_SIGNATURE_HEADER, &sig),
+            ],
+            body,
+        );
+        let (status, answer) = status_and_body(&r, request).await;
+        assert_eq!(status, 401, "{answer}");
+        assert!(answer.contains("repeated_header"), "{answer}");
+
+        // The same delivery with each header once is accepted: only the comma was refused.
+        let sig = sign(
+            Scheme::StandardWebhooks,
+            SECRET,
+            "evt-2",
+            now,
+            body.as_bytes(),
+        )
+        .expect("sign");
+        let request = function_url_request(
+            &[
+                (WEBHOOK_ID_HEADER, "evt-2"),
+                (WEBHOOK_TIMESTAMP_HEADER, &ts),
+                (WEBHOOK_SIGNATURE_HEADER, &sig),
+            ],
+            body,
+        );
+        let (status, answer) = status_and_body(&r, request).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(inbox_len(&store), 1, "only the delivery sent once");
     }
 
     /// An unsigned request is refused before any store call; requests without an identity, or

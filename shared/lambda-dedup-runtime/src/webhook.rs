@@ -29,7 +29,7 @@
 //! | --- | --- | --- |
 //! | `WEBHOOK_SCHEME` | how the sender signs ([`Scheme`]): `standard-webhooks` or `stripe`; anything else is refused at start | `standard-webhooks` |
 //! | `WEBHOOK_SECRETS` | the sender's secrets, comma-separated, as the sender writes them: `whsec_<base64>` (Standard Webhooks: the key is the decoded bytes) or Stripe's `whsec_…` (the string's bytes); each key 16 bytes or more; all accepted (rotation) | required |
-//! | `WEBHOOK_TOLERANCE_SECONDS` | how far a signature's timestamp may be from now, either way | 300 |
+//! | `WEBHOOK_TOLERANCE_SECONDS` | how far a signature's timestamp may be from now, either way: 1 to 3600 (an hour, [`MAX_TOLERANCE`](lambda_dedup::signature::MAX_TOLERANCE)), anything else refused at start | 300 |
 //! | `WEBHOOK_ID_FROM` | the event's identity, always covered by the signature: `header:webhook-id` (Standard Webhooks' signed id) or `json:</pointer>` into the signed body; any other header is refused | `header:webhook-id`; Stripe: `json:/id` (the event's `evt_…`) |
 //! | `WEBHOOK_TENANT` | the sender (the keys' tenant) | required |
 //! | `WEBHOOK_MAX_BODY_BYTES` | the largest body | 262144 |
@@ -45,7 +45,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use lambda_dedup::signature::{Scheme, SignatureError, Verifier};
+use lambda_dedup::signature::{Scheme, SignatureError, Verifier, VerifierError};
 use lambda_dedup::{
     AttributeValue, Derived, Effect, FingerprintSource, IdentitySource, Item, KeySpec, Message,
     Scope, TenantSource,
@@ -143,10 +143,11 @@ pub struct WebhookConfig {
 
 impl WebhookConfig {
     /// From `WEBHOOK_SCHEME` (default `standard-webhooks`), `WEBHOOK_SECRETS` (comma-separated,
-    /// as the scheme writes them), `WEBHOOK_TOLERANCE_SECONDS` (default 300), `WEBHOOK_ID_FROM`
+    /// as the scheme writes them), `WEBHOOK_TOLERANCE_SECONDS` (default 300, at most 3600), `WEBHOOK_ID_FROM`
     /// (default the scheme's signed id), `WEBHOOK_TENANT` (the sender), `WEBHOOK_MAX_BODY_BYTES`
     /// (default 262144) and `INBOX_TABLE`; see the module's table. Refuses an unknown scheme, a
-    /// secret the scheme cannot read, and an identity its signature does not cover.
+    /// secret the scheme cannot read, a tolerance of zero or over an hour, and an identity its
+    /// signature does not cover.
     pub fn from_env() -> Result<Self, SettingsError> {
         Self::read(&Env::process())
     }
@@ -170,8 +171,16 @@ impl WebhookConfig {
             "WEBHOOK_TOLERANCE_SECONDS",
             DEFAULT_TOLERANCE_SECS,
         )?);
-        let verifier = Verifier::new(scheme, &secrets, tolerance)
-            .map_err(|e| SettingsError::Refused(format!("WEBHOOK_SECRETS: {e}")))?;
+        let verifier = Verifier::new(scheme, &secrets, tolerance).map_err(|e| {
+            // Each refusal names the variable it is about.
+            let variable = match e {
+                VerifierError::NoTolerance | VerifierError::ToleranceTooLong { .. } => {
+                    "WEBHOOK_TOLERANCE_SECONDS"
+                }
+                VerifierError::NoSecret | VerifierError::BadSecret { .. } => "WEBHOOK_SECRETS",
+            };
+            SettingsError::Refused(format!("{variable}: {e}"))
+        })?;
         let identity = match env.get("WEBHOOK_ID_FROM").filter(|v| !v.trim().is_empty()) {
             None => IdentityFrom::default_for(scheme),
             Some(v) => v
@@ -972,6 +981,31 @@ mod tests {
             ("WEBHOOK_SECRETS", "sk_test_123"),
         ]);
         assert!(e.contains("whsec_") && !e.contains("sk_test"), "{e}");
+    }
+
+    /// `WEBHOOK_TOLERANCE_SECONDS` is bounded: a window longer than an hour would let a captured
+    /// delivery be replayed for that long, so it is refused at start, naming the variable and
+    /// the bound; so is a zero window (it would refuse everything). An hour is accepted.
+    #[test]
+    fn webhook_tolerance_seconds_over_an_hour_is_refused_at_start() {
+        let sw = ("WEBHOOK_SECRETS", SW_SECRET);
+        let tolerance = |v: &str| {
+            config(&[sw, ("WEBHOOK_TOLERANCE_SECONDS", v)]).map(|c| c.verifier.tolerance())
+        };
+        assert_eq!(tolerance("3600"), Ok(Duration::from_secs(3600)));
+        assert_eq!(
+            config(&[sw]).map(|c| c.verifier.tolerance()),
+            Ok(Duration::from_secs(DEFAULT_TOLERANCE_SECS))
+        );
+        for too_long in ["3601", "86400", "18446744073709551615"] {
+            let e = refusal(&[sw, ("WEBHOOK_TOLERANCE_SECONDS", too_long)]);
+            assert!(
+                e.contains("WEBHOOK_TOLERANCE_SECONDS") && e.contains("3600"),
+                "{too_long}: {e}"
+            );
+        }
+        let e = refusal(&[sw, ("WEBHOOK_TOLERANCE_SECONDS", "0")]);
+        assert!(e.contains("WEBHOOK_TOLERANCE_SECONDS"), "{e}");
     }
 
     /// `WEBHOOK_ID_FROM`: only an identity the signature covers.

@@ -63,6 +63,12 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// guessed.
 pub const MIN_SECRET_BYTES: usize = 16;
 
+/// The longest tolerance window accepted: one hour. The window is how long a captured delivery
+/// can be sent again with its signature still valid (the mark makes a replay of the same event
+/// a duplicate, but one under another scheme's unsigned id, or after the mark's retention, would
+/// not be); the senders' libraries use 5 minutes, and an hour leaves room for a clock far off.
+pub const MAX_TOLERANCE: Duration = Duration::from_secs(3600);
+
 /// The prefix of both schemes' secrets.
 pub const SECRET_PREFIX: &str = "whsec_";
 
@@ -257,6 +263,12 @@ pub enum VerifierError {
     /// A zero tolerance refuses every request.
     #[error("the tolerance must be at least one second")]
     NoTolerance,
+    /// A tolerance over [`MAX_TOLERANCE`]: a captured delivery could be replayed for that long.
+    #[error("the tolerance is {secs} s; at most {} s is accepted", MAX_TOLERANCE.as_secs())]
+    ToleranceTooLong {
+        /// The tolerance asked for, in seconds.
+        secs: u64,
+    },
 }
 
 /// How [`Verifier::verify`] reads a request's headers: the value of header `name` (lower case)
@@ -289,6 +301,11 @@ impl Verifier {
             .collect::<Result<Vec<_>, _>>()?;
         if tolerance < Duration::from_secs(1) {
             return Err(VerifierError::NoTolerance);
+        }
+        if tolerance > MAX_TOLERANCE {
+            return Err(VerifierError::ToleranceTooLong {
+                secs: tolerance.as_secs(),
+            });
         }
         Ok(Self {
             scheme,
@@ -797,6 +814,11 @@ mod tests {
         assert_eq!(
             Verifier::new(sw, &[SW_SECRET], Duration::ZERO).err(),
             Some(VerifierError::NoTolerance)
+        );
+        assert!(Verifier::new(sw, &[SW_SECRET], MAX_TOLERANCE).is_ok());
+        assert_eq!(
+            Verifier::new(sw, &[SW_SECRET], MAX_TOLERANCE + Duration::from_secs(1)).err(),
+            Some(VerifierError::ToleranceTooLong { secs: 3601 })
         );
         let debug = format!("{:?}", standard(&[SW_SECRET]));
         assert!(!debug.contains("MfKQ") && debug.contains("StandardWebhooks"));

@@ -21,8 +21,13 @@
 //! the inbox items are its marks; and requests = received + method not allowed
 //! + too large + unauthorized.
 //!
-//! The size is checked first (without reading the body into anything), then the signature,
-//! before anything is parsed or stored: an unsigned request costs no DynamoDB call.
+//! The body limit bounds what is verified, parsed and stored, not what is received: Lambda
+//! hands the function the whole request (up to its synchronous invocation payload, 6 MB), and
+//! `lambda_http` has read and decoded all of it before the receiver runs. What the limit
+//! guarantees is the order: after the method, the body's length is the first thing checked —
+//! before the signature is verified (no HMAC over an oversized body), before anything is parsed,
+//! and before any store call — so an oversized request costs one comparison and writes nothing.
+//! Then the signature, so an unsigned request costs no DynamoDB call either.
 //!
 //! # Settings ([`WebhookConfig::from_env`])
 //! | variable | meaning | default |
@@ -301,6 +306,8 @@ impl Receiver {
                 "webhooks are POSTed",
             );
         }
+        // The body is already in memory (lambda_http received it whole); its length is checked
+        // before anything costs more than a comparison: no HMAC, no parse, no store call.
         if body.len() > self.config.max_body_bytes {
             tracing::warn!(
                 request_id,
@@ -871,6 +878,28 @@ mod tests {
             .answer(&Method::POST, &latin1, b"caf\xe9", "req", at(NOW))
             .await;
         assert_eq!((a.status, a.outcome), (400, "Rejected"), "{a:?}");
+        assert_eq!(inbox_len(&store), 0);
+    }
+
+    /// The body limit is the first check after the method: an oversized body is answered 413
+    /// whatever its signature (none at all here) and with the store down, so no signature was
+    /// computed over it and no store call made; nothing is stored.
+    #[tokio::test]
+    async fn an_oversized_body_is_refused_before_its_signature_or_the_store_is_reached() {
+        let (r, store) = receiver(64);
+        let down = {
+            let config = r.config.clone();
+            let spec = config.key_spec(Scope::new("t", "webhook-receiver").expect("scope"));
+            Receiver::new(
+                "webhook-receiver",
+                config,
+                Deduplicator::new(spec, store.unreachable()),
+            )
+        };
+        let big = format!(r#"{{"pad":"{}"}}"#, "x".repeat(64));
+        let a = post(&down, &HeaderMap::new(), &big, NOW).await;
+        assert_eq!((a.status, a.outcome), (413, "TooLarge"), "{a:?}");
+        assert!(!a.received(), "refused before the deduplicator");
         assert_eq!(inbox_len(&store), 0);
     }
 

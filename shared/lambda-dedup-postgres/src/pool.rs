@@ -300,24 +300,35 @@ fn tls_failure(e: &Error) -> Option<String> {
     if !format!("{e:?}").contains("kind: Tls") {
         return None;
     }
-    // The handshake's own error, as rustls gives it (directly or inside an I/O error).
-    let mut cause = std::error::Error::source(e);
-    while let Some(c) = cause {
-        let rustls = c.downcast_ref::<rustls::Error>().or_else(|| {
-            c.downcast_ref::<std::io::Error>()
-                .and_then(|io| io.get_ref())
-                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        });
-        if let Some(r) = rustls {
-            return Some(format!("the TLS handshake failed ({r})"));
-        }
-        cause = c.source();
+    // The handshake's own error, as rustls gives it.
+    if let Some(r) = std::error::Error::source(e).and_then(rustls_cause) {
+        return Some(format!("the TLS handshake failed ({r})"));
     }
     Some(
         "TLS is required and the server offered no TLS (plain text only with Tls::Disabled, \
          for a server on loopback)"
             .into(),
     )
+}
+
+/// The rustls error among `e` and its causes. An I/O error carries one as its inner error,
+/// which its `source` skips (and may be wrapped in another I/O error), so the inner error of
+/// each is searched too.
+fn rustls_cause<'e>(e: &'e (dyn std::error::Error + 'static)) -> Option<&'e rustls::Error> {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if let Some(r) = c.downcast_ref::<rustls::Error>() {
+            return Some(r);
+        }
+        if let Some(inner) = c
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            return rustls_cause(inner);
+        }
+        cause = c.source();
+    }
+    None
 }
 
 /// A description without the server's message (it may quote values, S3).

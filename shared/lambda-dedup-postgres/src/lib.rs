@@ -69,8 +69,14 @@
 //!
 //! # TLS
 //! [`Tls::Rustls`] with a rustls client configuration; [`Tls::with_pem_roots`] builds one from
-//! a PEM bundle of certificate authorities (for RDS, Amazon's RDS bundle). [`Tls::Disabled`]
-//! for a server on loopback.
+//! a PEM bundle of certificate authorities (for RDS, Amazon's RDS bundle). Configured, TLS is
+//! **required** (`sslmode=require`, whatever the URL says): a server that answers "no TLS" — or
+//! anyone on the path answering for it — is refused, never spoken to in plain text, and the
+//! server's certificate is verified against the roots and the host's name. Such a failure is a
+//! transient [`StoreError::Store`] (the message is redelivered) whose message names it ("TLS is
+//! required and the server offered no TLS", "the TLS handshake failed (…)"). Plain text only
+//! by the explicit [`Tls::Disabled`], for a server on loopback or a local socket (tests, a
+//! local stack).
 
 #![warn(missing_docs)]
 

@@ -5,15 +5,23 @@ use std::sync::{Arc, Mutex};
 
 use lambda_dedup::{FaultKind, StoreError};
 use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio_postgres::config::SslMode;
 use tokio_postgres::{Client, Config, Error, NoTls};
 
 /// How connections are secured.
+///
+/// With TLS configured, TLS is required: a server that answers the client's request for TLS
+/// with "no" (as one without TLS does, or anyone on the path who rewrites the answer) is refused
+/// rather than spoken to in plain text, whatever `sslmode` the URL gives. Plain text is only ever
+/// chosen explicitly, with [`Tls::Disabled`].
 #[derive(Clone)]
 pub enum Tls {
-    /// Plain TCP: for a server on loopback or a private socket only.
+    /// Plain TCP, credentials and marks readable on the wire: for a server on loopback or a
+    /// local socket only (tests, a local stack), never across a network.
     Disabled,
-    /// TLS with rustls, with this client configuration (its roots decide which servers are
-    /// trusted).
+    /// TLS with rustls, required, with this client configuration: its roots decide which
+    /// servers are trusted, and the server's certificate is verified against them and the
+    /// host's name.
     Rustls(Arc<rustls::ClientConfig>),
 }
 
@@ -63,7 +71,14 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
-    pub(crate) fn new(config: Config, tls: Tls, max: usize) -> Self {
+    pub(crate) fn new(mut config: Config, tls: Tls, max: usize) -> Self {
+        // tokio-postgres defaults to `prefer`, which falls back to plain text when the server
+        // answers "no TLS": a configured TLS would then protect nothing against anyone able to
+        // answer for the server. `require` makes that answer a failed connection; the URL's own
+        // `sslmode` (`disable`, `prefer`) is overridden for the same reason.
+        if let Tls::Rustls(_) = tls {
+            config.ssl_mode(SslMode::Require);
+        }
         Self {
             config,
             tls,
@@ -105,7 +120,13 @@ impl Pool {
     }
 
     async fn connect(&self) -> Result<Client, StoreError> {
-        let lost = |e: Error| StoreError::store(fault_kind(&e), "postgres: could not connect");
+        let lost = |e: Error| match tls_failure(&e) {
+            Some(why) => StoreError::store(
+                FaultKind::Network,
+                format!("postgres: could not connect: {why}"),
+            ),
+            None => StoreError::store(fault_kind(&e), "postgres: could not connect"),
+        };
         match &self.tls {
             Tls::Disabled => {
                 let (client, connection) = self.config.connect(NoTls).await.map_err(lost)?;
@@ -268,6 +289,46 @@ fn fault_kind(e: &Error) -> FaultKind {
     } else {
         FaultKind::Network
     }
+}
+
+/// Why a connection failed in its TLS negotiation, if it did: the server offered no TLS, or the
+/// handshake failed (a certificate not trusted by the configured roots, or not for the host).
+/// Still a transient fault for the message (the configuration is wrong, not the event), but
+/// named, so an operator reading the log sees the cause.
+fn tls_failure(e: &Error) -> Option<String> {
+    // tokio-postgres names the kind only in its Debug form.
+    if !format!("{e:?}").contains("kind: Tls") {
+        return None;
+    }
+    // The handshake's own error, as rustls gives it.
+    if let Some(r) = std::error::Error::source(e).and_then(rustls_cause) {
+        return Some(format!("the TLS handshake failed ({r})"));
+    }
+    Some(
+        "TLS is required and the server offered no TLS (plain text only with Tls::Disabled, \
+         for a server on loopback)"
+            .into(),
+    )
+}
+
+/// The rustls error among `e` and its causes. An I/O error carries one as its inner error,
+/// which its `source` skips (and may be wrapped in another I/O error), so the inner error of
+/// each is searched too.
+fn rustls_cause<'e>(e: &'e (dyn std::error::Error + 'static)) -> Option<&'e rustls::Error> {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if let Some(r) = c.downcast_ref::<rustls::Error>() {
+            return Some(r);
+        }
+        if let Some(inner) = c
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            return rustls_cause(inner);
+        }
+        cause = c.source();
+    }
+    None
 }
 
 /// A description without the server's message (it may quote values, S3).

@@ -30,7 +30,7 @@ fn service(dedup: Dedup) -> Result<SqsService, lambda_runtime::Error> {
 /// Every setting checked at start: a retention below the redelivery horizon is refused (S9).
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    lambda_runtime::run(service(Dedup::from_env("sqs-credit")?.dynamodb().await)?).await
+    lambda_runtime::run_concurrent(service(Dedup::from_env("sqs-credit")?.dynamodb().await)?).await
 }
 
 #[cfg(test)]

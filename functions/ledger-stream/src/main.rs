@@ -21,5 +21,5 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let dedup = lambda_dedup_runtime::Dedup::from_env(FUNCTION)?;
     let balances = dedup.setting("BALANCES_TABLE")?;
     let dedup = ledger::configure(dedup.dynamodb().await);
-    lambda_runtime::run(dedup.kinesis(move |e| ledger::plan(&balances, e))?).await
+    lambda_runtime::run_concurrent(dedup.kinesis(move |e| ledger::plan(&balances, e))?).await
 }

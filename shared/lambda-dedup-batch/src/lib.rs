@@ -61,9 +61,11 @@
 pub mod explain;
 pub mod flows;
 pub mod outcome;
+pub mod retry;
 pub mod runner;
 
 pub use explain::{Explanation, Verdict};
 pub use flows::{Deduplicator, HandlerError, LeasedDeduplicator, Plan};
 pub use outcome::{Account, Outcome, Reason, emf_line};
+pub use retry::RetryCause;
 pub use runner::{BatchReport, run_batch, run_batch_transactional};

@@ -1231,7 +1231,7 @@ mod tests {
             first_seen_at: at,
             result: Some(r.into()),
         };
-        let retry = Outcome::Retry { reason: "x".into() };
+        let retry = Outcome::retry(lambda_dedup_batch::RetryCause::Transient, "x");
         assert_eq!(merged(Outcome::Conflict, None), Outcome::Conflict);
         assert_eq!(merged(Outcome::Applied, Some(retry.clone())), retry);
         assert_eq!(merged(dup("w"), Some(Outcome::Applied)), Outcome::Applied);

@@ -55,7 +55,7 @@ use lambda_dedup::{
     AttributeValue, Derived, Effect, FingerprintSource, IdentitySource, Item, KeySpec, Message,
     Scope, TenantSource,
 };
-use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, Plan, Reason};
+use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, Plan, Reason, RetryCause};
 use lambda_http::http::{HeaderMap, Method};
 use lambda_http::{Body, Request, RequestExt, Response};
 
@@ -402,9 +402,7 @@ impl Receiver {
         .unwrap_or_else(|| {
             tracing::warn!(request_id, "not recorded before the invocation's deadline");
             answer_for(
-                Outcome::Retry {
-                    reason: crate::bound::ABANDONED.into(),
-                },
+                Outcome::retry(RetryCause::Deadline, crate::bound::ABANDONED),
                 None,
             )
         });

@@ -39,13 +39,16 @@
 //! | `WEBHOOK_TENANT` | the sender (the keys' tenant) | required |
 //! | `WEBHOOK_MAX_BODY_BYTES` | the largest body | 262144 |
 //! | `INBOX_TABLE` | the inbox table (key `event_key`) | required |
+//! | `WEBHOOK_INBOX_RETENTION_SECONDS` | how long an inbox item — the event's mark — is kept: each item carries `expires_at` (epoch seconds) for the table's TTL; at least [`MIN_INBOX_RETENTION`] (3 days, the longest retry horizon of the senders offered: Stripe retries for up to three days), since a sender's retry after its item expired would be a new event | 2592000 (30 days) |
 //!
 //! The identity is never an unsigned header: a delivery captured inside the window and sent
 //! again under another id must not be a new event. GitHub's scheme, which does not sign the
 //! delivery id, is not offered.
 //!
 //! Nothing answered 2xx is lost: the inbox item, which is the mark, is written in one conditional
-//! `Put` before the answer, and remembers the event for as long as it lives. A stream consumer (the `inbox` module, feature `inbox`) hands inbox items on to a queue.
+//! `Put` before the answer, and remembers the event for as long as it lives: the inbox
+//! retention, after which the table's TTL removes it (raw bodies are not kept forever; the
+//! forwarder ignores the removal). A stream consumer (the `inbox` module, feature `inbox`) hands inbox items on to a queue.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -144,7 +147,20 @@ pub struct WebhookConfig {
     pub max_body_bytes: usize,
     /// The inbox table (key `event_key`).
     pub inbox_table: String,
+    /// How long an inbox item is kept (its `expires_at`, for the table's TTL).
+    pub inbox_retention: Duration,
 }
+
+/// The shortest inbox retention accepted: the longest retry horizon of the senders offered
+/// (Stripe retries a delivery for up to three days; Standard Webhooks senders for about a day
+/// and a half). A retry after its event's inbox item expired would be taken for a new event.
+pub const MIN_INBOX_RETENTION: Duration = Duration::from_secs(3 * 86_400);
+
+/// The inbox retention when `WEBHOOK_INBOX_RETENTION_SECONDS` is unset: 30 days.
+pub const DEFAULT_INBOX_RETENTION_SECS: u64 = 30 * 86_400;
+
+/// The TTL attribute of an inbox item: when it expires, epoch seconds.
+pub const INBOX_EXPIRES_AT: &str = "expires_at";
 
 impl WebhookConfig {
     /// From `WEBHOOK_SCHEME` (default `standard-webhooks`), `WEBHOOK_SECRETS` (comma-separated,
@@ -205,12 +221,26 @@ impl WebhookConfig {
                 "WEBHOOK_MAX_BODY_BYTES must be positive".into(),
             ));
         }
+        let inbox_retention = Duration::from_secs(optional_in(
+            env,
+            "WEBHOOK_INBOX_RETENTION_SECONDS",
+            DEFAULT_INBOX_RETENTION_SECS,
+        )?);
+        if inbox_retention < MIN_INBOX_RETENTION {
+            return Err(SettingsError::Refused(format!(
+                "WEBHOOK_INBOX_RETENTION_SECONDS: {} s is shorter than the senders' retry horizon \
+                 ({} s): a retry after its inbox item expired would be a new event",
+                inbox_retention.as_secs(),
+                MIN_INBOX_RETENTION.as_secs()
+            )));
+        }
         Ok(Self {
             verifier,
             identity,
             tenant: required_in(env, "WEBHOOK_TENANT")?,
             max_body_bytes,
             inbox_table: required_in(env, "INBOX_TABLE")?,
+            inbox_retention,
         })
     }
 
@@ -370,7 +400,8 @@ impl Receiver {
         let outcome = self
             .dedup
             .create_once(&message, |event| {
-                let plan = inbox_plan(inbox, event, body, received_at)?;
+                let expires_at = lambda_dedup::clock::epoch_secs(now + self.config.inbox_retention);
+                let plan = inbox_plan(inbox, event, body, received_at, expires_at)?;
                 first_answer.clone_from(&plan.result);
                 Ok(plan)
             })
@@ -425,6 +456,7 @@ fn inbox_plan(
     event: &Derived,
     body: &[u8],
     received_at: u64,
+    expires_at: u64,
 ) -> Result<Plan, HandlerError> {
     let Ok(text) = std::str::from_utf8(body) else {
         return Err(HandlerError::Invalid("body not UTF-8".into()));
@@ -434,7 +466,8 @@ fn inbox_plan(
         .with("event_key", key)
         .with("tenant", event.tenant.as_str())
         .with("body", text)
-        .with("received_at", received_at);
+        .with("received_at", received_at)
+        .with(INBOX_EXPIRES_AT, expires_at);
     let result = serde_json::json!({
         "status": "accepted",
         "inbox_key": key,
@@ -601,6 +634,35 @@ mod tests {
 
     fn inbox_len(store: &MemoryStore) -> usize {
         store.items("inbox").len()
+    }
+
+    /// The inbox item — the event's mark — carries `expires_at` for the table's TTL, the inbox
+    /// retention after the request (so raw bodies are not kept forever); a retention shorter than
+    /// the senders' retry horizon is refused at start, naming the variable.
+    #[tokio::test]
+    async fn the_inbox_item_expires_after_the_inbox_retention_never_before_the_senders_retries() {
+        let (r, store) = receiver(1024);
+        let body = r#"{"id":"evt-9"}"#;
+        let first = post(&r, &signed("evt-9", body, NOW, SECRET), body, NOW).await;
+        assert_eq!(first.status, 200, "{first:?}");
+        let item = &store.items("inbox")[0];
+        let expected = NOW + DEFAULT_INBOX_RETENTION_SECS;
+        assert_eq!(
+            item.0.get(INBOX_EXPIRES_AT),
+            Some(&Value::N(expected.to_string())),
+            "{item:?}"
+        );
+        let secrets = ("WEBHOOK_SECRETS", SECRET);
+        let week = config(&[secrets, ("WEBHOOK_INBOX_RETENTION_SECONDS", "604800")]);
+        assert_eq!(
+            week.expect("a week").inbox_retention,
+            Duration::from_secs(604_800)
+        );
+        let day = config(&[secrets, ("WEBHOOK_INBOX_RETENTION_SECONDS", "86400")]);
+        let Err(SettingsError::Refused(why)) = day else {
+            panic!("a day's inbox retention accepted");
+        };
+        assert!(why.contains("WEBHOOK_INBOX_RETENTION_SECONDS"), "{why}");
     }
 
     /// Valid, replayed, re-signed, stale, forged, oversized and conflicting deliveries each get

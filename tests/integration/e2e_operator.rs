@@ -23,8 +23,11 @@ fn function_env() -> Vec<(String, String)> {
         .collect()
 }
 
-/// Runs `lambda-dedup -f ledger-projector <args>` with the function's environment (and
-/// `extra`), as an operator does.
+/// The project's template: the function's entry declares its key spec and flow for the tool.
+const TEMPLATE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../infra/template.yaml");
+
+/// Runs `lambda-dedup -f ledger-projector --template infra/template.yaml <args>` with the
+/// function's environment (and `extra`), as an operator does.
 async fn cli(args: &[&str], extra: &[(&str, &str)]) -> Output {
     let mut vars = function_env();
     vars.extend(
@@ -35,13 +38,14 @@ async fn cli(args: &[&str], extra: &[(&str, &str)]) -> Output {
     cli_in(args, vars).await
 }
 
-/// Runs `lambda-dedup -f ledger-projector <args>` with exactly `vars` in its environment.
+/// Runs `lambda-dedup -f ledger-projector --template infra/template.yaml <args>` with exactly
+/// `vars` in its environment.
 async fn cli_in(args: &[&str], vars: Vec<(String, String)>) -> Output {
     // A separate process; the test waits for it as a shell would.
     std::process::Command::new(env("DEDUP_CLI"))
         .env_clear()
         .envs(vars)
-        .args(["--function", "ledger-projector"])
+        .args(["--function", "ledger-projector", "--template", TEMPLATE])
         .args(args)
         .output()
         .expect("lambda-dedup runs")
@@ -429,12 +433,11 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
     );
     // From the function's entry in the template, with only what a deployment knows (the
     // table, the namespace) and the endpoints in the environment: the same verdict.
-    let template = concat!(env!("CARGO_MANIFEST_DIR"), "/../infra/template.yaml");
     let only: Vec<(String, String)> = function_env()
         .into_iter()
         .filter(|(k, _)| k.starts_with("AWS_") || k == "DEDUP_MARK_TABLE" || k == "DEDUP_NAMESPACE")
         .collect();
-    let out = cli_in(&["--json", "--template", template, "explain", &path], only).await;
+    let out = cli_in(&["--json", "explain", &path], only).await;
     succeeded(&out);
     assert_eq!(json_of(&out)["verdict"], "duplicate");
     assert_eq!(json_of(&out)["key"], key.as_str());

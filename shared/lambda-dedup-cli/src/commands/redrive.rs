@@ -1,0 +1,391 @@
+//! `redrive`: classifies a dead-letter queue's messages with the function's own verdicts and
+//! moves back only those that would be applied (late events to reconciliation), each deleted
+//! from the DLQ only once its send is confirmed.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+
+use aws_sdk_sqs::types::MessageAttributeValue;
+use clap::Args;
+use lambda_dedup::DedupKey;
+use lambda_dedup_batch::{Explanation, Verdict};
+use lambda_dedup_dynamodb::{ForgetRequest, Forgotten};
+use lambda_dedup_runtime::queue::string_attribute;
+use serde_json::{Value, json};
+
+use crate::commands::forget::operator;
+use crate::context::Context;
+use crate::error::Error;
+use crate::render::{Progress, sentence, time};
+use crate::sqs;
+
+#[derive(Debug, Args)]
+pub(crate) struct RedriveArgs {
+    /// The dead-letter queue (URL).
+    #[arg(long)]
+    dlq: String,
+    /// The function's source queue (URL), where messages that would be applied go back.
+    #[arg(long)]
+    source: String,
+    /// Where late events go (URL); default: the function's `DEDUP_RECONCILIATION_QUEUE_URL`.
+    #[arg(long)]
+    reconciliation: Option<String>,
+    /// Classify and list only; nothing is sent, deleted or changed.
+    #[arg(long)]
+    dry_run: bool,
+    /// Also move conflicts back, once accepted: the stored mark is forgotten (audited, with
+    /// `--reason`) so the new payload is applied, in addition to the first one's effect.
+    #[arg(long, requires = "reason")]
+    accept_conflicts: bool,
+    /// Why conflicts are accepted (recorded in each forgotten mark's audit item).
+    #[arg(long)]
+    reason: Option<String>,
+    /// Write the report (JSON: what was moved where, what was left and why) to this file.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// How long received messages stay invisible while the redrive holds them (seconds).
+    #[arg(long, default_value_t = 300)]
+    hold_seconds: i32,
+    /// Testing only (also `LAMBDA_DEDUP_EXIT_AFTER_SENDS`): exit (status 3) right after this
+    /// many sends, before their deletes.
+    #[arg(long, hide = true)]
+    exit_after_sends: Option<usize>,
+}
+
+/// Where a redrive sends a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Destination {
+    Source,
+    Reconciliation,
+}
+
+fn destination(v: &Verdict, accept_conflicts: bool, reconciliation: bool) -> Option<Destination> {
+    match v {
+        Verdict::WouldApply => Some(Destination::Source),
+        Verdict::Conflict { .. } if accept_conflicts => Some(Destination::Source),
+        v if v.for_reconciliation() && reconciliation => Some(Destination::Reconciliation),
+        _ => None,
+    }
+}
+
+fn left_because(v: &Verdict) -> &'static str {
+    match v {
+        Verdict::Duplicate { .. } => "already applied: redelivering it changes nothing",
+        Verdict::Conflict { .. } => "conflict: accept it with --accept-conflicts --reason",
+        Verdict::InProgress { .. } => "in progress under a live lease: try again later",
+        Verdict::NoIdentity(_) => "no identity: the producer must fix it",
+        Verdict::Late(_) | Verdict::ProviderKeyExpired { .. } => {
+            "for reconciliation, and no reconciliation queue is configured"
+        }
+        Verdict::WouldApply => "would be applied",
+    }
+}
+
+fn string_attributes(m: &aws_sdk_sqs::types::Message) -> BTreeMap<String, MessageAttributeValue> {
+    m.message_attributes()
+        .map(|a| a.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default()
+}
+
+pub(crate) async fn run(ctx: &Context, args: &RedriveArgs) -> Result<i32, Error> {
+    let reconciliation = args
+        .reconciliation
+        .clone()
+        .or_else(|| ctx.env.get("DEDUP_RECONCILIATION_QUEUE_URL"))
+        .filter(|u| !u.trim().is_empty());
+    let exit_after_sends = args.exit_after_sends.or_else(|| {
+        std::env::var("LAMBDA_DEDUP_EXIT_AFTER_SENDS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+    });
+    let mut run = Redrive {
+        ctx,
+        args,
+        sqs: sqs::client().await,
+        dedup: ctx.deduplicator()?,
+        reconciliation,
+        exit_after_sends,
+        sends: 0,
+        seen: HashSet::new(),
+        held: Vec::new(),
+        rows: Vec::new(),
+        counts: BTreeMap::new(),
+        moved: Vec::new(),
+        left: Vec::new(),
+    };
+    let now = lambda_dedup::MarkStore::now(&ctx.store);
+    let progress = Progress::new("messages classified");
+    let mut empty = 0;
+    while empty < 2 {
+        let batch = sqs::receive(&run.sqs, &args.dlq, args.hold_seconds).await?;
+        if batch.is_empty() {
+            empty += 1;
+            continue;
+        }
+        empty = 0;
+        for m in batch {
+            run.one(&m).await?;
+            progress.show(run.seen.len() as u64);
+        }
+    }
+    progress.done();
+    for r in &run.held {
+        sqs::release(&run.sqs, &args.dlq, r).await;
+    }
+    let report = json!({
+        "function": ctx.settings.scope.consumer(),
+        "dlq": args.dlq,
+        "dry_run": args.dry_run,
+        "at": time(now),
+        "counts": run.counts,
+        "moved": run.moved,
+        "left": run.left,
+    });
+    if let Some(path) = &args.report {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .map_err(|e| Error::file(path, e))?;
+    }
+    if ctx.json {
+        println!("{report}");
+    } else {
+        run.print();
+    }
+    Ok(0)
+}
+
+/// One redrive run: what it has classified, moved and left.
+struct Redrive<'a> {
+    ctx: &'a Context,
+    args: &'a RedriveArgs,
+    sqs: aws_sdk_sqs::Client,
+    dedup: lambda_dedup_batch::Deduplicator,
+    reconciliation: Option<String>,
+    exit_after_sends: Option<usize>,
+    sends: usize,
+    seen: HashSet<String>,
+    /// Receipts of the messages left in the DLQ, made visible again at the end.
+    held: Vec<String>,
+    rows: Vec<Value>,
+    counts: BTreeMap<&'static str, u64>,
+    moved: Vec<Value>,
+    left: Vec<Value>,
+}
+
+impl Redrive<'_> {
+    /// Classifies one DLQ message and, unless a dry run or its verdict says otherwise, sends it
+    /// on and deletes it from the DLQ — only once the send is confirmed.
+    async fn one(&mut self, m: &aws_sdk_sqs::types::Message) -> Result<(), Error> {
+        let Some(receipt) = m.receipt_handle().map(str::to_owned) else {
+            return Ok(());
+        };
+        let id = m.message_id().unwrap_or_default().to_owned();
+        if !self.seen.insert(id.clone()) {
+            // Came back while held (a hold shorter than the scan): already classified.
+            self.held.push(receipt);
+            return Ok(());
+        }
+        let e = self.dedup.explain(&sqs::library_message(m)).await?;
+        *self.counts.entry(e.verdict.code()).or_default() += 1;
+        let args = self.args;
+        let to = destination(
+            &e.verdict,
+            args.accept_conflicts,
+            self.reconciliation.is_some(),
+        );
+        let mut row = json!({
+            "message_id": id,
+            "verdict": e.verdict.code(),
+            "key": e.key.as_ref().map(DedupKey::as_str),
+            "sentence": sentence(&e),
+        });
+        self.rows.push(row.clone());
+        let Some(to) = to.filter(|_| !args.dry_run) else {
+            row["left_because"] = left_because(&e.verdict).into();
+            if args.dry_run {
+                row["would_go_to"] = match to {
+                    Some(Destination::Source) => "source".into(),
+                    Some(Destination::Reconciliation) => "reconciliation".into(),
+                    None => Value::Null,
+                };
+            }
+            return self.leave(row, receipt);
+        };
+        if matches!(e.verdict, Verdict::Conflict { .. }) {
+            let Some(key) = e.key.as_ref() else {
+                row["left_because"] = "a conflict without a key".into();
+                return self.leave(row, receipt);
+            };
+            let forgotten = self
+                .ctx
+                .store
+                .forget(ForgetRequest {
+                    key,
+                    by: &operator(None),
+                    reason: args.reason.as_deref().unwrap_or_default(),
+                    force: false,
+                })
+                .await?;
+            if !matches!(forgotten, Forgotten::Removed { .. }) {
+                row["left_because"] =
+                    format!("conflict's mark not forgotten: {forgotten:?}").into();
+                return self.leave(row, receipt);
+            }
+        }
+        let to_name = match self.send(to, m, &e, &id).await {
+            Ok(to) => to,
+            Err(err) => {
+                // Not sent: it stays in the DLQ.
+                row["left_because"] = format!("send failed: {err}").into();
+                return self.leave(row, receipt);
+            }
+        };
+        self.moved(row, &receipt, to_name).await
+    }
+
+    /// A message sent on: deleted from the DLQ (only now that its send is confirmed) and listed
+    /// as moved.
+    async fn moved(
+        &mut self,
+        mut row: Value,
+        receipt: &str,
+        to: &'static str,
+    ) -> Result<(), Error> {
+        self.sends += 1;
+        if self.exit_after_sends == Some(self.sends) {
+            // Testing hook: the tool dies between a confirmed send and its delete.
+            eprintln!(
+                "lambda-dedup: exiting after {} sends (LAMBDA_DEDUP_EXIT_AFTER_SENDS)",
+                self.sends
+            );
+            std::process::exit(3);
+        }
+        // Deleted only once the send is confirmed: an interruption here leaves a copy in the
+        // DLQ, which the next redrive finds applied (a duplicate by key) and leaves.
+        self.sqs
+            .delete_message()
+            .queue_url(&self.args.dlq)
+            .receipt_handle(receipt)
+            .send()
+            .await
+            .map_err(|e| Error::sqs("delete from the DLQ after its send", e))?;
+        row["moved_to"] = to.into();
+        self.moved.push(row);
+        Ok(())
+    }
+
+    /// Leaves the message in the DLQ, with why in its row.
+    fn leave(&mut self, row: Value, receipt: String) -> Result<(), Error> {
+        self.left.push(row);
+        self.held.push(receipt);
+        Ok(())
+    }
+
+    /// Sends `m` to `to`: the source queue with its attributes, or reconciliation with the
+    /// attributes the functions' own router gives late events.
+    async fn send(
+        &self,
+        to: Destination,
+        m: &aws_sdk_sqs::types::Message,
+        e: &Explanation,
+        id: &str,
+    ) -> Result<&'static str, String> {
+        let body = m.body().unwrap_or_default().to_owned();
+        let failed = |err| format!("{}", aws_sdk_sqs::error::DisplayErrorContext(err));
+        match to {
+            Destination::Source => self
+                .sqs
+                .send_message()
+                .queue_url(&self.args.source)
+                .message_body(body)
+                .set_message_attributes(Some(string_attributes(m).into_iter().collect()))
+                .send()
+                .await
+                .map(|_| "source")
+                .map_err(failed),
+            Destination::Reconciliation => {
+                let originals: BTreeMap<&str, &str> = m
+                    .message_attributes()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|(k, v)| Some((k.as_str(), v.string_value()?)))
+                    .collect();
+                let reason = match &e.verdict {
+                    Verdict::Late(r) => lambda_dedup_batch::Reason::from(r),
+                    _ => lambda_dedup_batch::Reason::ProviderKeyExpired,
+                };
+                let attributes = lambda_dedup_runtime::reconcile::late_attributes_of(
+                    reason,
+                    e.key.as_ref().map(DedupKey::as_str).unwrap_or_default(),
+                    id,
+                    &originals,
+                );
+                let mut send = self
+                    .sqs
+                    .send_message()
+                    .queue_url(self.reconciliation.as_deref().unwrap_or_default())
+                    .message_body(body);
+                for (k, v) in attributes {
+                    send = send.message_attributes(k, string_attribute(v)?);
+                }
+                send.send().await.map(|_| "reconciliation").map_err(failed)
+            }
+        }
+    }
+
+    /// The run as a table for people.
+    fn print(&self) {
+        let args = self.args;
+        println!(
+            "{} messages in {}{}",
+            self.seen.len(),
+            args.dlq,
+            if args.dry_run {
+                " (dry run: nothing changed)"
+            } else {
+                ""
+            }
+        );
+        for (verdict, n) in &self.counts {
+            println!("  {verdict:<22} {n:>6}");
+        }
+        println!();
+        println!(
+            "  {:<40} {:<22} {:<16} key",
+            "message id", "verdict", "action"
+        );
+        let mut actions: BTreeMap<&str, String> = BTreeMap::new();
+        for l in &self.left {
+            let action = match l["would_go_to"].as_str() {
+                Some(to) => format!("would go to {to}"),
+                None => "left".into(),
+            };
+            actions.insert(l["message_id"].as_str().unwrap_or_default(), action);
+        }
+        for m in &self.moved {
+            if let Some(to) = m["moved_to"].as_str() {
+                actions.insert(
+                    m["message_id"].as_str().unwrap_or_default(),
+                    format!("moved to {to}"),
+                );
+            }
+        }
+        for r in &self.rows {
+            let id = r["message_id"].as_str().unwrap_or_default();
+            let action = actions.get(id).map(String::as_str).unwrap_or_default();
+            println!(
+                "  {id:<40} {:<22} {action:<16} {}",
+                r["verdict"].as_str().unwrap_or_default(),
+                r["key"].as_str().unwrap_or("-")
+            );
+        }
+        println!(
+            "moved {}, left {}{}",
+            self.moved.len(),
+            self.left.len(),
+            args.report
+                .as_ref()
+                .map(|p| format!("; report in {}", p.display()))
+                .unwrap_or_default()
+        );
+    }
+}

@@ -550,3 +550,114 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
     .await;
     assert!(closed["forgotten"].as_u64() >= Some(1), "{closed:#}");
 }
+
+/// Runs `lambda-dedup` as [`cli`] does, but gives up after `limit`: `None` if it had not
+/// finished by then (it is killed).
+async fn cli_within(limit: Duration, args: &[&str]) -> Option<Output> {
+    let mut child = std::process::Command::new(env("DEDUP_CLI"))
+        .env_clear()
+        .envs(function_env())
+        .args(["--function", "ledger-projector", "--template", TEMPLATE])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("lambda-dedup runs");
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if child.try_wait().expect("wait").is_some() {
+            return Some(child.wait_with_output().expect("output"));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// A queue URL where no queue is: every send to it fails.
+fn no_queue(beside: &str) -> String {
+    let (base, _) = beside.rsplit_once('/').expect("a queue URL");
+    format!("{base}/no-such-queue-{}", beside.len())
+}
+
+/// 36.16: a hold shorter than the scan makes the held messages visible again while the scan
+/// goes on; they are received again, but not classified again, and the redrive ends (it used
+/// to go on for ever), counting each message once.
+#[tokio::test]
+async fn e2e_operator_redrive_ends_when_its_hold_is_shorter_than_its_scan() {
+    let Some(Run { id: run, account }) = e2e_run("redrive-hold") else {
+        return;
+    };
+    let dlq = queue(&format!("{run}-dlq")).await;
+    let bodies = [
+        ledger_credit("/e2e", &format!("{run}-1"), &account, 1),
+        ledger_credit("/e2e", &format!("{run}-2"), &account, 2),
+    ];
+    put(&dlq, &bodies.iter().collect::<Vec<_>>()).await;
+    let source = env("DEDUP_QUEUE_LEDGER_PROJECTOR");
+    let args = [
+        "--json",
+        "redrive",
+        "--dlq",
+        &dlq,
+        "--source",
+        &source,
+        "--dry-run",
+        "--hold-seconds",
+        "1",
+    ];
+    let out = cli_within(Duration::from_secs(30), &args)
+        .await
+        .expect("the redrive ends");
+    succeeded(&out);
+    let report = json_of(&out);
+    assert_eq!(
+        counts(&report),
+        BTreeMap::from([("would_apply".into(), 2)]),
+        "{report:#}"
+    );
+    assert_eq!(ids(&report, "left").len(), 2, "{report:#}");
+}
+
+/// 36.16: messages that would apply but cannot be sent (the source queue is gone) stay in the
+/// DLQ, and the redrive says it failed: exit status 1, not "moved 0, left 2" and 0.
+#[tokio::test]
+async fn e2e_operator_redrive_that_could_not_send_exits_non_zero_and_keeps_the_messages() {
+    let Some(Run { id: run, account }) = e2e_run("redrive-unsent") else {
+        return;
+    };
+    let dlq = queue(&format!("{run}-dlq")).await;
+    let bodies = [
+        ledger_credit("/e2e", &format!("{run}-1"), &account, 1),
+        ledger_credit("/e2e", &format!("{run}-2"), &account, 2),
+    ];
+    put(&dlq, &bodies.iter().collect::<Vec<_>>()).await;
+    let gone = no_queue(&dlq);
+    let out = cli(
+        &[
+            "--json",
+            "redrive",
+            "--dlq",
+            &dlq,
+            "--source",
+            &gone,
+            "--hold-seconds",
+            "5",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json_of(&out);
+    assert!(ids(&report, "moved").is_empty(), "{report:#}");
+    assert_eq!(report["not_moved"], 2, "{report:#}");
+    let mut want: Vec<String> = bodies.to_vec();
+    want.sort();
+    assert_eq!(bodies_in(&dlq).await, want, "both still in the DLQ");
+}

@@ -1,8 +1,13 @@
 //! `redrive`: classifies a dead-letter queue's messages with the function's own verdicts and
 //! moves back only those that would be applied (late events to reconciliation), each deleted
 //! from the DLQ only once its send is confirmed.
+//!
+//! The scan ends once two receives in a row bring no message it has not seen: a message whose
+//! hold ends before the scan does is received again, and is neither classified nor counted
+//! twice. Its exit status says whether it did what it should: 1 when a message it should have
+//! moved was left (a send failed), so a script cannot take "moved 0" for success.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
 use aws_sdk_sqs::types::MessageAttributeValue;
@@ -43,7 +48,9 @@ pub(crate) struct RedriveArgs {
     /// Write the report (JSON: what was moved where, what was left and why) to this file.
     #[arg(long)]
     report: Option<PathBuf>,
-    /// How long received messages stay invisible while the redrive holds them (seconds).
+    /// How long received messages stay invisible while the redrive holds them (seconds); those
+    /// it leaves are made visible again when it ends. A hold shorter than the scan is harmless:
+    /// a message received again is not classified again.
     #[arg(long, default_value_t = 300)]
     hold_seconds: i32,
     /// Testing only (also `LAMBDA_DEDUP_EXIT_AFTER_SENDS`): exit (status 3) right after this
@@ -107,7 +114,8 @@ pub(crate) async fn run(ctx: &Context, args: &RedriveArgs) -> Result<i32, Error>
         exit_after_sends,
         sends: 0,
         seen: HashSet::new(),
-        held: Vec::new(),
+        held: HashMap::new(),
+        not_moved: 0,
         rows: Vec::new(),
         counts: BTreeMap::new(),
         moved: Vec::new(),
@@ -115,23 +123,13 @@ pub(crate) async fn run(ctx: &Context, args: &RedriveArgs) -> Result<i32, Error>
     };
     let now = lambda_dedup::MarkStore::now(&ctx.store);
     let progress = Progress::new("messages classified");
-    let mut empty = 0;
-    while empty < 2 {
-        let batch = sqs::receive(&run.sqs, &args.dlq, args.hold_seconds).await?;
-        if batch.is_empty() {
-            empty += 1;
-            continue;
-        }
-        empty = 0;
-        for m in batch {
-            run.one(&m).await?;
-            progress.show(run.seen.len() as u64);
-        }
-    }
+    let scanned = run.scan(&progress).await;
     progress.done();
-    for r in &run.held {
+    // What it left is let go even when the scan failed, rather than after the hold.
+    for r in run.held.values() {
         sqs::release(&run.sqs, &args.dlq, r).await;
     }
+    scanned?;
     let report = json!({
         "function": ctx.settings.scope.consumer(),
         "dlq": args.dlq,
@@ -140,6 +138,7 @@ pub(crate) async fn run(ctx: &Context, args: &RedriveArgs) -> Result<i32, Error>
         "counts": run.counts,
         "moved": run.moved,
         "left": run.left,
+        "not_moved": run.not_moved,
     });
     if let Some(path) = &args.report {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
@@ -149,6 +148,13 @@ pub(crate) async fn run(ctx: &Context, args: &RedriveArgs) -> Result<i32, Error>
         println!("{report}");
     } else {
         run.print();
+    }
+    if run.not_moved > 0 {
+        eprintln!(
+            "lambda-dedup: {} messages that should have moved were left in the DLQ (see left_because)",
+            run.not_moved
+        );
+        return Ok(1);
     }
     Ok(0)
 }
@@ -163,8 +169,11 @@ struct Redrive<'a> {
     exit_after_sends: Option<usize>,
     sends: usize,
     seen: HashSet<String>,
-    /// Receipts of the messages left in the DLQ, made visible again at the end.
-    held: Vec<String>,
+    /// The newest receipt of each message left in the DLQ (by message id), made visible again
+    /// at the end.
+    held: HashMap<String, String>,
+    /// Messages it should have moved but left (a send failed): the exit status is 1.
+    not_moved: usize,
     rows: Vec<Value>,
     counts: BTreeMap<&'static str, u64>,
     moved: Vec<Value>,
@@ -172,17 +181,38 @@ struct Redrive<'a> {
 }
 
 impl Redrive<'_> {
+    /// Receives and handles the DLQ's messages until two receives in a row bring none it has
+    /// not seen. Counting only new messages is what ends it: with a hold shorter than the scan,
+    /// held messages come back and every receive is non-empty.
+    async fn scan(&mut self, progress: &Progress) -> Result<(), Error> {
+        let mut nothing_new = 0;
+        while nothing_new < 2 {
+            let batch = sqs::receive(&self.sqs, &self.args.dlq, self.args.hold_seconds).await?;
+            let mut new = 0;
+            for m in &batch {
+                if self.one(m).await? {
+                    new += 1;
+                }
+                progress.show(self.seen.len() as u64);
+            }
+            nothing_new = if new == 0 { nothing_new + 1 } else { 0 };
+        }
+        Ok(())
+    }
+
     /// Classifies one DLQ message and, unless a dry run or its verdict says otherwise, sends it
-    /// on and deletes it from the DLQ — only once the send is confirmed.
-    async fn one(&mut self, m: &aws_sdk_sqs::types::Message) -> Result<(), Error> {
+    /// on and deletes it from the DLQ — only once the send is confirmed. Whether it was new
+    /// (not seen before in this run).
+    async fn one(&mut self, m: &aws_sdk_sqs::types::Message) -> Result<bool, Error> {
         let Some(receipt) = m.receipt_handle().map(str::to_owned) else {
-            return Ok(());
+            return Ok(false);
         };
         let id = m.message_id().unwrap_or_default().to_owned();
         if !self.seen.insert(id.clone()) {
-            // Came back while held (a hold shorter than the scan): already classified.
-            self.held.push(receipt);
-            return Ok(());
+            // Came back while held (a hold shorter than the scan): already classified. Its
+            // newest receipt is the one that lets it go at the end.
+            self.held.insert(id, receipt);
+            return Ok(false);
         }
         let e = self.dedup.explain(&sqs::library_message(m)).await?;
         *self.counts.entry(e.verdict.code()).or_default() += 1;
@@ -208,12 +238,15 @@ impl Redrive<'_> {
                     None => Value::Null,
                 };
             }
-            return self.leave(row, receipt);
+            self.leave(row, id, receipt);
+            return Ok(true);
         };
         if matches!(e.verdict, Verdict::Conflict { .. }) {
             let Some(key) = e.key.as_ref() else {
                 row["left_because"] = "a conflict without a key".into();
-                return self.leave(row, receipt);
+                self.not_moved += 1;
+                self.leave(row, id, receipt);
+                return Ok(true);
             };
             let forgotten = self
                 .ctx
@@ -228,18 +261,23 @@ impl Redrive<'_> {
             if !matches!(forgotten, Forgotten::Removed { .. }) {
                 row["left_because"] =
                     format!("conflict's mark not forgotten: {forgotten:?}").into();
-                return self.leave(row, receipt);
+                self.not_moved += 1;
+                self.leave(row, id, receipt);
+                return Ok(true);
             }
         }
         let to_name = match self.send(to, m, &e, &id).await {
             Ok(to) => to,
             Err(err) => {
-                // Not sent: it stays in the DLQ.
+                // Not sent: it stays in the DLQ, and the run failed.
                 row["left_because"] = format!("send failed: {err}").into();
-                return self.leave(row, receipt);
+                self.not_moved += 1;
+                self.leave(row, id, receipt);
+                return Ok(true);
             }
         };
-        self.moved(row, &receipt, to_name).await
+        self.moved(row, &receipt, to_name).await?;
+        Ok(true)
     }
 
     /// A message sent on: deleted from the DLQ (only now that its send is confirmed) and listed
@@ -274,10 +312,9 @@ impl Redrive<'_> {
     }
 
     /// Leaves the message in the DLQ, with why in its row.
-    fn leave(&mut self, row: Value, receipt: String) -> Result<(), Error> {
+    fn leave(&mut self, row: Value, id: String, receipt: String) {
         self.left.push(row);
-        self.held.push(receipt);
-        Ok(())
+        self.held.insert(id, receipt);
     }
 
     /// Sends `m` to `to`: the source queue with its attributes, or reconciliation with the

@@ -575,6 +575,20 @@ async fn cli_within(limit: Duration, args: &[&str]) -> Option<Output> {
     None
 }
 
+/// A FIFO queue of this test's own (`name` without the `.fifo`), deduplicating by the ids its
+/// senders give.
+async fn fifo_queue(name: &str) -> String {
+    sqs()
+        .create_queue()
+        .queue_name(format!("{name}.fifo"))
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .expect("create FIFO queue")
+        .queue_url
+        .expect("url")
+}
+
 /// A queue URL where no queue is: every send to it fails.
 fn no_queue(beside: &str) -> String {
     let (base, _) = beside.rsplit_once('/').expect("a queue URL");
@@ -660,4 +674,106 @@ async fn e2e_operator_redrive_that_could_not_send_exits_non_zero_and_keeps_the_m
     let mut want: Vec<String> = bodies.to_vec();
     want.sort();
     assert_eq!(bodies_in(&dlq).await, want, "both still in the DLQ");
+}
+
+/// 36.5: a redrive to a FIFO source queue sends each message with its group id, in its
+/// group's order, deduplicated by an id derived from its dedup key (it used to send without
+/// them: nothing moved).
+#[tokio::test]
+async fn e2e_operator_fifo_redrive_keeps_each_group_its_order_and_a_key_derived_dedup_id() {
+    let Some(Run { id: run, account }) = e2e_run("redrive-fifo") else {
+        return;
+    };
+    let dlq = fifo_queue(&format!("{run}-dlq")).await;
+    let source = fifo_queue(&format!("{run}-src")).await;
+    let credit =
+        |id: &str, amount: i64| ledger_credit("/e2e", &format!("{run}-{id}"), &account, amount);
+    let sent = [
+        ("a", credit("a1", 1)),
+        ("a", credit("a2", 2)),
+        ("b", credit("b1", 3)),
+        ("a", credit("a3", 4)),
+    ];
+    for (i, (group, body)) in sent.iter().enumerate() {
+        sqs()
+            .send_message()
+            .queue_url(&dlq)
+            .message_body(body)
+            .message_group_id(*group)
+            .message_deduplication_id(format!("d{i}"))
+            .send()
+            .await
+            .expect("send");
+    }
+    let out = cli(
+        &[
+            "--json",
+            "redrive",
+            "--dlq",
+            &dlq,
+            "--source",
+            &source,
+            "--hold-seconds",
+            "5",
+        ],
+        &[],
+    )
+    .await;
+    succeeded(&out);
+    let report = json_of(&out);
+    assert_eq!(ids(&report, "moved").len(), 4, "{report:#}");
+
+    let mut got: Vec<(String, String, String)> = Vec::new();
+    for _ in 0..10 {
+        let out = sqs()
+            .receive_message()
+            .queue_url(&source)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+            .send()
+            .await
+            .expect("receive");
+        for m in out.messages() {
+            let attr = |a| {
+                m.attributes()
+                    .and_then(|x| x.get(&a))
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            got.push((
+                attr(aws_sdk_sqs::types::MessageSystemAttributeName::MessageGroupId),
+                m.body().unwrap_or_default().to_owned(),
+                attr(aws_sdk_sqs::types::MessageSystemAttributeName::MessageDeduplicationId),
+            ));
+            // Deleted, so the group's next messages are handed out.
+            sqs()
+                .delete_message()
+                .queue_url(&source)
+                .receipt_handle(m.receipt_handle().unwrap_or_default())
+                .send()
+                .await
+                .expect("delete");
+        }
+        if got.len() == sent.len() {
+            break;
+        }
+    }
+    for group in ["a", "b"] {
+        let want: Vec<&str> = sent
+            .iter()
+            .filter(|(g, _)| *g == group)
+            .map(|(_, b)| b.as_str())
+            .collect();
+        let have: Vec<&str> = got
+            .iter()
+            .filter(|(g, _, _)| g == group)
+            .map(|(_, b, _)| b.as_str())
+            .collect();
+        assert_eq!(have, want, "group {group}, in order");
+    }
+    for (_, body, dedup_id) in &got {
+        let key = crate::e2e::key_of("ledger-projector", body);
+        assert_eq!(dedup_id, &key.idempotency_key(), "derived from its key");
+    }
 }

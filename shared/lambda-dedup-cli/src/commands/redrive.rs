@@ -6,10 +6,19 @@
 //! hold ends before the scan does is received again, and is neither classified nor counted
 //! twice. Its exit status says whether it did what it should: 1 when a message it should have
 //! moved was left (a send failed), so a script cannot take "moved 0" for success.
+//!
+//! To a FIFO queue (a URL ending in `.fifo`) each message goes with its own group id and, as
+//! its deduplication id, the key's `idempotency_key` (the same event sent twice within SQS's
+//! five minutes, by a run killed before its delete and the next, is taken once). Messages are
+//! sent one at a time in the order received, which within a group is the group's order; once
+//! a send in a group fails, the group's later messages are left too, so none overtakes it. A
+//! FIFO DLQ hands out no more of a group while one of its messages is held, so the messages a
+//! redrive leaves there are let go after each receive, not at the end.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
+use aws_sdk_sqs::operation::send_message::builders::SendMessageFluentBuilder;
 use aws_sdk_sqs::types::MessageAttributeValue;
 use clap::Args;
 use lambda_dedup::DedupKey;
@@ -116,6 +125,7 @@ pub(crate) async fn run(ctx: &Context, args: &RedriveArgs) -> Result<i32, Error>
         seen: HashSet::new(),
         held: HashMap::new(),
         not_moved: 0,
+        stopped_groups: HashSet::new(),
         rows: Vec::new(),
         counts: BTreeMap::new(),
         moved: Vec::new(),
@@ -174,6 +184,8 @@ struct Redrive<'a> {
     held: HashMap<String, String>,
     /// Messages it should have moved but left (a send failed): the exit status is 1.
     not_moved: usize,
+    /// The FIFO groups in which a send failed: their later messages stay behind it.
+    stopped_groups: HashSet<String>,
     rows: Vec<Value>,
     counts: BTreeMap<&'static str, u64>,
     moved: Vec<Value>,
@@ -196,6 +208,16 @@ impl Redrive<'_> {
                 progress.show(self.seen.len() as u64);
             }
             nothing_new = if new == 0 { nothing_new + 1 } else { 0 };
+            if self.args.dlq.ends_with(".fifo") {
+                // A held message holds its group back: let go of those left, so the next
+                // receive hands out what follows them (they come back too, but seen).
+                for m in &batch {
+                    let left = m.message_id().and_then(|id| self.held.get(id));
+                    if let Some(receipt) = left {
+                        sqs::release(&self.sqs, &self.args.dlq, receipt).await;
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -241,6 +263,15 @@ impl Redrive<'_> {
             self.leave(row, id, receipt);
             return Ok(true);
         };
+        let group = sqs::group_id(m).map(str::to_owned);
+        if let Some(g) = group.as_ref().filter(|g| self.stopped_groups.contains(*g)) {
+            row["left_because"] =
+                format!("an earlier message of group {g} could not be moved: kept behind it")
+                    .into();
+            self.not_moved += 1;
+            self.leave(row, id, receipt);
+            return Ok(true);
+        }
         if matches!(e.verdict, Verdict::Conflict { .. }) {
             let Some(key) = e.key.as_ref() else {
                 row["left_because"] = "a conflict without a key".into();
@@ -272,6 +303,7 @@ impl Redrive<'_> {
                 // Not sent: it stays in the DLQ, and the run failed.
                 row["left_because"] = format!("send failed: {err}").into();
                 self.not_moved += 1;
+                self.stopped_groups.extend(group);
                 self.leave(row, id, receipt);
                 return Ok(true);
             }
@@ -328,17 +360,36 @@ impl Redrive<'_> {
     ) -> Result<&'static str, String> {
         let body = m.body().unwrap_or_default().to_owned();
         let failed = |err| format!("{}", aws_sdk_sqs::error::DisplayErrorContext(err));
+        let fifo = |url: &str, send: SendMessageFluentBuilder| {
+            if !url.ends_with(".fifo") {
+                return send;
+            }
+            // The key's idempotency key: short, of allowed characters, and the same for every
+            // copy of the event. Without a key (never sent to the source), the message's id.
+            let dedup_id = e
+                .key
+                .as_ref()
+                .map(DedupKey::idempotency_key)
+                .unwrap_or_else(|| id.to_owned());
+            // Its own group, whose order it keeps; from a standard DLQ (no group), a group of
+            // its own.
+            let group = sqs::group_id(m).map_or_else(|| dedup_id.clone(), str::to_owned);
+            send.message_group_id(group)
+                .message_deduplication_id(dedup_id)
+        };
         match to {
-            Destination::Source => self
-                .sqs
-                .send_message()
-                .queue_url(&self.args.source)
-                .message_body(body)
-                .set_message_attributes(Some(string_attributes(m).into_iter().collect()))
-                .send()
-                .await
-                .map(|_| "source")
-                .map_err(failed),
+            Destination::Source => fifo(
+                &self.args.source,
+                self.sqs
+                    .send_message()
+                    .queue_url(&self.args.source)
+                    .message_body(body)
+                    .set_message_attributes(Some(string_attributes(m).into_iter().collect())),
+            )
+            .send()
+            .await
+            .map(|_| "source")
+            .map_err(failed),
             Destination::Reconciliation => {
                 let originals: BTreeMap<&str, &str> = m
                     .message_attributes()
@@ -356,11 +407,11 @@ impl Redrive<'_> {
                     id,
                     &originals,
                 );
-                let mut send = self
-                    .sqs
-                    .send_message()
-                    .queue_url(self.reconciliation.as_deref().unwrap_or_default())
-                    .message_body(body);
+                let url = self.reconciliation.as_deref().unwrap_or_default();
+                let mut send = fifo(
+                    url,
+                    self.sqs.send_message().queue_url(url).message_body(body),
+                );
                 for (k, v) in attributes {
                     send = send.message_attributes(k, string_attribute(v)?);
                 }

@@ -777,3 +777,53 @@ async fn e2e_operator_fifo_redrive_keeps_each_group_its_order_and_a_key_derived_
         assert_eq!(dedup_id, &key.idempotency_key(), "derived from its key");
     }
 }
+
+/// 36.8: an accepted conflict whose send fails keeps its mark: the tool forgets a mark only
+/// once the new payload is sent (it used to forget first, so the original's next redelivery
+/// would apply it twice), and says it failed.
+#[tokio::test]
+async fn e2e_operator_accepted_conflict_keeps_its_mark_when_its_send_fails() {
+    let Some(Run { id: run, account }) = e2e_run("redrive-accept") else {
+        return;
+    };
+    let applied = ledger_credit("/e2e", &format!("{run}-c"), &account, 5);
+    send(
+        "DEDUP_QUEUE_LEDGER_PROJECTOR",
+        std::slice::from_ref(&applied),
+    )
+    .await;
+    balance_is("the first credit", &account, 5).await;
+    let dlq = queue(&format!("{run}-dlq")).await;
+    let conflict = ledger_credit("/e2e", &format!("{run}-c"), &account, 500);
+    put(&dlq, &[&conflict]).await;
+    let gone = no_queue(&dlq);
+    let out = cli(
+        &[
+            "--json",
+            "redrive",
+            "--dlq",
+            &dlq,
+            "--source",
+            &gone,
+            "--hold-seconds",
+            "5",
+            "--accept-conflicts",
+            "--reason",
+            "test: accepted",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json_of(&out);
+    assert_eq!(counts(&report).get("conflict"), Some(&1), "{report:#}");
+    let key = crate::e2e::key_of("ledger-projector", &applied);
+    let mark = get_item(&client(), &env("DEDUP_TABLE_MARKS"), "pk", key.as_str()).await;
+    assert!(mark.is_some(), "the applied event's mark is kept");
+    assert_eq!(bodies_in(&dlq).await, [conflict], "still in the DLQ");
+}

@@ -41,7 +41,8 @@ enum Command {
     /// Classify a dead-letter queue's messages and move back those that would be applied.
     ///
     /// Exit status 0 when every message that should move moved, 1 when one was left (a send
-    /// failed; the report's `not_moved` and `left_because` say which), 2 when it could not run.
+    /// failed; the report's `not_moved` and `left_because` say which) or an accepted conflict
+    /// was sent but its mark not forgotten (`not_forgotten`), 2 when it could not run.
     Redrive(redrive::RedriveArgs),
     /// Remove a mark on purpose so its event can be applied again; always audited.
     Forget(forget::ForgetArgs),

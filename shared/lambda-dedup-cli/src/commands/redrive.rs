@@ -47,8 +47,9 @@ pub(crate) struct RedriveArgs {
     /// Classify and list only; nothing is sent, deleted or changed.
     #[arg(long)]
     dry_run: bool,
-    /// Also move conflicts back, once accepted: the stored mark is forgotten (audited, with
-    /// `--reason`) so the new payload is applied, in addition to the first one's effect.
+    /// Also move conflicts back, once accepted: once the new payload is sent, the stored mark is
+    /// forgotten (audited, with `--reason`) so it is applied, in addition to the first one's
+    /// effect. A failed send forgets nothing.
     #[arg(long, requires = "reason")]
     accept_conflicts: bool,
     /// Why conflicts are accepted (recorded in each forgotten mark's audit item).
@@ -125,6 +126,7 @@ pub(crate) async fn run(ctx: &Context, args: &RedriveArgs) -> Result<i32, Error>
         seen: HashSet::new(),
         held: HashMap::new(),
         not_moved: 0,
+        not_forgotten: 0,
         stopped_groups: HashSet::new(),
         rows: Vec::new(),
         counts: BTreeMap::new(),
@@ -149,6 +151,7 @@ pub(crate) async fn run(ctx: &Context, args: &RedriveArgs) -> Result<i32, Error>
         "moved": run.moved,
         "left": run.left,
         "not_moved": run.not_moved,
+        "not_forgotten": run.not_forgotten,
     });
     if let Some(path) = &args.report {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
@@ -163,6 +166,13 @@ pub(crate) async fn run(ctx: &Context, args: &RedriveArgs) -> Result<i32, Error>
         eprintln!(
             "lambda-dedup: {} messages that should have moved were left in the DLQ (see left_because)",
             run.not_moved
+        );
+        return Ok(1);
+    }
+    if run.not_forgotten > 0 {
+        eprintln!(
+            "lambda-dedup: {} accepted conflicts were sent but their marks not forgotten (see mark_not_forgotten)",
+            run.not_forgotten
         );
         return Ok(1);
     }
@@ -184,6 +194,8 @@ struct Redrive<'a> {
     held: HashMap<String, String>,
     /// Messages it should have moved but left (a send failed): the exit status is 1.
     not_moved: usize,
+    /// Accepted conflicts sent whose mark could not be forgotten: the exit status is 1.
+    not_forgotten: usize,
     /// The FIFO groups in which a send failed: their later messages stay behind it.
     stopped_groups: HashSet<String>,
     rows: Vec<Value>,
@@ -272,31 +284,6 @@ impl Redrive<'_> {
             self.leave(row, id, receipt);
             return Ok(true);
         }
-        if matches!(e.verdict, Verdict::Conflict { .. }) {
-            let Some(key) = e.key.as_ref() else {
-                row["left_because"] = "a conflict without a key".into();
-                self.not_moved += 1;
-                self.leave(row, id, receipt);
-                return Ok(true);
-            };
-            let forgotten = self
-                .ctx
-                .store
-                .forget(ForgetRequest {
-                    key,
-                    by: &operator(None),
-                    reason: args.reason.as_deref().unwrap_or_default(),
-                    force: false,
-                })
-                .await?;
-            if !matches!(forgotten, Forgotten::Removed { .. }) {
-                row["left_because"] =
-                    format!("conflict's mark not forgotten: {forgotten:?}").into();
-                self.not_moved += 1;
-                self.leave(row, id, receipt);
-                return Ok(true);
-            }
-        }
         let to_name = match self.send(to, m, &e, &id).await {
             Ok(to) => to,
             Err(err) => {
@@ -308,8 +295,43 @@ impl Redrive<'_> {
                 return Ok(true);
             }
         };
+        if matches!(e.verdict, Verdict::Conflict { .. }) {
+            // Forgotten only once the new payload is sent: forgotten first, a failed send
+            // would leave the event without its mark, and the first payload's next delivery
+            // would be applied again.
+            self.forget_accepted(&mut row, e.key.as_ref()).await;
+        }
         self.moved(row, &receipt, to_name).await?;
         Ok(true)
+    }
+
+    /// Forgets the mark of an accepted conflict that was just sent (audited, with `--reason`),
+    /// so the new payload is applied. If it cannot, the run fails (exit 1): the sent payload
+    /// meets the mark and is dead-lettered again as a conflict, which is safe.
+    async fn forget_accepted(&mut self, row: &mut Value, key: Option<&DedupKey>) {
+        let outcome = match key {
+            None => Err("a conflict without a key".to_owned()),
+            Some(key) => self
+                .ctx
+                .store
+                .forget(ForgetRequest {
+                    key,
+                    by: &operator(None),
+                    reason: self.args.reason.as_deref().unwrap_or_default(),
+                    force: false,
+                })
+                .await
+                .map_err(|e| e.to_string()),
+        };
+        let not_forgotten = match outcome {
+            Ok(Forgotten::Removed { .. }) => return,
+            Ok(other) => format!("{other:?}"),
+            Err(e) => e,
+        };
+        row["mark_not_forgotten"] =
+            format!("{not_forgotten}: the sent payload will be dead-lettered again as a conflict")
+                .into();
+        self.not_forgotten += 1;
     }
 
     /// A message sent on: deleted from the DLQ (only now that its send is confirmed) and listed

@@ -595,6 +595,29 @@ fn no_queue(beside: &str) -> String {
     format!("{base}/no-such-queue-{}", beside.len())
 }
 
+/// The queue's approximate counts: (visible, in flight).
+async fn depth(queue: &str) -> (u64, u64) {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let out = sqs()
+        .get_queue_attributes()
+        .queue_url(queue)
+        .attribute_names(A::ApproximateNumberOfMessages)
+        .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .expect("attributes");
+    let get = |a: A| {
+        out.attributes()
+            .and_then(|m| m.get(&a))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (
+        get(A::ApproximateNumberOfMessages),
+        get(A::ApproximateNumberOfMessagesNotVisible),
+    )
+}
+
 /// 36.16: a hold shorter than the scan makes the held messages visible again while the scan
 /// goes on; they are received again, but not classified again, and the redrive ends (it used
 /// to go on for ever), counting each message once.
@@ -826,4 +849,71 @@ async fn e2e_operator_accepted_conflict_keeps_its_mark_when_its_send_fails() {
     let mark = get_item(&client(), &env("DEDUP_TABLE_MARKS"), "pk", key.as_str()).await;
     assert!(mark.is_some(), "the applied event's mark is kept");
     assert_eq!(bodies_in(&dlq).await, [conflict], "still in the DLQ");
+}
+
+/// 36.9: `explain --queue` on a queue with a redrive policy (a function's source queue) is
+/// refused unless `--live-queue`: its receives raise the receive count that dead-letters, and
+/// its holds hide messages from the function. Asked, it reads the message and lets it go at
+/// once.
+#[tokio::test]
+async fn e2e_operator_explain_leaves_a_live_queue_alone_unless_asked() {
+    let Some(Run { id: run, account }) = e2e_run("explain-live") else {
+        return;
+    };
+    let dlq = queue(&format!("{run}-dlq")).await;
+    let arn = sqs()
+        .get_queue_attributes()
+        .queue_url(&dlq)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .expect("attributes")
+        .attributes()
+        .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn))
+        .cloned()
+        .expect("arn");
+    let live = sqs()
+        .create_queue()
+        .queue_name(format!("{run}-live"))
+        .attributes(
+            aws_sdk_sqs::types::QueueAttributeName::RedrivePolicy,
+            json!({"deadLetterTargetArn": arn, "maxReceiveCount": 1}).to_string(),
+        )
+        .send()
+        .await
+        .expect("create queue")
+        .queue_url
+        .expect("url");
+    let body = ledger_credit("/e2e", &format!("{run}-1"), &account, 1);
+    let id = sqs()
+        .send_message()
+        .queue_url(&live)
+        .message_body(&body)
+        .send()
+        .await
+        .expect("send")
+        .message_id
+        .expect("id");
+    let explain = ["--json", "explain", "--queue", &live, "--message-id", &id];
+    let out = cli(&explain, &[]).await;
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "refused: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--live-queue"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(depth(&live).await, (1, 0), "nothing received");
+
+    let mut asked = explain.to_vec();
+    asked.push("--live-queue");
+    let out = cli(&asked, &[]).await;
+    succeeded(&out);
+    assert_eq!(json_of(&out)["verdict"], "would_apply");
+    assert_eq!(depth(&live).await, (1, 0), "visible again at once");
+    assert_eq!(depth(&dlq).await, (0, 0), "nothing dead-lettered");
 }

@@ -65,6 +65,16 @@ pub(crate) enum Error {
         /// The queue.
         queue: String,
     },
+    /// `explain --queue` on a queue with a redrive policy, without `--live-queue`.
+    #[error(
+        "{queue} has a redrive policy ({policy}): receiving its messages raises the receive count that dead-letters them, and hides them from the function while held; pass --live-queue to read it anyway"
+    )]
+    LiveQueue {
+        /// The queue.
+        queue: String,
+        /// Its redrive policy, as SQS gives it.
+        policy: String,
+    },
     /// `forget --reason` (or `redrive --reason`) says nothing.
     #[error("--reason must say why")]
     NoReason,

@@ -1,7 +1,7 @@
 //! `explain`: why a message is treated as it is — its key (or why it has none), its mark, the
 //! verdict — from a file, stdin or a queue; or a mark by its key.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::PathBuf;
 
@@ -24,8 +24,17 @@ pub(crate) struct ExplainArgs {
     #[arg(long = "attribute", value_name = "NAME=VALUE")]
     attributes: Vec<String>,
     /// Read the message from this queue (URL), by `--message-id`; it is left in the queue.
+    ///
+    /// Reading a queue receives from it: each receive raises a message's receive count, and the
+    /// messages scanned are hidden from consumers (on a FIFO queue, their group is held back)
+    /// until the scan ends, at most 30 s, when they are let go at once. So a queue with a
+    /// redrive policy (a function's source queue, where the count dead-letters) is refused
+    /// unless `--live-queue`; a dead-letter queue is read freely.
     #[arg(long, requires = "message_id")]
     queue: Option<String>,
+    /// Read `--queue` even though it has a redrive policy (see `--queue`).
+    #[arg(long, requires = "queue")]
+    live_queue: bool,
     /// The SQS message id to find in `--queue`.
     #[arg(long)]
     message_id: Option<String>,
@@ -92,7 +101,7 @@ pub(crate) async fn run(ctx: &Context, args: &ExplainArgs) -> Result<i32, Error>
     let message = match (&args.queue, &args.file) {
         (Some(queue), _) => {
             let id = args.message_id.as_deref().unwrap_or_default();
-            find_in_queue(&sqs::client().await, queue, id).await?
+            find_in_queue(&sqs::client().await, queue, id, args.live_queue).await?
         }
         (None, Some(path)) => {
             let mut body = Vec::new();
@@ -121,27 +130,74 @@ pub(crate) async fn run(ctx: &Context, args: &ExplainArgs) -> Result<i32, Error>
     Ok(0)
 }
 
-async fn find_in_queue(sqs: &aws_sdk_sqs::Client, queue: &str, id: &str) -> Result<Message, Error> {
-    let mut held = Vec::new();
-    let mut found = None;
-    let mut empty = 0;
-    while found.is_none() && empty < 2 {
-        let batch = sqs::receive(sqs, queue, 60).await?;
-        if batch.is_empty() {
-            empty += 1;
-        }
-        for m in batch {
-            if m.message_id() == Some(id) {
-                found = Some(sqs::library_message(&m));
-            }
-            held.extend(m.receipt_handle().map(str::to_owned));
-        }
+/// How long `--queue` holds the messages it scans: long enough for a scan to move on, short
+/// enough that a consumer waits little if the tool dies before letting them go.
+const QUEUE_HOLD_SECONDS: i32 = 30;
+
+/// The message `id` of `queue`, found by receiving (refused on a queue with a redrive policy
+/// unless `live`). Every message received is let go at once when the scan ends, found or not.
+async fn find_in_queue(
+    sqs: &aws_sdk_sqs::Client,
+    queue: &str,
+    id: &str,
+    live: bool,
+) -> Result<Message, Error> {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let attributes = sqs
+        .get_queue_attributes()
+        .queue_url(queue)
+        .attribute_names(QueueAttributeName::RedrivePolicy)
+        .send()
+        .await
+        .map_err(|e| Error::sqs(format_args!("read the attributes of {queue}"), e))?;
+    let policy = attributes
+        .attributes()
+        .and_then(|a| a.get(&QueueAttributeName::RedrivePolicy));
+    if let (Some(policy), false) = (policy, live) {
+        return Err(Error::LiveQueue {
+            queue: queue.to_owned(),
+            policy: policy.clone(),
+        });
     }
-    for r in &held {
+    let mut held: HashMap<String, String> = HashMap::new();
+    let scanned = scan(sqs, queue, id, &mut held).await;
+    for r in held.values() {
         sqs::release(sqs, queue, r).await;
     }
-    found.ok_or_else(|| Error::NotInQueue {
+    scanned?.ok_or_else(|| Error::NotInQueue {
         id: id.to_owned(),
         queue: queue.to_owned(),
     })
+}
+
+/// Receives from `queue` until message `id` is found or two receives in a row bring nothing
+/// new (a message whose hold ended comes back), keeping each message's newest receipt in `held`.
+async fn scan(
+    sqs: &aws_sdk_sqs::Client,
+    queue: &str,
+    id: &str,
+    held: &mut HashMap<String, String>,
+) -> Result<Option<Message>, Error> {
+    let mut nothing_new = 0;
+    while nothing_new < 2 {
+        let batch = sqs::receive(sqs, queue, QUEUE_HOLD_SECONDS).await?;
+        let mut found = None;
+        let mut new = 0;
+        for m in batch {
+            let (Some(mid), Some(receipt)) = (m.message_id(), m.receipt_handle()) else {
+                continue;
+            };
+            if held.insert(mid.to_owned(), receipt.to_owned()).is_none() {
+                new += 1;
+            }
+            if mid == id {
+                found = Some(sqs::library_message(&m));
+            }
+        }
+        if found.is_some() {
+            return Ok(found);
+        }
+        nothing_new = if new == 0 { nothing_new + 1 } else { 0 };
+    }
+    Ok(None)
 }

@@ -204,30 +204,29 @@ pub fn assert_configured_fingerprint_covers(
     assert_fingerprint_covers(&configure(dedup).key_spec(), sample, depends_on);
 }
 
-/// The operators' tool is told a CloudEvents function's key spec in the README
-/// (`lambda-dedup --key-spec cloudevents:<tenant extension>:<depends_on>`): one of the README's
-/// `--key-spec` texts, read as the tool reads it ([`crate::cloudevents_key_spec`]), must be the
-/// spec `configure` (the function's key configuration) declares for `function`. Panics naming
-/// `function` and its spec when none is.
-pub fn assert_readme_key_spec(
-    readme: &str,
+/// The operators' tool is told a CloudEvents function's key spec as a `--key-spec` text
+/// (`cloudevents:<tenant extension>[:<fingerprint pointer>,…]`), which the function's template
+/// entry declares for it (`Metadata.LambdaDedupKeySpec`): `text`, read as the tool reads it
+/// ([`crate::cloudevents_key_spec`]), must be the spec `configure` (the function's key
+/// configuration) declares for `function`. Panics naming `function`, the text and the spec
+/// when it is not, or when there is no text.
+pub fn assert_declared_key_spec(
+    text: Option<&str>,
     function: &str,
     configure: impl FnOnce(crate::Dedup<crate::NoStore>) -> crate::Dedup<crate::NoStore>,
 ) {
     let dedup = minimal_dedup(function);
     let settings = dedup.settings().clone();
     let declared = configure(dedup).key_spec();
-    let given = readme
-        .split("--key-spec ")
-        .skip(1)
-        .filter_map(|rest| rest.split(['`', ' ', '\n']).next())
-        .filter_map(|text| crate::cloudevents_key_spec(text, settings.scope.clone()).ok());
-    let found = given
-        .map(|spec| settings.key_spec(spec))
-        .any(|spec| spec == declared);
-    assert!(
-        found,
-        "README gives the operators' tool no --key-spec for {function} equal to the spec it declares: {declared:?}"
+    let text = text.unwrap_or_else(|| {
+        panic!("no key spec is declared for {function} (it declares {declared:?})")
+    });
+    let given = crate::cloudevents_key_spec(text, settings.scope.clone())
+        .unwrap_or_else(|e| panic!("{function}: {e}"));
+    assert_eq!(
+        settings.key_spec(given),
+        declared,
+        "the key spec declared for {function} ({text}) is not the one its code declares"
     );
 }
 

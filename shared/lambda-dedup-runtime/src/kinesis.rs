@@ -348,7 +348,7 @@ mod tests {
         big["kinesis"]["data"] = base64::engine::general_purpose::STANDARD
             .encode(&data)
             .into();
-        let shard = vec![
+        let shard = [
             record(1, "a", "e1", 1),
             big,
             record(3, "b", "e3", 5),

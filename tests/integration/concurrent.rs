@@ -55,10 +55,7 @@ impl Gate {
                         let _ = tokio::io::copy(&mut from_up, &mut to_client).await;
                     });
                     let mut buf = vec![0u8; 64 * 1024];
-                    loop {
-                        let Ok(n) = from_client.read(&mut buf).await else {
-                            break;
-                        };
+                    while let Ok(n) = from_client.read(&mut buf).await {
                         if n == 0 || watch.wait_for(|frozen| !frozen).await.is_err() {
                             break;
                         }

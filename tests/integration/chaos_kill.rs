@@ -401,7 +401,7 @@ async fn work<E, P>(
                 Outcome::Duplicate { .. } => {
                     c.done.fetch_add(1, Ordering::SeqCst);
                 }
-                Outcome::Retry { reason } => {
+                Outcome::Retry { reason, .. } => {
                     c.reasons.lock().expect("reasons").insert(reason);
                     again.push(msg);
                 }

@@ -23,8 +23,11 @@ fn function_env() -> Vec<(String, String)> {
         .collect()
 }
 
-/// Runs `lambda-dedup -f ledger-projector <args>` with the function's environment (and
-/// `extra`), as an operator does.
+/// The project's template: the function's entry declares its key spec and flow for the tool.
+const TEMPLATE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../infra/template.yaml");
+
+/// Runs `lambda-dedup -f ledger-projector --template infra/template.yaml <args>` with the
+/// function's environment (and `extra`), as an operator does.
 async fn cli(args: &[&str], extra: &[(&str, &str)]) -> Output {
     let mut vars = function_env();
     vars.extend(
@@ -35,13 +38,14 @@ async fn cli(args: &[&str], extra: &[(&str, &str)]) -> Output {
     cli_in(args, vars).await
 }
 
-/// Runs `lambda-dedup -f ledger-projector <args>` with exactly `vars` in its environment.
+/// Runs `lambda-dedup -f ledger-projector --template infra/template.yaml <args>` with exactly
+/// `vars` in its environment.
 async fn cli_in(args: &[&str], vars: Vec<(String, String)>) -> Output {
     // A separate process; the test waits for it as a shell would.
     std::process::Command::new(env("DEDUP_CLI"))
         .env_clear()
         .envs(vars)
-        .args(["--function", "ledger-projector"])
+        .args(["--function", "ledger-projector", "--template", TEMPLATE])
         .args(args)
         .output()
         .expect("lambda-dedup runs")
@@ -429,12 +433,11 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
     );
     // From the function's entry in the template, with only what a deployment knows (the
     // table, the namespace) and the endpoints in the environment: the same verdict.
-    let template = concat!(env!("CARGO_MANIFEST_DIR"), "/../infra/template.yaml");
     let only: Vec<(String, String)> = function_env()
         .into_iter()
         .filter(|(k, _)| k.starts_with("AWS_") || k == "DEDUP_MARK_TABLE" || k == "DEDUP_NAMESPACE")
         .collect();
-    let out = cli_in(&["--json", "--template", template, "explain", &path], only).await;
+    let out = cli_in(&["--json", "explain", &path], only).await;
     succeeded(&out);
     assert_eq!(json_of(&out)["verdict"], "duplicate");
     assert_eq!(json_of(&out)["key"], key.as_str());
@@ -546,4 +549,371 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
     )
     .await;
     assert!(closed["forgotten"].as_u64() >= Some(1), "{closed:#}");
+}
+
+/// Runs `lambda-dedup` as [`cli`] does, but gives up after `limit`: `None` if it had not
+/// finished by then (it is killed).
+async fn cli_within(limit: Duration, args: &[&str]) -> Option<Output> {
+    let mut child = std::process::Command::new(env("DEDUP_CLI"))
+        .env_clear()
+        .envs(function_env())
+        .args(["--function", "ledger-projector", "--template", TEMPLATE])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("lambda-dedup runs");
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if child.try_wait().expect("wait").is_some() {
+            return Some(child.wait_with_output().expect("output"));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// A FIFO queue of this test's own (`name` without the `.fifo`), deduplicating by the ids its
+/// senders give.
+async fn fifo_queue(name: &str) -> String {
+    sqs()
+        .create_queue()
+        .queue_name(format!("{name}.fifo"))
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .expect("create FIFO queue")
+        .queue_url
+        .expect("url")
+}
+
+/// A queue URL where no queue is: every send to it fails.
+fn no_queue(beside: &str) -> String {
+    let (base, _) = beside.rsplit_once('/').expect("a queue URL");
+    format!("{base}/no-such-queue-{}", beside.len())
+}
+
+/// The queue's approximate counts: (visible, in flight).
+async fn depth(queue: &str) -> (u64, u64) {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let out = sqs()
+        .get_queue_attributes()
+        .queue_url(queue)
+        .attribute_names(A::ApproximateNumberOfMessages)
+        .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .expect("attributes");
+    let get = |a: A| {
+        out.attributes()
+            .and_then(|m| m.get(&a))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (
+        get(A::ApproximateNumberOfMessages),
+        get(A::ApproximateNumberOfMessagesNotVisible),
+    )
+}
+
+/// 36.16: a hold shorter than the scan makes the held messages visible again while the scan
+/// goes on; they are received again, but not classified again, and the redrive ends (it used
+/// to go on for ever), counting each message once.
+#[tokio::test]
+async fn e2e_operator_redrive_ends_when_its_hold_is_shorter_than_its_scan() {
+    let Some(Run { id: run, account }) = e2e_run("redrive-hold") else {
+        return;
+    };
+    let dlq = queue(&format!("{run}-dlq")).await;
+    let bodies = [
+        ledger_credit("/e2e", &format!("{run}-1"), &account, 1),
+        ledger_credit("/e2e", &format!("{run}-2"), &account, 2),
+    ];
+    put(&dlq, &bodies.iter().collect::<Vec<_>>()).await;
+    let source = env("DEDUP_QUEUE_LEDGER_PROJECTOR");
+    let args = [
+        "--json",
+        "redrive",
+        "--dlq",
+        &dlq,
+        "--source",
+        &source,
+        "--dry-run",
+        "--hold-seconds",
+        "1",
+    ];
+    let out = cli_within(Duration::from_secs(30), &args)
+        .await
+        .expect("the redrive ends");
+    succeeded(&out);
+    let report = json_of(&out);
+    assert_eq!(
+        counts(&report),
+        BTreeMap::from([("would_apply".into(), 2)]),
+        "{report:#}"
+    );
+    assert_eq!(ids(&report, "left").len(), 2, "{report:#}");
+}
+
+/// 36.16: messages that would apply but cannot be sent (the source queue is gone) stay in the
+/// DLQ, and the redrive says it failed: exit status 1, not "moved 0, left 2" and 0.
+#[tokio::test]
+async fn e2e_operator_redrive_that_could_not_send_exits_non_zero_and_keeps_the_messages() {
+    let Some(Run { id: run, account }) = e2e_run("redrive-unsent") else {
+        return;
+    };
+    let dlq = queue(&format!("{run}-dlq")).await;
+    let bodies = [
+        ledger_credit("/e2e", &format!("{run}-1"), &account, 1),
+        ledger_credit("/e2e", &format!("{run}-2"), &account, 2),
+    ];
+    put(&dlq, &bodies.iter().collect::<Vec<_>>()).await;
+    let gone = no_queue(&dlq);
+    let out = cli(
+        &[
+            "--json",
+            "redrive",
+            "--dlq",
+            &dlq,
+            "--source",
+            &gone,
+            "--hold-seconds",
+            "5",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json_of(&out);
+    assert!(ids(&report, "moved").is_empty(), "{report:#}");
+    assert_eq!(report["not_moved"], 2, "{report:#}");
+    let mut want: Vec<String> = bodies.to_vec();
+    want.sort();
+    assert_eq!(bodies_in(&dlq).await, want, "both still in the DLQ");
+}
+
+/// 36.5: a redrive to a FIFO source queue sends each message with its group id, in its
+/// group's order, deduplicated by an id derived from its dedup key (it used to send without
+/// them: nothing moved).
+#[tokio::test]
+async fn e2e_operator_fifo_redrive_keeps_each_group_its_order_and_a_key_derived_dedup_id() {
+    let Some(Run { id: run, account }) = e2e_run("redrive-fifo") else {
+        return;
+    };
+    let dlq = fifo_queue(&format!("{run}-dlq")).await;
+    let source = fifo_queue(&format!("{run}-src")).await;
+    let credit =
+        |id: &str, amount: i64| ledger_credit("/e2e", &format!("{run}-{id}"), &account, amount);
+    let sent = [
+        ("a", credit("a1", 1)),
+        ("a", credit("a2", 2)),
+        ("b", credit("b1", 3)),
+        ("a", credit("a3", 4)),
+    ];
+    for (i, (group, body)) in sent.iter().enumerate() {
+        sqs()
+            .send_message()
+            .queue_url(&dlq)
+            .message_body(body)
+            .message_group_id(*group)
+            .message_deduplication_id(format!("d{i}"))
+            .send()
+            .await
+            .expect("send");
+    }
+    let out = cli(
+        &[
+            "--json",
+            "redrive",
+            "--dlq",
+            &dlq,
+            "--source",
+            &source,
+            "--hold-seconds",
+            "5",
+        ],
+        &[],
+    )
+    .await;
+    succeeded(&out);
+    let report = json_of(&out);
+    assert_eq!(ids(&report, "moved").len(), 4, "{report:#}");
+
+    let mut got: Vec<(String, String, String)> = Vec::new();
+    for _ in 0..10 {
+        let out = sqs()
+            .receive_message()
+            .queue_url(&source)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+            .send()
+            .await
+            .expect("receive");
+        for m in out.messages() {
+            let attr = |a| {
+                m.attributes()
+                    .and_then(|x| x.get(&a))
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            got.push((
+                attr(aws_sdk_sqs::types::MessageSystemAttributeName::MessageGroupId),
+                m.body().unwrap_or_default().to_owned(),
+                attr(aws_sdk_sqs::types::MessageSystemAttributeName::MessageDeduplicationId),
+            ));
+            // Deleted, so the group's next messages are handed out.
+            sqs()
+                .delete_message()
+                .queue_url(&source)
+                .receipt_handle(m.receipt_handle().unwrap_or_default())
+                .send()
+                .await
+                .expect("delete");
+        }
+        if got.len() == sent.len() {
+            break;
+        }
+    }
+    for group in ["a", "b"] {
+        let want: Vec<&str> = sent
+            .iter()
+            .filter(|(g, _)| *g == group)
+            .map(|(_, b)| b.as_str())
+            .collect();
+        let have: Vec<&str> = got
+            .iter()
+            .filter(|(g, _, _)| g == group)
+            .map(|(_, b, _)| b.as_str())
+            .collect();
+        assert_eq!(have, want, "group {group}, in order");
+    }
+    for (_, body, dedup_id) in &got {
+        let key = crate::e2e::key_of("ledger-projector", body);
+        assert_eq!(dedup_id, &key.idempotency_key(), "derived from its key");
+    }
+}
+
+/// 36.8: an accepted conflict whose send fails keeps its mark: the tool forgets a mark only
+/// once the new payload is sent (it used to forget first, so the original's next redelivery
+/// would apply it twice), and says it failed.
+#[tokio::test]
+async fn e2e_operator_accepted_conflict_keeps_its_mark_when_its_send_fails() {
+    let Some(Run { id: run, account }) = e2e_run("redrive-accept") else {
+        return;
+    };
+    let applied = ledger_credit("/e2e", &format!("{run}-c"), &account, 5);
+    send(
+        "DEDUP_QUEUE_LEDGER_PROJECTOR",
+        std::slice::from_ref(&applied),
+    )
+    .await;
+    balance_is("the first credit", &account, 5).await;
+    let dlq = queue(&format!("{run}-dlq")).await;
+    let conflict = ledger_credit("/e2e", &format!("{run}-c"), &account, 500);
+    put(&dlq, &[&conflict]).await;
+    let gone = no_queue(&dlq);
+    let out = cli(
+        &[
+            "--json",
+            "redrive",
+            "--dlq",
+            &dlq,
+            "--source",
+            &gone,
+            "--hold-seconds",
+            "5",
+            "--accept-conflicts",
+            "--reason",
+            "test: accepted",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json_of(&out);
+    assert_eq!(counts(&report).get("conflict"), Some(&1), "{report:#}");
+    let key = crate::e2e::key_of("ledger-projector", &applied);
+    let mark = get_item(&client(), &env("DEDUP_TABLE_MARKS"), "pk", key.as_str()).await;
+    assert!(mark.is_some(), "the applied event's mark is kept");
+    assert_eq!(bodies_in(&dlq).await, [conflict], "still in the DLQ");
+}
+
+/// 36.9: `explain --queue` on a queue with a redrive policy (a function's source queue) is
+/// refused unless `--live-queue`: its receives raise the receive count that dead-letters, and
+/// its holds hide messages from the function. Asked, it reads the message and lets it go at
+/// once.
+#[tokio::test]
+async fn e2e_operator_explain_leaves_a_live_queue_alone_unless_asked() {
+    let Some(Run { id: run, account }) = e2e_run("explain-live") else {
+        return;
+    };
+    let dlq = queue(&format!("{run}-dlq")).await;
+    let arn = sqs()
+        .get_queue_attributes()
+        .queue_url(&dlq)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .expect("attributes")
+        .attributes()
+        .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn))
+        .cloned()
+        .expect("arn");
+    let live = sqs()
+        .create_queue()
+        .queue_name(format!("{run}-live"))
+        .attributes(
+            aws_sdk_sqs::types::QueueAttributeName::RedrivePolicy,
+            json!({"deadLetterTargetArn": arn, "maxReceiveCount": 1}).to_string(),
+        )
+        .send()
+        .await
+        .expect("create queue")
+        .queue_url
+        .expect("url");
+    let body = ledger_credit("/e2e", &format!("{run}-1"), &account, 1);
+    let id = sqs()
+        .send_message()
+        .queue_url(&live)
+        .message_body(&body)
+        .send()
+        .await
+        .expect("send")
+        .message_id
+        .expect("id");
+    let explain = ["--json", "explain", "--queue", &live, "--message-id", &id];
+    let out = cli(&explain, &[]).await;
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "refused: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--live-queue"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(depth(&live).await, (1, 0), "nothing received");
+
+    let mut asked = explain.to_vec();
+    asked.push("--live-queue");
+    let out = cli(&asked, &[]).await;
+    succeeded(&out);
+    assert_eq!(json_of(&out)["verdict"], "would_apply");
+    assert_eq!(depth(&live).await, (1, 0), "visible again at once");
+    assert_eq!(depth(&dlq).await, (0, 0), "nothing dead-lettered");
 }

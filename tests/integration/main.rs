@@ -11,6 +11,7 @@ mod chaos_postgres;
 mod chaos_valkey;
 mod claim;
 mod commit;
+mod concurrent;
 mod conformance;
 mod conformance_postgres;
 mod conformance_valkey;

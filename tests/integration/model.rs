@@ -551,7 +551,7 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
                     amount: d.amount,
                     down: down
                         || (together
-                            && matches!(outcome, Outcome::Retry { reason } if reason.contains(conflict))),
+                            && matches!(outcome, Outcome::Retry { reason, .. } if reason.contains(conflict))),
                     late: now.duration_since(d.time).unwrap_or_default() >= RETENTION,
                     outcome: outcome.clone(),
                 });
@@ -705,7 +705,7 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
             .seen
             .iter()
             .filter(
-                |r| matches!(&r.outcome, Outcome::Retry { reason } if reason.contains(conflict)),
+                |r| matches!(&r.outcome, Outcome::Retry { reason, .. } if reason.contains(conflict)),
             )
             .count() as u64;
     });

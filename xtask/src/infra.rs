@@ -941,6 +941,28 @@ mod tests {
         );
     }
 
+    /// The mark and inbox tables cannot be deleted by a stack update or a slip (every event
+    /// forgotten at once), and the inbox's raw bodies expire by TTL.
+    #[test]
+    fn the_mark_and_inbox_tables_are_protected_and_the_inbox_expires() {
+        broken(
+            |t| res(t, "MarkTable")["DeletionProtectionEnabled"] = Value::Null,
+            "the mark table needs DeletionProtectionEnabled",
+        );
+        broken(
+            |t| res(t, "InboxTable")["DeletionProtectionEnabled"] = false.into(),
+            "an inbox table needs DeletionProtectionEnabled",
+        );
+        broken(
+            |t| res(t, "InboxTable")["TimeToLiveSpecification"] = Value::Null,
+            "an inbox table needs TTL enabled on `expires_at`",
+        );
+        broken(
+            |t| res(t, "InboxTable")["TimeToLiveSpecification"]["AttributeName"] = "ttl".into(),
+            "an inbox table needs TTL enabled on `expires_at`",
+        );
+    }
+
     #[test]
     fn an_eventually_consistent_global_mark_table_is_refused() {
         let global = |t: &mut Value, consistency: Option<&str>| {

@@ -342,6 +342,15 @@ impl Stack {
                 ("DEDUP_RUNTIME_API", self.functions.runtime_api_url()),
                 ("DEDUP_SQS_ENDPOINT", self.sqs_endpoint.clone()),
                 ("DEDUP_CLI", cli.display().to_string()),
+                // The built functions, for the tests that run one as Lambda would (several
+                // invocations at once: `tests/integration/concurrent.rs`).
+                (
+                    "DEDUP_FUNCTIONS_DIR",
+                    crate::target_dir(&crate::root())
+                        .join("debug")
+                        .display()
+                        .to_string(),
+                ),
                 (
                     "DEDUP_QUEUE_RECONCILIATION",
                     self.reconciliation_url.clone(),

@@ -57,7 +57,7 @@ fn service(dedup: Dedup) -> Result<SqsService, lambda_runtime::Error> {
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     let dedup = Dedup::from_env("order-placed")?.dynamodb().await;
-    lambda_runtime::run(service(dedup)?).await
+    lambda_runtime::run_concurrent(service(dedup)?).await
 }
 
 #[cfg(test)]

@@ -45,7 +45,7 @@ fn service(dedup: Dedup<impl Marks<Effect = SqlEffect>>) -> Result<SqsService, E
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    lambda_runtime::run(service(Dedup::from_env("pg-credit")?.postgres()?)?).await
+    lambda_runtime::run_concurrent(service(Dedup::from_env("pg-credit")?.postgres()?)?).await
 }
 
 #[cfg(test)]

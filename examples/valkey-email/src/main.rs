@@ -41,7 +41,7 @@ fn service(dedup: Dedup<impl Marks>) -> Result<SqsService, Error> {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    lambda_runtime::run(service(Dedup::from_env("valkey-email")?.valkey()?)?).await
+    lambda_runtime::run_concurrent(service(Dedup::from_env("valkey-email")?.valkey()?)?).await
 }
 
 #[cfg(test)]

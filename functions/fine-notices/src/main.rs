@@ -20,5 +20,5 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let dedup = lambda_dedup_runtime::Dedup::from_env(handler::FUNCTION)?;
     let dedup = dedup.dynamodb_client(client.clone());
     let items = lambda_dedup_dynamodb::DynamoItems::new(client);
-    lambda_runtime::run(handler::service(dedup, items)?).await
+    lambda_runtime::run_concurrent(handler::service(dedup, items)?).await
 }

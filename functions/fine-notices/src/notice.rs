@@ -232,14 +232,24 @@ mod tests {
     use lambda_dedup::{Scope, Value};
     use serde_json::json;
 
-    /// The operators' tool is told this function's key spec in the README
-    /// (`lambda-dedup --key-spec …`): it must stay the one this code declares.
+    /// The template declares this function's key spec and flow for the operators' tool
+    /// (`Metadata.LambdaDedupKeySpec`, `LambdaDedupFlow`; `lambda-dedup` links no function's
+    /// code): they must stay the ones this code declares.
     #[test]
-    fn the_readme_gives_the_operators_tool_this_key_spec() {
-        lambda_dedup_runtime::testing::assert_readme_key_spec(
-            include_str!("../../../README.md"),
+    fn the_template_declares_this_functions_key_spec_and_flow() {
+        let entry = lambda_dedup_cli::template::function_entry(
+            include_str!("../../../infra/template.yaml"),
+            Some("fine-notices"),
+        )
+        .expect("the function's template entry");
+        lambda_dedup_runtime::testing::assert_declared_key_spec(
+            entry.key_spec.as_deref(),
             "fine-notices",
             configure,
+        );
+        assert_eq!(
+            entry.flow,
+            Some(lambda_dedup_cli::template::Flow::Transactional),
         );
     }
 

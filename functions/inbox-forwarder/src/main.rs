@@ -19,5 +19,5 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let env = lambda_dedup_runtime::Env::process();
     let forwarder = lambda_dedup_runtime::inbox::forwarder("inbox-forwarder", &env, sqs)?;
     let inbox = lambda_dedup_dynamodb::DynamoItems::connect().await;
-    lambda_runtime::run(forwarder.service(inbox)).await
+    lambda_runtime::run_concurrent(forwarder.service(inbox)).await
 }

@@ -5,8 +5,11 @@
 //!
 //! It is a relay of the runtime ([`lambda_dedup_runtime::relay`]), which never stalls its shard:
 //! - a **transient** failure (5xx, 409 in flight, 429, timeouts, DynamoDB faults) is reported as
-//!   the batch item failure, so Lambda retries from that record, in order (S12, S13);
-//! - a **permanent** refusal (400, 401, 403, 404, 422…, classified once by
+//!   the batch item failure, so Lambda retries from that record, in order (S12, S13); so is an
+//!   answer that says the relay is **misconfigured** (a 3xx, 401, 403, 404, 405, a TLS or DNS
+//!   failure: `provider_misconfigured_*`, logged at error level), so a wrong URL or key parks
+//!   nothing;
+//! - a **permanent** refusal (400, 410, 422…, classified once by
 //!   [`lambda_dedup_http::CallError::permanence`]), or an intent that can never be posted as it is, is
 //!   **parked**: the intent becomes `FAILED` with a reason code, is counted (`Parked`), and the
 //!   relay moves on (S15);

@@ -14,5 +14,5 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_dedup_runtime::init_tracing();
     let relay = intent_relay::relay(&lambda_dedup_runtime::Env::process())?;
     let intents = lambda_dedup_dynamodb::DynamoItems::connect().await;
-    lambda_runtime::run(relay.service(intents)).await
+    lambda_runtime::run_concurrent(relay.service(intents)).await
 }

@@ -70,14 +70,6 @@ pub fn plan(balances: &str, event: Event<LedgerEvent>) -> Result<Plan, Refusal> 
 /// The same event id with any of these changed is a conflict (S11), not a duplicate.
 pub const DEPENDS_ON: &[&str] = &["/type", "/data/account", "/data/amount"];
 
-/// The ledger's key spec as a plain [`lambda_dedup::KeySpec`] (before settings), for tools that
-/// derive its keys outside the function (`lambda-dedup explain`); the same spec
-/// [`configure`] gives the functions (a test below checks it).
-pub fn key_spec(scope: lambda_dedup::Scope) -> lambda_dedup::KeySpec {
-    lambda_dedup::KeySpec::cloudevents(scope, "tenantid")
-        .fingerprint(lambda_dedup::FingerprintSource::pointers(DEPENDS_ON))
-}
-
 /// How a ledger function derives keys and reads events: CloudEvents with the tenant in
 /// `tenantid`, the fingerprint of every field the effect depends on ([`DEPENDS_ON`]), and the
 /// whole body as the payload (the effect reads the envelope's `type`). Both ledger functions
@@ -170,32 +162,25 @@ mod tests {
         }
     }
 
-    /// The tools' spec is the functions' own: the same key and fingerprint for every message.
+    /// The template declares this function's key spec and flow for the operators' tool
+    /// (`Metadata.LambdaDedupKeySpec`, `LambdaDedupFlow`; `lambda-dedup` links no function's
+    /// code): they must stay the ones this code declares.
     #[test]
-    fn the_plain_key_spec_is_the_functions_own() {
-        let env = lambda_dedup_runtime::Env::from_pairs([
-            ("DEDUP_NAMESPACE", "t"),
-            ("DEDUP_MARK_TABLE", "marks"),
-        ]);
-        let dedup = Dedup::read(&env, "c").expect("settings");
-        let scope = dedup.settings().scope.clone();
-        let functions = configure(dedup).key_spec();
-        let tools = key_spec(scope);
-        for body in [
-            json!({"specversion": "1.0", "type": "credit", "source": "/b", "id": "e-1", "tenantid": "a", "data": {"account": "x", "amount": 1}}),
-            json!({"specversion": "1.0", "type": "debit", "source": "/b", "id": "e-1", "tenantid": "a", "data": {"account": "x", "amount": 1}}),
-        ] {
-            let m = lambda_dedup::Message {
-                message_id: "m".into(),
-                body: body.to_string().into_bytes(),
-                ..lambda_dedup::Message::default()
-            };
-            let (f, t) = (
-                functions.derive(&m).expect("key"),
-                tools.derive(&m).expect("key"),
-            );
-            assert_eq!((f.key, f.fingerprint), (t.key, t.fingerprint));
-        }
+    fn the_template_declares_this_functions_key_spec_and_flow() {
+        let entry = lambda_dedup_cli::template::function_entry(
+            include_str!("../../../infra/template.yaml"),
+            Some(crate::FUNCTION),
+        )
+        .expect("the function's template entry");
+        lambda_dedup_runtime::testing::assert_declared_key_spec(
+            entry.key_spec.as_deref(),
+            crate::FUNCTION,
+            configure,
+        );
+        assert_eq!(
+            entry.flow,
+            Some(lambda_dedup_cli::template::Flow::Transactional),
+        );
     }
 
     /// S11: under the same event id, a change to any field the effect depends on is a

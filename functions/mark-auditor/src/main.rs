@@ -16,7 +16,7 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_dedup_runtime::init_tracing();
-    lambda_runtime::run(service_fn(handle)).await
+    lambda_runtime::run_concurrent(service_fn(handle)).await
 }
 
 /// One stream batch: TTL purges of completed marks counted per consumer and printed as EMF

@@ -14,5 +14,5 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_dedup_runtime::init_tracing();
     // Clients and configuration once per container, outside the handler.
     let dedup = lambda_dedup_runtime::Dedup::from_env(handler::FUNCTION)?;
-    lambda_runtime::run(handler::service(dedup.dynamodb().await)?).await
+    lambda_runtime::run_concurrent(handler::service(dedup.dynamodb().await)?).await
 }

@@ -17,5 +17,5 @@ use lambda_dedup_runtime::{Dedup, webhook::WebhookConfig};
 async fn main() -> Result<(), lambda_http::Error> {
     lambda_dedup_runtime::init_tracing();
     let dedup = Dedup::from_env("webhook-receiver")?.dynamodb().await;
-    lambda_http::run(dedup.webhook(WebhookConfig::from_env()?)?).await
+    lambda_http::run_concurrent(dedup.webhook(WebhookConfig::from_env()?)?).await
 }

@@ -22,6 +22,7 @@ use lambda_dedup::{
 };
 
 use crate::outcome::{Outcome, Reason};
+use crate::retry::RetryCause;
 
 /// What a transactional handler wants committed with the mark: effects of the store's own type
 /// (DynamoDB writes by default; `SqlEffect`s on PostgreSQL).
@@ -320,9 +321,10 @@ impl<E: 'static> Deduplicator<E> {
                 // dead-letters it if it never holds.
                 tracing::warn!(message_id = %msg.message_id, key = %event.key, effect = index,
                     "an effect's condition failed; nothing written, will retry");
-                Outcome::Retry {
-                    reason: format!("effect {index} condition failed"),
-                }
+                Outcome::retry(
+                    RetryCause::EffectCondition,
+                    format!("effect {index} condition failed"),
+                )
             }
             Err(StoreError::Refused { code, position, .. }) => {
                 // The store refused this event's own writes as they are (S15): no retry can make
@@ -503,11 +505,7 @@ impl<E: 'static> Deduplicator<E> {
         }
         outcomes
             .into_iter()
-            .map(|o| {
-                o.unwrap_or(Outcome::Retry {
-                    reason: "not processed".into(),
-                })
-            })
+            .map(|o| o.unwrap_or(Outcome::retry(RetryCause::NotProcessed, "not processed")))
             .collect()
     }
 
@@ -659,9 +657,9 @@ impl SequencedDeduplicator {
                     format!("expected sequence {expected}, got {got}"),
                 )
             }
-            Ok(SequenceOutcome::EffectRejected) => Outcome::Retry {
-                reason: "effect condition failed".into(),
-            },
+            Ok(SequenceOutcome::EffectRejected) => {
+                Outcome::retry(RetryCause::EffectCondition, "effect condition failed")
+            }
             Err(StoreError::Refused { code, .. }) => {
                 tracing::warn!(message_id = %msg.message_id, key = %event.key, code = %code,
                     "rejected: DynamoDB refused the effect; nothing written; dead-lettering");
@@ -770,9 +768,10 @@ impl<E: 'static> Deduplicator<E> {
                 let lease_expires_ms = lease_expires_at.map(lambda_dedup::clock::epoch_millis);
                 tracing::info!(message_id = %msg.message_id, key = %event.key,
                     lease_expires_ms, "in progress elsewhere; will retry");
-                Outcome::Retry {
-                    reason: "in progress under another live lease".into(),
-                }
+                Outcome::retry(
+                    RetryCause::InProgress,
+                    "in progress under another live lease",
+                )
             }
             Seen::Conflict { stored, offered } => {
                 tracing::warn!(message_id = %msg.message_id, key = %event.key,
@@ -813,7 +812,7 @@ fn handler_failed(msg: &Message, event: &Derived, e: HandlerError) -> Outcome {
         HandlerError::Transient(reason) => {
             tracing::warn!(message_id = %msg.message_id, key = %event.key, reason = %reason,
                 "handler failed; will retry");
-            Outcome::Retry { reason }
+            Outcome::retry(RetryCause::Transient, reason)
         }
     }
 }
@@ -830,9 +829,7 @@ where
         Err(_) => {
             tracing::error!(message_id = %msg.message_id, key = %event.key,
                 "plan panicked; the message will be redelivered");
-            Err(Outcome::Retry {
-                reason: "plan panicked".into(),
-            })
+            Err(Outcome::retry(RetryCause::Panicked, "plan panicked"))
         }
     }
 }
@@ -852,7 +849,5 @@ fn store_failed(msg: &Message, key: &DedupKey, e: &StoreError) -> Outcome {
     // S13: fail closed. Nothing is acknowledged without its mark.
     tracing::warn!(message_id = %msg.message_id, key = %key, error = %e,
         retryable = e.is_retryable(), "mark store failed; will retry");
-    Outcome::Retry {
-        reason: format!("mark store: {e}"),
-    }
+    Outcome::retry(RetryCause::Store, format!("mark store: {e}"))
 }

@@ -63,6 +63,7 @@
 pub mod explain;
 pub mod flows;
 pub mod outcome;
+pub mod retry;
 pub mod runner;
 
 pub use explain::{Explanation, Verdict};
@@ -71,4 +72,5 @@ pub use flows::{
     SequencedDeduplicator,
 };
 pub use outcome::{Account, Outcome, Reason, emf_line};
+pub use retry::RetryCause;
 pub use runner::{BatchReport, run_batch, run_batch_transactional};

@@ -7,6 +7,8 @@ use serde::Serialize;
 
 pub use lambda_dedup::Reason;
 
+use crate::retry::RetryCause;
+
 /// How one delivery ended. Exactly one per delivery (S14).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -24,7 +26,9 @@ pub enum Outcome {
     /// progress, S13 transient store faults, transient handler errors, a panicking handler or
     /// plan).
     Retry {
-        /// Why, for the log.
+        /// Why, typed: what the account counts it by.
+        cause: RetryCause,
+        /// Why, for the log (naming fields, never their values).
         reason: String,
     },
     /// Same key, different payload (S11). Reported failed, so it ends in the dead-letter queue
@@ -57,6 +61,14 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// A retry for `cause`, with `reason` for the log.
+    pub fn retry(cause: RetryCause, reason: impl Into<String>) -> Self {
+        Outcome::Retry {
+            cause,
+            reason: reason.into(),
+        }
+    }
+
     /// Whether the message is removed from the queue (absent from the batch item failures).
     pub fn acknowledged(&self) -> bool {
         matches!(
@@ -93,6 +105,8 @@ pub struct Account {
     pub conflict: u64,
     /// Rejected deliveries.
     pub rejected: u64,
+    /// The retries by cause, in the order of [`RetryCause::ALL`] (they sum to `retry`).
+    pub retries: [u64; RetryCause::ALL.len()],
 }
 
 impl Account {
@@ -102,10 +116,18 @@ impl Account {
         match outcome {
             Outcome::Applied => self.applied += 1,
             Outcome::Duplicate { .. } => self.duplicate += 1,
-            Outcome::Retry { .. } => self.retry += 1,
+            Outcome::Retry { cause, .. } => {
+                self.retry += 1;
+                self.retries[cause.index()] += 1;
+            }
             Outcome::Conflict => self.conflict += 1,
             Outcome::Rejected { .. } | Outcome::Reconciled { .. } => self.rejected += 1,
         }
+    }
+
+    /// The retries counted for `cause`.
+    pub fn retries_for(&self, cause: RetryCause) -> u64 {
+        self.retries[cause.index()]
     }
 
     /// Whether the account closes (S14).
@@ -121,6 +143,9 @@ impl Account {
         self.retry += other.retry;
         self.conflict += other.conflict;
         self.rejected += other.rejected;
+        for (mine, theirs) in self.retries.iter_mut().zip(other.retries) {
+            *mine += theirs;
+        }
     }
 
     /// One CloudWatch Embedded Metric Format record of this account, as a single JSON line: print
@@ -142,11 +167,19 @@ impl Account {
             self.conflict,
             self.rejected,
         ];
-        let metrics: Vec<(&str, &str, u64)> = Account::METRICS
+        let mut metrics: Vec<(&str, &str, u64)> = Account::METRICS
             .iter()
             .zip(counts)
             .map(|(name, n)| (*name, "Count", n))
             .collect();
+        // Each cause that occurred, as its own metric: what an alarm on retries by cause reads.
+        metrics.extend(
+            RetryCause::ALL
+                .iter()
+                .zip(self.retries)
+                .filter(|(_, n)| *n > 0)
+                .map(|(cause, n)| (cause.metric(), "Count", n)),
+        );
         emf_line(namespace, dimensions, &metrics)
     }
 
@@ -210,7 +243,7 @@ mod tests {
                 first_seen_at: SystemTime::now(),
                 result: None,
             },
-            Outcome::Retry { reason: "x".into() },
+            Outcome::retry(RetryCause::Store, "x"),
             Outcome::Conflict,
             Outcome::Rejected {
                 code: crate::Reason::IdentityMissing,
@@ -231,7 +264,8 @@ mod tests {
                 duplicate: 1,
                 retry: 1,
                 conflict: 1,
-                rejected: 1
+                rejected: 1,
+                retries: [0, 1, 0, 0, 0, 0, 0, 0],
             }
         );
         assert!(a.closes());
@@ -245,9 +279,10 @@ mod tests {
             received: 5,
             applied: 1,
             duplicate: 1,
-            retry: 1,
+            retry: 0,
             conflict: 1,
             rejected: 1,
+            ..Account::default()
         };
         let v: serde_json::Value =
             serde_json::from_str(&a.emf_line("lambda-dedup", "ledger-projector"))
@@ -265,6 +300,40 @@ mod tests {
         );
     }
 
+    /// Retries are counted by cause: each cause that occurred is a metric of its own on the EMF
+    /// line, the causes sum to `Retry`, and accounts add up cause by cause.
+    #[test]
+    fn retries_are_counted_by_cause_on_the_emf_line() {
+        let mut a = Account::default();
+        for cause in [RetryCause::Store, RetryCause::Store, RetryCause::Deadline] {
+            a.record(&Outcome::retry(cause, "x"));
+        }
+        let mut b = Account::default();
+        b.record(&Outcome::retry(RetryCause::InProgress, "y"));
+        a.add(&b);
+        assert_eq!(a.retry, 4);
+        assert_eq!(a.retries_for(RetryCause::Store), 2);
+        assert_eq!(a.retries_for(RetryCause::InProgress), 1);
+        assert_eq!(a.retries.iter().sum::<u64>(), a.retry);
+        let v: serde_json::Value =
+            serde_json::from_str(&a.emf_line("lambda-dedup", "f")).expect("one JSON object");
+        assert_eq!(v["Retry"], 4);
+        assert_eq!(v["RetryStore"], 2);
+        assert_eq!(v["RetryDeadline"], 1);
+        assert_eq!(v["RetryInProgress"], 1);
+        assert!(
+            v.get("RetryPanicked").is_none(),
+            "a cause that did not occur: no metric"
+        );
+        let names: Vec<&str> = v["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .expect("metrics")
+            .iter()
+            .filter_map(|m| m["Name"].as_str())
+            .collect();
+        assert!(names.contains(&"RetryStore"), "{names:?}");
+    }
+
     #[test]
     fn only_applied_and_duplicate_are_acknowledged() {
         assert!(Outcome::Applied.acknowledged());
@@ -275,12 +344,7 @@ mod tests {
             }
             .acknowledged()
         );
-        assert!(
-            !Outcome::Retry {
-                reason: String::new()
-            }
-            .acknowledged()
-        );
+        assert!(!Outcome::retry(RetryCause::Deadline, "").acknowledged());
         assert!(!Outcome::Conflict.acknowledged());
         assert!(
             !Outcome::Rejected {

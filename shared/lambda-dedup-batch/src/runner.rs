@@ -9,6 +9,7 @@ use lambda_dedup::Message;
 
 use crate::flows::{Deduplicator, HandlerError, Plan};
 use crate::outcome::{Account, Outcome};
+use crate::retry::RetryCause;
 
 /// The messages of one FIFO group, with their positions in the batch.
 type Group = Vec<(usize, Message)>;
@@ -61,10 +62,10 @@ where
                 let mut blocked = false;
                 for (i, m) in list {
                     let outcome = if blocked {
-                        Outcome::Retry {
-                            reason: "an earlier message of its FIFO group was not acknowledged"
-                                .into(),
-                        }
+                        Outcome::retry(
+                            RetryCause::Blocked,
+                            "an earlier message of its FIFO group was not acknowledged",
+                        )
                     } else {
                         guarded(process, m).await
                     };
@@ -187,9 +188,7 @@ where
         Ok(outcome) => outcome,
         Err(_) => {
             tracing::error!(message_id = %id, "handler panicked; the message will be redelivered");
-            Outcome::Retry {
-                reason: "handler panicked".into(),
-            }
+            Outcome::retry(RetryCause::Panicked, "handler panicked")
         }
     }
 }
@@ -212,9 +211,7 @@ mod tests {
 
     fn by_body(m: &Message) -> Outcome {
         match std::str::from_utf8(&m.body).unwrap_or_default() {
-            b if b.starts_with("fail") => Outcome::Retry {
-                reason: "told to".into(),
-            },
+            b if b.starts_with("fail") => Outcome::retry(RetryCause::Transient, "told to"),
             b if b.starts_with("dup") => Outcome::Duplicate {
                 first_seen_at: SystemTime::now(),
                 result: None,

@@ -4,7 +4,9 @@
 //! account and renders.
 //!
 //! - [`account`]: the S14 account from EMF lines and mark counts, shared with `cargo xtask audit`.
-//! - [`template`]: a function's environment from its entry in `infra/template.yaml`.
+//! - [`template`]: a function's environment, key spec and flow from its entry in
+//!   `infra/template.yaml` (the tool links no function's code; the functions' tests read their
+//!   entries with it to check the template declares what their code does).
 
 pub mod account;
 pub mod template;

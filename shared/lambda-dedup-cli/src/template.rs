@@ -1,8 +1,21 @@
-//! A function's environment as `infra/template.yaml` gives it: the `Globals` variables, then
-//! the function's own. A literal value is taken as it is; a `Ref` to a template parameter is
-//! its `Default`; any other intrinsic (a table's or queue's `Ref`, a `GetAtt`) is known only once
-//! deployed, so it is left out and must come from the environment (which wins over the
-//! template anyway: `AWS_ENDPOINT_URL*`, `DEDUP_MARK_TABLE`, …).
+//! What `infra/template.yaml` (or any SAM template of lambda-dedup functions) says of a
+//! function: its environment, its queues, and what the operators' tool must know of its code.
+//!
+//! The environment is the `Globals` variables, then the function's own. A literal value is
+//! taken as it is; a `Ref` to a template parameter is its `Default`; any other intrinsic (a
+//! table's or queue's `Ref`, a `GetAtt`) is known only once deployed, so it is left out and must
+//! come from the environment (which wins over the template anyway: `AWS_ENDPOINT_URL*`,
+//! `DEDUP_MARK_TABLE`, …).
+//!
+//! What the tool must know of the code is declared in the function's `Metadata`, beside
+//! `LambdaDedupKind`: `LambdaDedupKeySpec`, its key spec as a `--key-spec` text
+//! (`cloudevents:<tenant extension>[:<fingerprint pointer>,…]`, read by
+//! `lambda_dedup_runtime::cloudevents_key_spec`), and `LambdaDedupFlow`, `transactional`
+//! (the default) or `leased`. Metadata, not `Environment`: the function never reads them (its
+//! `configure` is the truth, and a test in each function checks the template says the same), so
+//! a variable would look like a setting that changes the function; and a variable of the same
+//! name in every function would collide wherever the functions' variables are merged (the
+//! local stack's `functions.env`).
 
 use std::collections::BTreeMap;
 
@@ -15,6 +28,15 @@ pub enum TemplateError {
     Unreadable(String),
     /// No `AWS::Serverless::Function` whose `CodeUri` ends in the function's name.
     NoSuchFunction(String),
+    /// No function was named, and the template has not exactly one (their names).
+    WhichFunction(Vec<String>),
+    /// `Metadata.LambdaDedupFlow` is neither `transactional` nor `leased`.
+    BadFlow {
+        /// The function.
+        function: String,
+        /// What the template says.
+        value: String,
+    },
 }
 
 impl std::fmt::Display for TemplateError {
@@ -24,15 +46,44 @@ impl std::fmt::Display for TemplateError {
             TemplateError::NoSuchFunction(name) => {
                 write!(f, "template: no function whose CodeUri ends in `{name}`")
             }
+            TemplateError::WhichFunction(names) if names.is_empty() => {
+                write!(f, "template: no AWS::Serverless::Function in it")
+            }
+            TemplateError::WhichFunction(names) => write!(
+                f,
+                "template: {} functions ({}): say which with --function",
+                names.len(),
+                names.join(", ")
+            ),
+            TemplateError::BadFlow { function, value } => write!(
+                f,
+                "template: {function}: Metadata.LambdaDedupFlow {value:?} is neither transactional nor leased"
+            ),
         }
     }
 }
 
 impl std::error::Error for TemplateError {}
 
+/// How a function processes a message: which of the batch flows its `main` builds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Flow {
+    /// Mark and effects commit in one transaction (`Settings::deduplicator`).
+    #[default]
+    Transactional,
+    /// Claim, call an external API, complete (`Settings::leased_deduplicator`; S6, S16).
+    Leased,
+}
+
 /// What the template says of a function.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FunctionEntry {
+    /// The function's name: the last part of its `CodeUri` (its crate's directory).
+    pub name: String,
+    /// Its key spec as a `--key-spec` text (`Metadata.LambdaDedupKeySpec`), if declared.
+    pub key_spec: Option<String>,
+    /// Its flow (`Metadata.LambdaDedupFlow`), if declared.
+    pub flow: Option<Flow>,
     /// The variables the template resolves (see the module docs).
     pub variables: BTreeMap<String, String>,
     /// The variables only a deployment resolves (their names).
@@ -43,23 +94,58 @@ pub struct FunctionEntry {
     pub dead_letter_queue: Option<String>,
 }
 
-/// The entry of `function` in the template text `yaml`.
-pub fn function_entry(yaml: &str, function: &str) -> Result<FunctionEntry, TemplateError> {
+/// The names of the template's functions (the last part of each `CodeUri`), sorted.
+pub fn functions(yaml: &str) -> Result<Vec<String>, TemplateError> {
+    let doc = parse(yaml).map_err(TemplateError::Unreadable)?;
+    let mut names: Vec<String> = function_resources(&doc)?
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// The entry of `function` in the template text `yaml`; with no `function`, of the template's
+/// one function (a template of several must be told which: [`TemplateError::WhichFunction`]).
+pub fn function_entry(yaml: &str, function: Option<&str>) -> Result<FunctionEntry, TemplateError> {
     let doc = parse(yaml).map_err(TemplateError::Unreadable)?;
     let params = &doc["Parameters"];
     let resources = doc["Resources"]
         .as_object()
         .ok_or_else(|| TemplateError::Unreadable("no Resources".into()))?;
-    let (_, resource) = resources
-        .iter()
-        .find(|(_, r)| {
-            r["Type"].as_str() == Some("AWS::Serverless::Function")
-                && r["Properties"]["CodeUri"]
-                    .as_str()
-                    .is_some_and(|u| u.trim_end_matches('/').ends_with(&format!("/{function}")))
-        })
-        .ok_or_else(|| TemplateError::NoSuchFunction(function.to_owned()))?;
-    let mut entry = FunctionEntry::default();
+    let (name, resource) = match function {
+        Some(function) => function_resources(&doc)?
+            .find(|(name, _)| *name == function)
+            .ok_or_else(|| TemplateError::NoSuchFunction(function.to_owned()))?,
+        None => {
+            let all: Vec<_> = function_resources(&doc)?.collect();
+            match all.as_slice() {
+                [one] => *one,
+                _ => {
+                    let mut names: Vec<String> = all.iter().map(|(n, _)| (*n).to_owned()).collect();
+                    names.sort();
+                    return Err(TemplateError::WhichFunction(names));
+                }
+            }
+        }
+    };
+    let metadata = &resource["Metadata"];
+    let flow = match metadata["LambdaDedupFlow"].as_str() {
+        None => None,
+        Some("transactional") => Some(Flow::Transactional),
+        Some("leased") => Some(Flow::Leased),
+        Some(other) => {
+            return Err(TemplateError::BadFlow {
+                function: name.to_owned(),
+                value: other.to_owned(),
+            });
+        }
+    };
+    let mut entry = FunctionEntry {
+        name: name.to_owned(),
+        key_spec: metadata["LambdaDedupKeySpec"].as_str().map(str::to_owned),
+        flow,
+        ..FunctionEntry::default()
+    };
     for vars in [
         &doc["Globals"]["Function"]["Environment"]["Variables"],
         &resource["Properties"]["Environment"]["Variables"],
@@ -106,6 +192,21 @@ pub fn function_entry(yaml: &str, function: &str) -> Result<FunctionEntry, Templ
             .map(str::to_owned)
     });
     Ok(entry)
+}
+
+/// The template's functions, each with its name (the last part of its `CodeUri`).
+fn function_resources(doc: &Value) -> Result<impl Iterator<Item = (&str, &Value)>, TemplateError> {
+    let resources = doc["Resources"]
+        .as_object()
+        .ok_or_else(|| TemplateError::Unreadable("no Resources".into()))?;
+    Ok(resources.values().filter_map(|r| {
+        if r["Type"].as_str() != Some("AWS::Serverless::Function") {
+            return None;
+        }
+        let uri = r["Properties"]["CodeUri"].as_str()?.trim_end_matches('/');
+        let name = uri.rsplit('/').next().filter(|n| !n.is_empty())?;
+        Some((name, r))
+    }))
 }
 
 fn scalar(v: &Value) -> Option<String> {
@@ -197,12 +298,14 @@ fn long_form(v: serde_yaml_ng::Value) -> Result<Value, String> {
 mod tests {
     use super::*;
 
+    const TEMPLATE: &str = include_str!("../../../infra/template.yaml");
+
     /// The project's own template: the ledger's entry gives its horizon variables, the
     /// namespace parameter's default, and names what only a deployment knows.
     #[test]
     fn the_ledger_entry_of_the_projects_template() {
-        let yaml = include_str!("../../../infra/template.yaml");
-        let e = function_entry(yaml, "ledger-projector").expect("entry");
+        let e = function_entry(TEMPLATE, Some("ledger-projector")).expect("entry");
+        assert_eq!(e.name, "ledger-projector");
         assert_eq!(
             e.variables
                 .get("DEDUP_MAX_RECEIVE_COUNT")
@@ -217,8 +320,61 @@ mod tests {
         assert_eq!(e.source_queue.as_deref(), Some("LedgerProjectorQueue"));
         assert_eq!(e.dead_letter_queue.as_deref(), Some("LedgerProjectorDLQ"));
         assert_eq!(
-            function_entry(yaml, "nope"),
+            function_entry(TEMPLATE, Some("nope")),
             Err(TemplateError::NoSuchFunction("nope".into()))
+        );
+    }
+
+    /// What the tool must know of a function's code is in its Metadata: the key spec as a
+    /// `--key-spec` text and the flow (transactional unless it says leased).
+    #[test]
+    fn key_spec_and_flow_come_from_the_functions_metadata() {
+        let e = |f| function_entry(TEMPLATE, Some(f)).expect("entry");
+        let payments = e("payment-dispatcher");
+        assert_eq!(payments.flow, Some(Flow::Leased));
+        assert!(
+            payments
+                .key_spec
+                .is_some_and(|s| s.starts_with("cloudevents:tenantid:")),
+        );
+        assert_eq!(e("ledger-projector").flow, Some(Flow::Transactional));
+        assert_eq!(e("mark-auditor").key_spec, None);
+        let bad = TEMPLATE.replacen(
+            "LambdaDedupFlow: \"leased\"",
+            "LambdaDedupFlow: \"lease\"",
+            1,
+        );
+        assert_eq!(
+            function_entry(&bad, Some("payment-dispatcher")),
+            Err(TemplateError::BadFlow {
+                function: "payment-dispatcher".into(),
+                value: "lease".into()
+            })
+        );
+    }
+
+    /// Without `--function`, a template of one function names it; one of several must be told
+    /// which, and the error lists them.
+    #[test]
+    fn a_template_of_one_function_needs_no_function_name() {
+        let one = r#"
+Resources:
+  Fn:
+    Type: "AWS::Serverless::Function"
+    Metadata:
+      LambdaDedupKeySpec: "cloudevents:tenantid"
+    Properties:
+      CodeUri: "../functions/orders/"
+"#;
+        let e = function_entry(one, None).expect("the only one");
+        assert_eq!(e.name, "orders");
+        assert_eq!(e.key_spec.as_deref(), Some("cloudevents:tenantid"));
+        assert_eq!(e.flow, None);
+        let all = functions(TEMPLATE).expect("functions");
+        assert!(all.len() > 1 && all.contains(&"ledger-projector".to_owned()));
+        assert_eq!(
+            function_entry(TEMPLATE, None),
+            Err(TemplateError::WhichFunction(all))
         );
     }
 }

@@ -9,35 +9,79 @@
 //! # Layout
 //! - [`IdempotentClient`]: one POST with the key; the answer classified once, here (S15):
 //!   - 2xx: done (a replay by the provider is done too);
-//!   - 408, 409 (same key in flight), 425, 429, 5xx, timeouts, broken connections:
-//!     [`Permanence::Transient`], retry later with the same key;
-//!   - 422 (same key, different payload) and every other status (400, 401, 403, 404, …):
+//!   - 408, 409 (same key in flight), 425, 429, 5xx, timeouts, broken connections, an answer
+//!     over [`MAX_ANSWER_BYTES`]: [`Permanence::Transient`], retry later with the same key;
+//!   - a 3xx (redirects are not followed), 401, 403, 404, 405, a TLS failure, a host name that
+//!     does not resolve: [`Permanence::Misconfigured`]. These say the client is pointed at the
+//!     wrong place or holds the wrong credentials, not that the message is wrong: retried like a
+//!     transient fault (the message is redelivered, never dead-lettered as invalid), logged at
+//!     error level with the cause named as configuration, each with its own code
+//!     (`provider_misconfigured_404`, `provider_misconfigured_tls`…) to count and alarm on;
+//!   - 422 (same key, different payload) and every other status (400, 410, 413, …):
 //!     [`Permanence::Permanent`], no retry can change it: dead-letter or park.
 //! - [`CallError`]: the typed failure of [`IdempotentClient::call`], with its [`Permanence`] and a
 //!   reason code that quotes nothing from the answer; it converts to a [`HandlerError`]
 //!   (`Transient` or `Invalid`), so a batch flow's handler returns it with `?`.
+//!
+//! # What the client refuses to do
+//! - **Plain HTTP across a network.** The base URL must be `https://`; `http://` only for a
+//!   loopback host (`127.0.0.1` and the rest of 127.0.0.0/8, `::1`, `localhost`: tests, a local
+//!   stack). Anything else is refused when the client is built ([`BuildError::Insecure`]): the
+//!   key, the payload and the provider's credentials would otherwise cross the network in
+//!   clear.
+//! - **Following redirects.** A redirect would carry the `Idempotency-Key` and the payload to
+//!   wherever the `Location` points, and a provider whose endpoint moved is a configuration to
+//!   fix. A 3xx is the answer, [`Permanence::Misconfigured`].
+//! - **Reading an unbounded answer.** A 2xx body is read up to [`MAX_ANSWER_BYTES`] (1 MiB); a
+//!   longer one (declared by `content-length`, or found while reading) fails the call with
+//!   [`CallError::AnswerTooLarge`] without reading the rest. It is transient: the provider may
+//!   have applied the call, and the retry under the same key is safe; a provider that keeps
+//!   answering that much ends in the DLQ by the queue's receive count, under its own code
+//!   (`provider_answer_too_large`). The body of a non-2xx answer is not read at all: its status
+//!   decides.
 
 #![warn(missing_docs)]
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use lambda_dedup_batch::HandlerError;
+
+/// The largest answer body read (1 MiB): a receipt is a small JSON document, and a longer
+/// answer is not read into memory (see the crate documentation).
+pub const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 
 /// The provider's answer to a successful call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Receipt {
     /// HTTP status (2xx).
     pub status: u16,
-    /// The response body, as the provider sent it.
+    /// The response body, as the provider sent it (at most [`MAX_ANSWER_BYTES`]).
     pub body: String,
     /// Whether the provider says it replayed an earlier answer (`Idempotent-Replayed: true`).
     pub replayed: bool,
 }
 
-/// The HTTP client could not be built (its TLS backend failed to initialise).
+/// The HTTP client could not be built.
 #[derive(Debug, thiserror::Error)]
-#[error("building the HTTP client: {0}")]
-pub struct BuildError(#[source] reqwest::Error);
+pub enum BuildError {
+    /// Its TLS backend failed to initialise.
+    #[error("building the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+    /// The base URL is not an absolute URL with a host.
+    #[error("the provider's base URL does not parse as an absolute URL with a host")]
+    BadUrl,
+    /// The base URL is not `https://`, and not `http://` to a loopback host.
+    #[error(
+        "the provider's base URL must be https:// (http:// only for a loopback host: 127.0.0.1, ::1, localhost); it is {scheme}:// to {host}"
+    )]
+    Insecure {
+        /// The URL's scheme.
+        scheme: String,
+        /// The URL's host.
+        host: String,
+    },
+}
 
 /// A client for one external API.
 #[derive(Debug, Clone)]
@@ -47,32 +91,70 @@ pub struct IdempotentClient {
 }
 
 impl IdempotentClient {
-    /// A client for the API at `base_url`; every call gives up after `timeout` (and is then a
+    /// A client for the API at `base_url` (`https://`, or `http://` to a loopback host; anything
+    /// else is [`BuildError::Insecure`]); every call gives up after `timeout` (and is then a
     /// retry: the provider may or may not have applied it, and the same key makes that safe).
+    /// Redirects are not followed.
     pub fn new(base_url: &str, timeout: Duration) -> Result<Self, BuildError> {
-        let http = reqwest::Client::builder()
+        Self::build(base_url, timeout, |b| b)
+    }
+
+    /// [`new`](Self::new), with `tune` given the HTTP client's builder last (the tests' own
+    /// resolver).
+    fn build(
+        base_url: &str,
+        timeout: Duration,
+        tune: impl FnOnce(reqwest::ClientBuilder) -> reqwest::ClientBuilder,
+    ) -> Result<Self, BuildError> {
+        let base_url = base_url.trim().trim_end_matches('/');
+        check_secure(base_url)?;
+        let builder = reqwest::Client::builder()
             .timeout(timeout)
-            .build()
-            .map_err(BuildError)?;
+            // A redirect would carry the Idempotency-Key and the payload elsewhere.
+            .redirect(reqwest::redirect::Policy::none());
+        let http = tune(builder).build().map_err(BuildError::Client)?;
         Ok(Self {
             http,
-            base_url: base_url.trim_end_matches('/').to_owned(),
+            base_url: base_url.to_owned(),
         })
     }
 
     /// POSTs `body` as JSON to `path` with `Idempotency-Key: idempotency_key`; a failure as a
     /// typed [`CallError`]. A handler of the batch flows returns it with `?` (as a
-    /// [`HandlerError`]: [`Permanence::Transient`] ones retry, [`Permanence::Permanent`] ones are
-    /// `Invalid`, dead-lettered); a caller that acts on its [`Permanence`] itself matches it (the
-    /// intent relay parks permanent refusals).
+    /// [`HandlerError`]: [`Permanence::Transient`] and [`Permanence::Misconfigured`] ones retry,
+    /// [`Permanence::Permanent`] ones are `Invalid`, dead-lettered); a caller that acts on its
+    /// [`Permanence`] itself matches it (the intent relay parks permanent refusals).
     pub async fn call(
         &self,
         path: &str,
         idempotency_key: &str,
         body: &serde_json::Value,
     ) -> Result<Receipt, CallError> {
+        let out = self.send(path, idempotency_key, body).await;
+        if let Err(e) = &out
+            && e.is_misconfigured()
+        {
+            // Every message fails the same way until someone fixes the configuration: said at
+            // error level, with a code to alarm on.
+            tracing::error!(
+                path,
+                code = %e.code(),
+                cause = "configuration",
+                "provider call failed: the provider's URL, credentials or TLS are wrong, not \
+                 the message; retried"
+            );
+        }
+        out
+    }
+
+    async fn send(
+        &self,
+        path: &str,
+        idempotency_key: &str,
+        body: &serde_json::Value,
+    ) -> Result<Receipt, CallError> {
         let url = format!("{}/{}", self.base_url, path.trim_start_matches('/'));
-        let resp = self
+        let mut resp = self
             .http
             .post(&url)
             .header("Idempotency-Key", idempotency_key)
@@ -85,18 +167,36 @@ impl IdempotentClient {
                 transport(&e)
             })?;
         let status = resp.status().as_u16();
+        if !(200..=299).contains(&status) {
+            // The status decides; the body (which may be large, or echo the request) is not read.
+            return Err(CallError::Status(status));
+        }
         let replayed = resp
             .headers()
             .get("idempotent-replayed")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        let text = resp.text().await.map_err(|e| {
+        if resp
+            .content_length()
+            .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
+        {
+            return Err(CallError::AnswerTooLarge);
+        }
+        // Read chunk by chunk, so a body without a declared length is bounded too.
+        let mut bytes = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| {
             tracing::warn!(path, error = %e, "reading the answer failed");
             transport(&e)
-        })?;
-        if !(200..=299).contains(&status) {
-            return Err(CallError::Status(status));
+        })? {
+            if bytes.len() + chunk.len() > MAX_ANSWER_BYTES {
+                return Err(CallError::AnswerTooLarge);
+            }
+            bytes.extend_from_slice(&chunk);
         }
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        };
         Ok(Receipt {
             status,
             body: text,
@@ -105,11 +205,40 @@ impl IdempotentClient {
     }
 }
 
+/// `https://`, or `http://` to a loopback host; the host must be there.
+fn check_secure(base_url: &str) -> Result<(), BuildError> {
+    let url = reqwest::Url::parse(base_url).map_err(|_| BuildError::BadUrl)?;
+    let host = url
+        .host_str()
+        .filter(|h| !h.is_empty())
+        .ok_or(BuildError::BadUrl)?;
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if loopback => Ok(()),
+        scheme => Err(BuildError::Insecure {
+            scheme: scheme.to_owned(),
+            host: host.to_owned(),
+        }),
+    }
+}
+
 /// Whether a failed call may succeed if it is made again with the same key (S15).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Permanence {
     /// It may: the provider is busy, down, slow, or still working on the same key.
     Transient,
+    /// It may, once the configuration is fixed: the answer says the client is pointed at the
+    /// wrong place (a 3xx, 404, 405, a host name that does not resolve, TLS that fails) or holds
+    /// the wrong credentials (401, 403), not that the message is wrong. Retried as
+    /// [`Transient`](Self::Transient) is, so a bad deployment does not dead-letter every
+    /// message one by one as invalid; named apart so it can be counted and alarmed on.
+    Misconfigured,
     /// It will not: the provider refused the request as it is.
     Permanent,
 }
@@ -118,20 +247,33 @@ pub enum Permanence {
 /// kept: they may echo personal data (S3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallError {
-    /// The provider answered with this non-2xx status.
+    /// The provider answered with this non-2xx status (a 3xx too: redirects are not followed).
     Status(u16),
     /// No (complete) answer in time: the provider may or may not have applied the request, and
     /// the same key makes a retry safe.
     Timeout,
     /// The connection failed or broke before a complete answer.
     Network,
+    /// The provider's host name did not resolve.
+    Dns,
+    /// The TLS handshake with the provider failed: a certificate not trusted or not for the
+    /// host, or no TLS at that address.
+    Tls,
+    /// A 2xx answer whose body is over [`MAX_ANSWER_BYTES`]; the rest was not read.
+    AnswerTooLarge,
 }
 
 impl CallError {
     /// The one classification of failures (S15): see the crate documentation.
     pub fn permanence(self) -> Permanence {
         match self {
-            CallError::Timeout | CallError::Network => Permanence::Transient,
+            CallError::Timeout | CallError::Network | CallError::AnswerTooLarge => {
+                Permanence::Transient
+            }
+            CallError::Dns | CallError::Tls => Permanence::Misconfigured,
+            // Pointed at the wrong place (a redirect, not found, a method the URL does not
+            // take) or with the wrong credentials.
+            CallError::Status(300..=399 | 401 | 403 | 404 | 405) => Permanence::Misconfigured,
             // 408 Request Timeout, 409 (same key in flight), 425 Too Early, 429 Too Many Requests.
             CallError::Status(408 | 409 | 425 | 429 | 500..=599) => Permanence::Transient,
             CallError::Status(_) => Permanence::Permanent,
@@ -143,26 +285,43 @@ impl CallError {
         self.permanence() == Permanence::Permanent
     }
 
+    /// Whether the answer says the configuration is wrong rather than the message.
+    pub fn is_misconfigured(self) -> bool {
+        self.permanence() == Permanence::Misconfigured
+    }
+
     /// A stable code naming the failure, for items, logs and metrics: `provider_rejected_422`
-    /// for a permanent answer, `provider_503`, `provider_timeout`, `provider_unreachable` for
-    /// transient ones.
+    /// for a permanent answer; `provider_misconfigured_404`, `provider_misconfigured_dns`,
+    /// `provider_misconfigured_tls` for a configuration to fix; `provider_503`,
+    /// `provider_timeout`, `provider_unreachable`, `provider_answer_too_large` for transient
+    /// ones.
     pub fn code(self) -> String {
         match self {
-            CallError::Status(s) if self.is_permanent() => format!("provider_rejected_{s}"),
-            CallError::Status(s) => format!("provider_{s}"),
+            CallError::Status(s) => match self.permanence() {
+                Permanence::Permanent => format!("provider_rejected_{s}"),
+                Permanence::Misconfigured => format!("provider_misconfigured_{s}"),
+                Permanence::Transient => format!("provider_{s}"),
+            },
             CallError::Timeout => "provider_timeout".into(),
             CallError::Network => "provider_unreachable".into(),
+            CallError::Dns => "provider_misconfigured_dns".into(),
+            CallError::Tls => "provider_misconfigured_tls".into(),
+            CallError::AnswerTooLarge => "provider_answer_too_large".into(),
         }
     }
 }
 
-/// The failure as the batch flows take it: transient ones retry, permanent ones are invalid.
+/// The failure as the batch flows take it: transient and misconfigured ones retry (the reason
+/// names the configuration and the code), permanent ones are invalid.
 impl From<CallError> for HandlerError {
     fn from(e: CallError) -> Self {
-        let reason = format!("provider call failed: {e}");
         match e.permanence() {
-            Permanence::Transient => HandlerError::Transient(reason),
-            Permanence::Permanent => HandlerError::Invalid(reason),
+            Permanence::Transient => HandlerError::Transient(format!("provider call failed: {e}")),
+            Permanence::Misconfigured => HandlerError::Transient(format!(
+                "provider call failed, configuration ({}): {e}",
+                e.code()
+            )),
+            Permanence::Permanent => HandlerError::Invalid(format!("provider call failed: {e}")),
         }
     }
 }
@@ -176,31 +335,82 @@ impl std::fmt::Display for CallError {
             CallError::Status(422) => {
                 f.write_str("422, the provider holds this idempotency key for a different payload")
             }
+            CallError::Status(s @ 300..=399) => write!(
+                f,
+                "{s}, a redirect (not followed: the provider's base URL is to be fixed)"
+            ),
+            CallError::Status(s @ (401 | 403)) => {
+                write!(f, "{s}, the provider refused the client's credentials")
+            }
+            CallError::Status(s @ (404 | 405)) => write!(
+                f,
+                "{s}, no such endpoint at the provider (its base URL or path is wrong)"
+            ),
             CallError::Status(s) if self.is_permanent() => {
                 write!(f, "{s}, refused by the provider")
             }
             CallError::Status(s) => write!(f, "{s}"),
             CallError::Timeout => f.write_str("timed out"),
             CallError::Network => f.write_str("failed (connection)"),
+            CallError::Dns => f.write_str("the provider's host name did not resolve"),
+            CallError::Tls => f.write_str(
+                "TLS with the provider failed (its certificate, or no TLS at that address)",
+            ),
+            CallError::AnswerTooLarge => {
+                write!(f, "the answer is over {MAX_ANSWER_BYTES} bytes")
+            }
         }
     }
 }
 
-/// The kind of a transport failure: a timeout, or anything else on the network.
+/// The kind of a transport failure, by the error's type (never its text): a timeout, a name
+/// that did not resolve, a TLS handshake that failed, or anything else on the network.
 fn transport(e: &reqwest::Error) -> CallError {
     if e.is_timeout() {
         CallError::Timeout
+    } else if e.is_dns() {
+        CallError::Dns
+    } else if is_tls(e) {
+        CallError::Tls
     } else {
         CallError::Network
     }
 }
+
+/// Whether rustls refused the handshake somewhere in `e`'s causes.
+fn is_tls(e: &reqwest::Error) -> bool {
+    std::error::Error::source(e).is_some_and(has_rustls)
+}
+
+/// Whether `e` or one of its causes is a rustls error. An I/O error carries one as its inner
+/// error, which its `source` skips (and hyper wraps one I/O error in another), so the inner
+/// error of each is searched too.
+fn has_rustls(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if c.is::<rustls::Error>() {
+            return true;
+        }
+        if let Some(inner) = c
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            return has_rustls(inner);
+        }
+        cause = c.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests_server;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn s15_statuses_map_to_transient_or_permanent_once() {
+    fn s15_statuses_map_to_transient_misconfigured_or_permanent_once() {
         for s in [408, 409, 425, 429, 500, 502, 503, 504] {
             let e = CallError::Status(s);
             assert_eq!(e.permanence(), Permanence::Transient, "{s}");
@@ -210,7 +420,19 @@ mod tests {
             );
             assert_eq!(e.code(), format!("provider_{s}"));
         }
-        for s in [400, 401, 403, 404, 410, 413, 422] {
+        for s in [301, 302, 303, 307, 308, 401, 403, 404, 405] {
+            let e = CallError::Status(s);
+            assert!(e.is_misconfigured() && !e.is_permanent(), "{s}");
+            let HandlerError::Transient(reason) = HandlerError::from(e) else {
+                panic!("{s}: retried");
+            };
+            assert!(
+                reason.contains("configuration") && reason.contains(&e.code()),
+                "{reason}"
+            );
+            assert_eq!(e.code(), format!("provider_misconfigured_{s}"));
+        }
+        for s in [400, 410, 413, 422] {
             let e = CallError::Status(s);
             assert!(e.is_permanent(), "{s}");
             assert!(
@@ -219,10 +441,23 @@ mod tests {
             );
             assert_eq!(e.code(), format!("provider_rejected_{s}"));
         }
-        for e in [CallError::Timeout, CallError::Network] {
+        for e in [
+            CallError::Timeout,
+            CallError::Network,
+            CallError::AnswerTooLarge,
+        ] {
             assert_eq!(e.permanence(), Permanence::Transient);
+        }
+        for e in [CallError::Dns, CallError::Tls] {
+            assert_eq!(e.permanence(), Permanence::Misconfigured);
         }
         assert_eq!(CallError::Timeout.code(), "provider_timeout");
         assert_eq!(CallError::Network.code(), "provider_unreachable");
+        assert_eq!(CallError::Dns.code(), "provider_misconfigured_dns");
+        assert_eq!(CallError::Tls.code(), "provider_misconfigured_tls");
+        assert_eq!(
+            CallError::AnswerTooLarge.code(),
+            "provider_answer_too_large"
+        );
     }
 }

@@ -81,8 +81,36 @@
 //! with the DynamoDB client) and reopens a connection that broke; a transaction holds one
 //! connection for its duration, and at most [`PgStore::with_max_connections`] are open at once
 //! (default 4: a Lambda instance serves one invocation at a time). Statements are plain
-//! parameterised queries; no session state is set (no `SET`, no temporary tables, no advisory
-//! locks).
+//! parameterised queries; no session state is set after connecting (no `SET`, no temporary
+//! tables, no advisory locks); the server's time limits travel in the startup packet (below).
+//!
+//! # Time limits
+//! Every call is bounded, so a claim stuck on a row lock or a half-open socket answers with a
+//! transient error rather than waiting until Lambda ends the invocation ([`Timeouts`],
+//! [`PgStore::with_timeouts`]):
+//!
+//! - **connect** (default 5 s): opening a connection, TCP, TLS and PostgreSQL's startup
+//!   together; past it, a transient `FaultKind::Timeout`.
+//! - **lock** and **statement** (defaults 2 s and 5 s): the server's `lock_timeout` and
+//!   `statement_timeout`, sent as the connection's startup `options` (`-c lock_timeout=… -c
+//!   statement_timeout=…`, after any the URL gives, so these win), so they hold for every
+//!   statement, inside a transaction or not. The server ends a statement waiting longer for a
+//!   lock with `55P03` (transient, a `TransactionConflict`) and one running longer with `57014`
+//!   (transient, a `Timeout`); the connection is sound and goes on being used. Behind a proxy
+//!   that does not pass startup options on, set them on the proxy's connections instead (RDS
+//!   Proxy's `InitQuery`); the call's limit below holds either way.
+//! - **call** (default 10 s): the whole call on the client, from waiting for a free connection
+//!   to the last statement's answer: what bounds a call when the server, or the network to it,
+//!   answers nothing at all. Keep it above `lock` and `statement`, so that the server's answer
+//!   normally comes first. Past it, a transient `FaultKind::Timeout`.
+//!
+//! They are settings, not derived from the invocation: the runtime already cuts each
+//! invocation's work `DEDUP_DEADLINE_MARGIN_MS` before its deadline, dropping the store's call.
+//! A call cut off by its limit or dropped by its caller with a statement in flight never
+//! returns its connection to the pool: the connection is discarded (its socket closed) and the
+//! server is sent a cancel request for the statement, so its locks go at once; the next call
+//! gets a connection of its own. All of these are transient: the message is redelivered and
+//! its mark decides (a commit cut off may have applied; the retry finds its mark, S13).
 //!
 //! # RDS Proxy
 //! Behind RDS Proxy the store works as it is: every decision is inside one transaction, and a
@@ -95,8 +123,14 @@
 //!
 //! # TLS
 //! [`Tls::Rustls`] with a rustls client configuration; [`Tls::with_pem_roots`] builds one from
-//! a PEM bundle of certificate authorities (for RDS, Amazon's RDS bundle). [`Tls::Disabled`]
-//! for a server on loopback.
+//! a PEM bundle of certificate authorities (for RDS, Amazon's RDS bundle). Configured, TLS is
+//! **required** (`sslmode=require`, whatever the URL says): a server that answers "no TLS" — or
+//! anyone on the path answering for it — is refused, never spoken to in plain text, and the
+//! server's certificate is verified against the roots and the host's name. Such a failure is a
+//! transient [`StoreError::Store`] (the message is redelivered) whose message names it ("TLS is
+//! required and the server offered no TLS", "the TLS handshake failed (…)"). Plain text only
+//! by the explicit [`Tls::Disabled`], for a server on loopback or a local socket (tests, a
+//! local stack).
 
 #![warn(missing_docs)]
 
@@ -108,7 +142,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use lambda_dedup::clock::{epoch_millis, epoch_secs, from_epoch_millis};
-use lambda_dedup::store::StoreOptions;
+use lambda_dedup::store::{BatchFuture, StoreFuture, StoreOptions};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, FaultKind, Fingerprint, Lease, Mark, MarkStatus,
     MarkStore, OwnerToken, Retention, StoreError,
@@ -117,8 +151,8 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 pub use effect::{SqlEffect, SqlValue};
-pub use pool::Tls;
 use pool::{Conn, Pool};
+pub use pool::{Timeouts, Tls};
 
 /// The default name of the marks table.
 pub const DEFAULT_TABLE: &str = "dedup_marks";
@@ -175,7 +209,7 @@ impl PgStore {
     /// [`DEFAULT_TABLE`]. Connects lazily, on the first call.
     pub fn new(config: tokio_postgres::Config, tls: Tls, retention: Retention) -> Self {
         Self {
-            pool: Arc::new(Pool::new(config, tls, 4)),
+            pool: Arc::new(Pool::new(config, tls, 4, Timeouts::default())),
             table: quoted(DEFAULT_TABLE),
             options: StoreOptions::new(retention),
         }
@@ -202,9 +236,24 @@ impl PgStore {
     /// At most `max` connections open at once (default 4).
     pub fn with_max_connections(mut self, max: usize) -> Self {
         let pool = Pool::new(
-            self.pool.config().clone(),
+            self.pool.given().clone(),
             self.pool.tls().clone(),
             max.max(1),
+            self.pool.timeouts(),
+        );
+        self.pool = Arc::new(pool);
+        self
+    }
+
+    /// The store's time limits (default [`Timeouts::default`]; see the crate documentation,
+    /// "Time limits"). The server's are sent in whole milliseconds, at least 1 (0 would mean
+    /// none).
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        let pool = Pool::new(
+            self.pool.given().clone(),
+            self.pool.tls().clone(),
+            self.pool.max(),
+            timeouts,
         );
         self.pool = Arc::new(pool);
         self
@@ -237,10 +286,11 @@ impl PgStore {
 
     /// Creates the marks table and its index if they do not exist ([`schema`](Self::schema)).
     pub async fn create_table(&self) -> Result<(), StoreError> {
-        let mut conn = self.pool.get().await?;
-        let ddl = self.schema();
-        let out = conn.client()?.batch_execute(&ddl).await;
-        out.map_err(|e| conn.fault(&e))
+        self.bounded(async {
+            let mut conn = self.pool.get().await?;
+            conn.simple(&self.schema()).await
+        })
+        .await
     }
 
     /// The sweep's statement (see the crate documentation): `$1` now in epoch seconds, `$2`
@@ -257,12 +307,23 @@ impl PgStore {
     /// absent: sweeping only reclaims space.
     pub async fn sweep(&self, limit: i64) -> Result<u64, StoreError> {
         let now = secs(self.options.now());
-        let mut conn = self.pool.get().await?;
-        let out = conn
-            .client()?
-            .execute(&self.sweep_sql(), &[&now, &limit])
-            .await;
-        out.map_err(|e| conn.fault(&e))
+        self.bounded(async {
+            let mut conn = self.pool.get().await?;
+            conn.execute(&self.sweep_sql(), &[&now, &limit]).await
+        })
+        .await
+    }
+
+    /// `call` within [`Timeouts::call`]: cut off after it, a transient timeout (the connection
+    /// it held, mid-statement, is discarded as the call's future is dropped; see [`Conn`]).
+    async fn bounded<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let limit = self.pool.timeouts().call;
+        tokio::time::timeout(limit, call)
+            .await
+            .unwrap_or_else(|_| Err(timed_out(limit)))
     }
 
     fn ttl(&self, now: SystemTime) -> i64 {
@@ -286,8 +347,7 @@ impl PgStore {
         key: &DedupKey,
     ) -> Result<Option<Mark>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM {} WHERE key = $1", self.table);
-        let rows = conn.client()?.query(&sql, &[&key.as_str()]).await;
-        let rows = rows.map_err(|e| conn.fault(&e))?;
+        let rows = conn.query(&sql, &[&key.as_str()]).await?;
         rows.first().map(decode).transpose()
     }
 
@@ -330,7 +390,6 @@ impl PgStore {
         let fp_s = fp.map(Fingerprint::as_str);
         let mut conn = self.pool.get().await?;
         let rows = conn
-            .client()?
             .query(
                 &sql,
                 &[
@@ -343,8 +402,7 @@ impl PgStore {
                     &secs(now),
                 ],
             )
-            .await;
-        let rows = rows.map_err(|e| conn.fault(&e))?;
+            .await?;
         match rows.first() {
             Some(row) => {
                 let first: i64 = row.get(0);
@@ -381,7 +439,6 @@ impl PgStore {
         );
         let fp_s = r.fingerprint.map(Fingerprint::as_str);
         let rows = conn
-            .client()?
             .query(
                 &sql,
                 &[
@@ -393,15 +450,14 @@ impl PgStore {
                     &secs(now),
                 ],
             )
-            .await;
-        let rows = rows.map_err(|e| conn.fault(&e))?;
+            .await?;
         if rows.is_empty() {
             let seen = self.explain(conn, r.key, r.fingerprint, now).await;
             return Ok(Err(seen.map(Commit::Seen)));
         }
         for (index, effect) in r.effects.iter().enumerate() {
             let params = effect.bound();
-            let out = conn.client()?.execute(effect.sql(), &params).await;
+            let out = conn.execute_raw(effect.sql(), &params).await?;
             match out {
                 Ok(0) if effect.is_required() => {
                     return Ok(Err(Ok(Commit::EffectRejected { index })));
@@ -557,8 +613,8 @@ impl PgStore {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Conn<'_>>, StoreError> {
         let mut conn = self.pool.get().await?;
-        let out = conn.client()?.execute(sql, params).await;
-        Ok((out.map_err(|e| conn.fault(&e))? != 1).then_some(conn))
+        let changed = conn.execute(sql, params).await?;
+        Ok((changed != 1).then_some(conn))
     }
 
     async fn get_on(&self, key: &DedupKey) -> Result<Option<Mark>, StoreError> {
@@ -573,8 +629,7 @@ impl PgStore {
         let wanted: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
         let sql = format!("SELECT {COLUMNS} FROM {} WHERE key = ANY($1)", self.table);
         let mut conn = self.pool.get().await?;
-        let rows = conn.client()?.query(&sql, &[&wanted]).await;
-        let rows = rows.map_err(|e| conn.fault(&e))?;
+        let rows = conn.query(&sql, &[&wanted]).await?;
         let mut found = std::collections::HashMap::new();
         for row in &rows {
             let m = decode(row)?;
@@ -590,15 +645,43 @@ impl PgStore {
 }
 
 impl MarkStore<SqlEffect> for PgStore {
-    lambda_dedup::store_methods! {
-        async SqlEffect:
-        claim => claim_on,
-        commit => commit_one,
-        commit_batch => commit_many,
-        get_many => get_many_on,
-        complete => complete_on,
-        release => release_on,
-        get => get_on,
+    fn claim<'a>(
+        &'a self,
+        key: &'a DedupKey,
+        fp: Option<&'a Fingerprint>,
+        deadline: Option<SystemTime>,
+    ) -> StoreFuture<'a, Claim> {
+        Box::pin(self.bounded(self.claim_on(key, fp, deadline)))
+    }
+
+    fn commit<'a>(&'a self, request: CommitRequest<'a, SqlEffect>) -> StoreFuture<'a, Commit> {
+        Box::pin(self.bounded(self.commit_one(request)))
+    }
+
+    fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a, SqlEffect>]) -> BatchFuture<'a> {
+        Box::pin(async move {
+            let limit = self.pool.timeouts().call;
+            match tokio::time::timeout(limit, self.commit_many(requests)).await {
+                Ok(results) => results,
+                Err(_) => requests.iter().map(|_| Err(timed_out(limit))).collect(),
+            }
+        })
+    }
+
+    fn get_many<'a>(&'a self, keys: &'a [&'a DedupKey]) -> StoreFuture<'a, Vec<Option<Mark>>> {
+        Box::pin(self.bounded(self.get_many_on(keys)))
+    }
+
+    fn complete<'a>(&'a self, lease: &'a Lease, result: Option<&'a str>) -> StoreFuture<'a, ()> {
+        Box::pin(self.bounded(self.complete_on(lease, result)))
+    }
+
+    fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()> {
+        Box::pin(self.bounded(self.release_on(lease)))
+    }
+
+    fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>> {
+        Box::pin(self.bounded(self.get_on(key)))
     }
 
     fn options(&self) -> &StoreOptions {
@@ -654,6 +737,18 @@ fn decode(row: &Row) -> Result<Mark, StoreError> {
         first_seen_at: from_millis(first),
         completed_at: completed.map(from_millis),
     })
+}
+
+/// A call cut off by [`Timeouts::call`]: transient, the message is redelivered and its mark
+/// decides (a commit cut off may have applied; the retry finds its mark).
+fn timed_out(limit: std::time::Duration) -> StoreError {
+    StoreError::store(
+        FaultKind::Timeout,
+        format!(
+            "postgres: the call did not answer within {} ms (Timeouts::call)",
+            pool::whole_ms(limit)
+        ),
+    )
 }
 
 /// The same fault for every request of a batch that failed as a whole.

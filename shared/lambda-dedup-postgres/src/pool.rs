@@ -1,19 +1,74 @@
 //! Connections kept open across calls (and Lambda invocations), reopened when broken, at most
-//! a bound open at once; and how an error of the server or the connection is classified.
+//! a bound open at once, each opened within a time limit and discarded when a call on it was
+//! cut off; and how an error of the server or the connection is classified.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use lambda_dedup::{FaultKind, StoreError};
 use tokio::sync::{Semaphore, SemaphorePermit};
-use tokio_postgres::{Client, Config, Error, NoTls};
+use tokio_postgres::config::SslMode;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, Error, NoTls, Row};
+
+/// How long the store's calls may take (see the crate documentation, "Time limits").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Opening a connection: TCP, TLS and PostgreSQL's startup and authentication together
+    /// (default 5 s).
+    pub connect: Duration,
+    /// The server's `lock_timeout`: how long one statement waits for a lock, a row lock held by
+    /// another session say, before the server ends it with SQLSTATE `55P03`, transient
+    /// (default 2 s).
+    pub lock: Duration,
+    /// The server's `statement_timeout`: how long one statement runs before the server cancels
+    /// it with SQLSTATE `57014`, transient (default 5 s).
+    pub statement: Duration,
+    /// One store call as a whole, on the client: waiting for a free connection, connecting,
+    /// every statement of it (default 10 s). A call cut off by it is a transient
+    /// `FaultKind::Timeout`, its connection discarded; it is what bounds a call when the
+    /// server, or the network to it, answers nothing at all.
+    pub call: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(5),
+            lock: Duration::from_secs(2),
+            statement: Duration::from_secs(5),
+            call: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A connection: its client, and its connection task, aborted (closing the socket) when the
+/// connection is discarded, so a discarded connection holds nothing open.
+struct Pooled {
+    client: Client,
+    task: tokio::task::AbortHandle,
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
 
 /// How connections are secured.
+///
+/// With TLS configured, TLS is required: a server that answers the client's request for TLS
+/// with "no" (as one without TLS does, or anyone on the path who rewrites the answer) is refused
+/// rather than spoken to in plain text, whatever `sslmode` the URL gives. Plain text is only ever
+/// chosen explicitly, with [`Tls::Disabled`].
 #[derive(Clone)]
 pub enum Tls {
-    /// Plain TCP: for a server on loopback or a private socket only.
+    /// Plain TCP, credentials and marks readable on the wire: for a server on loopback or a
+    /// local socket only (tests, a local stack), never across a network.
     Disabled,
-    /// TLS with rustls, with this client configuration (its roots decide which servers are
-    /// trusted).
+    /// TLS with rustls, required, with this client configuration: its roots decide which
+    /// servers are trusted, and the server's certificate is verified against them and the
+    /// host's name.
     Rustls(Arc<rustls::ClientConfig>),
 }
 
@@ -56,24 +111,63 @@ impl Tls {
 }
 
 pub(crate) struct Pool {
+    /// The configuration as given (what a rebuilt pool starts from).
+    given: Config,
+    /// As connected with: TLS required if configured, the time limits added.
     config: Config,
     tls: Tls,
-    idle: Mutex<Vec<Client>>,
+    timeouts: Timeouts,
+    max: usize,
+    idle: Mutex<Vec<Pooled>>,
     slots: Semaphore,
 }
 
 impl Pool {
-    pub(crate) fn new(config: Config, tls: Tls, max: usize) -> Self {
+    pub(crate) fn new(given: Config, tls: Tls, max: usize, timeouts: Timeouts) -> Self {
+        let mut config = given.clone();
+        // tokio-postgres defaults to `prefer`, which falls back to plain text when the server
+        // answers "no TLS": a configured TLS would then protect nothing against anyone able to
+        // answer for the server. `require` makes that answer a failed connection; the URL's own
+        // `sslmode` (`disable`, `prefer`) is overridden for the same reason.
+        if let Tls::Rustls(_) = tls {
+            config.ssl_mode(SslMode::Require);
+        }
+        config.connect_timeout(timeouts.connect);
+        // The server's own limits, in the startup packet rather than a `SET`: every statement
+        // of the session has them, outside a transaction too, for no round trip and no session
+        // state changed after connecting. Appended, so they win over the URL's `options`.
+        let limits = format!(
+            "-c lock_timeout={} -c statement_timeout={}",
+            whole_ms(timeouts.lock),
+            whole_ms(timeouts.statement)
+        );
+        let options = match config.get_options() {
+            Some(o) if !o.trim().is_empty() => format!("{o} {limits}"),
+            _ => limits,
+        };
+        config.options(&options);
         Self {
+            given,
             config,
             tls,
+            timeouts,
+            max,
             idle: Mutex::new(Vec::new()),
             slots: Semaphore::new(max),
         }
     }
 
-    pub(crate) fn config(&self) -> &Config {
-        &self.config
+    /// The configuration as given.
+    pub(crate) fn given(&self) -> &Config {
+        &self.given
+    }
+
+    pub(crate) fn max(&self) -> usize {
+        self.max
+    }
+
+    pub(crate) fn timeouts(&self) -> Timeouts {
+        self.timeouts
     }
 
     pub(crate) fn tls(&self) -> &Tls {
@@ -89,62 +183,133 @@ impl Pool {
             .map_err(|_| StoreError::store(FaultKind::ServerError, "postgres: pool closed"))?;
         let reused = {
             let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-            idle.retain(|c| !c.is_closed());
+            idle.retain(|c| !c.client.is_closed());
             idle.pop()
         };
-        let client = match reused {
+        let pooled = match reused {
             Some(c) => c,
             None => self.connect().await?,
         };
         Ok(Conn {
             pool: self,
-            client: Some(client),
+            pooled: Some(pooled),
             clean: true,
+            in_flight: false,
             _permit: permit,
         })
     }
 
-    async fn connect(&self) -> Result<Client, StoreError> {
-        let lost = |e: Error| StoreError::store(fault_kind(&e), "postgres: could not connect");
+    /// A new connection, within [`Timeouts::connect`]: tokio-postgres's own `connect_timeout`
+    /// bounds the TCP connection only, not TLS or the startup, which a server that accepts and
+    /// then answers nothing would hold forever.
+    async fn connect(&self) -> Result<Pooled, StoreError> {
+        let limit = self.timeouts.connect;
+        match tokio::time::timeout(limit, self.open()).await {
+            Ok(opened) => opened,
+            Err(_) => Err(StoreError::store(
+                FaultKind::Timeout,
+                format!(
+                    "postgres: could not connect within {} ms (Timeouts::connect)",
+                    whole_ms(limit)
+                ),
+            )),
+        }
+    }
+
+    async fn open(&self) -> Result<Pooled, StoreError> {
+        let lost = |e: Error| match tls_failure(&e) {
+            Some(why) => StoreError::store(
+                FaultKind::Network,
+                format!("postgres: could not connect: {why}"),
+            ),
+            None => StoreError::store(fault_kind(&e), "postgres: could not connect"),
+        };
         match &self.tls {
             Tls::Disabled => {
                 let (client, connection) = self.config.connect(NoTls).await.map_err(lost)?;
-                tokio::spawn(async move {
+                let task = tokio::spawn(async move {
                     let _ = connection.await;
                 });
-                Ok(client)
+                Ok(Pooled {
+                    client,
+                    task: task.abort_handle(),
+                })
             }
             Tls::Rustls(config) => {
                 let tls = tokio_postgres_rustls::MakeRustlsConnect::new((**config).clone());
                 let (client, connection) = self.config.connect(tls).await.map_err(lost)?;
-                tokio::spawn(async move {
+                let task = tokio::spawn(async move {
                     let _ = connection.await;
                 });
-                Ok(client)
+                Ok(Pooled {
+                    client,
+                    task: task.abort_handle(),
+                })
             }
         }
     }
 }
 
-/// One connection, borrowed from the pool; back to it when dropped, unless it broke or was
-/// left inside a transaction.
+/// One connection, borrowed from the pool; back to it when dropped, unless it broke, was left
+/// inside a transaction, or was dropped with a statement in flight (its call cut off by the
+/// call's time limit or cancelled by its caller): the answer to that statement would still
+/// come, and the next call on the connection would wait behind it or read it.
 pub(crate) struct Conn<'a> {
     pool: &'a Pool,
-    client: Option<Client>,
+    pooled: Option<Pooled>,
     clean: bool,
+    in_flight: bool,
     _permit: SemaphorePermit<'a>,
 }
 
 impl Conn<'_> {
-    pub(crate) fn client(&self) -> Result<&Client, StoreError> {
-        self.client
+    fn client(&self) -> Result<&Client, StoreError> {
+        self.pooled
             .as_ref()
+            .map(|p| &p.client)
             .ok_or_else(|| StoreError::store(FaultKind::Network, "postgres: connection dropped"))
     }
 
-    /// Runs a statement without parameters (transaction control).
+    /// Runs a statement without parameters (transaction control, DDL).
     pub(crate) async fn simple(&mut self, sql: &str) -> Result<(), StoreError> {
+        self.in_flight = true;
         let out = self.client()?.batch_execute(sql).await;
+        self.in_flight = false;
+        out.map_err(|e| self.fault(&e))
+    }
+
+    /// Runs a query of the store's own; an error is the store's ([`fault`](Self::fault)).
+    pub(crate) async fn query(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        self.in_flight = true;
+        let out = self.client()?.query(sql, params).await;
+        self.in_flight = false;
+        out.map_err(|e| self.fault(&e))
+    }
+
+    /// Runs a statement, its error as the server or the client gave it (an effect's error is
+    /// classified by the caller, [`classify`](Self::classify)).
+    pub(crate) async fn execute_raw(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Result<u64, Error>, StoreError> {
+        self.in_flight = true;
+        let out = self.client()?.execute(sql, params).await;
+        self.in_flight = false;
+        Ok(out)
+    }
+
+    /// Runs a statement of the store's own: the rows it changed.
+    pub(crate) async fn execute(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
+        let out = self.execute_raw(sql, params).await?;
         out.map_err(|e| self.fault(&e))
     }
 
@@ -166,9 +331,10 @@ impl Conn<'_> {
         Ok(())
     }
 
-    /// Drops the connection instead of returning it (its transaction is in an unknown state).
+    /// Drops the connection instead of returning it (its transaction is in an unknown state),
+    /// closing its socket.
     pub(crate) fn discard(&mut self) {
-        self.client = None;
+        self.pooled = None;
     }
 
     /// The store error for `e`, a failure of the store's own statements: transient, or a
@@ -199,14 +365,52 @@ impl Conn<'_> {
 
 impl Drop for Conn<'_> {
     fn drop(&mut self) {
-        if let Some(client) = self.client.take()
-            && self.clean
-            && !client.is_closed()
-        {
+        let Some(pooled) = self.pooled.take() else {
+            return;
+        };
+        if self.in_flight {
+            // Cut off mid-statement: ask the server to cancel it, so the locks it waits for or
+            // holds go now rather than at its `statement_timeout`; the connection is dropped
+            // (its socket closed) whatever the server answers.
+            self.pool.cancel(&pooled.client);
+            return;
+        }
+        if self.clean && !pooled.client.is_closed() {
             let mut idle = self.pool.idle.lock().unwrap_or_else(|e| e.into_inner());
-            idle.push(client);
+            idle.push(pooled);
         }
     }
+}
+
+impl Pool {
+    /// Sends the server a cancel request for `client`'s statement in flight, on a connection of
+    /// its own, in the background and within [`Timeouts::connect`] (a frozen server answers
+    /// nothing; the request is then simply lost). Nothing is sent outside a Tokio runtime.
+    fn cancel(&self, client: &Client) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let token = client.cancel_token();
+        let limit = self.timeouts.connect;
+        match &self.tls {
+            Tls::Disabled => {
+                runtime.spawn(async move {
+                    let _ = tokio::time::timeout(limit, token.cancel_query(NoTls)).await;
+                });
+            }
+            Tls::Rustls(config) => {
+                let tls = tokio_postgres_rustls::MakeRustlsConnect::new((**config).clone());
+                runtime.spawn(async move {
+                    let _ = tokio::time::timeout(limit, token.cancel_query(tls)).await;
+                });
+            }
+        }
+    }
+}
+
+/// `d` in whole milliseconds, at least 1 (PostgreSQL reads 0 as "no limit").
+pub(crate) fn whole_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 /// How an error counts.
@@ -268,6 +472,46 @@ fn fault_kind(e: &Error) -> FaultKind {
     } else {
         FaultKind::Network
     }
+}
+
+/// Why a connection failed in its TLS negotiation, if it did: the server offered no TLS, or the
+/// handshake failed (a certificate not trusted by the configured roots, or not for the host).
+/// Still a transient fault for the message (the configuration is wrong, not the event), but
+/// named, so an operator reading the log sees the cause.
+fn tls_failure(e: &Error) -> Option<String> {
+    // tokio-postgres names the kind only in its Debug form.
+    if !format!("{e:?}").contains("kind: Tls") {
+        return None;
+    }
+    // The handshake's own error, as rustls gives it.
+    if let Some(r) = std::error::Error::source(e).and_then(rustls_cause) {
+        return Some(format!("the TLS handshake failed ({r})"));
+    }
+    Some(
+        "TLS is required and the server offered no TLS (plain text only with Tls::Disabled, \
+         for a server on loopback)"
+            .into(),
+    )
+}
+
+/// The rustls error among `e` and its causes. An I/O error carries one as its inner error,
+/// which its `source` skips (and may be wrapped in another I/O error), so the inner error of
+/// each is searched too.
+fn rustls_cause<'e>(e: &'e (dyn std::error::Error + 'static)) -> Option<&'e rustls::Error> {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if let Some(r) = c.downcast_ref::<rustls::Error>() {
+            return Some(r);
+        }
+        if let Some(inner) = c
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            return rustls_cause(inner);
+        }
+        cause = c.source();
+    }
+    None
 }
 
 /// A description without the server's message (it may quote values, S3).

@@ -14,7 +14,7 @@
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
-use lambda_dedup_batch::{BatchReport, Outcome};
+use lambda_dedup_batch::{BatchReport, Outcome, RetryCause};
 
 use crate::settings::SettingsError;
 
@@ -92,9 +92,7 @@ where
             message_id = id,
             "not done before the invocation's deadline: reported for redelivery"
         );
-        Outcome::Retry {
-            reason: ABANDONED.into(),
-        }
+        Outcome::retry(RetryCause::Deadline, ABANDONED)
     })
 }
 
@@ -116,14 +114,7 @@ where
         );
         BatchReport::from_outcomes(
             ids.iter()
-                .map(|id| {
-                    (
-                        id.clone(),
-                        Outcome::Retry {
-                            reason: ABANDONED.into(),
-                        },
-                    )
-                })
+                .map(|id| (id.clone(), Outcome::retry(RetryCause::Deadline, ABANDONED)))
                 .collect(),
         )
     })

@@ -5,6 +5,16 @@
 //! `{"function", "code", "streamArn", "record"}` with the record as Lambda delivered it, and the
 //! attributes `dedup-reason` and `dedup-sequence-number`.
 //!
+//! A record whose parked form exceeds the parking queue's maximum (a `NEW_AND_OLD_IMAGES`
+//! stream of items near DynamoDB's 400 KB, binary attributes in base64, can reach it) is parked
+//! by reference ([`crate::parking`]): the record without its `NewImage` and `OldImage` (its
+//! `Keys`, `SequenceNumber`, `eventName`, `eventID`… kept), and `images`: `{"bytes", "sha256"}`,
+//! the length and SHA-256 of the whole record's JSON, compact, every object's keys sorted (the
+//! images are maps, in no fixed order otherwise). The record
+//! stays in the stream for its retention (24 hours): `DescribeStream` names the shard whose
+//! sequence number range holds `SequenceNumber`, and `GetShardIterator` at that sequence number
+//! reads it; after that, the item itself, by its keys, is what is left.
+//!
 //! A record's body is plain JSON read from the stream's DynamoDB JSON with `serde_dynamo`:
 //! `{"eventName", "keys", "newImage", "oldImage"}`, so a key spec takes the event's identity from
 //! the item (`IdentitySource::JsonPointer("/newImage/order_id")`, say), never from the record's
@@ -17,7 +27,7 @@ use lambda_dedup::Message;
 use lambda_dedup_batch::BatchReport;
 use serde_json::{Value, json};
 
-use crate::parking::Parking;
+use crate::parking::{Letter, Parking};
 use crate::stream::StreamRecord;
 
 /// One stream record's change as the builder's work sees it ([`crate::Dedup::dynamodb_stream`]):
@@ -74,14 +84,34 @@ impl StreamRecord for EventRecord {
     }
 
     /// The record whole, with its stream and the sequence number as an attribute.
-    fn parked(&self, function: &str, code: &str) -> (String, Vec<(String, String)>) {
+    fn parked(&self, function: &str, code: &str) -> Letter {
         let body = json!({"function": function, "code": code,
                           "streamArn": self.event_source_arn, "record": self});
-        let attributes = vec![
-            ("dedup-reason".to_owned(), code.to_owned()),
-            ("dedup-sequence-number".to_owned(), self.id()),
-        ];
-        (body.to_string(), attributes)
+        Letter {
+            body: body.to_string(),
+            attributes: attributes(self, code),
+        }
+    }
+
+    /// The record without its images, and their length and digest (see the module docs). The
+    /// keys are at most DynamoDB's 2 KB partition and 1 KB sort key, so it fits any `room` SQS
+    /// allows.
+    fn parked_by_reference(&self, function: &str, code: &str, _room: usize) -> Letter {
+        let whole = canonical(self);
+        let mut delivered = serde_json::to_value(self).unwrap_or_default();
+        if let Some(change) = delivered.get_mut("dynamodb").and_then(Value::as_object_mut) {
+            change.remove("NewImage");
+            change.remove("OldImage");
+        }
+        let body = json!({"function": function, "code": code,
+                          "streamArn": self.event_source_arn, "parkedBy": "reference",
+                          "record": delivered,
+                          "images": {"bytes": whole.len(),
+                                     "sha256": crate::parking::sha256_hex(&whole)}});
+        Letter {
+            body: body.to_string(),
+            attributes: attributes(self, code),
+        }
     }
 
     fn respond(checkpoint: Option<String>) -> DynamoDbEventResponse {
@@ -90,6 +120,33 @@ impl StreamRecord for EventRecord {
         crate::stream::name_checkpoint(failures, checkpoint, |f| &mut f.item_identifier);
         resp
     }
+}
+
+/// `record` as compact JSON with every object's keys sorted: the images are maps, serialized in
+/// no fixed order, so this is the one form whose length and digest name the record, and which
+/// an operator can compute again from the record read back from the stream.
+fn canonical(record: &EventRecord) -> Vec<u8> {
+    fn sorted(v: Value) -> Value {
+        match v {
+            Value::Object(map) => {
+                let mut entries: Vec<_> = map.into_iter().collect();
+                entries.sort_by(|(a, _), (b, _)| a.cmp(b));
+                Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+            }
+            Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
+            other => other,
+        }
+    }
+    let value = serde_json::to_value(record).unwrap_or_default();
+    serde_json::to_vec(&sorted(value)).unwrap_or_default()
+}
+
+/// The attributes of `record`'s parking message: reason and sequence number.
+fn attributes(record: &EventRecord, code: &str) -> Vec<(String, String)> {
+    vec![
+        ("dedup-reason".to_owned(), code.to_owned()),
+        ("dedup-sequence-number".to_owned(), record.id()),
+    ]
 }
 
 impl Parking {
@@ -232,6 +289,44 @@ mod tests {
             Some(V::N("12".into())),
             "the other orders went on"
         );
+    }
+
+    /// S15, issue 36.4, on DynamoDB Streams: a `NEW_AND_OLD_IMAGES` record of two items near
+    /// DynamoDB's 400 KB (binary, so base64 in the record) parks over SQS's 1 MiB whole; one
+    /// that can never apply is parked by reference — its keys, sequence number, the images'
+    /// size and SHA-256 — and passed, so the records after it go on.
+    #[tokio::test]
+    async fn s15_a_record_too_large_to_park_whole_is_parked_by_reference_and_passed() {
+        use base64::Engine as _;
+        let (parking, taken) = Parking::refusing_over_sqs_maximum();
+        let (service, store) = orders(Some(parking));
+        let blob = base64::engine::general_purpose::STANDARD.encode(vec![0x5a_u8; 399_000]);
+        let image = json!({"order_id": {"S": "o-2"}, "customer": {"S": "c-1"},
+                           "total": {"S": "five"}, "scan": {"B": blob}});
+        let mut big = crate::testing::insert_record(2, json!({"order_id": {"S": "o-2"}}), image);
+        big["eventName"] = "MODIFY".into();
+        big["dynamodb"]["OldImage"] = big["dynamodb"]["NewImage"].clone();
+        big["dynamodb"]["StreamViewType"] = "NEW_AND_OLD_IMAGES".into();
+        let records = vec![record(1, "o-1", n(5)), big, record(3, "o-3", n(7))];
+        let whole: EventRecord = serde_json::from_value(records[1].clone()).expect("record");
+        let whole = canonical(&whole);
+        assert!(whole.len() > 1_048_576, "too large to park whole");
+        let resp = service.call_with(stream(records)).await.expect("handled");
+        assert!(resp.batch_item_failures.is_empty(), "passed: {resp:?}");
+        assert_eq!(total(&store), Some(V::N("12".into())), "the others went on");
+        let taken = taken.lock().expect("taken").clone();
+        assert_eq!(taken.len(), 1);
+        let (body, attributes) = &taken[0];
+        assert!(attributes.contains(&("dedup-parked-by".into(), "reference".into())));
+        let v: serde_json::Value = serde_json::from_str(body).expect("json");
+        assert_eq!(v["record"]["dynamodb"]["Keys"]["order_id"]["S"], "o-2");
+        assert_eq!(
+            v["record"]["dynamodb"]["SequenceNumber"],
+            format!("{:021}", 2)
+        );
+        assert!(v["record"]["dynamodb"].get("NewImage").is_none());
+        assert_eq!(v["images"]["bytes"], whole.len());
+        assert_eq!(v["images"]["sha256"], crate::parking::sha256_hex(&whole));
     }
 
     /// Without a parking queue the service is refused, naming the variable.

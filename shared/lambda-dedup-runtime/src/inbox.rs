@@ -282,6 +282,8 @@ mod tests {
         redriven["forward_status"] = json!({"S": "FORWARDED"});
         assert_eq!(read(&record("MODIFY", redriven)), Read::Ignored);
         assert_eq!(read(&record("INSERT", json!({}))), Read::NoImage);
+        // The TTL's removal of an expired inbox item is no delivery.
+        assert_eq!(read(&record("REMOVE", json!({}))), Read::Ignored);
         assert_eq!(
             read(&record(
                 "INSERT",

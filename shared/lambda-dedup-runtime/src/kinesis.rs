@@ -18,6 +18,15 @@
 //!   Only records before the checkpoint are parked, so a record is parked once per delivery that
 //!   reaches it — at least once, as everything on a stream: the parking queue's reader
 //!   deduplicates by shard and sequence number.
+//! - A record too large to park whole (its data in base64 inside the JSON is over SQS's 1 MiB
+//!   from about 750 KiB of data) is parked **by reference** ([`crate::parking`]): the record as
+//!   delivered without `kinesis.data`, and `data`: `{"bytes", "sha256", "head", "headBytes"}`
+//!   (the data's length, the SHA-256 of its bytes in hex, and its first `headBytes` bytes in
+//!   base64, as many as fit), with the attribute `dedup-parked-by: reference`. The data itself
+//!   stays in the stream for its retention: `GetShardIterator` on `shardId` at the
+//!   `AT_SEQUENCE_NUMBER` `record.kinesis.sequenceNumber`, then `GetRecords` with `Limit` 1,
+//!   and the data's SHA-256 compared with `data.sha256`. It is passed by the checkpoint all
+//!   the same, so the shard never waits on it.
 //! - A transient failure (`retry`: the store out, throttled, an event in progress elsewhere) is
 //!   never parked: it stays the checkpoint and is retried until the record is older than the
 //!   trigger's `MaximumRecordAgeInSeconds` (`MaximumRetryAttempts: -1`, infinite, which
@@ -33,6 +42,7 @@ use aws_lambda_events::event::streams::KinesisEventResponse;
 use lambda_dedup::Message;
 use lambda_dedup_batch::BatchReport;
 
+use crate::parking::Letter;
 pub use crate::parking::{PARKING_QUEUE_VARIABLE, Parked, Parking};
 use crate::stream::StreamRecord;
 
@@ -52,8 +62,12 @@ impl StreamRecord for KinesisEventRecord {
         }
     }
 
-    fn parked(&self, function: &str, code: &str) -> (String, Vec<(String, String)>) {
+    fn parked(&self, function: &str, code: &str) -> Letter {
         parked_message(function, code, self)
+    }
+
+    fn parked_by_reference(&self, function: &str, code: &str, room: usize) -> Letter {
+        parked_by_reference(function, code, self, room)
     }
 
     fn respond(checkpoint: Option<String>) -> KinesisEventResponse {
@@ -85,28 +99,75 @@ fn shard_of(record: &KinesisEventRecord) -> String {
 }
 
 /// The parking message of `record` (see [`Parking`]): its body and attributes.
-fn parked_message(
-    function: &str,
-    code: &str,
-    record: &KinesisEventRecord,
-) -> (String, Vec<(String, String)>) {
-    let shard = shard_of(record);
+fn parked_message(function: &str, code: &str, record: &KinesisEventRecord) -> Letter {
     let body = serde_json::json!({
         "function": function,
         "code": code,
-        "shardId": shard,
+        "shardId": shard_of(record),
         "streamArn": record.event_source_arn,
         "record": record,
     });
-    let attributes = vec![
+    Letter {
+        body: body.to_string(),
+        attributes: attributes(code, record),
+    }
+}
+
+/// The parking message of `record` by reference, its body at most `room` bytes (see the module
+/// docs): the record without its data, and the data's length, digest and as much of its head as
+/// fits.
+fn parked_by_reference(
+    function: &str,
+    code: &str,
+    record: &KinesisEventRecord,
+    room: usize,
+) -> Letter {
+    let data = &record.kinesis.data.0;
+    let mut delivered = serde_json::to_value(record).unwrap_or_default();
+    if let Some(kinesis) = delivered
+        .get_mut("kinesis")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        kinesis.remove("data");
+    }
+    let body = |head: &[u8]| {
+        use base64::Engine as _;
+        serde_json::json!({
+            "function": function,
+            "code": code,
+            "shardId": shard_of(record),
+            "streamArn": record.event_source_arn,
+            "parkedBy": "reference",
+            "record": delivered,
+            "data": {
+                "bytes": data.len(),
+                "sha256": crate::parking::sha256_hex(data),
+                "head": base64::engine::general_purpose::STANDARD.encode(head),
+                "headBytes": head.len(),
+            },
+        })
+        .to_string()
+    };
+    // The body without a head, then as much of the head as the rest of `room` holds.
+    let bare = body(&[]).len();
+    let head = crate::parking::head_room(room.saturating_sub(bare)).min(data.len());
+    Letter {
+        body: body(&data[..head]),
+        attributes: attributes(code, record),
+    }
+}
+
+/// The attributes of `record`'s parking message: reason, shard and sequence number.
+fn attributes(code: &str, record: &KinesisEventRecord) -> Vec<(String, String)> {
+    let shard = shard_of(record);
+    vec![
         ("dedup-reason".to_owned(), code.to_owned()),
         ("dedup-shard-id".to_owned(), shard),
         (
             "dedup-sequence-number".to_owned(),
             record.kinesis.sequence_number.clone(),
         ),
-    ];
-    (body.to_string(), attributes)
+    ]
 }
 
 #[cfg(test)]
@@ -160,6 +221,19 @@ mod tests {
     where
         P: Fn(&lambda_dedup::Derived) -> Result<Plan, HandlerError> + Sync,
     {
+        run_parking(records, dedup, plan, &unreachable_parking()).await
+    }
+
+    /// [`run`], parking in `parking`.
+    async fn run_parking<P>(
+        records: Vec<serde_json::Value>,
+        dedup: &Deduplicator,
+        plan: &P,
+        parking: &Parking,
+    ) -> KinesisEventResponse
+    where
+        P: Fn(&lambda_dedup::Derived) -> Result<Plan, HandlerError> + Sync,
+    {
         let e = event(records);
         let work = |batch| {
             run_batch(
@@ -169,9 +243,8 @@ mod tests {
             )
         };
         let (namespace, margin) = (crate::emf::NAMESPACE, crate::bound::DEFAULT_MARGIN);
-        let parking = unreachable_parking();
         let records = &e.payload.records;
-        crate::stream::run(namespace, "k", margin, &e.context, records, &parking, work)
+        crate::stream::run(namespace, "k", margin, &e.context, records, parking, work)
             .await
             .expect("handled")
     }
@@ -242,13 +315,142 @@ mod tests {
         assert_eq!(balance, Some(Value::N("6".into())), "a's records went on");
     }
 
+    /// The credit plan of the tests: `amount` added to the account's balance; a record whose
+    /// data is not an event, or whose amount is not a number, is rejected.
+    fn credit(e: &lambda_dedup::Derived) -> Result<Plan, HandlerError> {
+        let data = HandlerError::data(e)?;
+        let amount = data["amount"]
+            .as_i64()
+            .ok_or_else(|| HandlerError::Invalid("amount is not a number".into()))?;
+        let account = data["account"].as_str().unwrap_or_default().to_owned();
+        Ok(Plan {
+            effects: vec![
+                Effect::update("balances", Item::new().with("account", account.as_str()))
+                    .expression("ADD balance :a")
+                    .value(":a", amount),
+            ],
+            result: None,
+        })
+    }
+
+    /// S15, issue 36.4: a record of 1 MiB that can never apply (not JSON), between good ones,
+    /// is too large to park whole (its base64 in JSON is over SQS's 1 MiB), so it is parked by
+    /// reference — its metadata, size, SHA-256 and head — and the checkpoint passes it: the
+    /// good records, the one behind it on its own partition key included, are applied within
+    /// the deliveries Lambda makes from each checkpoint, and the shard never waits on it.
+    #[tokio::test]
+    async fn s15_a_record_too_large_to_park_whole_is_parked_by_reference_and_passed() {
+        let (store, dedup) = balances();
+        let (parking, taken) = Parking::refusing_over_sqs_maximum();
+        // Kinesis's largest record: data and partition key together 1 MiB.
+        let data: Vec<u8> = (0..1_048_576 - 1).map(|i| (i % 251) as u8 | 0x80).collect();
+        let mut big = record(2, "b", "e2", 0);
+        big["kinesis"]["data"] = base64::engine::general_purpose::STANDARD
+            .encode(&data)
+            .into();
+        let shard = [
+            record(1, "a", "e1", 1),
+            big,
+            record(3, "b", "e3", 5),
+            record(4, "a", "e4", 2),
+        ];
+        // Lambda delivers from the checkpoint again, as often as the checkpoint names a record;
+        // four deliveries, as the review measured.
+        let mut from = 0;
+        for _ in 0..4 {
+            let resp = run_parking(shard[from..].to_vec(), &dedup, &credit, &parking).await;
+            let Some(checkpoint) = ids(&resp).into_iter().next() else {
+                from = shard.len();
+                break;
+            };
+            from = shard
+                .iter()
+                .position(|r| r["kinesis"]["sequenceNumber"] == checkpoint.as_str())
+                .expect("the checkpoint is a record of the shard");
+        }
+        assert_eq!(from, shard.len(), "the shard got past every record");
+        let balance = |account: &str| {
+            store
+                .item("balances", &Item::new().with("account", account))
+                .and_then(|i| i.0.get("balance").cloned())
+        };
+        assert_eq!(balance("a"), Some(Value::N("3".into())));
+        assert_eq!(
+            balance("b"),
+            Some(Value::N("5".into())),
+            "the good record behind the big one on its key was applied"
+        );
+        let taken = taken.lock().expect("taken").clone();
+        assert_eq!(taken.len(), 1, "the big record parked once");
+        let (body, attributes) = &taken[0];
+        assert!(attributes.contains(&("dedup-parked-by".into(), "reference".into())));
+        assert!(attributes.contains(&("dedup-sequence-number".into(), format!("{:020}", 2))));
+        assert!(attributes.contains(&("dedup-shard-id".into(), "shardId-000".into())));
+        let v: serde_json::Value = serde_json::from_str(body).expect("json");
+        assert_eq!(v["parkedBy"], "reference");
+        assert_eq!(v["shardId"], "shardId-000");
+        assert_eq!(v["record"]["kinesis"]["partitionKey"], "b");
+        assert_eq!(
+            v["record"]["kinesis"]["sequenceNumber"],
+            format!("{:020}", 2)
+        );
+        assert!(
+            v["record"]["kinesis"].get("data").is_none(),
+            "no data whole"
+        );
+        assert_eq!(v["data"]["bytes"], data.len());
+        assert_eq!(v["data"]["sha256"], crate::parking::sha256_hex(&data));
+        let head = base64::engine::general_purpose::STANDARD
+            .decode(v["data"]["head"].as_str().expect("head"))
+            .expect("base64");
+        assert_eq!(v["data"]["headBytes"], head.len());
+        assert!(head.len() > 512 * 1024, "as much of the head as fits");
+        assert_eq!(head, data[..head.len()], "the head is the data's");
+    }
+
+    /// The whole record when it fits the parking queue, by reference (under the queue's
+    /// maximum) when it does not: the choice is made on the size SQS counts.
+    #[test]
+    fn a_parked_message_over_the_queues_maximum_is_made_by_reference_under_it() {
+        let parking = unreachable_parking().with_max_message_bytes(4096);
+        let small = event(vec![record(7, "acct-9", "e7", 3)]);
+        let r = &small.payload.records[0];
+        let whole = parking.letter(parked_message("k", "invalid_payload", r), |room| {
+            parked_by_reference("k", "invalid_payload", r, room)
+        });
+        assert!(
+            whole
+                .attributes
+                .contains(&("dedup-parked-by".into(), "whole".into()))
+        );
+        assert!(whole.body.contains("\"data\""));
+        let mut big = record(8, "acct-9", "e8", 3);
+        big["kinesis"]["data"] = base64::engine::general_purpose::STANDARD
+            .encode(vec![7u8; 10_000])
+            .into();
+        let big = event(vec![big]);
+        let r = &big.payload.records[0];
+        let letter = parking.letter(parked_message("k", "invalid_payload", r), |room| {
+            parked_by_reference("k", "invalid_payload", r, room)
+        });
+        assert!(
+            letter
+                .attributes
+                .contains(&("dedup-parked-by".into(), "reference".into()))
+        );
+        assert!(letter.size() <= 4096, "{}", letter.size());
+        let v: serde_json::Value = serde_json::from_str(&letter.body).expect("json");
+        assert_eq!(v["data"]["bytes"], 10_000);
+        assert!(v["data"]["headBytes"].as_u64().expect("head") > 2000);
+    }
+
     /// S15: what is parked is the whole record as Lambda delivered it, data included, with the
     /// rejection code, shard and sequence number.
     #[test]
     fn s15_the_parked_message_is_the_whole_record() {
         let e = event(vec![record(7, "acct-9", "e7", 3)]);
         let r = &e.payload.records[0];
-        let (body, attributes) = parked_message("k", "invalid_payload", r);
+        let Letter { body, attributes } = parked_message("k", "invalid_payload", r);
         let v: serde_json::Value = serde_json::from_str(&body).expect("json");
         assert_eq!(v["code"], "invalid_payload");
         assert_eq!(v["shardId"], "shardId-000");

@@ -54,6 +54,21 @@ pub mod testing;
 pub mod webhook;
 
 pub use lambda_dedup::{Effect, Item, TimeFormat};
+/// The crates the builder's types come from, re-exported so that a function uses the versions
+/// this crate was built with: `lambda_runtime` (`run`, `Error`, `LambdaEvent`, `Context`) and
+/// `aws_lambda_events` (the event types, with the features this crate's own features enable).
+pub use {aws_lambda_events, lambda_runtime};
+
+/// The event and response types of the builder's sources, from `aws_lambda_events`.
+pub mod events {
+    pub use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+    #[cfg(any(feature = "dynamodb-streams", test))]
+    pub use aws_lambda_events::event::{
+        dynamodb::Event as DynamoDbEvent, streams::DynamoDbEventResponse,
+    };
+    #[cfg(any(feature = "kinesis", test))]
+    pub use aws_lambda_events::event::{kinesis::KinesisEvent, streams::KinesisEventResponse};
+}
 #[cfg(any(feature = "webhook", test))]
 pub use service::WebhookService;
 pub use service::{BuildError, Dedup, Event, IntoPlan, Refusal, Service, SqsService};

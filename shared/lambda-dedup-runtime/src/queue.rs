@@ -110,3 +110,108 @@ pub(crate) fn unreachable_client() -> (aws_sdk_sqs::Client, u16) {
         .build();
     (aws_sdk_sqs::Client::from_conf(conf), port)
 }
+
+/// What an SQS on loopback ([`sqs_on_loopback`]) took: each message's body and attributes.
+#[cfg(test)]
+pub(crate) type Taken = std::sync::Arc<std::sync::Mutex<Vec<(String, Vec<(String, String)>)>>>;
+
+/// An SQS client talking to an SQS of the tests' own on loopback, which, as SQS does, refuses a
+/// message whose body and attributes (names, data types and values) exceed `max_bytes`, and
+/// keeps the others: the client, the queue's URL, and what it took.
+#[cfg(test)]
+pub(crate) fn sqs_on_loopback(max_bytes: usize) -> (aws_sdk_sqs::Client, String, Taken) {
+    use std::io::{BufRead, BufReader, Read, Write};
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let taken = Taken::default();
+    let kept = taken.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let kept = kept.clone();
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().expect("clone");
+                let mut reader = BufReader::new(stream);
+                // One request after another on a kept-alive connection, until it closes.
+                loop {
+                    let mut length = 0usize;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let line = line.trim_end();
+                        if line.is_empty() {
+                            break;
+                        }
+                        if let Some((name, value)) = line.split_once(':')
+                            && name.eq_ignore_ascii_case("content-length")
+                        {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let request: serde_json::Value =
+                        serde_json::from_slice(&body).unwrap_or_default();
+                    let message = request["MessageBody"].as_str().unwrap_or_default();
+                    let attributes: Vec<(String, String)> = request["MessageAttributes"]
+                        .as_object()
+                        .map(|a| {
+                            a.iter()
+                                .map(|(n, v)| {
+                                    (n.clone(), v["StringValue"].as_str().unwrap_or("").into())
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let size = message.len()
+                        + attributes
+                            .iter()
+                            .map(|(n, v)| n.len() + "String".len() + v.len())
+                            .sum::<usize>();
+                    let (status, answer) = if size > max_bytes {
+                        let why = format!(
+                            "One or more parameters are invalid. Reason: Message must be \
+                             shorter than {max_bytes} bytes."
+                        );
+                        let answer = serde_json::json!({
+                            "__type": "com.amazonaws.sqs#InvalidParameterValue", "message": why});
+                        ("400 Bad Request", answer)
+                    } else {
+                        let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
+                        kept.push((message.to_owned(), attributes));
+                        let id = format!("m-{}", kept.len());
+                        ("200 OK", serde_json::json!({"MessageId": id}))
+                    };
+                    let answer = answer.to_string();
+                    let head = format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: application/x-amz-json-1.0\r\n\
+                         content-length: {}\r\n\r\n",
+                        answer.len()
+                    );
+                    if writer
+                        .write_all(head.as_bytes())
+                        .and_then(|()| writer.write_all(answer.as_bytes()))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let conf = aws_sdk_sqs::Config::builder()
+        .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+        .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+            "t", "t", None, None, "test",
+        ))
+        .endpoint_url(format!("http://127.0.0.1:{port}"))
+        .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled())
+        .build();
+    let url = format!("http://127.0.0.1:{port}/000000000000/parking");
+    (aws_sdk_sqs::Client::from_conf(conf), url, taken)
+}

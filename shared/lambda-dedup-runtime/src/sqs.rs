@@ -4,7 +4,7 @@ use std::future::Future;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use lambda_dedup::{AttributeValue, Message};
-use lambda_dedup_batch::{BatchReport, Outcome, run_batch};
+use lambda_dedup_batch::{BatchReport, Outcome, RetryCause, run_batch};
 use lambda_runtime::LambdaEvent;
 
 /// The SQS messages of `event` as library messages (body, attributes, FIFO group).
@@ -156,6 +156,7 @@ pub(crate) fn print_account(
     request_id: &str,
     report: &BatchReport,
 ) {
+    crate::testing::observe(report);
     let a = &report.account;
     // EMF must be a bare JSON line on stdout for CloudWatch to extract it, hence not `tracing`.
     println!("{}", a.emf_line(namespace, function));
@@ -254,9 +255,10 @@ pub(crate) fn by_record(ids: &[String], report: BatchReport) -> (BatchReport, u6
                 Some(o) if seen.insert(id.clone()) => o.clone(),
                 _ => {
                     errors += 1;
-                    Outcome::Retry {
-                        reason: "internal error: no outcome for this record".into(),
-                    }
+                    Outcome::retry(
+                        RetryCause::NotProcessed,
+                        "internal error: no outcome for this record",
+                    )
                 }
             };
             (id.clone(), outcome)
@@ -296,12 +298,7 @@ mod tests {
 
         let report = BatchReport::from_outcomes(vec![
             ("m1".into(), Outcome::Applied),
-            (
-                "m2".into(),
-                Outcome::Retry {
-                    reason: "test".into(),
-                },
-            ),
+            ("m2".into(), Outcome::retry(RetryCause::Transient, "test")),
         ]);
         let json = serde_json::to_value(response(&report)).expect("json");
         assert_eq!(

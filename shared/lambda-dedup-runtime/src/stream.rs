@@ -11,7 +11,7 @@ use std::future::Future;
 use lambda_dedup::Message;
 use lambda_dedup_batch::BatchReport;
 
-use crate::parking::{Parked, Parking};
+use crate::parking::{Letter, Parked, Parking};
 
 /// A record of a stream source: what the sources do differently.
 pub(crate) trait StreamRecord: Sync {
@@ -24,8 +24,13 @@ pub(crate) trait StreamRecord: Sync {
     /// The record as a library message.
     fn message(&self) -> Message;
 
-    /// What parking the record with `code` sends: its body and attributes (see [`Parking`]).
-    fn parked(&self, function: &str, code: &str) -> (String, Vec<(String, String)>);
+    /// What parking the record with `code` sends: the whole record (see [`Parking`]).
+    fn parked(&self, function: &str, code: &str) -> Letter;
+
+    /// What parking sends instead when the whole record is too large for the parking queue:
+    /// a body of at most `room` bytes naming the record and digesting its bytes (its attributes
+    /// are the whole letter's, set by [`Parking::letter`]).
+    fn parked_by_reference(&self, function: &str, code: &str, room: usize) -> Letter;
 
     /// The response naming `checkpoint`, or no record.
     fn respond(checkpoint: Option<String>) -> Self::Response;
@@ -52,7 +57,8 @@ pub(crate) fn name_checkpoint<F: Default>(
 
 impl Parking {
     /// [`Parking::park_each`] over an invocation's `records`: those before the checkpoint that
-    /// can never apply parked whole, as their source parks them.
+    /// can never apply parked as their source parks them, whole, or by reference when whole
+    /// they would not fit the queue.
     pub(crate) async fn park_records<R: StreamRecord>(
         &self,
         function: &str,
@@ -61,7 +67,9 @@ impl Parking {
     ) -> Parked {
         let by_id: HashMap<String, &R> = records.iter().map(|r| (r.id(), r)).collect();
         self.park_each(function, report, |id, code| {
-            by_id.get(id).map(|r| r.parked(function, code))
+            let r = by_id.get(id)?;
+            let whole = r.parked(function, code);
+            Some(self.letter(whole, |room| r.parked_by_reference(function, code, room)))
         })
         .await
     }

@@ -2,7 +2,44 @@
 //! them over, and (feature `memory`) the function on the memory store of its own settings.
 
 use lambda_dedup::{KeySpec, Message};
+use lambda_dedup_batch::{BatchReport, Outcome};
 use serde_json::{Value, json};
+
+tokio::task_local! {
+    /// The outcomes of the invocations run inside [`with_outcomes`].
+    static OUTCOMES: std::cell::RefCell<Vec<(String, Outcome)>>;
+}
+
+/// `invocation` run, with the outcome of each of its records — applied, duplicate, or why it
+/// was retried, rejected or sent to reconciliation — in the order the service answered them:
+/// what a test reads when a record fails (the partial batch response names ids only). Every
+/// SQS and stream service of the builder reports them.
+///
+/// ```ignore
+/// let (answer, outcomes) = with_outcomes(service.call_with(event)).await;
+/// assert!(answer?.batch_item_failures.is_empty(), "{outcomes:?}");
+/// ```
+pub async fn with_outcomes<F: std::future::Future>(
+    invocation: F,
+) -> (F::Output, Vec<(String, Outcome)>) {
+    OUTCOMES
+        .scope(std::cell::RefCell::new(Vec::new()), async {
+            let answer = invocation.await;
+            (answer, OUTCOMES.with(|o| o.take()))
+        })
+        .await
+}
+
+/// Hands `report`'s outcomes to [`with_outcomes`], when the invocation runs inside it.
+pub(crate) fn observe(report: &BatchReport) {
+    let _ = OUTCOMES.try_with(|o| o.borrow_mut().extend(report.outcomes().iter().cloned()));
+}
+
+/// Now, written as `format` (an event's `time`, a field of your own): fixtures stamped with it
+/// are never late (S10) however long after they were written a test runs.
+pub fn now_as(format: lambda_dedup::TimeFormat) -> Value {
+    format.write(std::time::SystemTime::now())
+}
 
 /// S11, for a function's declared `depends_on` fields: under the same event id as `sample`, a
 /// change to any of them gives another fingerprint (a conflict, never a duplicate), while a
@@ -167,30 +204,29 @@ pub fn assert_configured_fingerprint_covers(
     assert_fingerprint_covers(&configure(dedup).key_spec(), sample, depends_on);
 }
 
-/// The operators' tool is told a CloudEvents function's key spec in the README
-/// (`lambda-dedup --key-spec cloudevents:<tenant extension>:<depends_on>`): one of the README's
-/// `--key-spec` texts, read as the tool reads it ([`crate::cloudevents_key_spec`]), must be the
-/// spec `configure` (the function's key configuration) declares for `function`. Panics naming
-/// `function` and its spec when none is.
-pub fn assert_readme_key_spec(
-    readme: &str,
+/// The operators' tool is told a CloudEvents function's key spec as a `--key-spec` text
+/// (`cloudevents:<tenant extension>[:<fingerprint pointer>,…]`), which the function's template
+/// entry declares for it (`Metadata.LambdaDedupKeySpec`): `text`, read as the tool reads it
+/// ([`crate::cloudevents_key_spec`]), must be the spec `configure` (the function's key
+/// configuration) declares for `function`. Panics naming `function`, the text and the spec
+/// when it is not, or when there is no text.
+pub fn assert_declared_key_spec(
+    text: Option<&str>,
     function: &str,
     configure: impl FnOnce(crate::Dedup<crate::NoStore>) -> crate::Dedup<crate::NoStore>,
 ) {
     let dedup = minimal_dedup(function);
     let settings = dedup.settings().clone();
     let declared = configure(dedup).key_spec();
-    let given = readme
-        .split("--key-spec ")
-        .skip(1)
-        .filter_map(|rest| rest.split(['`', ' ', '\n']).next())
-        .filter_map(|text| crate::cloudevents_key_spec(text, settings.scope.clone()).ok());
-    let found = given
-        .map(|spec| settings.key_spec(spec))
-        .any(|spec| spec == declared);
-    assert!(
-        found,
-        "README gives the operators' tool no --key-spec for {function} equal to the spec it declares: {declared:?}"
+    let text = text.unwrap_or_else(|| {
+        panic!("no key spec is declared for {function} (it declares {declared:?})")
+    });
+    let given = crate::cloudevents_key_spec(text, settings.scope.clone())
+        .unwrap_or_else(|e| panic!("{function}: {e}"));
+    assert_eq!(
+        settings.key_spec(given),
+        declared,
+        "the key spec declared for {function} ({text}) is not the one its code declares"
     );
 }
 
@@ -257,6 +293,69 @@ mod tests {
     use lambda_dedup::{Lease, MarkStore};
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, SystemTime};
+
+    /// `with_outcomes` says why each record ended as it did, in its order: the applied one, the
+    /// duplicate, and the rejected one with the reason naming what was wrong (never its value);
+    /// outside it, nothing is collected.
+    #[tokio::test]
+    async fn with_outcomes_names_each_records_outcome_and_reason() {
+        let env = Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
+        let (dedup, _) = on_memory(Dedup::read(&env, "payer").expect("settings"));
+        #[derive(serde::Deserialize)]
+        struct Pay {
+            #[allow(dead_code)]
+            amount: i64,
+        }
+        let service = dedup
+            .identity("/id")
+            .sqs(|_: Event<Pay>| Vec::<lambda_dedup::Effect>::new())
+            .expect("service");
+        let bodies = [
+            r#"{"id": "p-1", "amount": 5}"#,
+            r#"{"id": "p-1", "amount": 5}"#,
+            r#"{"id": "p-2", "amount": "secret-value"}"#,
+        ];
+        let (answer, outcomes) = with_outcomes(service.call_with(sqs_event(&bodies))).await;
+        assert_eq!(failed_ids(answer.expect("answer")), ["m2"]);
+        let labels: Vec<(&str, &str)> = outcomes
+            .iter()
+            .map(|(id, o)| (id.as_str(), o.label()))
+            .collect();
+        assert_eq!(
+            labels,
+            [("m0", "applied"), ("m1", "duplicate"), ("m2", "rejected")]
+        );
+        let why = format!("{:?}", outcomes[2].1);
+        assert!(why.contains("payload does not fit"), "{why}");
+        assert!(!why.contains("secret-value"), "{why}");
+        service
+            .call_with(sqs_event(&bodies[..1]))
+            .await
+            .expect("answer");
+        assert!(OUTCOMES.try_with(|_| ()).is_err(), "nothing kept outside");
+    }
+
+    /// A fixture stamped with `now_as` is on time, and the same fixture stamped 31 days ago is
+    /// late (S10), through the builder's `.time(..)`.
+    #[tokio::test]
+    async fn a_fixture_stamped_now_is_never_late() {
+        let env = Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
+        let (dedup, _) = on_memory(Dedup::read(&env, "payer").expect("settings"));
+        let service = dedup
+            .identity("/id")
+            .time("/at", lambda_dedup::TimeFormat::Rfc3339)
+            .sqs(|_: Event<Value>| Vec::<lambda_dedup::Effect>::new())
+            .expect("service");
+        let old = SystemTime::now() - Duration::from_secs(31 * 86_400);
+        let fresh = json!({"id": "e-1", "at": now_as(lambda_dedup::TimeFormat::Rfc3339)});
+        let stale = json!({"id": "e-2", "at": lambda_dedup::TimeFormat::Rfc3339.write(old)});
+        let bodies = [fresh.to_string(), stale.to_string()];
+        let bodies: Vec<&str> = bodies.iter().map(String::as_str).collect();
+        let (_, outcomes) = with_outcomes(service.call_with(sqs_event(&bodies))).await;
+        let labels: Vec<&str> = outcomes.iter().map(|(_, o)| o.label()).collect();
+        assert_eq!(labels[0], "applied", "{outcomes:?}");
+        assert_ne!(labels[1], "applied", "{outcomes:?}");
+    }
 
     /// The store `on_memory` gives the service is the settings' own: a lease and a retention set
     /// through the environment (not the defaults, 60 s and 30 days) are the ones a claim and a

@@ -8,7 +8,7 @@
 //! | --- | --- | --- |
 //! | not `POST` | 405 | `MethodNotAllowed` |
 //! | body over `WEBHOOK_MAX_BODY_BYTES` | 413 | `TooLarge` |
-//! | signature missing, forged, of another scheme, made for another id, a signed header sent twice, or timestamp outside the window | 401 | `Unauthorized` |
+//! | signature missing, malformed, forged, of another scheme, made for another id, a signed header sent twice (or a `webhook-id` / `webhook-timestamp` holding a comma: a Function URL joins a repeated header's values with commas), or timestamp outside the window | 401 | `Unauthorized` |
 //! | new event | 200, the answer stored in the inbox item | `Applied` |
 //! | same event again (a sender's retry) | 200, the first answer, `idempotent-replayed: true` | `Duplicate` |
 //! | same identity, another body | 409 | `Conflict` |
@@ -21,36 +21,44 @@
 //! the inbox items are its marks; and requests = received + method not allowed
 //! + too large + unauthorized.
 //!
-//! The size is checked first (without reading the body into anything), then the signature,
-//! before anything is parsed or stored: an unsigned request costs no DynamoDB call.
+//! The body limit bounds what is verified, parsed and stored, not what is received: Lambda
+//! hands the function the whole request (up to its synchronous invocation payload, 6 MB), and
+//! `lambda_http` has read and decoded all of it before the receiver runs. What the limit
+//! guarantees is the order: after the method, the body's length is the first thing checked —
+//! before the signature is verified (no HMAC over an oversized body), before anything is parsed,
+//! and before any store call — so an oversized request costs one comparison and writes nothing.
+//! Then the signature, so an unsigned request costs no DynamoDB call either.
 //!
 //! # Settings ([`WebhookConfig::from_env`])
 //! | variable | meaning | default |
 //! | --- | --- | --- |
 //! | `WEBHOOK_SCHEME` | how the sender signs ([`Scheme`]): `standard-webhooks` or `stripe`; anything else is refused at start | `standard-webhooks` |
 //! | `WEBHOOK_SECRETS` | the sender's secrets, comma-separated, as the sender writes them: `whsec_<base64>` (Standard Webhooks: the key is the decoded bytes) or Stripe's `whsec_…` (the string's bytes); each key 16 bytes or more; all accepted (rotation) | required |
-//! | `WEBHOOK_TOLERANCE_SECONDS` | how far a signature's timestamp may be from now, either way | 300 |
+//! | `WEBHOOK_TOLERANCE_SECONDS` | how far a signature's timestamp may be from now, either way: 1 to 3600 (an hour, [`MAX_TOLERANCE`](lambda_dedup::signature::MAX_TOLERANCE)), anything else refused at start | 300 |
 //! | `WEBHOOK_ID_FROM` | the event's identity, always covered by the signature: `header:webhook-id` (Standard Webhooks' signed id) or `json:</pointer>` into the signed body; any other header is refused | `header:webhook-id`; Stripe: `json:/id` (the event's `evt_…`) |
 //! | `WEBHOOK_TENANT` | the sender (the keys' tenant) | required |
 //! | `WEBHOOK_MAX_BODY_BYTES` | the largest body | 262144 |
 //! | `INBOX_TABLE` | the inbox table (key `event_key`) | required |
+//! | `WEBHOOK_INBOX_RETENTION_SECONDS` | how long an inbox item — the event's mark — is kept: each item carries `expires_at` (epoch seconds) for the table's TTL; at least [`MIN_INBOX_RETENTION`] (3 days, the longest retry horizon of the senders offered: Stripe retries for up to three days), since a sender's retry after its item expired would be a new event | 2592000 (30 days) |
 //!
 //! The identity is never an unsigned header: a delivery captured inside the window and sent
 //! again under another id must not be a new event. GitHub's scheme, which does not sign the
 //! delivery id, is not offered.
 //!
 //! Nothing answered 2xx is lost: the inbox item, which is the mark, is written in one conditional
-//! `Put` before the answer, and remembers the event for as long as it lives. A stream consumer (the `inbox` module, feature `inbox`) hands inbox items on to a queue.
+//! `Put` before the answer, and remembers the event for as long as it lives: the inbox
+//! retention, after which the table's TTL removes it (raw bodies are not kept forever; the
+//! forwarder ignores the removal). A stream consumer (the `inbox` module, feature `inbox`) hands inbox items on to a queue.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use lambda_dedup::signature::{Scheme, SignatureError, Verifier};
+use lambda_dedup::signature::{Scheme, SignatureError, Verifier, VerifierError};
 use lambda_dedup::{
     AttributeValue, Derived, Effect, FingerprintSource, IdentitySource, Item, KeySpec, Message,
     Scope, TenantSource,
 };
-use lambda_dedup_batch::{CreateOnceDeduplicator, HandlerError, Outcome, Plan, Reason};
+use lambda_dedup_batch::{CreateOnceDeduplicator, HandlerError, Outcome, Plan, Reason, RetryCause};
 use lambda_http::http::{HeaderMap, Method};
 use lambda_http::{Body, Request, RequestExt, Response};
 
@@ -69,6 +77,10 @@ pub const DEFAULT_TOLERANCE_SECS: u64 = 300;
 const ACCEPTED: &str = r#"{"status":"accepted"}"#;
 /// What a retry is asked to wait, in seconds.
 const RETRY_AFTER_SECS: &str = "5";
+/// The signed headers whose values cannot hold a comma, so that a comma in one means the header
+/// was sent more than once and joined by the front (Function URL, API Gateway payload 2.0).
+/// Not the signature headers: commas are part of their format (`v1,<base64>`, `t=…,v1=…`).
+const JOINED_WHEN_REPEATED: [&str; 2] = [WEBHOOK_ID_HEADER, WEBHOOK_TIMESTAMP_HEADER];
 
 /// Where the event's identity comes from: what the sender declares and signs, never a hash of
 /// the body, never an unsigned header.
@@ -135,14 +147,28 @@ pub struct WebhookConfig {
     pub max_body_bytes: usize,
     /// The inbox table (key `event_key`).
     pub inbox_table: String,
+    /// How long an inbox item is kept (its `expires_at`, for the table's TTL).
+    pub inbox_retention: Duration,
 }
+
+/// The shortest inbox retention accepted: the longest retry horizon of the senders offered
+/// (Stripe retries a delivery for up to three days; Standard Webhooks senders for about a day
+/// and a half). A retry after its event's inbox item expired would be taken for a new event.
+pub const MIN_INBOX_RETENTION: Duration = Duration::from_secs(3 * 86_400);
+
+/// The inbox retention when `WEBHOOK_INBOX_RETENTION_SECONDS` is unset: 30 days.
+pub const DEFAULT_INBOX_RETENTION_SECS: u64 = 30 * 86_400;
+
+/// The TTL attribute of an inbox item: when it expires, epoch seconds.
+pub const INBOX_EXPIRES_AT: &str = "expires_at";
 
 impl WebhookConfig {
     /// From `WEBHOOK_SCHEME` (default `standard-webhooks`), `WEBHOOK_SECRETS` (comma-separated,
-    /// as the scheme writes them), `WEBHOOK_TOLERANCE_SECONDS` (default 300), `WEBHOOK_ID_FROM`
+    /// as the scheme writes them), `WEBHOOK_TOLERANCE_SECONDS` (default 300, at most 3600), `WEBHOOK_ID_FROM`
     /// (default the scheme's signed id), `WEBHOOK_TENANT` (the sender), `WEBHOOK_MAX_BODY_BYTES`
     /// (default 262144) and `INBOX_TABLE`; see the module's table. Refuses an unknown scheme, a
-    /// secret the scheme cannot read, and an identity its signature does not cover.
+    /// secret the scheme cannot read, a tolerance of zero or over an hour, and an identity its
+    /// signature does not cover.
     pub fn from_env() -> Result<Self, SettingsError> {
         Self::read(&Env::process())
     }
@@ -166,8 +192,16 @@ impl WebhookConfig {
             "WEBHOOK_TOLERANCE_SECONDS",
             DEFAULT_TOLERANCE_SECS,
         )?);
-        let verifier = Verifier::new(scheme, &secrets, tolerance)
-            .map_err(|e| SettingsError::Refused(format!("WEBHOOK_SECRETS: {e}")))?;
+        let verifier = Verifier::new(scheme, &secrets, tolerance).map_err(|e| {
+            // Each refusal names the variable it is about.
+            let variable = match e {
+                VerifierError::NoTolerance | VerifierError::ToleranceTooLong { .. } => {
+                    "WEBHOOK_TOLERANCE_SECONDS"
+                }
+                VerifierError::NoSecret | VerifierError::BadSecret { .. } => "WEBHOOK_SECRETS",
+            };
+            SettingsError::Refused(format!("{variable}: {e}"))
+        })?;
         let identity = match env.get("WEBHOOK_ID_FROM").filter(|v| !v.trim().is_empty()) {
             None => IdentityFrom::default_for(scheme),
             Some(v) => v
@@ -187,12 +221,26 @@ impl WebhookConfig {
                 "WEBHOOK_MAX_BODY_BYTES must be positive".into(),
             ));
         }
+        let inbox_retention = Duration::from_secs(optional_in(
+            env,
+            "WEBHOOK_INBOX_RETENTION_SECONDS",
+            DEFAULT_INBOX_RETENTION_SECS,
+        )?);
+        if inbox_retention < MIN_INBOX_RETENTION {
+            return Err(SettingsError::Refused(format!(
+                "WEBHOOK_INBOX_RETENTION_SECONDS: {} s is shorter than the senders' retry horizon \
+                 ({} s): a retry after its inbox item expired would be a new event",
+                inbox_retention.as_secs(),
+                MIN_INBOX_RETENTION.as_secs()
+            )));
+        }
         Ok(Self {
             verifier,
             identity,
             tenant: required_in(env, "WEBHOOK_TENANT")?,
             max_body_bytes,
             inbox_table: required_in(env, "INBOX_TABLE")?,
+            inbox_retention,
         })
     }
 
@@ -288,6 +336,8 @@ impl Receiver {
                 "webhooks are POSTed",
             );
         }
+        // The body is already in memory (lambda_http received it whole); its length is checked
+        // before anything costs more than a comparison: no HMAC, no parse, no store call.
         if body.len() > self.config.max_body_bytes {
             tracing::warn!(
                 request_id,
@@ -308,7 +358,20 @@ impl Receiver {
             let mut all = headers.get_all(name).iter();
             match (all.next(), all.next()) {
                 (Some(_), Some(_)) => Err(SignatureError::RepeatedHeader),
-                (one, _) => Ok(one.and_then(|v| v.to_str().ok())),
+                (one, _) => {
+                    let value = one.and_then(|v| v.to_str().ok());
+                    // A Function URL (and API Gateway's payload 2.0) hands a header sent more
+                    // than once as one header, its values joined with commas, so the count above
+                    // sees one copy. An id or a timestamp never holds a comma: one that does was
+                    // sent twice.
+                    if JOINED_WHEN_REPEATED.contains(&name)
+                        && value.is_some_and(|v| v.contains(','))
+                    {
+                        Err(SignatureError::RepeatedHeader)
+                    } else {
+                        Ok(value)
+                    }
+                }
             }
         };
         if let Err(e) = self.config.verifier.verify(&header, body, now) {
@@ -337,7 +400,8 @@ impl Receiver {
         let outcome = self
             .dedup
             .create_once(&message, |event| {
-                let plan = inbox_plan(inbox, event, body, received_at)?;
+                let expires_at = lambda_dedup::clock::epoch_secs(now + self.config.inbox_retention);
+                let plan = inbox_plan(inbox, event, body, received_at, expires_at)?;
                 first_answer.clone_from(&plan.result);
                 Ok(plan)
             })
@@ -369,9 +433,7 @@ impl Receiver {
         .unwrap_or_else(|| {
             tracing::warn!(request_id, "not recorded before the invocation's deadline");
             answer_for(
-                Outcome::Retry {
-                    reason: crate::bound::ABANDONED.into(),
-                },
+                Outcome::retry(RetryCause::Deadline, crate::bound::ABANDONED),
                 None,
             )
         });
@@ -394,6 +456,7 @@ fn inbox_plan(
     event: &Derived,
     body: &[u8],
     received_at: u64,
+    expires_at: u64,
 ) -> Result<Plan, HandlerError> {
     let Ok(text) = std::str::from_utf8(body) else {
         return Err(HandlerError::Invalid("body not UTF-8".into()));
@@ -403,7 +466,8 @@ fn inbox_plan(
         .with("event_key", key)
         .with("tenant", event.tenant.as_str())
         .with("body", text)
-        .with("received_at", received_at);
+        .with("received_at", received_at)
+        .with(INBOX_EXPIRES_AT, expires_at);
     let result = serde_json::json!({
         "status": "accepted",
         "inbox_key": key,
@@ -572,6 +636,35 @@ mod tests {
         store.items("inbox").len()
     }
 
+    /// The inbox item — the event's mark — carries `expires_at` for the table's TTL, the inbox
+    /// retention after the request (so raw bodies are not kept forever); a retention shorter than
+    /// the senders' retry horizon is refused at start, naming the variable.
+    #[tokio::test]
+    async fn the_inbox_item_expires_after_the_inbox_retention_never_before_the_senders_retries() {
+        let (r, store) = receiver(1024);
+        let body = r#"{"id":"evt-9"}"#;
+        let first = post(&r, &signed("evt-9", body, NOW, SECRET), body, NOW).await;
+        assert_eq!(first.status, 200, "{first:?}");
+        let item = &store.items("inbox")[0];
+        let expected = NOW + DEFAULT_INBOX_RETENTION_SECS;
+        assert_eq!(
+            item.0.get(INBOX_EXPIRES_AT),
+            Some(&Value::N(expected.to_string())),
+            "{item:?}"
+        );
+        let secrets = ("WEBHOOK_SECRETS", SECRET);
+        let week = config(&[secrets, ("WEBHOOK_INBOX_RETENTION_SECONDS", "604800")]);
+        assert_eq!(
+            week.expect("a week").inbox_retention,
+            Duration::from_secs(604_800)
+        );
+        let day = config(&[secrets, ("WEBHOOK_INBOX_RETENTION_SECONDS", "86400")]);
+        let Err(SettingsError::Refused(why)) = day else {
+            panic!("a day's inbox retention accepted");
+        };
+        assert!(why.contains("WEBHOOK_INBOX_RETENTION_SECONDS"), "{why}");
+    }
+
     /// Valid, replayed, re-signed, stale, forged, oversized and conflicting deliveries each get
     /// their documented answer, and the inbox holds the event once.
     #[tokio::test]
@@ -657,6 +750,138 @@ mod tests {
         assert_eq!(inbox_len(&store), 1, "no second event");
     }
 
+    /// A Function URL request (API Gateway payload 2.0) as Lambda hands it to `main`, with these
+    /// headers (a header sent more than once arrives once, its values joined with commas) and
+    /// this body.
+    fn function_url_request(headers: &[(&str, &str)], body: &str) -> Request {
+        let headers: serde_json::Map<String, serde_json::Value> = headers
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), serde_json::Value::from(*v)))
+            .collect();
+        let event = serde_json::json!({
+            "version": "2.0",
+            "routeKey": "$default",
+            "rawPath": "/",
+            "rawQueryString": "",
+            "headers": headers,
+            "requestContext": {
+                "accountId": "anonymous",
+                "apiId": "receiver",
+                "domainName": "receiver.lambda-url.eu-west-1.on.aws",
+                "domainPrefix": "receiver",
+                "http": {
+                    "method": "POST",
+                    "path": "/",
+                    "protocol": "HTTP/1.1",
+                    "sourceIp": "192.0.2.1",
+                    "userAgent": "sender"
+                },
+                "requestId": "req-joined",
+                "routeKey": "$default",
+                "stage": "$default",
+                "time": "03/Dec/2026:08:00:00 +0000",
+                "timeEpoch": 1_796_284_800_000_u64
+            },
+            "body": body,
+            "isBase64Encoded": false
+        });
+        lambda_http::request::from_str(&event.to_string()).expect("a Function URL request")
+    }
+
+    async fn status_and_body(r: &Receiver, request: Request) -> (u16, String) {
+        let response = r.handle(request).await;
+        let status = response.status().as_u16();
+        let body = match response.body() {
+            Body::Text(t) => t.clone(),
+            other => panic!("a JSON text answer: {other:?}"),
+        };
+        (status, body)
+    }
+
+    /// Behind a Function URL, a `webhook-id` or `webhook-timestamp` sent twice reaches the
+    /// receiver as one header whose values are joined with a comma, so counting copies cannot
+    /// see the repetition. Neither an id nor a timestamp holds a comma: one that does is refused
+    /// as a repeated header, even when the signature was made over the joined text, and nothing
+    /// is stored.
+    #[tokio::test]
+    async fn a_webhook_id_or_timestamp_joined_with_a_comma_by_a_function_url_is_refused() {
+        let (r, store) = receiver(1024);
+        let body = r#"{"amount":10}"#;
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs();
+        let ts = now.to_string();
+
+        let joined_id = "evt-1,evt-1-again";
+        let sig = sign(
+            Scheme::StandardWebhooks,
+            SECRET,
+            joined_id,
+            now,
+            body.as_bytes(),
+        )
+        .expect("sign");
+        let request = function_url_request(
+            &[
+                (WEBHOOK_ID_HEADER, joined_id),
+                (WEBHOOK_TIMESTAMP_HEADER, &ts),
+                (WEBHOOK_SIGNATURE_HEADER, &sig),
+            ],
+            body,
+        );
+        assert_eq!(
+            request.headers().get_all(WEBHOOK_ID_HEADER).iter().count(),
+            1,
+            "lambda_http hands the joined values as one header"
+        );
+        let (status, answer) = status_and_body(&r, request).await;
+        assert_eq!(status, 401, "{answer}");
+        assert!(answer.contains("repeated_header"), "{answer}");
+
+        let joined_ts = format!("{now},{now}");
+        let sig = sign(
+            Scheme::StandardWebhooks,
+            SECRET,
+            "evt-2",
+            now,
+            body.as_bytes(),
+        )
+        .expect("sign");
+        let request = function_url_request(
+            &[
+                (WEBHOOK_ID_HEADER, "evt-2"),
+                (WEBHOOK_TIMESTAMP_HEADER, &joined_ts),
+                (WEBHOOK_SIGNATURE_HEADER, &sig),
+            ],
+            body,
+        );
+        let (status, answer) = status_and_body(&r, request).await;
+        assert_eq!(status, 401, "{answer}");
+        assert!(answer.contains("repeated_header"), "{answer}");
+
+        // The same delivery with each header once is accepted: only the comma was refused.
+        let sig = sign(
+            Scheme::StandardWebhooks,
+            SECRET,
+            "evt-2",
+            now,
+            body.as_bytes(),
+        )
+        .expect("sign");
+        let request = function_url_request(
+            &[
+                (WEBHOOK_ID_HEADER, "evt-2"),
+                (WEBHOOK_TIMESTAMP_HEADER, &ts),
+                (WEBHOOK_SIGNATURE_HEADER, &sig),
+            ],
+            body,
+        );
+        let (status, answer) = status_and_body(&r, request).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(inbox_len(&store), 1, "only the delivery sent once");
+    }
+
     /// An unsigned request is refused before any store call; requests without an identity, or
     /// not POSTed, get their own answers and write nothing.
     #[tokio::test]
@@ -713,6 +938,28 @@ mod tests {
             .answer(&Method::POST, &latin1, b"caf\xe9", "req", at(NOW))
             .await;
         assert_eq!((a.status, a.outcome), (400, "Rejected"), "{a:?}");
+        assert_eq!(inbox_len(&store), 0);
+    }
+
+    /// The body limit is the first check after the method: an oversized body is answered 413
+    /// whatever its signature (none at all here) and with the store down, so no signature was
+    /// computed over it and no store call made; nothing is stored.
+    #[tokio::test]
+    async fn an_oversized_body_is_refused_before_its_signature_or_the_store_is_reached() {
+        let (r, store) = receiver(64);
+        let down = {
+            let config = r.config.clone();
+            let spec = config.key_spec(Scope::new("t", "webhook-receiver").expect("scope"));
+            Receiver::new(
+                "webhook-receiver",
+                config,
+                CreateOnceDeduplicator::new(spec, store.unreachable()),
+            )
+        };
+        let big = format!(r#"{{"pad":"{}"}}"#, "x".repeat(64));
+        let a = post(&down, &HeaderMap::new(), &big, NOW).await;
+        assert_eq!((a.status, a.outcome), (413, "TooLarge"), "{a:?}");
+        assert!(!a.received(), "refused before the deduplicator");
         assert_eq!(inbox_len(&store), 0);
     }
 
@@ -823,6 +1070,31 @@ mod tests {
             ("WEBHOOK_SECRETS", "sk_test_123"),
         ]);
         assert!(e.contains("whsec_") && !e.contains("sk_test"), "{e}");
+    }
+
+    /// `WEBHOOK_TOLERANCE_SECONDS` is bounded: a window longer than an hour would let a captured
+    /// delivery be replayed for that long, so it is refused at start, naming the variable and
+    /// the bound; so is a zero window (it would refuse everything). An hour is accepted.
+    #[test]
+    fn webhook_tolerance_seconds_over_an_hour_is_refused_at_start() {
+        let sw = ("WEBHOOK_SECRETS", SW_SECRET);
+        let tolerance = |v: &str| {
+            config(&[sw, ("WEBHOOK_TOLERANCE_SECONDS", v)]).map(|c| c.verifier.tolerance())
+        };
+        assert_eq!(tolerance("3600"), Ok(Duration::from_secs(3600)));
+        assert_eq!(
+            config(&[sw]).map(|c| c.verifier.tolerance()),
+            Ok(Duration::from_secs(DEFAULT_TOLERANCE_SECS))
+        );
+        for too_long in ["3601", "86400", "18446744073709551615"] {
+            let e = refusal(&[sw, ("WEBHOOK_TOLERANCE_SECONDS", too_long)]);
+            assert!(
+                e.contains("WEBHOOK_TOLERANCE_SECONDS") && e.contains("3600"),
+                "{too_long}: {e}"
+            );
+        }
+        let e = refusal(&[sw, ("WEBHOOK_TOLERANCE_SECONDS", "0")]);
+        assert!(e.contains("WEBHOOK_TOLERANCE_SECONDS"), "{e}");
     }
 
     /// `WEBHOOK_ID_FROM`: only an identity the signature covers.

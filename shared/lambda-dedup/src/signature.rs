@@ -6,7 +6,8 @@
 //!   sender signs `"{webhook-id}.{webhook-timestamp}.{raw body}"` with HMAC-SHA256 under the
 //!   secret's key, and sends the three headers `webhook-id`, `webhook-timestamp` (Unix seconds)
 //!   and `webhook-signature`, a space-separated list of `v1,<base64 digest>` (other version tags
-//!   are ignored). A secret is `whsec_<base64 of the key>`. The event id is signed, so a
+//!   are ignored; a `v1` entry that is not padded base64 of a 32-byte digest refuses the
+//!   request, as the reference library refuses unpadded base64). A secret is `whsec_<base64 of the key>`. The event id is signed, so a
 //!   captured delivery cannot be replayed under another id.
 //! - **Stripe** (`stripe`), as Stripe's own libraries verify it: one header,
 //!   `Stripe-Signature: t=<timestamp>,v1=<hex digest>[,v1=…][,v0=…]`, over `"{t}.{raw body}"`;
@@ -62,6 +63,12 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// guessed.
 pub const MIN_SECRET_BYTES: usize = 16;
 
+/// The longest tolerance window accepted: one hour. The window is how long a captured delivery
+/// can be sent again with its signature still valid (the mark makes a replay of the same event
+/// a duplicate, but one under another scheme's unsigned id, or after the mark's retention, would
+/// not be); the senders' libraries use 5 minutes, and an hour leaves room for a clock far off.
+pub const MAX_TOLERANCE: Duration = Duration::from_secs(3600);
+
 /// The prefix of both schemes' secrets.
 pub const SECRET_PREFIX: &str = "whsec_";
 
@@ -74,13 +81,22 @@ pub const WEBHOOK_SIGNATURE_HEADER: &str = "webhook-signature";
 /// Stripe's header (`t=…,v1=…`), as HTTP headers are compared: lower case.
 pub const STRIPE_SIGNATURE_HEADER: &str = "stripe-signature";
 
-/// Base64 as Standard Webhooks writes it (the standard alphabet), padding optional on input as
-/// the reference library allows.
+/// Base64 of secrets as Standard Webhooks writes them (the standard alphabet), padding optional
+/// on input as the reference library allows (it appends `==` before decoding a secret).
 const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
     &base64::alphabet::STANDARD,
     base64::engine::GeneralPurposeConfig::new()
         .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
 );
+
+/// Base64 of signatures: the standard alphabet with its padding required. The reference
+/// library decodes signatures with Python's `b64decode`, which refuses them unpadded; accepting
+/// more than the reference does would make this receiver the one place where such a header
+/// passes.
+const SIGNATURE_BASE64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+/// The length of a `v1` (HMAC-SHA256) digest.
+const DIGEST_BYTES: usize = 32;
 
 /// How a sender signs its deliveries: which headers, what is signed, how secrets are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -186,6 +202,11 @@ pub enum SignatureError {
     /// No offered digest matches any held secret.
     #[error("no signature matches")]
     Mismatch,
+    /// Standard Webhooks: a `v1` signature that is not the padded base64 of a SHA-256 digest
+    /// (as the reference library, which refuses unpadded base64, reads it). The whole header is
+    /// refused, not only the entry: no sender's library writes one.
+    #[error("a v1 signature is not the padded base64 of a 32-byte digest")]
+    Malformed,
 }
 
 impl SignatureError {
@@ -198,6 +219,7 @@ impl SignatureError {
             Self::MissingId => "missing_id",
             Self::RepeatedHeader => "repeated_header",
             Self::Mismatch => "bad_signature",
+            Self::Malformed => "malformed_signature",
         }
     }
 }
@@ -241,6 +263,12 @@ pub enum VerifierError {
     /// A zero tolerance refuses every request.
     #[error("the tolerance must be at least one second")]
     NoTolerance,
+    /// A tolerance over [`MAX_TOLERANCE`]: a captured delivery could be replayed for that long.
+    #[error("the tolerance is {secs} s; at most {} s is accepted", MAX_TOLERANCE.as_secs())]
+    ToleranceTooLong {
+        /// The tolerance asked for, in seconds.
+        secs: u64,
+    },
 }
 
 /// How [`Verifier::verify`] reads a request's headers: the value of header `name` (lower case)
@@ -274,6 +302,11 @@ impl Verifier {
         if tolerance < Duration::from_secs(1) {
             return Err(VerifierError::NoTolerance);
         }
+        if tolerance > MAX_TOLERANCE {
+            return Err(VerifierError::ToleranceTooLong {
+                secs: tolerance.as_secs(),
+            });
+        }
         Ok(Self {
             scheme,
             keys,
@@ -304,13 +337,17 @@ impl Verifier {
             Scheme::StandardWebhooks => {
                 let timestamp = parse_timestamp(headers(WEBHOOK_TIMESTAMP_HEADER)?)?;
                 let id = headers(WEBHOOK_ID_HEADER)?;
-                let offered: Vec<Vec<u8>> = headers(WEBHOOK_SIGNATURE_HEADER)?
-                    .into_iter()
-                    .flat_map(|s| s.split(' '))
-                    .filter_map(|entry| entry.trim().split_once(','))
-                    .filter(|(version, _)| *version == "v1")
-                    .filter_map(|(_, sig)| BASE64.decode(sig).ok())
-                    .collect();
+                let offered: Result<Vec<Vec<u8>>, SignatureError> =
+                    headers(WEBHOOK_SIGNATURE_HEADER)?
+                        .into_iter()
+                        .flat_map(|s| s.split(' '))
+                        .filter_map(|entry| entry.trim().split_once(','))
+                        .filter(|(version, _)| *version == "v1")
+                        .map(|(_, sig)| match SIGNATURE_BASE64.decode(sig) {
+                            Ok(digest) if digest.len() == DIGEST_BYTES => Ok(digest),
+                            _ => Err(SignatureError::Malformed),
+                        })
+                        .collect();
                 let id = id.ok_or(SignatureError::MissingId)?;
                 let signed = standard_content(id, timestamp, body);
                 (timestamp, offered, signed)
@@ -324,11 +361,11 @@ impl Verifier {
                 // The first `t`, as Stripe's libraries read it.
                 let timestamp =
                     parse_timestamp(items.iter().find(|(k, _)| *k == "t").map(|(_, v)| *v))?;
-                let offered = items
+                let offered = Ok(items
                     .iter()
                     .filter(|(k, _)| *k == "v1")
                     .filter_map(|(_, v)| hex::decode(v).ok())
-                    .collect();
+                    .collect());
                 (timestamp, offered, stripe_content(timestamp, body))
             }
         };
@@ -343,6 +380,8 @@ impl Verifier {
                 tolerance_secs: self.tolerance.as_secs(),
             });
         }
+        // After the window, so a stale delivery is told as stale whatever its signatures.
+        let offered = offered?;
         if offered.is_empty() {
             return Err(SignatureError::Missing);
         }
@@ -399,7 +438,7 @@ pub fn sign(
     Ok(match scheme {
         Scheme::StandardWebhooks => format!(
             "v1,{}",
-            BASE64.encode(hmac_sha256(&key, &standard_content(id, timestamp, body)))
+            SIGNATURE_BASE64.encode(hmac_sha256(&key, &standard_content(id, timestamp, body)))
         ),
         Scheme::Stripe => format!(
             "t={timestamp},v1={}",
@@ -677,6 +716,37 @@ mod tests {
         );
     }
 
+    /// The reference library (`standardwebhooks`) decodes a `v1` signature as padded base64 and
+    /// refuses one without its padding; so does this verifier, whether the unpadded entry is
+    /// alone or beside a valid one (the reference library fails on the first malformed entry).
+    #[test]
+    fn a_standard_webhooks_signature_without_its_base64_padding_is_refused() {
+        let v = standard(&[SW_SECRET]);
+        let unpadded = SW_SIGNATURE.trim_end_matches('=');
+        assert_ne!(unpadded, SW_SIGNATURE, "the vector's digest is padded");
+        assert_eq!(
+            verify(&v, &sw_headers(SW_ID, SW_TS, unpadded), SW_BODY, SW_TS),
+            Err(SignatureError::Malformed)
+        );
+        let beside = format!("{unpadded} {SW_SIGNATURE}");
+        assert_eq!(
+            verify(&v, &sw_headers(SW_ID, SW_TS, &beside), SW_BODY, SW_TS),
+            Err(SignatureError::Malformed)
+        );
+        for not_base64 in [
+            "v1,***",
+            "v1,",
+            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE==",
+        ] {
+            assert_eq!(
+                verify(&v, &sw_headers(SW_ID, SW_TS, not_base64), SW_BODY, SW_TS),
+                Err(SignatureError::Malformed),
+                "{not_base64}"
+            );
+        }
+        assert_eq!(SignatureError::Malformed.code(), "malformed_signature");
+    }
+
     /// A repeated header is refused, whichever copy would have matched.
     #[test]
     fn a_repeated_signed_header_is_refused() {
@@ -744,6 +814,11 @@ mod tests {
         assert_eq!(
             Verifier::new(sw, &[SW_SECRET], Duration::ZERO).err(),
             Some(VerifierError::NoTolerance)
+        );
+        assert!(Verifier::new(sw, &[SW_SECRET], MAX_TOLERANCE).is_ok());
+        assert_eq!(
+            Verifier::new(sw, &[SW_SECRET], MAX_TOLERANCE + Duration::from_secs(1)).err(),
+            Some(VerifierError::ToleranceTooLong { secs: 3601 })
         );
         let debug = format!("{:?}", standard(&[SW_SECRET]));
         assert!(!debug.contains("MfKQ") && debug.contains("StandardWebhooks"));

@@ -20,11 +20,15 @@
 //!   `ReportBatchItemFailures`, the emulator's redrive policy), DynamoDB Streams and Kinesis
 //!   (shard order, retry from the reported record, `MaximumRetryAttempts`,
 //!   `MaximumRecordAgeInSeconds`, an on-failure destination written as Lambda writes it).
+//! - **Several invocations at once in one environment** ([`concurrent`]), as Lambda Managed
+//!   Instances run them: a runtime API serving many workers' long polls, each invocation with its
+//!   own deadline, for a test of one function process under concurrent invocations.
 //! - **Processes that never outlive their starter** ([`process`], [`signals`]): services behind
 //!   a watchdog shell, children tracked and stopped on SIGTERM, SIGINT or SIGHUP.
 //!
 //! What it does not: IAM (no permission is checked; a caller can meter the calls itself),
-//! concurrency and scaling (one instance per function, one invocation at a time per mapping),
+//! scaling (one instance per function, one invocation at a time per mapping; only [`concurrent`]
+//! runs several at once in one process),
 //! cold starts, memory limits, bisection on error (`BisectBatchOnFunctionError`), tumbling
 //! windows, filter criteria on mappings, retries of asynchronous invocations, layers, and
 //! anything deployed: it never talks to AWS.
@@ -32,6 +36,7 @@
 //! It knows nothing of the project using it: function names, timeouts, environments and the
 //! template are its inputs.
 
+pub mod concurrent;
 pub mod functions;
 pub mod plan;
 pub mod process;

@@ -11,7 +11,7 @@ use crate::store::CreateOnceMarks;
 
 impl<S: CreateOnceMarks> Dedup<S> {
     /// The SQS service of a function whose effect creates one item per event: `create` says
-    /// the [`Effect::put`](lambda_dedup::Effect::put) of that item (a [`Plan`](super::Plan)
+    /// the [`Effect::put`](lambda_dedup::Effect::put) of that item (a [`Plan`](lambda_dedup_batch::Plan)
     /// of one put, to store a result for duplicates); it is written in one conditional `Put`
     /// carrying the event's key and fingerprint, and a redelivery finds the item and is a
     /// duplicate (S8), another payload a conflict (S11). The item is the mark for as long as it

@@ -37,6 +37,21 @@ impl TimeFormat {
         }
     }
 
+    /// `at` written in this format, as a producer would put it in an event (RFC 3339 text in
+    /// UTC, or an epoch integer): what tests stamp their fixtures with, so an event is never
+    /// "late" only because the fixture was written long ago (S10).
+    pub fn write(self, at: SystemTime) -> Json {
+        let millis = crate::clock::epoch_millis(at);
+        match self {
+            Self::Rfc3339 => {
+                let t = chrono::DateTime::<chrono::Utc>::from(at);
+                Json::String(t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+            }
+            Self::EpochSeconds => Json::from(millis / 1000),
+            Self::EpochMillis => Json::from(millis),
+        }
+    }
+
     fn read(self, what: &str, text: &str) -> Result<SystemTime, Rejection> {
         let wrong = |found: &'static str| Rejection::WrongType {
             what: what.into(),
@@ -135,5 +150,41 @@ impl EventTimeSource {
                 format.read(&what, &text).map(Some)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// What `write` stamps, `read` reads back as the same instant (to the millisecond for RFC
+    /// 3339 and epoch milliseconds, the second for epoch seconds), in every format.
+    #[test]
+    fn a_written_time_reads_back_as_the_same_instant() {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_764_000_123_456);
+        for (format, expected) in [
+            (TimeFormat::Rfc3339, at),
+            (TimeFormat::EpochMillis, at),
+            (
+                TimeFormat::EpochSeconds,
+                SystemTime::UNIX_EPOCH + Duration::from_secs(1_764_000_123),
+            ),
+        ] {
+            let written = format.write(at);
+            let text = match &written {
+                Json::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            assert_eq!(
+                format.read("t", &text).ok(),
+                Some(expected),
+                "{format:?}: {written}"
+            );
+        }
+        assert_eq!(
+            TimeFormat::Rfc3339.write(at),
+            Json::String("2025-11-24T16:02:03.456Z".into())
+        );
     }
 }

@@ -1,0 +1,151 @@
+//! The builder's typed events: the payload read into the user's type, and what the work returns
+//! ([`IntoPlan`]).
+
+use std::time::SystemTime;
+
+use lambda_dedup::{DedupKey, Derived, KeySpec, Message};
+use lambda_dedup_batch::Plan;
+use serde::de::DeserializeOwned;
+
+use super::Refusal;
+
+/// What an event's transactional work returns: the writes to commit with its mark — an
+/// effect of the store's type `E` ([`Effect`](lambda_dedup::Effect) on DynamoDB and memory),
+/// several, a [`Plan`] (writes and a result stored for duplicates) — or, as a `Result`, a
+/// [`Refusal`].
+pub trait IntoPlan<E = lambda_dedup::Effect> {
+    /// The plan, or the refusal.
+    fn into_plan(self) -> Result<Plan<E>, Refusal>;
+}
+
+impl IntoPlan for lambda_dedup::Effect {
+    fn into_plan(self) -> Result<Plan, Refusal> {
+        Ok(self.into())
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl IntoPlan<lambda_dedup_postgres::SqlEffect> for lambda_dedup_postgres::SqlEffect {
+    fn into_plan(self) -> Result<Plan<Self>, Refusal> {
+        Ok(vec![self].into())
+    }
+}
+
+#[cfg(feature = "valkey")]
+impl IntoPlan<lambda_dedup_valkey::ValkeyEffect> for lambda_dedup_valkey::ValkeyEffect {
+    fn into_plan(self) -> Result<Plan<Self>, Refusal> {
+        Ok(vec![self].into())
+    }
+}
+
+impl<E> IntoPlan<E> for Vec<E> {
+    fn into_plan(self) -> Result<Plan<E>, Refusal> {
+        Ok(self.into())
+    }
+}
+
+impl<E> IntoPlan<E> for Plan<E> {
+    fn into_plan(self) -> Result<Plan<E>, Refusal> {
+        Ok(self)
+    }
+}
+
+impl<E, P: IntoPlan<E>> IntoPlan<E> for Result<P, Refusal> {
+    fn into_plan(self) -> Result<Plan<E>, Refusal> {
+        self.and_then(IntoPlan::into_plan)
+    }
+}
+
+/// One event, typed: the payload deserialised into the user's type `T`, with what its key was
+/// derived from.
+#[derive(Debug, Clone)]
+pub struct Event<T> {
+    /// The payload: the CloudEvents `data` for a CloudEvents function, else the whole body.
+    pub payload: T,
+    /// The tenant the key is scoped to (empty for a single-tenant function). Key the event's own
+    /// items within it with [`Event::scoped`], so tenants stay apart in the data too (S1).
+    pub tenant: String,
+    /// The dedup key: pass [`DedupKey::idempotency_key`] to systems that take one.
+    pub key: DedupKey,
+    /// When the producer says the event happened, if it says.
+    pub time: Option<SystemTime>,
+}
+
+impl<T> Event<T> {
+    /// `id` within the event's tenant (`tenant/id`, [`lambda_dedup::tenant_scoped`]), for the
+    /// keys of the items it writes; a single-tenant function's `id` itself (its tenant is
+    /// empty, which a multi-tenant function's never is: an empty tenant is rejected).
+    pub fn scoped(&self, id: &str) -> String {
+        if self.tenant.is_empty() {
+            id.to_owned()
+        } else {
+            lambda_dedup::tenant_scoped(&self.tenant, id)
+        }
+    }
+}
+
+/// Where the typed payload is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PayloadAt {
+    /// The CloudEvents `data` member.
+    Data,
+    /// The whole JSON body.
+    Body,
+}
+
+/// The typed event of message `m` under `spec`, if it has one (an applied message does).
+pub(super) fn event_of<T: DeserializeOwned>(
+    at: PayloadAt,
+    spec: &KeySpec,
+    m: &Message,
+) -> Option<Event<T>> {
+    spec.derive(m).ok().and_then(|d| typed(at, &d).ok())
+}
+
+/// The typed event of `d`, or the refusal of a payload that is not a `T`.
+pub(super) fn typed<T: DeserializeOwned>(at: PayloadAt, d: &Derived) -> Result<Event<T>, Refusal> {
+    let body = d
+        .body
+        .as_ref()
+        .ok_or_else(|| Refusal::Invalid("the body is not JSON".into()))?;
+    let value = match at {
+        PayloadAt::Body => body,
+        PayloadAt::Data => body
+            .get("data")
+            .ok_or_else(|| Refusal::Invalid("data missing".into()))?,
+    };
+    let payload = parse(value)?;
+    Ok(Event {
+        payload,
+        tenant: d.tenant.clone(),
+        key: d.key.clone(),
+        time: d.event_time,
+    })
+}
+
+/// `value` as the user's type `T`, or the refusal the service gives a payload that is not one
+/// (naming fields, never quoting values): what an event's payload goes through before the work.
+pub fn parse<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, Refusal> {
+    T::deserialize(value).map_err(|e| Refusal::Invalid(described(&e)))
+}
+
+/// Why a payload is not a `T`, naming fields but never quoting values (S3): serde's own message
+/// only where it names a field alone.
+fn described(e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    if message.starts_with("missing field") || message.starts_with("duplicate field") {
+        format!("the payload does not fit: {message}")
+    } else {
+        "the payload does not fit its type (a field has the wrong type or value)".into()
+    }
+}
+
+/// The plan of `d` from the user's typed `effect`.
+pub(super) fn plan<T, F, P, E>(at: PayloadAt, d: &Derived, effect: &F) -> Result<Plan<E>, Refusal>
+where
+    T: DeserializeOwned,
+    F: Fn(Event<T>) -> P,
+    P: IntoPlan<E>,
+{
+    effect(typed(at, d)?).into_plan()
+}

@@ -1,0 +1,314 @@
+//! Lambda Managed Instances: one execution environment runs several invocations at once, all
+//! sharing one handler (`lambda_runtime::run_concurrent`, `AWS_LAMBDA_MAX_CONCURRENCY`). The
+//! built `ledger-projector` binary, unmodified, polls a runtime API that hands out many
+//! invocations together ([`local_lambda::concurrent`]): the same event in several invocations
+//! at once, different events, and the store frozen mid-way. Each event's effect happens once
+//! (S4, S5), every invocation answers before its own deadline — not another's — with what is
+//! unfinished reported for redelivery (S12), and each prints exactly one EMF line (S14).
+//!
+//! It needs the built functions (`DEDUP_FUNCTIONS_DIR`, which `cargo xtask test` sets); without
+//! them it says so and is skipped. The DynamoDB is this test binary's own, behind a proxy the
+//! test can freeze (connections accepted, nothing forwarded), so no other test is disturbed.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use local_lambda::concurrent::{Answer, ConcurrentApi, Invocation};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use dedup_tests as support;
+
+/// The deadline margin the function is given: the cut before each invocation's deadline.
+const MARGIN: Duration = Duration::from_millis(1000);
+
+/// A TCP proxy in front of the DynamoDB that, frozen, accepts and reads but forwards nothing
+/// until thawed (then what it held goes on: a commit may apply after its invocation gave up).
+struct Gate {
+    addr: std::net::SocketAddr,
+    frozen: tokio::sync::watch::Sender<bool>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl Gate {
+    async fn start(upstream: std::net::SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("gate");
+        let addr = listener.local_addr().expect("gate address");
+        let (frozen, watch) = tokio::sync::watch::channel(false);
+        let server = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let mut watch = watch.clone();
+                tokio::spawn(async move {
+                    let Ok(up) = tokio::net::TcpStream::connect(upstream).await else {
+                        return;
+                    };
+                    let (mut from_client, mut to_client) = client.into_split();
+                    let (mut from_up, mut to_up) = up.into_split();
+                    let back = tokio::spawn(async move {
+                        let _ = tokio::io::copy(&mut from_up, &mut to_client).await;
+                    });
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n) = from_client.read(&mut buf).await {
+                        if n == 0 || watch.wait_for(|frozen| !frozen).await.is_err() {
+                            break;
+                        }
+                        if to_up.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    back.abort();
+                });
+            }
+        });
+        Self {
+            addr,
+            frozen,
+            server,
+        }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn freeze(&self, frozen: bool) {
+        self.frozen.send_replace(frozen);
+    }
+}
+
+/// An SQS event of one credit record per `(message id, event id, account, amount)`, in the
+/// shape of AWS's sample (`events/ledger-credit.json`).
+fn sqs_event(credits: &[(&str, &str, &str, i64)]) -> serde_json::Value {
+    let sample: serde_json::Value = serde_json::from_str(include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../events/ledger-credit.json"
+    )))
+    .expect("the sample event");
+    let records: Vec<serde_json::Value> = credits
+        .iter()
+        .map(|(message_id, id, account, amount)| {
+            let mut record = sample["Records"][0].clone();
+            record["messageId"] = (*message_id).into();
+            record["body"] = serde_json::json!({"specversion": "1.0", "type": "credit",
+                "source": "/bank", "id": id, "tenantid": "acme",
+                "data": {"account": account, "amount": amount}})
+            .to_string()
+            .into();
+            record
+        })
+        .collect();
+    serde_json::json!({ "Records": records })
+}
+
+/// The record ids an invocation reported failed (none when it answered no response at all:
+/// then every record of it counts as failed, as Lambda's poller counts them).
+fn failed(invocation: &Invocation, event: &serde_json::Value) -> Vec<String> {
+    match &invocation.answer {
+        Answer::Response(r) => r["batchItemFailures"]
+            .as_array()
+            .map(|f| {
+                f.iter()
+                    .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_owned))
+            })
+            .into_iter()
+            .flatten()
+            .collect(),
+        _ => event["Records"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["messageId"].as_str().map(str::to_owned))
+            .collect(),
+    }
+}
+
+/// Invokes every event at once, `timeouts[i]` for event `i`.
+async fn all_at_once(
+    api: &ConcurrentApi,
+    events: &[serde_json::Value],
+    timeouts: &[Duration],
+) -> Vec<Invocation> {
+    let calls = events
+        .iter()
+        .zip(timeouts)
+        .map(|(e, t)| api.invoke(e.clone(), *t));
+    futures::future::join_all(calls).await
+}
+
+/// Redelivers each event until its invocation reports nothing failed, as the queue would (at
+/// most `rounds` times); returns the invocations made.
+async fn until_done(api: &ConcurrentApi, events: &[serde_json::Value], rounds: usize) -> usize {
+    let mut pending: Vec<serde_json::Value> = events.to_vec();
+    let mut made = 0;
+    for _ in 0..rounds {
+        if pending.is_empty() {
+            break;
+        }
+        let timeouts = vec![Duration::from_secs(10); pending.len()];
+        let answers = all_at_once(api, &pending, &timeouts).await;
+        made += answers.len();
+        pending = pending
+            .into_iter()
+            .zip(&answers)
+            .filter(|(e, a)| !failed(a, e).is_empty())
+            .map(|(e, _)| e)
+            .collect();
+    }
+    assert!(
+        pending.is_empty(),
+        "still failing after {rounds} deliveries: {pending:?}"
+    );
+    made
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_invocations_in_one_environment_apply_each_event_once_within_their_own_deadlines()
+ {
+    let Ok(dir) = std::env::var("DEDUP_FUNCTIONS_DIR") else {
+        eprintln!(
+            "concurrent invocations skipped: DEDUP_FUNCTIONS_DIR (the built functions) is not set; `cargo xtask test` sets it"
+        );
+        return;
+    };
+    let ddb = local_dynamodb::shared();
+    let upstream: std::net::SocketAddr = ddb
+        .endpoint()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("the local DynamoDB's address");
+    let gate = Gate::start(upstream).await;
+    let client = support::client_at(&ddb.endpoint());
+    let marks = support::mark_table(&client).await;
+    let balances = support::effect_table(&client, "account").await;
+    let api = ConcurrentApi::start().await.expect("runtime API");
+    let mut function = tokio::process::Command::new(format!("{dir}/ledger-projector"))
+        .envs([
+            ("AWS_LAMBDA_RUNTIME_API", api.runtime_api()),
+            ("AWS_LAMBDA_FUNCTION_NAME", "ledger-projector".into()),
+            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512".into()),
+            ("AWS_LAMBDA_MAX_CONCURRENCY", "8".into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", "local".into()),
+            ("AWS_SECRET_ACCESS_KEY", "local".into()),
+            ("AWS_ENDPOINT_URL_DYNAMODB", gate.endpoint()),
+            ("DEDUP_NAMESPACE", support::unique("managed")),
+            ("DEDUP_MARK_TABLE", marks.clone()),
+            ("BALANCES_TABLE", balances.clone()),
+            ("DEDUP_DEADLINE_MARGIN_MS", MARGIN.as_millis().to_string()),
+            // Longer than any deadline here: the deadline, not the SDK, ends a frozen call.
+            ("DEDUP_SDK_OPERATION_TIMEOUT_MS", "60000".into()),
+            ("DEDUP_SDK_ATTEMPT_TIMEOUT_MS", "60000".into()),
+            ("RUST_LOG", "warn".into()),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the built ledger-projector");
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stdout = function.stdout.take().expect("stdout");
+    let reader = {
+        let lines = lines.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncBufReadExt;
+            let mut read = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = read.next_line().await {
+                lines.lock().expect("lines").push(line);
+            }
+        })
+    };
+
+    // The same event in four invocations at once, four other events beside them.
+    let mut events: Vec<serde_json::Value> = (0..4)
+        .map(|_| sqs_event(&[("m-1", "e-1", "a-1", 10)]))
+        .collect();
+    for n in 2..6i64 {
+        let (m, e, a) = (format!("m-{n}"), format!("e-{n}"), format!("a-{n}"));
+        events.push(sqs_event(&[(&m, &e, &a, n)]));
+    }
+    let first = all_at_once(&api, &events, &[Duration::from_secs(10); 8]).await;
+    for i in &first {
+        assert!(i.answered_in_time(), "{i:?}");
+        assert!(matches!(i.answer, Answer::Response(_)), "{i:?}");
+    }
+    assert!(
+        api.most_in_flight() > 1,
+        "the environment ran the invocations at once (most in flight: {})",
+        api.most_in_flight()
+    );
+    let mut invocations = first.len();
+    // What a concurrent duplicate reported failed comes back, as the queue redelivers it.
+    let retried: Vec<serde_json::Value> = events
+        .iter()
+        .zip(&first)
+        .filter(|(e, i)| !failed(i, e).is_empty())
+        .map(|(e, _)| e.clone())
+        .collect();
+    invocations += until_done(&api, &retried, 5).await;
+
+    // The store frozen mid-way: four invocations, each with its own deadline, all at once.
+    gate.freeze(true);
+    let frozen: Vec<serde_json::Value> = (6..10i64)
+        .map(|n| {
+            let (m, e, a) = (format!("m-{n}"), format!("e-{n}"), format!("a-{n}"));
+            sqs_event(&[(&m, &e, &a, n)])
+        })
+        .collect();
+    let timeouts: Vec<Duration> = (0..4u64).map(|k| Duration::from_secs(3 + k)).collect();
+    let cut = all_at_once(&api, &frozen, &timeouts).await;
+    gate.freeze(false);
+    invocations += cut.len();
+    for (i, e) in cut.iter().zip(&frozen) {
+        assert!(
+            i.answered_in_time(),
+            "answered after its own deadline: {i:?}"
+        );
+        let answered = i.answered_at.expect("answered");
+        let early = i.deadline.duration_since(answered).unwrap_or_default();
+        assert!(
+            early <= MARGIN + Duration::from_millis(300),
+            "an invocation cut at its own deadline, not another's ({early:?} before it): {i:?}"
+        );
+        assert_eq!(
+            failed(i, e).len(),
+            1,
+            "the unfinished record reported: {i:?}"
+        );
+    }
+    invocations += until_done(&api, &frozen, 5).await;
+
+    // One effect per event, and a mark per event.
+    assert_eq!(
+        support::balance(&client, &balances, "acme/a-1").await,
+        Some(10)
+    );
+    for n in 2..10i64 {
+        let account = format!("acme/a-{n}");
+        assert_eq!(
+            support::balance(&client, &balances, &account).await,
+            Some(n),
+            "{account}"
+        );
+    }
+    assert_eq!(support::mark_keys(&client, &marks).await.len(), 9);
+
+    // One EMF line per invocation.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    function.kill().await.expect("stopped");
+    let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
+    let emf = lines
+        .lock()
+        .expect("lines")
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("_aws").is_some() && v.get("Received").is_some())
+        .count();
+    assert_eq!(emf, invocations, "one EMF line per invocation");
+}

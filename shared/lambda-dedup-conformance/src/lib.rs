@@ -237,13 +237,14 @@ impl<E, S: MarkStore<E> + ?Sized, T: EffectTables> World<E, S> for StoreAndTable
 }
 
 /// Every case of the suite that every store runs, by name.
-pub const CASES: [&str; 12] = [
+pub const CASES: [&str; 13] = [
     "claims_are_exclusive",
     "commit_then_duplicate",
     "a_failed_condition_writes_nothing",
     "refused_writes_are_permanent_and_write_nothing",
     "another_fingerprint_is_a_conflict",
     "leases_expire_and_fence",
+    "leases_are_held_past_their_end_by_the_clock_skew_allowance",
     "release_hands_over_at_once",
     "marks_expire_with_their_ttl",
     "leases_end_by_the_deadline",
@@ -292,6 +293,7 @@ macro_rules! suite {
             refused_writes_are_permanent_and_write_nothing,
             another_fingerprint_is_a_conflict,
             leases_expire_and_fence,
+            leases_are_held_past_their_end_by_the_clock_skew_allowance,
             release_hands_over_at_once,
             marks_expire_with_their_ttl,
             leases_end_by_the_deadline,
@@ -574,7 +576,8 @@ pub async fn leases_expire_and_fence<H: Harness>(h: &H) {
         matches!(blocked, Ok(Commit::Seen(Seen::InProgress { .. }))),
         "{blocked:?}"
     );
-    c.clock.advance(LEASE + Duration::from_secs(1));
+    c.clock
+        .advance(LEASE + lambda_dedup::store::DEFAULT_CLOCK_SKEW + Duration::from_secs(1));
     let Claim::Claimed(second) = c.store.claim(&k, Some(&f), None).await.expect("claim") else {
         panic!("takeover must win");
     };
@@ -601,6 +604,48 @@ pub async fn leases_expire_and_fence<H: Harness>(h: &H) {
     let mark = c.store.get(&k).await.expect("get").expect("mark");
     assert_eq!(mark.status, MarkStatus::Completed);
     assert_eq!(mark.result.as_deref(), Some("ok"));
+}
+
+/// S6 across clocks: the owner is given the lease's end, and the store records it held the
+/// clock-skew allowance longer, so another instance whose clock runs ahead by less than the
+/// allowance — here, this store's clock moved past the owner's end but not past the allowance —
+/// finds it in progress; once the allowance has passed too, it takes the claim over.
+pub async fn leases_are_held_past_their_end_by_the_clock_skew_allowance<H: Harness>(h: &H) {
+    let c = case(h).await;
+    let skew = lambda_dedup::store::DEFAULT_CLOCK_SKEW;
+    let k = key();
+    let f = fp("a");
+    let claimed_at = c.clock.now();
+    let Claim::Claimed(first) = c.store.claim(&k, Some(&f), None).await.expect("claim") else {
+        panic!("first claim must win");
+    };
+    let given = first
+        .expires_at
+        .duration_since(claimed_at)
+        .unwrap_or_default();
+    assert!(
+        given <= LEASE && given + Duration::from_millis(1) >= LEASE,
+        "the owner is given the lease itself: {given:?}"
+    );
+    let mark = c.store.get(&k).await.expect("get").expect("mark");
+    let held = mark.lease_expires_at.expect("a lease");
+    let recorded = held.duration_since(first.expires_at).unwrap_or_default();
+    assert!(
+        recorded + Duration::from_millis(1) >= skew && recorded <= skew,
+        "recorded held the allowance past the owner's end: {recorded:?}"
+    );
+    // Past the owner's end, within the allowance: a clock that far ahead does not take over.
+    c.clock.advance(LEASE + skew / 2);
+    let early = c.store.claim(&k, Some(&f), None).await.expect("claim");
+    assert!(
+        matches!(early, Claim::Seen(Seen::InProgress { .. })),
+        "taken over within the skew allowance: {early:?}"
+    );
+    c.clock.advance(skew / 2 + Duration::from_millis(10));
+    let Claim::Claimed(second) = c.store.claim(&k, Some(&f), None).await.expect("claim") else {
+        panic!("past the allowance the claim is taken over");
+    };
+    assert_ne!(second.owner, first.owner);
 }
 
 /// S6: a release ends the lease at once and keeps the mark's first attempt; a redelivery takes

@@ -151,10 +151,8 @@ impl DynamoStore {
         };
         // Most claims find no mark (or one past its TTL, which counts as absent, S9): a new
         // chain of attempts starts now.
-        let old = match self
-            .claim_write(key, fp, &owner, lease_end, now, false)
-            .await?
-        {
+        let held = self.options.lease_held_until(lease_end);
+        let old = match self.claim_write(key, fp, &owner, held, now, false).await? {
             Ok(first) => return Ok(lease(first)),
             Err(old) => old,
         };
@@ -167,10 +165,7 @@ impl DynamoStore {
             return self.explain(key, old.as_ref(), fp, now).map(Claim::Seen);
         }
         // A dead or released owner's claim: take it over, keeping the chain's first attempt.
-        match self
-            .claim_write(key, fp, &owner, lease_end, now, true)
-            .await?
-        {
+        match self.claim_write(key, fp, &owner, held, now, true).await? {
             Ok(first) => Ok(lease(first)),
             Err(old) => self.explain(key, old.as_ref(), fp, now).map(Claim::Seen),
         }

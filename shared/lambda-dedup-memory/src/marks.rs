@@ -56,14 +56,14 @@ impl MemoryStore {
             Some(m) => return explain(key, m, fp, now).map(Claim::Seen),
         };
         let owner = OwnerToken::random();
-        let lease_end = ms(lease_end);
+        let (held, lease_end) = (ms(self.options.lease_held_until(lease_end)), ms(lease_end));
         state.marks.insert(
             key.as_str().to_owned(),
             Mark {
                 key: key.clone(),
                 status: MarkStatus::InProgress,
                 owner: Some(owner.clone()),
-                lease_expires_at: Some(lease_end),
+                lease_expires_at: Some(held),
                 expires_at: self.ttl(now),
                 fingerprint: fp.cloned(),
                 result: None,

@@ -374,6 +374,7 @@ impl PgStore {
         let now = self.options.now();
         let lease_end = self.options.lease_end(now, deadline)?;
         let owner = OwnerToken::random();
+        let held = millis(self.options.lease_held_until(lease_end));
         let (now_ms, lease_ms) = (millis(now), millis(lease_end));
         let sql = format!(
             "INSERT INTO {t} AS m ({COLUMNS}) \
@@ -395,7 +396,7 @@ impl PgStore {
                 &[
                     &key.as_str(),
                     &owner.as_str(),
-                    &lease_ms,
+                    &held,
                     &self.ttl(now),
                     &fp_s,
                     &now_ms,

@@ -13,6 +13,7 @@
 //! | `DEDUP_REPLAY_WINDOW_SECONDS` | how long after an event operators may replay it from an archive | 259200 (3 days) |
 //! | `DEDUP_MAX_CONCURRENCY` | messages of a batch processed at once, S12 | 10 |
 //! | `DEDUP_LEASE_SECONDS` | longest lease of the leased flow, S6; must exceed the provider timeout | 60 |
+//! | `DEDUP_CLOCK_SKEW_MS` | how far ahead another instance's clock may run without taking over a live lease: each lease is recorded this long past the end its owner works to (S6); below the lease | 1000 |
 //! | `PROVIDER_TIMEOUT_MS` | how long a call to an external API may take (functions that call out) | 5000 |
 //! | `PROVIDER_KEY_RETENTION_SECONDS` | how long the external API keeps idempotency keys; a takeover of an event first attempted longer ago goes to reconciliation instead of calling (S16); must exceed the lease | 86400 (Stripe's 24 h) |
 //! | `DEDUP_CACHE_SIZE` | completed marks kept in the warm container's cache (0: off) | 10000 |
@@ -295,6 +296,8 @@ pub struct Settings {
     pub max_concurrency: usize,
     /// Longest lease of the leased flow; longer than `provider_timeout`.
     pub lease: Duration,
+    /// The clock-skew allowance of leases (`DEDUP_CLOCK_SKEW_MS`), shorter than the lease.
+    pub clock_skew: Duration,
     /// How long one call to an external API may take.
     pub provider_timeout: Duration,
     /// How long the external API keeps idempotency keys.
@@ -367,6 +370,14 @@ impl Settings {
                 provider_timeout.as_millis()
             )));
         }
+        let clock_skew = Duration::from_millis(optional_in(env, "DEDUP_CLOCK_SKEW_MS", 1_000u64)?);
+        if clock_skew >= lease {
+            return Err(SettingsError::Refused(format!(
+                "DEDUP_CLOCK_SKEW_MS ({}ms) must be shorter than DEDUP_LEASE_SECONDS ({}s)",
+                clock_skew.as_millis(),
+                lease.as_secs()
+            )));
+        }
         Ok(Self {
             scope,
             mark_table: required_in(env, MARK_TABLE_VAR).ok(),
@@ -376,6 +387,7 @@ impl Settings {
                 "DEDUP_MAX_CONCURRENCY",
             )?,
             lease,
+            clock_skew,
             provider_timeout,
             provider_key_retention,
             cache_size: optional_in(env, "DEDUP_CACHE_SIZE", 10_000)?,
@@ -467,13 +479,17 @@ impl Settings {
     /// The mark store these settings describe: marks in the mark table (required here).
     pub fn mark_store(&self, client: Client) -> Result<DynamoStore, SettingsError> {
         let table = self.required_mark_table()?.to_owned();
-        Ok(DynamoStore::new(client, table, self.retention).with_lease(self.lease))
+        Ok(DynamoStore::new(client, table, self.retention)
+            .with_lease(self.lease)
+            .with_clock_skew(self.clock_skew))
     }
 
     /// A store on `client` whose marks are the items of `table` that create-once mode writes
     /// (the webhook receiver's inbox): no mark table is read.
     pub fn create_once_store(&self, client: Client, table: &str) -> DynamoStore {
-        DynamoStore::new(client, table.to_owned(), self.retention).with_lease(self.lease)
+        DynamoStore::new(client, table.to_owned(), self.retention)
+            .with_lease(self.lease)
+            .with_clock_skew(self.clock_skew)
     }
 }
 

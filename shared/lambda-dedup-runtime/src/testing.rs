@@ -87,7 +87,9 @@ pub fn assert_fingerprint_covers(spec: &KeySpec, sample: &Value, depends_on: &[&
 /// [`on_memory`], which also hands the store to the builder.
 #[cfg(any(feature = "memory", test))]
 pub fn memory_store(settings: &crate::Settings) -> lambda_dedup_memory::MemoryStore {
-    lambda_dedup_memory::MemoryStore::new(settings.retention).with_lease(settings.lease)
+    lambda_dedup_memory::MemoryStore::new(settings.retention)
+        .with_lease(settings.lease)
+        .with_clock_skew(settings.clock_skew)
 }
 
 /// Testing a function is calling the same service on the memory store: `dedup` with its marks

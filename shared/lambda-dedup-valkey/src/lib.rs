@@ -248,7 +248,7 @@ impl ValkeyStore {
             .arg(epoch_millis(now))
             .arg(epoch_secs(now))
             .arg(owner.as_str())
-            .arg(epoch_millis(lease_end))
+            .arg(epoch_millis(self.options.lease_held_until(lease_end)))
             .arg(exp_s)
             .arg(px)
             .arg(fp.map_or("", Fingerprint::as_str));

@@ -59,6 +59,10 @@ use crate::sequence::{SequenceOutcome, SequencedWrite};
 /// Default lease on a claim: long enough for one external call with retries, short enough that a
 /// crashed holder's event is picked up again within a typical SQS visibility timeout.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+/// Default clock-skew allowance: how far ahead another instance's clock may run without taking
+/// over a live lease. Lambda's hosts keep their clocks by the Amazon Time Sync Service, well
+/// within this.
+pub const DEFAULT_CLOCK_SKEW: Duration = Duration::from_secs(1);
 /// Default bound on the stored result (DynamoDB items are limited to 400 KB).
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 64 * 1024;
 /// DynamoDB allows 100 items in one transaction; the mark takes one.
@@ -99,6 +103,11 @@ pub struct StoreOptions {
     /// The source of "now" (default the system clock; tests move a
     /// [`ManualClock`](crate::ManualClock)).
     pub clock: Arc<dyn Clock>,
+    /// The clock-skew allowance (default [`DEFAULT_CLOCK_SKEW`]): a lease is recorded this long
+    /// past the end its owner is given ([`lease_held_until`](Self::lease_held_until)), so an
+    /// instance whose clock runs ahead by up to this much still finds it live while its owner
+    /// may act (S6).
+    pub clock_skew: Duration,
 }
 
 impl StoreOptions {
@@ -109,7 +118,17 @@ impl StoreOptions {
             lease: DEFAULT_LEASE,
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
             clock: Arc::new(SystemClock),
+            clock_skew: DEFAULT_CLOCK_SKEW,
         }
+    }
+
+    /// Until when a lease whose owner was given `end` is recorded as held: `end` plus the
+    /// clock-skew allowance. The owner works to `end` by its own clock; another instance takes
+    /// the claim over only once the recorded end has passed by its clock, so a clock ahead by
+    /// up to the allowance never takes over a lease its owner still acts under. Every store
+    /// records this, and returns `end` in the [`Lease`](crate::Lease).
+    pub fn lease_held_until(&self, end: SystemTime) -> SystemTime {
+        end + self.clock_skew
     }
 
     /// "Now" by the store's clock.
@@ -183,6 +202,14 @@ macro_rules! store_options_builders {
         /// [`DEFAULT_MAX_RESULT_BYTES`](lambda_dedup::store::DEFAULT_MAX_RESULT_BYTES)).
         pub fn with_max_result_bytes(mut self, max: usize) -> Self {
             self.$field.max_result_bytes = max;
+            self
+        }
+
+        /// The clock-skew allowance (default
+        /// [`DEFAULT_CLOCK_SKEW`](lambda_dedup::store::DEFAULT_CLOCK_SKEW)): how far ahead
+        /// another instance's clock may run without taking over a live lease.
+        pub fn with_clock_skew(mut self, skew: ::std::time::Duration) -> Self {
+            self.$field.clock_skew = skew;
             self
         }
 

@@ -47,7 +47,8 @@ pub(super) struct BatchRun {
     pub(super) lost: bool,
     /// Per delivery, in batch order, its outcome, when the batch response reached SQS.
     pub(super) reported: Option<Vec<Outcome>>,
-    /// When the leases this batch took end.
+    /// When the leases this batch took end, as the store records them: the owners' end and the
+    /// clock-skew allowance past it.
     pub(super) lease_until: SystemTime,
 }
 
@@ -296,7 +297,8 @@ impl<E: 'static> World<E> {
             } else {
                 Duration::from_secs(60)
             };
-        let lease_until = (now + LEASE).min(deadline);
+        // As the store records it: the owner's end, and the clock-skew allowance past it (S6).
+        let lease_until = (now + LEASE).min(deadline) + lambda_dedup::store::DEFAULT_CLOCK_SKEW;
         let dedup = match crash {
             Some(Crash::DuringComplete { .. }) => &self.faulty,
             _ => &self.dedup,

@@ -31,7 +31,8 @@ impl Dedup<NoStore> {
             })?
             .with_table(settings.required_mark_table()?)
             .map_err(refused)?
-            .with_lease(settings.lease);
+            .with_lease(settings.lease)
+            .with_clock_skew(settings.clock_skew);
         Ok(self.on(store))
     }
 

@@ -24,7 +24,8 @@ impl Dedup<NoStore> {
                 name: URL_VAR.into(),
                 value: "(not shown: it may carry a password)".into(),
             })?
-            .with_lease(settings.lease);
+            .with_lease(settings.lease)
+            .with_clock_skew(settings.clock_skew);
         if let Some(prefix) = self.env().get(PREFIX_VAR).filter(|p| !p.is_empty()) {
             store = store
                 .with_prefix(&prefix)

@@ -126,7 +126,7 @@ impl StoreOptions {
     /// clock-skew allowance. The owner works to `end` by its own clock; another instance takes
     /// the claim over only once the recorded end has passed by its clock, so a clock ahead by
     /// up to the allowance never takes over a lease its owner still acts under. Every store
-    /// records this, and returns `end` in the [`Lease`](crate::Lease).
+    /// records this, and returns `end` in the [`Lease`].
     pub fn lease_held_until(&self, end: SystemTime) -> SystemTime {
         end + self.clock_skew
     }

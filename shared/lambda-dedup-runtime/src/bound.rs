@@ -16,39 +16,11 @@ use std::time::{Duration, SystemTime};
 
 use lambda_dedup_batch::{BatchReport, Outcome, RetryCause};
 
-use crate::settings::SettingsError;
-
 /// The margin when `DEDUP_DEADLINE_MARGIN_MS` is unset.
 pub const DEFAULT_MARGIN: Duration = Duration::from_millis(1500);
 
-/// The variable that sets the margin.
-pub const MARGIN_VAR: &str = "DEDUP_DEADLINE_MARGIN_MS";
-
-/// The longest margin accepted: Lambda's longest timeout (15 minutes).
-const MAX_MARGIN: Duration = Duration::from_secs(900);
-
 /// The reason of the retry given to work abandoned at the cutoff.
 pub(crate) const ABANDONED: &str = "abandoned before the invocation's deadline";
-
-/// The margin as `value` (a variable's text, `None` when unset) says: milliseconds, at most 15
-/// minutes. Refused, naming the variable, when it does not parse or is over that.
-pub(crate) fn margin_from(value: Option<&str>) -> Result<Duration, SettingsError> {
-    let Some(text) = value.map(str::trim).filter(|v| !v.is_empty()) else {
-        return Ok(DEFAULT_MARGIN);
-    };
-    let invalid = || SettingsError::Invalid {
-        name: MARGIN_VAR.to_owned(),
-        value: text.to_owned(),
-    };
-    let margin = Duration::from_millis(text.parse().map_err(|_| invalid())?);
-    if margin > MAX_MARGIN {
-        return Err(SettingsError::Refused(format!(
-            "{MARGIN_VAR} ({}ms) is longer than any Lambda timeout",
-            margin.as_millis()
-        )));
-    }
-    Ok(margin)
-}
 
 /// When the invocation's work must be over: its deadline ([`crate::deadline`]) less `margin`
 /// (the function's setting); `None` when the runtime sends no deadline.
@@ -123,22 +95,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_margin_setting_is_read_in_milliseconds_and_refused_when_it_cannot_work() {
-        assert_eq!(margin_from(None), Ok(DEFAULT_MARGIN));
-        assert_eq!(margin_from(Some(" ")), Ok(DEFAULT_MARGIN));
-        assert_eq!(margin_from(Some("250")), Ok(Duration::from_millis(250)));
-        assert_eq!(margin_from(Some("0")), Ok(Duration::ZERO));
-        assert!(matches!(
-            margin_from(Some("1.5s")),
-            Err(SettingsError::Invalid { name, .. }) if name == MARGIN_VAR
-        ));
-        assert!(matches!(
-            margin_from(Some("900001")),
-            Err(SettingsError::Refused(_))
-        ));
-    }
 
     #[tokio::test]
     async fn work_is_cut_at_the_cutoff_and_not_started_after_it() {

@@ -478,11 +478,33 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
         "not removed"
     );
     let out = cli(
-        &["--json", "forget", &held, "--reason", "test", "--force"],
+        &[
+            "--json", "forget", &held, "--reason", "test", "--force", "--yes",
+        ],
         &[],
     )
     .await;
     assert_eq!(json_of(&out)["forgotten"], true);
+
+    // 36.7: a dry run says what it would forget and writes nothing; off a terminal (as here) a
+    // forget without --yes is refused, naming it, and writes nothing either.
+    let out = cli(
+        &["--json", "forget", &key, "--reason", "look", "--dry-run"],
+        &[],
+    )
+    .await;
+    succeeded(&out);
+    assert_eq!(json_of(&out)["would_forget"], true);
+    let out = cli(&["forget", &key, "--reason", "unconfirmed"], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--yes"),
+        "{out:?}"
+    );
+    assert!(
+        get_item(&ddb, &marks, "pk", &key).await.is_some(),
+        "neither the dry run nor the unconfirmed forget removed the mark"
+    );
 
     // Forget the applied one, on purpose.
     let out = cli(
@@ -494,6 +516,7 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
             "ticket 42: re-apply",
             "--by",
             "ops",
+            "--yes",
         ],
         &[],
     )

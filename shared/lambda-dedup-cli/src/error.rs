@@ -78,6 +78,11 @@ pub(crate) enum Error {
     /// `forget --reason` (or `redrive --reason`) says nothing.
     #[error("--reason must say why")]
     NoReason,
+    /// `forget` off a terminal without `--yes`: nobody to confirm it.
+    #[error(
+        "forget changes the mark table for good: give --yes to confirm (standard input is not a terminal to ask on), or --dry-run to see what it would do"
+    )]
+    NotConfirmed,
     /// The report could not be rendered.
     #[error("report: {0}")]
     Json(#[from] serde_json::Error),

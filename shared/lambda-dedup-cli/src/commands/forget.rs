@@ -1,5 +1,7 @@
 //! `forget`: removes a mark on purpose so its event can be applied again; always audited
-//! (`DynamoStore::forget` writes the audit item in the same transaction).
+//! (`DynamoStore::forget` writes the audit item in the same transaction). `--dry-run` says what
+//! it would do and writes nothing; otherwise it asks for confirmation on a terminal, and off a
+//! terminal (a script) it forgets only with `--yes`.
 
 use clap::Args;
 use lambda_dedup_dynamodb::{ForgetRequest, Forgotten};
@@ -23,6 +25,68 @@ pub(crate) struct ForgetArgs {
     /// Remove it even while a claim's lease is live (the holder may be calling out now).
     #[arg(long)]
     force: bool,
+    /// Say what would be forgotten (the mark as it stands, or why it would be refused) and
+    /// write nothing.
+    #[arg(long, conflicts_with = "yes")]
+    dry_run: bool,
+    /// Forget without asking: required when standard input is not a terminal (a script).
+    #[arg(long)]
+    yes: bool,
+}
+
+/// What the store holds under the key now, and what `forget` would do with it: the dry run's
+/// answer, and what the confirmation shows.
+fn would(
+    mark: Option<&lambda_dedup::Mark>,
+    force: bool,
+    now: std::time::SystemTime,
+) -> (i32, String, serde_json::Value) {
+    match mark {
+        None => (
+            1,
+            "no live mark: nothing would be forgotten".into(),
+            json!({"dry_run": true, "would_forget": false, "why": "no_mark"}),
+        ),
+        Some(m) if m.lease_is_live(now) && !force => (
+            1,
+            format!(
+                "would be refused: claimed under a live lease until {} (owner {}); --force would remove it",
+                m.lease_expires_at.map(time).unwrap_or_default(),
+                m.owner.as_ref().map(|o| o.as_str()).unwrap_or("?")
+            ),
+            json!({"dry_run": true, "would_forget": false, "why": "live_lease", "mark": mark_json(m, now)}),
+        ),
+        Some(m) => (
+            0,
+            format!(
+                "would forget {} ({}), audited",
+                m.key.as_str(),
+                m.status.as_str()
+            ),
+            json!({"dry_run": true, "would_forget": true, "mark": mark_json(m, now)}),
+        ),
+    }
+}
+
+/// Whether the operator confirms: `--yes`, or "yes" typed at the terminal's prompt. Off a
+/// terminal without `--yes` there is nobody to ask: refused.
+fn confirmed(yes: bool, what: &str) -> Result<bool, Error> {
+    use std::io::{BufRead, IsTerminal, Write};
+    if yes {
+        return Ok(true);
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(Error::NotConfirmed);
+    }
+    let mut err = std::io::stderr();
+    let _ = write!(err, "{what}\nforget it? type yes to go on: ");
+    let _ = err.flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(Error::Stdin)?;
+    Ok(answer.trim() == "yes")
 }
 
 /// Who the audit item names: `--by`, else `$USER`, else `unknown`.
@@ -41,6 +105,23 @@ pub(crate) async fn run(ctx: &Context, args: &ForgetArgs) -> Result<i32, Error> 
     let now = lambda_dedup::MarkStore::now(&ctx.store);
     let by = operator(args.by.as_deref());
     let cache_seconds = ctx.settings.cache_max_age.as_secs();
+    if args.dry_run || !args.yes {
+        let mark = lambda_dedup::MarkStore::get(&ctx.store, &key).await?;
+        let (code, text, value) = would(mark.as_ref(), args.force, now);
+        if args.dry_run {
+            if ctx.json {
+                println!("{value}");
+            } else {
+                println!("{text}");
+            }
+            return Ok(code);
+        }
+        // Only a removal is confirmed; a refusal (no mark, a live lease) is the store's to say.
+        if code == 0 && !confirmed(false, &text)? {
+            println!("not confirmed: nothing forgotten");
+            return Ok(1);
+        }
+    }
     let forgotten = ctx
         .store
         .forget(ForgetRequest {

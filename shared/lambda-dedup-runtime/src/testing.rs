@@ -362,6 +362,49 @@ mod tests {
     /// The store `on_memory` gives the service is the settings' own: a lease and a retention set
     /// through the environment (not the defaults, 60 s and 30 days) are the ones a claim and a
     /// completed mark get, and the handle returned sees the marks the service wrote.
+    /// `DEDUP_CLOCK_SKEW_MS` through the builder's wiring: while a call is out, the store records
+    /// its lease held the allowance past the end the call was given (S6); an allowance not
+    /// shorter than the lease refuses the start, naming the variable.
+    #[tokio::test]
+    async fn the_clock_skew_setting_reaches_the_leases_the_store_records() {
+        let env = Env::from_pairs([
+            ("DEDUP_NAMESPACE", "t"),
+            ("DEDUP_MARK_TABLE", "marks"),
+            ("DEDUP_LEASE_SECONDS", "90"),
+            ("DEDUP_CLOCK_SKEW_MS", "2500"),
+        ]);
+        let (dedup, store) = on_memory(Dedup::read(&env, "payer").expect("settings"));
+        let held = Arc::new(Mutex::new(Vec::new()));
+        let (seen, marks) = (held.clone(), store.clone());
+        let service = dedup
+            .identity("/id")
+            .sqs_calls(move |_: Event<Value>, lease: Lease| {
+                let recorded = marks.marks().iter().find_map(|m| m.lease_expires_at);
+                seen.lock()
+                    .expect("lock")
+                    .push((lease.expires_at, recorded));
+                async { Ok(None) }
+            })
+            .expect("service");
+        let answer = service
+            .call_with(sqs_event(&[r#"{"id": "p-1"}"#]))
+            .await
+            .expect("answer");
+        assert!(answer.batch_item_failures.is_empty());
+        let held = held.lock().expect("lock").clone();
+        let (given, recorded) = held[0];
+        let recorded = recorded.expect("the claim's lease is recorded while the call is out");
+        assert_eq!(
+            recorded.duration_since(given).expect("later"),
+            Duration::from_millis(2500)
+        );
+        let refused = Dedup::read(&env.clone().with("DEDUP_CLOCK_SKEW_MS", "90000"), "payer");
+        let Err(crate::SettingsError::Refused(why)) = refused else {
+            panic!("an allowance as long as the lease accepted");
+        };
+        assert!(why.contains("DEDUP_CLOCK_SKEW_MS"), "{why}");
+    }
+
     #[tokio::test]
     async fn on_memory_configures_the_store_from_the_functions_settings() {
         let env = Env::from_pairs([

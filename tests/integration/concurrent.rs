@@ -13,75 +13,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use lambda_dedup_conformance::gate::Gate;
 use local_lambda::concurrent::{Answer, ConcurrentApi, Invocation};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use dedup_tests as support;
 
 /// The deadline margin the function is given: the cut before each invocation's deadline.
 const MARGIN: Duration = Duration::from_millis(1000);
-
-/// A TCP proxy in front of the DynamoDB that, frozen, accepts and reads but forwards nothing
-/// until thawed (then what it held goes on: a commit may apply after its invocation gave up).
-struct Gate {
-    addr: std::net::SocketAddr,
-    frozen: tokio::sync::watch::Sender<bool>,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Gate {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
-}
-
-impl Gate {
-    async fn start(upstream: std::net::SocketAddr) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("gate");
-        let addr = listener.local_addr().expect("gate address");
-        let (frozen, watch) = tokio::sync::watch::channel(false);
-        let server = tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let mut watch = watch.clone();
-                tokio::spawn(async move {
-                    let Ok(up) = tokio::net::TcpStream::connect(upstream).await else {
-                        return;
-                    };
-                    let (mut from_client, mut to_client) = client.into_split();
-                    let (mut from_up, mut to_up) = up.into_split();
-                    let back = tokio::spawn(async move {
-                        let _ = tokio::io::copy(&mut from_up, &mut to_client).await;
-                    });
-                    let mut buf = vec![0u8; 64 * 1024];
-                    while let Ok(n) = from_client.read(&mut buf).await {
-                        if n == 0 || watch.wait_for(|frozen| !frozen).await.is_err() {
-                            break;
-                        }
-                        if to_up.write_all(&buf[..n]).await.is_err() {
-                            break;
-                        }
-                    }
-                    back.abort();
-                });
-            }
-        });
-        Self {
-            addr,
-            frozen,
-            server,
-        }
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    fn freeze(&self, frozen: bool) {
-        self.frozen.send_replace(frozen);
-    }
-}
 
 /// An SQS event of one credit record per `(message id, event id, account, amount)`, in the
 /// shape of AWS's sample (`events/ledger-credit.json`).
@@ -178,12 +116,8 @@ async fn concurrent_invocations_in_one_environment_apply_each_event_once_within_
         return;
     };
     let ddb = local_dynamodb::shared();
-    let upstream: std::net::SocketAddr = ddb
-        .endpoint()
-        .trim_start_matches("http://")
-        .parse()
-        .expect("the local DynamoDB's address");
-    let gate = Gate::start(upstream).await;
+    let upstream = ddb.endpoint().trim_start_matches("http://").to_owned();
+    let gate = Gate::start(upstream).await.expect("gate");
     let client = support::client_at(&ddb.endpoint());
     let marks = support::mark_table(&client).await;
     let balances = support::effect_table(&client, "account").await;

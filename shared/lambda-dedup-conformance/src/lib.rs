@@ -62,6 +62,7 @@
 
 #![warn(missing_docs)]
 
+pub mod gate;
 pub mod kit;
 pub use kit::{
     TableNames, Tally, claims_at_once, commits_at_once, server, unique, unique_key, unset,

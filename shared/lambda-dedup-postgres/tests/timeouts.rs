@@ -7,8 +7,8 @@
 use std::time::{Duration, Instant};
 
 use lambda_dedup::{Claim, Commit, CommitRequest, DedupKey, MarkStore, Retention, StoreError};
+use lambda_dedup_conformance::gate::Gate;
 use lambda_dedup_postgres::{PgStore, SqlEffect, Timeouts, Tls};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const URL: &str = "DEDUP_POSTGRES_URL";
 const HOW: &str = "`cargo xtask test -p lambda-dedup-postgres` starts PostgreSQL and sets it";
@@ -177,66 +177,6 @@ async fn a_call_cancelled_mid_statement_never_returns_its_connection_to_the_pool
     other.batch_execute("ROLLBACK").await.expect("rollback");
 }
 
-/// A TCP proxy in front of the server that, frozen, accepts and reads but forwards nothing
-/// until thawed (the idea of `tests/integration/concurrent.rs`'s `Gate`): a server that has
-/// stopped answering, or a half-open socket.
-struct Gate {
-    port: u16,
-    frozen: tokio::sync::watch::Sender<bool>,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Gate {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
-}
-
-impl Gate {
-    async fn start(upstream: (String, u16)) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("gate");
-        let port = listener.local_addr().expect("gate address").port();
-        let (frozen, watch) = tokio::sync::watch::channel(false);
-        let server = tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let mut watch = watch.clone();
-                let upstream = upstream.clone();
-                tokio::spawn(async move {
-                    let Ok(up) = tokio::net::TcpStream::connect(upstream).await else {
-                        return;
-                    };
-                    let (mut from_client, mut to_client) = client.into_split();
-                    let (mut from_up, mut to_up) = up.into_split();
-                    let back = tokio::spawn(async move {
-                        let _ = tokio::io::copy(&mut from_up, &mut to_client).await;
-                    });
-                    let mut buf = vec![0u8; 64 * 1024];
-                    while let Ok(n) = from_client.read(&mut buf).await {
-                        if n == 0 || watch.wait_for(|frozen| !frozen).await.is_err() {
-                            break;
-                        }
-                        if to_up.write_all(&buf[..n]).await.is_err() {
-                            break;
-                        }
-                    }
-                    back.abort();
-                });
-            }
-        });
-        Self {
-            port,
-            frozen,
-            server,
-        }
-    }
-
-    fn freeze(&self, frozen: bool) {
-        self.frozen.send_replace(frozen);
-    }
-}
-
 #[tokio::test]
 async fn a_frozen_server_is_answered_within_the_bound_and_the_pool_is_healthy_after_it_thaws() {
     let Some(url) = lambda_dedup_conformance::server(URL, "postgres time limits", HOW) else {
@@ -248,11 +188,11 @@ async fn a_frozen_server_is_answered_within_the_bound_and_the_pool_is_healthy_af
         other => panic!("a TCP host in {URL}, not {other:?}"),
     };
     let port = direct.get_ports().first().copied().unwrap_or(5432);
-    let gate = Gate::start((host, port)).await;
+    let gate = Gate::start(format!("{host}:{port}")).await.expect("gate");
     // The same server, user and database, through the gate (`host` and `port` add to a
     // configuration's lists, so a fresh one).
     let mut through = tokio_postgres::Config::new();
-    through.host("127.0.0.1").port(gate.port);
+    through.host("127.0.0.1").port(gate.addr().port());
     if let Some(user) = direct.get_user() {
         through.user(user);
     }

@@ -13,6 +13,7 @@
 //! `order_id`) and `MAIL_API_URL` (an API that honours `Idempotency-Key`).
 
 use lambda_dedup_http::IdempotentClient;
+use lambda_dedup_runtime::flow::transact;
 use lambda_dedup_runtime::{Dedup, Effect, Event, Item, Refusal, SqsService};
 
 /// An `OrderPlaced` event, as the producer writes it.
@@ -44,13 +45,13 @@ fn service(dedup: Dedup) -> Result<SqsService, lambda_runtime::Error> {
     let dedup = dedup
         .identity("/order_id")
         .fingerprint(&["/customer", "/email", "/total_cents"]);
-    let write = move |e| write_order(&orders, e);
+    let write = transact(move |e| write_order(&orders, e));
     Ok(
-        dedup.sqs_write_then_call(write, move |e: Event<OrderPlaced>, lease| {
+        dedup.sqs(write.then_call(move |e: Event<OrderPlaced>, lease| {
             let message = serde_json::json!({"to": e.payload.email, "order": e.payload.order_id});
             let (mail, key) = (mail.clone(), lease.key.idempotency_key());
             async move { Ok(Some(mail.call("/messages", &key, &message).await?.body)) }
-        })?,
+        }))?,
     )
 }
 

@@ -18,6 +18,7 @@
 //! PostgreSQL server named by `DEDUP_POSTGRES_URL` (`cargo xtask test` starts one).
 
 use lambda_dedup_postgres::{SqlEffect, identifier};
+use lambda_dedup_runtime::flow::transact;
 use lambda_dedup_runtime::{Dedup, Event, Marks, SqsService};
 use lambda_runtime::Error;
 
@@ -36,11 +37,12 @@ const UPSERT: &str = "INSERT INTO {t} (account, balance) VALUES ($1, $2) \
 /// batch in one transaction). `main` runs it on PostgreSQL, the tests on memory too.
 fn service(dedup: Dedup<impl Marks<Effect = SqlEffect>>) -> Result<SqsService, Error> {
     let sql = UPSERT.replace("{t}", &identifier(&dedup.setting("BALANCES_TABLE")?)?);
-    let dedup = dedup.cloudevents("tenantid").one_transaction_per_batch();
-    Ok(dedup.sqs(move |e: Event<Credit>| {
+    let credit = transact(move |e: Event<Credit>| {
         let account = e.scoped(&e.payload.account);
         SqlEffect::new(&sql).bind(account).bind(e.payload.amount)
-    })?)
+    })
+    .one_transaction_per_batch();
+    Ok(dedup.cloudevents("tenantid").sqs(credit)?)
 }
 
 #[tokio::main]

@@ -17,6 +17,7 @@
 //! run the same service on the memory store, and on Valkey when `DEDUP_VALKEY_URL` names one.
 
 use lambda_dedup_http::IdempotentClient;
+use lambda_dedup_runtime::flow::calls;
 use lambda_dedup_runtime::{Dedup, Event, Marks, SqsService};
 use lambda_runtime::Error;
 
@@ -32,11 +33,11 @@ fn service(dedup: Dedup<impl Marks>) -> Result<SqsService, Error> {
     let mail = IdempotentClient::new(&dedup.setting("MAIL_API_URL")?, timeout)?;
     Ok(dedup
         .cloudevents("tenantid")
-        .sqs_calls(move |e: Event<SignedUp>, lease| {
+        .sqs(calls(move |e: Event<SignedUp>, lease| {
             let message = serde_json::json!({"to": e.payload.email, "template": "welcome"});
             let (mail, key) = (mail.clone(), lease.key.idempotency_key());
             async move { Ok(Some(mail.call("/messages", &key, &message).await?.body)) }
-        })?)
+        }))?)
 }
 
 #[tokio::main]

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use lambda_dedup::ItemStore;
 use lambda_dedup::items::{number, text};
+use lambda_dedup_runtime::flow::transact;
 use lambda_dedup_runtime::{Dedup, Event, SqsService};
 use lambda_runtime::Error;
 
@@ -22,26 +23,23 @@ pub(crate) fn service(dedup: Dedup, items: impl ItemStore + 'static) -> Result<S
     let items: Arc<dyn ItemStore> = Arc::new(items);
     let tables = Arc::new(tables(&dedup)?);
     let reviewed = tables.clone();
-    Ok(notice::configure(dedup)
-        .one_transaction_per_batch()
-        .sqs_then(
-            move |e: Event<Notice>| notice::plan(&tables, &e),
-            move |applied| {
-                let (tables, items) = (reviewed.clone(), items.clone());
-                async move {
-                    let flagged = count_flagged(&tables, items.as_ref(), &applied).await;
-                    if flagged > 0 {
-                        println!(
-                            "{}",
-                            lambda_dedup_runtime::emf::line(
-                                FUNCTION,
-                                &[("FlaggedForReview", "Count", flagged)]
-                            )
-                        );
-                    }
-                }
-            },
-        )?)
+    let plan = transact(move |e: Event<Notice>| notice::plan(&tables, &e));
+    let flow = plan.one_transaction_per_batch().then(move |applied| {
+        let (tables, items) = (reviewed.clone(), items.clone());
+        async move {
+            let flagged = count_flagged(&tables, items.as_ref(), &applied).await;
+            if flagged > 0 {
+                println!(
+                    "{}",
+                    lambda_dedup_runtime::emf::line(
+                        FUNCTION,
+                        &[("FlaggedForReview", "Count", flagged)]
+                    )
+                );
+            }
+        }
+    });
+    Ok(notice::configure(dedup).sqs(flow)?)
 }
 
 /// The function's own variables, read from the same environment as its settings.

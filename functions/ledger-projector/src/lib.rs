@@ -5,6 +5,7 @@
 
 pub mod ledger;
 
+use lambda_dedup_runtime::flow::transact;
 use lambda_dedup_runtime::{Dedup, SqsService};
 
 /// The function's name: the consumer of its keys and the `Function` of its metrics.
@@ -15,6 +16,6 @@ pub const FUNCTION: &str = "ledger-projector";
 /// message).
 pub fn service(dedup: Dedup) -> Result<SqsService, lambda_runtime::Error> {
     let balances = dedup.setting("BALANCES_TABLE")?;
-    let dedup = ledger::configure(dedup).one_transaction_per_batch();
-    Ok(dedup.sqs(move |e| ledger::plan(&balances, e))?)
+    let work = transact(move |e| ledger::plan(&balances, e)).one_transaction_per_batch();
+    Ok(ledger::configure(dedup).sqs(work)?)
 }

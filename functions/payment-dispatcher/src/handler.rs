@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use lambda_dedup::Lease;
 use lambda_dedup_http::IdempotentClient;
+use lambda_dedup_runtime::flow::calls;
 use lambda_dedup_runtime::{Dedup, Event, Refusal, SqsService};
 use lambda_runtime::Error;
 
@@ -23,7 +24,7 @@ pub(crate) fn service(dedup: Dedup) -> Result<SqsService, Error> {
         timeout,
     )?);
     Ok(
-        payment::configure(dedup).sqs_calls(move |e: Event<Request>, lease: Lease| {
+        payment::configure(dedup).sqs(calls(move |e: Event<Request>, lease: Lease| {
             let api = api.clone();
             async move {
                 let request = e.payload.checked()?;
@@ -32,7 +33,7 @@ pub(crate) fn service(dedup: Dedup) -> Result<SqsService, Error> {
                     .await?;
                 Ok::<_, Refusal>(Some(receipt.body))
             }
-        })?,
+        }))?,
     )
 }
 

@@ -62,6 +62,7 @@
 
 pub mod explain;
 pub mod flows;
+mod layer_error;
 pub mod outcome;
 pub mod retry;
 pub mod runner;

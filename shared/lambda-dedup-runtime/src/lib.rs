@@ -71,12 +71,12 @@ pub mod events {
 }
 #[cfg(any(feature = "webhook", test))]
 pub use service::WebhookService;
-pub use service::{BuildError, Dedup, Event, IntoPlan, Refusal, Service, SqsService};
+pub use service::{BuildError, Dedup, Event, IntoPlan, Refusal, Service, SqsService, flow};
 pub use settings::{
     Env, KeySpecTextError, Settings, SettingsError, cloudevents_key_spec, optional, required,
 };
 pub use sqs::{messages, response};
-pub use store::{CreateOnceMarks, Items, Marks, NoStore, OnDynamoDb};
+pub use store::{CreateOnceMarks, Items, Marks, NoStore, OnDynamoDb, SequenceMarks};
 
 /// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.
 ///

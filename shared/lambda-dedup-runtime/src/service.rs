@@ -25,14 +25,15 @@
 //! builds. The work per event is a plain function of a typed [`Event`]: the payload deserialised
 //! into the user's own type, with its tenant, key and time.
 //!
-//! | source | transactional (the effect commits with the mark) | external (a call under a lease) |
+//! | source | method | flows ([`flow`]) |
 //! | --- | --- | --- |
-//! | SQS, standard and FIFO | [`Dedup::sqs`] ([`Dedup::one_transaction_per_batch`]; [`Dedup::sqs_then`] with a follow-up) | [`Dedup::sqs_calls`] |
-//! | SQS, a write then a call | [`Dedup::sqs_write_then_call`] | |
-//! | Kinesis (feature `kinesis`) | `Dedup::kinesis` | |
-//! | DynamoDB Streams (feature `dynamodb-streams`) | `Dedup::dynamodb_stream` | |
-//! | SQS, an item created once per event | [`Dedup::sqs_create_once`] (the item is the mark) | |
-//! | HTTP, signed webhooks (feature `webhook`) | `Dedup::webhook`: the inbox item created once | |
+//! | SQS, standard and FIFO | [`Dedup::sqs`] | every flow: a closure or [`flow::transact`] (`.one_transaction_per_batch()`, `.then(..)`, `.then_call(..)`), [`flow::calls`], [`flow::calls_service`], [`flow::create_once`], [`flow::sequence`] (FIFO) |
+//! | Kinesis (feature `kinesis`) | `Dedup::kinesis` | every flow that keeps order: all but a batch-wide transaction |
+//! | DynamoDB Streams (feature `dynamodb-streams`) | `Dedup::dynamodb_stream` | as Kinesis |
+//! | HTTP, signed webhooks (feature `webhook`) | `Dedup::webhook` | the inbox item created once |
+//!
+//! A flow a store cannot do ([`flow::create_once`] and [`flow::sequence`] on PostgreSQL or
+//! Valkey) does not compile, nor does a batch-wide transaction on a stream.
 
 use std::sync::Arc;
 
@@ -45,10 +46,10 @@ use lambda_dedup_batch::{Deduplicator, HandlerError, LeasedDeduplicator};
 use crate::queue::Queue;
 use crate::settings::{Env, Settings, SettingsError};
 use crate::sqs::{Accounting, Reconciliation};
-use crate::store::{CreateOnceMarks, Items, Marks, NoStore, OnDynamoDb};
+use crate::store::{ItemMarks, Items, Marks, NoStore, OnDynamoDb};
 
-mod create_once;
 mod event;
+pub mod flow;
 mod runner;
 mod sqs;
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
@@ -92,7 +93,6 @@ pub struct Dedup<S = Items> {
     accounting: Accounting,
     #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
     parking: Option<Arc<crate::parking::Parking>>,
-    one_transaction: bool,
     whole_body: bool,
 }
 
@@ -147,7 +147,6 @@ impl Dedup<NoStore> {
             },
             #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
             parking: None,
-            one_transaction: false,
             whole_body: false,
         })
     }
@@ -170,7 +169,7 @@ impl Dedup<NoStore> {
     /// `lambda_dedup_memory::MemoryStore` in tests (built with [`settings`](Self::settings)'
     /// retention and lease, as `testing::on_memory` does). The same builder type as
     /// [`dynamodb`](Self::dynamodb)'s.
-    pub fn store(self, store: impl CreateOnceMarks) -> Dedup {
+    pub fn store(self, store: impl ItemMarks) -> Dedup {
         self.on(Items::new(store))
     }
 
@@ -190,7 +189,6 @@ impl Dedup<NoStore> {
             accounting: self.accounting,
             #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
             parking: self.parking,
-            one_transaction: self.one_transaction,
             whole_body: self.whole_body,
         }
     }
@@ -274,13 +272,6 @@ impl<S> Dedup<S> {
         }
     }
 
-    /// SQS batches commit in as few `TransactWriteItems` as fit (batch-transaction mode) instead
-    /// of one per message; FIFO batches still go message by message, in order.
-    pub fn one_transaction_per_batch(mut self) -> Self {
-        self.one_transaction = true;
-        self
-    }
-
     /// The settings read.
     pub fn settings(&self) -> &Settings {
         &self.settings
@@ -361,7 +352,8 @@ impl<S: Marks> Dedup<S> {
 
 #[cfg(test)]
 mod tests {
-    use super::sqs::merged;
+    use super::flow::call::merged;
+    use super::flow::{self, transact};
     use super::*;
     use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
     use lambda_dedup::Lease;
@@ -403,17 +395,17 @@ mod tests {
     /// S6 through the builder: one call per event however often it is delivered, with the
     /// event's idempotency key; a payload that is not the user's type is rejected uncalled.
     #[tokio::test]
-    async fn sqs_calls_makes_one_call_per_event_with_its_key() {
+    async fn calls_makes_one_call_per_event_with_its_key() {
         let calls = Arc::new(AtomicUsize::new(0));
         let keys = Arc::new(std::sync::Mutex::new(Vec::new()));
         let (c, k) = (calls.clone(), keys.clone());
         let service = dedup()
-            .sqs_calls(move |e: Event<Payment>, lease: Lease| {
+            .sqs(flow::calls(move |e: Event<Payment>, lease: Lease| {
                 c.fetch_add(1, Ordering::SeqCst);
                 k.lock().expect("lock").push(lease.key.idempotency_key());
                 let amount = e.payload.amount;
                 async move { Ok(Some(format!("paid {amount}"))) }
-            })
+            }))
             .expect("service");
         let bodies = [
             r#"{"id": "p-1", "amount": 5}"#,
@@ -436,12 +428,12 @@ mod tests {
     /// `PROVIDER_TIMEOUT_MS` through the builder: a call that outlives it is given up and the
     /// message redelivered (a retry under the same key), never left to hang the invocation.
     #[tokio::test]
-    async fn sqs_calls_gives_up_a_call_at_the_provider_timeout() {
+    async fn calls_give_up_a_call_at_the_provider_timeout() {
         let service = dedup()
-            .sqs_calls(|_: Event<Payment>, _: Lease| async {
+            .sqs(flow::calls(|_: Event<Payment>, _: Lease| async {
                 tokio::time::sleep(Duration::from_secs(30)).await;
                 Ok(None)
-            })
+            }))
             .expect("service");
         let started = std::time::Instant::now();
         let answer = service
@@ -486,30 +478,28 @@ mod tests {
         );
     }
 
-    /// `sqs_then` hands the follow-up exactly the events applied now, typed, in both modes: not
+    /// `transact(..).then(..)` hands the follow-up exactly the events applied now, typed, in both modes: not
     /// a duplicate, not a refusal, and nothing at all for a batch with none applied.
     #[tokio::test]
-    async fn sqs_then_follows_up_the_events_applied_now() {
+    async fn then_follows_up_the_events_applied_now() {
         for one_transaction in [false, true] {
             let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
             let calls = Arc::new(AtomicUsize::new(0));
             let (s, c) = (seen.clone(), calls.clone());
-            let mut dedup = dedup();
-            if one_transaction {
-                dedup = dedup.one_transaction_per_batch();
+            let work = |_: Event<Payment>| Vec::<lambda_dedup::Effect>::new();
+            let follow = move |applied: Vec<Event<Payment>>| {
+                c.fetch_add(1, Ordering::SeqCst);
+                s.lock()
+                    .expect("lock")
+                    .extend(applied.iter().map(|e| e.payload.amount));
+                async {}
+            };
+            let service = if one_transaction {
+                dedup().sqs(transact(work).one_transaction_per_batch().then(follow))
+            } else {
+                dedup().sqs(transact(work).then(follow))
             }
-            let service = dedup
-                .sqs_then(
-                    |_: Event<Payment>| Vec::<lambda_dedup::Effect>::new(),
-                    move |applied: Vec<Event<Payment>>| {
-                        c.fetch_add(1, Ordering::SeqCst);
-                        s.lock()
-                            .expect("lock")
-                            .extend(applied.iter().map(|e| e.payload.amount));
-                        async {}
-                    },
-                )
-                .expect("service");
+            .expect("service");
             let bodies = [
                 r#"{"id": "p-1", "amount": 5}"#,
                 r#"{"id": "p-1", "amount": 5}"#,

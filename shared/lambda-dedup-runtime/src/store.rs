@@ -2,7 +2,7 @@
 //! so a builder without one has no services (a compile error, not a run-time refusal), and a
 //! mode a store cannot do is a method its builder does not have.
 //!
-//! | store | chosen with | effects committed with the mark | create-once |
+//! | store | chosen with | effects committed with the mark | create-once, sequence |
 //! | --- | --- | --- | --- |
 //! | DynamoDB ([`OnDynamoDb`]) | `.dynamodb().await` | [`Effect`]s, one `TransactWriteItems` | yes |
 //! | memory (feature `memory`) | `.store(MemoryStore)` (tests) | [`Effect`]s, all or nothing | yes |
@@ -14,13 +14,13 @@
 //! DynamoDB and memory are both [`Items`], the builder's default store type, so a function's
 //! `service(dedup: Dedup)` runs on DynamoDB in `main` and on memory in its tests.
 //!
-//! The leased external call (`sqs_calls`) and every guard — the retention checked against the
+//! The leased external call ([`crate::flow::calls`]) and every guard — the retention checked against the
 //! redelivery horizon at start (S9), the deadline cutoff, late events to reconciliation (S10),
 //! the EMF account (S14) — are the same on each.
 
 use std::sync::Arc;
 
-use lambda_dedup::{CreateOnceStore, Effect, MarkStore};
+use lambda_dedup::{CreateOnceStore, Effect, MarkStore, SequenceStore};
 
 use crate::settings::{Settings, SettingsError};
 
@@ -41,7 +41,7 @@ pub trait Marks: Send + Sync + 'static {
 
 /// Capability: an item created once per event is its own mark (create-once mode: one
 /// conditional `Put`, no mark item). DynamoDB and memory have it; asking a store without it for
-/// `sqs_create_once` or `webhook` does not compile. Its stores are the core's
+/// [`crate::flow::create_once`] or `webhook` does not compile. Its stores are the core's
 /// [`CreateOnceStore`]s, which the create-once flow takes.
 pub trait CreateOnceMarks: Marks<Effect = Effect> {
     /// [`Marks::mark_store`] with create-once mode: the store of a service built with
@@ -56,15 +56,28 @@ pub trait CreateOnceMarks: Marks<Effect = Effect> {
     fn create_once_store(&self, settings: &Settings, table: &str) -> Arc<dyn CreateOnceStore>;
 }
 
+/// Capability: an aggregate's item keeps its high-water sequence, so one conditional write is
+/// both the effect and the mark (sequence mode, [`crate::flow::sequence`]). DynamoDB and memory
+/// have it; asking a store without it for the flow does not compile.
+pub trait SequenceMarks: Marks<Effect = Effect> {
+    /// The sequence store of a service built with `settings`.
+    fn sequence_marks(&self, settings: &Settings) -> Result<Arc<dyn SequenceStore>, SettingsError>;
+}
+
+/// Every capability of a store of item effects: what [`Items`] holds.
+pub trait ItemMarks: CreateOnceMarks + SequenceMarks {}
+
+impl<M: CreateOnceMarks + SequenceMarks> ItemMarks for M {}
+
 /// A store of item effects ([`Effect`]) with every capability, whichever it is: DynamoDB in
 /// `main`, the memory store in tests. The builder's default (`Dedup` is `Dedup<Items>`), so a
 /// function's `service(dedup: Dedup)` runs on either.
 #[derive(Clone)]
-pub struct Items(Arc<dyn CreateOnceMarks>);
+pub struct Items(Arc<dyn ItemMarks>);
 
 impl Items {
     /// `store`, its type forgotten.
-    pub fn new(store: impl CreateOnceMarks) -> Self {
+    pub fn new(store: impl ItemMarks) -> Self {
         Self(Arc::new(store))
     }
 }
@@ -93,6 +106,25 @@ impl CreateOnceMarks for Items {
 
     fn create_once_store(&self, settings: &Settings, table: &str) -> Arc<dyn CreateOnceStore> {
         self.0.create_once_store(settings, table)
+    }
+}
+
+impl SequenceMarks for Items {
+    fn sequence_marks(&self, settings: &Settings) -> Result<Arc<dyn SequenceStore>, SettingsError> {
+        self.0.sequence_marks(settings)
+    }
+}
+
+impl SequenceMarks for OnDynamoDb {
+    fn sequence_marks(&self, settings: &Settings) -> Result<Arc<dyn SequenceStore>, SettingsError> {
+        Ok(Arc::new(settings.mark_store(self.0.clone())?))
+    }
+}
+
+#[cfg(any(feature = "memory", test))]
+impl SequenceMarks for lambda_dedup_memory::MemoryStore {
+    fn sequence_marks(&self, _: &Settings) -> Result<Arc<dyn SequenceStore>, SettingsError> {
+        Ok(Arc::new(self.clone()))
     }
 }
 

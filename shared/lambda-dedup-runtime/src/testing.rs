@@ -378,13 +378,13 @@ mod tests {
         let (seen, marks) = (held.clone(), store.clone());
         let service = dedup
             .identity("/id")
-            .sqs_calls(move |_: Event<Value>, lease: Lease| {
+            .sqs(crate::flow::calls(move |_: Event<Value>, lease: Lease| {
                 let recorded = marks.marks().iter().find_map(|m| m.lease_expires_at);
                 seen.lock()
                     .expect("lock")
                     .push((lease.expires_at, recorded));
                 async { Ok(None) }
-            })
+            }))
             .expect("service");
         let answer = service
             .call_with(sqs_event(&[r#"{"id": "p-1"}"#]))
@@ -420,10 +420,10 @@ mod tests {
         let seen = leases.clone();
         let service = dedup
             .identity("/id")
-            .sqs_calls(move |_: Event<Value>, lease: Lease| {
+            .sqs(crate::flow::calls(move |_: Event<Value>, lease: Lease| {
                 seen.lock().expect("lock").push(lease.expires_at);
                 async { Ok(None) }
-            })
+            }))
             .expect("service");
         let before = SystemTime::now();
         let answer = service
@@ -460,7 +460,9 @@ mod tests {
             dedup.identity("/id")
         }
         let function = function_on_memory(&env, "payer", configure, |dedup| {
-            configure(dedup).sqs_calls(|_: Event<Value>, _: Lease| async { Ok(None) })
+            configure(dedup).sqs(crate::flow::calls(|_: Event<Value>, _: Lease| async {
+                Ok(None)
+            }))
         })
         .expect("service");
         assert_eq!(function.store.options().lease, Duration::from_secs(90));
@@ -482,7 +484,11 @@ mod tests {
             &Env::from_pairs([("DEDUP_MARK_TABLE", "marks")]),
             "payer",
             configure,
-            |dedup| configure(dedup).sqs_calls(|_: Event<Value>, _: Lease| async { Ok(None) }),
+            |dedup| {
+                configure(dedup).sqs(crate::flow::calls(|_: Event<Value>, _: Lease| async {
+                    Ok(None)
+                }))
+            },
         );
         assert!(matches!(refused, Err(crate::BuildError::Settings(_))));
     }

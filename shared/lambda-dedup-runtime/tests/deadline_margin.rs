@@ -29,9 +29,11 @@ async fn child_answers_a_hung_invocation() {
     let mut service = dedup
         .identity("/id")
         .store(store)
-        .sqs_calls(|_: lambda_dedup_runtime::Event<serde_json::Value>, _| {
-            std::future::pending::<Result<Option<String>, lambda_dedup_runtime::Refusal>>()
-        })
+        .sqs(lambda_dedup_runtime::flow::calls(
+            |_: lambda_dedup_runtime::Event<serde_json::Value>, _| {
+                std::future::pending::<Result<Option<String>, lambda_dedup_runtime::Refusal>>()
+            },
+        ))
         .expect("the service");
     let event: aws_lambda_events::event::sqs::SqsEvent =
         serde_json::from_value(serde_json::json!({"Records": [

@@ -17,7 +17,7 @@ use crate::sqs::Accounting;
 /// What one invocation's runner needs: the function's name, where its account goes, the deadline
 /// margin and the concurrency.
 #[derive(Debug, Clone)]
-pub(super) struct Runner {
+pub struct Runner {
     pub(super) function: String,
     pub(super) accounting: Accounting,
     pub(super) margin: Duration,

@@ -95,6 +95,52 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
     problems
 }
 
+/// What is wrong in `t`, the template of functions on Lambda Managed Instances
+/// (`infra/managed-instances.yaml`); empty when it is sound: a capacity provider, every function
+/// on it (`CapacityProviderConfig` naming it) with the 2 GiB an execution environment needs at
+/// least, and each function's variables (parameter defaults for the queue's settings) accepted by
+/// its own settings reader, so it starts (S9).
+pub(crate) fn check_managed_instances(t: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let resources = t["Resources"].as_object().into_iter().flatten();
+    let providers: Vec<&String> = resources
+        .filter(|(_, r)| r["Type"] == "AWS::Serverless::CapacityProvider")
+        .map(|(id, _)| id)
+        .collect();
+    if providers.is_empty() {
+        problems.push("no AWS::Serverless::CapacityProvider to run the functions on".to_owned());
+    }
+    let fs = functions(t);
+    if fs.is_empty() {
+        problems.push("no function".to_owned());
+    }
+    for f in fs {
+        let on = ref_target(&f.p["CapacityProviderConfig"]["Arn"]);
+        if !on.is_some_and(|id| providers.iter().any(|p| *p == id)) {
+            problems.push(format!(
+                "{}: CapacityProviderConfig.Arn names none of the template's capacity providers",
+                f.id
+            ));
+        }
+        let memory = if f.p["MemorySize"].is_null() {
+            &f.global["MemorySize"]
+        } else {
+            &f.p["MemorySize"]
+        };
+        if as_u64(t, memory).unwrap_or(128) < 2048 {
+            problems.push(format!(
+                "{}: MemorySize under 2048 MB, below what a managed execution environment needs",
+                f.id
+            ));
+        }
+        let env = f.environment(t);
+        if let Err(e) = settings::Settings::read(&settings::Env::from_pairs(env), f.crate_name) {
+            problems.push(format!("{}: the function would not start: {e}", f.id));
+        }
+    }
+    problems
+}
+
 /// One function of the template: its properties, with `Globals` filling what it leaves out, and
 /// the statements of its role (none without an explicit role: `infra/rules/functions.guard`
 /// refuses that).
@@ -350,6 +396,25 @@ pub(crate) fn run(root: &Path, recorded: bool) -> Result<()> {
         return Err("cfn-lint found problems in infra/template.yaml".into());
     }
     println!("xtask: check-infra: cfn-lint clean");
+    let managed = root.join("infra").join("managed-instances.yaml");
+    let problems = check_managed_instances(&load(&managed)?);
+    if !problems.is_empty() {
+        return Err(format!(
+            "{}:\n  - {}",
+            managed.display(),
+            problems.join("\n  - ")
+        ));
+    }
+    let status = std::process::Command::new(bin.join("cfn-lint"))
+        .arg(&managed)
+        .status()
+        .map_err(|e| format!("cfn-lint: {e}"))?;
+    if !status.success() {
+        return Err("cfn-lint found problems in infra/managed-instances.yaml".into());
+    }
+    println!(
+        "xtask: check-infra: infra/managed-instances.yaml puts its functions on a capacity provider, each starts with its variables, and cfn-lint is clean"
+    );
     if recorded {
         recorded_privileges(root, &t)?;
     }
@@ -555,6 +620,35 @@ mod tests {
                     "Environment": {"Variables": {"BALANCES_TABLE": {"Ref": "Balances"}}}}}
             }
         })
+    }
+
+    /// The managed-instances template as shipped is sound; moved off the capacity provider,
+    /// below 2 GiB, with a retention under the queue's horizon (S9) or without a variable its
+    /// function needs, it is refused.
+    #[test]
+    fn the_managed_instances_template_is_checked() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let t = load(&root.join("infra").join("managed-instances.yaml")).expect("template");
+        assert_eq!(check_managed_instances(&t), Vec::<String>::new());
+        let broken = |change: &dyn Fn(&mut Value)| {
+            let mut t = t.clone();
+            change(&mut t["Resources"]["LedgerProjector"]["Properties"]);
+            check_managed_instances(&t)
+        };
+        let off = broken(&|p| p["CapacityProviderConfig"] = Value::Null);
+        assert!(off[0].contains("capacity provider"), "{off:?}");
+        let small = broken(&|p| p["MemorySize"] = 128.into());
+        assert!(small[0].contains("2048"), "{small:?}");
+        let short =
+            broken(&|p| p["Environment"]["Variables"]["DEDUP_RETENTION_SECONDS"] = 60.into());
+        assert!(short[0].contains("would not start"), "{short:?}");
+        let unset = broken(&|p| {
+            p["Environment"]["Variables"]
+                .as_object_mut()
+                .expect("variables")
+                .remove("DEDUP_NAMESPACE");
+        });
+        assert!(unset[0].contains("would not start"), "{unset:?}");
     }
 
     fn calls(pairs: &[(&str, &str)]) -> Calls {

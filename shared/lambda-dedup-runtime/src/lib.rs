@@ -73,7 +73,8 @@ pub mod events {
 pub use service::WebhookService;
 pub use service::{BuildError, Dedup, Event, IntoPlan, Refusal, Service, SqsService};
 pub use settings::{
-    Env, KeySpecTextError, Settings, SettingsError, cloudevents_key_spec, optional, required,
+    Env, KeySpecTextError, SettingRule, Settings, SettingsError, cloudevents_key_spec, optional,
+    required,
 };
 pub use sqs::{messages, response};
 pub use store::{CreateOnceMarks, Items, Marks, NoStore, OnDynamoDb};

@@ -71,7 +71,9 @@ pub mod events {
 }
 #[cfg(any(feature = "webhook", test))]
 pub use service::WebhookService;
-pub use service::{BuildError, Dedup, Event, IntoPlan, Refusal, Service, SqsService};
+pub use service::{
+    BuildError, Dedup, Event, IntoPlan, Invalid, Refusal, Service, SqsService, Transient,
+};
 pub use settings::{
     Env, KeySpecTextError, SettingRule, Settings, SettingsError, cloudevents_key_spec, optional,
     required,

@@ -330,6 +330,17 @@ mod tests {
         let why = format!("{:?}", outcomes[2].1);
         assert!(why.contains("payload does not fit"), "{why}");
         assert!(!why.contains("secret-value"), "{why}");
+        assert!(
+            matches!(
+                &outcomes[2].1,
+                Outcome::Rejected {
+                    code: lambda_dedup_batch::Reason::InvalidPayload,
+                    invalid: Some(lambda_dedup_batch::Invalid::Misfit { path }),
+                    ..
+                } if path == "amount"
+            ),
+            "the misfit, typed, at its field: {why}"
+        );
         service
             .call_with(sqs_event(&bodies[..1]))
             .await

@@ -58,7 +58,9 @@ use lambda_dedup::{
     AttributeValue, Derived, Effect, FingerprintSource, IdentitySource, Item, KeySpec, Message,
     Scope, TenantSource,
 };
-use lambda_dedup_batch::{CreateOnceDeduplicator, HandlerError, Outcome, Plan, Reason, RetryCause};
+use lambda_dedup_batch::{
+    CreateOnceDeduplicator, HandlerError, Invalid, Outcome, Plan, Reason, RetryCause,
+};
 use lambda_http::http::{HeaderMap, Method};
 use lambda_http::{Body, Request, RequestExt, Response};
 
@@ -474,7 +476,7 @@ fn inbox_plan(
     expires_at: u64,
 ) -> Result<Plan, HandlerError> {
     let Ok(text) = std::str::from_utf8(body) else {
-        return Err(HandlerError::Invalid("body not UTF-8".into()));
+        return Err(HandlerError::Invalid(Invalid::NotUtf8));
     };
     let key = event.key.as_str();
     let item = Item::new()

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_dedup::{Derived, Lease, Message, Scope};
-use lambda_dedup_batch::{Account, Deduplicator, LeasedDeduplicator, Outcome, Plan};
+use lambda_dedup_batch::{Account, Deduplicator, LeasedDeduplicator, Outcome, Plan, Transient};
 use lambda_runtime::LambdaEvent;
 use serde::de::DeserializeOwned;
 
@@ -304,10 +304,9 @@ impl<F> CallStep<F> {
                 let event = typed::<T>(self.at, &d)?;
                 match tokio::time::timeout(self.timeout, (self.call)(event, lease)).await {
                     Ok(result) => result,
-                    Err(_) => Err(Refusal::Transient(format!(
-                        "the call took over {} ms (PROVIDER_TIMEOUT_MS)",
-                        self.timeout.as_millis()
-                    ))),
+                    Err(_) => Err(Refusal::Transient(Transient::CallTimeout {
+                        limit: self.timeout,
+                    })),
                 }
             })
             .await

@@ -188,10 +188,10 @@ pub fn credit_data(event: &Derived) -> Result<(&str, i64), HandlerError> {
     let data = HandlerError::data(event)?;
     let account = data["account"]
         .as_str()
-        .ok_or_else(|| HandlerError::Invalid("data.account must be a string".into()))?;
+        .ok_or_else(|| HandlerError::invalid("data.account must be a string"))?;
     let amount = data["amount"]
         .as_i64()
-        .ok_or_else(|| HandlerError::Invalid("data.amount must be an integer".into()))?;
+        .ok_or_else(|| HandlerError::invalid("data.amount must be an integer"))?;
     Ok((account, amount))
 }
 

@@ -66,7 +66,7 @@ fn credit(balances: &str, e: &lambda_dedup::Derived) -> std::result::Result<Effe
     let data = HandlerError::data(e)?;
     let account = data["account"]
         .as_str()
-        .ok_or_else(|| HandlerError::Invalid("account".into()))?;
+        .ok_or_else(|| HandlerError::invalid("account"))?;
     Ok(
         Effect::update(balances, Item::new().with("account", account))
             .expression("ADD #b :a")
@@ -81,7 +81,7 @@ fn entry(entries: &str, e: &lambda_dedup::Derived) -> std::result::Result<Plan, 
     let data = HandlerError::data(e)?;
     let account = data["account"]
         .as_str()
-        .ok_or_else(|| HandlerError::Invalid("account".into()))?;
+        .ok_or_else(|| HandlerError::invalid("account"))?;
     let item = Item::new()
         .with("entry", e.key.as_str())
         .with("account", account)

@@ -81,7 +81,7 @@ fn account(e: &Derived) -> std::result::Result<String, HandlerError> {
     HandlerError::data(e)?["account"]
         .as_str()
         .map(str::to_owned)
-        .ok_or_else(|| HandlerError::Invalid("account".into()))
+        .ok_or_else(|| HandlerError::invalid("account"))
 }
 
 fn spec() -> Result<KeySpec> {

@@ -204,7 +204,7 @@ async fn s6_a_failed_call_is_released_and_retried_with_the_same_idempotency_key(
                 async move {
                     keys.lock().expect("lock").push(lease.idempotency_key());
                     if attempt == 0 {
-                        Err(HandlerError::Transient("provider 503".into()))
+                        Err(HandlerError::transient("provider 503"))
                     } else {
                         Ok(Some("receipt".into()))
                     }

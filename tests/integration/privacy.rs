@@ -65,7 +65,7 @@ async fn s3_no_personal_data_in_keys_or_logs() {
         let data = &e
             .body
             .as_ref()
-            .ok_or_else(|| HandlerError::Invalid("no body".into()))?["data"];
+            .ok_or_else(|| HandlerError::invalid("no body"))?["data"];
         Ok(Plan {
             effects: vec![lambda_dedup::Effect::put(
                 &fines,
@@ -101,7 +101,7 @@ async fn s3_no_personal_data_in_keys_or_logs() {
     let pay = notice(&unique("evt"), 5);
     let failed = dedup
         .leased(&pay, None, |_e, _l| async {
-            Err(HandlerError::Transient("provider 503".into()))
+            Err(HandlerError::transient("provider 503"))
         })
         .await;
     assert_eq!(failed.label(), "retry");

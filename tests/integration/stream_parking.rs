@@ -23,11 +23,11 @@ fn credit(e: lambda_dedup_runtime::Event<Change<Order>>) -> Result<Effect, Refus
     let order = e
         .payload
         .new_image
-        .ok_or_else(|| Refusal::Invalid("no new image".into()))?;
+        .ok_or_else(|| Refusal::invalid("no new image"))?;
     let total: i64 = order
         .total
         .parse()
-        .map_err(|_| Refusal::Invalid("total is not an integer".into()))?;
+        .map_err(|_| Refusal::invalid("total is not an integer"))?;
     Ok(Effect::add(
         "totals",
         ("customer", order.customer),

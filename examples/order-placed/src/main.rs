@@ -28,7 +28,7 @@ struct OrderPlaced {
 /// The order, written with the event's mark.
 fn write_order(orders: &str, e: Event<OrderPlaced>) -> Result<Effect, Refusal> {
     if e.payload.total_cents <= 0 {
-        return Err(Refusal::Invalid("total_cents must be positive".into()));
+        return Err(Refusal::invalid("total_cents must be positive"));
     }
     let order = Item::from(("order_id", e.scoped(&e.payload.order_id)))
         .with("customer", e.payload.customer)

@@ -94,7 +94,7 @@ pub(crate) struct Notice {
 /// `value` as a field of at most `max` bytes that is not blank.
 fn text<'a>(value: &'a str, field: &str, max: usize) -> Result<&'a str, HandlerError> {
     if value.trim().is_empty() || value.len() > max {
-        return Err(HandlerError::Invalid(format!(
+        return Err(HandlerError::invalid(format!(
             "data.{field} must be a non-empty string"
         )));
     }
@@ -174,8 +174,8 @@ fn checked(data: &Notice) -> Result<&Notice, HandlerError> {
         text(place, "place", 256)?;
     }
     if data.amount_cents <= 0 {
-        return Err(HandlerError::Invalid(
-            "data.amount_cents must be a positive integer".into(),
+        return Err(HandlerError::invalid(
+            "data.amount_cents must be a positive integer",
         ));
     }
     Ok(data)

@@ -36,14 +36,10 @@ pub fn plan(balances: &str, event: Event<LedgerEvent>) -> Result<Plan, Refusal> 
     let LedgerEvent { kind, data } = &event.payload;
     let account = data.account.as_str();
     if account.trim().is_empty() || account.len() > MAX_ACCOUNT {
-        return Err(Refusal::Invalid(
-            "data.account must be a non-empty string".into(),
-        ));
+        return Err(Refusal::invalid("data.account must be a non-empty string"));
     }
     if data.amount <= 0 {
-        return Err(Refusal::Invalid(
-            "data.amount must be a positive integer".into(),
-        ));
+        return Err(Refusal::invalid("data.amount must be a positive integer"));
     }
     let (sign, amount) = match *kind {
         Kind::Credit => (1, data.amount),

@@ -16,20 +16,18 @@ impl Request {
     /// never quoting values).
     pub(crate) fn checked(self) -> Result<serde_json::Value, Refusal> {
         if self.amount_cents <= 0 {
-            return Err(Refusal::Invalid(
-                "data.amount_cents must be a positive integer".into(),
+            return Err(Refusal::invalid(
+                "data.amount_cents must be a positive integer",
             ));
         }
         let currency = self.currency.as_str();
         if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase()) {
-            return Err(Refusal::Invalid(
-                "data.currency must be an ISO 4217 code".into(),
-            ));
+            return Err(Refusal::invalid("data.currency must be an ISO 4217 code"));
         }
         let customer = self.customer_ref.as_str();
         if customer.trim().is_empty() || customer.len() > 128 {
-            return Err(Refusal::Invalid(
-                "data.customer_ref must be a non-empty string".into(),
+            return Err(Refusal::invalid(
+                "data.customer_ref must be a non-empty string",
             ));
         }
         Ok(serde_json::json!({

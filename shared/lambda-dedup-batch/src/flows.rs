@@ -22,6 +22,7 @@ use lambda_dedup::{
 };
 
 use crate::outcome::{Outcome, Reason};
+use crate::refusal::HandlerError;
 use crate::retry::RetryCause;
 
 /// What a transactional handler wants committed with the mark: effects of the store's own type
@@ -61,28 +62,6 @@ impl<E> From<Vec<E>> for Plan<E> {
             effects,
             result: None,
         }
-    }
-}
-
-/// A handler's failure.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HandlerError {
-    /// The payload can never be handled (a business validation failed). Rejected: dead-lettered.
-    /// The reason must not quote personal data.
-    Invalid(String),
-    /// It may work later (a dependency is down). Retried.
-    Transient(String),
-}
-
-impl HandlerError {
-    /// The CloudEvents `data` member of `event`'s JSON body, or the rejection of a payload
-    /// without one.
-    pub fn data(event: &Derived) -> Result<&serde_json::Value, Self> {
-        event
-            .body
-            .as_ref()
-            .and_then(|b| b.get("data"))
-            .ok_or_else(|| Self::Invalid("data missing".into()))
     }
 }
 
@@ -236,6 +215,7 @@ impl<E: 'static> Deduplicator<E> {
                 code: Reason::from(&untimely),
                 reason: untimely.to_string(),
                 key: Some(event.key),
+                invalid: None,
             });
         }
         Ok(event)
@@ -379,6 +359,7 @@ impl<E: 'static> Deduplicator<E> {
                 code: expired.0,
                 reason: expired.1,
                 key: Some(key),
+                invalid: None,
             };
         }
         // S16: nothing may fail after the effect. A result over the store's bound is kept as
@@ -790,6 +771,7 @@ fn rejected(msg: &Message, r: &Rejection) -> Outcome {
         code: Reason::from(r),
         reason: r.to_string(),
         key: None,
+        invalid: None,
     }
 }
 
@@ -799,20 +781,33 @@ fn rejected_event(event: &Derived, code: Reason, reason: String) -> Outcome {
         code,
         reason,
         key: Some(event.key.clone()),
+        invalid: None,
     }
 }
 
+/// The outcome of the work's refusal, its typed cause kept: [`Invalid`](crate::Invalid) is
+/// rejected as `invalid_payload`, [`Transient`](crate::Transient) a retry.
 fn handler_failed(msg: &Message, event: &Derived, e: HandlerError) -> Outcome {
     match e {
-        HandlerError::Invalid(reason) => {
-            tracing::warn!(message_id = %msg.message_id, key = %event.key, reason = %reason,
+        HandlerError::Invalid(invalid) => {
+            tracing::warn!(message_id = %msg.message_id, key = %event.key,
+                cause = %invalid.cause(), reason = %invalid,
                 "rejected: invalid payload; dead-lettering");
-            rejected_event(event, Reason::InvalidPayload, reason)
+            Outcome::Rejected {
+                code: Reason::InvalidPayload,
+                reason: invalid.to_string(),
+                key: Some(event.key.clone()),
+                invalid: Some(invalid),
+            }
         }
-        HandlerError::Transient(reason) => {
-            tracing::warn!(message_id = %msg.message_id, key = %event.key, reason = %reason,
-                "handler failed; will retry");
-            Outcome::retry(RetryCause::Transient, reason)
+        HandlerError::Transient(transient) => {
+            tracing::warn!(message_id = %msg.message_id, key = %event.key,
+                cause = %transient.cause(), reason = %transient, "handler failed; will retry");
+            Outcome::Retry {
+                cause: RetryCause::Transient,
+                reason: transient.to_string(),
+                transient: Some(transient),
+            }
         }
     }
 }
@@ -844,6 +839,7 @@ fn store_failed(msg: &Message, key: &DedupKey, e: &StoreError) -> Outcome {
             code: Reason::MarkCorrupt,
             reason: "the stored mark cannot be decoded".into(),
             key: Some(key.clone()),
+            invalid: None,
         };
     }
     // S13: fail closed. Nothing is acknowledged without its mark.

@@ -7,7 +7,15 @@
 //!
 //! # Layout
 //! - [`outcome`]: the five ends of a delivery ([`Outcome`]) and the per-invocation [`Account`]
-//!   that must close (S14), with its CloudWatch Embedded Metric Format line.
+//!   that must close (S14), with its CloudWatch Embedded Metric Format line: every count, the
+//!   retries by [`RetryCause`], the rejections by [`Reason`], and the work's refusals by
+//!   [`InvalidCause`] and [`TransientCause`].
+//! - [`refusal`]: [`HandlerError`], why the work refuses an event, typed: [`Invalid`] (never:
+//!   dead-lettered) or [`Transient`] (not now: retried), each the library's own cause (a payload
+//!   that does not fit, a call given up…) or the work's own rule or reason
+//!   ([`HandlerError::invalid`], [`HandlerError::transient`]).
+//! - [`provider`]: [`CallError`], a failed call to an external provider, and its
+//!   [`Permanence`], which a refusal carries (classified by `lambda_dedup_http`).
 //! - [`runner`]: [`run_batch`]: bounded concurrency, FIFO order per message group, panics caught,
 //!   the list of messages to redeliver (S12).
 //! - [`explain`]: [`Deduplicator::explain`]: the [`Verdict`] a delivery of a message would get
@@ -64,14 +72,17 @@ pub mod explain;
 pub mod flows;
 mod layer_error;
 pub mod outcome;
+pub mod provider;
+pub mod refusal;
 pub mod retry;
 pub mod runner;
 
 pub use explain::{Explanation, Verdict};
 pub use flows::{
-    CreateOnceDeduplicator, Deduplicator, HandlerError, LeasedDeduplicator, Plan,
-    SequencedDeduplicator,
+    CreateOnceDeduplicator, Deduplicator, LeasedDeduplicator, Plan, SequencedDeduplicator,
 };
 pub use outcome::{Account, Outcome, Reason, emf_line};
+pub use provider::{CallError, Permanence};
+pub use refusal::{HandlerError, Invalid, InvalidCause, Transient, TransientCause};
 pub use retry::RetryCause;
 pub use runner::{BatchReport, run_batch, run_batch_transactional};

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 pub use lambda_dedup::Reason;
 
+use crate::refusal::{Invalid, InvalidCause, Transient, TransientCause};
 use crate::retry::RetryCause;
 
 /// How one delivery ended. Exactly one per delivery (S14).
@@ -30,6 +31,9 @@ pub enum Outcome {
         cause: RetryCause,
         /// Why, for the log (naming fields, never their values).
         reason: String,
+        /// The work's typed refusal, when the work refused it for now (`cause` is then
+        /// [`RetryCause::Transient`]).
+        transient: Option<Transient>,
     },
     /// Same key, different payload (S11). Reported failed, so it ends in the dead-letter queue
     /// through the queue's redrive policy; never acknowledged as a duplicate.
@@ -46,6 +50,10 @@ pub enum Outcome {
         /// The event's key, when one was derived (not for a message with no identity): what
         /// reconciliation and parking pass on, and what `lambda-dedup explain` takes.
         key: Option<DedupKey>,
+        /// The work's typed refusal, when the work refused it (`code` is then
+        /// [`Reason::InvalidPayload`]): a payload that does not fit, at which field, the
+        /// provider's refusal, the work's own rule…
+        invalid: Option<Invalid>,
     },
     /// A rejection the mark table cannot judge ([`Reason::for_reconciliation`]), handed to the
     /// reconciliation queue: acknowledged (it is safe there), and counted as `rejected` in the
@@ -66,6 +74,7 @@ impl Outcome {
         Outcome::Retry {
             cause,
             reason: reason.into(),
+            transient: None,
         }
     }
 
@@ -90,7 +99,9 @@ impl Outcome {
     }
 }
 
-/// The per-invocation account: received = applied + duplicate + retry + conflict + rejected.
+/// The per-invocation account: received = applied + duplicate + retry + conflict + rejected,
+/// with the retries by [`RetryCause`], the rejections by [`Reason`], and the work's refusals
+/// among them by their [`InvalidCause`] and [`TransientCause`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Account {
     /// Deliveries in the batch.
@@ -107,6 +118,15 @@ pub struct Account {
     pub rejected: u64,
     /// The retries by cause, in the order of [`RetryCause::ALL`] (they sum to `retry`).
     pub retries: [u64; RetryCause::ALL.len()],
+    /// The rejections (those sent to reconciliation too) by reason, in the order of
+    /// [`Reason::ALL`] (they sum to `rejected`).
+    pub rejections: [u64; Reason::ALL.len()],
+    /// The work's refusals for good by cause, in the order of [`InvalidCause::ALL`] (they sum to
+    /// the rejections for [`Reason::InvalidPayload`]).
+    pub invalid: [u64; InvalidCause::ALL.len()],
+    /// The work's refusals for now by cause, in the order of [`TransientCause::ALL`] (they sum
+    /// to the retries for [`RetryCause::Transient`]).
+    pub transient: [u64; TransientCause::ALL.len()],
 }
 
 impl Account {
@@ -116,18 +136,68 @@ impl Account {
         match outcome {
             Outcome::Applied => self.applied += 1,
             Outcome::Duplicate { .. } => self.duplicate += 1,
-            Outcome::Retry { cause, .. } => {
+            Outcome::Retry {
+                cause, transient, ..
+            } => {
                 self.retry += 1;
                 self.retries[cause.index()] += 1;
+                if let Some(t) = transient {
+                    self.transient[t.cause().index()] += 1;
+                }
             }
             Outcome::Conflict => self.conflict += 1,
-            Outcome::Rejected { .. } | Outcome::Reconciled { .. } => self.rejected += 1,
+            Outcome::Rejected { code, invalid, .. } => {
+                self.rejected += 1;
+                self.count_rejection(*code);
+                if let Some(i) = invalid {
+                    self.invalid[i.cause().index()] += 1;
+                }
+            }
+            Outcome::Reconciled { code, .. } => {
+                self.rejected += 1;
+                self.count_rejection(*code);
+            }
+        }
+    }
+
+    fn count_rejection(&mut self, code: Reason) {
+        if let Some(i) = reason_index(code) {
+            self.rejections[i] += 1;
         }
     }
 
     /// The retries counted for `cause`.
     pub fn retries_for(&self, cause: RetryCause) -> u64 {
         self.retries[cause.index()]
+    }
+
+    /// The rejections counted for `reason`.
+    pub fn rejections_for(&self, reason: Reason) -> u64 {
+        reason_index(reason).map_or(0, |i| self.rejections[i])
+    }
+
+    /// The work's refusals for good counted for `cause`.
+    pub fn invalid_for(&self, cause: InvalidCause) -> u64 {
+        self.invalid[cause.index()]
+    }
+
+    /// The work's refusals for now counted for `cause`.
+    pub fn transient_for(&self, cause: TransientCause) -> u64 {
+        self.transient[cause.index()]
+    }
+
+    /// The EMF metric that counts the rejections for `reason`: `Rejected` and the reason's code
+    /// in upper camel case (`RejectedIdentityMissing`, `RejectedInvalidPayload`, …).
+    pub fn rejected_metric(reason: Reason) -> String {
+        let mut name = String::from("Rejected");
+        for word in reason.code().split('_') {
+            let mut chars = word.chars();
+            if let Some(first) = chars.next() {
+                name.extend(first.to_uppercase());
+                name.push_str(chars.as_str());
+            }
+        }
+        name
     }
 
     /// Whether the account closes (S14).
@@ -143,7 +213,14 @@ impl Account {
         self.retry += other.retry;
         self.conflict += other.conflict;
         self.rejected += other.rejected;
-        for (mine, theirs) in self.retries.iter_mut().zip(other.retries) {
+        let pairs = self
+            .retries
+            .iter_mut()
+            .zip(other.retries)
+            .chain(self.rejections.iter_mut().zip(other.rejections))
+            .chain(self.invalid.iter_mut().zip(other.invalid))
+            .chain(self.transient.iter_mut().zip(other.transient));
+        for (mine, theirs) in pairs {
             *mine += theirs;
         }
     }
@@ -167,6 +244,12 @@ impl Account {
             self.conflict,
             self.rejected,
         ];
+        let rejected: Vec<(String, u64)> = Reason::ALL
+            .iter()
+            .zip(self.rejections)
+            .filter(|(_, n)| *n > 0)
+            .map(|(reason, n)| (Account::rejected_metric(*reason), n))
+            .collect();
         let mut metrics: Vec<(&str, &str, u64)> = Account::METRICS
             .iter()
             .zip(counts)
@@ -177,6 +260,26 @@ impl Account {
             RetryCause::ALL
                 .iter()
                 .zip(self.retries)
+                .filter(|(_, n)| *n > 0)
+                .map(|(cause, n)| (cause.metric(), "Count", n)),
+        );
+        // Likewise each rejection's reason, and the causes of the work's own refusals.
+        metrics.extend(
+            rejected
+                .iter()
+                .map(|(name, n)| (name.as_str(), "Count", *n)),
+        );
+        metrics.extend(
+            InvalidCause::ALL
+                .iter()
+                .zip(self.invalid)
+                .filter(|(_, n)| *n > 0)
+                .map(|(cause, n)| (cause.metric(), "Count", n)),
+        );
+        metrics.extend(
+            TransientCause::ALL
+                .iter()
+                .zip(self.transient)
                 .filter(|(_, n)| *n > 0)
                 .map(|(cause, n)| (cause.metric(), "Count", n)),
         );
@@ -193,6 +296,11 @@ impl Account {
         "Conflict",
         "Rejected",
     ];
+}
+
+/// `reason`'s position in [`Reason::ALL`].
+fn reason_index(reason: Reason) -> Option<usize> {
+    Reason::ALL.iter().position(|r| *r == reason)
 }
 
 /// One CloudWatch Embedded Metric Format record as a single JSON line: `metrics` (name, unit,
@@ -249,6 +357,7 @@ mod tests {
                 code: crate::Reason::IdentityMissing,
                 reason: "x".into(),
                 key: None,
+                invalid: None,
             },
             Outcome::Applied,
         ];
@@ -266,6 +375,12 @@ mod tests {
                 conflict: 1,
                 rejected: 1,
                 retries: [0, 1, 0, 0, 0, 0, 0, 0],
+                rejections: {
+                    let mut by_reason = [0; Reason::ALL.len()];
+                    by_reason[3] = 1;
+                    by_reason
+                },
+                ..Account::default()
             }
         );
         assert!(a.closes());
@@ -334,6 +449,113 @@ mod tests {
         assert!(names.contains(&"RetryStore"), "{names:?}");
     }
 
+    /// Rejections are counted by reason, and the work's refusals by their typed cause: each
+    /// that occurred is a metric of its own on the EMF line beside the totals, which keep
+    /// their names (`Rejected`, `Retry`, `RetryTransient`).
+    #[test]
+    fn rejections_and_refusals_are_counted_by_cause_on_the_emf_line() {
+        let refused = |invalid: Invalid| Outcome::Rejected {
+            code: Reason::InvalidPayload,
+            reason: invalid.to_string(),
+            key: None,
+            invalid: Some(invalid),
+        };
+        let retried = |transient: Transient| Outcome::Retry {
+            cause: RetryCause::Transient,
+            reason: transient.to_string(),
+            transient: Some(transient),
+        };
+        let mut a = Account::default();
+        for o in [
+            refused(Invalid::Misfit {
+                path: "amount".into(),
+            }),
+            refused(Invalid::Misfit { path: "".into() }),
+            refused(Invalid::Rule("amount must be positive".into())),
+            Outcome::Rejected {
+                code: Reason::IdentityMissing,
+                reason: "x".into(),
+                key: None,
+                invalid: None,
+            },
+            Outcome::Reconciled {
+                code: Reason::LateEvent,
+                reason: "x".into(),
+                key: None,
+            },
+            retried(Transient::CallTimeout {
+                limit: std::time::Duration::from_millis(200),
+            }),
+            retried(Transient::Provider(crate::CallError::Status(404))),
+        ] {
+            a.record(&o);
+        }
+        assert!(a.closes());
+        assert_eq!(a.rejected, 5);
+        assert_eq!(a.rejections_for(Reason::InvalidPayload), 3);
+        assert_eq!(a.rejections_for(Reason::LateEvent), 1);
+        assert_eq!(a.rejections.iter().sum::<u64>(), a.rejected);
+        assert_eq!(a.invalid_for(InvalidCause::Misfit), 2);
+        assert_eq!(a.invalid_for(InvalidCause::Rule), 1);
+        assert_eq!(
+            a.invalid.iter().sum::<u64>(),
+            a.rejections_for(Reason::InvalidPayload)
+        );
+        assert_eq!(a.transient_for(TransientCause::CallTimeout), 1);
+        assert_eq!(a.transient_for(TransientCause::ProviderMisconfigured), 1);
+        assert_eq!(
+            a.transient.iter().sum::<u64>(),
+            a.retries_for(RetryCause::Transient)
+        );
+        let mut twice = a;
+        twice.add(&a);
+        assert_eq!(twice.invalid_for(InvalidCause::Misfit), 4);
+        assert_eq!(twice.rejections_for(Reason::IdentityMissing), 2);
+        let v: serde_json::Value =
+            serde_json::from_str(&a.emf_line("lambda-dedup", "f")).expect("one JSON object");
+        assert_eq!(v["Rejected"], 5);
+        assert_eq!(v["RejectedInvalidPayload"], 3);
+        assert_eq!(v["RejectedIdentityMissing"], 1);
+        assert_eq!(v["RejectedLateEvent"], 1);
+        assert_eq!(v["InvalidMisfit"], 2);
+        assert_eq!(v["InvalidRule"], 1);
+        assert_eq!(v["RetryTransient"], 2);
+        assert_eq!(v["TransientCallTimeout"], 1);
+        assert_eq!(v["TransientProviderMisconfigured"], 1);
+        assert!(
+            v.get("InvalidNotJson").is_none(),
+            "no metric for a cause not met"
+        );
+        assert!(v.get("RejectedMarkCorrupt").is_none());
+        let names: Vec<&str> = v["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .expect("metrics")
+            .iter()
+            .filter_map(|m| m["Name"].as_str())
+            .collect();
+        for name in [
+            "RejectedInvalidPayload",
+            "InvalidMisfit",
+            "TransientCallTimeout",
+        ] {
+            assert!(names.contains(&name), "{name} declared: {names:?}");
+        }
+    }
+
+    /// Every reason has a metric name of its own.
+    #[test]
+    fn each_reason_has_its_own_rejected_metric() {
+        let names: std::collections::HashSet<String> = Reason::ALL
+            .into_iter()
+            .map(Account::rejected_metric)
+            .collect();
+        assert_eq!(names.len(), Reason::ALL.len());
+        assert_eq!(
+            Account::rejected_metric(Reason::ProviderKeyExpired),
+            "RejectedProviderKeyExpired"
+        );
+    }
+
     #[test]
     fn only_applied_and_duplicate_are_acknowledged() {
         assert!(Outcome::Applied.acknowledged());
@@ -351,6 +573,7 @@ mod tests {
                 code: crate::Reason::InvalidPayload,
                 reason: String::new(),
                 key: None,
+                invalid: None,
             }
             .acknowledged()
         );

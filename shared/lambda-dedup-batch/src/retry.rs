@@ -13,8 +13,9 @@ pub enum RetryCause {
     Store,
     /// An effect's condition failed; nothing of the event was written.
     EffectCondition,
-    /// The work refused the event for now (`HandlerError::Transient`: a provider down, a call
-    /// over its timeout).
+    /// The work refused the event for now ([`HandlerError::Transient`](crate::HandlerError):
+    /// a provider down, a call over its timeout); the account counts these by their
+    /// [`TransientCause`](crate::TransientCause) too.
     Transient,
     /// The work, or the plan it returned, panicked.
     Panicked,

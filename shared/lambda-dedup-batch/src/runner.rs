@@ -7,8 +7,9 @@ use std::panic::AssertUnwindSafe;
 use futures::{FutureExt, StreamExt};
 use lambda_dedup::Message;
 
-use crate::flows::{Deduplicator, HandlerError, Plan};
+use crate::flows::{Deduplicator, Plan};
 use crate::outcome::{Account, Outcome};
+use crate::refusal::HandlerError;
 use crate::retry::RetryCause;
 
 /// The messages of one FIFO group, with their positions in the batch.
@@ -221,6 +222,7 @@ mod tests {
                 code: crate::Reason::IdentityMissing,
                 reason: "x".into(),
                 key: None,
+                invalid: None,
             },
             _ => Outcome::Applied,
         }

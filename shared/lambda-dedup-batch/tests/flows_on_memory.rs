@@ -8,8 +8,8 @@ use lambda_dedup::{
     Effect, FaultKind, Item, KeySpec, ManualClock, Message, Retention, Scope, Value,
 };
 use lambda_dedup_batch::{
-    Deduplicator, HandlerError, LeasedDeduplicator, Outcome, Plan, Reason, run_batch,
-    run_batch_transactional,
+    Deduplicator, HandlerError, Invalid, InvalidCause, LeasedDeduplicator, Outcome, Plan, Reason,
+    RetryCause, Transient, TransientCause, run_batch, run_batch_transactional,
 };
 use lambda_dedup_memory::{Injected, MemoryStore};
 
@@ -42,9 +42,7 @@ fn credit(message_id: &str, id: &str, account: &str, amount: i64) -> Message {
 fn plan(event: &lambda_dedup::Derived) -> Result<Plan, HandlerError> {
     let data = HandlerError::data(event)?;
     let (Some(account), Some(amount)) = (data["account"].as_str(), data["amount"].as_i64()) else {
-        return Err(HandlerError::Invalid(
-            "data must be {account, amount}".into(),
-        ));
+        return Err(HandlerError::invalid("data must be {account, amount}"));
     };
     Ok(Plan {
         effects: vec![
@@ -130,6 +128,66 @@ async fn a_store_fault_is_a_retry_and_a_lost_answer_a_duplicate_next_time() {
     assert_eq!(balance(&store, "a"), Some(Value::N("5".into())));
 }
 
+/// The work's refusal reaches the outcome typed, in both flows: a rule it breaks is rejected as
+/// `invalid_payload` with the rule, a missing `data` with its own cause, and the account counts
+/// each by its cause.
+#[tokio::test]
+async fn the_works_refusal_reaches_the_outcome_and_the_account_typed() {
+    let (store, _) = world();
+    let dedup = Deduplicator::new(spec(), store.clone());
+    let no_data = Message {
+        message_id: "m2".into(),
+        body:
+            br#"{"specversion":"1.0","type":"credit","source":"/bank","id":"e2","tenantid":"acme"}"#
+                .to_vec(),
+        ..Message::default()
+    };
+    let batch = vec![credit("m1", "e1", "a", 0), no_data];
+    let rule = |e: &lambda_dedup::Derived| match HandlerError::data(e)?["amount"].as_i64() {
+        Some(n) if n > 0 => plan(e),
+        _ => Err(HandlerError::invalid("data.amount must be positive")),
+    };
+    let report = run_batch_transactional(batch, 10, &dedup, rule).await;
+    let outcomes: Vec<_> = report.outcomes().iter().map(|(_, o)| o.clone()).collect();
+    assert!(
+        matches!(
+            &outcomes[0],
+            Outcome::Rejected {
+                code: Reason::InvalidPayload,
+                invalid: Some(Invalid::Rule(rule)),
+                key: Some(_),
+                ..
+            } if rule == "data.amount must be positive"
+        ),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(
+            &outcomes[1],
+            Outcome::Rejected {
+                invalid: Some(Invalid::NoData),
+                ..
+            }
+        ),
+        "{outcomes:?}"
+    );
+    assert_eq!(report.account.invalid_for(InvalidCause::Rule), 1);
+    assert_eq!(report.account.invalid_for(InvalidCause::NoData), 1);
+    assert_eq!(report.account.rejections_for(Reason::InvalidPayload), 2);
+    let leased = dedup.with_provider_key_retention(Duration::from_secs(86_400));
+    let timed_out = leased
+        .leased(&credit("m3", "e3", "a", 1), None, |_, _| async {
+            Err(HandlerError::Transient(Transient::CallTimeout {
+                limit: Duration::from_millis(200),
+            }))
+        })
+        .await;
+    let mut account = lambda_dedup_batch::Account::default();
+    account.record(&timed_out);
+    assert_eq!(account.transient_for(TransientCause::CallTimeout), 1);
+    assert_eq!(account.retries_for(RetryCause::Transient), 1);
+}
+
 #[tokio::test]
 async fn batch_mode_isolates_a_poison_and_keeps_the_rest() {
     let (store, _) = world();
@@ -204,10 +262,20 @@ async fn leased_calls_once_releases_on_failure_and_keeps_the_key() {
     let failing = dedup
         .leased(&m, None, |_, lease| {
             keys.lock().expect("lock").push(lease.idempotency_key());
-            async { Err(HandlerError::Transient("provider down".into())) }
+            async { Err(HandlerError::transient("provider down")) }
         })
         .await;
-    assert!(matches!(failing, Outcome::Retry { .. }));
+    assert!(
+        matches!(
+            &failing,
+            Outcome::Retry {
+                cause: RetryCause::Transient,
+                transient: Some(Transient::Work(reason)),
+                ..
+            } if reason == "provider down"
+        ),
+        "{failing:?}"
+    );
     // Released: the redelivery claims at once, under the same idempotency key.
     let ok = dedup
         .leased(&m, None, |_, lease| {

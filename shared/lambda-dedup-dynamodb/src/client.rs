@@ -68,9 +68,24 @@ pub enum TimeoutsError {
         /// Its value.
         value: String,
     },
-    /// Zero, or an attempt longer than the whole call.
-    #[error("{0}")]
-    Refused(String),
+    /// Zero: no call could finish.
+    #[error("{name} must be above 0")]
+    Zero {
+        /// The variable.
+        name: &'static str,
+    },
+    /// An attempt longer than the whole call.
+    #[error(
+        "{ATTEMPT_TIMEOUT_VAR} ({}ms) must not exceed {OPERATION_TIMEOUT_VAR} ({}ms)",
+        attempt.as_millis(),
+        operation.as_millis()
+    )]
+    AttemptOverOperation {
+        /// `DEDUP_SDK_ATTEMPT_TIMEOUT_MS`.
+        attempt: std::time::Duration,
+        /// `DEDUP_SDK_OPERATION_TIMEOUT_MS`.
+        operation: std::time::Duration,
+    },
 }
 
 impl SdkTimeouts {
@@ -86,7 +101,7 @@ impl SdkTimeouts {
     pub fn from_lookup(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, TimeoutsError> {
         let ms = |name: &'static str, default: std::time::Duration| match env(name) {
             Some(v) if !v.trim().is_empty() => match v.trim().parse::<u64>() {
-                Ok(0) => Err(TimeoutsError::Refused(format!("{name} must be above 0"))),
+                Ok(0) => Err(TimeoutsError::Zero { name }),
                 Ok(ms) => Ok(std::time::Duration::from_millis(ms)),
                 Err(_) => Err(TimeoutsError::Invalid { name, value: v }),
             },
@@ -97,11 +112,10 @@ impl SdkTimeouts {
             attempt: ms(ATTEMPT_TIMEOUT_VAR, Self::DEFAULT.attempt)?,
         };
         if t.attempt > t.operation {
-            return Err(TimeoutsError::Refused(format!(
-                "{ATTEMPT_TIMEOUT_VAR} ({}ms) must not exceed {OPERATION_TIMEOUT_VAR} ({}ms)",
-                t.attempt.as_millis(),
-                t.operation.as_millis()
-            )));
+            return Err(TimeoutsError::AttemptOverOperation {
+                attempt: t.attempt,
+                operation: t.operation,
+            });
         }
         Ok(t)
     }

@@ -20,8 +20,14 @@
 //!   - 422 (same key, different payload) and every other status (400, 410, 413, …):
 //!     [`Permanence::Permanent`], no retry can change it: dead-letter or park.
 //! - [`CallError`]: the typed failure of [`IdempotentClient::call`], with its [`Permanence`] and a
-//!   reason code that quotes nothing from the answer; it converts to a [`HandlerError`]
-//!   (`Transient` or `Invalid`), so a batch flow's handler returns it with `?`.
+//!   reason code that quotes nothing from the answer (defined in `lambda_dedup_batch::provider`
+//!   and re-exported here); it converts to a [`HandlerError`] that keeps it, typed
+//!   ([`Transient::Provider`] or [`Invalid::Provider`]), so a batch flow's handler returns it
+//!   with `?`.
+//!
+//! [`HandlerError`]: lambda_dedup_batch::HandlerError
+//! [`Transient::Provider`]: lambda_dedup_batch::Transient::Provider
+//! [`Invalid::Provider`]: lambda_dedup_batch::Invalid::Provider
 //!
 //! # What the client refuses to do
 //! - **Plain HTTP across a network.** The base URL must be `https://`; `http://` only for a
@@ -45,11 +51,9 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use lambda_dedup_batch::HandlerError;
-
-/// The largest answer body read (1 MiB): a receipt is a small JSON document, and a longer
-/// answer is not read into memory (see the crate documentation).
-pub const MAX_ANSWER_BYTES: usize = 1024 * 1024;
+/// The typed failure of a call, its permanence and the answer bound: defined beside the
+/// refusals that carry them (`lambda_dedup_batch::provider`), classified here.
+pub use lambda_dedup_batch::provider::{CallError, MAX_ANSWER_BYTES, Permanence};
 
 /// The provider's answer to a successful call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,8 +125,9 @@ impl IdempotentClient {
 
     /// POSTs `body` as JSON to `path` with `Idempotency-Key: idempotency_key`; a failure as a
     /// typed [`CallError`]. A handler of the batch flows returns it with `?` (as a
-    /// [`HandlerError`]: [`Permanence::Transient`] and [`Permanence::Misconfigured`] ones retry,
-    /// [`Permanence::Permanent`] ones are `Invalid`, dead-lettered); a caller that acts on its
+    /// [`HandlerError`](lambda_dedup_batch::HandlerError): [`Permanence::Transient`] and
+    /// [`Permanence::Misconfigured`] ones retry, [`Permanence::Permanent`] ones are `Invalid`,
+    /// dead-lettered); a caller that acts on its
     /// [`Permanence`] itself matches it (the intent relay parks permanent refusals).
     pub async fn call(
         &self,
@@ -228,141 +233,6 @@ fn check_secure(base_url: &str) -> Result<(), BuildError> {
     }
 }
 
-/// Whether a failed call may succeed if it is made again with the same key (S15).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Permanence {
-    /// It may: the provider is busy, down, slow, or still working on the same key.
-    Transient,
-    /// It may, once the configuration is fixed: the answer says the client is pointed at the
-    /// wrong place (a 3xx, 404, 405, a host name that does not resolve, TLS that fails) or holds
-    /// the wrong credentials (401, 403), not that the message is wrong. Retried as
-    /// [`Transient`](Self::Transient) is, so a bad deployment does not dead-letter every
-    /// message one by one as invalid; named apart so it can be counted and alarmed on.
-    Misconfigured,
-    /// It will not: the provider refused the request as it is.
-    Permanent,
-}
-
-/// Why a call did not end in a 2xx answer. Response bodies and transport error texts are not
-/// kept: they may echo personal data (S3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallError {
-    /// The provider answered with this non-2xx status (a 3xx too: redirects are not followed).
-    Status(u16),
-    /// No (complete) answer in time: the provider may or may not have applied the request, and
-    /// the same key makes a retry safe.
-    Timeout,
-    /// The connection failed or broke before a complete answer.
-    Network,
-    /// The provider's host name did not resolve.
-    Dns,
-    /// The TLS handshake with the provider failed: a certificate not trusted or not for the
-    /// host, or no TLS at that address.
-    Tls,
-    /// A 2xx answer whose body is over [`MAX_ANSWER_BYTES`]; the rest was not read.
-    AnswerTooLarge,
-}
-
-impl CallError {
-    /// The one classification of failures (S15): see the crate documentation.
-    pub fn permanence(self) -> Permanence {
-        match self {
-            CallError::Timeout | CallError::Network | CallError::AnswerTooLarge => {
-                Permanence::Transient
-            }
-            CallError::Dns | CallError::Tls => Permanence::Misconfigured,
-            // Pointed at the wrong place (a redirect, not found, a method the URL does not
-            // take) or with the wrong credentials.
-            CallError::Status(300..=399 | 401 | 403 | 404 | 405) => Permanence::Misconfigured,
-            // 408 Request Timeout, 409 (same key in flight), 425 Too Early, 429 Too Many Requests.
-            CallError::Status(408 | 409 | 425 | 429 | 500..=599) => Permanence::Transient,
-            CallError::Status(_) => Permanence::Permanent,
-        }
-    }
-
-    /// Whether no retry can change the answer.
-    pub fn is_permanent(self) -> bool {
-        self.permanence() == Permanence::Permanent
-    }
-
-    /// Whether the answer says the configuration is wrong rather than the message.
-    pub fn is_misconfigured(self) -> bool {
-        self.permanence() == Permanence::Misconfigured
-    }
-
-    /// A stable code naming the failure, for items, logs and metrics: `provider_rejected_422`
-    /// for a permanent answer; `provider_misconfigured_404`, `provider_misconfigured_dns`,
-    /// `provider_misconfigured_tls` for a configuration to fix; `provider_503`,
-    /// `provider_timeout`, `provider_unreachable`, `provider_answer_too_large` for transient
-    /// ones.
-    pub fn code(self) -> String {
-        match self {
-            CallError::Status(s) => match self.permanence() {
-                Permanence::Permanent => format!("provider_rejected_{s}"),
-                Permanence::Misconfigured => format!("provider_misconfigured_{s}"),
-                Permanence::Transient => format!("provider_{s}"),
-            },
-            CallError::Timeout => "provider_timeout".into(),
-            CallError::Network => "provider_unreachable".into(),
-            CallError::Dns => "provider_misconfigured_dns".into(),
-            CallError::Tls => "provider_misconfigured_tls".into(),
-            CallError::AnswerTooLarge => "provider_answer_too_large".into(),
-        }
-    }
-}
-
-/// The failure as the batch flows take it: transient and misconfigured ones retry (the reason
-/// names the configuration and the code), permanent ones are invalid.
-impl From<CallError> for HandlerError {
-    fn from(e: CallError) -> Self {
-        match e.permanence() {
-            Permanence::Transient => HandlerError::Transient(format!("provider call failed: {e}")),
-            Permanence::Misconfigured => HandlerError::Transient(format!(
-                "provider call failed, configuration ({}): {e}",
-                e.code()
-            )),
-            Permanence::Permanent => HandlerError::Invalid(format!("provider call failed: {e}")),
-        }
-    }
-}
-
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CallError::Status(409) => {
-                f.write_str("409, a request with this key is still in flight at the provider")
-            }
-            CallError::Status(422) => {
-                f.write_str("422, the provider holds this idempotency key for a different payload")
-            }
-            CallError::Status(s @ 300..=399) => write!(
-                f,
-                "{s}, a redirect (not followed: the provider's base URL is to be fixed)"
-            ),
-            CallError::Status(s @ (401 | 403)) => {
-                write!(f, "{s}, the provider refused the client's credentials")
-            }
-            CallError::Status(s @ (404 | 405)) => write!(
-                f,
-                "{s}, no such endpoint at the provider (its base URL or path is wrong)"
-            ),
-            CallError::Status(s) if self.is_permanent() => {
-                write!(f, "{s}, refused by the provider")
-            }
-            CallError::Status(s) => write!(f, "{s}"),
-            CallError::Timeout => f.write_str("timed out"),
-            CallError::Network => f.write_str("failed (connection)"),
-            CallError::Dns => f.write_str("the provider's host name did not resolve"),
-            CallError::Tls => f.write_str(
-                "TLS with the provider failed (its certificate, or no TLS at that address)",
-            ),
-            CallError::AnswerTooLarge => {
-                write!(f, "the answer is over {MAX_ANSWER_BYTES} bytes")
-            }
-        }
-    }
-}
-
 /// The kind of a transport failure, by the error's type (never its text): a timeout, a name
 /// that did not resolve, a TLS handshake that failed, or anything else on the network.
 fn transport(e: &reqwest::Error) -> CallError {
@@ -408,14 +278,16 @@ mod tests_server;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lambda_dedup_batch::{HandlerError, Invalid, Transient, TransientCause};
 
     #[test]
     fn s15_statuses_map_to_transient_misconfigured_or_permanent_once() {
         for s in [408, 409, 425, 429, 500, 502, 503, 504] {
             let e = CallError::Status(s);
             assert_eq!(e.permanence(), Permanence::Transient, "{s}");
-            assert!(
-                matches!(HandlerError::from(e), HandlerError::Transient(_)),
+            assert_eq!(
+                HandlerError::from(e),
+                HandlerError::Transient(Transient::Provider(e)),
                 "{s}"
             );
             assert_eq!(e.code(), format!("provider_{s}"));
@@ -423,9 +295,11 @@ mod tests {
         for s in [301, 302, 303, 307, 308, 401, 403, 404, 405] {
             let e = CallError::Status(s);
             assert!(e.is_misconfigured() && !e.is_permanent(), "{s}");
-            let HandlerError::Transient(reason) = HandlerError::from(e) else {
+            let HandlerError::Transient(transient) = HandlerError::from(e) else {
                 panic!("{s}: retried");
             };
+            assert_eq!(transient.cause(), TransientCause::ProviderMisconfigured);
+            let reason = transient.to_string();
             assert!(
                 reason.contains("configuration") && reason.contains(&e.code()),
                 "{reason}"
@@ -435,8 +309,9 @@ mod tests {
         for s in [400, 410, 413, 422] {
             let e = CallError::Status(s);
             assert!(e.is_permanent(), "{s}");
-            assert!(
-                matches!(HandlerError::from(e), HandlerError::Invalid(_)),
+            assert_eq!(
+                HandlerError::from(e),
+                HandlerError::Invalid(Invalid::Provider(e)),
                 "{s}"
             );
             assert_eq!(e.code(), format!("provider_rejected_{s}"));

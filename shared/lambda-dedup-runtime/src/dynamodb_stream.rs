@@ -215,7 +215,7 @@ mod tests {
         let order = e
             .payload
             .new_image
-            .ok_or_else(|| Refusal::Invalid("no new image".into()))?;
+            .ok_or_else(|| Refusal::invalid("no new image"))?;
         Ok(Effect::add(
             "totals",
             ("customer", order.customer),

@@ -285,7 +285,7 @@ mod tests {
             let data = HandlerError::data(e)?;
             let amount = data["amount"]
                 .as_i64()
-                .ok_or_else(|| HandlerError::Invalid("amount is not a number".into()))?;
+                .ok_or_else(|| HandlerError::invalid("amount is not a number"))?;
             let account = data["account"].as_str().unwrap_or_default().to_owned();
             Ok(Plan {
                 effects: vec![
@@ -321,7 +321,7 @@ mod tests {
         let data = HandlerError::data(e)?;
         let amount = data["amount"]
             .as_i64()
-            .ok_or_else(|| HandlerError::Invalid("amount is not a number".into()))?;
+            .ok_or_else(|| HandlerError::invalid("amount is not a number"))?;
         let account = data["account"].as_str().unwrap_or_default().to_owned();
         Ok(Plan {
             effects: vec![
@@ -479,7 +479,7 @@ mod tests {
             let account = data["account"].as_str().unwrap_or_default().to_owned();
             // The effect's dependency is down while `down` holds, for account b only.
             if account == "b" && down.load(Ordering::Relaxed) {
-                return Err(HandlerError::Transient("dependency down".into()));
+                return Err(HandlerError::transient("dependency down"));
             }
             let effect = Effect::update("balances", Item::new().with("account", account.as_str()))
                 .expression("ADD balance :a")

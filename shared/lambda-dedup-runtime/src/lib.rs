@@ -71,9 +71,12 @@ pub mod events {
 }
 #[cfg(any(feature = "webhook", test))]
 pub use service::WebhookService;
-pub use service::{BuildError, Dedup, Event, IntoPlan, Refusal, Service, SqsService, flow};
+pub use service::{
+    BuildError, Dedup, Event, IntoPlan, Invalid, Refusal, Service, SqsService, Transient, flow,
+};
 pub use settings::{
-    Env, KeySpecTextError, Settings, SettingsError, cloudevents_key_spec, optional, required,
+    Env, KeySpecTextError, SettingRule, Settings, SettingsError, cloudevents_key_spec, optional,
+    required,
 };
 pub use sqs::{messages, response};
 pub use store::{CreateOnceMarks, Items, Marks, NoStore, OnDynamoDb, SequenceMarks};

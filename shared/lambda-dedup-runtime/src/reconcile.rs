@@ -85,6 +85,7 @@ pub(crate) async fn route_to(queue: Option<&Queue>, event: &SqsEvent, report: &m
                 code,
                 reason,
                 key: Some(key),
+                ..
             } if code.for_reconciliation() => {
                 Some((id.clone(), (*code, reason.clone(), key.clone())))
             }

@@ -42,6 +42,7 @@ use lambda_dedup::{
     TimeFormat,
 };
 use lambda_dedup_batch::{Deduplicator, HandlerError, LeasedDeduplicator};
+pub use lambda_dedup_batch::{Invalid, Transient};
 
 use crate::queue::Queue;
 use crate::settings::{Env, Settings, SettingsError};
@@ -65,7 +66,11 @@ mod webhook;
 pub use webhook::WebhookService;
 
 /// Why an event's work refuses it: [`Refusal::Invalid`] can never be handled (dead-lettered),
-/// [`Refusal::Transient`] may work later (redelivered). Reasons name fields, never values.
+/// [`Refusal::Transient`] may work later (redelivered), each with its cause typed ([`Invalid`],
+/// [`Transient`]). The builder's own causes — a body that is not JSON, a payload that does not
+/// fit the event's type (naming the field's path), a call given up at `PROVIDER_TIMEOUT_MS`, a
+/// provider's refusal — or the work's own: `Refusal::invalid("amount must be positive")`,
+/// `Refusal::transient("ledger down")`. Reasons name fields, never values (S3).
 pub type Refusal = HandlerError;
 
 /// One function's deduplication: its settings, how keys are derived, the store `S`, and where
@@ -436,11 +441,20 @@ mod tests {
             }))
             .expect("service");
         let started = std::time::Instant::now();
-        let answer = service
-            .call_with(event(&[r#"{"id": "p-3", "amount": 1}"#]))
-            .await
-            .expect("answer");
-        assert_eq!(failed(&answer), ["m0"]);
+        let (answer, outcomes) = crate::testing::with_outcomes(
+            service.call_with(event(&[r#"{"id": "p-3", "amount": 1}"#])),
+        )
+        .await;
+        assert_eq!(failed(&answer.expect("answer")), ["m0"]);
+        // The refusal is the timeout, typed, with the limit it was given.
+        assert!(
+            matches!(
+                &outcomes[..],
+                [(_, Outcome::Retry { transient: Some(Transient::CallTimeout { limit }), .. })]
+                    if *limit == Duration::from_millis(200)
+            ),
+            "{outcomes:?}"
+        );
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "{:?}",
@@ -523,18 +537,81 @@ mod tests {
         }
     }
 
-    /// S3: a payload that does not fit names the field, never quotes the value.
+    /// S3: a payload that does not fit names the field, never quotes the value; the refusal
+    /// says typed which field and how.
     #[test]
     fn a_misfit_payload_is_refused_without_quoting_it() {
         let value = serde_json::json!({"amount": "4111 1111 1111 1111"});
-        let Err(Refusal::Invalid(reason)) = parse::<Payment>(&value) else {
+        let Err(Refusal::Invalid(misfit)) = parse::<Payment>(&value) else {
             panic!("accepted");
         };
-        assert!(!reason.contains("4111"), "{reason}");
-        let Err(Refusal::Invalid(reason)) = parse::<Payment>(&serde_json::json!({})) else {
+        assert_eq!(
+            misfit,
+            Invalid::Misfit {
+                path: "amount".into()
+            }
+        );
+        let reason = misfit.to_string();
+        assert!(
+            !reason.contains("4111") && reason.contains("amount"),
+            "{reason}"
+        );
+        let Err(Refusal::Invalid(missing)) = parse::<Payment>(&serde_json::json!({})) else {
             panic!("accepted");
         };
-        assert!(reason.contains("amount"), "{reason}");
+        assert_eq!(
+            missing,
+            Invalid::MissingField {
+                field: "amount".into()
+            }
+        );
+        assert!(missing.to_string().contains("amount"), "{missing}");
+    }
+
+    /// A misfit deep in the payload is named by its path, through lists and nested structs; a
+    /// map key that is data (an e-mail address, a card number) is never shown.
+    #[test]
+    fn a_misfit_names_the_fields_path_and_never_a_key_that_is_data() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Line {
+            sku: String,
+            qty: u32,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Order {
+            lines: Vec<Line>,
+            totals: std::collections::HashMap<String, i64>,
+        }
+        let refusal = |v: serde_json::Value| match parse::<Order>(&v) {
+            Err(Refusal::Invalid(invalid)) => invalid,
+            other => panic!("{other:?}"),
+        };
+        let lines = serde_json::json!([{"sku": "a", "qty": 1}, {"sku": "b", "qty": "two"}]);
+        assert_eq!(
+            refusal(serde_json::json!({"lines": lines, "totals": {}})),
+            Invalid::Misfit {
+                path: "lines[1].qty".into()
+            }
+        );
+        assert_eq!(
+            refusal(serde_json::json!({"lines": [{"qty": 1}], "totals": {}})),
+            Invalid::MissingField {
+                field: "lines[0].sku".into()
+            }
+        );
+        let by_customer = serde_json::json!({"alice@example.com": "x", "4111111111111111": 1});
+        let keyed = refusal(serde_json::json!({"lines": [], "totals": by_customer}));
+        let Invalid::Misfit { path } = &keyed else {
+            panic!("{keyed:?}");
+        };
+        assert!(path.starts_with("totals."), "{path}");
+        let reason = keyed.to_string();
+        assert!(
+            !reason.contains("alice") && !reason.contains("4111"),
+            "{reason}"
+        );
     }
 
     /// Two steps, one outcome: the first step not acknowledged decides; applied if either

@@ -42,6 +42,9 @@ use std::time::Duration;
 use lambda_dedup::{EventTimeSource, RedeliveryHorizon, Retention, Scope, TimeFormat};
 use lambda_dedup_dynamodb::{Client, DynamoStore};
 
+mod rule;
+pub use rule::SettingRule;
+
 /// Where a function reads its configuration: the process environment in Lambda
 /// ([`Env::process`]), or a fixed set of variables ([`Env::from_pairs`]) in tests, which then run
 /// the very wiring `main` runs.
@@ -175,10 +178,22 @@ pub enum SettingsError {
     /// refusal.
     #[error("refusing to start: {0}")]
     Core(#[from] lambda_dedup::ConfigError),
-    /// Values that parse but cannot work together or at all (a zero, a lease not longer than
-    /// the provider timeout…), naming the variables.
-    #[error("refusing to start: {0}")]
-    Refused(String),
+    /// A value that parses but cannot work, alone or with another variable's (a zero, a lease
+    /// not longer than the provider timeout…): the variable and the rule it breaks.
+    #[error("refusing to start: {}", .rule.shown(.var))]
+    Refused {
+        /// The variable.
+        var: &'static str,
+        /// The rule its value breaks.
+        rule: SettingRule,
+    },
+}
+
+impl SettingsError {
+    /// `var` breaks `rule`.
+    pub fn refused(var: &'static str, rule: SettingRule) -> Self {
+        SettingsError::Refused { var, rule }
+    }
 }
 
 pub(crate) fn required_in(env: Lookup<'_>, name: &str) -> Result<String, SettingsError> {
@@ -213,9 +228,9 @@ pub fn optional<T: std::str::FromStr>(name: &str, default: T) -> Result<T, Setti
     Env::process().optional(name, default)
 }
 
-fn positive(n: usize, name: &str) -> Result<usize, SettingsError> {
+fn positive(n: usize, name: &'static str) -> Result<usize, SettingsError> {
     if n == 0 {
-        return Err(SettingsError::Refused(format!("{name} must be above 0")));
+        return Err(SettingsError::refused(name, SettingRule::Zero));
     }
     Ok(n)
 }
@@ -223,8 +238,9 @@ fn positive(n: usize, name: &str) -> Result<usize, SettingsError> {
 /// `PROVIDER_TIMEOUT_MS` in `env` (default 5000), refusing zero.
 pub fn provider_timeout_in(env: Lookup<'_>) -> Result<Duration, SettingsError> {
     match optional_in(env, "PROVIDER_TIMEOUT_MS", 5_000u64)? {
-        0 => Err(SettingsError::Refused(
-            "PROVIDER_TIMEOUT_MS must be above 0".into(),
+        0 => Err(SettingsError::refused(
+            "PROVIDER_TIMEOUT_MS",
+            SettingRule::Zero,
         )),
         ms => Ok(Duration::from_millis(ms)),
     }
@@ -234,6 +250,11 @@ pub fn provider_timeout_in(env: Lookup<'_>) -> Result<Duration, SettingsError> {
 /// without the rest of [`Settings`].
 pub fn provider_timeout() -> Result<Duration, SettingsError> {
     provider_timeout_in(&Env::process())
+}
+
+/// `d` in whole milliseconds, as a `_MS` variable is written.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The variable that sets the deadline margin.
@@ -254,10 +275,14 @@ fn margin_from(value: Option<&str>) -> Result<Duration, SettingsError> {
     };
     let margin = Duration::from_millis(text.parse().map_err(|_| invalid())?);
     if margin > MAX_MARGIN {
-        return Err(SettingsError::Refused(format!(
-            "{MARGIN_VAR} ({}ms) is longer than any Lambda timeout",
-            margin.as_millis()
-        )));
+        return Err(SettingsError::refused(
+            MARGIN_VAR,
+            SettingRule::AboveMaximum {
+                value: millis(margin),
+                max: millis(MAX_MARGIN),
+                why: "longer than any Lambda timeout",
+            },
+        ));
     }
     Ok(margin)
 }
@@ -368,12 +393,15 @@ impl Settings {
         let lease = secs("DEDUP_LEASE_SECONDS", 60)?;
         let provider_key_retention = secs("PROVIDER_KEY_RETENTION_SECONDS", 86_400)?;
         if provider_key_retention <= lease {
-            return Err(SettingsError::Refused(format!(
-                "PROVIDER_KEY_RETENTION_SECONDS ({}s) must be longer than \
-                 DEDUP_LEASE_SECONDS ({}s), or no crashed call could ever be retried",
-                provider_key_retention.as_secs(),
-                lease.as_secs()
-            )));
+            return Err(SettingsError::refused(
+                "PROVIDER_KEY_RETENTION_SECONDS",
+                SettingRule::NotLongerThan {
+                    value: provider_key_retention.as_secs(),
+                    other: "DEDUP_LEASE_SECONDS",
+                    other_value: lease.as_secs(),
+                    why: "or no crashed call could ever be retried",
+                },
+            ));
         }
         // Read where it is used (`connect`); checked here so that a bad value refuses the start.
         lambda_dedup_dynamodb::SdkTimeouts::from_lookup(&|name| env.get(name)).map_err(
@@ -384,25 +412,44 @@ impl Settings {
                         value,
                     }
                 }
-                lambda_dedup_dynamodb::TimeoutsError::Refused(why) => SettingsError::Refused(why),
+                lambda_dedup_dynamodb::TimeoutsError::Zero { name } => {
+                    SettingsError::refused(name, SettingRule::Zero)
+                }
+                lambda_dedup_dynamodb::TimeoutsError::AttemptOverOperation {
+                    attempt,
+                    operation,
+                } => SettingsError::refused(
+                    lambda_dedup_dynamodb::ATTEMPT_TIMEOUT_VAR,
+                    SettingRule::LongerThan {
+                        value: millis(attempt),
+                        other: lambda_dedup_dynamodb::OPERATION_TIMEOUT_VAR,
+                        other_value: millis(operation),
+                    },
+                ),
             },
         )?;
         if lease <= provider_timeout {
-            return Err(SettingsError::Refused(format!(
-                "DEDUP_LEASE_SECONDS ({}s) must be longer than \
-                 PROVIDER_TIMEOUT_MS ({}ms): a lease that can expire while the call is out lets a \
-                 second process call again",
-                lease.as_secs(),
-                provider_timeout.as_millis()
-            )));
+            return Err(SettingsError::refused(
+                "DEDUP_LEASE_SECONDS",
+                SettingRule::NotLongerThan {
+                    value: lease.as_secs(),
+                    other: "PROVIDER_TIMEOUT_MS",
+                    other_value: millis(provider_timeout),
+                    why: "a lease that can expire while the call is out lets a second process \
+                          call again",
+                },
+            ));
         }
         let clock_skew = Duration::from_millis(optional_in(env, "DEDUP_CLOCK_SKEW_MS", 1_000u64)?);
         if clock_skew >= lease {
-            return Err(SettingsError::Refused(format!(
-                "DEDUP_CLOCK_SKEW_MS ({}ms) must be shorter than DEDUP_LEASE_SECONDS ({}s)",
-                clock_skew.as_millis(),
-                lease.as_secs()
-            )));
+            return Err(SettingsError::refused(
+                "DEDUP_CLOCK_SKEW_MS",
+                SettingRule::NotShorterThan {
+                    value: millis(clock_skew),
+                    other: "DEDUP_LEASE_SECONDS",
+                    other_value: lease.as_secs(),
+                },
+            ));
         }
         Ok(Self {
             scope,
@@ -537,7 +584,14 @@ mod tests {
         ));
         assert!(matches!(
             margin_from(Some("900001")),
-            Err(SettingsError::Refused(_))
+            Err(SettingsError::Refused {
+                var: MARGIN_VAR,
+                rule: SettingRule::AboveMaximum {
+                    value: 900_001,
+                    max: 900_000,
+                    ..
+                }
+            })
         ));
     }
     use std::collections::HashMap;
@@ -603,9 +657,7 @@ mod tests {
             vars.push((name, value));
             match typed(&vars) {
                 Err(SettingsError::Invalid { name: n, .. }) if invalid => assert_eq!(n, name),
-                Err(SettingsError::Refused(why)) if !invalid => {
-                    assert!(why.contains(name), "{why}")
-                }
+                Err(SettingsError::Refused { var, .. }) if !invalid => assert_eq!(var, name),
                 other => panic!("{name}={value}: {other:?}"),
             }
         }
@@ -635,7 +687,98 @@ mod tests {
         ));
         let mut vars = BASE.to_vec();
         vars.push(("DEDUP_LEASE_SECONDS", "1"));
-        assert!(matches!(typed(&vars), Err(SettingsError::Refused(_))));
+        assert!(matches!(
+            typed(&vars),
+            Err(SettingsError::Refused {
+                var: "DEDUP_LEASE_SECONDS",
+                rule: SettingRule::NotLongerThan {
+                    other: "PROVIDER_TIMEOUT_MS",
+                    ..
+                }
+            })
+        ));
+    }
+
+    /// Each value that parses but cannot work is refused typed: the variable and the rule it
+    /// breaks, with the values compared; the message names every variable in it.
+    #[test]
+    fn each_refusal_names_its_variable_and_the_rule_it_breaks() {
+        let cases: [(&str, &str, &str, SettingRule); 6] = [
+            (
+                "DEDUP_MAX_CONCURRENCY",
+                "0",
+                "DEDUP_MAX_CONCURRENCY",
+                SettingRule::Zero,
+            ),
+            (
+                "DEDUP_MAX_BODY_BYTES",
+                "0",
+                "DEDUP_MAX_BODY_BYTES",
+                SettingRule::Zero,
+            ),
+            (
+                "DEDUP_DEADLINE_MARGIN_MS",
+                "3600000",
+                "DEDUP_DEADLINE_MARGIN_MS",
+                SettingRule::AboveMaximum {
+                    value: 3_600_000,
+                    max: 900_000,
+                    why: "longer than any Lambda timeout",
+                },
+            ),
+            (
+                "PROVIDER_KEY_RETENTION_SECONDS",
+                "60",
+                "PROVIDER_KEY_RETENTION_SECONDS",
+                SettingRule::NotLongerThan {
+                    value: 60,
+                    other: "DEDUP_LEASE_SECONDS",
+                    other_value: 60,
+                    why: "or no crashed call could ever be retried",
+                },
+            ),
+            (
+                "DEDUP_CLOCK_SKEW_MS",
+                "60000",
+                "DEDUP_CLOCK_SKEW_MS",
+                SettingRule::NotShorterThan {
+                    value: 60_000,
+                    other: "DEDUP_LEASE_SECONDS",
+                    other_value: 60,
+                },
+            ),
+            (
+                "DEDUP_SDK_ATTEMPT_TIMEOUT_MS",
+                "20000",
+                "DEDUP_SDK_ATTEMPT_TIMEOUT_MS",
+                SettingRule::LongerThan {
+                    value: 20_000,
+                    other: "DEDUP_SDK_OPERATION_TIMEOUT_MS",
+                    other_value: 10_000,
+                },
+            ),
+        ];
+        for (name, value, var, rule) in cases {
+            let mut vars = BASE.to_vec();
+            vars.push((name, value));
+            let err = typed(&vars).expect_err(name);
+            assert_eq!(
+                err,
+                SettingsError::refused(var, rule.clone()),
+                "{name}={value}"
+            );
+            let text = err.to_string();
+            assert!(
+                text.starts_with("refusing to start: ") && text.contains(var),
+                "{text}"
+            );
+            if let SettingRule::NotLongerThan { other, .. }
+            | SettingRule::NotShorterThan { other, .. }
+            | SettingRule::LongerThan { other, .. } = rule
+            {
+                assert!(text.contains(other), "{text}");
+            }
+        }
     }
 
     const BASE: [(&str, &str); 2] = [("DEDUP_NAMESPACE", "prod"), ("DEDUP_MARK_TABLE", "marks")];

@@ -363,6 +363,7 @@ mod tests {
                     code: lambda_dedup_batch::Reason::InvalidPayload,
                     reason: "x".into(),
                     key: None,
+                    invalid: None,
                 },
             ),
         ]);

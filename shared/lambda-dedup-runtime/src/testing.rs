@@ -330,6 +330,17 @@ mod tests {
         let why = format!("{:?}", outcomes[2].1);
         assert!(why.contains("payload does not fit"), "{why}");
         assert!(!why.contains("secret-value"), "{why}");
+        assert!(
+            matches!(
+                &outcomes[2].1,
+                Outcome::Rejected {
+                    code: lambda_dedup_batch::Reason::InvalidPayload,
+                    invalid: Some(lambda_dedup_batch::Invalid::Misfit { path }),
+                    ..
+                } if path == "amount"
+            ),
+            "the misfit, typed, at its field: {why}"
+        );
         service
             .call_with(sqs_event(&bodies[..1]))
             .await
@@ -399,10 +410,19 @@ mod tests {
             Duration::from_millis(2500)
         );
         let refused = Dedup::read(&env.clone().with("DEDUP_CLOCK_SKEW_MS", "90000"), "payer");
-        let Err(crate::SettingsError::Refused(why)) = refused else {
-            panic!("an allowance as long as the lease accepted");
-        };
-        assert!(why.contains("DEDUP_CLOCK_SKEW_MS"), "{why}");
+        assert!(
+            matches!(
+                refused,
+                Err(crate::SettingsError::Refused {
+                    var: "DEDUP_CLOCK_SKEW_MS",
+                    rule: crate::SettingRule::NotShorterThan {
+                        other: "DEDUP_LEASE_SECONDS",
+                        ..
+                    },
+                })
+            ),
+            "an allowance as long as the lease accepted: {refused:?}"
+        );
     }
 
     #[tokio::test]

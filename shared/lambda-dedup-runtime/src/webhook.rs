@@ -58,11 +58,13 @@ use lambda_dedup::{
     AttributeValue, Derived, Effect, FingerprintSource, IdentitySource, Item, KeySpec, Message,
     Scope, TenantSource,
 };
-use lambda_dedup_batch::{CreateOnceDeduplicator, HandlerError, Outcome, Plan, Reason, RetryCause};
+use lambda_dedup_batch::{
+    CreateOnceDeduplicator, HandlerError, Invalid, Outcome, Plan, Reason, RetryCause,
+};
 use lambda_http::http::{HeaderMap, Method};
 use lambda_http::{Body, Request, RequestExt, Response};
 
-use crate::settings::{Env, Lookup, SettingsError, optional_in, required_in};
+use crate::settings::{Env, Lookup, SettingRule, SettingsError, optional_in, required_in};
 
 pub use lambda_dedup::signature::{
     STRIPE_SIGNATURE_HEADER, WEBHOOK_ID_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER,
@@ -179,7 +181,9 @@ impl WebhookConfig {
             None => Scheme::default(),
             Some(v) => v
                 .parse()
-                .map_err(|e| SettingsError::Refused(format!("WEBHOOK_SCHEME: {e}")))?,
+                .map_err(|e: lambda_dedup::signature::UnknownScheme| {
+                    SettingsError::refused("WEBHOOK_SCHEME", SettingRule::Malformed(e.to_string()))
+                })?,
         };
         let secrets: Vec<String> = required_in(env, "WEBHOOK_SECRETS")?
             .split(',')
@@ -193,32 +197,42 @@ impl WebhookConfig {
             DEFAULT_TOLERANCE_SECS,
         )?);
         let verifier = Verifier::new(scheme, &secrets, tolerance).map_err(|e| {
-            // Each refusal names the variable it is about.
-            let variable = match e {
-                VerifierError::NoTolerance | VerifierError::ToleranceTooLong { .. } => {
-                    "WEBHOOK_TOLERANCE_SECONDS"
+            // Each refusal names the variable it is about, and the rule.
+            const TOLERANCE: &str = "WEBHOOK_TOLERANCE_SECONDS";
+            match e {
+                VerifierError::NoTolerance => SettingsError::refused(TOLERANCE, SettingRule::Zero),
+                VerifierError::ToleranceTooLong { secs } => SettingsError::refused(
+                    TOLERANCE,
+                    SettingRule::AboveMaximum {
+                        value: secs,
+                        max: lambda_dedup::signature::MAX_TOLERANCE.as_secs(),
+                        why: "a captured delivery could be replayed for that long",
+                    },
+                ),
+                VerifierError::NoSecret | VerifierError::BadSecret { .. } => {
+                    SettingsError::refused("WEBHOOK_SECRETS", SettingRule::Malformed(e.to_string()))
                 }
-                VerifierError::NoSecret | VerifierError::BadSecret { .. } => "WEBHOOK_SECRETS",
-            };
-            SettingsError::Refused(format!("{variable}: {e}"))
+            }
         })?;
         let identity = match env.get("WEBHOOK_ID_FROM").filter(|v| !v.trim().is_empty()) {
             None => IdentityFrom::default_for(scheme),
-            Some(v) => v
-                .trim()
-                .parse()
-                .map_err(|e| SettingsError::Refused(format!("WEBHOOK_ID_FROM: {e}")))?,
+            Some(v) => v.trim().parse().map_err(|e| {
+                SettingsError::refused("WEBHOOK_ID_FROM", SettingRule::Malformed(e))
+            })?,
         };
         if !identity.signed_by(scheme) {
-            return Err(SettingsError::Refused(format!(
-                "WEBHOOK_ID_FROM: {} signs no {WEBHOOK_ID_HEADER} header; the identity must be signed (json:/id is Stripe's event id)",
-                scheme.name()
-            )));
+            return Err(SettingsError::refused(
+                "WEBHOOK_ID_FROM",
+                SettingRule::NotSigned {
+                    scheme: scheme.name(),
+                },
+            ));
         }
         let max_body_bytes = optional_in(env, "WEBHOOK_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)?;
         if max_body_bytes == 0 {
-            return Err(SettingsError::Refused(
-                "WEBHOOK_MAX_BODY_BYTES must be positive".into(),
+            return Err(SettingsError::refused(
+                "WEBHOOK_MAX_BODY_BYTES",
+                SettingRule::Zero,
             ));
         }
         let inbox_retention = Duration::from_secs(optional_in(
@@ -227,12 +241,15 @@ impl WebhookConfig {
             DEFAULT_INBOX_RETENTION_SECS,
         )?);
         if inbox_retention < MIN_INBOX_RETENTION {
-            return Err(SettingsError::Refused(format!(
-                "WEBHOOK_INBOX_RETENTION_SECONDS: {} s is shorter than the senders' retry horizon \
-                 ({} s): a retry after its inbox item expired would be a new event",
-                inbox_retention.as_secs(),
-                MIN_INBOX_RETENTION.as_secs()
-            )));
+            return Err(SettingsError::refused(
+                "WEBHOOK_INBOX_RETENTION_SECONDS",
+                SettingRule::BelowMinimum {
+                    value: inbox_retention.as_secs(),
+                    min: MIN_INBOX_RETENTION.as_secs(),
+                    why: "shorter than the senders' retry horizon: a retry after its inbox item \
+                          expired would be a new event",
+                },
+            ));
         }
         Ok(Self {
             verifier,
@@ -459,7 +476,7 @@ fn inbox_plan(
     expires_at: u64,
 ) -> Result<Plan, HandlerError> {
     let Ok(text) = std::str::from_utf8(body) else {
-        return Err(HandlerError::Invalid("body not UTF-8".into()));
+        return Err(HandlerError::Invalid(Invalid::NotUtf8));
     };
     let key = event.key.as_str();
     let item = Item::new()
@@ -659,10 +676,18 @@ mod tests {
             Duration::from_secs(604_800)
         );
         let day = config(&[secrets, ("WEBHOOK_INBOX_RETENTION_SECONDS", "86400")]);
-        let Err(SettingsError::Refused(why)) = day else {
-            panic!("a day's inbox retention accepted");
-        };
-        assert!(why.contains("WEBHOOK_INBOX_RETENTION_SECONDS"), "{why}");
+        assert_eq!(
+            day.map(|_| ()),
+            Err(SettingsError::refused(
+                "WEBHOOK_INBOX_RETENTION_SECONDS",
+                SettingRule::BelowMinimum {
+                    value: 86_400,
+                    min: MIN_INBOX_RETENTION.as_secs(),
+                    why: "shorter than the senders' retry horizon: a retry after its inbox item \
+                          expired would be a new event",
+                }
+            ))
+        );
     }
 
     /// Valid, replayed, re-signed, stale, forged, oversized and conflicting deliveries each get
@@ -1095,6 +1120,25 @@ mod tests {
         }
         let e = refusal(&[sw, ("WEBHOOK_TOLERANCE_SECONDS", "0")]);
         assert!(e.contains("WEBHOOK_TOLERANCE_SECONDS"), "{e}");
+        // Typed: the variable and the rule, the bound with it.
+        assert_eq!(
+            tolerance("0"),
+            Err(SettingsError::refused(
+                "WEBHOOK_TOLERANCE_SECONDS",
+                SettingRule::Zero
+            ))
+        );
+        assert!(matches!(
+            tolerance("7200"),
+            Err(SettingsError::Refused {
+                var: "WEBHOOK_TOLERANCE_SECONDS",
+                rule: SettingRule::AboveMaximum {
+                    value: 7200,
+                    max: 3600,
+                    ..
+                },
+            })
+        ));
     }
 
     /// `WEBHOOK_ID_FROM`: only an identity the signature covers.
@@ -1117,7 +1161,17 @@ mod tests {
         assert!(refusal(&[sw, ("WEBHOOK_ID_FROM", "json:data")]).contains("WEBHOOK_ID_FROM"));
         let st = [("WEBHOOK_SCHEME", "stripe"), ("WEBHOOK_SECRETS", ST_SECRET)];
         assert_eq!(id(&st), Ok(IdentityFrom::JsonPointer("/id".into())));
+        assert_eq!(
+            id(&[st[0], st[1], ("WEBHOOK_ID_FROM", "header:webhook-id")]),
+            Err(SettingsError::refused(
+                "WEBHOOK_ID_FROM",
+                SettingRule::NotSigned { scheme: "stripe" }
+            ))
+        );
         let e = refusal(&[st[0], st[1], ("WEBHOOK_ID_FROM", "header:webhook-id")]);
-        assert!(e.contains("stripe signs no webhook-id"), "{e}");
+        assert!(
+            e.contains("WEBHOOK_ID_FROM") && e.contains("must be signed"),
+            "{e}"
+        );
     }
 }

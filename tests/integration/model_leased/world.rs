@@ -434,7 +434,7 @@ pub(super) fn payment(e: &Derived) -> Result<(u8, Value), HandlerError> {
     let event = data["event"]
         .as_u64()
         .and_then(|n| u8::try_from(n).ok())
-        .ok_or_else(|| HandlerError::Invalid("event".into()))?;
+        .ok_or_else(|| HandlerError::invalid("event"))?;
     Ok((
         event,
         json!({"reference": data["reference"], "amount": data["amount"]}),

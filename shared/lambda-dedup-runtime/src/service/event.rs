@@ -4,7 +4,7 @@
 use std::time::SystemTime;
 
 use lambda_dedup::{DedupKey, Derived, KeySpec, Message};
-use lambda_dedup_batch::Plan;
+use lambda_dedup_batch::{Invalid, Plan};
 use serde::de::DeserializeOwned;
 
 use super::Refusal;
@@ -104,15 +104,10 @@ pub(super) fn event_of<T: DeserializeOwned>(
 
 /// The typed event of `d`, or the refusal of a payload that is not a `T`.
 pub(super) fn typed<T: DeserializeOwned>(at: PayloadAt, d: &Derived) -> Result<Event<T>, Refusal> {
-    let body = d
-        .body
-        .as_ref()
-        .ok_or_else(|| Refusal::Invalid("the body is not JSON".into()))?;
+    let body = d.body.as_ref().ok_or(Refusal::Invalid(Invalid::NotJson))?;
     let value = match at {
         PayloadAt::Body => body,
-        PayloadAt::Data => body
-            .get("data")
-            .ok_or_else(|| Refusal::Invalid("data missing".into()))?,
+        PayloadAt::Data => body.get("data").ok_or(Refusal::Invalid(Invalid::NoData))?,
     };
     let payload = parse(value)?;
     Ok(Event {
@@ -123,21 +118,64 @@ pub(super) fn typed<T: DeserializeOwned>(at: PayloadAt, d: &Derived) -> Result<E
     })
 }
 
-/// `value` as the user's type `T`, or the refusal the service gives a payload that is not one
-/// (naming fields, never quoting values): what an event's payload goes through before the work.
+/// `value` as the user's type `T`, or the refusal the service gives a payload that is not one:
+/// [`Invalid::MissingField`] or [`Invalid::Misfit`], naming the field by its path, never quoting
+/// a value (S3). What an event's payload goes through before the work.
 pub fn parse<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, Refusal> {
-    T::deserialize(value).map_err(|e| Refusal::Invalid(described(&e)))
+    serde_path_to_error::deserialize(value).map_err(|e| Refusal::Invalid(misfit(&e)))
 }
 
-/// Why a payload is not a `T`, naming fields but never quoting values (S3): serde's own message
-/// only where it names a field alone.
-fn described(e: &serde_json::Error) -> String {
-    let message = e.to_string();
-    if message.starts_with("missing field") || message.starts_with("duplicate field") {
-        format!("the payload does not fit: {message}")
-    } else {
-        "the payload does not fit its type (a field has the wrong type or value)".into()
+/// Why a payload is not a `T`, by the path where serde stopped: a field the type requires and
+/// the payload lacks (its name is the type's own, in serde's message), or a field that does not
+/// fit. serde's message is not kept otherwise: it may quote the value.
+fn misfit(e: &serde_path_to_error::Error<serde_json::Error>) -> Invalid {
+    let path = shown(e.path());
+    let message = e.inner().to_string();
+    match message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.strip_suffix('`'))
+    {
+        Some(field) if path.is_empty() => Invalid::MissingField {
+            field: field.to_owned(),
+        },
+        Some(field) => Invalid::MissingField {
+            field: format!("{path}.{field}"),
+        },
+        None => Invalid::Misfit { path },
     }
+}
+
+/// A payload path as a refusal shows it: `customer.name`, `lines[2].sku`. A key that does not
+/// look like a field name (a map keyed by data: an e-mail address, a card number) is `?`, so the
+/// path names fields, never values (S3).
+fn shown(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for segment in path {
+        let name = match segment {
+            Segment::Seq { index } => {
+                out.push_str(&format!("[{index}]"));
+                continue;
+            }
+            Segment::Map { key } | Segment::Enum { variant: key } if field_like(key) => key,
+            _ => "?",
+        };
+        if !out.is_empty() {
+            out.push('.');
+        }
+        out.push_str(name);
+    }
+    out
+}
+
+/// Whether `key` reads as a field name: a letter or `_` first, then letters, digits, `_` or
+/// `-`, at most 64 of them.
+fn field_like(key: &str) -> bool {
+    key.len() <= 64
+        && key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// The plan of `d` from the user's typed `effect`.

@@ -3,7 +3,7 @@
 use lambda_dedup_postgres::{PgStore, Tls};
 
 use crate::service::Dedup;
-use crate::settings::SettingsError;
+use crate::settings::{MARK_TABLE_VAR, SettingRule, SettingsError};
 use crate::store::NoStore;
 
 /// The server: `postgresql://user:password@host:5432/db` (RDS Proxy's endpoint works as it is).
@@ -21,7 +21,9 @@ impl Dedup<NoStore> {
     /// `PG_TLS=disabled`; neither refuses the start (no silent plain text). The settings'
     /// retention and lease, as on DynamoDB. Connects lazily, on the first event.
     pub fn postgres(self) -> Result<Dedup<PgStore>, SettingsError> {
-        let refused = |e: lambda_dedup::StoreError| SettingsError::Refused(e.to_string());
+        let refused = |e: lambda_dedup::StoreError| {
+            SettingsError::refused(MARK_TABLE_VAR, SettingRule::Malformed(e.to_string()))
+        };
         let url = self.setting(URL_VAR)?;
         let settings = self.settings();
         let store = PgStore::from_url(&url, self.pg_tls()?, settings.retention)
@@ -43,7 +45,9 @@ impl Dedup<NoStore> {
                 name: CA_BUNDLE_VAR.into(),
                 value: path.clone(),
             })?;
-            return Tls::with_pem_roots(&pem).map_err(|e| SettingsError::Refused(e.to_string()));
+            return Tls::with_pem_roots(&pem).map_err(|e| {
+                SettingsError::refused(CA_BUNDLE_VAR, SettingRule::Malformed(e.to_string()))
+            });
         }
         match env.get(TLS_VAR).as_deref() {
             Some("disabled") => Ok(Tls::Disabled),
@@ -51,10 +55,14 @@ impl Dedup<NoStore> {
                 name: TLS_VAR.into(),
                 value: other.into(),
             }),
-            None => Err(SettingsError::Refused(format!(
-                "set {CA_BUNDLE_VAR} (certificate authorities to verify the server) or \
-                 {TLS_VAR}=disabled (a server on loopback)"
-            ))),
+            None => Err(SettingsError::refused(
+                CA_BUNDLE_VAR,
+                SettingRule::NeitherSet {
+                    or: "PG_TLS=disabled",
+                    why: "certificate authorities to verify the server, or plain TCP to a server \
+                          on loopback",
+                },
+            )),
         }
     }
 }

@@ -3,7 +3,7 @@
 use lambda_dedup_valkey::ValkeyStore;
 
 use crate::service::Dedup;
-use crate::settings::SettingsError;
+use crate::settings::{SettingRule, SettingsError};
 use crate::store::NoStore;
 
 /// The server: `redis://[user:password@]host:port[/db]`.
@@ -27,9 +27,9 @@ impl Dedup<NoStore> {
             .with_lease(settings.lease)
             .with_clock_skew(settings.clock_skew);
         if let Some(prefix) = self.env().get(PREFIX_VAR).filter(|p| !p.is_empty()) {
-            store = store
-                .with_prefix(&prefix)
-                .map_err(|e| SettingsError::Refused(e.to_string()))?;
+            store = store.with_prefix(&prefix).map_err(|e| {
+                SettingsError::refused(PREFIX_VAR, SettingRule::Malformed(e.to_string()))
+            })?;
         }
         Ok(self.on(store))
     }

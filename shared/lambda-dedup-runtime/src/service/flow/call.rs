@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use lambda_dedup::{Lease, Message, Scope};
-use lambda_dedup_batch::{Account, LeasedDeduplicator, Outcome};
+use lambda_dedup_batch::{Account, LeasedDeduplicator, Outcome, Transient};
 use lambda_runtime::tower::{Service, ServiceExt};
 use serde::de::DeserializeOwned;
 
@@ -179,10 +179,9 @@ impl<E: 'static, C> CallStep<E, C> {
                 let event = typed::<T>(self.at, &d)?;
                 match tokio::time::timeout(self.timeout, self.call.call(event, lease)).await {
                     Ok(result) => result,
-                    Err(_) => Err(Refusal::Transient(format!(
-                        "the call took over {} ms (PROVIDER_TIMEOUT_MS)",
-                        self.timeout.as_millis()
-                    ))),
+                    Err(_) => Err(Refusal::Transient(Transient::CallTimeout {
+                        limit: self.timeout,
+                    })),
                 }
             })
             .await

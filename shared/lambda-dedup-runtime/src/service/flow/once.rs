@@ -119,7 +119,7 @@ impl Step for SequenceStep {
                 let mut plan = (self.update)(d)?;
                 match plan.effects.len() {
                     1 => Ok(plan.effects.remove(0)),
-                    n => Err(Refusal::Invalid(format!(
+                    n => Err(Refusal::invalid(format!(
                         "sequence mode writes one update per event, not {n}"
                     ))),
                 }

@@ -78,7 +78,7 @@ async fn calls_on_kinesis_call_once_per_event_in_order() {
                     .expect("lock")
                     .push((e.payload.n, lease.key.idempotency_key()));
                 if e.payload.n == 2 && f.fetch_sub(1, Ordering::SeqCst) == 1 {
-                    return Err(Refusal::Transient("provider down".into()));
+                    return Err(Refusal::transient("provider down"));
                 }
                 Ok(Some(format!("paid {}", e.payload.n)))
             }
@@ -172,11 +172,20 @@ async fn a_users_layers_run_per_message_around_the_call() {
         r#"{"id": "p1", "n": 1}"#,
         r#"{"id": "p2", "n": -1}"#,
     ];
-    let answer = service
-        .call_with(crate::testing::sqs_event(&bodies))
-        .await
-        .expect("answer");
-    assert_eq!(crate::testing::failed_ids(answer), ["m2"]);
+    let (answer, outcomes) =
+        crate::testing::with_outcomes(service.call_with(crate::testing::sqs_event(&bodies))).await;
+    assert_eq!(crate::testing::failed_ids(answer.expect("answer")), ["m2"]);
+    assert!(
+        matches!(
+            &outcomes[2].1,
+            lambda_dedup_batch::Outcome::Retry {
+                transient: Some(lambda_dedup_batch::Transient::Layer(_)),
+                ..
+            }
+        ),
+        "a layer's error, counted as one: {:?}",
+        outcomes[2]
+    );
     assert_eq!(layered.load(Ordering::SeqCst), 2, "once per event called");
     let answer = service
         .call_with(crate::testing::sqs_event(&bodies[2..]))

@@ -23,6 +23,7 @@ mod bench;
 mod chaos;
 mod demo;
 mod demo_doors;
+mod deny;
 mod dynamodb;
 mod functions;
 mod infra;
@@ -70,6 +71,8 @@ enum Cmd {
     Audit,
     /// Refuse infra/template.yaml if it breaks a guarded invariant; run cfn-lint.
     CheckInfra,
+    /// The supply chain: `cargo deny check licenses bans sources` with deny.toml.
+    Deny,
     /// Model-based fault schedules against the local DynamoDB; writes docs/RELIABILITY.md.
     Soak {
         /// Schedules per flow on the local DynamoDB.
@@ -138,6 +141,7 @@ async fn main() -> ExitCode {
         Cmd::Chaos => chaos_only().await,
         Cmd::Up => up().await,
         Cmd::CheckInfra => infra::run(&root(), true),
+        Cmd::Deny => deny::run(&root()),
         Cmd::Audit => audit::run(&root()).await,
         Cmd::Package => package::run(&root()),
         Cmd::Soak { n, memory } => soak::run(&root(), n, memory),
@@ -273,6 +277,7 @@ fn passes(args: &[String], harness: &[String]) -> (Vec<Vec<String>>, bool) {
 async fn test(args: &[String], harness: &[String]) -> Result<()> {
     let root = root();
     infra::run(&root, false)?;
+    deny::run(&root)?;
     let mut stack = stack::Stack::up(&root).await?;
     let pg = postgres::LocalPostgres::start(&root, &tools::ensure(&root)?)?;
     let vk = valkey::LocalValkey::start(&root, &tools::ensure(&root)?)?;

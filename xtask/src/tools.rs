@@ -88,6 +88,37 @@ pub(crate) fn cfn_guard(root: &Path) -> Result<PathBuf> {
     Ok(bin)
 }
 
+/// The pinned version of `cargo-deny`.
+pub(crate) const CARGO_DENY: &str = "0.20.0";
+
+/// The `cargo-deny` binary, installed first if needed (`cargo install --locked`, from
+/// crates.io, into `.cache/cargo-deny`; a few minutes on two cores, the first time only).
+pub(crate) fn cargo_deny(root: &Path) -> Result<PathBuf> {
+    let dir = root.join(".cache").join("cargo-deny");
+    let bin = dir.join("bin").join("cargo-deny");
+    let stamp = dir.join(format!(".installed-{CARGO_DENY}"));
+    if stamp.is_file() && bin.is_file() {
+        return Ok(bin);
+    }
+    crate::step(format!(
+        "installing cargo-deny {CARGO_DENY} into .cache/cargo-deny (cargo install --locked; first run only, a few minutes)"
+    ));
+    let status = Command::new(crate::cargo())
+        .args(["install", "--locked", "--quiet"])
+        .arg(format!("cargo-deny@{CARGO_DENY}"))
+        // Over a binary left without its stamp (another version, an interrupted install).
+        .arg("--force")
+        .arg("--root")
+        .arg(&dir)
+        .status()
+        .map_err(|e| format!("cargo install cargo-deny: {e}"))?;
+    if !status.success() || !bin.is_file() {
+        return Err(format!("cargo install cargo-deny@{CARGO_DENY} failed"));
+    }
+    fs::write(&stamp, "").map_err(|e| format!("{}: {e}", stamp.display()))?;
+    Ok(bin)
+}
+
 /// `pip install` of `pins` into the venv whose `bin` folder is `bin`, quietly.
 pub(crate) fn pip_install(bin: &Path, pins: &[&str]) -> Result<()> {
     let status = Command::new(bin.join("pip"))

@@ -4,7 +4,9 @@
 //! function has from the environment (refusing to start on a bad one), and logs the account.
 //!
 //! # Layout
-//! - [`settings`]: [`Settings`] from `DEDUP_*` variables, including the S9 retention check.
+//! - [`config`]: every variable read into typed structs, in one place — [`Settings`] (`DEDUP_*`,
+//!   the S9 retention check, the one deadline margin, the SDK timeouts, the side queues), the
+//!   webhook's, the relays' and the forwarder's; nothing else reads the environment.
 //! - [`store`]: the stores the builder runs on, as types ([`Marks`]; capabilities such as
 //!   [`CreateOnceMarks`]); DynamoDB, memory, PostgreSQL and Valkey.
 //! - [`sqs`]: one SQS invocation, from event to `SqsBatchResponse` (the builder's SQS services).
@@ -28,6 +30,7 @@
 #![warn(missing_docs)]
 
 pub mod bound;
+pub mod config;
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub mod dynamodb_stream;
 pub mod emf;
@@ -44,7 +47,8 @@ pub mod reconcile;
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub mod relay;
 pub mod service;
-pub mod settings;
+/// The settings' former path: [`config`], re-exported.
+pub use config as settings;
 pub mod sqs;
 pub mod store;
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
@@ -69,14 +73,16 @@ pub mod events {
     #[cfg(any(feature = "kinesis", test))]
     pub use aws_lambda_events::event::{kinesis::KinesisEvent, streams::KinesisEventResponse};
 }
+pub use config::{
+    Env, KeySpecTextError, Settings, SettingsError, cloudevents_key_spec, optional, required,
+};
 #[cfg(any(feature = "webhook", test))]
 pub use service::WebhookService;
 pub use service::{BuildError, Dedup, Event, IntoPlan, Refusal, Service, SqsService};
-pub use settings::{
-    Env, KeySpecTextError, Settings, SettingsError, cloudevents_key_spec, optional, required,
-};
 pub use sqs::{messages, response};
-pub use store::{CreateOnceMarks, Items, Marks, NoStore, OnDynamoDb};
+#[cfg(feature = "dynamodb")]
+pub use store::OnDynamoDb;
+pub use store::{CreateOnceMarks, ItemTables, Items, Marks, NoStore};
 
 /// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.
 ///

@@ -33,6 +33,7 @@
 //! | DynamoDB Streams (feature `dynamodb-streams`) | `Dedup::dynamodb_stream` | |
 //! | SQS, an item created once per event | [`Dedup::sqs_create_once`] (the item is the mark) | |
 //! | HTTP, signed webhooks (feature `webhook`) | `Dedup::webhook`: the inbox item created once | |
+//! | DynamoDB Streams of items that settle themselves (feature `dynamodb-streams`) | | `Dedup::relay`: an action per record, settled on the item |
 
 use std::sync::Arc;
 
@@ -42,13 +43,16 @@ use lambda_dedup::{
 };
 use lambda_dedup_batch::{Deduplicator, HandlerError, LeasedDeduplicator};
 
-use crate::queue::Queue;
 use crate::settings::{Env, Settings, SettingsError};
 use crate::sqs::{Accounting, Reconciliation};
-use crate::store::{CreateOnceMarks, Items, Marks, NoStore, OnDynamoDb};
+#[cfg(feature = "dynamodb")]
+use crate::store::OnDynamoDb;
+use crate::store::{CreateOnceMarks, ItemTables, Items, Marks, NoStore};
 
 mod create_once;
 mod event;
+#[cfg(any(feature = "dynamodb-streams", test))]
+mod relay;
 mod runner;
 mod sqs;
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
@@ -127,7 +131,7 @@ impl Dedup<NoStore> {
     /// [`from_env`](Self::from_env) from `env`: what tests call, with the same wiring.
     pub fn read(env: &Env, function: &str) -> Result<Self, SettingsError> {
         let settings = Settings::read(env, function)?;
-        let reconciliation = env.get("DEDUP_RECONCILIATION_QUEUE_URL");
+        let reconciliation = crate::reconcile::queue(&settings);
         Ok(Self {
             function: function.to_owned(),
             env: env.clone(),
@@ -139,11 +143,7 @@ impl Dedup<NoStore> {
             store: NoStore,
             accounting: Accounting {
                 namespace: crate::emf::NAMESPACE.into(),
-                reconciliation: Reconciliation::To(
-                    reconciliation
-                        .filter(|u| !u.trim().is_empty())
-                        .map(|u| Arc::new(Queue::new(u))),
-                ),
+                reconciliation: Reconciliation::To(reconciliation),
             },
             #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
             parking: None,
@@ -154,14 +154,16 @@ impl Dedup<NoStore> {
 
     /// Marks in the settings' DynamoDB mark table, through a client with the SDK timeouts of
     /// the settings. The store of a Lambda function.
+    #[cfg(feature = "dynamodb")]
     pub async fn dynamodb(self) -> Dedup {
-        let client = lambda_dedup_dynamodb::connect().await;
-        self.dynamodb_client(client)
+        let conf = self.settings.sdk_timeouts.sdk_config().await;
+        self.dynamodb_client(lambda_dedup_dynamodb::Client::from_conf(&conf))
     }
 
     /// Marks in the settings' DynamoDB mark table through `client` (tests: the local DynamoDB);
     /// a webhook service's marks are its inbox items, so it needs no mark table. A service
     /// that needs one is refused without `DEDUP_MARK_TABLE`.
+    #[cfg(feature = "dynamodb")]
     pub fn dynamodb_client(self, client: impl Into<lambda_dedup_dynamodb::Client>) -> Dedup {
         self.store(OnDynamoDb(client.into()))
     }
@@ -170,7 +172,7 @@ impl Dedup<NoStore> {
     /// `lambda_dedup_memory::MemoryStore` in tests (built with [`settings`](Self::settings)'
     /// retention and lease, as `testing::on_memory` does). The same builder type as
     /// [`dynamodb`](Self::dynamodb)'s.
-    pub fn store(self, store: impl CreateOnceMarks) -> Dedup {
+    pub fn store(self, store: impl CreateOnceMarks + ItemTables) -> Dedup {
         self.on(Items::new(store))
     }
 
@@ -270,7 +272,7 @@ impl<S> Dedup<S> {
     fn parking_queue(&self) -> Result<Arc<crate::parking::Parking>, SettingsError> {
         match &self.parking {
             Some(p) => Ok(p.clone()),
-            None => crate::parking::Parking::read(&self.env).map(Arc::new),
+            None => crate::parking::Parking::from_settings(&self.settings).map(Arc::new),
         }
     }
 
@@ -287,7 +289,7 @@ impl<S> Dedup<S> {
     }
 
     /// The environment the settings were read from.
-    #[cfg(any(feature = "postgres", feature = "valkey"))]
+    #[cfg(any(feature = "postgres", feature = "valkey", feature = "inbox", test))]
     pub(crate) fn env(&self) -> &Env {
         &self.env
     }

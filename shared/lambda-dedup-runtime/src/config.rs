@@ -13,6 +13,7 @@
 //! | [`WebhookConfig`] (`webhook`) | a webhook receiver's scheme, secrets, identity, inbox | `WebhookConfig::from_env`, given to `Dedup::webhook` |
 //! | [`RelayConfig`] (`relay`) | a relay's table, record budget and sweep | `Dedup::relay`, from the builder's own `Env` |
 //! | [`ForwarderConfig`] (`forwarder`) | the inbox forwarder's queue, and its relay's | `inbox::forwarder`, from the builder's own `Env` |
+//! | [`PgConfig`], [`ValkeyConfig`] (`stores`) | the PostgreSQL or Valkey server of the marks | `Dedup::postgres`, `Dedup::valkey`, from the builder's own `Env` |
 //!
 //! # Every function ([`Settings`])
 //! | variable | meaning | default |
@@ -74,6 +75,15 @@
 //! | `INBOX_TABLE` | the inbox table (key `event_key`) | required |
 //! | `WEBHOOK_INBOX_RETENTION_SECONDS` | how long an inbox item — the event's mark — is kept: each item carries `expires_at` (epoch seconds) for the table's TTL; at least [`MIN_INBOX_RETENTION`] (3 days, the longest retry horizon of the senders offered: Stripe retries for up to three days), since a sender's retry after its item expired would be a new event | 2592000 (30 days) |
 //!
+//! # The marks on PostgreSQL or Valkey ([`PgConfig`], [`ValkeyConfig`])
+//! | variable | meaning | default |
+//! | --- | --- | --- |
+//! | `DATABASE_URL` | `Dedup::postgres`: the server, `postgresql://user:password@host:5432/db` (RDS Proxy's endpoint works as it is); never shown | required |
+//! | `PG_CA_BUNDLE` | a PEM file of the certificate authorities the server is verified with (for RDS, Amazon's RDS bundle) | one of the two is required |
+//! | `PG_TLS` | `disabled`: plain TCP, for a server on loopback only; any other value is refused | one of the two is required |
+//! | `VALKEY_URL` | `Dedup::valkey`: the server, `redis://[user:password@]host:port[/db]`; never shown | required |
+//! | `VALKEY_KEY_PREFIX` | the prefix of the mark keys | the store's own |
+//!
 //! # A relay ([`RelayConfig`]: `intent-relay`, the inbox's forwarder)
 //! Each relay names its table and the prefix of its own two variables ([`RelayVars`]):
 //! `intent-relay` `INTENTS_TABLE` and `RELAY_`, the inbox's forwarder `INBOX_TABLE` and
@@ -95,21 +105,29 @@
 
 mod env;
 mod forwarder;
+mod keys;
+mod margin;
 mod queues;
 mod relay;
 mod sdk;
 mod settings;
+mod stores;
 mod webhook;
 
 pub use env::{Env, optional, required};
 pub use forwarder::{FORWARD_QUEUE_VAR, FORWARDER, ForwarderConfig};
+pub use keys::{KeySpecTextError, cloudevents_key_spec};
+pub use margin::{MARGIN_VAR, deadline_margin_in};
 pub use queues::{PARKING_QUEUE_VAR, RECONCILIATION_QUEUE_VAR, SideQueues};
 pub use relay::{RelayConfig, RelayVars};
 pub use sdk::{ATTEMPT_TIMEOUT_VAR, OPERATION_TIMEOUT_VAR, SdkTimeouts};
 pub use settings::{
-    DLQ_RETENTION_VAR, KeySpecTextError, MARGIN_VAR, MARK_TABLE_VAR, MAX_RECEIVE_COUNT_VAR,
-    QUEUE_RETENTION_VAR, Settings, SettingsError, VISIBILITY_TIMEOUT_VAR, cloudevents_key_spec,
-    deadline_margin_in, provider_timeout, provider_timeout_in,
+    DLQ_RETENTION_VAR, MARK_TABLE_VAR, MAX_RECEIVE_COUNT_VAR, QUEUE_RETENTION_VAR, Settings,
+    SettingsError, VISIBILITY_TIMEOUT_VAR, provider_timeout, provider_timeout_in,
+};
+pub use stores::{
+    PG_CA_BUNDLE_VAR, PG_TLS_VAR, PG_URL_VAR, PgConfig, PgTls, VALKEY_PREFIX_VAR, VALKEY_URL_VAR,
+    ValkeyConfig,
 };
 pub use webhook::{
     DEFAULT_INBOX_RETENTION_SECS, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOLERANCE_SECS, IdentityFrom,

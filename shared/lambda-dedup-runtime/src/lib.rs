@@ -9,7 +9,8 @@
 //!   webhook's, the relays' and the forwarder's; nothing else reads the environment.
 //! - [`store`]: the stores the builder runs on, as types ([`Marks`]; capabilities such as
 //!   [`CreateOnceMarks`]); DynamoDB, memory, PostgreSQL and Valkey.
-//! - [`sqs`]: one SQS invocation, from event to `SqsBatchResponse` (the builder's SQS services).
+//! - [`source`]: the sources — [`sqs`]: one SQS invocation, from event to `SqsBatchResponse`
+//!   (the builder's SQS services); `kinesis` and `dynamodb_stream`, below.
 //! - [`reconcile`]: late events (S10) to the reconciliation queue.
 //! - [`bound`]: every runner's work cut off `DEDUP_DEADLINE_MARGIN_MS` before the deadline,
 //!   the unfinished reported for redelivery.
@@ -31,15 +32,11 @@
 
 pub mod bound;
 pub mod config;
-#[cfg(any(feature = "dynamodb-streams", test))]
-pub mod dynamodb_stream;
 pub mod emf;
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub mod in_order;
 #[cfg(any(feature = "inbox", test))]
 pub mod inbox;
-#[cfg(any(feature = "kinesis", test))]
-pub mod kinesis;
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
 pub mod parking;
 pub mod queue;
@@ -49,13 +46,19 @@ pub mod relay;
 pub mod service;
 /// The settings' former path: [`config`], re-exported.
 pub use config as settings;
-pub mod sqs;
+pub mod source;
 pub mod store;
-#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
-mod stream;
 pub mod testing;
 #[cfg(any(feature = "webhook", test))]
 pub mod webhook;
+
+#[cfg(any(feature = "dynamodb-streams", test))]
+pub use source::dynamodb_stream;
+#[cfg(any(feature = "kinesis", test))]
+pub use source::kinesis;
+pub use source::sqs;
+#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+use source::stream;
 
 pub use lambda_dedup::{Effect, Item, TimeFormat};
 /// The crates the builder's types come from, re-exported so that a function uses the versions

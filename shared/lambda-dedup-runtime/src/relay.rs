@@ -50,10 +50,11 @@ mod service;
 mod settle;
 mod sweep;
 mod tally;
-#[cfg(test)]
-mod tests;
 
 pub use act::{Act, FAILURE_REASON, Failure, Layout, REDRIVE, Read, Repeats};
 pub(crate) use service::Relay;
 pub use service::RelayService;
 pub use tally::{Handled, Tally};
+
+#[cfg(test)]
+mod tests;

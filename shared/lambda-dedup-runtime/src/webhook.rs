@@ -49,8 +49,6 @@
 
 mod answer;
 mod receiver;
-#[cfg(test)]
-mod tests;
 
 pub use crate::config::{
     DEFAULT_INBOX_RETENTION_SECS, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOLERANCE_SECS, IdentityFrom,
@@ -61,3 +59,6 @@ pub use lambda_dedup::signature::{
     STRIPE_SIGNATURE_HEADER, WEBHOOK_ID_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER,
 };
 pub use receiver::{INBOX_EXPIRES_AT, Receiver};
+
+#[cfg(test)]
+mod tests;

@@ -4,11 +4,13 @@
 
 use std::time::Duration;
 
-use lambda_dedup::{EventTimeSource, RedeliveryHorizon, Retention, Scope, TimeFormat};
+use lambda_dedup::{EventTimeSource, RedeliveryHorizon, Retention, Scope};
 #[cfg(feature = "dynamodb")]
 use lambda_dedup_dynamodb::{Client, DynamoStore};
 
 use super::env::{Env, Lookup, optional_in, required_in};
+use super::keys::event_time_in;
+use super::margin::deadline_margin_in;
 use super::{SdkTimeouts, SideQueues};
 
 /// The variable that names the mark table.
@@ -21,44 +23,6 @@ pub const MAX_RECEIVE_COUNT_VAR: &str = "DEDUP_MAX_RECEIVE_COUNT";
 pub const VISIBILITY_TIMEOUT_VAR: &str = "DEDUP_VISIBILITY_TIMEOUT_SECONDS";
 /// The dead-letter queue's message retention, seconds (S9's horizon).
 pub const DLQ_RETENTION_VAR: &str = "DEDUP_DLQ_RETENTION_SECONDS";
-
-/// Why an operator's `--key-spec` text is not a key spec ([`cloudevents_key_spec`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum KeySpecTextError {
-    /// Not `cloudevents:<tenant extension>[:<fingerprint pointer>,…]`.
-    #[error("--key-spec {0:?}: expected cloudevents:<tenant extension>[:<fingerprint pointer>,…]")]
-    Form(String),
-    /// A fingerprint pointer that is not a JSON pointer.
-    #[error("--key-spec {0:?}: fingerprint pointers start with /")]
-    Pointer(String),
-}
-
-/// The key spec a CloudEvents function declares, from the text the operators' tool takes for
-/// it (`lambda-dedup --key-spec cloudevents:<tenant extension>[:<fingerprint pointer>,…]`), in
-/// `scope`. Without pointers the fingerprint covers the event's `data`. This is the spec
-/// before the settings' body limit and event-time source ([`Settings::key_spec`]).
-pub fn cloudevents_key_spec(
-    text: &str,
-    scope: Scope,
-) -> Result<lambda_dedup::KeySpec, KeySpecTextError> {
-    let mut parts = text.splitn(3, ':');
-    let (Some("cloudevents"), Some(tenant), pointers) = (parts.next(), parts.next(), parts.next())
-    else {
-        return Err(KeySpecTextError::Form(text.to_owned()));
-    };
-    if tenant.is_empty() {
-        return Err(KeySpecTextError::Form(text.to_owned()));
-    }
-    let spec = lambda_dedup::KeySpec::cloudevents(scope, tenant);
-    let Some(pointers) = pointers else {
-        return Ok(spec);
-    };
-    let list: Vec<&str> = pointers.split(',').filter(|p| !p.is_empty()).collect();
-    if list.iter().any(|p| !p.starts_with('/')) {
-        return Err(KeySpecTextError::Pointer(text.to_owned()));
-    }
-    Ok(spec.fingerprint(lambda_dedup::FingerprintSource::pointers(&list)))
-}
 
 /// Why a function refuses to start: typed, so a caller (or a test) can tell the cases apart.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -105,77 +69,6 @@ pub fn provider_timeout_in(env: Lookup<'_>) -> Result<Duration, SettingsError> {
 /// without the rest of [`Settings`].
 pub fn provider_timeout() -> Result<Duration, SettingsError> {
     provider_timeout_in(&Env::process())
-}
-
-/// The variable that sets the deadline margin.
-pub const MARGIN_VAR: &str = "DEDUP_DEADLINE_MARGIN_MS";
-
-/// The longest margin accepted: Lambda's longest timeout (15 minutes).
-const MAX_MARGIN: Duration = Duration::from_secs(900);
-
-/// The margin as `value` (a variable's text, `None` when unset) says: milliseconds, at most 15
-/// minutes. Refused, naming the variable, when it does not parse or is over that.
-fn margin_from(value: Option<&str>) -> Result<Duration, SettingsError> {
-    let Some(text) = value.map(str::trim).filter(|v| !v.is_empty()) else {
-        return Ok(crate::bound::DEFAULT_MARGIN);
-    };
-    let invalid = || SettingsError::Invalid {
-        name: MARGIN_VAR.to_owned(),
-        value: text.to_owned(),
-    };
-    let margin = Duration::from_millis(text.parse().map_err(|_| invalid())?);
-    if margin > MAX_MARGIN {
-        return Err(SettingsError::Refused(format!(
-            "{MARGIN_VAR} ({}ms) is longer than any Lambda timeout",
-            margin.as_millis()
-        )));
-    }
-    Ok(margin)
-}
-
-/// `DEDUP_DEADLINE_MARGIN_MS` in `env` (default [`crate::bound::DEFAULT_MARGIN`]): the time kept
-/// before the invocation's deadline to answer. Refused over 15 minutes or when it does not parse.
-pub fn deadline_margin_in(env: Lookup<'_>) -> Result<Duration, SettingsError> {
-    margin_from(env.get(MARGIN_VAR).as_deref())
-}
-
-/// `DEDUP_EVENT_TIME_FROM` and `DEDUP_EVENT_TIME_FORMAT`: `None` when unset (the key spec's
-/// own source stands).
-fn event_time_in(env: Lookup<'_>) -> Result<Option<EventTimeSource>, SettingsError> {
-    let invalid = |name: &str, value: String| SettingsError::Invalid {
-        name: name.to_owned(),
-        value,
-    };
-    let format = match env.get("DEDUP_EVENT_TIME_FORMAT") {
-        Some(v) if !v.trim().is_empty() => {
-            TimeFormat::parse(&v).ok_or_else(|| invalid("DEDUP_EVENT_TIME_FORMAT", v))?
-        }
-        _ => TimeFormat::Rfc3339,
-    };
-    let Some(from) = env
-        .get("DEDUP_EVENT_TIME_FROM")
-        .filter(|v| !v.trim().is_empty())
-    else {
-        return Ok(None);
-    };
-    let source = match from.trim() {
-        "cloudevents" => EventTimeSource::CloudEvents,
-        "none" => EventTimeSource::None,
-        other => match other.split_once(':') {
-            Some(("json", pointer)) if pointer.starts_with('/') => EventTimeSource::JsonPointer {
-                pointer: pointer.to_owned(),
-                format,
-            },
-            Some(("attribute", name)) if !name.trim().is_empty() => {
-                EventTimeSource::MessageAttribute {
-                    name: name.trim().to_owned(),
-                    format,
-                }
-            }
-            _ => return Err(invalid("DEDUP_EVENT_TIME_FROM", from)),
-        },
-    };
-    Ok(Some(source))
 }
 
 /// What every function reads from its environment.
@@ -394,58 +287,8 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bound::DEFAULT_MARGIN;
-
-    /// `DEDUP_DEADLINE_MARGIN_MS`: milliseconds, at most 15 minutes.
-    #[test]
-    fn the_margin_setting_is_read_in_milliseconds_and_refused_when_it_cannot_work() {
-        assert_eq!(margin_from(None), Ok(DEFAULT_MARGIN));
-        assert_eq!(margin_from(Some(" ")), Ok(DEFAULT_MARGIN));
-        assert_eq!(margin_from(Some("250")), Ok(Duration::from_millis(250)));
-        assert_eq!(margin_from(Some("0")), Ok(Duration::ZERO));
-        assert!(matches!(
-            margin_from(Some("1.5s")),
-            Err(SettingsError::Invalid { name, .. }) if name == MARGIN_VAR
-        ));
-        assert!(matches!(
-            margin_from(Some("900001")),
-            Err(SettingsError::Refused(_))
-        ));
-    }
+    use lambda_dedup::TimeFormat;
     use std::collections::HashMap;
-
-    /// The operators' `--key-spec` text: the tenant extension and the fingerprint pointers it
-    /// names are the spec's; anything else is refused with what is wrong.
-    #[test]
-    fn a_key_spec_text_is_read_as_the_operators_tool_reads_it() {
-        let scope = Scope::new("t", "c").expect("scope");
-        let spec = |text: &str| cloudevents_key_spec(text, scope.clone());
-        assert_eq!(
-            spec("cloudevents:tenantid:/data/a,/data/b"),
-            Ok(
-                lambda_dedup::KeySpec::cloudevents(scope.clone(), "tenantid").fingerprint(
-                    lambda_dedup::FingerprintSource::pointers(&["/data/a", "/data/b"])
-                )
-            )
-        );
-        assert_eq!(
-            spec("cloudevents:org"),
-            Ok(lambda_dedup::KeySpec::cloudevents(scope.clone(), "org"))
-        );
-        assert_ne!(spec("cloudevents:org"), spec("cloudevents:tenantid"));
-        for form in ["cloudevents", "cloudevents::/a", "attribute:x", ""] {
-            assert_eq!(
-                spec(form),
-                Err(KeySpecTextError::Form(form.into())),
-                "{form}"
-            );
-        }
-        let pointer = "cloudevents:tenantid:/a,data";
-        assert_eq!(
-            spec(pointer),
-            Err(KeySpecTextError::Pointer(pointer.into()))
-        );
-    }
 
     fn typed(vars: &[(&str, &str)]) -> Result<Settings, SettingsError> {
         let map: HashMap<String, String> = vars

@@ -32,7 +32,7 @@
 //!   trigger's `MaximumRecordAgeInSeconds` (`MaximumRetryAttempts: -1`, infinite, which
 //!   `cargo xtask check-infra` requires), so an outage, however many attempts it lasts, skips no
 //!   good record. The trigger's on-failure destination then only sees records older than that.
-//! - Without a parking queue a Kinesis function refuses to start ([`Parking::from_env`]): a
+//! - Without a parking queue a Kinesis function refuses to start ([`Parking::from_settings`]): a
 //!   record that can never apply would otherwise hold its shard until its maximum age, then be
 //!   handed on by sequence number only, its data lost once the stream's retention ends.
 

@@ -1,4 +1,4 @@
-//! Webhooks as a source (feature `webhook`): an HTTP request becomes a [`Message`], is verified,
+//! Webhooks as a source (feature `webhook`): an HTTP request becomes a [`Message`](lambda_dedup::Message), is verified,
 //! deduplicated, and recorded in an inbox table whose item is its mark (create-once mode: one
 //! conditional `Put`, the key, fingerprint and answer in the item; no mark item, no
 //! transaction); the answer says which of the documented outcomes it had.

@@ -20,7 +20,7 @@
 //! | --- | --- | --- |
 //! | `DEDUP_NAMESPACE` | environment namespace of keys (`prod`, `dev`), S1 | required |
 //! | `DEDUP_CONSUMER` | consumer name in keys, S1 | the function's name |
-//! | `DEDUP_MARK_TABLE` | the mark table | required by every function that keeps marks in DynamoDB's mark table; not read by the webhook receiver, whose marks are its inbox items |
+//! | `DEDUP_MARK_TABLE` | the mark table | required by every function that keeps marks in DynamoDB's mark table; not read by the webhook receiver, whose marks are its inbox items, nor by a relay, whose items are their own marks |
 //! | `DEDUP_RETENTION_SECONDS` | how long marks are kept, S9 | 2592000 (30 days) |
 //! | `DEDUP_QUEUE_RETENTION_SECONDS` | the source queue's message retention | 345600 (4 days) |
 //! | `DEDUP_MAX_RECEIVE_COUNT` | the redrive policy's maxReceiveCount | 5 |
@@ -38,7 +38,7 @@
 //! | `DEDUP_MAX_BODY_BYTES` | largest message body processed; larger ones are rejected (`body_too_large`) | 1048576 (1 MiB, the SQS limit since 2026) |
 //! | `DEDUP_EVENT_TIME_FROM` | where the event's own time is read, S10: `cloudevents` (its `time`), `json:/pointer`, `attribute:NAME`, or `none` (the producer declares no time; the mark table alone decides) | the key spec's own: `cloudevents` for CloudEvents functions |
 //! | `DEDUP_EVENT_TIME_FORMAT` | how a `json:` or `attribute:` time is written: `rfc3339`, `epoch-seconds` or `epoch-millis` | `rfc3339` |
-//! | `DEDUP_DEADLINE_MARGIN_MS` | the time kept before the invocation's deadline to answer: work not done by then is abandoned and reported for redelivery (a webhook: 503 with `retry-after`), see [`crate::bound`] | 1500 |
+//! | `DEDUP_DEADLINE_MARGIN_MS` | the one deadline margin, of every service (a relay's too): the time kept before the invocation's deadline to answer; work not done by then is abandoned and reported for redelivery (a webhook: 503 with `retry-after`), see [`crate::bound`] | 1500 |
 //!
 //! A retention that does not exceed queue retention + 2 × maxReceiveCount × visibility timeout +
 //! DLQ retention + replay window (a message redriven from the DLQ comes back too) is refused at

@@ -170,3 +170,49 @@ fn the_fake_provider_is_a_dev_dependency_only() {
         );
     }
 }
+
+/// The runtime's rooms (issue 33): no source file of `shared/lambda-dedup-runtime` holds more
+/// than 600 lines of product code (its text before its first `#[cfg(test)]`): a file that grows
+/// past it holds more than one concern, and is split by concern.
+#[test]
+fn no_runtime_source_holds_more_than_600_lines_of_product_code() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("shared/lambda-dedup-runtime/Cargo.toml");
+    let sources = product_sources(&manifest);
+    assert!(
+        sources.len() >= 20,
+        "read the runtime's sources: {sources:?}"
+    );
+    for (path, code) in sources {
+        let lines = code.lines().count();
+        assert!(
+            lines <= 600,
+            "{}: {lines} lines of product code; split it by concern",
+            path.display()
+        );
+    }
+}
+
+/// One config module reads every variable (issue 33): outside `shared/lambda-dedup-runtime/
+/// src/config/`, no product code of the runtime reads the process environment; the other
+/// modules take the config's typed structs.
+#[test]
+fn only_the_runtimes_config_reads_the_environment() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("shared/lambda-dedup-runtime/Cargo.toml");
+    let config = manifest.with_file_name("src").join("config");
+    for (path, code) in product_sources(&manifest) {
+        if path.starts_with(&config) {
+            continue;
+        }
+        for read in ["std::env::var", "env::var(", "env::vars("] {
+            assert!(
+                !code.contains(read),
+                "{}: `{read}` outside the config module; read it in `config` into a typed struct",
+                path.display()
+            );
+        }
+    }
+}

@@ -89,8 +89,8 @@ async fn the_item_store_keeps_its_promises_in_memory() {
     item_store_keeps_its_promises(&store, "items").await;
 }
 
-/// S7, S15 on DynamoDB: `intent-relay` as `main` builds it (`intent_relay::relay`, its service
-/// on `DynamoItems`), called as Lambda calls it: a refused intent is parked `FAILED` with its
+/// S7, S15 on DynamoDB: `intent-relay` as `main` builds it (`intent_relay::service` on the
+/// builder's DynamoDB store, its intents through `DynamoItems`), called as Lambda calls it: a refused intent is parked `FAILED` with its
 /// reason, the others confirmed once; a replay posts nothing; the sweep finds nothing pending.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s7_intent_relay_on_dynamodb_confirms_parks_and_posts_nothing_twice() {
@@ -125,10 +125,14 @@ async fn s7_intent_relay_on_dynamodb_confirms_parks_and_posts_nothing_twice() {
         .await
         .expect("first use of the key");
     let env = Env::from_pairs([
+        ("DEDUP_NAMESPACE", "test".to_owned()),
         ("COLLECTIONS_API_URL", url),
         ("INTENTS_TABLE", intents.clone()),
     ]);
-    let relay = intent_relay::relay(&env).expect("relay").service(items);
+    // As `main` builds it: the builder's DynamoDB store (here on the local DynamoDB's client),
+    // whose item tables the relay reads and settles.
+    let dedup = Dedup::read(&env, intent_relay::FUNCTION).expect("settings");
+    let relay = intent_relay::service(dedup.dynamodb_client(client.clone())).expect("relay");
     let records: Vec<_> = ids
         .iter()
         .enumerate()

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use lambda_dedup_runtime::settings;
+use lambda_dedup_runtime::config as settings;
 use local_lambda::plan::{as_u64, ref_target, strings};
 use serde_json::Value;
 
@@ -32,6 +32,22 @@ pub(crate) fn load(path: &Path) -> Result<Value> {
 pub(crate) fn check(t: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     for f in functions(t) {
+        // One deadline margin: a relay's `{ROLE}_DEADLINE_MARGIN_MS` was its record budget
+        // under a margin's name, and refuses the start (`lambda_dedup_runtime::config`).
+        for (var, _) in f.environment(t) {
+            if let Some(role) = var
+                .strip_suffix("_DEADLINE_MARGIN_MS")
+                .filter(|_| var != settings::MARGIN_VAR)
+            {
+                problems.push(format!(
+                    "{}: {var} is no longer read (the function would not start): the time one \
+                     record needs is {role}_RECORD_BUDGET_MS, the time kept before the deadline \
+                     {}",
+                    f.id,
+                    settings::MARGIN_VAR
+                ));
+            }
+        }
         for ev in f.p["Events"]
             .as_object()
             .into_iter()
@@ -983,6 +999,21 @@ mod tests {
                     "ten".into()
             },
             "PaymentDispatcher: with PaymentDispatcherQueue's redelivery horizon",
+        );
+    }
+
+    /// One deadline margin: a relay's former `RELAY_DEADLINE_MARGIN_MS` (its record budget
+    /// under a margin's name) in the template fails the check, naming the budget's variable,
+    /// rather than a function's start.
+    #[test]
+    fn a_relays_former_margin_variable_fails_the_check() {
+        broken(
+            |t| {
+                res(t, "IntentRelay")["Environment"]["Variables"]["RELAY_DEADLINE_MARGIN_MS"] =
+                    "2000".into()
+            },
+            "IntentRelay: RELAY_DEADLINE_MARGIN_MS is no longer read (the function would not start): \
+             the time one record needs is RELAY_RECORD_BUDGET_MS",
         );
     }
 

@@ -233,12 +233,15 @@ fn passes(args: &[String], harness: &[String]) -> (Vec<Vec<String>>, bool) {
         None => (args, harness.to_vec()),
     };
     let mut filters: Vec<&str> = Vec::new();
-    let (mut flags, mut named) = (Vec::new(), false);
+    let mut flags = Vec::new();
+    let named = picks_packages(args);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "-p" | "--package" => named = it.next().is_some(),
-            a if a.starts_with("--package=") => named = true,
+            "-p" | "--package" => {
+                it.next();
+            }
+            a if a.starts_with("--package=") => {}
             "--workspace" => {}
             a if a.starts_with('-') => flags.push(a.to_owned()),
             a => filters.push(a),
@@ -274,8 +277,68 @@ fn passes(args: &[String], harness: &[String]) -> (Vec<Vec<String>>, bool) {
     (runs, full)
 }
 
+/// Whether `cargo xtask test ARGS` picks packages (`-p`, `--package`) rather than the workspace;
+/// only ARGS before a `--` are cargo's.
+fn picks_packages(args: &[String]) -> bool {
+    let args = match args.iter().position(|a| a == "--") {
+        Some(i) => &args[..i],
+        None => args,
+    };
+    let mut it = args.iter();
+    let mut named = false;
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-p" | "--package" => named = it.next().is_some(),
+            a if a.starts_with("--package=") => named = true,
+            _ => {}
+        }
+    }
+    named
+}
+
+/// The runtime's builds without its default features that a function on PostgreSQL or Valkey
+/// makes (`default-features = false`: no DynamoDB store, no SQS client, no AWS SDK): checked
+/// with the workspace's tests, so they cannot rot while every other build enables the defaults
+/// (features unify across the workspace). Nothing when ARGS pick packages.
+fn feature_checks(args: &[String]) -> Vec<Vec<String>> {
+    if picks_packages(args) {
+        return Vec::new();
+    }
+    ["postgres", "valkey"]
+        .iter()
+        .map(|feature| {
+            [
+                "check",
+                "-p",
+                "lambda-dedup-runtime",
+                "--no-default-features",
+                "--features",
+                feature,
+            ]
+            .map(String::from)
+            .to_vec()
+        })
+        .collect()
+}
+
+/// Runs `cargo ARGS` in `root`, failing when it fails.
+fn cargo_run(root: &Path, args: &[String]) -> Result<()> {
+    step(format!("running cargo {}", args.join(" ")));
+    let mut cmd = std::process::Command::new(cargo());
+    cmd.current_dir(root).args(args);
+    let status =
+        local_lambda::process::run(&mut cmd).map_err(|e| format!("could not run cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("cargo {} failed ({status})", args.join(" ")));
+    }
+    Ok(())
+}
+
 async fn test(args: &[String], harness: &[String]) -> Result<()> {
     let root = root();
+    for check in feature_checks(args) {
+        cargo_run(&root, &check)?;
+    }
     infra::run(&root, false)?;
     deny::run(&root)?;
     let mut stack = stack::Stack::up(&root).await?;
@@ -433,6 +496,36 @@ mod cli_tests {
                 "--test-threads=1",
                 "--nocapture"
             ]
+        );
+    }
+
+    /// The runtime without its default features (a PostgreSQL or a Valkey function's build) is
+    /// checked with every run of the workspace's tests, and not when ARGS pick packages.
+    #[test]
+    fn the_runtime_without_its_default_features_is_checked_with_the_workspace() {
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let checks = feature_checks(&args(&["--locked"]));
+        assert_eq!(checks.len(), 2);
+        for (check, feature) in checks.iter().zip(["postgres", "valkey"]) {
+            assert_eq!(
+                check,
+                &args(&[
+                    "check",
+                    "-p",
+                    "lambda-dedup-runtime",
+                    "--no-default-features",
+                    "--features",
+                    feature
+                ])
+            );
+        }
+        assert_eq!(feature_checks(&args(&["e2e"])).len(), 2);
+        assert!(feature_checks(&args(&["-p", "dedup-tests"])).is_empty());
+        assert!(feature_checks(&args(&["--package=xtask"])).is_empty());
+        assert_eq!(
+            feature_checks(&args(&["--", "-p"])).len(),
+            2,
+            "the harness's"
         );
     }
 

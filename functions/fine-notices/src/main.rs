@@ -6,7 +6,7 @@
 //! review on the fine's correlation item, keyed by an HMAC of its facts (S3).
 //!
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
-//! `lambda_dedup_runtime::settings` plus `FINES_TABLE`, `INTENTS_TABLE`, `FINE_REVIEWS_TABLE` and
+//! `lambda_dedup_runtime::config` plus `FINES_TABLE`, `INTENTS_TABLE`, `FINE_REVIEWS_TABLE` and
 //! `FINES_CORRELATION_KEY`.
 
 mod handler;
@@ -16,8 +16,10 @@ mod notice;
 async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_dedup_runtime::init_tracing();
     // Clients and configuration once per container, outside the handler.
-    let client = lambda_dedup_dynamodb::connect().await;
     let dedup = lambda_dedup_runtime::Dedup::from_env(handler::FUNCTION)?;
+    // One client, with the settings' SDK timeouts, for the marks and the correlation items.
+    let conf = dedup.settings().sdk_timeouts.sdk_config().await;
+    let client = lambda_dedup_dynamodb::Client::from_conf(&conf);
     let dedup = dedup.dynamodb_client(client.clone());
     let items = lambda_dedup_dynamodb::DynamoItems::new(client);
     lambda_runtime::run_concurrent(handler::service(dedup, items)?).await

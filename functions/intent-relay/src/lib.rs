@@ -13,9 +13,11 @@
 //!   [`lambda_dedup_http::CallError::permanence`]), or an intent that can never be posted as it is, is
 //!   **parked**: the intent becomes `FAILED` with a reason code, is counted (`Parked`), and the
 //!   relay moves on (S15);
-//! - before each record, if the invocation has less time left than one provider call plus a
-//!   margin, it stops and reports the first record it did not reach, so a slow provider cannot
-//!   make the invocation time out and start the whole batch over;
+//! - before each record, if the invocation has less time left than one record needs
+//!   (`RELAY_RECORD_BUDGET_MS`: one provider call and the writes around it), it stops and
+//!   reports the first record it did not reach, so a slow provider cannot make the invocation
+//!   time out and start the whole batch over; a call still out `DEDUP_DEADLINE_MARGIN_MS`
+//!   before the deadline is abandoned and its record retried;
 //! - an intent that is no longer `PENDING` (confirmed or parked, seen when the stream replays) is
 //!   never posted again: checked on the record's new image, then with a strongly consistent
 //!   read before the call, and every write is conditioned on `PENDING`;
@@ -24,12 +26,12 @@
 //!   stream may have given their records up) and emits the age of the oldest one
 //!   (`OldestPendingSeconds`, alarmed on).
 //!
-//! This crate is the relay's own part ([`mod@relay`]: how an intent reads, the call, the settings);
-//! `main.rs` runs [`relay()`]'s service on DynamoDB, and the tests run the same service on the
-//! memory store.
+//! This crate is the relay's own part ([`mod@relay`]: how an intent reads, the call, where its
+//! settings are); [`service`] is the relay on the builder (`Dedup::relay`), which `main.rs` runs
+//! on DynamoDB and the tests run on the memory store.
 
 pub mod relay;
 
 pub use lambda_dedup_runtime::in_order::Swept;
 pub use lambda_dedup_runtime::relay::{Handled, RelayService, Tally};
-pub use relay::{Collections, FUNCTION, LAYOUT, relay};
+pub use relay::{Collections, FUNCTION, LAYOUT, SETTINGS, service};

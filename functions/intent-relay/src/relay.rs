@@ -7,12 +7,20 @@ use std::time::Duration;
 use aws_lambda_events::event::dynamodb::EventRecord;
 use lambda_dedup::Item;
 use lambda_dedup_http::IdempotentClient;
+use lambda_dedup_runtime::Dedup;
+use lambda_dedup_runtime::config::RelayVars;
 use lambda_dedup_runtime::in_order::image_part;
-use lambda_dedup_runtime::relay::{Act, Failure, Layout, Read, Relay, Repeats};
-use lambda_dedup_runtime::settings::Env;
+use lambda_dedup_runtime::relay::{Act, Failure, Layout, Read, RelayService, Repeats};
 
 /// The function's name: the `Function` dimension of its metrics.
 pub const FUNCTION: &str = "intent-relay";
+
+/// Where the relay's settings are: the intents table `INTENTS_TABLE`, and its own
+/// `RELAY_RECORD_BUDGET_MS` (default 7000: one call of `PROVIDER_TIMEOUT_MS`'s default 5000, and
+/// 2 s for the DynamoDB writes around it and the answer; it must exceed `PROVIDER_TIMEOUT_MS`)
+/// and `RELAY_REDRIVE_AFTER_SECONDS` (default 3600: how long an intent may stay `PENDING`
+/// before the sweep re-drives it).
+pub const SETTINGS: RelayVars = lambda_dedup_runtime::relay_vars!("INTENTS_TABLE", "RELAY", 7_000);
 
 /// Where intents are posted.
 const COLLECTIONS: &str = "/v1/collections";
@@ -126,10 +134,12 @@ fn redriven(record: &EventRecord) -> bool {
     new.is_some() && new != stamp(&record.change.old_image)
 }
 
-/// The relay's action: each intent posted to the collection API, its id as `Idempotency-Key`.
+/// The relay's action: each intent posted to the collection API, its id as `Idempotency-Key`,
+/// each call given up after `PROVIDER_TIMEOUT_MS`.
 #[derive(Debug)]
 pub struct Collections {
     api: IdempotentClient,
+    timeout: Duration,
 }
 
 impl Act for Collections {
@@ -157,29 +167,21 @@ impl Act for Collections {
             Err(e) => Err(Failure::Transient(format!("POST {COLLECTIONS}: {e}"))),
         }
     }
+
+    fn time_limit(&self) -> Option<(&'static str, Duration)> {
+        Some(("PROVIDER_TIMEOUT_MS", self.timeout))
+    }
 }
 
-/// The relay as `main` builds it, from `env` (the process environment in Lambda):
-/// `COLLECTIONS_API_URL`, `INTENTS_TABLE`, `PROVIDER_TIMEOUT_MS` (default 5000: each call is
-/// given up after it), `RELAY_DEADLINE_MARGIN_MS` (default 2000: kept on top of one call for
-/// the DynamoDB writes around it, so a record is started only with both left) and
-/// `RELAY_REDRIVE_AFTER_SECONDS` (default 3600: how long an intent may stay `PENDING` before
-/// the sweep re-drives it). Give it its store with [`Relay::service`].
-pub fn relay(env: &Env) -> Result<Relay<Collections>, lambda_runtime::Error> {
-    let url = env.required("COLLECTIONS_API_URL")?;
-    let timeout = lambda_dedup_runtime::settings::provider_timeout_in(env)?;
-    let margin = Duration::from_millis(env.optional("RELAY_DEADLINE_MARGIN_MS", 2_000u64)?);
-    let redrive_after = env.optional("RELAY_REDRIVE_AFTER_SECONDS", 3_600u64)?;
+/// The relay as `main` builds it, on the builder `dedup` (its settings, its store): the
+/// relay's own settings ([`SETTINGS`]) and `COLLECTIONS_API_URL` from the builder's environment,
+/// each call given up after `PROVIDER_TIMEOUT_MS` (default 5000), a record started only with
+/// `RELAY_RECORD_BUDGET_MS` left and cut off `DEDUP_DEADLINE_MARGIN_MS` before the deadline.
+pub fn service(dedup: Dedup) -> Result<RelayService<Collections>, lambda_runtime::Error> {
+    let url = dedup.setting("COLLECTIONS_API_URL")?;
+    let timeout = dedup.settings().provider_timeout;
     let api = IdempotentClient::new(&url, timeout)?;
-    Ok(Relay::new(
-        FUNCTION,
-        env.required("INTENTS_TABLE")?,
-        LAYOUT,
-        Collections { api },
-    )
-    .per_record(timeout + margin)
-    .deadline_margin(lambda_dedup_runtime::settings::deadline_margin_in(env)?)
-    .redrive_after(Duration::from_secs(redrive_after)))
+    Ok(dedup.relay(&SETTINGS, LAYOUT, Collections { api, timeout })?)
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! `intent-relay` as `main` builds it (`intent_relay::relay` and its service), its intents in
+//! `intent-relay` as `main` builds it (`intent_relay::service` on the builder), its intents in
 //! the memory store and its calls to the in-process fake collection API: the relay never
 //! stalls its shard.
 //!
@@ -15,6 +15,7 @@ use lambda_dedup_fake_provider::{Fault, Provider};
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::settings::Env;
+use lambda_dedup_runtime::{BuildError, Dedup};
 use serde_json::json;
 
 struct World {
@@ -41,23 +42,30 @@ impl World {
 
     fn env(&self) -> Env {
         Env::from_pairs([
+            ("DEDUP_NAMESPACE", "test".to_owned()),
             ("COLLECTIONS_API_URL", self.url.clone()),
             ("INTENTS_TABLE", "intents".to_owned()),
         ])
     }
 
-    /// The relay as `main` builds it (`intent_relay::relay`), with these two settings.
-    fn relay(&self, provider_timeout: Duration, margin: Duration) -> RelayService<Collections> {
+    /// The relay as `main` builds it (`intent_relay::service` on the builder of `env`), on this
+    /// world's memory store.
+    fn service(&self, env: &Env) -> Result<RelayService<Collections>, lambda_runtime::Error> {
+        let dedup = Dedup::read(env, intent_relay::FUNCTION)?;
+        intent_relay::service(dedup.store(self.store.clone()))
+    }
+
+    /// The relay as `main` builds it, with these two settings: each call given up after
+    /// `provider_timeout`, a record started only with `budget` left.
+    fn relay(&self, provider_timeout: Duration, budget: Duration) -> RelayService<Collections> {
         let env = self
             .env()
             .with(
                 "PROVIDER_TIMEOUT_MS",
                 provider_timeout.as_millis().to_string(),
             )
-            .with("RELAY_DEADLINE_MARGIN_MS", margin.as_millis().to_string());
-        intent_relay::relay(&env)
-            .expect("relay")
-            .service(self.store.clone())
+            .with("RELAY_RECORD_BUDGET_MS", budget.as_millis().to_string());
+        self.service(&env).expect("relay")
     }
 
     /// Writes intent `id` with `status`, as `fine-notices` would (with `PENDING`).
@@ -186,7 +194,7 @@ async fn s15_a_permanent_refusal_is_parked_and_the_shard_moves_on() {
     let w = World::new().await;
     let (ids, records, poison) = w.pending_with_poison("poison", 6, 2).await;
     let poison = &poison;
-    let relay = w.relay(Duration::from_secs(2), Duration::from_millis(500));
+    let relay = w.relay(Duration::from_secs(2), Duration::from_millis(2_500));
 
     let handled = relay.handle(&event(&records), in_30s()).await;
 
@@ -230,7 +238,7 @@ async fn a_slow_provider_makes_the_relay_stop_before_its_deadline_and_resume() {
     let (ids, records) = w.pending("slow", 10);
     w.provider
         .inject(Fault::slow(100, Duration::from_millis(300)));
-    let relay = w.relay(Duration::from_millis(500), Duration::from_millis(200));
+    let relay = w.relay(Duration::from_millis(500), Duration::from_millis(700));
 
     let mut from = 0;
     let mut invocations = 0;
@@ -285,7 +293,7 @@ async fn s7_an_intent_already_confirmed_is_not_posted_again() {
         insert(2, parked, "PENDING"),
         insert(3, pending, "PENDING"),
     ];
-    let relay = w.relay(Duration::from_secs(2), Duration::from_millis(500));
+    let relay = w.relay(Duration::from_secs(2), Duration::from_millis(2_500));
 
     let handled = relay.handle(&event(&records), in_30s()).await;
 
@@ -316,7 +324,7 @@ async fn s7_an_intent_already_confirmed_is_not_posted_again() {
 async fn s12_a_transient_answer_retries_from_that_record_in_order() {
     let w = World::new().await;
     let (ids, records) = w.pending("transient", 3);
-    let relay = w.relay(Duration::from_secs(2), Duration::from_millis(500));
+    let relay = w.relay(Duration::from_secs(2), Duration::from_millis(2_500));
     let first = relay.handle(&event(&records[..1]), in_30s()).await;
     assert!(failures(&first).is_empty());
     w.provider.inject(Fault::error_5xx(1));
@@ -376,7 +384,7 @@ async fn s7_the_sweep_redrives_intents_left_pending() {
     let settled = format!("{old}-settled");
     w.put_intent(&settled, "CONFIRMED");
 
-    let relay = w.relay(Duration::from_secs(5), Duration::from_secs(1));
+    let relay = w.relay(Duration::from_secs(5), Duration::from_secs(6));
     let swept = relay.sweep(SystemTime::now()).await.expect("sweep");
     assert_eq!(swept.pending, 4);
     assert_eq!(
@@ -423,8 +431,8 @@ async fn s12_s15_a_refusing_and_slow_provider_never_stalls_the_shard() {
     let poison = &poison;
     w.provider
         .inject(Fault::slow(100, Duration::from_millis(1500)));
-    // The production settings: PROVIDER_TIMEOUT_MS 5000, RELAY_DEADLINE_MARGIN_MS 2000.
-    let relay = w.relay(Duration::from_secs(5), Duration::from_secs(2));
+    // The production settings: PROVIDER_TIMEOUT_MS 5000, RELAY_RECORD_BUDGET_MS 7000.
+    let relay = w.relay(Duration::from_secs(5), Duration::from_secs(7));
     let (mut from, mut invocations, mut parked) = (0, 0, 0);
     while from < records.len() {
         invocations += 1;
@@ -457,39 +465,93 @@ async fn s12_s15_a_refusing_and_slow_provider_never_stalls_the_shard() {
 }
 
 /// The relay's own variables, as `main` reads them: the API and the table are required, the
-/// timeout and margin make the time one record needs, and the sweep's age has its default.
+/// record budget (one call and the writes around it) and the sweep's age have their defaults
+/// and are read, the deadline margin is the function's one `DEDUP_DEADLINE_MARGIN_MS`; a budget
+/// not longer than the call's timeout refuses the start, and so does the budget's former name,
+/// `RELAY_DEADLINE_MARGIN_MS`, naming the new one.
 #[tokio::test]
 async fn the_relays_settings_are_read_as_main_reads_them() {
     let w = World::new().await;
     for missing in ["COLLECTIONS_API_URL", "INTENTS_TABLE"] {
         let env = w.env();
         let env = Env::from_pairs(
-            ["COLLECTIONS_API_URL", "INTENTS_TABLE"]
+            ["DEDUP_NAMESPACE", "COLLECTIONS_API_URL", "INTENTS_TABLE"]
                 .into_iter()
                 .filter(|k| *k != missing)
                 .filter_map(|k| env.get(k).map(|v| (k, v))),
         );
-        let Err(err) = intent_relay::relay(&env) else {
+        let Err(err) = w.service(&env) else {
             panic!("started without {missing}");
         };
         assert!(err.to_string().contains(missing), "{missing}: {err}");
     }
-    let service = |env: &Env| {
-        intent_relay::relay(env)
-            .expect("relay")
-            .service(w.store.clone())
-    };
-    let defaults = service(&w.env());
-    assert_eq!(defaults.per_record(), Duration::from_millis(5_000 + 2_000));
+    let defaults = w.service(&w.env()).expect("relay");
+    assert_eq!(defaults.per_record(), Duration::from_millis(7_000));
     assert_eq!(defaults.redrive_after(), Duration::from_secs(3_600));
+    assert_eq!(defaults.deadline_margin(), Duration::from_millis(1_500));
     let set = w
         .env()
         .with("PROVIDER_TIMEOUT_MS", "700")
-        .with("RELAY_DEADLINE_MARGIN_MS", "300")
-        .with("RELAY_REDRIVE_AFTER_SECONDS", "60");
-    let relay = service(&set);
+        .with("RELAY_RECORD_BUDGET_MS", "1000")
+        .with("RELAY_REDRIVE_AFTER_SECONDS", "60")
+        .with("DEDUP_DEADLINE_MARGIN_MS", "300");
+    let relay = w.service(&set).expect("relay");
     assert_eq!(relay.per_record(), Duration::from_millis(1_000));
     assert_eq!(relay.redrive_after(), Duration::from_secs(60));
+    assert_eq!(relay.deadline_margin(), Duration::from_millis(300));
+    // A budget that one call could use up whole is refused, naming both variables.
+    let tight = w.env().with("PROVIDER_TIMEOUT_MS", "7000");
+    let err = w.service(&tight).expect_err("a 7 s budget for 7 s calls");
+    let why = err.to_string();
+    assert!(
+        why.contains("RELAY_RECORD_BUDGET_MS") && why.contains("PROVIDER_TIMEOUT_MS"),
+        "{why}"
+    );
+    // The former name of the budget is refused, never silently ignored.
+    let retired = w.env().with("RELAY_DEADLINE_MARGIN_MS", "2000");
+    let err = w.service(&retired).expect_err("the retired variable");
+    let why = err.to_string();
+    assert!(
+        why.contains("RELAY_DEADLINE_MARGIN_MS") && why.contains("RELAY_RECORD_BUDGET_MS"),
+        "{why}"
+    );
+    assert!(
+        matches!(
+            err.downcast_ref::<BuildError>(),
+            Some(BuildError::Settings(_))
+        ),
+        "{err:?}"
+    );
+}
+
+/// `DEDUP_DEADLINE_MARGIN_MS` through `main`'s wiring: a call that hangs is abandoned the
+/// function's margin before the invocation's deadline (the record retried, the intent still
+/// `PENDING`), not when the provider's own timeout ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_call_is_abandoned_the_deadline_margin_before_the_deadline() {
+    let w = World::new().await;
+    let (ids, records) = w.pending("hung", 1);
+    w.provider.inject(Fault::slow(1, Duration::from_secs(30)));
+    let env = w
+        .env()
+        .with("PROVIDER_TIMEOUT_MS", "4000")
+        .with("RELAY_RECORD_BUDGET_MS", "4400")
+        .with("DEDUP_DEADLINE_MARGIN_MS", "1000");
+    let relay = w.service(&env).expect("relay");
+    let left = Duration::from_millis(4_500);
+    let started = Instant::now();
+    let handled = relay
+        .handle(&event(&records), Some(SystemTime::now() + left))
+        .await;
+    let took = started.elapsed();
+    // 1 s before the deadline (3.5 s in), before the provider's timeout (4 s) would end it.
+    assert!(
+        took >= Duration::from_millis(3_300) && took < Duration::from_millis(3_900),
+        "answered after {took:?}"
+    );
+    assert_eq!(failures(&handled), vec![Some(seq_number(0))]);
+    assert_eq!(handled.tally.transient, 1, "{:?}", handled.tally);
+    assert_eq!(w.state(&ids[0]).0, "PENDING");
 }
 
 /// The service `main` runs takes both triggers: a stream event (with `Records`) is applied,
@@ -501,7 +563,7 @@ async fn one_service_takes_the_stream_and_the_schedule() {
     let w = World::new().await;
     w.put_intent("svc-0", "PENDING");
     put_aged(&w, "svc-old", Some(Duration::from_secs(2 * 3600)));
-    let relay = w.relay(Duration::from_secs(2), Duration::from_millis(500));
+    let relay = w.relay(Duration::from_secs(2), Duration::from_millis(2_500));
     // Called as Lambda calls it, the invocation's deadline `left` from now in its context.
     let invoke = |payload: serde_json::Value, left: Duration| {
         let relay = relay.clone();

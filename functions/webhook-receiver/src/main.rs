@@ -7,7 +7,7 @@
 //! `lambda_dedup_runtime::webhook` for every answer. `inbox-forwarder` hands the inbox on.
 //!
 //! Run locally with `cargo xtask demo` (through `cargo lambda watch`'s Function URL front), or
-//! under `cargo lambda watch` with the variables of `lambda_dedup_runtime::settings`, of
+//! under `cargo lambda watch` with the variables of `lambda_dedup_runtime::config`, of
 //! `WebhookConfig::from_env` (`WEBHOOK_SCHEME`, `WEBHOOK_SECRETS`, `WEBHOOK_TENANT`,
 //! `INBOX_TABLE`, …); it reads no `DEDUP_MARK_TABLE`: the inbox items are its marks.
 

@@ -37,11 +37,10 @@ pub(crate) struct FunctionArgs {
     pub(crate) key_spec: Option<String>,
 }
 
-/// What the tool works with: the function's settings and environment, the mark store, and
+/// What the tool works with: the function's settings (read from its environment), the mark store, and
 /// what it needs to build the function's deduplicator when a command asks for it.
 pub(crate) struct Context {
     pub(crate) settings: Settings,
-    pub(crate) env: Env,
     pub(crate) store: lambda_dedup_dynamodb::DynamoStore,
     pub(crate) client: lambda_dedup_dynamodb::Client,
     pub(crate) json: bool,
@@ -68,7 +67,8 @@ impl Context {
         vars.extend(std::env::vars());
         let env = Env::from_pairs(vars);
         let settings = Settings::read(&env, &function)?;
-        let client = lambda_dedup_dynamodb::connect().await;
+        let conf = settings.sdk_timeouts.sdk_config().await;
+        let client = lambda_dedup_dynamodb::Client::from_conf(&conf);
         let store = settings.mark_store(client.clone())?;
         let key_spec = f
             .key_spec
@@ -80,7 +80,6 @@ impl Context {
             .unwrap_or_default();
         Ok(Self {
             settings,
-            env,
             store,
             client,
             json,

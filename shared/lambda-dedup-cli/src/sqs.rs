@@ -6,9 +6,12 @@ use lambda_dedup::{AttributeValue, Message};
 
 use crate::error::Error;
 
-/// An SQS client configured as the functions' (`AWS_ENDPOINT_URL_SQS` for a local stack).
-pub(crate) async fn client() -> aws_sdk_sqs::Client {
-    aws_sdk_sqs::Client::new(&lambda_dedup_dynamodb::sdk_config().await)
+/// An SQS client configured as the function's (`AWS_ENDPOINT_URL_SQS` for a local stack), with
+/// its SDK timeouts.
+pub(crate) async fn client(
+    timeouts: &lambda_dedup_runtime::config::SdkTimeouts,
+) -> aws_sdk_sqs::Client {
+    aws_sdk_sqs::Client::new(&timeouts.sdk_config().await)
 }
 
 /// One received SQS message as the function would see it.

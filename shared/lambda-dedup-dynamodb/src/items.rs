@@ -21,12 +21,6 @@ impl DynamoItems {
             client: client.into(),
         }
     }
-
-    /// The tables of the client [`crate::connect`] builds from the environment (with the
-    /// functions' SDK timeouts). Build it once per process, outside the handler.
-    pub async fn connect() -> Self {
-        Self::new(crate::connect().await)
-    }
 }
 
 impl ItemStore for DynamoItems {

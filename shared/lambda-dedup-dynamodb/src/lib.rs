@@ -9,7 +9,8 @@
 //! - `error`: the SDK's errors classified into the core's [`Error`] ([`lambda_dedup::StoreError`]);
 //!   [`Error::is_retryable`] tells a transient fault
 //!   (throttling, `TransactionConflict`, timeouts, network) from a permanent one (S13).
-//! - [`connect`] builds a client from the environment and [`write_effects`] writes effects with no
+//! - [`Client::from_conf`] builds a client from an AWS SDK configuration (the functions': the
+//!   runtime's, with their SDK timeouts) and [`write_effects`] writes effects with no
 //!   mark, so that functions never name the SDK themselves; [`DynamoItems`] is the core's
 //!   `ItemStore` (a function's own tables: write, read, scan) on such a client.
 //! - [`provision`]: creates a mark table with TTL on, for tests, demos and local development.
@@ -31,10 +32,7 @@ mod items;
 pub mod provision;
 mod store;
 
-pub use client::{
-    ATTEMPT_TIMEOUT_VAR, Attributes, Client, OPERATION_TIMEOUT_VAR, SdkTimeouts, TimeoutsError,
-    connect, sdk_config, write_effects,
-};
+pub use client::{Attributes, Client, write_effects};
 pub use error::{Error, FaultKind};
 pub use forget::{ForgetRequest, Forgotten, MarkCounts, count_marks};
 pub use items::DynamoItems;

@@ -10,8 +10,9 @@
 //! - an item that can never be sent (no body, a body over SQS's limit, a body the queue refuses)
 //!   is **parked**: `forward_status = PARKED` with a reason code on the item, counted, and the
 //!   shard moves on (S15). It stays in the inbox for whoever repairs it;
-//! - before each record there must be time left for one more (`per_record`); otherwise the
-//!   record is reported and the stream retries from it in a fresh invocation;
+//! - before each record there must be time left for one more (`FORWARDER_RECORD_BUDGET_MS`);
+//!   otherwise the record is reported and the stream retries from it in a fresh invocation, and
+//!   a send still not answered `DEDUP_DEADLINE_MARGIN_MS` before the deadline is abandoned;
 //! - a record without a new image is a stream misconfiguration (the view type must include new
 //!   images): retried, never guessed around;
 //! - the scheduled sweep re-drives items left unforwarded longer than a bound (the
@@ -24,14 +25,15 @@
 //! as the sender sent it. On a FIFO queue the event key's digest is also the
 //! `MessageDeduplicationId`, so SQS drops such resends within its 5-minute window.
 
-use std::time::Duration;
-
 use aws_lambda_events::event::dynamodb::EventRecord;
 use lambda_dedup::Item;
 
+use crate::config::{FORWARDER, ForwarderConfig, SdkTimeouts};
 use crate::in_order::image_part;
-use crate::queue::string_attribute;
-use crate::relay::{Act, Failure, Layout, Read, Relay, Repeats};
+use crate::queue::{Queue, string_attribute};
+use crate::relay::{Act, Failure, Layout, Read, RelayService, Repeats};
+use crate::service::{BuildError, Dedup};
+use crate::store::ItemTables;
 
 pub use crate::relay::REDRIVE;
 
@@ -121,17 +123,16 @@ fn read(record: &EventRecord) -> Read<Message> {
     }
 }
 
-/// The forwarder's action: each inbox item sent to the queue at `queue_url`.
-#[derive(Debug, Clone)]
+/// The forwarder's action: each inbox item sent to its queue.
+#[derive(Debug)]
 pub struct Forward {
-    sqs: aws_sdk_sqs::Client,
-    queue_url: String,
+    queue: Queue,
 }
 
 impl Forward {
-    /// Sends to the queue at `queue_url` through `sqs`.
-    pub fn new(sqs: aws_sdk_sqs::Client, queue_url: String) -> Self {
-        Self { sqs, queue_url }
+    /// Sends to `queue` (its client built on the first send).
+    pub fn new(queue: Queue) -> Self {
+        Self { queue }
     }
 }
 
@@ -148,13 +149,16 @@ impl Act for Forward {
             event_key.as_bytes(),
         ));
         let attribute = string_attribute(&digest).map_err(Failure::Transient)?;
+        let url = self.queue.url();
         let mut send = self
-            .sqs
+            .queue
+            .client()
+            .await
             .send_message()
-            .queue_url(&self.queue_url)
+            .queue_url(url)
             .message_body(&message.body)
             .message_attributes(INBOX_KEY_ATTRIBUTE, attribute);
-        if self.queue_url.ends_with(".fifo") {
+        if url.ends_with(".fifo") {
             send = send
                 .message_group_id(message.tenant.as_deref().unwrap_or("inbox"))
                 .message_deduplication_id(&digest);
@@ -181,81 +185,101 @@ impl Act for Forward {
     }
 }
 
-/// The forwarder of `function` as `main` builds it, from `env` (the process environment in
-/// Lambda): `FORWARD_QUEUE_URL`, `INBOX_TABLE`, `FORWARDER_DEADLINE_MARGIN_MS` (default 3000:
-/// the time one record needs, at least, before the invocation's deadline) and
-/// `FORWARDER_REDRIVE_AFTER_SECONDS` (default 3600: how long an item may stay unforwarded
-/// before the sweep re-drives it); sent through `sqs`. Give it its store with
-/// [`Relay::service`].
-pub fn forwarder(
-    function: &str,
-    env: &crate::settings::Env,
-    sqs: aws_sdk_sqs::Client,
-) -> Result<Relay<Forward>, crate::SettingsError> {
-    let forward = Forward::new(sqs, env.required("FORWARD_QUEUE_URL")?);
-    let margin = env.optional("FORWARDER_DEADLINE_MARGIN_MS", 3_000u64)?;
-    let redrive_after = env.optional("FORWARDER_REDRIVE_AFTER_SECONDS", 3_600u64)?;
-    Ok(
-        Relay::new(function, env.required("INBOX_TABLE")?, LAYOUT, forward)
-            .per_record(Duration::from_millis(margin))
-            .deadline_margin(crate::settings::deadline_margin_in(env)?)
-            .redrive_after(Duration::from_secs(redrive_after)),
-    )
+/// The inbox's forwarder as `main` builds it, on the builder: the relay of the inbox table
+/// ([`FORWARDER`]: `INBOX_TABLE`, `FORWARDER_RECORD_BUDGET_MS` (default 3000: the time one
+/// record needs, whole), `FORWARDER_REDRIVE_AFTER_SECONDS` (default 3600: how long an item may
+/// stay unforwarded before the sweep re-drives it)), each item sent to `FORWARD_QUEUE_URL`
+/// ([`ForwarderConfig`], from the builder's own `Env`) through an SQS client with the
+/// function's SDK timeouts, each record cut off the function's `DEDUP_DEADLINE_MARGIN_MS`
+/// before the deadline. Give it to `lambda_runtime::run_concurrent`.
+pub fn forwarder<S: ItemTables>(dedup: Dedup<S>) -> Result<RelayService<Forward>, BuildError> {
+    forwarder_to(dedup, Queue::new)
+}
+
+/// [`forwarder`], its queue made by `queue` of the queue's URL and the SDK timeouts (tests: a
+/// queue of their own).
+fn forwarder_to<S: ItemTables>(
+    dedup: Dedup<S>,
+    queue: impl FnOnce(String, SdkTimeouts) -> Queue,
+) -> Result<RelayService<Forward>, BuildError> {
+    let config = ForwarderConfig::read(dedup.env())?;
+    let forward = Forward::new(queue(config.queue_url, dedup.settings().sdk_timeouts));
+    dedup.relay_with(&FORWARDER, config.relay, LAYOUT, forward)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::relay::RelayService;
-    use crate::settings::Env;
+    use crate::config::{Env, SettingsError};
     use lambda_dedup_memory::MemoryStore;
     use serde_json::json;
-    use std::time::SystemTime;
+    use std::time::{Duration, SystemTime};
 
     fn record(name: &str, image: serde_json::Value) -> EventRecord {
         crate::testing::stream_record(name, image)
     }
 
-    /// An SQS client whose every send fails to connect: the queue down.
-    fn queue_down() -> aws_sdk_sqs::Client {
-        crate::queue::unreachable_client().0
+    /// A queue whose every send fails to connect: the queue down.
+    fn queue_down(url: String, _: SdkTimeouts) -> Queue {
+        Queue::with_client(url, crate::queue::unreachable_client().0)
     }
 
     fn env() -> Env {
-        Env::from_pairs([("FORWARD_QUEUE_URL", "https://q"), ("INBOX_TABLE", "inbox")])
+        Env::from_pairs([
+            ("DEDUP_NAMESPACE", "test"),
+            ("FORWARD_QUEUE_URL", "https://q"),
+            ("INBOX_TABLE", "inbox"),
+        ])
     }
 
-    /// The forwarder as `main` builds it (`forwarder`), on the memory store's `inbox` table.
-    fn service(env: &Env) -> (RelayService<Forward>, MemoryStore) {
-        let store = MemoryStore::new(
-            lambda_dedup::Retention::unchecked(Duration::from_secs(3_600)).expect("retention"),
-        );
+    /// The forwarder as `main` builds it (`forwarder`, on the builder), on the memory store of
+    /// its own settings, with its `inbox` table; its queue down.
+    fn service(env: &Env) -> Result<(RelayService<Forward>, MemoryStore), BuildError> {
+        let (dedup, store) = crate::testing::on_memory(Dedup::read(env, "inbox-forwarder")?);
         store.create_table("inbox", "event_key");
-        let relay = forwarder("inbox-forwarder", env, queue_down()).expect("settings");
-        (relay.service(store.clone()), store)
+        Ok((forwarder_to(dedup, queue_down)?, store))
     }
 
     /// The forwarder's own variables, as `main` reads them (`forwarder`): the queue and the
-    /// inbox are required, the margin and the sweep's age have their defaults and are read.
+    /// inbox are required, the record budget and the sweep's age have their defaults and are
+    /// read, the deadline margin is the function's one; the budget's former name is refused,
+    /// naming the new one.
     #[test]
     fn the_forwarders_settings_are_read_as_main_reads_them() {
-        let full = [("FORWARD_QUEUE_URL", "https://q"), ("INBOX_TABLE", "inbox")];
         for missing in ["FORWARD_QUEUE_URL", "INBOX_TABLE"] {
-            let env = Env::from_pairs(full.into_iter().filter(|(k, _)| *k != missing));
-            let Err(err) = forwarder("f", &env, queue_down()) else {
+            let env = Env::from_pairs(
+                ["DEDUP_NAMESPACE", "FORWARD_QUEUE_URL", "INBOX_TABLE"]
+                    .into_iter()
+                    .filter(|k| *k != missing)
+                    .filter_map(|k| env().get(k).map(|v| (k, v))),
+            );
+            let Err(BuildError::Settings(err)) = service(&env) else {
                 panic!("started without {missing}");
             };
-            assert_eq!(err, crate::SettingsError::Missing(missing.into()));
+            assert_eq!(err, SettingsError::Missing(missing.into()));
         }
-        let (f, _) = service(&Env::from_pairs(full));
+        let (f, _) = service(&env()).expect("defaults");
         assert_eq!(f.per_record(), Duration::from_millis(3_000));
         assert_eq!(f.redrive_after(), Duration::from_secs(3_600));
-        let env = Env::from_pairs(full)
-            .with("FORWARDER_DEADLINE_MARGIN_MS", "750")
-            .with("FORWARDER_REDRIVE_AFTER_SECONDS", "90");
-        let (f, _) = service(&env);
+        assert_eq!(f.deadline_margin(), crate::bound::DEFAULT_MARGIN);
+        let set = env()
+            .with("FORWARDER_RECORD_BUDGET_MS", "750")
+            .with("FORWARDER_REDRIVE_AFTER_SECONDS", "90")
+            .with("DEDUP_DEADLINE_MARGIN_MS", "400");
+        let (f, _) = service(&set).expect("set");
         assert_eq!(f.per_record(), Duration::from_millis(750));
         assert_eq!(f.redrive_after(), Duration::from_secs(90));
+        assert_eq!(f.deadline_margin(), Duration::from_millis(400));
+        let retired = env().with("FORWARDER_DEADLINE_MARGIN_MS", "3000");
+        let Err(BuildError::Settings(e @ SettingsError::Refused { .. })) = service(&retired) else {
+            panic!("FORWARDER_DEADLINE_MARGIN_MS was accepted");
+        };
+        let why = e.to_string();
+        assert!(
+            why.contains("FORWARDER_DEADLINE_MARGIN_MS")
+                && why.contains("FORWARDER_RECORD_BUDGET_MS"),
+            "{why}"
+        );
     }
 
     #[test]
@@ -324,7 +348,7 @@ mod tests {
     /// item behind it is not attempted.
     #[tokio::test]
     async fn unsendable_items_are_parked_and_a_queue_outage_is_the_checkpoint() {
-        let (forwarder, store) = service(&env());
+        let (forwarder, store) = service(&env()).expect("forwarder");
         for key in ["bad", "good", "behind"] {
             store
                 .put_item(
@@ -373,7 +397,7 @@ mod tests {
     /// are stamped `redrive_requested_at`; a recent one and a settled one are left alone.
     #[tokio::test]
     async fn the_sweep_stamps_only_unsettled_items_past_the_bound() {
-        let (forwarder, store) = service(&env());
+        let (forwarder, store) = service(&env()).expect("forwarder");
         let now = SystemTime::now();
         let ms = |ago: u64| lambda_dedup::clock::epoch_millis(now - Duration::from_secs(ago));
         let put = |item: Item| store.put_item("inbox", item).expect("seed");

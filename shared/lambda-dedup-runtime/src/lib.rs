@@ -4,39 +4,49 @@
 //! function has from the environment (refusing to start on a bad one), and logs the account.
 //!
 //! # Layout
-//! - [`settings`]: [`Settings`] from `DEDUP_*` variables, including the S9 retention check.
+//! - [`config`]: every variable read into typed structs, in one place — [`Settings`] (`DEDUP_*`,
+//!   the S9 retention check, the one deadline margin, the SDK timeouts, the side queues), the
+//!   webhook's, the relays', the forwarder's and the stores' servers'; nothing else reads the
+//!   environment.
+//! - [`service`]: the builder, [`Dedup`], and its services, one per source and flow.
 //! - [`store`]: the stores the builder runs on, as types ([`Marks`]; capabilities such as
-//!   [`CreateOnceMarks`]); DynamoDB, memory, PostgreSQL and Valkey.
-//! - [`sqs`]: one SQS invocation, from event to `SqsBatchResponse` (the builder's SQS services).
+//!   [`CreateOnceMarks`] and [`ItemTables`]); DynamoDB (feature `dynamodb`, default), memory,
+//!   PostgreSQL and Valkey.
+//! - [`source`]: the sources — [`sqs`]: one SQS invocation, from event to `SqsBatchResponse`
+//!   (the builder's SQS services); `kinesis`, `dynamodb_stream` (features `kinesis`,
+//!   `dynamodb-streams`): stream records as messages, the checkpoint as the partial batch
+//!   response; records that can never apply parked (`parking::Parking`). Both run one
+//!   invocation the same way (`stream::run`); each says only what one of its records is
+//!   (`stream::StreamRecord`).
 //! - [`reconcile`]: late events (S10) to the reconciliation queue.
 //! - [`bound`]: every runner's work cut off `DEDUP_DEADLINE_MARGIN_MS` before the deadline,
 //!   the unfinished reported for redelivery.
-//! - [`queue`]: the side queues the functions send to (reconciliation, parking), each SQS
-//!   client built on its first send.
-//! - `kinesis`, `dynamodb_stream` (features `kinesis`, `dynamodb-streams`): stream records as
-//!   messages, the checkpoint as the partial batch response; records that can never apply
-//!   parked (`parking::Parking`). Both run one invocation the same way (`stream::run`); each
-//!   says only what one of its records is (`stream::StreamRecord`).
+//! - [`queue`]: the side queues the functions send to (reconciliation, parking, the forwarder's
+//!   queue), each SQS client (feature `sqs-client`, default) built on its first send.
 //! - `webhook` (feature `webhook`): signed HTTP requests into an inbox, one counted answer each.
 //! - `relay` (feature `dynamodb-streams`): the recorded-intent and inbox pattern (S7) once — a
 //!   table's stream, an action per new item, settle or park, the deadline, the tally, the sweep —
-//!   for `intent-relay` and the inbox's forwarder.
+//!   for `intent-relay` and the inbox's forwarder, built by `Dedup::relay`.
 //! - `inbox` (feature `inbox`): the inbox table's stream forwarded to a queue, never stalling.
 //! - [`testing`]: what a function's tests share; with the feature `memory`, the function on the
 //!   memory store of its own settings (`testing::on_memory`).
+//!
+//! # Features
+//! `dynamodb` and `sqs-client` are the defaults: the DynamoDB store and item tables, and the SQS
+//! client of the side queues. A function on PostgreSQL or Valkey leaves them out
+//! (`default-features = false`) and carries no AWS SDK; without `sqs-client`,
+//! `DEDUP_RECONCILIATION_QUEUE_URL` refuses the start. `kinesis`, `dynamodb-streams` and `inbox`
+//! need the SQS client (their parking and forwarding) and enable it.
 
 #![warn(missing_docs)]
 
 pub mod bound;
-#[cfg(any(feature = "dynamodb-streams", test))]
-pub mod dynamodb_stream;
+pub mod config;
 pub mod emf;
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub mod in_order;
 #[cfg(any(feature = "inbox", test))]
 pub mod inbox;
-#[cfg(any(feature = "kinesis", test))]
-pub mod kinesis;
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
 pub mod parking;
 pub mod queue;
@@ -44,14 +54,21 @@ pub mod reconcile;
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub mod relay;
 pub mod service;
-pub mod settings;
-pub mod sqs;
+/// The settings' former path: [`config`], re-exported.
+pub use config as settings;
+pub mod source;
 pub mod store;
-#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
-mod stream;
 pub mod testing;
 #[cfg(any(feature = "webhook", test))]
 pub mod webhook;
+
+#[cfg(any(feature = "dynamodb-streams", test))]
+pub use source::dynamodb_stream;
+#[cfg(any(feature = "kinesis", test))]
+pub use source::kinesis;
+pub use source::sqs;
+#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+use source::stream;
 
 pub use lambda_dedup::{Effect, Item, TimeFormat};
 /// The crates the builder's types come from, re-exported so that a function uses the versions
@@ -69,17 +86,19 @@ pub mod events {
     #[cfg(any(feature = "kinesis", test))]
     pub use aws_lambda_events::event::{kinesis::KinesisEvent, streams::KinesisEventResponse};
 }
+pub use config::{
+    Env, KeySpecTextError, SettingRule, Settings, SettingsError, cloudevents_key_spec, optional,
+    required,
+};
 #[cfg(any(feature = "webhook", test))]
 pub use service::WebhookService;
 pub use service::{
     BuildError, Dedup, Event, IntoPlan, Invalid, Refusal, Service, SqsService, Transient, flow,
 };
-pub use settings::{
-    Env, KeySpecTextError, SettingRule, Settings, SettingsError, cloudevents_key_spec, optional,
-    required,
-};
 pub use sqs::{messages, response};
-pub use store::{CreateOnceMarks, Items, Marks, NoStore, OnDynamoDb, SequenceMarks};
+#[cfg(feature = "dynamodb")]
+pub use store::OnDynamoDb;
+pub use store::{CreateOnceMarks, ItemTables, Items, Marks, NoStore, SequenceMarks};
 
 /// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.
 ///

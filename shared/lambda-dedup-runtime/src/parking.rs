@@ -18,11 +18,11 @@
 
 use lambda_dedup_batch::{BatchReport, Outcome};
 
+use crate::config::{Settings, SettingsError};
 use crate::queue::Queue;
-use crate::settings::{Env, SettingsError};
 
 /// The variable naming the parking queue of a stream function (Kinesis, DynamoDB Streams) (required).
-pub const PARKING_QUEUE_VARIABLE: &str = "DEDUP_PARKING_QUEUE_URL";
+pub const PARKING_QUEUE_VARIABLE: &str = crate::config::PARKING_QUEUE_VAR;
 
 /// SQS's largest message, body and attributes together (1 MiB): the default of
 /// [`Parking::max_message_bytes`].
@@ -113,16 +113,11 @@ pub struct Parked {
 }
 
 impl Parking {
-    /// The parking queue `DEDUP_PARKING_QUEUE_URL`; without one the function refuses to start
-    /// (see the module docs for why).
-    pub fn from_env() -> Result<Self, SettingsError> {
-        Self::read(&Env::process())
-    }
-
-    /// The parking queue named in `env` (see [`from_env`](Self::from_env)).
-    pub fn read(env: &Env) -> Result<Self, SettingsError> {
-        env.required(PARKING_QUEUE_VARIABLE)
-            .map(|url| Self::new(Queue::new(url.trim())))
+    /// The parking queue of `settings` (`DEDUP_PARKING_QUEUE_URL`, sent to with its SDK
+    /// timeouts); without one a stream function refuses to start (see the module docs for why).
+    pub fn from_settings(settings: &Settings) -> Result<Self, SettingsError> {
+        let url = settings.queues.required_parking()?;
+        Ok(Self::new(Queue::new(url, settings.sdk_timeouts)))
     }
 
     /// Parking in `queue`, which accepts messages of up to [`SQS_MAX_MESSAGE_BYTES`].

@@ -1,15 +1,27 @@
 //! An SQS queue a function sends to on the side — late events to reconciliation
 //! ([`crate::reconcile`]), stream records that can never apply to a parking queue
-//! (`parking::Parking`) — with its SQS client built on the first send: most
-//! invocations never send there, so cold starts do not pay for an SQS client.
+//! (`parking::Parking`), the inbox's items to the queue the forwarder feeds (`inbox`) — with
+//! its SQS client built on the first send, with the function's SDK timeouts: most invocations
+//! never send there, so cold starts do not pay for an SQS client.
+//!
+//! Without the feature `sqs-client` there is no client: such a build refuses to start with a
+//! reconciliation queue ([`SideQueues`](crate::config::SideQueues)), and has no stream source,
+//! parking or forwarder, so no queue is ever built there.
 
+#[cfg(feature = "sqs-client")]
 use aws_sdk_sqs::types::MessageAttributeValue;
+#[cfg(feature = "sqs-client")]
 use tokio::sync::OnceCell;
+
+use crate::config::SdkTimeouts;
 
 /// A queue, by URL, and the client that sends to it (built once, on the first send).
 #[derive(Debug)]
 pub struct Queue {
     url: String,
+    #[cfg_attr(not(feature = "sqs-client"), allow(dead_code))]
+    timeouts: SdkTimeouts,
+    #[cfg(feature = "sqs-client")]
     client: OnceCell<aws_sdk_sqs::Client>,
 }
 
@@ -20,28 +32,25 @@ pub struct Queue {
 pub struct SendError(String);
 
 impl Queue {
-    /// The queue at `url`; its client comes from the environment (`lambda_dedup_dynamodb::sdk_config`, with the SDK timeouts) on the first send.
-    pub fn new(url: impl Into<String>) -> Self {
+    /// The queue at `url`; its client comes from the environment with `timeouts` (the
+    /// function's `DEDUP_SDK_*_TIMEOUT_MS`) on the first send.
+    pub fn new(url: impl Into<String>, timeouts: SdkTimeouts) -> Self {
         Self {
             url: url.into(),
+            timeouts,
+            #[cfg(feature = "sqs-client")]
             client: OnceCell::new(),
         }
     }
 
     /// The queue at `url`, sent to with `client` (tests point it at a loopback endpoint).
+    #[cfg(feature = "sqs-client")]
     pub fn with_client(url: impl Into<String>, client: aws_sdk_sqs::Client) -> Self {
         Self {
             url: url.into(),
+            timeouts: SdkTimeouts::DEFAULT,
             client: OnceCell::new_with(Some(client)),
         }
-    }
-
-    /// The queue named by the variable `var`, or `None` when it is unset or empty.
-    pub fn from_env(var: &str) -> Option<Self> {
-        std::env::var(var)
-            .ok()
-            .filter(|u| !u.trim().is_empty())
-            .map(Self::new)
     }
 
     /// The queue's URL.
@@ -49,17 +58,17 @@ impl Queue {
         &self.url
     }
 
-    async fn client(&self) -> &aws_sdk_sqs::Client {
+    /// The client, built on the first call with the queue's SDK timeouts: a hung queue cannot
+    /// hold the answer back.
+    #[cfg(feature = "sqs-client")]
+    pub(crate) async fn client(&self) -> &aws_sdk_sqs::Client {
         self.client
-            .get_or_init(|| async {
-                // With the functions' SDK timeouts: a hung queue cannot hold the answer back.
-                let conf = lambda_dedup_dynamodb::sdk_config().await;
-                aws_sdk_sqs::Client::new(&conf)
-            })
+            .get_or_init(|| async { aws_sdk_sqs::Client::new(&self.timeouts.sdk_config().await) })
             .await
     }
 
     /// Sends `body` with string `attributes` (at most SQS's 10); `Ok` only once SQS has taken it.
+    #[cfg(feature = "sqs-client")]
     pub async fn send(
         &self,
         body: String,
@@ -79,10 +88,19 @@ impl Queue {
             .map(|_| ())
             .map_err(|e| SendError(aws_sdk_sqs::error::DisplayErrorContext(&e).to_string()))
     }
+
+    /// Without an SQS client nothing is sent: the message stays failed, for redelivery.
+    #[cfg(not(feature = "sqs-client"))]
+    pub async fn send(&self, _: String, _: &[(String, String)]) -> Result<(), SendError> {
+        Err(SendError(
+            "this build has no SQS client (lambda-dedup-runtime's feature sqs-client)".into(),
+        ))
+    }
 }
 
 /// `value` as an SQS message attribute of type `String`, or why SQS's builder refused it: how
 /// every sender here (and the operators' tool) attaches its attributes.
+#[cfg(feature = "sqs-client")]
 pub fn string_attribute(value: impl Into<String>) -> Result<MessageAttributeValue, String> {
     MessageAttributeValue::builder()
         .data_type("String")

@@ -15,7 +15,15 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_dedup::DedupKey;
 use lambda_dedup_batch::{BatchReport, Outcome, Reason};
 
+use crate::config::Settings;
 use crate::queue::Queue;
+
+/// The reconciliation queue `settings` name (`DEDUP_RECONCILIATION_QUEUE_URL`, sent to with their
+/// SDK timeouts), or none: late events then stay failed, for the DLQ.
+pub(crate) fn queue(settings: &Settings) -> Option<std::sync::Arc<Queue>> {
+    let url = settings.queues.reconciliation.as_deref()?;
+    Some(std::sync::Arc::new(Queue::new(url, settings.sdk_timeouts)))
+}
 
 /// SQS's limit of message attributes on one message.
 const MAX_ATTRIBUTES: usize = 10;

@@ -31,6 +31,7 @@
 //! | Kinesis (feature `kinesis`) | `Dedup::kinesis` | every flow that keeps order: all but a batch-wide transaction |
 //! | DynamoDB Streams (feature `dynamodb-streams`) | `Dedup::dynamodb_stream` | as Kinesis |
 //! | HTTP, signed webhooks (feature `webhook`) | `Dedup::webhook` | the inbox item created once |
+//! | DynamoDB Streams of items that settle themselves (feature `dynamodb-streams`) | `Dedup::relay` | an action per record, settled on the item |
 //!
 //! A flow a store cannot do ([`flow::create_once`] and [`flow::sequence`] on PostgreSQL or
 //! Valkey) does not compile, nor does a batch-wide transaction on a stream.
@@ -44,13 +45,16 @@ use lambda_dedup::{
 use lambda_dedup_batch::{Deduplicator, HandlerError, LeasedDeduplicator};
 pub use lambda_dedup_batch::{Invalid, Transient};
 
-use crate::queue::Queue;
 use crate::settings::{Env, Settings, SettingsError};
 use crate::sqs::{Accounting, Reconciliation};
-use crate::store::{ItemMarks, Items, Marks, NoStore, OnDynamoDb};
+#[cfg(feature = "dynamodb")]
+use crate::store::OnDynamoDb;
+use crate::store::{ItemMarks, Items, Marks, NoStore};
 
 mod event;
 pub mod flow;
+#[cfg(any(feature = "dynamodb-streams", test))]
+mod relay;
 mod runner;
 mod sqs;
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
@@ -132,7 +136,7 @@ impl Dedup<NoStore> {
     /// [`from_env`](Self::from_env) from `env`: what tests call, with the same wiring.
     pub fn read(env: &Env, function: &str) -> Result<Self, SettingsError> {
         let settings = Settings::read(env, function)?;
-        let reconciliation = env.get("DEDUP_RECONCILIATION_QUEUE_URL");
+        let reconciliation = crate::reconcile::queue(&settings);
         Ok(Self {
             function: function.to_owned(),
             env: env.clone(),
@@ -144,11 +148,7 @@ impl Dedup<NoStore> {
             store: NoStore,
             accounting: Accounting {
                 namespace: crate::emf::NAMESPACE.into(),
-                reconciliation: Reconciliation::To(
-                    reconciliation
-                        .filter(|u| !u.trim().is_empty())
-                        .map(|u| Arc::new(Queue::new(u))),
-                ),
+                reconciliation: Reconciliation::To(reconciliation),
             },
             #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
             parking: None,
@@ -158,14 +158,16 @@ impl Dedup<NoStore> {
 
     /// Marks in the settings' DynamoDB mark table, through a client with the SDK timeouts of
     /// the settings. The store of a Lambda function.
+    #[cfg(feature = "dynamodb")]
     pub async fn dynamodb(self) -> Dedup {
-        let client = lambda_dedup_dynamodb::connect().await;
-        self.dynamodb_client(client)
+        let conf = self.settings.sdk_timeouts.sdk_config().await;
+        self.dynamodb_client(lambda_dedup_dynamodb::Client::from_conf(&conf))
     }
 
     /// Marks in the settings' DynamoDB mark table through `client` (tests: the local DynamoDB);
     /// a webhook service's marks are its inbox items, so it needs no mark table. A service
     /// that needs one is refused without `DEDUP_MARK_TABLE`.
+    #[cfg(feature = "dynamodb")]
     pub fn dynamodb_client(self, client: impl Into<lambda_dedup_dynamodb::Client>) -> Dedup {
         self.store(OnDynamoDb(client.into()))
     }
@@ -273,7 +275,7 @@ impl<S> Dedup<S> {
     fn parking_queue(&self) -> Result<Arc<crate::parking::Parking>, SettingsError> {
         match &self.parking {
             Some(p) => Ok(p.clone()),
-            None => crate::parking::Parking::read(&self.env).map(Arc::new),
+            None => crate::parking::Parking::from_settings(&self.settings).map(Arc::new),
         }
     }
 
@@ -283,7 +285,7 @@ impl<S> Dedup<S> {
     }
 
     /// The environment the settings were read from.
-    #[cfg(any(feature = "postgres", feature = "valkey"))]
+    #[cfg(any(feature = "postgres", feature = "valkey", feature = "inbox", test))]
     pub(crate) fn env(&self) -> &Env {
         &self.env
     }

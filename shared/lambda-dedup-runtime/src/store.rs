@@ -4,7 +4,7 @@
 //!
 //! | store | chosen with | effects committed with the mark | create-once, sequence |
 //! | --- | --- | --- | --- |
-//! | DynamoDB ([`OnDynamoDb`]) | `.dynamodb().await` | [`Effect`]s, one `TransactWriteItems` | yes |
+//! | DynamoDB (`OnDynamoDb`, feature `dynamodb`) | `.dynamodb().await` | [`Effect`]s, one `TransactWriteItems` | yes |
 //! | memory (feature `memory`) | `.store(MemoryStore)` (tests) | [`Effect`]s, all or nothing | yes |
 //! | memory, any effect type (`Recording`) | `.on(Recording)` (tests) | recorded, not executed | no |
 //! | any [`Marks`] of your own | `.on(store)` | its [`Marks::Effect`] | if it implements [`CreateOnceMarks`] |
@@ -12,7 +12,9 @@
 //! | Valkey (feature `valkey`) | `.valkey()?` | `ValkeyEffect`s, one server-side script | no |
 //!
 //! DynamoDB and memory are both [`Items`], the builder's default store type, so a function's
-//! `service(dedup: Dedup)` runs on DynamoDB in `main` and on memory in its tests.
+//! `service(dedup: Dedup)` runs on DynamoDB in `main` and on memory in its tests. Both also hold
+//! the function's own tables as items ([`ItemTables`]: `DynamoItems` on the same client, or the
+//! memory store's tables), where a relay's items — each its own mark — live.
 //!
 //! The leased external call ([`crate::flow::calls`]) and every guard — the retention checked against the
 //! redelivery horizon at start (S9), the deadline cutoff, late events to reconciliation (S10),
@@ -20,9 +22,9 @@
 
 use std::sync::Arc;
 
-use lambda_dedup::{CreateOnceStore, Effect, MarkStore, SequenceStore};
+use lambda_dedup::{CreateOnceStore, Effect, ItemStore, MarkStore, SequenceStore};
 
-use crate::settings::{Settings, SettingsError};
+use crate::config::{Settings, SettingsError};
 
 /// A store the builder's services run on: where the marks of the function's mark table live,
 /// and what kind of effect ([`Marks::Effect`]) commits atomically with them.
@@ -64,10 +66,19 @@ pub trait SequenceMarks: Marks<Effect = Effect> {
     fn sequence_marks(&self, settings: &Settings) -> Result<Arc<dyn SequenceStore>, SettingsError>;
 }
 
-/// Every capability of a store of item effects: what [`Items`] holds.
-pub trait ItemMarks: CreateOnceMarks + SequenceMarks {}
+/// Capability: the function's own tables as items (the core's [`ItemStore`]: conditional
+/// writes, consistent reads, scans), through the store's own connection. A relay's items live
+/// there, each its own mark (its settle status), so a relay needs no mark table
+/// ([`Dedup::relay`](crate::Dedup::relay)). DynamoDB (`DynamoItems`) and memory have it.
+pub trait ItemTables: Marks {
+    /// The tables, as items.
+    fn item_store(&self) -> Arc<dyn ItemStore>;
+}
 
-impl<M: CreateOnceMarks + SequenceMarks> ItemMarks for M {}
+/// Every capability of a store of item effects: what [`Items`] holds.
+pub trait ItemMarks: CreateOnceMarks + SequenceMarks + ItemTables {}
+
+impl<M: CreateOnceMarks + SequenceMarks + ItemTables> ItemMarks for M {}
 
 /// A store of item effects ([`Effect`]) with every capability, whichever it is: DynamoDB in
 /// `main`, the memory store in tests. The builder's default (`Dedup` is `Dedup<Items>`), so a
@@ -115,6 +126,7 @@ impl SequenceMarks for Items {
     }
 }
 
+#[cfg(feature = "dynamodb")]
 impl SequenceMarks for OnDynamoDb {
     fn sequence_marks(&self, settings: &Settings) -> Result<Arc<dyn SequenceStore>, SettingsError> {
         Ok(Arc::new(settings.mark_store(self.0.clone())?))
@@ -128,6 +140,12 @@ impl SequenceMarks for lambda_dedup_memory::MemoryStore {
     }
 }
 
+impl ItemTables for Items {
+    fn item_store(&self) -> Arc<dyn ItemStore> {
+        self.0.item_store()
+    }
+}
+
 /// No store chosen yet: a `Dedup<NoStore>` configures keys and settings but builds no service
 /// until [`dynamodb`](crate::Dedup::dynamodb), [`store`](crate::Dedup::store) (or, with their
 /// features, `postgres` or `valkey`) chooses one.
@@ -135,10 +153,12 @@ impl SequenceMarks for lambda_dedup_memory::MemoryStore {
 pub struct NoStore;
 
 /// Marks in DynamoDB through the adapter's client: the mark table of the settings, or, for a
-/// webhook receiver, its inbox table.
+/// webhook receiver, its inbox table; a relay's items in its own table (`DynamoItems`).
+#[cfg(feature = "dynamodb")]
 #[derive(Debug, Clone)]
 pub struct OnDynamoDb(pub(crate) lambda_dedup_dynamodb::Client);
 
+#[cfg(feature = "dynamodb")]
 impl Marks for OnDynamoDb {
     type Effect = Effect;
 
@@ -147,6 +167,7 @@ impl Marks for OnDynamoDb {
     }
 }
 
+#[cfg(feature = "dynamodb")]
 impl CreateOnceMarks for OnDynamoDb {
     fn create_once_marks(
         &self,
@@ -157,6 +178,13 @@ impl CreateOnceMarks for OnDynamoDb {
 
     fn create_once_store(&self, settings: &Settings, table: &str) -> Arc<dyn CreateOnceStore> {
         Arc::new(settings.create_once_store(self.0.clone(), table))
+    }
+}
+
+#[cfg(feature = "dynamodb")]
+impl ItemTables for OnDynamoDb {
+    fn item_store(&self) -> Arc<dyn ItemStore> {
+        Arc::new(lambda_dedup_dynamodb::DynamoItems::new(self.0.clone()))
     }
 }
 
@@ -176,6 +204,13 @@ impl CreateOnceMarks for lambda_dedup_memory::MemoryStore {
     }
 
     fn create_once_store(&self, _: &Settings, _: &str) -> Arc<dyn CreateOnceStore> {
+        Arc::new(self.clone())
+    }
+}
+
+#[cfg(any(feature = "memory", test))]
+impl ItemTables for lambda_dedup_memory::MemoryStore {
+    fn item_store(&self) -> Arc<dyn ItemStore> {
         Arc::new(self.clone())
     }
 }

@@ -101,7 +101,13 @@ pub(crate) async fn run(ctx: &Context, args: &ExplainArgs) -> Result<i32, Error>
     let message = match (&args.queue, &args.file) {
         (Some(queue), _) => {
             let id = args.message_id.as_deref().unwrap_or_default();
-            find_in_queue(&sqs::client().await, queue, id, args.live_queue).await?
+            find_in_queue(
+                &sqs::client(&ctx.settings.sdk_timeouts).await,
+                queue,
+                id,
+                args.live_queue,
+            )
+            .await?
         }
         (None, Some(path)) => {
             let mut body = Vec::new();

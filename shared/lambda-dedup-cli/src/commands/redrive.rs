@@ -108,7 +108,7 @@ pub(crate) async fn run(ctx: &Context, args: &RedriveArgs) -> Result<i32, Error>
     let reconciliation = args
         .reconciliation
         .clone()
-        .or_else(|| ctx.env.get("DEDUP_RECONCILIATION_QUEUE_URL"))
+        .or_else(|| ctx.settings.queues.reconciliation.clone())
         .filter(|u| !u.trim().is_empty());
     let exit_after_sends = args.exit_after_sends.or_else(|| {
         std::env::var("LAMBDA_DEDUP_EXIT_AFTER_SENDS")
@@ -118,7 +118,7 @@ pub(crate) async fn run(ctx: &Context, args: &RedriveArgs) -> Result<i32, Error>
     let mut run = Redrive {
         ctx,
         args,
-        sqs: sqs::client().await,
+        sqs: sqs::client(&ctx.settings.sdk_timeouts).await,
         dedup: ctx.deduplicator()?,
         reconciliation,
         exit_after_sends,

@@ -2,33 +2,34 @@
 
 use lambda_dedup_valkey::ValkeyStore;
 
+use crate::config::{SettingRule, SettingsError, VALKEY_PREFIX_VAR, ValkeyConfig};
 use crate::service::Dedup;
-use crate::settings::{SettingRule, SettingsError};
 use crate::store::NoStore;
 
 /// The server: `redis://[user:password@]host:port[/db]`.
-pub const URL_VAR: &str = "VALKEY_URL";
+pub const URL_VAR: &str = crate::config::VALKEY_URL_VAR;
 /// The prefix of the mark keys (default `lambda_dedup_valkey::DEFAULT_PREFIX`).
-pub const PREFIX_VAR: &str = "VALKEY_KEY_PREFIX";
+pub const PREFIX_VAR: &str = crate::config::VALKEY_PREFIX_VAR;
 
 impl Dedup<NoStore> {
-    /// Marks in Valkey: hashes under `VALKEY_KEY_PREFIX` on the server of `VALKEY_URL`, kept for
-    /// the settings' retention (the server's own expiry, judged at read too) under the settings'
-    /// lease. What the server must keep for the guarantee (AOF fsynced on every write, no
-    /// eviction): see `lambda_dedup_valkey`. Connects lazily, on the first event.
+    /// Marks in Valkey: hashes under `VALKEY_KEY_PREFIX` on the server of `VALKEY_URL`
+    /// ([`ValkeyConfig`], from the builder's own `Env`), kept for the settings' retention (the
+    /// server's own expiry, judged at read too) under the settings' lease. What the server must
+    /// keep for the guarantee (AOF fsynced on every write, no eviction): see
+    /// `lambda_dedup_valkey`. Connects lazily, on the first event.
     pub fn valkey(self) -> Result<Dedup<ValkeyStore>, SettingsError> {
-        let url = self.setting(URL_VAR)?;
+        let config = ValkeyConfig::read(self.env())?;
         let settings = self.settings();
-        let mut store = ValkeyStore::from_url(&url, settings.retention)
+        let mut store = ValkeyStore::from_url(&config.url, settings.retention)
             .map_err(|_| SettingsError::Invalid {
                 name: URL_VAR.into(),
                 value: "(not shown: it may carry a password)".into(),
             })?
             .with_lease(settings.lease)
             .with_clock_skew(settings.clock_skew);
-        if let Some(prefix) = self.env().get(PREFIX_VAR).filter(|p| !p.is_empty()) {
-            store = store.with_prefix(&prefix).map_err(|e| {
-                SettingsError::refused(PREFIX_VAR, SettingRule::Malformed(e.to_string()))
+        if let Some(prefix) = &config.prefix {
+            store = store.with_prefix(prefix).map_err(|e| {
+                SettingsError::refused(VALKEY_PREFIX_VAR, SettingRule::Malformed(e.to_string()))
             })?;
         }
         Ok(self.on(store))

@@ -1,112 +1,17 @@
-//! Configuration shared by every function, from the environment.
-//!
-//! | variable | meaning | default |
-//! | --- | --- | --- |
-//! | `DEDUP_NAMESPACE` | environment namespace of keys (`prod`, `dev`), S1 | required |
-//! | `DEDUP_CONSUMER` | consumer name in keys, S1 | the function's name |
-//! | `DEDUP_MARK_TABLE` | the mark table | required by every function that keeps marks in DynamoDB's mark table; not read by the webhook receiver, whose marks are its inbox items |
-//! | `DEDUP_RETENTION_SECONDS` | how long marks are kept, S9 | 2592000 (30 days) |
-//! | `DEDUP_QUEUE_RETENTION_SECONDS` | the source queue's message retention | 345600 (4 days) |
-//! | `DEDUP_MAX_RECEIVE_COUNT` | the redrive policy's maxReceiveCount | 5 |
-//! | `DEDUP_VISIBILITY_TIMEOUT_SECONDS` | the queue's visibility timeout | 180 |
-//! | `DEDUP_DLQ_RETENTION_SECONDS` | the dead-letter queue's message retention: how long a message may wait there before a redrive | 1209600 (14 days) |
-//! | `DEDUP_REPLAY_WINDOW_SECONDS` | how long after an event operators may replay it from an archive | 259200 (3 days) |
-//! | `DEDUP_MAX_CONCURRENCY` | messages of a batch processed at once, S12 | 10 |
-//! | `DEDUP_LEASE_SECONDS` | longest lease of the leased flow, S6; must exceed the provider timeout | 60 |
-//! | `DEDUP_CLOCK_SKEW_MS` | how far ahead another instance's clock may run without taking over a live lease: each lease is recorded this long past the end its owner works to (S6); below the lease | 1000 |
-//! | `PROVIDER_TIMEOUT_MS` | how long a call to an external API may take (functions that call out) | 5000 |
-//! | `PROVIDER_KEY_RETENTION_SECONDS` | how long the external API keeps idempotency keys; a takeover of an event first attempted longer ago goes to reconciliation instead of calling (S16); must exceed the lease | 86400 (Stripe's 24 h) |
-//! | `DEDUP_CACHE_SIZE` | completed marks kept in the warm container's cache (0: off) | 10000 |
-//! | `DEDUP_CACHE_SECONDS` | longest a cached mark is trusted before the mark table is asked again: a mark an operator forgets (`lambda-dedup forget`) reaches every warm container within it | 60 |
-//! | `DEDUP_PREFILTER_DUPLICATES` | batch-transaction mode: `true` reads the batch's marks first (one strongly consistent `BatchGetItem`) and leaves known duplicates out of its transactions, so a duplicate does not cancel a shared round; a filter only, the conditional write still decides (S4). Worth it for duplicate-heavy queues (docs/BENCHMARKS.md) | `false` |
-//! | `DEDUP_MAX_BODY_BYTES` | largest message body processed; larger ones are rejected (`body_too_large`) | 1048576 (1 MiB, the SQS limit since 2026) |
-//! | `DEDUP_EVENT_TIME_FROM` | where the event's own time is read, S10: `cloudevents` (its `time`), `json:/pointer`, `attribute:NAME`, or `none` (the producer declares no time; the mark table alone decides) | the key spec's own: `cloudevents` for CloudEvents functions |
-//! | `DEDUP_EVENT_TIME_FORMAT` | how a `json:` or `attribute:` time is written: `rfc3339`, `epoch-seconds` or `epoch-millis` | `rfc3339` |
-//! | `DEDUP_RECONCILIATION_QUEUE_URL` | where events older than the retention go, S10 (`reconcile`) | none: to the DLQ |
-//! | `DEDUP_PARKING_QUEUE_URL` | Stream functions on the builder (Kinesis, DynamoDB Streams): where records that can never apply are parked, whole, before the checkpoint passes them, S15 (`parking::Parking`) | required: a stream service refuses to start without it |
-//! | `DEDUP_DEADLINE_MARGIN_MS` | the time kept before the invocation's deadline to answer: work not done by then is abandoned and reported for redelivery (a webhook: 503 with `retry-after`), see [`crate::bound`] | 1500 |
-//! | `DEDUP_SDK_OPERATION_TIMEOUT_MS` | longest AWS SDK call (DynamoDB, SQS), retries included; a timeout is a transient fault | 10000 |
-//! | `DEDUP_SDK_ATTEMPT_TIMEOUT_MS` | longest attempt of an AWS SDK call; at most the operation timeout | 3000 |
-//!
-//! A retention that does not exceed queue retention + 2 × maxReceiveCount × visibility timeout +
-//! DLQ retention + replay window (a message redriven from the DLQ comes back too) is refused at
-//! start (S9): the function does not run with it. So are a lease not
-//! longer than the provider timeout (the lease could expire while the call is still out, and a
-//! second process would call again), a zero lease, provider timeout or concurrency, and a
-//! retention over 100 years (`now + retention` must not overflow), a deadline margin over 15
-//! minutes, and SDK timeouts that are zero or an attempt longer than its operation.
+//! The function's settings ([`Settings`]): what every function reads (`DEDUP_*`, the provider's
+//! timeout, the SDK timeouts and the side queues), checked at start, and [`SettingsError`], why
+//! any setting refuses the start. The table of every variable is the [`config`](super) module's.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use lambda_dedup::{EventTimeSource, RedeliveryHorizon, Retention, Scope, TimeFormat};
+use lambda_dedup::{EventTimeSource, RedeliveryHorizon, Retention, Scope};
+#[cfg(feature = "dynamodb")]
 use lambda_dedup_dynamodb::{Client, DynamoStore};
 
-mod rule;
-pub use rule::SettingRule;
-
-/// Where a function reads its configuration: the process environment in Lambda
-/// ([`Env::process`]), or a fixed set of variables ([`Env::from_pairs`]) in tests, which then run
-/// the very wiring `main` runs.
-#[derive(Debug, Clone, Default)]
-pub struct Env {
-    /// `None`: the process environment.
-    vars: Option<BTreeMap<String, String>>,
-}
-
-impl Env {
-    /// The process environment.
-    pub fn process() -> Self {
-        Self { vars: None }
-    }
-
-    /// Exactly these variables, and no others.
-    pub fn from_pairs<K: Into<String>, V: Into<String>>(
-        pairs: impl IntoIterator<Item = (K, V)>,
-    ) -> Self {
-        Self {
-            vars: Some(
-                pairs
-                    .into_iter()
-                    .map(|(k, v)| (k.into(), v.into()))
-                    .collect(),
-            ),
-        }
-    }
-
-    /// These variables with `name` set to `value` (a fixed set only; the process environment is
-    /// never changed).
-    #[must_use]
-    pub fn with(mut self, name: &str, value: impl Into<String>) -> Self {
-        self.vars
-            .get_or_insert_with(BTreeMap::new)
-            .insert(name.to_owned(), value.into());
-        self
-    }
-
-    /// A variable's value, if set.
-    pub fn get(&self, name: &str) -> Option<String> {
-        match &self.vars {
-            None => std::env::var(name).ok(),
-            Some(vars) => vars.get(name).cloned(),
-        }
-    }
-
-    /// A required variable, or an error naming it.
-    pub fn required(&self, name: &str) -> Result<String, SettingsError> {
-        required_in(self, name)
-    }
-
-    /// An optional variable parsed as `T`, or `default`; an unparsable value is an error, not
-    /// the default.
-    pub fn optional<T: std::str::FromStr>(
-        &self,
-        name: &str,
-        default: T,
-    ) -> Result<T, SettingsError> {
-        optional_in(self, name, default)
-    }
-}
+use super::env::{Env, Lookup, millis, optional_in, required_in};
+use super::keys::event_time_in;
+use super::margin::deadline_margin_in;
+use super::{SdkTimeouts, SettingRule, SideQueues};
 
 /// The variable that names the mark table.
 pub const MARK_TABLE_VAR: &str = "DEDUP_MARK_TABLE";
@@ -118,47 +23,6 @@ pub const MAX_RECEIVE_COUNT_VAR: &str = "DEDUP_MAX_RECEIVE_COUNT";
 pub const VISIBILITY_TIMEOUT_VAR: &str = "DEDUP_VISIBILITY_TIMEOUT_SECONDS";
 /// The dead-letter queue's message retention, seconds (S9's horizon).
 pub const DLQ_RETENTION_VAR: &str = "DEDUP_DLQ_RETENTION_SECONDS";
-
-/// Where variables come from.
-pub(crate) type Lookup<'a> = &'a Env;
-
-/// Why an operator's `--key-spec` text is not a key spec ([`cloudevents_key_spec`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum KeySpecTextError {
-    /// Not `cloudevents:<tenant extension>[:<fingerprint pointer>,…]`.
-    #[error("--key-spec {0:?}: expected cloudevents:<tenant extension>[:<fingerprint pointer>,…]")]
-    Form(String),
-    /// A fingerprint pointer that is not a JSON pointer.
-    #[error("--key-spec {0:?}: fingerprint pointers start with /")]
-    Pointer(String),
-}
-
-/// The key spec a CloudEvents function declares, from the text the operators' tool takes for
-/// it (`lambda-dedup --key-spec cloudevents:<tenant extension>[:<fingerprint pointer>,…]`), in
-/// `scope`. Without pointers the fingerprint covers the event's `data`. This is the spec
-/// before the settings' body limit and event-time source ([`Settings::key_spec`]).
-pub fn cloudevents_key_spec(
-    text: &str,
-    scope: Scope,
-) -> Result<lambda_dedup::KeySpec, KeySpecTextError> {
-    let mut parts = text.splitn(3, ':');
-    let (Some("cloudevents"), Some(tenant), pointers) = (parts.next(), parts.next(), parts.next())
-    else {
-        return Err(KeySpecTextError::Form(text.to_owned()));
-    };
-    if tenant.is_empty() {
-        return Err(KeySpecTextError::Form(text.to_owned()));
-    }
-    let spec = lambda_dedup::KeySpec::cloudevents(scope, tenant);
-    let Some(pointers) = pointers else {
-        return Ok(spec);
-    };
-    let list: Vec<&str> = pointers.split(',').filter(|p| !p.is_empty()).collect();
-    if list.iter().any(|p| !p.starts_with('/')) {
-        return Err(KeySpecTextError::Pointer(text.to_owned()));
-    }
-    Ok(spec.fingerprint(lambda_dedup::FingerprintSource::pointers(&list)))
-}
 
 /// Why a function refuses to start: typed, so a caller (or a test) can tell the cases apart.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -196,38 +60,6 @@ impl SettingsError {
     }
 }
 
-pub(crate) fn required_in(env: Lookup<'_>, name: &str) -> Result<String, SettingsError> {
-    match env.get(name) {
-        Some(v) if !v.trim().is_empty() => Ok(v),
-        _ => Err(SettingsError::Missing(name.to_owned())),
-    }
-}
-
-pub(crate) fn optional_in<T: std::str::FromStr>(
-    env: Lookup<'_>,
-    name: &str,
-    default: T,
-) -> Result<T, SettingsError> {
-    match env.get(name) {
-        Some(v) if !v.trim().is_empty() => v.trim().parse().map_err(|_| SettingsError::Invalid {
-            name: name.to_owned(),
-            value: v.clone(),
-        }),
-        _ => Ok(default),
-    }
-}
-
-/// A required variable, or an error naming it.
-pub fn required(name: &str) -> Result<String, SettingsError> {
-    Env::process().required(name)
-}
-
-/// An optional variable parsed as `T`, or `default`; an unparsable value is an error, not the
-/// default.
-pub fn optional<T: std::str::FromStr>(name: &str, default: T) -> Result<T, SettingsError> {
-    Env::process().optional(name, default)
-}
-
 fn positive(n: usize, name: &'static str) -> Result<usize, SettingsError> {
     if n == 0 {
         return Err(SettingsError::refused(name, SettingRule::Zero));
@@ -250,86 +82,6 @@ pub fn provider_timeout_in(env: Lookup<'_>) -> Result<Duration, SettingsError> {
 /// without the rest of [`Settings`].
 pub fn provider_timeout() -> Result<Duration, SettingsError> {
     provider_timeout_in(&Env::process())
-}
-
-/// `d` in whole milliseconds, as a `_MS` variable is written.
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// The variable that sets the deadline margin.
-pub const MARGIN_VAR: &str = "DEDUP_DEADLINE_MARGIN_MS";
-
-/// The longest margin accepted: Lambda's longest timeout (15 minutes).
-const MAX_MARGIN: Duration = Duration::from_secs(900);
-
-/// The margin as `value` (a variable's text, `None` when unset) says: milliseconds, at most 15
-/// minutes. Refused, naming the variable, when it does not parse or is over that.
-fn margin_from(value: Option<&str>) -> Result<Duration, SettingsError> {
-    let Some(text) = value.map(str::trim).filter(|v| !v.is_empty()) else {
-        return Ok(crate::bound::DEFAULT_MARGIN);
-    };
-    let invalid = || SettingsError::Invalid {
-        name: MARGIN_VAR.to_owned(),
-        value: text.to_owned(),
-    };
-    let margin = Duration::from_millis(text.parse().map_err(|_| invalid())?);
-    if margin > MAX_MARGIN {
-        return Err(SettingsError::refused(
-            MARGIN_VAR,
-            SettingRule::AboveMaximum {
-                value: millis(margin),
-                max: millis(MAX_MARGIN),
-                why: "longer than any Lambda timeout",
-            },
-        ));
-    }
-    Ok(margin)
-}
-
-/// `DEDUP_DEADLINE_MARGIN_MS` in `env` (default [`crate::bound::DEFAULT_MARGIN`]): the time kept
-/// before the invocation's deadline to answer. Refused over 15 minutes or when it does not parse.
-pub fn deadline_margin_in(env: Lookup<'_>) -> Result<Duration, SettingsError> {
-    margin_from(env.get(MARGIN_VAR).as_deref())
-}
-
-/// `DEDUP_EVENT_TIME_FROM` and `DEDUP_EVENT_TIME_FORMAT`: `None` when unset (the key spec's
-/// own source stands).
-fn event_time_in(env: Lookup<'_>) -> Result<Option<EventTimeSource>, SettingsError> {
-    let invalid = |name: &str, value: String| SettingsError::Invalid {
-        name: name.to_owned(),
-        value,
-    };
-    let format = match env.get("DEDUP_EVENT_TIME_FORMAT") {
-        Some(v) if !v.trim().is_empty() => {
-            TimeFormat::parse(&v).ok_or_else(|| invalid("DEDUP_EVENT_TIME_FORMAT", v))?
-        }
-        _ => TimeFormat::Rfc3339,
-    };
-    let Some(from) = env
-        .get("DEDUP_EVENT_TIME_FROM")
-        .filter(|v| !v.trim().is_empty())
-    else {
-        return Ok(None);
-    };
-    let source = match from.trim() {
-        "cloudevents" => EventTimeSource::CloudEvents,
-        "none" => EventTimeSource::None,
-        other => match other.split_once(':') {
-            Some(("json", pointer)) if pointer.starts_with('/') => EventTimeSource::JsonPointer {
-                pointer: pointer.to_owned(),
-                format,
-            },
-            Some(("attribute", name)) if !name.trim().is_empty() => {
-                EventTimeSource::MessageAttribute {
-                    name: name.trim().to_owned(),
-                    format,
-                }
-            }
-            _ => return Err(invalid("DEDUP_EVENT_TIME_FROM", from)),
-        },
-    };
-    Ok(Some(source))
 }
 
 /// What every function reads from its environment.
@@ -363,8 +115,14 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// Where the event's time is read (S10), when the setting overrides the key spec's own.
     pub event_time: Option<EventTimeSource>,
-    /// The time kept before the invocation's deadline to answer (`DEDUP_DEADLINE_MARGIN_MS`).
+    /// The time kept before the invocation's deadline to answer (`DEDUP_DEADLINE_MARGIN_MS`):
+    /// the one deadline margin, of every service (a relay's too).
     pub deadline_margin: Duration,
+    /// How long an AWS SDK call and its attempts may take (`DEDUP_SDK_*_TIMEOUT_MS`): every
+    /// client the function builds (its DynamoDB store and tables, its side queues) has them.
+    pub sdk_timeouts: SdkTimeouts,
+    /// The side queues (`DEDUP_RECONCILIATION_QUEUE_URL`, `DEDUP_PARKING_QUEUE_URL`).
+    pub queues: SideQueues,
 }
 
 impl Settings {
@@ -403,31 +161,7 @@ impl Settings {
                 },
             ));
         }
-        // Read where it is used (`connect`); checked here so that a bad value refuses the start.
-        lambda_dedup_dynamodb::SdkTimeouts::from_lookup(&|name| env.get(name)).map_err(
-            |e| match e {
-                lambda_dedup_dynamodb::TimeoutsError::Invalid { name, value } => {
-                    SettingsError::Invalid {
-                        name: name.to_owned(),
-                        value,
-                    }
-                }
-                lambda_dedup_dynamodb::TimeoutsError::Zero { name } => {
-                    SettingsError::refused(name, SettingRule::Zero)
-                }
-                lambda_dedup_dynamodb::TimeoutsError::AttemptOverOperation {
-                    attempt,
-                    operation,
-                } => SettingsError::refused(
-                    lambda_dedup_dynamodb::ATTEMPT_TIMEOUT_VAR,
-                    SettingRule::LongerThan {
-                        value: millis(attempt),
-                        other: lambda_dedup_dynamodb::OPERATION_TIMEOUT_VAR,
-                        other_value: millis(operation),
-                    },
-                ),
-            },
-        )?;
+        let sdk_timeouts = SdkTimeouts::read(env)?;
         if lease <= provider_timeout {
             return Err(SettingsError::refused(
                 "DEDUP_LEASE_SECONDS",
@@ -476,6 +210,8 @@ impl Settings {
             )?,
             event_time: event_time_in(env)?,
             deadline_margin: deadline_margin_in(env)?,
+            sdk_timeouts,
+            queues: SideQueues::read(env)?,
         })
     }
 
@@ -489,6 +225,7 @@ impl Settings {
         }
     }
 
+    #[cfg(feature = "dynamodb")]
     /// The deduplicator these settings describe, with every guard they document applied: keys
     /// by [`key_spec`](Self::key_spec), marks in the mark table kept for the checked retention
     /// (S9) under leases of `DEDUP_LEASE_SECONDS`, the warm cache sized by `DEDUP_CACHE_SIZE`
@@ -529,6 +266,7 @@ impl Settings {
         lambda_dedup_batch::CreateOnceDeduplicator::with_store(self.key_spec(spec), store)
     }
 
+    #[cfg(feature = "dynamodb")]
     /// The leased flow's deduplicator (S6): [`deduplicator`](Self::deduplicator) plus
     /// `PROVIDER_KEY_RETENTION_SECONDS`, so a takeover older than the provider keeps keys goes
     /// to reconciliation instead of calling again (S16).
@@ -549,6 +287,7 @@ impl Settings {
             .ok_or_else(|| SettingsError::Missing(MARK_TABLE_VAR.to_owned()))
     }
 
+    #[cfg(feature = "dynamodb")]
     /// The mark store these settings describe: marks in the mark table (required here).
     pub fn mark_store(&self, client: Client) -> Result<DynamoStore, SettingsError> {
         let table = self.required_mark_table()?.to_owned();
@@ -557,6 +296,7 @@ impl Settings {
             .with_clock_skew(self.clock_skew))
     }
 
+    #[cfg(feature = "dynamodb")]
     /// A store on `client` whose marks are the items of `table` that create-once mode writes
     /// (the webhook receiver's inbox): no mark table is read.
     pub fn create_once_store(&self, client: Client, table: &str) -> DynamoStore {
@@ -569,65 +309,8 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bound::DEFAULT_MARGIN;
-
-    /// `DEDUP_DEADLINE_MARGIN_MS`: milliseconds, at most 15 minutes.
-    #[test]
-    fn the_margin_setting_is_read_in_milliseconds_and_refused_when_it_cannot_work() {
-        assert_eq!(margin_from(None), Ok(DEFAULT_MARGIN));
-        assert_eq!(margin_from(Some(" ")), Ok(DEFAULT_MARGIN));
-        assert_eq!(margin_from(Some("250")), Ok(Duration::from_millis(250)));
-        assert_eq!(margin_from(Some("0")), Ok(Duration::ZERO));
-        assert!(matches!(
-            margin_from(Some("1.5s")),
-            Err(SettingsError::Invalid { name, .. }) if name == MARGIN_VAR
-        ));
-        assert!(matches!(
-            margin_from(Some("900001")),
-            Err(SettingsError::Refused {
-                var: MARGIN_VAR,
-                rule: SettingRule::AboveMaximum {
-                    value: 900_001,
-                    max: 900_000,
-                    ..
-                }
-            })
-        ));
-    }
+    use lambda_dedup::TimeFormat;
     use std::collections::HashMap;
-
-    /// The operators' `--key-spec` text: the tenant extension and the fingerprint pointers it
-    /// names are the spec's; anything else is refused with what is wrong.
-    #[test]
-    fn a_key_spec_text_is_read_as_the_operators_tool_reads_it() {
-        let scope = Scope::new("t", "c").expect("scope");
-        let spec = |text: &str| cloudevents_key_spec(text, scope.clone());
-        assert_eq!(
-            spec("cloudevents:tenantid:/data/a,/data/b"),
-            Ok(
-                lambda_dedup::KeySpec::cloudevents(scope.clone(), "tenantid").fingerprint(
-                    lambda_dedup::FingerprintSource::pointers(&["/data/a", "/data/b"])
-                )
-            )
-        );
-        assert_eq!(
-            spec("cloudevents:org"),
-            Ok(lambda_dedup::KeySpec::cloudevents(scope.clone(), "org"))
-        );
-        assert_ne!(spec("cloudevents:org"), spec("cloudevents:tenantid"));
-        for form in ["cloudevents", "cloudevents::/a", "attribute:x", ""] {
-            assert_eq!(
-                spec(form),
-                Err(KeySpecTextError::Form(form.into())),
-                "{form}"
-            );
-        }
-        let pointer = "cloudevents:tenantid:/a,data";
-        assert_eq!(
-            spec(pointer),
-            Err(KeySpecTextError::Pointer(pointer.into()))
-        );
-    }
 
     fn typed(vars: &[(&str, &str)]) -> Result<Settings, SettingsError> {
         let map: HashMap<String, String> = vars

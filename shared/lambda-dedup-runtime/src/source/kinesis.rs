@@ -32,7 +32,7 @@
 //!   trigger's `MaximumRecordAgeInSeconds` (`MaximumRetryAttempts: -1`, infinite, which
 //!   `cargo xtask check-infra` requires), so an outage, however many attempts it lasts, skips no
 //!   good record. The trigger's on-failure destination then only sees records older than that.
-//! - Without a parking queue a Kinesis function refuses to start ([`Parking::from_env`]): a
+//! - Without a parking queue a Kinesis function refuses to start ([`Parking::from_settings`]): a
 //!   record that can never apply would otherwise hold its shard until its maximum age, then be
 //!   handed on by sequence number only, its data lost once the stream's retention ends.
 
@@ -257,21 +257,31 @@ mod tests {
             .collect()
     }
 
-    /// S15: a Kinesis function without a parking queue refuses to start, naming the variable;
-    /// with one, it starts.
+    /// S15: a Kinesis function without a parking queue refuses to start, naming the variable
+    /// (unset or blank); with one, it starts, parking there.
     #[test]
     fn s15_a_kinesis_function_without_a_parking_queue_refuses_to_start() {
-        let missing = Parking::read(&Env::from_pairs::<&str, &str>([])).expect_err("refused");
-        assert_eq!(
-            missing,
-            SettingsError::Missing(PARKING_QUEUE_VARIABLE.into())
-        );
-        let blank =
-            Parking::read(&Env::from_pairs([(PARKING_QUEUE_VARIABLE, "  ")])).expect_err("refused");
-        assert_eq!(blank, SettingsError::Missing(PARKING_QUEUE_VARIABLE.into()));
+        let base = Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
+        let service = |env: &Env| {
+            let (dedup, _) = crate::testing::on_memory(crate::Dedup::read(env, "k").expect("env"));
+            dedup.kinesis(|_: crate::Event<serde_json::Value>| Vec::<Effect>::new())
+        };
+        for env in [
+            base.clone(),
+            base.clone().with(PARKING_QUEUE_VARIABLE, "  "),
+        ] {
+            let Err(crate::BuildError::Settings(missing)) = service(&env) else {
+                panic!("started without a parking queue");
+            };
+            assert_eq!(
+                missing,
+                SettingsError::Missing(PARKING_QUEUE_VARIABLE.into())
+            );
+        }
         let url = "https://sqs.eu-west-1.amazonaws.com/123456789012/parking";
-        let parking =
-            Parking::read(&Env::from_pairs([(PARKING_QUEUE_VARIABLE, url)])).expect("starts");
+        assert!(service(&base.clone().with(PARKING_QUEUE_VARIABLE, url)).is_ok());
+        let settings = crate::Settings::read(&base.with(PARKING_QUEUE_VARIABLE, url), "k");
+        let parking = Parking::from_settings(&settings.expect("settings")).expect("starts");
         assert_eq!(parking.queue.url(), url);
     }
 

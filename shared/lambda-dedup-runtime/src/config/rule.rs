@@ -74,6 +74,13 @@ pub enum SettingRule {
     /// Not in a form the variable takes, or refused by what reads it: that reader's reason,
     /// which never quotes a secret.
     Malformed(String),
+    /// The variable is no longer read: `instead` is (its value's meaning, `why`).
+    Retired {
+        /// The variable to set instead.
+        instead: &'static str,
+        /// What it means.
+        why: &'static str,
+    },
 }
 
 impl SettingRule {
@@ -163,6 +170,10 @@ impl fmt::Display for Shown<'_> {
                  (json:/id is Stripe's event id)"
             ),
             SettingRule::Malformed(reason) => write!(f, "{var}: {reason}"),
+            SettingRule::Retired { instead, why: w } => {
+                write!(f, "{var} is no longer read: set {instead}")?;
+                why(f, w)
+            }
         }
     }
 }

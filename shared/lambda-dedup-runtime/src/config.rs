@@ -1,0 +1,137 @@
+//! Every variable a function reads, read in one place into typed structs: the other modules
+//! take these structs and read no environment of their own. Each is read from an [`Env`] (the
+//! process environment in Lambda, a fixed set in tests, so tests run the wiring `main` runs) and
+//! refuses, naming the variable, what cannot work ([`SettingsError`]): a function does not start
+//! on a bad setting (S9), and a variable no longer read is refused too, naming the one that
+//! replaced it, never silently ignored.
+//!
+//! | struct | what | read by |
+//! | --- | --- | --- |
+//! | [`Settings`] (`settings`) | every function's: keys, retention (S9), leases, the cache, the deadline margin, with [`SdkTimeouts`] and [`SideQueues`] | `Dedup::from_env` / `Dedup::read` |
+//! | [`SdkTimeouts`] (`sdk`) | how long an AWS SDK call and its attempts may take | with the settings |
+//! | [`SideQueues`] (`queues`) | the reconciliation and parking queues | with the settings |
+//! | [`WebhookConfig`] (`webhook`) | a webhook receiver's scheme, secrets, identity, inbox | `WebhookConfig::from_env`, given to `Dedup::webhook` |
+//! | [`RelayConfig`] (`relay`) | a relay's table, record budget and sweep | `Dedup::relay`, from the builder's own `Env` |
+//! | [`ForwarderConfig`] (`forwarder`) | the inbox forwarder's queue, and its relay's | `inbox::forwarder`, from the builder's own `Env` |
+//! | [`PgConfig`], [`ValkeyConfig`] (`stores`) | the PostgreSQL or Valkey server of the marks | `Dedup::postgres`, `Dedup::valkey`, from the builder's own `Env` |
+//!
+//! # Every function ([`Settings`])
+//! | variable | meaning | default |
+//! | --- | --- | --- |
+//! | `DEDUP_NAMESPACE` | environment namespace of keys (`prod`, `dev`), S1 | required |
+//! | `DEDUP_CONSUMER` | consumer name in keys, S1 | the function's name |
+//! | `DEDUP_MARK_TABLE` | the mark table | required by every function that keeps marks in DynamoDB's mark table; not read by the webhook receiver, whose marks are its inbox items, nor by a relay, whose items are their own marks |
+//! | `DEDUP_RETENTION_SECONDS` | how long marks are kept, S9 | 2592000 (30 days) |
+//! | `DEDUP_QUEUE_RETENTION_SECONDS` | the source queue's message retention | 345600 (4 days) |
+//! | `DEDUP_MAX_RECEIVE_COUNT` | the redrive policy's maxReceiveCount | 5 |
+//! | `DEDUP_VISIBILITY_TIMEOUT_SECONDS` | the queue's visibility timeout | 180 |
+//! | `DEDUP_DLQ_RETENTION_SECONDS` | the dead-letter queue's message retention: how long a message may wait there before a redrive | 1209600 (14 days) |
+//! | `DEDUP_REPLAY_WINDOW_SECONDS` | how long after an event operators may replay it from an archive | 259200 (3 days) |
+//! | `DEDUP_MAX_CONCURRENCY` | messages of a batch processed at once, S12 | 10 |
+//! | `DEDUP_LEASE_SECONDS` | longest lease of the leased flow, S6; must exceed the provider timeout | 60 |
+//! | `DEDUP_CLOCK_SKEW_MS` | how far ahead another instance's clock may run without taking over a live lease: each lease is recorded this long past the end its owner works to (S6); below the lease | 1000 |
+//! | `PROVIDER_TIMEOUT_MS` | how long a call to an external API may take (functions that call out) | 5000 |
+//! | `PROVIDER_KEY_RETENTION_SECONDS` | how long the external API keeps idempotency keys; a takeover of an event first attempted longer ago goes to reconciliation instead of calling (S16); must exceed the lease | 86400 (Stripe's 24 h) |
+//! | `DEDUP_CACHE_SIZE` | completed marks kept in the warm container's cache (0: off) | 10000 |
+//! | `DEDUP_CACHE_SECONDS` | longest a cached mark is trusted before the mark table is asked again: a mark an operator forgets (`lambda-dedup forget`) reaches every warm container within it | 60 |
+//! | `DEDUP_PREFILTER_DUPLICATES` | batch-transaction mode: `true` reads the batch's marks first (one strongly consistent `BatchGetItem`) and leaves known duplicates out of its transactions, so a duplicate does not cancel a shared round; a filter only, the conditional write still decides (S4). Worth it for duplicate-heavy queues (docs/BENCHMARKS.md) | `false` |
+//! | `DEDUP_MAX_BODY_BYTES` | largest message body processed; larger ones are rejected (`body_too_large`) | 1048576 (1 MiB, the SQS limit since 2026) |
+//! | `DEDUP_EVENT_TIME_FROM` | where the event's own time is read, S10: `cloudevents` (its `time`), `json:/pointer`, `attribute:NAME`, or `none` (the producer declares no time; the mark table alone decides) | the key spec's own: `cloudevents` for CloudEvents functions |
+//! | `DEDUP_EVENT_TIME_FORMAT` | how a `json:` or `attribute:` time is written: `rfc3339`, `epoch-seconds` or `epoch-millis` | `rfc3339` |
+//! | `DEDUP_DEADLINE_MARGIN_MS` | the one deadline margin, of every service (a relay's too): the time kept before the invocation's deadline to answer; work not done by then is abandoned and reported for redelivery (a webhook: 503 with `retry-after`), see [`crate::bound`] | 1500 |
+//!
+//! A retention that does not exceed queue retention + 2 × maxReceiveCount × visibility timeout +
+//! DLQ retention + replay window (a message redriven from the DLQ comes back too) is refused at
+//! start (S9): the function does not run with it. So are a lease not
+//! longer than the provider timeout (the lease could expire while the call is still out, and a
+//! second process would call again), a zero lease, provider timeout or concurrency, and a
+//! retention over 100 years (`now + retention` must not overflow), a deadline margin over 15
+//! minutes, and SDK timeouts that are zero or an attempt longer than its operation.
+//!
+//! # AWS SDK calls ([`SdkTimeouts`])
+//! | variable | meaning | default |
+//! | --- | --- | --- |
+//! | `DEDUP_SDK_OPERATION_TIMEOUT_MS` | longest AWS SDK call (DynamoDB, SQS), retries included; a timeout is a transient fault | 10000 |
+//! | `DEDUP_SDK_ATTEMPT_TIMEOUT_MS` | longest attempt of an AWS SDK call; at most the operation timeout | 3000 |
+//!
+//! # Side queues ([`SideQueues`])
+//! | variable | meaning | default |
+//! | --- | --- | --- |
+//! | `DEDUP_RECONCILIATION_QUEUE_URL` | where events older than the retention go, S10 (`reconcile`) | none: to the DLQ |
+//! | `DEDUP_PARKING_QUEUE_URL` | Stream functions on the builder (Kinesis, DynamoDB Streams): where records that can never apply are parked, whole, before the checkpoint passes them, S15 (`parking::Parking`) | required: a stream service refuses to start without it |
+//!
+//! `DEDUP_RECONCILIATION_QUEUE_URL` is refused in a build without an SQS client (the feature
+//! `sqs-client`, on by default): late events would go to the DLQ instead of where it says.
+//!
+//! # A webhook receiver ([`WebhookConfig`])
+//! | variable | meaning | default |
+//! | --- | --- | --- |
+//! | `WEBHOOK_SCHEME` | how the sender signs ([`Scheme`](lambda_dedup::signature::Scheme)): `standard-webhooks` or `stripe`; anything else is refused at start | `standard-webhooks` |
+//! | `WEBHOOK_SECRETS` | the sender's secrets, comma-separated, as the sender writes them: `whsec_<base64>` (Standard Webhooks: the key is the decoded bytes) or Stripe's `whsec_…` (the string's bytes); each key 16 bytes or more; all accepted (rotation) | required |
+//! | `WEBHOOK_TOLERANCE_SECONDS` | how far a signature's timestamp may be from now, either way: 1 to 3600 (an hour, [`MAX_TOLERANCE`](lambda_dedup::signature::MAX_TOLERANCE)), anything else refused at start | 300 |
+//! | `WEBHOOK_ID_FROM` | the event's identity, always covered by the signature: `header:webhook-id` (Standard Webhooks' signed id) or `json:</pointer>` into the signed body; any other header is refused | `header:webhook-id`; Stripe: `json:/id` (the event's `evt_…`) |
+//! | `WEBHOOK_TENANT` | the sender (the keys' tenant) | required |
+//! | `WEBHOOK_MAX_BODY_BYTES` | the largest body | 262144 |
+//! | `INBOX_TABLE` | the inbox table (key `event_key`) | required |
+//! | `WEBHOOK_INBOX_RETENTION_SECONDS` | how long an inbox item — the event's mark — is kept: each item carries `expires_at` (epoch seconds) for the table's TTL; at least [`MIN_INBOX_RETENTION`] (3 days, the longest retry horizon of the senders offered: Stripe retries for up to three days), since a sender's retry after its item expired would be a new event | 2592000 (30 days) |
+//!
+//! # The marks on PostgreSQL or Valkey ([`PgConfig`], [`ValkeyConfig`])
+//! | variable | meaning | default |
+//! | --- | --- | --- |
+//! | `DATABASE_URL` | `Dedup::postgres`: the server, `postgresql://user:password@host:5432/db` (RDS Proxy's endpoint works as it is); never shown | required |
+//! | `PG_CA_BUNDLE` | a PEM file of the certificate authorities the server is verified with (for RDS, Amazon's RDS bundle) | one of the two is required |
+//! | `PG_TLS` | `disabled`: plain TCP, for a server on loopback only; any other value is refused | one of the two is required |
+//! | `VALKEY_URL` | `Dedup::valkey`: the server, `redis://[user:password@]host:port[/db]`; never shown | required |
+//! | `VALKEY_KEY_PREFIX` | the prefix of the mark keys | the store's own |
+//!
+//! # A relay ([`RelayConfig`]: `intent-relay`, the inbox's forwarder)
+//! Each relay names its table and the prefix of its own two variables ([`RelayVars`]):
+//! `intent-relay` `INTENTS_TABLE` and `RELAY_`, the inbox's forwarder `INBOX_TABLE` and
+//! `FORWARDER_`. The one deadline margin is `DEDUP_DEADLINE_MARGIN_MS`, as for every function.
+//!
+//! | variable | meaning | default |
+//! | --- | --- | --- |
+//! | `INTENTS_TABLE`, `INBOX_TABLE` | the relay's table, whose items carry their own settle status | required |
+//! | `RELAY_RECORD_BUDGET_MS`, `FORWARDER_RECORD_BUDGET_MS` | the time one record needs, whole — its action (for `intent-relay`, one provider call of `PROVIDER_TIMEOUT_MS`, which it must exceed) and the writes around it: a record is started only with this much left before the deadline; at most 15 minutes | `intent-relay` 7000, the forwarder 3000 |
+//! | `RELAY_REDRIVE_AFTER_SECONDS`, `FORWARDER_REDRIVE_AFTER_SECONDS` | how long an item may wait before the scheduled sweep re-drives it | 3600 |
+//! | `RELAY_DEADLINE_MARGIN_MS`, `FORWARDER_DEADLINE_MARGIN_MS` | no longer read (they were the record budget): refused at start, naming the budget's variable | — |
+//!
+//! # The inbox's forwarder ([`ForwarderConfig`])
+//! | variable | meaning | default |
+//! | --- | --- | --- |
+//! | `FORWARD_QUEUE_URL` | the queue the inbox's items are handed to | required |
+//!
+//! Its relay's variables are in the table above (`INBOX_TABLE`, `FORWARDER_*`).
+
+mod env;
+mod forwarder;
+mod keys;
+mod margin;
+mod queues;
+mod relay;
+mod rule;
+mod sdk;
+mod settings;
+mod stores;
+mod webhook;
+
+pub use env::{Env, optional, required};
+pub use forwarder::{FORWARD_QUEUE_VAR, FORWARDER, ForwarderConfig};
+pub use keys::{KeySpecTextError, cloudevents_key_spec};
+pub use margin::{MARGIN_VAR, deadline_margin_in};
+pub use queues::{PARKING_QUEUE_VAR, RECONCILIATION_QUEUE_VAR, SideQueues};
+pub use relay::{RelayConfig, RelayVars};
+pub use rule::SettingRule;
+pub use sdk::{ATTEMPT_TIMEOUT_VAR, OPERATION_TIMEOUT_VAR, SdkTimeouts};
+pub use settings::{
+    DLQ_RETENTION_VAR, MARK_TABLE_VAR, MAX_RECEIVE_COUNT_VAR, QUEUE_RETENTION_VAR, Settings,
+    SettingsError, VISIBILITY_TIMEOUT_VAR, provider_timeout, provider_timeout_in,
+};
+pub use stores::{
+    PG_CA_BUNDLE_VAR, PG_TLS_VAR, PG_URL_VAR, PgConfig, PgTls, VALKEY_PREFIX_VAR, VALKEY_URL_VAR,
+    ValkeyConfig,
+};
+pub use webhook::{
+    DEFAULT_INBOX_RETENTION_SECS, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOLERANCE_SECS, IdentityFrom,
+    MIN_INBOX_RETENTION, WebhookConfig,
+};

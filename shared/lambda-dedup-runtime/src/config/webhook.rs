@@ -1,0 +1,370 @@
+//! The webhook receiver's configuration ([`WebhookConfig`], feature `webhook`): how the sender
+//! signs, its secrets and window, where the signed identity is, the sender, the largest body and
+//! the inbox (`WEBHOOK_*`, `INBOX_TABLE`; the table of the [`config`](super) module). What the
+//! receiver does with it is the `webhook` module's.
+
+use std::time::Duration;
+
+use lambda_dedup::signature::{Scheme, Verifier, VerifierError, WEBHOOK_ID_HEADER};
+use lambda_dedup::{FingerprintSource, IdentitySource, KeySpec, Scope, TenantSource};
+
+use super::env::{Env, Lookup, optional_in, required_in};
+use super::{SettingRule, SettingsError};
+
+/// The default largest body: 256 KiB, well inside a DynamoDB item and an SQS message.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 256 * 1024;
+/// The default tolerance window of signature timestamps (5 minutes).
+pub const DEFAULT_TOLERANCE_SECS: u64 = 300;
+
+/// Where the event's identity comes from: what the sender declares and signs, never a hash of
+/// the body, never an unsigned header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdentityFrom {
+    /// Standard Webhooks' `webhook-id` header, which its signature covers.
+    WebhookId,
+    /// A JSON pointer into the body (signed whole in every scheme).
+    JsonPointer(String),
+}
+
+impl std::str::FromStr for IdentityFrom {
+    type Err = String;
+
+    /// `header:webhook-id` or `json:<pointer>`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once(':') {
+            Some(("header", name)) if name.trim().eq_ignore_ascii_case(WEBHOOK_ID_HEADER) => {
+                Ok(Self::WebhookId)
+            }
+            Some(("header", name)) => Err(format!(
+                "the header '{}' is not signed: only {WEBHOOK_ID_HEADER} (Standard Webhooks) is, or use json:</pointer> into the signed body",
+                name.trim()
+            )),
+            Some(("json", pointer)) if pointer.starts_with('/') => {
+                Ok(Self::JsonPointer(pointer.to_owned()))
+            }
+            _ => Err(format!(
+                "'{s}' is neither header:{WEBHOOK_ID_HEADER} nor json:</pointer> (a body hash is never the default identity)"
+            )),
+        }
+    }
+}
+
+impl IdentityFrom {
+    /// The identity a scheme signs when none is configured: Standard Webhooks' `webhook-id`,
+    /// Stripe's event id (the body's top-level `id`).
+    pub fn default_for(scheme: Scheme) -> Self {
+        match scheme {
+            Scheme::StandardWebhooks => Self::WebhookId,
+            Scheme::Stripe => Self::JsonPointer("/id".into()),
+        }
+    }
+
+    /// Whether `scheme`'s signature covers this identity (Stripe signs no id header).
+    pub fn signed_by(&self, scheme: Scheme) -> bool {
+        match self {
+            Self::WebhookId => scheme == Scheme::StandardWebhooks,
+            Self::JsonPointer(_) => true,
+        }
+    }
+}
+
+/// The receiver's configuration.
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    /// The scheme, the secrets held (all accepted, for rotation) and the tolerance window.
+    pub verifier: Verifier,
+    /// Where the identity comes from (covered by the signature).
+    pub identity: IdentityFrom,
+    /// The sender (the keys' tenant, S1).
+    pub tenant: String,
+    /// The largest body accepted.
+    pub max_body_bytes: usize,
+    /// The inbox table (key `event_key`).
+    pub inbox_table: String,
+    /// How long an inbox item is kept (its `expires_at`, for the table's TTL).
+    pub inbox_retention: Duration,
+}
+
+/// The shortest inbox retention accepted: the longest retry horizon of the senders offered
+/// (Stripe retries a delivery for up to three days; Standard Webhooks senders for about a day
+/// and a half). A retry after its event's inbox item expired would be taken for a new event.
+pub const MIN_INBOX_RETENTION: Duration = Duration::from_secs(3 * 86_400);
+
+/// The inbox retention when `WEBHOOK_INBOX_RETENTION_SECONDS` is unset: 30 days.
+pub const DEFAULT_INBOX_RETENTION_SECS: u64 = 30 * 86_400;
+
+impl WebhookConfig {
+    /// From `WEBHOOK_SCHEME` (default `standard-webhooks`), `WEBHOOK_SECRETS` (comma-separated,
+    /// as the scheme writes them), `WEBHOOK_TOLERANCE_SECONDS` (default 300, at most 3600), `WEBHOOK_ID_FROM`
+    /// (default the scheme's signed id), `WEBHOOK_TENANT` (the sender), `WEBHOOK_MAX_BODY_BYTES`
+    /// (default 262144) and `INBOX_TABLE`; see the module's table. Refuses an unknown scheme, a
+    /// secret the scheme cannot read, a tolerance of zero or over an hour, and an identity its
+    /// signature does not cover.
+    pub fn from_env() -> Result<Self, SettingsError> {
+        Self::read(&Env::process())
+    }
+
+    /// The configuration in `env` (see [`from_env`](Self::from_env)).
+    pub fn read(env: Lookup<'_>) -> Result<Self, SettingsError> {
+        let scheme = match env.get("WEBHOOK_SCHEME").filter(|v| !v.trim().is_empty()) {
+            None => Scheme::default(),
+            Some(v) => v
+                .parse()
+                .map_err(|e: lambda_dedup::signature::UnknownScheme| {
+                    SettingsError::refused("WEBHOOK_SCHEME", SettingRule::Malformed(e.to_string()))
+                })?,
+        };
+        let secrets: Vec<String> = required_in(env, "WEBHOOK_SECRETS")?
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let tolerance = Duration::from_secs(optional_in(
+            env,
+            "WEBHOOK_TOLERANCE_SECONDS",
+            DEFAULT_TOLERANCE_SECS,
+        )?);
+        let verifier = Verifier::new(scheme, &secrets, tolerance).map_err(|e| {
+            // Each refusal names the variable it is about, and the rule.
+            const TOLERANCE: &str = "WEBHOOK_TOLERANCE_SECONDS";
+            match e {
+                VerifierError::NoTolerance => SettingsError::refused(TOLERANCE, SettingRule::Zero),
+                VerifierError::ToleranceTooLong { secs } => SettingsError::refused(
+                    TOLERANCE,
+                    SettingRule::AboveMaximum {
+                        value: secs,
+                        max: lambda_dedup::signature::MAX_TOLERANCE.as_secs(),
+                        why: "a captured delivery could be replayed for that long",
+                    },
+                ),
+                VerifierError::NoSecret | VerifierError::BadSecret { .. } => {
+                    SettingsError::refused("WEBHOOK_SECRETS", SettingRule::Malformed(e.to_string()))
+                }
+            }
+        })?;
+        let identity = match env.get("WEBHOOK_ID_FROM").filter(|v| !v.trim().is_empty()) {
+            None => IdentityFrom::default_for(scheme),
+            Some(v) => v.trim().parse().map_err(|e| {
+                SettingsError::refused("WEBHOOK_ID_FROM", SettingRule::Malformed(e))
+            })?,
+        };
+        if !identity.signed_by(scheme) {
+            return Err(SettingsError::refused(
+                "WEBHOOK_ID_FROM",
+                SettingRule::NotSigned {
+                    scheme: scheme.name(),
+                },
+            ));
+        }
+        let max_body_bytes = optional_in(env, "WEBHOOK_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)?;
+        if max_body_bytes == 0 {
+            return Err(SettingsError::refused(
+                "WEBHOOK_MAX_BODY_BYTES",
+                SettingRule::Zero,
+            ));
+        }
+        let inbox_retention = Duration::from_secs(optional_in(
+            env,
+            "WEBHOOK_INBOX_RETENTION_SECONDS",
+            DEFAULT_INBOX_RETENTION_SECS,
+        )?);
+        if inbox_retention < MIN_INBOX_RETENTION {
+            return Err(SettingsError::refused(
+                "WEBHOOK_INBOX_RETENTION_SECONDS",
+                SettingRule::BelowMinimum {
+                    value: inbox_retention.as_secs(),
+                    min: MIN_INBOX_RETENTION.as_secs(),
+                    why: "shorter than the senders' retry horizon: a retry after its inbox item \
+                          expired would be a new event",
+                },
+            ));
+        }
+        Ok(Self {
+            verifier,
+            identity,
+            tenant: required_in(env, "WEBHOOK_TENANT")?,
+            max_body_bytes,
+            inbox_table: required_in(env, "INBOX_TABLE")?,
+            inbox_retention,
+        })
+    }
+
+    /// The key spec: the declared identity within the sender (tenant) and the function's scope,
+    /// with the whole body as the fingerprint (the same identity with another body is a
+    /// conflict, S11).
+    pub fn key_spec(&self, scope: Scope) -> KeySpec {
+        let identity = match &self.identity {
+            IdentityFrom::WebhookId => IdentitySource::MessageAttribute(WEBHOOK_ID_HEADER.into()),
+            IdentityFrom::JsonPointer(p) => IdentitySource::JsonPointer(p.clone()),
+        };
+        KeySpec::new(scope, identity)
+            .tenant(TenantSource::Fixed(self.tenant.clone()))
+            .fingerprint(FingerprintSource::WholeBody)
+            .max_body_bytes(self.max_body_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Standard Webhooks' published test secret, and Stripe's (`lambda_dedup`'s vectors).
+    const SW_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    const ST_SECRET: &str = "whsec_test_secret";
+    /// The secret being rotated out (the base64 of `old-secret-0123456789`).
+    const OLD: &str = "whsec_b2xkLXNlY3JldC0wMTIzNDU2Nzg5";
+
+    /// The configuration `main` reads, from these variables (and nothing else).
+    fn config(vars: &[(&str, &str)]) -> Result<WebhookConfig, SettingsError> {
+        let map: HashMap<String, String> = [("WEBHOOK_TENANT", "acme"), ("INBOX_TABLE", "inbox")]
+            .iter()
+            .chain(vars)
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        WebhookConfig::read(&Env::from_pairs(map))
+    }
+
+    fn refusal(vars: &[(&str, &str)]) -> String {
+        match config(vars) {
+            Ok(c) => panic!("accepted: {c:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// `WEBHOOK_SCHEME`: the default, both names, and an unknown one refused at start.
+    #[test]
+    fn webhook_scheme_is_read_and_an_unknown_one_refused() {
+        let sw = |vars: &[(&str, &str)]| config(vars).map(|c| c.verifier.scheme());
+        assert_eq!(
+            sw(&[("WEBHOOK_SECRETS", SW_SECRET)]),
+            Ok(Scheme::StandardWebhooks)
+        );
+        assert_eq!(
+            sw(&[
+                ("WEBHOOK_SCHEME", "standard-webhooks"),
+                ("WEBHOOK_SECRETS", SW_SECRET)
+            ]),
+            Ok(Scheme::StandardWebhooks)
+        );
+        assert_eq!(
+            sw(&[("WEBHOOK_SCHEME", "stripe"), ("WEBHOOK_SECRETS", ST_SECRET)]),
+            Ok(Scheme::Stripe)
+        );
+        for unknown in ["github", "v1", "hmac"] {
+            let e = refusal(&[("WEBHOOK_SCHEME", unknown), ("WEBHOOK_SECRETS", SW_SECRET)]);
+            assert!(
+                e.contains("WEBHOOK_SCHEME") && e.contains(unknown) && e.contains("stripe"),
+                "{e}"
+            );
+        }
+    }
+
+    /// `WEBHOOK_SECRETS` as each scheme writes them; the former raw secrets, secrets that do not
+    /// decode and short keys are refused at start, without quoting the secret.
+    #[test]
+    fn webhook_secrets_are_read_as_the_scheme_writes_them() {
+        let keys = config(&[("WEBHOOK_SECRETS", &format!(" {SW_SECRET} , {OLD} "))])
+            .map(|c| format!("{:?}", c.verifier));
+        assert!(
+            keys.as_ref().is_ok_and(|d| d.contains("secrets: 2")),
+            "{keys:?}"
+        );
+        assert!(keys.is_ok_and(|d| !d.contains("MfKQ")), "never in Debug");
+        let e = refusal(&[("WEBHOOK_SECRETS", "local-webhook-secret-2026-11")]);
+        assert!(e.contains("WEBHOOK_SECRETS") && e.contains("whsec_"), "{e}");
+        assert!(!e.contains("local-webhook-secret"), "{e}");
+        let e = refusal(&[("WEBHOOK_SECRETS", "whsec_***not-base64***")]);
+        assert!(e.contains("base64"), "{e}");
+        let e = refusal(&[("WEBHOOK_SECRETS", "whsec_c2hvcnQ=")]);
+        assert!(e.contains("5 bytes"), "{e}");
+        let e = refusal(&[("WEBHOOK_SECRETS", " , ")]);
+        assert!(e.contains("no secret"), "{e}");
+        // Stripe's are not base64: `whsec_test_secret` is its own key.
+        assert!(config(&[("WEBHOOK_SCHEME", "stripe"), ("WEBHOOK_SECRETS", ST_SECRET)]).is_ok());
+        let e = refusal(&[
+            ("WEBHOOK_SCHEME", "stripe"),
+            ("WEBHOOK_SECRETS", "sk_test_123"),
+        ]);
+        assert!(e.contains("whsec_") && !e.contains("sk_test"), "{e}");
+    }
+
+    /// `WEBHOOK_TOLERANCE_SECONDS` is bounded: a window longer than an hour would let a captured
+    /// delivery be replayed for that long, so it is refused at start, naming the variable and
+    /// the bound; so is a zero window (it would refuse everything). An hour is accepted.
+    #[test]
+    fn webhook_tolerance_seconds_over_an_hour_is_refused_at_start() {
+        let sw = ("WEBHOOK_SECRETS", SW_SECRET);
+        let tolerance = |v: &str| {
+            config(&[sw, ("WEBHOOK_TOLERANCE_SECONDS", v)]).map(|c| c.verifier.tolerance())
+        };
+        assert_eq!(tolerance("3600"), Ok(Duration::from_secs(3600)));
+        assert_eq!(
+            config(&[sw]).map(|c| c.verifier.tolerance()),
+            Ok(Duration::from_secs(DEFAULT_TOLERANCE_SECS))
+        );
+        for too_long in ["3601", "86400", "18446744073709551615"] {
+            let e = refusal(&[sw, ("WEBHOOK_TOLERANCE_SECONDS", too_long)]);
+            assert!(
+                e.contains("WEBHOOK_TOLERANCE_SECONDS") && e.contains("3600"),
+                "{too_long}: {e}"
+            );
+        }
+        let e = refusal(&[sw, ("WEBHOOK_TOLERANCE_SECONDS", "0")]);
+        assert!(e.contains("WEBHOOK_TOLERANCE_SECONDS"), "{e}");
+        // Typed: the variable and the rule, the bound with it.
+        assert_eq!(
+            tolerance("0"),
+            Err(SettingsError::refused(
+                "WEBHOOK_TOLERANCE_SECONDS",
+                SettingRule::Zero
+            ))
+        );
+        assert!(matches!(
+            tolerance("7200"),
+            Err(SettingsError::Refused {
+                var: "WEBHOOK_TOLERANCE_SECONDS",
+                rule: SettingRule::AboveMaximum {
+                    value: 7200,
+                    max: 3600,
+                    ..
+                },
+            })
+        ));
+    }
+
+    /// `WEBHOOK_ID_FROM`: only an identity the signature covers.
+    #[test]
+    fn webhook_id_from_takes_only_a_signed_identity() {
+        let id = |vars: &[(&str, &str)]| config(vars).map(|c| c.identity);
+        let sw = ("WEBHOOK_SECRETS", SW_SECRET);
+        assert_eq!(id(&[sw]), Ok(IdentityFrom::WebhookId));
+        assert_eq!(
+            id(&[sw, ("WEBHOOK_ID_FROM", "header:Webhook-Id")]),
+            Ok(IdentityFrom::WebhookId)
+        );
+        assert_eq!(
+            id(&[sw, ("WEBHOOK_ID_FROM", "json:/data/id")]),
+            Ok(IdentityFrom::JsonPointer("/data/id".into()))
+        );
+        let e = refusal(&[sw, ("WEBHOOK_ID_FROM", "header:x-event-id")]);
+        assert!(e.contains("not signed"), "{e}");
+        assert!(refusal(&[sw, ("WEBHOOK_ID_FROM", "sha256")]).contains("WEBHOOK_ID_FROM"));
+        assert!(refusal(&[sw, ("WEBHOOK_ID_FROM", "json:data")]).contains("WEBHOOK_ID_FROM"));
+        let st = [("WEBHOOK_SCHEME", "stripe"), ("WEBHOOK_SECRETS", ST_SECRET)];
+        assert_eq!(id(&st), Ok(IdentityFrom::JsonPointer("/id".into())));
+        assert_eq!(
+            id(&[st[0], st[1], ("WEBHOOK_ID_FROM", "header:webhook-id")]),
+            Err(SettingsError::refused(
+                "WEBHOOK_ID_FROM",
+                SettingRule::NotSigned { scheme: "stripe" }
+            ))
+        );
+        let e = refusal(&[st[0], st[1], ("WEBHOOK_ID_FROM", "header:webhook-id")]);
+        assert!(
+            e.contains("WEBHOOK_ID_FROM") && e.contains("must be signed"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,21 @@
+//! The sources: what a batch of records from each door is, and how one invocation of it runs.
+//!
+//! - [`sqs`]: one SQS invocation, from event to `SqsBatchResponse` (the builder's SQS services):
+//!   messages, the report rebuilt by record id, late events routed, the account;
+//! - `kinesis`, `dynamodb_stream` (features `kinesis`, `dynamodb-streams`): stream records as
+//!   messages, the checkpoint as the partial batch response, records that can never apply
+//!   parked (`parking::Parking`);
+//! - `stream`: what both stream sources do the same way (`stream::run`), each saying only what
+//!   one of its records is (`stream::StreamRecord`).
+//!
+//! The webhook door is [`crate::webhook`]; the relays' streams, whose items settle themselves,
+//! [`crate::relay`]. Each source keeps its public path at the crate's root
+//! (`lambda_dedup_runtime::sqs`, `::kinesis`, `::dynamodb_stream`).
+
+#[cfg(any(feature = "dynamodb-streams", test))]
+pub mod dynamodb_stream;
+#[cfg(any(feature = "kinesis", test))]
+pub mod kinesis;
+pub mod sqs;
+#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+pub(crate) mod stream;

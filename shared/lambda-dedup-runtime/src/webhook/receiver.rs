@@ -1,0 +1,212 @@
+//! The receiver: one request's checks in order (method, size, signature: nothing stored before
+//! them), its inbox item created once (the item is the mark), and its answer before the
+//! invocation's deadline, counted in EMF.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use lambda_dedup::signature::{SignatureError, WEBHOOK_ID_HEADER, WEBHOOK_TIMESTAMP_HEADER};
+use lambda_dedup::{AttributeValue, Derived, Effect, Item, Message};
+use lambda_dedup_batch::{CreateOnceDeduplicator, HandlerError, Outcome, Plan, Reason, RetryCause};
+use lambda_http::http::{HeaderMap, Method};
+use lambda_http::{Body, Request, RequestExt, Response};
+
+use super::answer::{Answer, answer_for, response};
+use crate::config::WebhookConfig;
+
+/// The TTL attribute of an inbox item: when it expires, epoch seconds.
+pub const INBOX_EXPIRES_AT: &str = "expires_at";
+/// The signed headers whose values cannot hold a comma, so that a comma in one means the header
+/// was sent more than once and joined by the front (Function URL, API Gateway payload 2.0).
+/// Not the signature headers: commas are part of their format (`v1,<base64>`, `t=…,v1=…`).
+const JOINED_WHEN_REPEATED: [&str; 2] = [WEBHOOK_ID_HEADER, WEBHOOK_TIMESTAMP_HEADER];
+
+/// The receiver: its configuration and the deduplicator (built with [`WebhookConfig::key_spec`]).
+#[derive(Debug)]
+pub struct Receiver {
+    pub(super) config: WebhookConfig,
+    dedup: CreateOnceDeduplicator,
+    function: String,
+    margin: std::time::Duration,
+}
+
+impl Receiver {
+    /// A receiver for `function` (the `Function` of its metrics).
+    pub fn new(function: &str, config: WebhookConfig, dedup: CreateOnceDeduplicator) -> Self {
+        Self {
+            config,
+            dedup,
+            function: function.to_owned(),
+            margin: crate::bound::DEFAULT_MARGIN,
+        }
+    }
+
+    /// The time kept before the invocation's deadline to answer (default
+    /// [`crate::bound::DEFAULT_MARGIN`]; the builder gives the function's `DEDUP_DEADLINE_MARGIN_MS`).
+    pub fn deadline_margin(mut self, margin: std::time::Duration) -> Self {
+        self.margin = margin;
+        self
+    }
+
+    /// Answers one request, given its parts: verifies, deduplicates, records in the inbox.
+    /// `request_id` names the request in logs; `now` is the clock signatures are judged by.
+    pub async fn answer(
+        &self,
+        method: &Method,
+        headers: &HeaderMap,
+        body: &[u8],
+        request_id: &str,
+        now: SystemTime,
+    ) -> Answer {
+        if method != Method::POST {
+            return Answer::error(
+                405,
+                "MethodNotAllowed",
+                "method_not_allowed",
+                "webhooks are POSTed",
+            );
+        }
+        // The body is already in memory (lambda_http received it whole); its length is checked
+        // before anything costs more than a comparison: no HMAC, no parse, no store call.
+        if body.len() > self.config.max_body_bytes {
+            tracing::warn!(
+                request_id,
+                bytes = body.len(),
+                max = self.config.max_body_bytes,
+                "webhook refused: body too large"
+            );
+            return Answer::error(
+                413,
+                "TooLarge",
+                Reason::BodyTooLarge.code(),
+                &format!("the body is over {} bytes", self.config.max_body_bytes),
+            );
+        }
+        // Each signed header once: otherwise which copy was verified and which one names the
+        // event would be ambiguous.
+        let header = |name: &str| {
+            let mut all = headers.get_all(name).iter();
+            match (all.next(), all.next()) {
+                (Some(_), Some(_)) => Err(SignatureError::RepeatedHeader),
+                (one, _) => {
+                    let value = one.and_then(|v| v.to_str().ok());
+                    // A Function URL (and API Gateway's payload 2.0) hands a header sent more
+                    // than once as one header, its values joined with commas, so the count above
+                    // sees one copy. An id or a timestamp never holds a comma: one that does was
+                    // sent twice.
+                    if JOINED_WHEN_REPEATED.contains(&name)
+                        && value.is_some_and(|v| v.contains(','))
+                    {
+                        Err(SignatureError::RepeatedHeader)
+                    } else {
+                        Ok(value)
+                    }
+                }
+            }
+        };
+        if let Err(e) = self.config.verifier.verify(&header, body, now) {
+            tracing::warn!(request_id, code = e.code(), reason = %e, "webhook refused: signature");
+            return Answer::error(401, "Unauthorized", e.code(), "the signature is not valid");
+        }
+        let message = Message {
+            message_id: request_id.to_owned(),
+            body: body.to_vec(),
+            // The first value of each header: the signed ones were sent once (checked above).
+            attributes: headers
+                .iter()
+                .fold(BTreeMap::new(), |mut all, (name, value)| {
+                    if let Ok(value) = value.to_str() {
+                        all.entry(name.as_str().to_owned())
+                            .or_insert_with(|| AttributeValue::String(value.to_owned()));
+                    }
+                    all
+                }),
+            group_id: None,
+        };
+        let received_at = lambda_dedup::clock::epoch_millis(now);
+        let inbox = self.config.inbox_table.as_str();
+        // The answer of a new event is the one its plan stores with the mark.
+        let mut first_answer = None;
+        let outcome = self
+            .dedup
+            .create_once(&message, |event| {
+                let expires_at = lambda_dedup::clock::epoch_secs(now + self.config.inbox_retention);
+                let plan = inbox_plan(inbox, event, body, received_at, expires_at)?;
+                first_answer.clone_from(&plan.result);
+                Ok(plan)
+            })
+            .await;
+        answer_for(outcome, first_answer)
+    }
+
+    /// Answers one Lambda HTTP request (Function URL or API Gateway HTTP API), prints its EMF
+    /// count and logs its outcome.
+    /// Not answered by the invocation's cutoff ([`crate::bound`]), it is answered 503 with
+    /// `retry-after` before the deadline; a commit abandoned meanwhile answers the sender's retry
+    /// as a replay.
+    pub async fn handle(&self, request: Request) -> Response<Body> {
+        // Lambda always gives one; a request without (a hand-built one) gets no deadline.
+        let context = request.lambda_context_ref().cloned().unwrap_or_default();
+        let request_id = context.request_id.clone();
+        let body: &[u8] = request.body().as_ref();
+        let answer = crate::bound::within(
+            crate::bound::cutoff(&context, self.margin),
+            self.answer(
+                request.method(),
+                request.headers(),
+                body,
+                &request_id,
+                SystemTime::now(),
+            ),
+        )
+        .await
+        .unwrap_or_else(|| {
+            tracing::warn!(request_id, "not recorded before the invocation's deadline");
+            answer_for(
+                Outcome::retry(RetryCause::Deadline, crate::bound::ABANDONED),
+                None,
+            )
+        });
+        let mut counts = vec![("Requests", "Count", 1), (answer.outcome, "Count", 1)];
+        if answer.received() {
+            counts.push(("Received", "Count", 1));
+        }
+        println!("{}", crate::emf::line(&self.function, &counts));
+        tracing::info!(function = %self.function, request_id, status = answer.status,
+            outcome = answer.outcome, "webhook answered");
+        response(answer)
+    }
+}
+
+/// The inbox item, which is the event's mark (create-once mode: one conditional `Put`): the
+/// event's key, the sender, the body as sent (the queue's consumer reads the sender's own bytes)
+/// and when it was received; the answer stored in it for the sender's retries names the key.
+fn inbox_plan(
+    table: &str,
+    event: &Derived,
+    body: &[u8],
+    received_at: u64,
+    expires_at: u64,
+) -> Result<Plan, HandlerError> {
+    let Ok(text) = std::str::from_utf8(body) else {
+        return Err(HandlerError::Invalid(lambda_dedup_batch::Invalid::NotUtf8));
+    };
+    let key = event.key.as_str();
+    let item = Item::new()
+        .with("event_key", key)
+        .with("tenant", event.tenant.as_str())
+        .with("body", text)
+        .with("received_at", received_at)
+        .with(INBOX_EXPIRES_AT, expires_at);
+    let result = serde_json::json!({
+        "status": "accepted",
+        "inbox_key": key,
+        "received_at": received_at,
+    });
+    Ok(Plan {
+        // Create-once: the put is conditional on no inbox item with this key existing, and
+        // carries the mark (key, fingerprint, this answer) in the item itself (S5).
+        effects: vec![Effect::put(table, item)],
+        result: Some(result.to_string()),
+    })
+}

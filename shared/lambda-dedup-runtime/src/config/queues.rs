@@ -39,10 +39,13 @@ impl SideQueues {
         };
         #[cfg(not(feature = "sqs-client"))]
         if queues.reconciliation.is_some() {
-            return Err(SettingsError::Refused(format!(
-                "{RECONCILIATION_QUEUE_VAR} is set, and this build has no SQS client to send \
-                 late events there (lambda-dedup-runtime's feature sqs-client)"
-            )));
+            return Err(SettingsError::refused(
+                RECONCILIATION_QUEUE_VAR,
+                super::SettingRule::NotInThisBuild {
+                    feature: "sqs-client",
+                    why: "late events would go to the DLQ instead of reconciliation",
+                },
+            ));
         }
         Ok(queues)
     }

@@ -74,6 +74,14 @@ pub enum SettingRule {
     /// Not in a form the variable takes, or refused by what reads it: that reader's reason,
     /// which never quotes a secret.
     Malformed(String),
+    /// The variable is set, and this build lacks the runtime's feature `feature` that would act
+    /// on it (`why`: what would silently happen instead).
+    NotInThisBuild {
+        /// The runtime's feature.
+        feature: &'static str,
+        /// What would happen without it.
+        why: &'static str,
+    },
     /// The variable is no longer read: `instead` is (its value's meaning, `why`).
     Retired {
         /// The variable to set instead.
@@ -170,6 +178,13 @@ impl fmt::Display for Shown<'_> {
                  (json:/id is Stripe's event id)"
             ),
             SettingRule::Malformed(reason) => write!(f, "{var}: {reason}"),
+            SettingRule::NotInThisBuild { feature, why: w } => {
+                write!(
+                    f,
+                    "{var} is set, and this build lacks lambda-dedup-runtime's feature {feature}"
+                )?;
+                why(f, w)
+            }
             SettingRule::Retired { instead, why: w } => {
                 write!(f, "{var} is no longer read: set {instead}")?;
                 why(f, w)

@@ -115,8 +115,9 @@
 //! key of another slot is refused before anything is sent ([`StoreError::Invalid`], naming both
 //! slots); [`slot::key_slot`] computes a key's slot as the cluster does. The connection is one
 //! node's (the cluster's `MOVED` redirections are not followed): a cluster behind one endpoint
-//! that routes by slot (a cluster-aware proxy), or a cluster of one shard, works; spreading the
-//! marks over shards with a client that follows redirections is not built in.
+//! that routes by slot (a cluster-aware proxy), or a cluster of one shard, works (the tests run
+//! a node in cluster mode holding every slot); spreading the marks over shards with a client
+//! that follows redirections is not built in.
 
 #![warn(missing_docs)]
 

@@ -97,10 +97,11 @@
 //!
 //! # TLS
 //! A `rediss://` URL connects over TLS (rustls, with aws-lc-rs; no OpenSSL), and the server's
-//! certificate is verified: against the system's roots (the CA bundle of the Lambda image,
-//! which ElastiCache's and MemoryDB's certificates chain to) with
-//! [`ValkeyStore::from_url`], or against roots of your own (a private CA) with
-//! [`ValkeyStore::from_url_with_roots`]; and against the URL's host. There is no insecure mode:
+//! certificate is verified: against the system's roots (the CA bundle of the Lambda image)
+//! with [`ValkeyStore::from_url`], or against roots of your own (a private CA) with
+//! [`ValkeyStore::from_url_with_roots`]; and against the URL's host. When the process has no
+//! default rustls crypto provider installed, the store installs aws-lc-rs as the default (the
+//! client builds its TLS configuration with the process's default). There is no insecure mode:
 //! the client's `#insecure` fragment is refused when the store is built. A server that does not
 //! speak TLS, or whose certificate is not trusted or for another name, is a failed connection,
 //! a transient [`StoreError::Store`] whose message says TLS (and the handshake's error) — the
@@ -200,9 +201,8 @@ impl ValkeyStore {
     }
 
     /// A store on the server of a `rediss://` `url` whose certificate is verified against
-    /// `pem_roots` (PEM certificates, in place of the system's roots): a private CA, or a
-    /// cloud's own (ElastiCache and MemoryDB present certificates of public roots, which
-    /// [`from_url`](Self::from_url) verifies).
+    /// `pem_roots` (PEM certificates, in place of the system's roots): a private CA, or the
+    /// one bundle your provider names when its certificates do not chain to the system's.
     pub fn from_url_with_roots(
         url: &str,
         pem_roots: &[u8],

@@ -91,15 +91,41 @@
 //! # Connections
 //! One multiplexed connection per store, opened on first use and reopened when it breaks
 //! (the client's `ConnectionManager`): build the store once in `main` and reuse it across
-//! invocations. TLS (`rediss://`) is not built in yet: reach the server over a private
-//! network, or put a TLS tunnel in front. Valkey Cluster is not supported: a script touches
-//! the mark and the effects' keys, which would have to share a hash slot.
+//! invocations. Connecting is bounded (2 s, the TLS handshake included), each reply too (5 s),
+//! and a `WAIT` for replicas under that ([`WAIT_LIMIT`], and what is left before a claim's
+//! deadline): no call waits on the server for ever.
+//!
+//! # TLS
+//! A `rediss://` URL connects over TLS (rustls, with aws-lc-rs; no OpenSSL), and the server's
+//! certificate is verified: against the system's roots (the CA bundle of the Lambda image)
+//! with [`ValkeyStore::from_url`], or against roots of your own (a private CA) with
+//! [`ValkeyStore::from_url_with_roots`]; and against the URL's host. When the process has no
+//! default rustls crypto provider installed, the store installs aws-lc-rs as the default (the
+//! client builds its TLS configuration with the process's default). There is no insecure mode:
+//! the client's `#insecure` fragment is refused when the store is built. A server that does not
+//! speak TLS, or whose certificate is not trusted or for another name, is a failed connection,
+//! a transient [`StoreError::Store`] whose message says TLS (and the handshake's error) — the
+//! client never falls back to plain text.
+//!
+//! # Valkey Cluster
+//! A script may touch the keys of one hash slot only: Valkey Cluster refuses any other
+//! (`CROSSSLOT`). [`ValkeyStore::with_hash_tag`] puts a hash tag in the mark keys —
+//! [`HashTag::Event`], `<prefix>{<dedup key>}`, a slot per event; or [`HashTag::Fixed`],
+//! `<prefix>{<tag>}<dedup key>`, one slot for all — and [`ValkeyStore::slot_tag`] is the tag an
+//! effect's keys carry to land in the mark's slot. With a tag, a commit whose effect names a
+//! key of another slot is refused before anything is sent ([`StoreError::Invalid`], naming both
+//! slots); [`slot::key_slot`] computes a key's slot as the cluster does. The connection is one
+//! node's (the cluster's `MOVED` redirections are not followed): a cluster behind one endpoint
+//! that routes by slot (a cluster-aware proxy), or a cluster of one shard, works (the tests run
+//! a node in cluster mode holding every slot); spreading the marks over shards with a client
+//! that follows redirections is not built in.
 
 #![warn(missing_docs)]
 
 mod effect;
 mod program;
 mod scripts;
+pub mod slot;
 
 use std::fmt;
 use std::sync::Arc;
@@ -112,13 +138,23 @@ use lambda_dedup::{
     MarkStore, OwnerToken, Retention, StoreError,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{ConnectionAddr, IntoConnectionInfo};
 use tokio::sync::OnceCell;
 
 pub use effect::{Guard, MAX_COUNTER, Op, ValkeyEffect};
 use scripts::{FIELDS, Scripts};
+pub use slot::HashTag;
 
 /// The default prefix of mark keys.
 pub const DEFAULT_PREFIX: &str = "dedup:mark:";
+
+/// How long connecting may take (TCP and, for `rediss://`, the TLS handshake).
+const CONNECT_LIMIT: Duration = Duration::from_secs(2);
+/// How long the client waits for any one reply.
+const CALL_LIMIT: Duration = Duration::from_secs(5);
+/// The longest a `WAIT` may block the connection: under the client's 5 s limit on a reply,
+/// so the server's answer (how many replicas acknowledged) comes before the client gives up.
+pub const WAIT_LIMIT: Duration = Duration::from_secs(4);
 
 /// The Valkey mark store. Cheap to clone (the clones share the connection).
 #[derive(Clone)]
@@ -129,6 +165,8 @@ pub struct ValkeyStore {
     prefix: String,
     options: StoreOptions,
     replicas: Option<(usize, Duration)>,
+    hash_tag: HashTag,
+    tls: bool,
 }
 
 impl fmt::Debug for ValkeyStore {
@@ -138,6 +176,8 @@ impl fmt::Debug for ValkeyStore {
             .field("retention", &self.options.retention)
             .field("lease", &self.options.lease)
             .field("replicas", &self.replicas)
+            .field("hash_tag", &self.hash_tag)
+            .field("tls", &self.tls)
             .finish_non_exhaustive()
     }
 }
@@ -146,11 +186,68 @@ impl fmt::Debug for ValkeyStore {
 type Reply = Vec<Option<String>>;
 
 impl ValkeyStore {
-    /// A store on the server of `url` (`redis://[user:password@]host:port[/db]`), keeping marks
-    /// for `retention` under [`DEFAULT_PREFIX`]. Connects lazily, on the first call.
+    /// A store on the server of `url` (`redis://[user:password@]host:port[/db]`, or
+    /// `rediss://…` for TLS), keeping marks for `retention` under [`DEFAULT_PREFIX`]. Connects
+    /// lazily, on the first call.
+    ///
+    /// Over `rediss://` the server's certificate is verified (rustls) against the system's
+    /// roots (the CA bundle of the Lambda image) and the URL's host; a server that does not
+    /// speak TLS, or presents a certificate those roots did not sign or for another name, is a
+    /// failed connection (a transient [`StoreError::Store`]), never a session in clear. The
+    /// client's `#insecure` (no verification) is refused: for a private CA, give its roots to
+    /// [`from_url_with_roots`](Self::from_url_with_roots).
     pub fn from_url(url: &str, retention: Retention) -> Result<Self, StoreError> {
-        let client = redis::Client::open(url)
+        Self::build(url, None, retention)
+    }
+
+    /// A store on the server of a `rediss://` `url` whose certificate is verified against
+    /// `pem_roots` (PEM certificates, in place of the system's roots): a private CA, or the
+    /// one bundle your provider names when its certificates do not chain to the system's.
+    pub fn from_url_with_roots(
+        url: &str,
+        pem_roots: &[u8],
+        retention: Retention,
+    ) -> Result<Self, StoreError> {
+        Self::build(url, Some(pem_roots), retention)
+    }
+
+    fn build(url: &str, roots: Option<&[u8]>, retention: Retention) -> Result<Self, StoreError> {
+        let info = url
+            .into_connection_info()
             .map_err(|_| StoreError::Invalid("the Valkey URL does not parse".into()))?;
+        let tls = match info.addr() {
+            ConnectionAddr::TcpTls { insecure: true, .. } => {
+                return Err(StoreError::Invalid(
+                    "the Valkey URL asks for TLS without verifying the server (`#insecure`); \
+                     this store always verifies it: give a private CA's roots to \
+                     ValkeyStore::from_url_with_roots"
+                        .into(),
+                ));
+            }
+            ConnectionAddr::TcpTls { .. } => true,
+            _ => false,
+        };
+        if tls {
+            rustls_provider();
+        }
+        let client = match roots {
+            None => redis::Client::open(info)
+                .map_err(|_| StoreError::Invalid("the Valkey URL does not parse".into()))?,
+            Some(_) if !tls => {
+                return Err(StoreError::Invalid(
+                    "TLS roots were given for a Valkey URL without TLS (use rediss://)".into(),
+                ));
+            }
+            Some(pem) => {
+                let certs = redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.to_vec()),
+                };
+                redis::Client::build_with_tls(info, certs).map_err(|_| {
+                    StoreError::Invalid("the TLS roots are not PEM certificates".into())
+                })?
+            }
+        };
         Ok(Self {
             client,
             conn: Arc::new(OnceCell::new()),
@@ -158,16 +255,60 @@ impl ValkeyStore {
             prefix: DEFAULT_PREFIX.to_owned(),
             options: StoreOptions::new(retention),
             replicas: None,
+            hash_tag: HashTag::None,
+            tls,
         })
     }
 
-    /// Keeps marks under `prefix` (not empty). Effects may not write keys under it.
+    /// Keeps marks under `prefix` (not empty; with a [`HashTag`], without `{` or `}`, which
+    /// would move the tag). Effects may not write keys under it.
     pub fn with_prefix(mut self, prefix: &str) -> Result<Self, StoreError> {
         if prefix.is_empty() {
             return Err(StoreError::Invalid("the mark prefix is empty".into()));
         }
         self.prefix = prefix.to_owned();
+        self.check_tag()?;
         Ok(self)
+    }
+
+    /// Puts a hash tag in the mark keys, for Valkey Cluster (see [`HashTag`]): a script may
+    /// touch the keys of one hash slot only, so the mark and every key its effects name must
+    /// share one. With a tag, a commit whose effect names a key of another slot is refused
+    /// before anything is sent ([`StoreError::Invalid`], naming both slots); build effect keys
+    /// around [`slot_tag`](Self::slot_tag). Changing the tag of a store in use moves its marks
+    /// (the old ones are no longer read): choose it before the first event.
+    pub fn with_hash_tag(mut self, tag: HashTag) -> Result<Self, StoreError> {
+        self.hash_tag = tag;
+        self.check_tag()?;
+        Ok(self)
+    }
+
+    fn check_tag(&self) -> Result<(), StoreError> {
+        let braces = |s: &str| s.contains(['{', '}']);
+        if let HashTag::Fixed(t) = &self.hash_tag
+            && (t.is_empty() || braces(t))
+        {
+            return Err(StoreError::Invalid(
+                "a fixed hash tag is not empty and has no `{` or `}`".into(),
+            ));
+        }
+        if self.hash_tag != HashTag::None && braces(&self.prefix) {
+            return Err(StoreError::Invalid(
+                "with a hash tag, the mark prefix has no `{` or `}`".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The hash tag an effect's keys carry to share the slot of `key`'s mark (`{<dedup key>}`
+    /// or `{<tag>}`), or `None` without a [`HashTag`]. An effect key is any key with it as its
+    /// first `{…}`: `format!("outbox:{}", store.slot_tag(&key)?)`.
+    pub fn slot_tag(&self, key: &DedupKey) -> Option<String> {
+        match &self.hash_tag {
+            HashTag::None => None,
+            HashTag::Event => Some(format!("{{{}}}", key.as_str())),
+            HashTag::Fixed(t) => Some(format!("{{{t}}}")),
+        }
     }
 
     lambda_dedup::store_options_builders!(options);
@@ -175,6 +316,11 @@ impl ValkeyStore {
     /// After each write, `WAIT replicas timeout`: a write not acknowledged by `replicas`
     /// replicas within `timeout` is reported as a transient error (it may have been applied on
     /// the primary; the redelivery finds the mark). See the crate documentation on failover.
+    ///
+    /// The wait is always bounded: `timeout` is cut to [`WAIT_LIMIT`] (under the client's
+    /// reply limit, so the server's count arrives) and to what is left before a claim's
+    /// deadline, and a `timeout` of zero is [`WAIT_LIMIT`] — never `WAIT n 0`, which blocks
+    /// the connection until enough replicas answer, however long.
     pub fn with_replicas(mut self, replicas: usize, timeout: Duration) -> Self {
         self.replicas = (replicas > 0).then_some((replicas, timeout));
         self
@@ -182,7 +328,27 @@ impl ValkeyStore {
 
     /// The key a mark of `key` is kept at.
     pub fn mark_key(&self, key: &DedupKey) -> String {
-        format!("{}{}", self.prefix, key.as_str())
+        match &self.hash_tag {
+            HashTag::None => format!("{}{}", self.prefix, key.as_str()),
+            HashTag::Event => format!("{}{{{}}}", self.prefix, key.as_str()),
+            HashTag::Fixed(t) => format!("{}{{{t}}}{}", self.prefix, key.as_str()),
+        }
+    }
+
+    /// How long a `WAIT` after a write may block, in ms (at least 1: `WAIT n 0` is forever).
+    fn wait_ms(&self, timeout: Duration, deadline: Option<SystemTime>) -> u64 {
+        let mut limit = if timeout.is_zero() {
+            WAIT_LIMIT
+        } else {
+            timeout.min(WAIT_LIMIT)
+        };
+        if let Some(deadline) = deadline {
+            let left = deadline
+                .duration_since(self.options.now())
+                .unwrap_or_default();
+            limit = limit.min(left);
+        }
+        u64::try_from(limit.as_millis()).unwrap_or(u64::MAX).max(1)
     }
 
     async fn conn(&self) -> Result<ConnectionManager, StoreError> {
@@ -190,31 +356,35 @@ impl ValkeyStore {
             .conn
             .get_or_try_init(|| async {
                 let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(Duration::from_secs(2)))
-                    .set_response_timeout(Some(Duration::from_secs(5)))
+                    .set_connection_timeout(Some(CONNECT_LIMIT))
+                    .set_response_timeout(Some(CALL_LIMIT))
                     .set_number_of_retries(2);
                 ConnectionManager::new_lazy_with_config(self.client.clone(), config)
             })
             .await
-            .map_err(|e| fault(&e))?;
+            .map_err(|e| self.fault(&e))?;
         Ok(conn.clone())
     }
 
     /// Runs a write script and, with [`with_replicas`](Self::with_replicas), waits for it to
-    /// reach them.
-    async fn write(&self, invocation: &redis::ScriptInvocation<'_>) -> Result<Reply, StoreError> {
+    /// reach them, no longer than [`wait_ms`](Self::wait_ms) (`deadline`: a claim's).
+    async fn write(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+        deadline: Option<SystemTime>,
+    ) -> Result<Reply, StoreError> {
         let mut conn = self.conn().await?;
         let reply: Reply = invocation
             .invoke_async(&mut conn)
             .await
-            .map_err(|e| fault(&e))?;
+            .map_err(|e| self.fault(&e))?;
         if let Some((replicas, timeout)) = self.replicas {
             let acked: usize = redis::cmd("WAIT")
                 .arg(replicas)
-                .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
+                .arg(self.wait_ms(timeout, deadline))
                 .query_async(&mut conn)
                 .await
-                .map_err(|e| fault(&e))?;
+                .map_err(|e| self.fault(&e))?;
             if acked < replicas {
                 return Err(StoreError::store(
                     FaultKind::ServerError,
@@ -252,7 +422,7 @@ impl ValkeyStore {
             .arg(exp_s)
             .arg(px)
             .arg(fp.map_or("", Fingerprint::as_str));
-        let reply = self.write(&inv).await?;
+        let reply = self.write(&inv, deadline).await?;
         match verdict(&reply) {
             "claimed" => {
                 let first = millis_at(&reply, 1).ok_or_else(|| corrupt(key, "first attempt"))?;
@@ -272,7 +442,8 @@ impl ValkeyStore {
     async fn commit_one(&self, r: CommitRequest<'_, ValkeyEffect>) -> Result<Commit, StoreError> {
         self.options.check_result(r.result)?;
         let mark_key = self.mark_key(r.key);
-        let program = program::Program::build(r.key, &mark_key, &self.prefix, r.effects)?;
+        let slot = (self.hash_tag != HashTag::None).then(|| slot::key_slot(&mark_key));
+        let program = program::Program::build(r.key, &mark_key, &self.prefix, slot, r.effects)?;
         let now = self.options.now();
         let (exp_s, px) = self.expiry(now);
         let mut inv = self.scripts.commit.prepare_invoke();
@@ -290,7 +461,7 @@ impl ValkeyStore {
         for a in &program.args {
             inv.arg(a);
         }
-        let reply = self.write(&inv).await?;
+        let reply = self.write(&inv, None).await?;
         let index = || {
             reply
                 .get(1)
@@ -344,7 +515,7 @@ impl ValkeyStore {
             .arg(lease.owner.as_str())
             .arg(if result.is_some() { "1" } else { "0" })
             .arg(result.unwrap_or(""));
-        let reply = self.write(&inv).await?;
+        let reply = self.write(&inv, None).await?;
         self.fenced(&lease.key, &reply)
     }
 
@@ -353,7 +524,7 @@ impl ValkeyStore {
         inv.key(self.mark_key(&lease.key))
             .arg(epoch_millis(self.options.now()))
             .arg(lease.owner.as_str());
-        let reply = self.write(&inv).await?;
+        let reply = self.write(&inv, None).await?;
         self.fenced(&lease.key, &reply)
     }
 
@@ -375,7 +546,10 @@ impl ValkeyStore {
             pipe.cmd("HMGET").arg(self.mark_key(key)).arg(&FIELDS[..]);
         }
         let mut conn = self.conn().await?;
-        let rows: Vec<Reply> = pipe.query_async(&mut conn).await.map_err(|e| fault(&e))?;
+        let rows: Vec<Reply> = pipe
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| self.fault(&e))?;
         keys.iter()
             .zip(&rows)
             .map(|(key, row)| Ok(decode(key, row)?.filter(|m| m.is_live(now))))
@@ -456,13 +630,39 @@ fn decode(key: &DedupKey, f: &[Option<String>]) -> Result<Option<Mark>, StoreErr
     }))
 }
 
-/// A client error as the store's: the kind from the client's typed error kinds, and for
-/// server errors the server's error code (the reply's first word); never its message.
-fn fault(e: &redis::RedisError) -> StoreError {
-    let kind = fault_kind(e);
-    match e.code() {
-        Some(code) => StoreError::store(kind, format!("valkey: {kind} ({code})")),
-        None => StoreError::store(kind, format!("valkey: {kind}")),
+impl ValkeyStore {
+    /// A client error as the store's: the kind from the client's typed error kinds, and for
+    /// server errors the server's error code (the reply's first word); never its message.
+    /// Over TLS, a connection that failed or timed out says so, a failed one with the
+    /// client's own words (the handshake's error: a certificate not trusted, a reply that is
+    /// not TLS), which come from this side of the connection and name no value.
+    fn fault(&self, e: &redis::RedisError) -> StoreError {
+        let kind = fault_kind(e);
+        if self.tls && e.code().is_none() {
+            match kind {
+                FaultKind::Network => {
+                    return StoreError::store(kind, format!("valkey: {kind} over TLS: {e}"));
+                }
+                FaultKind::Timeout => {
+                    return StoreError::store(kind, format!("valkey: {kind} over TLS"));
+                }
+                _ => {}
+            }
+        }
+        match e.code() {
+            Some(code) => StoreError::store(kind, format!("valkey: {kind} ({code})")),
+            None => StoreError::store(kind, format!("valkey: {kind}")),
+        }
+    }
+}
+
+/// The rustls crypto provider of `rediss://`: the process's default if one is installed, else
+/// aws-lc-rs, installed as the default (the client builds its TLS configuration with the
+/// default; with two providers compiled in and none installed, it would have none).
+fn rustls_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Another thread may have installed one in between: either is fine.
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     }
 }
 

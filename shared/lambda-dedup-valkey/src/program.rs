@@ -29,11 +29,13 @@ impl Program {
     /// The program of `effects`, committed with the mark at `mark_key`. A command refused as
     /// it is (an expiry of zero, an increment past [`MAX_COUNTER`]) is the event's
     /// [`StoreError::Refused`]; keys under the marks' `prefix`, or a key written by two
-    /// effects (see [`crate::effect`]), are [`StoreError::Invalid`].
+    /// effects (see [`crate::effect`]), are [`StoreError::Invalid`]; so is, with `slot` (the
+    /// mark's hash slot, for Valkey Cluster), a key of another slot.
     pub(crate) fn build(
         event: &DedupKey,
         mark_key: &str,
         prefix: &str,
+        slot: Option<u16>,
         effects: &[ValkeyEffect],
     ) -> Result<Self, StoreError> {
         let mut p = Program {
@@ -46,6 +48,7 @@ impl Program {
             p.args.push(effect.guards().len().to_string());
             p.args.push(effect.ops().len().to_string());
             for g in effect.guards() {
+                check_slot(slot, i, g.key())?;
                 let k = p.key(&mut index, prefix, g.key())?;
                 let (kind, a, b) = match g {
                     Guard::Exists(_) => ("ex", String::new(), String::new()),
@@ -64,6 +67,7 @@ impl Program {
                     position: Some(i + 1),
                 };
                 check_overlap(&mut written, i, op)?;
+                check_slot(slot, i, op.key())?;
                 let k = p.key(&mut index, prefix, op.key())?;
                 let (kind, a, b) = match op {
                     Op::Set { value, ttl, .. } => {
@@ -116,6 +120,23 @@ impl Program {
         index.insert(key.to_owned(), self.keys.len());
         Ok(self.keys.len())
     }
+}
+
+/// With a hash tag, every key of the script is in the mark's slot: Valkey Cluster refuses a
+/// script that touches two (`CROSSSLOT`), so that is said here, before anything is sent.
+fn check_slot(slot: Option<u16>, effect: usize, key: &str) -> Result<(), StoreError> {
+    let Some(mark) = slot else {
+        return Ok(());
+    };
+    let theirs = crate::slot::key_slot(key);
+    if theirs == mark {
+        return Ok(());
+    }
+    Err(StoreError::Invalid(format!(
+        "effect {effect} names a key in hash slot {theirs}, the mark is in slot {mark}: \
+         Valkey Cluster refuses a script across slots (CROSSSLOT); put the mark's hash tag \
+         (ValkeyStore::slot_tag) in the key"
+    )))
 }
 
 /// One key is written by one effect of a commit, by hash commands on distinct fields or by

@@ -6,7 +6,8 @@ use crate::config::{SettingRule, SettingsError, VALKEY_PREFIX_VAR, ValkeyConfig}
 use crate::service::Dedup;
 use crate::store::NoStore;
 
-/// The server: `redis://[user:password@]host:port[/db]`.
+/// The server: `redis://[user:password@]host:port[/db]`, or `rediss://…` for TLS (the
+/// server's certificate verified against the system's roots; `#insecure` is refused).
 pub const URL_VAR: &str = crate::config::VALKEY_URL_VAR;
 /// The prefix of the mark keys (default `lambda_dedup_valkey::DEFAULT_PREFIX`).
 pub const PREFIX_VAR: &str = crate::config::VALKEY_PREFIX_VAR;

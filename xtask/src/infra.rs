@@ -1699,14 +1699,57 @@ mod tests {
         );
     }
 
+    /// Encryption at rest either way, and the customer-managed key option (`KmsKeyArn`)
+    /// reaching every table, queue, log group and role: a copy that loses any of it is refused.
+    #[test]
+    fn every_table_and_queue_is_encrypted_and_takes_the_kms_option() {
+        broken(
+            |t| res(t, "MarkTable")["SSESpecification"] = Value::Null,
+            "a table needs SSESpecification",
+        );
+        broken(
+            |t| res(t, "FinesTable")["SSESpecification"]["KMSMasterKeyId"] = Value::Null,
+            "a table's SSESpecification needs KMSMasterKeyId",
+        );
+        broken(
+            |t| {
+                let q = res(t, "LedgerProjectorQueue");
+                q["SqsManagedSseEnabled"] = false.into();
+                q["KmsMasterKeyId"] = Value::Null;
+            },
+            "a queue's SqsManagedSseEnabled must be true when no customer-managed key is given",
+        );
+        broken(
+            |t| res(t, "RelayFailures")["KmsMasterKeyId"] = Value::Null,
+            "needs KmsMasterKeyId under the same condition",
+        );
+        broken(
+            |t| res(t, "ReconciliationQueue")["SqsManagedSseEnabled"] = Value::Null,
+            "a queue needs SqsManagedSseEnabled",
+        );
+        broken(
+            |t| res(t, "LedgerProjectorLogs")["KmsKeyId"] = Value::Null,
+            "a log group needs KmsKeyId",
+        );
+        broken(
+            |t| {
+                statements(t, "PaymentDispatcherRole")
+                    .as_array_mut()
+                    .expect("statements")
+                    .retain(|st| st.get("Fn::If").is_none());
+            },
+            "a function's role needs kms:Decrypt and kms:GenerateDataKey",
+        );
+    }
+
     #[test]
     fn least_privilege_is_enforced() {
         broken(
-            |t| statements(t, "LedgerProjectorRole")[0]["Resource"] = "*".into(),
+            |t| statements(t, "LedgerProjectorRole")[1]["Resource"] = "*".into(),
             "Resource \"*\"",
         );
         broken(
-            |t| statements(t, "FineNoticesRole")[0]["Action"] = "dynamodb:*".into(),
+            |t| statements(t, "FineNoticesRole")[1]["Action"] = "dynamodb:*".into(),
             "wildcard actions",
         );
         broken(

@@ -31,6 +31,7 @@ pub(crate) fn load(path: &Path) -> Result<Value> {
 /// What needs computing, wrong in `t`; empty when it is sound. The other rules are cfn-guard's.
 pub(crate) fn check(t: &Value) -> Vec<String> {
     let mut problems = Vec::new();
+    problems.extend(leading_keys(t));
     for f in functions(t) {
         // One deadline margin: a relay's `{ROLE}_DEADLINE_MARGIN_MS` was its record budget
         // under a margin's name, and refuses the start (`lambda_dedup_runtime::config`).
@@ -117,7 +118,7 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
 /// least, and each function's variables (parameter defaults for the queue's settings) accepted by
 /// its own settings reader, so it starts (S9).
 pub(crate) fn check_managed_instances(t: &Value) -> Vec<String> {
-    let mut problems = Vec::new();
+    let mut problems = leading_keys(t);
     let resources = t["Resources"].as_object().into_iter().flatten();
     let providers: Vec<&String> = resources
         .filter(|(_, r)| r["Type"] == "AWS::Serverless::CapacityProvider")
@@ -248,6 +249,160 @@ impl Function<'_> {
     }
 }
 
+/// Stream actions: they read a table's stream, carry no item key, and take no
+/// `dynamodb:LeadingKeys` condition.
+const STREAM_ACTIONS: [&str; 4] = [
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:ListStreams",
+];
+
+/// The condition key that scopes a grant to the items whose partition key matches it.
+const LEADING_KEYS: &str = "dynamodb:LeadingKeys";
+
+impl Function<'_> {
+    /// The tables whose items are this function's marks: the mark table (`DEDUP_MARK_TABLE`)
+    /// and, for a webhook receiver, its inbox (`INBOX_TABLE`: the inbox item is the mark).
+    fn mark_tables(&self, t: &Value) -> Vec<String> {
+        let webhook = t["Resources"][self.id]["Metadata"]["LambdaDedupKind"] == "webhook";
+        let mut vars = vec![settings::MARK_TABLE_VAR];
+        if webhook {
+            vars.push("INBOX_TABLE");
+        }
+        vars.into_iter()
+            .filter_map(|v| ref_target(&self.env(v)).map(str::to_owned))
+            .collect()
+    }
+
+    /// The consumer in the function's keys: `DEDUP_CONSUMER`, or the function's name.
+    fn consumer(&self) -> String {
+        match self.env("DEDUP_CONSUMER") {
+            Value::String(s) => s,
+            _ => self.crate_name.to_owned(),
+        }
+    }
+
+    /// The `dynamodb:LeadingKeys` pattern its mark-table grants must carry, as the template
+    /// spells it: `${Namespace}#<consumer>#*` (the key format of `lambda_dedup::DedupKey`);
+    /// `None` without a `DEDUP_NAMESPACE` (refused as such: the function would not start).
+    fn own_keys(&self) -> Option<String> {
+        let namespace = match self.env("DEDUP_NAMESPACE") {
+            Value::Null => return None,
+            Value::String(s) => s,
+            v => ref_target(&v).map_or_else(|| v.to_string(), |p| format!("${{{p}}}")),
+        };
+        Some(format!("{namespace}#{}#*", self.consumer()))
+    }
+
+    /// The statements granting item actions (not stream reads) on the table `target`: its
+    /// `!GetAtt`, or an ARN `!Sub` naming it (`table/${MarkTable}`, a table given as a
+    /// parameter).
+    fn item_grants<'s>(&'s self, target: &'s str) -> impl Iterator<Item = &'s Value> + 's {
+        let named = move |r: &Value| {
+            let sub = r["Fn::Sub"].as_str().unwrap_or_default();
+            sub.contains(&format!("table/${{{target}}}")) || refs(r).iter().any(|id| id == target)
+        };
+        self.statements.iter().copied().filter(move |s| {
+            let resources = match &s["Resource"] {
+                Value::Array(a) => a.iter().collect(),
+                r => vec![r],
+            };
+            strings(&s["Action"])
+                .iter()
+                .any(|a| a.starts_with("dynamodb:") && !STREAM_ACTIONS.contains(&a.as_str()))
+                && resources.into_iter().any(named)
+        })
+    }
+}
+
+/// A statement's `ForAllValues:StringLike` `dynamodb:LeadingKeys` patterns as the template
+/// spells them (a `!Sub` as its text); `None` without that condition.
+fn leading_key_patterns(statement: &Value) -> Option<Vec<String>> {
+    let v = &statement["Condition"]["ForAllValues:StringLike"][LEADING_KEYS];
+    let list = match v {
+        Value::Array(a) => a.clone(),
+        Value::Null => return None,
+        x => vec![x.clone()],
+    };
+    Some(
+        list.iter()
+            .map(|p| match p {
+                Value::String(s) => s.clone(),
+                other => other["Fn::Sub"]
+                    .as_str()
+                    .map_or_else(|| other.to_string(), str::to_owned),
+            })
+            .collect(),
+    )
+}
+
+/// S1 (tenant and consumer separation), in the roles: every grant on a function's mark table
+/// carries a `ForAllValues:StringLike` `dynamodb:LeadingKeys` condition naming exactly its own
+/// consumer's keys (`${Namespace}#<consumer>#*`), so one consumer's role cannot overwrite,
+/// release or read another's marks in the shared table. (`infra/rules/roles.guard` refuses a
+/// mark-table grant without the condition; this also checks whose keys it names.)
+fn leading_keys(t: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    for f in functions(t) {
+        let own = f.own_keys();
+        let scope = own.as_deref().unwrap_or("namespace#consumer#*");
+        for table in f.mark_tables(t) {
+            for st in f.item_grants(&table) {
+                let sid = st["Sid"].as_str().unwrap_or("a statement");
+                match leading_key_patterns(st) {
+                    None => problems.push(format!(
+                        "{}: its role's {sid} grant on {table} has no ForAllValues:StringLike \
+                         {LEADING_KEYS} condition: it could write any consumer's marks (S1); \
+                         scope it to {scope}",
+                        f.id
+                    )),
+                    Some(patterns) if !own_only(own.as_deref(), &patterns) => problems.push(format!(
+                        "{}: its role's {sid} grant on {table} is scoped to {patterns:?}, not to \
+                         its own consumer's keys {scope} (S1)",
+                        f.id
+                    )),
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+    problems
+}
+
+/// Whether `patterns` name exactly one pattern, `own` (any one pattern when `own` is unknown).
+fn own_only(own: Option<&str>, patterns: &[String]) -> bool {
+    match patterns {
+        [one] => own.is_none_or(|own| own == one),
+        _ => false,
+    }
+}
+
+/// Whether `value` matches the IAM `StringLike` pattern `pattern` (`*` any run of characters,
+/// `?` one character).
+fn string_like(pattern: &str, value: &str) -> bool {
+    let (p, v): (Vec<char>, Vec<char>) = (pattern.chars().collect(), value.chars().collect());
+    // Classic glob matching with one backtrack point.
+    let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
+    while j < v.len() {
+        if i < p.len() && (p[i] == '?' || p[i] == v[j]) {
+            i += 1;
+            j += 1;
+        } else if i < p.len() && p[i] == '*' {
+            star = Some(i);
+            mark = j;
+            i += 1;
+        } else if let Some(s) = star {
+            i = s + 1;
+            mark += 1;
+            j = mark;
+        } else {
+            return false;
+        }
+    }
+    p[i..].iter().all(|c| *c == '*')
+}
+
 /// Every logical id referenced anywhere inside `v`.
 fn refs(v: &Value) -> Vec<String> {
     let mut out: Vec<String> = ref_target(v).map(str::to_owned).into_iter().collect();
@@ -262,6 +417,11 @@ fn refs(v: &Value) -> Vec<String> {
 /// What each function called in a recorded run: function → IAM action → local table or queue
 /// names (from the metering proxies `cargo xtask` puts in front of each function).
 pub(crate) type Calls = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
+
+/// The partition keys each function's requests named on its mark tables in a recorded run:
+/// function → local table name → partition key values (from the same metering proxies, which
+/// read each request's `Key`, `Item` or transaction items).
+pub(crate) type Keys = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 
 /// Actions a role needs for Lambda's event source mapping, not for the function's own code: the
 /// trigger's queue, the stream, the stream's on-failure destination.
@@ -293,9 +453,15 @@ pub(crate) fn timeouts(t: &Value) -> BTreeMap<String, std::time::Duration> {
 /// DynamoDB or SQS action its role grants was called (the second: grants never called) — except
 /// what Lambda's event source mapping uses on the function's behalf (its trigger's queue or
 /// stream, a stream's on-failure destination).
+///
+/// And S1 in the recorded run: every partition key a function's requests named on its mark
+/// table (`keys`) matches the `dynamodb:LeadingKeys` patterns of its role's grants there (the
+/// template's parameters as the local stack set them), and a function that called its mark
+/// table has its keys recorded.
 pub(crate) fn privileges(
     t: &Value,
     calls: &Calls,
+    keys: &Keys,
     env: &[(String, String)],
 ) -> (Vec<String>, Vec<String>) {
     let mut problems = Vec::new();
@@ -342,6 +508,53 @@ pub(crate) fn privileges(
                     ));
                 }
                 used.insert((action.clone(), target.clone()));
+            }
+        }
+        // S1: the keys it named on its mark tables are its own consumer's.
+        let params: BTreeMap<String, &str> = env
+            .iter()
+            .filter_map(|(var, value)| {
+                let p = ref_target(&f.env(var))?.to_owned();
+                t["Parameters"].get(&p)?;
+                Some((p, value.as_str()))
+            })
+            .collect();
+        for table in f.mark_tables(t) {
+            if !used.iter().any(|(_, target)| *target == table) {
+                continue;
+            }
+            let recorded: BTreeSet<&String> = logical
+                .iter()
+                .filter(|(_, target)| **target == table)
+                .filter_map(|(local, _)| keys.get(f.crate_name)?.get(local))
+                .flatten()
+                .collect();
+            if recorded.is_empty() {
+                problems.push(format!(
+                    "{id}: called {table} but no partition key of its requests was recorded (S1 \
+                     unproven; a record from before keys were recorded? re-run cargo xtask test)"
+                ));
+            }
+            for st in f.item_grants(&table) {
+                let Some(patterns) = leading_key_patterns(st) else {
+                    continue; // refused by `check` (and infra/rules/roles.guard)
+                };
+                let patterns: Vec<String> = patterns
+                    .iter()
+                    .map(|p| {
+                        params.iter().fold(p.clone(), |p, (name, value)| {
+                            p.replace(&format!("${{{name}}}"), value)
+                        })
+                    })
+                    .collect();
+                for key in &recorded {
+                    if !patterns.iter().any(|p| string_like(p, key)) {
+                        problems.push(format!(
+                            "{id}: named the key `{key}` on {table}, outside its role's \
+                             {LEADING_KEYS} {patterns:?} (S1: another consumer's marks)"
+                        ));
+                    }
+                }
             }
         }
         let on_failure: Vec<String> = f.p["Events"]
@@ -539,15 +752,20 @@ pub(crate) struct Record {
     /// When it ended (RFC 3339, UTC).
     pub(crate) recorded_at: String,
     pub(crate) calls: Calls,
+    /// The partition keys named on the mark tables (absent in a record from before they were
+    /// recorded: S1 is then reported unproven).
+    #[serde(default)]
+    pub(crate) keys: Keys,
     pub(crate) env: Vec<(String, String)>,
 }
 
 impl Record {
-    pub(crate) fn new(calls: Calls, env: Vec<(String, String)>) -> Self {
+    pub(crate) fn new(calls: Calls, keys: Keys, env: Vec<(String, String)>) -> Self {
         Self {
             run: "cargo xtask test (the full suite and the chaos runs)".into(),
             recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             calls,
+            keys,
             env,
         }
     }
@@ -589,7 +807,7 @@ fn recorded_privileges(root: &Path, t: &Value) -> Result<()> {
         record.run, record.recorded_at
     );
     println!("xtask: check-infra: comparing the roles with {which}");
-    let (mut problems, unused) = privileges(t, &record.calls, &record.env);
+    let (mut problems, unused) = privileges(t, &record.calls, &record.keys, &record.env);
     problems.extend(unused);
     if problems.is_empty() {
         println!(
@@ -608,11 +826,35 @@ fn recorded_privileges(root: &Path, t: &Value) -> Result<()> {
 mod tests {
     use super::*;
 
-    /// Both of [`super::privileges`]' lists, as `check-infra` reports them.
+    /// Both of [`super::privileges`]' lists, as `check-infra` reports them, with the keys of
+    /// a run whose marks were all its own ([`own_keys`]).
     fn privileges(t: &Value, calls: &Calls, env: &[(String, String)]) -> Vec<String> {
-        let (mut problems, unused) = super::privileges(t, calls, env);
+        privileges_with(t, calls, &own_keys(), env)
+    }
+
+    fn privileges_with(
+        t: &Value,
+        calls: &Calls,
+        keys: &Keys,
+        env: &[(String, String)],
+    ) -> Vec<String> {
+        let (mut problems, unused) = super::privileges(t, calls, keys, env);
         problems.extend(unused);
         problems
+    }
+
+    /// The mark keys `ledger` named on `local-marks`.
+    fn keys(names: &[&str]) -> Keys {
+        let names = names.iter().map(|k| (*k).to_owned()).collect();
+        BTreeMap::from([(
+            "ledger".to_owned(),
+            BTreeMap::from([("local-marks".to_owned(), names)]),
+        )])
+    }
+
+    /// Keys of the small template's consumer, in the local namespace.
+    fn own_keys() -> Keys {
+        keys(&["local#ledger#00ff", "local#ledger#abcd"])
     }
 
     use lambda_dedup_cli::template::parse;
@@ -620,14 +862,18 @@ mod tests {
     /// One function with a role, a mark table, an effect table and its trigger queue.
     fn small() -> Value {
         serde_json::json!({
+            "Parameters": {"Namespace": {"Type": "String", "Default": "prod"}},
             "Globals": {"Function": {"Environment": {"Variables": {
+                "DEDUP_NAMESPACE": {"Ref": "Namespace"},
                 "DEDUP_MARK_TABLE": {"Ref": "Marks"}}}}},
             "Resources": {
                 "Marks": {"Type": "AWS::DynamoDB::Table"},
                 "Balances": {"Type": "AWS::DynamoDB::Table"},
                 "Queue": {"Type": "AWS::SQS::Queue"},
                 "Role": {"Type": "AWS::IAM::Role", "Properties": {"Policies": [{"PolicyDocument": {"Statement": [
-                    {"Action": ["dynamodb:PutItem"], "Resource": {"Fn::GetAtt": ["Marks", "Arn"]}},
+                    {"Sid": "MarkTable", "Action": ["dynamodb:PutItem"], "Resource": {"Fn::GetAtt": ["Marks", "Arn"]},
+                     "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [
+                         {"Fn::Sub": "${Namespace}#ledger#*"}]}}},
                     {"Action": ["dynamodb:UpdateItem"], "Resource": {"Fn::GetAtt": ["Balances", "Arn"]}},
                     {"Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage"], "Resource": {"Fn::GetAtt": ["Queue", "Arn"]}}
                 ]}}]}},
@@ -665,6 +911,17 @@ mod tests {
                 .remove("DEDUP_NAMESPACE");
         });
         assert!(unset[0].contains("would not start"), "{unset:?}");
+        // S1: its mark-table grant (an ARN `!Sub` of the table parameter) is scoped too.
+        let unscoped = {
+            let mut t = t.clone();
+            t["Resources"]["LedgerProjectorRole"]["Properties"]["Policies"][0]["PolicyDocument"]
+                ["Statement"][0]["Condition"] = Value::Null;
+            check_managed_instances(&t)
+        };
+        assert!(
+            unscoped[0].contains("has no ForAllValues:StringLike"),
+            "{unscoped:?}"
+        );
     }
 
     fn calls(pairs: &[(&str, &str)]) -> Calls {
@@ -680,6 +937,7 @@ mod tests {
 
     fn local_env() -> Vec<(String, String)> {
         vec![
+            ("DEDUP_NAMESPACE".into(), "local".into()),
             ("DEDUP_MARK_TABLE".into(), "local-marks".into()),
             ("BALANCES_TABLE".into(), "local-balances".into()),
         ]
@@ -737,6 +995,77 @@ mod tests {
         assert!(!privileges(&t, &stray, &local_env()).is_empty());
     }
 
+    /// S1, proven on the recorded run: a key outside the role's `dynamodb:LeadingKeys` (another
+    /// consumer's mark, another namespace's) fails the comparison, and so does a run that
+    /// called the mark table with no keys recorded (S1 unproven).
+    #[test]
+    fn recorded_mark_keys_must_match_the_roles_leading_keys() {
+        let t = small();
+        let exact = calls(&[
+            ("dynamodb:PutItem", "local-marks"),
+            ("dynamodb:UpdateItem", "local-balances"),
+        ]);
+        assert_eq!(privileges(&t, &exact, &local_env()), Vec::<String>::new());
+        for stray in [
+            "local#payments#00ff",
+            "prod#ledger#00ff",
+            "local#ledger-call#00ff",
+        ] {
+            let problems = privileges_with(
+                &t,
+                &exact,
+                &keys(&["local#ledger#abcd", stray]),
+                &local_env(),
+            );
+            assert!(
+                problems.len() == 1
+                    && problems[0].contains(stray)
+                    && problems[0].contains("outside its role's dynamodb:LeadingKeys"),
+                "{stray}: {problems:?}"
+            );
+        }
+        let problems = privileges_with(&t, &exact, &Keys::new(), &local_env());
+        assert!(
+            problems.iter().any(|p| p.contains("no partition key")),
+            "{problems:?}"
+        );
+    }
+
+    /// S1, in the template: a mark-table grant without the condition, or scoped to another
+    /// consumer's keys, is refused (the computed check; roles.guard refuses the first too).
+    #[test]
+    fn mark_table_grants_need_their_own_consumers_leading_keys() {
+        let mut t = small();
+        assert_eq!(leading_keys(&t), Vec::<String>::new());
+        let st = &mut t["Resources"]["Role"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+            [0];
+        st["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] =
+            serde_json::json!([{"Fn::Sub": "${Namespace}#payments#*"}]);
+        let problems = leading_keys(&t);
+        assert!(
+            problems[0].contains("not to its own consumer's keys"),
+            "{problems:?}"
+        );
+        let st = &mut t["Resources"]["Role"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+            [0];
+        st.as_object_mut().expect("statement").remove("Condition");
+        let problems = leading_keys(&t);
+        assert!(
+            problems[0].contains("has no ForAllValues:StringLike"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn string_like_matches_as_iam_does() {
+        assert!(string_like("prod#a#*", "prod#a#ff"));
+        assert!(string_like("prod#a#*", "prod#a#"));
+        assert!(!string_like("prod#a#*", "prod#ab#ff"));
+        assert!(!string_like("prod#a#*", "xprod#a#ff"));
+        assert!(string_like("p?od#*#x", "prod#anything#x"));
+        assert!(!string_like("prod", "prod#"));
+    }
+
     /// After a partial run (the demo writes `.cache/logs/calls.json`, with only its own paths'
     /// calls), `check-infra` does not fail on grants that run never reached: it compares only
     /// with the full test run's record, says which, and says so when there is none.
@@ -762,7 +1091,9 @@ mod tests {
         assert_eq!(recorded_privileges(&root, &t), Ok(()));
 
         // The full run's record is what it compares with, and a mismatch names that run.
-        Record::new(partial, local_env()).save(&root).expect("save");
+        Record::new(partial, own_keys(), local_env())
+            .save(&root)
+            .expect("save");
         let err = recorded_privileges(&root, &t).expect_err("UpdateItem was never called");
         assert!(
             err.contains("full suite") && err.contains("recorded at") && err.contains("UpdateItem"),
@@ -772,7 +1103,9 @@ mod tests {
             ("dynamodb:PutItem", "local-marks"),
             ("dynamodb:UpdateItem", "local-balances"),
         ]);
-        Record::new(exact, local_env()).save(&root).expect("save");
+        Record::new(exact, own_keys(), local_env())
+            .save(&root)
+            .expect("save");
         assert_eq!(recorded_privileges(&root, &t), Ok(()));
         let _ = std::fs::remove_dir_all(&root);
     }
@@ -1308,14 +1641,115 @@ mod tests {
         );
     }
 
+    /// S1: each consumer's role is scoped to its own keys in the shipped template; a role that
+    /// loses its condition, or names another consumer's keys, is refused (the webhook
+    /// receiver's inbox items are its marks).
+    #[test]
+    fn each_mark_grant_is_scoped_to_its_consumer() {
+        for (role, sid) in [
+            ("LedgerProjectorRole", "MarkTable"),
+            ("FineNoticesRole", "MarkTable"),
+            ("PaymentDispatcherRole", "MarkTable"),
+            ("LedgerStreamRole", "MarkTable"),
+            ("WebhookReceiverRole", "InboxTable"),
+        ] {
+            let drop = |t: &mut Value| {
+                for st in statements(t, role).as_array_mut().expect("statements") {
+                    if st["Sid"] == sid {
+                        st["Condition"] = Value::Null;
+                    }
+                }
+            };
+            let mut t = template();
+            drop(&mut t);
+            assert!(
+                check(&t)
+                    .iter()
+                    .any(|p| p.contains("has no ForAllValues:StringLike")),
+                "{role}: {:?}",
+                check(&t)
+            );
+        }
+        broken(
+            |t| {
+                for st in statements(t, "LedgerStreamRole")
+                    .as_array_mut()
+                    .expect("statements")
+                {
+                    if st["Sid"] == "MarkTable" {
+                        st["Condition"] = Value::Null;
+                    }
+                }
+            },
+            "S1: a grant on the mark table needs a ForAllValues:StringLike",
+        );
+        broken(
+            |t| {
+                for st in statements(t, "FineNoticesRole")
+                    .as_array_mut()
+                    .expect("statements")
+                {
+                    if st["Sid"] == "MarkTable" {
+                        st["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] =
+                            serde_json::json!([{"Fn::Sub": "${Namespace}#*"}]);
+                    }
+                }
+            },
+            "not to its own consumer's keys",
+        );
+    }
+
+    /// Encryption at rest either way, and the customer-managed key option (`KmsKeyArn`)
+    /// reaching every table, queue, log group and role: a copy that loses any of it is refused.
+    #[test]
+    fn every_table_and_queue_is_encrypted_and_takes_the_kms_option() {
+        broken(
+            |t| res(t, "MarkTable")["SSESpecification"] = Value::Null,
+            "a table needs SSESpecification",
+        );
+        broken(
+            |t| res(t, "FinesTable")["SSESpecification"]["KMSMasterKeyId"] = Value::Null,
+            "a table's SSESpecification needs KMSMasterKeyId",
+        );
+        broken(
+            |t| {
+                let q = res(t, "LedgerProjectorQueue");
+                q["SqsManagedSseEnabled"] = false.into();
+                q["KmsMasterKeyId"] = Value::Null;
+            },
+            "a queue's SqsManagedSseEnabled must be true when no customer-managed key is given",
+        );
+        broken(
+            |t| res(t, "RelayFailures")["KmsMasterKeyId"] = Value::Null,
+            "needs KmsMasterKeyId under the same condition",
+        );
+        broken(
+            |t| res(t, "ReconciliationQueue")["SqsManagedSseEnabled"] = Value::Null,
+            "a queue needs SqsManagedSseEnabled",
+        );
+        broken(
+            |t| res(t, "LedgerProjectorLogs")["KmsKeyId"] = Value::Null,
+            "a log group needs KmsKeyId",
+        );
+        broken(
+            |t| {
+                statements(t, "PaymentDispatcherRole")
+                    .as_array_mut()
+                    .expect("statements")
+                    .retain(|st| st.get("Fn::If").is_none());
+            },
+            "a function's role needs kms:Decrypt and kms:GenerateDataKey",
+        );
+    }
+
     #[test]
     fn least_privilege_is_enforced() {
         broken(
-            |t| statements(t, "LedgerProjectorRole")[0]["Resource"] = "*".into(),
+            |t| statements(t, "LedgerProjectorRole")[1]["Resource"] = "*".into(),
             "Resource \"*\"",
         );
         broken(
-            |t| statements(t, "FineNoticesRole")[0]["Action"] = "dynamodb:*".into(),
+            |t| statements(t, "FineNoticesRole")[1]["Action"] = "dynamodb:*".into(),
             "wildcard actions",
         );
         broken(

@@ -275,6 +275,15 @@ impl Stack {
             .collect()
     }
 
+    /// The partition keys each function's requests named so far on its mark tables (and a
+    /// webhook receiver's inbox), through its own DynamoDB proxy: local table → keys.
+    pub(crate) fn keys(&self) -> crate::infra::Keys {
+        self.meters
+            .iter()
+            .map(|(f, [dynamodb, _])| (f.clone(), dynamodb.usage().leading_keys))
+            .collect()
+    }
+
     /// Least privilege, proven on this run: what each function called (so far) against its role
     /// in `infra/template.yaml` (see `infra::privileges`): every call granted and, with
     /// `both_ways` (a run that exercises every path, as `cargo xtask test` does), every granted
@@ -283,16 +292,19 @@ impl Stack {
     /// (`infra::FULL_RUN_RECORD`), the only one `cargo xtask check-infra` compares with.
     pub(crate) fn check_privileges(&self, root: &Path, both_ways: bool) -> Result<()> {
         let calls = self.calls();
+        let keys = self.keys();
         let logs = root.join(".cache").join("logs");
         let _ = std::fs::write(
             logs.join("calls.json"),
             serde_json::to_string_pretty(&calls).unwrap_or_default(),
         );
         if both_ways {
-            crate::infra::Record::new(calls.clone(), self.function_env.clone()).save(root)?;
+            crate::infra::Record::new(calls.clone(), keys.clone(), self.function_env.clone())
+                .save(root)?;
         }
         let t = crate::infra::load(&root.join("infra").join("template.yaml"))?;
-        let (mut problems, unused) = crate::infra::privileges(&t, &calls, &self.function_env);
+        let (mut problems, unused) =
+            crate::infra::privileges(&t, &calls, &keys, &self.function_env);
         if both_ways {
             problems.extend(unused);
         } else {
@@ -641,6 +653,27 @@ impl FunctionEnvs {
                 .map(|upstream| Meter::start(&upstream, Duration::ZERO));
             let (dynamodb, sqs) = (dynamodb?, sqs?);
             let env = own.entry(f.to_owned()).or_insert_with(Vec::new);
+            // The partition keys it names on its mark tables (the inbox is a webhook
+            // receiver's): compared with its role's `dynamodb:LeadingKeys` (S1).
+            for (var, name) in env.iter() {
+                if var != "DEDUP_MARK_TABLE" && var != "INBOX_TABLE" {
+                    continue;
+                }
+                let table = plan
+                    .tables
+                    .iter()
+                    .find(|t| created.names.get(&t.name) == Some(name));
+                let hash = table.and_then(|t| {
+                    t.create["KeySchema"]
+                        .as_array()?
+                        .iter()
+                        .find(|k| k["KeyType"] == "HASH")?["AttributeName"]
+                        .as_str()
+                });
+                if let Some(attr) = hash {
+                    dynamodb.record_keys(name, attr);
+                }
+            }
             env.push(("AWS_ENDPOINT_URL_DYNAMODB".into(), dynamodb.endpoint()));
             env.push(("AWS_ENDPOINT_URL_SQS".into(), sqs.endpoint()));
             meters.insert(f.to_owned(), [dynamodb, sqs]);

@@ -78,6 +78,10 @@ pub struct Usage {
     /// The IAM actions the requests needed (`dynamodb:UpdateItem`, `sqs:SendMessage`), each with
     /// the names of the tables or queues it was needed on.
     pub actions: BTreeMap<String, std::collections::BTreeSet<String>>,
+    /// The partition key values the requests named, per table, for the tables given with
+    /// [`Meter::record_keys`] only: each single-item request's `Key` or `Item`, each item of a
+    /// transaction or batch (a `Query` or `Scan` names none).
+    pub leading_keys: BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
 impl Usage {
@@ -89,7 +93,7 @@ impl Usage {
                "cancelled_transactions": self.cancelled_transactions,
                "peak_in_flight": self.peak_in_flight, "shared_in_flight": self.shared_in_flight,
                "read_units": self.read_units, "by_operation": self.by_operation,
-               "actions": self.actions})
+               "actions": self.actions, "leading_keys": self.leading_keys})
     }
 }
 
@@ -98,7 +102,11 @@ impl Usage {
 pub struct Meter {
     addr: SocketAddr,
     usage: Arc<Mutex<Usage>>,
+    keyed: Keyed,
 }
+
+/// The tables whose partition keys are recorded, each with its partition key attribute.
+type Keyed = Arc<Mutex<HashMap<String, String>>>;
 
 /// The outage the proxy plays (see the module docs): on or off, and the requests it refused.
 #[derive(Debug, Default)]
@@ -132,6 +140,7 @@ struct Shared {
     flight: Mutex<Flight>,
     /// Key attribute names per table, from the `CreateTable` requests seen.
     schemas: Mutex<HashMap<String, Vec<String>>>,
+    keyed: Keyed,
 }
 
 impl Meter {
@@ -153,7 +162,9 @@ impl Meter {
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
         let usage = Arc::new(Mutex::new(Usage::default()));
+        let keyed = Keyed::default();
         let shared = Arc::new(Shared {
+            keyed: keyed.clone(),
             usage: usage.clone(),
             outage: Outage::default(),
             delays: Delays::new(latency),
@@ -192,7 +203,17 @@ impl Meter {
                 });
             })
             .map_err(|e| e.to_string())?;
-        Ok(Self { addr, usage })
+        Ok(Self { addr, usage, keyed })
+    }
+
+    /// Records from now on the partition key values (attribute `partition_key`) that requests
+    /// name on `table` ([`Usage::leading_keys`]): what an IAM `dynamodb:LeadingKeys` condition
+    /// is evaluated on.
+    pub fn record_keys(&self, table: &str, partition_key: &str) {
+        self.keyed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(table.to_owned(), partition_key.to_owned());
     }
 
     /// `http://127.0.0.1:<port>`: give this to clients as their DynamoDB endpoint.
@@ -338,6 +359,17 @@ async fn forward(
         .map(|v| needs(&target, &operation, v))
         .unwrap_or_default();
     let dynamodb = target.starts_with("DynamoDB_");
+    let named_keys = match (&parsed, dynamodb) {
+        (Some(v), true) => {
+            let keyed = shared.keyed.lock().unwrap_or_else(|e| e.into_inner());
+            if keyed.is_empty() {
+                Vec::new()
+            } else {
+                leading_keys(&operation, v, &keyed)
+            }
+        }
+        _ => Vec::new(),
+    };
     let writes = match (&parsed, dynamodb) {
         (Some(v), true) => {
             if operation == "CreateTable" {
@@ -434,6 +466,9 @@ async fn forward(
     *u.by_operation.entry(operation).or_default() += 1;
     for (action, resource) in needed {
         u.actions.entry(action).or_default().insert(resource);
+    }
+    for (table, key) in named_keys {
+        u.leading_keys.entry(table).or_default().insert(key);
     }
     (status, headers, bytes)
 }
@@ -611,6 +646,59 @@ fn needs(target: &str, operation: &str, body: &Value) -> Vec<(String, String)> {
     }
 }
 
+/// The partition key values a request names on the tables of `keyed` (table → partition key
+/// attribute): `(table, value)`, a string value as it is, another type as its JSON.
+fn leading_keys(
+    operation: &str,
+    body: &Value,
+    keyed: &HashMap<String, String>,
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut add = |table: &str, item: &Value| {
+        if let Some(attr) = keyed.get(table) {
+            let v = &item[attr.as_str()];
+            if !v.is_null() {
+                let text = v["S"].as_str().map_or_else(|| v.to_string(), str::to_owned);
+                out.push((table.to_owned(), text));
+            }
+        }
+    };
+    let table = |v: &Value| v["TableName"].as_str().unwrap_or_default().to_owned();
+    match operation {
+        "PutItem" => add(&table(body), &body["Item"]),
+        "GetItem" | "UpdateItem" | "DeleteItem" => add(&table(body), &body["Key"]),
+        "TransactWriteItems" | "TransactGetItems" => {
+            for item in body["TransactItems"].as_array().into_iter().flatten() {
+                if let Some(put) = item.get("Put") {
+                    add(&table(put), &put["Item"]);
+                }
+                for k in ["Update", "Delete", "ConditionCheck", "Get"] {
+                    if let Some(x) = item.get(k) {
+                        add(&table(x), &x["Key"]);
+                    }
+                }
+            }
+        }
+        "BatchWriteItem" => {
+            for (t, requests) in body["RequestItems"].as_object().into_iter().flatten() {
+                for r in requests.as_array().into_iter().flatten() {
+                    add(t, &r["PutRequest"]["Item"]);
+                    add(t, &r["DeleteRequest"]["Key"]);
+                }
+            }
+        }
+        "BatchGetItem" => {
+            for (t, request) in body["RequestItems"].as_object().into_iter().flatten() {
+                for k in request["Keys"].as_array().into_iter().flatten() {
+                    add(t, k);
+                }
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
 /// Operations that can report consumed capacity.
 fn metered(operation: &str) -> bool {
     matches!(
@@ -651,5 +739,34 @@ fn capacity(operation: &str, c: &Value) -> (f64, f64) {
             }
         }
         _ => (0.0, 0.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys a request names, on the recorded tables only: a single item's `Key` or `Item`,
+    /// each item of a transaction.
+    #[test]
+    fn leading_keys_are_read_from_single_items_and_transactions() {
+        let keyed = HashMap::from([("marks".to_owned(), "pk".to_owned())]);
+        let put = json!({"TableName": "marks", "Item": {"pk": {"S": "p#c#1"}, "x": {"S": "y"}}});
+        assert_eq!(
+            leading_keys("PutItem", &put, &keyed),
+            vec![("marks".to_owned(), "p#c#1".to_owned())]
+        );
+        let tx = json!({"TransactItems": [
+            {"Put": {"TableName": "marks", "Item": {"pk": {"S": "p#c#2"}}}},
+            {"Update": {"TableName": "balances", "Key": {"account": {"S": "a"}}}},
+            {"Update": {"TableName": "marks", "Key": {"pk": {"S": "p#c#3"}}}}
+        ]});
+        let named: Vec<String> = leading_keys("TransactWriteItems", &tx, &keyed)
+            .into_iter()
+            .map(|(_, k)| k)
+            .collect();
+        assert_eq!(named, ["p#c#2", "p#c#3"]);
+        let update = json!({"TableName": "balances", "Key": {"account": {"S": "a"}}});
+        assert!(leading_keys("UpdateItem", &update, &keyed).is_empty());
     }
 }

@@ -115,6 +115,8 @@ mod settings;
 mod stores;
 mod webhook;
 
+#[cfg(any(feature = "dynamodb-streams", test))]
+pub(crate) use env::millis;
 pub use env::{Env, optional, required};
 pub use forwarder::{FORWARD_QUEUE_VAR, FORWARDER, ForwarderConfig};
 pub use keys::{KeySpecTextError, cloudevents_key_spec};

@@ -306,11 +306,7 @@ impl<E: Send + Sync + 'static, B: BatchMode> TransactStep<E, B> {
         on: On<'_, S>,
         work: Arc<TypedWork<E>>,
     ) -> Result<Self, BuildError> {
-        Ok(Self {
-            dedup: on.dedup.deduplicator(on.dedup.settings.scope.clone())?,
-            work,
-            mode: PhantomData,
-        })
+        Self::in_scope(on, on.dedup.settings.scope.clone(), work)
     }
 
     fn in_scope<S: Marks<Effect = E>>(

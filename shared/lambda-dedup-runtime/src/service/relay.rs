@@ -54,13 +54,13 @@ impl<S: ItemTables> Dedup<S> {
         if let Some((limit_var, limit)) = act.time_limit()
             && config.record_budget <= limit
         {
-            let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+            use crate::config::millis;
             return Err(SettingsError::refused(
                 vars.budget_var(),
                 crate::config::SettingRule::NotLongerThan {
-                    value: ms(config.record_budget),
+                    value: millis(config.record_budget),
                     other: limit_var,
-                    other_value: ms(limit),
+                    other_value: millis(limit),
                     why: "a record needs its action and the writes around it",
                 },
             )

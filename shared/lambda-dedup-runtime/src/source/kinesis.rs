@@ -291,21 +291,7 @@ mod tests {
     #[tokio::test]
     async fn s15_a_record_whose_parking_fails_is_the_checkpoint() {
         let (store, dedup) = balances();
-        let plan = |e: &lambda_dedup::Derived| {
-            let data = HandlerError::data(e)?;
-            let amount = data["amount"]
-                .as_i64()
-                .ok_or_else(|| HandlerError::invalid("amount is not a number"))?;
-            let account = data["account"].as_str().unwrap_or_default().to_owned();
-            Ok(Plan {
-                effects: vec![
-                    Effect::update("balances", Item::new().with("account", account.as_str()))
-                        .expression("ADD balance :a")
-                        .value(":a", amount),
-                ],
-                result: None,
-            })
-        };
+        let plan = credit;
         let mut poison = record(2, "b", "e2", 0);
         let body = json!({"specversion": "1.0", "type": "credit", "source": "/k", "id": "e2",
             "tenantid": "acme", "data": {"account": "b", "amount": "two"}});

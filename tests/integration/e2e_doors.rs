@@ -134,13 +134,6 @@ impl Delivery {
         }
     }
 
-    /// The same, with a second header `name` of `value` beside any it has.
-    fn with_another(&self, name: &str, value: &str) -> Self {
-        let mut d = self.clone();
-        d.headers.push((name.into(), value.into()));
-        d
-    }
-
     /// The same, with header `name` set to `value` (added if absent).
     fn with_header(&self, name: &str, value: &str) -> Self {
         let mut d = self.clone();
@@ -476,8 +469,8 @@ async fn e2e_svix_deliveries_under_svixs_header_names_are_recorded_once() {
 /// `WEBHOOK_ID_FROM=json:/id` (its own Function URL), for deliveries signed by `githubkit`
 /// (PyPI). GitHub signs the body only: the captured delivery sent again under a new
 /// `X-GitHub-Delivery` (unsigned) is the same event, answered as the first, because the identity
-/// is in the signed body; a forged, altered, malformed or repeated signature gets 401, and
-/// each event is applied once.
+/// is in the signed body; a forged, altered or malformed signature gets 401, and each event is
+/// applied once.
 #[tokio::test]
 async fn e2e_github_deliveries_signed_by_githubkit_are_recorded_once_whatever_their_delivery_id() {
     if !stack_is_up() {
@@ -513,8 +506,9 @@ async fn e2e_github_deliveries_signed_by_githubkit_are_recorded_once_whatever_th
         .expect("githubkit's signature");
     let short = second.with_header("X-Hub-Signature-256", &signature[..40]);
     assert_unauthorized(&short, Some("malformed_signature"), "a truncated digest").await;
-    let twice = second.with_another("X-Hub-Signature-256", &signature);
-    assert_unauthorized(&twice, Some("repeated_header"), "the signature sent twice").await;
+    // A signature header sent twice is refused in the receiver's unit tests, in the joined form a
+    // Function URL hands it (`a_github_signature_joined_with_a_comma_by_a_function_url_is_refused`):
+    // `cargo lambda watch`'s front passes one copy only, so it cannot be shown here.
 
     recorded(&second).await;
     assert_applied_once("the GitHub events' balance", &account, 7).await;

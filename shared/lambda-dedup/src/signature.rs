@@ -250,8 +250,8 @@ pub enum SignatureError {
     /// No signature header, or no `v1` signature in it.
     #[error("no v1 signature was sent")]
     Missing,
-    /// Standard Webhooks: no `webhook-id` (the id is part of what is signed).
-    #[error("no webhook-id was sent")]
+    /// Standard Webhooks: no `webhook-id` nor `svix-id` (the id is part of what is signed).
+    #[error("no webhook-id (or svix-id) was sent")]
     MissingId,
     /// A signed header sent more than once.
     #[error("the signature headers must each be sent once")]

@@ -3,14 +3,30 @@
 The end-to-end tests and the demo POST what this prints; they never sign with the project's
 own code, so a receiver that misreads a scheme fails against the real senders' libraries.
 
-    python sign.py standard-webhooks ID TIMESTAMP SECRET [SECRET...] < body
-    python sign.py stripe ID TIMESTAMP SECRET [SECRET...] < body
+    python sign.py SCHEME ID TIMESTAMP SECRET [SECRET...] < body
+
+SCHEME is one of:
+
+- standard-webhooks: `standardwebhooks`, headers `webhook-id`, `webhook-timestamp`,
+  `webhook-signature`;
+- svix: Svix's own library (`svix`), under Svix's header names `svix-id`, `svix-timestamp`,
+  `svix-signature`;
+- stripe: `stripe`, header `Stripe-Signature` (ID is ignored: the event id is the body's `id`);
+- github: `githubkit.webhooks.sign`, headers `X-Hub-Signature-256` and `X-GitHub-Delivery: ID`
+  (TIMESTAMP is ignored: GitHub signs none);
+- slack: `slack_sdk.signature.SignatureVerifier.generate_signature`, headers
+  `X-Slack-Request-Timestamp` and `X-Slack-Signature` (ID is ignored: the id is the body's
+  `event_id`);
+- shopify: Shopify publishes no signing library (`shopifyapi` verifies OAuth parameters only),
+  so its documented recipe, with Python's own `hmac` and `base64`: the base64 HMAC-SHA256 of the
+  body under the app's client secret, header `X-Shopify-Hmac-Sha256`, and
+  `X-Shopify-Webhook-Id: ID`.
 
 Prints the request's signature headers as one JSON object. With several secrets (a sender
-rolling its secret) it signs with each and sends all the signatures, as the senders do:
-Standard Webhooks as a space-separated list of `v1,<base64>`, Stripe as one `t=` with several
-`v1=`. `ID` is the delivery's `webhook-id` (Standard Webhooks); Stripe signs no id header, so
-it is ignored there (the event id is the body's own `id`).
+rolling its secret) it signs with each and sends all the signatures where the scheme has room
+for several (Standard Webhooks and Svix as a space-separated list of `v1,<base64>`, Stripe as one
+`t=` with several `v1=`); GitHub, Slack and Shopify send one signature, so there only the first
+secret signs.
 """
 
 import json
@@ -30,6 +46,18 @@ def standard_webhooks(msg_id, timestamp, secrets, body):
     }
 
 
+def svix(msg_id, timestamp, secrets, body):
+    from svix.webhooks import Webhook
+
+    at = datetime.fromtimestamp(timestamp, tz=timezone.utc)
+    signatures = [Webhook(s).sign(msg_id=msg_id, timestamp=at, data=body) for s in secrets]
+    return {
+        "svix-id": msg_id,
+        "svix-timestamp": str(timestamp),
+        "svix-signature": " ".join(signatures),
+    }
+
+
 def stripe(timestamp, secrets, body):
     from stripe import WebhookSignature
 
@@ -40,6 +68,33 @@ def stripe(timestamp, secrets, body):
     return {"Stripe-Signature": ",".join(parts)}
 
 
+def github(delivery, secret, body):
+    from githubkit.webhooks import sign
+
+    return {"X-Hub-Signature-256": sign(secret, body), "X-GitHub-Delivery": delivery}
+
+
+def slack(timestamp, secret, body):
+    from slack_sdk.signature import SignatureVerifier
+
+    signature = SignatureVerifier(signing_secret=secret).generate_signature(
+        timestamp=str(timestamp), body=body
+    )
+    return {"X-Slack-Request-Timestamp": str(timestamp), "X-Slack-Signature": signature}
+
+
+def shopify(webhook_id, secret, body):
+    import base64
+    import hashlib
+    import hmac
+
+    digest = hmac.new(secret.encode("utf-8"), body.encode("utf-8"), hashlib.sha256).digest()
+    return {
+        "X-Shopify-Hmac-Sha256": base64.b64encode(digest).decode("ascii"),
+        "X-Shopify-Webhook-Id": webhook_id,
+    }
+
+
 def main(argv):
     if len(argv) < 5:
         sys.exit(__doc__)
@@ -47,10 +102,18 @@ def main(argv):
     body = sys.stdin.buffer.read().decode("utf-8")
     if scheme == "standard-webhooks":
         headers = standard_webhooks(msg_id, timestamp, secrets, body)
+    elif scheme == "svix":
+        headers = svix(msg_id, timestamp, secrets, body)
     elif scheme == "stripe":
         headers = stripe(timestamp, secrets, body)
+    elif scheme == "github":
+        headers = github(msg_id, secrets[0], body)
+    elif scheme == "slack":
+        headers = slack(timestamp, secrets[0], body)
+    elif scheme == "shopify":
+        headers = shopify(msg_id, secrets[0], body)
     else:
-        sys.exit(f"unknown scheme {scheme!r}: standard-webhooks or stripe")
+        sys.exit(f"unknown scheme {scheme!r}: standard-webhooks, svix, stripe, github, slack or shopify")
     print(json.dumps(headers))
 
 

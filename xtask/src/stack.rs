@@ -13,7 +13,7 @@ use lambda_dedup_fake_provider::Provider;
 
 use crate::audit::Accounts;
 use crate::dynamodb::LocalDynamo;
-use crate::functions::STRIPE_RECEIVER;
+use crate::functions::{GITHUB_RECEIVER, STRIPE_RECEIVER};
 use crate::{Result, step};
 use local_dynamodb::kinesis::Kinesis;
 use local_dynamodb::meter::Meter;
@@ -114,6 +114,14 @@ pub(crate) const STRIPE_SECRETS: [&str; 2] = [
 ];
 /// The Stripe account it serves (its keys' tenant).
 pub(crate) const STRIPE_SENDER: &str = "stripe-acct-local";
+/// The GitHub configuration's webhook secrets (GitHub's raw secret, its bytes): current and
+/// rotated out.
+pub(crate) const GITHUB_SECRETS: [&str; 2] = [
+    "local-github-webhook-secret-2026-11",
+    "local-github-webhook-secret-2026-10",
+];
+/// The GitHub organisation it serves (its keys' tenant).
+pub(crate) const GITHUB_SENDER: &str = "github-org-local";
 
 fn conf_env() -> Vec<(String, String)> {
     [
@@ -339,6 +347,11 @@ impl Stack {
         format!("{}/lambda-url/{STRIPE_RECEIVER}/", self.invoke_url)
     }
 
+    /// The GitHub configuration's URL, through `cargo lambda watch`'s Function URL front.
+    pub(crate) fn github_webhook_url(&self) -> String {
+        format!("{}/lambda-url/{GITHUB_RECEIVER}/", self.invoke_url)
+    }
+
     /// The environment the end-to-end tests read.
     pub(crate) fn env(&self) -> Vec<(String, String)> {
         // The built `lambda-dedup` (see `CLI_PACKAGE`).
@@ -375,6 +388,8 @@ impl Stack {
                 ),
                 ("DEDUP_STRIPE_WEBHOOK_URL", self.stripe_webhook_url()),
                 ("DEDUP_STRIPE_WEBHOOK_SECRET", STRIPE_SECRETS[1].into()),
+                ("DEDUP_GITHUB_WEBHOOK_URL", self.github_webhook_url()),
+                ("DEDUP_GITHUB_WEBHOOK_SECRET", GITHUB_SECRETS[1].into()),
                 // The senders' own signing libraries are in the venv: `tests/senders/sign.py`
                 // runs there.
                 ("DEDUP_SENDER_PYTHON", self.sender.0.display().to_string()),
@@ -690,6 +705,19 @@ impl FunctionEnvs {
             .map(|(k, v)| (k.to_owned(), v)),
         );
         own.insert(STRIPE_RECEIVER.to_owned(), stripe_env);
+        // The GitHub configuration, the same way: GitHub signs the body only, so its identity is
+        // the signed body's own event id (here the ledger's CloudEvents `id`).
+        let mut github_env = own["webhook-receiver"].clone();
+        github_env.extend(
+            [
+                ("WEBHOOK_SCHEME", "github".to_owned()),
+                ("WEBHOOK_SECRETS", GITHUB_SECRETS.join(",")),
+                ("WEBHOOK_ID_FROM", "json:/id".to_owned()),
+                ("WEBHOOK_TENANT", GITHUB_SENDER.to_owned()),
+            ]
+            .map(|(k, v)| (k.to_owned(), v)),
+        );
+        own.insert(GITHUB_RECEIVER.to_owned(), github_env);
         let all = all.into_iter().collect();
         Ok(Self {
             shared,

@@ -1,6 +1,6 @@
 //! Python tools in a project venv (`.cache/venv`): the SQS emulator (`moto[server]`) and
 //! `cargo-lambda` (which brings `ziglang` for cross builds), `cfn-lint`, and the webhook senders'
-//! own signing libraries (`standardwebhooks`, `stripe`), with which the end-to-end tests and the
+//! own signing libraries (`standardwebhooks`, `stripe`, `svix`, `slack-sdk`, `githubkit`), with which the end-to-end tests and the
 //! demo sign their deliveries (`tests/senders/sign.py`). Pinned, installed once. And AWS
 //! CloudFormation Guard (`cfn-guard`, Apache-2.0), which runs the template's rules
 //! (`infra/rules/*.guard`): installed once with `cargo install --locked` into `.cache/cfn-guard`.
@@ -19,6 +19,11 @@ const PINS: &[&str] = &[
     "cfn-lint==1.58.0",
     "standardwebhooks==1.1.0",
     "stripe==16.1.0",
+    "svix==2.9.1",
+    "slack-sdk==3.47.0",
+    "githubkit==0.16.1",
+    // githubkit 0.16.1 allows hishel 2.0.0, which lacks the `CachePolicy` githubkit imports.
+    "hishel==1.4.0",
 ];
 
 /// The venv's `bin` folder, installing the pinned tools first if needed.

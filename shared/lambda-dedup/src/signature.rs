@@ -14,10 +14,17 @@
 //!   the secret `whsec_…` is the key as it is written (its UTF-8 bytes, not decoded). Stripe
 //!   signs no id header: the event id is the signed body's own `id`.
 //!
-//! GitHub's scheme (`X-Hub-Signature-256`) is not offered: it signs the body only, not the
-//! delivery id nor a timestamp, so neither a replay nor a swapped id could be told apart.
+//!   Svix's header names (`svix-id`, `svix-timestamp`, `svix-signature`) are the same scheme and
+//!   are read too ([`families`]); a part sent under both names with two values is refused.
+//! - **GitHub** (`github`), **Shopify** (`shopify`) and **Slack** (`slack`), as [`senders`] reads
+//!   them: each signs the raw body with the secret's own bytes (GitHub's webhook secret,
+//!   Shopify's app client secret, Slack's signing secret), and sends one signature. Only Slack
+//!   signs a timestamp (`v0:{timestamp}:{body}`); GitHub and Shopify sign neither a timestamp nor
+//!   their delivery id header, so a captured delivery stays valid for as long as its secret is
+//!   held: a replay is caught only by its event's inbox item, whose identity must therefore come
+//!   from the signed body ([`Scheme::signs_time`], [`Scheme::signed_id_header`]).
 //!
-//! In both, several signatures may be offered (a sender rolling its secret signs with both) and
+//! In all, several signatures may be offered (a sender rolling its secret signs with both) and
 //! several secrets held (a receiver rotating accepts both): a request is valid when any offered
 //! digest equals the digest under any held secret, compared in constant time, and the timestamp
 //! is within the tolerance of the receiver's clock, either way (Stripe's library checks only
@@ -27,6 +34,19 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use sha2::{Digest, Sha256};
+
+pub mod families;
+pub mod senders;
+
+pub use families::{
+    Part, SVIX_ID_HEADER, SVIX_SIGNATURE_HEADER, SVIX_TIMESTAMP_HEADER, WEBHOOK_ID_HEADER,
+    WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER, standard_header,
+};
+use senders::Signed;
+pub use senders::{
+    GITHUB_DELIVERY_HEADER, GITHUB_SIGNATURE_HEADER, SHOPIFY_HMAC_HEADER,
+    SHOPIFY_WEBHOOK_ID_HEADER, SLACK_SIGNATURE_HEADER, SLACK_TIMESTAMP_HEADER,
+};
 
 /// HMAC-SHA256 (RFC 2104) of `message` under `key`.
 pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
@@ -69,15 +89,8 @@ pub const MIN_SECRET_BYTES: usize = 16;
 /// not be); the senders' libraries use 5 minutes, and an hour leaves room for a clock far off.
 pub const MAX_TOLERANCE: Duration = Duration::from_secs(3600);
 
-/// The prefix of both schemes' secrets.
+/// The prefix of Standard Webhooks' and Stripe's secrets.
 pub const SECRET_PREFIX: &str = "whsec_";
-
-/// Standard Webhooks' header naming the event (signed).
-pub const WEBHOOK_ID_HEADER: &str = "webhook-id";
-/// Standard Webhooks' header carrying the signature's timestamp (Unix seconds).
-pub const WEBHOOK_TIMESTAMP_HEADER: &str = "webhook-timestamp";
-/// Standard Webhooks' header carrying the signatures, `v1,<base64>`, separated by spaces.
-pub const WEBHOOK_SIGNATURE_HEADER: &str = "webhook-signature";
 /// Stripe's header (`t=…,v1=…`), as HTTP headers are compared: lower case.
 pub const STRIPE_SIGNATURE_HEADER: &str = "stripe-signature";
 
@@ -107,24 +120,38 @@ pub enum Scheme {
     StandardWebhooks,
     /// Stripe: `Stripe-Signature: t=<ts>,v1=<hex>` over `{t}.{body}`; the secret's own bytes.
     Stripe,
+    /// GitHub: `X-Hub-Signature-256: sha256=<hex>` over the body; the secret's own bytes.
+    GitHub,
+    /// Shopify: `X-Shopify-Hmac-Sha256: <base64>` over the body; the client secret's bytes.
+    Shopify,
+    /// Slack: `X-Slack-Signature: v0=<hex>` over `v0:{X-Slack-Request-Timestamp}:{body}`; the
+    /// signing secret's bytes.
+    Slack,
 }
+
+/// Every scheme, in the order the settings list them.
+pub const SCHEMES: [Scheme; 5] = [
+    Scheme::StandardWebhooks,
+    Scheme::Stripe,
+    Scheme::GitHub,
+    Scheme::Shopify,
+    Scheme::Slack,
+];
 
 /// A scheme name that is none of the offered ones.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown webhook scheme '{0}': standard-webhooks or stripe (GitHub's cannot sign the delivery id and is not offered)"
-)]
+#[error("unknown webhook scheme '{0}': standard-webhooks, stripe, github, shopify or slack")]
 pub struct UnknownScheme(pub String);
 
 impl std::str::FromStr for Scheme {
     type Err = UnknownScheme;
 
     fn from_str(s: &str) -> Result<Self, UnknownScheme> {
-        match s.trim() {
-            "standard-webhooks" => Ok(Self::StandardWebhooks),
-            "stripe" => Ok(Self::Stripe),
-            other => Err(UnknownScheme(other.to_owned())),
-        }
+        let name = s.trim();
+        SCHEMES
+            .into_iter()
+            .find(|scheme| scheme.name() == name)
+            .ok_or_else(|| UnknownScheme(name.to_owned()))
     }
 }
 
@@ -134,19 +161,49 @@ impl Scheme {
         match self {
             Self::StandardWebhooks => "standard-webhooks",
             Self::Stripe => "stripe",
+            Self::GitHub => "github",
+            Self::Shopify => "shopify",
+            Self::Slack => "slack",
+        }
+    }
+
+    /// Whether the scheme signs a timestamp, so that an old signature can be refused. Without
+    /// one (GitHub, Shopify), a captured delivery is valid for as long as its secret is held:
+    /// only its event's inbox item (and its retention) catches a replay.
+    pub fn signs_time(self) -> bool {
+        !matches!(self, Self::GitHub | Self::Shopify)
+    }
+
+    /// The header naming the event that the scheme's signature covers: Standard Webhooks'
+    /// `webhook-id` (or Svix's `svix-id`). The others sign no id header (GitHub's
+    /// `X-GitHub-Delivery` and Shopify's `X-Shopify-Webhook-Id` are sent unsigned): their
+    /// identity must come from the signed body.
+    pub fn signed_id_header(self) -> Option<&'static str> {
+        match self {
+            Self::StandardWebhooks => Some(WEBHOOK_ID_HEADER),
+            _ => None,
         }
     }
 
     /// The key a secret written as the sender writes it stands for: Standard Webhooks decodes
-    /// the base64 after `whsec_`; Stripe uses the whole string's bytes.
+    /// the base64 after `whsec_`; Stripe uses the whole string's bytes (`whsec_…`); GitHub,
+    /// Shopify and Slack use the secret's bytes as the sender shows it, with no prefix.
     pub fn key(self, secret: &str) -> Result<Vec<u8>, SecretError> {
         let secret = secret.trim();
-        let Some(encoded) = secret.strip_prefix(SECRET_PREFIX) else {
-            return Err(SecretError::NoPrefix);
+        let prefixed = || {
+            secret
+                .strip_prefix(SECRET_PREFIX)
+                .ok_or(SecretError::NoPrefix)
         };
         let key = match self {
-            Self::StandardWebhooks => BASE64.decode(encoded).map_err(|_| SecretError::NotBase64)?,
-            Self::Stripe => secret.as_bytes().to_vec(),
+            Self::StandardWebhooks => BASE64
+                .decode(prefixed()?)
+                .map_err(|_| SecretError::NotBase64)?,
+            Self::Stripe => {
+                prefixed()?;
+                secret.as_bytes().to_vec()
+            }
+            Self::GitHub | Self::Shopify | Self::Slack => secret.as_bytes().to_vec(),
         };
         if key.len() < MIN_SECRET_BYTES {
             return Err(SecretError::Short { len: key.len() });
@@ -193,8 +250,8 @@ pub enum SignatureError {
     /// No signature header, or no `v1` signature in it.
     #[error("no v1 signature was sent")]
     Missing,
-    /// Standard Webhooks: no `webhook-id` (the id is part of what is signed).
-    #[error("no webhook-id was sent")]
+    /// Standard Webhooks: no `webhook-id` nor `svix-id` (the id is part of what is signed).
+    #[error("no webhook-id (or svix-id) was sent")]
     MissingId,
     /// A signed header sent more than once.
     #[error("the signature headers must each be sent once")]
@@ -202,10 +259,15 @@ pub enum SignatureError {
     /// No offered digest matches any held secret.
     #[error("no signature matches")]
     Mismatch,
-    /// Standard Webhooks: a `v1` signature that is not the padded base64 of a SHA-256 digest
-    /// (as the reference library, which refuses unpadded base64, reads it). The whole header is
-    /// refused, not only the entry: no sender's library writes one.
-    #[error("a v1 signature is not the padded base64 of a 32-byte digest")]
+    /// Standard Webhooks: a part sent under both its names (`webhook-*` and Svix's `svix-*`)
+    /// with two different values.
+    #[error("a signed header was sent under both webhook-* and svix-* with different values")]
+    ConflictingHeaders,
+    /// A signature that is not a SHA-256 digest in its scheme's encoding: Standard Webhooks'
+    /// `v1` not padded base64 (as the reference library, which refuses unpadded base64, reads
+    /// it; the whole header is refused, not only the entry: no sender's library writes one),
+    /// Shopify's not padded base64, GitHub's `sha256=` or Slack's `v0=` not 64 hex digits.
+    #[error("a signature is not a 32-byte digest in its scheme's encoding")]
     Malformed,
 }
 
@@ -220,6 +282,7 @@ impl SignatureError {
             Self::RepeatedHeader => "repeated_header",
             Self::Mismatch => "bad_signature",
             Self::Malformed => "malformed_signature",
+            Self::ConflictingHeaders => "conflicting_headers",
         }
     }
 }
@@ -333,52 +396,29 @@ impl Verifier {
         body: &[u8],
         now: SystemTime,
     ) -> Result<(), SignatureError> {
-        let (timestamp, offered, signed) = match self.scheme {
-            Scheme::StandardWebhooks => {
-                let timestamp = parse_timestamp(headers(WEBHOOK_TIMESTAMP_HEADER)?)?;
-                let id = headers(WEBHOOK_ID_HEADER)?;
-                let offered: Result<Vec<Vec<u8>>, SignatureError> =
-                    headers(WEBHOOK_SIGNATURE_HEADER)?
-                        .into_iter()
-                        .flat_map(|s| s.split(' '))
-                        .filter_map(|entry| entry.trim().split_once(','))
-                        .filter(|(version, _)| *version == "v1")
-                        .map(|(_, sig)| match SIGNATURE_BASE64.decode(sig) {
-                            Ok(digest) if digest.len() == DIGEST_BYTES => Ok(digest),
-                            _ => Err(SignatureError::Malformed),
-                        })
-                        .collect();
-                let id = id.ok_or(SignatureError::MissingId)?;
-                let signed = standard_content(id, timestamp, body);
-                (timestamp, offered, signed)
-            }
-            Scheme::Stripe => {
-                let header = headers(STRIPE_SIGNATURE_HEADER)?.ok_or(SignatureError::Missing)?;
-                let items: Vec<(&str, &str)> = header
-                    .split(',')
-                    .filter_map(|item| item.trim().split_once('='))
-                    .collect();
-                // The first `t`, as Stripe's libraries read it.
-                let timestamp =
-                    parse_timestamp(items.iter().find(|(k, _)| *k == "t").map(|(_, v)| *v))?;
-                let offered = Ok(items
-                    .iter()
-                    .filter(|(k, _)| *k == "v1")
-                    .filter_map(|(_, v)| hex::decode(v).ok())
-                    .collect());
-                (timestamp, offered, stripe_content(timestamp, body))
-            }
+        let Signed {
+            timestamp,
+            offered,
+            content,
+        } = match self.scheme {
+            Scheme::StandardWebhooks => standard(headers, body)?,
+            Scheme::Stripe => stripe(headers, body)?,
+            Scheme::GitHub => senders::github(headers, body)?,
+            Scheme::Shopify => senders::shopify(headers, body)?,
+            Scheme::Slack => senders::slack(headers, body)?,
         };
-        let now_secs = now
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        let off_secs = now_secs.abs_diff(timestamp);
-        if off_secs > self.tolerance.as_secs() {
-            return Err(SignatureError::Stale {
-                off_secs,
-                tolerance_secs: self.tolerance.as_secs(),
-            });
+        if let Some(timestamp) = timestamp {
+            let now_secs = now
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            let off_secs = now_secs.abs_diff(timestamp);
+            if off_secs > self.tolerance.as_secs() {
+                return Err(SignatureError::Stale {
+                    off_secs,
+                    tolerance_secs: self.tolerance.as_secs(),
+                });
+            }
         }
         // After the window, so a stale delivery is told as stale whatever its signatures.
         let offered = offered?;
@@ -388,7 +428,7 @@ impl Verifier {
         // Every pair is compared, so the time taken does not say which secret matched.
         let mut matched = false;
         for key in &self.keys {
-            let expected = hmac_sha256(key, &signed);
+            let expected = hmac_sha256(key, &content);
             for o in &offered {
                 matched |= constant_time_eq(&expected, o);
             }
@@ -399,6 +439,50 @@ impl Verifier {
             Err(SignatureError::Mismatch)
         }
     }
+}
+
+/// Standard Webhooks, under either header family: `v1,<base64>` entries over
+/// `{id}.{timestamp}.{body}`.
+fn standard(headers: Headers<'_, '_>, body: &[u8]) -> Result<Signed, SignatureError> {
+    let timestamp = parse_timestamp(standard_header(headers, Part::Timestamp)?)?;
+    let id = standard_header(headers, Part::Id)?;
+    let offered: Result<Vec<Vec<u8>>, SignatureError> = standard_header(headers, Part::Signature)?
+        .into_iter()
+        .flat_map(|s| s.split(' '))
+        .filter_map(|entry| entry.trim().split_once(','))
+        .filter(|(version, _)| *version == "v1")
+        .map(|(_, sig)| match SIGNATURE_BASE64.decode(sig) {
+            Ok(digest) if digest.len() == DIGEST_BYTES => Ok(digest),
+            _ => Err(SignatureError::Malformed),
+        })
+        .collect();
+    let id = id.ok_or(SignatureError::MissingId)?;
+    Ok(Signed {
+        timestamp: Some(timestamp),
+        offered,
+        content: standard_content(id, timestamp, body),
+    })
+}
+
+/// Stripe: `t=<timestamp>,v1=<hex>[,v1=…]` over `{t}.{body}`.
+fn stripe(headers: Headers<'_, '_>, body: &[u8]) -> Result<Signed, SignatureError> {
+    let header = headers(STRIPE_SIGNATURE_HEADER)?.ok_or(SignatureError::Missing)?;
+    let items: Vec<(&str, &str)> = header
+        .split(',')
+        .filter_map(|item| item.trim().split_once('='))
+        .collect();
+    // The first `t`, as Stripe's libraries read it.
+    let timestamp = parse_timestamp(items.iter().find(|(k, _)| *k == "t").map(|(_, v)| *v))?;
+    let offered = Ok(items
+        .iter()
+        .filter(|(k, _)| *k == "v1")
+        .filter_map(|(_, v)| hex::decode(v).ok())
+        .collect());
+    Ok(Signed {
+        timestamp: Some(timestamp),
+        offered,
+        content: stripe_content(timestamp, body),
+    })
 }
 
 fn parse_timestamp(value: Option<&str>) -> Result<u64, SignatureError> {
@@ -422,11 +506,12 @@ fn stripe_content(timestamp: u64, body: &[u8]) -> Vec<u8> {
     signed
 }
 
-/// The signature a sender holding `secret` (as written, `whsec_…`) sends for event `id`'s
-/// `body` at `timestamp`, in `scheme`: Standard Webhooks' `webhook-signature` value
-/// (`v1,<base64>`), or Stripe's whole `Stripe-Signature` value (`t=…,v1=<hex>`; `id` is not
-/// signed there). For the library's own tests; the end-to-end tests sign with the senders'
-/// libraries.
+/// The signature a sender holding `secret` (as written) sends for event `id`'s `body` at
+/// `timestamp`, in `scheme`: Standard Webhooks' `webhook-signature` value (`v1,<base64>`),
+/// Stripe's whole `Stripe-Signature` value (`t=…,v1=<hex>`), GitHub's `sha256=<hex>`,
+/// Shopify's base64, Slack's `v0=<hex>` (`id` is signed by Standard Webhooks only, `timestamp`
+/// ignored by GitHub and Shopify). For the library's own tests; the end-to-end tests sign with
+/// the senders' libraries.
 pub fn sign(
     scheme: Scheme,
     secret: &str,
@@ -443,6 +528,12 @@ pub fn sign(
         Scheme::Stripe => format!(
             "t={timestamp},v1={}",
             hex::encode(hmac_sha256(&key, &stripe_content(timestamp, body)))
+        ),
+        Scheme::GitHub => format!("sha256={}", hex::encode(hmac_sha256(&key, body))),
+        Scheme::Shopify => SIGNATURE_BASE64.encode(hmac_sha256(&key, body)),
+        Scheme::Slack => format!(
+            "v0={}",
+            hex::encode(hmac_sha256(&key, &senders::slack_content(timestamp, body)))
         ),
     })
 }
@@ -834,15 +925,296 @@ mod tests {
         assert_eq!("standard-webhooks".parse(), Ok(Scheme::StandardWebhooks));
         assert_eq!("stripe".parse(), Ok(Scheme::Stripe));
         assert_eq!(Scheme::default(), Scheme::StandardWebhooks);
-        for name in ["github", "v1", "", "Stripe"] {
+        for name in ["v1", "", "Stripe", "GitHub", "hub-signature", "svix"] {
             assert_eq!(
                 name.parse::<Scheme>(),
                 Err(UnknownScheme(name.to_owned())),
                 "{name}"
             );
         }
-        for s in [Scheme::StandardWebhooks, Scheme::Stripe] {
+        for s in SCHEMES {
             assert_eq!(s.name().parse(), Ok(s));
         }
+        assert_eq!("github".parse(), Ok(Scheme::GitHub));
+        assert_eq!("shopify".parse(), Ok(Scheme::Shopify));
+        assert_eq!("slack".parse(), Ok(Scheme::Slack));
+        let signs_time: Vec<bool> = SCHEMES.iter().map(|s| s.signs_time()).collect();
+        assert_eq!(signs_time, [true, true, false, false, true]);
+        let id_headers: Vec<Option<&str>> = SCHEMES.iter().map(|s| s.signed_id_header()).collect();
+        assert_eq!(
+            id_headers,
+            [Some(WEBHOOK_ID_HEADER), None, None, None, None]
+        );
+    }
+
+    /// GitHub's published test vector ("Validating webhook deliveries"), which `githubkit`
+    /// 0.16.1's `githubkit.webhooks.sign` reproduces.
+    const GH_SECRET: &str = "It's a Secret to Everybody";
+    const GH_BODY: &[u8] = b"Hello, World!";
+    const GH_SIGNATURE: &str =
+        "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
+
+    /// A Slack signature made by Slack's own library (slack-sdk 3.47.0,
+    /// `SignatureVerifier("8f742231b10e8888abcd99yyyzzz85a5").generate_signature(timestamp=
+    /// "1531420618", body=SL_BODY)`; the signing secret of Slack's documentation), over an Events
+    /// API payload.
+    const SL_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+    const SL_TS: u64 = 1_531_420_618;
+    const SL_BODY: &[u8] = br#"{"token":"z26uFbvR1xHJEdHE1OQiO6t8","team_id":"T061EG9RZ","api_app_id":"A0FFV41KK","event":{"type":"app_mention","user":"U061F7AUR","text":"hello","ts":"1515449522.000016","channel":"C0LAN2Q65","event_ts":"1515449522000016"},"type":"event_callback","event_id":"Ev0LAN670R","event_time":1515449522000016}"#;
+    const SL_SIGNATURE: &str =
+        "v0=2a80ad4e34243904b0d3c25380851c5438e84f58ae27836df348283f7680ec5f";
+
+    /// A Shopify signature as Shopify's documentation computes it (its recipe, run with
+    /// Python's own `hmac` and `base64`: `shopifyapi` 12.7.0 has no webhook signing).
+    const SH_SECRET: &str = "hush-shopify-client-secret-0001";
+    const SH_BODY: &[u8] = br#"{"id":820982911946154508,"email":"jon@example.com"}"#;
+    const SH_SIGNATURE: &str = "aNxnQIIa+uCgoVUvS5120U0wY7q08AH0mIU93ILM82I=";
+
+    fn raw(scheme: Scheme, secrets: &[&str]) -> Verifier {
+        Verifier::new(scheme, secrets, Duration::from_secs(300)).expect("verifier")
+    }
+
+    /// Svix's header names carry the Standard Webhooks scheme: the specification's vector
+    /// (which `svix` 2.9.1's `Webhook.sign` also makes) is accepted under `svix-*`, under both
+    /// families with the same values, and mixed; a part sent under both names with two values
+    /// is refused, whichever would have matched; `svix-id` is signed like `webhook-id`.
+    #[test]
+    fn the_svix_header_names_are_read_as_standard_webhooks() {
+        let v = standard(&[SW_SECRET]);
+        let ts = SW_TS.to_string();
+        let svix = map(&[
+            (SVIX_ID_HEADER, SW_ID),
+            (SVIX_TIMESTAMP_HEADER, &ts),
+            (SVIX_SIGNATURE_HEADER, SW_SIGNATURE),
+        ]);
+        assert_eq!(verify(&v, &svix, SW_BODY, SW_TS), Ok(()));
+        let mut both = svix.clone();
+        both.extend(sw_headers(SW_ID, SW_TS, SW_SIGNATURE));
+        assert_eq!(verify(&v, &both, SW_BODY, SW_TS), Ok(()), "the same values");
+        let mixed = map(&[
+            (SVIX_ID_HEADER, SW_ID),
+            (WEBHOOK_TIMESTAMP_HEADER, &ts),
+            (SVIX_SIGNATURE_HEADER, SW_SIGNATURE),
+        ]);
+        assert_eq!(verify(&v, &mixed, SW_BODY, SW_TS), Ok(()));
+        let other = sign(
+            Scheme::StandardWebhooks,
+            SW_SECRET,
+            "msg_other",
+            SW_TS,
+            SW_BODY,
+        )
+        .expect("sign");
+        for (name, value) in [
+            (WEBHOOK_ID_HEADER, "msg_other"),
+            (WEBHOOK_TIMESTAMP_HEADER, "1614265331"),
+            (WEBHOOK_SIGNATURE_HEADER, other.as_str()),
+        ] {
+            let mut disagree = svix.clone();
+            disagree.insert(name.to_owned(), value.to_owned());
+            assert_eq!(
+                verify(&v, &disagree, SW_BODY, SW_TS),
+                Err(SignatureError::ConflictingHeaders),
+                "{name} against its svix-* twin"
+            );
+        }
+        let mut replayed = svix.clone();
+        replayed.insert(SVIX_ID_HEADER.to_owned(), "msg_another".to_owned());
+        assert_eq!(
+            verify(&v, &replayed, SW_BODY, SW_TS),
+            Err(SignatureError::Mismatch),
+            "svix-id is signed"
+        );
+        let lookup = |name: &str| Ok(svix.get(name).map(String::as_str));
+        assert_eq!(standard_header(&lookup, Part::Id), Ok(Some(SW_ID)));
+        assert_eq!(
+            SignatureError::ConflictingHeaders.code(),
+            "conflicting_headers"
+        );
+    }
+
+    /// GitHub: the published vector is accepted whenever it comes (no timestamp is signed: a
+    /// replay is only caught by the event's inbox item), under either of two held secrets;
+    /// the delivery id header plays no part in the signature; a changed body, a digest of the
+    /// wrong length or encoding, and a missing or SHA-1-only header are refused.
+    #[test]
+    fn a_github_signature_matches_githubs_published_vector() {
+        let v = raw(Scheme::GitHub, &[GH_SECRET]);
+        let headers = map(&[(GITHUB_SIGNATURE_HEADER, GH_SIGNATURE)]);
+        for now in [0, SW_TS, u64::from(u32::MAX) * 4] {
+            assert_eq!(verify(&v, &headers, GH_BODY, now), Ok(()), "at {now}");
+        }
+        assert_eq!(
+            sign(Scheme::GitHub, GH_SECRET, "", 0, GH_BODY).as_deref(),
+            Ok(GH_SIGNATURE)
+        );
+        let rotating = raw(Scheme::GitHub, &["the-next-github-secret-2026", GH_SECRET]);
+        assert_eq!(verify(&rotating, &headers, GH_BODY, SW_TS), Ok(()));
+        let mut delivery = headers.clone();
+        delivery.insert(
+            GITHUB_DELIVERY_HEADER.to_owned(),
+            "another-delivery".to_owned(),
+        );
+        assert_eq!(
+            verify(&v, &delivery, GH_BODY, SW_TS),
+            Ok(()),
+            "the delivery id is not signed: it cannot be the identity"
+        );
+        assert_eq!(
+            verify(&v, &headers, b"Hello, World?", SW_TS),
+            Err(SignatureError::Mismatch)
+        );
+        let refused = |value: &str| {
+            verify(
+                &v,
+                &map(&[(GITHUB_SIGNATURE_HEADER, value)]),
+                GH_BODY,
+                SW_TS,
+            )
+        };
+        for malformed in [
+            &GH_SIGNATURE[..GH_SIGNATURE.len() - 2],
+            &format!("{GH_SIGNATURE}00"),
+            &GH_SIGNATURE.replace('e', "g"),
+            "sha256=",
+        ] {
+            assert_eq!(
+                refused(malformed),
+                Err(SignatureError::Malformed),
+                "{malformed}"
+            );
+        }
+        assert_eq!(
+            refused("sha1=0123456789abcdef0123456789abcdef01234567"),
+            Err(SignatureError::Missing)
+        );
+        assert_eq!(
+            refused(&GH_SIGNATURE[7..]),
+            Err(SignatureError::Missing),
+            "no sha256="
+        );
+        assert_eq!(
+            verify(&v, &map(&[]), GH_BODY, SW_TS),
+            Err(SignatureError::Missing)
+        );
+    }
+
+    /// Shopify: base64 over the body, no timestamp; hex, unpadded or truncated digests are
+    /// refused as malformed, a changed body as a mismatch.
+    #[test]
+    fn a_shopify_signature_over_the_body_is_accepted() {
+        let v = raw(Scheme::Shopify, &[SH_SECRET]);
+        let headers = map(&[(SHOPIFY_HMAC_HEADER, SH_SIGNATURE)]);
+        assert_eq!(verify(&v, &headers, SH_BODY, 0), Ok(()));
+        assert_eq!(verify(&v, &headers, SH_BODY, SW_TS * 2), Ok(()));
+        assert_eq!(
+            sign(Scheme::Shopify, SH_SECRET, "", 0, SH_BODY).as_deref(),
+            Ok(SH_SIGNATURE)
+        );
+        let changed = br#"{"id":820982911946154509,"email":"jon@example.com"}"#;
+        assert_eq!(
+            verify(&v, &headers, changed, 0),
+            Err(SignatureError::Mismatch)
+        );
+        let digest = SIGNATURE_BASE64.decode(SH_SIGNATURE).expect("base64");
+        for malformed in [
+            SH_SIGNATURE.trim_end_matches('='),
+            &SH_SIGNATURE[..20],
+            &hex::encode(&digest),
+            "not base64 at all",
+        ] {
+            let h = map(&[(SHOPIFY_HMAC_HEADER, malformed)]);
+            assert_eq!(
+                verify(&v, &h, SH_BODY, 0),
+                Err(SignatureError::Malformed),
+                "{malformed}"
+            );
+        }
+        let unsigned = map(&[(
+            SHOPIFY_WEBHOOK_ID_HEADER,
+            "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043",
+        )]);
+        assert_eq!(
+            verify(&v, &unsigned, SH_BODY, 0),
+            Err(SignatureError::Missing)
+        );
+    }
+
+    /// Slack: slack-sdk's signature over `v0:{timestamp}:{body}` is accepted inside the window;
+    /// a stale one, one whose timestamp header was changed, a missing timestamp, another
+    /// version's tag and a digest of the wrong length are refused.
+    #[test]
+    fn a_slack_signature_made_by_slack_sdk_is_accepted() {
+        let v = raw(Scheme::Slack, &[SL_SECRET]);
+        let headers = |ts: &str, sig: &str| {
+            map(&[(SLACK_TIMESTAMP_HEADER, ts), (SLACK_SIGNATURE_HEADER, sig)])
+        };
+        let ts = SL_TS.to_string();
+        let valid = headers(&ts, SL_SIGNATURE);
+        assert_eq!(verify(&v, &valid, SL_BODY, SL_TS + 300), Ok(()));
+        assert_eq!(
+            sign(Scheme::Slack, SL_SECRET, "", SL_TS, SL_BODY).as_deref(),
+            Ok(SL_SIGNATURE)
+        );
+        assert!(matches!(
+            verify(&v, &valid, SL_BODY, SL_TS + 301),
+            Err(SignatureError::Stale { .. })
+        ));
+        assert_eq!(
+            verify(&v, &headers("1531420619", SL_SIGNATURE), SL_BODY, SL_TS),
+            Err(SignatureError::Mismatch),
+            "the timestamp is signed"
+        );
+        let no_ts = map(&[(SLACK_SIGNATURE_HEADER, SL_SIGNATURE)]);
+        assert_eq!(
+            verify(&v, &no_ts, SL_BODY, SL_TS),
+            Err(SignatureError::BadTimestamp)
+        );
+        let v1 = SL_SIGNATURE.replace("v0=", "v1=");
+        assert_eq!(
+            verify(&v, &headers(&ts, &v1), SL_BODY, SL_TS),
+            Err(SignatureError::Missing)
+        );
+        assert_eq!(
+            verify(&v, &headers(&ts, &SL_SIGNATURE[..40]), SL_BODY, SL_TS),
+            Err(SignatureError::Malformed)
+        );
+        let changed = String::from_utf8_lossy(SL_BODY).replace("Ev0LAN670R", "Ev0LAN670S");
+        assert_eq!(
+            verify(&v, &valid, changed.as_bytes(), SL_TS),
+            Err(SignatureError::Mismatch),
+            "the event_id is in the signed body"
+        );
+    }
+
+    /// GitHub's, Shopify's and Slack's secrets are their own bytes, with no prefix, and at
+    /// least 16 of them; a Standard Webhooks secret is still refused without `whsec_`.
+    #[test]
+    fn github_shopify_and_slack_secrets_are_their_own_bytes() {
+        for scheme in [Scheme::GitHub, Scheme::Shopify, Scheme::Slack] {
+            assert_eq!(scheme.key(GH_SECRET), Ok(GH_SECRET.as_bytes().to_vec()));
+            assert_eq!(
+                scheme.key(" 0123456789abcdef "),
+                Ok(b"0123456789abcdef".to_vec())
+            );
+            assert_eq!(scheme.key("too-short"), Err(SecretError::Short { len: 9 }));
+        }
+        assert_eq!(
+            Verifier::new(
+                Scheme::Slack,
+                &[SL_SECRET, "short"],
+                Duration::from_secs(300)
+            )
+            .err(),
+            Some(VerifierError::BadSecret {
+                index: 1,
+                scheme: "slack",
+                reason: SecretError::Short { len: 5 }
+            })
+        );
+        assert_eq!(
+            Scheme::StandardWebhooks.key(GH_SECRET),
+            Err(SecretError::NoPrefix)
+        );
     }
 }

@@ -71,6 +71,13 @@ pub enum SettingRule {
         /// The scheme's name.
         scheme: &'static str,
     },
+    /// Unset, for a webhook scheme that signs no id header nor timestamp (`scheme`): there is no
+    /// signed identity to default to, and an unsigned one would let a captured delivery be
+    /// recorded again under a new id.
+    IdentityNeeded {
+        /// The scheme's name.
+        scheme: &'static str,
+    },
     /// Not in a form the variable takes, or refused by what reads it: that reader's reason,
     /// which never quotes a secret.
     Malformed(String),
@@ -175,7 +182,13 @@ impl fmt::Display for Shown<'_> {
             SettingRule::NotSigned { scheme } => write!(
                 f,
                 "{var}: {scheme} does not sign that identity; the identity must be signed \
-                 (json:/id is Stripe's event id)"
+                 (json:</pointer> into the signed body, such as json:/id for Stripe's event id)"
+            ),
+            SettingRule::IdentityNeeded { scheme } => write!(
+                f,
+                "{var} must be set for {scheme}: it signs the body only, not its delivery id \
+                 header, so the identity must be the event's own id in the signed body \
+                 (json:</pointer>)"
             ),
             SettingRule::Malformed(reason) => write!(f, "{var}: {reason}"),
             SettingRule::NotInThisBuild { feature, why: w } => {

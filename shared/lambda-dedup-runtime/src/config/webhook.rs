@@ -5,7 +5,10 @@
 
 use std::time::Duration;
 
-use lambda_dedup::signature::{Scheme, Verifier, VerifierError, WEBHOOK_ID_HEADER};
+use lambda_dedup::signature::{
+    GITHUB_DELIVERY_HEADER, SHOPIFY_WEBHOOK_ID_HEADER, SVIX_ID_HEADER, Scheme, Verifier,
+    VerifierError, WEBHOOK_ID_HEADER,
+};
 use lambda_dedup::{FingerprintSource, IdentitySource, KeySpec, Scope, TenantSource};
 
 use super::env::{Env, Lookup, optional_in, required_in};
@@ -20,7 +23,8 @@ pub const DEFAULT_TOLERANCE_SECS: u64 = 300;
 /// the body, never an unsigned header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IdentityFrom {
-    /// Standard Webhooks' `webhook-id` header, which its signature covers.
+    /// Standard Webhooks' `webhook-id` header (or Svix's `svix-id`, the same part under its
+    /// other name), which its signature covers.
     WebhookId,
     /// A JSON pointer into the body (signed whole in every scheme).
     JsonPointer(String),
@@ -29,11 +33,27 @@ pub enum IdentityFrom {
 impl std::str::FromStr for IdentityFrom {
     type Err = String;
 
-    /// `header:webhook-id` or `json:<pointer>`.
+    /// `header:webhook-id` (or `header:svix-id`) or `json:<pointer>`.
     fn from_str(s: &str) -> Result<Self, String> {
         match s.split_once(':') {
-            Some(("header", name)) if name.trim().eq_ignore_ascii_case(WEBHOOK_ID_HEADER) => {
+            Some(("header", name))
+                if [WEBHOOK_ID_HEADER, SVIX_ID_HEADER]
+                    .iter()
+                    .any(|h| name.trim().eq_ignore_ascii_case(h)) =>
+            {
                 Ok(Self::WebhookId)
+            }
+            Some(("header", name))
+                if [GITHUB_DELIVERY_HEADER, SHOPIFY_WEBHOOK_ID_HEADER]
+                    .iter()
+                    .any(|h| name.trim().eq_ignore_ascii_case(h)) =>
+            {
+                Err(format!(
+                    "the header '{}' is not signed by its sender (the signature covers the body \
+                     only): a captured delivery sent again under a new id would be a new event; \
+                     use json:</pointer> to the event's own id in the signed body",
+                    name.trim()
+                ))
             }
             Some(("header", name)) => Err(format!(
                 "the header '{}' is not signed: only {WEBHOOK_ID_HEADER} (Standard Webhooks) is, or use json:</pointer> into the signed body",
@@ -51,18 +71,23 @@ impl std::str::FromStr for IdentityFrom {
 
 impl IdentityFrom {
     /// The identity a scheme signs when none is configured: Standard Webhooks' `webhook-id`,
-    /// Stripe's event id (the body's top-level `id`).
-    pub fn default_for(scheme: Scheme) -> Self {
+    /// Stripe's event id (the body's top-level `id`), Slack's Events API `event_id`. GitHub and
+    /// Shopify have none: they sign the body only, their delivery id headers are unsigned, and
+    /// their payloads carry no id common to every event, so `WEBHOOK_ID_FROM` must name one.
+    pub fn default_for(scheme: Scheme) -> Option<Self> {
         match scheme {
-            Scheme::StandardWebhooks => Self::WebhookId,
-            Scheme::Stripe => Self::JsonPointer("/id".into()),
+            Scheme::StandardWebhooks => Some(Self::WebhookId),
+            Scheme::Stripe => Some(Self::JsonPointer("/id".into())),
+            Scheme::Slack => Some(Self::JsonPointer("/event_id".into())),
+            Scheme::GitHub | Scheme::Shopify => None,
         }
     }
 
-    /// Whether `scheme`'s signature covers this identity (Stripe signs no id header).
+    /// Whether `scheme`'s signature covers this identity (only Standard Webhooks signs an id
+    /// header; every scheme signs the body).
     pub fn signed_by(&self, scheme: Scheme) -> bool {
         match self {
-            Self::WebhookId => scheme == Scheme::StandardWebhooks,
+            Self::WebhookId => scheme.signed_id_header().is_some(),
             Self::JsonPointer(_) => true,
         }
     }
@@ -144,7 +169,14 @@ impl WebhookConfig {
             }
         })?;
         let identity = match env.get("WEBHOOK_ID_FROM").filter(|v| !v.trim().is_empty()) {
-            None => IdentityFrom::default_for(scheme),
+            None => IdentityFrom::default_for(scheme).ok_or_else(|| {
+                SettingsError::refused(
+                    "WEBHOOK_ID_FROM",
+                    SettingRule::IdentityNeeded {
+                        scheme: scheme.name(),
+                    },
+                )
+            })?,
             Some(v) => v.trim().parse().map_err(|e| {
                 SettingsError::refused("WEBHOOK_ID_FROM", SettingRule::Malformed(e))
             })?,
@@ -252,7 +284,19 @@ mod tests {
             sw(&[("WEBHOOK_SCHEME", "stripe"), ("WEBHOOK_SECRETS", ST_SECRET)]),
             Ok(Scheme::Stripe)
         );
-        for unknown in ["github", "v1", "hmac"] {
+        for (name, scheme, secret) in [
+            ("github", Scheme::GitHub, "github-webhook-secret-0001"),
+            ("shopify", Scheme::Shopify, "shopify-client-secret-0001"),
+            ("slack", Scheme::Slack, "8f742231b10e8888abcd99yyyzzz85a5"),
+        ] {
+            let read = config(&[
+                ("WEBHOOK_SCHEME", name),
+                ("WEBHOOK_SECRETS", secret),
+                ("WEBHOOK_ID_FROM", "json:/id"),
+            ]);
+            assert_eq!(read.map(|c| c.verifier.scheme()), Ok(scheme), "{name}");
+        }
+        for unknown in ["v1", "hmac", "GitHub", "svix"] {
             let e = refusal(&[("WEBHOOK_SCHEME", unknown), ("WEBHOOK_SECRETS", SW_SECRET)]);
             assert!(
                 e.contains("WEBHOOK_SCHEME") && e.contains(unknown) && e.contains("stripe"),
@@ -365,6 +409,82 @@ mod tests {
         assert!(
             e.contains("WEBHOOK_ID_FROM") && e.contains("must be signed"),
             "{e}"
+        );
+    }
+
+    /// GitHub and Shopify sign the body only: their delivery id headers are unsigned, so the
+    /// identity must come from the signed body. Unset, `WEBHOOK_ID_FROM` refuses the start (no
+    /// signed default); naming the delivery header refuses it too; a JSON pointer is accepted.
+    #[test]
+    fn webhook_id_from_for_github_and_shopify_must_come_from_the_signed_body() {
+        for (scheme, secret, header) in [
+            ("github", "github-webhook-secret-0001", "X-GitHub-Delivery"),
+            (
+                "shopify",
+                "shopify-client-secret-0001",
+                "X-Shopify-Webhook-Id",
+            ),
+        ] {
+            let base = [("WEBHOOK_SCHEME", scheme), ("WEBHOOK_SECRETS", secret)];
+            let unset = config(&base).map(|c| c.identity);
+            assert_eq!(
+                unset,
+                Err(SettingsError::refused(
+                    "WEBHOOK_ID_FROM",
+                    SettingRule::IdentityNeeded { scheme }
+                )),
+                "{scheme}"
+            );
+            let e = refusal(&base);
+            assert!(e.contains("WEBHOOK_ID_FROM") && e.contains("json:"), "{e}");
+            let delivery = format!("header:{header}");
+            let e = refusal(&[base[0], base[1], ("WEBHOOK_ID_FROM", &delivery)]);
+            assert!(e.contains("not signed by its sender"), "{e}");
+            for stripe_like in ["header:webhook-id", "header:svix-id"] {
+                assert!(matches!(
+                    config(&[base[0], base[1], ("WEBHOOK_ID_FROM", stripe_like)]),
+                    Err(SettingsError::Refused {
+                        var: "WEBHOOK_ID_FROM",
+                        rule: SettingRule::NotSigned { .. }
+                    })
+                ));
+            }
+            let id = config(&[base[0], base[1], ("WEBHOOK_ID_FROM", "json:/delivery/id")])
+                .map(|c| c.identity);
+            assert_eq!(id, Ok(IdentityFrom::JsonPointer("/delivery/id".into())));
+        }
+    }
+
+    /// Slack signs its timestamp and body, sends no id header: the identity defaults to the
+    /// Events API's `event_id` in the signed body. Svix's `svix-id` is Standard Webhooks' id.
+    #[test]
+    fn slack_identity_defaults_to_the_event_id_and_svix_id_is_the_webhook_id() {
+        let slack = [
+            ("WEBHOOK_SCHEME", "slack"),
+            ("WEBHOOK_SECRETS", "8f742231b10e8888abcd99yyyzzz85a5"),
+        ];
+        assert_eq!(
+            config(&slack).map(|c| c.identity),
+            Ok(IdentityFrom::JsonPointer("/event_id".into()))
+        );
+        let e = refusal(&[slack[0], slack[1], ("WEBHOOK_ID_FROM", "header:webhook-id")]);
+        assert!(e.contains("must be signed"), "{e}");
+        let e = refusal(&[
+            ("WEBHOOK_SCHEME", "slack"),
+            ("WEBHOOK_SECRETS", "short-secret"),
+        ]);
+        assert!(
+            e.contains("WEBHOOK_SECRETS") && e.contains("12 bytes"),
+            "{e}"
+        );
+        assert!(!e.contains("short-secret"), "{e}");
+        assert_eq!(
+            config(&[
+                ("WEBHOOK_SECRETS", SW_SECRET),
+                ("WEBHOOK_ID_FROM", "header:Svix-Id")
+            ])
+            .map(|c| c.identity),
+            Ok(IdentityFrom::WebhookId)
         );
     }
 }

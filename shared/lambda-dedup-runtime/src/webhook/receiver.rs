@@ -5,7 +5,11 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use lambda_dedup::signature::{SignatureError, WEBHOOK_ID_HEADER, WEBHOOK_TIMESTAMP_HEADER};
+use lambda_dedup::signature::{
+    GITHUB_SIGNATURE_HEADER, Part, SHOPIFY_HMAC_HEADER, SLACK_SIGNATURE_HEADER,
+    SLACK_TIMESTAMP_HEADER, SVIX_ID_HEADER, SVIX_TIMESTAMP_HEADER, SignatureError,
+    WEBHOOK_ID_HEADER, WEBHOOK_TIMESTAMP_HEADER, standard_header,
+};
 use lambda_dedup::{AttributeValue, Derived, Effect, Item, Message};
 use lambda_dedup_batch::{CreateOnceDeduplicator, HandlerError, Outcome, Plan, Reason, RetryCause};
 use lambda_http::http::{HeaderMap, Method};
@@ -18,8 +22,19 @@ use crate::config::WebhookConfig;
 pub const INBOX_EXPIRES_AT: &str = "expires_at";
 /// The signed headers whose values cannot hold a comma, so that a comma in one means the header
 /// was sent more than once and joined by the front (Function URL, API Gateway payload 2.0).
-/// Not the signature headers: commas are part of their format (`v1,<base64>`, `t=…,v1=…`).
-const JOINED_WHEN_REPEATED: [&str; 2] = [WEBHOOK_ID_HEADER, WEBHOOK_TIMESTAMP_HEADER];
+/// Not Standard Webhooks' and Stripe's signature headers: commas are part of their format
+/// (`v1,<base64>`, `t=…,v1=…`); GitHub's, Shopify's and Slack's hold one digest (hex or base64),
+/// never a comma.
+const JOINED_WHEN_REPEATED: [&str; 8] = [
+    WEBHOOK_ID_HEADER,
+    WEBHOOK_TIMESTAMP_HEADER,
+    SVIX_ID_HEADER,
+    SVIX_TIMESTAMP_HEADER,
+    GITHUB_SIGNATURE_HEADER,
+    SHOPIFY_HMAC_HEADER,
+    SLACK_SIGNATURE_HEADER,
+    SLACK_TIMESTAMP_HEADER,
+];
 
 /// The receiver: its configuration and the deduplicator (built with [`WebhookConfig::key_spec`]).
 #[derive(Debug)]
@@ -108,19 +123,28 @@ impl Receiver {
             tracing::warn!(request_id, code = e.code(), reason = %e, "webhook refused: signature");
             return Answer::error(401, "Unauthorized", e.code(), "the signature is not valid");
         }
+        // The first value of each header: the signed ones were sent once (checked above).
+        let mut attributes = headers
+            .iter()
+            .fold(BTreeMap::new(), |mut all, (name, value)| {
+                if let Ok(value) = value.to_str() {
+                    all.entry(name.as_str().to_owned())
+                        .or_insert_with(|| AttributeValue::String(value.to_owned()));
+                }
+                all
+            });
+        // The id that was verified, under whichever name it came (`webhook-id` or Svix's
+        // `svix-id`; both agree, or the signature was refused): the key reads `webhook-id`.
+        if let Ok(Some(id)) = standard_header(&header, Part::Id) {
+            attributes.insert(
+                WEBHOOK_ID_HEADER.to_owned(),
+                AttributeValue::String(id.to_owned()),
+            );
+        }
         let message = Message {
             message_id: request_id.to_owned(),
             body: body.to_vec(),
-            // The first value of each header: the signed ones were sent once (checked above).
-            attributes: headers
-                .iter()
-                .fold(BTreeMap::new(), |mut all, (name, value)| {
-                    if let Ok(value) = value.to_str() {
-                        all.entry(name.as_str().to_owned())
-                            .or_insert_with(|| AttributeValue::String(value.to_owned()));
-                    }
-                    all
-                }),
+            attributes,
             group_id: None,
         };
         let received_at = lambda_dedup::clock::epoch_millis(now);

@@ -3,8 +3,12 @@
 use super::*;
 use crate::config::{Env, SettingRule, SettingsError};
 use lambda_dedup::Scope;
-use lambda_dedup::signature::Scheme;
 use lambda_dedup::signature::sign;
+use lambda_dedup::signature::{
+    GITHUB_DELIVERY_HEADER, GITHUB_SIGNATURE_HEADER, SHOPIFY_HMAC_HEADER,
+    SHOPIFY_WEBHOOK_ID_HEADER, SLACK_SIGNATURE_HEADER, SLACK_TIMESTAMP_HEADER, SVIX_ID_HEADER,
+    SVIX_SIGNATURE_HEADER, SVIX_TIMESTAMP_HEADER, Scheme,
+};
 use lambda_dedup::{Retention, Value};
 use lambda_dedup_batch::CreateOnceDeduplicator;
 use lambda_dedup_memory::MemoryStore;
@@ -481,5 +485,254 @@ async fn a_stripe_delivery_is_accepted_and_its_identity_is_the_signed_event_id()
     let a = post(&r, &headers(&[("stripe-signature", &header)]), no_id, NOW).await;
     assert_eq!((a.status, a.outcome), (400, "Rejected"), "{a:?}");
     assert!(a.body.contains("identity_missing"), "{}", a.body);
+    assert_eq!(inbox_len(&store), 1);
+}
+
+/// Svix's header names (`svix-id`, `svix-timestamp`, `svix-signature`) carry the Standard
+/// Webhooks scheme: a delivery under them is recorded, and is the same event as the same
+/// delivery under the specification's names (the identity is the verified id, whichever name
+/// it came under); an id sent under both names with two values is refused, and nothing more
+/// is stored.
+#[tokio::test]
+async fn a_svix_delivery_is_recorded_once_under_either_header_family() {
+    let (r, store) = receiver(1024);
+    let body = r#"{"amount":10}"#;
+    let sig = sign(
+        Scheme::StandardWebhooks,
+        SECRET,
+        "msg_svix_1",
+        NOW,
+        body.as_bytes(),
+    )
+    .expect("sign");
+    let ts = NOW.to_string();
+    let svix = headers(&[
+        (SVIX_ID_HEADER, "msg_svix_1"),
+        (SVIX_TIMESTAMP_HEADER, &ts),
+        (SVIX_SIGNATURE_HEADER, &sig),
+    ]);
+    let a = post(&r, &svix, body, NOW).await;
+    assert_eq!((a.status, a.outcome), (200, "Applied"), "{a:?}");
+    let spec = headers(&[
+        (WEBHOOK_ID_HEADER, "msg_svix_1"),
+        (WEBHOOK_TIMESTAMP_HEADER, &ts),
+        (WEBHOOK_SIGNATURE_HEADER, &sig),
+    ]);
+    let again = post(&r, &spec, body, NOW + 1).await;
+    assert_eq!(
+        (again.status, again.outcome),
+        (200, "Duplicate"),
+        "{again:?}"
+    );
+    assert_eq!(again.body, a.body, "the first answer");
+
+    let mut disagree = svix.clone();
+    disagree.insert(WEBHOOK_ID_HEADER, HeaderValue::from_static("msg_svix_2"));
+    let a = post(&r, &disagree, body, NOW).await;
+    assert_eq!((a.status, a.outcome), (401, "Unauthorized"), "{a:?}");
+    assert!(a.body.contains("conflicting_headers"), "{}", a.body);
+    let mut renamed = svix.clone();
+    renamed.insert(SVIX_ID_HEADER, HeaderValue::from_static("msg_svix_2"));
+    assert_eq!(
+        post(&r, &renamed, body, NOW).await.status,
+        401,
+        "svix-id is signed"
+    );
+    assert_eq!(inbox_len(&store), 1);
+}
+
+/// The GitHub configuration the README shows (`WEBHOOK_SCHEME=github`, the identity from the
+/// signed body).
+fn github_receiver() -> (Receiver, MemoryStore) {
+    receiver_from(
+        &[
+            ("WEBHOOK_SCHEME", "github"),
+            (
+                "WEBHOOK_SECRETS",
+                "github-secret-rotated-out,github-secret-current-0001",
+            ),
+            ("WEBHOOK_ID_FROM", "json:/delivery_id"),
+        ],
+        "1024",
+    )
+}
+
+/// GitHub signs the body only. A delivery is recorded; the captured delivery sent again with a
+/// new `X-GitHub-Delivery` (unsigned) and days later (no timestamp is signed) is the same event,
+/// because the identity is in the signed body; a repeated or malformed signature header, or
+/// none, is refused, and nothing more is stored.
+#[tokio::test]
+async fn a_github_delivery_replayed_under_a_new_delivery_id_is_a_duplicate() {
+    let (r, store) = github_receiver();
+    let body = r#"{"delivery_id":"gh-evt-1","action":"opened"}"#;
+    let sig = sign(
+        Scheme::GitHub,
+        "github-secret-current-0001",
+        "",
+        0,
+        body.as_bytes(),
+    )
+    .expect("sign");
+    let captured = headers(&[
+        (GITHUB_SIGNATURE_HEADER, &sig),
+        (
+            GITHUB_DELIVERY_HEADER,
+            "72d3162e-cc78-11e3-81ab-4c9367dc0958",
+        ),
+    ]);
+    let a = post(&r, &captured, body, NOW).await;
+    assert_eq!((a.status, a.outcome), (200, "Applied"), "{a:?}");
+    let mut replayed = captured.clone();
+    replayed.insert(
+        GITHUB_DELIVERY_HEADER,
+        HeaderValue::from_static("00000000-0000-0000-0000-000000000000"),
+    );
+    let a = post(&r, &replayed, body, NOW + 3 * 86_400).await;
+    assert_eq!((a.status, a.outcome), (200, "Duplicate"), "{a:?}");
+
+    let mut doubled = captured.clone();
+    doubled.append(
+        GITHUB_SIGNATURE_HEADER,
+        HeaderValue::from_str(&sig).expect("v"),
+    );
+    let refused = [
+        (doubled, "repeated_header"),
+        (
+            headers(&[(GITHUB_SIGNATURE_HEADER, &sig[..70])]),
+            "malformed_signature",
+        ),
+        (
+            headers(&[(GITHUB_SIGNATURE_HEADER, "sha256=zz")]),
+            "malformed_signature",
+        ),
+        (
+            headers(&[(GITHUB_DELIVERY_HEADER, "72d3162e")]),
+            "missing_signature",
+        ),
+    ];
+    for (h, code) in refused {
+        let a = post(&r, &h, body, NOW).await;
+        assert_eq!(
+            (a.status, a.outcome),
+            (401, "Unauthorized"),
+            "{code}: {a:?}"
+        );
+        assert!(a.body.contains(code), "{code}: {}", a.body);
+    }
+    let other = r#"{"delivery_id":"gh-evt-1","action":"closed"}"#;
+    let a = post(&r, &captured, other, NOW).await;
+    assert_eq!(a.status, 401, "another body under the captured signature");
+    assert_eq!(inbox_len(&store), 1);
+}
+
+/// Behind a Function URL, a GitHub signature header sent twice arrives joined with a comma: a
+/// digest never holds one, so it is refused as repeated, even with a valid digest first.
+#[tokio::test]
+async fn a_github_signature_joined_with_a_comma_by_a_function_url_is_refused() {
+    let (r, store) = github_receiver();
+    let body = r#"{"delivery_id":"gh-evt-2"}"#;
+    let sig = sign(
+        Scheme::GitHub,
+        "github-secret-current-0001",
+        "",
+        0,
+        body.as_bytes(),
+    )
+    .expect("sign");
+    let joined = format!("{sig},sha256={}", "0".repeat(64));
+    let request = function_url_request(&[(GITHUB_SIGNATURE_HEADER, &joined)], body);
+    let (status, answer) = status_and_body(&r, request).await;
+    assert_eq!(status, 401, "{answer}");
+    assert!(answer.contains("repeated_header"), "{answer}");
+    let request = function_url_request(&[(GITHUB_SIGNATURE_HEADER, &sig)], body);
+    assert_eq!(status_and_body(&r, request).await.0, 200);
+    assert_eq!(inbox_len(&store), 1);
+}
+
+/// Shopify: the base64 HMAC of the body; the identity from the signed body, so a replay under
+/// a new `X-Shopify-Webhook-Id` is a duplicate; a hex digest (another sender's encoding) is
+/// refused as malformed.
+#[tokio::test]
+async fn a_shopify_delivery_replayed_under_a_new_webhook_id_is_a_duplicate() {
+    let (r, store) = receiver_from(
+        &[
+            ("WEBHOOK_SCHEME", "shopify"),
+            ("WEBHOOK_SECRETS", "shopify-client-secret-0001"),
+            ("WEBHOOK_ID_FROM", "json:/id"),
+        ],
+        "1024",
+    );
+    let body = r#"{"id":820982911946154508,"email":"jon@example.com"}"#;
+    let sig = sign(
+        Scheme::Shopify,
+        "shopify-client-secret-0001",
+        "",
+        0,
+        body.as_bytes(),
+    )
+    .expect("sign");
+    let h = headers(&[
+        (SHOPIFY_HMAC_HEADER, &sig),
+        (
+            SHOPIFY_WEBHOOK_ID_HEADER,
+            "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043",
+        ),
+    ]);
+    let a = post(&r, &h, body, NOW).await;
+    assert_eq!((a.status, a.outcome), (200, "Applied"), "{a:?}");
+    let mut replayed = h.clone();
+    replayed.insert(
+        SHOPIFY_WEBHOOK_ID_HEADER,
+        HeaderValue::from_static("forged-new-id"),
+    );
+    let a = post(&r, &replayed, body, NOW + 86_400).await;
+    assert_eq!((a.status, a.outcome), (200, "Duplicate"), "{a:?}");
+    let hex = sign(
+        Scheme::GitHub,
+        "shopify-client-secret-0001",
+        "",
+        0,
+        body.as_bytes(),
+    )
+    .expect("sign");
+    let a = post(&r, &headers(&[(SHOPIFY_HMAC_HEADER, &hex[7..])]), body, NOW).await;
+    assert!(
+        a.status == 401 && a.body.contains("malformed_signature"),
+        "{a:?}"
+    );
+    assert_eq!(inbox_len(&store), 1);
+}
+
+/// Slack: the Events API payload's `event_id` (in the signed body) is the identity by default.
+/// Slack's retry, signed again at a later timestamp, is a duplicate; a stale signature is
+/// refused; a signed body with no `event_id` is rejected (400), not recorded.
+#[tokio::test]
+async fn a_slack_event_is_recorded_once_by_its_event_id() {
+    let secret = "8f742231b10e8888abcd99yyyzzz85a5";
+    let (r, store) = receiver_from(
+        &[("WEBHOOK_SCHEME", "slack"), ("WEBHOOK_SECRETS", secret)],
+        "1024",
+    );
+    let body =
+        r#"{"type":"event_callback","event_id":"Ev0LAN670R","event":{"type":"app_mention"}}"#;
+    let slack = |ts: u64, body: &str| {
+        let sig = sign(Scheme::Slack, secret, "", ts, body.as_bytes()).expect("sign");
+        headers(&[
+            (SLACK_TIMESTAMP_HEADER, &ts.to_string()),
+            (SLACK_SIGNATURE_HEADER, &sig),
+        ])
+    };
+    let a = post(&r, &slack(NOW, body), body, NOW).await;
+    assert_eq!((a.status, a.outcome), (200, "Applied"), "{a:?}");
+    let a = post(&r, &slack(NOW + 60, body), body, NOW + 60).await;
+    assert_eq!((a.status, a.outcome), (200, "Duplicate"), "{a:?}");
+    let a = post(&r, &slack(NOW, body), body, NOW + 301).await;
+    assert!(
+        a.status == 401 && a.body.contains("stale_signature"),
+        "{a:?}"
+    );
+    let no_id = r#"{"type":"url_verification","challenge":"abc"}"#;
+    let a = post(&r, &slack(NOW, no_id), no_id, NOW).await;
+    assert_eq!((a.status, a.outcome), (400, "Rejected"), "{a:?}");
     assert_eq!(inbox_len(&store), 1);
 }

@@ -37,6 +37,7 @@ pub mod fingerprint;
 pub mod items;
 pub mod key;
 pub mod mark;
+pub mod pointer;
 pub mod reason;
 pub mod retention;
 pub mod sequence;

@@ -223,7 +223,13 @@ impl KeySpec {
         let tenant = self.tenant_of(msg, body.as_ref())?;
         let parts: Vec<&str> = identity.iter().map(String::as_str).collect();
         let key = DedupKey::new(&self.scope, &tenant, &parts);
-        let fingerprint = self.fingerprint.compute(&msg.body, body.as_ref());
+        let fingerprint = self
+            .fingerprint
+            .try_compute(&msg.body, body.as_ref())
+            .map_err(|error| Rejection::Embedded {
+                what: "fingerprint field".into(),
+                error,
+            })?;
         Ok(Derived {
             key,
             fingerprint,

@@ -64,11 +64,13 @@ pub mod webhook;
 
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub use source::dynamodb_stream;
+pub use source::envelope::Envelope;
 #[cfg(any(feature = "kinesis", test))]
 pub use source::kinesis;
 pub use source::sqs;
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
 use source::stream;
+pub use source::{asynchronous, eventbridge, sns};
 
 pub use lambda_dedup::{Effect, Item, TimeFormat};
 /// The crates the builder's types come from, re-exported so that a function uses the versions
@@ -78,6 +80,8 @@ pub use {aws_lambda_events, lambda_runtime};
 
 /// The event and response types of the builder's sources, from `aws_lambda_events`.
 pub mod events {
+    pub use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+    pub use aws_lambda_events::event::sns::{SnsEvent, SnsMessage};
     pub use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
     #[cfg(any(feature = "dynamodb-streams", test))]
     pub use aws_lambda_events::event::{

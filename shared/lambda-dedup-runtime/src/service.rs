@@ -53,6 +53,8 @@ use crate::store::{ItemMarks, Items, Marks, NoStore};
 
 mod event;
 pub mod flow;
+mod invoke;
+mod notify;
 #[cfg(any(feature = "dynamodb-streams", test))]
 mod relay;
 mod runner;
@@ -62,6 +64,7 @@ mod stream;
 
 use event::PayloadAt;
 pub use event::{Event, IntoPlan, parse};
+pub use invoke::InvokeError;
 use runner::Runner;
 pub use runner::{Service, SqsService};
 #[cfg(any(feature = "webhook", test))]
@@ -103,6 +106,7 @@ pub struct Dedup<S = Items> {
     #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
     parking: Option<Arc<crate::parking::Parking>>,
     whole_body: bool,
+    envelope: Option<crate::Envelope>,
 }
 
 impl<S> std::fmt::Debug for Dedup<S> {
@@ -153,6 +157,7 @@ impl Dedup<NoStore> {
             #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
             parking: None,
             whole_body: false,
+            envelope: None,
         })
     }
 
@@ -197,6 +202,7 @@ impl Dedup<NoStore> {
             #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
             parking: self.parking,
             whole_body: self.whole_body,
+            envelope: self.envelope,
         }
     }
 }
@@ -222,6 +228,22 @@ impl<S> Dedup<S> {
     /// The identity is the message attribute `name` (the payload is still the whole body).
     pub fn identity_attribute(mut self, name: &str) -> Self {
         self.identity = IdentitySource::MessageAttribute(name.to_owned());
+        self
+    }
+
+    /// The identity is the id of the envelope the message came in: the SNS `MessageId`, the
+    /// EventBridge `id`, a direct invocation's request id. **Opt-in, and only for producers
+    /// with no identity of their own**: it catches the broker's redelivery (SNS's retries,
+    /// Lambda's async retries), not a producer that publishes again (S1).
+    pub fn identity_envelope_id(mut self) -> Self {
+        self.identity = IdentitySource::EnvelopeId;
+        self
+    }
+
+    /// Each SQS body is in `envelope` (SNS → SQS without raw delivery, an EventBridge rule's
+    /// SQS target): the work's payload and every pointer are the inner message's (S1).
+    pub fn envelope(mut self, envelope: crate::Envelope) -> Self {
+        self.envelope = Some(envelope);
         self
     }
 

@@ -328,6 +328,10 @@ impl<S> Dedup<S> {
     fn raw_spec(&self, scope: Scope) -> KeySpec {
         let mut spec = match self.identity {
             IdentitySource::CloudEvents => KeySpec::cloudevents(scope, "tenantid"),
+            // The envelope id says nothing of the body, which the work still reads as JSON: the
+            // whole body parsed (the pointer ""), its fingerprint as the whole body's.
+            IdentitySource::EnvelopeId => KeySpec::new(scope, IdentitySource::EnvelopeId)
+                .fingerprint(FingerprintSource::JsonPointer(String::new())),
             ref identity => {
                 KeySpec::new(scope, identity.clone()).fingerprint(FingerprintSource::WholeBody)
             }

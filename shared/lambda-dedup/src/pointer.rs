@@ -6,7 +6,8 @@
 //! (identity, tenant, fingerprint, time, sequence) is an RFC 6901 pointer with one extension:
 //! **a pointer that continues past a string value descends into that string, read as JSON**.
 //! `/Message/order_id` reads `order_id` of the JSON in the string `Message`; a pointer that
-//! stops at the string reads the string itself, as before. A pointer that RFC 6901 resolves
+//! stops at the string reads the string itself, as before; a string whose JSON is itself a
+//! string (JSON encoded twice) is read again. A pointer that RFC 6901 resolves
 //! resolves to the same value; only a pointer it could not resolve (it ran into a string) reads
 //! further.
 //!
@@ -20,7 +21,7 @@ use std::borrow::Cow;
 use serde_json::Value as Json;
 
 /// How many JSON-encoded strings one pointer may descend into (a JSON string inside a JSON string
-/// inside the body is two).
+/// inside the body is two, and so is a string encoded twice).
 pub const MAX_EMBEDDED_DEPTH: usize = 2;
 
 /// The longest JSON-encoded string a pointer descends into, in bytes: 256 KiB, SNS's largest
@@ -69,7 +70,8 @@ pub fn resolve<'a>(root: &'a Json, pointer: &str) -> Result<Option<Cow<'a, Json>
     let mut decoded = 0;
     for token in rest.split('/') {
         let token = token.replace("~1", "/").replace("~0", "~");
-        if let Json::String(s) = at.as_ref() {
+        // A string the pointer continues past is read as JSON, and so is a string that JSON is.
+        while let Json::String(s) = at.as_ref() {
             if decoded == MAX_EMBEDDED_DEPTH {
                 return Err(PointerError::TooDeep {
                     pointer: pointer.into(),
@@ -170,6 +172,12 @@ mod tests {
         let body = json!({"Type": "Notification", "Message": inner.to_string()});
         assert_eq!(at(&body, "/Message/order_id"), Ok(Some(json!("o-1"))));
         assert_eq!(at(&body, "/Message/meta/trace"), Ok(Some(json!("t"))));
+        let twice = json!({"m": json!(json!({"k": 1}).to_string()).to_string()});
+        assert_eq!(
+            at(&twice, "/m/k"),
+            Ok(Some(json!(1))),
+            "a JSON string of a JSON string"
+        );
         let three = json!({"m": json!({"n": json!({"o": 1}).to_string()}).to_string()});
         let wrapped = json!({"w": three.to_string()});
         assert_eq!(

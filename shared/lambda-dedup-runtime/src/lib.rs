@@ -97,7 +97,8 @@ pub use config::{
 #[cfg(any(feature = "webhook", test))]
 pub use service::WebhookService;
 pub use service::{
-    BuildError, Dedup, Event, IntoPlan, Invalid, Refusal, Service, SqsService, Transient, flow,
+    BuildError, Dedup, Event, IntoPlan, Invalid, InvokeError, Refusal, Service, SqsService,
+    Transient, flow,
 };
 pub use sqs::{messages, response};
 #[cfg(feature = "dynamodb")]

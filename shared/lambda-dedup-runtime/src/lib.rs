@@ -73,6 +73,8 @@ use source::stream;
 pub use source::{asynchronous, eventbridge, sns};
 
 pub use lambda_dedup::{Effect, Item, TimeFormat};
+/// Why a delivery was rejected (what [`InvokeError::Rejected`] names).
+pub use lambda_dedup_batch::Reason;
 /// The crates the builder's types come from, re-exported so that a function uses the versions
 /// this crate was built with: `lambda_runtime` (`run`, `Error`, `LambdaEvent`, `Context`) and
 /// `aws_lambda_events` (the event types, with the features this crate's own features enable).

@@ -23,6 +23,7 @@ mod e2e_operator;
 mod emulator;
 mod faults;
 mod hostile;
+mod invoke_door;
 mod isolation;
 mod lease;
 mod model;

@@ -241,3 +241,29 @@ async fn invoke_request_id_is_only_an_opt_in_fallback() {
         "a new request id is a new event to it"
     );
 }
+
+/// Work that outlives `PROVIDER_TIMEOUT_MS` is given up and its claim released: the caller is
+/// told to retry (typed), and the retry is not kept waiting on a lease nobody holds.
+#[tokio::test]
+async fn invoke_work_past_the_provider_timeout_is_a_retry_that_frees_the_event() {
+    let env = env("0").with("PROVIDER_TIMEOUT_MS", "200");
+    let dedup = on_memory(Dedup::read(&env, "charger").expect("settings")).0;
+    let (service, count) = charges(dedup.identity("/order_id"), Duration::from_secs(30));
+    let charge = json!({"order_id": "o-9", "cents": 1});
+    let started = std::time::Instant::now();
+    assert_eq!(
+        invoke(&service, "r-1", charge.clone()).await,
+        Err(InvokeError::Retry {
+            cause: RetryCause::Transient
+        })
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        invoke(&service, "r-2", charge).await,
+        Err(InvokeError::Retry {
+            cause: RetryCause::Transient
+        }),
+        "claimed again, not in progress"
+    );
+    assert_eq!(count.load(Ordering::SeqCst), 0);
+}

@@ -4,7 +4,8 @@
 //! event (`.identity("/order_id")`, reading inside a JSON-encoded string field too,
 //! [`lambda_dedup::pointer`]) — never by the request id, which Lambda keeps across its own
 //! async retries but a caller that invokes again does not: the request id is only the opt-in
-//! fallback [`Dedup::identity_envelope_id`]. The work runs under a lease (S6) and its response
+//! fallback [`Dedup::identity_envelope_id`]. The work runs under a lease (S6), within
+//! `PROVIDER_TIMEOUT_MS` (past it the claim is released and the caller told to retry), and its response
 //! is stored with the mark: a duplicate gets the first response back (S8), read into `R`. A
 //! concurrent duplicate waits for the first to finish, up to `DEDUP_IN_PROGRESS_WAIT_MS`, and
 //! then gets [`InvokeError::InProgress`], which the caller retries. Every invocation is one
@@ -21,7 +22,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::event::typed;
-use super::{BuildError, Dedup, Event, Refusal, Service};
+use super::{BuildError, Dedup, Event, Refusal, Service, Transient};
 use crate::store::Marks;
 
 /// Why a direct invocation is answered with an error, typed so that a caller (or a test)
@@ -71,6 +72,7 @@ impl<S: Marks> Dedup<S> {
         let at = self.payload_at();
         let dedup = Arc::new(self.leased(self.settings.scope.clone())?);
         let wait = self.settings.in_progress_wait;
+        let limit = self.settings.provider_timeout;
         let runner = Arc::new(self.runner());
         let work = Arc::new(work);
         Ok(Service::new(
@@ -86,7 +88,12 @@ impl<S: Marks> Dedup<S> {
                         let fresh: Mutex<Option<R>> = Mutex::new(None);
                         let (slot, work) = (&fresh, &*work);
                         let once = dedup.leased(&m, deadline, |d, _lease| async move {
-                            let response = work(typed::<T>(at, &d)?).await?;
+                            let event = typed::<T>(at, &d)?;
+                            // Bounded as a leased call is, so that a hung work releases its claim.
+                            let response =
+                                tokio::time::timeout(limit, work(event)).await.map_err(
+                                    |_| Refusal::Transient(Transient::CallTimeout { limit }),
+                                )??;
                             let stored = serde_json::to_string(&response)
                                 .map_err(|_| Refusal::invalid("the response does not serialise"))?;
                             if let Ok(mut slot) = slot.lock() {

@@ -18,6 +18,8 @@
 //!   response; records that can never apply parked (`parking::Parking`). Both run one
 //!   invocation the same way (`stream::run`); each says only what one of its records is
 //!   (`stream::StreamRecord`).
+//!   [`sns`], [`eventbridge`]: their events as messages, directly or in an SQS body
+//!   ([`Envelope`]); [`asynchronous`]: an async invocation answered all or nothing.
 //! - [`reconcile`]: late events (S10) to the reconciliation queue.
 //! - [`bound`]: every runner's work cut off `DEDUP_DEADLINE_MARGIN_MS` before the deadline,
 //!   the unfinished reported for redelivery.

@@ -12,6 +12,11 @@ pub(crate) const ALL: [&str; 8] = [
     "inbox-forwarder",
 ];
 
+/// Examples the end-to-end tests run as built binaries, as Lambda would, outside the stack
+/// (`tests/integration/invoke_door.rs`: the direct invoke door under a concurrent runtime API):
+/// built with the functions into `DEDUP_FUNCTIONS_DIR`, not started by the stack.
+pub(crate) const EXAMPLES_RUN_AS_BUILT: [&str; 1] = ["example-invoke-charge"];
+
 /// Further configurations of a function, for the local stack only: a function's own `main.rs`
 /// built under another name (a crate in `tests/`), so that `cargo lambda watch` serves it at a
 /// Function URL of its own; its variables over the shared ones are in `stack::FunctionEnvs`.

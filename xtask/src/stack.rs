@@ -588,6 +588,7 @@ fn build_functions(root: &Path) -> Result<()> {
     step("building the functions (cargo build; the first run compiles the AWS SDK, a few minutes)");
     let packages = (crate::functions::ALL.iter())
         .chain(&crate::functions::LOCAL_CONFIGURATIONS)
+        .chain(&crate::functions::EXAMPLES_RUN_AS_BUILT)
         .flat_map(|f| ["-p", f])
         // The operators' tool, which the end-to-end tests run as operators do.
         .chain(["-p", CLI_PACKAGE]);

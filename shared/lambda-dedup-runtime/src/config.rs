@@ -38,6 +38,7 @@
 //! | `DEDUP_MAX_BODY_BYTES` | largest message body processed; larger ones are rejected (`body_too_large`) | 1048576 (1 MiB, the SQS limit since 2026) |
 //! | `DEDUP_EVENT_TIME_FROM` | where the event's own time is read, S10: `cloudevents` (its `time`), `json:/pointer`, `attribute:NAME`, or `none` (the producer declares no time; the mark table alone decides) | the key spec's own: `cloudevents` for CloudEvents functions |
 //! | `DEDUP_EVENT_TIME_FORMAT` | how a `json:` or `attribute:` time is written: `rfc3339`, `epoch-seconds` or `epoch-millis` | `rfc3339` |
+//! | `DEDUP_IN_PROGRESS_WAIT_MS` | the direct invoke door (`Dedup::invoke`): how long an invocation whose event another invocation is still handling waits for its response before it answers `InvokeError::InProgress`, which the caller retries; bounded by the deadline margin too | 0 (no wait) |
 //! | `DEDUP_DEADLINE_MARGIN_MS` | the one deadline margin, of every service (a relay's too): the time kept before the invocation's deadline to answer; work not done by then is abandoned and reported for redelivery (a webhook: 503 with `retry-after`), see [`crate::bound`] | 1500 |
 //!
 //! A retention that does not exceed queue retention + 2 × maxReceiveCount × visibility timeout +

@@ -18,6 +18,8 @@
 //!   response; records that can never apply parked (`parking::Parking`). Both run one
 //!   invocation the same way (`stream::run`); each says only what one of its records is
 //!   (`stream::StreamRecord`).
+//!   [`sns`], [`eventbridge`]: their events as messages, directly or in an SQS body
+//!   ([`Envelope`]); [`asynchronous`]: an async invocation answered all or nothing.
 //! - [`reconcile`]: late events (S10) to the reconciliation queue.
 //! - [`bound`]: every runner's work cut off `DEDUP_DEADLINE_MARGIN_MS` before the deadline,
 //!   the unfinished reported for redelivery.
@@ -64,13 +66,17 @@ pub mod webhook;
 
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub use source::dynamodb_stream;
+pub use source::envelope::Envelope;
 #[cfg(any(feature = "kinesis", test))]
 pub use source::kinesis;
 pub use source::sqs;
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
 use source::stream;
+pub use source::{asynchronous, eventbridge, sns};
 
 pub use lambda_dedup::{Effect, Item, TimeFormat};
+/// Why a delivery was rejected (what [`InvokeError::Rejected`] names).
+pub use lambda_dedup_batch::Reason;
 /// The crates the builder's types come from, re-exported so that a function uses the versions
 /// this crate was built with: `lambda_runtime` (`run`, `Error`, `LambdaEvent`, `Context`) and
 /// `aws_lambda_events` (the event types, with the features this crate's own features enable).
@@ -78,6 +84,8 @@ pub use {aws_lambda_events, lambda_runtime};
 
 /// The event and response types of the builder's sources, from `aws_lambda_events`.
 pub mod events {
+    pub use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+    pub use aws_lambda_events::event::sns::{SnsEvent, SnsMessage};
     pub use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
     #[cfg(any(feature = "dynamodb-streams", test))]
     pub use aws_lambda_events::event::{
@@ -93,7 +101,8 @@ pub use config::{
 #[cfg(any(feature = "webhook", test))]
 pub use service::WebhookService;
 pub use service::{
-    BuildError, Dedup, Event, IntoPlan, Invalid, Refusal, Service, SqsService, Transient, flow,
+    BuildError, Dedup, Event, IntoPlan, Invalid, InvokeError, Refusal, Service, SqsService,
+    Transient, flow,
 };
 pub use sqs::{messages, response};
 #[cfg(feature = "dynamodb")]

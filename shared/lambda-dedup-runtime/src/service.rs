@@ -28,6 +28,9 @@
 //! | source | method | flows ([`flow`]) |
 //! | --- | --- | --- |
 //! | SQS, standard and FIFO | [`Dedup::sqs`] | every flow: a closure or [`flow::transact`] (`.one_transaction_per_batch()`, `.then(..)`, `.then_call(..)`), [`flow::calls`], [`flow::calls_service`], [`flow::create_once`], [`flow::sequence`] (FIFO) |
+//! | SNS → SQS, EventBridge → SQS | [`Dedup::envelope`] then [`Dedup::sqs`] | as SQS; the payload and pointers the inner message's |
+//! | SNS (direct subscription), EventBridge (target) | [`Dedup::sns`], [`Dedup::eventbridge`] | every flow that goes message by message; Ok only when all are acknowledged |
+//! | direct invoke (any JSON, any serde response) | [`Dedup::invoke`] | a leased work whose response duplicates get back |
 //! | Kinesis (feature `kinesis`) | `Dedup::kinesis` | every flow that keeps order: all but a batch-wide transaction |
 //! | DynamoDB Streams (feature `dynamodb-streams`) | `Dedup::dynamodb_stream` | as Kinesis |
 //! | HTTP, signed webhooks (feature `webhook`) | `Dedup::webhook` | the inbox item created once |
@@ -53,6 +56,8 @@ use crate::store::{ItemMarks, Items, Marks, NoStore};
 
 mod event;
 pub mod flow;
+mod invoke;
+mod notify;
 #[cfg(any(feature = "dynamodb-streams", test))]
 mod relay;
 mod runner;
@@ -62,6 +67,7 @@ mod stream;
 
 use event::PayloadAt;
 pub use event::{Event, IntoPlan, parse};
+pub use invoke::InvokeError;
 use runner::Runner;
 pub use runner::{Service, SqsService};
 #[cfg(any(feature = "webhook", test))]
@@ -103,6 +109,7 @@ pub struct Dedup<S = Items> {
     #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
     parking: Option<Arc<crate::parking::Parking>>,
     whole_body: bool,
+    envelope: Option<crate::Envelope>,
 }
 
 impl<S> std::fmt::Debug for Dedup<S> {
@@ -153,6 +160,7 @@ impl Dedup<NoStore> {
             #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
             parking: None,
             whole_body: false,
+            envelope: None,
         })
     }
 
@@ -197,6 +205,7 @@ impl Dedup<NoStore> {
             #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
             parking: self.parking,
             whole_body: self.whole_body,
+            envelope: self.envelope,
         }
     }
 }
@@ -222,6 +231,22 @@ impl<S> Dedup<S> {
     /// The identity is the message attribute `name` (the payload is still the whole body).
     pub fn identity_attribute(mut self, name: &str) -> Self {
         self.identity = IdentitySource::MessageAttribute(name.to_owned());
+        self
+    }
+
+    /// The identity is the id of the envelope the message came in: the SNS `MessageId`, the
+    /// EventBridge `id`, a direct invocation's request id. **Opt-in, and only for producers
+    /// with no identity of their own**: it catches the broker's redelivery (SNS's retries,
+    /// Lambda's async retries), not a producer that publishes again (S1).
+    pub fn identity_envelope_id(mut self) -> Self {
+        self.identity = IdentitySource::EnvelopeId;
+        self
+    }
+
+    /// Each SQS body is in `envelope` (SNS → SQS without raw delivery, an EventBridge rule's
+    /// SQS target): the work's payload and every pointer are the inner message's (S1).
+    pub fn envelope(mut self, envelope: crate::Envelope) -> Self {
+        self.envelope = Some(envelope);
         self
     }
 
@@ -306,6 +331,10 @@ impl<S> Dedup<S> {
     fn raw_spec(&self, scope: Scope) -> KeySpec {
         let mut spec = match self.identity {
             IdentitySource::CloudEvents => KeySpec::cloudevents(scope, "tenantid"),
+            // The envelope id says nothing of the body, which the work still reads as JSON: the
+            // whole body parsed (the pointer ""), its fingerprint as the whole body's.
+            IdentitySource::EnvelopeId => KeySpec::new(scope, IdentitySource::EnvelopeId)
+                .fingerprint(FingerprintSource::JsonPointer(String::new())),
             ref identity => {
                 KeySpec::new(scope, identity.clone()).fingerprint(FingerprintSource::WholeBody)
             }

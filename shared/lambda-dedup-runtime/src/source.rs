@@ -5,6 +5,9 @@
 //! - `kinesis`, `dynamodb_stream` (features `kinesis`, `dynamodb-streams`): stream records as
 //!   messages, the checkpoint as the partial batch response, records that can never apply
 //!   parked (`parking::Parking`);
+//! - [`sns`], [`eventbridge`]: SNS notifications and EventBridge events as messages, direct or
+//!   in an SQS body ([`envelope`]: `Dedup::envelope`), the payload the inner message;
+//! - [`asynchronous`]: one asynchronous invocation (direct SNS, EventBridge), all or nothing;
 //! - `stream`: what both stream sources do the same way (`stream::run`), each saying only what
 //!   one of its records is (`stream::StreamRecord`).
 //!
@@ -12,10 +15,14 @@
 //! [`crate::relay`]. Each source keeps its public path at the crate's root
 //! (`lambda_dedup_runtime::sqs`, `::kinesis`, `::dynamodb_stream`).
 
+pub mod asynchronous;
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub mod dynamodb_stream;
+pub mod envelope;
+pub mod eventbridge;
 #[cfg(any(feature = "kinesis", test))]
 pub mod kinesis;
+pub mod sns;
 pub mod sqs;
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
 pub(crate) mod stream;

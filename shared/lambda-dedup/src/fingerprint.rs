@@ -81,8 +81,42 @@ impl FingerprintSource {
         )
     }
 
-    /// The fingerprint of a message, given its raw body and, when parsed, its JSON.
+    /// The fingerprint of a message, given its raw body and, when parsed, its JSON. A pointer
+    /// that runs into a JSON-encoded string it cannot read ([`crate::pointer`]) gives no
+    /// fingerprint here; [`try_compute`](Self::try_compute), which `KeySpec::derive` uses, refuses it.
     pub fn compute(&self, raw: &[u8], json: Option<&Json>) -> Option<Fingerprint> {
+        self.try_compute(raw, json).ok().flatten()
+    }
+
+    /// The fingerprint of a message, given its raw body and, when parsed, its JSON; pointers
+    /// read inside JSON-encoded strings ([`crate::pointer`]), and one that cannot is refused.
+    pub fn try_compute(
+        &self,
+        raw: &[u8],
+        json: Option<&Json>,
+    ) -> Result<Option<Fingerprint>, crate::pointer::PointerError> {
+        let at = |p: &str| -> Result<Json, crate::pointer::PointerError> {
+            Ok(match json {
+                Some(j) => crate::pointer::resolve(j, p)?
+                    .map(std::borrow::Cow::into_owned)
+                    .unwrap_or(Json::Null),
+                None => Json::Null,
+            })
+        };
+        Ok(match self {
+            FingerprintSource::JsonPointer(p) => Some(Fingerprint::of_json(&at(p)?)),
+            FingerprintSource::JsonPointers(ps) => {
+                let mut pairs = Vec::with_capacity(ps.len());
+                for p in ps {
+                    pairs.push(Json::Array(vec![Json::String(p.clone()), at(p)?]));
+                }
+                Some(Fingerprint::of_json(&Json::Array(pairs)))
+            }
+            other => other.simple(raw, json),
+        })
+    }
+
+    fn simple(&self, raw: &[u8], json: Option<&Json>) -> Option<Fingerprint> {
         let pick = |v: Option<&Json>| Fingerprint::of_json(v.unwrap_or(&Json::Null));
         match self {
             FingerprintSource::None => None,
@@ -94,17 +128,7 @@ impl FingerprintSource {
                 },
             }),
             FingerprintSource::CloudEventsData => Some(pick(json.and_then(|j| j.get("data")))),
-            FingerprintSource::JsonPointer(p) => Some(pick(json.and_then(|j| j.pointer(p)))),
-            FingerprintSource::JsonPointers(ps) => {
-                let pairs = ps
-                    .iter()
-                    .map(|p| {
-                        let v = json.and_then(|j| j.pointer(p)).cloned();
-                        Json::Array(vec![Json::String(p.clone()), v.unwrap_or(Json::Null)])
-                    })
-                    .collect();
-                Some(Fingerprint::of_json(&Json::Array(pairs)))
-            }
+            FingerprintSource::JsonPointer(_) | FingerprintSource::JsonPointers(_) => None,
         }
     }
 }

@@ -37,6 +37,7 @@ pub mod fingerprint;
 pub mod items;
 pub mod key;
 pub mod mark;
+pub mod pointer;
 pub mod reason;
 pub mod retention;
 pub mod sequence;
@@ -50,8 +51,9 @@ pub use effect::{Effect, Item, Value};
 pub use fingerprint::{Fingerprint, FingerprintSource};
 pub use items::ItemStore;
 pub use key::{
-    AttributeValue, DEFAULT_MAX_BODY_BYTES, DedupKey, Derived, EventTimeSource, IdentitySource,
-    KeySpec, MAX_CLOCK_SKEW, Message, Rejection, Scope, TenantSource, TimeFormat,
+    AttributeValue, DEFAULT_MAX_BODY_BYTES, DedupKey, Derived, ENVELOPE_ID_ATTRIBUTE,
+    EventTimeSource, IdentitySource, KeySpec, MAX_CLOCK_SKEW, Message, Rejection, Scope,
+    TenantSource, TimeFormat,
 };
 pub use mark::{Claim, Commit, Lease, Mark, MarkStatus, OwnerToken, Seen};
 pub use reason::Reason;

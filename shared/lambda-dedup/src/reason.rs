@@ -44,11 +44,19 @@ pub enum Reason {
     ProviderKeyExpired,
     /// The stored mark cannot be decoded (S15).
     MarkCorrupt,
+    /// A pointer continues past a string that is not JSON ([`crate::pointer`]).
+    EmbeddedNotJson,
+    /// A pointer descends into more JSON-encoded strings than the bound.
+    EmbeddedTooDeep,
+    /// A JSON-encoded string a pointer continues past is over the bound.
+    EmbeddedTooLarge,
+    /// The message's envelope (SNS, EventBridge) is malformed.
+    EnvelopeMalformed,
 }
 
 impl Reason {
     /// Every reason, for documentation and exhaustive tests.
-    pub const ALL: [Reason; 18] = [
+    pub const ALL: [Reason; 22] = [
         Reason::BodyTooLarge,
         Reason::BodyNotUtf8,
         Reason::BodyNotJson,
@@ -67,6 +75,10 @@ impl Reason {
         Reason::SequenceInvalid,
         Reason::ProviderKeyExpired,
         Reason::MarkCorrupt,
+        Reason::EmbeddedNotJson,
+        Reason::EmbeddedTooDeep,
+        Reason::EmbeddedTooLarge,
+        Reason::EnvelopeMalformed,
     ];
 
     /// The stable code: the metric and log label (`late_event`, `effect_refused`, …).
@@ -90,6 +102,10 @@ impl Reason {
             Reason::SequenceInvalid => "sequence_invalid",
             Reason::ProviderKeyExpired => "provider_key_expired",
             Reason::MarkCorrupt => "mark_corrupt",
+            Reason::EmbeddedNotJson => "embedded_not_json",
+            Reason::EmbeddedTooDeep => "embedded_too_deep",
+            Reason::EmbeddedTooLarge => "embedded_too_large",
+            Reason::EnvelopeMalformed => "envelope_malformed",
         }
     }
 
@@ -140,6 +156,12 @@ impl From<&crate::Rejection> for Reason {
             R::WrongType { .. } => Reason::IdentityWrongType,
             R::Late { .. } => Reason::LateEvent,
             R::FromTheFuture { .. } => Reason::ImplausibleTime,
+            R::Embedded { error, .. } => match error {
+                crate::pointer::PointerError::NotJson { .. } => Reason::EmbeddedNotJson,
+                crate::pointer::PointerError::TooDeep { .. } => Reason::EmbeddedTooDeep,
+                crate::pointer::PointerError::TooLarge { .. } => Reason::EmbeddedTooLarge,
+            },
+            R::Envelope { .. } => Reason::EnvelopeMalformed,
         }
     }
 }

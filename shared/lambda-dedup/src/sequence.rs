@@ -60,18 +60,19 @@ impl SequenceSource {
 
     /// The event's sequence: a non-negative integer (or its decimal string) at the pointer.
     pub fn read(&self, event: &Derived) -> Result<u64, SequenceError> {
-        let v = event
-            .body
-            .as_ref()
-            .and_then(|b| b.pointer(&self.pointer))
-            .ok_or_else(|| SequenceError::Missing {
-                field: self.pointer.clone(),
-            })?;
+        let not_a_sequence = || SequenceError::NotASequence {
+            field: self.pointer.clone(),
+        };
+        let v = match event.body.as_ref() {
+            Some(b) => crate::pointer::resolve(b, &self.pointer).map_err(|_| not_a_sequence())?,
+            None => None,
+        }
+        .ok_or_else(|| SequenceError::Missing {
+            field: self.pointer.clone(),
+        })?;
         v.as_u64()
             .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-            .ok_or_else(|| SequenceError::NotASequence {
-                field: self.pointer.clone(),
-            })
+            .ok_or_else(not_a_sequence)
     }
 }
 

@@ -115,6 +115,9 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// Where the event's time is read (S10), when the setting overrides the key spec's own.
     pub event_time: Option<EventTimeSource>,
+    /// How long a direct invocation waits for another invocation of the same event to finish
+    /// before it answers `InvokeError::InProgress` (`DEDUP_IN_PROGRESS_WAIT_MS`; 0: no wait).
+    pub in_progress_wait: Duration,
     /// The time kept before the invocation's deadline to answer (`DEDUP_DEADLINE_MARGIN_MS`):
     /// the one deadline margin, of every service (a relay's too).
     pub deadline_margin: Duration,
@@ -209,6 +212,11 @@ impl Settings {
                 "DEDUP_MAX_BODY_BYTES",
             )?,
             event_time: event_time_in(env)?,
+            in_progress_wait: Duration::from_millis(optional_in(
+                env,
+                "DEDUP_IN_PROGRESS_WAIT_MS",
+                0,
+            )?),
             deadline_margin: deadline_margin_in(env)?,
             sdk_timeouts,
             queues: SideQueues::read(env)?,

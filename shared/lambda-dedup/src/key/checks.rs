@@ -8,10 +8,24 @@ use super::Rejection;
 pub const MAX_IDENTITY_BYTES: usize = 1024;
 
 pub(super) fn pointer(body: Option<&Json>, ptr: &str, what: &str) -> Result<String, Rejection> {
-    let v = body
-        .and_then(|b| b.pointer(ptr))
-        .ok_or_else(|| Rejection::Missing { what: what.into() })?;
-    checked(what, &json_text(what, v, true)?)
+    let v = embedded(body, ptr, what)?.ok_or_else(|| Rejection::Missing { what: what.into() })?;
+    checked(what, &json_text(what, &v, true)?)
+}
+
+/// The value at `ptr` of `body`, reading inside JSON-encoded strings ([`crate::pointer`]); a
+/// string it cannot read is a rejection naming `what`, never "absent".
+pub(super) fn embedded<'a>(
+    body: Option<&'a Json>,
+    ptr: &str,
+    what: &str,
+) -> Result<Option<std::borrow::Cow<'a, Json>>, Rejection> {
+    let Some(body) = body else {
+        return Ok(None);
+    };
+    crate::pointer::resolve(body, ptr).map_err(|error| Rejection::Embedded {
+        what: what.into(),
+        error,
+    })
 }
 
 /// The text of a JSON identity value: a string, or (where allowed) an integer in its canonical

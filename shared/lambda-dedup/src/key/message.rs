@@ -7,6 +7,12 @@ use std::collections::BTreeMap;
 /// `DEDUP_MAX_BODY_BYTES`.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// The message attribute under which a source puts the id of the envelope a message came in
+/// (an SNS `MessageId`, an EventBridge `id`, a direct invocation's request id), for
+/// [`IdentitySource::EnvelopeId`](super::IdentitySource::EnvelopeId). SQS and SNS refuse
+/// attribute names that start with `AWS.`, so no producer's attribute can stand in for it.
+pub const ENVELOPE_ID_ATTRIBUTE: &str = "AWS.lambda-dedup.envelope-id";
+
 /// A message attribute value, as SQS carries them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AttributeValue {

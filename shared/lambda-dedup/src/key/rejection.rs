@@ -63,6 +63,24 @@ pub enum Rejection {
         /// The JSON type found.
         found: &'static str,
     },
+    /// A pointer the key needs runs into a JSON-encoded string it cannot read
+    /// ([`crate::pointer`]): not JSON, nested too deep, or too large.
+    #[error("{what}: {error}")]
+    Embedded {
+        /// The field.
+        what: String,
+        /// Why the string cannot be read; names the pointer, never the value.
+        error: crate::pointer::PointerError,
+    },
+    /// The message's envelope (an SNS notification, an EventBridge event) is not one: it does
+    /// not parse as that envelope, or its inner message is missing.
+    #[error("the {envelope} envelope is malformed: {detail}")]
+    Envelope {
+        /// The envelope expected.
+        envelope: &'static str,
+        /// What is wrong with it (a parser's position and kind, or the field missing).
+        detail: String,
+    },
     /// The event is older than the retention window: the mark table can no longer say whether
     /// it was handled, so it goes to reconciliation instead of being applied (S10).
     #[error("event is {age_secs} s old, beyond the {retention_secs}-second retention window")]

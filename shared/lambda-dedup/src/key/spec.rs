@@ -26,6 +26,13 @@ pub enum IdentitySource {
     /// send gets a new `messageId`, and the event is processed twice. Choose it only when the
     /// producer has no identity to offer.
     SqsMessageId,
+    /// The id of the envelope the message came in ([`ENVELOPE_ID_ATTRIBUTE`](super::ENVELOPE_ID_ATTRIBUTE)):
+    /// an SNS `MessageId`, an EventBridge `id`, a direct invocation's request id. **Only
+    /// protects against the broker's own redelivery**: SNS keeps the `MessageId` when it
+    /// retries a delivery and Lambda keeps the request id across its async retries, but a
+    /// producer that publishes again, or puts the same event again, gets a new one. An opt-in
+    /// fallback for producers with no identity of their own.
+    EnvelopeId,
     /// SHA-256 of the raw body bytes. **Breaks on re-serialisation** (a producer that re-encodes
     /// the same event with other whitespace or key order makes a new identity) and **merges two
     /// legitimate identical actions** (two equal payments become one). Choose it knowingly.
@@ -203,6 +210,11 @@ impl KeySpec {
                 let v = pointer(body.as_ref(), ptr, &what)?;
                 vec!["pointer".into(), ptr.clone(), v]
             }
+            IdentitySource::EnvelopeId => {
+                let what = "envelope id";
+                let name = super::ENVELOPE_ID_ATTRIBUTE;
+                vec!["envelope-id".into(), attribute(msg, what, name)?]
+            }
             IdentitySource::SqsMessageId => {
                 let what = "SQS messageId";
                 vec!["sqs-message-id".into(), checked(what, &msg.message_id)?]
@@ -223,7 +235,13 @@ impl KeySpec {
         let tenant = self.tenant_of(msg, body.as_ref())?;
         let parts: Vec<&str> = identity.iter().map(String::as_str).collect();
         let key = DedupKey::new(&self.scope, &tenant, &parts);
-        let fingerprint = self.fingerprint.compute(&msg.body, body.as_ref());
+        let fingerprint = self
+            .fingerprint
+            .try_compute(&msg.body, body.as_ref())
+            .map_err(|error| Rejection::Embedded {
+                what: "fingerprint field".into(),
+                error,
+            })?;
         Ok(Derived {
             key,
             fingerprint,

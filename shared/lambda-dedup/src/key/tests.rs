@@ -344,3 +344,92 @@ fn s10_the_event_time_is_read_from_a_pointer_or_an_attribute() {
         None
     );
 }
+
+/// AWS's published SNS sample (`events/example-sns-event.json`), its `Sns` notification as an
+/// SQS body carries it without raw message delivery, with `Message` set to `inner`.
+fn sns_notification(inner: &str) -> Message {
+    let sample: Json =
+        serde_json::from_str(include_str!("../../../../events/example-sns-event.json"))
+            .expect("AWS sample");
+    let mut sns = sample["Records"][0]["Sns"].clone();
+    sns["Message"] = Json::String(inner.into());
+    msg(&sns.to_string())
+}
+
+/// SNS → SQS without raw delivery: identity, tenant, fingerprint and time are read inside the
+/// `Message` string (`/Message/order_id`); the key is the one the producer's JSON has bare, so
+/// a retried publish (another envelope, the same message) keeps it.
+#[test]
+fn s1_sns_pointers_read_inside_the_message_string() {
+    let inner = json!({"order_id": "o-17", "shop": "acme", "total": 5,
+                       "at": "2026-01-02T03:04:05Z"})
+    .to_string();
+    let spec = |prefix: &str| {
+        KeySpec::new(
+            scope(),
+            IdentitySource::JsonPointer(format!("{prefix}/order_id")),
+        )
+        .tenant(TenantSource::JsonPointer(format!("{prefix}/shop")))
+        .fingerprint(crate::FingerprintSource::JsonPointer(format!(
+            "{prefix}/total"
+        )))
+        .event_time(EventTimeSource::JsonPointer {
+            pointer: format!("{prefix}/at"),
+            format: TimeFormat::Rfc3339,
+        })
+    };
+    let enveloped = spec("/Message")
+        .derive(&sns_notification(&inner))
+        .expect("derived inside the Message string");
+    assert_eq!(enveloped.tenant, "acme");
+    assert!(enveloped.event_time.is_some());
+    let bare = spec("").derive(&msg(&inner)).expect("bare");
+    assert_eq!(enveloped.fingerprint, bare.fingerprint);
+    let other =
+        json!({"order_id": "o-17", "shop": "acme", "total": 6, "at": "2026-01-02T03:04:05Z"});
+    let changed = spec("/Message")
+        .derive(&sns_notification(&other.to_string()))
+        .expect("derived");
+    assert_eq!(changed.key, enveloped.key);
+    assert_ne!(changed.fingerprint, enveloped.fingerprint, "S11");
+}
+
+/// Hostile: AWS's own sample `Message` ("Hello\r\nworld!") is not JSON, a JSON string nested
+/// past the bound, a huge string: each a typed rejection naming the pointer, never the value;
+/// a missing field inside is `Missing` as it is outside.
+#[test]
+fn s2_a_message_string_that_cannot_be_read_is_rejected_by_pointer() {
+    let spec = |p: &str| KeySpec::new(scope(), IdentitySource::JsonPointer(p.into()));
+    let sample: Json =
+        serde_json::from_str(include_str!("../../../../events/example-sns-event.json"))
+            .expect("AWS sample");
+    let as_is = msg(&sample["Records"][0]["Sns"].to_string());
+    let e = spec("/Message/order_id")
+        .derive(&as_is)
+        .expect_err("rejected");
+    assert_eq!(e.code(), "embedded_not_json");
+    assert!(
+        e.to_string().contains("/Message/order_id") && !e.to_string().contains("Hello"),
+        "{e}"
+    );
+    let deep = json!({"a": json!({"b": json!({"order_id": "x"}).to_string()}).to_string()});
+    let e = spec("/Message/a/b/order_id")
+        .derive(&sns_notification(&deep.to_string()))
+        .expect_err("rejected");
+    assert_eq!(e.code(), "embedded_too_deep");
+    let huge = json!({"order_id": "x".repeat(crate::pointer::MAX_EMBEDDED_BYTES)}).to_string();
+    let e = spec("/Message/order_id")
+        .derive(&sns_notification(&huge))
+        .expect_err("rejected");
+    assert_eq!(e.code(), "embedded_too_large");
+    let e = spec("/Message/order_id")
+        .derive(&sns_notification(r#"{"id": "o-1"}"#))
+        .expect_err("rejected");
+    assert_eq!(e.code(), "identity_missing");
+    let fp = spec("/Message/id")
+        .fingerprint(crate::FingerprintSource::JsonPointer("/Message/x/y".into()));
+    let e = fp
+        .derive(&sns_notification(r#"{"id": "o-1", "x": "not json"}"#))
+        .expect_err("rejected");
+    assert_eq!(e.code(), "embedded_not_json");
+}

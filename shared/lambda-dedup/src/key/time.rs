@@ -11,7 +11,7 @@ use std::time::SystemTime;
 
 use serde_json::Value as Json;
 
-use super::checks::json_text;
+use super::checks::{embedded, json_text};
 use super::{AttributeValue, Message, Rejection};
 
 /// How a declared time is written.
@@ -132,12 +132,14 @@ impl EventTimeSource {
                     .map(Some)
             }
             Self::JsonPointer { pointer, format } => {
-                let Some(v) = body.and_then(|b| b.pointer(pointer)) else {
+                let what = format!("event time field `{pointer}`");
+                let Some(v) = embedded(body, pointer, &what)? else {
                     return Ok(None);
                 };
-                let what = format!("event time field `{pointer}`");
                 let integer = *format != TimeFormat::Rfc3339;
-                format.read(&what, &json_text(&what, v, integer)?).map(Some)
+                format
+                    .read(&what, &json_text(&what, &v, integer)?)
+                    .map(Some)
             }
             Self::MessageAttribute { name, format } => {
                 let what = format!("event time message attribute `{name}`");

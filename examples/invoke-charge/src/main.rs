@@ -1,0 +1,68 @@
+//! The direct invoke door: a Lambda invoked with its own JSON — by a caller's `Invoke`
+//! (`RequestResponse`), or asynchronously (`Event`), where Lambda retries a failed invocation
+//! with the same request id and then sends it to the function's on-failure destination.
+//!
+//! A charge request is `{"order_id": "o-1", "cents": 500}`; its identity is its `order_id`
+//! (never the request id: a caller that invokes again gets a new one), its fingerprint the
+//! `cents`. The charge is made once, through the payments API with the event's idempotency
+//! key, under a lease; the receipt is stored with the mark and every duplicate gets it back. A
+//! duplicate that arrives while the first is still charging waits up to
+//! `DEDUP_IN_PROGRESS_WAIT_MS` for its receipt, then is answered `InvokeError::InProgress`.
+//!
+//! Environment: the settings of `lambda_dedup_runtime::config` plus `PAYMENTS_API_URL` (an API
+//! that honours `Idempotency-Key`).
+
+use lambda_dedup_http::IdempotentClient;
+use lambda_dedup_runtime::{Dedup, Event, Refusal, Service};
+use serde_json::Value;
+
+/// A charge request, as the caller sends it.
+#[derive(serde::Deserialize)]
+struct ChargeRequest {
+    order_id: String,
+    cents: i64,
+}
+
+/// What the caller gets back, the first time and every time after.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Receipt {
+    /// The order charged.
+    pub order_id: String,
+    /// The amount.
+    pub cents: i64,
+    /// The payments API's answer to the charge.
+    pub payment: String,
+}
+
+/// The function: each charge request charged once through the payments API at
+/// `PAYMENTS_API_URL`, the receipt returned to every duplicate.
+fn service(dedup: Dedup) -> Result<Service<Value, Receipt>, lambda_runtime::Error> {
+    let timeout = dedup.settings().provider_timeout;
+    let payments = IdempotentClient::new(&dedup.setting("PAYMENTS_API_URL")?, timeout)?;
+    let dedup = dedup.identity("/order_id").fingerprint(&["/cents"]);
+    Ok(dedup.invoke(move |e: Event<ChargeRequest>| {
+        let (payments, key) = (payments.clone(), e.key.idempotency_key());
+        async move {
+            let ChargeRequest { order_id, cents } = e.payload;
+            if cents <= 0 {
+                return Err(Refusal::invalid("cents must be positive"));
+            }
+            let body = serde_json::json!({"order": order_id, "amount": cents});
+            let answer = payments.call("/payments", &key, &body).await?;
+            Ok(Receipt {
+                order_id,
+                cents,
+                payment: answer.body,
+            })
+        }
+    })?)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    let dedup = Dedup::from_env("invoke-charge")?.dynamodb().await;
+    lambda_runtime::run_concurrent(service(dedup)?).await
+}
+
+#[cfg(test)]
+mod tests;

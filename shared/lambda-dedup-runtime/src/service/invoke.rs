@@ -1,0 +1,177 @@
+//! The direct (synchronous or asynchronous) invoke door: any JSON event, any serde response.
+//!
+//! The event is deduplicated by the identity the builder is given — a JSON pointer into the
+//! event (`.identity("/order_id")`, reading inside a JSON-encoded string field too,
+//! [`lambda_dedup::pointer`]) — never by the request id, which Lambda keeps across its own
+//! async retries but a caller that invokes again does not: the request id is only the opt-in
+//! fallback [`Dedup::identity_envelope_id`]. The work runs under a lease (S6), within
+//! `PROVIDER_TIMEOUT_MS` (past it the claim is released and the caller told to retry), and its response
+//! is stored with the mark: a duplicate gets the first response back (S8), read into `R`. A
+//! concurrent duplicate waits for the first to finish, up to `DEDUP_IN_PROGRESS_WAIT_MS`, and
+//! then gets [`InvokeError::InProgress`], which the caller retries. Every invocation is one
+//! counted outcome in the account (S14).
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lambda_dedup::{AttributeValue, ENVELOPE_ID_ATTRIBUTE, Message};
+use lambda_dedup_batch::{BatchReport, Outcome, Reason, RetryCause};
+use lambda_runtime::LambdaEvent;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::event::typed;
+use super::{BuildError, Dedup, Event, Refusal, Service, Transient};
+use crate::store::Marks;
+
+/// Why a direct invocation is answered with an error, typed so that a caller (or a test)
+/// matches it; it names no value (S3).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvokeError {
+    /// Another invocation of the same event holds its lease, still after the wait
+    /// (`DEDUP_IN_PROGRESS_WAIT_MS`): retry later; the retry gets the first one's response.
+    #[error("the same event is in progress in another invocation: retry later")]
+    InProgress,
+    /// Not done now (a store fault, the work's transient refusal, the deadline): retry, with
+    /// the same event.
+    #[error("not done now ({cause:?}): retry")]
+    Retry {
+        /// Why.
+        cause: RetryCause,
+    },
+    /// The identity was used before with another payload (S11): never applied.
+    #[error("the same identity came before with another payload (conflict)")]
+    Conflict,
+    /// The event can never be handled: no identity, a payload that is not the work's type, the
+    /// work's own refusal (S2).
+    #[error("rejected: {code}")]
+    Rejected {
+        /// Why.
+        code: Reason,
+    },
+    /// The event was handled before, but what was stored cannot be read back as the response
+    /// type (a response over the result bound is stored as its digest only).
+    #[error("handled before; its stored response cannot be read back as the response type")]
+    StoredResponseUnreadable,
+}
+
+impl<S: Marks> Dedup<S> {
+    /// The direct invoke service of `work`: the event (any JSON) read into the work's `T`, its
+    /// response `R` stored with the mark and returned to every duplicate. An error answer is
+    /// an [`InvokeError`]; invoked asynchronously, Lambda retries it and then sends the event
+    /// to the function's on-failure destination.
+    pub fn invoke<T, R, F, Fut>(self, work: F) -> Result<Service<serde_json::Value, R>, BuildError>
+    where
+        T: DeserializeOwned + Send + 'static,
+        R: Serialize + DeserializeOwned + Send + 'static,
+        F: Fn(Event<T>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, Refusal>> + Send + 'static,
+    {
+        let at = self.payload_at();
+        let dedup = Arc::new(self.leased(self.settings.scope.clone())?);
+        let wait = self.settings.in_progress_wait;
+        let limit = self.settings.provider_timeout;
+        let runner = Arc::new(self.runner());
+        let work = Arc::new(work);
+        Ok(Service::new(
+            move |event: LambdaEvent<serde_json::Value>| {
+                let (dedup, runner, work) = (dedup.clone(), runner.clone(), work.clone());
+                async move {
+                    let deadline = crate::deadline(&event.context);
+                    let cutoff = crate::bound::cutoff_at(deadline, runner.margin);
+                    let m = message(&event.context.request_id, &event.payload);
+                    let started = Instant::now();
+                    let mut pause = Duration::from_millis(50);
+                    let (outcome, response) = loop {
+                        let fresh: Mutex<Option<R>> = Mutex::new(None);
+                        let (slot, work) = (&fresh, &*work);
+                        let once = dedup.leased(&m, deadline, |d, _lease| async move {
+                            let event = typed::<T>(at, &d)?;
+                            // Bounded as a leased call is, so that a hung work releases its claim.
+                            let response =
+                                tokio::time::timeout(limit, work(event)).await.map_err(
+                                    |_| Refusal::Transient(Transient::CallTimeout { limit }),
+                                )??;
+                            let stored = serde_json::to_string(&response)
+                                .map_err(|_| Refusal::invalid("the response does not serialise"))?;
+                            if let Ok(mut slot) = slot.lock() {
+                                *slot = Some(response);
+                            }
+                            Ok(Some(stored))
+                        });
+                        let outcome =
+                            crate::bound::outcome_within(cutoff, &m.message_id, once).await;
+                        let response = fresh.into_inner().ok().flatten();
+                        let in_progress = matches!(
+                            outcome,
+                            Outcome::Retry {
+                                cause: RetryCause::InProgress,
+                                ..
+                            }
+                        );
+                        let left = wait.saturating_sub(started.elapsed());
+                        if !in_progress || left.is_zero() {
+                            break (outcome, response);
+                        }
+                        let nap = pause.min(left);
+                        if crate::bound::within(cutoff, tokio::time::sleep(nap))
+                            .await
+                            .is_none()
+                        {
+                            break (outcome, response);
+                        }
+                        pause = (pause * 2).min(Duration::from_secs(1));
+                    };
+                    let report =
+                        BatchReport::from_outcomes(vec![(m.message_id.clone(), outcome.clone())]);
+                    crate::sqs::print_account(
+                        &runner.accounting.namespace,
+                        &runner.function,
+                        &event.context.request_id,
+                        &report,
+                    );
+                    answer(outcome, response).map_err(lambda_runtime::Error::from)
+                }
+            },
+        ))
+    }
+}
+
+/// The invocation's event as a library message, reported by its request id (also kept for the
+/// opt-in fallback identity).
+fn message(request_id: &str, payload: &serde_json::Value) -> Message {
+    let mut m = Message {
+        message_id: request_id.to_owned(),
+        body: payload.to_string().into_bytes(),
+        ..Message::default()
+    };
+    m.attributes.insert(
+        ENVELOPE_ID_ATTRIBUTE.to_owned(),
+        AttributeValue::String(request_id.to_owned()),
+    );
+    m
+}
+
+/// The answer of `outcome`: the response made now, the stored one of a duplicate, or the
+/// typed error.
+fn answer<R: DeserializeOwned>(outcome: Outcome, fresh: Option<R>) -> Result<R, InvokeError> {
+    match outcome {
+        Outcome::Applied => fresh.ok_or(InvokeError::Retry {
+            cause: RetryCause::NotProcessed,
+        }),
+        Outcome::Duplicate { result, .. } => result
+            .and_then(|stored| serde_json::from_str(&stored).ok())
+            .ok_or(InvokeError::StoredResponseUnreadable),
+        Outcome::Retry {
+            cause: RetryCause::InProgress,
+            ..
+        } => Err(InvokeError::InProgress),
+        Outcome::Retry { cause, .. } => Err(InvokeError::Retry { cause }),
+        Outcome::Conflict => Err(InvokeError::Conflict),
+        Outcome::Rejected { code, .. } | Outcome::Reconciled { code, .. } => {
+            Err(InvokeError::Rejected { code })
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! One asynchronous invocation (a direct SNS subscription, an EventBridge target): Lambda's
+//! async invoke has no partial batch response, so the invocation's answer is all or nothing.
+//!
+//! - **Ok** when every record is acknowledged: applied, a duplicate (S8), or a late event safely
+//!   in the reconciliation queue (S10).
+//! - **An error** ([`NotAcknowledged`]) otherwise: Lambda retries the event (up to the
+//!   function's `MaximumRetryAttempts`, 0–2) and then sends it, whole, to the function's
+//!   on-failure destination or dead-letter queue, where an operator finds it and can redrive
+//!   it. A retry (S8 in progress, S13 a store fault) may succeed then; a rejection or a
+//!   conflict (S2, S11) cannot, and Lambda's bounded retries end it in that destination: never
+//!   retried forever, never dropped, each attempt counted (S14). An async function without an
+//!   on-failure destination loses what fails there: the template must give it one.
+//!
+//! A transient failure that outlasts Lambda's retries lands in the destination too (S15 would
+//! retry it longer; Lambda's async retries are at most two): redrive it from there.
+
+use std::future::Future;
+
+use lambda_dedup::Message;
+use lambda_dedup_batch::{BatchReport, Outcome, run_batch};
+
+use crate::sqs::{Accounting, Reconciliation, distinct, print_account, rebuilt};
+
+/// An asynchronous invocation not acknowledged: Lambda retries it, then sends it to the
+/// function's on-failure destination. Names the records and their outcomes, never a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{} of {received} records not acknowledged: {}", failed.len(), listed(failed))]
+pub struct NotAcknowledged {
+    /// How many records the invocation had.
+    pub received: usize,
+    /// Each record not acknowledged and its outcome's label (`retry`, `conflict`, `rejected`).
+    pub failed: Vec<(String, &'static str)>,
+}
+
+fn listed(failed: &[(String, &'static str)]) -> String {
+    failed
+        .iter()
+        .map(|(id, outcome)| format!("{id} {outcome}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The invocation's messages through `process` (bounded by `max_concurrency`) until `cutoff`,
+/// late events routed to reconciliation, the account printed; Ok only if every record is
+/// acknowledged.
+pub(crate) async fn run<F, Fut>(
+    accounting: &Accounting,
+    function: &str,
+    context: &lambda_runtime::Context,
+    messages: Vec<Message>,
+    cutoff: Option<std::time::SystemTime>,
+    max_concurrency: usize,
+    process: F,
+) -> Result<(), NotAcknowledged>
+where
+    F: Fn(Message) -> Fut,
+    Fut: Future<Output = Outcome>,
+{
+    let (batch, ids) = distinct(function, messages);
+    let kept = as_sqs(&batch);
+    let process = &process;
+    let work = run_batch(batch, max_concurrency, move |m| async move {
+        let id = m.message_id.clone();
+        crate::bound::outcome_within(cutoff, &id, process(m)).await
+    });
+    let mut report = rebuilt(function, &ids, work.await);
+    let Reconciliation::To(queue) = &accounting.reconciliation;
+    let routed = crate::bound::within(
+        cutoff,
+        crate::reconcile::route_to(queue.as_deref(), &kept, &mut report),
+    )
+    .await;
+    if routed.is_none() {
+        tracing::warn!(function, "late events not all routed before the deadline");
+    }
+    print_account(
+        &accounting.namespace,
+        function,
+        &context.request_id,
+        &report,
+    );
+    answer(&report)
+}
+
+/// Ok when every record of `report` is acknowledged, else which were not.
+pub(crate) fn answer(report: &BatchReport) -> Result<(), NotAcknowledged> {
+    let failed: Vec<(String, &'static str)> = report
+        .outcomes()
+        .iter()
+        .filter(|(_, o)| !o.acknowledged())
+        .map(|(id, o)| (id.clone(), o.label()))
+        .collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    Err(NotAcknowledged {
+        received: report.outcomes().len(),
+        failed,
+    })
+}
+
+/// The messages as the SQS records reconciliation sends on: the inner message's body and its
+/// string attributes, under the record's id.
+fn as_sqs(batch: &[Message]) -> aws_lambda_events::event::sqs::SqsEvent {
+    use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage, SqsMessageAttribute};
+    let mut event = SqsEvent::default();
+    event.records = batch
+        .iter()
+        .map(|m| {
+            let mut r = SqsMessage::default();
+            r.message_id = Some(m.message_id.clone());
+            r.body = Some(String::from_utf8_lossy(&m.body).into_owned());
+            r.message_attributes = m
+                .attributes
+                .iter()
+                .filter_map(|(name, v)| match v {
+                    lambda_dedup::AttributeValue::String(s) => {
+                        let mut a = SqsMessageAttribute::default();
+                        a.string_value = Some(s.clone());
+                        a.data_type = Some("String".into());
+                        Some((name.clone(), a))
+                    }
+                    lambda_dedup::AttributeValue::Binary(_) => None,
+                })
+                .collect();
+            r
+        })
+        .collect();
+    event
+}

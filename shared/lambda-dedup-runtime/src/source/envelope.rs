@@ -1,0 +1,69 @@
+//! The envelope an SQS message's body is in: SNS → SQS without raw message delivery, an
+//! EventBridge rule targeting the queue. The work gets its payload from inside, and the key
+//! spec's pointers are relative to the inner message ([`crate::source::sns`],
+//! [`crate::source::eventbridge`]); the SQS `messageId` still reports the message, and the FIFO
+//! group stays the queue's.
+
+use lambda_dedup::{Message, Reason};
+use lambda_dedup_batch::Outcome;
+
+/// The envelope an SQS message's body is in (`Dedup::envelope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Envelope {
+    /// An SNS notification (a topic's SQS subscription without raw message delivery): the
+    /// payload is its `Message` string, the attributes its `MessageAttributes`. With raw
+    /// delivery there is no envelope: the body is the message and SNS's attributes are the
+    /// SQS message's, so set none.
+    Sns,
+    /// An EventBridge event (a rule's SQS target): the payload is its `detail`.
+    EventBridge,
+}
+
+impl Envelope {
+    /// The message inside `m`'s body, or the rejection of a body that is not this envelope
+    /// (`envelope_malformed`: dead-lettered through the batch response, counted, never
+    /// processed).
+    pub fn open(self, m: Message) -> Result<Message, Outcome> {
+        let group_id = m.group_id.clone();
+        let opened = match self {
+            Envelope::Sns => super::sns::notification(m.message_id, &m.body),
+            Envelope::EventBridge => super::eventbridge::event(m.message_id, &m.body),
+        };
+        match opened {
+            Ok(inner) => Ok(Message { group_id, ..inner }),
+            Err(rejection) => Err(Outcome::Rejected {
+                code: Reason::from(&rejection),
+                reason: rejection.to_string(),
+                key: None,
+                invalid: None,
+            }),
+        }
+    }
+}
+
+/// `m` opened from `envelope`, if the function has one: the message, or its rejection.
+pub(crate) fn opened(envelope: Option<Envelope>, m: Message) -> Result<Message, Outcome> {
+    match envelope {
+        Some(envelope) => envelope.open(m),
+        None => Ok(m),
+    }
+}
+
+/// A batch opened from `envelope`: the messages inside, and the outcomes of those refused.
+pub(crate) fn opened_all(
+    envelope: Option<Envelope>,
+    batch: Vec<Message>,
+) -> (Vec<Message>, Vec<(String, Outcome)>) {
+    let mut refused = Vec::new();
+    let inner = batch
+        .into_iter()
+        .filter_map(|m| {
+            let id = m.message_id.clone();
+            opened(envelope, m)
+                .map_err(|outcome| refused.push((id, outcome)))
+                .ok()
+        })
+        .collect();
+    (inner, refused)
+}

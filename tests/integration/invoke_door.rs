@@ -1,0 +1,133 @@
+//! The direct invoke door end to end: the built `example-invoke-charge` binary, unmodified,
+//! polls a runtime API that hands out many invocations at once ([`local_lambda::concurrent`],
+//! `AWS_LAMBDA_MAX_CONCURRENCY`), its marks in the local DynamoDB and its payments API the fake
+//! provider. The same charge invoked six times at once, each under its own request id: one
+//! claim wins on DynamoDB's conditional write (S4), the payments API is called once (S6), and
+//! every invocation answers the same receipt — the concurrent duplicates by waiting for it
+//! (`DEDUP_IN_PROGRESS_WAIT_MS`), later ones from the stored mark (S8); a conflicting amount and
+//! a charge without an identity are answered with typed errors (S11, S2), each invocation one
+//! EMF line (S14).
+//!
+//! It needs the built example (`DEDUP_FUNCTIONS_DIR`, which `cargo xtask test` sets); without
+//! it it says so and is skipped.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use local_lambda::concurrent::{Answer, ConcurrentApi};
+
+use dedup_tests as support;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invoke_concurrent_duplicates_of_one_charge_get_one_charge_and_one_receipt() {
+    let Ok(dir) = std::env::var("DEDUP_FUNCTIONS_DIR") else {
+        eprintln!(
+            "invoke door skipped: DEDUP_FUNCTIONS_DIR (the built functions) is not set; `cargo xtask test` sets it"
+        );
+        return;
+    };
+    let binary = format!("{dir}/example-invoke-charge");
+    if !std::path::Path::new(&binary).exists() {
+        eprintln!("invoke door skipped: {binary} is not built");
+        return;
+    }
+    let ddb = local_dynamodb::shared();
+    let client = support::client_at(&ddb.endpoint());
+    let marks = support::mark_table(&client).await;
+    let payments = lambda_dedup_fake_provider::Provider::new();
+    let (addr, _server) =
+        lambda_dedup_fake_provider::spawn(payments.clone(), ([127, 0, 0, 1], 0).into())
+            .await
+            .expect("payments API");
+    // Each charge takes a while, so the duplicates meet it in progress.
+    payments.inject(lambda_dedup_fake_provider::Fault::slow(
+        1,
+        Duration::from_millis(600),
+    ));
+    let api = ConcurrentApi::start().await.expect("runtime API");
+    let mut function = tokio::process::Command::new(&binary)
+        .envs([
+            ("AWS_LAMBDA_RUNTIME_API", api.runtime_api()),
+            ("AWS_LAMBDA_FUNCTION_NAME", "invoke-charge".into()),
+            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512".into()),
+            ("AWS_LAMBDA_MAX_CONCURRENCY", "8".into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", "local".into()),
+            ("AWS_SECRET_ACCESS_KEY", "local".into()),
+            ("AWS_ENDPOINT_URL_DYNAMODB", ddb.endpoint()),
+            ("DEDUP_NAMESPACE", support::unique("invoke")),
+            ("DEDUP_MARK_TABLE", marks.clone()),
+            ("PAYMENTS_API_URL", format!("http://{addr}/v1")),
+            ("DEDUP_IN_PROGRESS_WAIT_MS", "8000".into()),
+            ("RUST_LOG", "warn".into()),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the built example-invoke-charge");
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stdout = function.stdout.take().expect("stdout");
+    let reader = {
+        let lines = lines.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncBufReadExt;
+            let mut read = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = read.next_line().await {
+                lines.lock().expect("lines").push(line);
+            }
+        })
+    };
+
+    let charge = serde_json::json!({"order_id": "o-1", "cents": 500});
+    let calls = (0..6).map(|_| api.invoke(charge.clone(), Duration::from_secs(20)));
+    let first = futures::future::join_all(calls).await;
+    assert!(
+        api.most_in_flight() > 1,
+        "the invocations ran at once (most in flight: {})",
+        api.most_in_flight()
+    );
+    let receipts: Vec<&serde_json::Value> = first
+        .iter()
+        .map(|i| match &i.answer {
+            Answer::Response(r) => r,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert!(receipts.iter().all(|r| *r == receipts[0]), "{receipts:?}");
+    assert_eq!(receipts[0]["order_id"], "o-1");
+    let again = api.invoke(charge, Duration::from_secs(10)).await;
+    assert!(
+        matches!(&again.answer, Answer::Response(r) if r == receipts[0]),
+        "{again:?}"
+    );
+    assert_eq!(payments.total_effects(), 1, "charged once");
+
+    let error = |payload: serde_json::Value| {
+        let api = &api;
+        async move {
+            match api.invoke(payload, Duration::from_secs(10)).await.answer {
+                Answer::Error(e) => e["errorMessage"].as_str().unwrap_or_default().to_owned(),
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    let conflict = error(serde_json::json!({"order_id": "o-1", "cents": 1})).await;
+    assert!(conflict.contains("conflict"), "{conflict}");
+    let nameless = error(serde_json::json!({"cents": 1})).await;
+    assert!(nameless.contains("identity_missing"), "{nameless}");
+    assert_eq!(payments.total_effects(), 1);
+    assert_eq!(support::mark_keys(&client, &marks).await.len(), 1);
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    function.kill().await.expect("stopped");
+    let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
+    let emf = lines
+        .lock()
+        .expect("lines")
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("_aws").is_some() && v.get("Received").is_some())
+        .count();
+    assert_eq!(emf, 9, "one EMF line per invocation");
+}

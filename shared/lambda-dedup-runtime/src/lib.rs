@@ -47,7 +47,12 @@ pub mod emf;
 pub mod in_order;
 #[cfg(any(feature = "inbox", test))]
 pub mod inbox;
-#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+#[cfg(any(
+    feature = "kinesis",
+    feature = "dynamodb-streams",
+    feature = "kafka",
+    test
+))]
 pub mod parking;
 pub mod queue;
 pub mod reconcile;
@@ -64,10 +69,17 @@ pub mod webhook;
 
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub use source::dynamodb_stream;
+#[cfg(any(feature = "kafka", test))]
+pub use source::kafka;
 #[cfg(any(feature = "kinesis", test))]
 pub use source::kinesis;
 pub use source::sqs;
-#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+#[cfg(any(
+    feature = "kinesis",
+    feature = "dynamodb-streams",
+    feature = "kafka",
+    test
+))]
 use source::stream;
 
 pub use lambda_dedup::{Effect, Item, TimeFormat};
@@ -85,6 +97,8 @@ pub mod events {
     };
     #[cfg(any(feature = "kinesis", test))]
     pub use aws_lambda_events::event::{kinesis::KinesisEvent, streams::KinesisEventResponse};
+    #[cfg(any(feature = "kafka", test))]
+    pub use {crate::kafka::KafkaEventResponse, aws_lambda_events::event::kafka::KafkaEvent};
 }
 pub use config::{
     Env, KeySpecTextError, SettingRule, Settings, SettingsError, cloudevents_key_spec, optional,

@@ -53,6 +53,8 @@ use crate::store::{ItemMarks, Items, Marks, NoStore};
 
 mod event;
 pub mod flow;
+#[cfg(any(feature = "kafka", test))]
+mod kafka;
 #[cfg(any(feature = "dynamodb-streams", test))]
 mod relay;
 mod runner;
@@ -95,12 +97,20 @@ pub struct Dedup<S = Items> {
     env: Env,
     settings: Settings,
     identity: IdentitySource,
+    /// Whether the identity was chosen (`cloudevents`, `identity`, `identity_attribute`), or is
+    /// the default: a door with a default of its own (Kafka's position) takes it then.
+    identity_chosen: bool,
     tenant: TenantSource,
     fingerprint: Option<FingerprintSource>,
     time: Option<EventTimeSource>,
     store: S,
     accounting: Accounting,
-    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+    #[cfg(any(
+        feature = "kinesis",
+        feature = "dynamodb-streams",
+        feature = "kafka",
+        test
+    ))]
     parking: Option<Arc<crate::parking::Parking>>,
     whole_body: bool,
 }
@@ -142,6 +152,7 @@ impl Dedup<NoStore> {
             env: env.clone(),
             settings,
             identity: IdentitySource::CloudEvents,
+            identity_chosen: false,
             tenant: TenantSource::Single,
             fingerprint: None,
             time: None,
@@ -150,7 +161,12 @@ impl Dedup<NoStore> {
                 namespace: crate::emf::NAMESPACE.into(),
                 reconciliation: Reconciliation::To(reconciliation),
             },
-            #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+            #[cfg(any(
+                feature = "kinesis",
+                feature = "dynamodb-streams",
+                feature = "kafka",
+                test
+            ))]
             parking: None,
             whole_body: false,
         })
@@ -189,12 +205,18 @@ impl Dedup<NoStore> {
             env: self.env,
             settings: self.settings,
             identity: self.identity,
+            identity_chosen: self.identity_chosen,
             tenant: self.tenant,
             fingerprint: self.fingerprint,
             time: self.time,
             store,
             accounting: self.accounting,
-            #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+            #[cfg(any(
+                feature = "kinesis",
+                feature = "dynamodb-streams",
+                feature = "kafka",
+                test
+            ))]
             parking: self.parking,
             whole_body: self.whole_body,
         }
@@ -207,6 +229,7 @@ impl<S> Dedup<S> {
     /// payload is the `data`.
     pub fn cloudevents(mut self, tenant_extension: &str) -> Self {
         self.identity = IdentitySource::CloudEvents;
+        self.identity_chosen = true;
         self.tenant = TenantSource::CloudEventsExtension(tenant_extension.to_owned());
         self
     }
@@ -216,12 +239,14 @@ impl<S> Dedup<S> {
     /// says otherwise; the payload is the whole body.
     pub fn identity(mut self, pointer: &str) -> Self {
         self.identity = IdentitySource::JsonPointer(pointer.to_owned());
+        self.identity_chosen = true;
         self
     }
 
     /// The identity is the message attribute `name` (the payload is still the whole body).
     pub fn identity_attribute(mut self, name: &str) -> Self {
         self.identity = IdentitySource::MessageAttribute(name.to_owned());
+        self.identity_chosen = true;
         self
     }
 
@@ -263,7 +288,12 @@ impl<S> Dedup<S> {
 
     /// Stream records that can never apply are parked in `parking` rather than in the queue
     /// `DEDUP_PARKING_QUEUE_URL` names (S15).
-    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+    #[cfg(any(
+        feature = "kinesis",
+        feature = "dynamodb-streams",
+        feature = "kafka",
+        test
+    ))]
     pub fn parking(mut self, parking: crate::parking::Parking) -> Self {
         self.parking = Some(Arc::new(parking));
         self
@@ -271,7 +301,12 @@ impl<S> Dedup<S> {
 
     /// Where stream records that can never apply are parked: [`parking`](Self::parking), or
     /// the queue `DEDUP_PARKING_QUEUE_URL` names (required then).
-    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+    #[cfg(any(
+        feature = "kinesis",
+        feature = "dynamodb-streams",
+        feature = "kafka",
+        test
+    ))]
     fn parking_queue(&self) -> Result<Arc<crate::parking::Parking>, SettingsError> {
         match &self.parking {
             Some(p) => Ok(p.clone()),
@@ -306,6 +341,12 @@ impl<S> Dedup<S> {
     fn raw_spec(&self, scope: Scope) -> KeySpec {
         let mut spec = match self.identity {
             IdentitySource::CloudEvents => KeySpec::cloudevents(scope, "tenantid"),
+            // The work reads a JSON payload, and an attribute identity would not parse the body:
+            // it is fingerprinted as the whole JSON document, so it is parsed with the key.
+            IdentitySource::MessageAttribute(ref name) => {
+                KeySpec::new(scope, IdentitySource::MessageAttribute(name.clone()))
+                    .fingerprint(FingerprintSource::JsonPointer(String::new()))
+            }
             ref identity => {
                 KeySpec::new(scope, identity.clone()).fingerprint(FingerprintSource::WholeBody)
             }

@@ -5,6 +5,8 @@
 //! - `kinesis`, `dynamodb_stream` (features `kinesis`, `dynamodb-streams`): stream records as
 //!   messages, the checkpoint as the partial batch response, records that can never apply
 //!   parked (`parking::Parking`);
+//! - `kafka` (feature `kafka`): Amazon MSK and self-managed Kafka records, in order per
+//!   partition, each partition's resume point in a partial batch response of its own type;
 //! - `stream`: what both stream sources do the same way (`stream::run`), each saying only what
 //!   one of its records is (`stream::StreamRecord`).
 //!
@@ -14,8 +16,15 @@
 
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub mod dynamodb_stream;
+#[cfg(any(feature = "kafka", test))]
+pub mod kafka;
 #[cfg(any(feature = "kinesis", test))]
 pub mod kinesis;
 pub mod sqs;
-#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+#[cfg(any(
+    feature = "kinesis",
+    feature = "dynamodb-streams",
+    feature = "kafka",
+    test
+))]
 pub(crate) mod stream;

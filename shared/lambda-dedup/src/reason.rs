@@ -44,11 +44,14 @@ pub enum Reason {
     ProviderKeyExpired,
     /// The stored mark cannot be decoded (S15).
     MarkCorrupt,
+    /// The body travels in base64 (a Kafka record's `value`) and is not base64: there are no
+    /// bytes to judge (S2).
+    BodyNotBase64,
 }
 
 impl Reason {
     /// Every reason, for documentation and exhaustive tests.
-    pub const ALL: [Reason; 18] = [
+    pub const ALL: [Reason; 19] = [
         Reason::BodyTooLarge,
         Reason::BodyNotUtf8,
         Reason::BodyNotJson,
@@ -67,6 +70,7 @@ impl Reason {
         Reason::SequenceInvalid,
         Reason::ProviderKeyExpired,
         Reason::MarkCorrupt,
+        Reason::BodyNotBase64,
     ];
 
     /// The stable code: the metric and log label (`late_event`, `effect_refused`, …).
@@ -90,6 +94,7 @@ impl Reason {
             Reason::SequenceInvalid => "sequence_invalid",
             Reason::ProviderKeyExpired => "provider_key_expired",
             Reason::MarkCorrupt => "mark_corrupt",
+            Reason::BodyNotBase64 => "body_not_base64",
         }
     }
 

@@ -1,5 +1,6 @@
 //! What the two stream sources — Kinesis ([`crate::kinesis`]) and DynamoDB Streams
-//! ([`crate::dynamodb_stream`]) — do the same way: an invocation's records as messages through
+//! ([`crate::dynamodb_stream`]) — do the same way (Kafka, [`crate::kafka`], shares the records
+//! and their parking, and answers per partition): an invocation's records as messages through
 //! the work, accounted for by record, the records before the checkpoint that can never apply
 //! parked, and the first record neither done nor parked named in the response. Each source
 //! says only what one of its records is ([`StreamRecord`]): its id and message, what parking
@@ -43,6 +44,10 @@ pub(crate) fn messages<R: StreamRecord>(records: &[R]) -> Vec<Message> {
 
 /// Names `checkpoint`, if any, in a response's `failures`: one failure `F` whose identifier
 /// (reached by `identifier`) is the checkpoint. Both sources' responses have this shape.
+#[cfg_attr(
+    not(any(feature = "kinesis", feature = "dynamodb-streams", test)),
+    allow(dead_code)
+)]
 pub(crate) fn name_checkpoint<F: Default>(
     failures: &mut Vec<F>,
     checkpoint: Option<String>,
@@ -80,6 +85,10 @@ impl Parking {
 /// prints the account as one EMF line in `namespace` ([`crate::sqs::accounted`]), parks the
 /// records before the checkpoint that can never apply, and answers with the first record
 /// neither done nor parked. Parked records stay `rejected` or `conflict` in the account (S14).
+#[cfg_attr(
+    not(any(feature = "kinesis", feature = "dynamodb-streams", test)),
+    allow(dead_code)
+)]
 pub(crate) async fn run<R, F, Fut>(
     namespace: &str,
     function: &str,

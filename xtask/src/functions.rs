@@ -12,6 +12,11 @@ pub(crate) const ALL: [&str; 8] = [
     "inbox-forwarder",
 ];
 
+/// Examples the end-to-end tests run as built binaries (`DEDUP_FUNCTIONS_DIR`), each as Lambda
+/// would, through a runtime API of the test's own (`tests/integration/e2e_kafka.rs`): built
+/// with the functions, never started by the stack.
+pub(crate) const EXAMPLES_RUN: [&str; 1] = ["example-kafka-ledger"];
+
 /// Further configurations of a function, for the local stack only: a function's own `main.rs`
 /// built under another name (a crate in `tests/`), so that `cargo lambda watch` serves it at a
 /// Function URL of its own; its variables over the shared ones are in `stack::FunctionEnvs`.

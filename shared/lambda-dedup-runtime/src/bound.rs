@@ -28,6 +28,7 @@ pub(crate) const ABANDONED: &str = "abandoned before the invocation's deadline";
     feature = "kinesis",
     feature = "dynamodb-streams",
     feature = "kafka",
+    feature = "mq",
     feature = "webhook",
     test
 ))]

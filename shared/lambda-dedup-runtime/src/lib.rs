@@ -51,6 +51,7 @@ pub mod inbox;
     feature = "kinesis",
     feature = "dynamodb-streams",
     feature = "kafka",
+    feature = "mq",
     test
 ))]
 pub mod parking;
@@ -73,11 +74,14 @@ pub use source::dynamodb_stream;
 pub use source::kafka;
 #[cfg(any(feature = "kinesis", test))]
 pub use source::kinesis;
+#[cfg(any(feature = "mq", test))]
+pub use source::mq;
 pub use source::sqs;
 #[cfg(any(
     feature = "kinesis",
     feature = "dynamodb-streams",
     feature = "kafka",
+    feature = "mq",
     test
 ))]
 use source::stream;
@@ -91,6 +95,8 @@ pub use {aws_lambda_events, lambda_runtime};
 /// The event and response types of the builder's sources, from `aws_lambda_events`.
 pub mod events {
     pub use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+    #[cfg(any(feature = "mq", test))]
+    pub use aws_lambda_events::event::{activemq::ActiveMqEvent, rabbitmq::RabbitMqEvent};
     #[cfg(any(feature = "dynamodb-streams", test))]
     pub use aws_lambda_events::event::{
         dynamodb::Event as DynamoDbEvent, streams::DynamoDbEventResponse,

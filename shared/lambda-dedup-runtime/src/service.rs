@@ -55,6 +55,8 @@ mod event;
 pub mod flow;
 #[cfg(any(feature = "kafka", test))]
 mod kafka;
+#[cfg(any(feature = "mq", test))]
+mod mq;
 #[cfg(any(feature = "dynamodb-streams", test))]
 mod relay;
 mod runner;
@@ -109,6 +111,7 @@ pub struct Dedup<S = Items> {
         feature = "kinesis",
         feature = "dynamodb-streams",
         feature = "kafka",
+        feature = "mq",
         test
     ))]
     parking: Option<Arc<crate::parking::Parking>>,
@@ -165,6 +168,7 @@ impl Dedup<NoStore> {
                 feature = "kinesis",
                 feature = "dynamodb-streams",
                 feature = "kafka",
+                feature = "mq",
                 test
             ))]
             parking: None,
@@ -215,6 +219,7 @@ impl Dedup<NoStore> {
                 feature = "kinesis",
                 feature = "dynamodb-streams",
                 feature = "kafka",
+                feature = "mq",
                 test
             ))]
             parking: self.parking,
@@ -292,6 +297,7 @@ impl<S> Dedup<S> {
         feature = "kinesis",
         feature = "dynamodb-streams",
         feature = "kafka",
+        feature = "mq",
         test
     ))]
     pub fn parking(mut self, parking: crate::parking::Parking) -> Self {
@@ -305,6 +311,7 @@ impl<S> Dedup<S> {
         feature = "kinesis",
         feature = "dynamodb-streams",
         feature = "kafka",
+        feature = "mq",
         test
     ))]
     fn parking_queue(&self) -> Result<Arc<crate::parking::Parking>, SettingsError> {

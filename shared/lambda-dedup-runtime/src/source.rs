@@ -7,6 +7,8 @@
 //!   parked (`parking::Parking`);
 //! - `kafka` (feature `kafka`): Amazon MSK and self-managed Kafka records, in order per
 //!   partition, each partition's resume point in a partial batch response of its own type;
+//! - `mq` (feature `mq`): Amazon MQ (ActiveMQ, RabbitMQ) messages, no partial batch response:
+//!   poison parked and the batch acknowledged, a transient failure redelivering the batch;
 //! - `stream`: what both stream sources do the same way (`stream::run`), each saying only what
 //!   one of its records is (`stream::StreamRecord`).
 //!
@@ -20,11 +22,14 @@ pub mod dynamodb_stream;
 pub mod kafka;
 #[cfg(any(feature = "kinesis", test))]
 pub mod kinesis;
+#[cfg(any(feature = "mq", test))]
+pub mod mq;
 pub mod sqs;
 #[cfg(any(
     feature = "kinesis",
     feature = "dynamodb-streams",
     feature = "kafka",
+    feature = "mq",
     test
 ))]
 pub(crate) mod stream;

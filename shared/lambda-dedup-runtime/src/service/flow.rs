@@ -166,6 +166,7 @@ pub(crate) mod seal {
             feature = "kinesis",
             feature = "dynamodb-streams",
             feature = "kafka",
+            feature = "mq",
             test
         )),
         allow(dead_code, unreachable_pub)

@@ -41,11 +41,13 @@ use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 
 use aws_lambda_events::event::kafka::{KafkaEvent, KafkaRecord};
-use lambda_dedup::{AttributeValue, Message, Reason};
+use lambda_dedup::{AttributeValue, Message};
 use lambda_dedup_batch::{BatchReport, Outcome};
 
-use crate::parking::{Letter, Parking};
+use crate::parking::Letter;
+pub(crate) use crate::stream::Invocation;
 use crate::stream::StreamRecord;
+pub use crate::stream::not_base64;
 
 pub use crate::parking::PARKING_QUEUE_VARIABLE;
 pub use response::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifier};
@@ -237,26 +239,6 @@ fn split_id(id: &str) -> Option<(&str, i64)> {
     Some((partition, offset.parse().ok()?))
 }
 
-/// The outcome of a record whose value is not base64: rejected, no key derived (S2).
-pub fn not_base64() -> Outcome {
-    Outcome::Rejected {
-        code: Reason::BodyNotBase64,
-        reason: "the record's value is not base64".into(),
-        key: None,
-        invalid: None,
-    }
-}
-
-/// What an invocation runs with, besides its records and work.
-pub(crate) struct Invocation<'a> {
-    pub(crate) namespace: &'a str,
-    pub(crate) function: &'a str,
-    pub(crate) margin: std::time::Duration,
-    pub(crate) context: &'a lambda_runtime::Context,
-    pub(crate) parking: &'a Parking,
-    pub(crate) max_concurrency: usize,
-}
-
 /// Runs one Kafka invocation: its records through `process` in order per partition (a record
 /// whose value is not base64 rejected without it), the account printed, each partition's
 /// records before its resume point that can never apply parked, and the response naming each
@@ -276,25 +258,7 @@ where
         .filter(|r| !r.decodes())
         .map(Record::id)
         .collect();
-    let batch = crate::stream::messages(&records);
-    let (undecodable, process) = (&undecodable, &process);
-    let work = |batch| {
-        lambda_dedup_batch::run_batch(batch, at.max_concurrency, move |m: Message| async move {
-            if undecodable.contains(&m.message_id) {
-                return not_base64();
-            }
-            process(m).await
-        })
-    };
-    let report = crate::sqs::accounted(
-        at.namespace,
-        at.function,
-        at.margin,
-        at.context,
-        batch,
-        work,
-    )
-    .await;
+    let report = crate::stream::accounted_records(&at, &records, &undecodable, process).await;
     respond(&at, &records, &report).await
 }
 

@@ -181,6 +181,7 @@ pub(crate) fn print_account(
     feature = "kinesis",
     feature = "dynamodb-streams",
     feature = "kafka",
+    feature = "mq",
     test
 ))]
 pub(crate) async fn accounted<F, Fut>(

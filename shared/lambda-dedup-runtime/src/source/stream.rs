@@ -6,11 +6,11 @@
 //! says only what one of its records is ([`StreamRecord`]): its id and message, what parking
 //! it sends, and the source's response.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 
-use lambda_dedup::Message;
-use lambda_dedup_batch::BatchReport;
+use lambda_dedup::{Message, Reason};
+use lambda_dedup_batch::{BatchReport, Outcome};
 
 use crate::parking::{Letter, Parked, Parking};
 
@@ -107,4 +107,64 @@ where
     let report = crate::sqs::accounted(namespace, function, margin, context, batch, process).await;
     let parked = parking.park_records(function, records, &report).await;
     Ok(R::respond(parked.checkpoint))
+}
+
+/// What an invocation of a door that parks (Kafka, Amazon MQ) runs with, besides its records
+/// and work.
+#[cfg(any(feature = "kafka", feature = "mq", test))]
+pub(crate) struct Invocation<'a> {
+    pub(crate) namespace: &'a str,
+    pub(crate) function: &'a str,
+    pub(crate) margin: std::time::Duration,
+    pub(crate) context: &'a lambda_runtime::Context,
+    pub(crate) parking: &'a Parking,
+    pub(crate) max_concurrency: usize,
+}
+
+/// The outcome of a record whose body travels in base64 and is not base64: rejected, no key
+/// derived (S2).
+#[cfg(any(feature = "kafka", feature = "mq", test))]
+pub fn not_base64() -> Outcome {
+    Outcome::Rejected {
+        code: Reason::BodyNotBase64,
+        reason: "the record's data is not base64".into(),
+        key: None,
+        invalid: None,
+    }
+}
+
+/// `records` through `process` (`run_batch`: each group in order, bounded), those whose id is
+/// in `undecodable` rejected without it ([`not_base64`]), the report rebuilt by record and its
+/// account printed ([`crate::sqs::accounted`]).
+#[cfg(any(feature = "kafka", feature = "mq", test))]
+pub(crate) async fn accounted_records<R, F, Fut>(
+    at: &Invocation<'_>,
+    records: &[R],
+    undecodable: &HashSet<String>,
+    process: F,
+) -> BatchReport
+where
+    R: StreamRecord,
+    F: Fn(Message) -> Fut,
+    Fut: Future<Output = Outcome>,
+{
+    let process = &process;
+    let work = |batch| {
+        lambda_dedup_batch::run_batch(batch, at.max_concurrency, move |m: Message| async move {
+            if undecodable.contains(&m.message_id) {
+                return not_base64();
+            }
+            process(m).await
+        })
+    };
+    let batch = messages(records);
+    crate::sqs::accounted(
+        at.namespace,
+        at.function,
+        at.margin,
+        at.context,
+        batch,
+        work,
+    )
+    .await
 }

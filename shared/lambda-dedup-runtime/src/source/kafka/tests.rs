@@ -11,6 +11,7 @@ use lambda_dedup_memory::MemoryStore;
 use serde_json::json;
 
 use super::*;
+use crate::parking::Parking;
 use crate::settings::Env;
 use crate::{Dedup, Event, Refusal};
 

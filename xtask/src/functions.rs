@@ -13,9 +13,9 @@ pub(crate) const ALL: [&str; 8] = [
 ];
 
 /// Examples the end-to-end tests run as built binaries (`DEDUP_FUNCTIONS_DIR`), each as Lambda
-/// would, through a runtime API of the test's own (`tests/integration/e2e_kafka.rs`): built
+/// would, through a runtime API of the test's own (`tests/integration/e2e_kafka.rs`, `e2e_mq.rs`): built
 /// with the functions, never started by the stack.
-pub(crate) const EXAMPLES_RUN: [&str; 1] = ["example-kafka-ledger"];
+pub(crate) const EXAMPLES_RUN: [&str; 2] = ["example-kafka-ledger", "example-mq-ledger"];
 
 /// Further configurations of a function, for the local stack only: a function's own `main.rs`
 /// built under another name (a crate in `tests/`), so that `cargo lambda watch` serves it at a

@@ -4,7 +4,7 @@
 //! batch response: a message that can never apply is parked in `DEDUP_PARKING_QUEUE_URL` and
 //! the batch acknowledged; while any message may yet apply the invocation fails, the broker
 //! redelivers the whole batch, and the messages already credited are duplicates then. The
-//! identity is the broker's `messageID`; give the builder `.identity_attribute("<property>")`
+//! identity is the broker's `messageID`, chosen openly; use `.identity_attribute("<property>")`
 //! when producers send an event id of their own.
 //!
 //! Environment: the settings of `lambda_dedup_runtime::config` (`DEDUP_NAMESPACE`,
@@ -23,6 +23,9 @@ struct Credit {
 /// The function: each message's credit, committed with its mark.
 fn service(dedup: Dedup) -> Result<Service<ActiveMqEvent, ()>, lambda_runtime::Error> {
     let balances = dedup.setting("BALANCES_TABLE")?;
+    // The broker's id, chosen openly (S1): it catches the trigger's redeliveries, not a
+    // producer that sends one event twice.
+    let dedup = dedup.identity_attribute(lambda_dedup_runtime::mq::MESSAGE_ID_ATTRIBUTE);
     Ok(dedup.activemq(move |e: Event<Credit>| {
         Effect::add(
             &balances,

@@ -7,19 +7,20 @@ use std::sync::Arc;
 
 use aws_lambda_events::event::activemq::ActiveMqEvent;
 use aws_lambda_events::event::rabbitmq::RabbitMqEvent;
-use lambda_dedup::IdentitySource;
 use lambda_runtime::LambdaEvent;
 
 use super::flow::Flow;
 use super::flow::seal::{On, Ordered, Step};
 use super::{BuildError, Dedup, Service};
-use crate::mq::{MESSAGE_ID_ATTRIBUTE, MqMessage};
+use crate::mq::MqMessage;
 use crate::store::Marks;
 use crate::stream::Invocation;
 
 impl<S: Marks> Dedup<S> {
-    /// The ActiveMQ service of `flow` (Amazon MQ for ActiveMQ): each message once; unless the
-    /// builder was given an identity, the broker's `messageID` is it ([`crate::mq`]). A message
+    /// The ActiveMQ service of `flow` (Amazon MQ for ActiveMQ): each message once, by the
+    /// identity the builder is given — the broker's `messageID` only when chosen openly,
+    /// `.identity_attribute(mq::MESSAGE_ID_ATTRIBUTE)` (S1: it misses a producer's resend;
+    /// [`crate::mq`]), a property (`.identity_attribute("event-id")`) or the data's own. A message
     /// that can never apply is parked in `DEDUP_PARKING_QUEUE_URL` (required) and the batch
     /// acknowledged; a transient failure fails the invocation, so the whole batch comes again
     /// and what applied is then a duplicate.
@@ -32,9 +33,10 @@ impl<S: Marks> Dedup<S> {
     }
 
     /// The RabbitMQ service of `flow` (Amazon MQ for RabbitMQ), as
-    /// [`activemq`](Self::activemq): the default identity is `basicProperties.messageId`, which
-    /// RabbitMQ leaves null unless the producer sets it (then the message is parked, never
-    /// guessed): choose `identity_attribute("<header>")` or `identity("/pointer")` otherwise.
+    /// [`activemq`](Self::activemq): the broker's id is `basicProperties.messageId`, which
+    /// RabbitMQ leaves null unless the producer sets it (a message without the identity chosen
+    /// is parked, never guessed): a header (`identity_attribute("<header>")`) or the data's own
+    /// (`identity("/pointer")`) is the usual choice.
     pub fn rabbitmq<M, F>(self, flow: F) -> Result<Service<RabbitMqEvent, ()>, BuildError>
     where
         F: Flow<S, M>,
@@ -53,10 +55,7 @@ impl<S: Marks> Dedup<S> {
         F: Flow<S, M>,
         F::Step: Ordered,
     {
-        let mut dedup = self;
-        if !dedup.identity_chosen {
-            dedup.identity = IdentitySource::MessageAttribute(MESSAGE_ID_ATTRIBUTE.to_owned());
-        }
+        let dedup = self;
         let at = dedup.payload_at();
         let parking = dedup.parking_queue()?;
         let step = Arc::new(flow.build(On { dedup: &dedup, at })?);

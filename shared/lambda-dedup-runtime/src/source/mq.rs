@@ -2,14 +2,16 @@
 //! [`Message`]; Lambda's Amazon MQ trigger has **no partial batch response**, so the batch is
 //! acknowledged or redelivered whole, and what this door does is chosen for that:
 //!
-//! - **Identity** (S1). By default the broker's message id (the attribute
-//!   [`MESSAGE_ID_ATTRIBUTE`]: ActiveMQ's `messageID`, RabbitMQ's `basicProperties.messageId`),
-//!   which catches every redelivery of a message, not a producer that sends an event twice
-//!   (a new id each send, as SQS's `messageId`); chosen openly. A producer's own identity is
-//!   the builder's `identity_attribute("<property>")` (ActiveMQ `properties`, RabbitMQ
-//!   `headers`: text, numbers as text, RabbitMQ's `{"bytes": [...]}` as the bytes' text) or
-//!   `identity("/pointer")` into the data. A message with no identity (RabbitMQ leaves
-//!   `messageId` null unless the producer sets it) is rejected and parked, never guessed.
+//! - **Identity** (S1): the one the builder is given, as for SQS. The broker's message id
+//!   (ActiveMQ's `messageID`, RabbitMQ's `basicProperties.messageId`) is carried as the
+//!   attribute [`MESSAGE_ID_ATTRIBUTE`] and is an identity only when chosen openly
+//!   (`.identity_attribute(mq::MESSAGE_ID_ATTRIBUTE)`): it catches every redelivery of a
+//!   message, not a producer that sends an event twice (a new id each send, as SQS's
+//!   `messageId`). A producer's own identity is a property or header
+//!   (`identity_attribute("<name>")`: ActiveMQ `properties`, RabbitMQ `headers` — text, numbers
+//!   as text, RabbitMQ's `{"bytes": [...]}` as the bytes' text) or `identity("/pointer")` into
+//!   the data. A message with no identity (RabbitMQ leaves `messageId` null unless the producer
+//!   sets it) is rejected and parked, never guessed.
 //! - **Data**: base64 as Lambda delivers it, decoded into the body; data that is not base64 is
 //!   rejected (`body_not_base64`) and parked.
 //! - **Poison** (S15): a message that can never apply (no identity, not base64, not JSON, a
@@ -45,8 +47,8 @@ pub use crate::stream::not_base64;
 pub use activemq::messages as activemq_messages;
 pub use rabbitmq::messages as rabbitmq_messages;
 
-/// The message attribute carrying the broker's message id: the Amazon MQ door's default
-/// identity.
+/// The message attribute carrying the broker's message id, for `.identity_attribute(..)` when it
+/// is the identity chosen (S1: it misses a producer's resend).
 pub const MESSAGE_ID_ATTRIBUTE: &str = "dedup-mq-message-id";
 
 /// Why an Amazon MQ invocation fails, so that the broker redelivers the whole batch.

@@ -101,8 +101,8 @@ fn mq_error(e: &lambda_runtime::Error) -> Option<&MqError> {
     e.downcast_ref::<MqError>()
 }
 
-/// AWS's ActiveMQ sample parses: the broker's `messageID` is the default identity, the
-/// properties are attributes, the data is decoded.
+/// AWS's ActiveMQ sample parses: the broker's `messageID` is carried for an identity chosen
+/// openly, the properties are attributes, the data is decoded.
 #[test]
 fn activemq_sample_event_gives_message_id_properties_and_data() {
     let event: ActiveMqEvent = sample("example-activemq-event.json");
@@ -150,7 +150,11 @@ async fn activemq_poison_is_parked_and_the_rest_applied() {
     static UP: AtomicBool = AtomicBool::new(false);
     let (dedup, store) = builder();
     let (parking, taken) = Parking::refusing_over_sqs_maximum();
-    let service = dedup.parking(parking).activemq(work(&UP)).expect("service");
+    let service = dedup
+        .identity_attribute(MESSAGE_ID_ATTRIBUTE)
+        .parking(parking)
+        .activemq(work(&UP))
+        .expect("service");
     let not_json = b64("not json");
     let batch = activemq(&[
         ("ID:1", &credit("a", 1)),
@@ -191,6 +195,7 @@ async fn activemq_transient_failure_redelivers_the_batch_and_marks_catch_the_res
     static DOWN: AtomicBool = AtomicBool::new(true);
     let (dedup, store) = builder();
     let service = dedup
+        .identity_attribute(MESSAGE_ID_ATTRIBUTE)
         .parking(Parking::unreachable())
         .activemq(work(&DOWN))
         .expect("service");
@@ -218,6 +223,7 @@ async fn activemq_parking_failure_fails_the_invocation() {
     static UP: AtomicBool = AtomicBool::new(false);
     let (dedup, _) = builder();
     let service = dedup
+        .identity_attribute(MESSAGE_ID_ATTRIBUTE)
         .parking(Parking::unreachable())
         .activemq(work(&UP))
         .expect("service");
@@ -228,7 +234,7 @@ async fn activemq_parking_failure_fails_the_invocation() {
     assert_eq!(mq_error(&err), Some(&MqError::ParkingFailed { failed: 1 }));
 }
 
-/// RabbitMQ: a message without `messageId` has no default identity and is parked
+/// RabbitMQ: with the broker's id chosen as identity, a message without `messageId` is parked
 /// (`identity_missing`), never guessed; with the producer's header as identity, the same event
 /// sent twice is applied once.
 #[tokio::test]
@@ -236,7 +242,11 @@ async fn rabbitmq_missing_identity_is_parked_and_a_header_identity_dedups() {
     static UP: AtomicBool = AtomicBool::new(false);
     let (dedup, store) = builder();
     let (parking, taken) = Parking::refusing_over_sqs_maximum();
-    let service = dedup.parking(parking).rabbitmq(work(&UP)).expect("service");
+    let service = dedup
+        .identity_attribute(MESSAGE_ID_ATTRIBUTE)
+        .parking(parking)
+        .rabbitmq(work(&UP))
+        .expect("service");
     let batch = rabbitmq(&[
         (None, "e-1", &credit("a", 1)),
         (Some("m-2"), "e-2", &credit("a", 2)),

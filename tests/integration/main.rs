@@ -20,6 +20,8 @@ mod e2e;
 mod e2e_deadline;
 mod e2e_doors;
 mod e2e_envelopes;
+mod e2e_kafka;
+mod e2e_mq;
 mod e2e_operator;
 mod emulator;
 mod faults;

@@ -12,10 +12,14 @@ pub(crate) const ALL: [&str; 8] = [
     "inbox-forwarder",
 ];
 
-/// Examples the end-to-end tests run as built binaries, as Lambda would, outside the stack
-/// (`tests/integration/invoke_door.rs`: the direct invoke door under a concurrent runtime API):
-/// built with the functions into `DEDUP_FUNCTIONS_DIR`, not started by the stack.
-pub(crate) const EXAMPLES_RUN_AS_BUILT: [&str; 1] = ["example-invoke-charge"];
+/// Examples the end-to-end tests run as built binaries (`DEDUP_FUNCTIONS_DIR`), each as Lambda
+/// would, through a runtime API of the test's own (`tests/integration/invoke_door.rs`: the direct
+/// invoke door; `e2e_kafka.rs`, `e2e_mq.rs`): built with the functions, never started by the stack.
+pub(crate) const EXAMPLES_RUN: [&str; 3] = [
+    "example-invoke-charge",
+    "example-kafka-ledger",
+    "example-mq-ledger",
+];
 
 /// Further configurations of a function, for the local stack only: a function's own `main.rs`
 /// built under another name (a crate in `tests/`), so that `cargo lambda watch` serves it at a

@@ -583,12 +583,13 @@ fn queues(plan: &Plan, created: &Resources) -> Result<BTreeMap<String, Queues>> 
     Ok(queues)
 }
 
-/// Builds the functions, their local configurations and the operators' tool.
+/// Builds the functions, their local configurations, the examples the tests run and the
+/// operators' tool.
 fn build_functions(root: &Path) -> Result<()> {
     step("building the functions (cargo build; the first run compiles the AWS SDK, a few minutes)");
     let packages = (crate::functions::ALL.iter())
         .chain(&crate::functions::LOCAL_CONFIGURATIONS)
-        .chain(&crate::functions::EXAMPLES_RUN_AS_BUILT)
+        .chain(&crate::functions::EXAMPLES_RUN)
         .flat_map(|f| ["-p", f])
         // The operators' tool, which the end-to-end tests run as operators do.
         .chain(["-p", CLI_PACKAGE]);

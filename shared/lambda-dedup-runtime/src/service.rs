@@ -58,6 +58,10 @@ mod event;
 pub mod flow;
 mod invoke;
 mod notify;
+#[cfg(any(feature = "kafka", test))]
+mod kafka;
+#[cfg(any(feature = "mq", test))]
+mod mq;
 #[cfg(any(feature = "dynamodb-streams", test))]
 mod relay;
 mod runner;
@@ -101,12 +105,21 @@ pub struct Dedup<S = Items> {
     env: Env,
     settings: Settings,
     identity: IdentitySource,
+    /// Whether the identity was chosen (`cloudevents`, `identity`, `identity_attribute`), or is
+    /// the default: a door with a default of its own (Kafka's position) takes it then.
+    identity_chosen: bool,
     tenant: TenantSource,
     fingerprint: Option<FingerprintSource>,
     time: Option<EventTimeSource>,
     store: S,
     accounting: Accounting,
-    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+    #[cfg(any(
+        feature = "kinesis",
+        feature = "dynamodb-streams",
+        feature = "kafka",
+        feature = "mq",
+        test
+    ))]
     parking: Option<Arc<crate::parking::Parking>>,
     whole_body: bool,
     envelope: Option<crate::Envelope>,
@@ -149,6 +162,7 @@ impl Dedup<NoStore> {
             env: env.clone(),
             settings,
             identity: IdentitySource::CloudEvents,
+            identity_chosen: false,
             tenant: TenantSource::Single,
             fingerprint: None,
             time: None,
@@ -157,7 +171,13 @@ impl Dedup<NoStore> {
                 namespace: crate::emf::NAMESPACE.into(),
                 reconciliation: Reconciliation::To(reconciliation),
             },
-            #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+            #[cfg(any(
+                feature = "kinesis",
+                feature = "dynamodb-streams",
+                feature = "kafka",
+                feature = "mq",
+                test
+            ))]
             parking: None,
             whole_body: false,
             envelope: None,
@@ -197,12 +217,19 @@ impl Dedup<NoStore> {
             env: self.env,
             settings: self.settings,
             identity: self.identity,
+            identity_chosen: self.identity_chosen,
             tenant: self.tenant,
             fingerprint: self.fingerprint,
             time: self.time,
             store,
             accounting: self.accounting,
-            #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+            #[cfg(any(
+                feature = "kinesis",
+                feature = "dynamodb-streams",
+                feature = "kafka",
+                feature = "mq",
+                test
+            ))]
             parking: self.parking,
             whole_body: self.whole_body,
             envelope: self.envelope,
@@ -216,6 +243,7 @@ impl<S> Dedup<S> {
     /// payload is the `data`.
     pub fn cloudevents(mut self, tenant_extension: &str) -> Self {
         self.identity = IdentitySource::CloudEvents;
+        self.identity_chosen = true;
         self.tenant = TenantSource::CloudEventsExtension(tenant_extension.to_owned());
         self
     }
@@ -225,12 +253,14 @@ impl<S> Dedup<S> {
     /// says otherwise; the payload is the whole body.
     pub fn identity(mut self, pointer: &str) -> Self {
         self.identity = IdentitySource::JsonPointer(pointer.to_owned());
+        self.identity_chosen = true;
         self
     }
 
     /// The identity is the message attribute `name` (the payload is still the whole body).
     pub fn identity_attribute(mut self, name: &str) -> Self {
         self.identity = IdentitySource::MessageAttribute(name.to_owned());
+        self.identity_chosen = true;
         self
     }
 
@@ -288,7 +318,13 @@ impl<S> Dedup<S> {
 
     /// Stream records that can never apply are parked in `parking` rather than in the queue
     /// `DEDUP_PARKING_QUEUE_URL` names (S15).
-    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+    #[cfg(any(
+        feature = "kinesis",
+        feature = "dynamodb-streams",
+        feature = "kafka",
+        feature = "mq",
+        test
+    ))]
     pub fn parking(mut self, parking: crate::parking::Parking) -> Self {
         self.parking = Some(Arc::new(parking));
         self
@@ -296,7 +332,13 @@ impl<S> Dedup<S> {
 
     /// Where stream records that can never apply are parked: [`parking`](Self::parking), or
     /// the queue `DEDUP_PARKING_QUEUE_URL` names (required then).
-    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+    #[cfg(any(
+        feature = "kinesis",
+        feature = "dynamodb-streams",
+        feature = "kafka",
+        feature = "mq",
+        test
+    ))]
     fn parking_queue(&self) -> Result<Arc<crate::parking::Parking>, SettingsError> {
         match &self.parking {
             Some(p) => Ok(p.clone()),
@@ -335,6 +377,12 @@ impl<S> Dedup<S> {
             // whole body parsed (the pointer ""), its fingerprint as the whole body's.
             IdentitySource::EnvelopeId => KeySpec::new(scope, IdentitySource::EnvelopeId)
                 .fingerprint(FingerprintSource::JsonPointer(String::new())),
+            // The work reads a JSON payload, and an attribute identity would not parse the body:
+            // it is fingerprinted as the whole JSON document, so it is parsed with the key.
+            IdentitySource::MessageAttribute(ref name) => {
+                KeySpec::new(scope, IdentitySource::MessageAttribute(name.clone()))
+                    .fingerprint(FingerprintSource::JsonPointer(String::new()))
+            }
             ref identity => {
                 KeySpec::new(scope, identity.clone()).fingerprint(FingerprintSource::WholeBody)
             }

@@ -363,7 +363,7 @@ impl<S: Marks> Dedup<S> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::flow::call::merged;
     use super::flow::{self, transact};
     use super::*;

@@ -281,7 +281,7 @@ mod tests {
             other => panic!("{pairs:?}: {other:?}"),
         };
         assert_eq!(
-            read(&[]).unwrap_err(),
+            read(&[]).expect_err("no caller"),
             SettingsError::Missing("HTTP_CALLER_FROM".into())
         );
         let c = ("HTTP_CALLER_FROM", "none");

@@ -144,8 +144,11 @@ impl<E: Send + Sync + 'static> Door<E> {
         };
         if reply.status >= 500 {
             // Not stored: the client's retry runs again.
-            let answer = Answer::reply(&Stored::of(&reply, &self.config.replay_headers), false)
-                .counted(Counted::Retry);
+            let whole = Stored {
+                headers: reply.headers.clone(),
+                ..Stored::of(&reply, &[])
+            };
+            let answer = Answer::reply(&whole, false).counted(Counted::Retry);
             return self.released(&lease, answer).await;
         }
         let stored = Stored::of(&reply, &self.config.replay_headers);
@@ -173,7 +176,14 @@ impl<E: Send + Sync + 'static> Door<E> {
             effects: &reply.effects,
         };
         match self.store.commit(request).await {
-            Ok(Commit::Applied) => Answer::reply(&stored, false),
+            // The first answer is the work's whole; its retries get the stored part.
+            Ok(Commit::Applied) => Answer::reply(
+                &Stored {
+                    headers: reply.headers,
+                    ..stored
+                },
+                false,
+            ),
             Ok(Commit::Seen(seen)) => {
                 let fp = lease
                     .fingerprint

@@ -19,6 +19,7 @@ mod cost;
 mod e2e;
 mod e2e_deadline;
 mod e2e_doors;
+mod e2e_http;
 mod e2e_operator;
 mod emulator;
 mod faults;

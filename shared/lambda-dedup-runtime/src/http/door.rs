@@ -298,7 +298,10 @@ impl<E: Send + Sync + 'static> Door<E> {
             crate::emf::line(
                 &self.function,
                 &[
+                    // Every request ends in exactly one of the five outcomes: the account's
+                    // received = applied + duplicate + retry + conflict + rejected (S14).
                     ("Requests", "Count", 1),
+                    ("Received", "Count", 1),
                     (answer.outcome.label(), "Count", 1)
                 ]
             )

@@ -34,18 +34,26 @@ async fn post(stack: &Stack, key: &str, body: &str) -> Result<Answer> {
         .await
         .map_err(|e| format!("orders-api: {e}"))?;
     let status = resp.status().as_u16();
-    let replayed = resp.headers().get("idempotent-replayed").is_some_and(|v| v == "true");
+    let replayed = resp
+        .headers()
+        .get("idempotent-replayed")
+        .is_some_and(|v| v == "true");
     Ok((status, replayed, resp.text().await.unwrap_or_default()))
 }
 
 /// Runs the door's walk-through and adds its checks.
 pub(crate) async fn run(stack: &Stack, checks: &mut Checks) -> Result<()> {
-    println!("\n== the HTTP Idempotency-Key door (orders-api, real HTTP through the Function URL front)");
+    println!(
+        "\n== the HTTP Idempotency-Key door (orders-api, real HTTP through the Function URL front)"
+    );
     let run = std::process::id();
     let key = format!("demo-order-{run}");
     let body = r#"{"sku":"book-1","quantity":2}"#;
     let first = post(stack, &key, body).await?;
-    checks.check(format!("POST /orders: {} (documented: 201)", first.0), first.0 == 201 && !first.1);
+    checks.check(
+        format!("POST /orders: {} (documented: 201)", first.0),
+        first.0 == 201 && !first.1,
+    );
     let retry = post(stack, &key, body).await?;
     checks.check(
         format!(
@@ -57,7 +65,10 @@ pub(crate) async fn run(stack: &Stack, checks: &mut Checks) -> Result<()> {
     );
     let other = post(stack, &key, r#"{"sku":"book-1","quantity":5}"#).await?;
     checks.check(
-        format!("the key reused with another body: {} (documented: 422)", other.0),
+        format!(
+            "the key reused with another body: {} (documented: 422)",
+            other.0
+        ),
         other.0 == 422,
     );
 
@@ -69,19 +80,28 @@ pub(crate) async fn run(stack: &Stack, checks: &mut Checks) -> Result<()> {
     let dedup_key = DedupKey::new(&scope, &caller, &["idempotency-key", &busy_key]);
     let retention = Retention::unchecked(Duration::from_secs(86_400)).map_err(|e| e.to_string())?;
     let store = DynamoStore::new(stack.dynamodb.clone(), TABLE_MARKS.to_owned(), retention);
-    let Claim::Claimed(lease) = store.claim(&dedup_key, None, None).await.map_err(|e| e.to_string())?
+    let Claim::Claimed(lease) = store
+        .claim(&dedup_key, None, None)
+        .await
+        .map_err(|e| e.to_string())?
     else {
         return Err("the demo's in-flight key was already taken".into());
     };
     let busy = post(stack, &busy_key, body).await?;
     checks.check(
-        format!("the same key while another request holds it: {} (documented: 409, retry-after)", busy.0),
+        format!(
+            "the same key while another request holds it: {} (documented: 409, retry-after)",
+            busy.0
+        ),
         busy.0 == 409,
     );
     store.release(&lease).await.map_err(|e| e.to_string())?;
     let after = post(stack, &busy_key, body).await?;
     checks.check(
-        format!("its retry once the first let go: {} (documented: 201)", after.0),
+        format!(
+            "its retry once the first let go: {} (documented: 201)",
+            after.0
+        ),
         after.0 == 201 && !after.1,
     );
 
@@ -93,7 +113,13 @@ pub(crate) async fn run(stack: &Stack, checks: &mut Checks) -> Result<()> {
     };
     let ids = [id_of(&first.2), id_of(&after.2)];
     let stored = |id: &Option<String>| {
-        orders.iter().filter(|o| id.as_deref().is_some_and(|id| crate::stack::has(o, "order_id", id))).count()
+        orders
+            .iter()
+            .filter(|o| {
+                id.as_deref()
+                    .is_some_and(|id| crate::stack::has(o, "order_id", id))
+            })
+            .count()
     };
     checks.check(
         format!(

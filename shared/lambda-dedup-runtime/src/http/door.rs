@@ -15,7 +15,7 @@ use super::answer::{Answer, Counted};
 use super::reply::{Reply, Stored};
 use super::{caller, key};
 use crate::config::{HttpConfig, HttpFingerprint, KeyRequirement};
-use crate::service::Refusal;
+use lambda_dedup_batch::HandlerError as Refusal;
 
 /// What the work is told of a request besides its payload.
 #[derive(Debug, Clone)]

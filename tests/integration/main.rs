@@ -24,6 +24,7 @@ mod e2e_operator;
 mod emulator;
 mod faults;
 mod hostile;
+mod http_door;
 mod isolation;
 mod lease;
 mod model;

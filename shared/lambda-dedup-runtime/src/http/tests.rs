@@ -446,3 +446,36 @@ async fn idempotency_key_optional_runs_unkeyed_requests_each_time() {
     assert_eq!(runs.load(Ordering::SeqCst), 2);
     assert_eq!(store.items(ORDERS).len(), 2);
 }
+
+/// The door uses only `MarkStore`, so a store of another effect type (a PostgreSQL statement, a
+/// Valkey command: here `Recording` of strings) runs it too: its effect committed once with the
+/// mark, the retry replayed.
+#[tokio::test]
+async fn idempotency_key_door_runs_on_a_store_of_another_effect_type() {
+    let dedup = Dedup::read(&env(), "orders-api").expect("settings");
+    let (dedup, store) = crate::testing::on_memory_recording::<String>(dedup);
+    let service = dedup
+        .http(
+            HttpConfig::read(&env()).expect("config"),
+            |e: HttpEvent<Order>| {
+                let insert = format!("INSERT INTO orders (item) VALUES ({})", e.payload.item);
+                Ok(Reply::created(serde_json::json!({ "item": e.payload.item })).effect(insert))
+            },
+        )
+        .expect("service");
+    let call = |r: Request| {
+        let s = service.clone();
+        async move { s.oneshot(r).await.expect("answer") }
+    };
+    let first = call(post(Some("k-pg"), Some("alice"), BODY)).await;
+    assert_eq!(first.status().as_u16(), 201);
+    let again = call(post(Some("k-pg"), Some("alice"), BODY)).await;
+    assert_eq!(
+        (
+            again.status().as_u16(),
+            again.headers().contains_key("idempotent-replayed")
+        ),
+        (201, true)
+    );
+    assert_eq!(store.effects(), ["INSERT INTO orders (item) VALUES (book)"]);
+}

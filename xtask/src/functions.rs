@@ -1,7 +1,7 @@
 //! The functions of this workspace, which the local stack runs (through `local_lambda`).
 
 /// Every function of the workspace: SQS-, stream- and HTTP-triggered.
-pub(crate) const ALL: [&str; 8] = [
+pub(crate) const ALL: [&str; 9] = [
     "ledger-projector",
     "fine-notices",
     "payment-dispatcher",
@@ -10,6 +10,7 @@ pub(crate) const ALL: [&str; 8] = [
     "ledger-stream",
     "webhook-receiver",
     "inbox-forwarder",
+    "orders-api",
 ];
 
 /// Examples the end-to-end tests run as built binaries (`DEDUP_FUNCTIONS_DIR`), each as Lambda

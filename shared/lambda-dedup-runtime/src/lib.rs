@@ -45,6 +45,8 @@
 pub mod bound;
 pub mod config;
 pub mod emf;
+#[cfg(any(feature = "http", test))]
+pub mod http;
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub mod in_order;
 #[cfg(any(feature = "inbox", test))]
@@ -124,6 +126,8 @@ pub use service::{
     BuildError, Dedup, Event, IntoPlan, Invalid, InvokeError, Refusal, Service, SqsService,
     Transient, flow,
 };
+#[cfg(any(feature = "http", test))]
+pub use service::{HttpEvent, HttpService};
 pub use sqs::{messages, response};
 #[cfg(feature = "dynamodb")]
 pub use store::OnDynamoDb;

@@ -34,6 +34,7 @@
 //! | Kinesis (feature `kinesis`) | `Dedup::kinesis` | every flow that keeps order: all but a batch-wide transaction |
 //! | DynamoDB Streams (feature `dynamodb-streams`) | `Dedup::dynamodb_stream` | as Kinesis |
 //! | HTTP, signed webhooks (feature `webhook`) | `Dedup::webhook` | the inbox item created once |
+//! | HTTP APIs with `Idempotency-Key` (feature `http`: API Gateway REST/HTTP, ALB, Function URL) | `Dedup::http` | the work's `Reply`: its effects committed with the mark, its answer replayed |
 //! | DynamoDB Streams of items that settle themselves (feature `dynamodb-streams`) | `Dedup::relay` | an action per record, settled on the item |
 //!
 //! A flow a store cannot do ([`flow::create_once`] and [`flow::sequence`] on PostgreSQL or
@@ -74,6 +75,10 @@ pub use event::{Event, IntoPlan, parse};
 pub use invoke::InvokeError;
 use runner::Runner;
 pub use runner::{Service, SqsService};
+#[cfg(any(feature = "http", test))]
+mod http;
+#[cfg(any(feature = "http", test))]
+pub use http::{HttpEvent, HttpService};
 #[cfg(any(feature = "webhook", test))]
 mod webhook;
 #[cfg(any(feature = "webhook", test))]
@@ -435,7 +440,7 @@ impl<S: Marks> Dedup<S> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::flow::call::merged;
     use super::flow::{self, transact};
     use super::*;

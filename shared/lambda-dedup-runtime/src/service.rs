@@ -57,11 +57,11 @@ use crate::store::{ItemMarks, Items, Marks, NoStore};
 mod event;
 pub mod flow;
 mod invoke;
-mod notify;
 #[cfg(any(feature = "kafka", test))]
 mod kafka;
 #[cfg(any(feature = "mq", test))]
 mod mq;
+mod notify;
 #[cfg(any(feature = "dynamodb-streams", test))]
 mod relay;
 mod runner;

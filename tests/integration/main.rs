@@ -37,5 +37,6 @@ mod model_valkey;
 mod privacy;
 mod relay;
 mod retention;
+mod s3_latest;
 mod stream_parking;
 mod webhook_store;

@@ -23,6 +23,7 @@ mod e2e_envelopes;
 mod e2e_kafka;
 mod e2e_mq;
 mod e2e_operator;
+mod e2e_s3;
 mod emulator;
 mod faults;
 mod hostile;

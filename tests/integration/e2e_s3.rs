@@ -68,19 +68,15 @@ async fn s3_binary_catalogues_each_notification_once_and_newest_wins() {
             "acknowledged: {run:?}"
         );
     }
-    let state = |item: Option<std::collections::HashMap<String, _>>| {
-        item.and_then(|i| i.get("state").and_then(|v| v.as_s().ok().cloned()))
-    };
     let object = "sourcebucket/Happy Face.jpg";
     let stored = support::get_item(&client, &catalog, "object", object).await;
+    let state = stored.and_then(|i| i.get("state").and_then(|v| v.as_s().ok().cloned()));
     assert_eq!(
-        state(stored).as_deref(),
+        state.as_deref(),
         Some("ObjectRemoved:Delete"),
         "the newer state stands"
     );
-    let published = api
-        .invoke(event("ObjectCreated:Put", None), wait)
-        .await;
+    let published = api.invoke(event("ObjectCreated:Put", None), wait).await;
     let Answer::Error(error) = &published.answer else {
         panic!("the placeholder sequencer was acknowledged: {published:?}");
     };

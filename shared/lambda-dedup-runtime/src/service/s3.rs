@@ -28,6 +28,22 @@ impl<S: LatestMarks> Dedup<S> {
     /// that is not hex…) is rejected `envelope_malformed`. Ok when every record is
     /// acknowledged; else an error, for Lambda's async retries and then the on-failure
     /// destination (the template must give the function one).
+    ///
+    /// Only on a store with latest-wins mode ([`LatestMarks`]: DynamoDB, memory):
+    ///
+    /// ```compile_fail
+    /// use lambda_dedup_runtime::{Dedup, Effect, Event, Marks, flow::latest_wins};
+    /// fn f(dedup: Dedup<impl Marks<Effect = Effect>>) {
+    ///     let _ = dedup.s3(latest_wins(|_: Event<serde_json::Value>| Vec::<Effect>::new()));
+    /// }
+    /// ```
+    ///
+    /// ```
+    /// use lambda_dedup_runtime::{Dedup, Effect, Event, flow::latest_wins};
+    /// fn f(dedup: Dedup) {
+    ///     let _ = dedup.s3(latest_wins(|_: Event<serde_json::Value>| Vec::<Effect>::new()));
+    /// }
+    /// ```
     pub fn s3<M, F>(self, flow: LatestWins<F>) -> Result<Service<S3Event, ()>, BuildError>
     where
         LatestWins<F>: Flow<S, M>,

@@ -108,6 +108,25 @@ pub fn message(id: String, record: &S3EventRecord) -> Result<Message, Rejection>
     })
 }
 
+/// The one record of the S3 notification `body` is (S3 → SQS), as a message reported as
+/// `message_id`; S3's test event, a body of another shape or of other than one record is
+/// [`Rejection::Envelope`] (naming what is wrong, never a value).
+pub fn in_queue(message_id: String, body: &[u8]) -> Result<Message, Rejection> {
+    let event: S3Event = serde_json::from_slice(body).map_err(|e| {
+        malformed(format!(
+            "not an S3 notification: {}",
+            crate::sns::described(&e)
+        ))
+    })?;
+    match &event.records[..] {
+        [record] => message(message_id, record),
+        records => Err(malformed(format!(
+            "{} records in one message, not one",
+            records.len()
+        ))),
+    }
+}
+
 fn non_empty(s: Option<&str>) -> Option<&str> {
     s.filter(|s| !s.is_empty())
 }

@@ -268,3 +268,77 @@ async fn s3_aws_sample_event_is_read_and_its_placeholder_sequencer_refused() {
     ));
     assert_eq!(object(&store, "Happy Face.jpg").expect("object").2, "1");
 }
+
+/// S3 → SQS: each SQS body is one S3 notification, opened by `Envelope::S3` and run through the
+/// same latest-wins flow: applied once, a redelivery (another SQS message, the same record) a
+/// duplicate, an older event superseded and acknowledged; S3's test event and a body of two
+/// records are refused `envelope_malformed` and reported failed, for the queue's redrive policy.
+#[tokio::test]
+async fn s3_notifications_in_an_sqs_queue_apply_once_and_newest_wins() {
+    let env = Env::from_pairs([("DEDUP_NAMESPACE", "test"), ("DEDUP_MARK_TABLE", "marks")]);
+    let (dedup, store) = crate::testing::on_memory(Dedup::read(&env, "objects").expect("env"));
+    store.create_table("objects", "key");
+    let service = dedup
+        .envelope(crate::Envelope::S3)
+        .identity_attribute(IDENTITY_ATTRIBUTE)
+        .sqs(latest_wins(|e: Event<S3EventRecord>| {
+            let key = e
+                .payload
+                .s3
+                .object
+                .url_decoded_key
+                .clone()
+                .unwrap_or_default();
+            let state = e.payload.event_name.clone().unwrap_or_default();
+            Effect::update("objects", Item::new().with("key", key.as_str()))
+                .expression("SET #s = :s ADD #w :one")
+                .name("#s", "state")
+                .name("#w", "writes")
+                .value(":s", state.as_str())
+                .value(":one", 1)
+        }))
+        .expect("service");
+    let body = |records: Vec<serde_json::Value>| json!({ "Records": records }).to_string();
+    let newer = body(vec![record("ObjectRemoved:Delete", "a.txt", "0B", None)]);
+    let older = body(vec![put("a.txt", "0A")]);
+    let two = body(vec![put("b.txt", "0A"), put("c.txt", "0A")]);
+    let test_event = json!({"Service": "Amazon S3", "Event": "s3:TestEvent",
+        "Time": "2024-01-01T00:00:00.000Z", "Bucket": "sourcebucket",
+        "RequestId": "R", "HostId": "H"})
+    .to_string();
+    let first = crate::testing::sqs_event(&[&newer]);
+    assert!(
+        service
+            .call_with(first)
+            .await
+            .expect("answer")
+            .batch_item_failures
+            .is_empty()
+    );
+    // The older event after the newer one (a standard queue keeps no order within a batch).
+    let sqs = crate::testing::sqs_event(&[&newer, &newer, &older, &two, &test_event]);
+    let (answer, got) = crate::testing::with_outcomes(service.call_with(sqs)).await;
+    let answer = answer.expect("answer");
+    let failed: Vec<&str> = answer
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    let labels: Vec<&str> = got.iter().map(|(_, o)| o.label()).collect();
+    assert_eq!(labels[..3], ["duplicate", "duplicate", "superseded"]);
+    assert_eq!(
+        failed,
+        ["m3", "m4"],
+        "the two bodies that are not one notification"
+    );
+    assert!(
+        got[3..]
+            .iter()
+            .all(|(_, o)| rejected(o) == Some(Reason::EnvelopeMalformed))
+    );
+    assert_eq!(
+        object(&store, "a.txt").expect("a").0,
+        "ObjectRemoved:Delete"
+    );
+    assert_eq!(object(&store, "a.txt").expect("a").2, "1");
+}

@@ -6,11 +6,11 @@
 //! says only what one of its records is ([`StreamRecord`]): its id and message, what parking
 //! it sends, and the source's response.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 
-use lambda_dedup::{Message, Reason};
-use lambda_dedup_batch::{BatchReport, Outcome};
+use lambda_dedup::Message;
+use lambda_dedup_batch::BatchReport;
 
 use crate::parking::{Letter, Parked, Parking};
 
@@ -124,9 +124,9 @@ pub(crate) struct Invocation<'a> {
 /// The outcome of a record whose body travels in base64 and is not base64: rejected, no key
 /// derived (S2).
 #[cfg(any(feature = "kafka", feature = "mq", test))]
-pub fn not_base64() -> Outcome {
-    Outcome::Rejected {
-        code: Reason::BodyNotBase64,
+pub fn not_base64() -> lambda_dedup_batch::Outcome {
+    lambda_dedup_batch::Outcome::Rejected {
+        code: lambda_dedup::Reason::BodyNotBase64,
         reason: "the record's data is not base64".into(),
         key: None,
         invalid: None,
@@ -140,13 +140,13 @@ pub fn not_base64() -> Outcome {
 pub(crate) async fn accounted_records<R, F, Fut>(
     at: &Invocation<'_>,
     records: &[R],
-    undecodable: &HashSet<String>,
+    undecodable: &std::collections::HashSet<String>,
     process: F,
 ) -> BatchReport
 where
     R: StreamRecord,
     F: Fn(Message) -> Fut,
-    Fut: Future<Output = Outcome>,
+    Fut: Future<Output = lambda_dedup_batch::Outcome>,
 {
     let process = &process;
     let work = |batch| {

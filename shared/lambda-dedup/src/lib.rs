@@ -37,6 +37,8 @@ pub mod fingerprint;
 pub mod items;
 pub mod key;
 pub mod mark;
+#[cfg(feature = "simulation-planted")]
+pub mod planted;
 pub mod reason;
 pub mod retention;
 pub mod sequence;

@@ -1,0 +1,145 @@
+//! The simulated broker: an SQS queue (visibility timeout, redelivery, receive count, DLQ,
+//! copies of one message, sends scheduled days later) and a Kinesis shard (in order, a
+//! checkpoint moved by partial batch responses, records parked after their attempts).
+
+/// One SQS message.
+#[derive(Debug, Clone)]
+pub struct Msg {
+    /// Its message id (copies of one message share it).
+    pub id: String,
+    /// The event it carries.
+    pub event: String,
+    /// Its body.
+    pub body: Vec<u8>,
+    /// It carries the event's key with another payload.
+    pub conflicting: bool,
+    receives: u32,
+    visible_at: u64,
+}
+
+/// An SQS queue with its DLQ.
+#[derive(Debug, Default)]
+pub struct Queue {
+    msgs: Vec<Msg>,
+    /// The messages moved to the DLQ.
+    pub dlq: Vec<Msg>,
+    next: u64,
+    /// Visibility timeout, ms.
+    pub visibility_ms: u64,
+    /// Receives before the DLQ.
+    pub max_receive: u32,
+}
+
+impl Queue {
+    /// An empty queue.
+    pub fn new(visibility_ms: u64, max_receive: u32) -> Self {
+        Self {
+            visibility_ms,
+            max_receive,
+            ..Self::default()
+        }
+    }
+
+    /// Sends a message for `event`, visible at `at_ms`; its new message id.
+    pub fn send(&mut self, event: &str, body: Vec<u8>, conflicting: bool, at_ms: u64) -> String {
+        self.next += 1;
+        let id = format!("m{}", self.next);
+        self.msgs.push(Msg {
+            id: id.clone(),
+            event: event.to_owned(),
+            body,
+            conflicting,
+            receives: 0,
+            visible_at: at_ms,
+        });
+        id
+    }
+
+    /// A second copy of message `id` (standard queues deliver one message twice at times).
+    pub fn duplicate(&mut self, id: &str) {
+        if let Some(m) = self.msgs.iter().find(|m| m.id == id).cloned() {
+            self.msgs.push(m);
+        }
+    }
+
+    /// Up to `max` visible messages, made invisible for the visibility timeout; those received
+    /// `max_receive` times go to the DLQ instead (returned second).
+    pub fn receive(&mut self, now_ms: u64, max: usize) -> (Vec<Msg>, Vec<Msg>) {
+        let (mut got, mut dead) = (Vec::new(), Vec::new());
+        let mut i = 0;
+        while i < self.msgs.len() && got.len() < max {
+            if self.msgs[i].visible_at > now_ms {
+                i += 1;
+                continue;
+            }
+            if self.msgs[i].receives >= self.max_receive {
+                let m = self.msgs.remove(i);
+                dead.push(m.clone());
+                self.dlq.push(m);
+                continue;
+            }
+            let m = &mut self.msgs[i];
+            m.receives += 1;
+            m.visible_at = now_ms + self.visibility_ms;
+            got.push(m.clone());
+            i += 1;
+        }
+        (got, dead)
+    }
+
+    /// Deletes every copy of message `id`.
+    pub fn delete(&mut self, id: &str) {
+        self.msgs.retain(|m| m.id != id);
+    }
+
+    /// When the next message becomes visible, if any is left.
+    pub fn next_visible(&self) -> Option<u64> {
+        self.msgs.iter().map(|m| m.visible_at).min()
+    }
+
+    /// The events still in the queue.
+    pub fn left(&self) -> Vec<String> {
+        self.msgs
+            .iter()
+            .map(|m| format!("{} ({})", m.event, m.id))
+            .collect()
+    }
+}
+
+/// One Kinesis record.
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// Its sequence number in the shard.
+    pub seq_no: u64,
+    /// The aggregate (partition key) and the producer's sequence of it.
+    pub aggregate: String,
+    /// The producer's sequence.
+    pub seq: u64,
+    /// Its event id.
+    pub event: String,
+    /// Its body.
+    pub body: Vec<u8>,
+    /// Failed attempts so far.
+    pub attempts: u32,
+}
+
+/// A shard: its records in order and the checkpoint (the index of the first not yet passed).
+#[derive(Debug, Default)]
+pub struct Shard {
+    /// Every record put.
+    pub records: Vec<Record>,
+    /// The first record not yet passed.
+    pub checkpoint: usize,
+}
+
+impl Shard {
+    /// Up to `max` records from the checkpoint.
+    pub fn batch(&self, max: usize) -> Vec<Record> {
+        self.records
+            .iter()
+            .skip(self.checkpoint)
+            .take(max)
+            .cloned()
+            .collect()
+    }
+}

@@ -30,6 +30,7 @@ mod infra;
 mod local;
 mod package;
 mod postgres;
+mod simulate;
 mod soak;
 mod stack;
 mod tools;
@@ -98,6 +99,22 @@ enum Cmd {
         #[arg(long)]
         stores_only: bool,
     },
+    /// The deterministic simulation of the protocol (lambda-dedup-sim): seeds, a seed's
+    /// trace and digest, the planted-bug check.
+    Simulate {
+        /// Seeds 0..N (200 when nothing else is given).
+        #[arg(long)]
+        seeds: Option<u64>,
+        /// One seed: its trace and `trace digest: <hex>`.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Seeds until this many minutes have passed.
+        #[arg(long)]
+        minutes: Option<f64>,
+        /// A planted bug's name, or `all`: each must be caught.
+        #[arg(long)]
+        planted: Option<String>,
+    },
     /// Build every function for arm64 in release (cargo lambda) and report zip sizes.
     Package,
     /// Start the local stack and keep it running until Enter (prints where to send).
@@ -144,6 +161,20 @@ async fn main() -> ExitCode {
         Cmd::Deny => deny::run(&root()),
         Cmd::Audit => audit::run(&root()).await,
         Cmd::Package => package::run(&root()),
+        Cmd::Simulate {
+            seeds,
+            seed,
+            minutes,
+            planted,
+        } => simulate::run(
+            &root(),
+            &simulate::Options {
+                seeds,
+                seed,
+                minutes,
+                planted,
+            },
+        ),
         Cmd::Soak { n, memory } => soak::run(&root(), n, memory),
         Cmd::Bench {
             n,

@@ -143,3 +143,35 @@ impl Shard {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_reappears_after_its_visibility_and_goes_to_the_dlq_after_max_receives() {
+        let mut q = Queue::new(100, 2);
+        let id = q.send("e", b"{}".to_vec(), false, 0);
+        assert_eq!(q.receive(0, 10).0.len(), 1);
+        assert!(
+            q.receive(99, 10).0.is_empty(),
+            "invisible during its visibility timeout"
+        );
+        assert_eq!(q.receive(100, 10).0.len(), 1);
+        let (got, dead) = q.receive(200, 10);
+        assert!(got.is_empty());
+        assert_eq!(dead.len(), 1);
+        assert_eq!(q.dlq[0].id, id);
+        assert_eq!(q.next_visible(), None);
+    }
+
+    #[test]
+    fn a_copy_of_a_message_is_delivered_twice_and_deleted_together() {
+        let mut q = Queue::new(100, 5);
+        let id = q.send("e", b"{}".to_vec(), false, 0);
+        q.duplicate(&id);
+        assert_eq!(q.receive(0, 10).0.len(), 2);
+        q.delete(&id);
+        assert_eq!(q.next_visible(), None);
+    }
+}

@@ -194,3 +194,70 @@ impl Ledger {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn broken(l: &Ledger) -> Vec<Invariant> {
+        l.violations().iter().map(|v| v.invariant).collect()
+    }
+
+    #[test]
+    fn a_second_effect_or_a_second_applied_answer_breaks_at_most_once() {
+        let mut l = Ledger::default();
+        l.effects_seen("e", 1);
+        l.applied("e");
+        assert!(broken(&l).is_empty());
+        l.effects_seen("e", 2);
+        l.applied("e");
+        assert_eq!(broken(&l), [Invariant::AtMostOnce, Invariant::AtMostOnce]);
+    }
+
+    #[test]
+    fn an_acknowledged_event_without_its_effect_breaks_exactly_once_unless_parked() {
+        let mut l = Ledger::default();
+        l.acked("a", false);
+        l.acked("b", false);
+        l.event("b").dead = true;
+        l.acked("c", false);
+        l.effects_seen("c", 1);
+        l.finish(&[]);
+        assert_eq!(broken(&l), [Invariant::ExactlyOnce]);
+        assert!(l.violations()[0].detail.starts_with("a:"));
+    }
+
+    #[test]
+    fn an_event_with_no_outcome_or_left_in_the_queue_is_lost() {
+        let mut l = Ledger::default();
+        l.event("quiet");
+        l.finish(&["queued (m1)".to_owned()]);
+        assert_eq!(broken(&l), [Invariant::NothingLost, Invariant::NothingLost]);
+    }
+
+    #[test]
+    fn both_payloads_of_one_key_acknowledged_breaks_s11() {
+        let mut l = Ledger::default();
+        l.acked("e", true);
+        assert!(broken(&l).is_empty());
+        l.acked("e", false);
+        assert_eq!(broken(&l), [Invariant::ConflictAcknowledged]);
+    }
+
+    #[test]
+    fn sequences_apply_in_order_and_gaps_only_behind_a_parked_record() {
+        let mut l = Ledger::default();
+        l.sequence_applied("a", 1);
+        l.sequence_acked("a", 2);
+        l.sequence_applied("a", 3);
+        assert!(broken(&l).is_empty());
+        l.sequence_applied("a", 5);
+        l.sequence_gap("b", 2);
+        assert_eq!(broken(&l), [Invariant::Order, Invariant::Order]);
+        let mut parked = Ledger::default();
+        parked.sequence_parked("a");
+        parked.sequence_gap("a", 2);
+        parked.sequence_applied("a", 3);
+        assert!(broken(&parked).is_empty());
+    }
+}

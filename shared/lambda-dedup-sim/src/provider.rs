@@ -21,6 +21,8 @@ pub struct Provider {
     applied: BTreeMap<String, u32>,
     /// How long keys are kept, in ms.
     pub retention_ms: u64,
+    /// Until when (true ms) the provider is in an incident: slow, often failing.
+    pub incident_until: u64,
 }
 
 impl Provider {
@@ -58,5 +60,27 @@ impl Provider {
     /// Every event the provider applied, with its count.
     pub fn all(&self) -> impl Iterator<Item = (&String, &u32)> {
         self.applied.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_idempotent_while_remembered_and_applies_again_once_forgotten() {
+        let mut p = Provider::new(1_000);
+        assert_eq!(p.call("k", "e", 0, true), Answer::AppliedThenFailed);
+        assert_eq!(
+            p.call("k", "e", 1_000, false),
+            Answer::Done("charge-e".into())
+        );
+        assert_eq!(p.applied("e"), 1);
+        p.call("k", "e", 2_001, false);
+        assert_eq!(
+            p.applied("e"),
+            2,
+            "a forgotten key applies the effect again"
+        );
     }
 }

@@ -125,7 +125,7 @@ impl SqsLane {
                 self.queue().duplicate(&id);
             }
             if w.rng.chance(200) {
-                let at = w.rng.between(0, 20_000);
+                let at = w.rng.between(0, 8_000);
                 self.queue()
                     .send(&ev, events::body(&ev, 10, None), false, at);
             }
@@ -177,12 +177,17 @@ impl SqsLane {
                         .to_owned();
                     let (slow, fail) = {
                         let mut w = lock(&world);
-                        let slow = if w.rng.chance(120) {
-                            3_000
+                        // An incident: for 20 s every call is slow, and often answers 500 in
+                        // the end (the provider's own timeout); outside one, some calls are.
+                        let now = w.now_ms();
+                        if now >= w.provider.incident_until && w.rng.chance(40) {
+                            w.provider.incident_until = now + 20_000;
+                        }
+                        if now < w.provider.incident_until || w.rng.chance(50) {
+                            (w.rng.between(2_500, 4_500), w.rng.chance(500))
                         } else {
-                            w.rng.between(5, 200)
-                        };
-                        (slow, w.rng.chance(60))
+                            (w.rng.between(5, 200), w.rng.chance(60))
+                        }
                     };
                     tokio::time::sleep(Duration::from_millis(slow)).await;
                     let answer = {

@@ -10,13 +10,15 @@
 //! `rng` (the seed's generator), `trace` (lines and digest), `clock` (paused time with skew),
 //! `world` (the shared state), `invariants` (the ledger and its checks), `provider`, `broker`
 //! (SQS queue, Kinesis shard), `events` (the producers' bodies and key spec), `store` (the
-//! simulated store), `sqs` and `kinesis` (the lanes), `run` (one seed), `planted` (the names).
+//! simulated store), `sqs` and `kinesis` (the lanes), `run` (one seed), `planted` (the names); `model` the exhaustive model of
+//! claim / lease / takeover / complete / release / TTL on the real memory store.
 
 pub mod broker;
 pub mod clock;
 pub mod events;
 pub mod invariants;
 pub mod kinesis;
+pub mod model;
 pub mod planted;
 pub mod provider;
 pub mod rng;

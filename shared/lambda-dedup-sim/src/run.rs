@@ -39,7 +39,7 @@ fn horizon() -> RedeliveryHorizon {
         queue_retention: Duration::from_secs(86_400),
         max_receive_count: 4,
         visibility_timeout: Duration::from_secs(10),
-        dlq_retention: Duration::ZERO,
+        dlq_retention: Duration::from_secs(2 * 86_400),
         replay_window: Duration::from_secs(2 * 86_400),
     }
 }
@@ -109,7 +109,12 @@ async fn simulate(seed: u64) -> SeedReport {
     let end_ms = 4 * 24 * HOUR_MS;
     let provider_retention = Duration::from_secs(24 * 3_600);
     let mut lanes = Vec::new();
-    for flow in [Flow::Transactional, Flow::Leased, Flow::CreateOnce] {
+    for flow in [
+        Flow::Transactional,
+        Flow::BatchTransactional,
+        Flow::Leased,
+        Flow::CreateOnce,
+    ] {
         let data = MemoryStore::new(retention);
         data.create_table("effects", "ev");
         data.create_table("orders", "order");

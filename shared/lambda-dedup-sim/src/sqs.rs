@@ -11,7 +11,7 @@ use std::time::Duration;
 use lambda_dedup::{Clock, Effect, Item, Message, Value};
 use lambda_dedup_batch::{
     Account, CreateOnceDeduplicator, Deduplicator, HandlerError, LeasedDeduplicator, Outcome, Plan,
-    Reason, run_batch,
+    Reason, run_batch, run_batch_transactional,
 };
 use lambda_dedup_memory::MemoryStore;
 
@@ -28,6 +28,9 @@ use crate::world::{Shared, lock};
 pub enum Flow {
     /// `Deduplicator::transactional`: the mark and an `ADD` on the event's item (S5).
     Transactional,
+    /// `run_batch_transactional`: the whole batch's marks and effects in as few transactions
+    /// as possible (batch-transaction mode).
+    BatchTransactional,
     /// `LeasedDeduplicator::leased`: claim, the provider's call, complete (S6).
     Leased,
     /// `CreateOnceDeduplicator::create_once`: one conditional put (S5, create-once mode).
@@ -38,6 +41,7 @@ impl Flow {
     fn name(self) -> &'static str {
         match self {
             Flow::Transactional => "tx",
+            Flow::BatchTransactional => "batch",
             Flow::Leased => "calls",
             Flow::CreateOnce => "once",
         }
@@ -61,8 +65,23 @@ pub struct SqsLane {
     dedups: Vec<Dedup>,
     clocks: Vec<SimClock>,
     world: Shared,
-    /// Events whose replay is already scheduled.
+    /// Events whose replay (and, as `redrive <event>`, whose redrive) is already scheduled.
     replayed: Mutex<BTreeMap<String, ()>>,
+}
+
+/// The transactional flows' effect: an `ADD` on the event's own item.
+fn credit(e: &lambda_dedup::Derived) -> Result<Plan, HandlerError> {
+    let ev = HandlerError::data(e)?["ev"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let add = Effect::update("effects", Item::new().with("ev", ev.as_str()))
+        .expression("ADD applied :one")
+        .value(":one", 1);
+    Ok(Plan {
+        effects: vec![add],
+        result: None,
+    })
 }
 
 /// Timing of the invocations, in ms.
@@ -86,7 +105,9 @@ impl SqsLane {
                 let store = SimStore::new(&data, world, i, *c, LEASE);
                 let spec = events::spec(flow.name());
                 match flow {
-                    Flow::Transactional => Dedup::Tx(Deduplicator::new(spec, store)),
+                    Flow::Transactional | Flow::BatchTransactional => {
+                        Dedup::Tx(Deduplicator::new(spec, store))
+                    }
                     Flow::Leased => Dedup::Leased(
                         Deduplicator::new(spec, store)
                             .with_provider_key_retention(provider_retention),
@@ -139,22 +160,7 @@ impl SqsLane {
 
     async fn process(&self, inst: usize, m: Message, deadline: std::time::SystemTime) -> Outcome {
         match &self.dedups[inst] {
-            Dedup::Tx(d) => {
-                d.transactional(&m, |e| {
-                    let ev = HandlerError::data(e)?["ev"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned();
-                    let add = Effect::update("effects", Item::new().with("ev", ev.as_str()))
-                        .expression("ADD applied :one")
-                        .value(":one", 1);
-                    Ok(Plan {
-                        effects: vec![add],
-                        result: None,
-                    })
-                })
-                .await
-            }
+            Dedup::Tx(d) => d.transactional(&m, credit).await,
             Dedup::Once(d) => {
                 d.create_once(&m, |e| {
                     let ev = HandlerError::data(e)?["ev"]
@@ -247,7 +253,7 @@ impl SqsLane {
     pub fn check_effects(&self) {
         let mut w = lock(&self.world);
         let counts: Vec<(String, u32)> = match self.flow {
-            Flow::Transactional => self
+            Flow::Transactional | Flow::BatchTransactional => self
                 .data
                 .items("effects")
                 .into_iter()
@@ -296,6 +302,17 @@ impl SqsLane {
                 let mut w = lock(&self.world);
                 w.log(format!("dlq {} {}", d.id, d.event));
                 w.ledger.event(&d.event).dead = true;
+                // An operator redrives some of the DLQ days later: the event must then end
+                // once like any other.
+                let mut replayed = self.replayed.lock().unwrap_or_else(|e| e.into_inner());
+                let once = format!("redrive {}", d.event);
+                if !d.conflicting && !replayed.contains_key(&once) && w.rng.chance(300) {
+                    replayed.insert(once, ());
+                    let at = now + w.rng.between(24 * 3_600_000, 48 * 3_600_000);
+                    self.queue().send(&d.event, d.body.clone(), false, at);
+                    w.ledger.event(&d.event).dead = false;
+                    w.log(format!("redrive of {} scheduled at {at}", d.event));
+                }
             }
             if got.is_empty() {
                 let next = self.queue().next_visible();
@@ -348,10 +365,20 @@ impl SqsLane {
             })
             .collect();
         let lane = self.clone();
-        let run = run_batch(messages, 4, |m| {
-            let lane = lane.clone();
-            async move { lane.process(inst, m, deadline).await }
-        });
+        let run = async {
+            match (&self.dedups[inst], self.flow) {
+                (Dedup::Tx(d), Flow::BatchTransactional) => {
+                    run_batch_transactional(messages, 4, d, credit).await
+                }
+                _ => {
+                    run_batch(messages, 4, |m| {
+                        let lane = lane.clone();
+                        async move { lane.process(inst, m, deadline).await }
+                    })
+                    .await
+                }
+            }
+        };
         match tokio::time::timeout(Duration::from_millis(crash_ms), run).await {
             Err(_) => lock(&self.world).log(format!(
                 "i{inst} {} crashed at {crash_ms} ms",

@@ -106,7 +106,14 @@ impl SqsLane {
                 let spec = events::spec(flow.name());
                 match flow {
                     Flow::Transactional | Flow::BatchTransactional => {
-                        Dedup::Tx(Deduplicator::new(spec, store))
+                        // Each instance's warm cache and the duplicate pre-filter, as the
+                        // seed says.
+                        let mut w = lock(world);
+                        let mut d = Deduplicator::new(spec, store);
+                        if w.rng.chance(500) {
+                            d = d.with_cache(64);
+                        }
+                        Dedup::Tx(d.with_duplicate_prefilter(w.rng.chance(500)))
                     }
                     Flow::Leased => Dedup::Leased(
                         Deduplicator::new(spec, store)

@@ -57,3 +57,17 @@ fn every_planted_bug_is_caught() {
         assert!(caught, "planted {name}: missed in 300 seeds");
     }
 }
+
+#[cfg(not(feature = "simulation-planted"))]
+#[test]
+fn without_the_planted_feature_no_planted_bug_is_compiled_in() {
+    for name in lambda_dedup_sim::planted::PLANTED {
+        let r = run_seed(0, Some(name));
+        assert!(
+            r.violations.is_empty(),
+            "{name} changed a default build: {:?}",
+            r.violations
+        );
+        assert_eq!(r.digest, run_seed(0, None).digest, "{name} changed the run");
+    }
+}

@@ -618,4 +618,31 @@ mod cli_tests {
         assert_eq!(soak(&["xtask", "soak", "20", "--memory", "0"]), (20, 0));
         assert!(Cli::try_parse_from(["xtask", "soak", "many"]).is_err());
     }
+
+    #[test]
+    fn simulate_takes_seeds_a_seed_minutes_and_a_planted_bug() {
+        let parse = |argv: &[&str]| match Cli::try_parse_from(argv).expect("parses").command {
+            Cmd::Simulate {
+                seeds,
+                seed,
+                minutes,
+                planted,
+            } => (seeds, seed, minutes, planted),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(parse(&["xtask", "simulate"]), (None, None, None, None));
+        assert_eq!(
+            parse(&["xtask", "simulate", "--seeds", "200"]),
+            (Some(200), None, None, None)
+        );
+        assert_eq!(
+            parse(&["xtask", "simulate", "--seed", "7"]),
+            (None, Some(7), None, None)
+        );
+        assert_eq!(
+            parse(&["xtask", "simulate", "--minutes", "2.5", "--planted", "all"]),
+            (None, None, Some(2.5), Some("all".to_owned()))
+        );
+        assert!(Cli::try_parse_from(["xtask", "simulate", "--seeds", "many"]).is_err());
+    }
 }

@@ -13,6 +13,8 @@ pub struct Msg {
     pub body: Vec<u8>,
     /// It carries the event's key with another payload.
     pub conflicting: bool,
+    /// Its FIFO message group and the producer's sequence in it (FIFO queues only).
+    pub order: Option<(String, u64)>,
     receives: u32,
     visible_at: u64,
 }
@@ -28,6 +30,9 @@ pub struct Queue {
     pub visibility_ms: u64,
     /// Receives before the DLQ.
     pub max_receive: u32,
+    /// A FIFO queue: a group's messages are delivered in order, none while an earlier one of
+    /// the group is in flight.
+    pub fifo: bool,
 }
 
 impl Queue {
@@ -49,9 +54,26 @@ impl Queue {
             event: event.to_owned(),
             body,
             conflicting,
+            order: None,
             receives: 0,
             visible_at: at_ms,
         });
+        id
+    }
+
+    /// Sends a message of FIFO group `group` with the producer's sequence `seq`.
+    pub fn send_in_group(
+        &mut self,
+        event: &str,
+        body: Vec<u8>,
+        group: &str,
+        seq: u64,
+        at_ms: u64,
+    ) -> String {
+        let id = self.send(event, body, false, at_ms);
+        if let Some(m) = self.msgs.last_mut() {
+            m.order = Some((group.to_owned(), seq));
+        }
         id
     }
 
@@ -66,9 +88,20 @@ impl Queue {
     /// `max_receive` times go to the DLQ instead (returned second).
     pub fn receive(&mut self, now_ms: u64, max: usize) -> (Vec<Msg>, Vec<Msg>) {
         let (mut got, mut dead) = (Vec::new(), Vec::new());
+        let mut blocked: Vec<String> = Vec::new();
         let mut i = 0;
         while i < self.msgs.len() && got.len() < max {
+            let group = self.msgs[i]
+                .order
+                .as_ref()
+                .map(|(g, _)| g.clone())
+                .filter(|_| self.fifo);
+            if group.as_ref().is_some_and(|g| blocked.contains(g)) {
+                i += 1;
+                continue;
+            }
             if self.msgs[i].visible_at > now_ms {
+                blocked.extend(group);
                 i += 1;
                 continue;
             }
@@ -173,5 +206,18 @@ mod tests {
         assert_eq!(q.receive(0, 10).0.len(), 2);
         q.delete(&id);
         assert_eq!(q.next_visible(), None);
+    }
+
+    #[test]
+    fn a_fifo_group_waits_while_an_earlier_message_of_it_is_in_flight() {
+        let mut q = Queue::new(100, 5);
+        q.fifo = true;
+        q.send_in_group("a1", b"{}".to_vec(), "a", 1, 0);
+        q.send_in_group("b1", b"{}".to_vec(), "b", 1, 0);
+        q.send_in_group("a2", b"{}".to_vec(), "a", 2, 0);
+        let first: Vec<String> = q.receive(0, 1).0.into_iter().map(|m| m.event).collect();
+        assert_eq!(first, ["a1"]);
+        let next: Vec<String> = q.receive(1, 10).0.into_iter().map(|m| m.event).collect();
+        assert_eq!(next, ["b1"], "a2 waits behind a1, which is in flight");
     }
 }

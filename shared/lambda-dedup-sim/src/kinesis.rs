@@ -7,8 +7,8 @@ use std::rc::Rc;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use lambda_dedup::{Clock, Effect, Item, Message, SequenceSource, Value};
-use lambda_dedup_batch::{HandlerError, Outcome, Reason, SequencedDeduplicator, run_batch};
+use lambda_dedup::{Clock, Message, SequenceSource};
+use lambda_dedup_batch::{Outcome, Reason, SequencedDeduplicator, run_batch};
 use lambda_dedup_memory::MemoryStore;
 
 use crate::broker::{Record, Shard};
@@ -93,18 +93,8 @@ impl KinesisLane {
     /// Reads each record's effect on its aggregate's item and checks it happened at most once.
     pub fn check_effects(&self) {
         let mut w = lock(&self.world);
-        for item in self.data.items("aggs") {
-            let Some(Value::S(agg)) = item.0.get("agg") else {
-                continue;
-            };
-            for (name, v) in &item.0 {
-                if let (Some(seq), Value::N(n)) = (name.strip_prefix('s'), v) {
-                    w.ledger.effects_seen(
-                        &format!("stream-{agg}-{seq}"),
-                        n.parse().unwrap_or(u32::MAX),
-                    );
-                }
-            }
+        for (event, n) in events::sequence_effects(&self.data, "stream") {
+            w.ledger.effects_seen(&event, n);
         }
     }
 
@@ -155,20 +145,7 @@ impl KinesisLane {
         let source = SequenceSource::pointer("/data/seq");
         let run = run_batch(messages, 4, |m| {
             let source = source.clone();
-            async move {
-                dedup
-                    .sequenced(&m, &source, |e| {
-                        let data = HandlerError::data(e)?;
-                        let agg = data["aggregate"].as_str().unwrap_or_default().to_owned();
-                        let seq = data["seq"].as_u64().unwrap_or_default();
-                        Ok(
-                            Effect::update("aggs", Item::new().with("agg", agg.as_str()))
-                                .expression(&format!("ADD s{seq} :one"))
-                                .value(":one", 1),
-                        )
-                    })
-                    .await
-            }
+            async move { dedup.sequenced(&m, &source, events::sequence_effect).await }
         });
         let report = match tokio::time::timeout(Duration::from_millis(crash_ms), run).await {
             Ok(r) => r,

@@ -114,10 +114,12 @@ async fn simulate(seed: u64) -> SeedReport {
         Flow::BatchTransactional,
         Flow::Leased,
         Flow::CreateOnce,
+        Flow::FifoSequence,
     ] {
         let data = MemoryStore::new(retention);
         data.create_table("effects", "ev");
         data.create_table("orders", "order");
+        data.create_table("aggs", "agg");
         let lane = Rc::new(SqsLane::new(
             flow,
             data,

@@ -8,10 +8,10 @@ use std::rc::Rc;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use lambda_dedup::{Clock, Effect, Item, Message, Value};
+use lambda_dedup::{Clock, Effect, Item, Message, SequenceSource, Value};
 use lambda_dedup_batch::{
     Account, CreateOnceDeduplicator, Deduplicator, HandlerError, LeasedDeduplicator, Outcome, Plan,
-    Reason, run_batch, run_batch_transactional,
+    Reason, SequencedDeduplicator, run_batch, run_batch_transactional,
 };
 use lambda_dedup_memory::MemoryStore;
 
@@ -35,6 +35,9 @@ pub enum Flow {
     Leased,
     /// `CreateOnceDeduplicator::create_once`: one conditional put (S5, create-once mode).
     CreateOnce,
+    /// `SequencedDeduplicator::sequenced` on a FIFO queue, one message group per aggregate
+    /// (sequence mode: the high-water in the effect item).
+    FifoSequence,
 }
 
 impl Flow {
@@ -44,6 +47,7 @@ impl Flow {
             Flow::BatchTransactional => "batch",
             Flow::Leased => "calls",
             Flow::CreateOnce => "once",
+            Flow::FifoSequence => "fifo",
         }
     }
 }
@@ -53,6 +57,7 @@ enum Dedup {
     Tx(Deduplicator),
     Leased(LeasedDeduplicator),
     Once(CreateOnceDeduplicator),
+    Seq(SequencedDeduplicator),
 }
 
 /// One SQS lane: its queue, its data and each instance's deduplicator.
@@ -120,10 +125,12 @@ impl SqsLane {
                             .with_provider_key_retention(provider_retention),
                     ),
                     Flow::CreateOnce => Dedup::Once(CreateOnceDeduplicator::new(spec, store)),
+                    Flow::FifoSequence => Dedup::Seq(SequencedDeduplicator::new(spec, store)),
                 }
             })
             .collect();
-        let queue = Queue::new(10_000, 4);
+        let mut queue = Queue::new(10_000, 4);
+        queue.fifo = flow == Flow::FifoSequence;
         Self {
             flow,
             queue: Mutex::new(queue),
@@ -139,8 +146,23 @@ impl SqsLane {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Sends `n` events, with copies, producer retries and conflicting payloads as the seed says.
+    /// Sends `n` events, with copies, producer retries and conflicting payloads as the seed
+    /// says; on a FIFO lane, `n` events over two groups, in order per group.
     pub fn produce(&self, n: u64) {
+        if self.flow == Flow::FifoSequence {
+            let mut w = lock(&self.world);
+            let mut next = [1u64, 1];
+            for k in 0..n {
+                let g = usize::from(w.rng.chance(500));
+                let (group, seq) = (format!("fagg{g}"), next[g]);
+                next[g] += 1;
+                let ev = format!("fifo-{group}-{seq}");
+                w.ledger.event(&ev);
+                let body = events::body(&ev, 1, Some((&group, seq)));
+                self.queue().send_in_group(&ev, body, &group, seq, k);
+            }
+            return;
+        }
         for k in 0..n {
             let ev = format!("{}-{k}", self.flow.name());
             let mut w = lock(&self.world);
@@ -168,6 +190,14 @@ impl SqsLane {
     async fn process(&self, inst: usize, m: Message, deadline: std::time::SystemTime) -> Outcome {
         match &self.dedups[inst] {
             Dedup::Tx(d) => d.transactional(&m, credit).await,
+            Dedup::Seq(d) => {
+                d.sequenced(
+                    &m,
+                    &SequenceSource::pointer("/data/seq"),
+                    events::sequence_effect,
+                )
+                .await
+            }
             Dedup::Once(d) => {
                 d.create_once(&m, |e| {
                     let ev = HandlerError::data(e)?["ev"]
@@ -235,7 +265,25 @@ impl SqsLane {
         ));
         let acked = o.acknowledged();
         match o {
-            Outcome::Applied => w.ledger.applied(&msg.event),
+            Outcome::Applied => {
+                w.ledger.applied(&msg.event);
+                if let Some((group, seq)) = &msg.order {
+                    w.ledger.sequence_applied(group, *seq);
+                }
+            }
+            Outcome::Duplicate { .. } if msg.order.is_some() => {
+                if let Some((group, seq)) = &msg.order {
+                    w.ledger.sequence_acked(group, *seq);
+                }
+            }
+            Outcome::Rejected {
+                code: Reason::SequenceGap,
+                ..
+            } => {
+                if let Some((group, seq)) = &msg.order {
+                    w.ledger.sequence_gap(group, *seq);
+                }
+            }
             Outcome::Rejected {
                 code: Reason::ProviderKeyExpired,
                 ..
@@ -271,6 +319,7 @@ impl SqsLane {
                     _ => None,
                 })
                 .collect(),
+            Flow::FifoSequence => events::sequence_effects(&self.data, "fifo"),
             Flow::Leased => w
                 .provider
                 .all()
@@ -309,11 +358,18 @@ impl SqsLane {
                 let mut w = lock(&self.world);
                 w.log(format!("dlq {} {}", d.id, d.event));
                 w.ledger.event(&d.event).dead = true;
+                if let Some((group, _)) = &d.order {
+                    w.ledger.sequence_parked(group);
+                }
                 // An operator redrives some of the DLQ days later: the event must then end
                 // once like any other.
                 let mut replayed = self.replayed.lock().unwrap_or_else(|e| e.into_inner());
                 let once = format!("redrive {}", d.event);
-                if !d.conflicting && !replayed.contains_key(&once) && w.rng.chance(300) {
+                if !d.conflicting
+                    && d.order.is_none()
+                    && !replayed.contains_key(&once)
+                    && w.rng.chance(300)
+                {
                     replayed.insert(once, ());
                     let at = now + w.rng.between(24 * 3_600_000, 48 * 3_600_000);
                     self.queue().send(&d.event, d.body.clone(), false, at);
@@ -368,6 +424,7 @@ impl SqsLane {
             .map(|m| Message {
                 message_id: m.id.clone(),
                 body: m.body.clone(),
+                group_id: m.order.as_ref().map(|(g, _)| g.clone()),
                 ..Message::default()
             })
             .collect();

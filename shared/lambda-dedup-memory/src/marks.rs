@@ -311,7 +311,6 @@ fn ms(t: SystemTime) -> SystemTime {
     from_epoch_millis(epoch_millis(t))
 }
 
-/// An in-progress claim whose lease has ended (a missing lease never has).
 /// Whether a claim may take `m` over now: its lease is over.
 fn taken_over(m: &Mark, now: SystemTime) -> bool {
     #[cfg(feature = "simulation-planted")]
@@ -321,6 +320,7 @@ fn taken_over(m: &Mark, now: SystemTime) -> bool {
     lease_over(m, now)
 }
 
+/// An in-progress claim whose lease has ended (a missing lease never has).
 fn lease_over(m: &Mark, now: SystemTime) -> bool {
     m.status == MarkStatus::InProgress
         && m.lease_expires_at

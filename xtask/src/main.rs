@@ -31,6 +31,7 @@ mod infra;
 mod local;
 mod package;
 mod postgres;
+mod simulate;
 mod soak;
 mod stack;
 mod tools;
@@ -99,6 +100,22 @@ enum Cmd {
         #[arg(long)]
         stores_only: bool,
     },
+    /// The deterministic simulation of the protocol (lambda-dedup-sim): seeds, a seed's
+    /// trace and digest, the planted-bug check.
+    Simulate {
+        /// Seeds 0..N (200 when nothing else is given).
+        #[arg(long)]
+        seeds: Option<u64>,
+        /// One seed: its trace and `trace digest: <hex>`.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Seeds until this many minutes have passed.
+        #[arg(long)]
+        minutes: Option<f64>,
+        /// A planted bug's name, or `all`: each must be caught.
+        #[arg(long)]
+        planted: Option<String>,
+    },
     /// Build every function for arm64 in release (cargo lambda) and report zip sizes.
     Package,
     /// Start the local stack and keep it running until Enter (prints where to send).
@@ -145,6 +162,20 @@ async fn main() -> ExitCode {
         Cmd::Deny => deny::run(&root()),
         Cmd::Audit => audit::run(&root()).await,
         Cmd::Package => package::run(&root()),
+        Cmd::Simulate {
+            seeds,
+            seed,
+            minutes,
+            planted,
+        } => simulate::run(
+            &root(),
+            &simulate::Options {
+                seeds,
+                seed,
+                minutes,
+                planted,
+            },
+        ),
         Cmd::Soak { n, memory } => soak::run(&root(), n, memory),
         Cmd::Bench {
             n,
@@ -587,5 +618,32 @@ mod cli_tests {
         assert_eq!(soak(&["xtask", "soak", "20"]), (20, 100_000));
         assert_eq!(soak(&["xtask", "soak", "20", "--memory", "0"]), (20, 0));
         assert!(Cli::try_parse_from(["xtask", "soak", "many"]).is_err());
+    }
+
+    #[test]
+    fn simulate_takes_seeds_a_seed_minutes_and_a_planted_bug() {
+        let parse = |argv: &[&str]| match Cli::try_parse_from(argv).expect("parses").command {
+            Cmd::Simulate {
+                seeds,
+                seed,
+                minutes,
+                planted,
+            } => (seeds, seed, minutes, planted),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(parse(&["xtask", "simulate"]), (None, None, None, None));
+        assert_eq!(
+            parse(&["xtask", "simulate", "--seeds", "200"]),
+            (Some(200), None, None, None)
+        );
+        assert_eq!(
+            parse(&["xtask", "simulate", "--seed", "7"]),
+            (None, Some(7), None, None)
+        );
+        assert_eq!(
+            parse(&["xtask", "simulate", "--minutes", "2.5", "--planted", "all"]),
+            (None, None, Some(2.5), Some("all".to_owned()))
+        );
+        assert!(Cli::try_parse_from(["xtask", "simulate", "--seeds", "many"]).is_err());
     }
 }

@@ -366,6 +366,12 @@ impl<E: 'static> Deduplicator<E> {
                 invalid: None,
             };
         }
+        #[cfg(feature = "simulation-planted")]
+        if lambda_dedup::planted::is("leased-completes-before-call")
+            && let Err(e) = self.store.complete(&lease, None).await
+        {
+            return store_failed(msg, &key, &e);
+        }
         // S16: nothing may fail after the effect. A result over the store's bound is kept as
         // its digest rather than refused by `complete`.
         match call(event, lease.clone())
@@ -845,6 +851,10 @@ fn store_failed(msg: &Message, key: &DedupKey, e: &StoreError) -> Outcome {
             key: Some(key.clone()),
             invalid: None,
         };
+    }
+    #[cfg(feature = "simulation-planted")]
+    if lambda_dedup::planted::is("store-fault-acknowledged") && e.is_retryable() {
+        return Outcome::Applied;
     }
     // S13: fail closed. Nothing is acknowledged without its mark.
     tracing::warn!(message_id = %msg.message_id, key = %key, error = %e,

@@ -52,7 +52,7 @@ impl MemoryStore {
         let first_attempt_at = match state.marks.get(key.as_str()) {
             None => now,
             Some(m) if !m.is_live(now) => now,
-            Some(m) if lease_over(m, now) && fp_allows(m, fp) => m.first_seen_at,
+            Some(m) if taken_over(m, now) && fp_allows(m, fp) => m.first_seen_at,
             Some(m) => return explain(key, m, fp, now).map(Claim::Seen),
         };
         let owner = OwnerToken::random();
@@ -103,7 +103,14 @@ impl MemoryStore {
             && m.is_live(now)
             && !(lease_over(m, now) && fp_allows(m, r.fingerprint))
         {
-            return explain(r.key, m, r.fingerprint, now).map(Commit::Seen);
+            let seen = explain(r.key, m, r.fingerprint, now).map(Commit::Seen);
+            #[cfg(feature = "simulation-planted")]
+            if lambda_dedup::planted::is("commit-not-atomic")
+                && let Ok(Judged::Writes(w)) = judged(state, r.effects, &plans)
+            {
+                write_all(state, w);
+            }
+            return seen;
         }
         let written = match judged(state, r.effects, &plans)? {
             Judged::Writes(w) => w,
@@ -142,6 +149,8 @@ impl MemoryStore {
             return Err(fenced(lease, None));
         };
         let ours = m.owner.as_ref() == Some(&lease.owner);
+        #[cfg(feature = "simulation-planted")]
+        let ours = ours || lambda_dedup::planted::is("complete-ignores-owner");
         match m.status {
             MarkStatus::InProgress if ours => {
                 m.status = MarkStatus::Completed;
@@ -182,6 +191,8 @@ impl MemoryStore {
         let effect = w.effect_to_send(ms(now))?;
         match Self::write_one(state, &effect, w.key)? {
             None => Ok(Commit::Applied),
+            #[cfg(feature = "simulation-planted")]
+            Some(_) if lambda_dedup::planted::is("create-once-overwrites") => Ok(Commit::Applied),
             Some(old) => Ok(create_once::judge(old.as_ref(), w.key, w.fingerprint)),
         }
     }
@@ -192,6 +203,8 @@ impl MemoryStore {
             return Ok(());
         };
         let ours = m.owner.as_ref() == Some(&lease.owner) || m.owner.as_ref() == Some(&released);
+        #[cfg(feature = "simulation-planted")]
+        let ours = ours || lambda_dedup::planted::is("release-ignores-owner");
         if ours && m.status == MarkStatus::InProgress {
             m.lease_expires_at = Some(std::time::UNIX_EPOCH);
             m.owner = Some(released);
@@ -309,6 +322,15 @@ fn ms(t: SystemTime) -> SystemTime {
     from_epoch_millis(epoch_millis(t))
 }
 
+/// Whether a claim may take `m` over now: its lease is over.
+fn taken_over(m: &Mark, now: SystemTime) -> bool {
+    #[cfg(feature = "simulation-planted")]
+    if lambda_dedup::planted::is("claim-ignores-live-lease") && m.status == MarkStatus::InProgress {
+        return true;
+    }
+    lease_over(m, now)
+}
+
 /// An in-progress claim whose lease has ended (a missing lease never has).
 fn lease_over(m: &Mark, now: SystemTime) -> bool {
     m.status == MarkStatus::InProgress
@@ -330,6 +352,8 @@ fn explain(
     fp: Option<&Fingerprint>,
     now: SystemTime,
 ) -> Result<lambda_dedup::Seen, StoreError> {
+    #[cfg(feature = "simulation-planted")]
+    let fp = fp.filter(|_| !lambda_dedup::planted::is("fingerprint-not-compared"));
     m.clone()
         .classify(fp, now)
         .ok_or_else(|| StoreError::Contended(key.clone()))

@@ -38,6 +38,8 @@ pub mod items;
 pub mod key;
 pub mod latest;
 pub mod mark;
+#[cfg(feature = "simulation-planted")]
+pub mod planted;
 pub mod pointer;
 pub mod reason;
 pub mod retention;

@@ -1,0 +1,229 @@
+//! The fault-injecting simulated store: the memory store (the DynamoDB store's semantics) seen
+//! by one instance through its own clock, with a seeded latency before and after each call (a
+//! crash there is a call never made, or a call applied whose answer is lost), seeded faults
+//! (throttling, an answer lost after the write), and the ownership checks on every claim,
+//! complete and release.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use lambda_dedup::clock::epoch_millis;
+use lambda_dedup::create_once::CreateOnce;
+use lambda_dedup::store::{BatchFuture, CreateOnceStore, SequenceStore, StoreFuture, StoreOptions};
+use lambda_dedup::{
+    Claim, CommitRequest, DedupKey, FaultKind, Fingerprint, Lease, Mark, MarkStatus, MarkStore,
+    SequenceOutcome, SequencedWrite,
+};
+use lambda_dedup_memory::{Injected, MemoryStore};
+
+use crate::clock::{EPOCH_SECS, SimClock};
+use crate::invariants::Invariant;
+use crate::world::{Shared, lock};
+
+/// One instance's handle on the simulated store.
+#[derive(Debug, Clone)]
+pub struct SimStore {
+    inner: MemoryStore,
+    truth: MemoryStore,
+    world: Shared,
+    instance: usize,
+}
+
+impl SimStore {
+    /// `data`'s marks and tables, seen by instance `instance` through `clock`, under the
+    /// world's faults.
+    pub fn new(
+        data: &MemoryStore,
+        world: &Shared,
+        instance: usize,
+        clock: SimClock,
+        lease: Duration,
+    ) -> Self {
+        let w = world.clone();
+        let hook = Arc::new(move |_op, _key: Option<&DedupKey>| {
+            let mut w = lock(&w);
+            let rate = w.store_faults;
+            if w.rng.chance(rate) {
+                Some(Injected::Fail(FaultKind::Throttled))
+            } else if w.rng.chance(rate) {
+                Some(Injected::LoseAnswer(FaultKind::Timeout))
+            } else {
+                None
+            }
+        });
+        let inner = data
+            .clone()
+            .with_clock(Arc::new(clock))
+            .with_lease(lease)
+            .with_clock_skew(Duration::from_secs(1))
+            .with_fault_hook(hook);
+        Self {
+            inner,
+            truth: data.clone(),
+            world: world.clone(),
+            instance,
+        }
+    }
+
+    async fn pause(&self) {
+        let ms = {
+            let mut w = lock(&self.world);
+            if w.rng.chance(10) {
+                w.rng.between(500, 3000)
+            } else {
+                w.rng.between(1, 20)
+            }
+        };
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+
+    fn mark(&self, key: &DedupKey) -> Option<Mark> {
+        self.truth
+            .marks()
+            .into_iter()
+            .find(|m| m.key.as_str() == key.as_str())
+    }
+
+    fn violate(&self, invariant: Invariant, detail: String) {
+        lock(&self.world).violate(invariant, format!("i{} {detail}", self.instance));
+    }
+
+    /// A claim that took `before` over: its owner may still act unless its lease has ended
+    /// by every instance's clock (checked while the clocks stay within half the allowance).
+    fn check_takeover(&self, before: Option<&Mark>) {
+        let Some(m) = before else { return };
+        let (now_ms, max_skew) = {
+            let w = lock(&self.world);
+            (EPOCH_SECS * 1_000 + w.now_ms(), w.max_skew_ms)
+        };
+        let live = m.is_live(SystemTime::UNIX_EPOCH + Duration::from_millis(now_ms));
+        let released = m
+            .owner
+            .as_ref()
+            .is_some_and(|o| o.as_str().starts_with("released-"));
+        if m.status != MarkStatus::InProgress || !live || released || max_skew > 500 {
+            return;
+        }
+        let held = m.lease_expires_at.map(epoch_millis).unwrap_or(0);
+        if now_ms + max_skew < held {
+            self.violate(
+                Invariant::LeaseExclusive,
+                format!("claim took over a lease held {} ms more", held - now_ms),
+            );
+        }
+    }
+}
+
+impl MarkStore for SimStore {
+    fn claim<'a>(
+        &'a self,
+        key: &'a DedupKey,
+        fp: Option<&'a Fingerprint>,
+        deadline: Option<SystemTime>,
+    ) -> StoreFuture<'a, Claim> {
+        Box::pin(async move {
+            self.pause().await;
+            let before = self.mark(key);
+            let r = self.inner.claim(key, fp, deadline).await;
+            if let Ok(Claim::Claimed(_)) = &r {
+                self.check_takeover(before.as_ref());
+            }
+            self.pause().await;
+            r
+        })
+    }
+
+    fn commit<'a>(&'a self, request: CommitRequest<'a>) -> StoreFuture<'a, lambda_dedup::Commit> {
+        Box::pin(async move {
+            self.pause().await;
+            let r = self.inner.commit(request).await;
+            self.pause().await;
+            r
+        })
+    }
+
+    fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a>]) -> BatchFuture<'a> {
+        Box::pin(async move {
+            self.pause().await;
+            let r = self.inner.commit_batch(requests).await;
+            self.pause().await;
+            r
+        })
+    }
+
+    fn complete<'a>(&'a self, lease: &'a Lease, result: Option<&'a str>) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            self.pause().await;
+            let before = self.mark(&lease.key);
+            let r = self.inner.complete(lease, result).await;
+            if r.is_ok() && before.as_ref().and_then(|m| m.owner.as_ref()) != Some(&lease.owner) {
+                self.violate(
+                    Invariant::StaleOwnerCompleted,
+                    "a complete by a lease no longer held succeeded".into(),
+                );
+            }
+            self.pause().await;
+            r
+        })
+    }
+
+    fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            self.pause().await;
+            let before = self.mark(&lease.key);
+            let r = self.inner.release(lease).await;
+            if r.is_ok()
+                && let Some(m) = &before
+                && m.status == MarkStatus::InProgress
+                && let Some(owner) = &m.owner
+                && owner != &lease.owner
+                && owner.as_str() != format!("released-{}", lease.owner.as_str())
+            {
+                self.violate(
+                    Invariant::StaleOwnerReleased,
+                    "a release by a lease no longer held succeeded".into(),
+                );
+            }
+            self.pause().await;
+            r
+        })
+    }
+
+    fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>> {
+        Box::pin(async move {
+            self.pause().await;
+            let r = self.inner.get(key).await;
+            self.pause().await;
+            r
+        })
+    }
+
+    fn options(&self) -> &StoreOptions {
+        self.inner.options()
+    }
+}
+
+impl SequenceStore for SimStore {
+    fn apply_in_sequence<'a>(
+        &'a self,
+        write: SequencedWrite<'a>,
+    ) -> StoreFuture<'a, SequenceOutcome> {
+        Box::pin(async move {
+            self.pause().await;
+            let r = self.inner.apply_in_sequence(write).await;
+            self.pause().await;
+            r
+        })
+    }
+}
+
+impl CreateOnceStore for SimStore {
+    fn create_once<'a>(&'a self, write: CreateOnce<'a>) -> StoreFuture<'a, lambda_dedup::Commit> {
+        Box::pin(async move {
+            self.pause().await;
+            let r = self.inner.create_once(write).await;
+            self.pause().await;
+            r
+        })
+    }
+}

@@ -1,0 +1,58 @@
+//! The state every simulated component shares: the seeded generator, the trace, the ledger,
+//! the provider, the run's start and its fault rates. One lock, never held across an await.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::time::Instant;
+
+use crate::clock::SimClock;
+use crate::invariants::{Invariant, Ledger};
+use crate::provider::Provider;
+use crate::rng::Rng;
+use crate::trace::Trace;
+
+/// The shared state of one run.
+#[derive(Debug)]
+pub struct World {
+    /// The seed's generator: every choice of the run.
+    pub rng: Rng,
+    /// Every step.
+    pub trace: Trace,
+    /// Every event's outcomes and effects.
+    pub ledger: Ledger,
+    /// The simulated external provider.
+    pub provider: Provider,
+    /// When the run started (tokio's paused clock).
+    pub start: Instant,
+    /// Store faults per thousand calls (each of fail, answer lost).
+    pub store_faults: u64,
+    /// The largest clock skew of any instance, in milliseconds.
+    pub max_skew_ms: u64,
+}
+
+/// The world, shared by the run's tasks.
+pub type Shared = Arc<Mutex<World>>;
+
+/// Locks the world (a poisoned lock is still the world: a panic is a finding, not a reason to stop).
+pub fn lock(w: &Shared) -> MutexGuard<'_, World> {
+    w.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl World {
+    /// Milliseconds of true simulated time.
+    pub fn now_ms(&self) -> u64 {
+        SimClock::true_ms(self.start)
+    }
+
+    /// Appends `line` to the trace, at the true time.
+    pub fn log(&mut self, line: String) {
+        let t = self.now_ms();
+        self.trace.push(t, line);
+    }
+
+    /// Records a violation, in the trace too.
+    pub fn violate(&mut self, invariant: Invariant, detail: String) {
+        self.log(format!("VIOLATION {invariant}: {detail}"));
+        self.ledger.violate(invariant, detail);
+    }
+}

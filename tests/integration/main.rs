@@ -33,5 +33,6 @@ mod model_valkey;
 mod privacy;
 mod relay;
 mod retention;
+mod secrets;
 mod stream_parking;
 mod webhook_store;

@@ -108,9 +108,14 @@ mod forwarder;
 mod keys;
 mod margin;
 mod queues;
+#[cfg(feature = "secrets-manager")]
+mod refresh_gate;
 mod relay;
+#[cfg(feature = "secrets-manager")]
+mod rotation;
 mod rule;
 mod sdk;
+mod secret;
 mod settings;
 mod stores;
 mod webhook;
@@ -122,9 +127,16 @@ pub use forwarder::{FORWARD_QUEUE_VAR, FORWARDER, ForwarderConfig};
 pub use keys::{KeySpecTextError, cloudevents_key_spec};
 pub use margin::{MARGIN_VAR, deadline_margin_in};
 pub use queues::{PARKING_QUEUE_VAR, RECONCILIATION_QUEUE_VAR, SideQueues};
+#[cfg(feature = "secrets-manager")]
+pub use refresh_gate::RefreshGate;
 pub use relay::{RelayConfig, RelayVars};
+#[cfg(feature = "secrets-manager")]
+pub use rotation::SecretRotation;
 pub use rule::SettingRule;
 pub use sdk::{ATTEMPT_TIMEOUT_VAR, OPERATION_TIMEOUT_VAR, SdkTimeouts};
+pub use secret::SecretError;
+#[cfg(feature = "secrets-manager")]
+pub use secret::SecretsManagerSecret;
 pub use settings::{
     DLQ_RETENTION_VAR, MARK_TABLE_VAR, MAX_RECEIVE_COUNT_VAR, QUEUE_RETENTION_VAR, Settings,
     SettingsError, VISIBILITY_TIMEOUT_VAR, provider_timeout, provider_timeout_in,
@@ -134,6 +146,7 @@ pub use stores::{
     ValkeyConfig,
 };
 pub use webhook::{
-    DEFAULT_INBOX_RETENTION_SECS, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOLERANCE_SECS, IdentityFrom,
-    MIN_INBOX_RETENTION, WebhookConfig,
+    DEFAULT_INBOX_RETENTION_SECS, DEFAULT_MAX_BODY_BYTES, DEFAULT_SECRETS_REFRESH_SECS,
+    DEFAULT_TOLERANCE_SECS, IdentityFrom, MAX_SECRETS_REFRESH_SECS, MIN_INBOX_RETENTION,
+    SECRETS_ARN_VAR, SECRETS_REFRESH_VAR, SECRETS_VAR, WebhookConfig,
 };

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use lambda_dedup::signature::{Scheme, SignatureError, Verifier};
 
 use super::refresh_gate::RefreshGate;
-use super::secret::{SecretError, SecretsManagerSecret, secrets_in};
+use super::secret::{SecretsManagerSecret, secrets_in};
 
 /// The secret, the verifier built from its latest text, and the gate on reading it again.
 #[derive(Debug)]
@@ -98,12 +98,4 @@ fn log_kept(reason: &str) {
         reason,
         "webhook secrets not read again; the ones held are kept"
     );
-}
-
-/// Why reading the secret at init refuses the start.
-pub(crate) fn unavailable(error: SecretError) -> super::SettingsError {
-    super::SettingsError::Secret {
-        var: super::webhook::SECRETS_ARN_VAR,
-        error,
-    }
 }

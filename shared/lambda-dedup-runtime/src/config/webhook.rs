@@ -227,7 +227,13 @@ impl WebhookConfig {
             ));
         }
         let secret = super::secret::SecretsManagerSecret::new(client, &id);
-        let text = secret.fetch().await.map_err(super::rotation::unavailable)?;
+        let text = secret
+            .fetch()
+            .await
+            .map_err(|error| SettingsError::Secret {
+                var: SECRETS_ARN_VAR,
+                error,
+            })?;
         let mut config = Self::read_with(env, &text, SECRETS_ARN_VAR)?;
         config.rotation = Some(std::sync::Arc::new(super::rotation::SecretRotation::new(
             secret,

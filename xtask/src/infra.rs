@@ -1541,6 +1541,38 @@ mod tests {
             },
             "must verify signatures",
         );
+        // The secret resolved into the function's configuration at deploy time (readable with
+        // lambda:GetFunctionConfiguration, rotated only by a deploy) is refused too.
+        broken(
+            |t| {
+                let vars = &mut res(t, "WebhookReceiver")["Environment"]["Variables"];
+                vars["WEBHOOK_SECRETS"] = serde_json::json!({
+                    "Fn::Sub": "{{resolve:secretsmanager:${WebhookSecretArn}:SecretString}}"
+                });
+                vars["WEBHOOK_SECRETS_ARN"] = Value::Null;
+            },
+            "WEBHOOK_SECRETS_ARN must name the Secrets Manager secret",
+        );
+        broken(
+            |t| {
+                let st = statements(t, "WebhookReceiverRole")
+                    .as_array_mut()
+                    .and_then(|s| s.iter_mut().find(|s| s["Sid"] == "WebhookSecret"))
+                    .expect("the secret's grant");
+                st["Resource"] = "*".into();
+            },
+            "names its one secret",
+        );
+        broken(
+            |t| {
+                let st = statements(t, "WebhookReceiverRole")
+                    .as_array_mut()
+                    .and_then(|s| s.iter_mut().find(|s| s["Sid"] == "WebhookSecret"))
+                    .expect("the secret's grant");
+                st["Action"] = serde_json::json!(["secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue"]);
+            },
+            "other than GetSecretValue",
+        );
         broken(
             |t| {
                 t["Resources"]["InboxTable"]["Properties"]["StreamSpecification"]["StreamViewType"] =

@@ -335,6 +335,7 @@ impl WebhookConfig {
 
     /// The verifier's answer on a request: with the secrets held, and, when they came from
     /// Secrets Manager and none matches, with the secret read again (bounded).
+    #[cfg(any(feature = "webhook", test))]
     pub(crate) async fn verify<'h>(
         &self,
         headers: &(

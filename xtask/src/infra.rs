@@ -1569,7 +1569,10 @@ mod tests {
                     .as_array_mut()
                     .and_then(|s| s.iter_mut().find(|s| s["Sid"] == "WebhookSecret"))
                     .expect("the secret's grant");
-                st["Action"] = serde_json::json!(["secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue"]);
+                st["Action"] = serde_json::json!([
+                    "secretsmanager:GetSecretValue",
+                    "secretsmanager:PutSecretValue"
+                ]);
             },
             "other than GetSecretValue",
         );

@@ -67,7 +67,8 @@ pub(crate) fn plan(t: &Value) -> Result<Plan> {
 /// emulator's Secrets Manager (moto) and names by its ARN (`WebhookSecretArn`), as AWS would:
 /// two Standard Webhooks secrets (`whsec_` and the base64 of the key), the current one and the
 /// one being rotated out.
-pub(crate) const LOCAL_WEBHOOK_SECRETS: &str = "whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMS1hY21l,whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMC1hY21l";
+pub(crate) const LOCAL_WEBHOOK_SECRETS: &str =
+    "whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMS1hY21l,whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMC1hY21l";
 
 /// The webhook receiver's local secrets ([`LOCAL_WEBHOOK_SECRETS`]): the current one and the one
 /// being rotated out.

@@ -37,6 +37,12 @@ async fn balance_reaches(what: &str, account: &str, balance: i64) -> (i64, i64) 
     .await
 }
 
+/// A fresh inbox key named `name`, in webhook-receiver's key format (`demo#webhook-receiver#…`):
+/// the forwarder's role may update only the receiver's items.
+fn inbox_key(name: &str) -> String {
+    format!("demo#webhook-receiver#{}", unique(name))
+}
+
 /// Writes an inbox item as `webhook-receiver` does (`body` is normally a string), received now.
 async fn put_inbox(key: &str, body: AttributeValue) {
     client()
@@ -610,7 +616,7 @@ async fn e2e_the_forwarder_parks_an_unsendable_item_and_moves_on() {
     if !stack_is_up() {
         return;
     }
-    let (bad, good) = (unique("inbox-bad"), unique("inbox-good"));
+    let (bad, good) = (inbox_key("inbox-bad"), inbox_key("inbox-good"));
     let account = unique("inbox-acct");
     let body = ledger_credit("/inbox", &good, &account, 3);
     put_inbox(&bad, AttributeValue::N("42".into())).await;
@@ -634,7 +640,7 @@ async fn e2e_the_forwarder_sweep_redrives_an_item_left_unforwarded() {
     if !stack_is_up() {
         return;
     }
-    let (key, account) = (unique("inbox-sweep"), unique("sweep-acct"));
+    let (key, account) = (inbox_key("inbox-sweep"), unique("sweep-acct"));
     let body = ledger_credit("/inbox", &key, &account, 4);
     put_inbox(&key, AttributeValue::S(body)).await;
     forwarded("the item forwarded", &key).await;
@@ -898,7 +904,10 @@ async fn oversized_record_parked_by_reference_and_the_record_after_it_applied() 
     assert_eq!(parked.len(), 1, "parked once");
     let p = &parked[0];
     assert_eq!(p["parkedBy"], "reference", "{}", p["code"]);
-    assert_eq!(p["code"], "invalid_payload");
+    assert_eq!(
+        p["code"], "body_not_utf8",
+        "its bytes are neither UTF-8 nor JSON"
+    );
     assert_eq!(p["data"]["bytes"], big.len());
     let digest = {
         use sha2::Digest as _;

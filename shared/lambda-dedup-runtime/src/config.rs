@@ -85,6 +85,10 @@
 //! | `PG_TLS` | `disabled`: plain TCP, for a server on loopback only; any other value is refused | one of the two is required |
 //! | `VALKEY_URL` | `Dedup::valkey`: the server, `redis://[user:password@]host:port[/db]`; never shown | required |
 //! | `VALKEY_KEY_PREFIX` | the prefix of the mark keys | the store's own |
+//! | `VALKEY_HASH_TAG` | Valkey Cluster: `none`, `event` (one slot per event: `{<dedup key>}`) or `fixed:<tag>` (one slot for every mark and effect); any other form refused | `none` |
+//! | `VALKEY_REPLICAS` | how many replicas acknowledge each write (`WAIT n timeout`); a write they do not acknowledge in time is a retry | 0 (no wait) |
+//! | `VALKEY_REPLICAS_TIMEOUT_MS` | how long a write waits for them: 1 to 4000 (the store's `WAIT_LIMIT`), only with `VALKEY_REPLICAS`, and never past the claim's deadline | 500 |
+//! | `VALKEY_CA_BUNDLE` | a PEM file of the certificate authorities a `rediss://` server is verified with, in place of the system's roots (a private CA); refused with `redis://` or unreadable | the system's roots |
 //!
 //! # A relay ([`RelayConfig`]: `intent-relay`, the inbox's forwarder)
 //! Each relay names its table and the prefix of its own two variables ([`RelayVars`]):
@@ -144,8 +148,10 @@ pub use settings::{
     SettingsError, VISIBILITY_TIMEOUT_VAR, provider_timeout, provider_timeout_in,
 };
 pub use stores::{
-    PG_CA_BUNDLE_VAR, PG_TLS_VAR, PG_URL_VAR, PgConfig, PgTls, VALKEY_PREFIX_VAR, VALKEY_URL_VAR,
-    ValkeyConfig,
+    DEFAULT_VALKEY_REPLICAS_TIMEOUT_MS, MAX_VALKEY_REPLICAS_TIMEOUT_MS, PG_CA_BUNDLE_VAR,
+    PG_TLS_VAR, PG_URL_VAR, PgConfig, PgTls, VALKEY_CA_BUNDLE_VAR, VALKEY_HASH_TAG_VAR,
+    VALKEY_PREFIX_VAR, VALKEY_REPLICAS_TIMEOUT_VAR, VALKEY_REPLICAS_VAR, VALKEY_URL_VAR,
+    ValkeyConfig, ValkeyHashTag,
 };
 pub use webhook::{
     DEFAULT_INBOX_RETENTION_SECS, DEFAULT_MAX_BODY_BYTES, DEFAULT_SECRETS_REFRESH_SECS,

@@ -1778,6 +1778,41 @@ mod tests {
     /// S1: each consumer's role is scoped to its own keys in the shipped template; a role that
     /// loses its condition, or names another consumer's keys, is refused (the webhook
     /// receiver's inbox items are its marks).
+    /// 36.7: forget's audit items are kept where no function role can write: every
+    /// `dynamodb:LeadingKeys` pattern of every role covers its own marks and none of their
+    /// audit items (`lambda_dedup_dynamodb::AUDIT_PREFIX`), so a function can neither forge nor
+    /// rewrite the record of a forgotten mark.
+    #[test]
+    fn forget_audit_items_are_outside_every_function_roles_leading_keys() {
+        let t = template();
+        let mut seen = 0;
+        for f in functions(&t) {
+            let consumer = f.consumer();
+            for st in &f.statements {
+                for pattern in leading_key_patterns(st).unwrap_or_default() {
+                    let pattern = pattern.replace("${Namespace}", "prod");
+                    let mark = format!("prod#{consumer}#00ff");
+                    let audit = format!(
+                        "{}{mark}#forgotten#1800000000000",
+                        lambda_dedup_dynamodb::AUDIT_PREFIX
+                    );
+                    if string_like(&pattern, &mark) {
+                        seen += 1;
+                    }
+                    assert!(
+                        !string_like(&pattern, &audit),
+                        "{}: {pattern} covers the audit item {audit}",
+                        f.id
+                    );
+                }
+            }
+        }
+        assert!(
+            seen >= 5,
+            "every marking function's own grant was checked ({seen})"
+        );
+    }
+
     /// The forwarder's item writes on the inbox are scoped to webhook-receiver's keys; its
     /// sweep's Scan alone is not (a Scan names no key). Unscoped, or scoped to its own keys
     /// (which no inbox item has), or with the Scan folded back into the write grant: refused.

@@ -663,6 +663,9 @@ impl FunctionEnvs {
                 "AWS_ENDPOINT_URL_SECRETS_MANAGER".to_owned(),
                 sqs_endpoint.to_owned(),
             ),
+            // And STS: the operators' tool, run with a function's environment, asks it who the
+            // caller is for forget's audit (no function calls it).
+            ("AWS_ENDPOINT_URL_STS".to_owned(), sqs_endpoint.to_owned()),
         ]);
         // The parameters with no default: the fake provider plays both APIs; the webhook
         // secret is the one created in moto.

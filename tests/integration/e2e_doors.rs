@@ -37,6 +37,12 @@ async fn balance_reaches(what: &str, account: &str, balance: i64) -> (i64, i64) 
     .await
 }
 
+/// A fresh inbox key named `name`, in webhook-receiver's key format (`demo#webhook-receiver#…`):
+/// the forwarder's role may update only the receiver's items.
+fn inbox_key(name: &str) -> String {
+    format!("demo#webhook-receiver#{}", unique(name))
+}
+
 /// Writes an inbox item as `webhook-receiver` does (`body` is normally a string), received now.
 async fn put_inbox(key: &str, body: AttributeValue) {
     client()
@@ -610,7 +616,7 @@ async fn e2e_the_forwarder_parks_an_unsendable_item_and_moves_on() {
     if !stack_is_up() {
         return;
     }
-    let (bad, good) = (unique("inbox-bad"), unique("inbox-good"));
+    let (bad, good) = (inbox_key("inbox-bad"), inbox_key("inbox-good"));
     let account = unique("inbox-acct");
     let body = ledger_credit("/inbox", &good, &account, 3);
     put_inbox(&bad, AttributeValue::N("42".into())).await;
@@ -634,7 +640,7 @@ async fn e2e_the_forwarder_sweep_redrives_an_item_left_unforwarded() {
     if !stack_is_up() {
         return;
     }
-    let (key, account) = (unique("inbox-sweep"), unique("sweep-acct"));
+    let (key, account) = (inbox_key("inbox-sweep"), unique("sweep-acct"));
     let body = ledger_credit("/inbox", &key, &account, 4);
     put_inbox(&key, AttributeValue::S(body)).await;
     forwarded("the item forwarded", &key).await;
@@ -855,4 +861,70 @@ async fn e2e_a_kinesis_store_outage_longer_than_three_attempts_skips_no_good_rec
     // Nothing of this run was handed to the on-failure destination.
     let handed = handed_on(&ours).await;
     assert!(handed.is_empty(), "handed on: {handed:?}");
+}
+
+/// S15, issue 36 item 4: a 1 MiB record that is not JSON, between two good records on one key
+/// (so one shard, in order), through the local stack's Kinesis and trigger. Parked whole it would
+/// be its data in base64 inside JSON, about 1.37 MB, over SQS's maximum: it is parked by
+/// reference — its metadata, its data's size and SHA-256, attribute `dedup-parked-by:
+/// reference` — the good record after it is applied, and the shard is not stalled (nothing
+/// reaches the trigger's on-failure destination).
+#[tokio::test]
+async fn oversized_record_parked_by_reference_and_the_record_after_it_applied() {
+    if !stack_is_up() {
+        return;
+    }
+    let a = unique("big-a");
+    let ev = kinesis_credit;
+    // Kinesis counts the partition key in the record's 1 MiB.
+    let big: Vec<u8> = b"\xffnot json \x00"
+        .iter()
+        .copied()
+        .cycle()
+        .take(1024 * 1024 - a.len())
+        .collect();
+    let kinesis = Kinesis::new(&env("DEDUP_SQS_ENDPOINT"));
+    let stream = env("DEDUP_KINESIS_STREAM");
+    let mut records = Vec::new();
+    for data in [
+        ev(&a, &unique("big-1"), json!(5)).into_bytes(),
+        big.clone(),
+        ev(&a, &unique("big-2"), json!(7)).into_bytes(),
+    ] {
+        records.push(kinesis.put(&stream, &a, &data).await.expect("put a record"));
+    }
+    let (balance, events) = balance_reaches("the record after the oversized one", &a, 12).await;
+    assert_eq!(
+        (balance, events),
+        (12, 2),
+        "5 + 7: both good records applied"
+    );
+
+    let parked = parked_eventually(&records[1]).await;
+    assert_eq!(parked.len(), 1, "parked once");
+    let p = &parked[0];
+    assert_eq!(p["parkedBy"], "reference", "{}", p["code"]);
+    assert_eq!(
+        p["code"], "body_not_utf8",
+        "its bytes are neither UTF-8 nor JSON"
+    );
+    assert_eq!(p["data"]["bytes"], big.len());
+    let digest = {
+        use sha2::Digest as _;
+        hex::encode(sha2::Sha256::digest(&big))
+    };
+    assert_eq!(
+        p["data"]["sha256"],
+        digest.as_str(),
+        "names the bytes it stands for"
+    );
+    assert!(
+        p["record"]["kinesis"].get("data").is_none(),
+        "not the data itself"
+    );
+    let handed = handed_on(&records).await;
+    assert!(
+        handed.is_empty(),
+        "the shard was never given up: {handed:?}"
+    );
 }

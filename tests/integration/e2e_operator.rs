@@ -529,7 +529,31 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
         .expect("audit item");
     let s = |k: &str| audit.get(k).and_then(|v| v.as_s().ok()).cloned();
     assert_eq!(s("status").as_deref(), Some("FORGOTTEN"));
-    assert_eq!(s("forgotten_by").as_deref(), Some("ops"));
+    // 36.7: the caller as AWS authenticated it (moto's STS, asked here with the same
+    // credentials), `--by` kept as a note; and the audit item under a key no function role's
+    // dynamodb:LeadingKeys (`demo#<consumer>#*`) covers.
+    let sts = aws_sdk_sts::Client::from_conf(
+        aws_sdk_sts::Config::builder()
+            .behavior_version(aws_sdk_sts::config::BehaviorVersion::latest())
+            .region(aws_sdk_sts::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_sts::config::Credentials::new(
+                "local", "local", None, None, "test",
+            ))
+            .endpoint_url(env("DEDUP_SQS_ENDPOINT"))
+            .build(),
+    );
+    let me = sts.get_caller_identity().send().await.expect("moto's STS");
+    assert_eq!(
+        s("forgotten_by_caller").as_deref(),
+        me.arn(),
+        "the caller, by STS"
+    );
+    assert_eq!(forgotten["caller"].as_str(), me.arn());
+    assert_eq!(s("forgotten_by").as_deref(), Some("ops"), "--by, a note");
+    assert!(
+        audit_key.starts_with("!audit#") && !audit_key.starts_with("demo#"),
+        "{audit_key}"
+    );
     assert_eq!(s("reason").as_deref(), Some("ticket 42: re-apply"));
     assert_eq!(s("mark_status").as_deref(), Some("COMPLETED"));
     assert!(

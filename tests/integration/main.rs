@@ -41,5 +41,6 @@ mod privacy;
 mod relay;
 mod retention;
 mod s3_latest;
+mod secrets;
 mod stream_parking;
 mod webhook_store;

@@ -275,6 +275,20 @@ impl Function<'_> {
             .collect()
     }
 
+    /// The inbox a relay of it serves (the inbox forwarder: `INBOX_TABLE`, not a webhook
+    /// receiver), with the keys of the receiver that writes it (`${Namespace}#<consumer>#*`).
+    fn served_inbox(&self, t: &Value) -> Option<(String, Option<String>)> {
+        if t["Resources"][self.id]["Metadata"]["LambdaDedupKind"] == "webhook" {
+            return None;
+        }
+        let table = ref_target(&self.env("INBOX_TABLE"))?.to_owned();
+        let writer = functions(t).into_iter().find(|w| {
+            t["Resources"][w.id]["Metadata"]["LambdaDedupKind"] == "webhook"
+                && ref_target(&w.env("INBOX_TABLE")) == Some(table.as_str())
+        });
+        Some((table, writer.and_then(|w| w.own_keys())))
+    }
+
     /// The consumer in the function's keys: `DEDUP_CONSUMER`, or the function's name.
     fn consumer(&self) -> String {
         match self.env("DEDUP_CONSUMER") {
@@ -363,6 +377,26 @@ fn leading_keys(t: &Value) -> Vec<String> {
                         f.id
                     )),
                     Some(_) => {}
+                }
+            }
+        }
+        // The forwarder's grants on the inbox it serves: its item writes scoped to the
+        // receiver's keys; a Scan alone names no key, and no condition could bound it.
+        if let Some((table, writer)) = f.served_inbox(t) {
+            let scope = writer.as_deref().unwrap_or("namespace#consumer#*");
+            for st in f.item_grants(&table) {
+                if strings(&st["Action"]).iter().all(|a| a == "dynamodb:Scan") {
+                    continue;
+                }
+                let sid = st["Sid"].as_str().unwrap_or("a statement");
+                match leading_key_patterns(st) {
+                    Some(patterns) if own_only(writer.as_deref(), &patterns) => {}
+                    _ => problems.push(format!(
+                        "{}: its role's {sid} grant on {table} must be scoped by a \
+                         ForAllValues:StringLike {LEADING_KEYS} condition to the receiver's keys \
+                         {scope} (only a Scan alone is not)",
+                        f.id
+                    )),
                 }
             }
         }
@@ -519,7 +553,8 @@ pub(crate) fn privileges(
                 Some((p, value.as_str()))
             })
             .collect();
-        for table in f.mark_tables(t) {
+        let served = f.served_inbox(t).map(|(table, _)| table);
+        for table in f.mark_tables(t).into_iter().chain(served) {
             if !used.iter().any(|(_, target)| *target == table) {
                 continue;
             }
@@ -585,6 +620,10 @@ pub(crate) fn privileges(
     (problems, unused)
 }
 
+/// The rules of `infra/rules` that `managed-instances.yaml` keeps too (the others describe the
+/// main stack's queues, triggers and tables, which it does not have).
+const MANAGED_RULES: &str = "encryption.guard";
+
 /// `cargo xtask check-infra`: the checks above and the rules of `infra/rules`, then `cfn-lint`.
 /// `recorded`: also compare the roles with the full test run's record ([`FULL_RUN_RECORD`],
 /// written only at the end of a full `cargo xtask test`), when there is one.
@@ -626,7 +665,12 @@ pub(crate) fn run(root: &Path, recorded: bool) -> Result<()> {
     }
     println!("xtask: check-infra: cfn-lint clean");
     let managed = root.join("infra").join("managed-instances.yaml");
-    let problems = check_managed_instances(&load(&managed)?);
+    let mut problems = check_managed_instances(&load(&managed)?);
+    // The encryption rules hold there too (its KMS option reaches its log group and role).
+    if rules.is_dir() {
+        let guard = crate::tools::cfn_guard(root)?;
+        problems.extend(guard_rules(&guard, &rules.join(MANAGED_RULES), &managed)?);
+    }
     if !problems.is_empty() {
         return Err(format!(
             "{}:\n  - {}",
@@ -914,8 +958,12 @@ mod tests {
         // S1: its mark-table grant (an ARN `!Sub` of the table parameter) is scoped too.
         let unscoped = {
             let mut t = t.clone();
-            t["Resources"]["LedgerProjectorRole"]["Properties"]["Policies"][0]["PolicyDocument"]
-                ["Statement"][0]["Condition"] = Value::Null;
+            let statements = t["Resources"]["LedgerProjectorRole"]["Properties"]["Policies"][0]
+                ["PolicyDocument"]["Statement"]
+                .as_array_mut()
+                .expect("statements");
+            let mark = statements.iter_mut().find(|s| s["Sid"] == "MarkTable");
+            mark.expect("the mark-table grant")["Condition"] = Value::Null;
             check_managed_instances(&t)
         };
         assert!(
@@ -1169,6 +1217,57 @@ mod tests {
     }
 
     static COPIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+    /// The managed-instances template takes the main template's KMS option, and the encryption
+    /// rules hold on it: its log group's key and its role's KMS grant under `UseKms`; without
+    /// either (or without the condition), cfn-guard refuses it.
+    #[test]
+    fn the_managed_instances_template_takes_the_kms_option() {
+        let root = crate::root();
+        let guard = root.join(".cache/cfn-guard/bin/cfn-guard");
+        if !guard.is_file() {
+            println!("cfn-guard is not installed (cargo xtask check-infra installs it)");
+            return;
+        }
+        let t = load(&root.join("infra").join("managed-instances.yaml")).expect("template");
+        assert!(t["Parameters"]["KmsKeyArn"].is_object() && t["Conditions"]["UseKms"].is_object());
+        let problems = |t: &Value| {
+            let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let data =
+                std::env::temp_dir().join(format!("managed-{}-{n}.json", std::process::id()));
+            std::fs::write(&data, t.to_string()).expect("write the copy");
+            let p = guard_rules(&guard, &root.join("infra/rules").join(MANAGED_RULES), &data)
+                .expect("cfn-guard runs");
+            let _ = std::fs::remove_file(&data);
+            p
+        };
+        assert_eq!(problems(&t), Vec::<String>::new());
+        let mut no_key = t.clone();
+        no_key["Resources"]["LedgerProjectorLogs"]["Properties"]
+            .as_object_mut()
+            .expect("log group")
+            .remove("KmsKeyId");
+        assert!(
+            problems(&no_key)
+                .iter()
+                .any(|p| p.contains("log group needs KmsKeyId")),
+            "{:?}",
+            problems(&no_key)
+        );
+        let mut no_grant = t.clone();
+        no_grant["Resources"]["LedgerProjectorRole"]["Properties"]["Policies"][0]["PolicyDocument"]
+            ["Statement"]
+            .as_array_mut()
+            .expect("statements")
+            .remove(0);
+        assert!(
+            problems(&no_grant)
+                .iter()
+                .any(|p| p.contains("kms:Decrypt")),
+            "{:?}",
+            problems(&no_grant)
+        );
+    }
 
     fn broken(edit: impl FnOnce(&mut Value), expect: &str) {
         let mut t = template();
@@ -1541,6 +1640,41 @@ mod tests {
             },
             "must verify signatures",
         );
+        // The secret resolved into the function's configuration at deploy time (readable with
+        // lambda:GetFunctionConfiguration, rotated only by a deploy) is refused too.
+        broken(
+            |t| {
+                let vars = &mut res(t, "WebhookReceiver")["Environment"]["Variables"];
+                vars["WEBHOOK_SECRETS"] = serde_json::json!({
+                    "Fn::Sub": "{{resolve:secretsmanager:${WebhookSecretArn}:SecretString}}"
+                });
+                vars["WEBHOOK_SECRETS_ARN"] = Value::Null;
+            },
+            "WEBHOOK_SECRETS_ARN must name the Secrets Manager secret",
+        );
+        broken(
+            |t| {
+                let st = statements(t, "WebhookReceiverRole")
+                    .as_array_mut()
+                    .and_then(|s| s.iter_mut().find(|s| s["Sid"] == "WebhookSecret"))
+                    .expect("the secret's grant");
+                st["Resource"] = "*".into();
+            },
+            "names its one secret",
+        );
+        broken(
+            |t| {
+                let st = statements(t, "WebhookReceiverRole")
+                    .as_array_mut()
+                    .and_then(|s| s.iter_mut().find(|s| s["Sid"] == "WebhookSecret"))
+                    .expect("the secret's grant");
+                st["Action"] = serde_json::json!([
+                    "secretsmanager:GetSecretValue",
+                    "secretsmanager:PutSecretValue"
+                ]);
+            },
+            "other than GetSecretValue",
+        );
         broken(
             |t| {
                 t["Resources"]["InboxTable"]["Properties"]["StreamSpecification"]["StreamViewType"] =
@@ -1652,6 +1786,79 @@ mod tests {
     /// S1: each consumer's role is scoped to its own keys in the shipped template; a role that
     /// loses its condition, or names another consumer's keys, is refused (the webhook
     /// receiver's inbox items are its marks).
+    /// 36.7: forget's audit items are kept where no function role can write: every
+    /// `dynamodb:LeadingKeys` pattern of every role covers its own marks and none of their
+    /// audit items (`lambda_dedup_dynamodb::AUDIT_PREFIX`), so a function can neither forge nor
+    /// rewrite the record of a forgotten mark.
+    #[test]
+    fn forget_audit_items_are_outside_every_function_roles_leading_keys() {
+        let t = template();
+        let mut seen = 0;
+        for f in functions(&t) {
+            let consumer = f.consumer();
+            for st in &f.statements {
+                for pattern in leading_key_patterns(st).unwrap_or_default() {
+                    let pattern = pattern.replace("${Namespace}", "prod");
+                    let mark = format!("prod#{consumer}#00ff");
+                    let audit = format!(
+                        "{}{mark}#forgotten#1800000000000",
+                        lambda_dedup_dynamodb::AUDIT_PREFIX
+                    );
+                    if string_like(&pattern, &mark) {
+                        seen += 1;
+                    }
+                    assert!(
+                        !string_like(&pattern, &audit),
+                        "{}: {pattern} covers the audit item {audit}",
+                        f.id
+                    );
+                }
+            }
+        }
+        assert!(
+            seen >= 5,
+            "every marking function's own grant was checked ({seen})"
+        );
+    }
+
+    /// The forwarder's item writes on the inbox are scoped to webhook-receiver's keys; its
+    /// sweep's Scan alone is not (a Scan names no key). Unscoped, or scoped to its own keys
+    /// (which no inbox item has), or with the Scan folded back into the write grant: refused.
+    #[test]
+    fn the_forwarders_inbox_writes_are_scoped_to_the_receivers_keys() {
+        assert_eq!(leading_keys(&template()), Vec::<String>::new());
+        let edit = |f: &dyn Fn(&mut Value)| {
+            let mut t = template();
+            let st = statements(&mut t, "InboxForwarderRole")
+                .as_array_mut()
+                .and_then(|s| s.iter_mut().find(|s| s["Sid"] == "InboxItems"))
+                .expect("the forwarder's inbox grant");
+            f(st);
+            leading_keys(&t)
+        };
+        type Change<'a> = &'a dyn Fn(&mut Value);
+        let cases: [(&str, Change<'_>); 3] = [
+            ("unscoped", &|st: &mut Value| st["Condition"] = Value::Null),
+            ("its own keys", &|st: &mut Value| {
+                st["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] =
+                    serde_json::json!([{"Fn::Sub": "${Namespace}#inbox-forwarder#*"}]);
+            }),
+            ("the Scan with the write, unscoped", &|st: &mut Value| {
+                st["Action"] = serde_json::json!(["dynamodb:UpdateItem", "dynamodb:Scan"]);
+                st["Condition"] = Value::Null;
+            }),
+        ];
+        for (what, change) in cases {
+            let problems = edit(change);
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p.contains("InboxForwarder") && p.contains("the receiver's keys")),
+                "{what}: {problems:?}"
+            );
+        }
+    }
+
     #[test]
     fn each_mark_grant_is_scoped_to_its_consumer() {
         for (role, sid) in [

@@ -27,7 +27,7 @@ pub(crate) const LOCAL_QUEUE_SECS: (u64, u64) = (2, 3600);
 /// `*` marks one every function gets): the horizon variables at the local queues' time scale
 /// (S9 wants them equal to the queue's settings), shorter waits, and local secrets for what
 /// AWS resolves from SSM or Secrets Manager at deploy time.
-pub(crate) const LOCAL_ENV: [(&str, &str); 13] = [
+pub(crate) const LOCAL_ENV: [(&str, &str); 12] = [
     ("DEDUP_VISIBILITY_TIMEOUT_SECONDS", "2"),
     ("DEDUP_QUEUE_RETENTION_SECONDS", "3600"),
     ("DEDUP_DLQ_RETENTION_SECONDS", "3600"),
@@ -44,10 +44,6 @@ pub(crate) const LOCAL_ENV: [(&str, &str); 13] = [
     // cargo lambda watch's Function URL front signs nothing, so there is no IAM principal:
     // orders-api's callers name themselves in a header, as a trusted front would.
     ("HTTP_CALLER_FROM", "header:x-caller-id"),
-    (
-        "WEBHOOK_SECRETS",
-        "whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMS1hY21l,whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMC1hY21l",
-    ),
     // Warm caches ask the mark table again after 5 s, so a mark forgotten on purpose
     // (`lambda-dedup forget`) is seen gone within a test's patience.
     ("*DEDUP_CACHE_SECONDS", "5"),
@@ -70,13 +66,17 @@ pub(crate) fn plan(t: &Value) -> Result<Plan> {
     local_lambda::plan::plan(t, &LOCAL)
 }
 
-/// The webhook receiver's local secrets (Standard Webhooks: `whsec_` and the base64 of the key),
-/// as [`LOCAL_ENV`] sets them: the current one and the one being rotated out.
+/// The text of the webhook receiver's local secret, which the local stack puts in the SQS
+/// emulator's Secrets Manager (moto) and names by its ARN (`WebhookSecretArn`), as AWS would:
+/// two Standard Webhooks secrets (`whsec_` and the base64 of the key), the current one and the
+/// one being rotated out.
+pub(crate) const LOCAL_WEBHOOK_SECRETS: &str =
+    "whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMS1hY21l,whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMC1hY21l";
+
+/// The webhook receiver's local secrets ([`LOCAL_WEBHOOK_SECRETS`]): the current one and the one
+/// being rotated out.
 pub(crate) fn webhook_secrets() -> (&'static str, &'static str) {
-    let secrets = LOCAL
-        .var("WEBHOOK_SECRETS")
-        .and_then(|(v, _)| v.split_once(','));
-    secrets.unwrap_or_default()
+    LOCAL_WEBHOOK_SECRETS.split_once(',').unwrap_or_default()
 }
 
 #[cfg(test)]

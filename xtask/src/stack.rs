@@ -204,7 +204,18 @@ impl Stack {
         build_functions(root)?;
         step("starting cargo lambda watch (runtime and invoke APIs) and the functions");
         let (watch, invoke_url) = start_watch(root, &bin, &logs)?;
-        let envs = FunctionEnvs::new(&plan, &created, &ddb, &sqs_endpoint, &provider_url)?;
+        let webhook_secret_arn = webhook_secret(&sqs_endpoint).await?;
+        let envs = FunctionEnvs::new(
+            &plan,
+            &created,
+            &ddb,
+            &sqs_endpoint,
+            &[
+                ("PaymentsApiUrl", &provider_url),
+                ("CollectionsApiUrl", &provider_url),
+                ("WebhookSecretArn", &webhook_secret_arn),
+            ],
+        )?;
         envs.write(&logs.join("functions.env"))?;
         let functions_log = logs.join("functions.log");
         let _ = std::fs::remove_file(&functions_log);
@@ -652,18 +663,25 @@ impl FunctionEnvs {
         created: &Resources,
         ddb: &LocalDynamo,
         sqs_endpoint: &str,
-        provider_url: &str,
+        params: &[(&'static str, &String)],
     ) -> Result<Self> {
         let mut shared = conf_env();
         shared.extend([
             ("AWS_ENDPOINT_URL_DYNAMODB".to_owned(), ddb.endpoint()),
             ("AWS_ENDPOINT_URL_SQS".to_owned(), sqs_endpoint.to_owned()),
+            // moto serves Secrets Manager too: webhook-receiver reads its secret there at init.
+            (
+                "AWS_ENDPOINT_URL_SECRETS_MANAGER".to_owned(),
+                sqs_endpoint.to_owned(),
+            ),
+            // And STS: the operators' tool, run with a function's environment, asks it who the
+            // caller is for forget's audit (no function calls it).
+            ("AWS_ENDPOINT_URL_STS".to_owned(), sqs_endpoint.to_owned()),
         ]);
-        // The parameters with no default: the fake provider plays both APIs.
-        let params = BTreeMap::from([
-            ("PaymentsApiUrl", provider_url.to_owned()),
-            ("CollectionsApiUrl", provider_url.to_owned()),
-        ]);
+        // The parameters with no default: the fake provider plays both APIs; the webhook
+        // secret is the one created in moto.
+        let params: BTreeMap<&str, String> =
+            params.iter().map(|(k, v)| (*k, (*v).clone())).collect();
         let mut own = BTreeMap::new();
         for f in crate::functions::ALL {
             let env = plan.env(f, |id| created.names.get(id).cloned(), &params)?;
@@ -706,7 +724,14 @@ impl FunctionEnvs {
         }
         // The Stripe configuration of webhook-receiver: its proxies (and so its role) are
         // webhook-receiver's, and so is its consumer; the sender (tenant) is its own.
-        let mut stripe_env = own["webhook-receiver"].clone();
+        // Both hold their secrets in the plain variable (local use), in place of the secret.
+        let plain = |env: &Vec<(String, String)>| -> Vec<(String, String)> {
+            env.iter()
+                .filter(|(k, _)| k != "WEBHOOK_SECRETS_ARN")
+                .cloned()
+                .collect()
+        };
+        let mut stripe_env = plain(&own["webhook-receiver"]);
         stripe_env.extend(
             [
                 ("WEBHOOK_SCHEME", "stripe".to_owned()),
@@ -718,7 +743,7 @@ impl FunctionEnvs {
         own.insert(STRIPE_RECEIVER.to_owned(), stripe_env);
         // The GitHub configuration, the same way: GitHub signs the body only, so its identity is
         // the signed body's own event id (here the ledger's CloudEvents `id`).
-        let mut github_env = own["webhook-receiver"].clone();
+        let mut github_env = plain(&own["webhook-receiver"]);
         github_env.extend(
             [
                 ("WEBHOOK_SCHEME", "github".to_owned()),
@@ -745,6 +770,23 @@ impl FunctionEnvs {
             .collect();
         std::fs::write(file, text).map_err(|e| format!("{}: {e}", file.display()))
     }
+}
+
+/// Creates webhook-receiver's secret in moto's Secrets Manager, holding the local secrets as
+/// AWS would ([`crate::local::LOCAL_WEBHOOK_SECRETS`]): its ARN, which `WebhookSecretArn` takes.
+async fn webhook_secret(moto: &str) -> Result<String> {
+    let client = local_client!(aws_sdk_secretsmanager, moto);
+    let name = format!("lambda-dedup/webhook-secrets-{}", std::process::id());
+    let out = client
+        .create_secret()
+        .name(&name)
+        .secret_string(crate::local::LOCAL_WEBHOOK_SECRETS)
+        .send()
+        .await
+        .map_err(|e| format!("creating the webhook secret in moto: {e:?}"))?;
+    out.arn()
+        .map(str::to_owned)
+        .ok_or_else(|| "moto created the webhook secret without an ARN".into())
 }
 
 /// Follows the functions' log and sums their EMF records, as CloudWatch would extract them.

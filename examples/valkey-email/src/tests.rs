@@ -140,3 +140,124 @@ fn a_start_without_valkey_url_or_mail_api_is_refused() {
     };
     assert!(e.to_string().contains("MAIL_API_URL"), "{e}");
 }
+
+/// The builder as `main` reads it, from the Valkey variables `vars` (and its others).
+fn valkey_with(
+    vars: &[(&str, &str)],
+) -> Result<Dedup<lambda_dedup_valkey::ValkeyStore>, lambda_dedup_runtime::config::SettingsError> {
+    let base = [
+        ("DEDUP_NAMESPACE", "test"),
+        ("MAIL_API_URL", "http://127.0.0.1:1/v1"),
+    ];
+    let env = Env::from_pairs(base.iter().chain(vars).copied());
+    Dedup::read(&env, "valkey-email")
+        .expect("settings")
+        .valkey()
+}
+
+/// `main`'s `.valkey()` reads Valkey Cluster's hash tag, the replicas' wait and a private CA's
+/// roots: the tag is in the mark keys it lays out; a value in no such form, roots that cannot
+/// be read or given for a server without TLS, and a wait of zero, over the store's limit or
+/// without replicas refuse the start, each naming its variable.
+#[test]
+fn valkey_hash_tag_replicas_and_tls_roots_are_read_by_mains_wiring() {
+    use lambda_dedup_runtime::config::{SettingRule, SettingsError};
+    let key = |dedup: &Dedup<lambda_dedup_valkey::ValkeyStore>| {
+        let m = lambda_dedup::Message {
+            message_id: "m-1".into(),
+            body: signup("m-1", "e-1", "a@example.com")
+                .body
+                .unwrap_or_default()
+                .into_bytes(),
+            attributes: Default::default(),
+            group_id: None,
+        };
+        let key = dedup.key_spec().derive(&m).expect("key").key;
+        dedup.marks().mark_key(&key)
+    };
+    let url = ("VALKEY_URL", "redis://127.0.0.1:1");
+    let plain = key(&valkey_with(&[url]).expect("no tag"));
+    assert!(!plain.contains('{'), "{plain}");
+    let event = key(&valkey_with(&[url, ("VALKEY_HASH_TAG", "event")]).expect("event"));
+    assert!(event.contains('{') && event.ends_with('}'), "{event}");
+    let fixed = key(&valkey_with(&[url, ("VALKEY_HASH_TAG", "fixed:welcome")]).expect("fixed"));
+    assert!(fixed.contains("{welcome}"), "{fixed}");
+    assert!(
+        valkey_with(&[
+            url,
+            ("VALKEY_REPLICAS", "1"),
+            ("VALKEY_REPLICAS_TIMEOUT_MS", "200")
+        ])
+        .is_ok()
+    );
+
+    let refused_var = |vars: &[(&str, &str)]| match valkey_with(vars) {
+        Err(SettingsError::Refused { var, rule }) => Some((var, rule)),
+        Err(e) => panic!("{vars:?}: {e:?}"),
+        Ok(_) => None,
+    };
+    let var = |vars: &[(&str, &str)]| refused_var(vars).map(|(v, _)| v);
+    assert_eq!(
+        var(&[url, ("VALKEY_HASH_TAG", "cluster")]),
+        Some("VALKEY_HASH_TAG")
+    );
+    assert_eq!(
+        var(&[url, ("VALKEY_HASH_TAG", "fixed:{x}")]),
+        Some("VALKEY_HASH_TAG")
+    );
+    assert_eq!(
+        var(&[
+            url,
+            ("VALKEY_KEY_PREFIX", "{mail}:"),
+            ("VALKEY_HASH_TAG", "event")
+        ]),
+        Some("VALKEY_HASH_TAG")
+    );
+    assert!(matches!(
+        refused_var(&[
+            url,
+            ("VALKEY_REPLICAS", "1"),
+            ("VALKEY_REPLICAS_TIMEOUT_MS", "0")
+        ]),
+        Some(("VALKEY_REPLICAS_TIMEOUT_MS", SettingRule::Zero))
+    ));
+    assert!(matches!(
+        refused_var(&[
+            url,
+            ("VALKEY_REPLICAS", "1"),
+            ("VALKEY_REPLICAS_TIMEOUT_MS", "60000")
+        ]),
+        Some((
+            "VALKEY_REPLICAS_TIMEOUT_MS",
+            SettingRule::AboveMaximum { .. }
+        ))
+    ));
+    assert_eq!(
+        var(&[url, ("VALKEY_REPLICAS_TIMEOUT_MS", "100")]),
+        Some("VALKEY_REPLICAS_TIMEOUT_MS")
+    );
+    let tls = ("VALKEY_URL", "rediss://127.0.0.1:1");
+    let ca = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/lambda-dedup-valkey/tests/fixtures/test-ca.pem"
+    );
+    assert!(
+        valkey_with(&[tls, ("VALKEY_CA_BUNDLE", ca)]).is_ok(),
+        "a private CA's roots"
+    );
+    assert_eq!(
+        var(&[tls, ("VALKEY_CA_BUNDLE", "/no/such/ca.pem")]),
+        Some("VALKEY_CA_BUNDLE")
+    );
+    assert_eq!(
+        var(&[url, ("VALKEY_CA_BUNDLE", ca)]),
+        Some("VALKEY_CA_BUNDLE"),
+        "roots without TLS"
+    );
+    let not_pem = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    assert_eq!(
+        var(&[tls, ("VALKEY_CA_BUNDLE", not_pem)]),
+        Some("VALKEY_CA_BUNDLE"),
+        "not PEM"
+    );
+}

@@ -8,8 +8,10 @@
 //!
 //! Run locally with `cargo xtask demo` (through `cargo lambda watch`'s Function URL front), or
 //! under `cargo lambda watch` with the variables of `lambda_dedup_runtime::config`, of
-//! `WebhookConfig::from_env` (`WEBHOOK_SCHEME`, `WEBHOOK_SECRETS`, `WEBHOOK_TENANT`,
-//! `INBOX_TABLE`, …); it reads no `DEDUP_MARK_TABLE`: the inbox items are its marks.
+//! `WebhookConfig::load` (`WEBHOOK_SCHEME`, `WEBHOOK_SECRETS_ARN` — the Secrets Manager secret
+//! read at init and again, bounded, on a signature that matches none of its secrets — or, for
+//! local use, `WEBHOOK_SECRETS`; `WEBHOOK_TENANT`, `INBOX_TABLE`, …); it reads no
+//! `DEDUP_MARK_TABLE`: the inbox items are its marks.
 
 use lambda_dedup_runtime::{Dedup, webhook::WebhookConfig};
 
@@ -17,5 +19,5 @@ use lambda_dedup_runtime::{Dedup, webhook::WebhookConfig};
 async fn main() -> Result<(), lambda_http::Error> {
     lambda_dedup_runtime::init_tracing();
     let dedup = Dedup::from_env("webhook-receiver")?.dynamodb().await;
-    lambda_http::run_concurrent(dedup.webhook(WebhookConfig::from_env()?)?).await
+    lambda_http::run_concurrent(dedup.webhook(WebhookConfig::load().await?)?).await
 }

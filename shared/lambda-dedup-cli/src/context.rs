@@ -43,6 +43,8 @@ pub(crate) struct Context {
     pub(crate) settings: Settings,
     pub(crate) store: lambda_dedup_dynamodb::DynamoStore,
     pub(crate) client: lambda_dedup_dynamodb::Client,
+    /// Who the caller is, as AWS authenticated it (the audit of `forget`).
+    sts: aws_sdk_sts::Client,
     pub(crate) json: bool,
     function: String,
     key_spec: Option<String>,
@@ -69,6 +71,7 @@ impl Context {
         let settings = Settings::read(&env, &function)?;
         let conf = settings.sdk_timeouts.sdk_config().await;
         let client = lambda_dedup_dynamodb::Client::from_conf(&conf);
+        let sts = aws_sdk_sts::Client::new(&conf);
         let store = settings.mark_store(client.clone())?;
         let key_spec = f
             .key_spec
@@ -82,11 +85,25 @@ impl Context {
             settings,
             store,
             client,
+            sts,
             json,
             function,
             key_spec,
             flow,
         })
+    }
+
+    /// The caller's ARN, as AWS authenticated the credentials the tool runs with (STS
+    /// `GetCallerIdentity`, which needs no permission): what an audit item names.
+    pub(crate) async fn caller(&self) -> Result<String, Error> {
+        let out =
+            self.sts.get_caller_identity().send().await.map_err(|e| {
+                Error::Identity(aws_sdk_sts::error::DisplayErrorContext(e).to_string())
+            })?;
+        out.arn()
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Identity("no ARN in its answer".into()))
     }
 
     /// The function's deduplicator, as its `main` builds it: its key spec and flow, on the

@@ -83,6 +83,12 @@ pub(crate) enum Error {
         "forget changes the mark table for good: give --yes to confirm (standard input is not a terminal to ask on), or --dry-run to see what it would do"
     )]
     NotConfirmed,
+    /// Who is calling could not be established: an audit item names the caller as AWS
+    /// authenticated it, so nothing is forgotten without it.
+    #[error(
+        "who is calling could not be established (STS GetCallerIdentity: {0}): forget records the caller as AWS authenticated it, so nothing was forgotten"
+    )]
+    Identity(String),
     /// The report could not be rendered.
     #[error("report: {0}")]
     Json(#[from] serde_json::Error),

@@ -1,10 +1,13 @@
 //! Operators' writes and reads of the mark table: removing a mark on purpose ([`DynamoStore::forget`],
 //! always with an audit item) and counting marks for the account (S14, [`count_marks`]).
 //!
-//! An audit item lives in the mark table itself, beside the marks: its `pk` is the forgotten
-//! mark's key followed by `#forgotten#<epoch ms>` (so the consumer is read from it as from a
-//! mark's), its `status` is `FORGOTTEN` (never counted as a mark), it has no TTL (it is kept as
-//! long as the table), and it holds who, when, why and the mark as it was. The account counts
+//! An audit item lives in the mark table, apart from the marks: its `pk` is [`AUDIT_PREFIX`],
+//! the forgotten mark's key and `#forgotten#<epoch ms>`. No namespace starts with `!`, so no
+//! function role's `dynamodb:LeadingKeys` grant (`<namespace>#<consumer>#*`) covers it: a
+//! function can neither forge nor rewrite an audit item, only the operators' own role can write
+//! it. Its `status` is `FORGOTTEN` (never counted as a mark), it has no TTL (it is kept as long
+//! as the table), and it holds the caller's identity as AWS names it (STS `GetCallerIdentity`),
+//! the operator's own note (`--by`), when, why and the mark as it was. The account counts
 //! the audit items of completed marks per consumer: marks = applied − purged − forgotten.
 
 use std::collections::BTreeMap;
@@ -20,10 +23,15 @@ use crate::{Client, DynamoStore};
 
 /// The `status` of an audit item of a forgotten mark.
 pub const FORGOTTEN: &str = "FORGOTTEN";
+/// How an audit item's `pk` starts: outside every namespace (a namespace is letters, digits,
+/// `.`, `_` and `-`), so outside every function role's `dynamodb:LeadingKeys`.
+pub const AUDIT_PREFIX: &str = "!audit#";
 /// Audit item attributes.
 pub mod audit_attr {
-    /// Who forgot the mark (the operator's name, as given).
+    /// The operator's own note of who asked (`--by`, or `$USER`): not proof of anything.
     pub const BY: &str = "forgotten_by";
+    /// Who forgot the mark, as AWS authenticated the caller (STS `GetCallerIdentity`'s ARN).
+    pub const CALLER: &str = "forgotten_by_caller";
     /// Why.
     pub const REASON: &str = "reason";
     /// When (epoch milliseconds).
@@ -41,8 +49,10 @@ pub mod audit_attr {
 pub struct ForgetRequest<'a> {
     /// The mark's key.
     pub key: &'a DedupKey,
-    /// Who asks (e.g. the operator's user name).
+    /// Who asks, as the operator says (e.g. a user name): a note.
     pub by: &'a str,
+    /// Who asks, as AWS authenticated the caller: STS `GetCallerIdentity`'s ARN.
+    pub caller: &'a str,
     /// Why.
     pub reason: &'a str,
     /// Remove it even while a claim's lease is live.
@@ -85,6 +95,15 @@ fn mark_json(m: &Mark) -> String {
     .to_string()
 }
 
+/// The `pk` of the audit item of `key` forgotten at `now` (see the module docs).
+pub fn audit_key(key: &DedupKey, now: std::time::SystemTime) -> String {
+    format!(
+        "{AUDIT_PREFIX}{}#forgotten#{}",
+        key.as_str(),
+        epoch_millis(now)
+    )
+}
+
 impl DynamoStore {
     /// Removes the mark of `request.key` on purpose, so the event can be applied again, and
     /// records it: one transaction deletes the mark (conditioned on it being as read) and puts
@@ -97,7 +116,7 @@ impl DynamoStore {
         if mark.lease_is_live(now) && !request.force {
             return Ok(Forgotten::LiveLease(Box::new(mark)));
         }
-        let audit_key = format!("{}#forgotten#{}", mark.key.as_str(), epoch_millis(now));
+        let audit_key = audit_key(&mark.key, now);
         let mut condition = "#s = :s".to_owned();
         let mut delete = Delete::builder()
             .table_name(self.table())
@@ -125,6 +144,7 @@ impl DynamoStore {
             .item(attr::PK, s(&audit_key))
             .item(attr::STATUS, s(FORGOTTEN))
             .item(audit_attr::BY, s(request.by))
+            .item(audit_attr::CALLER, s(request.caller))
             .item(audit_attr::REASON, s(request.reason))
             .item(audit_attr::AT, ms(now))
             .item(audit_attr::MARK_KEY, s(mark.key.as_str()))
@@ -196,7 +216,8 @@ pub async fn count_marks(
                 counts.entry(consumer.to_owned()).or_default().completed += 1;
                 continue;
             }
-            let Some(consumer) = get(attr::PK).and_then(|pk| pk.split('#').nth(1)) else {
+            let pk = get(attr::PK).map(|pk| pk.strip_prefix(AUDIT_PREFIX).unwrap_or(pk));
+            let Some(consumer) = pk.and_then(|pk| pk.split('#').nth(1)) else {
                 continue;
             };
             let completed = MarkStatus::Completed.as_str();

@@ -34,7 +34,7 @@ mod store;
 
 pub use client::{Attributes, Client, write_effects};
 pub use error::{Error, FaultKind};
-pub use forget::{ForgetRequest, Forgotten, MarkCounts, count_marks};
+pub use forget::{AUDIT_PREFIX, ForgetRequest, Forgotten, MarkCounts, audit_key, count_marks};
 pub use items::DynamoItems;
 pub use lambda_dedup::CommitRequest;
 pub use store::{DEFAULT_LEASE, DEFAULT_MAX_RESULT_BYTES, DynamoStore, MAX_EFFECTS};

@@ -69,7 +69,9 @@
 //! | variable | meaning | default |
 //! | --- | --- | --- |
 //! | `WEBHOOK_SCHEME` | how the sender signs ([`Scheme`](lambda_dedup::signature::Scheme)): `standard-webhooks` (also under Svix's `svix-*` names), `stripe`, `github`, `shopify` or `slack`; anything else is refused at start | `standard-webhooks` |
-//! | `WEBHOOK_SECRETS` | the sender's secrets, comma-separated, as the sender writes them: `whsec_<base64>` (Standard Webhooks: the key is the decoded bytes) or Stripe's `whsec_…` (the string's bytes), or GitHub's, Shopify's and Slack's secret as they show it (its bytes); each key 16 bytes or more; all accepted (rotation) | required |
+//! | `WEBHOOK_SECRETS` | the sender's secrets, comma-separated, as the sender writes them: `whsec_<base64>` (Standard Webhooks: the key is the decoded bytes) or Stripe's `whsec_…` (the string's bytes), or GitHub's, Shopify's and Slack's secret as they show it (its bytes); each key 16 bytes or more; all accepted (rotation); for local use: refused beside `WEBHOOK_SECRETS_ARN` | required, unless `WEBHOOK_SECRETS_ARN` |
+//! | `WEBHOOK_SECRETS_ARN` | the Secrets Manager secret (ARN, or name) whose text is the secrets as `WEBHOOK_SECRETS` writes them, read at init by `WebhookConfig::load` (feature `secrets-manager`); a secret missing, unreadable or not text refuses the start (`SettingsError::Secret`) | unset |
+//! | `WEBHOOK_SECRETS_REFRESH_SECONDS` | the least time between two reads of that secret after init: a signature matching none of the secrets held reads it again (a rotation, no deploy) at most this often, however many fail; 1 to 3600 | 30 |
 //! | `WEBHOOK_TOLERANCE_SECONDS` | how far a signature's timestamp may be from now, either way: 1 to 3600 (an hour, [`MAX_TOLERANCE`](lambda_dedup::signature::MAX_TOLERANCE)), anything else refused at start; not applied to GitHub and Shopify, which sign no time | 300 |
 //! | `WEBHOOK_ID_FROM` | the event's identity, always covered by the signature: `header:webhook-id` (Standard Webhooks' signed id; `header:svix-id` is the same) or `json:</pointer>` into the signed body; any other header is refused (GitHub's and Shopify's id headers are unsigned) | `header:webhook-id`; Stripe: `json:/id` (the event's `evt_…`); Slack: `json:/event_id`; GitHub, Shopify: none, it must be set |
 //! | `WEBHOOK_TENANT` | the sender (the keys' tenant) | required |
@@ -96,6 +98,10 @@
 //! | `PG_TLS` | `disabled`: plain TCP, for a server on loopback only; any other value is refused | one of the two is required |
 //! | `VALKEY_URL` | `Dedup::valkey`: the server, `redis://[user:password@]host:port[/db]`; never shown | required |
 //! | `VALKEY_KEY_PREFIX` | the prefix of the mark keys | the store's own |
+//! | `VALKEY_HASH_TAG` | Valkey Cluster: `none`, `event` (one slot per event: `{<dedup key>}`) or `fixed:<tag>` (one slot for every mark and effect); any other form refused | `none` |
+//! | `VALKEY_REPLICAS` | how many replicas acknowledge each write (`WAIT n timeout`); a write they do not acknowledge in time is a retry | 0 (no wait) |
+//! | `VALKEY_REPLICAS_TIMEOUT_MS` | how long a write waits for them: 1 to 4000 (the store's `WAIT_LIMIT`), only with `VALKEY_REPLICAS`, and never past the claim's deadline | 500 |
+//! | `VALKEY_CA_BUNDLE` | a PEM file of the certificate authorities a `rediss://` server is verified with, in place of the system's roots (a private CA); refused with `redis://` or unreadable | the system's roots |
 //!
 //! # A relay ([`RelayConfig`]: `intent-relay`, the inbox's forwarder)
 //! Each relay names its table and the prefix of its own two variables ([`RelayVars`]):
@@ -122,9 +128,14 @@ mod http;
 mod keys;
 mod margin;
 mod queues;
+#[cfg(feature = "secrets-manager")]
+mod refresh_gate;
 mod relay;
+#[cfg(feature = "secrets-manager")]
+mod rotation;
 mod rule;
 mod sdk;
+mod secret;
 mod settings;
 mod stores;
 mod webhook;
@@ -141,18 +152,28 @@ pub use http::{
 pub use keys::{KeySpecTextError, cloudevents_key_spec};
 pub use margin::{MARGIN_VAR, deadline_margin_in};
 pub use queues::{PARKING_QUEUE_VAR, RECONCILIATION_QUEUE_VAR, SideQueues};
+#[cfg(feature = "secrets-manager")]
+pub use refresh_gate::RefreshGate;
 pub use relay::{RelayConfig, RelayVars};
+#[cfg(feature = "secrets-manager")]
+pub use rotation::SecretRotation;
 pub use rule::SettingRule;
 pub use sdk::{ATTEMPT_TIMEOUT_VAR, OPERATION_TIMEOUT_VAR, SdkTimeouts};
+pub use secret::SecretError;
+#[cfg(feature = "secrets-manager")]
+pub use secret::SecretsManagerSecret;
 pub use settings::{
     DLQ_RETENTION_VAR, MARK_TABLE_VAR, MAX_RECEIVE_COUNT_VAR, QUEUE_RETENTION_VAR, Settings,
     SettingsError, VISIBILITY_TIMEOUT_VAR, provider_timeout, provider_timeout_in,
 };
 pub use stores::{
-    PG_CA_BUNDLE_VAR, PG_TLS_VAR, PG_URL_VAR, PgConfig, PgTls, VALKEY_PREFIX_VAR, VALKEY_URL_VAR,
-    ValkeyConfig,
+    DEFAULT_VALKEY_REPLICAS_TIMEOUT_MS, MAX_VALKEY_REPLICAS_TIMEOUT_MS, PG_CA_BUNDLE_VAR,
+    PG_TLS_VAR, PG_URL_VAR, PgConfig, PgTls, VALKEY_CA_BUNDLE_VAR, VALKEY_HASH_TAG_VAR,
+    VALKEY_PREFIX_VAR, VALKEY_REPLICAS_TIMEOUT_VAR, VALKEY_REPLICAS_VAR, VALKEY_URL_VAR,
+    ValkeyConfig, ValkeyHashTag,
 };
 pub use webhook::{
-    DEFAULT_INBOX_RETENTION_SECS, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOLERANCE_SECS, IdentityFrom,
-    MIN_INBOX_RETENTION, WebhookConfig,
+    DEFAULT_INBOX_RETENTION_SECS, DEFAULT_MAX_BODY_BYTES, DEFAULT_SECRETS_REFRESH_SECS,
+    DEFAULT_TOLERANCE_SECS, IdentityFrom, MAX_SECRETS_REFRESH_SECS, MIN_INBOX_RETENTION,
+    SECRETS_ARN_VAR, SECRETS_REFRESH_VAR, SECRETS_VAR, WebhookConfig,
 };

@@ -358,6 +358,12 @@ impl<S> Dedup<S> {
         &self.settings
     }
 
+    /// The marks' store the builder holds, as its settings made it (a Valkey store's key
+    /// layout, a PostgreSQL store's options): for a check at start or in a test.
+    pub fn marks(&self) -> &S {
+        &self.store
+    }
+
     /// The environment the settings were read from.
     #[cfg(any(feature = "postgres", feature = "valkey", feature = "inbox", test))]
     pub(crate) fn env(&self) -> &Env {

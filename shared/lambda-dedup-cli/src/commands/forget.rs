@@ -19,7 +19,8 @@ pub(crate) struct ForgetArgs {
     /// Why (recorded in the audit item).
     #[arg(long)]
     reason: String,
-    /// Who asks (recorded); default: `$USER`.
+    /// A note of who asks (recorded beside the caller's identity, which AWS gives:
+    /// STS `GetCallerIdentity`); default: `$USER`.
     #[arg(long)]
     by: Option<String>,
     /// Remove it even while a claim's lease is live (the holder may be calling out now).
@@ -122,11 +123,13 @@ pub(crate) async fn run(ctx: &Context, args: &ForgetArgs) -> Result<i32, Error> 
             return Ok(1);
         }
     }
+    let caller = ctx.caller().await?;
     let forgotten = ctx
         .store
         .forget(ForgetRequest {
             key: &key,
             by: &by,
+            caller: &caller,
             reason: &args.reason,
             force: args.force,
         })
@@ -135,12 +138,12 @@ pub(crate) async fn run(ctx: &Context, args: &ForgetArgs) -> Result<i32, Error> 
         Forgotten::Removed { mark, audit_key } => (
             0,
             format!(
-                "forgotten: {} ({}), recorded as {audit_key} by {by}; warm containers see it gone within {} s (DEDUP_CACHE_SECONDS): a delivery of the event after that is applied",
+                "forgotten: {} ({}), recorded as {audit_key} by {caller} ({by}); warm containers see it gone within {} s (DEDUP_CACHE_SECONDS): a delivery of the event after that is applied",
                 key.as_str(),
                 mark.status.as_str(),
                 cache_seconds
             ),
-            json!({"forgotten": true, "mark": mark_json(mark, now), "audit_key": audit_key, "by": by,
+            json!({"forgotten": true, "mark": mark_json(mark, now), "audit_key": audit_key, "by": by, "caller": caller,
                    "effective_after_seconds": cache_seconds}),
         ),
         Forgotten::NoMark => (

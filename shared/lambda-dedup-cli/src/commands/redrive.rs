@@ -311,17 +311,21 @@ impl Redrive<'_> {
     async fn forget_accepted(&mut self, row: &mut Value, key: Option<&DedupKey>) {
         let outcome = match key {
             None => Err("a conflict without a key".to_owned()),
-            Some(key) => self
-                .ctx
-                .store
-                .forget(ForgetRequest {
-                    key,
-                    by: &operator(None),
-                    reason: self.args.reason.as_deref().unwrap_or_default(),
-                    force: false,
-                })
-                .await
-                .map_err(|e| e.to_string()),
+            Some(key) => match self.ctx.caller().await {
+                Err(e) => Err(e.to_string()),
+                Ok(caller) => self
+                    .ctx
+                    .store
+                    .forget(ForgetRequest {
+                        key,
+                        by: &operator(None),
+                        caller: &caller,
+                        reason: self.args.reason.as_deref().unwrap_or_default(),
+                        force: false,
+                    })
+                    .await
+                    .map_err(|e| e.to_string()),
+            },
         };
         let not_forgotten = match outcome {
             Ok(Forgotten::Removed { .. }) => return,

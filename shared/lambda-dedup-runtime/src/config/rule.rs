@@ -89,6 +89,19 @@ pub enum SettingRule {
         /// What would happen without it.
         why: &'static str,
     },
+    /// Set beside `other`, which gives the same thing another way (`why`).
+    BothSet {
+        /// The other variable.
+        other: &'static str,
+        /// Why only one may be set.
+        why: &'static str,
+    },
+    /// It names a secret that only the asynchronous load reads at init (with the runtime's
+    /// feature `feature`); the synchronous reading of the settings calls no AWS service.
+    ReadAtInit {
+        /// The runtime's feature.
+        feature: &'static str,
+    },
     /// The variable is no longer read: `instead` is (its value's meaning, `why`).
     Retired {
         /// The variable to set instead.
@@ -191,6 +204,15 @@ impl fmt::Display for Shown<'_> {
                  (json:</pointer>)"
             ),
             SettingRule::Malformed(reason) => write!(f, "{var}: {reason}"),
+            SettingRule::BothSet { other, why: w } => {
+                write!(f, "{var} and {other} are both set")?;
+                why(f, w)
+            }
+            SettingRule::ReadAtInit { feature } => write!(
+                f,
+                "{var} names a Secrets Manager secret, which WebhookConfig::load reads at init \
+                 (lambda-dedup-runtime's feature {feature}); this reading calls no AWS service"
+            ),
             SettingRule::NotInThisBuild { feature, why: w } => {
                 write!(
                     f,

@@ -72,7 +72,11 @@ impl SdkTimeouts {
     /// The AWS SDK configuration every client of the functions is built from: the environment,
     /// as every AWS SDK reads it (region, credentials, `AWS_ENDPOINT_URL_*`), with these
     /// timeouts on top.
-    #[cfg(any(feature = "dynamodb", feature = "sqs-client"))]
+    #[cfg(any(
+        feature = "dynamodb",
+        feature = "sqs-client",
+        feature = "secrets-manager"
+    ))]
     pub async fn sdk_config(&self) -> aws_config::SdkConfig {
         let timeouts = aws_config::timeout::TimeoutConfig::builder()
             .operation_timeout(self.operation)

@@ -51,6 +51,14 @@ pub enum SettingsError {
         /// The rule its value breaks.
         rule: SettingRule,
     },
+    /// The secret a variable names could not be read at init (missing, not readable, not text).
+    #[error("refusing to start: {var}: {error}")]
+    Secret {
+        /// The variable naming the secret.
+        var: &'static str,
+        /// Why it could not be read.
+        error: super::SecretError,
+    },
 }
 
 impl SettingsError {

@@ -1,9 +1,12 @@
 //! Where the marks are when not in DynamoDB: the PostgreSQL server ([`PgConfig`], feature
 //! `postgres`: `DATABASE_URL`, `PG_CA_BUNDLE`, `PG_TLS`) and the Valkey server
-//! ([`ValkeyConfig`], feature `valkey`: `VALKEY_URL`, `VALKEY_KEY_PREFIX`). The stores are built
+//! ([`ValkeyConfig`], feature `valkey`: `VALKEY_URL`, `VALKEY_KEY_PREFIX`, `VALKEY_HASH_TAG`,
+//! `VALKEY_REPLICAS`, `VALKEY_REPLICAS_TIMEOUT_MS`, `VALKEY_CA_BUNDLE`). The stores are built
 //! from them by `Dedup::postgres` and `Dedup::valkey`.
 
-use super::env::{Lookup, required_in};
+use std::time::Duration;
+
+use super::env::{Lookup, optional_in, required_in};
 use super::{SettingRule, SettingsError};
 
 /// The PostgreSQL server: `postgresql://user:password@host:5432/db` (RDS Proxy's endpoint works
@@ -18,6 +21,53 @@ pub const PG_TLS_VAR: &str = "PG_TLS";
 pub const VALKEY_URL_VAR: &str = "VALKEY_URL";
 /// The prefix of the mark keys in Valkey.
 pub const VALKEY_PREFIX_VAR: &str = "VALKEY_KEY_PREFIX";
+/// Valkey Cluster's hash tag in the mark keys: `none`, `event` or `fixed:<tag>`.
+pub const VALKEY_HASH_TAG_VAR: &str = "VALKEY_HASH_TAG";
+/// How many replicas acknowledge each write (`WAIT n timeout`); 0, the default: none.
+pub const VALKEY_REPLICAS_VAR: &str = "VALKEY_REPLICAS";
+/// How long a write waits for those replicas, milliseconds.
+pub const VALKEY_REPLICAS_TIMEOUT_VAR: &str = "VALKEY_REPLICAS_TIMEOUT_MS";
+/// A PEM file of the certificate authorities a `rediss://` server is verified with, in place of
+/// the system's roots (a private CA).
+pub const VALKEY_CA_BUNDLE_VAR: &str = "VALKEY_CA_BUNDLE";
+/// The default of [`VALKEY_REPLICAS_TIMEOUT_VAR`]: 500 ms.
+pub const DEFAULT_VALKEY_REPLICAS_TIMEOUT_MS: u64 = 500;
+/// The most [`VALKEY_REPLICAS_TIMEOUT_VAR`] may be: the store's `WAIT_LIMIT` (4 s, under the
+/// client's limit on a reply, so the server's count arrives before the client gives up).
+pub const MAX_VALKEY_REPLICAS_TIMEOUT_MS: u64 = 4_000;
+
+/// Where the mark keys carry a hash tag, for Valkey Cluster (`VALKEY_HASH_TAG`), as the store's
+/// `HashTag` says.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ValkeyHashTag {
+    /// `none` (or unset): no tag, a single server or a primary with replicas.
+    #[default]
+    None,
+    /// `event`: one slot per event (`{<dedup key>}`).
+    Event,
+    /// `fixed:<tag>`: one slot for every mark and effect (`{<tag>}`).
+    Fixed(String),
+}
+
+impl std::str::FromStr for ValkeyHashTag {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "" | "none" => Ok(Self::None),
+            "event" => Ok(Self::Event),
+            other => match other.strip_prefix("fixed:") {
+                Some(tag) if !tag.is_empty() && !tag.contains(['{', '}']) => {
+                    Ok(Self::Fixed(tag.to_owned()))
+                }
+                Some(_) => Err("a fixed hash tag is not empty and has no `{` or `}`".into()),
+                None => Err(format!(
+                    "'{other}' is none of `none`, `event` or `fixed:<tag>`"
+                )),
+            },
+        }
+    }
+}
 
 /// How the PostgreSQL server is reached over the network.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +136,13 @@ pub struct ValkeyConfig {
     pub url: String,
     /// The prefix of the mark keys, when not the store's default.
     pub prefix: Option<String>,
+    /// The hash tag of the mark keys (Valkey Cluster).
+    pub hash_tag: ValkeyHashTag,
+    /// How many replicas must acknowledge each write, and for how long it waits; `None`: no
+    /// wait.
+    pub replicas: Option<(usize, Duration)>,
+    /// The PEM file of the roots a `rediss://` server is verified with, when not the system's.
+    pub ca_bundle: Option<String>,
 }
 
 impl std::fmt::Debug for ValkeyConfig {
@@ -93,17 +150,58 @@ impl std::fmt::Debug for ValkeyConfig {
         f.debug_struct("ValkeyConfig")
             .field("url", &"(not shown)")
             .field("prefix", &self.prefix)
+            .field("hash_tag", &self.hash_tag)
+            .field("replicas", &self.replicas)
+            .field("ca_bundle", &self.ca_bundle)
             .finish()
     }
 }
 
 impl ValkeyConfig {
-    /// The server `env` names: `VALKEY_URL` (required) and `VALKEY_KEY_PREFIX` (an empty one is
-    /// unset).
+    /// The server `env` names: `VALKEY_URL` (required), `VALKEY_KEY_PREFIX` (an empty one is
+    /// unset), `VALKEY_HASH_TAG` (`none`, `event`, `fixed:<tag>`), `VALKEY_REPLICAS` (0) with
+    /// `VALKEY_REPLICAS_TIMEOUT_MS` (500; 1 to 4000, and only with replicas) and
+    /// `VALKEY_CA_BUNDLE`. Refuses, naming the variable, a tag in no such form, a timeout of 0,
+    /// over 4 s or without replicas.
     pub fn read(env: Lookup<'_>) -> Result<Self, SettingsError> {
+        let hash_tag = env
+            .get(VALKEY_HASH_TAG_VAR)
+            .unwrap_or_default()
+            .parse()
+            .map_err(|e| SettingsError::refused(VALKEY_HASH_TAG_VAR, SettingRule::Malformed(e)))?;
+        let replicas: usize = optional_in(env, VALKEY_REPLICAS_VAR, 0)?;
+        let timeout_set = env
+            .get(VALKEY_REPLICAS_TIMEOUT_VAR)
+            .is_some_and(|v| !v.trim().is_empty());
+        let timeout_ms = optional_in(
+            env,
+            VALKEY_REPLICAS_TIMEOUT_VAR,
+            DEFAULT_VALKEY_REPLICAS_TIMEOUT_MS,
+        )?;
+        let refused = |rule| Err(SettingsError::refused(VALKEY_REPLICAS_TIMEOUT_VAR, rule));
+        if timeout_ms == 0 {
+            return refused(SettingRule::Zero);
+        }
+        if timeout_ms > MAX_VALKEY_REPLICAS_TIMEOUT_MS {
+            return refused(SettingRule::AboveMaximum {
+                value: timeout_ms,
+                max: MAX_VALKEY_REPLICAS_TIMEOUT_MS,
+                why: "WAIT holds the connection that long, and the client gives up on a reply after 5 s",
+            });
+        }
+        if timeout_set && replicas == 0 {
+            return refused(SettingRule::Malformed(format!(
+                "set without {VALKEY_REPLICAS_VAR}: a write would wait for no replica"
+            )));
+        }
         Ok(Self {
             url: required_in(env, VALKEY_URL_VAR)?,
             prefix: env.get(VALKEY_PREFIX_VAR).filter(|p| !p.is_empty()),
+            hash_tag,
+            replicas: (replicas > 0).then(|| (replicas, Duration::from_millis(timeout_ms))),
+            ca_bundle: env
+                .get(VALKEY_CA_BUNDLE_VAR)
+                .filter(|p| !p.trim().is_empty()),
         })
     }
 }
@@ -149,5 +247,89 @@ mod tests {
         .expect("valkey");
         assert_eq!(v.prefix, None);
         assert!(!format!("{v:?}").contains("secret"));
+        assert_eq!(
+            (v.hash_tag, v.replicas, v.ca_bundle),
+            (ValkeyHashTag::None, None, None)
+        );
+    }
+
+    /// The hash tag, the replicas' wait and the private roots as the variables write them; a
+    /// tag in no such form, a wait of zero, over the store's limit, or without replicas are
+    /// refused, naming the variable.
+    #[test]
+    fn valkey_cluster_replicas_and_tls_roots_are_read_and_bad_values_refused() {
+        let url = (VALKEY_URL_VAR, "rediss://v:6379");
+        let vk = |pairs: &[(&str, &str)]| {
+            ValkeyConfig::read(&Env::from_pairs([url].iter().chain(pairs).copied()))
+        };
+        for (text, tag) in [
+            ("none", ValkeyHashTag::None),
+            ("event", ValkeyHashTag::Event),
+            ("fixed:ledger", ValkeyHashTag::Fixed("ledger".into())),
+        ] {
+            assert_eq!(
+                vk(&[(VALKEY_HASH_TAG_VAR, text)]).map(|c| c.hash_tag),
+                Ok(tag)
+            );
+        }
+        for bad in ["events", "fixed:", "fixed:{x}", "Fixed:x"] {
+            assert!(
+                matches!(
+                    vk(&[(VALKEY_HASH_TAG_VAR, bad)]),
+                    Err(SettingsError::Refused {
+                        var: VALKEY_HASH_TAG_VAR,
+                        rule: SettingRule::Malformed(_)
+                    })
+                ),
+                "{bad}"
+            );
+        }
+        let two = vk(&[
+            (VALKEY_REPLICAS_VAR, "2"),
+            (VALKEY_REPLICAS_TIMEOUT_VAR, "250"),
+        ]);
+        assert_eq!(
+            two.map(|c| c.replicas),
+            Ok(Some((2, Duration::from_millis(250))))
+        );
+        assert_eq!(
+            vk(&[(VALKEY_REPLICAS_VAR, "1")]).map(|c| c.replicas),
+            Ok(Some((
+                1,
+                Duration::from_millis(DEFAULT_VALKEY_REPLICAS_TIMEOUT_MS)
+            )))
+        );
+        for (pairs, zero) in [
+            (
+                &[
+                    (VALKEY_REPLICAS_VAR, "1"),
+                    (VALKEY_REPLICAS_TIMEOUT_VAR, "0"),
+                ][..],
+                true,
+            ),
+            (
+                &[
+                    (VALKEY_REPLICAS_VAR, "1"),
+                    (VALKEY_REPLICAS_TIMEOUT_VAR, "4001"),
+                ][..],
+                false,
+            ),
+            (&[(VALKEY_REPLICAS_TIMEOUT_VAR, "100")][..], false),
+        ] {
+            assert!(
+                matches!(&vk(pairs), Err(SettingsError::Refused { var: VALKEY_REPLICAS_TIMEOUT_VAR, rule })
+                    if matches!(rule, SettingRule::Zero) == zero),
+                "{pairs:?}: {:?}",
+                vk(pairs)
+            );
+        }
+        assert!(matches!(
+            vk(&[(VALKEY_REPLICAS_VAR, "two")]),
+            Err(SettingsError::Invalid { name, .. }) if name == VALKEY_REPLICAS_VAR
+        ));
+        assert_eq!(
+            vk(&[(VALKEY_CA_BUNDLE_VAR, "/etc/ca.pem")]).map(|c| c.ca_bundle),
+            Ok(Some("/etc/ca.pem".into()))
+        );
     }
 }

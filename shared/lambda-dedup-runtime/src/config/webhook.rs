@@ -12,7 +12,40 @@ use lambda_dedup::signature::{
 use lambda_dedup::{FingerprintSource, IdentitySource, KeySpec, Scope, TenantSource};
 
 use super::env::{Env, Lookup, optional_in, required_in};
+use super::secret::secrets_in;
 use super::{SettingRule, SettingsError};
+
+/// The secret `WEBHOOK_SECRETS_ARN` names, if set.
+fn secret_id(env: Lookup<'_>) -> Option<String> {
+    env.get(SECRETS_ARN_VAR).filter(|v| !v.trim().is_empty())
+}
+
+/// `rule`, or [`SettingRule::BothSet`] when `WEBHOOK_SECRETS` is set beside
+/// `WEBHOOK_SECRETS_ARN`: which of the two holds the secrets would be ambiguous.
+fn both_or(env: Lookup<'_>, rule: SettingRule) -> SettingRule {
+    match env.get(SECRETS_VAR) {
+        Some(v) if !v.trim().is_empty() => SettingRule::BothSet {
+            other: SECRETS_VAR,
+            why: "the secrets come from Secrets Manager or from the variable, never both",
+        },
+        _ => rule,
+    }
+}
+
+/// The variable holding the secrets themselves, comma-separated (local use; refused beside
+/// [`SECRETS_ARN_VAR`]).
+pub const SECRETS_VAR: &str = "WEBHOOK_SECRETS";
+/// The variable naming the Secrets Manager secret whose text is the secrets (as
+/// [`SECRETS_VAR`] is written), read by [`WebhookConfig::load`] at init (feature `secrets-manager`).
+pub const SECRETS_ARN_VAR: &str = "WEBHOOK_SECRETS_ARN";
+/// The least time between two reads of that secret after init, seconds: a signature that
+/// matches no secret held reads it again (a rotation) at most this often.
+pub const SECRETS_REFRESH_VAR: &str = "WEBHOOK_SECRETS_REFRESH_SECONDS";
+/// The default of [`SECRETS_REFRESH_VAR`]: 30 s.
+pub const DEFAULT_SECRETS_REFRESH_SECS: u64 = 30;
+/// The most [`SECRETS_REFRESH_VAR`] may be: an hour (a rotated secret refused longer than a
+/// sender retries within would lose deliveries to its retry horizon).
+pub const MAX_SECRETS_REFRESH_SECS: u64 = 3600;
 
 /// The default largest body: 256 KiB, well inside a DynamoDB item and an SQS message.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 256 * 1024;
@@ -108,6 +141,10 @@ pub struct WebhookConfig {
     pub inbox_table: String,
     /// How long an inbox item is kept (its `expires_at`, for the table's TTL).
     pub inbox_retention: Duration,
+    /// The secret the verifier's secrets were read from, read again on a mismatch (bounded):
+    /// set by [`load`](Self::load) from `WEBHOOK_SECRETS_ARN`.
+    #[cfg(feature = "secrets-manager")]
+    pub(crate) rotation: Option<std::sync::Arc<super::rotation::SecretRotation>>,
 }
 
 /// The shortest inbox retention accepted: the longest retry horizon of the senders offered
@@ -129,8 +166,85 @@ impl WebhookConfig {
         Self::read(&Env::process())
     }
 
-    /// The configuration in `env` (see [`from_env`](Self::from_env)).
+    /// The configuration in `env` (see [`from_env`](Self::from_env)), its secrets in
+    /// `WEBHOOK_SECRETS`. Refuses `WEBHOOK_SECRETS_ARN`, which only [`load`](Self::load) reads.
     pub fn read(env: Lookup<'_>) -> Result<Self, SettingsError> {
+        if secret_id(env).is_some() {
+            return Err(SettingsError::refused(
+                SECRETS_ARN_VAR,
+                both_or(
+                    env,
+                    SettingRule::ReadAtInit {
+                        feature: "secrets-manager",
+                    },
+                ),
+            ));
+        }
+        Self::read_with(env, &required_in(env, SECRETS_VAR)?, SECRETS_VAR)
+    }
+
+    /// The configuration `main` reads: [`from_env`](Self::from_env)'s, its secrets read from
+    /// Secrets Manager when `WEBHOOK_SECRETS_ARN` names a secret (the function's AWS SDK
+    /// configuration), and read again on a signature that matches none of them, at most once per
+    /// `WEBHOOK_SECRETS_REFRESH_SECONDS`. A secret that cannot be read refuses the start.
+    #[cfg(feature = "secrets-manager")]
+    pub async fn load() -> Result<Self, SettingsError> {
+        let env = Env::process();
+        if secret_id(&env).is_none() {
+            return Self::read(&env);
+        }
+        let sdk = super::SdkTimeouts::read(&env)?.sdk_config().await;
+        Self::load_in(&env, aws_sdk_secretsmanager::Client::new(&sdk)).await
+    }
+
+    /// [`load`](Self::load) from `env`, reading the secret through `client`.
+    #[cfg(feature = "secrets-manager")]
+    pub async fn load_in(
+        env: Lookup<'_>,
+        client: aws_sdk_secretsmanager::Client,
+    ) -> Result<Self, SettingsError> {
+        let Some(id) = secret_id(env) else {
+            return Self::read(env);
+        };
+        if let rule @ SettingRule::BothSet { .. } = both_or(env, SettingRule::Zero) {
+            return Err(SettingsError::refused(SECRETS_ARN_VAR, rule));
+        }
+        let every = optional_in(env, SECRETS_REFRESH_VAR, DEFAULT_SECRETS_REFRESH_SECS)?;
+        if every == 0 {
+            return Err(SettingsError::refused(
+                SECRETS_REFRESH_VAR,
+                SettingRule::Zero,
+            ));
+        }
+        if every > MAX_SECRETS_REFRESH_SECS {
+            return Err(SettingsError::refused(
+                SECRETS_REFRESH_VAR,
+                SettingRule::AboveMaximum {
+                    value: every,
+                    max: MAX_SECRETS_REFRESH_SECS,
+                    why: "a rotated secret would be refused for that long",
+                },
+            ));
+        }
+        let secret = super::secret::SecretsManagerSecret::new(client, &id);
+        let text = secret
+            .fetch()
+            .await
+            .map_err(|error| SettingsError::Secret {
+                var: SECRETS_ARN_VAR,
+                error,
+            })?;
+        let mut config = Self::read_with(env, &text, SECRETS_ARN_VAR)?;
+        config.rotation = Some(std::sync::Arc::new(super::rotation::SecretRotation::new(
+            secret,
+            config.verifier.clone(),
+            Duration::from_secs(every),
+        )));
+        Ok(config)
+    }
+
+    /// The configuration in `env` with the secrets in `text` (comma-separated), read from `from`.
+    fn read_with(env: Lookup<'_>, text: &str, from: &'static str) -> Result<Self, SettingsError> {
         let scheme = match env.get("WEBHOOK_SCHEME").filter(|v| !v.trim().is_empty()) {
             None => Scheme::default(),
             Some(v) => v
@@ -139,12 +253,7 @@ impl WebhookConfig {
                     SettingsError::refused("WEBHOOK_SCHEME", SettingRule::Malformed(e.to_string()))
                 })?,
         };
-        let secrets: Vec<String> = required_in(env, "WEBHOOK_SECRETS")?
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-            .collect();
+        let secrets = secrets_in(text);
         let tolerance = Duration::from_secs(optional_in(
             env,
             "WEBHOOK_TOLERANCE_SECONDS",
@@ -164,7 +273,7 @@ impl WebhookConfig {
                     },
                 ),
                 VerifierError::NoSecret | VerifierError::BadSecret { .. } => {
-                    SettingsError::refused("WEBHOOK_SECRETS", SettingRule::Malformed(e.to_string()))
+                    SettingsError::refused(from, SettingRule::Malformed(e.to_string()))
                 }
             }
         })?;
@@ -219,7 +328,27 @@ impl WebhookConfig {
             max_body_bytes,
             inbox_table: required_in(env, "INBOX_TABLE")?,
             inbox_retention,
+            #[cfg(feature = "secrets-manager")]
+            rotation: None,
         })
+    }
+
+    /// The verifier's answer on a request: with the secrets held, and, when they came from
+    /// Secrets Manager and none matches, with the secret read again (bounded).
+    #[cfg(any(feature = "webhook", test))]
+    pub(crate) async fn verify<'h>(
+        &self,
+        headers: &(
+             dyn Fn(&str) -> Result<Option<&'h str>, lambda_dedup::signature::SignatureError> + Sync
+         ),
+        body: &[u8],
+        now: std::time::SystemTime,
+    ) -> Result<(), lambda_dedup::signature::SignatureError> {
+        #[cfg(feature = "secrets-manager")]
+        if let Some(rotation) = &self.rotation {
+            return rotation.verify(headers, body, now).await;
+        }
+        self.verifier.verify(headers, body, now)
     }
 
     /// The key spec: the declared identity within the sender (tenant) and the function's scope,

@@ -119,7 +119,7 @@ impl Receiver {
                 }
             }
         };
-        if let Err(e) = self.config.verifier.verify(&header, body, now) {
+        if let Err(e) = self.config.verify(&header, body, now).await {
             tracing::warn!(request_id, code = e.code(), reason = %e, "webhook refused: signature");
             return Answer::error(401, "Unauthorized", e.code(), "the signature is not valid");
         }

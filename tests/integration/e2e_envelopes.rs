@@ -206,7 +206,8 @@ async fn dead_lettered(var: &str, run: &str, want: usize) -> Vec<(String, String
     found.into_inner().expect("lock")
 }
 
-/// The rejection code `ledger-fanout` logged for the SQS message `id` (its `code=` field).
+/// The rejection code `ledger-fanout` logged for the SQS message `id` (its `code=` field, quoted
+/// as tracing writes a string).
 fn logged_code(id: &str) -> Option<String> {
     let log = std::fs::read_to_string(super::e2e::env("DEDUP_FUNCTIONS_LOG")).ok()?;
     let needle = format!("message_id={id} ");
@@ -217,7 +218,7 @@ fn logged_code(id: &str) -> Option<String> {
                 .nth(1)?
                 .split_whitespace()
                 .next()
-                .map(str::to_owned)
+                .map(|code| code.trim_matches('"').to_owned())
         })
 }
 

@@ -153,7 +153,7 @@ mod tests {
             queue: "LedgerFanoutQueue".into(),
             raw: false,
         };
-        assert_eq!(committed.subscriptions, [fanout.clone()]);
+        assert_eq!(committed.subscriptions, std::slice::from_ref(&fanout));
         let sqs = committed.mapping("ledger-fanout").expect("mapping");
         assert_eq!(sqs.source, Source::Sqs("LedgerFanoutQueue".into()));
         assert!(sqs.partial);

@@ -25,6 +25,7 @@ mod demo;
 mod demo_doors;
 mod deny;
 mod dynamodb;
+mod fanout;
 mod functions;
 mod infra;
 mod local;

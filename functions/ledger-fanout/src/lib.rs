@@ -12,10 +12,15 @@ use lambda_dedup_runtime::{Dedup, Envelope, SqsService};
 /// The function's name: the consumer of its keys and the `Function` of its metrics.
 pub const FUNCTION: &str = "ledger-fanout";
 
+/// The envelope each SQS body is in: the topic's subscription keeps SNS's (no raw delivery).
+/// The template declares it too (`Metadata.LambdaDedupEnvelope`), so that `cargo xtask
+/// check-infra` refuses a subscription that would deliver otherwise.
+pub const ENVELOPE: Envelope = Envelope::Sns;
+
 /// `ledger-fanout` as `main` runs it: `ledger-projector`'s service behind the SNS envelope
 /// (a body that is not an SNS notification is rejected, `envelope_malformed`, dead-lettered).
 pub fn service(dedup: Dedup) -> Result<SqsService, lambda_runtime::Error> {
-    ledger_projector::service(dedup.envelope(Envelope::Sns))
+    ledger_projector::service(dedup.envelope(ENVELOPE))
 }
 
 /// The key configuration: the ledger's own ([`ledger_projector::ledger::configure`]), read
@@ -153,6 +158,29 @@ mod tests {
     fn its_keys_are_its_own_consumers() {
         let f = fanout();
         assert_eq!(f.key_spec.scope().consumer(), FUNCTION);
+    }
+
+    /// The template declares the envelope this code opens (`Metadata.LambdaDedupEnvelope`,
+    /// which check-infra matches with the subscription's raw delivery).
+    #[test]
+    fn the_template_declares_the_envelope_this_code_opens() {
+        let t = lambda_dedup_cli::template::parse(include_str!("../../../infra/template.yaml"))
+            .expect("the template");
+        let resources = t["Resources"].as_object().expect("resources");
+        let this = resources
+            .values()
+            .find(|r| {
+                r["Properties"]["CodeUri"]
+                    .as_str()
+                    .is_some_and(|u| u.ends_with(&format!("/{FUNCTION}")))
+            })
+            .expect("the function's resource");
+        let declared = match ENVELOPE {
+            Envelope::Sns => "sns",
+            Envelope::EventBridge => "eventbridge",
+            other => panic!("no template name for {other:?}"),
+        };
+        assert_eq!(this["Metadata"]["LambdaDedupEnvelope"], declared);
     }
 
     /// The template declares this function's key spec and flow for the operators' tool: the

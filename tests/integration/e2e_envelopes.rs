@@ -227,8 +227,8 @@ fn logged_code(id: &str) -> Option<String> {
 /// delivery). The credit moves the balance once; the producer's republish of it (a new SNS
 /// `MessageId`) is a duplicate; a `Message` that is not JSON, one whose CloudEvent has no `id`,
 /// and a body sent to the queue with no envelope at all reach the DLQ, each logged with its
-/// reason (`body_not_json`, `identity_missing`, `envelope_malformed`), and the balance is
-/// untouched by them.
+/// reason (`body_not_json`, `identity_missing`, `envelope_malformed`); an event two days old
+/// goes to the reconciliation queue as `late_event` (S10); and the balance is untouched by them.
 #[tokio::test]
 async fn e2e_sns_fanout_through_the_stack_applies_once_and_dead_letters_with_reasons() {
     let Some(super::e2e::Run { id: run, account }) = super::e2e::e2e_run("sns-fanout") else {
@@ -247,6 +247,14 @@ async fn e2e_sns_fanout_through_the_stack_applies_once_and_dead_letters_with_rea
     sns.publish(&topic, &no_id.to_string())
         .await
         .expect("publish");
+    // Two days old, past the local retention (S10): never applied, sent to reconciliation.
+    let late_id = format!("{run}-late");
+    let late = super::e2e::late_event(
+        "credit",
+        &late_id,
+        json!({"account": account, "amount": 50}),
+    );
+    sns.publish(&topic, &late).await.expect("publish");
     // Raw, as if the subscription had raw delivery on: no envelope to open.
     let raw = super::e2e::ledger_credit("/e2e", &format!("{run}-raw"), &account, 1000);
     super::e2e::send("DEDUP_QUEUE_LEDGER_FANOUT", std::slice::from_ref(&raw)).await;
@@ -281,9 +289,21 @@ async fn e2e_sns_fanout_through_the_stack_applies_once_and_dead_letters_with_rea
     ];
     expected.sort();
     assert_eq!(reasons, expected);
+    let reason = super::e2e::eventually(
+        "the late event in the reconciliation queue",
+        Duration::from_secs(60),
+        || async {
+            let got = super::e2e::reconciled().await;
+            got.into_iter()
+                .find(|(body, _)| body.contains(&late_id))
+                .map(|(_, r)| r)
+        },
+    )
+    .await;
+    assert_eq!(reason, "late_event");
     assert_eq!(
         super::e2e_doors::ledger("t1", &account).await,
         Some((7, 1)),
-        "nothing dead-lettered moved the balance"
+        "nothing dead-lettered or late moved the balance"
     );
 }

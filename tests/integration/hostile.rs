@@ -187,6 +187,11 @@ fn known_code(c: &str) -> bool {
         "identity_not_utf8",
         "identity_bad_characters",
         "identity_wrong_type",
+        // A pointer that continues past a string reads inside it: a string that is not JSON
+        // (or nested too deep, or too large) is its own rejection, naming the pointer.
+        "embedded_not_json",
+        "embedded_too_deep",
+        "embedded_too_large",
     ]
     .contains(&c)
 }

@@ -287,6 +287,7 @@ pub(crate) async fn run(root: &Path) -> Result<()> {
     }
 
     crate::demo_doors::check(&stack, &doors, &mut checks).await?;
+    crate::demo_http::run(&stack, &mut checks).await?;
 
     println!("\n== least privilege");
     let privileges = stack.check_privileges(root, false);

@@ -1,7 +1,7 @@
 //! The functions of this workspace, which the local stack runs (through `local_lambda`).
 
 /// Every function of the workspace: SQS-, stream- and HTTP-triggered.
-pub(crate) const ALL: [&str; 9] = [
+pub(crate) const ALL: [&str; 10] = [
     "ledger-projector",
     "ledger-fanout",
     "fine-notices",
@@ -11,12 +11,17 @@ pub(crate) const ALL: [&str; 9] = [
     "ledger-stream",
     "webhook-receiver",
     "inbox-forwarder",
+    "orders-api",
 ];
 
-/// Examples the end-to-end tests run as built binaries, as Lambda would, outside the stack
-/// (`tests/integration/invoke_door.rs`: the direct invoke door under a concurrent runtime API):
-/// built with the functions into `DEDUP_FUNCTIONS_DIR`, not started by the stack.
-pub(crate) const EXAMPLES_RUN_AS_BUILT: [&str; 1] = ["example-invoke-charge"];
+/// Examples the end-to-end tests run as built binaries (`DEDUP_FUNCTIONS_DIR`), each as Lambda
+/// would, through a runtime API of the test's own (`tests/integration/invoke_door.rs`: the direct
+/// invoke door; `e2e_kafka.rs`, `e2e_mq.rs`): built with the functions, never started by the stack.
+pub(crate) const EXAMPLES_RUN: [&str; 3] = [
+    "example-invoke-charge",
+    "example-kafka-ledger",
+    "example-mq-ledger",
+];
 
 /// Further configurations of a function, for the local stack only: a function's own `main.rs`
 /// built under another name (a crate in `tests/`), so that `cargo lambda watch` serves it at a

@@ -1580,6 +1580,14 @@ mod tests {
             |t| t["Resources"]["LedgerProjector"]["Metadata"]["LambdaDedupKind"] = "relay".into(),
             "LedgerProjector: needs a Schedule event",
         );
+        // S1 at the HTTP door: an http function names the caller its keys are scoped by.
+        broken(
+            |t| {
+                let vars = &mut res(t, "OrdersApi")["Environment"]["Variables"];
+                vars.as_object_mut().map(|v| v.remove("HTTP_CALLER_FROM"));
+            },
+            "OrdersApi: an http function must name its caller",
+        );
     }
 
     /// S13, S15: a stream trigger whose retries a transient outage can use up is refused (the

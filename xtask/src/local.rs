@@ -27,7 +27,7 @@ pub(crate) const LOCAL_QUEUE_SECS: (u64, u64) = (2, 3600);
 /// `*` marks one every function gets): the horizon variables at the local queues' time scale
 /// (S9 wants them equal to the queue's settings), shorter waits, and local secrets for what
 /// AWS resolves from SSM or Secrets Manager at deploy time.
-pub(crate) const LOCAL_ENV: [(&str, &str); 12] = [
+pub(crate) const LOCAL_ENV: [(&str, &str); 13] = [
     ("DEDUP_VISIBILITY_TIMEOUT_SECONDS", "2"),
     ("DEDUP_QUEUE_RETENTION_SECONDS", "3600"),
     ("DEDUP_DLQ_RETENTION_SECONDS", "3600"),
@@ -41,6 +41,9 @@ pub(crate) const LOCAL_ENV: [(&str, &str); 12] = [
     // A smaller limit, so the demo's oversized body stays small.
     ("WEBHOOK_MAX_BODY_BYTES", "65536"),
     ("FINES_CORRELATION_KEY", "local-correlation-secret"),
+    // cargo lambda watch's Function URL front signs nothing, so there is no IAM principal:
+    // orders-api's callers name themselves in a header, as a trusted front would.
+    ("HTTP_CALLER_FROM", "header:x-caller-id"),
     (
         "WEBHOOK_SECRETS",
         "whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMS1hY21l,whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMC1hY21l",

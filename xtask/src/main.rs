@@ -23,6 +23,7 @@ mod bench;
 mod chaos;
 mod demo;
 mod demo_doors;
+mod demo_http;
 mod deny;
 mod dynamodb;
 mod fanout;

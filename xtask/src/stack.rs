@@ -100,14 +100,17 @@ pub(crate) const TABLE_FINE_REVIEWS: &str = "FineReviewsTable";
 pub(crate) const TABLE_INTENTS: &str = "IntentsTable";
 /// The webhook receiver's inbox (a stream to `inbox-forwarder`).
 pub(crate) const TABLE_INBOX: &str = "InboxTable";
+/// `orders-api`'s orders (each put in its Idempotency-Key's commit).
+pub(crate) const TABLE_ORDERS: &str = "OrdersTable";
 /// The tables the demo and the tests use, by the name of their `DEDUP_TABLE_*` variable.
-const TABLES: [(&str, &str); 6] = [
+const TABLES: [(&str, &str); 7] = [
     ("MARKS", TABLE_MARKS),
     ("BALANCES", TABLE_BALANCES),
     ("FINES", TABLE_FINES),
     ("FINE_REVIEWS", TABLE_FINE_REVIEWS),
     ("INTENTS", TABLE_INTENTS),
     ("INBOX", TABLE_INBOX),
+    ("ORDERS", TABLE_ORDERS),
 ];
 /// The ledger's Kinesis stream, read by `ledger-stream`.
 pub(crate) const KINESIS_STREAM: &str = "LedgerEvents";
@@ -363,6 +366,11 @@ impl Stack {
         format!("{}/lambda-url/{GITHUB_RECEIVER}/", self.invoke_url)
     }
 
+    /// `orders-api`'s URL, through `cargo lambda watch`'s Function URL front.
+    pub(crate) fn orders_url(&self) -> String {
+        format!("{}/lambda-url/orders-api/orders", self.invoke_url)
+    }
+
     /// The environment the end-to-end tests read.
     pub(crate) fn env(&self) -> Vec<(String, String)> {
         // The built `lambda-dedup` (see `CLI_PACKAGE`).
@@ -398,6 +406,7 @@ impl Stack {
                     crate::local::webhook_secrets().1.into(),
                 ),
                 ("DEDUP_STRIPE_WEBHOOK_URL", self.stripe_webhook_url()),
+                ("DEDUP_ORDERS_URL", self.orders_url()),
                 ("DEDUP_STRIPE_WEBHOOK_SECRET", STRIPE_SECRETS[1].into()),
                 ("DEDUP_GITHUB_WEBHOOK_URL", self.github_webhook_url()),
                 ("DEDUP_GITHUB_WEBHOOK_SECRET", GITHUB_SECRETS[1].into()),
@@ -623,12 +632,13 @@ fn topics(plan: &Plan, created: &Resources) -> Result<BTreeMap<String, String>> 
     Ok(topics)
 }
 
-/// Builds the functions, their local configurations and the operators' tool.
+/// Builds the functions, their local configurations, the examples the tests run and the
+/// operators' tool.
 fn build_functions(root: &Path) -> Result<()> {
     step("building the functions (cargo build; the first run compiles the AWS SDK, a few minutes)");
     let packages = (crate::functions::ALL.iter())
         .chain(&crate::functions::LOCAL_CONFIGURATIONS)
-        .chain(&crate::functions::EXAMPLES_RUN_AS_BUILT)
+        .chain(&crate::functions::EXAMPLES_RUN)
         .flat_map(|f| ["-p", f])
         // The operators' tool, which the end-to-end tests run as operators do.
         .chain(["-p", CLI_PACKAGE]);

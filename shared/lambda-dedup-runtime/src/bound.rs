@@ -27,6 +27,8 @@ pub(crate) const ABANDONED: &str = "abandoned before the invocation's deadline";
 #[cfg(any(
     feature = "kinesis",
     feature = "dynamodb-streams",
+    feature = "kafka",
+    feature = "mq",
     feature = "webhook",
     test
 ))]

@@ -10,6 +10,7 @@
 //! | [`Settings`] (`settings`) | every function's: keys, retention (S9), leases, the cache, the deadline margin, with [`SdkTimeouts`] and [`SideQueues`] | `Dedup::from_env` / `Dedup::read` |
 //! | [`SdkTimeouts`] (`sdk`) | how long an AWS SDK call and its attempts may take | with the settings |
 //! | [`SideQueues`] (`queues`) | the reconciliation and parking queues | with the settings |
+//! | [`HttpConfig`] (`http`) | the HTTP `Idempotency-Key` door's key, caller, wait, fingerprint, body, replayed headers, retention | `HttpConfig::from_env`, given to `Dedup::http` |
 //! | [`WebhookConfig`] (`webhook`) | a webhook receiver's scheme, secrets, identity, inbox | `WebhookConfig::from_env`, given to `Dedup::webhook` |
 //! | [`RelayConfig`] (`relay`) | a relay's table, record budget and sweep | `Dedup::relay`, from the builder's own `Env` |
 //! | [`ForwarderConfig`] (`forwarder`) | the inbox forwarder's queue, and its relay's | `inbox::forwarder`, from the builder's own `Env` |
@@ -76,6 +77,17 @@
 //! | `INBOX_TABLE` | the inbox table (key `event_key`) | required |
 //! | `WEBHOOK_INBOX_RETENTION_SECONDS` | how long an inbox item — the event's mark — is kept: each item carries `expires_at` (epoch seconds) for the table's TTL; at least [`MIN_INBOX_RETENTION`] (3 days, the longest retry horizon of the senders offered: Stripe retries for up to three days), since a sender's retry after its item expired would be a new event | 2592000 (30 days) |
 //!
+//! # The HTTP `Idempotency-Key` door ([`HttpConfig`])
+//! | variable | meaning | default |
+//! | --- | --- | --- |
+//! | `HTTP_IDEMPOTENCY_KEY` | `required` (no key: 400) or `optional` (no key: the work runs unkeyed, nothing replayed) | `required` |
+//! | `HTTP_CALLER_FROM` | who the caller is, the scope of every key: `authorizer` (a JWT's `iss`+`sub`, the IAM caller's ARN, a Lambda authorizer's `principalId`), `api-key` (a REST API's key), `header:<name>` (set by a trusted front), or `none` (one client); a request without it gets 401 | required |
+//! | `HTTP_IN_FLIGHT_WAIT_MS` | how long a request whose key is in flight waits for the first's answer before 409; at most 10000 | 0 (409 at once) |
+//! | `HTTP_FINGERPRINT` | what a key's request is (another one: 422): `request` (method, path, body), `body`, or `json:/a,/b` (those values, with method and path) | `request` |
+//! | `HTTP_MAX_BODY_BYTES` | the largest body (413 over it); at most 6 MB | 262144 |
+//! | `HTTP_REPLAY_HEADERS` | the answer's headers stored and replayed (never `set-cookie` nor hop-by-hop ones) | `content-type,location` |
+//! | `HTTP_KEY_RETENTION_SECONDS` | how long a key is remembered (the marks' retention for this door; no queue horizon applies, S9); at least 3600 | 86400 (Stripe's 24 h) |
+//!
 //! # The marks on PostgreSQL or Valkey ([`PgConfig`], [`ValkeyConfig`])
 //! | variable | meaning | default |
 //! | --- | --- | --- |
@@ -106,6 +118,7 @@
 
 mod env;
 mod forwarder;
+mod http;
 mod keys;
 mod margin;
 mod queues;
@@ -120,6 +133,11 @@ mod webhook;
 pub(crate) use env::millis;
 pub use env::{Env, optional, required};
 pub use forwarder::{FORWARD_QUEUE_VAR, FORWARDER, ForwarderConfig};
+pub use http::{
+    CallerFrom, DEFAULT_HTTP_MAX_BODY_BYTES, DEFAULT_KEY_RETENTION_SECS, DEFAULT_REPLAY_HEADERS,
+    HttpConfig, HttpFingerprint, KeyRequirement, MAX_HTTP_BODY_BYTES, MAX_IN_FLIGHT_WAIT,
+    MIN_KEY_RETENTION,
+};
 pub use keys::{KeySpecTextError, cloudevents_key_spec};
 pub use margin::{MARGIN_VAR, deadline_margin_in};
 pub use queues::{PARKING_QUEUE_VAR, RECONCILIATION_QUEUE_VAR, SideQueues};

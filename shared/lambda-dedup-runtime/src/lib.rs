@@ -45,11 +45,19 @@
 pub mod bound;
 pub mod config;
 pub mod emf;
+#[cfg(any(feature = "http", test))]
+pub mod http;
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub mod in_order;
 #[cfg(any(feature = "inbox", test))]
 pub mod inbox;
-#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+#[cfg(any(
+    feature = "kinesis",
+    feature = "dynamodb-streams",
+    feature = "kafka",
+    feature = "mq",
+    test
+))]
 pub mod parking;
 pub mod queue;
 pub mod reconcile;
@@ -67,10 +75,20 @@ pub mod webhook;
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub use source::dynamodb_stream;
 pub use source::envelope::Envelope;
+#[cfg(any(feature = "kafka", test))]
+pub use source::kafka;
 #[cfg(any(feature = "kinesis", test))]
 pub use source::kinesis;
+#[cfg(any(feature = "mq", test))]
+pub use source::mq;
 pub use source::sqs;
-#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+#[cfg(any(
+    feature = "kinesis",
+    feature = "dynamodb-streams",
+    feature = "kafka",
+    feature = "mq",
+    test
+))]
 use source::stream;
 pub use source::{asynchronous, eventbridge, sns};
 
@@ -87,12 +105,16 @@ pub mod events {
     pub use aws_lambda_events::event::eventbridge::EventBridgeEvent;
     pub use aws_lambda_events::event::sns::{SnsEvent, SnsMessage};
     pub use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+    #[cfg(any(feature = "mq", test))]
+    pub use aws_lambda_events::event::{activemq::ActiveMqEvent, rabbitmq::RabbitMqEvent};
     #[cfg(any(feature = "dynamodb-streams", test))]
     pub use aws_lambda_events::event::{
         dynamodb::Event as DynamoDbEvent, streams::DynamoDbEventResponse,
     };
     #[cfg(any(feature = "kinesis", test))]
     pub use aws_lambda_events::event::{kinesis::KinesisEvent, streams::KinesisEventResponse};
+    #[cfg(any(feature = "kafka", test))]
+    pub use {crate::kafka::KafkaEventResponse, aws_lambda_events::event::kafka::KafkaEvent};
 }
 pub use config::{
     Env, KeySpecTextError, SettingRule, Settings, SettingsError, cloudevents_key_spec, optional,
@@ -104,6 +126,8 @@ pub use service::{
     BuildError, Dedup, Event, IntoPlan, Invalid, InvokeError, Refusal, Service, SqsService,
     Transient, flow,
 };
+#[cfg(any(feature = "http", test))]
+pub use service::{HttpEvent, HttpService};
 pub use sqs::{messages, response};
 #[cfg(feature = "dynamodb")]
 pub use store::OnDynamoDb;

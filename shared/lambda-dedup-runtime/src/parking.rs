@@ -67,7 +67,7 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
 
 /// How many bytes of a head, sent in base64, fit in `room` bytes of a message (base64 is 4
 /// bytes for every 3), less a little for the JSON around it.
-#[cfg(any(feature = "kinesis", test))]
+#[cfg(any(feature = "kinesis", feature = "kafka", feature = "mq", test))]
 pub(crate) fn head_room(room: usize) -> usize {
     room.saturating_sub(64) / 4 * 3
 }

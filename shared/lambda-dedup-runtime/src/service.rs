@@ -34,6 +34,7 @@
 //! | Kinesis (feature `kinesis`) | `Dedup::kinesis` | every flow that keeps order: all but a batch-wide transaction |
 //! | DynamoDB Streams (feature `dynamodb-streams`) | `Dedup::dynamodb_stream` | as Kinesis |
 //! | HTTP, signed webhooks (feature `webhook`) | `Dedup::webhook` | the inbox item created once |
+//! | HTTP APIs with `Idempotency-Key` (feature `http`: API Gateway REST/HTTP, ALB, Function URL) | `Dedup::http` | the work's `Reply`: its effects committed with the mark, its answer replayed |
 //! | DynamoDB Streams of items that settle themselves (feature `dynamodb-streams`) | `Dedup::relay` | an action per record, settled on the item |
 //!
 //! A flow a store cannot do ([`flow::create_once`] and [`flow::sequence`] on PostgreSQL or
@@ -57,6 +58,10 @@ use crate::store::{ItemMarks, Items, Marks, NoStore};
 mod event;
 pub mod flow;
 mod invoke;
+#[cfg(any(feature = "kafka", test))]
+mod kafka;
+#[cfg(any(feature = "mq", test))]
+mod mq;
 mod notify;
 #[cfg(any(feature = "dynamodb-streams", test))]
 mod relay;
@@ -70,6 +75,10 @@ pub use event::{Event, IntoPlan, parse};
 pub use invoke::InvokeError;
 use runner::Runner;
 pub use runner::{Service, SqsService};
+#[cfg(any(feature = "http", test))]
+mod http;
+#[cfg(any(feature = "http", test))]
+pub use http::{HttpEvent, HttpService};
 #[cfg(any(feature = "webhook", test))]
 mod webhook;
 #[cfg(any(feature = "webhook", test))]
@@ -101,12 +110,21 @@ pub struct Dedup<S = Items> {
     env: Env,
     settings: Settings,
     identity: IdentitySource,
+    /// Whether the identity was chosen (`cloudevents`, `identity`, `identity_attribute`), or is
+    /// the default: a door with a default of its own (Kafka's position) takes it then.
+    identity_chosen: bool,
     tenant: TenantSource,
     fingerprint: Option<FingerprintSource>,
     time: Option<EventTimeSource>,
     store: S,
     accounting: Accounting,
-    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+    #[cfg(any(
+        feature = "kinesis",
+        feature = "dynamodb-streams",
+        feature = "kafka",
+        feature = "mq",
+        test
+    ))]
     parking: Option<Arc<crate::parking::Parking>>,
     whole_body: bool,
     envelope: Option<crate::Envelope>,
@@ -149,6 +167,7 @@ impl Dedup<NoStore> {
             env: env.clone(),
             settings,
             identity: IdentitySource::CloudEvents,
+            identity_chosen: false,
             tenant: TenantSource::Single,
             fingerprint: None,
             time: None,
@@ -157,7 +176,13 @@ impl Dedup<NoStore> {
                 namespace: crate::emf::NAMESPACE.into(),
                 reconciliation: Reconciliation::To(reconciliation),
             },
-            #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+            #[cfg(any(
+                feature = "kinesis",
+                feature = "dynamodb-streams",
+                feature = "kafka",
+                feature = "mq",
+                test
+            ))]
             parking: None,
             whole_body: false,
             envelope: None,
@@ -197,12 +222,19 @@ impl Dedup<NoStore> {
             env: self.env,
             settings: self.settings,
             identity: self.identity,
+            identity_chosen: self.identity_chosen,
             tenant: self.tenant,
             fingerprint: self.fingerprint,
             time: self.time,
             store,
             accounting: self.accounting,
-            #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+            #[cfg(any(
+                feature = "kinesis",
+                feature = "dynamodb-streams",
+                feature = "kafka",
+                feature = "mq",
+                test
+            ))]
             parking: self.parking,
             whole_body: self.whole_body,
             envelope: self.envelope,
@@ -216,6 +248,7 @@ impl<S> Dedup<S> {
     /// payload is the `data`.
     pub fn cloudevents(mut self, tenant_extension: &str) -> Self {
         self.identity = IdentitySource::CloudEvents;
+        self.identity_chosen = true;
         self.tenant = TenantSource::CloudEventsExtension(tenant_extension.to_owned());
         self
     }
@@ -225,12 +258,14 @@ impl<S> Dedup<S> {
     /// says otherwise; the payload is the whole body.
     pub fn identity(mut self, pointer: &str) -> Self {
         self.identity = IdentitySource::JsonPointer(pointer.to_owned());
+        self.identity_chosen = true;
         self
     }
 
     /// The identity is the message attribute `name` (the payload is still the whole body).
     pub fn identity_attribute(mut self, name: &str) -> Self {
         self.identity = IdentitySource::MessageAttribute(name.to_owned());
+        self.identity_chosen = true;
         self
     }
 
@@ -288,7 +323,13 @@ impl<S> Dedup<S> {
 
     /// Stream records that can never apply are parked in `parking` rather than in the queue
     /// `DEDUP_PARKING_QUEUE_URL` names (S15).
-    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+    #[cfg(any(
+        feature = "kinesis",
+        feature = "dynamodb-streams",
+        feature = "kafka",
+        feature = "mq",
+        test
+    ))]
     pub fn parking(mut self, parking: crate::parking::Parking) -> Self {
         self.parking = Some(Arc::new(parking));
         self
@@ -296,7 +337,13 @@ impl<S> Dedup<S> {
 
     /// Where stream records that can never apply are parked: [`parking`](Self::parking), or
     /// the queue `DEDUP_PARKING_QUEUE_URL` names (required then).
-    #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+    #[cfg(any(
+        feature = "kinesis",
+        feature = "dynamodb-streams",
+        feature = "kafka",
+        feature = "mq",
+        test
+    ))]
     fn parking_queue(&self) -> Result<Arc<crate::parking::Parking>, SettingsError> {
         match &self.parking {
             Some(p) => Ok(p.clone()),
@@ -335,6 +382,12 @@ impl<S> Dedup<S> {
             // whole body parsed (the pointer ""), its fingerprint as the whole body's.
             IdentitySource::EnvelopeId => KeySpec::new(scope, IdentitySource::EnvelopeId)
                 .fingerprint(FingerprintSource::JsonPointer(String::new())),
+            // The work reads a JSON payload, and an attribute identity would not parse the body:
+            // it is fingerprinted as the whole JSON document, so it is parsed with the key.
+            IdentitySource::MessageAttribute(ref name) => {
+                KeySpec::new(scope, IdentitySource::MessageAttribute(name.clone()))
+                    .fingerprint(FingerprintSource::JsonPointer(String::new()))
+            }
             ref identity => {
                 KeySpec::new(scope, identity.clone()).fingerprint(FingerprintSource::WholeBody)
             }
@@ -387,7 +440,7 @@ impl<S: Marks> Dedup<S> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::flow::call::merged;
     use super::flow::{self, transact};
     use super::*;

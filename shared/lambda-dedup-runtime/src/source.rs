@@ -8,6 +8,10 @@
 //! - [`sns`], [`eventbridge`]: SNS notifications and EventBridge events as messages, direct or
 //!   in an SQS body ([`envelope`]: `Dedup::envelope`), the payload the inner message;
 //! - [`asynchronous`]: one asynchronous invocation (direct SNS, EventBridge), all or nothing;
+//! - `kafka` (feature `kafka`): Amazon MSK and self-managed Kafka records, in order per
+//!   partition, each partition's resume point in a partial batch response of its own type;
+//! - `mq` (feature `mq`): Amazon MQ (ActiveMQ, RabbitMQ) messages, no partial batch response:
+//!   poison parked and the batch acknowledged, a transient failure redelivering the batch;
 //! - `stream`: what both stream sources do the same way (`stream::run`), each saying only what
 //!   one of its records is (`stream::StreamRecord`).
 //!
@@ -20,9 +24,19 @@ pub mod asynchronous;
 pub mod dynamodb_stream;
 pub mod envelope;
 pub mod eventbridge;
+#[cfg(any(feature = "kafka", test))]
+pub mod kafka;
 #[cfg(any(feature = "kinesis", test))]
 pub mod kinesis;
+#[cfg(any(feature = "mq", test))]
+pub mod mq;
 pub mod sns;
 pub mod sqs;
-#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+#[cfg(any(
+    feature = "kinesis",
+    feature = "dynamodb-streams",
+    feature = "kafka",
+    feature = "mq",
+    test
+))]
 pub(crate) mod stream;

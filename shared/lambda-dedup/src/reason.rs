@@ -52,11 +52,14 @@ pub enum Reason {
     EmbeddedTooLarge,
     /// The message's envelope (SNS, EventBridge) is malformed.
     EnvelopeMalformed,
+    /// The body travels in base64 (a Kafka record's `value`) and is not base64: there are no
+    /// bytes to judge (S2).
+    BodyNotBase64,
 }
 
 impl Reason {
     /// Every reason, for documentation and exhaustive tests.
-    pub const ALL: [Reason; 22] = [
+    pub const ALL: [Reason; 23] = [
         Reason::BodyTooLarge,
         Reason::BodyNotUtf8,
         Reason::BodyNotJson,
@@ -79,6 +82,7 @@ impl Reason {
         Reason::EmbeddedTooDeep,
         Reason::EmbeddedTooLarge,
         Reason::EnvelopeMalformed,
+        Reason::BodyNotBase64,
     ];
 
     /// The stable code: the metric and log label (`late_event`, `effect_refused`, …).
@@ -106,6 +110,7 @@ impl Reason {
             Reason::EmbeddedTooDeep => "embedded_too_deep",
             Reason::EmbeddedTooLarge => "embedded_too_large",
             Reason::EnvelopeMalformed => "envelope_malformed",
+            Reason::BodyNotBase64 => "body_not_base64",
         }
     }
 

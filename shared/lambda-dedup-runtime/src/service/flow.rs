@@ -162,7 +162,13 @@ pub(crate) mod seal {
     /// A step that keeps each group's records in order, message by message: what a stream
     /// (Kinesis, DynamoDB Streams) takes. A batch-wide transaction is not one.
     #[cfg_attr(
-        not(any(feature = "kinesis", feature = "dynamodb-streams", test)),
+        not(any(
+            feature = "kinesis",
+            feature = "dynamodb-streams",
+            feature = "kafka",
+            feature = "mq",
+            test
+        )),
         allow(dead_code, unreachable_pub)
     )]
     #[diagnostic::on_unimplemented(

@@ -177,7 +177,13 @@ pub(crate) fn print_account(
 /// A stream batch's messages through `process` until the invocation's cutoff
 /// ([`crate::bound`]), accounted for by record ([`rebuilt`]) and printed as one EMF line
 /// ([`print_account`]): what every stream runner does before it answers.
-#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+#[cfg(any(
+    feature = "kinesis",
+    feature = "dynamodb-streams",
+    feature = "kafka",
+    feature = "mq",
+    test
+))]
 pub(crate) async fn accounted<F, Fut>(
     namespace: &str,
     function: &str,

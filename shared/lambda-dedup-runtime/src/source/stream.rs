@@ -1,15 +1,16 @@
 //! What the two stream sources — Kinesis ([`crate::kinesis`]) and DynamoDB Streams
-//! ([`crate::dynamodb_stream`]) — do the same way: an invocation's records as messages through
+//! ([`crate::dynamodb_stream`]) — do the same way (Kafka, [`crate::kafka`], shares the records
+//! and their parking, and answers per partition): an invocation's records as messages through
 //! the work, accounted for by record, the records before the checkpoint that can never apply
 //! parked, and the first record neither done nor parked named in the response. Each source
 //! says only what one of its records is ([`StreamRecord`]): its id and message, what parking
 //! it sends, and the source's response.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 
-use lambda_dedup::Message;
-use lambda_dedup_batch::BatchReport;
+use lambda_dedup::{Message, Reason};
+use lambda_dedup_batch::{BatchReport, Outcome};
 
 use crate::parking::{Letter, Parked, Parking};
 
@@ -43,6 +44,10 @@ pub(crate) fn messages<R: StreamRecord>(records: &[R]) -> Vec<Message> {
 
 /// Names `checkpoint`, if any, in a response's `failures`: one failure `F` whose identifier
 /// (reached by `identifier`) is the checkpoint. Both sources' responses have this shape.
+#[cfg_attr(
+    not(any(feature = "kinesis", feature = "dynamodb-streams", test)),
+    allow(dead_code)
+)]
 pub(crate) fn name_checkpoint<F: Default>(
     failures: &mut Vec<F>,
     checkpoint: Option<String>,
@@ -80,6 +85,10 @@ impl Parking {
 /// prints the account as one EMF line in `namespace` ([`crate::sqs::accounted`]), parks the
 /// records before the checkpoint that can never apply, and answers with the first record
 /// neither done nor parked. Parked records stay `rejected` or `conflict` in the account (S14).
+#[cfg_attr(
+    not(any(feature = "kinesis", feature = "dynamodb-streams", test)),
+    allow(dead_code)
+)]
 pub(crate) async fn run<R, F, Fut>(
     namespace: &str,
     function: &str,
@@ -98,4 +107,64 @@ where
     let report = crate::sqs::accounted(namespace, function, margin, context, batch, process).await;
     let parked = parking.park_records(function, records, &report).await;
     Ok(R::respond(parked.checkpoint))
+}
+
+/// What an invocation of a door that parks (Kafka, Amazon MQ) runs with, besides its records
+/// and work.
+#[cfg(any(feature = "kafka", feature = "mq", test))]
+pub(crate) struct Invocation<'a> {
+    pub(crate) namespace: &'a str,
+    pub(crate) function: &'a str,
+    pub(crate) margin: std::time::Duration,
+    pub(crate) context: &'a lambda_runtime::Context,
+    pub(crate) parking: &'a Parking,
+    pub(crate) max_concurrency: usize,
+}
+
+/// The outcome of a record whose body travels in base64 and is not base64: rejected, no key
+/// derived (S2).
+#[cfg(any(feature = "kafka", feature = "mq", test))]
+pub fn not_base64() -> Outcome {
+    Outcome::Rejected {
+        code: Reason::BodyNotBase64,
+        reason: "the record's data is not base64".into(),
+        key: None,
+        invalid: None,
+    }
+}
+
+/// `records` through `process` (`run_batch`: each group in order, bounded), those whose id is
+/// in `undecodable` rejected without it ([`not_base64`]), the report rebuilt by record and its
+/// account printed ([`crate::sqs::accounted`]).
+#[cfg(any(feature = "kafka", feature = "mq", test))]
+pub(crate) async fn accounted_records<R, F, Fut>(
+    at: &Invocation<'_>,
+    records: &[R],
+    undecodable: &HashSet<String>,
+    process: F,
+) -> BatchReport
+where
+    R: StreamRecord,
+    F: Fn(Message) -> Fut,
+    Fut: Future<Output = Outcome>,
+{
+    let process = &process;
+    let work = |batch| {
+        lambda_dedup_batch::run_batch(batch, at.max_concurrency, move |m: Message| async move {
+            if undecodable.contains(&m.message_id) {
+                return not_base64();
+            }
+            process(m).await
+        })
+    };
+    let batch = messages(records);
+    crate::sqs::accounted(
+        at.namespace,
+        at.function,
+        at.margin,
+        at.context,
+        batch,
+        work,
+    )
+    .await
 }

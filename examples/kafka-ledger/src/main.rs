@@ -1,0 +1,85 @@
+//! A Kafka-triggered Lambda (Amazon MSK or self-managed Apache Kafka) whose effect — adding
+//! `amount` to the balance of `account`, the record's value being `{"account", "amount"}` —
+//! happens once per record, however often Lambda delivers it: the credit and the record's mark
+//! commit in one DynamoDB transaction. Partitions keep their order; the partial batch response
+//! names each partition's first record not done; a record that can never apply is parked in
+//! `DEDUP_PARKING_QUEUE_URL` and passed. The identity is the record's position (cluster, topic,
+//! partition, offset): every redelivery of a record is caught; give the builder
+//! `.identity_attribute("<header>")` when producers send an event id of their own.
+//!
+//! Environment: the settings of `lambda_dedup_runtime::config` (`DEDUP_NAMESPACE`,
+//! `DEDUP_MARK_TABLE`, `DEDUP_PARKING_QUEUE_URL`) plus `BALANCES_TABLE` (key `account`).
+
+use lambda_dedup_runtime::events::{KafkaEvent, KafkaEventResponse};
+use lambda_dedup_runtime::{Dedup, Effect, Event, Service};
+
+/// A record's value: a credit.
+#[derive(serde::Deserialize)]
+struct Credit {
+    account: String,
+    amount: i64,
+}
+
+/// The function: each record's credit, committed with its mark.
+fn service(dedup: Dedup) -> Result<Service<KafkaEvent, KafkaEventResponse>, lambda_runtime::Error> {
+    let balances = dedup.setting("BALANCES_TABLE")?;
+    Ok(dedup.kafka(move |e: Event<Credit>| {
+        Effect::add(
+            &balances,
+            ("account", e.payload.account),
+            "balance",
+            e.payload.amount,
+        )
+    })?)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::run_concurrent(service(Dedup::from_env("kafka-ledger")?.dynamodb().await)?)
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lambda_dedup::{Item, Value};
+    use lambda_dedup_runtime::Env;
+    use lambda_dedup_runtime::testing::on_memory;
+
+    /// AWS's sample event (`events/example-kafka-event.json`) with a credit as its value: applied
+    /// once, the redelivery of the same offset a duplicate, nothing named in the response.
+    #[tokio::test]
+    async fn kafka_sample_record_is_credited_once_across_a_redelivery() {
+        let env = Env::from_pairs([
+            ("DEDUP_NAMESPACE", "example"),
+            ("DEDUP_MARK_TABLE", "marks"),
+            ("BALANCES_TABLE", "balances"),
+            (
+                "DEDUP_PARKING_QUEUE_URL",
+                "http://127.0.0.1:9/000000000000/parking",
+            ),
+        ]);
+        let (dedup, store) = on_memory(Dedup::read(&env, "kafka-ledger").expect("settings"));
+        store.create_table("balances", "account");
+        let service = service(dedup).expect("service");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../events/example-kafka-event.json"
+        );
+        let mut sample: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("json");
+        // base64 of {"account":"a-1","amount":7}
+        sample["records"]["AWSKafkaTopic-0"][0]["value"] =
+            "eyJhY2NvdW50IjoiYS0xIiwiYW1vdW50Ijo3fQ==".into();
+        for _ in 0..2 {
+            let event: KafkaEvent = serde_json::from_value(sample.clone()).expect("event");
+            let answer = service.call_with(event).await.expect("answer");
+            assert!(answer.batch_item_failures.is_empty(), "{answer:?}");
+        }
+        let balance = store.item("balances", &Item::new().with("account", "a-1"));
+        assert_eq!(
+            balance.expect("credited").0["balance"],
+            Value::N("7".into())
+        );
+    }
+}

@@ -1,0 +1,85 @@
+//! An Amazon MQ for ActiveMQ-triggered Lambda whose effect — adding `amount` to the balance of
+//! `account`, the message's data being `{"account", "amount"}` — happens once per message: the
+//! credit and the message's mark commit in one DynamoDB transaction. The trigger has no partial
+//! batch response: a message that can never apply is parked in `DEDUP_PARKING_QUEUE_URL` and
+//! the batch acknowledged; while any message may yet apply the invocation fails, the broker
+//! redelivers the whole batch, and the messages already credited are duplicates then. The
+//! identity is the broker's `messageID`, chosen openly; use `.identity_attribute("<property>")`
+//! when producers send an event id of their own.
+//!
+//! Environment: the settings of `lambda_dedup_runtime::config` (`DEDUP_NAMESPACE`,
+//! `DEDUP_MARK_TABLE`, `DEDUP_PARKING_QUEUE_URL`) plus `BALANCES_TABLE` (key `account`).
+
+use lambda_dedup_runtime::events::ActiveMqEvent;
+use lambda_dedup_runtime::{Dedup, Effect, Event, Service};
+
+/// A message's data: a credit.
+#[derive(serde::Deserialize)]
+struct Credit {
+    account: String,
+    amount: i64,
+}
+
+/// The function: each message's credit, committed with its mark.
+fn service(dedup: Dedup) -> Result<Service<ActiveMqEvent, ()>, lambda_runtime::Error> {
+    let balances = dedup.setting("BALANCES_TABLE")?;
+    // The broker's id, chosen openly (S1): it catches the trigger's redeliveries, not a
+    // producer that sends one event twice.
+    let dedup = dedup.identity_attribute(lambda_dedup_runtime::mq::MESSAGE_ID_ATTRIBUTE);
+    Ok(dedup.activemq(move |e: Event<Credit>| {
+        Effect::add(
+            &balances,
+            ("account", e.payload.account),
+            "balance",
+            e.payload.amount,
+        )
+    })?)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::run_concurrent(service(Dedup::from_env("mq-ledger")?.dynamodb().await)?).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lambda_dedup::{Item, Value};
+    use lambda_dedup_runtime::Env;
+    use lambda_dedup_runtime::testing::on_memory;
+
+    /// AWS's ActiveMQ sample (`events/example-activemq-event.json`) with a credit as its data:
+    /// credited once, the batch's redelivery a duplicate, each invocation acknowledged.
+    #[tokio::test]
+    async fn activemq_sample_message_is_credited_once_across_a_redelivery() {
+        let env = Env::from_pairs([
+            ("DEDUP_NAMESPACE", "example"),
+            ("DEDUP_MARK_TABLE", "marks"),
+            ("BALANCES_TABLE", "balances"),
+            (
+                "DEDUP_PARKING_QUEUE_URL",
+                "http://127.0.0.1:9/000000000000/parking",
+            ),
+        ]);
+        let (dedup, store) = on_memory(Dedup::read(&env, "mq-ledger").expect("settings"));
+        store.create_table("balances", "account");
+        let service = service(dedup).expect("service");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../events/example-activemq-event.json"
+        );
+        let mut sample: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("json");
+        // base64 of {"account":"a-1","amount":7}
+        sample["messages"][0]["data"] = "eyJhY2NvdW50IjoiYS0xIiwiYW1vdW50Ijo3fQ==".into();
+        for _ in 0..2 {
+            let event: ActiveMqEvent = serde_json::from_value(sample.clone()).expect("event");
+            service.call_with(event).await.expect("acknowledged");
+        }
+        let balance = store.item("balances", &Item::new().with("account", "a-1"));
+        assert_eq!(
+            balance.expect("credited").0["balance"],
+            Value::N("7".into())
+        );
+    }
+}

@@ -1,0 +1,104 @@
+//! `orders-api`: POST /orders with `Idempotency-Key` (see `main.rs`). [`service`] is the
+//! function as its `main` runs it, and as its tests run it on the memory store.
+
+pub mod order;
+
+use lambda_dedup_runtime::http::{HttpConfig, Reply};
+use lambda_dedup_runtime::{Dedup, HttpEvent, HttpService, Refusal};
+
+/// The function's name: the consumer of its keys and the `Function` of its metrics.
+pub const FUNCTION: &str = "orders-api";
+
+/// `orders-api` as `main` runs it: `POST /orders` creates an order in `ORDERS_TABLE` in the
+/// key's commit. The body is read as a [`order::NewOrder`] before the key is claimed (a body that
+/// is not one: 400, nothing stored); another route is 404 and another method 405, the work's own
+/// answers (stored, as 4xx are).
+pub fn service(dedup: Dedup, config: HttpConfig) -> Result<HttpService, lambda_http::Error> {
+    let orders = dedup.setting("ORDERS_TABLE")?;
+    Ok(dedup.http(config, move |e: HttpEvent<order::NewOrder>| {
+        route(&orders, e)
+    })?)
+}
+
+fn route(orders: &str, e: HttpEvent<order::NewOrder>) -> Result<Reply, Refusal> {
+    match (e.method.as_str(), e.path.trim_end_matches('/')) {
+        ("POST", "/orders") => order::create(orders, e),
+        (_, "/orders") => Ok(Reply::new(
+            405,
+            serde_json::json!({ "error": "method_not_allowed" }),
+        )),
+        _ => Ok(Reply::new(404, serde_json::json!({ "error": "not_found" }))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lambda_dedup_runtime::Env;
+    use lambda_http::tower::ServiceExt;
+    use lambda_http::{Body, Request};
+
+    fn env() -> Env {
+        Env::from_pairs([
+            ("DEDUP_NAMESPACE", "test"),
+            ("DEDUP_MARK_TABLE", "marks"),
+            ("ORDERS_TABLE", "orders"),
+            ("HTTP_CALLER_FROM", "header:x-caller"),
+        ])
+    }
+
+    fn post(key: &str, body: &str) -> Request {
+        lambda_http::http::Request::builder()
+            .method("POST")
+            .uri("/orders")
+            .header("idempotency-key", format!("\"{key}\""))
+            .header("x-caller", "shop-1")
+            .body(Body::Text(body.to_owned()))
+            .expect("request")
+    }
+
+    async fn send(s: &HttpService, r: Request) -> (u16, bool, String) {
+        let r = s.clone().oneshot(r).await.expect("answer");
+        let replayed = r.headers().contains_key("idempotent-replayed");
+        let body = match r.body() {
+            Body::Text(t) => t.clone(),
+            other => format!("{other:?}"),
+        };
+        (r.status().as_u16(), replayed, body)
+    }
+
+    /// The function as `main` builds it: one order per key, committed with its mark; the retry
+    /// gets the same 201 replayed; another body under the key 422; a bad quantity a stored 400.
+    #[tokio::test]
+    async fn idempotency_key_orders_api_creates_one_order_per_key() {
+        let (dedup, store) =
+            lambda_dedup_runtime::testing::on_memory(Dedup::read(&env(), FUNCTION).expect("env"));
+        store.create_table("orders", "order_id");
+        let config = HttpConfig::read(&env()).expect("config");
+        let service = service(dedup, config).expect("service");
+        let body = r#"{"sku":"book-1","quantity":2}"#;
+        let first = send(&service, post("o-1", body)).await;
+        assert_eq!((first.0, first.1), (201, false), "{first:?}");
+        let again = send(&service, post("o-1", body)).await;
+        assert_eq!((again.0, again.1, &again.2), (201, true, &first.2));
+        let orders = store.items("orders");
+        assert_eq!(orders.len(), 1);
+        let id = serde_json::from_str::<serde_json::Value>(&first.2).expect("json")["id"].clone();
+        assert_eq!(
+            orders[0].0.get("order_id"),
+            Some(&lambda_dedup::Value::S(id.as_str().expect("id").to_owned())),
+            "the answer names the stored order"
+        );
+        let other = send(&service, post("o-1", r#"{"sku":"book-1","quantity":3}"#)).await;
+        assert_eq!(other.0, 422);
+        let zero = send(&service, post("o-2", r#"{"sku":"book-1","quantity":0}"#)).await;
+        assert_eq!(zero.0, 400);
+        assert!(
+            send(&service, post("o-2", r#"{"sku":"book-1","quantity":0}"#))
+                .await
+                .1,
+            "a 4xx of the work is stored and replayed"
+        );
+        assert_eq!(store.items("orders").len(), 1);
+    }
+}

@@ -1,0 +1,19 @@
+//! `orders-api`: `POST /orders` behind an API Gateway HTTP API or a Function URL, with
+//! `Idempotency-Key` as the IETF draft writes it. The order and the key's mark commit in one
+//! transaction (S5); a retry gets the first 201 again with `Idempotent-Replayed: true`, a
+//! request whose key is in flight 409, the key reused with another body 422 (see
+//! `lambda_dedup_runtime::http` for every answer). Keys are scoped by the caller
+//! (`HTTP_CALLER_FROM`) and kept `HTTP_KEY_RETENTION_SECONDS` (24 h).
+//!
+//! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
+//! `lambda_dedup_runtime::config` (`DEDUP_*`, `HTTP_*`) plus `ORDERS_TABLE`.
+
+use lambda_dedup_runtime::http::HttpConfig;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    lambda_dedup_runtime::init_tracing();
+    let dedup = lambda_dedup_runtime::Dedup::from_env(orders_api::FUNCTION)?;
+    let config = HttpConfig::from_env()?;
+    lambda_http::run_concurrent(orders_api::service(dedup.dynamodb().await, config)?).await
+}

@@ -1,0 +1,327 @@
+//! The HTTP `Idempotency-Key` door's configuration ([`HttpConfig`], feature `http`): whether a
+//! key is required, who the caller is, how long a retry waits for a request in flight, what the
+//! fingerprint covers, the largest body, which headers are replayed and how long keys are kept
+//! (`HTTP_*`; the table of the [`config`](super) module). What the door does with it is the
+//! `http` module's.
+
+use std::time::Duration;
+
+use super::env::{Env, Lookup, optional_in};
+use super::{SettingRule, SettingsError};
+
+/// How long keys are remembered when `HTTP_KEY_RETENTION_SECONDS` is unset: 24 hours, as Stripe.
+pub const DEFAULT_KEY_RETENTION_SECS: u64 = 86_400;
+/// The shortest key retention accepted: an hour, so a client's retries after a timeout find it.
+pub const MIN_KEY_RETENTION: Duration = Duration::from_secs(3_600);
+/// The largest body when `HTTP_MAX_BODY_BYTES` is unset: 256 KiB.
+pub const DEFAULT_HTTP_MAX_BODY_BYTES: usize = 256 * 1024;
+/// The most `HTTP_MAX_BODY_BYTES` may be: Lambda's synchronous payload, 6 MB.
+pub const MAX_HTTP_BODY_BYTES: usize = 6 * 1024 * 1024;
+/// The most `HTTP_IN_FLIGHT_WAIT_MS` may be: a retry is answered well inside a client's timeout.
+pub const MAX_IN_FLIGHT_WAIT: Duration = Duration::from_secs(10);
+/// The headers of a stored answer replayed when `HTTP_REPLAY_HEADERS` is unset.
+pub const DEFAULT_REPLAY_HEADERS: [&str; 2] = ["content-type", "location"];
+/// Headers never stored nor replayed, whatever `HTTP_REPLAY_HEADERS` says: a session or a
+/// connection's, not the resource's.
+const NEVER_REPLAYED: [&str; 5] = [
+    "set-cookie",
+    "connection",
+    "transfer-encoding",
+    "content-length",
+    "idempotent-replayed",
+];
+
+/// Whether a request must carry `Idempotency-Key`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyRequirement {
+    /// Without one: 400 (the draft's answer for a resource that requires it).
+    Required,
+    /// Without one the work runs with no mark (nothing stored, no replay).
+    Optional,
+}
+
+/// Who the caller is: every key is scoped by it, so one caller never receives another's
+/// stored answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallerFrom {
+    /// The authorizer's principal: a JWT's `iss` + `sub`, the IAM caller's ARN (a Function URL
+    /// or an HTTP API with `AWS_IAM`), or a Lambda authorizer's `principalId`.
+    Authorizer,
+    /// The API key of an API Gateway REST API (`requestContext.identity.apiKey`).
+    ApiKey,
+    /// A header a trusted front sets (lower case).
+    Header(String),
+    /// One caller for all: keys are not scoped (an API with a single client only).
+    Nobody,
+}
+
+impl std::str::FromStr for CallerFrom {
+    type Err = String;
+
+    /// `authorizer`, `api-key`, `header:<name>` or `none`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "authorizer" => Ok(Self::Authorizer),
+            "api-key" => Ok(Self::ApiKey),
+            "none" => Ok(Self::Nobody),
+            other => match other.split_once(':') {
+                Some(("header", name)) if valid_header_name(name.trim()) => {
+                    Ok(Self::Header(name.trim().to_ascii_lowercase()))
+                }
+                _ => Err(format!(
+                    "'{other}' is none of authorizer, api-key, header:<name>, none"
+                )),
+            },
+        }
+    }
+}
+
+/// What the fingerprint of a request covers (S11): the same key with another fingerprint is 422.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpFingerprint {
+    /// The method, the path and the raw body.
+    Request,
+    /// The raw body alone.
+    Body,
+    /// The values at these JSON pointers of the body, with the method and the path.
+    Pointers(Vec<String>),
+}
+
+impl std::str::FromStr for HttpFingerprint {
+    type Err = String;
+
+    /// `request`, `body` or `json:/a,/b`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "request" => Ok(Self::Request),
+            "body" => Ok(Self::Body),
+            other => match other.strip_prefix("json:") {
+                Some(list) => {
+                    let pointers: Vec<String> = list
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|p| !p.is_empty())
+                        .map(str::to_owned)
+                        .collect();
+                    if pointers.is_empty() || pointers.iter().any(|p| !p.starts_with('/')) {
+                        Err(format!("'{other}' is not json:</pointer>[,</pointer>…]"))
+                    } else {
+                        Ok(Self::Pointers(pointers))
+                    }
+                }
+                None => Err(format!(
+                    "'{other}' is none of request, body, json:</pointer>,…"
+                )),
+            },
+        }
+    }
+}
+
+/// The HTTP door's configuration.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// Whether `Idempotency-Key` is required.
+    pub key: KeyRequirement,
+    /// Who the caller is (keys are scoped by it).
+    pub caller: CallerFrom,
+    /// How long a request whose key is in flight waits for the first to finish before 409
+    /// (zero: 409 at once).
+    pub in_flight_wait: Duration,
+    /// What the fingerprint covers.
+    pub fingerprint: HttpFingerprint,
+    /// The largest body accepted (413 over it).
+    pub max_body_bytes: usize,
+    /// The headers of an answer stored and replayed (lower case).
+    pub replay_headers: Vec<String>,
+    /// How long a key is remembered: the marks' retention.
+    pub key_retention: Duration,
+}
+
+impl HttpConfig {
+    /// From the process environment; see [`read`](Self::read).
+    pub fn from_env() -> Result<Self, SettingsError> {
+        Self::read(&Env::process())
+    }
+
+    /// From `HTTP_IDEMPOTENCY_KEY` (`required` by default, or `optional`), `HTTP_CALLER_FROM`
+    /// (required: `authorizer`, `api-key`, `header:<name>` or `none`), `HTTP_IN_FLIGHT_WAIT_MS`
+    /// (default 0, at most 10000), `HTTP_FINGERPRINT` (default `request`),
+    /// `HTTP_MAX_BODY_BYTES` (default 262144, at most 6 MB), `HTTP_REPLAY_HEADERS` (default
+    /// `content-type,location`) and `HTTP_KEY_RETENTION_SECONDS` (default 86400, at least 3600).
+    pub fn read(env: Lookup<'_>) -> Result<Self, SettingsError> {
+        let malformed = |var: &'static str| {
+            move |e: String| SettingsError::refused(var, SettingRule::Malformed(e))
+        };
+        let key = match env.get("HTTP_IDEMPOTENCY_KEY").as_deref().map(str::trim) {
+            None | Some("") | Some("required") => KeyRequirement::Required,
+            Some("optional") => KeyRequirement::Optional,
+            Some(other) => {
+                return Err(malformed("HTTP_IDEMPOTENCY_KEY")(format!(
+                    "'{other}' is neither required nor optional"
+                )));
+            }
+        };
+        let caller: CallerFrom = super::env::required_in(env, "HTTP_CALLER_FROM")?
+            .parse()
+            .map_err(malformed("HTTP_CALLER_FROM"))?;
+        let wait_ms: u64 = optional_in(env, "HTTP_IN_FLIGHT_WAIT_MS", 0)?;
+        if wait_ms > super::env::millis(MAX_IN_FLIGHT_WAIT) {
+            return Err(SettingsError::refused(
+                "HTTP_IN_FLIGHT_WAIT_MS",
+                SettingRule::AboveMaximum {
+                    value: wait_ms,
+                    max: super::env::millis(MAX_IN_FLIGHT_WAIT),
+                    why: "a client's retry must be answered inside its own timeout",
+                },
+            ));
+        }
+        let fingerprint = match env.get("HTTP_FINGERPRINT").filter(|v| !v.trim().is_empty()) {
+            None => HttpFingerprint::Request,
+            Some(v) => v.parse().map_err(malformed("HTTP_FINGERPRINT"))?,
+        };
+        let max_body_bytes =
+            match optional_in(env, "HTTP_MAX_BODY_BYTES", DEFAULT_HTTP_MAX_BODY_BYTES)? {
+                0 => {
+                    return Err(SettingsError::refused(
+                        "HTTP_MAX_BODY_BYTES",
+                        SettingRule::Zero,
+                    ));
+                }
+                n if n > MAX_HTTP_BODY_BYTES => {
+                    return Err(SettingsError::refused(
+                        "HTTP_MAX_BODY_BYTES",
+                        SettingRule::AboveMaximum {
+                            value: n as u64,
+                            max: MAX_HTTP_BODY_BYTES as u64,
+                            why: "Lambda's synchronous payload is 6 MB",
+                        },
+                    ));
+                }
+                n => n,
+            };
+        let replay_headers = match env.get("HTTP_REPLAY_HEADERS") {
+            None => DEFAULT_REPLAY_HEADERS.map(str::to_owned).to_vec(),
+            Some(list) => replay_headers(&list).map_err(malformed("HTTP_REPLAY_HEADERS"))?,
+        };
+        let retention = optional_in(
+            env,
+            "HTTP_KEY_RETENTION_SECONDS",
+            DEFAULT_KEY_RETENTION_SECS,
+        )?;
+        if retention < MIN_KEY_RETENTION.as_secs() {
+            return Err(SettingsError::refused(
+                "HTTP_KEY_RETENTION_SECONDS",
+                SettingRule::BelowMinimum {
+                    value: retention,
+                    min: MIN_KEY_RETENTION.as_secs(),
+                    why: "a client retrying after a timeout must still find its key",
+                },
+            ));
+        }
+        Ok(Self {
+            key,
+            caller,
+            in_flight_wait: Duration::from_millis(wait_ms),
+            fingerprint,
+            max_body_bytes,
+            replay_headers,
+            key_retention: Duration::from_secs(retention),
+        })
+    }
+}
+
+fn replay_headers(list: &str) -> Result<Vec<String>, String> {
+    let mut names = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let name = name.to_ascii_lowercase();
+        if !valid_header_name(&name) {
+            return Err(format!("'{name}' is not a header name"));
+        }
+        if NEVER_REPLAYED.contains(&name.as_str()) {
+            return Err(format!("'{name}' is never replayed"));
+        }
+        names.push(name);
+    }
+    Ok(names)
+}
+
+/// An HTTP token (RFC 9110): the characters a header's name may hold.
+fn valid_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(pairs: &[(&str, &str)]) -> Result<HttpConfig, SettingsError> {
+        HttpConfig::read(&Env::from_pairs(pairs.iter().copied()))
+    }
+
+    /// The defaults: a key required, 409 at once, the whole request fingerprinted, 24 h.
+    #[test]
+    fn http_idempotency_key_config_defaults_are_the_drafts_and_stripes() {
+        let c = read(&[("HTTP_CALLER_FROM", "authorizer")]).expect("config");
+        assert_eq!(c.key, KeyRequirement::Required);
+        assert_eq!(c.caller, CallerFrom::Authorizer);
+        assert_eq!(c.in_flight_wait, Duration::ZERO);
+        assert_eq!(c.fingerprint, HttpFingerprint::Request);
+        assert_eq!(c.key_retention, Duration::from_secs(86_400));
+        assert_eq!(c.replay_headers, ["content-type", "location"]);
+    }
+
+    /// Every bad value is refused, typed, naming its variable.
+    #[test]
+    fn http_idempotency_key_config_refuses_what_cannot_work() {
+        let refused = |pairs: &[(&str, &str)]| match read(pairs) {
+            Err(SettingsError::Refused { var, rule }) => (var, rule),
+            other => panic!("{pairs:?}: {other:?}"),
+        };
+        assert_eq!(
+            read(&[]).expect_err("no caller"),
+            SettingsError::Missing("HTTP_CALLER_FROM".into())
+        );
+        let c = ("HTTP_CALLER_FROM", "none");
+        assert_eq!(refused(&[("HTTP_CALLER_FROM", "ip")]).0, "HTTP_CALLER_FROM");
+        assert_eq!(
+            refused(&[c, ("HTTP_IDEMPOTENCY_KEY", "maybe")]).0,
+            "HTTP_IDEMPOTENCY_KEY"
+        );
+        assert!(matches!(
+            refused(&[c, ("HTTP_IN_FLIGHT_WAIT_MS", "60000")]),
+            ("HTTP_IN_FLIGHT_WAIT_MS", SettingRule::AboveMaximum { .. })
+        ));
+        assert!(matches!(
+            refused(&[c, ("HTTP_KEY_RETENTION_SECONDS", "60")]),
+            (
+                "HTTP_KEY_RETENTION_SECONDS",
+                SettingRule::BelowMinimum { .. }
+            )
+        ));
+        assert!(matches!(
+            refused(&[c, ("HTTP_MAX_BODY_BYTES", "0")]),
+            ("HTTP_MAX_BODY_BYTES", SettingRule::Zero)
+        ));
+        assert_eq!(
+            refused(&[c, ("HTTP_REPLAY_HEADERS", "set-cookie")]).0,
+            "HTTP_REPLAY_HEADERS"
+        );
+        assert_eq!(
+            refused(&[c, ("HTTP_FINGERPRINT", "json:amount")]).0,
+            "HTTP_FINGERPRINT"
+        );
+        let ok = read(&[
+            ("HTTP_CALLER_FROM", "header:X-Caller"),
+            ("HTTP_FINGERPRINT", "json:/a,/b"),
+        ])
+        .expect("config");
+        assert_eq!(ok.caller, CallerFrom::Header("x-caller".into()));
+        assert_eq!(
+            ok.fingerprint,
+            HttpFingerprint::Pointers(vec!["/a".into(), "/b".into()])
+        );
+    }
+}

@@ -1,0 +1,69 @@
+//! The HTTP `Idempotency-Key` door (feature `http`): API Gateway REST and HTTP APIs, ALB and
+//! Function URLs, one service over `lambda_http`, as the IETF draft *The Idempotency-Key HTTP
+//! Header Field* and Powertools' `@idempotent` handlers do: the first request's answer is stored
+//! with its mark and replayed to every retry of the same key.
+//!
+//! # What each request gets (exactly one outcome, counted in EMF)
+//! | request | status | stored | outcome |
+//! | --- | --- | --- | --- |
+//! | body over `HTTP_MAX_BODY_BYTES` | 413 | no | `Rejected` |
+//! | no `Idempotency-Key` where required; empty, over 255 characters, a control character or any byte outside printable ASCII, sent twice, a structured-field parameter | 400, a code (`idempotency_key_*`) | no | `Rejected` |
+//! | no caller identity of the kind `HTTP_CALLER_FROM` names | 401 (`caller_missing`) | no | `Rejected` |
+//! | a body that is not JSON, or not the work's type | 400 (`not_json`, `misfit`) | no | `Rejected` |
+//! | new key | the work's answer; 2xx and 4xx stored with its effects in one commit (S5) | yes | `Applied` |
+//! | the same key and request again | the stored status, allow-listed headers and body, `idempotent-replayed: true` | — | `Duplicate` |
+//! | the same key while the first is in flight | after up to `HTTP_IN_FLIGHT_WAIT_MS`, the first's answer replayed, or 409 with `retry-after` | no | `Duplicate` / `Retry` |
+//! | the same key, another request (fingerprint) | 422 (`idempotency_key_reused`) | no | `Conflict` |
+//! | the work answers 5xx, or refuses as transient | that answer / 503 with `retry-after`; the mark released, so the retry runs again | no | `Retry` |
+//! | an answer over the store's result bound (64 KiB by default) | 500 (`response_too_large`), checked before the commit: its effects not written either | no | `Rejected` |
+//! | the store failed or timed out; the invocation's deadline | 503 with `retry-after` | no | `Retry` |
+//!
+//! Validation failures before the work runs are not stored, as Stripe does: a corrected retry
+//! under the same key runs. The work's own 4xx answers are stored: the request was judged.
+//!
+//! # The key
+//! `Idempotency-Key` is read as the draft writes it, a structured-field string
+//! (`"8e03978e-…"`, RFC 8941: printable ASCII, `\"` and `\\` escaped, nothing after the closing
+//! quote), or bare as Stripe's clients send it (visible ASCII without `"`, `\`, `,`, `;`); at
+//! most 255 characters (Stripe's limit). A comma outside a string means the header was sent
+//! twice (a Function URL joins repeated headers with commas): refused. The key is scoped by the
+//! caller (`HTTP_CALLER_FROM`: the authorizer's principal, a REST API key, a header a trusted
+//! front sets, or `none` for one client) and enters the mark's key only hashed with it
+//! (`namespace#consumer#sha256(caller, key)`, S3), so one caller never receives another's answer.
+//!
+//! # How it holds
+//! The key is claimed with a conditional write (an in-flight lease to the invocation's cutoff,
+//! S4); the work runs; its answer is checked against the store's bound; the lease is released
+//! and the answer committed with the work's effects in one atomic commit (S5), which decides: a
+//! request that took the key over in between is answered by its own commit, and this one's
+//! effects are not written. It uses only the [`MarkStore`](lambda_dedup::MarkStore) trait, so it
+//! runs on every store, with the store's own effects.
+//!
+//! # Retention
+//! There is no queue to outlast (S9): a key is kept `HTTP_KEY_RETENTION_SECONDS` (24 hours, as
+//! Stripe, by default; at least an hour), the marks' retention for this door. A retry after
+//! that is a new request — the promise the API documents to its clients.
+//!
+//! # Layout
+//! - `key`: `Idempotency-Key` parsed ([`KeyError`]);
+//! - `caller`: the caller of a request ([`CallerError`]);
+//! - `reply`: the work's [`Reply`] and its [`Stored`] form;
+//! - `answer`: the [`Answer`] and how it is [`Counted`];
+//! - `door`: the [`Door`] — the checks, the claim, the commit, the wait, the deadline.
+
+mod answer;
+mod caller;
+mod door;
+mod key;
+mod reply;
+
+pub use crate::config::{CallerFrom, HttpConfig, HttpFingerprint, KeyRequirement};
+pub use answer::{Answer, Counted};
+pub use caller::CallerError;
+pub(crate) use door::Work;
+pub use door::{Door, Incoming, Meta};
+pub use key::{IDEMPOTENCY_KEY_HEADER, KeyError, MAX_KEY_CHARS};
+pub use reply::{Reply, Stored};
+
+#[cfg(test)]
+mod tests;

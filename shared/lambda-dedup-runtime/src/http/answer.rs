@@ -1,0 +1,105 @@
+//! What a request is answered ([`Answer`]: status, headers, body, the outcome counted) and the
+//! HTTP response it becomes.
+
+use lambda_http::{Body, Response};
+
+use super::reply::Stored;
+use crate::webhook::REPLAYED_HEADER;
+
+/// The outcome a request is counted under (S14): one per request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    /// The work ran now and its answer is stored (or, unkeyed, just answered).
+    Applied,
+    /// The stored answer replayed.
+    Duplicate,
+    /// Not done; the client retries: 409 in flight, 503, a 5xx of the work.
+    Retry,
+    /// The key reused with another request: 422.
+    Conflict,
+    /// Refused: 400, 401, 413, or a 500 with a typed reason (too large to store).
+    Rejected,
+}
+
+impl Counted {
+    /// The metric's name.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Applied => "Applied",
+            Self::Duplicate => "Duplicate",
+            Self::Retry => "Retry",
+            Self::Conflict => "Conflict",
+            Self::Rejected => "Rejected",
+        }
+    }
+}
+
+/// One request's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The status code.
+    pub status: u16,
+    /// The headers.
+    pub headers: Vec<(String, String)>,
+    /// The body (JSON).
+    pub body: String,
+    /// How it is counted.
+    pub outcome: Counted,
+    /// The refusal's stable code, if refused.
+    pub code: Option<&'static str>,
+}
+
+impl Answer {
+    pub(super) fn error(status: u16, outcome: Counted, code: &'static str, message: &str) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body: serde_json::json!({ "error": code, "message": message }).to_string(),
+            outcome,
+            code: Some(code),
+        }
+    }
+
+    /// A stored answer, replayed (with `idempotent-replayed: true`) or first sent.
+    pub(super) fn reply(stored: &Stored, replayed: bool) -> Self {
+        let mut headers = stored.headers.clone();
+        if replayed {
+            headers.push((REPLAYED_HEADER.into(), "true".into()));
+        }
+        Self {
+            status: stored.status,
+            headers,
+            body: stored.body.clone(),
+            outcome: if replayed {
+                Counted::Duplicate
+            } else {
+                Counted::Applied
+            },
+            code: None,
+        }
+    }
+
+    pub(super) fn counted(mut self, outcome: Counted) -> Self {
+        self.outcome = outcome;
+        self
+    }
+
+    /// The HTTP response (JSON unless the answer names its own `content-type`).
+    pub fn response(self) -> Response<Body> {
+        let mut builder = Response::builder().status(self.status);
+        if !self.headers.iter().any(|(n, _)| n == "content-type") {
+            builder = builder.header("content-type", "application/json");
+        }
+        for (name, value) in &self.headers {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        builder
+            .body(Body::Text(self.body.clone()))
+            .unwrap_or_else(|_| {
+                // A header the work set that HTTP cannot carry: the answer without it.
+                let mut r = Response::new(Body::Text(self.body));
+                *r.status_mut() = lambda_http::http::StatusCode::INTERNAL_SERVER_ERROR;
+                r
+            })
+    }
+}

@@ -1,0 +1,376 @@
+//! The door: one request's checks in order (size, key, caller, body: nothing claimed before
+//! them), its key claimed, the work run, its answer bounded, the mark released and committed
+//! with the work's effects, and the answer counted in EMF.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use lambda_dedup::{Claim, Commit, DedupKey, Fingerprint, Lease, Mark, MarkStore, Scope, Seen};
+use lambda_dedup::{FingerprintSource, StoreError};
+use lambda_http::http::{HeaderMap, Method};
+use lambda_http::request::RequestContext;
+use lambda_http::{Body, Request, RequestExt, Response};
+
+use super::answer::{Answer, Counted};
+use super::reply::{Reply, Stored};
+use super::{caller, key};
+use crate::config::{HttpConfig, HttpFingerprint, KeyRequirement};
+use lambda_dedup_batch::HandlerError as Refusal;
+
+/// What the work is told of a request besides its payload.
+#[derive(Debug, Clone)]
+pub struct Meta {
+    /// The request's method.
+    pub method: Method,
+    /// Its path.
+    pub path: String,
+    /// Its dedup key: the caller's scope and its `Idempotency-Key` (an unkeyed request's, where
+    /// keys are optional: its Lambda request id). Derive the ids of what the work creates from
+    /// [`DedupKey::idempotency_key`], so a retry names the same resource.
+    pub key: DedupKey,
+    /// Whether the request carried an `Idempotency-Key`.
+    pub keyed: bool,
+}
+
+/// The work, prepared from a request's JSON body before any claim (a refusal here is answered
+/// and nothing is stored), then run once under the claim.
+pub(crate) type Work<E> =
+    Arc<dyn Fn(serde_json::Value, Meta) -> Result<Ready<E>, Refusal> + Send + Sync>;
+/// The work of one request, ready to run under its claim.
+pub(crate) type Ready<E> = Box<dyn FnOnce() -> Result<Reply<E>, Refusal> + Send>;
+
+/// How often a request that waits for one in flight looks at the mark.
+const WAIT_STEP: Duration = Duration::from_millis(50);
+
+/// One request, in parts.
+#[derive(Debug)]
+pub struct Incoming<'a> {
+    /// The method.
+    pub method: &'a Method,
+    /// The path.
+    pub path: &'a str,
+    /// The headers.
+    pub headers: &'a HeaderMap,
+    /// The body, as received.
+    pub body: &'a [u8],
+    /// The front's request context (the authorizer, the API key).
+    pub context: Option<&'a RequestContext>,
+    /// The Lambda request id (logs; the mark of an unkeyed request).
+    pub request_id: &'a str,
+}
+
+/// The door of one function: its configuration, its marks and its work.
+pub struct Door<E> {
+    pub(crate) config: HttpConfig,
+    pub(crate) store: Arc<dyn MarkStore<E>>,
+    pub(crate) scope: Scope,
+    pub(crate) work: Work<E>,
+    pub(crate) function: String,
+    pub(crate) margin: Duration,
+}
+
+impl<E> std::fmt::Debug for Door<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Door")
+            .field("function", &self.function)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E: Send + Sync + 'static> Door<E> {
+    /// Answers one request, in order: size (413), key (400), caller (401), body (400): nothing
+    /// claimed before; then the key claimed (a replay, 409 or 422 if it stood), the work run and
+    /// its answer committed with its effects, or released (5xx, too large).
+    pub async fn answer(&self, req: &Incoming<'_>, cutoff: Option<SystemTime>) -> Answer {
+        if req.body.len() > self.config.max_body_bytes {
+            return Answer::error(
+                413,
+                Counted::Rejected,
+                "body_too_large",
+                "the body is too large",
+            );
+        }
+        let idempotency_key = match key::read(req.headers) {
+            Ok(Some(k)) => Some(k),
+            Ok(None) if self.config.key == KeyRequirement::Optional => None,
+            Ok(None) => return key_refused(key::KeyError::Missing),
+            Err(e) => return key_refused(e),
+        };
+        let caller = match caller::of(&self.config.caller, req.context, req.headers) {
+            Ok(c) => c,
+            Err(e) => return Answer::error(401, Counted::Rejected, e.code(), &e.to_string()),
+        };
+        let Ok(json) = serde_json::from_slice::<serde_json::Value>(req.body) else {
+            return Answer::error(400, Counted::Rejected, "not_json", "the body is not JSON");
+        };
+        let fingerprint = self.fingerprint(req, &json);
+        let dedup_key = match &idempotency_key {
+            Some(k) => DedupKey::new(&self.scope, &caller, &["idempotency-key", k]),
+            None => DedupKey::new(&self.scope, &caller, &["request", req.request_id]),
+        };
+        let meta = Meta {
+            method: req.method.clone(),
+            path: req.path.to_owned(),
+            key: dedup_key.clone(),
+            keyed: idempotency_key.is_some(),
+        };
+        let ready = match (self.work)(json, meta) {
+            Ok(ready) => ready,
+            Err(refusal) => return refused(&refusal),
+        };
+        match self
+            .store
+            .claim(&dedup_key, Some(&fingerprint), cutoff)
+            .await
+        {
+            Ok(Claim::Claimed(lease)) => self.run(lease, ready).await,
+            Ok(Claim::Seen(seen)) => self.seen(seen, &dedup_key, &fingerprint).await,
+            Err(e) => store_failed(&e),
+        }
+    }
+
+    /// The work under its claim; its answer stored with its effects, or the claim released.
+    async fn run(&self, lease: Lease, ready: Ready<E>) -> Answer {
+        let reply = match ready() {
+            Ok(reply) => reply,
+            Err(Refusal::Invalid(invalid)) => Reply::new(
+                400,
+                serde_json::json!({ "error": invalid.cause().code(), "message": invalid.to_string() }),
+            ),
+            Err(refusal) => {
+                return self.released(&lease, refused(&refusal)).await;
+            }
+        };
+        if reply.status >= 500 {
+            // Not stored: the client's retry runs again.
+            let whole = Stored {
+                headers: reply.headers.clone(),
+                ..Stored::of(&reply, &[])
+            };
+            let answer = Answer::reply(&whole, false).counted(Counted::Retry);
+            return self.released(&lease, answer).await;
+        }
+        let stored = Stored::of(&reply, &self.config.replay_headers);
+        let result = stored.to_result();
+        // Checked before the commit: the effect commits with the mark, so an answer the mark
+        // cannot hold must stop the effect too (S5, S16).
+        if result.len() > self.store.max_result_bytes() {
+            let answer = Answer::error(
+                500,
+                Counted::Rejected,
+                "response_too_large",
+                "the answer is too large to store; nothing was done",
+            );
+            return self.released(&lease, answer).await;
+        }
+        // The lease ends so the commit may take the mark; the commit decides (S4, S5): if another
+        // request took the key over in between, this one's effects are not written.
+        if let Err(e) = self.store.release(&lease).await {
+            return store_failed(&e);
+        }
+        let request = lambda_dedup::CommitRequest {
+            key: &lease.key,
+            fingerprint: lease.fingerprint.as_ref(),
+            result: Some(&result),
+            effects: &reply.effects,
+        };
+        match self.store.commit(request).await {
+            // The first answer is the work's whole; its retries get the stored part.
+            Ok(Commit::Applied) => Answer::reply(
+                &Stored {
+                    headers: reply.headers,
+                    ..stored
+                },
+                false,
+            ),
+            Ok(Commit::Seen(seen)) => {
+                let fp = lease
+                    .fingerprint
+                    .clone()
+                    .unwrap_or_else(|| Fingerprint::of_bytes(b""));
+                self.seen(seen, &lease.key, &fp).await
+            }
+            Ok(Commit::EffectRejected { index }) => {
+                tracing::warn!(index, "an effect's condition failed: nothing written");
+                Answer::error(
+                    500,
+                    Counted::Rejected,
+                    "effect_refused",
+                    "an effect's condition failed; nothing was done",
+                )
+            }
+            Err(e) => store_failed(&e),
+        }
+    }
+
+    /// `answer`, once the claim is released (a release that fails: the lease runs out alone).
+    async fn released(&self, lease: &Lease, answer: Answer) -> Answer {
+        if let Err(e) = self.store.release(lease).await {
+            tracing::warn!(error = %e, "release failed: the lease runs out at its end");
+        }
+        answer
+    }
+
+    /// What stood in the way of the claim (or of the commit).
+    async fn seen(&self, seen: Seen, key: &DedupKey, fp: &Fingerprint) -> Answer {
+        match seen {
+            Seen::Duplicate(mark) => replay(&mark),
+            Seen::Conflict { .. } => conflict(),
+            Seen::InProgress { .. } => self.wait(key, fp).await,
+        }
+    }
+
+    /// A request whose key is in flight: it waits up to `HTTP_IN_FLIGHT_WAIT_MS` for the first
+    /// to finish (its answer replayed), else 409 with `retry-after`.
+    async fn wait(&self, key: &DedupKey, fp: &Fingerprint) -> Answer {
+        let until = tokio::time::Instant::now() + self.config.in_flight_wait;
+        while tokio::time::Instant::now() < until {
+            tokio::time::sleep(WAIT_STEP.min(until - tokio::time::Instant::now())).await;
+            match self.store.get(key).await {
+                Ok(Some(mark)) => match mark.classify(Some(fp), self.store.now()) {
+                    Some(Seen::Duplicate(mark)) => return replay(&mark),
+                    Some(Seen::Conflict { .. }) => return conflict(),
+                    Some(Seen::InProgress { .. }) => {}
+                    // The first gave up (released): a retry runs anew.
+                    None => break,
+                },
+                Ok(None) => break,
+                Err(e) => return store_failed(&e),
+            }
+        }
+        Answer {
+            headers: vec![("retry-after".into(), "1".into())],
+            ..Answer::error(
+                409,
+                Counted::Retry,
+                "in_flight",
+                "a request with this Idempotency-Key is being processed; retry later",
+            )
+        }
+    }
+
+    fn fingerprint(&self, req: &Incoming<'_>, json: &serde_json::Value) -> Fingerprint {
+        let request_line = |rest: &[u8]| {
+            let mut bytes = format!("{}\n{}\n", req.method, req.path).into_bytes();
+            bytes.extend_from_slice(rest);
+            Fingerprint::of_bytes(&bytes)
+        };
+        match &self.config.fingerprint {
+            HttpFingerprint::Request => request_line(req.body),
+            HttpFingerprint::Body => Fingerprint::of_bytes(req.body),
+            HttpFingerprint::Pointers(pointers) => {
+                let source = FingerprintSource::JsonPointers(pointers.clone());
+                let picked = source
+                    .compute(req.body, Some(json))
+                    .unwrap_or_else(|| Fingerprint::of_bytes(b""));
+                request_line(picked.as_str().as_bytes())
+            }
+        }
+    }
+
+    /// Answers one Lambda HTTP request (API Gateway REST or HTTP API, ALB, Function URL) before
+    /// the invocation's deadline (else 503 with `retry-after`), prints its EMF count and logs
+    /// its outcome, never its key, caller or body (S3).
+    pub async fn handle(&self, request: Request) -> Response<Body> {
+        let context = request.lambda_context_ref().cloned().unwrap_or_default();
+        let cutoff = crate::bound::cutoff(&context, self.margin);
+        let request_context = request.request_context_ref();
+        let incoming = Incoming {
+            method: request.method(),
+            path: request.uri().path(),
+            headers: request.headers(),
+            body: request.body().as_ref(),
+            context: request_context,
+            request_id: &context.request_id,
+        };
+        let answer = crate::bound::within(cutoff, self.answer(&incoming, cutoff))
+            .await
+            .unwrap_or_else(|| {
+                tracing::warn!(request_id = %context.request_id, "not answered before the invocation's deadline");
+                Answer {
+                    headers: vec![("retry-after".into(), "1".into())],
+                    ..Answer::error(503, Counted::Retry, "deadline", "not done in time; retry later")
+                }
+            });
+        println!(
+            "{}",
+            crate::emf::line(
+                &self.function,
+                &[
+                    // Every request ends in exactly one of the five outcomes: the account's
+                    // received = applied + duplicate + retry + conflict + rejected (S14).
+                    ("Requests", "Count", 1),
+                    ("Received", "Count", 1),
+                    (answer.outcome.label(), "Count", 1)
+                ]
+            )
+        );
+        tracing::info!(function = %self.function, request_id = %context.request_id,
+            status = answer.status, outcome = answer.outcome.label(), code = answer.code,
+            "http request answered");
+        answer.response()
+    }
+}
+
+fn key_refused(e: key::KeyError) -> Answer {
+    Answer::error(400, Counted::Rejected, e.code(), &e.to_string())
+}
+
+fn refused(refusal: &Refusal) -> Answer {
+    match refusal {
+        Refusal::Invalid(invalid) => Answer::error(
+            400,
+            Counted::Rejected,
+            invalid.cause().code(),
+            &invalid.to_string(),
+        ),
+        Refusal::Transient(transient) => Answer {
+            headers: vec![("retry-after".into(), "1".into())],
+            ..Answer::error(503, Counted::Retry, transient.cause().code(), "retry later")
+        },
+    }
+}
+
+fn replay(mark: &Mark) -> Answer {
+    match mark.result.as_deref().and_then(Stored::from_result) {
+        Some(stored) => Answer::reply(&stored, true),
+        None => Answer::error(
+            500,
+            Counted::Rejected,
+            "stored_answer_unreadable",
+            "this Idempotency-Key was used, and its answer cannot be read",
+        ),
+    }
+}
+
+fn conflict() -> Answer {
+    Answer::error(
+        422,
+        Counted::Conflict,
+        "idempotency_key_reused",
+        "this Idempotency-Key was used with another request",
+    )
+}
+
+fn store_failed(e: &StoreError) -> Answer {
+    tracing::warn!(error = %e, retryable = e.is_retryable(), "the mark store failed");
+    if e.is_retryable() {
+        Answer {
+            headers: vec![("retry-after".into(), "1".into())],
+            ..Answer::error(
+                503,
+                Counted::Retry,
+                "store_unavailable",
+                "not recorded; retry later",
+            )
+        }
+    } else {
+        Answer::error(
+            500,
+            Counted::Rejected,
+            "store_refused",
+            "the store refused the request",
+        )
+    }
+}

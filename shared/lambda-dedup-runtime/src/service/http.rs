@@ -1,0 +1,131 @@
+//! The builder's HTTP `Idempotency-Key` service: API Gateway REST and HTTP APIs, ALB and
+//! Function URLs, each request answered once per key and counted (see [`crate::http`]).
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), lambda_http::Error> {
+//! use lambda_dedup_runtime::http::{HttpConfig, Reply};
+//! use lambda_dedup_runtime::{Dedup, Effect, HttpEvent, Item, Refusal};
+//! let dedup = Dedup::from_env("orders-api")?.dynamodb().await;
+//! let service = dedup.http(HttpConfig::from_env()?, |e: HttpEvent<serde_json::Value>| {
+//!     let id = e.key.idempotency_key();
+//!     let order = Item::new().with("order_id", id.as_str());
+//!     Ok::<_, Refusal>(Reply::created(serde_json::json!({ "id": id })).effect(Effect::put("orders", order)))
+//! })?;
+//! lambda_http::run_concurrent(service).await
+//! # }
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+
+use lambda_dedup::{DedupKey, Retention};
+use lambda_http::http::Method;
+use lambda_http::{Body, Request, Response};
+use serde::de::DeserializeOwned;
+
+use super::{BuildError, Dedup, Refusal, parse};
+use crate::http::{Door, HttpConfig, Meta, Reply, Work};
+use crate::store::Marks;
+
+/// One request, typed: its JSON body read into the work's type `T`, and what its key is.
+#[derive(Debug, Clone)]
+pub struct HttpEvent<T> {
+    /// The body.
+    pub payload: T,
+    /// The dedup key (the caller's scope and its `Idempotency-Key`): derive the ids of what the
+    /// work creates from [`DedupKey::idempotency_key`], so a retry names the same resource.
+    pub key: DedupKey,
+    /// The method.
+    pub method: Method,
+    /// The path.
+    pub path: String,
+    /// Whether the request carried an `Idempotency-Key` (`false` only where keys are optional).
+    pub keyed: bool,
+}
+
+impl<S: Marks> Dedup<S> {
+    /// The HTTP service of an API whose requests carry `Idempotency-Key` (IETF draft): `work`
+    /// answers a new key — its [`Reply`]'s effects committed with the mark and its answer
+    /// stored (S5) — and every retry gets that answer again with `idempotent-replayed: true`
+    /// (S8); the key with another request 422 (S11), while in flight 409 or a bounded wait.
+    /// Keys are kept `HTTP_KEY_RETENTION_SECONDS` (the marks' retention of this service), scoped
+    /// by the caller. Runs on every store, with its own effects. Give it to `lambda_http::run`.
+    pub fn http<T, F>(
+        self,
+        config: HttpConfig,
+        work: F,
+    ) -> Result<HttpService<S::Effect>, BuildError>
+    where
+        T: DeserializeOwned + Send + 'static,
+        F: Fn(HttpEvent<T>) -> Result<Reply<S::Effect>, Refusal> + Send + Sync + 'static,
+    {
+        let mut settings = self.settings.clone();
+        // No queue horizon to outlast here: a key lives as long as the door promises (S9).
+        settings.retention = Retention::unchecked(config.key_retention)
+            .map_err(crate::config::SettingsError::from)?;
+        let store = self.store.mark_store(&settings)?;
+        let work = Arc::new(work);
+        let work: Work<S::Effect> = Arc::new(move |value, meta: Meta| {
+            let payload: T = parse(&value)?;
+            let work = work.clone();
+            Ok(Box::new(move || {
+                work(HttpEvent {
+                    payload,
+                    key: meta.key,
+                    method: meta.method,
+                    path: meta.path,
+                    keyed: meta.keyed,
+                })
+            }))
+        });
+        Ok(HttpService {
+            door: Arc::new(Door {
+                config,
+                store,
+                scope: self.settings.scope.clone(),
+                work,
+                function: self.function.clone(),
+                margin: self.settings.deadline_margin,
+            }),
+        })
+    }
+}
+
+/// An HTTP door's service: requests in, answers out. Cheap to clone.
+pub struct HttpService<E = lambda_dedup::Effect> {
+    door: Arc<Door<E>>,
+}
+
+impl<E> Clone for HttpService<E> {
+    fn clone(&self) -> Self {
+        Self {
+            door: self.door.clone(),
+        }
+    }
+}
+
+impl<E> std::fmt::Debug for HttpService<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpService")
+            .field("door", &self.door)
+            .finish()
+    }
+}
+
+impl<E: Send + Sync + 'static> lambda_http::Service<Request> for HttpService<E> {
+    type Response = Response<Body>;
+    type Error = lambda_http::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let door = self.door.clone();
+        // Boxed here, so the deep future of the store calls is one pointer to the runtime.
+        Box::pin(async move { Ok(door.handle(request).await) })
+    }
+}

@@ -1,0 +1,294 @@
+//! Kafka as a source (feature `kafka`): Amazon MSK and self-managed Apache Kafka. Each record
+//! becomes a [`Message`], each partition keeps its order, the records that can never apply are
+//! parked, and the partial batch response ([`KafkaEventResponse`], written here: the events
+//! crate has none) names each partition's first record not done.
+//!
+//! - **Identity** (S1). By default the record's position: cluster, topic, partition and offset
+//!   (the attribute [`POSITION_ATTRIBUTE`], `"<cluster>|<topic>|<partition>|<offset>"`), where
+//!   the cluster is the event's `eventSourceArn` (MSK) or, without one, its `bootstrapServers`
+//!   (self-managed). A Kafka log keeps a record at its offset, so every redelivery of it — a
+//!   retry from a checkpoint, a rebalance, a replay from an older offset — has one identity; a
+//!   producer that sends the same event twice (a retry without `enable.idempotence`) writes it
+//!   at two offsets, and the position does not catch that. Chosen openly, like SQS's
+//!   `messageId`: a producer's own identity is the builder's `identity_attribute("<header>")` (a
+//!   record header, each header a message attribute of its name: text when UTF-8, bytes
+//!   otherwise; the first of repeated names counts) or `identity("/pointer")` into the value.
+//! - **Value**: the record's `value`, base64 as Lambda delivers it, decoded into the body. A
+//!   value that is not base64 is rejected (`body_not_base64`) and parked; a missing value (a
+//!   tombstone) is an empty body.
+//! - **Order** (S12): a batch holds records of several partitions (`records` is keyed by
+//!   `"<topic>-<partition>"`); each partition is a group of `run_batch`, processed in order and
+//!   stopped at its first record not done, partitions in parallel. The response names, per
+//!   partition, the first record neither done nor parked ([`KafkaItemIdentifier`]: the
+//!   partition key and the offset), so Lambda resumes that partition from there and the records
+//!   after it come again (those applied are duplicates then, S8).
+//! - **Poison** (S15): a record that can never apply (no identity, not base64, not JSON, a
+//!   conflict, a refused effect, too large: a `rejected` or `conflict` outcome) is parked whole
+//!   in the parking queue (`DEDUP_PARKING_QUEUE_URL`, required) — `{"function", "code",
+//!   "cluster", "partition", "record"}`, the record as delivered, its value included, with the
+//!   attributes `dedup-reason`, `dedup-kafka-partition`, `dedup-kafka-offset` and
+//!   `dedup-parked-by` — and only then passed, so the partition never waits on it. A record too
+//!   large to park whole is parked by reference: the record without `value`, and `value`:
+//!   `{"bytes", "sha256", "head", "headBytes"}` of the decoded value (of the value as received
+//!   when it is not base64); the bytes stay in the topic for its retention, at that offset. A
+//!   record whose parking fails is its partition's resume point (nothing lost).
+//! - A transient failure is never parked: it is the resume point, retried until the trigger's
+//!   maximum record age.
+
+mod response;
+
+use std::collections::{BTreeMap, HashSet};
+use std::future::Future;
+
+use aws_lambda_events::event::kafka::{KafkaEvent, KafkaRecord};
+use lambda_dedup::{AttributeValue, Message};
+use lambda_dedup_batch::{BatchReport, Outcome};
+
+use crate::parking::Letter;
+pub(crate) use crate::stream::Invocation;
+use crate::stream::StreamRecord;
+pub use crate::stream::not_base64;
+
+pub use crate::parking::PARKING_QUEUE_VARIABLE;
+pub use response::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifier};
+
+/// The message attribute carrying a record's position, `"<cluster>|<topic>|<partition>|<offset>"`:
+/// the Kafka door's default identity.
+pub const POSITION_ATTRIBUTE: &str = "dedup-kafka-position";
+
+/// One record of a Kafka invocation, with where it stands.
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// The cluster: the event's `eventSourceArn`, or its `bootstrapServers`.
+    pub cluster: String,
+    /// The topic-partition key of the event's `records` map.
+    pub partition: String,
+    /// The record as delivered.
+    pub record: KafkaRecord,
+    /// The value decoded, or `None` when it is not base64.
+    value: Option<Vec<u8>>,
+}
+
+/// The cluster an event's records belong to: `eventSourceArn` (MSK) or `bootstrapServers`.
+fn cluster(event: &KafkaEvent) -> String {
+    event
+        .event_source_arn
+        .clone()
+        .filter(|a| !a.trim().is_empty())
+        .or_else(|| event.bootstrap_servers.clone())
+        .unwrap_or_default()
+}
+
+/// The records of `event`: partitions in the order of their keys, each partition's records as
+/// delivered (by offset).
+pub fn records(event: &KafkaEvent) -> Vec<Record> {
+    use base64::Engine as _;
+    let cluster = cluster(event);
+    let partitions: BTreeMap<&String, &Vec<KafkaRecord>> = event.records.iter().collect();
+    partitions
+        .into_iter()
+        .flat_map(|(partition, records)| {
+            let cluster = cluster.clone();
+            records.iter().map(move |r| Record {
+                cluster: cluster.clone(),
+                partition: partition.clone(),
+                value: match &r.value {
+                    None => Some(Vec::new()),
+                    Some(v) => base64::engine::general_purpose::STANDARD.decode(v).ok(),
+                },
+                record: r.clone(),
+            })
+        })
+        .collect()
+}
+
+impl Record {
+    /// The id the record is reported by: `"<partition key>@<offset>"`.
+    pub fn id(&self) -> String {
+        format!("{}@{}", self.partition, self.record.offset)
+    }
+
+    /// Whether the value is base64 (or absent).
+    pub fn decodes(&self) -> bool {
+        self.value.is_some()
+    }
+
+    /// The record's position: cluster, topic, partition, offset.
+    pub fn position(&self) -> String {
+        let topic = self.record.topic.clone().unwrap_or_else(|| {
+            let cut = self.partition.rsplit_once('-');
+            cut.map_or(self.partition.clone(), |(t, _)| t.to_owned())
+        });
+        let r = &self.record;
+        format!("{}|{topic}|{}|{}", self.cluster, r.partition, r.offset)
+    }
+
+    /// The bytes a parking by reference digests: the decoded value, or the value as received.
+    fn value_bytes(&self) -> Vec<u8> {
+        match &self.value {
+            Some(v) => v.clone(),
+            None => self.record.value.clone().unwrap_or_default().into_bytes(),
+        }
+    }
+
+    /// The headers as message attributes (the first of a repeated name counts).
+    fn headers(&self) -> BTreeMap<String, AttributeValue> {
+        let mut out = BTreeMap::new();
+        for (name, bytes) in self.record.headers.iter().flatten() {
+            let bytes: Vec<u8> = bytes.iter().map(|b| *b as u8).collect();
+            let value = match String::from_utf8(bytes) {
+                Ok(text) => AttributeValue::String(text),
+                Err(e) => AttributeValue::Binary(e.into_bytes()),
+            };
+            out.entry(name.clone()).or_insert(value);
+        }
+        out
+    }
+
+    fn attributes(&self, code: &str) -> Vec<(String, String)> {
+        vec![
+            ("dedup-reason".to_owned(), code.to_owned()),
+            ("dedup-kafka-partition".to_owned(), self.partition.clone()),
+            (
+                "dedup-kafka-offset".to_owned(),
+                self.record.offset.to_string(),
+            ),
+        ]
+    }
+}
+
+impl StreamRecord for Record {
+    type Response = KafkaEventResponse;
+
+    fn id(&self) -> String {
+        Record::id(self)
+    }
+
+    fn message(&self) -> Message {
+        let mut attributes = self.headers();
+        attributes.insert(
+            POSITION_ATTRIBUTE.to_owned(),
+            AttributeValue::String(self.position()),
+        );
+        Message {
+            message_id: self.id(),
+            body: self.value.clone().unwrap_or_default(),
+            attributes,
+            group_id: Some(self.partition.clone()),
+        }
+    }
+
+    fn parked(&self, function: &str, code: &str) -> Letter {
+        let body = serde_json::json!({
+            "function": function,
+            "code": code,
+            "cluster": self.cluster,
+            "partition": self.partition,
+            "record": self.record,
+        });
+        Letter {
+            body: body.to_string(),
+            attributes: self.attributes(code),
+        }
+    }
+
+    fn parked_by_reference(&self, function: &str, code: &str, room: usize) -> Letter {
+        let data = self.value_bytes();
+        let mut delivered = serde_json::to_value(&self.record).unwrap_or_default();
+        if let Some(r) = delivered.as_object_mut() {
+            r.remove("value");
+        }
+        let body = |head: &[u8]| {
+            use base64::Engine as _;
+            serde_json::json!({
+                "function": function,
+                "code": code,
+                "cluster": self.cluster,
+                "partition": self.partition,
+                "parkedBy": "reference",
+                "record": delivered,
+                "value": {
+                    "bytes": data.len(),
+                    "sha256": crate::parking::sha256_hex(&data),
+                    "head": base64::engine::general_purpose::STANDARD.encode(head),
+                    "headBytes": head.len(),
+                },
+            })
+            .to_string()
+        };
+        let bare = body(&[]).len();
+        let head = crate::parking::head_room(room.saturating_sub(bare)).min(data.len());
+        Letter {
+            body: body(&data[..head]),
+            attributes: self.attributes(code),
+        }
+    }
+
+    fn respond(checkpoint: Option<String>) -> KafkaEventResponse {
+        let mut response = KafkaEventResponse::default();
+        if let Some((partition, offset)) = checkpoint.as_deref().and_then(split_id) {
+            response.add_failure(partition, offset);
+        }
+        response
+    }
+}
+
+/// The partition key and offset of a record id (`"<partition key>@<offset>"`).
+fn split_id(id: &str) -> Option<(&str, i64)> {
+    let (partition, offset) = id.rsplit_once('@')?;
+    Some((partition, offset.parse().ok()?))
+}
+
+/// Runs one Kafka invocation: its records through `process` in order per partition (a record
+/// whose value is not base64 rejected without it), the account printed, each partition's
+/// records before its resume point that can never apply parked, and the response naming each
+/// partition's resume point.
+pub(crate) async fn run<F, Fut>(
+    at: Invocation<'_>,
+    event: &KafkaEvent,
+    process: F,
+) -> KafkaEventResponse
+where
+    F: Fn(Message) -> Fut,
+    Fut: Future<Output = Outcome>,
+{
+    let records = records(event);
+    let undecodable: HashSet<String> = records
+        .iter()
+        .filter(|r| !r.decodes())
+        .map(Record::id)
+        .collect();
+    let report = crate::stream::accounted_records(&at, &records, &undecodable, process).await;
+    respond(&at, &records, &report).await
+}
+
+/// Parks, partition by partition, the records before each resume point that can never apply,
+/// and names each resume point.
+async fn respond(
+    at: &Invocation<'_>,
+    records: &[Record],
+    report: &BatchReport,
+) -> KafkaEventResponse {
+    let mut response = KafkaEventResponse::default();
+    let mut partitions: Vec<&str> = records.iter().map(|r| r.partition.as_str()).collect();
+    partitions.dedup();
+    for partition in partitions {
+        let own: Vec<Record> = records
+            .iter()
+            .filter(|r| r.partition == partition)
+            .cloned()
+            .collect();
+        let ids: HashSet<String> = own.iter().map(Record::id).collect();
+        let outcomes = report.outcomes().iter().filter(|(id, _)| ids.contains(id));
+        let sub = BatchReport::from_outcomes(outcomes.cloned().collect());
+        let parked = at.parking.park_records(at.function, &own, &sub).await;
+        let named = Record::respond(parked.checkpoint);
+        response
+            .batch_item_failures
+            .extend(named.batch_item_failures);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,304 @@
+//! The Kafka door on the builder and the memory store: AWS's published sample event, once per
+//! record, order per partition, each partition's resume point, poison parked, duplicates, and
+//! what a hostile producer sends.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use aws_lambda_events::event::kafka::KafkaEvent;
+use base64::Engine as _;
+use lambda_dedup::{AttributeValue, Effect, Item, Value};
+use lambda_dedup_memory::MemoryStore;
+use serde_json::json;
+
+use super::*;
+use crate::parking::Parking;
+use crate::settings::Env;
+use crate::{Dedup, Event, Refusal};
+
+/// AWS's published sample (`aws_lambda_events`' fixture, copied into `events/`).
+fn sample() -> KafkaEvent {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../events/example-kafka-event.json"
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("parses")
+}
+
+fn b64(bytes: impl AsRef<[u8]>) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// A record shaped as the sample's, at `partition`/`offset` of `AWSKafkaTopic`, with `value`
+/// (already encoded, as Lambda sends it) and `headers` (name, bytes).
+fn record(partition: i64, offset: i64, value: &str, headers: &[(&str, &str)]) -> serde_json::Value {
+    let mut r = serde_json::to_value(&sample().records["AWSKafkaTopic-0"][0]).expect("record");
+    r["partition"] = json!(partition);
+    r["offset"] = json!(offset);
+    r["value"] = json!(value);
+    r["headers"] = headers
+        .iter()
+        .map(|(n, v)| json!({ *n: v.bytes().map(|b| b as i8).collect::<Vec<i8>>() }))
+        .collect();
+    r
+}
+
+/// A credit as a record's value: `{"account", "amount"}`, base64.
+fn credit(account: &str, amount: i64) -> String {
+    b64(json!({"account": account, "amount": amount}).to_string())
+}
+
+/// The sample event with `records` in place of its own, grouped by partition as Lambda does.
+fn event(records: Vec<serde_json::Value>) -> KafkaEvent {
+    let mut e = serde_json::to_value(sample()).expect("event");
+    let mut map = serde_json::Map::new();
+    for r in records {
+        let key = format!("AWSKafkaTopic-{}", r["partition"]);
+        map.entry(key)
+            .or_insert_with(|| json!([]))
+            .as_array_mut()
+            .expect("list")
+            .push(r);
+    }
+    e["records"] = map.into();
+    serde_json::from_value(e).expect("event")
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Credit {
+    account: String,
+    amount: i64,
+}
+
+fn builder() -> (Dedup, MemoryStore) {
+    let env = Env::from_pairs([("DEDUP_NAMESPACE", "test"), ("DEDUP_MARK_TABLE", "marks")]);
+    let (dedup, store) = crate::testing::on_memory(Dedup::read(&env, "ledger").expect("env"));
+    store.create_table("balances", "account");
+    (dedup, store)
+}
+
+/// The credit work: `amount` added to the account's balance; `down` makes account `b`'s
+/// dependency fail transiently.
+fn service(
+    dedup: Dedup,
+    parking: Parking,
+    down: &'static AtomicBool,
+) -> crate::Service<KafkaEvent, KafkaEventResponse> {
+    dedup
+        .parking(parking)
+        .kafka(move |e: Event<Credit>| {
+            if e.payload.account == "b" && down.load(Ordering::SeqCst) {
+                return Err(Refusal::transient("dependency down"));
+            }
+            let item = Item::new().with("account", e.payload.account.as_str());
+            Ok(Effect::update("balances", item)
+                .expression("ADD balance :a")
+                .value(":a", e.payload.amount))
+        })
+        .expect("service")
+}
+
+fn balance(store: &MemoryStore, account: &str) -> Option<Value> {
+    store
+        .item("balances", &Item::new().with("account", account))
+        .and_then(|i| i.0.get("balance").cloned())
+}
+
+fn named(response: &KafkaEventResponse) -> Vec<(String, i64)> {
+    let ids = response.identifiers().into_iter();
+    ids.map(|i| (i.partition.clone(), i.offset)).collect()
+}
+
+/// AWS's sample parses; its record's identity is its position scoped by the MSK cluster's
+/// ARN (the self-managed `bootstrapServers` without one), its header a message attribute and
+/// its value decoded into the body.
+#[test]
+fn kafka_sample_event_gives_position_header_and_value() {
+    let event = sample();
+    let all = records(&event);
+    assert_eq!(all.len(), 1);
+    let m = all[0].message();
+    assert_eq!(m.message_id, "AWSKafkaTopic-0@0");
+    assert_eq!(m.group_id.as_deref(), Some("AWSKafkaTopic-0"));
+    assert_eq!(m.body, b"8d5596b4-1813-4238-b24b-6dad8e3d1c0c");
+    assert_eq!(
+        m.attributes.get("headerKey"),
+        Some(&AttributeValue::String("headerValue".into()))
+    );
+    let arn = event.event_source_arn.clone().expect("arn");
+    assert_eq!(
+        m.attributes.get(POSITION_ATTRIBUTE),
+        Some(&AttributeValue::String(format!("{arn}|AWSKafkaTopic|0|0")))
+    );
+    let mut self_managed = event.clone();
+    self_managed.event_source_arn = None;
+    let m = records(&self_managed)[0].message();
+    let servers = event.bootstrap_servers.clone().expect("servers");
+    assert_eq!(
+        m.attributes.get(POSITION_ATTRIBUTE),
+        Some(&AttributeValue::String(format!(
+            "{servers}|AWSKafkaTopic|0|0"
+        )))
+    );
+}
+
+/// Two partitions in one batch: each applied once and in order; a transient failure stops its
+/// own partition there — named in the response by partition and offset, its later record not
+/// applied — while the other partition goes on; Lambda resumes from the named offset and each
+/// event is applied once, the records redelivered at the same offsets duplicates.
+#[tokio::test]
+async fn kafka_keeps_order_per_partition_and_names_each_resume_point() {
+    static DOWN: AtomicBool = AtomicBool::new(true);
+    let (dedup, store) = builder();
+    let service = service(dedup, Parking::unreachable(), &DOWN);
+    let batch = vec![
+        record(0, 10, &credit("a", 1), &[]),
+        record(0, 11, &credit("b", 10), &[]),
+        record(0, 12, &credit("b", 20), &[]),
+        record(1, 5, &credit("c", 3), &[]),
+        record(1, 6, &credit("c", 4), &[]),
+    ];
+    let first = service
+        .call_with(event(batch.clone()))
+        .await
+        .expect("answer");
+    assert_eq!(named(&first), [("AWSKafkaTopic-0".to_owned(), 11)]);
+    assert_eq!(balance(&store, "a"), Some(Value::N("1".into())));
+    assert_eq!(balance(&store, "b"), None, "12 not before 11");
+    assert_eq!(
+        balance(&store, "c"),
+        Some(Value::N("7".into())),
+        "partition 1 went on"
+    );
+    DOWN.store(false, Ordering::SeqCst);
+    // Lambda resumes partition 0 at 11; partition 1 comes again too (a rebalance).
+    let again = [&batch[1..3], &batch[3..]].concat();
+    let (second, outcomes) = crate::testing::with_outcomes(service.call_with(event(again))).await;
+    assert!(named(&second.expect("answer")).is_empty());
+    assert_eq!(balance(&store, "b"), Some(Value::N("30".into())));
+    assert_eq!(
+        balance(&store, "c"),
+        Some(Value::N("7".into())),
+        "no second effect"
+    );
+    let duplicates = outcomes.iter().filter(|(_, o)| o.label() == "duplicate");
+    assert_eq!(duplicates.count(), 2, "{outcomes:?}");
+}
+
+/// Identity from a record header: the same event written at two offsets (a producer's retry)
+/// is applied once, the second a duplicate; by default (the position) the two are two events.
+#[tokio::test]
+async fn kafka_header_identity_catches_a_producer_retry_at_another_offset() {
+    static UP: AtomicBool = AtomicBool::new(false);
+    let batch = || {
+        event(vec![
+            record(0, 1, &credit("a", 5), &[("event-id", "e-1")]),
+            record(0, 2, &credit("a", 5), &[("event-id", "e-1")]),
+        ])
+    };
+    let (dedup, store) = builder();
+    let by_header = service(
+        dedup.identity_attribute("event-id"),
+        Parking::unreachable(),
+        &UP,
+    );
+    let answer = by_header.call_with(batch()).await.expect("answer");
+    assert!(named(&answer).is_empty());
+    assert_eq!(balance(&store, "a"), Some(Value::N("5".into())));
+    let (dedup, store) = builder();
+    let by_position = service(dedup, Parking::unreachable(), &UP);
+    let answer = by_position.call_with(batch()).await.expect("answer");
+    assert!(named(&answer).is_empty());
+    assert_eq!(
+        balance(&store, "a"),
+        Some(Value::N("10".into())),
+        "the position sees two records"
+    );
+}
+
+/// What a hostile producer sends — a value that is not base64, one that is not JSON, a
+/// missing identity header, a value over the body limit (and too large to park whole) — is
+/// rejected with its code, parked (never dropped), and its partition goes on: within the
+/// deliveries Lambda makes from each resume point, every good record is applied.
+#[tokio::test]
+async fn kafka_hostile_records_are_parked_and_the_partition_goes_on() {
+    static UP: AtomicBool = AtomicBool::new(false);
+    let (dedup, store) = builder();
+    let (parking, taken) = Parking::refusing_over_sqs_maximum();
+    let service = service(dedup.identity_attribute("event-id"), parking, &UP);
+    let id = |n: &'static str| vec![("event-id", n)];
+    let big = b64(vec![b'x'; 1_100_000]);
+    let batch = [
+        record(0, 1, &credit("a", 1), &id("e1")),
+        record(0, 2, "not base64!", &id("e2")),
+        record(0, 3, &b64("not json"), &id("e3")),
+        record(0, 4, &credit("a", 2), &[]),
+        record(0, 5, &big, &id("e5")),
+        record(0, 6, &credit("a", 4), &id("e6")),
+    ];
+    let mut from = 0;
+    for _ in 0..batch.len() {
+        let answer = service
+            .call_with(event(batch[from..].to_vec()))
+            .await
+            .expect("answer");
+        let Some((_, offset)) = named(&answer).into_iter().next() else {
+            from = batch.len();
+            break;
+        };
+        from = batch
+            .iter()
+            .position(|r| r["offset"] == offset)
+            .expect("a record");
+    }
+    assert_eq!(from, batch.len(), "the partition got past every record");
+    assert_eq!(balance(&store, "a"), Some(Value::N("5".into())));
+    let taken = taken.lock().expect("taken").clone();
+    let codes: Vec<(String, String)> = taken
+        .iter()
+        .map(|(_, a)| {
+            let get = |n: &str| a.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+            (
+                get("dedup-kafka-offset").expect("offset"),
+                get("dedup-reason").expect("code"),
+            )
+        })
+        .collect();
+    let code = |o: &str, c: &str| (o.to_owned(), c.to_owned());
+    assert_eq!(
+        codes,
+        [
+            code("2", "body_not_base64"),
+            code("3", "body_not_json"),
+            code("4", "identity_missing"),
+            code("5", "body_too_large"),
+        ]
+    );
+    let whole: serde_json::Value = serde_json::from_str(&taken[0].0).expect("json");
+    assert_eq!(
+        whole["record"]["value"], "not base64!",
+        "the record as delivered"
+    );
+    assert_eq!(whole["partition"], "AWSKafkaTopic-0");
+    let by_ref: serde_json::Value = serde_json::from_str(&taken[3].0).expect("json");
+    assert_eq!(by_ref["parkedBy"], "reference");
+    assert_eq!(by_ref["value"]["bytes"], 1_100_000);
+    assert!(by_ref["record"].get("value").is_none());
+}
+
+/// A record that can never apply is passed only once parked: when the parking queue cannot be
+/// reached, it is its partition's resume point, and the other partition is not held by it.
+#[tokio::test]
+async fn kafka_a_record_whose_parking_fails_is_its_partitions_resume_point() {
+    static UP: AtomicBool = AtomicBool::new(false);
+    let (dedup, store) = builder();
+    let service = service(dedup, Parking::unreachable(), &UP);
+    let batch = vec![
+        record(0, 7, &b64("not json"), &[]),
+        record(0, 8, &credit("a", 1), &[]),
+        record(1, 3, &credit("c", 2), &[]),
+    ];
+    let answer = service.call_with(event(batch)).await.expect("answer");
+    assert_eq!(named(&answer), [("AWSKafkaTopic-0".to_owned(), 7)]);
+    assert_eq!(balance(&store, "a"), None);
+    assert_eq!(balance(&store, "c"), Some(Value::N("2".into())));
+}

@@ -1,0 +1,238 @@
+//! Amazon MQ as a source (feature `mq`): ActiveMQ and RabbitMQ brokers. Each message becomes a
+//! [`Message`]; Lambda's Amazon MQ trigger has **no partial batch response**, so the batch is
+//! acknowledged or redelivered whole, and what this door does is chosen for that:
+//!
+//! - **Identity** (S1): the one the builder is given, as for SQS. The broker's message id
+//!   (ActiveMQ's `messageID`, RabbitMQ's `basicProperties.messageId`) is carried as the
+//!   attribute [`MESSAGE_ID_ATTRIBUTE`] and is an identity only when chosen openly
+//!   (`.identity_attribute(mq::MESSAGE_ID_ATTRIBUTE)`): it catches every redelivery of a
+//!   message, not a producer that sends an event twice (a new id each send, as SQS's
+//!   `messageId`). A producer's own identity is a property or header
+//!   (`identity_attribute("<name>")`: ActiveMQ `properties`, RabbitMQ `headers` — text, numbers
+//!   as text, RabbitMQ's `{"bytes": [...]}` as the bytes' text) or `identity("/pointer")` into
+//!   the data. A message with no identity (RabbitMQ leaves `messageId` null unless the producer
+//!   sets it) is rejected and parked, never guessed.
+//! - **Data**: base64 as Lambda delivers it, decoded into the body; data that is not base64 is
+//!   rejected (`body_not_base64`) and parked.
+//! - **Poison** (S15): a message that can never apply (no identity, not base64, not JSON, a
+//!   conflict, a refused effect: `rejected` or `conflict`) must not cost the rest of the batch.
+//!   It is **parked** in `DEDUP_PARKING_QUEUE_URL` (required) — `{"function", "code", "broker",
+//!   "queue", "message"}`, the message as delivered, its data included (by reference when too
+//!   large: the message without `data`, and `data`: `{"bytes", "sha256", "head",
+//!   "headBytes"}`), with the attributes `dedup-reason`, `dedup-mq-queue`,
+//!   `dedup-mq-message-id` and `dedup-parked-by` — and the batch is acknowledged. The broker's
+//!   own dead-letter queue only ever sees a whole batch, so it is no place for one message.
+//! - **Transient** (S13): if any message may yet apply (`retry`: the store out, a dependency
+//!   down, an event in progress elsewhere), or a parking fails, the invocation fails
+//!   ([`MqError`]) and the broker redelivers the **whole batch**; the messages already applied
+//!   are then duplicates, caught by their marks (S8), and nothing is parked before the batch is
+//!   whole, so a parked message is parked once per batch that reaches it.
+//! - Messages of a batch run in parallel (bounded): the trigger's redelivery of a whole batch
+//!   keeps no order between its messages, so this door promises none.
+
+mod activemq;
+mod rabbitmq;
+
+use std::collections::{BTreeMap, HashSet};
+use std::future::Future;
+
+use lambda_dedup::{AttributeValue, Message};
+use lambda_dedup_batch::Outcome;
+
+use crate::parking::Letter;
+use crate::stream::{Invocation, StreamRecord};
+
+pub use crate::parking::PARKING_QUEUE_VARIABLE;
+pub use crate::stream::not_base64;
+pub use activemq::messages as activemq_messages;
+pub use rabbitmq::messages as rabbitmq_messages;
+
+/// The message attribute carrying the broker's message id, for `.identity_attribute(..)` when it
+/// is the identity chosen (S1: it misses a producer's resend).
+pub const MESSAGE_ID_ATTRIBUTE: &str = "dedup-mq-message-id";
+
+/// Why an Amazon MQ invocation fails, so that the broker redelivers the whole batch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MqError {
+    /// Messages may yet apply (`retry`): the batch comes again; what applied is a duplicate then.
+    #[error("{retries} message(s) may yet apply: the whole batch is redelivered")]
+    Redeliver {
+        /// How many.
+        retries: u64,
+    },
+    /// Messages that can never apply could not be parked: the batch comes again (nothing lost).
+    #[error(
+        "{failed} message(s) that can never apply could not be parked: the whole batch is redelivered"
+    )]
+    ParkingFailed {
+        /// How many.
+        failed: u64,
+    },
+}
+
+/// One message of an Amazon MQ invocation, with where it came from.
+#[derive(Debug, Clone)]
+pub struct MqMessage {
+    /// The broker: the event's `eventSourceArn`.
+    pub broker: String,
+    /// The queue: ActiveMQ's `destination.physicalName`, RabbitMQ's `"<queue>::<vhost>"`.
+    pub queue: String,
+    /// The broker's message id, if it gave one.
+    pub message_id: Option<String>,
+    /// Its position in the batch (its report id when it has no message id).
+    index: usize,
+    /// Properties or headers, as message attributes.
+    properties: BTreeMap<String, AttributeValue>,
+    /// The data decoded, or `None` when it is not base64.
+    data: Option<Vec<u8>>,
+    /// The data as received.
+    raw: Option<String>,
+    /// The message as delivered, for parking.
+    delivered: serde_json::Value,
+}
+
+impl MqMessage {
+    /// Whether the data is base64 (or absent).
+    pub fn decodes(&self) -> bool {
+        self.data.is_some()
+    }
+
+    fn letter_attributes(&self, code: &str) -> Vec<(String, String)> {
+        let mut out = vec![
+            ("dedup-reason".to_owned(), code.to_owned()),
+            ("dedup-mq-queue".to_owned(), self.queue.clone()),
+        ];
+        if let Some(id) = &self.message_id {
+            out.push(("dedup-mq-message-id".to_owned(), id.clone()));
+        }
+        out
+    }
+}
+
+/// The data of a message decoded from base64: `Some(empty)` when absent, `None` when not base64.
+fn decoded(data: Option<&str>) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    match data {
+        None => Some(Vec::new()),
+        Some(d) => base64::engine::general_purpose::STANDARD.decode(d).ok(),
+    }
+}
+
+impl StreamRecord for MqMessage {
+    type Response = ();
+
+    fn id(&self) -> String {
+        match &self.message_id {
+            Some(id) => id.clone(),
+            None => format!("#{}", self.index),
+        }
+    }
+
+    fn message(&self) -> Message {
+        let mut attributes = self.properties.clone();
+        if let Some(id) = &self.message_id {
+            attributes.insert(
+                MESSAGE_ID_ATTRIBUTE.to_owned(),
+                AttributeValue::String(id.clone()),
+            );
+        }
+        Message {
+            message_id: self.id(),
+            body: self.data.clone().unwrap_or_default(),
+            attributes,
+            group_id: None,
+        }
+    }
+
+    fn parked(&self, function: &str, code: &str) -> Letter {
+        let body = serde_json::json!({
+            "function": function,
+            "code": code,
+            "broker": self.broker,
+            "queue": self.queue,
+            "message": self.delivered,
+        });
+        Letter {
+            body: body.to_string(),
+            attributes: self.letter_attributes(code),
+        }
+    }
+
+    fn parked_by_reference(&self, function: &str, code: &str, room: usize) -> Letter {
+        let data = match &self.data {
+            Some(d) => d.clone(),
+            None => self.raw.clone().unwrap_or_default().into_bytes(),
+        };
+        let mut delivered = self.delivered.clone();
+        if let Some(m) = delivered.as_object_mut() {
+            m.remove("data");
+        }
+        let body = |head: &[u8]| {
+            use base64::Engine as _;
+            serde_json::json!({
+                "function": function,
+                "code": code,
+                "broker": self.broker,
+                "queue": self.queue,
+                "parkedBy": "reference",
+                "message": delivered,
+                "data": {
+                    "bytes": data.len(),
+                    "sha256": crate::parking::sha256_hex(&data),
+                    "head": base64::engine::general_purpose::STANDARD.encode(head),
+                    "headBytes": head.len(),
+                },
+            })
+            .to_string()
+        };
+        let bare = body(&[]).len();
+        let head = crate::parking::head_room(room.saturating_sub(bare)).min(data.len());
+        Letter {
+            body: body(&data[..head]),
+            attributes: self.letter_attributes(code),
+        }
+    }
+
+    fn respond(_: Option<String>) {}
+}
+
+/// Runs one Amazon MQ invocation: its messages through `process` (in parallel, bounded; data
+/// that is not base64 rejected without it), the account printed; then, unless a message may yet
+/// apply ([`MqError::Redeliver`]), those that can never apply parked, and the batch
+/// acknowledged unless a parking failed ([`MqError::ParkingFailed`]).
+pub(crate) async fn run<F, Fut>(
+    at: Invocation<'_>,
+    messages: &[MqMessage],
+    process: F,
+) -> Result<(), MqError>
+where
+    F: Fn(Message) -> Fut,
+    Fut: Future<Output = Outcome>,
+{
+    let undecodable: HashSet<String> = messages
+        .iter()
+        .filter(|m| !m.decodes())
+        .map(StreamRecord::id)
+        .collect();
+    let report = crate::stream::accounted_records(&at, messages, &undecodable, process).await;
+    let retries = report.account.retry;
+    if retries > 0 {
+        tracing::warn!(
+            function = at.function,
+            retries,
+            "messages may yet apply: failing the invocation, the broker redelivers the batch"
+        );
+        return Err(MqError::Redeliver { retries });
+    }
+    let parked = at
+        .parking
+        .park_records(at.function, messages, &report)
+        .await;
+    match parked.failed {
+        0 => Ok(()),
+        failed => Err(MqError::ParkingFailed { failed }),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,275 @@
+//! The Amazon MQ doors on the builder and the memory store: AWS's published sample events,
+//! once per message, a poison message parked and the rest applied, a transient failure failing
+//! the invocation for a whole redelivery, and what a hostile producer sends.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use aws_lambda_events::event::activemq::ActiveMqEvent;
+use aws_lambda_events::event::rabbitmq::RabbitMqEvent;
+use base64::Engine as _;
+use lambda_dedup::{AttributeValue, Effect, Item, Value};
+use lambda_dedup_memory::MemoryStore;
+use serde_json::json;
+
+use super::*;
+use crate::parking::Parking;
+use crate::settings::Env;
+use crate::{Dedup, Event, Refusal};
+
+fn sample<T: serde::de::DeserializeOwned>(name: &str) -> T {
+    let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("parses")
+}
+
+fn b64(bytes: impl AsRef<[u8]>) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn credit(account: &str, amount: i64) -> String {
+    b64(json!({"account": account, "amount": amount}).to_string())
+}
+
+/// AWS's ActiveMQ sample with one message per `(message id, data)`, shaped as its own.
+fn activemq(messages: &[(&str, &str)]) -> ActiveMqEvent {
+    let mut e: serde_json::Value = sample("example-activemq-event.json");
+    let template = e["messages"][0].clone();
+    e["messages"] = messages
+        .iter()
+        .map(|(id, data)| {
+            let mut m = template.clone();
+            m["messageID"] = json!(id);
+            m["data"] = json!(data);
+            m
+        })
+        .collect();
+    serde_json::from_value(e).expect("event")
+}
+
+/// AWS's RabbitMQ sample with one message per `(message id, header event-id, data)`.
+fn rabbitmq(messages: &[(Option<&str>, &str, &str)]) -> RabbitMqEvent {
+    let mut e: serde_json::Value = sample("example-rabbitmq-event.json");
+    let template = e["rmqMessagesByQueue"]["test::/"][0].clone();
+    let list: Vec<serde_json::Value> = messages
+        .iter()
+        .map(|(id, event_id, data)| {
+            let mut m = template.clone();
+            m["basicProperties"]["messageId"] = json!(id);
+            m["basicProperties"]["headers"]["event-id"] = json!({"bytes": event_id.as_bytes()});
+            m["data"] = json!(data);
+            m
+        })
+        .collect();
+    e["rmqMessagesByQueue"]["test::/"] = list.into();
+    serde_json::from_value(e).expect("event")
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Credit {
+    account: String,
+    amount: i64,
+}
+
+fn builder() -> (Dedup, MemoryStore) {
+    let env = Env::from_pairs([("DEDUP_NAMESPACE", "test"), ("DEDUP_MARK_TABLE", "marks")]);
+    let (dedup, store) = crate::testing::on_memory(Dedup::read(&env, "ledger").expect("env"));
+    store.create_table("balances", "account");
+    (dedup, store)
+}
+
+/// The credit work; `down` makes account `b`'s dependency fail transiently.
+fn work(
+    down: &'static AtomicBool,
+) -> impl Fn(Event<Credit>) -> Result<Effect, Refusal> + Send + Sync + 'static {
+    move |e: Event<Credit>| {
+        if e.payload.account == "b" && down.load(Ordering::SeqCst) {
+            return Err(Refusal::transient("dependency down"));
+        }
+        let item = Item::new().with("account", e.payload.account.as_str());
+        Ok(Effect::update("balances", item)
+            .expression("ADD balance :a")
+            .value(":a", e.payload.amount))
+    }
+}
+
+fn balance(store: &MemoryStore, account: &str) -> Option<Value> {
+    store
+        .item("balances", &Item::new().with("account", account))
+        .and_then(|i| i.0.get("balance").cloned())
+}
+
+fn mq_error(e: &lambda_runtime::Error) -> Option<&MqError> {
+    e.downcast_ref::<MqError>()
+}
+
+/// AWS's ActiveMQ sample parses: the broker's `messageID` is carried for an identity chosen
+/// openly, the properties are attributes, the data is decoded.
+#[test]
+fn activemq_sample_event_gives_message_id_properties_and_data() {
+    let event: ActiveMqEvent = sample("example-activemq-event.json");
+    let all = activemq_messages(&event);
+    let m = all[0].message();
+    let id = event.messages[0].message_id.clone().expect("id");
+    assert_eq!(m.message_id, id);
+    assert_eq!(
+        m.attributes.get(MESSAGE_ID_ATTRIBUTE),
+        Some(&AttributeValue::String(id))
+    );
+    assert_eq!(
+        m.attributes.get("testKey"),
+        Some(&AttributeValue::String("testValue".into()))
+    );
+    assert_eq!(m.body, b"Enter some text here for the message body...");
+    assert_eq!(all[0].queue, "testQueue");
+}
+
+/// AWS's RabbitMQ sample parses: its headers are attributes (byte arrays as their text, a
+/// number as its text), and its null `messageId` gives no identity attribute.
+#[test]
+fn rabbitmq_sample_event_gives_headers_and_no_message_id() {
+    let event: RabbitMqEvent = sample("example-rabbitmq-event.json");
+    let all = rabbitmq_messages(&event);
+    let m = all[0].message();
+    assert_eq!(
+        m.attributes.get("header1"),
+        Some(&AttributeValue::String("value1".into()))
+    );
+    assert_eq!(
+        m.attributes.get("numberInHeader"),
+        Some(&AttributeValue::String("10".into()))
+    );
+    assert!(!m.attributes.contains_key(MESSAGE_ID_ATTRIBUTE));
+    assert_eq!(all[0].queue, "test::/");
+    assert_eq!(m.body, br#"{"timeout":0,"data":"CZrmf0Gw8Ov4bqLQxD4E"}"#);
+}
+
+/// Poison messages — data that is not base64, data that is not JSON — are parked, whole, with
+/// their codes, and the rest of the batch is applied and acknowledged: no partial batch
+/// response is needed for one message not to cost the others.
+#[tokio::test]
+async fn activemq_poison_is_parked_and_the_rest_applied() {
+    static UP: AtomicBool = AtomicBool::new(false);
+    let (dedup, store) = builder();
+    let (parking, taken) = Parking::refusing_over_sqs_maximum();
+    let service = dedup
+        .identity_attribute(MESSAGE_ID_ATTRIBUTE)
+        .parking(parking)
+        .activemq(work(&UP))
+        .expect("service");
+    let not_json = b64("not json");
+    let batch = activemq(&[
+        ("ID:1", &credit("a", 1)),
+        ("ID:2", "not base64!"),
+        ("ID:3", &not_json),
+        ("ID:4", &credit("a", 2)),
+    ]);
+    service.call_with(batch).await.expect("acknowledged");
+    assert_eq!(balance(&store, "a"), Some(Value::N("3".into())));
+    let taken = taken.lock().expect("taken").clone();
+    let reasons: Vec<(String, String)> = taken
+        .iter()
+        .map(|(_, a)| {
+            let get = |n: &str| a.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+            (
+                get("dedup-mq-message-id").expect("id"),
+                get("dedup-reason").expect("code"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("ID:2".to_owned(), "body_not_base64".to_owned()),
+            ("ID:3".to_owned(), "body_not_json".to_owned()),
+        ]
+    );
+    let whole: serde_json::Value = serde_json::from_str(&taken[0].0).expect("json");
+    assert_eq!(whole["message"]["data"], "not base64!", "as delivered");
+    assert_eq!(whole["queue"], "testQueue");
+}
+
+/// A transient failure fails the invocation (the broker redelivers the whole batch); the
+/// redelivery applies the rest, and what applied the first time is a duplicate, caught by its
+/// mark.
+#[tokio::test]
+async fn activemq_transient_failure_redelivers_the_batch_and_marks_catch_the_rest() {
+    static DOWN: AtomicBool = AtomicBool::new(true);
+    let (dedup, store) = builder();
+    let service = dedup
+        .identity_attribute(MESSAGE_ID_ATTRIBUTE)
+        .parking(Parking::unreachable())
+        .activemq(work(&DOWN))
+        .expect("service");
+    let batch = || activemq(&[("ID:1", &credit("a", 1)), ("ID:2", &credit("b", 5))]);
+    let err = service.call_with(batch()).await.expect_err("redelivered");
+    assert_eq!(mq_error(&err), Some(&MqError::Redeliver { retries: 1 }));
+    assert_eq!(balance(&store, "a"), Some(Value::N("1".into())));
+    DOWN.store(false, Ordering::SeqCst);
+    let (answer, outcomes) = crate::testing::with_outcomes(service.call_with(batch())).await;
+    answer.expect("acknowledged");
+    assert_eq!(
+        balance(&store, "a"),
+        Some(Value::N("1".into())),
+        "not twice"
+    );
+    assert_eq!(balance(&store, "b"), Some(Value::N("5".into())));
+    let labels: Vec<&str> = outcomes.iter().map(|(_, o)| o.label()).collect();
+    assert_eq!(labels, ["duplicate", "applied"]);
+}
+
+/// A message that can never apply whose parking fails fails the invocation: nothing is lost,
+/// the batch comes again.
+#[tokio::test]
+async fn activemq_parking_failure_fails_the_invocation() {
+    static UP: AtomicBool = AtomicBool::new(false);
+    let (dedup, _) = builder();
+    let service = dedup
+        .identity_attribute(MESSAGE_ID_ATTRIBUTE)
+        .parking(Parking::unreachable())
+        .activemq(work(&UP))
+        .expect("service");
+    let err = service
+        .call_with(activemq(&[("ID:9", "not base64!")]))
+        .await
+        .expect_err("redelivered");
+    assert_eq!(mq_error(&err), Some(&MqError::ParkingFailed { failed: 1 }));
+}
+
+/// RabbitMQ: with the broker's id chosen as identity, a message without `messageId` is parked
+/// (`identity_missing`), never guessed; with the producer's header as identity, the same event
+/// sent twice is applied once.
+#[tokio::test]
+async fn rabbitmq_missing_identity_is_parked_and_a_header_identity_dedups() {
+    static UP: AtomicBool = AtomicBool::new(false);
+    let (dedup, store) = builder();
+    let (parking, taken) = Parking::refusing_over_sqs_maximum();
+    let service = dedup
+        .identity_attribute(MESSAGE_ID_ATTRIBUTE)
+        .parking(parking)
+        .rabbitmq(work(&UP))
+        .expect("service");
+    let batch = rabbitmq(&[
+        (None, "e-1", &credit("a", 1)),
+        (Some("m-2"), "e-2", &credit("a", 2)),
+    ]);
+    service.call_with(batch).await.expect("acknowledged");
+    assert_eq!(balance(&store, "a"), Some(Value::N("2".into())));
+    let taken = taken.lock().expect("taken").clone();
+    assert_eq!(taken.len(), 1);
+    assert!(
+        taken[0]
+            .1
+            .contains(&("dedup-reason".into(), "identity_missing".into()))
+    );
+    let (dedup, store) = builder();
+    let service = dedup
+        .identity_attribute("event-id")
+        .parking(Parking::unreachable())
+        .rabbitmq(work(&UP))
+        .expect("service");
+    let twice = rabbitmq(&[
+        (Some("m-1"), "e-1", &credit("a", 4)),
+        (Some("m-2"), "e-1", &credit("a", 4)),
+    ]);
+    service.call_with(twice).await.expect("acknowledged");
+    assert_eq!(balance(&store, "a"), Some(Value::N("4".into())));
+}

@@ -1,0 +1,149 @@
+//! The Kafka door end to end: the built `example-kafka-ledger` binary, unmodified, polls a
+//! runtime API of this test's own ([`local_lambda::concurrent`]) and is handed AWS's published
+//! sample event (`events/example-kafka-event.json`) grown to two partitions, with its marks and
+//! balances in the shared local DynamoDB and its parking queue in the local SQS. Each record is
+//! credited once; the poison record is parked and passed; the partial batch response names the
+//! resume point in the shape AWS documents for Kafka (`{"partition", "offset"}`), and the
+//! redelivery from it applies the rest and nothing twice.
+//!
+//! It needs the built functions (`DEDUP_FUNCTIONS_DIR`) and the local SQS (`cargo xtask test`
+//! sets both); without them it says so and is skipped.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use local_lambda::concurrent::{Answer, ConcurrentApi};
+use serde_json::json;
+
+use crate::e2e::{sqs, stack_is_up};
+use dedup_tests as support;
+
+/// AWS's sample with `records` (partition, offset, value) in place of its own.
+fn event(records: &[(i64, i64, &str)]) -> serde_json::Value {
+    let mut sample: serde_json::Value = serde_json::from_str(include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../events/example-kafka-event.json"
+    )))
+    .expect("the sample event");
+    let template = sample["records"]["AWSKafkaTopic-0"][0].clone();
+    let mut partitions = serde_json::Map::new();
+    for (partition, offset, value) in records {
+        let mut r = template.clone();
+        r["partition"] = json!(partition);
+        r["offset"] = json!(offset);
+        r["value"] = base64::engine::general_purpose::STANDARD
+            .encode(value)
+            .into();
+        let list = partitions
+            .entry(format!("AWSKafkaTopic-{partition}"))
+            .or_insert_with(|| json!([]));
+        list.as_array_mut().expect("list").push(r);
+    }
+    sample["records"] = partitions.into();
+    sample
+}
+
+fn credit(account: &str, amount: i64) -> String {
+    json!({"account": account, "amount": amount}).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_binary_applies_each_record_once_and_answers_the_documented_partial_batch_response() {
+    let Ok(dir) = std::env::var("DEDUP_FUNCTIONS_DIR") else {
+        eprintln!("the Kafka end-to-end test skipped: DEDUP_FUNCTIONS_DIR is not set");
+        return;
+    };
+    if !stack_is_up() {
+        return;
+    }
+    let ddb = local_dynamodb::shared();
+    let client = support::client_at(&ddb.endpoint());
+    let marks = support::mark_table(&client).await;
+    let balances = support::effect_table(&client, "account").await;
+    let sqs = sqs();
+    let parking = sqs
+        .create_queue()
+        .queue_name(support::unique("kafka-parking"))
+        .send()
+        .await
+        .expect("create queue")
+        .queue_url
+        .expect("url");
+    let api = ConcurrentApi::start().await.expect("runtime API");
+    let sqs_endpoint = std::env::var("DEDUP_SQS_ENDPOINT").expect("the local SQS");
+    let mut function = tokio::process::Command::new(format!("{dir}/example-kafka-ledger"))
+        .envs([
+            ("AWS_LAMBDA_RUNTIME_API", api.runtime_api()),
+            ("AWS_LAMBDA_FUNCTION_NAME", "kafka-ledger".into()),
+            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512".into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", "local".into()),
+            ("AWS_SECRET_ACCESS_KEY", "local".into()),
+            ("AWS_ENDPOINT_URL_DYNAMODB", ddb.endpoint()),
+            ("AWS_ENDPOINT_URL_SQS", sqs_endpoint),
+            ("DEDUP_NAMESPACE", support::unique("kafka")),
+            ("DEDUP_MARK_TABLE", marks.clone()),
+            ("DEDUP_PARKING_QUEUE_URL", parking.clone()),
+            ("BALANCES_TABLE", balances.clone()),
+            ("RUST_LOG", "warn".into()),
+        ])
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the built example-kafka-ledger");
+
+    let (a, b) = (support::unique("a"), support::unique("b"));
+    let batch = [
+        (0, 40, credit(&a, 1)),
+        (0, 41, "not json".to_owned()),
+        (0, 42, credit(&a, 2)),
+        (1, 7, credit(&b, 5)),
+    ];
+    let records: Vec<(i64, i64, &str)> =
+        batch.iter().map(|(p, o, v)| (*p, *o, v.as_str())).collect();
+    let first = api.invoke(event(&records), Duration::from_secs(20)).await;
+    let Answer::Response(response) = &first.answer else {
+        panic!("no response: {first:?}");
+    };
+    // The poison record at 41 is parked and passed; 42 waited behind it on its partition, so
+    // partition 0 resumes at 42; partition 1 is done.
+    assert_eq!(
+        response,
+        &json!({"batchItemFailures": [
+            {"itemIdentifier": {"partition": "AWSKafkaTopic-0", "offset": 42}}
+        ]})
+    );
+    assert_eq!(support::balance(&client, &balances, &a).await, Some(1));
+    assert_eq!(support::balance(&client, &balances, &b).await, Some(5));
+    // Lambda resumes partition 0 at 42; partition 1 comes again as well (a rebalance).
+    let second = api
+        .invoke(event(&[records[2], records[3]]), Duration::from_secs(20))
+        .await;
+    let Answer::Response(response) = &second.answer else {
+        panic!("no response: {second:?}");
+    };
+    assert_eq!(response, &json!({"batchItemFailures": []}));
+    assert_eq!(support::balance(&client, &balances, &a).await, Some(3));
+    assert_eq!(
+        support::balance(&client, &balances, &b).await,
+        Some(5),
+        "the redelivered record is a duplicate"
+    );
+    assert_eq!(support::mark_keys(&client, &marks).await.len(), 3);
+    let parked = sqs
+        .receive_message()
+        .queue_url(&parking)
+        .max_number_of_messages(10)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .expect("receive")
+        .messages
+        .unwrap_or_default();
+    assert_eq!(parked.len(), 1, "the poison record parked once");
+    let attributes = parked[0].message_attributes.clone().unwrap_or_default();
+    let attribute = |n: &str| attributes.get(n).and_then(|v| v.string_value.clone());
+    assert_eq!(attribute("dedup-reason").as_deref(), Some("body_not_json"));
+    assert_eq!(attribute("dedup-kafka-offset").as_deref(), Some("41"));
+    function.kill().await.expect("stopped");
+}

@@ -1,0 +1,154 @@
+//! The Amazon MQ door end to end: the built `example-mq-ledger` binary, unmodified, polls a
+//! runtime API of this test's own ([`local_lambda::concurrent`]) and is handed AWS's published
+//! ActiveMQ sample (`events/example-activemq-event.json`) grown to a batch, with its marks and
+//! balances in the shared local DynamoDB (behind a gate the test can freeze) and its parking
+//! queue in the local SQS. With no partial batch response: the poison message is parked and the
+//! batch acknowledged; with the store out, the invocation fails (the broker would redeliver the
+//! whole batch); the whole batch redelivered credits what was missing and nothing twice.
+//!
+//! It needs the built functions (`DEDUP_FUNCTIONS_DIR`) and the local SQS (`cargo xtask test`
+//! sets both); without them it says so and is skipped.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use lambda_dedup_conformance::gate::Gate;
+use local_lambda::concurrent::{Answer, ConcurrentApi};
+use serde_json::json;
+
+use crate::e2e::{sqs, stack_is_up};
+use dedup_tests as support;
+
+/// AWS's sample with one message per `(messageID, data)` in place of its own.
+fn event(messages: &[(&str, &str)]) -> serde_json::Value {
+    let mut sample: serde_json::Value = serde_json::from_str(include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../events/example-activemq-event.json"
+    )))
+    .expect("the sample event");
+    let template = sample["messages"][0].clone();
+    sample["messages"] = messages
+        .iter()
+        .map(|(id, data)| {
+            let mut m = template.clone();
+            m["messageID"] = json!(id);
+            m["data"] = base64::engine::general_purpose::STANDARD
+                .encode(data)
+                .into();
+            m
+        })
+        .collect();
+    sample
+}
+
+fn credit(account: &str, amount: i64) -> String {
+    json!({"account": account, "amount": amount}).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn activemq_binary_parks_poison_fails_on_transient_and_credits_once_across_redelivery() {
+    let Ok(dir) = std::env::var("DEDUP_FUNCTIONS_DIR") else {
+        eprintln!("the Amazon MQ end-to-end test skipped: DEDUP_FUNCTIONS_DIR is not set");
+        return;
+    };
+    if !stack_is_up() {
+        return;
+    }
+    let ddb = local_dynamodb::shared();
+    let gate = Gate::start(ddb.endpoint().trim_start_matches("http://").to_owned())
+        .await
+        .expect("gate");
+    let client = support::client_at(&ddb.endpoint());
+    let marks = support::mark_table(&client).await;
+    let balances = support::effect_table(&client, "account").await;
+    let sqs = sqs();
+    let parking = sqs
+        .create_queue()
+        .queue_name(support::unique("mq-parking"))
+        .send()
+        .await
+        .expect("create queue")
+        .queue_url
+        .expect("url");
+    let api = ConcurrentApi::start().await.expect("runtime API");
+    let sqs_endpoint = std::env::var("DEDUP_SQS_ENDPOINT").expect("the local SQS");
+    let mut function = tokio::process::Command::new(format!("{dir}/example-mq-ledger"))
+        .envs([
+            ("AWS_LAMBDA_RUNTIME_API", api.runtime_api()),
+            ("AWS_LAMBDA_FUNCTION_NAME", "mq-ledger".into()),
+            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512".into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", "local".into()),
+            ("AWS_SECRET_ACCESS_KEY", "local".into()),
+            ("AWS_ENDPOINT_URL_DYNAMODB", gate.endpoint()),
+            ("AWS_ENDPOINT_URL_SQS", sqs_endpoint),
+            ("DEDUP_NAMESPACE", support::unique("mq")),
+            ("DEDUP_MARK_TABLE", marks.clone()),
+            ("DEDUP_PARKING_QUEUE_URL", parking.clone()),
+            ("BALANCES_TABLE", balances.clone()),
+            ("DEDUP_SDK_ATTEMPT_TIMEOUT_MS", "1000".into()),
+            ("DEDUP_SDK_OPERATION_TIMEOUT_MS", "2000".into()),
+            ("RUST_LOG", "warn".into()),
+        ])
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the built example-mq-ledger");
+
+    let (a, b) = (support::unique("a"), support::unique("b"));
+    let run = support::unique("ID:run");
+    let id = |n: u32| format!("{run}:{n}");
+    let (m1, m2, m3, m4) = (id(1), id(2), id(3), id(4));
+    let (c1, c3, c4) = (credit(&a, 1), credit(&b, 2), credit(&a, 5));
+    let first = [(m1.as_str(), c1.as_str()), (&m2, "not json"), (&m3, &c3)];
+    let answer = api.invoke(event(&first), Duration::from_secs(20)).await;
+    assert!(
+        matches!(answer.answer, Answer::Response(serde_json::Value::Null)),
+        "the batch acknowledged, its poison parked: {answer:?}"
+    );
+    assert_eq!(support::balance(&client, &balances, &a).await, Some(1));
+    assert_eq!(support::balance(&client, &balances, &b).await, Some(2));
+
+    // The store out: the invocation fails, so the broker would redeliver the whole batch.
+    gate.freeze(true);
+    let second = [(m4.as_str(), c4.as_str())];
+    let failed = api.invoke(event(&second), Duration::from_secs(20)).await;
+    gate.freeze(false);
+    assert!(matches!(failed.answer, Answer::Error(_)), "{failed:?}");
+    assert!(failed.answered_in_time(), "{failed:?}");
+
+    // The whole batch again (the broker's redelivery, both batches together): the missing credit
+    // applied, the others duplicates.
+    let whole = [first.as_slice(), second.as_slice()].concat();
+    let again = api.invoke(event(&whole), Duration::from_secs(20)).await;
+    assert!(
+        matches!(again.answer, Answer::Response(serde_json::Value::Null)),
+        "{again:?}"
+    );
+    assert_eq!(support::balance(&client, &balances, &a).await, Some(6));
+    assert_eq!(
+        support::balance(&client, &balances, &b).await,
+        Some(2),
+        "not twice"
+    );
+    assert_eq!(support::mark_keys(&client, &marks).await.len(), 3);
+    let parked = sqs
+        .receive_message()
+        .queue_url(&parking)
+        .max_number_of_messages(10)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .expect("receive")
+        .messages
+        .unwrap_or_default();
+    // Parked once per batch that reached it: the reader deduplicates by message id.
+    assert_eq!(parked.len(), 2, "{parked:?}");
+    for p in &parked {
+        let attributes = p.message_attributes.clone().unwrap_or_default();
+        let attribute = |n: &str| attributes.get(n).and_then(|v| v.string_value.clone());
+        assert_eq!(attribute("dedup-reason").as_deref(), Some("body_not_json"));
+        assert_eq!(attribute("dedup-mq-message-id"), Some(m2.clone()));
+    }
+    function.kill().await.expect("stopped");
+}

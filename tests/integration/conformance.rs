@@ -44,5 +44,5 @@ impl EffectTables for Tables {
 }
 
 mod dynamodb {
-    lambda_dedup_conformance::suite!(super::DynamoDb, capabilities: [sequence, create_once]);
+    lambda_dedup_conformance::suite!(super::DynamoDb, capabilities: [sequence, create_once, latest]);
 }

@@ -17,10 +17,11 @@ pub(crate) const ALL: [&str; 10] = [
 /// Examples the end-to-end tests run as built binaries (`DEDUP_FUNCTIONS_DIR`), each as Lambda
 /// would, through a runtime API of the test's own (`tests/integration/invoke_door.rs`: the direct
 /// invoke door; `e2e_kafka.rs`, `e2e_mq.rs`): built with the functions, never started by the stack.
-pub(crate) const EXAMPLES_RUN: [&str; 3] = [
+pub(crate) const EXAMPLES_RUN: [&str; 4] = [
     "example-invoke-charge",
     "example-kafka-ledger",
     "example-mq-ledger",
+    "example-s3-catalog",
 ];
 
 /// Further configurations of a function, for the local stack only: a function's own `main.rs`

@@ -21,6 +21,10 @@ use lambda_dedup::{
     SequenceStore, SequencedWrite, StoreError,
 };
 
+mod latest;
+
+pub use latest::LatestDeduplicator;
+
 use crate::outcome::{Outcome, Reason};
 use crate::refusal::HandlerError;
 use crate::retry::RetryCause;

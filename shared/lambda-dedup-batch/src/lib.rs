@@ -79,7 +79,8 @@ pub mod runner;
 
 pub use explain::{Explanation, Verdict};
 pub use flows::{
-    CreateOnceDeduplicator, Deduplicator, LeasedDeduplicator, Plan, SequencedDeduplicator,
+    CreateOnceDeduplicator, Deduplicator, LatestDeduplicator, LeasedDeduplicator, Plan,
+    SequencedDeduplicator,
 };
 pub use outcome::{Account, Outcome, Reason, emf_line};
 pub use provider::{CallError, Permanence};

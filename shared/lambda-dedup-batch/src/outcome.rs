@@ -38,6 +38,10 @@ pub enum Outcome {
     /// Same key, different payload (S11). Reported failed, so it ends in the dead-letter queue
     /// through the queue's redrive policy; never acknowledged as a duplicate.
     Conflict,
+    /// Latest-wins mode ([`lambda_dedup::latest`]): a newer event of the same object is applied
+    /// already, so this older one is not applied over it. Nothing written. Acknowledged, and
+    /// counted among the duplicates of the account (S14) and on its own (`Superseded`).
+    Superseded,
     /// No key could be derived, or the payload is invalid (S2), or DynamoDB refused the event's
     /// own writes for good (`effect_refused`, S15: nothing was written). Reported failed, so it
     /// ends in the dead-letter queue; never processed, never dropped.
@@ -82,7 +86,10 @@ impl Outcome {
     pub fn acknowledged(&self) -> bool {
         matches!(
             self,
-            Outcome::Applied | Outcome::Duplicate { .. } | Outcome::Reconciled { .. }
+            Outcome::Applied
+                | Outcome::Duplicate { .. }
+                | Outcome::Superseded
+                | Outcome::Reconciled { .. }
         )
     }
 
@@ -93,6 +100,7 @@ impl Outcome {
             Outcome::Duplicate { .. } => "duplicate",
             Outcome::Retry { .. } => "retry",
             Outcome::Conflict => "conflict",
+            Outcome::Superseded => "superseded",
             Outcome::Rejected { .. } => "rejected",
             Outcome::Reconciled { .. } => "reconciled",
         }
@@ -108,8 +116,11 @@ pub struct Account {
     pub received: u64,
     /// Effects applied.
     pub applied: u64,
-    /// Duplicates skipped.
+    /// Duplicates skipped (the superseded events among them).
     pub duplicate: u64,
+    /// Of the duplicates, the events older than one applied for their object (latest-wins
+    /// mode): the EMF metric `Superseded`.
+    pub superseded: u64,
     /// Left for redelivery.
     pub retry: u64,
     /// Payload conflicts.
@@ -146,6 +157,10 @@ impl Account {
                 }
             }
             Outcome::Conflict => self.conflict += 1,
+            Outcome::Superseded => {
+                self.duplicate += 1;
+                self.superseded += 1;
+            }
             Outcome::Rejected { code, invalid, .. } => {
                 self.rejected += 1;
                 self.count_rejection(*code);
@@ -210,6 +225,7 @@ impl Account {
         self.received += other.received;
         self.applied += other.applied;
         self.duplicate += other.duplicate;
+        self.superseded += other.superseded;
         self.retry += other.retry;
         self.conflict += other.conflict;
         self.rejected += other.rejected;
@@ -255,6 +271,9 @@ impl Account {
             .zip(counts)
             .map(|(name, n)| (*name, "Count", n))
             .collect();
+        if self.superseded > 0 {
+            metrics.push(("Superseded", "Count", self.superseded));
+        }
         // Each cause that occurred, as its own metric: what an alarm on retries by cause reads.
         metrics.extend(
             RetryCause::ALL

@@ -76,8 +76,8 @@ use std::time::{Duration, SystemTime};
 
 use lambda_dedup::{
     Claim, Clock, Commit, CommitRequest, CreateOnce, CreateOnceStore, DedupKey, Effect,
-    Fingerprint, Item, ManualClock, MarkStatus, MarkStore, Retention, Scope, Seen, SequenceStore,
-    StoreError, Value,
+    Fingerprint, Item, Latest, LatestStore, LatestWrite, ManualClock, MarkStatus, MarkStore,
+    Retention, Scope, Seen, SequenceStore, Sequencer, StoreError, Value,
 };
 
 /// A future a harness returns (object-safe traits cannot have `async fn`s).
@@ -257,6 +257,9 @@ pub const CASES: [&str; 13] = [
 /// The cases of sequence mode, run on a store that implements [`SequenceStore`].
 pub const SEQUENCE_CASES: [&str; 1] = ["sequence_mode_applies_in_order_and_names_the_rest"];
 
+/// The cases of latest-wins mode, run on a store that implements [`LatestStore`].
+pub const LATEST_CASES: [&str; 1] = ["latest_wins_supersedes_an_older_sequencer"];
+
 /// The cases of create-once mode, run on a store that implements [`CreateOnceStore`].
 pub const CREATE_ONCE_CASES: [&str; 2] =
     ["create_once_item_is_the_mark", "create_once_is_exclusive"];
@@ -268,8 +271,8 @@ pub const CREATE_ONCE_CASES: [&str; 2] =
 /// (`cargo test` without it). A skip is written to stderr past the test harness's capture, so
 /// it shows in every run.
 ///
-/// `capabilities: [sequence, create_once]` (after the harness, or after `skip_if`) adds the
-/// cases of those modes ([`SEQUENCE_CASES`], [`CREATE_ONCE_CASES`]); each needs the harness's
+/// `capabilities: [sequence, create_once, latest]` (after the harness, or after `skip_if`) adds
+/// the cases of those modes ([`SEQUENCE_CASES`], [`CREATE_ONCE_CASES`], [`LATEST_CASES`]); each needs the harness's
 /// store to implement the mode's trait, so naming a mode the store lacks does not compile.
 #[macro_export]
 macro_rules! suite {
@@ -307,6 +310,11 @@ macro_rules! suite {
     (@capability sequence; $harness:expr; $skip:expr) => {
         $crate::suite!(@cases $harness; $skip;
             sequence_mode_applies_in_order_and_names_the_rest,
+        );
+    };
+    (@capability latest; $harness:expr; $skip:expr) => {
+        $crate::suite!(@cases $harness; $skip;
+            latest_wins_supersedes_an_older_sequencer,
         );
     };
     (@capability create_once; $harness:expr; $skip:expr) => {
@@ -824,6 +832,71 @@ pub async fn effects_put_update_and_delete<H: Harness>(h: &H) {
     let out = c.store.commit(req(&key(), None, None, &delete)).await;
     assert_eq!(out.expect("commit"), Commit::Applied);
     assert!(c.balance(&account).await.is_none());
+}
+
+/// Latest-wins mode: an event commits its mark, its effects and its object's high-water
+/// sequencer together; another event of the object with a sequencer at or below the stored one
+/// is superseded and writes nothing (not even its mark); a redelivery of the applied event is
+/// answered by its mark first; the high-water item is in the store's own high-water table.
+pub async fn latest_wins_supersedes_an_older_sequencer<H>(h: &H)
+where
+    H: Harness<Effects = ItemEffects>,
+    H::Store: LatestStore,
+{
+    let c = case(h).await;
+    let account = unique("acct");
+    let object = unique_key(&scope());
+    let (plus5, plus2) = (
+        [item_credit(&c.balances, &account, 5)],
+        [item_credit(&c.balances, &account, 2)],
+    );
+    let (k1, k2, k3, k4) = (key(), key(), key(), key());
+    let latest = |k: &'static str| Sequencer::parse(k).expect("sequencer");
+    let (s0a, s0b, s0c) = (latest("0A"), latest("0B"), latest("0C"));
+    let (store, on) = (&*c.store, &object);
+    let commit = move |k, effects, sequencer| async move {
+        let write = LatestWrite {
+            object: on,
+            sequencer,
+        };
+        store
+            .commit_latest(req(k, None, None, effects), write)
+            .await
+            .expect("commit")
+    };
+    assert_eq!(
+        commit(&k1, &plus5, &s0b).await,
+        Latest::Committed(Commit::Applied)
+    );
+    assert_eq!(commit(&k2, &plus2, &s0a).await, Latest::Superseded);
+    assert_eq!(
+        c.balance(&account).await,
+        Some(5),
+        "an older event writes nothing"
+    );
+    assert!(store.get(&k2).await.expect("get").is_none(), "nor its mark");
+    assert!(matches!(
+        commit(&k1, &plus5, &s0b).await,
+        Latest::Committed(Commit::Seen(Seen::Duplicate(_)))
+    ));
+    assert_eq!(commit(&k4, &plus2, &s0b).await, Latest::Superseded, "equal");
+    assert_eq!(
+        commit(&k3, &plus2, &s0c).await,
+        Latest::Committed(Commit::Applied)
+    );
+    assert_eq!(c.balance(&account).await, Some(7));
+    let hw = c
+        .world
+        .read(
+            store.high_water_table(),
+            &Item::new().with(lambda_dedup::latest::HIGH_WATER_KEY, object.as_str()),
+        )
+        .await
+        .expect("the high-water item");
+    assert_eq!(
+        hw.0.get(lambda_dedup::latest::HIGH_WATER_SEQUENCER),
+        Some(&Value::S(s0c.as_str().to_owned()))
+    );
 }
 
 async fn seq<S: SequenceStore + ?Sized>(

@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::types::{
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use lambda_dedup::create_once::{self, CreateOnce};
 use lambda_dedup::sequence::{SequenceOutcome, SequencedWrite};
-use lambda_dedup::store::{CreateOnceStore, SequenceStore};
+use lambda_dedup::store::{CreateOnceStore, LatestStore, SequenceStore};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, Effect, Fingerprint, Lease, Mark, MarkStatus,
     MarkStore, OwnerToken, Retention, Seen, StoreOptions,
@@ -714,6 +714,13 @@ impl MarkStore for DynamoStore {
 
 impl SequenceStore for DynamoStore {
     lambda_dedup::store_methods!(async Effect: apply_in_sequence);
+}
+
+/// The high-water items live in the mark table, under the mark's own key and TTL attributes.
+impl LatestStore for DynamoStore {
+    fn high_water_table(&self) -> &str {
+        self.table()
+    }
 }
 
 impl CreateOnceStore for DynamoStore {

@@ -45,6 +45,7 @@ mod recording;
 mod tables;
 
 pub use faults::{FaultHook, Injected, Op};
+pub use marks::HIGH_WATER_TABLE;
 pub use recording::Recording;
 
 use std::collections::{HashMap, VecDeque};

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use lambda_dedup::clock::{epoch_millis, epoch_secs, from_epoch_millis};
 use lambda_dedup::create_once::{self, CreateOnce};
 use lambda_dedup::sequence::{SequenceOutcome, SequencedWrite};
-use lambda_dedup::store::{CreateOnceStore, MAX_EFFECTS, SequenceStore, StoreOptions};
+use lambda_dedup::store::{CreateOnceStore, LatestStore, MAX_EFFECTS, SequenceStore, StoreOptions};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, Effect, Fingerprint, Lease, Mark, MarkStatus,
     MarkStore, OwnerToken, StoreError,
@@ -287,6 +287,17 @@ impl MarkStore for MemoryStore {
 
 impl SequenceStore for MemoryStore {
     lambda_dedup::store_methods!(ready Effect: apply_in_sequence => sequence_call);
+}
+
+/// The memory store's table of high-water items (latest-wins mode), created on first use, as
+/// a DynamoDB store keeps them in its mark table.
+pub const HIGH_WATER_TABLE: &str = "dedup-high-water";
+
+impl LatestStore for MemoryStore {
+    fn high_water_table(&self) -> &str {
+        self.create_table(HIGH_WATER_TABLE, lambda_dedup::latest::HIGH_WATER_KEY);
+        HIGH_WATER_TABLE
+    }
 }
 
 impl CreateOnceStore for MemoryStore {

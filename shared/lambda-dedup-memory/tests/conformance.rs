@@ -40,4 +40,4 @@ impl EffectTables for Tables {
     }
 }
 
-lambda_dedup_conformance::suite!(Memory, capabilities: [sequence, create_once]);
+lambda_dedup_conformance::suite!(Memory, capabilities: [sequence, create_once, latest]);

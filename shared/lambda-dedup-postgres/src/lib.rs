@@ -30,11 +30,22 @@
 //! }
 //! ```
 //!
+//! Nor latest-wins mode (the S3 door), whose high-water is a DynamoDB item too:
+//!
+//! ```compile_fail,E0277
+//! fn latest(store: &lambda_dedup_postgres::PgStore) -> &dyn lambda_dedup::LatestStore {
+//!     store
+//! }
+//! ```
+//!
 //! while the same code compiles for a store that has both (the memory store):
 //!
 //! ```
-//! use lambda_dedup::{CreateOnceStore, SequenceStore};
+//! use lambda_dedup::{CreateOnceStore, LatestStore, SequenceStore};
 //! use lambda_dedup_memory::MemoryStore;
+//! fn latest(store: &MemoryStore) -> &dyn LatestStore {
+//!     store
+//! }
 //! fn create_once(store: &MemoryStore) -> &dyn CreateOnceStore {
 //!     store
 //! }

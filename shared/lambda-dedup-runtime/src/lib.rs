@@ -81,6 +81,8 @@ pub use source::kafka;
 pub use source::kinesis;
 #[cfg(any(feature = "mq", test))]
 pub use source::mq;
+#[cfg(any(feature = "s3", test))]
+pub use source::s3;
 pub use source::sqs;
 #[cfg(any(
     feature = "kinesis",

@@ -66,6 +66,8 @@ mod notify;
 #[cfg(any(feature = "dynamodb-streams", test))]
 mod relay;
 mod runner;
+#[cfg(any(feature = "s3", test))]
+mod s3;
 mod sqs;
 #[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
 mod stream;

@@ -30,6 +30,8 @@ pub mod kafka;
 pub mod kinesis;
 #[cfg(any(feature = "mq", test))]
 pub mod mq;
+#[cfg(any(feature = "s3", test))]
+pub mod s3;
 pub mod sns;
 pub mod sqs;
 #[cfg(any(

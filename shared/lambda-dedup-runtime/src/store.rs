@@ -22,7 +22,7 @@
 
 use std::sync::Arc;
 
-use lambda_dedup::{CreateOnceStore, Effect, ItemStore, MarkStore, SequenceStore};
+use lambda_dedup::{CreateOnceStore, Effect, ItemStore, LatestStore, MarkStore, SequenceStore};
 
 use crate::config::{Settings, SettingsError};
 
@@ -75,10 +75,23 @@ pub trait ItemTables: Marks {
     fn item_store(&self) -> Arc<dyn ItemStore>;
 }
 
-/// Every capability of a store of item effects: what [`Items`] holds.
-pub trait ItemMarks: CreateOnceMarks + SequenceMarks + ItemTables {}
+/// Capability: an object's high-water sequencer is an item committed with each event's mark and
+/// effects, so an event older than one applied for its object is superseded (latest-wins mode,
+/// [`crate::flow::latest_wins`], the S3 door). DynamoDB and memory have it; asking a store
+/// without it for the flow does not compile.
+#[diagnostic::on_unimplemented(
+    message = "the store `{Self}` keeps no per-object high-water (latest-wins mode)",
+    note = "latest_wins and the S3 door need the DynamoDB or the memory store"
+)]
+pub trait LatestMarks: Marks<Effect = Effect> {
+    /// The latest-wins store of a service built with `settings`.
+    fn latest_marks(&self, settings: &Settings) -> Result<Arc<dyn LatestStore>, SettingsError>;
+}
 
-impl<M: CreateOnceMarks + SequenceMarks + ItemTables> ItemMarks for M {}
+/// Every capability of a store of item effects: what [`Items`] holds.
+pub trait ItemMarks: CreateOnceMarks + SequenceMarks + LatestMarks + ItemTables {}
+
+impl<M: CreateOnceMarks + SequenceMarks + LatestMarks + ItemTables> ItemMarks for M {}
 
 /// A store of item effects ([`Effect`]) with every capability, whichever it is: DynamoDB in
 /// `main`, the memory store in tests. The builder's default (`Dedup` is `Dedup<Items>`), so a
@@ -136,6 +149,26 @@ impl SequenceMarks for OnDynamoDb {
 #[cfg(any(feature = "memory", test))]
 impl SequenceMarks for lambda_dedup_memory::MemoryStore {
     fn sequence_marks(&self, _: &Settings) -> Result<Arc<dyn SequenceStore>, SettingsError> {
+        Ok(Arc::new(self.clone()))
+    }
+}
+
+impl LatestMarks for Items {
+    fn latest_marks(&self, settings: &Settings) -> Result<Arc<dyn LatestStore>, SettingsError> {
+        self.0.latest_marks(settings)
+    }
+}
+
+#[cfg(feature = "dynamodb")]
+impl LatestMarks for OnDynamoDb {
+    fn latest_marks(&self, settings: &Settings) -> Result<Arc<dyn LatestStore>, SettingsError> {
+        Ok(Arc::new(settings.mark_store(self.0.clone())?))
+    }
+}
+
+#[cfg(any(feature = "memory", test))]
+impl LatestMarks for lambda_dedup_memory::MemoryStore {
+    fn latest_marks(&self, _: &Settings) -> Result<Arc<dyn LatestStore>, SettingsError> {
         Ok(Arc::new(self.clone()))
     }
 }

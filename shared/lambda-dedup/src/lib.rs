@@ -36,6 +36,7 @@ pub mod effect;
 pub mod fingerprint;
 pub mod items;
 pub mod key;
+pub mod latest;
 pub mod mark;
 pub mod pointer;
 pub mod reason;
@@ -55,12 +56,14 @@ pub use key::{
     EventTimeSource, IdentitySource, KeySpec, MAX_CLOCK_SKEW, Message, Rejection, Scope,
     TenantSource, TimeFormat,
 };
+pub use latest::{Latest, LatestWrite, Sequencer, SequencerError};
 pub use mark::{Claim, Commit, Lease, Mark, MarkStatus, OwnerToken, Seen};
 pub use reason::Reason;
 pub use retention::{ConfigError, RedeliveryHorizon, Retention};
 pub use sequence::{SequenceOutcome, SequenceSource, SequencedWrite};
 pub use store::{
-    CommitRequest, CreateOnceStore, FaultKind, MarkStore, SequenceStore, StoreError, StoreOptions,
+    CommitRequest, CreateOnceStore, FaultKind, LatestStore, MarkStore, SequenceStore, StoreError,
+    StoreOptions,
 };
 
 use sha2::{Digest, Sha256};

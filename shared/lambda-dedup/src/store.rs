@@ -52,6 +52,7 @@ use crate::create_once::CreateOnce;
 use crate::effect::Effect;
 use crate::fingerprint::Fingerprint;
 use crate::key::DedupKey;
+use crate::latest::{Latest, LatestWrite};
 use crate::mark::{Claim, Commit, Lease, Mark, MarkStatus};
 use crate::retention::Retention;
 use crate::sequence::{SequenceOutcome, SequencedWrite};
@@ -544,6 +545,53 @@ pub trait CreateOnceStore: MarkStore<Effect> {
     /// item as it stood: [`Commit::Seen`] with a duplicate (its stored result) or a conflict
     /// (S8, S11), or [`Commit::EffectRejected`].
     fn create_once<'a>(&'a self, write: CreateOnce<'a>) -> StoreFuture<'a, Commit>;
+}
+
+/// Capability: latest-wins mode ([`crate::latest`]), for a store of [`Effect`]s that keeps an
+/// object's high-water sequencer as an item of its own and commits it with the event's mark and
+/// effects in one transaction. A flow of latest-wins mode takes `dyn LatestStore`, so a store
+/// without it cannot be given one.
+#[diagnostic::on_unimplemented(
+    message = "the store `{Self}` keeps no per-object high-water (latest-wins mode)",
+    note = "latest-wins mode (the S3 door) needs the DynamoDB or the memory store"
+)]
+pub trait LatestStore: MarkStore<Effect> {
+    /// The table the high-water items live in (the DynamoDB store's mark table), keyed by
+    /// [`crate::latest::HIGH_WATER_KEY`].
+    fn high_water_table(&self) -> &str;
+
+    /// `request` committed with `write`'s high-water update as its last effect, in one
+    /// transaction: [`Latest::Superseded`] when the stored sequencer is at or above the
+    /// event's (nothing written), else the commit's own answer. A seen mark (a redelivery)
+    /// answers before the high-water, as the store judges the mark first.
+    fn commit_latest<'a>(
+        &'a self,
+        request: CommitRequest<'a>,
+        write: LatestWrite<'a>,
+    ) -> StoreFuture<'a, Latest> {
+        Box::pin(async move {
+            if request.effects.len() >= MAX_EFFECTS {
+                return Err(StoreError::Invalid(format!(
+                    "latest-wins mode takes at most {} effects",
+                    MAX_EFFECTS - 1
+                )));
+            }
+            let expires_at = self.now() + self.retention().duration();
+            let mut effects = request.effects.to_vec();
+            effects.push(write.to_effect(self.high_water_table(), expires_at));
+            let high_water = effects.len() - 1;
+            let committed = self
+                .commit(CommitRequest {
+                    effects: &effects,
+                    ..request
+                })
+                .await?;
+            Ok(match committed {
+                Commit::EffectRejected { index } if index == high_water => Latest::Superseded,
+                other => Latest::Committed(other),
+            })
+        })
+    }
 }
 
 impl SequencedWrite<'_> {

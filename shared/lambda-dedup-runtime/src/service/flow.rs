@@ -11,6 +11,7 @@
 //! | [`calls`]`(call)`, [`calls_service`]`(service)` | an external call under a lease, with the event's idempotency key (S6), within `PROVIDER_TIMEOUT_MS` | every store | every source |
 //! | [`transact`]`(write).then_call(call)` | the write commits with the mark; then the call under its own step's lease | every store | every source |
 //! | [`create_once`]`(work)` | the one item the event creates is its mark: one conditional `Put` (S8) | [`CreateOnceMarks`](crate::CreateOnceMarks): DynamoDB, memory | every source |
+//! | `latest_wins(work)` (feature `s3`) | as `transact`, with the object's high-water sequencer in the transaction: an older event of the object is superseded | `LatestMarks`: DynamoDB, memory | S3 |
 //! | [`sequence`]`(pointer, work)` | one update per event with the aggregate's high-water, in order: no mark item | [`SequenceMarks`](crate::store::SequenceMarks): DynamoDB, memory | ordered ones: Kinesis, DynamoDB Streams, SQS FIFO |
 //!
 //! A flow a store cannot do, or a batch-wide transaction on a stream (whose records must go in
@@ -74,9 +75,13 @@ use super::{BuildError, Dedup, Event, IntoPlan, PayloadAt, Refusal, Runner};
 use crate::store::Marks;
 
 pub(in crate::service) mod call;
+#[cfg(any(feature = "s3", test))]
+mod latest;
 mod once;
 
 pub use call::{Call, Calls, Served, WriteThenCall, calls, calls_service};
+#[cfg(any(feature = "s3", test))]
+pub use latest::{LatestWins, latest_wins};
 pub use once::{CreateOnce, Sequence, create_once, sequence};
 
 /// What a source's service does with each event: one of this module's flows, or a closure

@@ -158,7 +158,8 @@ fn message(request_id: &str, payload: &serde_json::Value) -> Message {
 /// typed error.
 fn answer<R: DeserializeOwned>(outcome: Outcome, fresh: Option<R>) -> Result<R, InvokeError> {
     match outcome {
-        Outcome::Applied => fresh.ok_or(InvokeError::Retry {
+        // The invoke door's leased flow never supersedes; were it to, no response was made.
+        Outcome::Applied | Outcome::Superseded => fresh.ok_or(InvokeError::Retry {
             cause: RetryCause::NotProcessed,
         }),
         Outcome::Duplicate { result, .. } => result

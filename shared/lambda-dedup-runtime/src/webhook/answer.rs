@@ -58,6 +58,13 @@ pub(super) fn answer_for(outcome: Outcome, first_answer: Option<String>) -> Answ
             body: result.unwrap_or_else(|| ACCEPTED.into()),
             outcome: "Duplicate",
         },
+        // Latest-wins mode is not a webhook's flow; were it, an older event is accepted, unapplied.
+        Outcome::Superseded => Answer {
+            status: 200,
+            headers: Vec::new(),
+            body: ACCEPTED.into(),
+            outcome: "Superseded",
+        },
         Outcome::Conflict => Answer::error(
             409,
             "Conflict",

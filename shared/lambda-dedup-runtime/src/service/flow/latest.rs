@@ -1,0 +1,90 @@
+//! The latest-wins flow ([`latest_wins`]): the transactional flow with the object's high-water
+//! sequencer in the same transaction, so an event older than one applied for its object is
+//! superseded (acknowledged, counted, not applied). Only on a store with the capability
+//! ([`LatestMarks`]); the S3 door ([`Dedup::s3`](crate::Dedup::s3)) is its source.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use lambda_dedup::{AttributeValue, Effect, Message, Reason, Sequencer};
+use lambda_dedup_batch::{LatestDeduplicator, Outcome};
+use serde::de::DeserializeOwned;
+
+use super::seal::{On, Ordered, Step};
+use super::{BuildError, Event, Flow, IntoPlan, TypedWork, typed_work};
+use crate::s3::{OBJECT_ATTRIBUTE, SEQUENCER_ATTRIBUTE};
+use crate::store::LatestMarks;
+
+super::step_debug!(LatestStep);
+
+/// The flow of events that may arrive out of order, each newer than the last for its object:
+/// `work` says what one event writes (as [`transact`](super::transact)), and the writes commit
+/// with the event's mark and the object's new high-water sequencer in one transaction. A
+/// redelivery is a duplicate; an event older than one applied for its object is `superseded`
+/// (acknowledged, nothing written, counted among the duplicates and as `Superseded`). The
+/// object and sequencer are the ones the S3 door reads ([`crate::s3`]).
+pub fn latest_wins<T, F, P>(work: F) -> LatestWins<F>
+where
+    F: Fn(Event<T>) -> P,
+{
+    LatestWins(work)
+}
+
+/// The latest-wins flow ([`latest_wins`]).
+#[derive(Debug, Clone)]
+pub struct LatestWins<F>(F);
+
+/// The latest-wins step.
+pub struct LatestStep {
+    dedup: LatestDeduplicator,
+    work: Arc<TypedWork<Effect>>,
+}
+
+fn attribute<'a>(m: &'a Message, name: &str) -> Option<&'a str> {
+    match m.attributes.get(name)? {
+        AttributeValue::String(s) => Some(s),
+        AttributeValue::Binary(_) => None,
+    }
+}
+
+impl Step for LatestStep {
+    type State = ();
+
+    async fn message(&self, m: Message, _: Option<SystemTime>, _: &()) -> Outcome {
+        let object = attribute(&m, OBJECT_ATTRIBUTE);
+        let sequencer = attribute(&m, SEQUENCER_ATTRIBUTE).and_then(|s| Sequencer::parse(s).ok());
+        let (Some(object), Some(sequencer)) = (object, sequencer) else {
+            return Outcome::Rejected {
+                code: Reason::EnvelopeMalformed,
+                reason: "no object or sequencer: latest-wins reads the S3 door's".into(),
+                key: None,
+                invalid: None,
+            };
+        };
+        self.dedup
+            .latest(&m, object, &sequencer, |d| (self.work)(d))
+            .await
+    }
+}
+
+impl Ordered for LatestStep {}
+
+impl<S, T, F, P> Flow<S, (Event<T>, P, Sequencer)> for LatestWins<F>
+where
+    S: LatestMarks,
+    T: DeserializeOwned + 'static,
+    F: Fn(Event<T>) -> P + Send + Sync + 'static,
+    P: IntoPlan,
+{
+    type Step = LatestStep;
+
+    fn build(self, on: On<'_, S>) -> Result<LatestStep, BuildError> {
+        let dedup = on.dedup;
+        let store = dedup.store.latest_marks(&dedup.settings)?;
+        let spec = dedup.raw_spec(dedup.settings.scope.clone());
+        Ok(LatestStep {
+            dedup: LatestDeduplicator::with_store(dedup.settings.key_spec(spec), store),
+            work: typed_work(on, self.0),
+        })
+    }
+}

@@ -514,7 +514,7 @@ async fn e2e_ttl_purges_are_counted_by_the_mark_auditor() {
 }
 
 /// One receive from the reconciliation queue: each message's body and its `dedup-reason`.
-async fn reconciled() -> Vec<(String, String)> {
+pub(crate) async fn reconciled() -> Vec<(String, String)> {
     let Ok(out) = sqs()
         .receive_message()
         .queue_url(env("DEDUP_QUEUE_RECONCILIATION"))

@@ -9,6 +9,11 @@
 //!
 //! It needs the stack's emulator (`DEDUP_SQS_ENDPOINT`, which `cargo xtask test` sets); without
 //! it it says so and is skipped.
+//!
+//! `e2e_sns_fanout_…` goes all the way through the local stack instead: the topic, its
+//! subscription and `ledger-fanout`'s queue and DLQ are the template's (`infra/template.yaml`,
+//! created by xtask in moto), the function is the built binary under the local runtime, fed
+//! by the stand-in SQS trigger.
 
 use std::time::Duration;
 
@@ -17,63 +22,10 @@ use lambda_dedup::{Effect, Item};
 use lambda_dedup_batch::Outcome;
 use lambda_dedup_runtime::testing::with_outcomes;
 use lambda_dedup_runtime::{Dedup, Env, Envelope, Event};
+use local_dynamodb::sns::Sns;
 use serde_json::{Value, json};
 
 use dedup_tests as support;
-
-/// A few SNS calls on the emulator's Query API: plain HTTP, as the Kinesis helper does.
-struct Sns {
-    http: reqwest::Client,
-    endpoint: String,
-}
-
-impl Sns {
-    /// `action` with `params`; the value of the first `<field>` element of the answer.
-    async fn call(&self, action: &str, params: &[(&str, &str)], field: &str) -> String {
-        let mut form = vec![("Action", action), ("Version", "2010-03-31")];
-        form.extend_from_slice(params);
-        let text = self
-            .http
-            .post(&self.endpoint)
-            .header(
-                "authorization",
-                "AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/sns/aws4_request, \
-                 SignedHeaders=host, Signature=0",
-            )
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(
-                form.iter()
-                    .map(|(k, v)| format!("{k}={}", encoded(v)))
-                    .collect::<Vec<_>>()
-                    .join("&"),
-            )
-            .send()
-            .await
-            .expect("sns call")
-            .text()
-            .await
-            .expect("sns answer");
-        let (open, close) = (format!("<{field}>"), format!("</{field}>"));
-        let start = text.find(&open).map(|i| i + open.len());
-        let end = text.find(&close);
-        match (start, end) {
-            (Some(s), Some(e)) if s <= e => text[s..e].to_owned(),
-            _ => panic!("sns {action}: no {field} in {text}"),
-        }
-    }
-}
-
-/// `v` percent-encoded for a form: unreserved characters kept, every other byte `%XX`.
-fn encoded(v: &str) -> String {
-    v.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
 
 #[derive(Debug, serde::Deserialize)]
 struct Order {
@@ -109,24 +61,12 @@ async fn sns_to_sqs_with_moto_the_real_envelope_is_opened_and_a_republish_is_a_d
         .attributes
         .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
         .expect("arn");
-    let sns = Sns {
-        http: reqwest::Client::new(),
-        endpoint: endpoint.clone(),
-    };
-    let topic = sns
-        .call("CreateTopic", &[("Name", &name)], "TopicArn")
-        .await;
+    let sns = Sns::new(&endpoint);
+    let topic = sns.create_topic(&name).await.expect("topic");
     // No RawMessageDelivery: the queue gets SNS's envelope, the order in its `Message` string.
-    sns.call(
-        "Subscribe",
-        &[
-            ("TopicArn", &topic),
-            ("Protocol", "sqs"),
-            ("Endpoint", &queue_arn),
-        ],
-        "SubscriptionArn",
-    )
-    .await;
+    sns.subscribe_queue(&topic, &queue_arn, false)
+        .await
+        .expect("subscription");
     let order = json!({"order_id": "o-1", "total": 5}).to_string();
     let published = [
         order.as_str(),
@@ -135,12 +75,7 @@ async fn sns_to_sqs_with_moto_the_real_envelope_is_opened_and_a_republish_is_a_d
         r#"{"id": "o-2", "total": 1}"#,
     ];
     for message in published {
-        sns.call(
-            "Publish",
-            &[("TopicArn", &topic), ("Message", message)],
-            "MessageId",
-        )
-        .await;
+        sns.publish(&topic, message).await.expect("publish");
     }
 
     // Read the deliveries back as Lambda's poller does, into its event.
@@ -231,4 +166,144 @@ async fn sns_to_sqs_with_moto_the_real_envelope_is_opened_and_a_republish_is_a_d
     let item = support::get_item(&client, &orders, "order_id", "o-1").await;
     assert!(item.is_some(), "the order written once");
     assert_eq!(support::mark_keys(&client, &marks).await.len(), 1);
+}
+
+/// The messages of the run `run` that reach the DLQ of `var` (each body containing `run`),
+/// `want` of them, taken off it: (SQS messageId, body).
+async fn dead_lettered(var: &str, run: &str, want: usize) -> Vec<(String, String)> {
+    let (sqs, dlq) = (super::e2e::sqs(), super::e2e::env(var));
+    let found = std::sync::Mutex::new(Vec::new());
+    super::e2e::eventually(
+        "the run's messages in the DLQ",
+        Duration::from_secs(120),
+        async || {
+            let out = sqs
+                .receive_message()
+                .queue_url(&dlq)
+                .max_number_of_messages(10)
+                .send()
+                .await
+                .ok()?;
+            for m in out.messages() {
+                let body = m.body().unwrap_or_default();
+                if body.contains(run) {
+                    let id = m.message_id().unwrap_or_default().to_owned();
+                    found.lock().expect("lock").push((id, body.to_owned()));
+                    if let Some(h) = m.receipt_handle() {
+                        let _ = sqs
+                            .delete_message()
+                            .queue_url(&dlq)
+                            .receipt_handle(h)
+                            .send()
+                            .await;
+                    }
+                }
+            }
+            (found.lock().expect("lock").len() >= want).then_some(())
+        },
+    )
+    .await;
+    found.into_inner().expect("lock")
+}
+
+/// The rejection code `ledger-fanout` logged for the SQS message `id` (its `code=` field, quoted
+/// as tracing writes a string).
+fn logged_code(id: &str) -> Option<String> {
+    let log = std::fs::read_to_string(super::e2e::env("DEDUP_FUNCTIONS_LOG")).ok()?;
+    let needle = format!("message_id={id} ");
+    log.lines()
+        .filter(|l| l.contains(&needle) && l.contains("rejected"))
+        .find_map(|l| {
+            l.split(" code=")
+                .nth(1)?
+                .split_whitespace()
+                .next()
+                .map(|code| code.trim_matches('"').to_owned())
+        })
+}
+
+/// Through the local stack (S1, S2, S8, S12, S14): the ledger's CloudEvents published to the
+/// template's `LedgerFanoutTopic` reach `ledger-fanout` in SNS's envelope (moto's, no raw
+/// delivery). The credit moves the balance once; the producer's republish of it (a new SNS
+/// `MessageId`) is a duplicate; a `Message` that is not JSON, one whose CloudEvent has no `id`,
+/// and a body sent to the queue with no envelope at all reach the DLQ, each logged with its
+/// reason (`body_not_json`, `identity_missing`, `envelope_malformed`); an event two days old
+/// goes to the reconciliation queue as `late_event` (S10); and the balance is untouched by them.
+#[tokio::test]
+async fn e2e_sns_fanout_through_the_stack_applies_once_and_dead_letters_with_reasons() {
+    let Some(super::e2e::Run { id: run, account }) = super::e2e::e2e_run("sns-fanout") else {
+        return;
+    };
+    let sns = Sns::new(&super::e2e::env("DEDUP_SQS_ENDPOINT"));
+    let topic = super::e2e::env("DEDUP_TOPIC_LEDGER_FANOUT");
+    let credit = super::e2e::ledger_credit("/e2e", &format!("{run}-1"), &account, 7);
+    let first = sns.publish(&topic, &credit).await.expect("publish");
+    let again = sns.publish(&topic, &credit).await.expect("republish");
+    assert_ne!(first, again, "a republish is a new SNS message");
+    let not_json = format!("not json: {run}");
+    sns.publish(&topic, &not_json).await.expect("publish");
+    let no_id = json!({"specversion": "1.0", "type": "credit", "source": "/e2e",
+                       "tenantid": "t1", "data": {"account": account, "amount": 100}});
+    sns.publish(&topic, &no_id.to_string())
+        .await
+        .expect("publish");
+    // Two days old, past the local retention (S10): never applied, sent to reconciliation.
+    let late_id = format!("{run}-late");
+    let late = super::e2e::late_event(
+        "credit",
+        &late_id,
+        json!({"account": account, "amount": 50}),
+    );
+    sns.publish(&topic, &late).await.expect("publish");
+    // Raw, as if the subscription had raw delivery on: no envelope to open.
+    let raw = super::e2e::ledger_credit("/e2e", &format!("{run}-raw"), &account, 1000);
+    super::e2e::send("DEDUP_QUEUE_LEDGER_FANOUT", std::slice::from_ref(&raw)).await;
+
+    let once = super::e2e::eventually("the credit applied", Duration::from_secs(60), || async {
+        super::e2e_doors::ledger("t1", &account)
+            .await
+            .filter(|(b, _)| *b == 7)
+    })
+    .await;
+    assert_eq!(
+        once,
+        (7, 1),
+        "one event applied: the republish was a duplicate"
+    );
+
+    let mut reasons = Vec::new();
+    for (id, body) in dead_lettered("DEDUP_DLQ_LEDGER_FANOUT", &run, 3).await {
+        let envelope: Value = serde_json::from_str(&body).expect("a JSON body");
+        let message = match envelope["Type"].as_str() {
+            Some("Notification") => envelope["Message"].as_str().expect("Message").to_owned(),
+            _ => body.clone(),
+        };
+        let code = logged_code(&id).unwrap_or_else(|| panic!("{id}: no rejection logged"));
+        reasons.push((message, code));
+    }
+    reasons.sort();
+    let mut expected = vec![
+        (not_json, "body_not_json".to_owned()),
+        (no_id.to_string(), "identity_missing".to_owned()),
+        (raw, "envelope_malformed".to_owned()),
+    ];
+    expected.sort();
+    assert_eq!(reasons, expected);
+    let reason = super::e2e::eventually(
+        "the late event in the reconciliation queue",
+        Duration::from_secs(60),
+        || async {
+            let got = super::e2e::reconciled().await;
+            got.into_iter()
+                .find(|(body, _)| body.contains(&late_id))
+                .map(|(_, r)| r)
+        },
+    )
+    .await;
+    assert_eq!(reason, "late_event");
+    assert_eq!(
+        super::e2e_doors::ledger("t1", &account).await,
+        Some((7, 1)),
+        "nothing dead-lettered or late moved the balance"
+    );
 }

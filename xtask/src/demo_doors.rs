@@ -1,6 +1,7 @@
 //! The demo's other doors: signed webhooks over HTTP into `webhook-receiver` (its inbox
-//! forwarded to the ledger's queue by `inbox-forwarder`), and the ledger's Kinesis stream read
-//! by `ledger-stream`.
+//! forwarded to the ledger's queue by `inbox-forwarder`), the ledger's Kinesis stream read
+//! by `ledger-stream`, and the envelope door: the ledger's events published to an SNS topic,
+//! fanned out to `ledger-fanout`'s queue in SNS's envelope.
 
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -10,6 +11,9 @@ use serde_json::json;
 use crate::Result;
 use crate::stack::{KINESIS_STREAM, Stack, TABLE_INBOX, has};
 use crate::workload::{Checks, ce};
+
+/// The function behind the ledger's SNS topic.
+const FANOUT: &str = "ledger-fanout";
 
 /// A forger's own Standard Webhooks secret: well formed, not the sender's.
 const FORGERS_SECRET: &str = "whsec_Zm9yZ2Vycy1vd24ta2V5LTAxMjM0NTY3ODk=";
@@ -123,6 +127,24 @@ pub(crate) async fn send(stack: &Stack) -> Result<Sent> {
         let put = stack.kinesis.put(KINESIS_STREAM, account, body.as_bytes());
         put.await?;
     }
+
+    println!(
+        "xtask: demo: sns: 2 events published to the ledger's topic (SNS → SQS, the envelope kept), \
+         one republished by its producer, and a message that is not JSON"
+    );
+    let sns1 = credit("/core-banking", "sns-1", "sns-cuenta-1", json!(20));
+    let sns2 = credit("/core-banking", "sns-2", "sns-cuenta-1", json!(5));
+    let published = [
+        sns1.clone(),
+        sns1,
+        sns2,
+        "not json from the topic".to_owned(),
+    ];
+    let ids = stack.publish(FANOUT, &published).await?;
+    println!(
+        "xtask: demo: sns: published as SNS messages {}",
+        ids.join(", ")
+    );
     let scoped = |a: &str| lambda_dedup::tenant_scoped("bank-a", a);
     Ok(Sent {
         answers,
@@ -131,6 +153,7 @@ pub(crate) async fn send(stack: &Stack) -> Result<Sent> {
             (scoped("wh-cuenta-2"), 8),
             (scoped("st-cuenta-1"), 11),
             (scoped("st-cuenta-2"), 11),
+            (scoped("sns-cuenta-1"), 25),
         ],
     })
 }
@@ -181,6 +204,32 @@ pub(crate) async fn check(stack: &Stack, sent: &Sent, checks: &mut Checks) -> Re
             handed.len()
         ),
         handed.is_empty(),
+    );
+
+    println!("\n== sns → sqs (the envelope door)");
+    // That each bad message is dead-lettered with its reason, and a body with no envelope too,
+    // is checked by `e2e_envelopes::e2e_sns_fanout_through_the_stack_applies_once_and_dead_letters_with_reasons`.
+    let accounts = stack.accounts.lock().map(|a| a.clone()).unwrap_or_default();
+    let count = |m: &str| accounts.get(FANOUT).and_then(|a| a.get(m)).copied();
+    checks.check(
+        format!(
+            "{FANOUT}: {:?} applied for 2 events, {:?} duplicate for the republish",
+            count("Applied"),
+            count("Duplicate")
+        ),
+        count("Applied") == Some(2) && count("Duplicate").is_some_and(|d| d >= 1),
+    );
+    let dead = stack.bodies(&stack.queues[FANOUT].dlq_url).await?;
+    let in_envelope = |b: &String| {
+        serde_json::from_str::<serde_json::Value>(b)
+            .is_ok_and(|v| v["Type"] == "Notification" && v["Message"] == "not json from the topic")
+    };
+    checks.check(
+        format!(
+            "{FANOUT}-dlq holds {} message(s), expected 1: the one that is not JSON, in SNS's envelope",
+            dead.len()
+        ),
+        dead.len() == 1 && dead.iter().all(in_envelope),
     );
     Ok(())
 }

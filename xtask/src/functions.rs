@@ -1,8 +1,9 @@
 //! The functions of this workspace, which the local stack runs (through `local_lambda`).
 
 /// Every function of the workspace: SQS-, stream- and HTTP-triggered.
-pub(crate) const ALL: [&str; 9] = [
+pub(crate) const ALL: [&str; 10] = [
     "ledger-projector",
+    "ledger-fanout",
     "fine-notices",
     "payment-dispatcher",
     "intent-relay",

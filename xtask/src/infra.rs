@@ -32,6 +32,7 @@ pub(crate) fn load(path: &Path) -> Result<Value> {
 pub(crate) fn check(t: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     problems.extend(leading_keys(t));
+    problems.extend(crate::fanout::check(t));
     for f in functions(t) {
         // One deadline margin: a relay's `{ROLE}_DEADLINE_MARGIN_MS` was its record budget
         // under a margin's name, and refuses the start (`lambda_dedup_runtime::config`).

@@ -143,6 +143,46 @@ mod tests {
         assert_eq!(view, Some(&"KEYS_ONLY".into()));
     }
 
+    /// The envelope door follows the template: `ledger-fanout`'s trigger polls the queue the
+    /// topic's subscription delivers to, in SNS's envelope (no raw delivery); raw delivery in a
+    /// copy reaches the plan, and so does a subscription moved to another queue.
+    #[test]
+    fn the_sns_fanout_follows_the_template() {
+        use local_lambda::plan::Subscription;
+        let committed = plan(&template()).expect("plan");
+        assert!(committed.topics.contains(&"LedgerFanoutTopic".to_owned()));
+        let fanout = Subscription {
+            topic: "LedgerFanoutTopic".into(),
+            queue: "LedgerFanoutQueue".into(),
+            raw: false,
+        };
+        assert_eq!(committed.subscriptions, std::slice::from_ref(&fanout));
+        let sqs = committed.mapping("ledger-fanout").expect("mapping");
+        assert_eq!(sqs.source, Source::Sqs("LedgerFanoutQueue".into()));
+        assert!(sqs.partial);
+        let queue = committed
+            .queues
+            .iter()
+            .find(|q| q.name == "LedgerFanoutQueue");
+        assert_eq!(
+            queue.and_then(|q| q.redrive.clone()),
+            Some(("LedgerFanoutDLQ".into(), 5))
+        );
+        let mut t = template();
+        let sub = &mut t["Resources"]["LedgerFanoutSubscription"]["Properties"];
+        sub["RawMessageDelivery"] = true.into();
+        sub["Endpoint"] = serde_json::json!({"Fn::GetAtt": ["LedgerProjectorQueue", "Arn"]});
+        let changed = plan(&t).expect("plan");
+        assert_eq!(
+            changed.subscriptions,
+            [Subscription {
+                queue: "LedgerProjectorQueue".into(),
+                raw: true,
+                ..fanout
+            }]
+        );
+    }
+
     /// What the committed template gives the local stack: the mark table's TTL and stream, the
     /// DLQs before their queues, the mappings' settings, the secrets from the local table.
     #[test]

@@ -26,6 +26,7 @@ mod demo_doors;
 mod demo_http;
 mod deny;
 mod dynamodb;
+mod fanout;
 mod functions;
 mod infra;
 mod local;
@@ -429,7 +430,10 @@ async fn up() -> Result<()> {
     for (k, v) in stack.env() {
         println!("  {k}={v}");
     }
-    println!("Send CloudEvents to the queues above (any SQS client, endpoint DEDUP_SQS_ENDPOINT).");
+    println!(
+        "Send CloudEvents to the queues above (any SQS client, endpoint DEDUP_SQS_ENDPOINT), \
+         or publish them to the topics (DEDUP_TOPIC_*: SNS at the same endpoint)."
+    );
     println!("Functions' log: .cache/logs/functions.log. Press Enter (or Ctrl-C) to stop.");
     let _ = tokio::task::spawn_blocking(wait_for_enter).await;
     Ok(())

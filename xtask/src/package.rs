@@ -7,7 +7,7 @@ use std::process::Command;
 use crate::Result;
 
 /// The deployable functions, as `cargo lambda build` names their zips: every function.
-pub(crate) const FUNCTIONS: [&str; 9] = crate::functions::ALL;
+pub(crate) const FUNCTIONS: [&str; 10] = crate::functions::ALL;
 
 pub(crate) fn run(root: &Path) -> Result<()> {
     let bin = crate::tools::ensure(root)?;

@@ -17,6 +17,7 @@ use crate::functions::{GITHUB_RECEIVER, STRIPE_RECEIVER};
 use crate::{Result, step};
 use local_dynamodb::kinesis::Kinesis;
 use local_dynamodb::meter::Meter;
+use local_dynamodb::sns::Sns;
 use local_lambda::functions::Functions;
 use local_lambda::plan::{Plan, Source};
 use local_lambda::process::Guarded;
@@ -49,6 +50,10 @@ pub(crate) struct Stack {
     pub(crate) sqs: aws_sdk_sqs::Client,
     pub(crate) dynamodb: aws_sdk_dynamodb::Client,
     pub(crate) queues: BTreeMap<String, Queues>,
+    /// The SNS emulator (moto, the SQS endpoint), and per function the topic whose SQS
+    /// subscription feeds its queue: its ARN.
+    pub(crate) sns: Sns,
+    pub(crate) topics: BTreeMap<String, String>,
     /// Where the functions send late events (S10).
     pub(crate) reconciliation_url: String,
     /// The invoke API of `cargo lambda watch`.
@@ -175,12 +180,15 @@ impl Stack {
         let plan = crate::local::plan(&template)?;
         let kinesis = Kinesis::new(&sqs_endpoint);
         step(format!(
-            "creating what infra/template.yaml declares: {} tables, {} queues (each redrive policy as declared), {} Kinesis stream(s)",
+            "creating what infra/template.yaml declares: {} tables, {} queues (each redrive policy as declared), {} Kinesis stream(s), {} SNS topic(s) with {} SQS subscription(s)",
             plan.tables.len(),
             plan.queues.len(),
-            plan.streams.len()
+            plan.streams.len(),
+            plan.topics.len(),
+            plan.subscriptions.len()
         ));
-        let created = Resources::create(&plan, &ddb.endpoint(), &sqs, &kinesis).await?;
+        let sns = Sns::new(&sqs_endpoint);
+        let created = Resources::create(&plan, &ddb.endpoint(), &sqs, &kinesis, &sns).await?;
         for used in TABLES.map(|(_, t)| t).into_iter().chain([KINESIS_STREAM]) {
             if !created.names.contains_key(used) {
                 return Err(format!(
@@ -189,6 +197,7 @@ impl Stack {
             }
         }
         let queues = queues(&plan, &created)?;
+        let topics = topics(&plan, &created)?;
         let reconciliation_url = created.named(&plan, "DEDUP_RECONCILIATION_QUEUE_URL")?;
         // Where ledger-stream parks the records that can never apply (S15).
         let kinesis_parking_url = created.named(&plan, "DEDUP_PARKING_QUEUE_URL")?;
@@ -258,6 +267,8 @@ impl Stack {
             sqs,
             dynamodb,
             queues,
+            sns,
+            topics,
             reconciliation_url,
             invoke_url,
             webhook_url,
@@ -447,6 +458,9 @@ impl Stack {
             env.push((format!("DEDUP_QUEUE_{}", var(f)), q.url.clone()));
             env.push((format!("DEDUP_DLQ_{}", var(f)), q.dlq_url.clone()));
         }
+        for (f, topic) in &self.topics {
+            env.push((format!("DEDUP_TOPIC_{}", var(f)), topic.clone()));
+        }
         for (name, table) in TABLES {
             env.push((format!("DEDUP_TABLE_{name}"), table.into()));
         }
@@ -505,6 +519,18 @@ impl Stack {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         Err(format!("{what} did not settle in {}s", limit.as_secs()))
+    }
+
+    /// Publishes `messages` to the topic that feeds `function`'s queue, in order; returns SNS's
+    /// `MessageId`s.
+    pub(crate) async fn publish(&self, function: &str, messages: &[String]) -> Result<Vec<String>> {
+        let topic = (self.topics.get(function))
+            .ok_or_else(|| format!("infra/template.yaml: no topic feeds {function}'s queue"))?;
+        let mut ids = Vec::new();
+        for m in messages {
+            ids.push(self.sns.publish(topic, m).await?);
+        }
+        Ok(ids)
     }
 
     /// Sends `bodies` to `function`'s queue, in order, in batches of 10.
@@ -601,6 +627,20 @@ fn queues(plan: &Plan, created: &Resources) -> Result<BTreeMap<String, Queues>> 
         queues.insert(f.clone(), Queues { url, dlq_url });
     }
     Ok(queues)
+}
+
+/// Per SQS-triggered function, the topic whose subscription delivers to its queue (its ARN).
+fn topics(plan: &Plan, created: &Resources) -> Result<BTreeMap<String, String>> {
+    let mut topics = BTreeMap::new();
+    for (f, def) in &plan.functions {
+        for m in &def.mappings {
+            let Source::Sqs(q) = &m.source else { continue };
+            for s in plan.subscriptions.iter().filter(|s| &s.queue == q) {
+                topics.insert(f.clone(), created.url(&s.topic)?);
+            }
+        }
+    }
+    Ok(topics)
 }
 
 /// Builds the functions, their local configurations, the examples the tests run and the

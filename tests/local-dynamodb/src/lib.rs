@@ -31,6 +31,7 @@ pub mod kinesis;
 pub mod latency;
 pub mod meter;
 pub mod senders;
+pub mod sns;
 
 /// How often expired TTL items are swept.
 pub const SWEEP_EVERY: Duration = Duration::from_millis(500);

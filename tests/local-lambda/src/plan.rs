@@ -1,6 +1,7 @@
 //! The local stack a SAM / CloudFormation template describes, as data: its tables (key, TTL,
 //! stream), queues (visibility timeout, retention, redrive policy and maxReceiveCount, FIFO),
-//! Kinesis streams, each function's event source mappings (batch size, window, partial batch
+//! Kinesis streams, SNS topics and their SQS subscriptions (raw message delivery or SNS's
+//! envelope), each function's event source mappings (batch size, window, partial batch
 //! responses, retries, maximum record age, on-failure destination) and environment
 //! (`Globals` under the function's own). A change to the template changes the plan; what a local
 //! stack sets differently is the caller's [`Local`], and the endpoints, which only exist at run
@@ -77,6 +78,17 @@ pub struct Queue {
     pub redrive: Option<(String, u32)>,
 }
 
+/// An SNS topic's subscription of a queue of the template.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Subscription {
+    /// The topic's local name.
+    pub topic: String,
+    /// The queue's local name.
+    pub queue: String,
+    /// `RawMessageDelivery`: the body is the message itself, not SNS's envelope.
+    pub raw: bool,
+}
+
 /// Where a mapping reads from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Source {
@@ -124,6 +136,10 @@ pub struct Plan {
     pub queues: Vec<Queue>,
     /// Kinesis streams and their shard counts.
     pub streams: Vec<(String, u32)>,
+    /// SNS topics.
+    pub topics: Vec<String>,
+    /// The topics' SQS subscriptions (other protocols have no local delivery).
+    pub subscriptions: Vec<Subscription>,
     pub functions: BTreeMap<String, Function>,
 }
 
@@ -178,6 +194,19 @@ pub fn plan(t: &Value, local: &Local<'_>) -> Result<Plan> {
                     u32::try_from(shards).map_err(|e| e.to_string())?,
                 ));
             }
+            "AWS::SNS::Topic" => plan.topics.push(id.clone()),
+            "AWS::SNS::Subscription" if p["Protocol"] == "sqs" => {
+                let (Some(topic), Some(queue)) =
+                    (ref_target(&p["TopicArn"]), ref_target(&p["Endpoint"]))
+                else {
+                    return Err(format!("{id}: a subscription without its topic or queue"));
+                };
+                plan.subscriptions.push(Subscription {
+                    topic: topic.to_owned(),
+                    queue: queue.to_owned(),
+                    raw: p["RawMessageDelivery"] == true || p["RawMessageDelivery"] == "true",
+                });
+            }
             "AWS::Serverless::Function" => {
                 let name = p["CodeUri"]
                     .as_str()
@@ -191,6 +220,14 @@ pub fn plan(t: &Value, local: &Local<'_>) -> Result<Plan> {
     }
     // Dead-letter queues first: a redrive policy names an existing queue.
     plan.queues.sort_by_key(|q| q.redrive.is_some());
+    for s in &plan.subscriptions {
+        if !plan.topics.contains(&s.topic) || !plan.queues.iter().any(|q| q.name == s.queue) {
+            return Err(format!(
+                "a subscription of {} to {}: not a topic and a queue of the template",
+                s.queue, s.topic
+            ));
+        }
+    }
     Ok(plan)
 }
 
@@ -403,6 +440,14 @@ mod tests {
                                       "maxReceiveCount": {"Ref": "Receives"}},
                 }},
                 "JobsDLQ": {"Type": "AWS::SQS::Queue", "Properties": {"FifoQueue": "true"}},
+                "Orders": {"Type": "AWS::SNS::Topic", "Properties": {}},
+                "OrdersToJobs": {"Type": "AWS::SNS::Subscription", "Properties": {
+                    "TopicArn": {"Ref": "Orders"}, "Protocol": "sqs",
+                    "Endpoint": {"Fn::GetAtt": ["Jobs", "Arn"]}, "RawMessageDelivery": false,
+                }},
+                "OrdersByMail": {"Type": "AWS::SNS::Subscription", "Properties": {
+                    "TopicArn": {"Ref": "Orders"}, "Protocol": "email", "Endpoint": "a@example.com",
+                }},
                 "Items": {"Type": "AWS::DynamoDB::Table", "Properties": {
                     "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
                     "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
@@ -465,6 +510,29 @@ mod tests {
             (2, 3600)
         );
         assert_eq!(p.streams, [("Events".to_owned(), 2)]);
+        assert_eq!(p.topics, ["Orders"]);
+        assert_eq!(
+            p.subscriptions,
+            [Subscription {
+                topic: "Orders".into(),
+                queue: "Jobs".into(),
+                raw: false
+            }],
+            "the SQS subscription, with SNS's envelope; the e-mail one has no local delivery"
+        );
+    }
+
+    /// A subscription follows the template: raw delivery when it says so (either form), and
+    /// one whose queue is not a queue of the template is refused, by name.
+    #[test]
+    fn subscriptions_follow_the_template() {
+        let mut t = template();
+        t["Resources"]["OrdersToJobs"]["Properties"]["RawMessageDelivery"] = "true".into();
+        let p = plan(&t, &LOCAL).expect("plan");
+        assert!(p.subscriptions[0].raw);
+        t["Resources"]["OrdersToJobs"]["Properties"]["Endpoint"] =
+            json!({"Fn::GetAtt": ["Nowhere", "Arn"]});
+        assert!(plan(&t, &LOCAL).is_err_and(|e| e.contains("Nowhere") && e.contains("Orders")));
     }
 
     /// Each function's mappings with the defaults Lambda applies, and its environment:

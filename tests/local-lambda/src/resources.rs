@@ -1,17 +1,21 @@
 //! Creating what a [`Plan`] declares: its tables in a local DynamoDB (through its JSON API, the
 //! template's properties sent as they are), its queues in an SQS emulator (through the AWS SDK),
-//! its Kinesis streams in a Kinesis emulator.
+//! its Kinesis streams in a Kinesis emulator, its SNS topics and their SQS subscriptions in an
+//! SNS emulator (which then delivers a publish to each queue, in SNS's envelope or raw, as the
+//! subscription says).
 
 use std::collections::BTreeMap;
 
 use aws_sdk_sqs::types::QueueAttributeName;
 use local_dynamodb::kinesis::Kinesis;
+use local_dynamodb::sns::Sns;
 
 use crate::plan::{Plan, Queue, Table};
 use crate::{Result, sdk_error};
 
 /// What was created from a plan: each resource's local name (its logical id) → its queue URL,
-/// or its own name; and its ARN (a queue's, a table's stream, a Kinesis stream).
+/// or its own name (a topic's is its ARN, as its `Ref` is); and its ARN (a queue's, a table's
+/// stream, a Kinesis stream, a topic).
 #[derive(Debug, Clone, Default)]
 pub struct Resources {
     pub names: BTreeMap<String, String>,
@@ -20,12 +24,14 @@ pub struct Resources {
 
 impl Resources {
     /// Creates the tables (in the local DynamoDB at `ddb`), queues (in the SQS emulator `sqs`)
-    /// and Kinesis streams of `plan`: dead-letter queues first, each redrive policy as declared.
+    /// and Kinesis streams of `plan`: dead-letter queues first, each redrive policy as declared;
+    /// then its topics and their SQS subscriptions (in the SNS emulator `sns`).
     pub async fn create(
         plan: &Plan,
         ddb: &str,
         sqs: &aws_sdk_sqs::Client,
         kinesis: &Kinesis,
+        sns: &Sns,
     ) -> Result<Self> {
         let (mut names, mut arns) = (BTreeMap::new(), BTreeMap::new());
         for t in &plan.tables {
@@ -42,6 +48,17 @@ impl Resources {
         for (name, shards) in &plan.streams {
             arns.insert(name.clone(), kinesis.create_stream(name, *shards).await?);
             names.insert(name.clone(), name.clone());
+        }
+        for topic in &plan.topics {
+            let arn = sns.create_topic(topic).await?;
+            names.insert(topic.clone(), arn.clone());
+            arns.insert(topic.clone(), arn);
+        }
+        for s in &plan.subscriptions {
+            let (Some(topic), Some(queue)) = (arns.get(&s.topic), arns.get(&s.queue)) else {
+                return Err(format!("{} to {}: not created", s.queue, s.topic));
+            };
+            sns.subscribe_queue(topic, queue, s.raw).await?;
         }
         Ok(Self { names, arns })
     }

@@ -32,7 +32,7 @@ impl Envelope {
     /// (`envelope_malformed`: dead-lettered through the batch response, counted, never
     /// processed).
     pub fn open(self, m: Message) -> Result<Message, Outcome> {
-        let group_id = m.group_id.clone();
+        let (group_id, id) = (m.group_id.clone(), m.message_id.clone());
         let opened = match self {
             Envelope::Sns => super::sns::notification(m.message_id, &m.body),
             Envelope::EventBridge => super::eventbridge::event(m.message_id, &m.body),
@@ -41,12 +41,18 @@ impl Envelope {
         };
         match opened {
             Ok(inner) => Ok(Message { group_id, ..inner }),
-            Err(rejection) => Err(Outcome::Rejected {
-                code: Reason::from(&rejection),
-                reason: rejection.to_string(),
-                key: None,
-                invalid: None,
-            }),
+            Err(rejection) => {
+                // Logged as a rejection at the key is: the code and the reason (which names
+                // the envelope's fields, never a value), so the DLQ's message can be explained.
+                tracing::warn!(message_id = %id, code = rejection.code(), reason = %rejection,
+                    "rejected: not the envelope; dead-lettering");
+                Err(Outcome::Rejected {
+                    code: Reason::from(&rejection),
+                    reason: rejection.to_string(),
+                    key: None,
+                    invalid: None,
+                })
+            }
         }
     }
 }

@@ -300,7 +300,19 @@ fn passes(args: &[String], harness: &[String]) -> (Vec<Vec<String>>, bool) {
             .iter()
             .any(|f| ALONE_TESTS.iter().any(|t| t.contains(f)));
     if wanted {
-        let mut alone = vec!["test".to_owned(), "-p".into(), "dedup-tests".into()];
+        // On the workspace, the integration target of the same workspace-wide build: `-p
+        // dedup-tests` alone would unify other features (a member's tokio `test-util`) and
+        // rebuild the dependency tree for one test.
+        let mut alone = if named {
+            vec!["test".to_owned(), "-p".into(), "dedup-tests".into()]
+        } else {
+            vec![
+                "test".to_owned(),
+                "--workspace".into(),
+                "--test".into(),
+                "integration".into(),
+            ]
+        };
         alone.extend(flags);
         alone.extend(["--".to_owned(), ALONE.to_owned(), "--test-threads=1".into()]);
         alone.extend(harness.iter().filter(|a| a.starts_with('-')).cloned());
@@ -484,8 +496,9 @@ mod cli_tests {
                     vec!["test", "--workspace", "--locked", "--", "--skip", ALONE],
                     vec![
                         "test",
-                        "-p",
-                        "dedup-tests",
+                        "--workspace",
+                        "--test",
+                        "integration",
                         "--locked",
                         "--",
                         ALONE,

@@ -152,3 +152,143 @@ async fn activemq_binary_parks_poison_fails_on_transient_and_credits_once_across
     }
     function.kill().await.expect("stopped");
 }
+
+/// AWS's RabbitMQ sample with one message per `(event-id header, data)` in place of its own, the
+/// header in the sample's byte-array shape (`None`: no such header), marked `redelivered`.
+fn rabbitmq_event(messages: &[(Option<&str>, &str)], redelivered: bool) -> serde_json::Value {
+    let mut sample: serde_json::Value = serde_json::from_str(include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../events/example-rabbitmq-event.json"
+    )))
+    .expect("the sample event");
+    let template = sample["rmqMessagesByQueue"]["test::/"][0].clone();
+    sample["rmqMessagesByQueue"]["test::/"] = messages
+        .iter()
+        .map(|(id, data)| {
+            let mut m = template.clone();
+            if let Some(id) = id {
+                m["basicProperties"]["headers"]["event-id"] = json!({"bytes": id.as_bytes()});
+            }
+            m["redelivered"] = json!(redelivered);
+            m["data"] = base64::engine::general_purpose::STANDARD
+                .encode(data)
+                .into();
+            m
+        })
+        .collect();
+    sample
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rabbitmq_binary_parks_poison_acknowledges_the_batch_and_credits_once_across_redelivery() {
+    let Ok(dir) = std::env::var("DEDUP_FUNCTIONS_DIR") else {
+        eprintln!("the RabbitMQ end-to-end test skipped: DEDUP_FUNCTIONS_DIR is not set");
+        return;
+    };
+    if !stack_is_up() {
+        return;
+    }
+    let ddb = local_dynamodb::shared();
+    let client = support::client_at(&ddb.endpoint());
+    let marks = support::mark_table(&client).await;
+    let balances = support::effect_table(&client, "account").await;
+    let sqs = sqs();
+    let parking = sqs
+        .create_queue()
+        .queue_name(support::unique("rabbitmq-parking"))
+        .send()
+        .await
+        .expect("create queue")
+        .queue_url
+        .expect("url");
+    let api = ConcurrentApi::start().await.expect("runtime API");
+    let sqs_endpoint = std::env::var("DEDUP_SQS_ENDPOINT").expect("the local SQS");
+    let mut function = tokio::process::Command::new(format!("{dir}/example-rabbitmq-ledger"))
+        .envs([
+            ("AWS_LAMBDA_RUNTIME_API", api.runtime_api()),
+            ("AWS_LAMBDA_FUNCTION_NAME", "rabbitmq-ledger".into()),
+            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512".into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", "local".into()),
+            ("AWS_SECRET_ACCESS_KEY", "local".into()),
+            ("AWS_ENDPOINT_URL_DYNAMODB", ddb.endpoint()),
+            ("AWS_ENDPOINT_URL_SQS", sqs_endpoint),
+            ("DEDUP_NAMESPACE", support::unique("rabbitmq")),
+            ("DEDUP_MARK_TABLE", marks.clone()),
+            ("DEDUP_PARKING_QUEUE_URL", parking.clone()),
+            ("BALANCES_TABLE", balances.clone()),
+            ("RUST_LOG", "warn".into()),
+        ])
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the built example-rabbitmq-ledger");
+
+    let (a, b) = (support::unique("a"), support::unique("b"));
+    let run = support::unique("e");
+    let id = |n: u32| format!("{run}:{n}");
+    let (e1, e2, e4) = (id(1), id(2), id(4));
+    let (c1, c3, c4) = (credit(&a, 1), credit(&b, 9), credit(&b, 2));
+    // A credit; data that is no credit; a credit with no event-id (never guessed); a credit.
+    let batch = [
+        (Some(e1.as_str()), c1.as_str()),
+        (Some(e2.as_str()), "not json"),
+        (None, c3.as_str()),
+        (Some(e4.as_str()), c4.as_str()),
+    ];
+    let first = api
+        .invoke(rabbitmq_event(&batch, false), Duration::from_secs(20))
+        .await;
+    assert!(
+        matches!(first.answer, Answer::Response(serde_json::Value::Null)),
+        "the batch acknowledged, its poison parked: {first:?}"
+    );
+    assert_eq!(support::balance(&client, &balances, &a).await, Some(1));
+    assert_eq!(support::balance(&client, &balances, &b).await, Some(2));
+
+    // The broker redelivers the batch: each credit a duplicate.
+    let again = api
+        .invoke(rabbitmq_event(&batch, true), Duration::from_secs(20))
+        .await;
+    assert!(
+        matches!(again.answer, Answer::Response(serde_json::Value::Null)),
+        "{again:?}"
+    );
+    assert_eq!(support::balance(&client, &balances, &a).await, Some(1));
+    assert_eq!(
+        support::balance(&client, &balances, &b).await,
+        Some(2),
+        "not twice"
+    );
+    assert_eq!(support::mark_keys(&client, &marks).await.len(), 2);
+    let parked = sqs
+        .receive_message()
+        .queue_url(&parking)
+        .max_number_of_messages(10)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .expect("receive")
+        .messages
+        .unwrap_or_default();
+    let mut reasons: Vec<String> = parked
+        .iter()
+        .map(|p| {
+            let attributes = p.message_attributes.clone().unwrap_or_default();
+            let attribute = |n: &str| attributes.get(n).and_then(|v| v.string_value.clone());
+            attribute("dedup-reason").unwrap_or_default()
+        })
+        .collect();
+    reasons.sort();
+    assert_eq!(
+        reasons,
+        [
+            "body_not_json",
+            "body_not_json",
+            "identity_missing",
+            "identity_missing"
+        ],
+        "both poison messages parked, once per batch that reached them: {parked:?}"
+    );
+    function.kill().await.expect("stopped");
+}

@@ -20,6 +20,7 @@ mod e2e;
 mod e2e_deadline;
 mod e2e_doors;
 mod e2e_envelopes;
+mod e2e_eventbridge;
 mod e2e_http;
 mod e2e_kafka;
 mod e2e_mq;

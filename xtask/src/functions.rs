@@ -16,11 +16,13 @@ pub(crate) const ALL: [&str; 10] = [
 
 /// Examples the end-to-end tests run as built binaries (`DEDUP_FUNCTIONS_DIR`), each as Lambda
 /// would, through a runtime API of the test's own (`tests/integration/invoke_door.rs`: the direct
-/// invoke door; `e2e_kafka.rs`, `e2e_mq.rs`): built with the functions, never started by the stack.
-pub(crate) const EXAMPLES_RUN: [&str; 4] = [
+/// invoke door; `e2e_kafka.rs`, `e2e_mq.rs`, `e2e_eventbridge.rs`): built with the functions, never started by the stack.
+pub(crate) const EXAMPLES_RUN: [&str; 6] = [
+    "example-eventbridge-ledger",
     "example-invoke-charge",
     "example-kafka-ledger",
     "example-mq-ledger",
+    "example-rabbitmq-ledger",
     "example-s3-catalog",
 ];
 

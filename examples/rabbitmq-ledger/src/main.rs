@@ -1,0 +1,93 @@
+//! An Amazon MQ for RabbitMQ-triggered Lambda whose effect — adding `amount` to the balance of
+//! `account`, the message's data being `{"account", "amount"}` — happens once per message: the
+//! credit and the message's mark commit in one DynamoDB transaction. The identity is the
+//! producer's `event-id` header (RabbitMQ leaves `messageId` null unless the producer sets it).
+//! The trigger has no partial batch response: a message that can never apply (no `event-id`,
+//! data not a credit) is parked in `DEDUP_PARKING_QUEUE_URL` and the batch acknowledged; while
+//! any message may yet apply the invocation fails and the broker redelivers the whole batch.
+//!
+//! Environment: the settings of `lambda_dedup_runtime::config` (`DEDUP_NAMESPACE`,
+//! `DEDUP_MARK_TABLE`, `DEDUP_PARKING_QUEUE_URL`) plus `BALANCES_TABLE` (key `account`).
+
+use lambda_dedup_runtime::events::RabbitMqEvent;
+use lambda_dedup_runtime::{Dedup, Effect, Event, Service};
+
+/// The header naming the producer's event.
+const EVENT_ID_HEADER: &str = "event-id";
+
+/// A message's data: a credit.
+#[derive(serde::Deserialize)]
+struct Credit {
+    account: String,
+    amount: i64,
+}
+
+/// The function: each message's credit, committed with its mark.
+fn service(dedup: Dedup) -> Result<Service<RabbitMqEvent, ()>, lambda_runtime::Error> {
+    let balances = dedup.setting("BALANCES_TABLE")?;
+    let dedup = dedup.identity_attribute(EVENT_ID_HEADER);
+    Ok(dedup.rabbitmq(move |e: Event<Credit>| {
+        Effect::add(
+            &balances,
+            ("account", e.payload.account),
+            "balance",
+            e.payload.amount,
+        )
+    })?)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::run_concurrent(service(
+        Dedup::from_env("rabbitmq-ledger")?.dynamodb().await,
+    )?)
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lambda_dedup::{Item, Value};
+    use lambda_dedup_runtime::Env;
+    use lambda_dedup_runtime::testing::on_memory;
+
+    /// AWS's RabbitMQ sample (`events/example-rabbitmq-event.json`) with a credit as its data and
+    /// an `event-id` header in the sample's byte-array shape: credited once, the batch's
+    /// redelivery a duplicate, each invocation acknowledged.
+    #[tokio::test]
+    async fn rabbitmq_sample_message_is_credited_once_across_a_redelivery() {
+        let env = Env::from_pairs([
+            ("DEDUP_NAMESPACE", "example"),
+            ("DEDUP_MARK_TABLE", "marks"),
+            ("BALANCES_TABLE", "balances"),
+            (
+                "DEDUP_PARKING_QUEUE_URL",
+                "http://127.0.0.1:9/000000000000/parking",
+            ),
+        ]);
+        let (dedup, store) = on_memory(Dedup::read(&env, "rabbitmq-ledger").expect("settings"));
+        store.create_table("balances", "account");
+        let service = service(dedup).expect("service");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../events/example-rabbitmq-event.json"
+        );
+        let mut sample: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("json");
+        let message = &mut sample["rmqMessagesByQueue"]["test::/"][0];
+        // base64 of {"account":"a-1","amount":7}
+        message["data"] = "eyJhY2NvdW50IjoiYS0xIiwiYW1vdW50Ijo3fQ==".into();
+        // "e-1" as the sample's headers carry bytes.
+        message["basicProperties"]["headers"][EVENT_ID_HEADER] =
+            serde_json::json!({"bytes": [101, 45, 49]});
+        for _ in 0..2 {
+            let event: RabbitMqEvent = serde_json::from_value(sample.clone()).expect("event");
+            service.call_with(event).await.expect("acknowledged");
+        }
+        let balance = store.item("balances", &Item::new().with("account", "a-1"));
+        assert_eq!(
+            balance.expect("credited").0["balance"],
+            Value::N("7".into())
+        );
+    }
+}

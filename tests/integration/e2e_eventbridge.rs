@@ -1,0 +1,151 @@
+//! The EventBridge door end to end: the built `example-eventbridge-ledger` binary, unmodified,
+//! polls a runtime API of this test's own ([`local_lambda::concurrent`]) and is handed AWS's
+//! published sample (`events/example-eventbridge-event-obj.json`) with a credit as its `detail`,
+//! its marks and balances in the shared local DynamoDB. The event is applied once; the
+//! producer's retried `PutEvents` entry (a new `id`, the same `detail`) is a duplicate; an event
+//! whose detail lacks the identity is answered `NotAcknowledged` (an invocation error: Lambda's
+//! async retries, then the on-failure destination) with nothing applied; each invocation prints
+//! one EMF line.
+//!
+//! It needs the built functions (`DEDUP_FUNCTIONS_DIR`; `cargo xtask test` sets it); without
+//! them it says so and is skipped.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use local_lambda::concurrent::{Answer, ConcurrentApi};
+use serde_json::json;
+
+use crate::e2e::stack_is_up;
+use dedup_tests as support;
+
+/// AWS's sample with `id` and `detail` in place of its own.
+fn event(id: &str, detail: serde_json::Value) -> serde_json::Value {
+    let mut sample: serde_json::Value = serde_json::from_str(include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../events/example-eventbridge-event-obj.json"
+    )))
+    .expect("the sample event");
+    sample["id"] = json!(id);
+    sample["detail"] = detail;
+    sample
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eventbridge_binary_credits_once_across_a_producer_retry_and_refuses_a_poison_event() {
+    let Ok(dir) = std::env::var("DEDUP_FUNCTIONS_DIR") else {
+        eprintln!("the EventBridge end-to-end test skipped: DEDUP_FUNCTIONS_DIR is not set");
+        return;
+    };
+    if !stack_is_up() {
+        return;
+    }
+    let ddb = local_dynamodb::shared();
+    let client = support::client_at(&ddb.endpoint());
+    let marks = support::mark_table(&client).await;
+    let balances = support::effect_table(&client, "account").await;
+    let api = ConcurrentApi::start().await.expect("runtime API");
+    let mut function = tokio::process::Command::new(format!("{dir}/example-eventbridge-ledger"))
+        .envs([
+            ("AWS_LAMBDA_RUNTIME_API", api.runtime_api()),
+            ("AWS_LAMBDA_FUNCTION_NAME", "eventbridge-ledger".into()),
+            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512".into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", "local".into()),
+            ("AWS_SECRET_ACCESS_KEY", "local".into()),
+            ("AWS_ENDPOINT_URL_DYNAMODB", ddb.endpoint()),
+            ("DEDUP_NAMESPACE", support::unique("eventbridge")),
+            ("DEDUP_MARK_TABLE", marks.clone()),
+            ("BALANCES_TABLE", balances.clone()),
+            ("RUST_LOG", "warn".into()),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the built example-eventbridge-ledger");
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stdout = function.stdout.take().expect("stdout");
+    let reader = {
+        let lines = lines.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncBufReadExt;
+            let mut read = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = read.next_line().await {
+                lines.lock().expect("lines").push(line);
+            }
+        })
+    };
+
+    let (a, b) = (support::unique("a"), support::unique("b"));
+    let credit = support::unique("credit");
+    let detail = json!({"credit_id": credit, "account": a, "amount": 7});
+    let first = api
+        .invoke(
+            event(&support::unique("put-1"), detail.clone()),
+            Duration::from_secs(20),
+        )
+        .await;
+    assert!(
+        matches!(first.answer, Answer::Response(serde_json::Value::Null)),
+        "{first:?}"
+    );
+    assert_eq!(support::balance(&client, &balances, &a).await, Some(7));
+
+    // The producer's retried put: EventBridge gives the entry a new id; the detail is the same.
+    let retry = api
+        .invoke(
+            event(&support::unique("put-2"), detail),
+            Duration::from_secs(20),
+        )
+        .await;
+    assert!(
+        matches!(retry.answer, Answer::Response(serde_json::Value::Null)),
+        "a duplicate, acknowledged: {retry:?}"
+    );
+    assert_eq!(
+        support::balance(&client, &balances, &a).await,
+        Some(7),
+        "not twice"
+    );
+
+    // A poison event: its detail has no identity. Not acknowledged, so Lambda retries it and
+    // then hands it to the on-failure destination; nothing applied.
+    let poison_id = support::unique("put-poison");
+    let poison = api
+        .invoke(
+            event(&poison_id, json!({"account": b, "amount": 3})),
+            Duration::from_secs(20),
+        )
+        .await;
+    let Answer::Error(error) = &poison.answer else {
+        panic!("the poison event acknowledged: {poison:?}");
+    };
+    let message = error["errorMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("1 of 1 records not acknowledged")
+            && message.contains(&poison_id)
+            && message.contains("rejected"),
+        "{error}"
+    );
+    assert_eq!(support::balance(&client, &balances, &b).await, None);
+    assert_eq!(support::mark_keys(&client, &marks).await.len(), 1);
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    function.kill().await.expect("stopped");
+    let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
+    let emf: Vec<serde_json::Value> = lines
+        .lock()
+        .expect("lines")
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("_aws").is_some() && v.get("Received").is_some())
+        .collect();
+    assert_eq!(emf.len(), 3, "one EMF line per invocation: {emf:?}");
+    let sum = |metric: &str| -> u64 { emf.iter().filter_map(|v| v[metric].as_u64()).sum() };
+    assert_eq!(
+        ["Received", "Applied", "Duplicate", "Rejected"].map(sum),
+        [3, 1, 1, 1],
+        "each event counted by its outcome: {emf:?}"
+    );
+}

@@ -10,7 +10,6 @@
 //! them it says so and is skipped. The DynamoDB is this test binary's own, behind a proxy the
 //! test can freeze (connections accepted, nothing forwarded), so no other test is disturbed.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lambda_dedup_conformance::gate::Gate;
@@ -122,17 +121,13 @@ async fn concurrent_invocations_in_one_environment_apply_each_event_once_within_
     let marks = support::mark_table(&client).await;
     let balances = support::effect_table(&client, "account").await;
     let api = ConcurrentApi::start().await.expect("runtime API");
-    let mut function = tokio::process::Command::new(format!("{dir}/ledger-projector"))
-        .envs([
-            ("AWS_LAMBDA_RUNTIME_API", api.runtime_api()),
-            ("AWS_LAMBDA_FUNCTION_NAME", "ledger-projector".into()),
-            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
-            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512".into()),
+    let function = crate::built::Built::start(
+        format!("{dir}/ledger-projector"),
+        "ledger-projector",
+        &api,
+        gate.endpoint(),
+        [
             ("AWS_LAMBDA_MAX_CONCURRENCY", "8".into()),
-            ("AWS_REGION", "us-east-1".into()),
-            ("AWS_ACCESS_KEY_ID", "local".into()),
-            ("AWS_SECRET_ACCESS_KEY", "local".into()),
-            ("AWS_ENDPOINT_URL_DYNAMODB", gate.endpoint()),
             ("DEDUP_NAMESPACE", support::unique("managed")),
             ("DEDUP_MARK_TABLE", marks.clone()),
             ("BALANCES_TABLE", balances.clone()),
@@ -140,24 +135,8 @@ async fn concurrent_invocations_in_one_environment_apply_each_event_once_within_
             // Longer than any deadline here: the deadline, not the SDK, ends a frozen call.
             ("DEDUP_SDK_OPERATION_TIMEOUT_MS", "60000".into()),
             ("DEDUP_SDK_ATTEMPT_TIMEOUT_MS", "60000".into()),
-            ("RUST_LOG", "warn".into()),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the built ledger-projector");
-    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
-    let stdout = function.stdout.take().expect("stdout");
-    let reader = {
-        let lines = lines.clone();
-        tokio::spawn(async move {
-            use tokio::io::AsyncBufReadExt;
-            let mut read = tokio::io::BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = read.next_line().await {
-                lines.lock().expect("lines").push(line);
-            }
-        })
-    };
+        ],
+    );
 
     // The same event in four invocations at once, four other events beside them.
     let mut events: Vec<serde_json::Value> = (0..4)
@@ -235,14 +214,6 @@ async fn concurrent_invocations_in_one_environment_apply_each_event_once_within_
 
     // One EMF line per invocation.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    function.kill().await.expect("stopped");
-    let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
-    let emf = lines
-        .lock()
-        .expect("lines")
-        .iter()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v.get("_aws").is_some() && v.get("Received").is_some())
-        .count();
+    let emf = function.stop().await.len();
     assert_eq!(emf, invocations, "one EMF line per invocation");
 }

@@ -10,7 +10,6 @@
 //! It needs the built functions (`DEDUP_FUNCTIONS_DIR`; `cargo xtask test` sets it); without
 //! them it says so and is skipped.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use local_lambda::concurrent::{Answer, ConcurrentApi};
@@ -45,37 +44,17 @@ async fn eventbridge_binary_credits_once_across_a_producer_retry_and_refuses_a_p
     let marks = support::mark_table(&client).await;
     let balances = support::effect_table(&client, "account").await;
     let api = ConcurrentApi::start().await.expect("runtime API");
-    let mut function = tokio::process::Command::new(format!("{dir}/example-eventbridge-ledger"))
-        .envs([
-            ("AWS_LAMBDA_RUNTIME_API", api.runtime_api()),
-            ("AWS_LAMBDA_FUNCTION_NAME", "eventbridge-ledger".into()),
-            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
-            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512".into()),
-            ("AWS_REGION", "us-east-1".into()),
-            ("AWS_ACCESS_KEY_ID", "local".into()),
-            ("AWS_SECRET_ACCESS_KEY", "local".into()),
-            ("AWS_ENDPOINT_URL_DYNAMODB", ddb.endpoint()),
+    let function = crate::built::Built::start(
+        format!("{dir}/example-eventbridge-ledger"),
+        "eventbridge-ledger",
+        &api,
+        ddb.endpoint(),
+        [
             ("DEDUP_NAMESPACE", support::unique("eventbridge")),
             ("DEDUP_MARK_TABLE", marks.clone()),
             ("BALANCES_TABLE", balances.clone()),
-            ("RUST_LOG", "warn".into()),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the built example-eventbridge-ledger");
-    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
-    let stdout = function.stdout.take().expect("stdout");
-    let reader = {
-        let lines = lines.clone();
-        tokio::spawn(async move {
-            use tokio::io::AsyncBufReadExt;
-            let mut read = tokio::io::BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = read.next_line().await {
-                lines.lock().expect("lines").push(line);
-            }
-        })
-    };
+        ],
+    );
 
     let (a, b) = (support::unique("a"), support::unique("b"));
     let credit = support::unique("credit");
@@ -132,15 +111,7 @@ async fn eventbridge_binary_credits_once_across_a_producer_retry_and_refuses_a_p
     assert_eq!(support::mark_keys(&client, &marks).await.len(), 1);
 
     tokio::time::sleep(Duration::from_millis(300)).await;
-    function.kill().await.expect("stopped");
-    let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
-    let emf: Vec<serde_json::Value> = lines
-        .lock()
-        .expect("lines")
-        .iter()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v.get("_aws").is_some() && v.get("Received").is_some())
-        .collect();
+    let emf = function.stop().await;
     assert_eq!(emf.len(), 3, "one EMF line per invocation: {emf:?}");
     let sum = |metric: &str| -> u64 { emf.iter().filter_map(|v| v[metric].as_u64()).sum() };
     assert_eq!(

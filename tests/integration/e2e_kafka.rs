@@ -71,26 +71,19 @@ async fn kafka_binary_applies_each_record_once_and_answers_the_documented_partia
         .expect("url");
     let api = ConcurrentApi::start().await.expect("runtime API");
     let sqs_endpoint = std::env::var("DEDUP_SQS_ENDPOINT").expect("the local SQS");
-    let mut function = tokio::process::Command::new(format!("{dir}/example-kafka-ledger"))
-        .envs([
-            ("AWS_LAMBDA_RUNTIME_API", api.runtime_api()),
-            ("AWS_LAMBDA_FUNCTION_NAME", "kafka-ledger".into()),
-            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
-            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512".into()),
-            ("AWS_REGION", "us-east-1".into()),
-            ("AWS_ACCESS_KEY_ID", "local".into()),
-            ("AWS_SECRET_ACCESS_KEY", "local".into()),
-            ("AWS_ENDPOINT_URL_DYNAMODB", ddb.endpoint()),
+    let function = crate::built::Built::start(
+        format!("{dir}/example-kafka-ledger"),
+        "kafka-ledger",
+        &api,
+        ddb.endpoint(),
+        [
             ("AWS_ENDPOINT_URL_SQS", sqs_endpoint),
             ("DEDUP_NAMESPACE", support::unique("kafka")),
             ("DEDUP_MARK_TABLE", marks.clone()),
             ("DEDUP_PARKING_QUEUE_URL", parking.clone()),
             ("BALANCES_TABLE", balances.clone()),
-            ("RUST_LOG", "warn".into()),
-        ])
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the built example-kafka-ledger");
+        ],
+    );
 
     let (a, b) = (support::unique("a"), support::unique("b"));
     let batch = [
@@ -145,5 +138,5 @@ async fn kafka_binary_applies_each_record_once_and_answers_the_documented_partia
     let attribute = |n: &str| attributes.get(n).and_then(|v| v.string_value.clone());
     assert_eq!(attribute("dedup-reason").as_deref(), Some("body_not_json"));
     assert_eq!(attribute("dedup-kafka-offset").as_deref(), Some("41"));
-    function.kill().await.expect("stopped");
+    function.stop().await;
 }

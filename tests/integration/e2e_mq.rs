@@ -72,16 +72,12 @@ async fn activemq_binary_parks_poison_fails_on_transient_and_credits_once_across
         .expect("url");
     let api = ConcurrentApi::start().await.expect("runtime API");
     let sqs_endpoint = std::env::var("DEDUP_SQS_ENDPOINT").expect("the local SQS");
-    let mut function = tokio::process::Command::new(format!("{dir}/example-mq-ledger"))
-        .envs([
-            ("AWS_LAMBDA_RUNTIME_API", api.runtime_api()),
-            ("AWS_LAMBDA_FUNCTION_NAME", "mq-ledger".into()),
-            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
-            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512".into()),
-            ("AWS_REGION", "us-east-1".into()),
-            ("AWS_ACCESS_KEY_ID", "local".into()),
-            ("AWS_SECRET_ACCESS_KEY", "local".into()),
-            ("AWS_ENDPOINT_URL_DYNAMODB", gate.endpoint()),
+    let function = crate::built::Built::start(
+        format!("{dir}/example-mq-ledger"),
+        "mq-ledger",
+        &api,
+        gate.endpoint(),
+        [
             ("AWS_ENDPOINT_URL_SQS", sqs_endpoint),
             ("DEDUP_NAMESPACE", support::unique("mq")),
             ("DEDUP_MARK_TABLE", marks.clone()),
@@ -89,11 +85,8 @@ async fn activemq_binary_parks_poison_fails_on_transient_and_credits_once_across
             ("BALANCES_TABLE", balances.clone()),
             ("DEDUP_SDK_ATTEMPT_TIMEOUT_MS", "1000".into()),
             ("DEDUP_SDK_OPERATION_TIMEOUT_MS", "2000".into()),
-            ("RUST_LOG", "warn".into()),
-        ])
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the built example-mq-ledger");
+        ],
+    );
 
     let (a, b) = (support::unique("a"), support::unique("b"));
     let run = support::unique("ID:run");
@@ -150,7 +143,7 @@ async fn activemq_binary_parks_poison_fails_on_transient_and_credits_once_across
         assert_eq!(attribute("dedup-reason").as_deref(), Some("body_not_json"));
         assert_eq!(attribute("dedup-mq-message-id"), Some(m2.clone()));
     }
-    function.kill().await.expect("stopped");
+    function.stop().await;
 }
 
 /// AWS's RabbitMQ sample with one message per `(event-id header, data)` in place of its own, the
@@ -203,26 +196,19 @@ async fn rabbitmq_binary_parks_poison_acknowledges_the_batch_and_credits_once_ac
         .expect("url");
     let api = ConcurrentApi::start().await.expect("runtime API");
     let sqs_endpoint = std::env::var("DEDUP_SQS_ENDPOINT").expect("the local SQS");
-    let mut function = tokio::process::Command::new(format!("{dir}/example-rabbitmq-ledger"))
-        .envs([
-            ("AWS_LAMBDA_RUNTIME_API", api.runtime_api()),
-            ("AWS_LAMBDA_FUNCTION_NAME", "rabbitmq-ledger".into()),
-            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
-            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512".into()),
-            ("AWS_REGION", "us-east-1".into()),
-            ("AWS_ACCESS_KEY_ID", "local".into()),
-            ("AWS_SECRET_ACCESS_KEY", "local".into()),
-            ("AWS_ENDPOINT_URL_DYNAMODB", ddb.endpoint()),
+    let function = crate::built::Built::start(
+        format!("{dir}/example-rabbitmq-ledger"),
+        "rabbitmq-ledger",
+        &api,
+        ddb.endpoint(),
+        [
             ("AWS_ENDPOINT_URL_SQS", sqs_endpoint),
             ("DEDUP_NAMESPACE", support::unique("rabbitmq")),
             ("DEDUP_MARK_TABLE", marks.clone()),
             ("DEDUP_PARKING_QUEUE_URL", parking.clone()),
             ("BALANCES_TABLE", balances.clone()),
-            ("RUST_LOG", "warn".into()),
-        ])
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the built example-rabbitmq-ledger");
+        ],
+    );
 
     let (a, b) = (support::unique("a"), support::unique("b"));
     let run = support::unique("e");
@@ -290,5 +276,5 @@ async fn rabbitmq_binary_parks_poison_acknowledges_the_batch_and_credits_once_ac
         ],
         "both poison messages parked, once per batch that reached them: {parked:?}"
     );
-    function.kill().await.expect("stopped");
+    function.stop().await;
 }

@@ -40,24 +40,17 @@ async fn s3_binary_catalogues_each_notification_once_and_newest_wins() {
     let marks = support::mark_table(&client).await;
     let catalog = support::effect_table(&client, "object").await;
     let api = ConcurrentApi::start().await.expect("runtime API");
-    let mut function = tokio::process::Command::new(format!("{dir}/example-s3-catalog"))
-        .envs([
-            ("AWS_LAMBDA_RUNTIME_API", api.runtime_api()),
-            ("AWS_LAMBDA_FUNCTION_NAME", "s3-catalog".into()),
-            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
-            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512".into()),
-            ("AWS_REGION", "us-east-1".into()),
-            ("AWS_ACCESS_KEY_ID", "local".into()),
-            ("AWS_SECRET_ACCESS_KEY", "local".into()),
-            ("AWS_ENDPOINT_URL_DYNAMODB", ddb.endpoint()),
+    let function = crate::built::Built::start(
+        format!("{dir}/example-s3-catalog"),
+        "s3-catalog",
+        &api,
+        ddb.endpoint(),
+        [
             ("DEDUP_NAMESPACE", support::unique("s3")),
             ("DEDUP_MARK_TABLE", marks.clone()),
             ("CATALOG_TABLE", catalog.clone()),
-            ("RUST_LOG", "warn".into()),
-        ])
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the built example-s3-catalog");
+        ],
+    );
     let wait = Duration::from_secs(20);
     let newer = event("ObjectRemoved:Delete", Some("0055AED6DCD90281E6"));
     let older = event("ObjectCreated:Put", Some("0055AED6DCD90281E5"));
@@ -83,5 +76,5 @@ async fn s3_binary_catalogues_each_notification_once_and_newest_wins() {
     assert!(error.to_string().contains("rejected"), "{error}");
     // One mark (the notification) and its object's high-water item.
     assert_eq!(support::mark_keys(&client, &marks).await.len(), 2);
-    function.kill().await.expect("stopped");
+    function.stop().await;
 }

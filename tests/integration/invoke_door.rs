@@ -11,7 +11,6 @@
 //! It needs the built example (`DEDUP_FUNCTIONS_DIR`, which `cargo xtask test` sets); without
 //! it it says so and is skipped.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use local_lambda::concurrent::{Answer, ConcurrentApi};
@@ -45,39 +44,19 @@ async fn invoke_concurrent_duplicates_of_one_charge_get_one_charge_and_one_recei
         Duration::from_millis(600),
     ));
     let api = ConcurrentApi::start().await.expect("runtime API");
-    let mut function = tokio::process::Command::new(&binary)
-        .envs([
-            ("AWS_LAMBDA_RUNTIME_API", api.runtime_api()),
-            ("AWS_LAMBDA_FUNCTION_NAME", "invoke-charge".into()),
-            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
-            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512".into()),
+    let function = crate::built::Built::start(
+        &binary,
+        "invoke-charge",
+        &api,
+        ddb.endpoint(),
+        [
             ("AWS_LAMBDA_MAX_CONCURRENCY", "8".into()),
-            ("AWS_REGION", "us-east-1".into()),
-            ("AWS_ACCESS_KEY_ID", "local".into()),
-            ("AWS_SECRET_ACCESS_KEY", "local".into()),
-            ("AWS_ENDPOINT_URL_DYNAMODB", ddb.endpoint()),
             ("DEDUP_NAMESPACE", support::unique("invoke")),
             ("DEDUP_MARK_TABLE", marks.clone()),
             ("PAYMENTS_API_URL", format!("http://{addr}/v1")),
             ("DEDUP_IN_PROGRESS_WAIT_MS", "8000".into()),
-            ("RUST_LOG", "warn".into()),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the built example-invoke-charge");
-    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
-    let stdout = function.stdout.take().expect("stdout");
-    let reader = {
-        let lines = lines.clone();
-        tokio::spawn(async move {
-            use tokio::io::AsyncBufReadExt;
-            let mut read = tokio::io::BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = read.next_line().await {
-                lines.lock().expect("lines").push(line);
-            }
-        })
-    };
+        ],
+    );
 
     let charge = serde_json::json!({"order_id": "o-1", "cents": 500});
     let calls = (0..6).map(|_| api.invoke(charge.clone(), Duration::from_secs(20)));
@@ -120,14 +99,6 @@ async fn invoke_concurrent_duplicates_of_one_charge_get_one_charge_and_one_recei
     assert_eq!(support::mark_keys(&client, &marks).await.len(), 1);
 
     tokio::time::sleep(Duration::from_millis(300)).await;
-    function.kill().await.expect("stopped");
-    let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
-    let emf = lines
-        .lock()
-        .expect("lines")
-        .iter()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v.get("_aws").is_some() && v.get("Received").is_some())
-        .count();
+    let emf = function.stop().await.len();
     assert_eq!(emf, 9, "one EMF line per invocation");
 }

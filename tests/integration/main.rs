@@ -6,6 +6,7 @@ mod architecture;
 mod batch;
 mod batch_concurrent;
 mod batch_mode;
+mod built;
 mod chaos_kill;
 mod chaos_postgres;
 mod chaos_valkey;

@@ -36,7 +36,7 @@ mod tests {
     use super::*;
     use lambda_dedup_runtime::Env;
     use lambda_http::tower::ServiceExt;
-    use lambda_http::{Body, Request};
+    use lambda_http::{Body, Request, RequestExt};
 
     fn env() -> Env {
         Env::from_pairs([
@@ -100,5 +100,90 @@ mod tests {
             "a 4xx of the work is stored and replayed"
         );
         assert_eq!(store.items("orders").len(), 1);
+    }
+
+    /// A POST of `body` from `shop-1`, under `key` when there is one.
+    fn post_with(key: Option<&str>, body: &str) -> Request {
+        let mut r = lambda_http::http::Request::builder()
+            .method("POST")
+            .uri("/orders")
+            .header("x-caller", "shop-1");
+        if let Some(key) = key {
+            r = r.header("idempotency-key", format!("\"{key}\""));
+        }
+        // Each invocation has its own request id, as Lambda gives it.
+        static INVOCATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut context = lambda_dedup_runtime::lambda_runtime::Context::default();
+        let n = INVOCATIONS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        context.request_id = format!("req-{n}");
+        r.body(Body::Text(body.to_owned()))
+            .expect("request")
+            .with_lambda_context(context)
+    }
+
+    /// orders-api built as `main` builds it, from `vars` over the test's own.
+    fn built_with(vars: &[(&str, &str)]) -> (HttpService, lambda_dedup_memory::MemoryStore) {
+        let mut pairs = vec![
+            ("DEDUP_NAMESPACE", "test"),
+            ("DEDUP_MARK_TABLE", "marks"),
+            ("ORDERS_TABLE", "orders"),
+            ("HTTP_CALLER_FROM", "header:x-caller"),
+        ];
+        pairs.extend_from_slice(vars);
+        let env = Env::from_pairs(pairs);
+        let (dedup, store) =
+            lambda_dedup_runtime::testing::on_memory(Dedup::read(&env, FUNCTION).expect("env"));
+        store.create_table("orders", "order_id");
+        let config = HttpConfig::read(&env).expect("config");
+        (service(dedup, config).expect("service"), store)
+    }
+
+    /// Each `HTTP_*` setting the function documents changes what its requests get, through the
+    /// function's own wiring: the key optional, the body limit, the replayed headers.
+    #[tokio::test]
+    async fn idempotency_key_settings_change_what_orders_api_answers() {
+        let body = r#"{"sku":"book-1","quantity":2}"#;
+
+        let (required, _) = built_with(&[]);
+        assert_eq!(
+            send(&required, post_with(None, body)).await.0,
+            400,
+            "required by default"
+        );
+        let (optional, store) = built_with(&[("HTTP_IDEMPOTENCY_KEY", "optional")]);
+        assert_eq!(send(&optional, post_with(None, body)).await.0, 201);
+        assert_eq!(send(&optional, post_with(None, body)).await.0, 201);
+        assert_eq!(
+            store.items("orders").len(),
+            2,
+            "without a key, each request runs"
+        );
+
+        let (limited, store) = built_with(&[("HTTP_MAX_BODY_BYTES", "16")]);
+        assert_eq!(send(&limited, post_with(Some("k-1"), body)).await.0, 413);
+        assert!(store.items("orders").is_empty());
+        let (default, _) = built_with(&[]);
+        assert_eq!(send(&default, post_with(Some("k-1"), body)).await.0, 201);
+
+        let location = |s: HttpService| async move {
+            s.clone()
+                .oneshot(post_with(Some("k-2"), body))
+                .await
+                .expect("first");
+            let again = s
+                .oneshot(post_with(Some("k-2"), body))
+                .await
+                .expect("replay");
+            assert!(again.headers().contains_key("idempotent-replayed"));
+            again.headers().contains_key("location")
+        };
+        assert!(
+            location(built_with(&[]).0).await,
+            "location replayed by default"
+        );
+        assert!(
+            !location(built_with(&[("HTTP_REPLAY_HEADERS", "content-type")]).0).await,
+            "a header off the list is not replayed"
+        );
     }
 }

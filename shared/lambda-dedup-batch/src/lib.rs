@@ -16,6 +16,8 @@
 //!   ([`HandlerError::invalid`], [`HandlerError::transient`]).
 //! - [`provider`]: [`CallError`], a failed call to an external provider, and its
 //!   [`Permanence`], which a refusal carries (classified by `lambda_dedup_http`).
+//! - [`passage`]: [`BatchReport::passage`]: how a stream's checkpoint passes an invocation's
+//!   records (acknowledged, or parked when they can never apply) and where it stops.
 //! - [`runner`]: [`run_batch`]: bounded concurrency, FIFO order per message group, panics caught,
 //!   the list of messages to redeliver (S12).
 //! - [`explain`]: [`Deduplicator::explain`]: the [`Verdict`] a delivery of a message would get
@@ -72,6 +74,7 @@ pub mod explain;
 pub mod flows;
 mod layer_error;
 pub mod outcome;
+pub mod passage;
 pub mod provider;
 pub mod refusal;
 pub mod retry;
@@ -83,6 +86,7 @@ pub use flows::{
     SequencedDeduplicator,
 };
 pub use outcome::{Account, Outcome, Reason, emf_line};
+pub use passage::{Pass, Passage, never_applies};
 pub use provider::{CallError, Permanence};
 pub use refusal::{HandlerError, Invalid, InvalidCause, Transient, TransientCause};
 pub use retry::RetryCause;

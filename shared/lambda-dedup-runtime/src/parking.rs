@@ -16,7 +16,7 @@
 //! permission on every stream function for what is rare and, within the stream's retention,
 //! still readable where it is.
 
-use lambda_dedup_batch::{BatchReport, Outcome};
+use lambda_dedup_batch::{BatchReport, Pass};
 
 use crate::config::{Settings, SettingsError};
 use crate::queue::Queue;
@@ -70,16 +70,6 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
 #[cfg(any(feature = "kinesis", feature = "kafka", feature = "mq", test))]
 pub(crate) fn head_room(room: usize) -> usize {
     room.saturating_sub(64) / 4 * 3
-}
-
-/// The code a record is parked with, if its outcome says it can never apply: a rejection's own
-/// code, or `conflict`. `None` for what is done or may yet be done (a retry).
-pub(crate) fn never_applies(outcome: &Outcome) -> Option<&'static str> {
-    match outcome {
-        Outcome::Rejected { code, .. } | Outcome::Reconciled { code, .. } => Some(code.code()),
-        Outcome::Conflict => Some("conflict"),
-        _ => None,
-    }
 }
 
 /// Where a stream function parks the records that can never apply: an SQS queue
@@ -167,7 +157,8 @@ impl Parking {
         letter
     }
 
-    /// Goes through the invocation's outcomes in order: acknowledged ones are passed, those
+    /// Goes through the invocation's outcomes in order ([`BatchReport::passage`], the
+    /// library's one rule of a stream's checkpoint): acknowledged ones are passed, those
     /// that can never apply are parked as `message(id, code)` says (body and attributes; `None`
     /// for an id not in the invocation), and passed once SQS has them; the first record that is
     /// neither — a retry, or a record whose parking failed — is the checkpoint, and nothing
@@ -182,14 +173,14 @@ impl Parking {
         F: Fn(&str, &str) -> Option<Letter>,
     {
         let mut out = Parked::default();
-        for (id, outcome) in report.outcomes() {
-            if outcome.acknowledged() {
+        let passage = report.passage();
+        out.checkpoint = passage.checkpoint.map(str::to_owned);
+        for (id, pass) in passage.passed {
+            let Pass::Park(code) = pass else {
                 continue;
-            }
-            let Some((code, letter)) =
-                never_applies(outcome).and_then(|code| Some((code, message(id, code)?)))
-            else {
-                out.checkpoint = Some(id.clone());
+            };
+            let Some(letter) = message(id, code) else {
+                out.checkpoint = Some(id.to_owned());
                 break;
             };
             let by_reference = letter.by_reference();
@@ -219,7 +210,7 @@ impl Parking {
                     out.failed += 1;
                     tracing::error!(function, sequence_number = %id, code, error = %e,
                         "could not park a record that can never apply; the stream retries from it");
-                    out.checkpoint = Some(id.clone());
+                    out.checkpoint = Some(id.to_owned());
                     break;
                 }
             }

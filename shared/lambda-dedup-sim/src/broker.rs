@@ -156,13 +156,16 @@ pub struct Record {
     pub attempts: u32,
 }
 
-/// A shard: its records in order and the checkpoint (the index of the first not yet passed).
+/// A shard: its records in order, the checkpoint (the index of the first not yet passed) and
+/// the records settled (acknowledged or parked), which alone the checkpoint may pass.
 #[derive(Debug, Default)]
 pub struct Shard {
     /// Every record put.
     pub records: Vec<Record>,
     /// The first record not yet passed.
     pub checkpoint: usize,
+    /// The sequence numbers of the records acknowledged or parked.
+    pub settled: std::collections::BTreeSet<u64>,
 }
 
 impl Shard {
@@ -174,6 +177,28 @@ impl Shard {
             .take(max)
             .cloned()
             .collect()
+    }
+
+    /// Moves the checkpoint to the record `seq_no` (`None`: past every record up to and with
+    /// `last`); the records it passed that were neither acknowledged nor parked, by event.
+    pub fn advance(&mut self, to: Option<u64>, last: u64) -> Vec<String> {
+        let end = match to {
+            Some(seq_no) => self.records.iter().position(|r| r.seq_no == seq_no),
+            None => self
+                .records
+                .iter()
+                .position(|r| r.seq_no == last)
+                .map(|i| i + 1),
+        }
+        .unwrap_or(self.checkpoint)
+        .max(self.checkpoint);
+        let unsettled = self.records[self.checkpoint..end]
+            .iter()
+            .filter(|r| !self.settled.contains(&r.seq_no))
+            .map(|r| format!("{} (record {})", r.event, r.seq_no))
+            .collect();
+        self.checkpoint = end;
+        unsettled
     }
 }
 
@@ -219,5 +244,30 @@ mod tests {
         assert_eq!(first, ["a1"]);
         let next: Vec<String> = q.receive(1, 10).0.into_iter().map(|m| m.event).collect();
         assert_eq!(next, ["b1"], "a2 waits behind a1, which is in flight");
+    }
+
+    #[test]
+    fn a_checkpoint_moved_past_a_record_neither_acknowledged_nor_parked_names_it() {
+        let mut shard = Shard::default();
+        for (seq_no, event) in [(1, "a"), (2, "b"), (3, "c")] {
+            shard.records.push(Record {
+                seq_no,
+                aggregate: "agg0".into(),
+                seq: seq_no,
+                event: event.into(),
+                body: Vec::new(),
+                attempts: 0,
+            });
+        }
+        shard.settled.insert(1);
+        assert!(
+            shard.advance(Some(2), 3).is_empty(),
+            "only the settled a passed"
+        );
+        assert_eq!(shard.checkpoint, 1);
+        shard.settled.insert(3);
+        assert_eq!(shard.advance(None, 3), ["b (record 2)"]);
+        assert_eq!(shard.checkpoint, 3);
+        assert!(shard.batch(5).is_empty());
     }
 }

@@ -26,6 +26,8 @@ pub enum Invariant {
     Order,
     /// Every invocation's account closes (S14).
     Account,
+    /// A stream's checkpoint passes only records acknowledged or parked.
+    Checkpoint,
 }
 
 impl fmt::Display for Invariant {
@@ -40,6 +42,7 @@ impl fmt::Display for Invariant {
             Invariant::ConflictAcknowledged => "conflict never acknowledged",
             Invariant::Order => "order per group and shard",
             Invariant::Account => "account closes (S14)",
+            Invariant::Checkpoint => "checkpoint passes only settled records",
         })
     }
 }

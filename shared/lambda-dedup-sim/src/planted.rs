@@ -13,4 +13,5 @@ pub const PLANTED: &[&str] = &[
     "leased-completes-before-call",
     "store-fault-acknowledged",
     "retention-below-horizon-accepted",
+    "checkpoint-passes-unsettled",
 ];

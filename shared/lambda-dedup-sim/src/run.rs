@@ -133,8 +133,20 @@ async fn simulate(seed: u64) -> SeedReport {
     }
     let stream_data = MemoryStore::new(retention);
     stream_data.create_table("aggs", "agg");
-    let stream = Rc::new(KinesisLane::new(&stream_data, &clocks, &world));
-    stream.produce(2, 4);
+    let (shards, aggregates) = {
+        let mut w = lock(&world);
+        let shards = w.rng.between(2, 4);
+        let aggregates = shards + w.rng.between(0, 2);
+        w.log(format!("stream: {shards} shards, {aggregates} aggregates"));
+        (shards, aggregates)
+    };
+    let stream = Rc::new(KinesisLane::new(
+        usize::try_from(shards).unwrap_or(2),
+        &stream_data,
+        &clocks,
+        &world,
+    ));
+    stream.produce(aggregates, 4);
 
     let mut tasks = Vec::new();
     for lane in &lanes {
@@ -145,7 +157,9 @@ async fn simulate(seed: u64) -> SeedReport {
             ));
         }
     }
-    tasks.push(tokio::task::spawn_local(stream.clone().poll(end_ms)));
+    for s in 0..stream.shards.len() {
+        tasks.push(tokio::task::spawn_local(stream.clone().poll(s, end_ms)));
+    }
     for t in tasks {
         if let Err(e) = t.await {
             lock(&world).log(format!("a task ended by {e}"));

@@ -28,6 +28,8 @@ pub enum Invariant {
     Account,
     /// A stream's checkpoint passes only records acknowledged or parked.
     Checkpoint,
+    /// A relay settles an intent only after the provider answered its call with success.
+    SettledBeforeCall,
 }
 
 impl fmt::Display for Invariant {
@@ -43,6 +45,7 @@ impl fmt::Display for Invariant {
             Invariant::Order => "order per group and shard",
             Invariant::Account => "account closes (S14)",
             Invariant::Checkpoint => "checkpoint passes only settled records",
+            Invariant::SettledBeforeCall => "never settled before the call succeeded",
         })
     }
 }

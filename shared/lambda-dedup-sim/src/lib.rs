@@ -21,6 +21,8 @@ pub mod kinesis;
 pub mod model;
 pub mod planted;
 pub mod provider;
+pub mod relay;
+pub mod relay_store;
 pub mod rng;
 pub mod run;
 pub mod sqs;

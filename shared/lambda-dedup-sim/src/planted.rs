@@ -14,4 +14,5 @@ pub const PLANTED: &[&str] = &[
     "store-fault-acknowledged",
     "retention-below-horizon-accepted",
     "checkpoint-passes-unsettled",
+    "relay-settles-before-call",
 ];

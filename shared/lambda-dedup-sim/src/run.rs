@@ -13,6 +13,7 @@ use crate::clock::SimClock;
 use crate::invariants::{Ledger, Violation};
 use crate::kinesis::KinesisLane;
 use crate::provider::Provider;
+use crate::relay::RelayLane;
 use crate::rng::Rng;
 use crate::sqs::{Flow, SqsLane};
 use crate::trace::Trace;
@@ -58,6 +59,8 @@ pub fn run_seed(seed: u64, planted: Option<&'static str>) -> SeedReport {
         Ok(rt) => rt,
         Err(e) => panic!("a current-thread runtime: {e}"),
     };
+    // The relay's EMF lines are kept on this thread, not printed among the simulator's.
+    lambda_dedup_runtime::emf::capture();
     let local = tokio::task::LocalSet::new();
     let report = local.block_on(&rt, simulate(seed));
     #[cfg(feature = "simulation-planted")]
@@ -147,6 +150,10 @@ async fn simulate(seed: u64) -> SeedReport {
         &world,
     ));
     stream.produce(aggregates, 4);
+    let relay_data = MemoryStore::new(retention);
+    let relay = Rc::new(RelayLane::new(&relay_data, &clocks, &world));
+    let intents = lock(&world).rng.between(3, 7);
+    relay.produce(intents);
 
     let mut tasks = Vec::new();
     for lane in &lanes {
@@ -157,6 +164,8 @@ async fn simulate(seed: u64) -> SeedReport {
             ));
         }
     }
+    tasks.push(tokio::task::spawn_local(relay.clone().poll(end_ms)));
+    tasks.push(tokio::task::spawn_local(relay.clone().sweep(end_ms)));
     for s in 0..stream.shards.len() {
         tasks.push(tokio::task::spawn_local(stream.clone().poll(s, end_ms)));
     }
@@ -172,6 +181,7 @@ async fn simulate(seed: u64) -> SeedReport {
         .flat_map(|l| l.queue.lock().map(|q| q.left()).unwrap_or_default())
         .collect();
     left.extend(stream.left());
+    left.extend(relay.finish());
     for lane in &lanes {
         lane.check_effects();
     }

@@ -41,6 +41,11 @@ fn the_runs_meet_the_faults_they_claim_to_inject() {
         " duplicate",
         " conflict",
         "stream",
+        "shard 3 ",
+        ": parked ",
+        " relay ",
+        " sweep: ",
+        "relay stream skipped",
     ] {
         assert!(
             lines.iter().any(|l| l.contains(needle)),

@@ -104,7 +104,7 @@ impl<A: Act> RelayService<A> {
             }
         }
         // EMF must be a bare JSON line on stdout for CloudWatch to extract it, hence not `tracing`.
-        println!("{}", tally.emf_line(&r.relay.function, &r.relay.layout));
+        crate::emf::emit(tally.emf_line(&r.relay.function, &r.relay.layout));
         tracing::info!(
             function = %r.relay.function,
             tally = ?tally,

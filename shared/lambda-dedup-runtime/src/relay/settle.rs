@@ -34,6 +34,12 @@ impl<A: Act> Running<A> {
             tracing::info!(key = %key, "already settled; not acted on");
             return Ok(Ending::AlreadySettled);
         }
+        #[cfg(feature = "simulation-planted")]
+        if lambda_dedup::planted::is("relay-settles-before-call") {
+            let settled = self.settle(&key, Item::new()).await;
+            let _ = self.relay.act.act(&key, &item).await;
+            return settled;
+        }
         match self.relay.act.act(&key, &item).await {
             Ok(settle) => self.settle(&key, settle).await,
             Err(Failure::Permanent(code)) => self.park(&key, &code).await,

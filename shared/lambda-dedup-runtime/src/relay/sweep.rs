@@ -55,10 +55,7 @@ impl<A: Act> RelayService<A> {
             oldest_pending_s = swept.oldest_pending.as_secs(),
             "sweep done"
         );
-        println!(
-            "{}",
-            swept.emf_line(&r.relay.function, layout.waiting_metric)
-        );
+        crate::emf::emit(swept.emf_line(&r.relay.function, layout.waiting_metric));
         Ok(swept)
     }
 }

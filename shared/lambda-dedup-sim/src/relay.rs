@@ -1,0 +1,395 @@
+//! The relay lane: the runtime's real relay (`RelayService::handle` — the walk in shard order,
+//! the strongly consistent read, the action, settle or park, the tally — and its sweep), built
+//! by the runtime's builder, on the intents table of the simulated store and its stream
+//! ([`crate::relay_store`]). The action is a call to the simulated provider with the intent's
+//! key as its idempotency key (slow at times, applies then answers 500, refuses some intents
+//! for good). The stream is retried from the record the response names, a record is skipped
+//! after its attempts (the on-failure destination: the sweep re-drives what it left waiting),
+//! and an invocation may crash at any store-call boundary.
+
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lambda_dedup::items::text;
+use lambda_dedup::{Clock, Item};
+use lambda_dedup_memory::MemoryStore;
+use lambda_dedup_runtime::aws_lambda_events::event::dynamodb::{Event, EventRecord};
+use lambda_dedup_runtime::config::Env;
+use lambda_dedup_runtime::relay::{Act, Failure, Layout, Read, RelayService, Repeats};
+use lambda_dedup_runtime::{Dedup, ItemTables, Marks, Settings};
+
+use crate::clock::{EPOCH_SECS, SimClock};
+use crate::invariants::Invariant;
+use crate::provider::Answer;
+use crate::relay_store::{Change, KEY, Relayed, SETTLED, SimItems, TABLE, dynamodb_json, relayed};
+use crate::sqs::TIMEOUT_MS;
+use crate::world::{Shared, lock};
+
+/// Attempts at one record before the stream skips it.
+const ATTEMPTS: u32 = 4;
+/// The sweep's schedule, in ms.
+const SWEEP_EVERY_MS: u64 = 300_000;
+
+/// The intents' layout, as `intent-relay`'s.
+const LAYOUT: Layout = Layout {
+    key: KEY,
+    created: "created_at",
+    status: "status",
+    waiting: Some("PENDING"),
+    settled: SETTLED,
+    parked: "FAILED",
+    parked_at: "failed_at",
+    repeats: Repeats::Answered,
+    settled_metric: "Confirmed",
+    waiting_metric: "PendingIntents",
+};
+
+/// The action: one call to the provider with the intent's key as its idempotency key.
+#[derive(Debug, Clone)]
+pub struct ProviderCall {
+    world: Shared,
+    relayed: Arc<Mutex<Relayed>>,
+}
+
+/// What the action needs of an intent: its event and whether the provider refuses it.
+#[derive(Debug, Clone)]
+pub struct Intent {
+    event: String,
+    refused: bool,
+}
+
+impl ProviderCall {
+    async fn latency(&self) {
+        let ms = {
+            let mut w = lock(&self.world);
+            let incident = w.now_ms() < w.provider.incident_until;
+            if incident || w.rng.chance(30) {
+                w.rng.between(1_000, 4_000)
+            } else {
+                w.rng.between(5, 80)
+            }
+        };
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+}
+
+impl Act for ProviderCall {
+    type Item = Intent;
+
+    fn read(&self, record: &EventRecord) -> Read<Intent> {
+        let image: Option<serde_json::Value> =
+            lambda_dedup_runtime::in_order::image_part(&record.change.new_image);
+        let Some(image) = image else {
+            return Read::NoImage;
+        };
+        let Some(key) = image[KEY].as_str().map(str::to_owned) else {
+            return Read::NoImage;
+        };
+        if image["status"] != "PENDING" {
+            return Read::Ignored;
+        }
+        let refused = image["refused"].as_bool().unwrap_or(false);
+        Read::Act {
+            item: Intent {
+                event: key.clone(),
+                refused,
+            },
+            key,
+        }
+    }
+
+    async fn act(&self, key: &str, intent: &Intent) -> Result<Item, Failure> {
+        self.latency().await;
+        let answer = {
+            let mut w = lock(&self.world);
+            let now = w.now_ms();
+            let incident = now < w.provider.incident_until;
+            if intent.refused {
+                Err(Failure::Permanent("refused_422".into()))
+            } else if w.rng.chance(if incident { 500 } else { 40 }) {
+                Err(Failure::Transient("503".into()))
+            } else {
+                let fail = w.rng.chance(60);
+                match w.provider.call(key, &intent.event, now, fail) {
+                    Answer::Done(result) => Ok(result),
+                    Answer::AppliedThenFailed => Err(Failure::Transient("500".into())),
+                }
+            }
+        };
+        if answer.is_ok() {
+            relayed(&self.relayed).answered.insert(key.to_owned());
+        }
+        self.latency().await;
+        answer.map(|receipt| Item::new().with("receipt", receipt.as_str()))
+    }
+}
+
+/// The store the builder is given: the relay reads its items only.
+#[derive(Debug, Clone)]
+struct Tables {
+    data: MemoryStore,
+    items: Arc<SimItems>,
+}
+
+impl Marks for Tables {
+    type Effect = lambda_dedup::Effect;
+
+    fn mark_store(
+        &self,
+        _: &Settings,
+    ) -> Result<Arc<dyn lambda_dedup::MarkStore<Self::Effect>>, lambda_dedup_runtime::SettingsError>
+    {
+        Ok(Arc::new(self.data.clone()))
+    }
+}
+
+impl ItemTables for Tables {
+    fn item_store(&self) -> Arc<dyn lambda_dedup::ItemStore> {
+        self.items.clone()
+    }
+}
+
+/// The intents, their stream and each instance's relay.
+#[derive(Debug)]
+pub struct RelayLane {
+    relayed: Arc<Mutex<Relayed>>,
+    services: Vec<RelayService<ProviderCall>>,
+    clocks: Vec<SimClock>,
+    world: Shared,
+    data: MemoryStore,
+}
+
+impl RelayLane {
+    /// A lane on `data` (its `intents` table created here), one relay per instance, each
+    /// built by the runtime's builder from the function's variables.
+    pub fn new(data: &MemoryStore, clocks: &[SimClock], world: &Shared) -> Self {
+        data.create_table(TABLE, KEY);
+        let relayed = Arc::new(Mutex::new(Relayed::default()));
+        let vars = lambda_dedup_runtime::relay_vars!("INTENTS_TABLE", "INTENTS", 3_000);
+        let env = Env::from_pairs([
+            ("DEDUP_NAMESPACE", "sim"),
+            ("INTENTS_TABLE", TABLE),
+            ("INTENTS_REDRIVE_AFTER_SECONDS", "60"),
+        ]);
+        let services = clocks
+            .iter()
+            .map(|c| {
+                let tables = Tables {
+                    data: data.clone(),
+                    items: Arc::new(SimItems::new(data, world, *c, &relayed)),
+                };
+                let act = ProviderCall {
+                    world: world.clone(),
+                    relayed: relayed.clone(),
+                };
+                Dedup::read(&env, "intent-relay")
+                    .map_err(|e| e.to_string())
+                    .and_then(|d| {
+                        d.on(tables)
+                            .relay(&vars, LAYOUT, act)
+                            .map_err(|e| e.to_string())
+                    })
+                    .unwrap_or_else(|e| panic!("the relay's settings: {e}"))
+            })
+            .collect();
+        Self {
+            relayed,
+            services,
+            clocks: clocks.to_vec(),
+            world: world.clone(),
+            data: data.clone(),
+        }
+    }
+
+    /// Records `n` intents, pending (one in six refused for good by the provider), each on the
+    /// stream as an insert.
+    pub fn produce(&self, n: u64) {
+        let mut w = lock(&self.world);
+        let created = EPOCH_SECS * 1_000 + w.now_ms();
+        for i in 0..n {
+            let id = format!("intent-{i}");
+            w.ledger.event(&id);
+            let item = Item::new()
+                .with(KEY, id.as_str())
+                .with("status", "PENDING")
+                .with("created_at", created)
+                .with("refused", w.rng.chance(160));
+            if let Err(e) = self.data.put_item(TABLE, item.clone()) {
+                panic!("an intent: {e}");
+            }
+            relayed(&self.relayed).stream.append(item, true);
+        }
+    }
+
+    fn waiting(&self) -> usize {
+        self.data
+            .items(TABLE)
+            .iter()
+            .filter(|i| text(i, "status") == Some("PENDING"))
+            .count()
+    }
+
+    fn quiet(&self) -> bool {
+        relayed(&self.relayed).stream.batch(1).is_empty() && self.waiting() == 0
+    }
+
+    /// The stream's poller: one invocation at a time, until nothing waits.
+    pub async fn poll(self: Rc<Self>, end_ms: u64) {
+        loop {
+            if self.quiet() || lock(&self.world).now_ms() > end_ms {
+                return;
+            }
+            let batch = relayed(&self.relayed).stream.batch(5);
+            let (inst, crash_ms, gap) = self.draw();
+            if !batch.is_empty() {
+                self.invoke(inst, batch, crash_ms).await;
+            }
+            tokio::time::sleep(Duration::from_millis(gap)).await;
+        }
+    }
+
+    /// The schedule's sweep, every five minutes until nothing waits.
+    pub async fn sweep(self: Rc<Self>, end_ms: u64) {
+        loop {
+            tokio::time::sleep(Duration::from_millis(SWEEP_EVERY_MS)).await;
+            if self.quiet() || lock(&self.world).now_ms() > end_ms {
+                return;
+            }
+            let (inst, crash_ms, _) = self.draw();
+            let now = self.clocks[inst].now();
+            let sweep = self.services[inst].sweep(now);
+            let line = match tokio::time::timeout(Duration::from_millis(crash_ms), sweep).await {
+                Ok(Ok(s)) => format!(
+                    "i{inst} sweep: {} pending, {} redriven",
+                    s.pending, s.redriven
+                ),
+                Ok(Err(e)) => format!("i{inst} sweep stopped: {e}"),
+                Err(_) => format!("i{inst} sweep crashed at {crash_ms} ms"),
+            };
+            lambda_dedup_runtime::emf::take_captured();
+            lock(&self.world).log(line);
+        }
+    }
+
+    /// An instance, a crash moment (or the timeout) and the gap before the next poll.
+    fn draw(&self) -> (usize, u64, u64) {
+        let mut w = lock(&self.world);
+        let inst = usize::try_from(w.rng.between(0, self.clocks.len() as u64 - 1)).unwrap_or(0);
+        let crash = if w.rng.chance(150) {
+            w.rng.between(1, TIMEOUT_MS)
+        } else {
+            TIMEOUT_MS
+        };
+        (inst, crash, w.rng.between(50, 1_000))
+    }
+
+    async fn invoke(&self, inst: usize, batch: Vec<Change>, crash_ms: u64) {
+        let records: Vec<serde_json::Value> = batch.iter().map(record).collect();
+        let event: Event = match serde_json::from_value(serde_json::json!({ "Records": records })) {
+            Ok(e) => e,
+            Err(e) => panic!("a stream event: {e}"),
+        };
+        let handle = self.services[inst].handle(&event, None);
+        let handled = tokio::time::timeout(Duration::from_millis(crash_ms), handle).await;
+        lambda_dedup_runtime::emf::take_captured();
+        let first = batch.first().map_or(0, |c| c.seq_no);
+        let last = batch.last().map_or(0, |c| c.seq_no);
+        let retry_from = match handled {
+            Err(_) => {
+                lock(&self.world).log(format!("i{inst} relay crashed at {crash_ms} ms"));
+                Some(first)
+            }
+            Ok(h) => {
+                let t = h.tally;
+                let mut w = lock(&self.world);
+                w.log(format!(
+                    "i{inst} relay {first}..{last}: {} settled, {} parked, {} already, {} ignored, {} transient, {} deferred",
+                    t.settled, t.parked, t.already_settled, t.ignored, t.transient, t.deferred
+                ));
+                if !t.closes() {
+                    w.violate(Invariant::Account, format!("i{inst} relay tally {t:?}"));
+                }
+                h.response
+                    .batch_item_failures
+                    .first()
+                    .and_then(|f| f.item_identifier.as_deref())
+                    .and_then(|id| id.parse::<u64>().ok())
+            }
+        };
+        self.retry_from(retry_from, last);
+        self.check_effects();
+    }
+
+    /// Moves the checkpoint to `retry_from` (`None`: past `last`); the record retried from
+    /// failed once more, and is skipped after its attempts.
+    fn retry_from(&self, retry_from: Option<u64>, last: u64) {
+        let mut r = relayed(&self.relayed);
+        let s = &mut r.stream;
+        let Some(seq_no) = retry_from else {
+            s.checkpoint = s.checkpoint.max(usize::try_from(last).unwrap_or(0));
+            return;
+        };
+        s.checkpoint = s
+            .checkpoint
+            .max(usize::try_from(seq_no.saturating_sub(1)).unwrap_or(0));
+        let i = s.checkpoint;
+        let Some(c) = s.changes.get_mut(i) else {
+            return;
+        };
+        c.attempts += 1;
+        if c.attempts >= ATTEMPTS {
+            s.checkpoint += 1;
+            let key = text(&c.image, KEY).unwrap_or_default().to_owned();
+            drop(r);
+            lock(&self.world).log(format!("relay stream skipped a record of {key}"));
+        }
+    }
+
+    /// The provider's applications per intent: at most once each.
+    pub fn check_effects(&self) {
+        let mut w = lock(&self.world);
+        for item in self.data.items(TABLE) {
+            let Some(id) = text(&item, KEY) else { continue };
+            let n = w.provider.applied(id);
+            w.ledger.effects_seen(id, n);
+        }
+    }
+
+    /// At the end: each intent settled is acknowledged, each parked is dead; the stream's
+    /// records not passed are left.
+    pub fn finish(&self) -> Vec<String> {
+        self.check_effects();
+        let mut w = lock(&self.world);
+        for item in self.data.items(TABLE) {
+            let Some(id) = text(&item, KEY) else { continue };
+            match text(&item, "status") {
+                Some(SETTLED) => w.ledger.event(id).acked = true,
+                Some("FAILED") => w.ledger.event(id).dead = true,
+                _ => {}
+            }
+        }
+        drop(w);
+        relayed(&self.relayed)
+            .stream
+            .batch(usize::MAX)
+            .iter()
+            .map(|c| format!("relay record {}", c.seq_no))
+            .collect()
+    }
+}
+
+/// A stream record of `change`, as Lambda delivers it.
+fn record(change: &Change) -> serde_json::Value {
+    let key = text(&change.image, KEY).unwrap_or_default();
+    serde_json::json!({
+        "eventID": format!("r{}", change.seq_no), "eventName": change.name,
+        "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
+        "dynamodb": {
+            "Keys": { KEY: { "S": key } },
+            "NewImage": dynamodb_json(&change.image),
+            "SequenceNumber": change.seq_no.to_string(),
+            "SizeBytes": 40, "StreamViewType": "NEW_IMAGE"
+        }
+    })
+}

@@ -1,0 +1,287 @@
+//! The relay's side of the simulated store: its items table seen by one instance (the memory
+//! store through the instance's clock, a seeded latency before and after each call, throttling
+//! and answers lost after the write), the table's DynamoDB stream (every write that changes an
+//! item appends its new image, as DynamoDB Streams does), and the check that no intent is
+//! settled before the provider answered its call.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use lambda_dedup::items::{Filter, ItemFuture, text};
+use lambda_dedup::{DedupKey, Effect, FaultKind, Item, ItemStore, Value};
+use lambda_dedup_memory::{Injected, MemoryStore};
+
+use crate::clock::SimClock;
+use crate::invariants::Invariant;
+use crate::world::{Shared, lock};
+
+/// The relay's table: its items and their key attribute.
+pub const TABLE: &str = "intents";
+/// The key attribute of an intent.
+pub const KEY: &str = "id";
+/// The status of a settled intent.
+pub const SETTLED: &str = "CONFIRMED";
+
+/// One record of the table's stream: the item's new image after a write.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// Its sequence number in the shard.
+    pub seq_no: u64,
+    /// `INSERT` or `MODIFY`.
+    pub name: &'static str,
+    /// The item's new image.
+    pub image: Item,
+    /// Invocations that failed at it so far.
+    pub attempts: u32,
+}
+
+/// The table's stream (one shard) and its checkpoint.
+#[derive(Debug, Default)]
+pub struct Stream {
+    /// Every change, in order.
+    pub changes: Vec<Change>,
+    /// The first change not yet passed.
+    pub checkpoint: usize,
+}
+
+impl Stream {
+    /// Appends the new image of an item (`INSERT` when it is new).
+    pub fn append(&mut self, image: Item, new: bool) {
+        let seq_no = self.changes.len() as u64 + 1;
+        self.changes.push(Change {
+            seq_no,
+            name: if new { "INSERT" } else { "MODIFY" },
+            image,
+            attempts: 0,
+        });
+    }
+
+    /// Up to `max` changes from the checkpoint.
+    pub fn batch(&self, max: usize) -> Vec<Change> {
+        self.changes
+            .iter()
+            .skip(self.checkpoint)
+            .take(max)
+            .cloned()
+            .collect()
+    }
+}
+
+/// What the relay lane's parts share: the stream, and the intents whose call the provider
+/// answered with success (by key).
+#[derive(Debug, Default)]
+pub struct Relayed {
+    /// The table's stream.
+    pub stream: Stream,
+    /// Keys of the intents the provider answered with success.
+    pub answered: BTreeSet<String>,
+}
+
+/// Locks the shared part (a poisoned lock still holds it).
+pub fn relayed(r: &Mutex<Relayed>) -> MutexGuard<'_, Relayed> {
+    r.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One instance's handle on the relay's table.
+#[derive(Debug, Clone)]
+pub struct SimItems {
+    inner: MemoryStore,
+    truth: MemoryStore,
+    world: Shared,
+    relayed: Arc<Mutex<Relayed>>,
+}
+
+impl SimItems {
+    /// `data`'s tables, seen through `clock` under the world's faults; its writes appended to
+    /// `relayed`'s stream.
+    pub fn new(
+        data: &MemoryStore,
+        world: &Shared,
+        clock: SimClock,
+        relayed: &Arc<Mutex<Relayed>>,
+    ) -> Self {
+        let w = world.clone();
+        let hook = Arc::new(move |_op, _key: Option<&DedupKey>| {
+            let mut w = lock(&w);
+            let rate = w.store_faults;
+            if w.rng.chance(rate) {
+                Some(Injected::Fail(FaultKind::Throttled))
+            } else if w.rng.chance(rate) {
+                Some(Injected::LoseAnswer(FaultKind::Timeout))
+            } else {
+                None
+            }
+        });
+        Self {
+            inner: data
+                .clone()
+                .with_clock(Arc::new(clock))
+                .with_fault_hook(hook),
+            truth: data.clone(),
+            world: world.clone(),
+            relayed: relayed.clone(),
+        }
+    }
+
+    async fn pause(&self) {
+        let ms = {
+            let mut w = lock(&self.world);
+            if w.rng.chance(10) {
+                w.rng.between(500, 3_000)
+            } else {
+                w.rng.between(1, 20)
+            }
+        };
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+
+    fn key_of(effect: &Effect) -> Option<Item> {
+        let key = effect.item().0.get(KEY)?.clone();
+        Some(Item::new().with(KEY, key))
+    }
+
+    /// After a write (applied or not, answered or not): each item it changed goes on the
+    /// stream, and an intent settled whose call the provider has not answered with success
+    /// breaks the invariant.
+    fn changed(&self, before: Vec<(Item, Option<Item>)>) {
+        for (key, old) in before {
+            let new = self.truth.item(TABLE, &key);
+            let Some(new) = new.filter(|n| Some(n) != old.as_ref()) else {
+                continue;
+            };
+            let id = text(&new, KEY).unwrap_or_default().to_owned();
+            let settled = text(&new, "status") == Some(SETTLED);
+            let mut r = relayed(&self.relayed);
+            if settled && !r.answered.contains(&id) {
+                lock(&self.world).violate(
+                    Invariant::SettledBeforeCall,
+                    format!("{id}: settled before the provider answered"),
+                );
+            }
+            r.stream.append(new, old.is_none());
+        }
+    }
+}
+
+impl ItemStore for SimItems {
+    fn write<'a>(&'a self, effects: &'a [Effect]) -> ItemFuture<'a, bool> {
+        Box::pin(async move {
+            self.pause().await;
+            let before = effects
+                .iter()
+                .filter(|e| e.table() == TABLE)
+                .filter_map(Self::key_of)
+                .map(|k| {
+                    let old = self.truth.item(TABLE, &k);
+                    (k, old)
+                })
+                .collect();
+            let r = self.inner.write(effects).await;
+            self.changed(before);
+            self.pause().await;
+            r
+        })
+    }
+
+    fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> ItemFuture<'a, Option<Item>> {
+        Box::pin(async move {
+            self.pause().await;
+            let r = self.inner.read(table, key).await;
+            self.pause().await;
+            r
+        })
+    }
+
+    fn scan<'a>(&'a self, table: &'a str, filter: &'a Filter) -> ItemFuture<'a, Vec<Item>> {
+        Box::pin(async move {
+            self.pause().await;
+            let r = self.inner.scan(table, filter).await;
+            self.pause().await;
+            r
+        })
+    }
+}
+
+/// An item as DynamoDB JSON (a stream record's image).
+pub fn dynamodb_json(item: &Item) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    for (name, v) in &item.0 {
+        let typed = match v {
+            Value::S(s) => serde_json::json!({ "S": s }),
+            Value::N(n) => serde_json::json!({ "N": n }),
+            Value::Bool(b) => serde_json::json!({ "BOOL": b }),
+            _ => serde_json::json!({ "NULL": true }),
+        };
+        out.insert(name.clone(), typed);
+    }
+    serde_json::Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::invariants::Ledger;
+    use crate::provider::Provider;
+    use crate::rng::Rng;
+    use crate::trace::Trace;
+    use crate::world::World;
+    use lambda_dedup::Retention;
+    use tokio::time::Instant;
+
+    fn settle(key: &str) -> Effect {
+        Effect::update(TABLE, Item::new().with(KEY, key))
+            .expression("SET #s = :s")
+            .name("#s", "status")
+            .value(":s", SETTLED)
+    }
+
+    #[test]
+    fn a_write_settling_an_intent_goes_on_the_stream_and_before_the_answer_breaks_the_invariant() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a runtime");
+        rt.block_on(async {
+            let start = Instant::now();
+            let world: Shared = Arc::new(Mutex::new(World {
+                rng: Rng::new(1),
+                trace: Trace::default(),
+                ledger: Ledger::default(),
+                provider: Provider::new(1_000),
+                start,
+                store_faults: 0,
+                max_skew_ms: 0,
+            }));
+            let data = MemoryStore::new(
+                Retention::unchecked(Duration::from_secs(3_600)).expect("a retention"),
+            );
+            data.create_table(TABLE, KEY);
+            for id in ["a", "b"] {
+                data.put_item(TABLE, Item::new().with(KEY, id).with("status", "PENDING"))
+                    .expect("an intent");
+            }
+            let shared = Arc::new(Mutex::new(Relayed::default()));
+            let items = SimItems::new(&data, &world, SimClock::new(start, 0), &shared);
+            relayed(&shared).answered.insert("a".into());
+            assert!(items.write(&[settle("a")]).await.expect("written"));
+            assert!(lock(&world).ledger.violations().is_empty());
+            assert!(items.write(&[settle("b")]).await.expect("written"));
+            let broken: Vec<Invariant> = lock(&world)
+                .ledger
+                .violations()
+                .iter()
+                .map(|v| v.invariant)
+                .collect();
+            assert_eq!(
+                broken,
+                [Invariant::SettledBeforeCall],
+                "b was never answered"
+            );
+            let batch = relayed(&shared).stream.batch(5);
+            let names: Vec<&str> = batch.iter().map(|c| c.name).collect();
+            assert_eq!(names, ["MODIFY", "MODIFY"], "both changes on the stream");
+        });
+    }
+}

@@ -14,14 +14,20 @@ pub fn spec(consumer: &str) -> KeySpec {
 /// The body of event `id` with `amount` (another amount: the same key with another payload);
 /// `seq` for ordered sources.
 pub fn body(id: &str, amount: u64, seq: Option<(&str, u64)>) -> Vec<u8> {
-    let mut data = serde_json::json!({ "ev": id, "amount": amount });
+    body_of("acme", id, id, amount, seq)
+}
+
+/// The body of event `ev` of `tenant`, whose CloudEvents id is `id` (two tenants may use one
+/// id: their keys, and their effects' items, stay apart, S1).
+pub fn body_of(tenant: &str, id: &str, ev: &str, amount: u64, seq: Option<(&str, u64)>) -> Vec<u8> {
+    let mut data = serde_json::json!({ "ev": ev, "amount": amount });
     if let Some((aggregate, s)) = seq {
         data["aggregate"] = aggregate.into();
         data["seq"] = s.into();
     }
     serde_json::json!({
         "specversion": "1.0", "type": "sim.event", "source": "/sim", "id": id,
-        "tenantid": "acme", "data": data,
+        "tenantid": tenant, "data": data,
     })
     .to_string()
     .into_bytes()

@@ -15,4 +15,5 @@ pub const PLANTED: &[&str] = &[
     "retention-below-horizon-accepted",
     "checkpoint-passes-unsettled",
     "relay-settles-before-call",
+    "cache-shared-across-tenants",
 ];

@@ -29,7 +29,7 @@ use crate::world::{Shared, lock};
 /// Attempts at one record before the stream skips it.
 const ATTEMPTS: u32 = 4;
 /// The sweep's schedule, in ms.
-const SWEEP_EVERY_MS: u64 = 300_000;
+const SWEEP_EVERY_MS: u64 = 60_000;
 
 /// The intents' layout, as `intent-relay`'s.
 const LAYOUT: Layout = Layout {
@@ -170,7 +170,7 @@ impl RelayLane {
         let env = Env::from_pairs([
             ("DEDUP_NAMESPACE", "sim"),
             ("INTENTS_TABLE", TABLE),
-            ("INTENTS_REDRIVE_AFTER_SECONDS", "60"),
+            ("INTENTS_REDRIVE_AFTER_SECONDS", "30"),
         ]);
         let services = clocks
             .iter()
@@ -249,13 +249,15 @@ impl RelayLane {
         }
     }
 
-    /// The schedule's sweep, every five minutes until nothing waits.
+    /// The schedule's sweep, every minute, until a sweep finds nothing waiting.
     pub async fn sweep(self: Rc<Self>, end_ms: u64) {
+        let mut first = true;
         loop {
             tokio::time::sleep(Duration::from_millis(SWEEP_EVERY_MS)).await;
-            if self.quiet() || lock(&self.world).now_ms() > end_ms {
+            if (self.quiet() && !first) || lock(&self.world).now_ms() > end_ms {
                 return;
             }
+            first = false;
             let (inst, crash_ms, _) = self.draw();
             let now = self.clocks[inst].now();
             let sweep = self.services[inst].sweep(now);

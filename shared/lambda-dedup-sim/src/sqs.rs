@@ -74,12 +74,16 @@ pub struct SqsLane {
     replayed: Mutex<BTreeMap<String, ()>>,
 }
 
-/// The transactional flows' effect: an `ADD` on the event's own item.
+/// The transactional flows' effect: an `ADD` on the event's own item, within its tenant (S1:
+/// `tx-3` of `acme`, `tx-3@globex` of another tenant).
 fn credit(e: &lambda_dedup::Derived) -> Result<Plan, HandlerError> {
-    let ev = HandlerError::data(e)?["ev"]
+    let mut ev = HandlerError::data(e)?["ev"]
         .as_str()
         .unwrap_or_default()
         .to_owned();
+    if e.tenant != "acme" {
+        ev = format!("{ev}@{}", e.tenant);
+    }
     let add = Effect::update("effects", Item::new().with("ev", ev.as_str()))
         .expression("ADD applied :one")
         .value(":one", 1);
@@ -171,10 +175,15 @@ impl SqsLane {
                 .queue()
                 .send(&ev, events::body(&ev, 10, None), false, at);
             w.ledger.event(&ev);
-            if w.rng.chance(150) {
+            // Copies of one message in one batch: more often on the leased lane, where two
+            // deliveries at once are what a stale owner's complete or release meets.
+            let copies = if self.flow == Flow::Leased { 400 } else { 150 };
+            if w.rng.chance(copies) {
                 self.queue().duplicate(&id);
             }
-            if w.rng.chance(200) {
+            if w.rng
+                .chance(if self.flow == Flow::Leased { 500 } else { 200 })
+            {
                 let at = w.rng.between(0, 8_000);
                 self.queue()
                     .send(&ev, events::body(&ev, 10, None), false, at);
@@ -183,6 +192,16 @@ impl SqsLane {
                 let at = w.rng.between(0, 20_000);
                 self.queue()
                     .send(&ev, events::body(&ev, 99, None), true, at);
+            }
+            // Another tenant's event under the same CloudEvents id (S1), on the flows with a
+            // warm cache.
+            let cached = matches!(self.flow, Flow::Transactional | Flow::BatchTransactional);
+            if cached && w.rng.chance(300) {
+                let other = format!("{ev}@globex");
+                let at = w.rng.between(0, 20_000);
+                w.ledger.event(&other);
+                let body = events::body_of("globex", &ev, &ev, 10, None);
+                self.queue().send(&other, body, false, at);
             }
         }
     }
@@ -226,7 +245,7 @@ impl SqsLane {
                         if now >= w.provider.incident_until && w.rng.chance(40) {
                             w.provider.incident_until = now + 20_000;
                         }
-                        if now < w.provider.incident_until || w.rng.chance(50) {
+                        if now < w.provider.incident_until || w.rng.chance(120) {
                             (w.rng.between(2_500, 4_500), w.rng.chance(500))
                         } else {
                             (w.rng.between(5, 200), w.rng.chance(60))

@@ -42,7 +42,7 @@ fn the_runs_meet_the_faults_they_claim_to_inject() {
         " conflict",
         "stream",
         "shard 3 ",
-        ": parked ",
+        " 1 parked,",
         " relay ",
         " sweep: ",
         "relay stream skipped",

@@ -90,7 +90,10 @@ pub struct Message {
     pub tenant: Option<String>,
 }
 
-fn read(record: &EventRecord) -> Read<Message> {
+/// What a record of the inbox table's stream is to the forwarder: an insertion, or the sweep's
+/// re-drive of an item still unsettled, to send; its own stamps and the rest ignored; an item
+/// without a body, or too large for the queue, parked.
+pub fn read(record: &EventRecord) -> Read<Message> {
     let image = &record.change.new_image;
     // An insertion, or the sweep's re-drive of an item still unsettled (our own FORWARDED and
     // PARKED stamps are modifications too, and carry a status).

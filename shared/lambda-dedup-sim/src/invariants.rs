@@ -91,6 +91,11 @@ impl Ledger {
         self.events.entry(id.to_owned()).or_default()
     }
 
+    /// The event `id`, if it was mentioned.
+    pub fn known(&self, id: &str) -> Option<&Event> {
+        self.events.get(id)
+    }
+
     /// Records a broken invariant.
     pub fn violate(&mut self, invariant: Invariant, detail: String) {
         self.violations.push(Violation { invariant, detail });

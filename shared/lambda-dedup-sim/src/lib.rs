@@ -16,6 +16,7 @@
 pub mod broker;
 pub mod clock;
 pub mod events;
+pub mod inbox;
 pub mod invariants;
 pub mod kinesis;
 pub mod model;

@@ -8,6 +8,7 @@
 //! and an invocation may crash at any store-call boundary.
 
 use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -150,17 +151,24 @@ impl ItemTables for Tables {
     }
 }
 
-/// The intents, their stream and each instance's relay.
+/// A relay's table, its stream and each instance's relay (the intents' with [`ProviderCall`],
+/// the inbox's forwarder with its own action).
 #[derive(Debug)]
-pub struct RelayLane {
-    relayed: Arc<Mutex<Relayed>>,
-    services: Vec<RelayService<ProviderCall>>,
+pub struct RelayLane<A: Act = ProviderCall> {
+    /// The stream and what the action saw.
+    pub relayed: Arc<Mutex<Relayed>>,
+    services: Vec<RelayService<A>>,
     clocks: Vec<SimClock>,
     world: Shared,
     data: MemoryStore,
+    table: &'static str,
+    key: &'static str,
+    layout: Layout,
+    /// Producers still writing to the table: the lane is not quiet before they are done.
+    pub producers: AtomicUsize,
 }
 
-impl RelayLane {
+impl RelayLane<ProviderCall> {
     /// A lane on `data` (its `intents` table created here), one relay per instance, each
     /// built by the runtime's builder from the function's variables.
     pub fn new(data: &MemoryStore, clocks: &[SimClock], world: &Shared) -> Self {
@@ -199,6 +207,10 @@ impl RelayLane {
             clocks: clocks.to_vec(),
             world: world.clone(),
             data: data.clone(),
+            table: TABLE,
+            key: KEY,
+            layout: LAYOUT,
+            producers: AtomicUsize::new(0),
         }
     }
 
@@ -222,16 +234,83 @@ impl RelayLane {
         }
     }
 
+    /// The provider's applications per intent: at most once each.
+    pub fn check_effects(&self) {
+        let mut w = lock(&self.world);
+        for item in self.data.items(TABLE) {
+            let Some(id) = text(&item, KEY) else { continue };
+            let n = w.provider.applied(id);
+            w.ledger.effects_seen(id, n);
+        }
+    }
+
+    /// At the end: each intent settled is acknowledged, each parked is dead; the stream's
+    /// records not passed are left.
+    pub fn finish(&self) -> Vec<String> {
+        self.check_effects();
+        let mut w = lock(&self.world);
+        for item in self.data.items(TABLE) {
+            let Some(id) = text(&item, KEY) else { continue };
+            match text(&item, "status") {
+                Some(SETTLED) => w.ledger.event(id).acked = true,
+                Some("FAILED") => w.ledger.event(id).dead = true,
+                _ => {}
+            }
+        }
+        drop(w);
+        self.left()
+    }
+}
+
+impl<A: Act> RelayLane<A> {
+    /// The stream's records not passed by its checkpoint.
+    pub fn left(&self) -> Vec<String> {
+        relayed(&self.relayed)
+            .stream
+            .batch(usize::MAX)
+            .iter()
+            .map(|c| format!("{} record {}", self.table, c.seq_no))
+            .collect()
+    }
+
+    /// A lane of `services` (one per instance) over `table` of `data`, keyed by `key`, its
+    /// items laid out as `layout`, its stream `relayed`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn of(
+        services: Vec<RelayService<A>>,
+        relayed: Arc<Mutex<Relayed>>,
+        data: &MemoryStore,
+        clocks: &[SimClock],
+        world: &Shared,
+        table: &'static str,
+        key: &'static str,
+        layout: Layout,
+    ) -> Self {
+        Self {
+            relayed,
+            services,
+            clocks: clocks.to_vec(),
+            world: world.clone(),
+            data: data.clone(),
+            table,
+            key,
+            layout,
+            producers: AtomicUsize::new(0),
+        }
+    }
+
     fn waiting(&self) -> usize {
         self.data
-            .items(TABLE)
+            .items(self.table)
             .iter()
-            .filter(|i| text(i, "status") == Some("PENDING"))
+            .filter(|i| self.layout.waits(i))
             .count()
     }
 
     fn quiet(&self) -> bool {
-        relayed(&self.relayed).stream.batch(1).is_empty() && self.waiting() == 0
+        self.producers.load(Ordering::SeqCst) == 0
+            && relayed(&self.relayed).stream.batch(1).is_empty()
+            && self.waiting() == 0
     }
 
     /// The stream's poller: one invocation at a time, until nothing waits.
@@ -263,8 +342,8 @@ impl RelayLane {
             let sweep = self.services[inst].sweep(now);
             let line = match tokio::time::timeout(Duration::from_millis(crash_ms), sweep).await {
                 Ok(Ok(s)) => format!(
-                    "i{inst} sweep: {} pending, {} redriven",
-                    s.pending, s.redriven
+                    "i{inst} sweep {}: {} pending, {} redriven",
+                    self.table, s.pending, s.redriven
                 ),
                 Ok(Err(e)) => format!("i{inst} sweep stopped: {e}"),
                 Err(_) => format!("i{inst} sweep crashed at {crash_ms} ms"),
@@ -287,7 +366,7 @@ impl RelayLane {
     }
 
     async fn invoke(&self, inst: usize, batch: Vec<Change>, crash_ms: u64) {
-        let records: Vec<serde_json::Value> = batch.iter().map(record).collect();
+        let records: Vec<serde_json::Value> = batch.iter().map(|c| record(c, self.key)).collect();
         let event: Event = match serde_json::from_value(serde_json::json!({ "Records": records })) {
             Ok(e) => e,
             Err(e) => panic!("a stream event: {e}"),
@@ -299,15 +378,15 @@ impl RelayLane {
         let last = batch.last().map_or(0, |c| c.seq_no);
         let retry_from = match handled {
             Err(_) => {
-                lock(&self.world).log(format!("i{inst} relay crashed at {crash_ms} ms"));
+                lock(&self.world).log(format!("i{inst} {} crashed at {crash_ms} ms", self.table));
                 Some(first)
             }
             Ok(h) => {
                 let t = h.tally;
                 let mut w = lock(&self.world);
                 w.log(format!(
-                    "i{inst} relay {first}..{last}: {} settled, {} parked, {} already, {} ignored, {} transient, {} deferred",
-                    t.settled, t.parked, t.already_settled, t.ignored, t.transient, t.deferred
+                    "i{inst} relay {} {first}..{last}: {} settled, {} parked, {} already, {} ignored, {} transient, {} deferred",
+                    self.table, t.settled, t.parked, t.already_settled, t.ignored, t.transient, t.deferred
                 ));
                 if !t.closes() {
                     w.violate(Invariant::Account, format!("i{inst} relay tally {t:?}"));
@@ -320,7 +399,6 @@ impl RelayLane {
             }
         };
         self.retry_from(retry_from, last);
-        self.check_effects();
     }
 
     /// Moves the checkpoint to `retry_from` (`None`: past `last`); the record retried from
@@ -342,53 +420,21 @@ impl RelayLane {
         c.attempts += 1;
         if c.attempts >= ATTEMPTS {
             s.checkpoint += 1;
-            let key = text(&c.image, KEY).unwrap_or_default().to_owned();
+            let key = text(&c.image, self.key).unwrap_or_default().to_owned();
             drop(r);
             lock(&self.world).log(format!("relay stream skipped a record of {key}"));
         }
     }
-
-    /// The provider's applications per intent: at most once each.
-    pub fn check_effects(&self) {
-        let mut w = lock(&self.world);
-        for item in self.data.items(TABLE) {
-            let Some(id) = text(&item, KEY) else { continue };
-            let n = w.provider.applied(id);
-            w.ledger.effects_seen(id, n);
-        }
-    }
-
-    /// At the end: each intent settled is acknowledged, each parked is dead; the stream's
-    /// records not passed are left.
-    pub fn finish(&self) -> Vec<String> {
-        self.check_effects();
-        let mut w = lock(&self.world);
-        for item in self.data.items(TABLE) {
-            let Some(id) = text(&item, KEY) else { continue };
-            match text(&item, "status") {
-                Some(SETTLED) => w.ledger.event(id).acked = true,
-                Some("FAILED") => w.ledger.event(id).dead = true,
-                _ => {}
-            }
-        }
-        drop(w);
-        relayed(&self.relayed)
-            .stream
-            .batch(usize::MAX)
-            .iter()
-            .map(|c| format!("relay record {}", c.seq_no))
-            .collect()
-    }
 }
 
 /// A stream record of `change`, as Lambda delivers it.
-fn record(change: &Change) -> serde_json::Value {
-    let key = text(&change.image, KEY).unwrap_or_default();
+fn record(change: &Change, key_attr: &str) -> serde_json::Value {
+    let key = text(&change.image, key_attr).unwrap_or_default();
     serde_json::json!({
         "eventID": format!("r{}", change.seq_no), "eventName": change.name,
         "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
         "dynamodb": {
-            "Keys": { KEY: { "S": key } },
+            "Keys": { key_attr: { "S": key } },
             "NewImage": dynamodb_json(&change.image),
             "SequenceNumber": change.seq_no.to_string(),
             "SizeBytes": 40, "StreamViewType": "NEW_IMAGE"

@@ -83,9 +83,11 @@ pub fn relayed(r: &Mutex<Relayed>) -> MutexGuard<'_, Relayed> {
     r.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// One instance's handle on the relay's table.
+/// One instance's handle on a relay's table.
 #[derive(Debug, Clone)]
 pub struct SimItems {
+    table: &'static str,
+    key: &'static str,
     inner: MemoryStore,
     truth: MemoryStore,
     world: Shared,
@@ -114,6 +116,8 @@ impl SimItems {
             }
         });
         Self {
+            table: TABLE,
+            key: KEY,
             inner: data
                 .clone()
                 .with_clock(Arc::new(clock))
@@ -122,6 +126,13 @@ impl SimItems {
             world: world.clone(),
             relayed: relayed.clone(),
         }
+    }
+
+    /// The same handle on the relay table `table`, keyed by `key` (the inbox's forwarder's).
+    pub fn on_table(mut self, table: &'static str, key: &'static str) -> Self {
+        self.table = table;
+        self.key = key;
+        self
     }
 
     async fn pause(&self) {
@@ -136,9 +147,9 @@ impl SimItems {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
 
-    fn key_of(effect: &Effect) -> Option<Item> {
-        let key = effect.item().0.get(KEY)?.clone();
-        Some(Item::new().with(KEY, key))
+    fn key_of(&self, effect: &Effect) -> Option<Item> {
+        let key = effect.item().0.get(self.key)?.clone();
+        Some(Item::new().with(self.key, key))
     }
 
     /// After a write (applied or not, answered or not): each item it changed goes on the
@@ -146,12 +157,12 @@ impl SimItems {
     /// breaks the invariant.
     fn changed(&self, before: Vec<(Item, Option<Item>)>) {
         for (key, old) in before {
-            let new = self.truth.item(TABLE, &key);
+            let new = self.truth.item(self.table, &key);
             let Some(new) = new.filter(|n| Some(n) != old.as_ref()) else {
                 continue;
             };
-            let id = text(&new, KEY).unwrap_or_default().to_owned();
-            let settled = text(&new, "status") == Some(SETTLED);
+            let id = text(&new, self.key).unwrap_or_default().to_owned();
+            let settled = self.table == TABLE && text(&new, "status") == Some(SETTLED);
             let mut r = relayed(&self.relayed);
             if settled && !r.answered.contains(&id) {
                 lock(&self.world).violate(
@@ -170,10 +181,10 @@ impl ItemStore for SimItems {
             self.pause().await;
             let before = effects
                 .iter()
-                .filter(|e| e.table() == TABLE)
-                .filter_map(Self::key_of)
+                .filter(|e| e.table() == self.table)
+                .filter_map(|e| self.key_of(e))
                 .map(|k| {
-                    let old = self.truth.item(TABLE, &k);
+                    let old = self.truth.item(self.table, &k);
                     (k, old)
                 })
                 .collect();

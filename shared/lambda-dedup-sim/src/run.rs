@@ -10,6 +10,7 @@ use lambda_dedup_memory::MemoryStore;
 use tokio::time::Instant;
 
 use crate::clock::SimClock;
+use crate::inbox::InboxLane;
 use crate::invariants::{Ledger, Violation};
 use crate::kinesis::KinesisLane;
 use crate::provider::Provider;
@@ -154,6 +155,9 @@ async fn simulate(seed: u64) -> SeedReport {
     let relay = Rc::new(RelayLane::new(&relay_data, &clocks, &world));
     let intents = lock(&world).rng.between(3, 7);
     relay.produce(intents);
+    let inbox_data = MemoryStore::new(retention);
+    let inbox = Rc::new(InboxLane::new(&inbox_data, &clocks, &world));
+    let webhooks = lock(&world).rng.between(2, 5);
 
     let mut tasks = Vec::new();
     for lane in &lanes {
@@ -165,6 +169,19 @@ async fn simulate(seed: u64) -> SeedReport {
         }
     }
     tasks.push(tokio::task::spawn_local(relay.clone().poll(end_ms)));
+    inbox.forwarder.producers.store(
+        usize::try_from(webhooks).unwrap_or(0),
+        std::sync::atomic::Ordering::SeqCst,
+    );
+    for k in 0..webhooks {
+        tasks.push(tokio::task::spawn_local(inbox.clone().send(k)));
+    }
+    tasks.push(tokio::task::spawn_local(
+        inbox.forwarder.clone().poll(end_ms),
+    ));
+    tasks.push(tokio::task::spawn_local(
+        inbox.forwarder.clone().sweep(end_ms),
+    ));
     tasks.push(tokio::task::spawn_local(relay.clone().sweep(end_ms)));
     for s in 0..stream.shards.len() {
         tasks.push(tokio::task::spawn_local(stream.clone().poll(s, end_ms)));
@@ -182,6 +199,7 @@ async fn simulate(seed: u64) -> SeedReport {
         .collect();
     left.extend(stream.left());
     left.extend(relay.finish());
+    left.extend(inbox.finish());
     for lane in &lanes {
         lane.check_effects();
     }

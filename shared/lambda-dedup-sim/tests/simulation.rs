@@ -44,7 +44,11 @@ fn the_runs_meet_the_faults_they_claim_to_inject() {
         "shard 3 ",
         " 1 parked,",
         " relay ",
-        " sweep: ",
+        " sweep inbox: ",
+        " sweep intents: ",
+        "webhook ",
+        " Duplicate",
+        " 409 Conflict",
         "relay stream skipped",
     ] {
         assert!(

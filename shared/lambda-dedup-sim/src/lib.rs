@@ -1,6 +1,7 @@
 //! A deterministic simulation of the protocol (issue 35). The library's real flows —
-//! transactional, leased with fencing, create-once, and sequence mode on a Kinesis shard — run
-//! through `run_batch` on one current-thread tokio runtime with paused time, against the
+//! transactional, leased with fencing, create-once, and sequence mode on 2–4 Kinesis shards —
+//! and the runtime's relay, webhook receiver and inbox forwarder — run (the flows through
+//! `run_batch`) on one current-thread tokio runtime with paused time, against the
 //! memory store behind a fault-injecting [`store::SimStore`], a simulated [`provider`] and
 //! [`broker`], on several instances with skewed clocks and several invocations at once. Every
 //! choice comes from the seed's [`rng::Rng`], so a seed replays exactly (its trace digest).
@@ -9,8 +10,10 @@
 //! # Layout
 //! `rng` (the seed's generator), `trace` (lines and digest), `clock` (paused time with skew),
 //! `world` (the shared state), `invariants` (the ledger and its checks), `provider`, `broker`
-//! (SQS queue, Kinesis shard), `events` (the producers' bodies and key spec), `store` (the
-//! simulated store), `sqs` and `kinesis` (the lanes), `run` (one seed), `planted` (the names); `model` the exhaustive model of
+//! (SQS queue, Kinesis shards), `events` (the producers' bodies and key spec), `store` (the
+//! simulated store), `sqs` and `kinesis` (the lanes), `relay_store` (a relay's table and its
+//! stream), `relay` (the relay lane), `inbox` (webhook senders, receiver, forwarder), `run` (one
+//! seed), `planted` (the names); `model` the exhaustive model of
 //! claim / lease / takeover / complete / release / TTL on the real memory store.
 
 pub mod broker;

@@ -16,4 +16,5 @@ pub const PLANTED: &[&str] = &[
     "checkpoint-passes-unsettled",
     "relay-settles-before-call",
     "cache-shared-across-tenants",
+    "webhook-conflict-acknowledged",
 ];

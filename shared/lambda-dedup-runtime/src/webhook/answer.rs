@@ -45,6 +45,16 @@ impl Answer {
 
 /// The answer to a deduplicated request.
 pub(super) fn answer_for(outcome: Outcome, first_answer: Option<String>) -> Answer {
+    #[cfg(feature = "simulation-planted")]
+    let outcome = match outcome {
+        Outcome::Conflict if lambda_dedup::planted::is("webhook-conflict-acknowledged") => {
+            Outcome::Duplicate {
+                first_seen_at: std::time::SystemTime::UNIX_EPOCH,
+                result: None,
+            }
+        }
+        other => other,
+    };
     match outcome {
         Outcome::Applied => Answer {
             status: 200,

@@ -1,0 +1,49 @@
+//! Every check over thousands of schedules, no bug planted: each must hold in every one.
+#![cfg(shuttle)]
+
+use lambda_dedup_shuttle::explore::{Budget, FLOWS, STORE};
+use lambda_dedup_shuttle::{cache_checks, fifo_checks, store_checks};
+
+/// Explores `check` and says how many schedules passed.
+fn explore(check: fn(), budget: Budget) {
+    let schedules = lambda_dedup_shuttle::explore::explore(check, budget);
+    println!("explored {schedules} schedules");
+}
+
+#[test]
+fn memory_store_claims_of_one_key_have_one_winner() {
+    explore(store_checks::claims_of_one_key_have_one_winner, STORE);
+}
+
+#[test]
+fn memory_store_complete_release_and_takeover_are_fenced() {
+    explore(
+        store_checks::complete_release_and_takeover_are_fenced,
+        STORE,
+    );
+}
+
+#[test]
+fn memory_store_commits_are_all_or_nothing() {
+    explore(store_checks::commits_are_all_or_nothing, STORE);
+}
+
+#[test]
+fn memory_store_create_once_creates_once() {
+    explore(store_checks::create_once_creates_once, STORE);
+}
+
+#[test]
+fn warm_cache_one_event_at_once_applies_once() {
+    explore(cache_checks::one_event_at_once_applies_once, FLOWS);
+}
+
+#[test]
+fn warm_cache_tenants_never_share_a_cached_mark() {
+    explore(cache_checks::tenants_never_share_a_cached_mark, FLOWS);
+}
+
+#[test]
+fn fifo_groups_keep_order_and_stop_at_a_failure() {
+    explore(fifo_checks::groups_keep_order_and_stop_at_a_failure, FLOWS);
+}

@@ -37,6 +37,10 @@ const PCT_DEPTH: usize = 3;
 /// string a failure prints): panics on the first failing schedule, after shuttle prints it.
 /// Returns how many schedules ran.
 pub fn explore(check: fn(), budget: Budget) -> usize {
+    run(check, budget)
+}
+
+fn run(check: impl Fn() + Send + Sync + Copy + 'static, budget: Budget) -> usize {
     if let Ok(schedule) = std::env::var("DEDUP_SHUTTLE_REPLAY") {
         let replay = ReplayScheduler::new_from_encoded(schedule.trim());
         return Runner::new(replay, Config::new()).run(check);
@@ -47,7 +51,8 @@ pub fn explore(check: fn(), budget: Budget) -> usize {
 }
 
 /// With the planted bug `name` switched on, the schedule (counted from 1) at which exploring
-/// `check` first failed, or `None` when every schedule passed.
+/// `check` (or replaying `DEDUP_SHUTTLE_REPLAY`) first failed, or `None` when every schedule
+/// passed.
 #[cfg(feature = "simulation-planted")]
 pub fn caught(name: &'static str, check: fn(), budget: Budget) -> Option<usize> {
     use std::cell::Cell;
@@ -62,13 +67,7 @@ pub fn caught(name: &'static str, check: fn(), budget: Budget) -> Option<usize> 
         RUNS.with(|r| r.set(r.get() + 1));
         check();
     };
-    let random = RandomScheduler::new_from_seed(SEED, budget.random);
-    let pct = PctScheduler::new_from_seed(SEED, PCT_DEPTH, budget.pct);
-    let failed = std::panic::catch_unwind(|| {
-        Runner::new(random, Config::new()).run(counted);
-        Runner::new(pct, Config::new()).run(counted);
-    })
-    .is_err();
+    let failed = std::panic::catch_unwind(|| run(counted, budget)).is_err();
     lambda_dedup::planted::set(None);
     failed.then(|| RUNS.with(Cell::get))
 }

@@ -8,18 +8,18 @@
 //! switch to another thread or task. In a normal build this crate is empty.
 //!
 //! # Layout
-//! - [`explore`]: running one check under seeded random and PCT schedulers (or replaying one
+//! - `explore`: running one check under seeded random and PCT schedulers (or replaying one
 //!   schedule), and, in the `simulation-planted` build, whether a planted bug is caught.
-//! - [`world`]: what every check starts from: a memory store on a manual clock, the key spec,
+//! - `world`: what every check starts from: a memory store on a manual clock, the key spec,
 //!   CloudEvents messages, the credit they make.
-//! - [`yielding`]: [`yielding::Yielding`], a store that yields to the scheduler before and after
+//! - `yielding`: `yielding::Yielding`, a store that yields to the scheduler before and after
 //!   each call (every store call boundary of a flow a preemption point) and records the commits
 //!   that landed, in order.
-//! - [`store_checks`]: the memory store: one winner of N claims, fencing of complete and
+//! - `store_checks`: the memory store: one winner of N claims, fencing of complete and
 //!   release against a takeover, all-or-nothing commits, create-once.
-//! - [`cache_checks`]: the warm cache through `Deduplicator::with_cache`: the effect once, no
+//! - `cache_checks`: the warm cache through `Deduplicator::with_cache`: the effect once, no
 //!   duplicate before its commit, tenants apart.
-//! - [`fifo_checks`]: `run_batch` with message groups: order within a group, a group stopped
+//! - `fifo_checks`: `run_batch` with message groups: order within a group, a group stopped
 //!   at its first failure.
 #![cfg(shuttle)]
 

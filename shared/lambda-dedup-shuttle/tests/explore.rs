@@ -47,3 +47,21 @@ fn warm_cache_tenants_never_share_a_cached_mark() {
 fn fifo_groups_keep_order_and_stop_at_a_failure() {
     explore(fifo_checks::groups_keep_order_and_stop_at_a_failure, FLOWS);
 }
+
+/// A printed schedule replays what failed: every check is deterministic given its schedule
+/// (shuttle runs each schedule twice and compares the choices made; the clock is manual).
+#[test]
+fn every_check_replays_deterministically() {
+    let checks: [fn(); 7] = [
+        store_checks::claims_of_one_key_have_one_winner,
+        store_checks::complete_release_and_takeover_are_fenced,
+        store_checks::commits_are_all_or_nothing,
+        store_checks::create_once_creates_once,
+        cache_checks::one_event_at_once_applies_once,
+        cache_checks::tenants_never_share_a_cached_mark,
+        fifo_checks::groups_keep_order_and_stop_at_a_failure,
+    ];
+    for check in checks {
+        shuttle::check_uncontrolled_nondeterminism(check, 100);
+    }
+}

@@ -92,3 +92,12 @@ fn fifo_group_not_blocked_is_caught_by_group_order() {
         FLOWS,
     );
 }
+
+#[test]
+fn key_ignores_tenant_is_caught_by_tenants_apart() {
+    assert_caught(
+        "key-ignores-tenant",
+        cache_checks::tenants_never_share_a_cached_mark,
+        FLOWS,
+    );
+}

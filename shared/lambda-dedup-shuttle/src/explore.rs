@@ -20,14 +20,14 @@ pub struct Budget {
 
 /// The budget of the checks that call the memory store directly (cheap schedules).
 pub const STORE: Budget = Budget {
-    random: 3_000,
-    pct: 1_000,
+    random: 5_000,
+    pct: 2_000,
 };
 
 /// The budget of the checks that run the flows (a key derived, JSON parsed per delivery).
 pub const FLOWS: Budget = Budget {
-    random: 1_500,
-    pct: 500,
+    random: 2_500,
+    pct: 1_000,
 };
 
 /// The PCT scheduler's depth: bugs needing up to this many ordering constraints.

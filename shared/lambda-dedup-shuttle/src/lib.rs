@@ -19,6 +19,7 @@
 //!   release against a takeover, all-or-nothing commits, create-once.
 //! - `cache_checks`: the warm cache through `Deduplicator::with_cache`: the effect once, no
 //!   duplicate before its commit, tenants apart.
+//! - `leased_checks`: the leased flow: the provider called once, no duplicate before the call.
 //! - `fifo_checks`: `run_batch` with message groups: order within a group, a group stopped
 //!   at its first failure.
 #![cfg(shuttle)]
@@ -26,6 +27,7 @@
 pub mod cache_checks;
 pub mod explore;
 pub mod fifo_checks;
+pub mod leased_checks;
 pub mod store_checks;
 pub mod world;
 pub mod yielding;

@@ -2,7 +2,7 @@
 #![cfg(shuttle)]
 
 use lambda_dedup_shuttle::explore::{Budget, FLOWS, STORE};
-use lambda_dedup_shuttle::{cache_checks, fifo_checks, store_checks};
+use lambda_dedup_shuttle::{cache_checks, fifo_checks, leased_checks, store_checks};
 
 /// Explores `check` and says how many schedules passed.
 fn explore(check: fn(), budget: Budget) {
@@ -44,6 +44,14 @@ fn warm_cache_tenants_never_share_a_cached_mark() {
 }
 
 #[test]
+fn leased_flow_one_event_at_once_calls_the_provider_once() {
+    explore(
+        leased_checks::one_event_at_once_calls_the_provider_once,
+        FLOWS,
+    );
+}
+
+#[test]
 fn fifo_groups_keep_order_and_stop_at_a_failure() {
     explore(fifo_checks::groups_keep_order_and_stop_at_a_failure, FLOWS);
 }
@@ -52,13 +60,14 @@ fn fifo_groups_keep_order_and_stop_at_a_failure() {
 /// (shuttle runs each schedule twice and compares the choices made; the clock is manual).
 #[test]
 fn every_check_replays_deterministically() {
-    let checks: [fn(); 7] = [
+    let checks: [fn(); 8] = [
         store_checks::claims_of_one_key_have_one_winner,
         store_checks::complete_release_and_takeover_are_fenced,
         store_checks::commits_are_all_or_nothing,
         store_checks::create_once_creates_once,
         cache_checks::one_event_at_once_applies_once,
         cache_checks::tenants_never_share_a_cached_mark,
+        leased_checks::one_event_at_once_calls_the_provider_once,
         fifo_checks::groups_keep_order_and_stop_at_a_failure,
     ];
     for check in checks {

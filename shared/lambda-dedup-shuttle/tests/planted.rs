@@ -4,7 +4,7 @@
 #![cfg(all(shuttle, feature = "simulation-planted"))]
 
 use lambda_dedup_shuttle::explore::{Budget, FLOWS, STORE, caught};
-use lambda_dedup_shuttle::{cache_checks, fifo_checks, store_checks};
+use lambda_dedup_shuttle::{cache_checks, fifo_checks, leased_checks, store_checks};
 
 fn assert_caught(name: &'static str, check: fn(), budget: Budget) {
     let at = caught(name, check, budget);
@@ -98,6 +98,24 @@ fn key_ignores_tenant_is_caught_by_tenants_apart() {
     assert_caught(
         "key-ignores-tenant",
         cache_checks::tenants_never_share_a_cached_mark,
+        FLOWS,
+    );
+}
+
+#[test]
+fn leased_completes_before_call_is_caught_by_no_duplicate_before_the_call() {
+    assert_caught(
+        "leased-completes-before-call",
+        leased_checks::one_event_at_once_calls_the_provider_once,
+        FLOWS,
+    );
+}
+
+#[test]
+fn claim_ignores_live_lease_is_caught_by_one_provider_call() {
+    assert_caught(
+        "claim-ignores-live-lease",
+        leased_checks::one_event_at_once_calls_the_provider_once,
         FLOWS,
     );
 }

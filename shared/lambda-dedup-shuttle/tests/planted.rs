@@ -119,3 +119,12 @@ fn claim_ignores_live_lease_is_caught_by_one_provider_call() {
         FLOWS,
     );
 }
+
+#[test]
+fn fifo_group_pipelined_is_caught_by_group_order() {
+    assert_caught(
+        "fifo-group-pipelined",
+        fifo_checks::groups_keep_order_and_stop_at_a_failure,
+        FLOWS,
+    );
+}

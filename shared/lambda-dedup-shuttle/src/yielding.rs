@@ -13,8 +13,9 @@ use shuttle::future::yield_now;
 #[derive(Debug, Clone)]
 pub struct Yielding {
     inner: MemoryStore,
-    /// The keys whose commit applied, in the order they landed. A std lock, held for no
-    /// await: reading it is no point the scheduler can switch at.
+    /// The keys whose commit applied, recorded as each call returns (after the store's lock is
+    /// released, itself a switching point): the landing order of commits made one after another
+    /// (a FIFO group's), not of two in flight at once. A std lock, held for no await.
     landed: Arc<Mutex<Vec<DedupKey>>>,
 }
 

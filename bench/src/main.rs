@@ -6,10 +6,13 @@
 //! `bench report RAW DOCS` writes the report of a run's results (`report.rs`);
 //! `bench stores PG_URL VALKEY_URL MESSAGES DOCS` measures the PostgreSQL and Valkey stores
 //! behind a proxy with the same latency model (`stores.rs`, `delay.rs`) and writes their table
-//! into `DOCS/BENCHMARKS.md`.
+//! into `DOCS/BENCHMARKS.md`; `bench modelled MESSAGES SEED DOCS` runs the modelled bed (the
+//! flows on the memory store behind the latency model alone, `modelled.rs`) and writes its
+//! section of `DOCS/BENCHMARKS.md`.
 
 mod coldstart;
 mod delay;
+mod modelled;
 mod report;
 mod stores;
 
@@ -17,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use lambda_dedup::store::{CreateOnceStore, SequenceStore};
 use lambda_dedup::{Effect, Item, KeySpec, Message, Retention, Scope, SequenceSource};
 use lambda_dedup_batch::{
     CreateOnceDeduplicator, Deduplicator, HandlerError, Plan, SequencedDeduplicator, run_batch,
@@ -100,7 +104,7 @@ fn plan(
     }
 }
 
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Mode {
     PerMessage,
     Batch,
@@ -111,6 +115,16 @@ enum Mode {
 }
 
 impl Mode {
+    /// Every mode, in the order the rows are run.
+    const ALL: [Mode; 6] = [
+        Mode::PerMessage,
+        Mode::Batch,
+        Mode::BatchCache,
+        Mode::BatchPrefilter,
+        Mode::Sequence,
+        Mode::CreateOnce,
+    ];
+
     fn name(self) -> &'static str {
         match self {
             Mode::PerMessage => "per_message",
@@ -131,9 +145,12 @@ struct Dedups {
 }
 
 impl Dedups {
-    /// The deduplicators of `spec` on `store`, the mode's options set.
-    fn new(spec: &KeySpec, store: DynamoStore, mode: Mode) -> Self {
-        let store = std::sync::Arc::new(store);
+    /// The deduplicators of `spec` on `store` (DynamoDB, or the modelled bed's), the mode's
+    /// options set.
+    fn new<S>(spec: &KeySpec, store: std::sync::Arc<S>, mode: Mode) -> Self
+    where
+        S: SequenceStore + CreateOnceStore + 'static,
+    {
         let dedup = Deduplicator::with_store(spec.clone(), store.clone());
         Self {
             dedup: match mode {
@@ -148,6 +165,9 @@ impl Dedups {
 }
 
 /// One container's work: its batches, one at a time, as one Lambda container processes them.
+/// Each batch runs in its place ([`modelled::in_batch`]), each message of a mode that runs a
+/// batch's messages at once in its lane (its FIFO group, or itself): what the modelled bed's
+/// bound is computed over; nothing else reads them.
 async fn run_one(
     dedups: &Dedups,
     balances: &str,
@@ -159,50 +179,56 @@ async fn run_one(
     let mut failures = 0;
     let source = SequenceSource::pointer("/data/seq");
     let dedup = &dedups.dedup;
-    for chunk in ids.chunks(batch_size) {
+    for (number, chunk) in ids.chunks(batch_size).enumerate() {
         let batch: Vec<Message> = chunk.iter().map(|i| message(*i)).collect();
         let t = Instant::now();
-        let report = match mode {
-            Mode::PerMessage => {
-                let p = plan(balances);
-                run_batch(batch, batch_size, |m| {
-                    let p = &p;
-                    async move { dedup.transactional(&m, p).await }
-                })
-                .await
-            }
-            Mode::Batch | Mode::BatchCache | Mode::BatchPrefilter => {
-                run_batch_transactional(batch, batch_size, dedup, plan(balances)).await
-            }
-            Mode::Sequence => {
-                // A FIFO batch: each account is a message group, kept in order.
-                let batch = batch
-                    .into_iter()
-                    .zip(chunk)
-                    .map(|(mut m, i)| {
-                        m.group_id = Some(format!("acct-{}", i % ACCOUNTS));
-                        m
+        let report = modelled::in_batch(number, async {
+            match mode {
+                Mode::PerMessage => {
+                    let p = plan(balances);
+                    run_batch(batch, batch_size, |m| {
+                        let p = &p;
+                        async move {
+                            let lane = m.message_id.clone();
+                            modelled::in_lane(&lane, dedup.transactional(&m, p)).await
+                        }
                     })
-                    .collect();
-                let source = &source;
-                run_batch(batch, batch_size, |m| async move {
-                    dedups
-                        .sequenced
-                        .sequenced(&m, source, |e| credit(balances, e))
-                        .await
-                })
-                .await
+                    .await
+                }
+                Mode::Batch | Mode::BatchCache | Mode::BatchPrefilter => {
+                    run_batch_transactional(batch, batch_size, dedup, plan(balances)).await
+                }
+                Mode::Sequence => {
+                    // A FIFO batch: each account is a message group, kept in order.
+                    let batch = batch
+                        .into_iter()
+                        .zip(chunk)
+                        .map(|(mut m, i)| {
+                            m.group_id = Some(format!("acct-{}", i % ACCOUNTS));
+                            m
+                        })
+                        .collect();
+                    let source = &source;
+                    run_batch(batch, batch_size, |m| async move {
+                        let lane = m.group_id.clone().unwrap_or_default();
+                        let applied = dedups
+                            .sequenced
+                            .sequenced(&m, source, |e| credit(balances, e));
+                        modelled::in_lane(&lane, applied).await
+                    })
+                    .await
+                }
+                Mode::CreateOnce => {
+                    run_batch(batch, batch_size, |m| async move {
+                        let lane = m.message_id.clone();
+                        let created = dedups.create_once.create_once(&m, |e| entry(balances, e));
+                        modelled::in_lane(&lane, created).await
+                    })
+                    .await
+                }
             }
-            Mode::CreateOnce => {
-                run_batch(batch, batch_size, |m| async move {
-                    dedups
-                        .create_once
-                        .create_once(&m, |e| entry(balances, e))
-                        .await
-                })
-                .await
-            }
-        };
+        })
+        .await;
         latencies.push(t.elapsed());
         failures += report.failures().len() as u64;
     }
@@ -297,7 +323,7 @@ async fn throughput(
             let dedups: Vec<Dedups> = (0..containers)
                 .map(|_| {
                     let store = DynamoStore::new(client(endpoint), marks.clone(), retention);
-                    Dedups::new(&spec, store, mode)
+                    Dedups::new(&spec, std::sync::Arc::new(store), mode)
                 })
                 .collect();
             let ids = workload_ids(workload, n, batch_size);
@@ -356,14 +382,7 @@ async fn main() {
     let result = match args.first().map(String::as_str) {
         Some("throughput") if args.len() == 6 || args.len() == 7 => {
             let num = |i: usize| args[i].parse::<usize>().map_err(|_| format!("{} must be a number", args[i]));
-            let all = [
-                Mode::PerMessage,
-                Mode::Batch,
-                Mode::BatchCache,
-                Mode::BatchPrefilter,
-                Mode::Sequence,
-                Mode::CreateOnce,
-            ];
+            let all = Mode::ALL;
             let modes: Vec<Mode> = match args.get(6) {
                 None => all.to_vec(),
                 Some(list) => all
@@ -389,11 +408,17 @@ async fn main() {
             }
             _ => Err("MESSAGES must be a number above 0".into()),
         },
+        Some("modelled") if args.len() == 4 => match (args[1].parse::<usize>(), args[2].parse()) {
+            (Ok(n), Ok(seed)) if n > 0 => {
+                modelled::run(n, seed, std::path::Path::new(&args[3])).await
+            }
+            _ => Err("MESSAGES must be a number above 0, SEED a number".into()),
+        },
         Some("report") if args.len() == 3 => {
             report::run(std::path::Path::new(&args[1]), std::path::Path::new(&args[2]))
         }
         _ => Err(
-            "usage: bench throughput ENDPOINT MESSAGES BATCH CONTAINERS METER_URL [MODES] | bench coldstart BINARY ENDPOINT RUNS | bench report RAW DOCS | bench stores PG_URL VALKEY_URL MESSAGES DOCS"
+            "usage: bench throughput ENDPOINT MESSAGES BATCH CONTAINERS METER_URL [MODES] | bench coldstart BINARY ENDPOINT RUNS | bench report RAW DOCS | bench stores PG_URL VALKEY_URL MESSAGES DOCS | bench modelled MESSAGES SEED DOCS"
                 .into(),
         ),
     };

@@ -73,8 +73,13 @@ pub(crate) fn run(raw: &Path, docs: &Path) -> Result<(), String> {
     let summary = summarize(&results);
     std::fs::create_dir_all(docs).map_err(|e| e.to_string())?;
     let mut md = report(&summary, cold, &zips, &config);
-    // The stores' section (`bench stores`) is measured apart: kept as it stands.
+    // The stores' and the modelled bed's sections (`bench stores`, `bench modelled`) are
+    // measured apart: kept as they stand.
     let old = std::fs::read_to_string(docs.join("BENCHMARKS.md")).unwrap_or_default();
+    let modelled = crate::modelled::section(&old);
+    if !modelled.is_empty() {
+        md = crate::modelled::splice(&md, modelled);
+    }
     let stores = crate::stores::section(&old);
     if !stores.is_empty() {
         md = format!("{}\n\n{stores}\n", md.trim_end());

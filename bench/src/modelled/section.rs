@@ -174,6 +174,30 @@ pub(crate) fn render(rows: &[Value], emulator: &[Value], n: usize, seed: u64) ->
             shown(bound, 1),
         );
     }
+    md.push('\n');
+    for batch in [10, 100] {
+        let pt = num(
+            find(rows, batch, "powertools", "all_new"),
+            "bound_msgs_per_s",
+        );
+        let measured = emulator
+            .iter()
+            .find(|v| {
+                v["model"] == "calibrated"
+                    && v["batch"] == batch as u64
+                    && v["containers"] == 1
+                    && v["mode"] == "powertools"
+                    && v["workload"] == "all_new"
+            })
+            .and_then(|v| v["msgs_per_s"].as_f64());
+        let _ = writeln!(
+            md,
+            "- Batches of {batch}: Powertools' bound is {pt:.1} msgs/s (all new); on the emulator bed, \
+             whose proxy gave it the same draws, it measured {} msgs/s, {} of its bound.",
+            shown(measured, 1),
+            shown(measured.and_then(|m| ratio(m, pt)), 2),
+        );
+    }
     let _ = writeln!(md, "\n{END}");
     md
 }

@@ -251,7 +251,8 @@ fn report(
         md,
         "Measured by `cargo xtask bench --runs {runs}` in one run on 2 shared cores (other \
          engineers' builds running at the same time), against a local DynamoDB (Dynoxide, in \
-         memory, embedded in xtask) behind a metering proxy (`local_dynamodb::meter`) that both \
+         memory, embedded in xtask, built optimised: the workspace's dev profile compiles \
+         `dynoxide-rs`, `rusqlite`, `libsqlite3-sys` and `bigdecimal` at opt-level 3) behind a metering proxy (`local_dynamodb::meter`) that both \
          sides go through. Both sides see the same DynamoDB: same emulator, same proxy, same \
          latency model, same draws.\n\n\
          ## The latency model\n\n\

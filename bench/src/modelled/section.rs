@@ -69,12 +69,18 @@ pub(crate) fn row(v: &Value, powertools_bound: f64) -> String {
 /// The section, from the modelled rows (`rows`) and the emulator bed's summary (`emulator`,
 /// `docs/benchmarks.json`'s `summary`; empty if there is none).
 pub(crate) fn render(rows: &[Value], emulator: &[Value], n: usize, seed: u64) -> String {
+    let build = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
     let mut md = String::new();
     let _ = writeln!(md, "{BEGIN}\n## The modelled bed\n");
     let _ = writeln!(
         md,
-        "Measured by `cargo xtask bench --modelled-only` (a full `cargo xtask bench` runs it \
-         too), in one process: the same flows, workloads, batches and {n} messages per row as the \
+        "Measured by `cargo xtask bench --modelled-only` (a debug build; a full `cargo xtask \
+         bench` runs it from its release build), this time from a {build} build, on 2 shared \
+         cores, in one process: the same flows, workloads, batches and {n} messages per row as the \
          emulator bed, on the memory store (`lambda-dedup-memory`, the DynamoDB store's \
          semantics) behind `bench/src/modelled/store.rs`, which holds every store call for the \
          requests the DynamoDB store would send for it — the same operation and item count (a \

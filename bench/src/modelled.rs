@@ -1,14 +1,13 @@
 //! `bench modelled MESSAGES SEED DOCS`: the benchmark's second bed, in one process — the real
 //! flows on the memory store, every store call held for the draws of the requests the DynamoDB
 //! store would send ([`store`]), every draw recorded ([`draws`]) with where it was made
-//! ([`place`]), each row's bound computed from them and Powertools' from the same seed's stream
+//! (`crate::place`), each row's bound computed from them and Powertools' from the same seed's stream
 //! ([`bound`]), the rows run as the emulator bed runs them ([`bed`]), and its section of
 //! `DOCS/BENCHMARKS.md` ([`section`]) plus `DOCS/benchmarks-modelled.json` (every row).
 
 mod bed;
 mod bound;
 mod draws;
-mod place;
 mod section;
 mod store;
 
@@ -19,10 +18,10 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-pub(crate) use place::{in_batch, in_lane};
 pub(crate) use section::{section, splice};
 
-use crate::{Mode, Result};
+use crate::Result;
+use crate::modes::Mode;
 
 /// The batch sizes, as in the emulator bed.
 const BATCHES: [usize; 2] = [10, 100];

@@ -14,7 +14,8 @@ use serde_json::{Value as Json, json};
 use super::bound;
 use super::draws::Recorder;
 use super::store::ModelledStore;
-use crate::{Dedups, Mode, Result, run_one, workload_ids};
+use crate::Result;
+use crate::modes::{Dedups, Mode, run_one, workload_ids};
 
 /// The workloads, in the emulator bed's order.
 pub(crate) const WORKLOADS: [&str; 4] = ["all_new", "half_duplicates", "mixed", "all_duplicates"];

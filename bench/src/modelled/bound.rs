@@ -2,7 +2,7 @@
 //! requests it issued — computed, not measured.
 //!
 //! **Our modes' bound** ([`of`]): each batch's critical path over its requests' draws, the
-//! batches one after another. Within a batch, its lanes ([`super::place`]: the messages, or
+//! batches one after another. Within a batch, its lanes (`crate::place`: the messages, or
 //! FIFO groups, a batch's messages run at once; a batch mode's one lane) are in flight together
 //! and cost the longest of them; a lane's calls depend on each other and add; within a call,
 //! the requests of one step (the rounds of a wave) are in flight together and cost the longest
@@ -23,7 +23,7 @@ use std::time::Duration;
 use local_dynamodb::latency::Delays;
 
 use super::draws::Draw;
-use super::place::Place;
+use crate::place::Place;
 
 /// Our modes' bound over `draws` (module docs).
 pub(crate) fn of(draws: &[Draw]) -> Duration {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use local_dynamodb::latency::Delays;
 
-use super::place::{self, Place};
+use crate::place::{self, Place};
 
 /// One request as the DynamoDB store would send it, and its draw.
 #[derive(Debug, Clone, PartialEq)]

@@ -15,9 +15,9 @@ use local_dynamodb::latency::{Delays, Latency};
 
 use super::bound;
 use super::draws::{Draw, Recorder};
-use super::place::Place;
 use super::store::ModelledStore;
-use crate::Mode;
+use crate::modes::Mode;
+use crate::place::Place;
 
 const SEED: u64 = 7;
 
@@ -224,7 +224,7 @@ async fn the_modelled_bed_applies_every_distinct_event_once() {
     let ours: Vec<_> = rows.iter().filter(|r| r["mode"] != "powertools").collect();
     assert_eq!(ours.len(), 4 * Mode::ALL.len());
     for r in &ours {
-        let mut ids = crate::workload_ids(r["workload"].as_str().unwrap_or(""), 40, 10);
+        let mut ids = crate::modes::workload_ids(r["workload"].as_str().unwrap_or(""), 40, 10);
         ids.sort_unstable();
         ids.dedup();
         let distinct = ids.len();

@@ -1,4 +1,4 @@
-//! Where a store call is made from, for the bound ([`super::bound`]): the batch it belongs to
+//! Where a store call is made from, for the modelled bed's bound (`modelled/bound.rs`): the batch it belongs to
 //! and its lane — the chain of calls that depend on each other. The bench sets both around the
 //! flows (a task-local, so the flows run unchanged): [`in_batch`] around each batch,
 //! [`in_lane`] around each message's future in the modes that run a batch's messages at once

@@ -3,7 +3,7 @@
 //! store would send ([`store`]), every draw recorded ([`draws`]) with where it was made
 //! (`crate::place`), each row's bound computed from them and Powertools' from the same seed's stream
 //! ([`bound`]), the rows run as the emulator bed runs them ([`bed`]), and its section of
-//! `DOCS/BENCHMARKS.md` ([`section`]) plus `DOCS/benchmarks-modelled.json` (every row).
+//! `DOCS/BENCHMARKS.md` ([`mod@section`]) plus `DOCS/benchmarks-modelled.json` (every row).
 
 mod bed;
 mod bound;

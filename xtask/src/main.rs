@@ -101,6 +101,10 @@ enum Cmd {
         /// Only the PostgreSQL and Valkey rows (quick: a debug build, the rest of the report kept).
         #[arg(long)]
         stores_only: bool,
+        /// Only the modelled bed (quick: a debug build, in process, no emulator and no Python;
+        /// its section of the report rewritten, the rest kept).
+        #[arg(long)]
+        modelled_only: bool,
     },
     /// The deterministic simulation of the protocol (lambda-dedup-sim): seeds, a seed's
     /// trace and digest, the planted-bug check.
@@ -194,6 +198,11 @@ async fn main() -> ExitCode {
             stores_only: true,
             ..
         } => bench::stores_only(&root(), n),
+        Cmd::Bench {
+            n,
+            modelled_only: true,
+            ..
+        } => bench::modelled_only(&root(), n),
         Cmd::Bench {
             n, delay_ms, runs, ..
         } => bench::run(&root(), n, delay_ms, runs),

@@ -6,10 +6,15 @@
 //! `bench report RAW DOCS` writes the report of a run's results (`report.rs`);
 //! `bench stores PG_URL VALKEY_URL MESSAGES DOCS` measures the PostgreSQL and Valkey stores
 //! behind a proxy with the same latency model (`stores.rs`, `delay.rs`) and writes their table
-//! into `DOCS/BENCHMARKS.md`.
+//! into `DOCS/BENCHMARKS.md`; `bench modelled MESSAGES SEED DOCS` runs the modelled bed (the
+//! flows on the memory store behind the latency model alone, `modelled.rs`) and writes its
+//! section of `DOCS/BENCHMARKS.md`.
 
 mod coldstart;
 mod delay;
+mod modelled;
+mod modes;
+mod place;
 mod report;
 mod stores;
 
@@ -17,13 +22,11 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
-use lambda_dedup::{Effect, Item, KeySpec, Message, Retention, Scope, SequenceSource};
-use lambda_dedup_batch::{
-    CreateOnceDeduplicator, Deduplicator, HandlerError, Plan, SequencedDeduplicator, run_batch,
-    run_batch_transactional,
-};
+use lambda_dedup::{KeySpec, Retention, Scope};
 use lambda_dedup_dynamodb::DynamoStore;
 use serde_json::json;
+
+use modes::{ACCOUNTS, Dedups, Mode, run_one, workload_ids};
 
 type Result<T> = std::result::Result<T, String>;
 
@@ -43,170 +46,6 @@ async fn table(client: &Client, name: &str, key: &str) -> Result<()> {
         .await
         .map(|_| ())
         .map_err(|e| format!("create {name}: {e}"))
-}
-
-/// The same event shape and effect as the Powertools side: a credit of 1 to one of 1000 accounts.
-/// `seq` is the producer's sequence per account (used by sequence mode only); the account is
-/// the FIFO message group.
-fn message(i: usize) -> Message {
-    let account = format!("acct-{}", i % ACCOUNTS);
-    Message {
-        message_id: format!("m-{i}-{}", Instant::now().elapsed().as_nanos()),
-        body: json!({"specversion": "1.0", "type": "credit", "source": "/bench", "id": format!("evt-{i}"),
-                     "tenantid": "t", "data": {"account": account, "amount": 1, "seq": i / ACCOUNTS + 1}})
-        .to_string()
-        .into_bytes(),
-        ..Message::default()
-    }
-}
-
-const ACCOUNTS: usize = 1000;
-
-fn credit(balances: &str, e: &lambda_dedup::Derived) -> std::result::Result<Effect, HandlerError> {
-    let data = HandlerError::data(e)?;
-    let account = data["account"]
-        .as_str()
-        .ok_or_else(|| HandlerError::invalid("account"))?;
-    Ok(
-        Effect::update(balances, Item::new().with("account", account))
-            .expression("ADD #b :a")
-            .name("#b", "balance")
-            .value(":a", 1),
-    )
-}
-
-/// Create-once mode's effect: the credit recorded as its own entry item, keyed by the event (in
-/// the table `entries`, key `entry`): one item per event, which is the mark.
-fn entry(entries: &str, e: &lambda_dedup::Derived) -> std::result::Result<Plan, HandlerError> {
-    let data = HandlerError::data(e)?;
-    let account = data["account"]
-        .as_str()
-        .ok_or_else(|| HandlerError::invalid("account"))?;
-    let item = Item::new()
-        .with("entry", e.key.as_str())
-        .with("account", account)
-        .with("amount", 1);
-    Ok(Effect::put(entries, item).into())
-}
-
-fn plan(
-    balances: &str,
-) -> impl Fn(&lambda_dedup::Derived) -> std::result::Result<Plan, HandlerError> + '_ {
-    move |e| {
-        Ok(Plan {
-            effects: vec![credit(balances, e)?],
-            result: None,
-        })
-    }
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Mode {
-    PerMessage,
-    Batch,
-    BatchCache,
-    BatchPrefilter,
-    Sequence,
-    CreateOnce,
-}
-
-impl Mode {
-    fn name(self) -> &'static str {
-        match self {
-            Mode::PerMessage => "per_message",
-            Mode::Batch => "batch_transaction",
-            Mode::BatchCache => "batch_transaction_warm_cache",
-            Mode::BatchPrefilter => "batch_transaction_prefilter",
-            Mode::Sequence => "sequence",
-            Mode::CreateOnce => "create_once",
-        }
-    }
-}
-
-/// One container's deduplicators, all on its one store: the flows of every mode.
-struct Dedups {
-    dedup: Deduplicator,
-    sequenced: SequencedDeduplicator,
-    create_once: CreateOnceDeduplicator,
-}
-
-impl Dedups {
-    /// The deduplicators of `spec` on `store`, the mode's options set.
-    fn new(spec: &KeySpec, store: DynamoStore, mode: Mode) -> Self {
-        let store = std::sync::Arc::new(store);
-        let dedup = Deduplicator::with_store(spec.clone(), store.clone());
-        Self {
-            dedup: match mode {
-                Mode::BatchCache => dedup.with_cache(100_000),
-                Mode::BatchPrefilter => dedup.with_duplicate_prefilter(true),
-                _ => dedup,
-            },
-            sequenced: SequencedDeduplicator::with_store(spec.clone(), store.clone()),
-            create_once: CreateOnceDeduplicator::with_store(spec.clone(), store),
-        }
-    }
-}
-
-/// One container's work: its batches, one at a time, as one Lambda container processes them.
-async fn run_one(
-    dedups: &Dedups,
-    balances: &str,
-    mode: Mode,
-    ids: &[usize],
-    batch_size: usize,
-) -> (Vec<Duration>, u64) {
-    let mut latencies = Vec::new();
-    let mut failures = 0;
-    let source = SequenceSource::pointer("/data/seq");
-    let dedup = &dedups.dedup;
-    for chunk in ids.chunks(batch_size) {
-        let batch: Vec<Message> = chunk.iter().map(|i| message(*i)).collect();
-        let t = Instant::now();
-        let report = match mode {
-            Mode::PerMessage => {
-                let p = plan(balances);
-                run_batch(batch, batch_size, |m| {
-                    let p = &p;
-                    async move { dedup.transactional(&m, p).await }
-                })
-                .await
-            }
-            Mode::Batch | Mode::BatchCache | Mode::BatchPrefilter => {
-                run_batch_transactional(batch, batch_size, dedup, plan(balances)).await
-            }
-            Mode::Sequence => {
-                // A FIFO batch: each account is a message group, kept in order.
-                let batch = batch
-                    .into_iter()
-                    .zip(chunk)
-                    .map(|(mut m, i)| {
-                        m.group_id = Some(format!("acct-{}", i % ACCOUNTS));
-                        m
-                    })
-                    .collect();
-                let source = &source;
-                run_batch(batch, batch_size, |m| async move {
-                    dedups
-                        .sequenced
-                        .sequenced(&m, source, |e| credit(balances, e))
-                        .await
-                })
-                .await
-            }
-            Mode::CreateOnce => {
-                run_batch(batch, batch_size, |m| async move {
-                    dedups
-                        .create_once
-                        .create_once(&m, |e| entry(balances, e))
-                        .await
-                })
-                .await
-            }
-        };
-        latencies.push(t.elapsed());
-        failures += report.failures().len() as u64;
-    }
-    (latencies, failures)
 }
 
 /// The meter's totals, read over HTTP: requests, write units of writes that succeeded, of
@@ -232,31 +71,16 @@ async fn meter(http: &reqwest::Client, url: &str) -> Result<[f64; 6]> {
     ])
 }
 
-/// The events a workload delivers, in order: each a number (its event id, its account).
-/// `mixed`: each batch delivers 30 % redeliveries of events of earlier batches, interleaved
-/// (positions 2, 5 and 8 of every 10), the rest new; the first batch is all new. The same
-/// sequence as `powertools_bench.py`'s.
-fn workload_ids(workload: &str, n: usize, batch: usize) -> Vec<usize> {
-    match workload {
-        "half_duplicates" => (0..n).map(|i| i % (n / 2)).collect(),
-        "mixed" => {
-            let (mut ids, mut fresh, mut r) = (Vec::with_capacity(n), 0, 0);
-            while ids.len() < n {
-                let before = fresh;
-                for k in 0..batch.min(n - ids.len()) {
-                    if matches!(k % 10, 2 | 5 | 8) && before > 0 {
-                        ids.push((r * 7919) % before);
-                        r += 1;
-                    } else {
-                        ids.push(fresh);
-                        fresh += 1;
-                    }
-                }
-            }
-            ids
-        }
-        _ => (0..n).collect(),
-    }
+/// The emulator's own service time per operation since the last call (p50 and mean, ms), read
+/// from the metering proxy and started again (`POST METER_URL/service`).
+async fn service(http: &reqwest::Client, url: &str) -> Result<serde_json::Value> {
+    http.post(format!("{url}/service"))
+        .send()
+        .await
+        .map_err(|e| format!("meter: {e}"))?
+        .json()
+        .await
+        .map_err(|e| format!("meter: {e}"))
 }
 
 /// Every mode on every workload: `containers` containers at once on one table, each processing
@@ -297,7 +121,7 @@ async fn throughput(
             let dedups: Vec<Dedups> = (0..containers)
                 .map(|_| {
                     let store = DynamoStore::new(client(endpoint), marks.clone(), retention);
-                    Dedups::new(&spec, store, mode)
+                    Dedups::new(&spec, std::sync::Arc::new(store), mode)
                 })
                 .collect();
             let ids = workload_ids(workload, n, batch_size);
@@ -321,11 +145,13 @@ async fn throughput(
             if workload == "all_duplicates" {
                 run_all().await; // first pass, not timed
             }
+            service(&http, meter_url).await?; // the untimed pass's service times dropped
             let before = meter(&http, meter_url).await?;
             let began = Instant::now();
             let runs = run_all().await;
             let secs = began.elapsed().as_secs_f64();
             let after = meter(&http, meter_url).await?;
+            let service_ms = service(&http, meter_url).await?;
             let failures: u64 = runs.iter().map(|(_, f)| f).sum();
             let mut latencies: Vec<Duration> = runs.into_iter().flat_map(|(l, _)| l).collect();
             latencies.sort();
@@ -343,7 +169,8 @@ async fn throughput(
                        "calls_per_msg": per(0), "wcu_per_msg": per(1),
                        "failed_wcu_per_msg": per(2), "cancelled_wcu_per_msg": per(3),
                        "rcu_per_msg": per(4), "cancelled_per_msg": per(5),
-                       "p50_ms": pick(0.5), "p99_ms": pick(0.99), "failures": failures})
+                       "p50_ms": pick(0.5), "p99_ms": pick(0.99), "failures": failures,
+                       "service_ms": service_ms})
             );
         }
     }
@@ -356,14 +183,7 @@ async fn main() {
     let result = match args.first().map(String::as_str) {
         Some("throughput") if args.len() == 6 || args.len() == 7 => {
             let num = |i: usize| args[i].parse::<usize>().map_err(|_| format!("{} must be a number", args[i]));
-            let all = [
-                Mode::PerMessage,
-                Mode::Batch,
-                Mode::BatchCache,
-                Mode::BatchPrefilter,
-                Mode::Sequence,
-                Mode::CreateOnce,
-            ];
+            let all = Mode::ALL;
             let modes: Vec<Mode> = match args.get(6) {
                 None => all.to_vec(),
                 Some(list) => all
@@ -389,11 +209,17 @@ async fn main() {
             }
             _ => Err("MESSAGES must be a number above 0".into()),
         },
+        Some("modelled") if args.len() == 4 => match (args[1].parse::<usize>(), args[2].parse()) {
+            (Ok(n), Ok(seed)) if n > 0 => {
+                modelled::run(n, seed, std::path::Path::new(&args[3])).await
+            }
+            _ => Err("MESSAGES must be a number above 0, SEED a number".into()),
+        },
         Some("report") if args.len() == 3 => {
             report::run(std::path::Path::new(&args[1]), std::path::Path::new(&args[2]))
         }
         _ => Err(
-            "usage: bench throughput ENDPOINT MESSAGES BATCH CONTAINERS METER_URL [MODES] | bench coldstart BINARY ENDPOINT RUNS | bench report RAW DOCS | bench stores PG_URL VALKEY_URL MESSAGES DOCS"
+            "usage: bench throughput ENDPOINT MESSAGES BATCH CONTAINERS METER_URL [MODES] | bench coldstart BINARY ENDPOINT RUNS | bench report RAW DOCS | bench stores PG_URL VALKEY_URL MESSAGES DOCS | bench modelled MESSAGES SEED DOCS"
                 .into(),
         ),
     };

@@ -73,8 +73,13 @@ pub(crate) fn run(raw: &Path, docs: &Path) -> Result<(), String> {
     let summary = summarize(&results);
     std::fs::create_dir_all(docs).map_err(|e| e.to_string())?;
     let mut md = report(&summary, cold, &zips, &config);
-    // The stores' section (`bench stores`) is measured apart: kept as it stands.
+    // The stores' and the modelled bed's sections (`bench stores`, `bench modelled`) are
+    // measured apart: kept as they stand.
     let old = std::fs::read_to_string(docs.join("BENCHMARKS.md")).unwrap_or_default();
+    let modelled = crate::modelled::section(&old);
+    if !modelled.is_empty() {
+        md = crate::modelled::splice(&md, modelled);
+    }
     let stores = crate::stores::section(&old);
     if !stores.is_empty() {
         md = format!("{}\n\n{stores}\n", md.trim_end());
@@ -138,7 +143,8 @@ fn summarize(results: &[Value]) -> Vec<Value> {
                    "usd_per_million_cancelled_billed": billed,
                    "usd_per_million_cancelled_free": unbilled,
                    "p50_ms": median(&mut col("p50_ms")), "p99_ms": median(&mut col("p99_ms")),
-                   "failures": rs.iter().filter_map(|r| r["failures"].as_u64()).sum::<u64>()})
+                   "failures": rs.iter().filter_map(|r| r["failures"].as_u64()).sum::<u64>(),
+                   "service_ms": rs.first().map_or(Value::Null, |r| r["service_ms"].clone())})
         })
         .collect()
 }
@@ -157,6 +163,28 @@ fn find<'a>(
             && v["mode"] == mode
             && v["workload"] == workload
     })
+}
+
+/// The emulator's own service time of a row (its first run's), per operation:
+/// `Operation p50/mean` in ms, or — when the run did not record it.
+fn service_cell(v: &Value) -> String {
+    let cells: Vec<String> = v["service_ms"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(op, s)| {
+            format!(
+                "{op} {:.1}/{:.1}",
+                s["p50_ms"].as_f64().unwrap_or(0.0),
+                s["mean_ms"].as_f64().unwrap_or(0.0)
+            )
+        })
+        .collect();
+    if cells.is_empty() {
+        "—".to_owned()
+    } else {
+        cells.join("; ")
+    }
 }
 
 fn num(v: Option<&Value>, k: &str) -> f64 {
@@ -223,7 +251,8 @@ fn report(
         md,
         "Measured by `cargo xtask bench --runs {runs}` in one run on 2 shared cores (other \
          engineers' builds running at the same time), against a local DynamoDB (Dynoxide, in \
-         memory, embedded in xtask) behind a metering proxy (`local_dynamodb::meter`) that both \
+         memory, embedded in xtask, built optimised: the workspace's dev profile compiles \
+         `dynoxide-rs`, `rusqlite`, `libsqlite3-sys` and `bigdecimal` at opt-level 3) behind a metering proxy (`local_dynamodb::meter`) that both \
          sides go through. Both sides see the same DynamoDB: same emulator, same proxy, same \
          latency model, same draws.\n\n\
          ## The latency model\n\n\
@@ -244,7 +273,9 @@ fn report(
          normal of the same stream.\n\n\
          The second configuration is a flat {delay_ms} ms per request (the model of the earlier \
          reports). The emulator's own execution time comes on top in both, and the emulator \
-         executes requests one at a time.\n",
+         executes requests one at a time; the last column of each table is that time as the \
+         proxy measures it (from forwarding a request, its held latency over, to the answer's \
+         last byte), p50/mean per operation, for the row's first run.\n",
         p50_20, p50_100
     );
     let _ = writeln!(
@@ -308,11 +339,11 @@ fn report(
             let _ = writeln!(md, "\n## {title}, batches of {batch}\n");
             let _ = writeln!(
                 md,
-                "| workload | mode | msgs/s | spread | × Powertools | requests/msg | WCU/msg | failed WCU/msg | cancelled WCU/msg | RCU/msg | $/M msgs (cancelled billed) | $/M msgs (cancelled free) | p50 batch ms | p99 batch ms |"
+                "| workload | mode | msgs/s | spread | × Powertools | requests/msg | WCU/msg | failed WCU/msg | cancelled WCU/msg | RCU/msg | $/M msgs (cancelled billed) | $/M msgs (cancelled free) | p50 batch ms | p99 batch ms | emulator ms per request, p50/mean |"
             );
             let _ = writeln!(
                 md,
-                "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+                "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
             );
             for w in WORKLOADS {
                 let base = num(find(summary, cfg, "powertools", w), "msgs_per_s");
@@ -322,7 +353,8 @@ fn report(
                     };
                     let r = num(Some(v), "msgs_per_s");
                     let ratio = if base > 0.0 { r / base } else { 0.0 };
-                    let _ = writeln!(md, "{}", row(w, m, v, Some(ratio), PER_CONFIG));
+                    let line = row(w, m, v, Some(ratio), PER_CONFIG);
+                    let _ = writeln!(md, "{line} {} |", service_cell(v));
                 }
             }
         }
@@ -518,6 +550,19 @@ fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The service cell names each operation with its p50 and mean; a run without them shows —.
+    #[test]
+    fn the_service_cell_lists_each_operations_p50_and_mean() {
+        let v = serde_json::json!({"service_ms": {
+            "PutItem": {"requests": 3, "p50_ms": 1.26, "mean_ms": 2.04},
+            "TransactWriteItems": {"requests": 1, "p50_ms": 12.0, "mean_ms": 12.0}}});
+        assert_eq!(
+            service_cell(&v),
+            "PutItem 1.3/2.0; TransactWriteItems 12.0/12.0"
+        );
+        assert_eq!(service_cell(&serde_json::json!({})), "—");
+    }
 
     /// The rows are the ones the tables were written with before `row` served both.
     #[test]

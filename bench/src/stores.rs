@@ -17,8 +17,9 @@ use lambda_dedup_valkey::ValkeyEffect;
 use local_dynamodb::latency::{Delays, Latency};
 use serde_json::{Value, json};
 
+use crate::Result;
 use crate::delay::DelayProxy;
-use crate::{Result, message, workload_ids};
+use crate::modes::{message, workload_ids};
 
 /// The seed of the draws (the DynamoDB rows' seed): each proxy starts the same stream.
 const SEED: u64 = 21;

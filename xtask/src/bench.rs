@@ -16,7 +16,11 @@
 //! and spreads) and `docs/benchmarks.json` from the raw results, then `bench/chart.py` draws
 //! `docs/benchmarks.png` (matplotlib, in the project venv). Last, the PostgreSQL and Valkey
 //! stores on servers of their own (`bench stores`, which writes their table into the report);
-//! `--stores-only` runs that alone, on a debug build.
+//! `--stores-only` runs that alone, on a debug build. The modelled bed (`bench modelled`: the
+//! flows in process on the memory store, every request held for its draw of the calibrated
+//! model, each row's bound and Powertools' computed from the draws) runs after the emulator
+//! bed's report is written, and writes its own section; `--modelled-only` runs it alone, on a
+//! debug build.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -242,7 +246,29 @@ pub(crate) fn run(root: &Path, messages: usize, delay_ms: u64, runs: usize) -> R
     println!(
         "xtask: bench: wrote docs/BENCHMARKS.md, docs/benchmarks.json and docs/benchmarks.png"
     );
+    modelled(root, &release.join("bench"), messages)?;
     stores(root, &release.join("bench"), messages)
+}
+
+/// `--modelled-only`: the modelled bed alone, on a debug build.
+pub(crate) fn modelled_only(root: &Path, messages: usize) -> Result<()> {
+    let mut build = Command::new(crate::cargo());
+    if !succeeds(build.current_dir(root).args(["build", "-p", "bench"])) {
+        return Err("build failed".into());
+    }
+    modelled(root, &crate::target_dir(root).join("debug/bench"), messages)
+}
+
+/// `bench modelled`: its section of docs/BENCHMARKS.md and docs/benchmarks-modelled.json.
+fn modelled(root: &Path, bench: &Path, messages: usize) -> Result<()> {
+    crate::step("bench: the modelled bed (in process, calibrated latency per request)");
+    let mut cmd = Command::new(bench);
+    cmd.args(["modelled", &messages.to_string(), &SEED.to_string()]);
+    if !succeeds(cmd.arg(root.join("docs"))) {
+        return Err("bench modelled failed".into());
+    }
+    println!("xtask: bench: wrote the modelled bed's section into docs/BENCHMARKS.md");
+    Ok(())
 }
 
 /// `--stores-only`: the PostgreSQL and Valkey rows alone, on a debug build.

@@ -26,6 +26,7 @@ mod demo_doors;
 mod demo_http;
 mod deny;
 mod dynamodb;
+mod explore;
 mod fanout;
 mod functions;
 mod infra;
@@ -100,6 +101,10 @@ enum Cmd {
         /// Only the PostgreSQL and Valkey rows (quick: a debug build, the rest of the report kept).
         #[arg(long)]
         stores_only: bool,
+        /// Only the modelled bed (quick: a debug build, in process, no emulator and no Python;
+        /// its section of the report rewritten, the rest kept).
+        #[arg(long)]
+        modelled_only: bool,
     },
     /// The deterministic simulation of the protocol (lambda-dedup-sim): seeds, a seed's
     /// trace and digest, the planted-bug check.
@@ -116,6 +121,11 @@ enum Cmd {
         /// A planted bug's name, or `all`: each must be caught.
         #[arg(long)]
         planted: Option<String>,
+        /// Instead: the concurrency tests under the exploring scheduler (shuttle), those whose
+        /// name has FILTER only when one is given.
+        #[arg(long, value_name = "FILTER", num_args = 0..=1, default_missing_value = "",
+              conflicts_with_all = ["seeds", "seed", "minutes", "planted"])]
+        explore: Option<String>,
     },
     /// Build every function for arm64 in release (cargo lambda) and report zip sizes.
     Package,
@@ -164,10 +174,15 @@ async fn main() -> ExitCode {
         Cmd::Audit => audit::run(&root()).await,
         Cmd::Package => package::run(&root()),
         Cmd::Simulate {
+            explore: Some(filter),
+            ..
+        } => explore::run(&root(), &filter),
+        Cmd::Simulate {
             seeds,
             seed,
             minutes,
             planted,
+            explore: None,
         } => simulate::run(
             &root(),
             &simulate::Options {
@@ -183,6 +198,11 @@ async fn main() -> ExitCode {
             stores_only: true,
             ..
         } => bench::stores_only(&root(), n),
+        Cmd::Bench {
+            n,
+            modelled_only: true,
+            ..
+        } => bench::modelled_only(&root(), n),
         Cmd::Bench {
             n, delay_ms, runs, ..
         } => bench::run(&root(), n, delay_ms, runs),
@@ -240,11 +260,11 @@ fn find_root(start: &Path) -> Option<PathBuf> {
 }
 
 /// Where cargo builds: `CARGO_TARGET_DIR`, or the checkout's `target`.
-fn target_dir(root: &Path) -> PathBuf {
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
 }
 
-fn cargo() -> String {
+pub(crate) fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
@@ -645,6 +665,7 @@ mod cli_tests {
                 seed,
                 minutes,
                 planted,
+                ..
             } => (seeds, seed, minutes, planted),
             other => panic!("{other:?}"),
         };
@@ -662,5 +683,23 @@ mod cli_tests {
             (None, None, Some(2.5), Some("all".to_owned()))
         );
         assert!(Cli::try_parse_from(["xtask", "simulate", "--seeds", "many"]).is_err());
+    }
+
+    #[test]
+    fn simulate_explore_takes_an_optional_filter_and_nothing_else() {
+        let explore = |argv: &[&str]| match Cli::try_parse_from(argv).expect("parses").command {
+            Cmd::Simulate { explore, .. } => explore,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(explore(&["xtask", "simulate"]), None);
+        assert_eq!(
+            explore(&["xtask", "simulate", "--explore"]),
+            Some(String::new())
+        );
+        assert_eq!(
+            explore(&["xtask", "simulate", "--explore", "fifo"]),
+            Some("fifo".to_owned())
+        );
+        assert!(Cli::try_parse_from(["xtask", "simulate", "--explore", "--seeds", "9"]).is_err());
     }
 }

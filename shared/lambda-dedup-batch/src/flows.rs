@@ -270,6 +270,10 @@ impl<E: 'static> Deduplicator<E> {
             Ok(p) => p,
             Err(outcome) => return outcome,
         };
+        #[cfg(feature = "simulation-planted")]
+        if lambda_dedup::planted::is("cache-filled-before-commit") {
+            self.remember_applied(&event, plan.result.as_deref());
+        }
         let committed = self
             .store
             .commit(CommitRequest {

@@ -59,6 +59,10 @@ where
         }
         futures::stream::iter(groups)
             .map(|(_, list)| async move {
+                #[cfg(feature = "simulation-planted")]
+                if lambda_dedup::planted::is("fifo-group-pipelined") {
+                    return pipelined(process, list).await;
+                }
                 let mut out = Vec::with_capacity(list.len());
                 let mut blocked = false;
                 for (i, m) in list {
@@ -181,6 +185,36 @@ where
             .zip(outcomes)
             .collect(),
     )
+}
+
+/// Planted `fifo-group-pipelined`: a group's messages two at a time, the next pair blocked
+/// after a failure: order breaks only in an interleaving where a pair's second lands first.
+#[cfg(feature = "simulation-planted")]
+async fn pipelined<F, Fut>(process: &F, list: Group) -> Vec<(usize, Outcome)>
+where
+    F: Fn(Message) -> Fut,
+    Fut: Future<Output = Outcome>,
+{
+    let mut out = Vec::with_capacity(list.len());
+    let mut list = list.into_iter().peekable();
+    while list.peek().is_some() {
+        let pair: Vec<_> = list.by_ref().take(2).collect();
+        if out
+            .iter()
+            .any(|(_, o): &(usize, Outcome)| !o.acknowledged())
+        {
+            let blocked = pair
+                .into_iter()
+                .map(|(i, _)| (i, Outcome::retry(RetryCause::Blocked, "blocked (planted)")));
+            out.extend(blocked);
+            continue;
+        }
+        let run = pair
+            .into_iter()
+            .map(|(i, m)| async move { (i, guarded(process, m).await) });
+        out.extend(futures::future::join_all(run).await);
+    }
+    out
 }
 
 async fn guarded<F, Fut>(process: &F, m: Message) -> Outcome

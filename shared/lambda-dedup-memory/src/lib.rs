@@ -8,7 +8,8 @@
 //! not evaluate is refused with [`StoreError::Invalid`](lambda_dedup::StoreError::Invalid) naming the feature, never guessed at.
 //!
 //! # Layout
-//! Marks and tables sit in one `State` under one lock (this file: the store and its options).
+//! Marks and tables sit in one `State` under one lock (this file: the store and its options;
+//! the lock is `sync`'s: std's, or shuttle's under `--cfg shuttle` for the exploring scheduler).
 //! `marks` holds the mark semantics (claims, leases, fencing, commits, sequence and create-once
 //! modes) and the core's store traits on them; `tables` the effect tables and their evaluation
 //! as DynamoDB judges writes (plans, refusals, a commit's effects judged together, the
@@ -42,6 +43,7 @@ mod expr;
 mod faults;
 mod marks;
 mod recording;
+mod sync;
 mod tables;
 
 pub use faults::{FaultHook, Injected, Op};
@@ -49,13 +51,14 @@ pub use marks::HIGH_WATER_TABLE;
 pub use recording::Recording;
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard};
 
 use lambda_dedup::store::StoreOptions;
 use lambda_dedup::{DedupKey, Mark, Retention};
 
 use faults::Hook;
+use sync::{Mutex, MutexGuard};
 use tables::Table;
 
 #[derive(Debug, Default)]

@@ -224,13 +224,25 @@ impl MemoryStore {
         fp: Option<&Fingerprint>,
         deadline: Option<SystemTime>,
     ) -> Result<Claim, StoreError> {
+        #[cfg(feature = "simulation-planted")]
+        let stale = self.read_then_act(key);
         self.call(Op::Claim, Some(key), |s, now| {
+            #[cfg(feature = "simulation-planted")]
+            if let Some(stale) = stale {
+                stale(s);
+            }
             self.claim_now(s, now, key, fp, deadline)
         })
     }
 
     fn commit_call(&self, request: CommitRequest<'_>) -> Result<Commit, StoreError> {
+        #[cfg(feature = "simulation-planted")]
+        let stale = self.read_then_act(request.key);
         self.call(Op::Commit, Some(request.key), |s, now| {
+            #[cfg(feature = "simulation-planted")]
+            if let Some(stale) = stale {
+                stale(s);
+            }
             self.commit_now(s, now, &request)
         })
     }
@@ -278,6 +290,29 @@ impl MemoryStore {
     fn create_once_call(&self, write: CreateOnce<'_>) -> Result<Commit, StoreError> {
         self.call(Op::CreateOnce, Some(write.key), |s, now| {
             self.create_once_now(s, now, &write)
+        })
+    }
+}
+
+impl MemoryStore {
+    /// Planted `check-then-act`: the mark of `key` read under a lock of its own; the call then
+    /// judges that copy under the next lock, over whatever was written in between (a write
+    /// decided by a read, not by one conditional write: S4). Only an exploring scheduler
+    /// switches callers between the two locks.
+    #[cfg(feature = "simulation-planted")]
+    fn read_then_act(&self, key: &DedupKey) -> Option<impl FnOnce(&mut State) + use<>> {
+        if !lambda_dedup::planted::is("check-then-act") {
+            return None;
+        }
+        let read = self.lock().marks.get(key.as_str()).cloned();
+        let key = key.as_str().to_owned();
+        Some(move |s: &mut State| match read {
+            Some(m) => {
+                s.marks.insert(key, m);
+            }
+            None => {
+                s.marks.remove(&key);
+            }
         })
     }
 }

@@ -10,12 +10,12 @@
 //! container within that age.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use crate::fingerprint::Fingerprint;
 use crate::key::DedupKey;
 use crate::mark::{Mark, MarkStatus, Seen};
+use crate::sync::{Mutex, MutexGuard};
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -52,7 +52,7 @@ impl MarkCache {
         self
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 

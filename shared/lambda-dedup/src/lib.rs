@@ -16,7 +16,8 @@
 //!   terms, so callers never touch the SDK (S5).
 //! - [`retention`]: the retention window and the redelivery horizon it must exceed (S9).
 //! - [`cache`]: a bounded LRU of completed marks, so a warm container answers duplicates it has
-//!   seen without a DynamoDB call.
+//!   seen without a DynamoDB call; its lock comes from `sync` (std's, or shuttle's under
+//!   `--cfg shuttle` for the exploring scheduler's tests).
 //! - [`store`]: the [`MarkStore`] trait (claim, commit, batch commit, complete, release, get)
 //!   and its typed [`StoreError`]; implemented on DynamoDB and in memory.
 //! - [`items`]: the [`ItemStore`] trait: a function's own tables (write with conditions, read,
@@ -46,6 +47,7 @@ pub mod retention;
 pub mod sequence;
 pub mod signature;
 pub mod store;
+mod sync;
 
 pub use cache::MarkCache;
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -25,7 +25,13 @@
 //! item's table; an SQS request (JSON protocol) its action on its queue. `cargo xtask` puts one
 //! proxy in front of each function to prove its role grants what it calls, and nothing more.
 //!
-//! `GET /__meter` answers the totals as JSON ([`Usage`]); `POST /__meter/reset` zeroes them.
+//! It also times the endpoint's own work on each request ([`Usage::service_ms`]): from the moment
+//! it forwards the request (after the held latency) to the answer's last byte — what the
+//! emulator adds to the model's latency, per operation.
+//!
+//! `GET /__meter` answers the totals as JSON ([`Usage`]); `POST /__meter/reset` zeroes them;
+//! `POST /__meter/service` answers the service times' summary per operation
+//! ([`Usage::service_summary`]) and starts them again (a reader takes them per run).
 //! Clients in other processes (the Python side of the benchmark) read them there.
 //!
 //! It can also play an outage of the endpoint behind it, for the clients of this proxy only:
@@ -82,6 +88,10 @@ pub struct Usage {
     /// [`Meter::record_keys`] only: each single-item request's `Key` or `Item`, each item of a
     /// transaction or batch (a `Query` or `Scan` names none).
     pub leading_keys: BTreeMap<String, std::collections::BTreeSet<String>>,
+    /// The endpoint's own time per request, by operation, in milliseconds: from forwarding the
+    /// request (the held latency over) to the answer's last byte; since the last
+    /// `POST /__meter/service` (or reset).
+    pub service_ms: BTreeMap<String, Vec<f64>>,
 }
 
 impl Usage {
@@ -93,7 +103,29 @@ impl Usage {
                "cancelled_transactions": self.cancelled_transactions,
                "peak_in_flight": self.peak_in_flight, "shared_in_flight": self.shared_in_flight,
                "read_units": self.read_units, "by_operation": self.by_operation,
-               "actions": self.actions, "leading_keys": self.leading_keys})
+               "actions": self.actions, "leading_keys": self.leading_keys,
+               "service_ms": self.service_summary()})
+    }
+
+    /// The service times' summary: per operation, its requests and the p50 and mean of their
+    /// service time, in milliseconds.
+    pub fn service_summary(&self) -> Value {
+        let summary: serde_json::Map<String, Value> = self
+            .service_ms
+            .iter()
+            .filter(|(_, xs)| !xs.is_empty())
+            .map(|(op, xs)| {
+                let mut sorted = xs.clone();
+                sorted.sort_by(f64::total_cmp);
+                let mean = sorted.iter().sum::<f64>() / sorted.len() as f64;
+                let p50 = sorted[sorted.len() / 2];
+                (
+                    op.clone(),
+                    json!({"requests": sorted.len(), "p50_ms": p50, "mean_ms": mean}),
+                )
+            })
+            .collect();
+        Value::Object(summary)
     }
 }
 
@@ -305,6 +337,13 @@ async fn connection(
                 _ => {}
             }
             (200, json_type(), outage.json())
+        } else if req.path.starts_with("/__meter/service") {
+            let mut u = usage.lock().unwrap_or_else(|e| e.into_inner());
+            let body = u.service_summary().to_string().into_bytes();
+            if req.method == "POST" {
+                u.service_ms.clear();
+            }
+            (200, json_type(), body)
         } else if req.path.starts_with("/__meter") {
             let lock = || usage.lock().unwrap_or_else(|e| e.into_inner());
             if req.method == "POST" {
@@ -416,6 +455,8 @@ async fn forward(
             out = out.header(k.as_str(), v.as_str());
         }
     }
+    // The endpoint's own time: from here (the held latency over) to the answer's last byte.
+    let forwarded = std::time::Instant::now();
     let sent = out.send().await;
     if is_write {
         let mut f = shared.flight.lock().unwrap_or_else(|e| e.into_inner());
@@ -439,6 +480,7 @@ async fn forward(
         .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
         .collect();
     let bytes = resp.bytes().await.map(|b| b.to_vec()).unwrap_or_default();
+    let service_ms = forwarded.elapsed().as_secs_f64() * 1000.0;
     let answer = serde_json::from_slice::<Value>(&bytes).ok();
     let (write, read) = answer
         .as_ref()
@@ -463,6 +505,10 @@ async fn forward(
         }
         _ => {}
     }
+    u.service_ms
+        .entry(operation.clone())
+        .or_default()
+        .push(service_ms);
     *u.by_operation.entry(operation).or_default() += 1;
     for (action, resource) in needed {
         u.actions.entry(action).or_default().insert(resource);
@@ -745,6 +791,52 @@ fn capacity(operation: &str, c: &Value) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The service time is the endpoint's alone: a request held 300 ms by the model is timed
+    /// from its forwarding, per operation, and `POST /__meter/service` answers and clears it.
+    #[test]
+    fn the_service_time_excludes_the_held_latency() {
+        let ddb = crate::InProcess::start().expect("local DynamoDB");
+        let held = Duration::from_millis(300);
+        let meter = Meter::start(&ddb.endpoint(), held).expect("meter");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let http = reqwest::Client::new();
+        let table = json!({"TableName": "timed", "BillingMode": "PAY_PER_REQUEST",
+            "AttributeDefinitions": [{"AttributeName": "k", "AttributeType": "S"}],
+            "KeySchema": [{"AttributeName": "k", "KeyType": "HASH"}]});
+        let put = json!({"TableName": "timed", "Item": {"k": {"S": "a"}}});
+        let began = std::time::Instant::now();
+        let summary = rt.block_on(async {
+            let ep = meter.endpoint();
+            crate::call(&http, &ep, "DynamoDB_20120810.CreateTable", &table)
+                .await
+                .expect("create");
+            crate::call(&http, &ep, "DynamoDB_20120810.PutItem", &put)
+                .await
+                .expect("put");
+            let taken: Value = http
+                .post(format!("{ep}/__meter/service"))
+                .send()
+                .await
+                .expect("service")
+                .json()
+                .await
+                .expect("json");
+            taken
+        });
+        assert!(began.elapsed() >= held * 2, "both requests were held");
+        let put_ms = summary["PutItem"]["p50_ms"].as_f64().expect("timed");
+        assert_eq!(summary["PutItem"]["requests"], 1);
+        assert!(
+            put_ms > 0.0 && put_ms < 300.0,
+            "held latency excluded: {put_ms} ms"
+        );
+        assert!(summary["CreateTable"]["mean_ms"].as_f64().is_some());
+        assert!(meter.usage().service_ms.is_empty(), "taken and cleared");
+    }
 
     /// The keys a request names, on the recorded tables only: a single item's `Key` or `Item`,
     /// each item of a transaction.

@@ -1,0 +1,308 @@
+//! [`ModelledStore`]: the memory store (`lambda_dedup_memory::MemoryStore`, the DynamoDB
+//! store's semantics) behind the requests the DynamoDB store (`lambda_dedup_dynamodb`) would
+//! send for each call, each held for its draw of the calibrated latency model, then executed at
+//! once in memory.
+//!
+//! The mapping, call by call, as `DynamoStore` sends them:
+//!
+//! | call | requests |
+//! | --- | --- |
+//! | `claim`, `complete`, `release` | one `UpdateItem` |
+//! | `commit` | one `TransactWriteItems` of the mark and the effects (1 + effects items) |
+//! | `commit_batch_bounded` | waves of rounds, as `DynamoStore::commit_batch_bounded` builds them (below) |
+//! | `get` | one `GetItem` |
+//! | `get_many` | one `BatchGetItem` per 100 distinct keys, one after another |
+//! | `apply_in_sequence` (sequence mode) | one `UpdateItem` |
+//! | `create_once` (create-once mode) | one `PutItem` |
+//!
+//! A batch commit is built as the DynamoDB store builds it: requests taken in order into rounds
+//! of at most 100 items, no item written by two rounds of a wave, up to `max_in_flight` rounds a
+//! wave, all in flight together, waves one after another; a round of one request is that
+//! request's own `commit`. A round in which some event's mark already stands (a duplicate) is
+//! cancelled as DynamoDB cancels it: those events are settled by their own mark (nothing
+//! written), the others go again in a later wave. The byte estimate that also bounds a round on
+//! DynamoDB is not modelled (the bench's items are a few hundred bytes, far under it), nor a
+//! cancellation by an effect's own condition (the bench's effects have none).
+
+use std::collections::HashSet;
+use std::fmt;
+use std::time::SystemTime;
+
+use futures::future::join_all;
+use lambda_dedup::effect::EffectKind;
+use lambda_dedup::store::{CreateOnceStore, SequenceStore, StoreOptions};
+use lambda_dedup::{
+    Claim, Commit, CommitRequest, CreateOnce, DedupKey, Effect, Fingerprint, Lease, Mark,
+    MarkStore, SequenceOutcome, SequencedWrite, StoreError,
+};
+use lambda_dedup_memory::MemoryStore;
+
+use super::draws::{Draw, Recorder};
+
+/// DynamoDB's limit of items in one transaction.
+const MAX_ITEMS: usize = 100;
+/// DynamoDB's limit of keys in one `BatchGetItem`.
+const MAX_BATCH_GET: usize = 100;
+
+/// The memory store, each call held for the draws of the requests DynamoDB would be sent.
+pub(crate) struct ModelledStore {
+    inner: MemoryStore,
+    recorder: Recorder,
+}
+
+impl fmt::Debug for ModelledStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModelledStore").finish_non_exhaustive()
+    }
+}
+
+/// What one round settled, and the requests it sends again.
+type Settled = (Vec<(usize, Result<Commit, StoreError>)>, Vec<usize>);
+
+impl ModelledStore {
+    /// `inner` behind the requests drawn from `recorder`'s stream.
+    pub(crate) fn new(inner: MemoryStore, recorder: Recorder) -> Self {
+        Self { inner, recorder }
+    }
+
+    /// The memory store behind it (its tables hold the effects).
+    pub(crate) fn memory(&self) -> &MemoryStore {
+        &self.inner
+    }
+
+    /// The draws recorded so far, taken.
+    pub(crate) fn take_draws(&self) -> Vec<Draw> {
+        self.recorder.take()
+    }
+
+    /// Holds the calling task for one request of its own call.
+    async fn hold(&self, operation: &'static str, items: usize) {
+        let call = self.recorder.call();
+        let held = self.recorder.draw(call, 0, operation, items);
+        tokio::time::sleep(held).await;
+    }
+
+    async fn claim_held(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
+        deadline: Option<SystemTime>,
+    ) -> Result<Claim, StoreError> {
+        self.hold("UpdateItem", 1).await;
+        self.inner.claim(key, fp, deadline).await
+    }
+
+    async fn commit_held(&self, request: CommitRequest<'_>) -> Result<Commit, StoreError> {
+        self.hold("TransactWriteItems", 1 + request.effects.len())
+            .await;
+        self.inner.commit(request).await
+    }
+
+    async fn commit_batch_held(
+        &self,
+        requests: &[CommitRequest<'_>],
+    ) -> Vec<Result<Commit, StoreError>> {
+        self.commit_batch_bounded_held(requests, 1).await
+    }
+
+    async fn commit_batch_bounded_held(
+        &self,
+        requests: &[CommitRequest<'_>],
+        max_in_flight: usize,
+    ) -> Vec<Result<Commit, StoreError>> {
+        let call = self.recorder.call();
+        let mut results: Vec<Option<Result<Commit, StoreError>>> =
+            requests.iter().map(|_| None).collect();
+        let mut pending: Vec<usize> = Vec::new();
+        for (i, r) in requests.iter().enumerate() {
+            // Refused before anything is sent, as the DynamoDB store refuses them.
+            if r.effects.len() > lambda_dedup::store::MAX_EFFECTS
+                || self.inner.options().check_result(r.result).is_err()
+            {
+                results[i] = Some(self.inner.commit(*r).await);
+            } else {
+                pending.push(i);
+            }
+        }
+        let mut stage = 0;
+        while !pending.is_empty() {
+            let (wave, later) = next_wave(requests, &pending, max_in_flight.max(1));
+            pending = later;
+            let sent = join_all(
+                wave.iter()
+                    .map(|round| self.round(requests, round, call, stage)),
+            )
+            .await;
+            for (settled, again) in sent {
+                for (i, r) in settled {
+                    results[i] = Some(r);
+                }
+                pending.extend(again);
+            }
+            pending.sort_unstable();
+            stage += 1;
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(StoreError::Invalid("not processed".into()))))
+            .collect()
+    }
+
+    /// One round of a batch commit: one `TransactWriteItems` of its requests' items.
+    async fn round(
+        &self,
+        requests: &[CommitRequest<'_>],
+        round: &[usize],
+        call: u64,
+        stage: usize,
+    ) -> Settled {
+        let items = round.iter().map(|&i| 1 + requests[i].effects.len()).sum();
+        let held = self.recorder.draw(call, stage, "TransactWriteItems", items);
+        tokio::time::sleep(held).await;
+        let now = self.inner.now();
+        let mut blocked = Vec::new();
+        for &i in round {
+            let r = &requests[i];
+            let mark = self.inner.get(r.key).await.ok().flatten();
+            if mark.and_then(|m| m.classify(r.fingerprint, now)).is_some() {
+                blocked.push(i);
+            }
+        }
+        let mut settled = Vec::new();
+        if blocked.is_empty() || round.len() == 1 {
+            for &i in round {
+                settled.push((i, self.inner.commit(requests[i]).await));
+            }
+            return (settled, Vec::new());
+        }
+        // Cancelled: the blocked ones settled by their marks (nothing written), the rest again.
+        for &i in &blocked {
+            settled.push((i, self.inner.commit(requests[i]).await));
+        }
+        let again = round
+            .iter()
+            .copied()
+            .filter(|i| !blocked.contains(i))
+            .collect();
+        (settled, again)
+    }
+
+    async fn get_many_held(&self, keys: &[&DedupKey]) -> Result<Vec<Option<Mark>>, StoreError> {
+        let call = self.recorder.call();
+        let mut unique: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
+        unique.sort_unstable();
+        unique.dedup();
+        for (stage, chunk) in unique.chunks(MAX_BATCH_GET).enumerate() {
+            let held = self.recorder.draw(call, stage, "BatchGetItem", chunk.len());
+            tokio::time::sleep(held).await;
+        }
+        self.inner.get_many(keys).await
+    }
+
+    async fn complete_held(&self, lease: &Lease, result: Option<&str>) -> Result<(), StoreError> {
+        self.hold("UpdateItem", 1).await;
+        self.inner.complete(lease, result).await
+    }
+
+    async fn release_held(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.hold("UpdateItem", 1).await;
+        self.inner.release(lease).await
+    }
+
+    async fn get_held(&self, key: &DedupKey) -> Result<Option<Mark>, StoreError> {
+        self.hold("GetItem", 1).await;
+        self.inner.get(key).await
+    }
+
+    async fn sequence_held(
+        &self,
+        write: SequencedWrite<'_>,
+    ) -> Result<SequenceOutcome, StoreError> {
+        self.hold("UpdateItem", 1).await;
+        self.inner.apply_in_sequence(write).await
+    }
+
+    async fn create_once_held(&self, write: CreateOnce<'_>) -> Result<Commit, StoreError> {
+        self.hold("PutItem", 1).await;
+        self.inner.create_once(write).await
+    }
+}
+
+/// What identifies the items a request writes (its mark, each effect's item or key), as the
+/// DynamoDB store tells them apart to keep two writes of one item out of one wave.
+fn touched(r: &CommitRequest<'_>) -> Vec<String> {
+    let mut out = vec![format!("mark\u{0}{}", r.key.as_str())];
+    for e in r.effects {
+        let kind = if e.kind() == EffectKind::Put {
+            "put"
+        } else {
+            "key"
+        };
+        out.push(format!("{}\u{0}{kind}\u{0}{:?}", e.table(), e.item()));
+    }
+    out
+}
+
+/// One wave: rounds of at most [`MAX_ITEMS`] items, requests taken in order, none touching an
+/// item another round of the wave has taken, at most `max_rounds` rounds; the first request of
+/// a round always fits. Returns the rounds and the requests left for later.
+pub(crate) fn next_wave(
+    requests: &[CommitRequest<'_>],
+    pending: &[usize],
+    max_rounds: usize,
+) -> (Vec<Vec<usize>>, Vec<usize>) {
+    let mut wave: Vec<Vec<usize>> = vec![Vec::new()];
+    let mut later = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut count = 0;
+    for &i in pending {
+        let n = 1 + requests[i].effects.len();
+        let keys = touched(&requests[i]);
+        if keys.iter().any(|k| seen.contains(k)) {
+            later.push(i);
+            continue;
+        }
+        let round_empty = wave.last().is_none_or(Vec::is_empty);
+        if !round_empty && count + n > MAX_ITEMS {
+            if wave.len() >= max_rounds {
+                later.push(i);
+                continue;
+            }
+            wave.push(Vec::new());
+            count = 0;
+        }
+        seen.extend(keys);
+        count += n;
+        if let Some(round) = wave.last_mut() {
+            round.push(i);
+        }
+    }
+    wave.retain(|r| !r.is_empty());
+    (wave, later)
+}
+
+impl MarkStore for ModelledStore {
+    lambda_dedup::store_methods! {
+        async Effect:
+        claim => claim_held,
+        commit => commit_held,
+        commit_batch => commit_batch_held,
+        commit_batch_bounded => commit_batch_bounded_held,
+        get_many => get_many_held,
+        complete => complete_held,
+        release => release_held,
+        get => get_held,
+    }
+
+    fn options(&self) -> &StoreOptions {
+        self.inner.options()
+    }
+}
+
+impl SequenceStore for ModelledStore {
+    lambda_dedup::store_methods!(async Effect: apply_in_sequence => sequence_held);
+}
+
+impl CreateOnceStore for ModelledStore {
+    lambda_dedup::store_methods!(async Effect: create_once => create_once_held);
+}

@@ -15,18 +15,18 @@ use lambda_dedup::signature::{Scheme, sign};
 use lambda_dedup::{Clock, Item, Scope};
 use lambda_dedup_batch::CreateOnceDeduplicator;
 use lambda_dedup_memory::MemoryStore;
+use lambda_dedup_runtime::Dedup;
 use lambda_dedup_runtime::aws_lambda_events::event::dynamodb::EventRecord;
 use lambda_dedup_runtime::config::{Env, FORWARDER};
 use lambda_dedup_runtime::inbox::{self, LAYOUT};
 use lambda_dedup_runtime::relay::{Act, Failure, Read};
 use lambda_dedup_runtime::webhook::{Receiver, WebhookConfig};
-use lambda_dedup_runtime::{Dedup, ItemTables, Marks, Settings};
 use lambda_http::http::{HeaderMap, HeaderValue, Method};
 
 use crate::clock::{SimClock, epoch};
 use crate::invariants::Invariant;
 use crate::relay::RelayLane;
-use crate::relay_store::{Relayed, SimItems, relayed};
+use crate::relay_store::{Relayed, SimItems, Tables, relayed};
 use crate::sqs::{LEASE, TIMEOUT_MS};
 use crate::store::SimStore;
 use crate::world::{Shared, lock};
@@ -71,31 +71,6 @@ impl Act for ToQueue {
             return Err(Failure::Transient("sent, no answer".into()));
         }
         Ok(Item::new().with("forwarded_at", ms))
-    }
-}
-
-/// The store the forwarder's builder is given: it reads the inbox's items only.
-#[derive(Debug, Clone)]
-struct Tables {
-    data: MemoryStore,
-    items: Arc<SimItems>,
-}
-
-impl Marks for Tables {
-    type Effect = lambda_dedup::Effect;
-
-    fn mark_store(
-        &self,
-        _: &Settings,
-    ) -> Result<Arc<dyn lambda_dedup::MarkStore<Self::Effect>>, lambda_dedup_runtime::SettingsError>
-    {
-        Ok(Arc::new(self.data.clone()))
-    }
-}
-
-impl ItemTables for Tables {
-    fn item_store(&self) -> Arc<dyn lambda_dedup::ItemStore> {
-        self.items.clone()
     }
 }
 

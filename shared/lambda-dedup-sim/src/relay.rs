@@ -15,15 +15,17 @@ use std::time::Duration;
 use lambda_dedup::items::text;
 use lambda_dedup::{Clock, Item};
 use lambda_dedup_memory::MemoryStore;
+use lambda_dedup_runtime::Dedup;
 use lambda_dedup_runtime::aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use lambda_dedup_runtime::config::Env;
 use lambda_dedup_runtime::relay::{Act, Failure, Layout, Read, RelayService, Repeats};
-use lambda_dedup_runtime::{Dedup, ItemTables, Marks, Settings};
 
 use crate::clock::{EPOCH_SECS, SimClock};
 use crate::invariants::Invariant;
 use crate::provider::Answer;
-use crate::relay_store::{Change, KEY, Relayed, SETTLED, SimItems, TABLE, dynamodb_json, relayed};
+use crate::relay_store::{
+    Change, KEY, Relayed, SETTLED, SimItems, TABLE, Tables, dynamodb_json, relayed,
+};
 use crate::sqs::TIMEOUT_MS;
 use crate::world::{Shared, lock};
 
@@ -123,31 +125,6 @@ impl Act for ProviderCall {
         }
         self.latency().await;
         answer.map(|receipt| Item::new().with("receipt", receipt.as_str()))
-    }
-}
-
-/// The store the builder is given: the relay reads its items only.
-#[derive(Debug, Clone)]
-struct Tables {
-    data: MemoryStore,
-    items: Arc<SimItems>,
-}
-
-impl Marks for Tables {
-    type Effect = lambda_dedup::Effect;
-
-    fn mark_store(
-        &self,
-        _: &Settings,
-    ) -> Result<Arc<dyn lambda_dedup::MarkStore<Self::Effect>>, lambda_dedup_runtime::SettingsError>
-    {
-        Ok(Arc::new(self.data.clone()))
-    }
-}
-
-impl ItemTables for Tables {
-    fn item_store(&self) -> Arc<dyn lambda_dedup::ItemStore> {
-        self.items.clone()
     }
 }
 

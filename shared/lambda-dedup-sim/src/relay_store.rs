@@ -6,15 +6,15 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use lambda_dedup::items::{Filter, ItemFuture, text};
 use lambda_dedup::{DedupKey, Effect, FaultKind, Item, ItemStore, Value};
 use lambda_dedup_memory::{Injected, MemoryStore};
+use lambda_dedup_runtime::{ItemTables, Marks, Settings, SettingsError};
 
 use crate::clock::SimClock;
 use crate::invariants::Invariant;
-use crate::world::{Shared, lock};
+use crate::world::{Shared, lock, store_pause};
 
 /// The relay's table: its items and their key attribute.
 pub const TABLE: &str = "intents";
@@ -22,6 +22,33 @@ pub const TABLE: &str = "intents";
 pub const KEY: &str = "id";
 /// The status of a settled intent.
 pub const SETTLED: &str = "CONFIRMED";
+
+/// The store a relay's builder is given (the intents' relay and the inbox's forwarder): the
+/// marks on the memory store, the items through one instance's [`SimItems`].
+#[derive(Debug, Clone)]
+pub(crate) struct Tables {
+    /// The marks.
+    pub(crate) data: MemoryStore,
+    /// The items, as this instance sees them.
+    pub(crate) items: Arc<SimItems>,
+}
+
+impl Marks for Tables {
+    type Effect = Effect;
+
+    fn mark_store(
+        &self,
+        _: &Settings,
+    ) -> Result<Arc<dyn lambda_dedup::MarkStore<Self::Effect>>, SettingsError> {
+        Ok(Arc::new(self.data.clone()))
+    }
+}
+
+impl ItemTables for Tables {
+    fn item_store(&self) -> Arc<dyn ItemStore> {
+        self.items.clone()
+    }
+}
 
 /// One record of the table's stream: the item's new image after a write.
 #[derive(Debug, Clone)]
@@ -135,18 +162,6 @@ impl SimItems {
         self
     }
 
-    async fn pause(&self) {
-        let ms = {
-            let mut w = lock(&self.world);
-            if w.rng.chance(10) {
-                w.rng.between(500, 3_000)
-            } else {
-                w.rng.between(1, 20)
-            }
-        };
-        tokio::time::sleep(Duration::from_millis(ms)).await;
-    }
-
     fn key_of(&self, effect: &Effect) -> Option<Item> {
         let key = effect.item().0.get(self.key)?.clone();
         Some(Item::new().with(self.key, key))
@@ -178,7 +193,7 @@ impl SimItems {
 impl ItemStore for SimItems {
     fn write<'a>(&'a self, effects: &'a [Effect]) -> ItemFuture<'a, bool> {
         Box::pin(async move {
-            self.pause().await;
+            store_pause(&self.world).await;
             let before = effects
                 .iter()
                 .filter(|e| e.table() == self.table)
@@ -190,25 +205,25 @@ impl ItemStore for SimItems {
                 .collect();
             let r = self.inner.write(effects).await;
             self.changed(before);
-            self.pause().await;
+            store_pause(&self.world).await;
             r
         })
     }
 
     fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> ItemFuture<'a, Option<Item>> {
         Box::pin(async move {
-            self.pause().await;
+            store_pause(&self.world).await;
             let r = self.inner.read(table, key).await;
-            self.pause().await;
+            store_pause(&self.world).await;
             r
         })
     }
 
     fn scan<'a>(&'a self, table: &'a str, filter: &'a Filter) -> ItemFuture<'a, Vec<Item>> {
         Box::pin(async move {
-            self.pause().await;
+            store_pause(&self.world).await;
             let r = self.inner.scan(table, filter).await;
-            self.pause().await;
+            store_pause(&self.world).await;
             r
         })
     }
@@ -266,7 +281,7 @@ mod tests {
                 max_skew_ms: 0,
             }));
             let data = MemoryStore::new(
-                Retention::unchecked(Duration::from_secs(3_600)).expect("a retention"),
+                Retention::unchecked(std::time::Duration::from_secs(3_600)).expect("a retention"),
             );
             data.create_table(TABLE, KEY);
             for id in ["a", "b"] {

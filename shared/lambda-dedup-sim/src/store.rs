@@ -18,7 +18,7 @@ use lambda_dedup_memory::{Injected, MemoryStore};
 
 use crate::clock::{EPOCH_SECS, SimClock};
 use crate::invariants::Invariant;
-use crate::world::{Shared, lock};
+use crate::world::{Shared, lock, store_pause};
 
 /// One instance's handle on the simulated store.
 #[derive(Debug, Clone)]
@@ -63,18 +63,6 @@ impl SimStore {
             world: world.clone(),
             instance,
         }
-    }
-
-    async fn pause(&self) {
-        let ms = {
-            let mut w = lock(&self.world);
-            if w.rng.chance(10) {
-                w.rng.between(500, 3000)
-            } else {
-                w.rng.between(1, 20)
-            }
-        };
-        tokio::time::sleep(Duration::from_millis(ms)).await;
     }
 
     fn mark(&self, key: &DedupKey) -> Option<Mark> {
@@ -122,38 +110,38 @@ impl MarkStore for SimStore {
         deadline: Option<SystemTime>,
     ) -> StoreFuture<'a, Claim> {
         Box::pin(async move {
-            self.pause().await;
+            store_pause(&self.world).await;
             let before = self.mark(key);
             let r = self.inner.claim(key, fp, deadline).await;
             if let Ok(Claim::Claimed(_)) = &r {
                 self.check_takeover(before.as_ref());
             }
-            self.pause().await;
+            store_pause(&self.world).await;
             r
         })
     }
 
     fn commit<'a>(&'a self, request: CommitRequest<'a>) -> StoreFuture<'a, lambda_dedup::Commit> {
         Box::pin(async move {
-            self.pause().await;
+            store_pause(&self.world).await;
             let r = self.inner.commit(request).await;
-            self.pause().await;
+            store_pause(&self.world).await;
             r
         })
     }
 
     fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a>]) -> BatchFuture<'a> {
         Box::pin(async move {
-            self.pause().await;
+            store_pause(&self.world).await;
             let r = self.inner.commit_batch(requests).await;
-            self.pause().await;
+            store_pause(&self.world).await;
             r
         })
     }
 
     fn complete<'a>(&'a self, lease: &'a Lease, result: Option<&'a str>) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            self.pause().await;
+            store_pause(&self.world).await;
             let before = self.mark(&lease.key);
             let r = self.inner.complete(lease, result).await;
             if r.is_ok() && before.as_ref().and_then(|m| m.owner.as_ref()) != Some(&lease.owner) {
@@ -162,14 +150,14 @@ impl MarkStore for SimStore {
                     "a complete by a lease no longer held succeeded".into(),
                 );
             }
-            self.pause().await;
+            store_pause(&self.world).await;
             r
         })
     }
 
     fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            self.pause().await;
+            store_pause(&self.world).await;
             let before = self.mark(&lease.key);
             let r = self.inner.release(lease).await;
             if r.is_ok()
@@ -184,16 +172,16 @@ impl MarkStore for SimStore {
                     "a release by a lease no longer held succeeded".into(),
                 );
             }
-            self.pause().await;
+            store_pause(&self.world).await;
             r
         })
     }
 
     fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>> {
         Box::pin(async move {
-            self.pause().await;
+            store_pause(&self.world).await;
             let r = self.inner.get(key).await;
-            self.pause().await;
+            store_pause(&self.world).await;
             r
         })
     }
@@ -209,9 +197,9 @@ impl SequenceStore for SimStore {
         write: SequencedWrite<'a>,
     ) -> StoreFuture<'a, SequenceOutcome> {
         Box::pin(async move {
-            self.pause().await;
+            store_pause(&self.world).await;
             let r = self.inner.apply_in_sequence(write).await;
-            self.pause().await;
+            store_pause(&self.world).await;
             r
         })
     }
@@ -220,9 +208,9 @@ impl SequenceStore for SimStore {
 impl CreateOnceStore for SimStore {
     fn create_once<'a>(&'a self, write: CreateOnce<'a>) -> StoreFuture<'a, lambda_dedup::Commit> {
         Box::pin(async move {
-            self.pause().await;
+            store_pause(&self.world).await;
             let r = self.inner.create_once(write).await;
-            self.pause().await;
+            store_pause(&self.world).await;
             r
         })
     }

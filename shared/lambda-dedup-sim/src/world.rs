@@ -38,6 +38,20 @@ pub fn lock(w: &Shared) -> MutexGuard<'_, World> {
     w.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// A store call's seeded latency, before or after it (the simulated store's and the relay's
+/// items alike): 1–20 ms, or now and then (1 in 10) 0.5–3 s.
+pub async fn store_pause(w: &Shared) {
+    let ms = {
+        let mut w = lock(w);
+        if w.rng.chance(10) {
+            w.rng.between(500, 3_000)
+        } else {
+            w.rng.between(1, 20)
+        }
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+}
+
 impl World {
     /// Milliseconds of true simulated time.
     pub fn now_ms(&self) -> u64 {

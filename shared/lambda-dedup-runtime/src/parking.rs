@@ -216,17 +216,14 @@ impl Parking {
             }
         }
         if out.parked + out.failed > 0 {
-            println!(
-                "{}",
-                crate::emf::line(
-                    function,
-                    &[
-                        ("Parked", "Count", out.parked),
-                        ("ParkedByReference", "Count", out.by_reference),
-                        ("ParkingFailed", "Count", out.failed)
-                    ]
-                )
-            );
+            crate::emf::emit(crate::emf::line(
+                function,
+                &[
+                    ("Parked", "Count", out.parked),
+                    ("ParkedByReference", "Count", out.by_reference),
+                    ("ParkingFailed", "Count", out.failed),
+                ],
+            ));
         }
         out
     }

@@ -293,19 +293,16 @@ impl<E: Send + Sync + 'static> Door<E> {
                     ..Answer::error(503, Counted::Retry, "deadline", "not done in time; retry later")
                 }
             });
-        println!(
-            "{}",
-            crate::emf::line(
-                &self.function,
-                &[
-                    // Every request ends in exactly one of the five outcomes: the account's
-                    // received = applied + duplicate + retry + conflict + rejected (S14).
-                    ("Requests", "Count", 1),
-                    ("Received", "Count", 1),
-                    (answer.outcome.label(), "Count", 1)
-                ]
-            )
-        );
+        crate::emf::emit(crate::emf::line(
+            &self.function,
+            &[
+                // Every request ends in exactly one of the five outcomes: the account's
+                // received = applied + duplicate + retry + conflict + rejected (S14).
+                ("Requests", "Count", 1),
+                ("Received", "Count", 1),
+                (answer.outcome.label(), "Count", 1),
+            ],
+        ));
         tracing::info!(function = %self.function, request_id = %context.request_id,
             status = answer.status, outcome = answer.outcome.label(), code = answer.code,
             "http request answered");

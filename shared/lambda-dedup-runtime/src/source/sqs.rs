@@ -141,10 +141,10 @@ pub(crate) fn rebuilt(function: &str, ids: &[String], report: BatchReport) -> Ba
             internal_errors,
             "records without exactly one outcome: reported failed (fail closed)"
         );
-        println!(
-            "{}",
-            crate::emf::line(function, &[("InternalErrors", "Count", internal_errors)])
-        );
+        crate::emf::emit(crate::emf::line(
+            function,
+            &[("InternalErrors", "Count", internal_errors)],
+        ));
     }
     report
 }
@@ -159,7 +159,7 @@ pub(crate) fn print_account(
     crate::testing::observe(report);
     let a = &report.account;
     // EMF must be a bare JSON line on stdout for CloudWatch to extract it, hence not `tracing`.
-    println!("{}", a.emf_line(namespace, function));
+    crate::emf::emit(a.emf_line(namespace, function));
     tracing::info!(
         function,
         request_id,
@@ -226,10 +226,10 @@ pub(crate) fn distinct(function: &str, batch: Vec<Message>) -> (Vec<Message>, Ve
             repeated,
             "the same message received more than once in one batch: processed once"
         );
-        println!(
-            "{}",
-            crate::emf::line(function, &[("RepeatedReceipts", "Count", repeated)])
-        );
+        crate::emf::emit(crate::emf::line(
+            function,
+            &[("RepeatedReceipts", "Count", repeated)],
+        ));
     }
     let ids = batch.iter().map(|m| m.message_id.clone()).collect();
     (batch, ids)

@@ -195,7 +195,7 @@ impl Receiver {
         if answer.received() {
             counts.push(("Received", "Count", 1));
         }
-        println!("{}", crate::emf::line(&self.function, &counts));
+        crate::emf::emit(crate::emf::line(&self.function, &counts));
         tracing::info!(function = %self.function, request_id, status = answer.status,
             outcome = answer.outcome, "webhook answered");
         response(answer)

@@ -266,13 +266,10 @@ where
     ) -> impl Future<Output = ()> + Send + 'a {
         let steps = steps.into_inner().unwrap_or_default();
         for (name, account) in [("write", steps[0]), ("call", steps[1])] {
-            println!(
-                "{}",
-                account.emf_line_with(
-                    &runner.accounting.namespace,
-                    &[("Function", &runner.function), ("Step", name)]
-                )
-            );
+            crate::emf::emit(account.emf_line_with(
+                &runner.accounting.namespace,
+                &[("Function", &runner.function), ("Step", name)],
+            ));
         }
         async {}
     }

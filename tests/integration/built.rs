@@ -7,8 +7,63 @@ use std::ffi::OsStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use dedup_tests as support;
 use local_lambda::concurrent::ConcurrentApi;
 use tokio::io::AsyncBufReadExt;
+
+/// A ledger example's tables, the test's own: marks and balances (keyed by `account`) on the
+/// local DynamoDB at `endpoint`, and a client for reading them back.
+pub(crate) struct Ledger {
+    pub(crate) client: aws_sdk_dynamodb::Client,
+    pub(crate) marks: String,
+    pub(crate) balances: String,
+}
+
+impl Ledger {
+    /// Creates the tables on the local DynamoDB at `endpoint`.
+    pub(crate) async fn tables(endpoint: &str) -> Self {
+        let client = support::client_at(endpoint);
+        let marks = support::mark_table(&client).await;
+        let balances = support::effect_table(&client, "account").await;
+        Ledger {
+            client,
+            marks,
+            balances,
+        }
+    }
+
+    /// The variables every ledger example reads: a namespace of its own (`name`, made unique),
+    /// the mark table and the balances table.
+    pub(crate) fn vars(&self, name: &str) -> [(&'static str, String); 3] {
+        [
+            ("DEDUP_NAMESPACE", support::unique(name)),
+            ("DEDUP_MARK_TABLE", self.marks.clone()),
+            ("BALANCES_TABLE", self.balances.clone()),
+        ]
+    }
+}
+
+/// A parking queue of the test's own on the local SQS (`name`, made unique), and the variables
+/// that point a function at it: the SQS endpoint and `DEDUP_PARKING_QUEUE_URL`.
+pub(crate) async fn parking(
+    sqs: &aws_sdk_sqs::Client,
+    name: &str,
+) -> (String, [(&'static str, String); 2]) {
+    let url = sqs
+        .create_queue()
+        .queue_name(support::unique(name))
+        .send()
+        .await
+        .expect("create queue")
+        .queue_url
+        .expect("url");
+    let endpoint = std::env::var("DEDUP_SQS_ENDPOINT").expect("the local SQS");
+    let vars = [
+        ("AWS_ENDPOINT_URL_SQS", endpoint),
+        ("DEDUP_PARKING_QUEUE_URL", url.clone()),
+    ];
+    (url, vars)
+}
 
 /// A running binary, stopped when dropped.
 pub(crate) struct Built {

@@ -15,6 +15,7 @@ use std::time::Duration;
 use local_lambda::concurrent::{Answer, ConcurrentApi};
 use serde_json::json;
 
+use crate::built::{Built, Ledger};
 use crate::e2e::stack_is_up;
 use dedup_tests as support;
 
@@ -40,21 +41,20 @@ async fn eventbridge_binary_credits_once_across_a_producer_retry_and_refuses_a_p
         return;
     }
     let ddb = local_dynamodb::shared();
-    let client = support::client_at(&ddb.endpoint());
-    let marks = support::mark_table(&client).await;
-    let balances = support::effect_table(&client, "account").await;
+    let ledger = Ledger::tables(&ddb.endpoint()).await;
     let api = ConcurrentApi::start().await.expect("runtime API");
-    let function = crate::built::Built::start(
+    let function = Built::start(
         format!("{dir}/example-eventbridge-ledger"),
         "eventbridge-ledger",
         &api,
         ddb.endpoint(),
-        [
-            ("DEDUP_NAMESPACE", support::unique("eventbridge")),
-            ("DEDUP_MARK_TABLE", marks.clone()),
-            ("BALANCES_TABLE", balances.clone()),
-        ],
+        ledger.vars("eventbridge"),
     );
+    let Ledger {
+        client,
+        marks,
+        balances,
+    } = ledger;
 
     let (a, b) = (support::unique("a"), support::unique("b"));
     let credit = support::unique("credit");

@@ -15,6 +15,7 @@ use base64::Engine as _;
 use local_lambda::concurrent::{Answer, ConcurrentApi};
 use serde_json::json;
 
+use crate::built::{self, Built, Ledger};
 use crate::e2e::{sqs, stack_is_up};
 use dedup_tests as support;
 
@@ -57,33 +58,22 @@ async fn kafka_binary_applies_each_record_once_and_answers_the_documented_partia
         return;
     }
     let ddb = local_dynamodb::shared();
-    let client = support::client_at(&ddb.endpoint());
-    let marks = support::mark_table(&client).await;
-    let balances = support::effect_table(&client, "account").await;
+    let ledger = Ledger::tables(&ddb.endpoint()).await;
     let sqs = sqs();
-    let parking = sqs
-        .create_queue()
-        .queue_name(support::unique("kafka-parking"))
-        .send()
-        .await
-        .expect("create queue")
-        .queue_url
-        .expect("url");
+    let (parking, parking_vars) = built::parking(&sqs, "kafka-parking").await;
     let api = ConcurrentApi::start().await.expect("runtime API");
-    let sqs_endpoint = std::env::var("DEDUP_SQS_ENDPOINT").expect("the local SQS");
-    let function = crate::built::Built::start(
+    let function = Built::start(
         format!("{dir}/example-kafka-ledger"),
         "kafka-ledger",
         &api,
         ddb.endpoint(),
-        [
-            ("AWS_ENDPOINT_URL_SQS", sqs_endpoint),
-            ("DEDUP_NAMESPACE", support::unique("kafka")),
-            ("DEDUP_MARK_TABLE", marks.clone()),
-            ("DEDUP_PARKING_QUEUE_URL", parking.clone()),
-            ("BALANCES_TABLE", balances.clone()),
-        ],
+        ledger.vars("kafka").into_iter().chain(parking_vars),
     );
+    let Ledger {
+        client,
+        marks,
+        balances,
+    } = ledger;
 
     let (a, b) = (support::unique("a"), support::unique("b"));
     let batch = [

@@ -16,6 +16,7 @@ use lambda_dedup_conformance::gate::Gate;
 use local_lambda::concurrent::{Answer, ConcurrentApi};
 use serde_json::json;
 
+use crate::built::{self, Built, Ledger};
 use crate::e2e::{sqs, stack_is_up};
 use dedup_tests as support;
 
@@ -58,35 +59,25 @@ async fn activemq_binary_parks_poison_fails_on_transient_and_credits_once_across
     let gate = Gate::start(ddb.endpoint().trim_start_matches("http://").to_owned())
         .await
         .expect("gate");
-    let client = support::client_at(&ddb.endpoint());
-    let marks = support::mark_table(&client).await;
-    let balances = support::effect_table(&client, "account").await;
+    let ledger = Ledger::tables(&ddb.endpoint()).await;
     let sqs = sqs();
-    let parking = sqs
-        .create_queue()
-        .queue_name(support::unique("mq-parking"))
-        .send()
-        .await
-        .expect("create queue")
-        .queue_url
-        .expect("url");
+    let (parking, parking_vars) = built::parking(&sqs, "mq-parking").await;
     let api = ConcurrentApi::start().await.expect("runtime API");
-    let sqs_endpoint = std::env::var("DEDUP_SQS_ENDPOINT").expect("the local SQS");
-    let function = crate::built::Built::start(
+    let function = Built::start(
         format!("{dir}/example-mq-ledger"),
         "mq-ledger",
         &api,
         gate.endpoint(),
-        [
-            ("AWS_ENDPOINT_URL_SQS", sqs_endpoint),
-            ("DEDUP_NAMESPACE", support::unique("mq")),
-            ("DEDUP_MARK_TABLE", marks.clone()),
-            ("DEDUP_PARKING_QUEUE_URL", parking.clone()),
-            ("BALANCES_TABLE", balances.clone()),
+        ledger.vars("mq").into_iter().chain(parking_vars).chain([
             ("DEDUP_SDK_ATTEMPT_TIMEOUT_MS", "1000".into()),
             ("DEDUP_SDK_OPERATION_TIMEOUT_MS", "2000".into()),
-        ],
+        ]),
     );
+    let Ledger {
+        client,
+        marks,
+        balances,
+    } = ledger;
 
     let (a, b) = (support::unique("a"), support::unique("b"));
     let run = support::unique("ID:run");
@@ -182,33 +173,22 @@ async fn rabbitmq_binary_parks_poison_acknowledges_the_batch_and_credits_once_ac
         return;
     }
     let ddb = local_dynamodb::shared();
-    let client = support::client_at(&ddb.endpoint());
-    let marks = support::mark_table(&client).await;
-    let balances = support::effect_table(&client, "account").await;
+    let ledger = Ledger::tables(&ddb.endpoint()).await;
     let sqs = sqs();
-    let parking = sqs
-        .create_queue()
-        .queue_name(support::unique("rabbitmq-parking"))
-        .send()
-        .await
-        .expect("create queue")
-        .queue_url
-        .expect("url");
+    let (parking, parking_vars) = built::parking(&sqs, "rabbitmq-parking").await;
     let api = ConcurrentApi::start().await.expect("runtime API");
-    let sqs_endpoint = std::env::var("DEDUP_SQS_ENDPOINT").expect("the local SQS");
-    let function = crate::built::Built::start(
+    let function = Built::start(
         format!("{dir}/example-rabbitmq-ledger"),
         "rabbitmq-ledger",
         &api,
         ddb.endpoint(),
-        [
-            ("AWS_ENDPOINT_URL_SQS", sqs_endpoint),
-            ("DEDUP_NAMESPACE", support::unique("rabbitmq")),
-            ("DEDUP_MARK_TABLE", marks.clone()),
-            ("DEDUP_PARKING_QUEUE_URL", parking.clone()),
-            ("BALANCES_TABLE", balances.clone()),
-        ],
+        ledger.vars("rabbitmq").into_iter().chain(parking_vars),
     );
+    let Ledger {
+        client,
+        marks,
+        balances,
+    } = ledger;
 
     let (a, b) = (support::unique("a"), support::unique("b"));
     let run = support::unique("e");

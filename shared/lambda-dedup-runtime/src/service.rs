@@ -112,8 +112,9 @@ pub struct Dedup<S = Items> {
     env: Env,
     settings: Settings,
     identity: IdentitySource,
-    /// Whether the identity was chosen (`cloudevents`, `identity`, `identity_attribute`), or is
-    /// the default: a door with a default of its own (Kafka's position) takes it then.
+    /// Whether the identity was chosen (`cloudevents`, `identity`, `identity_attribute`,
+    /// `identity_envelope_id`), or is the default: a door with a default of its own (Kafka's
+    /// position, S3's event) takes it then, and never replaces a choice.
     identity_chosen: bool,
     tenant: TenantSource,
     fingerprint: Option<FingerprintSource>,
@@ -150,6 +151,15 @@ pub enum BuildError {
     /// A setting is missing or invalid.
     #[error(transparent)]
     Settings(#[from] SettingsError),
+    /// The identity chosen is one the door's records cannot carry (the envelope id on a door
+    /// whose records have no envelope): refused, never replaced by the door's own.
+    #[error("the {door} door's records carry no {identity}: choose another identity")]
+    IdentityUnavailable {
+        /// The door.
+        door: &'static str,
+        /// The identity chosen.
+        identity: &'static str,
+    },
 }
 
 impl Dedup<NoStore> {
@@ -275,8 +285,13 @@ impl<S> Dedup<S> {
     /// EventBridge `id`, a direct invocation's request id. **Opt-in, and only for producers
     /// with no identity of their own**: it catches the broker's redelivery (SNS's retries,
     /// Lambda's async retries), not a producer that publishes again (S1).
+    ///
+    /// A choice like the others: a door with a default identity of its own keeps it, and a
+    /// door whose records have no envelope id (Kafka, S3, Amazon MQ, Kinesis, DynamoDB
+    /// Streams) refuses to build ([`BuildError::IdentityUnavailable`]) rather than replace it.
     pub fn identity_envelope_id(mut self) -> Self {
         self.identity = IdentitySource::EnvelopeId;
+        self.identity_chosen = true;
         self
     }
 
@@ -408,6 +423,26 @@ impl<S> Dedup<S> {
             spec = spec.event_time(t.clone());
         }
         spec
+    }
+
+    /// The envelope id chosen on `door`, whose records have no envelope: refused
+    /// ([`BuildError::IdentityUnavailable`]).
+    #[cfg(any(
+        feature = "kinesis",
+        feature = "dynamodb-streams",
+        feature = "kafka",
+        feature = "mq",
+        feature = "s3",
+        test
+    ))]
+    fn refuse_envelope_id(&self, door: &'static str) -> Result<(), BuildError> {
+        match self.identity {
+            IdentitySource::EnvelopeId => Err(BuildError::IdentityUnavailable {
+                door,
+                identity: "envelope id",
+            }),
+            _ => Ok(()),
+        }
     }
 
     fn payload_at(&self) -> PayloadAt {

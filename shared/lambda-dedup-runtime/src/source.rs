@@ -24,6 +24,8 @@ pub mod asynchronous;
 pub mod dynamodb_stream;
 pub mod envelope;
 pub mod eventbridge;
+#[cfg(test)]
+mod inputs;
 #[cfg(any(feature = "kafka", test))]
 pub mod kafka;
 #[cfg(any(feature = "kinesis", test))]

@@ -59,12 +59,66 @@ pub fn epoch_secs(t: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
-/// The inverse of [`epoch_millis`].
+/// The last instant a time read from outside may name, in epoch seconds: 9999-12-31T23:59:59Z,
+/// the last RFC 3339 can write. A producer's time or a stored one beyond it is out of range.
+pub const MAX_EPOCH_SECS: u64 = 253_402_300_799;
+
+/// The inverse of [`epoch_millis`], saturated at [`MAX_EPOCH_SECS`] (never a panic, whatever
+/// is stored). Input from a producer goes through [`checked_from_epoch_millis`] instead.
 pub fn from_epoch_millis(ms: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
+    checked_from_epoch_millis(ms).unwrap_or_else(latest)
 }
 
-/// The inverse of [`epoch_secs`].
+/// The inverse of [`epoch_secs`], saturated at [`MAX_EPOCH_SECS`] (never a panic, whatever is
+/// stored). Input from a producer goes through [`checked_from_epoch_secs`] instead.
 pub fn from_epoch_secs(s: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_secs(s)
+    checked_from_epoch_secs(s).unwrap_or_else(latest)
+}
+
+/// `ms` milliseconds after the Unix epoch, or `None` beyond [`MAX_EPOCH_SECS`].
+pub fn checked_from_epoch_millis(ms: u64) -> Option<SystemTime> {
+    if ms / 1000 > MAX_EPOCH_SECS {
+        return None;
+    }
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_millis(ms))
+}
+
+/// `s` seconds after the Unix epoch, or `None` beyond [`MAX_EPOCH_SECS`].
+pub fn checked_from_epoch_secs(s: u64) -> Option<SystemTime> {
+    if s > MAX_EPOCH_SECS {
+        return None;
+    }
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(s))
+}
+
+/// [`MAX_EPOCH_SECS`] as a time (representable on every platform Rust supports).
+fn latest() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(MAX_EPOCH_SECS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 42: no number read as a time panics. Beyond year 9999 (up to `u64::MAX` seconds,
+    /// which overflows `SystemTime`) the checked forms say `None` and the plain ones saturate.
+    #[test]
+    fn time_from_any_epoch_number_never_panics() {
+        for n in [
+            0,
+            1,
+            MAX_EPOCH_SECS,
+            MAX_EPOCH_SECS + 1,
+            i64::MAX as u64,
+            u64::MAX,
+        ] {
+            let secs = checked_from_epoch_secs(n);
+            assert_eq!(secs.is_some(), n <= MAX_EPOCH_SECS, "{n}");
+            assert!(from_epoch_secs(n) <= latest());
+            let millis = checked_from_epoch_millis(n);
+            assert_eq!(millis.is_some(), n / 1000 <= MAX_EPOCH_SECS, "{n}");
+            assert!(from_epoch_millis(n) <= latest() + Duration::from_millis(999));
+        }
+        assert_eq!(epoch_secs(from_epoch_secs(u64::MAX)), MAX_EPOCH_SECS);
+    }
 }

@@ -31,8 +31,14 @@ pub const HIGH_WATER_KEY: &str = "pk";
 pub const HIGH_WATER_SEQUENCER: &str = "dedup_latest";
 /// The high-water item's TTL attribute, epoch seconds: the mark table's (`expires_at`).
 pub const HIGH_WATER_EXPIRES: &str = "expires_at";
-/// The widest sequencer taken, in hex digits (S3's are 16 to 18 today).
+/// The width a sequencer is right-padded to, in hex digits: the stored form, which high-water
+/// items already written hold (so it stays, whatever [`MAX_SEQUENCER_DIGITS`] is).
 pub const SEQUENCER_WIDTH: usize = 64;
+/// The widest sequencer taken, in hex digits. S3 documents the sequencer only as "a string
+/// representation of a hexadecimal value"; every one it sends (and every example in its
+/// documentation and EventBridge's) has 16 or 18 digits. 20 leaves S3 a byte to grow and
+/// refuses what no S3 sends: a forged sequencer of 64 digits, say (issue 42).
+pub const MAX_SEQUENCER_DIGITS: usize = 20;
 
 /// A sequencer, right-padded with `0` to [`SEQUENCER_WIDTH`] and upper-cased, so two compare
 /// as S3 documents by plain string order — here and in DynamoDB's condition.
@@ -48,8 +54,9 @@ pub enum SequencerError {
     /// Not hexadecimal digits only.
     #[error("the sequencer is not hexadecimal")]
     NotHex,
-    /// Longer than [`SEQUENCER_WIDTH`] digits.
-    #[error("the sequencer has {len} digits, over {SEQUENCER_WIDTH}")]
+    /// Longer than [`MAX_SEQUENCER_DIGITS`] digits (trailing zeros, the padding, aside; at
+    /// most [`SEQUENCER_WIDTH`] with them): wider than any S3 sends.
+    #[error("the sequencer has {len} digits, over {MAX_SEQUENCER_DIGITS}")]
     TooLong {
         /// Its length.
         len: usize,
@@ -65,8 +72,13 @@ impl Sequencer {
         if !raw.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(SequencerError::NotHex);
         }
-        if raw.len() > SEQUENCER_WIDTH {
-            return Err(SequencerError::TooLong { len: raw.len() });
+        // Trailing zeros are the padding (they compare equal): the bound is on the digits that
+        // count, so the padded form reads back as itself.
+        let significant = raw.trim_end_matches('0').len();
+        if raw.len() > SEQUENCER_WIDTH || significant > MAX_SEQUENCER_DIGITS {
+            return Err(SequencerError::TooLong {
+                len: raw.len().max(significant),
+            });
         }
         let mut s = raw.to_ascii_uppercase();
         s.extend(std::iter::repeat_n('0', SEQUENCER_WIDTH - raw.len()));

@@ -11,7 +11,7 @@ use lambda_runtime::LambdaEvent;
 use super::flow::Flow;
 use super::flow::seal::{On, Ordered, Step};
 use super::{BuildError, Dedup, Service};
-use crate::kafka::{Invocation, KafkaEventResponse, POSITION_ATTRIBUTE};
+use crate::kafka::{CLUSTER_ID_VARIABLE, Invocation, KafkaEventResponse, POSITION_ATTRIBUTE};
 use crate::store::Marks;
 
 impl<S: Marks> Dedup<S> {
@@ -23,7 +23,12 @@ impl<S: Marks> Dedup<S> {
     /// Unless the builder was given an identity (`identity_attribute("<header>")` for a record
     /// header, `identity("/pointer")` into the value, `cloudevents(..)`), a record's identity
     /// is its position — cluster, topic, partition and offset ([`crate::kafka`]): it catches
-    /// every redelivery of a record, not a producer that writes one event twice.
+    /// every redelivery of a record, not a producer that writes one event twice. Keyed by
+    /// position, it refuses to start without `DEDUP_KAFKA_CLUSTER_ID`
+    /// ([`crate::kafka::CLUSTER_ID_VARIABLE`]), the name of a self-managed cluster (an MSK
+    /// event is named by its `eventSourceArn`). The envelope id
+    /// ([`identity_envelope_id`](Self::identity_envelope_id)) is refused: a Kafka record has
+    /// none.
     ///
     /// ```compile_fail
     /// use lambda_dedup_runtime::{Dedup, Effect, Event, flow::transact};
@@ -38,15 +43,26 @@ impl<S: Marks> Dedup<S> {
         F::Step: Ordered,
     {
         let mut dedup = self;
+        dedup.refuse_envelope_id("Kafka")?;
         if !dedup.identity_chosen {
             dedup.identity = IdentitySource::MessageAttribute(POSITION_ATTRIBUTE.to_owned());
         }
+        // Keyed by position, a self-managed cluster is named by the id it is given, never by
+        // its bootstrap string (issue 42): no start without it.
+        let by_position = matches!(&dedup.identity,
+            IdentitySource::MessageAttribute(name) if name == POSITION_ATTRIBUTE);
+        let cluster_id: Option<Arc<str>> = if by_position {
+            Some(dedup.setting(CLUSTER_ID_VARIABLE)?.trim().into())
+        } else {
+            dedup.env.get(CLUSTER_ID_VARIABLE).map(|v| v.trim().into())
+        };
         let at = dedup.payload_at();
         let parking = dedup.parking_queue()?;
         let step = Arc::new(flow.build(On { dedup: &dedup, at })?);
         let runner = Arc::new(dedup.runner());
         Ok(Service::new(move |event: LambdaEvent<KafkaEvent>| {
             let (step, runner, parking) = (step.clone(), runner.clone(), parking.clone());
+            let cluster_id = cluster_id.clone();
             async move {
                 let deadline = crate::deadline(&event.context);
                 let state = <F::Step as Step>::State::default();
@@ -59,7 +75,8 @@ impl<S: Marks> Dedup<S> {
                     max_concurrency: runner.max_concurrency,
                 };
                 let process = |m| step.message(m, deadline, &state);
-                let answer = crate::kafka::run(at, &event.payload, process).await;
+                let answer =
+                    crate::kafka::run(at, &event.payload, cluster_id.as_deref(), process).await;
                 step.finish(state, &runner).await;
                 Ok(answer)
             }

@@ -56,6 +56,7 @@ impl<S: Marks> Dedup<S> {
         F::Step: Ordered,
     {
         let dedup = self;
+        dedup.refuse_envelope_id("Amazon MQ")?;
         let at = dedup.payload_at();
         let parking = dedup.parking_queue()?;
         let step = Arc::new(flow.build(On { dedup: &dedup, at })?);

@@ -49,6 +49,7 @@ impl<S: LatestMarks> Dedup<S> {
         LatestWins<F>: Flow<S, M>,
     {
         let mut dedup = self;
+        dedup.refuse_envelope_id("S3")?;
         if !dedup.identity_chosen {
             dedup.identity = IdentitySource::MessageAttribute(IDENTITY_ATTRIBUTE.to_owned());
         }

@@ -51,6 +51,7 @@ impl<S: Marks> Dedup<S> {
         F: Flow<S, M>,
         F::Step: Ordered,
     {
+        self.refuse_envelope_id("Kinesis")?;
         let at = self.payload_at();
         self.stream_service(at, flow, |event: &KinesisEvent| &event.records)
     }
@@ -73,6 +74,7 @@ impl<S: Marks> Dedup<S> {
         F: Flow<S, M>,
         F::Step: Ordered,
     {
+        self.refuse_envelope_id("DynamoDB Streams")?;
         self.stream_service(PayloadAt::Body, flow, |event: &StreamEvent| &event.records)
     }
 

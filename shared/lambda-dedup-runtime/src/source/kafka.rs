@@ -5,8 +5,12 @@
 //!
 //! - **Identity** (S1). By default the record's position: cluster, topic, partition and offset
 //!   (the attribute [`POSITION_ATTRIBUTE`], `"<cluster>|<topic>|<partition>|<offset>"`), where
-//!   the cluster is the event's `eventSourceArn` (MSK) or, without one, its `bootstrapServers`
-//!   (self-managed). A Kafka log keeps a record at its offset, so every redelivery of it — a
+//!   the cluster is the event's `eventSourceArn` (MSK) or, without one (self-managed Kafka),
+//!   the cluster id the function is given in [`CLUSTER_ID_VARIABLE`] — never the event's
+//!   `bootstrapServers`, a list of brokers that changes when a broker is added or replaced (the
+//!   same records would then have new identities) and that two clusters can share. A Kafka
+//!   door keyed by position refuses to start without that variable (MSK events are named by
+//!   their own ARN all the same). A Kafka log keeps a record at its offset, so every redelivery of it — a
 //!   retry from a checkpoint, a rebalance, a replay from an older offset — has one identity; a
 //!   producer that sends the same event twice (a retry without `enable.idempotence`) writes it
 //!   at two offsets, and the position does not catch that. Chosen openly, like SQS's
@@ -56,10 +60,17 @@ pub use response::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifie
 /// the Kafka door's default identity.
 pub const POSITION_ATTRIBUTE: &str = "dedup-kafka-position";
 
+/// The variable naming a self-managed Kafka cluster: its records' positions are scoped by it
+/// (MSK's by the event's `eventSourceArn`). Required by a Kafka door keyed by position: Kafka's
+/// own `cluster.id` is a good value, or any name that stays with the cluster.
+pub const CLUSTER_ID_VARIABLE: &str = "DEDUP_KAFKA_CLUSTER_ID";
+
 /// One record of a Kafka invocation, with where it stands.
 #[derive(Debug, Clone)]
 pub struct Record {
-    /// The cluster: the event's `eventSourceArn`, or its `bootstrapServers`.
+    /// The cluster: the event's `eventSourceArn`, else the configured cluster id
+    /// ([`CLUSTER_ID_VARIABLE`]), else (an identity of the builder's own, no cluster id) the
+    /// event's `bootstrapServers`, only to tell an operator where a parked record came from.
     pub cluster: String,
     /// The topic-partition key of the event's `records` map.
     pub partition: String,
@@ -69,21 +80,23 @@ pub struct Record {
     value: Option<Vec<u8>>,
 }
 
-/// The cluster an event's records belong to: `eventSourceArn` (MSK) or `bootstrapServers`.
-fn cluster(event: &KafkaEvent) -> String {
+/// The cluster an event's records belong to: `eventSourceArn` (MSK), else `cluster_id` (the
+/// configured [`CLUSTER_ID_VARIABLE`]), else `bootstrapServers`.
+fn cluster(event: &KafkaEvent, cluster_id: Option<&str>) -> String {
     event
         .event_source_arn
         .clone()
         .filter(|a| !a.trim().is_empty())
+        .or_else(|| cluster_id.map(str::to_owned))
         .or_else(|| event.bootstrap_servers.clone())
         .unwrap_or_default()
 }
 
 /// The records of `event`: partitions in the order of their keys, each partition's records as
-/// delivered (by offset).
-pub fn records(event: &KafkaEvent) -> Vec<Record> {
+/// delivered (by offset); a self-managed cluster named `cluster_id` ([`CLUSTER_ID_VARIABLE`]).
+pub fn records(event: &KafkaEvent, cluster_id: Option<&str>) -> Vec<Record> {
     use base64::Engine as _;
-    let cluster = cluster(event);
+    let cluster = cluster(event, cluster_id);
     let partitions: BTreeMap<&String, &Vec<KafkaRecord>> = event.records.iter().collect();
     partitions
         .into_iter()
@@ -246,13 +259,14 @@ fn split_id(id: &str) -> Option<(&str, i64)> {
 pub(crate) async fn run<F, Fut>(
     at: Invocation<'_>,
     event: &KafkaEvent,
+    cluster_id: Option<&str>,
     process: F,
 ) -> KafkaEventResponse
 where
     F: Fn(Message) -> Fut,
     Fut: Future<Output = Outcome>,
 {
-    let records = records(event);
+    let records = records(event, cluster_id);
     let undecodable: HashSet<String> = records
         .iter()
         .filter(|r| !r.decodes())

@@ -20,8 +20,13 @@
 //!   "queue", "message"}`, the message as delivered, its data included (by reference when too
 //!   large: the message without `data`, and `data`: `{"bytes", "sha256", "head",
 //!   "headBytes"}`), with the attributes `dedup-reason`, `dedup-mq-queue`,
-//!   `dedup-mq-message-id` and `dedup-parked-by` — and the batch is acknowledged. The broker's
-//!   own dead-letter queue only ever sees a whole batch, so it is no place for one message.
+//!   `dedup-mq-position`, `dedup-mq-message-id` (when the broker gave one) and
+//!   `dedup-parked-by` — and the batch is acknowledged. The broker's own dead-letter queue only
+//!   ever sees a whole batch, so it is no place for one message.
+//! - **Record ids**: each message is reported, accounted and parked by its position in the
+//!   invocation (`#<n>`), never by the broker's message id: RabbitMQ's `messageId` is the
+//!   producer's (or null), ActiveMQ's `messageID` can be set by a JMS client, so two messages of
+//!   one batch may carry the same one, and each is still applied or parked on its own.
 //! - **Transient** (S13): if any message may yet apply (`retry`: the store out, a dependency
 //!   down, an event in progress elsewhere), or a parking fails, the invocation fails
 //!   ([`MqError`]) and the broker redelivers the **whole batch**; the messages already applied
@@ -77,9 +82,11 @@ pub struct MqMessage {
     pub broker: String,
     /// The queue: ActiveMQ's `destination.physicalName`, RabbitMQ's `"<queue>::<vhost>"`.
     pub queue: String,
-    /// The broker's message id, if it gave one.
+    /// The broker's message id, if it gave one: an attribute ([`MESSAGE_ID_ATTRIBUTE`]), never
+    /// the record's id (the producer sets it, or RabbitMQ leaves it null: two messages of one
+    /// batch can carry the same one).
     pub message_id: Option<String>,
-    /// Its position in the batch (its report id when it has no message id).
+    /// Its position in the batch: the id it is reported, accounted and parked by.
     index: usize,
     /// Properties or headers, as message attributes.
     properties: BTreeMap<String, AttributeValue>,
@@ -101,6 +108,7 @@ impl MqMessage {
         let mut out = vec![
             ("dedup-reason".to_owned(), code.to_owned()),
             ("dedup-mq-queue".to_owned(), self.queue.clone()),
+            ("dedup-mq-position".to_owned(), self.index.to_string()),
         ];
         if let Some(id) = &self.message_id {
             out.push(("dedup-mq-message-id".to_owned(), id.clone()));
@@ -121,11 +129,11 @@ fn decoded(data: Option<&str>) -> Option<Vec<u8>> {
 impl StreamRecord for MqMessage {
     type Response = ();
 
+    /// Its position in the invocation (`#<n>`), unique to it: the broker's message id is the
+    /// producer's (RabbitMQ's `messageId`, ActiveMQ's `messageID` as a JMS client may set it),
+    /// so two messages of one batch can share it and neither may stand in for the other.
     fn id(&self) -> String {
-        match &self.message_id {
-            Some(id) => id.clone(),
-            None => format!("#{}", self.index),
-        }
+        format!("#{}", self.index)
     }
 
     fn message(&self) -> Message {

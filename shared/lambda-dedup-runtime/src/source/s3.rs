@@ -16,7 +16,9 @@
 //! - **Refused** (`envelope_malformed`, naming the field, never its value): no bucket name, no
 //!   key, a key that does not decode to UTF-8 or is over [`MAX_KEY_BYTES`] once decoded (S3's
 //!   own limit), no sequencer, or one that is not hex or over
-//!   [`lambda_dedup::latest::SEQUENCER_WIDTH`] digits. AWS's published sample event
+//!   [`lambda_dedup::latest::MAX_SEQUENCER_DIGITS`] digits (wider than any S3 sends: a forged
+//!   one would sort above every real one and hold the object until its high-water expires).
+//!   AWS's published sample event
 //!   (`events/example-s3-event.json`) carries the placeholder sequencer `"Happy Sequencer"` and
 //!   is refused so; real notifications carry hex.
 

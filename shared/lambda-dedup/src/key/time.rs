@@ -14,6 +14,10 @@ use serde_json::Value as Json;
 use super::checks::{embedded, json_text};
 use super::{AttributeValue, Message, Rejection};
 
+/// What a declared time beyond [`crate::clock::MAX_EPOCH_SECS`] is found to be: a refusal,
+/// never a panic in `SystemTime`'s arithmetic (issue 42).
+const BEYOND: &str = "a time after 9999-12-31T23:59:59Z";
+
 /// How a declared time is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TimeFormat {
@@ -63,17 +67,18 @@ impl TimeFormat {
                     .map_err(|_| wrong("not an RFC 3339 timestamp"))?;
                 let millis =
                     u64::try_from(t.timestamp_millis()).map_err(|_| wrong("a time before 1970"))?;
-                Ok(crate::clock::from_epoch_millis(millis))
+                crate::clock::checked_from_epoch_millis(millis).ok_or(wrong(BEYOND))
             }
             Self::EpochSeconds | Self::EpochMillis => {
                 let n: u64 = text
                     .trim()
                     .parse()
                     .map_err(|_| wrong("not a whole number of epoch units"))?;
-                Ok(match self {
-                    Self::EpochSeconds => crate::clock::from_epoch_secs(n),
-                    _ => crate::clock::from_epoch_millis(n),
-                })
+                match self {
+                    Self::EpochSeconds => crate::clock::checked_from_epoch_secs(n),
+                    _ => crate::clock::checked_from_epoch_millis(n),
+                }
+                .ok_or(wrong(BEYOND))
             }
         }
     }

@@ -70,7 +70,13 @@ struct Credit {
 }
 
 fn builder() -> (Dedup, MemoryStore) {
-    let env = Env::from_pairs([("DEDUP_NAMESPACE", "test"), ("DEDUP_MARK_TABLE", "marks")]);
+    builder_in(&[(CLUSTER_ID_VARIABLE, "cluster-1")])
+}
+
+/// The builder on the memory store with the settings and `more`.
+fn builder_in(more: &[(&str, &str)]) -> (Dedup, MemoryStore) {
+    let base = [("DEDUP_NAMESPACE", "test"), ("DEDUP_MARK_TABLE", "marks")];
+    let env = Env::from_pairs(base.iter().chain(more).copied());
     let (dedup, store) = crate::testing::on_memory(Dedup::read(&env, "ledger").expect("env"));
     store.create_table("balances", "account");
     (dedup, store)
@@ -109,12 +115,12 @@ fn named(response: &KafkaEventResponse) -> Vec<(String, i64)> {
 }
 
 /// AWS's sample parses; its record's identity is its position scoped by the MSK cluster's
-/// ARN (the self-managed `bootstrapServers` without one), its header a message attribute and
+/// ARN (the configured cluster id without one), its header a message attribute and
 /// its value decoded into the body.
 #[test]
 fn kafka_sample_event_gives_position_header_and_value() {
     let event = sample();
-    let all = records(&event);
+    let all = records(&event, Some("ignored on MSK"));
     assert_eq!(all.len(), 1);
     let m = all[0].message();
     assert_eq!(m.message_id, "AWSKafkaTopic-0@0");
@@ -131,13 +137,12 @@ fn kafka_sample_event_gives_position_header_and_value() {
     );
     let mut self_managed = event.clone();
     self_managed.event_source_arn = None;
-    let m = records(&self_managed)[0].message();
-    let servers = event.bootstrap_servers.clone().expect("servers");
+    let m = records(&self_managed, Some("cluster-1"))[0].message();
     assert_eq!(
         m.attributes.get(POSITION_ATTRIBUTE),
-        Some(&AttributeValue::String(format!(
-            "{servers}|AWSKafkaTopic|0|0"
-        )))
+        Some(&AttributeValue::String(
+            "cluster-1|AWSKafkaTopic|0|0".into()
+        ))
     );
 }
 
@@ -301,4 +306,84 @@ async fn kafka_a_record_whose_parking_fails_is_its_partitions_resume_point() {
     assert_eq!(named(&answer), [("AWSKafkaTopic-0".to_owned(), 7)]);
     assert_eq!(balance(&store, "a"), None);
     assert_eq!(balance(&store, "c"), Some(Value::N("2".into())));
+}
+
+/// `event` as a self-managed cluster sends it: no `eventSourceArn`, the brokers `servers`.
+fn self_managed(mut event: KafkaEvent, servers: &str) -> KafkaEvent {
+    event.event_source_arn = None;
+    event.event_source = Some("SelfManagedKafka".into());
+    event.bootstrap_servers = Some(servers.into());
+    event
+}
+
+/// Issue 42: keyed by position, the Kafka door does not start without the cluster id of a
+/// self-managed cluster (`DEDUP_KAFKA_CLUSTER_ID`): it never names one by its bootstrap
+/// string. With an identity of the builder's own it needs none.
+#[test]
+fn kafka_self_managed_cluster_id_is_required_to_start() {
+    static UP: AtomicBool = AtomicBool::new(false);
+    let (dedup, _) = builder_in(&[]);
+    let refused = dedup
+        .parking(Parking::unreachable())
+        .kafka(|_: Event<Credit>| Vec::<Effect>::new());
+    assert!(
+        matches!(&refused, Err(crate::BuildError::Settings(crate::SettingsError::Missing(v)))
+            if v == CLUSTER_ID_VARIABLE),
+        "{:?}",
+        refused.err()
+    );
+    let (dedup, _) = builder_in(&[]);
+    let _ = service(
+        dedup.identity_attribute("event-id"),
+        Parking::unreachable(),
+        &UP,
+    );
+}
+
+/// Issue 42: a self-managed cluster's records are named by its cluster id, so a redelivery
+/// after a broker was added (another bootstrap string) is a duplicate, not a second credit.
+#[tokio::test]
+async fn kafka_self_managed_records_are_named_by_cluster_id_not_bootstrap_string() {
+    static UP: AtomicBool = AtomicBool::new(false);
+    let (dedup, store) = builder();
+    let service = service(dedup, Parking::unreachable(), &UP);
+    let batch = || event(vec![record(0, 40, &credit("a", 5), &[])]);
+    let before = self_managed(batch(), "b-1:9092,b-2:9092");
+    let after = self_managed(batch(), "b-1:9092,b-2:9092,b-3:9092");
+    for e in [before, after] {
+        let answer = service.call_with(e).await.expect("answer");
+        assert!(named(&answer).is_empty());
+    }
+    assert_eq!(balance(&store, "a"), Some(Value::N("5".into())), "once");
+}
+
+/// Issue 42: the envelope id chosen (`identity_envelope_id`) is the builder's choice: the
+/// Kafka and S3 doors do not replace it with their own default, and, their records having no
+/// envelope id, refuse to build.
+#[test]
+fn identity_envelope_id_is_kept_not_replaced_by_kafka_or_s3() {
+    let refused = |r: Result<(), crate::BuildError>| {
+        matches!(
+            r,
+            Err(crate::BuildError::IdentityUnavailable {
+                door: _,
+                identity: "envelope id"
+            })
+        )
+    };
+    let (dedup, _) = builder();
+    let kafka = dedup
+        .identity_envelope_id()
+        .parking(Parking::unreachable())
+        .kafka(|_: Event<Credit>| Vec::<Effect>::new())
+        .map(drop);
+    assert!(refused(kafka), "Kafka");
+    let (dedup, _) = builder();
+    let s3 = dedup
+        .identity_envelope_id()
+        .s3(crate::flow::latest_wins(|_: Event<serde_json::Value>| {
+            Vec::<Effect>::new()
+        }))
+        .map(drop);
+    assert!(refused(s3), "S3");
 }

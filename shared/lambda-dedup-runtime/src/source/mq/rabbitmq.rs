@@ -1,7 +1,9 @@
 //! RabbitMQ messages (`aws_lambda_events::event::rabbitmq`) as [`MqMessage`]s: the message id
 //! `basicProperties.messageId`, the queue the key of `rmqMessagesByQueue` (`"<queue>::<vhost>"`),
 //! the `headers` as attributes — a string as it is, a number as its text, a byte array
-//! (`{"bytes": [...]}`) as its text when UTF-8 and as bytes otherwise; other values are left out.
+//! (`{"bytes": [...]}`, Java's signed bytes or unsigned ones) as its text when UTF-8 and as
+//! bytes otherwise (an array holding anything but numbers from -128 to 255 is no byte array:
+//! left out, never wrapped into a byte); other values are left out.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +11,15 @@ use aws_lambda_events::event::rabbitmq::RabbitMqEvent;
 use lambda_dedup::AttributeValue;
 
 use super::{MqMessage, decoded};
+
+/// One byte of a header's byte array: Java's signed byte (-128 to 127, as the broker's client
+/// writes it) or its unsigned value (0 to 255); anything else is no byte.
+fn byte(b: i64) -> Option<u8> {
+    match i8::try_from(b) {
+        Ok(signed) => Some(signed.to_ne_bytes()[0]),
+        Err(_) => u8::try_from(b).ok(),
+    }
+}
 
 /// A header's value as a message attribute, when it has one.
 fn header(value: &serde_json::Value) -> Option<AttributeValue> {
@@ -20,7 +31,7 @@ fn header(value: &serde_json::Value) -> Option<AttributeValue> {
                 .get("bytes")?
                 .as_array()?
                 .iter()
-                .map(|b| b.as_i64().map(|b| b as u8))
+                .map(|b| byte(b.as_i64()?))
                 .collect::<Option<_>>()?;
             Some(match String::from_utf8(bytes) {
                 Ok(text) => AttributeValue::String(text),

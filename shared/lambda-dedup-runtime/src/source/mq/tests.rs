@@ -102,14 +102,18 @@ fn mq_error(e: &lambda_runtime::Error) -> Option<&MqError> {
 }
 
 /// AWS's ActiveMQ sample parses: the broker's `messageID` is carried for an identity chosen
-/// openly, the properties are attributes, the data is decoded.
+/// openly (the message is reported by its position), the properties are attributes, the data
+/// is decoded.
 #[test]
 fn activemq_sample_event_gives_message_id_properties_and_data() {
     let event: ActiveMqEvent = sample("example-activemq-event.json");
     let all = activemq_messages(&event);
     let m = all[0].message();
     let id = event.messages[0].message_id.clone().expect("id");
-    assert_eq!(m.message_id, id);
+    assert_eq!(
+        m.message_id, "#0",
+        "reported by its position, never the broker's id"
+    );
     assert_eq!(
         m.attributes.get(MESSAGE_ID_ATTRIBUTE),
         Some(&AttributeValue::String(id))
@@ -272,4 +276,117 @@ async fn rabbitmq_missing_identity_is_parked_and_a_header_identity_dedups() {
     ]);
     service.call_with(twice).await.expect("acknowledged");
     assert_eq!(balance(&store, "a"), Some(Value::N("4".into())));
+}
+
+/// AWS's ActiveMQ sample with one message per `(messageID, property event-id, data)`.
+fn activemq_with_events(messages: &[(&str, &str, &str)]) -> ActiveMqEvent {
+    let mut e: serde_json::Value = sample("example-activemq-event.json");
+    let template = e["messages"][0].clone();
+    e["messages"] = messages
+        .iter()
+        .map(|(id, event_id, data)| {
+            let mut m = template.clone();
+            m["messageID"] = json!(id);
+            m["properties"]["event-id"] = json!(event_id);
+            m["data"] = json!(data);
+            m
+        })
+        .collect();
+    serde_json::from_value(e).expect("event")
+}
+
+/// The parked letters' `(data as delivered, dedup-reason)`.
+fn parked(taken: &[(String, Vec<(String, String)>)]) -> Vec<(String, String)> {
+    taken
+        .iter()
+        .map(|(body, a)| {
+            let v: serde_json::Value = serde_json::from_str(body).expect("json");
+            let code = a.iter().find(|(k, _)| k == "dedup-reason").expect("code");
+            (
+                v["message"]["data"].as_str().unwrap_or("").to_owned(),
+                code.1.clone(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 42: RabbitMQ's `messageId` is the producer's. Two distinct events (their own
+/// `event-id` headers) sent with one `messageId` in one batch are both applied: the batch is
+/// not de-duplicated by the broker's id, so neither is acknowledged unprocessed.
+#[tokio::test]
+async fn mq_rabbitmq_messages_sharing_a_producer_message_id_are_each_applied() {
+    static UP: AtomicBool = AtomicBool::new(false);
+    let (dedup, store) = builder();
+    let service = dedup
+        .identity_attribute("event-id")
+        .parking(Parking::unreachable())
+        .rabbitmq(work(&UP))
+        .expect("service");
+    let batch = rabbitmq(&[
+        (Some("m-1"), "e-1", &credit("a", 1)),
+        (Some("m-1"), "e-2", &credit("a", 2)),
+    ]);
+    let (answer, outcomes) = crate::testing::with_outcomes(service.call_with(batch)).await;
+    answer.expect("acknowledged");
+    assert_eq!(balance(&store, "a"), Some(Value::N("3".into())), "both");
+    let labels: Vec<&str> = outcomes.iter().map(|(_, o)| o.label()).collect();
+    assert_eq!(labels, ["applied", "applied"]);
+}
+
+/// Issue 42: ActiveMQ's `messageID` can be the same on two messages of a batch (a JMS client
+/// sets it). A poison message and a good one sharing it: the good one is applied, and the one
+/// parked is the poison message itself, not its namesake.
+#[tokio::test]
+async fn mq_activemq_messages_sharing_a_message_id_park_the_right_one() {
+    static UP: AtomicBool = AtomicBool::new(false);
+    let (dedup, store) = builder();
+    let (parking, taken) = Parking::refusing_over_sqs_maximum();
+    let service = dedup
+        .identity_attribute("event-id")
+        .parking(parking)
+        .activemq(work(&UP))
+        .expect("service");
+    let good = credit("a", 5);
+    let batch =
+        activemq_with_events(&[("ID:same", "e-1", "not base64!"), ("ID:same", "e-2", &good)]);
+    service.call_with(batch).await.expect("acknowledged");
+    assert_eq!(balance(&store, "a"), Some(Value::N("5".into())), "applied");
+    let taken = taken.lock().expect("taken").clone();
+    assert_eq!(
+        parked(&taken),
+        [("not base64!".to_owned(), "body_not_base64".to_owned())],
+        "the poison message, parked once"
+    );
+    assert!(
+        taken[0]
+            .1
+            .contains(&("dedup-mq-message-id".into(), "ID:same".into())),
+        "the broker's id stays an attribute"
+    );
+}
+
+/// Issue 42: two messages that can never apply, sharing one producer `messageId`, are each
+/// parked on their own: two letters, each with its own data.
+#[tokio::test]
+async fn mq_messages_sharing_a_message_id_are_each_parked() {
+    static UP: AtomicBool = AtomicBool::new(false);
+    let (dedup, _) = builder();
+    let (parking, taken) = Parking::refusing_over_sqs_maximum();
+    let service = dedup
+        .identity_attribute("event-id")
+        .parking(parking)
+        .rabbitmq(work(&UP))
+        .expect("service");
+    let first = b64("first, not json");
+    let second = b64("second, not json");
+    let batch = rabbitmq(&[(Some("m-1"), "e-1", &first), (Some("m-1"), "e-2", &second)]);
+    service.call_with(batch).await.expect("acknowledged");
+    let taken = taken.lock().expect("taken").clone();
+    assert_eq!(
+        parked(&taken),
+        [
+            (first.clone(), "body_not_json".to_owned()),
+            (second.clone(), "body_not_json".to_owned()),
+        ]
+    );
 }

@@ -342,3 +342,34 @@ async fn s3_notifications_in_an_sqs_queue_apply_once_and_newest_wins() {
     );
     assert_eq!(object(&store, "a.txt").expect("a").2, "1");
 }
+
+/// Issue 42: a forged sequencer wider than any S3 sends (64 hex digits, which sorts above
+/// every real one) is refused as a malformed record and never becomes the object's
+/// high-water: the real notification that follows is applied, not superseded.
+#[tokio::test]
+async fn s3_a_sequencer_wider_than_s3s_is_refused_and_pins_nothing() {
+    let (service, store) = door();
+    let forged = put("a.txt", &"F".repeat(64));
+    let refused = outcomes(&service, event(vec![forged])).await;
+    assert!(
+        matches!(
+            refused.as_slice(),
+            [Outcome::Rejected {
+                code: Reason::EnvelopeMalformed,
+                ..
+            }]
+        ),
+        "{refused:?}"
+    );
+    let widest = "F".repeat(lambda_dedup::latest::MAX_SEQUENCER_DIGITS + 1);
+    assert!(
+        Sequencer::parse(&widest).is_err(),
+        "one digit over the bound"
+    );
+    let real = put("a.txt", "0064D3901D00059242");
+    assert_eq!(
+        outcomes(&service, event(vec![real])).await,
+        [Outcome::Applied]
+    );
+    assert_eq!(object(&store, "a.txt").expect("a").1, "0064D3901D00059242");
+}

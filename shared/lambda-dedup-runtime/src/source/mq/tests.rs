@@ -390,3 +390,49 @@ async fn mq_messages_sharing_a_message_id_are_each_parked() {
         ]
     );
 }
+
+/// Issue 42: a RabbitMQ header's byte array is Java's signed bytes (or unsigned ones): a
+/// number outside -128..=255 is no byte, and the header is left out — never wrapped into one
+/// (`305` is not `'1'`), which would let a header forge another message's identity.
+#[tokio::test]
+async fn rabbitmq_header_bytes_out_of_byte_range_are_no_header() {
+    static UP: AtomicBool = AtomicBool::new(false);
+    let signed = |bytes: Vec<i64>| {
+        let mut e =
+            serde_json::to_value(rabbitmq(&[(Some("m-1"), "x", &credit("a", 1))])).expect("json");
+        e["rmqMessagesByQueue"]["test::/"][0]["basicProperties"]["headers"]["event-id"] =
+            json!({ "bytes": bytes });
+        e["rmqMessagesByQueue"]["test::/"][0].clone()
+    };
+    // "é" as Java writes it: the signed bytes of its UTF-8.
+    let mut e = serde_json::to_value(rabbitmq(&[])).expect("json");
+    e["rmqMessagesByQueue"]["test::/"] = json!([signed(vec![-61, -87])]);
+    let event: RabbitMqEvent = serde_json::from_value(e).expect("event");
+    assert_eq!(
+        rabbitmq_messages(&event)[0]
+            .message()
+            .attributes
+            .get("event-id"),
+        Some(&AttributeValue::String("é".into()))
+    );
+
+    let (dedup, store) = builder();
+    let (parking, taken) = Parking::refusing_over_sqs_maximum();
+    let service = dedup
+        .identity_attribute("event-id")
+        .parking(parking)
+        .rabbitmq(work(&UP))
+        .expect("service");
+    let mut e = serde_json::to_value(rabbitmq(&[])).expect("json");
+    e["rmqMessagesByQueue"]["test::/"] = json!([signed(vec![49, 50]), signed(vec![305, 306])]);
+    let event: RabbitMqEvent = serde_json::from_value(e).expect("event");
+    service.call_with(event).await.expect("acknowledged");
+    assert_eq!(balance(&store, "a"), Some(Value::N("1".into())));
+    let taken = taken.lock().expect("taken").clone();
+    assert_eq!(taken.len(), 1, "the forged header's message parked");
+    assert!(
+        taken[0]
+            .1
+            .contains(&("dedup-reason".into(), "identity_missing".into()))
+    );
+}

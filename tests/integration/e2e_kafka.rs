@@ -67,7 +67,11 @@ async fn kafka_binary_applies_each_record_once_and_answers_the_documented_partia
         "kafka-ledger",
         &api,
         ddb.endpoint(),
-        ledger.vars("kafka").into_iter().chain(parking_vars),
+        ledger
+            .vars("kafka")
+            .into_iter()
+            .chain(parking_vars)
+            .chain([("DEDUP_KAFKA_CLUSTER_ID", "ledger-cluster".to_owned())]),
     );
     let Ledger {
         client,

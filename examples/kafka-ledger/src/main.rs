@@ -8,7 +8,9 @@
 //! `.identity_attribute("<header>")` when producers send an event id of their own.
 //!
 //! Environment: the settings of `lambda_dedup_runtime::config` (`DEDUP_NAMESPACE`,
-//! `DEDUP_MARK_TABLE`, `DEDUP_PARKING_QUEUE_URL`) plus `BALANCES_TABLE` (key `account`).
+//! `DEDUP_MARK_TABLE`, `DEDUP_PARKING_QUEUE_URL`, and `DEDUP_KAFKA_CLUSTER_ID`: the name of a
+//! self-managed cluster, required by the position identity — an MSK event is named by its own
+//! `eventSourceArn`) plus `BALANCES_TABLE` (key `account`).
 
 use lambda_dedup_runtime::events::{KafkaEvent, KafkaEventResponse};
 use lambda_dedup_runtime::{Dedup, Effect, Event, Service};
@@ -54,6 +56,7 @@ mod tests {
             ("DEDUP_NAMESPACE", "example"),
             ("DEDUP_MARK_TABLE", "marks"),
             ("BALANCES_TABLE", "balances"),
+            ("DEDUP_KAFKA_CLUSTER_ID", "ledger-cluster"),
             (
                 "DEDUP_PARKING_QUEUE_URL",
                 "http://127.0.0.1:9/000000000000/parking",

@@ -4,7 +4,8 @@
 //! times, Amazon MQ ids, timestamps, properties and header bytes, SNS and EventBridge fields —
 //! driven with arbitrary JSON numbers and strings, through each door's own service as the
 //! builder wires it: the invocation returns (its answer, or a typed error), and every record
-//! it was given has exactly one typed outcome. An event AWS's types do not read is refused
+//! it was given has exactly one typed outcome — never a panic the batch runner caught (a
+//! `retry` that comes back for ever) nor its stand-in for a lost outcome. An event AWS's types do not read is refused
 //! by the runtime's parsing (a typed error) before any door sees it.
 
 use std::time::SystemTime;
@@ -32,10 +33,10 @@ use crate::{Dedup, Event, Service};
 /// the infinities have no JSON form: they are `null`).
 fn number() -> impl Strategy<Value = Value> {
     prop_oneof![
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        any::<f64>().prop_map(Value::from),
-        prop::sample::select(vec![
+        1 => any::<i64>().prop_map(Value::from),
+        1 => any::<u64>().prop_map(Value::from),
+        1 => any::<f64>().prop_map(Value::from),
+        3 => prop::sample::select(vec![
             json!(u64::MAX),
             json!(i64::MAX),
             json!(i64::MIN),
@@ -53,13 +54,13 @@ fn number() -> impl Strategy<Value = Value> {
 /// Text a number, a time or a sequence may be written as, or any text at all.
 fn text() -> impl Strategy<Value = String> {
     prop_oneof![
-        any::<String>(),
-        "[0-9]{1,45}",
-        "-[0-9]{1,25}",
-        "[0-9]{1,20}\\.[0-9]{1,6}",
-        "[0-9A-Fa-f]{0,80}",
-        "[0-9]{4,6}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,12})?(Z|[+-][0-9]{2}:[0-9]{2})",
-        prop::sample::select(vec![
+        2 => any::<String>(),
+        1 => "[0-9]{1,45}",
+        1 => "-[0-9]{1,25}",
+        1 => "[0-9]{1,20}\\.[0-9]{1,6}",
+        1 => "[0-9A-Fa-f]{0,80}",
+        1 => "[0-9]{4,6}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,12})?(Z|[+-][0-9]{2}:[0-9]{2})",
+        3 => prop::sample::select(vec![
             "NaN".to_owned(),
             "-NaN".to_owned(),
             "inf".to_owned(),
@@ -98,6 +99,16 @@ fn arrival() -> impl Strategy<Value = Value> {
         (0u64..100_000_000_000, 0u64..1000)
             .prop_map(|(s, ms)| json!(format!("{s}.{ms:03}").parse::<f64>().unwrap_or(0.0))),
         (0u64..100_000_000_000).prop_map(Value::from),
+    ]
+}
+
+/// A Kafka record's timestamp: the producer's (`CREATE_TIME`), any Java `long`, which Lambda
+/// writes as a JSON integer; `-1` is Kafka's "no timestamp". `aws_lambda_events` 1.2.1 asserts
+/// (a panic) on a fractional one while the runtime parses the event, which Lambda never sends.
+fn kafka_timestamp() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        any::<i64>().prop_map(Value::from),
+        prop::sample::select(vec![json!(-1), json!(0), json!(i64::MAX), json!(i64::MIN)]),
     ]
 }
 
@@ -157,15 +168,16 @@ fn through<E: serde::de::DeserializeOwned + Send + 'static, R: Send + 'static>(
         runtime.block_on(crate::testing::with_outcomes(service.call_with(event)));
     prop_assert_eq!(outcomes.len(), records, "{:?}", outcomes);
     for (_, o) in &outcomes {
-        // Never the runner's fail-closed stand-in for an outcome that went missing.
-        let lost = matches!(
+        // Never a panic the runner caught (a retry for ever: the stall), nor its fail-closed
+        // stand-in for an outcome that went missing.
+        let caught = matches!(
             o,
             Outcome::Retry {
-                cause: RetryCause::NotProcessed,
+                cause: RetryCause::Panicked | RetryCause::NotProcessed,
                 ..
             }
         );
-        prop_assert!(!lost, "{:?}", o);
+        prop_assert!(!caught, "{:?}", o);
     }
     Ok(())
 }
@@ -180,7 +192,7 @@ fn now_secs() -> u64 {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(ProptestConfig::with_cases(96))]
 
     /// SQS: the identity and the time from the body, or the time from a message attribute.
     #[test]
@@ -233,7 +245,8 @@ proptest! {
     #[test]
     fn kafka_door_any_offset_partition_timestamp_or_header_never_panics(
         id in value(), t in value(), offset in number(), partition in number(),
-        timestamp in number(), bytes in prop::collection::vec(number(), 0..6), f in format(),
+        timestamp in kafka_timestamp(), bytes in prop::collection::vec(number(), 0..6),
+        f in format(),
         by_position in any::<bool>(), msk in any::<bool>(),
     ) {
         let dedup = builder("json:/t", f);

@@ -1,5 +1,5 @@
 //! Issue 42: no input reaches a panic. Every door's extractors — identity, time and sequence
-//! fields, Kafka offsets, partitions, timestamps and header bytes, Kinesis sequence numbers and
+//! fields (sequence mode's too), Kafka offsets, partitions, timestamps and header bytes, Kinesis sequence numbers and
 //! arrival timestamps, S3 keys and sequencers, DynamoDB Streams sequence numbers and creation
 //! times, Amazon MQ ids, timestamps, properties and header bytes, SNS and EventBridge fields —
 //! driven with arbitrary JSON numbers and strings, through each door's own service as the
@@ -205,6 +205,25 @@ proptest! {
             "messageId": "m-1", "body": body(&id, &t), "attributes": {},
             "messageAttributes": {"t": {"stringValue": attr, "dataType": "String"}}}]});
         through::<SqsEvent, _>(&service, event, 1)?;
+    }
+
+    /// Sequence mode (`flow::sequence`) on SQS: the producer's sequence and time, twice in one
+    /// group, so a second reads the first's high-water.
+    #[test]
+    fn sequence_flow_any_sequence_or_time_never_panics(
+        seq in value(), seq2 in value(), t in value(), f in format(),
+    ) {
+        let service = builder("json:/t", f)
+            .identity("/id")
+            .sqs(crate::flow::sequence("/seq", |_: Event<Value>| {
+                Effect::add("balances", ("account", "a"), "balance", 1)
+            }))
+            .expect("service");
+        let record = |id: &str, seq: &Value| json!({
+            "messageId": id, "body": json!({"id": id, "seq": seq, "t": t}).to_string(),
+            "attributes": {"MessageGroupId": "g"}, "messageAttributes": {}});
+        let event = json!({"Records": [record("m-1", &seq), record("m-2", &seq2)]});
+        through::<SqsEvent, _>(&service, event, 2)?;
     }
 
     /// Kinesis: sequence numbers, arrival timestamps, the data's identity and time.

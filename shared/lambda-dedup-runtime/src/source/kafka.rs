@@ -10,10 +10,10 @@
 //!   `bootstrapServers`, a list of brokers that changes when a broker is added or replaced (the
 //!   same records would then have new identities) and that two clusters can share. A Kafka
 //!   door keyed by position refuses to start without that variable (MSK events are named by
-//!   their own ARN all the same). A Kafka log keeps a record at its offset, so every redelivery of it — a
-//!   retry from a checkpoint, a rebalance, a replay from an older offset — has one identity; a
-//!   producer that sends the same event twice (a retry without `enable.idempotence`) writes it
-//!   at two offsets, and the position does not catch that. Chosen openly, like SQS's
+//!   their own ARN all the same). A Kafka log keeps a record at its offset, so every
+//!   redelivery of it — a retry from a checkpoint, a rebalance, a replay from an older offset —
+//!   has one identity; a producer that sends the same event twice (a retry without
+//!   `enable.idempotence`) writes it at two offsets, and the position does not catch that. Chosen openly, like SQS's
 //!   `messageId`: a producer's own identity is the builder's `identity_attribute("<header>")` (a
 //!   record header, each header a message attribute of its name: text when UTF-8, bytes
 //!   otherwise; the first of repeated names counts) or `identity("/pointer")` into the value.

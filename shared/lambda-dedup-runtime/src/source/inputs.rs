@@ -1,12 +1,18 @@
 //! Issue 42: no input reaches a panic. Every door's extractors — identity, time and sequence
-//! fields (sequence mode's too), Kafka offsets, partitions, timestamps and header bytes, Kinesis sequence numbers and
-//! arrival timestamps, S3 keys and sequencers, DynamoDB Streams sequence numbers and creation
-//! times, Amazon MQ ids, timestamps, properties and header bytes, SNS and EventBridge fields —
-//! driven with arbitrary JSON numbers and strings, through each door's own service as the
-//! builder wires it: the invocation returns (its answer, or a typed error), and every record
-//! it was given has exactly one typed outcome — never a panic the batch runner caught (a
-//! `retry` that comes back for ever) nor its stand-in for a lost outcome. An event AWS's types do not read is refused
-//! by the runtime's parsing (a typed error) before any door sees it.
+//! fields (sequence mode's too), Kafka offsets, partitions, timestamps and header bytes,
+//! Kinesis sequence numbers and arrival timestamps, S3 keys and sequencers, DynamoDB Streams
+//! sequence numbers and creation times, Amazon MQ ids, timestamps, properties and header
+//! bytes, SNS and EventBridge fields — driven with arbitrary JSON numbers and strings, through
+//! each door's own service as the builder wires it: the invocation returns (its answer, or a
+//! typed error), and every record it was given has exactly one typed outcome — never a panic
+//! the batch runner caught (a `retry` that comes back for ever) nor its stand-in for a lost
+//! outcome.
+//!
+//! An event AWS's types do not read is refused by the runtime's parsing, before any door sees
+//! it: a typed error, but one that fails the whole invocation. For Kafka that includes a record
+//! whose `timestamp` is `-1` (Kafka's "no timestamp"), which `aws_lambda_events` 1.2.1 cannot
+//! read: Lambda retries that batch until the records' maximum age (docs/SECURITY.md, issue 42;
+//! not fixed here).
 
 use std::time::SystemTime;
 

@@ -13,7 +13,12 @@
 //! }
 //!
 //! # async fn run() -> Result<(), lambda_runtime::Error> {
-//! let dedup = Dedup::from_env("sqs-credit")?.cloudevents("tenantid").dynamodb().await;
+//! // The tenant is the payload's: the queue's policy names the producers, declared trusted.
+//! let dedup = Dedup::from_env("sqs-credit")?
+//!     .cloudevents("tenantid")
+//!     .trusted_producers()
+//!     .dynamodb()
+//!     .await;
 //! let balances = dedup.setting("BALANCES_TABLE")?;
 //! lambda_runtime::run(dedup.sqs(move |e| credit(&balances, e))?).await
 //! # }
@@ -116,6 +121,9 @@ pub struct Dedup<S = Items> {
     /// the default: a door with a default of its own (Kafka's position) takes it then.
     identity_chosen: bool,
     tenant: TenantSource,
+    /// Whether the function declared its producers trusted to name the tenant in the payload
+    /// ([`Dedup::trusted_producers`]).
+    producers_trusted: bool,
     fingerprint: Option<FingerprintSource>,
     time: Option<EventTimeSource>,
     store: S,
@@ -150,6 +158,18 @@ pub enum BuildError {
     /// A setting is missing or invalid.
     #[error(transparent)]
     Settings(#[from] SettingsError),
+    /// The tenant is read from the message, which only the payload vouches for, and the function
+    /// did not declare its producers trusted ([`Dedup::trusted_producers`]): any sender that
+    /// reached the door could name any tenant (S1).
+    #[error(
+        "{function}: the tenant is read from the message and only the payload vouches for it; \
+         declare the producers trusted (Dedup::trusted_producers) where the door's policy names \
+         them, or take the tenant from a verified source"
+    )]
+    UnvouchedTenant {
+        /// The function.
+        function: String,
+    },
 }
 
 impl Dedup<NoStore> {
@@ -171,6 +191,7 @@ impl Dedup<NoStore> {
             identity: IdentitySource::CloudEvents,
             identity_chosen: false,
             tenant: TenantSource::Single,
+            producers_trusted: false,
             fingerprint: None,
             time: None,
             store: NoStore,
@@ -226,6 +247,7 @@ impl Dedup<NoStore> {
             identity: self.identity,
             identity_chosen: self.identity_chosen,
             tenant: self.tenant,
+            producers_trusted: self.producers_trusted,
             fingerprint: self.fingerprint,
             time: self.time,
             store,
@@ -291,6 +313,35 @@ impl<S> Dedup<S> {
     pub fn tenant(mut self, pointer: &str) -> Self {
         self.tenant = TenantSource::JsonPointer(pointer.to_owned());
         self
+    }
+
+    /// Declares openly that the producers that reach this function's door without a verified
+    /// sender are trusted to name the tenant in the payload: an internal queue whose policy
+    /// names them ([`Provenance::Payload`](crate::Provenance::Payload)). A service whose tenant
+    /// is read from the message is not built without it ([`BuildError::UnvouchedTenant`]). An
+    /// event a verified sender vouched for ([`Provenance::Sender`](crate::Provenance::Sender):
+    /// a webhook's, through the inbox forwarder) is bound to that sender whatever this says: its
+    /// tenant must be the sender's, and its key lies in the sender's own key space.
+    pub fn trusted_producers(mut self) -> Self {
+        self.producers_trusted = true;
+        self
+    }
+
+    /// Refuses a service whose tenant only the payload vouches for, unless the function
+    /// declared its producers trusted.
+    fn vouched(&self) -> Result<(), BuildError> {
+        let from_message = matches!(
+            self.tenant,
+            TenantSource::CloudEventsExtension(_)
+                | TenantSource::JsonPointer(_)
+                | TenantSource::MessageAttribute(_)
+        );
+        if from_message && !self.producers_trusted {
+            return Err(BuildError::UnvouchedTenant {
+                function: self.function.clone(),
+            });
+        }
+        Ok(())
     }
 
     /// The fingerprint is the values at `pointers`: the same identity with another value in any
@@ -425,6 +476,7 @@ impl<S: Marks> Dedup<S> {
     }
 
     fn deduplicator(&self, scope: Scope) -> Result<Deduplicator<S::Effect>, BuildError> {
+        self.vouched()?;
         let store = self.mark_store()?;
         // The settings apply their guards (body limit, event time, cache size and age) in one
         // place, for the builder and `Settings::deduplicator` alike.

@@ -758,6 +758,64 @@ pub(crate) mod tests {
         );
     }
 
+    /// Issue 42 (webhook provenance), through the builder: a service whose tenant is read from
+    /// the payload is not built unless the function declares its producers trusted (every
+    /// door's flow, SQS and the rest); once declared, each event says who vouched for its
+    /// tenant: the verified sender the inbox forwarder names, or only the payload.
+    #[tokio::test]
+    async fn a_payload_tenant_needs_trusted_producers_and_each_event_says_its_provenance() {
+        let payload_tenant = || {
+            let dedup = Dedup::read(&env(), "payer").expect("settings");
+            crate::testing::on_memory(dedup).0.cloudevents("tenantid")
+        };
+        let work = |_: Event<serde_json::Value>| Vec::<lambda_dedup::Effect>::new();
+        let Err(BuildError::UnvouchedTenant { function }) = payload_tenant().sqs(work) else {
+            panic!("built with a tenant only the payload vouches for");
+        };
+        assert_eq!(function, "payer");
+        assert!(matches!(
+            payload_tenant().sqs(flow::create_once(work)),
+            Err(BuildError::UnvouchedTenant { .. })
+        ));
+        // A fixed or single tenant is the function's own: no declaration needed.
+        assert!(dedup().sqs(work).is_ok());
+
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let service = payload_tenant()
+            .trusted_producers()
+            .sqs(move |e: Event<serde_json::Value>| {
+                s.lock()
+                    .expect("lock")
+                    .push((e.tenant.clone(), e.provenance.clone()));
+                Vec::<lambda_dedup::Effect>::new()
+            })
+            .expect("declared");
+        let body = |id: &str| {
+            format!(
+                r#"{{"specversion": "1.0", "type": "t", "source": "/s", "id": "{id}", "tenantid": "acme", "data": {{}}}}"#
+            )
+        };
+        let mut batch = event(&[&body("e-1"), &body("e-2")]);
+        let mut sender = aws_lambda_events::event::sqs::SqsMessageAttribute::default();
+        sender.string_value = Some("acme".into());
+        sender.data_type = Some("String".into());
+        batch.records[1]
+            .message_attributes
+            .insert(lambda_dedup::VERIFIED_SENDER_ATTRIBUTE.into(), sender);
+        let answer = service.call_with(batch).await.expect("answer");
+        assert!(failed(&answer).is_empty());
+        let mut seen = seen.lock().expect("lock").clone();
+        seen.sort_by_key(|(_, p)| matches!(p, crate::Provenance::Sender(_)));
+        assert_eq!(
+            seen,
+            [
+                ("acme".to_owned(), crate::Provenance::Payload),
+                ("acme".to_owned(), crate::Provenance::Sender("acme".into()))
+            ]
+        );
+    }
+
     /// Two steps, one outcome: the first step not acknowledged decides; applied if either
     /// step applied now; a duplicate carries the call's stored result.
     #[test]

@@ -28,7 +28,8 @@
 //! one (S9); the store is chosen once ([`Dedup::dynamodb`] in Lambda, [`Dedup::store`] with a
 //! `MemoryStore` in tests), and every guard the settings document is applied to the service it
 //! builds. The work per event is a plain function of a typed [`Event`]: the payload deserialised
-//! into the user's own type, with its tenant, key and time.
+//! into the user's own type, with its tenant, key, time and provenance (who vouched for the
+//! tenant).
 //!
 //! | source | method | flows ([`flow`]) |
 //! | --- | --- | --- |

@@ -422,6 +422,75 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
     );
 }
 
+/// Issue 42 through the local stack: webhook-receiver (sender `acme-pay`) records a validly
+/// signed delivery naming tenant `t1`, inbox-forwarder hands it to the ledger's queue with its
+/// verified sender, and ledger-projector refuses it: dead-lettered, no balance of `t1` moved. A
+/// webhook reusing an internal producer's `source` + `id` (for the sender's own tenant) and the
+/// internal producer's event with them, sent to the ledger's queue directly, are both applied:
+/// the webhook's key lies in the sender's own key space, so the internal event is neither its
+/// duplicate nor its conflict.
+#[tokio::test]
+async fn e2e_a_signed_webhook_naming_another_tenant_moves_no_balance_and_shadows_no_internal_event()
+{
+    if !stack_is_up() {
+        return;
+    }
+    let secret: &str = &env("DEDUP_WEBHOOK_SECRET");
+    let t = now_secs();
+    let account = unique("prov-acct");
+
+    let forged_id = unique("prov-other");
+    let forged = sender_credit("/acme-pay", "t1", &forged_id, &account, 50);
+    recorded(&Delivery::standard(&forged_id, &forged, t, &[secret])).await;
+
+    let shared_id = unique("prov-shared");
+    let hook = sender_credit("/core-banking", SENDER, &shared_id, &account, 5);
+    recorded(&Delivery::standard(&shared_id, &hook, t, &[secret])).await;
+    tenant_balance_reaches(
+        "the webhook's credit to its own tenant",
+        SENDER,
+        &account,
+        5,
+    )
+    .await;
+    let internal = sender_credit("/core-banking", SENDER, &shared_id, &account, 10);
+    crate::e2e::send("DEDUP_QUEUE_LEDGER_PROJECTOR", &[internal]).await;
+    assert_eq!(
+        tenant_balance_reaches("the internal event, not shadowed", SENDER, &account, 15).await,
+        (15, 2)
+    );
+
+    // The forged one is dead-lettered with its verified sender; nothing of `t1` moved.
+    let sqs = sqs();
+    let dlq = env("DEDUP_DLQ_LEDGER_PROJECTOR");
+    let sender = eventually(
+        "the forged webhook in the DLQ",
+        Duration::from_secs(120),
+        async || {
+            let out = sqs
+                .receive_message()
+                .queue_url(&dlq)
+                .max_number_of_messages(10)
+                .message_attribute_names("All")
+                .send()
+                .await
+                .ok()?;
+            out.messages()
+                .iter()
+                .find(|m| m.body().unwrap_or_default().contains(forged_id.as_str()))
+                .map(|m| {
+                    m.message_attributes()
+                        .and_then(|a| a.get(lambda_dedup::VERIFIED_SENDER_ATTRIBUTE))
+                        .and_then(|v| v.string_value().map(str::to_owned))
+                })
+        },
+    )
+    .await;
+    assert_eq!(sender.as_deref(), Some(SENDER));
+    assert_eq!(ledger("t1", &account).await, None, "no balance of t1 moved");
+    assert_eq!(ledger(SENDER, &account).await, Some((15, 2)));
+}
+
 /// The Stripe scheme, through the same binary configured with `WEBHOOK_SCHEME=stripe` (its own
 /// Function URL), for deliveries signed by Stripe's own library (`stripe` from PyPI): the event
 /// id is the signed body's `id` (`evt_…`). A valid delivery is recorded; a retry, byte for byte

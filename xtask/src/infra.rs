@@ -448,7 +448,8 @@ fn string_like(pattern: &str, value: &str) -> bool {
 fn forwarded_queue_senders(t: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     for f in functions(t) {
-        let Some(queue) = ref_target(&f.env("FORWARD_QUEUE_URL")) else {
+        let url = f.env("FORWARD_QUEUE_URL");
+        let Some(queue) = ref_target(&url) else {
             continue;
         };
         let Some(role) = ref_target(&f.p["Role"]) else {

@@ -15,7 +15,7 @@ use local_dynamodb::kinesis::Kinesis;
 use serde_json::json;
 
 use crate::e2e::{ce, env, eventually, keys, ledger_credit, provider_effects, send, stack_is_up};
-use crate::e2e_doors::{Delivery, header, ledger, now_secs};
+use crate::e2e_doors::{Delivery, SENDER, header, ledger, now_secs, sender_credit};
 use dedup_tests::unique;
 
 /// Longer than every function's timeout (`infra/template.yaml`: 30 s, the webhook's 10 s).
@@ -87,7 +87,7 @@ async fn e2e_alone_a_store_hung_past_the_deadline_is_answered_in_time_and_applie
         .collect();
     let hook_account = unique("hung-wh");
     let hook_id = unique("hung-wh-e");
-    let hook_body = ledger_credit("/acme-pay", &hook_id, &hook_account, 9);
+    let hook_body = sender_credit("/acme-pay", SENDER, &hook_id, &hook_account, 9);
 
     signal_store("STOP");
     let thaw = Thaw;
@@ -171,7 +171,7 @@ async fn e2e_alone_a_store_hung_past_the_deadline_is_answered_in_time_and_applie
     let hooked = eventually(
         "the webhook's credit applied",
         Duration::from_secs(120),
-        || async { ledger("t1", &hook_account).await },
+        || async { ledger(SENDER, &hook_account).await },
     )
     .await;
     assert_eq!(hooked, (9, 1), "the webhook's event once");

@@ -12,7 +12,7 @@ use local_dynamodb::items::{self as stored, Item};
 use local_dynamodb::kinesis::Kinesis;
 use serde_json::json;
 
-use crate::e2e::{ce, env, eventually, invoke_schedule, ledger_credit, sqs, stack_is_up};
+use crate::e2e::{ce, env, eventually, invoke_schedule, sqs, stack_is_up};
 
 /// The balance and the number of events applied to `account` of tenant `tenant`.
 pub(crate) async fn ledger(tenant: &str, account: &str) -> Option<(i64, i64)> {
@@ -29,12 +29,48 @@ pub(crate) fn now_secs() -> u64 {
         .as_secs()
 }
 
+/// The senders of the local stack's webhook receivers: each one's `WEBHOOK_TENANT`, which the
+/// inbox forwarder sends as the verified sender. A sender credits only its own tenant's accounts
+/// (issue 42): webhook-receiver's (the template's `WebhookSender` default), the Stripe and GitHub
+/// configurations' (`xtask/src/stack.rs`).
+pub(crate) const SENDER: &str = "acme-pay";
+const STRIPE_SENDER: &str = "stripe-acct-local";
+const GITHUB_SENDER: &str = "github-org-local";
+
 /// Waits until `account` of tenant `t1` has `balance`; returns it with its event count.
 async fn balance_reaches(what: &str, account: &str, balance: i64) -> (i64, i64) {
+    tenant_balance_reaches(what, "t1", account, balance).await
+}
+
+/// Waits until `account` of `tenant` has `balance`; returns it with its event count.
+async fn tenant_balance_reaches(
+    what: &str,
+    tenant: &str,
+    account: &str,
+    balance: i64,
+) -> (i64, i64) {
     eventually(what, Duration::from_secs(60), || async move {
-        ledger("t1", account).await.filter(|(b, _)| *b == balance)
+        ledger(tenant, account).await.filter(|(b, _)| *b == balance)
     })
     .await
+}
+
+/// A ledger credit of `amount` to `account` of `tenant`: a CloudEvent from `source`, as a
+/// webhook sender sends one for its own tenant.
+pub(crate) fn sender_credit(
+    source: &str,
+    tenant: &str,
+    id: &str,
+    account: &str,
+    amount: i64,
+) -> String {
+    ce(
+        "credit",
+        source,
+        id,
+        tenant,
+        json!({"account": account, "amount": amount}),
+    )
 }
 
 /// A fresh inbox key named `name`, in webhook-receiver's key format (`demo#webhook-receiver#…`):
@@ -50,6 +86,7 @@ async fn put_inbox(key: &str, body: AttributeValue) {
         .table_name(env("DEDUP_TABLE_INBOX"))
         .item("event_key", AttributeValue::S(key.to_owned()))
         .item("body", body)
+        .item("tenant", AttributeValue::S(SENDER.to_owned()))
         .item(
             "received_at",
             AttributeValue::N((now_secs() * 1000).to_string()),
@@ -244,6 +281,7 @@ fn altered(delivery: &Delivery, from: &str, to: &str) -> Delivery {
 /// `{prefix}_1`… and `{prefix}_2`…: the account, the ids, the bodies.
 fn two_credits(
     source: &str,
+    tenant: &str,
     prefix: &str,
     amounts: [i64; 2],
 ) -> (String, [String; 2], [String; 2]) {
@@ -252,7 +290,7 @@ fn two_credits(
         unique(&format!("{prefix}_1")),
         unique(&format!("{prefix}_2")),
     ];
-    let bodies = [0, 1].map(|i| ledger_credit(source, &ids[i], &account, amounts[i]));
+    let bodies = [0, 1].map(|i| sender_credit(source, tenant, &ids[i], &account, amounts[i]));
     (account, ids, bodies)
 }
 
@@ -300,15 +338,18 @@ async fn assert_bad_signatures_refused(
     valid
 }
 
-/// Two events of `account` recorded once each in the inbox, forwarded to the ledger's queue and
-/// applied once each, to `balance`.
-async fn assert_applied_once(what: &str, account: &str, balance: i64) {
+/// Two events of `account` (of `tenant`, the sender's own) recorded once each in the inbox,
+/// forwarded to the ledger's queue and applied once each, to `balance`.
+async fn assert_applied_once(what: &str, tenant: &str, account: &str, balance: i64) {
     assert_eq!(
         inbox_items(account).await.len(),
         2,
         "each event once in the inbox"
     );
-    assert_eq!(balance_reaches(what, account, balance).await, (balance, 2));
+    assert_eq!(
+        tenant_balance_reaches(what, tenant, account, balance).await,
+        (balance, 2)
+    );
     assert_eq!(all_forwarded(account).await, 2);
 }
 
@@ -327,7 +368,7 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
         return;
     }
     let secret: &str = &env("DEDUP_WEBHOOK_SECRET");
-    let (account, [id1, id2], [body1, body2]) = two_credits("/acme-pay", "wh", [10, 5]);
+    let (account, [id1, id2], [body1, body2]) = two_credits("/acme-pay", SENDER, "wh", [10, 5]);
     let t = now_secs();
 
     let first = Delivery::standard(&id1, &body1, t, &[secret]);
@@ -358,7 +399,7 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
         "credit",
         "/acme-pay",
         &id2,
-        "t1",
+        SENDER,
         json!({"account": account, "amount": 5, "pad": pad}),
     );
     assert_eq!(
@@ -368,17 +409,86 @@ async fn e2e_webhook_deliveries_get_their_documented_answers_and_apply_once() {
 
     // The second event, then its id again with another amount: a conflict, not a duplicate.
     recorded(&second).await;
-    let other = ledger_credit("/acme-pay", &id2, &account, 50);
+    let other = sender_credit("/acme-pay", SENDER, &id2, &account, 50);
     let (status, _, why) = Delivery::standard(&id2, &other, t, &[secret]).post().await;
     assert_eq!(status, 409, "{why}");
 
-    assert_applied_once("the forwarded events' balance", &account, 15).await;
+    assert_applied_once("the forwarded events' balance", SENDER, &account, 15).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
-        ledger("t1", &account).await,
+        ledger(SENDER, &account).await,
         Some((15, 2)),
         "and it stays there"
     );
+}
+
+/// Issue 42 through the local stack: webhook-receiver (sender `acme-pay`) records a validly
+/// signed delivery naming tenant `t1`, inbox-forwarder hands it to the ledger's queue with its
+/// verified sender, and ledger-projector refuses it: dead-lettered, no balance of `t1` moved. A
+/// webhook reusing an internal producer's `source` + `id` (for the sender's own tenant) and the
+/// internal producer's event with them, sent to the ledger's queue directly, are both applied:
+/// the webhook's key lies in the sender's own key space, so the internal event is neither its
+/// duplicate nor its conflict.
+#[tokio::test]
+async fn e2e_a_signed_webhook_naming_another_tenant_moves_no_balance_and_shadows_no_internal_event()
+{
+    if !stack_is_up() {
+        return;
+    }
+    let secret: &str = &env("DEDUP_WEBHOOK_SECRET");
+    let t = now_secs();
+    let account = unique("prov-acct");
+
+    let forged_id = unique("prov-other");
+    let forged = sender_credit("/acme-pay", "t1", &forged_id, &account, 50);
+    recorded(&Delivery::standard(&forged_id, &forged, t, &[secret])).await;
+
+    let shared_id = unique("prov-shared");
+    let hook = sender_credit("/core-banking", SENDER, &shared_id, &account, 5);
+    recorded(&Delivery::standard(&shared_id, &hook, t, &[secret])).await;
+    tenant_balance_reaches(
+        "the webhook's credit to its own tenant",
+        SENDER,
+        &account,
+        5,
+    )
+    .await;
+    let internal = sender_credit("/core-banking", SENDER, &shared_id, &account, 10);
+    crate::e2e::send("DEDUP_QUEUE_LEDGER_PROJECTOR", &[internal]).await;
+    assert_eq!(
+        tenant_balance_reaches("the internal event, not shadowed", SENDER, &account, 15).await,
+        (15, 2)
+    );
+
+    // The forged one is dead-lettered with its verified sender; nothing of `t1` moved.
+    let sqs = sqs();
+    let dlq = env("DEDUP_DLQ_LEDGER_PROJECTOR");
+    let sender = eventually(
+        "the forged webhook in the DLQ",
+        Duration::from_secs(120),
+        async || {
+            let out = sqs
+                .receive_message()
+                .queue_url(&dlq)
+                .max_number_of_messages(10)
+                .message_attribute_names("All")
+                .send()
+                .await
+                .ok()?;
+            out.messages()
+                .iter()
+                .find(|m| m.body().unwrap_or_default().contains(forged_id.as_str()))
+                .map(|m| {
+                    m.message_attributes()
+                        .and_then(|a| a.get(lambda_dedup::VERIFIED_SENDER_ATTRIBUTE))
+                        .and_then(|v| v.string_value().map(str::to_owned))
+                })
+        },
+    )
+    .await;
+    assert_eq!(sender.as_deref(), Some(SENDER));
+    assert_eq!(ledger("t1", &account).await, None, "no balance of t1 moved");
+    assert_eq!(ledger(SENDER, &account).await, Some((15, 2)));
 }
 
 /// The Stripe scheme, through the same binary configured with `WEBHOOK_SCHEME=stripe` (its own
@@ -396,7 +506,7 @@ async fn e2e_stripe_deliveries_signed_by_stripes_library_are_accepted_once() {
     let secret: &str = &env("DEDUP_STRIPE_WEBHOOK_SECRET");
     // A Stripe event's top-level `id` is the event id (`evt_…`); these are also the ledger's
     // CloudEvents.
-    let (account, [_, evt2], [body1, body2]) = two_credits("/stripe", "evt", [7, 2]);
+    let (account, [_, evt2], [body1, body2]) = two_credits("/stripe", STRIPE_SENDER, "evt", [7, 2]);
     let t = now_secs();
 
     let first = Delivery::stripe(&body1, t, &[secret]);
@@ -415,7 +525,7 @@ async fn e2e_stripe_deliveries_signed_by_stripes_library_are_accepted_once() {
     assert_unauthorized(&standard, None, "another scheme's signature").await;
 
     recorded(&second).await;
-    assert_applied_once("the Stripe events' balance", &account, 9).await;
+    assert_applied_once("the Stripe events' balance", STRIPE_SENDER, &account, 9).await;
 }
 
 /// Svix's header names, over real HTTP into the Standard Webhooks configuration, for
@@ -432,7 +542,7 @@ async fn e2e_svix_deliveries_under_svixs_header_names_are_recorded_once() {
     let secret: &str = &env("DEDUP_WEBHOOK_SECRET");
     let account = unique("svix-acct");
     let id = unique("msg_svix");
-    let body = ledger_credit("/svix", &id, &account, 12);
+    let body = sender_credit("/svix", SENDER, &id, &account, 12);
     let t = now_secs();
 
     let first = Delivery::svix(&id, &body, t, &[secret]);
@@ -466,7 +576,7 @@ async fn e2e_svix_deliveries_under_svixs_header_names_are_recorded_once() {
         "the event once in the inbox"
     );
     assert_eq!(
-        balance_reaches("the Svix event", &account, 12).await,
+        tenant_balance_reaches("the Svix event", SENDER, &account, 12).await,
         (12, 1)
     );
 }
@@ -483,7 +593,7 @@ async fn e2e_github_deliveries_signed_by_githubkit_are_recorded_once_whatever_th
         return;
     }
     let secret: &str = &env("DEDUP_GITHUB_WEBHOOK_SECRET");
-    let (account, _, [body1, body2]) = two_credits("/github", "gh", [4, 3]);
+    let (account, _, [body1, body2]) = two_credits("/github", GITHUB_SENDER, "gh", [4, 3]);
 
     let first = Delivery::github(&unique("delivery"), &body1, secret);
     let answer = recorded(&first).await;
@@ -517,7 +627,7 @@ async fn e2e_github_deliveries_signed_by_githubkit_are_recorded_once_whatever_th
     // `cargo lambda watch`'s front passes one copy only, so it cannot be shown here.
 
     recorded(&second).await;
-    assert_applied_once("the GitHub events' balance", &account, 7).await;
+    assert_applied_once("the GitHub events' balance", GITHUB_SENDER, &account, 7).await;
 }
 
 /// S1, S8, S12, S15 on a Kinesis stream: a producer's retry (the same event in a second record),
@@ -618,7 +728,7 @@ async fn e2e_the_forwarder_parks_an_unsendable_item_and_moves_on() {
     }
     let (bad, good) = (inbox_key("inbox-bad"), inbox_key("inbox-good"));
     let account = unique("inbox-acct");
-    let body = ledger_credit("/inbox", &good, &account, 3);
+    let body = sender_credit("/inbox", SENDER, &good, &account, 3);
     put_inbox(&bad, AttributeValue::N("42".into())).await;
     put_inbox(&good, AttributeValue::S(body)).await;
     let (status, reason) = eventually("the bad item parked", Duration::from_secs(30), async || {
@@ -629,7 +739,7 @@ async fn e2e_the_forwarder_parks_an_unsendable_item_and_moves_on() {
         (status.as_deref(), reason.as_deref()),
         (Some("PARKED"), Some("malformed_inbox_item"))
     );
-    balance_reaches("the good item forwarded and applied", &account, 3).await;
+    tenant_balance_reaches("the good item forwarded and applied", SENDER, &account, 3).await;
 }
 
 /// The forwarder's sweep: an inbox item left unforwarded for longer than the bound (as when the
@@ -641,7 +751,7 @@ async fn e2e_the_forwarder_sweep_redrives_an_item_left_unforwarded() {
         return;
     }
     let (key, account) = (inbox_key("inbox-sweep"), unique("sweep-acct"));
-    let body = ledger_credit("/inbox", &key, &account, 4);
+    let body = sender_credit("/inbox", SENDER, &key, &account, 4);
     put_inbox(&key, AttributeValue::S(body)).await;
     forwarded("the item forwarded", &key).await;
     // As if its record had been given up: unsettled, and received two hours ago.
@@ -663,7 +773,7 @@ async fn e2e_the_forwarder_sweep_redrives_an_item_left_unforwarded() {
     );
     forwarded("the item forwarded again", &key).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(ledger("t1", &account).await, Some((4, 1)), "applied once");
+    assert_eq!(ledger(SENDER, &account).await, Some((4, 1)), "applied once");
 }
 
 /// An outage of the local DynamoDB as one function sees it, played by the metering proxy in

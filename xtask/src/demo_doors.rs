@@ -37,12 +37,28 @@ pub(crate) struct Sent {
     pub(crate) expected: Vec<(String, i64)>,
 }
 
+/// The sender webhook-receiver serves locally (its `WEBHOOK_TENANT`: the template's
+/// `WebhookSender` default). Its webhooks credit its own tenant's accounts: the ledger refuses a
+/// forwarded event naming another tenant (issue 42).
+const WEBHOOK_SENDER: &str = "acme-pay";
+
 fn credit(source: &str, id: &str, account: &str, amount: serde_json::Value) -> String {
+    credit_of("bank-a", source, id, account, amount)
+}
+
+/// A credit of `account` of `tenant`.
+fn credit_of(
+    tenant: &str,
+    source: &str,
+    id: &str,
+    account: &str,
+    amount: serde_json::Value,
+) -> String {
     ce(
         "credit",
         source,
         id,
-        "bank-a",
+        tenant,
         json!({"account": account, "amount": amount}),
     )
 }
@@ -80,9 +96,10 @@ pub(crate) async fn send(stack: &Stack) -> Result<Sent> {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let (new, old) = crate::local::webhook_secrets();
-    let w1 = credit("/acme-pay", "wh-1", "wh-cuenta-1", json!(30));
-    let w2 = credit("/acme-pay", "wh-2", "wh-cuenta-1", json!(12));
-    let w3 = credit("/acme-pay", "wh-3", "wh-cuenta-2", json!(8));
+    let webhook = |id, account, amount| credit_of(WEBHOOK_SENDER, "/acme-pay", id, account, amount);
+    let w1 = webhook("wh-1", "wh-cuenta-1", json!(30));
+    let w2 = webhook("wh-2", "wh-cuenta-1", json!(12));
+    let w3 = webhook("wh-3", "wh-cuenta-2", json!(8));
     let (ok, replayed) = ((200, false), (200, true));
     let deliveries: [Delivery<'_>; 5] = [
         ("wh-1", "wh-1", &w1, new, ok),
@@ -149,8 +166,14 @@ pub(crate) async fn send(stack: &Stack) -> Result<Sent> {
     Ok(Sent {
         answers,
         expected: vec![
-            (scoped("wh-cuenta-1"), 42),
-            (scoped("wh-cuenta-2"), 8),
+            (
+                lambda_dedup::tenant_scoped(WEBHOOK_SENDER, "wh-cuenta-1"),
+                42,
+            ),
+            (
+                lambda_dedup::tenant_scoped(WEBHOOK_SENDER, "wh-cuenta-2"),
+                8,
+            ),
             (scoped("st-cuenta-1"), 11),
             (scoped("st-cuenta-2"), 11),
             (scoped("sns-cuenta-1"), 25),

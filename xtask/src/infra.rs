@@ -32,6 +32,7 @@ pub(crate) fn load(path: &Path) -> Result<Value> {
 pub(crate) fn check(t: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     problems.extend(leading_keys(t));
+    problems.extend(forwarded_queue_senders(t));
     problems.extend(crate::fanout::check(t));
     for f in functions(t) {
         // One deadline margin: a relay's `{ROLE}_DEADLINE_MARGIN_MS` was its record budget
@@ -436,6 +437,51 @@ fn string_like(pattern: &str, value: &str) -> bool {
         }
     }
     p[i..].iter().all(|c| *c == '*')
+}
+
+/// Issue 42: a queue an inbox forwarder sends webhook events to (`FORWARD_QUEUE_URL`) names who
+/// may send to it: its policy denies `sqs:SendMessage` to every principal whose ARN is not one
+/// named (`aws:PrincipalArn`), the forwarder's role among them. Otherwise any principal of the
+/// account could put a message on it naming any tenant, and the consumer, which trusts the
+/// queue's producers with the tenant, would apply it. (A join through `Fn::If` and `Fn::Split`,
+/// which cfn-guard does not evaluate: here.)
+fn forwarded_queue_senders(t: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    for f in functions(t) {
+        let url = f.env("FORWARD_QUEUE_URL");
+        let Some(queue) = ref_target(&url) else {
+            continue;
+        };
+        let Some(role) = ref_target(&f.p["Role"]) else {
+            continue;
+        };
+        let resources = t["Resources"].as_object().into_iter().flatten();
+        let denies_others = resources
+            .filter(|(_, r)| r["Type"] == "AWS::SQS::QueuePolicy")
+            .filter(|(_, r)| refs(&r["Properties"]["Queues"]).iter().any(|q| q == queue))
+            .filter_map(|(_, r)| r["Properties"]["PolicyDocument"]["Statement"].as_array())
+            .flatten()
+            .any(|st| {
+                st["Effect"] == "Deny"
+                    && st["Principal"] == "*"
+                    && strings(&st["Action"])
+                        .iter()
+                        .any(|a| a == "sqs:SendMessage" || a == "sqs:*")
+                    && refs(&st["Condition"]["ArnNotEquals"]["aws:PrincipalArn"])
+                        .iter()
+                        .any(|r| r == role)
+            });
+        if !denies_others {
+            problems.push(format!(
+                "{queue}: {} forwards verified webhook senders to it, so its queue policy must \
+                 deny sqs:SendMessage to every principal but the named senders \
+                 (ArnNotEquals aws:PrincipalArn, {role} among them): otherwise anyone may name a \
+                 tenant on it",
+                f.id
+            ));
+        }
+    }
+    problems
 }
 
 /// Every logical id referenced anywhere inside `v`.
@@ -1855,6 +1901,47 @@ mod tests {
                 problems
                     .iter()
                     .any(|p| p.contains("InboxForwarder") && p.contains("the receiver's keys")),
+                "{what}: {problems:?}"
+            );
+        }
+    }
+
+    /// Issue 42: the ledger's queue, which inbox-forwarder feeds, denies every sender but the
+    /// named ones (the forwarder's role among them); without its policy, with the policy's
+    /// deny turned into an allow, or with the forwarder's role left out, the check refuses it.
+    #[test]
+    fn the_forwarders_queue_names_who_may_send() {
+        assert_eq!(forwarded_queue_senders(&template()), Vec::<String>::new());
+        let statement = |t: &mut Value| -> Value {
+            res(t, "LedgerProjectorQueuePolicy")["PolicyDocument"]["Statement"][0].clone()
+        };
+        type Change<'a> = &'a dyn Fn(&mut Value);
+        let cases: [(&str, Change<'_>); 3] = [
+            ("no policy", &|t: &mut Value| {
+                remove_resource(t, "LedgerProjectorQueuePolicy")
+            }),
+            ("an allow", &|t: &mut Value| {
+                let mut st = statement(t);
+                st["Effect"] = "Allow".into();
+                res(t, "LedgerProjectorQueuePolicy")["PolicyDocument"]["Statement"] =
+                    serde_json::json!([st]);
+            }),
+            ("without the forwarder", &|t: &mut Value| {
+                let mut st = statement(t);
+                st["Condition"]["ArnNotEquals"]["aws:PrincipalArn"] =
+                    serde_json::json!([{"Ref": "LedgerProducerArns"}]);
+                res(t, "LedgerProjectorQueuePolicy")["PolicyDocument"]["Statement"] =
+                    serde_json::json!([st]);
+            }),
+        ];
+        for (what, change) in cases {
+            let mut t = template();
+            change(&mut t);
+            let problems = forwarded_queue_senders(&t);
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p.contains("LedgerProjectorQueue") && p.contains("InboxForwarderRole")),
                 "{what}: {problems:?}"
             );
         }

@@ -42,7 +42,11 @@ fn service(dedup: Dedup<impl Marks<Effect = SqlEffect>>) -> Result<SqsService, E
         SqlEffect::new(&sql).bind(account).bind(e.payload.amount)
     })
     .one_transaction_per_batch();
-    Ok(dedup.cloudevents("tenantid").sqs(credit)?)
+    // The tenant is the payload's: the queue's producers are trusted (its policy names them).
+    Ok(dedup
+        .cloudevents("tenantid")
+        .trusted_producers()
+        .sqs(credit)?)
 }
 
 #[tokio::main]

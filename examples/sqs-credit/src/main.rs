@@ -21,7 +21,9 @@ struct Credit {
 /// credit, which the library commits together with the event's mark.
 fn service(dedup: Dedup) -> Result<SqsService, lambda_runtime::Error> {
     let balances = dedup.setting("BALANCES_TABLE")?;
-    Ok(dedup.cloudevents("tenantid").sqs(move |e: Event<Credit>| {
+    // The tenant is the payload's: the queue's producers are trusted (its policy names them).
+    let dedup = dedup.cloudevents("tenantid").trusted_producers();
+    Ok(dedup.sqs(move |e: Event<Credit>| {
         let account = ("account", e.scoped(&e.payload.account));
         Effect::add(&balances, account, "balance", e.payload.amount)
     })?)

@@ -33,6 +33,8 @@ fn service(dedup: Dedup<impl Marks>) -> Result<SqsService, Error> {
     let mail = IdempotentClient::new(&dedup.setting("MAIL_API_URL")?, timeout)?;
     Ok(dedup
         .cloudevents("tenantid")
+        // The tenant is the payload's: the queue's producers are trusted (its policy names them).
+        .trusted_producers()
         .sqs(calls(move |e: Event<SignedUp>, lease| {
             let message = serde_json::json!({"to": e.payload.email, "template": "welcome"});
             let (mail, key) = (mail.clone(), lease.key.idempotency_key());

@@ -275,6 +275,7 @@ mod tests {
             tenant: "dgt".into(),
             key,
             time: None,
+            provenance: lambda_dedup_runtime::Provenance::Payload,
         };
         assert_eq!(
             count_flagged(&notices.tables, &notices.store, &[applied]).await,

@@ -221,9 +221,13 @@ pub(crate) const DEPENDS_ON: &[&str] = &[
 ];
 
 /// How this function derives keys: CloudEvents `source` + `id`, tenant from `tenantid`, and a
-/// fingerprint of [`DEPENDS_ON`].
+/// fingerprint of [`DEPENDS_ON`]. The tenant is the payload's: the queue's producers are the
+/// deployment's own (declared trusted; docs/SECURITY.md, webhook provenance).
 pub(crate) fn configure<S>(dedup: Dedup<S>) -> Dedup<S> {
-    dedup.cloudevents("tenantid").fingerprint(DEPENDS_ON)
+    dedup
+        .cloudevents("tenantid")
+        .trusted_producers()
+        .fingerprint(DEPENDS_ON)
 }
 
 #[cfg(test)]
@@ -274,6 +278,7 @@ mod tests {
             ),
             tenant: "dgt".into(),
             time: None,
+            provenance: lambda_dedup_runtime::Provenance::Payload,
         })
     }
 

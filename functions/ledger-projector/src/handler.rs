@@ -233,6 +233,90 @@ mod tests {
         }
     }
 
+    /// `tenant`'s balance of `account`, if it has one.
+    fn balance(ledger: &Ledger, tenant: &str, account: &str) -> Option<i64> {
+        let account = lambda_dedup::tenant_scoped(tenant, account);
+        let item = ledger
+            .store
+            .item("balances", &Item::new().with("account", account))?;
+        match item.0.get("balance")? {
+            Value::N(n) => n.parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// One SQS record as Lambda sends it: a credit of `amount` to `credito-17` of `tenant`,
+    /// CloudEvents `source` `/core-banking` and `id`, with the inbox forwarder's
+    /// `dedup-verified-sender` attribute when `sender` is given (a webhook's event).
+    fn credit(
+        message_id: &str,
+        id: &str,
+        tenant: &str,
+        amount: i64,
+        sender: Option<&str>,
+    ) -> SqsEvent {
+        let body = serde_json::json!({"specversion": "1.0", "type": "credit",
+            "source": "/core-banking", "id": id, "tenantid": tenant,
+            "data": {"account": "credito-17", "amount": amount}});
+        let attributes = match sender {
+            Some(s) => serde_json::json!({"dedup-verified-sender": {"stringValue": s,
+                "stringListValues": [], "binaryListValues": [], "dataType": "String"}}),
+            None => serde_json::json!({}),
+        };
+        serde_json::from_value(serde_json::json!({"Records": [{
+            "messageId": message_id, "receiptHandle": "local", "body": body.to_string(),
+            "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1796000000000",
+                "SenderId": "local", "ApproximateFirstReceiveTimestamp": "1796000000000"},
+            "messageAttributes": attributes, "md5OfBody": "", "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:ledger-projector",
+            "awsRegion": "us-east-1"}]}))
+        .expect("an SQS event")
+    }
+
+    /// Issue 42 (high): a validly signed webhook from sender `bank-b`, forwarded from the inbox
+    /// with its verified sender, names tenant `bank-a` in its body: refused for good (reported,
+    /// for the DLQ), no balance of either tenant moves, and its redelivery is refused again. The
+    /// same sender naming itself is applied to its own balance.
+    #[tokio::test]
+    async fn a_verified_senders_event_naming_another_tenant_moves_no_balance() {
+        let ledger = ledger();
+        for _ in 0..2 {
+            let forged = credit("w-1", "evt-9", "bank-a", 10, Some("bank-b"));
+            assert_eq!(failed(&ledger, forged).await, ["w-1"]);
+            assert_eq!(balance(&ledger, "bank-a", "credito-17"), None);
+            assert_eq!(balance(&ledger, "bank-b", "credito-17"), None);
+        }
+        let own = credit("w-2", "evt-9", "bank-b", 10, Some("bank-b"));
+        assert!(failed(&ledger, own).await.is_empty());
+        assert_eq!(balance(&ledger, "bank-b", "credito-17"), Some(10));
+        assert_eq!(balance(&ledger, "bank-a", "credito-17"), None);
+    }
+
+    /// Issue 42 (high): a webhook's event reusing the `source` + `id` of an internal producer's
+    /// coming event (same tenant: the sender's own) is keyed in the sender's own key space, so
+    /// the internal event is neither dropped as its duplicate nor dead-lettered as its conflict:
+    /// both are applied, each once.
+    #[tokio::test]
+    async fn a_webhook_event_reusing_an_internal_id_does_not_shadow_it() {
+        let ledger = ledger();
+        let webhook = || credit("w-1", "evt-1", "bank-a", 5, Some("bank-a"));
+        let internal = || credit("m-1", "evt-1", "bank-a", 10, None);
+        assert!(failed(&ledger, webhook()).await.is_empty());
+        assert!(
+            failed(&ledger, internal()).await.is_empty(),
+            "not a conflict"
+        );
+        assert_eq!(
+            balance(&ledger, "bank-a", "credito-17"),
+            Some(15),
+            "both applied"
+        );
+        // Redeliveries of either stay duplicates of their own.
+        assert!(failed(&ledger, webhook()).await.is_empty());
+        assert!(failed(&ledger, internal()).await.is_empty());
+        assert_eq!(balance(&ledger, "bank-a", "credito-17"), Some(15));
+    }
+
     /// `BALANCES_TABLE` is required, and it is where the balances go.
     #[tokio::test]
     async fn the_balances_table_setting_is_required() {

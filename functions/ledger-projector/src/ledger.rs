@@ -2,7 +2,7 @@
 
 use lambda_dedup::{Effect, Item};
 use lambda_dedup_batch::Plan;
-use lambda_dedup_runtime::{Dedup, Event, Refusal};
+use lambda_dedup_runtime::{Dedup, Event, Provenance, Refusal};
 
 /// Longest account id accepted.
 const MAX_ACCOUNT: usize = 256;
@@ -31,8 +31,18 @@ struct Movement {
 
 /// The balance change of a `credit` or `debit` event with `data: {account, amount}` (a positive
 /// integer, in minor units). The balance item is the account *within the event's tenant*
-/// (`<tenant>/<account>`, S1): a message can only move its own tenant's balances.
+/// (`<tenant>/<account>`, S1): a message can only move its own tenant's balances. An event a
+/// verified sender vouched for (a webhook's, forwarded from the inbox) moves only that sender's
+/// own balances: the key derivation refuses one naming another tenant (`tenant_not_sender`), and
+/// the plan checks it again.
 pub fn plan(balances: &str, event: Event<LedgerEvent>) -> Result<Plan, Refusal> {
+    if let Provenance::Sender(sender) = &event.provenance
+        && *sender != event.tenant
+    {
+        return Err(Refusal::invalid(
+            "tenantid is not the verified sender's own tenant",
+        ));
+    }
     let LedgerEvent { kind, data } = &event.payload;
     let account = data.account.as_str();
     if account.trim().is_empty() || account.len() > MAX_ACCOUNT {
@@ -68,11 +78,20 @@ pub const DEPENDS_ON: &[&str] = &["/type", "/data/account", "/data/amount"];
 
 /// How a ledger function derives keys and reads events: CloudEvents with the tenant in
 /// `tenantid`, the fingerprint of every field the effect depends on ([`DEPENDS_ON`]), and the
-/// whole body as the payload (the effect reads the envelope's `type`). Both ledger functions
-/// (SQS and Kinesis) configure their [`Dedup`] with it.
+/// whole body as the payload (the effect reads the envelope's `type`). The ledger functions
+/// (SQS, Kinesis, SNS fan-out) configure their [`Dedup`] with it.
+///
+/// Who may name the tenant, said openly: the ledger's producers are trusted
+/// ([`Dedup::trusted_producers`]) — the internal producers the queue's policy names
+/// (`LedgerProducerArns` in infra/template.yaml) and, for webhooks, the inbox forwarder. A
+/// forwarded webhook event carries its verified sender (`dedup-verified-sender`, written by the
+/// forwarder from the inbox item): its `tenantid` must be that sender, or it is refused
+/// (`tenant_not_sender`, dead-lettered, nothing applied), and its key lies in the sender's own
+/// key space, so it never shadows an internal producer's event with the same `source` + `id`.
 pub fn configure<S>(dedup: Dedup<S>) -> Dedup<S> {
     dedup
         .cloudevents("tenantid")
+        .trusted_producers()
         .fingerprint(DEPENDS_ON)
         .whole_body()
 }
@@ -95,6 +114,7 @@ mod tests {
                 tenant,
                 key,
                 time: None,
+                provenance: Provenance::Payload,
             },
         )
     }

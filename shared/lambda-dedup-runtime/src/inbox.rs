@@ -7,8 +7,14 @@
 //! - records are handled in shard order; the first one that fails transiently (SQS or DynamoDB
 //!   down, throttled) is reported as the batch item failure and the stream retries from it, so
 //!   nothing is skipped (S12);
-//! - an item that can never be sent (no body, a body over SQS's limit, a body the queue refuses)
-//!   is **parked**: `forward_status = PARKED` with a reason code on the item, counted, and the
+//! - each message carries the sender the receiver verified, as the message attribute
+//!   [`VERIFIED_SENDER_ATTRIBUTE`] (`dedup-verified-sender`), taken from the inbox item's
+//!   `tenant` (which the receiver wrote from `WEBHOOK_TENANT` after checking the signature),
+//!   never from the body: the consumer binds the event's tenant to it and keys the event in the
+//!   sender's own key space (`lambda_dedup::Provenance::Sender`). An item without a sender is
+//!   never forwarded unattributed (it would pass for an internal producer's event): it is parked;
+//! - an item that can never be sent (no body, no sender, a body over SQS's limit, a body the
+//!   queue refuses) is **parked**: `forward_status = PARKED` with a reason code on the item, counted, and the
 //!   shard moves on (S15). It stays in the inbox for whoever repairs it;
 //! - before each record there must be time left for one more (`FORWARDER_RECORD_BUDGET_MS`);
 //!   otherwise the record is reported and the stream retries from it in a fresh invocation, and
@@ -26,7 +32,7 @@
 //! `MessageDeduplicationId`, so SQS drops such resends within its 5-minute window.
 
 use aws_lambda_events::event::dynamodb::EventRecord;
-use lambda_dedup::Item;
+use lambda_dedup::{Item, VERIFIED_SENDER_ATTRIBUTE};
 
 use crate::config::{FORWARDER, ForwarderConfig, SdkTimeouts};
 use crate::in_order::image_part;
@@ -86,13 +92,15 @@ struct Tenant {
 pub struct Message {
     /// The body, as the sender sent it.
     pub body: String,
-    /// The sender (the FIFO message group), if the item names one.
-    pub tenant: Option<String>,
+    /// The sender the receiver verified (the item's `tenant`): the message attribute
+    /// [`VERIFIED_SENDER_ATTRIBUTE`], and the FIFO message group.
+    pub sender: String,
 }
 
 /// What a record of the inbox table's stream is to the forwarder: an insertion, or the sweep's
 /// re-drive of an item still unsettled, to send; its own stamps and the rest ignored; an item
-/// without a body, or too large for the queue, parked.
+/// without a body, without a sender (`no_verified_sender`: never sent unattributed), or too
+/// large for the queue, parked.
 pub fn read(record: &EventRecord) -> Read<Message> {
     let image = &record.change.new_image;
     // An insertion, or the sweep's re-drive of an item still unsettled (our own FORWARDED and
@@ -111,6 +119,15 @@ pub fn read(record: &EventRecord) -> Read<Message> {
             reason: "malformed_inbox_item",
         };
     };
+    // The sender the receiver verified, from the item: never the body's say.
+    let Some(Tenant { tenant: sender }) =
+        image_part::<Tenant>(image).filter(|t| !t.tenant.trim().is_empty())
+    else {
+        return Read::Park {
+            key: event_key,
+            reason: "no_verified_sender",
+        };
+    };
     if body.len() > MAX_QUEUE_BODY_BYTES {
         return Read::Park {
             key: event_key,
@@ -119,10 +136,7 @@ pub fn read(record: &EventRecord) -> Read<Message> {
     }
     Read::Act {
         key: event_key,
-        item: Message {
-            body,
-            tenant: image_part::<Tenant>(image).map(|t| t.tenant),
-        },
+        item: Message { body, sender },
     }
 }
 
@@ -152,6 +166,7 @@ impl Act for Forward {
             event_key.as_bytes(),
         ));
         let attribute = string_attribute(&digest).map_err(Failure::Transient)?;
+        let sender = string_attribute(&message.sender).map_err(Failure::Transient)?;
         let url = self.queue.url();
         let mut send = self
             .queue
@@ -160,10 +175,11 @@ impl Act for Forward {
             .send_message()
             .queue_url(url)
             .message_body(&message.body)
-            .message_attributes(INBOX_KEY_ATTRIBUTE, attribute);
+            .message_attributes(INBOX_KEY_ATTRIBUTE, attribute)
+            .message_attributes(VERIFIED_SENDER_ATTRIBUTE, sender);
         if url.ends_with(".fifo") {
             send = send
-                .message_group_id(message.tenant.as_deref().unwrap_or("inbox"))
+                .message_group_id(&message.sender)
                 .message_deduplication_id(&digest);
         }
         if let Err(e) = send.send().await {
@@ -294,7 +310,7 @@ mod tests {
                 key: "k".into(),
                 item: Message {
                     body: "{}".into(),
-                    tenant: Some("acme".into())
+                    sender: "acme".into()
                 }
             }
         );
@@ -325,7 +341,7 @@ mod tests {
         assert_eq!(
             read(&record(
                 "INSERT",
-                json!({"event_key": {"S": "k"}, "body": {"S": huge}})
+                json!({"event_key": {"S": "k"}, "body": {"S": huge}, "tenant": {"S": "acme"}})
             )),
             Read::Park {
                 key: "k".into(),
@@ -339,7 +355,8 @@ mod tests {
             "eventID": format!("e{seq}"), "eventName": "INSERT", "eventSource": "aws:dynamodb",
             "awsRegion": "us-east-1",
             "dynamodb": {"Keys": {"event_key": {"S": key}},
-                         "NewImage": {"event_key": {"S": key}, "body": body},
+                         "NewImage": {"event_key": {"S": key}, "body": body,
+                                      "tenant": {"S": "acme"}},
                          "SequenceNumber": format!("{seq:03}"), "SizeBytes": 10,
                          "StreamViewType": "NEW_IMAGE"}
         })
@@ -393,6 +410,71 @@ mod tests {
         let t = handled.tally;
         assert_eq!((t.parked, t.transient, t.deferred, t.settled), (1, 1, 1, 0));
         assert!(t.closes(), "{t:?}");
+    }
+
+    /// Issue 42 (webhook provenance), through the forwarder's service on the memory store and an
+    /// SQS on loopback: each message carries the sender the receiver verified, from the inbox
+    /// item's `tenant`, as `dedup-verified-sender` — not the tenant the body names, which is the
+    /// sender's say; an item with no sender is parked (`no_verified_sender`), never sent
+    /// unattributed, where it would pass for an internal producer's event.
+    #[tokio::test]
+    async fn the_verified_sender_is_sent_from_the_inbox_item_not_the_body() {
+        let (client, url, taken) = crate::queue::sqs_on_loopback(MAX_QUEUE_BODY_BYTES);
+        let (dedup, store) =
+            crate::testing::on_memory(Dedup::read(&env(), "inbox-forwarder").expect("settings"));
+        store.create_table("inbox", "event_key");
+        let forwarder =
+            forwarder_to(dedup, |_, _| Queue::with_client(url, client)).expect("forwarder");
+        let body = json!({"specversion": "1.0", "type": "credit", "source": "/bank",
+            "id": "e-1", "tenantid": "globex", "dedup-verified-sender": "globex",
+            "data": {"account": "a", "amount": 10}})
+        .to_string();
+        for key in ["signed", "unsigned"] {
+            store
+                .put_item(
+                    "inbox",
+                    Item::new()
+                        .with("event_key", key)
+                        .with("body", body.as_str()),
+                )
+                .expect("seed");
+        }
+        let mut unsigned = insert(2, "unsigned", json!({"S": body}));
+        unsigned["dynamodb"]["NewImage"]
+            .as_object_mut()
+            .expect("image")
+            .remove("tenant");
+        let event: aws_lambda_events::event::dynamodb::Event = serde_json::from_value(json!({
+            "Records": [insert(1, "signed", json!({"S": body})), unsigned]
+        }))
+        .expect("event");
+        let handled = forwarder
+            .handle(&event, Some(SystemTime::now() + Duration::from_secs(30)))
+            .await;
+        let failures = &handled.response.batch_item_failures;
+        assert!(failures.is_empty(), "{failures:?}");
+        let sent = taken.lock().expect("taken").clone();
+        assert_eq!(
+            sent.len(),
+            1,
+            "only the item with a sender is sent: {sent:?}"
+        );
+        let (sent_body, attributes) = &sent[0];
+        assert_eq!(sent_body, &body, "the body as the sender sent it");
+        let sender: Vec<_> = attributes
+            .iter()
+            .filter(|(name, _)| name == VERIFIED_SENDER_ATTRIBUTE)
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(sender, ["acme"], "the inbox item's sender: {attributes:?}");
+        let unsent = store
+            .item("inbox", &Item::new().with("event_key", "unsigned"))
+            .expect("item");
+        assert_eq!(lambda_dedup::items::text(&unsent, STATUS), Some(PARKED));
+        assert_eq!(
+            lambda_dedup::items::text(&unsent, "failure_reason"),
+            Some("no_verified_sender")
+        );
     }
 
     /// The forwarder's sweep on the memory store: only items with no `forward_status`

@@ -96,7 +96,7 @@ pub use source::sqs;
 use source::stream;
 pub use source::{asynchronous, eventbridge, sns};
 
-pub use lambda_dedup::{Effect, Item, TimeFormat};
+pub use lambda_dedup::{Effect, Item, Provenance, TimeFormat};
 /// Why a delivery was rejected (what [`InvokeError::Rejected`] names).
 pub use lambda_dedup_batch::Reason;
 /// The crates the builder's types come from, re-exported so that a function uses the versions

@@ -13,7 +13,12 @@
 //! }
 //!
 //! # async fn run() -> Result<(), lambda_runtime::Error> {
-//! let dedup = Dedup::from_env("sqs-credit")?.cloudevents("tenantid").dynamodb().await;
+//! // The tenant is the payload's: the queue's policy names the producers, declared trusted.
+//! let dedup = Dedup::from_env("sqs-credit")?
+//!     .cloudevents("tenantid")
+//!     .trusted_producers()
+//!     .dynamodb()
+//!     .await;
 //! let balances = dedup.setting("BALANCES_TABLE")?;
 //! lambda_runtime::run(dedup.sqs(move |e| credit(&balances, e))?).await
 //! # }
@@ -23,7 +28,8 @@
 //! one (S9); the store is chosen once ([`Dedup::dynamodb`] in Lambda, [`Dedup::store`] with a
 //! `MemoryStore` in tests), and every guard the settings document is applied to the service it
 //! builds. The work per event is a plain function of a typed [`Event`]: the payload deserialised
-//! into the user's own type, with its tenant, key and time.
+//! into the user's own type, with its tenant, key, time and provenance (who vouched for the
+//! tenant).
 //!
 //! | source | method | flows ([`flow`]) |
 //! | --- | --- | --- |
@@ -117,6 +123,9 @@ pub struct Dedup<S = Items> {
     /// position, S3's event) takes it then, and never replaces a choice.
     identity_chosen: bool,
     tenant: TenantSource,
+    /// Whether the function declared its producers trusted to name the tenant in the payload
+    /// ([`Dedup::trusted_producers`]).
+    producers_trusted: bool,
     fingerprint: Option<FingerprintSource>,
     time: Option<EventTimeSource>,
     store: S,
@@ -160,6 +169,18 @@ pub enum BuildError {
         /// The identity chosen.
         identity: &'static str,
     },
+    /// The tenant is read from the message, which only the payload vouches for, and the function
+    /// did not declare its producers trusted ([`Dedup::trusted_producers`]): any sender that
+    /// reached the door could name any tenant (S1).
+    #[error(
+        "{function}: the tenant is read from the message and only the payload vouches for it; \
+         declare the producers trusted (Dedup::trusted_producers) where the door's policy names \
+         them, or take the tenant from a verified source"
+    )]
+    UnvouchedTenant {
+        /// The function.
+        function: String,
+    },
 }
 
 impl Dedup<NoStore> {
@@ -181,6 +202,7 @@ impl Dedup<NoStore> {
             identity: IdentitySource::CloudEvents,
             identity_chosen: false,
             tenant: TenantSource::Single,
+            producers_trusted: false,
             fingerprint: None,
             time: None,
             store: NoStore,
@@ -236,6 +258,7 @@ impl Dedup<NoStore> {
             identity: self.identity,
             identity_chosen: self.identity_chosen,
             tenant: self.tenant,
+            producers_trusted: self.producers_trusted,
             fingerprint: self.fingerprint,
             time: self.time,
             store,
@@ -306,6 +329,35 @@ impl<S> Dedup<S> {
     pub fn tenant(mut self, pointer: &str) -> Self {
         self.tenant = TenantSource::JsonPointer(pointer.to_owned());
         self
+    }
+
+    /// Declares openly that the producers that reach this function's door without a verified
+    /// sender are trusted to name the tenant in the payload: an internal queue whose policy
+    /// names them ([`Provenance::Payload`](crate::Provenance::Payload)). A service whose tenant
+    /// is read from the message is not built without it ([`BuildError::UnvouchedTenant`]). An
+    /// event a verified sender vouched for ([`Provenance::Sender`](crate::Provenance::Sender):
+    /// a webhook's, through the inbox forwarder) is bound to that sender whatever this says: its
+    /// tenant must be the sender's, and its key lies in the sender's own key space.
+    pub fn trusted_producers(mut self) -> Self {
+        self.producers_trusted = true;
+        self
+    }
+
+    /// Refuses a service whose tenant only the payload vouches for, unless the function
+    /// declared its producers trusted.
+    fn vouched(&self) -> Result<(), BuildError> {
+        let from_message = matches!(
+            self.tenant,
+            TenantSource::CloudEventsExtension(_)
+                | TenantSource::JsonPointer(_)
+                | TenantSource::MessageAttribute(_)
+        );
+        if from_message && !self.producers_trusted {
+            return Err(BuildError::UnvouchedTenant {
+                function: self.function.clone(),
+            });
+        }
+        Ok(())
     }
 
     /// The fingerprint is the values at `pointers`: the same identity with another value in any
@@ -460,6 +512,7 @@ impl<S: Marks> Dedup<S> {
     }
 
     fn deduplicator(&self, scope: Scope) -> Result<Deduplicator<S::Effect>, BuildError> {
+        self.vouched()?;
         let store = self.mark_store()?;
         // The settings apply their guards (body limit, event time, cache size and age) in one
         // place, for the builder and `Settings::deduplicator` alike.
@@ -738,6 +791,64 @@ pub(crate) mod tests {
         assert!(
             !reason.contains("alice") && !reason.contains("4111"),
             "{reason}"
+        );
+    }
+
+    /// Issue 42 (webhook provenance), through the builder: a service whose tenant is read from
+    /// the payload is not built unless the function declares its producers trusted (every
+    /// door's flow, SQS and the rest); once declared, each event says who vouched for its
+    /// tenant: the verified sender the inbox forwarder names, or only the payload.
+    #[tokio::test]
+    async fn a_payload_tenant_needs_trusted_producers_and_each_event_says_its_provenance() {
+        let payload_tenant = || {
+            let dedup = Dedup::read(&env(), "payer").expect("settings");
+            crate::testing::on_memory(dedup).0.cloudevents("tenantid")
+        };
+        let work = |_: Event<serde_json::Value>| Vec::<lambda_dedup::Effect>::new();
+        let Err(BuildError::UnvouchedTenant { function }) = payload_tenant().sqs(work) else {
+            panic!("built with a tenant only the payload vouches for");
+        };
+        assert_eq!(function, "payer");
+        assert!(matches!(
+            payload_tenant().sqs(flow::create_once(work)),
+            Err(BuildError::UnvouchedTenant { .. })
+        ));
+        // A fixed or single tenant is the function's own: no declaration needed.
+        assert!(dedup().sqs(work).is_ok());
+
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let service = payload_tenant()
+            .trusted_producers()
+            .sqs(move |e: Event<serde_json::Value>| {
+                s.lock()
+                    .expect("lock")
+                    .push((e.tenant.clone(), e.provenance.clone()));
+                Vec::<lambda_dedup::Effect>::new()
+            })
+            .expect("declared");
+        let body = |id: &str| {
+            format!(
+                r#"{{"specversion": "1.0", "type": "t", "source": "/s", "id": "{id}", "tenantid": "acme", "data": {{}}}}"#
+            )
+        };
+        let mut batch = event(&[&body("e-1"), &body("e-2")]);
+        let mut sender = aws_lambda_events::event::sqs::SqsMessageAttribute::default();
+        sender.string_value = Some("acme".into());
+        sender.data_type = Some("String".into());
+        batch.records[1]
+            .message_attributes
+            .insert(lambda_dedup::VERIFIED_SENDER_ATTRIBUTE.into(), sender);
+        let answer = service.call_with(batch).await.expect("answer");
+        assert!(failed(&answer).is_empty());
+        let mut seen = seen.lock().expect("lock").clone();
+        seen.sort_by_key(|(_, p)| matches!(p, crate::Provenance::Sender(_)));
+        assert_eq!(
+            seen,
+            [
+                ("acme".to_owned(), crate::Provenance::Payload),
+                ("acme".to_owned(), crate::Provenance::Sender("acme".into()))
+            ]
         );
     }
 

@@ -57,8 +57,8 @@ pub use fingerprint::{Fingerprint, FingerprintSource};
 pub use items::ItemStore;
 pub use key::{
     AttributeValue, DEFAULT_MAX_BODY_BYTES, DedupKey, Derived, ENVELOPE_ID_ATTRIBUTE,
-    EventTimeSource, IdentitySource, KeySpec, MAX_CLOCK_SKEW, Message, Rejection, Scope,
-    TenantSource, TimeFormat,
+    EventTimeSource, IdentitySource, KeySpec, MAX_CLOCK_SKEW, Message, Provenance, Rejection,
+    Scope, TenantSource, TimeFormat, VERIFIED_SENDER_ATTRIBUTE,
 };
 pub use latest::{Latest, LatestWrite, Sequencer, SequencerError};
 pub use mark::{Claim, Commit, Lease, Mark, MarkStatus, OwnerToken, Seen};

@@ -55,11 +55,14 @@ pub enum Reason {
     /// The body travels in base64 (a Kafka record's `value`) and is not base64: there are no
     /// bytes to judge (S2).
     BodyNotBase64,
+    /// A verified sender's message names another tenant ([`crate::Provenance::Sender`]): a
+    /// sender writes only within its own tenant (S1).
+    TenantNotSender,
 }
 
 impl Reason {
     /// Every reason, for documentation and exhaustive tests.
-    pub const ALL: [Reason; 23] = [
+    pub const ALL: [Reason; 24] = [
         Reason::BodyTooLarge,
         Reason::BodyNotUtf8,
         Reason::BodyNotJson,
@@ -83,6 +86,7 @@ impl Reason {
         Reason::EmbeddedTooLarge,
         Reason::EnvelopeMalformed,
         Reason::BodyNotBase64,
+        Reason::TenantNotSender,
     ];
 
     /// The stable code: the metric and log label (`late_event`, `effect_refused`, …).
@@ -111,6 +115,7 @@ impl Reason {
             Reason::EmbeddedTooLarge => "embedded_too_large",
             Reason::EnvelopeMalformed => "envelope_malformed",
             Reason::BodyNotBase64 => "body_not_base64",
+            Reason::TenantNotSender => "tenant_not_sender",
         }
     }
 
@@ -167,6 +172,7 @@ impl From<&crate::Rejection> for Reason {
                 crate::pointer::PointerError::TooLarge { .. } => Reason::EmbeddedTooLarge,
             },
             R::Envelope { .. } => Reason::EnvelopeMalformed,
+            R::NotTheSender { .. } => Reason::TenantNotSender,
         }
     }
 }

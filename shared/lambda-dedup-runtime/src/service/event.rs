@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use lambda_dedup::{DedupKey, Derived, KeySpec, Message};
+use lambda_dedup::{DedupKey, Derived, KeySpec, Message, Provenance};
 use lambda_dedup_batch::{Invalid, Plan};
 use serde::de::DeserializeOwned;
 
@@ -69,6 +69,11 @@ pub struct Event<T> {
     pub key: DedupKey,
     /// When the producer says the event happened, if it says.
     pub time: Option<SystemTime>,
+    /// Who vouched for [`tenant`](Self::tenant): a verified sender (a webhook's, carried by the
+    /// inbox forwarder; the tenant is then that sender's, and the key in its own key space), or
+    /// only the payload (a producer the function declared trusted,
+    /// [`Dedup::trusted_producers`](super::Dedup::trusted_producers)).
+    pub provenance: Provenance,
 }
 
 impl<T> Event<T> {
@@ -115,6 +120,7 @@ pub(super) fn typed<T: DeserializeOwned>(at: PayloadAt, d: &Derived) -> Result<E
         tenant: d.tenant.clone(),
         key: d.key.clone(),
         time: d.event_time,
+        provenance: d.provenance.clone(),
     })
 }
 

@@ -186,7 +186,7 @@ impl StreamRecord for Record {
         Message {
             message_id: self.id(),
             body: self.value.clone().unwrap_or_default(),
-            attributes,
+            attributes: super::unvouched(attributes),
             group_id: Some(self.partition.clone()),
         }
     }

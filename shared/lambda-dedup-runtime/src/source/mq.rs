@@ -147,7 +147,7 @@ impl StreamRecord for MqMessage {
         Message {
             message_id: self.id(),
             body: self.data.clone().unwrap_or_default(),
-            attributes,
+            attributes: super::unvouched(attributes),
             group_id: None,
         }
     }

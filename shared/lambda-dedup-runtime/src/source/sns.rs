@@ -52,7 +52,7 @@ fn message_of(message_id: String, sns: &SnsMessage) -> Message {
     Message {
         message_id,
         body: sns.message.clone().into_bytes(),
-        attributes,
+        attributes: super::unvouched(attributes),
         group_id: None,
     }
 }
@@ -86,4 +86,37 @@ pub(crate) fn described(e: &serde_json::Error) -> String {
         serde_json::error::Category::Eof => "cut short",
     };
     format!("{kind} at line {} column {}", e.line(), e.column())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 42 (webhook provenance): an SNS publisher's attribute named as the inbox
+    /// forwarder's verified sender vouches for nothing: it is not read, directly or inside an
+    /// SQS body, so the event stays [`lambda_dedup::Provenance::Payload`].
+    #[test]
+    fn a_publishers_verified_sender_attribute_is_not_read() {
+        let body = serde_json::json!({
+            "Type": "Notification", "MessageId": "sns-1", "TopicArn": "arn:aws:sns:us-east-1:1:t",
+            "Message": "{}", "Timestamp": "2026-12-06T00:00:00.000Z", "SignatureVersion": "1",
+            "Signature": "x", "SigningCertUrl": "https://x", "UnsubscribeUrl": "https://x",
+            "MessageAttributes": {
+                "dedup-verified-sender": {"Type": "String", "Value": "acme"},
+                "kept": {"Type": "String", "Value": "yes"}
+            }
+        });
+        let m = notification("m-1".into(), body.to_string().as_bytes()).expect("read");
+        assert!(
+            !m.attributes
+                .contains_key(lambda_dedup::VERIFIED_SENDER_ATTRIBUTE)
+        );
+        assert!(m.attributes.contains_key("kept"));
+        let spec = lambda_dedup::KeySpec::new(
+            lambda_dedup::Scope::new("t", "c").expect("scope"),
+            lambda_dedup::IdentitySource::EnvelopeId,
+        );
+        let derived = spec.derive(&m).expect("key");
+        assert_eq!(derived.provenance, lambda_dedup::Provenance::Payload);
+    }
 }

@@ -13,6 +13,14 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 /// attribute names that start with `AWS.`, so no producer's attribute can stand in for it.
 pub const ENVELOPE_ID_ATTRIBUTE: &str = "AWS.lambda-dedup.envelope-id";
 
+/// The message attribute that names the sender a webhook receiver verified (by its signature),
+/// written by the inbox forwarder from the inbox item, never from the body. A message carrying it
+/// is [`Provenance::Sender`](super::Provenance::Sender): its tenant must be that sender's and its
+/// key lies in the sender's own key space ([`KeySpec::derive`](super::KeySpec::derive)). Only the
+/// forwarder writes it; the queue's policy names who may send at all (an internal producer could
+/// set it too, and would only bind its own messages).
+pub const VERIFIED_SENDER_ATTRIBUTE: &str = "dedup-verified-sender";
+
 /// A message attribute value, as SQS carries them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AttributeValue {

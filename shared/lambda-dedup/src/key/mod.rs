@@ -30,8 +30,11 @@ mod tests;
 mod time;
 
 pub use checks::MAX_IDENTITY_BYTES;
-pub use message::{AttributeValue, DEFAULT_MAX_BODY_BYTES, ENVELOPE_ID_ATTRIBUTE, Message};
+pub use message::{
+    AttributeValue, DEFAULT_MAX_BODY_BYTES, ENVELOPE_ID_ATTRIBUTE, Message,
+    VERIFIED_SENDER_ATTRIBUTE,
+};
 pub use rejection::{MAX_CLOCK_SKEW, Rejection};
 pub use scope::{DedupKey, MAX_SCOPE_NAME, Scope};
-pub use spec::{Derived, IdentitySource, KeySpec, TenantSource};
+pub use spec::{Derived, IdentitySource, KeySpec, Provenance, TenantSource};
 pub use time::{EventTimeSource, TimeFormat};

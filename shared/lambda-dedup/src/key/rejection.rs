@@ -81,6 +81,13 @@ pub enum Rejection {
         /// What is wrong with it (a parser's position and kind, or the field missing).
         detail: String,
     },
+    /// The message carries a verified sender ([`crate::VERIFIED_SENDER_ATTRIBUTE`]) and names
+    /// another tenant: a sender may only write within its own tenant (S1). Never retried.
+    #[error("{what} is not the verified sender's own tenant")]
+    NotTheSender {
+        /// The tenant's field.
+        what: String,
+    },
     /// The event is older than the retention window: the mark table can no longer say whether
     /// it was handled, so it goes to reconciliation instead of being applied (S10).
     #[error("event is {age_secs} s old, beyond the {retention_secs}-second retention window")]

@@ -7,7 +7,10 @@ use serde_json::Value as Json;
 use super::checks::{checked, json_text, pointer};
 use super::cloudevents::ce_attr;
 use super::time::EventTimeSource;
-use super::{AttributeValue, DEFAULT_MAX_BODY_BYTES, DedupKey, Message, Rejection, Scope};
+use super::{
+    AttributeValue, DEFAULT_MAX_BODY_BYTES, DedupKey, Message, Rejection, Scope,
+    VERIFIED_SENDER_ATTRIBUTE,
+};
 use crate::fingerprint::{Fingerprint, FingerprintSource};
 use crate::hash_parts;
 
@@ -54,6 +57,23 @@ pub enum TenantSource {
     JsonPointer(String),
 }
 
+/// Who vouched for an event's tenant and caller (S1): what the consumer may rely on beyond the
+/// payload itself.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Provenance {
+    /// Only the payload: whoever could put the message on the door named its tenant. Relied on
+    /// only where the function declares its producers trusted (an internal queue whose policy
+    /// names them).
+    #[default]
+    Payload,
+    /// A sender verified by its signature (a webhook receiver), carried from the inbox item by
+    /// the inbox forwarder in [`VERIFIED_SENDER_ATTRIBUTE`]. A tenant read from the message must
+    /// be this sender, and the key lies in the sender's own key space, apart from every other
+    /// producer's.
+    Sender(String),
+}
+
 /// How to derive the key and fingerprint of a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeySpec {
@@ -83,6 +103,8 @@ pub struct Derived {
     /// (by default the CloudEvents `time` of a CloudEvents spec), when the producer declared it.
     /// Judges late events (S10).
     pub event_time: Option<SystemTime>,
+    /// Who vouched for the tenant: a verified sender, or only the payload.
+    pub provenance: Provenance,
 }
 
 impl KeySpec {
@@ -159,6 +181,14 @@ impl KeySpec {
     }
 
     /// Derives the key of `msg`, or says why it cannot (S2: no key, no processing).
+    ///
+    /// A message carrying [`VERIFIED_SENDER_ATTRIBUTE`] is [`Provenance::Sender`]: a tenant this
+    /// spec reads from the message (an attribute, a CloudEvents extension, a body field) must be
+    /// that sender, or the message is [`Rejection::NotTheSender`]; and its key is derived in the
+    /// sender's own key space (the identity prefixed with `verified-sender` and the sender), so
+    /// an event a sender forwards can never be taken for another producer's event with the same
+    /// identity, nor shadow it. A fixed or single tenant is the consumer's own declaration, not
+    /// the message's, and is kept.
     pub fn derive(&self, msg: &Message) -> Result<Derived, Rejection> {
         if msg.body.len() > self.max_body_bytes {
             return Err(Rejection::BodyTooLarge {
@@ -233,6 +263,23 @@ impl KeySpec {
         };
         let event_time = self.time.read(msg, body.as_ref())?;
         let tenant = self.tenant_of(msg, body.as_ref())?;
+        let provenance = match msg.attributes.get(VERIFIED_SENDER_ATTRIBUTE) {
+            None => Provenance::Payload,
+            Some(_) => Provenance::Sender(attribute(
+                msg,
+                &format!("message attribute `{VERIFIED_SENDER_ATTRIBUTE}`"),
+                VERIFIED_SENDER_ATTRIBUTE,
+            )?),
+        };
+        let mut identity = identity;
+        if let Provenance::Sender(sender) = &provenance {
+            if self.tenant_from_message() && tenant != *sender {
+                return Err(Rejection::NotTheSender {
+                    what: self.tenant_name(),
+                });
+            }
+            identity.splice(0..0, ["verified-sender".to_owned(), sender.clone()]);
+        }
         let parts: Vec<&str> = identity.iter().map(String::as_str).collect();
         let key = DedupKey::new(&self.scope, &tenant, &parts);
         let fingerprint = self
@@ -248,7 +295,26 @@ impl KeySpec {
             tenant,
             body,
             event_time,
+            provenance,
         })
+    }
+
+    /// Whether the tenant is read from the message (a producer names it), not declared by the
+    /// consumer (fixed, or none).
+    fn tenant_from_message(&self) -> bool {
+        !matches!(self.tenant, TenantSource::Single | TenantSource::Fixed(_))
+    }
+
+    /// The tenant's field, as a rejection names it (never its value, S3).
+    fn tenant_name(&self) -> String {
+        match &self.tenant {
+            TenantSource::Single | TenantSource::Fixed(_) => "tenant".into(),
+            TenantSource::MessageAttribute(name) => format!("tenant message attribute `{name}`"),
+            TenantSource::CloudEventsExtension(name) => {
+                format!("tenant CloudEvents extension `{name}`")
+            }
+            TenantSource::JsonPointer(ptr) => format!("tenant body field `{ptr}`"),
+        }
     }
 
     fn tenant_of(&self, msg: &Message, body: Option<&Json>) -> Result<String, Rejection> {

@@ -433,3 +433,71 @@ fn s2_a_message_string_that_cannot_be_read_is_rejected_by_pointer() {
         .expect_err("rejected");
     assert_eq!(e.code(), "embedded_not_json");
 }
+
+/// `ce("evt-1")` (tenant `acme`) with `sender` as the verified sender the inbox forwarder names.
+fn forwarded(body: &str, sender: &str) -> Message {
+    let mut m = msg(body);
+    m.attributes.insert(
+        VERIFIED_SENDER_ATTRIBUTE.into(),
+        AttributeValue::String(sender.into()),
+    );
+    m
+}
+
+/// Issue 42 (webhook provenance): a message the inbox forwarder marks with its verified sender
+/// may name only that sender's tenant; naming another is refused for good (`tenant_not_sender`),
+/// the value never quoted. Its key lies in the sender's own key space: the same `source` + `id`
+/// as an internal producer's event is another key, so neither shadows the other. Without the
+/// attribute nothing changes (the internal producer's key is the one it always was).
+#[test]
+fn a_verified_senders_message_is_bound_to_its_tenant_and_keyed_in_its_own_space() {
+    let internal = ce_spec().derive(&msg(&ce("evt-1"))).expect("derive");
+    assert_eq!(internal.provenance, Provenance::Payload);
+
+    let other = rejected(&ce_spec(), &forwarded(&ce("evt-1"), "globex"));
+    assert!(matches!(other, Rejection::NotTheSender { .. }), "{other:?}");
+    assert_eq!(crate::Reason::from(&other), crate::Reason::TenantNotSender);
+    assert!(!other.to_string().contains("acme") && !other.to_string().contains("globex"));
+    let by_pointer = KeySpec::new(scope(), IdentitySource::CloudEvents)
+        .tenant(TenantSource::JsonPointer("/tenantid".into()));
+    assert!(matches!(
+        rejected(&by_pointer, &forwarded(&ce("evt-1"), "globex")),
+        Rejection::NotTheSender { .. }
+    ));
+
+    let own = ce_spec()
+        .derive(&forwarded(&ce("evt-1"), "acme"))
+        .expect("its own tenant");
+    assert_eq!(own.provenance, Provenance::Sender("acme".into()));
+    assert_eq!(own.tenant, "acme");
+    assert_ne!(
+        own.key, internal.key,
+        "apart from the internal producer's key"
+    );
+    assert_eq!(
+        own.key,
+        ce_spec()
+            .derive(&forwarded(&ce("evt-1"), "acme"))
+            .expect("again")
+            .key,
+        "stable across redeliveries"
+    );
+
+    // A consumer's own tenant (fixed, or none) is its declaration, kept; the key space is still
+    // the sender's.
+    let fixed = KeySpec::new(scope(), IdentitySource::CloudEvents)
+        .tenant(TenantSource::Fixed("bank".into()));
+    let kept = fixed
+        .derive(&forwarded(&ce("evt-1"), "globex"))
+        .expect("fixed");
+    assert_eq!(kept.tenant, "bank");
+    assert_ne!(
+        kept.key,
+        fixed.derive(&msg(&ce("evt-1"))).expect("internal").key
+    );
+    // An empty or control-character sender is no sender.
+    assert!(matches!(
+        rejected(&ce_spec(), &forwarded(&ce("evt-1"), "")),
+        Rejection::Empty { .. }
+    ));
+}

@@ -80,6 +80,7 @@ where
 
     fn build(self, on: On<'_, S>) -> Result<LatestStep, BuildError> {
         let dedup = on.dedup;
+        dedup.vouched()?;
         let store = dedup.store.latest_marks(&dedup.settings)?;
         let spec = dedup.raw_spec(dedup.settings.scope.clone());
         Ok(LatestStep {

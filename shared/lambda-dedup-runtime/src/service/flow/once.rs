@@ -60,6 +60,7 @@ where
 
     fn build(self, on: On<'_, S>) -> Result<CreateOnceStep, BuildError> {
         let dedup = on.dedup;
+        dedup.vouched()?;
         let store = dedup.store.create_once_marks(&dedup.settings)?;
         let spec = dedup.raw_spec(dedup.settings.scope.clone());
         Ok(CreateOnceStep {
@@ -141,6 +142,7 @@ where
 
     fn build(self, on: On<'_, S>) -> Result<SequenceStep, BuildError> {
         let dedup = on.dedup;
+        dedup.vouched()?;
         let store = dedup.store.sequence_marks(&dedup.settings)?;
         let spec = dedup.raw_spec(dedup.settings.scope.clone());
         Ok(SequenceStep {

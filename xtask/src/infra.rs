@@ -33,6 +33,7 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     problems.extend(leading_keys(t));
     problems.extend(substituted_wildcards(t));
+    problems.extend(secrets_by_arn(t));
     problems.extend(crate::fanout::check(t));
     for f in functions(t) {
         // One deadline margin: a relay's `{ROLE}_DEADLINE_MARGIN_MS` was its record budget
@@ -437,6 +438,49 @@ fn string_like(pattern: &str, value: &str) -> bool {
         }
     }
     p[i..].iter().all(|c| *c == '*')
+}
+
+/// The variables that would hold a secret itself, each with the variable that names its
+/// Secrets Manager secret instead (read at init by the function).
+const SECRET_VARS: [(&str, &str); 2] = [
+    ("FINES_CORRELATION_KEY", "FINES_CORRELATION_KEY_ARN"),
+    ("WEBHOOK_SECRETS", "WEBHOOK_SECRETS_ARN"),
+];
+
+/// No secret in a function's configuration: a secret's own variable (a value, or a `resolve`
+/// copied in at deploy time, readable with `lambda:GetFunctionConfiguration`) is refused, and
+/// the variable naming its secret is a `Ref` to the ARN parameter, which the role may read.
+fn secrets_by_arn(t: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    for f in functions(t) {
+        for (plain, arn) in SECRET_VARS {
+            if !f.env(plain).is_null() {
+                problems.push(format!(
+                    "{}: {plain} puts the secret in the function's configuration (readable with \
+                     lambda:GetFunctionConfiguration): name its Secrets Manager secret in {arn}, \
+                     read at init",
+                    f.id
+                ));
+            }
+            let named = f.env(arn);
+            if named.is_null() {
+                continue;
+            }
+            match ref_target(&named).filter(|p| t["Parameters"][*p].is_object()) {
+                Some(p) if f.grants("secretsmanager:GetSecretValue", p) => {}
+                Some(p) => problems.push(format!(
+                    "{}: its role must grant secretsmanager:GetSecretValue on {p}, the secret \
+                     {arn} names",
+                    f.id
+                )),
+                None => problems.push(format!(
+                    "{}: {arn} must be a Ref to the secret's ARN parameter",
+                    f.id
+                )),
+            }
+        }
+    }
+    problems
 }
 
 /// Grants of DynamoDB or SQS actions whose `Resource` is written with an intrinsic (`!Sub`,
@@ -2049,6 +2093,49 @@ mod tests {
         broken(
             |t| drop_statement(t, "LedgerProjectorRole", "OwnQueue"),
             "role must grant sqs:ReceiveMessage",
+        );
+    }
+
+    /// Issue 42: fine-notices' correlation key is read at init from the Secrets Manager secret
+    /// `FINES_CORRELATION_KEY_ARN` names (a Ref to its parameter, which its role may read),
+    /// never resolved into a plain variable of its configuration; a copy that resolves it
+    /// again, or names the secret without the grant, is refused.
+    #[test]
+    fn fines_correlation_key_is_read_by_arn_never_a_plain_variable() {
+        let secret_problems = |t: &Value| -> Vec<String> {
+            check(t)
+                .into_iter()
+                .filter(|p| p.contains("FINES_CORRELATION_KEY") || p.contains("secretsmanager"))
+                .collect()
+        };
+        let t = template();
+        assert_eq!(secret_problems(&t), Vec::<String>::new());
+        assert_eq!(
+            res(&mut template(), "FineNotices")["Environment"]["Variables"]["FINES_CORRELATION_KEY_ARN"],
+            serde_json::json!({"Ref": "FinesCorrelationKeyArn"})
+        );
+        let mut resolved = template();
+        let vars = &mut res(&mut resolved, "FineNotices")["Environment"]["Variables"];
+        vars["FINES_CORRELATION_KEY"] =
+            "{{resolve:ssm:/lambda-dedup/fines-correlation-key}}".into();
+        vars.as_object_mut()
+            .expect("variables")
+            .remove("FINES_CORRELATION_KEY_ARN");
+        assert!(
+            secret_problems(&resolved)
+                .iter()
+                .any(|p| p.starts_with("FineNotices: FINES_CORRELATION_KEY puts the secret")),
+            "{:?}",
+            secret_problems(&resolved)
+        );
+        let mut ungranted = template();
+        drop_statement(&mut ungranted, "FineNoticesRole", "FinesCorrelationKey");
+        assert!(
+            secret_problems(&ungranted)
+                .iter()
+                .any(|p| p.contains("must grant secretsmanager:GetSecretValue")),
+            "{:?}",
+            secret_problems(&ungranted)
         );
     }
 

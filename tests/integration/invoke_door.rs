@@ -54,6 +54,7 @@ async fn invoke_concurrent_duplicates_of_one_charge_get_one_charge_and_one_recei
             ("DEDUP_NAMESPACE", support::unique("invoke")),
             ("DEDUP_MARK_TABLE", marks.clone()),
             ("PAYMENTS_API_URL", format!("http://{addr}/v1")),
+            ("CHARGE_TENANT", "acme".into()),
             ("DEDUP_IN_PROGRESS_WAIT_MS", "8000".into()),
         ],
     );

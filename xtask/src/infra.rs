@@ -33,6 +33,8 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     problems.extend(leading_keys(t));
     problems.extend(forwarded_queue_senders(t));
+    problems.extend(substituted_wildcards(t));
+    problems.extend(secrets_by_arn(t));
     problems.extend(crate::fanout::check(t));
     for f in functions(t) {
         // One deadline margin: a relay's `{ROLE}_DEADLINE_MARGIN_MS` was its record budget
@@ -482,6 +484,118 @@ fn forwarded_queue_senders(t: &Value) -> Vec<String> {
         }
     }
     problems
+}
+
+/// The variables that would hold a secret itself, each with the variable that names its
+/// Secrets Manager secret instead (read at init by the function).
+const SECRET_VARS: [(&str, &str); 2] = [
+    ("FINES_CORRELATION_KEY", "FINES_CORRELATION_KEY_ARN"),
+    ("WEBHOOK_SECRETS", "WEBHOOK_SECRETS_ARN"),
+];
+
+/// No secret in a function's configuration: a secret's own variable (a value, or a `resolve`
+/// copied in at deploy time, readable with `lambda:GetFunctionConfiguration`) is refused, and
+/// the variable naming its secret is a `Ref` to the ARN parameter, which the role may read.
+fn secrets_by_arn(t: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    for f in functions(t) {
+        for (plain, arn) in SECRET_VARS {
+            if !f.env(plain).is_null() {
+                problems.push(format!(
+                    "{}: {plain} puts the secret in the function's configuration (readable with \
+                     lambda:GetFunctionConfiguration): name its Secrets Manager secret in {arn}, \
+                     read at init",
+                    f.id
+                ));
+            }
+            let named = f.env(arn);
+            if named.is_null() {
+                continue;
+            }
+            match ref_target(&named).filter(|p| t["Parameters"][*p].is_object()) {
+                Some(p) if f.grants("secretsmanager:GetSecretValue", p) => {}
+                Some(p) => problems.push(format!(
+                    "{}: its role must grant secretsmanager:GetSecretValue on {p}, the secret \
+                     {arn} names",
+                    f.id
+                )),
+                None => problems.push(format!(
+                    "{}: {arn} must be a Ref to the secret's ARN parameter",
+                    f.id
+                )),
+            }
+        }
+    }
+    problems
+}
+
+/// Grants of DynamoDB or SQS actions whose `Resource` is written with an intrinsic (`!Sub`,
+/// `!Join`, `!If`) holding a wildcard: `infra/rules/roles.guard`'s `no_wildcards_on_data`
+/// compares strings, and a `!Sub "arn:...:table/*"` is an object to it.
+fn substituted_wildcards(t: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let resources = t["Resources"].as_object().into_iter().flatten();
+    for (id, r) in resources.filter(|(_, r)| r["Type"] == "AWS::IAM::Role") {
+        let policies = r["Properties"]["Policies"].as_array().into_iter().flatten();
+        for statement in policies.flat_map(|p| statements_of(&p["PolicyDocument"]["Statement"])) {
+            let data = strings(&statement["Action"])
+                .iter()
+                .any(|a| a.starts_with("dynamodb:") || a.starts_with("sqs:"));
+            if data && !statement["Resource"].is_string() && wildcard_in(&statement["Resource"]) {
+                problems.push(format!(
+                    "{id}: role grants DynamoDB or SQS actions on a Resource whose Fn::Sub (or \
+                     Fn::Join) holds a wildcard; name the table or queue"
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// A statement list, or the one statement written bare.
+fn statements_of(v: &Value) -> Vec<&Value> {
+    match v {
+        Value::Array(a) => a.iter().collect(),
+        Value::Object(_) => vec![v],
+        _ => Vec::new(),
+    }
+}
+
+/// Whether the text `v` makes holds a `*` of its own: a literal, or a `Fn::Sub` template
+/// outside its `${..}` placeholders (which name values, never patterns).
+fn wildcard_in(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains('*'),
+        Value::Array(a) => a.iter().any(wildcard_in),
+        Value::Object(o) => o.iter().any(|(k, x)| match (k.as_str(), x) {
+            ("Fn::Sub", Value::String(s)) => without_placeholders(s).contains('*'),
+            ("Fn::Sub", Value::Array(a)) => {
+                let template = a.first().and_then(Value::as_str).unwrap_or_default();
+                without_placeholders(template).contains('*') || a.iter().skip(1).any(wildcard_in)
+            }
+            ("Ref" | "Fn::GetAtt" | "Condition", _) => false,
+            _ => wildcard_in(x),
+        }),
+        _ => false,
+    }
+}
+
+/// `template` with each `${..}` removed.
+fn without_placeholders(template: &str) -> String {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        match rest[start..].find('}') {
+            Some(end) => rest = &rest[start + end + 1..],
+            None => {
+                rest = &rest[start..];
+                break;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Every logical id referenced anywhere inside `v`.
@@ -2066,6 +2180,91 @@ mod tests {
         broken(
             |t| drop_statement(t, "LedgerProjectorRole", "OwnQueue"),
             "role must grant sqs:ReceiveMessage",
+        );
+    }
+
+    /// Issue 42: fine-notices' correlation key is read at init from the Secrets Manager secret
+    /// `FINES_CORRELATION_KEY_ARN` names (a Ref to its parameter, which its role may read),
+    /// never resolved into a plain variable of its configuration; a copy that resolves it
+    /// again, or names the secret without the grant, is refused.
+    #[test]
+    fn fines_correlation_key_is_read_by_arn_never_a_plain_variable() {
+        let secret_problems = |t: &Value| -> Vec<String> {
+            check(t)
+                .into_iter()
+                .filter(|p| p.contains("FINES_CORRELATION_KEY") || p.contains("secretsmanager"))
+                .collect()
+        };
+        let t = template();
+        assert_eq!(secret_problems(&t), Vec::<String>::new());
+        assert_eq!(
+            res(&mut template(), "FineNotices")["Environment"]["Variables"]["FINES_CORRELATION_KEY_ARN"],
+            serde_json::json!({"Ref": "FinesCorrelationKeyArn"})
+        );
+        let mut resolved = template();
+        let vars = &mut res(&mut resolved, "FineNotices")["Environment"]["Variables"];
+        vars["FINES_CORRELATION_KEY"] =
+            "{{resolve:ssm:/lambda-dedup/fines-correlation-key}}".into();
+        vars.as_object_mut()
+            .expect("variables")
+            .remove("FINES_CORRELATION_KEY_ARN");
+        assert!(
+            secret_problems(&resolved)
+                .iter()
+                .any(|p| p.starts_with("FineNotices: FINES_CORRELATION_KEY puts the secret")),
+            "{:?}",
+            secret_problems(&resolved)
+        );
+        let mut ungranted = template();
+        drop_statement(&mut ungranted, "FineNoticesRole", "FinesCorrelationKey");
+        assert!(
+            secret_problems(&ungranted)
+                .iter()
+                .any(|p| p.contains("must grant secretsmanager:GetSecretValue")),
+            "{:?}",
+            secret_problems(&ungranted)
+        );
+    }
+
+    /// Issue 42: a `!Sub` (or `!Join`) resource holding a wildcard passes the guard rule's
+    /// string match, so the check refuses it, in a template fragment and in the shipped
+    /// template; a `!Sub` naming one table by its placeholders is not a wildcard.
+    #[test]
+    fn a_sub_wildcard_on_data_is_refused() {
+        let refused = |t: &Value| {
+            check(t)
+                .iter()
+                .any(|p| p.contains("Role: role grants") && p.contains("wildcard"))
+        };
+        let fragment = |resource: Value| {
+            let mut t = small();
+            t["Resources"]["Role"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"][1]
+                ["Resource"] = resource;
+            t
+        };
+        let sub = parse(
+            r#"!Sub "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/*""#,
+        )
+        .expect("fragment");
+        assert!(refused(&fragment(sub)));
+        let listed = serde_json::json!([{"Fn::Sub": ["arn:aws:sqs:${R}:${A}:*", {"R": "x"}]}]);
+        assert!(refused(&fragment(listed)));
+        let joined = serde_json::json!({"Fn::Join": ["", ["arn:aws:dynamodb:", {"Ref": "AWS::Region"}, ":1:table/*"]]});
+        assert!(refused(&fragment(joined)));
+        let named = serde_json::json!({"Fn::Sub": "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/${Balances}"});
+        assert!(!refused(&fragment(named)));
+        assert!(!refused(&small()));
+
+        let mut t = template();
+        statements(&mut t, "LedgerProjectorRole")[1]["Resource"] = serde_json::json!(
+            {"Fn::Sub": "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/*"}
+        );
+        assert!(
+            check(&t)
+                .iter()
+                .any(|p| p.starts_with("LedgerProjectorRole:") && p.contains("wildcard")),
+            "{:?}",
+            check(&t)
         );
     }
 

@@ -25,9 +25,10 @@ pub(crate) const LOCAL_QUEUE_SECS: (u64, u64) = (2, 3600);
 
 /// Function variables the local stack sets differently (where the function has the variable;
 /// `*` marks one every function gets): the horizon variables at the local queues' time scale
-/// (S9 wants them equal to the queue's settings), shorter waits, and local secrets for what
-/// AWS resolves from SSM or Secrets Manager at deploy time.
-pub(crate) const LOCAL_ENV: [(&str, &str); 12] = [
+/// (S9 wants them equal to the queue's settings) and shorter waits. The secrets are in moto's
+/// Secrets Manager, named by their ARN parameters ([`LOCAL_WEBHOOK_SECRETS`],
+/// [`LOCAL_FINES_CORRELATION_KEY`]), as in AWS.
+pub(crate) const LOCAL_ENV: [(&str, &str); 11] = [
     ("DEDUP_VISIBILITY_TIMEOUT_SECONDS", "2"),
     ("DEDUP_QUEUE_RETENTION_SECONDS", "3600"),
     ("DEDUP_DLQ_RETENTION_SECONDS", "3600"),
@@ -40,7 +41,6 @@ pub(crate) const LOCAL_ENV: [(&str, &str); 12] = [
     ("PROVIDER_KEY_RETENTION_SECONDS", "3600"),
     // A smaller limit, so the demo's oversized body stays small.
     ("WEBHOOK_MAX_BODY_BYTES", "65536"),
-    ("FINES_CORRELATION_KEY", "local-correlation-secret"),
     // cargo lambda watch's Function URL front signs nothing, so there is no IAM principal:
     // orders-api's callers name themselves in a header, as a trusted front would.
     ("HTTP_CALLER_FROM", "header:x-caller-id"),
@@ -72,6 +72,11 @@ pub(crate) fn plan(t: &Value) -> Result<Plan> {
 /// one being rotated out.
 pub(crate) const LOCAL_WEBHOOK_SECRETS: &str =
     "whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMS1hY21l,whsec_bG9jYWwtd2ViaG9vay1rZXktMjAyNi0xMC1hY21l";
+
+/// The text of fine-notices' local correlation key, which the local stack puts in moto's
+/// Secrets Manager and names by its ARN (`FinesCorrelationKeyArn`), as AWS would: the function
+/// reads it at init (`FINES_CORRELATION_KEY_ARN`).
+pub(crate) const LOCAL_FINES_CORRELATION_KEY: &str = "local-correlation-secret";
 
 /// The webhook receiver's local secrets ([`LOCAL_WEBHOOK_SECRETS`]): the current one and the one
 /// being rotated out.
@@ -212,7 +217,11 @@ mod tests {
         assert!(kinesis.max_retries.is_none());
         assert_eq!(kinesis.max_age, Some(Duration::from_secs(86_400)));
         assert_eq!(kinesis.on_failure.as_deref(), Some("LedgerStreamFailures"));
-        let params = BTreeMap::from([("PaymentsApiUrl", "http://provider".to_owned())]);
+        let fines_key = "arn:aws:secretsmanager:us-east-1:123456789012:secret:fines-key-AbCdEf";
+        let params = BTreeMap::from([
+            ("PaymentsApiUrl", "http://provider".to_owned()),
+            ("FinesCorrelationKeyArn", fines_key.to_owned()),
+        ]);
         let env = p
             .env("payment-dispatcher", |n| Some(n.to_owned()), &params)
             .expect("env");
@@ -251,6 +260,16 @@ mod tests {
         }
         assert!(
             webhook_secrets().0.starts_with("whsec_") && webhook_secrets().1.starts_with("whsec_")
+        );
+        // fine-notices' correlation key: the secret's ARN, which the local stack creates in
+        // moto, never the key in a variable.
+        let fines = p
+            .env("fine-notices", |n| Some(n.to_owned()), &params)
+            .expect("env");
+        assert!(fines.contains(&("FINES_CORRELATION_KEY_ARN".into(), fines_key.into())));
+        assert!(
+            fines.iter().all(|(k, _)| k != "FINES_CORRELATION_KEY"),
+            "{fines:?}"
         );
         // A secret with no local value is refused, by name.
         let mut t = template();

@@ -213,7 +213,18 @@ impl Stack {
         build_functions(root)?;
         step("starting cargo lambda watch (runtime and invoke APIs) and the functions");
         let (watch, invoke_url) = start_watch(root, &bin, &logs)?;
-        let webhook_secret_arn = webhook_secret(&sqs_endpoint).await?;
+        let webhook_secret_arn = local_secret(
+            &sqs_endpoint,
+            "webhook-secrets",
+            crate::local::LOCAL_WEBHOOK_SECRETS,
+        )
+        .await?;
+        let fines_key_arn = local_secret(
+            &sqs_endpoint,
+            "fines-correlation-key",
+            crate::local::LOCAL_FINES_CORRELATION_KEY,
+        )
+        .await?;
         let envs = FunctionEnvs::new(
             &plan,
             &created,
@@ -223,6 +234,7 @@ impl Stack {
                 ("PaymentsApiUrl", &provider_url),
                 ("CollectionsApiUrl", &provider_url),
                 ("WebhookSecretArn", &webhook_secret_arn),
+                ("FinesCorrelationKeyArn", &fines_key_arn),
             ],
         )?;
         envs.write(&logs.join("functions.env"))?;
@@ -709,7 +721,8 @@ impl FunctionEnvs {
         shared.extend([
             ("AWS_ENDPOINT_URL_DYNAMODB".to_owned(), ddb.endpoint()),
             ("AWS_ENDPOINT_URL_SQS".to_owned(), sqs_endpoint.to_owned()),
-            // moto serves Secrets Manager too: webhook-receiver reads its secret there at init.
+            // moto serves Secrets Manager too: webhook-receiver and fine-notices read their
+            // secrets there at init.
             (
                 "AWS_ENDPOINT_URL_SECRETS_MANAGER".to_owned(),
                 sqs_endpoint.to_owned(),
@@ -718,8 +731,8 @@ impl FunctionEnvs {
             // caller is for forget's audit (no function calls it).
             ("AWS_ENDPOINT_URL_STS".to_owned(), sqs_endpoint.to_owned()),
         ]);
-        // The parameters with no default: the fake provider plays both APIs; the webhook
-        // secret is the one created in moto.
+        // The parameters with no default: the fake provider plays both APIs; the secrets are
+        // the ones created in moto.
         let params: BTreeMap<&str, String> =
             params.iter().map(|(k, v)| (*k, (*v).clone())).collect();
         let mut own = BTreeMap::new();
@@ -812,21 +825,23 @@ impl FunctionEnvs {
     }
 }
 
-/// Creates webhook-receiver's secret in moto's Secrets Manager, holding the local secrets as
-/// AWS would ([`crate::local::LOCAL_WEBHOOK_SECRETS`]): its ARN, which `WebhookSecretArn` takes.
-async fn webhook_secret(moto: &str) -> Result<String> {
+/// Creates the secret `what` in moto's Secrets Manager, holding `text` as AWS would (the
+/// webhook receiver's secrets, [`crate::local::LOCAL_WEBHOOK_SECRETS`]; fine-notices'
+/// correlation key, [`crate::local::LOCAL_FINES_CORRELATION_KEY`]): its ARN, which the
+/// template's parameter (`WebhookSecretArn`, `FinesCorrelationKeyArn`) takes.
+async fn local_secret(moto: &str, what: &str, text: &str) -> Result<String> {
     let client = local_client!(aws_sdk_secretsmanager, moto);
-    let name = format!("lambda-dedup/webhook-secrets-{}", std::process::id());
+    let name = format!("lambda-dedup/{what}-{}", std::process::id());
     let out = client
         .create_secret()
         .name(&name)
-        .secret_string(crate::local::LOCAL_WEBHOOK_SECRETS)
+        .secret_string(text)
         .send()
         .await
-        .map_err(|e| format!("creating the webhook secret in moto: {e:?}"))?;
+        .map_err(|e| format!("creating the secret {what} in moto: {e:?}"))?;
     out.arn()
         .map(str::to_owned)
-        .ok_or_else(|| "moto created the webhook secret without an ARN".into())
+        .ok_or_else(|| format!("moto created the secret {what} without an ARN"))
 }
 
 /// Follows the functions' log and sums their EMF records, as CloudWatch would extract them.

@@ -9,11 +9,18 @@
 //! duplicate that arrives while the first is still charging waits up to
 //! `DEDUP_IN_PROGRESS_WAIT_MS` for its receipt, then is answered `InvokeError::InProgress`.
 //!
+//! Lambda does not say who invoked the function, so its key space is chosen openly: one fixed
+//! tenant, `CHARGE_TENANT` (`InvokeScope::tenant`) — the function charges for that tenant, and
+//! its resource policy names who may invoke it. The receipt stored, and returned to every
+//! invoker naming the same `order_id`, is minimal: the order, the amount and the payment's id,
+//! never the payments API's whole answer. The `order_id` is a JSON string: `{"order_id": 42}`
+//! is refused `identity_wrong_type`, never taken for the order `"42"`.
+//!
 //! Environment: the settings of `lambda_dedup_runtime::config` plus `PAYMENTS_API_URL` (an API
-//! that honours `Idempotency-Key`).
+//! that honours `Idempotency-Key`) and `CHARGE_TENANT` (the tenant it charges for).
 
 use lambda_dedup_http::IdempotentClient;
-use lambda_dedup_runtime::{Dedup, Event, Refusal, Service};
+use lambda_dedup_runtime::{Dedup, Event, InvokeScope, Refusal, Service};
 use serde_json::Value;
 
 /// A charge request, as the caller sends it.
@@ -30,17 +37,31 @@ pub struct Receipt {
     pub order_id: String,
     /// The amount.
     pub cents: i64,
-    /// The payments API's answer to the charge.
-    pub payment: String,
+    /// The payments API's id of the charge (its answer's `id`), when it names one: the
+    /// receipt keeps nothing else of that answer.
+    pub payment_id: Option<String>,
 }
 
-/// The function: each charge request charged once through the payments API at
-/// `PAYMENTS_API_URL`, the receipt returned to every duplicate.
+/// Longest payment id kept on a receipt.
+const MAX_PAYMENT_ID_BYTES: usize = 255;
+
+/// The payment's id in the payments API's answer `body`: its `id`, a short printable string,
+/// or none.
+fn payment_id(body: &str) -> Option<String> {
+    let answer: Value = serde_json::from_str(body).ok()?;
+    let id = answer.get("id")?.as_str()?;
+    let printable = !id.is_empty() && !id.chars().any(char::is_control);
+    (printable && id.len() <= MAX_PAYMENT_ID_BYTES).then(|| id.to_owned())
+}
+
+/// The function: each charge request of the tenant `CHARGE_TENANT` charged once through the
+/// payments API at `PAYMENTS_API_URL`, the receipt returned to every duplicate.
 fn service(dedup: Dedup) -> Result<Service<Value, Receipt>, lambda_runtime::Error> {
     let timeout = dedup.settings().provider_timeout;
     let payments = IdempotentClient::new(&dedup.setting("PAYMENTS_API_URL")?, timeout)?;
+    let scope = InvokeScope::tenant(&dedup.setting("CHARGE_TENANT")?);
     let dedup = dedup.identity("/order_id").fingerprint(&["/cents"]);
-    Ok(dedup.invoke(move |e: Event<ChargeRequest>| {
+    Ok(dedup.invoke(scope, move |e: Event<ChargeRequest>| {
         let (payments, key) = (payments.clone(), e.key.idempotency_key());
         async move {
             let ChargeRequest { order_id, cents } = e.payload;
@@ -52,7 +73,7 @@ fn service(dedup: Dedup) -> Result<Service<Value, Receipt>, lambda_runtime::Erro
             Ok(Receipt {
                 order_id,
                 cents,
-                payment: answer.body,
+                payment_id: payment_id(&answer.body),
             })
         }
     })?)

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use lambda_dedup::ItemStore;
 use lambda_dedup::items::{number, text};
+use lambda_dedup_runtime::config::{SecretsManagerSecret, SettingRule, SettingsError};
 use lambda_dedup_runtime::flow::transact;
 use lambda_dedup_runtime::{Dedup, Event, SqsService};
 use lambda_runtime::Error;
@@ -13,15 +14,91 @@ use crate::notice::{self, Notice, Tables};
 /// The function's name: the consumer of its keys and the `Function` of its metrics.
 pub(crate) const FUNCTION: &str = "fine-notices";
 
+/// The variable naming the Secrets Manager secret (its ARN) whose text is the correlation key,
+/// read once at init ([`correlation_key`]).
+pub(crate) const KEY_ARN_VAR: &str = "FINES_CORRELATION_KEY_ARN";
+/// The variable holding the correlation key itself: for local use only, refused beside
+/// [`KEY_ARN_VAR`].
+pub(crate) const KEY_VAR: &str = "FINES_CORRELATION_KEY";
+/// The shortest correlation key accepted, bytes (S3: a short key makes the HMAC of a plate
+/// guessable).
+const MIN_KEY_BYTES: u64 = 16;
+
+/// The key of the correlation hash, read once at init: never logged, never in an error.
+#[derive(Clone)]
+pub(crate) struct CorrelationKey(Vec<u8>);
+
+/// The correlation key as `main` reads it at init: the text of the Secrets Manager secret
+/// `FINES_CORRELATION_KEY_ARN` names, through the client `secrets` makes (not copied into the
+/// function's configuration, where `lambda:GetFunctionConfiguration` shows it), or, for local
+/// use, `FINES_CORRELATION_KEY`. Both set, neither, a secret that cannot be read, or a key under
+/// 16 bytes refuse the start, naming the variable.
+pub(crate) async fn correlation_key<S>(
+    dedup: &Dedup<S>,
+    secrets: impl FnOnce() -> aws_sdk_secretsmanager::Client,
+) -> Result<CorrelationKey, SettingsError> {
+    let set = |name| dedup.setting(name).ok().filter(|v| !v.trim().is_empty());
+    let (key, var) = match (set(KEY_ARN_VAR), set(KEY_VAR)) {
+        (Some(_), Some(_)) => {
+            return Err(SettingsError::refused(
+                KEY_ARN_VAR,
+                SettingRule::BothSet {
+                    other: KEY_VAR,
+                    why: "the key comes from Secrets Manager or, for local use, from the \
+                          variable, never both",
+                },
+            ));
+        }
+        (Some(arn), None) => {
+            let text = SecretsManagerSecret::new(secrets(), &arn)
+                .fetch()
+                .await
+                .map_err(|error| SettingsError::Secret {
+                    var: KEY_ARN_VAR,
+                    error,
+                })?;
+            (text.trim().to_owned(), KEY_ARN_VAR)
+        }
+        (None, Some(key)) => (key, KEY_VAR),
+        (None, None) => {
+            return Err(SettingsError::refused(
+                KEY_ARN_VAR,
+                SettingRule::NeitherSet {
+                    or: KEY_VAR,
+                    why: "the key of the correlation hash: the Secrets Manager secret's ARN, or \
+                          the key itself for local use",
+                },
+            ));
+        }
+    };
+    let len = u64::try_from(key.len()).unwrap_or(u64::MAX);
+    if len < MIN_KEY_BYTES {
+        return Err(SettingsError::refused(
+            var,
+            SettingRule::BelowMinimum {
+                value: len,
+                min: MIN_KEY_BYTES,
+                why: "the key must be at least 16 bytes: a shorter one makes the HMAC of a \
+                      plate guessable",
+            },
+        ));
+    }
+    Ok(CorrelationKey(key.into_bytes()))
+}
+
 /// The function as `main` runs it: each notice's fine, intent and correlation item with its
 /// mark in one transaction (S5, S7), the batch in as few transactions as possible, answered with
 /// a partial batch response (S12); then the review count of the notices applied now. The
-/// settings plus `FINES_TABLE`, `INTENTS_TABLE`, `FINE_REVIEWS_TABLE` and
-/// `FINES_CORRELATION_KEY` (at least 16 bytes); the correlation items are read from `items`
+/// settings plus `FINES_TABLE`, `INTENTS_TABLE` and `FINE_REVIEWS_TABLE`, and the correlation
+/// key read at init ([`correlation_key`]); the correlation items are read from `items`
 /// (DynamoDB in Lambda, the memory store in the tests).
-pub(crate) fn service(dedup: Dedup, items: impl ItemStore + 'static) -> Result<SqsService, Error> {
+pub(crate) fn service(
+    dedup: Dedup,
+    items: impl ItemStore + 'static,
+    key: CorrelationKey,
+) -> Result<SqsService, Error> {
     let items: Arc<dyn ItemStore> = Arc::new(items);
-    let tables = Arc::new(tables(&dedup)?);
+    let tables = Arc::new(tables(&dedup, key)?);
     let reviewed = tables.clone();
     let plan = transact(move |e: Event<Notice>| notice::plan(&tables, &e));
     let flow = plan.one_transaction_per_batch().then(move |applied| {
@@ -42,17 +119,14 @@ pub(crate) fn service(dedup: Dedup, items: impl ItemStore + 'static) -> Result<S
     Ok(notice::configure(dedup).sqs(flow)?)
 }
 
-/// The function's own variables, read from the same environment as its settings.
-fn tables(dedup: &Dedup) -> Result<Tables, Error> {
-    let secret = dedup.setting("FINES_CORRELATION_KEY")?;
-    if secret.len() < 16 {
-        return Err("FINES_CORRELATION_KEY must be at least 16 bytes".into());
-    }
+/// The function's own variables, read from the same environment as its settings, and the
+/// correlation key read at init.
+fn tables(dedup: &Dedup, key: CorrelationKey) -> Result<Tables, Error> {
     Ok(Tables {
         fines: dedup.setting("FINES_TABLE")?,
         intents: dedup.setting("INTENTS_TABLE")?,
         reviews: dedup.setting("FINE_REVIEWS_TABLE")?,
-        correlation_secret: secret.into_bytes(),
+        correlation_secret: key.0,
     })
 }
 
@@ -134,14 +208,144 @@ mod tests {
         ] {
             store.create_table(table, key);
         }
-        let tables = tables(&dedup)?;
-        let service = service(dedup, store.clone())?;
+        let key = correlation_key(&dedup, || secrets_at("http://127.0.0.1:9")).await?;
+        let tables = tables(&dedup, key.clone())?;
+        let service = service(dedup, store.clone(), key)?;
         Ok(Notices {
             service,
             env,
             tables,
             store,
         })
+    }
+
+    /// A Secrets Manager client of `endpoint`.
+    fn secrets_at(endpoint: &str) -> aws_sdk_secretsmanager::Client {
+        use aws_sdk_secretsmanager::config;
+        let conf = config::Config::builder()
+            .behavior_version(config::BehaviorVersion::latest())
+            .region(config::Region::new("us-east-1"))
+            .credentials_provider(config::Credentials::new(
+                "local", "local", None, None, "test",
+            ))
+            .endpoint_url(endpoint)
+            .build();
+        aws_sdk_secretsmanager::Client::from_conf(conf)
+    }
+
+    /// A Secrets Manager that answers every `GetSecretValue` with `text` as the secret's
+    /// string: its endpoint.
+    async fn secrets_manager(text: &'static str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut request = Vec::new();
+                let mut chunk = [0u8; 4096];
+                // The request's head, then as much body as it says.
+                while let Ok(n) = socket.read(&mut chunk).await {
+                    request.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&request).to_ascii_lowercase();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if request.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                    if n == 0 {
+                        break;
+                    }
+                }
+                let body = serde_json::json!({
+                    "ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:fines-key-AbCdEf",
+                    "Name": "fines-key",
+                    "SecretString": text,
+                    "VersionId": "v1",
+                    "VersionStages": ["AWSCURRENT"],
+                })
+                .to_string();
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    /// Issue 42: the correlation key is read at init from the Secrets Manager secret
+    /// `FINES_CORRELATION_KEY_ARN` names, never from a plain variable in the function's
+    /// configuration: the key itself (`FINES_CORRELATION_KEY`, local use) beside the ARN is
+    /// refused, and so is a secret that cannot be read or is too short.
+    #[tokio::test]
+    async fn fines_correlation_key_is_read_from_secrets_manager_by_arn() {
+        let arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:fines-key-AbCdEf";
+        let env = |pairs: &[(&str, &str)]| {
+            let env = Env::from_pairs([
+                ("DEDUP_NAMESPACE", "test"),
+                ("DEDUP_MARK_TABLE", "marks"),
+                ("FINES_TABLE", "fines"),
+                ("INTENTS_TABLE", "intents"),
+                ("FINE_REVIEWS_TABLE", "reviews"),
+            ]);
+            let env = pairs.iter().fold(env, |env, (k, v)| env.with(k, *v));
+            Dedup::read(&env, FUNCTION).expect("settings")
+        };
+        let manager = secrets_manager("key-from-secrets-manager-2026\n").await;
+        let key = correlation_key(&env(&[(KEY_ARN_VAR, arn)]), || secrets_at(&manager))
+            .await
+            .expect("read by ARN");
+        assert_eq!(key.0, b"key-from-secrets-manager-2026");
+
+        let both = env(&[(KEY_ARN_VAR, arn), (KEY_VAR, "local-correlation-secret")]);
+        assert!(matches!(
+            correlation_key(&both, || secrets_at(&manager)).await,
+            Err(SettingsError::Refused {
+                var: KEY_ARN_VAR,
+                rule: SettingRule::BothSet { other: KEY_VAR, .. }
+            })
+        ));
+        let unreachable = correlation_key(&env(&[(KEY_ARN_VAR, arn)]), || {
+            secrets_at("http://127.0.0.1:9")
+        })
+        .await;
+        assert!(
+            matches!(
+                unreachable,
+                Err(SettingsError::Secret {
+                    var: KEY_ARN_VAR,
+                    ..
+                })
+            ),
+            "{:?}",
+            unreachable.err()
+        );
+        let short = secrets_manager("short").await;
+        let refused = correlation_key(&env(&[(KEY_ARN_VAR, arn)]), || secrets_at(&short)).await;
+        assert!(
+            matches!(
+                refused,
+                Err(SettingsError::Refused {
+                    var: KEY_ARN_VAR,
+                    rule: SettingRule::BelowMinimum { .. }
+                })
+            ),
+            "{:?}",
+            refused.err()
+        );
+        let none = correlation_key(&env(&[]), || secrets_at(&manager)).await;
+        assert!(
+            none.is_err_and(|e| e.to_string().contains(KEY_ARN_VAR)),
+            "neither set"
+        );
     }
 
     async fn notices() -> Notices {

@@ -7,7 +7,8 @@
 //!
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
 //! `lambda_dedup_runtime::config` plus `FINES_TABLE`, `INTENTS_TABLE`, `FINE_REVIEWS_TABLE` and
-//! `FINES_CORRELATION_KEY`.
+//! `FINES_CORRELATION_KEY_ARN` (the Secrets Manager secret holding the correlation key, read at
+//! init; `FINES_CORRELATION_KEY`, the key itself, for local use only and never beside it).
 
 mod handler;
 mod notice;
@@ -20,7 +21,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     // One client, with the settings' SDK timeouts, for the marks and the correlation items.
     let conf = dedup.settings().sdk_timeouts.sdk_config().await;
     let client = lambda_dedup_dynamodb::Client::from_conf(&conf);
+    let key =
+        handler::correlation_key(&dedup, || aws_sdk_secretsmanager::Client::new(&conf)).await?;
     let dedup = dedup.dynamodb_client(client.clone());
     let items = lambda_dedup_dynamodb::DynamoItems::new(client);
-    lambda_runtime::run_concurrent(handler::service(dedup, items)?).await
+    lambda_runtime::run_concurrent(handler::service(dedup, items, key)?).await
 }

@@ -24,6 +24,10 @@ pub(crate) fn is_ttl_purge(record: &EventRecord) -> bool {
             .is_some_and(|u| u.type_ == "Service" && u.principal_id == "dynamodb.amazonaws.com")
 }
 
+/// How the `pk` of `forget`'s audit item starts (`lambda_dedup_dynamodb::AUDIT_PREFIX`): the
+/// forgotten mark's key follows.
+const AUDIT_PREFIX: &str = "!audit#";
+
 /// The consumer of a mark, from its key `namespace#consumer#digest`.
 fn consumer(pk: &str) -> Option<&str> {
     let mut parts = pk.splitn(3, '#');
@@ -37,6 +41,24 @@ fn consumer(pk: &str) -> Option<&str> {
 struct OldMark {
     pk: Option<String>,
     status: Option<String>,
+    /// An audit item's: the forgotten mark's status.
+    mark_status: Option<String>,
+}
+
+impl OldMark {
+    /// The consumer whose completed mark this removal purges by TTL: a completed mark's, or
+    /// the audit item of a forgotten completed mark (it carries the mark's TTL, and its purge
+    /// stands in for the mark's, so the account's forgotten count becomes a purge).
+    fn purged_consumer(&self) -> Option<&str> {
+        let pk = self.pk.as_deref()?;
+        match (pk.strip_prefix(AUDIT_PREFIX), self.status.as_deref()) {
+            (None, Some("COMPLETED")) => consumer(pk),
+            (Some(mark), Some("FORGOTTEN")) if self.mark_status.as_deref() == Some("COMPLETED") => {
+                consumer(mark)
+            }
+            _ => None,
+        }
+    }
 }
 
 pub(crate) fn tally(records: &[EventRecord]) -> Tally {
@@ -46,11 +68,7 @@ pub(crate) fn tally(records: &[EventRecord]) -> Tally {
             continue;
         }
         let old: OldMark = serde_dynamo::from_item(r.change.old_image.clone()).unwrap_or_default();
-        let completed = old.status.as_deref() == Some("COMPLETED");
-        match (
-            is_ttl_purge(r) && completed,
-            old.pk.as_deref().and_then(consumer),
-        ) {
+        match (is_ttl_purge(r), old.purged_consumer()) {
             (true, Some(c)) => *t.purged.entry(c.to_owned()).or_default() += 1,
             _ => t.removed_otherwise += 1,
         }
@@ -125,6 +143,36 @@ mod tests {
         assert_eq!(t.purged.get("ledger-projector"), Some(&2));
         assert_eq!(t.purged.get("payment-dispatcher"), Some(&1));
         assert_eq!(t.removed_otherwise, 3);
+    }
+
+    /// Issue 42: `forget`'s audit items carry the forgotten mark's TTL; the TTL purge of one
+    /// of a completed mark counts as that mark's purge (the account's forgotten count becomes a
+    /// purged one), by the consumer in the mark's key; an operator's deletion of it, or the
+    /// audit of an in-progress claim, does not.
+    #[test]
+    fn forget_audit_items_purged_by_ttl_count_as_their_marks_purge() {
+        let ttl = Some(("Service", "dynamodb.amazonaws.com"));
+        let audit = |identity, mark_status: &str| {
+            let mut r = record(
+                "REMOVE",
+                identity,
+                "!audit#prod#ledger-projector#aa#forgotten#1700000000000",
+                "FORGOTTEN",
+            );
+            r.change.old_image.insert(
+                "mark_status".into(),
+                serde_dynamo::AttributeValue::S(mark_status.to_owned()),
+            );
+            r
+        };
+        let t = tally(&[
+            audit(ttl, "COMPLETED"),
+            audit(None, "COMPLETED"),
+            audit(ttl, "IN_PROGRESS"),
+        ]);
+        assert_eq!(t.purged.get("ledger-projector"), Some(&1), "{t:?}");
+        assert_eq!(t.purged.len(), 1, "{t:?}");
+        assert_eq!(t.removed_otherwise, 2);
     }
 
     #[test]

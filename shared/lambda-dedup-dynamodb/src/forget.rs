@@ -5,19 +5,24 @@
 //! the forgotten mark's key and `#forgotten#<epoch ms>`. No namespace starts with `!`, so no
 //! function role's `dynamodb:LeadingKeys` grant (`<namespace>#<consumer>#*`) covers it: a
 //! function can neither forge nor rewrite an audit item, only the operators' own role can write
-//! it. Its `status` is `FORGOTTEN` (never counted as a mark), it has no TTL (it is kept as long
-//! as the table), and it holds the caller's identity as AWS names it (STS `GetCallerIdentity`),
-//! the operator's own note (`--by`), when, why and the mark as it was. The account counts
-//! the audit items of completed marks per consumer: marks = applied − purged − forgotten.
+//! it. Its `status` is `FORGOTTEN` (never counted as a mark), and it holds the caller's identity
+//! as AWS names it (STS `GetCallerIdentity`), the operator's own note (`--by`), when, why and
+//! the mark as it was — its stored answer only as a SHA-256 digest (`result_sha256`): an answer
+//! may hold personal data, and the audit item, like every item of the table, reaches the
+//! stream's readers (`mark-auditor`). It carries the forgotten mark's own TTL (`expires_at`):
+//! it lives as long as the mark would have, and its purge stands in for the mark's (the
+//! `mark-auditor` counts it `Purged`). The account counts the audit items of completed marks per
+//! consumer: marks = applied − purged − forgotten.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use lambda_dedup::clock::epoch_millis;
 use lambda_dedup::{DedupKey, Mark, MarkStatus, MarkStore};
+use sha2::{Digest, Sha256};
 
 use crate::attr;
-use crate::codec::{self, ms, s};
+use crate::codec::{self, ms, s, secs};
 use crate::error::Error;
 use crate::{Client, DynamoStore};
 
@@ -40,7 +45,8 @@ pub mod audit_attr {
     pub const MARK_KEY: &str = "mark_pk";
     /// The forgotten mark's status (`COMPLETED` or `IN_PROGRESS`).
     pub const MARK_STATUS: &str = "mark_status";
-    /// The forgotten mark as it was, as JSON.
+    /// The forgotten mark as it was, as JSON, its stored answer as a digest only
+    /// (`result_sha256`).
     pub const MARK: &str = "mark";
 }
 
@@ -79,7 +85,8 @@ pub enum Forgotten {
     Changed,
 }
 
-/// The mark as it was, as JSON for the audit item (times in epoch milliseconds).
+/// The mark as it was, as JSON for the audit item (times in epoch milliseconds), its stored
+/// answer as its SHA-256 digest (hex), never the answer.
 fn mark_json(m: &Mark) -> String {
     serde_json::json!({
         "pk": m.key.as_str(),
@@ -88,11 +95,33 @@ fn mark_json(m: &Mark) -> String {
         "lease_expires_at": m.lease_expires_at.map(epoch_millis),
         "expires_at": epoch_millis(m.expires_at),
         "fingerprint": m.fingerprint.as_ref().map(|f| f.as_str().to_owned()),
-        "result": m.result,
+        "result_sha256": m.result.as_ref().map(|r| hex::encode(Sha256::digest(r.as_bytes()))),
         "first_seen_at": epoch_millis(m.first_seen_at),
         "completed_at": m.completed_at.map(epoch_millis),
     })
     .to_string()
+}
+
+/// The audit item of `mark` forgotten at `now` under `audit_key` (see the module docs): no
+/// stored answer, only its digest, and the mark's own TTL.
+fn audit_item(
+    mark: &Mark,
+    request: &ForgetRequest<'_>,
+    audit_key: &str,
+    now: std::time::SystemTime,
+) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        (attr::PK.to_owned(), s(audit_key)),
+        (attr::STATUS.to_owned(), s(FORGOTTEN)),
+        (audit_attr::BY.to_owned(), s(request.by)),
+        (audit_attr::CALLER.to_owned(), s(request.caller)),
+        (audit_attr::REASON.to_owned(), s(request.reason)),
+        (audit_attr::AT.to_owned(), ms(now)),
+        (audit_attr::MARK_KEY.to_owned(), s(mark.key.as_str())),
+        (audit_attr::MARK_STATUS.to_owned(), s(mark.status.as_str())),
+        (audit_attr::MARK.to_owned(), s(mark_json(mark))),
+        (attr::EXPIRES_AT.to_owned(), secs(mark.expires_at)),
+    ])
 }
 
 /// The `pk` of the audit item of `key` forgotten at `now` (see the module docs).
@@ -141,15 +170,7 @@ impl DynamoStore {
             .map_err(|e| Error::Invalid(e.to_string()))?;
         let put = Put::builder()
             .table_name(self.table())
-            .item(attr::PK, s(&audit_key))
-            .item(attr::STATUS, s(FORGOTTEN))
-            .item(audit_attr::BY, s(request.by))
-            .item(audit_attr::CALLER, s(request.caller))
-            .item(audit_attr::REASON, s(request.reason))
-            .item(audit_attr::AT, ms(now))
-            .item(audit_attr::MARK_KEY, s(mark.key.as_str()))
-            .item(audit_attr::MARK_STATUS, s(mark.status.as_str()))
-            .item(audit_attr::MARK, s(mark_json(&mark)))
+            .set_item(Some(audit_item(&mark, &request, &audit_key, now)))
             .condition_expression("attribute_not_exists(pk)")
             .build()
             .map_err(|e| Error::Invalid(e.to_string()))?;
@@ -237,5 +258,59 @@ pub async fn count_marks(
         if start.is_none() {
             return Ok(counts);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    /// Issue 42: the audit item of a forgotten mark keeps a SHA-256 digest of the stored
+    /// answer, never the answer (which may hold personal data, and reaches the stream's
+    /// readers), and carries the mark's own TTL.
+    #[test]
+    fn forget_audit_item_keeps_a_digest_of_the_answer_and_a_ttl() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let key = DedupKey::from_stored("demo#ledger#00ff".to_owned());
+        let answer = r#"{"name":"Ada Lovelace","email":"ada@example.com"}"#;
+        let mark = Mark {
+            key: key.clone(),
+            status: MarkStatus::Completed,
+            owner: None,
+            lease_expires_at: None,
+            expires_at: now + Duration::from_secs(86_400),
+            fingerprint: None,
+            result: Some(answer.to_owned()),
+            first_seen_at: now,
+            completed_at: Some(now),
+        };
+        let request = ForgetRequest {
+            key: &key,
+            by: "ops",
+            caller: "arn:aws:iam::123456789012:user/ops",
+            reason: "re-apply",
+            force: false,
+        };
+        let item = audit_item(&mark, &request, &audit_key(&key, now), now);
+        for (name, v) in &item {
+            let text = format!("{v:?}");
+            assert!(
+                !text.contains("Ada") && !text.contains("ada@"),
+                "{name}: {text}"
+            );
+        }
+        let stored: serde_json::Value =
+            serde_json::from_str(item[audit_attr::MARK].as_s().expect("text")).expect("json");
+        assert_eq!(
+            stored["result_sha256"],
+            hex::encode(Sha256::digest(answer.as_bytes())),
+            "{stored}"
+        );
+        assert_eq!(
+            item.get(attr::EXPIRES_AT),
+            Some(&AttributeValue::N((1_800_000_000u64 + 86_400).to_string())),
+            "the mark's own TTL"
+        );
     }
 }

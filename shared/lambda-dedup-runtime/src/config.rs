@@ -100,8 +100,8 @@
 //! | --- | --- | --- |
 //! | `DATABASE_URL` | `Dedup::postgres`: the server, `postgresql://user:password@host:5432/db` (RDS Proxy's endpoint works as it is); never shown | required |
 //! | `PG_CA_BUNDLE` | a PEM file of the certificate authorities the server is verified with (for RDS, Amazon's RDS bundle) | one of the two is required |
-//! | `PG_TLS` | `disabled`: plain TCP, for a server on loopback only; any other value is refused | one of the two is required |
-//! | `VALKEY_URL` | `Dedup::valkey`: the server, `redis://[user:password@]host:port[/db]`; never shown | required |
+//! | `PG_TLS` | `disabled`: plain TCP, for a server on loopback only (127.0.0.0/8, `::1`, `localhost`, a unix socket; `DATABASE_URL` naming any other host is refused, `SettingRule::PlainTextOffLoopback`); any other value is refused | one of the two is required |
+//! | `VALKEY_URL` | `Dedup::valkey`: the server, `rediss://[user:password@]host:port[/db]` (TLS); plain-text `redis://` (or a unix socket) only to a server on loopback (127.0.0.0/8, `::1`, `localhost`), refused otherwise (`SettingRule::PlainTextOffLoopback`); never shown | required |
 //! | `VALKEY_KEY_PREFIX` | the prefix of the mark keys | the store's own |
 //! | `VALKEY_HASH_TAG` | Valkey Cluster: `none`, `event` (one slot per event: `{<dedup key>}`) or `fixed:<tag>` (one slot for every mark and effect); any other form refused | `none` |
 //! | `VALKEY_REPLICAS` | how many replicas acknowledge each write (`WAIT n timeout`); a write they do not acknowledge in time is a retry | 0 (no wait) |

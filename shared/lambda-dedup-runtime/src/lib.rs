@@ -127,8 +127,8 @@ pub use config::{
 #[cfg(any(feature = "webhook", test))]
 pub use service::WebhookService;
 pub use service::{
-    BuildError, Dedup, Event, IntoPlan, Invalid, InvokeError, Refusal, Service, SqsService,
-    Transient, flow,
+    BuildError, Dedup, Event, IntoPlan, Invalid, InvokeError, InvokeScope, InvokeScopeError,
+    Refusal, Service, SqsService, Transient, flow,
 };
 #[cfg(any(feature = "http", test))]
 pub use service::{HttpEvent, HttpService};

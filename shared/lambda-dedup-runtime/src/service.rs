@@ -36,7 +36,7 @@
 //! | SQS, standard and FIFO | [`Dedup::sqs`] | every flow: a closure or [`flow::transact`] (`.one_transaction_per_batch()`, `.then(..)`, `.then_call(..)`), [`flow::calls`], [`flow::calls_service`], [`flow::create_once`], [`flow::sequence`] (FIFO) |
 //! | SNS → SQS, EventBridge → SQS | [`Dedup::envelope`] then [`Dedup::sqs`] | as SQS; the payload and pointers the inner message's |
 //! | SNS (direct subscription), EventBridge (target) | [`Dedup::sns`], [`Dedup::eventbridge`] | every flow that goes message by message; Ok only when all are acknowledged |
-//! | direct invoke (any JSON, any serde response) | [`Dedup::invoke`] | a leased work whose response duplicates get back |
+//! | direct invoke (any JSON, any serde response), in a key space chosen openly ([`InvokeScope`]) | [`Dedup::invoke`] | a leased work whose response duplicates get back |
 //! | Kinesis (feature `kinesis`) | `Dedup::kinesis` | every flow that keeps order: all but a batch-wide transaction |
 //! | DynamoDB Streams (feature `dynamodb-streams`) | `Dedup::dynamodb_stream` | as Kinesis |
 //! | HTTP, signed webhooks (feature `webhook`) | `Dedup::webhook` | the inbox item created once |
@@ -80,7 +80,7 @@ mod stream;
 
 use event::PayloadAt;
 pub use event::{Event, IntoPlan, parse};
-pub use invoke::InvokeError;
+pub use invoke::{InvokeError, InvokeScope, InvokeScopeError};
 use runner::Runner;
 pub use runner::{Service, SqsService};
 #[cfg(any(feature = "http", test))]
@@ -181,6 +181,9 @@ pub enum BuildError {
         /// The function.
         function: String,
     },
+    /// The direct invoke door's scope ([`InvokeScope`]) cannot be kept.
+    #[error(transparent)]
+    InvokeScope(#[from] InvokeScopeError),
 }
 
 impl Dedup<NoStore> {

@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use lambda_dedup_batch::{Reason, RetryCause};
 use lambda_dedup_runtime::testing::on_memory;
-use lambda_dedup_runtime::{Dedup, Env, Event, Refusal, Service, service::InvokeError};
+use lambda_dedup_runtime::{
+    BuildError, Dedup, Env, Event, InvokeScope, InvokeScopeError, Refusal, Service,
+    service::InvokeError,
+};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
 
@@ -39,7 +42,7 @@ fn charges(dedup: Dedup, delay: Duration) -> (Service<Value, Receipt>, Arc<Atomi
     let count = Arc::new(AtomicUsize::new(0));
     let c = count.clone();
     let service = dedup
-        .invoke(move |e: Event<Charge>| {
+        .invoke(InvokeScope::shared_key_space(), move |e: Event<Charge>| {
             let c = c.clone();
             async move {
                 if e.payload.cents <= 0 {
@@ -105,11 +108,14 @@ async fn invoke_identity_inside_a_json_encoded_string_field() {
     }
     let service = on("0")
         .identity("/body/order_id")
-        .invoke(|e: Event<Wrapped>| async move {
-            let inner: Value =
-                serde_json::from_str(&e.payload.body).map_err(|_| Refusal::invalid("body"))?;
-            Ok::<_, Refusal>(inner["cents"].as_i64().unwrap_or_default())
-        })
+        .invoke(
+            InvokeScope::shared_key_space(),
+            |e: Event<Wrapped>| async move {
+                let inner: Value =
+                    serde_json::from_str(&e.payload.body).map_err(|_| Refusal::invalid("body"))?;
+                Ok::<_, Refusal>(inner["cents"].as_i64().unwrap_or_default())
+            },
+        )
         .expect("service");
     let call = |request_id: &'static str, cents: i64| {
         let service = service.clone();
@@ -266,4 +272,63 @@ async fn invoke_work_past_the_provider_timeout_is_a_retry_that_frees_the_event()
         "claimed again, not in progress"
     );
     assert_eq!(count.load(Ordering::SeqCst), 0);
+}
+
+/// Issue 42: a fixed tenant is the only tenant; a builder that also reads one from the payload
+/// (`.tenant`, `.cloudevents`) is refused, as is an empty fixed tenant, typed. The shared key
+/// space said openly builds beside a payload tenant.
+#[test]
+fn invoke_scope_a_fixed_tenant_is_not_read_from_the_payload() {
+    let work = |e: Event<Value>| async move { Ok::<_, Refusal>(e.payload) };
+    let refused = |r: Result<Service<Value, Value>, BuildError>| match r {
+        Err(BuildError::InvokeScope(e)) => e,
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("built"),
+    };
+    let built = on("0")
+        .identity("/order_id")
+        .tenant("/tenant")
+        .invoke(InvokeScope::tenant("acme"), work);
+    assert_eq!(refused(built), InvokeScopeError::TenantFromPayload);
+    let built = on("0")
+        .cloudevents("tenantid")
+        .invoke(InvokeScope::tenant("acme"), work);
+    assert_eq!(refused(built), InvokeScopeError::TenantFromPayload);
+    for tenant in ["", " ", "a\nb"] {
+        let built = on("0")
+            .identity("/order_id")
+            .invoke(InvokeScope::tenant(tenant), work);
+        assert_eq!(
+            refused(built),
+            InvokeScopeError::TenantInvalid,
+            "{tenant:?}"
+        );
+    }
+    let shared = on("0")
+        .identity("/order_id")
+        .tenant("/tenant")
+        .invoke(InvokeScope::shared_key_space(), work);
+    assert!(shared.is_ok());
+}
+
+/// Issue 42: `42` and `"42"` are not one identity, nor one tenant: a value read by a pointer
+/// that is not a JSON string is refused `identity_wrong_type`, nothing charged.
+#[tokio::test]
+async fn invoke_identity_and_tenant_are_json_strings() {
+    let dedup = on("0").identity("/order_id").tenant("/tenant");
+    let (service, count) = charges(dedup, Duration::ZERO);
+    let named = json!({"order_id": "42", "tenant": "7", "cents": 1});
+    invoke(&service, "r-1", named).await.expect("charged");
+    for payload in [
+        json!({"order_id": 42, "tenant": "7", "cents": 1}),
+        json!({"order_id": "42", "tenant": 7, "cents": 1}),
+    ] {
+        assert_eq!(
+            invoke(&service, "r-2", payload).await,
+            Err(InvokeError::Rejected {
+                code: Reason::IdentityWrongType
+            })
+        );
+    }
+    assert_eq!(count.load(Ordering::SeqCst), 1);
 }

@@ -102,6 +102,15 @@ pub enum SettingRule {
         /// The runtime's feature.
         feature: &'static str,
     },
+    /// A plain-text connection (`plain`: `PG_TLS=disabled`, `redis://`) to a server that is not
+    /// on loopback (127.0.0.0/8, `::1`, `localhost`, a unix socket): its password and data
+    /// would cross the network unencrypted.
+    PlainTextOffLoopback {
+        /// The plain-text choice.
+        plain: &'static str,
+        /// How to reach the server encrypted instead.
+        instead: &'static str,
+    },
     /// The variable is no longer read: `instead` is (its value's meaning, `why`).
     Retired {
         /// The variable to set instead.
@@ -220,6 +229,11 @@ impl fmt::Display for Shown<'_> {
                 )?;
                 why(f, w)
             }
+            SettingRule::PlainTextOffLoopback { plain, instead } => write!(
+                f,
+                "{var} names a server that is not on loopback (127.0.0.0/8, ::1, localhost, a \
+                 unix socket), and {plain} is plain text: {instead}"
+            ),
             SettingRule::Retired { instead, why: w } => {
                 write!(f, "{var} is no longer read: set {instead}")?;
                 why(f, w)

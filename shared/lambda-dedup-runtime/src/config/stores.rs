@@ -15,9 +15,10 @@ pub const PG_URL_VAR: &str = "DATABASE_URL";
 /// A PEM file of the certificate authorities the server is verified with (for RDS, Amazon's
 /// RDS bundle).
 pub const PG_CA_BUNDLE_VAR: &str = "PG_CA_BUNDLE";
-/// `disabled`: plain TCP, for a server on loopback only.
+/// `disabled`: plain TCP, for a server on loopback only (any other host is refused).
 pub const PG_TLS_VAR: &str = "PG_TLS";
-/// The Valkey server: `redis://[user:password@]host:port[/db]`.
+/// The Valkey server: `rediss://[user:password@]host:port[/db]`; plain-text `redis://` (or a
+/// unix socket) only to a server on loopback.
 pub const VALKEY_URL_VAR: &str = "VALKEY_URL";
 /// The prefix of the mark keys in Valkey.
 pub const VALKEY_PREFIX_VAR: &str = "VALKEY_KEY_PREFIX";
@@ -99,7 +100,8 @@ impl std::fmt::Debug for PgConfig {
 impl PgConfig {
     /// The server `env` names: `DATABASE_URL` (required), and `PG_CA_BUNDLE` or the explicit
     /// `PG_TLS=disabled`; neither refuses the start (no silent plain text), and so does any
-    /// other `PG_TLS`.
+    /// other `PG_TLS`, and `PG_TLS=disabled` with a server that is not on loopback
+    /// ([`SettingRule::PlainTextOffLoopback`], naming `DATABASE_URL`).
     pub fn read(env: Lookup<'_>) -> Result<Self, SettingsError> {
         let url = required_in(env, PG_URL_VAR)?;
         if let Some(path) = env.get(PG_CA_BUNDLE_VAR).filter(|p| !p.trim().is_empty()) {
@@ -109,10 +111,17 @@ impl PgConfig {
             });
         }
         match env.get(PG_TLS_VAR).as_deref() {
-            Some("disabled") => Ok(Self {
+            Some("disabled") if pg_on_loopback(&url) => Ok(Self {
                 url,
                 tls: PgTls::Disabled,
             }),
+            Some("disabled") => Err(SettingsError::refused(
+                PG_URL_VAR,
+                SettingRule::PlainTextOffLoopback {
+                    plain: "PG_TLS=disabled",
+                    instead: "set PG_CA_BUNDLE to verify the server over TLS",
+                },
+            )),
             Some(other) => Err(SettingsError::Invalid {
                 name: PG_TLS_VAR.into(),
                 value: other.into(),
@@ -162,8 +171,19 @@ impl ValkeyConfig {
     /// unset), `VALKEY_HASH_TAG` (`none`, `event`, `fixed:<tag>`), `VALKEY_REPLICAS` (0) with
     /// `VALKEY_REPLICAS_TIMEOUT_MS` (500; 1 to 4000, and only with replicas) and
     /// `VALKEY_CA_BUNDLE`. Refuses, naming the variable, a tag in no such form, a timeout of 0,
-    /// over 4 s or without replicas.
+    /// over 4 s or without replicas, and a plain-text URL (`redis://`, a unix socket) to a
+    /// server that is not on loopback ([`SettingRule::PlainTextOffLoopback`]).
     pub fn read(env: Lookup<'_>) -> Result<Self, SettingsError> {
+        let url = required_in(env, VALKEY_URL_VAR)?;
+        if !valkey_encrypted_or_on_loopback(&url) {
+            return Err(SettingsError::refused(
+                VALKEY_URL_VAR,
+                SettingRule::PlainTextOffLoopback {
+                    plain: "redis://",
+                    instead: "use rediss:// (TLS; VALKEY_CA_BUNDLE for a private CA)",
+                },
+            ));
+        }
         let hash_tag = env
             .get(VALKEY_HASH_TAG_VAR)
             .unwrap_or_default()
@@ -195,7 +215,7 @@ impl ValkeyConfig {
             )));
         }
         Ok(Self {
-            url: required_in(env, VALKEY_URL_VAR)?,
+            url,
             prefix: env.get(VALKEY_PREFIX_VAR).filter(|p| !p.is_empty()),
             hash_tag,
             replicas: (replicas > 0).then(|| (replicas, Duration::from_millis(timeout_ms))),
@@ -203,6 +223,113 @@ impl ValkeyConfig {
                 .get(VALKEY_CA_BUNDLE_VAR)
                 .filter(|p| !p.trim().is_empty()),
         })
+    }
+}
+
+/// Whether `host` (as a URL or a libpq `host=` writes it) is on loopback: `localhost`, an
+/// address of 127.0.0.0/8 or `::1`, or a unix socket's directory (a path).
+fn loopback_host(host: &str) -> bool {
+    let host = percent_decoded(host.trim());
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.starts_with('/')
+        || host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `s` with its `%XX` escapes decoded (a unix socket's directory in a URL's host), or as it is
+/// where an escape is not one.
+fn percent_decoded(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = (bytes[i] == b'%')
+            .then(|| s.get(i + 1..i + 3))
+            .flatten()
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match escaped {
+            Some(b) => {
+                out.push(b);
+                i += 3;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).unwrap_or_else(|_| s.to_owned())
+}
+
+/// The hosts of a URL's authority `authority` (`user:pw@h1:p1,h2:p2`), each without its port.
+fn authority_hosts(authority: &str) -> Vec<String> {
+    let hosts = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    hosts
+        .split(',')
+        .map(|h| {
+            if let Some(v6) = h.strip_prefix('[') {
+                v6.split_once(']').map_or(v6, |(a, _)| a).to_owned()
+            } else {
+                h.split_once(':').map_or(h, |(a, _)| a).to_owned()
+            }
+        })
+        .collect()
+}
+
+/// Whether every host a PostgreSQL connection string names is on loopback: a URL's hosts and
+/// its `host=` parameters, or a `key=value` string's `host` and `hostaddr`; none named is
+/// libpq's default, the local socket.
+fn pg_on_loopback(url: &str) -> bool {
+    let url = url.trim();
+    let mut hosts = Vec::new();
+    if let Some(rest) = ["postgresql://", "postgres://"]
+        .iter()
+        .find_map(|scheme| url.strip_prefix(scheme))
+    {
+        let end = rest.find(['/', '?']).unwrap_or(rest.len());
+        hosts.extend(
+            authority_hosts(&rest[..end])
+                .into_iter()
+                .filter(|h| !h.is_empty()),
+        );
+        if let Some((_, query)) = rest.split_once('?') {
+            for pair in query.split('&') {
+                if let Some(("host" | "hostaddr", v)) = pair.split_once('=') {
+                    hosts.extend(v.split(',').map(str::to_owned));
+                }
+            }
+        }
+    } else if url.contains("://") {
+        // Another scheme: nothing known of it is on loopback.
+        return false;
+    } else {
+        for pair in url.split_whitespace() {
+            if let Some(("host" | "hostaddr", v)) = pair.split_once('=') {
+                hosts.extend(v.trim_matches('\'').split(',').map(str::to_owned));
+            }
+        }
+    }
+    hosts.iter().all(|h| loopback_host(h))
+}
+
+/// Whether a Valkey URL is encrypted (`rediss://`) or reaches a server on loopback
+/// (`redis://` to one, or a unix socket: `unix://`, `redis+unix://`).
+fn valkey_encrypted_or_on_loopback(url: &str) -> bool {
+    let url = url.trim();
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return false;
+    };
+    match scheme.to_ascii_lowercase().as_str() {
+        "rediss" | "valkeys" => true,
+        "unix" | "redis+unix" | "valkey+unix" => true,
+        "redis" | "valkey" => {
+            let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            let hosts = authority_hosts(&rest[..end]);
+            !hosts.is_empty() && hosts.iter().all(|h| !h.is_empty() && loopback_host(h))
+        }
+        _ => false,
     }
 }
 
@@ -215,7 +342,7 @@ mod tests {
     /// Valkey's needs its URL, its prefix optional.
     #[test]
     fn the_stores_servers_are_read_with_an_explicit_tls_choice() {
-        let url = "postgresql://u:secret@db/x";
+        let url = "postgresql://u:secret@127.0.0.1/x";
         let pg = |pairs: &[(&str, &str)]| PgConfig::read(&Env::from_pairs(pairs.to_vec()));
         assert_eq!(
             pg(&[]),
@@ -241,7 +368,7 @@ mod tests {
         let vk = |pairs: &[(&str, &str)]| ValkeyConfig::read(&Env::from_pairs(pairs.to_vec()));
         assert_eq!(vk(&[]), Err(SettingsError::Missing(VALKEY_URL_VAR.into())));
         let v = vk(&[
-            (VALKEY_URL_VAR, "redis://:secret@v:6379"),
+            (VALKEY_URL_VAR, "redis://:secret@localhost:6379"),
             (VALKEY_PREFIX_VAR, ""),
         ])
         .expect("valkey");
@@ -251,6 +378,89 @@ mod tests {
             (v.hash_tag, v.replicas, v.ca_bundle),
             (ValkeyHashTag::None, None, None)
         );
+    }
+
+    /// Issue 42: plain-text store connections only to loopback. `PG_TLS=disabled` and
+    /// `redis://` to any other host are refused at start, naming the variable of the server;
+    /// 127.0.0.0/8, `::1`, `localhost` and unix sockets are accepted, TLS everywhere.
+    #[test]
+    fn plain_text_store_connections_only_to_loopback() {
+        let pg = |url: &str| {
+            PgConfig::read(&Env::from_pairs([
+                (PG_URL_VAR, url),
+                (PG_TLS_VAR, "disabled"),
+            ]))
+        };
+        for remote in [
+            "postgresql://u:secret@db.example.com:5432/x",
+            "postgres://u@10.0.0.5/x",
+            "postgresql://u@127.0.0.1,db.example.com/x",
+            "postgresql://u@[2001:db8::1]:5432/x",
+            "postgresql:///x?host=db.example.com",
+            "host=db.example.com dbname=x",
+            "postgresql://u@127.0.0.1.example.com/x",
+        ] {
+            let refused = pg(remote).expect_err(remote);
+            assert_eq!(
+                refused,
+                SettingsError::Refused {
+                    var: PG_URL_VAR,
+                    rule: SettingRule::PlainTextOffLoopback {
+                        plain: "PG_TLS=disabled",
+                        instead: "set PG_CA_BUNDLE to verify the server over TLS",
+                    }
+                },
+                "{remote}"
+            );
+            assert!(!refused.to_string().contains("secret"), "{refused}");
+        }
+        for local in [
+            "postgresql://u:secret@127.0.0.1:5432/x",
+            "postgresql://u@127.8.9.10/x",
+            "postgresql://u@localhost/x",
+            "postgresql://u@[::1]:5432/x",
+            "postgresql:///x?host=/var/run/postgresql",
+            "postgresql://%2Fvar%2Frun%2Fpostgresql/x",
+            "host=/tmp dbname=x",
+            "dbname=x",
+        ] {
+            assert_eq!(pg(local).map(|c| c.tls), Ok(PgTls::Disabled), "{local}");
+        }
+        let tls = Env::from_pairs([
+            (PG_URL_VAR, "postgresql://u@db.example.com/x"),
+            (PG_CA_BUNDLE_VAR, "/ca.pem"),
+        ]);
+        assert!(PgConfig::read(&tls).is_ok());
+
+        let vk = |url: &str| ValkeyConfig::read(&Env::from_pairs([(VALKEY_URL_VAR, url)]));
+        for remote in [
+            "redis://:secret@cache.example.com:6379",
+            "redis://10.1.2.3:6379/0",
+            "redis://[2001:db8::2]:6379",
+            "redis://",
+            "cache.example.com:6379",
+        ] {
+            assert!(
+                matches!(
+                    vk(remote),
+                    Err(SettingsError::Refused {
+                        var: VALKEY_URL_VAR,
+                        rule: SettingRule::PlainTextOffLoopback { .. }
+                    })
+                ),
+                "{remote}"
+            );
+        }
+        for fine in [
+            "redis://127.0.0.1:6379",
+            "redis://:secret@localhost:6379/2",
+            "redis://[::1]:6379",
+            "unix:///tmp/valkey.sock",
+            "redis+unix:///tmp/valkey.sock",
+            "rediss://cache.example.com:6379",
+        ] {
+            assert!(vk(fine).is_ok(), "{fine}");
+        }
     }
 
     /// The hash tag, the replicas' wait and the private roots as the variables write them; a

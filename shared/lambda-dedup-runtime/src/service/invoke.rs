@@ -10,12 +10,26 @@
 //! concurrent duplicate waits for the first to finish, up to `DEDUP_IN_PROGRESS_WAIT_MS`, and
 //! then gets [`InvokeError::InProgress`], which the caller retries. Every invocation is one
 //! counted outcome in the account (S14).
+//!
+//! **Whose answers.** Lambda tells a function nothing of who invoked it, so the door cannot
+//! keep one invoker's stored answers from another: the key space is chosen openly when the
+//! service is built ([`InvokeScope`]), and the door does not build without it. A fixed tenant
+//! ([`InvokeScope::tenant`]) keys every event in that tenant alone — the function serves that
+//! tenant, its resource policy names who may invoke it, and no tenant is read from the payload
+//! (a builder that reads one is refused, [`BuildError::InvokeScope`]); a shared key space
+//! ([`InvokeScope::shared_key_space`]) says that every invoker naming an identity gets the
+//! answer stored under it. Either way store a minimal answer (a receipt), never a provider's
+//! whole response.
+//!
+//! **Identity typed.** An identity (or tenant) read from the payload by a pointer is a JSON
+//! string: `{"order_id": "42"}` is the order `42`, and `{"order_id": 42}` is refused
+//! `identity_wrong_type` (`tenant`: the same), never read as the same key as `"42"`.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lambda_dedup::{AttributeValue, ENVELOPE_ID_ATTRIBUTE, Message};
+use lambda_dedup::{AttributeValue, ENVELOPE_ID_ATTRIBUTE, IdentitySource, Message, TenantSource};
 use lambda_dedup_batch::{BatchReport, Outcome, Reason, RetryCause};
 use lambda_runtime::LambdaEvent;
 use serde::Serialize;
@@ -57,18 +71,105 @@ pub enum InvokeError {
     StoredResponseUnreadable,
 }
 
+/// The longest fixed tenant, as the key's own checks bound a tenant.
+const MAX_TENANT_BYTES: usize = 1024;
+
+/// The key space of the direct invoke door, chosen openly ([`Dedup::invoke`]'s first
+/// argument): Lambda does not tell the function who invoked it, so whoever names an identity
+/// in this space gets the answer stored under it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvokeScope(Space);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Space {
+    Tenant(String),
+    Shared,
+}
+
+impl InvokeScope {
+    /// Every event keyed in the fixed tenant `tenant`: the function serves that tenant alone
+    /// (its resource policy names the invokers that act for it). No tenant is read from the
+    /// payload. An empty tenant, one over 1024 bytes or with control characters is refused
+    /// when the service is built.
+    pub fn tenant(tenant: &str) -> Self {
+        Self(Space::Tenant(tenant.to_owned()))
+    }
+
+    /// One key space shared by every invoker, said openly: any invoker that names an identity
+    /// gets the answer stored under it. For invokers that trust each other; a tenant the
+    /// builder reads from the payload (`.tenant(..)`) is then only a partition the invoker
+    /// names, not a boundary.
+    pub fn shared_key_space() -> Self {
+        Self(Space::Shared)
+    }
+}
+
+/// Why the direct invoke door refused its scope when built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvokeScopeError {
+    /// The fixed tenant is empty, over 1024 bytes, or holds control characters.
+    #[error("the invoke door's fixed tenant is empty, over 1024 bytes or holds control characters")]
+    TenantInvalid,
+    /// The tenant is fixed, and the builder also reads one from the payload (`.tenant(..)`,
+    /// `.cloudevents(..)`, an attribute): which one keys the event would be ambiguous.
+    #[error(
+        "the invoke door's tenant is fixed, and the builder also reads a tenant from the payload: choose one"
+    )]
+    TenantFromPayload,
+}
+
 impl<S: Marks> Dedup<S> {
-    /// The direct invoke service of `work`: the event (any JSON) read into the work's `T`, its
-    /// response `R` stored with the mark and returned to every duplicate. An error answer is
-    /// an [`InvokeError`]; invoked asynchronously, Lambda retries it and then sends the event
-    /// to the function's on-failure destination.
-    pub fn invoke<T, R, F, Fut>(self, work: F) -> Result<Service<serde_json::Value, R>, BuildError>
+    /// The direct invoke service of `work` in the key space `scope`: the event (any JSON)
+    /// read into the work's `T`, its response `R` stored with the mark and returned to every
+    /// duplicate in that space. An error answer is an [`InvokeError`]; invoked
+    /// asynchronously, Lambda retries it and then sends the event to the function's
+    /// on-failure destination.
+    ///
+    /// The scope is not optional: without one the door does not build.
+    ///
+    /// ```compile_fail
+    /// use lambda_dedup_runtime::{Dedup, Event, Refusal};
+    /// fn f(dedup: Dedup) {
+    ///     let _ = dedup.identity("/order_id").invoke(|e: Event<serde_json::Value>| async move {
+    ///         Ok::<_, Refusal>(e.payload)
+    ///     });
+    /// }
+    /// ```
+    ///
+    /// ```
+    /// use lambda_dedup_runtime::{Dedup, Event, InvokeScope, Refusal};
+    /// fn f(dedup: Dedup) {
+    ///     let scope = InvokeScope::tenant("acme");
+    ///     let _ = dedup.identity("/order_id").invoke(scope, |e: Event<serde_json::Value>| async move {
+    ///         Ok::<_, Refusal>(e.payload)
+    ///     });
+    /// }
+    /// ```
+    pub fn invoke<T, R, F, Fut>(
+        mut self,
+        scope: InvokeScope,
+        work: F,
+    ) -> Result<Service<serde_json::Value, R>, BuildError>
     where
         T: DeserializeOwned + Send + 'static,
         R: Serialize + DeserializeOwned + Send + 'static,
         F: Fn(Event<T>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<R, Refusal>> + Send + 'static,
     {
+        if let Space::Tenant(tenant) = scope.0 {
+            if !matches!(self.tenant, TenantSource::Single) {
+                return Err(InvokeScopeError::TenantFromPayload.into());
+            }
+            let valid = !tenant.trim().is_empty()
+                && tenant.len() <= MAX_TENANT_BYTES
+                && !tenant.chars().any(char::is_control);
+            if !valid {
+                return Err(InvokeScopeError::TenantInvalid.into());
+            }
+            self.tenant = TenantSource::Fixed(tenant);
+        }
+        let string_pointers = Arc::new(typed_pointers(&self.identity, &self.tenant));
         let at = self.payload_at();
         let dedup = Arc::new(self.leased(self.settings.scope.clone())?);
         let wait = self.settings.in_progress_wait;
@@ -78,13 +179,18 @@ impl<S: Marks> Dedup<S> {
         Ok(Service::new(
             move |event: LambdaEvent<serde_json::Value>| {
                 let (dedup, runner, work) = (dedup.clone(), runner.clone(), work.clone());
+                let string_pointers = string_pointers.clone();
                 async move {
                     let deadline = crate::deadline(&event.context);
                     let cutoff = crate::bound::cutoff_at(deadline, runner.margin);
                     let m = message(&event.context.request_id, &event.payload);
                     let started = Instant::now();
                     let mut pause = Duration::from_millis(50);
+                    let refused = untyped(&string_pointers, &event.payload);
                     let (outcome, response) = loop {
+                        if let Some(refused) = refused {
+                            break (refused, None);
+                        }
                         let fresh: Mutex<Option<R>> = Mutex::new(None);
                         let (slot, work) = (&fresh, &*work);
                         let once = dedup.leased(&m, deadline, |d, _lease| async move {
@@ -137,6 +243,35 @@ impl<S: Marks> Dedup<S> {
             },
         ))
     }
+}
+
+/// The pointers whose values must be JSON strings: the identity's and the tenant's, when read
+/// from the payload by a pointer.
+fn typed_pointers(identity: &IdentitySource, tenant: &TenantSource) -> Vec<String> {
+    let mut pointers = Vec::new();
+    if let IdentitySource::JsonPointer(p) = identity {
+        pointers.push(p.clone());
+    }
+    if let TenantSource::JsonPointer(p) = tenant {
+        pointers.push(p.clone());
+    }
+    pointers
+}
+
+/// The refusal of a payload whose identity (or tenant) is not a JSON string: `42` is not the
+/// key of `"42"`. A value absent or unreadable is left to the key's own checks.
+fn untyped(pointers: &[String], payload: &serde_json::Value) -> Option<Outcome> {
+    pointers.iter().find_map(
+        |pointer| match lambda_dedup::pointer::resolve(payload, pointer) {
+            Ok(Some(v)) if !v.is_string() => Some(Outcome::Rejected {
+                code: Reason::IdentityWrongType,
+                reason: format!("the field `{pointer}` is not a JSON string"),
+                key: None,
+                invalid: None,
+            }),
+            _ => None,
+        },
+    )
 }
 
 /// The invocation's event as a library message, reported by its request id (also kept for the

@@ -145,9 +145,9 @@ pub(crate) use env::millis;
 pub use env::{Env, optional, required};
 pub use forwarder::{FORWARD_QUEUE_VAR, FORWARDER, ForwarderConfig};
 pub use http::{
-    CallerFrom, DEFAULT_HTTP_MAX_BODY_BYTES, DEFAULT_KEY_RETENTION_SECS, DEFAULT_REPLAY_HEADERS,
-    HttpConfig, HttpFingerprint, KeyRequirement, MAX_HTTP_BODY_BYTES, MAX_IN_FLIGHT_WAIT,
-    MIN_KEY_RETENTION,
+    CallerFrom, CallerFront, DEFAULT_HTTP_MAX_BODY_BYTES, DEFAULT_KEY_RETENTION_SECS,
+    DEFAULT_REPLAY_HEADERS, HttpConfig, HttpFingerprint, KeyRequirement, MAX_HTTP_BODY_BYTES,
+    MAX_IN_FLIGHT_WAIT, MIN_KEY_RETENTION,
 };
 pub use keys::{KeySpecTextError, cloudevents_key_spec};
 pub use margin::{MARGIN_VAR, deadline_margin_in};

@@ -54,14 +54,16 @@
 mod answer;
 mod caller;
 mod door;
+pub(crate) mod event;
 mod key;
 mod reply;
 
-pub use crate::config::{CallerFrom, HttpConfig, HttpFingerprint, KeyRequirement};
-pub use answer::{Answer, Counted};
+pub use crate::config::{CallerFrom, CallerFront, HttpConfig, HttpFingerprint, KeyRequirement};
+pub use answer::{Answer, Counted, PROBLEM_TYPE_PREFIX};
 pub use caller::CallerError;
 pub(crate) use door::Work;
 pub use door::{Door, Incoming, Meta};
+pub use event::NotHttp;
 pub use key::{IDEMPOTENCY_KEY_HEADER, KeyError, MAX_KEY_CHARS};
 pub use reply::{Reply, Stored};
 

@@ -44,8 +44,9 @@ pub(crate) const LOCAL_ENV: [(&str, &str); 13] = [
     // cargo lambda watch's Function URL front signs nothing, so there is no IAM principal:
     // orders-api's callers name themselves in a header, as a trusted front would.
     ("HTTP_CALLER_FROM", "header:x-caller-id"),
-    // Said openly: nothing verifies that header locally (the template's check-infra refuses it).
-    ("HTTP_CALLER_FRONT", "unverified"),
+    // Said openly: nothing verifies that header locally (check-infra refuses it in a template,
+    // which has no such variable: so set in every function, and read by orders-api alone).
+    ("*HTTP_CALLER_FRONT", "unverified"),
     // Warm caches ask the mark table again after 5 s, so a mark forgotten on purpose
     // (`lambda-dedup forget`) is seen gone within a test's patience.
     ("*DEDUP_CACHE_SECONDS", "5"),

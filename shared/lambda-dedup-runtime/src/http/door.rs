@@ -150,8 +150,8 @@ impl<E: Send + Sync + 'static> Door<E> {
         }
     }
 
-    /// The key's mark holds another fingerprint. A completed request's: 422. A request still in
-    /// flight: as any request in flight (the wait, or 409). A released one (its work answered
+    /// The key's mark holds another fingerprint. A completed request's, or one still in flight:
+    /// 422, as before. A released one (its work answered
     /// 5xx or was refused as transient, or its invocation ended: nothing of it committed, S5):
     /// its fingerprint holds nothing, and a corrected retry takes the key over and runs, as the
     /// released mark's own request would.
@@ -171,7 +171,8 @@ impl<E: Send + Sync + 'static> Door<E> {
         let now = self.store.now();
         match mark.status {
             MarkStatus::Completed => conflict(),
-            MarkStatus::InProgress if mark.lease_is_live(now) => self.wait(key, &offered).await,
+            // S11: a conflict takes precedence over a request in flight.
+            MarkStatus::InProgress if mark.lease_is_live(now) => conflict(),
             MarkStatus::InProgress => {
                 // Taken over without a fingerprint, so the one it holds is not compared (the
                 // store's conditional write decides between racing retries); committed with

@@ -836,3 +836,23 @@ async fn error_bodies_are_rfc9457_problem_json() {
         Some(&b"application/json"[..])
     );
 }
+
+/// The raw event's reader changes nothing else: a Function URL / HTTP API event (AWS's IAM
+/// sample) through the service as Lambda runs it is answered 201, its retry replayed.
+#[tokio::test]
+async fn raw_event_path_answers_function_url_events_as_before() {
+    let env = env()
+        .with("HTTP_CALLER_FROM", "authorizer")
+        .with("HTTP_CALLER_FRONT", "");
+    let (service, _, runs) = service_with(&env);
+    let mut event = aws_sample("apigw-v2-request-iam.json");
+    event["requestContext"]["http"]["method"] = "POST".into();
+    event["rawPath"] = "/orders".into();
+    event["headers"]["idempotency-key"] = "\"k-raw\"".into();
+    event["body"] = BODY.into();
+    let (first, body) = invoke(&service, event.clone()).await;
+    assert_eq!(first, 201, "{body}");
+    let (again, replayed) = invoke(&service, event).await;
+    assert_eq!((again, replayed), (201, body));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}

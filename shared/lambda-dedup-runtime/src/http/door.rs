@@ -151,10 +151,9 @@ impl<E: Send + Sync + 'static> Door<E> {
     }
 
     /// The key's mark holds another fingerprint. A completed request's, or one still in flight:
-    /// 422, as before. A released one (its work answered
-    /// 5xx or was refused as transient, or its invocation ended: nothing of it committed, S5):
-    /// its fingerprint holds nothing, and a corrected retry takes the key over and runs, as the
-    /// released mark's own request would.
+    /// 422, as before. A released one (its work answered 5xx or was refused as transient, or its
+    /// invocation ended: nothing of it committed, S5): its fingerprint holds nothing, and a
+    /// corrected retry takes the key over and runs, as the released mark's own request would.
     async fn conflict(
         &self,
         key: &DedupKey,

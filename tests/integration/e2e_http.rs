@@ -162,7 +162,8 @@ async fn e2e_idempotency_key_in_flight_is_409_until_released() {
     let key = unique("inflight");
     let body = r#"{"sku":"pen-1","quantity":1}"#;
     let scope = Scope::new("demo", "orders-api").expect("scope");
-    let dedup_key = DedupKey::new(&scope, "header:shop-a", &["idempotency-key", &key]);
+    // The door's caller string: its kind and each part prefixed by its length.
+    let dedup_key = DedupKey::new(&scope, "header:6:shop-a", &["idempotency-key", &key]);
     let store = DynamoStore::new(
         client(),
         env("DEDUP_TABLE_MARKS"),

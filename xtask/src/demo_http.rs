@@ -76,7 +76,8 @@ pub(crate) async fn run(stack: &Stack, checks: &mut Checks) -> Result<()> {
     // request with that key meanwhile is 409; once released, the retry runs.
     let busy_key = format!("demo-busy-{run}");
     let scope = Scope::new("demo", "orders-api").map_err(|e| e.to_string())?;
-    let caller = format!("header:{CALLER}");
+    // The door's caller string: its kind and each part prefixed by its length.
+    let caller = format!("header:{}:{CALLER}", CALLER.len());
     let dedup_key = DedupKey::new(&scope, &caller, &["idempotency-key", &busy_key]);
     let retention = Retention::unchecked(Duration::from_secs(86_400)).map_err(|e| e.to_string())?;
     let store = DynamoStore::new(stack.dynamodb.clone(), TABLE_MARKS.to_owned(), retention);

@@ -1884,6 +1884,60 @@ mod tests {
         );
     }
 
+    /// Issue 42: `HTTP_CALLER_FROM=header:<name>` trusts a header only behind a front that
+    /// verifies it: refused behind a Function URL with `AuthType: NONE`, on an API route without
+    /// an authorizer, without `HTTP_CALLER_FRONT` or with `unverified`; behind the template's
+    /// signed (`AWS_IAM`) Function URL with `HTTP_CALLER_FRONT=iam` it is sound.
+    #[test]
+    fn http_header_caller_needs_a_verifying_front() {
+        let header = |t: &mut Value, front: Option<&str>| {
+            let vars = &mut res(t, "OrdersApi")["Environment"]["Variables"];
+            vars["HTTP_CALLER_FROM"] = "header:x-caller".into();
+            if let Some(front) = front {
+                vars["HTTP_CALLER_FRONT"] = front.into();
+            }
+        };
+        let mut sound = template();
+        header(&mut sound, Some("iam"));
+        if let Some(problems) = all_problems(&sound) {
+            assert!(problems.is_empty(), "{problems:#?}");
+        }
+        broken(
+            |t| header(t, None),
+            "HTTP_CALLER_FROM=header:<name> needs HTTP_CALLER_FRONT",
+        );
+        broken(
+            |t| header(t, Some("unverified")),
+            "HTTP_CALLER_FROM=header:<name> needs HTTP_CALLER_FRONT",
+        );
+        broken(
+            |t| {
+                header(t, Some("iam"));
+                res(t, "OrdersApi")["FunctionUrlConfig"]["AuthType"] = "NONE".into();
+            },
+            "behind a Function URL with AuthType NONE",
+        );
+        broken(
+            |t| {
+                header(t, Some("authorizer"));
+                res(t, "OrdersApi")["Events"] = serde_json::json!({
+                    "Post": { "Type": "HttpApi", "Properties": { "Path": "/orders", "Method": "POST" } }
+                });
+            },
+            "on an API route without an authorizer",
+        );
+        broken(
+            |t| {
+                header(t, Some("authorizer"));
+                res(t, "OrdersApi")["Events"] = serde_json::json!({
+                    "Post": { "Type": "Api", "Properties": { "Path": "/orders", "Method": "POST",
+                        "Auth": { "Authorizer": "NONE" } } }
+                });
+            },
+            "on an API route without an authorizer",
+        );
+    }
+
     /// S13, S15: a stream trigger whose retries a transient outage can use up is refused (the
     /// old `MaximumRetryAttempts: 2` of ledger-stream, the 10000 of the others); each stream
     /// function's lag is alarmed; a Kinesis function parks in a queue of its own, granted and

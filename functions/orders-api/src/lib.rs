@@ -44,17 +44,25 @@ mod tests {
             ("DEDUP_MARK_TABLE", "marks"),
             ("ORDERS_TABLE", "orders"),
             ("HTTP_CALLER_FROM", "header:x-caller"),
+            // Behind an ALB that authenticates and sets x-caller (`post` comes through it).
+            ("HTTP_CALLER_FRONT", "alb"),
         ])
     }
 
+    /// `request` as an ALB hands it over.
+    fn through_alb(request: Request) -> Request {
+        request.with_request_context(lambda_http::request::RequestContext::Alb(Default::default()))
+    }
+
     fn post(key: &str, body: &str) -> Request {
-        lambda_http::http::Request::builder()
+        let r = lambda_http::http::Request::builder()
             .method("POST")
             .uri("/orders")
             .header("idempotency-key", format!("\"{key}\""))
             .header("x-caller", "shop-1")
             .body(Body::Text(body.to_owned()))
-            .expect("request")
+            .expect("request");
+        through_alb(r)
     }
 
     async fn send(s: &HttpService, r: Request) -> (u16, bool, String) {
@@ -116,9 +124,11 @@ mod tests {
         let mut context = lambda_dedup_runtime::lambda_runtime::Context::default();
         let n = INVOCATIONS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         context.request_id = format!("req-{n}");
-        r.body(Body::Text(body.to_owned()))
-            .expect("request")
-            .with_lambda_context(context)
+        through_alb(
+            r.body(Body::Text(body.to_owned()))
+                .expect("request")
+                .with_lambda_context(context),
+        )
     }
 
     /// orders-api built as `main` builds it, from `vars` over the test's own.
@@ -128,6 +138,7 @@ mod tests {
             ("DEDUP_MARK_TABLE", "marks"),
             ("ORDERS_TABLE", "orders"),
             ("HTTP_CALLER_FROM", "header:x-caller"),
+            ("HTTP_CALLER_FRONT", "alb"),
         ];
         pairs.extend_from_slice(vars);
         let env = Env::from_pairs(pairs);
@@ -185,5 +196,129 @@ mod tests {
             !location(built_with(&[("HTTP_REPLAY_HEADERS", "content-type")]).0).await,
             "a header off the list is not replayed"
         );
+    }
+
+    // ---- Issue 42, through orders-api as `main` runs it. ----
+
+    /// AWS's published sample event `name`.
+    fn sample(name: &str) -> serde_json::Value {
+        let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
+        serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("json")
+    }
+
+    /// A REST API (payload 1.0) `POST /orders` as API Gateway sends it: `headers` holds each
+    /// header's last value, `multiValueHeaders` all of them; a Lambda authorizer's
+    /// `principalId`.
+    fn rest_post(keys: &[&str], principal: &str, body: &str) -> serde_json::Value {
+        let mut event = sample("apigw-rest-request.json");
+        event["path"] = "/orders".into();
+        event["resource"] = "/orders".into();
+        event["requestContext"]["path"] = "/orders".into();
+        event["requestContext"]["resourcePath"] = "/orders".into();
+        // lambda_http puts a named stage before the path; the default stage adds none.
+        event["requestContext"]["stage"] = "$default".into();
+        event["pathParameters"] = serde_json::Value::Null;
+        for field in [
+            "userArn",
+            "user",
+            "caller",
+            "accessKey",
+            "apiKey",
+            "apiKeyId",
+            "cognitoIdentityId",
+        ] {
+            event["requestContext"]["identity"][field] = serde_json::Value::Null;
+        }
+        event["requestContext"]["authorizer"]["principalId"] = principal.into();
+        let keys: Vec<String> = keys.iter().map(|k| format!("\"{k}\"")).collect();
+        event["headers"]["Idempotency-Key"] = keys.last().cloned().unwrap_or_default().into();
+        event["multiValueHeaders"]["Idempotency-Key"] = serde_json::json!(keys);
+        event["body"] = body.into();
+        event
+    }
+
+    /// `event` through the service as Lambda runs it (the raw event): the status and body
+    /// Lambda returns to the front.
+    async fn invoke(s: &HttpService, event: serde_json::Value) -> (u16, serde_json::Value) {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut context = lambda_dedup_runtime::lambda_runtime::Context::default();
+        context.request_id = format!(
+            "rest-{}",
+            N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        );
+        let event = lambda_http::LambdaEvent::new(event, context);
+        let r =
+            ServiceExt::<lambda_http::LambdaEvent<serde_json::Value>>::oneshot(s.clone(), event)
+                .await
+                .expect("answer");
+        let r = serde_json::to_value(r).expect("a response");
+        let body = r["body"].as_str().unwrap_or_default();
+        let body = serde_json::from_str(body).unwrap_or(serde_json::Value::Null);
+        (r["statusCode"].as_u64().unwrap_or_default() as u16, body)
+    }
+
+    /// Issue 42, REST: two `Idempotency-Key` headers (API Gateway's `multiValueHeaders`) are
+    /// 400 `idempotency_key_repeated` as a problem+json, no order; the Lambda authorizer's
+    /// `principalId` is the caller (it was 401 `caller_missing`), each principal's key its own.
+    #[tokio::test]
+    async fn orders_api_rest_repeated_key_is_400_and_the_authorizers_principal_is_the_caller() {
+        let (service, store) = built_with(&[
+            ("HTTP_CALLER_FROM", "authorizer"),
+            ("HTTP_CALLER_FRONT", ""),
+        ]);
+        let body = r#"{"sku":"book-1","quantity":2}"#;
+        let (status, problem) = invoke(&service, rest_post(&["o-1", "o-2"], "shop-1", body)).await;
+        assert_eq!(
+            (status, &problem["code"]),
+            (400, &"idempotency_key_repeated".into()),
+            "{problem}"
+        );
+        assert_eq!(problem["status"], 400);
+        assert!(store.items("orders").is_empty());
+        let (first, order) = invoke(&service, rest_post(&["o-2"], "shop-1", body)).await;
+        assert_eq!(first, 201, "{order}");
+        let (again, replayed) = invoke(&service, rest_post(&["o-2"], "shop-1", body)).await;
+        assert_eq!((again, &replayed), (201, &order));
+        let (other, theirs) = invoke(&service, rest_post(&["o-2"], "shop-2", body)).await;
+        assert_eq!(other, 201);
+        assert_ne!(theirs, order, "shop-2's own order");
+        assert_eq!(store.items("orders").len(), 2);
+    }
+
+    /// Issue 42: orders-api with `HTTP_CALLER_FROM=header:x-caller` does not start without
+    /// `HTTP_CALLER_FRONT`; behind its ALB, a request that reached it another way (a Function
+    /// URL's) naming a caller in the header is 401 `caller_front_missing`, no order.
+    #[tokio::test]
+    async fn orders_api_caller_header_needs_its_front() {
+        let no_front = Env::from_pairs([("HTTP_CALLER_FROM", "header:x-caller")]);
+        assert!(HttpConfig::read(&no_front).is_err(), "refused at start");
+        let (service, store) = built_with(&[]);
+        let mut event = sample("apigw-v2-request-no-authorizer.json");
+        event["requestContext"]["http"]["method"] = "POST".into();
+        event["rawPath"] = "/orders".into();
+        event["requestContext"]["http"]["path"] = "/orders".into();
+        event["headers"]["idempotency-key"] = "\"o-url\"".into();
+        event["headers"]["x-caller"] = "shop-1".into();
+        event["body"] = r#"{"sku":"book-1","quantity":2}"#.into();
+        let (status, problem) = invoke(&service, event).await;
+        assert_eq!(
+            (status, &problem["code"]),
+            (401, &"caller_front_missing".into()),
+            "{problem}"
+        );
+        assert!(store.items("orders").is_empty());
+    }
+
+    /// Issue 42: one key on two routes was one request under `HTTP_FINGERPRINT=body`; orders-api
+    /// answers the second route 422, not the first route's order.
+    #[tokio::test]
+    async fn orders_api_key_on_another_route_is_422() {
+        let (service, _) = built_with(&[("HTTP_FINGERPRINT", "body")]);
+        let body = r#"{"sku":"book-1","quantity":2}"#;
+        assert_eq!(send(&service, post("o-r", body)).await.0, 201);
+        let mut other = post("o-r", body);
+        *other.uri_mut() = "/orders/o-r/cancel".parse().expect("uri");
+        let (status, replayed, answer) = send(&service, other).await;
+        assert_eq!((status, replayed), (422, false), "{answer}");
     }
 }

@@ -15,5 +15,10 @@ async fn main() -> Result<(), lambda_http::Error> {
     lambda_dedup_runtime::init_tracing();
     let dedup = lambda_dedup_runtime::Dedup::from_env(orders_api::FUNCTION)?;
     let config = HttpConfig::from_env()?;
-    lambda_http::run_concurrent(orders_api::service(dedup.dynamodb().await, config)?).await
+    // The raw event, so a REST API's repeated headers and authorizer are read.
+    lambda_dedup_runtime::lambda_runtime::run_concurrent(orders_api::service(
+        dedup.dynamodb().await,
+        config,
+    )?)
+    .await
 }

@@ -88,11 +88,12 @@
 //! | variable | meaning | default |
 //! | --- | --- | --- |
 //! | `HTTP_IDEMPOTENCY_KEY` | `required` (no key: 400) or `optional` (no key: the work runs unkeyed, nothing replayed) | `required` |
-//! | `HTTP_CALLER_FROM` | who the caller is, the scope of every key: `authorizer` (a JWT's `iss`+`sub`, the IAM caller's ARN, a Lambda authorizer's `principalId`), `api-key` (a REST API's key), `header:<name>` (set by a trusted front), or `none` (one client); a request without it gets 401 | required |
+//! | `HTTP_CALLER_FROM` | who the caller is, the scope of every key: `authorizer` (a JWT's `iss`+`sub`, the IAM caller's principal id — a user's, or an assumed role's without the session name its caller chooses —, a Lambda authorizer's `principalId`, REST's included), `api-key` (a REST API's key), `header:<name>` (set by the front `HTTP_CALLER_FRONT` names), or `none` (one client); a request without it gets 401 | required |
+//! | `HTTP_CALLER_FRONT` | with `header:<name>` only, and required with it: the front that verifies the header, which each request must show it came through (else 401 `caller_front_missing`): `alb` (an ALB that authenticates), `iam` (a SigV4-signing front to an `AWS_IAM` Function URL or route), `authorizer` (an API Gateway route with an authorizer), or `unverified` (said openly: nothing does; a local emulator's, refused by `check-infra`) | none |
 //! | `HTTP_IN_FLIGHT_WAIT_MS` | how long a request whose key is in flight waits for the first's answer before 409; at most 10000 | 0 (409 at once) |
-//! | `HTTP_FINGERPRINT` | what a key's request is (another one: 422): `request` (method, path, body), `body`, or `json:/a,/b` (those values, with method and path) | `request` |
+//! | `HTTP_FINGERPRINT` | what a key's request is (another one: 422): `request` (method, path, body), `body` (the same: method and path are always covered), or `json:/a,/b` (those values, with method and path; a value that cannot be read: 400 `fingerprint_unreadable`) | `request` |
 //! | `HTTP_MAX_BODY_BYTES` | the largest body (413 over it); at most 6 MB | 262144 |
-//! | `HTTP_REPLAY_HEADERS` | the answer's headers stored and replayed (never `set-cookie` nor hop-by-hop ones) | `content-type,location` |
+//! | `HTTP_REPLAY_HEADERS` | the answer's headers stored and replayed (never a credential's or a session's — `authorization`, `proxy-authorization`, `www-authenticate`, `cookie`, `set-cookie`, `x-amz-security-token`, `x-api-key`, any name holding `token`, `secret`, `session`, `auth`, `cookie`, `password`, `credential`, `api-key` or `apikey` — nor hop-by-hop ones: refused at start) | `content-type,location` |
 //! | `HTTP_KEY_RETENTION_SECONDS` | how long a key is remembered (the marks' retention for this door; no queue horizon applies, S9); at least 3600 | 86400 (Stripe's 24 h) |
 //!
 //! # The marks on PostgreSQL or Valkey ([`PgConfig`], [`ValkeyConfig`])
@@ -150,9 +151,9 @@ pub(crate) use env::millis;
 pub use env::{Env, optional, required};
 pub use forwarder::{FORWARD_QUEUE_VAR, FORWARDER, ForwarderConfig};
 pub use http::{
-    CallerFrom, DEFAULT_HTTP_MAX_BODY_BYTES, DEFAULT_KEY_RETENTION_SECS, DEFAULT_REPLAY_HEADERS,
-    HttpConfig, HttpFingerprint, KeyRequirement, MAX_HTTP_BODY_BYTES, MAX_IN_FLIGHT_WAIT,
-    MIN_KEY_RETENTION,
+    CallerFrom, CallerFront, DEFAULT_HTTP_MAX_BODY_BYTES, DEFAULT_KEY_RETENTION_SECS,
+    DEFAULT_REPLAY_HEADERS, HttpConfig, HttpFingerprint, KeyRequirement, MAX_HTTP_BODY_BYTES,
+    MAX_IN_FLIGHT_WAIT, MIN_KEY_RETENTION,
 };
 pub use keys::{KeySpecTextError, cloudevents_key_spec};
 pub use margin::{MARGIN_VAR, deadline_margin_in};

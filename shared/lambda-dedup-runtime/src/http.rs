@@ -8,7 +8,8 @@
 //! | --- | --- | --- | --- |
 //! | body over `HTTP_MAX_BODY_BYTES` | 413 | no | `Rejected` |
 //! | no `Idempotency-Key` where required; empty, over 255 characters, a control character or any byte outside printable ASCII, sent twice, a structured-field parameter | 400, a code (`idempotency_key_*`) | no | `Rejected` |
-//! | no caller identity of the kind `HTTP_CALLER_FROM` names | 401 (`caller_missing`) | no | `Rejected` |
+//! | no caller identity of the kind `HTTP_CALLER_FROM` names; a caller header sent twice; a caller header on a request that did not come through the front `HTTP_CALLER_FRONT` names | 401 (`caller_missing`, `caller_ambiguous`, `caller_front_missing`) | no | `Rejected` |
+//! | a field of `HTTP_FINGERPRINT=json:` that cannot be read (a pointer past a string that is not JSON) | 400 (`fingerprint_unreadable`) | no | `Rejected` |
 //! | a body that is not JSON, or not the work's type | 400 (`not_json`, `misfit`) | no | `Rejected` |
 //! | new key | the work's answer; 2xx and 4xx stored with its effects in one commit (S5) | yes | `Applied` |
 //! | the same key and request again | the stored status, allow-listed headers and body, `idempotent-replayed: true` | — | `Duplicate` |
@@ -19,16 +20,25 @@
 //! | the store failed or timed out; the invocation's deadline | 503 with `retry-after` | no | `Retry` |
 //!
 //! Validation failures before the work runs are not stored, as Stripe does: a corrected retry
-//! under the same key runs. The work's own 4xx answers are stored: the request was judged.
+//! under the same key runs; so does one after a 5xx (a released mark's fingerprint holds
+//! nothing). The work's own 4xx answers are stored: the request was judged. Every refusal is an
+//! RFC 9457 problem (`application/problem+json`: `type` `urn:lambda-dedup:problem:<code>`,
+//! `title`, `status`, `detail`), as the draft's examples, with the stable `code` as an
+//! extension member (and `error`, `message`, the members of earlier versions). The method and
+//! path are always part of the fingerprint: one key on two routes is 422, never one request.
 //!
 //! # The key
 //! `Idempotency-Key` is read as the draft writes it, a structured-field string
 //! (`"8e03978e-…"`, RFC 8941: printable ASCII, `\"` and `\\` escaped, nothing after the closing
 //! quote), or bare as Stripe's clients send it (visible ASCII without `"`, `\`, `,`, `;`); at
 //! most 255 characters (Stripe's limit). A comma outside a string means the header was sent
-//! twice (a Function URL joins repeated headers with commas): refused. The key is scoped by the
+//! twice (a Function URL joins repeated headers with commas): refused, as two headers are (a
+//! REST API's `multiValueHeaders`, read from the raw event: run the service with
+//! `lambda_runtime::run_concurrent`, see `event`). The key is scoped by the
 //! caller (`HTTP_CALLER_FROM`: the authorizer's principal, a REST API key, a header a trusted
-//! front sets, or `none` for one client) and enters the mark's key only hashed with it
+//! front sets — only behind the front `HTTP_CALLER_FRONT` declares, checked on each request —,
+//! or `none` for one client; written as length-prefixed parts, so two callers never write one
+//! string) and enters the mark's key only hashed with it
 //! (`namespace#consumer#sha256(caller, key)`, S3), so one caller never receives another's answer.
 //!
 //! # How it holds
@@ -47,6 +57,7 @@
 //! # Layout
 //! - `key`: `Idempotency-Key` parsed ([`KeyError`]);
 //! - `caller`: the caller of a request ([`CallerError`]);
+//! - `event`: the raw Lambda event read before `lambda_http` converts it ([`NotHttp`]);
 //! - `reply`: the work's [`Reply`] and its [`Stored`] form;
 //! - `answer`: the [`Answer`] and how it is [`Counted`];
 //! - `door`: the [`Door`] — the checks, the claim, the commit, the wait, the deadline.
@@ -54,14 +65,16 @@
 mod answer;
 mod caller;
 mod door;
+pub(crate) mod event;
 mod key;
 mod reply;
 
-pub use crate::config::{CallerFrom, HttpConfig, HttpFingerprint, KeyRequirement};
-pub use answer::{Answer, Counted};
+pub use crate::config::{CallerFrom, CallerFront, HttpConfig, HttpFingerprint, KeyRequirement};
+pub use answer::{Answer, Counted, PROBLEM_TYPE_PREFIX};
 pub use caller::CallerError;
 pub(crate) use door::Work;
 pub use door::{Door, Incoming, Meta};
+pub use event::NotHttp;
 pub use key::{IDEMPOTENCY_KEY_HEADER, KeyError, MAX_KEY_CHARS};
 pub use reply::{Reply, Stored};
 

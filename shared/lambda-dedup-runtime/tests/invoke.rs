@@ -307,6 +307,7 @@ fn invoke_scope_a_fixed_tenant_is_not_read_from_the_payload() {
     let shared = on("0")
         .identity("/order_id")
         .tenant("/tenant")
+        .trusted_producers()
         .invoke(InvokeScope::shared_key_space(), work);
     assert!(shared.is_ok());
 }
@@ -315,7 +316,10 @@ fn invoke_scope_a_fixed_tenant_is_not_read_from_the_payload() {
 /// that is not a JSON string is refused `identity_wrong_type`, nothing charged.
 #[tokio::test]
 async fn invoke_identity_and_tenant_are_json_strings() {
-    let dedup = on("0").identity("/order_id").tenant("/tenant");
+    let dedup = on("0")
+        .identity("/order_id")
+        .tenant("/tenant")
+        .trusted_producers();
     let (service, count) = charges(dedup, Duration::ZERO);
     let named = json!({"order_id": "42", "tenant": "7", "cents": 1});
     invoke(&service, "r-1", named).await.expect("charged");

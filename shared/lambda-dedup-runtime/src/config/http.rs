@@ -21,14 +21,36 @@ pub const MAX_HTTP_BODY_BYTES: usize = 6 * 1024 * 1024;
 pub const MAX_IN_FLIGHT_WAIT: Duration = Duration::from_secs(10);
 /// The headers of a stored answer replayed when `HTTP_REPLAY_HEADERS` is unset.
 pub const DEFAULT_REPLAY_HEADERS: [&str; 2] = ["content-type", "location"];
-/// Headers never stored nor replayed, whatever `HTTP_REPLAY_HEADERS` says: a session or a
-/// connection's, not the resource's.
-const NEVER_REPLAYED: [&str; 5] = [
+/// Headers never stored nor replayed, whatever `HTTP_REPLAY_HEADERS` says: a session's, a
+/// credential's or a connection's, not the resource's. A name holding [`NEVER_REPLAYED_PARTS`]
+/// is refused too.
+const NEVER_REPLAYED: [&str; 12] = [
+    "authorization",
+    "proxy-authorization",
+    "www-authenticate",
+    "proxy-authenticate",
+    "cookie",
     "set-cookie",
+    "x-amz-security-token",
+    "x-api-key",
     "connection",
     "transfer-encoding",
     "content-length",
     "idempotent-replayed",
+];
+/// Parts of a header's name that make it a credential's (`x-auth-token`, `x-client-secret`,
+/// `x-session-id`, `x-csrf-token`, `x-goog-api-key`): never stored nor replayed, to another
+/// caller or to the same one after the credential changed.
+const NEVER_REPLAYED_PARTS: [&str; 9] = [
+    "token",
+    "secret",
+    "session",
+    "auth",
+    "cookie",
+    "password",
+    "credential",
+    "api-key",
+    "apikey",
 ];
 
 /// Whether a request must carry `Idempotency-Key`.
@@ -49,7 +71,8 @@ pub enum CallerFrom {
     Authorizer,
     /// The API key of an API Gateway REST API (`requestContext.identity.apiKey`).
     ApiKey,
-    /// A header a trusted front sets (lower case).
+    /// A header a trusted front sets (lower case): only with [`HttpConfig::front`] naming the
+    /// front that verifies it (`HTTP_CALLER_FRONT`).
     Header(String),
     /// One caller for all: keys are not scoped (an API with a single client only).
     Nobody,
@@ -76,12 +99,51 @@ impl std::str::FromStr for CallerFrom {
     }
 }
 
+/// The front that verifies the caller's header of `HTTP_CALLER_FROM=header:<name>`
+/// (`HTTP_CALLER_FRONT`): a request that shows no such front in its request context is 401
+/// (`caller_front_missing`), so a client reaching the function another way cannot name a caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallerFront {
+    /// An Application Load Balancer whose listener rule authenticates (`authenticate-oidc`,
+    /// `authenticate-cognito`) and sets the header (`x-amzn-oidc-identity`), replacing a
+    /// client's: the request must come through an ALB (`alb`).
+    Alb,
+    /// A front that signs its requests (SigV4) to a Function URL or route with `AWS_IAM`
+    /// (CloudFront with origin access control, an internal proxy): the request must carry the
+    /// IAM caller (`iam`).
+    Iam,
+    /// An API Gateway route with an authorizer (Lambda, JWT, Cognito) whose result the route
+    /// maps into the header: the request must carry the authorizer's context (`authorizer`).
+    Authorizer,
+    /// Nothing verifies the header, declared openly (`unverified`): a local emulator or a test.
+    /// Any client names any caller; `cargo xtask check-infra` refuses it in a template.
+    Unverified,
+}
+
+impl std::str::FromStr for CallerFront {
+    type Err = String;
+
+    /// `alb`, `iam`, `authorizer` or `unverified`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "alb" => Ok(Self::Alb),
+            "iam" => Ok(Self::Iam),
+            "authorizer" => Ok(Self::Authorizer),
+            "unverified" => Ok(Self::Unverified),
+            other => Err(format!(
+                "'{other}' is none of alb, iam, authorizer, unverified"
+            )),
+        }
+    }
+}
+
 /// What the fingerprint of a request covers (S11): the same key with another fingerprint is 422.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HttpFingerprint {
     /// The method, the path and the raw body.
     Request,
-    /// The raw body alone.
+    /// The raw body with the method and the path (the same as [`Request`](Self::Request); the
+    /// method and path are always covered, so one key on two routes is never one request).
     Body,
     /// The values at these JSON pointers of the body, with the method and the path.
     Pointers(Vec<String>),
@@ -124,6 +186,8 @@ pub struct HttpConfig {
     pub key: KeyRequirement,
     /// Who the caller is (keys are scoped by it).
     pub caller: CallerFrom,
+    /// The front that verifies the caller's header (`Some` exactly with [`CallerFrom::Header`]).
+    pub front: Option<CallerFront>,
     /// How long a request whose key is in flight waits for the first to finish before 409
     /// (zero: 409 at once).
     pub in_flight_wait: Duration,
@@ -144,7 +208,9 @@ impl HttpConfig {
     }
 
     /// From `HTTP_IDEMPOTENCY_KEY` (`required` by default, or `optional`), `HTTP_CALLER_FROM`
-    /// (required: `authorizer`, `api-key`, `header:<name>` or `none`), `HTTP_IN_FLIGHT_WAIT_MS`
+    /// (required: `authorizer`, `api-key`, `header:<name>` or `none`), `HTTP_CALLER_FRONT`
+    /// (required with `header:<name>` and only with it: `alb`, `iam`, `authorizer` or
+    /// `unverified`), `HTTP_IN_FLIGHT_WAIT_MS`
     /// (default 0, at most 10000), `HTTP_FINGERPRINT` (default `request`),
     /// `HTTP_MAX_BODY_BYTES` (default 262144, at most 6 MB), `HTTP_REPLAY_HEADERS` (default
     /// `content-type,location`) and `HTTP_KEY_RETENTION_SECONDS` (default 86400, at least 3600).
@@ -164,6 +230,27 @@ impl HttpConfig {
         let caller: CallerFrom = super::env::required_in(env, "HTTP_CALLER_FROM")?
             .parse()
             .map_err(malformed("HTTP_CALLER_FROM"))?;
+        let front = env
+            .get("HTTP_CALLER_FRONT")
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| v.parse::<CallerFront>())
+            .transpose()
+            .map_err(malformed("HTTP_CALLER_FRONT"))?;
+        match (&caller, front) {
+            (CallerFrom::Header(_), None) => {
+                return Err(malformed("HTTP_CALLER_FROM")(
+                    "header:<name> trusts a header only behind a front that verifies it: set \
+                     HTTP_CALLER_FRONT (alb, iam, authorizer, or unverified said openly)"
+                        .into(),
+                ));
+            }
+            (CallerFrom::Header(_), Some(_)) | (_, None) => {}
+            (_, Some(_)) => {
+                return Err(malformed("HTTP_CALLER_FRONT")(
+                    "only HTTP_CALLER_FROM=header:<name> has a front".into(),
+                ));
+            }
+        }
         let wait_ms: u64 = optional_in(env, "HTTP_IN_FLIGHT_WAIT_MS", 0)?;
         if wait_ms > super::env::millis(MAX_IN_FLIGHT_WAIT) {
             return Err(SettingsError::refused(
@@ -221,6 +308,7 @@ impl HttpConfig {
         Ok(Self {
             key,
             caller,
+            front,
             in_flight_wait: Duration::from_millis(wait_ms),
             fingerprint,
             max_body_bytes,
@@ -237,7 +325,9 @@ fn replay_headers(list: &str) -> Result<Vec<String>, String> {
         if !valid_header_name(&name) {
             return Err(format!("'{name}' is not a header name"));
         }
-        if NEVER_REPLAYED.contains(&name.as_str()) {
+        if NEVER_REPLAYED.contains(&name.as_str())
+            || NEVER_REPLAYED_PARTS.iter().any(|part| name.contains(part))
+        {
             return Err(format!("'{name}' is never replayed"));
         }
         names.push(name);
@@ -315,13 +405,103 @@ mod tests {
         );
         let ok = read(&[
             ("HTTP_CALLER_FROM", "header:X-Caller"),
+            ("HTTP_CALLER_FRONT", "alb"),
             ("HTTP_FINGERPRINT", "json:/a,/b"),
         ])
         .expect("config");
         assert_eq!(ok.caller, CallerFrom::Header("x-caller".into()));
+        assert_eq!(ok.front, Some(CallerFront::Alb));
         assert_eq!(
             ok.fingerprint,
             HttpFingerprint::Pointers(vec!["/a".into(), "/b".into()])
+        );
+    }
+
+    /// Issue 42: `header:<name>` trusted a header nothing verified; it starts only with
+    /// `HTTP_CALLER_FRONT` naming the front that verifies it (`unverified` said openly), and the
+    /// front is refused with any other caller.
+    #[test]
+    fn caller_header_without_a_declared_front_is_refused_at_start() {
+        let header = ("HTTP_CALLER_FROM", "header:x-caller");
+        assert!(matches!(
+            read(&[header]),
+            Err(SettingsError::Refused {
+                var: "HTTP_CALLER_FROM",
+                rule: SettingRule::Malformed(_)
+            })
+        ));
+        for (value, front) in [
+            ("alb", CallerFront::Alb),
+            ("iam", CallerFront::Iam),
+            ("authorizer", CallerFront::Authorizer),
+            ("unverified", CallerFront::Unverified),
+        ] {
+            let c = read(&[header, ("HTTP_CALLER_FRONT", value)]).expect(value);
+            assert_eq!(c.front, Some(front));
+        }
+        assert!(matches!(
+            read(&[header, ("HTTP_CALLER_FRONT", "cloudfront")]),
+            Err(SettingsError::Refused {
+                var: "HTTP_CALLER_FRONT",
+                ..
+            })
+        ));
+        assert!(matches!(
+            read(&[
+                ("HTTP_CALLER_FROM", "authorizer"),
+                ("HTTP_CALLER_FRONT", "alb")
+            ]),
+            Err(SettingsError::Refused {
+                var: "HTTP_CALLER_FRONT",
+                ..
+            })
+        ));
+    }
+
+    /// Issue 42: the deny-list let `authorization` and token headers be stored and replayed
+    /// (to the same caller after its credential changed, or in a shared scope to another): every
+    /// auth, cookie, token, secret, session and API-key header is refused in
+    /// `HTTP_REPLAY_HEADERS`.
+    #[test]
+    fn replay_headers_refuse_auth_and_token_headers() {
+        let c = ("HTTP_CALLER_FROM", "none");
+        for name in [
+            "authorization",
+            "Proxy-Authorization",
+            "www-authenticate",
+            "cookie",
+            "set-cookie",
+            "x-amz-security-token",
+            "x-api-key",
+            "x-auth-token",
+            "x-csrf-token",
+            "x-client-secret",
+            "x-session-id",
+            "x-goog-api-key",
+        ] {
+            let list = format!("content-type,{name}");
+            assert!(
+                matches!(
+                    read(&[c, ("HTTP_REPLAY_HEADERS", &list)]),
+                    Err(SettingsError::Refused {
+                        var: "HTTP_REPLAY_HEADERS",
+                        ..
+                    })
+                ),
+                "{name} must never be replayed"
+            );
+        }
+        let ok = read(&[
+            c,
+            (
+                "HTTP_REPLAY_HEADERS",
+                "content-type,location,etag,x-request-id",
+            ),
+        ])
+        .expect("resource headers");
+        assert_eq!(
+            ok.replay_headers,
+            ["content-type", "location", "etag", "x-request-id"]
         );
     }
 }

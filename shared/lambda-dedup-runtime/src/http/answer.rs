@@ -6,6 +6,47 @@ use lambda_http::{Body, Response};
 use super::reply::Stored;
 use crate::webhook::REPLAYED_HEADER;
 
+/// The media type of a refusal's body (RFC 9457).
+pub(crate) const PROBLEM_JSON: &str = "application/problem+json";
+/// The prefix of a problem's `type`: a name, not a page to fetch (RFC 9457 §3.1.1); the code
+/// follows it, and docs/HOSTILE_INPUTS.md describes each.
+pub const PROBLEM_TYPE_PREFIX: &str = "urn:lambda-dedup:problem:";
+
+/// An RFC 9457 problem, as the IETF Idempotency-Key draft's examples write them: `type`,
+/// `title`, `status`, `detail`, and the stable `code` as an extension member (also as `error`,
+/// and `detail` as `message`, the members of earlier versions, so their clients keep working).
+pub(crate) fn problem(status: u16, code: &str, detail: &str) -> serde_json::Value {
+    serde_json::json!({
+        "type": format!("{PROBLEM_TYPE_PREFIX}{code}"),
+        "title": title(status, code),
+        "status": status,
+        "detail": detail,
+        "code": code,
+        "error": code,
+        "message": detail,
+    })
+}
+
+/// A problem's short summary: the draft's for its three answers, else by kind.
+fn title(status: u16, code: &str) -> &'static str {
+    match code {
+        "idempotency_key_missing" => "Idempotency-Key is missing",
+        "idempotency_key_reused" => "Idempotency-Key is already used",
+        "in_flight" => "A request is outstanding for this Idempotency-Key",
+        c if c.starts_with("idempotency_key_") => "Idempotency-Key is malformed",
+        c if c.starts_with("caller_") => "The caller is not identified",
+        _ => match status {
+            400 => "Bad Request",
+            401 => "Unauthorized",
+            409 => "Conflict",
+            413 => "Content Too Large",
+            422 => "Unprocessable Content",
+            503 => "Service Unavailable",
+            _ => "Internal Server Error",
+        },
+    }
+}
+
 /// The outcome a request is counted under (S14): one per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Counted {
@@ -50,11 +91,12 @@ pub struct Answer {
 }
 
 impl Answer {
+    /// A refusal: an RFC 9457 problem (`application/problem+json`) with its stable `code`.
     pub(super) fn error(status: u16, outcome: Counted, code: &'static str, message: &str) -> Self {
         Self {
             status,
-            headers: Vec::new(),
-            body: serde_json::json!({ "error": code, "message": message }).to_string(),
+            headers: vec![("content-type".into(), PROBLEM_JSON.into())],
+            body: problem(status, code, message).to_string(),
             outcome,
             code: Some(code),
         }

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use lambda_dedup::{Claim, Commit, DedupKey, Fingerprint, Lease, Mark, MarkStore, Scope, Seen};
+use lambda_dedup::{
+    Claim, Commit, DedupKey, Fingerprint, Lease, Mark, MarkStatus, MarkStore, Scope, Seen,
+};
 use lambda_dedup::{FingerprintSource, StoreError};
 use lambda_http::http::{HeaderMap, Method};
 use lambda_http::request::RequestContext;
@@ -97,14 +99,29 @@ impl<E: Send + Sync + 'static> Door<E> {
             Ok(None) => return key_refused(key::KeyError::Missing),
             Err(e) => return key_refused(e),
         };
-        let caller = match caller::of(&self.config.caller, req.context, req.headers) {
+        let caller = match caller::of(
+            &self.config.caller,
+            self.config.front,
+            req.context,
+            req.headers,
+        ) {
             Ok(c) => c,
             Err(e) => return Answer::error(401, Counted::Rejected, e.code(), &e.to_string()),
         };
         let Ok(json) = serde_json::from_slice::<serde_json::Value>(req.body) else {
             return Answer::error(400, Counted::Rejected, "not_json", "the body is not JSON");
         };
-        let fingerprint = self.fingerprint(req, &json);
+        let fingerprint = match self.fingerprint(req, &json) {
+            Ok(fp) => fp,
+            Err(e) => {
+                return Answer::error(
+                    400,
+                    Counted::Rejected,
+                    "fingerprint_unreadable",
+                    &format!("a field the fingerprint covers cannot be read: {e}"),
+                );
+            }
+        };
         let dedup_key = match &idempotency_key {
             Some(k) => DedupKey::new(&self.scope, &caller, &["idempotency-key", k]),
             None => DedupKey::new(&self.scope, &caller, &["request", req.request_id]),
@@ -124,20 +141,77 @@ impl<E: Send + Sync + 'static> Door<E> {
             .claim(&dedup_key, Some(&fingerprint), cutoff)
             .await
         {
-            Ok(Claim::Claimed(lease)) => self.run(lease, ready).await,
+            Ok(Claim::Claimed(lease)) => self.run(lease, ready, fingerprint).await,
+            Ok(Claim::Seen(Seen::Conflict { .. })) => {
+                self.conflict(&dedup_key, fingerprint, ready, cutoff).await
+            }
             Ok(Claim::Seen(seen)) => self.seen(seen, &dedup_key, &fingerprint).await,
             Err(e) => store_failed(&e),
         }
     }
 
+    /// The key's mark holds another fingerprint. A completed request's, or one still in flight:
+    /// 422, as before. A released one (its work answered 5xx or was refused as transient, or its
+    /// invocation ended: nothing of it committed, S5): its fingerprint holds nothing, and a
+    /// corrected retry takes the key over and runs, as the released mark's own request would.
+    async fn conflict(
+        &self,
+        key: &DedupKey,
+        offered: Fingerprint,
+        ready: Ready<E>,
+        cutoff: Option<SystemTime>,
+    ) -> Answer {
+        let mark = match self.store.get(key).await {
+            Ok(Some(mark)) => mark,
+            // Gone since (its TTL): a retry runs anew.
+            Ok(None) => return self.retry_later(),
+            Err(e) => return store_failed(&e),
+        };
+        let now = self.store.now();
+        match mark.status {
+            MarkStatus::Completed => conflict(),
+            // S11: a conflict takes precedence over a request in flight.
+            MarkStatus::InProgress if mark.lease_is_live(now) => conflict(),
+            MarkStatus::InProgress => {
+                // Taken over without a fingerprint, so the one it holds is not compared (the
+                // store's conditional write decides between racing retries); committed with
+                // this request's.
+                match self.store.claim(key, None, cutoff).await {
+                    Ok(Claim::Claimed(lease)) => self.run(lease, ready, offered).await,
+                    Ok(Claim::Seen(Seen::Duplicate(mark)))
+                        if mark.fingerprint.as_ref().is_some_and(|f| *f != offered) =>
+                    {
+                        conflict()
+                    }
+                    Ok(Claim::Seen(seen)) => self.seen(seen, key, &offered).await,
+                    Err(e) => store_failed(&e),
+                }
+            }
+        }
+    }
+
+    /// 409 with `retry-after`: the key's state changed under this request.
+    fn retry_later(&self) -> Answer {
+        Answer {
+            headers: vec![("retry-after".into(), "1".into())],
+            ..Answer::error(
+                409,
+                Counted::Retry,
+                "in_flight",
+                "a request with this Idempotency-Key is being processed; retry later",
+            )
+        }
+    }
+
     /// The work under its claim; its answer stored with its effects, or the claim released.
-    async fn run(&self, lease: Lease, ready: Ready<E>) -> Answer {
+    async fn run(&self, lease: Lease, ready: Ready<E>, fingerprint: Fingerprint) -> Answer {
         let reply = match ready() {
             Ok(reply) => reply,
             Err(Refusal::Invalid(invalid)) => Reply::new(
                 400,
-                serde_json::json!({ "error": invalid.cause().code(), "message": invalid.to_string() }),
-            ),
+                super::answer::problem(400, invalid.cause().code(), &invalid.to_string()),
+            )
+            .header("content-type", super::answer::PROBLEM_JSON),
             Err(refusal) => {
                 return self.released(&lease, refused(&refusal)).await;
             }
@@ -171,7 +245,7 @@ impl<E: Send + Sync + 'static> Door<E> {
         }
         let request = lambda_dedup::CommitRequest {
             key: &lease.key,
-            fingerprint: lease.fingerprint.as_ref(),
+            fingerprint: Some(&fingerprint),
             result: Some(&result),
             effects: &reply.effects,
         };
@@ -184,13 +258,7 @@ impl<E: Send + Sync + 'static> Door<E> {
                 },
                 false,
             ),
-            Ok(Commit::Seen(seen)) => {
-                let fp = lease
-                    .fingerprint
-                    .clone()
-                    .unwrap_or_else(|| Fingerprint::of_bytes(b""));
-                self.seen(seen, &lease.key, &fp).await
-            }
+            Ok(Commit::Seen(seen)) => self.seen(seen, &lease.key, &fingerprint).await,
             Ok(Commit::EffectRejected { index }) => {
                 tracing::warn!(index, "an effect's condition failed: nothing written");
                 Answer::error(
@@ -239,34 +307,32 @@ impl<E: Send + Sync + 'static> Door<E> {
                 Err(e) => return store_failed(&e),
             }
         }
-        Answer {
-            headers: vec![("retry-after".into(), "1".into())],
-            ..Answer::error(
-                409,
-                Counted::Retry,
-                "in_flight",
-                "a request with this Idempotency-Key is being processed; retry later",
-            )
-        }
+        self.retry_later()
     }
 
-    fn fingerprint(&self, req: &Incoming<'_>, json: &serde_json::Value) -> Fingerprint {
+    /// The request's fingerprint: its method and path always (one key on two routes is never
+    /// one request), with its body (`request`, `body`) or the values at the pointers (`json:`);
+    /// a pointer that cannot be read is an error (400), never an empty fingerprint.
+    fn fingerprint(
+        &self,
+        req: &Incoming<'_>,
+        json: &serde_json::Value,
+    ) -> Result<Fingerprint, lambda_dedup::pointer::PointerError> {
         let request_line = |rest: &[u8]| {
             let mut bytes = format!("{}\n{}\n", req.method, req.path).into_bytes();
             bytes.extend_from_slice(rest);
             Fingerprint::of_bytes(&bytes)
         };
-        match &self.config.fingerprint {
-            HttpFingerprint::Request => request_line(req.body),
-            HttpFingerprint::Body => Fingerprint::of_bytes(req.body),
+        Ok(match &self.config.fingerprint {
+            HttpFingerprint::Request | HttpFingerprint::Body => request_line(req.body),
             HttpFingerprint::Pointers(pointers) => {
                 let source = FingerprintSource::JsonPointers(pointers.clone());
-                let picked = source
-                    .compute(req.body, Some(json))
-                    .unwrap_or_else(|| Fingerprint::of_bytes(b""));
-                request_line(picked.as_str().as_bytes())
+                match source.try_compute(req.body, Some(json))? {
+                    Some(picked) => request_line(picked.as_str().as_bytes()),
+                    None => request_line(b""),
+                }
             }
-        }
+        })
     }
 
     /// Answers one Lambda HTTP request (API Gateway REST or HTTP API, ALB, Function URL) before

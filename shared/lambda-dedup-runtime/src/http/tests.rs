@@ -22,7 +22,14 @@ fn env() -> Env {
         ("DEDUP_NAMESPACE", "test"),
         ("DEDUP_MARK_TABLE", "marks"),
         ("HTTP_CALLER_FROM", "header:x-caller"),
+        // An ALB that authenticates and sets x-caller; `post` comes through it.
+        ("HTTP_CALLER_FRONT", "alb"),
     ])
+}
+
+/// `request` as an ALB hands it over (its request context).
+fn through_alb(request: Request) -> Request {
+    request.with_request_context(lambda_http::request::RequestContext::Alb(Default::default()))
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -76,7 +83,7 @@ fn post(key: Option<&str>, caller: Option<&str>, body: &str) -> Request {
     if let Some(c) = caller {
         b = b.header("x-caller", c);
     }
-    b.body(Body::Text(body.to_owned())).expect("request")
+    through_alb(b.body(Body::Text(body.to_owned())).expect("request"))
 }
 
 #[derive(Debug)]
@@ -166,6 +173,7 @@ async fn idempotency_key_missing_or_malformed_is_400_and_claims_nothing() {
         .header("idempotency-key", "\"a\tb\"")
         .body(Body::Text(BODY.into()))
         .expect("request");
+    let control = through_alb(control);
     let control = send(&service, control).await;
     assert_eq!(
         (control.status, control.code().as_str()),
@@ -265,7 +273,9 @@ async fn idempotency_key_is_scoped_by_caller() {
 /// `apigw-v2-request-iam.json` scopes the key; the sample without an authorizer is 401.
 #[tokio::test]
 async fn idempotency_key_is_scoped_by_the_authorizers_principal_of_aws_samples() {
-    let env = env().with("HTTP_CALLER_FROM", "authorizer");
+    let env = env()
+        .with("HTTP_CALLER_FROM", "authorizer")
+        .with("HTTP_CALLER_FRONT", "");
     let (service, _, runs) = service_with(&env);
     let sample = |name: &str, key: &str| {
         let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -478,4 +488,371 @@ async fn idempotency_key_door_runs_on_a_store_of_another_effect_type() {
         (201, true)
     );
     assert_eq!(store.effects(), ["INSERT INTO orders (item) VALUES (book)"]);
+}
+
+// ---- Issue 42: the HTTP door's callers, keys, fingerprints and answers. ----
+
+/// AWS's published sample event `name` (events/), as a JSON value.
+fn aws_sample(name: &str) -> serde_json::Value {
+    let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("json")
+}
+
+/// An HTTP API (payload 2.0) or Function URL event from AWS's sample `name`: `POST /orders`
+/// with `key` and `BODY`, and `edit` applied.
+fn v2_event(name: &str, key: &str, edit: impl FnOnce(&mut serde_json::Value)) -> Request {
+    let mut event = aws_sample(name);
+    event["requestContext"]["http"]["method"] = "POST".into();
+    event["rawPath"] = "/orders".into();
+    event["requestContext"]["http"]["path"] = "/orders".into();
+    event["headers"]["idempotency-key"] = format!("\"{key}\"").into();
+    event["body"] = BODY.into();
+    edit(&mut event);
+    lambda_http::request::from_str(&event.to_string()).expect("an API Gateway v2 request")
+}
+
+/// A REST API (payload 1.0) event as API Gateway sends it (AWS's sample): `POST /orders` with
+/// `BODY`, each header in `headers` (its last value) and in `multiValueHeaders` (all of them),
+/// the identity and authorizer of `edit`.
+fn rest_event(
+    headers: &[(&str, &[&str])],
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> serde_json::Value {
+    let mut event = aws_sample("apigw-rest-request.json");
+    event["path"] = "/orders".into();
+    event["resource"] = "/orders".into();
+    event["requestContext"]["path"] = "/orders".into();
+    event["requestContext"]["resourcePath"] = "/orders".into();
+    event["pathParameters"] = serde_json::Value::Null;
+    event["body"] = BODY.into();
+    // A Lambda authorizer's route: no IAM caller, no API key.
+    for field in [
+        "userArn",
+        "user",
+        "caller",
+        "accessKey",
+        "apiKey",
+        "apiKeyId",
+    ] {
+        event["requestContext"]["identity"][field] = serde_json::Value::Null;
+    }
+    for (name, values) in headers {
+        event["headers"][*name] = (*values.last().expect("a value")).into();
+        event["multiValueHeaders"][*name] = serde_json::json!(values);
+    }
+    edit(&mut event);
+    event
+}
+
+/// What Lambda returns to the front for `event`, through the service as `main` runs it
+/// (`lambda_runtime::run_concurrent(service)`: the raw event).
+async fn invoke(service: &HttpService, event: serde_json::Value) -> (u16, String) {
+    static INVOCATIONS: AtomicUsize = AtomicUsize::new(0);
+    let mut context = lambda_runtime::Context::default();
+    context.request_id = format!("rest-{}", INVOCATIONS.fetch_add(1, Ordering::SeqCst));
+    let answer = ServiceExt::<lambda_runtime::LambdaEvent<serde_json::Value>>::oneshot(
+        service.clone(),
+        lambda_runtime::LambdaEvent::new(event, context),
+    )
+    .await
+    .expect("answer");
+    let answer = serde_json::to_value(answer).expect("a response");
+    let status = answer["statusCode"].as_u64().expect("status") as u16;
+    (
+        status,
+        answer["body"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+fn code_of(body: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(body).expect("json")["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Issue 42: `header:<name>` behind a Function URL with `AuthType: NONE` let any client name
+/// any caller. With `HTTP_CALLER_FRONT=iam` the header counts only on a request the IAM front
+/// signed; the same header on a Function URL event without an authorizer is 401
+/// `caller_front_missing`, and an ALB's front refuses a Function URL's request too.
+#[tokio::test]
+async fn caller_header_counts_only_behind_the_declared_front() {
+    let iam = env().with("HTTP_CALLER_FRONT", "iam");
+    let (service, store, runs) = service_with(&iam);
+    let with_caller = |e: &mut serde_json::Value| e["headers"]["x-caller"] = "alice".into();
+    let forged = send(
+        &service,
+        v2_event(
+            "apigw-v2-request-no-authorizer.json",
+            "k-front",
+            with_caller,
+        ),
+    )
+    .await;
+    assert_eq!(
+        (forged.status, forged.code().as_str()),
+        (401, "caller_front_missing"),
+        "{forged:?}"
+    );
+    let signed = send(
+        &service,
+        v2_event("apigw-v2-request-iam.json", "k-front", with_caller),
+    )
+    .await;
+    assert_eq!(signed.status, 201, "{signed:?}");
+    let (alb, _, _) = service_with(&env());
+    let url = send(
+        &alb,
+        v2_event("apigw-v2-request-iam.json", "k-front", with_caller),
+    )
+    .await;
+    assert_eq!(
+        (url.status, url.code().as_str()),
+        (401, "caller_front_missing")
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(store.items(ORDERS).len(), 1);
+}
+
+/// Issue 42: a REST API sends a repeated header's values in `multiValueHeaders` and only the
+/// last in `headers`; `lambda_http` kept the last, so two `Idempotency-Key`s ran as the second.
+/// Read from the raw event, the repeat is 400 `idempotency_key_repeated`; one key runs.
+#[tokio::test]
+async fn rest_idempotency_key_sent_twice_is_400_repeated() {
+    let env = env()
+        .with("HTTP_CALLER_FROM", "authorizer")
+        .with("HTTP_CALLER_FRONT", "");
+    let (service, store, runs) = service_with(&env);
+    let twice = rest_event(&[("Idempotency-Key", &["\"k-a\"", "\"k-b\""])], |_| {});
+    let (status, body) = invoke(&service, twice).await;
+    assert_eq!(
+        (status, code_of(&body).as_str()),
+        (400, "idempotency_key_repeated"),
+        "{body}"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let once = rest_event(&[("Idempotency-Key", &["\"k-b\""])], |_| {});
+    let (status, body) = invoke(&service, once).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(store.items(ORDERS).len(), 1);
+}
+
+/// Issue 42: a REST Lambda authorizer's `principalId` (`requestContext.authorizer`, AWS's
+/// sample) is the caller with `HTTP_CALLER_FROM=authorizer` (it was 401 `caller_missing`): each
+/// principal's key is its own, and its retry is replayed.
+#[tokio::test]
+async fn rest_lambda_authorizer_principal_id_is_the_caller() {
+    let env = env()
+        .with("HTTP_CALLER_FROM", "authorizer")
+        .with("HTTP_CALLER_FRONT", "");
+    let (service, store, runs) = service_with(&env);
+    let by = |principal: &str| {
+        let principal = principal.to_owned();
+        rest_event(&[("Idempotency-Key", &["\"k-rest\""])], move |e| {
+            e["requestContext"]["authorizer"]["principalId"] = principal.into();
+        })
+    };
+    let (admin, first) = invoke(&service, by("admin")).await;
+    assert_eq!(admin, 201, "{first}");
+    let (again, replayed) = invoke(&service, by("admin")).await;
+    assert_eq!(
+        (again, &replayed),
+        (201, &first),
+        "the principal's retry replayed"
+    );
+    let (other, theirs) = invoke(&service, by("someone-else")).await;
+    assert_eq!(other, 201);
+    assert_ne!(theirs, first, "another principal's own answer");
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(store.items(ORDERS).len(), 2);
+}
+
+/// Issue 42: the IAM caller of a Function URL or HTTP API with `AWS_IAM` is its principal, not
+/// the assumed role's session name the caller chooses: the same role under two session names
+/// is one caller (its retry replayed), another role another caller.
+#[tokio::test]
+async fn caller_iam_is_scoped_by_principal_id_not_session_name() {
+    let env = env()
+        .with("HTTP_CALLER_FROM", "authorizer")
+        .with("HTTP_CALLER_FRONT", "");
+    let (service, _, runs) = service_with(&env);
+    let session = |role_id: &'static str, session: &'static str| {
+        v2_event("apigw-v2-request-iam.json", "k-role", move |e| {
+            let iam = &mut e["requestContext"]["authorizer"]["iam"];
+            iam["userArn"] =
+                format!("arn:aws:sts::1234567890:assumed-role/Orders/{session}").into();
+            iam["userId"] = format!("{role_id}:{session}").into();
+            iam["callerId"] = format!("{role_id}:{session}").into();
+            iam["cognitoIdentity"] = serde_json::Value::Null;
+        })
+    };
+    let first = send(&service, session("AROAORDERS", "alice")).await;
+    assert_eq!(first.status, 201, "{first:?}");
+    let renamed = send(&service, session("AROAORDERS", "bob")).await;
+    assert_eq!(
+        (renamed.status, renamed.replayed),
+        (201, true),
+        "{renamed:?}"
+    );
+    let other = send(&service, session("AROAOTHER", "alice")).await;
+    assert_eq!((other.status, other.replayed), (201, false));
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+/// Issue 42: a field of `HTTP_FINGERPRINT=json:` that cannot be read (the pointer continues
+/// past a string that is not JSON) was an empty fingerprint, so another body under the key was
+/// replayed the first's answer; it is 400 `fingerprint_unreadable`, and nothing is claimed.
+#[tokio::test]
+async fn fingerprint_unreadable_field_is_400() {
+    let env = env().with("HTTP_FINGERPRINT", "json:/item/name");
+    let (service, _, runs) = service_with(&env);
+    let first = send(
+        &service,
+        post(Some("k-fp"), Some("alice"), r#"{"item":"book"}"#),
+    )
+    .await;
+    assert_eq!(
+        (first.status, first.code().as_str()),
+        (400, "fingerprint_unreadable"),
+        "{first:?}"
+    );
+    let other = send(
+        &service,
+        post(Some("k-fp"), Some("alice"), r#"{"item":"pen"}"#),
+    )
+    .await;
+    assert_eq!(other.status, 400);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+/// Issue 42: with `HTTP_FINGERPRINT=body` one key on two routes (or methods) was one request:
+/// the second route got the first's answer. The method and path are always fingerprinted: 422.
+#[tokio::test]
+async fn idempotency_key_on_another_route_is_not_the_same_request() {
+    let env = env().with("HTTP_FINGERPRINT", "body");
+    let (service, _, runs) = service_with(&env);
+    assert_eq!(
+        send(&service, post(Some("k-rt"), Some("alice"), BODY))
+            .await
+            .status,
+        201
+    );
+    let mut other_route = post(Some("k-rt"), Some("alice"), BODY);
+    *other_route.uri_mut() = "/refunds".parse().expect("uri");
+    let other_route = send(&service, other_route).await;
+    assert_eq!(
+        (other_route.status, other_route.code().as_str()),
+        (422, "idempotency_key_reused"),
+        "{other_route:?}"
+    );
+    let mut other_method = post(Some("k-rt"), Some("alice"), BODY);
+    *other_method.method_mut() = lambda_http::http::Method::PUT;
+    assert_eq!(send(&service, other_method).await.status, 422);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+/// Issue 42: after a 5xx the released mark kept its fingerprint, so a corrected retry (another
+/// body under the key) got 422 for the key's whole retention, although a 5xx is not stored.
+/// It runs; its answer is then the key's (the first body now 422).
+#[tokio::test]
+async fn idempotency_key_after_5xx_a_corrected_retry_runs() {
+    let (dedup, store) = on_memory(Dedup::read(&env(), "orders-api").expect("settings"));
+    store.create_table(ORDERS, "order_id");
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let service = dedup
+        .http(
+            HttpConfig::read(&env()).expect("config"),
+            move |e: HttpEvent<Order>| {
+                if e.payload.item == "broken" {
+                    return Ok(Reply::new(503, serde_json::json!({"error": "busy"})));
+                }
+                order(e, &r)
+            },
+        )
+        .expect("service");
+    let failed = send(
+        &service,
+        post(Some("k-fix"), Some("alice"), r#"{"item":"broken"}"#),
+    )
+    .await;
+    assert_eq!(failed.status, 503);
+    let corrected = send(&service, post(Some("k-fix"), Some("alice"), BODY)).await;
+    assert_eq!(
+        (corrected.status, corrected.replayed),
+        (201, false),
+        "{corrected:?}"
+    );
+    let again = send(&service, post(Some("k-fix"), Some("alice"), BODY)).await;
+    assert_eq!((again.status, again.replayed), (201, true));
+    let first_body = send(
+        &service,
+        post(Some("k-fix"), Some("alice"), r#"{"item":"broken"}"#),
+    )
+    .await;
+    assert_eq!(
+        first_body.status, 422,
+        "the key's answer is the corrected request's now"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(store.items(ORDERS).len(), 1);
+}
+
+/// Issue 42: every refusal is an RFC 9457 problem (`application/problem+json`: `type`,
+/// `title`, `status`, `detail`) as the IETF draft's examples, with the stable `code` (and the
+/// earlier `error`) as extension members; the work's own answers keep their type.
+#[tokio::test]
+async fn error_bodies_are_rfc9457_problem_json() {
+    let (service, _, _) = service();
+    let missing = service
+        .clone()
+        .oneshot(post(None, Some("alice"), BODY))
+        .await
+        .expect("answer");
+    assert_eq!(missing.status().as_u16(), 400);
+    assert_eq!(
+        missing.headers().get("content-type").map(|v| v.as_bytes()),
+        Some(&b"application/problem+json"[..])
+    );
+    let Body::Text(text) = missing.body() else {
+        panic!("a text body")
+    };
+    let problem: serde_json::Value = serde_json::from_str(text).expect("json");
+    assert_eq!(
+        problem["type"],
+        "urn:lambda-dedup:problem:idempotency_key_missing"
+    );
+    assert_eq!(problem["title"], "Idempotency-Key is missing");
+    assert_eq!(problem["status"], 400);
+    assert!(problem["detail"].as_str().is_some_and(|d| !d.is_empty()));
+    assert_eq!(problem["code"], "idempotency_key_missing");
+    assert_eq!(problem["error"], "idempotency_key_missing");
+    let created = service
+        .oneshot(post(Some("k-pj"), Some("alice"), BODY))
+        .await
+        .expect("answer");
+    assert_eq!(
+        created.headers().get("content-type").map(|v| v.as_bytes()),
+        Some(&b"application/json"[..])
+    );
+}
+
+/// The raw event's reader changes nothing else: a Function URL / HTTP API event (AWS's IAM
+/// sample) through the service as Lambda runs it is answered 201, its retry replayed.
+#[tokio::test]
+async fn raw_event_path_answers_function_url_events_as_before() {
+    let env = env()
+        .with("HTTP_CALLER_FROM", "authorizer")
+        .with("HTTP_CALLER_FRONT", "");
+    let (service, _, runs) = service_with(&env);
+    let mut event = aws_sample("apigw-v2-request-iam.json");
+    event["requestContext"]["http"]["method"] = "POST".into();
+    event["rawPath"] = "/orders".into();
+    event["headers"]["idempotency-key"] = "\"k-raw\"".into();
+    event["body"] = BODY.into();
+    let (first, body) = invoke(&service, event.clone()).await;
+    assert_eq!(first, 201, "{body}");
+    let (again, replayed) = invoke(&service, event).await;
+    assert_eq!((again, replayed), (201, body));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
 }

@@ -11,7 +11,8 @@
 //!     let order = Item::new().with("order_id", id.as_str());
 //!     Ok::<_, Refusal>(Reply::created(serde_json::json!({ "id": id })).effect(Effect::put("orders", order)))
 //! })?;
-//! lambda_http::run_concurrent(service).await
+//! // The raw event, so a REST API's repeated headers and authorizer are read (`http::event`).
+//! lambda_dedup_runtime::lambda_runtime::run_concurrent(service).await
 //! # }
 //! ```
 
@@ -22,7 +23,8 @@ use std::task::{Context as TaskContext, Poll};
 
 use lambda_dedup::{DedupKey, Retention};
 use lambda_http::http::Method;
-use lambda_http::{Body, Request, Response};
+use lambda_http::request::LambdaRequest;
+use lambda_http::{Adapter, Body, LambdaEvent, Request, Response};
 use serde::de::DeserializeOwned;
 
 use super::{BuildError, Dedup, Refusal, parse};
@@ -51,7 +53,10 @@ impl<S: Marks> Dedup<S> {
     /// stored (S5) — and every retry gets that answer again with `idempotent-replayed: true`
     /// (S8); the key with another request 422 (S11), while in flight 409 or a bounded wait.
     /// Keys are kept `HTTP_KEY_RETENTION_SECONDS` (the marks' retention of this service), scoped
-    /// by the caller. Runs on every store, with its own effects. Give it to `lambda_http::run`.
+    /// by the caller. Runs on every store, with its own effects. Give it to
+    /// `lambda_runtime::run_concurrent` (or `run`): it reads the raw event, so a REST API's
+    /// repeated headers and its authorizer's `principalId` are seen (`lambda_http::run` would
+    /// hand it a request without them; tests may call it with a `Request`).
     pub fn http<T, F>(
         self,
         config: HttpConfig,
@@ -127,5 +132,41 @@ impl<E: Send + Sync + 'static> lambda_http::Service<Request> for HttpService<E> 
         let door = self.door.clone();
         // Boxed here, so the deep future of the store calls is one pointer to the runtime.
         Box::pin(async move { Ok(door.handle(request).await) })
+    }
+}
+
+/// What `lambda_http` answers a front with (its `LambdaResponse`, which it does not name).
+type FrontResponse<E> =
+    <Adapter<'static, Response<Body>, HttpService<E>> as lambda_http::Service<
+        LambdaEvent<LambdaRequest>,
+    >>::Response;
+
+/// The service as Lambda runs it: the raw event read first (`http::event`: a REST API's
+/// `multiValueHeaders` and authorizer kept), then answered as `lambda_http` would.
+impl<E: Send + Sync + 'static> lambda_http::Service<LambdaEvent<serde_json::Value>>
+    for HttpService<E>
+{
+    type Response = FrontResponse<E>;
+    type Error = lambda_http::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<FrontResponse<E>, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, event: LambdaEvent<serde_json::Value>) -> Self::Future {
+        let mut adapter: Adapter<'static, Response<Body>, HttpService<E>> =
+            Adapter::from(self.clone());
+        Box::pin(async move {
+            let payload = crate::http::event::read(event.payload)?;
+            lambda_http::Service::call(
+                &mut adapter,
+                LambdaEvent {
+                    payload,
+                    context: event.context,
+                },
+            )
+            .await
+        })
     }
 }

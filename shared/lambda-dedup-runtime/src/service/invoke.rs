@@ -98,7 +98,8 @@ impl InvokeScope {
     /// One key space shared by every invoker, said openly: any invoker that names an identity
     /// gets the answer stored under it. For invokers that trust each other; a tenant the
     /// builder reads from the payload (`.tenant(..)`) is then only a partition the invoker
-    /// names, not a boundary.
+    /// names, not a boundary, and the builder says so openly with
+    /// [`Dedup::trusted_producers`](crate::Dedup::trusted_producers), as every door does.
     pub fn shared_key_space() -> Self {
         Self(Space::Shared)
     }

@@ -34,6 +34,7 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
     problems.extend(leading_keys(t));
     problems.extend(forwarded_queue_senders(t));
     problems.extend(substituted_wildcards(t));
+    problems.extend(service_senders_bound(t));
     problems.extend(secrets_by_arn(t));
     problems.extend(crate::fanout::check(t));
     for f in functions(t) {
@@ -545,6 +546,56 @@ fn substituted_wildcards(t: &Value) -> Vec<String> {
                 problems.push(format!(
                     "{id}: role grants DynamoDB or SQS actions on a Resource whose Fn::Sub (or \
                      Fn::Join) holds a wildcard; name the table or queue"
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// Issue 42: a queue policy letting an AWS service send (`s3.amazonaws.com` for S3 → SQS
+/// notifications, SNS, EventBridge) binds it to the one source it stands for: an
+/// `aws:SourceArn` condition without a wildcard, and for S3, whose bucket ARNs name no
+/// account, `aws:SourceAccount` too. Otherwise any bucket, topic or rule, in any account, could
+/// put a forged notification on the queue (an S3 sequencer of S3's own width pins its object).
+fn service_senders_bound(t: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let resources = t["Resources"].as_object().into_iter().flatten();
+    for (id, r) in resources.filter(|(_, r)| r["Type"] == "AWS::SQS::QueuePolicy") {
+        let document = &r["Properties"]["PolicyDocument"]["Statement"];
+        for statement in statements_of(document) {
+            let sends = strings(&statement["Action"])
+                .iter()
+                .any(|a| a == "sqs:SendMessage" || a == "sqs:*");
+            let services = strings(&statement["Principal"]["Service"]);
+            if statement["Effect"] != "Allow" || !sends || services.is_empty() {
+                continue;
+            }
+            let condition = &statement["Condition"];
+            let source_arn = ["ArnEquals", "ArnLike", "StringEquals", "StringLike"]
+                .iter()
+                .map(|op| &condition[*op]["aws:SourceArn"])
+                .find(|v| !v.is_null());
+            match source_arn {
+                None => problems.push(format!(
+                    "{id}: lets {} sqs:SendMessage without an aws:SourceArn condition: any \
+                     bucket, topic or rule of any account could send",
+                    services.join(", ")
+                )),
+                Some(v) if wildcard_in(v) => problems.push(format!(
+                    "{id}: lets {} sqs:SendMessage on an aws:SourceArn with a wildcard: name \
+                     the one source",
+                    services.join(", ")
+                )),
+                Some(_) => {}
+            }
+            let account = condition["StringEquals"]["aws:SourceAccount"].is_null()
+                && condition["ArnEquals"]["aws:SourceAccount"].is_null();
+            if services.iter().any(|s| s == "s3.amazonaws.com") && account {
+                problems.push(format!(
+                    "{id}: lets s3.amazonaws.com sqs:SendMessage without an aws:SourceAccount \
+                     condition: a bucket's ARN names no account, so a bucket of that name in \
+                     another account could send"
                 ));
             }
         }
@@ -1472,6 +1523,52 @@ mod tests {
         if let Some(a) = statements(t, role).as_array_mut() {
             a.retain(|s| s["Sid"] != sid);
         }
+    }
+
+    #[test]
+    fn an_s3_notification_queue_policy_is_bound_to_its_bucket_and_account() {
+        let mut t = template();
+        assert_eq!(service_senders_bound(&t), Vec::<String>::new());
+        let statement = |condition: Value| {
+            serde_json::json!({"Effect": "Allow",
+                "Principal": {"Service": "s3.amazonaws.com"},
+                "Action": "sqs:SendMessage", "Resource": {"Fn::GetAtt": ["LedgerFanoutQueue", "Arn"]},
+                "Condition": condition})
+        };
+        let with = |t: &mut Value, condition: Value| {
+            t["Resources"]["LedgerFanoutQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+                [0] = statement(condition);
+            service_senders_bound(t)
+        };
+        let bucket = serde_json::json!({"Fn::Sub": "arn:${AWS::Partition}:s3:::catalog-uploads"});
+        let none = with(&mut t, serde_json::json!({}));
+        assert!(
+            none.iter().any(|p| p.contains("without an aws:SourceArn")),
+            "{none:?}"
+        );
+        let no_account = with(
+            &mut t,
+            serde_json::json!({"ArnEquals": {"aws:SourceArn": bucket}}),
+        );
+        assert!(
+            no_account.iter().any(|p| p.contains("aws:SourceAccount")),
+            "{no_account:?}"
+        );
+        let any_bucket = with(
+            &mut t,
+            serde_json::json!({"ArnLike": {"aws:SourceArn": "arn:aws:s3:::*"},
+                "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}),
+        );
+        assert!(
+            any_bucket.iter().any(|p| p.contains("wildcard")),
+            "{any_bucket:?}"
+        );
+        let bound = with(
+            &mut t,
+            serde_json::json!({"ArnEquals": {"aws:SourceArn": bucket},
+                "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}),
+        );
+        assert_eq!(bound, Vec::<String>::new());
     }
 
     #[test]

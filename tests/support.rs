@@ -14,7 +14,7 @@ pub use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_dedup::{Derived, Effect, Item, ItemStore, KeySpec, Message, Retention, Scope};
-use lambda_dedup_batch::{HandlerError, Plan};
+use lambda_dedup_engine::{HandlerError, Plan};
 
 /// The endpoint of the DynamoDB the tests run against: `DEDUP_DYNAMODB_ENDPOINT` when set (by
 /// `cargo xtask test`, whose stack the end-to-end tests share), else a local DynamoDB (Dynoxide)
@@ -107,8 +107,8 @@ pub async fn fresh_store(client: &Client) -> lambda_dedup_dynamodb::DynamoStore 
 }
 
 /// A deduplicator of consumer `consumer` ([`cloudevents_spec`]) on a [`fresh_store`].
-pub async fn fresh_dedup(client: &Client, consumer: &str) -> lambda_dedup_batch::Deduplicator {
-    lambda_dedup_batch::Deduplicator::new(cloudevents_spec(consumer), fresh_store(client).await)
+pub async fn fresh_dedup(client: &Client, consumer: &str) -> lambda_dedup_engine::Deduplicator {
+    lambda_dedup_engine::Deduplicator::new(cloudevents_spec(consumer), fresh_store(client).await)
 }
 
 /// A fresh effect table keyed by the string attribute `key_attr`.
@@ -261,12 +261,12 @@ pub fn credit_or_refused_plan(
 /// alone, and a second delivery of the whole batch is duplicates. The balances are the
 /// caller's to read back.
 pub async fn poisoned_batch_judged_alone<E: Send + Sync + 'static, P>(
-    dedup: &lambda_dedup_batch::Deduplicator<E>,
+    dedup: &lambda_dedup_engine::Deduplicator<E>,
     plan: P,
 ) where
     P: Fn(&Derived) -> Result<Plan<E>, HandlerError> + Copy,
 {
-    use lambda_dedup_batch::{Outcome, Reason};
+    use lambda_dedup_engine::{Outcome, Reason};
     let run = unique("run");
     let batch = vec![
         credit("m1", &format!("{run}-1"), "a1", 5),

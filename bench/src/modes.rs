@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use lambda_dedup::store::{CreateOnceStore, SequenceStore};
 use lambda_dedup::{Effect, Item, KeySpec, Message, SequenceSource};
-use lambda_dedup_batch::{
+use lambda_dedup_engine::{
     CreateOnceDeduplicator, Deduplicator, HandlerError, Plan, SequencedDeduplicator, run_batch,
     run_batch_transactional,
 };

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use lambda_dedup::{Derived, KeySpec, Retention, Scope};
-use lambda_dedup_batch::{Deduplicator, HandlerError, Plan, run_batch, run_batch_transactional};
+use lambda_dedup_engine::{Deduplicator, HandlerError, Plan, run_batch, run_batch_transactional};
 use lambda_dedup_postgres::{PgStore, SqlEffect, Tls};
 use lambda_dedup_valkey::ValkeyEffect;
 use local_dynamodb::latency::{Delays, Latency};

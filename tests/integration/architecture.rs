@@ -59,7 +59,7 @@ fn only_functions_and_the_runtime_crate_know_lambda_events() {
 
 #[test]
 fn the_core_and_the_flows_know_no_store_implementation() {
-    for name in ["lambda-dedup", "lambda-dedup-batch", "lambda-dedup-memory"] {
+    for name in ["lambda-dedup", "lambda-dedup-engine", "lambda-dedup-memory"] {
         let m = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("..")
             .join("shared")

@@ -9,13 +9,13 @@ use dedup_tests::{
     unreachable_client,
 };
 use lambda_dedup::Message;
-use lambda_dedup_batch::{Account, Deduplicator, HandlerError, Outcome, run_batch};
 use lambda_dedup_dynamodb::DynamoStore;
+use lambda_dedup_engine::{Account, Deduplicator, HandlerError, Outcome, run_batch};
 use serde_json::json;
 
 /// The leased flow on `m`, its provider call one that only counts itself in `calls`.
 async fn leased_counting(
-    dedup: &lambda_dedup_batch::LeasedDeduplicator,
+    dedup: &lambda_dedup_engine::LeasedDeduplicator,
     m: &Message,
     calls: &AtomicUsize,
 ) -> Outcome {

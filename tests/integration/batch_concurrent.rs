@@ -10,8 +10,8 @@ use dedup_tests::{
     endpoint, mark_table, retention, unique,
 };
 use lambda_dedup::Message;
-use lambda_dedup_batch::{Deduplicator, Outcome, run_batch_transactional};
 use lambda_dedup_dynamodb::DynamoStore;
+use lambda_dedup_engine::{Deduplicator, Outcome, run_batch_transactional};
 use local_dynamodb::meter::Meter;
 
 /// A deduplicator whose marks and effects go through a fresh proxy holding each request 30 ms.

@@ -6,8 +6,8 @@ use dedup_tests::{
     effect_table, mark_table, retention, unique,
 };
 use lambda_dedup::Message;
-use lambda_dedup_batch::{Deduplicator, Outcome, run_batch_transactional};
 use lambda_dedup_dynamodb::DynamoStore;
+use lambda_dedup_engine::{Deduplicator, Outcome, run_batch_transactional};
 
 /// The test's store and the proxy that counts its requests.
 struct Counted {

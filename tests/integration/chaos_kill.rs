@@ -18,7 +18,7 @@ use dedup_tests::credit;
 use lambda_dedup::{
     Claim, DedupKey, Derived, ManualClock, MarkStore, Message, Scope, Seen, StoreError,
 };
-use lambda_dedup_batch::{Deduplicator, HandlerError, Outcome, Plan};
+use lambda_dedup_engine::{Deduplicator, HandlerError, Outcome, Plan};
 
 /// Events of the run, and copies delivered of each.
 pub(crate) const EVENTS: usize = 60;

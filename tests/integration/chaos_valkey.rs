@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use dedup_tests::{cloudevents_spec, credit_data};
 use lambda_dedup::{Derived, ManualClock, Retention, Scope};
-use lambda_dedup_batch::{Deduplicator, HandlerError, Plan};
+use lambda_dedup_engine::{Deduplicator, HandlerError, Plan};
 use lambda_dedup_valkey::{ValkeyEffect, ValkeyStore};
 use redis::AsyncCommands;
 

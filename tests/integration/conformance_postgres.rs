@@ -293,13 +293,13 @@ mod concurrency {
     }
 }
 
-/// The flows are store-agnostic: the transactional batch flow of `lambda-dedup-batch` on the
+/// The flows are store-agnostic: the transactional batch flow of `lambda-dedup-engine` on the
 /// PostgreSQL store, with SQL effects, as a function would run it.
 mod flows {
     use super::*;
     use dedup_tests::{cloudevents_spec, credit_data};
     use lambda_dedup::Derived;
-    use lambda_dedup_batch::{Deduplicator, HandlerError, Plan};
+    use lambda_dedup_engine::{Deduplicator, HandlerError, Plan};
 
     /// S5, S12, S15: one batch, one transaction: the goods apply, a duplicate within the batch
     /// is a duplicate, the event whose effect PostgreSQL refuses (a text balance) is rejected

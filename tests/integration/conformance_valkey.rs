@@ -317,13 +317,13 @@ mod replicas {
     }
 }
 
-/// The flows are store-agnostic: the transactional batch flow of `lambda-dedup-batch` on the
+/// The flows are store-agnostic: the transactional batch flow of `lambda-dedup-engine` on the
 /// Valkey store, with Valkey commands as effects, as a function would run it.
 mod flows {
     use super::*;
     use dedup_tests::{cloudevents_spec, credit_data};
     use lambda_dedup::Derived;
-    use lambda_dedup_batch::{Deduplicator, HandlerError, Plan};
+    use lambda_dedup_engine::{Deduplicator, HandlerError, Plan};
 
     /// S5, S12, S15: the goods apply, the event whose effect Valkey would refuse (a text
     /// balance) is rejected alone, and a second delivery of the whole batch changes nothing.

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use lambda_dedup::{Effect, Item};
-use lambda_dedup_batch::Outcome;
+use lambda_dedup_engine::Outcome;
 use lambda_dedup_runtime::testing::with_outcomes;
 use lambda_dedup_runtime::{Dedup, Env, Envelope, Event};
 use local_dynamodb::sns::Sns;

@@ -4,7 +4,7 @@
 
 use dedup_tests::{balance, client, cloudevents_spec, credit_plan, effect_table, unique};
 use lambda_dedup::{FingerprintSource, IdentitySource, KeySpec, Message, Scope, TenantSource};
-use lambda_dedup_batch::{Deduplicator, Outcome};
+use lambda_dedup_engine::{Deduplicator, Outcome};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

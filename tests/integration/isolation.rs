@@ -15,10 +15,10 @@ use dedup_tests::{
     effect_table, get_item, mark_table, retention, unique,
 };
 use lambda_dedup::{Effect, Item, Message};
-use lambda_dedup_batch::{
+use lambda_dedup_dynamodb::DynamoStore;
+use lambda_dedup_engine::{
     BatchReport, Deduplicator, HandlerError, Outcome, Plan, run_batch, run_batch_transactional,
 };
-use lambda_dedup_dynamodb::DynamoStore;
 
 const CONSUMER: &str = "isolation";
 
@@ -131,7 +131,11 @@ fn outcome<'a>(report: &'a BatchReport, id: &str) -> &'a Outcome {
 fn assert_effect_refused(report: &BatchReport, id: &str, secrets: &[&str]) {
     match outcome(report, id) {
         Outcome::Rejected { code, reason, .. } => {
-            assert_eq!(*code, lambda_dedup_batch::Reason::EffectRefused, "{reason}");
+            assert_eq!(
+                *code,
+                lambda_dedup_engine::Reason::EffectRefused,
+                "{reason}"
+            );
             for s in secrets {
                 assert!(!reason.contains(s), "the reason quotes {s:?}: {reason}");
             }
@@ -452,7 +456,7 @@ async fn s15_a_corrupt_mark_is_rejected_not_retried() {
         matches!(
             &outcome,
             Outcome::Rejected {
-                code: lambda_dedup_batch::Reason::MarkCorrupt,
+                code: lambda_dedup_engine::Reason::MarkCorrupt,
                 ..
             }
         ),

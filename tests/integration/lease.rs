@@ -189,11 +189,11 @@ async fn s6_a_takeover_inherits_the_first_attempt_time() {
 /// The leased flow over a provider that forgets idempotency keys after `retention`.
 async fn provider_forgets_after(
     retention: Duration,
-) -> (lambda_dedup_batch::LeasedDeduplicator, Arc<ManualClock>) {
+) -> (lambda_dedup_engine::LeasedDeduplicator, Arc<ManualClock>) {
     let (store, clock) = stores().await;
     let spec = dedup_tests::cloudevents_spec("payments");
     let dedup =
-        lambda_dedup_batch::Deduplicator::new(spec, store).with_provider_key_retention(retention);
+        lambda_dedup_engine::Deduplicator::new(spec, store).with_provider_key_retention(retention);
     (dedup, clock)
 }
 
@@ -203,7 +203,7 @@ async fn provider_forgets_after(
 /// calls the provider with the same key as before.
 #[tokio::test]
 async fn s16_a_takeover_past_the_provider_key_retention_does_not_call_the_provider() {
-    use lambda_dedup_batch::Outcome;
+    use lambda_dedup_engine::Outcome;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     // The provider forgets keys after 10 minutes; marks are kept an hour.
@@ -215,7 +215,8 @@ async fn s16_a_takeover_past_the_provider_key_retention_does_not_call_the_provid
     let dies_during_the_call = || async {
         let call = dedup.leased(&msg, None, |_e, _l| async {
             calls.fetch_add(1, Ordering::SeqCst);
-            std::future::pending::<Result<Option<String>, lambda_dedup_batch::HandlerError>>().await
+            std::future::pending::<Result<Option<String>, lambda_dedup_engine::HandlerError>>()
+                .await
         });
         assert!(
             tokio::time::timeout(Duration::from_millis(200), call)
@@ -245,7 +246,7 @@ async fn s16_a_takeover_past_the_provider_key_retention_does_not_call_the_provid
             matches!(
                 &outcome,
                 Outcome::Rejected {
-                    code: lambda_dedup_batch::Reason::ProviderKeyExpired,
+                    code: lambda_dedup_engine::Reason::ProviderKeyExpired,
                     ..
                 }
             ),
@@ -264,12 +265,12 @@ async fn s16_a_takeover_past_the_provider_key_retention_does_not_call_the_provid
 /// call; a redelivery is a duplicate, not a second call.
 #[tokio::test]
 async fn s16_an_oversized_provider_answer_is_stored_as_a_digest() {
-    use lambda_dedup_batch::Outcome;
+    use lambda_dedup_engine::Outcome;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     let (store, _clock) = stores().await;
     let store = store.with_max_result_bytes(1024);
-    let dedup = lambda_dedup_batch::Deduplicator::new(dedup_tests::cloudevents_spec("big"), store)
+    let dedup = lambda_dedup_engine::Deduplicator::new(dedup_tests::cloudevents_spec("big"), store)
         .with_provider_key_retention(std::time::Duration::from_secs(86_400));
     let calls = AtomicUsize::new(0);
     let msg = dedup_tests::credit(&unique("m"), &unique("evt"), "acct", 1);

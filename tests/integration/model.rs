@@ -61,7 +61,7 @@ use lambda_dedup::{
     Clock, DedupKey, Derived, Effect, FaultKind, Item, ManualClock, MarkStore, Message, Retention,
     StoreError, Value,
 };
-use lambda_dedup_batch::{
+use lambda_dedup_engine::{
     BatchReport, Deduplicator, HandlerError, Outcome, Plan, run_batch, run_batch_transactional,
 };
 use lambda_dedup_postgres::SqlEffect;
@@ -494,7 +494,7 @@ struct Model {
     dead_lettered: Vec<(Delivery, Outcome)>,
 }
 
-fn is_code(o: &Outcome, want: lambda_dedup_batch::Reason) -> bool {
+fn is_code(o: &Outcome, want: lambda_dedup_engine::Reason) -> bool {
     matches!(o, Outcome::Rejected { code, .. } if *code == want)
 }
 
@@ -542,7 +542,7 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
             for (d, (_, outcome)) in batch.into_iter().zip(report.outcomes()) {
                 let ack = outcome.acknowledged();
                 // Late events go to reconciliation, and are acknowledged once there (S10).
-                let reconciled = is_code(outcome, lambda_dedup_batch::Reason::LateEvent);
+                let reconciled = is_code(outcome, lambda_dedup_engine::Reason::LateEvent);
                 let dead_lettered =
                     !reconciled && matches!(outcome, Outcome::Conflict | Outcome::Rejected { .. });
                 model.seen.push(Record {
@@ -694,12 +694,12 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
         t.poison_rejections += model
             .seen
             .iter()
-            .filter(|r| is_code(&r.outcome, lambda_dedup_batch::Reason::EffectRefused))
+            .filter(|r| is_code(&r.outcome, lambda_dedup_engine::Reason::EffectRefused))
             .count() as u64;
         t.late_events += model
             .seen
             .iter()
-            .filter(|r| is_code(&r.outcome, lambda_dedup_batch::Reason::LateEvent))
+            .filter(|r| is_code(&r.outcome, lambda_dedup_engine::Reason::LateEvent))
             .count() as u64;
         t.transaction_conflicts += model
             .seen
@@ -747,7 +747,7 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
     for r in &seen {
         let (e, o) = (r.event, &r.outcome);
         assert_eq!(
-            is_code(o, lambda_dedup_batch::Reason::LateEvent),
+            is_code(o, lambda_dedup_engine::Reason::LateEvent),
             r.late,
             "S10: event {e} (late: {}) got {o:?}",
             r.late
@@ -771,7 +771,7 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
         // The store answered and the event is within the retention.
         if is_poison(e) {
             assert!(
-                is_code(o, lambda_dedup_batch::Reason::EffectRefused),
+                is_code(o, lambda_dedup_engine::Reason::EffectRefused),
                 "S15: a delivery of poison {e} got {o:?}, not a rejection (effect_refused)"
             );
         } else {
@@ -805,7 +805,7 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
         let e = d.event;
         if is_poison(e) {
             assert!(
-                is_code(o, lambda_dedup_batch::Reason::EffectRefused),
+                is_code(o, lambda_dedup_engine::Reason::EffectRefused),
                 "poison {e} dead-lettered as {o:?}"
             );
         } else {

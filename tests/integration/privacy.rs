@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use dedup_tests::{client, effect_table, unique};
 use lambda_dedup::{DedupKey, KeySpec, Message, Scope};
-use lambda_dedup_batch::{Deduplicator, HandlerError, Plan};
+use lambda_dedup_engine::{Deduplicator, HandlerError, Plan};
 use proptest::prelude::*;
 use serde_json::json;
 

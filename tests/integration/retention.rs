@@ -118,7 +118,7 @@ struct Timed {
     client: dedup_tests::Client,
     balances: String,
     clock: Arc<ManualClock>,
-    dedup: lambda_dedup_batch::Deduplicator,
+    dedup: lambda_dedup_engine::Deduplicator,
     consumer: &'static str,
     account: String,
 }
@@ -132,7 +132,7 @@ impl Timed {
         let store = DynamoStore::new(client.clone(), marks, dedup_tests::retention())
             .with_clock(clock.clone());
         let dedup =
-            lambda_dedup_batch::Deduplicator::new(dedup_tests::cloudevents_spec(consumer), store);
+            lambda_dedup_engine::Deduplicator::new(dedup_tests::cloudevents_spec(consumer), store);
         let account = format!("{}-a", unique(consumer));
         Self {
             client,
@@ -159,14 +159,17 @@ impl Timed {
         }
     }
 
-    async fn apply(&self, m: &lambda_dedup::Message) -> lambda_dedup_batch::Outcome {
+    async fn apply(&self, m: &lambda_dedup::Message) -> lambda_dedup_engine::Outcome {
         let plan = dedup_tests::credit_plan(&self.balances);
         self.dedup.transactional(m, &plan).await
     }
 
     /// Whether `outcome` is a rejection for `reason`.
-    fn rejected(outcome: &lambda_dedup_batch::Outcome, reason: lambda_dedup_batch::Reason) -> bool {
-        matches!(outcome, lambda_dedup_batch::Outcome::Rejected { code, .. } if *code == reason)
+    fn rejected(
+        outcome: &lambda_dedup_engine::Outcome,
+        reason: lambda_dedup_engine::Reason,
+    ) -> bool {
+        matches!(outcome, lambda_dedup_engine::Outcome::Rejected { code, .. } if *code == reason)
     }
 
     async fn balance(&self) -> Option<i64> {
@@ -180,7 +183,7 @@ impl Timed {
 /// event at the same moment is applied as usual.
 #[tokio::test]
 async fn s10_an_event_older_than_the_retention_is_not_applied() {
-    use lambda_dedup_batch::{Outcome, Reason};
+    use lambda_dedup_engine::{Outcome, Reason};
     let t = Timed::new("late").await;
     let old = t.event("e-old", t.clock.now());
     assert_eq!(t.apply(&old).await, Outcome::Applied);
@@ -213,7 +216,7 @@ async fn s10_an_event_older_than_the_retention_is_not_applied() {
 /// An event a little ahead (clocks disagree) is applied as usual.
 #[tokio::test]
 async fn s10_an_event_from_the_far_future_is_not_applied() {
-    use lambda_dedup_batch::{Outcome, Reason};
+    use lambda_dedup_engine::{Outcome, Reason};
     let t = Timed::new("future").await;
     let far = t.event(
         "e-far",

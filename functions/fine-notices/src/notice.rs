@@ -2,7 +2,7 @@
 
 use lambda_dedup::signature::hmac_sha256;
 use lambda_dedup::{DedupKey, Effect, Item};
-use lambda_dedup_batch::{HandlerError, Plan};
+use lambda_dedup_engine::{HandlerError, Plan};
 use lambda_dedup_runtime::{Dedup, Event};
 
 /// The tables a notice writes to, and the secret of the correlation key.

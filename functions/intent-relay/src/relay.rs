@@ -305,7 +305,7 @@ mod tests {
             ]
         );
         // Not the SQS functions' outcome names: `cargo xtask audit` sums those per function.
-        for audited in lambda_dedup_batch::Account::METRICS {
+        for audited in lambda_dedup_engine::Account::METRICS {
             assert!(v.get(audited).is_none(), "{audited}");
         }
     }

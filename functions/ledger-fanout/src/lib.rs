@@ -39,7 +39,7 @@ mod tests {
     use super::*;
     use aws_lambda_events::event::sqs::SqsEvent;
     use lambda_dedup::{Item, Value};
-    use lambda_dedup_batch::Outcome;
+    use lambda_dedup_engine::Outcome;
     use lambda_dedup_runtime::testing::{OnMemory, function_on_memory, with_outcomes};
     use lambda_dedup_runtime::{Env, SqsService};
     use serde_json::json;

@@ -1,7 +1,7 @@
 //! What a ledger event changes.
 
 use lambda_dedup::{Effect, Item};
-use lambda_dedup_batch::Plan;
+use lambda_dedup_engine::Plan;
 use lambda_dedup_runtime::{Dedup, Event, Provenance, Refusal};
 
 /// Longest account id accepted.

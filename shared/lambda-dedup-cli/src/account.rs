@@ -16,7 +16,7 @@ use lambda_dedup_dynamodb::MarkCounts;
 
 /// The EMF metrics summed per function: the account's, and the TTL purges `mark-auditor` counts.
 fn metrics() -> impl Iterator<Item = &'static str> {
-    lambda_dedup_batch::Account::METRICS
+    lambda_dedup_engine::Account::METRICS
         .into_iter()
         .chain(["Purged"])
 }

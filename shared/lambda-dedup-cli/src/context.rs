@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use lambda_dedup::KeySpec;
-use lambda_dedup_batch::Deduplicator;
 use lambda_dedup_cli::template::{self, Flow};
+use lambda_dedup_engine::Deduplicator;
 use lambda_dedup_runtime::settings::{Env, Settings};
 
 use crate::error::Error;

@@ -5,7 +5,7 @@ use std::io::{IsTerminal, Write};
 use std::time::SystemTime;
 
 use lambda_dedup::{DedupKey, Mark};
-use lambda_dedup_batch::{Explanation, Verdict};
+use lambda_dedup_engine::{Explanation, Verdict};
 use serde_json::{Value, json};
 
 /// A time as the tool shows it: RFC 3339, milliseconds, UTC.

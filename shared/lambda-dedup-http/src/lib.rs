@@ -20,14 +20,14 @@
 //!   - 422 (same key, different payload) and every other status (400, 410, 413, …):
 //!     [`Permanence::Permanent`], no retry can change it: dead-letter or park.
 //! - [`CallError`]: the typed failure of [`IdempotentClient::call`], with its [`Permanence`] and a
-//!   reason code that quotes nothing from the answer (defined in `lambda_dedup_batch::provider`
+//!   reason code that quotes nothing from the answer (defined in `lambda_dedup_engine::provider`
 //!   and re-exported here); it converts to a [`HandlerError`] that keeps it, typed
 //!   ([`Transient::Provider`] or [`Invalid::Provider`]), so a batch flow's handler returns it
 //!   with `?`.
 //!
-//! [`HandlerError`]: lambda_dedup_batch::HandlerError
-//! [`Transient::Provider`]: lambda_dedup_batch::Transient::Provider
-//! [`Invalid::Provider`]: lambda_dedup_batch::Invalid::Provider
+//! [`HandlerError`]: lambda_dedup_engine::HandlerError
+//! [`Transient::Provider`]: lambda_dedup_engine::Transient::Provider
+//! [`Invalid::Provider`]: lambda_dedup_engine::Invalid::Provider
 //!
 //! # What the client refuses to do
 //! - **Plain HTTP across a network.** The base URL must be `https://`; `http://` only for a
@@ -52,8 +52,8 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 /// The typed failure of a call, its permanence and the answer bound: defined beside the
-/// refusals that carry them (`lambda_dedup_batch::provider`), classified here.
-pub use lambda_dedup_batch::provider::{CallError, MAX_ANSWER_BYTES, Permanence};
+/// refusals that carry them (`lambda_dedup_engine::provider`), classified here.
+pub use lambda_dedup_engine::provider::{CallError, MAX_ANSWER_BYTES, Permanence};
 
 /// The provider's answer to a successful call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,7 +125,7 @@ impl IdempotentClient {
 
     /// POSTs `body` as JSON to `path` with `Idempotency-Key: idempotency_key`; a failure as a
     /// typed [`CallError`]. A handler of the batch flows returns it with `?` (as a
-    /// [`HandlerError`](lambda_dedup_batch::HandlerError): [`Permanence::Transient`] and
+    /// [`HandlerError`](lambda_dedup_engine::HandlerError): [`Permanence::Transient`] and
     /// [`Permanence::Misconfigured`] ones retry, [`Permanence::Permanent`] ones are `Invalid`,
     /// dead-lettered); a caller that acts on its
     /// [`Permanence`] itself matches it (the intent relay parks permanent refusals).
@@ -278,7 +278,7 @@ mod tests_server;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_dedup_batch::{HandlerError, Invalid, Transient, TransientCause};
+    use lambda_dedup_engine::{HandlerError, Invalid, Transient, TransientCause};
 
     #[test]
     fn s15_statuses_map_to_transient_misconfigured_or_permanent_once() {

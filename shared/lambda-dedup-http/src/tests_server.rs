@@ -12,7 +12,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use lambda_dedup_batch::HandlerError;
+use lambda_dedup_engine::HandlerError;
 
 use super::*;
 

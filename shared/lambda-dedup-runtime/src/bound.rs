@@ -14,7 +14,7 @@
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
-use lambda_dedup_batch::{BatchReport, Outcome, RetryCause};
+use lambda_dedup_engine::{BatchReport, Outcome, RetryCause};
 
 /// The margin when `DEDUP_DEADLINE_MARGIN_MS` is unset.
 pub const DEFAULT_MARGIN: Duration = Duration::from_millis(1500);

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 /// One EMF line of `metrics` (name, unit, value) for `function`. Print it with `println!` (or
 /// [`emit`]): EMF must be a bare JSON line on stdout, hence not `tracing`.
 pub fn line(function: &str, metrics: &[(&str, &str, u64)]) -> String {
-    lambda_dedup_batch::emf_line(NAMESPACE, &[("Function", function)], metrics)
+    lambda_dedup_engine::emf_line(NAMESPACE, &[("Function", function)], metrics)
 }
 
 thread_local! {

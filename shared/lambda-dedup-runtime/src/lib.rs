@@ -1,6 +1,6 @@
 //! The Lambda runtime glue that every function shares: the only library that knows `aws_lambda_events`
 //! and `lambda_runtime`. It converts SQS events to the library's [`lambda_dedup::Message`]s and the
-//! [`lambda_dedup_batch::BatchReport`] back to a partial batch response, reads the configuration every
+//! [`lambda_dedup_engine::BatchReport`] back to a partial batch response, reads the configuration every
 //! function has from the environment (refusing to start on a bad one), and logs the account.
 //!
 //! # Layout
@@ -98,7 +98,7 @@ pub use source::{asynchronous, eventbridge, sns};
 
 pub use lambda_dedup::{Effect, Item, Provenance, TimeFormat};
 /// Why a delivery was rejected (what [`InvokeError::Rejected`] names).
-pub use lambda_dedup_batch::Reason;
+pub use lambda_dedup_engine::Reason;
 /// The crates the builder's types come from, re-exported so that a function uses the versions
 /// this crate was built with: `lambda_runtime` (`run`, `Error`, `LambdaEvent`, `Context`) and
 /// `aws_lambda_events` (the event types, with the features this crate's own features enable).

@@ -16,7 +16,7 @@
 //! permission on every stream function for what is rare and, within the stream's retention,
 //! still readable where it is.
 
-use lambda_dedup_batch::{BatchReport, Pass};
+use lambda_dedup_engine::{BatchReport, Pass};
 
 use crate::config::{Settings, SettingsError};
 use crate::queue::Queue;

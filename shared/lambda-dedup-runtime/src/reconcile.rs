@@ -13,7 +13,7 @@
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_dedup::DedupKey;
-use lambda_dedup_batch::{BatchReport, Outcome, Reason};
+use lambda_dedup_engine::{BatchReport, Outcome, Reason};
 
 use crate::config::Settings;
 use crate::queue::Queue;

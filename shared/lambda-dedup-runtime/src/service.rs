@@ -52,8 +52,8 @@ use lambda_dedup::{
     EventTimeSource, FingerprintSource, IdentitySource, KeySpec, MarkStore, Scope, TenantSource,
     TimeFormat,
 };
-use lambda_dedup_batch::{Deduplicator, HandlerError, LeasedDeduplicator};
-pub use lambda_dedup_batch::{Invalid, Transient};
+use lambda_dedup_engine::{Deduplicator, HandlerError, LeasedDeduplicator};
+pub use lambda_dedup_engine::{Invalid, Transient};
 
 use crate::settings::{Env, Settings, SettingsError};
 use crate::sqs::{Accounting, Reconciliation};
@@ -545,7 +545,7 @@ pub(crate) mod tests {
     use super::*;
     use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
     use lambda_dedup::Lease;
-    use lambda_dedup_batch::Outcome;
+    use lambda_dedup_engine::Outcome;
     use lambda_runtime::LambdaEvent;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::{Duration, SystemTime};
@@ -864,7 +864,7 @@ pub(crate) mod tests {
             first_seen_at: at,
             result: Some(r.into()),
         };
-        let retry = Outcome::retry(lambda_dedup_batch::RetryCause::Transient, "x");
+        let retry = Outcome::retry(lambda_dedup_engine::RetryCause::Transient, "x");
         assert_eq!(merged(Outcome::Conflict, None), Outcome::Conflict);
         assert_eq!(merged(Outcome::Applied, Some(retry.clone())), retry);
         assert_eq!(merged(dup("w"), Some(Outcome::Applied)), Outcome::Applied);

@@ -2,7 +2,7 @@
 //! them over, and (feature `memory`) the function on the memory store of its own settings.
 
 use lambda_dedup::{KeySpec, Message};
-use lambda_dedup_batch::{BatchReport, Outcome};
+use lambda_dedup_engine::{BatchReport, Outcome};
 use serde_json::{Value, json};
 
 tokio::task_local! {
@@ -334,8 +334,8 @@ mod tests {
             matches!(
                 &outcomes[2].1,
                 Outcome::Rejected {
-                    code: lambda_dedup_batch::Reason::InvalidPayload,
-                    invalid: Some(lambda_dedup_batch::Invalid::Misfit { path }),
+                    code: lambda_dedup_engine::Reason::InvalidPayload,
+                    invalid: Some(lambda_dedup_engine::Invalid::Misfit { path }),
                     ..
                 } if path == "amount"
             ),

@@ -7,7 +7,7 @@ use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use aws_lambda_events::event::sns::SnsEvent;
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_dedup::{Effect, Item};
-use lambda_dedup_batch::{Outcome, Reason};
+use lambda_dedup_engine::{Outcome, Reason};
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::asynchronous::NotAcknowledged;
 use lambda_dedup_runtime::flow::transact;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use lambda_dedup_batch::{Reason, RetryCause};
+use lambda_dedup_engine::{Reason, RetryCause};
 use lambda_dedup_runtime::testing::on_memory;
 use lambda_dedup_runtime::{
     BuildError, Dedup, Env, Event, InvokeScope, InvokeScopeError, Refusal, Service,

@@ -3,7 +3,7 @@
 //! call a point where the scheduler may switch ([`Yielding`]), and the cache's lock shuttle's.
 
 use lambda_dedup::MarkStatus;
-use lambda_dedup_batch::{Deduplicator, Outcome};
+use lambda_dedup_engine::{Deduplicator, Outcome};
 use shuttle::future::{block_on, spawn};
 
 use crate::world::{World, account, credit, key, message, spec};

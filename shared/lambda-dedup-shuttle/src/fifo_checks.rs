@@ -3,7 +3,7 @@
 //! every store call a point where the scheduler may switch ([`Yielding`]).
 
 use lambda_dedup::DedupKey;
-use lambda_dedup_batch::{Deduplicator, run_batch};
+use lambda_dedup_engine::{Deduplicator, run_batch};
 use shuttle::future::{block_on, spawn};
 
 use crate::world::{World, credit, key, message, spec};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use lambda_dedup_batch::{Deduplicator, Outcome, RetryCause};
+use lambda_dedup_engine::{Deduplicator, Outcome, RetryCause};
 use shuttle::future::{block_on, spawn, yield_now};
 
 use crate::world::{World, message, spec};

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use lambda_dedup::{
     DedupKey, Derived, Effect, Item, KeySpec, ManualClock, Message, Retention, Scope, Value,
 };
-use lambda_dedup_batch::{HandlerError, Plan};
+use lambda_dedup_engine::{HandlerError, Plan};
 use lambda_dedup_memory::MemoryStore;
 
 /// The lease a claim takes.

@@ -1,7 +1,7 @@
 //! The simulated producers' events: CloudEvents bodies, as AWS queues and streams carry them.
 
 use lambda_dedup::{Effect, FingerprintSource, Item, KeySpec, Scope, Value};
-use lambda_dedup_batch::HandlerError;
+use lambda_dedup_engine::HandlerError;
 use lambda_dedup_memory::MemoryStore;
 
 /// The key spec every lane uses: CloudEvents `source` + `id`, tenant `tenantid`, the

@@ -13,7 +13,7 @@ use std::time::Duration;
 use lambda_dedup::items::text;
 use lambda_dedup::signature::{Scheme, sign};
 use lambda_dedup::{Clock, Item, Scope};
-use lambda_dedup_batch::CreateOnceDeduplicator;
+use lambda_dedup_engine::CreateOnceDeduplicator;
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::Dedup;
 use lambda_dedup_runtime::aws_lambda_events::event::dynamodb::EventRecord;

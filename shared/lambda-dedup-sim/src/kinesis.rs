@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use lambda_dedup::{Clock, Message, SequenceSource};
-use lambda_dedup_batch::{Outcome, Pass, Reason, SequencedDeduplicator, run_batch};
+use lambda_dedup_engine::{Outcome, Pass, Reason, SequencedDeduplicator, run_batch};
 use lambda_dedup_memory::MemoryStore;
 
 use crate::broker::{Record, Shard};

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use lambda_dedup::{Clock, Effect, Item, Message, SequenceSource, Value};
-use lambda_dedup_batch::{
+use lambda_dedup_engine::{
     Account, CreateOnceDeduplicator, Deduplicator, HandlerError, LeasedDeduplicator, Outcome, Plan,
     Reason, SequencedDeduplicator, run_batch, run_batch_transactional,
 };

@@ -28,7 +28,7 @@ pub enum Reason {
     LateEvent,
     /// Says it happens implausibly far in the future (S10). For reconciliation.
     ImplausibleTime,
-    /// The handler said the payload can never be handled (`lambda_dedup_batch::HandlerError::Invalid`,
+    /// The handler said the payload can never be handled (`lambda_dedup_engine::HandlerError::Invalid`,
     /// whose typed cause the outcome keeps).
     InvalidPayload,
     /// DynamoDB refused the event's own writes for good; nothing was written (S15).

@@ -92,8 +92,8 @@ use lambda_dedup::store::StoreFuture;
 use lambda_dedup::{
     Clock, DedupKey, Derived, FaultKind, ManualClock, MarkStatus, Message, Retention, StoreError,
 };
-use lambda_dedup_batch::{Deduplicator, HandlerError, LeasedDeduplicator, Outcome, run_batch};
 use lambda_dedup_dynamodb::DynamoStore;
+use lambda_dedup_engine::{Deduplicator, HandlerError, LeasedDeduplicator, Outcome, run_batch};
 use lambda_dedup_fake_provider::{Fault, Provider};
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_memory::{Injected, Op};
@@ -626,7 +626,7 @@ async fn run_in<E: 'static>(world: World<E>, schedule: Schedule) {
                 && matches!(
                     o,
                     Outcome::Rejected {
-                        code: lambda_dedup_batch::Reason::InvalidPayload,
+                        code: lambda_dedup_engine::Reason::InvalidPayload,
                         ..
                     }
                 ),

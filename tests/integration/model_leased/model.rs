@@ -181,7 +181,7 @@ impl Model {
             for (e, o, refused) in &run.log.outcomes {
                 match o {
                     Outcome::Rejected {
-                        code: lambda_dedup_batch::Reason::InvalidPayload,
+                        code: lambda_dedup_engine::Reason::InvalidPayload,
                         ..
                     } => {
                         assert!(
@@ -191,7 +191,7 @@ impl Model {
                         self.stats.provider_rejections += 1;
                     }
                     Outcome::Rejected { code, .. }
-                        if *code == lambda_dedup_batch::Reason::ProviderKeyExpired =>
+                        if *code == lambda_dedup_engine::Reason::ProviderKeyExpired =>
                     {
                         assert!(
                             matches!(state(*e), Mark::Held { .. })
@@ -217,7 +217,7 @@ impl Model {
                         || matches!(
                             o,
                             Outcome::Rejected {
-                                code: lambda_dedup_batch::Reason::InvalidPayload,
+                                code: lambda_dedup_engine::Reason::InvalidPayload,
                                 ..
                             }
                         ),
@@ -348,7 +348,7 @@ impl Model {
                     for (d, o) in run.batch.into_iter().zip(outcomes) {
                         let id = d.message.message_id.clone();
                         if o.acknowledged()
-                            || matches!(&o, Outcome::Rejected { code, .. } if *code == lambda_dedup_batch::Reason::ProviderKeyExpired)
+                            || matches!(&o, Outcome::Rejected { code, .. } if *code == lambda_dedup_engine::Reason::ProviderKeyExpired)
                         {
                             acked.insert(id);
                         } else if matches!(o, Outcome::Rejected { .. } | Outcome::Conflict) {

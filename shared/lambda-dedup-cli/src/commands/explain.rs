@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use lambda_dedup::{AttributeValue, DedupKey, Message};
-use lambda_dedup_batch::{Explanation, Verdict};
+use lambda_dedup_engine::{Explanation, Verdict};
 use lambda_dedup_runtime::settings::Settings;
 use serde_json::json;
 

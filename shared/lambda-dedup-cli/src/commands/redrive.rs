@@ -22,8 +22,8 @@ use aws_sdk_sqs::operation::send_message::builders::SendMessageFluentBuilder;
 use aws_sdk_sqs::types::MessageAttributeValue;
 use clap::Args;
 use lambda_dedup::DedupKey;
-use lambda_dedup_batch::{Explanation, Verdict};
 use lambda_dedup_dynamodb::{ForgetRequest, Forgotten};
+use lambda_dedup_engine::{Explanation, Verdict};
 use lambda_dedup_runtime::queue::string_attribute;
 use serde_json::{Value, json};
 
@@ -184,7 +184,7 @@ struct Redrive<'a> {
     ctx: &'a Context,
     args: &'a RedriveArgs,
     sqs: aws_sdk_sqs::Client,
-    dedup: lambda_dedup_batch::Deduplicator,
+    dedup: lambda_dedup_engine::Deduplicator,
     reconciliation: Option<String>,
     exit_after_sends: Option<usize>,
     sends: usize,
@@ -424,8 +424,8 @@ impl Redrive<'_> {
                     .filter_map(|(k, v)| Some((k.as_str(), v.string_value()?)))
                     .collect();
                 let reason = match &e.verdict {
-                    Verdict::Late(r) => lambda_dedup_batch::Reason::from(r),
-                    _ => lambda_dedup_batch::Reason::ProviderKeyExpired,
+                    Verdict::Late(r) => lambda_dedup_engine::Reason::from(r),
+                    _ => lambda_dedup_engine::Reason::ProviderKeyExpired,
                 };
                 let attributes = lambda_dedup_runtime::reconcile::late_attributes_of(
                     reason,

@@ -252,7 +252,7 @@ impl Settings {
         &self,
         spec: lambda_dedup::KeySpec,
         client: Client,
-    ) -> Result<lambda_dedup_batch::Deduplicator, SettingsError> {
+    ) -> Result<lambda_dedup_engine::Deduplicator, SettingsError> {
         let store = std::sync::Arc::new(self.mark_store(client)?);
         Ok(self.deduplicator_on(spec, store))
     }
@@ -264,8 +264,8 @@ impl Settings {
         &self,
         spec: lambda_dedup::KeySpec,
         store: std::sync::Arc<dyn lambda_dedup::MarkStore<E>>,
-    ) -> lambda_dedup_batch::Deduplicator<E> {
-        lambda_dedup_batch::Deduplicator::with_store(self.key_spec(spec), store)
+    ) -> lambda_dedup_engine::Deduplicator<E> {
+        lambda_dedup_engine::Deduplicator::with_store(self.key_spec(spec), store)
             .with_cache_for(self.cache_size, self.cache_max_age)
             .with_duplicate_prefilter(self.prefilter_duplicates)
     }
@@ -278,8 +278,8 @@ impl Settings {
         &self,
         spec: lambda_dedup::KeySpec,
         store: std::sync::Arc<dyn lambda_dedup::CreateOnceStore>,
-    ) -> lambda_dedup_batch::CreateOnceDeduplicator {
-        lambda_dedup_batch::CreateOnceDeduplicator::with_store(self.key_spec(spec), store)
+    ) -> lambda_dedup_engine::CreateOnceDeduplicator {
+        lambda_dedup_engine::CreateOnceDeduplicator::with_store(self.key_spec(spec), store)
     }
 
     #[cfg(feature = "dynamodb")]
@@ -290,7 +290,7 @@ impl Settings {
         &self,
         spec: lambda_dedup::KeySpec,
         client: Client,
-    ) -> Result<lambda_dedup_batch::LeasedDeduplicator, SettingsError> {
+    ) -> Result<lambda_dedup_engine::LeasedDeduplicator, SettingsError> {
         Ok(self
             .deduplicator(spec, client)?
             .with_provider_key_retention(self.provider_key_retention))

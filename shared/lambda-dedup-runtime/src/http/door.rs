@@ -17,7 +17,7 @@ use super::answer::{Answer, Counted};
 use super::reply::{Reply, Stored};
 use super::{caller, key};
 use crate::config::{HttpConfig, HttpFingerprint, KeyRequirement};
-use lambda_dedup_batch::HandlerError as Refusal;
+use lambda_dedup_engine::HandlerError as Refusal;
 
 /// What the work is told of a request besides its payload.
 #[derive(Debug, Clone)]

@@ -4,7 +4,7 @@
 use std::time::SystemTime;
 
 use lambda_dedup::{DedupKey, Derived, KeySpec, Message, Provenance};
-use lambda_dedup_batch::{Invalid, Plan};
+use lambda_dedup_engine::{Invalid, Plan};
 use serde::de::DeserializeOwned;
 
 use super::Refusal;

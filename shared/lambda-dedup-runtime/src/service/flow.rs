@@ -67,7 +67,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use lambda_dedup::{Derived, Message, Scope};
-use lambda_dedup_batch::{BatchReport, Deduplicator, Outcome, Plan};
+use lambda_dedup_engine::{BatchReport, Deduplicator, Outcome, Plan};
 use serde::de::DeserializeOwned;
 
 use super::event::{event_of, plan};
@@ -146,7 +146,7 @@ pub(crate) mod seal {
             max_concurrency: usize,
             state: &'a Self::State,
         ) -> Pin<Box<dyn Future<Output = BatchReport> + Send + 'a>> {
-            Box::pin(lambda_dedup_batch::run_batch(
+            Box::pin(lambda_dedup_engine::run_batch(
                 batch,
                 max_concurrency,
                 move |m| self.message(m, None, state),
@@ -350,7 +350,7 @@ impl<E: Send + Sync + 'static, B: BatchMode> Step for TransactStep<E, B> {
         max_concurrency: usize,
         _: &'a (),
     ) -> Pin<Box<dyn Future<Output = BatchReport> + Send + 'a>> {
-        Box::pin(lambda_dedup_batch::run_batch_transactional(
+        Box::pin(lambda_dedup_engine::run_batch_transactional(
             batch,
             max_concurrency,
             &self.dedup,

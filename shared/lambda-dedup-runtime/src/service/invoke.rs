@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lambda_dedup::{AttributeValue, ENVELOPE_ID_ATTRIBUTE, IdentitySource, Message, TenantSource};
-use lambda_dedup_batch::{BatchReport, Outcome, Reason, RetryCause};
+use lambda_dedup_engine::{BatchReport, Outcome, Reason, RetryCause};
 use lambda_runtime::LambdaEvent;
 use serde::Serialize;
 use serde::de::DeserializeOwned;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_dedup::Message;
-use lambda_dedup_batch::{BatchReport, Outcome};
+use lambda_dedup_engine::{BatchReport, Outcome};
 use lambda_runtime::LambdaEvent;
 
 use crate::sqs::Accounting;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use aws_lambda_events::event::s3::S3Event;
 use lambda_dedup::{IdentitySource, Message, Reason};
-use lambda_dedup_batch::Outcome;
+use lambda_dedup_engine::Outcome;
 use lambda_runtime::LambdaEvent;
 
 use super::flow::seal::{On, Step};

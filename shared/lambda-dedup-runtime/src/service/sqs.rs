@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_dedup::Message;
-use lambda_dedup_batch::BatchReport;
+use lambda_dedup_engine::BatchReport;
 use lambda_runtime::LambdaEvent;
 
 use super::flow::Flow;

@@ -103,7 +103,7 @@ impl<S: Marks> Dedup<S> {
                 let state = <F::Step as Step>::State::default();
                 let (namespace, function) = (&runner.accounting.namespace, &runner.function);
                 let work = |batch| {
-                    lambda_dedup_batch::run_batch(batch, runner.max_concurrency, |m| {
+                    lambda_dedup_engine::run_batch(batch, runner.max_concurrency, |m| {
                         step.message(m, deadline, &state)
                     })
                 };

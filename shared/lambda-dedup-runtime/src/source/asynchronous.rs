@@ -17,7 +17,7 @@
 use std::future::Future;
 
 use lambda_dedup::Message;
-use lambda_dedup_batch::{BatchReport, Outcome, run_batch};
+use lambda_dedup_engine::{BatchReport, Outcome, run_batch};
 
 use crate::sqs::{Accounting, Reconciliation, distinct, print_account, rebuilt};
 

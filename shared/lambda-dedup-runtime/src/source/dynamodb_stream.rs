@@ -24,7 +24,7 @@
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use lambda_dedup::Message;
-use lambda_dedup_batch::BatchReport;
+use lambda_dedup_engine::BatchReport;
 use serde_json::{Value, json};
 
 use crate::parking::{Letter, Parking};

@@ -5,7 +5,7 @@
 //! group stays the queue's.
 
 use lambda_dedup::{Message, Reason};
-use lambda_dedup_batch::Outcome;
+use lambda_dedup_engine::Outcome;
 
 /// The envelope an SQS message's body is in (`Dedup::envelope`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

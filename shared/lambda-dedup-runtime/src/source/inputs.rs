@@ -27,7 +27,7 @@ use aws_lambda_events::event::sns::SnsEvent;
 use aws_lambda_events::event::sqs::SqsEvent;
 use base64::Engine as _;
 use lambda_dedup::{Effect, TimeFormat};
-use lambda_dedup_batch::{Outcome, RetryCause};
+use lambda_dedup_engine::{Outcome, RetryCause};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -46,7 +46,7 @@ use std::future::Future;
 
 use aws_lambda_events::event::kafka::{KafkaEvent, KafkaRecord};
 use lambda_dedup::{AttributeValue, Message};
-use lambda_dedup_batch::{BatchReport, Outcome};
+use lambda_dedup_engine::{BatchReport, Outcome};
 
 use crate::parking::Letter;
 pub(crate) use crate::stream::Invocation;

@@ -40,7 +40,7 @@ use aws_lambda_events::event::kinesis::{KinesisEvent, KinesisEventRecord};
 use aws_lambda_events::event::streams::KinesisEventResponse;
 
 use lambda_dedup::Message;
-use lambda_dedup_batch::BatchReport;
+use lambda_dedup_engine::BatchReport;
 
 use crate::parking::Letter;
 pub use crate::parking::{PARKING_QUEUE_VARIABLE, Parked, Parking};
@@ -176,7 +176,7 @@ mod tests {
     use crate::settings::{Env, SettingsError};
     use base64::Engine as _;
     use lambda_dedup::{Effect, Item, KeySpec, Retention, Scope, Value};
-    use lambda_dedup_batch::{Deduplicator, HandlerError, Plan, run_batch};
+    use lambda_dedup_engine::{Deduplicator, HandlerError, Plan, run_batch};
     use lambda_dedup_memory::MemoryStore;
     use lambda_runtime::LambdaEvent;
     use serde_json::json;

@@ -42,7 +42,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 
 use lambda_dedup::{AttributeValue, Message};
-use lambda_dedup_batch::Outcome;
+use lambda_dedup_engine::Outcome;
 
 use crate::parking::Letter;
 use crate::stream::{Invocation, StreamRecord};

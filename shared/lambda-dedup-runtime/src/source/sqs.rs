@@ -4,7 +4,7 @@ use std::future::Future;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use lambda_dedup::{AttributeValue, Message};
-use lambda_dedup_batch::{BatchReport, Outcome, RetryCause, run_batch};
+use lambda_dedup_engine::{BatchReport, Outcome, RetryCause, run_batch};
 use lambda_runtime::LambdaEvent;
 
 /// The SQS messages of `event` as library messages (body, attributes, FIFO group).
@@ -366,7 +366,7 @@ mod tests {
             (
                 "m2",
                 Outcome::Rejected {
-                    code: lambda_dedup_batch::Reason::InvalidPayload,
+                    code: lambda_dedup_engine::Reason::InvalidPayload,
                     reason: "x".into(),
                     key: None,
                     invalid: None,

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::future::Future;
 
 use lambda_dedup::Message;
-use lambda_dedup_batch::BatchReport;
+use lambda_dedup_engine::BatchReport;
 
 use crate::parking::{Letter, Parked, Parking};
 
@@ -124,8 +124,8 @@ pub(crate) struct Invocation<'a> {
 /// The outcome of a record whose body travels in base64 and is not base64: rejected, no key
 /// derived (S2).
 #[cfg(any(feature = "kafka", feature = "mq", test))]
-pub fn not_base64() -> lambda_dedup_batch::Outcome {
-    lambda_dedup_batch::Outcome::Rejected {
+pub fn not_base64() -> lambda_dedup_engine::Outcome {
+    lambda_dedup_engine::Outcome::Rejected {
         code: lambda_dedup::Reason::BodyNotBase64,
         reason: "the record's data is not base64".into(),
         key: None,
@@ -146,11 +146,11 @@ pub(crate) async fn accounted_records<R, F, Fut>(
 where
     R: StreamRecord,
     F: Fn(Message) -> Fut,
-    Fut: Future<Output = lambda_dedup_batch::Outcome>,
+    Fut: Future<Output = lambda_dedup_engine::Outcome>,
 {
     let process = &process;
     let work = |batch| {
-        lambda_dedup_batch::run_batch(batch, at.max_concurrency, move |m: Message| async move {
+        lambda_dedup_engine::run_batch(batch, at.max_concurrency, move |m: Message| async move {
             if undecodable.contains(&m.message_id) {
                 return not_base64();
             }

@@ -1,7 +1,7 @@
 //! What each outcome of a request answers ([`Answer`]: status, headers, body, the outcome
 //! counted) and the HTTP response it becomes.
 
-use lambda_dedup_batch::{Outcome, Reason};
+use lambda_dedup_engine::{Outcome, Reason};
 use lambda_http::{Body, Response};
 
 /// The header on an answer that repeats the first answer to the same event.

@@ -11,7 +11,9 @@ use lambda_dedup::signature::{
     WEBHOOK_ID_HEADER, WEBHOOK_TIMESTAMP_HEADER, standard_header,
 };
 use lambda_dedup::{AttributeValue, Derived, Effect, Item, Message};
-use lambda_dedup_batch::{CreateOnceDeduplicator, HandlerError, Outcome, Plan, Reason, RetryCause};
+use lambda_dedup_engine::{
+    CreateOnceDeduplicator, HandlerError, Outcome, Plan, Reason, RetryCause,
+};
 use lambda_http::http::{HeaderMap, Method};
 use lambda_http::{Body, Request, RequestExt, Response};
 
@@ -213,7 +215,7 @@ fn inbox_plan(
     expires_at: u64,
 ) -> Result<Plan, HandlerError> {
     let Ok(text) = std::str::from_utf8(body) else {
-        return Err(HandlerError::Invalid(lambda_dedup_batch::Invalid::NotUtf8));
+        return Err(HandlerError::Invalid(lambda_dedup_engine::Invalid::NotUtf8));
     };
     let key = event.key.as_str();
     let item = Item::new()

@@ -10,7 +10,7 @@ use lambda_dedup::signature::{
     SVIX_SIGNATURE_HEADER, SVIX_TIMESTAMP_HEADER, Scheme,
 };
 use lambda_dedup::{Retention, Value};
-use lambda_dedup_batch::CreateOnceDeduplicator;
+use lambda_dedup_engine::CreateOnceDeduplicator;
 use lambda_dedup_memory::MemoryStore;
 use lambda_http::http::HeaderValue;
 use lambda_http::http::{HeaderMap, Method};

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use lambda_dedup::{Lease, Message, Scope};
-use lambda_dedup_batch::{Account, LeasedDeduplicator, Outcome, Transient};
+use lambda_dedup_engine::{Account, LeasedDeduplicator, Outcome, Transient};
 use lambda_runtime::tower::{Service, ServiceExt};
 use serde::de::DeserializeOwned;
 

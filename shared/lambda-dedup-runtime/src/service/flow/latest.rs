@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use lambda_dedup::{AttributeValue, Effect, Message, Reason, Sequencer};
-use lambda_dedup_batch::{LatestDeduplicator, Outcome};
+use lambda_dedup_engine::{LatestDeduplicator, Outcome};
 use serde::de::DeserializeOwned;
 
 use super::seal::{On, Ordered, Step};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use lambda_dedup::{Effect, Message, SequenceSource};
-use lambda_dedup_batch::{CreateOnceDeduplicator, Outcome, SequencedDeduplicator};
+use lambda_dedup_engine::{CreateOnceDeduplicator, Outcome, SequencedDeduplicator};
 use serde::de::DeserializeOwned;
 
 use super::seal::{On, Ordered, Step};
@@ -17,7 +17,7 @@ super::step_debug!(CreateOnceStep, SequenceStep);
 
 /// The flow of work that creates one item per event (an order, an inbox item, a record keyed
 /// by the event): `create` says the [`Effect::put`] of that item (a
-/// [`Plan`](lambda_dedup_batch::Plan) of one put, to store a result for duplicates); it is
+/// [`Plan`](lambda_dedup_engine::Plan) of one put, to store a result for duplicates); it is
 /// written in one conditional `Put` carrying the event's key and fingerprint, and a redelivery
 /// finds the item and is a duplicate (S8), another payload a conflict (S11). The item is the
 /// mark for as long as it lives: there is no retention window and no late-event rule, and

@@ -178,8 +178,8 @@ async fn a_users_layers_run_per_message_around_the_call() {
     assert!(
         matches!(
             &outcomes[2].1,
-            lambda_dedup_batch::Outcome::Retry {
-                transient: Some(lambda_dedup_batch::Transient::Layer(_)),
+            lambda_dedup_engine::Outcome::Retry {
+                transient: Some(lambda_dedup_engine::Transient::Layer(_)),
                 ..
             }
         ),

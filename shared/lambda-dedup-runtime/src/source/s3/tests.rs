@@ -4,7 +4,7 @@
 
 use aws_lambda_events::event::s3::{S3Event, S3EventRecord};
 use lambda_dedup::{Effect, Item, Reason, Value};
-use lambda_dedup_batch::{Account, Outcome};
+use lambda_dedup_engine::{Account, Outcome};
 use lambda_dedup_memory::MemoryStore;
 use serde_json::json;
 

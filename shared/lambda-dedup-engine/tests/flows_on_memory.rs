@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use lambda_dedup::{
     Effect, FaultKind, Item, KeySpec, ManualClock, Message, Retention, Scope, Value,
 };
-use lambda_dedup_batch::{
+use lambda_dedup_engine::{
     Deduplicator, HandlerError, Invalid, InvalidCause, LeasedDeduplicator, Outcome, Plan, Reason,
     RetryCause, Transient, TransientCause, run_batch, run_batch_transactional,
 };
@@ -182,7 +182,7 @@ async fn the_works_refusal_reaches_the_outcome_and_the_account_typed() {
             }))
         })
         .await;
-    let mut account = lambda_dedup_batch::Account::default();
+    let mut account = lambda_dedup_engine::Account::default();
     account.record(&timed_out);
     assert_eq!(account.transient_for(TransientCause::CallTimeout), 1);
     assert_eq!(account.retries_for(RetryCause::Transient), 1);
@@ -354,7 +354,7 @@ fn credit_effect(event: &lambda_dedup::Derived) -> Result<Effect, HandlerError> 
 #[tokio::test]
 async fn sequence_mode_applies_in_order_skips_duplicates_and_stops_at_a_gap() {
     let (store, _) = world();
-    let dedup = lambda_dedup_batch::SequencedDeduplicator::new(spec(), store.clone());
+    let dedup = lambda_dedup_engine::SequencedDeduplicator::new(spec(), store.clone());
     let source = lambda_dedup::SequenceSource::pointer("/data/seq");
     let batch = vec![
         stamped("m1", "e1", "a", 1, 5),

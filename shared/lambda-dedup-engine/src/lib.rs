@@ -40,7 +40,7 @@
 //! ```
 //! use std::time::Duration;
 //! use lambda_dedup::{Effect, Item, KeySpec, Message, Retention, Scope};
-//! use lambda_dedup_batch::{Deduplicator, Outcome, Plan};
+//! use lambda_dedup_engine::{Deduplicator, Outcome, Plan};
 //! use lambda_dedup_memory::MemoryStore;
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

@@ -252,11 +252,21 @@ pub(crate) fn run(root: &Path, messages: usize, delay_ms: u64, runs: usize) -> R
 
 /// `--modelled-only`: the modelled bed alone, on a debug build.
 pub(crate) fn modelled_only(root: &Path, messages: usize) -> Result<()> {
+    modelled(root, &debug_build(root)?, messages)
+}
+
+/// `--stores-only`: the PostgreSQL and Valkey rows alone, on a debug build.
+pub(crate) fn stores_only(root: &Path, messages: usize) -> Result<()> {
+    stores(root, &debug_build(root)?, messages)
+}
+
+/// The bench binary, built in debug.
+fn debug_build(root: &Path) -> Result<std::path::PathBuf> {
     let mut build = Command::new(crate::cargo());
     if !succeeds(build.current_dir(root).args(["build", "-p", "bench"])) {
         return Err("build failed".into());
     }
-    modelled(root, &crate::target_dir(root).join("debug/bench"), messages)
+    Ok(crate::target_dir(root).join("debug/bench"))
 }
 
 /// `bench modelled`: its section of docs/BENCHMARKS.md and docs/benchmarks-modelled.json.
@@ -269,15 +279,6 @@ fn modelled(root: &Path, bench: &Path, messages: usize) -> Result<()> {
     }
     println!("xtask: bench: wrote the modelled bed's section into docs/BENCHMARKS.md");
     Ok(())
-}
-
-/// `--stores-only`: the PostgreSQL and Valkey rows alone, on a debug build.
-pub(crate) fn stores_only(root: &Path, messages: usize) -> Result<()> {
-    let mut build = Command::new(crate::cargo());
-    if !succeeds(build.current_dir(root).args(["build", "-p", "bench"])) {
-        return Err("build failed".into());
-    }
-    stores(root, &crate::target_dir(root).join("debug/bench"), messages)
 }
 
 /// `bench stores` on a local PostgreSQL and a local Valkey: their table in docs/BENCHMARKS.md.

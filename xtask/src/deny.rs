@@ -15,7 +15,7 @@ const PROBE_BAN: &str = "rustls";
 
 /// The check, then the probe that it can fail.
 pub(crate) fn run(root: &Path) -> Result<()> {
-    let deny = crate::tools::cargo_deny(root)?;
+    let deny = crate::tools::installed(root, "cargo-deny", crate::tools::CARGO_DENY)?;
     let config = root.join("deny.toml");
     if !check(&deny, root, &config)?.0 {
         return Err("cargo deny found problems (licenses, bans or sources): see above".into());

@@ -376,11 +376,13 @@ fn leading_keys(t: &Value) -> Vec<String> {
                          scope it to {scope}",
                         f.id
                     )),
-                    Some(patterns) if !own_only(own.as_deref(), &patterns) => problems.push(format!(
+                    Some(patterns) if !own_only(own.as_deref(), &patterns) => {
+                        problems.push(format!(
                         "{}: its role's {sid} grant on {table} is scoped to {patterns:?}, not to \
                          its own consumer's keys {scope} (S1)",
                         f.id
-                    )),
+                    ))
+                    }
                     Some(_) => {}
                 }
             }
@@ -846,7 +848,7 @@ pub(crate) fn run(root: &Path, recorded: bool) -> Result<()> {
     let mut problems = check(&t);
     let rules = root.join("infra").join("rules");
     if rules.is_dir() {
-        let guard = crate::tools::cfn_guard(root)?;
+        let guard = crate::tools::installed(root, "cfn-guard", crate::tools::CFN_GUARD)?;
         problems.extend(guard_rules(&guard, &rules, &path)?);
     } else {
         // No rules to run: say so among the problems (cfn-guard is not installed for nothing).
@@ -880,7 +882,7 @@ pub(crate) fn run(root: &Path, recorded: bool) -> Result<()> {
     let mut problems = check_managed_instances(&load(&managed)?);
     // The encryption rules hold there too (its KMS option reaches its log group and role).
     if rules.is_dir() {
-        let guard = crate::tools::cfn_guard(root)?;
+        let guard = crate::tools::installed(root, "cfn-guard", crate::tools::CFN_GUARD)?;
         problems.extend(guard_rules(&guard, &rules.join(MANAGED_RULES), &managed)?);
     }
     if !problems.is_empty() {
@@ -1493,6 +1495,34 @@ mod tests {
         );
     }
 
+    /// Each `(place, value, problem)`: the committed template with `value` at `place` (see
+    /// [`at`]; `Value::Null` removes, as `check` reads it) is refused with a problem mentioning
+    /// `problem`, each change alone.
+    fn refuses(cases: &[(&str, Value, &str)]) {
+        for (place, value, expect) in cases {
+            broken(|t| *at(t, place) = value.clone(), expect);
+        }
+    }
+
+    /// The place `path` names in `t`, made if missing: `/A/B` from the template's top, `Id/A/B`
+    /// below the properties of the resource `Id`; a number indexes an array.
+    fn at<'a>(t: &'a mut Value, path: &str) -> &'a mut Value {
+        let (mut v, keys) = match path.strip_prefix('/') {
+            Some(keys) => (t, keys),
+            None => {
+                let (id, keys) = path.split_once('/').unwrap_or((path, ""));
+                (res(t, id), keys)
+            }
+        };
+        for key in keys.split('/').filter(|k| !k.is_empty()) {
+            v = match key.parse::<usize>() {
+                Ok(i) if v.is_array() => &mut v[i],
+                _ => &mut v[key],
+            };
+        }
+        v
+    }
+
     fn res<'a>(t: &'a mut Value, id: &str) -> &'a mut Value {
         &mut t["Resources"][id]["Properties"]
     }
@@ -1628,47 +1658,55 @@ mod tests {
 
     #[test]
     fn s9_retention_below_the_horizon_is_refused() {
-        broken(
-            |t| t["Parameters"]["RetentionSeconds"]["Default"] = 86_400.into(),
-            "does not exceed the redelivery horizon",
-        );
-        broken(
-            |t| t["Parameters"]["ReplayWindowSeconds"]["Default"] = 2_000_000.into(),
-            "does not exceed the redelivery horizon",
-        );
-        broken(
-            |t| res(t, "LedgerProjectorQueue")["MessageRetentionPeriod"] = 1_209_600.into(),
-            "does not exceed the redelivery horizon",
-        );
-        // A redrive from the DLQ days later is part of the horizon: the old 14-day retention
-        // does not cover 14 days in the DLQ on top of the queue's 4 and the replay window.
-        broken(
-            |t| t["Parameters"]["RetentionSeconds"]["Default"] = 1_209_600.into(),
-            "DLQ retention",
-        );
+        refuses(&[
+            (
+                "/Parameters/RetentionSeconds/Default",
+                86_400.into(),
+                "does not exceed the redelivery horizon",
+            ),
+            (
+                "/Parameters/ReplayWindowSeconds/Default",
+                2_000_000.into(),
+                "does not exceed the redelivery horizon",
+            ),
+            (
+                "LedgerProjectorQueue/MessageRetentionPeriod",
+                1_209_600.into(),
+                "does not exceed the redelivery horizon",
+            ),
+            // A redrive from the DLQ days later is part of the horizon: the old 14-day retention
+            // does not cover 14 days in the DLQ on top of the queue's 4 and the replay window.
+            (
+                "/Parameters/RetentionSeconds/Default",
+                1_209_600.into(),
+                "DLQ retention",
+            ),
+        ]);
     }
 
     #[test]
     fn s9_the_dlq_retention_variable_must_match_the_dlq() {
-        broken(
-            |t| res(t, "LedgerProjectorDLQ")["MessageRetentionPeriod"] = 345_600.into(),
+        refuses(&[(
+            "LedgerProjectorDLQ/MessageRetentionPeriod",
+            345_600.into(),
             "DEDUP_DLQ_RETENTION_SECONDS must equal",
-        );
+        )]);
     }
 
     #[test]
     fn s9_function_horizon_variables_must_match_the_queue() {
-        broken(
-            |t| {
-                t["Globals"]["Function"]["Environment"]["Variables"]["DEDUP_MAX_RECEIVE_COUNT"] =
-                    "3".into()
-            },
-            "DEDUP_MAX_RECEIVE_COUNT must equal",
-        );
-        broken(
-            |t| res(t, "FineNoticesQueue")["VisibilityTimeout"] = 240.into(),
-            "DEDUP_VISIBILITY_TIMEOUT_SECONDS must equal",
-        );
+        refuses(&[
+            (
+                "/Globals/Function/Environment/Variables/DEDUP_MAX_RECEIVE_COUNT",
+                "3".into(),
+                "DEDUP_MAX_RECEIVE_COUNT must equal",
+            ),
+            (
+                "FineNoticesQueue/VisibilityTimeout",
+                240.into(),
+                "DEDUP_VISIBILITY_TIMEOUT_SECONDS must equal",
+            ),
+        ]);
     }
 
     /// The template's environment is read by the functions' own settings reader: what would
@@ -1676,20 +1714,18 @@ mod tests {
     /// check-infra, not the first deploy.
     #[test]
     fn a_function_environment_its_settings_refuse_fails_the_check() {
-        broken(
-            |t| {
-                t["Globals"]["Function"]["Environment"]["Variables"]["DEDUP_LEASE_SECONDS"] =
-                    "2".into()
-            },
-            "DEDUP_LEASE_SECONDS (2s) must be longer than PROVIDER_TIMEOUT_MS",
-        );
-        broken(
-            |t| {
-                res(t, "PaymentDispatcher")["Environment"]["Variables"]["DEDUP_MAX_CONCURRENCY"] =
-                    "ten".into()
-            },
-            "PaymentDispatcher: with PaymentDispatcherQueue's redelivery horizon",
-        );
+        refuses(&[
+            (
+                "/Globals/Function/Environment/Variables/DEDUP_LEASE_SECONDS",
+                "2".into(),
+                "DEDUP_LEASE_SECONDS (2s) must be longer than PROVIDER_TIMEOUT_MS",
+            ),
+            (
+                "PaymentDispatcher/Environment/Variables/DEDUP_MAX_CONCURRENCY",
+                "ten".into(),
+                "PaymentDispatcher: with PaymentDispatcherQueue's redelivery horizon",
+            ),
+        ]);
     }
 
     /// One deadline margin: a relay's former `RELAY_DEADLINE_MARGIN_MS` (its record budget
@@ -1709,22 +1745,28 @@ mod tests {
 
     #[test]
     fn mark_table_needs_ttl_key_and_stream() {
-        broken(
-            |t| res(t, "MarkTable")["TimeToLiveSpecification"]["AttributeName"] = "ttl".into(),
-            "TTL enabled on `expires_at`",
-        );
-        broken(
-            |t| res(t, "MarkTable")["TimeToLiveSpecification"] = Value::Null,
-            "TTL enabled",
-        );
-        broken(
-            |t| res(t, "MarkTable")["StreamSpecification"] = Value::Null,
-            "stream with old images",
-        );
-        broken(
-            |t| res(t, "MarkTable")["StreamSpecification"]["StreamViewType"] = "KEYS_ONLY".into(),
-            "stream with old images",
-        );
+        refuses(&[
+            (
+                "MarkTable/TimeToLiveSpecification/AttributeName",
+                "ttl".into(),
+                "TTL enabled on `expires_at`",
+            ),
+            (
+                "MarkTable/TimeToLiveSpecification",
+                Value::Null,
+                "TTL enabled",
+            ),
+            (
+                "MarkTable/StreamSpecification",
+                Value::Null,
+                "stream with old images",
+            ),
+            (
+                "MarkTable/StreamSpecification/StreamViewType",
+                "KEYS_ONLY".into(),
+                "stream with old images",
+            ),
+        ]);
     }
 
     /// S4: a mark table replicated as an eventually consistent global table is refused;
@@ -1732,50 +1774,56 @@ mod tests {
     /// The rules with no test of their own before they moved to `infra/rules`.
     #[test]
     fn the_settings_role_and_mark_key_rules_refuse_a_broken_copy() {
-        broken(
-            |t| {
-                t["Globals"]["Function"]["Environment"]["Variables"]["DEDUP_NAMESPACE"] =
-                    Value::Null
-            },
-            "DEDUP_NAMESPACE is missing",
-        );
-        broken(
-            |t| {
-                t["Globals"]["Function"]["Environment"]["Variables"]["DEDUP_MARK_TABLE"] =
-                    "marks".into()
-            },
-            "DEDUP_MARK_TABLE must reference the mark table resource",
-        );
-        broken(
-            |t| res(t, "FineNotices")["Policies"] = serde_json::json!(["SQSPollerPolicy"]),
-            "FineNotices: use an explicit role, not SAM `Policies`",
-        );
-        broken(
-            |t| res(t, "MarkTable")["KeySchema"][0]["AttributeName"] = "id".into(),
-            "MarkTable: the mark table's partition key must be `pk`",
-        );
+        refuses(&[
+            (
+                "/Globals/Function/Environment/Variables/DEDUP_NAMESPACE",
+                Value::Null,
+                "DEDUP_NAMESPACE is missing",
+            ),
+            (
+                "/Globals/Function/Environment/Variables/DEDUP_MARK_TABLE",
+                "marks".into(),
+                "DEDUP_MARK_TABLE must reference the mark table resource",
+            ),
+            (
+                "FineNotices/Policies",
+                serde_json::json!(["SQSPollerPolicy"]),
+                "FineNotices: use an explicit role, not SAM `Policies`",
+            ),
+            (
+                "MarkTable/KeySchema/0/AttributeName",
+                "id".into(),
+                "MarkTable: the mark table's partition key must be `pk`",
+            ),
+        ]);
     }
 
     /// The mark and inbox tables cannot be deleted by a stack update or a slip (every event
     /// forgotten at once), and the inbox's raw bodies expire by TTL.
     #[test]
     fn the_mark_and_inbox_tables_are_protected_and_the_inbox_expires() {
-        broken(
-            |t| res(t, "MarkTable")["DeletionProtectionEnabled"] = Value::Null,
-            "the mark table needs DeletionProtectionEnabled",
-        );
-        broken(
-            |t| res(t, "InboxTable")["DeletionProtectionEnabled"] = false.into(),
-            "an inbox table needs DeletionProtectionEnabled",
-        );
-        broken(
-            |t| res(t, "InboxTable")["TimeToLiveSpecification"] = Value::Null,
-            "an inbox table needs TTL enabled on `expires_at`",
-        );
-        broken(
-            |t| res(t, "InboxTable")["TimeToLiveSpecification"]["AttributeName"] = "ttl".into(),
-            "an inbox table needs TTL enabled on `expires_at`",
-        );
+        refuses(&[
+            (
+                "MarkTable/DeletionProtectionEnabled",
+                Value::Null,
+                "the mark table needs DeletionProtectionEnabled",
+            ),
+            (
+                "InboxTable/DeletionProtectionEnabled",
+                false.into(),
+                "an inbox table needs DeletionProtectionEnabled",
+            ),
+            (
+                "InboxTable/TimeToLiveSpecification",
+                Value::Null,
+                "an inbox table needs TTL enabled on `expires_at`",
+            ),
+            (
+                "InboxTable/TimeToLiveSpecification/AttributeName",
+                "ttl".into(),
+                "an inbox table needs TTL enabled on `expires_at`",
+            ),
+        ]);
     }
 
     #[test]
@@ -1801,71 +1849,62 @@ mod tests {
 
     #[test]
     fn triggers_need_partial_batch_responses_and_dead_letters() {
-        broken(
-            |t| {
-                res(t, "LedgerProjector")["Events"]["Queue"]["Properties"]["FunctionResponseTypes"] =
-                    Value::Null
-            },
-            "ReportBatchItemFailures",
-        );
-        broken(
-            |t| {
-                res(t, "IntentRelay")["Events"]["Intents"]["Properties"]["FunctionResponseTypes"] =
-                    Value::Null
-            },
-            "ReportBatchItemFailures",
-        );
-        broken(
-            |t| res(t, "PaymentDispatcherQueue")["RedrivePolicy"] = Value::Null,
-            "RedrivePolicy",
-        );
-        broken(
-            |t| {
-                res(t, "FineNotices")["Environment"]["Variables"]["DEDUP_RECONCILIATION_QUEUE_URL"] =
-                    Value::Null
-            },
-            "DEDUP_RECONCILIATION_QUEUE_URL",
-        );
-        broken(
-            |t| {
-                res(t, "IntentRelay")["Events"]["Intents"]["Properties"]["DestinationConfig"] =
-                    Value::Null
-            },
-            "OnFailure",
-        );
+        refuses(&[
+            (
+                "LedgerProjector/Events/Queue/Properties/FunctionResponseTypes",
+                Value::Null,
+                "ReportBatchItemFailures",
+            ),
+            (
+                "IntentRelay/Events/Intents/Properties/FunctionResponseTypes",
+                Value::Null,
+                "ReportBatchItemFailures",
+            ),
+            (
+                "PaymentDispatcherQueue/RedrivePolicy",
+                Value::Null,
+                "RedrivePolicy",
+            ),
+            (
+                "FineNotices/Environment/Variables/DEDUP_RECONCILIATION_QUEUE_URL",
+                Value::Null,
+                "DEDUP_RECONCILIATION_QUEUE_URL",
+            ),
+            (
+                "IntentRelay/Events/Intents/Properties/DestinationConfig",
+                Value::Null,
+                "OnFailure",
+            ),
+        ]);
     }
 
     /// The joins refuse a reference to something that is not a queue of this template: a
     /// trigger on a queue given by ARN, a DLQ that is a topic.
     #[test]
     fn trigger_queues_and_their_dlqs_are_queues_of_this_template() {
-        broken(
-            |t| {
-                res(t, "LedgerProjector")["Events"]["Queue"]["Properties"]["Queue"] =
-                    "arn:aws:sqs:eu-west-1:123456789012:elsewhere".into()
-            },
-            "LedgerProjector.Queue: the queue must be a resource of this template",
-        );
-        broken(
-            |t| {
-                res(t, "FineNoticesQueue")["RedrivePolicy"]["deadLetterTargetArn"] =
-                    serde_json::json!({"Fn::GetAtt": ["AlarmTopic", "TopicArn"]})
-            },
-            "needs a RedrivePolicy to a dead-letter queue of this template",
-        );
+        refuses(&[
+            (
+                "LedgerProjector/Events/Queue/Properties/Queue",
+                "arn:aws:sqs:eu-west-1:123456789012:elsewhere".into(),
+                "LedgerProjector.Queue: the queue must be a resource of this template",
+            ),
+            (
+                "FineNoticesQueue/RedrivePolicy/deadLetterTargetArn",
+                serde_json::json!({"Fn::GetAtt": ["AlarmTopic", "TopicArn"]}),
+                "needs a RedrivePolicy to a dead-letter queue of this template",
+            ),
+        ]);
     }
 
     /// S12, S15: a stream trigger must bisect failing batches and give up records past an age,
     /// and the intent relay must sweep and alarm on what is left pending.
     #[test]
     fn stream_triggers_never_stall_and_the_relay_redrives() {
-        broken(
-            |t| {
-                res(t, "IntentRelay")["Events"]["Intents"]["Properties"]["BisectBatchOnFunctionError"] =
-                    false.into()
-            },
+        refuses(&[(
+            "IntentRelay/Events/Intents/Properties/BisectBatchOnFunctionError",
+            false.into(),
             "BisectBatchOnFunctionError must be true",
-        );
+        )]);
         broken(
             |t| {
                 res(t, "MarkAuditor")["Events"]
@@ -1887,17 +1926,18 @@ mod tests {
 
     #[test]
     fn the_webhook_and_kinesis_doors_are_guarded() {
-        broken(
-            |t| res(t, "WebhookReceiver")["ReservedConcurrentExecutions"] = Value::Null,
-            "ReservedConcurrentExecutions",
-        );
-        broken(
-            |t| {
-                res(t, "WebhookReceiver")["Environment"]["Variables"]["WEBHOOK_SECRETS"] =
-                    "a-secret-in-the-template".into()
-            },
-            "must verify signatures",
-        );
+        refuses(&[
+            (
+                "WebhookReceiver/ReservedConcurrentExecutions",
+                Value::Null,
+                "ReservedConcurrentExecutions",
+            ),
+            (
+                "WebhookReceiver/Environment/Variables/WEBHOOK_SECRETS",
+                "a-secret-in-the-template".into(),
+                "must verify signatures",
+            ),
+        ]);
         // The secret resolved into the function's configuration at deploy time (readable with
         // lambda:GetFunctionConfiguration, rotated only by a deploy) is refused too.
         broken(
@@ -1933,27 +1973,23 @@ mod tests {
             },
             "other than GetSecretValue",
         );
-        broken(
-            |t| {
-                t["Resources"]["InboxTable"]["Properties"]["StreamSpecification"]["StreamViewType"] =
-                    "KEYS_ONLY".into()
-            },
-            "must carry new images",
-        );
-        broken(
-            |t| {
-                res(t, "LedgerStream")["Events"]["Stream"]["Properties"]["DestinationConfig"] =
-                    Value::Null
-            },
-            "DestinationConfig.OnFailure",
-        );
-        broken(
-            |t| {
-                res(t, "LedgerStream")["Events"]["Stream"]["Properties"]["BisectBatchOnFunctionError"] =
-                    false.into()
-            },
-            "BisectBatchOnFunctionError",
-        );
+        refuses(&[
+            (
+                "InboxTable/StreamSpecification/StreamViewType",
+                "KEYS_ONLY".into(),
+                "must carry new images",
+            ),
+            (
+                "LedgerStream/Events/Stream/Properties/DestinationConfig",
+                Value::Null,
+                "DestinationConfig.OnFailure",
+            ),
+            (
+                "LedgerStream/Events/Stream/Properties/BisectBatchOnFunctionError",
+                false.into(),
+                "BisectBatchOnFunctionError",
+            ),
+        ]);
         broken(
             |t| remove_event(t, "InboxForwarder", "Sweep"),
             "InboxForwarder: needs a Schedule event",
@@ -1962,15 +1998,19 @@ mod tests {
             |t| remove_resource(t, "InboxForwarderOldestPendingAlarm"),
             "InboxForwarder: needs an alarm on OldestPendingSeconds",
         );
-        // What a function is, it declares; a relay's rules follow the declaration.
-        broken(
-            |t| t["Resources"]["IntentRelay"]["Metadata"]["LambdaDedupKind"] = Value::Null,
-            "IntentRelay: Metadata.LambdaDedupKind must say what the function is",
-        );
-        broken(
-            |t| t["Resources"]["LedgerProjector"]["Metadata"]["LambdaDedupKind"] = "relay".into(),
-            "LedgerProjector: needs a Schedule event",
-        );
+        refuses(&[
+            // What a function is, it declares; a relay's rules follow the declaration.
+            (
+                "/Resources/IntentRelay/Metadata/LambdaDedupKind",
+                Value::Null,
+                "IntentRelay: Metadata.LambdaDedupKind must say what the function is",
+            ),
+            (
+                "/Resources/LedgerProjector/Metadata/LambdaDedupKind",
+                "relay".into(),
+                "LedgerProjector: needs a Schedule event",
+            ),
+        ]);
         // S1 at the HTTP door: an http function names the caller its keys are scoped by.
         broken(
             |t| {
@@ -2041,24 +2081,23 @@ mod tests {
     /// alarmed.
     #[test]
     fn stream_retries_outlast_an_outage_and_kinesis_records_are_parked() {
-        let retries = |t: &mut Value, f: &str, ev: &str, n: i64| {
-            res(t, f)["Events"][ev]["Properties"]["MaximumRetryAttempts"] = n.into()
-        };
-        broken(
-            |t| retries(t, "LedgerStream", "Stream", 2),
-            "LedgerStream.Stream: MaximumRetryAttempts must be -1",
-        );
-        broken(
-            |t| retries(t, "IntentRelay", "Intents", 10_000),
-            "IntentRelay.Intents: MaximumRetryAttempts must be -1",
-        );
-        broken(
-            |t| {
-                res(t, "InboxForwarder")["Events"]["Inbox"]["Properties"]["MaximumRetryAttempts"] =
-                    Value::Null
-            },
-            "InboxForwarder.Inbox: MaximumRetryAttempts must be -1",
-        );
+        refuses(&[
+            (
+                "LedgerStream/Events/Stream/Properties/MaximumRetryAttempts",
+                2.into(),
+                "LedgerStream.Stream: MaximumRetryAttempts must be -1",
+            ),
+            (
+                "IntentRelay/Events/Intents/Properties/MaximumRetryAttempts",
+                10_000.into(),
+                "IntentRelay.Intents: MaximumRetryAttempts must be -1",
+            ),
+            (
+                "InboxForwarder/Events/Inbox/Properties/MaximumRetryAttempts",
+                Value::Null,
+                "InboxForwarder.Inbox: MaximumRetryAttempts must be -1",
+            ),
+        ]);
         for f in [
             "LedgerStream",
             "MarkAuditor",
@@ -2070,13 +2109,11 @@ mod tests {
                 &format!("{f}: needs an alarm on its IteratorAge"),
             );
         }
-        broken(
-            |t| {
-                res(t, "LedgerStream")["Environment"]["Variables"]["DEDUP_PARKING_QUEUE_URL"] =
-                    Value::Null
-            },
+        refuses(&[(
+            "LedgerStream/Environment/Variables/DEDUP_PARKING_QUEUE_URL",
+            Value::Null,
             "LedgerStream: a Kinesis function needs DEDUP_PARKING_QUEUE_URL",
-        );
+        )]);
         broken(
             |t| remove_resource(t, "LedgerStreamParkingAlarm"),
             "LedgerStream: a parking queue needs an alarm on its depth",
@@ -2089,10 +2126,11 @@ mod tests {
 
     #[test]
     fn visibility_timeout_must_cover_six_function_timeouts() {
-        broken(
-            |t| t["Globals"]["Function"]["Timeout"] = 60.into(),
+        refuses(&[(
+            "/Globals/Function/Timeout",
+            60.into(),
             "under 6 x the function timeout",
-        );
+        )]);
     }
 
     /// S1: each consumer's role is scoped to its own keys in the shipped template; a role that
@@ -2271,14 +2309,18 @@ mod tests {
     /// reaching every table, queue, log group and role: a copy that loses any of it is refused.
     #[test]
     fn every_table_and_queue_is_encrypted_and_takes_the_kms_option() {
-        broken(
-            |t| res(t, "MarkTable")["SSESpecification"] = Value::Null,
-            "a table needs SSESpecification",
-        );
-        broken(
-            |t| res(t, "FinesTable")["SSESpecification"]["KMSMasterKeyId"] = Value::Null,
-            "a table's SSESpecification needs KMSMasterKeyId",
-        );
+        refuses(&[
+            (
+                "MarkTable/SSESpecification",
+                Value::Null,
+                "a table needs SSESpecification",
+            ),
+            (
+                "FinesTable/SSESpecification/KMSMasterKeyId",
+                Value::Null,
+                "a table's SSESpecification needs KMSMasterKeyId",
+            ),
+        ]);
         broken(
             |t| {
                 let q = res(t, "LedgerProjectorQueue");
@@ -2287,18 +2329,23 @@ mod tests {
             },
             "a queue's SqsManagedSseEnabled must be true when no customer-managed key is given",
         );
-        broken(
-            |t| res(t, "RelayFailures")["KmsMasterKeyId"] = Value::Null,
-            "needs KmsMasterKeyId under the same condition",
-        );
-        broken(
-            |t| res(t, "ReconciliationQueue")["SqsManagedSseEnabled"] = Value::Null,
-            "a queue needs SqsManagedSseEnabled",
-        );
-        broken(
-            |t| res(t, "LedgerProjectorLogs")["KmsKeyId"] = Value::Null,
-            "a log group needs KmsKeyId",
-        );
+        refuses(&[
+            (
+                "RelayFailures/KmsMasterKeyId",
+                Value::Null,
+                "needs KmsMasterKeyId under the same condition",
+            ),
+            (
+                "ReconciliationQueue/SqsManagedSseEnabled",
+                Value::Null,
+                "a queue needs SqsManagedSseEnabled",
+            ),
+            (
+                "LedgerProjectorLogs/KmsKeyId",
+                Value::Null,
+                "a log group needs KmsKeyId",
+            ),
+        ]);
         broken(
             |t| {
                 statements(t, "PaymentDispatcherRole")
@@ -2421,22 +2468,24 @@ mod tests {
 
     #[test]
     fn runtime_architecture_and_logging_are_enforced() {
-        broken(
-            |t| t["Globals"]["Function"]["Architectures"] = serde_json::json!(["x86_64"]),
-            "arm64",
-        );
-        broken(
-            |t| res(t, "FineNotices")["LoggingConfig"]["LogFormat"] = "Text".into(),
-            "JSON",
-        );
-        broken(
-            |t| t["Globals"]["Function"]["Runtime"] = "provided.al2".into(),
-            "provided.al2023",
-        );
-        broken(
-            |t| t["Resources"]["IntentRelay"]["Metadata"] = Value::Null,
-            "rust-cargolambda",
-        );
+        refuses(&[
+            (
+                "/Globals/Function/Architectures",
+                serde_json::json!(["x86_64"]),
+                "arm64",
+            ),
+            ("FineNotices/LoggingConfig/LogFormat", "Text".into(), "JSON"),
+            (
+                "/Globals/Function/Runtime",
+                "provided.al2".into(),
+                "provided.al2023",
+            ),
+            (
+                "/Resources/IntentRelay/Metadata",
+                Value::Null,
+                "rust-cargolambda",
+            ),
+        ]);
     }
 
     #[test]

@@ -67,58 +67,33 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
 /// The pinned version of `cfn-guard`.
 pub(crate) const CFN_GUARD: &str = "3.2.1";
 
-/// The `cfn-guard` binary, installed first if needed (`cargo install --locked`, from crates.io,
-/// into `.cache/cfn-guard`; a few minutes on two cores, the first time only).
-pub(crate) fn cfn_guard(root: &Path) -> Result<PathBuf> {
-    let dir = root.join(".cache").join("cfn-guard");
-    let bin = dir.join("bin").join("cfn-guard");
-    let stamp = dir.join(format!(".installed-{CFN_GUARD}"));
-    if stamp.is_file() && bin.is_file() {
-        return Ok(bin);
-    }
-    crate::step(format!(
-        "installing cfn-guard {CFN_GUARD} into .cache/cfn-guard (cargo install --locked; first run only, a few minutes)"
-    ));
-    let status = Command::new(crate::cargo())
-        .args(["install", "--locked", "--quiet"])
-        .arg(format!("cfn-guard@{CFN_GUARD}"))
-        .arg("--root")
-        .arg(&dir)
-        .status()
-        .map_err(|e| format!("cargo install cfn-guard: {e}"))?;
-    if !status.success() || !bin.is_file() {
-        return Err(format!("cargo install cfn-guard@{CFN_GUARD} failed"));
-    }
-    fs::write(&stamp, "").map_err(|e| format!("{}: {e}", stamp.display()))?;
-    Ok(bin)
-}
-
 /// The pinned version of `cargo-deny`.
 pub(crate) const CARGO_DENY: &str = "0.20.0";
 
-/// The `cargo-deny` binary, installed first if needed (`cargo install --locked`, from
-/// crates.io, into `.cache/cargo-deny`; a few minutes on two cores, the first time only).
-pub(crate) fn cargo_deny(root: &Path) -> Result<PathBuf> {
-    let dir = root.join(".cache").join("cargo-deny");
-    let bin = dir.join("bin").join("cargo-deny");
-    let stamp = dir.join(format!(".installed-{CARGO_DENY}"));
+/// The binary of the crate `name` at `version` (`cfn-guard`, `cargo-deny`), installed first if
+/// needed (`cargo install --locked`, from crates.io, into `.cache/{name}`; a few minutes on two
+/// cores, the first time only).
+pub(crate) fn installed(root: &Path, name: &str, version: &str) -> Result<PathBuf> {
+    let dir = root.join(".cache").join(name);
+    let bin = dir.join("bin").join(name);
+    let stamp = dir.join(format!(".installed-{version}"));
     if stamp.is_file() && bin.is_file() {
         return Ok(bin);
     }
     crate::step(format!(
-        "installing cargo-deny {CARGO_DENY} into .cache/cargo-deny (cargo install --locked; first run only, a few minutes)"
+        "installing {name} {version} into .cache/{name} (cargo install --locked; first run only, a few minutes)"
     ));
     let status = Command::new(crate::cargo())
         .args(["install", "--locked", "--quiet"])
-        .arg(format!("cargo-deny@{CARGO_DENY}"))
+        .arg(format!("{name}@{version}"))
         // Over a binary left without its stamp (another version, an interrupted install).
         .arg("--force")
         .arg("--root")
         .arg(&dir)
         .status()
-        .map_err(|e| format!("cargo install cargo-deny: {e}"))?;
+        .map_err(|e| format!("cargo install {name}: {e}"))?;
     if !status.success() || !bin.is_file() {
-        return Err(format!("cargo install cargo-deny@{CARGO_DENY} failed"));
+        return Err(format!("cargo install {name}@{version} failed"));
     }
     fs::write(&stamp, "").map_err(|e| format!("{}: {e}", stamp.display()))?;
     Ok(bin)

@@ -124,9 +124,7 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
 /// its own settings reader, so it starts (S9).
 pub(crate) fn check_managed_instances(t: &Value) -> Vec<String> {
     let mut problems = leading_keys(t);
-    let resources = t["Resources"].as_object().into_iter().flatten();
-    let providers: Vec<&String> = resources
-        .filter(|(_, r)| r["Type"] == "AWS::Serverless::CapacityProvider")
+    let providers: Vec<&String> = of_type(t, "AWS::Serverless::CapacityProvider")
         .map(|(id, _)| id)
         .collect();
     if providers.is_empty() {
@@ -175,12 +173,23 @@ struct Function<'a> {
     statements: Vec<&'a Value>,
 }
 
+/// The resources of `t` of the type `ty`, with their ids.
+fn of_type<'a>(t: &'a Value, ty: &'a str) -> impl Iterator<Item = (&'a String, &'a Value)> {
+    let resources = t["Resources"].as_object().into_iter().flatten();
+    resources.filter(move |(_, r)| r["Type"] == ty)
+}
+
+/// Whether `statement`'s actions include sending to a queue.
+fn sends(statement: &Value) -> bool {
+    strings(&statement["Action"])
+        .iter()
+        .any(|a| a == "sqs:SendMessage" || a == "sqs:*")
+}
+
 /// The template's functions.
 fn functions(t: &Value) -> Vec<Function<'_>> {
     let global = &t["Globals"]["Function"];
-    let resources = t["Resources"].as_object().into_iter().flatten();
-    resources
-        .filter(|(_, r)| r["Type"] == "AWS::Serverless::Function")
+    of_type(t, "AWS::Serverless::Function")
         .map(|(id, r)| {
             let p = &r["Properties"];
             let role = ref_target(&p["Role"]).map(|rid| &t["Resources"][rid]);
@@ -460,18 +469,14 @@ fn forwarded_queue_senders(t: &Value) -> Vec<String> {
         let Some(role) = ref_target(&f.p["Role"]) else {
             continue;
         };
-        let resources = t["Resources"].as_object().into_iter().flatten();
-        let denies_others = resources
-            .filter(|(_, r)| r["Type"] == "AWS::SQS::QueuePolicy")
+        let denies_others = of_type(t, "AWS::SQS::QueuePolicy")
             .filter(|(_, r)| refs(&r["Properties"]["Queues"]).iter().any(|q| q == queue))
             .filter_map(|(_, r)| r["Properties"]["PolicyDocument"]["Statement"].as_array())
             .flatten()
             .any(|st| {
                 st["Effect"] == "Deny"
                     && st["Principal"] == "*"
-                    && strings(&st["Action"])
-                        .iter()
-                        .any(|a| a == "sqs:SendMessage" || a == "sqs:*")
+                    && sends(st)
                     && refs(&st["Condition"]["ArnNotEquals"]["aws:PrincipalArn"])
                         .iter()
                         .any(|r| r == role)
@@ -537,8 +542,7 @@ fn secrets_by_arn(t: &Value) -> Vec<String> {
 /// compares strings, and a `!Sub "arn:...:table/*"` is an object to it.
 fn substituted_wildcards(t: &Value) -> Vec<String> {
     let mut problems = Vec::new();
-    let resources = t["Resources"].as_object().into_iter().flatten();
-    for (id, r) in resources.filter(|(_, r)| r["Type"] == "AWS::IAM::Role") {
+    for (id, r) in of_type(t, "AWS::IAM::Role") {
         let policies = r["Properties"]["Policies"].as_array().into_iter().flatten();
         for statement in policies.flat_map(|p| statements_of(&p["PolicyDocument"]["Statement"])) {
             let data = strings(&statement["Action"])
@@ -562,15 +566,11 @@ fn substituted_wildcards(t: &Value) -> Vec<String> {
 /// put a forged notification on the queue (an S3 sequencer of S3's own width pins its object).
 fn service_senders_bound(t: &Value) -> Vec<String> {
     let mut problems = Vec::new();
-    let resources = t["Resources"].as_object().into_iter().flatten();
-    for (id, r) in resources.filter(|(_, r)| r["Type"] == "AWS::SQS::QueuePolicy") {
+    for (id, r) in of_type(t, "AWS::SQS::QueuePolicy") {
         let document = &r["Properties"]["PolicyDocument"]["Statement"];
         for statement in statements_of(document) {
-            let sends = strings(&statement["Action"])
-                .iter()
-                .any(|a| a == "sqs:SendMessage" || a == "sqs:*");
             let services = strings(&statement["Principal"]["Service"]);
-            if statement["Effect"] != "Allow" || !sends || services.is_empty() {
+            if statement["Effect"] != "Allow" || !sends(statement) || services.is_empty() {
                 continue;
             }
             let condition = &statement["Condition"];
@@ -845,17 +845,39 @@ const MANAGED_RULES: &str = "encryption.guard";
 pub(crate) fn run(root: &Path, recorded: bool) -> Result<()> {
     let path = root.join("infra").join("template.yaml");
     let t = load(&path)?;
-    let mut problems = check(&t);
     let rules = root.join("infra").join("rules");
-    if rules.is_dir() {
-        let guard = crate::tools::installed(root, "cfn-guard", crate::tools::CFN_GUARD)?;
-        problems.extend(guard_rules(&guard, &rules, &path)?);
-    } else {
+    let mut problems = check(&t);
+    if !rules.is_dir() {
         // No rules to run: say so among the problems (cfn-guard is not installed for nothing).
         problems.push(format!(
             "{} is missing: the template's cfn-guard rules were not run",
             rules.display()
         ));
+    }
+    verified(root, &path, problems, &rules)?;
+    println!(
+        "xtask: check-infra: infra/template.yaml keeps every guarded invariant (the rules of infra/rules, run by cfn-guard {}, and the computed ones), and cfn-lint is clean",
+        crate::tools::CFN_GUARD
+    );
+    let managed = root.join("infra").join("managed-instances.yaml");
+    // The encryption rules hold there too (its KMS option reaches its log group and role).
+    let problems = check_managed_instances(&load(&managed)?);
+    verified(root, &managed, problems, &rules.join(MANAGED_RULES))?;
+    println!(
+        "xtask: check-infra: infra/managed-instances.yaml puts its functions on a capacity provider, each starts with its variables, and cfn-lint is clean"
+    );
+    if recorded {
+        recorded_privileges(root, &t)?;
+    }
+    Ok(())
+}
+
+/// The template `path` refused for `problems` (what [`check`] computed) or what the cfn-guard
+/// rules `rules` (when they are there) or cfn-lint find in it.
+fn verified(root: &Path, path: &Path, mut problems: Vec<String>, rules: &Path) -> Result<()> {
+    if rules.exists() {
+        let guard = crate::tools::installed(root, "cfn-guard", crate::tools::CFN_GUARD)?;
+        problems.extend(guard_rules(&guard, rules, path)?);
     }
     if !problems.is_empty() {
         return Err(format!(
@@ -865,45 +887,13 @@ pub(crate) fn run(root: &Path, recorded: bool) -> Result<()> {
             problems.join("\n  - ")
         ));
     }
-    println!(
-        "xtask: check-infra: infra/template.yaml keeps every guarded invariant (the rules of infra/rules, run by cfn-guard {}, and the computed ones)",
-        crate::tools::CFN_GUARD
-    );
     let bin = crate::tools::ensure(root)?;
     let status = std::process::Command::new(bin.join("cfn-lint"))
-        .arg(&path)
+        .arg(path)
         .status()
         .map_err(|e| format!("cfn-lint: {e}"))?;
     if !status.success() {
-        return Err("cfn-lint found problems in infra/template.yaml".into());
-    }
-    println!("xtask: check-infra: cfn-lint clean");
-    let managed = root.join("infra").join("managed-instances.yaml");
-    let mut problems = check_managed_instances(&load(&managed)?);
-    // The encryption rules hold there too (its KMS option reaches its log group and role).
-    if rules.is_dir() {
-        let guard = crate::tools::installed(root, "cfn-guard", crate::tools::CFN_GUARD)?;
-        problems.extend(guard_rules(&guard, &rules.join(MANAGED_RULES), &managed)?);
-    }
-    if !problems.is_empty() {
-        return Err(format!(
-            "{}:\n  - {}",
-            managed.display(),
-            problems.join("\n  - ")
-        ));
-    }
-    let status = std::process::Command::new(bin.join("cfn-lint"))
-        .arg(&managed)
-        .status()
-        .map_err(|e| format!("cfn-lint: {e}"))?;
-    if !status.success() {
-        return Err("cfn-lint found problems in infra/managed-instances.yaml".into());
-    }
-    println!(
-        "xtask: check-infra: infra/managed-instances.yaml puts its functions on a capacity provider, each starts with its variables, and cfn-lint is clean"
-    );
-    if recorded {
-        recorded_privileges(root, &t)?;
+        return Err(format!("cfn-lint found problems in {}", path.display()));
     }
     Ok(())
 }
@@ -1172,12 +1162,7 @@ mod tests {
         // S1: its mark-table grant (an ARN `!Sub` of the table parameter) is scoped too.
         let unscoped = {
             let mut t = t.clone();
-            let statements = t["Resources"]["LedgerProjectorRole"]["Properties"]["Policies"][0]
-                ["PolicyDocument"]["Statement"]
-                .as_array_mut()
-                .expect("statements");
-            let mark = statements.iter_mut().find(|s| s["Sid"] == "MarkTable");
-            mark.expect("the mark-table grant")["Condition"] = Value::Null;
+            statement(&mut t, "LedgerProjectorRole", "MarkTable")["Condition"] = Value::Null;
             check_managed_instances(&t)
         };
         assert!(
@@ -1197,6 +1182,16 @@ mod tests {
         BTreeMap::from([("ledger".to_owned(), actions)])
     }
 
+    /// The calls of the small template's consumer that use each of its grants and no more.
+    const EXACT_CALLS: &[(&str, &str)] = &[
+        ("dynamodb:PutItem", "local-marks"),
+        ("dynamodb:UpdateItem", "local-balances"),
+    ];
+
+    fn exact_calls() -> Calls {
+        calls(EXACT_CALLS)
+    }
+
     fn local_env() -> Vec<(String, String)> {
         vec![
             ("DEDUP_NAMESPACE".into(), "local".into()),
@@ -1208,24 +1203,12 @@ mod tests {
     #[test]
     fn least_privilege_is_proven_both_ways_against_the_recorded_calls() {
         let t = small();
-        let exact = calls(&[
-            ("dynamodb:PutItem", "local-marks"),
-            ("dynamodb:UpdateItem", "local-balances"),
-        ]);
+        let exact = exact_calls();
         assert_eq!(privileges(&t, &exact, &local_env()), Vec::<String>::new());
         // A call the role does not grant: production would fail every message.
-        let more = calls(&[
-            ("dynamodb:PutItem", "local-marks"),
-            ("dynamodb:UpdateItem", "local-balances"),
-            ("dynamodb:GetItem", "local-marks"),
-        ]);
+        let more = calls(&[EXACT_CALLS, &[("dynamodb:GetItem", "local-marks")]].concat());
         let problems = privileges(&t, &more, &local_env());
-        assert!(
-            problems
-                .iter()
-                .any(|p| p.contains("dynamodb:GetItem") && p.contains("does not grant")),
-            "{problems:?}"
-        );
+        assert_mentions_all(&problems, &["dynamodb:GetItem", "does not grant"]);
         // A function that called something and has no role at all in the template.
         let mut ghost = exact.clone();
         ghost.insert(
@@ -1242,18 +1225,9 @@ mod tests {
         // A grant never used: more privilege than the code needs.
         let fewer = calls(&[("dynamodb:PutItem", "local-marks")]);
         let problems = privileges(&t, &fewer, &local_env());
-        assert!(
-            problems
-                .iter()
-                .any(|p| p.contains("dynamodb:UpdateItem") && p.contains("never called")),
-            "{problems:?}"
-        );
+        assert_mentions_all(&problems, &["dynamodb:UpdateItem", "never called"]);
         // A table no environment variable names cannot be matched to the template.
-        let stray = calls(&[
-            ("dynamodb:PutItem", "local-marks"),
-            ("dynamodb:UpdateItem", "local-balances"),
-            ("dynamodb:PutItem", "somewhere-else"),
-        ]);
+        let stray = calls(&[EXACT_CALLS, &[("dynamodb:PutItem", "somewhere-else")]].concat());
         assert!(!privileges(&t, &stray, &local_env()).is_empty());
     }
 
@@ -1263,10 +1237,7 @@ mod tests {
     #[test]
     fn recorded_mark_keys_must_match_the_roles_leading_keys() {
         let t = small();
-        let exact = calls(&[
-            ("dynamodb:PutItem", "local-marks"),
-            ("dynamodb:UpdateItem", "local-balances"),
-        ]);
+        let exact = exact_calls();
         assert_eq!(privileges(&t, &exact, &local_env()), Vec::<String>::new());
         for stray in [
             "local#payments#00ff",
@@ -1287,10 +1258,7 @@ mod tests {
             );
         }
         let problems = privileges_with(&t, &exact, &Keys::new(), &local_env());
-        assert!(
-            problems.iter().any(|p| p.contains("no partition key")),
-            "{problems:?}"
-        );
+        assert_mentions(&problems, "no partition key");
     }
 
     /// S1, in the template: a mark-table grant without the condition, or scoped to another
@@ -1361,10 +1329,7 @@ mod tests {
             err.contains("full suite") && err.contains("recorded at") && err.contains("UpdateItem"),
             "{err}"
         );
-        let exact = calls(&[
-            ("dynamodb:PutItem", "local-marks"),
-            ("dynamodb:UpdateItem", "local-balances"),
-        ]);
+        let exact = exact_calls();
         Record::new(exact, own_keys(), local_env())
             .save(&root)
             .expect("save");
@@ -1461,26 +1426,14 @@ mod tests {
             .as_object_mut()
             .expect("log group")
             .remove("KmsKeyId");
-        assert!(
-            problems(&no_key)
-                .iter()
-                .any(|p| p.contains("log group needs KmsKeyId")),
-            "{:?}",
-            problems(&no_key)
-        );
+        assert_mentions(&problems(&no_key), "log group needs KmsKeyId");
         let mut no_grant = t.clone();
         no_grant["Resources"]["LedgerProjectorRole"]["Properties"]["Policies"][0]["PolicyDocument"]
             ["Statement"]
             .as_array_mut()
             .expect("statements")
             .remove(0);
-        assert!(
-            problems(&no_grant)
-                .iter()
-                .any(|p| p.contains("kms:Decrypt")),
-            "{:?}",
-            problems(&no_grant)
-        );
+        assert_mentions(&problems(&no_grant), "kms:Decrypt");
     }
 
     fn broken(edit: impl FnOnce(&mut Value), expect: &str) {
@@ -1489,9 +1442,19 @@ mod tests {
         let Some(problems) = all_problems(&t) else {
             return;
         };
+        assert_mentions(&problems, expect);
+    }
+
+    /// One of `problems` mentions `expect` (else they are the failure).
+    fn assert_mentions(problems: &[String], expect: &str) {
+        assert_mentions_all(problems, &[expect]);
+    }
+
+    /// One of `problems` mentions each of `all` (else they are the failure).
+    fn assert_mentions_all(problems: &[String], all: &[&str]) {
         assert!(
-            problems.iter().any(|p| p.contains(expect)),
-            "expected a problem mentioning {expect:?}, got {problems:#?}"
+            problems.iter().any(|p| all.iter().all(|m| p.contains(m))),
+            "expected a problem mentioning {all:?}, got {problems:#?}"
         );
     }
 
@@ -1530,6 +1493,13 @@ mod tests {
     /// The statements of the first inline policy of the role `role`.
     fn statements<'a>(t: &'a mut Value, role: &str) -> &'a mut Value {
         &mut res(t, role)["Policies"][0]["PolicyDocument"]["Statement"]
+    }
+
+    /// The statement `sid` in the first inline policy of the role `role`.
+    fn statement<'a>(t: &'a mut Value, role: &str, sid: &str) -> &'a mut Value {
+        let all = statements(t, role).as_array_mut().expect("statements");
+        let found = all.iter_mut().find(|s| s["Sid"] == sid);
+        found.unwrap_or_else(|| panic!("{role} has no statement {sid}"))
     }
 
     /// Removes the resource `id` from the template.
@@ -1572,27 +1542,18 @@ mod tests {
         };
         let bucket = serde_json::json!({"Fn::Sub": "arn:${AWS::Partition}:s3:::catalog-uploads"});
         let none = with(&mut t, serde_json::json!({}));
-        assert!(
-            none.iter().any(|p| p.contains("without an aws:SourceArn")),
-            "{none:?}"
-        );
+        assert_mentions(&none, "without an aws:SourceArn");
         let no_account = with(
             &mut t,
             serde_json::json!({"ArnEquals": {"aws:SourceArn": bucket}}),
         );
-        assert!(
-            no_account.iter().any(|p| p.contains("aws:SourceAccount")),
-            "{no_account:?}"
-        );
+        assert_mentions(&no_account, "aws:SourceAccount");
         let any_bucket = with(
             &mut t,
             serde_json::json!({"ArnLike": {"aws:SourceArn": "arn:aws:s3:::*"},
                 "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}),
         );
-        assert!(
-            any_bucket.iter().any(|p| p.contains("wildcard")),
-            "{any_bucket:?}"
-        );
+        assert_mentions(&any_bucket, "wildcard");
         let bound = with(
             &mut t,
             serde_json::json!({"ArnEquals": {"aws:SourceArn": bucket},
@@ -1914,14 +1875,7 @@ mod tests {
             },
             "MaximumRecordAgeInSeconds must be set",
         );
-        broken(
-            |t| remove_event(t, "IntentRelay", "Sweep"),
-            "needs a Schedule event",
-        );
-        broken(
-            |t| remove_resource(t, "IntentRelayOldestPendingAlarm"),
-            "OldestPendingSeconds",
-        );
+        sweeps_and_alarms("IntentRelay");
     }
 
     #[test]
@@ -1950,29 +1904,18 @@ mod tests {
             },
             "WEBHOOK_SECRETS_ARN must name the Secrets Manager secret",
         );
+        let secret = |t: &mut Value, key: &str, value: Value| {
+            statement(t, "WebhookReceiverRole", "WebhookSecret")[key] = value;
+        };
         broken(
-            |t| {
-                let st = statements(t, "WebhookReceiverRole")
-                    .as_array_mut()
-                    .and_then(|s| s.iter_mut().find(|s| s["Sid"] == "WebhookSecret"))
-                    .expect("the secret's grant");
-                st["Resource"] = "*".into();
-            },
+            |t| secret(t, "Resource", "*".into()),
             "names its one secret",
         );
-        broken(
-            |t| {
-                let st = statements(t, "WebhookReceiverRole")
-                    .as_array_mut()
-                    .and_then(|s| s.iter_mut().find(|s| s["Sid"] == "WebhookSecret"))
-                    .expect("the secret's grant");
-                st["Action"] = serde_json::json!([
-                    "secretsmanager:GetSecretValue",
-                    "secretsmanager:PutSecretValue"
-                ]);
-            },
-            "other than GetSecretValue",
-        );
+        let two = serde_json::json!([
+            "secretsmanager:GetSecretValue",
+            "secretsmanager:PutSecretValue"
+        ]);
+        broken(|t| secret(t, "Action", two), "other than GetSecretValue");
         refuses(&[
             (
                 "InboxTable/StreamSpecification/StreamViewType",
@@ -1990,14 +1933,7 @@ mod tests {
                 "BisectBatchOnFunctionError",
             ),
         ]);
-        broken(
-            |t| remove_event(t, "InboxForwarder", "Sweep"),
-            "InboxForwarder: needs a Schedule event",
-        );
-        broken(
-            |t| remove_resource(t, "InboxForwarderOldestPendingAlarm"),
-            "InboxForwarder: needs an alarm on OldestPendingSeconds",
-        );
+        sweeps_and_alarms("InboxForwarder");
         refuses(&[
             // What a function is, it declares; a relay's rules follow the declaration.
             (
@@ -2177,36 +2113,26 @@ mod tests {
     #[test]
     fn the_forwarders_inbox_writes_are_scoped_to_the_receivers_keys() {
         assert_eq!(leading_keys(&template()), Vec::<String>::new());
-        let edit = |f: &dyn Fn(&mut Value)| {
-            let mut t = template();
-            let st = statements(&mut t, "InboxForwarderRole")
-                .as_array_mut()
-                .and_then(|s| s.iter_mut().find(|s| s["Sid"] == "InboxItems"))
-                .expect("the forwarder's inbox grant");
-            f(st);
-            leading_keys(&t)
-        };
-        type Change<'a> = &'a dyn Fn(&mut Value);
+        fn inbox(t: &mut Value) -> &mut Value {
+            statement(t, "InboxForwarderRole", "InboxItems")
+        }
         let cases: [(&str, Change<'_>); 3] = [
-            ("unscoped", &|st: &mut Value| st["Condition"] = Value::Null),
-            ("its own keys", &|st: &mut Value| {
-                st["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] =
+            ("unscoped", &|t| inbox(t)["Condition"] = Value::Null),
+            ("its own keys", &|t| {
+                inbox(t)["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] =
                     serde_json::json!([{"Fn::Sub": "${Namespace}#inbox-forwarder#*"}]);
             }),
-            ("the Scan with the write, unscoped", &|st: &mut Value| {
+            ("the Scan with the write, unscoped", &|t| {
+                let st = inbox(t);
                 st["Action"] = serde_json::json!(["dynamodb:UpdateItem", "dynamodb:Scan"]);
                 st["Condition"] = Value::Null;
             }),
         ];
-        for (what, change) in cases {
-            let problems = edit(change);
-            assert!(
-                problems
-                    .iter()
-                    .any(|p| p.contains("InboxForwarder") && p.contains("the receiver's keys")),
-                "{what}: {problems:?}"
-            );
-        }
+        each_refused(
+            leading_keys,
+            &cases,
+            &["InboxForwarder", "the receiver's keys"],
+        );
     }
 
     /// Issue 42: the ledger's queue, which inbox-forwarder feeds, denies every sender but the
@@ -2218,18 +2144,17 @@ mod tests {
         let statement = |t: &mut Value| -> Value {
             res(t, "LedgerProjectorQueuePolicy")["PolicyDocument"]["Statement"][0].clone()
         };
-        type Change<'a> = &'a dyn Fn(&mut Value);
         let cases: [(&str, Change<'_>); 3] = [
-            ("no policy", &|t: &mut Value| {
+            ("no policy", &|t| {
                 remove_resource(t, "LedgerProjectorQueuePolicy")
             }),
-            ("an allow", &|t: &mut Value| {
+            ("an allow", &|t| {
                 let mut st = statement(t);
                 st["Effect"] = "Allow".into();
                 res(t, "LedgerProjectorQueuePolicy")["PolicyDocument"]["Statement"] =
                     serde_json::json!([st]);
             }),
-            ("without the forwarder", &|t: &mut Value| {
+            ("without the forwarder", &|t| {
                 let mut st = statement(t);
                 st["Condition"]["ArnNotEquals"]["aws:PrincipalArn"] =
                     serde_json::json!([{"Ref": "LedgerProducerArns"}]);
@@ -2237,14 +2162,44 @@ mod tests {
                     serde_json::json!([st]);
             }),
         ];
+        each_refused(
+            forwarded_queue_senders,
+            &cases,
+            &["LedgerProjectorQueue", "InboxForwarderRole"],
+        );
+    }
+
+    /// The relay `f` is refused without its sweep's schedule, or without the alarm on what it
+    /// leaves pending.
+    fn sweeps_and_alarms(f: &str) {
+        broken(
+            |t| remove_event(t, f, "Sweep"),
+            &format!("{f}: needs a Schedule event"),
+        );
+        broken(
+            |t| remove_resource(t, &format!("{f}OldestPendingAlarm")),
+            &format!("{f}: needs an alarm on OldestPendingSeconds"),
+        );
+    }
+
+    /// A change to the template, for a table of cases.
+    type Change<'a> = &'a dyn Fn(&mut Value);
+
+    /// Each case's change, made alone to the committed template, makes `check` report a problem
+    /// mentioning every one of `mentions`.
+    fn each_refused(
+        check: fn(&Value) -> Vec<String>,
+        cases: &[(&str, Change<'_>)],
+        mentions: &[&str],
+    ) {
         for (what, change) in cases {
             let mut t = template();
             change(&mut t);
-            let problems = forwarded_queue_senders(&t);
+            let problems = check(&t);
             assert!(
                 problems
                     .iter()
-                    .any(|p| p.contains("LedgerProjectorQueue") && p.contains("InboxForwarderRole")),
+                    .any(|p| mentions.iter().all(|m| p.contains(m))),
                 "{what}: {problems:?}"
             );
         }
@@ -2259,47 +2214,19 @@ mod tests {
             ("LedgerStreamRole", "MarkTable"),
             ("WebhookReceiverRole", "InboxTable"),
         ] {
-            let drop = |t: &mut Value| {
-                for st in statements(t, role).as_array_mut().expect("statements") {
-                    if st["Sid"] == sid {
-                        st["Condition"] = Value::Null;
-                    }
-                }
-            };
             let mut t = template();
-            drop(&mut t);
-            assert!(
-                check(&t)
-                    .iter()
-                    .any(|p| p.contains("has no ForAllValues:StringLike")),
-                "{role}: {:?}",
-                check(&t)
-            );
+            statement(&mut t, role, sid)["Condition"] = Value::Null;
+            assert_mentions(&check(&t), "has no ForAllValues:StringLike");
         }
         broken(
-            |t| {
-                for st in statements(t, "LedgerStreamRole")
-                    .as_array_mut()
-                    .expect("statements")
-                {
-                    if st["Sid"] == "MarkTable" {
-                        st["Condition"] = Value::Null;
-                    }
-                }
-            },
+            |t| statement(t, "LedgerStreamRole", "MarkTable")["Condition"] = Value::Null,
             "S1: a grant on the mark table needs a ForAllValues:StringLike",
         );
         broken(
             |t| {
-                for st in statements(t, "FineNoticesRole")
-                    .as_array_mut()
-                    .expect("statements")
-                {
-                    if st["Sid"] == "MarkTable" {
-                        st["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] =
-                            serde_json::json!([{"Fn::Sub": "${Namespace}#*"}]);
-                    }
-                }
+                let st = statement(t, "FineNoticesRole", "MarkTable");
+                st["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] =
+                    serde_json::json!([{"Fn::Sub": "${Namespace}#*"}]);
             },
             "not to its own consumer's keys",
         );
@@ -2415,12 +2342,9 @@ mod tests {
         );
         let mut ungranted = template();
         drop_statement(&mut ungranted, "FineNoticesRole", "FinesCorrelationKey");
-        assert!(
-            secret_problems(&ungranted)
-                .iter()
-                .any(|p| p.contains("must grant secretsmanager:GetSecretValue")),
-            "{:?}",
-            secret_problems(&ungranted)
+        assert_mentions(
+            &secret_problems(&ungranted),
+            "must grant secretsmanager:GetSecretValue",
         );
     }
 

@@ -41,6 +41,112 @@ impl Ledger {
             ("BALANCES_TABLE", self.balances.clone()),
         ]
     }
+
+    /// The balance of `account`, if it has one.
+    pub(crate) async fn balance(&self, account: &str) -> Option<i64> {
+        support::balance(&self.client, &self.balances, account).await
+    }
+
+    /// How many marks the example has written.
+    pub(crate) async fn marks(&self) -> usize {
+        support::mark_keys(&self.client, &self.marks).await.len()
+    }
+}
+
+/// The folder of the built functions (`DEDUP_FUNCTIONS_DIR`, which `cargo xtask test` sets);
+/// `None`, with a line saying `test` is skipped, when it is not set.
+pub(crate) fn functions_dir(test: &str) -> Option<String> {
+    let dir = std::env::var("DEDUP_FUNCTIONS_DIR").ok();
+    if dir.is_none() {
+        eprintln!(
+            "{test} skipped: DEDUP_FUNCTIONS_DIR (the built functions) is not set; `cargo xtask test` sets it"
+        );
+    }
+    dir
+}
+
+/// [`functions_dir`], when the whole local stack is up as well ([`crate::e2e::stack_is_up`]).
+pub(crate) fn functions_on_stack(test: &str) -> Option<String> {
+    functions_dir(test).filter(|_| crate::e2e::stack_is_up())
+}
+
+/// `data` in base64, as the brokers' events carry a message's body.
+pub(crate) fn base64(data: &str) -> serde_json::Value {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .encode(data)
+        .into()
+}
+
+/// AWS's published sample event `file` (in `events/`).
+pub(crate) fn sample(file: &str) -> serde_json::Value {
+    let path = format!("{}/../events/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).expect("the sample event")
+}
+
+/// AWS's sample `file` with the list at `pointer` made of one copy of its first element per
+/// item, each changed by `fill`.
+pub(crate) fn sample_list<T>(
+    file: &str,
+    pointer: &str,
+    items: &[T],
+    fill: impl Fn(&mut serde_json::Value, &T),
+) -> serde_json::Value {
+    let mut sample = sample(file);
+    let list = sample.pointer_mut(pointer).expect("the sample's list");
+    let first = list[0].clone();
+    *list = items
+        .iter()
+        .map(|item| {
+            let mut m = first.clone();
+            fill(&mut m, item);
+            m
+        })
+        .collect();
+    sample
+}
+
+/// A credit of `amount` to `account`, as the ledger examples read it.
+pub(crate) fn credit(account: &str, amount: i64) -> String {
+    serde_json::json!({"account": account, "amount": amount}).to_string()
+}
+
+/// The ledger example of `door` (`{dir}/example-{door}-ledger`), started as function
+/// `{door}-ledger` on tables of its own on the shared local DynamoDB (which it reaches at
+/// `dynamodb`: that one, or a gate before it), with `vars` over the ledger's; polling the
+/// returned runtime API.
+pub(crate) async fn ledger_example(
+    dir: &str,
+    door: &str,
+    dynamodb: Option<String>,
+    vars: impl IntoIterator<Item = (&'static str, String)>,
+) -> (ConcurrentApi, Built, Ledger) {
+    let endpoint = local_dynamodb::shared().endpoint();
+    let ledger = Ledger::tables(&endpoint).await;
+    let (api, function) = Built::start(
+        format!("{dir}/example-{door}-ledger"),
+        &format!("{door}-ledger"),
+        dynamodb.unwrap_or(endpoint),
+        ledger.vars(door).into_iter().chain(vars),
+    )
+    .await;
+    (api, function, ledger)
+}
+
+/// The string attributes of each message waiting (up to 10) on the queue `url`.
+pub(crate) async fn parked(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+) -> Vec<std::collections::HashMap<String, String>> {
+    let messages = crate::e2e::waiting(sqs, url).await.expect("receive");
+    let attributes = |m: &aws_sdk_sqs::types::Message| {
+        let all = m.message_attributes.clone().unwrap_or_default();
+        all.into_iter()
+            .filter_map(|(k, v)| Some((k, v.string_value?)))
+            .collect()
+    };
+    messages.iter().map(attributes).collect()
 }
 
 /// A parking queue of the test's own on the local SQS (`name`, made unique), and the variables
@@ -73,15 +179,15 @@ pub(crate) struct Built {
 }
 
 impl Built {
-    /// `program`, as function `name`, polling `api`, its DynamoDB at `dynamodb`, with `vars`
-    /// over Lambda's own.
-    pub(crate) fn start(
+    /// `program`, as function `name`, polling a runtime API of its own (returned with it), its
+    /// DynamoDB at `dynamodb`, with `vars` over Lambda's own.
+    pub(crate) async fn start(
         program: impl AsRef<OsStr>,
         name: &str,
-        api: &ConcurrentApi,
         dynamodb: String,
         vars: impl IntoIterator<Item = (&'static str, String)>,
-    ) -> Self {
+    ) -> (ConcurrentApi, Self) {
+        let api = ConcurrentApi::start().await.expect("runtime API");
         let program = program.as_ref();
         let mut child = tokio::process::Command::new(program)
             .envs([
@@ -111,11 +217,12 @@ impl Built {
                 }
             })
         };
-        Built {
+        let built = Built {
             child,
             lines,
             reader,
-        }
+        };
+        (api, built)
     }
 
     /// Stops it and returns the account lines it printed (EMF, one per invocation).

@@ -15,7 +15,6 @@ use std::time::Duration;
 use lambda_dedup_conformance::gate::Gate;
 use local_lambda::concurrent::{Answer, ConcurrentApi, Invocation};
 
-use dedup_tests as support;
 
 /// The deadline margin the function is given: the cut before each invocation's deadline.
 const MARGIN: Duration = Duration::from_millis(1000);
@@ -108,35 +107,26 @@ async fn until_done(api: &ConcurrentApi, events: &[serde_json::Value], rounds: u
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_invocations_in_one_environment_apply_each_event_once_within_their_own_deadlines()
  {
-    let Ok(dir) = std::env::var("DEDUP_FUNCTIONS_DIR") else {
-        eprintln!(
-            "concurrent invocations skipped: DEDUP_FUNCTIONS_DIR (the built functions) is not set; `cargo xtask test` sets it"
-        );
+    let Some(dir) = crate::built::functions_dir("concurrent invocations") else {
         return;
     };
     let ddb = local_dynamodb::shared();
     let upstream = ddb.endpoint().trim_start_matches("http://").to_owned();
     let gate = Gate::start(upstream).await.expect("gate");
-    let client = support::client_at(&ddb.endpoint());
-    let marks = support::mark_table(&client).await;
-    let balances = support::effect_table(&client, "account").await;
-    let api = ConcurrentApi::start().await.expect("runtime API");
-    let function = crate::built::Built::start(
+    let ledger = crate::built::Ledger::tables(&ddb.endpoint()).await;
+    let (api, function) = crate::built::Built::start(
         format!("{dir}/ledger-projector"),
         "ledger-projector",
-        &api,
         gate.endpoint(),
-        [
+        ledger.vars("managed").into_iter().chain([
             ("AWS_LAMBDA_MAX_CONCURRENCY", "8".into()),
-            ("DEDUP_NAMESPACE", support::unique("managed")),
-            ("DEDUP_MARK_TABLE", marks.clone()),
-            ("BALANCES_TABLE", balances.clone()),
             ("DEDUP_DEADLINE_MARGIN_MS", MARGIN.as_millis().to_string()),
             // Longer than any deadline here: the deadline, not the SDK, ends a frozen call.
             ("DEDUP_SDK_OPERATION_TIMEOUT_MS", "60000".into()),
             ("DEDUP_SDK_ATTEMPT_TIMEOUT_MS", "60000".into()),
-        ],
-    );
+        ]),
+    )
+    .await;
 
     // The same event in four invocations at once, four other events beside them.
     let mut events: Vec<serde_json::Value> = (0..4)
@@ -198,19 +188,12 @@ async fn concurrent_invocations_in_one_environment_apply_each_event_once_within_
     invocations += until_done(&api, &frozen, 5).await;
 
     // One effect per event, and a mark per event.
-    assert_eq!(
-        support::balance(&client, &balances, "acme/a-1").await,
-        Some(10)
-    );
+    assert_eq!(ledger.balance("acme/a-1").await, Some(10));
     for n in 2..10i64 {
         let account = format!("acme/a-{n}");
-        assert_eq!(
-            support::balance(&client, &balances, &account).await,
-            Some(n),
-            "{account}"
-        );
+        assert_eq!(ledger.balance(&account).await, Some(n), "{account}");
     }
-    assert_eq!(support::mark_keys(&client, &marks).await.len(), 9);
+    assert_eq!(ledger.marks().await, 9);
 
     // One EMF line per invocation.
     tokio::time::sleep(Duration::from_millis(500)).await;

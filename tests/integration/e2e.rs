@@ -28,6 +28,54 @@ pub(crate) fn stack_is_up() -> bool {
     up
 }
 
+/// Up to 10 of the messages waiting on the queue `url`, with their message attributes; `None`
+/// when the receive fails.
+pub(crate) async fn waiting(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+) -> Option<Vec<aws_sdk_sqs::types::Message>> {
+    let out = sqs
+        .receive_message()
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .ok()?;
+    Some(out.messages.unwrap_or_default())
+}
+
+/// The messages of the run `run` that reach the DLQ of `var` (each body containing `run`),
+/// `want` of them, taken off it: (SQS messageId, body).
+pub(crate) async fn dead_lettered(var: &str, run: &str, want: usize) -> Vec<(String, String)> {
+    let (sqs, dlq) = (sqs(), env(var));
+    let found = std::sync::Mutex::new(Vec::new());
+    eventually(
+        "the run's messages in the DLQ",
+        Duration::from_secs(120),
+        async || {
+            for m in waiting(&sqs, &dlq).await? {
+                let body = m.body().unwrap_or_default();
+                if body.contains(run) {
+                    let id = m.message_id().unwrap_or_default().to_owned();
+                    found.lock().expect("lock").push((id, body.to_owned()));
+                    if let Some(h) = m.receipt_handle() {
+                        let _ = sqs
+                            .delete_message()
+                            .queue_url(&dlq)
+                            .receipt_handle(h)
+                            .send()
+                            .await;
+                    }
+                }
+            }
+            (found.lock().expect("lock").len() >= want).then_some(())
+        },
+    )
+    .await;
+    found.into_inner().expect("lock")
+}
+
 /// A fresh run of an end-to-end test: `id` names its events, `account` is an account of its own.
 pub(crate) struct Run {
     pub(crate) id: String,
@@ -259,39 +307,11 @@ async fn e2e_malformed_and_conflicting_messages_are_dead_lettered() {
     let malformed = format!("{{\"broken\": \"{run}\"");
     send("DEDUP_QUEUE_LEDGER_PROJECTOR", &[conflict, malformed]).await;
 
-    let sqs = sqs();
-    let dlq = env("DEDUP_DLQ_LEDGER_PROJECTOR");
-    let found = std::sync::Mutex::new(Vec::<String>::new());
-    eventually(
-        "both messages in the DLQ",
-        Duration::from_secs(120),
-        async || {
-            let out = sqs
-                .receive_message()
-                .queue_url(&dlq)
-                .max_number_of_messages(10)
-                .send()
-                .await
-                .ok()?;
-            for m in out.messages() {
-                let body = m.body().unwrap_or_default();
-                if body.contains(run.as_str()) {
-                    found.lock().expect("lock").push(body.to_owned());
-                    if let Some(h) = m.receipt_handle() {
-                        let _ = sqs
-                            .delete_message()
-                            .queue_url(&dlq)
-                            .receipt_handle(h)
-                            .send()
-                            .await;
-                    }
-                }
-            }
-            (found.lock().expect("lock").len() >= 2).then_some(())
-        },
-    )
-    .await;
-    let found = found.into_inner().expect("lock");
+    let found: Vec<String> = dead_lettered("DEDUP_DLQ_LEDGER_PROJECTOR", &run, 2)
+        .await
+        .into_iter()
+        .map(|(_, body)| body)
+        .collect();
     assert!(
         found.iter().any(|b| b.contains("500")),
         "the conflict: {found:?}"

@@ -467,15 +467,8 @@ async fn e2e_a_signed_webhook_naming_another_tenant_moves_no_balance_and_shadows
         "the forged webhook in the DLQ",
         Duration::from_secs(120),
         async || {
-            let out = sqs
-                .receive_message()
-                .queue_url(&dlq)
-                .max_number_of_messages(10)
-                .message_attribute_names("All")
-                .send()
-                .await
-                .ok()?;
-            out.messages()
+            crate::e2e::waiting(&sqs, &dlq)
+                .await?
                 .iter()
                 .find(|m| m.body().unwrap_or_default().contains(forged_id.as_str()))
                 .map(|m| {

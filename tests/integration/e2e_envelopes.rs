@@ -168,44 +168,6 @@ async fn sns_to_sqs_with_moto_the_real_envelope_is_opened_and_a_republish_is_a_d
     assert_eq!(support::mark_keys(&client, &marks).await.len(), 1);
 }
 
-/// The messages of the run `run` that reach the DLQ of `var` (each body containing `run`),
-/// `want` of them, taken off it: (SQS messageId, body).
-async fn dead_lettered(var: &str, run: &str, want: usize) -> Vec<(String, String)> {
-    let (sqs, dlq) = (super::e2e::sqs(), super::e2e::env(var));
-    let found = std::sync::Mutex::new(Vec::new());
-    super::e2e::eventually(
-        "the run's messages in the DLQ",
-        Duration::from_secs(120),
-        async || {
-            let out = sqs
-                .receive_message()
-                .queue_url(&dlq)
-                .max_number_of_messages(10)
-                .send()
-                .await
-                .ok()?;
-            for m in out.messages() {
-                let body = m.body().unwrap_or_default();
-                if body.contains(run) {
-                    let id = m.message_id().unwrap_or_default().to_owned();
-                    found.lock().expect("lock").push((id, body.to_owned()));
-                    if let Some(h) = m.receipt_handle() {
-                        let _ = sqs
-                            .delete_message()
-                            .queue_url(&dlq)
-                            .receipt_handle(h)
-                            .send()
-                            .await;
-                    }
-                }
-            }
-            (found.lock().expect("lock").len() >= want).then_some(())
-        },
-    )
-    .await;
-    found.into_inner().expect("lock")
-}
-
 /// The rejection code `ledger-fanout` logged for the SQS message `id` (its `code=` field, quoted
 /// as tracing writes a string).
 fn logged_code(id: &str) -> Option<String> {
@@ -272,7 +234,7 @@ async fn e2e_sns_fanout_through_the_stack_applies_once_and_dead_letters_with_rea
     );
 
     let mut reasons = Vec::new();
-    for (id, body) in dead_lettered("DEDUP_DLQ_LEDGER_FANOUT", &run, 3).await {
+    for (id, body) in super::e2e::dead_lettered("DEDUP_DLQ_LEDGER_FANOUT", &run, 3).await {
         let envelope: Value = serde_json::from_str(&body).expect("a JSON body");
         let message = match envelope["Type"].as_str() {
             Some("Notification") => envelope["Message"].as_str().expect("Message").to_owned(),

@@ -12,20 +12,15 @@
 
 use std::time::Duration;
 
-use local_lambda::concurrent::{Answer, ConcurrentApi};
+use local_lambda::concurrent::Answer;
 use serde_json::json;
 
-use crate::built::{Built, Ledger};
-use crate::e2e::stack_is_up;
+use crate::built;
 use dedup_tests as support;
 
 /// AWS's sample with `id` and `detail` in place of its own.
 fn event(id: &str, detail: serde_json::Value) -> serde_json::Value {
-    let mut sample: serde_json::Value = serde_json::from_str(include_str!(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../events/example-eventbridge-event-obj.json"
-    )))
-    .expect("the sample event");
+    let mut sample = built::sample("example-eventbridge-event-obj.json");
     sample["id"] = json!(id);
     sample["detail"] = detail;
     sample
@@ -33,28 +28,10 @@ fn event(id: &str, detail: serde_json::Value) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eventbridge_binary_credits_once_across_a_producer_retry_and_refuses_a_poison_event() {
-    let Ok(dir) = std::env::var("DEDUP_FUNCTIONS_DIR") else {
-        eprintln!("the EventBridge end-to-end test skipped: DEDUP_FUNCTIONS_DIR is not set");
+    let Some(dir) = built::functions_on_stack("the EventBridge end-to-end test") else {
         return;
     };
-    if !stack_is_up() {
-        return;
-    }
-    let ddb = local_dynamodb::shared();
-    let ledger = Ledger::tables(&ddb.endpoint()).await;
-    let api = ConcurrentApi::start().await.expect("runtime API");
-    let function = Built::start(
-        format!("{dir}/example-eventbridge-ledger"),
-        "eventbridge-ledger",
-        &api,
-        ddb.endpoint(),
-        ledger.vars("eventbridge"),
-    );
-    let Ledger {
-        client,
-        marks,
-        balances,
-    } = ledger;
+    let (api, function, ledger) = built::ledger_example(&dir, "eventbridge", None, []).await;
 
     let (a, b) = (support::unique("a"), support::unique("b"));
     let credit = support::unique("credit");
@@ -69,7 +46,7 @@ async fn eventbridge_binary_credits_once_across_a_producer_retry_and_refuses_a_p
         matches!(first.answer, Answer::Response(serde_json::Value::Null)),
         "{first:?}"
     );
-    assert_eq!(support::balance(&client, &balances, &a).await, Some(7));
+    assert_eq!(ledger.balance(&a).await, Some(7));
 
     // The producer's retried put: EventBridge gives the entry a new id; the detail is the same.
     let retry = api
@@ -82,11 +59,7 @@ async fn eventbridge_binary_credits_once_across_a_producer_retry_and_refuses_a_p
         matches!(retry.answer, Answer::Response(serde_json::Value::Null)),
         "a duplicate, acknowledged: {retry:?}"
     );
-    assert_eq!(
-        support::balance(&client, &balances, &a).await,
-        Some(7),
-        "not twice"
-    );
+    assert_eq!(ledger.balance(&a).await, Some(7), "not twice");
 
     // A poison event: its detail has no identity. Not acknowledged, so Lambda retries it and
     // then hands it to the on-failure destination; nothing applied.
@@ -107,8 +80,8 @@ async fn eventbridge_binary_credits_once_across_a_producer_retry_and_refuses_a_p
             && message.contains("rejected"),
         "{error}"
     );
-    assert_eq!(support::balance(&client, &balances, &b).await, None);
-    assert_eq!(support::mark_keys(&client, &marks).await.len(), 1);
+    assert_eq!(ledger.balance(&b).await, None);
+    assert_eq!(ledger.marks().await, 1);
 
     tokio::time::sleep(Duration::from_millis(300)).await;
     let emf = function.stop().await;

@@ -11,30 +11,23 @@
 
 use std::time::Duration;
 
-use base64::Engine as _;
-use local_lambda::concurrent::{Answer, ConcurrentApi};
+use local_lambda::concurrent::Answer;
 use serde_json::json;
 
-use crate::built::{self, Built, Ledger};
-use crate::e2e::{sqs, stack_is_up};
+use crate::built::{self, credit};
+use crate::e2e::sqs;
 use dedup_tests as support;
 
 /// AWS's sample with `records` (partition, offset, value) in place of its own.
 fn event(records: &[(i64, i64, &str)]) -> serde_json::Value {
-    let mut sample: serde_json::Value = serde_json::from_str(include_str!(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../events/example-kafka-event.json"
-    )))
-    .expect("the sample event");
+    let mut sample = built::sample("example-kafka-event.json");
     let template = sample["records"]["AWSKafkaTopic-0"][0].clone();
     let mut partitions = serde_json::Map::new();
     for (partition, offset, value) in records {
         let mut r = template.clone();
         r["partition"] = json!(partition);
         r["offset"] = json!(offset);
-        r["value"] = base64::engine::general_purpose::STANDARD
-            .encode(value)
-            .into();
+        r["value"] = built::base64(value);
         let list = partitions
             .entry(format!("AWSKafkaTopic-{partition}"))
             .or_insert_with(|| json!([]));
@@ -44,40 +37,21 @@ fn event(records: &[(i64, i64, &str)]) -> serde_json::Value {
     sample
 }
 
-fn credit(account: &str, amount: i64) -> String {
-    json!({"account": account, "amount": amount}).to_string()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_binary_applies_each_record_once_and_answers_the_documented_partial_batch_response() {
-    let Ok(dir) = std::env::var("DEDUP_FUNCTIONS_DIR") else {
-        eprintln!("the Kafka end-to-end test skipped: DEDUP_FUNCTIONS_DIR is not set");
+    let Some(dir) = built::functions_on_stack("the Kafka end-to-end test") else {
         return;
     };
-    if !stack_is_up() {
-        return;
-    }
-    let ddb = local_dynamodb::shared();
-    let ledger = Ledger::tables(&ddb.endpoint()).await;
     let sqs = sqs();
     let (parking, parking_vars) = built::parking(&sqs, "kafka-parking").await;
-    let api = ConcurrentApi::start().await.expect("runtime API");
-    let function = Built::start(
-        format!("{dir}/example-kafka-ledger"),
-        "kafka-ledger",
-        &api,
-        ddb.endpoint(),
-        ledger
-            .vars("kafka")
-            .into_iter()
-            .chain(parking_vars)
-            .chain([("DEDUP_KAFKA_CLUSTER_ID", "ledger-cluster".to_owned())]),
-    );
-    let Ledger {
-        client,
-        marks,
-        balances,
-    } = ledger;
+    let cluster = ("DEDUP_KAFKA_CLUSTER_ID", "ledger-cluster".to_owned());
+    let (api, function, ledger) = built::ledger_example(
+        &dir,
+        "kafka",
+        None,
+        parking_vars.into_iter().chain([cluster]),
+    )
+    .await;
 
     let (a, b) = (support::unique("a"), support::unique("b"));
     let batch = [
@@ -100,8 +74,8 @@ async fn kafka_binary_applies_each_record_once_and_answers_the_documented_partia
             {"itemIdentifier": {"partition": "AWSKafkaTopic-0", "offset": 42}}
         ]})
     );
-    assert_eq!(support::balance(&client, &balances, &a).await, Some(1));
-    assert_eq!(support::balance(&client, &balances, &b).await, Some(5));
+    assert_eq!(ledger.balance(&a).await, Some(1));
+    assert_eq!(ledger.balance(&b).await, Some(5));
     // Lambda resumes partition 0 at 42; partition 1 comes again as well (a rebalance).
     let second = api
         .invoke(event(&[records[2], records[3]]), Duration::from_secs(20))
@@ -110,26 +84,16 @@ async fn kafka_binary_applies_each_record_once_and_answers_the_documented_partia
         panic!("no response: {second:?}");
     };
     assert_eq!(response, &json!({"batchItemFailures": []}));
-    assert_eq!(support::balance(&client, &balances, &a).await, Some(3));
+    assert_eq!(ledger.balance(&a).await, Some(3));
     assert_eq!(
-        support::balance(&client, &balances, &b).await,
+        ledger.balance(&b).await,
         Some(5),
         "the redelivered record is a duplicate"
     );
-    assert_eq!(support::mark_keys(&client, &marks).await.len(), 3);
-    let parked = sqs
-        .receive_message()
-        .queue_url(&parking)
-        .max_number_of_messages(10)
-        .message_attribute_names("All")
-        .send()
-        .await
-        .expect("receive")
-        .messages
-        .unwrap_or_default();
+    assert_eq!(ledger.marks().await, 3);
+    let parked = built::parked(&sqs, &parking).await;
     assert_eq!(parked.len(), 1, "the poison record parked once");
-    let attributes = parked[0].message_attributes.clone().unwrap_or_default();
-    let attribute = |n: &str| attributes.get(n).and_then(|v| v.string_value.clone());
+    let attribute = |n: &str| parked[0].get(n).cloned();
     assert_eq!(attribute("dedup-reason").as_deref(), Some("body_not_json"));
     assert_eq!(attribute("dedup-kafka-offset").as_deref(), Some("41"));
     function.stop().await;

@@ -11,73 +11,45 @@
 
 use std::time::Duration;
 
-use base64::Engine as _;
 use lambda_dedup_conformance::gate::Gate;
-use local_lambda::concurrent::{Answer, ConcurrentApi};
+use local_lambda::concurrent::Answer;
 use serde_json::json;
 
-use crate::built::{self, Built, Ledger};
-use crate::e2e::{sqs, stack_is_up};
+use crate::built::{self, credit};
+use crate::e2e::sqs;
 use dedup_tests as support;
 
 /// AWS's sample with one message per `(messageID, data)` in place of its own.
 fn event(messages: &[(&str, &str)]) -> serde_json::Value {
-    let mut sample: serde_json::Value = serde_json::from_str(include_str!(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../events/example-activemq-event.json"
-    )))
-    .expect("the sample event");
-    let template = sample["messages"][0].clone();
-    sample["messages"] = messages
-        .iter()
-        .map(|(id, data)| {
-            let mut m = template.clone();
+    built::sample_list(
+        "example-activemq-event.json",
+        "/messages",
+        messages,
+        |m, (id, data)| {
             m["messageID"] = json!(id);
-            m["data"] = base64::engine::general_purpose::STANDARD
-                .encode(data)
-                .into();
-            m
-        })
-        .collect();
-    sample
-}
-
-fn credit(account: &str, amount: i64) -> String {
-    json!({"account": account, "amount": amount}).to_string()
+            m["data"] = built::base64(data);
+        },
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn activemq_binary_parks_poison_fails_on_transient_and_credits_once_across_redelivery() {
-    let Ok(dir) = std::env::var("DEDUP_FUNCTIONS_DIR") else {
-        eprintln!("the Amazon MQ end-to-end test skipped: DEDUP_FUNCTIONS_DIR is not set");
+    let Some(dir) = built::functions_on_stack("the Amazon MQ end-to-end test") else {
         return;
     };
-    if !stack_is_up() {
-        return;
-    }
-    let ddb = local_dynamodb::shared();
-    let gate = Gate::start(ddb.endpoint().trim_start_matches("http://").to_owned())
+    let ddb = local_dynamodb::shared().endpoint();
+    let gate = Gate::start(ddb.trim_start_matches("http://").to_owned())
         .await
         .expect("gate");
-    let ledger = Ledger::tables(&ddb.endpoint()).await;
     let sqs = sqs();
     let (parking, parking_vars) = built::parking(&sqs, "mq-parking").await;
-    let api = ConcurrentApi::start().await.expect("runtime API");
-    let function = Built::start(
-        format!("{dir}/example-mq-ledger"),
-        "mq-ledger",
-        &api,
-        gate.endpoint(),
-        ledger.vars("mq").into_iter().chain(parking_vars).chain([
-            ("DEDUP_SDK_ATTEMPT_TIMEOUT_MS", "1000".into()),
-            ("DEDUP_SDK_OPERATION_TIMEOUT_MS", "2000".into()),
-        ]),
-    );
-    let Ledger {
-        client,
-        marks,
-        balances,
-    } = ledger;
+    let timeouts = [
+        ("DEDUP_SDK_ATTEMPT_TIMEOUT_MS", "1000".into()),
+        ("DEDUP_SDK_OPERATION_TIMEOUT_MS", "2000".into()),
+    ];
+    let vars = parking_vars.into_iter().chain(timeouts);
+    let (api, function, ledger) =
+        built::ledger_example(&dir, "mq", Some(gate.endpoint()), vars).await;
 
     let (a, b) = (support::unique("a"), support::unique("b"));
     let run = support::unique("ID:run");
@@ -90,8 +62,8 @@ async fn activemq_binary_parks_poison_fails_on_transient_and_credits_once_across
         matches!(answer.answer, Answer::Response(serde_json::Value::Null)),
         "the batch acknowledged, its poison parked: {answer:?}"
     );
-    assert_eq!(support::balance(&client, &balances, &a).await, Some(1));
-    assert_eq!(support::balance(&client, &balances, &b).await, Some(2));
+    assert_eq!(ledger.balance(&a).await, Some(1));
+    assert_eq!(ledger.balance(&b).await, Some(2));
 
     // The store out: the invocation fails, so the broker would redeliver the whole batch.
     gate.freeze(true);
@@ -109,28 +81,14 @@ async fn activemq_binary_parks_poison_fails_on_transient_and_credits_once_across
         matches!(again.answer, Answer::Response(serde_json::Value::Null)),
         "{again:?}"
     );
-    assert_eq!(support::balance(&client, &balances, &a).await, Some(6));
-    assert_eq!(
-        support::balance(&client, &balances, &b).await,
-        Some(2),
-        "not twice"
-    );
-    assert_eq!(support::mark_keys(&client, &marks).await.len(), 3);
-    let parked = sqs
-        .receive_message()
-        .queue_url(&parking)
-        .max_number_of_messages(10)
-        .message_attribute_names("All")
-        .send()
-        .await
-        .expect("receive")
-        .messages
-        .unwrap_or_default();
+    assert_eq!(ledger.balance(&a).await, Some(6));
+    assert_eq!(ledger.balance(&b).await, Some(2), "not twice");
+    assert_eq!(ledger.marks().await, 3);
+    let parked = built::parked(&sqs, &parking).await;
     // Parked once per batch that reached it: the reader deduplicates by message id.
     assert_eq!(parked.len(), 2, "{parked:?}");
     for p in &parked {
-        let attributes = p.message_attributes.clone().unwrap_or_default();
-        let attribute = |n: &str| attributes.get(n).and_then(|v| v.string_value.clone());
+        let attribute = |n: &str| p.get(n).cloned();
         assert_eq!(attribute("dedup-reason").as_deref(), Some("body_not_json"));
         assert_eq!(attribute("dedup-mq-message-id"), Some(m2.clone()));
     }
@@ -140,55 +98,28 @@ async fn activemq_binary_parks_poison_fails_on_transient_and_credits_once_across
 /// AWS's RabbitMQ sample with one message per `(event-id header, data)` in place of its own, the
 /// header in the sample's byte-array shape (`None`: no such header), marked `redelivered`.
 fn rabbitmq_event(messages: &[(Option<&str>, &str)], redelivered: bool) -> serde_json::Value {
-    let mut sample: serde_json::Value = serde_json::from_str(include_str!(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../events/example-rabbitmq-event.json"
-    )))
-    .expect("the sample event");
-    let template = sample["rmqMessagesByQueue"]["test::/"][0].clone();
-    sample["rmqMessagesByQueue"]["test::/"] = messages
-        .iter()
-        .map(|(id, data)| {
-            let mut m = template.clone();
+    built::sample_list(
+        "example-rabbitmq-event.json",
+        "/rmqMessagesByQueue/test::~1",
+        messages,
+        |m, (id, data)| {
             if let Some(id) = id {
                 m["basicProperties"]["headers"]["event-id"] = json!({"bytes": id.as_bytes()});
             }
             m["redelivered"] = json!(redelivered);
-            m["data"] = base64::engine::general_purpose::STANDARD
-                .encode(data)
-                .into();
-            m
-        })
-        .collect();
-    sample
+            m["data"] = built::base64(data);
+        },
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rabbitmq_binary_parks_poison_acknowledges_the_batch_and_credits_once_across_redelivery() {
-    let Ok(dir) = std::env::var("DEDUP_FUNCTIONS_DIR") else {
-        eprintln!("the RabbitMQ end-to-end test skipped: DEDUP_FUNCTIONS_DIR is not set");
+    let Some(dir) = built::functions_on_stack("the RabbitMQ end-to-end test") else {
         return;
     };
-    if !stack_is_up() {
-        return;
-    }
-    let ddb = local_dynamodb::shared();
-    let ledger = Ledger::tables(&ddb.endpoint()).await;
     let sqs = sqs();
     let (parking, parking_vars) = built::parking(&sqs, "rabbitmq-parking").await;
-    let api = ConcurrentApi::start().await.expect("runtime API");
-    let function = Built::start(
-        format!("{dir}/example-rabbitmq-ledger"),
-        "rabbitmq-ledger",
-        &api,
-        ddb.endpoint(),
-        ledger.vars("rabbitmq").into_iter().chain(parking_vars),
-    );
-    let Ledger {
-        client,
-        marks,
-        balances,
-    } = ledger;
+    let (api, function, ledger) = built::ledger_example(&dir, "rabbitmq", None, parking_vars).await;
 
     let (a, b) = (support::unique("a"), support::unique("b"));
     let run = support::unique("e");
@@ -209,8 +140,8 @@ async fn rabbitmq_binary_parks_poison_acknowledges_the_batch_and_credits_once_ac
         matches!(first.answer, Answer::Response(serde_json::Value::Null)),
         "the batch acknowledged, its poison parked: {first:?}"
     );
-    assert_eq!(support::balance(&client, &balances, &a).await, Some(1));
-    assert_eq!(support::balance(&client, &balances, &b).await, Some(2));
+    assert_eq!(ledger.balance(&a).await, Some(1));
+    assert_eq!(ledger.balance(&b).await, Some(2));
 
     // The broker redelivers the batch: each credit a duplicate.
     let again = api
@@ -220,30 +151,13 @@ async fn rabbitmq_binary_parks_poison_acknowledges_the_batch_and_credits_once_ac
         matches!(again.answer, Answer::Response(serde_json::Value::Null)),
         "{again:?}"
     );
-    assert_eq!(support::balance(&client, &balances, &a).await, Some(1));
-    assert_eq!(
-        support::balance(&client, &balances, &b).await,
-        Some(2),
-        "not twice"
-    );
-    assert_eq!(support::mark_keys(&client, &marks).await.len(), 2);
-    let parked = sqs
-        .receive_message()
-        .queue_url(&parking)
-        .max_number_of_messages(10)
-        .message_attribute_names("All")
-        .send()
-        .await
-        .expect("receive")
-        .messages
-        .unwrap_or_default();
+    assert_eq!(ledger.balance(&a).await, Some(1));
+    assert_eq!(ledger.balance(&b).await, Some(2), "not twice");
+    assert_eq!(ledger.marks().await, 2);
+    let parked = built::parked(&sqs, &parking).await;
     let mut reasons: Vec<String> = parked
         .iter()
-        .map(|p| {
-            let attributes = p.message_attributes.clone().unwrap_or_default();
-            let attribute = |n: &str| attributes.get(n).and_then(|v| v.string_value.clone());
-            attribute("dedup-reason").unwrap_or_default()
-        })
+        .map(|p| p.get("dedup-reason").cloned().unwrap_or_default())
         .collect();
     reasons.sort();
     assert_eq!(

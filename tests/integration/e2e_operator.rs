@@ -55,10 +55,47 @@ fn as_refs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
+/// `--json redrive` from `dlq` to `source`, holding what it reads for `hold` seconds, with
+/// `extra`.
+fn redrive_args(dlq: &str, source: &str, hold: &str, extra: &[&str]) -> Vec<String> {
+    let args = ["--json", "redrive", "--dlq", dlq, "--source", source];
+    let args = args.into_iter().chain(["--hold-seconds", hold]);
+    args.chain(extra.iter().copied())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A fresh DLQ of the run `run` holding two credits of `account` (of 1 and 2), and the credits.
+async fn dlq_with_two_credits(run: &str, account: &str) -> (String, [String; 2]) {
+    let dlq = queue(&format!("{run}-dlq")).await;
+    let bodies = [
+        ledger_credit("/e2e", &format!("{run}-1"), account, 1),
+        ledger_credit("/e2e", &format!("{run}-2"), account, 2),
+    ];
+    put(&dlq, &bodies.iter().collect::<Vec<_>>()).await;
+    (dlq, bodies)
+}
+
+/// Sends `credit` (of 5 to `account`) to ledger-projector and waits until it is applied.
+async fn first_credit_applied(credit: &String, account: &str) {
+    send("DEDUP_QUEUE_LEDGER_PROJECTOR", std::slice::from_ref(credit)).await;
+    balance_is("the first credit", account, 5).await;
+}
+
 /// The command exited 0 (else its stderr is the failure).
 fn succeeded(out: &Output) {
     assert!(
         out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The command exited with `code` (else its stderr is the failure).
+fn exited(out: &Output, code: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -186,12 +223,7 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
     let credit =
         |id: &str, amount: i64| ledger_credit("/e2e", &format!("{run}-{id}"), &account, amount);
     let applied = credit("applied", 5);
-    send(
-        "DEDUP_QUEUE_LEDGER_PROJECTOR",
-        std::slice::from_ref(&applied),
-    )
-    .await;
-    balance_is("the first credit", &account, 5).await;
+    first_credit_applied(&applied, &account).await;
 
     let dlq = queue(&format!("{run}-dlq")).await;
     let fixed = [credit("p1", 1), credit("p10", 10), credit("p100", 100)];
@@ -208,20 +240,7 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
         .collect();
     put(&dlq, &all).await;
     let source = env("DEDUP_QUEUE_LEDGER_PROJECTOR");
-    let redrive = |extra: &'static [&'static str]| {
-        let mut args = vec![
-            "--json",
-            "redrive",
-            "--dlq",
-            &dlq,
-            "--source",
-            &source,
-            "--hold-seconds",
-            "5",
-        ];
-        args.extend_from_slice(extra);
-        args.into_iter().map(str::to_owned).collect::<Vec<String>>()
-    };
+    let redrive = |extra: &[&str]| redrive_args(&dlq, &source, "5", extra);
 
     // The dry run: each classified, nothing moved.
     let args = redrive(&["--dry-run"]);
@@ -275,12 +294,7 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
     // Killed right after its first send, before the delete.
     let args = redrive(&[]);
     let out = cli(&as_refs(&args), &[("LAMBDA_DEDUP_EXIT_AFTER_SENDS", "1")]).await;
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    exited(&out, 3);
     // The sent one is applied once; every message is still in the DLQ (the held ones come
     // back when their hold ends).
     let once = eventually(
@@ -361,15 +375,8 @@ async fn e2e_operator_redrive_moves_each_good_message_once_even_when_interrupted
         "the late event in reconciliation",
         Duration::from_secs(30),
         async || {
-            let out = sqs()
-                .receive_message()
-                .queue_url(&recon)
-                .max_number_of_messages(10)
-                .message_attribute_names("All")
-                .send()
-                .await
-                .ok()?;
-            out.messages()
+            crate::e2e::waiting(&sqs(), &recon)
+                .await?
                 .iter()
                 .find(|m| m.body() == Some(late.as_str()))
                 .map(|m| {
@@ -673,25 +680,10 @@ async fn e2e_operator_redrive_ends_when_its_hold_is_shorter_than_its_scan() {
     let Some(Run { id: run, account }) = e2e_run("redrive-hold") else {
         return;
     };
-    let dlq = queue(&format!("{run}-dlq")).await;
-    let bodies = [
-        ledger_credit("/e2e", &format!("{run}-1"), &account, 1),
-        ledger_credit("/e2e", &format!("{run}-2"), &account, 2),
-    ];
-    put(&dlq, &bodies.iter().collect::<Vec<_>>()).await;
+    let (dlq, _) = dlq_with_two_credits(&run, &account).await;
     let source = env("DEDUP_QUEUE_LEDGER_PROJECTOR");
-    let args = [
-        "--json",
-        "redrive",
-        "--dlq",
-        &dlq,
-        "--source",
-        &source,
-        "--dry-run",
-        "--hold-seconds",
-        "1",
-    ];
-    let out = cli_within(Duration::from_secs(30), &args)
+    let args = redrive_args(&dlq, &source, "1", &["--dry-run"]);
+    let out = cli_within(Duration::from_secs(30), &as_refs(&args))
         .await
         .expect("the redrive ends");
     succeeded(&out);
@@ -711,33 +703,10 @@ async fn e2e_operator_redrive_that_could_not_send_exits_non_zero_and_keeps_the_m
     let Some(Run { id: run, account }) = e2e_run("redrive-unsent") else {
         return;
     };
-    let dlq = queue(&format!("{run}-dlq")).await;
-    let bodies = [
-        ledger_credit("/e2e", &format!("{run}-1"), &account, 1),
-        ledger_credit("/e2e", &format!("{run}-2"), &account, 2),
-    ];
-    put(&dlq, &bodies.iter().collect::<Vec<_>>()).await;
+    let (dlq, bodies) = dlq_with_two_credits(&run, &account).await;
     let gone = no_queue(&dlq);
-    let out = cli(
-        &[
-            "--json",
-            "redrive",
-            "--dlq",
-            &dlq,
-            "--source",
-            &gone,
-            "--hold-seconds",
-            "5",
-        ],
-        &[],
-    )
-    .await;
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = cli(&as_refs(&redrive_args(&dlq, &gone, "5", &[])), &[]).await;
+    exited(&out, 1);
     let report = json_of(&out);
     assert!(ids(&report, "moved").is_empty(), "{report:#}");
     assert_eq!(report["not_moved"], 2, "{report:#}");
@@ -775,20 +744,7 @@ async fn e2e_operator_fifo_redrive_keeps_each_group_its_order_and_a_key_derived_
             .await
             .expect("send");
     }
-    let out = cli(
-        &[
-            "--json",
-            "redrive",
-            "--dlq",
-            &dlq,
-            "--source",
-            &source,
-            "--hold-seconds",
-            "5",
-        ],
-        &[],
-    )
-    .await;
+    let out = cli(&as_refs(&redrive_args(&dlq, &source, "5", &[])), &[]).await;
     succeeded(&out);
     let report = json_of(&out);
     assert_eq!(ids(&report, "moved").len(), 4, "{report:#}");
@@ -857,39 +813,14 @@ async fn e2e_operator_accepted_conflict_keeps_its_mark_when_its_send_fails() {
         return;
     };
     let applied = ledger_credit("/e2e", &format!("{run}-c"), &account, 5);
-    send(
-        "DEDUP_QUEUE_LEDGER_PROJECTOR",
-        std::slice::from_ref(&applied),
-    )
-    .await;
-    balance_is("the first credit", &account, 5).await;
+    first_credit_applied(&applied, &account).await;
     let dlq = queue(&format!("{run}-dlq")).await;
     let conflict = ledger_credit("/e2e", &format!("{run}-c"), &account, 500);
     put(&dlq, &[&conflict]).await;
     let gone = no_queue(&dlq);
-    let out = cli(
-        &[
-            "--json",
-            "redrive",
-            "--dlq",
-            &dlq,
-            "--source",
-            &gone,
-            "--hold-seconds",
-            "5",
-            "--accept-conflicts",
-            "--reason",
-            "test: accepted",
-        ],
-        &[],
-    )
-    .await;
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let accept = ["--accept-conflicts", "--reason", "test: accepted"];
+    let out = cli(&as_refs(&redrive_args(&dlq, &gone, "5", &accept)), &[]).await;
+    exited(&out, 1);
     let report = json_of(&out);
     assert_eq!(counts(&report).get("conflict"), Some(&1), "{report:#}");
     let key = crate::e2e::key_of("ledger-projector", &applied);

@@ -11,17 +11,13 @@
 
 use std::time::Duration;
 
-use local_lambda::concurrent::{Answer, ConcurrentApi};
+use local_lambda::concurrent::Answer;
 
 use dedup_tests as support;
 
 /// AWS's sample, with `name` and `sequencer` when given.
 fn event(name: &str, sequencer: Option<&str>) -> serde_json::Value {
-    let mut sample: serde_json::Value = serde_json::from_str(include_str!(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../events/example-s3-event.json"
-    )))
-    .expect("the sample event");
+    let mut sample = crate::built::sample("example-s3-event.json");
     sample["Records"][0]["eventName"] = name.into();
     if let Some(s) = sequencer {
         sample["Records"][0]["s3"]["object"]["sequencer"] = s.into();
@@ -31,26 +27,24 @@ fn event(name: &str, sequencer: Option<&str>) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_binary_catalogues_each_notification_once_and_newest_wins() {
-    let Ok(dir) = std::env::var("DEDUP_FUNCTIONS_DIR") else {
-        eprintln!("the S3 end-to-end test skipped: DEDUP_FUNCTIONS_DIR is not set");
+    let Some(dir) = crate::built::functions_dir("the S3 end-to-end test") else {
         return;
     };
     let ddb = local_dynamodb::shared();
     let client = support::client_at(&ddb.endpoint());
     let marks = support::mark_table(&client).await;
     let catalog = support::effect_table(&client, "object").await;
-    let api = ConcurrentApi::start().await.expect("runtime API");
-    let function = crate::built::Built::start(
+    let (api, function) = crate::built::Built::start(
         format!("{dir}/example-s3-catalog"),
         "s3-catalog",
-        &api,
         ddb.endpoint(),
         [
             ("DEDUP_NAMESPACE", support::unique("s3")),
             ("DEDUP_MARK_TABLE", marks.clone()),
             ("CATALOG_TABLE", catalog.clone()),
         ],
-    );
+    )
+    .await;
     let wait = Duration::from_secs(20);
     let newer = event("ObjectRemoved:Delete", Some("0055AED6DCD90281E6"));
     let older = event("ObjectCreated:Put", Some("0055AED6DCD90281E5"));

@@ -13,16 +13,13 @@
 
 use std::time::Duration;
 
-use local_lambda::concurrent::{Answer, ConcurrentApi};
+use local_lambda::concurrent::Answer;
 
 use dedup_tests as support;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invoke_concurrent_duplicates_of_one_charge_get_one_charge_and_one_receipt() {
-    let Ok(dir) = std::env::var("DEDUP_FUNCTIONS_DIR") else {
-        eprintln!(
-            "invoke door skipped: DEDUP_FUNCTIONS_DIR (the built functions) is not set; `cargo xtask test` sets it"
-        );
+    let Some(dir) = crate::built::functions_dir("invoke door") else {
         return;
     };
     let binary = format!("{dir}/example-invoke-charge");
@@ -43,11 +40,9 @@ async fn invoke_concurrent_duplicates_of_one_charge_get_one_charge_and_one_recei
         1,
         Duration::from_millis(600),
     ));
-    let api = ConcurrentApi::start().await.expect("runtime API");
-    let function = crate::built::Built::start(
+    let (api, function) = crate::built::Built::start(
         &binary,
         "invoke-charge",
-        &api,
         ddb.endpoint(),
         [
             ("AWS_LAMBDA_MAX_CONCURRENCY", "8".into()),
@@ -57,7 +52,8 @@ async fn invoke_concurrent_duplicates_of_one_charge_get_one_charge_and_one_recei
             ("CHARGE_TENANT", "acme".into()),
             ("DEDUP_IN_PROGRESS_WAIT_MS", "8000".into()),
         ],
-    );
+    )
+    .await;
 
     let charge = serde_json::json!({"order_id": "o-1", "cents": 500});
     let calls = (0..6).map(|_| api.invoke(charge.clone(), Duration::from_secs(20)));

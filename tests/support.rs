@@ -320,6 +320,14 @@ pub fn model_cases(default: u32) -> u32 {
         .unwrap_or(default)
 }
 
+/// The proptest configuration of a model-based test: [`model_cases`] schedules.
+pub fn model_config(default: u32) -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases: model_cases(default),
+        ..proptest::test_runner::Config::default()
+    }
+}
+
 /// Runs `future` to completion on a fresh two-worker runtime (for proptest bodies).
 pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_multi_thread()

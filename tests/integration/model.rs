@@ -566,6 +566,26 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
         }
     };
 
+    // Runs what is queued, then redelivers what comes back until the queue is empty, as SQS
+    // would, or DRAIN_ROUNDS have passed (what is still pending then is lost).
+    let drain = async |queued: &mut Vec<(Vec<Delivery>, bool)>,
+                       pending: &mut Vec<Delivery>,
+                       step_no: &mut u32| {
+        for (b, m) in std::mem::take(queued) {
+            *step_no += 1;
+            pending.extend(execute(b, m, false, false, *step_no, false).await);
+        }
+        for _ in 0..DRAIN_ROUNDS {
+            if pending.is_empty() {
+                break;
+            }
+            for chunk in std::mem::take(pending).chunks(10) {
+                *step_no += 1;
+                pending.extend(execute(chunk.to_vec(), false, false, false, *step_no, false).await);
+            }
+        }
+    };
+
     tally(|t| {
         t.schedules += 1;
         for s in &steps {
@@ -607,21 +627,7 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
             } => {
                 // The retention covers the queue's redelivery horizon (S9): by the time days
                 // have passed, SQS has delivered everything that was in it.
-                for (b, m) in std::mem::take(&mut queued) {
-                    step_no += 1;
-                    pending.extend(execute(b, m, false, false, step_no, false).await);
-                }
-                for _ in 0..DRAIN_ROUNDS {
-                    if pending.is_empty() {
-                        break;
-                    }
-                    for chunk in std::mem::take(&mut pending).chunks(10) {
-                        step_no += 1;
-                        pending.extend(
-                            execute(chunk.to_vec(), false, false, false, step_no, false).await,
-                        );
-                    }
-                }
+                drain(&mut queued, &mut pending, &mut step_no).await;
                 if !pending.is_empty() {
                     lost_messages = pending.len();
                     break;
@@ -670,21 +676,7 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
         }
     }
     if lost_messages == 0 {
-        for (b, m) in std::mem::take(&mut queued) {
-            step_no += 1;
-            pending.extend(execute(b, m, false, false, step_no, false).await);
-        }
-        // Redeliver until the queue is empty, as SQS would.
-        for _ in 0..DRAIN_ROUNDS {
-            if pending.is_empty() {
-                break;
-            }
-            let batch = std::mem::take(&mut pending);
-            for chunk in batch.chunks(10) {
-                step_no += 1;
-                pending.extend(execute(chunk.to_vec(), false, false, false, step_no, false).await);
-            }
-        }
+        drain(&mut queued, &mut pending, &mut step_no).await;
         lost_messages = pending.len();
     }
     let model = model.into_inner().expect("lock");
@@ -841,33 +833,40 @@ async fn run_schedule<L: Ledger>(ledger: L, steps: Vec<Step>) {
     }
 }
 
+/// A schedule: 1 to 15 steps.
+fn schedule() -> impl Strategy<Value = Vec<Step>> {
+    prop::collection::vec(step(), 1..16)
+}
+
+/// [`run_schedule`] of `steps` on the ledger `ledger` makes, to its end.
+fn run<L: Ledger>(ledger: impl std::future::Future<Output = L>, steps: Vec<Step>) {
+    dedup_tests::block_on(async { run_schedule(ledger.await, steps).await });
+}
+
 proptest! {
     // 32 schedules in `cargo xtask test` (on Valkey each under a fresh key prefix of the
     // server); `cargo xtask soak` sets DEDUP_MODEL_CASES much higher.
-    #![proptest_config(ProptestConfig {
-        cases: dedup_tests::model_cases(32),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(dedup_tests::model_config(32))]
 
     /// S4, S5, S8, S10–S15 under generated schedules with transient and permanent faults: see
     /// the module docs.
     #[test]
-    fn schedules_with_faults_apply_each_event_exactly_once(steps in prop::collection::vec(step(), 1..16)) {
-        dedup_tests::block_on(async { run_schedule(OnStores::new(StoreKind::DynamoDb).await, steps).await });
+    fn schedules_with_faults_apply_each_event_exactly_once(steps in schedule()) {
+        run(OnStores::new(StoreKind::DynamoDb), steps);
     }
 
     /// The same schedules on the memory store (`cargo xtask soak` runs many more of these).
     #[test]
-    fn on_the_memory_store_schedules_apply_each_event_exactly_once(steps in prop::collection::vec(step(), 1..16)) {
-        dedup_tests::block_on(async { run_schedule(OnStores::new(StoreKind::Memory).await, steps).await });
+    fn on_the_memory_store_schedules_apply_each_event_exactly_once(steps in schedule()) {
+        run(OnStores::new(StoreKind::Memory), steps);
     }
 
     /// The same schedules on the Valkey store (`DEDUP_VALKEY_URL`; skipped without it): credits
     /// are `HINCRBY`s run in the mark's script, poisons credit a balance that is not an integer.
     #[test]
-    fn on_valkey_schedules_apply_each_event_exactly_once(steps in prop::collection::vec(step(), 1..16)) {
+    fn on_valkey_schedules_apply_each_event_exactly_once(steps in schedule()) {
         if let Some(url) = crate::model_valkey::url("the Valkey model schedules") {
-            dedup_tests::block_on(async { run_schedule(OnValkey::new(&url).await, steps).await });
+            run(OnValkey::new(&url), steps);
         }
     }
 }
@@ -875,17 +874,14 @@ proptest! {
 proptest! {
     // 16 schedules in `cargo xtask test` (each on a fresh marks table of the server); `cargo
     // xtask soak` sets DEDUP_MODEL_CASES higher.
-    #![proptest_config(ProptestConfig {
-        cases: dedup_tests::model_cases(16),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(dedup_tests::model_config(16))]
 
     /// The same schedules on the PostgreSQL store (`DEDUP_POSTGRES_URL`; skipped without it):
     /// credits are SQL upserts committed in the mark's transaction, poisons overflow a `bigint`.
     #[test]
-    fn on_postgres_schedules_apply_each_event_exactly_once(steps in prop::collection::vec(step(), 1..16)) {
+    fn on_postgres_schedules_apply_each_event_exactly_once(steps in schedule()) {
         if let Some(url) = crate::model_postgres::url("the PostgreSQL model schedules") {
-            dedup_tests::block_on(async { run_schedule(OnPostgres::new(&url).await, steps).await });
+            run(OnPostgres::new(&url), steps);
         }
     }
 }

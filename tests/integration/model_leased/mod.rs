@@ -661,10 +661,7 @@ async fn run_in<E: 'static>(world: World<E>, schedule: Schedule) {
 proptest! {
     // 16 schedules in `cargo xtask test` (on Valkey each under a fresh mark prefix of the
     // server); `cargo xtask soak` sets DEDUP_MODEL_CASES much higher.
-    #![proptest_config(ProptestConfig {
-        cases: dedup_tests::model_cases(16),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(dedup_tests::model_config(16))]
 
     /// S6, S8, S9, S12–S16 for the leased flow under generated schedules with faults: see the
     /// module docs.
@@ -693,10 +690,7 @@ proptest! {
 proptest! {
     // 8 schedules in `cargo xtask test` (each on a fresh marks table of the server); `cargo
     // xtask soak` sets DEDUP_MODEL_CASES higher.
-    #![proptest_config(ProptestConfig {
-        cases: dedup_tests::model_cases(8),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(dedup_tests::model_config(8))]
 
     /// The same schedules on the PostgreSQL store (`DEDUP_POSTGRES_URL`; skipped without it);
     /// a crash during complete fails the store's `complete` (never begun, or committed and its

@@ -37,24 +37,24 @@ from datetime import datetime, timezone
 def standard_webhooks(msg_id, timestamp, secrets, body):
     from standardwebhooks.webhooks import Webhook
 
-    at = datetime.fromtimestamp(timestamp, tz=timezone.utc)
-    signatures = [Webhook(s).sign(msg_id=msg_id, timestamp=at, data=body) for s in secrets]
-    return {
-        "webhook-id": msg_id,
-        "webhook-timestamp": str(timestamp),
-        "webhook-signature": " ".join(signatures),
-    }
+    return signed_by(Webhook, "webhook", msg_id, timestamp, secrets, body)
 
 
 def svix(msg_id, timestamp, secrets, body):
     from svix.webhooks import Webhook
 
+    return signed_by(Webhook, "svix", msg_id, timestamp, secrets, body)
+
+
+def signed_by(webhook, prefix, msg_id, timestamp, secrets, body):
+    """The headers `prefix`-id, -timestamp and -signature, signed by the sender's own library's
+    `webhook` class (Standard Webhooks and Svix sign alike, each with its own code)."""
     at = datetime.fromtimestamp(timestamp, tz=timezone.utc)
-    signatures = [Webhook(s).sign(msg_id=msg_id, timestamp=at, data=body) for s in secrets]
+    signatures = [webhook(s).sign(msg_id=msg_id, timestamp=at, data=body) for s in secrets]
     return {
-        "svix-id": msg_id,
-        "svix-timestamp": str(timestamp),
-        "svix-signature": " ".join(signatures),
+        f"{prefix}-id": msg_id,
+        f"{prefix}-timestamp": str(timestamp),
+        f"{prefix}-signature": " ".join(signatures),
     }
 
 

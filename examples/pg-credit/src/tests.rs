@@ -57,6 +57,16 @@ fn batch(records: Vec<SqsMessage>) -> SqsEvent {
     event
 }
 
+/// Spoils two records (of amount 1): the first's body is not JSON, the second's amount not an
+/// integer.
+fn malformed(records: &mut [SqsMessage]) {
+    records[0].body = Some("not json".into());
+    records[1].body = records[1]
+        .body
+        .as_ref()
+        .map(|b| b.replace("\"amount\":1", "\"amount\":\"one\""));
+}
+
 fn failed(response: &SqsBatchResponse) -> Vec<&str> {
     let ids = response.batch_item_failures.iter();
     ids.map(|f| f.item_identifier.as_str()).collect()
@@ -131,11 +141,7 @@ async fn each_event_is_credited_once_however_often_it_is_delivered() {
         record("m6", "e4", "a-1", 1),
         record("m7", "e5", "a-1", 2),
     ];
-    again[2].body = Some("not json".into());
-    again[3].body = again[3]
-        .body
-        .as_ref()
-        .map(|b| b.replace("\"amount\":1", "\"amount\":\"one\""));
+    malformed(&mut again[2..4]);
     let response = function.handle(batch(again)).await;
     // The redelivery and the retry are duplicates; the malformed messages are failed, for the
     // queue's redrive policy to dead-letter; e5 is applied in the same transaction regardless.
@@ -233,11 +239,7 @@ async fn on_memory_each_event_records_one_upsert_of_its_tenants_account() {
         record("m5", "e3", "a-1", 1),
         record("m6", "e4", "a-1", 1),
     ];
-    again[1].body = Some("not json".into());
-    again[2].body = again[2]
-        .body
-        .as_ref()
-        .map(|b| b.replace("\"amount\":1", "\"amount\":\"one\""));
+    malformed(&mut again[1..3]);
     assert_eq!(failed(&service.handle(batch(again)).await), ["m5", "m6"]);
     let effects = store.effects();
     assert_eq!(effects.len(), 2, "{effects:?}");

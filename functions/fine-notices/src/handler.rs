@@ -189,16 +189,19 @@ mod tests {
         }
     }
 
+    /// The function's variables, its correlation key aside.
+    const VARS: [(&str, &str); 5] = [
+        ("DEDUP_NAMESPACE", "test"),
+        ("DEDUP_MARK_TABLE", "marks"),
+        ("FINES_TABLE", "fines"),
+        ("INTENTS_TABLE", "intents"),
+        ("FINE_REVIEWS_TABLE", "reviews"),
+    ];
+
     /// The function as `main` builds it, with `vars` on top of its variables.
     async fn notices_with(vars: &[(&str, &str)]) -> Result<Notices, Error> {
-        let env = Env::from_pairs([
-            ("DEDUP_NAMESPACE", "test"),
-            ("DEDUP_MARK_TABLE", "marks"),
-            ("FINES_TABLE", "fines"),
-            ("INTENTS_TABLE", "intents"),
-            ("FINE_REVIEWS_TABLE", "reviews"),
-            ("FINES_CORRELATION_KEY", "test-secret-of-16+"),
-        ]);
+        let key = ("FINES_CORRELATION_KEY", "test-secret-of-16+");
+        let env = Env::from_pairs(VARS.into_iter().chain([key]));
         let env = vars.iter().fold(env, |env, (k, v)| env.with(k, *v));
         let (dedup, store) = on_memory(Dedup::read(&env, FUNCTION)?);
         for (table, key) in [
@@ -289,13 +292,7 @@ mod tests {
     async fn fines_correlation_key_is_read_from_secrets_manager_by_arn() {
         let arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:fines-key-AbCdEf";
         let env = |pairs: &[(&str, &str)]| {
-            let env = Env::from_pairs([
-                ("DEDUP_NAMESPACE", "test"),
-                ("DEDUP_MARK_TABLE", "marks"),
-                ("FINES_TABLE", "fines"),
-                ("INTENTS_TABLE", "intents"),
-                ("FINE_REVIEWS_TABLE", "reviews"),
-            ]);
+            let env = Env::from_pairs(VARS);
             let env = pairs.iter().fold(env, |env, (k, v)| env.with(k, *v));
             Dedup::read(&env, FUNCTION).expect("settings")
         };

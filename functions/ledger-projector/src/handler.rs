@@ -57,15 +57,9 @@ mod tests {
         lambda_dedup_runtime::testing::failed_ids(answer)
     }
 
+    /// The balance the sample event credits.
     fn sample_balance(ledger: &Ledger) -> Option<i64> {
-        let account = lambda_dedup::tenant_scoped("bank-a", "credito-17");
-        let item = ledger
-            .store
-            .item("balances", &Item::new().with("account", account))?;
-        match item.0.get("balance")? {
-            Value::N(n) => n.parse().ok(),
-            _ => None,
-        }
+        balance(ledger, "bank-a", "credito-17")
     }
 
     fn sample() -> SqsEvent {

@@ -85,26 +85,39 @@ pub(crate) fn sample(file: &str) -> serde_json::Value {
     serde_json::from_str(&text).expect("the sample event")
 }
 
-/// AWS's sample `file` with the list at `pointer` made of one copy of its first element per
-/// item, each changed by `fill`.
-pub(crate) fn sample_list<T>(
+/// A broker's sample `file` with the list of messages at `pointer` made of one copy of its first
+/// message per `(item, data)`: `data` in base64 as its body, changed by `fill` with `item`.
+pub(crate) fn sample_messages<T>(
     file: &str,
     pointer: &str,
-    items: &[T],
+    messages: &[(T, &str)],
     fill: impl Fn(&mut serde_json::Value, &T),
 ) -> serde_json::Value {
     let mut sample = sample(file);
-    let list = sample.pointer_mut(pointer).expect("the sample's list");
+    let list = sample.pointer_mut(pointer).expect("the sample's messages");
     let first = list[0].clone();
-    *list = items
+    *list = messages
         .iter()
-        .map(|item| {
+        .map(|(item, data)| {
             let mut m = first.clone();
+            m["data"] = base64(data);
             fill(&mut m, item);
             m
         })
         .collect();
     sample
+}
+
+/// The invocation `run` was answered with no payload (a batch or event acknowledged); else
+/// `what` and `run` are the failure.
+pub(crate) fn assert_acknowledged(run: &local_lambda::concurrent::Invocation, what: &str) {
+    assert!(
+        matches!(
+            run.answer,
+            local_lambda::concurrent::Answer::Response(serde_json::Value::Null)
+        ),
+        "{what}: {run:?}"
+    );
 }
 
 /// A credit of `amount` to `account`, as the ledger examples read it.
@@ -134,12 +147,25 @@ pub(crate) async fn ledger_example(
     (api, function, ledger)
 }
 
+/// [`ledger_example`] parking in a queue of its own on the local SQS (`{door}-parking`), whose
+/// URL comes last.
+pub(crate) async fn ledger_example_parking(
+    dir: &str,
+    door: &str,
+    dynamodb: Option<String>,
+    vars: impl IntoIterator<Item = (&'static str, String)>,
+) -> (ConcurrentApi, Built, Ledger, String) {
+    let (url, parking) = parking(&crate::e2e::sqs(), &format!("{door}-parking")).await;
+    let (api, function, ledger) =
+        ledger_example(dir, door, dynamodb, parking.into_iter().chain(vars)).await;
+    (api, function, ledger, url)
+}
+
 /// The string attributes of each message waiting (up to 10) on the queue `url`.
-pub(crate) async fn parked(
-    sqs: &aws_sdk_sqs::Client,
-    url: &str,
-) -> Vec<std::collections::HashMap<String, String>> {
-    let messages = crate::e2e::waiting(sqs, url).await.expect("receive");
+pub(crate) async fn parked(url: &str) -> Vec<std::collections::HashMap<String, String>> {
+    let messages = crate::e2e::waiting(&crate::e2e::sqs(), url)
+        .await
+        .expect("receive");
     let attributes = |m: &aws_sdk_sqs::types::Message| {
         let all = m.message_attributes.clone().unwrap_or_default();
         all.into_iter()

@@ -15,7 +15,6 @@ use std::time::Duration;
 use lambda_dedup_conformance::gate::Gate;
 use local_lambda::concurrent::{Answer, ConcurrentApi, Invocation};
 
-
 /// The deadline margin the function is given: the cut before each invocation's deadline.
 const MARGIN: Duration = Duration::from_millis(1000);
 

@@ -15,7 +15,6 @@ use local_lambda::concurrent::Answer;
 use serde_json::json;
 
 use crate::built::{self, credit};
-use crate::e2e::sqs;
 use dedup_tests as support;
 
 /// AWS's sample with `records` (partition, offset, value) in place of its own.
@@ -42,16 +41,9 @@ async fn kafka_binary_applies_each_record_once_and_answers_the_documented_partia
     let Some(dir) = built::functions_on_stack("the Kafka end-to-end test") else {
         return;
     };
-    let sqs = sqs();
-    let (parking, parking_vars) = built::parking(&sqs, "kafka-parking").await;
     let cluster = ("DEDUP_KAFKA_CLUSTER_ID", "ledger-cluster".to_owned());
-    let (api, function, ledger) = built::ledger_example(
-        &dir,
-        "kafka",
-        None,
-        parking_vars.into_iter().chain([cluster]),
-    )
-    .await;
+    let (api, function, ledger, parking) =
+        built::ledger_example_parking(&dir, "kafka", None, [cluster]).await;
 
     let (a, b) = (support::unique("a"), support::unique("b"));
     let batch = [
@@ -91,7 +83,7 @@ async fn kafka_binary_applies_each_record_once_and_answers_the_documented_partia
         "the redelivered record is a duplicate"
     );
     assert_eq!(ledger.marks().await, 3);
-    let parked = built::parked(&sqs, &parking).await;
+    let parked = built::parked(&parking).await;
     assert_eq!(parked.len(), 1, "the poison record parked once");
     let attribute = |n: &str| parked[0].get(n).cloned();
     assert_eq!(attribute("dedup-reason").as_deref(), Some("body_not_json"));

@@ -16,19 +16,15 @@ use local_lambda::concurrent::Answer;
 use serde_json::json;
 
 use crate::built::{self, credit};
-use crate::e2e::sqs;
 use dedup_tests as support;
 
 /// AWS's sample with one message per `(messageID, data)` in place of its own.
 fn event(messages: &[(&str, &str)]) -> serde_json::Value {
-    built::sample_list(
+    built::sample_messages(
         "example-activemq-event.json",
         "/messages",
         messages,
-        |m, (id, data)| {
-            m["messageID"] = json!(id);
-            m["data"] = built::base64(data);
-        },
+        |m, id| m["messageID"] = json!(id),
     )
 }
 
@@ -41,15 +37,12 @@ async fn activemq_binary_parks_poison_fails_on_transient_and_credits_once_across
     let gate = Gate::start(ddb.trim_start_matches("http://").to_owned())
         .await
         .expect("gate");
-    let sqs = sqs();
-    let (parking, parking_vars) = built::parking(&sqs, "mq-parking").await;
     let timeouts = [
         ("DEDUP_SDK_ATTEMPT_TIMEOUT_MS", "1000".into()),
         ("DEDUP_SDK_OPERATION_TIMEOUT_MS", "2000".into()),
     ];
-    let vars = parking_vars.into_iter().chain(timeouts);
-    let (api, function, ledger) =
-        built::ledger_example(&dir, "mq", Some(gate.endpoint()), vars).await;
+    let (api, function, ledger, parking) =
+        built::ledger_example_parking(&dir, "mq", Some(gate.endpoint()), timeouts).await;
 
     let (a, b) = (support::unique("a"), support::unique("b"));
     let run = support::unique("ID:run");
@@ -58,10 +51,7 @@ async fn activemq_binary_parks_poison_fails_on_transient_and_credits_once_across
     let (c1, c3, c4) = (credit(&a, 1), credit(&b, 2), credit(&a, 5));
     let first = [(m1.as_str(), c1.as_str()), (&m2, "not json"), (&m3, &c3)];
     let answer = api.invoke(event(&first), Duration::from_secs(20)).await;
-    assert!(
-        matches!(answer.answer, Answer::Response(serde_json::Value::Null)),
-        "the batch acknowledged, its poison parked: {answer:?}"
-    );
+    built::assert_acknowledged(&answer, "the batch acknowledged, its poison parked");
     assert_eq!(ledger.balance(&a).await, Some(1));
     assert_eq!(ledger.balance(&b).await, Some(2));
 
@@ -77,14 +67,11 @@ async fn activemq_binary_parks_poison_fails_on_transient_and_credits_once_across
     // applied, the others duplicates.
     let whole = [first.as_slice(), second.as_slice()].concat();
     let again = api.invoke(event(&whole), Duration::from_secs(20)).await;
-    assert!(
-        matches!(again.answer, Answer::Response(serde_json::Value::Null)),
-        "{again:?}"
-    );
+    built::assert_acknowledged(&again, "acknowledged");
     assert_eq!(ledger.balance(&a).await, Some(6));
     assert_eq!(ledger.balance(&b).await, Some(2), "not twice");
     assert_eq!(ledger.marks().await, 3);
-    let parked = built::parked(&sqs, &parking).await;
+    let parked = built::parked(&parking).await;
     // Parked once per batch that reached it: the reader deduplicates by message id.
     assert_eq!(parked.len(), 2, "{parked:?}");
     for p in &parked {
@@ -98,16 +85,15 @@ async fn activemq_binary_parks_poison_fails_on_transient_and_credits_once_across
 /// AWS's RabbitMQ sample with one message per `(event-id header, data)` in place of its own, the
 /// header in the sample's byte-array shape (`None`: no such header), marked `redelivered`.
 fn rabbitmq_event(messages: &[(Option<&str>, &str)], redelivered: bool) -> serde_json::Value {
-    built::sample_list(
+    built::sample_messages(
         "example-rabbitmq-event.json",
         "/rmqMessagesByQueue/test::~1",
         messages,
-        |m, (id, data)| {
+        |m, id| {
             if let Some(id) = id {
                 m["basicProperties"]["headers"]["event-id"] = json!({"bytes": id.as_bytes()});
             }
             m["redelivered"] = json!(redelivered);
-            m["data"] = built::base64(data);
         },
     )
 }
@@ -117,9 +103,8 @@ async fn rabbitmq_binary_parks_poison_acknowledges_the_batch_and_credits_once_ac
     let Some(dir) = built::functions_on_stack("the RabbitMQ end-to-end test") else {
         return;
     };
-    let sqs = sqs();
-    let (parking, parking_vars) = built::parking(&sqs, "rabbitmq-parking").await;
-    let (api, function, ledger) = built::ledger_example(&dir, "rabbitmq", None, parking_vars).await;
+    let (api, function, ledger, parking) =
+        built::ledger_example_parking(&dir, "rabbitmq", None, []).await;
 
     let (a, b) = (support::unique("a"), support::unique("b"));
     let run = support::unique("e");
@@ -136,10 +121,7 @@ async fn rabbitmq_binary_parks_poison_acknowledges_the_batch_and_credits_once_ac
     let first = api
         .invoke(rabbitmq_event(&batch, false), Duration::from_secs(20))
         .await;
-    assert!(
-        matches!(first.answer, Answer::Response(serde_json::Value::Null)),
-        "the batch acknowledged, its poison parked: {first:?}"
-    );
+    built::assert_acknowledged(&first, "the batch acknowledged, its poison parked");
     assert_eq!(ledger.balance(&a).await, Some(1));
     assert_eq!(ledger.balance(&b).await, Some(2));
 
@@ -147,14 +129,11 @@ async fn rabbitmq_binary_parks_poison_acknowledges_the_batch_and_credits_once_ac
     let again = api
         .invoke(rabbitmq_event(&batch, true), Duration::from_secs(20))
         .await;
-    assert!(
-        matches!(again.answer, Answer::Response(serde_json::Value::Null)),
-        "{again:?}"
-    );
+    built::assert_acknowledged(&again, "acknowledged");
     assert_eq!(ledger.balance(&a).await, Some(1));
     assert_eq!(ledger.balance(&b).await, Some(2), "not twice");
     assert_eq!(ledger.marks().await, 2);
-    let parked = built::parked(&sqs, &parking).await;
+    let parked = built::parked(&parking).await;
     let mut reasons: Vec<String> = parked
         .iter()
         .map(|p| p.get("dedup-reason").cloned().unwrap_or_default())

@@ -63,7 +63,9 @@ impl Queue {
     #[cfg(feature = "sqs-client")]
     pub(crate) async fn client(&self) -> &aws_sdk_sqs::Client {
         self.client
-            .get_or_init(|| async { aws_sdk_sqs::Client::new(&self.timeouts.sdk_config().await) })
+            .get_or_init(|| async {
+                aws_sdk_sqs::Client::new(&crate::aws::sdk_config(&self.timeouts).await)
+            })
             .await
     }
 

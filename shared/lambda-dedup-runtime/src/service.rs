@@ -55,7 +55,8 @@ use lambda_dedup::{
 use lambda_dedup_engine::{Deduplicator, HandlerError, LeasedDeduplicator};
 pub use lambda_dedup_engine::{Invalid, Transient};
 
-use crate::settings::{Env, Settings, SettingsError};
+use crate::aws::FromSettings as _;
+use crate::config::{Env, Settings, SettingsError};
 use crate::sqs::{Accounting, Reconciliation};
 #[cfg(feature = "dynamodb")]
 use crate::store::OnDynamoDb;
@@ -197,7 +198,7 @@ impl Dedup<NoStore> {
     /// [`from_env`](Self::from_env) from `env`: what tests call, with the same wiring.
     pub fn read(env: &Env, function: &str) -> Result<Self, SettingsError> {
         let settings = Settings::read(env, function)?;
-        let reconciliation = crate::reconcile::queue(&settings);
+        let reconciliation = crate::reconcile::queue(&settings)?;
         Ok(Self {
             function: function.to_owned(),
             env: env.clone(),
@@ -230,7 +231,7 @@ impl Dedup<NoStore> {
     /// the settings. The store of a Lambda function.
     #[cfg(feature = "dynamodb")]
     pub async fn dynamodb(self) -> Dedup {
-        let conf = self.settings.sdk_timeouts.sdk_config().await;
+        let conf = crate::aws::sdk_config(&self.settings.sdk_timeouts).await;
         self.dynamodb_client(lambda_dedup_dynamodb::Client::from_conf(&conf))
     }
 
@@ -434,9 +435,9 @@ impl<S> Dedup<S> {
         &self.store
     }
 
-    /// The environment the settings were read from.
-    #[cfg(any(feature = "postgres", feature = "valkey", feature = "inbox", test))]
-    pub(crate) fn env(&self) -> &Env {
+    /// The environment the settings were read from: every other section (a door's, a
+    /// store's) is read from it too (`HttpConfig::read(dedup.env())`).
+    pub fn env(&self) -> &Env {
         &self.env
     }
 
@@ -532,7 +533,7 @@ impl<S: Marks> Dedup<S> {
         Runner {
             function: self.function.clone(),
             accounting: self.accounting.clone(),
-            margin: self.settings.deadline_margin,
+            margin: self.settings.deadline_margin.get(),
             max_concurrency: self.settings.max_concurrency,
         }
     }

@@ -223,7 +223,7 @@ pub fn assert_declared_key_spec(
     let text = text.unwrap_or_else(|| {
         panic!("no key spec is declared for {function} (it declares {declared:?})")
     });
-    let given = crate::cloudevents_key_spec(text, settings.scope.clone())
+    let given = crate::config::cloudevents_key_spec(text, settings.scope.clone())
         .unwrap_or_else(|e| panic!("{function}: {e}"));
     assert_eq!(
         settings.key_spec(given),

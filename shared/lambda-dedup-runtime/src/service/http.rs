@@ -92,7 +92,7 @@ impl<S: Marks> Dedup<S> {
                 scope: self.settings.scope.clone(),
                 work,
                 function: self.function.clone(),
-                margin: self.settings.deadline_margin,
+                margin: self.settings.deadline_margin.get(),
             }),
         })
     }

@@ -134,21 +134,16 @@ mod http;
 mod keys;
 mod margin;
 mod queues;
-#[cfg(feature = "secrets-manager")]
-mod refresh_gate;
 mod relay;
-#[cfg(feature = "secrets-manager")]
-mod rotation;
 mod rule;
 mod sdk;
 mod secret;
 mod settings;
 mod stores;
+mod value;
 mod webhook;
 
-#[cfg(any(feature = "dynamodb-streams", test))]
-pub(crate) use env::millis;
-pub use env::{Env, optional, required};
+pub use env::{Env, millis};
 pub use forwarder::{FORWARD_QUEUE_VAR, FORWARDER, ForwarderConfig};
 pub use http::{
     CallerFrom, CallerFront, DEFAULT_HTTP_MAX_BODY_BYTES, DEFAULT_KEY_RETENTION_SECS,
@@ -156,21 +151,15 @@ pub use http::{
     MAX_IN_FLIGHT_WAIT, MIN_KEY_RETENTION,
 };
 pub use keys::{KeySpecTextError, cloudevents_key_spec};
-pub use margin::{MARGIN_VAR, deadline_margin_in};
+pub use margin::{DeadlineMargin, MARGIN_VAR};
 pub use queues::{PARKING_QUEUE_VAR, RECONCILIATION_QUEUE_VAR, SideQueues};
-#[cfg(feature = "secrets-manager")]
-pub use refresh_gate::RefreshGate;
 pub use relay::{RelayConfig, RelayVars};
-#[cfg(feature = "secrets-manager")]
-pub use rotation::SecretRotation;
 pub use rule::SettingRule;
 pub use sdk::{ATTEMPT_TIMEOUT_VAR, OPERATION_TIMEOUT_VAR, SdkTimeouts};
-pub use secret::SecretError;
-#[cfg(feature = "secrets-manager")]
-pub use secret::SecretsManagerSecret;
+pub use secret::{SecretError, secrets_in};
 pub use settings::{
     DLQ_RETENTION_VAR, MARK_TABLE_VAR, MAX_RECEIVE_COUNT_VAR, QUEUE_RETENTION_VAR, Settings,
-    SettingsError, VISIBILITY_TIMEOUT_VAR, provider_timeout, provider_timeout_in,
+    SettingsError, VISIBILITY_TIMEOUT_VAR, provider_timeout_in,
 };
 pub use stores::{
     DEFAULT_VALKEY_REPLICAS_TIMEOUT_MS, MAX_VALKEY_REPLICAS_TIMEOUT_MS, PG_CA_BUNDLE_VAR,
@@ -178,8 +167,9 @@ pub use stores::{
     VALKEY_PREFIX_VAR, VALKEY_REPLICAS_TIMEOUT_VAR, VALKEY_REPLICAS_VAR, VALKEY_URL_VAR,
     ValkeyConfig, ValkeyHashTag,
 };
+pub use value::ValueError;
 pub use webhook::{
     DEFAULT_INBOX_RETENTION_SECS, DEFAULT_MAX_BODY_BYTES, DEFAULT_SECRETS_REFRESH_SECS,
-    DEFAULT_TOLERANCE_SECS, IdentityFrom, MAX_SECRETS_REFRESH_SECS, MIN_INBOX_RETENTION,
-    SECRETS_ARN_VAR, SECRETS_REFRESH_VAR, SECRETS_VAR, WebhookConfig,
+    DEFAULT_TOLERANCE_SECS, Headers, IdentityFrom, MAX_SECRETS_REFRESH_SECS, MIN_INBOX_RETENTION,
+    SECRETS_ARN_VAR, SECRETS_REFRESH_VAR, SECRETS_VAR, SecretsArn, SecretsRotation, WebhookConfig,
 };

@@ -1,5 +1,5 @@
 //! The rule a setting breaks: why a function refuses to start on a value that parses
-//! ([`SettingsError::Refused`](super::SettingsError::Refused)), typed, so that a caller or a
+//! ([`SettingsError::Refused`](crate::SettingsError::Refused)), typed, so that a caller or a
 //! test tells the cases apart while the operator reads which variable and why.
 
 use std::fmt;

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use lambda_dedup::signature::{Scheme, SignatureError, Verifier};
 
 use super::refresh_gate::RefreshGate;
-use super::secret::{SecretsManagerSecret, secrets_in};
+use super::secret::SecretsManagerSecret;
+use crate::config::{Headers, SecretsRotation, secrets_in};
 
 /// The secret, the verifier built from its latest text, and the gate on reading it again.
 #[derive(Debug)]
@@ -98,4 +99,15 @@ fn log_kept(reason: &str) {
         reason,
         "webhook secrets not read again; the ones held are kept"
     );
+}
+
+impl SecretsRotation for SecretRotation {
+    fn verify<'a, 'h: 'a>(
+        &'a self,
+        headers: &'a Headers<'h>,
+        body: &'a [u8],
+        now: std::time::SystemTime,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), SignatureError>> + Send + 'a>> {
+        Box::pin(SecretRotation::verify(self, headers, body, now))
+    }
 }

@@ -24,9 +24,9 @@ pub struct SideQueues {
 }
 
 impl SideQueues {
-    /// The queues `env` names (an empty value is unset). A reconciliation queue is refused in a
-    /// build without an SQS client (the runtime's feature `sqs-client`): late events would
-    /// silently go to the DLQ instead.
+    /// The queues `env` names (an empty value is unset). The runtime built without an SQS client
+    /// (its feature `sqs-client`) refuses a reconciliation queue: late events would silently go
+    /// to the DLQ instead.
     pub fn read(env: Lookup<'_>) -> Result<Self, SettingsError> {
         let url = |name: &str| {
             env.get(name)

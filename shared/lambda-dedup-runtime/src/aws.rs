@@ -1,4 +1,4 @@
-//! What the runtime builds from the settings ([`crate::config`], read there and checked): the
+//! What the runtime builds from the settings ([`lambda_dedup_config`], read there and checked): the
 //! AWS SDK configuration of its clients with the settings' timeouts ([`sdk_config`]), the
 //! DynamoDB stores of the mark table and of a create-once table, and the deduplicators with
 //! the settings' guards on keys and the warm cache ([`FromSettings`]). The settings crate builds

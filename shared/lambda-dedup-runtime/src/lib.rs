@@ -27,7 +27,7 @@
 //!   queue), each SQS client (feature `sqs-client`, default) built on its first send.
 //! - `webhook` (feature `webhook`): signed HTTP requests into an inbox, one counted answer each.
 //!   With `secrets-manager`, its signing secrets are read at init from Secrets Manager
-//!   (`WebhookConfig::load`, `WEBHOOK_SECRETS_ARN`) and again, bounded, on a mismatch.
+//!   (`secrets::webhook_config`, `WEBHOOK_SECRETS_ARN`) and again, bounded, on a mismatch.
 //! - `relay` (feature `dynamodb-streams`): the recorded-intent and inbox pattern (S7) once — a
 //!   table's stream, an action per new item, settle or park, the deadline, the tally, the sweep —
 //!   for `intent-relay` and the inbox's forwarder, built by `Dedup::relay`.

@@ -24,7 +24,7 @@
 //! # }
 //! ```
 //!
-//! [`Dedup::from_env`] reads every setting of [`crate::settings`] and refuses to start on a bad
+//! [`Dedup::from_env`] reads every setting of [`lambda_dedup_config`] and refuses to start on a bad
 //! one (S9); the store is chosen once ([`Dedup::dynamodb`] in Lambda, [`Dedup::store`] with a
 //! `MemoryStore` in tests), and every guard the settings document is applied to the service it
 //! builds. The work per event is a plain function of a typed [`Event`]: the payload deserialised
@@ -153,7 +153,7 @@ impl<S> std::fmt::Debug for Dedup<S> {
     }
 }
 
-/// What the builder refuses: a setting (S9 and the rest of [`crate::settings`]). A service
+/// What the builder refuses: a setting (S9 and the rest of [`lambda_dedup_config`]). A service
 /// without a store is not refused: it does not compile.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -189,7 +189,7 @@ pub enum BuildError {
 
 impl Dedup<NoStore> {
     /// The deduplication of `function` from the process environment: every setting of
-    /// [`crate::settings`] read and checked, or the reason it cannot start. Events are
+    /// [`lambda_dedup_config`] read and checked, or the reason it cannot start. Events are
     /// CloudEvents (identity `source` + `id`, single tenant) until told otherwise.
     pub fn from_env(function: &str) -> Result<Self, SettingsError> {
         Self::read(&Env::process(), function)

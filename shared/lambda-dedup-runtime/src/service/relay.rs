@@ -6,7 +6,7 @@
 //!
 //! ```no_run
 //! # use lambda_dedup_runtime::relay::{Act, Layout};
-//! # use lambda_dedup_runtime::config::RelayVars;
+//! # use lambda_dedup_config::RelayVars;
 //! # async fn run<A: Act>(vars: RelayVars, layout: Layout, act: A) -> Result<(), lambda_runtime::Error> {
 //! use lambda_dedup_runtime::Dedup;
 //! let dedup = Dedup::from_env("intent-relay")?.dynamodb().await;

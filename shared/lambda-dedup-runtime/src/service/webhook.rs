@@ -5,7 +5,8 @@
 //! # async fn run() -> Result<(), lambda_http::Error> {
 //! use lambda_dedup_runtime::{Dedup, webhook::WebhookConfig};
 //! let dedup = Dedup::from_env("webhook-receiver")?.dynamodb().await;
-//! lambda_http::run(dedup.webhook(WebhookConfig::from_env()?)?).await
+//! let config = WebhookConfig::read(dedup.env())?;
+//! lambda_http::run(dedup.webhook(config)?).await
 //! # }
 //! ```
 

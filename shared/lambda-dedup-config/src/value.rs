@@ -61,3 +61,53 @@ pub enum ValueError {
         value: String,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CallerFrom, CallerFront, HttpFingerprint, IdentityFrom, ValkeyHashTag};
+
+    /// The settings' `FromStr` impls refuse typed, so a caller tells the cases apart without
+    /// reading text, and the text the operator reads names the value and the forms it takes.
+    #[test]
+    fn a_value_in_no_form_its_variable_takes_is_refused_typed() {
+        let none_of = "cdn".parse::<CallerFront>().expect_err("refused");
+        assert_eq!(
+            none_of,
+            ValueError::NoneOf {
+                value: "cdn".into(),
+                expected: "alb, iam, authorizer, unverified"
+            }
+        );
+        assert_eq!(
+            none_of.to_string(),
+            "'cdn' is none of alb, iam, authorizer, unverified"
+        );
+        assert!(matches!(
+            "me".parse::<CallerFrom>(),
+            Err(ValueError::NoneOf { .. })
+        ));
+        assert!(matches!(
+            "json:a".parse::<HttpFingerprint>(),
+            Err(ValueError::NotForm { .. })
+        ));
+        assert_eq!(
+            "fixed:{x}".parse::<ValkeyHashTag>(),
+            Err(ValueError::BadHashTag)
+        );
+        assert_eq!(
+            "header:X-GitHub-Delivery".parse::<IdentityFrom>(),
+            Err(ValueError::UnsignedDeliveryHeader {
+                name: "X-GitHub-Delivery".into()
+            })
+        );
+        assert!(matches!(
+            "header:x-request-id".parse::<IdentityFrom>(),
+            Err(ValueError::UnsignedHeader { .. })
+        ));
+        assert!(matches!(
+            "body".parse::<IdentityFrom>(),
+            Err(ValueError::NotAnIdentity { .. })
+        ));
+    }
+}

@@ -2,8 +2,8 @@
 //! `secrets-manager`): after the settings are read ([`WebhookConfig::read`]'s, with
 //! [`SecretsArn`]), the secret `WEBHOOK_SECRETS_ARN` names is read at init
 //! ([`webhook_config`]) and again, at most once per `WEBHOOK_SECRETS_REFRESH_SECONDS`, on a
-//! signature that matches none of the secrets held ([`SecretRotation`], through a
-//! [`RefreshGate`]). A secret missing, unreadable or not text refuses the start
+//! signature that matches none of the secrets held (`SecretRotation`, through a
+//! `RefreshGate`). A secret missing, unreadable or not text refuses the start
 //! (`SettingsError::Secret`).
 
 mod refresh_gate;
@@ -13,8 +13,7 @@ mod secret;
 use std::sync::Arc;
 
 use crate::config::{Env, SECRETS_ARN_VAR, SecretsArn, SettingsError, WebhookConfig};
-pub use refresh_gate::RefreshGate;
-pub use rotation::SecretRotation;
+use rotation::SecretRotation;
 pub use secret::SecretsManagerSecret;
 
 /// The webhook receiver's configuration `main` reads from `env` (the builder's,

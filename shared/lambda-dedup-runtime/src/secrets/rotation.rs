@@ -15,7 +15,7 @@ use crate::config::{Headers, SecretsRotation, secrets_in};
 
 /// The secret, the verifier built from its latest text, and the gate on reading it again.
 #[derive(Debug)]
-pub struct SecretRotation {
+pub(crate) struct SecretRotation {
     secret: SecretsManagerSecret,
     scheme: Scheme,
     tolerance: Duration,
@@ -26,7 +26,7 @@ pub struct SecretRotation {
 impl SecretRotation {
     /// Holds `verifier` (built from `secret`'s text just read) and reads `secret` again at most
     /// once per `every`.
-    pub fn new(secret: SecretsManagerSecret, verifier: Verifier, every: Duration) -> Self {
+    pub(crate) fn new(secret: SecretsManagerSecret, verifier: Verifier, every: Duration) -> Self {
         Self {
             scheme: verifier.scheme(),
             tolerance: verifier.tolerance(),
@@ -37,7 +37,7 @@ impl SecretRotation {
     }
 
     /// The verifier of the secrets last read.
-    pub fn current(&self) -> Arc<Verifier> {
+    pub(crate) fn current(&self) -> Arc<Verifier> {
         self.current
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -48,7 +48,7 @@ impl SecretRotation {
     /// ([`SignatureError::Mismatch`]) is verified again with the secret read anew, when the gate
     /// lets a read through. Any other refusal (stale, malformed, missing) is not the secret's
     /// doing and reads nothing.
-    pub async fn verify<'h>(
+    pub(crate) async fn verify<'h>(
         &self,
         headers: &(
              dyn Fn(&str) -> Result<Option<&'h str>, lambda_dedup::signature::SignatureError> + Sync

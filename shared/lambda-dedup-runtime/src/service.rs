@@ -518,8 +518,8 @@ impl<S: Marks> Dedup<S> {
     fn deduplicator(&self, scope: Scope) -> Result<Deduplicator<S::Effect>, BuildError> {
         self.vouched()?;
         let store = self.mark_store()?;
-        // The settings apply their guards (body limit, event time, cache size and age) in one
-        // place, for the builder and `Settings::deduplicator` alike.
+        // The settings' guards (body limit, event time, cache size and age) are applied in one
+        // place, `aws::FromSettings`.
         Ok(self.settings.deduplicator_on(self.raw_spec(scope), store))
     }
 

@@ -98,7 +98,7 @@ fn product_sources(manifest: &Path) -> Vec<(PathBuf, String)> {
 }
 
 /// S9: every function and the example to copy build their deduplicator from the checked
-/// settings (`Settings::deduplicator`), so no production code bypasses the retention check or
+/// settings (through the runtime's builder), so no production code bypasses the retention check or
 /// the guards the settings document: `Retention::unchecked` and a hand-built `Deduplicator` or
 /// `DynamoStore` appear only in tests.
 #[test]
@@ -194,24 +194,47 @@ fn no_runtime_source_holds_more_than_600_lines_of_product_code() {
     }
 }
 
-/// One config module reads every variable (issue 33): outside `shared/lambda-dedup-runtime/
-/// src/config/`, no product code of the runtime reads the process environment; the other
-/// modules take the config's typed structs.
+/// One settings crate reads every variable (issues 33, 46): no product code of the runtime
+/// reads the process environment; it takes `lambda-dedup-config`'s typed structs.
 #[test]
-fn only_the_runtimes_config_reads_the_environment() {
+fn only_the_settings_crate_reads_the_environment() {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("..")
         .join("shared/lambda-dedup-runtime/Cargo.toml");
-    let config = manifest.with_file_name("src").join("config");
     for (path, code) in product_sources(&manifest) {
-        if path.starts_with(&config) {
-            continue;
-        }
         for read in ["std::env::var", "env::var(", "env::vars("] {
             assert!(
                 !code.contains(read),
-                "{}: `{read}` outside the config module; read it in `config` into a typed struct",
+                "{}: `{read}` in the runtime; read it in `lambda-dedup-config` into a typed struct",
                 path.display()
+            );
+        }
+    }
+}
+
+/// Settings in a crate of their own (issue 46): `lambda-dedup-config` builds nothing (its
+/// dependencies are the core and `thiserror`: no AWS SDK, no store, no Lambda runtime), and the
+/// operators' tool and xtask read the settings through it, without the Lambda glue.
+#[test]
+fn the_settings_crate_builds_nothing_and_the_tools_have_no_lambda_glue() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let config = runtime_dependencies(&root.join("shared/lambda-dedup-config/Cargo.toml"));
+    assert_eq!(config, ["lambda-dedup", "thiserror"], "lambda-dedup-config");
+    for tool in ["shared/lambda-dedup-cli/Cargo.toml", "xtask/Cargo.toml"] {
+        let deps = runtime_dependencies(&root.join(tool));
+        assert!(
+            deps.iter().any(|d| d == "lambda-dedup-config"),
+            "{tool}: {deps:?}"
+        );
+        for glue in [
+            "lambda-dedup-runtime",
+            "lambda_runtime",
+            "lambda_http",
+            "aws_lambda_events",
+        ] {
+            assert!(
+                !deps.iter().any(|d| d == glue),
+                "{tool}: depends on {glue}, the Lambda glue"
             );
         }
     }

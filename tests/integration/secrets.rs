@@ -12,9 +12,10 @@ use lambda_dedup::signature::{
     Scheme, WEBHOOK_ID_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER, sign,
 };
 use lambda_dedup::{Retention, Scope};
+use lambda_dedup_config::{Env, SecretError, SettingRule, SettingsError};
 use lambda_dedup_engine::CreateOnceDeduplicator;
 use lambda_dedup_memory::MemoryStore;
-use lambda_dedup_runtime::config::{Env, SecretError, SettingRule, SettingsError};
+use lambda_dedup_runtime::secrets::webhook_config_in;
 use lambda_dedup_runtime::webhook::{Receiver, WebhookConfig};
 use lambda_http::http::{HeaderMap, HeaderValue, Method};
 use local_dynamodb::meter::Meter;
@@ -89,6 +90,7 @@ fn receiver(config: WebhookConfig) -> Receiver {
         "webhook-receiver",
         config,
         CreateOnceDeduplicator::new(spec, store),
+        lambda_dedup_config::DeadlineMargin::DEFAULT,
     )
 }
 
@@ -128,7 +130,7 @@ async fn rotated_webhook_secret_is_picked_up_without_a_restart() {
     let Some(moto) = moto() else { return };
     let admin = client(&moto);
     let arn = secret(&admin, BEFORE).await;
-    let config = WebhookConfig::load_in(&env(&arn, "1"), client(&moto))
+    let config = webhook_config_in(&env(&arn, "1"), client(&moto))
         .await
         .expect("load");
     let r = receiver(config);
@@ -161,7 +163,7 @@ async fn forgery_flood_reads_the_secret_a_bounded_number_of_times() {
     let admin = client(&moto);
     let arn = secret(&admin, BEFORE).await;
     let meter = Meter::start(&moto, Duration::ZERO).expect("meter");
-    let config = WebhookConfig::load_in(&env(&arn, "2"), client(&meter.endpoint()))
+    let config = webhook_config_in(&env(&arn, "2"), client(&meter.endpoint()))
         .await
         .expect("load");
     assert_eq!(reads(&meter), 1, "one read at init");
@@ -194,7 +196,7 @@ async fn forgery_flood_reads_the_secret_a_bounded_number_of_times() {
 async fn missing_webhook_secret_refuses_the_start_by_name() {
     let Some(moto) = moto() else { return };
     let arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:no-such-secret-AbCdEf";
-    let e = WebhookConfig::load_in(&env(arn, "30"), client(&moto))
+    let e = webhook_config_in(&env(arn, "30"), client(&moto))
         .await
         .expect_err("refused");
     assert_eq!(
@@ -219,7 +221,7 @@ async fn plain_and_arn_webhook_secrets_together_refuse_the_start() {
     let arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:webhook-AbCdEf";
     let with = |extra: &[(&str, &str)], refresh: &str| env_with(arn, refresh, extra);
     let both = with(&[("WEBHOOK_SECRETS", BEFORE)], "30");
-    let e = WebhookConfig::load_in(&both, unreachable.clone())
+    let e = webhook_config_in(&both, unreachable.clone())
         .await
         .expect_err("both");
     assert!(
@@ -236,7 +238,7 @@ async fn plain_and_arn_webhook_secrets_together_refuse_the_start() {
         "{e:?}"
     );
     for (refresh, zero) in [("0", true), ("3601", false)] {
-        let e = WebhookConfig::load_in(&with(&[], refresh), unreachable.clone())
+        let e = webhook_config_in(&with(&[], refresh), unreachable.clone())
             .await
             .expect_err("refresh");
         assert!(

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use lambda_dedup_runtime::config as settings;
+use lambda_dedup_config as settings;
 use local_lambda::plan::{as_u64, ref_target, strings};
 use serde_json::Value;
 
@@ -39,7 +39,7 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
     problems.extend(crate::fanout::check(t));
     for f in functions(t) {
         // One deadline margin: a relay's `{ROLE}_DEADLINE_MARGIN_MS` was its record budget
-        // under a margin's name, and refuses the start (`lambda_dedup_runtime::config`).
+        // under a margin's name, and refuses the start (`lambda_dedup_config`).
         for (var, _) in f.environment(t) {
             if let Some(role) = var
                 .strip_suffix("_DEADLINE_MARGIN_MS")

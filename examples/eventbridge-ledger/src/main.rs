@@ -7,7 +7,7 @@
 //! (`NotAcknowledged`), so Lambda's async retries and then the function's on-failure
 //! destination take it; give the function one.
 //!
-//! Environment: the settings of `lambda_dedup_runtime::config` (`DEDUP_NAMESPACE`,
+//! Environment: the settings of `lambda_dedup_config` (`DEDUP_NAMESPACE`,
 //! `DEDUP_MARK_TABLE`) plus `BALANCES_TABLE` (key `account`).
 
 use lambda_dedup_runtime::events::EventBridgeEvent;

@@ -16,7 +16,7 @@
 //! never the payments API's whole answer. The `order_id` is a JSON string: `{"order_id": 42}`
 //! is refused `identity_wrong_type`, never taken for the order `"42"`.
 //!
-//! Environment: the settings of `lambda_dedup_runtime::config` plus `PAYMENTS_API_URL` (an API
+//! Environment: the settings of `lambda_dedup_config` plus `PAYMENTS_API_URL` (an API
 //! that honours `Idempotency-Key`) and `CHARGE_TENANT` (the tenant it charges for).
 
 use lambda_dedup_http::IdempotentClient;

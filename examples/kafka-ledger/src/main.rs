@@ -7,7 +7,7 @@
 //! partition, offset): every redelivery of a record is caught; give the builder
 //! `.identity_attribute("<header>")` when producers send an event id of their own.
 //!
-//! Environment: the settings of `lambda_dedup_runtime::config` (`DEDUP_NAMESPACE`,
+//! Environment: the settings of `lambda_dedup_config` (`DEDUP_NAMESPACE`,
 //! `DEDUP_MARK_TABLE`, `DEDUP_PARKING_QUEUE_URL`, and `DEDUP_KAFKA_CLUSTER_ID`: the name of a
 //! self-managed cluster, required by the position identity — an MSK event is named by its own
 //! `eventSourceArn`) plus `BALANCES_TABLE` (key `account`).

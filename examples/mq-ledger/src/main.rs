@@ -7,7 +7,7 @@
 //! identity is the broker's `messageID`, chosen openly; use `.identity_attribute("<property>")`
 //! when producers send an event id of their own.
 //!
-//! Environment: the settings of `lambda_dedup_runtime::config` (`DEDUP_NAMESPACE`,
+//! Environment: the settings of `lambda_dedup_config` (`DEDUP_NAMESPACE`,
 //! `DEDUP_MARK_TABLE`, `DEDUP_PARKING_QUEUE_URL`) plus `BALANCES_TABLE` (key `account`).
 
 use lambda_dedup_runtime::events::ActiveMqEvent;

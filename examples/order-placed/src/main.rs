@@ -9,7 +9,7 @@
 //! fingerprint is the fields the effects depend on (`customer`, `email`, `total_cents`), so it is a
 //! duplicate; the same `order_id` with another total is a conflict, dead-lettered.
 //!
-//! Environment: the settings of `lambda_dedup_runtime::config` plus `ORDERS_TABLE` (key
+//! Environment: the settings of `lambda_dedup_config` plus `ORDERS_TABLE` (key
 //! `order_id`) and `MAIL_API_URL` (an API that honours `Idempotency-Key`).
 
 use lambda_dedup_http::IdempotentClient;

@@ -8,7 +8,7 @@
 //! guard is there: the retention checked against the redelivery horizon at start (S9), the
 //! deadline cutoff, late events to `DEDUP_RECONCILIATION_QUEUE_URL` (S10), the EMF account.
 //!
-//! Environment: the settings of `lambda_dedup_runtime::config` (`DEDUP_NAMESPACE`,
+//! Environment: the settings of `lambda_dedup_config` (`DEDUP_NAMESPACE`,
 //! `DEDUP_MARK_TABLE` — here the marks table in PostgreSQL, created from
 //! `PgStore::schema` — and the queue's redelivery horizon), those of `Dedup::postgres`
 //! (`DATABASE_URL`; `PG_CA_BUNDLE`, or `PG_TLS=disabled` for a server on loopback), and

@@ -6,7 +6,7 @@
 //! data not a credit) is parked in `DEDUP_PARKING_QUEUE_URL` and the batch acknowledged; while
 //! any message may yet apply the invocation fails and the broker redelivers the whole batch.
 //!
-//! Environment: the settings of `lambda_dedup_runtime::config` (`DEDUP_NAMESPACE`,
+//! Environment: the settings of `lambda_dedup_config` (`DEDUP_NAMESPACE`,
 //! `DEDUP_MARK_TABLE`, `DEDUP_PARKING_QUEUE_URL`) plus `BALANCES_TABLE` (key `account`).
 
 use lambda_dedup_runtime::events::RabbitMqEvent;

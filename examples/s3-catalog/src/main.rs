@@ -6,7 +6,7 @@
 //! high-water sequencer commit in one DynamoDB transaction. The object is its bucket and its
 //! decoded key (S3 URL-encodes keys in notifications).
 //!
-//! Environment: the settings of `lambda_dedup_runtime::config` (`DEDUP_NAMESPACE`,
+//! Environment: the settings of `lambda_dedup_config` (`DEDUP_NAMESPACE`,
 //! `DEDUP_MARK_TABLE`) plus `CATALOG_TABLE` (key `object`). Give the function an on-failure
 //! destination: a record that is not acknowledged fails the invocation for Lambda's retries.
 

@@ -2,7 +2,7 @@
 //! balance of `data.account` — happens once per event, however often SQS delivers it. The credit
 //! and the event's mark commit in one DynamoDB transaction; redeliveries are duplicates.
 //!
-//! Environment: the settings of `lambda_dedup_runtime::config` (`DEDUP_NAMESPACE`,
+//! Environment: the settings of `lambda_dedup_config` (`DEDUP_NAMESPACE`,
 //! `DEDUP_MARK_TABLE` — see `lambda_dedup_dynamodb::provision` — and the queue's redelivery
 //! horizon, which the mark retention must cover or the function refuses to start, S9) plus
 //! `BALANCES_TABLE` (key `account`). The tests at the bottom run the same service on the

@@ -7,7 +7,7 @@
 //! lease runs out, and calls again under the same key, which a mail API that honours
 //! `Idempotency-Key` answers without sending twice.
 //!
-//! Environment: the settings of `lambda_dedup_runtime::config` (`DEDUP_NAMESPACE`, the queue's
+//! Environment: the settings of `lambda_dedup_config` (`DEDUP_NAMESPACE`, the queue's
 //! redelivery horizon, `PROVIDER_TIMEOUT_MS`, `PROVIDER_KEY_RETENTION_SECONDS`), those of
 //! `Dedup::valkey` (`VALKEY_URL`, optionally `VALKEY_KEY_PREFIX`), and `MAIL_API_URL`.
 //!

@@ -144,7 +144,7 @@ fn a_start_without_valkey_url_or_mail_api_is_refused() {
 /// The builder as `main` reads it, from the Valkey variables `vars` (and its others).
 fn valkey_with(
     vars: &[(&str, &str)],
-) -> Result<Dedup<lambda_dedup_valkey::ValkeyStore>, lambda_dedup_runtime::config::SettingsError> {
+) -> Result<Dedup<lambda_dedup_valkey::ValkeyStore>, lambda_dedup_runtime::SettingsError> {
     let base = [
         ("DEDUP_NAMESPACE", "test"),
         ("MAIL_API_URL", "http://127.0.0.1:1/v1"),
@@ -161,7 +161,7 @@ fn valkey_with(
 /// without replicas refuse the start, each naming its variable.
 #[test]
 fn valkey_hash_tag_replicas_and_tls_roots_are_read_by_mains_wiring() {
-    use lambda_dedup_runtime::config::{SettingRule, SettingsError};
+    use lambda_dedup_runtime::{SettingRule, SettingsError};
     let key = |dedup: &Dedup<lambda_dedup_valkey::ValkeyStore>| {
         let m = lambda_dedup::Message {
             message_id: "m-1".into(),

@@ -4,9 +4,10 @@ use std::sync::Arc;
 
 use lambda_dedup::ItemStore;
 use lambda_dedup::items::{number, text};
-use lambda_dedup_runtime::config::{SecretsManagerSecret, SettingRule, SettingsError};
 use lambda_dedup_runtime::flow::transact;
+use lambda_dedup_runtime::secrets::SecretsManagerSecret;
 use lambda_dedup_runtime::{Dedup, Event, SqsService};
+use lambda_dedup_runtime::{SettingRule, SettingsError};
 use lambda_runtime::Error;
 
 use crate::notice::{self, Notice, Tables};

@@ -6,7 +6,7 @@
 //! review on the fine's correlation item, keyed by an HMAC of its facts (S3).
 //!
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
-//! `lambda_dedup_runtime::config` plus `FINES_TABLE`, `INTENTS_TABLE`, `FINE_REVIEWS_TABLE` and
+//! `lambda_dedup_config` plus `FINES_TABLE`, `INTENTS_TABLE`, `FINE_REVIEWS_TABLE` and
 //! `FINES_CORRELATION_KEY_ARN` (the Secrets Manager secret holding the correlation key, read at
 //! init; `FINES_CORRELATION_KEY`, the key itself, for local use only and never beside it).
 
@@ -19,7 +19,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     // Clients and configuration once per container, outside the handler.
     let dedup = lambda_dedup_runtime::Dedup::from_env(handler::FUNCTION)?;
     // One client, with the settings' SDK timeouts, for the marks and the correlation items.
-    let conf = dedup.settings().sdk_timeouts.sdk_config().await;
+    let conf = lambda_dedup_runtime::sdk_config(&dedup.settings().sdk_timeouts).await;
     let client = lambda_dedup_dynamodb::Client::from_conf(&conf);
     let key =
         handler::correlation_key(&dedup, || aws_sdk_secretsmanager::Client::new(&conf)).await?;

@@ -5,7 +5,7 @@
 //! items left unforwarded (any event without `Records`, e.g. `events/relay-sweep.json`).
 //!
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
-//! `lambda_dedup_runtime::config` (`DEDUP_NAMESPACE`, …; no mark table: each inbox item is its
+//! `lambda_dedup_config` (`DEDUP_NAMESPACE`, …; no mark table: each inbox item is its
 //! own mark) plus `INBOX_TABLE`, `FORWARD_QUEUE_URL` and optionally `FORWARDER_RECORD_BUDGET_MS`
 //! (default 3000: the time one record needs, whole, before the invocation's deadline),
 //! `FORWARDER_REDRIVE_AFTER_SECONDS` (default 3600: how long an item may stay unforwarded before

@@ -1,7 +1,7 @@
 //! `intent-relay` on Lambda: see the library's documentation for what it does.
 //!
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
-//! `lambda_dedup_runtime::config` (`DEDUP_NAMESPACE`, …; no mark table: each intent is its own
+//! `lambda_dedup_config` (`DEDUP_NAMESPACE`, …; no mark table: each intent is its own
 //! mark) plus `INTENTS_TABLE`, `COLLECTIONS_API_URL` and optionally `PROVIDER_TIMEOUT_MS`
 //! (default 5000), `RELAY_RECORD_BUDGET_MS` (default 7000: the time one record needs, whole —
 //! one provider call and the DynamoDB writes around it; longer than `PROVIDER_TIMEOUT_MS`),

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use aws_lambda_events::event::dynamodb::EventRecord;
 use lambda_dedup::Item;
+use lambda_dedup_config::RelayVars;
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_runtime::Dedup;
-use lambda_dedup_runtime::config::RelayVars;
 use lambda_dedup_runtime::in_order::image_part;
 use lambda_dedup_runtime::relay::{Act, Failure, Layout, Read, RelayService, Repeats};
 
@@ -20,7 +20,7 @@ pub const FUNCTION: &str = "intent-relay";
 /// 2 s for the DynamoDB writes around it and the answer; it must exceed `PROVIDER_TIMEOUT_MS`)
 /// and `RELAY_REDRIVE_AFTER_SECONDS` (default 3600: how long an intent may stay `PENDING`
 /// before the sweep re-drives it).
-pub const SETTINGS: RelayVars = lambda_dedup_runtime::relay_vars!("INTENTS_TABLE", "RELAY", 7_000);
+pub const SETTINGS: RelayVars = lambda_dedup_config::relay_vars!("INTENTS_TABLE", "RELAY", 7_000);
 
 /// Where intents are posted.
 const COLLECTIONS: &str = "/v1/collections";

@@ -14,7 +14,7 @@ use lambda_dedup::{Item, Retention};
 use lambda_dedup_fake_provider::{Fault, Provider};
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_memory::MemoryStore;
-use lambda_dedup_runtime::settings::Env;
+use lambda_dedup_runtime::Env;
 use lambda_dedup_runtime::{BuildError, Dedup};
 use serde_json::json;
 

@@ -3,7 +3,7 @@
 //! one transaction (S5): a redelivered, replayed or retried event never moves a balance twice.
 //!
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
-//! `lambda_dedup_runtime::config` plus `BALANCES_TABLE`.
+//! `lambda_dedup_config` plus `BALANCES_TABLE`.
 
 mod handler;
 

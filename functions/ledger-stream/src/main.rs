@@ -8,7 +8,7 @@
 //! `lambda_dedup_runtime::kinesis::Parking`).
 //!
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
-//! `lambda_dedup_runtime::config` plus `BALANCES_TABLE` and `DEDUP_PARKING_QUEUE_URL`.
+//! `lambda_dedup_config` plus `BALANCES_TABLE` and `DEDUP_PARKING_QUEUE_URL`.
 
 use ledger_projector::ledger;
 

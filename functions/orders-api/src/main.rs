@@ -6,7 +6,7 @@
 //! (`HTTP_CALLER_FROM`) and kept `HTTP_KEY_RETENTION_SECONDS` (24 h).
 //!
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
-//! `lambda_dedup_runtime::config` (`DEDUP_*`, `HTTP_*`) plus `ORDERS_TABLE`.
+//! `lambda_dedup_config` (`DEDUP_*`, `HTTP_*`) plus `ORDERS_TABLE`.
 
 use lambda_dedup_runtime::http::HttpConfig;
 
@@ -14,7 +14,7 @@ use lambda_dedup_runtime::http::HttpConfig;
 async fn main() -> Result<(), lambda_http::Error> {
     lambda_dedup_runtime::init_tracing();
     let dedup = lambda_dedup_runtime::Dedup::from_env(orders_api::FUNCTION)?;
-    let config = HttpConfig::from_env()?;
+    let config = HttpConfig::read(dedup.env())?;
     // The raw event, so a REST API's repeated headers and authorizer are read.
     lambda_dedup_runtime::lambda_runtime::run_concurrent(orders_api::service(
         dedup.dynamodb().await,

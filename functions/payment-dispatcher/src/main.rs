@@ -4,7 +4,7 @@
 //! provider's receipt is stored with the mark for duplicates (S6, S8).
 //!
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
-//! `lambda_dedup_runtime::config` plus `PAYMENTS_API_URL` and optionally `PROVIDER_TIMEOUT_MS`.
+//! `lambda_dedup_config` plus `PAYMENTS_API_URL` and optionally `PROVIDER_TIMEOUT_MS`.
 
 mod handler;
 mod payment;

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use clap::Args;
 use lambda_dedup::KeySpec;
 use lambda_dedup_cli::template::{self, Flow};
+use lambda_dedup_config::{Env, Settings};
 use lambda_dedup_engine::Deduplicator;
-use lambda_dedup_runtime::settings::{Env, Settings};
 
 use crate::error::Error;
 
@@ -69,10 +69,10 @@ impl Context {
         vars.extend(std::env::vars());
         let env = Env::from_pairs(vars);
         let settings = Settings::read(&env, &function)?;
-        let conf = settings.sdk_timeouts.sdk_config().await;
+        let conf = crate::sqs::sdk_config(&settings.sdk_timeouts).await;
         let client = lambda_dedup_dynamodb::Client::from_conf(&conf);
         let sts = aws_sdk_sts::Client::new(&conf);
-        let store = settings.mark_store(client.clone())?;
+        let store = mark_store(&settings, client.clone())?;
         let key_spec = f
             .key_spec
             .clone()
@@ -110,23 +110,40 @@ impl Context {
     /// mark table. Only `explain` and `redrive` need one (and so a key spec).
     pub(crate) fn deduplicator(&self) -> Result<Deduplicator, Error> {
         let spec = key_spec(self.key_spec.as_deref(), &self.function, &self.settings)?;
+        let store = std::sync::Arc::new(mark_store(&self.settings, self.client.clone())?);
+        let s = &self.settings;
+        let dedup = Deduplicator::with_store(spec, store)
+            .with_cache_for(s.cache_size, s.cache_max_age)
+            .with_duplicate_prefilter(s.prefilter_duplicates);
         Ok(match self.flow {
-            Flow::Transactional => self.settings.deduplicator(spec, self.client.clone())?,
+            Flow::Transactional => dedup,
             Flow::Leased => {
-                let leased = self
-                    .settings
-                    .leased_deduplicator(spec, self.client.clone())?;
+                let leased = dedup.with_provider_key_retention(s.provider_key_retention);
                 (*leased).clone()
             }
         })
     }
 }
 
+/// The function's mark store, as its `main` builds it: the mark table (required here), the
+/// settings' retention (S9), lease and clock skew.
+fn mark_store(
+    settings: &Settings,
+    client: lambda_dedup_dynamodb::Client,
+) -> Result<lambda_dedup_dynamodb::DynamoStore, Error> {
+    let table = settings.required_mark_table()?.to_owned();
+    Ok(
+        lambda_dedup_dynamodb::DynamoStore::new(client, table, settings.retention)
+            .with_lease(settings.lease)
+            .with_clock_skew(settings.clock_skew),
+    )
+}
+
 /// The function's key spec from its `--key-spec` text, with the settings' body limit and
-/// event-time source applied (as `Settings::deduplicator` applies them).
+/// event-time source applied (as the function's builder applies them).
 fn key_spec(text: Option<&str>, function: &str, settings: &Settings) -> Result<KeySpec, Error> {
     let text = text.ok_or_else(|| Error::NoKeySpec(function.to_owned()))?;
-    let spec = lambda_dedup_runtime::cloudevents_key_spec(text, settings.scope.clone())?;
+    let spec = lambda_dedup_config::cloudevents_key_spec(text, settings.scope.clone())?;
     Ok(settings.key_spec(spec))
 }
 

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use lambda_dedup_cli::template::TemplateError;
-use lambda_dedup_runtime::settings::{KeySpecTextError, SettingsError};
+use lambda_dedup_config::{KeySpecTextError, SettingsError};
 
 /// Why a command failed.
 #[derive(Debug, thiserror::Error)]

@@ -79,7 +79,7 @@ async fn run(cli: Cli) -> Result<i32, error::Error> {
 mod tests {
     use super::*;
     use crate::commands::explain::full_key;
-    use lambda_dedup_runtime::settings::{Env, Settings};
+    use lambda_dedup_config::{Env, Settings};
 
     /// A digest alone names the mark within the function's scope; a whole key is kept.
     #[test]

@@ -10,7 +10,7 @@
 //! What the tool must know of the code is declared in the function's `Metadata`, beside
 //! `LambdaDedupKind`: `LambdaDedupKeySpec`, its key spec as a `--key-spec` text
 //! (`cloudevents:<tenant extension>[:<fingerprint pointer>,…]`, read by
-//! `lambda_dedup_runtime::cloudevents_key_spec`), and `LambdaDedupFlow`, `transactional`
+//! `lambda_dedup_config::cloudevents_key_spec`), and `LambdaDedupFlow`, `transactional`
 //! (the default) or `leased`. Metadata, not `Environment`: the function never reads them (its
 //! `configure` is the truth, and a test in each function checks the template says the same), so
 //! a variable would look like a setting that changes the function; and a variable of the same
@@ -68,10 +68,10 @@ impl std::error::Error for TemplateError {}
 /// How a function processes a message: which of the batch flows its `main` builds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Flow {
-    /// Mark and effects commit in one transaction (`Settings::deduplicator`).
+    /// Mark and effects commit in one transaction (the builder's `flow::transact`).
     #[default]
     Transactional,
-    /// Claim, call an external API, complete (`Settings::leased_deduplicator`; S6, S16).
+    /// Claim, call an external API, complete (the builder's `flow::calls`; S6, S16).
     Leased,
 }
 

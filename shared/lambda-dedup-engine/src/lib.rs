@@ -72,6 +72,7 @@
 
 pub mod explain;
 pub mod flows;
+mod late;
 mod layer_error;
 pub mod outcome;
 pub mod passage;
@@ -85,6 +86,7 @@ pub use flows::{
     CreateOnceDeduplicator, Deduplicator, LatestDeduplicator, LeasedDeduplicator, Plan,
     SequencedDeduplicator,
 };
+pub use late::late_attributes;
 pub use outcome::{Account, Outcome, Reason, emf_line};
 pub use passage::{Pass, Passage, never_applies};
 pub use provider::{CallError, Permanence};

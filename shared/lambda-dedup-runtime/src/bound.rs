@@ -8,16 +8,14 @@
 //! found as a duplicate on redelivery, and a claim abandoned with its lease expires, since the
 //! lease is cut to the deadline (S6). The account still closes: an abandoned record is a retry.
 //!
-//! `DEDUP_DEADLINE_MARGIN_MS` (default [`DEFAULT_MARGIN`]) is the time kept before the deadline
-//! for answering: the account, the EMF line and the runtime API's round trip.
+//! `DEDUP_DEADLINE_MARGIN_MS` (read once, a `lambda_dedup_config::DeadlineMargin`) is the time
+//! kept before the deadline for answering: the account, the EMF line and the runtime API's round
+//! trip.
 
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use lambda_dedup_engine::{BatchReport, Outcome, RetryCause};
-
-/// The margin when `DEDUP_DEADLINE_MARGIN_MS` is unset.
-pub const DEFAULT_MARGIN: Duration = Duration::from_millis(1500);
 
 /// The reason of the retry given to work abandoned at the cutoff.
 pub(crate) const ABANDONED: &str = "abandoned before the invocation's deadline";

@@ -280,7 +280,10 @@ mod tests {
         let (f, _) = service(&env()).expect("defaults");
         assert_eq!(f.per_record(), Duration::from_millis(3_000));
         assert_eq!(f.redrive_after(), Duration::from_secs(3_600));
-        assert_eq!(f.deadline_margin(), crate::bound::DEFAULT_MARGIN);
+        assert_eq!(
+            f.deadline_margin(),
+            crate::config::DeadlineMargin::DEFAULT.get()
+        );
         let set = env()
             .with("FORWARDER_RECORD_BUDGET_MS", "750")
             .with("FORWARDER_REDRIVE_AFTER_SECONDS", "90")

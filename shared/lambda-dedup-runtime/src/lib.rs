@@ -27,7 +27,7 @@
 //!   queue), each SQS client (feature `sqs-client`, default) built on its first send.
 //! - `webhook` (feature `webhook`): signed HTTP requests into an inbox, one counted answer each.
 //!   With `secrets-manager`, its signing secrets are read at init from Secrets Manager
-//!   (`WebhookConfig::load`, `WEBHOOK_SECRETS_ARN`) and again, bounded, on a mismatch.
+//!   (`secrets::webhook_config`, `WEBHOOK_SECRETS_ARN`) and again, bounded, on a mismatch.
 //! - `relay` (feature `dynamodb-streams`): the recorded-intent and inbox pattern (S7) once — a
 //!   table's stream, an action per new item, settle or park, the deadline, the tally, the sweep —
 //!   for `intent-relay` and the inbox's forwarder, built by `Dedup::relay`.
@@ -44,8 +44,10 @@
 
 #![warn(missing_docs)]
 
+mod aws;
 pub mod bound;
-pub mod config;
+/// The settings, read in their own crate: `crate::config::…` inside the runtime.
+pub(crate) use lambda_dedup_config as config;
 pub mod emf;
 #[cfg(any(feature = "http", test))]
 pub mod http;
@@ -65,9 +67,9 @@ pub mod queue;
 pub mod reconcile;
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub mod relay;
+#[cfg(feature = "secrets-manager")]
+pub mod secrets;
 pub mod service;
-/// The settings' former path: [`config`], re-exported.
-pub use config as settings;
 pub mod source;
 pub mod store;
 pub mod testing;
@@ -120,10 +122,16 @@ pub mod events {
     #[cfg(any(feature = "kafka", test))]
     pub use {crate::kafka::KafkaEventResponse, aws_lambda_events::event::kafka::KafkaEvent};
 }
-pub use config::{
-    Env, KeySpecTextError, SettingRule, Settings, SettingsError, cloudevents_key_spec, optional,
-    required,
-};
+/// The AWS SDK configuration with the settings' SDK timeouts, for a function's own clients.
+#[cfg(any(
+    feature = "dynamodb",
+    feature = "sqs-client",
+    feature = "secrets-manager"
+))]
+pub use aws::sdk_config;
+/// The settings a function's `main` (and its tests) reads the builder with, from
+/// `lambda-dedup-config`, where every other setting is.
+pub use lambda_dedup_config::{Env, SettingRule, Settings, SettingsError};
 #[cfg(any(feature = "webhook", test))]
 pub use service::WebhookService;
 pub use service::{

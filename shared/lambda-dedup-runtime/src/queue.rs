@@ -5,7 +5,7 @@
 //! never send there, so cold starts do not pay for an SQS client.
 //!
 //! Without the feature `sqs-client` there is no client: such a build refuses to start with a
-//! reconciliation queue ([`SideQueues`](crate::config::SideQueues)), and has no stream source,
+//! reconciliation queue ([`SideQueues`](lambda_dedup_config::SideQueues)), and has no stream source,
 //! parking or forwarder, so no queue is ever built there.
 
 #[cfg(feature = "sqs-client")]
@@ -63,7 +63,9 @@ impl Queue {
     #[cfg(feature = "sqs-client")]
     pub(crate) async fn client(&self) -> &aws_sdk_sqs::Client {
         self.client
-            .get_or_init(|| async { aws_sdk_sqs::Client::new(&self.timeouts.sdk_config().await) })
+            .get_or_init(|| async {
+                aws_sdk_sqs::Client::new(&crate::aws::sdk_config(&self.timeouts).await)
+            })
             .await
     }
 

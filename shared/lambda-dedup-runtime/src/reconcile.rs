@@ -19,18 +19,31 @@ use crate::config::Settings;
 use crate::queue::Queue;
 
 /// The reconciliation queue `settings` name (`DEDUP_RECONCILIATION_QUEUE_URL`, sent to with their
-/// SDK timeouts), or none: late events then stay failed, for the DLQ.
-pub(crate) fn queue(settings: &Settings) -> Option<std::sync::Arc<Queue>> {
-    let url = settings.queues.reconciliation.as_deref()?;
-    Some(std::sync::Arc::new(Queue::new(url, settings.sdk_timeouts)))
+/// SDK timeouts), or none: late events then stay failed, for the DLQ. Refused in a build without
+/// an SQS client (the feature `sqs-client`): late events would silently go to the DLQ instead.
+pub(crate) fn queue(
+    settings: &Settings,
+) -> Result<Option<std::sync::Arc<Queue>>, crate::config::SettingsError> {
+    let Some(url) = settings.queues.reconciliation.as_deref() else {
+        return Ok(None);
+    };
+    #[cfg(not(feature = "sqs-client"))]
+    {
+        let _ = url;
+        Err(crate::config::SettingsError::refused(
+            crate::config::RECONCILIATION_QUEUE_VAR,
+            crate::config::SettingRule::NotInThisBuild {
+                feature: "sqs-client",
+                why: "late events would go to the DLQ instead of reconciliation",
+            },
+        ))
+    }
+    #[cfg(feature = "sqs-client")]
+    Ok(Some(std::sync::Arc::new(Queue::new(
+        url,
+        settings.sdk_timeouts,
+    ))))
 }
-
-/// SQS's limit of message attributes on one message.
-const MAX_ATTRIBUTES: usize = 10;
-/// Attributes the router adds: reason, key, original message id, original attributes.
-const OWN_ATTRIBUTES: usize = 4;
-/// Original attributes also copied as attributes of their own (all are in `dedup-attributes`).
-pub(crate) const NATIVE_ATTRIBUTES: usize = MAX_ATTRIBUTES - OWN_ATTRIBUTES;
 
 /// The message attributes a late event is sent with (see the module docs): at most
 /// `MAX_ATTRIBUTES`, whatever the original carried.
@@ -47,38 +60,7 @@ pub(crate) fn late_attributes(
         .iter()
         .filter_map(|(k, a)| Some((k.as_str(), a.string_value.as_deref()?)))
         .collect();
-    late_attributes_of(reason, key, message_id, &strings)
-}
-
-/// `late_attributes` from the original's string attributes by name (what an operator's tool
-/// reads from a dead-letter queue, `lambda-dedup redrive`).
-pub fn late_attributes_of(
-    reason: Reason,
-    key: &str,
-    message_id: &str,
-    original: &std::collections::BTreeMap<&str, &str>,
-) -> Vec<(String, String)> {
-    let strings: std::collections::BTreeMap<&str, &str> = original
-        .iter()
-        .filter(|(k, _)| !k.starts_with("dedup-"))
-        .map(|(k, v)| (*k, *v))
-        .collect();
-    let mut out = vec![
-        ("dedup-reason".to_owned(), reason.code().to_owned()),
-        ("dedup-key".to_owned(), key.to_owned()),
-        ("dedup-message-id".to_owned(), message_id.to_owned()),
-        (
-            "dedup-attributes".to_owned(),
-            serde_json::to_string(&strings).unwrap_or_else(|_| "{}".into()),
-        ),
-    ];
-    out.extend(
-        strings
-            .iter()
-            .take(NATIVE_ATTRIBUTES)
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-    );
-    out
+    lambda_dedup_engine::late_attributes(reason, key, message_id, &strings)
 }
 
 /// Sends the report's events for reconciliation ([`Reason::for_reconciliation`]) to `queue`
@@ -167,7 +149,7 @@ mod tests {
             .map(|i| (format!("attr-{i}"), attribute(&format!("v{i}"))))
             .collect();
         let out = late_attributes(Reason::LateEvent, "demo#ledger#abc", "m-1", &original);
-        assert!(out.len() <= MAX_ATTRIBUTES, "{} attributes", out.len());
+        assert!(out.len() <= 10, "{} attributes: SQS allows 10", out.len());
         let get = |k: &str| out.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("dedup-reason"), Some("late_event"));
         assert_eq!(get("dedup-key"), Some("demo#ledger#abc"));

@@ -26,7 +26,7 @@
 //! tests, with the same wiring.
 //!
 //! A relay is a service of the builder: [`Dedup::relay`](crate::Dedup::relay) takes the
-//! relay's [`RelayVars`](crate::config::RelayVars) (its table and the prefix of its own
+//! relay's [`RelayVars`](lambda_dedup_config::RelayVars) (its table and the prefix of its own
 //! variables), its [`Layout`] and its [`Act`], reads its settings from the builder's own `Env`
 //! (the record budget, the sweep's age; the deadline margin is the function's one
 //! `DEDUP_DEADLINE_MARGIN_MS`), and runs it on the items of the store chosen (its

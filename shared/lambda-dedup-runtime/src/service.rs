@@ -24,7 +24,7 @@
 //! # }
 //! ```
 //!
-//! [`Dedup::from_env`] reads every setting of [`crate::settings`] and refuses to start on a bad
+//! [`Dedup::from_env`] reads every setting of [`lambda_dedup_config`] and refuses to start on a bad
 //! one (S9); the store is chosen once ([`Dedup::dynamodb`] in Lambda, [`Dedup::store`] with a
 //! `MemoryStore` in tests), and every guard the settings document is applied to the service it
 //! builds. The work per event is a plain function of a typed [`Event`]: the payload deserialised
@@ -55,7 +55,8 @@ use lambda_dedup::{
 use lambda_dedup_engine::{Deduplicator, HandlerError, LeasedDeduplicator};
 pub use lambda_dedup_engine::{Invalid, Transient};
 
-use crate::settings::{Env, Settings, SettingsError};
+use crate::aws::FromSettings as _;
+use crate::config::{Env, Settings, SettingsError};
 use crate::sqs::{Accounting, Reconciliation};
 #[cfg(feature = "dynamodb")]
 use crate::store::OnDynamoDb;
@@ -152,7 +153,7 @@ impl<S> std::fmt::Debug for Dedup<S> {
     }
 }
 
-/// What the builder refuses: a setting (S9 and the rest of [`crate::settings`]). A service
+/// What the builder refuses: a setting (S9 and the rest of [`lambda_dedup_config`]). A service
 /// without a store is not refused: it does not compile.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -188,7 +189,7 @@ pub enum BuildError {
 
 impl Dedup<NoStore> {
     /// The deduplication of `function` from the process environment: every setting of
-    /// [`crate::settings`] read and checked, or the reason it cannot start. Events are
+    /// [`lambda_dedup_config`] read and checked, or the reason it cannot start. Events are
     /// CloudEvents (identity `source` + `id`, single tenant) until told otherwise.
     pub fn from_env(function: &str) -> Result<Self, SettingsError> {
         Self::read(&Env::process(), function)
@@ -197,7 +198,7 @@ impl Dedup<NoStore> {
     /// [`from_env`](Self::from_env) from `env`: what tests call, with the same wiring.
     pub fn read(env: &Env, function: &str) -> Result<Self, SettingsError> {
         let settings = Settings::read(env, function)?;
-        let reconciliation = crate::reconcile::queue(&settings);
+        let reconciliation = crate::reconcile::queue(&settings)?;
         Ok(Self {
             function: function.to_owned(),
             env: env.clone(),
@@ -230,7 +231,7 @@ impl Dedup<NoStore> {
     /// the settings. The store of a Lambda function.
     #[cfg(feature = "dynamodb")]
     pub async fn dynamodb(self) -> Dedup {
-        let conf = self.settings.sdk_timeouts.sdk_config().await;
+        let conf = crate::aws::sdk_config(&self.settings.sdk_timeouts).await;
         self.dynamodb_client(lambda_dedup_dynamodb::Client::from_conf(&conf))
     }
 
@@ -434,9 +435,9 @@ impl<S> Dedup<S> {
         &self.store
     }
 
-    /// The environment the settings were read from.
-    #[cfg(any(feature = "postgres", feature = "valkey", feature = "inbox", test))]
-    pub(crate) fn env(&self) -> &Env {
+    /// The environment the settings were read from: every other section (a door's, a
+    /// store's) is read from it too (`HttpConfig::read(dedup.env())`).
+    pub fn env(&self) -> &Env {
         &self.env
     }
 
@@ -517,8 +518,8 @@ impl<S: Marks> Dedup<S> {
     fn deduplicator(&self, scope: Scope) -> Result<Deduplicator<S::Effect>, BuildError> {
         self.vouched()?;
         let store = self.mark_store()?;
-        // The settings apply their guards (body limit, event time, cache size and age) in one
-        // place, for the builder and `Settings::deduplicator` alike.
+        // The settings' guards (body limit, event time, cache size and age) are applied in one
+        // place, `aws::FromSettings`.
         Ok(self.settings.deduplicator_on(self.raw_spec(scope), store))
     }
 
@@ -532,7 +533,7 @@ impl<S: Marks> Dedup<S> {
         Runner {
             function: self.function.clone(),
             accounting: self.accounting.clone(),
-            margin: self.settings.deadline_margin,
+            margin: self.settings.deadline_margin.get(),
             max_concurrency: self.settings.max_concurrency,
         }
     }

@@ -24,6 +24,8 @@ use std::sync::Arc;
 
 use lambda_dedup::{CreateOnceStore, Effect, ItemStore, LatestStore, MarkStore, SequenceStore};
 
+#[cfg(feature = "dynamodb")]
+use crate::aws::FromSettings as _;
 use crate::config::{Settings, SettingsError};
 
 /// A store the builder's services run on: where the marks of the function's mark table live,

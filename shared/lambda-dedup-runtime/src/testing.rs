@@ -82,7 +82,7 @@ pub fn assert_fingerprint_covers(spec: &KeySpec, sample: &Value, depends_on: &[&
 }
 
 /// A fresh in-memory store configured from `settings` as the function's DynamoDB store is
-/// ([`Settings::mark_store`](crate::Settings::mark_store)): the settings' retention (S9) and
+/// (the runtime's mark store from the settings): the settings' retention (S9) and
 /// lease (S6). Add a clock with `with_clock` where a test moves time; otherwise prefer
 /// [`on_memory`], which also hands the store to the builder.
 #[cfg(any(feature = "memory", test))]
@@ -209,7 +209,7 @@ pub fn assert_configured_fingerprint_covers(
 /// The operators' tool is told a CloudEvents function's key spec as a `--key-spec` text
 /// (`cloudevents:<tenant extension>[:<fingerprint pointer>,…]`), which the function's template
 /// entry declares for it (`Metadata.LambdaDedupKeySpec`): `text`, read as the tool reads it
-/// ([`crate::cloudevents_key_spec`]), must be the spec `configure` (the function's key
+/// ([`lambda_dedup_config::cloudevents_key_spec`]), must be the spec `configure` (the function's key
 /// configuration) declares for `function`. Panics naming `function`, the text and the spec
 /// when it is not, or when there is no text.
 pub fn assert_declared_key_spec(
@@ -223,7 +223,7 @@ pub fn assert_declared_key_spec(
     let text = text.unwrap_or_else(|| {
         panic!("no key spec is declared for {function} (it declares {declared:?})")
     });
-    let given = crate::cloudevents_key_spec(text, settings.scope.clone())
+    let given = crate::config::cloudevents_key_spec(text, settings.scope.clone())
         .unwrap_or_else(|e| panic!("{function}: {e}"));
     assert_eq!(
         settings.key_spec(given),

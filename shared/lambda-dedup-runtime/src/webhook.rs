@@ -29,9 +29,9 @@
 //! and before any store call — so an oversized request costs one comparison and writes nothing.
 //! Then the signature, so an unsigned request costs no DynamoDB call either.
 //!
-//! # Settings ([`WebhookConfig::from_env`])
+//! # Settings ([`WebhookConfig::read`])
 //! The receiver's variables (`WEBHOOK_*`, `INBOX_TABLE`) are read into a [`WebhookConfig`] by the
-//! [`config`](crate::config) module, whose table says what each means and refuses.
+//! [`lambda_dedup_config`] crate, whose table says what each means and refuses.
 //!
 //! The identity is never an unsigned header: a delivery captured inside the window and sent
 //! again under another id must not be a new event. GitHub's scheme, which does not sign the

@@ -13,11 +13,11 @@ use std::time::Duration;
 use lambda_dedup::items::text;
 use lambda_dedup::signature::{Scheme, sign};
 use lambda_dedup::{Clock, Item, Scope};
+use lambda_dedup_config::{Env, FORWARDER};
 use lambda_dedup_engine::CreateOnceDeduplicator;
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::Dedup;
 use lambda_dedup_runtime::aws_lambda_events::event::dynamodb::EventRecord;
-use lambda_dedup_runtime::config::{Env, FORWARDER};
 use lambda_dedup_runtime::inbox::{self, LAYOUT};
 use lambda_dedup_runtime::relay::{Act, Failure, Read};
 use lambda_dedup_runtime::webhook::{Receiver, WebhookConfig};
@@ -117,6 +117,7 @@ impl InboxLane {
                     "webhook",
                     config.clone(),
                     CreateOnceDeduplicator::new(spec, store),
+                    lambda_dedup_config::DeadlineMargin::DEFAULT,
                 )
             })
             .collect();

@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use lambda_dedup::items::text;
 use lambda_dedup::{Clock, Item};
+use lambda_dedup_config::Env;
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::Dedup;
 use lambda_dedup_runtime::aws_lambda_events::event::dynamodb::{Event, EventRecord};
-use lambda_dedup_runtime::config::Env;
 use lambda_dedup_runtime::relay::{Act, Failure, Layout, Read, RelayService, Repeats};
 
 use crate::clock::{EPOCH_SECS, SimClock};
@@ -151,7 +151,7 @@ impl RelayLane<ProviderCall> {
     pub fn new(data: &MemoryStore, clocks: &[SimClock], world: &Shared) -> Self {
         data.create_table(TABLE, KEY);
         let relayed = Arc::new(Mutex::new(Relayed::default()));
-        let vars = lambda_dedup_runtime::relay_vars!("INTENTS_TABLE", "INTENTS", 3_000);
+        let vars = lambda_dedup_config::relay_vars!("INTENTS_TABLE", "INTENTS", 3_000);
         let env = Env::from_pairs([
             ("DEDUP_NAMESPACE", "sim"),
             ("INTENTS_TABLE", TABLE),

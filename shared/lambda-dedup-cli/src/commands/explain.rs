@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use lambda_dedup::{AttributeValue, DedupKey, Message};
+use lambda_dedup_config::Settings;
 use lambda_dedup_engine::{Explanation, Verdict};
-use lambda_dedup_runtime::settings::Settings;
 use serde_json::json;
 
 use crate::context::Context;

@@ -24,7 +24,6 @@ use clap::Args;
 use lambda_dedup::DedupKey;
 use lambda_dedup_dynamodb::{ForgetRequest, Forgotten};
 use lambda_dedup_engine::{Explanation, Verdict};
-use lambda_dedup_runtime::queue::string_attribute;
 use serde_json::{Value, json};
 
 use crate::commands::forget::operator;
@@ -427,7 +426,7 @@ impl Redrive<'_> {
                     Verdict::Late(r) => lambda_dedup_engine::Reason::from(r),
                     _ => lambda_dedup_engine::Reason::ProviderKeyExpired,
                 };
-                let attributes = lambda_dedup_runtime::reconcile::late_attributes_of(
+                let attributes = lambda_dedup_engine::late_attributes(
                     reason,
                     e.key.as_ref().map(DedupKey::as_str).unwrap_or_default(),
                     id,
@@ -439,7 +438,10 @@ impl Redrive<'_> {
                     self.sqs.send_message().queue_url(url).message_body(body),
                 );
                 for (k, v) in attributes {
-                    send = send.message_attributes(k, string_attribute(v)?);
+                    send = send.message_attributes(
+                        k,
+                        sqs::string_attribute(v).map_err(|e| e.to_string())?,
+                    );
                 }
                 send.send().await.map(|_| "reconciliation").map_err(failed)
             }

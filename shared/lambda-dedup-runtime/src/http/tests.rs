@@ -10,8 +10,8 @@ use lambda_http::tower::ServiceExt;
 use lambda_http::{Body, Request, RequestExt};
 
 use super::{HttpConfig, Reply};
+use crate::config::Env;
 use crate::service::HttpEvent;
-use crate::settings::Env;
 use crate::testing::on_memory;
 use crate::{Dedup, HttpService, Refusal};
 

@@ -95,7 +95,7 @@ fn relay_on(
         layout,
         act,
         per_record,
-        margin: crate::bound::DEFAULT_MARGIN,
+        margin: crate::config::DeadlineMargin::DEFAULT.get(),
         redrive_after: Duration::from_secs(3_600),
     }
     .service(store)

@@ -5,8 +5,9 @@
 //! # async fn run() -> Result<(), lambda_http::Error> {
 //! use lambda_dedup_runtime::http::{HttpConfig, Reply};
 //! use lambda_dedup_runtime::{Dedup, Effect, HttpEvent, Item, Refusal};
-//! let dedup = Dedup::from_env("orders-api")?.dynamodb().await;
-//! let service = dedup.http(HttpConfig::from_env()?, |e: HttpEvent<serde_json::Value>| {
+//! let dedup = Dedup::from_env("orders-api")?;
+//! let config = HttpConfig::read(dedup.env())?;
+//! let service = dedup.dynamodb().await.http(config, |e: HttpEvent<serde_json::Value>| {
 //!     let id = e.key.idempotency_key();
 //!     let order = Item::new().with("order_id", id.as_str());
 //!     Ok::<_, Refusal>(Reply::created(serde_json::json!({ "id": id })).effect(Effect::put("orders", order)))
@@ -92,7 +93,7 @@ impl<S: Marks> Dedup<S> {
                 scope: self.settings.scope.clone(),
                 work,
                 function: self.function.clone(),
-                margin: self.settings.deadline_margin,
+                margin: self.settings.deadline_margin.get(),
             }),
         })
     }

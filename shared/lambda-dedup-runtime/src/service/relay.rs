@@ -6,7 +6,7 @@
 //!
 //! ```no_run
 //! # use lambda_dedup_runtime::relay::{Act, Layout};
-//! # use lambda_dedup_runtime::config::RelayVars;
+//! # use lambda_dedup_config::RelayVars;
 //! # async fn run<A: Act>(vars: RelayVars, layout: Layout, act: A) -> Result<(), lambda_runtime::Error> {
 //! use lambda_dedup_runtime::Dedup;
 //! let dedup = Dedup::from_env("intent-relay")?.dynamodb().await;
@@ -72,7 +72,7 @@ impl<S: ItemTables> Dedup<S> {
             layout,
             act,
             per_record: config.record_budget,
-            margin: self.settings.deadline_margin,
+            margin: self.settings.deadline_margin.get(),
             redrive_after: config.redrive_after,
         };
         Ok(relay.service(self.store.item_store()))
@@ -94,7 +94,7 @@ mod tests {
     use crate::relay::{Failure, Read, Repeats};
     use crate::testing::on_memory;
 
-    const VARS: RelayVars = crate::relay_vars!("JOBS_TABLE", "JOBS", 3_000);
+    const VARS: RelayVars = lambda_dedup_config::relay_vars!("JOBS_TABLE", "JOBS", 3_000);
 
     const LAYOUT: Layout = Layout {
         key: "id",
@@ -183,7 +183,10 @@ mod tests {
     fn the_builders_relay_reads_its_budget_and_the_one_deadline_margin() {
         let defaults = relay(&env(), Counted::default()).expect("relay");
         assert_eq!(defaults.per_record(), Duration::from_millis(3_000));
-        assert_eq!(defaults.deadline_margin(), crate::bound::DEFAULT_MARGIN);
+        assert_eq!(
+            defaults.deadline_margin(),
+            crate::config::DeadlineMargin::DEFAULT.get()
+        );
         assert_eq!(defaults.redrive_after(), Duration::from_secs(3_600));
         let env = env()
             .with("JOBS_RECORD_BUDGET_MS", "1200")

@@ -5,7 +5,8 @@
 //! # async fn run() -> Result<(), lambda_http::Error> {
 //! use lambda_dedup_runtime::{Dedup, webhook::WebhookConfig};
 //! let dedup = Dedup::from_env("webhook-receiver")?.dynamodb().await;
-//! lambda_http::run(dedup.webhook(WebhookConfig::from_env()?)?).await
+//! let config = WebhookConfig::read(dedup.env())?;
+//! lambda_http::run(dedup.webhook(config)?).await
 //! # }
 //! ```
 
@@ -17,6 +18,7 @@ use std::task::{Context as TaskContext, Poll};
 use lambda_http::{Body, Request, Response};
 
 use super::{BuildError, Dedup};
+use crate::aws::FromSettings as _;
 use crate::store::CreateOnceMarks;
 use crate::webhook::{Receiver, WebhookConfig};
 
@@ -35,10 +37,12 @@ impl<S: CreateOnceMarks> Dedup<S> {
         let spec = config.key_spec(self.settings.scope.clone());
         let dedup = self.settings.create_once_deduplicator_on(spec, store);
         Ok(WebhookService {
-            receiver: Arc::new(
-                Receiver::new(&self.function, config, dedup)
-                    .deadline_margin(self.settings.deadline_margin),
-            ),
+            receiver: Arc::new(Receiver::new(
+                &self.function,
+                config,
+                dedup,
+                self.settings.deadline_margin,
+            )),
         })
     }
 }
@@ -68,7 +72,7 @@ impl lambda_http::Service<Request> for WebhookService {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::Env;
+    use crate::config::Env;
     use crate::testing::on_memory;
     use lambda_dedup::MarkStore;
     use lambda_http::tower::ServiceExt;

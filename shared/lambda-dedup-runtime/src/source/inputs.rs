@@ -31,8 +31,8 @@ use lambda_dedup_engine::{Outcome, RetryCause};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+use crate::config::Env;
 use crate::parking::Parking;
-use crate::settings::Env;
 use crate::{Dedup, Event, Service};
 
 /// A JSON number of any kind: integers at and beyond `i64`'s ends, `u64`'s, floats (NaN and

@@ -173,7 +173,7 @@ fn attributes(code: &str, record: &KinesisEventRecord) -> Vec<(String, String)> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::{Env, SettingsError};
+    use crate::config::{Env, SettingsError};
     use base64::Engine as _;
     use lambda_dedup::{Effect, Item, KeySpec, Retention, Scope, Value};
     use lambda_dedup_engine::{Deduplicator, HandlerError, Plan, run_batch};
@@ -242,7 +242,10 @@ mod tests {
                 |m| async move { dedup.transactional(&m, plan).await },
             )
         };
-        let (namespace, margin) = (crate::emf::NAMESPACE, crate::bound::DEFAULT_MARGIN);
+        let (namespace, margin) = (
+            crate::emf::NAMESPACE,
+            crate::config::DeadlineMargin::DEFAULT.get(),
+        );
         let records = &e.payload.records;
         crate::stream::run(namespace, "k", margin, &e.context, records, parking, work)
             .await

@@ -44,25 +44,24 @@ pub struct Receiver {
     pub(super) config: WebhookConfig,
     dedup: CreateOnceDeduplicator,
     function: String,
-    margin: std::time::Duration,
+    margin: crate::config::DeadlineMargin,
 }
 
 impl Receiver {
-    /// A receiver for `function` (the `Function` of its metrics).
-    pub fn new(function: &str, config: WebhookConfig, dedup: CreateOnceDeduplicator) -> Self {
+    /// A receiver for `function` (the `Function` of its metrics), answering `margin` before the
+    /// invocation's deadline (the builder gives the function's `DEDUP_DEADLINE_MARGIN_MS`).
+    pub fn new(
+        function: &str,
+        config: WebhookConfig,
+        dedup: CreateOnceDeduplicator,
+        margin: crate::config::DeadlineMargin,
+    ) -> Self {
         Self {
             config,
             dedup,
             function: function.to_owned(),
-            margin: crate::bound::DEFAULT_MARGIN,
+            margin,
         }
-    }
-
-    /// The time kept before the invocation's deadline to answer (default
-    /// [`crate::bound::DEFAULT_MARGIN`]; the builder gives the function's `DEDUP_DEADLINE_MARGIN_MS`).
-    pub fn deadline_margin(mut self, margin: std::time::Duration) -> Self {
-        self.margin = margin;
-        self
     }
 
     /// Answers one request, given its parts: verifies, deduplicates, records in the inbox.
@@ -176,7 +175,7 @@ impl Receiver {
         let request_id = context.request_id.clone();
         let body: &[u8] = request.body().as_ref();
         let answer = crate::bound::within(
-            crate::bound::cutoff(&context, self.margin),
+            crate::bound::cutoff(&context, self.margin.get()),
             self.answer(
                 request.method(),
                 request.headers(),

@@ -57,6 +57,7 @@ fn receiver_from(vars: &[(&str, &str)], max_body: &str) -> (Receiver, MemoryStor
         "webhook-receiver",
         config,
         CreateOnceDeduplicator::new(spec, store.clone()),
+        crate::config::DeadlineMargin::DEFAULT,
     );
     (r, store)
 }
@@ -368,6 +369,7 @@ async fn nothing_is_stored_for_refused_requests() {
             "webhook-receiver",
             config,
             CreateOnceDeduplicator::new(spec, store.unreachable()),
+            crate::config::DeadlineMargin::DEFAULT,
         )
     };
     let mut unsigned = signed("evt-1", body, NOW, SECRET);
@@ -427,6 +429,7 @@ async fn an_oversized_body_is_refused_before_its_signature_or_the_store_is_reach
             "webhook-receiver",
             config,
             CreateOnceDeduplicator::new(spec, store.unreachable()),
+            crate::config::DeadlineMargin::DEFAULT,
         )
     };
     let big = format!(r#"{{"pad":"{}"}}"#, "x".repeat(64));

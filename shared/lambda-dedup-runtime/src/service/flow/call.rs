@@ -15,7 +15,7 @@ use super::super::event::typed;
 use super::seal::{On, Ordered, Step};
 use super::{BuildError, Event, Flow, IntoPlan, PayloadAt, PerMessage, Refusal, TransactStep};
 use super::{Runner, typed_work};
-use crate::settings::SettingsError;
+use crate::config::SettingsError;
 use crate::store::Marks;
 
 super::step_debug!(ByFn<F>, CallStep<E, C>, Typed<T, I>, WriteThenCallStep<E, C>);

@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 
 use super::seal::{On, Ordered, Step};
 use super::{BuildError, Event, Flow, IntoPlan, Refusal, TypedWork, typed_work};
+use crate::aws::FromSettings as _;
 use crate::store::{CreateOnceMarks, SequenceMarks};
 
 super::step_debug!(CreateOnceStep, SequenceStep);
@@ -156,7 +157,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::Env;
+    use crate::config::Env;
     use crate::testing::on_memory;
     use crate::{Dedup, events::SqsEvent};
     use lambda_dedup::{Item, MarkStore, Value};

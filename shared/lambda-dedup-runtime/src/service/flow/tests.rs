@@ -10,7 +10,7 @@ use lambda_dedup::{Effect, Lease};
 use lambda_runtime::tower::{self, BoxError, ServiceBuilder};
 
 use super::{Call, calls, calls_service, transact};
-use crate::settings::Env;
+use crate::config::Env;
 use crate::{Dedup, Event, Refusal};
 
 #[derive(Debug, serde::Deserialize)]

@@ -11,8 +11,8 @@ use lambda_dedup_memory::MemoryStore;
 use serde_json::json;
 
 use super::*;
+use crate::config::Env;
 use crate::parking::Parking;
-use crate::settings::Env;
 use crate::{Dedup, Event, Refusal};
 
 /// AWS's published sample (`aws_lambda_events`' fixture, copied into `events/`).

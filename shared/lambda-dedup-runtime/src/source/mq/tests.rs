@@ -12,8 +12,8 @@ use lambda_dedup_memory::MemoryStore;
 use serde_json::json;
 
 use super::*;
+use crate::config::Env;
 use crate::parking::Parking;
-use crate::settings::Env;
 use crate::{Dedup, Event, Refusal};
 
 fn sample<T: serde::de::DeserializeOwned>(name: &str) -> T {

@@ -9,8 +9,8 @@ use lambda_dedup_memory::MemoryStore;
 use serde_json::json;
 
 use super::*;
+use crate::config::Env;
 use crate::flow::latest_wins;
-use crate::settings::Env;
 use crate::{Dedup, Event, Service};
 
 /// AWS's published sample (`aws_lambda_events`' fixture, copied into `events/`).

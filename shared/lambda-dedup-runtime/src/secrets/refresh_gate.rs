@@ -8,14 +8,14 @@ use std::time::{Duration, Instant};
 
 /// At most one pass per `every`, counted from the last pass (or from when it was made).
 #[derive(Debug)]
-pub struct RefreshGate {
+pub(crate) struct RefreshGate {
     every: Duration,
     last: Mutex<Instant>,
 }
 
 impl RefreshGate {
     /// A gate opened at `since` (the secret was just read): the next pass is `every` later.
-    pub fn new(every: Duration, since: Instant) -> Self {
+    pub(crate) fn new(every: Duration, since: Instant) -> Self {
         Self {
             every,
             last: Mutex::new(since),
@@ -23,7 +23,7 @@ impl RefreshGate {
     }
 
     /// Whether to act at `now`: true at most once per interval; a pass moves the interval on.
-    pub fn pass(&self, now: Instant) -> bool {
+    pub(crate) fn pass(&self, now: Instant) -> bool {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         if now.saturating_duration_since(*last) >= self.every {
             *last = now;

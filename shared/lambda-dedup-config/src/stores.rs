@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use super::env::{Lookup, optional_in, required_in};
-use super::{SettingRule, SettingsError};
+use crate::env::{Lookup, optional_in, required_in};
+use crate::{SettingRule, SettingsError, ValueError};
 
 /// The PostgreSQL server: `postgresql://user:password@host:5432/db` (RDS Proxy's endpoint works
 /// as it is).
@@ -51,9 +51,9 @@ pub enum ValkeyHashTag {
 }
 
 impl std::str::FromStr for ValkeyHashTag {
-    type Err = String;
+    type Err = ValueError;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, ValueError> {
         match s.trim() {
             "" | "none" => Ok(Self::None),
             "event" => Ok(Self::Event),
@@ -61,10 +61,11 @@ impl std::str::FromStr for ValkeyHashTag {
                 Some(tag) if !tag.is_empty() && !tag.contains(['{', '}']) => {
                     Ok(Self::Fixed(tag.to_owned()))
                 }
-                Some(_) => Err("a fixed hash tag is not empty and has no `{` or `}`".into()),
-                None => Err(format!(
-                    "'{other}' is none of `none`, `event` or `fixed:<tag>`"
-                )),
+                Some(_) => Err(ValueError::BadHashTag),
+                None => Err(ValueError::NoneOf {
+                    value: other.to_owned(),
+                    expected: "`none`, `event` or `fixed:<tag>`",
+                }),
             },
         }
     }
@@ -188,7 +189,9 @@ impl ValkeyConfig {
             .get(VALKEY_HASH_TAG_VAR)
             .unwrap_or_default()
             .parse()
-            .map_err(|e| SettingsError::refused(VALKEY_HASH_TAG_VAR, SettingRule::Malformed(e)))?;
+            .map_err(|e: ValueError| {
+                SettingsError::refused(VALKEY_HASH_TAG_VAR, SettingRule::Malformed(e.to_string()))
+            })?;
         let replicas: usize = optional_in(env, VALKEY_REPLICAS_VAR, 0)?;
         let timeout_set = env
             .get(VALKEY_REPLICAS_TIMEOUT_VAR)

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::{SettingRule, SettingsError};
+use crate::{SettingRule, SettingsError};
 
 /// Where a function reads its configuration: the process environment in Lambda
 /// ([`Env::process`]), or a fixed set of variables ([`Env::from_pairs`]) in tests, which then run
@@ -59,16 +59,6 @@ impl Env {
     pub fn required(&self, name: &str) -> Result<String, SettingsError> {
         required_in(self, name)
     }
-
-    /// An optional variable parsed as `T`, or `default`; an unparsable value is an error, not
-    /// the default.
-    pub fn optional<T: std::str::FromStr>(
-        &self,
-        name: &str,
-        default: T,
-    ) -> Result<T, SettingsError> {
-        optional_in(self, name, default)
-    }
 }
 
 /// Where variables come from.
@@ -93,17 +83,6 @@ pub(crate) fn optional_in<T: std::str::FromStr>(
         }),
         _ => Ok(default),
     }
-}
-
-/// A required variable, or an error naming it.
-pub fn required(name: &str) -> Result<String, SettingsError> {
-    Env::process().required(name)
-}
-
-/// An optional variable parsed as `T`, or `default`; an unparsable value is an error, not the
-/// default.
-pub fn optional<T: std::str::FromStr>(name: &str, default: T) -> Result<T, SettingsError> {
-    Env::process().optional(name, default)
 }
 
 /// `name` in `env` as milliseconds (`default` when unset): refused, naming it, when it does not
@@ -154,6 +133,6 @@ pub(crate) fn retired(
 }
 
 /// `d` in whole milliseconds, as a `_MS` variable is written.
-pub(crate) fn millis(d: Duration) -> u64 {
+pub fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

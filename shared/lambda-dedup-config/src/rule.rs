@@ -1,5 +1,5 @@
 //! The rule a setting breaks: why a function refuses to start on a value that parses
-//! ([`SettingsError::Refused`](super::SettingsError::Refused)), typed, so that a caller or a
+//! ([`SettingsError::Refused`](crate::SettingsError::Refused)), typed, so that a caller or a
 //! test tells the cases apart while the operator reads which variable and why.
 
 use std::fmt;
@@ -219,7 +219,7 @@ impl fmt::Display for Shown<'_> {
             }
             SettingRule::ReadAtInit { feature } => write!(
                 f,
-                "{var} names a Secrets Manager secret, which WebhookConfig::load reads at init \
+                "{var} names a Secrets Manager secret, which secrets::webhook_config reads at init \
                  (lambda-dedup-runtime's feature {feature}); this reading calls no AWS service"
             ),
             SettingRule::NotInThisBuild { feature, why: w } => {

@@ -1,12 +1,12 @@
 //! A relay's settings ([`RelayConfig`]): its table, the time one record needs (its budget) and
 //! how long an item may wait before the sweep re-drives it, read under the relay's own names
 //! ([`RelayVars`]). The deadline margin is not among them: it is the function's one
-//! `DEDUP_DEADLINE_MARGIN_MS` ([`Settings::deadline_margin`](super::Settings::deadline_margin)).
+//! `DEDUP_DEADLINE_MARGIN_MS` ([`Settings::deadline_margin`](crate::Settings::deadline_margin)).
 
 use std::time::Duration;
 
-use super::env::{Lookup, millis_in, optional_in, required_in, retired};
-use super::{SettingRule, SettingsError};
+use crate::env::{Lookup, millis_in, optional_in, required_in, retired};
+use crate::{SettingRule, SettingsError};
 
 /// The longest record budget accepted: Lambda's longest timeout (15 minutes).
 const MAX_BUDGET: Duration = Duration::from_secs(900);
@@ -34,7 +34,7 @@ pub struct RelayVars {
 #[macro_export]
 macro_rules! relay_vars {
     ($table:literal, $prefix:literal, $ms:expr) => {
-        $crate::settings::RelayVars {
+        $crate::RelayVars {
             table: $table,
             budget: concat!($prefix, "_RECORD_BUDGET_MS"),
             redrive: concat!($prefix, "_REDRIVE_AFTER_SECONDS"),

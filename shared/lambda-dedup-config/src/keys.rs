@@ -4,8 +4,8 @@
 
 use lambda_dedup::{EventTimeSource, Scope, TimeFormat};
 
-use super::SettingsError;
-use super::env::Lookup;
+use crate::SettingsError;
+use crate::env::Lookup;
 
 /// Why an operator's `--key-spec` text is not a key spec ([`cloudevents_key_spec`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -21,7 +21,7 @@ pub enum KeySpecTextError {
 /// The key spec a CloudEvents function declares, from the text the operators' tool takes for
 /// it (`lambda-dedup --key-spec cloudevents:<tenant extension>[:<fingerprint pointer>,…]`), in
 /// `scope`. Without pointers the fingerprint covers the event's `data`. This is the spec
-/// before the settings' body limit and event-time source ([`Settings::key_spec`](super::Settings::key_spec)).
+/// before the settings' body limit and event-time source ([`Settings::key_spec`](crate::Settings::key_spec)).
 pub fn cloudevents_key_spec(
     text: &str,
     scope: Scope,

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use super::env::{Env, Lookup, optional_in};
-use super::{SettingRule, SettingsError};
+use crate::env::{Lookup, optional_in};
+use crate::{SettingRule, SettingsError, ValueError};
 
 /// How long keys are remembered when `HTTP_KEY_RETENTION_SECONDS` is unset: 24 hours, as Stripe.
 pub const DEFAULT_KEY_RETENTION_SECS: u64 = 86_400;
@@ -79,10 +79,10 @@ pub enum CallerFrom {
 }
 
 impl std::str::FromStr for CallerFrom {
-    type Err = String;
+    type Err = ValueError;
 
     /// `authorizer`, `api-key`, `header:<name>` or `none`.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, ValueError> {
         match s.trim() {
             "authorizer" => Ok(Self::Authorizer),
             "api-key" => Ok(Self::ApiKey),
@@ -91,9 +91,10 @@ impl std::str::FromStr for CallerFrom {
                 Some(("header", name)) if valid_header_name(name.trim()) => {
                     Ok(Self::Header(name.trim().to_ascii_lowercase()))
                 }
-                _ => Err(format!(
-                    "'{other}' is none of authorizer, api-key, header:<name>, none"
-                )),
+                _ => Err(ValueError::NoneOf {
+                    value: other.to_owned(),
+                    expected: "authorizer, api-key, header:<name>, none",
+                }),
             },
         }
     }
@@ -121,18 +122,19 @@ pub enum CallerFront {
 }
 
 impl std::str::FromStr for CallerFront {
-    type Err = String;
+    type Err = ValueError;
 
     /// `alb`, `iam`, `authorizer` or `unverified`.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, ValueError> {
         match s.trim() {
             "alb" => Ok(Self::Alb),
             "iam" => Ok(Self::Iam),
             "authorizer" => Ok(Self::Authorizer),
             "unverified" => Ok(Self::Unverified),
-            other => Err(format!(
-                "'{other}' is none of alb, iam, authorizer, unverified"
-            )),
+            other => Err(ValueError::NoneOf {
+                value: other.to_owned(),
+                expected: "alb, iam, authorizer, unverified",
+            }),
         }
     }
 }
@@ -150,10 +152,10 @@ pub enum HttpFingerprint {
 }
 
 impl std::str::FromStr for HttpFingerprint {
-    type Err = String;
+    type Err = ValueError;
 
     /// `request`, `body` or `json:/a,/b`.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, ValueError> {
         match s.trim() {
             "request" => Ok(Self::Request),
             "body" => Ok(Self::Body),
@@ -166,14 +168,18 @@ impl std::str::FromStr for HttpFingerprint {
                         .map(str::to_owned)
                         .collect();
                     if pointers.is_empty() || pointers.iter().any(|p| !p.starts_with('/')) {
-                        Err(format!("'{other}' is not json:</pointer>[,</pointer>…]"))
+                        Err(ValueError::NotForm {
+                            value: other.to_owned(),
+                            form: "json:</pointer>[,</pointer>…]",
+                        })
                     } else {
                         Ok(Self::Pointers(pointers))
                     }
                 }
-                None => Err(format!(
-                    "'{other}' is none of request, body, json:</pointer>,…"
-                )),
+                None => Err(ValueError::NoneOf {
+                    value: other.to_owned(),
+                    expected: "request, body, json:</pointer>,…",
+                }),
             },
         }
     }
@@ -202,11 +208,6 @@ pub struct HttpConfig {
 }
 
 impl HttpConfig {
-    /// From the process environment; see [`read`](Self::read).
-    pub fn from_env() -> Result<Self, SettingsError> {
-        Self::read(&Env::process())
-    }
-
     /// From `HTTP_IDEMPOTENCY_KEY` (`required` by default, or `optional`), `HTTP_CALLER_FROM`
     /// (required: `authorizer`, `api-key`, `header:<name>` or `none`), `HTTP_CALLER_FRONT`
     /// (required with `header:<name>` and only with it: `alb`, `iam`, `authorizer` or
@@ -215,9 +216,6 @@ impl HttpConfig {
     /// `HTTP_MAX_BODY_BYTES` (default 262144, at most 6 MB), `HTTP_REPLAY_HEADERS` (default
     /// `content-type,location`) and `HTTP_KEY_RETENTION_SECONDS` (default 86400, at least 3600).
     pub fn read(env: Lookup<'_>) -> Result<Self, SettingsError> {
-        let malformed = |var: &'static str| {
-            move |e: String| SettingsError::refused(var, SettingRule::Malformed(e))
-        };
         let key = match env.get("HTTP_IDEMPOTENCY_KEY").as_deref().map(str::trim) {
             None | Some("") | Some("required") => KeyRequirement::Required,
             Some("optional") => KeyRequirement::Optional,
@@ -227,7 +225,7 @@ impl HttpConfig {
                 )));
             }
         };
-        let caller: CallerFrom = super::env::required_in(env, "HTTP_CALLER_FROM")?
+        let caller: CallerFrom = crate::env::required_in(env, "HTTP_CALLER_FROM")?
             .parse()
             .map_err(malformed("HTTP_CALLER_FROM"))?;
         let front = env
@@ -240,24 +238,23 @@ impl HttpConfig {
             (CallerFrom::Header(_), None) => {
                 return Err(malformed("HTTP_CALLER_FROM")(
                     "header:<name> trusts a header only behind a front that verifies it: set \
-                     HTTP_CALLER_FRONT (alb, iam, authorizer, or unverified said openly)"
-                        .into(),
+                     HTTP_CALLER_FRONT (alb, iam, authorizer, or unverified said openly)",
                 ));
             }
             (CallerFrom::Header(_), Some(_)) | (_, None) => {}
             (_, Some(_)) => {
                 return Err(malformed("HTTP_CALLER_FRONT")(
-                    "only HTTP_CALLER_FROM=header:<name> has a front".into(),
+                    "only HTTP_CALLER_FROM=header:<name> has a front",
                 ));
             }
         }
         let wait_ms: u64 = optional_in(env, "HTTP_IN_FLIGHT_WAIT_MS", 0)?;
-        if wait_ms > super::env::millis(MAX_IN_FLIGHT_WAIT) {
+        if wait_ms > crate::env::millis(MAX_IN_FLIGHT_WAIT) {
             return Err(SettingsError::refused(
                 "HTTP_IN_FLIGHT_WAIT_MS",
                 SettingRule::AboveMaximum {
                     value: wait_ms,
-                    max: super::env::millis(MAX_IN_FLIGHT_WAIT),
+                    max: crate::env::millis(MAX_IN_FLIGHT_WAIT),
                     why: "a client's retry must be answered inside its own timeout",
                 },
             ));
@@ -318,17 +315,25 @@ impl HttpConfig {
     }
 }
 
-fn replay_headers(list: &str) -> Result<Vec<String>, String> {
+/// The refusal of `var`, whose value is not in a form it takes (`e`: why).
+fn malformed<E: std::fmt::Display>(var: &'static str) -> impl Fn(E) -> SettingsError {
+    move |e| SettingsError::refused(var, SettingRule::Malformed(e.to_string()))
+}
+
+fn replay_headers(list: &str) -> Result<Vec<String>, ValueError> {
     let mut names = Vec::new();
     for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         let name = name.to_ascii_lowercase();
         if !valid_header_name(&name) {
-            return Err(format!("'{name}' is not a header name"));
+            return Err(ValueError::NotForm {
+                value: name,
+                form: "a header name",
+            });
         }
         if NEVER_REPLAYED.contains(&name.as_str())
             || NEVER_REPLAYED_PARTS.iter().any(|part| name.contains(part))
         {
-            return Err(format!("'{name}' is never replayed"));
+            return Err(ValueError::NeverReplayed { name });
         }
         names.push(name);
     }
@@ -346,6 +351,7 @@ fn valid_header_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Env;
 
     fn read(pairs: &[(&str, &str)]) -> Result<HttpConfig, SettingsError> {
         HttpConfig::read(&Env::from_pairs(pairs.iter().copied()))

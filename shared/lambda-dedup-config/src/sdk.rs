@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use super::env::{Lookup, millis};
-use super::{SettingRule, SettingsError};
+use crate::env::{Lookup, millis};
+use crate::{SettingRule, SettingsError};
 
 /// The variable bounding one SDK call, retries included (`DEDUP_SDK_OPERATION_TIMEOUT_MS`).
 pub const OPERATION_TIMEOUT_VAR: &str = "DEDUP_SDK_OPERATION_TIMEOUT_MS";
@@ -15,7 +15,7 @@ pub const ATTEMPT_TIMEOUT_VAR: &str = "DEDUP_SDK_ATTEMPT_TIMEOUT_MS";
 
 /// The operation and attempt timeouts of every AWS SDK client a function builds (its DynamoDB
 /// store and item tables, its side queues, the inbox forwarder's queue): one of the
-/// [`Settings`](super::Settings).
+/// [`Settings`](crate::Settings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SdkTimeouts {
     /// One call, all its attempts and backoff included.
@@ -67,25 +67,6 @@ impl SdkTimeouts {
             ));
         }
         Ok(t)
-    }
-
-    /// The AWS SDK configuration every client of the functions is built from: the environment,
-    /// as every AWS SDK reads it (region, credentials, `AWS_ENDPOINT_URL_*`), with these
-    /// timeouts on top.
-    #[cfg(any(
-        feature = "dynamodb",
-        feature = "sqs-client",
-        feature = "secrets-manager"
-    ))]
-    pub async fn sdk_config(&self) -> aws_config::SdkConfig {
-        let timeouts = aws_config::timeout::TimeoutConfig::builder()
-            .operation_timeout(self.operation)
-            .operation_attempt_timeout(self.attempt)
-            .build();
-        aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .timeout_config(timeouts)
-            .load()
-            .await
     }
 }
 

@@ -5,13 +5,10 @@
 use std::time::Duration;
 
 use lambda_dedup::{EventTimeSource, RedeliveryHorizon, Retention, Scope};
-#[cfg(feature = "dynamodb")]
-use lambda_dedup_dynamodb::{Client, DynamoStore};
 
-use super::env::{Env, Lookup, millis, optional_in, required_in};
-use super::keys::event_time_in;
-use super::margin::deadline_margin_in;
-use super::{SdkTimeouts, SettingRule, SideQueues};
+use crate::env::{Env, Lookup, millis, optional_in, required_in};
+use crate::keys::event_time_in;
+use crate::{DeadlineMargin, SdkTimeouts, SettingRule, SideQueues};
 
 /// The variable that names the mark table.
 pub const MARK_TABLE_VAR: &str = "DEDUP_MARK_TABLE";
@@ -57,7 +54,7 @@ pub enum SettingsError {
         /// The variable naming the secret.
         var: &'static str,
         /// Why it could not be read.
-        error: super::SecretError,
+        error: crate::SecretError,
     },
 }
 
@@ -86,12 +83,6 @@ pub fn provider_timeout_in(env: Lookup<'_>) -> Result<Duration, SettingsError> {
     }
 }
 
-/// `PROVIDER_TIMEOUT_MS` (default 5000), refusing zero: for functions that call an external API
-/// without the rest of [`Settings`].
-pub fn provider_timeout() -> Result<Duration, SettingsError> {
-    provider_timeout_in(&Env::process())
-}
-
 /// What every function reads from its environment.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -99,7 +90,7 @@ pub struct Settings {
     pub scope: Scope,
     /// The mark table; `None` when `DEDUP_MARK_TABLE` is unset, which only a function whose
     /// marks live elsewhere may be (the webhook receiver: its inbox items are its marks).
-    /// [`mark_store`](Self::mark_store) refuses to build without it.
+    /// A store that needs it refuses to build without it ([`required_mark_table`](Self::required_mark_table)).
     pub mark_table: Option<String>,
     /// Mark retention, checked against the redelivery horizon.
     pub retention: Retention,
@@ -127,8 +118,8 @@ pub struct Settings {
     /// before it answers `InvokeError::InProgress` (`DEDUP_IN_PROGRESS_WAIT_MS`; 0: no wait).
     pub in_progress_wait: Duration,
     /// The time kept before the invocation's deadline to answer (`DEDUP_DEADLINE_MARGIN_MS`):
-    /// the one deadline margin, of every service (a relay's too).
-    pub deadline_margin: Duration,
+    /// the one deadline margin, of every service (a relay's too), read here only.
+    pub deadline_margin: DeadlineMargin,
     /// How long an AWS SDK call and its attempts may take (`DEDUP_SDK_*_TIMEOUT_MS`): every
     /// client the function builds (its DynamoDB store and tables, its side queues) has them.
     pub sdk_timeouts: SdkTimeouts,
@@ -137,11 +128,6 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Reads the settings from the environment; `function` is the default consumer name.
-    pub fn from_env(function: &str) -> Result<Self, SettingsError> {
-        Self::read(&Env::process(), function)
-    }
-
     /// Reads the settings from `env`; `function` is the default consumer name.
     pub fn read(env: &Env, function: &str) -> Result<Self, SettingsError> {
         let optional = |name: &str, default: u64| optional_in(env, name, default);
@@ -225,7 +211,7 @@ impl Settings {
                 "DEDUP_IN_PROGRESS_WAIT_MS",
                 0,
             )?),
-            deadline_margin: deadline_margin_in(env)?,
+            deadline_margin: DeadlineMargin::read(env)?,
             sdk_timeouts,
             queues: SideQueues::read(env)?,
         })
@@ -241,84 +227,11 @@ impl Settings {
         }
     }
 
-    #[cfg(feature = "dynamodb")]
-    /// The deduplicator these settings describe, with every guard they document applied: keys
-    /// by [`key_spec`](Self::key_spec), marks in the mark table kept for the checked retention
-    /// (S9) under leases of `DEDUP_LEASE_SECONDS`, the warm cache sized by `DEDUP_CACHE_SIZE`
-    /// and aged by `DEDUP_CACHE_SECONDS`, the duplicate pre-filter of batch-transaction mode as
-    /// `DEDUP_PREFILTER_DUPLICATES` says.
-    /// For external effects use [`leased_deduplicator`](Self::leased_deduplicator).
-    pub fn deduplicator(
-        &self,
-        spec: lambda_dedup::KeySpec,
-        client: Client,
-    ) -> Result<lambda_dedup_engine::Deduplicator, SettingsError> {
-        let store = std::sync::Arc::new(self.mark_store(client)?);
-        Ok(self.deduplicator_on(spec, store))
-    }
-
-    /// [`deduplicator`](Self::deduplicator) on `store` (the builder's, `crate::Dedup`, or any
-    /// store with its own effect type, such as `lambda_dedup_postgres::PgStore`): the one place
-    /// the settings' guards on keys and the cache are applied.
-    pub fn deduplicator_on<E: 'static>(
-        &self,
-        spec: lambda_dedup::KeySpec,
-        store: std::sync::Arc<dyn lambda_dedup::MarkStore<E>>,
-    ) -> lambda_dedup_engine::Deduplicator<E> {
-        lambda_dedup_engine::Deduplicator::with_store(self.key_spec(spec), store)
-            .with_cache_for(self.cache_size, self.cache_max_age)
-            .with_duplicate_prefilter(self.prefilter_duplicates)
-    }
-
-    /// Create-once mode's deduplicator on `store` (the builder's, or any store with the
-    /// capability): keys by [`key_spec`](Self::key_spec), as
-    /// [`deduplicator_on`](Self::deduplicator_on) derives them. The item is the mark, so the
-    /// warm cache and the pre-filter, which read marks, have nothing to do here.
-    pub fn create_once_deduplicator_on(
-        &self,
-        spec: lambda_dedup::KeySpec,
-        store: std::sync::Arc<dyn lambda_dedup::CreateOnceStore>,
-    ) -> lambda_dedup_engine::CreateOnceDeduplicator {
-        lambda_dedup_engine::CreateOnceDeduplicator::with_store(self.key_spec(spec), store)
-    }
-
-    #[cfg(feature = "dynamodb")]
-    /// The leased flow's deduplicator (S6): [`deduplicator`](Self::deduplicator) plus
-    /// `PROVIDER_KEY_RETENTION_SECONDS`, so a takeover older than the provider keeps keys goes
-    /// to reconciliation instead of calling again (S16).
-    pub fn leased_deduplicator(
-        &self,
-        spec: lambda_dedup::KeySpec,
-        client: Client,
-    ) -> Result<lambda_dedup_engine::LeasedDeduplicator, SettingsError> {
-        Ok(self
-            .deduplicator(spec, client)?
-            .with_provider_key_retention(self.provider_key_retention))
-    }
-
     /// The mark table, or why there is none: `DEDUP_MARK_TABLE` unset.
     pub fn required_mark_table(&self) -> Result<&str, SettingsError> {
         self.mark_table
             .as_deref()
             .ok_or_else(|| SettingsError::Missing(MARK_TABLE_VAR.to_owned()))
-    }
-
-    #[cfg(feature = "dynamodb")]
-    /// The mark store these settings describe: marks in the mark table (required here).
-    pub fn mark_store(&self, client: Client) -> Result<DynamoStore, SettingsError> {
-        let table = self.required_mark_table()?.to_owned();
-        Ok(DynamoStore::new(client, table, self.retention)
-            .with_lease(self.lease)
-            .with_clock_skew(self.clock_skew))
-    }
-
-    #[cfg(feature = "dynamodb")]
-    /// A store on `client` whose marks are the items of `table` that create-once mode writes
-    /// (the webhook receiver's inbox): no mark table is read.
-    pub fn create_once_store(&self, client: Client, table: &str) -> DynamoStore {
-        DynamoStore::new(client, table.to_owned(), self.retention)
-            .with_lease(self.lease)
-            .with_clock_skew(self.clock_skew)
     }
 }
 

@@ -2,8 +2,8 @@
 //! to, and its relay's ([`FORWARDER`]: `INBOX_TABLE`, `FORWARDER_RECORD_BUDGET_MS`,
 //! `FORWARDER_REDRIVE_AFTER_SECONDS`).
 
-use super::env::{Lookup, required_in};
-use super::{RelayConfig, RelayVars, SettingsError};
+use crate::env::{Lookup, required_in};
+use crate::{RelayConfig, RelayVars, SettingsError};
 
 /// The variable naming the queue the forwarder sends to.
 pub const FORWARD_QUEUE_VAR: &str = "FORWARD_QUEUE_URL";

@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 use lambda_dedup::signature::{Scheme, SignatureError, Verifier};
 
 use super::refresh_gate::RefreshGate;
-use super::secret::{SecretsManagerSecret, secrets_in};
+use super::secret::SecretsManagerSecret;
+use crate::config::{Headers, SecretsRotation, secrets_in};
 
 /// The secret, the verifier built from its latest text, and the gate on reading it again.
 #[derive(Debug)]
-pub struct SecretRotation {
+pub(crate) struct SecretRotation {
     secret: SecretsManagerSecret,
     scheme: Scheme,
     tolerance: Duration,
@@ -25,7 +26,7 @@ pub struct SecretRotation {
 impl SecretRotation {
     /// Holds `verifier` (built from `secret`'s text just read) and reads `secret` again at most
     /// once per `every`.
-    pub fn new(secret: SecretsManagerSecret, verifier: Verifier, every: Duration) -> Self {
+    pub(crate) fn new(secret: SecretsManagerSecret, verifier: Verifier, every: Duration) -> Self {
         Self {
             scheme: verifier.scheme(),
             tolerance: verifier.tolerance(),
@@ -36,7 +37,7 @@ impl SecretRotation {
     }
 
     /// The verifier of the secrets last read.
-    pub fn current(&self) -> Arc<Verifier> {
+    pub(crate) fn current(&self) -> Arc<Verifier> {
         self.current
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -47,7 +48,7 @@ impl SecretRotation {
     /// ([`SignatureError::Mismatch`]) is verified again with the secret read anew, when the gate
     /// lets a read through. Any other refusal (stale, malformed, missing) is not the secret's
     /// doing and reads nothing.
-    pub async fn verify<'h>(
+    pub(crate) async fn verify<'h>(
         &self,
         headers: &(
              dyn Fn(&str) -> Result<Option<&'h str>, lambda_dedup::signature::SignatureError> + Sync
@@ -98,4 +99,15 @@ fn log_kept(reason: &str) {
         reason,
         "webhook secrets not read again; the ones held are kept"
     );
+}
+
+impl SecretsRotation for SecretRotation {
+    fn verify<'a, 'h: 'a>(
+        &'a self,
+        headers: &'a Headers<'h>,
+        body: &'a [u8],
+        now: std::time::SystemTime,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), SignatureError>> + Send + 'a>> {
+        Box::pin(SecretRotation::verify(self, headers, body, now))
+    }
 }

@@ -1,11 +1,11 @@
 //! The side queues a function sends to ([`SideQueues`]): late events to reconciliation (S10,
 //! `DEDUP_RECONCILIATION_QUEUE_URL`) and, for a stream function, the records that can never
 //! apply to its parking queue (S15, `DEDUP_PARKING_QUEUE_URL`). Read with the function's
-//! [`Settings`](super::Settings); the clients that send there are built from them on the first
+//! [`Settings`](crate::Settings); the clients that send there are built from them on the first
 //! send (`queue::Queue`).
 
-use super::SettingsError;
-use super::env::Lookup;
+use crate::SettingsError;
+use crate::env::Lookup;
 
 /// The variable naming the reconciliation queue.
 pub const RECONCILIATION_QUEUE_VAR: &str = "DEDUP_RECONCILIATION_QUEUE_URL";
@@ -24,30 +24,19 @@ pub struct SideQueues {
 }
 
 impl SideQueues {
-    /// The queues `env` names (an empty value is unset). A reconciliation queue is refused in a
-    /// build without an SQS client (the runtime's feature `sqs-client`): late events would
-    /// silently go to the DLQ instead.
+    /// The queues `env` names (an empty value is unset). The runtime built without an SQS client
+    /// (its feature `sqs-client`) refuses a reconciliation queue: late events would silently go
+    /// to the DLQ instead.
     pub fn read(env: Lookup<'_>) -> Result<Self, SettingsError> {
         let url = |name: &str| {
             env.get(name)
                 .map(|u| u.trim().to_owned())
                 .filter(|u| !u.is_empty())
         };
-        let queues = Self {
+        Ok(Self {
             reconciliation: url(RECONCILIATION_QUEUE_VAR),
             parking: url(PARKING_QUEUE_VAR),
-        };
-        #[cfg(not(feature = "sqs-client"))]
-        if queues.reconciliation.is_some() {
-            return Err(SettingsError::refused(
-                RECONCILIATION_QUEUE_VAR,
-                super::SettingRule::NotInThisBuild {
-                    feature: "sqs-client",
-                    why: "late events would go to the DLQ instead of reconciliation",
-                },
-            ));
-        }
-        Ok(queues)
+        })
     }
 
     /// The parking queue, or why a stream service cannot start: `DEDUP_PARKING_QUEUE_URL` unset.

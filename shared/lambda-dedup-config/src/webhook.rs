@@ -3,17 +3,20 @@
 //! the inbox (`WEBHOOK_*`, `INBOX_TABLE`; the table of the [`config`](super) module). What the
 //! receiver does with it is the `webhook` module's.
 
-use std::time::Duration;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use lambda_dedup::signature::{
-    GITHUB_DELIVERY_HEADER, SHOPIFY_WEBHOOK_ID_HEADER, SVIX_ID_HEADER, Scheme, Verifier,
-    VerifierError, WEBHOOK_ID_HEADER,
+    GITHUB_DELIVERY_HEADER, SHOPIFY_WEBHOOK_ID_HEADER, SVIX_ID_HEADER, Scheme, SignatureError,
+    Verifier, VerifierError, WEBHOOK_ID_HEADER,
 };
 use lambda_dedup::{FingerprintSource, IdentitySource, KeySpec, Scope, TenantSource};
 
-use super::env::{Env, Lookup, optional_in, required_in};
-use super::secret::secrets_in;
-use super::{SettingRule, SettingsError};
+use crate::env::{Lookup, optional_in, required_in};
+use crate::secrets_in;
+use crate::{SettingRule, SettingsError, ValueError};
 
 /// The secret `WEBHOOK_SECRETS_ARN` names, if set.
 fn secret_id(env: Lookup<'_>) -> Option<String> {
@@ -36,7 +39,7 @@ fn both_or(env: Lookup<'_>, rule: SettingRule) -> SettingRule {
 /// [`SECRETS_ARN_VAR`]).
 pub const SECRETS_VAR: &str = "WEBHOOK_SECRETS";
 /// The variable naming the Secrets Manager secret whose text is the secrets (as
-/// [`SECRETS_VAR`] is written), read by [`WebhookConfig::load`] at init (feature `secrets-manager`).
+/// [`SECRETS_VAR`] is written), read at init by the runtime (its feature `secrets-manager`; [`SecretsArn`]).
 pub const SECRETS_ARN_VAR: &str = "WEBHOOK_SECRETS_ARN";
 /// The least time between two reads of that secret after init, seconds: a signature that
 /// matches no secret held reads it again (a rotation) at most this often.
@@ -64,10 +67,10 @@ pub enum IdentityFrom {
 }
 
 impl std::str::FromStr for IdentityFrom {
-    type Err = String;
+    type Err = ValueError;
 
     /// `header:webhook-id` (or `header:svix-id`) or `json:<pointer>`.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, ValueError> {
         match s.split_once(':') {
             Some(("header", name))
                 if [WEBHOOK_ID_HEADER, SVIX_ID_HEADER]
@@ -81,23 +84,19 @@ impl std::str::FromStr for IdentityFrom {
                     .iter()
                     .any(|h| name.trim().eq_ignore_ascii_case(h)) =>
             {
-                Err(format!(
-                    "the header '{}' is not signed by its sender (the signature covers the body \
-                     only): a captured delivery sent again under a new id would be a new event; \
-                     use json:</pointer> to the event's own id in the signed body",
-                    name.trim()
-                ))
+                Err(ValueError::UnsignedDeliveryHeader {
+                    name: name.trim().to_owned(),
+                })
             }
-            Some(("header", name)) => Err(format!(
-                "the header '{}' is not signed: only {WEBHOOK_ID_HEADER} (Standard Webhooks) is, or use json:</pointer> into the signed body",
-                name.trim()
-            )),
+            Some(("header", name)) => Err(ValueError::UnsignedHeader {
+                name: name.trim().to_owned(),
+            }),
             Some(("json", pointer)) if pointer.starts_with('/') => {
                 Ok(Self::JsonPointer(pointer.to_owned()))
             }
-            _ => Err(format!(
-                "'{s}' is neither header:{WEBHOOK_ID_HEADER} nor json:</pointer> (a body hash is never the default identity)"
-            )),
+            _ => Err(ValueError::NotAnIdentity {
+                value: s.to_owned(),
+            }),
         }
     }
 }
@@ -141,70 +140,45 @@ pub struct WebhookConfig {
     pub inbox_table: String,
     /// How long an inbox item is kept (its `expires_at`, for the table's TTL).
     pub inbox_retention: Duration,
-    /// The secret the verifier's secrets were read from, read again on a mismatch (bounded):
-    /// set by [`load`](Self::load) from `WEBHOOK_SECRETS_ARN`.
-    #[cfg(feature = "secrets-manager")]
-    pub(crate) rotation: Option<std::sync::Arc<super::rotation::SecretRotation>>,
+    /// What reads the secrets again on a mismatch (bounded), when they came from Secrets
+    /// Manager: attached by the runtime after it read the secret `WEBHOOK_SECRETS_ARN` names
+    /// ([`with_rotation`](Self::with_rotation)); none when they came from `WEBHOOK_SECRETS`.
+    rotation: Option<Arc<dyn SecretsRotation>>,
 }
 
-/// The shortest inbox retention accepted: the longest retry horizon of the senders offered
-/// (Stripe retries a delivery for up to three days; Standard Webhooks senders for about a day
-/// and a half). A retry after its event's inbox item expired would be taken for a new event.
-pub const MIN_INBOX_RETENTION: Duration = Duration::from_secs(3 * 86_400);
+/// A request's headers, as the verifier asks for them (an error: one that cannot be read).
+pub type Headers<'h> = dyn Fn(&str) -> Result<Option<&'h str>, SignatureError> + Sync + 'h;
 
-/// The inbox retention when `WEBHOOK_INBOX_RETENTION_SECONDS` is unset: 30 days.
-pub const DEFAULT_INBOX_RETENTION_SECS: u64 = 30 * 86_400;
+/// Verifies with the secrets held now and reads them again, at most once per
+/// `WEBHOOK_SECRETS_REFRESH_SECONDS`, when a signature matches none (a rotation, no deploy): the
+/// runtime's Secrets Manager rotation. Reading a secret is I/O, which this crate does not do,
+/// so the runtime attaches it after the read ([`WebhookConfig::with_rotation`]).
+pub trait SecretsRotation: std::fmt::Debug + Send + Sync {
+    /// The verifier's answer on a request, with the secrets read again on a mismatch.
+    fn verify<'a, 'h: 'a>(
+        &'a self,
+        headers: &'a Headers<'h>,
+        body: &'a [u8],
+        now: SystemTime,
+    ) -> Pin<Box<dyn Future<Output = Result<(), SignatureError>> + Send + 'a>>;
+}
 
-impl WebhookConfig {
-    /// From `WEBHOOK_SCHEME` (default `standard-webhooks`), `WEBHOOK_SECRETS` (comma-separated,
-    /// as the scheme writes them), `WEBHOOK_TOLERANCE_SECONDS` (default 300, at most 3600), `WEBHOOK_ID_FROM`
-    /// (default the scheme's signed id), `WEBHOOK_TENANT` (the sender), `WEBHOOK_MAX_BODY_BYTES`
-    /// (default 262144) and `INBOX_TABLE`; see the module's table. Refuses an unknown scheme, a
-    /// secret the scheme cannot read, a tolerance of zero or over an hour, and an identity its
-    /// signature does not cover.
-    pub fn from_env() -> Result<Self, SettingsError> {
-        Self::read(&Env::process())
-    }
+/// The Secrets Manager secret of a webhook receiver's secrets (`WEBHOOK_SECRETS_ARN`), and how
+/// often it may be read again: what the runtime reads at init, after the settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretsArn {
+    /// The secret's ARN (or name).
+    pub id: String,
+    /// The least time between two reads after init (`WEBHOOK_SECRETS_REFRESH_SECONDS`).
+    pub refresh_every: Duration,
+}
 
-    /// The configuration in `env` (see [`from_env`](Self::from_env)), its secrets in
-    /// `WEBHOOK_SECRETS`. Refuses `WEBHOOK_SECRETS_ARN`, which only [`load`](Self::load) reads.
-    pub fn read(env: Lookup<'_>) -> Result<Self, SettingsError> {
-        if secret_id(env).is_some() {
-            return Err(SettingsError::refused(
-                SECRETS_ARN_VAR,
-                both_or(
-                    env,
-                    SettingRule::ReadAtInit {
-                        feature: "secrets-manager",
-                    },
-                ),
-            ));
-        }
-        Self::read_with(env, &required_in(env, SECRETS_VAR)?, SECRETS_VAR)
-    }
-
-    /// The configuration `main` reads: [`from_env`](Self::from_env)'s, its secrets read from
-    /// Secrets Manager when `WEBHOOK_SECRETS_ARN` names a secret (the function's AWS SDK
-    /// configuration), and read again on a signature that matches none of them, at most once per
-    /// `WEBHOOK_SECRETS_REFRESH_SECONDS`. A secret that cannot be read refuses the start.
-    #[cfg(feature = "secrets-manager")]
-    pub async fn load() -> Result<Self, SettingsError> {
-        let env = Env::process();
-        if secret_id(&env).is_none() {
-            return Self::read(&env);
-        }
-        let sdk = super::SdkTimeouts::read(&env)?.sdk_config().await;
-        Self::load_in(&env, aws_sdk_secretsmanager::Client::new(&sdk)).await
-    }
-
-    /// [`load`](Self::load) from `env`, reading the secret through `client`.
-    #[cfg(feature = "secrets-manager")]
-    pub async fn load_in(
-        env: Lookup<'_>,
-        client: aws_sdk_secretsmanager::Client,
-    ) -> Result<Self, SettingsError> {
+impl SecretsArn {
+    /// `WEBHOOK_SECRETS_ARN` in `env`, if set, with `WEBHOOK_SECRETS_REFRESH_SECONDS`; refused
+    /// beside `WEBHOOK_SECRETS`, and with a refresh interval of zero or over an hour.
+    pub fn read(env: Lookup<'_>) -> Result<Option<Self>, SettingsError> {
         let Some(id) = secret_id(env) else {
-            return Self::read(env);
+            return Ok(None);
         };
         if let rule @ SettingRule::BothSet { .. } = both_or(env, SettingRule::Zero) {
             return Err(SettingsError::refused(SECRETS_ARN_VAR, rule));
@@ -226,21 +200,57 @@ impl WebhookConfig {
                 },
             ));
         }
-        let secret = super::secret::SecretsManagerSecret::new(client, &id);
-        let text = secret
-            .fetch()
-            .await
-            .map_err(|error| SettingsError::Secret {
-                var: SECRETS_ARN_VAR,
-                error,
-            })?;
-        let mut config = Self::read_with(env, &text, SECRETS_ARN_VAR)?;
-        config.rotation = Some(std::sync::Arc::new(super::rotation::SecretRotation::new(
-            secret,
-            config.verifier.clone(),
-            Duration::from_secs(every),
-        )));
-        Ok(config)
+        Ok(Some(Self {
+            id,
+            refresh_every: Duration::from_secs(every),
+        }))
+    }
+}
+
+/// The shortest inbox retention accepted: the longest retry horizon of the senders offered
+/// (Stripe retries a delivery for up to three days; Standard Webhooks senders for about a day
+/// and a half). A retry after its event's inbox item expired would be taken for a new event.
+pub const MIN_INBOX_RETENTION: Duration = Duration::from_secs(3 * 86_400);
+
+/// The inbox retention when `WEBHOOK_INBOX_RETENTION_SECONDS` is unset: 30 days.
+pub const DEFAULT_INBOX_RETENTION_SECS: u64 = 30 * 86_400;
+
+impl WebhookConfig {
+    /// The configuration in `env`: `WEBHOOK_SCHEME` (default `standard-webhooks`), `WEBHOOK_SECRETS`
+    /// (comma-separated, as the scheme writes them), `WEBHOOK_TOLERANCE_SECONDS` (default 300,
+    /// at most 3600), `WEBHOOK_ID_FROM` (default the scheme's signed id), `WEBHOOK_TENANT` (the
+    /// sender), `WEBHOOK_MAX_BODY_BYTES` (default 262144) and `INBOX_TABLE`; see the crate's
+    /// table. Refuses an unknown scheme, a secret the scheme cannot read, a tolerance of zero or
+    /// over an hour, and an identity its signature does not cover. Refuses
+    /// `WEBHOOK_SECRETS_ARN` too, whose secret the runtime reads at init
+    /// ([`SecretsArn`], then [`with_secrets`](Self::with_secrets)).
+    pub fn read(env: Lookup<'_>) -> Result<Self, SettingsError> {
+        if secret_id(env).is_some() {
+            return Err(SettingsError::refused(
+                SECRETS_ARN_VAR,
+                both_or(
+                    env,
+                    SettingRule::ReadAtInit {
+                        feature: "secrets-manager",
+                    },
+                ),
+            ));
+        }
+        Self::read_with(env, &required_in(env, SECRETS_VAR)?, SECRETS_VAR)
+    }
+
+    /// The configuration in `env` with the secrets in `text`, the text of the secret
+    /// `WEBHOOK_SECRETS_ARN` names (comma-separated, as `WEBHOOK_SECRETS` is written): refused,
+    /// naming that variable, when the scheme cannot read them.
+    pub fn with_secrets(env: Lookup<'_>, text: &str) -> Result<Self, SettingsError> {
+        Self::read_with(env, text, SECRETS_ARN_VAR)
+    }
+
+    /// This configuration, its secrets read again on a mismatch by `rotation`.
+    #[must_use]
+    pub fn with_rotation(mut self, rotation: Arc<dyn SecretsRotation>) -> Self {
+        self.rotation = Some(rotation);
+        self
     }
 
     /// The configuration in `env` with the secrets in `text` (comma-separated), read from `from`.
@@ -286,8 +296,8 @@ impl WebhookConfig {
                     },
                 )
             })?,
-            Some(v) => v.trim().parse().map_err(|e| {
-                SettingsError::refused("WEBHOOK_ID_FROM", SettingRule::Malformed(e))
+            Some(v) => v.trim().parse().map_err(|e: ValueError| {
+                SettingsError::refused("WEBHOOK_ID_FROM", SettingRule::Malformed(e.to_string()))
             })?,
         };
         if !identity.signed_by(scheme) {
@@ -328,23 +338,18 @@ impl WebhookConfig {
             max_body_bytes,
             inbox_table: required_in(env, "INBOX_TABLE")?,
             inbox_retention,
-            #[cfg(feature = "secrets-manager")]
             rotation: None,
         })
     }
 
     /// The verifier's answer on a request: with the secrets held, and, when they came from
     /// Secrets Manager and none matches, with the secret read again (bounded).
-    #[cfg(any(feature = "webhook", test))]
-    pub(crate) async fn verify<'h>(
+    pub async fn verify<'h>(
         &self,
-        headers: &(
-             dyn Fn(&str) -> Result<Option<&'h str>, lambda_dedup::signature::SignatureError> + Sync
-         ),
+        headers: &Headers<'h>,
         body: &[u8],
-        now: std::time::SystemTime,
-    ) -> Result<(), lambda_dedup::signature::SignatureError> {
-        #[cfg(feature = "secrets-manager")]
+        now: SystemTime,
+    ) -> Result<(), SignatureError> {
         if let Some(rotation) = &self.rotation {
             return rotation.verify(headers, body, now).await;
         }
@@ -369,6 +374,7 @@ impl WebhookConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Env;
     use std::collections::HashMap;
 
     /// Standard Webhooks' published test secret, and Stripe's (`lambda_dedup`'s vectors).

@@ -1,17 +1,24 @@
-//! Every variable a function reads, read in one place into typed structs: the other modules
-//! take these structs and read no environment of their own. Each is read from an [`Env`] (the
-//! process environment in Lambda, a fixed set in tests, so tests run the wiring `main` runs) and
-//! refuses, naming the variable, what cannot work ([`SettingsError`]): a function does not start
-//! on a bad setting (S9), and a variable no longer read is refused too, naming the one that
-//! replaced it, never silently ignored.
+//! Every variable a lambda-dedup function reads, read once into typed structs: the runtime, the
+//! operators' tool (`lambda-dedup`) and `cargo xtask check-infra` take these structs and read no
+//! environment of their own. Each is read from an [`Env`] (the process environment in Lambda, a
+//! fixed set in tests and in the tools, so they run the reading `main` runs) and refuses, naming
+//! the variable, what cannot work ([`SettingsError`]): a function does not start on a bad
+//! setting (S9), and a variable no longer read is refused too, naming the one that replaced it,
+//! never silently ignored.
+//!
+//! Nothing is built here: no AWS client, no store, no network, no Lambda runtime. The runtime
+//! (`lambda-dedup-runtime`) builds its stores and clients from these structs, and reads the
+//! secrets a setting names (`WEBHOOK_SECRETS_ARN`) after the settings are read. The builder reads
+//! the [`Settings`] from its `Env` and every other section from the same `Env`
+//! (`Dedup::env`), each with its `read(&Env)`.
 //!
 //! | struct | what | read by |
 //! | --- | --- | --- |
 //! | [`Settings`] (`settings`) | every function's: keys, retention (S9), leases, the cache, the deadline margin, with [`SdkTimeouts`] and [`SideQueues`] | `Dedup::from_env` / `Dedup::read` |
 //! | [`SdkTimeouts`] (`sdk`) | how long an AWS SDK call and its attempts may take | with the settings |
 //! | [`SideQueues`] (`queues`) | the reconciliation and parking queues | with the settings |
-//! | [`HttpConfig`] (`http`) | the HTTP `Idempotency-Key` door's key, caller, wait, fingerprint, body, replayed headers, retention | `HttpConfig::from_env`, given to `Dedup::http` |
-//! | [`WebhookConfig`] (`webhook`) | a webhook receiver's scheme, secrets, identity, inbox | `WebhookConfig::from_env`, given to `Dedup::webhook` |
+//! | [`HttpConfig`] (`http`) | the HTTP `Idempotency-Key` door's key, caller, wait, fingerprint, body, replayed headers, retention | `HttpConfig::read(dedup.env())`, given to `Dedup::http` |
+//! | [`WebhookConfig`] (`webhook`) | a webhook receiver's scheme, secrets, identity, inbox | `WebhookConfig::read(dedup.env())`, or with its secrets from Secrets Manager the runtime's `secrets::webhook_config(dedup.env())` ([`SecretsArn`]), given to `Dedup::webhook` |
 //! | [`RelayConfig`] (`relay`) | a relay's table, record budget and sweep | `Dedup::relay`, from the builder's own `Env` |
 //! | [`ForwarderConfig`] (`forwarder`) | the inbox forwarder's queue, and its relay's | `inbox::forwarder`, from the builder's own `Env` |
 //! | [`PgConfig`], [`ValkeyConfig`] (`stores`) | the PostgreSQL or Valkey server of the marks | `Dedup::postgres`, `Dedup::valkey`, from the builder's own `Env` |
@@ -40,7 +47,7 @@
 //! | `DEDUP_EVENT_TIME_FROM` | where the event's own time is read, S10: `cloudevents` (its `time`), `json:/pointer`, `attribute:NAME`, or `none` (the producer declares no time; the mark table alone decides) | the key spec's own: `cloudevents` for CloudEvents functions |
 //! | `DEDUP_EVENT_TIME_FORMAT` | how a `json:` or `attribute:` time is written: `rfc3339`, `epoch-seconds` or `epoch-millis` | `rfc3339` |
 //! | `DEDUP_IN_PROGRESS_WAIT_MS` | the direct invoke door (`Dedup::invoke`): how long an invocation whose event another invocation is still handling waits for its response before it answers `InvokeError::InProgress`, which the caller retries; bounded by the deadline margin too | 0 (no wait) |
-//! | `DEDUP_DEADLINE_MARGIN_MS` | the one deadline margin, of every service (a relay's too): the time kept before the invocation's deadline to answer; work not done by then is abandoned and reported for redelivery (a webhook: 503 with `retry-after`), see [`crate::bound`] | 1500 |
+//! | `DEDUP_DEADLINE_MARGIN_MS` | the one deadline margin, of every service (a relay's too): the time kept before the invocation's deadline to answer; work not done by then is abandoned and reported for redelivery (a webhook: 503 with `retry-after`), see [`DeadlineMargin`] and the runtime's `bound` | 1500 |
 //!
 //! A retention that does not exceed queue retention + 2 × maxReceiveCount × visibility timeout +
 //! DLQ retention + replay window (a message redriven from the DLQ comes back too) is refused at
@@ -67,15 +74,15 @@
 //! | --- | --- | --- |
 //! | `DEDUP_KAFKA_CLUSTER_ID` | the name of a self-managed Kafka cluster (Kafka's `cluster.id`, or any name that stays with it), scoping its records' positions; an MSK event is named by its own `eventSourceArn`. Never the event's `bootstrapServers`, which changes when a broker is added | required by a Kafka door keyed by position (its default identity): it refuses to start without it |
 //!
-//! `DEDUP_RECONCILIATION_QUEUE_URL` is refused in a build without an SQS client (the feature
-//! `sqs-client`, on by default): late events would go to the DLQ instead of where it says.
+//! `DEDUP_RECONCILIATION_QUEUE_URL` is refused by the runtime built without an SQS client (its
+//! feature `sqs-client`, on by default): late events would go to the DLQ instead of where it says.
 //!
 //! # A webhook receiver ([`WebhookConfig`])
 //! | variable | meaning | default |
 //! | --- | --- | --- |
 //! | `WEBHOOK_SCHEME` | how the sender signs ([`Scheme`](lambda_dedup::signature::Scheme)): `standard-webhooks` (also under Svix's `svix-*` names), `stripe`, `github`, `shopify` or `slack`; anything else is refused at start | `standard-webhooks` |
 //! | `WEBHOOK_SECRETS` | the sender's secrets, comma-separated, as the sender writes them: `whsec_<base64>` (Standard Webhooks: the key is the decoded bytes) or Stripe's `whsec_…` (the string's bytes), or GitHub's, Shopify's and Slack's secret as they show it (its bytes); each key 16 bytes or more; all accepted (rotation); for local use: refused beside `WEBHOOK_SECRETS_ARN` | required, unless `WEBHOOK_SECRETS_ARN` |
-//! | `WEBHOOK_SECRETS_ARN` | the Secrets Manager secret (ARN, or name) whose text is the secrets as `WEBHOOK_SECRETS` writes them, read at init by `WebhookConfig::load` (feature `secrets-manager`); a secret missing, unreadable or not text refuses the start (`SettingsError::Secret`) | unset |
+//! | `WEBHOOK_SECRETS_ARN` | the Secrets Manager secret (ARN, or name) whose text is the secrets as `WEBHOOK_SECRETS` writes them, read at init by the runtime after the settings (`secrets::webhook_config`, its feature `secrets-manager`); a secret missing, unreadable or not text refuses the start (`SettingsError::Secret`) | unset |
 //! | `WEBHOOK_SECRETS_REFRESH_SECONDS` | the least time between two reads of that secret after init: a signature matching none of the secrets held reads it again (a rotation, no deploy) at most this often, however many fail; 1 to 3600 | 30 |
 //! | `WEBHOOK_TOLERANCE_SECONDS` | how far a signature's timestamp may be from now, either way: 1 to 3600 (an hour, [`MAX_TOLERANCE`](lambda_dedup::signature::MAX_TOLERANCE)), anything else refused at start; not applied to GitHub and Shopify, which sign no time | 300 |
 //! | `WEBHOOK_ID_FROM` | the event's identity, always covered by the signature: `header:webhook-id` (Standard Webhooks' signed id; `header:svix-id` is the same) or `json:</pointer>` into the signed body; any other header is refused (GitHub's and Shopify's id headers are unsigned) | `header:webhook-id`; Stripe: `json:/id` (the event's `evt_…`); Slack: `json:/event_id`; GitHub, Shopify: none, it must be set |
@@ -134,21 +141,16 @@ mod http;
 mod keys;
 mod margin;
 mod queues;
-#[cfg(feature = "secrets-manager")]
-mod refresh_gate;
 mod relay;
-#[cfg(feature = "secrets-manager")]
-mod rotation;
 mod rule;
 mod sdk;
 mod secret;
 mod settings;
 mod stores;
+mod value;
 mod webhook;
 
-#[cfg(any(feature = "dynamodb-streams", test))]
-pub(crate) use env::millis;
-pub use env::{Env, optional, required};
+pub use env::{Env, millis};
 pub use forwarder::{FORWARD_QUEUE_VAR, FORWARDER, ForwarderConfig};
 pub use http::{
     CallerFrom, CallerFront, DEFAULT_HTTP_MAX_BODY_BYTES, DEFAULT_KEY_RETENTION_SECS,
@@ -156,21 +158,15 @@ pub use http::{
     MAX_IN_FLIGHT_WAIT, MIN_KEY_RETENTION,
 };
 pub use keys::{KeySpecTextError, cloudevents_key_spec};
-pub use margin::{MARGIN_VAR, deadline_margin_in};
+pub use margin::{DeadlineMargin, MARGIN_VAR};
 pub use queues::{PARKING_QUEUE_VAR, RECONCILIATION_QUEUE_VAR, SideQueues};
-#[cfg(feature = "secrets-manager")]
-pub use refresh_gate::RefreshGate;
 pub use relay::{RelayConfig, RelayVars};
-#[cfg(feature = "secrets-manager")]
-pub use rotation::SecretRotation;
 pub use rule::SettingRule;
 pub use sdk::{ATTEMPT_TIMEOUT_VAR, OPERATION_TIMEOUT_VAR, SdkTimeouts};
-pub use secret::SecretError;
-#[cfg(feature = "secrets-manager")]
-pub use secret::SecretsManagerSecret;
+pub use secret::{SecretError, secrets_in};
 pub use settings::{
     DLQ_RETENTION_VAR, MARK_TABLE_VAR, MAX_RECEIVE_COUNT_VAR, QUEUE_RETENTION_VAR, Settings,
-    SettingsError, VISIBILITY_TIMEOUT_VAR, provider_timeout, provider_timeout_in,
+    SettingsError, VISIBILITY_TIMEOUT_VAR, provider_timeout_in,
 };
 pub use stores::{
     DEFAULT_VALKEY_REPLICAS_TIMEOUT_MS, MAX_VALKEY_REPLICAS_TIMEOUT_MS, PG_CA_BUNDLE_VAR,
@@ -178,8 +174,9 @@ pub use stores::{
     VALKEY_PREFIX_VAR, VALKEY_REPLICAS_TIMEOUT_VAR, VALKEY_REPLICAS_VAR, VALKEY_URL_VAR,
     ValkeyConfig, ValkeyHashTag,
 };
+pub use value::ValueError;
 pub use webhook::{
     DEFAULT_INBOX_RETENTION_SECS, DEFAULT_MAX_BODY_BYTES, DEFAULT_SECRETS_REFRESH_SECS,
-    DEFAULT_TOLERANCE_SECS, IdentityFrom, MAX_SECRETS_REFRESH_SECS, MIN_INBOX_RETENTION,
-    SECRETS_ARN_VAR, SECRETS_REFRESH_VAR, SECRETS_VAR, WebhookConfig,
+    DEFAULT_TOLERANCE_SECS, Headers, IdentityFrom, MAX_SECRETS_REFRESH_SECS, MIN_INBOX_RETENTION,
+    SECRETS_ARN_VAR, SECRETS_REFRESH_VAR, SECRETS_VAR, SecretsArn, SecretsRotation, WebhookConfig,
 };

@@ -1,0 +1,110 @@
+//! What the runtime builds from the settings ([`lambda_dedup_config`], read there and checked): the
+//! AWS SDK configuration of its clients with the settings' timeouts ([`sdk_config`]), the
+//! DynamoDB stores of the mark table and of a create-once table, and the deduplicators with
+//! the settings' guards on keys and the warm cache ([`FromSettings`]). The settings crate builds
+//! nothing; this is the one place the runtime does.
+
+use std::sync::Arc;
+
+use lambda_dedup::KeySpec;
+use lambda_dedup_engine::{CreateOnceDeduplicator, Deduplicator};
+
+use crate::config::Settings;
+#[cfg(feature = "dynamodb")]
+use crate::config::SettingsError;
+
+/// The AWS SDK configuration with `timeouts` (`DEDUP_SDK_*_TIMEOUT_MS`): every client the
+/// function builds (its DynamoDB store and tables, its side queues, Secrets Manager) has them.
+#[cfg(any(
+    feature = "dynamodb",
+    feature = "sqs-client",
+    feature = "secrets-manager"
+))]
+pub async fn sdk_config(timeouts: &crate::config::SdkTimeouts) -> aws_config::SdkConfig {
+    let timeouts = aws_config::timeout::TimeoutConfig::builder()
+        .operation_timeout(timeouts.operation)
+        .operation_attempt_timeout(timeouts.attempt)
+        .build();
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .timeout_config(timeouts)
+        .load()
+        .await
+}
+
+/// The stores and deduplicators the settings describe, with every guard they document applied.
+pub(crate) trait FromSettings {
+    /// The deduplicator on `store`: keys by [`Settings::key_spec`], the warm cache sized by
+    /// `DEDUP_CACHE_SIZE` and aged by `DEDUP_CACHE_SECONDS`, the duplicate pre-filter of
+    /// batch-transaction mode as `DEDUP_PREFILTER_DUPLICATES` says: the one place the settings'
+    /// guards on keys and the cache are applied.
+    fn deduplicator_on<E: 'static>(
+        &self,
+        spec: KeySpec,
+        store: Arc<dyn lambda_dedup::MarkStore<E>>,
+    ) -> Deduplicator<E>;
+
+    /// Create-once mode's deduplicator on `store`: keys by [`Settings::key_spec`]. The item is
+    /// the mark, so the warm cache and the pre-filter, which read marks, have nothing to do here.
+    fn create_once_deduplicator_on(
+        &self,
+        spec: KeySpec,
+        store: Arc<dyn lambda_dedup::CreateOnceStore>,
+    ) -> CreateOnceDeduplicator;
+
+    /// The mark store: marks in the mark table (required here), kept for the checked
+    /// retention (S9) under leases of `DEDUP_LEASE_SECONDS`.
+    #[cfg(feature = "dynamodb")]
+    fn mark_store(
+        &self,
+        client: lambda_dedup_dynamodb::Client,
+    ) -> Result<lambda_dedup_dynamodb::DynamoStore, SettingsError>;
+
+    /// A store on `client` whose marks are the items of `table` that create-once mode writes
+    /// (the webhook receiver's inbox): no mark table is read.
+    #[cfg(feature = "dynamodb")]
+    fn create_once_store(
+        &self,
+        client: lambda_dedup_dynamodb::Client,
+        table: &str,
+    ) -> lambda_dedup_dynamodb::DynamoStore;
+}
+
+impl FromSettings for Settings {
+    fn deduplicator_on<E: 'static>(
+        &self,
+        spec: KeySpec,
+        store: Arc<dyn lambda_dedup::MarkStore<E>>,
+    ) -> Deduplicator<E> {
+        Deduplicator::with_store(self.key_spec(spec), store)
+            .with_cache_for(self.cache_size, self.cache_max_age)
+            .with_duplicate_prefilter(self.prefilter_duplicates)
+    }
+
+    fn create_once_deduplicator_on(
+        &self,
+        spec: KeySpec,
+        store: Arc<dyn lambda_dedup::CreateOnceStore>,
+    ) -> CreateOnceDeduplicator {
+        CreateOnceDeduplicator::with_store(self.key_spec(spec), store)
+    }
+
+    #[cfg(feature = "dynamodb")]
+    fn mark_store(
+        &self,
+        client: lambda_dedup_dynamodb::Client,
+    ) -> Result<lambda_dedup_dynamodb::DynamoStore, SettingsError> {
+        let table = self.required_mark_table()?;
+        Ok(self.create_once_store(client, table))
+    }
+
+    #[cfg(feature = "dynamodb")]
+    fn create_once_store(
+        &self,
+        client: lambda_dedup_dynamodb::Client,
+        table: &str,
+    ) -> lambda_dedup_dynamodb::DynamoStore {
+        lambda_dedup_dynamodb::DynamoStore::new(client, table.to_owned(), self.retention)
+            .with_lease(self.lease)
+            .with_clock_skew(self.clock_skew)
+    }
+}

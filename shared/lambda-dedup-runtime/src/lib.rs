@@ -46,6 +46,7 @@
 
 pub mod bound;
 pub mod config;
+pub mod door;
 pub mod emf;
 #[cfg(any(feature = "http", test))]
 pub mod http;

@@ -14,12 +14,13 @@
 //! A transient failure that outlasts Lambda's retries lands in the destination too (S15 would
 //! retry it longer; Lambda's async retries are at most two): redrive it from there.
 
-use std::future::Future;
+use std::borrow::Cow;
 
+use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_dedup::Message;
-use lambda_dedup_engine::{BatchReport, Outcome, run_batch};
+use lambda_dedup_engine::BatchReport;
 
-use crate::sqs::{Accounting, Reconciliation, distinct, print_account, rebuilt};
+use crate::door::Answered;
 
 /// An asynchronous invocation not acknowledged: Lambda retries it, then sends it to the
 /// function's on-failure destination. Names the records and their outcomes, never a value.
@@ -40,46 +41,15 @@ fn listed(failed: &[(String, &'static str)]) -> String {
         .join(", ")
 }
 
-/// The invocation's messages through `process` (bounded by `max_concurrency`) until `cutoff`,
-/// late events routed to reconciliation, the account printed; Ok only if every record is
-/// acknowledged.
-pub(crate) async fn run<F, Fut>(
-    accounting: &Accounting,
-    function: &str,
-    context: &lambda_runtime::Context,
-    messages: Vec<Message>,
-    cutoff: Option<std::time::SystemTime>,
-    max_concurrency: usize,
-    process: F,
-) -> Result<(), NotAcknowledged>
-where
-    F: Fn(Message) -> Fut,
-    Fut: Future<Output = Outcome>,
-{
-    let (batch, ids) = distinct(function, messages);
-    let kept = as_sqs(&batch);
-    let process = &process;
-    let work = run_batch(batch, max_concurrency, move |m| async move {
-        let id = m.message_id.clone();
-        crate::bound::outcome_within(cutoff, &id, process(m)).await
-    });
-    let mut report = rebuilt(function, &ids, work.await);
-    let Reconciliation::To(queue) = &accounting.reconciliation;
-    let routed = crate::bound::within(
-        cutoff,
-        crate::reconcile::route_to(queue.as_deref(), &kept, &mut report),
-    )
-    .await;
-    if routed.is_none() {
-        tracing::warn!(function, "late events not all routed before the deadline");
-    }
-    print_account(
-        &accounting.namespace,
-        function,
-        &context.request_id,
-        &report,
-    );
-    answer(&report)
+/// What an asynchronous door answers: Ok when every record is acknowledged, else
+/// [`NotAcknowledged`], for Lambda's async retries and the on-failure destination.
+pub(crate) fn acknowledged(done: &Answered<'_>) -> Result<(), lambda_runtime::Error> {
+    Ok(answer(done.report)?)
+}
+
+/// Where an asynchronous door's late events go: its messages, as SQS records.
+pub(crate) fn reconciled(batch: &[Message]) -> Option<Cow<'static, SqsEvent>> {
+    Some(Cow::Owned(as_sqs(batch)))
 }
 
 /// Ok when every record of `report` is acknowledged, else which were not.
@@ -101,8 +71,8 @@ pub(crate) fn answer(report: &BatchReport) -> Result<(), NotAcknowledged> {
 
 /// The messages as the SQS records reconciliation sends on: the inner message's body and its
 /// string attributes, under the record's id.
-fn as_sqs(batch: &[Message]) -> aws_lambda_events::event::sqs::SqsEvent {
-    use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage, SqsMessageAttribute};
+fn as_sqs(batch: &[Message]) -> SqsEvent {
+    use aws_lambda_events::event::sqs::{SqsMessage, SqsMessageAttribute};
     let mut event = SqsEvent::default();
     event.records = batch
         .iter()

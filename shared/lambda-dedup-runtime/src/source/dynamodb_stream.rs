@@ -28,7 +28,19 @@ use lambda_dedup_engine::BatchReport;
 use serde_json::{Value, json};
 
 use crate::parking::{Letter, Parking};
-use crate::stream::StreamRecord;
+use crate::stream::{Records, StreamRecord};
+
+/// A DynamoDB Streams event, read by the stream door ([`crate::stream::Stream`]): the payload
+/// is the whole change, whatever the identity.
+impl Records for Event {
+    type Record = EventRecord;
+    const NAME: &'static str = "DynamoDB Streams";
+    const CLOUDEVENTS_DATA: bool = false;
+
+    fn records(&self) -> &[EventRecord] {
+        &self.records
+    }
+}
 
 /// One stream record's change as the builder's work sees it ([`crate::Dedup::dynamodb_stream`]):
 /// the item's keys and images read into the user's type `T` (an image the record does not carry

@@ -44,7 +44,18 @@ use lambda_dedup_engine::BatchReport;
 
 use crate::parking::Letter;
 pub use crate::parking::{PARKING_QUEUE_VARIABLE, Parked, Parking};
-use crate::stream::StreamRecord;
+use crate::stream::{Records, StreamRecord};
+
+/// A Kinesis event, read by the stream door ([`crate::stream::Stream`]).
+impl Records for KinesisEvent {
+    type Record = KinesisEventRecord;
+    const NAME: &'static str = "Kinesis";
+    const CLOUDEVENTS_DATA: bool = true;
+
+    fn records(&self) -> &[KinesisEventRecord] {
+        &self.records
+    }
+}
 
 impl StreamRecord for KinesisEventRecord {
     type Response = KinesisEventResponse;
@@ -176,7 +187,7 @@ mod tests {
     use crate::settings::{Env, SettingsError};
     use base64::Engine as _;
     use lambda_dedup::{Effect, Item, KeySpec, Retention, Scope, Value};
-    use lambda_dedup_engine::{Deduplicator, HandlerError, Plan, run_batch};
+    use lambda_dedup_engine::{Deduplicator, HandlerError, Plan};
     use lambda_dedup_memory::MemoryStore;
     use lambda_runtime::LambdaEvent;
     use serde_json::json;
@@ -235,16 +246,10 @@ mod tests {
         P: Fn(&lambda_dedup::Derived) -> Result<Plan, HandlerError> + Sync,
     {
         let e = event(records);
-        let work = |batch| {
-            run_batch(
-                batch,
-                10,
-                |m| async move { dedup.transactional(&m, plan).await },
-            )
-        };
-        let (namespace, margin) = (crate::emf::NAMESPACE, crate::bound::DEFAULT_MARGIN);
-        let records = &e.payload.records;
-        crate::stream::run(namespace, "k", margin, &e.context, records, parking, work)
+        let work = |m: Message| async move { dedup.transactional(&m, plan).await };
+        let door = crate::stream::Stream::<KinesisEvent>::new();
+        (crate::service::Runner::for_tests("k", 10))
+            .invoke(&door, Some(parking), &e, &work)
             .await
             .expect("handled")
     }

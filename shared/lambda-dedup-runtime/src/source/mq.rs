@@ -38,14 +38,13 @@
 mod activemq;
 mod rabbitmq;
 
-use std::collections::{BTreeMap, HashSet};
-use std::future::Future;
+use std::collections::BTreeMap;
 
 use lambda_dedup::{AttributeValue, Message};
-use lambda_dedup_engine::Outcome;
 
+use crate::door::{self, Answered, Cut, Door, InOrder};
 use crate::parking::Letter;
-use crate::stream::{Invocation, StreamRecord};
+use crate::stream::{StreamRecord, base64_record};
 
 pub use crate::parking::PARKING_QUEUE_VARIABLE;
 pub use crate::stream::not_base64;
@@ -147,7 +146,7 @@ impl StreamRecord for MqMessage {
         Message {
             message_id: self.id(),
             body: self.data.clone().unwrap_or_default(),
-            attributes: super::unvouched(attributes),
+            attributes,
             group_id: None,
         }
     }
@@ -204,41 +203,43 @@ impl StreamRecord for MqMessage {
     fn respond(_: Option<String>) {}
 }
 
-/// Runs one Amazon MQ invocation: its messages through `process` (in parallel, bounded; data
-/// that is not base64 rejected without it), the account printed; then, unless a message may yet
-/// apply ([`MqError::Redeliver`]), those that can never apply parked, and the batch
-/// acknowledged unless a parking failed ([`MqError::ParkingFailed`]).
-pub(crate) async fn run<F, Fut>(
-    at: Invocation<'_>,
-    messages: &[MqMessage],
-    process: F,
-) -> Result<(), MqError>
-where
-    F: Fn(Message) -> Fut,
-    Fut: Future<Output = Outcome>,
-{
-    let undecodable: HashSet<String> = messages
-        .iter()
-        .filter(|m| !m.decodes())
-        .map(StreamRecord::id)
-        .collect();
-    let report = crate::stream::accounted_records(&at, messages, &undecodable, process).await;
-    let retries = report.account.retry;
-    if retries > 0 {
-        tracing::warn!(
-            function = at.function,
-            retries,
-            "messages may yet apply: failing the invocation, the broker redelivers the batch"
-        );
-        return Err(MqError::Redeliver { retries });
+/// An Amazon MQ door (ActiveMQ, RabbitMQ): the broker's messages as its event's reader `0`
+/// reads them, each under its position (`#<n>`); no partial batch response, so the batch is
+/// acknowledged whole once what can never apply is parked, and redelivered whole while any
+/// message may yet apply or a parking fails ([`MqError`]).
+pub(crate) struct Mq<E>(pub(crate) fn(&E) -> Vec<MqMessage>);
+
+impl<E: Send + Sync + 'static> Door for Mq<E> {
+    type Event = E;
+    type Response = ();
+    type Ordering = InOrder;
+    const NAME: &'static str = "Amazon MQ";
+    const ENVELOPE_ID: bool = false;
+    const PARKS: bool = true;
+    const CUT: Cut = Cut::WholeBatch;
+
+    fn messages(&self, event: &E, _: &lambda_runtime::Context) -> Vec<door::Record> {
+        (self.0)(event).iter().map(|m| base64_record(m, m.decodes())).collect()
     }
-    let parked = at
-        .parking
-        .park_records(at.function, messages, &report)
-        .await;
-    match parked.failed {
-        0 => Ok(()),
-        failed => Err(MqError::ParkingFailed { failed }),
+
+    async fn answer(&self, event: &E, done: Answered<'_>) -> Result<(), lambda_runtime::Error> {
+        let retries = done.report.account.retry;
+        if retries > 0 {
+            tracing::warn!(
+                function = done.function,
+                retries,
+                "messages may yet apply: failing the invocation, the broker redelivers the batch"
+            );
+            return Err(MqError::Redeliver { retries }.into());
+        }
+        let messages = (self.0)(event);
+        let parked = (done.parking()?)
+            .park_records(done.function, &messages, done.report)
+            .await;
+        match parked.failed {
+            0 => Ok(()),
+            failed => Err(MqError::ParkingFailed { failed }.into()),
+        }
     }
 }
 

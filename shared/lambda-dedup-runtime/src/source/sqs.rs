@@ -1,11 +1,12 @@
 //! One SQS invocation: event in, partial batch response out (S12, S14).
 
-use std::future::Future;
+use std::borrow::Cow;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use lambda_dedup::{AttributeValue, Message};
-use lambda_dedup_engine::{BatchReport, Outcome, RetryCause, run_batch};
-use lambda_runtime::LambdaEvent;
+use lambda_dedup_engine::{BatchReport, Outcome, RetryCause};
+
+use crate::door::{Answered, AnyOrder, Door, Record, Refused};
 
 /// The SQS messages of `event` as library messages (body, attributes, FIFO group).
 pub fn messages(event: &SqsEvent) -> Vec<Message> {
@@ -42,45 +43,53 @@ pub fn response(report: &BatchReport) -> SqsBatchResponse {
     resp
 }
 
-/// One SQS invocation message by message: each message through `process` (bounded by
-/// `max_concurrency`, FIFO order kept) until `cutoff`, in a span of its own that ends with its
-/// outcome, then answered by [`answer_to`]. A message not done by the cutoff ([`crate::bound`])
-/// is abandoned and reported for redelivery, so the answer comes before Lambda's deadline even
-/// while a call hangs.
-pub(crate) async fn per_message<F, Fut>(
-    accounting: &Accounting,
-    function: &str,
-    event: LambdaEvent<SqsEvent>,
-    cutoff: Option<std::time::SystemTime>,
-    max_concurrency: usize,
-    process: F,
-) -> Result<SqsBatchResponse, lambda_runtime::Error>
-where
-    F: Fn(Message) -> Fut,
-    Fut: Future<Output = Outcome>,
-{
-    let process = &process;
-    answer_to(accounting, function, event, cutoff, |batch| {
-        run_batch(batch, max_concurrency, move |m| async move {
-            use tracing::Instrument as _;
-            let id = m.message_id.clone();
-            let span = tracing::info_span!(
-                "message",
-                message_id = %id,
-                outcome = tracing::field::Empty
-            );
-            let outcome = crate::bound::outcome_within(cutoff, &id, process(m))
-                .instrument(span.clone())
-                .await;
-            span.record("outcome", outcome.label());
-            outcome
-        })
-    })
-    .await
+/// The SQS door: each message under its `messageId`, opened first when the builder was given
+/// an [`Envelope`](crate::Envelope); answered with the partial batch response listing exactly
+/// the report's failures. Its queue's policy names who may send, so a verified sender on a
+/// message counts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sqs {
+    pub(crate) envelope: Option<crate::Envelope>,
+}
+
+impl Door for Sqs {
+    type Event = SqsEvent;
+    type Response = SqsBatchResponse;
+    type Ordering = AnyOrder;
+    const NAME: &'static str = "SQS";
+    const SENDER_VOUCHED: bool = true;
+
+    fn messages(&self, event: &SqsEvent, _: &lambda_runtime::Context) -> Vec<Record> {
+        let open = |m: Message| {
+            let (id, group) = (m.message_id.clone(), m.group_id.clone());
+            crate::source::envelope::opened(self.envelope, m)
+                .map_err(|outcome| Refused { id, group, outcome })
+        };
+        messages(event).into_iter().map(open).collect()
+    }
+
+    /// A FIFO batch in an envelope goes message by message, so that a message whose envelope is
+    /// refused stops its group as any refusal does (S12).
+    fn whole(&self, event: &SqsEvent) -> bool {
+        let fifo = (event.records.iter()).any(|r| r.attributes.contains_key("MessageGroupId"));
+        !(fifo && self.envelope.is_some())
+    }
+
+    fn reconciled<'a>(&self, event: &'a SqsEvent, _: &[Message]) -> Option<Cow<'a, SqsEvent>> {
+        Some(Cow::Borrowed(event))
+    }
+
+    async fn answer(
+        &self,
+        _: &SqsEvent,
+        done: Answered<'_>,
+    ) -> Result<SqsBatchResponse, lambda_runtime::Error> {
+        Ok(response(done.report))
+    }
 }
 
 /// Where an invocation's account goes and where its events for reconciliation go: what
-/// [`answer_to`] needs beyond the batch.
+/// the runner needs beyond the batch.
 #[derive(Debug, Clone)]
 pub(crate) struct Accounting {
     /// The EMF namespace.
@@ -94,41 +103,6 @@ pub(crate) struct Accounting {
 pub(crate) enum Reconciliation {
     /// This queue (the builder's, from its own environment); none: they stay failed, for the DLQ.
     To(Option<std::sync::Arc<crate::queue::Queue>>),
-}
-
-/// The invocation's report from `process`, events for reconciliation routed (until `cutoff`),
-/// accounted in `accounting`'s namespace and answered.
-pub(crate) async fn answer_to<F, Fut>(
-    accounting: &Accounting,
-    function: &str,
-    event: LambdaEvent<SqsEvent>,
-    cutoff: Option<std::time::SystemTime>,
-    process: F,
-) -> Result<SqsBatchResponse, lambda_runtime::Error>
-where
-    F: FnOnce(Vec<Message>) -> Fut,
-    Fut: Future<Output = BatchReport>,
-{
-    let (batch, ids) = distinct(function, messages(&event.payload));
-    let mut report = rebuilt(function, &ids, process(batch).await);
-    let route = async {
-        let Reconciliation::To(queue) = &accounting.reconciliation;
-        crate::reconcile::route_to(queue.as_deref(), &event.payload, &mut report).await
-    };
-    let routed = crate::bound::within(cutoff, route).await;
-    if routed.is_none() {
-        tracing::warn!(
-            function,
-            "late events not all routed before the deadline: the rest are redelivered"
-        );
-    }
-    print_account(
-        &accounting.namespace,
-        function,
-        &event.context.request_id,
-        &report,
-    );
-    Ok(response(&report))
 }
 
 /// [`by_record`], with its internal errors logged and counted (`InternalErrors`): the report of
@@ -172,37 +146,6 @@ pub(crate) fn print_account(
         closes = a.closes(),
         "batch done"
     );
-}
-
-/// A stream batch's messages through `process` until the invocation's cutoff
-/// ([`crate::bound`]), accounted for by record ([`rebuilt`]) and printed as one EMF line
-/// ([`print_account`]): what every stream runner does before it answers.
-#[cfg(any(
-    feature = "kinesis",
-    feature = "dynamodb-streams",
-    feature = "kafka",
-    feature = "mq",
-    test
-))]
-pub(crate) async fn accounted<F, Fut>(
-    namespace: &str,
-    function: &str,
-    margin: std::time::Duration,
-    context: &lambda_runtime::Context,
-    batch: Vec<Message>,
-    process: F,
-) -> BatchReport
-where
-    F: FnOnce(Vec<Message>) -> Fut,
-    Fut: Future<Output = BatchReport>,
-{
-    let (batch, ids) = distinct(function, batch);
-    // Not done by the cutoff: every record reported, so the checkpoint is the first one.
-    let work =
-        crate::bound::report_within(crate::bound::cutoff(context, margin), &ids, process(batch));
-    let report = rebuilt(function, &ids, work.await);
-    print_account(namespace, function, &context.request_id, &report);
-    report
 }
 
 /// The batch with each message once, and its record ids in their order, each once (S12, S14).

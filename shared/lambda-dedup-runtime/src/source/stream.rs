@@ -1,17 +1,20 @@
-//! What the two stream sources — Kinesis ([`crate::kinesis`]) and DynamoDB Streams
-//! ([`crate::dynamodb_stream`]) — do the same way (Kafka, [`crate::kafka`], shares the records
-//! and their parking, and answers per partition): an invocation's records as messages through
-//! the work, accounted for by record, the records before the checkpoint that can never apply
-//! parked, and the first record neither done nor parked named in the response. Each source
-//! says only what one of its records is ([`StreamRecord`]): its id and message, what parking
-//! it sends, and the source's response.
+//! What the doors that park do the same way: the two stream doors — Kinesis
+//! ([`crate::kinesis`]) and DynamoDB Streams ([`crate::dynamodb_stream`]) — are one door
+//! ([`Stream`]): the records before the checkpoint that can never apply parked, and the first
+//! record neither done nor parked named in the response; Kafka ([`crate::kafka`]) and Amazon
+//! MQ ([`crate::mq`]) share the records, their base64 and their parking. Each source says only
+//! what one of its records is ([`StreamRecord`]): its id and message, what parking it sends,
+//! and the source's response.
 
 use std::collections::HashMap;
-use std::future::Future;
+use std::marker::PhantomData;
 
 use lambda_dedup::Message;
 use lambda_dedup_engine::BatchReport;
 
+use crate::door::{Answered, Cut, Door, InOrder, Record};
+#[cfg(any(feature = "kafka", feature = "mq", test))]
+use crate::door::Refused;
 use crate::parking::{Letter, Parked, Parking};
 
 /// A record of a stream source: what the sources do differently.
@@ -80,45 +83,78 @@ impl Parking {
     }
 }
 
-/// Runs one stream invocation: converts its `records`, hands them to `process` (usually
-/// `run_batch` with a flow, which keeps each group's order), rebuilds the report by record,
-/// prints the account as one EMF line in `namespace` ([`crate::sqs::accounted`]), parks the
-/// records before the checkpoint that can never apply, and answers with the first record
-/// neither done nor parked. Parked records stay `rejected` or `conflict` in the account (S14).
-#[cfg_attr(
-    not(any(feature = "kinesis", feature = "dynamodb-streams", test)),
-    allow(dead_code)
-)]
-pub(crate) async fn run<R, F, Fut>(
-    namespace: &str,
-    function: &str,
-    margin: std::time::Duration,
-    context: &lambda_runtime::Context,
-    records: &[R],
-    parking: &Parking,
-    process: F,
-) -> Result<R::Response, lambda_runtime::Error>
+/// The records of a stream's event (Kinesis, DynamoDB Streams): what its door reads.
+pub(crate) trait Records: Send + Sync + 'static {
+    /// One record.
+    type Record: StreamRecord;
+    /// The stream's name, in the builder's errors.
+    const NAME: &'static str;
+    /// Whether a CloudEvents identity reads the payload in `data` ([`Door::CLOUDEVENTS_DATA`]).
+    const CLOUDEVENTS_DATA: bool;
+
+    /// The event's records, in order.
+    fn records(&self) -> &[Self::Record];
+}
+
+/// The door of a stream whose event is `E`: its records in order per group, the batch cut whole
+/// at the deadline, those before the checkpoint that can never apply parked, and the first
+/// record neither done nor parked named in the response ([`checkpoint`]).
+pub(crate) struct Stream<E>(PhantomData<fn() -> E>);
+
+impl<E> Stream<E> {
+    pub(crate) fn new() -> Self {
+        Self(PhantomData)
+    }
+}
+
+impl<E: Records> Door for Stream<E>
 where
-    R: StreamRecord,
-    F: FnOnce(Vec<Message>) -> Fut,
-    Fut: Future<Output = BatchReport>,
+    <E::Record as StreamRecord>::Response: Send + 'static,
 {
-    let batch = messages(records);
-    let report = crate::sqs::accounted(namespace, function, margin, context, batch, process).await;
-    let parked = parking.park_records(function, records, &report).await;
+    type Event = E;
+    type Response = <E::Record as StreamRecord>::Response;
+    type Ordering = InOrder;
+    const NAME: &'static str = E::NAME;
+    const ENVELOPE_ID: bool = false;
+    const CLOUDEVENTS_DATA: bool = E::CLOUDEVENTS_DATA;
+    const PARKS: bool = true;
+    const CUT: Cut = Cut::WholeBatch;
+
+    fn messages(&self, event: &E, _: &lambda_runtime::Context) -> Vec<Record> {
+        messages(event.records()).into_iter().map(Ok).collect()
+    }
+
+    async fn answer(
+        &self,
+        event: &E,
+        done: Answered<'_>,
+    ) -> Result<Self::Response, lambda_runtime::Error> {
+        checkpoint(&done, event.records()).await
+    }
+}
+
+/// Parks the `records` before the checkpoint that can never apply and answers with the first
+/// record neither done nor parked. Parked records stay `rejected` or `conflict` in the account
+/// (S14).
+pub(crate) async fn checkpoint<R: StreamRecord>(
+    done: &Answered<'_>,
+    records: &[R],
+) -> Result<R::Response, lambda_runtime::Error> {
+    let parked = done.parking()?;
+    let parked = parked.park_records(done.function, records, done.report).await;
     Ok(R::respond(parked.checkpoint))
 }
 
-/// What an invocation of a door that parks (Kafka, Amazon MQ) runs with, besides its records
-/// and work.
-#[cfg(any(feature = "kafka", feature = "mq", test))]
-pub(crate) struct Invocation<'a> {
-    pub(crate) namespace: &'a str,
-    pub(crate) function: &'a str,
-    pub(crate) margin: std::time::Duration,
-    pub(crate) context: &'a lambda_runtime::Context,
-    pub(crate) parking: &'a Parking,
-    pub(crate) max_concurrency: usize,
+/// A parking door run without its parking: a bug, failed closed (the batch comes again).
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("a door that parks ran without its parking queue")]
+pub(crate) struct NoParking;
+
+impl<'a> Answered<'a> {
+    /// The parking of a door that parks ([`Door::PARKS`]).
+    pub(crate) fn parking(&self) -> Result<&'a Parking, NoParking> {
+        self.parking.ok_or(NoParking)
+    }
 }
 
 /// The outcome of a record whose body travels in base64 and is not base64: rejected, no key
@@ -133,38 +169,12 @@ pub fn not_base64() -> lambda_dedup_engine::Outcome {
     }
 }
 
-/// `records` through `process` (`run_batch`: each group in order, bounded), those whose id is
-/// in `undecodable` rejected without it ([`not_base64`]), the report rebuilt by record and its
-/// account printed ([`crate::sqs::accounted`]).
+/// A record's message, refused [`not_base64`] when its data `decodes` not.
 #[cfg(any(feature = "kafka", feature = "mq", test))]
-pub(crate) async fn accounted_records<R, F, Fut>(
-    at: &Invocation<'_>,
-    records: &[R],
-    undecodable: &std::collections::HashSet<String>,
-    process: F,
-) -> BatchReport
-where
-    R: StreamRecord,
-    F: Fn(Message) -> Fut,
-    Fut: Future<Output = lambda_dedup_engine::Outcome>,
-{
-    let process = &process;
-    let work = |batch| {
-        lambda_dedup_engine::run_batch(batch, at.max_concurrency, move |m: Message| async move {
-            if undecodable.contains(&m.message_id) {
-                return not_base64();
-            }
-            process(m).await
-        })
-    };
-    let batch = messages(records);
-    crate::sqs::accounted(
-        at.namespace,
-        at.function,
-        at.margin,
-        at.context,
-        batch,
-        work,
-    )
-    .await
+pub(crate) fn base64_record<R: StreamRecord>(record: &R, decodes: bool) -> Record {
+    let m = record.message();
+    match decodes {
+        true => Ok(m),
+        false => Err(Refused::of(&m, not_base64())),
+    }
 }

@@ -118,14 +118,17 @@ pub enum Cut {
 pub struct Answered<'a> {
     pub(crate) report: &'a BatchReport,
     pub(crate) function: &'a str,
-    #[cfg(any(
-        feature = "kinesis",
-        feature = "dynamodb-streams",
-        feature = "kafka",
-        feature = "mq",
-        test
-    ))]
-    pub(crate) parking: Option<&'a crate::parking::Parking>,
+    #[cfg_attr(
+        not(any(
+            feature = "kinesis",
+            feature = "dynamodb-streams",
+            feature = "kafka",
+            feature = "mq",
+            test
+        )),
+        allow(dead_code)
+    )]
+    pub(crate) parking: Option<&'a Parking>,
 }
 
 impl Answered<'_> {
@@ -133,7 +136,33 @@ impl Answered<'_> {
     pub fn report(&self) -> &BatchReport {
         self.report
     }
+
+    /// The function's name, for the door's logs.
+    pub fn function(&self) -> &str {
+        self.function
+    }
 }
+
+/// Where the doors that park send what can never apply.
+#[cfg(any(
+    feature = "kinesis",
+    feature = "dynamodb-streams",
+    feature = "kafka",
+    feature = "mq",
+    test
+))]
+pub(crate) use crate::parking::Parking;
+
+/// No door parks without one of the features of the doors that park.
+#[cfg(not(any(
+    feature = "kinesis",
+    feature = "dynamodb-streams",
+    feature = "kafka",
+    feature = "mq",
+    test
+)))]
+#[derive(Debug)]
+pub(crate) enum Parking {}
 
 /// A door: an event source, as the runner takes it. See the [module](self).
 pub trait Door: Send + Sync + 'static {
@@ -177,7 +206,11 @@ pub trait Door: Send + Sync + 'static {
 
     /// The event as the SQS records reconciliation sends on (S10), if late events are routed
     /// there; `batch` is the invocation's messages.
-    fn reconciled<'a>(&self, event: &'a Self::Event, batch: &[Message]) -> Option<Cow<'a, SqsEvent>> {
+    fn reconciled<'a>(
+        &self,
+        event: &'a Self::Event,
+        batch: &[Message],
+    ) -> Option<Cow<'a, SqsEvent>> {
         let _ = (event, batch);
         None
     }

@@ -426,7 +426,13 @@ impl<S> Dedup<S> {
     }
 
     /// The environment the settings were read from.
-    #[cfg(any(feature = "postgres", feature = "valkey", feature = "inbox", test))]
+    #[cfg(any(
+        feature = "postgres",
+        feature = "valkey",
+        feature = "inbox",
+        feature = "kafka",
+        test
+    ))]
     pub(crate) fn env(&self) -> &Env {
         &self.env
     }

@@ -19,7 +19,7 @@ use lambda_runtime::LambdaEvent;
 use super::flow::Flow;
 use super::flow::seal::{Admits, On, Step};
 use super::{BuildError, Dedup, PayloadAt};
-use crate::door::{Answered, Cut, Door, Refused};
+use crate::door::{Answered, Cut, Door, Parking, Refused};
 use crate::sqs::{Accounting, Reconciliation, distinct, print_account, rebuilt};
 use crate::store::Marks;
 
@@ -38,7 +38,11 @@ impl<S: Marks> Dedup<S> {
     /// ([`sqs`](Self::sqs), [`kafka`](Self::kafka), …) are this with their own door, and a
     /// function's own door is given here. A door's [ordering](Door::Ordering) says which flows
     /// it takes; a parking door refuses to start without `DEDUP_PARKING_QUEUE_URL`.
-    pub fn door<D, M, F>(self, door: D, flow: F) -> Result<Service<D::Event, D::Response>, BuildError>
+    pub fn door<D, M, F>(
+        self,
+        door: D,
+        flow: F,
+    ) -> Result<Service<D::Event, D::Response>, BuildError>
     where
         D: Door,
         F: Flow<S, M>,
@@ -72,7 +76,9 @@ impl<S: Marks> Dedup<S> {
                     deadline: crate::deadline(&event.context),
                     max_concurrency: runner.max_concurrency,
                 };
-                let answer = runner.invoke(&*door, parking.as_deref(), &event, &work).await;
+                let answer = runner
+                    .invoke(&*door, parking.as_deref(), &event, &work)
+                    .await;
                 step.finish(state, &runner).await;
                 answer
             }
@@ -106,25 +112,6 @@ fn parking_of<D: Door, S>(dedup: &Dedup<S>) -> Result<Option<Arc<Parking>>, Buil
 fn parking_of<D: Door, S>(_: &Dedup<S>) -> Result<Option<Arc<Parking>>, BuildError> {
     Ok(None)
 }
-
-#[cfg(any(
-    feature = "kinesis",
-    feature = "dynamodb-streams",
-    feature = "kafka",
-    feature = "mq",
-    test
-))]
-use crate::parking::Parking;
-/// No parking without a parking door.
-#[cfg(not(any(
-    feature = "kinesis",
-    feature = "dynamodb-streams",
-    feature = "kafka",
-    feature = "mq",
-    test
-)))]
-#[derive(Debug)]
-enum Parking {}
 
 /// What the runner does with the invocation's messages: a flow's step, or in tests a closure.
 pub(crate) trait Work: Sync {
@@ -206,29 +193,33 @@ impl Runner {
         let (function, context) = (self.function.as_str(), &event.context);
         let cutoff = crate::bound::cutoff_at(crate::deadline(context), self.margin);
         let mut refused: HashMap<String, Outcome> = HashMap::new();
-        let messages = door.messages(&event.payload, context).into_iter().map(|record| match record {
-            Ok(m) if D::SENDER_VOUCHED => m,
-            Ok(m) => Message {
-                attributes: crate::source::unvouched(m.attributes),
-                ..m
-            },
-            Err(Refused { id, group, outcome }) => {
-                refused.insert(id.clone(), outcome);
-                Message {
-                    message_id: id,
-                    group_id: group,
-                    ..Message::default()
-                }
-            }
-        });
+        let messages =
+            door.messages(&event.payload, context)
+                .into_iter()
+                .map(|record| match record {
+                    Ok(m) if D::SENDER_VOUCHED => m,
+                    Ok(m) => Message {
+                        attributes: crate::source::unvouched(m.attributes),
+                        ..m
+                    },
+                    Err(Refused { id, group, outcome }) => {
+                        refused.insert(id.clone(), outcome);
+                        Message {
+                            message_id: id,
+                            group_id: group,
+                            ..Message::default()
+                        }
+                    }
+                });
         let (batch, ids) = distinct(function, messages.collect());
         let late = door.reconciled(&event.payload, &batch);
         let refused = &refused;
         let report = if work.whole() && door.whole(&event.payload) {
             // The whole batch until the cutoff (batch-transaction mode): abandoned whole after
             // it, what committed meanwhile is a duplicate then.
-            let (inner, out): (Vec<Message>, Vec<Message>) =
-                batch.into_iter().partition(|m| !refused.contains_key(&m.message_id));
+            let (inner, out): (Vec<Message>, Vec<Message>) = batch
+                .into_iter()
+                .partition(|m| !refused.contains_key(&m.message_id));
             let whole = async move {
                 let mut outcomes = work.batch(inner).await.into_outcomes();
                 outcomes.extend(out.into_iter().filter_map(|m| {
@@ -250,7 +241,11 @@ impl Runner {
                     }
                 };
                 let outcome = match D::CUT {
-                    Cut::EachRecord => crate::bound::outcome_within(cutoff, &id, process).instrument(span.clone()).await,
+                    Cut::EachRecord => {
+                        crate::bound::outcome_within(cutoff, &id, process)
+                            .instrument(span.clone())
+                            .await
+                    }
                     Cut::WholeBatch => process.instrument(span.clone()).await,
                 };
                 span.record("outcome", outcome.label());
@@ -273,27 +268,17 @@ impl Runner {
                 );
             }
         }
-        print_account(&self.accounting.namespace, function, &context.request_id, &report);
+        print_account(
+            &self.accounting.namespace,
+            function,
+            &context.request_id,
+            &report,
+        );
         let done = Answered {
             report: &report,
             function,
-            #[cfg(any(
-                feature = "kinesis",
-                feature = "dynamodb-streams",
-                feature = "kafka",
-                feature = "mq",
-                test
-            ))]
             parking,
         };
-        #[cfg(not(any(
-            feature = "kinesis",
-            feature = "dynamodb-streams",
-            feature = "kafka",
-            feature = "mq",
-            test
-        )))]
-        let _ = parking;
         door.answer(&event.payload, done).await
     }
 }

@@ -24,10 +24,9 @@
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use lambda_dedup::Message;
-use lambda_dedup_engine::BatchReport;
 use serde_json::{Value, json};
 
-use crate::parking::{Letter, Parking};
+use crate::parking::Letter;
 use crate::stream::{Records, StreamRecord};
 
 /// A DynamoDB Streams event, read by the stream door ([`crate::stream::Stream`]): the payload
@@ -161,22 +160,10 @@ fn attributes(record: &EventRecord, code: &str) -> Vec<(String, String)> {
     ]
 }
 
-impl Parking {
-    /// [`Parking::park`](crate::parking::Parking) for a DynamoDB Streams invocation: its
-    /// records that can never apply, before the checkpoint, parked whole.
-    pub async fn park_stream(
-        &self,
-        function: &str,
-        event: &Event,
-        report: &BatchReport,
-    ) -> crate::parking::Parked {
-        self.park_records(function, &event.records, report).await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parking::Parking;
     use crate::testing::on_memory;
     use crate::{Dedup, Env, Event as Typed, Refusal, SettingsError};
     use lambda_dedup::{Effect, Item, Value as V};

@@ -64,4 +64,3 @@ pub(crate) fn opened(envelope: Option<Envelope>, m: Message) -> Result<Message, 
         None => Ok(m),
     }
 }
-

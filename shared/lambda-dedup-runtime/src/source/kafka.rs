@@ -50,8 +50,8 @@ use lambda_dedup_engine::BatchReport;
 
 use crate::door::{self, Answered, Cut, Door, InOrder};
 use crate::parking::Letter;
-use crate::stream::{StreamRecord, base64_record};
 pub use crate::stream::not_base64;
+use crate::stream::{StreamRecord, base64_record};
 
 pub use crate::parking::PARKING_QUEUE_VARIABLE;
 pub use response::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifier};
@@ -269,7 +269,10 @@ impl Kafka {
         let by_position = dedup.keyed_by_attribute(POSITION_ATTRIBUTE, true);
         let cluster_id = match by_position {
             true => Some(dedup.setting(CLUSTER_ID_VARIABLE)?.trim().into()),
-            false => dedup.env().get(CLUSTER_ID_VARIABLE).map(|v| v.trim().into()),
+            false => dedup
+                .env()
+                .get(CLUSTER_ID_VARIABLE)
+                .map(|v| v.trim().into()),
         };
         Ok(Self { cluster_id })
     }
@@ -290,7 +293,10 @@ impl Door for Kafka {
 
     fn messages(&self, event: &KafkaEvent, _: &lambda_runtime::Context) -> Vec<door::Record> {
         let records = records(event, self.cluster_id.as_deref());
-        records.iter().map(|r| base64_record(r, r.decodes())).collect()
+        records
+            .iter()
+            .map(|r| base64_record(r, r.decodes()))
+            .collect()
     }
 
     /// Each partition's records parked as a stream's are, its checkpoint named.

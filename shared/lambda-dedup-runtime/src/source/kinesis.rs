@@ -40,7 +40,6 @@ use aws_lambda_events::event::kinesis::{KinesisEvent, KinesisEventRecord};
 use aws_lambda_events::event::streams::KinesisEventResponse;
 
 use lambda_dedup::Message;
-use lambda_dedup_engine::BatchReport;
 
 use crate::parking::Letter;
 pub use crate::parking::{PARKING_QUEUE_VARIABLE, Parked, Parking};
@@ -86,16 +85,6 @@ impl StreamRecord for KinesisEventRecord {
         let failures = &mut resp.batch_item_failures;
         crate::stream::name_checkpoint(failures, checkpoint, |f| &mut f.item_identifier);
         resp
-    }
-}
-
-impl Parking {
-    /// Goes through the invocation's records in order: acknowledged ones are passed, those that
-    /// can never apply are parked (and passed once SQS has them), and the first record that is
-    /// neither — a retry, or a record whose parking failed — is the checkpoint; nothing after
-    /// it is parked (it all comes again). Counts and logs what it parked, never the data.
-    pub async fn park(&self, function: &str, event: &KinesisEvent, report: &BatchReport) -> Parked {
-        self.park_records(function, &event.records, report).await
     }
 }
 

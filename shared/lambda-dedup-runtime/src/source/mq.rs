@@ -219,7 +219,10 @@ impl<E: Send + Sync + 'static> Door for Mq<E> {
     const CUT: Cut = Cut::WholeBatch;
 
     fn messages(&self, event: &E, _: &lambda_runtime::Context) -> Vec<door::Record> {
-        (self.0)(event).iter().map(|m| base64_record(m, m.decodes())).collect()
+        (self.0)(event)
+            .iter()
+            .map(|m| base64_record(m, m.decodes()))
+            .collect()
     }
 
     async fn answer(&self, event: &E, done: Answered<'_>) -> Result<(), lambda_runtime::Error> {

@@ -28,7 +28,7 @@ use aws_lambda_events::event::s3::{S3Event, S3EventRecord};
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_dedup::{AttributeValue, Message, Reason, Rejection, Sequencer};
 
-use crate::door::{self, AnyOrder, Answered, Door, Refused};
+use crate::door::{self, Answered, AnyOrder, Door, Refused};
 use sha2::{Digest, Sha256};
 
 /// The attribute carrying a record's identity: a digest of bucket, decoded key, version id and

@@ -62,8 +62,11 @@ impl Door for Sqs {
     fn messages(&self, event: &SqsEvent, _: &lambda_runtime::Context) -> Vec<Record> {
         let open = |m: Message| {
             let (id, group) = (m.message_id.clone(), m.group_id.clone());
-            crate::source::envelope::opened(self.envelope, m)
-                .map_err(|outcome| Refused { id, group, outcome })
+            crate::source::envelope::opened(self.envelope, m).map_err(|outcome| Refused {
+                id,
+                group,
+                outcome,
+            })
         };
         messages(event).into_iter().map(open).collect()
     }

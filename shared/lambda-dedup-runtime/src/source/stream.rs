@@ -7,14 +7,13 @@
 //! and the source's response.
 
 use std::collections::HashMap;
-use std::marker::PhantomData;
 
 use lambda_dedup::Message;
 use lambda_dedup_engine::BatchReport;
 
-use crate::door::{Answered, Cut, Door, InOrder, Record};
+use crate::door::Answered;
 #[cfg(any(feature = "kafka", feature = "mq", test))]
-use crate::door::Refused;
+use crate::door::{Record, Refused};
 use crate::parking::{Letter, Parked, Parking};
 
 /// A record of a stream source: what the sources do differently.
@@ -37,10 +36,20 @@ pub(crate) trait StreamRecord: Sync {
     fn parked_by_reference(&self, function: &str, code: &str, room: usize) -> Letter;
 
     /// The response naming `checkpoint`, or no record.
+    #[cfg_attr(
+        not(any(
+            feature = "kinesis",
+            feature = "dynamodb-streams",
+            feature = "kafka",
+            test
+        )),
+        allow(dead_code)
+    )]
     fn respond(checkpoint: Option<String>) -> Self::Response;
 }
 
 /// The records as library messages, in the batch's order.
+#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
 pub(crate) fn messages<R: StreamRecord>(records: &[R]) -> Vec<Message> {
     records.iter().map(R::message).collect()
 }
@@ -83,56 +92,77 @@ impl Parking {
     }
 }
 
-/// The records of a stream's event (Kinesis, DynamoDB Streams): what its door reads.
-pub(crate) trait Records: Send + Sync + 'static {
-    /// One record.
-    type Record: StreamRecord;
-    /// The stream's name, in the builder's errors.
-    const NAME: &'static str;
-    /// Whether a CloudEvents identity reads the payload in `data` ([`Door::CLOUDEVENTS_DATA`]).
-    const CLOUDEVENTS_DATA: bool;
+#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+pub(crate) use shards::{Records, Stream};
 
-    /// The event's records, in order.
-    fn records(&self) -> &[Self::Record];
-}
+/// The stream door, of Kinesis and DynamoDB Streams alike.
+#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+mod shards {
+    use std::marker::PhantomData;
 
-/// The door of a stream whose event is `E`: its records in order per group, the batch cut whole
-/// at the deadline, those before the checkpoint that can never apply parked, and the first
-/// record neither done nor parked named in the response ([`checkpoint`]).
-pub(crate) struct Stream<E>(PhantomData<fn() -> E>);
+    use super::{StreamRecord, checkpoint, messages};
+    use crate::door::{Answered, Cut, Door, InOrder, Record};
 
-impl<E> Stream<E> {
-    pub(crate) fn new() -> Self {
-        Self(PhantomData)
+    /// The records of a stream's event (Kinesis, DynamoDB Streams): what its door reads.
+    pub(crate) trait Records: Send + Sync + 'static {
+        /// One record.
+        type Record: StreamRecord;
+        /// The stream's name, in the builder's errors.
+        const NAME: &'static str;
+        /// Whether a CloudEvents identity reads the payload in `data` ([`Door::CLOUDEVENTS_DATA`]).
+        const CLOUDEVENTS_DATA: bool;
+
+        /// The event's records, in order.
+        fn records(&self) -> &[Self::Record];
+    }
+
+    /// The door of a stream whose event is `E`: its records in order per group, the batch cut whole
+    /// at the deadline, those before the checkpoint that can never apply parked, and the first
+    /// record neither done nor parked named in the response ([`checkpoint`]).
+    pub(crate) struct Stream<E>(PhantomData<fn() -> E>);
+
+    impl<E> Stream<E> {
+        pub(crate) fn new() -> Self {
+            Self(PhantomData)
+        }
+    }
+
+    impl<E: Records> Door for Stream<E>
+    where
+        <E::Record as StreamRecord>::Response: Send + 'static,
+    {
+        type Event = E;
+        type Response = <E::Record as StreamRecord>::Response;
+        type Ordering = InOrder;
+        const NAME: &'static str = E::NAME;
+        const ENVELOPE_ID: bool = false;
+        const CLOUDEVENTS_DATA: bool = E::CLOUDEVENTS_DATA;
+        const PARKS: bool = true;
+        const CUT: Cut = Cut::WholeBatch;
+
+        fn messages(&self, event: &E, _: &lambda_runtime::Context) -> Vec<Record> {
+            messages(event.records()).into_iter().map(Ok).collect()
+        }
+
+        async fn answer(
+            &self,
+            event: &E,
+            done: Answered<'_>,
+        ) -> Result<Self::Response, lambda_runtime::Error> {
+            checkpoint(&done, event.records()).await
+        }
     }
 }
 
-impl<E: Records> Door for Stream<E>
-where
-    <E::Record as StreamRecord>::Response: Send + 'static,
-{
-    type Event = E;
-    type Response = <E::Record as StreamRecord>::Response;
-    type Ordering = InOrder;
-    const NAME: &'static str = E::NAME;
-    const ENVELOPE_ID: bool = false;
-    const CLOUDEVENTS_DATA: bool = E::CLOUDEVENTS_DATA;
-    const PARKS: bool = true;
-    const CUT: Cut = Cut::WholeBatch;
-
-    fn messages(&self, event: &E, _: &lambda_runtime::Context) -> Vec<Record> {
-        messages(event.records()).into_iter().map(Ok).collect()
-    }
-
-    async fn answer(
-        &self,
-        event: &E,
-        done: Answered<'_>,
-    ) -> Result<Self::Response, lambda_runtime::Error> {
-        checkpoint(&done, event.records()).await
-    }
-}
-
+#[cfg_attr(
+    not(any(
+        feature = "kinesis",
+        feature = "dynamodb-streams",
+        feature = "kafka",
+        test
+    )),
+    allow(dead_code)
+)]
 /// Parks the `records` before the checkpoint that can never apply and answers with the first
 /// record neither done nor parked. Parked records stay `rejected` or `conflict` in the account
 /// (S14).
@@ -141,7 +171,9 @@ pub(crate) async fn checkpoint<R: StreamRecord>(
     records: &[R],
 ) -> Result<R::Response, lambda_runtime::Error> {
     let parked = done.parking()?;
-    let parked = parked.park_records(done.function, records, done.report).await;
+    let parked = parked
+        .park_records(done.function, records, done.report)
+        .await;
     Ok(R::respond(parked.checkpoint))
 }
 
@@ -152,6 +184,15 @@ pub(crate) struct NoParking;
 
 impl<'a> Answered<'a> {
     /// The parking of a door that parks ([`Door::PARKS`]).
+    #[cfg_attr(
+        not(any(
+            feature = "kinesis",
+            feature = "dynamodb-streams",
+            feature = "kafka",
+            test
+        )),
+        allow(dead_code)
+    )]
     pub(crate) fn parking(&self) -> Result<&'a Parking, NoParking> {
         self.parking.ok_or(NoParking)
     }

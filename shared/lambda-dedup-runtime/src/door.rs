@@ -2,7 +2,7 @@
 //! how it splits into records — each a [`Message`] with an id of the door's own, never one a
 //! producer chose, so that two records of one batch are never confused ([`Door::messages`]) —
 //! where identity, tenant and caller come from and who vouched for them
-//! ([`Door::default_identity`], [`Door::SENDER_VOUCHED`]; the builder derives each event's
+//! ([`Door::IDENTITY`], [`Door::TENANT`], [`Door::SENDER_VOUCHED`]; the builder derives each event's
 //! [`Provenance`](crate::Provenance) from them), which flows its ordering allows
 //! ([`Door::Ordering`]) and what acknowledges the invocation ([`Door::answer`]: a partial batch
 //! response, a stream checkpoint, an invocation's result).
@@ -42,8 +42,11 @@ use std::borrow::Cow;
 use std::future::Future;
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use lambda_dedup::{Message, Reason};
+use lambda_dedup::Reason;
 use lambda_dedup_engine::{BatchReport, Outcome};
+
+/// What a door makes of each record: a delivery in the library's terms, and its attributes.
+pub use lambda_dedup::{AttributeValue, Message};
 
 /// One record of an invocation: its message, or its refusal (a record that is not what the door
 /// takes), counted and answered like any other record.
@@ -55,7 +58,7 @@ pub struct Refused {
     pub(crate) id: String,
     /// Its group, which a refusal stops as any refusal does (S12).
     pub(crate) group: Option<String>,
-    pub(crate) outcome: Outcome,
+    pub(crate) outcome: Box<Outcome>,
 }
 
 impl Refused {
@@ -75,7 +78,7 @@ impl Refused {
         Self {
             id: m.message_id.clone(),
             group: m.group_id.clone(),
-            outcome,
+            outcome: Box::new(outcome),
         }
     }
 }
@@ -191,9 +194,10 @@ pub trait Door: Send + Sync + 'static {
     const CUT: Cut = Cut::EachRecord;
 
     /// The message attribute that is a record's identity when the builder was given none.
-    fn default_identity(&self) -> Option<&str> {
-        None
-    }
+    const IDENTITY: Option<&'static str> = None;
+    /// The message attribute that is a record's tenant when the builder was given none (a
+    /// tenant the payload names: the function must declare its producers trusted, S1).
+    const TENANT: Option<&'static str> = None;
 
     /// The event's records in their order, each under its own id.
     fn messages(&self, event: &Self::Event, context: &lambda_runtime::Context) -> Vec<Record>;

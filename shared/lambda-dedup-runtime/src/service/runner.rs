@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::time::SystemTime;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use lambda_dedup::{IdentitySource, Message};
+use lambda_dedup::{IdentitySource, Message, TenantSource};
 use lambda_dedup_engine::{BatchReport, Outcome, run_batch};
 use lambda_runtime::LambdaEvent;
 
@@ -52,16 +52,21 @@ impl<S: Marks> Dedup<S> {
         if !D::ENVELOPE_ID {
             dedup.refuse_envelope_id(D::NAME)?;
         }
-        if let Some(attribute) = door.default_identity()
+        if let Some(attribute) = D::IDENTITY
             && !dedup.identity_chosen
         {
             dedup.identity = IdentitySource::MessageAttribute(attribute.to_owned());
+        }
+        if let Some(attribute) = D::TENANT
+            && dedup.tenant == TenantSource::Single
+        {
+            dedup.tenant = TenantSource::MessageAttribute(attribute.to_owned());
         }
         let at = match D::CLOUDEVENTS_DATA {
             true => dedup.payload_at(),
             false => PayloadAt::Body,
         };
-        let parking = parking_of::<D, S>(&dedup)?;
+        let parking = parking_of(&dedup, D::PARKS)?;
         let step = Arc::new(flow.build(On { dedup: &dedup, at })?);
         let runner = Arc::new(dedup.runner());
         let door = Arc::new(door);
@@ -86,7 +91,7 @@ impl<S: Marks> Dedup<S> {
     }
 }
 
-/// The parking a door of type `D` needs, if it parks.
+/// The parking of a door that `parks`.
 #[cfg(any(
     feature = "kinesis",
     feature = "dynamodb-streams",
@@ -94,8 +99,8 @@ impl<S: Marks> Dedup<S> {
     feature = "mq",
     test
 ))]
-fn parking_of<D: Door, S>(dedup: &Dedup<S>) -> Result<Option<Arc<Parking>>, BuildError> {
-    Ok(match D::PARKS {
+fn parking_of<S>(dedup: &Dedup<S>, parks: bool) -> Result<Option<Arc<Parking>>, BuildError> {
+    Ok(match parks {
         true => Some(dedup.parking_queue()?),
         false => None,
     })
@@ -109,7 +114,7 @@ fn parking_of<D: Door, S>(dedup: &Dedup<S>) -> Result<Option<Arc<Parking>>, Buil
     feature = "mq",
     test
 )))]
-fn parking_of<D: Door, S>(_: &Dedup<S>) -> Result<Option<Arc<Parking>>, BuildError> {
+fn parking_of<S>(_: &Dedup<S>, _: bool) -> Result<Option<Arc<Parking>>, BuildError> {
     Ok(None)
 }
 
@@ -203,7 +208,7 @@ impl Runner {
                         ..m
                     },
                     Err(Refused { id, group, outcome }) => {
-                        refused.insert(id.clone(), outcome);
+                        refused.insert(id.clone(), *outcome);
                         Message {
                             message_id: id,
                             group_id: group,

@@ -287,9 +287,7 @@ impl Door for Kafka {
     const PARKS: bool = true;
     const CUT: Cut = Cut::WholeBatch;
 
-    fn default_identity(&self) -> Option<&str> {
-        Some(POSITION_ATTRIBUTE)
-    }
+    const IDENTITY: Option<&'static str> = Some(POSITION_ATTRIBUTE);
 
     fn messages(&self, event: &KafkaEvent, _: &lambda_runtime::Context) -> Vec<door::Record> {
         let records = records(event, self.cluster_id.as_deref());

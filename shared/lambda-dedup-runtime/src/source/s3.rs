@@ -56,9 +56,7 @@ impl Door for S3 {
     const NAME: &'static str = "S3";
     const ENVELOPE_ID: bool = false;
 
-    fn default_identity(&self) -> Option<&str> {
-        Some(IDENTITY_ATTRIBUTE)
-    }
+    const IDENTITY: Option<&'static str> = Some(IDENTITY_ATTRIBUTE);
 
     fn messages(&self, event: &S3Event, _: &lambda_runtime::Context) -> Vec<door::Record> {
         let read = |r: Record| {

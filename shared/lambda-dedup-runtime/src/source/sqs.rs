@@ -65,7 +65,7 @@ impl Door for Sqs {
             crate::source::envelope::opened(self.envelope, m).map_err(|outcome| Refused {
                 id,
                 group,
-                outcome,
+                outcome: Box::new(outcome),
             })
         };
         messages(event).into_iter().map(open).collect()

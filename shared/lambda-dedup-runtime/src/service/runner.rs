@@ -35,7 +35,7 @@ pub struct Runner {
 
 impl<S: Marks> Dedup<S> {
     /// The service of `door` ([`crate::door`]) running `flow`: the builder's doors
-    /// ([`sqs`](Self::sqs), [`kafka`](Self::kafka), …) are this with their own door, and a
+    /// ([`sqs`](Self::sqs), `kafka`, …) are this with their own door, and a
     /// function's own door is given here. A door's [ordering](Door::Ordering) says which flows
     /// it takes; a parking door refuses to start without `DEDUP_PARKING_QUEUE_URL`.
     pub fn door<D, M, F>(

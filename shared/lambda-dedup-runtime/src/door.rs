@@ -120,6 +120,16 @@ pub enum Cut {
 #[derive(Debug)]
 pub struct Answered<'a> {
     pub(crate) report: &'a BatchReport,
+    #[cfg_attr(
+        not(any(
+            feature = "kinesis",
+            feature = "dynamodb-streams",
+            feature = "kafka",
+            feature = "mq",
+            test
+        )),
+        allow(dead_code)
+    )]
     pub(crate) function: &'a str,
     #[cfg_attr(
         not(any(
@@ -138,11 +148,6 @@ impl Answered<'_> {
     /// The report: each record's outcome by its id, and the account.
     pub fn report(&self) -> &BatchReport {
         self.report
-    }
-
-    /// The function's name, for the door's logs.
-    pub fn function(&self) -> &str {
-        self.function
     }
 }
 

@@ -3,7 +3,7 @@
 
 /// The EMF namespace of every metric unless a builder says otherwise
 /// (`Dedup::metrics_namespace`).
-pub const NAMESPACE: &str = "lambda-dedup";
+pub(crate) const NAMESPACE: &str = "lambda-dedup";
 
 use std::cell::RefCell;
 
@@ -20,7 +20,7 @@ thread_local! {
 
 /// Prints `line` on stdout, where CloudWatch reads it, unless this thread keeps its lines
 /// ([`capture`]).
-pub fn emit(line: String) {
+pub(crate) fn emit(line: String) {
     let kept = CAPTURED.with(|c| {
         c.borrow_mut()
             .as_mut()

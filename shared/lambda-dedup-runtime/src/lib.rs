@@ -17,7 +17,7 @@
 //! - [`store`]: the stores the builder runs on, as types ([`Marks`]; capabilities such as
 //!   [`CreateOnceMarks`] and [`ItemTables`]); DynamoDB (feature `dynamodb`, default), memory,
 //!   PostgreSQL and Valkey.
-//! - [`source`]: the doors, one file each — [`sqs`] (messages in, the partial batch response
+//! - `source`: the doors, one file each, each at the crate's root — [`sqs`] (messages in, the partial batch response
 //!   out); `kinesis`, `dynamodb_stream` (features `kinesis`, `dynamodb-streams`): one stream
 //!   door, the checkpoint as the partial batch response, records that can never apply parked
 //!   (`parking::Parking`); `kafka`, `mq`; [`sns`], [`eventbridge`]: their events as messages,
@@ -72,7 +72,7 @@ pub mod relay;
 pub mod service;
 /// The settings' former path: [`config`], re-exported.
 pub use config as settings;
-pub mod source;
+mod source;
 pub mod store;
 pub mod testing;
 #[cfg(any(feature = "webhook", test))]
@@ -136,7 +136,6 @@ pub use service::{
 };
 #[cfg(any(feature = "http", test))]
 pub use service::{HttpEvent, HttpService};
-pub use sqs::{messages, response};
 #[cfg(feature = "dynamodb")]
 pub use store::OnDynamoDb;
 pub use store::{CreateOnceMarks, ItemTables, Items, Marks, NoStore, SequenceMarks};
@@ -282,7 +281,7 @@ mod sample_events {
                 SqsKeys => {
                     let event: SqsEvent = sample(name);
                     let spec = sample_spec();
-                    for m in crate::messages(&event) {
+                    for m in crate::sqs::messages(&event) {
                         assert!(spec.derive(&m).is_ok(), "{name}: {}", m.message_id);
                     }
                 }

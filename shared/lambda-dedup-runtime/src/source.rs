@@ -24,7 +24,7 @@
 pub mod asynchronous;
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub mod dynamodb_stream;
-pub mod envelope;
+pub(crate) mod envelope;
 pub mod eventbridge;
 #[cfg(test)]
 mod inputs;

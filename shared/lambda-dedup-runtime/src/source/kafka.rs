@@ -50,10 +50,8 @@ use lambda_dedup_engine::BatchReport;
 
 use crate::door::{self, Answered, Cut, Door, InOrder};
 use crate::parking::Letter;
-pub use crate::stream::not_base64;
 use crate::stream::{StreamRecord, base64_record};
 
-pub use crate::parking::PARKING_QUEUE_VARIABLE;
 pub use response::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifier};
 
 /// The message attribute carrying a record's position, `"<cluster>|<topic>|<partition>|<offset>"`:
@@ -122,7 +120,7 @@ impl Record {
     }
 
     /// Whether the value is base64 (or absent).
-    pub fn decodes(&self) -> bool {
+    pub(crate) fn decodes(&self) -> bool {
         self.value.is_some()
     }
 

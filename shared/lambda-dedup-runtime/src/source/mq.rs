@@ -46,8 +46,6 @@ use crate::door::{self, Answered, Cut, Door, InOrder};
 use crate::parking::Letter;
 use crate::stream::{StreamRecord, base64_record};
 
-pub use crate::parking::PARKING_QUEUE_VARIABLE;
-pub use crate::stream::not_base64;
 pub use activemq::messages as activemq_messages;
 pub use rabbitmq::messages as rabbitmq_messages;
 
@@ -57,7 +55,7 @@ pub const MESSAGE_ID_ATTRIBUTE: &str = "dedup-mq-message-id";
 
 /// Why an Amazon MQ invocation fails, so that the broker redelivers the whole batch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum MqError {
+pub(crate) enum MqError {
     /// Messages may yet apply (`retry`): the batch comes again; what applied is a duplicate then.
     #[error("{retries} message(s) may yet apply: the whole batch is redelivered")]
     Redeliver {
@@ -99,7 +97,7 @@ pub struct MqMessage {
 
 impl MqMessage {
     /// Whether the data is base64 (or absent).
-    pub fn decodes(&self) -> bool {
+    pub(crate) fn decodes(&self) -> bool {
         self.data.is_some()
     }
 

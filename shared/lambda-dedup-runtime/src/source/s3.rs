@@ -35,11 +35,11 @@ use sha2::{Digest, Sha256};
 /// sequencer. The door's default identity.
 pub const IDENTITY_ATTRIBUTE: &str = "dedup-s3-event";
 /// The attribute naming the record's object: a digest of bucket and decoded key.
-pub const OBJECT_ATTRIBUTE: &str = "dedup-latest-object";
+pub(crate) const OBJECT_ATTRIBUTE: &str = "dedup-latest-object";
 /// The attribute carrying the record's sequencer, padded ([`Sequencer::as_str`]).
-pub const SEQUENCER_ATTRIBUTE: &str = "dedup-latest-sequencer";
+pub(crate) const SEQUENCER_ATTRIBUTE: &str = "dedup-latest-sequencer";
 /// The longest object key S3 allows, in bytes of UTF-8.
-pub const MAX_KEY_BYTES: usize = 1024;
+pub(crate) const MAX_KEY_BYTES: usize = 1024;
 
 /// The door of S3 event notifications invoking the function directly: each record under
 /// `"<index>:<x-amz-request-id>"` ([`records`]), keyed by default by [`IDENTITY_ATTRIBUTE`],
@@ -159,7 +159,7 @@ pub fn message(id: String, record: &S3EventRecord) -> Result<Message, Rejection>
 /// The one record of the S3 notification `body` is (S3 → SQS), as a message reported as
 /// `message_id`; S3's test event, a body of another shape or of other than one record is
 /// [`Rejection::Envelope`] (naming what is wrong, never a value).
-pub fn in_queue(message_id: String, body: &[u8]) -> Result<Message, Rejection> {
+pub(crate) fn in_queue(message_id: String, body: &[u8]) -> Result<Message, Rejection> {
     let event: S3Event = serde_json::from_slice(body).map_err(|e| {
         malformed(format!(
             "not an S3 notification: {}",
@@ -181,7 +181,7 @@ fn non_empty(s: Option<&str>) -> Option<&str> {
 
 /// The object key as S3 named it: `+` is a space and `%XX` a byte, as S3 encodes keys in
 /// notifications; the bytes must be UTF-8 and at most [`MAX_KEY_BYTES`].
-pub fn decoded_key(raw: &str) -> Result<String, Rejection> {
+pub(crate) fn decoded_key(raw: &str) -> Result<String, Rejection> {
     let spaced = raw.replace('+', " ");
     let bytes: Vec<u8> = percent_encoding::percent_decode_str(&spaced).collect();
     let key = String::from_utf8(bytes)

@@ -201,7 +201,7 @@ impl<'a> Answered<'a> {
 /// The outcome of a record whose body travels in base64 and is not base64: rejected, no key
 /// derived (S2).
 #[cfg(any(feature = "kafka", feature = "mq", test))]
-pub fn not_base64() -> lambda_dedup_engine::Outcome {
+pub(crate) fn not_base64() -> lambda_dedup_engine::Outcome {
     lambda_dedup_engine::Outcome::Rejected {
         code: lambda_dedup::Reason::BodyNotBase64,
         reason: "the record's data is not base64".into(),

@@ -36,7 +36,7 @@ impl<S: Marks> Dedup<S> {
         F: Flow<S, M>,
         F::Step: Ordered,
     {
-        self.door(crate::sns::Sns, flow)
+        self.door(crate::asynchronous::Invoked::new(), flow)
     }
 
     /// The service of an EventBridge target: the event's `detail` through `flow`, its pointers
@@ -48,7 +48,7 @@ impl<S: Marks> Dedup<S> {
         F: Flow<S, M>,
         F::Step: Ordered,
     {
-        self.door(crate::eventbridge::EventBridge, flow)
+        self.door(crate::asynchronous::Invoked::new(), flow)
     }
 
     /// The Kinesis service of `flow` (any flow of [`flow`](super::flow) but a batch-wide
@@ -229,6 +229,6 @@ impl<S: crate::store::LatestMarks> Dedup<S> {
     where
         super::flow::LatestWins<F>: Flow<S, M>,
     {
-        self.door(crate::s3::S3, flow)
+        self.door(crate::asynchronous::Invoked::new(), flow)
     }
 }

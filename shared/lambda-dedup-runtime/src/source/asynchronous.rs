@@ -15,12 +15,13 @@
 //! retry it longer; Lambda's async retries are at most two): redrive it from there.
 
 use std::borrow::Cow;
+use std::marker::PhantomData;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_dedup::Message;
 use lambda_dedup_engine::BatchReport;
 
-use crate::door::Answered;
+use crate::door::{Answered, Door, Record};
 
 /// An asynchronous invocation not acknowledged: Lambda retries it, then sends it to the
 /// function's on-failure destination. Names the records and their outcomes, never a value.
@@ -41,15 +42,56 @@ fn listed(failed: &[(String, &'static str)]) -> String {
         .join(", ")
 }
 
-/// What an asynchronous door answers: Ok when every record is acknowledged, else
-/// [`NotAcknowledged`], for Lambda's async retries and the on-failure destination.
-pub(crate) fn acknowledged(done: &Answered<'_>) -> Result<(), lambda_runtime::Error> {
-    Ok(answer(done.report)?)
+/// An event Lambda invokes the function with asynchronously (a direct SNS subscription, an
+/// EventBridge target, S3's notifications): what its door ([`Invoked`]) reads.
+pub(crate) trait AsyncEvent: Send + Sync + 'static {
+    /// The order its door keeps.
+    type Ordering: crate::door::Ordering;
+    /// [`Door::NAME`].
+    const NAME: &'static str;
+    /// [`Door::ENVELOPE_ID`].
+    const ENVELOPE_ID: bool = true;
+    /// [`Door::CLOUDEVENTS_DATA`].
+    const CLOUDEVENTS_DATA: bool = false;
+    /// [`Door::IDENTITY`].
+    const IDENTITY: Option<&'static str> = None;
+
+    /// The event's records, in order ([`Door::messages`]).
+    fn records(&self, context: &lambda_runtime::Context) -> Vec<Record>;
 }
 
-/// Where an asynchronous door's late events go: its messages, as SQS records.
-pub(crate) fn reconciled(batch: &[Message]) -> Option<Cow<'static, SqsEvent>> {
-    Some(Cow::Owned(as_sqs(batch)))
+/// The door of an asynchronous invocation of event `E`: its records each cut at the deadline,
+/// late events routed to reconciliation as SQS records of its messages, and the answer all or
+/// nothing: Ok when every record is acknowledged, else [`NotAcknowledged`], for Lambda's async
+/// retries and the on-failure destination.
+pub(crate) struct Invoked<E>(PhantomData<fn() -> E>);
+
+impl<E> Invoked<E> {
+    pub(crate) fn new() -> Self {
+        Self(PhantomData)
+    }
+}
+
+impl<E: AsyncEvent> Door for Invoked<E> {
+    type Event = E;
+    type Response = ();
+    type Ordering = E::Ordering;
+    const NAME: &'static str = E::NAME;
+    const ENVELOPE_ID: bool = E::ENVELOPE_ID;
+    const CLOUDEVENTS_DATA: bool = E::CLOUDEVENTS_DATA;
+    const IDENTITY: Option<&'static str> = E::IDENTITY;
+
+    fn messages(&self, event: &E, context: &lambda_runtime::Context) -> Vec<Record> {
+        event.records(context)
+    }
+
+    fn reconciled<'a>(&self, _: &'a E, batch: &[Message]) -> Option<Cow<'a, SqsEvent>> {
+        Some(Cow::Owned(as_sqs(batch)))
+    }
+
+    async fn answer(&self, _: &E, done: Answered<'_>) -> Result<(), lambda_runtime::Error> {
+        Ok(answer(done.report)?)
+    }
 }
 
 /// Ok when every record of `report` is acknowledged, else which were not.

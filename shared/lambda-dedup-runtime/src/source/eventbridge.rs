@@ -7,44 +7,20 @@
 //! JSON-encoded string field); the `id` is kept under [`ENVELOPE_ID_ATTRIBUTE`] only for the
 //! opt-in fallback identity (`IdentitySource::EnvelopeId`), with its limits.
 
-use std::borrow::Cow;
-
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_dedup::{AttributeValue, ENVELOPE_ID_ATTRIBUTE, Message, Rejection};
 
-use crate::door::{Answered, Door, InOrder, Record};
+use crate::asynchronous::AsyncEvent;
+use crate::door::{InOrder, Record};
 
-/// An EventBridge target's door: the event's `detail` under its `id` ([`message`]); invoked
-/// asynchronously, answered all or nothing ([`crate::asynchronous`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct EventBridge;
-
-impl Door for EventBridge {
-    type Event = EventBridgeEvent;
-    type Response = ();
+/// An EventBridge target's event, read by its door ([`crate::asynchronous::Invoked`]): the
+/// event's `detail` under its `id` ([`message`]).
+impl AsyncEvent for EventBridgeEvent {
     type Ordering = InOrder;
     const NAME: &'static str = "EventBridge";
-    const CLOUDEVENTS_DATA: bool = false;
 
-    fn messages(&self, event: &EventBridgeEvent, ctx: &lambda_runtime::Context) -> Vec<Record> {
-        vec![Ok(message(event, &ctx.request_id))]
-    }
-
-    fn reconciled<'a>(
-        &self,
-        _: &'a EventBridgeEvent,
-        batch: &[Message],
-    ) -> Option<Cow<'a, SqsEvent>> {
-        crate::asynchronous::reconciled(batch)
-    }
-
-    async fn answer(
-        &self,
-        _: &EventBridgeEvent,
-        done: Answered<'_>,
-    ) -> Result<(), lambda_runtime::Error> {
-        crate::asynchronous::acknowledged(&done)
+    fn records(&self, context: &lambda_runtime::Context) -> Vec<Record> {
+        vec![Ok(message(self, &context.request_id))]
     }
 }
 

@@ -50,7 +50,7 @@ use lambda_dedup_engine::BatchReport;
 
 use crate::door::{self, Answered, Cut, Door, InOrder};
 use crate::parking::Letter;
-use crate::stream::{StreamRecord, base64_record};
+use crate::stream::{Parcel, StreamRecord, base64_record};
 
 pub use response::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifier};
 
@@ -142,6 +142,22 @@ impl Record {
         }
     }
 
+    /// What parking sends of the record: `{"function", "code", "cluster", "partition",
+    /// "record"}`, the record as delivered, its value by reference when too large.
+    fn parcel<'a>(&'a self, function: &'a str, code: &'a str) -> Parcel<'a> {
+        Parcel {
+            function,
+            code,
+            from: [("cluster", &self.cluster), ("partition", &self.partition)],
+            delivered: (
+                "record",
+                serde_json::to_value(&self.record).unwrap_or_default(),
+            ),
+            data: ("value", self.value_bytes()),
+            attributes: self.attributes(code),
+        }
+    }
+
     /// The headers as message attributes (the first of a repeated name counts).
     fn headers(&self) -> BTreeMap<String, AttributeValue> {
         let mut out = BTreeMap::new();
@@ -190,49 +206,11 @@ impl StreamRecord for Record {
     }
 
     fn parked(&self, function: &str, code: &str) -> Letter {
-        let body = serde_json::json!({
-            "function": function,
-            "code": code,
-            "cluster": self.cluster,
-            "partition": self.partition,
-            "record": self.record,
-        });
-        Letter {
-            body: body.to_string(),
-            attributes: self.attributes(code),
-        }
+        self.parcel(function, code).whole()
     }
 
     fn parked_by_reference(&self, function: &str, code: &str, room: usize) -> Letter {
-        let data = self.value_bytes();
-        let mut delivered = serde_json::to_value(&self.record).unwrap_or_default();
-        if let Some(r) = delivered.as_object_mut() {
-            r.remove("value");
-        }
-        let body = |head: &[u8]| {
-            use base64::Engine as _;
-            serde_json::json!({
-                "function": function,
-                "code": code,
-                "cluster": self.cluster,
-                "partition": self.partition,
-                "parkedBy": "reference",
-                "record": delivered,
-                "value": {
-                    "bytes": data.len(),
-                    "sha256": crate::parking::sha256_hex(&data),
-                    "head": base64::engine::general_purpose::STANDARD.encode(head),
-                    "headBytes": head.len(),
-                },
-            })
-            .to_string()
-        };
-        let bare = body(&[]).len();
-        let head = crate::parking::head_room(room.saturating_sub(bare)).min(data.len());
-        Letter {
-            body: body(&data[..head]),
-            attributes: self.attributes(code),
-        }
+        self.parcel(function, code).by_reference(room)
     }
 
     fn respond(checkpoint: Option<String>) -> KafkaEventResponse {

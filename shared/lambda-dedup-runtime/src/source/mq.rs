@@ -44,7 +44,7 @@ use lambda_dedup::{AttributeValue, Message};
 
 use crate::door::{self, Answered, Cut, Door, InOrder};
 use crate::parking::Letter;
-use crate::stream::{StreamRecord, base64_record};
+use crate::stream::{Parcel, StreamRecord, base64_record};
 
 pub use activemq::messages as activemq_messages;
 pub use rabbitmq::messages as rabbitmq_messages;
@@ -101,6 +101,23 @@ impl MqMessage {
         self.data.is_some()
     }
 
+    /// What parking sends of the message: `{"function", "code", "broker", "queue",
+    /// "message"}`, the message as delivered, its data by reference when too large.
+    fn parcel<'a>(&'a self, function: &'a str, code: &'a str) -> Parcel<'a> {
+        let data = match &self.data {
+            Some(d) => d.clone(),
+            None => self.raw.clone().unwrap_or_default().into_bytes(),
+        };
+        Parcel {
+            function,
+            code,
+            from: [("broker", &self.broker), ("queue", &self.queue)],
+            delivered: ("message", self.delivered.clone()),
+            data: ("data", data),
+            attributes: self.letter_attributes(code),
+        }
+    }
+
     fn letter_attributes(&self, code: &str) -> Vec<(String, String)> {
         let mut out = vec![
             ("dedup-reason".to_owned(), code.to_owned()),
@@ -150,52 +167,11 @@ impl StreamRecord for MqMessage {
     }
 
     fn parked(&self, function: &str, code: &str) -> Letter {
-        let body = serde_json::json!({
-            "function": function,
-            "code": code,
-            "broker": self.broker,
-            "queue": self.queue,
-            "message": self.delivered,
-        });
-        Letter {
-            body: body.to_string(),
-            attributes: self.letter_attributes(code),
-        }
+        self.parcel(function, code).whole()
     }
 
     fn parked_by_reference(&self, function: &str, code: &str, room: usize) -> Letter {
-        let data = match &self.data {
-            Some(d) => d.clone(),
-            None => self.raw.clone().unwrap_or_default().into_bytes(),
-        };
-        let mut delivered = self.delivered.clone();
-        if let Some(m) = delivered.as_object_mut() {
-            m.remove("data");
-        }
-        let body = |head: &[u8]| {
-            use base64::Engine as _;
-            serde_json::json!({
-                "function": function,
-                "code": code,
-                "broker": self.broker,
-                "queue": self.queue,
-                "parkedBy": "reference",
-                "message": delivered,
-                "data": {
-                    "bytes": data.len(),
-                    "sha256": crate::parking::sha256_hex(&data),
-                    "head": base64::engine::general_purpose::STANDARD.encode(head),
-                    "headBytes": head.len(),
-                },
-            })
-            .to_string()
-        };
-        let bare = body(&[]).len();
-        let head = crate::parking::head_room(room.saturating_sub(bare)).min(data.len());
-        Letter {
-            body: body(&data[..head]),
-            attributes: self.letter_attributes(code),
-        }
+        self.parcel(function, code).by_reference(room)
     }
 
     fn respond(_: Option<String>) {}

@@ -22,13 +22,11 @@
 //!   (`events/example-s3-event.json`) carries the placeholder sequencer `"Happy Sequencer"` and
 //!   is refused so; real notifications carry hex.
 
-use std::borrow::Cow;
-
 use aws_lambda_events::event::s3::{S3Event, S3EventRecord};
-use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_dedup::{AttributeValue, Message, Reason, Rejection, Sequencer};
 
-use crate::door::{self, Answered, AnyOrder, Door, Refused};
+use crate::asynchronous::AsyncEvent;
+use crate::door::{self, AnyOrder, Refused};
 use sha2::{Digest, Sha256};
 
 /// The attribute carrying a record's identity: a digest of bucket, decoded key, version id and
@@ -41,24 +39,19 @@ pub(crate) const SEQUENCER_ATTRIBUTE: &str = "dedup-latest-sequencer";
 /// The longest object key S3 allows, in bytes of UTF-8.
 pub(crate) const MAX_KEY_BYTES: usize = 1024;
 
-/// The door of S3 event notifications invoking the function directly: each record under
-/// `"<index>:<x-amz-request-id>"` ([`records`]), keyed by default by [`IDENTITY_ATTRIBUTE`],
-/// one that cannot be read refused (`envelope_malformed`); answered all or nothing
-/// ([`crate::asynchronous`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct S3;
-
-impl Door for S3 {
-    type Event = S3Event;
-    type Response = ();
+/// S3's notifications invoking the function directly, read by their door
+/// ([`crate::asynchronous::Invoked`]): each record under `"<index>:<x-amz-request-id>"`
+/// ([`records`]), keyed by default by [`IDENTITY_ATTRIBUTE`], one that cannot be read refused
+/// (`envelope_malformed`).
+impl AsyncEvent for S3Event {
     /// Its flow is latest-wins, which orders by the sequencer whatever the delivery's order.
     type Ordering = AnyOrder;
     const NAME: &'static str = "S3";
     const ENVELOPE_ID: bool = false;
-
+    const CLOUDEVENTS_DATA: bool = true;
     const IDENTITY: Option<&'static str> = Some(IDENTITY_ATTRIBUTE);
 
-    fn messages(&self, event: &S3Event, _: &lambda_runtime::Context) -> Vec<door::Record> {
+    fn records(&self, _: &lambda_runtime::Context) -> Vec<door::Record> {
         let read = |r: Record| {
             r.message.map_err(|rejection| {
                 tracing::warn!(record = %r.id, code = rejection.code(), reason = %rejection,
@@ -70,15 +63,7 @@ impl Door for S3 {
                 Refused::rejected(&m, Reason::from(&rejection), rejection.to_string())
             })
         };
-        records(event).into_iter().map(read).collect()
-    }
-
-    fn reconciled<'a>(&self, _: &'a S3Event, batch: &[Message]) -> Option<Cow<'a, SqsEvent>> {
-        crate::asynchronous::reconciled(batch)
-    }
-
-    async fn answer(&self, _: &S3Event, done: Answered<'_>) -> Result<(), lambda_runtime::Error> {
-        crate::asynchronous::acknowledged(&done)
+        records(self).into_iter().map(read).collect()
     }
 }
 

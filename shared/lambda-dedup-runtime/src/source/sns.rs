@@ -7,37 +7,20 @@
 //! `MessageId` is kept under [`ENVELOPE_ID_ATTRIBUTE`] for the opt-in fallback identity
 //! (`IdentitySource::EnvelopeId`).
 
-use std::borrow::Cow;
-
 use aws_lambda_events::event::sns::{MessageAttribute, SnsEvent, SnsMessage};
-use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_dedup::{AttributeValue, ENVELOPE_ID_ATTRIBUTE, Message, Rejection};
 
-use crate::door::{Answered, Door, InOrder, Record};
+use crate::asynchronous::AsyncEvent;
+use crate::door::{InOrder, Record};
 
-/// The direct SNS subscription's door: each record's `Message` under its SNS `MessageId`
-/// ([`messages`]), the pointers relative to it; invoked asynchronously, answered all or nothing
-/// ([`crate::asynchronous`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Sns;
-
-impl Door for Sns {
-    type Event = SnsEvent;
-    type Response = ();
+/// A direct SNS subscription's event, read by its door ([`crate::asynchronous::Invoked`]): each
+/// record's `Message` under its SNS `MessageId` ([`messages`]), the pointers relative to it.
+impl AsyncEvent for SnsEvent {
     type Ordering = InOrder;
     const NAME: &'static str = "SNS";
-    const CLOUDEVENTS_DATA: bool = false;
 
-    fn messages(&self, event: &SnsEvent, _: &lambda_runtime::Context) -> Vec<Record> {
-        messages(event).into_iter().map(Ok).collect()
-    }
-
-    fn reconciled<'a>(&self, _: &'a SnsEvent, batch: &[Message]) -> Option<Cow<'a, SqsEvent>> {
-        crate::asynchronous::reconciled(batch)
-    }
-
-    async fn answer(&self, _: &SnsEvent, done: Answered<'_>) -> Result<(), lambda_runtime::Error> {
-        crate::asynchronous::acknowledged(&done)
+    fn records(&self, _: &lambda_runtime::Context) -> Vec<Record> {
+        messages(self).into_iter().map(Ok).collect()
     }
 }
 

@@ -198,6 +198,76 @@ impl<'a> Answered<'a> {
     }
 }
 
+/// What parking sends of a record whose data travels in base64 (Kafka, Amazon MQ): the record as
+/// delivered, where it came from, and its data, whole or by reference.
+#[cfg(any(feature = "kafka", feature = "mq", test))]
+pub(crate) struct Parcel<'a> {
+    pub(crate) function: &'a str,
+    pub(crate) code: &'a str,
+    /// Where the record came from, in order (`cluster`, `partition`; `broker`, `queue`).
+    pub(crate) from: [(&'static str, &'a str); 2],
+    /// The record as delivered, under its name (`record`, `message`).
+    pub(crate) delivered: (&'static str, serde_json::Value),
+    /// The name of its data in `delivered` (`value`, `data`) and the data, decoded when it
+    /// decodes.
+    pub(crate) data: (&'static str, Vec<u8>),
+    pub(crate) attributes: Vec<(String, String)>,
+}
+
+#[cfg(any(feature = "kafka", feature = "mq", test))]
+impl Parcel<'_> {
+    /// `{"function", "code", <from>…, <delivered>}`: the record whole.
+    pub(crate) fn whole(self) -> Letter {
+        let mut body = self.head();
+        body.insert(self.delivered.0.into(), self.delivered.1);
+        Letter {
+            body: serde_json::Value::Object(body).to_string(),
+            attributes: self.attributes,
+        }
+    }
+
+    /// The record too large to park whole, in at most `room` bytes: `"parkedBy": "reference"`,
+    /// the record as delivered without its data, and its data's `{"bytes", "sha256", "head",
+    /// "headBytes"}` with as much of its head as fits.
+    pub(crate) fn by_reference(self, room: usize) -> Letter {
+        use base64::Engine as _;
+        let (name, data) = (self.data.0, &self.data.1);
+        let mut delivered = self.delivered.1.clone();
+        if let Some(r) = delivered.as_object_mut() {
+            r.remove(name);
+        }
+        let body = |head: &[u8]| {
+            let mut body = self.head();
+            body.insert("parkedBy".into(), "reference".into());
+            body.insert(self.delivered.0.into(), delivered.clone());
+            let data = serde_json::json!({
+                "bytes": data.len(),
+                "sha256": crate::parking::sha256_hex(data),
+                "head": base64::engine::general_purpose::STANDARD.encode(head),
+                "headBytes": head.len(),
+            });
+            body.insert(name.into(), data);
+            serde_json::Value::Object(body).to_string()
+        };
+        let bare = body(&[]).len();
+        let head = crate::parking::head_room(room.saturating_sub(bare)).min(data.len());
+        Letter {
+            body: body(&data[..head]),
+            attributes: self.attributes.clone(),
+        }
+    }
+
+    fn head(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut body = serde_json::Map::new();
+        body.insert("function".into(), self.function.into());
+        body.insert("code".into(), self.code.into());
+        for (name, value) in self.from {
+            body.insert(name.into(), value.into());
+        }
+        body
+    }
+}
+
 /// The outcome of a record whose body travels in base64 and is not base64: rejected, no key
 /// derived (S2).
 #[cfg(any(feature = "kafka", feature = "mq", test))]

@@ -118,29 +118,11 @@ pub enum Cut {
 
 /// What a door answers from: the invocation's report, one outcome per record, accounted.
 #[derive(Debug)]
+// The function and the parking are read by the doors that park, when their features are on.
+#[allow(dead_code)]
 pub struct Answered<'a> {
     pub(crate) report: &'a BatchReport,
-    #[cfg_attr(
-        not(any(
-            feature = "kinesis",
-            feature = "dynamodb-streams",
-            feature = "kafka",
-            feature = "mq",
-            test
-        )),
-        allow(dead_code)
-    )]
     pub(crate) function: &'a str,
-    #[cfg_attr(
-        not(any(
-            feature = "kinesis",
-            feature = "dynamodb-streams",
-            feature = "kafka",
-            feature = "mq",
-            test
-        )),
-        allow(dead_code)
-    )]
     pub(crate) parking: Option<&'a Parking>,
 }
 

@@ -56,11 +56,12 @@ use lambda_dedup_engine::{Deduplicator, HandlerError, LeasedDeduplicator};
 pub use lambda_dedup_engine::{Invalid, Transient};
 
 use crate::settings::{Env, Settings, SettingsError};
-use crate::sqs::{Accounting, Reconciliation};
 #[cfg(feature = "dynamodb")]
 use crate::store::OnDynamoDb;
 use crate::store::{ItemMarks, Items, Marks, NoStore};
+use account::{Accounting, Reconciliation};
 
+mod account;
 mod doors;
 mod event;
 pub mod flow;

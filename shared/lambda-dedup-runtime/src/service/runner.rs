@@ -16,11 +16,11 @@ use lambda_dedup::{IdentitySource, Message, TenantSource};
 use lambda_dedup_engine::{BatchReport, Outcome, run_batch};
 use lambda_runtime::LambdaEvent;
 
+use super::account::{Accounting, Reconciliation, distinct, print_account, rebuilt};
 use super::flow::Flow;
 use super::flow::seal::{Admits, On, Step};
 use super::{BuildError, Dedup, PayloadAt};
 use crate::door::{Answered, Cut, Door, Parking, Refused};
-use crate::sqs::{Accounting, Reconciliation, distinct, print_account, rebuilt};
 use crate::store::Marks;
 
 /// What one invocation's runner needs: the function's name, where its account goes, the deadline
@@ -91,30 +91,19 @@ impl<S: Marks> Dedup<S> {
     }
 }
 
-/// The parking of a door that `parks`.
-#[cfg(any(
-    feature = "kinesis",
-    feature = "dynamodb-streams",
-    feature = "kafka",
-    feature = "mq",
-    test
-))]
+/// The parking of a door that `parks` (none without a parking door compiled in).
 fn parking_of<S>(dedup: &Dedup<S>, parks: bool) -> Result<Option<Arc<Parking>>, BuildError> {
-    Ok(match parks {
-        true => Some(dedup.parking_queue()?),
-        false => None,
-    })
-}
-
-/// Without a parking door compiled in, no door parks.
-#[cfg(not(any(
-    feature = "kinesis",
-    feature = "dynamodb-streams",
-    feature = "kafka",
-    feature = "mq",
-    test
-)))]
-fn parking_of<S>(_: &Dedup<S>, _: bool) -> Result<Option<Arc<Parking>>, BuildError> {
+    #[cfg(any(
+        feature = "kinesis",
+        feature = "dynamodb-streams",
+        feature = "kafka",
+        feature = "mq",
+        test
+    ))]
+    if parks {
+        return Ok(Some(dedup.parking_queue()?));
+    }
+    let _ = (dedup, parks);
     Ok(None)
 }
 

@@ -83,8 +83,9 @@ impl Refused {
     }
 }
 
-/// The order a door keeps, and so the flows it takes: [`InOrder`] or [`AnyOrder`].
-pub trait Ordering: sealed::Sealed {}
+/// The order a door keeps, and so the flows it takes: [`InOrder`] or [`AnyOrder`] (the flows
+/// admit those two only).
+pub trait Ordering {}
 
 /// A door whose records go in order per group (a stream, Kafka, a broker, an async invocation):
 /// any flow but a batch-wide transaction.
@@ -98,12 +99,6 @@ pub enum AnyOrder {}
 
 impl Ordering for InOrder {}
 impl Ordering for AnyOrder {}
-
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for super::InOrder {}
-    impl Sealed for super::AnyOrder {}
-}
 
 /// Where the invocation's deadline cuts the work off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@ pub(crate) const NAMESPACE: &str = "lambda-dedup";
 use std::cell::RefCell;
 
 /// One EMF line of `metrics` (name, unit, value) for `function`. Print it with `println!` (or
-/// [`emit`]): EMF must be a bare JSON line on stdout, hence not `tracing`.
+/// `emit`): EMF must be a bare JSON line on stdout, hence not `tracing`.
 pub fn line(function: &str, metrics: &[(&str, &str, u64)]) -> String {
     lambda_dedup_engine::emf_line(NAMESPACE, &[("Function", function)], metrics)
 }
@@ -32,7 +32,7 @@ pub(crate) fn emit(line: String) {
     }
 }
 
-/// From now on this thread keeps the lines [`emit`] is given instead of printing them (a
+/// From now on this thread keeps the lines `emit` is given instead of printing them (a
 /// simulation or a test that reads its metrics); [`take_captured`] hands them over. Lambda's
 /// own threads never call it.
 pub fn capture() {

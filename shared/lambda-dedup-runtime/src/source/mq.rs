@@ -29,7 +29,7 @@
 //!   one batch may carry the same one, and each is still applied or parked on its own.
 //! - **Transient** (S13): if any message may yet apply (`retry`: the store out, a dependency
 //!   down, an event in progress elsewhere), or a parking fails, the invocation fails
-//!   ([`MqError`]) and the broker redelivers the **whole batch**; the messages already applied
+//!   (`MqError`) and the broker redelivers the **whole batch**; the messages already applied
 //!   are then duplicates, caught by their marks (S8), and nothing is parked before the batch is
 //!   whole, so a parked message is parked once per batch that reaches it.
 //! - Messages of a batch run in parallel (bounded): the trigger's redelivery of a whole batch

@@ -11,10 +11,10 @@
 //!   the same object everywhere. The body the work reads is the record as delivered, with
 //!   `s3.object.urlDecodedKey` set to that decoded key (a value the sender put there is
 //!   replaced: S3 sends none). The object (a digest of bucket and decoded key) and the
-//!   sequencer, padded as [`Sequencer`] orders them, are the attributes [`OBJECT_ATTRIBUTE`] and
-//!   [`SEQUENCER_ATTRIBUTE`] that the latest-wins flow reads.
+//!   sequencer, padded as [`Sequencer`] orders them, are the attributes `OBJECT_ATTRIBUTE` and
+//!   `SEQUENCER_ATTRIBUTE` that the latest-wins flow reads.
 //! - **Refused** (`envelope_malformed`, naming the field, never its value): no bucket name, no
-//!   key, a key that does not decode to UTF-8 or is over [`MAX_KEY_BYTES`] once decoded (S3's
+//!   key, a key that does not decode to UTF-8 or is over `MAX_KEY_BYTES` once decoded (S3's
 //!   own limit), no sequencer, or one that is not hex or over
 //!   [`lambda_dedup::latest::MAX_SEQUENCER_DIGITS`] digits (wider than any S3 sends: a forged
 //!   one would sort above every real one and hold the object until its high-water expires).

@@ -22,14 +22,7 @@ pub(crate) const ABANDONED: &str = "abandoned before the invocation's deadline";
 
 /// When the invocation's work must be over: its deadline ([`crate::deadline`]) less `margin`
 /// (the function's setting); `None` when the runtime sends no deadline.
-#[cfg(any(
-    feature = "kinesis",
-    feature = "dynamodb-streams",
-    feature = "kafka",
-    feature = "mq",
-    feature = "webhook",
-    test
-))]
+#[cfg(any(feature = "webhook", test))]
 pub(crate) fn cutoff(ctx: &lambda_runtime::Context, margin: Duration) -> Option<SystemTime> {
     cutoff_at(crate::deadline(ctx), margin)
 }

@@ -3,12 +3,12 @@
 
 /// The EMF namespace of every metric unless a builder says otherwise
 /// (`Dedup::metrics_namespace`).
-pub const NAMESPACE: &str = "lambda-dedup";
+pub(crate) const NAMESPACE: &str = "lambda-dedup";
 
 use std::cell::RefCell;
 
 /// One EMF line of `metrics` (name, unit, value) for `function`. Print it with `println!` (or
-/// [`emit`]): EMF must be a bare JSON line on stdout, hence not `tracing`.
+/// `emit`): EMF must be a bare JSON line on stdout, hence not `tracing`.
 pub fn line(function: &str, metrics: &[(&str, &str, u64)]) -> String {
     lambda_dedup_engine::emf_line(NAMESPACE, &[("Function", function)], metrics)
 }
@@ -20,7 +20,7 @@ thread_local! {
 
 /// Prints `line` on stdout, where CloudWatch reads it, unless this thread keeps its lines
 /// ([`capture`]).
-pub fn emit(line: String) {
+pub(crate) fn emit(line: String) {
     let kept = CAPTURED.with(|c| {
         c.borrow_mut()
             .as_mut()
@@ -32,7 +32,7 @@ pub fn emit(line: String) {
     }
 }
 
-/// From now on this thread keeps the lines [`emit`] is given instead of printing them (a
+/// From now on this thread keeps the lines `emit` is given instead of printing them (a
 /// simulation or a test that reads its metrics); [`take_captured`] hands them over. Lambda's
 /// own threads never call it.
 pub fn capture() {

@@ -8,20 +8,23 @@
 //!   the S9 retention check, the one deadline margin, the SDK timeouts, the side queues), the
 //!   webhook's, the relays', the forwarder's and the stores' servers'; nothing else reads the
 //!   environment.
-//! - [`service`]: the builder, [`Dedup`], and its services, one per source and flow.
+//! - [`door`]: what a door is ([`door::Door`]: its event, its records, their identity and tenant,
+//!   its order, its answer); the builder's doors are implementations, and a function's own door
+//!   is one more ([`Dedup::door`]).
+//! - [`service`]: the builder, [`Dedup`], the one runner every door goes through (the cutoff,
+//!   a span per record, the account and its EMF line, late events, parking, the answer before
+//!   the deadline) and the flows.
 //! - [`store`]: the stores the builder runs on, as types ([`Marks`]; capabilities such as
 //!   [`CreateOnceMarks`] and [`ItemTables`]); DynamoDB (feature `dynamodb`, default), memory,
 //!   PostgreSQL and Valkey.
-//! - [`source`]: the sources — [`sqs`]: one SQS invocation, from event to `SqsBatchResponse`
-//!   (the builder's SQS services); `kinesis`, `dynamodb_stream` (features `kinesis`,
-//!   `dynamodb-streams`): stream records as messages, the checkpoint as the partial batch
-//!   response; records that can never apply parked (`parking::Parking`). Both run one
-//!   invocation the same way (`stream::run`); each says only what one of its records is
-//!   (`stream::StreamRecord`).
-//!   [`sns`], [`eventbridge`]: their events as messages, directly or in an SQS body
-//!   ([`Envelope`]); [`asynchronous`]: an async invocation answered all or nothing.
+//! - `source`: the doors, one file each, each at the crate's root — [`sqs`] (messages in, the partial batch response
+//!   out); `kinesis`, `dynamodb_stream` (features `kinesis`, `dynamodb-streams`): one stream
+//!   door, the checkpoint as the partial batch response, records that can never apply parked
+//!   (`parking::Parking`); `kafka`, `mq`; [`sns`], [`eventbridge`]: their events as messages,
+//!   directly or in an SQS body ([`Envelope`]); `s3`; [`asynchronous`]: what the async doors
+//!   answer, all or nothing.
 //! - [`reconcile`]: late events (S10) to the reconciliation queue.
-//! - [`bound`]: every runner's work cut off `DEDUP_DEADLINE_MARGIN_MS` before the deadline,
+//! - [`bound`]: the runner's work cut off `DEDUP_DEADLINE_MARGIN_MS` before the deadline,
 //!   the unfinished reported for redelivery.
 //! - [`queue`]: the side queues the functions send to (reconciliation, parking, the forwarder's
 //!   queue), each SQS client (feature `sqs-client`, default) built on its first send.
@@ -48,6 +51,7 @@ mod aws;
 pub mod bound;
 /// The settings, read in their own crate: `crate::config::…` inside the runtime.
 pub(crate) use lambda_dedup_config as config;
+pub mod door;
 pub mod emf;
 #[cfg(any(feature = "http", test))]
 pub mod http;
@@ -70,7 +74,7 @@ pub mod relay;
 #[cfg(feature = "secrets-manager")]
 pub mod secrets;
 pub mod service;
-pub mod source;
+mod source;
 pub mod store;
 pub mod testing;
 #[cfg(any(feature = "webhook", test))]
@@ -140,7 +144,6 @@ pub use service::{
 };
 #[cfg(any(feature = "http", test))]
 pub use service::{HttpEvent, HttpService};
-pub use sqs::{messages, response};
 #[cfg(feature = "dynamodb")]
 pub use store::OnDynamoDb;
 pub use store::{CreateOnceMarks, ItemTables, Items, Marks, NoStore, SequenceMarks};
@@ -286,7 +289,7 @@ mod sample_events {
                 SqsKeys => {
                     let event: SqsEvent = sample(name);
                     let spec = sample_spec();
-                    for m in crate::messages(&event) {
+                    for m in crate::sqs::messages(&event) {
                         assert!(spec.derive(&m).is_ok(), "{name}: {}", m.message_id);
                     }
                 }

@@ -57,32 +57,24 @@ pub use lambda_dedup_engine::{Invalid, Transient};
 
 use crate::aws::FromSettings as _;
 use crate::config::{Env, Settings, SettingsError};
-use crate::sqs::{Accounting, Reconciliation};
 #[cfg(feature = "dynamodb")]
 use crate::store::OnDynamoDb;
 use crate::store::{ItemMarks, Items, Marks, NoStore};
+use account::{Accounting, Reconciliation};
 
+mod account;
+mod doors;
 mod event;
 pub mod flow;
 mod invoke;
-#[cfg(any(feature = "kafka", test))]
-mod kafka;
-#[cfg(any(feature = "mq", test))]
-mod mq;
-mod notify;
 #[cfg(any(feature = "dynamodb-streams", test))]
 mod relay;
 mod runner;
-#[cfg(any(feature = "s3", test))]
-mod s3;
-mod sqs;
-#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
-mod stream;
 
 use event::PayloadAt;
 pub use event::{Event, IntoPlan, parse};
 pub use invoke::{InvokeError, InvokeScope, InvokeScopeError};
-use runner::Runner;
+pub(crate) use runner::Runner;
 pub use runner::{Service, SqsService};
 #[cfg(any(feature = "http", test))]
 mod http;
@@ -483,14 +475,6 @@ impl<S> Dedup<S> {
 
     /// The envelope id chosen on `door`, whose records have no envelope: refused
     /// ([`BuildError::IdentityUnavailable`]).
-    #[cfg(any(
-        feature = "kinesis",
-        feature = "dynamodb-streams",
-        feature = "kafka",
-        feature = "mq",
-        feature = "s3",
-        test
-    ))]
     fn refuse_envelope_id(&self, door: &'static str) -> Result<(), BuildError> {
         match self.identity {
             IdentitySource::EnvelopeId => Err(BuildError::IdentityUnavailable {
@@ -499,6 +483,14 @@ impl<S> Dedup<S> {
             }),
             _ => Ok(()),
         }
+    }
+
+    /// Whether the identity is the message attribute `name`: chosen so, or, when `by_default`,
+    /// not chosen at all (a door whose default identity it is).
+    #[cfg(any(feature = "kafka", test))]
+    pub(crate) fn keyed_by_attribute(&self, name: &str, by_default: bool) -> bool {
+        (by_default && !self.identity_chosen)
+            || matches!(&self.identity, IdentitySource::MessageAttribute(n) if n == name)
     }
 
     fn payload_at(&self) -> PayloadAt {

@@ -1,19 +1,21 @@
-//! The sources: what a batch of records from each door is, and how one invocation of it runs.
+//! The doors ([`crate::door::Door`]), one file each: what a record of the door is and what
+//! answers for an invocation; the runner (`Dedup::door`) does the rest, the same for all.
 //!
-//! - [`sqs`]: one SQS invocation, from event to `SqsBatchResponse` (the builder's SQS services):
-//!   messages, the report rebuilt by record id, late events routed, the account;
-//! - `kinesis`, `dynamodb_stream` (features `kinesis`, `dynamodb-streams`): stream records as
-//!   messages, the checkpoint as the partial batch response, records that can never apply
-//!   parked (`parking::Parking`);
+//! - [`sqs`]: SQS messages, opened first when the builder was given an [`envelope`]; the partial
+//!   batch response listing the report's failures;
+//! - `kinesis`, `dynamodb_stream` (features `kinesis`, `dynamodb-streams`): one stream door
+//!   (`stream::Stream`), the checkpoint as the partial batch response, records that can never
+//!   apply parked (`parking::Parking`);
 //! - [`sns`], [`eventbridge`]: SNS notifications and EventBridge events as messages, direct or
 //!   in an SQS body ([`envelope`]: `Dedup::envelope`), the payload the inner message;
-//! - [`asynchronous`]: one asynchronous invocation (direct SNS, EventBridge), all or nothing;
+//! - `s3` (feature `s3`): S3 event notifications, each record once, latest wins;
+//! - [`asynchronous`]: what the async doors (direct SNS, EventBridge, S3) answer, all or nothing;
 //! - `kafka` (feature `kafka`): Amazon MSK and self-managed Kafka records, in order per
 //!   partition, each partition's resume point in a partial batch response of its own type;
 //! - `mq` (feature `mq`): Amazon MQ (ActiveMQ, RabbitMQ) messages, no partial batch response:
 //!   poison parked and the batch acknowledged, a transient failure redelivering the batch;
-//! - `stream`: what both stream sources do the same way (`stream::run`), each saying only what
-//!   one of its records is (`stream::StreamRecord`).
+//! - `stream`: what the doors that park share, each saying only what one of its records is
+//!   (`stream::StreamRecord`).
 //!
 //! The webhook door is [`crate::webhook`]; the relays' streams, whose items settle themselves,
 //! [`crate::relay`]. Each source keeps its public path at the crate's root
@@ -22,7 +24,7 @@
 pub mod asynchronous;
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub mod dynamodb_stream;
-pub mod envelope;
+pub(crate) mod envelope;
 pub mod eventbridge;
 #[cfg(test)]
 mod inputs;

@@ -166,21 +166,23 @@ pub(crate) mod seal {
 
     /// A step that keeps each group's records in order, message by message: what a stream
     /// (Kinesis, DynamoDB Streams) takes. A batch-wide transaction is not one.
-    #[cfg_attr(
-        not(any(
-            feature = "kinesis",
-            feature = "dynamodb-streams",
-            feature = "kafka",
-            feature = "mq",
-            test
-        )),
-        allow(dead_code, unreachable_pub)
-    )]
     #[diagnostic::on_unimplemented(
         message = "a stream's records go in order: this flow does not keep it",
         note = "a batch-wide transaction (`one_transaction_per_batch`) is for SQS only"
     )]
     pub trait Ordered {}
+
+    /// A step a door of ordering `O` ([`crate::door::Ordering`]) takes: every step an
+    /// [`AnyOrder`](crate::door::AnyOrder) door, an [`Ordered`] one an
+    /// [`InOrder`](crate::door::InOrder) door.
+    #[diagnostic::on_unimplemented(
+        message = "this door's records go in order: this flow does not keep it",
+        note = "a batch-wide transaction (`one_transaction_per_batch`) is for SQS only"
+    )]
+    pub trait Admits<O> {}
+
+    impl<T: Step> Admits<crate::door::AnyOrder> for T {}
+    impl<T: Step + Ordered> Admits<crate::door::InOrder> for T {}
 }
 
 use seal::{On, Ordered, Step};

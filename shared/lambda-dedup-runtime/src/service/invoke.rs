@@ -233,7 +233,7 @@ impl<S: Marks> Dedup<S> {
                     };
                     let report =
                         BatchReport::from_outcomes(vec![(m.message_id.clone(), outcome.clone())]);
-                    crate::sqs::print_account(
+                    super::account::print_account(
                         &runner.accounting.namespace,
                         &runner.function,
                         &event.context.request_id,

@@ -1,5 +1,6 @@
-//! One invocation's runner (the function's name, where its account goes, the deadline margin,
-//! the concurrency) and the service type every source's builder method returns.
+//! The one runner of every door ([`crate::door`]): the builder's generic entry
+//! ([`Dedup::door`]), one invocation from event to answer ([`Runner::invoke`]), and the service
+//! type every door's builder method returns.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -7,12 +8,20 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
+use std::collections::HashMap;
+use std::time::SystemTime;
+
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use lambda_dedup::Message;
-use lambda_dedup_engine::{BatchReport, Outcome};
+use lambda_dedup::{IdentitySource, Message, TenantSource};
+use lambda_dedup_engine::{BatchReport, Outcome, run_batch};
 use lambda_runtime::LambdaEvent;
 
-use crate::sqs::Accounting;
+use super::account::{Accounting, Reconciliation, distinct, print_account, rebuilt};
+use super::flow::Flow;
+use super::flow::seal::{Admits, On, Step};
+use super::{BuildError, Dedup, PayloadAt};
+use crate::door::{Answered, Cut, Door, Parking, Refused};
+use crate::store::Marks;
 
 /// What one invocation's runner needs: the function's name, where its account goes, the deadline
 /// margin and the concurrency.
@@ -24,46 +33,247 @@ pub struct Runner {
     pub(super) max_concurrency: usize,
 }
 
-impl Runner {
-    pub(super) async fn sqs<F, Fut>(
-        &self,
-        event: LambdaEvent<SqsEvent>,
-        process: F,
-    ) -> Result<SqsBatchResponse, lambda_runtime::Error>
+impl<S: Marks> Dedup<S> {
+    /// The service of `door` ([`crate::door`]) running `flow`: the builder's doors
+    /// ([`sqs`](Self::sqs), `kafka`, …) are this with their own door, and a
+    /// function's own door is given here. A door's [ordering](Door::Ordering) says which flows
+    /// it takes; a parking door refuses to start without `DEDUP_PARKING_QUEUE_URL`.
+    pub fn door<D, M, F>(
+        self,
+        door: D,
+        flow: F,
+    ) -> Result<Service<D::Event, D::Response>, BuildError>
     where
-        F: Fn(Message) -> Fut,
-        Fut: Future<Output = Outcome>,
+        D: Door,
+        F: Flow<S, M>,
+        F::Step: Admits<D::Ordering>,
     {
-        let cutoff = crate::bound::cutoff_at(crate::deadline(&event.context), self.margin);
-        let (accounting, function) = (&self.accounting, &self.function);
-        crate::sqs::per_message(
-            accounting,
-            function,
-            event,
-            cutoff,
-            self.max_concurrency,
-            process,
-        )
-        .await
+        let mut dedup = self;
+        if !D::ENVELOPE_ID {
+            dedup.refuse_envelope_id(D::NAME)?;
+        }
+        if let Some(attribute) = D::IDENTITY
+            && !dedup.identity_chosen
+        {
+            dedup.identity = IdentitySource::MessageAttribute(attribute.to_owned());
+        }
+        if let Some(attribute) = D::TENANT
+            && dedup.tenant == TenantSource::Single
+        {
+            dedup.tenant = TenantSource::MessageAttribute(attribute.to_owned());
+        }
+        let at = match D::CLOUDEVENTS_DATA {
+            true => dedup.payload_at(),
+            false => PayloadAt::Body,
+        };
+        let parking = parking_of(&dedup, D::PARKS)?;
+        let step = Arc::new(flow.build(On { dedup: &dedup, at })?);
+        let runner = Arc::new(dedup.runner());
+        let door = Arc::new(door);
+        Ok(Service::new(move |event: LambdaEvent<D::Event>| {
+            let (step, runner, door, parking) =
+                (step.clone(), runner.clone(), door.clone(), parking.clone());
+            async move {
+                let state = <F::Step as Step>::State::default();
+                let work = Stepped {
+                    step: &*step,
+                    state: &state,
+                    deadline: crate::deadline(&event.context),
+                    max_concurrency: runner.max_concurrency,
+                };
+                let answer = runner
+                    .invoke(&*door, parking.as_deref(), &event, &work)
+                    .await;
+                step.finish(state, &runner).await;
+                answer
+            }
+        }))
+    }
+}
+
+/// The parking of a door that `parks` (none without a parking door compiled in).
+fn parking_of<S>(dedup: &Dedup<S>, parks: bool) -> Result<Option<Arc<Parking>>, BuildError> {
+    #[cfg(any(
+        feature = "kinesis",
+        feature = "dynamodb-streams",
+        feature = "kafka",
+        feature = "mq",
+        test
+    ))]
+    if parks {
+        return Ok(Some(dedup.parking_queue()?));
+    }
+    let _ = (dedup, parks);
+    Ok(None)
+}
+
+/// What the runner does with the invocation's messages: a flow's step, or in tests a closure.
+pub(crate) trait Work: Sync {
+    /// One message's outcome.
+    fn message(&self, m: Message) -> impl Future<Output = Outcome> + Send;
+
+    /// Whether the batch goes whole ([`batch`](Self::batch)).
+    fn whole(&self) -> bool {
+        false
     }
 
-    pub(super) async fn sqs_batch<F, Fut>(
+    /// The batch whole.
+    fn batch(&self, batch: Vec<Message>) -> Pin<Box<dyn Future<Output = BatchReport> + Send + '_>> {
+        let _ = batch;
+        unreachable!("a work that goes message by message is never given a batch")
+    }
+}
+
+/// A flow's step, for one invocation.
+struct Stepped<'a, St: Step> {
+    step: &'a St,
+    state: &'a St::State,
+    deadline: Option<SystemTime>,
+    max_concurrency: usize,
+}
+
+impl<St: Step> Work for Stepped<'_, St> {
+    fn message(&self, m: Message) -> impl Future<Output = Outcome> + Send {
+        self.step.message(m, self.deadline, self.state)
+    }
+
+    fn whole(&self) -> bool {
+        self.step.per_batch()
+    }
+
+    fn batch(&self, batch: Vec<Message>) -> Pin<Box<dyn Future<Output = BatchReport> + Send + '_>> {
+        self.step.batch(batch, self.max_concurrency, self.state)
+    }
+}
+
+#[cfg(test)]
+impl<F, Fut> Work for F
+where
+    F: Fn(Message) -> Fut + Sync,
+    Fut: Future<Output = Outcome> + Send,
+{
+    fn message(&self, m: Message) -> impl Future<Output = Outcome> + Send {
+        self(m)
+    }
+}
+
+impl Runner {
+    /// The runner of function `function` with the default margin, no reconciliation queue,
+    /// `max_concurrency` at once.
+    #[cfg(test)]
+    pub(crate) fn for_tests(function: &str, max_concurrency: usize) -> Self {
+        Self {
+            function: function.to_owned(),
+            accounting: Accounting {
+                namespace: crate::emf::NAMESPACE.to_owned(),
+                reconciliation: Reconciliation::To(None),
+            },
+            margin: crate::config::DeadlineMargin::DEFAULT.get(),
+            max_concurrency,
+        }
+    }
+
+    /// One invocation of `door`: one cutoff from the margin, each record in a span through
+    /// `work` until it (per record or the batch whole: [`Door::CUT`]), the report rebuilt by
+    /// record, late events routed to reconciliation until the cutoff, the account printed as
+    /// one EMF line, then the door's answer.
+    pub(crate) async fn invoke<D: Door, W: Work>(
         &self,
-        event: LambdaEvent<SqsEvent>,
-        process: F,
-    ) -> Result<SqsBatchResponse, lambda_runtime::Error>
-    where
-        F: FnOnce(Vec<Message>) -> Fut,
-        Fut: Future<Output = BatchReport>,
-    {
-        let cutoff = crate::bound::cutoff_at(crate::deadline(&event.context), self.margin);
-        // The whole batch until the cutoff (batch-transaction mode): abandoned whole after it,
-        // what committed meanwhile is a duplicate then.
-        crate::sqs::answer_to(&self.accounting, &self.function, event, cutoff, |batch| {
-            let ids: Vec<String> = batch.iter().map(|m| m.message_id.clone()).collect();
-            async move { crate::bound::report_within(cutoff, &ids, process(batch)).await }
-        })
-        .await
+        door: &D,
+        parking: Option<&Parking>,
+        event: &LambdaEvent<D::Event>,
+        work: &W,
+    ) -> Result<D::Response, lambda_runtime::Error> {
+        let (function, context) = (self.function.as_str(), &event.context);
+        let cutoff = crate::bound::cutoff_at(crate::deadline(context), self.margin);
+        let mut refused: HashMap<String, Outcome> = HashMap::new();
+        let messages =
+            door.messages(&event.payload, context)
+                .into_iter()
+                .map(|record| match record {
+                    Ok(m) if D::SENDER_VOUCHED => m,
+                    Ok(m) => Message {
+                        attributes: crate::source::unvouched(m.attributes),
+                        ..m
+                    },
+                    Err(Refused { id, group, outcome }) => {
+                        refused.insert(id.clone(), *outcome);
+                        Message {
+                            message_id: id,
+                            group_id: group,
+                            ..Message::default()
+                        }
+                    }
+                });
+        let (batch, ids) = distinct(function, messages.collect());
+        let late = door.reconciled(&event.payload, &batch);
+        let refused = &refused;
+        let report = if work.whole() && door.whole(&event.payload) {
+            // The whole batch until the cutoff (batch-transaction mode): abandoned whole after
+            // it, what committed meanwhile is a duplicate then.
+            let (inner, out): (Vec<Message>, Vec<Message>) = batch
+                .into_iter()
+                .partition(|m| !refused.contains_key(&m.message_id));
+            let whole = async move {
+                let mut outcomes = work.batch(inner).await.into_outcomes();
+                outcomes.extend(out.into_iter().filter_map(|m| {
+                    let outcome = refused.get(&m.message_id)?.clone();
+                    Some((m.message_id, outcome))
+                }));
+                BatchReport::from_outcomes(outcomes)
+            };
+            crate::bound::report_within(cutoff, &ids, whole).await
+        } else {
+            let each = move |m: Message| async move {
+                use tracing::Instrument as _;
+                let id = m.message_id.clone();
+                let span = tracing::info_span!("message", message_id = %id, outcome = tracing::field::Empty);
+                let process = async {
+                    match refused.get(&id) {
+                        Some(outcome) => outcome.clone(),
+                        None => work.message(m).await,
+                    }
+                };
+                let outcome = match D::CUT {
+                    Cut::EachRecord => {
+                        crate::bound::outcome_within(cutoff, &id, process)
+                            .instrument(span.clone())
+                            .await
+                    }
+                    Cut::WholeBatch => process.instrument(span.clone()).await,
+                };
+                span.record("outcome", outcome.label());
+                outcome
+            };
+            let all = run_batch(batch, self.max_concurrency, each);
+            match D::CUT {
+                Cut::EachRecord => all.await,
+                Cut::WholeBatch => crate::bound::report_within(cutoff, &ids, all).await,
+            }
+        };
+        let mut report = rebuilt(function, &ids, report);
+        if let Some(late) = late {
+            let Reconciliation::To(queue) = &self.accounting.reconciliation;
+            let route = crate::reconcile::route_to(queue.as_deref(), &late, &mut report);
+            if crate::bound::within(cutoff, route).await.is_none() {
+                tracing::warn!(
+                    function,
+                    "late events not all routed before the deadline: the rest are redelivered"
+                );
+            }
+        }
+        print_account(
+            &self.accounting.namespace,
+            function,
+            &context.request_id,
+            &report,
+        );
+        let done = Answered {
+            report: &report,
+            function,
+            parking,
+        };
+        door.answer(&event.payload, done).await
     }
 }
 

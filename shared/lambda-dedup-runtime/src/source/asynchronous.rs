@@ -14,12 +14,14 @@
 //! A transient failure that outlasts Lambda's retries lands in the destination too (S15 would
 //! retry it longer; Lambda's async retries are at most two): redrive it from there.
 
-use std::future::Future;
+use std::borrow::Cow;
+use std::marker::PhantomData;
 
+use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_dedup::Message;
-use lambda_dedup_engine::{BatchReport, Outcome, run_batch};
+use lambda_dedup_engine::BatchReport;
 
-use crate::sqs::{Accounting, Reconciliation, distinct, print_account, rebuilt};
+use crate::door::{Answered, Door, Record};
 
 /// An asynchronous invocation not acknowledged: Lambda retries it, then sends it to the
 /// function's on-failure destination. Names the records and their outcomes, never a value.
@@ -40,46 +42,56 @@ fn listed(failed: &[(String, &'static str)]) -> String {
         .join(", ")
 }
 
-/// The invocation's messages through `process` (bounded by `max_concurrency`) until `cutoff`,
-/// late events routed to reconciliation, the account printed; Ok only if every record is
-/// acknowledged.
-pub(crate) async fn run<F, Fut>(
-    accounting: &Accounting,
-    function: &str,
-    context: &lambda_runtime::Context,
-    messages: Vec<Message>,
-    cutoff: Option<std::time::SystemTime>,
-    max_concurrency: usize,
-    process: F,
-) -> Result<(), NotAcknowledged>
-where
-    F: Fn(Message) -> Fut,
-    Fut: Future<Output = Outcome>,
-{
-    let (batch, ids) = distinct(function, messages);
-    let kept = as_sqs(&batch);
-    let process = &process;
-    let work = run_batch(batch, max_concurrency, move |m| async move {
-        let id = m.message_id.clone();
-        crate::bound::outcome_within(cutoff, &id, process(m)).await
-    });
-    let mut report = rebuilt(function, &ids, work.await);
-    let Reconciliation::To(queue) = &accounting.reconciliation;
-    let routed = crate::bound::within(
-        cutoff,
-        crate::reconcile::route_to(queue.as_deref(), &kept, &mut report),
-    )
-    .await;
-    if routed.is_none() {
-        tracing::warn!(function, "late events not all routed before the deadline");
+/// An event Lambda invokes the function with asynchronously (a direct SNS subscription, an
+/// EventBridge target, S3's notifications): what its door ([`Invoked`]) reads.
+pub(crate) trait AsyncEvent: Send + Sync + 'static {
+    /// The order its door keeps.
+    type Ordering: crate::door::Ordering;
+    /// [`Door::NAME`].
+    const NAME: &'static str;
+    /// [`Door::ENVELOPE_ID`].
+    const ENVELOPE_ID: bool = true;
+    /// [`Door::CLOUDEVENTS_DATA`].
+    const CLOUDEVENTS_DATA: bool = false;
+    /// [`Door::IDENTITY`].
+    const IDENTITY: Option<&'static str> = None;
+
+    /// The event's records, in order ([`Door::messages`]).
+    fn records(&self, context: &lambda_runtime::Context) -> Vec<Record>;
+}
+
+/// The door of an asynchronous invocation of event `E`: its records each cut at the deadline,
+/// late events routed to reconciliation as SQS records of its messages, and the answer all or
+/// nothing: Ok when every record is acknowledged, else [`NotAcknowledged`], for Lambda's async
+/// retries and the on-failure destination.
+pub(crate) struct Invoked<E>(PhantomData<fn() -> E>);
+
+impl<E> Invoked<E> {
+    pub(crate) fn new() -> Self {
+        Self(PhantomData)
     }
-    print_account(
-        &accounting.namespace,
-        function,
-        &context.request_id,
-        &report,
-    );
-    answer(&report)
+}
+
+impl<E: AsyncEvent> Door for Invoked<E> {
+    type Event = E;
+    type Response = ();
+    type Ordering = E::Ordering;
+    const NAME: &'static str = E::NAME;
+    const ENVELOPE_ID: bool = E::ENVELOPE_ID;
+    const CLOUDEVENTS_DATA: bool = E::CLOUDEVENTS_DATA;
+    const IDENTITY: Option<&'static str> = E::IDENTITY;
+
+    fn messages(&self, event: &E, context: &lambda_runtime::Context) -> Vec<Record> {
+        event.records(context)
+    }
+
+    fn reconciled<'a>(&self, _: &'a E, batch: &[Message]) -> Option<Cow<'a, SqsEvent>> {
+        Some(Cow::Owned(as_sqs(batch)))
+    }
+
+    async fn answer(&self, _: &E, done: Answered<'_>) -> Result<(), lambda_runtime::Error> {
+        Ok(answer(done.report)?)
+    }
 }
 
 /// Ok when every record of `report` is acknowledged, else which were not.
@@ -101,8 +113,8 @@ pub(crate) fn answer(report: &BatchReport) -> Result<(), NotAcknowledged> {
 
 /// The messages as the SQS records reconciliation sends on: the inner message's body and its
 /// string attributes, under the record's id.
-fn as_sqs(batch: &[Message]) -> aws_lambda_events::event::sqs::SqsEvent {
-    use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage, SqsMessageAttribute};
+fn as_sqs(batch: &[Message]) -> SqsEvent {
+    use aws_lambda_events::event::sqs::{SqsMessage, SqsMessageAttribute};
     let mut event = SqsEvent::default();
     event.records = batch
         .iter()

@@ -1,6 +1,6 @@
 //! DynamoDB Streams as a source (feature `dynamodb-streams`): stream records become
 //! [`Message`]s, each item's order is kept, the records that can never apply are parked
-//! ([`Parking`], S15), and the partial batch response names the first record neither done nor
+//! ([`Parking`](crate::parking::Parking), S15), and the partial batch response names the first record neither done nor
 //! parked by its sequence number — the same rules as [`crate::kinesis`]. A parked record is
 //! `{"function", "code", "streamArn", "record"}` with the record as Lambda delivered it, and the
 //! attributes `dedup-reason` and `dedup-sequence-number`.
@@ -24,11 +24,22 @@
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use lambda_dedup::Message;
-use lambda_dedup_engine::BatchReport;
 use serde_json::{Value, json};
 
-use crate::parking::{Letter, Parking};
-use crate::stream::StreamRecord;
+use crate::parking::Letter;
+use crate::stream::{Records, StreamRecord};
+
+/// A DynamoDB Streams event, read by the stream door ([`crate::stream::Stream`]): the payload
+/// is the whole change, whatever the identity.
+impl Records for Event {
+    type Record = EventRecord;
+    const NAME: &'static str = "DynamoDB Streams";
+    const CLOUDEVENTS_DATA: bool = false;
+
+    fn records(&self) -> &[EventRecord] {
+        &self.records
+    }
+}
 
 /// One stream record's change as the builder's work sees it ([`crate::Dedup::dynamodb_stream`]):
 /// the item's keys and images read into the user's type `T` (an image the record does not carry
@@ -149,22 +160,10 @@ fn attributes(record: &EventRecord, code: &str) -> Vec<(String, String)> {
     ]
 }
 
-impl Parking {
-    /// [`Parking::park`](crate::parking::Parking) for a DynamoDB Streams invocation: its
-    /// records that can never apply, before the checkpoint, parked whole.
-    pub async fn park_stream(
-        &self,
-        function: &str,
-        event: &Event,
-        report: &BatchReport,
-    ) -> crate::parking::Parked {
-        self.park_records(function, &event.records, report).await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parking::Parking;
     use crate::testing::on_memory;
     use crate::{Dedup, Env, Event as Typed, Refusal, SettingsError};
     use lambda_dedup::{Effect, Item, Value as V};

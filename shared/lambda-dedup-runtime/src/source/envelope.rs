@@ -64,21 +64,3 @@ pub(crate) fn opened(envelope: Option<Envelope>, m: Message) -> Result<Message, 
         None => Ok(m),
     }
 }
-
-/// A batch opened from `envelope`: the messages inside, and the outcomes of those refused.
-pub(crate) fn opened_all(
-    envelope: Option<Envelope>,
-    batch: Vec<Message>,
-) -> (Vec<Message>, Vec<(String, Outcome)>) {
-    let mut refused = Vec::new();
-    let inner = batch
-        .into_iter()
-        .filter_map(|m| {
-            let id = m.message_id.clone();
-            opened(envelope, m)
-                .map_err(|outcome| refused.push((id, outcome)))
-                .ok()
-        })
-        .collect();
-    (inner, refused)
-}

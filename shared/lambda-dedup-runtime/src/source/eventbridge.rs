@@ -10,6 +10,20 @@
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_dedup::{AttributeValue, ENVELOPE_ID_ATTRIBUTE, Message, Rejection};
 
+use crate::asynchronous::AsyncEvent;
+use crate::door::{InOrder, Record};
+
+/// An EventBridge target's event, read by its door ([`crate::asynchronous::Invoked`]): the
+/// event's `detail` under its `id` ([`message`]).
+impl AsyncEvent for EventBridgeEvent {
+    type Ordering = InOrder;
+    const NAME: &'static str = "EventBridge";
+
+    fn records(&self, context: &lambda_runtime::Context) -> Vec<Record> {
+        vec![Ok(message(self, &context.request_id))]
+    }
+}
+
 /// The library message of a direct EventBridge invocation, reported by the event's `id` (the
 /// request id where it has none).
 pub fn message(event: &EventBridgeEvent, request_id: &str) -> Message {

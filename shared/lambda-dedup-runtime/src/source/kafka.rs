@@ -42,18 +42,16 @@
 mod response;
 
 use std::collections::{BTreeMap, HashSet};
-use std::future::Future;
+use std::sync::Arc;
 
 use aws_lambda_events::event::kafka::{KafkaEvent, KafkaRecord};
 use lambda_dedup::{AttributeValue, Message};
-use lambda_dedup_engine::{BatchReport, Outcome};
+use lambda_dedup_engine::BatchReport;
 
+use crate::door::{self, Answered, Cut, Door, InOrder};
 use crate::parking::Letter;
-pub(crate) use crate::stream::Invocation;
-use crate::stream::StreamRecord;
-pub use crate::stream::not_base64;
+use crate::stream::{Parcel, StreamRecord, base64_record};
 
-pub use crate::parking::PARKING_QUEUE_VARIABLE;
 pub use response::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifier};
 
 /// The message attribute carrying a record's position, `"<cluster>|<topic>|<partition>|<offset>"`:
@@ -122,7 +120,7 @@ impl Record {
     }
 
     /// Whether the value is base64 (or absent).
-    pub fn decodes(&self) -> bool {
+    pub(crate) fn decodes(&self) -> bool {
         self.value.is_some()
     }
 
@@ -141,6 +139,22 @@ impl Record {
         match &self.value {
             Some(v) => v.clone(),
             None => self.record.value.clone().unwrap_or_default().into_bytes(),
+        }
+    }
+
+    /// What parking sends of the record: `{"function", "code", "cluster", "partition",
+    /// "record"}`, the record as delivered, its value by reference when too large.
+    fn parcel<'a>(&'a self, function: &'a str, code: &'a str) -> Parcel<'a> {
+        Parcel {
+            function,
+            code,
+            from: [("cluster", &self.cluster), ("partition", &self.partition)],
+            delivered: (
+                "record",
+                serde_json::to_value(&self.record).unwrap_or_default(),
+            ),
+            data: ("value", self.value_bytes()),
+            attributes: self.attributes(code),
         }
     }
 
@@ -186,55 +200,17 @@ impl StreamRecord for Record {
         Message {
             message_id: self.id(),
             body: self.value.clone().unwrap_or_default(),
-            attributes: super::unvouched(attributes),
+            attributes,
             group_id: Some(self.partition.clone()),
         }
     }
 
     fn parked(&self, function: &str, code: &str) -> Letter {
-        let body = serde_json::json!({
-            "function": function,
-            "code": code,
-            "cluster": self.cluster,
-            "partition": self.partition,
-            "record": self.record,
-        });
-        Letter {
-            body: body.to_string(),
-            attributes: self.attributes(code),
-        }
+        self.parcel(function, code).whole()
     }
 
     fn parked_by_reference(&self, function: &str, code: &str, room: usize) -> Letter {
-        let data = self.value_bytes();
-        let mut delivered = serde_json::to_value(&self.record).unwrap_or_default();
-        if let Some(r) = delivered.as_object_mut() {
-            r.remove("value");
-        }
-        let body = |head: &[u8]| {
-            use base64::Engine as _;
-            serde_json::json!({
-                "function": function,
-                "code": code,
-                "cluster": self.cluster,
-                "partition": self.partition,
-                "parkedBy": "reference",
-                "record": delivered,
-                "value": {
-                    "bytes": data.len(),
-                    "sha256": crate::parking::sha256_hex(&data),
-                    "head": base64::engine::general_purpose::STANDARD.encode(head),
-                    "headBytes": head.len(),
-                },
-            })
-            .to_string()
-        };
-        let bare = body(&[]).len();
-        let head = crate::parking::head_room(room.saturating_sub(bare)).min(data.len());
-        Letter {
-            body: body(&data[..head]),
-            attributes: self.attributes(code),
-        }
+        self.parcel(function, code).by_reference(room)
     }
 
     fn respond(checkpoint: Option<String>) -> KafkaEventResponse {
@@ -252,56 +228,82 @@ fn split_id(id: &str) -> Option<(&str, i64)> {
     Some((partition, offset.parse().ok()?))
 }
 
-/// Runs one Kafka invocation: its records through `process` in order per partition (a record
-/// whose value is not base64 rejected without it), the account printed, each partition's
-/// records before its resume point that can never apply parked, and the response naming each
-/// partition's resume point.
-pub(crate) async fn run<F, Fut>(
-    at: Invocation<'_>,
-    event: &KafkaEvent,
-    cluster_id: Option<&str>,
-    process: F,
-) -> KafkaEventResponse
-where
-    F: Fn(Message) -> Fut,
-    Fut: Future<Output = Outcome>,
-{
-    let records = records(event, cluster_id);
-    let undecodable: HashSet<String> = records
-        .iter()
-        .filter(|r| !r.decodes())
-        .map(Record::id)
-        .collect();
-    let report = crate::stream::accounted_records(&at, &records, &undecodable, process).await;
-    respond(&at, &records, &report).await
+/// The Kafka door: each record under `"<topic>-<partition>@<offset>"`, keyed by default by its
+/// position ([`POSITION_ATTRIBUTE`]) in the cluster it is named by; a value that is not base64
+/// refused; each partition's first record neither done nor parked named in the response.
+#[derive(Debug, Clone)]
+pub(crate) struct Kafka {
+    /// The cluster id the function is given ([`CLUSTER_ID_VARIABLE`]).
+    cluster_id: Option<Arc<str>>,
 }
 
-/// Parks, partition by partition, the records before each resume point that can never apply,
-/// and names each resume point.
-async fn respond(
-    at: &Invocation<'_>,
-    records: &[Record],
-    report: &BatchReport,
-) -> KafkaEventResponse {
-    let mut response = KafkaEventResponse::default();
-    let mut partitions: Vec<&str> = records.iter().map(|r| r.partition.as_str()).collect();
-    partitions.dedup();
-    for partition in partitions {
-        let own: Vec<Record> = records
-            .iter()
-            .filter(|r| r.partition == partition)
-            .cloned()
-            .collect();
-        let ids: HashSet<String> = own.iter().map(Record::id).collect();
-        let outcomes = report.outcomes().iter().filter(|(id, _)| ids.contains(id));
-        let sub = BatchReport::from_outcomes(outcomes.cloned().collect());
-        let parked = at.parking.park_records(at.function, &own, &sub).await;
-        let named = Record::respond(parked.checkpoint);
-        response
-            .batch_item_failures
-            .extend(named.batch_item_failures);
+impl Kafka {
+    /// The door for `dedup`: keyed by position (its default identity), a self-managed cluster
+    /// is named by the id it is given, never by its bootstrap string (issue 42), so there is no
+    /// start without it.
+    pub(crate) fn on<S>(dedup: &crate::Dedup<S>) -> Result<Self, crate::BuildError> {
+        let by_position = dedup.keyed_by_attribute(POSITION_ATTRIBUTE, true);
+        let cluster_id = match by_position {
+            true => Some(dedup.setting(CLUSTER_ID_VARIABLE)?.trim().into()),
+            false => dedup
+                .env()
+                .get(CLUSTER_ID_VARIABLE)
+                .map(|v| v.trim().into()),
+        };
+        Ok(Self { cluster_id })
     }
-    response
+}
+
+impl Door for Kafka {
+    type Event = KafkaEvent;
+    type Response = KafkaEventResponse;
+    type Ordering = InOrder;
+    const NAME: &'static str = "Kafka";
+    const ENVELOPE_ID: bool = false;
+    const PARKS: bool = true;
+    const CUT: Cut = Cut::WholeBatch;
+
+    const IDENTITY: Option<&'static str> = Some(POSITION_ATTRIBUTE);
+
+    fn messages(&self, event: &KafkaEvent, _: &lambda_runtime::Context) -> Vec<door::Record> {
+        let records = records(event, self.cluster_id.as_deref());
+        records
+            .iter()
+            .map(|r| base64_record(r, r.decodes()))
+            .collect()
+    }
+
+    /// Each partition's records parked as a stream's are, its checkpoint named.
+    async fn answer(
+        &self,
+        event: &KafkaEvent,
+        done: Answered<'_>,
+    ) -> Result<KafkaEventResponse, lambda_runtime::Error> {
+        let records = records(event, self.cluster_id.as_deref());
+        let mut response = KafkaEventResponse::default();
+        let mut partitions: Vec<&str> = records.iter().map(|r| r.partition.as_str()).collect();
+        partitions.dedup();
+        for partition in partitions {
+            let own: Vec<Record> = records
+                .iter()
+                .filter(|r| r.partition == partition)
+                .cloned()
+                .collect();
+            let ids: HashSet<String> = own.iter().map(Record::id).collect();
+            let outcomes = done.report.outcomes().iter();
+            let outcomes = outcomes.filter(|(id, _)| ids.contains(id));
+            let sub = BatchReport::from_outcomes(outcomes.cloned().collect());
+            let answered = Answered {
+                report: &sub,
+                ..done
+            };
+            let named = crate::stream::checkpoint(&answered, &own).await?;
+            response
+                .batch_item_failures
+                .extend(named.batch_item_failures);
+        }
+        Ok(response)
+    }
 }
 
 #[cfg(test)]

@@ -40,11 +40,21 @@ use aws_lambda_events::event::kinesis::{KinesisEvent, KinesisEventRecord};
 use aws_lambda_events::event::streams::KinesisEventResponse;
 
 use lambda_dedup::Message;
-use lambda_dedup_engine::BatchReport;
 
 use crate::parking::Letter;
 pub use crate::parking::{PARKING_QUEUE_VARIABLE, Parked, Parking};
-use crate::stream::StreamRecord;
+use crate::stream::{Records, StreamRecord};
+
+/// A Kinesis event, read by the stream door ([`crate::stream::Stream`]).
+impl Records for KinesisEvent {
+    type Record = KinesisEventRecord;
+    const NAME: &'static str = "Kinesis";
+    const CLOUDEVENTS_DATA: bool = true;
+
+    fn records(&self) -> &[KinesisEventRecord] {
+        &self.records
+    }
+}
 
 impl StreamRecord for KinesisEventRecord {
     type Response = KinesisEventResponse;
@@ -75,16 +85,6 @@ impl StreamRecord for KinesisEventRecord {
         let failures = &mut resp.batch_item_failures;
         crate::stream::name_checkpoint(failures, checkpoint, |f| &mut f.item_identifier);
         resp
-    }
-}
-
-impl Parking {
-    /// Goes through the invocation's records in order: acknowledged ones are passed, those that
-    /// can never apply are parked (and passed once SQS has them), and the first record that is
-    /// neither — a retry, or a record whose parking failed — is the checkpoint; nothing after
-    /// it is parked (it all comes again). Counts and logs what it parked, never the data.
-    pub async fn park(&self, function: &str, event: &KinesisEvent, report: &BatchReport) -> Parked {
-        self.park_records(function, &event.records, report).await
     }
 }
 
@@ -176,7 +176,7 @@ mod tests {
     use crate::config::{Env, SettingsError};
     use base64::Engine as _;
     use lambda_dedup::{Effect, Item, KeySpec, Retention, Scope, Value};
-    use lambda_dedup_engine::{Deduplicator, HandlerError, Plan, run_batch};
+    use lambda_dedup_engine::{Deduplicator, HandlerError, Plan};
     use lambda_dedup_memory::MemoryStore;
     use lambda_runtime::LambdaEvent;
     use serde_json::json;
@@ -235,19 +235,10 @@ mod tests {
         P: Fn(&lambda_dedup::Derived) -> Result<Plan, HandlerError> + Sync,
     {
         let e = event(records);
-        let work = |batch| {
-            run_batch(
-                batch,
-                10,
-                |m| async move { dedup.transactional(&m, plan).await },
-            )
-        };
-        let (namespace, margin) = (
-            crate::emf::NAMESPACE,
-            crate::config::DeadlineMargin::DEFAULT.get(),
-        );
-        let records = &e.payload.records;
-        crate::stream::run(namespace, "k", margin, &e.context, records, parking, work)
+        let work = |m: Message| async move { dedup.transactional(&m, plan).await };
+        let door = crate::stream::Stream::<KinesisEvent>::new();
+        (crate::service::Runner::for_tests("k", 10))
+            .invoke(&door, Some(parking), &e, &work)
             .await
             .expect("handled")
     }

@@ -29,7 +29,7 @@
 //!   one batch may carry the same one, and each is still applied or parked on its own.
 //! - **Transient** (S13): if any message may yet apply (`retry`: the store out, a dependency
 //!   down, an event in progress elsewhere), or a parking fails, the invocation fails
-//!   ([`MqError`]) and the broker redelivers the **whole batch**; the messages already applied
+//!   (`MqError`) and the broker redelivers the **whole batch**; the messages already applied
 //!   are then duplicates, caught by their marks (S8), and nothing is parked before the batch is
 //!   whole, so a parked message is parked once per batch that reaches it.
 //! - Messages of a batch run in parallel (bounded): the trigger's redelivery of a whole batch
@@ -38,17 +38,14 @@
 mod activemq;
 mod rabbitmq;
 
-use std::collections::{BTreeMap, HashSet};
-use std::future::Future;
+use std::collections::BTreeMap;
 
 use lambda_dedup::{AttributeValue, Message};
-use lambda_dedup_engine::Outcome;
 
+use crate::door::{self, Answered, Cut, Door, InOrder};
 use crate::parking::Letter;
-use crate::stream::{Invocation, StreamRecord};
+use crate::stream::{Parcel, StreamRecord, base64_record};
 
-pub use crate::parking::PARKING_QUEUE_VARIABLE;
-pub use crate::stream::not_base64;
 pub use activemq::messages as activemq_messages;
 pub use rabbitmq::messages as rabbitmq_messages;
 
@@ -58,7 +55,7 @@ pub const MESSAGE_ID_ATTRIBUTE: &str = "dedup-mq-message-id";
 
 /// Why an Amazon MQ invocation fails, so that the broker redelivers the whole batch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum MqError {
+pub(crate) enum MqError {
     /// Messages may yet apply (`retry`): the batch comes again; what applied is a duplicate then.
     #[error("{retries} message(s) may yet apply: the whole batch is redelivered")]
     Redeliver {
@@ -100,8 +97,25 @@ pub struct MqMessage {
 
 impl MqMessage {
     /// Whether the data is base64 (or absent).
-    pub fn decodes(&self) -> bool {
+    pub(crate) fn decodes(&self) -> bool {
         self.data.is_some()
+    }
+
+    /// What parking sends of the message: `{"function", "code", "broker", "queue",
+    /// "message"}`, the message as delivered, its data by reference when too large.
+    fn parcel<'a>(&'a self, function: &'a str, code: &'a str) -> Parcel<'a> {
+        let data = match &self.data {
+            Some(d) => d.clone(),
+            None => self.raw.clone().unwrap_or_default().into_bytes(),
+        };
+        Parcel {
+            function,
+            code,
+            from: [("broker", &self.broker), ("queue", &self.queue)],
+            delivered: ("message", self.delivered.clone()),
+            data: ("data", data),
+            attributes: self.letter_attributes(code),
+        }
     }
 
     fn letter_attributes(&self, code: &str) -> Vec<(String, String)> {
@@ -147,98 +161,62 @@ impl StreamRecord for MqMessage {
         Message {
             message_id: self.id(),
             body: self.data.clone().unwrap_or_default(),
-            attributes: super::unvouched(attributes),
+            attributes,
             group_id: None,
         }
     }
 
     fn parked(&self, function: &str, code: &str) -> Letter {
-        let body = serde_json::json!({
-            "function": function,
-            "code": code,
-            "broker": self.broker,
-            "queue": self.queue,
-            "message": self.delivered,
-        });
-        Letter {
-            body: body.to_string(),
-            attributes: self.letter_attributes(code),
-        }
+        self.parcel(function, code).whole()
     }
 
     fn parked_by_reference(&self, function: &str, code: &str, room: usize) -> Letter {
-        let data = match &self.data {
-            Some(d) => d.clone(),
-            None => self.raw.clone().unwrap_or_default().into_bytes(),
-        };
-        let mut delivered = self.delivered.clone();
-        if let Some(m) = delivered.as_object_mut() {
-            m.remove("data");
-        }
-        let body = |head: &[u8]| {
-            use base64::Engine as _;
-            serde_json::json!({
-                "function": function,
-                "code": code,
-                "broker": self.broker,
-                "queue": self.queue,
-                "parkedBy": "reference",
-                "message": delivered,
-                "data": {
-                    "bytes": data.len(),
-                    "sha256": crate::parking::sha256_hex(&data),
-                    "head": base64::engine::general_purpose::STANDARD.encode(head),
-                    "headBytes": head.len(),
-                },
-            })
-            .to_string()
-        };
-        let bare = body(&[]).len();
-        let head = crate::parking::head_room(room.saturating_sub(bare)).min(data.len());
-        Letter {
-            body: body(&data[..head]),
-            attributes: self.letter_attributes(code),
-        }
+        self.parcel(function, code).by_reference(room)
     }
 
     fn respond(_: Option<String>) {}
 }
 
-/// Runs one Amazon MQ invocation: its messages through `process` (in parallel, bounded; data
-/// that is not base64 rejected without it), the account printed; then, unless a message may yet
-/// apply ([`MqError::Redeliver`]), those that can never apply parked, and the batch
-/// acknowledged unless a parking failed ([`MqError::ParkingFailed`]).
-pub(crate) async fn run<F, Fut>(
-    at: Invocation<'_>,
-    messages: &[MqMessage],
-    process: F,
-) -> Result<(), MqError>
-where
-    F: Fn(Message) -> Fut,
-    Fut: Future<Output = Outcome>,
-{
-    let undecodable: HashSet<String> = messages
-        .iter()
-        .filter(|m| !m.decodes())
-        .map(StreamRecord::id)
-        .collect();
-    let report = crate::stream::accounted_records(&at, messages, &undecodable, process).await;
-    let retries = report.account.retry;
-    if retries > 0 {
-        tracing::warn!(
-            function = at.function,
-            retries,
-            "messages may yet apply: failing the invocation, the broker redelivers the batch"
-        );
-        return Err(MqError::Redeliver { retries });
+/// An Amazon MQ door (ActiveMQ, RabbitMQ): the broker's messages as its event's reader `0`
+/// reads them, each under its position (`#<n>`); no partial batch response, so the batch is
+/// acknowledged whole once what can never apply is parked, and redelivered whole while any
+/// message may yet apply or a parking fails ([`MqError`]).
+pub(crate) struct Mq<E>(pub(crate) fn(&E) -> Vec<MqMessage>);
+
+impl<E: Send + Sync + 'static> Door for Mq<E> {
+    type Event = E;
+    type Response = ();
+    type Ordering = InOrder;
+    const NAME: &'static str = "Amazon MQ";
+    const ENVELOPE_ID: bool = false;
+    const PARKS: bool = true;
+    const CUT: Cut = Cut::WholeBatch;
+
+    fn messages(&self, event: &E, _: &lambda_runtime::Context) -> Vec<door::Record> {
+        (self.0)(event)
+            .iter()
+            .map(|m| base64_record(m, m.decodes()))
+            .collect()
     }
-    let parked = at
-        .parking
-        .park_records(at.function, messages, &report)
-        .await;
-    match parked.failed {
-        0 => Ok(()),
-        failed => Err(MqError::ParkingFailed { failed }),
+
+    async fn answer(&self, event: &E, done: Answered<'_>) -> Result<(), lambda_runtime::Error> {
+        let retries = done.report.account.retry;
+        if retries > 0 {
+            tracing::warn!(
+                function = done.function,
+                retries,
+                "messages may yet apply: failing the invocation, the broker redelivers the batch"
+            );
+            return Err(MqError::Redeliver { retries }.into());
+        }
+        let messages = (self.0)(event);
+        let parked = (done.parking()?)
+            .park_records(done.function, &messages, done.report)
+            .await;
+        match parked.failed {
+            0 => Ok(()),
+            failed => Err(MqError::ParkingFailed { failed }.into()),
+        }
     }
 }
 

@@ -11,10 +11,10 @@
 //!   the same object everywhere. The body the work reads is the record as delivered, with
 //!   `s3.object.urlDecodedKey` set to that decoded key (a value the sender put there is
 //!   replaced: S3 sends none). The object (a digest of bucket and decoded key) and the
-//!   sequencer, padded as [`Sequencer`] orders them, are the attributes [`OBJECT_ATTRIBUTE`] and
-//!   [`SEQUENCER_ATTRIBUTE`] that the latest-wins flow reads.
+//!   sequencer, padded as [`Sequencer`] orders them, are the attributes `OBJECT_ATTRIBUTE` and
+//!   `SEQUENCER_ATTRIBUTE` that the latest-wins flow reads.
 //! - **Refused** (`envelope_malformed`, naming the field, never its value): no bucket name, no
-//!   key, a key that does not decode to UTF-8 or is over [`MAX_KEY_BYTES`] once decoded (S3's
+//!   key, a key that does not decode to UTF-8 or is over `MAX_KEY_BYTES` once decoded (S3's
 //!   own limit), no sequencer, or one that is not hex or over
 //!   [`lambda_dedup::latest::MAX_SEQUENCER_DIGITS`] digits (wider than any S3 sends: a forged
 //!   one would sort above every real one and hold the object until its high-water expires).
@@ -23,18 +23,49 @@
 //!   is refused so; real notifications carry hex.
 
 use aws_lambda_events::event::s3::{S3Event, S3EventRecord};
-use lambda_dedup::{AttributeValue, Message, Rejection, Sequencer};
+use lambda_dedup::{AttributeValue, Message, Reason, Rejection, Sequencer};
+
+use crate::asynchronous::AsyncEvent;
+use crate::door::{self, AnyOrder, Refused};
 use sha2::{Digest, Sha256};
 
 /// The attribute carrying a record's identity: a digest of bucket, decoded key, version id and
 /// sequencer. The door's default identity.
 pub const IDENTITY_ATTRIBUTE: &str = "dedup-s3-event";
 /// The attribute naming the record's object: a digest of bucket and decoded key.
-pub const OBJECT_ATTRIBUTE: &str = "dedup-latest-object";
+pub(crate) const OBJECT_ATTRIBUTE: &str = "dedup-latest-object";
 /// The attribute carrying the record's sequencer, padded ([`Sequencer::as_str`]).
-pub const SEQUENCER_ATTRIBUTE: &str = "dedup-latest-sequencer";
+pub(crate) const SEQUENCER_ATTRIBUTE: &str = "dedup-latest-sequencer";
 /// The longest object key S3 allows, in bytes of UTF-8.
-pub const MAX_KEY_BYTES: usize = 1024;
+pub(crate) const MAX_KEY_BYTES: usize = 1024;
+
+/// S3's notifications invoking the function directly, read by their door
+/// ([`crate::asynchronous::Invoked`]): each record under `"<index>:<x-amz-request-id>"`
+/// ([`records`]), keyed by default by [`IDENTITY_ATTRIBUTE`], one that cannot be read refused
+/// (`envelope_malformed`).
+impl AsyncEvent for S3Event {
+    /// Its flow is latest-wins, which orders by the sequencer whatever the delivery's order.
+    type Ordering = AnyOrder;
+    const NAME: &'static str = "S3";
+    const ENVELOPE_ID: bool = false;
+    const CLOUDEVENTS_DATA: bool = true;
+    const IDENTITY: Option<&'static str> = Some(IDENTITY_ATTRIBUTE);
+
+    fn records(&self, _: &lambda_runtime::Context) -> Vec<door::Record> {
+        let read = |r: Record| {
+            r.message.map_err(|rejection| {
+                tracing::warn!(record = %r.id, code = rejection.code(), reason = %rejection,
+                    "rejected: the S3 record cannot be read");
+                let m = Message {
+                    message_id: r.id,
+                    ..Message::default()
+                };
+                Refused::rejected(&m, Reason::from(&rejection), rejection.to_string())
+            })
+        };
+        records(self).into_iter().map(read).collect()
+    }
+}
 
 /// One record of an S3 invocation: the id it is reported by, and its message or why not.
 #[derive(Debug, Clone)]
@@ -113,7 +144,7 @@ pub fn message(id: String, record: &S3EventRecord) -> Result<Message, Rejection>
 /// The one record of the S3 notification `body` is (S3 → SQS), as a message reported as
 /// `message_id`; S3's test event, a body of another shape or of other than one record is
 /// [`Rejection::Envelope`] (naming what is wrong, never a value).
-pub fn in_queue(message_id: String, body: &[u8]) -> Result<Message, Rejection> {
+pub(crate) fn in_queue(message_id: String, body: &[u8]) -> Result<Message, Rejection> {
     let event: S3Event = serde_json::from_slice(body).map_err(|e| {
         malformed(format!(
             "not an S3 notification: {}",
@@ -135,7 +166,7 @@ fn non_empty(s: Option<&str>) -> Option<&str> {
 
 /// The object key as S3 named it: `+` is a space and `%XX` a byte, as S3 encodes keys in
 /// notifications; the bytes must be UTF-8 and at most [`MAX_KEY_BYTES`].
-pub fn decoded_key(raw: &str) -> Result<String, Rejection> {
+pub(crate) fn decoded_key(raw: &str) -> Result<String, Rejection> {
     let spaced = raw.replace('+', " ");
     let bytes: Vec<u8> = percent_encoding::percent_decode_str(&spaced).collect();
     let key = String::from_utf8(bytes)

@@ -10,6 +10,20 @@
 use aws_lambda_events::event::sns::{MessageAttribute, SnsEvent, SnsMessage};
 use lambda_dedup::{AttributeValue, ENVELOPE_ID_ATTRIBUTE, Message, Rejection};
 
+use crate::asynchronous::AsyncEvent;
+use crate::door::{InOrder, Record};
+
+/// A direct SNS subscription's event, read by its door ([`crate::asynchronous::Invoked`]): each
+/// record's `Message` under its SNS `MessageId` ([`messages`]), the pointers relative to it.
+impl AsyncEvent for SnsEvent {
+    type Ordering = InOrder;
+    const NAME: &'static str = "SNS";
+
+    fn records(&self, _: &lambda_runtime::Context) -> Vec<Record> {
+        messages(self).into_iter().map(Ok).collect()
+    }
+}
+
 /// What the notification's type must be: confirmations and the like are not messages.
 const NOTIFICATION: &str = "Notification";
 

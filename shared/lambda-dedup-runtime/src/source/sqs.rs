@@ -1,11 +1,12 @@
 //! One SQS invocation: event in, partial batch response out (S12, S14).
 
-use std::future::Future;
+use std::borrow::Cow;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use lambda_dedup::{AttributeValue, Message};
-use lambda_dedup_engine::{BatchReport, Outcome, RetryCause, run_batch};
-use lambda_runtime::LambdaEvent;
+use lambda_dedup_engine::BatchReport;
+
+use crate::door::{Answered, AnyOrder, Door, Record, Refused};
 
 /// The SQS messages of `event` as library messages (body, attributes, FIFO group).
 pub fn messages(event: &SqsEvent) -> Vec<Message> {
@@ -42,240 +43,58 @@ pub fn response(report: &BatchReport) -> SqsBatchResponse {
     resp
 }
 
-/// One SQS invocation message by message: each message through `process` (bounded by
-/// `max_concurrency`, FIFO order kept) until `cutoff`, in a span of its own that ends with its
-/// outcome, then answered by [`answer_to`]. A message not done by the cutoff ([`crate::bound`])
-/// is abandoned and reported for redelivery, so the answer comes before Lambda's deadline even
-/// while a call hangs.
-pub(crate) async fn per_message<F, Fut>(
-    accounting: &Accounting,
-    function: &str,
-    event: LambdaEvent<SqsEvent>,
-    cutoff: Option<std::time::SystemTime>,
-    max_concurrency: usize,
-    process: F,
-) -> Result<SqsBatchResponse, lambda_runtime::Error>
-where
-    F: Fn(Message) -> Fut,
-    Fut: Future<Output = Outcome>,
-{
-    let process = &process;
-    answer_to(accounting, function, event, cutoff, |batch| {
-        run_batch(batch, max_concurrency, move |m| async move {
-            use tracing::Instrument as _;
-            let id = m.message_id.clone();
-            let span = tracing::info_span!(
-                "message",
-                message_id = %id,
-                outcome = tracing::field::Empty
-            );
-            let outcome = crate::bound::outcome_within(cutoff, &id, process(m))
-                .instrument(span.clone())
-                .await;
-            span.record("outcome", outcome.label());
-            outcome
-        })
-    })
-    .await
+/// The SQS door: each message under its `messageId`, opened first when the builder was given
+/// an [`Envelope`](crate::Envelope); answered with the partial batch response listing exactly
+/// the report's failures. Its queue's policy names who may send, so a verified sender on a
+/// message counts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sqs {
+    pub(crate) envelope: Option<crate::Envelope>,
 }
 
-/// Where an invocation's account goes and where its events for reconciliation go: what
-/// [`answer_to`] needs beyond the batch.
-#[derive(Debug, Clone)]
-pub(crate) struct Accounting {
-    /// The EMF namespace.
-    pub namespace: String,
-    /// Where events for reconciliation go.
-    pub reconciliation: Reconciliation,
-}
+impl Door for Sqs {
+    type Event = SqsEvent;
+    type Response = SqsBatchResponse;
+    type Ordering = AnyOrder;
+    const NAME: &'static str = "SQS";
+    const SENDER_VOUCHED: bool = true;
 
-/// Where an invocation's events for reconciliation go.
-#[derive(Debug, Clone)]
-pub(crate) enum Reconciliation {
-    /// This queue (the builder's, from its own environment); none: they stay failed, for the DLQ.
-    To(Option<std::sync::Arc<crate::queue::Queue>>),
-}
-
-/// The invocation's report from `process`, events for reconciliation routed (until `cutoff`),
-/// accounted in `accounting`'s namespace and answered.
-pub(crate) async fn answer_to<F, Fut>(
-    accounting: &Accounting,
-    function: &str,
-    event: LambdaEvent<SqsEvent>,
-    cutoff: Option<std::time::SystemTime>,
-    process: F,
-) -> Result<SqsBatchResponse, lambda_runtime::Error>
-where
-    F: FnOnce(Vec<Message>) -> Fut,
-    Fut: Future<Output = BatchReport>,
-{
-    let (batch, ids) = distinct(function, messages(&event.payload));
-    let mut report = rebuilt(function, &ids, process(batch).await);
-    let route = async {
-        let Reconciliation::To(queue) = &accounting.reconciliation;
-        crate::reconcile::route_to(queue.as_deref(), &event.payload, &mut report).await
-    };
-    let routed = crate::bound::within(cutoff, route).await;
-    if routed.is_none() {
-        tracing::warn!(
-            function,
-            "late events not all routed before the deadline: the rest are redelivered"
-        );
+    fn messages(&self, event: &SqsEvent, _: &lambda_runtime::Context) -> Vec<Record> {
+        let open = |m: Message| {
+            let (id, group) = (m.message_id.clone(), m.group_id.clone());
+            crate::source::envelope::opened(self.envelope, m).map_err(|outcome| Refused {
+                id,
+                group,
+                outcome: Box::new(outcome),
+            })
+        };
+        messages(event).into_iter().map(open).collect()
     }
-    print_account(
-        &accounting.namespace,
-        function,
-        &event.context.request_id,
-        &report,
-    );
-    Ok(response(&report))
-}
 
-/// [`by_record`], with its internal errors logged and counted (`InternalErrors`): the report of
-/// exactly the invocation's records (`ids`, in their order). Every source's runner uses it.
-pub(crate) fn rebuilt(function: &str, ids: &[String], report: BatchReport) -> BatchReport {
-    let (report, internal_errors) = by_record(ids, report);
-    if internal_errors > 0 {
-        tracing::error!(
-            function,
-            internal_errors,
-            "records without exactly one outcome: reported failed (fail closed)"
-        );
-        crate::emf::emit(crate::emf::line(
-            function,
-            &[("InternalErrors", "Count", internal_errors)],
-        ));
+    /// A FIFO batch in an envelope goes message by message, so that a message whose envelope is
+    /// refused stops its group as any refusal does (S12).
+    fn whole(&self, event: &SqsEvent) -> bool {
+        let fifo = (event.records.iter()).any(|r| r.attributes.contains_key("MessageGroupId"));
+        !(fifo && self.envelope.is_some())
     }
-    report
-}
 
-/// Prints the invocation's account as one EMF line in `namespace` and logs it (S14).
-pub(crate) fn print_account(
-    namespace: &str,
-    function: &str,
-    request_id: &str,
-    report: &BatchReport,
-) {
-    crate::testing::observe(report);
-    let a = &report.account;
-    // EMF must be a bare JSON line on stdout for CloudWatch to extract it, hence not `tracing`.
-    crate::emf::emit(a.emf_line(namespace, function));
-    tracing::info!(
-        function,
-        request_id,
-        received = a.received,
-        applied = a.applied,
-        duplicate = a.duplicate,
-        retry = a.retry,
-        conflict = a.conflict,
-        rejected = a.rejected,
-        closes = a.closes(),
-        "batch done"
-    );
-}
-
-/// A stream batch's messages through `process` until the invocation's cutoff
-/// ([`crate::bound`]), accounted for by record ([`rebuilt`]) and printed as one EMF line
-/// ([`print_account`]): what every stream runner does before it answers.
-#[cfg(any(
-    feature = "kinesis",
-    feature = "dynamodb-streams",
-    feature = "kafka",
-    feature = "mq",
-    test
-))]
-pub(crate) async fn accounted<F, Fut>(
-    namespace: &str,
-    function: &str,
-    margin: std::time::Duration,
-    context: &lambda_runtime::Context,
-    batch: Vec<Message>,
-    process: F,
-) -> BatchReport
-where
-    F: FnOnce(Vec<Message>) -> Fut,
-    Fut: Future<Output = BatchReport>,
-{
-    let (batch, ids) = distinct(function, batch);
-    // Not done by the cutoff: every record reported, so the checkpoint is the first one.
-    let work =
-        crate::bound::report_within(crate::bound::cutoff(context, margin), &ids, process(batch));
-    let report = rebuilt(function, &ids, work.await);
-    print_account(namespace, function, &context.request_id, &report);
-    report
-}
-
-/// The batch with each message once, and its record ids in their order, each once (S12, S14).
-///
-/// SQS standard queues deliver at least once, and Lambda's poller gathers several receives into
-/// one batch, so two receipts of one message (the same `messageId`) can meet in a batch. They
-/// are one message: processed once, and its one outcome answers for every copy, in the partial
-/// batch response (which names records by id) and in the account (which counts records by id).
-/// The extra receipts are logged and counted (`RepeatedReceipts`), never an internal error.
-pub(crate) fn distinct(function: &str, batch: Vec<Message>) -> (Vec<Message>, Vec<String>) {
-    let mut seen = std::collections::HashSet::with_capacity(batch.len());
-    let total = batch.len();
-    let batch: Vec<Message> = batch
-        .into_iter()
-        .filter(|m| seen.insert(m.message_id.clone()))
-        .collect();
-    let repeated = (total - batch.len()) as u64;
-    if repeated > 0 {
-        tracing::info!(
-            function,
-            repeated,
-            "the same message received more than once in one batch: processed once"
-        );
-        crate::emf::emit(crate::emf::line(
-            function,
-            &[("RepeatedReceipts", "Count", repeated)],
-        ));
+    fn reconciled<'a>(&self, event: &'a SqsEvent, _: &[Message]) -> Option<Cow<'a, SqsEvent>> {
+        Some(Cow::Borrowed(event))
     }
-    let ids = batch.iter().map(|m| m.message_id.clone()).collect();
-    (batch, ids)
-}
 
-/// The report rebuilt from the invocation's records, by id (S14: the account is of the records
-/// that arrived, not of the outcomes produced): each record gets the outcome the batch gave it;
-/// a record the batch gave none (a bug: a dropped outcome) is a retry, reported failed so the
-/// queue redelivers it (fail closed); an outcome for no record, or a second outcome for one
-/// record, is dropped. Returns the report and how many of those internal errors there were.
-pub(crate) fn by_record(ids: &[String], report: BatchReport) -> (BatchReport, u64) {
-    let mut given: std::collections::HashMap<String, Outcome> =
-        std::collections::HashMap::with_capacity(report.outcomes().len());
-    let mut errors = 0u64;
-    for (id, outcome) in report.into_outcomes() {
-        if !ids.contains(&id) || given.contains_key(&id) {
-            errors += 1;
-            continue;
-        }
-        given.insert(id, outcome);
+    async fn answer(
+        &self,
+        _: &SqsEvent,
+        done: Answered<'_>,
+    ) -> Result<SqsBatchResponse, lambda_runtime::Error> {
+        Ok(response(done.report))
     }
-    let mut seen = std::collections::HashSet::with_capacity(ids.len());
-    let outcomes = ids
-        .iter()
-        .map(|id| {
-            let outcome = match given.get(id) {
-                // Callers pass each id once ([`distinct`]); an id listed twice anyway is
-                // answered once and the repeat failed closed.
-                Some(o) if seen.insert(id.clone()) => o.clone(),
-                _ => {
-                    errors += 1;
-                    Outcome::retry(
-                        RetryCause::NotProcessed,
-                        "internal error: no outcome for this record",
-                    )
-                }
-            };
-            (id.clone(), outcome)
-        })
-        .collect();
-    (BatchReport::from_outcomes(outcomes), errors)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lambda_dedup_engine::{Outcome, RetryCause};
 
     #[test]
     fn s12_sqs_event_round_trip() {
@@ -311,71 +130,5 @@ mod tests {
             json,
             serde_json::json!({"batchItemFailures": [{"itemIdentifier": "m2"}]})
         );
-    }
-
-    fn report(outcomes: &[(&str, Outcome)]) -> BatchReport {
-        BatchReport::from_outcomes(
-            outcomes
-                .iter()
-                .map(|(id, o)| ((*id).to_owned(), o.clone()))
-                .collect(),
-        )
-    }
-
-    /// S14: the account is checked by record id in the runtime glue. A batch runner that drops one
-    /// record's outcome cannot make that record look handled: it is reported failed and
-    /// counted as an internal error, and the account still counts every record received.
-    #[test]
-    fn s14_a_record_without_an_outcome_is_reported_failed() {
-        let ids: Vec<String> = ["m1", "m2", "m3"].map(String::from).to_vec();
-        let dropped = report(&[("m1", Outcome::Applied), ("m3", Outcome::Applied)]);
-        assert!(
-            dropped.failures().is_empty(),
-            "the runner alone reports nothing"
-        );
-        let (fixed, errors) = by_record(&ids, dropped);
-        assert_eq!(errors, 1);
-        assert_eq!(fixed.failures(), ["m2"]);
-        assert_eq!(fixed.account.received, 3);
-        assert_eq!(fixed.account.retry, 1);
-        assert!(fixed.account.closes());
-    }
-
-    /// S14: an outcome for a record that did not arrive, or a second one for one record, does
-    /// not count as a record handled.
-    #[test]
-    fn s14_outcomes_for_unknown_or_repeated_ids_are_internal_errors() {
-        let ids: Vec<String> = ["m1", "m2"].map(String::from).to_vec();
-        let odd = report(&[
-            ("m1", Outcome::Applied),
-            ("m1", Outcome::Applied),
-            ("ghost", Outcome::Applied),
-        ]);
-        let (fixed, errors) = by_record(&ids, odd);
-        assert_eq!(errors, 3, "the repeat, the ghost and the missing m2");
-        assert_eq!(fixed.account.received, 2);
-        assert_eq!(fixed.account.applied, 1);
-        assert_eq!(fixed.failures(), ["m2"]);
-    }
-
-    #[test]
-    fn a_complete_report_is_unchanged() {
-        let ids: Vec<String> = ["m1", "m2"].map(String::from).to_vec();
-        let full = report(&[
-            ("m1", Outcome::Applied),
-            (
-                "m2",
-                Outcome::Rejected {
-                    code: lambda_dedup_engine::Reason::InvalidPayload,
-                    reason: "x".into(),
-                    key: None,
-                    invalid: None,
-                },
-            ),
-        ]);
-        let (fixed, errors) = by_record(&ids, full.clone());
-        assert_eq!(errors, 0);
-        assert_eq!(fixed.failures(), full.failures());
-        assert_eq!(fixed.account, full.account);
     }
 }

@@ -46,7 +46,7 @@ pub struct KafkaItemIdentifier {
 
 impl KafkaEventResponse {
     /// Names `partition`'s resume point, `offset`.
-    pub fn add_failure(&mut self, partition: impl Into<String>, offset: i64) {
+    pub(crate) fn add_failure(&mut self, partition: impl Into<String>, offset: i64) {
         self.batch_item_failures.push(KafkaBatchItemFailure {
             item_identifier: KafkaItemIdentifier {
                 partition: partition.into(),
@@ -56,7 +56,8 @@ impl KafkaEventResponse {
     }
 
     /// The identifiers named, in order.
-    pub fn identifiers(&self) -> Vec<&KafkaItemIdentifier> {
+    #[cfg(test)]
+    pub(crate) fn identifiers(&self) -> Vec<&KafkaItemIdentifier> {
         self.batch_item_failures
             .iter()
             .map(|f| &f.item_identifier)

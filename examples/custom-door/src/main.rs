@@ -1,0 +1,75 @@
+//! A door of your own: your company's envelope in SQS bodies, `{"envelope": {"event_id",
+//! "tenant"}, "data": {..}}`, keyed by `event_id` in `tenant`, answered with SQS's partial batch
+//! response; the library's runner does the rest. Settings: `sqs-credit`'s.
+
+use lambda_dedup_runtime::door::{Answered, AnyOrder, AttributeValue, Door, Message, Record};
+use lambda_dedup_runtime::events::{SqsBatchResponse as Response, SqsEvent};
+use lambda_dedup_runtime::{Dedup, Effect, Event, Reason, SqsService, door, lambda_runtime, sqs};
+
+/// The company's envelope around each SQS body.
+struct CompanyEnvelope;
+
+impl Door for CompanyEnvelope {
+    type Event = SqsEvent;
+    type Response = Response;
+    type Ordering = AnyOrder;
+    const NAME: &'static str = "company envelope";
+
+    const IDENTITY: Option<&'static str> = Some("event_id");
+    const TENANT: Option<&'static str> = Some("tenant");
+
+    /// Each message under its SQS `messageId`, the work given `data`.
+    fn messages(&self, event: &SqsEvent, _: &lambda_runtime::Context) -> Vec<Record> {
+        let open = |mut m: Message| {
+            let body: serde_json::Value = serde_json::from_slice(&m.body).unwrap_or_default();
+            let (Some(head), Some(data)) = (body["envelope"].as_object(), body.get("data")) else {
+                return Err(door::Refused::rejected(
+                    &m,
+                    Reason::EnvelopeMalformed,
+                    "no envelope",
+                ));
+            };
+            for name in ["event_id", "tenant"] {
+                let value = head.get(name).and_then(|v| Some(v.as_str()?.to_owned()));
+                m.attributes
+                    .extend(value.map(|v| (name.to_owned(), AttributeValue::String(v))));
+            }
+            m.body = data.to_string().into_bytes();
+            Ok(m)
+        };
+        sqs::messages(event).into_iter().map(open).collect()
+    }
+
+    async fn answer(
+        &self,
+        _: &SqsEvent,
+        done: Answered<'_>,
+    ) -> Result<Response, lambda_runtime::Error> {
+        Ok(sqs::response(done.report()))
+    }
+}
+
+/// `sqs-credit`'s credit through the company's door; producers trusted to name the tenant.
+fn service(dedup: Dedup) -> Result<SqsService, lambda_runtime::Error> {
+    let balances = dedup.setting("BALANCES_TABLE")?;
+    Ok(dedup
+        .trusted_producers()
+        .door(CompanyEnvelope, move |e: Event<Credit>| {
+            let account = ("account", e.scoped(&e.payload.account));
+            Effect::add(&balances, account, "balance", e.payload.amount)
+        })?)
+}
+
+#[derive(serde::Deserialize)]
+struct Credit {
+    account: String,
+    amount: i64,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::run_concurrent(service(Dedup::from_env("custom-door")?.dynamodb().await)?).await
+}
+
+#[cfg(test)]
+mod tests;

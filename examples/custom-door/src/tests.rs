@@ -1,0 +1,41 @@
+//! The function as `main` wires it, on the memory store, through the public API only.
+
+use super::*;
+use lambda_dedup::{Item, Value};
+use lambda_dedup_runtime::Env;
+use lambda_dedup_runtime::testing::{failed_ids, on_memory, sqs_event};
+
+fn credit(event_id: &str, tenant: &str, amount: i64) -> String {
+    serde_json::json!({"envelope": {"event_id": event_id, "tenant": tenant},
+        "data": {"account": "a-1", "amount": amount}})
+    .to_string()
+}
+
+#[tokio::test]
+async fn each_envelope_is_credited_once_in_its_tenant_and_a_stranger_is_failed() {
+    let env = Env::from_pairs([
+        ("DEDUP_NAMESPACE", "example"),
+        ("DEDUP_MARK_TABLE", "marks"),
+        ("BALANCES_TABLE", "balances"),
+    ]);
+    let (dedup, store) = on_memory(Dedup::read(&env, "custom-door").expect("settings"));
+    store.create_table("balances", "account");
+    let service = service(dedup).expect("service");
+    // e1 sent twice (two SQS messages, one event), e1 again in another tenant, and a body that
+    // is not the envelope.
+    let (twice, other) = (credit("e1", "acme", 10), credit("e1", "globex", 7));
+    let event = sqs_event(&[&twice, &twice, &other, r#"{"data": {}}"#]);
+    let response = service.call_with(event).await.expect("handled");
+    assert_eq!(failed_ids(response), ["m3"]);
+    let again = service
+        .call_with(sqs_event(&[&twice]))
+        .await
+        .expect("handled");
+    assert!(failed_ids(again).is_empty(), "a redelivery is a duplicate");
+    let balance = |account: &str| {
+        let item = store.item("balances", &Item::new().with("account", account));
+        item.map(|i| i.0["balance"].clone())
+    };
+    assert_eq!(balance("acme/a-1"), Some(Value::N("10".into())));
+    assert_eq!(balance("globex/a-1"), Some(Value::N("7".into())));
+}

@@ -161,7 +161,7 @@ impl Act for Forward {
     }
 
     async fn act(&self, event_key: &str, message: &Message) -> Result<Item, Failure> {
-        let digest = hex::encode(lambda_dedup::signature::hmac_sha256(
+        let digest = hex::encode(lambda_dedup_signature::hmac_sha256(
             b"lambda-dedup/inbox",
             event_key.as_bytes(),
         ));

@@ -55,7 +55,7 @@ pub use crate::config::{
     MIN_INBOX_RETENTION, WebhookConfig,
 };
 pub use answer::{Answer, REPLAYED_HEADER};
-pub use lambda_dedup::signature::{
+pub use lambda_dedup_signature::{
     STRIPE_SIGNATURE_HEADER, WEBHOOK_ID_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER,
 };
 pub use receiver::{INBOX_EXPIRES_AT, Receiver};

@@ -11,7 +11,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lambda_dedup::items::text;
-use lambda_dedup::signature::{Scheme, sign};
 use lambda_dedup::{Clock, Item, Scope};
 use lambda_dedup_engine::CreateOnceDeduplicator;
 use lambda_dedup_memory::MemoryStore;
@@ -21,6 +20,7 @@ use lambda_dedup_runtime::config::{Env, FORWARDER};
 use lambda_dedup_runtime::inbox::{self, LAYOUT};
 use lambda_dedup_runtime::relay::{Act, Failure, Read};
 use lambda_dedup_runtime::webhook::{Receiver, WebhookConfig};
+use lambda_dedup_signature::{Scheme, sign};
 use lambda_http::http::{HeaderMap, HeaderValue, Method};
 
 use crate::clock::{SimClock, epoch};

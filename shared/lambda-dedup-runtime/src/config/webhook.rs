@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use lambda_dedup::signature::{
+use lambda_dedup::{FingerprintSource, IdentitySource, KeySpec, Scope, TenantSource};
+use lambda_dedup_signature::{
     GITHUB_DELIVERY_HEADER, SHOPIFY_WEBHOOK_ID_HEADER, SVIX_ID_HEADER, Scheme, Verifier,
     VerifierError, WEBHOOK_ID_HEADER,
 };
-use lambda_dedup::{FingerprintSource, IdentitySource, KeySpec, Scope, TenantSource};
 
 use super::env::{Env, Lookup, optional_in, required_in};
 use super::secret::secrets_in;
@@ -249,7 +249,7 @@ impl WebhookConfig {
             None => Scheme::default(),
             Some(v) => v
                 .parse()
-                .map_err(|e: lambda_dedup::signature::UnknownScheme| {
+                .map_err(|e: lambda_dedup_signature::UnknownScheme| {
                     SettingsError::refused("WEBHOOK_SCHEME", SettingRule::Malformed(e.to_string()))
                 })?,
         };
@@ -268,7 +268,7 @@ impl WebhookConfig {
                     TOLERANCE,
                     SettingRule::AboveMaximum {
                         value: secs,
-                        max: lambda_dedup::signature::MAX_TOLERANCE.as_secs(),
+                        max: lambda_dedup_signature::MAX_TOLERANCE.as_secs(),
                         why: "a captured delivery could be replayed for that long",
                     },
                 ),
@@ -339,11 +339,11 @@ impl WebhookConfig {
     pub(crate) async fn verify<'h>(
         &self,
         headers: &(
-             dyn Fn(&str) -> Result<Option<&'h str>, lambda_dedup::signature::SignatureError> + Sync
+             dyn Fn(&str) -> Result<Option<&'h str>, lambda_dedup_signature::SignatureError> + Sync
          ),
         body: &[u8],
         now: std::time::SystemTime,
-    ) -> Result<(), lambda_dedup::signature::SignatureError> {
+    ) -> Result<(), lambda_dedup_signature::SignatureError> {
         #[cfg(feature = "secrets-manager")]
         if let Some(rotation) = &self.rotation {
             return rotation.verify(headers, body, now).await;

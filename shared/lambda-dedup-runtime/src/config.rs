@@ -13,7 +13,7 @@
 //! | [`HttpConfig`] (`http`) | the HTTP `Idempotency-Key` door's key, caller, wait, fingerprint, body, replayed headers, retention | `HttpConfig::from_env`, given to `Dedup::http` |
 //! | [`WebhookConfig`] (`webhook`) | a webhook receiver's scheme, secrets, identity, inbox | `WebhookConfig::from_env`, given to `Dedup::webhook` |
 //! | [`RelayConfig`] (`relay`) | a relay's table, record budget and sweep | `Dedup::relay`, from the builder's own `Env` |
-//! | [`ForwarderConfig`] (`forwarder`) | the inbox forwarder's queue, and its relay's | `inbox::forwarder`, from the builder's own `Env` |
+//! | [`ForwarderConfig`] (`forwarder`) | the inbox forwarder's queue, and its relay's | `relay::forward::forwarder`, from the builder's own `Env` |
 //! | [`PgConfig`], [`ValkeyConfig`] (`stores`) | the PostgreSQL or Valkey server of the marks | `Dedup::postgres`, `Dedup::valkey`, from the builder's own `Env` |
 //!
 //! # Every function ([`Settings`])

@@ -1,7 +1,7 @@
 //! The recorded-intent and inbox pattern (S7), written once (feature `dynamodb-streams`): a
 //! DynamoDB stream of a table whose items carry their own settle status, one action per new
 //! item, and a scheduled sweep. `intent-relay` (an HTTP call to the collections provider with
-//! the intent's idempotency key) and the inbox's forwarder ([`crate::inbox`]: an SQS send) are
+//! the intent's idempotency key) and the inbox's forwarder ([`forward`], feature `inbox`: an SQS send) are
 //! each an [`Act`] — how to read a record, what to do with the item — on this walk:
 //!
 //! - records in shard order ([`in_order::walk`](crate::in_order::walk)); the first that fails transiently is the
@@ -39,6 +39,7 @@
 //! table.
 //!
 //! # Layout
+//! - `forward`: the inbox's forwarder, an SQS send (feature `inbox`);
 //! - `act`: the per-relay part ([`Layout`], [`Repeats`], [`Read`], [`Act`], [`Failure`]);
 //! - `service`: the [`RelayService`] and its walk of one stream batch;
 //! - `settle`: one record's step, its settle and park writes;
@@ -46,6 +47,8 @@
 //! - `tally`: the account of one invocation ([`Tally`], [`Handled`]).
 
 mod act;
+#[cfg(any(feature = "inbox", test))]
+pub mod forward;
 mod service;
 mod settle;
 mod sweep;

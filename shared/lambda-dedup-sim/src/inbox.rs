@@ -1,7 +1,7 @@
 //! The webhook inbox lane: senders (Standard Webhooks, signed) whose retries carry the same
 //! `webhook-id`, the runtime's real `webhook::Receiver` (signature, the inbox item created once
 //! as the mark, the answer) on the simulated store, and the inbox's forwarder — the runtime's
-//! relay with the inbox's own layout and stream reading (`inbox::LAYOUT`, `inbox::read`) — whose
+//! relay with the inbox's own layout and stream reading (`relay::forward::LAYOUT`, `relay::forward::read`) — whose
 //! send is to a simulated queue (at least once: a send may land and its answer be lost).
 
 use std::collections::BTreeSet;
@@ -17,7 +17,7 @@ use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::Dedup;
 use lambda_dedup_runtime::aws_lambda_events::event::dynamodb::EventRecord;
 use lambda_dedup_runtime::config::{Env, FORWARDER};
-use lambda_dedup_runtime::inbox::{self, LAYOUT};
+use lambda_dedup_runtime::relay::forward::{self, LAYOUT};
 use lambda_dedup_runtime::relay::{Act, Failure, Read};
 use lambda_dedup_runtime::webhook::{Receiver, WebhookConfig};
 use lambda_dedup_signature::{Scheme, sign};
@@ -47,13 +47,13 @@ pub struct ToQueue {
 }
 
 impl Act for ToQueue {
-    type Item = inbox::Message;
+    type Item = forward::Message;
 
-    fn read(&self, record: &EventRecord) -> Read<inbox::Message> {
-        inbox::read(record)
+    fn read(&self, record: &EventRecord) -> Read<forward::Message> {
+        forward::read(record)
     }
 
-    async fn act(&self, _: &str, message: &inbox::Message) -> Result<Item, Failure> {
+    async fn act(&self, _: &str, message: &forward::Message) -> Result<Item, Failure> {
         let (ms, down, lost) = {
             let mut w = lock(&self.world);
             (w.rng.between(2, 60), w.rng.chance(40), w.rng.chance(30))
@@ -278,7 +278,7 @@ impl InboxLane {
                 .effects_seen(&id, u32::try_from(stored).unwrap_or(u32::MAX));
             let parked = items.iter().any(|i| {
                 text(i, "body").is_some_and(|b| b.contains(&needle))
-                    && text(i, "forward_status") == Some(inbox::PARKED)
+                    && text(i, "forward_status") == Some(forward::PARKED)
             });
             if acked && !parked && !queued.iter().any(|b| b.contains(&needle)) {
                 lost.push(format!("{id}: acknowledged, never forwarded"));

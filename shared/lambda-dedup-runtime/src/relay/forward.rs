@@ -2,7 +2,7 @@
 //! the `webhook` module writes, handing each new inbox item to the SQS queue the rest of the system
 //! reads (the inbox pattern).
 //!
-//! It is a relay ([`crate::relay`]: the never-stall walk, parking, the deadline, the tally and
+//! It is a relay ([`super`]: the never-stall walk, parking, the deadline, the tally and
 //! the sweep, shared with `intent-relay`); this module is its [`Forward`] action and [`LAYOUT`]:
 //! - records are handled in shard order; the first one that fails transiently (SQS or DynamoDB
 //!   down, throttled) is reported as the batch item failure and the stream retries from it, so
@@ -34,14 +34,12 @@
 use aws_lambda_events::event::dynamodb::EventRecord;
 use lambda_dedup::{Item, VERIFIED_SENDER_ATTRIBUTE};
 
+use super::{Act, Failure, Layout, REDRIVE, Read, RelayService, Repeats};
 use crate::config::{FORWARDER, ForwarderConfig, SdkTimeouts};
 use crate::in_order::image_part;
 use crate::queue::{Queue, string_attribute};
-use crate::relay::{Act, Failure, Layout, Read, RelayService, Repeats};
 use crate::service::{BuildError, Dedup};
 use crate::store::ItemTables;
-
-pub use crate::relay::REDRIVE;
 
 /// The largest body SQS takes (1 MiB since January 2026), attributes included; kept clear of it.
 pub const MAX_QUEUE_BODY_BYTES: usize = 1024 * 1024 - 1024;

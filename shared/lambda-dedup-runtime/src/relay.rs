@@ -40,7 +40,9 @@
 //!
 //! # Layout
 //! - `forward`: the inbox's forwarder, an SQS send (feature `inbox`);
-//! - `act`: the per-relay part ([`Layout`], [`Repeats`], [`Read`], [`Act`], [`Failure`]);
+//! - `layout`: how a relay's items look ([`Layout`]: its [`Attributes`], [`Waiting`] and
+//!   [`StatusValue`] values, [`Repeats`], [`Metric`] names);
+//! - `act`: the per-relay part ([`Read`], [`Act`], [`Failure`]);
 //! - `service`: the [`RelayService`] and its walk of one stream batch;
 //! - `settle`: one record's step, its settle and park writes;
 //! - `sweep`: the scheduled sweep;
@@ -49,12 +51,16 @@
 mod act;
 #[cfg(any(feature = "inbox", test))]
 pub mod forward;
+mod layout;
 mod service;
 mod settle;
 mod sweep;
 mod tally;
 
-pub use act::{Act, FAILURE_REASON, Failure, Layout, REDRIVE, Read, Repeats};
+pub use act::{Act, Failure, Read};
+pub use layout::{
+    Attribute, Attributes, FAILURE_REASON, Layout, Metric, REDRIVE, Repeats, StatusValue, Waiting,
+};
 pub(crate) use service::Relay;
 pub use service::RelayService;
 pub use tally::{Handled, Tally};

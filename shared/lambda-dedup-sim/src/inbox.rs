@@ -96,7 +96,7 @@ impl InboxLane {
     /// A lane on `data` (its inbox table created here): per instance a receiver (its create-once
     /// store the simulated one) and a forwarder, both from the functions' variables.
     pub fn new(data: &MemoryStore, clocks: &[SimClock], world: &Shared) -> Self {
-        data.create_table(INBOX, LAYOUT.key);
+        data.create_table(INBOX, LAYOUT.attributes.key.name());
         let env = Env::from_pairs([
             ("DEDUP_NAMESPACE", "sim"),
             ("INBOX_TABLE", INBOX),
@@ -125,7 +125,8 @@ impl InboxLane {
         let services = clocks
             .iter()
             .map(|c| {
-                let items = SimItems::new(data, world, *c, &shared).on_table(INBOX, LAYOUT.key);
+                let items = SimItems::new(data, world, *c, &shared)
+                    .on_table(INBOX, LAYOUT.attributes.key.name());
                 let tables = Tables {
                     data: data.clone(),
                     items: Arc::new(items),
@@ -145,7 +146,14 @@ impl InboxLane {
             })
             .collect();
         let forwarder = Rc::new(RelayLane::of(
-            services, shared, data, clocks, world, INBOX, LAYOUT.key, LAYOUT,
+            services,
+            shared,
+            data,
+            clocks,
+            world,
+            INBOX,
+            LAYOUT.attributes.key.name(),
+            LAYOUT,
         ));
         Self {
             receivers,
@@ -162,7 +170,7 @@ impl InboxLane {
     fn observe(&self) {
         let mut streamed = self.streamed.lock().unwrap_or_else(|e| e.into_inner());
         for item in self.data.items(INBOX) {
-            let Some(key) = text(&item, LAYOUT.key).map(str::to_owned) else {
+            let Some(key) = text(&item, LAYOUT.attributes.key.name()).map(str::to_owned) else {
                 continue;
             };
             if streamed.insert(key) {
@@ -278,7 +286,7 @@ impl InboxLane {
                 .effects_seen(&id, u32::try_from(stored).unwrap_or(u32::MAX));
             let parked = items.iter().any(|i| {
                 text(i, "body").is_some_and(|b| b.contains(&needle))
-                    && text(i, "forward_status") == Some(forward::PARKED)
+                    && text(i, "forward_status") == Some(forward::PARKED.value())
             });
             if acked && !parked && !queued.iter().any(|b| b.contains(&needle)) {
                 lost.push(format!("{id}: acknowledged, never forwarded"));

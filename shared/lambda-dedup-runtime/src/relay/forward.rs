@@ -34,7 +34,10 @@
 use aws_lambda_events::event::dynamodb::EventRecord;
 use lambda_dedup::{Item, VERIFIED_SENDER_ATTRIBUTE};
 
-use super::{Act, Failure, Layout, REDRIVE, Read, RelayService, Repeats};
+use super::{
+    Act, Attribute, Attributes, Failure, Layout, Metric, REDRIVE, Read, RelayService, Repeats,
+    StatusValue, Waiting,
+};
 use crate::config::{FORWARDER, ForwarderConfig, SdkTimeouts};
 use crate::in_order::image_part;
 use crate::queue::{Queue, string_attribute};
@@ -44,11 +47,11 @@ use crate::store::ItemTables;
 /// The largest body SQS takes (1 MiB since January 2026), attributes included; kept clear of it.
 pub const MAX_QUEUE_BODY_BYTES: usize = 1024 * 1024 - 1024;
 /// `forward_status` of an item handed to the queue.
-pub const FORWARDED: &str = "FORWARDED";
+const FORWARDED: StatusValue = StatusValue::new("FORWARDED");
 /// `forward_status` of an item that can never be sent; see `failure_reason`.
-pub const PARKED: &str = "PARKED";
+pub const PARKED: StatusValue = StatusValue::new("PARKED");
 /// The attribute that says an item is settled (forwarded or parked).
-const STATUS: &str = "forward_status";
+const STATUS: Attribute = Attribute::new("forward_status");
 /// The message attribute naming the inbox item on the forwarded message.
 pub const INBOX_KEY_ATTRIBUTE: &str = "inbox_key";
 
@@ -56,16 +59,18 @@ pub const INBOX_KEY_ATTRIBUTE: &str = "inbox_key";
 /// unsettled while they have no `forward_status`; a repeat of a send is a second message
 /// ([`Repeats::Effected`]).
 pub const LAYOUT: Layout = Layout {
-    key: "event_key",
-    created: "received_at",
-    status: STATUS,
-    waiting: None,
+    attributes: Attributes {
+        key: Attribute::new("event_key"),
+        created: Attribute::new("received_at"),
+        status: STATUS,
+        parked_at: Attribute::new("parked_at"),
+    },
+    waiting: Waiting::Absent,
     settled: FORWARDED,
     parked: PARKED,
-    parked_at: "parked_at",
     repeats: Repeats::Effected,
-    settled_metric: "Forwarded",
-    waiting_metric: "Pending",
+    settled_metric: Metric::new("Forwarded"),
+    waiting_metric: Metric::new("Pending"),
 };
 
 /// The parts of an inbox image the forwarder reads, each on its own, so a malformed one says
@@ -103,8 +108,9 @@ pub fn read(record: &EventRecord) -> Read<Message> {
     let image = &record.change.new_image;
     // An insertion, or the sweep's re-drive of an item still unsettled (our own FORWARDED and
     // PARKED stamps are modifications too, and carry a status).
-    let redriven =
-        record.event_name == "MODIFY" && image.contains_key(REDRIVE) && !image.contains_key(STATUS);
+    let redriven = record.event_name == "MODIFY"
+        && image.contains_key(REDRIVE.name())
+        && !image.contains_key(STATUS.name());
     if record.event_name != "INSERT" && !redriven {
         return Read::Ignored;
     }
@@ -163,8 +169,9 @@ impl Act for Forward {
             b"lambda-dedup/inbox",
             event_key.as_bytes(),
         ));
-        let attribute = string_attribute(&digest).map_err(Failure::Transient)?;
-        let sender = string_attribute(&message.sender).map_err(Failure::Transient)?;
+        let attribute = string_attribute(&digest).map_err(|e| Failure::Transient(e.to_string()))?;
+        let sender =
+            string_attribute(&message.sender).map_err(|e| Failure::Transient(e.to_string()))?;
         let url = self.queue.url();
         let mut send = self
             .queue
@@ -386,9 +393,9 @@ mod tests {
         let status = |key: &str| {
             store
                 .item("inbox", &Item::new().with("event_key", key))
-                .and_then(|i| lambda_dedup::items::text(&i, STATUS).map(str::to_owned))
+                .and_then(|i| lambda_dedup::items::text(&i, STATUS.name()).map(str::to_owned))
         };
-        assert_eq!(status("bad").as_deref(), Some(PARKED));
+        assert_eq!(status("bad").as_deref(), Some(PARKED.value()));
         let bad = store
             .item("inbox", &Item::new().with("event_key", "bad"))
             .expect("item");
@@ -468,7 +475,10 @@ mod tests {
         let unsent = store
             .item("inbox", &Item::new().with("event_key", "unsigned"))
             .expect("item");
-        assert_eq!(lambda_dedup::items::text(&unsent, STATUS), Some(PARKED));
+        assert_eq!(
+            lambda_dedup::items::text(&unsent, STATUS.name()),
+            Some(PARKED.value())
+        );
         assert_eq!(
             lambda_dedup::items::text(&unsent, "failure_reason"),
             Some("no_verified_sender")
@@ -494,14 +504,14 @@ mod tests {
         put(Item::new()
             .with("event_key", "sent")
             .with("received_at", ms(9_000))
-            .with(STATUS, FORWARDED));
+            .with(STATUS.name(), FORWARDED.value()));
         let swept = forwarder.sweep(now).await.expect("sweep");
         assert_eq!((swept.pending, swept.redriven), (3, 2), "{swept:?}");
         assert!(swept.oldest_pending >= Duration::from_secs(7_200));
         let stamped = |key: &str| {
             store
                 .item("inbox", &Item::new().with("event_key", key))
-                .is_some_and(|i| i.0.contains_key(REDRIVE))
+                .is_some_and(|i| i.0.contains_key(REDRIVE.name()))
         };
         assert!(stamped("old") && stamped("unknown"));
         assert!(!stamped("recent") && !stamped("sent"));

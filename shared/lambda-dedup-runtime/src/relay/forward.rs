@@ -45,7 +45,7 @@ use crate::service::{BuildError, Dedup};
 use crate::store::ItemTables;
 
 /// The largest body SQS takes (1 MiB since January 2026), attributes included; kept clear of it.
-pub const MAX_QUEUE_BODY_BYTES: usize = 1024 * 1024 - 1024;
+pub(crate) const MAX_QUEUE_BODY_BYTES: usize = 1024 * 1024 - 1024;
 /// `forward_status` of an item handed to the queue.
 const FORWARDED: StatusValue = StatusValue::new("FORWARDED");
 /// `forward_status` of an item that can never be sent; see `failure_reason`.
@@ -53,7 +53,7 @@ pub const PARKED: StatusValue = StatusValue::new("PARKED");
 /// The attribute that says an item is settled (forwarded or parked).
 const STATUS: Attribute = Attribute::new("forward_status");
 /// The message attribute naming the inbox item on the forwarded message.
-pub const INBOX_KEY_ATTRIBUTE: &str = "inbox_key";
+pub(crate) const INBOX_KEY_ATTRIBUTE: &str = "inbox_key";
 
 /// How inbox items look to the forwarder: keyed by `event_key`, received at `received_at`,
 /// unsettled while they have no `forward_status`; a repeat of a send is a second message
@@ -152,7 +152,7 @@ pub struct Forward {
 
 impl Forward {
     /// Sends to `queue` (its client built on the first send).
-    pub fn new(queue: Queue) -> Self {
+    pub(crate) fn new(queue: Queue) -> Self {
         Self { queue }
     }
 }

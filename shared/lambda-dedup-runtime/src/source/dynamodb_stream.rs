@@ -21,13 +21,12 @@
 //! sequence number or event id, which are transport ids (S1). Records of one item (same keys)
 //! are one group, processed in order.
 
-use aws_lambda_events::event::dynamodb::{Event, EventRecord};
+use aws_lambda_events::event::dynamodb::EventRecord;
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use lambda_dedup::Message;
-use lambda_dedup_engine::BatchReport;
 use serde_json::{Value, json};
 
-use crate::parking::{Letter, Parking};
+use crate::parking::Letter;
 use crate::stream::StreamRecord;
 
 /// One stream record's change as the builder's work sees it ([`crate::Dedup::dynamodb_stream`]):
@@ -149,24 +148,13 @@ fn attributes(record: &EventRecord, code: &str) -> Vec<(String, String)> {
     ]
 }
 
-impl Parking {
-    /// [`Parking::park`](crate::parking::Parking) for a DynamoDB Streams invocation: its
-    /// records that can never apply, before the checkpoint, parked whole.
-    pub async fn park_stream(
-        &self,
-        function: &str,
-        event: &Event,
-        report: &BatchReport,
-    ) -> crate::parking::Parked {
-        self.park_records(function, &event.records, report).await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parking::Parking;
     use crate::testing::on_memory;
     use crate::{Dedup, Env, Event as Typed, Refusal, SettingsError};
+    use aws_lambda_events::event::dynamodb::Event;
     use lambda_dedup::{Effect, Item, Value as V};
     use lambda_dedup_memory::MemoryStore;
 

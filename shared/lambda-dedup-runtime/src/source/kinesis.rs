@@ -36,11 +36,10 @@
 //!   record that can never apply would otherwise hold its shard until its maximum age, then be
 //!   handed on by sequence number only, its data lost once the stream's retention ends.
 
-use aws_lambda_events::event::kinesis::{KinesisEvent, KinesisEventRecord};
+use aws_lambda_events::event::kinesis::KinesisEventRecord;
 use aws_lambda_events::event::streams::KinesisEventResponse;
 
 use lambda_dedup::Message;
-use lambda_dedup_engine::BatchReport;
 
 use crate::parking::Letter;
 pub use crate::parking::{PARKING_QUEUE_VARIABLE, Parked, Parking};
@@ -75,16 +74,6 @@ impl StreamRecord for KinesisEventRecord {
         let failures = &mut resp.batch_item_failures;
         crate::stream::name_checkpoint(failures, checkpoint, |f| &mut f.item_identifier);
         resp
-    }
-}
-
-impl Parking {
-    /// Goes through the invocation's records in order: acknowledged ones are passed, those that
-    /// can never apply are parked (and passed once SQS has them), and the first record that is
-    /// neither — a retry, or a record whose parking failed — is the checkpoint; nothing after
-    /// it is parked (it all comes again). Counts and logs what it parked, never the data.
-    pub async fn park(&self, function: &str, event: &KinesisEvent, report: &BatchReport) -> Parked {
-        self.park_records(function, &event.records, report).await
     }
 }
 
@@ -174,6 +163,7 @@ fn attributes(code: &str, record: &KinesisEventRecord) -> Vec<(String, String)> 
 mod tests {
     use super::*;
     use crate::settings::{Env, SettingsError};
+    use aws_lambda_events::event::kinesis::KinesisEvent;
     use base64::Engine as _;
     use lambda_dedup::{Effect, Item, KeySpec, Retention, Scope, Value};
     use lambda_dedup_engine::{Deduplicator, HandlerError, Plan, run_batch};

@@ -125,8 +125,8 @@ pub use config::{
 #[cfg(any(feature = "webhook", test))]
 pub use service::WebhookService;
 pub use service::{
-    BuildError, Dedup, Event, IntoPlan, Invalid, InvokeError, InvokeScope, InvokeScopeError,
-    Refusal, Service, SqsService, Transient, flow,
+    BuildError, Dedup, Event, HandlerError, IntoPlan, Invalid, InvokeError, InvokeScope,
+    InvokeScopeError, Service, SqsService, Transient, flow,
 };
 #[cfg(any(feature = "http", test))]
 pub use service::{HttpEvent, HttpService};

@@ -1,6 +1,6 @@
 //! DynamoDB Streams as a source (feature `dynamodb-streams`): stream records become
 //! [`Message`]s, each item's order is kept, the records that can never apply are parked
-//! ([`Parking`], S15), and the partial batch response names the first record neither done nor
+//! ([`Parking`](crate::parking::Parking), S15), and the partial batch response names the first record neither done nor
 //! parked by its sequence number — the same rules as [`crate::kinesis`]. A parked record is
 //! `{"function", "code", "streamArn", "record"}` with the record as Lambda delivered it, and the
 //! attributes `dedup-reason` and `dedup-sequence-number`.

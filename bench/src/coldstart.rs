@@ -13,6 +13,7 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use crate::Result;
+use crate::error::BenchError;
 
 #[derive(Default)]
 struct Shared {
@@ -92,7 +93,7 @@ pub(crate) async fn run(binary: &str, endpoint: &str, runs: usize) -> Result<()>
     let client = crate::client(endpoint);
     lambda_dedup_dynamodb::provision::create_mark_table(&client, "cold-marks", false)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(BenchError::failed)?;
     crate::table(&client, "cold-balances", "account").await?;
     let mut cold = Vec::new();
     let mut rss = Vec::new();
@@ -108,8 +109,8 @@ pub(crate) async fn run(binary: &str, endpoint: &str, runs: usize) -> Result<()>
             .with_state(s.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
-            .map_err(|e| e.to_string())?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+            .map_err(BenchError::failed)?;
+        let addr = listener.local_addr().map_err(BenchError::failed)?;
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -130,9 +131,11 @@ pub(crate) async fn run(binary: &str, endpoint: &str, runs: usize) -> Result<()>
             .env("RUST_LOG", "warn")
             .stdout(std::process::Stdio::null())
             .spawn()
-            .map_err(|e| format!("{binary}: {e}"))?;
+            .map_err(|e| BenchError::step(binary, e))?;
         let limit = Instant::now() + Duration::from_secs(30);
-        let mut outcome = Err("the function never asked for work".to_owned());
+        let mut outcome = Err(BenchError::Unexpected(
+            "the function never asked for work".to_owned(),
+        ));
         while Instant::now() < limit {
             let (first, answered) = {
                 let g = lock(&s);
@@ -140,7 +143,9 @@ pub(crate) async fn run(binary: &str, endpoint: &str, runs: usize) -> Result<()>
             };
             if let (Some(first), Some(answer)) = (first, answered) {
                 if answer.get("batchItemFailures").is_none() {
-                    outcome = Err(format!("unexpected answer {answer}"));
+                    outcome = Err(BenchError::Unexpected(format!(
+                        "unexpected answer {answer}"
+                    )));
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;

@@ -16,6 +16,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::Result;
+use crate::error::BenchError;
+
 /// The proxy, serving until dropped.
 pub(crate) struct DelayProxy {
     addr: SocketAddr,
@@ -25,11 +28,13 @@ pub(crate) struct DelayProxy {
 
 impl DelayProxy {
     /// A proxy on a free loopback port in front of `upstream`, drawing from `delays`.
-    pub(crate) async fn start(upstream: SocketAddr, delays: Delays) -> Result<Self, String> {
+    pub(crate) async fn start(upstream: SocketAddr, delays: Delays) -> Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
-            .map_err(|e| format!("proxy: {e}"))?;
-        let addr = listener.local_addr().map_err(|e| format!("proxy: {e}"))?;
+            .map_err(|e| BenchError::step("proxy", e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| BenchError::step("proxy", e))?;
         let requests = Arc::new(AtomicU64::new(0));
         let (delays, count) = (Arc::new(delays), requests.clone());
         let task = tokio::spawn(async move {

@@ -12,6 +12,7 @@
 
 mod coldstart;
 mod delay;
+mod error;
 mod modelled;
 mod modes;
 mod place;
@@ -26,9 +27,10 @@ use lambda_dedup::{KeySpec, Retention, Scope};
 use lambda_dedup_dynamodb::DynamoStore;
 use serde_json::json;
 
+use error::BenchError;
 use modes::{ACCOUNTS, Dedups, Mode, run_one, workload_ids};
 
-type Result<T> = std::result::Result<T, String>;
+type Result<T> = std::result::Result<T, BenchError>;
 
 fn client(endpoint: &str) -> Client {
     Client::from_conf(
@@ -45,7 +47,7 @@ async fn table(client: &Client, name: &str, key: &str) -> Result<()> {
     lambda_dedup_dynamodb::provision::create_table(client, name, key, false)
         .await
         .map(|_| ())
-        .map_err(|e| format!("create {name}: {e}"))
+        .map_err(|e| BenchError::step(format!("create {name}"), e))
 }
 
 /// The meter's totals, read over HTTP: requests, write units of writes that succeeded, of
@@ -56,10 +58,10 @@ async fn meter(http: &reqwest::Client, url: &str) -> Result<[f64; 6]> {
         .get(url)
         .send()
         .await
-        .map_err(|e| format!("meter: {e}"))?
+        .map_err(|e| BenchError::step("meter", e))?
         .json()
         .await
-        .map_err(|e| format!("meter: {e}"))?;
+        .map_err(|e| BenchError::step("meter", e))?;
     let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
     Ok([
         f("requests"),
@@ -77,10 +79,10 @@ async fn service(http: &reqwest::Client, url: &str) -> Result<serde_json::Value>
     http.post(format!("{url}/service"))
         .send()
         .await
-        .map_err(|e| format!("meter: {e}"))?
+        .map_err(|e| BenchError::step("meter", e))?
         .json()
         .await
-        .map_err(|e| format!("meter: {e}"))
+        .map_err(|e| BenchError::step("meter", e))
 }
 
 /// Every mode on every workload: `containers` containers at once on one table, each processing
@@ -95,7 +97,8 @@ async fn throughput(
     modes: &[Mode],
 ) -> Result<()> {
     let http = reqwest::Client::new();
-    let retention = Retention::unchecked(Duration::from_secs(86_400)).map_err(|e| e.to_string())?;
+    let retention =
+        Retention::unchecked(Duration::from_secs(86_400)).map_err(BenchError::failed)?;
     for workload in ["all_new", "half_duplicates", "mixed", "all_duplicates"] {
         for &mode in modes {
             let suffix = format!("{}-{}", mode.name(), workload).replace('_', "-");
@@ -106,7 +109,7 @@ async fn throughput(
             let setup = client(endpoint);
             lambda_dedup_dynamodb::provision::create_mark_table(&setup, &marks, false)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(BenchError::failed)?;
             let key = if mode == Mode::CreateOnce {
                 "entry"
             } else {
@@ -114,7 +117,7 @@ async fn throughput(
             };
             table(&setup, &balances, key).await?;
             let spec = KeySpec::cloudevents(
-                Scope::new("bench", "ledger").map_err(|e| e.to_string())?,
+                Scope::new("bench", "ledger").map_err(BenchError::failed)?,
                 "tenantid",
             );
             // Each container has its own client (its own connections), as in Lambda.
@@ -182,7 +185,11 @@ async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("throughput") if args.len() == 6 || args.len() == 7 => {
-            let num = |i: usize| args[i].parse::<usize>().map_err(|_| format!("{} must be a number", args[i]));
+            let num = |i: usize| {
+                args[i]
+                    .parse::<usize>()
+                    .map_err(|_| BenchError::NotANumber(args[i].clone()))
+            };
             let all = Mode::ALL;
             let modes: Vec<Mode> = match args.get(6) {
                 None => all.to_vec(),
@@ -196,32 +203,34 @@ async fn main() {
                     throughput(&args[1], n, batch, containers, &args[5], &modes).await
                 }
                 (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(e),
-                _ => Err("BATCH and CONTAINERS must be at least 1".into()),
+                _ => Err(BenchError::Usage("BATCH and CONTAINERS must be at least 1")),
             }
         }
         Some("coldstart") if args.len() == 4 => match args[3].parse() {
             Ok(runs) => coldstart::run(&args[1], &args[2], runs).await,
-            Err(_) => Err("RUNS must be a number".into()),
+            Err(_) => Err(BenchError::NotANumber("RUNS".to_owned())),
         },
         Some("stores") if args.len() == 5 => match args[3].parse::<usize>() {
             Ok(n) if n > 0 => {
                 stores::run(&args[1], &args[2], n, std::path::Path::new(&args[4])).await
             }
-            _ => Err("MESSAGES must be a number above 0".into()),
+            _ => Err(BenchError::Usage("MESSAGES must be a number above 0")),
         },
         Some("modelled") if args.len() == 4 => match (args[1].parse::<usize>(), args[2].parse()) {
             (Ok(n), Ok(seed)) if n > 0 => {
                 modelled::run(n, seed, std::path::Path::new(&args[3])).await
             }
-            _ => Err("MESSAGES must be a number above 0, SEED a number".into()),
+            _ => Err(BenchError::Usage(
+                "MESSAGES must be a number above 0, SEED a number",
+            )),
         },
-        Some("report") if args.len() == 3 => {
-            report::run(std::path::Path::new(&args[1]), std::path::Path::new(&args[2]))
-        }
-        _ => Err(
-            "usage: bench throughput ENDPOINT MESSAGES BATCH CONTAINERS METER_URL [MODES] | bench coldstart BINARY ENDPOINT RUNS | bench report RAW DOCS | bench stores PG_URL VALKEY_URL MESSAGES DOCS | bench modelled MESSAGES SEED DOCS"
-                .into(),
+        Some("report") if args.len() == 3 => report::run(
+            std::path::Path::new(&args[1]),
+            std::path::Path::new(&args[2]),
         ),
+        _ => Err(BenchError::Usage(
+            "usage: bench throughput ENDPOINT MESSAGES BATCH CONTAINERS METER_URL [MODES] | bench coldstart BINARY ENDPOINT RUNS | bench report RAW DOCS | bench stores PG_URL VALKEY_URL MESSAGES DOCS | bench modelled MESSAGES SEED DOCS",
+        )),
     };
     if let Err(e) = result {
         eprintln!("bench: {e}");

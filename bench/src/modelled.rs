@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 pub(crate) use section::{section, splice};
 
 use crate::Result;
+use crate::error::BenchError;
 use crate::modes::Mode;
 
 /// The batch sizes, as in the emulator bed.
@@ -53,8 +54,8 @@ pub(crate) async fn run(n: usize, seed: u64, docs: &Path) -> Result<()> {
         &read("BENCHMARKS.md"),
         &section::render(&rows, &emulator, n, seed),
     );
-    std::fs::write(docs.join("BENCHMARKS.md"), md).map_err(|e| e.to_string())?;
+    std::fs::write(docs.join("BENCHMARKS.md"), md).map_err(BenchError::failed)?;
     let raw = json!({"config": {"messages": n, "seed": seed, "batches": BATCHES}, "rows": rows});
-    let text = serde_json::to_string_pretty(&raw).map_err(|e| e.to_string())?;
-    std::fs::write(docs.join("benchmarks-modelled.json"), text).map_err(|e| e.to_string())
+    let text = serde_json::to_string_pretty(&raw).map_err(BenchError::failed)?;
+    std::fs::write(docs.join("benchmarks-modelled.json"), text).map_err(BenchError::failed)
 }

@@ -8,6 +8,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use crate::Result;
+use crate::error::BenchError;
+
 /// DynamoDB on-demand prices in US East (N. Virginia), USD per million request units, since
 /// the price cut of 1 November 2024.
 const WRITE_PRICE: f64 = 0.625;
@@ -40,27 +43,29 @@ struct Config {
 }
 
 impl Config {
-    fn from(v: &Value) -> Result<Self, String> {
+    fn from(v: &Value) -> Result<Self> {
         let int = |k: &str| {
             v[k].as_u64()
-                .ok_or_else(|| format!("config.{k}: not a number"))
+                .ok_or_else(|| BenchError::Unexpected(format!("config.{k}: not a number")))
         };
         let p50 = |items: &str| v["transaction_p50_ms"][items].as_f64().unwrap_or(0.0);
         Ok(Self {
-            n: usize::try_from(int("messages")?).map_err(|e| e.to_string())?,
+            n: usize::try_from(int("messages")?).map_err(BenchError::failed)?,
             delay_ms: int("delay_ms")?,
-            runs: usize::try_from(int("runs")?).map_err(|e| e.to_string())?,
+            runs: usize::try_from(int("runs")?).map_err(BenchError::failed)?,
             seed: int("seed")?,
-            containers: usize::try_from(int("containers")?).map_err(|e| e.to_string())?,
+            containers: usize::try_from(int("containers")?).map_err(BenchError::failed)?,
             transaction_p50: (p50("20"), p50("100")),
         })
     }
 }
 
 /// `bench report RAW DOCS`.
-pub(crate) fn run(raw: &Path, docs: &Path) -> Result<(), String> {
-    let text = std::fs::read_to_string(raw).map_err(|e| format!("{}: {e}", raw.display()))?;
-    let raw: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", raw.display()))?;
+pub(crate) fn run(raw: &Path, docs: &Path) -> Result<()> {
+    let text =
+        std::fs::read_to_string(raw).map_err(|e| BenchError::step(raw.display().to_string(), e))?;
+    let raw: Value =
+        serde_json::from_str(&text).map_err(|e| BenchError::step(raw.display().to_string(), e))?;
     let config = Config::from(&raw["config"])?;
     let results = raw["runs"].as_array().cloned().unwrap_or_default();
     let cold = &raw["cold"];
@@ -71,7 +76,7 @@ pub(crate) fn run(raw: &Path, docs: &Path) -> Result<(), String> {
         .map(|(f, mb)| (f.clone(), mb.as_f64()))
         .collect();
     let summary = summarize(&results);
-    std::fs::create_dir_all(docs).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(docs).map_err(BenchError::failed)?;
     let mut md = report(&summary, cold, &zips, &config);
     // The stores' and the modelled bed's sections (`bench stores`, `bench modelled`) are
     // measured apart: kept as they stand.
@@ -84,15 +89,15 @@ pub(crate) fn run(raw: &Path, docs: &Path) -> Result<(), String> {
     if !stores.is_empty() {
         md = format!("{}\n\n{stores}\n", md.trim_end());
     }
-    std::fs::write(docs.join("BENCHMARKS.md"), md).map_err(|e| e.to_string())?;
+    std::fs::write(docs.join("BENCHMARKS.md"), md).map_err(BenchError::failed)?;
     let mut all = summary;
     all.push(cold.clone());
     let json = serde_json::to_string_pretty(&json!({"summary": all, "runs": results}));
     std::fs::write(
         docs.join("benchmarks.json"),
-        json.map_err(|e| e.to_string())?,
+        json.map_err(BenchError::failed)?,
     )
-    .map_err(|e| e.to_string())
+    .map_err(BenchError::failed)
 }
 
 /// The median of `xs` (sorted in place).

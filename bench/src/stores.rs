@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use crate::Result;
 use crate::delay::DelayProxy;
+use crate::error::BenchError;
 use crate::modes::{message, workload_ids};
 
 /// The seed of the draws (the DynamoDB rows' seed): each proxy starts the same stream.
@@ -65,10 +66,10 @@ fn server(url: &str) -> Result<(String, SocketAddr)> {
         .nth(1)
         .and_then(|rest| rest.split('/').next())
         .and_then(|a| a.rsplit('@').next())
-        .ok_or_else(|| format!("{url}: no host:port"))?;
-    let addr = authority
-        .parse()
-        .map_err(|_| format!("{url}: host:port must be an IP address and a port"))?;
+        .ok_or_else(|| BenchError::Unexpected(format!("{url}: no host:port")))?;
+    let addr = authority.parse().map_err(|_| {
+        BenchError::Unexpected(format!("{url}: host:port must be an IP address and a port"))
+    })?;
     Ok((authority.to_owned(), addr))
 }
 
@@ -86,7 +87,7 @@ fn account(e: &Derived) -> std::result::Result<String, HandlerError> {
 }
 
 fn spec() -> Result<KeySpec> {
-    let scope = Scope::new("bench", "ledger").map_err(|e| e.to_string())?;
+    let scope = Scope::new("bench", "ledger").map_err(BenchError::failed)?;
     Ok(KeySpec::cloudevents(scope, "tenantid"))
 }
 
@@ -176,7 +177,7 @@ where
 async fn postgres(url: &str, proxy: &DelayProxy, case: &Case<'_>, tag: &str) -> Result<Value> {
     let (setup, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
-        .map_err(|e| format!("PostgreSQL: {e}"))?;
+        .map_err(|e| BenchError::step("PostgreSQL", e))?;
     let conn = tokio::spawn(conn);
     let balances = format!("bal_{tag}");
     setup
@@ -184,14 +185,15 @@ async fn postgres(url: &str, proxy: &DelayProxy, case: &Case<'_>, tag: &str) -> 
             "CREATE TABLE {balances} (account text PRIMARY KEY, balance bigint NOT NULL)"
         ))
         .await
-        .map_err(|e| format!("PostgreSQL: {e}"))?;
+        .map_err(|e| BenchError::step("PostgreSQL", e))?;
     drop(setup);
     let _ = conn.await;
-    let retention = Retention::unchecked(Duration::from_secs(86_400)).map_err(|e| e.to_string())?;
+    let retention =
+        Retention::unchecked(Duration::from_secs(86_400)).map_err(BenchError::failed)?;
     let store = PgStore::from_url(&through(url, proxy)?, Tls::Disabled, retention)
         .and_then(|s| s.with_table(&format!("marks_{tag}")))
-        .map_err(|e| e.to_string())?;
-    store.create_table().await.map_err(|e| e.to_string())?;
+        .map_err(BenchError::failed)?;
+    store.create_table().await.map_err(BenchError::failed)?;
     let upsert = format!(
         "INSERT INTO {balances} (account, balance) VALUES ($1, 1) \
          ON CONFLICT (account) DO UPDATE SET balance = {balances}.balance + 1"
@@ -205,10 +207,11 @@ async fn postgres(url: &str, proxy: &DelayProxy, case: &Case<'_>, tag: &str) -> 
 
 /// A Valkey row: a fresh prefix for the marks, the balances as hashes of their own.
 async fn valkey(url: &str, proxy: &DelayProxy, case: &Case<'_>, tag: &str) -> Result<Value> {
-    let retention = Retention::unchecked(Duration::from_secs(86_400)).map_err(|e| e.to_string())?;
+    let retention =
+        Retention::unchecked(Duration::from_secs(86_400)).map_err(BenchError::failed)?;
     let store = lambda_dedup_valkey::ValkeyStore::from_url(&through(url, proxy)?, retention)
         .and_then(|s| s.with_prefix(&format!("mark:{tag}:")))
-        .map_err(|e| e.to_string())?;
+        .map_err(BenchError::failed)?;
     let plan = |e: &Derived| {
         let key = format!("bal:{tag}:{}", account(e)?);
         Ok(Plan::from(vec![ValkeyEffect::hincr_by(key, "balance", 1)]))
@@ -246,7 +249,7 @@ pub(crate) async fn run(pg_url: &str, valkey_url: &str, n: usize, docs: &Path) -
     }
     let path = docs.join("BENCHMARKS.md");
     let doc = std::fs::read_to_string(&path).unwrap_or_default();
-    std::fs::write(&path, splice(&doc, &table(&rows))).map_err(|e| e.to_string())
+    std::fs::write(&path, splice(&doc, &table(&rows))).map_err(BenchError::failed)
 }
 
 /// The rows as a Markdown table.

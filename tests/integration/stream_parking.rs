@@ -8,7 +8,7 @@ use lambda_dedup_runtime::dynamodb_stream::Change;
 use lambda_dedup_runtime::parking::Parking;
 use lambda_dedup_runtime::queue::Queue;
 use lambda_dedup_runtime::testing::on_memory;
-use lambda_dedup_runtime::{Dedup, Env, Refusal};
+use lambda_dedup_runtime::{Dedup, Env, HandlerError};
 use serde_json::json;
 
 use crate::e2e::{sqs, stack_is_up};
@@ -19,15 +19,15 @@ struct Order {
     total: String,
 }
 
-fn credit(e: lambda_dedup_runtime::Event<Change<Order>>) -> Result<Effect, Refusal> {
+fn credit(e: lambda_dedup_runtime::Event<Change<Order>>) -> Result<Effect, HandlerError> {
     let order = e
         .payload
         .new_image
-        .ok_or_else(|| Refusal::invalid("no new image"))?;
+        .ok_or_else(|| HandlerError::invalid("no new image"))?;
     let total: i64 = order
         .total
         .parse()
-        .map_err(|_| Refusal::invalid("total is not an integer"))?;
+        .map_err(|_| HandlerError::invalid("total is not an integer"))?;
     Ok(Effect::add(
         "totals",
         ("customer", order.customer),

@@ -2465,6 +2465,6 @@ O: !GetAtt Table.StreamSpecification.StreamArn
             "O": {"Fn::GetAtt": ["Table", "StreamSpecification.StreamArn"]},
         });
         assert_eq!(short, long);
-        assert!(parse("A: !Nope x\n").is_err_and(|e| e.contains("!Nope")));
+        assert!(parse("A: !Nope x\n").is_err_and(|e| e.to_string().contains("!Nope")));
     }
 }

@@ -15,6 +15,7 @@ use super::bound;
 use super::draws::Recorder;
 use super::store::ModelledStore;
 use crate::Result;
+use crate::error::BenchError;
 use crate::modes::{Dedups, Mode, run_one, workload_ids};
 
 /// The workloads, in the emulator bed's order.
@@ -49,9 +50,10 @@ pub(crate) fn applied(memory: &MemoryStore, table: &str, mode: Mode) -> u64 {
 pub(crate) async fn run(n: usize, batch: usize, seed: u64, modes: &[Mode]) -> Result<Vec<Json>> {
     let latency = Latency::Calibrated { seed };
     let delays = Arc::new(Delays::new(latency));
-    let retention = Retention::unchecked(Duration::from_secs(86_400)).map_err(|e| e.to_string())?;
+    let retention =
+        Retention::unchecked(Duration::from_secs(86_400)).map_err(BenchError::failed)?;
     let spec = KeySpec::cloudevents(
-        Scope::new("bench", "ledger").map_err(|e| e.to_string())?,
+        Scope::new("bench", "ledger").map_err(BenchError::failed)?,
         "tenantid",
     );
     let mut rows = Vec::new();
@@ -79,11 +81,11 @@ pub(crate) async fn run(n: usize, batch: usize, seed: u64, modes: &[Mode]) -> Re
             let bound = bound::of(&draws).as_secs_f64();
             let applied = applied(store.memory(), table, mode);
             if applied != distinct.len() as u64 {
-                return Err(format!(
+                return Err(BenchError::Unexpected(format!(
                     "modelled bed: {} on {workload} applied {applied} events, not the {} distinct",
                     mode.name(),
                     distinct.len()
-                ));
+                )));
             }
             latencies.sort();
             let p50 = latencies

@@ -20,7 +20,7 @@
 //! that honours `Idempotency-Key`) and `CHARGE_TENANT` (the tenant it charges for).
 
 use lambda_dedup_http::IdempotentClient;
-use lambda_dedup_runtime::{Dedup, Event, InvokeScope, Refusal, Service};
+use lambda_dedup_runtime::{Dedup, Event, HandlerError, InvokeScope, Service};
 use serde_json::Value;
 
 /// A charge request, as the caller sends it.
@@ -66,7 +66,7 @@ fn service(dedup: Dedup) -> Result<Service<Value, Receipt>, lambda_runtime::Erro
         async move {
             let ChargeRequest { order_id, cents } = e.payload;
             if cents <= 0 {
-                return Err(Refusal::invalid("cents must be positive"));
+                return Err(HandlerError::invalid("cents must be positive"));
             }
             let body = serde_json::json!({"order": order_id, "amount": cents});
             let answer = payments.call("/payments", &key, &body).await?;

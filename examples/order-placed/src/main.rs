@@ -14,7 +14,7 @@
 
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_runtime::flow::transact;
-use lambda_dedup_runtime::{Dedup, Effect, Event, Item, Refusal, SqsService};
+use lambda_dedup_runtime::{Dedup, Effect, Event, HandlerError, Item, SqsService};
 
 /// An `OrderPlaced` event, as the producer writes it.
 #[derive(serde::Deserialize)]
@@ -26,9 +26,9 @@ struct OrderPlaced {
 }
 
 /// The order, written with the event's mark.
-fn write_order(orders: &str, e: Event<OrderPlaced>) -> Result<Effect, Refusal> {
+fn write_order(orders: &str, e: Event<OrderPlaced>) -> Result<Effect, HandlerError> {
     if e.payload.total_cents <= 0 {
-        return Err(Refusal::invalid("total_cents must be positive"));
+        return Err(HandlerError::invalid("total_cents must be positive"));
     }
     let order = Item::from(("order_id", e.scoped(&e.payload.order_id)))
         .with("customer", e.payload.customer)

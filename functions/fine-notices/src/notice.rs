@@ -1,9 +1,9 @@
 //! What a fine notice writes.
 
-use lambda_dedup::signature::hmac_sha256;
 use lambda_dedup::{DedupKey, Effect, Item};
 use lambda_dedup_engine::{HandlerError, Plan};
 use lambda_dedup_runtime::{Dedup, Event};
+use lambda_dedup_signature::hmac_sha256;
 
 /// The tables a notice writes to, and the secret of the correlation key.
 pub(crate) struct Tables {

@@ -1,5 +1,5 @@
 //! `inbox-forwarder`: the webhook inbox's DynamoDB stream → the SQS queue the rest of the system
-//! reads. See `lambda_dedup_runtime::inbox` for its rules (order, parking, deadline).
+//! reads. See `lambda_dedup_runtime::relay::forward` for its rules (order, parking, deadline).
 //!
 //! Two triggers, one service: the inbox's stream, and a schedule for the sweep that re-drives
 //! items left unforwarded (any event without `Records`, e.g. `events/relay-sweep.json`).
@@ -22,5 +22,5 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let dedup = lambda_dedup_runtime::Dedup::from_env(FUNCTION)?
         .dynamodb()
         .await;
-    lambda_runtime::run_concurrent(lambda_dedup_runtime::inbox::forwarder(dedup)?).await
+    lambda_runtime::run_concurrent(lambda_dedup_runtime::relay::forward::forwarder(dedup)?).await
 }

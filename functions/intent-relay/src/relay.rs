@@ -10,7 +10,10 @@ use lambda_dedup_config::RelayVars;
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_runtime::Dedup;
 use lambda_dedup_runtime::in_order::image_part;
-use lambda_dedup_runtime::relay::{Act, Failure, Layout, Read, RelayService, Repeats};
+use lambda_dedup_runtime::relay::{
+    Act, Attribute, Attributes, Failure, Layout, Metric, Read, RelayService, Repeats, StatusValue,
+    Waiting,
+};
 
 /// The function's name: the `Function` dimension of its metrics.
 pub const FUNCTION: &str = "intent-relay";
@@ -33,7 +36,7 @@ const MAX_RECEIPT_BYTES: usize = 32 * 1024;
 const PENDING: &str = "PENDING";
 
 /// The attribute the sweep stamps on an intent it re-drives (epoch milliseconds).
-const REDRIVE: &str = lambda_dedup_runtime::relay::REDRIVE;
+const REDRIVE: &str = lambda_dedup_runtime::relay::REDRIVE.name();
 
 /// Reason code of a pending intent whose image lacks a field the call needs.
 const MALFORMED: &str = "malformed_intent";
@@ -45,16 +48,18 @@ const INVALID_KEY: &str = "invalid_idempotency_key";
 /// `failure_reason` and `failed_at`). The API deduplicates by the intent's id, so a repeat is
 /// answered as a replay ([`Repeats::Answered`]).
 pub const LAYOUT: Layout = Layout {
-    key: "intent_id",
-    created: "created_at",
-    status: "status",
-    waiting: Some(PENDING),
-    settled: "CONFIRMED",
-    parked: "FAILED",
-    parked_at: "failed_at",
+    attributes: Attributes {
+        key: Attribute::new("intent_id"),
+        created: Attribute::new("created_at"),
+        status: Attribute::new("status"),
+        parked_at: Attribute::new("failed_at"),
+    },
+    waiting: Waiting::Holds(StatusValue::new(PENDING)),
+    settled: StatusValue::new("CONFIRMED"),
+    parked: StatusValue::new("FAILED"),
     repeats: Repeats::Answered,
-    settled_metric: "Confirmed",
-    waiting_metric: "PendingIntents",
+    settled_metric: Metric::new("Confirmed"),
+    waiting_metric: Metric::new("PendingIntents"),
 };
 
 /// What a pending intent posts.

@@ -2,7 +2,7 @@
 
 use lambda_dedup::{Effect, Item};
 use lambda_dedup_engine::Plan;
-use lambda_dedup_runtime::{Dedup, Event, Provenance, Refusal};
+use lambda_dedup_runtime::{Dedup, Event, HandlerError, Provenance};
 
 /// Longest account id accepted.
 const MAX_ACCOUNT: usize = 256;
@@ -35,21 +35,25 @@ struct Movement {
 /// verified sender vouched for (a webhook's, forwarded from the inbox) moves only that sender's
 /// own balances: the key derivation refuses one naming another tenant (`tenant_not_sender`), and
 /// the plan checks it again.
-pub fn plan(balances: &str, event: Event<LedgerEvent>) -> Result<Plan, Refusal> {
+pub fn plan(balances: &str, event: Event<LedgerEvent>) -> Result<Plan, HandlerError> {
     if let Provenance::Sender(sender) = &event.provenance
         && *sender != event.tenant
     {
-        return Err(Refusal::invalid(
+        return Err(HandlerError::invalid(
             "tenantid is not the verified sender's own tenant",
         ));
     }
     let LedgerEvent { kind, data } = &event.payload;
     let account = data.account.as_str();
     if account.trim().is_empty() || account.len() > MAX_ACCOUNT {
-        return Err(Refusal::invalid("data.account must be a non-empty string"));
+        return Err(HandlerError::invalid(
+            "data.account must be a non-empty string",
+        ));
     }
     if data.amount <= 0 {
-        return Err(Refusal::invalid("data.amount must be a positive integer"));
+        return Err(HandlerError::invalid(
+            "data.amount must be a positive integer",
+        ));
     }
     let (sign, amount) = match *kind {
         Kind::Credit => (1, data.amount),
@@ -103,7 +107,7 @@ mod tests {
     use serde_json::json;
 
     /// `body` as the event the service hands to [`plan`], or the refusal of its payload.
-    fn planned(tenant: &str, body: serde_json::Value) -> Result<Plan, Refusal> {
+    fn planned(tenant: &str, body: serde_json::Value) -> Result<Plan, HandlerError> {
         let payload = lambda_dedup_runtime::service::parse(&body)?;
         let key = DedupKey::new(&Scope::new("t", "c").expect("scope"), tenant, &["x"]);
         let tenant = tenant.to_owned();
@@ -172,7 +176,7 @@ mod tests {
             json!({"type": "credit"}),
         ] {
             assert!(
-                matches!(planned("t1", body.clone()), Err(Refusal::Invalid(_))),
+                matches!(planned("t1", body.clone()), Err(HandlerError::Invalid(_))),
                 "{body}"
             );
         }

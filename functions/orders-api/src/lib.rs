@@ -4,7 +4,7 @@
 pub mod order;
 
 use lambda_dedup_runtime::http::{HttpConfig, Reply};
-use lambda_dedup_runtime::{Dedup, HttpEvent, HttpService, Refusal};
+use lambda_dedup_runtime::{Dedup, HandlerError, HttpEvent, HttpService};
 
 /// The function's name: the consumer of its keys and the `Function` of its metrics.
 pub const FUNCTION: &str = "orders-api";
@@ -20,7 +20,7 @@ pub fn service(dedup: Dedup, config: HttpConfig) -> Result<HttpService, lambda_h
     })?)
 }
 
-fn route(orders: &str, e: HttpEvent<order::NewOrder>) -> Result<Reply, Refusal> {
+fn route(orders: &str, e: HttpEvent<order::NewOrder>) -> Result<Reply, HandlerError> {
     match (e.method.as_str(), e.path.trim_end_matches('/')) {
         ("POST", "/orders") => order::create(orders, e),
         (_, "/orders") => Ok(Reply::new(

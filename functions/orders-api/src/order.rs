@@ -2,7 +2,7 @@
 
 use lambda_dedup::{Effect, Item, OwnerToken};
 use lambda_dedup_runtime::http::Reply;
-use lambda_dedup_runtime::{HttpEvent, Refusal};
+use lambda_dedup_runtime::{HandlerError, HttpEvent};
 
 /// The most of one item in an order.
 pub const MAX_QUANTITY: u32 = 1_000;
@@ -19,13 +19,13 @@ pub struct NewOrder {
 /// A new order: a fresh id, put into `table` only if no order has it, answered 201 with the
 /// order and its `location`. Of concurrent attempts under one key only the one whose commit
 /// wins is written, so the id the answer names is the stored order's.
-pub fn create(table: &str, e: HttpEvent<NewOrder>) -> Result<Reply, Refusal> {
+pub fn create(table: &str, e: HttpEvent<NewOrder>) -> Result<Reply, HandlerError> {
     let order = e.payload;
     if order.quantity == 0 || order.quantity > MAX_QUANTITY {
-        return Err(Refusal::invalid("quantity must be between 1 and 1000"));
+        return Err(HandlerError::invalid("quantity must be between 1 and 1000"));
     }
     if order.sku.is_empty() || order.sku.len() > 64 {
-        return Err(Refusal::invalid("sku must be 1 to 64 characters"));
+        return Err(HandlerError::invalid("sku must be 1 to 64 characters"));
     }
     let id = format!("ord_{}", OwnerToken::random().as_str());
     let item = Item::new()

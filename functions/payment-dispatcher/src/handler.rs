@@ -5,7 +5,7 @@ use std::sync::Arc;
 use lambda_dedup::Lease;
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_runtime::flow::calls;
-use lambda_dedup_runtime::{Dedup, Event, Refusal, SqsService};
+use lambda_dedup_runtime::{Dedup, Event, HandlerError, SqsService};
 use lambda_runtime::Error;
 
 use crate::payment::{self, Request};
@@ -31,7 +31,7 @@ pub(crate) fn service(dedup: Dedup) -> Result<SqsService, Error> {
                 let receipt = api
                     .call("/v1/payments", &lease.idempotency_key(), &request)
                     .await?;
-                Ok::<_, Refusal>(Some(receipt.body))
+                Ok::<_, HandlerError>(Some(receipt.body))
             }
         }))?,
     )

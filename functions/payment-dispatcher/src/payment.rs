@@ -1,6 +1,6 @@
 //! What a payment request asks the provider for.
 
-use lambda_dedup_runtime::{Dedup, Refusal};
+use lambda_dedup_runtime::{Dedup, HandlerError};
 
 /// A payment request's `data`, as it arrives (other fields ignored).
 #[derive(Debug, serde::Deserialize)]
@@ -14,19 +14,21 @@ impl Request {
     /// The provider request for a `payment.requested` event with
     /// `data: {amount_cents, currency, customer_ref}`, or why it cannot be sent (naming fields,
     /// never quoting values).
-    pub(crate) fn checked(self) -> Result<serde_json::Value, Refusal> {
+    pub(crate) fn checked(self) -> Result<serde_json::Value, HandlerError> {
         if self.amount_cents <= 0 {
-            return Err(Refusal::invalid(
+            return Err(HandlerError::invalid(
                 "data.amount_cents must be a positive integer",
             ));
         }
         let currency = self.currency.as_str();
         if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase()) {
-            return Err(Refusal::invalid("data.currency must be an ISO 4217 code"));
+            return Err(HandlerError::invalid(
+                "data.currency must be an ISO 4217 code",
+            ));
         }
         let customer = self.customer_ref.as_str();
         if customer.trim().is_empty() || customer.len() > 128 {
-            return Err(Refusal::invalid(
+            return Err(HandlerError::invalid(
                 "data.customer_ref must be a non-empty string",
             ));
         }
@@ -76,7 +78,7 @@ mod tests {
         assert_eq!(entry.flow, Some(lambda_dedup_cli::template::Flow::Leased),);
     }
 
-    fn request(data: serde_json::Value) -> Result<serde_json::Value, Refusal> {
+    fn request(data: serde_json::Value) -> Result<serde_json::Value, HandlerError> {
         lambda_dedup_runtime::service::parse::<Request>(&data).and_then(Request::checked)
     }
 
@@ -101,7 +103,7 @@ mod tests {
             json!({"currency": "EUR", "customer_ref": "c"}),
         ] {
             assert!(
-                matches!(request(data.clone()), Err(Refusal::Invalid(_))),
+                matches!(request(data.clone()), Err(HandlerError::Invalid(_))),
                 "{data}"
             );
         }

@@ -96,7 +96,7 @@ pub struct FunctionEntry {
 
 /// The names of the template's functions (the last part of each `CodeUri`), sorted.
 pub fn functions(yaml: &str) -> Result<Vec<String>, TemplateError> {
-    let doc = parse(yaml).map_err(TemplateError::Unreadable)?;
+    let doc = parse(yaml).map_err(|e| TemplateError::Unreadable(e.to_string()))?;
     let mut names: Vec<String> = function_resources(&doc)?
         .map(|(name, _)| name.to_owned())
         .collect();
@@ -107,7 +107,7 @@ pub fn functions(yaml: &str) -> Result<Vec<String>, TemplateError> {
 /// The entry of `function` in the template text `yaml`; with no `function`, of the template's
 /// one function (a template of several must be told which: [`TemplateError::WhichFunction`]).
 pub fn function_entry(yaml: &str, function: Option<&str>) -> Result<FunctionEntry, TemplateError> {
-    let doc = parse(yaml).map_err(TemplateError::Unreadable)?;
+    let doc = parse(yaml).map_err(|e| TemplateError::Unreadable(e.to_string()))?;
     let params = &doc["Parameters"];
     let resources = doc["Resources"]
         .as_object()
@@ -218,12 +218,32 @@ fn scalar(v: &Value) -> Option<String> {
     }
 }
 
+/// Why a template's text could not be read as a template.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// The text is not YAML (the parser's message).
+    #[error("not YAML: {0}")]
+    NotYaml(String),
+    /// A YAML number JSON cannot hold (the converter's message).
+    #[error("{0}")]
+    Number(String),
+    /// A mapping key that is not a string, number or boolean (the key, as YAML has it).
+    #[error("a mapping key that is not a string: {0}")]
+    KeyNotString(String),
+    /// A tag that is not one of CloudFormation's short forms.
+    #[error("unknown tag {0}")]
+    UnknownTag(String),
+    /// A `!GetAtt` whose text is not `Resource.Attribute`.
+    #[error("!GetAtt {0}: expected Resource.Attribute")]
+    GetAtt(String),
+}
+
 /// A template's text as JSON, each short-form tag replaced by its long form: `!Ref X` by
 /// `{"Ref": "X"}`, `!GetAtt A.B` by `{"Fn::GetAtt": ["A", "B"]}`, `!Condition C` by
 /// `{"Condition": "C"}`, and every other `!Fn` by `{"Fn::Fn": …}`.
-pub fn parse(text: &str) -> Result<Value, String> {
+pub fn parse(text: &str) -> Result<Value, ParseError> {
     let yaml: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(text).map_err(|e| format!("not YAML: {e}"))?;
+        serde_yaml_ng::from_str(text).map_err(|e| ParseError::NotYaml(e.to_string()))?;
     long_form(yaml)
 }
 
@@ -247,17 +267,17 @@ const SHORT_FORMS: [&str; 16] = [
     "Or",
 ];
 
-fn long_form(v: serde_yaml_ng::Value) -> Result<Value, String> {
+fn long_form(v: serde_yaml_ng::Value) -> Result<Value, ParseError> {
     use serde_yaml_ng::Value as Y;
     Ok(match v {
         Y::Null => Value::Null,
         Y::Bool(b) => Value::Bool(b),
-        Y::Number(n) => serde_json::to_value(&n).map_err(|e| e.to_string())?,
+        Y::Number(n) => serde_json::to_value(&n).map_err(|e| ParseError::Number(e.to_string()))?,
         Y::String(s) => Value::String(s),
         Y::Sequence(a) => Value::Array(
             a.into_iter()
                 .map(long_form)
-                .collect::<Result<_, String>>()?,
+                .collect::<Result<_, ParseError>>()?,
         ),
         Y::Mapping(m) => {
             let mut o = serde_json::Map::new();
@@ -266,7 +286,7 @@ fn long_form(v: serde_yaml_ng::Value) -> Result<Value, String> {
                     Y::String(s) => s,
                     Y::Number(n) => n.to_string(),
                     Y::Bool(b) => b.to_string(),
-                    other => return Err(format!("a mapping key that is not a string: {other:?}")),
+                    other => return Err(ParseError::KeyNotString(format!("{other:?}"))),
                 };
                 o.insert(k, long_form(v)?);
             }
@@ -276,7 +296,7 @@ fn long_form(v: serde_yaml_ng::Value) -> Result<Value, String> {
             let tag = t.tag.to_string();
             let name = tag.trim_start_matches('!');
             if !SHORT_FORMS.contains(&name) {
-                return Err(format!("unknown tag {tag}"));
+                return Err(ParseError::UnknownTag(tag));
             }
             let inner = long_form(t.value)?;
             let (key, inner) = match (name, inner) {
@@ -284,7 +304,7 @@ fn long_form(v: serde_yaml_ng::Value) -> Result<Value, String> {
                 ("GetAtt", Value::String(s)) => {
                     let (res, attr) = s
                         .split_once('.')
-                        .ok_or_else(|| format!("!GetAtt {s}: expected Resource.Attribute"))?;
+                        .ok_or_else(|| ParseError::GetAtt(s.clone()))?;
                     ("Fn::GetAtt".to_owned(), serde_json::json!([res, attr]))
                 }
                 (_, v) => (format!("Fn::{name}"), v),

@@ -8,11 +8,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use lambda_dedup::signature::{
+use lambda_dedup::{FingerprintSource, IdentitySource, KeySpec, Scope, TenantSource};
+use lambda_dedup_signature::{
     GITHUB_DELIVERY_HEADER, SHOPIFY_WEBHOOK_ID_HEADER, SVIX_ID_HEADER, Scheme, SignatureError,
     Verifier, VerifierError, WEBHOOK_ID_HEADER,
 };
-use lambda_dedup::{FingerprintSource, IdentitySource, KeySpec, Scope, TenantSource};
 
 use crate::env::{Lookup, optional_in, required_in};
 use crate::secrets_in;
@@ -259,7 +259,7 @@ impl WebhookConfig {
             None => Scheme::default(),
             Some(v) => v
                 .parse()
-                .map_err(|e: lambda_dedup::signature::UnknownScheme| {
+                .map_err(|e: lambda_dedup_signature::UnknownScheme| {
                     SettingsError::refused("WEBHOOK_SCHEME", SettingRule::Malformed(e.to_string()))
                 })?,
         };
@@ -278,7 +278,7 @@ impl WebhookConfig {
                     TOLERANCE,
                     SettingRule::AboveMaximum {
                         value: secs,
-                        max: lambda_dedup::signature::MAX_TOLERANCE.as_secs(),
+                        max: lambda_dedup_signature::MAX_TOLERANCE.as_secs(),
                         why: "a captured delivery could be replayed for that long",
                     },
                 ),

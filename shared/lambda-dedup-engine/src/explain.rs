@@ -11,7 +11,7 @@ use std::time::SystemTime;
 
 use lambda_dedup::{DedupKey, Fingerprint, Mark, MarkStatus, Message, Rejection, Seen, StoreError};
 
-use crate::flows::Deduplicator;
+use crate::deduplicator::Deduplicator;
 
 /// What a delivery of a message would get now.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 //! made again under the same idempotency key. A layer that knows better answers a
 //! [`HandlerError`] itself.
 
-use crate::refusal::{HandlerError, Transient};
+use crate::handler_error::{HandlerError, Transient};
 
 impl From<Box<dyn std::error::Error + Send + Sync>> for HandlerError {
     fn from(e: Box<dyn std::error::Error + Send + Sync>) -> Self {

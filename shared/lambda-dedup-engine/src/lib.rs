@@ -10,7 +10,7 @@
 //!   that must close (S14), with its CloudWatch Embedded Metric Format line: every count, the
 //!   retries by [`RetryCause`], the rejections by [`Reason`], and the work's refusals by
 //!   [`InvalidCause`] and [`TransientCause`].
-//! - [`refusal`]: [`HandlerError`], why the work refuses an event, typed: [`Invalid`] (never:
+//! - `handler_error`: [`HandlerError`], why the work refuses an event, typed: [`Invalid`] (never:
 //!   dead-lettered) or [`Transient`] (not now: retried), each the library's own cause (a payload
 //!   that does not fit, a call given up…) or the work's own rule or reason
 //!   ([`HandlerError::invalid`], [`HandlerError::transient`]).
@@ -23,7 +23,7 @@
 //! - [`explain`]: [`Deduplicator::explain`]: the [`Verdict`] a delivery of a message would get
 //!   now (would apply, duplicate, conflict, late, no identity…), read and never written, for
 //!   operators' tools.
-//! - [`flows`]: [`Deduplicator`]: the transactional flow (mark and effects in one transaction,
+//! - `deduplicator`: [`Deduplicator`]: the transactional flow (mark and effects in one transaction,
 //!   S5) and the leased flow (claim, external call with the idempotency key, complete, S6), each
 //!   mapping every store answer to an outcome; a store fault is always a retry (S13). Batch-
 //!   transaction mode ([`run_batch_transactional`]) commits a whole batch in as few transactions
@@ -70,26 +70,26 @@
 
 #![warn(missing_docs)]
 
+mod deduplicator;
 pub mod explain;
-pub mod flows;
+mod handler_error;
 mod late;
 mod layer_error;
 pub mod outcome;
 pub mod passage;
 pub mod provider;
-pub mod refusal;
 pub mod retry;
 pub mod runner;
 
-pub use explain::{Explanation, Verdict};
-pub use flows::{
+pub use deduplicator::{
     CreateOnceDeduplicator, Deduplicator, LatestDeduplicator, LeasedDeduplicator, Plan,
     SequencedDeduplicator,
 };
+pub use explain::{Explanation, Verdict};
+pub use handler_error::{HandlerError, Invalid, InvalidCause, Transient, TransientCause};
 pub use late::late_attributes;
 pub use outcome::{Account, Outcome, Reason, emf_line};
 pub use passage::{Pass, Passage, never_applies};
 pub use provider::{CallError, Permanence};
-pub use refusal::{HandlerError, Invalid, InvalidCause, Transient, TransientCause};
 pub use retry::RetryCause;
 pub use runner::{BatchReport, run_batch, run_batch_transactional};

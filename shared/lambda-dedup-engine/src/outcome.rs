@@ -7,7 +7,7 @@ use serde::Serialize;
 
 pub use lambda_dedup::Reason;
 
-use crate::refusal::{Invalid, InvalidCause, Transient, TransientCause};
+use crate::handler_error::{Invalid, InvalidCause, Transient, TransientCause};
 use crate::retry::RetryCause;
 
 /// How one delivery ended. Exactly one per delivery (S14).

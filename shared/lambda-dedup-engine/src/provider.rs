@@ -1,7 +1,7 @@
 //! A call to an external provider that did not end in a 2xx answer: the typed [`CallError`]
 //! and its [`Permanence`] (S15), which the work's refusal carries when its call fails
 //! ([`Transient::Provider`](crate::Transient::Provider) or
-//! [`Invalid::Provider`](crate::Invalid::Provider), see [`crate::refusal`]). The HTTP client that
+//! [`Invalid::Provider`](crate::Invalid::Provider), see [`HandlerError`](crate::HandlerError)). The HTTP client that
 //! makes the call and classifies its answer into these is `lambda_dedup_http`, which re-exports
 //! them; they live here so that a refusal carries the call's failure typed.
 

@@ -7,9 +7,9 @@ use std::panic::AssertUnwindSafe;
 use futures::{FutureExt, StreamExt};
 use lambda_dedup::Message;
 
-use crate::flows::{Deduplicator, Plan};
+use crate::deduplicator::{Deduplicator, Plan};
+use crate::handler_error::HandlerError;
 use crate::outcome::{Account, Outcome};
-use crate::refusal::HandlerError;
 use crate::retry::RetryCause;
 
 /// The messages of one FIFO group, with their positions in the batch.

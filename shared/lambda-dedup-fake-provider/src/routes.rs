@@ -43,14 +43,14 @@ async fn create(
     provider.lock().count_request();
     let key = match idempotency_key(&headers) {
         Ok(key) => key,
-        Err(message) => return error(StatusCode::BAD_REQUEST, message),
+        Err(bad) => return error(StatusCode::BAD_REQUEST, bad.to_string()),
     };
     // Parsed by hand rather than with `Json<Value>` so a bad body gets the
     // same `{"error": ...}` shape as every other refusal, whatever its
     // Content-Type.
     let request: Value = match json_body(&body, "request body is not valid JSON") {
         Ok(request) => request,
-        Err(message) => return error(StatusCode::BAD_REQUEST, message),
+        Err(bad) => return error(StatusCode::BAD_REQUEST, bad.to_string()),
     };
 
     // Faults model the network and the provider's health, which do not care
@@ -144,15 +144,28 @@ async fn apply(claim: Claim, kind: Option<FaultKind>, delay: Duration) -> Respon
     }
 }
 
+/// A request body that is not the JSON its route takes: what a 400 says.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {source}")]
+struct BadBody {
+    /// What is wrong (`invalid fault`).
+    what: &'static str,
+    /// Why, as the JSON parser says.
+    source: serde_json::Error,
+}
+
 /// `body` as JSON of type `T`, or what a 400 says: `what` is wrong, and why.
-fn json_body<T: serde::de::DeserializeOwned>(body: &Bytes, what: &str) -> Result<T, String> {
-    serde_json::from_slice(body).map_err(|parse| format!("{what}: {parse}"))
+fn json_body<T: serde::de::DeserializeOwned>(
+    body: &Bytes,
+    what: &'static str,
+) -> Result<T, BadBody> {
+    serde_json::from_slice(body).map_err(|source| BadBody { what, source })
 }
 
 async fn add_fault(State(provider): State<Provider>, body: Bytes) -> Response {
     let fault: Fault = match json_body(&body, "invalid fault") {
         Ok(fault) => fault,
-        Err(message) => return error(StatusCode::BAD_REQUEST, message),
+        Err(bad) => return error(StatusCode::BAD_REQUEST, bad.to_string()),
     };
     if fault.count == 0 {
         // Rejected rather than ignored: a test asking for zero faults has a bug.
@@ -180,7 +193,7 @@ async fn add_rejection(State(provider): State<Provider>, body: Bytes) -> Respons
     }
     let rejection: Rejection = match json_body(&body, "invalid rejection") {
         Ok(rejection) => rejection,
-        Err(message) => return error(StatusCode::BAD_REQUEST, message),
+        Err(bad) => return error(StatusCode::BAD_REQUEST, bad.to_string()),
     };
     if !(400..=499).contains(&rejection.status) {
         return error(StatusCode::BAD_REQUEST, "a rejection is a 4xx status");
@@ -202,7 +215,7 @@ async fn set_key_retention(State(provider): State<Provider>, body: Bytes) -> Res
             provider.set_key_retention(k.retention_ms.map(Duration::from_millis));
             StatusCode::NO_CONTENT.into_response()
         }
-        Err(message) => error(StatusCode::BAD_REQUEST, message),
+        Err(bad) => error(StatusCode::BAD_REQUEST, bad.to_string()),
     }
 }
 
@@ -218,7 +231,7 @@ async fn advance_clock(State(provider): State<Provider>, body: Bytes) -> Respons
             provider.advance(Duration::from_millis(a.advance_ms));
             StatusCode::NO_CONTENT.into_response()
         }
-        Err(message) => error(StatusCode::BAD_REQUEST, message),
+        Err(bad) => error(StatusCode::BAD_REQUEST, bad.to_string()),
     }
 }
 

@@ -41,13 +41,13 @@ pub struct Walk<E> {
 }
 
 /// Applies `apply` to `records` one at a time, in order. It stops at the first record that
-/// fails transiently (`Err`, with the reason for the log), or before the first record it has
+/// fails transiently (`Err`, its reason displayed in the log), or before the first record it has
 /// less than `per_record` left for (`deadline`: the invocation's; `None` for no limit), or at a
 /// record still not done at the cutoff (the deadline less `margin`, the function's
 /// `DEDUP_DEADLINE_MARGIN_MS`, or less a quarter of `per_record` when that is shorter), and names
 /// that record in the response: the stream retries from it, so order is kept and nothing is
 /// skipped (S12). Permanent refusals are the caller's endings (parked), and do not stop it (S15).
-pub async fn walk<'a, E, F, Fut>(
+pub async fn walk<'a, E, R, F, Fut>(
     records: &'a [EventRecord],
     per_record: Duration,
     margin: Duration,
@@ -55,8 +55,9 @@ pub async fn walk<'a, E, F, Fut>(
     mut apply: F,
 ) -> Walk<E>
 where
+    R: std::fmt::Display,
     F: FnMut(&'a EventRecord) -> Fut,
-    Fut: Future<Output = Result<E, String>>,
+    Fut: Future<Output = Result<E, R>>,
 {
     let mut walk = Walk {
         done: Vec::with_capacity(records.len()),
@@ -90,20 +91,20 @@ where
         // cutoff is the margin before the deadline, or a quarter of `per_record` when that is
         // shorter (a record started with `per_record` left keeps most of it).
         let cutoff = crate::bound::cutoff_at(deadline, margin.min(per_record / 4));
-        let applied = crate::bound::within(cutoff, apply(record))
-            .await
-            .unwrap_or_else(|| Err(crate::bound::ABANDONED.into()));
-        match applied {
-            Ok(ending) => walk.done.push(ending),
-            Err(reason) => {
-                tracing::warn!(event_id = %record.event_id, reason = %reason,
-                    "record not done; the stream retries from this record");
-                walk.transient += 1;
-                walk.deferred += rest;
-                retry_from = Some(record);
-                break;
+        let reason = match crate::bound::within(cutoff, apply(record)).await {
+            Some(Ok(ending)) => {
+                walk.done.push(ending);
+                continue;
             }
-        }
+            Some(Err(reason)) => reason.to_string(),
+            None => crate::bound::ABANDONED.to_owned(),
+        };
+        tracing::warn!(event_id = %record.event_id, reason = %reason,
+            "record not done; the stream retries from this record");
+        walk.transient += 1;
+        walk.deferred += rest;
+        retry_from = Some(record);
+        break;
     }
     if let Some(record) = retry_from {
         let mut failure = DynamoDbBatchItemFailure::default();

@@ -33,8 +33,8 @@
 //!   (`secrets::webhook_config`, `WEBHOOK_SECRETS_ARN`) and again, bounded, on a mismatch.
 //! - `relay` (feature `dynamodb-streams`): the recorded-intent and inbox pattern (S7) once — a
 //!   table's stream, an action per new item, settle or park, the deadline, the tally, the sweep —
-//!   for `intent-relay` and the inbox's forwarder, built by `Dedup::relay`.
-//! - `inbox` (feature `inbox`): the inbox table's stream forwarded to a queue, never stalling.
+//!   for `intent-relay` and the inbox's forwarder (`relay::forward`, feature `inbox`: the inbox
+//!   table's stream forwarded to a queue), built by `Dedup::relay`.
 //! - [`testing`]: what a function's tests share; with the feature `memory`, the function on the
 //!   memory store of its own settings (`testing::on_memory`).
 //!
@@ -57,8 +57,6 @@ pub mod emf;
 pub mod http;
 #[cfg(any(feature = "dynamodb-streams", test))]
 pub mod in_order;
-#[cfg(any(feature = "inbox", test))]
-pub mod inbox;
 #[cfg(any(
     feature = "kinesis",
     feature = "dynamodb-streams",
@@ -139,8 +137,8 @@ pub use lambda_dedup_config::{Env, SettingRule, Settings, SettingsError};
 #[cfg(any(feature = "webhook", test))]
 pub use service::WebhookService;
 pub use service::{
-    BuildError, Dedup, Event, IntoPlan, Invalid, InvokeError, InvokeScope, InvokeScopeError,
-    Refusal, Service, SqsService, Transient, flow,
+    BuildError, Dedup, Event, HandlerError, IntoPlan, Invalid, InvokeError, InvokeScope,
+    InvokeScopeError, Service, SqsService, Transient, flow,
 };
 #[cfg(any(feature = "http", test))]
 pub use service::{HttpEvent, HttpService};

@@ -29,7 +29,7 @@ pub const PARKING_QUEUE_VARIABLE: &str = crate::config::PARKING_QUEUE_VAR;
 pub const SQS_MAX_MESSAGE_BYTES: usize = 1_048_576;
 
 /// The attribute saying how a record was parked: `whole` or `reference`.
-pub const PARKED_BY_ATTRIBUTE: &str = "dedup-parked-by";
+pub(crate) const PARKED_BY_ATTRIBUTE: &str = "dedup-parked-by";
 
 /// One message for the parking queue: its body and string attributes.
 #[derive(Debug, Clone, PartialEq, Eq)]

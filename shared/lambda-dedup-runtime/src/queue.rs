@@ -83,7 +83,10 @@ impl Queue {
             .queue_url(&self.url)
             .message_body(body);
         for (name, value) in attributes {
-            send = send.message_attributes(name, string_attribute(value).map_err(SendError)?);
+            send = send.message_attributes(
+                name,
+                string_attribute(value).map_err(|e| SendError(e.to_string()))?,
+            );
         }
         send.send()
             .await
@@ -103,12 +106,13 @@ impl Queue {
 /// `value` as an SQS message attribute of type `String`, or why SQS's builder refused it: how
 /// every sender here (and the operators' tool) attaches its attributes.
 #[cfg(feature = "sqs-client")]
-pub fn string_attribute(value: impl Into<String>) -> Result<MessageAttributeValue, String> {
+pub fn string_attribute(
+    value: impl Into<String>,
+) -> Result<MessageAttributeValue, aws_sdk_sqs::error::BuildError> {
     MessageAttributeValue::builder()
         .data_type("String")
         .string_value(value)
         .build()
-        .map_err(|e| e.to_string())
 }
 
 /// An SQS client whose endpoint refuses connections (a real loopback port nobody listens on),

@@ -1,7 +1,7 @@
 //! The recorded-intent and inbox pattern (S7), written once (feature `dynamodb-streams`): a
 //! DynamoDB stream of a table whose items carry their own settle status, one action per new
 //! item, and a scheduled sweep. `intent-relay` (an HTTP call to the collections provider with
-//! the intent's idempotency key) and the inbox's forwarder ([`crate::inbox`]: an SQS send) are
+//! the intent's idempotency key) and the inbox's forwarder ([`forward`], feature `inbox`: an SQS send) are
 //! each an [`Act`] — how to read a record, what to do with the item — on this walk:
 //!
 //! - records in shard order ([`in_order::walk`](crate::in_order::walk)); the first that fails transiently is the
@@ -39,19 +39,28 @@
 //! table.
 //!
 //! # Layout
-//! - `act`: the per-relay part ([`Layout`], [`Repeats`], [`Read`], [`Act`], [`Failure`]);
+//! - `forward`: the inbox's forwarder, an SQS send (feature `inbox`);
+//! - `layout`: how a relay's items look ([`Layout`]: its [`Attributes`], [`Waiting`] and
+//!   [`StatusValue`] values, [`Repeats`], [`Metric`] names);
+//! - `act`: the per-relay part ([`Read`], [`Act`], [`Failure`]);
 //! - `service`: the [`RelayService`] and its walk of one stream batch;
 //! - `settle`: one record's step, its settle and park writes;
 //! - `sweep`: the scheduled sweep;
 //! - `tally`: the account of one invocation ([`Tally`], [`Handled`]).
 
 mod act;
+#[cfg(any(feature = "inbox", test))]
+pub mod forward;
+mod layout;
 mod service;
 mod settle;
 mod sweep;
 mod tally;
 
-pub use act::{Act, FAILURE_REASON, Failure, Layout, REDRIVE, Read, Repeats};
+pub use act::{Act, Failure, Read};
+pub use layout::{
+    Attribute, Attributes, FAILURE_REASON, Layout, Metric, REDRIVE, Repeats, StatusValue, Waiting,
+};
 pub(crate) use service::Relay;
 pub use service::RelayService;
 pub use tally::{Handled, Tally};

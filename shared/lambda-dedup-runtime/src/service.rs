@@ -2,12 +2,12 @@
 //! [`tower::Service`](lambda_runtime::Service) per source that `lambda_runtime::run` takes directly.
 //!
 //! ```no_run
-//! use lambda_dedup_runtime::{Dedup, Effect, Event, Refusal};
+//! use lambda_dedup_runtime::{Dedup, Effect, Event, HandlerError};
 //!
 //! #[derive(serde::Deserialize)]
 //! struct Credit { account: String, amount: i64 }
 //!
-//! fn credit(balances: &str, e: Event<Credit>) -> Result<Effect, Refusal> {
+//! fn credit(balances: &str, e: Event<Credit>) -> Result<Effect, HandlerError> {
 //!     let account = e.scoped(&e.payload.account);
 //!     Ok(Effect::add(balances, ("account", account), "balance", e.payload.amount))
 //! }
@@ -52,8 +52,8 @@ use lambda_dedup::{
     EventTimeSource, FingerprintSource, IdentitySource, KeySpec, MarkStore, Scope, TenantSource,
     TimeFormat,
 };
-use lambda_dedup_engine::{Deduplicator, HandlerError, LeasedDeduplicator};
-pub use lambda_dedup_engine::{Invalid, Transient};
+use lambda_dedup_engine::{Deduplicator, LeasedDeduplicator};
+pub use lambda_dedup_engine::{HandlerError, Invalid, Transient};
 
 use crate::aws::FromSettings as _;
 use crate::config::{Env, Settings, SettingsError};
@@ -84,14 +84,6 @@ pub use http::{HttpEvent, HttpService};
 mod webhook;
 #[cfg(any(feature = "webhook", test))]
 pub use webhook::WebhookService;
-
-/// Why an event's work refuses it: [`Refusal::Invalid`] can never be handled (dead-lettered),
-/// [`Refusal::Transient`] may work later (redelivered), each with its cause typed ([`Invalid`],
-/// [`Transient`]). The builder's own causes — a body that is not JSON, a payload that does not
-/// fit the event's type (naming the field's path), a call given up at `PROVIDER_TIMEOUT_MS`, a
-/// provider's refusal — or the work's own: `Refusal::invalid("amount must be positive")`,
-/// `Refusal::transient("ledger down")`. Reasons name fields, never values (S3).
-pub type Refusal = HandlerError;
 
 /// One function's deduplication: its settings, how keys are derived, the store `S`, and where
 /// the account and late events go. Build it in `main`; turn it into the service of its source.
@@ -718,7 +710,7 @@ pub(crate) mod tests {
     #[test]
     fn a_misfit_payload_is_refused_without_quoting_it() {
         let value = serde_json::json!({"amount": "4111 1111 1111 1111"});
-        let Err(Refusal::Invalid(misfit)) = parse::<Payment>(&value) else {
+        let Err(HandlerError::Invalid(misfit)) = parse::<Payment>(&value) else {
             panic!("accepted");
         };
         assert_eq!(
@@ -732,7 +724,7 @@ pub(crate) mod tests {
             !reason.contains("4111") && reason.contains("amount"),
             "{reason}"
         );
-        let Err(Refusal::Invalid(missing)) = parse::<Payment>(&serde_json::json!({})) else {
+        let Err(HandlerError::Invalid(missing)) = parse::<Payment>(&serde_json::json!({})) else {
             panic!("accepted");
         };
         assert_eq!(
@@ -761,7 +753,7 @@ pub(crate) mod tests {
             totals: std::collections::HashMap<String, i64>,
         }
         let refusal = |v: serde_json::Value| match parse::<Order>(&v) {
-            Err(Refusal::Invalid(invalid)) => invalid,
+            Err(HandlerError::Invalid(invalid)) => invalid,
             other => panic!("{other:?}"),
         };
         let lines = serde_json::json!([{"sku": "a", "qty": 1}, {"sku": "b", "qty": "two"}]);

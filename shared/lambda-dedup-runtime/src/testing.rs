@@ -275,7 +275,7 @@ pub fn emf_metric_names(line: &Value) -> Vec<&str> {
 /// tests of the wiring.)
 #[cfg(any(feature = "webhook", test))]
 pub fn signed_webhook(secret: &str, id: &str, body: &str) -> lambda_http::Request {
-    use lambda_dedup::signature::{Scheme, sign};
+    use lambda_dedup_signature::{Scheme, sign};
     let now = lambda_dedup::clock::epoch_secs(std::time::SystemTime::now());
     let signature = sign(Scheme::StandardWebhooks, secret, id, now, body.as_bytes())
         .expect("a whsec_ secret of 16 bytes or more");

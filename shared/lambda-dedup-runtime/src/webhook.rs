@@ -40,7 +40,7 @@
 //! Nothing answered 2xx is lost: the inbox item, which is the mark, is written in one conditional
 //! `Put` before the answer, and remembers the event for as long as it lives: the inbox
 //! retention, after which the table's TTL removes it (raw bodies are not kept forever; the
-//! forwarder ignores the removal). A stream consumer (the `inbox` module, feature `inbox`) hands inbox items on to a queue.
+//! forwarder ignores the removal). A stream consumer (`relay::forward`, feature `inbox`) hands inbox items on to a queue.
 //!
 //! # Layout
 //! - `receiver`: the [`Receiver`] — a request's checks in order, the inbox item created once,
@@ -55,7 +55,7 @@ pub use crate::config::{
     MIN_INBOX_RETENTION, WebhookConfig,
 };
 pub use answer::{Answer, REPLAYED_HEADER};
-pub use lambda_dedup::signature::{
+pub use lambda_dedup_signature::{
     STRIPE_SIGNATURE_HEADER, WEBHOOK_ID_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER,
 };
 pub use receiver::{INBOX_EXPIRES_AT, Receiver};

@@ -31,7 +31,7 @@ async fn child_answers_a_hung_invocation() {
         .store(store)
         .sqs(lambda_dedup_runtime::flow::calls(
             |_: lambda_dedup_runtime::Event<serde_json::Value>, _| {
-                std::future::pending::<Result<Option<String>, lambda_dedup_runtime::Refusal>>()
+                std::future::pending::<Result<Option<String>, lambda_dedup_runtime::HandlerError>>()
             },
         ))
         .expect("the service");

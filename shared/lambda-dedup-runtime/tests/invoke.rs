@@ -11,7 +11,7 @@ use std::time::Duration;
 use lambda_dedup_engine::{Reason, RetryCause};
 use lambda_dedup_runtime::testing::on_memory;
 use lambda_dedup_runtime::{
-    BuildError, Dedup, Env, Event, InvokeScope, InvokeScopeError, Refusal, Service,
+    BuildError, Dedup, Env, Event, HandlerError, InvokeScope, InvokeScopeError, Service,
     service::InvokeError,
 };
 use lambda_runtime::{Context, LambdaEvent};
@@ -46,7 +46,7 @@ fn charges(dedup: Dedup, delay: Duration) -> (Service<Value, Receipt>, Arc<Atomi
             let c = c.clone();
             async move {
                 if e.payload.cents <= 0 {
-                    return Err(Refusal::invalid("cents must be positive"));
+                    return Err(HandlerError::invalid("cents must be positive"));
                 }
                 tokio::time::sleep(delay).await;
                 let charge = c.fetch_add(1, Ordering::SeqCst) + 1;
@@ -111,9 +111,9 @@ async fn invoke_identity_inside_a_json_encoded_string_field() {
         .invoke(
             InvokeScope::shared_key_space(),
             |e: Event<Wrapped>| async move {
-                let inner: Value =
-                    serde_json::from_str(&e.payload.body).map_err(|_| Refusal::invalid("body"))?;
-                Ok::<_, Refusal>(inner["cents"].as_i64().unwrap_or_default())
+                let inner: Value = serde_json::from_str(&e.payload.body)
+                    .map_err(|_| HandlerError::invalid("body"))?;
+                Ok::<_, HandlerError>(inner["cents"].as_i64().unwrap_or_default())
             },
         )
         .expect("service");
@@ -279,7 +279,7 @@ async fn invoke_work_past_the_provider_timeout_is_a_retry_that_frees_the_event()
 /// space said openly builds beside a payload tenant.
 #[test]
 fn invoke_scope_a_fixed_tenant_is_not_read_from_the_payload() {
-    let work = |e: Event<Value>| async move { Ok::<_, Refusal>(e.payload) };
+    let work = |e: Event<Value>| async move { Ok::<_, HandlerError>(e.payload) };
     let refused = |r: Result<Service<Value, Value>, BuildError>| match r {
         Err(BuildError::InvokeScope(e)) => e,
         Err(other) => panic!("{other}"),

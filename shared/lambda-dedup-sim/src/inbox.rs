@@ -1,7 +1,7 @@
 //! The webhook inbox lane: senders (Standard Webhooks, signed) whose retries carry the same
 //! `webhook-id`, the runtime's real `webhook::Receiver` (signature, the inbox item created once
 //! as the mark, the answer) on the simulated store, and the inbox's forwarder — the runtime's
-//! relay with the inbox's own layout and stream reading (`inbox::LAYOUT`, `inbox::read`) — whose
+//! relay with the inbox's own layout and stream reading (`relay::forward::LAYOUT`, `relay::forward::read`) — whose
 //! send is to a simulated queue (at least once: a send may land and its answer be lost).
 
 use std::collections::BTreeSet;
@@ -11,16 +11,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lambda_dedup::items::text;
-use lambda_dedup::signature::{Scheme, sign};
 use lambda_dedup::{Clock, Item, Scope};
 use lambda_dedup_config::{Env, FORWARDER};
 use lambda_dedup_engine::CreateOnceDeduplicator;
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::Dedup;
 use lambda_dedup_runtime::aws_lambda_events::event::dynamodb::EventRecord;
-use lambda_dedup_runtime::inbox::{self, LAYOUT};
+use lambda_dedup_runtime::relay::forward::{self, LAYOUT};
 use lambda_dedup_runtime::relay::{Act, Failure, Read};
 use lambda_dedup_runtime::webhook::{Receiver, WebhookConfig};
+use lambda_dedup_signature::{Scheme, sign};
 use lambda_http::http::{HeaderMap, HeaderValue, Method};
 
 use crate::clock::{SimClock, epoch};
@@ -47,13 +47,13 @@ pub struct ToQueue {
 }
 
 impl Act for ToQueue {
-    type Item = inbox::Message;
+    type Item = forward::Message;
 
-    fn read(&self, record: &EventRecord) -> Read<inbox::Message> {
-        inbox::read(record)
+    fn read(&self, record: &EventRecord) -> Read<forward::Message> {
+        forward::read(record)
     }
 
-    async fn act(&self, _: &str, message: &inbox::Message) -> Result<Item, Failure> {
+    async fn act(&self, _: &str, message: &forward::Message) -> Result<Item, Failure> {
         let (ms, down, lost) = {
             let mut w = lock(&self.world);
             (w.rng.between(2, 60), w.rng.chance(40), w.rng.chance(30))
@@ -96,7 +96,7 @@ impl InboxLane {
     /// A lane on `data` (its inbox table created here): per instance a receiver (its create-once
     /// store the simulated one) and a forwarder, both from the functions' variables.
     pub fn new(data: &MemoryStore, clocks: &[SimClock], world: &Shared) -> Self {
-        data.create_table(INBOX, LAYOUT.key);
+        data.create_table(INBOX, LAYOUT.attributes.key.name());
         let env = Env::from_pairs([
             ("DEDUP_NAMESPACE", "sim"),
             ("INBOX_TABLE", INBOX),
@@ -126,7 +126,8 @@ impl InboxLane {
         let services = clocks
             .iter()
             .map(|c| {
-                let items = SimItems::new(data, world, *c, &shared).on_table(INBOX, LAYOUT.key);
+                let items = SimItems::new(data, world, *c, &shared)
+                    .on_table(INBOX, LAYOUT.attributes.key.name());
                 let tables = Tables {
                     data: data.clone(),
                     items: Arc::new(items),
@@ -146,7 +147,14 @@ impl InboxLane {
             })
             .collect();
         let forwarder = Rc::new(RelayLane::of(
-            services, shared, data, clocks, world, INBOX, LAYOUT.key, LAYOUT,
+            services,
+            shared,
+            data,
+            clocks,
+            world,
+            INBOX,
+            LAYOUT.attributes.key.name(),
+            LAYOUT,
         ));
         Self {
             receivers,
@@ -163,7 +171,7 @@ impl InboxLane {
     fn observe(&self) {
         let mut streamed = self.streamed.lock().unwrap_or_else(|e| e.into_inner());
         for item in self.data.items(INBOX) {
-            let Some(key) = text(&item, LAYOUT.key).map(str::to_owned) else {
+            let Some(key) = text(&item, LAYOUT.attributes.key.name()).map(str::to_owned) else {
                 continue;
             };
             if streamed.insert(key) {
@@ -279,7 +287,7 @@ impl InboxLane {
                 .effects_seen(&id, u32::try_from(stored).unwrap_or(u32::MAX));
             let parked = items.iter().any(|i| {
                 text(i, "body").is_some_and(|b| b.contains(&needle))
-                    && text(i, "forward_status") == Some(inbox::PARKED)
+                    && text(i, "forward_status") == Some(forward::PARKED.value())
             });
             if acked && !parked && !queued.iter().any(|b| b.contains(&needle)) {
                 lost.push(format!("{id}: acknowledged, never forwarded"));

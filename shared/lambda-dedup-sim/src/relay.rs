@@ -18,7 +18,10 @@ use lambda_dedup_config::Env;
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::Dedup;
 use lambda_dedup_runtime::aws_lambda_events::event::dynamodb::{Event, EventRecord};
-use lambda_dedup_runtime::relay::{Act, Failure, Layout, Read, RelayService, Repeats};
+use lambda_dedup_runtime::relay::{
+    Act, Attribute, Attributes, Failure, Layout, Metric, Read, RelayService, Repeats, StatusValue,
+    Waiting,
+};
 
 use crate::clock::{EPOCH_SECS, SimClock};
 use crate::invariants::Invariant;
@@ -36,16 +39,18 @@ const SWEEP_EVERY_MS: u64 = 60_000;
 
 /// The intents' layout, as `intent-relay`'s.
 const LAYOUT: Layout = Layout {
-    key: KEY,
-    created: "created_at",
-    status: "status",
-    waiting: Some("PENDING"),
-    settled: SETTLED,
-    parked: "FAILED",
-    parked_at: "failed_at",
+    attributes: Attributes {
+        key: Attribute::new(KEY),
+        created: Attribute::new("created_at"),
+        status: Attribute::new("status"),
+        parked_at: Attribute::new("failed_at"),
+    },
+    waiting: Waiting::Holds(StatusValue::new("PENDING")),
+    settled: StatusValue::new(SETTLED),
+    parked: StatusValue::new("FAILED"),
     repeats: Repeats::Answered,
-    settled_metric: "Confirmed",
-    waiting_metric: "PendingIntents",
+    settled_metric: Metric::new("Confirmed"),
+    waiting_metric: Metric::new("PendingIntents"),
 };
 
 /// The action: one call to the provider with the intent's key as its idempotency key.

@@ -45,7 +45,6 @@ pub mod pointer;
 pub mod reason;
 pub mod retention;
 pub mod sequence;
-pub mod signature;
 pub mod store;
 mod sync;
 

@@ -68,6 +68,17 @@ pub(crate) struct RedriveArgs {
     exit_after_sends: Option<usize>,
 }
 
+/// Why one message could not be sent on: it stays in the DLQ, this in its row.
+#[derive(Debug, thiserror::Error)]
+enum SendFailed {
+    /// SQS refused or did not answer the send (the SDK's error with its whole context).
+    #[error("{}", aws_sdk_sqs::error::DisplayErrorContext(.0.as_ref()))]
+    Sqs(Box<aws_sdk_sqs::error::SdkError<aws_sdk_sqs::operation::send_message::SendMessageError>>),
+    /// SQS's builder refused a message attribute.
+    #[error(transparent)]
+    Attribute(#[from] aws_sdk_sqs::error::BuildError),
+}
+
 /// Where a redrive sends a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Destination {
@@ -382,9 +393,9 @@ impl Redrive<'_> {
         m: &aws_sdk_sqs::types::Message,
         e: &Explanation,
         id: &str,
-    ) -> Result<&'static str, String> {
+    ) -> Result<&'static str, SendFailed> {
         let body = m.body().unwrap_or_default().to_owned();
-        let failed = |err| format!("{}", aws_sdk_sqs::error::DisplayErrorContext(err));
+        let failed = |err| SendFailed::Sqs(Box::new(err));
         let fifo = |url: &str, send: SendMessageFluentBuilder| {
             if !url.ends_with(".fifo") {
                 return send;
@@ -438,10 +449,7 @@ impl Redrive<'_> {
                     self.sqs.send_message().queue_url(url).message_body(body),
                 );
                 for (k, v) in attributes {
-                    send = send.message_attributes(
-                        k,
-                        sqs::string_attribute(v).map_err(|e| e.to_string())?,
-                    );
+                    send = send.message_attributes(k, sqs::string_attribute(v)?);
                 }
                 send.send().await.map(|_| "reconciliation").map_err(failed)
             }

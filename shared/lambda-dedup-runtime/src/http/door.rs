@@ -17,7 +17,7 @@ use super::answer::{Answer, Counted};
 use super::reply::{Reply, Stored};
 use super::{caller, key};
 use crate::config::{HttpConfig, HttpFingerprint, KeyRequirement};
-use lambda_dedup_engine::HandlerError as Refusal;
+use lambda_dedup_engine::HandlerError;
 
 /// What the work is told of a request besides its payload.
 #[derive(Debug, Clone)]
@@ -37,9 +37,9 @@ pub struct Meta {
 /// The work, prepared from a request's JSON body before any claim (a refusal here is answered
 /// and nothing is stored), then run once under the claim.
 pub(crate) type Work<E> =
-    Arc<dyn Fn(serde_json::Value, Meta) -> Result<Ready<E>, Refusal> + Send + Sync>;
+    Arc<dyn Fn(serde_json::Value, Meta) -> Result<Ready<E>, HandlerError> + Send + Sync>;
 /// The work of one request, ready to run under its claim.
-pub(crate) type Ready<E> = Box<dyn FnOnce() -> Result<Reply<E>, Refusal> + Send>;
+pub(crate) type Ready<E> = Box<dyn FnOnce() -> Result<Reply<E>, HandlerError> + Send>;
 
 /// How often a request that waits for one in flight looks at the mark.
 const WAIT_STEP: Duration = Duration::from_millis(50);
@@ -207,7 +207,7 @@ impl<E: Send + Sync + 'static> Door<E> {
     async fn run(&self, lease: Lease, ready: Ready<E>, fingerprint: Fingerprint) -> Answer {
         let reply = match ready() {
             Ok(reply) => reply,
-            Err(Refusal::Invalid(invalid)) => Reply::new(
+            Err(HandlerError::Invalid(invalid)) => Reply::new(
                 400,
                 super::answer::problem(400, invalid.cause().code(), &invalid.to_string()),
             )
@@ -380,15 +380,15 @@ fn key_refused(e: key::KeyError) -> Answer {
     Answer::error(400, Counted::Rejected, e.code(), &e.to_string())
 }
 
-fn refused(refusal: &Refusal) -> Answer {
+fn refused(refusal: &HandlerError) -> Answer {
     match refusal {
-        Refusal::Invalid(invalid) => Answer::error(
+        HandlerError::Invalid(invalid) => Answer::error(
             400,
             Counted::Rejected,
             invalid.cause().code(),
             &invalid.to_string(),
         ),
-        Refusal::Transient(transient) => Answer {
+        HandlerError::Transient(transient) => Answer {
             headers: vec![("retry-after".into(), "1".into())],
             ..Answer::error(503, Counted::Retry, transient.cause().code(), "retry later")
         },

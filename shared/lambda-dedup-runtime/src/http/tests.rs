@@ -13,7 +13,7 @@ use super::{HttpConfig, Reply};
 use crate::config::Env;
 use crate::service::HttpEvent;
 use crate::testing::on_memory;
-use crate::{Dedup, HttpService, Refusal};
+use crate::{Dedup, HandlerError, HttpService};
 
 const ORDERS: &str = "orders";
 
@@ -40,7 +40,7 @@ struct Order {
 }
 
 /// The work: an order keyed by the request's key, 201 with it; `runs` counts each run.
-fn order(e: HttpEvent<Order>, runs: &AtomicUsize) -> Result<Reply, Refusal> {
+fn order(e: HttpEvent<Order>, runs: &AtomicUsize) -> Result<Reply, HandlerError> {
     runs.fetch_add(1, Ordering::SeqCst);
     let id = e.key.idempotency_key();
     let n = runs.load(Ordering::SeqCst);

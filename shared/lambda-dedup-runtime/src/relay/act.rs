@@ -1,71 +1,11 @@
-//! The per-relay part: how a relay's items look ([`Layout`], [`Repeats`]), what a stream record
-//! is to it ([`Read`]) and its action ([`Act`], failing as a [`Failure`]).
+//! The per-relay part: what a stream record is to a relay ([`Read`]) and its action ([`Act`],
+//! failing as a [`Failure`]).
 
 use std::future::Future;
 use std::time::Duration;
 
 use aws_lambda_events::event::dynamodb::EventRecord;
 use lambda_dedup::Item;
-use lambda_dedup::items::text;
-
-/// The attribute the sweep stamps on an item it re-drives (epoch milliseconds).
-pub const REDRIVE: &str = "redrive_requested_at";
-
-/// The attribute naming why an item was parked (a code, never a value from the payload).
-pub const FAILURE_REASON: &str = "failure_reason";
-
-/// How the other side takes a repeat of the action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Repeats {
-    /// A repeat is answered as a replay: the other side deduplicates by the item's key, sent as
-    /// its idempotency key (`intent-relay`'s provider, S6). The item is read strongly
-    /// consistently before acting (an item settled since its record was written is not acted on
-    /// again: `AlreadySettled`), every write is conditioned on it still waiting (a lost
-    /// condition is `AlreadySettled` too), and a settle write that fails is retried: the
-    /// action again, answered as a replay.
-    Answered,
-    /// A repeat is a second effect (a message sent again to a standard queue). Once the action
-    /// is done nothing is retried (S16): a settle write that fails is logged, not retried, and
-    /// the writes are conditioned only on the item existing. Delivery is at least once: a retry
-    /// from an earlier checkpoint acts again.
-    Effected,
-}
-
-/// How a relay's items look in their table, and the names of its metrics.
-#[derive(Debug, Clone, Copy)]
-pub struct Layout {
-    /// The item's key attribute (a string): it names the item in every write.
-    pub key: &'static str,
-    /// When the item was written (epoch milliseconds): the sweep's age; an item without it
-    /// counts as old.
-    pub created: &'static str,
-    /// The attribute that says whether the item is settled.
-    pub status: &'static str,
-    /// What `status` holds while the item waits; `None`: it is absent.
-    pub waiting: Option<&'static str>,
-    /// `status` once the action is done.
-    pub settled: &'static str,
-    /// `status` once parked (with [`FAILURE_REASON`] and the time in `parked_at`).
-    pub parked: &'static str,
-    /// When the item was parked (epoch milliseconds).
-    pub parked_at: &'static str,
-    /// How the other side takes a repeat.
-    pub repeats: Repeats,
-    /// The metric of the items settled now (`Confirmed`, `Forwarded`).
-    pub settled_metric: &'static str,
-    /// The sweep's metric of the items still waiting (`PendingIntents`, `Pending`).
-    pub waiting_metric: &'static str,
-}
-
-impl Layout {
-    /// Whether `item` (an image or a stored item) still waits.
-    pub fn waits(&self, item: &Item) -> bool {
-        match self.waiting {
-            Some(value) => text(item, self.status) == Some(value),
-            None => !item.0.contains_key(self.status),
-        }
-    }
-}
 
 /// What a stream record is to a relay.
 #[derive(Debug, Clone, PartialEq, Eq)]

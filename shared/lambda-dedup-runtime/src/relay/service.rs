@@ -12,7 +12,8 @@ use aws_lambda_events::event::dynamodb::Event;
 use lambda_dedup::ItemStore;
 use lambda_runtime::LambdaEvent;
 
-use super::act::{Act, Layout};
+use super::act::Act;
+use super::layout::Layout;
 use super::tally::{Ending, Handled, Tally};
 use crate::in_order;
 

@@ -4,26 +4,45 @@
 use std::time::SystemTime;
 
 use aws_lambda_events::event::dynamodb::EventRecord;
-use lambda_dedup::{Effect, Item};
+use lambda_dedup::{Effect, Item, StoreError};
 
-use super::act::{Act, FAILURE_REASON, Failure, Read, Repeats};
+use super::act::{Act, Failure, Read};
+use super::layout::{Attribute, FAILURE_REASON, Repeats, Waiting};
 use super::service::Running;
 use super::tally::Ending;
 
+/// Why one record is not done: a transient failure, the stream retries from the record.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum NotDone {
+    /// A record without a new image: the stream's view type is wrong.
+    #[error(
+        "the record has no new image with an {}: the stream must carry new images \
+         (NEW_IMAGE or NEW_AND_OLD_IMAGES)",
+        .0.name()
+    )]
+    NoImage(Attribute),
+    /// The action failed for now ([`Failure::Transient`], its reason for the log).
+    #[error("{0}")]
+    Action(String),
+    /// The item could not be read before acting.
+    #[error("reading the item: {0}")]
+    Reading(#[source] StoreError),
+    /// The settle write failed where repeats are answered (the action is done again).
+    #[error("settling the item: {0}")]
+    Settling(#[source] StoreError),
+    /// The park write failed.
+    #[error("parking the item: {0}")]
+    Parking(#[source] StoreError),
+}
+
 impl<A: Act> Running<A> {
     /// One record: `Err` is a transient failure (the stream retries from this record).
-    pub(super) async fn step(&self, record: &EventRecord) -> Result<Ending, String> {
+    pub(super) async fn step(&self, record: &EventRecord) -> Result<Ending, NotDone> {
         let layout = &self.relay.layout;
         let (key, item) = match self.relay.act.read(record) {
             Read::Ignored => return Ok(Ending::Ignored),
             Read::Settled => return Ok(Ending::AlreadySettled),
-            Read::NoImage => {
-                return Err(format!(
-                    "the record has no new image with an {}: the stream must carry new \
-                     images (NEW_IMAGE or NEW_AND_OLD_IMAGES)",
-                    layout.key
-                ));
-            }
+            Read::NoImage => return Err(NotDone::NoImage(layout.attributes.key)),
             Read::Park { key, reason } => return self.park(&key, reason).await,
             Read::Act { key, item } => (key, item),
         };
@@ -43,18 +62,21 @@ impl<A: Act> Running<A> {
         match self.relay.act.act(&key, &item).await {
             Ok(settle) => self.settle(&key, settle).await,
             Err(Failure::Permanent(code)) => self.park(&key, &code).await,
-            Err(Failure::Transient(reason)) => Err(reason),
+            Err(Failure::Transient(reason)) => Err(NotDone::Action(reason)),
         }
     }
 
     /// Whether the item `key` still waits, read strongly consistently.
-    async fn still_waiting(&self, key: &str) -> Result<bool, String> {
+    async fn still_waiting(&self, key: &str) -> Result<bool, NotDone> {
         let layout = &self.relay.layout;
         let item = self
             .items
-            .read(&self.relay.table, &Item::new().with(layout.key, key))
+            .read(
+                &self.relay.table,
+                &Item::new().with(layout.attributes.key.name(), key),
+            )
             .await
-            .map_err(|e| format!("reading the item: {e}"))?;
+            .map_err(NotDone::Reading)?;
         Ok(item.is_some_and(|i| layout.waits(&i)))
     }
 
@@ -62,31 +84,34 @@ impl<A: Act> Running<A> {
     /// `waiting` (or repeats are answered), on it still waiting.
     pub(super) fn update(&self, key: &str, expression: &str, waiting: bool) -> Effect {
         let layout = &self.relay.layout;
-        let update = Effect::update(&self.relay.table, Item::new().with(layout.key, key))
+        let key_name = layout.attributes.key.name();
+        let update = Effect::update(&self.relay.table, Item::new().with(key_name, key))
             .expression(expression)
-            .name("#key", layout.key);
+            .name("#key", key_name);
         if !(waiting || layout.repeats == Repeats::Answered) {
             return update.condition("attribute_exists(#key)");
         }
-        let update = update.name("#status", layout.status);
+        let update = update.name("#status", layout.attributes.status.name());
         match layout.waiting {
-            Some(value) => update
+            Waiting::Holds(value) => update
                 .condition("attribute_exists(#key) AND #status = :waiting")
-                .value(":waiting", value),
-            None => update.condition("attribute_exists(#key) AND attribute_not_exists(#status)"),
+                .value(":waiting", value.value()),
+            Waiting::Absent => {
+                update.condition("attribute_exists(#key) AND attribute_not_exists(#status)")
+            }
         }
     }
 
     /// Settles the item `key`: its status and the action's attributes `settle`. Bookkeeping
     /// only: the action is done; the condition makes a repeat a no-op.
-    async fn settle(&self, key: &str, settle: Item) -> Result<Ending, String> {
+    async fn settle(&self, key: &str, settle: Item) -> Result<Ending, NotDone> {
         let layout = &self.relay.layout;
         let mut set = vec!["#status = :settled".to_owned()];
         set.extend((0..settle.0.len()).map(|i| format!("#a{i} = :a{i}")));
         let mut update = self
             .update(key, &format!("SET {}", set.join(", ")), false)
-            .name("#status", layout.status)
-            .value(":settled", layout.settled);
+            .name("#status", layout.attributes.status.name())
+            .value(":settled", layout.settled.value());
         for (i, (name, value)) in settle.0.into_iter().enumerate() {
             update = update
                 .name(&format!("#a{i}"), &name)
@@ -100,7 +125,7 @@ impl<A: Act> Running<A> {
             }
             Ok(false) if answered => Ok(Ending::AlreadySettled),
             Ok(false) => Ok(Ending::Settled),
-            Err(e) if answered => Err(format!("settling the item: {e}")),
+            Err(e) if answered => Err(NotDone::Settling(e)),
             // S16: nothing may fail after the effect. The status is for people and sweeps; a
             // failure to write it is logged, not retried (a retry would act again).
             Err(e) => {
@@ -112,7 +137,7 @@ impl<A: Act> Running<A> {
 
     /// Parks the item `key` with `reason` (a code, never a value from the payload or an
     /// answer).
-    async fn park(&self, key: &str, reason: &str) -> Result<Ending, String> {
+    async fn park(&self, key: &str, reason: &str) -> Result<Ending, NotDone> {
         let layout = &self.relay.layout;
         let now = lambda_dedup::clock::epoch_millis(SystemTime::now());
         let park = self
@@ -121,10 +146,10 @@ impl<A: Act> Running<A> {
                 "SET #status = :parked, #reason = :reason, #parked_at = :now",
                 false,
             )
-            .name("#status", layout.status)
-            .name("#reason", FAILURE_REASON)
-            .name("#parked_at", layout.parked_at)
-            .value(":parked", layout.parked)
+            .name("#status", layout.attributes.status.name())
+            .name("#reason", FAILURE_REASON.name())
+            .name("#parked_at", layout.attributes.parked_at.name())
+            .value(":parked", layout.parked.value())
             .value(":reason", reason)
             .value(":now", now);
         match self.items.write(&[park]).await {
@@ -134,7 +159,7 @@ impl<A: Act> Running<A> {
             }
             Ok(false) if layout.repeats == Repeats::Answered => Ok(Ending::AlreadySettled),
             Ok(false) => Ok(Ending::Parked),
-            Err(e) => Err(format!("parking the item: {e}")),
+            Err(e) => Err(NotDone::Parking(e)),
         }
     }
 }

@@ -7,7 +7,8 @@ use std::time::{Duration, SystemTime};
 use lambda_dedup::items::{Filter, text};
 use lambda_dedup::{Item, StoreError, Value};
 
-use super::act::{Act, REDRIVE};
+use super::act::Act;
+use super::layout::{REDRIVE, Waiting};
 use super::service::RelayService;
 use crate::in_order::Swept;
 
@@ -18,9 +19,10 @@ impl<A: Act> RelayService<A> {
     pub async fn sweep(&self, now: SystemTime) -> Result<Swept, StoreError> {
         let r = &self.relay;
         let (layout, table) = (&r.relay.layout, &r.relay.table);
+        let status = layout.attributes.status.name().to_owned();
         let filter = match layout.waiting {
-            Some(value) => Filter::Equals(layout.status.to_owned(), value.to_owned()),
-            None => Filter::Missing(layout.status.to_owned()),
+            Waiting::Holds(value) => Filter::Equals(status, value.value().to_owned()),
+            Waiting::Absent => Filter::Missing(status),
         };
         let waiting = r.items.scan(table, &filter).await?;
         let now_ms = lambda_dedup::clock::epoch_millis(now);
@@ -29,10 +31,10 @@ impl<A: Act> RelayService<A> {
             ..Swept::default()
         };
         for item in waiting {
-            let Some(key) = text(&item, layout.key) else {
+            let Some(key) = text(&item, layout.attributes.key.name()) else {
                 continue;
             };
-            let age = millis(&item, layout.created)
+            let age = millis(&item, layout.attributes.created.name())
                 .map(|c| Duration::from_millis(now_ms.saturating_sub(c)));
             if let Some(age) = age {
                 swept.oldest_pending = swept.oldest_pending.max(age);
@@ -42,7 +44,7 @@ impl<A: Act> RelayService<A> {
             }
             let stamp = r
                 .update(key, "SET #redrive = :now", true)
-                .name("#redrive", REDRIVE)
+                .name("#redrive", REDRIVE.name())
                 .value(":now", now_ms);
             if r.items.write(&[stamp]).await? {
                 swept.redriven += 1;
@@ -55,7 +57,7 @@ impl<A: Act> RelayService<A> {
             oldest_pending_s = swept.oldest_pending.as_secs(),
             "sweep done"
         );
-        crate::emf::emit(swept.emf_line(&r.relay.function, layout.waiting_metric));
+        crate::emf::emit(swept.emf_line(&r.relay.function, layout.waiting_metric.name()));
         Ok(swept)
     }
 }

@@ -3,7 +3,7 @@
 
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
 
-use super::act::{Layout, Repeats};
+use super::layout::{Layout, Repeats};
 
 /// How one record ended, when it did not fail transiently.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +52,7 @@ impl Tally {
     pub fn emf_line(&self, function: &str, layout: &Layout) -> String {
         let mut metrics = vec![
             ("Records", "Count", self.records),
-            (layout.settled_metric, "Count", self.settled),
+            (layout.settled_metric.name(), "Count", self.settled),
             ("Parked", "Count", self.parked),
         ];
         if layout.repeats == Repeats::Answered {

@@ -13,20 +13,30 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 const ANSWERED: Layout = Layout {
-    key: "key",
-    created: "created_at",
-    status: "status",
-    waiting: Some("PENDING"),
-    settled: "DONE",
-    parked: "FAILED",
-    parked_at: "failed_at",
+    attributes: Attributes {
+        key: Attribute::new("key"),
+        created: Attribute::new("created_at"),
+        status: Attribute::new("status"),
+        parked_at: Attribute::new("failed_at"),
+    },
+    waiting: Waiting::Holds(StatusValue::new("PENDING")),
+    settled: StatusValue::new("DONE"),
+    parked: StatusValue::new("FAILED"),
     repeats: Repeats::Answered,
-    settled_metric: "Done",
-    waiting_metric: "Waiting",
+    settled_metric: Metric::new("Done"),
+    waiting_metric: Metric::new("Waiting"),
 };
 
+/// The status value an item waits with under `waiting`, if any.
+fn held(waiting: Waiting) -> Option<&'static str> {
+    match waiting {
+        Waiting::Holds(value) => Some(value.value()),
+        Waiting::Absent => None,
+    }
+}
+
 const EFFECTED: Layout = Layout {
-    waiting: None,
+    waiting: Waiting::Absent,
     repeats: Repeats::Effected,
     ..ANSWERED
 };
@@ -185,7 +195,7 @@ fn in_30s() -> Option<SystemTime> {
 async fn items_are_settled_after_acting_parked_for_good_and_a_transient_one_is_the_checkpoint() {
     for layout in [ANSWERED, EFFECTED] {
         let w = World::new();
-        let waiting = layout.waiting;
+        let waiting = held(layout.waiting);
         for key in ["a", "b", "c", "u", "d", "e"] {
             w.put(key, waiting);
         }
@@ -212,7 +222,7 @@ async fn items_are_settled_after_acting_parked_for_good_and_a_transient_one_is_t
         for (key, reason) in [("b", "refused_422"), ("u", "unreadable")] {
             let item = w.item(key);
             assert_eq!(text(&item, "status"), Some("FAILED"), "{key}");
-            assert_eq!(text(&item, FAILURE_REASON), Some(reason));
+            assert_eq!(text(&item, FAILURE_REASON.name()), Some(reason));
             assert!(item.0.contains_key("failed_at"));
         }
         for key in ["d", "e"] {
@@ -285,7 +295,7 @@ async fn a_record_is_not_started_without_the_time_one_needs() {
 async fn a_settle_that_fails_after_the_action_is_retried_only_where_repeats_are_answered() {
     for layout in [ANSWERED, EFFECTED] {
         let w = World::new();
-        w.put("a", layout.waiting);
+        w.put("a", held(layout.waiting));
         // Every item call but the consistent read before the action fails once.
         let seen = Arc::new(AtomicUsize::new(0));
         let reads_first = usize::from(layout.repeats == Repeats::Answered);
@@ -335,9 +345,9 @@ async fn the_sweep_stamps_the_items_waiting_past_the_bound() {
             }
             w.store.put_item("items", item).expect("seed");
         };
-        put("old", layout.waiting, Some(7_200));
-        put("unknown", layout.waiting, None);
-        put("recent", layout.waiting, Some(60));
+        put("old", held(layout.waiting), Some(7_200));
+        put("unknown", held(layout.waiting), None);
+        put("recent", held(layout.waiting), Some(60));
         put("done", Some("DONE"), Some(9_000));
         let swept = w
             .relay(layout, Duration::from_millis(100))
@@ -350,7 +360,7 @@ async fn the_sweep_stamps_the_items_waiting_past_the_bound() {
             swept.oldest_pending < Duration::from_secs(9_000),
             "not the settled one"
         );
-        let stamped = |key: &str| w.item(key).0.contains_key(REDRIVE);
+        let stamped = |key: &str| w.item(key).0.contains_key(REDRIVE.name());
         assert!(stamped("old") && stamped("unknown"));
         assert!(!stamped("recent") && !stamped("done"));
     }

@@ -7,7 +7,7 @@
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use lambda_dedup::signature::{Scheme, SignatureError, Verifier};
+use lambda_dedup_signature::{Scheme, SignatureError, Verifier};
 
 use super::refresh_gate::RefreshGate;
 use super::secret::SecretsManagerSecret;
@@ -51,11 +51,11 @@ impl SecretRotation {
     pub(crate) async fn verify<'h>(
         &self,
         headers: &(
-             dyn Fn(&str) -> Result<Option<&'h str>, lambda_dedup::signature::SignatureError> + Sync
+             dyn Fn(&str) -> Result<Option<&'h str>, lambda_dedup_signature::SignatureError> + Sync
          ),
         body: &[u8],
         now: std::time::SystemTime,
-    ) -> Result<(), lambda_dedup::signature::SignatureError> {
+    ) -> Result<(), lambda_dedup_signature::SignatureError> {
         match self.current().verify(headers, body, now) {
             Err(SignatureError::Mismatch) => match self.refresh().await {
                 Some(fresh) => fresh.verify(headers, body, now),

@@ -7,51 +7,51 @@ use lambda_dedup::{DedupKey, Derived, KeySpec, Message, Provenance};
 use lambda_dedup_engine::{Invalid, Plan};
 use serde::de::DeserializeOwned;
 
-use super::Refusal;
+use super::HandlerError;
 
 /// What an event's transactional work returns: the writes to commit with its mark — an
 /// effect of the store's type `E` ([`Effect`](lambda_dedup::Effect) on DynamoDB and memory),
 /// several, a [`Plan`] (writes and a result stored for duplicates) — or, as a `Result`, a
-/// [`Refusal`].
+/// [`HandlerError`].
 pub trait IntoPlan<E = lambda_dedup::Effect> {
     /// The plan, or the refusal.
-    fn into_plan(self) -> Result<Plan<E>, Refusal>;
+    fn into_plan(self) -> Result<Plan<E>, HandlerError>;
 }
 
 impl IntoPlan for lambda_dedup::Effect {
-    fn into_plan(self) -> Result<Plan, Refusal> {
+    fn into_plan(self) -> Result<Plan, HandlerError> {
         Ok(self.into())
     }
 }
 
 #[cfg(feature = "postgres")]
 impl IntoPlan<lambda_dedup_postgres::SqlEffect> for lambda_dedup_postgres::SqlEffect {
-    fn into_plan(self) -> Result<Plan<Self>, Refusal> {
+    fn into_plan(self) -> Result<Plan<Self>, HandlerError> {
         Ok(vec![self].into())
     }
 }
 
 #[cfg(feature = "valkey")]
 impl IntoPlan<lambda_dedup_valkey::ValkeyEffect> for lambda_dedup_valkey::ValkeyEffect {
-    fn into_plan(self) -> Result<Plan<Self>, Refusal> {
+    fn into_plan(self) -> Result<Plan<Self>, HandlerError> {
         Ok(vec![self].into())
     }
 }
 
 impl<E> IntoPlan<E> for Vec<E> {
-    fn into_plan(self) -> Result<Plan<E>, Refusal> {
+    fn into_plan(self) -> Result<Plan<E>, HandlerError> {
         Ok(self.into())
     }
 }
 
 impl<E> IntoPlan<E> for Plan<E> {
-    fn into_plan(self) -> Result<Plan<E>, Refusal> {
+    fn into_plan(self) -> Result<Plan<E>, HandlerError> {
         Ok(self)
     }
 }
 
-impl<E, P: IntoPlan<E>> IntoPlan<E> for Result<P, Refusal> {
-    fn into_plan(self) -> Result<Plan<E>, Refusal> {
+impl<E, P: IntoPlan<E>> IntoPlan<E> for Result<P, HandlerError> {
+    fn into_plan(self) -> Result<Plan<E>, HandlerError> {
         self.and_then(IntoPlan::into_plan)
     }
 }
@@ -108,11 +108,19 @@ pub(super) fn event_of<T: DeserializeOwned>(
 }
 
 /// The typed event of `d`, or the refusal of a payload that is not a `T`.
-pub(super) fn typed<T: DeserializeOwned>(at: PayloadAt, d: &Derived) -> Result<Event<T>, Refusal> {
-    let body = d.body.as_ref().ok_or(Refusal::Invalid(Invalid::NotJson))?;
+pub(super) fn typed<T: DeserializeOwned>(
+    at: PayloadAt,
+    d: &Derived,
+) -> Result<Event<T>, HandlerError> {
+    let body = d
+        .body
+        .as_ref()
+        .ok_or(HandlerError::Invalid(Invalid::NotJson))?;
     let value = match at {
         PayloadAt::Body => body,
-        PayloadAt::Data => body.get("data").ok_or(Refusal::Invalid(Invalid::NoData))?,
+        PayloadAt::Data => body
+            .get("data")
+            .ok_or(HandlerError::Invalid(Invalid::NoData))?,
     };
     let payload = parse(value)?;
     Ok(Event {
@@ -127,8 +135,8 @@ pub(super) fn typed<T: DeserializeOwned>(at: PayloadAt, d: &Derived) -> Result<E
 /// `value` as the user's type `T`, or the refusal the service gives a payload that is not one:
 /// [`Invalid::MissingField`] or [`Invalid::Misfit`], naming the field by its path, never quoting
 /// a value (S3). What an event's payload goes through before the work.
-pub fn parse<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, Refusal> {
-    serde_path_to_error::deserialize(value).map_err(|e| Refusal::Invalid(misfit(&e)))
+pub fn parse<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, HandlerError> {
+    serde_path_to_error::deserialize(value).map_err(|e| HandlerError::Invalid(misfit(&e)))
 }
 
 /// Why a payload is not a `T`, by the path where serde stopped: a field the type requires and
@@ -185,7 +193,11 @@ fn field_like(key: &str) -> bool {
 }
 
 /// The plan of `d` from the user's typed `effect`.
-pub(super) fn plan<T, F, P, E>(at: PayloadAt, d: &Derived, effect: &F) -> Result<Plan<E>, Refusal>
+pub(super) fn plan<T, F, P, E>(
+    at: PayloadAt,
+    d: &Derived,
+    effect: &F,
+) -> Result<Plan<E>, HandlerError>
 where
     T: DeserializeOwned,
     F: Fn(Event<T>) -> P,

@@ -71,7 +71,7 @@ use lambda_dedup_engine::{BatchReport, Deduplicator, Outcome, Plan};
 use serde::de::DeserializeOwned;
 
 use super::event::{event_of, plan};
-use super::{BuildError, Dedup, Event, IntoPlan, PayloadAt, Refusal, Runner};
+use super::{BuildError, Dedup, Event, HandlerError, IntoPlan, PayloadAt, Runner};
 use crate::store::Marks;
 
 pub(in crate::service) mod call;
@@ -293,7 +293,7 @@ pub struct Then<F, A, B = PerMessage> {
 }
 
 /// An event's typed work, as a step holds it: its plan, or its refusal.
-pub(super) type TypedWork<E> = dyn Fn(&Derived) -> Result<Plan<E>, Refusal> + Send + Sync;
+pub(super) type TypedWork<E> = dyn Fn(&Derived) -> Result<Plan<E>, HandlerError> + Send + Sync;
 
 /// The typed `work` of `on`'s payload.
 fn typed_work<S, T, F, P>(on: On<'_, S>, work: F) -> Arc<TypedWork<S::Effect>>

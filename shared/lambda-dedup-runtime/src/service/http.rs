@@ -4,13 +4,13 @@
 //! ```no_run
 //! # async fn run() -> Result<(), lambda_http::Error> {
 //! use lambda_dedup_runtime::http::{HttpConfig, Reply};
-//! use lambda_dedup_runtime::{Dedup, Effect, HttpEvent, Item, Refusal};
+//! use lambda_dedup_runtime::{Dedup, Effect, HttpEvent, Item, HandlerError};
 //! let dedup = Dedup::from_env("orders-api")?;
 //! let config = HttpConfig::read(dedup.env())?;
 //! let service = dedup.dynamodb().await.http(config, |e: HttpEvent<serde_json::Value>| {
 //!     let id = e.key.idempotency_key();
 //!     let order = Item::new().with("order_id", id.as_str());
-//!     Ok::<_, Refusal>(Reply::created(serde_json::json!({ "id": id })).effect(Effect::put("orders", order)))
+//!     Ok::<_, HandlerError>(Reply::created(serde_json::json!({ "id": id })).effect(Effect::put("orders", order)))
 //! })?;
 //! // The raw event, so a REST API's repeated headers and authorizer are read (`http::event`).
 //! lambda_dedup_runtime::lambda_runtime::run_concurrent(service).await
@@ -28,7 +28,7 @@ use lambda_http::request::LambdaRequest;
 use lambda_http::{Adapter, Body, LambdaEvent, Request, Response};
 use serde::de::DeserializeOwned;
 
-use super::{BuildError, Dedup, Refusal, parse};
+use super::{BuildError, Dedup, HandlerError, parse};
 use crate::http::{Door, HttpConfig, Meta, Reply, Work};
 use crate::store::Marks;
 
@@ -65,7 +65,7 @@ impl<S: Marks> Dedup<S> {
     ) -> Result<HttpService<S::Effect>, BuildError>
     where
         T: DeserializeOwned + Send + 'static,
-        F: Fn(HttpEvent<T>) -> Result<Reply<S::Effect>, Refusal> + Send + Sync + 'static,
+        F: Fn(HttpEvent<T>) -> Result<Reply<S::Effect>, HandlerError> + Send + Sync + 'static,
     {
         let mut settings = self.settings.clone();
         // No queue horizon to outlast here: a key lives as long as the door promises (S9).

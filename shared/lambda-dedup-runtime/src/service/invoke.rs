@@ -36,7 +36,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::event::typed;
-use super::{BuildError, Dedup, Event, Refusal, Service, Transient};
+use super::{BuildError, Dedup, Event, HandlerError, Service, Transient};
 use crate::store::Marks;
 
 /// Why a direct invocation is answered with an error, typed so that a caller (or a test)
@@ -130,20 +130,20 @@ impl<S: Marks> Dedup<S> {
     /// The scope is not optional: without one the door does not build.
     ///
     /// ```compile_fail
-    /// use lambda_dedup_runtime::{Dedup, Event, Refusal};
+    /// use lambda_dedup_runtime::{Dedup, Event, HandlerError};
     /// fn f(dedup: Dedup) {
     ///     let _ = dedup.identity("/order_id").invoke(|e: Event<serde_json::Value>| async move {
-    ///         Ok::<_, Refusal>(e.payload)
+    ///         Ok::<_, HandlerError>(e.payload)
     ///     });
     /// }
     /// ```
     ///
     /// ```
-    /// use lambda_dedup_runtime::{Dedup, Event, InvokeScope, Refusal};
+    /// use lambda_dedup_runtime::{Dedup, Event, InvokeScope, HandlerError};
     /// fn f(dedup: Dedup) {
     ///     let scope = InvokeScope::tenant("acme");
     ///     let _ = dedup.identity("/order_id").invoke(scope, |e: Event<serde_json::Value>| async move {
-    ///         Ok::<_, Refusal>(e.payload)
+    ///         Ok::<_, HandlerError>(e.payload)
     ///     });
     /// }
     /// ```
@@ -156,7 +156,7 @@ impl<S: Marks> Dedup<S> {
         T: DeserializeOwned + Send + 'static,
         R: Serialize + DeserializeOwned + Send + 'static,
         F: Fn(Event<T>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<R, Refusal>> + Send + 'static,
+        Fut: Future<Output = Result<R, HandlerError>> + Send + 'static,
     {
         if let Space::Tenant(tenant) = scope.0 {
             if !matches!(self.tenant, TenantSource::Single) {
@@ -199,10 +199,11 @@ impl<S: Marks> Dedup<S> {
                             // Bounded as a leased call is, so that a hung work releases its claim.
                             let response =
                                 tokio::time::timeout(limit, work(event)).await.map_err(
-                                    |_| Refusal::Transient(Transient::CallTimeout { limit }),
+                                    |_| HandlerError::Transient(Transient::CallTimeout { limit }),
                                 )??;
-                            let stored = serde_json::to_string(&response)
-                                .map_err(|_| Refusal::invalid("the response does not serialise"))?;
+                            let stored = serde_json::to_string(&response).map_err(|_| {
+                                HandlerError::invalid("the response does not serialise")
+                            })?;
                             if let Ok(mut slot) = slot.lock() {
                                 *slot = Some(response);
                             }

@@ -91,22 +91,26 @@ mod tests {
 
     use super::*;
     use crate::config::Env;
-    use crate::relay::{Failure, Read, Repeats};
+    use crate::relay::{
+        Attribute, Attributes, Failure, Metric, Read, Repeats, StatusValue, Waiting,
+    };
     use crate::testing::on_memory;
 
     const VARS: RelayVars = lambda_dedup_config::relay_vars!("JOBS_TABLE", "JOBS", 3_000);
 
     const LAYOUT: Layout = Layout {
-        key: "id",
-        created: "created_at",
-        status: "status",
-        waiting: Some("PENDING"),
-        settled: "DONE",
-        parked: "FAILED",
-        parked_at: "failed_at",
+        attributes: Attributes {
+            key: Attribute::new("id"),
+            created: Attribute::new("created_at"),
+            status: Attribute::new("status"),
+            parked_at: Attribute::new("failed_at"),
+        },
+        waiting: Waiting::Holds(StatusValue::new("PENDING")),
+        settled: StatusValue::new("DONE"),
+        parked: StatusValue::new("FAILED"),
         repeats: Repeats::Answered,
-        settled_metric: "Done",
-        waiting_metric: "Waiting",
+        settled_metric: Metric::new("Done"),
+        waiting_metric: Metric::new("Waiting"),
     };
 
     /// Acts on every inserted item: counts its calls, takes `slow` each, and declares `limit`

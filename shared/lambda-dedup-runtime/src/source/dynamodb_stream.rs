@@ -165,7 +165,8 @@ mod tests {
     use super::*;
     use crate::parking::Parking;
     use crate::testing::on_memory;
-    use crate::{Dedup, Env, Event as Typed, Refusal, SettingsError};
+    use crate::{Dedup, Env, Event as Typed, HandlerError, SettingsError};
+    use aws_lambda_events::event::dynamodb::Event;
     use lambda_dedup::{Effect, Item, Value as V};
     use lambda_dedup_memory::MemoryStore;
 
@@ -210,11 +211,11 @@ mod tests {
     }
 
     /// The customer's running total: each new order's total added once.
-    fn credit(e: Typed<Change<Order>>) -> Result<Effect, Refusal> {
+    fn credit(e: Typed<Change<Order>>) -> Result<Effect, HandlerError> {
         let order = e
             .payload
             .new_image
-            .ok_or_else(|| Refusal::invalid("no new image"))?;
+            .ok_or_else(|| HandlerError::invalid("no new image"))?;
         Ok(Effect::add(
             "totals",
             ("customer", order.customer),

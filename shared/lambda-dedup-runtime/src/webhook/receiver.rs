@@ -5,14 +5,14 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use lambda_dedup::signature::{
-    GITHUB_SIGNATURE_HEADER, Part, SHOPIFY_HMAC_HEADER, SLACK_SIGNATURE_HEADER,
-    SLACK_TIMESTAMP_HEADER, SVIX_ID_HEADER, SVIX_TIMESTAMP_HEADER, SignatureError,
-    WEBHOOK_ID_HEADER, WEBHOOK_TIMESTAMP_HEADER, standard_header,
-};
 use lambda_dedup::{AttributeValue, Derived, Effect, Item, Message};
 use lambda_dedup_engine::{
     CreateOnceDeduplicator, HandlerError, Outcome, Plan, Reason, RetryCause,
+};
+use lambda_dedup_signature::{
+    GITHUB_SIGNATURE_HEADER, Part, SHOPIFY_HMAC_HEADER, SLACK_SIGNATURE_HEADER,
+    SLACK_TIMESTAMP_HEADER, SVIX_ID_HEADER, SVIX_TIMESTAMP_HEADER, SignatureError,
+    WEBHOOK_ID_HEADER, WEBHOOK_TIMESTAMP_HEADER, standard_header,
 };
 use lambda_http::http::{HeaderMap, Method};
 use lambda_http::{Body, Request, RequestExt, Response};

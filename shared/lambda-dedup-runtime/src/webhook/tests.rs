@@ -3,15 +3,15 @@
 use super::*;
 use crate::config::{Env, SettingRule, SettingsError};
 use lambda_dedup::Scope;
-use lambda_dedup::signature::sign;
-use lambda_dedup::signature::{
+use lambda_dedup::{Retention, Value};
+use lambda_dedup_engine::CreateOnceDeduplicator;
+use lambda_dedup_memory::MemoryStore;
+use lambda_dedup_signature::sign;
+use lambda_dedup_signature::{
     GITHUB_DELIVERY_HEADER, GITHUB_SIGNATURE_HEADER, SHOPIFY_HMAC_HEADER,
     SHOPIFY_WEBHOOK_ID_HEADER, SLACK_SIGNATURE_HEADER, SLACK_TIMESTAMP_HEADER, SVIX_ID_HEADER,
     SVIX_SIGNATURE_HEADER, SVIX_TIMESTAMP_HEADER, Scheme,
 };
-use lambda_dedup::{Retention, Value};
-use lambda_dedup_engine::CreateOnceDeduplicator;
-use lambda_dedup_memory::MemoryStore;
 use lambda_http::http::HeaderValue;
 use lambda_http::http::{HeaderMap, Method};
 use lambda_http::{Body, Request};

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 
 use super::super::event::typed;
 use super::seal::{On, Ordered, Step};
-use super::{BuildError, Event, Flow, IntoPlan, PayloadAt, PerMessage, Refusal, TransactStep};
+use super::{BuildError, Event, Flow, HandlerError, IntoPlan, PayloadAt, PerMessage, TransactStep};
 use super::{Runner, typed_work};
 use crate::config::SettingsError;
 use crate::store::Marks;
@@ -38,7 +38,7 @@ pub struct Call<T> {
 pub fn calls<T, F, Fut>(call: F) -> Calls<F>
 where
     F: Fn(Event<T>, Lease) -> Fut,
-    Fut: Future<Output = Result<Option<String>, Refusal>>,
+    Fut: Future<Output = Result<Option<String>, HandlerError>>,
 {
     Calls(call)
 }
@@ -46,7 +46,7 @@ where
 /// [`calls`] with the call a `tower::Service` of [`Call`]s, answering the result to store
 /// (`Some`) or none: wrap it in your own layers (a timeout, a rate limit, a metric) and they
 /// run per message, inside the lease and `PROVIDER_TIMEOUT_MS`. An error that is a
-/// [`Refusal`] keeps its kind; any other error of the service or its layers is transient (the
+/// [`HandlerError`] keeps its kind; any other error of the service or its layers is transient (the
 /// message is redelivered and the call made again under the same key).
 pub fn calls_service<Svc>(service: Svc) -> Calls<Served<Svc>> {
     Calls(Served(service))
@@ -80,7 +80,7 @@ pub trait Caller<T>: Send + Sync + 'static {
         &self,
         event: Event<T>,
         lease: Lease,
-    ) -> impl Future<Output = Result<Option<String>, Refusal>> + Send;
+    ) -> impl Future<Output = Result<Option<String>, HandlerError>> + Send;
 }
 
 /// A closure `Fn(Event<T>, Lease) -> Fut` as a [`Caller`].
@@ -89,13 +89,13 @@ pub struct ByFn<F>(F);
 impl<T, F, Fut> Caller<T> for ByFn<F>
 where
     F: Fn(Event<T>, Lease) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Option<String>, Refusal>> + Send,
+    Fut: Future<Output = Result<Option<String>, HandlerError>> + Send,
 {
     fn call(
         &self,
         event: Event<T>,
         lease: Lease,
-    ) -> impl Future<Output = Result<Option<String>, Refusal>> + Send {
+    ) -> impl Future<Output = Result<Option<String>, HandlerError>> + Send {
         (self.0)(event, lease)
     }
 }
@@ -104,14 +104,14 @@ impl<T, Svc> Caller<T> for Served<Svc>
 where
     T: Send + 'static,
     Svc: Service<Call<T>, Response = Option<String>> + Clone + Send + Sync + 'static,
-    Svc::Error: Into<Refusal>,
+    Svc::Error: Into<HandlerError>,
     Svc::Future: Send,
 {
     fn call(
         &self,
         event: Event<T>,
         lease: Lease,
-    ) -> impl Future<Output = Result<Option<String>, Refusal>> + Send {
+    ) -> impl Future<Output = Result<Option<String>, HandlerError>> + Send {
         let service = self.0.clone();
         async move {
             service
@@ -133,7 +133,7 @@ pub trait AsCaller<T, M> {
 impl<T, F, Fut> AsCaller<T, (Lease, Fut)> for F
 where
     F: Fn(Event<T>, Lease) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Option<String>, Refusal>> + Send,
+    Fut: Future<Output = Result<Option<String>, HandlerError>> + Send,
 {
     type Caller = ByFn<F>;
     fn caller(self) -> ByFn<F> {
@@ -179,7 +179,7 @@ impl<E: 'static, C> CallStep<E, C> {
                 let event = typed::<T>(self.at, &d)?;
                 match tokio::time::timeout(self.timeout, self.call.call(event, lease)).await {
                     Ok(result) => result,
-                    Err(_) => Err(Refusal::Transient(Transient::CallTimeout {
+                    Err(_) => Err(HandlerError::Transient(Transient::CallTimeout {
                         limit: self.timeout,
                     })),
                 }

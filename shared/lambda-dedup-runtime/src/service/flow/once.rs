@@ -10,7 +10,7 @@ use lambda_dedup_engine::{CreateOnceDeduplicator, Outcome, SequencedDeduplicator
 use serde::de::DeserializeOwned;
 
 use super::seal::{On, Ordered, Step};
-use super::{BuildError, Event, Flow, IntoPlan, Refusal, TypedWork, typed_work};
+use super::{BuildError, Event, Flow, HandlerError, IntoPlan, TypedWork, typed_work};
 use crate::aws::FromSettings as _;
 use crate::store::{CreateOnceMarks, SequenceMarks};
 
@@ -121,7 +121,7 @@ impl Step for SequenceStep {
                 let mut plan = (self.update)(d)?;
                 match plan.effects.len() {
                     1 => Ok(plan.effects.remove(0)),
-                    n => Err(Refusal::invalid(format!(
+                    n => Err(HandlerError::invalid(format!(
                         "sequence mode writes one update per event, not {n}"
                     ))),
                 }

@@ -11,7 +11,7 @@ use lambda_runtime::tower::{self, BoxError, ServiceBuilder};
 
 use super::{Call, calls, calls_service, transact};
 use crate::config::Env;
-use crate::{Dedup, Event, Refusal};
+use crate::{Dedup, Event, HandlerError};
 
 #[derive(Debug, serde::Deserialize)]
 struct Pay {
@@ -78,7 +78,7 @@ async fn calls_on_kinesis_call_once_per_event_in_order() {
                     .expect("lock")
                     .push((e.payload.n, lease.key.idempotency_key()));
                 if e.payload.n == 2 && f.fetch_sub(1, Ordering::SeqCst) == 1 {
-                    return Err(Refusal::transient("provider down"));
+                    return Err(HandlerError::transient("provider down"));
                 }
                 Ok(Some(format!("paid {}", e.payload.n)))
             }

@@ -13,7 +13,7 @@ use serde_json::json;
 use super::*;
 use crate::config::Env;
 use crate::parking::Parking;
-use crate::{Dedup, Event, Refusal};
+use crate::{Dedup, Event, HandlerError};
 
 /// AWS's published sample (`aws_lambda_events`' fixture, copied into `events/`).
 fn sample() -> KafkaEvent {
@@ -93,7 +93,7 @@ fn service(
         .parking(parking)
         .kafka(move |e: Event<Credit>| {
             if e.payload.account == "b" && down.load(Ordering::SeqCst) {
-                return Err(Refusal::transient("dependency down"));
+                return Err(HandlerError::transient("dependency down"));
             }
             let item = Item::new().with("account", e.payload.account.as_str());
             Ok(Effect::update("balances", item)

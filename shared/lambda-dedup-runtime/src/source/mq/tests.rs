@@ -14,7 +14,7 @@ use serde_json::json;
 use super::*;
 use crate::config::Env;
 use crate::parking::Parking;
-use crate::{Dedup, Event, Refusal};
+use crate::{Dedup, Event, HandlerError};
 
 fn sample<T: serde::de::DeserializeOwned>(name: &str) -> T {
     let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -79,10 +79,10 @@ fn builder() -> (Dedup, MemoryStore) {
 /// The credit work; `down` makes account `b`'s dependency fail transiently.
 fn work(
     down: &'static AtomicBool,
-) -> impl Fn(Event<Credit>) -> Result<Effect, Refusal> + Send + Sync + 'static {
+) -> impl Fn(Event<Credit>) -> Result<Effect, HandlerError> + Send + Sync + 'static {
     move |e: Event<Credit>| {
         if e.payload.account == "b" && down.load(Ordering::SeqCst) {
-            return Err(Refusal::transient("dependency down"));
+            return Err(HandlerError::transient("dependency down"));
         }
         let item = Item::new().with("account", e.payload.account.as_str());
         Ok(Effect::update("balances", item)

@@ -10,8 +10,8 @@ use lambda_dedup::{
 };
 
 use super::{Deduplicator, Plan, planned};
+use crate::handler_error::HandlerError;
 use crate::outcome::Outcome;
-use crate::refusal::HandlerError;
 
 /// A [`Deduplicator`] of latest-wins mode: built on a store that has it ([`LatestStore`]: the
 /// DynamoDB and memory stores), so the flow cannot be asked of a store that cannot do it. It

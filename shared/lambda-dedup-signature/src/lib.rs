@@ -30,6 +30,8 @@
 //! is within the tolerance of the receiver's clock, either way (Stripe's library checks only
 //! the past; a timestamp from the future is refused here too).
 
+#![warn(missing_docs)]
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;

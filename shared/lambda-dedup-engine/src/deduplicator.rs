@@ -25,8 +25,8 @@ mod latest;
 
 pub use latest::LatestDeduplicator;
 
+use crate::handler_error::HandlerError;
 use crate::outcome::{Outcome, Reason};
-use crate::refusal::HandlerError;
 use crate::retry::RetryCause;
 
 /// What a transactional handler wants committed with the mark: effects of the store's own type

@@ -2,7 +2,7 @@
 //! the `webhook` module writes, handing each new inbox item to the SQS queue the rest of the system
 //! reads (the inbox pattern).
 //!
-//! It is a relay ([`crate::relay`]: the never-stall walk, parking, the deadline, the tally and
+//! It is a relay ([`super`]: the never-stall walk, parking, the deadline, the tally and
 //! the sweep, shared with `intent-relay`); this module is its [`Forward`] action and [`LAYOUT`]:
 //! - records are handled in shard order; the first one that fails transiently (SQS or DynamoDB
 //!   down, throttled) is reported as the batch item failure and the stream retries from it, so
@@ -34,40 +34,43 @@
 use aws_lambda_events::event::dynamodb::EventRecord;
 use lambda_dedup::{Item, VERIFIED_SENDER_ATTRIBUTE};
 
+use super::{
+    Act, Attribute, Attributes, Failure, Layout, Metric, REDRIVE, Read, RelayService, Repeats,
+    StatusValue, Waiting,
+};
 use crate::config::{FORWARDER, ForwarderConfig, SdkTimeouts};
 use crate::in_order::image_part;
 use crate::queue::{Queue, string_attribute};
-use crate::relay::{Act, Failure, Layout, Read, RelayService, Repeats};
 use crate::service::{BuildError, Dedup};
 use crate::store::ItemTables;
 
-pub use crate::relay::REDRIVE;
-
 /// The largest body SQS takes (1 MiB since January 2026), attributes included; kept clear of it.
-pub const MAX_QUEUE_BODY_BYTES: usize = 1024 * 1024 - 1024;
+pub(crate) const MAX_QUEUE_BODY_BYTES: usize = 1024 * 1024 - 1024;
 /// `forward_status` of an item handed to the queue.
-pub const FORWARDED: &str = "FORWARDED";
+const FORWARDED: StatusValue = StatusValue::new("FORWARDED");
 /// `forward_status` of an item that can never be sent; see `failure_reason`.
-pub const PARKED: &str = "PARKED";
+pub const PARKED: StatusValue = StatusValue::new("PARKED");
 /// The attribute that says an item is settled (forwarded or parked).
-const STATUS: &str = "forward_status";
+const STATUS: Attribute = Attribute::new("forward_status");
 /// The message attribute naming the inbox item on the forwarded message.
-pub const INBOX_KEY_ATTRIBUTE: &str = "inbox_key";
+pub(crate) const INBOX_KEY_ATTRIBUTE: &str = "inbox_key";
 
 /// How inbox items look to the forwarder: keyed by `event_key`, received at `received_at`,
 /// unsettled while they have no `forward_status`; a repeat of a send is a second message
 /// ([`Repeats::Effected`]).
 pub const LAYOUT: Layout = Layout {
-    key: "event_key",
-    created: "received_at",
-    status: STATUS,
-    waiting: None,
+    attributes: Attributes {
+        key: Attribute::new("event_key"),
+        created: Attribute::new("received_at"),
+        status: STATUS,
+        parked_at: Attribute::new("parked_at"),
+    },
+    waiting: Waiting::Absent,
     settled: FORWARDED,
     parked: PARKED,
-    parked_at: "parked_at",
     repeats: Repeats::Effected,
-    settled_metric: "Forwarded",
-    waiting_metric: "Pending",
+    settled_metric: Metric::new("Forwarded"),
+    waiting_metric: Metric::new("Pending"),
 };
 
 /// The parts of an inbox image the forwarder reads, each on its own, so a malformed one says
@@ -105,8 +108,9 @@ pub fn read(record: &EventRecord) -> Read<Message> {
     let image = &record.change.new_image;
     // An insertion, or the sweep's re-drive of an item still unsettled (our own FORWARDED and
     // PARKED stamps are modifications too, and carry a status).
-    let redriven =
-        record.event_name == "MODIFY" && image.contains_key(REDRIVE) && !image.contains_key(STATUS);
+    let redriven = record.event_name == "MODIFY"
+        && image.contains_key(REDRIVE.name())
+        && !image.contains_key(STATUS.name());
     if record.event_name != "INSERT" && !redriven {
         return Read::Ignored;
     }
@@ -148,7 +152,7 @@ pub struct Forward {
 
 impl Forward {
     /// Sends to `queue` (its client built on the first send).
-    pub fn new(queue: Queue) -> Self {
+    pub(crate) fn new(queue: Queue) -> Self {
         Self { queue }
     }
 }
@@ -161,12 +165,13 @@ impl Act for Forward {
     }
 
     async fn act(&self, event_key: &str, message: &Message) -> Result<Item, Failure> {
-        let digest = hex::encode(lambda_dedup::signature::hmac_sha256(
+        let digest = hex::encode(lambda_dedup_signature::hmac_sha256(
             b"lambda-dedup/inbox",
             event_key.as_bytes(),
         ));
-        let attribute = string_attribute(&digest).map_err(Failure::Transient)?;
-        let sender = string_attribute(&message.sender).map_err(Failure::Transient)?;
+        let attribute = string_attribute(&digest).map_err(|e| Failure::Transient(e.to_string()))?;
+        let sender =
+            string_attribute(&message.sender).map_err(|e| Failure::Transient(e.to_string()))?;
         let url = self.queue.url();
         let mut send = self
             .queue
@@ -391,9 +396,9 @@ mod tests {
         let status = |key: &str| {
             store
                 .item("inbox", &Item::new().with("event_key", key))
-                .and_then(|i| lambda_dedup::items::text(&i, STATUS).map(str::to_owned))
+                .and_then(|i| lambda_dedup::items::text(&i, STATUS.name()).map(str::to_owned))
         };
-        assert_eq!(status("bad").as_deref(), Some(PARKED));
+        assert_eq!(status("bad").as_deref(), Some(PARKED.value()));
         let bad = store
             .item("inbox", &Item::new().with("event_key", "bad"))
             .expect("item");
@@ -473,7 +478,10 @@ mod tests {
         let unsent = store
             .item("inbox", &Item::new().with("event_key", "unsigned"))
             .expect("item");
-        assert_eq!(lambda_dedup::items::text(&unsent, STATUS), Some(PARKED));
+        assert_eq!(
+            lambda_dedup::items::text(&unsent, STATUS.name()),
+            Some(PARKED.value())
+        );
         assert_eq!(
             lambda_dedup::items::text(&unsent, "failure_reason"),
             Some("no_verified_sender")
@@ -499,14 +507,14 @@ mod tests {
         put(Item::new()
             .with("event_key", "sent")
             .with("received_at", ms(9_000))
-            .with(STATUS, FORWARDED));
+            .with(STATUS.name(), FORWARDED.value()));
         let swept = forwarder.sweep(now).await.expect("sweep");
         assert_eq!((swept.pending, swept.redriven), (3, 2), "{swept:?}");
         assert!(swept.oldest_pending >= Duration::from_secs(7_200));
         let stamped = |key: &str| {
             store
                 .item("inbox", &Item::new().with("event_key", key))
-                .is_some_and(|i| i.0.contains_key(REDRIVE))
+                .is_some_and(|i| i.0.contains_key(REDRIVE.name()))
         };
         assert!(stamped("old") && stamped("unknown"));
         assert!(!stamped("recent") && !stamped("sent"));

@@ -12,8 +12,8 @@
 //! `world` (the shared state), `invariants` (the ledger and its checks), `provider`, `broker`
 //! (SQS queue, Kinesis shards), `events` (the producers' bodies and key spec), `store` (the
 //! simulated store), `sqs` and `kinesis` (the lanes), `relay_store` (a relay's table and its
-//! stream), `relay` (the relay lane), `inbox` (webhook senders, receiver, forwarder), `run` (one
-//! seed), `planted` (the names); `model` the exhaustive model of
+//! stream), `relay` (the relay lane), `inbox` (webhook senders, receiver, forwarder), `panics` (handler panics), `run` (one
+//! seed), `planted` (which planted bugs the seeds check, in the `simulation-planted` build); `model` the exhaustive model of
 //! claim / lease / takeover / complete / release / TTL on the real memory store.
 
 pub mod broker;
@@ -23,6 +23,8 @@ pub mod inbox;
 pub mod invariants;
 pub mod kinesis;
 pub mod model;
+pub mod panics;
+#[cfg(feature = "simulation-planted")]
 pub mod planted;
 pub mod provider;
 pub mod relay;
@@ -34,4 +36,6 @@ pub mod store;
 pub mod trace;
 pub mod world;
 
+#[cfg(feature = "simulation-planted")]
+pub use run::run_seed_planted;
 pub use run::{SeedReport, run_seed};

@@ -28,6 +28,8 @@ pub struct World {
     pub store_faults: u64,
     /// The largest clock skew of any instance, in milliseconds.
     pub max_skew_ms: u64,
+    /// Handler panics per thousand pieces of work ([`crate::panics`]).
+    pub handler_panics: u64,
 }
 
 /// The world, shared by the run's tasks.

@@ -27,6 +27,27 @@ pub fn maybe(world: &Shared, inst: usize, what: &str) {
     }
 }
 
+/// Panics in the work of event `ev` on instance `inst` if `ev` is the world's poison and its
+/// fix is not deployed yet.
+pub fn poisoned(world: &Shared, inst: usize, ev: &str) {
+    let hit = {
+        let mut w = lock(world);
+        let now = w.now_ms();
+        let hit = w
+            .poison
+            .as_ref()
+            .is_some_and(|(p, until)| p == ev && now < *until);
+        if hit {
+            w.log(format!("i{inst} {ev} handler panicked (poison)"));
+        }
+        hit
+    };
+    if hit {
+        quiet();
+        std::panic::panic_any(PAYLOAD);
+    }
+}
+
 /// Keeps the simulated panics off stderr (others are printed as before).
 fn quiet() {
     static HOOK: Once = Once::new();

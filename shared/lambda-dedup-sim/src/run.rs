@@ -98,6 +98,7 @@ async fn simulate(seed: u64) -> SeedReport {
         store_faults,
         max_skew_ms,
         handler_panics,
+        poison: None,
     }));
     let clocks: Vec<SimClock> = skews.iter().map(|s| SimClock::new(start, *s)).collect();
     // The operator's retention: a short one must be refused (S9) and is then raised to cover

@@ -157,11 +157,21 @@ impl SqsLane {
         if self.flow == Flow::FifoSequence {
             let mut w = lock(&self.world);
             let mut next = [1u64, 1];
+            // Now and then one event's work panics until a fix a day later: dead-lettered,
+            // the later ones of its group gaps, redriven after the fix.
+            let poison = w
+                .rng
+                .chance(400)
+                .then(|| w.rng.between(0, n.saturating_sub(1)));
             for k in 0..n {
                 let g = usize::from(w.rng.chance(500));
                 let (group, seq) = (format!("fagg{g}"), next[g]);
                 next[g] += 1;
                 let ev = format!("fifo-{group}-{seq}");
+                if poison == Some(k) {
+                    w.log(format!("poison {ev} until a fix in 24 h"));
+                    w.poison = Some((ev.clone(), 24 * 3_600_000));
+                }
                 w.ledger.event(&ev);
                 let body = events::body(&ev, 1, Some((&group, seq)));
                 self.queue().send_in_group(&ev, body, &group, seq, k);
@@ -221,6 +231,9 @@ impl SqsLane {
             Dedup::Seq(d) => {
                 d.sequenced(&m, &SequenceSource::pointer("/data/seq"), |e| {
                     panics::maybe(world, inst, lane);
+                    if let Ok(data) = HandlerError::data(e) {
+                        panics::poisoned(world, inst, data["ev"].as_str().unwrap_or_default());
+                    }
                     events::sequence_effect(e)
                 })
                 .await
@@ -331,21 +344,23 @@ impl SqsLane {
         if !replayed.contains_key(&msg.event) && w.rng.chance(replays) {
             replayed.insert(msg.event.clone(), ());
             let at = w.now_ms() + w.rng.between(3_600_000, 36 * 3_600_000);
-            self.resend(msg, msg.conflicting, at);
-            w.log(format!("replay of {} scheduled at {at}", msg.event));
+            let group = self.resend(msg, msg.conflicting, at);
+            w.log(format!("replay of {}{group} scheduled at {at}", msg.event));
         }
     }
 
     /// Sends `msg`'s event again, visible at `at`: in its FIFO group with its sequence, if it
-    /// has one.
-    fn resend(&self, msg: &Msg, conflicting: bool, at: u64) {
+    /// has one (then the trace's words for it, ` in group <g> at <seq>`).
+    fn resend(&self, msg: &Msg, conflicting: bool, at: u64) -> String {
         let mut q = self.queue();
         match &msg.order {
             Some((group, seq)) => {
                 q.send_in_group(&msg.event, msg.body.clone(), group, *seq, at);
+                format!(" in group {group} at {seq}")
             }
             None => {
                 q.send(&msg.event, msg.body.clone(), conflicting, at);
+                String::new()
             }
         }
     }
@@ -413,12 +428,13 @@ impl SqsLane {
                 // applied over the newer state.
                 let mut replayed = self.replayed.lock().unwrap_or_else(|e| e.into_inner());
                 let once = format!("redrive {}", d.event);
-                if !d.conflicting && !replayed.contains_key(&once) && w.rng.chance(300) {
+                let redrives = if d.order.is_some() { 800 } else { 300 };
+                if !d.conflicting && !replayed.contains_key(&once) && w.rng.chance(redrives) {
                     replayed.insert(once, ());
                     let at = now + w.rng.between(24 * 3_600_000, 48 * 3_600_000);
-                    self.resend(&d, false, at);
+                    let group = self.resend(&d, false, at);
                     w.ledger.event(&d.event).dead = false;
-                    w.log(format!("redrive of {} scheduled at {at}", d.event));
+                    w.log(format!("redrive of {}{group} scheduled at {at}", d.event));
                 }
             }
             if got.is_empty() {

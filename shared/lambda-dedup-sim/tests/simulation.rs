@@ -46,6 +46,9 @@ fn the_runs_meet_the_faults_they_claim_to_inject() {
         " Duplicate",
         " 409 Conflict",
         "relay stream skipped",
+        "handler panicked",
+        "redrive of fifo-",
+        " in group ",
     ] {
         assert!(
             lines.iter().any(|l| l.contains(needle)),

@@ -391,3 +391,29 @@ async fn sequence_mode_applies_in_order_skips_duplicates_and_stops_at_a_gap() {
         Some(Reason::SequenceMissing)
     );
 }
+
+#[tokio::test]
+async fn leased_takeover_at_exactly_the_provider_key_retention_still_calls() {
+    // A clock on a whole second, so the store's millisecond times lose nothing: the takeover
+    // comes exactly `retention` after the first attempt, when the provider still keeps the key.
+    let clock = Arc::new(ManualClock::new(
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+    ));
+    let store = MemoryStore::new(Retention::unchecked(RETENTION).expect("retention"))
+        .with_clock(clock.clone())
+        .with_lease(Duration::from_secs(30));
+    let dedup = Deduplicator::new(spec(), store.clone())
+        .with_provider_key_retention(Duration::from_secs(60));
+    let m = credit("m1", "e1", "a", 1);
+    let key = spec().derive(&m).expect("key").key;
+    lambda_dedup::MarkStore::claim(&store, &key, None, None)
+        .await
+        .expect("claim");
+    clock.advance(Duration::from_secs(60));
+    let (out, called) = leased_noting_the_call(&dedup, &m).await;
+    assert_eq!(out, Outcome::Applied);
+    assert!(
+        called,
+        "the provider still keeps the key: the takeover calls"
+    );
+}

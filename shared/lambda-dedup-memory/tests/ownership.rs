@@ -74,7 +74,10 @@ async fn a_commit_holds_the_mark_and_exactly_max_effects_not_one_more() {
     assert_eq!(full, Commit::Applied);
     let over = key("over");
     let refused = s.commit(request(&over, &effects)).await;
-    assert!(matches!(refused, Err(StoreError::Invalid(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(StoreError::Invalid(_))),
+        "{refused:?}"
+    );
     assert!(s.get(&over).await.expect("get").is_none());
 }
 
@@ -85,13 +88,40 @@ async fn marks_lists_every_mark_and_purge_expired_deletes_only_those_past_their_
     s.commit(request(&old, &[])).await.expect("commit");
     clock.advance(RETENTION / 2);
     s.commit(request(&young, &[])).await.expect("commit");
-    let mut listed: Vec<String> = s.marks().iter().map(|m| m.key.as_str().to_owned()).collect();
+    let mut listed: Vec<String> = s
+        .marks()
+        .iter()
+        .map(|m| m.key.as_str().to_owned())
+        .collect();
     listed.sort();
     assert_eq!(listed, [old.as_str(), young.as_str()]);
     assert_eq!(s.purge_expired(), 0, "nothing past its TTL yet");
     clock.advance(RETENTION / 2 + Duration::from_secs(2));
     assert_eq!(s.purge_expired(), 1, "the old mark only");
-    let left: Vec<String> = s.marks().iter().map(|m| m.key.as_str().to_owned()).collect();
+    let left: Vec<String> = s
+        .marks()
+        .iter()
+        .map(|m| m.key.as_str().to_owned())
+        .collect();
     assert_eq!(left, [young.as_str()]);
     assert_eq!(s.purge_expired(), 0);
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_not_taken_over_with_another_payload() {
+    let (s, clock) = store();
+    let k = key("payload");
+    let (a, b) = (
+        lambda_dedup::Fingerprint::of_bytes(b"a"),
+        lambda_dedup::Fingerprint::of_bytes(b"b"),
+    );
+    let Claim::Claimed(_) = s.claim(&k, Some(&a), None).await.expect("claim") else {
+        panic!("the first claim wins");
+    };
+    clock.advance(LEASE + DEFAULT_CLOCK_SKEW + Duration::from_secs(1));
+    // The lease is over, but the payload is another: a conflict (S11), not a takeover.
+    let other = s.claim(&k, Some(&b), None).await.expect("claim");
+    assert!(!matches!(other, Claim::Claimed(_)), "{other:?}");
+    let same = s.claim(&k, Some(&a), None).await.expect("claim");
+    assert!(matches!(same, Claim::Claimed(_)), "{same:?}");
 }

@@ -417,3 +417,35 @@ async fn leased_takeover_at_exactly_the_provider_key_retention_still_calls() {
         "the provider still keeps the key: the takeover calls"
     );
 }
+
+#[tokio::test]
+async fn the_duplicate_prefilter_answers_known_duplicates_and_commits_the_rest() {
+    let (store, _) = world();
+    let dedup = Deduplicator::new(spec(), store.clone()).with_duplicate_prefilter(true);
+    let first = credit("m1", "e1", "a", 1);
+    assert_eq!(dedup.transactional(&first, plan).await, Outcome::Applied);
+    let batch = vec![first, credit("m2", "e2", "a", 2)];
+    let report = run_batch_transactional(batch, 4, &dedup, plan).await;
+    assert!(report.account.closes());
+    assert!(
+        matches!(report.outcomes()[0].1, Outcome::Duplicate { .. }),
+        "{:?}",
+        report.outcomes()
+    );
+    assert_eq!(report.outcomes()[1].1, Outcome::Applied);
+    assert_eq!(balance(&store, "a"), Some(Value::N("3".into())));
+}
+
+#[test]
+fn set_outcome_replaces_one_outcome_and_recounts_the_account() {
+    let mut report = lambda_dedup_engine::BatchReport::from_outcomes(vec![
+        ("m1".into(), Outcome::Applied),
+        ("m2".into(), Outcome::retry(RetryCause::Store, "store")),
+    ]);
+    assert_eq!(report.failures(), ["m2"]);
+    report.set_outcome("m2", Outcome::Applied);
+    assert!(report.failures().is_empty());
+    assert_eq!(report.outcomes()[1].1, Outcome::Applied);
+    assert_eq!(report.account.applied, 2);
+    assert!(report.account.closes());
+}

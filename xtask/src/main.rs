@@ -31,6 +31,7 @@ mod fanout;
 mod functions;
 mod infra;
 mod local;
+mod mutants;
 mod package;
 mod postgres;
 mod simulate;
@@ -127,6 +128,15 @@ enum Cmd {
               conflicts_with_all = ["seeds", "seed", "minutes", "planted"])]
         explore: Option<String>,
     },
+    /// Mutation testing of the ownership paths (cargo-mutants, installed on first use; not a CI
+    /// stage): scopes memory, engine (the default two), dynamodb, postgres, valkey.
+    Mutants {
+        /// The scopes to run.
+        scopes: Vec<String>,
+        /// After `--`: passed on to `cargo mutants` (e.g. `-- --list`).
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
     /// Build every function for arm64 in release (cargo lambda) and report zip sizes.
     Package,
     /// Start the local stack and keep it running until Enter (prints where to send).
@@ -173,6 +183,7 @@ async fn main() -> ExitCode {
         Cmd::Deny => deny::run(&root()),
         Cmd::Audit => audit::run(&root()).await,
         Cmd::Package => package::run(&root()),
+        Cmd::Mutants { scopes, args } => mutants::run(&root(), &scopes, &args),
         Cmd::Simulate {
             explore: Some(filter),
             ..

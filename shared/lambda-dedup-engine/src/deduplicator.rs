@@ -271,7 +271,7 @@ impl<E: 'static> Deduplicator<E> {
             Err(outcome) => return outcome,
         };
         #[cfg(feature = "simulation-planted")]
-        if lambda_dedup::planted::is("cache-filled-before-commit") {
+        if lambda_dedup::planted::Planted::CacheFilledBeforeCommit.is_on() {
             self.remember_applied(&event, plan.result.as_deref());
         }
         let committed = self
@@ -370,7 +370,7 @@ impl<E: 'static> Deduplicator<E> {
             };
         }
         #[cfg(feature = "simulation-planted")]
-        if lambda_dedup::planted::is("leased-completes-before-call")
+        if lambda_dedup::planted::Planted::LeasedCompletesBeforeCall.is_on()
             && let Err(e) = self.store.complete(&lease, None).await
         {
             return store_failed(msg, &key, &e);
@@ -828,7 +828,7 @@ fn handler_failed(msg: &Message, event: &Derived, e: HandlerError) -> Outcome {
 /// The key the warm cache holds `event`'s mark under: its dedup key, scope and tenant in it.
 fn cache_key(event: &Derived) -> DedupKey {
     #[cfg(feature = "simulation-planted")]
-    if lambda_dedup::planted::is("cache-shared-across-tenants")
+    if lambda_dedup::planted::Planted::CacheSharedAcrossTenants.is_on()
         && let Some(body) = &event.body
     {
         return DedupKey::from_stored(format!("planted#{}#{}", body["source"], body["id"]));
@@ -867,7 +867,7 @@ fn store_failed(msg: &Message, key: &DedupKey, e: &StoreError) -> Outcome {
         };
     }
     #[cfg(feature = "simulation-planted")]
-    if lambda_dedup::planted::is("store-fault-acknowledged") && e.is_retryable() {
+    if lambda_dedup::planted::Planted::StoreFaultAcknowledged.is_on() && e.is_retryable() {
         return Outcome::Applied;
     }
     // S13: fail closed. Nothing is acknowledged without its mark.

@@ -50,7 +50,7 @@ impl BatchReport {
                 Pass::Park(code)
             } else {
                 #[cfg(feature = "simulation-planted")]
-                if lambda_dedup::planted::is("checkpoint-passes-unsettled") {
+                if lambda_dedup::planted::Planted::CheckpointPassesUnsettled.is_on() {
                     continue;
                 }
                 passage.checkpoint = Some(id);

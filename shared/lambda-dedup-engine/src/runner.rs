@@ -60,7 +60,7 @@ where
         futures::stream::iter(groups)
             .map(|(_, list)| async move {
                 #[cfg(feature = "simulation-planted")]
-                if lambda_dedup::planted::is("fifo-group-pipelined") {
+                if lambda_dedup::planted::Planted::FifoGroupPipelined.is_on() {
                     return pipelined(process, list).await;
                 }
                 let mut out = Vec::with_capacity(list.len());
@@ -76,7 +76,7 @@ where
                     };
                     blocked |= !outcome.acknowledged();
                     #[cfg(feature = "simulation-planted")]
-                    if lambda_dedup::planted::is("fifo-group-not-blocked") {
+                    if lambda_dedup::planted::Planted::FifoGroupNotBlocked.is_on() {
                         blocked = false;
                     }
                     out.push((i, outcome));
@@ -225,6 +225,8 @@ where
     let id = m.message_id.clone();
     match AssertUnwindSafe(process(m)).catch_unwind().await {
         Ok(outcome) => outcome,
+        #[cfg(feature = "simulation-planted")]
+        Err(_) if lambda_dedup::planted::Planted::PanicAcknowledged.is_on() => Outcome::Applied,
         Err(_) => {
             tracing::error!(message_id = %id, "handler panicked; the message will be redelivered");
             Outcome::retry(RetryCause::Panicked, "handler panicked")

@@ -391,3 +391,61 @@ async fn sequence_mode_applies_in_order_skips_duplicates_and_stops_at_a_gap() {
         Some(Reason::SequenceMissing)
     );
 }
+
+#[tokio::test]
+async fn leased_takeover_at_exactly_the_provider_key_retention_still_calls() {
+    // A clock on a whole second, so the store's millisecond times lose nothing: the takeover
+    // comes exactly `retention` after the first attempt, when the provider still keeps the key.
+    let clock = Arc::new(ManualClock::new(
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+    ));
+    let store = MemoryStore::new(Retention::unchecked(RETENTION).expect("retention"))
+        .with_clock(clock.clone())
+        .with_lease(Duration::from_secs(30));
+    let dedup = Deduplicator::new(spec(), store.clone())
+        .with_provider_key_retention(Duration::from_secs(60));
+    let m = credit("m1", "e1", "a", 1);
+    let key = spec().derive(&m).expect("key").key;
+    lambda_dedup::MarkStore::claim(&store, &key, None, None)
+        .await
+        .expect("claim");
+    clock.advance(Duration::from_secs(60));
+    let (out, called) = leased_noting_the_call(&dedup, &m).await;
+    assert_eq!(out, Outcome::Applied);
+    assert!(
+        called,
+        "the provider still keeps the key: the takeover calls"
+    );
+}
+
+#[tokio::test]
+async fn the_duplicate_prefilter_answers_known_duplicates_and_commits_the_rest() {
+    let (store, _) = world();
+    let dedup = Deduplicator::new(spec(), store.clone()).with_duplicate_prefilter(true);
+    let first = credit("m1", "e1", "a", 1);
+    assert_eq!(dedup.transactional(&first, plan).await, Outcome::Applied);
+    let batch = vec![first, credit("m2", "e2", "a", 2)];
+    let report = run_batch_transactional(batch, 4, &dedup, plan).await;
+    assert!(report.account.closes());
+    assert!(
+        matches!(report.outcomes()[0].1, Outcome::Duplicate { .. }),
+        "{:?}",
+        report.outcomes()
+    );
+    assert_eq!(report.outcomes()[1].1, Outcome::Applied);
+    assert_eq!(balance(&store, "a"), Some(Value::N("3".into())));
+}
+
+#[test]
+fn set_outcome_replaces_one_outcome_and_recounts_the_account() {
+    let mut report = lambda_dedup_engine::BatchReport::from_outcomes(vec![
+        ("m1".into(), Outcome::Applied),
+        ("m2".into(), Outcome::retry(RetryCause::Store, "store")),
+    ]);
+    assert_eq!(report.failures(), ["m2"]);
+    report.set_outcome("m2", Outcome::Applied);
+    assert!(report.failures().is_empty());
+    assert_eq!(report.outcomes()[1].1, Outcome::Applied);
+    assert_eq!(report.account.applied, 2);
+    assert!(report.account.closes());
+}

@@ -105,7 +105,7 @@ impl MemoryStore {
         {
             let seen = explain(r.key, m, r.fingerprint, now).map(Commit::Seen);
             #[cfg(feature = "simulation-planted")]
-            if lambda_dedup::planted::is("commit-not-atomic")
+            if lambda_dedup::planted::Planted::CommitNotAtomic.is_on()
                 && let Ok(Judged::Writes(w)) = judged(state, r.effects, &plans)
             {
                 write_all(state, w);
@@ -150,7 +150,7 @@ impl MemoryStore {
         };
         let ours = m.owner.as_ref() == Some(&lease.owner);
         #[cfg(feature = "simulation-planted")]
-        let ours = ours || lambda_dedup::planted::is("complete-ignores-owner");
+        let ours = ours || lambda_dedup::planted::Planted::CompleteIgnoresOwner.is_on();
         match m.status {
             MarkStatus::InProgress if ours => {
                 m.status = MarkStatus::Completed;
@@ -177,6 +177,15 @@ impl MemoryStore {
         let effect = w.effect_to_send()?;
         match Self::write_one(state, &effect, w.key)? {
             None => Ok(SequenceOutcome::Applied),
+            #[cfg(feature = "simulation-planted")]
+            Some(Some(old))
+                if lambda_dedup::planted::Planted::SequenceOlderApplied.is_on()
+                    && lambda_dedup::sequence::high_water(&old)
+                        .is_some_and(|(hw, _)| hw > w.sequence) =>
+            {
+                Self::write_one(state, w.effect, w.key)?;
+                Ok(SequenceOutcome::Applied)
+            }
             Some(old) => Ok(w.judge_failed(old.as_ref())),
         }
     }
@@ -192,7 +201,9 @@ impl MemoryStore {
         match Self::write_one(state, &effect, w.key)? {
             None => Ok(Commit::Applied),
             #[cfg(feature = "simulation-planted")]
-            Some(_) if lambda_dedup::planted::is("create-once-overwrites") => Ok(Commit::Applied),
+            Some(_) if lambda_dedup::planted::Planted::CreateOnceOverwrites.is_on() => {
+                Ok(Commit::Applied)
+            }
             Some(old) => Ok(create_once::judge(old.as_ref(), w.key, w.fingerprint)),
         }
     }
@@ -204,7 +215,7 @@ impl MemoryStore {
         };
         let ours = m.owner.as_ref() == Some(&lease.owner) || m.owner.as_ref() == Some(&released);
         #[cfg(feature = "simulation-planted")]
-        let ours = ours || lambda_dedup::planted::is("release-ignores-owner");
+        let ours = ours || lambda_dedup::planted::Planted::ReleaseIgnoresOwner.is_on();
         if ours && m.status == MarkStatus::InProgress {
             m.lease_expires_at = Some(std::time::UNIX_EPOCH);
             m.owner = Some(released);
@@ -301,7 +312,7 @@ impl MemoryStore {
     /// switches callers between the two locks.
     #[cfg(feature = "simulation-planted")]
     fn read_then_act(&self, key: &DedupKey) -> Option<impl FnOnce(&mut State) + use<>> {
-        if !lambda_dedup::planted::is("check-then-act") {
+        if !lambda_dedup::planted::Planted::CheckThenAct.is_on() {
             return None;
         }
         let read = self.lock().marks.get(key.as_str()).cloned();
@@ -360,7 +371,9 @@ fn ms(t: SystemTime) -> SystemTime {
 /// Whether a claim may take `m` over now: its lease is over.
 fn taken_over(m: &Mark, now: SystemTime) -> bool {
     #[cfg(feature = "simulation-planted")]
-    if lambda_dedup::planted::is("claim-ignores-live-lease") && m.status == MarkStatus::InProgress {
+    if lambda_dedup::planted::Planted::ClaimIgnoresLiveLease.is_on()
+        && m.status == MarkStatus::InProgress
+    {
         return true;
     }
     lease_over(m, now)
@@ -388,7 +401,7 @@ fn explain(
     now: SystemTime,
 ) -> Result<lambda_dedup::Seen, StoreError> {
     #[cfg(feature = "simulation-planted")]
-    let fp = fp.filter(|_| !lambda_dedup::planted::is("fingerprint-not-compared"));
+    let fp = fp.filter(|_| !lambda_dedup::planted::Planted::FingerprintNotCompared.is_on());
     m.clone()
         .classify(fp, now)
         .ok_or_else(|| StoreError::Contended(key.clone()))

@@ -50,18 +50,18 @@ fn run(check: impl Fn() + Send + Sync + Copy + 'static, budget: Budget) -> usize
     Runner::new(random, Config::new()).run(check) + Runner::new(pct, Config::new()).run(check)
 }
 
-/// With the planted bug `name` switched on, the schedule (counted from 1) at which exploring
+/// With the planted bug `bug` switched on, the schedule (counted from 1) at which exploring
 /// `check` (or replaying `DEDUP_SHUTTLE_REPLAY`) first failed, or `None` when every schedule
 /// passed.
 #[cfg(feature = "simulation-planted")]
-pub fn caught(name: &'static str, check: fn(), budget: Budget) -> Option<usize> {
+pub fn caught(bug: lambda_dedup::planted::Planted, check: fn(), budget: Budget) -> Option<usize> {
     use std::cell::Cell;
     thread_local! {
         static RUNS: Cell<usize> = const { Cell::new(0) };
     }
     // The planted switch and the count are this thread's; shuttle runs every thread and task
     // of a schedule as a coroutine on this one.
-    lambda_dedup::planted::set(Some(name));
+    lambda_dedup::planted::set(Some(bug));
     RUNS.with(|r| r.set(0));
     let counted = move || {
         RUNS.with(|r| r.set(r.get() + 1));

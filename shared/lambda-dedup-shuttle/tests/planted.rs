@@ -3,19 +3,20 @@
 //! interleavings: no single-threaded test meets them.
 #![cfg(all(shuttle, feature = "simulation-planted"))]
 
+use lambda_dedup::planted::Planted;
 use lambda_dedup_shuttle::explore::{Budget, FLOWS, STORE, caught};
 use lambda_dedup_shuttle::{cache_checks, fifo_checks, leased_checks, store_checks};
 
-fn assert_caught(name: &'static str, check: fn(), budget: Budget) {
-    let at = caught(name, check, budget);
-    println!("planted {name}: caught at schedule {at:?}");
-    assert!(at.is_some(), "planted {name}: missed");
+fn assert_caught(bug: Planted, check: fn(), budget: Budget) {
+    let at = caught(bug, check, budget);
+    println!("planted {bug}: caught at schedule {at:?}");
+    assert!(at.is_some(), "planted {bug}: missed");
 }
 
 #[test]
 fn check_then_act_is_caught_by_one_winner_of_n_claims() {
     assert_caught(
-        "check-then-act",
+        Planted::CheckThenAct,
         store_checks::claims_of_one_key_have_one_winner,
         STORE,
     );
@@ -24,7 +25,7 @@ fn check_then_act_is_caught_by_one_winner_of_n_claims() {
 #[test]
 fn check_then_act_is_caught_by_commits_applying_once() {
     assert_caught(
-        "check-then-act",
+        Planted::CheckThenAct,
         store_checks::commits_are_all_or_nothing,
         STORE,
     );
@@ -33,7 +34,7 @@ fn check_then_act_is_caught_by_commits_applying_once() {
 #[test]
 fn claim_ignores_live_lease_is_caught_by_one_winner_of_n_claims() {
     assert_caught(
-        "claim-ignores-live-lease",
+        Planted::ClaimIgnoresLiveLease,
         store_checks::claims_of_one_key_have_one_winner,
         STORE,
     );
@@ -42,7 +43,7 @@ fn claim_ignores_live_lease_is_caught_by_one_winner_of_n_claims() {
 #[test]
 fn complete_ignores_owner_is_caught_by_fencing() {
     assert_caught(
-        "complete-ignores-owner",
+        Planted::CompleteIgnoresOwner,
         store_checks::complete_release_and_takeover_are_fenced,
         STORE,
     );
@@ -51,7 +52,7 @@ fn complete_ignores_owner_is_caught_by_fencing() {
 #[test]
 fn release_ignores_owner_is_caught_by_fencing() {
     assert_caught(
-        "release-ignores-owner",
+        Planted::ReleaseIgnoresOwner,
         store_checks::complete_release_and_takeover_are_fenced,
         STORE,
     );
@@ -60,7 +61,7 @@ fn release_ignores_owner_is_caught_by_fencing() {
 #[test]
 fn commit_not_atomic_is_caught_by_all_or_nothing() {
     assert_caught(
-        "commit-not-atomic",
+        Planted::CommitNotAtomic,
         store_checks::commits_are_all_or_nothing,
         STORE,
     );
@@ -69,7 +70,7 @@ fn commit_not_atomic_is_caught_by_all_or_nothing() {
 #[test]
 fn create_once_overwrites_is_caught_by_one_creation() {
     assert_caught(
-        "create-once-overwrites",
+        Planted::CreateOnceOverwrites,
         store_checks::create_once_creates_once,
         STORE,
     );
@@ -78,7 +79,7 @@ fn create_once_overwrites_is_caught_by_one_creation() {
 #[test]
 fn cache_filled_before_commit_is_caught_by_no_early_duplicate() {
     assert_caught(
-        "cache-filled-before-commit",
+        Planted::CacheFilledBeforeCommit,
         cache_checks::one_event_at_once_applies_once,
         FLOWS,
     );
@@ -87,7 +88,7 @@ fn cache_filled_before_commit_is_caught_by_no_early_duplicate() {
 #[test]
 fn fifo_group_not_blocked_is_caught_by_group_order() {
     assert_caught(
-        "fifo-group-not-blocked",
+        Planted::FifoGroupNotBlocked,
         fifo_checks::groups_keep_order_and_stop_at_a_failure,
         FLOWS,
     );
@@ -96,7 +97,7 @@ fn fifo_group_not_blocked_is_caught_by_group_order() {
 #[test]
 fn key_ignores_tenant_is_caught_by_tenants_apart() {
     assert_caught(
-        "key-ignores-tenant",
+        Planted::KeyIgnoresTenant,
         cache_checks::tenants_never_share_a_cached_mark,
         FLOWS,
     );
@@ -105,7 +106,7 @@ fn key_ignores_tenant_is_caught_by_tenants_apart() {
 #[test]
 fn leased_completes_before_call_is_caught_by_no_duplicate_before_the_call() {
     assert_caught(
-        "leased-completes-before-call",
+        Planted::LeasedCompletesBeforeCall,
         leased_checks::one_event_at_once_calls_the_provider_once,
         FLOWS,
     );
@@ -114,7 +115,7 @@ fn leased_completes_before_call_is_caught_by_no_duplicate_before_the_call() {
 #[test]
 fn claim_ignores_live_lease_is_caught_by_one_provider_call() {
     assert_caught(
-        "claim-ignores-live-lease",
+        Planted::ClaimIgnoresLiveLease,
         leased_checks::one_event_at_once_calls_the_provider_once,
         FLOWS,
     );
@@ -123,7 +124,7 @@ fn claim_ignores_live_lease_is_caught_by_one_provider_call() {
 #[test]
 fn fifo_group_pipelined_is_caught_by_group_order() {
     assert_caught(
-        "fifo-group-pipelined",
+        Planted::FifoGroupPipelined,
         fifo_checks::groups_keep_order_and_stop_at_a_failure,
         FLOWS,
     );

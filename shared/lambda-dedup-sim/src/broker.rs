@@ -125,9 +125,23 @@ impl Queue {
         self.msgs.retain(|m| m.id != id);
     }
 
-    /// When the next message becomes visible, if any is left.
+    /// When the next message becomes visible, if any is left. On a FIFO queue only the first
+    /// message of each group counts: the later ones wait for it (a redrive scheduled days
+    /// later holds its group's later messages until it is delivered).
     pub fn next_visible(&self) -> Option<u64> {
-        self.msgs.iter().map(|m| m.visible_at).min()
+        let mut seen: Vec<&str> = Vec::new();
+        self.msgs
+            .iter()
+            .filter(|m| match m.order.as_ref().filter(|_| self.fifo) {
+                Some((g, _)) if seen.contains(&g.as_str()) => false,
+                Some((g, _)) => {
+                    seen.push(g);
+                    true
+                }
+                None => true,
+            })
+            .map(|m| m.visible_at)
+            .min()
     }
 
     /// The events still in the queue.

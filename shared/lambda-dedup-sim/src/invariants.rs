@@ -146,10 +146,17 @@ impl Ledger {
         }
     }
 
-    /// Sequence `seq` of `aggregate` was applied: it must follow the last one acknowledged.
+    /// Sequence `seq` of `aggregate` was applied: it must follow the last one acknowledged,
+    /// and is never at or below it (an old sequence redelivered after newer ones is a
+    /// duplicate or a gap, never applied over the newer state), parked records or not.
     pub fn sequence_applied(&mut self, aggregate: &str, seq: u64) {
         let (last, parked) = *self.sequences.entry(aggregate.to_owned()).or_default();
-        if seq != last + 1 && !parked {
+        if seq <= last {
+            self.violate(
+                Invariant::Order,
+                format!("{aggregate}: {seq} applied over {last}"),
+            );
+        } else if seq != last + 1 && !parked {
             self.violate(
                 Invariant::Order,
                 format!("{aggregate}: {seq} applied after {last}"),
@@ -270,5 +277,17 @@ mod tests {
         parked.sequence_gap("a", 2);
         parked.sequence_applied("a", 3);
         assert!(broken(&parked).is_empty());
+    }
+
+    #[test]
+    fn an_old_sequence_applied_after_newer_ones_breaks_order_even_behind_a_parked_record() {
+        let mut l = Ledger::default();
+        l.sequence_parked("a");
+        l.sequence_applied("a", 1);
+        l.sequence_applied("a", 2);
+        l.sequence_acked("a", 1);
+        assert!(broken(&l).is_empty());
+        l.sequence_applied("a", 1);
+        assert_eq!(broken(&l), [Invariant::Order]);
     }
 }

@@ -3,18 +3,20 @@
 //! and the runtime's relay, webhook receiver and inbox forwarder — run (the flows through
 //! `run_batch`) on one current-thread tokio runtime with paused time, against the
 //! memory store behind a fault-injecting [`store::SimStore`], a simulated [`provider`] and
-//! [`broker`], on several instances with skewed clocks and several invocations at once. Every
-//! choice comes from the seed's [`rng::Rng`], so a seed replays exactly (its trace digest).
-//! The [`invariants`] are checked after every invocation and at the end.
+//! [`broker`], on several instances with skewed clocks and several invocations at once, with
+//! handler panics ([`panics`]) and sequences redriven out of order into their FIFO group (issue
+//! 46). Every choice comes from the seed's [`rng::Rng`], so a seed replays exactly (its trace
+//! digest). The [`invariants`] are checked after every invocation and at the end.
 //!
 //! # Layout
 //! `rng` (the seed's generator), `trace` (lines and digest), `clock` (paused time with skew),
 //! `world` (the shared state), `invariants` (the ledger and its checks), `provider`, `broker`
 //! (SQS queue, Kinesis shards), `events` (the producers' bodies and key spec), `store` (the
 //! simulated store), `sqs` and `kinesis` (the lanes), `relay_store` (a relay's table and its
-//! stream), `relay` (the relay lane), `inbox` (webhook senders, receiver, forwarder), `run` (one
-//! seed), `planted` (the names); `model` the exhaustive model of
-//! claim / lease / takeover / complete / release / TTL on the real memory store.
+//! stream), `relay` (the relay lane), `inbox` (webhook senders, receiver, forwarder), `panics`
+//! (handler panics), `run` (one seed), `planted` (which planted bugs the seeds must catch, in
+//! the `simulation-planted` build); `model` the exhaustive model of claim / lease / takeover /
+//! complete / release / TTL on the real memory store.
 
 pub mod broker;
 pub mod clock;
@@ -23,6 +25,8 @@ pub mod inbox;
 pub mod invariants;
 pub mod kinesis;
 pub mod model;
+pub mod panics;
+#[cfg(feature = "simulation-planted")]
 pub mod planted;
 pub mod provider;
 pub mod relay;
@@ -34,4 +38,6 @@ pub mod store;
 pub mod trace;
 pub mod world;
 
+#[cfg(feature = "simulation-planted")]
+pub use run::run_seed_planted;
 pub use run::{SeedReport, run_seed};

@@ -4,7 +4,6 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use lambda_dedup_sim::planted::PLANTED;
 use lambda_dedup_sim::{SeedReport, run_seed};
 
 /// Deterministic simulation of the dedup protocol.
@@ -40,20 +39,30 @@ fn print_violation(r: &SeedReport) {
     }
 }
 
-fn planted(names: &[&'static str], seeds: u64) -> ExitCode {
+/// Runs each planted bug of `choice` (a `--planted` value) over up to `seeds` seeds.
+#[cfg(feature = "simulation-planted")]
+fn planted(choice: &str, seeds: u64) -> ExitCode {
+    use lambda_dedup_sim::planted::Choice;
+    let choice: Choice = match choice.parse() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut missed = 0;
-    for name in names {
+    for bug in choice.bugs() {
         let caught = (0..seeds)
-            .map(|s| run_seed(s, Some(name)))
+            .map(|s| lambda_dedup_sim::run_seed_planted(s, bug))
             .find(|r| !r.violations.is_empty());
         match caught {
             Some(r) => println!(
-                "planted {name}: caught (seed {}, {})",
+                "planted {bug}: caught (seed {}, {})",
                 r.seed, r.violations[0].invariant
             ),
             None => {
                 missed += 1;
-                println!("planted {name}: MISSED in {seeds} seeds");
+                println!("planted {bug}: MISSED in {seeds} seeds");
             }
         }
     }
@@ -64,30 +73,21 @@ fn planted(names: &[&'static str], seeds: u64) -> ExitCode {
     }
 }
 
+#[cfg(not(feature = "simulation-planted"))]
+fn planted(_: &str, _: u64) -> ExitCode {
+    eprintln!(
+        "--planted needs the simulation-planted build (cargo xtask simulate --planted adds it)"
+    );
+    ExitCode::FAILURE
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     if let Some(p) = &args.planted {
-        if !cfg!(feature = "simulation-planted") {
-            eprintln!(
-                "--planted needs the simulation-planted build (cargo xtask simulate --planted adds it)"
-            );
-            return ExitCode::FAILURE;
-        }
-        let names: Vec<&'static str> = if p == "all" {
-            PLANTED.to_vec()
-        } else {
-            match PLANTED.iter().find(|n| **n == p.as_str()) {
-                Some(n) => vec![*n],
-                None => {
-                    eprintln!("no planted bug {p}; known: {}", PLANTED.join(", "));
-                    return ExitCode::FAILURE;
-                }
-            }
-        };
-        return planted(&names, args.planted_seeds);
+        return planted(p, args.planted_seeds);
     }
     if let Some(seed) = args.seed {
-        let r = run_seed(seed, None);
+        let r = run_seed(seed);
         for line in &r.trace {
             println!("{line}");
         }
@@ -110,7 +110,7 @@ fn main() -> ExitCode {
         if budget.is_some_and(|b| started.elapsed() >= b) {
             break;
         }
-        let r = run_seed(seed, None);
+        let r = run_seed(seed);
         ran += 1;
         if !r.violations.is_empty() {
             violations += 1;

@@ -279,6 +279,8 @@ mod tests {
                 start,
                 store_faults: 0,
                 max_skew_ms: 0,
+                handler_panics: 0,
+                poison: None,
             }));
             let data = MemoryStore::new(
                 Retention::unchecked(std::time::Duration::from_secs(3_600)).expect("a retention"),

@@ -46,12 +46,8 @@ fn horizon() -> RedeliveryHorizon {
     }
 }
 
-/// Runs `seed` (with the planted bug `planted` switched on, in a simulation build).
-pub fn run_seed(seed: u64, planted: Option<&'static str>) -> SeedReport {
-    #[cfg(feature = "simulation-planted")]
-    lambda_dedup::planted::set(planted);
-    #[cfg(not(feature = "simulation-planted"))]
-    let _ = planted;
+/// Runs `seed`.
+pub fn run_seed(seed: u64) -> SeedReport {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -63,8 +59,14 @@ pub fn run_seed(seed: u64, planted: Option<&'static str>) -> SeedReport {
     // The relay's EMF lines are kept on this thread, not printed among the simulator's.
     lambda_dedup_runtime::emf::capture();
     let local = tokio::task::LocalSet::new();
-    let report = local.block_on(&rt, simulate(seed));
-    #[cfg(feature = "simulation-planted")]
+    local.block_on(&rt, simulate(seed))
+}
+
+/// Runs `seed` with the planted bug `bug` switched on (this thread only).
+#[cfg(feature = "simulation-planted")]
+pub fn run_seed_planted(seed: u64, bug: lambda_dedup::planted::Planted) -> SeedReport {
+    lambda_dedup::planted::set(Some(bug));
+    let report = run_seed(seed);
     lambda_dedup::planted::set(None);
     report
 }
@@ -81,6 +83,11 @@ async fn simulate(seed: u64) -> SeedReport {
         })
         .collect();
     let store_faults = rng.between(0, 40);
+    let handler_panics = if rng.chance(500) {
+        rng.between(5, 60)
+    } else {
+        0
+    };
     let max_skew_ms = skews.iter().map(|s| s.unsigned_abs()).max().unwrap_or(0);
     let world = Arc::new(Mutex::new(World {
         rng,
@@ -90,6 +97,8 @@ async fn simulate(seed: u64) -> SeedReport {
         start,
         store_faults,
         max_skew_ms,
+        handler_panics,
+        poison: None,
     }));
     let clocks: Vec<SimClock> = skews.iter().map(|s| SimClock::new(start, *s)).collect();
     // The operator's retention: a short one must be refused (S9) and is then raised to cover
@@ -104,7 +113,7 @@ async fn simulate(seed: u64) -> SeedReport {
         let chosen = Retention::covering(configured, &horizon()).or_else(|_| {
             Retention::covering(horizon().total() + Duration::from_secs(86_400), &horizon())
         });
-        w.log(format!("seed {seed}: {instances} instances, skews {skews:?} ms, store faults {store_faults}/1000, retention {configured:?} asked, {:?} kept", chosen.as_ref().map(|r| r.duration())));
+        w.log(format!("seed {seed}: {instances} instances, skews {skews:?} ms, store faults {store_faults}/1000, handler panics {handler_panics}/1000, retention {configured:?} asked, {:?} kept", chosen.as_ref().map(|r| r.duration())));
         match chosen {
             Ok(r) => r,
             Err(e) => panic!("a retention covering the horizon: {e}"),

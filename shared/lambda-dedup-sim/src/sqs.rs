@@ -19,6 +19,7 @@ use crate::broker::{Msg, Queue};
 use crate::clock::SimClock;
 use crate::events;
 use crate::invariants::Invariant;
+use crate::panics;
 use crate::provider::Answer;
 use crate::store::SimStore;
 use crate::world::{Shared, lock};
@@ -156,11 +157,21 @@ impl SqsLane {
         if self.flow == Flow::FifoSequence {
             let mut w = lock(&self.world);
             let mut next = [1u64, 1];
+            // Now and then one event's work panics until a fix a day later: dead-lettered,
+            // the later ones of its group gaps, redriven after the fix.
+            let poison = w
+                .rng
+                .chance(400)
+                .then(|| w.rng.between(0, n.saturating_sub(1)));
             for k in 0..n {
                 let g = usize::from(w.rng.chance(500));
                 let (group, seq) = (format!("fagg{g}"), next[g]);
                 next[g] += 1;
                 let ev = format!("fifo-{group}-{seq}");
+                if poison == Some(k) {
+                    w.log(format!("poison {ev} until a fix in 24 h"));
+                    w.poison = Some((ev.clone(), 24 * 3_600_000));
+                }
                 w.ledger.event(&ev);
                 let body = events::body(&ev, 1, Some((&group, seq)));
                 self.queue().send_in_group(&ev, body, &group, seq, k);
@@ -207,18 +218,29 @@ impl SqsLane {
     }
 
     async fn process(&self, inst: usize, m: Message, deadline: std::time::SystemTime) -> Outcome {
+        let world = &self.world;
+        let lane = self.flow.name();
         match &self.dedups[inst] {
-            Dedup::Tx(d) => d.transactional(&m, credit).await,
+            Dedup::Tx(d) => {
+                d.transactional(&m, |e| {
+                    panics::maybe(world, inst, lane);
+                    credit(e)
+                })
+                .await
+            }
             Dedup::Seq(d) => {
-                d.sequenced(
-                    &m,
-                    &SequenceSource::pointer("/data/seq"),
-                    events::sequence_effect,
-                )
+                d.sequenced(&m, &SequenceSource::pointer("/data/seq"), |e| {
+                    panics::maybe(world, inst, lane);
+                    if let Ok(data) = HandlerError::data(e) {
+                        panics::poisoned(world, inst, data["ev"].as_str().unwrap_or_default());
+                    }
+                    events::sequence_effect(e)
+                })
                 .await
             }
             Dedup::Once(d) => {
                 d.create_once(&m, |e| {
+                    panics::maybe(world, inst, lane);
                     let ev = HandlerError::data(e)?["ev"]
                         .as_str()
                         .unwrap_or_default()
@@ -252,6 +274,7 @@ impl SqsLane {
                         }
                     };
                     tokio::time::sleep(Duration::from_millis(slow)).await;
+                    panics::maybe(&world, inst, "calls before the call");
                     let answer = {
                         let mut w = lock(&world);
                         let now = w.now_ms();
@@ -260,6 +283,7 @@ impl SqsLane {
                         a
                     };
                     tokio::time::sleep(Duration::from_millis(20)).await;
+                    panics::maybe(&world, inst, "calls after the call");
                     match answer {
                         Answer::Done(r) => Ok(Some(r)),
                         Answer::AppliedThenFailed => {
@@ -314,12 +338,30 @@ impl SqsLane {
         }
         w.ledger.acked(&msg.event, msg.conflicting);
         let mut replayed = self.replayed.lock().unwrap_or_else(|e| e.into_inner());
-        if !replayed.contains_key(&msg.event) && w.rng.chance(150) {
+        // On the FIFO lane more often: an old sequence redelivered in its group after newer
+        // ones were applied must be judged a duplicate, never applied over the newer state.
+        let replays = if msg.order.is_some() { 400 } else { 150 };
+        if !replayed.contains_key(&msg.event) && w.rng.chance(replays) {
             replayed.insert(msg.event.clone(), ());
             let at = w.now_ms() + w.rng.between(3_600_000, 36 * 3_600_000);
-            self.queue()
-                .send(&msg.event, msg.body.clone(), msg.conflicting, at);
-            w.log(format!("replay of {} scheduled at {at}", msg.event));
+            let group = self.resend(msg, msg.conflicting, at);
+            w.log(format!("replay of {}{group} scheduled at {at}", msg.event));
+        }
+    }
+
+    /// Sends `msg`'s event again, visible at `at`: in its FIFO group with its sequence, if it
+    /// has one (then the trace's words for it, ` in group <g> at <seq>`).
+    fn resend(&self, msg: &Msg, conflicting: bool, at: u64) -> String {
+        let mut q = self.queue();
+        match &msg.order {
+            Some((group, seq)) => {
+                q.send_in_group(&msg.event, msg.body.clone(), group, *seq, at);
+                format!(" in group {group} at {seq}")
+            }
+            None => {
+                q.send(&msg.event, msg.body.clone(), conflicting, at);
+                String::new()
+            }
         }
     }
 
@@ -381,19 +423,18 @@ impl SqsLane {
                     w.ledger.sequence_parked(group);
                 }
                 // An operator redrives some of the DLQ days later: the event must then end
-                // once like any other.
+                // once like any other. A sequenced one comes back in its group after newer
+                // ones: applied if it is next, else judged a gap (or a duplicate), never
+                // applied over the newer state.
                 let mut replayed = self.replayed.lock().unwrap_or_else(|e| e.into_inner());
                 let once = format!("redrive {}", d.event);
-                if !d.conflicting
-                    && d.order.is_none()
-                    && !replayed.contains_key(&once)
-                    && w.rng.chance(300)
-                {
+                let redrives = if d.order.is_some() { 800 } else { 300 };
+                if !d.conflicting && !replayed.contains_key(&once) && w.rng.chance(redrives) {
                     replayed.insert(once, ());
                     let at = now + w.rng.between(24 * 3_600_000, 48 * 3_600_000);
-                    self.queue().send(&d.event, d.body.clone(), false, at);
+                    let group = self.resend(&d, false, at);
                     w.ledger.event(&d.event).dead = false;
-                    w.log(format!("redrive of {} scheduled at {at}", d.event));
+                    w.log(format!("redrive of {}{group} scheduled at {at}", d.event));
                 }
             }
             if got.is_empty() {
@@ -451,7 +492,12 @@ impl SqsLane {
         let run = async {
             match (&self.dedups[inst], self.flow) {
                 (Dedup::Tx(d), Flow::BatchTransactional) => {
-                    run_batch_transactional(messages, 4, d, credit).await
+                    let world = &self.world;
+                    run_batch_transactional(messages, 4, d, |e| {
+                        panics::maybe(world, inst, "batch");
+                        credit(e)
+                    })
+                    .await
                 }
                 _ => {
                     run_batch(messages, 4, |m| {

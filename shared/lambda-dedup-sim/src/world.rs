@@ -28,6 +28,11 @@ pub struct World {
     pub store_faults: u64,
     /// The largest clock skew of any instance, in milliseconds.
     pub max_skew_ms: u64,
+    /// Handler panics per thousand pieces of work ([`crate::panics`]).
+    pub handler_panics: u64,
+    /// A sequenced event whose work panics on every delivery until a fix is deployed (the
+    /// true time in ms): dead-lettered, its group's later events gaps, redriven days later.
+    pub poison: Option<(String, u64)>,
 }
 
 /// The world, shared by the run's tasks.

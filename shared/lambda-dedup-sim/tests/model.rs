@@ -59,10 +59,14 @@ fn a_clock_ahead_by_more_than_the_allowance_can_take_a_live_lease_but_never_comp
 #[cfg(feature = "simulation-planted")]
 #[test]
 fn the_model_catches_a_store_that_ignores_the_owner() {
+    use lambda_dedup::planted::Planted;
     for (bug, want) in [
-        ("complete-ignores-owner", Invariant::StaleOwnerCompleted),
-        ("claim-ignores-live-lease", Invariant::LeaseExclusive),
-        ("release-ignores-owner", Invariant::StaleOwnerReleased),
+        (
+            Planted::CompleteIgnoresOwner,
+            Invariant::StaleOwnerCompleted,
+        ),
+        (Planted::ClaimIgnoresLiveLease, Invariant::LeaseExclusive),
+        (Planted::ReleaseIgnoresOwner, Invariant::StaleOwnerReleased),
     ] {
         lambda_dedup::planted::set(Some(bug));
         let r = explore(&setup(vec![0, 400], 12));

@@ -101,7 +101,7 @@ impl Retention {
         in_range(retention)?;
         let h = horizon.total();
         #[cfg(feature = "simulation-planted")]
-        if crate::planted::is("retention-below-horizon-accepted") {
+        if crate::planted::Planted::RetentionBelowHorizonAccepted.is_on() {
             return Ok(Self(retention));
         }
         if retention <= h {

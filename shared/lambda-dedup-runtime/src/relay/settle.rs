@@ -54,7 +54,7 @@ impl<A: Act> Running<A> {
             return Ok(Ending::AlreadySettled);
         }
         #[cfg(feature = "simulation-planted")]
-        if lambda_dedup::planted::is("relay-settles-before-call") {
+        if lambda_dedup::planted::Planted::RelaySettlesBeforeCall.is_on() {
             let settled = self.settle(&key, Item::new()).await;
             let _ = self.relay.act.act(&key, &item).await;
             return settled;

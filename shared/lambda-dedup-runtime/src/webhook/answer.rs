@@ -47,7 +47,9 @@ impl Answer {
 pub(super) fn answer_for(outcome: Outcome, first_answer: Option<String>) -> Answer {
     #[cfg(feature = "simulation-planted")]
     let outcome = match outcome {
-        Outcome::Conflict if lambda_dedup::planted::is("webhook-conflict-acknowledged") => {
+        Outcome::Conflict
+            if lambda_dedup::planted::Planted::WebhookConflictAcknowledged.is_on() =>
+        {
             Outcome::Duplicate {
                 first_seen_at: std::time::SystemTime::UNIX_EPOCH,
                 result: None,

@@ -60,7 +60,7 @@ impl DedupKey {
     /// messages (a webhook header, say), after checking the values yourself.
     pub fn new(scope: &Scope, tenant: &str, identity: &[&str]) -> Self {
         #[cfg(feature = "simulation-planted")]
-        let tenant = if crate::planted::is("key-ignores-tenant") {
+        let tenant = if crate::planted::Planted::KeyIgnoresTenant.is_on() {
             ""
         } else {
             tenant

@@ -1,0 +1,191 @@
+//! `cargo xtask mutants [SCOPE…] [-- ARGS]`: mutation testing (`cargo-mutants`) of the
+//! ownership paths — claim, takeover, commit, complete, release — of the stores and of the
+//! engine's flows, against the tests that must catch each mutant: the conformance suite, the
+//! engine's tests and the simulation's. Not a CI stage: a mutant is one more build and test run,
+//! so a scope takes from minutes (memory) to hours (a store behind a server). `cargo-mutants`
+//! is installed on first use (`cargo install --locked`, from crates.io, into `.cache/tools`).
+//! Results land in `.cache/mutants/<scope>/mutants.out` (`caught.txt`, `missed.txt`,
+//! `unviable.txt`, `timeout.txt`); docs/RELIABILITY.md ("Mutation testing") keeps the counts
+//! and why each surviving mutant cannot matter.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::Result;
+
+/// The pinned version of `cargo-mutants`.
+const CARGO_MUTANTS: &str = "27.1.0";
+
+/// What one scope mutates and which tests judge it.
+#[derive(Debug)]
+struct Scope {
+    /// Its name on the command line.
+    name: &'static str,
+    /// The package whose code is mutated.
+    package: &'static str,
+    /// Its files on the ownership paths.
+    files: &'static [&'static str],
+    /// The packages whose tests run against each mutant.
+    tests: &'static [&'static str],
+    /// Mutants left out: planted bugs (compiled only in the checkers' build) and what is no
+    /// ownership path (listing, logging).
+    exclude: &'static str,
+}
+
+/// Code that no product build compiles, and output only.
+const NEVER_PRODUCT: &str = r"planted|read_then_act|pipelined|fmt|Debug|tracing";
+
+const SCOPES: &[Scope] = &[
+    Scope {
+        name: "memory",
+        package: "lambda-dedup-memory",
+        files: &["shared/lambda-dedup-memory/src/marks.rs"],
+        tests: &["lambda-dedup-memory"],
+        exclude: NEVER_PRODUCT,
+    },
+    Scope {
+        name: "engine",
+        package: "lambda-dedup-engine",
+        files: &[
+            "shared/lambda-dedup-engine/src/flows.rs",
+            "shared/lambda-dedup-engine/src/runner.rs",
+            "shared/lambda-dedup-engine/src/passage.rs",
+        ],
+        tests: &["lambda-dedup-engine", "lambda-dedup-sim"],
+        exclude: NEVER_PRODUCT,
+    },
+    // The stores behind a server: their conformance tests need `cargo xtask test`'s local
+    // stack (the local DynamoDB in the integration tests, PostgreSQL, Valkey) and skip without
+    // it, so these scopes are meaningful only with the stack's variables set.
+    Scope {
+        name: "dynamodb",
+        package: "lambda-dedup-dynamodb",
+        files: &["shared/lambda-dedup-dynamodb/src/store.rs"],
+        tests: &["lambda-dedup-dynamodb", "dedup-tests"],
+        exclude: NEVER_PRODUCT,
+    },
+    Scope {
+        name: "postgres",
+        package: "lambda-dedup-postgres",
+        files: &["shared/lambda-dedup-postgres/src/*.rs"],
+        tests: &["lambda-dedup-postgres"],
+        exclude: NEVER_PRODUCT,
+    },
+    Scope {
+        name: "valkey",
+        package: "lambda-dedup-valkey",
+        files: &["shared/lambda-dedup-valkey/src/*.rs"],
+        tests: &["lambda-dedup-valkey"],
+        exclude: NEVER_PRODUCT,
+    },
+];
+
+/// The `cargo mutants` arguments for `scope`, with `extra` (the caller's, after `--`) last.
+fn args(root: &Path, scope: &Scope, extra: &[String]) -> Vec<String> {
+    let mut a: Vec<String> = ["mutants", "--jobs", "1", "--timeout", "600", "--package"]
+        .map(String::from)
+        .to_vec();
+    a.push(scope.package.into());
+    for f in scope.files {
+        a.extend(["--file".into(), (*f).into()]);
+    }
+    for t in scope.tests {
+        a.extend(["--test-package".into(), (*t).into()]);
+    }
+    a.extend(["--exclude-re".into(), scope.exclude.into()]);
+    let out = root.join(".cache").join("mutants").join(scope.name);
+    a.extend(["--output".into(), out.display().to_string()]);
+    a.extend(extra.iter().cloned());
+    a
+}
+
+/// Runs the scopes named in `names` (every scope of memory and engine when none is named),
+/// passing `extra` on to `cargo mutants`.
+pub(crate) fn run(root: &Path, names: &[String], extra: &[String]) -> Result<()> {
+    let chosen: Vec<&Scope> = if names.is_empty() {
+        SCOPES.iter().take(2).collect()
+    } else {
+        names
+            .iter()
+            .map(|n| {
+                SCOPES.iter().find(|s| s.name == n).ok_or_else(|| {
+                    let known: Vec<&str> = SCOPES.iter().map(|s| s.name).collect();
+                    format!("no mutants scope {n}; known: {}", known.join(", "))
+                })
+            })
+            .collect::<Result<_>>()?
+    };
+    let bin = ensure(root)?;
+    for scope in chosen {
+        crate::step(format!("cargo mutants: {} ({})", scope.name, scope.package));
+        let a = args(root, scope, extra);
+        let out = root.join(".cache").join("mutants").join(scope.name);
+        std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+        let status = Command::new(&bin)
+            .current_dir(root)
+            .args(&a)
+            .status()
+            .map_err(|e| format!("cargo-mutants: {e}"))?;
+        // 2: mutants missed; 3: timeouts. The counts are in mutants.out; other codes failed.
+        match status.code() {
+            Some(0 | 2 | 3) => {}
+            _ => return Err(format!("cargo {} failed ({status})", a.join(" "))),
+        }
+    }
+    Ok(())
+}
+
+/// The `cargo-mutants` binary, installed first if it is missing or another version.
+fn ensure(root: &Path) -> Result<PathBuf> {
+    let dir = root.join(".cache").join("tools");
+    let bin = dir.join("bin").join("cargo-mutants");
+    let version = Command::new(&bin)
+        .args(["mutants", "--version"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    if version.split_whitespace().any(|w| w == CARGO_MUTANTS) {
+        return Ok(bin);
+    }
+    crate::step(format!(
+        "installing cargo-mutants {CARGO_MUTANTS} into .cache/tools (cargo install --locked; first run only, a few minutes)"
+    ));
+    let status = Command::new(crate::cargo())
+        .args(["install", "--locked", "--quiet", "--force"])
+        .arg(format!("cargo-mutants@{CARGO_MUTANTS}"))
+        .arg("--root")
+        .arg(&dir)
+        .status()
+        .map_err(|e| format!("cargo install cargo-mutants: {e}"))?;
+    if !status.success() || !bin.is_file() {
+        return Err(format!(
+            "cargo install cargo-mutants@{CARGO_MUTANTS} failed"
+        ));
+    }
+    Ok(bin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scope_runs_one_job_on_its_files_against_its_tests_without_planted_code() {
+        let memory = &SCOPES[0];
+        let a = args(Path::new("/r"), memory, &["--list".to_owned()]);
+        let joined = a.join(" ");
+        assert!(joined.starts_with("mutants --jobs 1 --timeout 600 --package lambda-dedup-memory"));
+        assert!(joined.contains("--file shared/lambda-dedup-memory/src/marks.rs"));
+        assert!(joined.contains("--test-package lambda-dedup-memory"));
+        assert!(joined.contains("--exclude-re planted|"));
+        assert!(joined.contains("--output /r/.cache/mutants/memory"));
+        assert_eq!(a.last().map(String::as_str), Some("--list"));
+    }
+
+    #[test]
+    fn the_engine_is_judged_by_its_tests_and_the_simulation() {
+        let engine = SCOPES.iter().find(|s| s.name == "engine");
+        let tests = engine.map(|s| s.tests).unwrap_or_default();
+        assert_eq!(tests, ["lambda-dedup-engine", "lambda-dedup-sim"]);
+    }
+}

@@ -213,13 +213,18 @@ fn only_the_settings_crate_reads_the_environment() {
 }
 
 /// Settings in a crate of their own (issue 46): `lambda-dedup-config` builds nothing (its
-/// dependencies are the core and `thiserror`: no AWS SDK, no store, no Lambda runtime), and the
+/// dependencies are the core, the I/O-free signature schemes a webhook's settings name, and
+/// `thiserror`: no AWS SDK, no store, no Lambda runtime), and the
 /// operators' tool and xtask read the settings through it, without the Lambda glue.
 #[test]
 fn the_settings_crate_builds_nothing_and_the_tools_have_no_lambda_glue() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let config = runtime_dependencies(&root.join("shared/lambda-dedup-config/Cargo.toml"));
-    assert_eq!(config, ["lambda-dedup", "thiserror"], "lambda-dedup-config");
+    assert_eq!(
+        config,
+        ["lambda-dedup", "lambda-dedup-signature", "thiserror"],
+        "lambda-dedup-config"
+    );
     for tool in ["shared/lambda-dedup-cli/Cargo.toml", "xtask/Cargo.toml"] {
         let deps = runtime_dependencies(&root.join(tool));
         assert!(

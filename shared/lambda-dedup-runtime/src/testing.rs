@@ -2,6 +2,9 @@
 //! them over, and (feature `memory`) the function on the memory store of its own settings.
 
 use lambda_dedup::{KeySpec, Message};
+
+#[cfg(test)]
+pub(crate) mod ledger;
 use lambda_dedup_engine::{BatchReport, Outcome};
 use serde_json::{Value, json};
 
@@ -187,11 +190,47 @@ pub fn failed_ids(response: aws_lambda_events::event::sqs::SqsBatchResponse) -> 
         .collect()
 }
 
-/// The builder of `function` on the least environment a function starts with (namespace and
-/// mark table): what the key-configuration checks apply a function's `configure` to.
+/// The least environment a function starts with — `DEDUP_NAMESPACE` `t` and
+/// `DEDUP_MARK_TABLE` `marks` — with `more` (a function's own variables, a setting the test is
+/// about) beside or over them.
+pub fn env(more: &[(&str, &str)]) -> crate::Env {
+    let least = [("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")];
+    crate::Env::from_pairs(least.iter().chain(more).copied())
+}
+
+/// A JSON file — a sample event as Lambda hands it over, a fixture — read as `T`
+/// (`serde_json::Value` to edit it into the test's case first). Panics naming the file when it
+/// cannot be read or is not a `T`.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: impl AsRef<std::path::Path>) -> T {
+    let path = path.as_ref();
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `sample` (a sample event edited into a test's case) as the event type `E` a service takes:
+/// what a test hands the service each time it delivers the same event again.
+pub fn event<E: serde::de::DeserializeOwned>(sample: &Value) -> E {
+    serde_json::from_value(sample.clone()).unwrap_or_else(|e| panic!("not the event: {e}"))
+}
+
+/// The attribute `attribute` of the item of `table` whose key `key.0` is `key.1`, in the
+/// memory store's data, if the item and the attribute are there: what a function's test
+/// reads its effect back with.
+#[cfg(any(feature = "memory", test))]
+pub fn attribute(
+    store: &lambda_dedup_memory::MemoryStore,
+    table: &str,
+    key: (&str, &str),
+    attribute: &str,
+) -> Option<lambda_dedup::Value> {
+    let item = store.item(table, &lambda_dedup::Item::new().with(key.0, key.1))?;
+    item.0.get(attribute).cloned()
+}
+
+/// The builder of `function` on the least environment a function starts with ([`env`]):
+/// what the key-configuration checks apply a function's `configure` to.
 fn minimal_dedup(function: &str) -> crate::Dedup<crate::NoStore> {
-    let env = crate::Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
-    crate::Dedup::read(&env, function).expect("settings")
+    crate::Dedup::read(&env(&[]), function).expect("settings")
 }
 
 /// S11 for a function's key configuration: `configure` applied to a builder on a minimal

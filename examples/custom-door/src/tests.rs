@@ -2,7 +2,7 @@
 
 use super::*;
 use lambda_dedup::Value;
-use lambda_dedup_runtime::testing::{attribute, env, failed_ids, on_memory, sqs_event};
+use lambda_dedup_runtime::testing::{attribute, env, failed_ids, service_on_memory, sqs_event};
 
 fn credit(event_id: &str, tenant: &str, amount: i64) -> String {
     serde_json::json!({"envelope": {"event_id": event_id, "tenant": tenant},
@@ -13,9 +13,9 @@ fn credit(event_id: &str, tenant: &str, amount: i64) -> String {
 #[tokio::test]
 async fn each_envelope_is_credited_once_in_its_tenant_and_a_stranger_is_failed() {
     let env = env(&[("BALANCES_TABLE", "balances")]);
-    let (dedup, store) = on_memory(Dedup::read(&env, "custom-door").expect("settings"));
-    store.create_table("balances", "account");
-    let service = service(dedup).expect("service");
+    let balances = [("balances", "account")];
+    let (service, store) =
+        service_on_memory(&env, "custom-door", &balances, service).expect("service");
     // e1 sent twice (two SQS messages, one event), e1 again in another tenant, and a body that
     // is not the envelope.
     let (twice, other) = (credit("e1", "acme", 10), credit("e1", "globex", 7));

@@ -47,16 +47,16 @@ async fn main() -> Result<(), lambda_runtime::Error> {
 mod tests {
     use super::*;
     use lambda_dedup::Value;
-    use lambda_dedup_runtime::testing::{attribute, env, event, on_memory, read_json};
+    use lambda_dedup_runtime::testing::{attribute, env, event, read_json, service_on_memory};
 
     /// AWS's sample (`events/example-eventbridge-event-obj.json`) with a credit as its detail:
     /// credited once, the producer's retried put (a new `id`, the same detail) a duplicate.
     #[tokio::test]
     async fn eventbridge_sample_is_credited_once_across_a_producer_retry_with_a_new_id() {
         let env = env(&[("BALANCES_TABLE", "balances")]);
-        let (dedup, store) = on_memory(Dedup::read(&env, "eventbridge-ledger").expect("settings"));
-        store.create_table("balances", "account");
-        let service = service(dedup).expect("service");
+        let balances = [("balances", "account")];
+        let (service, store) =
+            service_on_memory(&env, "eventbridge-ledger", &balances, service).expect("service");
         let mut sample: serde_json::Value = read_json(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../events/example-eventbridge-event-obj.json"

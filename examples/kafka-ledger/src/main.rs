@@ -45,7 +45,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
 mod tests {
     use super::*;
     use lambda_dedup::Value;
-    use lambda_dedup_runtime::testing::{attribute, env, event, on_memory, read_json};
+    use lambda_dedup_runtime::testing::{attribute, env, event, read_json, service_on_memory};
 
     /// AWS's sample event (`events/example-kafka-event.json`) with a credit as its value: applied
     /// once, the redelivery of the same offset a duplicate, nothing named in the response.
@@ -59,9 +59,9 @@ mod tests {
                 "http://127.0.0.1:9/000000000000/parking",
             ),
         ]);
-        let (dedup, store) = on_memory(Dedup::read(&env, "kafka-ledger").expect("settings"));
-        store.create_table("balances", "account");
-        let service = service(dedup).expect("service");
+        let balances = [("balances", "account")];
+        let (service, store) =
+            service_on_memory(&env, "kafka-ledger", &balances, service).expect("service");
         let mut sample: serde_json::Value = read_json(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../events/example-kafka-event.json"

@@ -43,7 +43,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
 mod tests {
     use super::*;
     use lambda_dedup::Value;
-    use lambda_dedup_runtime::testing::{attribute, env, event, on_memory, read_json};
+    use lambda_dedup_runtime::testing::{attribute, env, event, read_json, service_on_memory};
 
     /// AWS's sample event (`events/example-s3-event.json`) with a hex sequencer, as real
     /// notifications carry: written once, its redelivery a duplicate, and an older event of the
@@ -51,9 +51,9 @@ mod tests {
     #[tokio::test]
     async fn s3_sample_notification_is_catalogued_once_and_an_older_one_superseded() {
         let env = env(&[("CATALOG_TABLE", "catalog")]);
-        let (dedup, store) = on_memory(Dedup::read(&env, "s3-catalog").expect("settings"));
-        store.create_table("catalog", "object");
-        let service = service(dedup).expect("service");
+        let catalog = [("catalog", "object")];
+        let (service, store) =
+            service_on_memory(&env, "s3-catalog", &catalog, service).expect("service");
         let sample: serde_json::Value = read_json(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../events/example-s3-event.json"

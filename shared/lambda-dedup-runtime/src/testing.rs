@@ -146,12 +146,30 @@ pub fn function_on_memory<S, E: From<crate::SettingsError>>(
     build: impl FnOnce(crate::Dedup) -> Result<S, E>,
 ) -> Result<OnMemory<S>, E> {
     let key_spec = configure(crate::Dedup::read(env, function)?).key_spec();
-    let (dedup, store) = on_memory(crate::Dedup::read(env, function)?);
+    let (service, store) = service_on_memory(env, function, &[], build)?;
     Ok(OnMemory {
-        service: build(dedup)?,
+        service,
         store,
         key_spec,
     })
+}
+
+/// The service `build` (the wiring a function's `main` runs) makes for `function` from the
+/// settings `env` gives, [`on_memory`], with the function's `tables` (each a name and its key
+/// attribute) created in the store; and the store's data. The settings' refusal, or the
+/// wiring's, is the error.
+#[cfg(any(feature = "memory", test))]
+pub fn service_on_memory<S, E: From<crate::SettingsError>>(
+    env: &crate::Env,
+    function: &str,
+    tables: &[(&str, &str)],
+    build: impl FnOnce(crate::Dedup) -> Result<S, E>,
+) -> Result<(S, lambda_dedup_memory::MemoryStore), E> {
+    let (dedup, store) = on_memory(crate::Dedup::read(env, function)?);
+    for (table, key) in tables {
+        store.create_table(table, key);
+    }
+    Ok((build(dedup)?, store))
 }
 
 /// An SQS event of one message per body, with message ids `m0`, `m1`, …: what a function's

@@ -203,7 +203,7 @@ mod tests {
     /// AWS's published sample event `name`.
     fn sample(name: &str) -> serde_json::Value {
         let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
-        serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("json")
+        lambda_dedup_runtime::testing::read_json(path)
     }
 
     /// A REST API (payload 1.0) `POST /orders` as API Gateway sends it: `headers` holds each

@@ -95,7 +95,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../../events/payment-request.json"
         );
-        serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("event")
+        lambda_dedup_runtime::testing::read_json(path)
     }
 
     static RUN: AtomicUsize = AtomicUsize::new(0);

@@ -524,6 +524,35 @@ mod tests {
         );
     }
 
+    /// `env` is the least environment with the test's variables beside it and over it;
+    /// `service_on_memory` builds the wiring on the settings' store with the function's tables,
+    /// and `attribute` reads back what the service wrote there (nothing for an absent item).
+    #[tokio::test]
+    async fn service_on_memory_builds_the_wiring_with_its_tables_and_attribute_reads_them() {
+        let env = env(&[("DEDUP_NAMESPACE", "other"), ("DEDUP_LEASE_SECONDS", "90")]);
+        assert_eq!(env.get("DEDUP_NAMESPACE").as_deref(), Some("other"));
+        assert_eq!(env.get("DEDUP_MARK_TABLE").as_deref(), Some("marks"));
+        let wiring = |dedup: Dedup| {
+            dedup.identity("/id").sqs(|e: Event<Value>| {
+                let id = e.payload["id"].as_str().unwrap_or_default().to_owned();
+                lambda_dedup::Effect::put(
+                    "notes",
+                    lambda_dedup::Item::new()
+                        .with("id", id.as_str())
+                        .with("n", 1),
+                )
+            })
+        };
+        let (service, store) =
+            service_on_memory(&env, "payer", &[("notes", "id")], wiring).expect("service");
+        assert_eq!(store.options().lease, Duration::from_secs(90));
+        let answer = service.call_with(sqs_event(&[r#"{"id": "p-1"}"#])).await;
+        assert!(answer.expect("answer").batch_item_failures.is_empty());
+        let n = attribute(&store, "notes", ("id", "p-1"), "n");
+        assert_eq!(n, Some(lambda_dedup::Value::N("1".into())));
+        assert_eq!(attribute(&store, "notes", ("id", "p-2"), "n"), None);
+    }
+
     /// `function_on_memory` builds the service as the wiring does, on the settings' store, and
     /// hands back the key spec `configure` declares: the key of the mark the service writes.
     #[tokio::test]

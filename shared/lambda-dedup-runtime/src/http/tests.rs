@@ -17,12 +17,10 @@ use crate::{Dedup, HandlerError, HttpService};
 
 const ORDERS: &str = "orders";
 
+/// Behind an ALB that authenticates and sets x-caller; `post` comes through it.
 fn env() -> Env {
-    Env::from_pairs([
-        ("DEDUP_NAMESPACE", "test"),
-        ("DEDUP_MARK_TABLE", "marks"),
+    crate::testing::env(&[
         ("HTTP_CALLER_FROM", "header:x-caller"),
-        // An ALB that authenticates and sets x-caller; `post` comes through it.
         ("HTTP_CALLER_FRONT", "alb"),
     ])
 }

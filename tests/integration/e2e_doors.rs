@@ -209,27 +209,10 @@ impl Delivery {
 
 /// The inbox items whose body names `marker`.
 async fn inbox_items(marker: &str) -> Vec<Item> {
-    let mut items = Vec::new();
-    let mut start = None;
-    loop {
-        let out = client()
-            .scan()
-            .table_name(env("DEDUP_TABLE_INBOX"))
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .expect("scan the inbox");
-        items.extend(
-            out.items()
-                .iter()
-                .filter(|i| stored::string(i, "body").is_some_and(|b| b.contains(marker)))
-                .cloned(),
-        );
-        start = out.last_evaluated_key;
-        if start.is_none() {
-            return items;
-        }
-    }
+    let items = stored::scan(&client(), &env("DEDUP_TABLE_INBOX")).await;
+    let mut items = items.expect("scan the inbox");
+    items.retain(|i| stored::string(i, "body").is_some_and(|b| b.contains(marker)));
+    items
 }
 
 /// A forger's own Standard Webhooks secret (well formed, not the sender's).

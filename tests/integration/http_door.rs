@@ -70,14 +70,9 @@ async fn s5_idempotency_key_requests_racing_on_dynamodb_create_one_order() {
         answers.iter().all(|(s, _)| *s == 201 || *s == 409),
         "{answers:?}"
     );
-    let items = client
-        .scan()
-        .table_name(&orders)
-        .send()
+    let items = local_dynamodb::items::scan(&client, &orders)
         .await
-        .expect("scan")
-        .items
-        .unwrap_or_default();
+        .expect("scan");
     assert_eq!(items.len(), 1, "one order for one key: {answers:?}");
     let id: serde_json::Value = serde_json::from_str(created[0]).expect("json");
     assert_eq!(

@@ -31,10 +31,7 @@ async fn invoke_concurrent_duplicates_of_one_charge_get_one_charge_and_one_recei
     let client = support::client_at(&ddb.endpoint());
     let marks = support::mark_table(&client).await;
     let payments = lambda_dedup_fake_provider::Provider::new();
-    let (addr, _server) =
-        lambda_dedup_fake_provider::spawn(payments.clone(), ([127, 0, 0, 1], 0).into())
-            .await
-            .expect("payments API");
+    let (url, _server) = payments.serve().await.expect("payments API");
     // Each charge takes a while, so the duplicates meet it in progress.
     payments.inject(lambda_dedup_fake_provider::Fault::slow(
         1,
@@ -48,7 +45,7 @@ async fn invoke_concurrent_duplicates_of_one_charge_get_one_charge_and_one_recei
             ("AWS_LAMBDA_MAX_CONCURRENCY", "8".into()),
             ("DEDUP_NAMESPACE", support::unique("invoke")),
             ("DEDUP_MARK_TABLE", marks.clone()),
-            ("PAYMENTS_API_URL", format!("http://{addr}/v1")),
+            ("PAYMENTS_API_URL", format!("{url}/v1")),
             ("CHARGE_TENANT", "acme".into()),
             ("DEDUP_IN_PROGRESS_WAIT_MS", "8000".into()),
         ],

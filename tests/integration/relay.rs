@@ -97,11 +97,7 @@ async fn s7_intent_relay_on_dynamodb_confirms_parks_and_posts_nothing_twice() {
     let client = client();
     let intents = dedup_tests::effect_table(&client, "intent_id").await;
     let provider = lambda_dedup_fake_provider::Provider::new();
-    let (addr, _server) =
-        lambda_dedup_fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
-            .await
-            .expect("fake provider");
-    let url = format!("http://{addr}");
+    let (url, _server) = provider.serve().await.expect("fake provider");
     let run = unique("relay");
     let ids: Vec<String> = (0..3).map(|i| format!("{run}-{i}")).collect();
     let items = DynamoItems::new(client.clone());

@@ -34,14 +34,9 @@ async fn s5_the_webhook_receiver_needs_no_mark_table_and_records_each_delivery_o
         let answer = service.clone().oneshot(signed("evt-1", body)).await;
         assert_eq!(answer.expect("answer").status().as_u16(), 200);
     }
-    let items = client
-        .scan()
-        .table_name(&inbox)
-        .send()
+    let items = local_dynamodb::items::scan(&client, &inbox)
         .await
-        .expect("scan")
-        .items
-        .unwrap_or_default();
+        .expect("scan");
     assert_eq!(
         items.len(),
         1,

@@ -168,11 +168,10 @@ impl Stack {
 
         step("starting the fake provider");
         let provider = Provider::new();
-        let (addr, _server) =
-            lambda_dedup_fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
-                .await
-                .map_err(|e| format!("fake provider: {e}"))?;
-        let provider_url = format!("http://{addr}");
+        let (provider_url, _server) = provider
+            .serve()
+            .await
+            .map_err(|e| format!("fake provider: {e}"))?;
 
         let dynamodb = local_client!(aws_sdk_dynamodb, ddb.endpoint());
         let sqs = local_client!(aws_sdk_sqs, &sqs_endpoint);
@@ -575,12 +574,9 @@ impl Stack {
 
     /// Every item of `table`, read consistently.
     pub(crate) async fn scan(&self, table: &str) -> Result<Vec<Item>> {
-        let out = self.dynamodb.scan().table_name(table).consistent_read(true);
-        let out = out.send().await;
-        Ok(out
-            .map_err(crate::sdk_error(format!("scan {table}")))?
-            .items
-            .unwrap_or_default())
+        local_dynamodb::items::scan(&self.dynamodb, table)
+            .await
+            .map_err(crate::sdk_error(format!("scan {table}")))
     }
 
     /// The bodies of up to 50 messages of the queue at `url`, kept invisible for a minute.

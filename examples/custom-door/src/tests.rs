@@ -1,9 +1,8 @@
 //! The function as `main` wires it, on the memory store, through the public API only.
 
 use super::*;
-use lambda_dedup::{Item, Value};
-use lambda_dedup_runtime::Env;
-use lambda_dedup_runtime::testing::{failed_ids, on_memory, sqs_event};
+use lambda_dedup::Value;
+use lambda_dedup_runtime::testing::{attribute, env, failed_ids, service_on_memory, sqs_event};
 
 fn credit(event_id: &str, tenant: &str, amount: i64) -> String {
     serde_json::json!({"envelope": {"event_id": event_id, "tenant": tenant},
@@ -13,14 +12,10 @@ fn credit(event_id: &str, tenant: &str, amount: i64) -> String {
 
 #[tokio::test]
 async fn each_envelope_is_credited_once_in_its_tenant_and_a_stranger_is_failed() {
-    let env = Env::from_pairs([
-        ("DEDUP_NAMESPACE", "example"),
-        ("DEDUP_MARK_TABLE", "marks"),
-        ("BALANCES_TABLE", "balances"),
-    ]);
-    let (dedup, store) = on_memory(Dedup::read(&env, "custom-door").expect("settings"));
-    store.create_table("balances", "account");
-    let service = service(dedup).expect("service");
+    let env = env(&[("BALANCES_TABLE", "balances")]);
+    let balances = [("balances", "account")];
+    let (service, store) =
+        service_on_memory(&env, "custom-door", &balances, service).expect("service");
     // e1 sent twice (two SQS messages, one event), e1 again in another tenant, and a body that
     // is not the envelope.
     let (twice, other) = (credit("e1", "acme", 10), credit("e1", "globex", 7));
@@ -32,10 +27,7 @@ async fn each_envelope_is_credited_once_in_its_tenant_and_a_stranger_is_failed()
         .await
         .expect("handled");
     assert!(failed_ids(again).is_empty(), "a redelivery is a duplicate");
-    let balance = |account: &str| {
-        let item = store.item("balances", &Item::new().with("account", account));
-        item.map(|i| i.0["balance"].clone())
-    };
+    let balance = |account| attribute(&store, "balances", ("account", account), "balance");
     assert_eq!(balance("acme/a-1"), Some(Value::N("10".into())));
     assert_eq!(balance("globex/a-1"), Some(Value::N("7".into())));
 }

@@ -46,38 +46,30 @@ async fn main() -> Result<(), lambda_runtime::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_dedup::{Item, Value};
-    use lambda_dedup_runtime::Env;
-    use lambda_dedup_runtime::testing::on_memory;
+    use lambda_dedup::Value;
+    use lambda_dedup_runtime::testing::{attribute, env, event, read_json, service_on_memory};
 
     /// AWS's sample (`events/example-eventbridge-event-obj.json`) with a credit as its detail:
     /// credited once, the producer's retried put (a new `id`, the same detail) a duplicate.
     #[tokio::test]
     async fn eventbridge_sample_is_credited_once_across_a_producer_retry_with_a_new_id() {
-        let env = Env::from_pairs([
-            ("DEDUP_NAMESPACE", "example"),
-            ("DEDUP_MARK_TABLE", "marks"),
-            ("BALANCES_TABLE", "balances"),
-        ]);
-        let (dedup, store) = on_memory(Dedup::read(&env, "eventbridge-ledger").expect("settings"));
-        store.create_table("balances", "account");
-        let service = service(dedup).expect("service");
-        let path = concat!(
+        let env = env(&[("BALANCES_TABLE", "balances")]);
+        let balances = [("balances", "account")];
+        let (service, store) =
+            service_on_memory(&env, "eventbridge-ledger", &balances, service).expect("service");
+        let mut sample: serde_json::Value = read_json(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../events/example-eventbridge-event-obj.json"
-        );
-        let mut sample: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("json");
+        ));
         sample["detail"] = serde_json::json!({"credit_id": "c-1", "account": "a-1", "amount": 7});
         for id in ["7bf73129-1428-4cd3-a780-95db273d1602", "a-new-put-entry-id"] {
             sample["id"] = id.into();
-            let event: EventBridgeEvent = serde_json::from_value(sample.clone()).expect("event");
-            service.call_with(event).await.expect("acknowledged");
+            service
+                .call_with(event(&sample))
+                .await
+                .expect("acknowledged");
         }
-        let balance = store.item("balances", &Item::new().with("account", "a-1"));
-        assert_eq!(
-            balance.expect("credited").0["balance"],
-            Value::N("7".into())
-        );
+        let balance = attribute(&store, "balances", ("account", "a-1"), "balance");
+        assert_eq!(balance, Some(Value::N("7".into())), "credited once");
     }
 }

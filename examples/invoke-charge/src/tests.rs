@@ -10,10 +10,8 @@ use lambda_runtime::{Context, LambdaEvent};
 
 async fn payments_api() -> (Provider, String) {
     let payments = Provider::new();
-    let (addr, _) = lambda_dedup_fake_provider::spawn(payments.clone(), ([127, 0, 0, 1], 0).into())
-        .await
-        .expect("payments API");
-    (payments, format!("http://{addr}/v1"))
+    let (url, _) = payments.serve().await.expect("payments API");
+    (payments, format!("{url}/v1"))
 }
 
 fn env(url: &str, tenant: &str) -> Env {

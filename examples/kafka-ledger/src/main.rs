@@ -44,17 +44,14 @@ async fn main() -> Result<(), lambda_runtime::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_dedup::{Item, Value};
-    use lambda_dedup_runtime::Env;
-    use lambda_dedup_runtime::testing::on_memory;
+    use lambda_dedup::Value;
+    use lambda_dedup_runtime::testing::{attribute, env, event, read_json, service_on_memory};
 
     /// AWS's sample event (`events/example-kafka-event.json`) with a credit as its value: applied
     /// once, the redelivery of the same offset a duplicate, nothing named in the response.
     #[tokio::test]
     async fn kafka_sample_record_is_credited_once_across_a_redelivery() {
-        let env = Env::from_pairs([
-            ("DEDUP_NAMESPACE", "example"),
-            ("DEDUP_MARK_TABLE", "marks"),
+        let env = env(&[
             ("BALANCES_TABLE", "balances"),
             ("DEDUP_KAFKA_CLUSTER_ID", "ledger-cluster"),
             (
@@ -62,27 +59,21 @@ mod tests {
                 "http://127.0.0.1:9/000000000000/parking",
             ),
         ]);
-        let (dedup, store) = on_memory(Dedup::read(&env, "kafka-ledger").expect("settings"));
-        store.create_table("balances", "account");
-        let service = service(dedup).expect("service");
-        let path = concat!(
+        let balances = [("balances", "account")];
+        let (service, store) =
+            service_on_memory(&env, "kafka-ledger", &balances, service).expect("service");
+        let mut sample: serde_json::Value = read_json(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../events/example-kafka-event.json"
-        );
-        let mut sample: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("json");
+        ));
         // base64 of {"account":"a-1","amount":7}
         sample["records"]["AWSKafkaTopic-0"][0]["value"] =
             "eyJhY2NvdW50IjoiYS0xIiwiYW1vdW50Ijo3fQ==".into();
         for _ in 0..2 {
-            let event: KafkaEvent = serde_json::from_value(sample.clone()).expect("event");
-            let answer = service.call_with(event).await.expect("answer");
+            let answer = service.call_with(event(&sample)).await.expect("answer");
             assert!(answer.batch_item_failures.is_empty(), "{answer:?}");
         }
-        let balance = store.item("balances", &Item::new().with("account", "a-1"));
-        assert_eq!(
-            balance.expect("credited").0["balance"],
-            Value::N("7".into())
-        );
+        let balance = attribute(&store, "balances", ("account", "a-1"), "balance");
+        assert_eq!(balance, Some(Value::N("7".into())), "credited once");
     }
 }

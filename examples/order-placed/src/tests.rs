@@ -14,10 +14,8 @@ use std::time::Duration;
 /// The mail API, on a port of its own.
 async fn mail_api() -> (Provider, String) {
     let mail = Provider::new();
-    let (addr, _) = lambda_dedup_fake_provider::spawn(mail.clone(), ([127, 0, 0, 1], 0).into())
-        .await
-        .expect("mail API");
-    (mail, format!("http://{addr}/v1"))
+    let (url, _) = mail.serve().await.expect("mail API");
+    (mail, format!("{url}/v1"))
 }
 
 /// The e-mail sent for each idempotency key: its recipient.

@@ -47,33 +47,28 @@ async fn main() -> Result<(), lambda_runtime::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_dedup::{Item, Value};
-    use lambda_dedup_runtime::Env;
-    use lambda_dedup_runtime::testing::on_memory;
+    use lambda_dedup::Value;
+    use lambda_dedup_runtime::testing::{attribute, env, event, read_json, service_on_memory};
 
     /// AWS's RabbitMQ sample (`events/example-rabbitmq-event.json`) with a credit as its data and
     /// an `event-id` header in the sample's byte-array shape: credited once, the batch's
     /// redelivery a duplicate, each invocation acknowledged.
     #[tokio::test]
     async fn rabbitmq_sample_message_is_credited_once_across_a_redelivery() {
-        let env = Env::from_pairs([
-            ("DEDUP_NAMESPACE", "example"),
-            ("DEDUP_MARK_TABLE", "marks"),
+        let env = env(&[
             ("BALANCES_TABLE", "balances"),
             (
                 "DEDUP_PARKING_QUEUE_URL",
                 "http://127.0.0.1:9/000000000000/parking",
             ),
         ]);
-        let (dedup, store) = on_memory(Dedup::read(&env, "rabbitmq-ledger").expect("settings"));
-        store.create_table("balances", "account");
-        let service = service(dedup).expect("service");
-        let path = concat!(
+        let balances = [("balances", "account")];
+        let (service, store) =
+            service_on_memory(&env, "rabbitmq-ledger", &balances, service).expect("service");
+        let mut sample: serde_json::Value = read_json(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../events/example-rabbitmq-event.json"
-        );
-        let mut sample: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("json");
+        ));
         let message = &mut sample["rmqMessagesByQueue"]["test::/"][0];
         // base64 of {"account":"a-1","amount":7}
         message["data"] = "eyJhY2NvdW50IjoiYS0xIiwiYW1vdW50Ijo3fQ==".into();
@@ -81,13 +76,12 @@ mod tests {
         message["basicProperties"]["headers"][EVENT_ID_HEADER] =
             serde_json::json!({"bytes": [101, 45, 49]});
         for _ in 0..2 {
-            let event: RabbitMqEvent = serde_json::from_value(sample.clone()).expect("event");
-            service.call_with(event).await.expect("acknowledged");
+            service
+                .call_with(event(&sample))
+                .await
+                .expect("acknowledged");
         }
-        let balance = store.item("balances", &Item::new().with("account", "a-1"));
-        assert_eq!(
-            balance.expect("credited").0["balance"],
-            Value::N("7".into())
-        );
+        let balance = attribute(&store, "balances", ("account", "a-1"), "balance");
+        assert_eq!(balance, Some(Value::N("7".into())), "credited once");
     }
 }

@@ -42,34 +42,27 @@ async fn main() -> Result<(), lambda_runtime::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_dedup::{Item, Value};
-    use lambda_dedup_runtime::Env;
-    use lambda_dedup_runtime::testing::on_memory;
+    use lambda_dedup::Value;
+    use lambda_dedup_runtime::testing::{attribute, env, event, read_json, service_on_memory};
 
     /// AWS's sample event (`events/example-s3-event.json`) with a hex sequencer, as real
     /// notifications carry: written once, its redelivery a duplicate, and an older event of the
     /// same object superseded — the catalog keeps the newer state.
     #[tokio::test]
     async fn s3_sample_notification_is_catalogued_once_and_an_older_one_superseded() {
-        let env = Env::from_pairs([
-            ("DEDUP_NAMESPACE", "example"),
-            ("DEDUP_MARK_TABLE", "marks"),
-            ("CATALOG_TABLE", "catalog"),
-        ]);
-        let (dedup, store) = on_memory(Dedup::read(&env, "s3-catalog").expect("settings"));
-        store.create_table("catalog", "object");
-        let service = service(dedup).expect("service");
-        let path = concat!(
+        let env = env(&[("CATALOG_TABLE", "catalog")]);
+        let catalog = [("catalog", "object")];
+        let (service, store) =
+            service_on_memory(&env, "s3-catalog", &catalog, service).expect("service");
+        let sample: serde_json::Value = read_json(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../events/example-s3-event.json"
-        );
-        let sample: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("json");
+        ));
         let with = |name: &str, sequencer: &str| {
             let mut e = sample.clone();
             e["Records"][0]["eventName"] = name.into();
             e["Records"][0]["s3"]["object"]["sequencer"] = sequencer.into();
-            serde_json::from_value::<S3Event>(e).expect("event")
+            event::<S3Event>(&e)
         };
         for _ in 0..2 {
             let answer = service.call_with(with("ObjectRemoved:Delete", "0055AED6DCD90281E6"));
@@ -77,15 +70,8 @@ mod tests {
         }
         let older = with("ObjectCreated:Put", "0055AED6DCD90281E5");
         service.call_with(older).await.expect("acknowledged");
-        let item = store
-            .item(
-                "catalog",
-                &Item::new().with("object", "sourcebucket/Happy Face.jpg"),
-            )
-            .expect("catalogued");
-        assert_eq!(
-            item.0.get("state"),
-            Some(&Value::S("ObjectRemoved:Delete".into()))
-        );
+        let object = ("object", "sourcebucket/Happy Face.jpg");
+        let state = attribute(&store, "catalog", object, "state");
+        assert_eq!(state, Some(Value::S("ObjectRemoved:Delete".into())));
     }
 }

@@ -491,8 +491,7 @@ mod tests {
     async fn the_handler_writes_the_fine_and_its_intent_once() {
         let notices = notices().await;
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../events/fine-notice.json");
-        let sample: SqsEvent =
-            serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("event");
+        let sample: SqsEvent = lambda_dedup_runtime::testing::read_json(path);
         for _ in 0..2 {
             let answer = handle(
                 &notices,

@@ -29,14 +29,11 @@ impl World {
         let store = MemoryStore::new(Retention::unchecked(Duration::from_secs(3_600)).expect("r"));
         store.create_table("intents", "intent_id");
         let provider = Provider::new();
-        let (addr, _server) =
-            lambda_dedup_fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
-                .await
-                .expect("fake provider");
+        let (url, _server) = provider.serve().await.expect("fake provider");
         Self {
             store,
             provider,
-            url: format!("http://{addr}"),
+            url,
         }
     }
 

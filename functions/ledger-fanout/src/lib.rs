@@ -38,9 +38,9 @@ mod tests {
 
     use super::*;
     use aws_lambda_events::event::sqs::SqsEvent;
-    use lambda_dedup::{Item, Value};
+    use lambda_dedup::Value;
     use lambda_dedup_engine::Outcome;
-    use lambda_dedup_runtime::testing::{OnMemory, function_on_memory, with_outcomes};
+    use lambda_dedup_runtime::testing::{OnMemory, attribute, function_on_memory, with_outcomes};
     use lambda_dedup_runtime::{Env, SqsService};
     use serde_json::json;
 
@@ -59,8 +59,7 @@ mod tests {
 
     fn sample(name: &str) -> serde_json::Value {
         let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
-        let text = std::fs::read_to_string(&path).expect("an AWS sample event");
-        serde_json::from_str(&text).expect("json")
+        lambda_dedup_runtime::testing::read_json(path)
     }
 
     /// AWS's SNS notification with `message` as its `Message` and `sns_id` as its `MessageId`.
@@ -94,10 +93,7 @@ mod tests {
 
     fn balance(f: &OnMemory<SqsService>, account: &str) -> Option<i64> {
         let key = lambda_dedup::tenant_scoped("bank-a", account);
-        let item = f
-            .store
-            .item("balances", &Item::new().with("account", key))?;
-        match item.0.get("balance")? {
+        match attribute(&f.store, "balances", ("account", &key), "balance")? {
             Value::N(n) => n.parse().ok(),
             _ => None,
         }

@@ -15,10 +15,10 @@ mod tests {
 
     /// The ledger as `main` builds it, with `vars` on top of its required variables.
     use aws_lambda_events::event::sqs::SqsEvent;
-    use lambda_dedup::{Item, MarkStore, Value};
+    use lambda_dedup::{MarkStore, Value};
     use lambda_dedup_memory::MemoryStore;
     use lambda_dedup_runtime::Env;
-    use lambda_dedup_runtime::testing::{OnMemory, function_on_memory};
+    use lambda_dedup_runtime::testing::{OnMemory, attribute, function_on_memory};
     use lambda_runtime::LambdaEvent;
     use lambda_runtime::tower::ServiceExt;
 
@@ -67,8 +67,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../../events/ledger-credit.json"
         );
-        let text = std::fs::read_to_string(path).expect("events/ledger-credit.json");
-        serde_json::from_str(&text).expect("an SQS event")
+        lambda_dedup_runtime::testing::read_json(path)
     }
 
     /// The handler, called as Lambda calls it, on the sample batch (a credit, its duplicate,
@@ -230,10 +229,7 @@ mod tests {
     /// `tenant`'s balance of `account`, if it has one.
     fn balance(ledger: &Ledger, tenant: &str, account: &str) -> Option<i64> {
         let account = lambda_dedup::tenant_scoped(tenant, account);
-        let item = ledger
-            .store
-            .item("balances", &Item::new().with("account", account))?;
-        match item.0.get("balance")? {
+        match attribute(&ledger.store, "balances", ("account", &account), "balance")? {
             Value::N(n) => n.parse().ok(),
             _ => None,
         }

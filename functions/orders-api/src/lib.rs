@@ -34,20 +34,9 @@ fn route(orders: &str, e: HttpEvent<order::NewOrder>) -> Result<Reply, HandlerEr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_dedup_runtime::Env;
+    use lambda_dedup_runtime::testing::{env, service_on_memory};
     use lambda_http::tower::ServiceExt;
     use lambda_http::{Body, Request, RequestExt};
-
-    fn env() -> Env {
-        Env::from_pairs([
-            ("DEDUP_NAMESPACE", "test"),
-            ("DEDUP_MARK_TABLE", "marks"),
-            ("ORDERS_TABLE", "orders"),
-            ("HTTP_CALLER_FROM", "header:x-caller"),
-            // Behind an ALB that authenticates and sets x-caller (`post` comes through it).
-            ("HTTP_CALLER_FRONT", "alb"),
-        ])
-    }
 
     /// `request` as an ALB hands it over.
     fn through_alb(request: Request) -> Request {
@@ -79,11 +68,7 @@ mod tests {
     /// gets the same 201 replayed; another body under the key 422; a bad quantity a stored 400.
     #[tokio::test]
     async fn idempotency_key_orders_api_creates_one_order_per_key() {
-        let (dedup, store) =
-            lambda_dedup_runtime::testing::on_memory(Dedup::read(&env(), FUNCTION).expect("env"));
-        store.create_table("orders", "order_id");
-        let config = HttpConfig::read(&env()).expect("config");
-        let service = service(dedup, config).expect("service");
+        let (service, store) = built_with(&[]);
         let body = r#"{"sku":"book-1","quantity":2}"#;
         let first = send(&service, post("o-1", body)).await;
         assert_eq!((first.0, first.1), (201, false), "{first:?}");
@@ -131,22 +116,19 @@ mod tests {
         )
     }
 
-    /// orders-api built as `main` builds it, from `vars` over the test's own.
+    /// orders-api built as `main` builds it, from `vars` over the test's own: behind an ALB
+    /// that authenticates and sets x-caller (`post` comes through it).
     fn built_with(vars: &[(&str, &str)]) -> (HttpService, lambda_dedup_memory::MemoryStore) {
-        let mut pairs = vec![
-            ("DEDUP_NAMESPACE", "test"),
-            ("DEDUP_MARK_TABLE", "marks"),
+        let own = [
             ("ORDERS_TABLE", "orders"),
             ("HTTP_CALLER_FROM", "header:x-caller"),
             ("HTTP_CALLER_FRONT", "alb"),
         ];
-        pairs.extend_from_slice(vars);
-        let env = Env::from_pairs(pairs);
-        let (dedup, store) =
-            lambda_dedup_runtime::testing::on_memory(Dedup::read(&env, FUNCTION).expect("env"));
-        store.create_table("orders", "order_id");
+        let env = vars.iter().fold(env(&own), |env, (k, v)| env.with(k, *v));
         let config = HttpConfig::read(&env).expect("config");
-        (service(dedup, config).expect("service"), store)
+        let orders = [("orders", "order_id")];
+        let built = service_on_memory(&env, FUNCTION, &orders, |dedup| service(dedup, config));
+        built.expect("service")
     }
 
     /// Each `HTTP_*` setting the function documents changes what its requests get, through the
@@ -203,7 +185,7 @@ mod tests {
     /// AWS's published sample event `name`.
     fn sample(name: &str) -> serde_json::Value {
         let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
-        serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("json")
+        lambda_dedup_runtime::testing::read_json(path)
     }
 
     /// A REST API (payload 1.0) `POST /orders` as API Gateway sends it: `headers` holds each
@@ -290,7 +272,8 @@ mod tests {
     /// URL's) naming a caller in the header is 401 `caller_front_missing`, no order.
     #[tokio::test]
     async fn orders_api_caller_header_needs_its_front() {
-        let no_front = Env::from_pairs([("HTTP_CALLER_FROM", "header:x-caller")]);
+        let no_front =
+            lambda_dedup_runtime::Env::from_pairs([("HTTP_CALLER_FROM", "header:x-caller")]);
         assert!(HttpConfig::read(&no_front).is_err(), "refused at start");
         let (service, store) = built_with(&[]);
         let mut event = sample("apigw-v2-request-no-authorizer.json");

@@ -65,14 +65,11 @@ mod tests {
 
     async fn world() -> World {
         let provider = Provider::new();
-        let (addr, server) =
-            lambda_dedup_fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
-                .await
-                .expect("fake provider");
+        let (url, server) = provider.serve().await.expect("fake provider");
         let env = Env::from_pairs([
             ("DEDUP_NAMESPACE", "test".to_owned()),
             ("DEDUP_MARK_TABLE", "marks".to_owned()),
-            ("PAYMENTS_API_URL", format!("http://{addr}")),
+            ("PAYMENTS_API_URL", url),
         ]);
         World {
             provider,
@@ -98,7 +95,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../../events/payment-request.json"
         );
-        serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("event")
+        lambda_dedup_runtime::testing::read_json(path)
     }
 
     static RUN: AtomicUsize = AtomicUsize::new(0);

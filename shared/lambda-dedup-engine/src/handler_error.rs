@@ -343,25 +343,23 @@ impl fmt::Display for TransientCause {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashSet;
+    use crate::retry::tests::assert_each_cause_is_its_own;
 
     /// Every cause sits at its own index, with its own code and metric.
     #[test]
     fn each_cause_has_its_own_index_code_and_metric() {
-        let codes: HashSet<_> = InvalidCause::ALL.iter().map(|c| c.code()).collect();
-        let metrics: HashSet<_> = InvalidCause::ALL.iter().map(|c| c.metric()).collect();
-        assert_eq!(codes.len(), InvalidCause::ALL.len());
-        assert_eq!(metrics.len(), InvalidCause::ALL.len());
-        for (i, c) in InvalidCause::ALL.iter().enumerate() {
-            assert_eq!(c.index(), i, "{c}");
-        }
-        let codes: HashSet<_> = TransientCause::ALL.iter().map(|c| c.code()).collect();
-        let metrics: HashSet<_> = TransientCause::ALL.iter().map(|c| c.metric()).collect();
-        assert_eq!(codes.len(), TransientCause::ALL.len());
-        assert_eq!(metrics.len(), TransientCause::ALL.len());
-        for (i, c) in TransientCause::ALL.iter().enumerate() {
-            assert_eq!(c.index(), i, "{c}");
-        }
+        let (code, metric, index) = (
+            InvalidCause::code,
+            InvalidCause::metric,
+            InvalidCause::index,
+        );
+        assert_each_cause_is_its_own(&InvalidCause::ALL, code, metric, index);
+        let (code, metric, index) = (
+            TransientCause::code,
+            TransientCause::metric,
+            TransientCause::index,
+        );
+        assert_each_cause_is_its_own(&TransientCause::ALL, code, metric, index);
     }
 
     /// A failed call is refused by its permanence, typed: the call itself is kept, so a caller

@@ -275,33 +275,23 @@ impl Account {
             metrics.push(("Superseded", "Count", self.superseded));
         }
         // Each cause that occurred, as its own metric: what an alarm on retries by cause reads.
-        metrics.extend(
-            RetryCause::ALL
-                .iter()
-                .zip(self.retries)
-                .filter(|(_, n)| *n > 0)
-                .map(|(cause, n)| (cause.metric(), "Count", n)),
-        );
+        metrics.extend(occurred(RetryCause::ALL, self.retries, RetryCause::metric));
         // Likewise each rejection's reason, and the causes of the work's own refusals.
         metrics.extend(
             rejected
                 .iter()
                 .map(|(name, n)| (name.as_str(), "Count", *n)),
         );
-        metrics.extend(
-            InvalidCause::ALL
-                .iter()
-                .zip(self.invalid)
-                .filter(|(_, n)| *n > 0)
-                .map(|(cause, n)| (cause.metric(), "Count", n)),
-        );
-        metrics.extend(
-            TransientCause::ALL
-                .iter()
-                .zip(self.transient)
-                .filter(|(_, n)| *n > 0)
-                .map(|(cause, n)| (cause.metric(), "Count", n)),
-        );
+        metrics.extend(occurred(
+            InvalidCause::ALL,
+            self.invalid,
+            InvalidCause::metric,
+        ));
+        metrics.extend(occurred(
+            TransientCause::ALL,
+            self.transient,
+            TransientCause::metric,
+        ));
         emf_line(namespace, dimensions, &metrics)
     }
 
@@ -315,6 +305,19 @@ impl Account {
         "Conflict",
         "Rejected",
     ];
+}
+
+/// The causes of `all` that occurred (their counts in `counts`, in the same order), each as
+/// its own EMF count named by `metric`.
+fn occurred<'a, C, const N: usize>(
+    all: [C; N],
+    counts: [u64; N],
+    metric: fn(C) -> &'static str,
+) -> impl Iterator<Item = (&'a str, &'a str, u64)> {
+    all.into_iter()
+        .zip(counts)
+        .filter(|(_, n)| *n > 0)
+        .map(move |(cause, n)| -> (&'a str, &'a str, u64) { (metric(cause), "Count", n) })
 }
 
 /// `reason`'s position in [`Reason::ALL`].

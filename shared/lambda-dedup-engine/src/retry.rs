@@ -82,20 +82,36 @@ impl fmt::Display for RetryCause {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use std::collections::HashSet;
+
+    /// Every cause of `all` (a cause type's `ALL`) sits at its own index, with its own code and
+    /// metric.
+    pub(crate) fn assert_each_cause_is_its_own<C: Copy + fmt::Display>(
+        all: &[C],
+        code: fn(C) -> &'static str,
+        metric: fn(C) -> &'static str,
+        index: fn(C) -> usize,
+    ) {
+        let codes: HashSet<_> = all.iter().map(|c| code(*c)).collect();
+        let metrics: HashSet<_> = all.iter().map(|c| metric(*c)).collect();
+        assert_eq!(codes.len(), all.len());
+        assert_eq!(metrics.len(), all.len());
+        for (i, c) in all.iter().enumerate() {
+            assert_eq!(index(*c), i, "{c}");
+        }
+    }
 
     /// Every cause sits at its own index, with its own code and metric.
     #[test]
     fn each_cause_has_its_own_index_code_and_metric() {
-        let codes: std::collections::HashSet<_> =
-            RetryCause::ALL.iter().map(|c| c.code()).collect();
-        let metrics: std::collections::HashSet<_> =
-            RetryCause::ALL.iter().map(|c| c.metric()).collect();
-        assert_eq!(codes.len(), RetryCause::ALL.len());
-        assert_eq!(metrics.len(), RetryCause::ALL.len());
-        for (i, c) in RetryCause::ALL.iter().enumerate() {
-            assert_eq!(c.index(), i, "{c}");
-        }
+        let all = RetryCause::ALL;
+        assert_each_cause_is_its_own(
+            &all,
+            RetryCause::code,
+            RetryCause::metric,
+            RetryCause::index,
+        );
     }
 }

@@ -9,18 +9,18 @@
 //! controlled ways. Start one in a test, point the function's API URL at it, deliver, and count:
 //!
 //! ```
-//! use lambda_dedup_fake_provider::{Fault, Provider, spawn};
+//! use lambda_dedup_fake_provider::{Fault, Provider};
 //! use std::time::Duration;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let provider = Provider::new();
-//! let (addr, _server) = spawn(provider.clone(), ([127, 0, 0, 1], 0).into()).await?;
+//! let (url, _server) = provider.serve().await?;
 //! // The next call is applied, but its answer comes too late for a 50 ms client timeout.
 //! provider.inject(Fault::apply_then_timeout(1, Duration::from_millis(200)));
 //! let http = reqwest::Client::builder().timeout(Duration::from_millis(50)).build()?;
 //! let call = |http: &reqwest::Client| {
-//!     http.post(format!("http://{addr}/v1/payments"))
+//!     http.post(format!("{url}/v1/payments"))
 //!         .header("Idempotency-Key", "evt-1")
 //!         .json(&serde_json::json!({"amount": 100}))
 //!         .send()
@@ -54,7 +54,8 @@
 //! # Layout
 //!
 //! - `lib.rs`: the public handle ([`Provider`]), the fault description
-//!   ([`Fault`], [`FaultKind`]) and [`spawn`] to serve on a socket.
+//!   ([`Fault`], [`FaultKind`]), [`spawn`] to serve on a socket and
+//!   [`Provider::serve`] on a free loopback port.
 //! - `state.rs`: the in-memory store (idempotency slots, effect counters, fault
 //!   queue) and what makes a retry the same request. No HTTP in there, no `.await`, so its lock
 //!   is never held across a suspension point.
@@ -97,6 +98,14 @@ impl Provider {
     /// The HTTP API (provider routes and `/_admin` routes) over this state.
     pub fn router(&self) -> axum::Router {
         routes::router(self.clone())
+    }
+
+    /// This provider served on a free port of the loopback address ([`spawn`] on
+    /// `127.0.0.1:0`): its base URL, `http://127.0.0.1:<port>` (the provider routes are under
+    /// `/v1`), and the server's task. What a test points the client it exercises at.
+    pub async fn serve(&self) -> std::io::Result<(String, JoinHandle<()>)> {
+        let (addr, server) = spawn(self.clone(), ([127, 0, 0, 1], 0).into()).await?;
+        Ok((format!("http://{addr}"), server))
     }
 
     /// The request body each key's effect was applied with (the last one, if it was applied

@@ -1,14 +1,13 @@
 //! Drives the real server over loopback: what the Lambda tests rely on is the
 //! HTTP behaviour, not the internals.
 
-use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
-use crate::{Fault, Provider, spawn};
+use crate::{Fault, Provider};
 
 struct Server {
     provider: Provider,
@@ -25,12 +24,10 @@ impl Drop for Server {
 
 async fn start() -> Server {
     let provider = Provider::new();
-    let (addr, task) = spawn(provider.clone(), SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
-        .await
-        .expect("bind a loopback port");
+    let (base, task) = provider.serve().await.expect("bind a loopback port");
     Server {
         provider,
-        base: format!("http://{addr}"),
+        base,
         client: client(None),
         task,
     }

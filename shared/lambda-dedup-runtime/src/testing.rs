@@ -2,6 +2,9 @@
 //! them over, and (feature `memory`) the function on the memory store of its own settings.
 
 use lambda_dedup::{KeySpec, Message};
+
+#[cfg(test)]
+pub(crate) mod ledger;
 use lambda_dedup_engine::{BatchReport, Outcome};
 use serde_json::{Value, json};
 
@@ -143,12 +146,30 @@ pub fn function_on_memory<S, E: From<crate::SettingsError>>(
     build: impl FnOnce(crate::Dedup) -> Result<S, E>,
 ) -> Result<OnMemory<S>, E> {
     let key_spec = configure(crate::Dedup::read(env, function)?).key_spec();
-    let (dedup, store) = on_memory(crate::Dedup::read(env, function)?);
+    let (service, store) = service_on_memory(env, function, &[], build)?;
     Ok(OnMemory {
-        service: build(dedup)?,
+        service,
         store,
         key_spec,
     })
+}
+
+/// The service `build` (the wiring a function's `main` runs) makes for `function` from the
+/// settings `env` gives, [`on_memory`], with the function's `tables` (each a name and its key
+/// attribute) created in the store; and the store's data. The settings' refusal, or the
+/// wiring's, is the error.
+#[cfg(any(feature = "memory", test))]
+pub fn service_on_memory<S, E: From<crate::SettingsError>>(
+    env: &crate::Env,
+    function: &str,
+    tables: &[(&str, &str)],
+    build: impl FnOnce(crate::Dedup) -> Result<S, E>,
+) -> Result<(S, lambda_dedup_memory::MemoryStore), E> {
+    let (dedup, store) = on_memory(crate::Dedup::read(env, function)?);
+    for (table, key) in tables {
+        store.create_table(table, key);
+    }
+    Ok((build(dedup)?, store))
 }
 
 /// An SQS event of one message per body, with message ids `m0`, `m1`, …: what a function's
@@ -187,11 +208,47 @@ pub fn failed_ids(response: aws_lambda_events::event::sqs::SqsBatchResponse) -> 
         .collect()
 }
 
-/// The builder of `function` on the least environment a function starts with (namespace and
-/// mark table): what the key-configuration checks apply a function's `configure` to.
+/// The least environment a function starts with — `DEDUP_NAMESPACE` `t` and
+/// `DEDUP_MARK_TABLE` `marks` — with `more` (a function's own variables, a setting the test is
+/// about) beside or over them.
+pub fn env(more: &[(&str, &str)]) -> crate::Env {
+    let least = [("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")];
+    crate::Env::from_pairs(least.iter().chain(more).copied())
+}
+
+/// A JSON file — a sample event as Lambda hands it over, a fixture — read as `T`
+/// (`serde_json::Value` to edit it into the test's case first). Panics naming the file when it
+/// cannot be read or is not a `T`.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: impl AsRef<std::path::Path>) -> T {
+    let path = path.as_ref();
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `sample` (a sample event edited into a test's case) as the event type `E` a service takes:
+/// what a test hands the service each time it delivers the same event again.
+pub fn event<E: serde::de::DeserializeOwned>(sample: &Value) -> E {
+    serde_json::from_value(sample.clone()).unwrap_or_else(|e| panic!("not the event: {e}"))
+}
+
+/// The attribute `attribute` of the item of `table` whose key `key.0` is `key.1`, in the
+/// memory store's data, if the item and the attribute are there: what a function's test
+/// reads its effect back with.
+#[cfg(any(feature = "memory", test))]
+pub fn attribute(
+    store: &lambda_dedup_memory::MemoryStore,
+    table: &str,
+    key: (&str, &str),
+    attribute: &str,
+) -> Option<lambda_dedup::Value> {
+    let item = store.item(table, &lambda_dedup::Item::new().with(key.0, key.1))?;
+    item.0.get(attribute).cloned()
+}
+
+/// The builder of `function` on the least environment a function starts with ([`env`]):
+/// what the key-configuration checks apply a function's `configure` to.
 fn minimal_dedup(function: &str) -> crate::Dedup<crate::NoStore> {
-    let env = crate::Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
-    crate::Dedup::read(&env, function).expect("settings")
+    crate::Dedup::read(&env(&[]), function).expect("settings")
 }
 
 /// S11 for a function's key configuration: `configure` applied to a builder on a minimal
@@ -465,6 +522,35 @@ mod tests {
             (3_455_999..=3_456_001).contains(&from_now(marks[0].expires_at)),
             "the 40-day retention"
         );
+    }
+
+    /// `env` is the least environment with the test's variables beside it and over it;
+    /// `service_on_memory` builds the wiring on the settings' store with the function's tables,
+    /// and `attribute` reads back what the service wrote there (nothing for an absent item).
+    #[tokio::test]
+    async fn service_on_memory_builds_the_wiring_with_its_tables_and_attribute_reads_them() {
+        let env = env(&[("DEDUP_NAMESPACE", "other"), ("DEDUP_LEASE_SECONDS", "90")]);
+        assert_eq!(env.get("DEDUP_NAMESPACE").as_deref(), Some("other"));
+        assert_eq!(env.get("DEDUP_MARK_TABLE").as_deref(), Some("marks"));
+        let wiring = |dedup: Dedup| {
+            dedup.identity("/id").sqs(|e: Event<Value>| {
+                let id = e.payload["id"].as_str().unwrap_or_default().to_owned();
+                lambda_dedup::Effect::put(
+                    "notes",
+                    lambda_dedup::Item::new()
+                        .with("id", id.as_str())
+                        .with("n", 1),
+                )
+            })
+        };
+        let (service, store) =
+            service_on_memory(&env, "payer", &[("notes", "id")], wiring).expect("service");
+        assert_eq!(store.options().lease, Duration::from_secs(90));
+        let answer = service.call_with(sqs_event(&[r#"{"id": "p-1"}"#])).await;
+        assert!(answer.expect("answer").batch_item_failures.is_empty());
+        let n = attribute(&store, "notes", ("id", "p-1"), "n");
+        assert_eq!(n, Some(lambda_dedup::Value::N("1".into())));
+        assert_eq!(attribute(&store, "notes", ("id", "p-2"), "n"), None);
     }
 
     /// `function_on_memory` builds the service as the wiring does, on the settings' store, and

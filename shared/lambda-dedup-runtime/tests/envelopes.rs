@@ -11,8 +11,8 @@ use lambda_dedup_engine::{Outcome, Reason};
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::asynchronous::NotAcknowledged;
 use lambda_dedup_runtime::flow::transact;
-use lambda_dedup_runtime::testing::{failed_ids, on_memory, with_outcomes};
-use lambda_dedup_runtime::{Dedup, Env, Envelope, Event};
+use lambda_dedup_runtime::testing::{env, failed_ids, on_memory, with_outcomes};
+use lambda_dedup_runtime::{Dedup, Envelope, Event, SqsService};
 use serde_json::{Value, json};
 
 const SNS_SAMPLE: &str = include_str!("../../../events/example-sns-event.json");
@@ -26,10 +26,22 @@ struct Order {
 }
 
 fn dedup() -> (Dedup, MemoryStore) {
-    let env = Env::from_pairs([("DEDUP_NAMESPACE", "test"), ("DEDUP_MARK_TABLE", "marks")]);
-    let (dedup, store) = on_memory(Dedup::read(&env, "orders").expect("settings"));
+    let (dedup, store) = on_memory(Dedup::read(&env(&[]), "orders").expect("settings"));
     store.create_table("orders", "order_id");
     (dedup, store)
+}
+
+/// The SNS → SQS service of `/order_id`, its orders written a transaction per message or
+/// (`per_batch`) one per batch.
+fn sns_via_sqs(per_batch: bool) -> (SqsService, MemoryStore) {
+    let (dedup, store) = dedup();
+    let dedup = dedup.envelope(Envelope::Sns).identity("/order_id");
+    let service = if per_batch {
+        dedup.sqs(transact(write).one_transaction_per_batch())
+    } else {
+        dedup.sqs(write)
+    };
+    (service.expect("service"), store)
 }
 
 /// The order written with the event's mark.
@@ -96,14 +108,7 @@ fn codes(outcomes: &[(String, Outcome)]) -> Vec<(String, &'static str)> {
 #[tokio::test]
 async fn sns_via_sqs_the_work_reads_the_message_inside_and_a_republish_is_a_duplicate() {
     for per_batch in [false, true] {
-        let (dedup, store) = dedup();
-        let dedup = dedup.envelope(Envelope::Sns).identity("/order_id");
-        let service = if per_batch {
-            dedup.sqs(transact(write).one_transaction_per_batch())
-        } else {
-            dedup.sqs(write)
-        }
-        .expect("service");
+        let (service, store) = sns_via_sqs(per_batch);
         let first = notification("sns-1", &order("o-1", 5)).to_string();
         let again = notification("sns-2", &order("o-1", 5)).to_string();
         let other = notification("sns-3", &order("o-1", 6)).to_string();
@@ -141,14 +146,7 @@ async fn sns_via_sqs_the_work_reads_the_message_inside_and_a_republish_is_a_dupl
 #[tokio::test]
 async fn sns_via_sqs_hostile_envelopes_are_rejected_one_by_one() {
     for per_batch in [false, true] {
-        let (dedup, store) = dedup();
-        let dedup = dedup.envelope(Envelope::Sns).identity("/order_id");
-        let service = if per_batch {
-            dedup.sqs(transact(write).one_transaction_per_batch())
-        } else {
-            dedup.sqs(write)
-        }
-        .expect("service");
+        let (service, store) = sns_via_sqs(per_batch);
         let sample: Value = serde_json::from_str(SNS_SAMPLE).expect("AWS sample");
         let mut confirmation = notification("sns-c", &order("o-9", 1));
         confirmation["Type"] = json!("SubscriptionConfirmation");
@@ -330,8 +328,7 @@ async fn sns_direct_ok_when_all_acknowledged_else_an_error_for_the_destination()
     ));
     assert!(!error.to_string().contains("Hello"), "{error}");
 
-    let env = Env::from_pairs([("DEDUP_NAMESPACE", "test"), ("DEDUP_MARK_TABLE", "marks")]);
-    let down = Dedup::read(&env, "orders")
+    let down = Dedup::read(&env(&[]), "orders")
         .expect("settings")
         .store(store.unreachable())
         .identity("/order_id")

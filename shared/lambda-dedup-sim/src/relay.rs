@@ -183,17 +183,7 @@ impl RelayLane<ProviderCall> {
                     .unwrap_or_else(|e| panic!("the relay's settings: {e}"))
             })
             .collect();
-        Self {
-            relayed,
-            services,
-            clocks: clocks.to_vec(),
-            world: world.clone(),
-            data: data.clone(),
-            table: TABLE,
-            key: KEY,
-            layout: LAYOUT,
-            producers: AtomicUsize::new(0),
-        }
+        Self::of(services, relayed, data, clocks, world, TABLE, KEY, LAYOUT)
     }
 
     /// Records `n` intents, pending (one in six refused for good by the provider), each on the

@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use lambda_dedup::items::{Filter, ItemFuture, text};
-use lambda_dedup::{DedupKey, Effect, FaultKind, Item, ItemStore, Value};
-use lambda_dedup_memory::{Injected, MemoryStore};
+use lambda_dedup::{Effect, Item, ItemStore, Value};
+use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::{ItemTables, Marks, Settings, SettingsError};
 
 use crate::clock::SimClock;
@@ -130,18 +130,7 @@ impl SimItems {
         clock: SimClock,
         relayed: &Arc<Mutex<Relayed>>,
     ) -> Self {
-        let w = world.clone();
-        let hook = Arc::new(move |_op, _key: Option<&DedupKey>| {
-            let mut w = lock(&w);
-            let rate = w.store_faults;
-            if w.rng.chance(rate) {
-                Some(Injected::Fail(FaultKind::Throttled))
-            } else if w.rng.chance(rate) {
-                Some(Injected::LoseAnswer(FaultKind::Timeout))
-            } else {
-                None
-            }
-        });
+        let hook = crate::store::world_faults(world);
         Self {
             table: TABLE,
             key: KEY,

@@ -14,11 +14,29 @@ use lambda_dedup::{
     Claim, CommitRequest, DedupKey, FaultKind, Fingerprint, Lease, Mark, MarkStatus, MarkStore,
     SequenceOutcome, SequencedWrite,
 };
-use lambda_dedup_memory::{Injected, MemoryStore};
+use lambda_dedup_memory::{FaultHook, Injected, MemoryStore};
 
 use crate::clock::{EPOCH_SECS, SimClock};
 use crate::invariants::Invariant;
 use crate::world::{Shared, lock, store_pause};
+
+/// The world's store faults, as the memory store injects them: at the world's rate, a call
+/// throttled, or (at the same rate again) applied with its answer lost to a timeout. Every
+/// simulated store and table meets the same faults.
+pub(crate) fn world_faults(world: &Shared) -> FaultHook {
+    let w = world.clone();
+    Arc::new(move |_op, _key: Option<&DedupKey>| {
+        let mut w = lock(&w);
+        let rate = w.store_faults;
+        if w.rng.chance(rate) {
+            Some(Injected::Fail(FaultKind::Throttled))
+        } else if w.rng.chance(rate) {
+            Some(Injected::LoseAnswer(FaultKind::Timeout))
+        } else {
+            None
+        }
+    })
+}
 
 /// One instance's handle on the simulated store.
 #[derive(Debug, Clone)]
@@ -39,18 +57,7 @@ impl SimStore {
         clock: SimClock,
         lease: Duration,
     ) -> Self {
-        let w = world.clone();
-        let hook = Arc::new(move |_op, _key: Option<&DedupKey>| {
-            let mut w = lock(&w);
-            let rate = w.store_faults;
-            if w.rng.chance(rate) {
-                Some(Injected::Fail(FaultKind::Throttled))
-            } else if w.rng.chance(rate) {
-                Some(Injected::LoseAnswer(FaultKind::Timeout))
-            } else {
-                None
-            }
-        });
+        let hook = world_faults(world);
         let inner = data
             .clone()
             .with_clock(Arc::new(clock))

@@ -393,11 +393,7 @@ enum On {
 
 async fn run_schedule(on: On, schedule: Schedule) {
     let provider = Provider::new();
-    let (addr, server) =
-        lambda_dedup_fake_provider::spawn(provider.clone(), ([127, 0, 0, 1], 0).into())
-            .await
-            .expect("fake provider");
-    let base_url = format!("http://{addr}");
+    let (base_url, server) = provider.serve().await.expect("fake provider");
     let forgetful = schedule.forgetful;
     match on {
         On::Stores(kind) => {

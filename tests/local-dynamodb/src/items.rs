@@ -1,11 +1,13 @@
 //! Reading items back through the AWS SDK, for the tests' and xtask's checks: one strongly
-//! consistent `GetItem` by a string key, and the text of a string or number attribute.
+//! consistent `GetItem` by a string key, every item of a table, and the text of a string or
+//! number attribute.
 
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::get_item::GetItemError;
+use aws_sdk_dynamodb::operation::scan::ScanError;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 /// An item as the SDK returns it.
@@ -27,6 +29,26 @@ pub async fn get(
         .send()
         .await?;
     Ok(out.item)
+}
+
+/// Every item of `table`, read strongly consistently, page after page.
+pub async fn scan(client: &Client, table: &str) -> Result<Vec<Item>, SdkError<ScanError>> {
+    let mut items = Vec::new();
+    let mut start = None;
+    loop {
+        let out = client
+            .scan()
+            .table_name(table)
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await?;
+        items.extend(out.items.unwrap_or_default());
+        start = out.last_evaluated_key;
+        if start.is_none() {
+            return Ok(items);
+        }
+    }
 }
 
 /// The string attribute `attr` of `item`, or `None` when it is absent or not a string.

@@ -5,12 +5,11 @@
 
 use serde_json::{Value, json};
 
+use crate::moto::Emulator;
+
 /// A Kinesis endpoint (the emulator's).
 #[derive(Debug, Clone)]
-pub struct Kinesis {
-    http: reqwest::Client,
-    endpoint: String,
-}
+pub struct Kinesis(Emulator);
 
 /// One record as `GetRecords` returns it.
 #[derive(Debug, Clone)]
@@ -28,40 +27,17 @@ pub struct KinesisRecord {
 impl Kinesis {
     /// A client of the emulator at `endpoint`.
     pub fn new(endpoint: &str) -> Self {
-        Self {
-            http: reqwest::Client::new(),
-            endpoint: endpoint.to_owned(),
-        }
+        Self(Emulator::new(endpoint, "kinesis"))
     }
 
     async fn call(&self, action: &str, body: Value) -> Result<Value, String> {
-        let resp = self
-            .http
-            .post(&self.endpoint)
-            .header("content-type", "application/x-amz-json-1.1")
-            .header("x-amz-target", format!("Kinesis_20131202.{action}"))
-            // The emulator reads the region from the credential scope; nothing is checked.
-            .header(
-                "authorization",
-                "AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/kinesis/aws4_request, \
-                 SignedHeaders=host, Signature=0",
-            )
-            .body(body.to_string())
-            .send()
-            .await
-            .map_err(|e| format!("kinesis {action}: {e}"))?;
-        let status = resp.status();
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| format!("kinesis {action}: {e}"))?;
-        if !status.is_success() {
-            return Err(format!("kinesis {action}: {status} {text}"));
-        }
+        let target = Some(format!("Kinesis_20131202.{action}"));
+        let json = "application/x-amz-json-1.1";
+        let text = self.0.post(action, json, target, body.to_string()).await?;
         if text.trim().is_empty() {
             return Ok(Value::Null);
         }
-        serde_json::from_str(&text).map_err(|e| format!("kinesis {action}: {e}"))
+        serde_json::from_str(&text).map_err(|e| self.0.failed(action, e))
     }
 
     /// Creates `name` with `shards` shards and waits until it is active; returns its ARN.

@@ -30,6 +30,7 @@ pub mod items;
 pub mod kinesis;
 pub mod latency;
 pub mod meter;
+mod moto;
 pub mod senders;
 pub mod sns;
 

@@ -4,20 +4,16 @@
 //! another service client. moto delivers a publish to each SQS subscription as SNS does: in
 //! SNS's JSON envelope, unless the subscription asks for raw message delivery.
 
+use crate::moto::Emulator;
+
 /// An SNS endpoint (the emulator's).
 #[derive(Debug, Clone)]
-pub struct Sns {
-    http: reqwest::Client,
-    endpoint: String,
-}
+pub struct Sns(Emulator);
 
 impl Sns {
     /// A client of the emulator at `endpoint`.
     pub fn new(endpoint: &str) -> Self {
-        Self {
-            http: reqwest::Client::new(),
-            endpoint: endpoint.to_owned(),
-        }
+        Self(Emulator::new(endpoint, "sns"))
     }
 
     /// `action` with `params`; the text of the first `<field>` element of the answer.
@@ -33,33 +29,15 @@ impl Sns {
             .map(|(k, v)| format!("{k}={}", encoded(v)))
             .collect::<Vec<_>>()
             .join("&");
-        let resp = self
-            .http
-            .post(&self.endpoint)
-            // The emulator reads the service and region from the credential scope.
-            .header(
-                "authorization",
-                "AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/sns/aws4_request, \
-                 SignedHeaders=host, Signature=0",
-            )
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| format!("sns {action}: {e}"))?;
-        let status = resp.status();
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| format!("sns {action}: {e}"))?;
-        if !status.is_success() {
-            return Err(format!("sns {action}: {status} {text}"));
-        }
+        let form = "application/x-www-form-urlencoded";
+        let text = self.0.post(action, form, None, body).await?;
         let (open, close) = (format!("<{field}>"), format!("</{field}>"));
         let start = text.find(&open).map(|i| i + open.len());
         match (start, text.find(&close)) {
             (Some(s), Some(e)) if s <= e => Ok(text[s..e].to_owned()),
-            _ => Err(format!("sns {action}: no {field} in the answer")),
+            _ => Err(self
+                .0
+                .failed(action, format_args!("no {field} in the answer"))),
         }
     }
 

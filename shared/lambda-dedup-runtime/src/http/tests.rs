@@ -17,12 +17,10 @@ use crate::{Dedup, HandlerError, HttpService};
 
 const ORDERS: &str = "orders";
 
+/// Behind an ALB that authenticates and sets x-caller; `post` comes through it.
 fn env() -> Env {
-    Env::from_pairs([
-        ("DEDUP_NAMESPACE", "test"),
-        ("DEDUP_MARK_TABLE", "marks"),
+    crate::testing::env(&[
         ("HTTP_CALLER_FROM", "header:x-caller"),
-        // An ALB that authenticates and sets x-caller; `post` comes through it.
         ("HTTP_CALLER_FRONT", "alb"),
     ])
 }
@@ -71,6 +69,14 @@ fn service_with(env: &Env) -> (HttpService, MemoryStore, Arc<AtomicUsize>) {
 
 fn service() -> (HttpService, MemoryStore, Arc<AtomicUsize>) {
     service_with(&env())
+}
+
+/// [`env`] with the caller from the request's authorizer (IAM, a Lambda authorizer's
+/// principal), no front declared.
+fn authorizer_env() -> Env {
+    env()
+        .with("HTTP_CALLER_FROM", "authorizer")
+        .with("HTTP_CALLER_FRONT", "")
 }
 
 fn post(key: Option<&str>, caller: Option<&str>, body: &str) -> Request {
@@ -273,14 +279,9 @@ async fn idempotency_key_is_scoped_by_caller() {
 /// `apigw-v2-request-iam.json` scopes the key; the sample without an authorizer is 401.
 #[tokio::test]
 async fn idempotency_key_is_scoped_by_the_authorizers_principal_of_aws_samples() {
-    let env = env()
-        .with("HTTP_CALLER_FROM", "authorizer")
-        .with("HTTP_CALLER_FRONT", "");
-    let (service, _, runs) = service_with(&env);
+    let (service, _, runs) = service_with(&authorizer_env());
     let sample = |name: &str, key: &str| {
-        let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
-        let mut event: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("json");
+        let mut event = aws_sample(name);
         event["requestContext"]["http"]["method"] = "POST".into();
         event["headers"]["idempotency-key"] = format!("\"{key}\"").into();
         event["body"] = BODY.into();
@@ -494,8 +495,10 @@ async fn idempotency_key_door_runs_on_a_store_of_another_effect_type() {
 
 /// AWS's published sample event `name` (events/), as a JSON value.
 fn aws_sample(name: &str) -> serde_json::Value {
-    let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
-    serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("json")
+    crate::testing::read_json(format!(
+        "{}/../../events/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
 }
 
 /// An HTTP API (payload 2.0) or Function URL event from AWS's sample `name`: `POST /orders`
@@ -619,10 +622,7 @@ async fn caller_header_counts_only_behind_the_declared_front() {
 /// Read from the raw event, the repeat is 400 `idempotency_key_repeated`; one key runs.
 #[tokio::test]
 async fn rest_idempotency_key_sent_twice_is_400_repeated() {
-    let env = env()
-        .with("HTTP_CALLER_FROM", "authorizer")
-        .with("HTTP_CALLER_FRONT", "");
-    let (service, store, runs) = service_with(&env);
+    let (service, store, runs) = service_with(&authorizer_env());
     let twice = rest_event(&[("Idempotency-Key", &["\"k-a\"", "\"k-b\""])], |_| {});
     let (status, body) = invoke(&service, twice).await;
     assert_eq!(
@@ -642,10 +642,7 @@ async fn rest_idempotency_key_sent_twice_is_400_repeated() {
 /// principal's key is its own, and its retry is replayed.
 #[tokio::test]
 async fn rest_lambda_authorizer_principal_id_is_the_caller() {
-    let env = env()
-        .with("HTTP_CALLER_FROM", "authorizer")
-        .with("HTTP_CALLER_FRONT", "");
-    let (service, store, runs) = service_with(&env);
+    let (service, store, runs) = service_with(&authorizer_env());
     let by = |principal: &str| {
         let principal = principal.to_owned();
         rest_event(&[("Idempotency-Key", &["\"k-rest\""])], move |e| {
@@ -672,10 +669,7 @@ async fn rest_lambda_authorizer_principal_id_is_the_caller() {
 /// is one caller (its retry replayed), another role another caller.
 #[tokio::test]
 async fn caller_iam_is_scoped_by_principal_id_not_session_name() {
-    let env = env()
-        .with("HTTP_CALLER_FROM", "authorizer")
-        .with("HTTP_CALLER_FRONT", "");
-    let (service, _, runs) = service_with(&env);
+    let (service, _, runs) = service_with(&authorizer_env());
     let session = |role_id: &'static str, session: &'static str| {
         v2_event("apigw-v2-request-iam.json", "k-role", move |e| {
             let iam = &mut e["requestContext"]["authorizer"]["iam"];
@@ -841,10 +835,7 @@ async fn error_bodies_are_rfc9457_problem_json() {
 /// sample) through the service as Lambda runs it is answered 201, its retry replayed.
 #[tokio::test]
 async fn raw_event_path_answers_function_url_events_as_before() {
-    let env = env()
-        .with("HTTP_CALLER_FROM", "authorizer")
-        .with("HTTP_CALLER_FRONT", "");
-    let (service, _, runs) = service_with(&env);
+    let (service, _, runs) = service_with(&authorizer_env());
     let mut event = aws_sample("apigw-v2-request-iam.json");
     event["requestContext"]["http"]["method"] = "POST".into();
     event["rawPath"] = "/orders".into();

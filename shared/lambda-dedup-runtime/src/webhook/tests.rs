@@ -15,7 +15,6 @@ use lambda_dedup_signature::{
 use lambda_http::http::HeaderValue;
 use lambda_http::http::{HeaderMap, Method};
 use lambda_http::{Body, Request};
-use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 /// Standard Webhooks' published test vector (specification and reference libraries).
@@ -37,12 +36,8 @@ const NOW: u64 = 1_800_000_000;
 
 /// The configuration `main` reads, from these variables (and nothing else).
 fn config(vars: &[(&str, &str)]) -> Result<WebhookConfig, SettingsError> {
-    let map: HashMap<String, String> = [("WEBHOOK_TENANT", "acme"), ("INBOX_TABLE", "inbox")]
-        .iter()
-        .chain(vars)
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    WebhookConfig::read(&Env::from_pairs(map))
+    let least = [("WEBHOOK_TENANT", "acme"), ("INBOX_TABLE", "inbox")];
+    WebhookConfig::read(&Env::from_pairs(least.iter().chain(vars).copied()))
 }
 
 /// A receiver built as `main` builds it, from `vars`, on a memory store.
@@ -272,6 +267,20 @@ async fn status_and_body(r: &Receiver, request: Request) -> (u16, String) {
     (status, body)
 }
 
+/// A Standard Webhooks delivery through a Function URL: `id` and `timestamp` sent as given (a
+/// value may be two joined with a comma), signed with [`SECRET`] over `id`, `now` and `body`.
+fn function_url_delivery(id: &str, timestamp: &str, now: u64, body: &str) -> Request {
+    let sig = sign(Scheme::StandardWebhooks, SECRET, id, now, body.as_bytes()).expect("sign");
+    function_url_request(
+        &[
+            (WEBHOOK_ID_HEADER, id),
+            (WEBHOOK_TIMESTAMP_HEADER, timestamp),
+            (WEBHOOK_SIGNATURE_HEADER, &sig),
+        ],
+        body,
+    )
+}
+
 /// Behind a Function URL, a `webhook-id` or `webhook-timestamp` sent twice reaches the
 /// receiver as one header whose values are joined with a comma, so counting copies cannot
 /// see the repetition. Neither an id nor a timestamp holds a comma: one that does is refused
@@ -288,22 +297,7 @@ async fn a_webhook_id_or_timestamp_joined_with_a_comma_by_a_function_url_is_refu
     let ts = now.to_string();
 
     let joined_id = "evt-1,evt-1-again";
-    let sig = sign(
-        Scheme::StandardWebhooks,
-        SECRET,
-        joined_id,
-        now,
-        body.as_bytes(),
-    )
-    .expect("sign");
-    let request = function_url_request(
-        &[
-            (WEBHOOK_ID_HEADER, joined_id),
-            (WEBHOOK_TIMESTAMP_HEADER, &ts),
-            (WEBHOOK_SIGNATURE_HEADER, &sig),
-        ],
-        body,
-    );
+    let request = function_url_delivery(joined_id, &ts, now, body);
     assert_eq!(
         request.headers().get_all(WEBHOOK_ID_HEADER).iter().count(),
         1,
@@ -314,43 +308,13 @@ async fn a_webhook_id_or_timestamp_joined_with_a_comma_by_a_function_url_is_refu
     assert!(answer.contains("repeated_header"), "{answer}");
 
     let joined_ts = format!("{now},{now}");
-    let sig = sign(
-        Scheme::StandardWebhooks,
-        SECRET,
-        "evt-2",
-        now,
-        body.as_bytes(),
-    )
-    .expect("sign");
-    let request = function_url_request(
-        &[
-            (WEBHOOK_ID_HEADER, "evt-2"),
-            (WEBHOOK_TIMESTAMP_HEADER, &joined_ts),
-            (WEBHOOK_SIGNATURE_HEADER, &sig),
-        ],
-        body,
-    );
+    let request = function_url_delivery("evt-2", &joined_ts, now, body);
     let (status, answer) = status_and_body(&r, request).await;
     assert_eq!(status, 401, "{answer}");
     assert!(answer.contains("repeated_header"), "{answer}");
 
     // The same delivery with each header once is accepted: only the comma was refused.
-    let sig = sign(
-        Scheme::StandardWebhooks,
-        SECRET,
-        "evt-2",
-        now,
-        body.as_bytes(),
-    )
-    .expect("sign");
-    let request = function_url_request(
-        &[
-            (WEBHOOK_ID_HEADER, "evt-2"),
-            (WEBHOOK_TIMESTAMP_HEADER, &ts),
-            (WEBHOOK_SIGNATURE_HEADER, &sig),
-        ],
-        body,
-    );
+    let request = function_url_delivery("evt-2", &ts, now, body);
     let (status, answer) = status_and_body(&r, request).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(inbox_len(&store), 1, "only the delivery sent once");

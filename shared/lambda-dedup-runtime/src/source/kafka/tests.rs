@@ -5,27 +5,18 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use aws_lambda_events::event::kafka::KafkaEvent;
-use base64::Engine as _;
-use lambda_dedup::{AttributeValue, Effect, Item, Value};
+use lambda_dedup::{AttributeValue, Effect, Value};
 use lambda_dedup_memory::MemoryStore;
 use serde_json::json;
 
 use super::*;
-use crate::config::Env;
 use crate::parking::Parking;
-use crate::{Dedup, Event, HandlerError};
+use crate::testing::ledger::{Credit, aws_sample, b64, balance, credit, credit_work, ledger};
+use crate::{Dedup, Event};
 
 /// AWS's published sample (`aws_lambda_events`' fixture, copied into `events/`).
 fn sample() -> KafkaEvent {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../events/example-kafka-event.json"
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("parses")
-}
-
-fn b64(bytes: impl AsRef<[u8]>) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
+    aws_sample("example-kafka-event.json")
 }
 
 /// A record shaped as the sample's, at `partition`/`offset` of `AWSKafkaTopic`, with `value`
@@ -40,11 +31,6 @@ fn record(partition: i64, offset: i64, value: &str, headers: &[(&str, &str)]) ->
         .map(|(n, v)| json!({ *n: v.bytes().map(|b| b as i8).collect::<Vec<i8>>() }))
         .collect();
     r
-}
-
-/// A credit as a record's value: `{"account", "amount"}`, base64.
-fn credit(account: &str, amount: i64) -> String {
-    b64(json!({"account": account, "amount": amount}).to_string())
 }
 
 /// The sample event with `records` in place of its own, grouped by partition as Lambda does.
@@ -63,50 +49,19 @@ fn event(records: Vec<serde_json::Value>) -> KafkaEvent {
     serde_json::from_value(e).expect("event")
 }
 
-#[derive(Debug, serde::Deserialize)]
-struct Credit {
-    account: String,
-    amount: i64,
-}
-
 fn builder() -> (Dedup, MemoryStore) {
-    builder_in(&[(CLUSTER_ID_VARIABLE, "cluster-1")])
+    ledger(&[(CLUSTER_ID_VARIABLE, "cluster-1")])
 }
 
-/// The builder on the memory store with the settings and `more`.
-fn builder_in(more: &[(&str, &str)]) -> (Dedup, MemoryStore) {
-    let base = [("DEDUP_NAMESPACE", "test"), ("DEDUP_MARK_TABLE", "marks")];
-    let env = Env::from_pairs(base.iter().chain(more).copied());
-    let (dedup, store) = crate::testing::on_memory(Dedup::read(&env, "ledger").expect("env"));
-    store.create_table("balances", "account");
-    (dedup, store)
-}
-
-/// The credit work: `amount` added to the account's balance; `down` makes account `b`'s
-/// dependency fail transiently.
+/// The Kafka door with `parking` and the credit work (`down` takes account `b`'s dependency
+/// down).
 fn service(
     dedup: Dedup,
     parking: Parking,
     down: &'static AtomicBool,
 ) -> crate::Service<KafkaEvent, KafkaEventResponse> {
-    dedup
-        .parking(parking)
-        .kafka(move |e: Event<Credit>| {
-            if e.payload.account == "b" && down.load(Ordering::SeqCst) {
-                return Err(HandlerError::transient("dependency down"));
-            }
-            let item = Item::new().with("account", e.payload.account.as_str());
-            Ok(Effect::update("balances", item)
-                .expression("ADD balance :a")
-                .value(":a", e.payload.amount))
-        })
-        .expect("service")
-}
-
-fn balance(store: &MemoryStore, account: &str) -> Option<Value> {
-    store
-        .item("balances", &Item::new().with("account", account))
-        .and_then(|i| i.0.get("balance").cloned())
+    let door = dedup.parking(parking).kafka(credit_work(down));
+    door.expect("service")
 }
 
 fn named(response: &KafkaEventResponse) -> Vec<(String, i64)> {
@@ -322,7 +277,7 @@ fn self_managed(mut event: KafkaEvent, servers: &str) -> KafkaEvent {
 #[test]
 fn kafka_self_managed_cluster_id_is_required_to_start() {
     static UP: AtomicBool = AtomicBool::new(false);
-    let (dedup, _) = builder_in(&[]);
+    let (dedup, _) = ledger(&[]);
     let refused = dedup
         .parking(Parking::unreachable())
         .kafka(|_: Event<Credit>| Vec::<Effect>::new());
@@ -332,7 +287,7 @@ fn kafka_self_managed_cluster_id_is_required_to_start() {
         "{:?}",
         refused.err()
     );
-    let (dedup, _) = builder_in(&[]);
+    let (dedup, _) = ledger(&[]);
     let _ = service(
         dedup.identity_attribute("event-id"),
         Parking::unreachable(),

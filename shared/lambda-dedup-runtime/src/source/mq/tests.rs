@@ -6,32 +6,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use aws_lambda_events::event::activemq::ActiveMqEvent;
 use aws_lambda_events::event::rabbitmq::RabbitMqEvent;
-use base64::Engine as _;
-use lambda_dedup::{AttributeValue, Effect, Item, Value};
+use lambda_dedup::{AttributeValue, Value};
 use lambda_dedup_memory::MemoryStore;
 use serde_json::json;
 
 use super::*;
-use crate::config::Env;
+use crate::Dedup;
 use crate::parking::Parking;
-use crate::{Dedup, Event, HandlerError};
-
-fn sample<T: serde::de::DeserializeOwned>(name: &str) -> T {
-    let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
-    serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("parses")
-}
-
-fn b64(bytes: impl AsRef<[u8]>) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-fn credit(account: &str, amount: i64) -> String {
-    b64(json!({"account": account, "amount": amount}).to_string())
-}
+use crate::testing::ledger::{aws_sample, b64, balance, credit, credit_work, ledger};
 
 /// AWS's ActiveMQ sample with one message per `(message id, data)`, shaped as its own.
 fn activemq(messages: &[(&str, &str)]) -> ActiveMqEvent {
-    let mut e: serde_json::Value = sample("example-activemq-event.json");
+    let mut e: serde_json::Value = aws_sample("example-activemq-event.json");
     let template = e["messages"][0].clone();
     e["messages"] = messages
         .iter()
@@ -47,7 +33,7 @@ fn activemq(messages: &[(&str, &str)]) -> ActiveMqEvent {
 
 /// AWS's RabbitMQ sample with one message per `(message id, header event-id, data)`.
 fn rabbitmq(messages: &[(Option<&str>, &str, &str)]) -> RabbitMqEvent {
-    let mut e: serde_json::Value = sample("example-rabbitmq-event.json");
+    let mut e: serde_json::Value = aws_sample("example-rabbitmq-event.json");
     let template = e["rmqMessagesByQueue"]["test::/"][0].clone();
     let list: Vec<serde_json::Value> = messages
         .iter()
@@ -63,38 +49,8 @@ fn rabbitmq(messages: &[(Option<&str>, &str, &str)]) -> RabbitMqEvent {
     serde_json::from_value(e).expect("event")
 }
 
-#[derive(Debug, serde::Deserialize)]
-struct Credit {
-    account: String,
-    amount: i64,
-}
-
 fn builder() -> (Dedup, MemoryStore) {
-    let env = Env::from_pairs([("DEDUP_NAMESPACE", "test"), ("DEDUP_MARK_TABLE", "marks")]);
-    let (dedup, store) = crate::testing::on_memory(Dedup::read(&env, "ledger").expect("env"));
-    store.create_table("balances", "account");
-    (dedup, store)
-}
-
-/// The credit work; `down` makes account `b`'s dependency fail transiently.
-fn work(
-    down: &'static AtomicBool,
-) -> impl Fn(Event<Credit>) -> Result<Effect, HandlerError> + Send + Sync + 'static {
-    move |e: Event<Credit>| {
-        if e.payload.account == "b" && down.load(Ordering::SeqCst) {
-            return Err(HandlerError::transient("dependency down"));
-        }
-        let item = Item::new().with("account", e.payload.account.as_str());
-        Ok(Effect::update("balances", item)
-            .expression("ADD balance :a")
-            .value(":a", e.payload.amount))
-    }
-}
-
-fn balance(store: &MemoryStore, account: &str) -> Option<Value> {
-    store
-        .item("balances", &Item::new().with("account", account))
-        .and_then(|i| i.0.get("balance").cloned())
+    ledger(&[])
 }
 
 fn mq_error(e: &lambda_runtime::Error) -> Option<&MqError> {
@@ -106,7 +62,7 @@ fn mq_error(e: &lambda_runtime::Error) -> Option<&MqError> {
 /// is decoded.
 #[test]
 fn activemq_sample_event_gives_message_id_properties_and_data() {
-    let event: ActiveMqEvent = sample("example-activemq-event.json");
+    let event: ActiveMqEvent = aws_sample("example-activemq-event.json");
     let all = activemq_messages(&event);
     let m = all[0].message();
     let id = event.messages[0].message_id.clone().expect("id");
@@ -130,7 +86,7 @@ fn activemq_sample_event_gives_message_id_properties_and_data() {
 /// number as its text), and its null `messageId` gives no identity attribute.
 #[test]
 fn rabbitmq_sample_event_gives_headers_and_no_message_id() {
-    let event: RabbitMqEvent = sample("example-rabbitmq-event.json");
+    let event: RabbitMqEvent = aws_sample("example-rabbitmq-event.json");
     let all = rabbitmq_messages(&event);
     let m = all[0].message();
     assert_eq!(
@@ -157,7 +113,7 @@ async fn activemq_poison_is_parked_and_the_rest_applied() {
     let service = dedup
         .identity_attribute(MESSAGE_ID_ATTRIBUTE)
         .parking(parking)
-        .activemq(work(&UP))
+        .activemq(credit_work(&UP))
         .expect("service");
     let not_json = b64("not json");
     let batch = activemq(&[
@@ -201,7 +157,7 @@ async fn activemq_transient_failure_redelivers_the_batch_and_marks_catch_the_res
     let service = dedup
         .identity_attribute(MESSAGE_ID_ATTRIBUTE)
         .parking(Parking::unreachable())
-        .activemq(work(&DOWN))
+        .activemq(credit_work(&DOWN))
         .expect("service");
     let batch = || activemq(&[("ID:1", &credit("a", 1)), ("ID:2", &credit("b", 5))]);
     let err = service.call_with(batch()).await.expect_err("redelivered");
@@ -229,7 +185,7 @@ async fn activemq_parking_failure_fails_the_invocation() {
     let service = dedup
         .identity_attribute(MESSAGE_ID_ATTRIBUTE)
         .parking(Parking::unreachable())
-        .activemq(work(&UP))
+        .activemq(credit_work(&UP))
         .expect("service");
     let err = service
         .call_with(activemq(&[("ID:9", "not base64!")]))
@@ -249,7 +205,7 @@ async fn rabbitmq_missing_identity_is_parked_and_a_header_identity_dedups() {
     let service = dedup
         .identity_attribute(MESSAGE_ID_ATTRIBUTE)
         .parking(parking)
-        .rabbitmq(work(&UP))
+        .rabbitmq(credit_work(&UP))
         .expect("service");
     let batch = rabbitmq(&[
         (None, "e-1", &credit("a", 1)),
@@ -268,7 +224,7 @@ async fn rabbitmq_missing_identity_is_parked_and_a_header_identity_dedups() {
     let service = dedup
         .identity_attribute("event-id")
         .parking(Parking::unreachable())
-        .rabbitmq(work(&UP))
+        .rabbitmq(credit_work(&UP))
         .expect("service");
     let twice = rabbitmq(&[
         (Some("m-1"), "e-1", &credit("a", 4)),
@@ -280,7 +236,7 @@ async fn rabbitmq_missing_identity_is_parked_and_a_header_identity_dedups() {
 
 /// AWS's ActiveMQ sample with one message per `(messageID, property event-id, data)`.
 fn activemq_with_events(messages: &[(&str, &str, &str)]) -> ActiveMqEvent {
-    let mut e: serde_json::Value = sample("example-activemq-event.json");
+    let mut e: serde_json::Value = aws_sample("example-activemq-event.json");
     let template = e["messages"][0].clone();
     e["messages"] = messages
         .iter()
@@ -320,7 +276,7 @@ async fn mq_rabbitmq_messages_sharing_a_producer_message_id_are_each_applied() {
     let service = dedup
         .identity_attribute("event-id")
         .parking(Parking::unreachable())
-        .rabbitmq(work(&UP))
+        .rabbitmq(credit_work(&UP))
         .expect("service");
     let batch = rabbitmq(&[
         (Some("m-1"), "e-1", &credit("a", 1)),
@@ -344,7 +300,7 @@ async fn mq_activemq_messages_sharing_a_message_id_park_the_right_one() {
     let service = dedup
         .identity_attribute("event-id")
         .parking(parking)
-        .activemq(work(&UP))
+        .activemq(credit_work(&UP))
         .expect("service");
     let good = credit("a", 5);
     let batch =
@@ -375,7 +331,7 @@ async fn mq_messages_sharing_a_message_id_are_each_parked() {
     let service = dedup
         .identity_attribute("event-id")
         .parking(parking)
-        .rabbitmq(work(&UP))
+        .rabbitmq(credit_work(&UP))
         .expect("service");
     let first = b64("first, not json");
     let second = b64("second, not json");
@@ -421,7 +377,7 @@ async fn rabbitmq_header_bytes_out_of_byte_range_are_no_header() {
     let service = dedup
         .identity_attribute("event-id")
         .parking(parking)
-        .rabbitmq(work(&UP))
+        .rabbitmq(credit_work(&UP))
         .expect("service");
     let mut e = serde_json::to_value(rabbitmq(&[])).expect("json");
     e["rmqMessagesByQueue"]["test::/"] = json!([signed(vec![49, 50]), signed(vec![305, 306])]);

@@ -9,17 +9,12 @@ use lambda_dedup_memory::MemoryStore;
 use serde_json::json;
 
 use super::*;
-use crate::config::Env;
 use crate::flow::latest_wins;
 use crate::{Dedup, Event, Service};
 
 /// AWS's published sample (`aws_lambda_events`' fixture, copied into `events/`).
 fn sample() -> S3Event {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../events/example-s3-event.json"
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("parses")
+    crate::testing::ledger::aws_sample("example-s3-event.json")
 }
 
 /// The sample's record with `key`, `sequencer`, the event name and version id set.
@@ -43,7 +38,7 @@ fn event(records: Vec<serde_json::Value>) -> S3Event {
 /// The door on memory: each applied event writes the object's state (`objects`, by decoded key)
 /// and bumps a count of writes, so a second application shows.
 fn door() -> (Service<S3Event, ()>, MemoryStore) {
-    let env = Env::from_pairs([("DEDUP_NAMESPACE", "test"), ("DEDUP_MARK_TABLE", "marks")]);
+    let env = crate::testing::env(&[]);
     let (dedup, store) = crate::testing::on_memory(Dedup::read(&env, "objects").expect("env"));
     store.create_table("objects", "key");
     let service = dedup
@@ -275,7 +270,7 @@ async fn s3_aws_sample_event_is_read_and_its_placeholder_sequencer_refused() {
 /// records are refused `envelope_malformed` and reported failed, for the queue's redrive policy.
 #[tokio::test]
 async fn s3_notifications_in_an_sqs_queue_apply_once_and_newest_wins() {
-    let env = Env::from_pairs([("DEDUP_NAMESPACE", "test"), ("DEDUP_MARK_TABLE", "marks")]);
+    let env = crate::testing::env(&[]);
     let (dedup, store) = crate::testing::on_memory(Dedup::read(&env, "objects").expect("env"));
     store.create_table("objects", "key");
     let service = dedup

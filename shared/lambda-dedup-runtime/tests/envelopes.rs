@@ -333,7 +333,7 @@ async fn sns_direct_ok_when_all_acknowledged_else_an_error_for_the_destination()
     let env = Env::from_pairs([("DEDUP_NAMESPACE", "test"), ("DEDUP_MARK_TABLE", "marks")]);
     let down = Dedup::read(&env, "orders")
         .expect("settings")
-        .store(store.unreachable())
+        .on(lambda_dedup_runtime::Items::new(store.unreachable()))
         .identity("/order_id")
         .sns(write)
         .expect("service");

@@ -16,6 +16,34 @@
 //! memory in its tests; `service(dedup: Dedup<Store<SqlEffect>>)` on PostgreSQL in `main` and
 //! on a `Recording` in its tests: one signature per effect type, whatever the store.
 //!
+//! A store of marks only runs every flow that needs no mode of its own, whatever its effects:
+//!
+//! ```
+//! use lambda_dedup_runtime::{Dedup, Effect, Event, Store, flow::calls};
+//! fn f(dedup: impl Fn() -> Dedup<Store<Effect>>) {
+//!     let _ = dedup().sqs(|_: Event<serde_json::Value>| Vec::<Effect>::new());
+//!     let _ = dedup().sqs(calls(|_: Event<serde_json::Value>, _| async { Ok(None) }));
+//! }
+//! ```
+//!
+//! but not sequence mode (nor create-once or latest-wins mode), even of the same effects:
+//!
+//! ```compile_fail
+//! use lambda_dedup_runtime::{Dedup, Effect, Event, Store, flow::sequence};
+//! fn f(dedup: Dedup<Store<Effect>>) {
+//!     let _ = dedup.sqs(sequence("/seq", |_: Event<serde_json::Value>| Vec::<Effect>::new()));
+//! }
+//! ```
+//!
+//! which [`Items`] has:
+//!
+//! ```
+//! use lambda_dedup_runtime::{Dedup, Effect, Event, flow::sequence};
+//! fn f(dedup: Dedup) {
+//!     let _ = dedup.sqs(sequence("/seq", |_: Event<serde_json::Value>| Vec::<Effect>::new()));
+//! }
+//! ```
+//!
 //! The leased external call ([`crate::flow::calls`]) and every guard — the retention checked
 //! against the redelivery horizon at start (S9), the deadline cutoff, late events to
 //! reconciliation (S10), the EMF account (S14) — are the same on each.

@@ -174,15 +174,21 @@ impl Items {
     }
 
     /// Latest-wins mode.
+    #[cfg(any(feature = "s3", test))]
     pub(crate) fn latest(&self) -> Result<Arc<dyn LatestStore>, SettingsError> {
         Ok(self.modes()?)
     }
 
     /// The store whose marks are the items of `table` that create-once mode writes (a webhook
     /// receiver's inbox): no mark table is read.
+    #[cfg(any(feature = "webhook", test))]
     pub(crate) fn inbox(&self, table: &str) -> Arc<dyn CreateOnceStore> {
         match &self.0 {
-            Kind::One { modes, .. } => modes.clone(),
+            Kind::One { modes, .. } => {
+                // Its create-once marks are its items, whatever their table.
+                let _ = table;
+                modes.clone()
+            }
             #[cfg(feature = "dynamodb")]
             Kind::DynamoDb {
                 client, settings, ..
@@ -194,6 +200,7 @@ impl Items {
     }
 
     /// The function's own tables, as items.
+    #[cfg(any(feature = "dynamodb-streams", test))]
     pub(crate) fn items(&self) -> Arc<dyn ItemStore> {
         match &self.0 {
             Kind::One { items, .. } => items.clone(),
@@ -243,7 +250,11 @@ impl Marks for Items {
                 settings.retention = retention;
                 Ok(Arc::new(settings.mark_store(client.clone())?))
             }
-            _ => self.mark_store(),
+            Kind::One { modes, .. } => {
+                // Built with a retention of its own, which it keeps.
+                let _ = retention;
+                Ok(modes.clone())
+            }
         }
     }
 }

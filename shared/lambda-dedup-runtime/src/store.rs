@@ -304,3 +304,51 @@ pub struct NoStore;
 pub mod postgres;
 #[cfg(feature = "valkey")]
 pub mod valkey;
+
+#[cfg(all(test, feature = "dynamodb"))]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::{Env, Settings};
+
+    fn client() -> lambda_dedup_dynamodb::Client {
+        let conf = aws_config::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new("eu-west-1"))
+            .build();
+        lambda_dedup_dynamodb::Client::from_conf(&conf)
+    }
+
+    /// DynamoDB is bound to the settings when it is chosen: its marks kept for the settings'
+    /// retention under their lease, the HTTP door's for the keys' own retention; without a mark
+    /// table, a service that needs one is refused naming `DEDUP_MARK_TABLE`, while the webhook's
+    /// inbox and the relay's tables need none.
+    #[test]
+    fn dynamodb_is_bound_to_the_settings_when_chosen() {
+        let env = Env::from_pairs([
+            ("DEDUP_NAMESPACE", "t"),
+            ("DEDUP_MARK_TABLE", "marks"),
+            ("DEDUP_LEASE_SECONDS", "7"),
+        ]);
+        let settings = Settings::read(&env, "f").expect("settings");
+        let items = Items::dynamodb(client(), &settings);
+        let marks = items.mark_store().expect("a mark table");
+        assert_eq!(marks.retention(), settings.retention);
+        assert_eq!(marks.options().lease, Duration::from_secs(7));
+        let day = Retention::unchecked(Duration::from_secs(86_400)).expect("a day");
+        let keys = items.mark_store_kept_for(day).expect("a mark table");
+        assert_eq!(keys.retention(), day);
+        assert_eq!(keys.options().lease, Duration::from_secs(7));
+
+        let without = Settings::read(&Env::from_pairs([("DEDUP_NAMESPACE", "t")]), "f")
+            .expect("settings without a mark table");
+        let items = Items::dynamodb(client(), &without);
+        let refused = items.create_once().expect_err("no mark table");
+        assert_eq!(refused, SettingsError::Missing("DEDUP_MARK_TABLE".into()));
+        assert!(items.mark_store().is_err() && items.sequence().is_err());
+        assert!(items.mark_store_kept_for(day).is_err());
+        assert_eq!(items.inbox("inbox").retention(), without.retention);
+        let _tables = items.items();
+    }
+}

@@ -21,7 +21,7 @@ use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use lambda_dedup::{Effect, Item};
 use lambda_dedup_engine::Outcome;
 use lambda_dedup_runtime::testing::with_outcomes;
-use lambda_dedup_runtime::{Dedup, Env, Envelope, Event};
+use lambda_dedup_runtime::{Dedup, Env, Envelope, Event, Items};
 use local_dynamodb::sns::Sns;
 use serde_json::{Value, json};
 
@@ -122,9 +122,10 @@ async fn sns_to_sqs_with_moto_the_real_envelope_is_opened_and_a_republish_is_a_d
         ("DEDUP_MAX_CONCURRENCY", "1"),
     ]);
     let table = orders.clone();
-    let service = Dedup::read(&env, "sns-orders")
-        .expect("settings")
-        .dynamodb_client(client.clone())
+    let dedup = Dedup::read(&env, "sns-orders").expect("settings");
+    let store = Items::dynamodb(client.clone(), dedup.settings());
+    let service = dedup
+        .on(store)
         .envelope(Envelope::Sns)
         .identity("/order_id")
         .sqs(move |e: Event<Order>| {

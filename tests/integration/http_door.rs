@@ -1,9 +1,9 @@
 //! The HTTP `Idempotency-Key` door on DynamoDB (the local emulator, Dynoxide), as `orders-api`'s
-//! `main` wires it (`Dedup::read(..).dynamodb_client(..)`, `orders_api::service`): requests
+//! `main` wires it (`Dedup::read(..).on(Items::dynamodb(..))`, `orders_api::service`): requests
 //! racing under one key create one order, committed with the key's mark (S4, S5).
 
 use lambda_dedup_runtime::http::HttpConfig;
-use lambda_dedup_runtime::{Dedup, Env};
+use lambda_dedup_runtime::{Dedup, Env, Items};
 use lambda_http::tower::ServiceExt;
 use lambda_http::{Body, Request};
 
@@ -35,8 +35,8 @@ async fn s5_idempotency_key_requests_racing_on_dynamodb_create_one_order() {
     ]);
     let dedup = Dedup::read(&env, orders_api::FUNCTION).expect("settings");
     let config = HttpConfig::read(&env).expect("config");
-    let service =
-        orders_api::service(dedup.dynamodb_client(client.clone()), config).expect("service");
+    let store = Items::dynamodb(client.clone(), dedup.settings());
+    let service = orders_api::service(dedup.on(store), config).expect("service");
     let key = dedup_tests::unique("race");
     let body = r#"{"sku":"book-1","quantity":1}"#;
     let racers = (0..8).map(|_| {

@@ -11,7 +11,7 @@ use lambda_dedup::items::{Filter, text};
 use lambda_dedup::{Effect, Item, ItemStore};
 use lambda_dedup_dynamodb::DynamoItems;
 use lambda_dedup_memory::MemoryStore;
-use lambda_dedup_runtime::{Dedup, Env};
+use lambda_dedup_runtime::{Dedup, Env, Items};
 use lambda_runtime::LambdaEvent;
 use lambda_runtime::tower::ServiceExt;
 use serde_json::json;
@@ -128,7 +128,8 @@ async fn s7_intent_relay_on_dynamodb_confirms_parks_and_posts_nothing_twice() {
     // As `main` builds it: the builder's DynamoDB store (here on the local DynamoDB's client),
     // whose item tables the relay reads and settles.
     let dedup = Dedup::read(&env, intent_relay::FUNCTION).expect("settings");
-    let relay = intent_relay::service(dedup.dynamodb_client(client.clone())).expect("relay");
+    let store = Items::dynamodb(client.clone(), dedup.settings());
+    let relay = intent_relay::service(dedup.on(store)).expect("relay");
     let records: Vec<_> = ids
         .iter()
         .enumerate()
@@ -213,8 +214,8 @@ async fn the_duplicate_prefilter_setting_keeps_known_duplicates_out_of_transacti
         ]);
         let dedup = Dedup::read(&env, ledger_projector::FUNCTION).expect("settings");
         let balances = dedup.setting("BALANCES_TABLE").expect("set");
-        let service =
-            ledger_projector::service(dedup.dynamodb_client(metered.clone())).expect("service");
+        let store = Items::dynamodb(metered.clone(), dedup.settings());
+        let service = ledger_projector::service(dedup.on(store)).expect("service");
         let invoke = |event: SqsEvent| {
             let service = service.clone();
             async move {

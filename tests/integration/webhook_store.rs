@@ -1,10 +1,10 @@
 //! The webhook receiver on DynamoDB through the builder, as `main` wires it
-//! (`Dedup::read(..).dynamodb_client(..).webhook(..)`), with no `DEDUP_MARK_TABLE`: its marks are
+//! (`Dedup::read(..).on(Items::dynamodb(..)).webhook(..)`), with no `DEDUP_MARK_TABLE`: its marks are
 //! its inbox items (create-once mode, S5), so it reads no mark table; a service that keeps marks
 //! in the mark table is refused without one, naming the variable.
 
 use lambda_dedup_runtime::webhook::WebhookConfig;
-use lambda_dedup_runtime::{BuildError, Dedup, Env, SettingsError};
+use lambda_dedup_runtime::{BuildError, Dedup, Env, Items, SettingsError};
 use lambda_http::tower::ServiceExt;
 
 const SECRET: &str = "whsec_d2hzZWMtdGVzdC0wMTIzNDU2Nzg5";
@@ -25,8 +25,9 @@ async fn s5_the_webhook_receiver_needs_no_mark_table_and_records_each_delivery_o
     ]);
     let dedup = Dedup::read(&env, "webhook-receiver").expect("settings without a mark table");
     let config = WebhookConfig::read(&env).expect("config");
+    let store = Items::dynamodb(client.clone(), dedup.settings());
     let service = dedup
-        .dynamodb_client(client.clone())
+        .on(store)
         .webhook(config)
         .expect("the webhook service needs no mark table");
     let body = r#"{"id":"evt-1","amount":10}"#;
@@ -44,9 +45,10 @@ async fn s5_the_webhook_receiver_needs_no_mark_table_and_records_each_delivery_o
     );
 
     // The same settings cannot build a service that keeps marks in the mark table.
-    let refused = Dedup::read(&env, "orders")
-        .expect("settings")
-        .dynamodb_client(client)
+    let dedup = Dedup::read(&env, "orders").expect("settings");
+    let store = Items::dynamodb(client, dedup.settings());
+    let refused = dedup
+        .on(store)
         .sqs(|_: lambda_dedup_runtime::Event<serde_json::Value>| Vec::<lambda_dedup::Effect>::new())
         .expect_err("no mark table");
     assert!(

@@ -38,7 +38,8 @@ fn settings(mail_url: &str) -> Dedup<lambda_dedup_runtime::NoStore> {
 }
 
 fn function(store: &MemoryStore, mail_url: &str) -> SqsService {
-    service(settings(mail_url).store(store.clone())).expect("service")
+    service(settings(mail_url).on(lambda_dedup_runtime::Items::new(store.clone())))
+        .expect("service")
 }
 
 fn store() -> MemoryStore {

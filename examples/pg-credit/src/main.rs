@@ -19,7 +19,7 @@
 
 use lambda_dedup_postgres::{SqlEffect, identifier};
 use lambda_dedup_runtime::flow::transact;
-use lambda_dedup_runtime::{Dedup, Event, Marks, SqsService};
+use lambda_dedup_runtime::{Dedup, Event, SqsService, Store};
 use lambda_runtime::Error;
 
 /// The `data` of a credit event (CloudEvents JSON in the SQS body).
@@ -35,7 +35,7 @@ const UPSERT: &str = "INSERT INTO {t} (account, balance) VALUES ($1, $2) \
 
 /// CloudEvents with the tenant in `tenantid`; one upsert per event, committed with its mark (a
 /// batch in one transaction). `main` runs it on PostgreSQL, the tests on memory too.
-fn service(dedup: Dedup<impl Marks<Effect = SqlEffect>>) -> Result<SqsService, Error> {
+fn service(dedup: Dedup<Store<SqlEffect>>) -> Result<SqsService, Error> {
     let sql = UPSERT.replace("{t}", &identifier(&dedup.setting("BALANCES_TABLE")?)?);
     let credit = transact(move |e: Event<Credit>| {
         let account = e.scoped(&e.payload.account);

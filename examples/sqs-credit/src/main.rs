@@ -75,7 +75,7 @@ mod tests {
     /// The function as `main` wires it, on the in-memory store (each build a new container on
     /// the same data).
     fn function(store: &MemoryStore) -> SqsService {
-        service(settings().store(store.clone())).expect("service")
+        service(settings().on(lambda_dedup_runtime::Items::new(store.clone()))).expect("service")
     }
 
     fn failed(response: &aws_lambda_events::event::sqs::SqsBatchResponse) -> Vec<&str> {

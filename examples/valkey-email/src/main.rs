@@ -18,7 +18,8 @@
 
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_runtime::flow::calls;
-use lambda_dedup_runtime::{Dedup, Event, Marks, SqsService};
+use lambda_dedup_runtime::{Dedup, Event, SqsService, Store};
+use lambda_dedup_valkey::ValkeyEffect;
 use lambda_runtime::Error;
 
 /// The `data` of a `UserSignedUp` event.
@@ -28,7 +29,7 @@ struct SignedUp {
 }
 
 /// The leased call runs on any store: `main` gives it Valkey, the tests memory too.
-fn service(dedup: Dedup<impl Marks>) -> Result<SqsService, Error> {
+fn service(dedup: Dedup<Store<ValkeyEffect>>) -> Result<SqsService, Error> {
     let timeout = dedup.settings().provider_timeout;
     let mail = IdempotentClient::new(&dedup.setting("MAIL_API_URL")?, timeout)?;
     Ok(dedup

@@ -95,7 +95,10 @@ async fn sends_once(service: SqsService, mail: &Provider) {
 #[tokio::test]
 async fn the_welcome_email_is_sent_once_on_the_memory_store() {
     let (mail, url) = mail_api().await;
-    let (dedup, _) = lambda_dedup_runtime::testing::on_memory(settings(&url, "redis://unused"));
+    let (dedup, _) = lambda_dedup_runtime::testing::on_memory_recording::<ValkeyEffect>(settings(
+        &url,
+        "redis://unused",
+    ));
     sends_once(service(dedup).expect("service"), &mail).await;
 }
 
@@ -126,7 +129,7 @@ fn a_start_without_valkey_url_or_mail_api_is_refused() {
         panic!("started without VALKEY_URL");
     };
     assert!(e.to_string().contains("VALKEY_URL"), "{e}");
-    let (dedup, _) = lambda_dedup_runtime::testing::on_memory(
+    let (dedup, _) = lambda_dedup_runtime::testing::on_memory_recording::<ValkeyEffect>(
         Dedup::read(
             &Env::from_pairs([("DEDUP_NAMESPACE", "test")]),
             "valkey-email",
@@ -139,18 +142,20 @@ fn a_start_without_valkey_url_or_mail_api_is_refused() {
     assert!(e.to_string().contains("MAIL_API_URL"), "{e}");
 }
 
-/// The builder as `main` reads it, from the Valkey variables `vars` (and its others).
+/// The builder and the store `main`'s `.valkey()` chooses, from the Valkey variables `vars`
+/// (and its others).
 fn valkey_with(
     vars: &[(&str, &str)],
-) -> Result<Dedup<lambda_dedup_valkey::ValkeyStore>, lambda_dedup_runtime::SettingsError> {
+) -> Result<(Dedup<NoStore>, lambda_dedup_valkey::ValkeyStore), lambda_dedup_runtime::SettingsError>
+{
     let base = [
         ("DEDUP_NAMESPACE", "test"),
         ("MAIL_API_URL", "http://127.0.0.1:1/v1"),
     ];
     let env = Env::from_pairs(base.iter().chain(vars).copied());
-    Dedup::read(&env, "valkey-email")
-        .expect("settings")
-        .valkey()
+    let dedup = Dedup::read(&env, "valkey-email").expect("settings");
+    let store = lambda_dedup_runtime::store::valkey::from_settings(dedup.env(), dedup.settings())?;
+    Ok((dedup, store))
 }
 
 /// `main`'s `.valkey()` reads Valkey Cluster's hash tag, the replicas' wait and a private CA's
@@ -160,7 +165,7 @@ fn valkey_with(
 #[test]
 fn valkey_hash_tag_replicas_and_tls_roots_are_read_by_mains_wiring() {
     use lambda_dedup_runtime::{SettingRule, SettingsError};
-    let key = |dedup: &Dedup<lambda_dedup_valkey::ValkeyStore>| {
+    let key = |(dedup, store): &(Dedup<NoStore>, lambda_dedup_valkey::ValkeyStore)| {
         let m = lambda_dedup::Message {
             message_id: "m-1".into(),
             body: signup("m-1", "e-1", "a@example.com")
@@ -171,7 +176,7 @@ fn valkey_hash_tag_replicas_and_tls_roots_are_read_by_mains_wiring() {
             group_id: None,
         };
         let key = dedup.key_spec().derive(&m).expect("key").key;
-        dedup.marks().mark_key(&key)
+        store.mark_key(&key)
     };
     let url = ("VALKEY_URL", "redis://127.0.0.1:1");
     let plain = key(&valkey_with(&[url]).expect("no tag"));

@@ -15,7 +15,7 @@ use lambda_dedup_fake_provider::{Fault, Provider};
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::Env;
-use lambda_dedup_runtime::{BuildError, Dedup};
+use lambda_dedup_runtime::{BuildError, Dedup, Items};
 use serde_json::json;
 
 struct World {
@@ -49,7 +49,7 @@ impl World {
     /// world's memory store.
     fn service(&self, env: &Env) -> Result<RelayService<Collections>, lambda_runtime::Error> {
         let dedup = Dedup::read(env, intent_relay::FUNCTION)?;
-        intent_relay::service(dedup.store(self.store.clone()))
+        intent_relay::service(dedup.on(Items::new(self.store.clone())))
     }
 
     /// The relay as `main` builds it, with these two settings: each call given up after

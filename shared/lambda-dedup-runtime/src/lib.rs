@@ -14,9 +14,9 @@
 //! - [`service`]: the builder, [`Dedup`], the one runner every door goes through (the cutoff,
 //!   a span per record, the account and its EMF line, late events, parking, the answer before
 //!   the deadline) and the flows.
-//! - [`store`]: the stores the builder runs on, as types ([`Marks`]; capabilities such as
-//!   [`CreateOnceMarks`] and [`ItemTables`]); DynamoDB (feature `dynamodb`, default), memory,
-//!   PostgreSQL and Valkey.
+//! - [`store`]: the stores the builder runs on, bound to the settings when chosen
+//!   ([`Dedup::on`]): [`Items`] (DynamoDB, feature `dynamodb`, default; memory: every mode) or
+//!   a [`Store`] of marks only (PostgreSQL, Valkey).
 //! - `source`: the doors, one file each, each at the crate's root — [`sqs`] (messages in, the partial batch response
 //!   out); `kinesis`, `dynamodb_stream` (features `kinesis`, `dynamodb-streams`): one stream
 //!   door, the checkpoint as the partial batch response, records that can never apply parked
@@ -142,9 +142,7 @@ pub use service::{
 };
 #[cfg(any(feature = "http", test))]
 pub use service::{HttpEvent, HttpService};
-#[cfg(feature = "dynamodb")]
-pub use store::OnDynamoDb;
-pub use store::{CreateOnceMarks, ItemTables, Items, Marks, NoStore, SequenceMarks};
+pub use store::{Items, NoStore, Store};
 
 /// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.
 ///

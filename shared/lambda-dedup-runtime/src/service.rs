@@ -25,8 +25,8 @@
 //! ```
 //!
 //! [`Dedup::from_env`] reads every setting of [`lambda_dedup_config`] and refuses to start on a bad
-//! one (S9); the store is chosen once ([`Dedup::dynamodb`] in Lambda, [`Dedup::store`] with a
-//! `MemoryStore` in tests), and every guard the settings document is applied to the service it
+//! one (S9); the store is chosen once, bound to the settings ([`Dedup::on`]: `.dynamodb().await`
+//! in Lambda, an [`Items`] of a `MemoryStore` in tests), and every guard the settings document is applied to the service it
 //! builds. The work per event is a plain function of a typed [`Event`]: the payload deserialised
 //! into the user's own type, with its tenant, key, time and provenance (who vouched for the
 //! tenant).
@@ -57,9 +57,7 @@ pub use lambda_dedup_engine::{HandlerError, Invalid, Transient};
 
 use crate::aws::FromSettings as _;
 use crate::config::{Env, Settings, SettingsError};
-#[cfg(feature = "dynamodb")]
-use crate::store::OnDynamoDb;
-use crate::store::{ItemMarks, Items, Marks, NoStore};
+use crate::store::{Items, Marks, NoStore};
 use account::{Accounting, Reconciliation};
 
 mod account;
@@ -94,7 +92,7 @@ pub use webhook::WebhookService;
 /// # fn f(env: &lambda_dedup_runtime::Env) {
 /// use lambda_dedup_runtime::{Dedup, Effect, Event};
 /// let dedup = Dedup::read(env, "orders").unwrap();
-/// // No `.dynamodb().await` or `.store(…)`: does not compile.
+/// // No `.on(…)` (nor `.dynamodb().await`): does not compile.
 /// let _ = dedup.sqs(|_: Event<serde_json::Value>| Vec::<Effect>::new());
 /// # }
 /// ```
@@ -211,33 +209,22 @@ impl Dedup<NoStore> {
         })
     }
 
-    /// Marks in the settings' DynamoDB mark table, through a client with the SDK timeouts of
-    /// the settings. The store of a Lambda function.
+    /// [`on`](Self::on) DynamoDB, through a client with the SDK timeouts of the settings, bound
+    /// to the settings ([`Items::dynamodb`]). The store of a Lambda function.
     #[cfg(feature = "dynamodb")]
     pub async fn dynamodb(self) -> Dedup {
         let conf = crate::aws::sdk_config(&self.settings.sdk_timeouts).await;
-        self.dynamodb_client(lambda_dedup_dynamodb::Client::from_conf(&conf))
+        let items = Items::dynamodb(
+            lambda_dedup_dynamodb::Client::from_conf(&conf),
+            &self.settings,
+        );
+        self.on(items)
     }
 
-    /// Marks in the settings' DynamoDB mark table through `client` (tests: the local DynamoDB);
-    /// a webhook service's marks are its inbox items, so it needs no mark table. A service
-    /// that needs one is refused without `DEDUP_MARK_TABLE`.
-    #[cfg(feature = "dynamodb")]
-    pub fn dynamodb_client(self, client: impl Into<lambda_dedup_dynamodb::Client>) -> Dedup {
-        self.store(OnDynamoDb(client.into()))
-    }
-
-    /// Marks in `store`, a store of item effects with every capability: a
-    /// `lambda_dedup_memory::MemoryStore` in tests (built with [`settings`](Self::settings)'
-    /// retention and lease, as `testing::on_memory` does). The same builder type as
-    /// [`dynamodb`](Self::dynamodb)'s.
-    pub fn store(self, store: impl ItemMarks) -> Dedup {
-        self.on(Items::new(store))
-    }
-
-    /// Marks in `store`, keeping its type: a PostgreSQL or Valkey store (or
-    /// `lambda_dedup_memory::Recording` of their effects in tests), or any [`Marks`] of your own.
-    /// The builder then has the services the store can do.
+    /// Marks in `store`, bound to its settings when it was built: [`Items`] (DynamoDB,
+    /// memory: every mode, the builder `Dedup`) or a [`Store<E>`](crate::Store) (PostgreSQL,
+    /// Valkey, a `Recording` in tests, your own: the builder `Dedup<Store<E>>`). The builder
+    /// then has the services the store can do.
     pub fn on<M: Marks>(self, store: M) -> Dedup<M> {
         Dedup {
             function: self.function,
@@ -413,12 +400,6 @@ impl<S> Dedup<S> {
         &self.settings
     }
 
-    /// The marks' store the builder holds, as its settings made it (a Valkey store's key
-    /// layout, a PostgreSQL store's options): for a check at start or in a test.
-    pub fn marks(&self) -> &S {
-        &self.store
-    }
-
     /// The environment the settings were read from: every other section (a door's, a
     /// store's) is read from it too (`HttpConfig::read(dedup.env())`).
     pub fn env(&self) -> &Env {
@@ -496,7 +477,7 @@ impl<S> Dedup<S> {
 impl<S: Marks> Dedup<S> {
     /// The store's marks for a service in the function's mark table.
     fn mark_store(&self) -> Result<Arc<dyn MarkStore<S::Effect>>, BuildError> {
-        Ok(self.store.mark_store(&self.settings)?)
+        Ok(self.store.mark_store()?)
     }
 
     fn deduplicator(&self, scope: Scope) -> Result<Deduplicator<S::Effect>, BuildError> {
@@ -641,7 +622,7 @@ pub(crate) mod tests {
         let store = crate::testing::memory_store(dedup.settings()).with_clock(clock.clone());
         let service = dedup
             .identity("/id")
-            .store(store.clone())
+            .on(Items::new(store.clone()))
             .sqs(|_: Event<Payment>| Vec::<lambda_dedup::Effect>::new())
             .expect("service");
         let body = [r#"{"id": "p-9", "amount": 1}"#];

@@ -1,285 +1,354 @@
-//! The stores the builder runs on, as types: [`Dedup`](crate::Dedup) is generic over its store,
-//! so a builder without one has no services (a compile error, not a run-time refusal), and a
-//! mode a store cannot do is a method its builder does not have.
+//! The stores the builder runs on, bound to the function's settings when chosen: the builder
+//! holds the core's store traits ([`MarkStore`], and for a store of DynamoDB items
+//! [`CreateOnceStore`], [`SequenceStore`], [`LatestStore`], [`ItemStore`]), so a builder without
+//! a store has no services (a compile error, not a run-time refusal), and a mode a store cannot
+//! do is a method its builder does not have.
 //!
-//! | store | chosen with | effects committed with the mark | create-once, sequence |
-//! | --- | --- | --- | --- |
-//! | DynamoDB (`OnDynamoDb`, feature `dynamodb`) | `.dynamodb().await` | [`Effect`]s, one `TransactWriteItems` | yes |
-//! | memory (feature `memory`) | `.store(MemoryStore)` (tests) | [`Effect`]s, all or nothing | yes |
-//! | memory, any effect type (`Recording`) | `.on(Recording)` (tests) | recorded, not executed | no |
-//! | any [`Marks`] of your own | `.on(store)` | its [`Marks::Effect`] | if it implements [`CreateOnceMarks`] |
-//! | PostgreSQL (feature `postgres`) | `.postgres()?` | `SqlEffect`s, one SQL transaction | no |
-//! | Valkey (feature `valkey`) | `.valkey()?` | `ValkeyEffect`s, one server-side script | no |
+//! A store is chosen one way, [`Dedup::on`](crate::Dedup::on), with one of two forms:
 //!
-//! DynamoDB and memory are both [`Items`], the builder's default store type, so a function's
-//! `service(dedup: Dedup)` runs on DynamoDB in `main` and on memory in its tests. Both also hold
-//! the function's own tables as items ([`ItemTables`]: `DynamoItems` on the same client, or the
-//! memory store's tables), where a relay's items — each its own mark — live.
+//! | form | what it holds | builder | stores | create-once, sequence, latest-wins, relay, webhook |
+//! | --- | --- | --- | --- | --- |
+//! | [`Items`] | a store of [`Effect`]s with every mode, and the function's own tables | `Dedup` | DynamoDB ([`Items::dynamodb`]), memory ([`Items::new`]) | yes |
+//! | [`Store<E>`] | a [`MarkStore<E>`] | `Dedup<Store<E>>` | PostgreSQL (`SqlEffect`), Valkey (`ValkeyEffect`), `Recording<E>` (tests), your own ([`Store::new`]) | no |
 //!
-//! The leased external call ([`crate::flow::calls`]) and every guard — the retention checked against the
-//! redelivery horizon at start (S9), the deadline cutoff, late events to reconciliation (S10),
-//! the EMF account (S14) — are the same on each.
+//! `.dynamodb().await`, `.postgres()?` and `.valkey()?` are the one-line `on` of the store their
+//! settings describe. A function's `service(dedup: Dedup)` runs on DynamoDB in `main` and on
+//! memory in its tests; `service(dedup: Dedup<Store<SqlEffect>>)` on PostgreSQL in `main` and
+//! on a `Recording` in its tests: one signature per effect type, whatever the store.
+//!
+//! A store of marks only runs every flow that needs no mode of its own, whatever its effects:
+//!
+//! ```
+//! use lambda_dedup_runtime::{Dedup, Effect, Event, Store, flow::calls};
+//! fn f(dedup: impl Fn() -> Dedup<Store<Effect>>) {
+//!     let _ = dedup().sqs(|_: Event<serde_json::Value>| Vec::<Effect>::new());
+//!     let _ = dedup().sqs(calls(|_: Event<serde_json::Value>, _| async { Ok(None) }));
+//! }
+//! ```
+//!
+//! but not sequence mode (nor create-once or latest-wins mode), even of the same effects:
+//!
+//! ```compile_fail
+//! use lambda_dedup_runtime::{Dedup, Effect, Event, Store, flow::sequence};
+//! fn f(dedup: Dedup<Store<Effect>>) {
+//!     let _ = dedup.sqs(sequence("/seq", |_: Event<serde_json::Value>| Vec::<Effect>::new()));
+//! }
+//! ```
+//!
+//! which [`Items`] has:
+//!
+//! ```
+//! use lambda_dedup_runtime::{Dedup, Effect, Event, flow::sequence};
+//! fn f(dedup: Dedup) {
+//!     let _ = dedup.sqs(sequence("/seq", |_: Event<serde_json::Value>| Vec::<Effect>::new()));
+//! }
+//! ```
+//!
+//! The leased external call ([`crate::flow::calls`]) and every guard — the retention checked
+//! against the redelivery horizon at start (S9), the deadline cutoff, late events to
+//! reconciliation (S10), the EMF account (S14) — are the same on each.
 
 use std::sync::Arc;
 
-use lambda_dedup::{CreateOnceStore, Effect, ItemStore, LatestStore, MarkStore, SequenceStore};
+use lambda_dedup::{
+    CreateOnceStore, Effect, ItemStore, LatestStore, MarkStore, Retention, SequenceStore,
+};
 
-#[cfg(feature = "dynamodb")]
-use crate::aws::FromSettings as _;
-use crate::config::{Settings, SettingsError};
+use crate::config::SettingsError;
 
-/// A store the builder's services run on: where the marks of the function's mark table live,
-/// and what kind of effect ([`Marks::Effect`]) commits atomically with them.
-pub trait Marks: Send + Sync + 'static {
-    /// The effects this store commits with a mark in one atomic step: [`Effect`] (DynamoDB
-    /// items) for DynamoDB and memory, SQL statements for PostgreSQL, commands for Valkey.
+/// A store chosen for the builder: [`Items`] or [`Store<E>`], nothing else (sealed). What the
+/// builder's services need of either: the effect type committed with a mark, and the marks.
+pub trait Marks: sealed::Sealed + Send + Sync + 'static {
+    /// The effects committed with a mark in one atomic step: [`Effect`] (DynamoDB items) for
+    /// DynamoDB and memory, SQL statements for PostgreSQL, commands for Valkey.
     type Effect: Send + Sync + 'static;
 
-    /// The mark store of a service built with `settings` (on DynamoDB, the mark table
-    /// `DEDUP_MARK_TABLE` names, required then).
-    fn mark_store(
+    /// The marks of the function's mark table; refused when the store has none (DynamoDB
+    /// without `DEDUP_MARK_TABLE`).
+    fn mark_store(&self) -> Result<Arc<dyn MarkStore<Self::Effect>>, SettingsError>;
+
+    /// [`mark_store`](Self::mark_store) for a service that keeps its marks for `retention`
+    /// rather than the settings' (the HTTP door's keys): on DynamoDB, the mark table's store
+    /// kept for it; a store built with a retention of its own keeps that one.
+    fn mark_store_kept_for(
         &self,
-        settings: &Settings,
+        retention: Retention,
     ) -> Result<Arc<dyn MarkStore<Self::Effect>>, SettingsError>;
 }
 
-/// Capability: an item created once per event is its own mark (create-once mode: one
-/// conditional `Put`, no mark item). DynamoDB and memory have it; asking a store without it for
-/// [`crate::flow::create_once`] or `webhook` does not compile. Its stores are the core's
-/// [`CreateOnceStore`]s, which the create-once flow takes.
-pub trait CreateOnceMarks: Marks<Effect = Effect> {
-    /// [`Marks::mark_store`] with create-once mode: the store of a service built with
-    /// `settings` (on DynamoDB, on the mark table `DEDUP_MARK_TABLE` names, required then).
-    fn create_once_marks(
-        &self,
-        settings: &Settings,
-    ) -> Result<Arc<dyn CreateOnceStore>, SettingsError>;
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Items {}
+    impl<E> Sealed for super::Store<E> {}
+}
+
+/// Every mode of a store of DynamoDB items, as one trait object.
+trait Modes: CreateOnceStore + SequenceStore + LatestStore {}
+
+impl<S: CreateOnceStore + SequenceStore + LatestStore + ?Sized> Modes for S {}
+
+/// A store of DynamoDB items ([`Effect`]) with every mode — create-once, sequence,
+/// latest-wins — and the function's own tables as items (a relay's, each item its own mark):
+/// DynamoDB in `main` ([`Items::dynamodb`]), the memory store in tests ([`Items::new`]). The
+/// builder's default store (`Dedup` is `Dedup<Items>`).
+#[derive(Clone)]
+pub struct Items(Kind);
+
+#[derive(Clone)]
+enum Kind {
+    /// One store of every mode, whose create-once marks are the items it creates wherever they
+    /// are (memory), and the tables.
+    One {
+        modes: Arc<dyn Modes>,
+        items: Arc<dyn ItemStore>,
+    },
+    /// DynamoDB through one client, bound to the settings: the mark table's store (or why
+    /// there is none), a create-once store per inbox table, the tables as `DynamoItems`.
+    #[cfg(feature = "dynamodb")]
+    DynamoDb {
+        client: lambda_dedup_dynamodb::Client,
+        settings: Box<crate::Settings>,
+        marks: Result<Arc<lambda_dedup_dynamodb::DynamoStore>, SettingsError>,
+    },
+}
+
+impl Items {
+    /// `store`'s marks, modes and tables (a `lambda_dedup_memory::MemoryStore`, configured
+    /// with the settings' retention and lease as `testing::on_memory` does): its create-once
+    /// marks are the items it creates, wherever they are.
+    pub fn new<S>(store: S) -> Self
+    where
+        S: CreateOnceStore + SequenceStore + LatestStore + ItemStore + Clone + 'static,
+    {
+        Self::with_tables(store.clone(), Arc::new(store))
+    }
+
+    /// [`new`](Self::new) with the function's own tables in `items` (a simulation's view of
+    /// them).
+    pub fn with_tables<S>(store: S, items: Arc<dyn ItemStore>) -> Self
+    where
+        S: CreateOnceStore + SequenceStore + LatestStore + 'static,
+    {
+        Self(Kind::One {
+            modes: Arc::new(store),
+            items,
+        })
+    }
+
+    /// DynamoDB through `client` (the Lambda function's, or the local DynamoDB in tests),
+    /// bound to `settings`: the marks in the mark table `DEDUP_MARK_TABLE` names, kept for the
+    /// checked retention (S9) under the settings' lease; the function's tables as
+    /// `DynamoItems`; a webhook's inbox items as its marks. Without a mark table, a service
+    /// that needs one is refused when it is built (a webhook receiver or a relay needs none).
+    #[cfg(feature = "dynamodb")]
+    pub fn dynamodb(
+        client: impl Into<lambda_dedup_dynamodb::Client>,
+        settings: &crate::Settings,
+    ) -> Self {
+        use crate::aws::FromSettings as _;
+        let client = client.into();
+        Self(Kind::DynamoDb {
+            marks: settings.mark_store(client.clone()).map(Arc::new),
+            client,
+            settings: Box::new(settings.clone()),
+        })
+    }
+
+    /// The store of every mode, on the mark table.
+    fn modes(&self) -> Result<Arc<dyn Modes>, SettingsError> {
+        match &self.0 {
+            Kind::One { modes, .. } => Ok(modes.clone()),
+            #[cfg(feature = "dynamodb")]
+            Kind::DynamoDb { marks, .. } => Ok(marks.clone()?),
+        }
+    }
+
+    /// Create-once mode on the mark table.
+    pub(crate) fn create_once(&self) -> Result<Arc<dyn CreateOnceStore>, SettingsError> {
+        Ok(self.modes()?)
+    }
+
+    /// Sequence mode.
+    pub(crate) fn sequence(&self) -> Result<Arc<dyn SequenceStore>, SettingsError> {
+        Ok(self.modes()?)
+    }
+
+    /// Latest-wins mode.
+    #[cfg(any(feature = "s3", test))]
+    pub(crate) fn latest(&self) -> Result<Arc<dyn LatestStore>, SettingsError> {
+        Ok(self.modes()?)
+    }
 
     /// The store whose marks are the items of `table` that create-once mode writes (a webhook
     /// receiver's inbox): no mark table is read.
-    fn create_once_store(&self, settings: &Settings, table: &str) -> Arc<dyn CreateOnceStore>;
-}
+    #[cfg(any(feature = "webhook", test))]
+    pub(crate) fn inbox(&self, table: &str) -> Arc<dyn CreateOnceStore> {
+        match &self.0 {
+            Kind::One { modes, .. } => {
+                // Its create-once marks are its items, whatever their table.
+                let _ = table;
+                modes.clone()
+            }
+            #[cfg(feature = "dynamodb")]
+            Kind::DynamoDb {
+                client, settings, ..
+            } => {
+                use crate::aws::FromSettings as _;
+                Arc::new(settings.create_once_store(client.clone(), table))
+            }
+        }
+    }
 
-/// Capability: an aggregate's item keeps its high-water sequence, so one conditional write is
-/// both the effect and the mark (sequence mode, [`crate::flow::sequence`]). DynamoDB and memory
-/// have it; asking a store without it for the flow does not compile.
-pub trait SequenceMarks: Marks<Effect = Effect> {
-    /// The sequence store of a service built with `settings`.
-    fn sequence_marks(&self, settings: &Settings) -> Result<Arc<dyn SequenceStore>, SettingsError>;
-}
-
-/// Capability: the function's own tables as items (the core's [`ItemStore`]: conditional
-/// writes, consistent reads, scans), through the store's own connection. A relay's items live
-/// there, each its own mark (its settle status), so a relay needs no mark table
-/// ([`Dedup::relay`](crate::Dedup::relay)). DynamoDB (`DynamoItems`) and memory have it.
-pub trait ItemTables: Marks {
-    /// The tables, as items.
-    fn item_store(&self) -> Arc<dyn ItemStore>;
-}
-
-/// Capability: an object's high-water sequencer is an item committed with each event's mark and
-/// effects, so an event older than one applied for its object is superseded (latest-wins mode,
-/// [`crate::flow::latest_wins`], the S3 door). DynamoDB and memory have it; asking a store
-/// without it for the flow does not compile.
-#[diagnostic::on_unimplemented(
-    message = "the store `{Self}` keeps no per-object high-water (latest-wins mode)",
-    note = "latest_wins and the S3 door need the DynamoDB or the memory store"
-)]
-pub trait LatestMarks: Marks<Effect = Effect> {
-    /// The latest-wins store of a service built with `settings`.
-    fn latest_marks(&self, settings: &Settings) -> Result<Arc<dyn LatestStore>, SettingsError>;
-}
-
-/// Every capability of a store of item effects: what [`Items`] holds.
-pub trait ItemMarks: CreateOnceMarks + SequenceMarks + LatestMarks + ItemTables {}
-
-impl<M: CreateOnceMarks + SequenceMarks + LatestMarks + ItemTables> ItemMarks for M {}
-
-/// A store of item effects ([`Effect`]) with every capability, whichever it is: DynamoDB in
-/// `main`, the memory store in tests. The builder's default (`Dedup` is `Dedup<Items>`), so a
-/// function's `service(dedup: Dedup)` runs on either.
-#[derive(Clone)]
-pub struct Items(Arc<dyn ItemMarks>);
-
-impl Items {
-    /// `store`, its type forgotten.
-    pub fn new(store: impl ItemMarks) -> Self {
-        Self(Arc::new(store))
+    /// The function's own tables, as items.
+    #[cfg(any(feature = "dynamodb-streams", test))]
+    pub(crate) fn items(&self) -> Arc<dyn ItemStore> {
+        match &self.0 {
+            Kind::One { items, .. } => items.clone(),
+            #[cfg(feature = "dynamodb")]
+            Kind::DynamoDb { client, .. } => {
+                Arc::new(lambda_dedup_dynamodb::DynamoItems::new(client.clone()))
+            }
+        }
     }
 }
 
 impl std::fmt::Debug for Items {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Items")
+        match &self.0 {
+            Kind::One { modes, items } => f
+                .debug_struct("Items")
+                .field("modes", modes)
+                .field("items", items)
+                .finish(),
+            #[cfg(feature = "dynamodb")]
+            Kind::DynamoDb { marks, .. } => f
+                .debug_struct("Items")
+                .field("dynamodb", marks)
+                .finish_non_exhaustive(),
+        }
     }
 }
 
 impl Marks for Items {
     type Effect = Effect;
 
-    fn mark_store(&self, settings: &Settings) -> Result<Arc<dyn MarkStore>, SettingsError> {
-        self.0.mark_store(settings)
+    fn mark_store(&self) -> Result<Arc<dyn MarkStore>, SettingsError> {
+        Ok(self.modes()?)
     }
-}
 
-impl CreateOnceMarks for Items {
-    fn create_once_marks(
+    fn mark_store_kept_for(
         &self,
-        settings: &Settings,
-    ) -> Result<Arc<dyn CreateOnceStore>, SettingsError> {
-        self.0.create_once_marks(settings)
-    }
-
-    fn create_once_store(&self, settings: &Settings, table: &str) -> Arc<dyn CreateOnceStore> {
-        self.0.create_once_store(settings, table)
-    }
-}
-
-impl SequenceMarks for Items {
-    fn sequence_marks(&self, settings: &Settings) -> Result<Arc<dyn SequenceStore>, SettingsError> {
-        self.0.sequence_marks(settings)
-    }
-}
-
-#[cfg(feature = "dynamodb")]
-impl SequenceMarks for OnDynamoDb {
-    fn sequence_marks(&self, settings: &Settings) -> Result<Arc<dyn SequenceStore>, SettingsError> {
-        Ok(Arc::new(settings.mark_store(self.0.clone())?))
+        retention: Retention,
+    ) -> Result<Arc<dyn MarkStore>, SettingsError> {
+        match &self.0 {
+            #[cfg(feature = "dynamodb")]
+            Kind::DynamoDb {
+                client, settings, ..
+            } => {
+                use crate::aws::FromSettings as _;
+                let mut settings = settings.as_ref().clone();
+                settings.retention = retention;
+                Ok(Arc::new(settings.mark_store(client.clone())?))
+            }
+            Kind::One { modes, .. } => {
+                // Built with a retention of its own, which it keeps.
+                let _ = retention;
+                Ok(modes.clone())
+            }
+        }
     }
 }
 
-#[cfg(any(feature = "memory", test))]
-impl SequenceMarks for lambda_dedup_memory::MemoryStore {
-    fn sequence_marks(&self, _: &Settings) -> Result<Arc<dyn SequenceStore>, SettingsError> {
-        Ok(Arc::new(self.clone()))
+/// A store of effects `E` that has marks only, no other mode: PostgreSQL (`SqlEffect`),
+/// Valkey (`ValkeyEffect`), a `lambda_dedup_memory::Recording` of either in tests, or a
+/// [`MarkStore<E>`] of your own.
+pub struct Store<E>(Arc<dyn MarkStore<E>>);
+
+impl<E> Store<E> {
+    /// `store`, bound as it is (its table, retention and lease its own).
+    pub fn new(store: impl MarkStore<E> + 'static) -> Self {
+        Self(Arc::new(store))
     }
 }
 
-impl LatestMarks for Items {
-    fn latest_marks(&self, settings: &Settings) -> Result<Arc<dyn LatestStore>, SettingsError> {
-        self.0.latest_marks(settings)
+impl<E> Clone for Store<E> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
     }
 }
 
-#[cfg(feature = "dynamodb")]
-impl LatestMarks for OnDynamoDb {
-    fn latest_marks(&self, settings: &Settings) -> Result<Arc<dyn LatestStore>, SettingsError> {
-        Ok(Arc::new(settings.mark_store(self.0.clone())?))
+impl<E> std::fmt::Debug for Store<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Store").field(&self.0).finish()
     }
 }
 
-#[cfg(any(feature = "memory", test))]
-impl LatestMarks for lambda_dedup_memory::MemoryStore {
-    fn latest_marks(&self, _: &Settings) -> Result<Arc<dyn LatestStore>, SettingsError> {
-        Ok(Arc::new(self.clone()))
-    }
-}
+impl<E: Send + Sync + 'static> Marks for Store<E> {
+    type Effect = E;
 
-impl ItemTables for Items {
-    fn item_store(&self) -> Arc<dyn ItemStore> {
-        self.0.item_store()
+    fn mark_store(&self) -> Result<Arc<dyn MarkStore<E>>, SettingsError> {
+        Ok(self.0.clone())
+    }
+
+    fn mark_store_kept_for(&self, _: Retention) -> Result<Arc<dyn MarkStore<E>>, SettingsError> {
+        self.mark_store()
     }
 }
 
 /// No store chosen yet: a `Dedup<NoStore>` configures keys and settings but builds no service
-/// until [`dynamodb`](crate::Dedup::dynamodb), [`store`](crate::Dedup::store) (or, with their
-/// features, `postgres` or `valkey`) chooses one.
+/// until [`on`](crate::Dedup::on) (or `dynamodb`, `postgres`, `valkey`) chooses one.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoStore;
-
-/// Marks in DynamoDB through the adapter's client: the mark table of the settings, or, for a
-/// webhook receiver, its inbox table; a relay's items in its own table (`DynamoItems`).
-#[cfg(feature = "dynamodb")]
-#[derive(Debug, Clone)]
-pub struct OnDynamoDb(pub(crate) lambda_dedup_dynamodb::Client);
-
-#[cfg(feature = "dynamodb")]
-impl Marks for OnDynamoDb {
-    type Effect = Effect;
-
-    fn mark_store(&self, settings: &Settings) -> Result<Arc<dyn MarkStore>, SettingsError> {
-        Ok(Arc::new(settings.mark_store(self.0.clone())?))
-    }
-}
-
-#[cfg(feature = "dynamodb")]
-impl CreateOnceMarks for OnDynamoDb {
-    fn create_once_marks(
-        &self,
-        settings: &Settings,
-    ) -> Result<Arc<dyn CreateOnceStore>, SettingsError> {
-        Ok(Arc::new(settings.mark_store(self.0.clone())?))
-    }
-
-    fn create_once_store(&self, settings: &Settings, table: &str) -> Arc<dyn CreateOnceStore> {
-        Arc::new(settings.create_once_store(self.0.clone(), table))
-    }
-}
-
-#[cfg(feature = "dynamodb")]
-impl ItemTables for OnDynamoDb {
-    fn item_store(&self) -> Arc<dyn ItemStore> {
-        Arc::new(lambda_dedup_dynamodb::DynamoItems::new(self.0.clone()))
-    }
-}
-
-#[cfg(any(feature = "memory", test))]
-impl Marks for lambda_dedup_memory::MemoryStore {
-    type Effect = Effect;
-
-    fn mark_store(&self, _: &Settings) -> Result<Arc<dyn MarkStore>, SettingsError> {
-        Ok(Arc::new(self.clone()))
-    }
-}
-
-#[cfg(any(feature = "memory", test))]
-impl CreateOnceMarks for lambda_dedup_memory::MemoryStore {
-    fn create_once_marks(&self, _: &Settings) -> Result<Arc<dyn CreateOnceStore>, SettingsError> {
-        Ok(Arc::new(self.clone()))
-    }
-
-    fn create_once_store(&self, _: &Settings, _: &str) -> Arc<dyn CreateOnceStore> {
-        Arc::new(self.clone())
-    }
-}
-
-#[cfg(any(feature = "memory", test))]
-impl ItemTables for lambda_dedup_memory::MemoryStore {
-    fn item_store(&self) -> Arc<dyn ItemStore> {
-        Arc::new(self.clone())
-    }
-}
-
-#[cfg(any(feature = "memory", test))]
-impl<E: Clone + Send + Sync + std::fmt::Debug + 'static> Marks
-    for lambda_dedup_memory::Recording<E>
-{
-    type Effect = E;
-
-    fn mark_store(&self, _: &Settings) -> Result<Arc<dyn MarkStore<E>>, SettingsError> {
-        Ok(Arc::new(self.clone()))
-    }
-}
-
-#[cfg(feature = "postgres")]
-impl Marks for lambda_dedup_postgres::PgStore {
-    type Effect = lambda_dedup_postgres::SqlEffect;
-
-    fn mark_store(&self, _: &Settings) -> Result<Arc<dyn MarkStore<Self::Effect>>, SettingsError> {
-        Ok(Arc::new(self.clone()))
-    }
-}
-
-#[cfg(feature = "valkey")]
-impl Marks for lambda_dedup_valkey::ValkeyStore {
-    type Effect = lambda_dedup_valkey::ValkeyEffect;
-
-    fn mark_store(&self, _: &Settings) -> Result<Arc<dyn MarkStore<Self::Effect>>, SettingsError> {
-        Ok(Arc::new(self.clone()))
-    }
-}
 
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "valkey")]
 pub mod valkey;
+
+#[cfg(all(test, feature = "dynamodb"))]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::{Env, Settings};
+
+    fn client() -> lambda_dedup_dynamodb::Client {
+        let conf = aws_config::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new("eu-west-1"))
+            .build();
+        lambda_dedup_dynamodb::Client::from_conf(&conf)
+    }
+
+    /// DynamoDB is bound to the settings when it is chosen: its marks kept for the settings'
+    /// retention under their lease, the HTTP door's for the keys' own retention; without a mark
+    /// table, a service that needs one is refused naming `DEDUP_MARK_TABLE`, while the webhook's
+    /// inbox and the relay's tables need none.
+    #[test]
+    fn dynamodb_is_bound_to_the_settings_when_chosen() {
+        let env = Env::from_pairs([
+            ("DEDUP_NAMESPACE", "t"),
+            ("DEDUP_MARK_TABLE", "marks"),
+            ("DEDUP_LEASE_SECONDS", "7"),
+        ]);
+        let settings = Settings::read(&env, "f").expect("settings");
+        let items = Items::dynamodb(client(), &settings);
+        let marks = items.mark_store().expect("a mark table");
+        assert_eq!(marks.retention(), settings.retention);
+        assert_eq!(marks.options().lease, Duration::from_secs(7));
+        let day = Retention::unchecked(Duration::from_secs(86_400)).expect("a day");
+        let keys = items.mark_store_kept_for(day).expect("a mark table");
+        assert_eq!(keys.retention(), day);
+        assert_eq!(keys.options().lease, Duration::from_secs(7));
+
+        let without = Settings::read(&Env::from_pairs([("DEDUP_NAMESPACE", "t")]), "f")
+            .expect("settings without a mark table");
+        let items = Items::dynamodb(client(), &without);
+        let refused = items.create_once().expect_err("no mark table");
+        assert_eq!(refused, SettingsError::Missing("DEDUP_MARK_TABLE".into()));
+        assert!(items.mark_store().is_err() && items.sequence().is_err());
+        assert!(items.mark_store_kept_for(day).is_err());
+        assert_eq!(items.inbox("inbox").retention(), without.retention);
+        let _tables = items.items();
+    }
+}

@@ -104,7 +104,7 @@ pub fn on_memory(
     dedup: crate::Dedup<crate::NoStore>,
 ) -> (crate::Dedup, lambda_dedup_memory::MemoryStore) {
     let store = memory_store(dedup.settings());
-    (dedup.store(store.clone()), store)
+    (dedup.on(crate::Items::new(store.clone())), store)
 }
 
 /// [`on_memory`] for a function written for a store of another effect type `E` (a
@@ -115,11 +115,11 @@ pub fn on_memory(
 pub fn on_memory_recording<E: Clone + Send + Sync + std::fmt::Debug + 'static>(
     dedup: crate::Dedup<crate::NoStore>,
 ) -> (
-    crate::Dedup<lambda_dedup_memory::Recording<E>>,
+    crate::Dedup<crate::Store<E>>,
     lambda_dedup_memory::Recording<E>,
 ) {
     let store = lambda_dedup_memory::Recording::new(memory_store(dedup.settings()));
-    (dedup.on(store.clone()), store)
+    (dedup.on(crate::Store::new(store.clone())), store)
 }
 
 /// A function as its `main` builds it, on the memory store of its own settings

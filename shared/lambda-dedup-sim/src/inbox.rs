@@ -139,7 +139,7 @@ impl InboxLane {
                 Dedup::read(&env, "inbox-forwarder")
                     .map_err(|e| e.to_string())
                     .and_then(|d| {
-                        d.on(tables)
+                        d.on(tables.into_items())
                             .relay(&FORWARDER, LAYOUT, act)
                             .map_err(|e| e.to_string())
                     })

@@ -176,7 +176,7 @@ impl RelayLane<ProviderCall> {
                 Dedup::read(&env, "intent-relay")
                     .map_err(|e| e.to_string())
                     .and_then(|d| {
-                        d.on(tables)
+                        d.on(tables.into_items())
                             .relay(&vars, LAYOUT, act)
                             .map_err(|e| e.to_string())
                     })

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use lambda_dedup::items::{Filter, ItemFuture, text};
 use lambda_dedup::{Effect, Item, ItemStore, Value};
 use lambda_dedup_memory::MemoryStore;
-use lambda_dedup_runtime::{ItemTables, Marks, Settings, SettingsError};
+use lambda_dedup_runtime::Items;
 
 use crate::clock::SimClock;
 use crate::invariants::Invariant;
@@ -33,20 +33,10 @@ pub(crate) struct Tables {
     pub(crate) items: Arc<SimItems>,
 }
 
-impl Marks for Tables {
-    type Effect = Effect;
-
-    fn mark_store(
-        &self,
-        _: &Settings,
-    ) -> Result<Arc<dyn lambda_dedup::MarkStore<Self::Effect>>, SettingsError> {
-        Ok(Arc::new(self.data.clone()))
-    }
-}
-
-impl ItemTables for Tables {
-    fn item_store(&self) -> Arc<dyn ItemStore> {
-        self.items.clone()
+impl Tables {
+    /// The builder's store: every mode on the memory store, the items through [`SimItems`].
+    pub(crate) fn into_items(self) -> Items {
+        Items::with_tables(self.data, self.items)
     }
 }
 

@@ -42,7 +42,7 @@ use crate::config::{FORWARDER, ForwarderConfig, SdkTimeouts};
 use crate::in_order::image_part;
 use crate::queue::{Queue, string_attribute};
 use crate::service::{BuildError, Dedup};
-use crate::store::ItemTables;
+use crate::store::Items;
 
 /// The largest body SQS takes (1 MiB since January 2026), attributes included; kept clear of it.
 pub(crate) const MAX_QUEUE_BODY_BYTES: usize = 1024 * 1024 - 1024;
@@ -216,14 +216,14 @@ impl Act for Forward {
 /// ([`ForwarderConfig`], from the builder's own `Env`) through an SQS client with the
 /// function's SDK timeouts, each record cut off the function's `DEDUP_DEADLINE_MARGIN_MS`
 /// before the deadline. Give it to `lambda_runtime::run_concurrent`.
-pub fn forwarder<S: ItemTables>(dedup: Dedup<S>) -> Result<RelayService<Forward>, BuildError> {
+pub fn forwarder(dedup: Dedup<Items>) -> Result<RelayService<Forward>, BuildError> {
     forwarder_to(dedup, Queue::new)
 }
 
 /// [`forwarder`], its queue made by `queue` of the queue's URL and the SDK timeouts (tests: a
 /// queue of their own).
-fn forwarder_to<S: ItemTables>(
-    dedup: Dedup<S>,
+fn forwarder_to(
+    dedup: Dedup<Items>,
     queue: impl FnOnce(String, SdkTimeouts) -> Queue,
 ) -> Result<RelayService<Forward>, BuildError> {
     let config = ForwarderConfig::read(dedup.env())?;

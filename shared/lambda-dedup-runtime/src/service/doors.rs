@@ -195,7 +195,7 @@ impl<S: Marks> Dedup<S> {
 }
 
 #[cfg(any(feature = "s3", test))]
-impl<S: crate::store::LatestMarks> Dedup<S> {
+impl Dedup<crate::store::Items> {
     /// The service of S3 event notifications invoking the function directly (asynchronously):
     /// each record once ([`crate::s3`]: by default its bucket, decoded key, version id and
     /// sequencer), its work committed with its mark and its object's high-water sequencer
@@ -206,12 +206,12 @@ impl<S: crate::store::LatestMarks> Dedup<S> {
     /// acknowledged; else an error, for Lambda's async retries and then the on-failure
     /// destination (the template must give the function one).
     ///
-    /// Only on a store with latest-wins mode ([`LatestMarks`](crate::store::LatestMarks):
-    /// DynamoDB, memory):
+    /// Only on a store with latest-wins mode ([`Items`](crate::store::Items): DynamoDB,
+    /// memory), not on a store of marks only, even of the same effects:
     ///
     /// ```compile_fail
-    /// use lambda_dedup_runtime::{Dedup, Effect, Event, Marks, flow::latest_wins};
-    /// fn f(dedup: Dedup<impl Marks<Effect = Effect>>) {
+    /// use lambda_dedup_runtime::{Dedup, Effect, Event, Store, flow::latest_wins};
+    /// fn f(dedup: Dedup<Store<Effect>>) {
     ///     let _ = dedup.s3(latest_wins(|_: Event<serde_json::Value>| Vec::<Effect>::new()));
     /// }
     /// ```
@@ -227,7 +227,7 @@ impl<S: crate::store::LatestMarks> Dedup<S> {
         flow: super::flow::LatestWins<F>,
     ) -> Result<Service<aws_lambda_events::event::s3::S3Event, ()>, BuildError>
     where
-        super::flow::LatestWins<F>: Flow<S, M>,
+        super::flow::LatestWins<F>: Flow<crate::store::Items, M>,
     {
         self.door(crate::asynchronous::Invoked::new(), flow)
     }

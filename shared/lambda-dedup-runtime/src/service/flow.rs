@@ -10,9 +10,9 @@
 //! | [`transact`]`(work).then(follow)` | as `transact`; then `follow` gets the events applied now | every store | every source |
 //! | [`calls`]`(call)`, [`calls_service`]`(service)` | an external call under a lease, with the event's idempotency key (S6), within `PROVIDER_TIMEOUT_MS` | every store | every source |
 //! | [`transact`]`(write).then_call(call)` | the write commits with the mark; then the call under its own step's lease | every store | every source |
-//! | [`create_once`]`(work)` | the one item the event creates is its mark: one conditional `Put` (S8) | [`CreateOnceMarks`](crate::CreateOnceMarks): DynamoDB, memory | every source |
-//! | `latest_wins(work)` (feature `s3`) | as `transact`, with the object's high-water sequencer in the transaction: an older event of the object is superseded | `LatestMarks`: DynamoDB, memory | S3 |
-//! | [`sequence`]`(pointer, work)` | one update per event with the aggregate's high-water, in order: no mark item | [`SequenceMarks`](crate::store::SequenceMarks): DynamoDB, memory | ordered ones: Kinesis, DynamoDB Streams, SQS FIFO |
+//! | [`create_once`]`(work)` | the one item the event creates is its mark: one conditional `Put` (S8) | [`Items`](crate::Items): DynamoDB, memory | every source |
+//! | `latest_wins(work)` (feature `s3`) | as `transact`, with the object's high-water sequencer in the transaction: an older event of the object is superseded | [`Items`](crate::Items): DynamoDB, memory | S3 |
+//! | [`sequence`]`(pointer, work)` | one update per event with the aggregate's high-water, in order: no mark item | [`Items`](crate::Items): DynamoDB, memory | ordered ones: Kinesis, DynamoDB Streams, SQS FIFO |
 //!
 //! A flow a store cannot do, or a batch-wide transaction on a stream (whose records must go in
 //! order), does not compile. A call can be any `tower::Service` of [`Call`]s
@@ -42,11 +42,12 @@
 //! }
 //! ```
 //!
-//! A store without create-once mode has no create-once flow:
+//! A store without create-once mode has no create-once flow, even a store of the same effects
+//! (a [`Store`](crate::Store) of marks only):
 //!
 //! ```compile_fail
-//! use lambda_dedup_runtime::{Dedup, Effect, Event, Marks, flow::create_once};
-//! fn f(dedup: Dedup<impl Marks<Effect = Effect>>) {
+//! use lambda_dedup_runtime::{Dedup, Effect, Event, Store, flow::create_once};
+//! fn f(dedup: Dedup<Store<Effect>>) {
 //!     let _ = dedup.sqs(create_once(|_: Event<serde_json::Value>| Vec::<Effect>::new()));
 //! }
 //! ```
@@ -54,7 +55,7 @@
 //! while the item stores (DynamoDB, memory) have it:
 //!
 //! ```
-//! use lambda_dedup_runtime::{Dedup, Effect, Event, Marks, flow::create_once};
+//! use lambda_dedup_runtime::{Dedup, Effect, Event, flow::create_once};
 //! fn f(dedup: Dedup) {
 //!     let _ = dedup.sqs(create_once(|_: Event<serde_json::Value>| Vec::<Effect>::new()));
 //! }
@@ -90,7 +91,7 @@ pub use once::{CreateOnce, Sequence, create_once, sequence};
 #[diagnostic::on_unimplemented(
     message = "this is not a flow the store `{S}` can run",
     note = "a closure flow is `Fn(Event<T>) -> impl IntoPlan<E>`, `E` the store's effect type",
-    note = "create_once and sequence need a store with the capability (CreateOnceMarks, SequenceMarks): DynamoDB or memory"
+    note = "create_once, sequence and latest_wins need a store with every mode (`Items`): DynamoDB or memory"
 )]
 pub trait Flow<S: Marks, M>: Sized {
     /// What the flow runs per message, once built.

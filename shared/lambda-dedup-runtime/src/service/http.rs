@@ -67,11 +67,10 @@ impl<S: Marks> Dedup<S> {
         T: DeserializeOwned + Send + 'static,
         F: Fn(HttpEvent<T>) -> Result<Reply<S::Effect>, HandlerError> + Send + Sync + 'static,
     {
-        let mut settings = self.settings.clone();
         // No queue horizon to outlast here: a key lives as long as the door promises (S9).
-        settings.retention = Retention::unchecked(config.key_retention)
+        let retention = Retention::unchecked(config.key_retention)
             .map_err(crate::config::SettingsError::from)?;
-        let store = self.store.mark_store(&settings)?;
+        let store = self.store.mark_store_kept_for(retention)?;
         let work = Arc::new(work);
         let work: Work<S::Effect> = Arc::new(move |value, meta: Meta| {
             let payload: T = parse(&value)?;

@@ -17,9 +17,9 @@
 use super::{BuildError, Dedup};
 use crate::config::{RelayConfig, RelayVars, SettingsError};
 use crate::relay::{Act, Layout, Relay, RelayService};
-use crate::store::ItemTables;
+use crate::store::Items;
 
-impl<S: ItemTables> Dedup<S> {
+impl Dedup<Items> {
     /// The relay service of a table whose items carry their own settle status: for each new
     /// item on the table's stream, in shard order, `act`'s action — one call per stream record —
     /// and then the item settled with what it returned, in one conditional update (or parked on
@@ -30,7 +30,7 @@ impl<S: ItemTables> Dedup<S> {
     /// `DEDUP_DEADLINE_MARGIN_MS` before it is abandoned and retried. A record budget not longer
     /// than the action's own time limit ([`Act::time_limit`]) refuses the start. Any event
     /// without `Records` (the schedule's) runs the sweep. The items are the store's tables
-    /// ([`ItemTables`]: on DynamoDB, `DynamoItems` on the same client). Give it to
+    /// ([`Items`]: on DynamoDB, `DynamoItems` on the same client). Give it to
     /// `lambda_runtime::run_concurrent`.
     pub fn relay<A: Act>(
         self,
@@ -75,7 +75,7 @@ impl<S: ItemTables> Dedup<S> {
             margin: self.settings.deadline_margin.get(),
             redrive_after: config.redrive_after,
         };
-        Ok(relay.service(self.store.item_store()))
+        Ok(relay.service(self.store.items()))
     }
 }
 

@@ -19,10 +19,10 @@ use lambda_http::{Body, Request, Response};
 
 use super::{BuildError, Dedup};
 use crate::aws::FromSettings as _;
-use crate::store::CreateOnceMarks;
+use crate::store::Items;
 use crate::webhook::{Receiver, WebhookConfig};
 
-impl<S: CreateOnceMarks> Dedup<S> {
+impl Dedup<Items> {
     /// The HTTP service of a webhook receiver: each request verified in `config`'s scheme,
     /// deduplicated by the identity the sender signs, and its inbox item created once — the
     /// item is the mark, one conditional `Put` (create-once mode, S5) — before it is answered
@@ -31,9 +31,7 @@ impl<S: CreateOnceMarks> Dedup<S> {
     /// On DynamoDB it reads no mark table (`DEDUP_MARK_TABLE` may be unset).
     pub fn webhook(self, config: WebhookConfig) -> Result<WebhookService, BuildError> {
         // The inbox items are the marks: on DynamoDB, no mark table is read.
-        let store = self
-            .store
-            .create_once_store(&self.settings, &config.inbox_table);
+        let store = self.store.inbox(&config.inbox_table);
         let spec = config.key_spec(self.settings.scope.clone());
         let dedup = self.settings.create_once_deduplicator_on(spec, store);
         Ok(WebhookService {

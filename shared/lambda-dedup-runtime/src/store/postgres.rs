@@ -1,12 +1,14 @@
-//! The builder on PostgreSQL (feature `postgres`): `Dedup::from_env(..)?.postgres()?`.
+//! The builder on PostgreSQL (feature `postgres`): `Dedup::from_env(..)?.postgres()?`, the
+//! [`Dedup::on`] of the store [`from_settings`] builds.
 
-use lambda_dedup_postgres::{PgStore, Tls};
+use lambda_dedup_postgres::{PgStore, SqlEffect, Tls};
 
 use crate::config::{
-    MARK_TABLE_VAR, PG_CA_BUNDLE_VAR, PG_URL_VAR, PgConfig, PgTls, SettingRule, SettingsError,
+    Env, MARK_TABLE_VAR, PG_CA_BUNDLE_VAR, PG_URL_VAR, PgConfig, PgTls, SettingRule, Settings,
+    SettingsError,
 };
 use crate::service::Dedup;
-use crate::store::NoStore;
+use crate::store::{NoStore, Store};
 
 /// The server: `postgresql://user:password@host:5432/db` (RDS Proxy's endpoint works as it is).
 pub const URL_VAR: &str = PG_URL_VAR;
@@ -23,13 +25,21 @@ impl Dedup<NoStore> {
     /// `PG_TLS=disabled`; neither refuses the start (no silent plain text) ([`PgConfig`], from
     /// the builder's own `Env`). The settings' retention and lease, as on DynamoDB. Connects
     /// lazily, on the first event.
-    pub fn postgres(self) -> Result<Dedup<PgStore>, SettingsError> {
-        let refused = |e: lambda_dedup::StoreError| {
-            SettingsError::refused(MARK_TABLE_VAR, SettingRule::Malformed(e.to_string()))
-        };
-        let config = PgConfig::read(self.env())?;
-        let settings = self.settings();
-        let store = PgStore::from_url(&config.url, tls(&config.tls)?, settings.retention)
+    pub fn postgres(self) -> Result<Dedup<Store<SqlEffect>>, SettingsError> {
+        let store = from_settings(self.env(), self.settings())?;
+        Ok(self.on(Store::new(store)))
+    }
+}
+
+/// The store [`Dedup::postgres`] chooses: the server of `env`'s [`PgConfig`], bound to
+/// `settings` (the mark table, retention, lease and clock-skew allowance).
+pub fn from_settings(env: &Env, settings: &Settings) -> Result<PgStore, SettingsError> {
+    let refused = |e: lambda_dedup::StoreError| {
+        SettingsError::refused(MARK_TABLE_VAR, SettingRule::Malformed(e.to_string()))
+    };
+    let config = PgConfig::read(env)?;
+    Ok(
+        PgStore::from_url(&config.url, tls(&config.tls)?, settings.retention)
             .map_err(|_| SettingsError::Invalid {
                 name: URL_VAR.into(),
                 value: "(not shown: it may carry a password)".into(),
@@ -37,9 +47,8 @@ impl Dedup<NoStore> {
             .with_table(settings.required_mark_table()?)
             .map_err(refused)?
             .with_lease(settings.lease)
-            .with_clock_skew(settings.clock_skew);
-        Ok(self.on(store))
-    }
+            .with_clock_skew(settings.clock_skew),
+    )
 }
 
 /// The client's TLS as `tls` says: the CA bundle's authorities read from its file, or none.

@@ -1,7 +1,7 @@
 //! The latest-wins flow ([`latest_wins`]): the transactional flow with the object's high-water
 //! sequencer in the same transaction, so an event older than one applied for its object is
 //! superseded (acknowledged, counted, not applied). Only on a store with the capability
-//! ([`LatestMarks`]); the S3 door ([`Dedup::s3`](crate::Dedup::s3)) is its source.
+//! ([`Items`]: DynamoDB, memory); the S3 door ([`Dedup::s3`](crate::Dedup::s3)) is its source.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use super::seal::{On, Ordered, Step};
 use super::{BuildError, Event, Flow, IntoPlan, TypedWork, typed_work};
 use crate::s3::{OBJECT_ATTRIBUTE, SEQUENCER_ATTRIBUTE};
-use crate::store::LatestMarks;
+use crate::store::Items;
 
 super::step_debug!(LatestStep);
 
@@ -69,19 +69,18 @@ impl Step for LatestStep {
 
 impl Ordered for LatestStep {}
 
-impl<S, T, F, P> Flow<S, (Event<T>, P, Sequencer)> for LatestWins<F>
+impl<T, F, P> Flow<Items, (Event<T>, P, Sequencer)> for LatestWins<F>
 where
-    S: LatestMarks,
     T: DeserializeOwned + 'static,
     F: Fn(Event<T>) -> P + Send + Sync + 'static,
     P: IntoPlan,
 {
     type Step = LatestStep;
 
-    fn build(self, on: On<'_, S>) -> Result<LatestStep, BuildError> {
+    fn build(self, on: On<'_, Items>) -> Result<LatestStep, BuildError> {
         let dedup = on.dedup;
         dedup.vouched()?;
-        let store = dedup.store.latest_marks(&dedup.settings)?;
+        let store = dedup.store.latest()?;
         let spec = dedup.raw_spec(dedup.settings.scope.clone());
         Ok(LatestStep {
             dedup: LatestDeduplicator::with_store(dedup.settings.key_spec(spec), store),

@@ -1,6 +1,6 @@
 //! The flows whose effect item is its own mark: [`create_once`] (the item the event creates)
 //! and [`sequence`] (the aggregate's item, with its high-water sequence). Only on a store with
-//! the capability ([`CreateOnceMarks`], [`SequenceMarks`]); asking another does not compile.
+//! the capability ([`Items`]: DynamoDB, memory); asking another does not compile.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use super::seal::{On, Ordered, Step};
 use super::{BuildError, Event, Flow, HandlerError, IntoPlan, TypedWork, typed_work};
 use crate::aws::FromSettings as _;
-use crate::store::{CreateOnceMarks, SequenceMarks};
+use crate::store::Items;
 
 super::step_debug!(CreateOnceStep, SequenceStep);
 
@@ -50,19 +50,18 @@ impl Step for CreateOnceStep {
 
 impl Ordered for CreateOnceStep {}
 
-impl<S, T, F, P> Flow<S, (Event<T>, P)> for CreateOnce<F>
+impl<T, F, P> Flow<Items, (Event<T>, P)> for CreateOnce<F>
 where
-    S: CreateOnceMarks,
     T: DeserializeOwned + 'static,
     F: Fn(Event<T>) -> P + Send + Sync + 'static,
     P: IntoPlan,
 {
     type Step = CreateOnceStep;
 
-    fn build(self, on: On<'_, S>) -> Result<CreateOnceStep, BuildError> {
+    fn build(self, on: On<'_, Items>) -> Result<CreateOnceStep, BuildError> {
         let dedup = on.dedup;
         dedup.vouched()?;
-        let store = dedup.store.create_once_marks(&dedup.settings)?;
+        let store = dedup.store.create_once()?;
         let spec = dedup.raw_spec(dedup.settings.scope.clone());
         Ok(CreateOnceStep {
             dedup: dedup.settings.create_once_deduplicator_on(spec, store),
@@ -132,19 +131,18 @@ impl Step for SequenceStep {
 
 impl Ordered for SequenceStep {}
 
-impl<S, T, F, P> Flow<S, (Event<T>, P, SequenceSource)> for Sequence<F>
+impl<T, F, P> Flow<Items, (Event<T>, P, SequenceSource)> for Sequence<F>
 where
-    S: SequenceMarks,
     T: DeserializeOwned + 'static,
     F: Fn(Event<T>) -> P + Send + Sync + 'static,
     P: IntoPlan,
 {
     type Step = SequenceStep;
 
-    fn build(self, on: On<'_, S>) -> Result<SequenceStep, BuildError> {
+    fn build(self, on: On<'_, Items>) -> Result<SequenceStep, BuildError> {
         let dedup = on.dedup;
         dedup.vouched()?;
-        let store = dedup.store.sequence_marks(&dedup.settings)?;
+        let store = dedup.store.sequence()?;
         let spec = dedup.raw_spec(dedup.settings.scope.clone());
         Ok(SequenceStep {
             dedup: SequencedDeduplicator::with_store(dedup.settings.key_spec(spec), store),

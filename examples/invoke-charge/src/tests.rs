@@ -5,8 +5,8 @@
 use super::*;
 use lambda_dedup_fake_provider::{Fault, Provider};
 use lambda_dedup_memory::MemoryStore;
+use lambda_dedup_runtime::testing::invoke;
 use lambda_dedup_runtime::{Env, InvokeError, Reason};
-use lambda_runtime::{Context, LambdaEvent};
 
 async fn payments_api() -> (Provider, String) {
     let payments = Provider::new();
@@ -33,19 +33,6 @@ fn function(url: &str) -> Service<Value, Receipt> {
 fn function_on(url: &str, tenant: &str, store: &MemoryStore) -> Service<Value, Receipt> {
     let dedup = Dedup::read(&env(url, tenant), "invoke-charge").expect("settings");
     service(dedup.on(lambda_dedup_runtime::Items::new(store.clone()))).expect("service")
-}
-
-async fn invoke(
-    f: &Service<Value, Receipt>,
-    request_id: &str,
-    payload: Value,
-) -> Result<Receipt, InvokeError> {
-    let mut context = Context::default();
-    context.request_id = request_id.into();
-    let mut f = f.clone();
-    lambda_runtime::Service::call(&mut f, LambdaEvent::new(payload, context))
-        .await
-        .map_err(|e| e.downcast_ref::<InvokeError>().expect("typed").clone())
 }
 
 /// S6, S8: one charge however often the caller invokes; every duplicate gets the first receipt.

@@ -189,6 +189,25 @@ pub fn sqs_event(bodies: &[&str]) -> aws_lambda_events::event::sqs::SqsEvent {
     event
 }
 
+/// `payload` invoked as Lambda invokes a function, under the request id `request_id` (Lambda's
+/// retry of an asynchronous invocation keeps it; a caller's new invocation gets a new one): the
+/// invoke door's answer, or its refusal typed. Panics naming the error when the service fails
+/// with anything but an [`InvokeError`](crate::InvokeError).
+pub async fn invoke<E, R>(
+    service: &crate::Service<E, R>,
+    request_id: &str,
+    payload: E,
+) -> Result<R, crate::InvokeError> {
+    let mut context = lambda_runtime::Context::default();
+    context.request_id = request_id.to_owned();
+    let event = lambda_runtime::LambdaEvent::new(payload, context);
+    let answer = lambda_runtime::Service::call(&mut service.clone(), event).await;
+    answer.map_err(|e| match e.downcast_ref::<crate::InvokeError>() {
+        Some(refusal) => refusal.clone(),
+        None => panic!("not an InvokeError: {e}"),
+    })
+}
+
 /// `env` with `DEDUP_DEADLINE_MARGIN_MS` set to `margin`, if one is given: for the tests of
 /// what a margin does to a service.
 pub fn with_margin(env: crate::Env, margin: Option<&str>) -> crate::Env {

@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use lambda_dedup_engine::{Reason, RetryCause};
-use lambda_dedup_runtime::testing::on_memory;
+use lambda_dedup_runtime::testing::{invoke, on_memory};
 use lambda_dedup_runtime::{
     BuildError, Dedup, Env, Event, HandlerError, InvokeScope, InvokeScopeError, Service,
     service::InvokeError,
 };
-use lambda_runtime::{Context, LambdaEvent};
+
 use serde_json::{Value, json};
 
 #[derive(Debug, serde::Deserialize)]
@@ -58,19 +58,6 @@ fn charges(dedup: Dedup, delay: Duration) -> (Service<Value, Receipt>, Arc<Atomi
         })
         .expect("service");
     (service, count)
-}
-
-async fn invoke(
-    service: &Service<Value, Receipt>,
-    request_id: &str,
-    payload: Value,
-) -> Result<Receipt, InvokeError> {
-    let mut context = Context::default();
-    context.request_id = request_id.to_owned();
-    let mut service = service.clone();
-    lambda_runtime::Service::call(&mut service, LambdaEvent::new(payload, context))
-        .await
-        .map_err(|e| e.downcast_ref::<InvokeError>().expect("typed").clone())
 }
 
 fn on(wait_ms: &str) -> Dedup {
@@ -121,15 +108,7 @@ async fn invoke_identity_inside_a_json_encoded_string_field() {
         let service = service.clone();
         async move {
             let body = json!({"order_id": "o-2", "cents": cents}).to_string();
-            let mut context = Context::default();
-            context.request_id = request_id.into();
-            let mut service = service;
-            lambda_runtime::Service::call(
-                &mut service,
-                LambdaEvent::new(json!({ "body": body }), context),
-            )
-            .await
-            .map_err(|e| e.downcast_ref::<InvokeError>().expect("typed").clone())
+            invoke(&service, request_id, json!({ "body": body })).await
         }
     };
     assert_eq!(call("r-1", 7).await, Ok(7));

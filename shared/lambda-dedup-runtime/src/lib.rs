@@ -45,60 +45,42 @@
 //! `DEDUP_RECONCILIATION_QUEUE_URL` refuses the start. `kinesis`, `dynamodb-streams` and `inbox`
 //! need the SQS client (their parking and forwarding) and enable it.
 
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod aws;
-pub mod bound;
+mod bound;
 /// The settings, read in their own crate: `crate::config::…` inside the runtime.
 pub(crate) use lambda_dedup_config as config;
 pub mod door;
 pub mod emf;
-#[cfg(any(feature = "http", test))]
+#[cfg(feature = "http")]
 pub mod http;
-#[cfg(any(feature = "dynamodb-streams", test))]
-pub mod in_order;
-#[cfg(any(
-    feature = "kinesis",
-    feature = "dynamodb-streams",
-    feature = "kafka",
-    feature = "mq",
-    test
-))]
-pub mod parking;
-pub mod queue;
-pub mod reconcile;
-#[cfg(any(feature = "dynamodb-streams", test))]
+#[cfg(feature = "dynamodb-streams")]
+mod in_order;
+#[cfg(feature = "parking")]
+mod parking;
+mod queue;
+mod reconcile;
+#[cfg(feature = "dynamodb-streams")]
 pub mod relay;
 #[cfg(feature = "secrets-manager")]
-pub mod secrets;
-pub mod service;
+mod secrets;
+mod service;
 mod source;
-pub mod store;
+mod store;
 pub mod testing;
-#[cfg(any(feature = "webhook", test))]
+#[cfg(feature = "webhook")]
 pub mod webhook;
 
-#[cfg(any(feature = "dynamodb-streams", test))]
-pub use source::dynamodb_stream;
-pub use source::envelope::Envelope;
-#[cfg(any(feature = "kafka", test))]
-pub use source::kafka;
-#[cfg(any(feature = "kinesis", test))]
-pub use source::kinesis;
-#[cfg(any(feature = "mq", test))]
-pub use source::mq;
-#[cfg(any(feature = "s3", test))]
-pub use source::s3;
-pub use source::sqs;
-#[cfg(any(
-    feature = "kinesis",
-    feature = "dynamodb-streams",
-    feature = "kafka",
-    feature = "mq",
-    test
-))]
+#[cfg(feature = "kafka")]
+use source::kafka;
+#[cfg(feature = "mq")]
+use source::mq;
+#[cfg(feature = "s3")]
+use source::s3;
+#[cfg(feature = "parking")]
 use source::stream;
-pub use source::{asynchronous, eventbridge, sns};
+use source::{asynchronous, sns, sqs};
 
 pub use lambda_dedup::{Effect, Item, Provenance, TimeFormat};
 /// Why a delivery was rejected (what [`InvokeError::Rejected`] names).
@@ -108,43 +90,60 @@ pub use lambda_dedup_engine::Reason;
 /// `aws_lambda_events` (the event types, with the features this crate's own features enable).
 pub use {aws_lambda_events, lambda_runtime};
 
-/// The event and response types of the builder's sources, from `aws_lambda_events`.
+/// The event and response types of the builder's doors: those of `aws_lambda_events`, and the
+/// few the doors add (a DynamoDB stream record's [`Change`](events::Change), Kafka's partial
+/// batch response, what the async doors answer when not all was acknowledged).
 pub mod events {
+    pub use crate::source::asynchronous::NotAcknowledged;
     pub use aws_lambda_events::event::eventbridge::EventBridgeEvent;
     pub use aws_lambda_events::event::sns::{SnsEvent, SnsMessage};
     pub use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-    #[cfg(any(feature = "mq", test))]
-    pub use aws_lambda_events::event::{activemq::ActiveMqEvent, rabbitmq::RabbitMqEvent};
-    #[cfg(any(feature = "dynamodb-streams", test))]
-    pub use aws_lambda_events::event::{
-        dynamodb::Event as DynamoDbEvent, streams::DynamoDbEventResponse,
-    };
-    #[cfg(any(feature = "kinesis", test))]
+    #[cfg(feature = "kinesis")]
     pub use aws_lambda_events::event::{kinesis::KinesisEvent, streams::KinesisEventResponse};
-    #[cfg(any(feature = "kafka", test))]
-    pub use {crate::kafka::KafkaEventResponse, aws_lambda_events::event::kafka::KafkaEvent};
+    #[cfg(feature = "kafka")]
+    pub use {
+        crate::kafka::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifier},
+        aws_lambda_events::event::kafka::KafkaEvent,
+    };
+    #[cfg(feature = "dynamodb-streams")]
+    pub use {
+        crate::source::dynamodb_stream::Change,
+        aws_lambda_events::event::{
+            dynamodb::Event as DynamoDbEvent, streams::DynamoDbEventResponse,
+        },
+    };
+    #[cfg(feature = "mq")]
+    pub use {
+        crate::source::mq::MESSAGE_ID_ATTRIBUTE as MQ_MESSAGE_ID_ATTRIBUTE,
+        aws_lambda_events::event::{activemq::ActiveMqEvent, rabbitmq::RabbitMqEvent},
+    };
 }
 /// The AWS SDK configuration with the settings' SDK timeouts, for a function's own clients.
-#[cfg(any(
-    feature = "dynamodb",
-    feature = "sqs-client",
-    feature = "secrets-manager"
-))]
+#[cfg(feature = "aws")]
 pub use aws::sdk_config;
 /// The settings a function's `main` (and its tests) reads the builder with, from
 /// `lambda-dedup-config`, where every other setting is.
 pub use lambda_dedup_config::{Env, SettingRule, Settings, SettingsError};
-#[cfg(any(feature = "webhook", test))]
+#[cfg(feature = "parking")]
+pub use parking::Parking;
+#[cfg(feature = "parking")]
+pub use queue::Queue;
+#[cfg(feature = "secrets-manager")]
+pub use secrets::SecretsManagerSecret;
+#[cfg(feature = "webhook")]
 pub use service::WebhookService;
 pub use service::{
     BuildError, Dedup, Event, HandlerError, IntoPlan, Invalid, InvokeError, InvokeScope,
-    InvokeScopeError, Service, SqsService, Transient, flow,
+    InvokeScopeError, Service, SqsService, Transient, flow, parse,
 };
-#[cfg(any(feature = "http", test))]
+#[cfg(feature = "http")]
 pub use service::{HttpEvent, HttpService};
+pub use source::envelope::Envelope;
 #[cfg(feature = "dynamodb")]
 pub use store::OnDynamoDb;
-pub use store::{CreateOnceMarks, ItemTables, Items, Marks, NoStore, SequenceMarks};
+pub use store::{
+    CreateOnceMarks, ItemMarks, ItemTables, Items, LatestMarks, Marks, NoStore, SequenceMarks,
+};
 
 /// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.
 ///

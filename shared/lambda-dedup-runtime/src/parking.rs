@@ -21,12 +21,9 @@ use lambda_dedup_engine::{BatchReport, Pass};
 use crate::config::{Settings, SettingsError};
 use crate::queue::Queue;
 
-/// The variable naming the parking queue of a stream function (Kinesis, DynamoDB Streams) (required).
-pub const PARKING_QUEUE_VARIABLE: &str = crate::config::PARKING_QUEUE_VAR;
-
 /// SQS's largest message, body and attributes together (1 MiB): the default of
 /// [`Parking::max_message_bytes`].
-pub const SQS_MAX_MESSAGE_BYTES: usize = 1_048_576;
+pub(crate) const SQS_MAX_MESSAGE_BYTES: usize = 1_048_576;
 
 /// The attribute saying how a record was parked: `whole` or `reference`.
 pub(crate) const PARKED_BY_ATTRIBUTE: &str = "dedup-parked-by";
@@ -67,7 +64,7 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
 
 /// How many bytes of a head, sent in base64, fit in `room` bytes of a message (base64 is 4
 /// bytes for every 3), less a little for the JSON around it.
-#[cfg(any(feature = "kinesis", feature = "kafka", feature = "mq", test))]
+#[cfg(any(feature = "kinesis", feature = "broker"))]
 pub(crate) fn head_room(room: usize) -> usize {
     room.saturating_sub(64) / 4 * 3
 }
@@ -91,7 +88,7 @@ pub struct Parking {
 
 /// How the parking of one invocation went.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Parked {
+pub(crate) struct Parked {
     /// Records parked (now passed by the checkpoint).
     pub parked: u64,
     /// Of those, records too large to park whole, parked by reference (see the module docs).

@@ -106,7 +106,7 @@ impl Queue {
 /// `value` as an SQS message attribute of type `String`, or why SQS's builder refused it: how
 /// every sender here (and the operators' tool) attaches its attributes.
 #[cfg(feature = "sqs-client")]
-pub fn string_attribute(
+pub(crate) fn string_attribute(
     value: impl Into<String>,
 ) -> Result<MessageAttributeValue, aws_sdk_sqs::error::BuildError> {
     MessageAttributeValue::builder()

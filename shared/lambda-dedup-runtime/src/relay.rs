@@ -49,7 +49,7 @@
 //! - `tally`: the account of one invocation ([`Tally`], [`Handled`]).
 
 mod act;
-#[cfg(any(feature = "inbox", test))]
+#[cfg(feature = "inbox")]
 pub mod forward;
 mod layout;
 mod service;
@@ -57,10 +57,9 @@ mod settle;
 mod sweep;
 mod tally;
 
+pub use crate::in_order::{Swept, image_part};
 pub use act::{Act, Failure, Read};
-pub use layout::{
-    Attribute, Attributes, FAILURE_REASON, Layout, Metric, REDRIVE, Repeats, StatusValue, Waiting,
-};
+pub use layout::{Attribute, Attributes, Layout, Metric, REDRIVE, Repeats, StatusValue, Waiting};
 pub(crate) use service::Relay;
 pub use service::RelayService;
 pub use tally::{Handled, Tally};

@@ -148,7 +148,7 @@ impl SequenceMarks for OnDynamoDb {
     }
 }
 
-#[cfg(any(feature = "memory", test))]
+#[cfg(feature = "memory")]
 impl SequenceMarks for lambda_dedup_memory::MemoryStore {
     fn sequence_marks(&self, _: &Settings) -> Result<Arc<dyn SequenceStore>, SettingsError> {
         Ok(Arc::new(self.clone()))
@@ -168,7 +168,7 @@ impl LatestMarks for OnDynamoDb {
     }
 }
 
-#[cfg(any(feature = "memory", test))]
+#[cfg(feature = "memory")]
 impl LatestMarks for lambda_dedup_memory::MemoryStore {
     fn latest_marks(&self, _: &Settings) -> Result<Arc<dyn LatestStore>, SettingsError> {
         Ok(Arc::new(self.clone()))
@@ -223,7 +223,7 @@ impl ItemTables for OnDynamoDb {
     }
 }
 
-#[cfg(any(feature = "memory", test))]
+#[cfg(feature = "memory")]
 impl Marks for lambda_dedup_memory::MemoryStore {
     type Effect = Effect;
 
@@ -232,7 +232,7 @@ impl Marks for lambda_dedup_memory::MemoryStore {
     }
 }
 
-#[cfg(any(feature = "memory", test))]
+#[cfg(feature = "memory")]
 impl CreateOnceMarks for lambda_dedup_memory::MemoryStore {
     fn create_once_marks(&self, _: &Settings) -> Result<Arc<dyn CreateOnceStore>, SettingsError> {
         Ok(Arc::new(self.clone()))
@@ -243,14 +243,14 @@ impl CreateOnceMarks for lambda_dedup_memory::MemoryStore {
     }
 }
 
-#[cfg(any(feature = "memory", test))]
+#[cfg(feature = "memory")]
 impl ItemTables for lambda_dedup_memory::MemoryStore {
     fn item_store(&self) -> Arc<dyn ItemStore> {
         Arc::new(self.clone())
     }
 }
 
-#[cfg(any(feature = "memory", test))]
+#[cfg(feature = "memory")]
 impl<E: Clone + Send + Sync + std::fmt::Debug + 'static> Marks
     for lambda_dedup_memory::Recording<E>
 {
@@ -280,6 +280,6 @@ impl Marks for lambda_dedup_valkey::ValkeyStore {
 }
 
 #[cfg(feature = "postgres")]
-pub mod postgres;
+pub(crate) mod postgres;
 #[cfg(feature = "valkey")]
-pub mod valkey;
+pub(crate) mod valkey;

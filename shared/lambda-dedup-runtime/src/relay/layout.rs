@@ -59,7 +59,7 @@ impl Metric {
 pub const REDRIVE: Attribute = Attribute::new("redrive_requested_at");
 
 /// The attribute naming why an item was parked (a code, never a value from the payload).
-pub const FAILURE_REASON: Attribute = Attribute::new("failure_reason");
+pub(crate) const FAILURE_REASON: Attribute = Attribute::new("failure_reason");
 
 /// The attributes a relay reads and writes on its items.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -73,7 +73,7 @@ impl<S: Marks> Dedup<S> {
     ///     let _ = dedup.kinesis(work);
     /// }
     /// ```
-    #[cfg(any(feature = "kinesis", test))]
+    #[cfg(feature = "kinesis")]
     pub fn kinesis<M, F>(
         self,
         flow: F,
@@ -100,7 +100,7 @@ impl<S: Marks> Dedup<S> {
     /// passes them (S15); a record without the identity (a `REMOVE`, when it is read from the
     /// new image) is one of them, so filter the trigger on `eventName` for the changes the
     /// function is for.
-    #[cfg(any(feature = "dynamodb-streams", test))]
+    #[cfg(feature = "dynamodb-streams")]
     pub fn dynamodb_stream<M, F>(
         self,
         flow: F,
@@ -141,7 +141,7 @@ impl<S: Marks> Dedup<S> {
     ///     let _ = dedup.kafka(work.one_transaction_per_batch());
     /// }
     /// ```
-    #[cfg(any(feature = "kafka", test))]
+    #[cfg(feature = "kafka")]
     pub fn kafka<M, F>(
         self,
         flow: F,
@@ -164,7 +164,7 @@ impl<S: Marks> Dedup<S> {
     /// that can never apply is parked in `DEDUP_PARKING_QUEUE_URL` (required) and the batch
     /// acknowledged; a transient failure fails the invocation, so the whole batch comes again
     /// and what applied is then a duplicate.
-    #[cfg(any(feature = "mq", test))]
+    #[cfg(feature = "mq")]
     pub fn activemq<M, F>(
         self,
         flow: F,
@@ -181,7 +181,7 @@ impl<S: Marks> Dedup<S> {
     /// RabbitMQ leaves null unless the producer sets it (a message without the identity chosen
     /// is parked, never guessed): a header (`identity_attribute("<header>")`) or the data's own
     /// (`identity("/pointer")`) is the usual choice.
-    #[cfg(any(feature = "mq", test))]
+    #[cfg(feature = "mq")]
     pub fn rabbitmq<M, F>(
         self,
         flow: F,
@@ -194,7 +194,7 @@ impl<S: Marks> Dedup<S> {
     }
 }
 
-#[cfg(any(feature = "s3", test))]
+#[cfg(feature = "s3")]
 impl<S: crate::store::LatestMarks> Dedup<S> {
     /// The service of S3 event notifications invoking the function directly (asynchronously):
     /// each record once ([`crate::s3`]: by default its bucket, decoded key, version id and

@@ -23,7 +23,7 @@ pub enum Envelope {
     /// `.identity_attribute(s3::IDENTITY_ATTRIBUTE)` and the `latest_wins` flow. A body of
     /// another shape — S3's `s3:TestEvent`, sent when the notification is configured, or a
     /// body of several records — is refused `envelope_malformed`.
-    #[cfg(any(feature = "s3", test))]
+    #[cfg(feature = "s3")]
     S3,
 }
 
@@ -36,7 +36,7 @@ impl Envelope {
         let opened = match self {
             Envelope::Sns => super::sns::notification(m.message_id, &m.body),
             Envelope::EventBridge => super::eventbridge::event(m.message_id, &m.body),
-            #[cfg(any(feature = "s3", test))]
+            #[cfg(feature = "s3")]
             Envelope::S3 => super::s3::in_queue(m.message_id, &m.body),
         };
         match opened {

@@ -12,6 +12,7 @@ use lambda_dedup_memory::MemoryStore;
 use serde_json::json;
 
 use super::*;
+
 use crate::config::Env;
 use crate::parking::Parking;
 use crate::{Dedup, Event, HandlerError};

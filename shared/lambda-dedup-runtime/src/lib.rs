@@ -3,47 +3,36 @@
 //! [`lambda_dedup_engine::BatchReport`] back to a partial batch response, reads the configuration every
 //! function has from the environment (refusing to start on a bad one), and logs the account.
 //!
-//! # Layout
-//! - [`config`]: every variable read into typed structs, in one place — [`Settings`] (`DEDUP_*`,
-//!   the S9 retention check, the one deadline margin, the SDK timeouts, the side queues), the
-//!   webhook's, the relays', the forwarder's and the stores' servers'; nothing else reads the
-//!   environment.
-//! - [`door`]: what a door is ([`door::Door`]: its event, its records, their identity and tenant,
-//!   its order, its answer); the builder's doors are implementations, and a function's own door
-//!   is one more ([`Dedup::door`]).
-//! - [`service`]: the builder, [`Dedup`], the one runner every door goes through (the cutoff,
-//!   a span per record, the account and its EMF line, late events, parking, the answer before
-//!   the deadline) and the flows.
-//! - [`store`]: the stores the builder runs on, as types ([`Marks`]; capabilities such as
-//!   [`CreateOnceMarks`] and [`ItemTables`]); DynamoDB (feature `dynamodb`, default), memory,
-//!   PostgreSQL and Valkey.
-//! - `source`: the doors, one file each, each at the crate's root — [`sqs`] (messages in, the partial batch response
-//!   out); `kinesis`, `dynamodb_stream` (features `kinesis`, `dynamodb-streams`): one stream
-//!   door, the checkpoint as the partial batch response, records that can never apply parked
-//!   (`parking::Parking`); `kafka`, `mq`; [`sns`], [`eventbridge`]: their events as messages,
-//!   directly or in an SQS body ([`Envelope`]); `s3`; [`asynchronous`]: what the async doors
-//!   answer, all or nothing.
-//! - [`reconcile`]: late events (S10) to the reconciliation queue.
-//! - [`bound`]: the runner's work cut off `DEDUP_DEADLINE_MARGIN_MS` before the deadline,
-//!   the unfinished reported for redelivery.
-//! - [`queue`]: the side queues the functions send to (reconciliation, parking, the forwarder's
-//!   queue), each SQS client (feature `sqs-client`, default) built on its first send.
-//! - `webhook` (feature `webhook`): signed HTTP requests into an inbox, one counted answer each.
-//!   With `secrets-manager`, its signing secrets are read at init from Secrets Manager
-//!   (`secrets::webhook_config`, `WEBHOOK_SECRETS_ARN`) and again, bounded, on a mismatch.
-//! - `relay` (feature `dynamodb-streams`): the recorded-intent and inbox pattern (S7) once — a
-//!   table's stream, an action per new item, settle or park, the deadline, the tally, the sweep —
-//!   for `intent-relay` and the inbox's forwarder (`relay::forward`, feature `inbox`: the inbox
-//!   table's stream forwarded to a queue), built by `Dedup::relay`.
-//! - [`testing`]: what a function's tests share; with the feature `memory`, the function on the
-//!   memory store of its own settings (`testing::on_memory`).
+//! # What a function uses
+//! - At the root: the builder [`Dedup`] and what it is built from ([`Env`], [`Settings`],
+//!   [`Envelope`], [`Parking`]) or refuses with ([`BuildError`], [`SettingsError`]); the work's
+//!   [`Event`], [`Effect`] and [`HandlerError`]; the services it builds ([`SqsService`],
+//!   [`Service`], …); the store traits ([`Marks`] and its capabilities, such as
+//!   [`CreateOnceMarks`] and [`ItemTables`]).
+//! - [`flow`]: what is done once per event (a closure, a transaction, a call, created once, a
+//!   sequence, latest wins).
+//! - [`events`]: the event and response types of the doors.
+//! - [`door`]: what a door is ([`door::Door`]); a function's own door is one more
+//!   ([`Dedup::door`]).
+//! - `http`, `webhook`, `relay` (features `http`, `webhook`, `dynamodb-streams`): what those
+//!   doors' functions name beyond the builder (their settings, the reply, the relay's layout).
+//! - [`emf`]: the account's EMF lines; [`testing`]: what a function's tests share (with the
+//!   feature `memory`, the function on the memory store of its own settings).
+//!
+//! Everything else is the crate's own: the doors one file each (SQS, SNS, EventBridge, Kinesis,
+//! DynamoDB Streams, Kafka, Amazon MQ, S3), the one runner every door goes through (the cutoff
+//! before the deadline, a span per record, the account, late events to the reconciliation
+//! queue, parking), the side queues and the stores behind [`Marks`].
 //!
 //! # Features
 //! `dynamodb` and `sqs-client` are the defaults: the DynamoDB store and item tables, and the SQS
 //! client of the side queues. A function on PostgreSQL or Valkey leaves them out
 //! (`default-features = false`) and carries no AWS SDK; without `sqs-client`,
-//! `DEDUP_RECONCILIATION_QUEUE_URL` refuses the start. `kinesis`, `dynamodb-streams` and `inbox`
-//! need the SQS client (their parking and forwarding) and enable it.
+//! `DEDUP_RECONCILIATION_QUEUE_URL` refuses the start. One feature per door (`kinesis`,
+//! `dynamodb-streams`, `kafka`, `mq`, `s3`, `webhook`, `http`, `inbox`) and per store
+//! (`postgres`, `valkey`, `memory`), plus `secrets-manager`; the doors that park enable the
+//! SQS client. `aws`, `parking`, `checkpoint`, `shards` and `broker` are internal: what several
+//! doors share, enabled by them.
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -148,11 +137,11 @@ pub use store::{
 /// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.
 ///
 /// Lambda sends it as epoch milliseconds, and that is how it is read. A value that cannot be an
-/// epoch deadline — before [`TIMEOUT_NOT_DEADLINE_BELOW_MS`], that is before 2001 — is what a
+/// epoch deadline — before `TIMEOUT_NOT_DEADLINE_BELOW_MS`, that is before 2001 — is what a
 /// local runtime sends in its place: the function's timeout (`cargo lambda watch` 1.9 sends e.g.
 /// `600000`). It is read as milliseconds from now, and said once in the log, so the functions
 /// run under `cargo lambda watch` with no setting. No deadline at all (0) gives `None`.
-pub fn deadline(ctx: &lambda_runtime::Context) -> Option<std::time::SystemTime> {
+pub(crate) fn deadline(ctx: &lambda_runtime::Context) -> Option<std::time::SystemTime> {
     let read = deadline_from(ctx.deadline);
     if let Deadline::Relative(_) = read {
         static SAID: std::sync::Once = std::sync::Once::new();
@@ -168,7 +157,7 @@ pub fn deadline(ctx: &lambda_runtime::Context) -> Option<std::time::SystemTime> 
 
 /// Deadlines below this many epoch milliseconds (2001-09-09) are timeouts: no Lambda deadline
 /// lies before it.
-pub const TIMEOUT_NOT_DEADLINE_BELOW_MS: u64 = 1_000_000_000_000;
+pub(crate) const TIMEOUT_NOT_DEADLINE_BELOW_MS: u64 = 1_000_000_000_000;
 
 /// How the runtime's deadline header was read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

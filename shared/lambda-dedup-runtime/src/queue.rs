@@ -29,12 +29,12 @@ pub struct Queue {
 /// sent; the caller keeps it (reports it failed) so nothing is lost.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("could not send to the queue: {0}")]
-pub struct SendError(String);
+pub(crate) struct SendError(String);
 
 impl Queue {
     /// The queue at `url`; its client comes from the environment with `timeouts` (the
     /// function's `DEDUP_SDK_*_TIMEOUT_MS`) on the first send.
-    pub fn new(url: impl Into<String>, timeouts: SdkTimeouts) -> Self {
+    pub(crate) fn new(url: impl Into<String>, timeouts: SdkTimeouts) -> Self {
         Self {
             url: url.into(),
             timeouts,
@@ -54,7 +54,7 @@ impl Queue {
     }
 
     /// The queue's URL.
-    pub fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         &self.url
     }
 
@@ -71,7 +71,7 @@ impl Queue {
 
     /// Sends `body` with string `attributes` (at most SQS's 10); `Ok` only once SQS has taken it.
     #[cfg(feature = "sqs-client")]
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         body: String,
         attributes: &[(String, String)],
@@ -96,7 +96,7 @@ impl Queue {
 
     /// Without an SQS client nothing is sent: the message stays failed, for redelivery.
     #[cfg(not(feature = "sqs-client"))]
-    pub async fn send(&self, _: String, _: &[(String, String)]) -> Result<(), SendError> {
+    pub(crate) async fn send(&self, _: String, _: &[(String, String)]) -> Result<(), SendError> {
         Err(SendError(
             "this build has no SQS client (lambda-dedup-runtime's feature sqs-client)".into(),
         ))

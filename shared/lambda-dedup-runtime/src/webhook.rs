@@ -45,7 +45,7 @@
 //! # Layout
 //! - `receiver`: the [`Receiver`] — a request's checks in order, the inbox item created once,
 //!   the cutoff before the deadline, the EMF count;
-//! - `answer`: what each outcome answers ([`Answer`]) and the HTTP response it becomes.
+//! - `answer`: what each outcome answers (`Answer`) and the HTTP response it becomes.
 
 mod answer;
 mod receiver;

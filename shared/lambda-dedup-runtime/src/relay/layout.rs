@@ -110,7 +110,7 @@ pub struct Layout {
     pub waiting: Waiting,
     /// The status once the action is done.
     pub settled: StatusValue,
-    /// The status once parked (with [`FAILURE_REASON`] and the time in `parked_at`).
+    /// The status once parked (with `FAILURE_REASON` and the time in `parked_at`).
     pub parked: StatusValue,
     /// How the other side takes a repeat.
     pub repeats: Repeats,

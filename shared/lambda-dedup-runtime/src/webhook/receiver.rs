@@ -166,7 +166,7 @@ impl Receiver {
 
     /// Answers one Lambda HTTP request (Function URL or API Gateway HTTP API), prints its EMF
     /// count and logs its outcome.
-    /// Not answered by the invocation's cutoff ([`crate::bound`]), it is answered 503 with
+    /// Not answered by the invocation's cutoff (`crate::bound`), it is answered 503 with
     /// `retry-after` before the deadline; a commit abandoned meanwhile answers the sender's retry
     /// as a replay.
     pub async fn handle(&self, request: Request) -> Response<Body> {

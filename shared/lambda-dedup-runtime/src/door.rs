@@ -15,9 +15,9 @@
 //! [`Dedup::door`](crate::Dedup::door):
 //!
 //! ```
-//! use lambda_dedup_runtime::door::{AnyOrder, Answered, Door, Record};
+//! use lambda_dedup_runtime::door::{AnyOrder, Answered, Door, Record, sqs_messages, sqs_response};
 //! use lambda_dedup_runtime::events::{SqsBatchResponse, SqsEvent};
-//! use lambda_dedup_runtime::{lambda_runtime, sqs};
+//! use lambda_dedup_runtime::lambda_runtime;
 //!
 //! /// SQS bodies as they come, answered with a partial batch response.
 //! struct Plain;
@@ -29,11 +29,11 @@
 //!     const NAME: &'static str = "plain SQS";
 //!
 //!     fn messages(&self, event: &SqsEvent, _: &lambda_runtime::Context) -> Vec<Record> {
-//!         sqs::messages(event).into_iter().map(Ok).collect()
+//!         sqs_messages(event).into_iter().map(Ok).collect()
 //!     }
 //!
 //!     async fn answer(&self, _: &SqsEvent, done: Answered<'_>) -> Result<SqsBatchResponse, lambda_runtime::Error> {
-//!         Ok(sqs::response(done.report()))
+//!         Ok(sqs_response(done.report()))
 //!     }
 //! }
 //! ```

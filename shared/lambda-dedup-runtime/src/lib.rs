@@ -69,7 +69,7 @@ use source::mq;
 use source::s3;
 #[cfg(feature = "parking")]
 use source::stream;
-use source::{asynchronous, sns, sqs};
+use source::{asynchronous, sqs};
 
 pub use lambda_dedup::{Effect, Item, Provenance, TimeFormat};
 /// Why a delivery was rejected (what [`InvokeError::Rejected`] names).
@@ -115,7 +115,6 @@ pub use aws::sdk_config;
 pub use lambda_dedup_config::{Env, SettingRule, Settings, SettingsError};
 #[cfg(feature = "parking")]
 pub use parking::Parking;
-#[cfg(feature = "parking")]
 pub use queue::Queue;
 #[cfg(feature = "secrets-manager")]
 pub use secrets::SecretsManagerSecret;

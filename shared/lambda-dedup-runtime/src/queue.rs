@@ -7,6 +7,7 @@
 //! Without the feature `sqs-client` there is no client: such a build refuses to start with a
 //! reconciliation queue ([`SideQueues`](lambda_dedup_config::SideQueues)), and has no stream source,
 //! parking or forwarder, so no queue is ever built there.
+#![cfg_attr(not(feature = "sqs-client"), allow(dead_code))]
 
 #[cfg(feature = "sqs-client")]
 use aws_sdk_sqs::types::MessageAttributeValue;
@@ -19,7 +20,6 @@ use crate::config::SdkTimeouts;
 #[derive(Debug)]
 pub struct Queue {
     url: String,
-    #[cfg_attr(not(feature = "sqs-client"), allow(dead_code))]
     timeouts: SdkTimeouts,
     #[cfg(feature = "sqs-client")]
     client: OnceCell<aws_sdk_sqs::Client>,
@@ -53,7 +53,8 @@ impl Queue {
         }
     }
 
-    /// The queue's URL.
+    /// The queue's URL (the forwarder names it in its log).
+    #[cfg(feature = "inbox")]
     pub(crate) fn url(&self) -> &str {
         &self.url
     }

@@ -18,8 +18,7 @@
 //!   (`stream::StreamRecord`).
 //!
 //! The webhook door is [`crate::webhook`]; the relays' streams, whose items settle themselves,
-//! [`crate::relay`]. Each source keeps its public path at the crate's root
-//! (`lambda_dedup_runtime::sqs`, `::kinesis`, `::dynamodb_stream`).
+//! [`crate::relay`]. The doors are the crate's own: a function reaches them through the builder.
 
 pub(crate) mod asynchronous;
 #[cfg(feature = "dynamodb-streams")]

@@ -148,7 +148,7 @@ pub(crate) fn in_queue(message_id: String, body: &[u8]) -> Result<Message, Rejec
     let event: S3Event = serde_json::from_slice(body).map_err(|e| {
         malformed(format!(
             "not an S3 notification: {}",
-            crate::sns::described(&e)
+            crate::source::sns::described(&e)
         ))
     })?;
     match &event.records[..] {

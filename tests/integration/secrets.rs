@@ -12,7 +12,7 @@ use lambda_dedup::{Retention, Scope};
 use lambda_dedup_config::{Env, SecretError, SettingRule, SettingsError};
 use lambda_dedup_engine::CreateOnceDeduplicator;
 use lambda_dedup_memory::MemoryStore;
-use lambda_dedup_runtime::secrets::webhook_config_in;
+use lambda_dedup_runtime::webhook::webhook_config_in;
 use lambda_dedup_runtime::webhook::{Receiver, WebhookConfig};
 use lambda_dedup_signature::{
     Scheme, WEBHOOK_ID_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER, sign,

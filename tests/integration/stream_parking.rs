@@ -4,9 +4,9 @@
 
 use aws_lambda_events::event::dynamodb::Event;
 use lambda_dedup::{Effect, Item, Value};
-use lambda_dedup_runtime::dynamodb_stream::Change;
-use lambda_dedup_runtime::parking::Parking;
-use lambda_dedup_runtime::queue::Queue;
+use lambda_dedup_runtime::Parking;
+use lambda_dedup_runtime::Queue;
+use lambda_dedup_runtime::events::Change;
 use lambda_dedup_runtime::testing::on_memory;
 use lambda_dedup_runtime::{Dedup, Env, HandlerError};
 use serde_json::json;

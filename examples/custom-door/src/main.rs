@@ -4,7 +4,7 @@
 
 use lambda_dedup_runtime::door::{Answered, AnyOrder, AttributeValue, Door, Message, Record};
 use lambda_dedup_runtime::events::{SqsBatchResponse as Response, SqsEvent};
-use lambda_dedup_runtime::{Dedup, Effect, Event, Reason, SqsService, door, lambda_runtime, sqs};
+use lambda_dedup_runtime::{Dedup, Effect, Event, Reason, SqsService, door, lambda_runtime};
 
 /// The company's envelope around each SQS body.
 struct CompanyEnvelope;
@@ -37,7 +37,7 @@ impl Door for CompanyEnvelope {
             m.body = data.to_string().into_bytes();
             Ok(m)
         };
-        sqs::messages(event).into_iter().map(open).collect()
+        door::sqs_messages(event).into_iter().map(open).collect()
     }
 
     async fn answer(
@@ -45,7 +45,7 @@ impl Door for CompanyEnvelope {
         _: &SqsEvent,
         done: Answered<'_>,
     ) -> Result<Response, lambda_runtime::Error> {
-        Ok(sqs::response(done.report()))
+        Ok(door::sqs_response(done.report()))
     }
 }
 

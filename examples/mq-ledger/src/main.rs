@@ -25,7 +25,7 @@ fn service(dedup: Dedup) -> Result<Service<ActiveMqEvent, ()>, lambda_runtime::E
     let balances = dedup.setting("BALANCES_TABLE")?;
     // The broker's id, chosen openly (S1): it catches the trigger's redeliveries, not a
     // producer that sends one event twice.
-    let dedup = dedup.identity_attribute(lambda_dedup_runtime::mq::MESSAGE_ID_ATTRIBUTE);
+    let dedup = dedup.identity_attribute(lambda_dedup_runtime::events::MQ_MESSAGE_ID_ATTRIBUTE);
     Ok(dedup.activemq(move |e: Event<Credit>| {
         Effect::add(
             &balances,

@@ -154,7 +154,7 @@ fn valkey_with(
     ];
     let env = Env::from_pairs(base.iter().chain(vars).copied());
     let dedup = Dedup::read(&env, "valkey-email").expect("settings");
-    let store = lambda_dedup_runtime::store::valkey::from_settings(dedup.env(), dedup.settings())?;
+    let store = lambda_dedup_runtime::valkey_store(dedup.env(), dedup.settings())?;
     Ok((dedup, store))
 }
 

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use lambda_dedup::ItemStore;
 use lambda_dedup::items::{number, text};
+use lambda_dedup_runtime::SecretsManagerSecret;
 use lambda_dedup_runtime::flow::transact;
-use lambda_dedup_runtime::secrets::SecretsManagerSecret;
 use lambda_dedup_runtime::{Dedup, Event, SqsService};
 use lambda_dedup_runtime::{SettingRule, SettingsError};
 use lambda_runtime::Error;
@@ -466,14 +466,14 @@ mod tests {
         let spec =
             notice::configure(Dedup::read(&notices.env, FUNCTION).expect("settings")).key_spec();
         let key = spec
-            .derive(&lambda_dedup_runtime::sqs::message(&record(
+            .derive(&lambda_dedup_runtime::testing::sqs_message(&record(
                 "m4",
                 b.clone(),
             )))
             .expect("key")
             .key;
         let applied = Event {
-            payload: lambda_dedup_runtime::service::parse(&b["data"]).expect("a notice"),
+            payload: lambda_dedup_runtime::parse(&b["data"]).expect("a notice"),
             tenant: "dgt".into(),
             key,
             time: None,

@@ -270,7 +270,7 @@ mod tests {
     /// notice.
     fn event(id: &str, data: serde_json::Value) -> Result<Event<Notice>, HandlerError> {
         Ok(Event {
-            payload: lambda_dedup_runtime::service::parse(&data)?,
+            payload: lambda_dedup_runtime::parse(&data)?,
             key: DedupKey::new(
                 &Scope::new("t", "fines").expect("scope"),
                 "dgt",

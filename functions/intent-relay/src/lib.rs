@@ -32,6 +32,6 @@
 
 pub mod relay;
 
-pub use lambda_dedup_runtime::in_order::Swept;
+pub use lambda_dedup_runtime::relay::Swept;
 pub use lambda_dedup_runtime::relay::{Handled, RelayService, Tally};
 pub use relay::{Collections, FUNCTION, LAYOUT, SETTINGS, service};

@@ -9,7 +9,7 @@ use lambda_dedup::Item;
 use lambda_dedup_config::RelayVars;
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_runtime::Dedup;
-use lambda_dedup_runtime::in_order::image_part;
+use lambda_dedup_runtime::relay::image_part;
 use lambda_dedup_runtime::relay::{
     Act, Attribute, Attributes, Failure, Layout, Metric, Read, RelayService, Repeats, StatusValue,
     Waiting,
@@ -192,10 +192,8 @@ pub fn service(dedup: Dedup) -> Result<RelayService<Collections>, lambda_runtime
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_dedup_runtime::in_order;
     use lambda_dedup_runtime::relay::Tally;
     use serde_json::json;
-    use std::time::SystemTime;
 
     fn record(name: &str, image: serde_json::Value) -> EventRecord {
         lambda_dedup_runtime::testing::stream_record(name, image)
@@ -247,33 +245,6 @@ mod tests {
         assert_eq!(read(&record("INSERT", json!({}))), Read::NoImage);
         let numeric_id = json!({"intent_id": {"N": "7"}, "status": {"S": "PENDING"}});
         assert_eq!(read(&record("INSERT", numeric_id)), Read::NoImage);
-    }
-
-    /// A record is started only with a whole provider call plus the margin left.
-    #[test]
-    fn a_record_is_started_only_with_time_for_a_whole_call() {
-        let now = SystemTime::now();
-        let per_record = Duration::from_millis(700);
-        assert!(in_order::time_for_one_more(
-            now + Duration::from_secs(1),
-            now,
-            per_record
-        ));
-        assert!(in_order::time_for_one_more(
-            now + per_record,
-            now,
-            per_record
-        ));
-        assert!(!in_order::time_for_one_more(
-            now + Duration::from_millis(699),
-            now,
-            per_record
-        ));
-        assert!(!in_order::time_for_one_more(
-            now - Duration::from_secs(1),
-            now,
-            per_record
-        ));
     }
 
     #[test]

@@ -180,7 +180,7 @@ mod tests {
         let ledger = ledger_with(&[("DEDUP_RETENTION_SECONDS", "3000000")]);
         assert!(failed(&ledger, sample()).await.is_empty());
         let marks = &ledger.store;
-        let msg = lambda_dedup_runtime::sqs::message(&sample().records[0]);
+        let msg = lambda_dedup_runtime::testing::sqs_message(&sample().records[0]);
         let key = ledger.key_spec.derive(&msg).expect("key").key;
         let mark = marks.get(&key).await.expect("get").expect("a mark");
         let ttl = mark

@@ -108,7 +108,7 @@ mod tests {
 
     /// `body` as the event the service hands to [`plan`], or the refusal of its payload.
     fn planned(tenant: &str, body: serde_json::Value) -> Result<Plan, HandlerError> {
-        let payload = lambda_dedup_runtime::service::parse(&body)?;
+        let payload = lambda_dedup_runtime::parse(&body)?;
         let key = DedupKey::new(&Scope::new("t", "c").expect("scope"), tenant, &["x"]);
         let tenant = tenant.to_owned();
         plan(

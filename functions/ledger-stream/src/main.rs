@@ -5,7 +5,7 @@
 //! retries from there (S12). Mark and balance change commit in one transaction (S5). A record
 //! that can never apply is parked, whole, in `DEDUP_PARKING_QUEUE_URL` before the checkpoint
 //! passes it; without that queue the function refuses to start (S15,
-//! `lambda_dedup_runtime::kinesis::Parking`).
+//! `lambda_dedup_runtime::Parking`).
 //!
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
 //! `lambda_dedup_config` plus `BALANCES_TABLE` and `DEDUP_PARKING_QUEUE_URL`.

@@ -162,7 +162,7 @@ mod tests {
     /// A first attempt of `event`'s payment, 8 s ago under the settings' lease (3 s): it
     /// claimed and died while its call was out.
     async fn crashed_8s_ago(payments: &Payments, event: &SqsEvent) {
-        let msg = lambda_dedup_runtime::sqs::message(&event.records[0]);
+        let msg = lambda_dedup_runtime::testing::sqs_message(&event.records[0]);
         let key = payments.key_spec.derive(&msg).expect("key").key;
         let eight_ago = SystemTime::now() - Duration::from_secs(8);
         let crashed = payments
@@ -234,7 +234,7 @@ mod tests {
             .inject(Fault::slow(1, Duration::from_millis(1500)));
         let payments = w.payments(&[("DEDUP_LEASE_SECONDS", "40")]);
         let event = payments_event(1);
-        let msg = lambda_dedup_runtime::sqs::message(&event.records[0]);
+        let msg = lambda_dedup_runtime::testing::sqs_message(&event.records[0]);
         let key = payments.key_spec.derive(&msg).expect("key").key;
         let started = SystemTime::now();
         let (failed, lease) = tokio::join!(invoke(&payments, event), async {

@@ -79,7 +79,7 @@ mod tests {
     }
 
     fn request(data: serde_json::Value) -> Result<serde_json::Value, HandlerError> {
-        lambda_dedup_runtime::service::parse::<Request>(&data).and_then(Request::checked)
+        lambda_dedup_runtime::parse::<Request>(&data).and_then(Request::checked)
     }
 
     #[test]

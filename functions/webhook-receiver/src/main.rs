@@ -8,17 +8,17 @@
 //!
 //! Run locally with `cargo xtask demo` (through `cargo lambda watch`'s Function URL front), or
 //! under `cargo lambda watch` with the variables of `lambda_dedup_config`, of
-//! `lambda_dedup_runtime::secrets::webhook_config` (`WEBHOOK_SCHEME`, `WEBHOOK_SECRETS_ARN` — the Secrets Manager secret
+//! `lambda_dedup_runtime::webhook::webhook_config` (`WEBHOOK_SCHEME`, `WEBHOOK_SECRETS_ARN` — the Secrets Manager secret
 //! read at init and again, bounded, on a signature that matches none of its secrets — or, for
 //! local use, `WEBHOOK_SECRETS`; `WEBHOOK_TENANT`, `INBOX_TABLE`, …); it reads no
 //! `DEDUP_MARK_TABLE`: the inbox items are its marks.
 
-use lambda_dedup_runtime::{Dedup, secrets};
+use lambda_dedup_runtime::{Dedup, webhook};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     lambda_dedup_runtime::init_tracing();
     let dedup = Dedup::from_env("webhook-receiver")?.dynamodb().await;
-    let config = secrets::webhook_config(dedup.env()).await?;
+    let config = webhook::webhook_config(dedup.env()).await?;
     lambda_http::run_concurrent(dedup.webhook(config)?).await
 }

@@ -18,7 +18,7 @@
 //! | [`SdkTimeouts`] (`sdk`) | how long an AWS SDK call and its attempts may take | with the settings |
 //! | [`SideQueues`] (`queues`) | the reconciliation and parking queues | with the settings |
 //! | [`HttpConfig`] (`http`) | the HTTP `Idempotency-Key` door's key, caller, wait, fingerprint, body, replayed headers, retention | `HttpConfig::read(dedup.env())`, given to `Dedup::http` |
-//! | [`WebhookConfig`] (`webhook`) | a webhook receiver's scheme, secrets, identity, inbox | `WebhookConfig::read(dedup.env())`, or with its secrets from Secrets Manager the runtime's `secrets::webhook_config(dedup.env())` ([`SecretsArn`]), given to `Dedup::webhook` |
+//! | [`WebhookConfig`] (`webhook`) | a webhook receiver's scheme, secrets, identity, inbox | `WebhookConfig::read(dedup.env())`, or with its secrets from Secrets Manager the runtime's `webhook::webhook_config(dedup.env())` ([`SecretsArn`]), given to `Dedup::webhook` |
 //! | [`RelayConfig`] (`relay`) | a relay's table, record budget and sweep | `Dedup::relay`, from the builder's own `Env` |
 //! | [`ForwarderConfig`] (`forwarder`) | the inbox forwarder's queue, and its relay's | `relay::forward::forwarder`, from the builder's own `Env` |
 //! | [`PgConfig`], [`ValkeyConfig`] (`stores`) | the PostgreSQL or Valkey server of the marks | `Dedup::postgres`, `Dedup::valkey`, from the builder's own `Env` |
@@ -67,7 +67,7 @@
 //! | variable | meaning | default |
 //! | --- | --- | --- |
 //! | `DEDUP_RECONCILIATION_QUEUE_URL` | where events older than the retention go, S10 (`reconcile`) | none: to the DLQ |
-//! | `DEDUP_PARKING_QUEUE_URL` | Stream functions on the builder (Kinesis, DynamoDB Streams): where records that can never apply are parked, whole, before the checkpoint passes them, S15 (`parking::Parking`) | required: a stream service refuses to start without it |
+//! | `DEDUP_PARKING_QUEUE_URL` | Stream functions on the builder (Kinesis, DynamoDB Streams): where records that can never apply are parked, whole, before the checkpoint passes them, S15 (`lambda_dedup_runtime::Parking`) | required: a stream service refuses to start without it |
 //!
 //! # The Kafka door (`Dedup::kafka`)
 //! | variable | meaning | default |
@@ -82,7 +82,7 @@
 //! | --- | --- | --- |
 //! | `WEBHOOK_SCHEME` | how the sender signs ([`Scheme`](lambda_dedup_signature::Scheme)): `standard-webhooks` (also under Svix's `svix-*` names), `stripe`, `github`, `shopify` or `slack`; anything else is refused at start | `standard-webhooks` |
 //! | `WEBHOOK_SECRETS` | the sender's secrets, comma-separated, as the sender writes them: `whsec_<base64>` (Standard Webhooks: the key is the decoded bytes) or Stripe's `whsec_…` (the string's bytes), or GitHub's, Shopify's and Slack's secret as they show it (its bytes); each key 16 bytes or more; all accepted (rotation); for local use: refused beside `WEBHOOK_SECRETS_ARN` | required, unless `WEBHOOK_SECRETS_ARN` |
-//! | `WEBHOOK_SECRETS_ARN` | the Secrets Manager secret (ARN, or name) whose text is the secrets as `WEBHOOK_SECRETS` writes them, read at init by the runtime after the settings (`secrets::webhook_config`, its feature `secrets-manager`); a secret missing, unreadable or not text refuses the start (`SettingsError::Secret`) | unset |
+//! | `WEBHOOK_SECRETS_ARN` | the Secrets Manager secret (ARN, or name) whose text is the secrets as `WEBHOOK_SECRETS` writes them, read at init by the runtime after the settings (`webhook::webhook_config`, its feature `secrets-manager`); a secret missing, unreadable or not text refuses the start (`SettingsError::Secret`) | unset |
 //! | `WEBHOOK_SECRETS_REFRESH_SECONDS` | the least time between two reads of that secret after init: a signature matching none of the secrets held reads it again (a rotation, no deploy) at most this often, however many fail; 1 to 3600 | 30 |
 //! | `WEBHOOK_TOLERANCE_SECONDS` | how far a signature's timestamp may be from now, either way: 1 to 3600 (an hour, [`MAX_TOLERANCE`](lambda_dedup_signature::MAX_TOLERANCE)), anything else refused at start; not applied to GitHub and Shopify, which sign no time | 300 |
 //! | `WEBHOOK_ID_FROM` | the event's identity, always covered by the signature: `header:webhook-id` (Standard Webhooks' signed id; `header:svix-id` is the same) or `json:</pointer>` into the signed body; any other header is refused (GitHub's and Shopify's id headers are unsigned) | `header:webhook-id`; Stripe: `json:/id` (the event's `evt_…`); Slack: `json:/event_id`; GitHub, Shopify: none, it must be set |

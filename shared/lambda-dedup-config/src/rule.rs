@@ -219,7 +219,7 @@ impl fmt::Display for Shown<'_> {
             }
             SettingRule::ReadAtInit { feature } => write!(
                 f,
-                "{var} names a Secrets Manager secret, which secrets::webhook_config reads at init \
+                "{var} names a Secrets Manager secret, which webhook::webhook_config reads at init \
                  (lambda-dedup-runtime's feature {feature}); this reading calls no AWS service"
             ),
             SettingRule::NotInThisBuild { feature, why: w } => {

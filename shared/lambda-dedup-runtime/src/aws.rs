@@ -15,11 +15,7 @@ use crate::config::SettingsError;
 
 /// The AWS SDK configuration with `timeouts` (`DEDUP_SDK_*_TIMEOUT_MS`): every client the
 /// function builds (its DynamoDB store and tables, its side queues, Secrets Manager) has them.
-#[cfg(any(
-    feature = "dynamodb",
-    feature = "sqs-client",
-    feature = "secrets-manager"
-))]
+#[cfg(feature = "aws")]
 pub async fn sdk_config(timeouts: &crate::config::SdkTimeouts) -> aws_config::SdkConfig {
     let timeouts = aws_config::timeout::TimeoutConfig::builder()
         .operation_timeout(timeouts.operation)

@@ -22,7 +22,7 @@ pub(crate) const ABANDONED: &str = "abandoned before the invocation's deadline";
 
 /// When the invocation's work must be over: its deadline ([`crate::deadline`]) less `margin`
 /// (the function's setting); `None` when the runtime sends no deadline.
-#[cfg(any(feature = "webhook", test))]
+#[cfg(feature = "webhook")]
 pub(crate) fn cutoff(ctx: &lambda_runtime::Context, margin: Duration) -> Option<SystemTime> {
     cutoff_at(crate::deadline(ctx), margin)
 }
@@ -35,7 +35,7 @@ pub(crate) fn cutoff_at(deadline: Option<SystemTime>, margin: Duration) -> Optio
 /// Runs `work` until `cutoff`: its output, or `None` when the cutoff came first (the work is
 /// dropped, its calls in flight abandoned). Work is not started at all once the cutoff is past.
 /// No cutoff: `work` runs to its end.
-pub async fn within<F: Future>(cutoff: Option<SystemTime>, work: F) -> Option<F::Output> {
+pub(crate) async fn within<F: Future>(cutoff: Option<SystemTime>, work: F) -> Option<F::Output> {
     let Some(cutoff) = cutoff else {
         return Some(work.await);
     };

@@ -15,9 +15,9 @@
 //! [`Dedup::door`](crate::Dedup::door):
 //!
 //! ```
-//! use lambda_dedup_runtime::door::{AnyOrder, Answered, Door, Record};
+//! use lambda_dedup_runtime::door::{AnyOrder, Answered, Door, Record, sqs_messages, sqs_response};
 //! use lambda_dedup_runtime::events::{SqsBatchResponse, SqsEvent};
-//! use lambda_dedup_runtime::{lambda_runtime, sqs};
+//! use lambda_dedup_runtime::lambda_runtime;
 //!
 //! /// SQS bodies as they come, answered with a partial batch response.
 //! struct Plain;
@@ -29,11 +29,11 @@
 //!     const NAME: &'static str = "plain SQS";
 //!
 //!     fn messages(&self, event: &SqsEvent, _: &lambda_runtime::Context) -> Vec<Record> {
-//!         sqs::messages(event).into_iter().map(Ok).collect()
+//!         sqs_messages(event).into_iter().map(Ok).collect()
 //!     }
 //!
 //!     async fn answer(&self, _: &SqsEvent, done: Answered<'_>) -> Result<SqsBatchResponse, lambda_runtime::Error> {
-//!         Ok(sqs::response(done.report()))
+//!         Ok(sqs_response(done.report()))
 //!     }
 //! }
 //! ```
@@ -45,6 +45,9 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_dedup::Reason;
 use lambda_dedup_engine::{BatchReport, Outcome};
 
+/// An SQS event's messages as the SQS door reads them, and its partial batch response from a
+/// report: for a door of your own in SQS bodies.
+pub use crate::sqs::{messages as sqs_messages, response as sqs_response};
 /// What a door makes of each record: a delivery in the library's terms, and its attributes.
 pub use lambda_dedup::{AttributeValue, Message};
 
@@ -129,23 +132,11 @@ impl Answered<'_> {
 }
 
 /// Where the doors that park send what can never apply.
-#[cfg(any(
-    feature = "kinesis",
-    feature = "dynamodb-streams",
-    feature = "kafka",
-    feature = "mq",
-    test
-))]
+#[cfg(feature = "parking")]
 pub(crate) use crate::parking::Parking;
 
 /// No door parks without one of the features of the doors that park.
-#[cfg(not(any(
-    feature = "kinesis",
-    feature = "dynamodb-streams",
-    feature = "kafka",
-    feature = "mq",
-    test
-)))]
+#[cfg(not(feature = "parking"))]
 #[derive(Debug)]
 pub(crate) enum Parking {}
 

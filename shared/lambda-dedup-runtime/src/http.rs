@@ -55,12 +55,12 @@
 //! that is a new request — the promise the API documents to its clients.
 //!
 //! # Layout
-//! - `key`: `Idempotency-Key` parsed ([`KeyError`]);
-//! - `caller`: the caller of a request ([`CallerError`]);
-//! - `event`: the raw Lambda event read before `lambda_http` converts it ([`NotHttp`]);
-//! - `reply`: the work's [`Reply`] and its [`Stored`] form;
-//! - `answer`: the [`Answer`] and how it is [`Counted`];
-//! - `door`: the [`Door`] — the checks, the claim, the commit, the wait, the deadline.
+//! - `key`: `Idempotency-Key` parsed (`KeyError`);
+//! - `caller`: the caller of a request (`CallerError`);
+//! - `event`: the raw Lambda event read before `lambda_http` converts it (`NotHttp`);
+//! - `reply`: the work's [`Reply`] and its `Stored` form;
+//! - `answer`: the `Answer` and how it is `Counted`;
+//! - `door`: the `Door` — the checks, the claim, the commit, the wait, the deadline.
 
 mod answer;
 mod caller;
@@ -69,14 +69,9 @@ pub(crate) mod event;
 mod key;
 mod reply;
 
-pub use crate::config::{CallerFrom, CallerFront, HttpConfig, HttpFingerprint, KeyRequirement};
-pub use answer::{Answer, Counted, PROBLEM_TYPE_PREFIX};
-pub use caller::CallerError;
-pub(crate) use door::Work;
-pub use door::{Door, Incoming, Meta};
-pub use event::NotHttp;
-pub use key::{IDEMPOTENCY_KEY_HEADER, KeyError, MAX_KEY_CHARS};
-pub use reply::{Reply, Stored};
+pub use crate::config::HttpConfig;
+pub(crate) use door::{Door, Meta, Work};
+pub use reply::Reply;
 
 #[cfg(test)]
 mod tests;

@@ -21,7 +21,11 @@ pub fn image_part<T: serde::de::DeserializeOwned>(image: &serde_dynamo::Item) ->
 }
 
 /// Whether one more record fits before `deadline`: at least `per_record` must be left.
-pub fn time_for_one_more(deadline: SystemTime, now: SystemTime, per_record: Duration) -> bool {
+pub(crate) fn time_for_one_more(
+    deadline: SystemTime,
+    now: SystemTime,
+    per_record: Duration,
+) -> bool {
     deadline
         .duration_since(now)
         .is_ok_and(|left| left >= per_record)
@@ -29,7 +33,7 @@ pub fn time_for_one_more(deadline: SystemTime, now: SystemTime, per_record: Dura
 
 /// How a walk over one batch went.
 #[derive(Debug)]
-pub struct Walk<E> {
+pub(crate) struct Walk<E> {
     /// The endings of the records done, in order.
     pub done: Vec<E>,
     /// The record that failed transiently (0 or 1): the stream retries from it.
@@ -47,7 +51,7 @@ pub struct Walk<E> {
 /// `DEDUP_DEADLINE_MARGIN_MS`, or less a quarter of `per_record` when that is shorter), and names
 /// that record in the response: the stream retries from it, so order is kept and nothing is
 /// skipped (S12). Permanent refusals are the caller's endings (parked), and do not stop it (S15).
-pub async fn walk<'a, E, R, F, Fut>(
+pub(crate) async fn walk<'a, E, R, F, Fut>(
     records: &'a [EventRecord],
     per_record: Duration,
     margin: Duration,
@@ -149,5 +153,34 @@ impl Swept {
             "redriven": self.redriven,
             "oldest_pending_seconds": self.oldest_pending.as_secs(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::time_for_one_more;
+    use std::time::{Duration, SystemTime};
+
+    /// A record is started only with a whole provider call plus the margin left.
+    #[test]
+    fn a_record_is_started_only_with_time_for_a_whole_call() {
+        let now = SystemTime::now();
+        let per_record = Duration::from_millis(700);
+        assert!(time_for_one_more(
+            now + Duration::from_secs(1),
+            now,
+            per_record
+        ));
+        assert!(time_for_one_more(now + per_record, now, per_record));
+        assert!(!time_for_one_more(
+            now + Duration::from_millis(699),
+            now,
+            per_record
+        ));
+        assert!(!time_for_one_more(
+            now - Duration::from_secs(1),
+            now,
+            per_record
+        ));
     }
 }

@@ -3,102 +3,74 @@
 //! [`lambda_dedup_engine::BatchReport`] back to a partial batch response, reads the configuration every
 //! function has from the environment (refusing to start on a bad one), and logs the account.
 //!
-//! # Layout
-//! - [`config`]: every variable read into typed structs, in one place — [`Settings`] (`DEDUP_*`,
-//!   the S9 retention check, the one deadline margin, the SDK timeouts, the side queues), the
-//!   webhook's, the relays', the forwarder's and the stores' servers'; nothing else reads the
-//!   environment.
-//! - [`door`]: what a door is ([`door::Door`]: its event, its records, their identity and tenant,
-//!   its order, its answer); the builder's doors are implementations, and a function's own door
-//!   is one more ([`Dedup::door`]).
-//! - [`service`]: the builder, [`Dedup`], the one runner every door goes through (the cutoff,
-//!   a span per record, the account and its EMF line, late events, parking, the answer before
-//!   the deadline) and the flows.
-//! - [`store`]: the stores the builder runs on, bound to the settings when chosen
-//!   ([`Dedup::on`]): [`Items`] (DynamoDB, feature `dynamodb`, default; memory: every mode) or
-//!   a [`Store`] of marks only (PostgreSQL, Valkey).
-//! - `source`: the doors, one file each, each at the crate's root — [`sqs`] (messages in, the partial batch response
-//!   out); `kinesis`, `dynamodb_stream` (features `kinesis`, `dynamodb-streams`): one stream
-//!   door, the checkpoint as the partial batch response, records that can never apply parked
-//!   (`parking::Parking`); `kafka`, `mq`; [`sns`], [`eventbridge`]: their events as messages,
-//!   directly or in an SQS body ([`Envelope`]); `s3`; [`asynchronous`]: what the async doors
-//!   answer, all or nothing.
-//! - [`reconcile`]: late events (S10) to the reconciliation queue.
-//! - [`bound`]: the runner's work cut off `DEDUP_DEADLINE_MARGIN_MS` before the deadline,
-//!   the unfinished reported for redelivery.
-//! - [`queue`]: the side queues the functions send to (reconciliation, parking, the forwarder's
-//!   queue), each SQS client (feature `sqs-client`, default) built on its first send.
-//! - `webhook` (feature `webhook`): signed HTTP requests into an inbox, one counted answer each.
-//!   With `secrets-manager`, its signing secrets are read at init from Secrets Manager
-//!   (`secrets::webhook_config`, `WEBHOOK_SECRETS_ARN`) and again, bounded, on a mismatch.
-//! - `relay` (feature `dynamodb-streams`): the recorded-intent and inbox pattern (S7) once — a
-//!   table's stream, an action per new item, settle or park, the deadline, the tally, the sweep —
-//!   for `intent-relay` and the inbox's forwarder (`relay::forward`, feature `inbox`: the inbox
-//!   table's stream forwarded to a queue), built by `Dedup::relay`.
-//! - [`testing`]: what a function's tests share; with the feature `memory`, the function on the
-//!   memory store of its own settings (`testing::on_memory`).
+//! # What a function uses
+//! - At the root: the builder [`Dedup`] and what it is built from ([`Env`], [`Settings`],
+//!   [`Envelope`], [`Parking`]) or refuses with ([`BuildError`], [`SettingsError`]); the work's
+//!   [`Event`], [`Effect`] and [`HandlerError`]; the services it builds ([`SqsService`],
+//!   [`Service`], …); the stores it runs on, bound to the settings when chosen
+//!   ([`Dedup::on`]): [`Items`] (DynamoDB, memory: every mode) or a [`Store`] of marks only
+//!   (PostgreSQL, Valkey).
+//! - [`flow`]: what is done once per event (a closure, a transaction, a call, created once, a
+//!   sequence, latest wins).
+//! - [`events`]: the event and response types of the doors.
+//! - [`door`]: what a door is ([`door::Door`]); a function's own door is one more
+//!   ([`Dedup::door`]).
+//! - `http`, `webhook`, `relay` (features `http`, `webhook`, `dynamodb-streams`): what those
+//!   doors' functions name beyond the builder (their settings, the reply, the relay's layout).
+//! - [`emf`]: the account's EMF lines; [`testing`]: what a function's tests share (with the
+//!   feature `memory`, the function on the memory store of its own settings).
+//!
+//! Everything else is the crate's own: the doors one file each (SQS, SNS, EventBridge, Kinesis,
+//! DynamoDB Streams, Kafka, Amazon MQ, S3), the one runner every door goes through (the cutoff
+//! before the deadline, a span per record, the account, late events to the reconciliation
+//! queue, parking), the side queues and the stores' binding to the settings.
 //!
 //! # Features
 //! `dynamodb` and `sqs-client` are the defaults: the DynamoDB store and item tables, and the SQS
 //! client of the side queues. A function on PostgreSQL or Valkey leaves them out
 //! (`default-features = false`) and carries no AWS SDK; without `sqs-client`,
-//! `DEDUP_RECONCILIATION_QUEUE_URL` refuses the start. `kinesis`, `dynamodb-streams` and `inbox`
-//! need the SQS client (their parking and forwarding) and enable it.
+//! `DEDUP_RECONCILIATION_QUEUE_URL` refuses the start. One feature per door (`kinesis`,
+//! `dynamodb-streams`, `kafka`, `mq`, `s3`, `webhook`, `http`, `inbox`) and per store
+//! (`postgres`, `valkey`, `memory`), plus `secrets-manager`; the doors that park enable the
+//! SQS client. `aws`, `parking`, `checkpoint`, `shards` and `broker` are internal: what several
+//! doors share, enabled by them.
 
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod aws;
-pub mod bound;
+mod bound;
 /// The settings, read in their own crate: `crate::config::…` inside the runtime.
 pub(crate) use lambda_dedup_config as config;
 pub mod door;
 pub mod emf;
-#[cfg(any(feature = "http", test))]
+#[cfg(feature = "http")]
 pub mod http;
-#[cfg(any(feature = "dynamodb-streams", test))]
-pub mod in_order;
-#[cfg(any(
-    feature = "kinesis",
-    feature = "dynamodb-streams",
-    feature = "kafka",
-    feature = "mq",
-    test
-))]
-pub mod parking;
-pub mod queue;
-pub mod reconcile;
-#[cfg(any(feature = "dynamodb-streams", test))]
+#[cfg(feature = "dynamodb-streams")]
+mod in_order;
+#[cfg(feature = "parking")]
+mod parking;
+mod queue;
+mod reconcile;
+#[cfg(feature = "dynamodb-streams")]
 pub mod relay;
 #[cfg(feature = "secrets-manager")]
-pub mod secrets;
-pub mod service;
+mod secrets;
+mod service;
 mod source;
-pub mod store;
+mod store;
 pub mod testing;
-#[cfg(any(feature = "webhook", test))]
+#[cfg(feature = "webhook")]
 pub mod webhook;
 
-#[cfg(any(feature = "dynamodb-streams", test))]
-pub use source::dynamodb_stream;
-pub use source::envelope::Envelope;
-#[cfg(any(feature = "kafka", test))]
-pub use source::kafka;
-#[cfg(any(feature = "kinesis", test))]
-pub use source::kinesis;
-#[cfg(any(feature = "mq", test))]
-pub use source::mq;
-#[cfg(any(feature = "s3", test))]
-pub use source::s3;
-pub use source::sqs;
-#[cfg(any(
-    feature = "kinesis",
-    feature = "dynamodb-streams",
-    feature = "kafka",
-    feature = "mq",
-    test
-))]
+#[cfg(feature = "kafka")]
+use source::kafka;
+#[cfg(feature = "mq")]
+use source::mq;
+#[cfg(feature = "s3")]
+use source::s3;
+#[cfg(feature = "parking")]
 use source::stream;
-pub use source::{asynchronous, eventbridge, sns};
+use source::{asynchronous, sqs};
 
 pub use lambda_dedup::{Effect, Item, Provenance, TimeFormat};
 /// Why a delivery was rejected (what [`InvokeError::Rejected`] names).
@@ -108,50 +80,71 @@ pub use lambda_dedup_engine::Reason;
 /// `aws_lambda_events` (the event types, with the features this crate's own features enable).
 pub use {aws_lambda_events, lambda_runtime};
 
-/// The event and response types of the builder's sources, from `aws_lambda_events`.
+/// The event and response types of the builder's doors: those of `aws_lambda_events`, and the
+/// few the doors add (a DynamoDB stream record's [`Change`](events::Change), Kafka's partial
+/// batch response, what the async doors answer when not all was acknowledged).
 pub mod events {
+    pub use crate::source::asynchronous::NotAcknowledged;
     pub use aws_lambda_events::event::eventbridge::EventBridgeEvent;
     pub use aws_lambda_events::event::sns::{SnsEvent, SnsMessage};
     pub use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-    #[cfg(any(feature = "mq", test))]
-    pub use aws_lambda_events::event::{activemq::ActiveMqEvent, rabbitmq::RabbitMqEvent};
-    #[cfg(any(feature = "dynamodb-streams", test))]
-    pub use aws_lambda_events::event::{
-        dynamodb::Event as DynamoDbEvent, streams::DynamoDbEventResponse,
-    };
-    #[cfg(any(feature = "kinesis", test))]
+    #[cfg(feature = "kinesis")]
     pub use aws_lambda_events::event::{kinesis::KinesisEvent, streams::KinesisEventResponse};
-    #[cfg(any(feature = "kafka", test))]
-    pub use {crate::kafka::KafkaEventResponse, aws_lambda_events::event::kafka::KafkaEvent};
+    #[cfg(feature = "kafka")]
+    pub use {
+        crate::kafka::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifier},
+        aws_lambda_events::event::kafka::KafkaEvent,
+    };
+    #[cfg(feature = "dynamodb-streams")]
+    pub use {
+        crate::source::dynamodb_stream::Change,
+        aws_lambda_events::event::{
+            dynamodb::Event as DynamoDbEvent, streams::DynamoDbEventResponse,
+        },
+    };
+    #[cfg(feature = "mq")]
+    pub use {
+        crate::source::mq::MESSAGE_ID_ATTRIBUTE as MQ_MESSAGE_ID_ATTRIBUTE,
+        aws_lambda_events::event::{activemq::ActiveMqEvent, rabbitmq::RabbitMqEvent},
+    };
 }
 /// The AWS SDK configuration with the settings' SDK timeouts, for a function's own clients.
-#[cfg(any(
-    feature = "dynamodb",
-    feature = "sqs-client",
-    feature = "secrets-manager"
-))]
+#[cfg(feature = "aws")]
 pub use aws::sdk_config;
 /// The settings a function's `main` (and its tests) reads the builder with, from
 /// `lambda-dedup-config`, where every other setting is.
 pub use lambda_dedup_config::{Env, SettingRule, Settings, SettingsError};
-#[cfg(any(feature = "webhook", test))]
+#[cfg(feature = "parking")]
+pub use parking::Parking;
+pub use queue::Queue;
+#[cfg(feature = "secrets-manager")]
+pub use secrets::SecretsManagerSecret;
+#[cfg(feature = "webhook")]
 pub use service::WebhookService;
 pub use service::{
     BuildError, Dedup, Event, HandlerError, IntoPlan, Invalid, InvokeError, InvokeScope,
-    InvokeScopeError, Service, SqsService, Transient, flow,
+    InvokeScopeError, Service, SqsService, Transient, flow, parse,
 };
-#[cfg(any(feature = "http", test))]
+#[cfg(feature = "http")]
 pub use service::{HttpEvent, HttpService};
+pub use source::envelope::Envelope;
+/// The PostgreSQL store [`Dedup::postgres`] chooses, bound to the settings.
+#[cfg(feature = "postgres")]
+pub use store::postgres::from_settings as postgres_store;
+/// The Valkey store [`Dedup::valkey`] chooses, bound to the settings (what a test checks the
+/// key layout of).
+#[cfg(feature = "valkey")]
+pub use store::valkey::from_settings as valkey_store;
 pub use store::{Items, NoStore, Store};
 
 /// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.
 ///
 /// Lambda sends it as epoch milliseconds, and that is how it is read. A value that cannot be an
-/// epoch deadline — before [`TIMEOUT_NOT_DEADLINE_BELOW_MS`], that is before 2001 — is what a
+/// epoch deadline — before `TIMEOUT_NOT_DEADLINE_BELOW_MS`, that is before 2001 — is what a
 /// local runtime sends in its place: the function's timeout (`cargo lambda watch` 1.9 sends e.g.
 /// `600000`). It is read as milliseconds from now, and said once in the log, so the functions
 /// run under `cargo lambda watch` with no setting. No deadline at all (0) gives `None`.
-pub fn deadline(ctx: &lambda_runtime::Context) -> Option<std::time::SystemTime> {
+pub(crate) fn deadline(ctx: &lambda_runtime::Context) -> Option<std::time::SystemTime> {
     let read = deadline_from(ctx.deadline);
     if let Deadline::Relative(_) = read {
         static SAID: std::sync::Once = std::sync::Once::new();
@@ -167,7 +160,7 @@ pub fn deadline(ctx: &lambda_runtime::Context) -> Option<std::time::SystemTime> 
 
 /// Deadlines below this many epoch milliseconds (2001-09-09) are timeouts: no Lambda deadline
 /// lies before it.
-pub const TIMEOUT_NOT_DEADLINE_BELOW_MS: u64 = 1_000_000_000_000;
+pub(crate) const TIMEOUT_NOT_DEADLINE_BELOW_MS: u64 = 1_000_000_000_000;
 
 /// How the runtime's deadline header was read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 //! 1 MiB limit parks as about 1.37 MB, over what SQS accepts (1 MiB, body and attributes
 //! together), and a refused parking holds the shard until the record reaches its maximum age
 //! (hours). A record's parked form is measured as SQS measures it before it is sent; over
-//! [`Parking::max_message_bytes`] it becomes the record's metadata, its size and the SHA-256
+//! the queue's largest message it becomes the record's metadata, its size and the SHA-256
 //! digest of its bytes, with as much of its head as fits, and the attribute
 //! `dedup-parked-by: reference`. The bytes themselves stay in the stream for its retention,
 //! where the sequence number finds them (each source's module says how); the digest proves that
@@ -21,12 +21,9 @@ use lambda_dedup_engine::{BatchReport, Pass};
 use crate::config::{Settings, SettingsError};
 use crate::queue::Queue;
 
-/// The variable naming the parking queue of a stream function (Kinesis, DynamoDB Streams) (required).
-pub const PARKING_QUEUE_VARIABLE: &str = crate::config::PARKING_QUEUE_VAR;
-
 /// SQS's largest message, body and attributes together (1 MiB): the default of
-/// [`Parking::max_message_bytes`].
-pub const SQS_MAX_MESSAGE_BYTES: usize = 1_048_576;
+/// the queue's largest message.
+pub(crate) const SQS_MAX_MESSAGE_BYTES: usize = 1_048_576;
 
 /// The attribute saying how a record was parked: `whole` or `reference`.
 pub(crate) const PARKED_BY_ATTRIBUTE: &str = "dedup-parked-by";
@@ -67,7 +64,7 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
 
 /// How many bytes of a head, sent in base64, fit in `room` bytes of a message (base64 is 4
 /// bytes for every 3), less a little for the JSON around it.
-#[cfg(any(feature = "kinesis", feature = "kafka", feature = "mq", test))]
+#[cfg(any(feature = "kinesis", feature = "broker"))]
 pub(crate) fn head_room(room: usize) -> usize {
     room.saturating_sub(64) / 4 * 3
 }
@@ -91,7 +88,7 @@ pub struct Parking {
 
 /// How the parking of one invocation went.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Parked {
+pub(crate) struct Parked {
     /// Records parked (now passed by the checkpoint).
     pub parked: u64,
     /// Of those, records too large to park whole, parked by reference (see the module docs).
@@ -105,12 +102,12 @@ pub struct Parked {
 impl Parking {
     /// The parking queue of `settings` (`DEDUP_PARKING_QUEUE_URL`, sent to with its SDK
     /// timeouts); without one a stream function refuses to start (see the module docs for why).
-    pub fn from_settings(settings: &Settings) -> Result<Self, SettingsError> {
+    pub(crate) fn from_settings(settings: &Settings) -> Result<Self, SettingsError> {
         let url = settings.queues.required_parking()?;
         Ok(Self::new(Queue::new(url, settings.sdk_timeouts)))
     }
 
-    /// Parking in `queue`, which accepts messages of up to [`SQS_MAX_MESSAGE_BYTES`].
+    /// Parking in `queue`, which accepts messages of up to `SQS_MAX_MESSAGE_BYTES`.
     pub fn new(queue: Queue) -> Self {
         Self {
             queue,
@@ -121,15 +118,10 @@ impl Parking {
     /// Parking in a queue configured to accept less than SQS's maximum (its
     /// `MaximumMessageSize`, at least 1,024 bytes): records whose parked form is larger are
     /// parked by reference (see the module docs). A value over SQS's maximum is read as it.
-    pub fn with_max_message_bytes(mut self, max: usize) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_max_message_bytes(mut self, max: usize) -> Self {
         self.max_message_bytes = max.min(SQS_MAX_MESSAGE_BYTES);
         self
-    }
-
-    /// The largest message the parking queue accepts, as SQS counts it ([`SQS_MAX_MESSAGE_BYTES`]
-    /// unless [`with_max_message_bytes`](Self::with_max_message_bytes) says less).
-    pub fn max_message_bytes(&self) -> usize {
-        self.max_message_bytes
     }
 
     /// What parking sends for a record: `whole`, when it fits the queue; otherwise what

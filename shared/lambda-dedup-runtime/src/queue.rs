@@ -7,6 +7,7 @@
 //! Without the feature `sqs-client` there is no client: such a build refuses to start with a
 //! reconciliation queue ([`SideQueues`](lambda_dedup_config::SideQueues)), and has no stream source,
 //! parking or forwarder, so no queue is ever built there.
+#![cfg_attr(not(feature = "sqs-client"), allow(dead_code))]
 
 #[cfg(feature = "sqs-client")]
 use aws_sdk_sqs::types::MessageAttributeValue;
@@ -19,7 +20,6 @@ use crate::config::SdkTimeouts;
 #[derive(Debug)]
 pub struct Queue {
     url: String,
-    #[cfg_attr(not(feature = "sqs-client"), allow(dead_code))]
     timeouts: SdkTimeouts,
     #[cfg(feature = "sqs-client")]
     client: OnceCell<aws_sdk_sqs::Client>,
@@ -29,12 +29,12 @@ pub struct Queue {
 /// sent; the caller keeps it (reports it failed) so nothing is lost.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("could not send to the queue: {0}")]
-pub struct SendError(String);
+pub(crate) struct SendError(String);
 
 impl Queue {
     /// The queue at `url`; its client comes from the environment with `timeouts` (the
     /// function's `DEDUP_SDK_*_TIMEOUT_MS`) on the first send.
-    pub fn new(url: impl Into<String>, timeouts: SdkTimeouts) -> Self {
+    pub(crate) fn new(url: impl Into<String>, timeouts: SdkTimeouts) -> Self {
         Self {
             url: url.into(),
             timeouts,
@@ -53,8 +53,9 @@ impl Queue {
         }
     }
 
-    /// The queue's URL.
-    pub fn url(&self) -> &str {
+    /// The queue's URL (the forwarder names it in its log).
+    #[cfg(feature = "inbox")]
+    pub(crate) fn url(&self) -> &str {
         &self.url
     }
 
@@ -71,7 +72,7 @@ impl Queue {
 
     /// Sends `body` with string `attributes` (at most SQS's 10); `Ok` only once SQS has taken it.
     #[cfg(feature = "sqs-client")]
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         body: String,
         attributes: &[(String, String)],
@@ -96,7 +97,7 @@ impl Queue {
 
     /// Without an SQS client nothing is sent: the message stays failed, for redelivery.
     #[cfg(not(feature = "sqs-client"))]
-    pub async fn send(&self, _: String, _: &[(String, String)]) -> Result<(), SendError> {
+    pub(crate) async fn send(&self, _: String, _: &[(String, String)]) -> Result<(), SendError> {
         Err(SendError(
             "this build has no SQS client (lambda-dedup-runtime's feature sqs-client)".into(),
         ))
@@ -106,7 +107,7 @@ impl Queue {
 /// `value` as an SQS message attribute of type `String`, or why SQS's builder refused it: how
 /// every sender here (and the operators' tool) attaches its attributes.
 #[cfg(feature = "sqs-client")]
-pub fn string_attribute(
+pub(crate) fn string_attribute(
     value: impl Into<String>,
 ) -> Result<MessageAttributeValue, aws_sdk_sqs::error::BuildError> {
     MessageAttributeValue::builder()

@@ -4,7 +4,7 @@
 //! the intent's idempotency key) and the inbox's forwarder ([`forward`], feature `inbox`: an SQS send) are
 //! each an [`Act`] — how to read a record, what to do with the item — on this walk:
 //!
-//! - records in shard order ([`in_order::walk`](crate::in_order::walk)); the first that fails transiently is the
+//! - records in shard order (`in_order::walk`); the first that fails transiently is the
 //!   checkpoint the stream retries from, and a record is started only with the time one record
 //!   needs (its record budget) left before the invocation's deadline, and one still not done
 //!   `DEDUP_DEADLINE_MARGIN_MS` before it is abandoned (S12, S13);
@@ -49,7 +49,7 @@
 //! - `tally`: the account of one invocation ([`Tally`], [`Handled`]).
 
 mod act;
-#[cfg(any(feature = "inbox", test))]
+#[cfg(feature = "inbox")]
 pub mod forward;
 mod layout;
 mod service;
@@ -57,10 +57,9 @@ mod settle;
 mod sweep;
 mod tally;
 
+pub use crate::in_order::{Swept, image_part};
 pub use act::{Act, Failure, Read};
-pub use layout::{
-    Attribute, Attributes, FAILURE_REASON, Layout, Metric, REDRIVE, Repeats, StatusValue, Waiting,
-};
+pub use layout::{Attribute, Attributes, Layout, Metric, REDRIVE, Repeats, StatusValue, Waiting};
 pub(crate) use service::Relay;
 pub use service::RelayService;
 pub use tally::{Handled, Tally};

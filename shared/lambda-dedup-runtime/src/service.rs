@@ -65,7 +65,7 @@ mod doors;
 mod event;
 pub mod flow;
 mod invoke;
-#[cfg(any(feature = "dynamodb-streams", test))]
+#[cfg(feature = "dynamodb-streams")]
 mod relay;
 mod runner;
 
@@ -74,13 +74,13 @@ pub use event::{Event, IntoPlan, parse};
 pub use invoke::{InvokeError, InvokeScope, InvokeScopeError};
 pub(crate) use runner::Runner;
 pub use runner::{Service, SqsService};
-#[cfg(any(feature = "http", test))]
+#[cfg(feature = "http")]
 mod http;
-#[cfg(any(feature = "http", test))]
+#[cfg(feature = "http")]
 pub use http::{HttpEvent, HttpService};
-#[cfg(any(feature = "webhook", test))]
+#[cfg(feature = "webhook")]
 mod webhook;
-#[cfg(any(feature = "webhook", test))]
+#[cfg(feature = "webhook")]
 pub use webhook::WebhookService;
 
 /// One function's deduplication: its settings, how keys are derived, the store `S`, and where
@@ -113,13 +113,7 @@ pub struct Dedup<S = Items> {
     time: Option<EventTimeSource>,
     store: S,
     accounting: Accounting,
-    #[cfg(any(
-        feature = "kinesis",
-        feature = "dynamodb-streams",
-        feature = "kafka",
-        feature = "mq",
-        test
-    ))]
+    #[cfg(feature = "parking")]
     parking: Option<Arc<crate::parking::Parking>>,
     whole_body: bool,
     envelope: Option<crate::Envelope>,
@@ -196,13 +190,7 @@ impl Dedup<NoStore> {
                 namespace: crate::emf::NAMESPACE.into(),
                 reconciliation: Reconciliation::To(reconciliation),
             },
-            #[cfg(any(
-                feature = "kinesis",
-                feature = "dynamodb-streams",
-                feature = "kafka",
-                feature = "mq",
-                test
-            ))]
+            #[cfg(feature = "parking")]
             parking: None,
             whole_body: false,
             envelope: None,
@@ -238,13 +226,7 @@ impl Dedup<NoStore> {
             time: self.time,
             store,
             accounting: self.accounting,
-            #[cfg(any(
-                feature = "kinesis",
-                feature = "dynamodb-streams",
-                feature = "kafka",
-                feature = "mq",
-                test
-            ))]
+            #[cfg(feature = "parking")]
             parking: self.parking,
             whole_body: self.whole_body,
             envelope: self.envelope,
@@ -367,13 +349,7 @@ impl<S> Dedup<S> {
 
     /// Stream records that can never apply are parked in `parking` rather than in the queue
     /// `DEDUP_PARKING_QUEUE_URL` names (S15).
-    #[cfg(any(
-        feature = "kinesis",
-        feature = "dynamodb-streams",
-        feature = "kafka",
-        feature = "mq",
-        test
-    ))]
+    #[cfg(feature = "parking")]
     pub fn parking(mut self, parking: crate::parking::Parking) -> Self {
         self.parking = Some(Arc::new(parking));
         self
@@ -381,13 +357,7 @@ impl<S> Dedup<S> {
 
     /// Where stream records that can never apply are parked: [`parking`](Self::parking), or
     /// the queue `DEDUP_PARKING_QUEUE_URL` names (required then).
-    #[cfg(any(
-        feature = "kinesis",
-        feature = "dynamodb-streams",
-        feature = "kafka",
-        feature = "mq",
-        test
-    ))]
+    #[cfg(feature = "parking")]
     fn parking_queue(&self) -> Result<Arc<crate::parking::Parking>, SettingsError> {
         match &self.parking {
             Some(p) => Ok(p.clone()),
@@ -460,7 +430,7 @@ impl<S> Dedup<S> {
 
     /// Whether the identity is the message attribute `name`: chosen so, or, when `by_default`,
     /// not chosen at all (a door whose default identity it is).
-    #[cfg(any(feature = "kafka", test))]
+    #[cfg(feature = "kafka")]
     pub(crate) fn keyed_by_attribute(&self, name: &str, by_default: bool) -> bool {
         (by_default && !self.identity_chosen)
             || matches!(&self.identity, IdentitySource::MessageAttribute(n) if n == name)

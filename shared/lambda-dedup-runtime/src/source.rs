@@ -18,33 +18,26 @@
 //!   (`stream::StreamRecord`).
 //!
 //! The webhook door is [`crate::webhook`]; the relays' streams, whose items settle themselves,
-//! [`crate::relay`]. Each source keeps its public path at the crate's root
-//! (`lambda_dedup_runtime::sqs`, `::kinesis`, `::dynamodb_stream`).
+//! [`crate::relay`]. The doors are the crate's own: a function reaches them through the builder.
 
-pub mod asynchronous;
-#[cfg(any(feature = "dynamodb-streams", test))]
-pub mod dynamodb_stream;
+pub(crate) mod asynchronous;
+#[cfg(feature = "dynamodb-streams")]
+pub(crate) mod dynamodb_stream;
 pub(crate) mod envelope;
-pub mod eventbridge;
+pub(crate) mod eventbridge;
 #[cfg(test)]
 mod inputs;
-#[cfg(any(feature = "kafka", test))]
-pub mod kafka;
-#[cfg(any(feature = "kinesis", test))]
-pub mod kinesis;
-#[cfg(any(feature = "mq", test))]
-pub mod mq;
-#[cfg(any(feature = "s3", test))]
-pub mod s3;
-pub mod sns;
-pub mod sqs;
-#[cfg(any(
-    feature = "kinesis",
-    feature = "dynamodb-streams",
-    feature = "kafka",
-    feature = "mq",
-    test
-))]
+#[cfg(feature = "kafka")]
+pub(crate) mod kafka;
+#[cfg(feature = "kinesis")]
+pub(crate) mod kinesis;
+#[cfg(feature = "mq")]
+pub(crate) mod mq;
+#[cfg(feature = "s3")]
+pub(crate) mod s3;
+pub(crate) mod sns;
+pub(crate) mod sqs;
+#[cfg(feature = "parking")]
 pub(crate) mod stream;
 
 /// `attributes` without the verified sender ([`lambda_dedup::VERIFIED_SENDER_ATTRIBUTE`]): only

@@ -174,14 +174,14 @@ impl Items {
     }
 
     /// Latest-wins mode.
-    #[cfg(any(feature = "s3", test))]
+    #[cfg(feature = "s3")]
     pub(crate) fn latest(&self) -> Result<Arc<dyn LatestStore>, SettingsError> {
         Ok(self.modes()?)
     }
 
     /// The store whose marks are the items of `table` that create-once mode writes (a webhook
     /// receiver's inbox): no mark table is read.
-    #[cfg(any(feature = "webhook", test))]
+    #[cfg(feature = "webhook")]
     pub(crate) fn inbox(&self, table: &str) -> Arc<dyn CreateOnceStore> {
         match &self.0 {
             Kind::One { modes, .. } => {
@@ -200,7 +200,7 @@ impl Items {
     }
 
     /// The function's own tables, as items.
-    #[cfg(any(feature = "dynamodb-streams", test))]
+    #[cfg(feature = "dynamodb-streams")]
     pub(crate) fn items(&self) -> Arc<dyn ItemStore> {
         match &self.0 {
             Kind::One { items, .. } => items.clone(),
@@ -301,9 +301,9 @@ impl<E: Send + Sync + 'static> Marks for Store<E> {
 pub struct NoStore;
 
 #[cfg(feature = "postgres")]
-pub mod postgres;
+pub(crate) mod postgres;
 #[cfg(feature = "valkey")]
-pub mod valkey;
+pub(crate) mod valkey;
 
 #[cfg(all(test, feature = "dynamodb"))]
 mod tests {

@@ -8,6 +8,9 @@ pub(crate) mod ledger;
 use lambda_dedup_engine::{BatchReport, Outcome};
 use serde_json::{Value, json};
 
+/// An SQS message as the SQS door reads it, for a test of a function's key spec.
+pub use crate::sqs::message as sqs_message;
+
 tokio::task_local! {
     /// The outcomes of the invocations run inside [`with_outcomes`].
     static OUTCOMES: std::cell::RefCell<Vec<(String, Outcome)>>;
@@ -88,7 +91,7 @@ pub fn assert_fingerprint_covers(spec: &KeySpec, sample: &Value, depends_on: &[&
 /// (the runtime's mark store from the settings): the settings' retention (S9) and
 /// lease (S6). Add a clock with `with_clock` where a test moves time; otherwise prefer
 /// [`on_memory`], which also hands the store to the builder.
-#[cfg(any(feature = "memory", test))]
+#[cfg(feature = "memory")]
 pub fn memory_store(settings: &crate::Settings) -> lambda_dedup_memory::MemoryStore {
     lambda_dedup_memory::MemoryStore::new(settings.retention)
         .with_lease(settings.lease)
@@ -99,7 +102,7 @@ pub fn memory_store(settings: &crate::Settings) -> lambda_dedup_memory::MemorySt
 /// in a fresh [`memory_store`] of its own settings, and a handle on that store's data (to
 /// create the function's tables, read its items and marks, inject faults). A test cannot give
 /// the service a store whose retention or lease disagrees with what the function reads.
-#[cfg(any(feature = "memory", test))]
+#[cfg(feature = "memory")]
 pub fn on_memory(
     dedup: crate::Dedup<crate::NoStore>,
 ) -> (crate::Dedup, lambda_dedup_memory::MemoryStore) {
@@ -111,7 +114,7 @@ pub fn on_memory(
 /// PostgreSQL `SqlEffect`, a Valkey command): the marks in a fresh [`memory_store`] of its own
 /// settings, the effects each commit wrote recorded in order
 /// ([`Recording::committed`](lambda_dedup_memory::Recording::committed)).
-#[cfg(any(feature = "memory", test))]
+#[cfg(feature = "memory")]
 pub fn on_memory_recording<E: Clone + Send + Sync + std::fmt::Debug + 'static>(
     dedup: crate::Dedup<crate::NoStore>,
 ) -> (
@@ -124,7 +127,7 @@ pub fn on_memory_recording<E: Clone + Send + Sync + std::fmt::Debug + 'static>(
 
 /// A function as its `main` builds it, on the memory store of its own settings
 /// ([`function_on_memory`]).
-#[cfg(any(feature = "memory", test))]
+#[cfg(feature = "memory")]
 #[derive(Debug)]
 pub struct OnMemory<S> {
     /// The service the function's wiring built.
@@ -138,7 +141,7 @@ pub struct OnMemory<S> {
 /// The function `function` with the environment `env`: the service `build` (the wiring its
 /// `main` runs) makes [`on_memory`], and the key spec `configure` (its key configuration)
 /// declares. Either's refusal of the settings is the error.
-#[cfg(any(feature = "memory", test))]
+#[cfg(feature = "memory")]
 pub fn function_on_memory<S, E: From<crate::SettingsError>>(
     env: &crate::Env,
     function: &str,
@@ -158,7 +161,7 @@ pub fn function_on_memory<S, E: From<crate::SettingsError>>(
 /// settings `env` gives, [`on_memory`], with the function's `tables` (each a name and its key
 /// attribute) created in the store; and the store's data. The settings' refusal, or the
 /// wiring's, is the error.
-#[cfg(any(feature = "memory", test))]
+#[cfg(feature = "memory")]
 pub fn service_on_memory<S, E: From<crate::SettingsError>>(
     env: &crate::Env,
     function: &str,
@@ -253,7 +256,7 @@ pub fn event<E: serde::de::DeserializeOwned>(sample: &Value) -> E {
 /// The attribute `attribute` of the item of `table` whose key `key.0` is `key.1`, in the
 /// memory store's data, if the item and the attribute are there: what a function's test
 /// reads its effect back with.
-#[cfg(any(feature = "memory", test))]
+#[cfg(feature = "memory")]
 pub fn attribute(
     store: &lambda_dedup_memory::MemoryStore,
     table: &str,
@@ -310,7 +313,7 @@ pub fn assert_declared_key_spec(
 
 /// A DynamoDB stream record as Lambda hands it over: `event_name` (`INSERT`, `MODIFY`,
 /// `REMOVE`) with `new_image` (DynamoDB JSON), for the tests of what a relay reads of one.
-#[cfg(any(feature = "dynamodb-streams", test))]
+#[cfg(feature = "dynamodb-streams")]
 pub fn stream_record(
     event_name: &str,
     new_image: Value,
@@ -349,7 +352,7 @@ pub fn emf_metric_names(line: &Value) -> Vec<&str> {
 /// `webhook-timestamp` and `webhook-signature` over `{id}.{timestamp}.{body}` with `secret`
 /// (`whsec_…`). (The end-to-end tests sign with the sender's own library; this is for the
 /// tests of the wiring.)
-#[cfg(any(feature = "webhook", test))]
+#[cfg(feature = "webhook")]
 pub fn signed_webhook(secret: &str, id: &str, body: &str) -> lambda_http::Request {
     use lambda_dedup_signature::{Scheme, sign};
     let now = lambda_dedup::clock::epoch_secs(std::time::SystemTime::now());

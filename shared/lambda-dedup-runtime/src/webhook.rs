@@ -45,20 +45,18 @@
 //! # Layout
 //! - `receiver`: the [`Receiver`] — a request's checks in order, the inbox item created once,
 //!   the cutoff before the deadline, the EMF count;
-//! - `answer`: what each outcome answers ([`Answer`]) and the HTTP response it becomes.
+//! - `answer`: what each outcome answers (`Answer`) and the HTTP response it becomes.
 
 mod answer;
 mod receiver;
 
-pub use crate::config::{
-    DEFAULT_INBOX_RETENTION_SECS, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOLERANCE_SECS, IdentityFrom,
-    MIN_INBOX_RETENTION, WebhookConfig,
-};
-pub use answer::{Answer, REPLAYED_HEADER};
-pub use lambda_dedup_signature::{
-    STRIPE_SIGNATURE_HEADER, WEBHOOK_ID_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER,
-};
-pub use receiver::{INBOX_EXPIRES_AT, Receiver};
+pub use crate::config::WebhookConfig;
+/// The webhook's settings with its signing secrets read from Secrets Manager
+/// (`WEBHOOK_SECRETS_ARN`), and read again, bounded, when a signature does not match.
+#[cfg(feature = "secrets-manager")]
+pub use crate::secrets::{webhook_config, webhook_config_in};
+pub(crate) use answer::REPLAYED_HEADER;
+pub use receiver::Receiver;
 
 #[cfg(test)]
 mod tests;

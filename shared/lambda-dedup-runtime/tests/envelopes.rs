@@ -9,7 +9,7 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_dedup::{Effect, Item};
 use lambda_dedup_engine::{Outcome, Reason};
 use lambda_dedup_memory::MemoryStore;
-use lambda_dedup_runtime::asynchronous::NotAcknowledged;
+use lambda_dedup_runtime::events::NotAcknowledged;
 use lambda_dedup_runtime::flow::transact;
 use lambda_dedup_runtime::testing::{env, failed_ids, on_memory, with_outcomes};
 use lambda_dedup_runtime::{Dedup, Envelope, Event, SqsService};

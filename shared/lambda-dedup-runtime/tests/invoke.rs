@@ -11,8 +11,8 @@ use std::time::Duration;
 use lambda_dedup_engine::{Reason, RetryCause};
 use lambda_dedup_runtime::testing::{invoke, on_memory};
 use lambda_dedup_runtime::{
-    BuildError, Dedup, Env, Event, HandlerError, InvokeScope, InvokeScopeError, Service,
-    service::InvokeError,
+    BuildError, Dedup, Env, Event, HandlerError, InvokeError, InvokeScope, InvokeScopeError,
+    Service,
 };
 
 use serde_json::{Value, json};

@@ -87,7 +87,7 @@ impl Act for ProviderCall {
 
     fn read(&self, record: &EventRecord) -> Read<Intent> {
         let image: Option<serde_json::Value> =
-            lambda_dedup_runtime::in_order::image_part(&record.change.new_image);
+            lambda_dedup_runtime::relay::image_part(&record.change.new_image);
         let Some(image) = image else {
             return Read::NoImage;
         };

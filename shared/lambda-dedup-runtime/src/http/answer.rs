@@ -10,7 +10,7 @@ use crate::webhook::REPLAYED_HEADER;
 pub(crate) const PROBLEM_JSON: &str = "application/problem+json";
 /// The prefix of a problem's `type`: a name, not a page to fetch (RFC 9457 §3.1.1); the code
 /// follows it, and docs/HOSTILE_INPUTS.md describes each.
-pub const PROBLEM_TYPE_PREFIX: &str = "urn:lambda-dedup:problem:";
+pub(crate) const PROBLEM_TYPE_PREFIX: &str = "urn:lambda-dedup:problem:";
 
 /// An RFC 9457 problem, as the IETF Idempotency-Key draft's examples write them: `type`,
 /// `title`, `status`, `detail`, and the stable `code` as an extension member (also as `error`,
@@ -49,7 +49,7 @@ fn title(status: u16, code: &str) -> &'static str {
 
 /// The outcome a request is counted under (S14): one per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Counted {
+pub(crate) enum Counted {
     /// The work ran now and its answer is stored (or, unkeyed, just answered).
     Applied,
     /// The stored answer replayed.
@@ -64,7 +64,7 @@ pub enum Counted {
 
 impl Counted {
     /// The metric's name.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Self::Applied => "Applied",
             Self::Duplicate => "Duplicate",
@@ -77,7 +77,7 @@ impl Counted {
 
 /// One request's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// The status code.
     pub status: u16,
     /// The headers.
@@ -127,7 +127,7 @@ impl Answer {
     }
 
     /// The HTTP response (JSON unless the answer names its own `content-type`).
-    pub fn response(self) -> Response<Body> {
+    pub(crate) fn response(self) -> Response<Body> {
         let mut builder = Response::builder().status(self.status);
         if !self.headers.iter().any(|(n, _)| n == "content-type") {
             builder = builder.header("content-type", "application/json");

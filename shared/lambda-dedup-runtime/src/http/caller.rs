@@ -13,7 +13,7 @@ use crate::config::{CallerFrom, CallerFront};
 
 /// Why a request has no caller where one is configured (401).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum CallerError {
+pub(crate) enum CallerError {
     /// The request carries no caller identity of the configured kind.
     #[error("the request carries no caller identity")]
     Missing,
@@ -29,7 +29,7 @@ pub enum CallerError {
 
 impl CallerError {
     /// The stable code in the answer's body.
-    pub fn code(self) -> &'static str {
+    pub(crate) fn code(self) -> &'static str {
         match self {
             Self::Missing => "caller_missing",
             Self::Ambiguous => "caller_ambiguous",

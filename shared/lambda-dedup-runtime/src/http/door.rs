@@ -21,7 +21,7 @@ use lambda_dedup_engine::HandlerError;
 
 /// What the work is told of a request besides its payload.
 #[derive(Debug, Clone)]
-pub struct Meta {
+pub(crate) struct Meta {
     /// The request's method.
     pub method: Method,
     /// Its path.
@@ -46,7 +46,7 @@ const WAIT_STEP: Duration = Duration::from_millis(50);
 
 /// One request, in parts.
 #[derive(Debug)]
-pub struct Incoming<'a> {
+pub(crate) struct Incoming<'a> {
     /// The method.
     pub method: &'a Method,
     /// The path.
@@ -62,7 +62,7 @@ pub struct Incoming<'a> {
 }
 
 /// The door of one function: its configuration, its marks and its work.
-pub struct Door<E> {
+pub(crate) struct Door<E> {
     pub(crate) config: HttpConfig,
     pub(crate) store: Arc<dyn MarkStore<E>>,
     pub(crate) scope: Scope,
@@ -84,7 +84,7 @@ impl<E: Send + Sync + 'static> Door<E> {
     /// Answers one request, in order: size (413), key (400), caller (401), body (400): nothing
     /// claimed before; then the key claimed (a replay, 409 or 422 if it stood), the work run and
     /// its answer committed with its effects, or released (5xx, too large).
-    pub async fn answer(&self, req: &Incoming<'_>, cutoff: Option<SystemTime>) -> Answer {
+    pub(crate) async fn answer(&self, req: &Incoming<'_>, cutoff: Option<SystemTime>) -> Answer {
         if req.body.len() > self.config.max_body_bytes {
             return Answer::error(
                 413,
@@ -338,7 +338,7 @@ impl<E: Send + Sync + 'static> Door<E> {
     /// Answers one Lambda HTTP request (API Gateway REST or HTTP API, ALB, Function URL) before
     /// the invocation's deadline (else 503 with `retry-after`), prints its EMF count and logs
     /// its outcome, never its key, caller or body (S3).
-    pub async fn handle(&self, request: Request) -> Response<Body> {
+    pub(crate) async fn handle(&self, request: Request) -> Response<Body> {
         let context = request.lambda_context_ref().cloned().unwrap_or_default();
         let cutoff = crate::bound::cutoff(&context, self.margin);
         let request_context = request.request_context_ref();

@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 /// Why an event is not an HTTP request this door answers.
 #[derive(Debug, thiserror::Error)]
 #[error("the event is not an API Gateway, ALB or Function URL request: {0}")]
-pub struct NotHttp(#[from] serde_json::Error);
+pub(crate) struct NotHttp(#[from] serde_json::Error);
 
 /// The event `raw` as `lambda_http`'s request, its repeated headers and its REST authorizer
 /// kept.

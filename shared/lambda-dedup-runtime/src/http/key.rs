@@ -5,13 +5,13 @@
 use lambda_http::http::HeaderMap;
 
 /// The header's name.
-pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
+pub(crate) const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 /// The longest key accepted, in characters (Stripe's limit).
-pub const MAX_KEY_CHARS: usize = 255;
+pub(crate) const MAX_KEY_CHARS: usize = 255;
 
 /// Why a request's `Idempotency-Key` is refused (400).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum KeyError {
+pub(crate) enum KeyError {
     /// No header, and the resource requires one.
     #[error("the Idempotency-Key header is required")]
     Missing,
@@ -33,7 +33,7 @@ pub enum KeyError {
 
 impl KeyError {
     /// The stable code in the answer's body.
-    pub fn code(self) -> &'static str {
+    pub(crate) fn code(self) -> &'static str {
         match self {
             Self::Missing => "idempotency_key_missing",
             Self::Repeated => "idempotency_key_repeated",

@@ -50,7 +50,7 @@ impl<E> Reply<E> {
 
 /// An answer as the mark stores it (its result): status, the allow-listed headers, the body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stored {
+pub(crate) struct Stored {
     /// The status code.
     pub status: u16,
     /// The headers kept (`HTTP_REPLAY_HEADERS`).
@@ -61,7 +61,7 @@ pub struct Stored {
 
 impl Stored {
     /// The stored form of `reply`, keeping the headers named in `allowed`.
-    pub fn of<E>(reply: &Reply<E>, allowed: &[String]) -> Self {
+    pub(crate) fn of<E>(reply: &Reply<E>, allowed: &[String]) -> Self {
         Self {
             status: reply.status,
             headers: reply
@@ -75,12 +75,12 @@ impl Stored {
     }
 
     /// As the mark's result.
-    pub fn to_result(&self) -> String {
+    pub(crate) fn to_result(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }
 
     /// From a mark's result; `None` when it is not one (a mark of another version).
-    pub fn from_result(result: &str) -> Option<Self> {
+    pub(crate) fn from_result(result: &str) -> Option<Self> {
         serde_json::from_str(result).ok()
     }
 }

@@ -59,7 +59,7 @@ impl Metric {
 pub const REDRIVE: Attribute = Attribute::new("redrive_requested_at");
 
 /// The attribute naming why an item was parked (a code, never a value from the payload).
-pub const FAILURE_REASON: Attribute = Attribute::new("failure_reason");
+pub(crate) const FAILURE_REASON: Attribute = Attribute::new("failure_reason");
 
 /// The attributes a relay reads and writes on its items.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +110,7 @@ pub struct Layout {
     pub waiting: Waiting,
     /// The status once the action is done.
     pub settled: StatusValue,
-    /// The status once parked (with [`FAILURE_REASON`] and the time in `parked_at`).
+    /// The status once parked (with `FAILURE_REASON` and the time in `parked_at`).
     pub parked: StatusValue,
     /// How the other side takes a repeat.
     pub repeats: Repeats,

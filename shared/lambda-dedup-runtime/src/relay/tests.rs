@@ -1,6 +1,7 @@
 //! The shared walk on the memory store, with a scripted action: each record's new image names
 //! its item (`key`) and what the action meets (`script`).
 
+use super::layout::FAILURE_REASON;
 use super::*;
 use crate::in_order;
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};

@@ -73,7 +73,7 @@ impl<S: Marks> Dedup<S> {
     ///     let _ = dedup.kinesis(work);
     /// }
     /// ```
-    #[cfg(any(feature = "kinesis", test))]
+    #[cfg(feature = "kinesis")]
     pub fn kinesis<M, F>(
         self,
         flow: F,
@@ -92,7 +92,7 @@ impl<S: Marks> Dedup<S> {
     }
 
     /// The DynamoDB Streams service of `flow`: each record's change
-    /// ([`Change`](crate::dynamodb_stream::Change), its images read into `T` of an
+    /// ([`Change`](crate::events::Change), its images read into `T` of an
     /// `Event<Change<T>>`) in order per item, deduplicated by the identity the builder is given —
     /// a pointer into the record's `{"eventName", "keys", "newImage", "oldImage"}`, such as
     /// `.identity("/newImage/order_id")`, never the record's sequence number (S1). Records that
@@ -100,7 +100,7 @@ impl<S: Marks> Dedup<S> {
     /// passes them (S15); a record without the identity (a `REMOVE`, when it is read from the
     /// new image) is one of them, so filter the trigger on `eventName` for the changes the
     /// function is for.
-    #[cfg(any(feature = "dynamodb-streams", test))]
+    #[cfg(feature = "dynamodb-streams")]
     pub fn dynamodb_stream<M, F>(
         self,
         flow: F,
@@ -126,10 +126,10 @@ impl<S: Marks> Dedup<S> {
     ///
     /// Unless the builder was given an identity (`identity_attribute("<header>")` for a record
     /// header, `identity("/pointer")` into the value, `cloudevents(..)`), a record's identity
-    /// is its position — cluster, topic, partition and offset ([`crate::kafka`]): it catches
+    /// is its position — cluster, topic, partition and offset (`crate::kafka`): it catches
     /// every redelivery of a record, not a producer that writes one event twice. Keyed by
     /// position, it refuses to start without `DEDUP_KAFKA_CLUSTER_ID`
-    /// ([`crate::kafka::CLUSTER_ID_VARIABLE`]), the name of a self-managed cluster (an MSK
+    /// (`crate::kafka::CLUSTER_ID_VARIABLE`), the name of a self-managed cluster (an MSK
     /// event is named by its `eventSourceArn`). The envelope id
     /// ([`identity_envelope_id`](Self::identity_envelope_id)) is refused: a Kafka record has
     /// none.
@@ -141,7 +141,7 @@ impl<S: Marks> Dedup<S> {
     ///     let _ = dedup.kafka(work.one_transaction_per_batch());
     /// }
     /// ```
-    #[cfg(any(feature = "kafka", test))]
+    #[cfg(feature = "kafka")]
     pub fn kafka<M, F>(
         self,
         flow: F,
@@ -160,11 +160,11 @@ impl<S: Marks> Dedup<S> {
     /// The ActiveMQ service of `flow` (Amazon MQ for ActiveMQ): each message once, by the
     /// identity the builder is given — the broker's `messageID` only when chosen openly,
     /// `.identity_attribute(mq::MESSAGE_ID_ATTRIBUTE)` (S1: it misses a producer's resend;
-    /// [`crate::mq`]), a property (`.identity_attribute("event-id")`) or the data's own. A message
+    /// `crate::mq`), a property (`.identity_attribute("event-id")`) or the data's own. A message
     /// that can never apply is parked in `DEDUP_PARKING_QUEUE_URL` (required) and the batch
     /// acknowledged; a transient failure fails the invocation, so the whole batch comes again
     /// and what applied is then a duplicate.
-    #[cfg(any(feature = "mq", test))]
+    #[cfg(feature = "mq")]
     pub fn activemq<M, F>(
         self,
         flow: F,
@@ -181,7 +181,7 @@ impl<S: Marks> Dedup<S> {
     /// RabbitMQ leaves null unless the producer sets it (a message without the identity chosen
     /// is parked, never guessed): a header (`identity_attribute("<header>")`) or the data's own
     /// (`identity("/pointer")`) is the usual choice.
-    #[cfg(any(feature = "mq", test))]
+    #[cfg(feature = "mq")]
     pub fn rabbitmq<M, F>(
         self,
         flow: F,
@@ -194,10 +194,10 @@ impl<S: Marks> Dedup<S> {
     }
 }
 
-#[cfg(any(feature = "s3", test))]
+#[cfg(feature = "s3")]
 impl Dedup<crate::store::Items> {
     /// The service of S3 event notifications invoking the function directly (asynchronously):
-    /// each record once ([`crate::s3`]: by default its bucket, decoded key, version id and
+    /// each record once (`crate::s3`: by default its bucket, decoded key, version id and
     /// sequencer), its work committed with its mark and its object's high-water sequencer
     /// ([`latest_wins`](crate::flow::latest_wins)), so a redelivery is a duplicate and an event
     /// older than one applied for the same object is superseded — acknowledged, counted,

@@ -76,12 +76,12 @@ use super::{BuildError, Dedup, Event, HandlerError, IntoPlan, PayloadAt, Runner}
 use crate::store::Marks;
 
 pub(in crate::service) mod call;
-#[cfg(any(feature = "s3", test))]
+#[cfg(feature = "s3")]
 mod latest;
 mod once;
 
 pub use call::{Call, Calls, Served, WriteThenCall, calls, calls_service};
-#[cfg(any(feature = "s3", test))]
+#[cfg(feature = "s3")]
 pub use latest::{LatestWins, latest_wins};
 pub use once::{CreateOnce, Sequence, create_once, sequence};
 

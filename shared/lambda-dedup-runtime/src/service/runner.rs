@@ -93,13 +93,7 @@ impl<S: Marks> Dedup<S> {
 
 /// The parking of a door that `parks` (none without a parking door compiled in).
 fn parking_of<S>(dedup: &Dedup<S>, parks: bool) -> Result<Option<Arc<Parking>>, BuildError> {
-    #[cfg(any(
-        feature = "kinesis",
-        feature = "dynamodb-streams",
-        feature = "kafka",
-        feature = "mq",
-        test
-    ))]
+    #[cfg(feature = "parking")]
     if parks {
         return Ok(Some(dedup.parking_queue()?));
     }

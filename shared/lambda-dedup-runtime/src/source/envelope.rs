@@ -19,11 +19,11 @@ pub enum Envelope {
     /// An EventBridge event (a rule's SQS target): the payload is its `detail`.
     EventBridge,
     /// An S3 event notification sent to an SQS queue (feature `s3`): the payload is its one
-    /// record, read as the S3 door reads it ([`crate::s3`]); pair it with
+    /// record, read as the S3 door reads it (`crate::s3`); pair it with
     /// `.identity_attribute(s3::IDENTITY_ATTRIBUTE)` and the `latest_wins` flow. A body of
     /// another shape — S3's `s3:TestEvent`, sent when the notification is configured, or a
     /// body of several records — is refused `envelope_malformed`.
-    #[cfg(any(feature = "s3", test))]
+    #[cfg(feature = "s3")]
     S3,
 }
 
@@ -36,7 +36,7 @@ impl Envelope {
         let opened = match self {
             Envelope::Sns => super::sns::notification(m.message_id, &m.body),
             Envelope::EventBridge => super::eventbridge::event(m.message_id, &m.body),
-            #[cfg(any(feature = "s3", test))]
+            #[cfg(feature = "s3")]
             Envelope::S3 => super::s3::in_queue(m.message_id, &m.body),
         };
         match opened {

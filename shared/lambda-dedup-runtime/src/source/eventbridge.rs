@@ -26,7 +26,7 @@ impl AsyncEvent for EventBridgeEvent {
 
 /// The library message of a direct EventBridge invocation, reported by the event's `id` (the
 /// request id where it has none).
-pub fn message(event: &EventBridgeEvent, request_id: &str) -> Message {
+pub(crate) fn message(event: &EventBridgeEvent, request_id: &str) -> Message {
     let id = event.id.clone().unwrap_or_else(|| request_id.to_owned());
     message_of(id, event)
 }
@@ -34,7 +34,7 @@ pub fn message(event: &EventBridgeEvent, request_id: &str) -> Message {
 /// The library message inside the EventBridge event that `body` is (an SQS message a rule
 /// targeted), reported as `message_id`; a body that is not an EventBridge event is
 /// [`Rejection::Envelope`].
-pub fn event(message_id: String, body: &[u8]) -> Result<Message, Rejection> {
+pub(crate) fn event(message_id: String, body: &[u8]) -> Result<Message, Rejection> {
     let event: EventBridgeEvent =
         serde_json::from_slice(body).map_err(|e| Rejection::Envelope {
             envelope: "EventBridge",

@@ -56,16 +56,16 @@ pub use response::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifie
 
 /// The message attribute carrying a record's position, `"<cluster>|<topic>|<partition>|<offset>"`:
 /// the Kafka door's default identity.
-pub const POSITION_ATTRIBUTE: &str = "dedup-kafka-position";
+pub(crate) const POSITION_ATTRIBUTE: &str = "dedup-kafka-position";
 
 /// The variable naming a self-managed Kafka cluster: its records' positions are scoped by it
 /// (MSK's by the event's `eventSourceArn`). Required by a Kafka door keyed by position: Kafka's
 /// own `cluster.id` is a good value, or any name that stays with the cluster.
-pub const CLUSTER_ID_VARIABLE: &str = "DEDUP_KAFKA_CLUSTER_ID";
+pub(crate) const CLUSTER_ID_VARIABLE: &str = "DEDUP_KAFKA_CLUSTER_ID";
 
 /// One record of a Kafka invocation, with where it stands.
 #[derive(Debug, Clone)]
-pub struct Record {
+pub(crate) struct Record {
     /// The cluster: the event's `eventSourceArn`, else the configured cluster id
     /// ([`CLUSTER_ID_VARIABLE`]), else (an identity of the builder's own, no cluster id) the
     /// event's `bootstrapServers`, only to tell an operator where a parked record came from.
@@ -92,7 +92,7 @@ fn cluster(event: &KafkaEvent, cluster_id: Option<&str>) -> String {
 
 /// The records of `event`: partitions in the order of their keys, each partition's records as
 /// delivered (by offset); a self-managed cluster named `cluster_id` ([`CLUSTER_ID_VARIABLE`]).
-pub fn records(event: &KafkaEvent, cluster_id: Option<&str>) -> Vec<Record> {
+pub(crate) fn records(event: &KafkaEvent, cluster_id: Option<&str>) -> Vec<Record> {
     use base64::Engine as _;
     let cluster = cluster(event, cluster_id);
     let partitions: BTreeMap<&String, &Vec<KafkaRecord>> = event.records.iter().collect();
@@ -115,7 +115,7 @@ pub fn records(event: &KafkaEvent, cluster_id: Option<&str>) -> Vec<Record> {
 
 impl Record {
     /// The id the record is reported by: `"<partition key>@<offset>"`.
-    pub fn id(&self) -> String {
+    pub(crate) fn id(&self) -> String {
         format!("{}@{}", self.partition, self.record.offset)
     }
 
@@ -125,7 +125,7 @@ impl Record {
     }
 
     /// The record's position: cluster, topic, partition, offset.
-    pub fn position(&self) -> String {
+    pub(crate) fn position(&self) -> String {
         let topic = self.record.topic.clone().unwrap_or_else(|| {
             let cut = self.partition.rsplit_once('-');
             cut.map_or(self.partition.clone(), |(t, _)| t.to_owned())

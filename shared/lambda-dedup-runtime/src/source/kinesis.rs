@@ -10,7 +10,7 @@
 //!   later record comes again — those already applied are duplicates then (S8, S12).
 //! - A record that can never be done (no identity, malformed, a conflict, a refused effect, a
 //!   late event: a `rejected` or `conflict` outcome) is **parked** by the function itself
-//!   ([`Parking`]): the whole record — its data as received (base64), partition key, sequence
+//!   ([`Parking`](crate::Parking)): the whole record — its data as received (base64), partition key, sequence
 //!   number, shard and stream — with the rejection code goes to the parking queue
 //!   (`DEDUP_PARKING_QUEUE_URL`), is counted (EMF `Parked`) and logged without its data, and
 //!   only then is it passed by the checkpoint (S15). A record whose parking fails is not passed:
@@ -32,7 +32,7 @@
 //!   trigger's `MaximumRecordAgeInSeconds` (`MaximumRetryAttempts: -1`, infinite, which
 //!   `cargo xtask check-infra` requires), so an outage, however many attempts it lasts, skips no
 //!   good record. The trigger's on-failure destination then only sees records older than that.
-//! - Without a parking queue a Kinesis function refuses to start ([`Parking::from_settings`]): a
+//! - Without a parking queue a Kinesis function refuses to start (`Parking::from_settings`): a
 //!   record that can never apply would otherwise hold its shard until its maximum age, then be
 //!   handed on by sequence number only, its data lost once the stream's retention ends.
 
@@ -42,7 +42,6 @@ use aws_lambda_events::event::streams::KinesisEventResponse;
 use lambda_dedup::Message;
 
 use crate::parking::Letter;
-pub use crate::parking::{PARKING_QUEUE_VARIABLE, Parked, Parking};
 use crate::stream::{Records, StreamRecord};
 
 /// A Kinesis event, read by the stream door ([`crate::stream::Stream`]).
@@ -98,7 +97,7 @@ fn shard_of(record: &KinesisEventRecord) -> String {
         .unwrap_or_default()
 }
 
-/// The parking message of `record` (see [`Parking`]): its body and attributes.
+/// The parking message of `record` (see [`Parking`](crate::Parking)): its body and attributes.
 fn parked_message(function: &str, code: &str, record: &KinesisEventRecord) -> Letter {
     let body = serde_json::json!({
         "function": function,
@@ -173,7 +172,9 @@ fn attributes(code: &str, record: &KinesisEventRecord) -> Vec<(String, String)> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::PARKING_QUEUE_VAR as PARKING_QUEUE_VARIABLE;
     use crate::config::{Env, SettingsError};
+    use crate::parking::Parking;
     use base64::Engine as _;
     use lambda_dedup::{Effect, Item, KeySpec, Retention, Scope, Value};
     use lambda_dedup_engine::{Deduplicator, HandlerError, Plan};

@@ -46,8 +46,8 @@ use crate::door::{self, Answered, Cut, Door, InOrder};
 use crate::parking::Letter;
 use crate::stream::{Parcel, StreamRecord, base64_record};
 
-pub use activemq::messages as activemq_messages;
-pub use rabbitmq::messages as rabbitmq_messages;
+pub(crate) use activemq::messages as activemq_messages;
+pub(crate) use rabbitmq::messages as rabbitmq_messages;
 
 /// The message attribute carrying the broker's message id, for `.identity_attribute(..)` when it
 /// is the identity chosen (S1: it misses a producer's resend).
@@ -74,7 +74,7 @@ pub(crate) enum MqError {
 
 /// One message of an Amazon MQ invocation, with where it came from.
 #[derive(Debug, Clone)]
-pub struct MqMessage {
+pub(crate) struct MqMessage {
     /// The broker: the event's `eventSourceArn`.
     pub broker: String,
     /// The queue: ActiveMQ's `destination.physicalName`, RabbitMQ's `"<queue>::<vhost>"`.

@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 
 /// The attribute carrying a record's identity: a digest of bucket, decoded key, version id and
 /// sequencer. The door's default identity.
-pub const IDENTITY_ATTRIBUTE: &str = "dedup-s3-event";
+pub(crate) const IDENTITY_ATTRIBUTE: &str = "dedup-s3-event";
 /// The attribute naming the record's object: a digest of bucket and decoded key.
 pub(crate) const OBJECT_ATTRIBUTE: &str = "dedup-latest-object";
 /// The attribute carrying the record's sequencer, padded ([`Sequencer::as_str`]).
@@ -69,7 +69,7 @@ impl AsyncEvent for S3Event {
 
 /// One record of an S3 invocation: the id it is reported by, and its message or why not.
 #[derive(Debug, Clone)]
-pub struct Record {
+pub(crate) struct Record {
     /// `"<index>:<x-amz-request-id>"`: the record's place in the event and S3's request id.
     pub id: String,
     /// The record as a message, or its refusal.
@@ -77,7 +77,7 @@ pub struct Record {
 }
 
 /// The records of `event`, in order.
-pub fn records(event: &S3Event) -> Vec<Record> {
+pub(crate) fn records(event: &S3Event) -> Vec<Record> {
     event
         .records
         .iter()
@@ -104,7 +104,7 @@ fn malformed(detail: impl Into<String>) -> Rejection {
 }
 
 /// `record` as a message reported as `id`, or why it cannot be one.
-pub fn message(id: String, record: &S3EventRecord) -> Result<Message, Rejection> {
+pub(crate) fn message(id: String, record: &S3EventRecord) -> Result<Message, Rejection> {
     let object = &record.s3.object;
     let bucket = non_empty(record.s3.bucket.name.as_deref())
         .ok_or_else(|| malformed("the field `s3.bucket.name` is missing"))?;
@@ -148,7 +148,7 @@ pub(crate) fn in_queue(message_id: String, body: &[u8]) -> Result<Message, Rejec
     let event: S3Event = serde_json::from_slice(body).map_err(|e| {
         malformed(format!(
             "not an S3 notification: {}",
-            crate::sns::described(&e)
+            crate::source::sns::described(&e)
         ))
     })?;
     match &event.records[..] {

@@ -29,7 +29,7 @@ const NOTIFICATION: &str = "Notification";
 
 /// The records of a direct SNS invocation as library messages, each reported by its SNS
 /// `MessageId` (SNS keeps it when it retries a delivery).
-pub fn messages(event: &SnsEvent) -> Vec<Message> {
+pub(crate) fn messages(event: &SnsEvent) -> Vec<Message> {
     event
         .records
         .iter()
@@ -41,7 +41,7 @@ pub fn messages(event: &SnsEvent) -> Vec<Message> {
 /// without raw message delivery), reported as `message_id`; a body that is not an SNS
 /// notification is [`Rejection::Envelope`] (naming the field or the parser's position, never a
 /// value).
-pub fn notification(message_id: String, body: &[u8]) -> Result<Message, Rejection> {
+pub(crate) fn notification(message_id: String, body: &[u8]) -> Result<Message, Rejection> {
     let malformed = |detail: String| Rejection::Envelope {
         envelope: "SNS",
         detail,

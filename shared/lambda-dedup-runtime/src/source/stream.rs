@@ -12,7 +12,7 @@ use lambda_dedup::Message;
 use lambda_dedup_engine::BatchReport;
 
 use crate::door::Answered;
-#[cfg(any(feature = "kafka", feature = "mq", test))]
+#[cfg(feature = "broker")]
 use crate::door::{Record, Refused};
 use crate::parking::{Letter, Parked, Parking};
 
@@ -36,30 +36,19 @@ pub(crate) trait StreamRecord: Sync {
     fn parked_by_reference(&self, function: &str, code: &str, room: usize) -> Letter;
 
     /// The response naming `checkpoint`, or no record.
-    #[cfg_attr(
-        not(any(
-            feature = "kinesis",
-            feature = "dynamodb-streams",
-            feature = "kafka",
-            test
-        )),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(feature = "checkpoint"), allow(dead_code))]
     fn respond(checkpoint: Option<String>) -> Self::Response;
 }
 
 /// The records as library messages, in the batch's order.
-#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+#[cfg(feature = "shards")]
 pub(crate) fn messages<R: StreamRecord>(records: &[R]) -> Vec<Message> {
     records.iter().map(R::message).collect()
 }
 
 /// Names `checkpoint`, if any, in a response's `failures`: one failure `F` whose identifier
 /// (reached by `identifier`) is the checkpoint. Both sources' responses have this shape.
-#[cfg_attr(
-    not(any(feature = "kinesis", feature = "dynamodb-streams", test)),
-    allow(dead_code)
-)]
+#[cfg_attr(not(feature = "shards"), allow(dead_code))]
 pub(crate) fn name_checkpoint<F: Default>(
     failures: &mut Vec<F>,
     checkpoint: Option<String>,
@@ -92,11 +81,11 @@ impl Parking {
     }
 }
 
-#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+#[cfg(feature = "shards")]
 pub(crate) use shards::{Records, Stream};
 
 /// The stream door, of Kinesis and DynamoDB Streams alike.
-#[cfg(any(feature = "kinesis", feature = "dynamodb-streams", test))]
+#[cfg(feature = "shards")]
 mod shards {
     use std::marker::PhantomData;
 
@@ -154,15 +143,7 @@ mod shards {
     }
 }
 
-#[cfg_attr(
-    not(any(
-        feature = "kinesis",
-        feature = "dynamodb-streams",
-        feature = "kafka",
-        test
-    )),
-    allow(dead_code)
-)]
+#[cfg_attr(not(feature = "checkpoint"), allow(dead_code))]
 /// Parks the `records` before the checkpoint that can never apply and answers with the first
 /// record neither done nor parked. Parked records stay `rejected` or `conflict` in the account
 /// (S14).
@@ -184,15 +165,7 @@ pub(crate) struct NoParking;
 
 impl<'a> Answered<'a> {
     /// The parking of a door that parks ([`Door::PARKS`]).
-    #[cfg_attr(
-        not(any(
-            feature = "kinesis",
-            feature = "dynamodb-streams",
-            feature = "kafka",
-            test
-        )),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(feature = "checkpoint"), allow(dead_code))]
     pub(crate) fn parking(&self) -> Result<&'a Parking, NoParking> {
         self.parking.ok_or(NoParking)
     }
@@ -200,7 +173,7 @@ impl<'a> Answered<'a> {
 
 /// What parking sends of a record whose data travels in base64 (Kafka, Amazon MQ): the record as
 /// delivered, where it came from, and its data, whole or by reference.
-#[cfg(any(feature = "kafka", feature = "mq", test))]
+#[cfg(feature = "broker")]
 pub(crate) struct Parcel<'a> {
     pub(crate) function: &'a str,
     pub(crate) code: &'a str,
@@ -214,7 +187,7 @@ pub(crate) struct Parcel<'a> {
     pub(crate) attributes: Vec<(String, String)>,
 }
 
-#[cfg(any(feature = "kafka", feature = "mq", test))]
+#[cfg(feature = "broker")]
 impl Parcel<'_> {
     /// `{"function", "code", <from>…, <delivered>}`: the record whole.
     pub(crate) fn whole(self) -> Letter {
@@ -270,7 +243,7 @@ impl Parcel<'_> {
 
 /// The outcome of a record whose body travels in base64 and is not base64: rejected, no key
 /// derived (S2).
-#[cfg(any(feature = "kafka", feature = "mq", test))]
+#[cfg(feature = "broker")]
 pub(crate) fn not_base64() -> lambda_dedup_engine::Outcome {
     lambda_dedup_engine::Outcome::Rejected {
         code: lambda_dedup::Reason::BodyNotBase64,
@@ -281,7 +254,7 @@ pub(crate) fn not_base64() -> lambda_dedup_engine::Outcome {
 }
 
 /// A record's message, refused [`not_base64`] when its data `decodes` not.
-#[cfg(any(feature = "kafka", feature = "mq", test))]
+#[cfg(feature = "broker")]
 pub(crate) fn base64_record<R: StreamRecord>(record: &R, decodes: bool) -> Record {
     let m = record.message();
     match decodes {

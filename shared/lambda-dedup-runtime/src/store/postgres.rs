@@ -11,12 +11,10 @@ use crate::service::Dedup;
 use crate::store::{NoStore, Store};
 
 /// The server: `postgresql://user:password@host:5432/db` (RDS Proxy's endpoint works as it is).
-pub const URL_VAR: &str = PG_URL_VAR;
+pub(crate) const URL_VAR: &str = PG_URL_VAR;
 /// A PEM file of the certificate authorities the server is verified with (for RDS, Amazon's
 /// RDS bundle).
-pub const CA_BUNDLE_VAR: &str = PG_CA_BUNDLE_VAR;
-/// `disabled`: plain TCP, for a server on loopback only.
-pub const TLS_VAR: &str = crate::config::PG_TLS_VAR;
+pub(crate) const CA_BUNDLE_VAR: &str = PG_CA_BUNDLE_VAR;
 
 impl Dedup<NoStore> {
     /// Marks in PostgreSQL: the table `DEDUP_MARK_TABLE` names (create it from

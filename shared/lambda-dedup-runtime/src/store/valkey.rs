@@ -12,11 +12,9 @@ use crate::store::{NoStore, Store};
 
 /// The server: `redis://[user:password@]host:port[/db]`, or `rediss://…` for TLS (the
 /// server's certificate verified against the system's roots; `#insecure` is refused).
-pub const URL_VAR: &str = crate::config::VALKEY_URL_VAR;
+pub(crate) const URL_VAR: &str = crate::config::VALKEY_URL_VAR;
 /// How a PEM certificate starts: a CA bundle without one verifies nothing.
 const PEM_CERTIFICATE: &[u8] = b"-----BEGIN CERTIFICATE-----";
-/// The prefix of the mark keys (default `lambda_dedup_valkey::DEFAULT_PREFIX`).
-pub const PREFIX_VAR: &str = crate::config::VALKEY_PREFIX_VAR;
 
 impl Dedup<NoStore> {
     /// Marks in Valkey: hashes under `VALKEY_KEY_PREFIX` on the server of `VALKEY_URL`

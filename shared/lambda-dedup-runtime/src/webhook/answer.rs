@@ -5,7 +5,7 @@ use lambda_dedup_engine::{Outcome, Reason};
 use lambda_http::{Body, Response};
 
 /// The header on an answer that repeats the first answer to the same event.
-pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+pub(crate) const REPLAYED_HEADER: &str = "idempotent-replayed";
 /// The answer when none was stored (a mark written by another version).
 const ACCEPTED: &str = r#"{"status":"accepted"}"#;
 /// What a retry is asked to wait, in seconds.

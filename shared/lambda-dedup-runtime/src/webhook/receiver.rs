@@ -21,7 +21,7 @@ use super::answer::{Answer, answer_for, response};
 use crate::config::WebhookConfig;
 
 /// The TTL attribute of an inbox item: when it expires, epoch seconds.
-pub const INBOX_EXPIRES_AT: &str = "expires_at";
+pub(crate) const INBOX_EXPIRES_AT: &str = "expires_at";
 /// The signed headers whose values cannot hold a comma, so that a comma in one means the header
 /// was sent more than once and joined by the front (Function URL, API Gateway payload 2.0).
 /// Not Standard Webhooks' and Stripe's signature headers: commas are part of their format
@@ -166,7 +166,7 @@ impl Receiver {
 
     /// Answers one Lambda HTTP request (Function URL or API Gateway HTTP API), prints its EMF
     /// count and logs its outcome.
-    /// Not answered by the invocation's cutoff ([`crate::bound`]), it is answered 503 with
+    /// Not answered by the invocation's cutoff (`crate::bound`), it is answered 503 with
     /// `retry-after` before the deadline; a commit abandoned meanwhile answers the sender's retry
     /// as a replay.
     pub async fn handle(&self, request: Request) -> Response<Body> {

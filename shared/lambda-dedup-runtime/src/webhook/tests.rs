@@ -1,6 +1,9 @@
 //! The receiver as `main` builds it, on the memory store: every documented answer.
 
+use super::answer::Answer;
+use super::receiver::INBOX_EXPIRES_AT;
 use super::*;
+use crate::config::{DEFAULT_INBOX_RETENTION_SECS, MIN_INBOX_RETENTION};
 use crate::config::{Env, SettingRule, SettingsError};
 use lambda_dedup::Scope;
 use lambda_dedup::{Retention, Value};
@@ -11,6 +14,9 @@ use lambda_dedup_signature::{
     GITHUB_DELIVERY_HEADER, GITHUB_SIGNATURE_HEADER, SHOPIFY_HMAC_HEADER,
     SHOPIFY_WEBHOOK_ID_HEADER, SLACK_SIGNATURE_HEADER, SLACK_TIMESTAMP_HEADER, SVIX_ID_HEADER,
     SVIX_SIGNATURE_HEADER, SVIX_TIMESTAMP_HEADER, Scheme,
+};
+use lambda_dedup_signature::{
+    WEBHOOK_ID_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER,
 };
 use lambda_http::http::HeaderValue;
 use lambda_http::http::{HeaderMap, Method};

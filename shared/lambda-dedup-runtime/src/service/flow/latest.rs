@@ -22,7 +22,7 @@ super::step_debug!(LatestStep);
 /// with the event's mark and the object's new high-water sequencer in one transaction. A
 /// redelivery is a duplicate; an event older than one applied for its object is `superseded`
 /// (acknowledged, nothing written, counted among the duplicates and as `Superseded`). The
-/// object and sequencer are the ones the S3 door reads ([`crate::s3`]).
+/// object and sequencer are the ones the S3 door reads (`crate::s3`).
 pub fn latest_wins<T, F, P>(work: F) -> LatestWins<F>
 where
     F: Fn(Event<T>) -> P,

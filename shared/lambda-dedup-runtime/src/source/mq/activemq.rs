@@ -7,7 +7,7 @@ use lambda_dedup::AttributeValue;
 use super::{MqMessage, decoded};
 
 /// The messages of an ActiveMQ invocation, in the batch's order.
-pub fn messages(event: &ActiveMqEvent) -> Vec<MqMessage> {
+pub(crate) fn messages(event: &ActiveMqEvent) -> Vec<MqMessage> {
     let broker = event.event_source_arn.clone().unwrap_or_default();
     event
         .messages

@@ -44,7 +44,7 @@ fn header(value: &serde_json::Value) -> Option<AttributeValue> {
 
 /// The messages of a RabbitMQ invocation: queues in the order of their names, each queue's
 /// messages as delivered.
-pub fn messages(event: &RabbitMqEvent) -> Vec<MqMessage> {
+pub(crate) fn messages(event: &RabbitMqEvent) -> Vec<MqMessage> {
     let broker = event.event_source_arn.clone().unwrap_or_default();
     let queues: BTreeMap<&String, _> = event.messages_by_queue.iter().collect();
     queues

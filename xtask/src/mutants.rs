@@ -109,13 +109,14 @@ const SCOPES: &[Scope] = &[
         package: "lambda-dedup-valkey",
         files: &["shared/lambda-dedup-valkey/src/*.rs"],
         tests: &["lambda-dedup-valkey"],
-        targets: &["conformance"],
+        // `server` and `replica`: a write short of its replicas, and one they acknowledged.
+        targets: &["conformance", "server", "replica"],
         functions: concat!(
             r"ValkeyStore::(claim_on|commit_one|commit_many|complete_on|release_on|fenced|write",
             r"|expiry)\b",
             r"|in (verdict|millis_at|explain|decode)$|replace (verdict|millis_at|explain|decode) ",
         ),
-        servers: &["DEDUP_VALKEY_URL"],
+        servers: &["DEDUP_VALKEY_URL", "DEDUP_VALKEY_BIN"],
         exclude: NEVER_PRODUCT_NOR_FUTURES,
     },
 ];
@@ -260,16 +261,24 @@ mod tests {
     fn a_scope_behind_a_server_refuses_to_run_without_it() {
         // Its tests skip without the server: every mutant would pass, and the report would
         // read "all caught" or "nothing missed" of a suite that never ran.
-        for (name, var) in [
-            ("postgres", "DEDUP_POSTGRES_URL"),
-            ("valkey", "DEDUP_VALKEY_URL"),
-        ] {
+        let servers: [(&str, &[&str]); 2] = [
+            ("postgres", &["DEDUP_POSTGRES_URL"]),
+            ("valkey", &["DEDUP_VALKEY_URL", "DEDUP_VALKEY_BIN"]),
+        ];
+        for (name, vars) in servers {
             let scope = SCOPES.iter().find(|s| s.name == name).expect("a scope");
             let err = unserved(scope, |_| false).expect_err("refused without its server");
-            assert!(err.contains(var), "{err}");
+            for var in vars {
+                assert!(err.contains(var), "{err}");
+                let others = unserved(scope, |v| v != *var);
+                assert!(
+                    others.is_err_and(|e| e.contains(var)),
+                    "{name} without {var}"
+                );
+            }
             assert!(
-                unserved(scope, |v| v == var).is_ok(),
-                "{name} runs with {var}"
+                unserved(scope, |v| vars.contains(&v)).is_ok(),
+                "{name} runs"
             );
         }
         for name in ["memory", "engine", "dynamodb"] {

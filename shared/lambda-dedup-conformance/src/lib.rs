@@ -238,7 +238,7 @@ impl<E, S: MarkStore<E> + ?Sized, T: EffectTables> World<E, S> for StoreAndTable
 }
 
 /// Every case of the suite that every store runs, by name.
-pub const CASES: [&str; 14] = [
+pub const CASES: [&str; 15] = [
     "claims_are_exclusive",
     "commit_then_duplicate",
     "a_failed_condition_writes_nothing",
@@ -253,6 +253,7 @@ pub const CASES: [&str; 14] = [
     "results_are_bounded",
     "batch_commits_judge_each_request_alone",
     "effects_put_update_and_delete",
+    "an_effect_that_changes_nothing_is_applied",
 ];
 
 /// The cases of sequence mode, run on a store that implements [`SequenceStore`].
@@ -306,6 +307,7 @@ macro_rules! suite {
             results_are_bounded,
             batch_commits_judge_each_request_alone,
             effects_put_update_and_delete,
+            an_effect_that_changes_nothing_is_applied,
         );
         $( $crate::suite!(@capability $capability; $harness; $skip); )*
     };
@@ -861,6 +863,23 @@ pub async fn effects_put_update_and_delete<H: Harness>(h: &H) {
     let out = c.store.commit(req(&key(), None, None, &delete)).await;
     assert_eq!(out.expect("commit"), Commit::Applied);
     assert!(c.balance(&account).await.is_none());
+}
+
+/// S5: only an effect with a condition fails it; one that changes nothing (the delete of an
+/// item that is not there) is applied with its event's mark, and the redelivery is a
+/// duplicate.
+pub async fn an_effect_that_changes_nothing_is_applied<H: Harness>(h: &H) {
+    let c = case(h).await;
+    let k = key();
+    let absent = unique("absent");
+    let delete = [H::Effects::delete(&c.balances, "account", &absent)];
+    let out = c.store.commit(req(&k, None, Some("done"), &delete)).await;
+    assert_eq!(out.expect("commit"), Commit::Applied);
+    let again = c.store.commit(req(&k, None, None, &delete)).await;
+    assert!(
+        matches!(again, Ok(Commit::Seen(Seen::Duplicate(_)))),
+        "{again:?}"
+    );
 }
 
 /// Latest-wins mode: an event commits its mark, its effects and its object's high-water

@@ -4,6 +4,8 @@
 //! engine's tests and the simulation's. Not a CI stage: a mutant is one more build and test run,
 //! so a scope takes from minutes (memory) to hours (a store behind a server). `cargo-mutants`
 //! is installed on first use (`cargo install --locked`, from crates.io, into `.cache/tools`).
+//! The scopes of the stores behind a server (postgres, valkey) refuse to run without the
+//! variables naming their servers: their tests would skip, and every mutant would pass.
 //! Results land in `.cache/mutants/<scope>/mutants.out` (`caught.txt`, `missed.txt`,
 //! `unviable.txt`, `timeout.txt`); docs/RELIABILITY.md ("Mutation testing") keeps the counts
 //! and why each surviving mutant cannot matter.

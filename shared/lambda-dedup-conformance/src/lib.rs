@@ -238,13 +238,14 @@ impl<E, S: MarkStore<E> + ?Sized, T: EffectTables> World<E, S> for StoreAndTable
 }
 
 /// Every case of the suite that every store runs, by name.
-pub const CASES: [&str; 13] = [
+pub const CASES: [&str; 15] = [
     "claims_are_exclusive",
     "commit_then_duplicate",
     "a_failed_condition_writes_nothing",
     "refused_writes_are_permanent_and_write_nothing",
     "another_fingerprint_is_a_conflict",
     "leases_expire_and_fence",
+    "a_stale_owner_stays_fenced_after_the_new_owner_completed",
     "leases_are_held_past_their_end_by_the_clock_skew_allowance",
     "release_hands_over_at_once",
     "marks_expire_with_their_ttl",
@@ -252,6 +253,7 @@ pub const CASES: [&str; 13] = [
     "results_are_bounded",
     "batch_commits_judge_each_request_alone",
     "effects_put_update_and_delete",
+    "an_effect_that_changes_nothing_is_applied",
 ];
 
 /// The cases of sequence mode, run on a store that implements [`SequenceStore`].
@@ -297,6 +299,7 @@ macro_rules! suite {
             refused_writes_are_permanent_and_write_nothing,
             another_fingerprint_is_a_conflict,
             leases_expire_and_fence,
+            a_stale_owner_stays_fenced_after_the_new_owner_completed,
             leases_are_held_past_their_end_by_the_clock_skew_allowance,
             release_hands_over_at_once,
             marks_expire_with_their_ttl,
@@ -304,6 +307,7 @@ macro_rules! suite {
             results_are_bounded,
             batch_commits_judge_each_request_alone,
             effects_put_update_and_delete,
+            an_effect_that_changes_nothing_is_applied,
         );
         $( $crate::suite!(@capability $capability; $harness; $skip); )*
     };
@@ -615,6 +619,33 @@ pub async fn leases_expire_and_fence<H: Harness>(h: &H) {
     assert_eq!(mark.result.as_deref(), Some("ok"));
 }
 
+/// S6 after the takeover's completion: a stale owner's late completion or release finds the
+/// mark completed, but not by it, and is fenced — not taken for a retry of its own completion
+/// — and the new owner's result stands.
+pub async fn a_stale_owner_stays_fenced_after_the_new_owner_completed<H: Harness>(h: &H) {
+    let c = case(h).await;
+    let k = key();
+    let Claim::Claimed(first) = c.store.claim(&k, None, None).await.expect("claim") else {
+        panic!("first claim must win");
+    };
+    c.clock
+        .advance(LEASE + lambda_dedup::store::DEFAULT_CLOCK_SKEW + Duration::from_secs(1));
+    let Claim::Claimed(second) = c.store.claim(&k, None, None).await.expect("claim") else {
+        panic!("takeover must win");
+    };
+    c.store
+        .complete(&second, Some("new"))
+        .await
+        .expect("complete");
+    let late = c.store.complete(&first, Some("late")).await;
+    assert!(matches!(late, Err(StoreError::Fenced { .. })), "{late:?}");
+    let late = c.store.release(&first).await;
+    assert!(matches!(late, Err(StoreError::Fenced { .. })), "{late:?}");
+    let mark = c.store.get(&k).await.expect("get").expect("mark");
+    assert_eq!(mark.status, MarkStatus::Completed);
+    assert_eq!(mark.result.as_deref(), Some("new"));
+}
+
 /// S6 across clocks: the owner is given the lease's end, and the store records it held the
 /// clock-skew allowance longer, so another instance whose clock runs ahead by less than the
 /// allowance — here, this store's clock moved past the owner's end but not past the allowance —
@@ -832,6 +863,23 @@ pub async fn effects_put_update_and_delete<H: Harness>(h: &H) {
     let out = c.store.commit(req(&key(), None, None, &delete)).await;
     assert_eq!(out.expect("commit"), Commit::Applied);
     assert!(c.balance(&account).await.is_none());
+}
+
+/// S5: only an effect with a condition fails it; one that changes nothing (the delete of an
+/// item that is not there) is applied with its event's mark, and the redelivery is a
+/// duplicate.
+pub async fn an_effect_that_changes_nothing_is_applied<H: Harness>(h: &H) {
+    let c = case(h).await;
+    let k = key();
+    let absent = unique("absent");
+    let delete = [H::Effects::delete(&c.balances, "account", &absent)];
+    let out = c.store.commit(req(&k, None, Some("done"), &delete)).await;
+    assert_eq!(out.expect("commit"), Commit::Applied);
+    let again = c.store.commit(req(&k, None, None, &delete)).await;
+    assert!(
+        matches!(again, Ok(Commit::Seen(Seen::Duplicate(_)))),
+        "{again:?}"
+    );
 }
 
 /// Latest-wins mode: an event commits its mark, its effects and its object's high-water

@@ -1,4 +1,4 @@
-//! The conformance suite (`lambda-dedup-conformance`) on the PostgreSQL store, on a real
+//! Beyond the conformance suite (`lambda-dedup-conformance`, run in the store's own crate) on the PostgreSQL store, on a real
 //! PostgreSQL server: the one `cargo xtask test` starts (PostgreSQL 16 from the `pgserver`
 //! wheel) and names in `DEDUP_POSTGRES_URL`. Without it (plain `cargo test`) every case is
 //! skipped with a message. Each case gets a fresh marks table; effect tables hold items as
@@ -210,10 +210,8 @@ impl EffectTables for Tables {
     }
 }
 
-mod postgres {
-    use lambda_dedup_conformance::unset;
-    lambda_dedup_conformance::suite!(super::Postgres, skip_if: unset(super::URL, super::HOW));
-}
+// The conformance suite itself runs in the store's own crate (`tests/conformance.rs`), where
+// `cargo xtask mutants postgres` judges each mutant by it; here, what goes beyond it.
 
 /// Beyond the suite: many processes at once. Each store here has its own connections, as
 /// separate Lambda instances would.

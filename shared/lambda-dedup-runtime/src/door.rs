@@ -201,6 +201,18 @@ pub trait Door: Send + Sync + 'static {
         None
     }
 
+    /// The invocation's own metrics (name, count), for a door that answers one request and
+    /// counts it by its answer (an HTTP door: `Requests` and the answer's outcome) rather than
+    /// by the account's EMF line (S14); `None`, the default: the account's line.
+    fn metrics(
+        &self,
+        event: &Self::Event,
+        report: &BatchReport,
+    ) -> Option<Vec<(&'static str, u64)>> {
+        let _ = (event, report);
+        None
+    }
+
     /// The invocation's answer, once its report is accounted.
     fn answer(
         &self,

@@ -81,6 +81,8 @@ mod http;
 #[cfg(any(feature = "http", test))]
 pub use http::{HttpEvent, HttpService};
 #[cfg(any(feature = "webhook", test))]
+pub(crate) mod request;
+#[cfg(any(feature = "webhook", test))]
 mod webhook;
 #[cfg(any(feature = "webhook", test))]
 pub use webhook::WebhookService;

@@ -92,8 +92,7 @@ impl<S: Marks> Dedup<S> {
                 store,
                 scope: self.settings.scope.clone(),
                 work,
-                function: self.function.clone(),
-                margin: self.settings.deadline_margin.get(),
+                runner: self.runner(),
             }),
         })
     }

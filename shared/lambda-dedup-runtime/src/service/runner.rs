@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
@@ -27,7 +27,7 @@ use crate::store::Marks;
 /// margin and the concurrency.
 #[derive(Debug, Clone)]
 pub struct Runner {
-    pub(super) function: String,
+    pub(crate) function: String,
     pub(super) accounting: Accounting,
     pub(super) margin: Duration,
     pub(super) max_concurrency: usize,
@@ -109,8 +109,12 @@ fn parking_of<S>(dedup: &Dedup<S>, parks: bool) -> Result<Option<Arc<Parking>>, 
 
 /// What the runner does with the invocation's messages: a flow's step, or in tests a closure.
 pub(crate) trait Work: Sync {
-    /// One message's outcome.
-    fn message(&self, m: Message) -> impl Future<Output = Outcome> + Send;
+    /// One message's outcome, its work over by `cutoff` (the invocation's one cutoff).
+    fn message(
+        &self,
+        m: Message,
+        cutoff: Option<SystemTime>,
+    ) -> impl Future<Output = Outcome> + Send;
 
     /// Whether the batch goes whole ([`batch`](Self::batch)).
     fn whole(&self) -> bool {
@@ -133,7 +137,7 @@ struct Stepped<'a, St: Step> {
 }
 
 impl<St: Step> Work for Stepped<'_, St> {
-    fn message(&self, m: Message) -> impl Future<Output = Outcome> + Send {
+    fn message(&self, m: Message, _: Option<SystemTime>) -> impl Future<Output = Outcome> + Send {
         self.step.message(m, self.deadline, self.state)
     }
 
@@ -152,7 +156,7 @@ where
     F: Fn(Message) -> Fut + Sync,
     Fut: Future<Output = Outcome> + Send,
 {
-    fn message(&self, m: Message) -> impl Future<Output = Outcome> + Send {
+    fn message(&self, m: Message, _: Option<SystemTime>) -> impl Future<Output = Outcome> + Send {
         self(m)
     }
 }
@@ -163,20 +167,29 @@ impl Runner {
     #[cfg(test)]
     pub(crate) fn for_tests(function: &str, max_concurrency: usize) -> Self {
         Self {
+            max_concurrency,
+            ..Self::of(function, crate::config::DeadlineMargin::DEFAULT.get())
+        }
+    }
+
+    /// The runner of function `function` with `margin`, the default namespace, no
+    /// reconciliation queue, one request at a time (a door that answers one request).
+    pub(crate) fn of(function: &str, margin: Duration) -> Self {
+        Self {
             function: function.to_owned(),
             accounting: Accounting {
                 namespace: crate::emf::NAMESPACE.to_owned(),
                 reconciliation: Reconciliation::To(None),
             },
-            margin: crate::config::DeadlineMargin::DEFAULT.get(),
-            max_concurrency,
+            margin,
+            max_concurrency: 1,
         }
     }
 
     /// One invocation of `door`: one cutoff from the margin, each record in a span through
     /// `work` until it (per record or the batch whole: [`Door::CUT`]), the report rebuilt by
     /// record, late events routed to reconciliation until the cutoff, the account printed as
-    /// one EMF line, then the door's answer.
+    /// one EMF line (or the door's own [metrics](Door::metrics)), then the door's answer.
     pub(crate) async fn invoke<D: Door, W: Work>(
         &self,
         door: &D,
@@ -231,7 +244,7 @@ impl Runner {
                 let process = async {
                     match refused.get(&id) {
                         Some(outcome) => outcome.clone(),
-                        None => work.message(m).await,
+                        None => work.message(m, cutoff).await,
                     }
                 };
                 let outcome = match D::CUT {
@@ -262,18 +275,62 @@ impl Runner {
                 );
             }
         }
-        print_account(
-            &self.accounting.namespace,
-            function,
-            &context.request_id,
-            &report,
-        );
+        match door.metrics(&event.payload, &report) {
+            Some(metrics) => {
+                let metrics: Vec<_> = metrics.iter().map(|&(m, n)| (m, "Count", n)).collect();
+                crate::emf::emit(crate::emf::line(function, &metrics));
+            }
+            None => print_account(
+                &self.accounting.namespace,
+                function,
+                &context.request_id,
+                &report,
+            ),
+        }
         let done = Answered {
             report: &report,
             function,
             parking,
         };
         door.answer(&event.payload, done).await
+    }
+}
+
+/// The event of a door that answers one request (an HTTP answer, an invoke response) rather
+/// than a batch: the request, and the answer its work keeps for the door's
+/// [`answer`](Door::answer) (none when the cutoff came first).
+#[derive(Debug)]
+pub(crate) struct Asked<E, A> {
+    pub(crate) request: E,
+    kept: Mutex<Option<A>>,
+}
+
+impl<E, A> Asked<E, A> {
+    pub(crate) fn new(request: E) -> Self {
+        Self {
+            request,
+            kept: Mutex::new(None),
+        }
+    }
+
+    /// Keeps `answer` for the door.
+    pub(crate) fn keep(&self, answer: A) {
+        if let Ok(mut kept) = self.kept.lock() {
+            *kept = Some(answer);
+        }
+    }
+
+    /// `f` of the answer kept, if any.
+    pub(crate) fn kept<T>(&self, f: impl FnOnce(Option<&A>) -> T) -> T {
+        match self.kept.lock() {
+            Ok(kept) => f(kept.as_ref()),
+            Err(_) => f(None),
+        }
+    }
+
+    /// The answer kept, taken.
+    pub(crate) fn take(&self) -> Option<A> {
+        self.kept.lock().ok().and_then(|mut kept| kept.take())
     }
 }
 

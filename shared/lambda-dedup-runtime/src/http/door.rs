@@ -14,7 +14,7 @@ use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 
 use crate::service::Runner;
-use crate::service::request::{Answers, respond};
+use crate::service::request::Answers;
 
 use super::answer::{Answer, Counted};
 use super::reply::{Reply, Stored};
@@ -336,14 +336,6 @@ impl<E: Send + Sync + 'static> Door<E> {
             }
         })
     }
-
-    /// Answers one Lambda HTTP request (API Gateway REST or HTTP API, ALB, Function URL)
-    /// through the one runner ([`crate::door`]) before the invocation's deadline (else 503 with
-    /// `retry-after`), prints its EMF count and logs its outcome, never its key, caller or body
-    /// (S3).
-    pub async fn handle(&self, request: Request) -> Response<Body> {
-        respond(self, &self.runner, request).await
-    }
 }
 
 impl<E: Send + Sync + 'static> Answers for Door<E> {
@@ -391,6 +383,10 @@ impl<E: Send + Sync + 'static> Answers for Door<E> {
             ("Received", 1),
             (answer.outcome.label(), 1),
         ]
+    }
+
+    fn runner(&self) -> &Runner {
+        &self.runner
     }
 
     fn response(answer: Answer, function: &str, request_id: &str) -> Response<Body> {

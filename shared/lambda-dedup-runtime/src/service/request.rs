@@ -5,6 +5,9 @@
 
 use std::future::Future;
 use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
 use std::time::SystemTime;
 
 use lambda_dedup::Message;
@@ -42,6 +45,47 @@ pub(crate) trait Answers: Send + Sync + 'static {
 
     /// The answer, logged (never the key, caller or body, S3), as the HTTP response.
     fn response(answer: Self::Answer, function: &str, request_id: &str) -> Response<Body>;
+
+    /// The runner it answers through.
+    fn runner(&self) -> &Runner;
+}
+
+/// The service of an HTTP door ([`HttpService`](crate::HttpService),
+/// [`WebhookService`](crate::WebhookService)): requests in, answers out. Cheap to clone.
+pub struct RequestService<H> {
+    pub(crate) door: Arc<H>,
+}
+
+impl<H> Clone for RequestService<H> {
+    fn clone(&self) -> Self {
+        Self {
+            door: self.door.clone(),
+        }
+    }
+}
+
+impl<H: std::fmt::Debug> std::fmt::Debug for RequestService<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestService")
+            .field("door", &self.door)
+            .finish()
+    }
+}
+
+impl<H: Answers> lambda_http::Service<Request> for RequestService<H> {
+    type Response = Response<Body>;
+    type Error = lambda_http::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let door = self.door.clone();
+        // Boxed here, so the deep future of the store calls is one pointer to the runtime.
+        Box::pin(async move { Ok(respond(&*door, request).await) })
+    }
 }
 
 /// The door of an [`Answers`]: one request, one record, answered with the answer its work kept.
@@ -115,11 +159,8 @@ impl<H: Answers> Work for Asking<'_, H> {
 /// Answers one Lambda HTTP request (API Gateway REST or HTTP API, ALB, Function URL) with
 /// `door`, through `runner`: before the invocation's deadline (else [`Answers::late`]), counted
 /// in one EMF line.
-pub(crate) async fn respond<H: Answers>(
-    door: &H,
-    runner: &Runner,
-    request: Request,
-) -> Response<Body> {
+pub(crate) async fn respond<H: Answers>(door: &H, request: Request) -> Response<Body> {
+    let runner = door.runner();
     // Lambda always gives one; a request without (a hand-built one) gets no deadline.
     let context = request.lambda_context_ref().cloned().unwrap_or_default();
     let event = LambdaEvent::new(Asked::new(request), context);

@@ -170,7 +170,7 @@ impl Receiver {
     /// `retry-after` before the deadline; a commit abandoned meanwhile answers the sender's retry
     /// as a replay.
     pub async fn handle(&self, request: Request) -> Response<Body> {
-        respond(self, &self.runner, request).await
+        respond(self, request).await
     }
 }
 
@@ -202,6 +202,10 @@ impl Answers for Receiver {
             counts.push(("Received", 1));
         }
         counts
+    }
+
+    fn runner(&self) -> &Runner {
+        &self.runner
     }
 
     fn response(answer: Answer, function: &str, request_id: &str) -> Response<Body> {

@@ -47,7 +47,7 @@
 //!   the cutoff before the deadline, the EMF count;
 //! - `answer`: what each outcome answers ([`Answer`]) and the HTTP response it becomes.
 
-mod answer;
+pub(crate) mod answer;
 mod receiver;
 
 pub use crate::config::{

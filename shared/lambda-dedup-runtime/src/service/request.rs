@@ -110,10 +110,11 @@ impl<H: Answers> Door for Front<H> {
         _: &lambda_dedup_engine::BatchReport,
     ) -> Option<Vec<(&'static str, u64)>> {
         let request_id = request_id(&event.request);
-        Some(event.kept(|kept| match kept {
+        let kept = event.kept.lock().ok();
+        Some(match kept.as_ref().and_then(|kept| kept.as_ref()) {
             Some(answer) => H::metrics(answer),
             None => H::metrics(&H::late(&request_id)),
-        }))
+        })
     }
 
     async fn answer(

@@ -16,7 +16,7 @@ use lambda_dedup::{IdentitySource, Message, TenantSource};
 use lambda_dedup_engine::{BatchReport, Outcome, run_batch};
 use lambda_runtime::LambdaEvent;
 
-use super::account::{Accounting, Reconciliation, distinct, print_account, rebuilt};
+use super::account::{Accounting, Reconciliation, count, distinct, print_account, rebuilt};
 use super::flow::Flow;
 use super::flow::seal::{Admits, On, Step};
 use super::{BuildError, Dedup, PayloadAt};
@@ -174,6 +174,7 @@ impl Runner {
 
     /// The runner of function `function` with `margin`, the default namespace, no
     /// reconciliation queue, one request at a time (a door that answers one request).
+    #[cfg(any(feature = "webhook", test))]
     pub(crate) fn of(function: &str, margin: Duration) -> Self {
         Self {
             function: function.to_owned(),
@@ -276,10 +277,7 @@ impl Runner {
             }
         }
         match door.metrics(&event.payload, &report) {
-            Some(metrics) => {
-                let metrics: Vec<_> = metrics.iter().map(|&(m, n)| (m, "Count", n)).collect();
-                crate::emf::emit(crate::emf::line(function, &metrics));
-            }
+            Some(counts) => count(function, &counts),
             None => print_account(
                 &self.accounting.namespace,
                 function,
@@ -302,7 +300,7 @@ impl Runner {
 #[derive(Debug)]
 pub(crate) struct Asked<E, A> {
     pub(crate) request: E,
-    kept: Mutex<Option<A>>,
+    pub(crate) kept: Mutex<Option<A>>,
 }
 
 impl<E, A> Asked<E, A> {
@@ -317,14 +315,6 @@ impl<E, A> Asked<E, A> {
     pub(crate) fn keep(&self, answer: A) {
         if let Ok(mut kept) = self.kept.lock() {
             *kept = Some(answer);
-        }
-    }
-
-    /// `f` of the answer kept, if any.
-    pub(crate) fn kept<T>(&self, f: impl FnOnce(Option<&A>) -> T) -> T {
-        match self.kept.lock() {
-            Ok(kept) => f(kept.as_ref()),
-            Err(_) => f(None),
         }
     }
 

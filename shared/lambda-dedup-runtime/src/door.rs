@@ -5,14 +5,17 @@
 //! ([`Door::IDENTITY`], [`Door::TENANT`], [`Door::SENDER_VOUCHED`]; the builder derives each event's
 //! [`Provenance`](crate::Provenance) from them), which flows its ordering allows
 //! ([`Door::Ordering`]) and what acknowledges the invocation ([`Door::answer`]: a partial batch
-//! response, a stream checkpoint, an invocation's result).
+//! response, a stream checkpoint, an invocation's result, an HTTP answer, a direct invoke's
+//! response).
 //!
 //! One runner takes every door through an invocation the same way: one cutoff from
 //! `DEDUP_DEADLINE_MARGIN_MS`, a span per record, the records through the flow, the report by
 //! record, late events to the reconciliation queue, the account and its EMF line, then the
-//! door's answer, all before the deadline. The builder's doors (`Dedup::sqs`, `Dedup::kafka`,
-//! …) are implementations; a function's own door is one more, given to
-//! [`Dedup::door`](crate::Dedup::door):
+//! door's answer, all before the deadline. A door that answers one request (HTTP, a webhook, a
+//! direct invoke) is the same: its request is the invocation's one record, and it may count its
+//! answer in its own EMF line ([`Door::metrics`]). The builder's doors (`Dedup::sqs`,
+//! `Dedup::kafka`, `Dedup::http`, `Dedup::invoke`, …) are implementations; a function's own
+//! door is one more, given to [`Dedup::door`](crate::Dedup::door):
 //!
 //! ```
 //! use lambda_dedup_runtime::door::{AnyOrder, Answered, Door, Record};

@@ -43,8 +43,9 @@
 //! forwarder ignores the removal). A stream consumer (`relay::forward`, feature `inbox`) hands inbox items on to a queue.
 //!
 //! # Layout
-//! - `receiver`: the [`Receiver`] — a request's checks in order, the inbox item created once,
-//!   the cutoff before the deadline, the EMF count;
+//! - `receiver`: the [`Receiver`] — a request's checks in order, the inbox item created once;
+//!   its request answered through the one runner ([`crate::door`]: the cutoff before the
+//!   deadline, the EMF count);
 //! - `answer`: what each outcome answers ([`Answer`]) and the HTTP response it becomes.
 
 pub(crate) mod answer;

@@ -1,7 +1,6 @@
 //! What a request is answered ([`Answer`]: status, headers, body, the outcome counted) and the
 //! HTTP response it becomes.
 
-use lambda_dedup_engine::{Outcome, Reason, RetryCause};
 use lambda_http::{Body, Response};
 
 use super::reply::Stored;
@@ -64,25 +63,6 @@ pub enum Counted {
 }
 
 impl Counted {
-    /// The outcome the runner's report counts the request as.
-    pub(crate) fn counted(self) -> Outcome {
-        match self {
-            Self::Applied => Outcome::Applied,
-            Self::Duplicate => Outcome::Duplicate {
-                first_seen_at: std::time::SystemTime::UNIX_EPOCH,
-                result: None,
-            },
-            Self::Retry => Outcome::retry(RetryCause::NotProcessed, "answered retry"),
-            Self::Conflict => Outcome::Conflict,
-            Self::Rejected => Outcome::Rejected {
-                code: Reason::InvalidPayload,
-                reason: "answered refused".into(),
-                key: None,
-                invalid: None,
-            },
-        }
-    }
-
     /// The metric's name.
     pub fn label(self) -> &'static str {
         match self {

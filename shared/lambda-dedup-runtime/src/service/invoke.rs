@@ -28,17 +28,17 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use lambda_dedup::{AttributeValue, ENVELOPE_ID_ATTRIBUTE, IdentitySource, Message, TenantSource};
-use lambda_dedup_engine::{LeasedDeduplicator, Outcome, Reason, RetryCause};
+use lambda_dedup_engine::{Outcome, Reason, RetryCause};
 use lambda_runtime::LambdaEvent;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::event::typed;
-use super::runner::{Asked, Work};
-use super::{BuildError, Dedup, Event, HandlerError, PayloadAt, Service, Transient};
+use super::runner::Asked;
+use super::{BuildError, Dedup, Event, HandlerError, Service, Transient};
 use crate::door::{Answered, AnyOrder, Door, Record, Refused};
 use crate::store::Marks;
 
@@ -192,15 +192,47 @@ impl<S: Marks> Dedup<S> {
                 async move {
                     let (payload, context) = event.into_parts();
                     let event = LambdaEvent::new(Asked::new(payload), context);
-                    let leased = Leased {
-                        dedup: &dedup,
-                        work: &*work,
-                        at,
-                        wait,
-                        limit,
-                        deadline: crate::deadline(&event.context),
-                        kept: &event.payload,
-                        event: PhantomData,
+                    let (deadline, kept) = (crate::deadline(&event.context), &event.payload);
+                    let (work, dedup) = (&*work, &*dedup);
+                    // The event under a lease, within `limit`, its response kept for the answer
+                    // and stored with the mark; a duplicate in progress waited for up to `wait`.
+                    let leased = |m: Message, cutoff| async move {
+                        let started = Instant::now();
+                        let mut pause = Duration::from_millis(50);
+                        loop {
+                            let once = dedup.leased(&m, deadline, |d, _lease| async move {
+                                let event = typed::<T>(at, &d)?;
+                                // Bounded as a leased call is, so that a hung work releases its claim.
+                                let response = tokio::time::timeout(limit, work(event))
+                                    .await
+                                    .map_err(|_| {
+                                        HandlerError::Transient(Transient::CallTimeout { limit })
+                                    })??;
+                                let stored = serde_json::to_string(&response).map_err(|_| {
+                                    HandlerError::invalid("the response does not serialise")
+                                })?;
+                                kept.keep(response);
+                                Ok(Some(stored))
+                            });
+                            let outcome =
+                                crate::bound::outcome_within(cutoff, &m.message_id, once).await;
+                            let in_progress = matches!(
+                                outcome,
+                                Outcome::Retry {
+                                    cause: RetryCause::InProgress,
+                                    ..
+                                }
+                            );
+                            let left = wait.saturating_sub(started.elapsed());
+                            if !in_progress || left.is_zero() {
+                                return outcome;
+                            }
+                            let nap = tokio::time::sleep(pause.min(left));
+                            if crate::bound::within(cutoff, nap).await.is_none() {
+                                return outcome;
+                            }
+                            pause = (pause * 2).min(Duration::from_secs(1));
+                        }
                     };
                     runner.invoke(&*door, None, &event, &leased).await
                 }
@@ -241,69 +273,6 @@ impl<R: DeserializeOwned + Send + 'static> Door for Direct<R> {
             |(_, outcome)| outcome.clone(),
         );
         answer(outcome, event.take()).map_err(lambda_runtime::Error::from)
-    }
-}
-
-/// The direct invoke door's work: the event under a lease, within `limit`, its response kept
-/// for the answer and stored with the mark; a duplicate in progress waited for up to `wait`.
-struct Leased<'a, T, R, E, F> {
-    dedup: &'a LeasedDeduplicator<E>,
-    work: &'a F,
-    at: PayloadAt,
-    wait: Duration,
-    limit: Duration,
-    deadline: Option<SystemTime>,
-    kept: &'a Asked<serde_json::Value, R>,
-    event: PhantomData<fn() -> T>,
-}
-
-impl<T, R, E, F, Fut> Work for Leased<'_, T, R, E, F>
-where
-    T: DeserializeOwned + Send + 'static,
-    R: Serialize + Send + 'static,
-    E: Send + Sync + 'static,
-    F: Fn(Event<T>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<R, HandlerError>> + Send + 'static,
-{
-    async fn message(&self, m: Message, cutoff: Option<SystemTime>) -> Outcome {
-        let (at, limit, work, kept) = (self.at, self.limit, self.work, self.kept);
-        let started = Instant::now();
-        let mut pause = Duration::from_millis(50);
-        loop {
-            let once = self
-                .dedup
-                .leased(&m, self.deadline, |d, _lease| async move {
-                    let event = typed::<T>(at, &d)?;
-                    // Bounded as a leased call is, so that a hung work releases its claim.
-                    let response = tokio::time::timeout(limit, work(event))
-                        .await
-                        .map_err(|_| HandlerError::Transient(Transient::CallTimeout { limit }))??;
-                    let stored = serde_json::to_string(&response)
-                        .map_err(|_| HandlerError::invalid("the response does not serialise"))?;
-                    kept.keep(response);
-                    Ok(Some(stored))
-                });
-            let outcome = crate::bound::outcome_within(cutoff, &m.message_id, once).await;
-            let in_progress = matches!(
-                outcome,
-                Outcome::Retry {
-                    cause: RetryCause::InProgress,
-                    ..
-                }
-            );
-            let left = self.wait.saturating_sub(started.elapsed());
-            if !in_progress || left.is_zero() {
-                return outcome;
-            }
-            let nap = pause.min(left);
-            if crate::bound::within(cutoff, tokio::time::sleep(nap))
-                .await
-                .is_none()
-            {
-                return outcome;
-            }
-            pause = (pause * 2).min(Duration::from_secs(1));
-        }
     }
 }
 

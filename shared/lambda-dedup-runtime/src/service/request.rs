@@ -11,11 +11,11 @@ use std::task::{Context as TaskContext, Poll};
 use std::time::SystemTime;
 
 use lambda_dedup::Message;
-use lambda_dedup_engine::Outcome;
+use lambda_dedup_engine::{Outcome, Reason, RetryCause};
 use lambda_http::{Body, Request, RequestExt, Response};
 use lambda_runtime::LambdaEvent;
 
-use super::runner::{Asked, Runner, Work};
+use super::runner::{Asked, Runner};
 use crate::door::{Answered, AnyOrder, Door, Record};
 
 /// What an HTTP door does with one request: its answer, and how that answer is counted, logged
@@ -37,8 +37,8 @@ pub(crate) trait Answers: Send + Sync + 'static {
     /// The answer of a request not answered by the cutoff (503, `retry-after`).
     fn late(request_id: &str) -> Self::Answer;
 
-    /// What the request counts as in the runner's report (its span's outcome).
-    fn outcome(answer: &Self::Answer) -> Outcome;
+    /// The outcome the answer is counted under (`Applied`, `Unauthorized`, …).
+    fn label(answer: &Self::Answer) -> &'static str;
 
     /// The metrics the answer counts (name, count), one EMF line per request.
     fn metrics(answer: &Self::Answer) -> Vec<(&'static str, u64)>;
@@ -139,24 +139,6 @@ fn request_id(request: &Request) -> String {
         .unwrap_or_default()
 }
 
-/// The work of one request: `door`'s answer, kept for the [`Front`].
-struct Asking<'a, H: Answers> {
-    door: &'a H,
-    asked: &'a Asked<Request, H::Answer>,
-}
-
-impl<H: Answers> Work for Asking<'_, H> {
-    async fn message(&self, m: Message, cutoff: Option<SystemTime>) -> Outcome {
-        let answer = self
-            .door
-            .answer(&self.asked.request, &m.message_id, cutoff)
-            .await;
-        let outcome = H::outcome(&answer);
-        self.asked.keep(answer);
-        outcome
-    }
-}
-
 /// Answers one Lambda HTTP request (API Gateway REST or HTTP API, ALB, Function URL) with
 /// `door`, through `runner`: before the invocation's deadline (else [`Answers::late`]), counted
 /// in one EMF line.
@@ -165,9 +147,13 @@ pub(crate) async fn respond<H: Answers>(door: &H, request: Request) -> Response<
     // Lambda always gives one; a request without (a hand-built one) gets no deadline.
     let context = request.lambda_context_ref().cloned().unwrap_or_default();
     let event = LambdaEvent::new(Asked::new(request), context);
-    let work = Asking {
-        door,
-        asked: &event.payload,
+    let asked = &event.payload;
+    // The request's answer, kept for the front.
+    let work = |m: Message, cutoff| async move {
+        let answer = door.answer(&asked.request, &m.message_id, cutoff).await;
+        let outcome = outcome_of(H::label(&answer));
+        asked.keep(answer);
+        outcome
     };
     let front = Front::<H>(PhantomData);
     match runner.invoke(&front, None, &event, &work).await {
@@ -178,5 +164,26 @@ pub(crate) async fn respond<H: Answers>(door: &H, request: Request) -> Response<
             &runner.function,
             &event.context.request_id,
         ),
+    }
+}
+
+/// The outcome the runner's report (and the request's span) counts an answer under `label`
+/// as; the answer's own metrics are the door's ([`Answers::metrics`]).
+fn outcome_of(label: &str) -> Outcome {
+    match label {
+        "Applied" => Outcome::Applied,
+        "Duplicate" => Outcome::Duplicate {
+            first_seen_at: SystemTime::UNIX_EPOCH,
+            result: None,
+        },
+        "Superseded" => Outcome::Superseded,
+        "Conflict" => Outcome::Conflict,
+        "Retry" => Outcome::retry(RetryCause::NotProcessed, "answered: retry"),
+        _ => Outcome::Rejected {
+            code: Reason::InvalidPayload,
+            reason: format!("answered: {label}"),
+            key: None,
+            invalid: None,
+        },
     }
 }

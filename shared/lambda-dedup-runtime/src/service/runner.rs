@@ -150,14 +150,18 @@ impl<St: Step> Work for Stepped<'_, St> {
     }
 }
 
-#[cfg(test)]
+/// A closure of a message and the cutoff: the work of a door that answers one request.
 impl<F, Fut> Work for F
 where
-    F: Fn(Message) -> Fut + Sync,
+    F: Fn(Message, Option<SystemTime>) -> Fut + Sync,
     Fut: Future<Output = Outcome> + Send,
 {
-    fn message(&self, m: Message, _: Option<SystemTime>) -> impl Future<Output = Outcome> + Send {
-        self(m)
+    fn message(
+        &self,
+        m: Message,
+        cutoff: Option<SystemTime>,
+    ) -> impl Future<Output = Outcome> + Send {
+        self(m, cutoff)
     }
 }
 

@@ -1,7 +1,7 @@
 //! What each outcome of a request answers ([`Answer`]: status, headers, body, the outcome
 //! counted) and the HTTP response it becomes.
 
-use lambda_dedup_engine::{Outcome, Reason, RetryCause};
+use lambda_dedup_engine::{Outcome, Reason};
 use lambda_http::{Body, Response};
 
 /// The header on an answer that repeats the first answer to the same event.
@@ -40,26 +40,6 @@ impl Answer {
     /// Whether the request reached the deduplicator (counted as `Received` too).
     pub fn received(&self) -> bool {
         !REFUSED_BEFORE_DEDUP.contains(&self.outcome)
-    }
-
-    /// The outcome the runner's report counts the request as.
-    pub(crate) fn counted(&self) -> Outcome {
-        match self.outcome {
-            "Applied" => Outcome::Applied,
-            "Duplicate" => Outcome::Duplicate {
-                first_seen_at: std::time::SystemTime::UNIX_EPOCH,
-                result: None,
-            },
-            "Superseded" => Outcome::Superseded,
-            "Conflict" => Outcome::Conflict,
-            "Retry" => Outcome::retry(RetryCause::NotProcessed, "answered retry"),
-            _ => Outcome::Rejected {
-                code: Reason::InvalidPayload,
-                reason: "answered refused".into(),
-                key: None,
-                invalid: None,
-            },
-        }
     }
 }
 

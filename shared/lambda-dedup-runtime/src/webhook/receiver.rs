@@ -192,8 +192,8 @@ impl Answers for Receiver {
         )
     }
 
-    fn outcome(answer: &Answer) -> Outcome {
-        answer.counted()
+    fn label(answer: &Answer) -> &'static str {
+        answer.outcome
     }
 
     fn metrics(answer: &Answer) -> Vec<(&'static str, u64)> {

@@ -1,25 +1,18 @@
-//! Beyond the conformance suite (`lambda-dedup-conformance`, run in the store's own crate) on the PostgreSQL store, on a real
-//! PostgreSQL server: the one `cargo xtask test` starts (PostgreSQL 16 from the `pgserver`
-//! wheel) and names in `DEDUP_POSTGRES_URL`. Without it (plain `cargo test`) every case is
-//! skipped with a message. Each case gets a fresh marks table; effect tables hold items as
-//! `(key text PRIMARY KEY, doc jsonb)`, seeded and read back with plain SQL, not through the
-//! store; the effects are the store's own type, [`SqlEffect`]: parameterised statements.
+//! The PostgreSQL store beyond the conformance suite (which runs in the store's own crate,
+//! `tests/conformance.rs`): many stores at once, the engine's flows on it, what is the server's
+//! own. On a real server: the one `cargo xtask test` starts (PostgreSQL 16 from the `pgserver` wheel) and
+//! names in `DEDUP_POSTGRES_URL`; without it (plain `cargo test`) every case is skipped with a message.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use lambda_dedup::{Item, ManualClock, MarkStore, Retention, Value};
-use lambda_dedup_conformance::{
-    BoxFuture, EffectTables, Effects, Harness, Setup, TableNames, World, unique,
-};
+use lambda_dedup_conformance::{Effects, unique};
 use lambda_dedup_postgres::{PgStore, SqlEffect, Tls};
 
 /// The variable that names the server, and how to have one.
 const URL: &str = "DEDUP_POSTGRES_URL";
 const HOW: &str = "`cargo xtask test -p dedup-tests -- conformance` starts PostgreSQL and sets it";
-
-/// Each case on a fresh marks table of the server.
-struct Postgres;
 
 /// The suite's effects as SQL on the tables of [`Tables`].
 struct Sql;
@@ -109,105 +102,6 @@ fn split(key_attr: &str, item: &Item) -> (String, String) {
         }
     }
     (key, serde_json::Value::Object(doc).to_string())
-}
-
-struct Tables {
-    client: tokio_postgres::Client,
-    names: TableNames,
-}
-
-impl Harness for Postgres {
-    type Effects = Sql;
-    type Store = PgStore;
-
-    fn world(&self, setup: Setup) -> BoxFuture<'_, Box<dyn World<SqlEffect, PgStore>>> {
-        Box::pin(async move {
-            let url = std::env::var(URL).expect("checked by the suite");
-            let store = PgStore::from_url(&url, Tls::Disabled, setup.retention)
-                .expect("the URL")
-                .with_table(&unique("marks"))
-                .expect("a table name")
-                .with_lease(setup.lease)
-                .with_clock(setup.clock);
-            store.create_table().await.expect("the marks table");
-            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-                .await
-                .expect("connect");
-            tokio::spawn(connection);
-            let tables = Tables {
-                client,
-                names: TableNames::default(),
-            };
-            lambda_dedup_conformance::world(Arc::new(store), tables)
-        })
-    }
-}
-
-impl EffectTables for Tables {
-    fn table<'a>(&'a self, key_attr: &'a str) -> BoxFuture<'a, String> {
-        Box::pin(async move {
-            let name = self.names.add(key_attr);
-            self.client
-                .batch_execute(&format!(
-                    "CREATE TABLE {} (\"{key_attr}\" text PRIMARY KEY, doc jsonb NOT NULL)",
-                    t(&name)
-                ))
-                .await
-                .expect("create table");
-            name
-        })
-    }
-    fn put<'a>(&'a self, table: &'a str, item: Item) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            let key_attr = self.names.key_attr(table);
-            let (key, doc) = split(&key_attr, &item);
-            self.client
-                .execute(
-                    &format!(
-                        "INSERT INTO {} (\"{key_attr}\", doc) VALUES ($1, $2::text::jsonb) \
-                         ON CONFLICT (\"{key_attr}\") DO UPDATE SET doc = EXCLUDED.doc",
-                        t(table)
-                    ),
-                    &[&key, &doc],
-                )
-                .await
-                .expect("put");
-        })
-    }
-    fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> BoxFuture<'a, Option<Item>> {
-        Box::pin(async move {
-            let key_attr = self.names.key_attr(table);
-            let Some(Value::S(k)) = key.0.get(&key_attr) else {
-                panic!("a string key {key_attr}");
-            };
-            let rows = self
-                .client
-                .query(
-                    &format!(
-                        "SELECT doc::text FROM {} WHERE \"{key_attr}\" = $1",
-                        t(table)
-                    ),
-                    &[k],
-                )
-                .await
-                .expect("read");
-            let doc: String = rows.first()?.get(0);
-            let doc: serde_json::Map<String, serde_json::Value> =
-                serde_json::from_str(&doc).expect("a JSON object");
-            let mut item = Item::new().with(&key_attr, k.as_str());
-            for (name, value) in doc {
-                let value = match value {
-                    serde_json::Value::String(s) => Value::S(s),
-                    serde_json::Value::Number(n) => Value::N(n.to_string()),
-                    serde_json::Value::Bool(b) => Value::Bool(b),
-                    serde_json::Value::Null => Value::Null,
-                    other => panic!("unexpected {other}"),
-                };
-                item.0.insert(name, value);
-            }
-            Some(item)
-        })
-    }
 }
 
 // The conformance suite itself runs in the store's own crate (`tests/conformance.rs`), where

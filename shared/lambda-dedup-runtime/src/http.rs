@@ -60,7 +60,8 @@
 //! - `event`: the raw Lambda event read before `lambda_http` converts it (`NotHttp`);
 //! - `reply`: the work's [`Reply`] and its `Stored` form;
 //! - `answer`: the `Answer` and how it is `Counted`;
-//! - `door`: the `Door` — the checks, the claim, the commit, the wait, the deadline.
+//! - `door`: the `Door` — the checks, the claim, the commit, the wait; its requests answered
+//!   through the one runner ([`crate::door`]: the cutoff before the deadline, the EMF count).
 
 mod answer;
 mod caller;

@@ -79,6 +79,8 @@ mod http;
 #[cfg(feature = "http")]
 pub use http::{HttpEvent, HttpService};
 #[cfg(feature = "webhook")]
+pub(crate) mod request;
+#[cfg(feature = "webhook")]
 mod webhook;
 #[cfg(feature = "webhook")]
 pub use webhook::WebhookService;

@@ -43,11 +43,12 @@
 //! forwarder ignores the removal). A stream consumer (`relay::forward`, feature `inbox`) hands inbox items on to a queue.
 //!
 //! # Layout
-//! - `receiver`: the [`Receiver`] — a request's checks in order, the inbox item created once,
-//!   the cutoff before the deadline, the EMF count;
+//! - `receiver`: the [`Receiver`] — a request's checks in order, the inbox item created once;
+//!   its request answered through the one runner ([`crate::door`]: the cutoff before the
+//!   deadline, the EMF count);
 //! - `answer`: what each outcome answers (`Answer`) and the HTTP response it becomes.
 
-mod answer;
+pub(crate) mod answer;
 mod receiver;
 
 pub use crate::config::WebhookConfig;

@@ -128,20 +128,10 @@ impl Answer {
 
     /// The HTTP response (JSON unless the answer names its own `content-type`).
     pub(crate) fn response(self) -> Response<Body> {
-        let mut builder = Response::builder().status(self.status);
-        if !self.headers.iter().any(|(n, _)| n == "content-type") {
-            builder = builder.header("content-type", "application/json");
-        }
-        for (name, value) in &self.headers {
-            builder = builder.header(name.as_str(), value.as_str());
-        }
-        builder
-            .body(Body::Text(self.body.clone()))
-            .unwrap_or_else(|_| {
-                // A header the work set that HTTP cannot carry: the answer without it.
-                let mut r = Response::new(Body::Text(self.body));
-                *r.status_mut() = lambda_http::http::StatusCode::INTERNAL_SERVER_ERROR;
-                r
-            })
+        let headers = self
+            .headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()));
+        crate::webhook::answer::http_response(self.status, headers, self.body.clone())
     }
 }

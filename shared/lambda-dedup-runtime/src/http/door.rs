@@ -13,6 +13,9 @@ use lambda_http::http::{HeaderMap, Method};
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 
+use crate::service::Runner;
+use crate::service::request::Answers;
+
 use super::answer::{Answer, Counted};
 use super::reply::{Reply, Stored};
 use super::{caller, key};
@@ -62,19 +65,18 @@ pub(crate) struct Incoming<'a> {
 }
 
 /// The door of one function: its configuration, its marks and its work.
-pub(crate) struct Door<E> {
+pub struct Door<E> {
     pub(crate) config: HttpConfig,
     pub(crate) store: Arc<dyn MarkStore<E>>,
     pub(crate) scope: Scope,
     pub(crate) work: Work<E>,
-    pub(crate) function: String,
-    pub(crate) margin: Duration,
+    pub(crate) runner: Runner,
 }
 
 impl<E> std::fmt::Debug for Door<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Door")
-            .field("function", &self.function)
+            .field("function", &self.runner.function)
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
@@ -334,44 +336,68 @@ impl<E: Send + Sync + 'static> Door<E> {
             }
         })
     }
+}
 
-    /// Answers one Lambda HTTP request (API Gateway REST or HTTP API, ALB, Function URL) before
-    /// the invocation's deadline (else 503 with `retry-after`), prints its EMF count and logs
-    /// its outcome, never its key, caller or body (S3).
-    pub(crate) async fn handle(&self, request: Request) -> Response<Body> {
-        let context = request.lambda_context_ref().cloned().unwrap_or_default();
-        let cutoff = crate::bound::cutoff(&context, self.margin);
-        let request_context = request.request_context_ref();
+impl<E: Send + Sync + 'static> Answers for Door<E> {
+    type Answer = Answer;
+    const NAME: &'static str = "HTTP";
+
+    async fn answer(
+        &self,
+        request: &Request,
+        request_id: &str,
+        cutoff: Option<SystemTime>,
+    ) -> Answer {
         let incoming = Incoming {
             method: request.method(),
             path: request.uri().path(),
             headers: request.headers(),
             body: request.body().as_ref(),
-            context: request_context,
-            request_id: &context.request_id,
+            context: request.request_context_ref(),
+            request_id,
         };
-        let answer = crate::bound::within(cutoff, self.answer(&incoming, cutoff))
-            .await
-            .unwrap_or_else(|| {
-                tracing::warn!(request_id = %context.request_id, "not answered before the invocation's deadline");
-                Answer {
-                    headers: vec![("retry-after".into(), "1".into())],
-                    ..Answer::error(503, Counted::Retry, "deadline", "not done in time; retry later")
-                }
-            });
-        crate::emf::emit(crate::emf::line(
-            &self.function,
-            &[
-                // Every request ends in exactly one of the five outcomes: the account's
-                // received = applied + duplicate + retry + conflict + rejected (S14).
-                ("Requests", "Count", 1),
-                ("Received", "Count", 1),
-                (answer.outcome.label(), "Count", 1),
-            ],
-        ));
-        tracing::info!(function = %self.function, request_id = %context.request_id,
-            status = answer.status, outcome = answer.outcome.label(), code = answer.code,
-            "http request answered");
+        self.answer(&incoming, cutoff).await
+    }
+
+    fn late(_: &str) -> Answer {
+        Answer {
+            headers: vec![("retry-after".into(), "1".into())],
+            ..Answer::error(
+                503,
+                Counted::Retry,
+                "deadline",
+                "not done in time; retry later",
+            )
+        }
+    }
+
+    fn label(answer: &Answer) -> &'static str {
+        answer.outcome.label()
+    }
+
+    fn metrics(answer: &Answer) -> Vec<(&'static str, u64)> {
+        // Every request ends in exactly one of the five outcomes: the account's
+        // received = applied + duplicate + retry + conflict + rejected (S14).
+        vec![
+            ("Requests", 1),
+            ("Received", 1),
+            (answer.outcome.label(), 1),
+        ]
+    }
+
+    fn runner(&self) -> &Runner {
+        &self.runner
+    }
+
+    fn response(answer: Answer, function: &str, request_id: &str) -> Response<Body> {
+        tracing::info!(
+            function,
+            request_id,
+            status = answer.status,
+            outcome = answer.outcome.label(),
+            code = answer.code,
+            "http request answered"
+        );
         answer.response()
     }
 }

@@ -31,12 +31,15 @@ pub(crate) fn rebuilt(function: &str, ids: &[String], report: BatchReport) -> Ba
             internal_errors,
             "records without exactly one outcome: reported failed (fail closed)"
         );
-        crate::emf::emit(crate::emf::line(
-            function,
-            &[("InternalErrors", "Count", internal_errors)],
-        ));
+        count(function, &[("InternalErrors", internal_errors)]);
     }
     report
+}
+
+/// Prints one EMF line of `function`'s counts (name, count).
+pub(crate) fn count(function: &str, counts: &[(&str, u64)]) {
+    let metrics: Vec<_> = counts.iter().map(|&(name, n)| (name, "Count", n)).collect();
+    crate::emf::emit(crate::emf::line(function, &metrics));
 }
 
 /// Prints the invocation's account as one EMF line in `namespace` and logs it (S14).
@@ -85,10 +88,7 @@ pub(crate) fn distinct(function: &str, batch: Vec<Message>) -> (Vec<Message>, Ve
             repeated,
             "the same message received more than once in one batch: processed once"
         );
-        crate::emf::emit(crate::emf::line(
-            function,
-            &[("RepeatedReceipts", "Count", repeated)],
-        ));
+        count(function, &[("RepeatedReceipts", repeated)]);
     }
     let ids = batch.iter().map(|m| m.message_id.clone()).collect();
     (batch, ids)

@@ -22,10 +22,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
+use super::request::RequestService;
+
 use lambda_dedup::{DedupKey, Retention};
 use lambda_http::http::Method;
 use lambda_http::request::LambdaRequest;
-use lambda_http::{Adapter, Body, LambdaEvent, Request, Response};
+use lambda_http::{Adapter, Body, LambdaEvent, Response};
 use serde::de::DeserializeOwned;
 
 use super::{BuildError, Dedup, HandlerError, parse};
@@ -85,55 +87,20 @@ impl<S: Marks> Dedup<S> {
                 })
             }))
         });
-        Ok(HttpService {
+        Ok(RequestService {
             door: Arc::new(Door {
                 config,
                 store,
                 scope: self.settings.scope.clone(),
                 work,
-                function: self.function.clone(),
-                margin: self.settings.deadline_margin.get(),
+                runner: self.runner(),
             }),
         })
     }
 }
 
 /// An HTTP door's service: requests in, answers out. Cheap to clone.
-pub struct HttpService<E = lambda_dedup::Effect> {
-    door: Arc<Door<E>>,
-}
-
-impl<E> Clone for HttpService<E> {
-    fn clone(&self) -> Self {
-        Self {
-            door: self.door.clone(),
-        }
-    }
-}
-
-impl<E> std::fmt::Debug for HttpService<E> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpService")
-            .field("door", &self.door)
-            .finish()
-    }
-}
-
-impl<E: Send + Sync + 'static> lambda_http::Service<Request> for HttpService<E> {
-    type Response = Response<Body>;
-    type Error = lambda_http::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Self::Error>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
-        let door = self.door.clone();
-        // Boxed here, so the deep future of the store calls is one pointer to the runtime.
-        Box::pin(async move { Ok(door.handle(request).await) })
-    }
-}
+pub type HttpService<E = lambda_dedup::Effect> = RequestService<Door<E>>;
 
 /// What `lambda_http` answers a front with (its `LambdaResponse`, which it does not name).
 type FrontResponse<E> =

@@ -26,17 +26,20 @@
 //! `identity_wrong_type` (`tenant`: the same), never read as the same key as `"42"`.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lambda_dedup::{AttributeValue, ENVELOPE_ID_ATTRIBUTE, IdentitySource, Message, TenantSource};
-use lambda_dedup_engine::{BatchReport, Outcome, Reason, RetryCause};
+use lambda_dedup_engine::{Outcome, Reason, RetryCause};
 use lambda_runtime::LambdaEvent;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::event::typed;
+use super::runner::Asked;
 use super::{BuildError, Dedup, Event, HandlerError, Service, Transient};
+use crate::door::{Answered, AnyOrder, Door, Record, Refused};
 use crate::store::Marks;
 
 /// Why a direct invocation is answered with an error, typed so that a caller (or a test)
@@ -170,80 +173,106 @@ impl<S: Marks> Dedup<S> {
             }
             self.tenant = TenantSource::Fixed(tenant);
         }
-        let string_pointers = Arc::new(typed_pointers(&self.identity, &self.tenant));
+        let door = Arc::new(Direct {
+            pointers: typed_pointers(&self.identity, &self.tenant),
+            response: PhantomData,
+        });
         let at = self.payload_at();
         let dedup = Arc::new(self.leased(self.settings.scope.clone())?);
-        let wait = self.settings.in_progress_wait;
-        let limit = self.settings.provider_timeout;
+        let (wait, limit) = (
+            self.settings.in_progress_wait,
+            self.settings.provider_timeout,
+        );
         let runner = Arc::new(self.runner());
         let work = Arc::new(work);
         Ok(Service::new(
             move |event: LambdaEvent<serde_json::Value>| {
-                let (dedup, runner, work) = (dedup.clone(), runner.clone(), work.clone());
-                let string_pointers = string_pointers.clone();
+                let (dedup, runner, work, door) =
+                    (dedup.clone(), runner.clone(), work.clone(), door.clone());
                 async move {
-                    let deadline = crate::deadline(&event.context);
-                    let cutoff = crate::bound::cutoff_at(deadline, runner.margin);
-                    let m = message(&event.context.request_id, &event.payload);
-                    let started = Instant::now();
-                    let mut pause = Duration::from_millis(50);
-                    let refused = untyped(&string_pointers, &event.payload);
-                    let (outcome, response) = loop {
-                        if let Some(refused) = refused {
-                            break (refused, None);
-                        }
-                        let fresh: Mutex<Option<R>> = Mutex::new(None);
-                        let (slot, work) = (&fresh, &*work);
-                        let once = dedup.leased(&m, deadline, |d, _lease| async move {
-                            let event = typed::<T>(at, &d)?;
-                            // Bounded as a leased call is, so that a hung work releases its claim.
-                            let response =
-                                tokio::time::timeout(limit, work(event)).await.map_err(
-                                    |_| HandlerError::Transient(Transient::CallTimeout { limit }),
-                                )??;
-                            let stored = serde_json::to_string(&response).map_err(|_| {
-                                HandlerError::invalid("the response does not serialise")
-                            })?;
-                            if let Ok(mut slot) = slot.lock() {
-                                *slot = Some(response);
+                    let (payload, context) = event.into_parts();
+                    let event = LambdaEvent::new(Asked::new(payload), context);
+                    let (deadline, kept) = (crate::deadline(&event.context), &event.payload);
+                    let (work, dedup) = (&*work, &*dedup);
+                    // The event under a lease, within `limit`, its response kept for the answer
+                    // and stored with the mark; a duplicate in progress waited for up to `wait`.
+                    let leased = |m: Message, cutoff| async move {
+                        let started = Instant::now();
+                        let mut pause = Duration::from_millis(50);
+                        loop {
+                            let once = dedup.leased(&m, deadline, |d, _lease| async move {
+                                let event = typed::<T>(at, &d)?;
+                                // Bounded as a leased call is, so that a hung work releases its claim.
+                                let response = tokio::time::timeout(limit, work(event))
+                                    .await
+                                    .map_err(|_| {
+                                        HandlerError::Transient(Transient::CallTimeout { limit })
+                                    })??;
+                                let stored = serde_json::to_string(&response).map_err(|_| {
+                                    HandlerError::invalid("the response does not serialise")
+                                })?;
+                                kept.keep(response);
+                                Ok(Some(stored))
+                            });
+                            let outcome =
+                                crate::bound::outcome_within(cutoff, &m.message_id, once).await;
+                            let in_progress = matches!(
+                                outcome,
+                                Outcome::Retry {
+                                    cause: RetryCause::InProgress,
+                                    ..
+                                }
+                            );
+                            let left = wait.saturating_sub(started.elapsed());
+                            if !in_progress || left.is_zero() {
+                                return outcome;
                             }
-                            Ok(Some(stored))
-                        });
-                        let outcome =
-                            crate::bound::outcome_within(cutoff, &m.message_id, once).await;
-                        let response = fresh.into_inner().ok().flatten();
-                        let in_progress = matches!(
-                            outcome,
-                            Outcome::Retry {
-                                cause: RetryCause::InProgress,
-                                ..
+                            let nap = tokio::time::sleep(pause.min(left));
+                            if crate::bound::within(cutoff, nap).await.is_none() {
+                                return outcome;
                             }
-                        );
-                        let left = wait.saturating_sub(started.elapsed());
-                        if !in_progress || left.is_zero() {
-                            break (outcome, response);
+                            pause = (pause * 2).min(Duration::from_secs(1));
                         }
-                        let nap = pause.min(left);
-                        if crate::bound::within(cutoff, tokio::time::sleep(nap))
-                            .await
-                            .is_none()
-                        {
-                            break (outcome, response);
-                        }
-                        pause = (pause * 2).min(Duration::from_secs(1));
                     };
-                    let report =
-                        BatchReport::from_outcomes(vec![(m.message_id.clone(), outcome.clone())]);
-                    super::account::print_account(
-                        &runner.accounting.namespace,
-                        &runner.function,
-                        &event.context.request_id,
-                        &report,
-                    );
-                    answer(outcome, response).map_err(lambda_runtime::Error::from)
+                    runner.invoke(&*door, None, &event, &leased).await
                 }
             },
         ))
+    }
+}
+
+/// The direct invoke door: the event one record under the invocation's request id, answered
+/// with the response its work kept, the stored one of a duplicate, or an [`InvokeError`].
+struct Direct<R> {
+    /// The pointers whose values must be JSON strings ([`typed_pointers`]).
+    pointers: Vec<String>,
+    response: PhantomData<fn() -> R>,
+}
+
+impl<R: DeserializeOwned + Send + 'static> Door for Direct<R> {
+    type Event = Asked<serde_json::Value, R>;
+    type Response = R;
+    type Ordering = AnyOrder;
+    const NAME: &'static str = "direct invoke";
+
+    fn messages(&self, event: &Self::Event, context: &lambda_runtime::Context) -> Vec<Record> {
+        let m = message(&context.request_id, &event.request);
+        vec![match untyped(&self.pointers, &event.request) {
+            Some(refused) => Err(Refused::of(&m, refused)),
+            None => Ok(m),
+        }]
+    }
+
+    async fn answer(
+        &self,
+        event: &Self::Event,
+        done: Answered<'_>,
+    ) -> Result<R, lambda_runtime::Error> {
+        let outcome = done.report().outcomes().first().map_or_else(
+            || Outcome::retry(RetryCause::NotProcessed, "no outcome"),
+            |(_, outcome)| outcome.clone(),
+        );
+        answer(outcome, event.take()).map_err(lambda_runtime::Error::from)
     }
 }
 

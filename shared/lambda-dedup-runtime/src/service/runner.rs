@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use lambda_dedup::{IdentitySource, Message, TenantSource};
 use lambda_dedup_engine::{BatchReport, Outcome, run_batch};
 use lambda_runtime::LambdaEvent;
 
-use super::account::{Accounting, Reconciliation, distinct, print_account, rebuilt};
+use super::account::{Accounting, Reconciliation, count, distinct, print_account, rebuilt};
 use super::flow::Flow;
 use super::flow::seal::{Admits, On, Step};
 use super::{BuildError, Dedup, PayloadAt};
@@ -27,7 +27,7 @@ use crate::store::Marks;
 /// margin and the concurrency.
 #[derive(Debug, Clone)]
 pub struct Runner {
-    pub(super) function: String,
+    pub(crate) function: String,
     pub(super) accounting: Accounting,
     pub(super) margin: Duration,
     pub(super) max_concurrency: usize,
@@ -103,8 +103,12 @@ fn parking_of<S>(dedup: &Dedup<S>, parks: bool) -> Result<Option<Arc<Parking>>, 
 
 /// What the runner does with the invocation's messages: a flow's step, or in tests a closure.
 pub(crate) trait Work: Sync {
-    /// One message's outcome.
-    fn message(&self, m: Message) -> impl Future<Output = Outcome> + Send;
+    /// One message's outcome, its work over by `cutoff` (the invocation's one cutoff).
+    fn message(
+        &self,
+        m: Message,
+        cutoff: Option<SystemTime>,
+    ) -> impl Future<Output = Outcome> + Send;
 
     /// Whether the batch goes whole ([`batch`](Self::batch)).
     fn whole(&self) -> bool {
@@ -127,7 +131,7 @@ struct Stepped<'a, St: Step> {
 }
 
 impl<St: Step> Work for Stepped<'_, St> {
-    fn message(&self, m: Message) -> impl Future<Output = Outcome> + Send {
+    fn message(&self, m: Message, _: Option<SystemTime>) -> impl Future<Output = Outcome> + Send {
         self.step.message(m, self.deadline, self.state)
     }
 
@@ -140,14 +144,18 @@ impl<St: Step> Work for Stepped<'_, St> {
     }
 }
 
-#[cfg(test)]
+/// A closure of a message and the cutoff: the work of a door that answers one request.
 impl<F, Fut> Work for F
 where
-    F: Fn(Message) -> Fut + Sync,
+    F: Fn(Message, Option<SystemTime>) -> Fut + Sync,
     Fut: Future<Output = Outcome> + Send,
 {
-    fn message(&self, m: Message) -> impl Future<Output = Outcome> + Send {
-        self(m)
+    fn message(
+        &self,
+        m: Message,
+        cutoff: Option<SystemTime>,
+    ) -> impl Future<Output = Outcome> + Send {
+        self(m, cutoff)
     }
 }
 
@@ -157,20 +165,30 @@ impl Runner {
     #[cfg(test)]
     pub(crate) fn for_tests(function: &str, max_concurrency: usize) -> Self {
         Self {
+            max_concurrency,
+            ..Self::of(function, crate::config::DeadlineMargin::DEFAULT.get())
+        }
+    }
+
+    /// The runner of function `function` with `margin`, the default namespace, no
+    /// reconciliation queue, one request at a time (a door that answers one request).
+    #[cfg(feature = "webhook")]
+    pub(crate) fn of(function: &str, margin: Duration) -> Self {
+        Self {
             function: function.to_owned(),
             accounting: Accounting {
                 namespace: crate::emf::NAMESPACE.to_owned(),
                 reconciliation: Reconciliation::To(None),
             },
-            margin: crate::config::DeadlineMargin::DEFAULT.get(),
-            max_concurrency,
+            margin,
+            max_concurrency: 1,
         }
     }
 
     /// One invocation of `door`: one cutoff from the margin, each record in a span through
     /// `work` until it (per record or the batch whole: [`Door::CUT`]), the report rebuilt by
     /// record, late events routed to reconciliation until the cutoff, the account printed as
-    /// one EMF line, then the door's answer.
+    /// one EMF line (or the door's own [metrics](Door::metrics)), then the door's answer.
     pub(crate) async fn invoke<D: Door, W: Work>(
         &self,
         door: &D,
@@ -225,7 +243,7 @@ impl Runner {
                 let process = async {
                     match refused.get(&id) {
                         Some(outcome) => outcome.clone(),
-                        None => work.message(m).await,
+                        None => work.message(m, cutoff).await,
                     }
                 };
                 let outcome = match D::CUT {
@@ -256,18 +274,51 @@ impl Runner {
                 );
             }
         }
-        print_account(
-            &self.accounting.namespace,
-            function,
-            &context.request_id,
-            &report,
-        );
+        match door.metrics(&event.payload, &report) {
+            Some(counts) => count(function, &counts),
+            None => print_account(
+                &self.accounting.namespace,
+                function,
+                &context.request_id,
+                &report,
+            ),
+        }
         let done = Answered {
             report: &report,
             function,
             parking,
         };
         door.answer(&event.payload, done).await
+    }
+}
+
+/// The event of a door that answers one request (an HTTP answer, an invoke response) rather
+/// than a batch: the request, and the answer its work keeps for the door's
+/// [`answer`](Door::answer) (none when the cutoff came first).
+#[derive(Debug)]
+pub(crate) struct Asked<E, A> {
+    pub(crate) request: E,
+    pub(crate) kept: Mutex<Option<A>>,
+}
+
+impl<E, A> Asked<E, A> {
+    pub(crate) fn new(request: E) -> Self {
+        Self {
+            request,
+            kept: Mutex::new(None),
+        }
+    }
+
+    /// Keeps `answer` for the door.
+    pub(crate) fn keep(&self, answer: A) {
+        if let Ok(mut kept) = self.kept.lock() {
+            *kept = Some(answer);
+        }
+    }
+
+    /// The answer kept, taken.
+    pub(crate) fn take(&self) -> Option<A> {
+        self.kept.lock().ok().and_then(|mut kept| kept.take())
     }
 }
 

@@ -10,13 +10,9 @@
 //! # }
 //! ```
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context as TaskContext, Poll};
 
-use lambda_http::{Body, Request, Response};
-
+use super::request::RequestService;
 use super::{BuildError, Dedup};
 use crate::aws::FromSettings as _;
 use crate::store::Items;
@@ -34,8 +30,8 @@ impl Dedup<Items> {
         let store = self.store.inbox(&config.inbox_table);
         let spec = config.key_spec(self.settings.scope.clone());
         let dedup = self.settings.create_once_deduplicator_on(spec, store);
-        Ok(WebhookService {
-            receiver: Arc::new(Receiver::new(
+        Ok(RequestService {
+            door: Arc::new(Receiver::new(
                 &self.function,
                 config,
                 dedup,
@@ -46,26 +42,7 @@ impl Dedup<Items> {
 }
 
 /// A webhook receiver's service: HTTP requests in, answers out. Cheap to clone.
-#[derive(Debug, Clone)]
-pub struct WebhookService {
-    receiver: Arc<Receiver>,
-}
-
-impl lambda_http::Service<Request> for WebhookService {
-    type Response = Response<Body>;
-    type Error = lambda_http::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Self::Error>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
-        let receiver = self.receiver.clone();
-        // Boxed here, so the deep future of the store calls is one pointer to the runtime.
-        Box::pin(async move { Ok(receiver.handle(request).await) })
-    }
-}
+pub type WebhookService = RequestService<Receiver>;
 
 #[cfg(test)]
 mod tests {
@@ -74,6 +51,7 @@ mod tests {
     use crate::testing::on_memory;
     use lambda_dedup::MarkStore;
     use lambda_http::tower::ServiceExt;
+    use lambda_http::{Body, Request};
 
     const SECRET: &str = "whsec_d2hzZWMtdGVzdC0wMTIzNDU2Nzg5";
 

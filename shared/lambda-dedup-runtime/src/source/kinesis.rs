@@ -236,7 +236,7 @@ mod tests {
         P: Fn(&lambda_dedup::Derived) -> Result<Plan, HandlerError> + Sync,
     {
         let e = event(records);
-        let work = |m: Message| async move { dedup.transactional(&m, plan).await };
+        let work = |m: Message, _| async move { dedup.transactional(&m, plan).await };
         let door = crate::stream::Stream::<KinesisEvent>::new();
         (crate::service::Runner::for_tests("k", 10))
             .invoke(&door, Some(parking), &e, &work)

@@ -103,17 +103,31 @@ pub(super) fn answer_for(outcome: Outcome, first_answer: Option<String>) -> Answ
 }
 
 pub(super) fn response(answer: Answer) -> Response<Body> {
-    let mut builder = Response::builder()
-        .status(answer.status)
-        .header("content-type", "application/json");
-    for (name, value) in &answer.headers {
-        builder = builder.header(*name, value);
+    let headers = answer
+        .headers
+        .iter()
+        .map(|(name, value)| (*name, value.as_str()));
+    http_response(answer.status, headers, answer.body.clone())
+}
+
+/// The HTTP response of `status`, `headers` and the `body` (JSON unless the headers name their
+/// own `content-type`); a header HTTP cannot carry: the body alone, 500. The answers of every
+/// HTTP door become responses here.
+pub(crate) fn http_response<'a>(
+    status: u16,
+    headers: impl Iterator<Item = (&'a str, &'a str)> + Clone,
+    body: String,
+) -> Response<Body> {
+    let mut builder = Response::builder().status(status);
+    if !headers.clone().any(|(name, _)| name == "content-type") {
+        builder = builder.header("content-type", "application/json");
     }
-    builder
-        .body(Body::Text(answer.body.clone()))
-        .unwrap_or_else(|_| {
-            let mut r = Response::new(Body::Text(answer.body));
-            *r.status_mut() = lambda_http::http::StatusCode::INTERNAL_SERVER_ERROR;
-            r
-        })
+    for (name, value) in headers {
+        builder = builder.header(name, value);
+    }
+    builder.body(Body::Text(body.clone())).unwrap_or_else(|_| {
+        let mut r = Response::new(Body::Text(body));
+        *r.status_mut() = lambda_http::http::StatusCode::INTERNAL_SERVER_ERROR;
+        r
+    })
 }

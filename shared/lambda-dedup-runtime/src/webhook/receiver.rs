@@ -15,10 +15,12 @@ use lambda_dedup_signature::{
     WEBHOOK_ID_HEADER, WEBHOOK_TIMESTAMP_HEADER, standard_header,
 };
 use lambda_http::http::{HeaderMap, Method};
-use lambda_http::{Body, Request, RequestExt, Response};
+use lambda_http::{Body, Request, Response};
 
 use super::answer::{Answer, answer_for, response};
 use crate::config::WebhookConfig;
+use crate::service::Runner;
+use crate::service::request::{Answers, respond};
 
 /// The TTL attribute of an inbox item: when it expires, epoch seconds.
 pub(crate) const INBOX_EXPIRES_AT: &str = "expires_at";
@@ -43,8 +45,7 @@ const JOINED_WHEN_REPEATED: [&str; 8] = [
 pub struct Receiver {
     pub(super) config: WebhookConfig,
     dedup: CreateOnceDeduplicator,
-    function: String,
-    margin: crate::config::DeadlineMargin,
+    runner: Runner,
 }
 
 impl Receiver {
@@ -59,8 +60,7 @@ impl Receiver {
         Self {
             config,
             dedup,
-            function: function.to_owned(),
-            margin,
+            runner: Runner::of(function, margin.get()),
         }
     }
 
@@ -164,41 +164,58 @@ impl Receiver {
         answer_for(outcome, first_answer)
     }
 
-    /// Answers one Lambda HTTP request (Function URL or API Gateway HTTP API), prints its EMF
-    /// count and logs its outcome.
+    /// Answers one Lambda HTTP request (Function URL or API Gateway HTTP API) through the one
+    /// runner ([`crate::door`]), prints its EMF count and logs its outcome.
     /// Not answered by the invocation's cutoff (`crate::bound`), it is answered 503 with
     /// `retry-after` before the deadline; a commit abandoned meanwhile answers the sender's retry
     /// as a replay.
     pub async fn handle(&self, request: Request) -> Response<Body> {
-        // Lambda always gives one; a request without (a hand-built one) gets no deadline.
-        let context = request.lambda_context_ref().cloned().unwrap_or_default();
-        let request_id = context.request_id.clone();
+        respond(self, request).await
+    }
+}
+
+impl Answers for Receiver {
+    type Answer = Answer;
+    const NAME: &'static str = "webhook";
+
+    async fn answer(&self, request: &Request, request_id: &str, _: Option<SystemTime>) -> Answer {
         let body: &[u8] = request.body().as_ref();
-        let answer = crate::bound::within(
-            crate::bound::cutoff(&context, self.margin.get()),
-            self.answer(
-                request.method(),
-                request.headers(),
-                body,
-                &request_id,
-                SystemTime::now(),
-            ),
+        let now = SystemTime::now();
+        self.answer(request.method(), request.headers(), body, request_id, now)
+            .await
+    }
+
+    fn late(_: &str) -> Answer {
+        answer_for(
+            Outcome::retry(RetryCause::Deadline, crate::bound::ABANDONED),
+            None,
         )
-        .await
-        .unwrap_or_else(|| {
-            tracing::warn!(request_id, "not recorded before the invocation's deadline");
-            answer_for(
-                Outcome::retry(RetryCause::Deadline, crate::bound::ABANDONED),
-                None,
-            )
-        });
-        let mut counts = vec![("Requests", "Count", 1), (answer.outcome, "Count", 1)];
+    }
+
+    fn label(answer: &Answer) -> &'static str {
+        answer.outcome
+    }
+
+    fn metrics(answer: &Answer) -> Vec<(&'static str, u64)> {
+        let mut counts = vec![("Requests", 1), (answer.outcome, 1)];
         if answer.received() {
-            counts.push(("Received", "Count", 1));
+            counts.push(("Received", 1));
         }
-        crate::emf::emit(crate::emf::line(&self.function, &counts));
-        tracing::info!(function = %self.function, request_id, status = answer.status,
-            outcome = answer.outcome, "webhook answered");
+        counts
+    }
+
+    fn runner(&self) -> &Runner {
+        &self.runner
+    }
+
+    fn response(answer: Answer, function: &str, request_id: &str) -> Response<Body> {
+        tracing::info!(
+            function,
+            request_id,
+            status = answer.status,
+            outcome = answer.outcome,
+            "webhook answered"
+        );
         response(answer)
     }
 }

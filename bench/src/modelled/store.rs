@@ -30,10 +30,10 @@ use std::time::SystemTime;
 
 use futures::future::join_all;
 use lambda_dedup::effect::EffectKind;
-use lambda_dedup::store::{CreateOnceStore, SequenceStore, StoreOptions};
+use lambda_dedup::store::{CreateOnceStoreImpl, MarkStoreImpl, SequenceStoreImpl, StoreOptions};
 use lambda_dedup::{
-    Claim, Commit, CommitRequest, CreateOnce, DedupKey, Effect, Fingerprint, Lease, Mark,
-    MarkStore, SequenceOutcome, SequencedWrite, StoreError,
+    Claim, Commit, CommitRequest, CreateOnce, DedupKey, Fingerprint, Lease, Mark, SequenceOutcome,
+    SequencedWrite, StoreError,
 };
 use lambda_dedup_memory::MemoryStore;
 
@@ -82,72 +82,6 @@ impl ModelledStore {
         tokio::time::sleep(held).await;
     }
 
-    async fn claim_held(
-        &self,
-        key: &DedupKey,
-        fp: Option<&Fingerprint>,
-        deadline: Option<SystemTime>,
-    ) -> Result<Claim, StoreError> {
-        self.hold("UpdateItem", 1).await;
-        self.inner.claim(key, fp, deadline).await
-    }
-
-    async fn commit_held(&self, request: CommitRequest<'_>) -> Result<Commit, StoreError> {
-        self.hold("TransactWriteItems", 1 + request.effects.len())
-            .await;
-        self.inner.commit(request).await
-    }
-
-    async fn commit_batch_held(
-        &self,
-        requests: &[CommitRequest<'_>],
-    ) -> Vec<Result<Commit, StoreError>> {
-        self.commit_batch_bounded_held(requests, 1).await
-    }
-
-    async fn commit_batch_bounded_held(
-        &self,
-        requests: &[CommitRequest<'_>],
-        max_in_flight: usize,
-    ) -> Vec<Result<Commit, StoreError>> {
-        let call = self.recorder.call();
-        let mut results: Vec<Option<Result<Commit, StoreError>>> =
-            requests.iter().map(|_| None).collect();
-        let mut pending: Vec<usize> = Vec::new();
-        for (i, r) in requests.iter().enumerate() {
-            // Refused before anything is sent, as the DynamoDB store refuses them.
-            if r.effects.len() > lambda_dedup::store::MAX_EFFECTS
-                || self.inner.options().check_result(r.result).is_err()
-            {
-                results[i] = Some(self.inner.commit(*r).await);
-            } else {
-                pending.push(i);
-            }
-        }
-        let mut stage = 0;
-        while !pending.is_empty() {
-            let (wave, later) = next_wave(requests, &pending, max_in_flight.max(1));
-            pending = later;
-            let sent = join_all(
-                wave.iter()
-                    .map(|round| self.round(requests, round, call, stage)),
-            )
-            .await;
-            for (settled, again) in sent {
-                for (i, r) in settled {
-                    results[i] = Some(r);
-                }
-                pending.extend(again);
-            }
-            pending.sort_unstable();
-            stage += 1;
-        }
-        results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(StoreError::Invalid("not processed".into()))))
-            .collect()
-    }
-
     /// One round of a batch commit: one `TransactWriteItems` of its requests' items.
     async fn round(
         &self,
@@ -159,7 +93,7 @@ impl ModelledStore {
         let items = round.iter().map(|&i| 1 + requests[i].effects.len()).sum();
         let held = self.recorder.draw(call, stage, "TransactWriteItems", items);
         tokio::time::sleep(held).await;
-        let now = self.inner.now();
+        let now = self.inner.options().now();
         let mut blocked = Vec::new();
         for &i in round {
             let r = &requests[i];
@@ -185,46 +119,6 @@ impl ModelledStore {
             .filter(|i| !blocked.contains(i))
             .collect();
         (settled, again)
-    }
-
-    async fn get_many_held(&self, keys: &[&DedupKey]) -> Result<Vec<Option<Mark>>, StoreError> {
-        let call = self.recorder.call();
-        let mut unique: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
-        unique.sort_unstable();
-        unique.dedup();
-        for (stage, chunk) in unique.chunks(MAX_BATCH_GET).enumerate() {
-            let held = self.recorder.draw(call, stage, "BatchGetItem", chunk.len());
-            tokio::time::sleep(held).await;
-        }
-        self.inner.get_many(keys).await
-    }
-
-    async fn complete_held(&self, lease: &Lease, result: Option<&str>) -> Result<(), StoreError> {
-        self.hold("UpdateItem", 1).await;
-        self.inner.complete(lease, result).await
-    }
-
-    async fn release_held(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.hold("UpdateItem", 1).await;
-        self.inner.release(lease).await
-    }
-
-    async fn get_held(&self, key: &DedupKey) -> Result<Option<Mark>, StoreError> {
-        self.hold("GetItem", 1).await;
-        self.inner.get(key).await
-    }
-
-    async fn sequence_held(
-        &self,
-        write: SequencedWrite<'_>,
-    ) -> Result<SequenceOutcome, StoreError> {
-        self.hold("UpdateItem", 1).await;
-        self.inner.apply_in_sequence(write).await
-    }
-
-    async fn create_once_held(&self, write: CreateOnce<'_>) -> Result<Commit, StoreError> {
-        self.hold("PutItem", 1).await;
-        self.inner.create_once(write).await
     }
 }
 
@@ -281,17 +175,98 @@ pub(crate) fn next_wave(
     (wave, later)
 }
 
-impl MarkStore for ModelledStore {
-    lambda_dedup::store_methods! {
-        async Effect:
-        claim => claim_held,
-        commit => commit_held,
-        commit_batch => commit_batch_held,
-        commit_batch_bounded => commit_batch_bounded_held,
-        get_many => get_many_held,
-        complete => complete_held,
-        release => release_held,
-        get => get_held,
+impl MarkStoreImpl for ModelledStore {
+    async fn claim(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
+        deadline: Option<SystemTime>,
+    ) -> Result<Claim, StoreError> {
+        self.hold("UpdateItem", 1).await;
+        self.inner.claim(key, fp, deadline).await
+    }
+
+    async fn commit(&self, request: CommitRequest<'_>) -> Result<Commit, StoreError> {
+        self.hold("TransactWriteItems", 1 + request.effects.len())
+            .await;
+        self.inner.commit(request).await
+    }
+
+    async fn commit_batch(
+        &self,
+        requests: &[CommitRequest<'_>],
+    ) -> Vec<Result<Commit, StoreError>> {
+        self.commit_batch_bounded(requests, 1).await
+    }
+
+    async fn commit_batch_bounded(
+        &self,
+        requests: &[CommitRequest<'_>],
+        max_in_flight: usize,
+    ) -> Vec<Result<Commit, StoreError>> {
+        let call = self.recorder.call();
+        let mut results: Vec<Option<Result<Commit, StoreError>>> =
+            requests.iter().map(|_| None).collect();
+        let mut pending: Vec<usize> = Vec::new();
+        for (i, r) in requests.iter().enumerate() {
+            // Refused before anything is sent, as the DynamoDB store refuses them.
+            if r.effects.len() > lambda_dedup::store::MAX_EFFECTS
+                || self.inner.options().check_result(r.result).is_err()
+            {
+                results[i] = Some(self.inner.commit(*r).await);
+            } else {
+                pending.push(i);
+            }
+        }
+        let mut stage = 0;
+        while !pending.is_empty() {
+            let (wave, later) = next_wave(requests, &pending, max_in_flight.max(1));
+            pending = later;
+            let sent = join_all(
+                wave.iter()
+                    .map(|round| self.round(requests, round, call, stage)),
+            )
+            .await;
+            for (settled, again) in sent {
+                for (i, r) in settled {
+                    results[i] = Some(r);
+                }
+                pending.extend(again);
+            }
+            pending.sort_unstable();
+            stage += 1;
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(StoreError::Invalid("not processed".into()))))
+            .collect()
+    }
+
+    async fn get_many(&self, keys: &[&DedupKey]) -> Result<Vec<Option<Mark>>, StoreError> {
+        let call = self.recorder.call();
+        let mut unique: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
+        unique.sort_unstable();
+        unique.dedup();
+        for (stage, chunk) in unique.chunks(MAX_BATCH_GET).enumerate() {
+            let held = self.recorder.draw(call, stage, "BatchGetItem", chunk.len());
+            tokio::time::sleep(held).await;
+        }
+        self.inner.get_many(keys).await
+    }
+
+    async fn complete(&self, lease: &Lease, result: Option<&str>) -> Result<(), StoreError> {
+        self.hold("UpdateItem", 1).await;
+        self.inner.complete(lease, result).await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.hold("UpdateItem", 1).await;
+        self.inner.release(lease).await
+    }
+
+    async fn get(&self, key: &DedupKey) -> Result<Option<Mark>, StoreError> {
+        self.hold("GetItem", 1).await;
+        self.inner.get(key).await
     }
 
     fn options(&self) -> &StoreOptions {
@@ -299,10 +274,19 @@ impl MarkStore for ModelledStore {
     }
 }
 
-impl SequenceStore for ModelledStore {
-    lambda_dedup::store_methods!(async Effect: apply_in_sequence => sequence_held);
+impl SequenceStoreImpl for ModelledStore {
+    async fn apply_in_sequence(
+        &self,
+        write: SequencedWrite<'_>,
+    ) -> Result<SequenceOutcome, StoreError> {
+        self.hold("UpdateItem", 1).await;
+        self.inner.apply_in_sequence(write).await
+    }
 }
 
-impl CreateOnceStore for ModelledStore {
-    lambda_dedup::store_methods!(async Effect: create_once => create_once_held);
+impl CreateOnceStoreImpl for ModelledStore {
+    async fn create_once(&self, write: CreateOnce<'_>) -> Result<Commit, StoreError> {
+        self.hold("PutItem", 1).await;
+        self.inner.create_once(write).await
+    }
 }

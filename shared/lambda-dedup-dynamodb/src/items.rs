@@ -1,8 +1,8 @@
-//! [`DynamoItems`]: the core's [`ItemStore`] on DynamoDB, for a function's own tables.
+//! [`DynamoItems`]: the core's [`ItemStore`](lambda_dedup::ItemStore) on DynamoDB, for a function's own tables.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use lambda_dedup::items::{Filter, ItemFuture};
-use lambda_dedup::{Effect, Item, ItemStore};
+use lambda_dedup::items::{Filter, ItemStoreImpl};
+use lambda_dedup::{Effect, Item, StoreError};
 
 use crate::{Client, codec};
 
@@ -23,43 +23,38 @@ impl DynamoItems {
     }
 }
 
-impl ItemStore for DynamoItems {
-    fn write<'a>(&'a self, effects: &'a [Effect]) -> ItemFuture<'a, bool> {
-        Box::pin(crate::client::write_effects(&self.client, effects))
+impl ItemStoreImpl for DynamoItems {
+    async fn write(&self, effects: &[Effect]) -> Result<bool, StoreError> {
+        crate::client::write_effects(&self.client, effects).await
     }
 
-    fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> ItemFuture<'a, Option<Item>> {
-        Box::pin(async move {
-            let out = self
-                .client
-                .sdk()
-                .get_item()
-                .table_name(table)
-                .set_key(Some(
-                    key.0
-                        .iter()
-                        .map(|(k, v)| (k.clone(), codec::value(v)))
-                        .collect(),
-                ))
-                .consistent_read(true)
-                .send()
-                .await
-                .map_err(crate::error::from_sdk)?;
-            Ok(out.item.as_ref().map(codec::from_item))
-        })
+    async fn read(&self, table: &str, key: &Item) -> Result<Option<Item>, StoreError> {
+        let out = self
+            .client
+            .sdk()
+            .get_item()
+            .table_name(table)
+            .set_key(Some(
+                key.0
+                    .iter()
+                    .map(|(k, v)| (k.clone(), codec::value(v)))
+                    .collect(),
+            ))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(crate::error::from_sdk)?;
+        Ok(out.item.as_ref().map(codec::from_item))
     }
 
-    fn scan<'a>(&'a self, table: &'a str, filter: &'a Filter) -> ItemFuture<'a, Vec<Item>> {
-        Box::pin(async move {
-            let (expression, name, value) = match filter {
-                Filter::Equals(name, value) => {
-                    ("#n = :v", name, Some(AttributeValue::S(value.clone())))
-                }
-                Filter::Missing(name) => ("attribute_not_exists(#n)", name, None),
-            };
-            let items =
-                crate::client::scan_raw(&self.client, table, expression, name, value).await?;
-            Ok(items.iter().map(codec::from_item).collect())
-        })
+    async fn scan(&self, table: &str, filter: &Filter) -> Result<Vec<Item>, StoreError> {
+        let (expression, name, value) = match filter {
+            Filter::Equals(name, value) => {
+                ("#n = :v", name, Some(AttributeValue::S(value.clone())))
+            }
+            Filter::Missing(name) => ("attribute_not_exists(#n)", name, None),
+        };
+        let items = crate::client::scan_raw(&self.client, table, expression, name, value).await?;
+        Ok(items.iter().map(codec::from_item).collect())
     }
 }

@@ -14,10 +14,10 @@ use aws_sdk_dynamodb::types::{
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use lambda_dedup::create_once::{self, CreateOnce};
 use lambda_dedup::sequence::{SequenceOutcome, SequencedWrite};
-use lambda_dedup::store::{CreateOnceStore, LatestStore, SequenceStore};
+use lambda_dedup::store::{CreateOnceStoreImpl, LatestStoreImpl, MarkStoreImpl, SequenceStoreImpl};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, Effect, Fingerprint, Lease, Mark, MarkStatus,
-    MarkStore, OwnerToken, Retention, Seen, StoreOptions,
+    OwnerToken, Retention, Seen, StoreOptions,
 };
 
 use crate::attr;
@@ -694,17 +694,51 @@ impl ClaimWrite {
     }
 }
 
-impl MarkStore for DynamoStore {
-    lambda_dedup::store_methods! {
-        async Effect:
-        claim,
-        commit,
-        commit_batch,
-        commit_batch_bounded,
-        get_many,
-        complete,
-        release,
-        get,
+// Each trait method is the store's own (inherent, public) method of the same name: a path
+// `DynamoStore::claim` names the inherent one, which takes precedence over the trait's.
+impl MarkStoreImpl for DynamoStore {
+    async fn claim(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
+        deadline: Option<SystemTime>,
+    ) -> Result<Claim, Error> {
+        DynamoStore::claim(self, key, fp, deadline).await
+    }
+
+    async fn commit(&self, request: CommitRequest<'_>) -> Result<Commit, Error> {
+        DynamoStore::commit(self, request).await
+    }
+
+    async fn commit_batch<'a>(
+        &'a self,
+        requests: &'a [CommitRequest<'a>],
+    ) -> Vec<Result<Commit, Error>> {
+        DynamoStore::commit_batch(self, requests).await
+    }
+
+    async fn commit_batch_bounded<'a>(
+        &'a self,
+        requests: &'a [CommitRequest<'a>],
+        max_in_flight: usize,
+    ) -> Vec<Result<Commit, Error>> {
+        DynamoStore::commit_batch_bounded(self, requests, max_in_flight).await
+    }
+
+    async fn get_many<'a>(&'a self, keys: &'a [&'a DedupKey]) -> Result<Vec<Option<Mark>>, Error> {
+        DynamoStore::get_many(self, keys).await
+    }
+
+    async fn complete(&self, lease: &Lease, result: Option<&str>) -> Result<(), Error> {
+        DynamoStore::complete(self, lease, result).await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), Error> {
+        DynamoStore::release(self, lease).await
+    }
+
+    async fn get(&self, key: &DedupKey) -> Result<Option<Mark>, Error> {
+        DynamoStore::get(self, key).await
     }
 
     fn options(&self) -> &StoreOptions {
@@ -712,19 +746,23 @@ impl MarkStore for DynamoStore {
     }
 }
 
-impl SequenceStore for DynamoStore {
-    lambda_dedup::store_methods!(async Effect: apply_in_sequence);
+impl SequenceStoreImpl for DynamoStore {
+    async fn apply_in_sequence(&self, write: SequencedWrite<'_>) -> Result<SequenceOutcome, Error> {
+        DynamoStore::apply_in_sequence(self, write).await
+    }
 }
 
 /// The high-water items live in the mark table, under the mark's own key and TTL attributes.
-impl LatestStore for DynamoStore {
+impl LatestStoreImpl for DynamoStore {
     fn high_water_table(&self) -> &str {
         self.table()
     }
 }
 
-impl CreateOnceStore for DynamoStore {
-    lambda_dedup::store_methods!(async Effect: create_once);
+impl CreateOnceStoreImpl for DynamoStore {
+    async fn create_once(&self, write: CreateOnce<'_>) -> Result<Commit, Error> {
+        DynamoStore::create_once(self, write).await
+    }
 }
 
 /// Sends `update` with the old item returned on a failed condition: `Ok(Ok(output))` when it

@@ -3,15 +3,19 @@
 //! all-or-nothing commits with DynamoDB's order of verdicts, sequence and create-once modes, and
 //! the core's [`MarkStore`], [`SequenceStore`] and [`CreateOnceStore`] on them.
 
+use std::future::{Future, ready};
 use std::time::SystemTime;
 
 use lambda_dedup::clock::{epoch_millis, epoch_secs, from_epoch_millis};
 use lambda_dedup::create_once::{self, CreateOnce};
 use lambda_dedup::sequence::{SequenceOutcome, SequencedWrite};
-use lambda_dedup::store::{CreateOnceStore, LatestStore, MAX_EFFECTS, SequenceStore, StoreOptions};
+use lambda_dedup::store::{
+    CreateOnceStoreImpl, LatestStoreImpl, MAX_EFFECTS, MarkStoreImpl, SequenceStoreImpl,
+    StoreOptions,
+};
 use lambda_dedup::{
-    Claim, Commit, CommitRequest, DedupKey, Effect, Fingerprint, Lease, Mark, MarkStatus,
-    MarkStore, OwnerToken, StoreError,
+    Claim, Commit, CommitRequest, DedupKey, Fingerprint, Lease, Mark, MarkStatus, OwnerToken,
+    StoreError,
 };
 
 use crate::faults::copy_fault;
@@ -328,15 +332,46 @@ impl MemoryStore {
     }
 }
 
-impl MarkStore for MemoryStore {
-    lambda_dedup::store_methods! {
-        ready Effect:
-        claim => claim_call,
-        commit => commit_call,
-        commit_batch => commit_batch_call,
-        complete => complete_call,
-        release => release_call,
-        get => get_call,
+// The memory store answers at once: each method does its work when it is called and returns
+// the answer as a ready future (as it did when the futures were boxed).
+impl MarkStoreImpl for MemoryStore {
+    fn claim(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
+        deadline: Option<SystemTime>,
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
+        ready(self.claim_call(key, fp, deadline))
+    }
+
+    fn commit(
+        &self,
+        request: CommitRequest<'_>,
+    ) -> impl Future<Output = Result<Commit, StoreError>> + Send {
+        ready(self.commit_call(request))
+    }
+
+    fn commit_batch<'a>(
+        &'a self,
+        requests: &'a [CommitRequest<'a>],
+    ) -> impl Future<Output = Vec<Result<Commit, StoreError>>> + Send {
+        ready(self.commit_batch_call(requests))
+    }
+
+    fn complete(
+        &self,
+        lease: &Lease,
+        result: Option<&str>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        ready(self.complete_call(lease, result))
+    }
+
+    fn release(&self, lease: &Lease) -> impl Future<Output = Result<(), StoreError>> + Send {
+        ready(self.release_call(lease))
+    }
+
+    fn get(&self, key: &DedupKey) -> impl Future<Output = Result<Option<Mark>, StoreError>> + Send {
+        ready(self.get_call(key))
     }
 
     fn options(&self) -> &StoreOptions {
@@ -344,23 +379,33 @@ impl MarkStore for MemoryStore {
     }
 }
 
-impl SequenceStore for MemoryStore {
-    lambda_dedup::store_methods!(ready Effect: apply_in_sequence => sequence_call);
+impl SequenceStoreImpl for MemoryStore {
+    fn apply_in_sequence(
+        &self,
+        write: SequencedWrite<'_>,
+    ) -> impl Future<Output = Result<SequenceOutcome, StoreError>> + Send {
+        ready(self.sequence_call(write))
+    }
 }
 
 /// The memory store's table of high-water items (latest-wins mode), created on first use, as
 /// a DynamoDB store keeps them in its mark table.
 pub const HIGH_WATER_TABLE: &str = "dedup-high-water";
 
-impl LatestStore for MemoryStore {
+impl LatestStoreImpl for MemoryStore {
     fn high_water_table(&self) -> &str {
         self.create_table(HIGH_WATER_TABLE, lambda_dedup::latest::HIGH_WATER_KEY);
         HIGH_WATER_TABLE
     }
 }
 
-impl CreateOnceStore for MemoryStore {
-    lambda_dedup::store_methods!(ready Effect: create_once => create_once_call);
+impl CreateOnceStoreImpl for MemoryStore {
+    fn create_once(
+        &self,
+        write: CreateOnce<'_>,
+    ) -> impl Future<Output = Result<Commit, StoreError>> + Send {
+        ready(self.create_once_call(write))
+    }
 }
 
 /// Time as the DynamoDB store keeps it: whole milliseconds.

@@ -7,8 +7,10 @@
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use lambda_dedup::store::{BatchFuture, StoreFuture, StoreOptions};
-use lambda_dedup::{Claim, Commit, CommitRequest, DedupKey, Fingerprint, Lease, Mark, MarkStore};
+use std::future::Future;
+
+use lambda_dedup::store::{MarkStoreImpl, StoreOptions};
+use lambda_dedup::{Claim, Commit, CommitRequest, DedupKey, Fingerprint, Lease, Mark, StoreError};
 
 use crate::MemoryStore;
 
@@ -82,53 +84,62 @@ fn mark_only<'a, E>(request: &CommitRequest<'a, E>) -> CommitRequest<'a> {
     }
 }
 
-impl<E: Clone + Send + Sync + fmt::Debug> MarkStore<E> for Recording<E> {
+impl<E: Clone + Send + Sync + fmt::Debug> MarkStoreImpl<E> for Recording<E> {
     fn claim<'a>(
         &'a self,
         key: &'a DedupKey,
         fp: Option<&'a Fingerprint>,
         deadline: Option<std::time::SystemTime>,
-    ) -> StoreFuture<'a, Claim> {
-        self.marks.claim(key, fp, deadline)
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
+        MarkStoreImpl::claim(&self.marks, key, fp, deadline)
     }
 
-    fn commit<'a>(&'a self, request: CommitRequest<'a, E>) -> StoreFuture<'a, Commit> {
-        Box::pin(async move {
-            let commit = self.marks.commit(mark_only(&request)).await?;
-            if commit == Commit::Applied {
-                self.record(&request);
+    async fn commit(&self, request: CommitRequest<'_, E>) -> Result<Commit, StoreError> {
+        let commit = MarkStoreImpl::commit(&self.marks, mark_only(&request)).await?;
+        if commit == Commit::Applied {
+            self.record(&request);
+        }
+        Ok(commit)
+    }
+
+    async fn commit_batch<'a>(
+        &'a self,
+        requests: &'a [CommitRequest<'a, E>],
+    ) -> Vec<Result<Commit, StoreError>> {
+        let marks: Vec<CommitRequest<'_>> = requests.iter().map(mark_only).collect();
+        let results = MarkStoreImpl::commit_batch(&self.marks, &marks).await;
+        for (request, result) in requests.iter().zip(&results) {
+            if matches!(result, Ok(Commit::Applied)) {
+                self.record(request);
             }
-            Ok(commit)
-        })
+        }
+        results
     }
 
-    fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a, E>]) -> BatchFuture<'a> {
-        Box::pin(async move {
-            let marks: Vec<CommitRequest<'_>> = requests.iter().map(mark_only).collect();
-            let results = self.marks.commit_batch(&marks).await;
-            for (request, result) in requests.iter().zip(&results) {
-                if matches!(result, Ok(Commit::Applied)) {
-                    self.record(request);
-                }
-            }
-            results
-        })
+    fn complete<'a>(
+        &'a self,
+        lease: &'a Lease,
+        result: Option<&'a str>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        MarkStoreImpl::complete(&self.marks, lease, result)
     }
 
-    fn complete<'a>(&'a self, lease: &'a Lease, result: Option<&'a str>) -> StoreFuture<'a, ()> {
-        self.marks.complete(lease, result)
+    fn release<'a>(
+        &'a self,
+        lease: &'a Lease,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        MarkStoreImpl::release(&self.marks, lease)
     }
 
-    fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()> {
-        self.marks.release(lease)
-    }
-
-    fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>> {
-        self.marks.get(key)
+    fn get<'a>(
+        &'a self,
+        key: &'a DedupKey,
+    ) -> impl Future<Output = Result<Option<Mark>, StoreError>> + Send {
+        MarkStoreImpl::get(&self.marks, key)
     }
 
     fn options(&self) -> &StoreOptions {
-        self.marks.options()
+        MarkStoreImpl::options(&self.marks)
     }
 }
 

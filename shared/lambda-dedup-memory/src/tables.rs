@@ -2,16 +2,15 @@
 //! schema, an effect planned against its table (its key and parsed expressions) and refused
 //! where DynamoDB refuses it before reading any item, a commit's effects judged together on the
 //! items as they were, the single-item conditional write of sequence and create-once modes, and
-//! the core's [`ItemStore`] on these tables.
+//! the core's [`ItemStore`](lambda_dedup::ItemStore) on these tables.
 
 use std::collections::BTreeMap;
+use std::future::{Future, ready};
 
 use lambda_dedup::effect::EffectKind;
-use lambda_dedup::items::{Filter, ItemFuture};
+use lambda_dedup::items::{Filter, ItemStoreImpl};
 use lambda_dedup::store::MAX_EFFECTS;
-use lambda_dedup::{
-    CommitRequest, DedupKey, Effect, FaultKind, Item, ItemStore, StoreError, Value,
-};
+use lambda_dedup::{CommitRequest, DedupKey, Effect, FaultKind, Item, StoreError, Value};
 
 use crate::expr::{self, ExprError, Placeholders};
 use crate::{MemoryStore, Op, State};
@@ -282,8 +281,8 @@ fn updated(
 /// A function's own tables, in the same tables effects write: effects with no mark all or
 /// nothing (DynamoDB's order of verdicts: a failed condition is `Ok(false)`, a refusal an
 /// error), reads and scans of what is stored (consistent: one lock).
-impl ItemStore for MemoryStore {
-    fn write<'a>(&'a self, effects: &'a [Effect]) -> ItemFuture<'a, bool> {
+impl ItemStoreImpl for MemoryStore {
+    fn write(&self, effects: &[Effect]) -> impl Future<Output = Result<bool, StoreError>> + Send {
         let out = self.call(Op::Items, None, |state, _| {
             if effects.is_empty() || effects.len() > MAX_EFFECTS + 1 {
                 return Err(StoreError::Invalid(format!(
@@ -301,24 +300,32 @@ impl ItemStore for MemoryStore {
             write_all(state, written);
             Ok(true)
         });
-        Box::pin(async move { out })
+        ready(out)
     }
 
-    fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> ItemFuture<'a, Option<Item>> {
+    fn read(
+        &self,
+        table: &str,
+        key: &Item,
+    ) -> impl Future<Output = Result<Option<Item>, StoreError>> + Send {
         let out = self.read_table(table, |t| {
             let k = item_key(t, &key.0)
                 .map_err(|_| StoreError::store(FaultKind::Refused, "ValidationException"))?;
             Ok(t.items.get(&k).map(|m| Item(m.clone())))
         });
-        Box::pin(async move { out })
+        ready(out)
     }
 
-    fn scan<'a>(&'a self, table: &'a str, filter: &'a Filter) -> ItemFuture<'a, Vec<Item>> {
+    fn scan(
+        &self,
+        table: &str,
+        filter: &Filter,
+    ) -> impl Future<Output = Result<Vec<Item>, StoreError>> + Send {
         let out = self.read_table(table, |t| {
             let items = t.items.values().map(|m| Item(m.clone()));
             Ok(items.filter(|i| filter.keeps(i)).collect())
         });
-        Box::pin(async move { out })
+        ready(out)
     }
 }
 

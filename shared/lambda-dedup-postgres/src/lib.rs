@@ -153,10 +153,10 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use lambda_dedup::clock::{epoch_millis, epoch_secs, from_epoch_millis};
-use lambda_dedup::store::{BatchFuture, StoreFuture, StoreOptions};
+use lambda_dedup::store::{MarkStoreImpl, StoreOptions};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, FaultKind, Fingerprint, Lease, Mark, MarkStatus,
-    MarkStore, OwnerToken, Retention, StoreError,
+    OwnerToken, Retention, StoreError,
 };
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -656,44 +656,48 @@ impl PgStore {
     }
 }
 
-impl MarkStore<SqlEffect> for PgStore {
-    fn claim<'a>(
-        &'a self,
-        key: &'a DedupKey,
-        fp: Option<&'a Fingerprint>,
+impl MarkStoreImpl<SqlEffect> for PgStore {
+    async fn claim(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
         deadline: Option<SystemTime>,
-    ) -> StoreFuture<'a, Claim> {
-        Box::pin(self.bounded(self.claim_on(key, fp, deadline)))
+    ) -> Result<Claim, StoreError> {
+        self.bounded(self.claim_on(key, fp, deadline)).await
     }
 
-    fn commit<'a>(&'a self, request: CommitRequest<'a, SqlEffect>) -> StoreFuture<'a, Commit> {
-        Box::pin(self.bounded(self.commit_one(request)))
+    async fn commit(&self, request: CommitRequest<'_, SqlEffect>) -> Result<Commit, StoreError> {
+        self.bounded(self.commit_one(request)).await
     }
 
-    fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a, SqlEffect>]) -> BatchFuture<'a> {
-        Box::pin(async move {
-            let limit = self.pool.timeouts().call;
-            match tokio::time::timeout(limit, self.commit_many(requests)).await {
-                Ok(results) => results,
-                Err(_) => requests.iter().map(|_| Err(timed_out(limit))).collect(),
-            }
-        })
+    async fn commit_batch<'a>(
+        &'a self,
+        requests: &'a [CommitRequest<'a, SqlEffect>],
+    ) -> Vec<Result<Commit, StoreError>> {
+        let limit = self.pool.timeouts().call;
+        match tokio::time::timeout(limit, self.commit_many(requests)).await {
+            Ok(results) => results,
+            Err(_) => requests.iter().map(|_| Err(timed_out(limit))).collect(),
+        }
     }
 
-    fn get_many<'a>(&'a self, keys: &'a [&'a DedupKey]) -> StoreFuture<'a, Vec<Option<Mark>>> {
-        Box::pin(self.bounded(self.get_many_on(keys)))
+    async fn get_many<'a>(
+        &'a self,
+        keys: &'a [&'a DedupKey],
+    ) -> Result<Vec<Option<Mark>>, StoreError> {
+        self.bounded(self.get_many_on(keys)).await
     }
 
-    fn complete<'a>(&'a self, lease: &'a Lease, result: Option<&'a str>) -> StoreFuture<'a, ()> {
-        Box::pin(self.bounded(self.complete_on(lease, result)))
+    async fn complete(&self, lease: &Lease, result: Option<&str>) -> Result<(), StoreError> {
+        self.bounded(self.complete_on(lease, result)).await
     }
 
-    fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()> {
-        Box::pin(self.bounded(self.release_on(lease)))
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.bounded(self.release_on(lease)).await
     }
 
-    fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>> {
-        Box::pin(self.bounded(self.get_on(key)))
+    async fn get(&self, key: &DedupKey) -> Result<Option<Mark>, StoreError> {
+        self.bounded(self.get_on(key)).await
     }
 
     fn options(&self) -> &StoreOptions {

@@ -4,8 +4,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use lambda_dedup::store::{BatchFuture, StoreFuture, StoreOptions};
-use lambda_dedup::{Claim, Commit, CommitRequest, DedupKey, Fingerprint, Lease, Mark, MarkStore};
+use lambda_dedup::store::{MarkStoreImpl, StoreOptions};
+use lambda_dedup::{Claim, Commit, CommitRequest, DedupKey, Fingerprint, Lease, Mark, StoreError};
 use lambda_dedup_memory::MemoryStore;
 use shuttle::future::yield_now;
 
@@ -41,7 +41,7 @@ impl Yielding {
         self.landed().contains(key)
     }
 
-    fn record(&self, key: &DedupKey, commit: &Result<Commit, lambda_dedup::StoreError>) {
+    fn record(&self, key: &DedupKey, commit: &Result<Commit, StoreError>) {
         if let Ok(Commit::Applied) = commit {
             self.landed
                 .lock()
@@ -51,68 +51,59 @@ impl Yielding {
     }
 }
 
-impl MarkStore for Yielding {
-    fn claim<'a>(
-        &'a self,
-        key: &'a DedupKey,
-        fp: Option<&'a Fingerprint>,
+impl MarkStoreImpl for Yielding {
+    async fn claim(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
         deadline: Option<std::time::SystemTime>,
-    ) -> StoreFuture<'a, Claim> {
-        Box::pin(async move {
-            yield_now().await;
-            let r = self.inner.claim(key, fp, deadline).await;
-            yield_now().await;
-            r
-        })
+    ) -> Result<Claim, StoreError> {
+        yield_now().await;
+        let r = self.inner.claim(key, fp, deadline).await;
+        yield_now().await;
+        r
     }
 
-    fn commit<'a>(&'a self, request: CommitRequest<'a>) -> StoreFuture<'a, Commit> {
-        Box::pin(async move {
-            yield_now().await;
-            let r = self.inner.commit(request).await;
-            self.record(request.key, &r);
-            yield_now().await;
-            r
-        })
+    async fn commit(&self, request: CommitRequest<'_>) -> Result<Commit, StoreError> {
+        yield_now().await;
+        let r = self.inner.commit(request).await;
+        self.record(request.key, &r);
+        yield_now().await;
+        r
     }
 
-    fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a>]) -> BatchFuture<'a> {
-        Box::pin(async move {
-            yield_now().await;
-            let r = self.inner.commit_batch(requests).await;
-            for (request, commit) in requests.iter().zip(&r) {
-                self.record(request.key, commit);
-            }
-            yield_now().await;
-            r
-        })
+    async fn commit_batch<'a>(
+        &'a self,
+        requests: &'a [CommitRequest<'a>],
+    ) -> Vec<Result<Commit, StoreError>> {
+        yield_now().await;
+        let r = self.inner.commit_batch(requests).await;
+        for (request, commit) in requests.iter().zip(&r) {
+            self.record(request.key, commit);
+        }
+        yield_now().await;
+        r
     }
 
-    fn complete<'a>(&'a self, lease: &'a Lease, result: Option<&'a str>) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            yield_now().await;
-            let r = self.inner.complete(lease, result).await;
-            yield_now().await;
-            r
-        })
+    async fn complete(&self, lease: &Lease, result: Option<&str>) -> Result<(), StoreError> {
+        yield_now().await;
+        let r = self.inner.complete(lease, result).await;
+        yield_now().await;
+        r
     }
 
-    fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            yield_now().await;
-            let r = self.inner.release(lease).await;
-            yield_now().await;
-            r
-        })
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        yield_now().await;
+        let r = self.inner.release(lease).await;
+        yield_now().await;
+        r
     }
 
-    fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>> {
-        Box::pin(async move {
-            yield_now().await;
-            let r = self.inner.get(key).await;
-            yield_now().await;
-            r
-        })
+    async fn get(&self, key: &DedupKey) -> Result<Option<Mark>, StoreError> {
+        yield_now().await;
+        let r = self.inner.get(key).await;
+        yield_now().await;
+        r
     }
 
     fn options(&self) -> &StoreOptions {

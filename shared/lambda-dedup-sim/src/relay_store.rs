@@ -7,8 +7,8 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use lambda_dedup::items::{Filter, ItemFuture, text};
-use lambda_dedup::{Effect, Item, ItemStore, Value};
+use lambda_dedup::items::{Filter, ItemStoreImpl, text};
+use lambda_dedup::{Effect, Item, StoreError, Value};
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::Items;
 
@@ -169,42 +169,36 @@ impl SimItems {
     }
 }
 
-impl ItemStore for SimItems {
-    fn write<'a>(&'a self, effects: &'a [Effect]) -> ItemFuture<'a, bool> {
-        Box::pin(async move {
-            store_pause(&self.world).await;
-            let before = effects
-                .iter()
-                .filter(|e| e.table() == self.table)
-                .filter_map(|e| self.key_of(e))
-                .map(|k| {
-                    let old = self.truth.item(self.table, &k);
-                    (k, old)
-                })
-                .collect();
-            let r = self.inner.write(effects).await;
-            self.changed(before);
-            store_pause(&self.world).await;
-            r
-        })
+impl ItemStoreImpl for SimItems {
+    async fn write(&self, effects: &[Effect]) -> Result<bool, StoreError> {
+        store_pause(&self.world).await;
+        let before = effects
+            .iter()
+            .filter(|e| e.table() == self.table)
+            .filter_map(|e| self.key_of(e))
+            .map(|k| {
+                let old = self.truth.item(self.table, &k);
+                (k, old)
+            })
+            .collect();
+        let r = self.inner.write(effects).await;
+        self.changed(before);
+        store_pause(&self.world).await;
+        r
     }
 
-    fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> ItemFuture<'a, Option<Item>> {
-        Box::pin(async move {
-            store_pause(&self.world).await;
-            let r = self.inner.read(table, key).await;
-            store_pause(&self.world).await;
-            r
-        })
+    async fn read(&self, table: &str, key: &Item) -> Result<Option<Item>, StoreError> {
+        store_pause(&self.world).await;
+        let r = self.inner.read(table, key).await;
+        store_pause(&self.world).await;
+        r
     }
 
-    fn scan<'a>(&'a self, table: &'a str, filter: &'a Filter) -> ItemFuture<'a, Vec<Item>> {
-        Box::pin(async move {
-            store_pause(&self.world).await;
-            let r = self.inner.scan(table, filter).await;
-            store_pause(&self.world).await;
-            r
-        })
+    async fn scan(&self, table: &str, filter: &Filter) -> Result<Vec<Item>, StoreError> {
+        store_pause(&self.world).await;
+        let r = self.inner.scan(table, filter).await;
+        store_pause(&self.world).await;
+        r
     }
 }
 

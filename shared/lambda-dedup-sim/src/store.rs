@@ -9,10 +9,10 @@ use std::time::{Duration, SystemTime};
 
 use lambda_dedup::clock::epoch_millis;
 use lambda_dedup::create_once::CreateOnce;
-use lambda_dedup::store::{BatchFuture, CreateOnceStore, SequenceStore, StoreFuture, StoreOptions};
+use lambda_dedup::store::{CreateOnceStoreImpl, MarkStoreImpl, SequenceStoreImpl, StoreOptions};
 use lambda_dedup::{
-    Claim, CommitRequest, DedupKey, FaultKind, Fingerprint, Lease, Mark, MarkStatus, MarkStore,
-    SequenceOutcome, SequencedWrite,
+    Claim, Commit, CommitRequest, DedupKey, FaultKind, Fingerprint, Lease, Mark, MarkStatus,
+    SequenceOutcome, SequencedWrite, StoreError,
 };
 use lambda_dedup_memory::{FaultHook, Injected, MemoryStore};
 
@@ -109,88 +109,79 @@ impl SimStore {
     }
 }
 
-impl MarkStore for SimStore {
-    fn claim<'a>(
-        &'a self,
-        key: &'a DedupKey,
-        fp: Option<&'a Fingerprint>,
+impl MarkStoreImpl for SimStore {
+    async fn claim(
+        &self,
+        key: &DedupKey,
+        fp: Option<&Fingerprint>,
         deadline: Option<SystemTime>,
-    ) -> StoreFuture<'a, Claim> {
-        Box::pin(async move {
-            store_pause(&self.world).await;
-            let before = self.mark(key);
-            let r = self.inner.claim(key, fp, deadline).await;
-            if let Ok(Claim::Claimed(_)) = &r {
-                self.check_takeover(before.as_ref());
-            }
-            store_pause(&self.world).await;
-            r
-        })
+    ) -> Result<Claim, StoreError> {
+        store_pause(&self.world).await;
+        let before = self.mark(key);
+        let r = self.inner.claim(key, fp, deadline).await;
+        if let Ok(Claim::Claimed(_)) = &r {
+            self.check_takeover(before.as_ref());
+        }
+        store_pause(&self.world).await;
+        r
     }
 
-    fn commit<'a>(&'a self, request: CommitRequest<'a>) -> StoreFuture<'a, lambda_dedup::Commit> {
-        Box::pin(async move {
-            store_pause(&self.world).await;
-            let r = self.inner.commit(request).await;
-            store_pause(&self.world).await;
-            r
-        })
+    async fn commit(&self, request: CommitRequest<'_>) -> Result<lambda_dedup::Commit, StoreError> {
+        store_pause(&self.world).await;
+        let r = self.inner.commit(request).await;
+        store_pause(&self.world).await;
+        r
     }
 
-    fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a>]) -> BatchFuture<'a> {
-        Box::pin(async move {
-            store_pause(&self.world).await;
-            let r = self.inner.commit_batch(requests).await;
-            store_pause(&self.world).await;
-            r
-        })
+    async fn commit_batch<'a>(
+        &'a self,
+        requests: &'a [CommitRequest<'a>],
+    ) -> Vec<Result<Commit, StoreError>> {
+        store_pause(&self.world).await;
+        let r = self.inner.commit_batch(requests).await;
+        store_pause(&self.world).await;
+        r
     }
 
-    fn complete<'a>(&'a self, lease: &'a Lease, result: Option<&'a str>) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            store_pause(&self.world).await;
-            let before = self.mark(&lease.key);
-            let r = self.inner.complete(lease, result).await;
-            if r.is_ok() && before.as_ref().and_then(|m| m.owner.as_ref()) != Some(&lease.owner) {
-                self.violate(
-                    Invariant::StaleOwnerCompleted,
-                    "a complete by a lease no longer held succeeded".into(),
-                );
-            }
-            store_pause(&self.world).await;
-            r
-        })
+    async fn complete(&self, lease: &Lease, result: Option<&str>) -> Result<(), StoreError> {
+        store_pause(&self.world).await;
+        let before = self.mark(&lease.key);
+        let r = self.inner.complete(lease, result).await;
+        if r.is_ok() && before.as_ref().and_then(|m| m.owner.as_ref()) != Some(&lease.owner) {
+            self.violate(
+                Invariant::StaleOwnerCompleted,
+                "a complete by a lease no longer held succeeded".into(),
+            );
+        }
+        store_pause(&self.world).await;
+        r
     }
 
-    fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            store_pause(&self.world).await;
-            let before = self.mark(&lease.key);
-            let r = self.inner.release(lease).await;
-            if r.is_ok()
-                && let Some(m) = &before
-                && m.status == MarkStatus::InProgress
-                && let Some(owner) = &m.owner
-                && owner != &lease.owner
-                && owner.as_str() != format!("released-{}", lease.owner.as_str())
-            {
-                self.violate(
-                    Invariant::StaleOwnerReleased,
-                    "a release by a lease no longer held succeeded".into(),
-                );
-            }
-            store_pause(&self.world).await;
-            r
-        })
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        store_pause(&self.world).await;
+        let before = self.mark(&lease.key);
+        let r = self.inner.release(lease).await;
+        if r.is_ok()
+            && let Some(m) = &before
+            && m.status == MarkStatus::InProgress
+            && let Some(owner) = &m.owner
+            && owner != &lease.owner
+            && owner.as_str() != format!("released-{}", lease.owner.as_str())
+        {
+            self.violate(
+                Invariant::StaleOwnerReleased,
+                "a release by a lease no longer held succeeded".into(),
+            );
+        }
+        store_pause(&self.world).await;
+        r
     }
 
-    fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>> {
-        Box::pin(async move {
-            store_pause(&self.world).await;
-            let r = self.inner.get(key).await;
-            store_pause(&self.world).await;
-            r
-        })
+    async fn get(&self, key: &DedupKey) -> Result<Option<Mark>, StoreError> {
+        store_pause(&self.world).await;
+        let r = self.inner.get(key).await;
+        store_pause(&self.world).await;
+        r
     }
 
     fn options(&self) -> &StoreOptions {
@@ -198,27 +189,23 @@ impl MarkStore for SimStore {
     }
 }
 
-impl SequenceStore for SimStore {
-    fn apply_in_sequence<'a>(
-        &'a self,
-        write: SequencedWrite<'a>,
-    ) -> StoreFuture<'a, SequenceOutcome> {
-        Box::pin(async move {
-            store_pause(&self.world).await;
-            let r = self.inner.apply_in_sequence(write).await;
-            store_pause(&self.world).await;
-            r
-        })
+impl SequenceStoreImpl for SimStore {
+    async fn apply_in_sequence(
+        &self,
+        write: SequencedWrite<'_>,
+    ) -> Result<SequenceOutcome, StoreError> {
+        store_pause(&self.world).await;
+        let r = self.inner.apply_in_sequence(write).await;
+        store_pause(&self.world).await;
+        r
     }
 }
 
-impl CreateOnceStore for SimStore {
-    fn create_once<'a>(&'a self, write: CreateOnce<'a>) -> StoreFuture<'a, lambda_dedup::Commit> {
-        Box::pin(async move {
-            store_pause(&self.world).await;
-            let r = self.inner.create_once(write).await;
-            store_pause(&self.world).await;
-            r
-        })
+impl CreateOnceStoreImpl for SimStore {
+    async fn create_once(&self, write: CreateOnce<'_>) -> Result<lambda_dedup::Commit, StoreError> {
+        store_pause(&self.world).await;
+        let r = self.inner.create_once(write).await;
+        store_pause(&self.world).await;
+        r
     }
 }

@@ -15,8 +15,9 @@
 //! first — the mark, every guard, whether each command can succeed on the keys as they stand
 //! — and writes only when nothing can fail any more: a failed guard or a refused command
 //! leaves no mark and no partial effect. The leased flow (claim, your external call,
-//! complete or release) uses [`MarkStore::claim`], [`MarkStore::complete`] and
-//! [`MarkStore::release`], the last two fenced on the lease's owner token in one script each
+//! complete or release) uses [`MarkStore::claim`](lambda_dedup::MarkStore::claim),
+//! [`MarkStore::complete`](lambda_dedup::MarkStore::complete) and
+//! [`MarkStore::release`](lambda_dedup::MarkStore::release), the last two fenced on the lease's owner token in one script each
 //! (S6).
 //!
 //! Sequence and create-once modes are DynamoDB item modes: this store does not implement
@@ -132,10 +133,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use lambda_dedup::clock::{epoch_millis, epoch_secs, from_epoch_millis};
-use lambda_dedup::store::StoreOptions;
+use lambda_dedup::store::{MarkStoreImpl, StoreOptions};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, DedupKey, FaultKind, Fingerprint, Lease, Mark, MarkStatus,
-    MarkStore, OwnerToken, Retention, StoreError,
+    OwnerToken, Retention, StoreError,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ConnectionAddr, IntoConnectionInfo};
@@ -403,7 +404,20 @@ impl ValkeyStore {
         (exp_s, px)
     }
 
-    async fn claim_on(
+    fn fenced(&self, key: &DedupKey, reply: &Reply) -> Result<(), StoreError> {
+        match verdict(reply) {
+            "done" => Ok(()),
+            "fenced" => Err(StoreError::Fenced {
+                key: key.clone(),
+                current: decode(key, &reply[1..])?.map(Box::new),
+            }),
+            _ => Err(corrupt(key, "the script's answer")),
+        }
+    }
+}
+
+impl MarkStoreImpl<ValkeyEffect> for ValkeyStore {
+    async fn claim(
         &self,
         key: &DedupKey,
         fp: Option<&Fingerprint>,
@@ -439,7 +453,7 @@ impl ValkeyStore {
         }
     }
 
-    async fn commit_one(&self, r: CommitRequest<'_, ValkeyEffect>) -> Result<Commit, StoreError> {
+    async fn commit(&self, r: CommitRequest<'_, ValkeyEffect>) -> Result<Commit, StoreError> {
         self.options.check_result(r.result)?;
         let mark_key = self.mark_key(r.key);
         let slot = (self.hash_tag != HashTag::None).then(|| slot::key_slot(&mark_key));
@@ -485,7 +499,7 @@ impl ValkeyStore {
     /// One script per event, in order (a later event of the batch sees an earlier one's
     /// mark); one event's refusal or failed condition is its own. A fault fails the event it
     /// hit and every one after it, which were not tried.
-    async fn commit_many(
+    async fn commit_batch(
         &self,
         requests: &[CommitRequest<'_, ValkeyEffect>],
     ) -> Vec<Result<Commit, StoreError>> {
@@ -496,7 +510,7 @@ impl ValkeyStore {
                 out.push(Err(StoreError::store(*kind, message.clone())));
                 continue;
             }
-            let result = self.commit_one(*r).await;
+            let result = self.commit(*r).await;
             if let Err(StoreError::Store { kind, message }) = &result
                 && *kind != FaultKind::Refused
             {
@@ -507,7 +521,7 @@ impl ValkeyStore {
         out
     }
 
-    async fn complete_on(&self, lease: &Lease, result: Option<&str>) -> Result<(), StoreError> {
+    async fn complete(&self, lease: &Lease, result: Option<&str>) -> Result<(), StoreError> {
         self.options.check_result(result)?;
         let mut inv = self.scripts.complete.prepare_invoke();
         inv.key(self.mark_key(&lease.key))
@@ -519,7 +533,7 @@ impl ValkeyStore {
         self.fenced(&lease.key, &reply)
     }
 
-    async fn release_on(&self, lease: &Lease) -> Result<(), StoreError> {
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         let mut inv = self.scripts.release.prepare_invoke();
         inv.key(self.mark_key(&lease.key))
             .arg(epoch_millis(self.options.now()))
@@ -528,18 +542,7 @@ impl ValkeyStore {
         self.fenced(&lease.key, &reply)
     }
 
-    fn fenced(&self, key: &DedupKey, reply: &Reply) -> Result<(), StoreError> {
-        match verdict(reply) {
-            "done" => Ok(()),
-            "fenced" => Err(StoreError::Fenced {
-                key: key.clone(),
-                current: decode(key, &reply[1..])?.map(Box::new),
-            }),
-            _ => Err(corrupt(key, "the script's answer")),
-        }
-    }
-
-    async fn get_many_on(&self, keys: &[&DedupKey]) -> Result<Vec<Option<Mark>>, StoreError> {
+    async fn get_many(&self, keys: &[&DedupKey]) -> Result<Vec<Option<Mark>>, StoreError> {
         let now = self.options.now();
         let mut pipe = redis::pipe();
         for key in keys {
@@ -556,22 +559,9 @@ impl ValkeyStore {
             .collect()
     }
 
-    async fn get_on(&self, key: &DedupKey) -> Result<Option<Mark>, StoreError> {
+    async fn get(&self, key: &DedupKey) -> Result<Option<Mark>, StoreError> {
         let keys = [key];
-        Ok(self.get_many_on(&keys).await?.pop().flatten())
-    }
-}
-
-impl MarkStore<ValkeyEffect> for ValkeyStore {
-    lambda_dedup::store_methods! {
-        async ValkeyEffect:
-        claim => claim_on,
-        commit => commit_one,
-        commit_batch => commit_many,
-        get_many => get_many_on,
-        complete => complete_on,
-        release => release_on,
-        get => get_on,
+        Ok(self.get_many(&keys).await?.pop().flatten())
     }
 
     fn options(&self) -> &StoreOptions {

@@ -11,6 +11,9 @@
 //! - [`ItemStore::read`] and [`ItemStore::scan`] read strongly consistently: what a write
 //!   answered before them is what they see;
 //! - a fault is a typed [`StoreError`] ([`StoreError::is_retryable`]), never a silent miss.
+//!
+//! A store implements [`ItemStoreImpl`] with plain `async fn`s; the blanket impl gives it the
+//! object-safe [`ItemStore`] that callers hold, as for [`crate::store::MarkStoreImpl`].
 
 use std::future::Future;
 use std::pin::Pin;
@@ -56,8 +59,9 @@ pub fn number(item: &Item, name: &str) -> Option<u64> {
     }
 }
 
-/// Where a function's own items are kept. See the module documentation for the promises every
-/// implementation keeps.
+/// Where a function's own items are kept: the object-safe form, which a function holds
+/// (`Arc<dyn ItemStore>`) and calls. A store implements [`ItemStoreImpl`] and gets this by the
+/// blanket impl. See the module documentation for the promises every implementation keeps.
 pub trait ItemStore: Send + Sync + std::fmt::Debug {
     /// Writes `effects` (1 to 100) all or nothing, with no mark: bookkeeping that is idempotent
     /// by its own conditions (an intent confirmed only while it is pending). `Ok(false)` when a
@@ -70,4 +74,42 @@ pub trait ItemStore: Send + Sync + std::fmt::Debug {
     /// Every item of `table` that `filter` keeps, read strongly consistently, page by page: for
     /// sweeps over small tables, not for the hot path.
     fn scan<'a>(&'a self, table: &'a str, filter: &'a Filter) -> ItemFuture<'a, Vec<Item>>;
+}
+
+/// What a store implements to be an [`ItemStore`]: the same operations as plain `async fn`s
+/// (their futures `Send`), with the promises [`ItemStore`]'s methods document.
+pub trait ItemStoreImpl: Send + Sync + std::fmt::Debug {
+    /// [`ItemStore::write`].
+    fn write<'a>(
+        &'a self,
+        effects: &'a [Effect],
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// [`ItemStore::read`].
+    fn read<'a>(
+        &'a self,
+        table: &'a str,
+        key: &'a Item,
+    ) -> impl Future<Output = Result<Option<Item>, StoreError>> + Send;
+
+    /// [`ItemStore::scan`].
+    fn scan<'a>(
+        &'a self,
+        table: &'a str,
+        filter: &'a Filter,
+    ) -> impl Future<Output = Result<Vec<Item>, StoreError>> + Send;
+}
+
+impl<S: ItemStoreImpl> ItemStore for S {
+    fn write<'a>(&'a self, effects: &'a [Effect]) -> ItemFuture<'a, bool> {
+        Box::pin(ItemStoreImpl::write(self, effects))
+    }
+
+    fn read<'a>(&'a self, table: &'a str, key: &'a Item) -> ItemFuture<'a, Option<Item>> {
+        Box::pin(ItemStoreImpl::read(self, table, key))
+    }
+
+    fn scan<'a>(&'a self, table: &'a str, filter: &'a Filter) -> ItemFuture<'a, Vec<Item>> {
+        Box::pin(ItemStoreImpl::scan(self, table, filter))
+    }
 }

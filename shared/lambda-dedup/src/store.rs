@@ -29,9 +29,14 @@
 //! store's `impl` block.
 //!
 //! # Implementing the traits
-//! A store does its work in inherent methods and implements the traits with
-//! [`store_methods!`](crate::store_methods), which writes each trait method as the call of
-//! one of them with its answer boxed (the boxed futures keep the traits object-safe).
+//! Each trait comes in two forms. A store implements the native one — [`MarkStoreImpl`],
+//! [`SequenceStoreImpl`], [`CreateOnceStoreImpl`], [`LatestStoreImpl`] — with plain `async fn`s
+//! (their futures must be `Send`); one blanket impl per trait then gives it the object-safe
+//! one — [`MarkStore`], [`SequenceStore`], [`CreateOnceStore`], [`LatestStore`] — whose methods
+//! box those futures. Code that holds or calls a store names the object-safe trait
+//! (`Arc<dyn MarkStore>`, `S: MarkStore<E> + ?Sized`) and imports only it; the `…Impl` traits
+//! are imported only where a store is implemented, so a method call never has two traits to
+//! choose from.
 //!
 //! # Capabilities
 //! Sequence mode and create-once mode are defined on DynamoDB items (the high-water lives in the
@@ -223,165 +228,6 @@ macro_rules! store_options_builders {
     };
 }
 
-/// The methods of a store trait — [`MarkStore`], [`SequenceStore`], [`CreateOnceStore`] — as
-/// calls of the store's own inherent methods, written once here rather than in every store:
-/// each `trait_method => inherent_method` (or just `method`, where the inherent one has the
-/// trait's name) is the trait's signature, its arguments handed on unchanged, its answer boxed.
-/// Invoke it inside the trait's `impl` block, with how the inherent methods answer and the
-/// store's effect type (for the requests of the commits):
-///
-/// - `async E: …`: they are `async fn`s; their futures are boxed.
-/// - `ready E: …`: they answer at once (a store in memory); their answers are boxed as ready
-///   futures, so the work happens when the trait method is called.
-///
-/// ```
-/// use std::time::SystemTime;
-/// use lambda_dedup::store::StoreOptions;
-/// use lambda_dedup::{
-///     Claim, Commit, CommitRequest, DedupKey, Fingerprint, Lease, Mark, MarkStore, StoreError,
-/// };
-///
-/// #[derive(Debug)]
-/// struct Nowhere(StoreOptions);
-///
-/// impl Nowhere {
-///     async fn claim_on(
-///         &self,
-///         _: &DedupKey,
-///         _: Option<&Fingerprint>,
-///         _: Option<SystemTime>,
-///     ) -> Result<Claim, StoreError> {
-///         Err(StoreError::Invalid("nowhere".into()))
-///     }
-///     async fn commit_on(&self, _: CommitRequest<'_, String>) -> Result<Commit, StoreError> {
-///         Ok(Commit::Applied)
-///     }
-///     async fn commit_batch(&self, r: &[CommitRequest<'_, String>]) -> Vec<Result<Commit, StoreError>> {
-///         r.iter().map(|_| Ok(Commit::Applied)).collect()
-///     }
-///     async fn complete(&self, _: &Lease, _: Option<&str>) -> Result<(), StoreError> {
-///         Ok(())
-///     }
-///     async fn release(&self, _: &Lease) -> Result<(), StoreError> {
-///         Ok(())
-///     }
-///     async fn get(&self, _: &DedupKey) -> Result<Option<Mark>, StoreError> {
-///         Ok(None)
-///     }
-/// }
-///
-/// impl MarkStore<String> for Nowhere {
-///     lambda_dedup::store_methods! {
-///         async String:
-///         claim => claim_on,
-///         commit => commit_on,
-///         commit_batch,
-///         complete,
-///         release,
-///         get,
-///     }
-///     fn options(&self) -> &StoreOptions {
-///         &self.0
-///     }
-/// }
-/// ```
-#[macro_export]
-macro_rules! store_methods {
-    ($mode:ident $effect:ty: $($method:ident $(=> $target:ident)?),* $(,)?) => {
-        $( $crate::store_methods!(@method $mode $effect; $method $(=> $target)?); )*
-    };
-    (@method $mode:ident $effect:ty; $method:ident) => {
-        $crate::store_methods!(@method $mode $effect; $method => $method);
-    };
-    (@method $mode:ident $effect:ty; claim => $target:ident) => {
-        fn claim<'a>(
-            &'a self,
-            key: &'a $crate::DedupKey,
-            fp: ::core::option::Option<&'a $crate::Fingerprint>,
-            deadline: ::core::option::Option<::std::time::SystemTime>,
-        ) -> $crate::store::StoreFuture<'a, $crate::Claim> {
-            $crate::store_methods!(@boxed $mode, Self::$target(self, key, fp, deadline))
-        }
-    };
-    (@method $mode:ident $effect:ty; commit => $target:ident) => {
-        fn commit<'a>(
-            &'a self,
-            request: $crate::CommitRequest<'a, $effect>,
-        ) -> $crate::store::StoreFuture<'a, $crate::Commit> {
-            $crate::store_methods!(@boxed $mode, Self::$target(self, request))
-        }
-    };
-    (@method $mode:ident $effect:ty; commit_batch => $target:ident) => {
-        fn commit_batch<'a>(
-            &'a self,
-            requests: &'a [$crate::CommitRequest<'a, $effect>],
-        ) -> $crate::store::BatchFuture<'a> {
-            $crate::store_methods!(@boxed $mode, Self::$target(self, requests))
-        }
-    };
-    (@method $mode:ident $effect:ty; commit_batch_bounded => $target:ident) => {
-        fn commit_batch_bounded<'a>(
-            &'a self,
-            requests: &'a [$crate::CommitRequest<'a, $effect>],
-            max_in_flight: usize,
-        ) -> $crate::store::BatchFuture<'a> {
-            $crate::store_methods!(@boxed $mode, Self::$target(self, requests, max_in_flight))
-        }
-    };
-    (@method $mode:ident $effect:ty; get_many => $target:ident) => {
-        fn get_many<'a>(
-            &'a self,
-            keys: &'a [&'a $crate::DedupKey],
-        ) -> $crate::store::StoreFuture<'a, ::std::vec::Vec<::core::option::Option<$crate::Mark>>> {
-            $crate::store_methods!(@boxed $mode, Self::$target(self, keys))
-        }
-    };
-    (@method $mode:ident $effect:ty; complete => $target:ident) => {
-        fn complete<'a>(
-            &'a self,
-            lease: &'a $crate::Lease,
-            result: ::core::option::Option<&'a str>,
-        ) -> $crate::store::StoreFuture<'a, ()> {
-            $crate::store_methods!(@boxed $mode, Self::$target(self, lease, result))
-        }
-    };
-    (@method $mode:ident $effect:ty; release => $target:ident) => {
-        fn release<'a>(&'a self, lease: &'a $crate::Lease) -> $crate::store::StoreFuture<'a, ()> {
-            $crate::store_methods!(@boxed $mode, Self::$target(self, lease))
-        }
-    };
-    (@method $mode:ident $effect:ty; get => $target:ident) => {
-        fn get<'a>(
-            &'a self,
-            key: &'a $crate::DedupKey,
-        ) -> $crate::store::StoreFuture<'a, ::core::option::Option<$crate::Mark>> {
-            $crate::store_methods!(@boxed $mode, Self::$target(self, key))
-        }
-    };
-    (@method $mode:ident $effect:ty; apply_in_sequence => $target:ident) => {
-        fn apply_in_sequence<'a>(
-            &'a self,
-            write: $crate::SequencedWrite<'a>,
-        ) -> $crate::store::StoreFuture<'a, $crate::SequenceOutcome> {
-            $crate::store_methods!(@boxed $mode, Self::$target(self, write))
-        }
-    };
-    (@method $mode:ident $effect:ty; create_once => $target:ident) => {
-        fn create_once<'a>(
-            &'a self,
-            write: $crate::CreateOnce<'a>,
-        ) -> $crate::store::StoreFuture<'a, $crate::Commit> {
-            $crate::store_methods!(@boxed $mode, Self::$target(self, write))
-        }
-    };
-    (@boxed async, $call:expr) => {
-        ::std::boxed::Box::pin($call)
-    };
-    (@boxed ready, $call:expr) => {
-        ::std::boxed::Box::pin(::std::future::ready($call))
-    };
-}
-
 /// A boxed future of a store operation (boxed so the trait is object-safe: a flow holds any
 /// store behind one pointer).
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -413,8 +259,10 @@ impl<E> Clone for CommitRequest<'_, E> {
 impl<E> Copy for CommitRequest<'_, E> {}
 
 /// Where marks are kept, committing effects of type `E` with them (the store's own; DynamoDB
-/// writes by default). See the module documentation for the promises every implementation
-/// keeps; each method's documentation says what it returns.
+/// writes by default): the object-safe form, which flows and handlers hold
+/// (`Arc<dyn MarkStore>`) and call. A store does not implement it: it implements
+/// [`MarkStoreImpl`] and gets this by the blanket impl. See the module documentation for the
+/// promises every implementation keeps; each method's documentation says what it returns.
 pub trait MarkStore<E = Effect>: Send + Sync + fmt::Debug {
     /// Claims `key` under a lease (S4, S6) that runs for the store's lease duration, cut to
     /// `deadline`. [`Claim::Seen`] says what stood in the way: a duplicate with its stored
@@ -444,23 +292,12 @@ pub trait MarkStore<E = Effect>: Send + Sync + fmt::Debug {
         &'a self,
         requests: &'a [CommitRequest<'a, E>],
         max_in_flight: usize,
-    ) -> BatchFuture<'a> {
-        let _ = max_in_flight;
-        self.commit_batch(requests)
-    }
+    ) -> BatchFuture<'a>;
 
     /// The live marks of `keys` (strongly consistent), one answer per key, in order; `None`
     /// for a key with no live mark. A read only: it may filter known duplicates out of a
     /// batch's writes, never decide that an event is new (S4: the conditional write does).
-    fn get_many<'a>(&'a self, keys: &'a [&'a DedupKey]) -> StoreFuture<'a, Vec<Option<Mark>>> {
-        Box::pin(async move {
-            let mut out = Vec::with_capacity(keys.len());
-            for key in keys {
-                out.push(self.get(key).await?);
-            }
-            Ok(out)
-        })
-    }
+    fn get_many<'a>(&'a self, keys: &'a [&'a DedupKey]) -> StoreFuture<'a, Vec<Option<Mark>>>;
 
     /// Completes a claim with `result` (S6), only while `lease` owns it; otherwise
     /// [`StoreError::Fenced`] and nothing changes. Completing twice with one lease is harmless.
@@ -522,9 +359,184 @@ pub trait MarkStore<E = Effect>: Send + Sync + fmt::Debug {
     }
 }
 
+/// What a store implements to be a [`MarkStore`]: the same operations as plain `async fn`s
+/// (their futures `Send`), with the promises and answers [`MarkStore`]'s methods document. The
+/// blanket impl below boxes them; nothing else names this trait. Each method's borrows share
+/// one lifetime, as in [`MarkStore`], so a store that forwards to an `Arc<dyn MarkStore>` can
+/// return its boxed future as it is; a store may write them elided (`&self, key: &DedupKey`).
+///
+/// ```
+/// use std::time::SystemTime;
+/// use lambda_dedup::store::{MarkStoreImpl, StoreOptions};
+/// use lambda_dedup::{Claim, Commit, CommitRequest, DedupKey, Fingerprint, Lease, Mark, StoreError};
+///
+/// #[derive(Debug)]
+/// struct Nowhere(StoreOptions);
+///
+/// impl MarkStoreImpl<String> for Nowhere {
+///     async fn claim(
+///         &self,
+///         _: &DedupKey,
+///         _: Option<&Fingerprint>,
+///         _: Option<SystemTime>,
+///     ) -> Result<Claim, StoreError> {
+///         Err(StoreError::Invalid("nowhere".into()))
+///     }
+///     async fn commit(&self, _: CommitRequest<'_, String>) -> Result<Commit, StoreError> {
+///         Ok(Commit::Applied)
+///     }
+///     async fn commit_batch(
+///         &self,
+///         r: &[CommitRequest<'_, String>],
+///     ) -> Vec<Result<Commit, StoreError>> {
+///         r.iter().map(|_| Ok(Commit::Applied)).collect()
+///     }
+///     async fn complete(&self, _: &Lease, _: Option<&str>) -> Result<(), StoreError> {
+///         Ok(())
+///     }
+///     async fn release(&self, _: &Lease) -> Result<(), StoreError> {
+///         Ok(())
+///     }
+///     async fn get(&self, _: &DedupKey) -> Result<Option<Mark>, StoreError> {
+///         Ok(None)
+///     }
+///     fn options(&self) -> &StoreOptions {
+///         &self.0
+///     }
+/// }
+///
+/// // Held and called as the object-safe trait.
+/// let store: std::sync::Arc<dyn lambda_dedup::MarkStore<String>> = std::sync::Arc::new(
+///     Nowhere(StoreOptions::new(
+///         lambda_dedup::Retention::unchecked(std::time::Duration::from_secs(3600)).unwrap(),
+///     )),
+/// );
+/// # let _ = store;
+/// ```
+pub trait MarkStoreImpl<E = Effect>: Send + Sync + fmt::Debug {
+    /// [`MarkStore::claim`].
+    fn claim<'a>(
+        &'a self,
+        key: &'a DedupKey,
+        fp: Option<&'a Fingerprint>,
+        deadline: Option<SystemTime>,
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
+
+    /// [`MarkStore::commit`].
+    fn commit<'a>(
+        &'a self,
+        request: CommitRequest<'a, E>,
+    ) -> impl Future<Output = Result<Commit, StoreError>> + Send;
+
+    /// [`MarkStore::commit_batch`].
+    fn commit_batch<'a>(
+        &'a self,
+        requests: &'a [CommitRequest<'a, E>],
+    ) -> impl Future<Output = Vec<Result<Commit, StoreError>>> + Send;
+
+    /// [`MarkStore::commit_batch_bounded`]; by default the bound is ignored (the batch is
+    /// committed in one step).
+    fn commit_batch_bounded<'a>(
+        &'a self,
+        requests: &'a [CommitRequest<'a, E>],
+        max_in_flight: usize,
+    ) -> impl Future<Output = Vec<Result<Commit, StoreError>>> + Send {
+        let _ = max_in_flight;
+        self.commit_batch(requests)
+    }
+
+    /// [`MarkStore::get_many`]; by default one [`get`](Self::get) per key, in turn.
+    fn get_many<'a>(
+        &'a self,
+        keys: &'a [&'a DedupKey],
+    ) -> impl Future<Output = Result<Vec<Option<Mark>>, StoreError>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(keys.len());
+            for key in keys {
+                out.push(self.get(key).await?);
+            }
+            Ok(out)
+        }
+    }
+
+    /// [`MarkStore::complete`].
+    fn complete<'a>(
+        &'a self,
+        lease: &'a Lease,
+        result: Option<&'a str>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// [`MarkStore::release`].
+    fn release<'a>(
+        &'a self,
+        lease: &'a Lease,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// [`MarkStore::get`].
+    fn get<'a>(
+        &'a self,
+        key: &'a DedupKey,
+    ) -> impl Future<Output = Result<Option<Mark>, StoreError>> + Send;
+
+    /// [`MarkStore::options`].
+    fn options(&self) -> &StoreOptions;
+}
+
+impl<E: 'static, S: MarkStoreImpl<E>> MarkStore<E> for S {
+    fn claim<'a>(
+        &'a self,
+        key: &'a DedupKey,
+        fp: Option<&'a Fingerprint>,
+        deadline: Option<SystemTime>,
+    ) -> StoreFuture<'a, Claim> {
+        Box::pin(MarkStoreImpl::claim(self, key, fp, deadline))
+    }
+
+    fn commit<'a>(&'a self, request: CommitRequest<'a, E>) -> StoreFuture<'a, Commit> {
+        Box::pin(MarkStoreImpl::commit(self, request))
+    }
+
+    fn commit_batch<'a>(&'a self, requests: &'a [CommitRequest<'a, E>]) -> BatchFuture<'a> {
+        Box::pin(MarkStoreImpl::commit_batch(self, requests))
+    }
+
+    fn commit_batch_bounded<'a>(
+        &'a self,
+        requests: &'a [CommitRequest<'a, E>],
+        max_in_flight: usize,
+    ) -> BatchFuture<'a> {
+        Box::pin(MarkStoreImpl::commit_batch_bounded(
+            self,
+            requests,
+            max_in_flight,
+        ))
+    }
+
+    fn get_many<'a>(&'a self, keys: &'a [&'a DedupKey]) -> StoreFuture<'a, Vec<Option<Mark>>> {
+        Box::pin(MarkStoreImpl::get_many(self, keys))
+    }
+
+    fn complete<'a>(&'a self, lease: &'a Lease, result: Option<&'a str>) -> StoreFuture<'a, ()> {
+        Box::pin(MarkStoreImpl::complete(self, lease, result))
+    }
+
+    fn release<'a>(&'a self, lease: &'a Lease) -> StoreFuture<'a, ()> {
+        Box::pin(MarkStoreImpl::release(self, lease))
+    }
+
+    fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<Mark>> {
+        Box::pin(MarkStoreImpl::get(self, key))
+    }
+
+    fn options(&self) -> &StoreOptions {
+        MarkStoreImpl::options(self)
+    }
+}
+
 /// Capability: sequence mode ([`crate::sequence`]), for a store of [`Effect`]s that writes an
 /// effect and its aggregate's high-water in one conditional update of the effect item. A flow
-/// of sequence mode takes `dyn SequenceStore`, so a store without it cannot be given one.
+/// of sequence mode takes `dyn SequenceStore`, so a store without it cannot be given one. The
+/// object-safe form; a store implements [`SequenceStoreImpl`].
 pub trait SequenceStore: MarkStore<Effect> {
     /// The write's effect and the aggregate's new high-water in one conditional update of the
     /// effect item, no mark, no transaction. Judged with [`crate::sequence::judge`] from the
@@ -535,9 +547,28 @@ pub trait SequenceStore: MarkStore<Effect> {
     ) -> StoreFuture<'a, SequenceOutcome>;
 }
 
+/// What a store implements to be a [`SequenceStore`], with a plain `async fn`.
+pub trait SequenceStoreImpl: MarkStoreImpl<Effect> {
+    /// [`SequenceStore::apply_in_sequence`].
+    fn apply_in_sequence<'a>(
+        &'a self,
+        write: SequencedWrite<'a>,
+    ) -> impl Future<Output = Result<SequenceOutcome, StoreError>> + Send;
+}
+
+impl<S: SequenceStoreImpl> SequenceStore for S {
+    fn apply_in_sequence<'a>(
+        &'a self,
+        write: SequencedWrite<'a>,
+    ) -> StoreFuture<'a, SequenceOutcome> {
+        Box::pin(SequenceStoreImpl::apply_in_sequence(self, write))
+    }
+}
+
 /// Capability: create-once mode ([`crate::create_once`]), for a store of [`Effect`]s whose
 /// effect item can be its own mark. A flow of create-once mode takes `dyn CreateOnceStore`, so
-/// a store without it cannot be given one.
+/// a store without it cannot be given one. The object-safe form; a store implements
+/// [`CreateOnceStoreImpl`].
 pub trait CreateOnceStore: MarkStore<Effect> {
     /// The effect's item, carrying the event's key, fingerprint and result, in one conditional
     /// `Put` that no item with its key exists — the item is the mark; no mark item, no
@@ -547,10 +578,26 @@ pub trait CreateOnceStore: MarkStore<Effect> {
     fn create_once<'a>(&'a self, write: CreateOnce<'a>) -> StoreFuture<'a, Commit>;
 }
 
+/// What a store implements to be a [`CreateOnceStore`], with a plain `async fn`.
+pub trait CreateOnceStoreImpl: MarkStoreImpl<Effect> {
+    /// [`CreateOnceStore::create_once`].
+    fn create_once<'a>(
+        &'a self,
+        write: CreateOnce<'a>,
+    ) -> impl Future<Output = Result<Commit, StoreError>> + Send;
+}
+
+impl<S: CreateOnceStoreImpl> CreateOnceStore for S {
+    fn create_once<'a>(&'a self, write: CreateOnce<'a>) -> StoreFuture<'a, Commit> {
+        Box::pin(CreateOnceStoreImpl::create_once(self, write))
+    }
+}
+
 /// Capability: latest-wins mode ([`crate::latest`]), for a store of [`Effect`]s that keeps an
 /// object's high-water sequencer as an item of its own and commits it with the event's mark and
 /// effects in one transaction. A flow of latest-wins mode takes `dyn LatestStore`, so a store
-/// without it cannot be given one.
+/// without it cannot be given one. The object-safe form; a store implements
+/// [`LatestStoreImpl`].
 #[diagnostic::on_unimplemented(
     message = "the store `{Self}` keeps no per-object high-water (latest-wins mode)",
     note = "latest-wins mode (the S3 door) needs the DynamoDB or the memory store"
@@ -568,15 +615,30 @@ pub trait LatestStore: MarkStore<Effect> {
         &'a self,
         request: CommitRequest<'a>,
         write: LatestWrite<'a>,
-    ) -> StoreFuture<'a, Latest> {
-        Box::pin(async move {
+    ) -> StoreFuture<'a, Latest>;
+}
+
+/// What a store implements to be a [`LatestStore`]: where its high-water items live; the
+/// commit is written once here, over the store's [`MarkStoreImpl::commit`].
+pub trait LatestStoreImpl: MarkStoreImpl<Effect> {
+    /// [`LatestStore::high_water_table`].
+    fn high_water_table(&self) -> &str;
+
+    /// [`LatestStore::commit_latest`].
+    fn commit_latest<'a>(
+        &'a self,
+        request: CommitRequest<'a>,
+        write: LatestWrite<'a>,
+    ) -> impl Future<Output = Result<Latest, StoreError>> + Send {
+        async move {
             if request.effects.len() >= MAX_EFFECTS {
                 return Err(StoreError::Invalid(format!(
                     "latest-wins mode takes at most {} effects",
                     MAX_EFFECTS - 1
                 )));
             }
-            let expires_at = self.now() + self.retention().duration();
+            let options = self.options();
+            let expires_at = options.now() + options.retention.duration();
             let mut effects = request.effects.to_vec();
             effects.push(write.to_effect(self.high_water_table(), expires_at));
             let high_water = effects.len() - 1;
@@ -590,7 +652,21 @@ pub trait LatestStore: MarkStore<Effect> {
                 Commit::EffectRejected { index } if index == high_water => Latest::Superseded,
                 other => Latest::Committed(other),
             })
-        })
+        }
+    }
+}
+
+impl<S: LatestStoreImpl> LatestStore for S {
+    fn high_water_table(&self) -> &str {
+        LatestStoreImpl::high_water_table(self)
+    }
+
+    fn commit_latest<'a>(
+        &'a self,
+        request: CommitRequest<'a>,
+        write: LatestWrite<'a>,
+    ) -> StoreFuture<'a, Latest> {
+        Box::pin(LatestStoreImpl::commit_latest(self, request, write))
     }
 }
 

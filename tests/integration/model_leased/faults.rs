@@ -112,73 +112,77 @@ impl<E> std::fmt::Debug for FaultyCompletes<E> {
     }
 }
 
-impl<E: 'static> lambda_dedup::MarkStore<E> for FaultyCompletes<E> {
+impl<E: 'static> lambda_dedup::store::MarkStoreImpl<E> for FaultyCompletes<E> {
     fn claim<'a>(
         &'a self,
         key: &'a DedupKey,
         fp: Option<&'a lambda_dedup::Fingerprint>,
         deadline: Option<SystemTime>,
-    ) -> StoreFuture<'a, lambda_dedup::Claim> {
+    ) -> impl Future<Output = Result<lambda_dedup::Claim, StoreError>> + Send {
         self.inner.claim(key, fp, deadline)
     }
     fn commit<'a>(
         &'a self,
         request: lambda_dedup::CommitRequest<'a, E>,
-    ) -> StoreFuture<'a, lambda_dedup::Commit> {
+    ) -> impl Future<Output = Result<lambda_dedup::Commit, StoreError>> + Send {
         self.inner.commit(request)
     }
     fn commit_batch<'a>(
         &'a self,
         requests: &'a [lambda_dedup::CommitRequest<'a, E>],
-    ) -> lambda_dedup::store::BatchFuture<'a> {
+    ) -> impl Future<Output = Vec<Result<lambda_dedup::Commit, StoreError>>> + Send {
         self.inner.commit_batch(requests)
     }
     fn commit_batch_bounded<'a>(
         &'a self,
         requests: &'a [lambda_dedup::CommitRequest<'a, E>],
         max_in_flight: usize,
-    ) -> lambda_dedup::store::BatchFuture<'a> {
+    ) -> impl Future<Output = Vec<Result<lambda_dedup::Commit, StoreError>>> + Send {
         self.inner.commit_batch_bounded(requests, max_in_flight)
     }
     fn get_many<'a>(
         &'a self,
         keys: &'a [&'a DedupKey],
-    ) -> StoreFuture<'a, Vec<Option<lambda_dedup::Mark>>> {
+    ) -> impl Future<Output = Result<Vec<Option<lambda_dedup::Mark>>, StoreError>> + Send {
         self.inner.get_many(keys)
     }
-    fn complete<'a>(
+    async fn complete(
+        &self,
+        lease: &lambda_dedup::Lease,
+        result: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let pk = lease.key.as_str().to_owned();
+        let mode = *lock(&self.faults.mode);
+        match mode {
+            None => self.inner.complete(lease, result).await,
+            Some(CompleteFault::NeverSent) => {
+                lock(&self.faults.unsent).push(pk);
+                Err(StoreError::store(
+                    FaultKind::Network,
+                    "injected: the process died before its complete reached PostgreSQL",
+                ))
+            }
+            Some(CompleteFault::AnswerLost) => {
+                if self.inner.complete(lease, result).await.is_ok() {
+                    lock(&self.faults.lost).push(pk);
+                }
+                Err(StoreError::store(
+                    FaultKind::Timeout,
+                    "injected: the complete's answer was lost",
+                ))
+            }
+        }
+    }
+    fn release<'a>(
         &'a self,
         lease: &'a lambda_dedup::Lease,
-        result: Option<&'a str>,
-    ) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let pk = lease.key.as_str().to_owned();
-            let mode = *lock(&self.faults.mode);
-            match mode {
-                None => self.inner.complete(lease, result).await,
-                Some(CompleteFault::NeverSent) => {
-                    lock(&self.faults.unsent).push(pk);
-                    Err(StoreError::store(
-                        FaultKind::Network,
-                        "injected: the process died before its complete reached PostgreSQL",
-                    ))
-                }
-                Some(CompleteFault::AnswerLost) => {
-                    if self.inner.complete(lease, result).await.is_ok() {
-                        lock(&self.faults.lost).push(pk);
-                    }
-                    Err(StoreError::store(
-                        FaultKind::Timeout,
-                        "injected: the complete's answer was lost",
-                    ))
-                }
-            }
-        })
-    }
-    fn release<'a>(&'a self, lease: &'a lambda_dedup::Lease) -> StoreFuture<'a, ()> {
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
         self.inner.release(lease)
     }
-    fn get<'a>(&'a self, key: &'a DedupKey) -> StoreFuture<'a, Option<lambda_dedup::Mark>> {
+    fn get<'a>(
+        &'a self,
+        key: &'a DedupKey,
+    ) -> impl Future<Output = Result<Option<lambda_dedup::Mark>, StoreError>> + Send {
         self.inner.get(key)
     }
     fn options(&self) -> &lambda_dedup::StoreOptions {

@@ -88,7 +88,6 @@ use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use dedup_tests::{StoreKind, Stores, cloudevents_spec, unique};
-use lambda_dedup::store::StoreFuture;
 use lambda_dedup::{
     Clock, DedupKey, Derived, FaultKind, ManualClock, MarkStatus, Message, Retention, StoreError,
 };

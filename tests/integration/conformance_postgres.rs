@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lambda_dedup::{Item, ManualClock, MarkStore, Retention, Value};
+use lambda_dedup::{ManualClock, MarkStore, Retention};
 use lambda_dedup_conformance::{Effects, unique};
 use lambda_dedup_postgres::{PgStore, SqlEffect, Tls};
 
@@ -14,95 +14,9 @@ use lambda_dedup_postgres::{PgStore, SqlEffect, Tls};
 const URL: &str = "DEDUP_POSTGRES_URL";
 const HOW: &str = "`cargo xtask test -p dedup-tests -- conformance` starts PostgreSQL and sets it";
 
-/// The suite's effects as SQL on the tables of [`Tables`].
-struct Sql;
-
-fn t(table: &str) -> String {
-    format!("\"{table}\"")
-}
-
-impl Effects for Sql {
-    type Effect = SqlEffect;
-
-    fn credit(table: &str, account: &str, amount: i64) -> SqlEffect {
-        let t = t(table);
-        SqlEffect::new(format!(
-            "INSERT INTO {t} (account, doc) VALUES ($1, jsonb_build_object('balance', $2::bigint)) \
-             ON CONFLICT (account) DO UPDATE SET doc = {t}.doc || jsonb_build_object('balance', \
-             COALESCE(({t}.doc->>'balance')::bigint, 0) + $2::bigint)"
-        ))
-        .bind(account)
-        .bind(amount)
-    }
-    fn require(table: &str, key_attr: &str, key: &str) -> SqlEffect {
-        SqlEffect::new(format!(
-            "SELECT 1 FROM {} WHERE \"{key_attr}\" = $1",
-            t(table)
-        ))
-        .bind(key)
-        .required()
-    }
-    fn malformed(table: &str, account: &str) -> SqlEffect {
-        SqlEffect::new(format!(
-            "UPDATE {} SET SET doc = doc WHERE account = $1",
-            t(table)
-        ))
-        .bind(account)
-    }
-    fn create(table: &str, key_attr: &str, item: Item) -> SqlEffect {
-        let (key, doc) = split(key_attr, &item);
-        SqlEffect::new(format!(
-            "INSERT INTO {} (\"{key_attr}\", doc) VALUES ($1, $2::text::jsonb) ON CONFLICT DO NOTHING",
-            t(table)
-        ))
-        .bind(key)
-        .bind(doc)
-        .required()
-    }
-    fn settle(table: &str, account: &str, fee: i64) -> SqlEffect {
-        SqlEffect::new(format!(
-            "UPDATE {} SET doc = doc || jsonb_build_object('status', $2::text, 'balance', \
-             (doc->>'balance')::bigint - $3::bigint) \
-             WHERE account = $1 AND doc->>'status' = $4 AND (doc->>'balance')::bigint >= $3::bigint",
-            t(table)
-        ))
-        .bind(account)
-        .bind("DONE")
-        .bind(fee)
-        .bind("PENDING")
-        .required()
-    }
-    fn delete(table: &str, key_attr: &str, key: &str) -> SqlEffect {
-        SqlEffect::new(format!(
-            "DELETE FROM {} WHERE \"{key_attr}\" = $1",
-            t(table)
-        ))
-        .bind(key)
-    }
-}
-
-/// An item as its key and the JSON text of its other attributes.
-fn split(key_attr: &str, item: &Item) -> (String, String) {
-    let mut key = String::new();
-    let mut doc = serde_json::Map::new();
-    for (name, value) in &item.0 {
-        let json = match value {
-            Value::S(s) => serde_json::Value::String(s.clone()),
-            Value::N(n) => serde_json::from_str(n).expect("a number"),
-            Value::Bool(b) => serde_json::Value::Bool(*b),
-            Value::Null => serde_json::Value::Null,
-            other => {
-                panic!("the PostgreSQL harness keeps strings, numbers and booleans: {other:?}")
-            }
-        };
-        if name == key_attr {
-            key = json.as_str().expect("a string key").to_owned();
-        } else {
-            doc.insert(name.clone(), json);
-        }
-    }
-    (key, serde_json::Value::Object(doc).to_string())
-}
+#[path = "../../shared/lambda-dedup-postgres/tests/effects/mod.rs"]
+mod effects;
+use effects::{Sql, t};
 
 // The conformance suite itself runs in the store's own crate (`tests/conformance.rs`), where
 // `cargo xtask mutants postgres` judges each mutant by it; here, what goes beyond it.

@@ -7,13 +7,12 @@
 //! effects are the store's own type, [`ValkeyEffect`]: typed Valkey commands.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use lambda_dedup::{Item, Value};
 use lambda_dedup_conformance::{
-    BoxFuture, EffectTables, Effects, Harness, Setup, TableNames, World, unique,
+    BoxFuture, EffectTables, Harness, Setup, TableNames, World, unique,
 };
-use lambda_dedup_valkey::{Guard, ValkeyEffect, ValkeyStore};
+use lambda_dedup_valkey::{ValkeyEffect, ValkeyStore};
 use redis::AsyncCommands;
 
 /// The variable that names the server, and how to have one.
@@ -23,63 +22,8 @@ const HOW: &str = "`cargo xtask test -p lambda-dedup-valkey` starts Valkey and s
 /// Each case on its own mark prefix of the server.
 struct Valkey;
 
-/// The suite's effects as Valkey commands on the hashes of [`Keys`].
-struct Commands;
-
-/// The key of the item `key` of `table`.
-fn at(table: &str, key: &str) -> String {
-    format!("{table}:{key}")
-}
-
-impl Effects for Commands {
-    type Effect = ValkeyEffect;
-
-    fn credit(table: &str, account: &str, amount: i64) -> ValkeyEffect {
-        ValkeyEffect::hincr_by(at(table, account), "balance", amount)
-    }
-    fn require(table: &str, _key_attr: &str, key: &str) -> ValkeyEffect {
-        ValkeyEffect::require(Guard::exists(at(table, key)))
-    }
-    fn malformed(table: &str, account: &str) -> ValkeyEffect {
-        // An expiry of zero: Valkey refuses `SET … PX 0` whatever the data.
-        ValkeyEffect::set_px(at(table, account), "x", Duration::ZERO)
-    }
-    fn create(table: &str, key_attr: &str, item: Item) -> ValkeyEffect {
-        let (key, fields) = split(key_attr, &item);
-        let key = at(table, &key);
-        ValkeyEffect::hset(key.clone(), fields).when(Guard::absent(key))
-    }
-    fn settle(table: &str, account: &str, fee: i64) -> ValkeyEffect {
-        let key = at(table, account);
-        ValkeyEffect::hset(key.clone(), [("status", "DONE")])
-            .and(ValkeyEffect::hincr_by(key.clone(), "balance", -fee))
-            .when(Guard::field_equals(key.clone(), "status", "PENDING"))
-            .when(Guard::field_at_least(key, "balance", fee))
-    }
-    fn delete(table: &str, _key_attr: &str, key: &str) -> ValkeyEffect {
-        ValkeyEffect::del(at(table, key))
-    }
-}
-
-/// An item as its key and its other attributes as hash fields (strings and numbers).
-fn split(key_attr: &str, item: &Item) -> (String, Vec<(String, String)>) {
-    let mut key = String::new();
-    let mut fields = Vec::new();
-    for (name, value) in &item.0 {
-        let text = match value {
-            Value::S(s) => s.clone(),
-            Value::N(n) => n.clone(),
-            Value::Bool(b) => b.to_string(),
-            other => panic!("the Valkey harness keeps strings, numbers and booleans: {other:?}"),
-        };
-        if name == key_attr {
-            key = text;
-        } else {
-            fields.push((name.clone(), text));
-        }
-    }
-    (key, fields)
-}
+mod effects;
+use effects::{Commands, at, split};
 
 struct Keys {
     conn: redis::aio::MultiplexedConnection,

@@ -213,7 +213,7 @@ async fn the_duplicate_prefilter_setting_keeps_known_duplicates_out_of_transacti
             ("DEDUP_CACHE_SIZE", "0".to_owned()),
         ]);
         let dedup = Dedup::read(&env, ledger_projector::FUNCTION).expect("settings");
-        let balances = dedup.setting("BALANCES_TABLE").expect("set");
+        let balances = dedup.env().required("BALANCES_TABLE").expect("set");
         let store = Items::dynamodb(metered.clone(), dedup.settings());
         let service = ledger_projector::service(dedup.on(store)).expect("service");
         let invoke = |event: SqsEvent| {

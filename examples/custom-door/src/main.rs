@@ -51,7 +51,7 @@ impl Door for CompanyEnvelope {
 
 /// `sqs-credit`'s credit through the company's door; producers trusted to name the tenant.
 fn service(dedup: Dedup) -> Result<SqsService, lambda_runtime::Error> {
-    let balances = dedup.setting("BALANCES_TABLE")?;
+    let balances = dedup.env().required("BALANCES_TABLE")?;
     Ok(dedup
         .trusted_producers()
         .door(CompanyEnvelope, move |e: Event<Credit>| {

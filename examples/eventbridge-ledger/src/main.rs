@@ -22,7 +22,7 @@ struct Credit {
 
 /// The function: each event's credit, committed with its mark.
 fn service(dedup: Dedup) -> Result<Service<EventBridgeEvent, ()>, lambda_runtime::Error> {
-    let balances = dedup.setting("BALANCES_TABLE")?;
+    let balances = dedup.env().required("BALANCES_TABLE")?;
     Ok(dedup
         .identity("/credit_id")
         .eventbridge(move |e: Event<Credit>| {

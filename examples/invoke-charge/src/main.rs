@@ -58,8 +58,8 @@ fn payment_id(body: &str) -> Option<String> {
 /// payments API at `PAYMENTS_API_URL`, the receipt returned to every duplicate.
 fn service(dedup: Dedup) -> Result<Service<Value, Receipt>, lambda_runtime::Error> {
     let timeout = dedup.settings().provider_timeout;
-    let payments = IdempotentClient::new(&dedup.setting("PAYMENTS_API_URL")?, timeout)?;
-    let scope = InvokeScope::tenant(&dedup.setting("CHARGE_TENANT")?);
+    let payments = IdempotentClient::new(&dedup.env().required("PAYMENTS_API_URL")?, timeout)?;
+    let scope = InvokeScope::tenant(&dedup.env().required("CHARGE_TENANT")?);
     let dedup = dedup.identity("/order_id").fingerprint(&["/cents"]);
     Ok(dedup.invoke(scope, move |e: Event<ChargeRequest>| {
         let (payments, key) = (payments.clone(), e.key.idempotency_key());

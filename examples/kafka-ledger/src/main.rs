@@ -5,7 +5,7 @@
 //! names each partition's first record not done; a record that can never apply is parked in
 //! `DEDUP_PARKING_QUEUE_URL` and passed. The identity is the record's position (cluster, topic,
 //! partition, offset): every redelivery of a record is caught; give the builder
-//! `.identity_attribute("<header>")` when producers send an event id of their own.
+//! `.identity(Identity::attribute("<header>"))` when producers send an event id of their own.
 //!
 //! Environment: the settings of `lambda_dedup_config` (`DEDUP_NAMESPACE`,
 //! `DEDUP_MARK_TABLE`, `DEDUP_PARKING_QUEUE_URL`, and `DEDUP_KAFKA_CLUSTER_ID`: the name of a
@@ -24,7 +24,7 @@ struct Credit {
 
 /// The function: each record's credit, committed with its mark.
 fn service(dedup: Dedup) -> Result<Service<KafkaEvent, KafkaEventResponse>, lambda_runtime::Error> {
-    let balances = dedup.setting("BALANCES_TABLE")?;
+    let balances = dedup.env().required("BALANCES_TABLE")?;
     Ok(dedup.kafka(move |e: Event<Credit>| {
         Effect::add(
             &balances,

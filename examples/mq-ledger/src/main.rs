@@ -4,14 +4,14 @@
 //! batch response: a message that can never apply is parked in `DEDUP_PARKING_QUEUE_URL` and
 //! the batch acknowledged; while any message may yet apply the invocation fails, the broker
 //! redelivers the whole batch, and the messages already credited are duplicates then. The
-//! identity is the broker's `messageID`, chosen openly; use `.identity_attribute("<property>")`
-//! when producers send an event id of their own.
+//! identity is the broker's `messageID`, chosen openly; use
+//! `.identity(Identity::attribute("<property>"))` when producers send an event id of their own.
 //!
 //! Environment: the settings of `lambda_dedup_config` (`DEDUP_NAMESPACE`,
 //! `DEDUP_MARK_TABLE`, `DEDUP_PARKING_QUEUE_URL`) plus `BALANCES_TABLE` (key `account`).
 
 use lambda_dedup_runtime::events::ActiveMqEvent;
-use lambda_dedup_runtime::{Dedup, Effect, Event, Service};
+use lambda_dedup_runtime::{Dedup, Effect, Event, Identity, Service};
 
 /// A message's data: a credit.
 #[derive(serde::Deserialize)]
@@ -22,10 +22,12 @@ struct Credit {
 
 /// The function: each message's credit, committed with its mark.
 fn service(dedup: Dedup) -> Result<Service<ActiveMqEvent, ()>, lambda_runtime::Error> {
-    let balances = dedup.setting("BALANCES_TABLE")?;
+    let balances = dedup.env().required("BALANCES_TABLE")?;
     // The broker's id, chosen openly (S1): it catches the trigger's redeliveries, not a
     // producer that sends one event twice.
-    let dedup = dedup.identity_attribute(lambda_dedup_runtime::events::MQ_MESSAGE_ID_ATTRIBUTE);
+    let dedup = dedup.identity(Identity::attribute(
+        lambda_dedup_runtime::events::MQ_MESSAGE_ID_ATTRIBUTE,
+    ));
     Ok(dedup.activemq(move |e: Event<Credit>| {
         Effect::add(
             &balances,

@@ -39,9 +39,9 @@ fn write_order(orders: &str, e: Event<OrderPlaced>) -> Result<Effect, HandlerErr
 /// The function: own JSON keyed by `order_id`; the order written, then the e-mail sent through
 /// the mail API at `MAIL_API_URL` under the event's idempotency key.
 fn service(dedup: Dedup) -> Result<SqsService, lambda_runtime::Error> {
-    let orders = dedup.setting("ORDERS_TABLE")?;
+    let orders = dedup.env().required("ORDERS_TABLE")?;
     let timeout = dedup.settings().provider_timeout;
-    let mail = IdempotentClient::new(&dedup.setting("MAIL_API_URL")?, timeout)?;
+    let mail = IdempotentClient::new(&dedup.env().required("MAIL_API_URL")?, timeout)?;
     let dedup = dedup
         .identity("/order_id")
         .fingerprint(&["/customer", "/email", "/total_cents"]);

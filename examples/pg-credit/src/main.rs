@@ -36,7 +36,10 @@ const UPSERT: &str = "INSERT INTO {t} (account, balance) VALUES ($1, $2) \
 /// CloudEvents with the tenant in `tenantid`; one upsert per event, committed with its mark (a
 /// batch in one transaction). `main` runs it on PostgreSQL, the tests on memory too.
 fn service(dedup: Dedup<Store<SqlEffect>>) -> Result<SqsService, Error> {
-    let sql = UPSERT.replace("{t}", &identifier(&dedup.setting("BALANCES_TABLE")?)?);
+    let sql = UPSERT.replace(
+        "{t}",
+        &identifier(&dedup.env().required("BALANCES_TABLE")?)?,
+    );
     let credit = transact(move |e: Event<Credit>| {
         let account = e.scoped(&e.payload.account);
         SqlEffect::new(&sql).bind(account).bind(e.payload.amount)

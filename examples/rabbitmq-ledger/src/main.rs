@@ -10,7 +10,7 @@
 //! `DEDUP_MARK_TABLE`, `DEDUP_PARKING_QUEUE_URL`) plus `BALANCES_TABLE` (key `account`).
 
 use lambda_dedup_runtime::events::RabbitMqEvent;
-use lambda_dedup_runtime::{Dedup, Effect, Event, Service};
+use lambda_dedup_runtime::{Dedup, Effect, Event, Identity, Service};
 
 /// The header naming the producer's event.
 const EVENT_ID_HEADER: &str = "event-id";
@@ -24,8 +24,8 @@ struct Credit {
 
 /// The function: each message's credit, committed with its mark.
 fn service(dedup: Dedup) -> Result<Service<RabbitMqEvent, ()>, lambda_runtime::Error> {
-    let balances = dedup.setting("BALANCES_TABLE")?;
-    let dedup = dedup.identity_attribute(EVENT_ID_HEADER);
+    let balances = dedup.env().required("BALANCES_TABLE")?;
+    let dedup = dedup.identity(Identity::attribute(EVENT_ID_HEADER));
     Ok(dedup.rabbitmq(move |e: Event<Credit>| {
         Effect::add(
             &balances,

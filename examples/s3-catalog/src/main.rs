@@ -17,7 +17,7 @@ use lambda_dedup_runtime::{Dedup, Effect, Event, Item, Service};
 /// The function: each notification's catalog item, committed with its mark and its object's
 /// high-water.
 fn service(dedup: Dedup) -> Result<Service<S3Event, ()>, lambda_runtime::Error> {
-    let catalog = dedup.setting("CATALOG_TABLE")?;
+    let catalog = dedup.env().required("CATALOG_TABLE")?;
     Ok(dedup.s3(latest_wins(move |e: Event<S3EventRecord>| {
         let r = e.payload;
         let bucket = r.s3.bucket.name.unwrap_or_default();

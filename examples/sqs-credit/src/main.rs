@@ -20,7 +20,7 @@ struct Credit {
 /// The function: CloudEvents with the tenant in `tenantid`; what one event writes is its
 /// credit, which the library commits together with the event's mark.
 fn service(dedup: Dedup) -> Result<SqsService, lambda_runtime::Error> {
-    let balances = dedup.setting("BALANCES_TABLE")?;
+    let balances = dedup.env().required("BALANCES_TABLE")?;
     // The tenant is the payload's: the queue's producers are trusted (its policy names them).
     let dedup = dedup.cloudevents("tenantid").trusted_producers();
     Ok(dedup.sqs(move |e: Event<Credit>| {

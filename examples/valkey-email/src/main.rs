@@ -31,7 +31,7 @@ struct SignedUp {
 /// The leased call runs on any store: `main` gives it Valkey, the tests memory too.
 fn service(dedup: Dedup<Store<ValkeyEffect>>) -> Result<SqsService, Error> {
     let timeout = dedup.settings().provider_timeout;
-    let mail = IdempotentClient::new(&dedup.setting("MAIL_API_URL")?, timeout)?;
+    let mail = IdempotentClient::new(&dedup.env().required("MAIL_API_URL")?, timeout)?;
     Ok(dedup
         .cloudevents("tenantid")
         // The tenant is the payload's: the queue's producers are trusted (its policy names them).

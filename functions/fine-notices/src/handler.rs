@@ -38,7 +38,13 @@ pub(crate) async fn correlation_key<S>(
     dedup: &Dedup<S>,
     secrets: impl FnOnce() -> aws_sdk_secretsmanager::Client,
 ) -> Result<CorrelationKey, SettingsError> {
-    let set = |name| dedup.setting(name).ok().filter(|v| !v.trim().is_empty());
+    let set = |name| {
+        dedup
+            .env()
+            .required(name)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+    };
     let (key, var) = match (set(KEY_ARN_VAR), set(KEY_VAR)) {
         (Some(_), Some(_)) => {
             return Err(SettingsError::refused(
@@ -124,9 +130,9 @@ pub(crate) fn service(
 /// correlation key read at init.
 fn tables(dedup: &Dedup, key: CorrelationKey) -> Result<Tables, Error> {
     Ok(Tables {
-        fines: dedup.setting("FINES_TABLE")?,
-        intents: dedup.setting("INTENTS_TABLE")?,
-        reviews: dedup.setting("FINE_REVIEWS_TABLE")?,
+        fines: dedup.env().required("FINES_TABLE")?,
+        intents: dedup.env().required("INTENTS_TABLE")?,
+        reviews: dedup.env().required("FINE_REVIEWS_TABLE")?,
         correlation_secret: key.0,
     })
 }

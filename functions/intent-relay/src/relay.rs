@@ -183,7 +183,7 @@ impl Act for Collections {
 /// each call given up after `PROVIDER_TIMEOUT_MS` (default 5000), a record started only with
 /// `RELAY_RECORD_BUDGET_MS` left and cut off `DEDUP_DEADLINE_MARGIN_MS` before the deadline.
 pub fn service(dedup: Dedup) -> Result<RelayService<Collections>, lambda_runtime::Error> {
-    let url = dedup.setting("COLLECTIONS_API_URL")?;
+    let url = dedup.env().required("COLLECTIONS_API_URL")?;
     let timeout = dedup.settings().provider_timeout;
     let api = IdempotentClient::new(&url, timeout)?;
     Ok(dedup.relay(&SETTINGS, LAYOUT, Collections { api, timeout })?)

@@ -15,7 +15,7 @@ pub const FUNCTION: &str = "ledger-projector";
 /// `BALANCES_TABLE`, one transaction per batch (batch-transaction mode; FIFO batches message by
 /// message).
 pub fn service(dedup: Dedup) -> Result<SqsService, lambda_runtime::Error> {
-    let balances = dedup.setting("BALANCES_TABLE")?;
+    let balances = dedup.env().required("BALANCES_TABLE")?;
     let work = transact(move |e| ledger::plan(&balances, e)).one_transaction_per_batch();
     Ok(ledger::configure(dedup).sqs(work)?)
 }

@@ -19,7 +19,7 @@ const FUNCTION: &str = "ledger-stream";
 async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_dedup_runtime::init_tracing();
     let dedup = lambda_dedup_runtime::Dedup::from_env(FUNCTION)?;
-    let balances = dedup.setting("BALANCES_TABLE")?;
+    let balances = dedup.env().required("BALANCES_TABLE")?;
     let dedup = ledger::configure(dedup.dynamodb().await);
     lambda_runtime::run_concurrent(dedup.kinesis(move |e| ledger::plan(&balances, e))?).await
 }

@@ -14,7 +14,7 @@ pub const FUNCTION: &str = "orders-api";
 /// is not one: 400, nothing stored); another route is 404 and another method 405, the work's own
 /// answers (stored, as 4xx are).
 pub fn service(dedup: Dedup, config: HttpConfig) -> Result<HttpService, lambda_http::Error> {
-    let orders = dedup.setting("ORDERS_TABLE")?;
+    let orders = dedup.env().required("ORDERS_TABLE")?;
     Ok(dedup.http(config, move |e: HttpEvent<order::NewOrder>| {
         route(&orders, e)
     })?)

@@ -20,7 +20,7 @@ pub(crate) const FUNCTION: &str = "payment-dispatcher";
 pub(crate) fn service(dedup: Dedup) -> Result<SqsService, Error> {
     let timeout = dedup.settings().provider_timeout;
     let api = Arc::new(IdempotentClient::new(
-        &dedup.setting("PAYMENTS_API_URL")?,
+        &dedup.env().required("PAYMENTS_API_URL")?,
         timeout,
     )?);
     Ok(

@@ -154,7 +154,7 @@ pub trait Door: Send + Sync + 'static {
 
     /// The door's name, in the builder's errors.
     const NAME: &'static str;
-    /// Whether its records carry an envelope id (`Dedup::identity_envelope_id`); if not, that
+    /// Whether its records carry an envelope id (`Identity::envelope_id`); if not, that
     /// identity is refused at build.
     const ENVELOPE_ID: bool = true;
     /// Whether a CloudEvents identity reads the payload in the event's `data` (else in the

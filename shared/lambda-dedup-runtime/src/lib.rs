@@ -122,7 +122,7 @@ pub use secrets::SecretsManagerSecret;
 #[cfg(feature = "webhook")]
 pub use service::WebhookService;
 pub use service::{
-    BuildError, Dedup, Event, HandlerError, IntoPlan, Invalid, InvokeError, InvokeScope,
+    BuildError, Dedup, Event, HandlerError, Identity, IntoPlan, Invalid, InvokeError, InvokeScope,
     InvokeScopeError, Service, SqsService, Transient, flow, parse,
 };
 #[cfg(feature = "http")]

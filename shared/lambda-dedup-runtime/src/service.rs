@@ -19,7 +19,7 @@
 //!     .trusted_producers()
 //!     .dynamodb()
 //!     .await;
-//! let balances = dedup.setting("BALANCES_TABLE")?;
+//! let balances = dedup.env().required("BALANCES_TABLE")?;
 //! lambda_runtime::run(dedup.sqs(move |e| credit(&balances, e))?).await
 //! # }
 //! ```
@@ -103,9 +103,9 @@ pub struct Dedup<S = Items> {
     env: Env,
     settings: Settings,
     identity: IdentitySource,
-    /// Whether the identity was chosen (`cloudevents`, `identity`, `identity_attribute`,
-    /// `identity_envelope_id`), or is the default: a door with a default of its own (Kafka's
-    /// position, S3's event) takes it then, and never replaces a choice.
+    /// Whether the identity was chosen (`cloudevents`, `identity`), or is the default: a door
+    /// with a default of its own (Kafka's position, S3's event) takes it then, and never
+    /// replaces a choice.
     identity_chosen: bool,
     tenant: TenantSource,
     /// Whether the function declared its producers trusted to name the tenant in the payload
@@ -128,6 +128,34 @@ impl<S> std::fmt::Debug for Dedup<S> {
             .field("identity", &self.identity)
             .field("store", &std::any::type_name::<S>())
             .finish_non_exhaustive()
+    }
+}
+
+/// Where an event's identity is read, for [`Dedup::identity`]: a `&str` is a JSON pointer into
+/// the body (`"/order_id"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity(IdentitySource);
+
+impl Identity {
+    /// The message attribute `name` (an SQS message attribute, a Kafka header, an Amazon MQ
+    /// property or header).
+    pub fn attribute(name: &str) -> Self {
+        Self(IdentitySource::MessageAttribute(name.to_owned()))
+    }
+
+    /// The id of the envelope the message came in: the SNS `MessageId`, the EventBridge `id`, a
+    /// direct invocation's request id. **Opt-in, and only for producers with no identity of
+    /// their own**: it catches the broker's redelivery (SNS's retries, Lambda's async retries),
+    /// not a producer that publishes again (S1).
+    pub fn envelope_id() -> Self {
+        Self(IdentitySource::EnvelopeId)
+    }
+}
+
+impl From<&str> for Identity {
+    /// The value at the JSON pointer `pointer` (e.g. `/order_id`).
+    fn from(pointer: &str) -> Self {
+        Self(IdentitySource::JsonPointer(pointer.to_owned()))
     }
 }
 
@@ -247,32 +275,18 @@ impl<S> Dedup<S> {
         self
     }
 
-    /// Events are the user's own JSON: the identity is the value at `pointer` (e.g.
-    /// `/order_id`), the fingerprint the whole body unless [`fingerprint`](Self::fingerprint)
-    /// says otherwise; the payload is the whole body.
-    pub fn identity(mut self, pointer: &str) -> Self {
-        self.identity = IdentitySource::JsonPointer(pointer.to_owned());
-        self.identity_chosen = true;
-        self
-    }
-
-    /// The identity is the message attribute `name` (the payload is still the whole body).
-    pub fn identity_attribute(mut self, name: &str) -> Self {
-        self.identity = IdentitySource::MessageAttribute(name.to_owned());
-        self.identity_chosen = true;
-        self
-    }
-
-    /// The identity is the id of the envelope the message came in: the SNS `MessageId`, the
-    /// EventBridge `id`, a direct invocation's request id. **Opt-in, and only for producers
-    /// with no identity of their own**: it catches the broker's redelivery (SNS's retries,
-    /// Lambda's async retries), not a producer that publishes again (S1).
+    /// The identity of each event ([`Identity`]): a JSON pointer into the body
+    /// (`.identity("/order_id")`; the fingerprint is then the whole body unless
+    /// [`fingerprint`](Self::fingerprint) says otherwise), a message attribute
+    /// ([`Identity::attribute`]) or the envelope's id ([`Identity::envelope_id`]); the payload
+    /// is still the whole body.
     ///
-    /// A choice like the others: a door with a default identity of its own keeps it, and a
-    /// door whose records have no envelope id (Kafka, S3, Amazon MQ, Kinesis, DynamoDB
-    /// Streams) refuses to build ([`BuildError::IdentityUnavailable`]) rather than replace it.
-    pub fn identity_envelope_id(mut self) -> Self {
-        self.identity = IdentitySource::EnvelopeId;
+    /// A choice: a door with a default identity of its own (Kafka's position, S3's event) keeps
+    /// it only when none was chosen, and a door whose records have no envelope id (Kafka, S3,
+    /// Amazon MQ, Kinesis, DynamoDB Streams) refuses the envelope id
+    /// ([`BuildError::IdentityUnavailable`]) rather than replace it.
+    pub fn identity(mut self, identity: impl Into<Identity>) -> Self {
+        self.identity = identity.into().0;
         self.identity_chosen = true;
         self
     }
@@ -373,14 +387,10 @@ impl<S> Dedup<S> {
     }
 
     /// The environment the settings were read from: every other section (a door's, a
-    /// store's) is read from it too (`HttpConfig::read(dedup.env())`).
+    /// store's) is read from it too (`HttpConfig::read(dedup.env())`), and so are the
+    /// function's own variables (`dedup.env().required("BALANCES_TABLE")`).
     pub fn env(&self) -> &Env {
         &self.env
-    }
-
-    /// The function's own required variable `name` (a table, a URL), from the same environment.
-    pub fn setting(&self, name: &str) -> Result<String, SettingsError> {
-        self.env.required(name)
     }
 
     /// The key spec: the identity, tenant, fingerprint and time chosen, with the settings'

@@ -12,7 +12,7 @@ use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::events::NotAcknowledged;
 use lambda_dedup_runtime::flow::transact;
 use lambda_dedup_runtime::testing::{env, failed_ids, on_memory, with_outcomes};
-use lambda_dedup_runtime::{Dedup, Envelope, Event, SqsService};
+use lambda_dedup_runtime::{Dedup, Envelope, Event, Identity, SqsService};
 use serde_json::{Value, json};
 
 const SNS_SAMPLE: &str = include_str!("../../../events/example-sns-event.json");
@@ -255,7 +255,7 @@ async fn sns_envelope_id_is_an_opt_in_fallback_with_its_limit() {
     let (dedup, store) = dedup();
     let service = dedup
         .envelope(Envelope::Sns)
-        .identity_envelope_id()
+        .identity(Identity::envelope_id())
         .sqs(write)
         .expect("service");
     let body = |id: &str| notification(id, &order("o-1", 5)).to_string();
@@ -360,7 +360,7 @@ async fn eventbridge_direct_the_identity_is_in_the_detail_not_the_id() {
     for (by_id, second) in [(false, "duplicate"), (true, "applied")] {
         let (dedup, _) = dedup();
         let dedup = if by_id {
-            dedup.identity_envelope_id()
+            dedup.identity(Identity::envelope_id())
         } else {
             dedup.identity("/instance-id")
         };

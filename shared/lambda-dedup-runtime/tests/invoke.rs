@@ -11,8 +11,8 @@ use std::time::Duration;
 use lambda_dedup_engine::{Reason, RetryCause};
 use lambda_dedup_runtime::testing::{invoke, on_memory};
 use lambda_dedup_runtime::{
-    BuildError, Dedup, Env, Event, HandlerError, InvokeError, InvokeScope, InvokeScopeError,
-    Service,
+    BuildError, Dedup, Env, Event, HandlerError, Identity, InvokeError, InvokeScope,
+    InvokeScopeError, Service,
 };
 
 use serde_json::{Value, json};
@@ -210,7 +210,7 @@ async fn invoke_hostile_payloads_get_typed_errors() {
 /// retries): the same request id is a duplicate, a new invocation of the same payload is new.
 #[tokio::test]
 async fn invoke_request_id_is_only_an_opt_in_fallback() {
-    let (service, count) = charges(on("0").identity_envelope_id(), Duration::ZERO);
+    let (service, count) = charges(on("0").identity(Identity::envelope_id()), Duration::ZERO);
     let charge = json!({"order_id": "o-8", "cents": 1});
     let first = invoke(&service, "r-1", charge.clone())
         .await

@@ -124,14 +124,14 @@ impl<S: Marks> Dedup<S> {
     /// never apply parked in `DEDUP_PARKING_QUEUE_URL` (required) before the response passes
     /// them (S15).
     ///
-    /// Unless the builder was given an identity (`identity_attribute("<header>")` for a record
+    /// Unless the builder was given an identity (`identity(Identity::attribute("<header>"))` for a record
     /// header, `identity("/pointer")` into the value, `cloudevents(..)`), a record's identity
     /// is its position — cluster, topic, partition and offset (`crate::kafka`): it catches
     /// every redelivery of a record, not a producer that writes one event twice. Keyed by
     /// position, it refuses to start without `DEDUP_KAFKA_CLUSTER_ID`
     /// (`crate::kafka::CLUSTER_ID_VARIABLE`), the name of a self-managed cluster (an MSK
     /// event is named by its `eventSourceArn`). The envelope id
-    /// ([`identity_envelope_id`](Self::identity_envelope_id)) is refused: a Kafka record has
+    /// ([`Identity::envelope_id`](crate::Identity::envelope_id)) is refused: a Kafka record has
     /// none.
     ///
     /// ```compile_fail
@@ -159,8 +159,8 @@ impl<S: Marks> Dedup<S> {
 
     /// The ActiveMQ service of `flow` (Amazon MQ for ActiveMQ): each message once, by the
     /// identity the builder is given — the broker's `messageID` only when chosen openly,
-    /// `.identity_attribute(mq::MESSAGE_ID_ATTRIBUTE)` (S1: it misses a producer's resend;
-    /// `crate::mq`), a property (`.identity_attribute("event-id")`) or the data's own. A message
+    /// `.identity(Identity::attribute(mq::MESSAGE_ID_ATTRIBUTE))` (S1: it misses a producer's resend;
+    /// `crate::mq`), a property (`.identity(Identity::attribute("event-id"))`) or the data's own. A message
     /// that can never apply is parked in `DEDUP_PARKING_QUEUE_URL` (required) and the batch
     /// acknowledged; a transient failure fails the invocation, so the whole batch comes again
     /// and what applied is then a duplicate.
@@ -179,7 +179,7 @@ impl<S: Marks> Dedup<S> {
     /// The RabbitMQ service of `flow` (Amazon MQ for RabbitMQ), as
     /// [`activemq`](Self::activemq): the broker's id is `basicProperties.messageId`, which
     /// RabbitMQ leaves null unless the producer sets it (a message without the identity chosen
-    /// is parked, never guessed): a header (`identity_attribute("<header>")`) or the data's own
+    /// is parked, never guessed): a header (`identity(Identity::attribute("<header>"))`) or the data's own
     /// (`identity("/pointer")`) is the usual choice.
     #[cfg(feature = "mq")]
     pub fn rabbitmq<M, F>(

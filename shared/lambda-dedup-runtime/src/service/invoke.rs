@@ -4,7 +4,7 @@
 //! event (`.identity("/order_id")`, reading inside a JSON-encoded string field too,
 //! [`lambda_dedup::pointer`]) — never by the request id, which Lambda keeps across its own
 //! async retries but a caller that invokes again does not: the request id is only the opt-in
-//! fallback [`Dedup::identity_envelope_id`]. The work runs under a lease (S6), within
+//! fallback [`Identity::envelope_id`](crate::Identity::envelope_id). The work runs under a lease (S6), within
 //! `PROVIDER_TIMEOUT_MS` (past it the claim is released and the caller told to retry), and its response
 //! is stored with the mark: a duplicate gets the first response back (S8), read into `R`. A
 //! concurrent duplicate waits for the first to finish, up to `DEDUP_IN_PROGRESS_WAIT_MS`, and

@@ -316,7 +316,7 @@ proptest! {
         message_id in text(), stamp in number(), event_id in text(), t in text(), f in format(),
     ) {
         let service = builder("attribute:t", f)
-            .identity_attribute("event-id")
+            .identity(crate::Identity::attribute("event-id"))
             .activemq(nothing)
             .expect("service");
         let message = json!({
@@ -336,7 +336,7 @@ proptest! {
         t in value(), f in format(),
     ) {
         let service = builder("attribute:t", f)
-            .identity_attribute("event-id")
+            .identity(crate::Identity::attribute("event-id"))
             .rabbitmq(nothing)
             .expect("service");
         let message = json!({

@@ -14,7 +14,7 @@
 //!   redelivery of it — a retry from a checkpoint, a rebalance, a replay from an older offset —
 //!   has one identity; a producer that sends the same event twice (a retry without
 //!   `enable.idempotence`) writes it at two offsets, and the position does not catch that. Chosen openly, like SQS's
-//!   `messageId`: a producer's own identity is the builder's `identity_attribute("<header>")` (a
+//!   `messageId`: a producer's own identity is the builder's `identity(Identity::attribute("<header>"))` (a
 //!   record header, each header a message attribute of its name: text when UTF-8, bytes
 //!   otherwise; the first of repeated names counts) or `identity("/pointer")` into the value.
 //! - **Value**: the record's `value`, base64 as Lambda delivers it, decoded into the body. A
@@ -244,7 +244,7 @@ impl Kafka {
     pub(crate) fn on<S>(dedup: &crate::Dedup<S>) -> Result<Self, crate::BuildError> {
         let by_position = dedup.keyed_by_attribute(POSITION_ATTRIBUTE, true);
         let cluster_id = match by_position {
-            true => Some(dedup.setting(CLUSTER_ID_VARIABLE)?.trim().into()),
+            true => Some(dedup.env().required(CLUSTER_ID_VARIABLE)?.trim().into()),
             false => dedup
                 .env()
                 .get(CLUSTER_ID_VARIABLE)

@@ -5,10 +5,10 @@
 //! - **Identity** (S1): the one the builder is given, as for SQS. The broker's message id
 //!   (ActiveMQ's `messageID`, RabbitMQ's `basicProperties.messageId`) is carried as the
 //!   attribute [`MESSAGE_ID_ATTRIBUTE`] and is an identity only when chosen openly
-//!   (`.identity_attribute(mq::MESSAGE_ID_ATTRIBUTE)`): it catches every redelivery of a
+//!   (`.identity(Identity::attribute(mq::MESSAGE_ID_ATTRIBUTE))`): it catches every redelivery of a
 //!   message, not a producer that sends an event twice (a new id each send, as SQS's
 //!   `messageId`). A producer's own identity is a property or header
-//!   (`identity_attribute("<name>")`: ActiveMQ `properties`, RabbitMQ `headers` — text, numbers
+//!   (`identity(Identity::attribute("<name>"))`: ActiveMQ `properties`, RabbitMQ `headers` — text, numbers
 //!   as text, RabbitMQ's `{"bytes": [...]}` as the bytes' text) or `identity("/pointer")` into
 //!   the data. A message with no identity (RabbitMQ leaves `messageId` null unless the producer
 //!   sets it) is rejected and parked, never guessed.
@@ -49,7 +49,7 @@ use crate::stream::{Parcel, StreamRecord, base64_record};
 pub(crate) use activemq::messages as activemq_messages;
 pub(crate) use rabbitmq::messages as rabbitmq_messages;
 
-/// The message attribute carrying the broker's message id, for `.identity_attribute(..)` when it
+/// The message attribute carrying the broker's message id, for `.identity(Identity::attribute(..))` when it
 /// is the identity chosen (S1: it misses a producer's resend).
 pub const MESSAGE_ID_ATTRIBUTE: &str = "dedup-mq-message-id";
 

@@ -157,7 +157,7 @@ async fn kafka_header_identity_catches_a_producer_retry_at_another_offset() {
     };
     let (dedup, store) = builder();
     let by_header = service(
-        dedup.identity_attribute("event-id"),
+        dedup.identity(crate::Identity::attribute("event-id")),
         Parking::unreachable(),
         &UP,
     );
@@ -184,7 +184,11 @@ async fn kafka_hostile_records_are_parked_and_the_partition_goes_on() {
     static UP: AtomicBool = AtomicBool::new(false);
     let (dedup, store) = builder();
     let (parking, taken) = Parking::refusing_over_sqs_maximum();
-    let service = service(dedup.identity_attribute("event-id"), parking, &UP);
+    let service = service(
+        dedup.identity(crate::Identity::attribute("event-id")),
+        parking,
+        &UP,
+    );
     let id = |n: &'static str| vec![("event-id", n)];
     let big = b64(vec![b'x'; 1_100_000]);
     let batch = [
@@ -289,7 +293,7 @@ fn kafka_self_managed_cluster_id_is_required_to_start() {
     );
     let (dedup, _) = ledger(&[]);
     let _ = service(
-        dedup.identity_attribute("event-id"),
+        dedup.identity(crate::Identity::attribute("event-id")),
         Parking::unreachable(),
         &UP,
     );
@@ -312,7 +316,7 @@ async fn kafka_self_managed_records_are_named_by_cluster_id_not_bootstrap_string
     assert_eq!(balance(&store, "a"), Some(Value::N("5".into())), "once");
 }
 
-/// Issue 42: the envelope id chosen (`identity_envelope_id`) is the builder's choice: the
+/// Issue 42: the envelope id chosen (`Identity::envelope_id`) is the builder's choice: the
 /// Kafka and S3 doors do not replace it with their own default, and, their records having no
 /// envelope id, refuse to build.
 #[test]
@@ -328,14 +332,14 @@ fn identity_envelope_id_is_kept_not_replaced_by_kafka_or_s3() {
     };
     let (dedup, _) = builder();
     let kafka = dedup
-        .identity_envelope_id()
+        .identity(crate::Identity::envelope_id())
         .parking(Parking::unreachable())
         .kafka(|_: Event<Credit>| Vec::<Effect>::new())
         .map(drop);
     assert!(refused(kafka), "Kafka");
     let (dedup, _) = builder();
     let s3 = dedup
-        .identity_envelope_id()
+        .identity(crate::Identity::envelope_id())
         .s3(crate::flow::latest_wins(|_: Event<serde_json::Value>| {
             Vec::<Effect>::new()
         }))

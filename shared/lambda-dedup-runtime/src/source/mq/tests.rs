@@ -111,7 +111,7 @@ async fn activemq_poison_is_parked_and_the_rest_applied() {
     let (dedup, store) = builder();
     let (parking, taken) = Parking::refusing_over_sqs_maximum();
     let service = dedup
-        .identity_attribute(MESSAGE_ID_ATTRIBUTE)
+        .identity(crate::Identity::attribute(MESSAGE_ID_ATTRIBUTE))
         .parking(parking)
         .activemq(credit_work(&UP))
         .expect("service");
@@ -155,7 +155,7 @@ async fn activemq_transient_failure_redelivers_the_batch_and_marks_catch_the_res
     static DOWN: AtomicBool = AtomicBool::new(true);
     let (dedup, store) = builder();
     let service = dedup
-        .identity_attribute(MESSAGE_ID_ATTRIBUTE)
+        .identity(crate::Identity::attribute(MESSAGE_ID_ATTRIBUTE))
         .parking(Parking::unreachable())
         .activemq(credit_work(&DOWN))
         .expect("service");
@@ -183,7 +183,7 @@ async fn activemq_parking_failure_fails_the_invocation() {
     static UP: AtomicBool = AtomicBool::new(false);
     let (dedup, _) = builder();
     let service = dedup
-        .identity_attribute(MESSAGE_ID_ATTRIBUTE)
+        .identity(crate::Identity::attribute(MESSAGE_ID_ATTRIBUTE))
         .parking(Parking::unreachable())
         .activemq(credit_work(&UP))
         .expect("service");
@@ -203,7 +203,7 @@ async fn rabbitmq_missing_identity_is_parked_and_a_header_identity_dedups() {
     let (dedup, store) = builder();
     let (parking, taken) = Parking::refusing_over_sqs_maximum();
     let service = dedup
-        .identity_attribute(MESSAGE_ID_ATTRIBUTE)
+        .identity(crate::Identity::attribute(MESSAGE_ID_ATTRIBUTE))
         .parking(parking)
         .rabbitmq(credit_work(&UP))
         .expect("service");
@@ -222,7 +222,7 @@ async fn rabbitmq_missing_identity_is_parked_and_a_header_identity_dedups() {
     );
     let (dedup, store) = builder();
     let service = dedup
-        .identity_attribute("event-id")
+        .identity(crate::Identity::attribute("event-id"))
         .parking(Parking::unreachable())
         .rabbitmq(credit_work(&UP))
         .expect("service");
@@ -274,7 +274,7 @@ async fn mq_rabbitmq_messages_sharing_a_producer_message_id_are_each_applied() {
     static UP: AtomicBool = AtomicBool::new(false);
     let (dedup, store) = builder();
     let service = dedup
-        .identity_attribute("event-id")
+        .identity(crate::Identity::attribute("event-id"))
         .parking(Parking::unreachable())
         .rabbitmq(credit_work(&UP))
         .expect("service");
@@ -298,7 +298,7 @@ async fn mq_activemq_messages_sharing_a_message_id_park_the_right_one() {
     let (dedup, store) = builder();
     let (parking, taken) = Parking::refusing_over_sqs_maximum();
     let service = dedup
-        .identity_attribute("event-id")
+        .identity(crate::Identity::attribute("event-id"))
         .parking(parking)
         .activemq(credit_work(&UP))
         .expect("service");
@@ -329,7 +329,7 @@ async fn mq_messages_sharing_a_message_id_are_each_parked() {
     let (dedup, _) = builder();
     let (parking, taken) = Parking::refusing_over_sqs_maximum();
     let service = dedup
-        .identity_attribute("event-id")
+        .identity(crate::Identity::attribute("event-id"))
         .parking(parking)
         .rabbitmq(credit_work(&UP))
         .expect("service");
@@ -375,7 +375,7 @@ async fn rabbitmq_header_bytes_out_of_byte_range_are_no_header() {
     let (dedup, store) = builder();
     let (parking, taken) = Parking::refusing_over_sqs_maximum();
     let service = dedup
-        .identity_attribute("event-id")
+        .identity(crate::Identity::attribute("event-id"))
         .parking(parking)
         .rabbitmq(credit_work(&UP))
         .expect("service");

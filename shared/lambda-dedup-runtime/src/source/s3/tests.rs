@@ -275,7 +275,7 @@ async fn s3_notifications_in_an_sqs_queue_apply_once_and_newest_wins() {
     store.create_table("objects", "key");
     let service = dedup
         .envelope(crate::Envelope::S3)
-        .identity_attribute(IDENTITY_ATTRIBUTE)
+        .identity(crate::Identity::attribute(IDENTITY_ATTRIBUTE))
         .sqs(latest_wins(|e: Event<S3EventRecord>| {
             let key = e
                 .payload

@@ -21,7 +21,7 @@ use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use lambda_dedup::{Effect, Item};
 use lambda_dedup_engine::Outcome;
 use lambda_dedup_runtime::testing::with_outcomes;
-use lambda_dedup_runtime::{Dedup, Env, Envelope, Event, Items};
+use lambda_dedup_runtime::{Dedup, Env, Envelope, Event, store::Items};
 use local_dynamodb::sns::Sns;
 use serde_json::{Value, json};
 

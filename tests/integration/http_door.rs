@@ -3,7 +3,7 @@
 //! racing under one key create one order, committed with the key's mark (S4, S5).
 
 use lambda_dedup_runtime::http::HttpConfig;
-use lambda_dedup_runtime::{Dedup, Env, Items};
+use lambda_dedup_runtime::{Dedup, Env, store::Items};
 use lambda_http::tower::ServiceExt;
 use lambda_http::{Body, Request};
 

@@ -11,7 +11,7 @@ use lambda_dedup::items::{Filter, text};
 use lambda_dedup::{Effect, Item, ItemStore};
 use lambda_dedup_dynamodb::DynamoItems;
 use lambda_dedup_memory::MemoryStore;
-use lambda_dedup_runtime::{Dedup, Env, Items};
+use lambda_dedup_runtime::{Dedup, Env, store::Items};
 use lambda_runtime::LambdaEvent;
 use lambda_runtime::tower::ServiceExt;
 use serde_json::json;

@@ -4,7 +4,7 @@
 //! in the mark table is refused without one, naming the variable.
 
 use lambda_dedup_runtime::webhook::WebhookConfig;
-use lambda_dedup_runtime::{BuildError, Dedup, Env, Items, SettingsError};
+use lambda_dedup_runtime::{BuildError, Dedup, Env, SettingsError, store::Items};
 use lambda_http::tower::ServiceExt;
 
 const SECRET: &str = "whsec_d2hzZWMtdGVzdC0wMTIzNDU2Nzg5";

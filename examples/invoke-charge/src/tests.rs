@@ -32,7 +32,7 @@ fn function(url: &str) -> Service<Value, Receipt> {
 /// The function deployed for `tenant`, its marks in `store` (shared with another deployment).
 fn function_on(url: &str, tenant: &str, store: &MemoryStore) -> Service<Value, Receipt> {
     let dedup = Dedup::read(&env(url, tenant), "invoke-charge").expect("settings");
-    service(dedup.on(lambda_dedup_runtime::Items::new(store.clone()))).expect("service")
+    service(dedup.on(lambda_dedup_runtime::store::Items::new(store.clone()))).expect("service")
 }
 
 /// S6, S8: one charge however often the caller invokes; every duplicate gets the first receipt.

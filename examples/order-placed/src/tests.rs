@@ -26,7 +26,7 @@ fn emails(mail: &Provider) -> Vec<serde_json::Value> {
         .collect()
 }
 
-fn settings(mail_url: &str) -> Dedup<lambda_dedup_runtime::NoStore> {
+fn settings(mail_url: &str) -> Dedup<lambda_dedup_runtime::store::NoStore> {
     let env = Env::from_pairs([
         ("DEDUP_NAMESPACE", "example"),
         ("DEDUP_MARK_TABLE", "marks"),
@@ -38,7 +38,7 @@ fn settings(mail_url: &str) -> Dedup<lambda_dedup_runtime::NoStore> {
 }
 
 fn function(store: &MemoryStore, mail_url: &str) -> SqsService {
-    service(settings(mail_url).on(lambda_dedup_runtime::Items::new(store.clone())))
+    service(settings(mail_url).on(lambda_dedup_runtime::store::Items::new(store.clone())))
         .expect("service")
 }
 

@@ -19,7 +19,7 @@
 
 use lambda_dedup_postgres::{SqlEffect, identifier};
 use lambda_dedup_runtime::flow::transact;
-use lambda_dedup_runtime::{Dedup, Event, SqsService, Store};
+use lambda_dedup_runtime::{Dedup, Event, SqsService, store::Store};
 use lambda_runtime::Error;
 
 /// The `data` of a credit event (CloudEvents JSON in the SQS body).

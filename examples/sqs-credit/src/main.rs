@@ -63,7 +63,7 @@ mod tests {
     }
 
     /// The function's settings, as `main` reads them.
-    fn settings() -> Dedup<lambda_dedup_runtime::NoStore> {
+    fn settings() -> Dedup<lambda_dedup_runtime::store::NoStore> {
         let env = Env::from_pairs([
             ("DEDUP_NAMESPACE", "example"),
             ("DEDUP_MARK_TABLE", "marks"),
@@ -75,7 +75,8 @@ mod tests {
     /// The function as `main` wires it, on the in-memory store (each build a new container on
     /// the same data).
     fn function(store: &MemoryStore) -> SqsService {
-        service(settings().on(lambda_dedup_runtime::Items::new(store.clone()))).expect("service")
+        service(settings().on(lambda_dedup_runtime::store::Items::new(store.clone())))
+            .expect("service")
     }
 
     fn failed(response: &aws_lambda_events::event::sqs::SqsBatchResponse) -> Vec<&str> {

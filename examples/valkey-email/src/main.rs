@@ -18,7 +18,7 @@
 
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_runtime::flow::calls;
-use lambda_dedup_runtime::{Dedup, Event, SqsService, Store};
+use lambda_dedup_runtime::{Dedup, Event, SqsService, store::Store};
 use lambda_dedup_valkey::ValkeyEffect;
 use lambda_runtime::Error;
 

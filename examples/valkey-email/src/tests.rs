@@ -6,7 +6,7 @@
 use super::*;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use lambda_dedup_fake_provider::{Fault, Provider};
-use lambda_dedup_runtime::{Env, NoStore};
+use lambda_dedup_runtime::{Env, store::NoStore};
 
 /// The mail API, on a port of its own.
 async fn mail_api() -> (Provider, String) {
@@ -154,7 +154,7 @@ fn valkey_with(
     ];
     let env = Env::from_pairs(base.iter().chain(vars).copied());
     let dedup = Dedup::read(&env, "valkey-email").expect("settings");
-    let store = lambda_dedup_runtime::valkey_store(dedup.env(), dedup.settings())?;
+    let store = lambda_dedup_runtime::store::valkey(dedup.env(), dedup.settings())?;
     Ok((dedup, store))
 }
 

@@ -23,7 +23,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let client = lambda_dedup_dynamodb::Client::from_conf(&conf);
     let key =
         handler::correlation_key(&dedup, || aws_sdk_secretsmanager::Client::new(&conf)).await?;
-    let store = lambda_dedup_runtime::Items::dynamodb(client.clone(), dedup.settings());
+    let store = lambda_dedup_runtime::store::Items::dynamodb(client.clone(), dedup.settings());
     let dedup = dedup.on(store);
     let items = lambda_dedup_dynamodb::DynamoItems::new(client);
     lambda_runtime::run_concurrent(handler::service(dedup, items, key)?).await

@@ -15,7 +15,7 @@ use lambda_dedup_fake_provider::{Fault, Provider};
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::Env;
-use lambda_dedup_runtime::{BuildError, Dedup, Items};
+use lambda_dedup_runtime::{BuildError, Dedup, store::Items};
 use serde_json::json;
 
 struct World {

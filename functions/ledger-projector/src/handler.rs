@@ -213,7 +213,7 @@ mod tests {
             };
             let build = |env: &Env| {
                 let dedup = Dedup::read(env, FUNCTION)?;
-                service(dedup.on(lambda_dedup_runtime::Items::new(memory())))
+                service(dedup.on(lambda_dedup_runtime::store::Items::new(memory())))
             };
             assert!(build(&env).is_ok());
             let Err(err) = build(&env.with(name, value)) else {

@@ -7,8 +7,9 @@
 //! - At the root: the builder [`Dedup`] and what it is built from ([`Env`], [`Settings`],
 //!   [`Envelope`], [`Parking`]) or refuses with ([`BuildError`], [`SettingsError`]); the work's
 //!   [`Event`], [`Effect`] and [`HandlerError`]; the services it builds ([`SqsService`],
-//!   [`Service`], …); the stores it runs on, bound to the settings when chosen
-//!   ([`Dedup::on`]): [`Items`] (DynamoDB, memory: every mode) or a [`Store`] of marks only
+//!   [`Service`], …).
+//! - [`store`]: the stores it runs on, bound to the settings when chosen ([`Dedup::on`]):
+//!   [`store::Items`] (DynamoDB, memory: every mode) or a [`store::Store`] of marks only
 //!   (PostgreSQL, Valkey).
 //! - [`flow`]: what is done once per event (a closure, a transaction, a call, created once, a
 //!   sequence, latest wins).
@@ -57,7 +58,7 @@ pub mod relay;
 mod secrets;
 mod service;
 mod source;
-mod store;
+pub mod store;
 pub mod testing;
 #[cfg(feature = "webhook")]
 pub mod webhook;
@@ -128,14 +129,6 @@ pub use service::{
 #[cfg(feature = "http")]
 pub use service::{HttpEvent, HttpService};
 pub use source::envelope::Envelope;
-/// The PostgreSQL store [`Dedup::postgres`] chooses, bound to the settings.
-#[cfg(feature = "postgres")]
-pub use store::postgres::from_settings as postgres_store;
-/// The Valkey store [`Dedup::valkey`] chooses, bound to the settings (what a test checks the
-/// key layout of).
-#[cfg(feature = "valkey")]
-pub use store::valkey::from_settings as valkey_store;
-pub use store::{Items, NoStore, Store};
 
 /// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.
 ///

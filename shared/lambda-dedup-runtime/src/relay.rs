@@ -30,7 +30,7 @@
 //! variables), its [`Layout`] and its [`Act`], reads its settings from the builder's own `Env`
 //! (the record budget, the sweep's age; the deadline margin is the function's one
 //! `DEDUP_DEADLINE_MARGIN_MS`), and runs it on the items of the store chosen (its
-//! [`Items`](crate::Items): `DynamoItems` on the function's DynamoDB client in
+//! [`Items`](crate::store::Items): `DynamoItems` on the function's DynamoDB client in
 //! `main`, the memory store in tests). The [`RelayService`] takes both the stream's and the
 //! schedule's events, and `lambda_runtime::run_concurrent` takes it directly.
 //!

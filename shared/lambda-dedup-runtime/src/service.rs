@@ -240,7 +240,7 @@ impl Dedup<NoStore> {
     }
 
     /// Marks in `store`, bound to its settings when it was built: [`Items`] (DynamoDB,
-    /// memory: every mode, the builder `Dedup`) or a [`Store<E>`](crate::Store) (PostgreSQL,
+    /// memory: every mode, the builder `Dedup`) or a [`Store<E>`](crate::store::Store) (PostgreSQL,
     /// Valkey, a `Recording` in tests, your own: the builder `Dedup<Store<E>>`). The builder
     /// then has the services the store can do.
     pub fn on<M: Marks>(self, store: M) -> Dedup<M> {

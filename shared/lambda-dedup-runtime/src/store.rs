@@ -4,7 +4,8 @@
 //! a store has no services (a compile error, not a run-time refusal), and a mode a store cannot
 //! do is a method its builder does not have.
 //!
-//! A store is chosen one way, [`Dedup::on`](crate::Dedup::on), with one of two forms:
+//! A store is chosen one way, [`Dedup::on`](crate::Dedup::on), with one of two forms (their one
+//! path is this module, `lambda_dedup_runtime::store`):
 //!
 //! | form | what it holds | builder | stores | create-once, sequence, latest-wins, relay, webhook |
 //! | --- | --- | --- | --- | --- |
@@ -19,7 +20,7 @@
 //! A store of marks only runs every flow that needs no mode of its own, whatever its effects:
 //!
 //! ```
-//! use lambda_dedup_runtime::{Dedup, Effect, Event, Store, flow::calls};
+//! use lambda_dedup_runtime::{Dedup, Effect, Event, store::Store, flow::calls};
 //! fn f(dedup: impl Fn() -> Dedup<Store<Effect>>) {
 //!     let _ = dedup().sqs(|_: Event<serde_json::Value>| Vec::<Effect>::new());
 //!     let _ = dedup().sqs(calls(|_: Event<serde_json::Value>, _| async { Ok(None) }));
@@ -29,7 +30,7 @@
 //! but not sequence mode (nor create-once or latest-wins mode), even of the same effects:
 //!
 //! ```compile_fail
-//! use lambda_dedup_runtime::{Dedup, Effect, Event, Store, flow::sequence};
+//! use lambda_dedup_runtime::{Dedup, Effect, Event, store::Store, flow::sequence};
 //! fn f(dedup: Dedup<Store<Effect>>) {
 //!     let _ = dedup.sqs(sequence("/seq", |_: Event<serde_json::Value>| Vec::<Effect>::new()));
 //! }
@@ -301,9 +302,13 @@ impl<E: Send + Sync + 'static> Marks for Store<E> {
 pub struct NoStore;
 
 #[cfg(feature = "postgres")]
-pub(crate) mod postgres;
+mod postgres;
 #[cfg(feature = "valkey")]
-pub(crate) mod valkey;
+mod valkey;
+/// The Valkey store [`Dedup::valkey`](crate::Dedup::valkey) chooses, bound to the settings:
+/// what a test checks the key layout of (`ValkeyStore::mark_key`).
+#[cfg(feature = "valkey")]
+pub use valkey::from_settings as valkey;
 
 #[cfg(all(test, feature = "dynamodb"))]
 mod tests {

@@ -104,10 +104,10 @@ pub fn memory_store(settings: &crate::Settings) -> lambda_dedup_memory::MemorySt
 /// the service a store whose retention or lease disagrees with what the function reads.
 #[cfg(feature = "memory")]
 pub fn on_memory(
-    dedup: crate::Dedup<crate::NoStore>,
+    dedup: crate::Dedup<crate::store::NoStore>,
 ) -> (crate::Dedup, lambda_dedup_memory::MemoryStore) {
     let store = memory_store(dedup.settings());
-    (dedup.on(crate::Items::new(store.clone())), store)
+    (dedup.on(crate::store::Items::new(store.clone())), store)
 }
 
 /// [`on_memory`] for a function written for a store of another effect type `E` (a
@@ -116,13 +116,13 @@ pub fn on_memory(
 /// ([`Recording::committed`](lambda_dedup_memory::Recording::committed)).
 #[cfg(feature = "memory")]
 pub fn on_memory_recording<E: Clone + Send + Sync + std::fmt::Debug + 'static>(
-    dedup: crate::Dedup<crate::NoStore>,
+    dedup: crate::Dedup<crate::store::NoStore>,
 ) -> (
-    crate::Dedup<crate::Store<E>>,
+    crate::Dedup<crate::store::Store<E>>,
     lambda_dedup_memory::Recording<E>,
 ) {
     let store = lambda_dedup_memory::Recording::new(memory_store(dedup.settings()));
-    (dedup.on(crate::Store::new(store.clone())), store)
+    (dedup.on(crate::store::Store::new(store.clone())), store)
 }
 
 /// A function as its `main` builds it, on the memory store of its own settings
@@ -145,7 +145,7 @@ pub struct OnMemory<S> {
 pub fn function_on_memory<S, E: From<crate::SettingsError>>(
     env: &crate::Env,
     function: &str,
-    configure: impl FnOnce(crate::Dedup<crate::NoStore>) -> crate::Dedup<crate::NoStore>,
+    configure: impl FnOnce(crate::Dedup<crate::store::NoStore>) -> crate::Dedup<crate::store::NoStore>,
     build: impl FnOnce(crate::Dedup) -> Result<S, E>,
 ) -> Result<OnMemory<S>, E> {
     let key_spec = configure(crate::Dedup::read(env, function)?).key_spec();
@@ -269,7 +269,7 @@ pub fn attribute(
 
 /// The builder of `function` on the least environment a function starts with ([`env`]):
 /// what the key-configuration checks apply a function's `configure` to.
-fn minimal_dedup(function: &str) -> crate::Dedup<crate::NoStore> {
+fn minimal_dedup(function: &str) -> crate::Dedup<crate::store::NoStore> {
     crate::Dedup::read(&env(&[]), function).expect("settings")
 }
 
@@ -277,7 +277,7 @@ fn minimal_dedup(function: &str) -> crate::Dedup<crate::NoStore> {
 /// environment (what the function's `main` applies to its own), then
 /// [`assert_fingerprint_covers`] on `sample`.
 pub fn assert_configured_fingerprint_covers(
-    configure: impl FnOnce(crate::Dedup<crate::NoStore>) -> crate::Dedup<crate::NoStore>,
+    configure: impl FnOnce(crate::Dedup<crate::store::NoStore>) -> crate::Dedup<crate::store::NoStore>,
     sample: &Value,
     depends_on: &[&str],
 ) {
@@ -294,7 +294,7 @@ pub fn assert_configured_fingerprint_covers(
 pub fn assert_declared_key_spec(
     text: Option<&str>,
     function: &str,
-    configure: impl FnOnce(crate::Dedup<crate::NoStore>) -> crate::Dedup<crate::NoStore>,
+    configure: impl FnOnce(crate::Dedup<crate::store::NoStore>) -> crate::Dedup<crate::store::NoStore>,
 ) {
     let dedup = minimal_dedup(function);
     let settings = dedup.settings().clone();

@@ -28,7 +28,7 @@ async fn child_answers_a_hung_invocation() {
         .with_lease(dedup.settings().lease);
     let mut service = dedup
         .identity("/id")
-        .on(lambda_dedup_runtime::Items::new(store))
+        .on(lambda_dedup_runtime::store::Items::new(store))
         .sqs(lambda_dedup_runtime::flow::calls(
             |_: lambda_dedup_runtime::Event<serde_json::Value>, _| {
                 std::future::pending::<Result<Option<String>, lambda_dedup_runtime::HandlerError>>()

@@ -330,7 +330,7 @@ async fn sns_direct_ok_when_all_acknowledged_else_an_error_for_the_destination()
 
     let down = Dedup::read(&env(&[]), "orders")
         .expect("settings")
-        .on(lambda_dedup_runtime::Items::new(store.unreachable()))
+        .on(lambda_dedup_runtime::store::Items::new(store.unreachable()))
         .identity("/order_id")
         .sns(write)
         .expect("service");

@@ -195,7 +195,7 @@ async fn invoke_hostile_payloads_get_typed_errors() {
     drop(dedup);
     let down = Dedup::read(&env("0"), "charger")
         .expect("settings")
-        .on(lambda_dedup_runtime::Items::new(store.unreachable()))
+        .on(lambda_dedup_runtime::store::Items::new(store.unreachable()))
         .identity("/order_id");
     let (down, _) = charges(down, Duration::ZERO);
     assert_eq!(

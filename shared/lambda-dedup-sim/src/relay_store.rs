@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use lambda_dedup::items::{Filter, ItemStoreImpl, text};
 use lambda_dedup::{Effect, Item, StoreError, Value};
 use lambda_dedup_memory::MemoryStore;
-use lambda_dedup_runtime::Items;
+use lambda_dedup_runtime::store::Items;
 
 use crate::clock::SimClock;
 use crate::invariants::Invariant;

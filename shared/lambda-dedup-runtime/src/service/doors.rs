@@ -210,7 +210,7 @@ impl Dedup<crate::store::Items> {
     /// memory), not on a store of marks only, even of the same effects:
     ///
     /// ```compile_fail
-    /// use lambda_dedup_runtime::{Dedup, Effect, Event, Store, flow::latest_wins};
+    /// use lambda_dedup_runtime::{Dedup, Effect, Event, store::Store, flow::latest_wins};
     /// fn f(dedup: Dedup<Store<Effect>>) {
     ///     let _ = dedup.s3(latest_wins(|_: Event<serde_json::Value>| Vec::<Effect>::new()));
     /// }

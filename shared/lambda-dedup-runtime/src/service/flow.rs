@@ -10,9 +10,9 @@
 //! | [`transact`]`(work).then(follow)` | as `transact`; then `follow` gets the events applied now | every store | every source |
 //! | [`calls`]`(call)`, [`calls_service`]`(service)` | an external call under a lease, with the event's idempotency key (S6), within `PROVIDER_TIMEOUT_MS` | every store | every source |
 //! | [`transact`]`(write).then_call(call)` | the write commits with the mark; then the call under its own step's lease | every store | every source |
-//! | [`create_once`]`(work)` | the one item the event creates is its mark: one conditional `Put` (S8) | [`Items`](crate::Items): DynamoDB, memory | every source |
-//! | `latest_wins(work)` (feature `s3`) | as `transact`, with the object's high-water sequencer in the transaction: an older event of the object is superseded | [`Items`](crate::Items): DynamoDB, memory | S3 |
-//! | [`sequence`]`(pointer, work)` | one update per event with the aggregate's high-water, in order: no mark item | [`Items`](crate::Items): DynamoDB, memory | ordered ones: Kinesis, DynamoDB Streams, SQS FIFO |
+//! | [`create_once`]`(work)` | the one item the event creates is its mark: one conditional `Put` (S8) | [`Items`](crate::store::Items): DynamoDB, memory | every source |
+//! | `latest_wins(work)` (feature `s3`) | as `transact`, with the object's high-water sequencer in the transaction: an older event of the object is superseded | [`Items`](crate::store::Items): DynamoDB, memory | S3 |
+//! | [`sequence`]`(pointer, work)` | one update per event with the aggregate's high-water, in order: no mark item | [`Items`](crate::store::Items): DynamoDB, memory | ordered ones: Kinesis, DynamoDB Streams, SQS FIFO |
 //!
 //! A flow a store cannot do, or a batch-wide transaction on a stream (whose records must go in
 //! order), does not compile. A call can be any `tower::Service` of [`Call`]s
@@ -43,10 +43,10 @@
 //! ```
 //!
 //! A store without create-once mode has no create-once flow, even a store of the same effects
-//! (a [`Store`](crate::Store) of marks only):
+//! (a [`Store`](crate::store::Store) of marks only):
 //!
 //! ```compile_fail
-//! use lambda_dedup_runtime::{Dedup, Effect, Event, Store, flow::create_once};
+//! use lambda_dedup_runtime::{Dedup, Effect, Event, store::Store, flow::create_once};
 //! fn f(dedup: Dedup<Store<Effect>>) {
 //!     let _ = dedup.sqs(create_once(|_: Event<serde_json::Value>| Vec::<Effect>::new()));
 //! }

@@ -31,7 +31,7 @@ impl Dedup<NoStore> {
 
 /// The store [`Dedup::postgres`] chooses: the server of `env`'s [`PgConfig`], bound to
 /// `settings` (the mark table, retention, lease and clock-skew allowance).
-pub fn from_settings(env: &Env, settings: &Settings) -> Result<PgStore, SettingsError> {
+pub(crate) fn from_settings(env: &Env, settings: &Settings) -> Result<PgStore, SettingsError> {
     let refused = |e: lambda_dedup::StoreError| {
         SettingsError::refused(MARK_TABLE_VAR, SettingRule::Malformed(e.to_string()))
     };

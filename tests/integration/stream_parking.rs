@@ -1,4 +1,4 @@
-//! S15 on DynamoDB Streams through the builder (`Dedup::dynamodb_stream`), with a real parking
+//! S15 on DynamoDB Streams through the builder (`door::DynamoDbStream`), with a real parking
 //! queue (the SQS emulator `cargo xtask test` starts): a record that can never apply is parked
 //! whole and then passed by the checkpoint, so the item's later records are not held up.
 
@@ -6,6 +6,7 @@ use aws_lambda_events::event::dynamodb::Event;
 use lambda_dedup::{Effect, Item, Value};
 use lambda_dedup_runtime::Parking;
 use lambda_dedup_runtime::Queue;
+use lambda_dedup_runtime::door::DynamoDbStream;
 use lambda_dedup_runtime::events::Change;
 use lambda_dedup_runtime::testing::on_memory;
 use lambda_dedup_runtime::{Dedup, Env, HandlerError};
@@ -62,7 +63,7 @@ async fn s15_a_stream_record_that_cannot_apply_is_parked_whole_then_passed() {
     let service = dedup
         .identity("/newImage/order_id")
         .parking(Parking::new(Queue::with_client(url.clone(), sqs.clone())))
-        .dynamodb_stream(credit)
+        .door(DynamoDbStream, credit)
         .expect("service");
     let stream: Event = serde_json::from_value(json!({"Records": [
         record(1, "o-1", "5"), record(2, "o-2", "five"), record(3, "o-3", "7"),

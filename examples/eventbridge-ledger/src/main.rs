@@ -11,7 +11,7 @@
 //! `DEDUP_MARK_TABLE`) plus `BALANCES_TABLE` (key `account`).
 
 use lambda_dedup_runtime::events::EventBridgeEvent;
-use lambda_dedup_runtime::{Dedup, Effect, Event, Service};
+use lambda_dedup_runtime::{Dedup, Effect, Event, Service, door::EventBridge};
 
 /// An event's detail: a credit.
 #[derive(serde::Deserialize)]
@@ -25,7 +25,7 @@ fn service(dedup: Dedup) -> Result<Service<EventBridgeEvent, ()>, lambda_runtime
     let balances = dedup.env().required("BALANCES_TABLE")?;
     Ok(dedup
         .identity("/credit_id")
-        .eventbridge(move |e: Event<Credit>| {
+        .door(EventBridge, move |e: Event<Credit>| {
             Effect::add(
                 &balances,
                 ("account", e.payload.account),

@@ -13,7 +13,7 @@
 //! `eventSourceArn`) plus `BALANCES_TABLE` (key `account`).
 
 use lambda_dedup_runtime::events::{KafkaEvent, KafkaEventResponse};
-use lambda_dedup_runtime::{Dedup, Effect, Event, Service};
+use lambda_dedup_runtime::{Dedup, Effect, Event, Service, door::Kafka};
 
 /// A record's value: a credit.
 #[derive(serde::Deserialize)]
@@ -25,7 +25,8 @@ struct Credit {
 /// The function: each record's credit, committed with its mark.
 fn service(dedup: Dedup) -> Result<Service<KafkaEvent, KafkaEventResponse>, lambda_runtime::Error> {
     let balances = dedup.env().required("BALANCES_TABLE")?;
-    Ok(dedup.kafka(move |e: Event<Credit>| {
+    let kafka = Kafka::on(&dedup)?;
+    Ok(dedup.door(kafka, move |e: Event<Credit>| {
         Effect::add(
             &balances,
             ("account", e.payload.account),

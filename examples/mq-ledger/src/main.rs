@@ -10,8 +10,8 @@
 //! Environment: the settings of `lambda_dedup_config` (`DEDUP_NAMESPACE`,
 //! `DEDUP_MARK_TABLE`, `DEDUP_PARKING_QUEUE_URL`) plus `BALANCES_TABLE` (key `account`).
 
-use lambda_dedup_runtime::events::ActiveMqEvent;
-use lambda_dedup_runtime::{Dedup, Effect, Event, Identity, Service};
+use lambda_dedup_runtime::events::{ActiveMqEvent, MQ_MESSAGE_ID_ATTRIBUTE};
+use lambda_dedup_runtime::{Dedup, Effect, Event, Identity, Service, door::ActiveMq};
 
 /// A message's data: a credit.
 #[derive(serde::Deserialize)]
@@ -25,10 +25,8 @@ fn service(dedup: Dedup) -> Result<Service<ActiveMqEvent, ()>, lambda_runtime::E
     let balances = dedup.env().required("BALANCES_TABLE")?;
     // The broker's id, chosen openly (S1): it catches the trigger's redeliveries, not a
     // producer that sends one event twice.
-    let dedup = dedup.identity(Identity::attribute(
-        lambda_dedup_runtime::events::MQ_MESSAGE_ID_ATTRIBUTE,
-    ));
-    Ok(dedup.activemq(move |e: Event<Credit>| {
+    let dedup = dedup.identity(Identity::attribute(MQ_MESSAGE_ID_ATTRIBUTE));
+    Ok(dedup.door(ActiveMq, move |e: Event<Credit>| {
         Effect::add(
             &balances,
             ("account", e.payload.account),

@@ -36,20 +36,16 @@ const UPSERT: &str = "INSERT INTO {t} (account, balance) VALUES ($1, $2) \
 /// CloudEvents with the tenant in `tenantid`; one upsert per event, committed with its mark (a
 /// batch in one transaction). `main` runs it on PostgreSQL, the tests on memory too.
 fn service(dedup: Dedup<Store<SqlEffect>>) -> Result<SqsService, Error> {
-    let sql = UPSERT.replace(
-        "{t}",
-        &identifier(&dedup.env().required("BALANCES_TABLE")?)?,
-    );
+    let table = identifier(&dedup.env().required("BALANCES_TABLE")?)?;
+    let sql = UPSERT.replace("{t}", &table);
     let credit = transact(move |e: Event<Credit>| {
         let account = e.scoped(&e.payload.account);
         SqlEffect::new(&sql).bind(account).bind(e.payload.amount)
     })
     .one_transaction_per_batch();
     // The tenant is the payload's: the queue's producers are trusted (its policy names them).
-    Ok(dedup
-        .cloudevents("tenantid")
-        .trusted_producers()
-        .sqs(credit)?)
+    let dedup = dedup.cloudevents("tenantid").trusted_producers();
+    Ok(dedup.sqs(credit)?)
 }
 
 #[tokio::main]

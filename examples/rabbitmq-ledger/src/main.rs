@@ -10,7 +10,7 @@
 //! `DEDUP_MARK_TABLE`, `DEDUP_PARKING_QUEUE_URL`) plus `BALANCES_TABLE` (key `account`).
 
 use lambda_dedup_runtime::events::RabbitMqEvent;
-use lambda_dedup_runtime::{Dedup, Effect, Event, Identity, Service};
+use lambda_dedup_runtime::{Dedup, Effect, Event, Identity, Service, door::RabbitMq};
 
 /// The header naming the producer's event.
 const EVENT_ID_HEADER: &str = "event-id";
@@ -26,7 +26,7 @@ struct Credit {
 fn service(dedup: Dedup) -> Result<Service<RabbitMqEvent, ()>, lambda_runtime::Error> {
     let balances = dedup.env().required("BALANCES_TABLE")?;
     let dedup = dedup.identity(Identity::attribute(EVENT_ID_HEADER));
-    Ok(dedup.rabbitmq(move |e: Event<Credit>| {
+    Ok(dedup.door(RabbitMq, move |e: Event<Credit>| {
         Effect::add(
             &balances,
             ("account", e.payload.account),

@@ -12,13 +12,13 @@
 
 use lambda_dedup_runtime::aws_lambda_events::event::s3::{S3Event, S3EventRecord};
 use lambda_dedup_runtime::flow::latest_wins;
-use lambda_dedup_runtime::{Dedup, Effect, Event, Item, Service};
+use lambda_dedup_runtime::{Dedup, Effect, Event, Item, Service, door::S3};
 
 /// The function: each notification's catalog item, committed with its mark and its object's
 /// high-water.
 fn service(dedup: Dedup) -> Result<Service<S3Event, ()>, lambda_runtime::Error> {
     let catalog = dedup.env().required("CATALOG_TABLE")?;
-    Ok(dedup.s3(latest_wins(move |e: Event<S3EventRecord>| {
+    let work = latest_wins(move |e: Event<S3EventRecord>| {
         let r = e.payload;
         let bucket = r.s3.bucket.name.unwrap_or_default();
         let key = r.s3.object.url_decoded_key.unwrap_or_default();
@@ -31,7 +31,8 @@ fn service(dedup: Dedup) -> Result<Service<S3Event, ()>, lambda_runtime::Error> 
             .value(":state", r.event_name.unwrap_or_default().as_str())
             .value(":size", r.s3.object.size.unwrap_or(0))
             .value(":seq", r.s3.object.sequencer.unwrap_or_default().as_str())
-    }))?)
+    });
+    Ok(dedup.door(S3, work)?)
 }
 
 #[tokio::main]

@@ -14,7 +14,7 @@
 //! door's answer, all before the deadline. A door that answers one request (HTTP, a webhook, a
 //! direct invoke) is the same: its request is the invocation's one record, and it may count its
 //! answer in its own EMF line ([`Door::metrics`]). The builder's doors (`Dedup::sqs`,
-//! `Dedup::kafka`, `Dedup::http`, `Dedup::invoke`, …) are implementations; a function's own
+//! `door::Kafka`, `Dedup::http`, `Dedup::invoke`, …) are implementations; a function's own
 //! door is one more, given to [`Dedup::door`](crate::Dedup::door):
 //!
 //! ```
@@ -48,6 +48,19 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_dedup::Reason;
 use lambda_dedup_engine::{BatchReport, Outcome};
 
+#[cfg(feature = "dynamodb-streams")]
+pub use crate::service::doors::DynamoDbStream;
+#[cfg(feature = "kinesis")]
+pub use crate::service::doors::Kinesis;
+#[cfg(feature = "s3")]
+pub use crate::service::doors::S3;
+#[cfg(feature = "mq")]
+pub use crate::service::doors::{ActiveMq, RabbitMq};
+/// The crate's doors other than SQS ([`Dedup::sqs`](crate::Dedup::sqs)), each given to
+/// [`Dedup::door`](crate::Dedup::door) with its flow: `dedup.door(Kinesis, flow)`.
+pub use crate::service::doors::{EventBridge, Sns};
+#[cfg(feature = "kafka")]
+pub use crate::source::kafka::Kafka;
 /// An SQS event's messages as the SQS door reads them, and its partial batch response from a
 /// report: for a door of your own in SQS bodies.
 pub use crate::sqs::{messages as sqs_messages, response as sqs_response};

@@ -31,14 +31,16 @@
 //! into the user's own type, with its tenant, key, time and provenance (who vouched for the
 //! tenant).
 //!
-//! | source | method | flows ([`flow`]) |
+//! | source | service | flows ([`flow`]) |
 //! | --- | --- | --- |
 //! | SQS, standard and FIFO | [`Dedup::sqs`] | every flow: a closure or [`flow::transact`] (`.one_transaction_per_batch()`, `.then(..)`, `.then_call(..)`), [`flow::calls`], [`flow::calls_service`], [`flow::create_once`], [`flow::sequence`] (FIFO) |
 //! | SNS → SQS, EventBridge → SQS | [`Dedup::envelope`] then [`Dedup::sqs`] | as SQS; the payload and pointers the inner message's |
-//! | SNS (direct subscription), EventBridge (target) | [`Dedup::sns`], [`Dedup::eventbridge`] | every flow that goes message by message; Ok only when all are acknowledged |
+//! | SNS (direct subscription), EventBridge (target) | `dedup.door(Sns, flow)`, `dedup.door(EventBridge, flow)` ([`door`](crate::door)) | every flow that goes message by message; Ok only when all are acknowledged |
+//! | Kinesis, DynamoDB Streams (features `kinesis`, `dynamodb-streams`) | `dedup.door(Kinesis, flow)`, `dedup.door(DynamoDbStream, flow)` | every flow that keeps order: all but a batch-wide transaction |
+//! | Kafka, Amazon MQ (features `kafka`, `mq`) | `dedup.door(Kafka::on(&dedup)?, flow)`, `dedup.door(ActiveMq, flow)`, `dedup.door(RabbitMq, flow)` | as Kinesis |
+//! | S3 notifications (feature `s3`) | `dedup.door(S3, latest_wins(work))` | latest wins only |
+//! | a door of your own ([`Door`](crate::door::Door)) | [`Dedup::door`] | as its ordering allows |
 //! | direct invoke (any JSON, any serde response), in a key space chosen openly ([`InvokeScope`]) | [`Dedup::invoke`] | a leased work whose response duplicates get back |
-//! | Kinesis (feature `kinesis`) | `Dedup::kinesis` | every flow that keeps order: all but a batch-wide transaction |
-//! | DynamoDB Streams (feature `dynamodb-streams`) | `Dedup::dynamodb_stream` | as Kinesis |
 //! | HTTP, signed webhooks (feature `webhook`) | `Dedup::webhook` | the inbox item created once |
 //! | HTTP APIs with `Idempotency-Key` (feature `http`: API Gateway REST/HTTP, ALB, Function URL) | `Dedup::http` | the work's `Reply`: its effects committed with the mark, its answer replayed |
 //! | DynamoDB Streams of items that settle themselves (feature `dynamodb-streams`) | `Dedup::relay` | an action per record, settled on the item |
@@ -61,7 +63,7 @@ use crate::store::{Items, Marks, NoStore};
 use account::{Accounting, Reconciliation};
 
 mod account;
-mod doors;
+pub(crate) mod doors;
 mod event;
 pub mod flow;
 mod invoke;
@@ -854,7 +856,9 @@ pub(crate) mod tests {
                 crate::testing::on_memory(Dedup::read(&env, "streamer").expect("settings"));
             let mut service = dedup
                 .parking(crate::parking::Parking::unreachable())
-                .kinesis(|_: Event<serde_json::Value>| Vec::<lambda_dedup::Effect>::new())
+                .door(crate::door::Kinesis, |_: Event<serde_json::Value>| {
+                    Vec::<lambda_dedup::Effect>::new()
+                })
                 .expect("service");
             let answer = lambda_runtime::Service::call(
                 &mut service,

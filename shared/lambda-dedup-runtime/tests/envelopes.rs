@@ -9,6 +9,7 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_dedup::{Effect, Item};
 use lambda_dedup_engine::{Outcome, Reason};
 use lambda_dedup_memory::MemoryStore;
+use lambda_dedup_runtime::door::{EventBridge, Sns};
 use lambda_dedup_runtime::events::NotAcknowledged;
 use lambda_dedup_runtime::flow::transact;
 use lambda_dedup_runtime::testing::{env, failed_ids, on_memory, with_outcomes};
@@ -297,7 +298,10 @@ fn not_acknowledged(e: &lambda_runtime::Error) -> &NotAcknowledged {
 #[tokio::test]
 async fn sns_direct_ok_when_all_acknowledged_else_an_error_for_the_destination() {
     let (dedup, store) = dedup();
-    let service = dedup.identity("/order_id").sns(write).expect("service");
+    let service = dedup
+        .identity("/order_id")
+        .door(Sns, write)
+        .expect("service");
     let first = order("o-1", 5);
     assert!(
         service
@@ -332,7 +336,7 @@ async fn sns_direct_ok_when_all_acknowledged_else_an_error_for_the_destination()
         .expect("settings")
         .on(lambda_dedup_runtime::store::Items::new(store.unreachable()))
         .identity("/order_id")
-        .sns(write)
+        .door(Sns, write)
         .expect("service");
     let error = down
         .call_with(sns_event(&[("sns-3", &order("o-3", 1))]))
@@ -365,7 +369,7 @@ async fn eventbridge_direct_the_identity_is_in_the_detail_not_the_id() {
             dedup.identity("/instance-id")
         };
         let service = dedup
-            .eventbridge(|e: Event<State>| {
+            .door(EventBridge, |e: Event<State>| {
                 assert_eq!(e.payload.instance, "i-abcd1111");
                 Vec::<Effect>::new()
             })

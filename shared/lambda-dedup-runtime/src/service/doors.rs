@@ -1,12 +1,11 @@
-//! The builder's doors, each a one-line convenience over [`Dedup::door`] with the door of its
-//! source ([`crate::door`]); what a door is and does lives with its source (`crate::source`).
+//! The builder's doors: [`Dedup::sqs`], the one-line convenience of the door every example
+//! starts from, and the other doors of the crate's sources, each a value given to
+//! [`Dedup::door`] with its flow (`dedup.door(Kinesis, flow)`); what a door is and does lives
+//! with its source (`crate::source`).
 
-use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use aws_lambda_events::event::sns::SnsEvent;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 
 use super::flow::Flow;
-use super::flow::seal::Ordered;
 use super::{BuildError, Dedup, Service};
 use crate::store::Marks;
 
@@ -24,211 +23,208 @@ impl<S: Marks> Dedup<S> {
         let envelope = self.envelope;
         self.door(crate::sqs::Sqs { envelope }, flow)
     }
+}
 
-    /// The service of a direct SNS subscription: each record's `Message` through `flow` (any
-    /// flow but a batch-wide transaction), its pointers relative to the `Message` (read inside
-    /// it when it is JSON in a string, as it always is: `.identity("/order_id")`), its
-    /// attributes the notification's `MessageAttributes`, reported by the SNS `MessageId`.
-    /// Ok when every record is acknowledged; else an error, for Lambda's async retries and the
+/// A door of the crate's that stands for another of its own (`$inner`): every answer that
+/// one's.
+macro_rules! door_of {
+    ($(#[cfg($cfg:meta)])? $(#[doc = $doc:expr])* $name:ident => $inner:ty = $new:expr, $event:ty => $response:ty, $ordering:ty) => {
+        $(#[cfg($cfg)])?
+        $(#[doc = $doc])*
+        #[derive(Debug, Clone, Copy, Default)]
+        pub struct $name;
+
+        $(#[cfg($cfg)])?
+        impl crate::door::Door for $name {
+            type Event = $event;
+            type Response = $response;
+            type Ordering = $ordering;
+            const NAME: &'static str = <$inner as crate::door::Door>::NAME;
+            const ENVELOPE_ID: bool = <$inner as crate::door::Door>::ENVELOPE_ID;
+            const CLOUDEVENTS_DATA: bool = <$inner as crate::door::Door>::CLOUDEVENTS_DATA;
+            const SENDER_VOUCHED: bool = <$inner as crate::door::Door>::SENDER_VOUCHED;
+            const PARKS: bool = <$inner as crate::door::Door>::PARKS;
+            const CUT: crate::door::Cut = <$inner as crate::door::Door>::CUT;
+            const IDENTITY: Option<&'static str> = <$inner as crate::door::Door>::IDENTITY;
+            const TENANT: Option<&'static str> = <$inner as crate::door::Door>::TENANT;
+
+            fn messages(
+                &self,
+                event: &Self::Event,
+                context: &lambda_runtime::Context,
+            ) -> Vec<crate::door::Record> {
+                crate::door::Door::messages(&$new, event, context)
+            }
+
+            fn whole(&self, event: &Self::Event) -> bool {
+                crate::door::Door::whole(&$new, event)
+            }
+
+            fn reconciled<'a>(
+                &self,
+                event: &'a Self::Event,
+                batch: &[lambda_dedup::Message],
+            ) -> Option<std::borrow::Cow<'a, aws_lambda_events::event::sqs::SqsEvent>> {
+                crate::door::Door::reconciled(&$new, event, batch)
+            }
+
+            fn metrics(
+                &self,
+                event: &Self::Event,
+                report: &lambda_dedup_engine::BatchReport,
+            ) -> Option<Vec<(&'static str, u64)>> {
+                crate::door::Door::metrics(&$new, event, report)
+            }
+
+            async fn answer(
+                &self,
+                event: &Self::Event,
+                done: crate::door::Answered<'_>,
+            ) -> Result<Self::Response, lambda_runtime::Error> {
+                crate::door::Door::answer(&$new, event, done).await
+            }
+        }
+    };
+}
+
+door_of! {
+    /// A direct SNS subscription, for [`Dedup::door`]: each record's `Message` through the flow
+    /// (any flow but a batch-wide transaction), its pointers relative to the `Message` (read
+    /// inside it when it is JSON in a string, as it always is: `.identity("/order_id")`), its
+    /// attributes the notification's `MessageAttributes`, reported by the SNS `MessageId`. Ok
+    /// when every record is acknowledged; else an error, for Lambda's async retries and the
     /// on-failure destination (the template must give the function one).
-    pub fn sns<M, F>(self, flow: F) -> Result<Service<SnsEvent, ()>, BuildError>
-    where
-        F: Flow<S, M>,
-        F::Step: Ordered,
-    {
-        self.door(crate::asynchronous::Invoked::new(), flow)
-    }
+    Sns => crate::asynchronous::Invoked<aws_lambda_events::event::sns::SnsEvent>
+        = crate::asynchronous::Invoked::<aws_lambda_events::event::sns::SnsEvent>::new(),
+    aws_lambda_events::event::sns::SnsEvent => (),
+    crate::door::InOrder
+}
 
-    /// The service of an EventBridge target: the event's `detail` through `flow`, its pointers
-    /// relative to the `detail` (`.identity("/order_id")`: EventBridge gives every `PutEvents`
-    /// entry a new `id`, so a producer's retry has a new `id` and the identity belongs in the
-    /// detail), reported by the event's `id`. Answered as [`sns`](Self::sns) is.
-    pub fn eventbridge<M, F>(self, flow: F) -> Result<Service<EventBridgeEvent, ()>, BuildError>
-    where
-        F: Flow<S, M>,
-        F::Step: Ordered,
-    {
-        self.door(crate::asynchronous::Invoked::new(), flow)
-    }
+door_of! {
+    /// An EventBridge target, for [`Dedup::door`]: the event's `detail` through the flow, its
+    /// pointers relative to the `detail` (`.identity("/order_id")`: EventBridge gives every
+    /// `PutEvents` entry a new `id`, so a producer's retry has a new `id` and the identity
+    /// belongs in the detail), reported by the event's `id`. Answered as [`Sns`] is.
+    EventBridge => crate::asynchronous::Invoked<aws_lambda_events::event::eventbridge::EventBridgeEvent>
+        = crate::asynchronous::Invoked::<aws_lambda_events::event::eventbridge::EventBridgeEvent>::new(),
+    aws_lambda_events::event::eventbridge::EventBridgeEvent => (),
+    crate::door::InOrder
+}
 
-    /// The Kinesis service of `flow` (any flow of [`flow`](super::flow) but a batch-wide
-    /// transaction, which would not keep order): records in order per partition key, records
-    /// that can never apply parked in `DEDUP_PARKING_QUEUE_URL` (required) before the
-    /// checkpoint passes them (S15).
+door_of! {
+    #[cfg(feature = "kinesis")]
+    /// Kinesis (feature `kinesis`), for [`Dedup::door`]: records in order per partition key
+    /// (any flow of [`flow`](super::flow) but a batch-wide transaction), records that can
+    /// never apply parked in `DEDUP_PARKING_QUEUE_URL` (required) before the checkpoint passes
+    /// them (S15).
     ///
     /// A batch-wide transaction would not keep the records' order, so it does not compile here:
     ///
     /// ```compile_fail
-    /// use lambda_dedup_runtime::{Dedup, Effect, Event, flow::transact};
+    /// use lambda_dedup_runtime::{Dedup, Effect, Event, door::Kinesis, flow::transact};
     /// fn f(dedup: Dedup) {
     ///     let work = transact(|_: Event<serde_json::Value>| Vec::<Effect>::new());
-    ///     let _ = dedup.kinesis(work.one_transaction_per_batch());
+    ///     let _ = dedup.door(Kinesis, work.one_transaction_per_batch());
     /// }
     /// ```
     ///
     /// ```
-    /// use lambda_dedup_runtime::{Dedup, Effect, Event, flow::transact};
+    /// use lambda_dedup_runtime::{Dedup, Effect, Event, door::Kinesis, flow::transact};
     /// fn f(dedup: Dedup) {
     ///     let work = transact(|_: Event<serde_json::Value>| Vec::<Effect>::new());
-    ///     let _ = dedup.kinesis(work);
+    ///     let _ = dedup.door(Kinesis, work);
     /// }
     /// ```
-    #[cfg(feature = "kinesis")]
-    pub fn kinesis<M, F>(
-        self,
-        flow: F,
-    ) -> Result<
-        Service<
-            aws_lambda_events::event::kinesis::KinesisEvent,
-            aws_lambda_events::event::streams::KinesisEventResponse,
-        >,
-        BuildError,
-    >
-    where
-        F: Flow<S, M>,
-        F::Step: Ordered,
-    {
-        self.door(crate::stream::Stream::new(), flow)
-    }
+    Kinesis => crate::stream::Stream<aws_lambda_events::event::kinesis::KinesisEvent>
+        = crate::stream::Stream::<aws_lambda_events::event::kinesis::KinesisEvent>::new(),
+    aws_lambda_events::event::kinesis::KinesisEvent => aws_lambda_events::event::streams::KinesisEventResponse,
+    crate::door::InOrder
+}
 
-    /// The DynamoDB Streams service of `flow`: each record's change
+door_of! {
+    #[cfg(feature = "dynamodb-streams")]
+    /// DynamoDB Streams (feature `dynamodb-streams`), for [`Dedup::door`]: each record's change
     /// ([`Change`](crate::events::Change), its images read into `T` of an
-    /// `Event<Change<T>>`) in order per item, deduplicated by the identity the builder is given —
-    /// a pointer into the record's `{"eventName", "keys", "newImage", "oldImage"}`, such as
+    /// `Event<Change<T>>`) in order per item, deduplicated by the identity the builder is given
+    /// — a pointer into the record's `{"eventName", "keys", "newImage", "oldImage"}`, such as
     /// `.identity("/newImage/order_id")`, never the record's sequence number (S1). Records that
     /// can never apply are parked in `DEDUP_PARKING_QUEUE_URL` (required) before the checkpoint
     /// passes them (S15); a record without the identity (a `REMOVE`, when it is read from the
     /// new image) is one of them, so filter the trigger on `eventName` for the changes the
     /// function is for.
-    #[cfg(feature = "dynamodb-streams")]
-    pub fn dynamodb_stream<M, F>(
-        self,
-        flow: F,
-    ) -> Result<
-        Service<
-            aws_lambda_events::event::dynamodb::Event,
-            aws_lambda_events::event::streams::DynamoDbEventResponse,
-        >,
-        BuildError,
-    >
-    where
-        F: Flow<S, M>,
-        F::Step: Ordered,
-    {
-        self.door(crate::stream::Stream::new(), flow)
-    }
-
-    /// The Kafka service of `flow` (any flow but a batch-wide transaction, which would not
-    /// keep order): records in order per partition, each partition's first record not done
-    /// named in a [`KafkaEventResponse`](crate::kafka::KafkaEventResponse), records that can
-    /// never apply parked in `DEDUP_PARKING_QUEUE_URL` (required) before the response passes
-    /// them (S15).
-    ///
-    /// Unless the builder was given an identity (`identity(Identity::attribute("<header>"))` for a record
-    /// header, `identity("/pointer")` into the value, `cloudevents(..)`), a record's identity
-    /// is its position — cluster, topic, partition and offset (`crate::kafka`): it catches
-    /// every redelivery of a record, not a producer that writes one event twice. Keyed by
-    /// position, it refuses to start without `DEDUP_KAFKA_CLUSTER_ID`
-    /// (`crate::kafka::CLUSTER_ID_VARIABLE`), the name of a self-managed cluster (an MSK
-    /// event is named by its `eventSourceArn`). The envelope id
-    /// ([`Identity::envelope_id`](crate::Identity::envelope_id)) is refused: a Kafka record has
-    /// none.
-    ///
-    /// ```compile_fail
-    /// use lambda_dedup_runtime::{Dedup, Effect, Event, flow::transact};
-    /// fn f(dedup: Dedup) {
-    ///     let work = transact(|_: Event<serde_json::Value>| Vec::<Effect>::new());
-    ///     let _ = dedup.kafka(work.one_transaction_per_batch());
-    /// }
-    /// ```
-    #[cfg(feature = "kafka")]
-    pub fn kafka<M, F>(
-        self,
-        flow: F,
-    ) -> Result<
-        Service<aws_lambda_events::event::kafka::KafkaEvent, crate::kafka::KafkaEventResponse>,
-        BuildError,
-    >
-    where
-        F: Flow<S, M>,
-        F::Step: Ordered,
-    {
-        let door = crate::kafka::Kafka::on(&self)?;
-        self.door(door, flow)
-    }
-
-    /// The ActiveMQ service of `flow` (Amazon MQ for ActiveMQ): each message once, by the
-    /// identity the builder is given — the broker's `messageID` only when chosen openly,
-    /// `.identity(Identity::attribute(mq::MESSAGE_ID_ATTRIBUTE))` (S1: it misses a producer's resend;
-    /// `crate::mq`), a property (`.identity(Identity::attribute("event-id"))`) or the data's own. A message
-    /// that can never apply is parked in `DEDUP_PARKING_QUEUE_URL` (required) and the batch
-    /// acknowledged; a transient failure fails the invocation, so the whole batch comes again
-    /// and what applied is then a duplicate.
-    #[cfg(feature = "mq")]
-    pub fn activemq<M, F>(
-        self,
-        flow: F,
-    ) -> Result<Service<aws_lambda_events::event::activemq::ActiveMqEvent, ()>, BuildError>
-    where
-        F: Flow<S, M>,
-        F::Step: Ordered,
-    {
-        self.door(crate::mq::Mq(crate::mq::activemq_messages), flow)
-    }
-
-    /// The RabbitMQ service of `flow` (Amazon MQ for RabbitMQ), as
-    /// [`activemq`](Self::activemq): the broker's id is `basicProperties.messageId`, which
-    /// RabbitMQ leaves null unless the producer sets it (a message without the identity chosen
-    /// is parked, never guessed): a header (`identity(Identity::attribute("<header>"))`) or the data's own
-    /// (`identity("/pointer")`) is the usual choice.
-    #[cfg(feature = "mq")]
-    pub fn rabbitmq<M, F>(
-        self,
-        flow: F,
-    ) -> Result<Service<aws_lambda_events::event::rabbitmq::RabbitMqEvent, ()>, BuildError>
-    where
-        F: Flow<S, M>,
-        F::Step: Ordered,
-    {
-        self.door(crate::mq::Mq(crate::mq::rabbitmq_messages), flow)
-    }
+    DynamoDbStream => crate::stream::Stream<aws_lambda_events::event::dynamodb::Event>
+        = crate::stream::Stream::<aws_lambda_events::event::dynamodb::Event>::new(),
+    aws_lambda_events::event::dynamodb::Event => aws_lambda_events::event::streams::DynamoDbEventResponse,
+    crate::door::InOrder
 }
 
-#[cfg(feature = "s3")]
-impl Dedup<crate::store::Items> {
-    /// The service of S3 event notifications invoking the function directly (asynchronously):
-    /// each record once (`crate::s3`: by default its bucket, decoded key, version id and
-    /// sequencer), its work committed with its mark and its object's high-water sequencer
-    /// ([`latest_wins`](crate::flow::latest_wins)), so a redelivery is a duplicate and an event
-    /// older than one applied for the same object is superseded — acknowledged, counted,
-    /// never applied over the newer one. A record that cannot be read (no key, a sequencer
-    /// that is not hex…) is rejected `envelope_malformed`. Ok when every record is
-    /// acknowledged; else an error, for Lambda's async retries and then the on-failure
-    /// destination (the template must give the function one).
+door_of! {
+    #[cfg(feature = "mq")]
+    /// Amazon MQ for ActiveMQ (feature `mq`), for [`Dedup::door`]: each message once, by the
+    /// identity the builder is given — the broker's `messageID` only when chosen openly,
+    /// `.identity(Identity::attribute(events::MQ_MESSAGE_ID_ATTRIBUTE))` (S1: it misses a
+    /// producer's resend), a property (`.identity(Identity::attribute("event-id"))`) or the
+    /// data's own. A message that can never apply is parked in `DEDUP_PARKING_QUEUE_URL`
+    /// (required) and the batch acknowledged; a transient failure fails the invocation, so the
+    /// whole batch comes again and what applied is then a duplicate.
+    ActiveMq => crate::mq::Mq<aws_lambda_events::event::activemq::ActiveMqEvent>
+        = crate::mq::Mq(crate::mq::activemq_messages),
+    aws_lambda_events::event::activemq::ActiveMqEvent => (),
+    crate::door::InOrder
+}
+
+door_of! {
+    #[cfg(feature = "mq")]
+    /// Amazon MQ for RabbitMQ (feature `mq`), for [`Dedup::door`], as [`ActiveMq`]: the
+    /// broker's id is `basicProperties.messageId`, which RabbitMQ leaves null unless the
+    /// producer sets it (a message without the identity chosen is parked, never guessed): a
+    /// header (`.identity(Identity::attribute("<header>"))`) or the data's own
+    /// (`.identity("/pointer")`) is the usual choice.
+    RabbitMq => crate::mq::Mq<aws_lambda_events::event::rabbitmq::RabbitMqEvent>
+        = crate::mq::Mq(crate::mq::rabbitmq_messages),
+    aws_lambda_events::event::rabbitmq::RabbitMqEvent => (),
+    crate::door::InOrder
+}
+
+door_of! {
+    #[cfg(feature = "s3")]
+    /// S3 event notifications invoking the function directly (asynchronously; feature `s3`),
+    /// for [`Dedup::door`] with the [`latest_wins`](crate::flow::latest_wins) flow only: each
+    /// record once (by default its bucket, decoded key, version id and sequencer), its work
+    /// committed with its mark and its object's high-water sequencer, so a redelivery is a
+    /// duplicate and an event older than one applied for the same object is superseded —
+    /// acknowledged, counted, never applied over the newer one. A record that cannot be read
+    /// (no key, a sequencer that is not hex…) is rejected `envelope_malformed`. Ok when every
+    /// record is acknowledged; else an error, for Lambda's async retries and then the
+    /// on-failure destination (the template must give the function one).
     ///
     /// Only on a store with latest-wins mode ([`Items`](crate::store::Items): DynamoDB,
     /// memory), not on a store of marks only, even of the same effects:
     ///
     /// ```compile_fail
-    /// use lambda_dedup_runtime::{Dedup, Effect, Event, store::Store, flow::latest_wins};
+    /// use lambda_dedup_runtime::{Dedup, Effect, Event, door::S3, store::Store, flow::latest_wins};
     /// fn f(dedup: Dedup<Store<Effect>>) {
-    ///     let _ = dedup.s3(latest_wins(|_: Event<serde_json::Value>| Vec::<Effect>::new()));
+    ///     let _ = dedup.door(S3, latest_wins(|_: Event<serde_json::Value>| Vec::<Effect>::new()));
+    /// }
+    /// ```
+    ///
+    /// nor with another flow:
+    ///
+    /// ```compile_fail
+    /// use lambda_dedup_runtime::{Dedup, Effect, Event, door::S3};
+    /// fn f(dedup: Dedup) {
+    ///     let _ = dedup.door(S3, |_: Event<serde_json::Value>| Vec::<Effect>::new());
     /// }
     /// ```
     ///
     /// ```
-    /// use lambda_dedup_runtime::{Dedup, Effect, Event, flow::latest_wins};
+    /// use lambda_dedup_runtime::{Dedup, Effect, Event, door::S3, flow::latest_wins};
     /// fn f(dedup: Dedup) {
-    ///     let _ = dedup.s3(latest_wins(|_: Event<serde_json::Value>| Vec::<Effect>::new()));
+    ///     let _ = dedup.door(S3, latest_wins(|_: Event<serde_json::Value>| Vec::<Effect>::new()));
     /// }
     /// ```
-    pub fn s3<M, F>(
-        self,
-        flow: super::flow::LatestWins<F>,
-    ) -> Result<Service<aws_lambda_events::event::s3::S3Event, ()>, BuildError>
-    where
-        super::flow::LatestWins<F>: Flow<crate::store::Items, M>,
-    {
-        self.door(crate::asynchronous::Invoked::new(), flow)
-    }
+    S3 => crate::asynchronous::Invoked<aws_lambda_events::event::s3::S3Event>
+        = crate::asynchronous::Invoked::<aws_lambda_events::event::s3::S3Event>::new(),
+    aws_lambda_events::event::s3::S3Event => (),
+    super::flow::seal::LatestOnly
 }

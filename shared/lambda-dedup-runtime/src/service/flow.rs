@@ -1,6 +1,6 @@
 //! Flows: what a service does with each event, as values that every source takes.
 //!
-//! A source ([`Dedup::sqs`](crate::Dedup::sqs), `Dedup::kinesis`, `Dedup::dynamodb_stream`)
+//! A source ([`Dedup::sqs`](crate::Dedup::sqs), `door::Kinesis`, `door::DynamoDbStream`)
 //! takes one flow; the flow says how the event's effect happens once.
 //!
 //! | flow | the effect | stores | sources |
@@ -184,6 +184,15 @@ pub(crate) mod seal {
 
     impl<T: Step> Admits<crate::door::AnyOrder> for T {}
     impl<T: Step + Ordered> Admits<crate::door::InOrder> for T {}
+
+    /// The ordering of the S3 door ([`crate::door::S3`]): the latest-wins flow only, whose
+    /// step admits it (unnameable outside the crate, so no other flow can).
+    #[cfg(feature = "s3")]
+    #[derive(Debug)]
+    pub enum LatestOnly {}
+
+    #[cfg(feature = "s3")]
+    impl crate::door::Ordering for LatestOnly {}
 }
 
 use seal::{On, Ordered, Step};

@@ -41,7 +41,7 @@ impl Records for Event {
     }
 }
 
-/// One stream record's change as the builder's work sees it ([`crate::Dedup::dynamodb_stream`]):
+/// One stream record's change as the builder's work sees it ([`DynamoDbStream`](crate::door::DynamoDbStream)):
 /// the item's keys and images read into the user's type `T` (an image the record does not carry
 /// is `None`: a `REMOVE` has no new image, a `NEW_IMAGE` stream no old one).
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -240,7 +240,12 @@ mod tests {
             Some(parking) => dedup.parking(parking),
             None => dedup,
         };
-        (dedup.dynamodb_stream(credit).expect("service"), store)
+        (
+            dedup
+                .door(crate::door::DynamoDbStream, credit)
+                .expect("service"),
+            store,
+        )
     }
 
     /// Customer c-1's running total.
@@ -334,7 +339,10 @@ mod tests {
     fn a_stream_service_without_parking_is_refused() {
         let env = Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
         let (dedup, _) = on_memory(Dedup::read(&env, "orders").expect("settings"));
-        let Err(e) = dedup.identity("/newImage/order_id").dynamodb_stream(credit) else {
+        let Err(e) = dedup
+            .identity("/newImage/order_id")
+            .door(crate::door::DynamoDbStream, credit)
+        else {
             panic!("built without parking");
         };
         assert!(

@@ -238,7 +238,7 @@ proptest! {
     fn kinesis_door_any_sequence_arrival_or_time_never_panics(
         id in value(), t in value(), seq in text(), arrival in arrival(), f in format(),
     ) {
-        let service = builder("json:/t", f).identity("/id").kinesis(nothing).expect("service");
+        let service = builder("json:/t", f).identity("/id").door(crate::door::Kinesis, nothing).expect("service");
         let event = json!({"Records": [{
             "eventSource": "aws:kinesis", "eventID": format!("shardId-0:{seq}"),
             "kinesis": {"kinesisSchemaVersion": "1.0", "partitionKey": "p",
@@ -254,7 +254,7 @@ proptest! {
     ) {
         let service = builder("json:/newImage/t", f)
             .identity("/newImage/id")
-            .dynamodb_stream(nothing)
+            .door(crate::door::DynamoDbStream, nothing)
             .expect("service");
         let event = json!({"Records": [{
             "eventID": "e-1", "eventName": "INSERT", "eventSource": "aws:dynamodb",
@@ -277,7 +277,8 @@ proptest! {
     ) {
         let dedup = builder("json:/t", f);
         let dedup = if by_position { dedup } else { dedup.identity("/id") };
-        let service = dedup.kafka(nothing).expect("service");
+        let door = crate::door::Kafka::on(&dedup).expect("door");
+        let service = dedup.door(door, nothing).expect("service");
         let key = format!("topic-{partition}");
         let event = json!({
             "eventSource": if msk { "aws:kafka" } else { "SelfManagedKafka" },
@@ -296,7 +297,7 @@ proptest! {
         key in text(), sequencer in text(), version in text(), size in number(),
     ) {
         let service = builder("none", TimeFormat::Rfc3339)
-            .s3(crate::flow::latest_wins(nothing))
+            .door(crate::door::S3, crate::flow::latest_wins(nothing))
             .expect("service");
         let event = json!({"Records": [{
             "eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "us-east-1",
@@ -317,7 +318,7 @@ proptest! {
     ) {
         let service = builder("attribute:t", f)
             .identity(crate::Identity::attribute("event-id"))
-            .activemq(nothing)
+            .door(crate::door::ActiveMq, nothing)
             .expect("service");
         let message = json!({
             "messageID": message_id, "messageType": "jms/text-message", "timestamp": stamp,
@@ -337,7 +338,7 @@ proptest! {
     ) {
         let service = builder("attribute:t", f)
             .identity(crate::Identity::attribute("event-id"))
-            .rabbitmq(nothing)
+            .door(crate::door::RabbitMq, nothing)
             .expect("service");
         let message = json!({
             "basicProperties": {"contentType": "text/plain", "headers": {
@@ -356,7 +357,7 @@ proptest! {
         id in value(), t in value(), attr in text(), f in format(), by_attribute in any::<bool>(),
     ) {
         let from = if by_attribute { "attribute:t" } else { "json:/t" };
-        let service = builder(from, f).identity("/id").sns(nothing).expect("service");
+        let service = builder(from, f).identity("/id").door(crate::door::Sns, nothing).expect("service");
         let event = json!({"Records": [{"EventSource": "aws:sns", "EventVersion": "1.0",
             "EventSubscriptionArn": "arn:aws:sns:us-east-1:0:t:s",
             "Sns": {"Type": "Notification", "MessageId": "n-1",
@@ -376,7 +377,7 @@ proptest! {
                            "account": "0", "time": "2026-01-01T00:00:00Z",
                            "region": "us-east-1", "resources": [],
                            "detail": {"id": id, "t": t}});
-        let direct = builder("json:/t", f).identity("/id").eventbridge(nothing).expect("service");
+        let direct = builder("json:/t", f).identity("/id").door(crate::door::EventBridge, nothing).expect("service");
         through::<EventBridgeEvent, _>(&direct, event.clone(), 1)?;
         let queued = builder("json:/t", f)
             .identity("/id")
@@ -405,7 +406,7 @@ async fn kinesis_event_time_beyond_i64_epoch_seconds_is_parked_not_a_panic() {
     let service = dedup
         .parking(parking)
         .identity("/id")
-        .kinesis(nothing)
+        .door(crate::door::Kinesis, nothing)
         .expect("service");
     let record = |seq: u64, t: Value| {
         json!({"eventSource": "aws:kinesis", "eventID": format!("shardId-0:{seq}"),

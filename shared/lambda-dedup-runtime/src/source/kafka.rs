@@ -228,20 +228,42 @@ fn split_id(id: &str) -> Option<(&str, i64)> {
     Some((partition, offset.parse().ok()?))
 }
 
-/// The Kafka door: each record under `"<topic>-<partition>@<offset>"`, keyed by default by its
-/// position ([`POSITION_ATTRIBUTE`]) in the cluster it is named by; a value that is not base64
-/// refused; each partition's first record neither done nor parked named in the response.
+/// The Kafka door (Amazon MSK, self-managed; feature `kafka`), for
+/// [`Dedup::door`](crate::Dedup::door), built from the builder as configured
+/// ([`Kafka::on`]): records in order per partition (any flow but a batch-wide transaction,
+/// which would not keep order), each under `"<topic>-<partition>@<offset>"`, each partition's
+/// first record not done named in a [`KafkaEventResponse`], records that can never apply (a
+/// value that is not base64…) parked in `DEDUP_PARKING_QUEUE_URL` (required) before the
+/// response passes them (S15).
+///
+/// Unless the builder was given an identity (`.identity(Identity::attribute("<header>"))` for
+/// a record header, `.identity("/pointer")` into the value, `.cloudevents(..)`), a record's
+/// identity is its position — cluster, topic, partition and offset: it catches every
+/// redelivery of a record, not a producer that writes one event twice. Keyed by position, it
+/// refuses to start without `DEDUP_KAFKA_CLUSTER_ID`, the name of a self-managed cluster (an
+/// MSK event is named by its `eventSourceArn`). The envelope id is refused: a Kafka record has
+/// none.
+///
+/// ```compile_fail
+/// use lambda_dedup_runtime::{Dedup, Effect, Event, door::Kafka, flow::transact};
+/// fn f(dedup: Dedup) -> Result<(), lambda_dedup_runtime::BuildError> {
+///     let work = transact(|_: Event<serde_json::Value>| Vec::<Effect>::new());
+///     let kafka = Kafka::on(&dedup)?;
+///     let _ = dedup.door(kafka, work.one_transaction_per_batch());
+///     Ok(())
+/// }
+/// ```
 #[derive(Debug, Clone)]
-pub(crate) struct Kafka {
+pub struct Kafka {
     /// The cluster id the function is given ([`CLUSTER_ID_VARIABLE`]).
     cluster_id: Option<Arc<str>>,
 }
 
 impl Kafka {
-    /// The door for `dedup`: keyed by position (its default identity), a self-managed cluster
-    /// is named by the id it is given, never by its bootstrap string (issue 42), so there is no
-    /// start without it.
-    pub(crate) fn on<S>(dedup: &crate::Dedup<S>) -> Result<Self, crate::BuildError> {
+    /// The door for `dedup`, as configured (its identity chosen): keyed by position (its
+    /// default identity), a self-managed cluster is named by the id it is given, never by its
+    /// bootstrap string (issue 42), so there is no start without it.
+    pub fn on<S>(dedup: &crate::Dedup<S>) -> Result<Self, crate::BuildError> {
         let by_position = dedup.keyed_by_attribute(POSITION_ATTRIBUTE, true);
         let cluster_id = match by_position {
             true => Some(dedup.env().required(CLUSTER_ID_VARIABLE)?.trim().into()),

@@ -259,7 +259,10 @@ mod tests {
         let base = Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
         let service = |env: &Env| {
             let (dedup, _) = crate::testing::on_memory(crate::Dedup::read(env, "k").expect("env"));
-            dedup.kinesis(|_: crate::Event<serde_json::Value>| Vec::<Effect>::new())
+            dedup.door(
+                crate::door::Kinesis,
+                |_: crate::Event<serde_json::Value>| Vec::<Effect>::new(),
+            )
         };
         for env in [
             base.clone(),

@@ -1,7 +1,7 @@
 //! The latest-wins flow ([`latest_wins`]): the transactional flow with the object's high-water
 //! sequencer in the same transaction, so an event older than one applied for its object is
 //! superseded (acknowledged, counted, not applied). Only on a store with the capability
-//! ([`Items`]: DynamoDB, memory); the S3 door ([`Dedup::s3`](crate::Dedup::s3)) is its source.
+//! ([`Items`]: DynamoDB, memory); the S3 door ([`door::S3`](crate::door::S3)) is its source.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -68,6 +68,7 @@ impl Step for LatestStep {
 }
 
 impl Ordered for LatestStep {}
+impl super::seal::Admits<super::seal::LatestOnly> for LatestStep {}
 
 impl<T, F, P> Flow<Items, (Event<T>, P, Sequencer)> for LatestWins<F>
 where

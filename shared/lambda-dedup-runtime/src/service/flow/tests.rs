@@ -71,18 +71,21 @@ async fn calls_on_kinesis_call_once_per_event_in_order() {
     let fail = Arc::new(AtomicUsize::new(1));
     let (c, f) = (called.clone(), fail.clone());
     let service = dedup
-        .kinesis(calls(move |e: Event<Pay>, lease: Lease| {
-            let (c, f) = (c.clone(), f.clone());
-            async move {
-                c.lock()
-                    .expect("lock")
-                    .push((e.payload.n, lease.key.idempotency_key()));
-                if e.payload.n == 2 && f.fetch_sub(1, Ordering::SeqCst) == 1 {
-                    return Err(HandlerError::transient("provider down"));
+        .door(
+            crate::door::Kinesis,
+            calls(move |e: Event<Pay>, lease: Lease| {
+                let (c, f) = (c.clone(), f.clone());
+                async move {
+                    c.lock()
+                        .expect("lock")
+                        .push((e.payload.n, lease.key.idempotency_key()));
+                    if e.payload.n == 2 && f.fetch_sub(1, Ordering::SeqCst) == 1 {
+                        return Err(HandlerError::transient("provider down"));
+                    }
+                    Ok(Some(format!("paid {}", e.payload.n)))
                 }
-                Ok(Some(format!("paid {}", e.payload.n)))
-            }
-        }))
+            }),
+        )
         .expect("service");
     let records = [
         ("a", r#"{"id": "p1", "n": 1}"#),
@@ -122,10 +125,13 @@ async fn a_write_then_a_call_on_kinesis_happens_once_per_event() {
         Effect::put("payments", item.with("n", e.payload.n))
     });
     let service = dedup
-        .kinesis(write.then_call(move |_: Event<Pay>, _: Lease| {
-            c.fetch_add(1, Ordering::SeqCst);
-            async { Ok(None) }
-        }))
+        .door(
+            crate::door::Kinesis,
+            write.then_call(move |_: Event<Pay>, _: Lease| {
+                c.fetch_add(1, Ordering::SeqCst);
+                async { Ok(None) }
+            }),
+        )
         .expect("service");
     let records = [
         ("a", r#"{"id": "p1", "n": 1}"#),

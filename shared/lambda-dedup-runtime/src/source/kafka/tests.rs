@@ -60,8 +60,22 @@ fn service(
     parking: Parking,
     down: &'static AtomicBool,
 ) -> crate::Service<KafkaEvent, KafkaEventResponse> {
-    let door = dedup.parking(parking).kafka(credit_work(down));
+    let door = kafka(dedup.parking(parking), credit_work(down));
     door.expect("service")
+}
+
+/// The Kafka door on `dedup` as a function builds it (bound to the builder as configured),
+/// running `flow`.
+fn kafka<M, F>(
+    dedup: Dedup,
+    flow: F,
+) -> Result<crate::Service<KafkaEvent, KafkaEventResponse>, crate::BuildError>
+where
+    F: crate::flow::Flow<crate::store::Items, M>,
+    F::Step: crate::flow::seal::Admits<crate::door::InOrder>,
+{
+    let door = crate::door::Kafka::on(&dedup)?;
+    dedup.door(door, flow)
 }
 
 fn named(response: &KafkaEventResponse) -> Vec<(String, i64)> {
@@ -282,9 +296,9 @@ fn self_managed(mut event: KafkaEvent, servers: &str) -> KafkaEvent {
 fn kafka_self_managed_cluster_id_is_required_to_start() {
     static UP: AtomicBool = AtomicBool::new(false);
     let (dedup, _) = ledger(&[]);
-    let refused = dedup
-        .parking(Parking::unreachable())
-        .kafka(|_: Event<Credit>| Vec::<Effect>::new());
+    let refused = kafka(dedup.parking(Parking::unreachable()), |_: Event<Credit>| {
+        Vec::<Effect>::new()
+    });
     assert!(
         matches!(&refused, Err(crate::BuildError::Settings(crate::SettingsError::Missing(v)))
             if v == CLUSTER_ID_VARIABLE),
@@ -331,18 +345,18 @@ fn identity_envelope_id_is_kept_not_replaced_by_kafka_or_s3() {
         )
     };
     let (dedup, _) = builder();
-    let kafka = dedup
+    let dedup = dedup
         .identity(crate::Identity::envelope_id())
-        .parking(Parking::unreachable())
-        .kafka(|_: Event<Credit>| Vec::<Effect>::new())
-        .map(drop);
+        .parking(Parking::unreachable());
+    let kafka = kafka(dedup, |_: Event<Credit>| Vec::<Effect>::new()).map(drop);
     assert!(refused(kafka), "Kafka");
     let (dedup, _) = builder();
     let s3 = dedup
         .identity(crate::Identity::envelope_id())
-        .s3(crate::flow::latest_wins(|_: Event<serde_json::Value>| {
-            Vec::<Effect>::new()
-        }))
+        .door(
+            crate::door::S3,
+            crate::flow::latest_wins(|_: Event<serde_json::Value>| Vec::<Effect>::new()),
+        )
         .map(drop);
     assert!(refused(s3), "S3");
 }

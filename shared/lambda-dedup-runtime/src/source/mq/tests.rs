@@ -113,7 +113,7 @@ async fn activemq_poison_is_parked_and_the_rest_applied() {
     let service = dedup
         .identity(crate::Identity::attribute(MESSAGE_ID_ATTRIBUTE))
         .parking(parking)
-        .activemq(credit_work(&UP))
+        .door(crate::door::ActiveMq, credit_work(&UP))
         .expect("service");
     let not_json = b64("not json");
     let batch = activemq(&[
@@ -157,7 +157,7 @@ async fn activemq_transient_failure_redelivers_the_batch_and_marks_catch_the_res
     let service = dedup
         .identity(crate::Identity::attribute(MESSAGE_ID_ATTRIBUTE))
         .parking(Parking::unreachable())
-        .activemq(credit_work(&DOWN))
+        .door(crate::door::ActiveMq, credit_work(&DOWN))
         .expect("service");
     let batch = || activemq(&[("ID:1", &credit("a", 1)), ("ID:2", &credit("b", 5))]);
     let err = service.call_with(batch()).await.expect_err("redelivered");
@@ -185,7 +185,7 @@ async fn activemq_parking_failure_fails_the_invocation() {
     let service = dedup
         .identity(crate::Identity::attribute(MESSAGE_ID_ATTRIBUTE))
         .parking(Parking::unreachable())
-        .activemq(credit_work(&UP))
+        .door(crate::door::ActiveMq, credit_work(&UP))
         .expect("service");
     let err = service
         .call_with(activemq(&[("ID:9", "not base64!")]))
@@ -205,7 +205,7 @@ async fn rabbitmq_missing_identity_is_parked_and_a_header_identity_dedups() {
     let service = dedup
         .identity(crate::Identity::attribute(MESSAGE_ID_ATTRIBUTE))
         .parking(parking)
-        .rabbitmq(credit_work(&UP))
+        .door(crate::door::RabbitMq, credit_work(&UP))
         .expect("service");
     let batch = rabbitmq(&[
         (None, "e-1", &credit("a", 1)),
@@ -224,7 +224,7 @@ async fn rabbitmq_missing_identity_is_parked_and_a_header_identity_dedups() {
     let service = dedup
         .identity(crate::Identity::attribute("event-id"))
         .parking(Parking::unreachable())
-        .rabbitmq(credit_work(&UP))
+        .door(crate::door::RabbitMq, credit_work(&UP))
         .expect("service");
     let twice = rabbitmq(&[
         (Some("m-1"), "e-1", &credit("a", 4)),
@@ -276,7 +276,7 @@ async fn mq_rabbitmq_messages_sharing_a_producer_message_id_are_each_applied() {
     let service = dedup
         .identity(crate::Identity::attribute("event-id"))
         .parking(Parking::unreachable())
-        .rabbitmq(credit_work(&UP))
+        .door(crate::door::RabbitMq, credit_work(&UP))
         .expect("service");
     let batch = rabbitmq(&[
         (Some("m-1"), "e-1", &credit("a", 1)),
@@ -300,7 +300,7 @@ async fn mq_activemq_messages_sharing_a_message_id_park_the_right_one() {
     let service = dedup
         .identity(crate::Identity::attribute("event-id"))
         .parking(parking)
-        .activemq(credit_work(&UP))
+        .door(crate::door::ActiveMq, credit_work(&UP))
         .expect("service");
     let good = credit("a", 5);
     let batch =
@@ -331,7 +331,7 @@ async fn mq_messages_sharing_a_message_id_are_each_parked() {
     let service = dedup
         .identity(crate::Identity::attribute("event-id"))
         .parking(parking)
-        .rabbitmq(credit_work(&UP))
+        .door(crate::door::RabbitMq, credit_work(&UP))
         .expect("service");
     let first = b64("first, not json");
     let second = b64("second, not json");
@@ -377,7 +377,7 @@ async fn rabbitmq_header_bytes_out_of_byte_range_are_no_header() {
     let service = dedup
         .identity(crate::Identity::attribute("event-id"))
         .parking(parking)
-        .rabbitmq(credit_work(&UP))
+        .door(crate::door::RabbitMq, credit_work(&UP))
         .expect("service");
     let mut e = serde_json::to_value(rabbitmq(&[])).expect("json");
     e["rmqMessagesByQueue"]["test::/"] = json!([signed(vec![49, 50]), signed(vec![305, 306])]);

@@ -42,20 +42,23 @@ fn door() -> (Service<S3Event, ()>, MemoryStore) {
     let (dedup, store) = crate::testing::on_memory(Dedup::read(&env, "objects").expect("env"));
     store.create_table("objects", "key");
     let service = dedup
-        .s3(latest_wins(|e: Event<S3EventRecord>| {
-            let object = &e.payload.s3.object;
-            let key = object.url_decoded_key.clone().unwrap_or_default();
-            let sequencer = object.sequencer.clone().unwrap_or_default();
-            let state = e.payload.event_name.clone().unwrap_or_default();
-            Effect::update("objects", Item::new().with("key", key.as_str()))
-                .expression("SET #s = :s, #q = :q ADD #w :one")
-                .name("#s", "state")
-                .name("#q", "sequencer")
-                .name("#w", "writes")
-                .value(":s", state.as_str())
-                .value(":q", sequencer.as_str())
-                .value(":one", 1)
-        }))
+        .door(
+            crate::door::S3,
+            latest_wins(|e: Event<S3EventRecord>| {
+                let object = &e.payload.s3.object;
+                let key = object.url_decoded_key.clone().unwrap_or_default();
+                let sequencer = object.sequencer.clone().unwrap_or_default();
+                let state = e.payload.event_name.clone().unwrap_or_default();
+                Effect::update("objects", Item::new().with("key", key.as_str()))
+                    .expression("SET #s = :s, #q = :q ADD #w :one")
+                    .name("#s", "state")
+                    .name("#q", "sequencer")
+                    .name("#w", "writes")
+                    .value(":s", state.as_str())
+                    .value(":q", sequencer.as_str())
+                    .value(":one", 1)
+            }),
+        )
         .expect("service");
     (service, store)
 }

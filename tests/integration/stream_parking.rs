@@ -8,7 +8,7 @@ use lambda_dedup_runtime::Parking;
 use lambda_dedup_runtime::Queue;
 use lambda_dedup_runtime::door::DynamoDbStream;
 use lambda_dedup_runtime::events::Change;
-use lambda_dedup_runtime::testing::on_memory;
+use lambda_dedup_runtime::testing::{on_memory, parked_in};
 use lambda_dedup_runtime::{Dedup, Env, HandlerError};
 use serde_json::json;
 
@@ -60,9 +60,8 @@ async fn s15_a_stream_record_that_cannot_apply_is_parked_whole_then_passed() {
     let env = Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
     let (dedup, store) = on_memory(Dedup::read(&env, "orders").expect("settings"));
     store.create_table("totals", "customer");
-    let service = dedup
-        .identity("/newImage/order_id")
-        .parking(Parking::new(Queue::with_client(url.clone(), sqs.clone())))
+    let parking = Parking::new(Queue::with_client(url.clone(), sqs.clone()));
+    let service = parked_in(dedup.identity("/newImage/order_id"), parking)
         .door(DynamoDbStream, credit)
         .expect("service");
     let stream: Event = serde_json::from_value(json!({"Records": [

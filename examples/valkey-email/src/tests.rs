@@ -175,7 +175,10 @@ fn valkey_hash_tag_replicas_and_tls_roots_are_read_by_mains_wiring() {
             attributes: Default::default(),
             group_id: None,
         };
-        let key = dedup.key_spec().derive(&m).expect("key").key;
+        let key = lambda_dedup_runtime::testing::key_spec(dedup)
+            .derive(&m)
+            .expect("key")
+            .key;
         store.mark_key(&key)
     };
     let url = ("VALKEY_URL", "redis://127.0.0.1:1");

@@ -469,8 +469,8 @@ mod tests {
             "no plate in the review"
         );
         // The count after a batch: the second notice is flagged.
-        let spec =
-            notice::configure(Dedup::read(&notices.env, FUNCTION).expect("settings")).key_spec();
+        let dedup = notice::configure(Dedup::read(&notices.env, FUNCTION).expect("settings"));
+        let spec = lambda_dedup_runtime::testing::key_spec(&dedup);
         let key = spec
             .derive(&lambda_dedup_runtime::testing::sqs_message(&record(
                 "m4",

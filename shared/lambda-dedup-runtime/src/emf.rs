@@ -1,8 +1,7 @@
 //! CloudWatch Embedded Metric Format lines: one JSON object per line on stdout, which
 //! CloudWatch turns into metrics (namespace `lambda-dedup`, dimension `Function`).
 
-/// The EMF namespace of every metric unless a builder says otherwise
-/// (`Dedup::metrics_namespace`).
+/// The EMF namespace of every metric.
 pub(crate) const NAMESPACE: &str = "lambda-dedup";
 
 use std::cell::RefCell;

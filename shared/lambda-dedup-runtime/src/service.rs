@@ -359,16 +359,10 @@ impl<S> Dedup<S> {
         self
     }
 
-    /// The EMF namespace the account is printed in (default `lambda-dedup`).
-    pub fn metrics_namespace(mut self, namespace: &str) -> Self {
-        self.accounting.namespace = namespace.to_owned();
-        self
-    }
-
     /// Stream records that can never apply are parked in `parking` rather than in the queue
-    /// `DEDUP_PARKING_QUEUE_URL` names (S15).
+    /// `DEDUP_PARKING_QUEUE_URL` names (S15): what a test parks in ([`crate::testing::parked_in`]).
     #[cfg(feature = "parking")]
-    pub fn parking(mut self, parking: crate::parking::Parking) -> Self {
+    pub(crate) fn parking(mut self, parking: crate::parking::Parking) -> Self {
         self.parking = Some(Arc::new(parking));
         self
     }
@@ -396,8 +390,9 @@ impl<S> Dedup<S> {
     }
 
     /// The key spec: the identity, tenant, fingerprint and time chosen, with the settings'
-    /// body limit and event-time source applied.
-    pub fn key_spec(&self) -> KeySpec {
+    /// body limit and event-time source applied (what a test derives keys with:
+    /// [`crate::testing::key_spec`]).
+    pub(crate) fn key_spec(&self) -> KeySpec {
         self.settings
             .key_spec(self.raw_spec(self.settings.scope.clone()))
     }

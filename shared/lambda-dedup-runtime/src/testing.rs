@@ -125,6 +125,20 @@ pub fn on_memory_recording<E: Clone + Send + Sync + std::fmt::Debug + 'static>(
     (dedup.on(crate::store::Store::new(store.clone())), store)
 }
 
+/// The key spec `dedup` derives keys with: the identity, tenant, fingerprint and time chosen,
+/// with the settings' body limit and event-time source applied.
+pub fn key_spec<S>(dedup: &crate::Dedup<S>) -> KeySpec {
+    dedup.key_spec()
+}
+
+/// `dedup` parking the stream records that can never apply in `parking` (a test's queue, or
+/// [`Parking::unreachable`](crate::Parking::unreachable)) rather than in the queue
+/// `DEDUP_PARKING_QUEUE_URL` names (S15).
+#[cfg(feature = "parking")]
+pub fn parked_in<S>(dedup: crate::Dedup<S>, parking: crate::Parking) -> crate::Dedup<S> {
+    dedup.parking(parking)
+}
+
 /// A function as its `main` builds it, on the memory store of its own settings
 /// ([`function_on_memory`]).
 #[cfg(feature = "memory")]

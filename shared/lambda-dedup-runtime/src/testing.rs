@@ -51,7 +51,7 @@ pub fn now_as(format: lambda_dedup::TimeFormat) -> Value {
 /// change to any of them gives another fingerprint (a conflict, never a duplicate), while a
 /// change of the envelope's `time` (a producer's retry) gives the same one. Panics naming the
 /// field that is not covered.
-pub fn assert_fingerprint_covers(spec: &KeySpec, sample: &Value, depends_on: &[&str]) {
+pub(crate) fn assert_fingerprint_covers(spec: &KeySpec, sample: &Value, depends_on: &[&str]) {
     let derive = |body: &Value| {
         let m = Message {
             body: body.to_string().into_bytes(),
@@ -131,8 +131,8 @@ pub fn key_spec<S>(dedup: &crate::Dedup<S>) -> KeySpec {
     dedup.key_spec()
 }
 
-/// `dedup` parking the stream records that can never apply in `parking` (a test's queue, or
-/// [`Parking::unreachable`](crate::Parking::unreachable)) rather than in the queue
+/// `dedup` parking the stream records that can never apply in `parking` (a test's queue)
+/// rather than in the queue
 /// `DEDUP_PARKING_QUEUE_URL` names (S15).
 #[cfg(feature = "parking")]
 pub fn parked_in<S>(dedup: crate::Dedup<S>, parking: crate::Parking) -> crate::Dedup<S> {
@@ -227,7 +227,8 @@ pub async fn invoke<E, R>(
 
 /// `env` with `DEDUP_DEADLINE_MARGIN_MS` set to `margin`, if one is given: for the tests of
 /// what a margin does to a service.
-pub fn with_margin(env: crate::Env, margin: Option<&str>) -> crate::Env {
+#[cfg(test)]
+pub(crate) fn with_margin(env: crate::Env, margin: Option<&str>) -> crate::Env {
     match margin {
         Some(m) => env.with("DEDUP_DEADLINE_MARGIN_MS", m),
         None => env,
@@ -288,8 +289,10 @@ fn minimal_dedup(function: &str) -> crate::Dedup<crate::store::NoStore> {
 }
 
 /// S11 for a function's key configuration: `configure` applied to a builder on a minimal
-/// environment (what the function's `main` applies to its own), then
-/// [`assert_fingerprint_covers`] on `sample`.
+/// environment (what the function's `main` applies to its own); then, under the same event id
+/// as `sample`, a change to any of the `depends_on` fields gives another fingerprint (a
+/// conflict, never a duplicate), while a change of the envelope's `time` (a producer's retry)
+/// gives the same one. Panics naming the field that is not covered.
 pub fn assert_configured_fingerprint_covers(
     configure: impl FnOnce(crate::Dedup<crate::store::NoStore>) -> crate::Dedup<crate::store::NoStore>,
     sample: &Value,

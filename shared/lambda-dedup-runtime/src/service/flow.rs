@@ -80,10 +80,11 @@ pub(in crate::service) mod call;
 mod latest;
 mod once;
 
-pub use call::{Call, Calls, Served, WriteThenCall, calls, calls_service};
+pub use call::{Call, calls, calls_service};
+use call::{Served, WriteThenCall};
 #[cfg(feature = "s3")]
-pub use latest::{LatestWins, latest_wins};
-pub use once::{CreateOnce, Sequence, create_once, sequence};
+pub use latest::latest_wins;
+pub use once::{Sequence, create_once, sequence};
 
 /// What a source's service does with each event: one of this module's flows, or a closure
 /// `Fn(Event<T>) -> impl IntoPlan` (the transactional flow). `M` only tells the implementations

@@ -18,6 +18,7 @@ mod modes;
 mod place;
 mod report;
 mod stores;
+mod table;
 
 use std::time::{Duration, Instant};
 

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::table::{self, num};
 use serde_json::{Value, json};
 
 use crate::Result;
@@ -192,10 +193,6 @@ fn service_cell(v: &Value) -> String {
     }
 }
 
-fn num(v: Option<&Value>, k: &str) -> f64 {
-    v.and_then(|v| v[k].as_f64()).unwrap_or(0.0)
-}
-
 /// One table row of the summary `v` of workload `w` in mode `m`: messages per second and their
 /// spread, then `ratio` (to one decimal) if given, then each of `columns` (a summary field and
 /// its decimals).
@@ -342,13 +339,10 @@ fn report(
                 format!("Flat {delay_ms} ms per request")
             };
             let _ = writeln!(md, "\n## {title}, batches of {batch}\n");
-            let _ = writeln!(
-                md,
-                "| workload | mode | msgs/s | spread | × Powertools | requests/msg | WCU/msg | failed WCU/msg | cancelled WCU/msg | RCU/msg | $/M msgs (cancelled billed) | $/M msgs (cancelled free) | p50 batch ms | p99 batch ms | emulator ms per request, p50/mean |"
-            );
-            let _ = writeln!(
-                md,
-                "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+            table::head(
+                &mut md,
+                "| workload | mode | msgs/s | spread | × Powertools | requests/msg | WCU/msg | failed WCU/msg | cancelled WCU/msg | RCU/msg | $/M msgs (cancelled billed) | $/M msgs (cancelled free) | p50 batch ms | p99 batch ms | emulator ms per request, p50/mean |",
+                "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
             );
             for w in WORKLOADS {
                 let base = num(find(summary, cfg, "powertools", w), "msgs_per_s");
@@ -371,13 +365,10 @@ fn report(
          {containers} × {n} messages (split by account, so each FIFO group has one consumer), one batch \
          at a time; messages per second are for all containers together.\n"
     );
-    let _ = writeln!(
-        md,
-        "| workload | mode | msgs/s | spread | requests/msg | WCU/msg | p50 batch ms | p99 batch ms |"
-    );
-    let _ = writeln!(
-        md,
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+    table::head(
+        &mut md,
+        "| workload | mode | msgs/s | spread | requests/msg | WCU/msg | p50 batch ms | p99 batch ms |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     );
     for w in WORKLOADS {
         for m in MODES {
@@ -398,8 +389,7 @@ fn report(
         md,
         "\n## Against the targets (all new messages, calibrated latency model)\n"
     );
-    let _ = writeln!(md, "| target | measured | |");
-    let _ = writeln!(md, "| --- | --- | --- |");
+    table::head(&mut md, "| target | measured | |", "| --- | --- | --- |");
     for (mode, batch, target) in [
         ("batch_transaction", 10, 10.0),
         ("batch_transaction", 100, 45.0),

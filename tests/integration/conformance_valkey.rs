@@ -16,15 +16,7 @@ const HOW: &str = "`cargo xtask test -p dedup-tests -- valkey` starts Valkey and
 
 #[path = "../../shared/lambda-dedup-valkey/tests/effects/mod.rs"]
 mod effects;
-use effects::{Commands, at};
-
-async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(url)
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect")
-}
+use effects::{Commands, at, connect};
 
 // The conformance suite itself runs in the store's own crate (`tests/conformance.rs`), where
 // `cargo xtask mutants valkey` judges each mutant by it; here, what goes beyond it.

@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
+use crate::table::{self, num};
+
 pub(crate) const BEGIN: &str = "<!-- modelled:begin -->";
 pub(crate) const END: &str = "<!-- modelled:end -->";
 
@@ -35,10 +37,6 @@ const MODES: [&str; 6] = [
 fn find<'a>(rows: &'a [Value], batch: usize, mode: &str, workload: &str) -> Option<&'a Value> {
     rows.iter()
         .find(|r| r["batch"] == batch as u64 && r["mode"] == mode && r["workload"] == workload)
-}
-
-fn num(v: Option<&Value>, k: &str) -> f64 {
-    v.and_then(|v| v[k].as_f64()).unwrap_or(0.0)
 }
 
 /// `a / b`, or `None` when `b` is 0 (a bound of no requests at all).
@@ -106,13 +104,10 @@ pub(crate) fn render(rows: &[Value], emulator: &[Value], n: usize, seed: u64) ->
     );
     for batch in [10, 100] {
         let _ = writeln!(md, "### Modelled bed, batches of {batch}\n");
-        let _ = writeln!(
-            md,
-            "| workload | mode | msgs/s | bound msgs/s | fraction of bound | × Powertools' bound | bound × Powertools' bound | requests/msg | p50 batch ms |"
-        );
-        let _ = writeln!(
-            md,
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        table::head(
+            &mut md,
+            "| workload | mode | msgs/s | bound msgs/s | fraction of bound | × Powertools' bound | bound × Powertools' bound | requests/msg | p50 batch ms |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         );
         for w in super::bed::WORKLOADS {
             let pt = num(find(rows, batch, "powertools", w), "bound_msgs_per_s");
@@ -154,11 +149,11 @@ pub(crate) fn render(rows: &[Value], emulator: &[Value], n: usize, seed: u64) ->
          emulator (the table above); the modelled bed's is its measured msgs/s over Powertools' \
          bound, and the bound's the mode's bound over Powertools' bound.\n"
     );
-    let _ = writeln!(
-        md,
-        "| target | emulator bed | modelled bed (× Powertools' bound) | bound × Powertools' bound | modelled bed |"
+    table::head(
+        &mut md,
+        "| target | emulator bed | modelled bed (× Powertools' bound) | bound × Powertools' bound | modelled bed |",
+        "| --- | ---: | ---: | ---: | --- |",
     );
-    let _ = writeln!(md, "| --- | ---: | ---: | ---: | --- |");
     for (mode, batch, target) in TARGETS {
         let v = find(rows, batch, mode, "all_new");
         let pt = num(

@@ -69,7 +69,7 @@ impl Context {
         vars.extend(std::env::vars());
         let env = Env::from_pairs(vars);
         let settings = Settings::read(&env, &function)?;
-        let conf = crate::sqs::sdk_config(&settings.sdk_timeouts).await;
+        let conf = lambda_dedup_aws::sdk_config(&settings.sdk_timeouts).await;
         let client = lambda_dedup_dynamodb::Client::from_conf(&conf);
         let sts = aws_sdk_sts::Client::new(&conf);
         let store = mark_store(&settings, client.clone())?;

@@ -6,25 +6,10 @@ use lambda_dedup::{AttributeValue, Message};
 
 use crate::error::Error;
 
-/// The AWS SDK configuration with the function's SDK timeouts (`DEDUP_SDK_*_TIMEOUT_MS`), as its
-/// own clients have them.
-pub(crate) async fn sdk_config(
-    timeouts: &lambda_dedup_config::SdkTimeouts,
-) -> aws_config::SdkConfig {
-    let timeouts = aws_config::timeout::TimeoutConfig::builder()
-        .operation_timeout(timeouts.operation)
-        .operation_attempt_timeout(timeouts.attempt)
-        .build();
-    aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .timeout_config(timeouts)
-        .load()
-        .await
-}
-
 /// An SQS client configured as the function's (`AWS_ENDPOINT_URL_SQS` for a local stack), with
 /// its SDK timeouts.
 pub(crate) async fn client(timeouts: &lambda_dedup_config::SdkTimeouts) -> aws_sdk_sqs::Client {
-    aws_sdk_sqs::Client::new(&sdk_config(timeouts).await)
+    aws_sdk_sqs::Client::new(&lambda_dedup_aws::sdk_config(timeouts).await)
 }
 
 /// A message attribute of type `String`.

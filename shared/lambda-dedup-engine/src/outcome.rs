@@ -365,6 +365,21 @@ pub fn emf_line(
 mod tests {
     use super::*;
 
+    /// The account's EMF line for `function` in the `lambda-dedup` namespace, parsed.
+    fn emf(a: &Account, function: &str) -> serde_json::Value {
+        serde_json::from_str(&a.emf_line("lambda-dedup", function)).expect("one JSON object")
+    }
+
+    /// The metric names the EMF line declares.
+    fn metric_names(v: &serde_json::Value) -> Vec<&str> {
+        v["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .expect("metrics")
+            .iter()
+            .filter_map(|m| m["Name"].as_str())
+            .collect()
+    }
+
     #[test]
     fn s14_every_outcome_is_counted_once_and_the_account_closes() {
         let outcomes = [
@@ -421,16 +436,11 @@ mod tests {
             rejected: 1,
             ..Account::default()
         };
-        let v: serde_json::Value =
-            serde_json::from_str(&a.emf_line("lambda-dedup", "ledger-projector"))
-                .expect("one JSON object");
+        let v = emf(&a, "ledger-projector");
         assert_eq!(v["Function"], "ledger-projector");
         assert_eq!(v["Received"], 5);
         assert_eq!(v["Rejected"], 1);
-        let metrics = v["_aws"]["CloudWatchMetrics"][0]["Metrics"]
-            .as_array()
-            .expect("metrics");
-        assert_eq!(metrics.len(), 6);
+        assert_eq!(metric_names(&v).len(), 6);
         assert_eq!(
             v["_aws"]["CloudWatchMetrics"][0]["Namespace"],
             "lambda-dedup"
@@ -452,8 +462,7 @@ mod tests {
         assert_eq!(a.retries_for(RetryCause::Store), 2);
         assert_eq!(a.retries_for(RetryCause::InProgress), 1);
         assert_eq!(a.retries.iter().sum::<u64>(), a.retry);
-        let v: serde_json::Value =
-            serde_json::from_str(&a.emf_line("lambda-dedup", "f")).expect("one JSON object");
+        let v = emf(&a, "f");
         assert_eq!(v["Retry"], 4);
         assert_eq!(v["RetryStore"], 2);
         assert_eq!(v["RetryDeadline"], 1);
@@ -462,12 +471,7 @@ mod tests {
             v.get("RetryPanicked").is_none(),
             "a cause that did not occur: no metric"
         );
-        let names: Vec<&str> = v["_aws"]["CloudWatchMetrics"][0]["Metrics"]
-            .as_array()
-            .expect("metrics")
-            .iter()
-            .filter_map(|m| m["Name"].as_str())
-            .collect();
+        let names = metric_names(&v);
         assert!(names.contains(&"RetryStore"), "{names:?}");
     }
 
@@ -533,8 +537,7 @@ mod tests {
         twice.add(&a);
         assert_eq!(twice.invalid_for(InvalidCause::Misfit), 4);
         assert_eq!(twice.rejections_for(Reason::IdentityMissing), 2);
-        let v: serde_json::Value =
-            serde_json::from_str(&a.emf_line("lambda-dedup", "f")).expect("one JSON object");
+        let v = emf(&a, "f");
         assert_eq!(v["Rejected"], 5);
         assert_eq!(v["RejectedInvalidPayload"], 3);
         assert_eq!(v["RejectedIdentityMissing"], 1);
@@ -549,12 +552,7 @@ mod tests {
             "no metric for a cause not met"
         );
         assert!(v.get("RejectedMarkCorrupt").is_none());
-        let names: Vec<&str> = v["_aws"]["CloudWatchMetrics"][0]["Metrics"]
-            .as_array()
-            .expect("metrics")
-            .iter()
-            .filter_map(|m| m["Name"].as_str())
-            .collect();
+        let names = metric_names(&v);
         for name in [
             "RejectedInvalidPayload",
             "InvalidMisfit",

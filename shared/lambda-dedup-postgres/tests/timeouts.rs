@@ -72,6 +72,19 @@ fn transient<T: std::fmt::Debug>(out: Result<T, StoreError>) {
     }
 }
 
+/// `session` begins a transaction and takes `key`'s row lock in the mark table `marks`, which it
+/// keeps until it rolls back.
+async fn lock_row(session: &tokio_postgres::Client, marks: &str, key: &DedupKey) {
+    session.batch_execute("BEGIN").await.expect("begin");
+    session
+        .query(
+            &format!("SELECT key FROM \"{marks}\" WHERE key = $1 FOR UPDATE"),
+            &[&key.as_str()],
+        )
+        .await
+        .expect("row lock");
+}
+
 #[tokio::test]
 async fn a_claim_on_a_row_locked_by_another_session_answers_within_the_bound_and_applies_once() {
     let Some(url) = lambda_dedup_conformance::server(URL, "postgres time limits", HOW) else {
@@ -101,14 +114,7 @@ async fn a_claim_on_a_row_locked_by_another_session_answers_within_the_bound_and
     );
 
     // Another session holds the mark's row lock, and keeps it.
-    other.batch_execute("BEGIN").await.expect("begin");
-    other
-        .query(
-            &format!("SELECT key FROM \"{marks}\" WHERE key = $1 FOR UPDATE"),
-            &[&key.as_str()],
-        )
-        .await
-        .expect("row lock");
+    lock_row(&other, &marks, &key).await;
 
     let bound = short().call;
     let (took, claim) = timed(store.claim(&key, None, None)).await;
@@ -154,14 +160,7 @@ async fn a_call_cancelled_mid_statement_never_returns_its_connection_to_the_pool
     };
     store.complete(&lease, None).await.expect("complete");
     let other = session(&url).await;
-    other.batch_execute("BEGIN").await.expect("begin");
-    other
-        .query(
-            &format!("SELECT key FROM \"{marks}\" WHERE key = $1 FOR UPDATE"),
-            &[&key.as_str()],
-        )
-        .await
-        .expect("row lock");
+    lock_row(&other, &marks, &key).await;
 
     // The caller gives up on a claim waiting for the lock (as the runtime's deadline cut does).
     let cut = tokio::time::timeout(Duration::from_millis(300), store.claim(&key, None, None));

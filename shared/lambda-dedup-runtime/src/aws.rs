@@ -1,8 +1,9 @@
 //! What the runtime builds from the settings ([`lambda_dedup_config`], read there and checked): the
-//! AWS SDK configuration of its clients with the settings' timeouts ([`sdk_config`]), the
-//! DynamoDB stores of the mark table and of a create-once table, and the deduplicators with
-//! the settings' guards on keys and the warm cache ([`FromSettings`]). The settings crate builds
-//! nothing; this is the one place the runtime does.
+//! AWS SDK configuration of its clients with the settings' timeouts ([`sdk_config`], built in
+//! `lambda_dedup_aws`, which the operators' tool shares), the DynamoDB stores of the mark table
+//! and of a create-once table, and the deduplicators with the settings' guards on keys and the
+//! warm cache ([`FromSettings`]). The settings crate builds nothing; this is the one place the
+//! runtime does.
 
 use std::sync::Arc;
 
@@ -13,19 +14,8 @@ use crate::config::Settings;
 #[cfg(feature = "dynamodb")]
 use crate::config::SettingsError;
 
-/// The AWS SDK configuration with `timeouts` (`DEDUP_SDK_*_TIMEOUT_MS`): every client the
-/// function builds (its DynamoDB store and tables, its side queues, Secrets Manager) has them.
 #[cfg(feature = "aws")]
-pub async fn sdk_config(timeouts: &crate::config::SdkTimeouts) -> aws_config::SdkConfig {
-    let timeouts = aws_config::timeout::TimeoutConfig::builder()
-        .operation_timeout(timeouts.operation)
-        .operation_attempt_timeout(timeouts.attempt)
-        .build();
-    aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .timeout_config(timeouts)
-        .load()
-        .await
-}
+pub use lambda_dedup_aws::sdk_config;
 
 /// The stores and deduplicators the settings describe, with every guard they document applied.
 pub(crate) trait FromSettings {

@@ -3,68 +3,26 @@
 //! holding all 16384 slots — a cluster of one shard, which refuses a script across slots
 //! (`CROSSSLOT`) as any cluster does. Without the binary the test is skipped, saying so.
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lambda_dedup::{Commit, CommitRequest, FaultKind, MarkStore, Retention, Scope, StoreError};
+use lambda_dedup::{
+    Commit, CommitRequest, DedupKey, FaultKind, MarkStore, Retention, Scope, StoreError,
+};
 use lambda_dedup_valkey::{HashTag, ValkeyEffect, ValkeyStore};
+
+mod support;
+use support::Server;
 
 const BIN: &str = "DEDUP_VALKEY_BIN";
 const HOW: &str = "`cargo xtask test -p lambda-dedup-valkey` installs Valkey and sets it";
 
-/// The node, stopped when dropped.
-struct Node {
-    child: Child,
-    _dir: TempDir,
-    url: String,
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A node in cluster mode on a free port, given every slot, once it says `cluster_state:ok`.
-async fn node(bin: &str) -> Node {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let dir = std::env::temp_dir().join(lambda_dedup_conformance::unique("valkey_cluster"));
-    std::fs::create_dir_all(&dir).expect("its directory");
-    let child = Command::new(bin)
-        .args([
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-            "--save",
-            "",
-        ])
-        .args(["--cluster-enabled", "yes", "--cluster-config-file"])
-        .arg(dir.join("nodes.conf"))
-        .arg("--dir")
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("valkey-server starts");
-    let node = Node {
-        child,
-        _dir: TempDir(dir),
-        url: format!("redis://127.0.0.1:{port}"),
-    };
-    let client = redis::Client::open(node.url.as_str()).expect("url");
+async fn node(bin: &str) -> Server {
+    let node = Server::start(bin, "valkey_cluster", |c, dir| {
+        c.args(["--cluster-enabled", "yes", "--cluster-config-file"])
+            .arg(dir.join("nodes.conf"));
+    });
+    let client = redis::Client::open(node.url()).expect("url");
     let start = Instant::now();
     let mut conn = loop {
         match client.get_multiplexed_async_connection().await {
@@ -97,6 +55,20 @@ async fn node(bin: &str) -> Node {
     node
 }
 
+/// A commit of `effects` with `key`'s mark, storing `result`.
+fn commit_of<'a>(
+    key: &'a DedupKey,
+    result: Option<&'a str>,
+    effects: &'a [ValkeyEffect],
+) -> CommitRequest<'a, ValkeyEffect> {
+    CommitRequest {
+        key,
+        fingerprint: None,
+        result,
+        effects,
+    }
+}
+
 fn retention() -> Retention {
     Retention::unchecked(Duration::from_secs(3600)).expect("retention")
 }
@@ -115,19 +87,14 @@ async fn on_a_cluster_node_a_commit_applies_only_with_the_marks_hash_tag() {
     let node = node(&bin).await;
     let scope = Scope::new("valkey", "cluster").expect("scope");
 
-    let untagged = ValkeyStore::from_url(&node.url, retention()).expect("url");
+    let untagged = ValkeyStore::from_url(&node.url(), retention()).expect("url");
     let k = lambda_dedup_conformance::unique_key(&scope);
     let effects = [ValkeyEffect::incr_by("balance:acme", 5)];
     assert_ne!(
         lambda_dedup_valkey::slot::key_slot(&untagged.mark_key(&k)),
         lambda_dedup_valkey::slot::key_slot("balance:acme")
     );
-    let request = CommitRequest {
-        key: &k,
-        fingerprint: None,
-        result: None,
-        effects: &effects,
-    };
+    let request = commit_of(&k, None, &effects);
     match untagged.commit(request).await {
         Err(StoreError::Store { kind, message }) => {
             assert_eq!(kind, FaultKind::Refused, "{message}");
@@ -137,7 +104,7 @@ async fn on_a_cluster_node_a_commit_applies_only_with_the_marks_hash_tag() {
     }
 
     for tag in [HashTag::Event, HashTag::Fixed("acme".into())] {
-        let store = ValkeyStore::from_url(&node.url, retention())
+        let store = ValkeyStore::from_url(&node.url(), retention())
             .expect("url")
             .with_hash_tag(tag.clone())
             .expect("tag");
@@ -147,12 +114,7 @@ async fn on_a_cluster_node_a_commit_applies_only_with_the_marks_hash_tag() {
             ValkeyEffect::incr_by(format!("balance:{t}"), 5),
             ValkeyEffect::set(format!("outbox:{t}:1"), "sent"),
         ];
-        let request = CommitRequest {
-            key: &k,
-            fingerprint: None,
-            result: Some("ok"),
-            effects: &effects,
-        };
+        let request = commit_of(&k, Some("ok"), &effects);
         let applied = store.commit(request).await;
         assert!(matches!(applied, Ok(Commit::Applied)), "{tag}: {applied:?}");
         let mark = store.get(&k).await.expect("read").expect("the mark");
@@ -165,12 +127,7 @@ async fn on_a_cluster_node_a_commit_applies_only_with_the_marks_hash_tag() {
 
         let k = lambda_dedup_conformance::unique_key(&scope);
         let effects = [ValkeyEffect::incr_by("balance:elsewhere", 5)];
-        let request = CommitRequest {
-            key: &k,
-            fingerprint: None,
-            result: None,
-            effects: &effects,
-        };
+        let request = commit_of(&k, None, &effects);
         match store.commit(request).await {
             Err(StoreError::Invalid(why)) => assert!(why.contains("CROSSSLOT"), "{why}"),
             other => panic!("{tag}: refused before it is sent, not {other:?}"),

@@ -23,19 +23,11 @@ const HOW: &str = "`cargo xtask test -p lambda-dedup-valkey` starts Valkey and s
 struct Valkey;
 
 mod effects;
-use effects::{Commands, at, split};
+use effects::{Commands, at, connect, split};
 
 struct Keys {
     conn: redis::aio::MultiplexedConnection,
     names: TableNames,
-}
-
-async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(url)
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect")
 }
 
 impl Harness for Valkey {

@@ -5,55 +5,23 @@
 //! error (the count compared is "fewer than wanted", not "at most wanted"). Without either
 //! variable the test is skipped, saying so.
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use lambda_dedup::{Claim, MarkStore, Retention, Scope};
 use lambda_dedup_valkey::ValkeyStore;
 
+mod support;
+use support::Server;
+
 const HOW: &str = "`cargo xtask test -p lambda-dedup-valkey` starts Valkey and sets it";
 
-/// The replica, stopped (and its directory removed) when dropped.
-struct Replica {
-    child: Child,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// A replica of `primary` (`host:port`) on a free port, once it says its link is up.
-async fn replica(bin: &str, primary: &str) -> Replica {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let dir = std::env::temp_dir().join(lambda_dedup_conformance::unique("valkey_replica"));
-    std::fs::create_dir_all(&dir).expect("its directory");
+async fn replica(bin: &str, primary: &str) -> Server {
     let (host, primary_port) = primary.rsplit_once(':').expect("host:port");
-    let child = Command::new(bin)
-        .args([
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-            "--save",
-            "",
-        ])
-        .args(["--replicaof", host, primary_port])
-        .arg("--dir")
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("valkey-server starts");
-    let replica = Replica { child, dir };
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).expect("url");
+    let replica = Server::start(bin, "valkey_replica", |c, _| {
+        c.args(["--replicaof", host, primary_port]);
+    });
+    let client = redis::Client::open(replica.url()).expect("url");
     let start = Instant::now();
     loop {
         let info: Option<String> = match client.get_multiplexed_async_connection().await {

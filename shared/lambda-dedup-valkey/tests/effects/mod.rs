@@ -1,4 +1,5 @@
-//! The conformance suite's effects on the Valkey store, as the store's own effect type: shared by
+//! The conformance suite's effects on the Valkey store, as the store's own effect type, and a
+//! plain connection to the server that seeds and reads them: shared by
 //! this crate's `tests/conformance.rs` and the integration tests beyond the suite
 //! (`tests/integration/conformance_valkey.rs`, which include this file by path).
 
@@ -9,6 +10,15 @@ use std::time::Duration;
 
 /// The suite's effects as Valkey commands on hashes at `<table>:<key>`.
 pub(crate) struct Commands;
+
+/// A plain connection to the server at `url`, beside the store's.
+pub(crate) async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect")
+}
 
 /// The key of the item `key` of `table`.
 pub(crate) fn at(table: &str, key: &str) -> String {

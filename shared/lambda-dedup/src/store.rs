@@ -172,8 +172,9 @@ impl StoreOptions {
 }
 
 /// The builders of the [`StoreOptions`] a store holds, as the store's own methods (so its users
-/// call them with no import): `with_lease`, `with_clock` and `with_max_result_bytes`. Invoke it
-/// inside the store's `impl` block with the name of the field that holds the options:
+/// call them with no import): `with_retention`, `with_lease`, `with_clock_skew`, `with_clock` and
+/// `with_max_result_bytes`. Invoke it inside the store's `impl` block with the name of the field
+/// that holds the options:
 ///
 /// ```
 /// use lambda_dedup::Retention;
@@ -196,6 +197,13 @@ impl StoreOptions {
 #[macro_export]
 macro_rules! store_options_builders {
     ($field:ident) => {
+        /// Keeps marks for `retention` instead of the one the store was built with (the HTTP
+        /// door's keys, kept for their own retention on the store the settings chose).
+        pub fn with_retention(mut self, retention: $crate::Retention) -> Self {
+            self.$field.retention = retention;
+            self
+        }
+
         /// The longest lease a claim takes (default
         /// [`DEFAULT_LEASE`](lambda_dedup::store::DEFAULT_LEASE)); it is also cut to the
         /// claim's deadline.

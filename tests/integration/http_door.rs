@@ -96,3 +96,127 @@ async fn s5_idempotency_key_requests_racing_on_dynamodb_create_one_order() {
         Some("true")
     );
 }
+
+/// The door on a store of marks only (PostgreSQL, Valkey): `Dedup::read(..).postgres()` or
+/// `.valkey()`, then `http`, as a function on that store wires it.
+mod marks_only {
+    use std::time::{Duration, SystemTime};
+
+    use lambda_dedup_runtime::http::{HttpConfig, Reply};
+    use lambda_dedup_runtime::{Dedup, Env, HandlerError, HttpEvent};
+    use lambda_http::tower::ServiceExt;
+
+    /// The retention `HTTP_KEY_RETENTION_SECONDS` asks for, two hours: neither its default
+    /// (a day) nor the settings' retention (30 days).
+    const KEY_RETENTION: Duration = Duration::from_secs(7_200);
+    const BODY: &str = r#"{"sku":"book-1"}"#;
+
+    fn env(pairs: &[(&str, &str)]) -> Env {
+        let env = Env::from_pairs([
+            ("DEDUP_NAMESPACE", "t"),
+            ("HTTP_CALLER_FROM", "header:x-caller-id"),
+            ("HTTP_CALLER_FRONT", "unverified"),
+            ("HTTP_KEY_RETENTION_SECONDS", "7200"),
+        ]);
+        pairs
+            .iter()
+            .fold(env, |env, (name, value)| env.with(name, *value))
+    }
+
+    fn created<E>(e: HttpEvent<serde_json::Value>) -> Result<Reply<E>, HandlerError> {
+        Ok(Reply::created(e.payload))
+    }
+
+    /// Whether `expires_at` is now plus the key retention, give or take a minute.
+    fn kept_for_the_key_retention(expires_at: SystemTime) -> bool {
+        let wanted = SystemTime::now() + KEY_RETENTION;
+        let off = match expires_at.duration_since(wanted) {
+            Ok(later) => later,
+            Err(earlier) => earlier.duration(),
+        };
+        off < Duration::from_secs(60)
+    }
+
+    /// S9 on PostgreSQL: the key's mark expires after `HTTP_KEY_RETENTION_SECONDS`, not after
+    /// the settings' retention (`DEDUP_RETENTION_SECONDS`).
+    #[tokio::test]
+    async fn http_key_retention_on_postgres_is_the_marks_expiry() {
+        let how = "`cargo xtask test -p dedup-tests -- http_key_retention` starts PostgreSQL";
+        let Some(url) = lambda_dedup_conformance::server("DEDUP_POSTGRES_URL", "postgres", how)
+        else {
+            return;
+        };
+        let marks = lambda_dedup_conformance::unique("http_marks");
+        let env = env(&[
+            ("DEDUP_MARK_TABLE", &marks),
+            ("DATABASE_URL", &url),
+            ("PG_TLS", "disabled"),
+        ]);
+        let dedup = Dedup::read(&env, "orders-api").expect("settings");
+        lambda_dedup_runtime::postgres_store(dedup.env(), dedup.settings())
+            .expect("store")
+            .create_table()
+            .await
+            .expect("the marks table");
+        let config = HttpConfig::read(&env).expect("config");
+        let service = dedup.postgres().expect("postgres").http(config, created);
+        let key = dedup_tests::unique("kept");
+        let answer = service
+            .expect("service")
+            .oneshot(super::post(&key, BODY))
+            .await;
+        assert_eq!(answer.expect("answer").status().as_u16(), 201);
+
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(connection);
+        let rows = client
+            .query(&format!("SELECT expires_at FROM \"{marks}\""), &[])
+            .await
+            .expect("read");
+        assert_eq!(rows.len(), 1, "one mark for one key");
+        let secs: i64 = rows[0].get(0);
+        let secs = u64::try_from(secs).expect("after the epoch");
+        assert!(
+            kept_for_the_key_retention(SystemTime::UNIX_EPOCH + Duration::from_secs(secs)),
+            "the mark expires at {secs}, not the key retention's {KEY_RETENTION:?} from now"
+        );
+    }
+
+    /// S9 on Valkey: the key's mark expires (its `PEXPIRE`) after `HTTP_KEY_RETENTION_SECONDS`,
+    /// not after the settings' retention.
+    #[tokio::test]
+    async fn http_key_retention_on_valkey_is_the_marks_expiry() {
+        use redis::AsyncCommands;
+        let how = "`cargo xtask test -p dedup-tests -- http_key_retention` starts Valkey";
+        let Some(url) = lambda_dedup_conformance::server("DEDUP_VALKEY_URL", "valkey", how) else {
+            return;
+        };
+        let prefix = format!("{}:", lambda_dedup_conformance::unique("http_marks"));
+        let env = env(&[("VALKEY_URL", &url), ("VALKEY_KEY_PREFIX", &prefix)]);
+        let dedup = Dedup::read(&env, "orders-api").expect("settings");
+        let config = HttpConfig::read(&env).expect("config");
+        let service = dedup.valkey().expect("valkey").http(config, created);
+        let key = dedup_tests::unique("kept");
+        let answer = service
+            .expect("service")
+            .oneshot(super::post(&key, BODY))
+            .await;
+        assert_eq!(answer.expect("answer").status().as_u16(), 201);
+
+        let mut conn = redis::Client::open(url.as_str())
+            .expect("url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect");
+        let keys: Vec<String> = conn.keys(format!("{prefix}*")).await.expect("keys");
+        assert_eq!(keys.len(), 1, "one mark for one key: {keys:?}");
+        let ms: i64 = conn.pttl(&keys[0]).await.expect("pttl");
+        let ms = u64::try_from(ms).expect("an expiry");
+        assert!(
+            kept_for_the_key_retention(SystemTime::now() + Duration::from_millis(ms)),
+            "the mark expires in {ms} ms, not the key retention's {KEY_RETENTION:?}"
+        );
+    }
+}

@@ -101,7 +101,7 @@
 //! | `HTTP_FINGERPRINT` | what a key's request is (another one: 422): `request` (method, path, body), `body` (the same: method and path are always covered), or `json:/a,/b` (those values, with method and path; a value that cannot be read: 400 `fingerprint_unreadable`) | `request` |
 //! | `HTTP_MAX_BODY_BYTES` | the largest body (413 over it); at most 6 MB | 262144 |
 //! | `HTTP_REPLAY_HEADERS` | the answer's headers stored and replayed (never a credential's or a session's — `authorization`, `proxy-authorization`, `www-authenticate`, `cookie`, `set-cookie`, `x-amz-security-token`, `x-api-key`, any name holding `token`, `secret`, `session`, `auth`, `cookie`, `password`, `credential`, `api-key` or `apikey` — nor hop-by-hop ones: refused at start) | `content-type,location` |
-//! | `HTTP_KEY_RETENTION_SECONDS` | how long a key is remembered (the marks' retention for this door; no queue horizon applies, S9); at least 3600 | 86400 (Stripe's 24 h) |
+//! | `HTTP_KEY_RETENTION_SECONDS` | how long a key is remembered (the marks' retention for this door, on DynamoDB, PostgreSQL and Valkey alike; no queue horizon applies, S9); at least 3600 | 86400 (Stripe's 24 h) |
 //!
 //! # The marks on PostgreSQL or Valkey ([`PgConfig`], [`ValkeyConfig`])
 //! | variable | meaning | default |

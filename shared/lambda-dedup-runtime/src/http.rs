@@ -51,8 +51,10 @@
 //!
 //! # Retention
 //! There is no queue to outlast (S9): a key is kept `HTTP_KEY_RETENTION_SECONDS` (24 hours, as
-//! Stripe, by default; at least an hour), the marks' retention for this door. A retry after
-//! that is a new request — the promise the API documents to its clients.
+//! Stripe, by default; at least an hour), the marks' retention for this door on whichever store
+//! the settings chose (DynamoDB, PostgreSQL, Valkey); a store given as it is (`Store::new`,
+//! `Items::new`) keeps its own. A retry after that is a new request — the promise the API
+//! documents to its clients.
 //!
 //! # Layout
 //! - `key`: `Idempotency-Key` parsed (`KeyError`);

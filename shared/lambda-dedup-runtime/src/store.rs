@@ -69,8 +69,9 @@ pub trait Marks: sealed::Sealed + Send + Sync + 'static {
     fn mark_store(&self) -> Result<Arc<dyn MarkStore<Self::Effect>>, SettingsError>;
 
     /// [`mark_store`](Self::mark_store) for a service that keeps its marks for `retention`
-    /// rather than the settings' (the HTTP door's keys): on DynamoDB, the mark table's store
-    /// kept for it; a store built with a retention of its own keeps that one.
+    /// rather than the settings' (the HTTP door's keys): the store the settings chose
+    /// (DynamoDB, PostgreSQL, Valkey) kept for it; a store given with a retention of its own
+    /// ([`Items::new`], [`Store::new`]) keeps that one.
     fn mark_store_kept_for(
         &self,
         retention: Retention,
@@ -263,24 +264,55 @@ impl Marks for Items {
 /// A store of effects `E` that has marks only, no other mode: PostgreSQL (`SqlEffect`),
 /// Valkey (`ValkeyEffect`), a `lambda_dedup_memory::Recording` of either in tests, or a
 /// [`MarkStore<E>`] of your own.
-pub struct Store<E>(Arc<dyn MarkStore<E>>);
+pub struct Store<E> {
+    marks: Arc<dyn MarkStore<E>>,
+    /// The same store kept for another retention, where it was built from the settings
+    /// (`.postgres()`, `.valkey()`); `None` for a store given as it is ([`Store::new`]).
+    kept_for: Option<KeptFor<E>>,
+}
+
+/// How a store the settings built is copied to keep its marks for another retention.
+type KeptFor<E> = Arc<dyn Fn(Retention) -> Arc<dyn MarkStore<E>> + Send + Sync>;
 
 impl<E> Store<E> {
-    /// `store`, bound as it is (its table, retention and lease its own).
+    /// `store`, bound as it is (its table, retention and lease its own, the HTTP door's keys
+    /// kept for that retention too).
     pub fn new(store: impl MarkStore<E> + 'static) -> Self {
-        Self(Arc::new(store))
+        Self {
+            marks: Arc::new(store),
+            kept_for: None,
+        }
+    }
+
+    /// `store`, bound to the settings: a service that keeps its marks for a retention of its
+    /// own (the HTTP door's keys) gets `kept_for(store, retention)`.
+    #[cfg(any(feature = "postgres", feature = "valkey"))]
+    pub(crate) fn from_settings<S>(store: S, kept_for: fn(S, Retention) -> S) -> Self
+    where
+        S: MarkStore<E> + Clone + 'static,
+    {
+        let copy = store.clone();
+        Self {
+            marks: Arc::new(store),
+            kept_for: Some(Arc::new(move |retention| {
+                Arc::new(kept_for(copy.clone(), retention))
+            })),
+        }
     }
 }
 
 impl<E> Clone for Store<E> {
     fn clone(&self) -> Self {
-        Self(self.0.clone())
+        Self {
+            marks: self.marks.clone(),
+            kept_for: self.kept_for.clone(),
+        }
     }
 }
 
 impl<E> std::fmt::Debug for Store<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Store").field(&self.0).finish()
+        f.debug_tuple("Store").field(&self.marks).finish()
     }
 }
 
@@ -288,11 +320,18 @@ impl<E: Send + Sync + 'static> Marks for Store<E> {
     type Effect = E;
 
     fn mark_store(&self) -> Result<Arc<dyn MarkStore<E>>, SettingsError> {
-        Ok(self.0.clone())
+        Ok(self.marks.clone())
     }
 
-    fn mark_store_kept_for(&self, _: Retention) -> Result<Arc<dyn MarkStore<E>>, SettingsError> {
-        self.mark_store()
+    fn mark_store_kept_for(
+        &self,
+        retention: Retention,
+    ) -> Result<Arc<dyn MarkStore<E>>, SettingsError> {
+        Ok(match &self.kept_for {
+            Some(kept_for) => kept_for(retention),
+            // Given as it is, with a retention of its own, which it keeps.
+            None => self.marks.clone(),
+        })
     }
 }
 

@@ -61,8 +61,8 @@ pub fn number(item: &Item, name: &str) -> Option<u64> {
 
 /// Where a function's own items are kept: the object-safe form, which a function holds
 /// (`Arc<dyn ItemStore>`) and calls. A store implements [`ItemStoreImpl`] and gets this by the
-/// blanket impl. See the module documentation for the promises every implementation keeps.
-pub trait ItemStore: Send + Sync + std::fmt::Debug {
+/// blanket impl; it is sealed, so that is the only way. See the module documentation for the promises every implementation keeps.
+pub trait ItemStore: crate::store::sealed::ItemStore + Send + Sync + std::fmt::Debug {
     /// Writes `effects` (1 to 100) all or nothing, with no mark: bookkeeping that is idempotent
     /// by its own conditions (an intent confirmed only while it is pending). `Ok(false)` when a
     /// condition failed and nothing was written.

@@ -36,7 +36,8 @@
 //! box those futures. Code that holds or calls a store names the object-safe trait
 //! (`Arc<dyn MarkStore>`, `S: MarkStore<E> + ?Sized`) and imports only it; the `…Impl` traits
 //! are imported only where a store is implemented, so a method call never has two traits to
-//! choose from.
+//! choose from. The object-safe traits are sealed: the blanket impls are their only ones, so a
+//! store outside this crate can implement the `…Impl` form only (see [`MarkStore`]).
 //!
 //! # Capabilities
 //! Sequence mode and create-once mode are defined on DynamoDB items (the high-water lives in the
@@ -172,8 +173,9 @@ impl StoreOptions {
 }
 
 /// The builders of the [`StoreOptions`] a store holds, as the store's own methods (so its users
-/// call them with no import): `with_lease`, `with_clock` and `with_max_result_bytes`. Invoke it
-/// inside the store's `impl` block with the name of the field that holds the options:
+/// call them with no import): `with_retention`, `with_lease`, `with_clock_skew`, `with_clock` and
+/// `with_max_result_bytes`. Invoke it inside the store's `impl` block with the name of the field
+/// that holds the options:
 ///
 /// ```
 /// use lambda_dedup::Retention;
@@ -196,6 +198,13 @@ impl StoreOptions {
 #[macro_export]
 macro_rules! store_options_builders {
     ($field:ident) => {
+        /// Keeps marks for `retention` instead of the one the store was built with (the HTTP
+        /// door's keys, kept for their own retention on the store the settings chose).
+        pub fn with_retention(mut self, retention: $crate::Retention) -> Self {
+            self.$field.retention = retention;
+            self
+        }
+
         /// The longest lease a claim takes (default
         /// [`DEFAULT_LEASE`](lambda_dedup::store::DEFAULT_LEASE)); it is also cut to the
         /// claim's deadline.
@@ -226,6 +235,25 @@ macro_rules! store_options_builders {
             self
         }
     };
+}
+
+/// The seals of the object-safe store traits: each is implemented only over its `…Impl` form,
+/// so the blanket impls are the only impls of [`MarkStore`], [`SequenceStore`],
+/// [`CreateOnceStore`], [`LatestStore`] (and [`ItemStore`](crate::items::ItemStore)).
+pub(crate) mod sealed {
+    use super::{CreateOnceStoreImpl, LatestStoreImpl, MarkStoreImpl, SequenceStoreImpl};
+
+    pub trait MarkStore<E> {}
+    pub trait SequenceStore {}
+    pub trait CreateOnceStore {}
+    pub trait LatestStore {}
+    pub trait ItemStore {}
+
+    impl<E: 'static, S: MarkStoreImpl<E>> MarkStore<E> for S {}
+    impl<S: SequenceStoreImpl> SequenceStore for S {}
+    impl<S: CreateOnceStoreImpl> CreateOnceStore for S {}
+    impl<S: LatestStoreImpl> LatestStore for S {}
+    impl<S: crate::items::ItemStoreImpl> ItemStore for S {}
 }
 
 /// A boxed future of a store operation (boxed so the trait is object-safe: a flow holds any
@@ -263,7 +291,58 @@ impl<E> Copy for CommitRequest<'_, E> {}
 /// (`Arc<dyn MarkStore>`) and call. A store does not implement it: it implements
 /// [`MarkStoreImpl`] and gets this by the blanket impl. See the module documentation for the
 /// promises every implementation keeps; each method's documentation says what it returns.
-pub trait MarkStore<E = Effect>: Send + Sync + fmt::Debug {
+///
+/// It is sealed: implemented directly, a store does not compile (write the same operations as
+/// `async fn`s of [`MarkStoreImpl`], whose example is a whole store).
+///
+/// ```compile_fail,E0277
+/// use std::time::SystemTime;
+/// use lambda_dedup::store::{BatchFuture, StoreFuture, StoreOptions};
+/// use lambda_dedup::{Claim, Commit, CommitRequest, DedupKey, Fingerprint, Lease, Mark, MarkStore};
+///
+/// #[derive(Debug)]
+/// struct Boxed(StoreOptions);
+///
+/// impl MarkStore<String> for Boxed {
+///     fn claim<'a>(
+///         &'a self,
+///         _: &'a DedupKey,
+///         _: Option<&'a Fingerprint>,
+///         _: Option<SystemTime>,
+///     ) -> StoreFuture<'a, Claim> {
+///         unimplemented!()
+///     }
+///     fn commit<'a>(&'a self, _: CommitRequest<'a, String>) -> StoreFuture<'a, Commit> {
+///         unimplemented!()
+///     }
+///     fn commit_batch<'a>(&'a self, _: &'a [CommitRequest<'a, String>]) -> BatchFuture<'a> {
+///         unimplemented!()
+///     }
+///     fn commit_batch_bounded<'a>(
+///         &'a self,
+///         _: &'a [CommitRequest<'a, String>],
+///         _: usize,
+///     ) -> BatchFuture<'a> {
+///         unimplemented!()
+///     }
+///     fn get_many<'a>(&'a self, _: &'a [&'a DedupKey]) -> StoreFuture<'a, Vec<Option<Mark>>> {
+///         unimplemented!()
+///     }
+///     fn complete<'a>(&'a self, _: &'a Lease, _: Option<&'a str>) -> StoreFuture<'a, ()> {
+///         unimplemented!()
+///     }
+///     fn release<'a>(&'a self, _: &'a Lease) -> StoreFuture<'a, ()> {
+///         unimplemented!()
+///     }
+///     fn get<'a>(&'a self, _: &'a DedupKey) -> StoreFuture<'a, Option<Mark>> {
+///         unimplemented!()
+///     }
+///     fn options(&self) -> &StoreOptions {
+///         &self.0
+///     }
+/// }
+/// ```
+pub trait MarkStore<E = Effect>: sealed::MarkStore<E> + Send + Sync + fmt::Debug {
     /// Claims `key` under a lease (S4, S6) that runs for the store's lease duration, cut to
     /// `deadline`. [`Claim::Seen`] says what stood in the way: a duplicate with its stored
     /// result, a live claim, or a conflict (S8, S11). A lease that ran out may be taken over;
@@ -537,7 +616,7 @@ impl<E: 'static, S: MarkStoreImpl<E>> MarkStore<E> for S {
 /// effect and its aggregate's high-water in one conditional update of the effect item. A flow
 /// of sequence mode takes `dyn SequenceStore`, so a store without it cannot be given one. The
 /// object-safe form; a store implements [`SequenceStoreImpl`].
-pub trait SequenceStore: MarkStore<Effect> {
+pub trait SequenceStore: sealed::SequenceStore + MarkStore<Effect> {
     /// The write's effect and the aggregate's new high-water in one conditional update of the
     /// effect item, no mark, no transaction. Judged with [`crate::sequence::judge`] from the
     /// item as it stood when the condition failed.
@@ -569,7 +648,7 @@ impl<S: SequenceStoreImpl> SequenceStore for S {
 /// effect item can be its own mark. A flow of create-once mode takes `dyn CreateOnceStore`, so
 /// a store without it cannot be given one. The object-safe form; a store implements
 /// [`CreateOnceStoreImpl`].
-pub trait CreateOnceStore: MarkStore<Effect> {
+pub trait CreateOnceStore: sealed::CreateOnceStore + MarkStore<Effect> {
     /// The effect's item, carrying the event's key, fingerprint and result, in one conditional
     /// `Put` that no item with its key exists — the item is the mark; no mark item, no
     /// transaction. A failed condition is judged with [`crate::create_once::judge`] from the
@@ -602,7 +681,7 @@ impl<S: CreateOnceStoreImpl> CreateOnceStore for S {
     message = "the store `{Self}` keeps no per-object high-water (latest-wins mode)",
     note = "latest-wins mode (the S3 door) needs the DynamoDB or the memory store"
 )]
-pub trait LatestStore: MarkStore<Effect> {
+pub trait LatestStore: sealed::LatestStore + MarkStore<Effect> {
     /// The table the high-water items live in (the DynamoDB store's mark table), keyed by
     /// [`crate::latest::HIGH_WATER_KEY`].
     fn high_water_table(&self) -> &str;

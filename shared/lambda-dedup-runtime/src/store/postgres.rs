@@ -21,11 +21,12 @@ impl Dedup<NoStore> {
     /// [`PgStore::schema`]) on the server of `DATABASE_URL`, over TLS verified by the
     /// authorities of `PG_CA_BUNDLE` — or, for a server on loopback, plain TCP by the explicit
     /// `PG_TLS=disabled`; neither refuses the start (no silent plain text) ([`PgConfig`], from
-    /// the builder's own `Env`). The settings' retention and lease, as on DynamoDB. Connects
-    /// lazily, on the first event.
+    /// the builder's own `Env`). The settings' retention and lease, as on DynamoDB (the HTTP
+    /// door's keys kept for `HTTP_KEY_RETENTION_SECONDS` instead). Connects lazily, on the first
+    /// event.
     pub fn postgres(self) -> Result<Dedup<Store<SqlEffect>>, SettingsError> {
         let store = from_settings(self.env(), self.settings())?;
-        Ok(self.on(Store::new(store)))
+        Ok(self.on(Store::from_settings(store, PgStore::with_retention)))
     }
 }
 

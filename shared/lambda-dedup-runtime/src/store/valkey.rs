@@ -19,15 +19,15 @@ const PEM_CERTIFICATE: &[u8] = b"-----BEGIN CERTIFICATE-----";
 impl Dedup<NoStore> {
     /// Marks in Valkey: hashes under `VALKEY_KEY_PREFIX` on the server of `VALKEY_URL`
     /// ([`ValkeyConfig`], from the builder's own `Env`), kept for the settings' retention (the
-    /// server's own expiry, judged at read too) under the settings' lease. What the server must
-    /// keep for the guarantee (AOF fsynced on every write, no eviction): see
-    /// `lambda_dedup_valkey`. Connects lazily, on the first event. `VALKEY_HASH_TAG` puts
+    /// server's own expiry, judged at read too; the HTTP door's keys for
+    /// `HTTP_KEY_RETENTION_SECONDS`) under the settings' lease. What the server must keep for the
+    /// guarantee (AOF fsynced on every write, no eviction): see `lambda_dedup_valkey`. Connects lazily, on the first event. `VALKEY_HASH_TAG` puts
     /// Valkey Cluster's hash tag in the mark keys, `VALKEY_REPLICAS` makes each write wait for
     /// that many replicas, and `VALKEY_CA_BUNDLE` verifies a `rediss://` server against a private
     /// CA's roots; each bad value refuses the start, naming its variable.
     pub fn valkey(self) -> Result<Dedup<Store<ValkeyEffect>>, SettingsError> {
         let store = from_settings(self.env(), self.settings())?;
-        Ok(self.on(Store::new(store)))
+        Ok(self.on(Store::from_settings(store, ValkeyStore::with_retention)))
     }
 }
 

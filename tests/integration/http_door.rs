@@ -153,9 +153,14 @@ mod marks_only {
             ("PG_TLS", "disabled"),
         ]);
         let dedup = Dedup::read(&env, "orders-api").expect("settings");
-        lambda_dedup_runtime::postgres_store(dedup.env(), dedup.settings())
-            .expect("store")
-            .create_table()
+        lambda_dedup_postgres::PgStore::from_url(
+            &url,
+            lambda_dedup_postgres::Tls::Disabled,
+            dedup.settings().retention,
+        )
+        .and_then(|store| store.with_table(&marks))
+        .expect("store")
+        .create_table()
             .await
             .expect("the marks table");
         let config = HttpConfig::read(&env).expect("config");

@@ -81,3 +81,11 @@ pub(crate) fn parked_by(taken: &crate::queue::Taken, name: &str) -> Vec<(String,
     });
     letters.collect()
 }
+
+/// The sequence numbers a stream's response names for Lambda to retry from, in order.
+pub(crate) fn checkpoints(
+    response: &aws_lambda_events::event::streams::KinesisEventResponse,
+) -> Vec<String> {
+    let failures = response.batch_item_failures.iter();
+    failures.filter_map(|f| f.item_identifier.clone()).collect()
+}

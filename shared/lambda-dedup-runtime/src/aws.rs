@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use lambda_dedup::KeySpec;
-use lambda_dedup_engine::{CreateOnceDeduplicator, Deduplicator};
+use lambda_dedup_engine::Deduplicator;
 
 use crate::config::Settings;
 #[cfg(feature = "dynamodb")]
@@ -39,14 +39,6 @@ pub(crate) trait FromSettings {
         store: Arc<dyn lambda_dedup::MarkStore<E>>,
     ) -> Deduplicator<E>;
 
-    /// Create-once mode's deduplicator on `store`: keys by [`Settings::key_spec`]. The item is
-    /// the mark, so the warm cache and the pre-filter, which read marks, have nothing to do here.
-    fn create_once_deduplicator_on(
-        &self,
-        spec: KeySpec,
-        store: Arc<dyn lambda_dedup::CreateOnceStore>,
-    ) -> CreateOnceDeduplicator;
-
     /// The mark store: marks in the mark table (required here), kept for the checked
     /// retention (S9) under leases of `DEDUP_LEASE_SECONDS`.
     #[cfg(feature = "dynamodb")]
@@ -74,14 +66,6 @@ impl FromSettings for Settings {
         Deduplicator::with_store(self.key_spec(spec), store)
             .with_cache_for(self.cache_size, self.cache_max_age)
             .with_duplicate_prefilter(self.prefilter_duplicates)
-    }
-
-    fn create_once_deduplicator_on(
-        &self,
-        spec: KeySpec,
-        store: Arc<dyn lambda_dedup::CreateOnceStore>,
-    ) -> CreateOnceDeduplicator {
-        CreateOnceDeduplicator::with_store(self.key_spec(spec), store)
     }
 
     #[cfg(feature = "dynamodb")]

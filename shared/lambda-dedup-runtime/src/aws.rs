@@ -1,8 +1,9 @@
 //! What the runtime builds from the settings ([`lambda_dedup_config`], read there and checked): the
 //! AWS SDK configuration of its clients with the settings' timeouts ([`sdk_config`]), the
-//! DynamoDB stores of the mark table and of a create-once table, and the deduplicators with
-//! the settings' guards on keys and the warm cache ([`FromSettings`]). The settings crate builds
-//! nothing; this is the one place the runtime does.
+//! DynamoDB stores of the mark table and of a create-once table, and the mark deduplicator with
+//! the settings' guards on keys and the warm cache ([`FromSettings`]; a create-once deduplicator
+//! reads no marks, so it needs only the keys' guards, [`Settings::key_spec`]). The settings crate
+//! builds nothing; this is the one place the runtime does.
 
 use std::sync::Arc;
 

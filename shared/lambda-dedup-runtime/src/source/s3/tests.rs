@@ -69,7 +69,7 @@ async fn outcomes(service: &Service<S3Event, ()>, e: S3Event) -> Vec<Outcome> {
 async fn assert_puts(service: &Service<S3Event, ()>, puts: &[(&str, &str, Outcome)]) {
     for (key, sequencer, expected) in puts {
         let got = outcomes(service, event(vec![put(key, sequencer)])).await;
-        assert_eq!(got, [expected.clone()], "{key} at {sequencer}");
+        assert_eq!(got, std::slice::from_ref(expected), "{key} at {sequencer}");
     }
 }
 

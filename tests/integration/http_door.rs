@@ -161,8 +161,8 @@ mod marks_only {
         .and_then(|store| store.with_table(&marks))
         .expect("store")
         .create_table()
-            .await
-            .expect("the marks table");
+        .await
+        .expect("the marks table");
         let config = HttpConfig::read(&env).expect("config");
         let service = dedup.postgres().expect("postgres").http(config, created);
         let key = dedup_tests::unique("kept");

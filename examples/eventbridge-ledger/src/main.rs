@@ -26,12 +26,8 @@ fn service(dedup: Dedup) -> Result<Service<EventBridgeEvent, ()>, lambda_runtime
     Ok(dedup
         .identity("/credit_id")
         .door(EventBridge, move |e: Event<Credit>| {
-            Effect::add(
-                &balances,
-                ("account", e.payload.account),
-                "balance",
-                e.payload.amount,
-            )
+            let account = ("account", e.payload.account);
+            Effect::add(&balances, account, "balance", e.payload.amount)
         })?)
 }
 
@@ -53,15 +49,15 @@ mod tests {
     /// credited once, the producer's retried put (a new `id`, the same detail) a duplicate.
     #[tokio::test]
     async fn eventbridge_sample_is_credited_once_across_a_producer_retry_with_a_new_id() {
-        let env = env(&[("BALANCES_TABLE", "balances")]);
-        let balances = [("balances", "account")];
-        let (service, store) =
-            service_on_memory(&env, "eventbridge-ledger", &balances, service).expect("service");
         let mut sample: serde_json::Value = read_json(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../events/example-eventbridge-event-obj.json"
         ));
         sample["detail"] = serde_json::json!({"credit_id": "c-1", "account": "a-1", "amount": 7});
+        let env = env(&[("BALANCES_TABLE", "balances")]);
+        let balances = [("balances", "account")];
+        let (service, store) =
+            service_on_memory(&env, "eventbridge-ledger", &balances, service).expect("service");
         for id in ["7bf73129-1428-4cd3-a780-95db273d1602", "a-new-put-entry-id"] {
             sample["id"] = id.into();
             service

@@ -66,26 +66,17 @@ async fn invoke_retries_a_provider_outage_and_refuses_conflicts() {
         .await
         .expect("charged on the retry");
     assert_eq!(receipt.order_id, "o-2");
-    assert_eq!(
-        invoke(
-            &f,
-            "r-2",
-            serde_json::json!({"order_id": "o-2", "cents": 1})
-        )
-        .await,
-        Err(InvokeError::Conflict)
-    );
-    assert_eq!(
-        invoke(
-            &f,
-            "r-3",
-            serde_json::json!({"order_id": "o-3", "cents": 0})
-        )
-        .await,
-        Err(InvokeError::Rejected {
-            code: Reason::InvalidPayload
-        })
-    );
+    let invalid = InvokeError::Rejected {
+        code: Reason::InvalidPayload,
+    };
+    let order = |id: &str, cents: i64| serde_json::json!({"order_id": id, "cents": cents});
+    let refused = [
+        ("r-2", order("o-2", 1), InvokeError::Conflict),
+        ("r-3", order("o-3", 0), invalid),
+    ];
+    for (request, charge, refusal) in refused {
+        assert_eq!(invoke(&f, request, charge).await, Err(refusal));
+    }
     assert_eq!(payments.total_effects(), 1);
 }
 

@@ -27,12 +27,8 @@ fn service(dedup: Dedup) -> Result<Service<KafkaEvent, KafkaEventResponse>, lamb
     let balances = dedup.env().required("BALANCES_TABLE")?;
     let kafka = Kafka::on(&dedup)?;
     Ok(dedup.door(kafka, move |e: Event<Credit>| {
-        Effect::add(
-            &balances,
-            ("account", e.payload.account),
-            "balance",
-            e.payload.amount,
-        )
+        let account = ("account", e.payload.account);
+        Effect::add(&balances, account, "balance", e.payload.amount)
     })?)
 }
 
@@ -52,6 +48,13 @@ mod tests {
     /// once, the redelivery of the same offset a duplicate, nothing named in the response.
     #[tokio::test]
     async fn kafka_sample_record_is_credited_once_across_a_redelivery() {
+        let mut sample: serde_json::Value = read_json(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../events/example-kafka-event.json"
+        ));
+        // base64 of {"account":"a-1","amount":7}
+        sample["records"]["AWSKafkaTopic-0"][0]["value"] =
+            "eyJhY2NvdW50IjoiYS0xIiwiYW1vdW50Ijo3fQ==".into();
         let env = env(&[
             ("BALANCES_TABLE", "balances"),
             ("DEDUP_KAFKA_CLUSTER_ID", "ledger-cluster"),
@@ -63,13 +66,6 @@ mod tests {
         let balances = [("balances", "account")];
         let (service, store) =
             service_on_memory(&env, "kafka-ledger", &balances, service).expect("service");
-        let mut sample: serde_json::Value = read_json(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../events/example-kafka-event.json"
-        ));
-        // base64 of {"account":"a-1","amount":7}
-        sample["records"]["AWSKafkaTopic-0"][0]["value"] =
-            "eyJhY2NvdW50IjoiYS0xIiwiYW1vdW50Ijo3fQ==".into();
         for _ in 0..2 {
             let answer = service.call_with(event(&sample)).await.expect("answer");
             assert!(answer.batch_item_failures.is_empty(), "{answer:?}");

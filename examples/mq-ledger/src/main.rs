@@ -27,12 +27,8 @@ fn service(dedup: Dedup) -> Result<Service<ActiveMqEvent, ()>, lambda_runtime::E
     // producer that sends one event twice.
     let dedup = dedup.identity(Identity::attribute(MQ_MESSAGE_ID_ATTRIBUTE));
     Ok(dedup.door(ActiveMq, move |e: Event<Credit>| {
-        Effect::add(
-            &balances,
-            ("account", e.payload.account),
-            "balance",
-            e.payload.amount,
-        )
+        let account = ("account", e.payload.account);
+        Effect::add(&balances, account, "balance", e.payload.amount)
     })?)
 }
 
@@ -51,6 +47,12 @@ mod tests {
     /// credited once, the batch's redelivery a duplicate, each invocation acknowledged.
     #[tokio::test]
     async fn activemq_sample_message_is_credited_once_across_a_redelivery() {
+        let mut sample: serde_json::Value = read_json(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../events/example-activemq-event.json"
+        ));
+        // base64 of {"account":"a-1","amount":7}
+        sample["messages"][0]["data"] = "eyJhY2NvdW50IjoiYS0xIiwiYW1vdW50Ijo3fQ==".into();
         let env = env(&[
             ("BALANCES_TABLE", "balances"),
             (
@@ -61,12 +63,6 @@ mod tests {
         let balances = [("balances", "account")];
         let (service, store) =
             service_on_memory(&env, "mq-ledger", &balances, service).expect("service");
-        let mut sample: serde_json::Value = read_json(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../events/example-activemq-event.json"
-        ));
-        // base64 of {"account":"a-1","amount":7}
-        sample["messages"][0]["data"] = "eyJhY2NvdW50IjoiYS0xIiwiYW1vdW50Ijo3fQ==".into();
         for _ in 0..2 {
             service
                 .call_with(event(&sample))

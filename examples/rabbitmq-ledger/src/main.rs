@@ -27,12 +27,8 @@ fn service(dedup: Dedup) -> Result<Service<RabbitMqEvent, ()>, lambda_runtime::E
     let balances = dedup.env().required("BALANCES_TABLE")?;
     let dedup = dedup.identity(Identity::attribute(EVENT_ID_HEADER));
     Ok(dedup.door(RabbitMq, move |e: Event<Credit>| {
-        Effect::add(
-            &balances,
-            ("account", e.payload.account),
-            "balance",
-            e.payload.amount,
-        )
+        let account = ("account", e.payload.account);
+        Effect::add(&balances, account, "balance", e.payload.amount)
     })?)
 }
 
@@ -55,16 +51,6 @@ mod tests {
     /// redelivery a duplicate, each invocation acknowledged.
     #[tokio::test]
     async fn rabbitmq_sample_message_is_credited_once_across_a_redelivery() {
-        let env = env(&[
-            ("BALANCES_TABLE", "balances"),
-            (
-                "DEDUP_PARKING_QUEUE_URL",
-                "http://127.0.0.1:9/000000000000/parking",
-            ),
-        ]);
-        let balances = [("balances", "account")];
-        let (service, store) =
-            service_on_memory(&env, "rabbitmq-ledger", &balances, service).expect("service");
         let mut sample: serde_json::Value = read_json(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../events/example-rabbitmq-event.json"
@@ -75,6 +61,16 @@ mod tests {
         // "e-1" as the sample's headers carry bytes.
         message["basicProperties"]["headers"][EVENT_ID_HEADER] =
             serde_json::json!({"bytes": [101, 45, 49]});
+        let env = env(&[
+            ("BALANCES_TABLE", "balances"),
+            (
+                "DEDUP_PARKING_QUEUE_URL",
+                "http://127.0.0.1:9/000000000000/parking",
+            ),
+        ]);
+        let balances = [("balances", "account")];
+        let (service, store) =
+            service_on_memory(&env, "rabbitmq-ledger", &balances, service).expect("service");
         for _ in 0..2 {
             service
                 .call_with(event(&sample))

@@ -51,14 +51,14 @@ mod tests {
     /// same object superseded — the catalog keeps the newer state.
     #[tokio::test]
     async fn s3_sample_notification_is_catalogued_once_and_an_older_one_superseded() {
-        let env = env(&[("CATALOG_TABLE", "catalog")]);
-        let catalog = [("catalog", "object")];
-        let (service, store) =
-            service_on_memory(&env, "s3-catalog", &catalog, service).expect("service");
         let sample: serde_json::Value = read_json(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../events/example-s3-event.json"
         ));
+        let env = env(&[("CATALOG_TABLE", "catalog")]);
+        let catalog = [("catalog", "object")];
+        let (service, store) =
+            service_on_memory(&env, "s3-catalog", &catalog, service).expect("service");
         let with = |name: &str, sequencer: &str| {
             let mut e = sample.clone();
             e["Records"][0]["eventName"] = name.into();

@@ -234,6 +234,8 @@ pub(crate) fn configure<S>(dedup: Dedup<S>) -> Dedup<S> {
 mod tests {
     use super::*;
     use lambda_dedup::{Scope, Value};
+    use lambda_dedup_cli::template::{Flow, function_entry};
+    use lambda_dedup_runtime::testing::assert_declared_key_spec;
     use serde_json::json;
 
     /// The template declares this function's key spec and flow for the operators' tool
@@ -241,20 +243,10 @@ mod tests {
     /// code): they must stay the ones this code declares.
     #[test]
     fn the_template_declares_this_functions_key_spec_and_flow() {
-        let entry = lambda_dedup_cli::template::function_entry(
-            include_str!("../../../infra/template.yaml"),
-            Some("fine-notices"),
-        )
-        .expect("the function's template entry");
-        lambda_dedup_runtime::testing::assert_declared_key_spec(
-            entry.key_spec.as_deref(),
-            "fine-notices",
-            configure,
-        );
-        assert_eq!(
-            entry.flow,
-            Some(lambda_dedup_cli::template::Flow::Transactional),
-        );
+        let template = include_str!("../../../infra/template.yaml");
+        let entry = function_entry(template, Some("fine-notices")).expect("the function's entry");
+        assert_declared_key_spec(entry.key_spec.as_deref(), "fine-notices", configure);
+        assert_eq!(entry.flow, Some(Flow::Transactional));
     }
 
     fn tables() -> Tables {

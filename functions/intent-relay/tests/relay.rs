@@ -496,29 +496,23 @@ async fn the_relays_settings_are_read_as_main_reads_them() {
     assert_eq!(relay.per_record(), Duration::from_millis(1_000));
     assert_eq!(relay.redrive_after(), Duration::from_secs(60));
     assert_eq!(relay.deadline_margin(), Duration::from_millis(300));
-    // A budget that one call could use up whole is refused, naming both variables.
-    let tight = w.env().with("PROVIDER_TIMEOUT_MS", "7000");
-    let err = w.service(&tight).expect_err("a 7 s budget for 7 s calls");
-    let why = err.to_string();
-    assert!(
-        why.contains("RELAY_RECORD_BUDGET_MS") && why.contains("PROVIDER_TIMEOUT_MS"),
-        "{why}"
-    );
-    // The former name of the budget is refused, never silently ignored.
-    let retired = w.env().with("RELAY_DEADLINE_MARGIN_MS", "2000");
-    let err = w.service(&retired).expect_err("the retired variable");
-    let why = err.to_string();
-    assert!(
-        why.contains("RELAY_DEADLINE_MARGIN_MS") && why.contains("RELAY_RECORD_BUDGET_MS"),
-        "{why}"
-    );
-    assert!(
-        matches!(
-            err.downcast_ref::<BuildError>(),
-            Some(BuildError::Settings(_))
-        ),
-        "{err:?}"
-    );
+    // Refused as settings, naming both variables: a budget that one call could use up whole,
+    // and the former name of the budget (never silently ignored).
+    for (variable, value) in [
+        ("PROVIDER_TIMEOUT_MS", "7000"),
+        ("RELAY_DEADLINE_MARGIN_MS", "2000"),
+    ] {
+        let err = w
+            .service(&w.env().with(variable, value))
+            .expect_err(variable);
+        let why = err.to_string();
+        assert!(
+            why.contains(variable) && why.contains("RELAY_RECORD_BUDGET_MS"),
+            "{why}"
+        );
+        let settings = matches!(err.downcast_ref(), Some(BuildError::Settings(_)));
+        assert!(settings, "{err:?}");
+    }
 }
 
 /// `DEDUP_DEADLINE_MARGIN_MS` through `main`'s wiring: a call that hangs is abandoned the

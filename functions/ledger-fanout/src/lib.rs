@@ -39,8 +39,11 @@ mod tests {
     use super::*;
     use aws_lambda_events::event::sqs::SqsEvent;
     use lambda_dedup::Value;
+    use lambda_dedup_cli::template::{Flow, function_entry};
     use lambda_dedup_engine::Outcome;
-    use lambda_dedup_runtime::testing::{OnMemory, attribute, function_on_memory, with_outcomes};
+    use lambda_dedup_runtime::testing::{
+        OnMemory, assert_declared_key_spec, attribute, function_on_memory, with_outcomes,
+    };
     use lambda_dedup_runtime::{Env, SqsService};
     use serde_json::json;
 
@@ -183,19 +186,9 @@ mod tests {
     /// ones this code declares.
     #[test]
     fn the_template_declares_this_functions_key_spec_and_flow() {
-        let entry = lambda_dedup_cli::template::function_entry(
-            include_str!("../../../infra/template.yaml"),
-            Some(FUNCTION),
-        )
-        .expect("the function's template entry");
-        lambda_dedup_runtime::testing::assert_declared_key_spec(
-            entry.key_spec.as_deref(),
-            FUNCTION,
-            configure,
-        );
-        assert_eq!(
-            entry.flow,
-            Some(lambda_dedup_cli::template::Flow::Transactional)
-        );
+        let template = include_str!("../../../infra/template.yaml");
+        let entry = function_entry(template, Some(FUNCTION)).expect("the function's entry");
+        assert_declared_key_spec(entry.key_spec.as_deref(), FUNCTION, configure);
+        assert_eq!(entry.flow, Some(Flow::Transactional));
     }
 }

@@ -104,6 +104,8 @@ pub fn configure<S>(dedup: Dedup<S>) -> Dedup<S> {
 mod tests {
     use super::*;
     use lambda_dedup::{DedupKey, Scope, Value};
+    use lambda_dedup_cli::template::{Flow, function_entry};
+    use lambda_dedup_runtime::testing::assert_declared_key_spec;
     use serde_json::json;
 
     /// `body` as the event the service hands to [`plan`], or the refusal of its payload.
@@ -187,20 +189,10 @@ mod tests {
     /// code): they must stay the ones this code declares.
     #[test]
     fn the_template_declares_this_functions_key_spec_and_flow() {
-        let entry = lambda_dedup_cli::template::function_entry(
-            include_str!("../../../infra/template.yaml"),
-            Some(crate::FUNCTION),
-        )
-        .expect("the function's template entry");
-        lambda_dedup_runtime::testing::assert_declared_key_spec(
-            entry.key_spec.as_deref(),
-            crate::FUNCTION,
-            configure,
-        );
-        assert_eq!(
-            entry.flow,
-            Some(lambda_dedup_cli::template::Flow::Transactional),
-        );
+        let template = include_str!("../../../infra/template.yaml");
+        let entry = function_entry(template, Some(crate::FUNCTION)).expect("the function's entry");
+        assert_declared_key_spec(entry.key_spec.as_deref(), crate::FUNCTION, configure);
+        assert_eq!(entry.flow, Some(Flow::Transactional));
     }
 
     /// S11: under the same event id, a change to any field the effect depends on is a

@@ -30,25 +30,17 @@ async fn main() -> Result<(), lambda_runtime::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lambda_dedup_cli::template::{Flow, function_entry};
+    use lambda_dedup_runtime::testing::assert_declared_key_spec;
 
     /// The template declares this function's key spec and flow for the operators' tool
     /// (`Metadata.LambdaDedupKeySpec`, `LambdaDedupFlow`; `lambda-dedup` links no function's
     /// code): they must stay the ones this code declares.
     #[test]
     fn the_template_declares_this_functions_key_spec_and_flow() {
-        let entry = lambda_dedup_cli::template::function_entry(
-            include_str!("../../../infra/template.yaml"),
-            Some(FUNCTION),
-        )
-        .expect("the function's template entry");
-        lambda_dedup_runtime::testing::assert_declared_key_spec(
-            entry.key_spec.as_deref(),
-            FUNCTION,
-            ledger::configure,
-        );
-        assert_eq!(
-            entry.flow,
-            Some(lambda_dedup_cli::template::Flow::Transactional),
-        );
+        let template = include_str!("../../../infra/template.yaml");
+        let entry = function_entry(template, Some(FUNCTION)).expect("the function's entry");
+        assert_declared_key_spec(entry.key_spec.as_deref(), FUNCTION, ledger::configure);
+        assert_eq!(entry.flow, Some(Flow::Transactional));
     }
 }

@@ -2,6 +2,21 @@
 
 use lambda_dedup_runtime::{Dedup, HandlerError};
 
+/// What a payment's effect (the provider request) depends on: every field it sends.
+/// The same event id with any of these changed is a conflict (S11), not a duplicate.
+pub(crate) const DEPENDS_ON: &[&str] =
+    &["/data/amount_cents", "/data/currency", "/data/customer_ref"];
+
+/// How this function derives keys: CloudEvents `source` + `id`, tenant from `tenantid`, and a
+/// fingerprint of [`DEPENDS_ON`]. The tenant is the payload's: the queue's producers are the
+/// deployment's own (declared trusted; docs/SECURITY.md, webhook provenance).
+pub(crate) fn configure<S>(dedup: Dedup<S>) -> Dedup<S> {
+    dedup
+        .cloudevents("tenantid")
+        .trusted_producers()
+        .fingerprint(DEPENDS_ON)
+}
+
 /// A payment request's `data`, as it arrives (other fields ignored).
 #[derive(Debug, serde::Deserialize)]
 pub(crate) struct Request {
@@ -40,24 +55,11 @@ impl Request {
     }
 }
 
-/// What a payment's effect (the provider request) depends on: every field it sends.
-/// The same event id with any of these changed is a conflict (S11), not a duplicate.
-pub(crate) const DEPENDS_ON: &[&str] =
-    &["/data/amount_cents", "/data/currency", "/data/customer_ref"];
-
-/// How this function derives keys: CloudEvents `source` + `id`, tenant from `tenantid`, and a
-/// fingerprint of [`DEPENDS_ON`]. The tenant is the payload's: the queue's producers are the
-/// deployment's own (declared trusted; docs/SECURITY.md, webhook provenance).
-pub(crate) fn configure<S>(dedup: Dedup<S>) -> Dedup<S> {
-    dedup
-        .cloudevents("tenantid")
-        .trusted_producers()
-        .fingerprint(DEPENDS_ON)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lambda_dedup_cli::template::{Flow, function_entry};
+    use lambda_dedup_runtime::testing::assert_declared_key_spec;
     use serde_json::json;
 
     /// The template declares this function's key spec and flow for the operators' tool
@@ -65,17 +67,11 @@ mod tests {
     /// code): they must stay the ones this code declares.
     #[test]
     fn the_template_declares_this_functions_key_spec_and_flow() {
-        let entry = lambda_dedup_cli::template::function_entry(
-            include_str!("../../../infra/template.yaml"),
-            Some("payment-dispatcher"),
-        )
-        .expect("the function's template entry");
-        lambda_dedup_runtime::testing::assert_declared_key_spec(
-            entry.key_spec.as_deref(),
-            "payment-dispatcher",
-            configure,
-        );
-        assert_eq!(entry.flow, Some(lambda_dedup_cli::template::Flow::Leased),);
+        let template = include_str!("../../../infra/template.yaml");
+        let entry =
+            function_entry(template, Some("payment-dispatcher")).expect("the function's entry");
+        assert_declared_key_spec(entry.key_spec.as_deref(), "payment-dispatcher", configure);
+        assert_eq!(entry.flow, Some(Flow::Leased));
     }
 
     fn request(data: serde_json::Value) -> Result<serde_json::Value, HandlerError> {

@@ -1,14 +1,15 @@
 //! What the runtime builds from the settings ([`lambda_dedup_config`], read there and checked): the
 //! AWS SDK configuration of its clients with the settings' timeouts ([`sdk_config`], built in
 //! `lambda_dedup_aws`, which the operators' tool shares), the DynamoDB stores of the mark table
-//! and of a create-once table, and the deduplicators with the settings' guards on keys and the
-//! warm cache ([`FromSettings`]). The settings crate builds nothing; this is the one place the
-//! runtime does.
+//! and of a create-once table, and the mark deduplicator with the settings' guards on keys and
+//! the warm cache ([`FromSettings`]; a create-once deduplicator reads no marks, so it needs only
+//! the keys' guards, [`Settings::key_spec`]). The settings crate builds nothing; this is the one
+//! place the runtime does.
 
 use std::sync::Arc;
 
 use lambda_dedup::KeySpec;
-use lambda_dedup_engine::{CreateOnceDeduplicator, Deduplicator};
+use lambda_dedup_engine::Deduplicator;
 
 use crate::config::Settings;
 #[cfg(feature = "dynamodb")]
@@ -28,14 +29,6 @@ pub(crate) trait FromSettings {
         spec: KeySpec,
         store: Arc<dyn lambda_dedup::MarkStore<E>>,
     ) -> Deduplicator<E>;
-
-    /// Create-once mode's deduplicator on `store`: keys by [`Settings::key_spec`]. The item is
-    /// the mark, so the warm cache and the pre-filter, which read marks, have nothing to do here.
-    fn create_once_deduplicator_on(
-        &self,
-        spec: KeySpec,
-        store: Arc<dyn lambda_dedup::CreateOnceStore>,
-    ) -> CreateOnceDeduplicator;
 
     /// The mark store: marks in the mark table (required here), kept for the checked
     /// retention (S9) under leases of `DEDUP_LEASE_SECONDS`.
@@ -64,14 +57,6 @@ impl FromSettings for Settings {
         Deduplicator::with_store(self.key_spec(spec), store)
             .with_cache_for(self.cache_size, self.cache_max_age)
             .with_duplicate_prefilter(self.prefilter_duplicates)
-    }
-
-    fn create_once_deduplicator_on(
-        &self,
-        spec: KeySpec,
-        store: Arc<dyn lambda_dedup::CreateOnceStore>,
-    ) -> CreateOnceDeduplicator {
-        CreateOnceDeduplicator::with_store(self.key_spec(spec), store)
     }
 
     #[cfg(feature = "dynamodb")]

@@ -116,14 +116,9 @@ pub(crate) fn string_attribute(
         .build()
 }
 
-/// An SQS client whose endpoint refuses connections (a real loopback port nobody listens on),
-/// with no retries, so every send fails at once: a queue that is down, for tests.
+/// An SQS client of SQS at loopback `port`, with no retries: each send answered, or failed, once.
 #[cfg(test)]
-pub(crate) fn unreachable_client() -> (aws_sdk_sqs::Client, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port");
+fn loopback_client(port: u16) -> aws_sdk_sqs::Client {
     let conf = aws_sdk_sqs::Config::builder()
         .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
         .region(aws_sdk_sqs::config::Region::new("us-east-1"))
@@ -133,7 +128,18 @@ pub(crate) fn unreachable_client() -> (aws_sdk_sqs::Client, u16) {
         .endpoint_url(format!("http://127.0.0.1:{port}"))
         .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled())
         .build();
-    (aws_sdk_sqs::Client::from_conf(conf), port)
+    aws_sdk_sqs::Client::from_conf(conf)
+}
+
+/// An SQS client whose endpoint refuses connections (a real loopback port nobody listens on),
+/// with no retries, so every send fails at once: a queue that is down, for tests.
+#[cfg(test)]
+pub(crate) fn unreachable_client() -> (aws_sdk_sqs::Client, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    (loopback_client(port), port)
 }
 
 /// What an SQS on loopback ([`sqs_on_loopback`]) took: each message's body and attributes.
@@ -228,15 +234,6 @@ pub(crate) fn sqs_on_loopback(max_bytes: usize) -> (aws_sdk_sqs::Client, String,
             });
         }
     });
-    let conf = aws_sdk_sqs::Config::builder()
-        .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
-        .region(aws_sdk_sqs::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
-            "t", "t", None, None, "test",
-        ))
-        .endpoint_url(format!("http://127.0.0.1:{port}"))
-        .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled())
-        .build();
     let url = format!("http://127.0.0.1:{port}/000000000000/parking");
-    (aws_sdk_sqs::Client::from_conf(conf), url, taken)
+    (loopback_client(port), url, taken)
 }

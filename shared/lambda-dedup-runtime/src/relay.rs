@@ -65,4 +65,4 @@ pub use service::RelayService;
 pub use tally::{Handled, Tally};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

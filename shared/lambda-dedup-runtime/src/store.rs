@@ -370,11 +370,7 @@ mod tests {
     /// inbox and the relay's tables need none.
     #[test]
     fn dynamodb_is_bound_to_the_settings_when_chosen() {
-        let env = Env::from_pairs([
-            ("DEDUP_NAMESPACE", "t"),
-            ("DEDUP_MARK_TABLE", "marks"),
-            ("DEDUP_LEASE_SECONDS", "7"),
-        ]);
+        let env = crate::testing::env(&[("DEDUP_LEASE_SECONDS", "7")]);
         let settings = Settings::read(&env, "f").expect("settings");
         let items = Items::dynamodb(client(), &settings);
         let marks = items.mark_store().expect("a mark table");

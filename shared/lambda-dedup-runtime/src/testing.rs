@@ -397,7 +397,7 @@ mod tests {
     /// outside it, nothing is collected.
     #[tokio::test]
     async fn with_outcomes_names_each_records_outcome_and_reason() {
-        let env = Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
+        let env = env(&[]);
         let (dedup, _) = on_memory(Dedup::read(&env, "payer").expect("settings"));
         #[derive(serde::Deserialize)]
         struct Pay {
@@ -448,7 +448,7 @@ mod tests {
     /// late (S10), through the builder's `.time(..)`.
     #[tokio::test]
     async fn a_fixture_stamped_now_is_never_late() {
-        let env = Env::from_pairs([("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")]);
+        let env = env(&[]);
         let (dedup, _) = on_memory(Dedup::read(&env, "payer").expect("settings"));
         let service = dedup
             .identity("/id")
@@ -466,17 +466,12 @@ mod tests {
         assert_ne!(labels[1], "applied", "{outcomes:?}");
     }
 
-    /// The store `on_memory` gives the service is the settings' own: a lease and a retention set
-    /// through the environment (not the defaults, 60 s and 30 days) are the ones a claim and a
-    /// completed mark get, and the handle returned sees the marks the service wrote.
     /// `DEDUP_CLOCK_SKEW_MS` through the builder's wiring: while a call is out, the store records
     /// its lease held the allowance past the end the call was given (S6); an allowance not
     /// shorter than the lease refuses the start, naming the variable.
     #[tokio::test]
     async fn the_clock_skew_setting_reaches_the_leases_the_store_records() {
-        let env = Env::from_pairs([
-            ("DEDUP_NAMESPACE", "t"),
-            ("DEDUP_MARK_TABLE", "marks"),
+        let env = env(&[
             ("DEDUP_LEASE_SECONDS", "90"),
             ("DEDUP_CLOCK_SKEW_MS", "2500"),
         ]);
@@ -521,11 +516,12 @@ mod tests {
         );
     }
 
+    /// The store `on_memory` gives the service is the settings' own: a lease and a retention set
+    /// through the environment (not the defaults, 60 s and 30 days) are the ones a claim and a
+    /// completed mark get, and the handle returned sees the marks the service wrote.
     #[tokio::test]
     async fn on_memory_configures_the_store_from_the_functions_settings() {
-        let env = Env::from_pairs([
-            ("DEDUP_NAMESPACE", "t"),
-            ("DEDUP_MARK_TABLE", "marks"),
+        let env = env(&[
             ("DEDUP_LEASE_SECONDS", "90"),
             ("DEDUP_RETENTION_SECONDS", "3456000"),
         ]);
@@ -596,11 +592,7 @@ mod tests {
     /// hands back the key spec `configure` declares: the key of the mark the service writes.
     #[tokio::test]
     async fn function_on_memory_gives_the_wirings_service_its_store_and_key_spec() {
-        let env = Env::from_pairs([
-            ("DEDUP_NAMESPACE", "t"),
-            ("DEDUP_MARK_TABLE", "marks"),
-            ("DEDUP_LEASE_SECONDS", "90"),
-        ]);
+        let env = env(&[("DEDUP_LEASE_SECONDS", "90")]);
         fn configure<S>(dedup: Dedup<S>) -> Dedup<S> {
             dedup.identity("/id")
         }

@@ -56,13 +56,24 @@ fn order(e: HttpEvent<Order>, runs: &AtomicUsize) -> Result<Reply, HandlerError>
 }
 
 fn service_with(env: &Env) -> (HttpService, MemoryStore, Arc<AtomicUsize>) {
+    service_answering(env, |_, _| None)
+}
+
+/// [`service_with`] whose work gives the answer `early` says (its own 5xx) instead of the order.
+fn service_answering(
+    env: &Env,
+    early: impl Fn(&HttpEvent<Order>, &AtomicUsize) -> Option<Reply> + Send + Sync + 'static,
+) -> (HttpService, MemoryStore, Arc<AtomicUsize>) {
     let (dedup, store) = on_memory(Dedup::read(env, "orders-api").expect("settings"));
     store.create_table(ORDERS, "order_id");
     let runs = Arc::new(AtomicUsize::new(0));
     let r = runs.clone();
     let config = HttpConfig::read(env).expect("config");
     let service = dedup
-        .http(config, move |e: HttpEvent<Order>| order(e, &r))
+        .http(config, move |e: HttpEvent<Order>| match early(&e, &r) {
+            Some(reply) => Ok(reply),
+            None => order(e, &r),
+        })
         .expect("service");
     (service, store, runs)
 }
@@ -368,23 +379,13 @@ async fn idempotency_key_in_flight_is_409_or_the_bounded_wait() {
 /// 201 is what is then stored and replayed; the 503's effects are never written.
 #[tokio::test]
 async fn idempotency_key_5xx_is_not_stored_and_the_retry_runs() {
-    let (dedup, store) = on_memory(Dedup::read(&env(), "orders-api").expect("settings"));
-    store.create_table(ORDERS, "order_id");
-    let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
-    let service = dedup
-        .http(
-            HttpConfig::read(&env()).expect("config"),
-            move |e: HttpEvent<Order>| {
-                if r.load(Ordering::SeqCst) == 0 {
-                    r.fetch_add(1, Ordering::SeqCst);
-                    let put = Effect::put(ORDERS, Item::new().with("order_id", "failed"));
-                    return Ok(Reply::new(503, serde_json::json!({"error": "busy"})).effect(put));
-                }
-                order(e, &r)
-            },
-        )
-        .expect("service");
+    let (service, store, runs) = service_answering(&env(), |_, r| {
+        (r.load(Ordering::SeqCst) == 0).then(|| {
+            r.fetch_add(1, Ordering::SeqCst);
+            let put = Effect::put(ORDERS, Item::new().with("order_id", "failed"));
+            Reply::new(503, serde_json::json!({"error": "busy"})).effect(put)
+        })
+    });
     let failed = send(&service, post(Some("k-7"), Some("alice"), BODY)).await;
     assert_eq!((failed.status, failed.replayed), (503, false));
     assert!(
@@ -750,21 +751,10 @@ async fn idempotency_key_on_another_route_is_not_the_same_request() {
 /// It runs; its answer is then the key's (the first body now 422).
 #[tokio::test]
 async fn idempotency_key_after_5xx_a_corrected_retry_runs() {
-    let (dedup, store) = on_memory(Dedup::read(&env(), "orders-api").expect("settings"));
-    store.create_table(ORDERS, "order_id");
-    let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
-    let service = dedup
-        .http(
-            HttpConfig::read(&env()).expect("config"),
-            move |e: HttpEvent<Order>| {
-                if e.payload.item == "broken" {
-                    return Ok(Reply::new(503, serde_json::json!({"error": "busy"})));
-                }
-                order(e, &r)
-            },
-        )
-        .expect("service");
+    let (service, store, runs) = service_answering(&env(), |e, _| {
+        let busy = || Reply::new(503, serde_json::json!({"error": "busy"}));
+        (e.payload.item == "broken").then(busy)
+    });
     let failed = send(
         &service,
         post(Some("k-fix"), Some("alice"), r#"{"item":"broken"}"#),

@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-const ANSWERED: Layout = Layout {
+/// The layout of the relays under test: items that wait `PENDING`, keyed by `key`.
+pub(crate) const ANSWERED: Layout = Layout {
     attributes: Attributes {
         key: Attribute::new("key"),
         created: Attribute::new("created_at"),

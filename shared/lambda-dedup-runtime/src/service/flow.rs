@@ -123,6 +123,9 @@ pub(crate) mod seal {
 
     impl<S> Copy for On<'_, S> {}
 
+    /// A batch's report, to come.
+    pub(crate) type Reported<'a> = Pin<Box<dyn Future<Output = BatchReport> + Send + 'a>>;
+
     /// A flow built: what it does with one message, and around one invocation.
     pub trait Step: Send + Sync + 'static {
         /// What one invocation keeps (the events applied now, each step's account).
@@ -147,7 +150,7 @@ pub(crate) mod seal {
             batch: Vec<Message>,
             max_concurrency: usize,
             state: &'a Self::State,
-        ) -> Pin<Box<dyn Future<Output = BatchReport> + Send + 'a>> {
+        ) -> Reported<'a> {
             Box::pin(lambda_dedup_engine::run_batch(
                 batch,
                 max_concurrency,
@@ -196,7 +199,7 @@ pub(crate) mod seal {
     impl crate::door::Ordering for LatestOnly {}
 }
 
-use seal::{On, Ordered, Step};
+use seal::{On, Ordered, Reported, Step};
 
 /// `Debug` for a step: its name (its parts are closures and stores).
 macro_rules! step_debug {
@@ -357,12 +360,7 @@ impl<E: Send + Sync + 'static, B: BatchMode> Step for TransactStep<E, B> {
         B::PER_BATCH
     }
 
-    fn batch<'a>(
-        &'a self,
-        batch: Vec<Message>,
-        max_concurrency: usize,
-        _: &'a (),
-    ) -> Pin<Box<dyn Future<Output = BatchReport> + Send + 'a>> {
+    fn batch<'a>(&'a self, batch: Vec<Message>, max_concurrency: usize, _: &'a ()) -> Reported<'a> {
         Box::pin(lambda_dedup_engine::run_batch_transactional(
             batch,
             max_concurrency,
@@ -438,7 +436,7 @@ where
     }
 
     fn per_batch(&self) -> bool {
-        B::PER_BATCH
+        self.step.per_batch()
     }
 
     fn batch<'a>(
@@ -446,7 +444,7 @@ where
         batch: Vec<Message>,
         max_concurrency: usize,
         applied: &'a Self::State,
-    ) -> Pin<Box<dyn Future<Output = BatchReport> + Send + 'a>> {
+    ) -> Reported<'a> {
         Box::pin(async move {
             let kept = batch.clone();
             let report = self.step.batch(batch, max_concurrency, &()).await;

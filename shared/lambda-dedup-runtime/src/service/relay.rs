@@ -91,26 +91,19 @@ mod tests {
 
     use super::*;
     use crate::config::Env;
-    use crate::relay::{
-        Attribute, Attributes, Failure, Metric, Read, Repeats, StatusValue, Waiting,
-    };
+    use crate::relay::tests::ANSWERED;
+    use crate::relay::{Attribute, Attributes, Failure, Read};
     use crate::testing::on_memory;
 
     const VARS: RelayVars = lambda_dedup_config::relay_vars!("JOBS_TABLE", "JOBS", 3_000);
 
+    /// The relay tests' layout, keyed by `id`.
     const LAYOUT: Layout = Layout {
         attributes: Attributes {
             key: Attribute::new("id"),
-            created: Attribute::new("created_at"),
-            status: Attribute::new("status"),
-            parked_at: Attribute::new("failed_at"),
+            ..ANSWERED.attributes
         },
-        waiting: Waiting::Holds(StatusValue::new("PENDING")),
-        settled: StatusValue::new("DONE"),
-        parked: StatusValue::new("FAILED"),
-        repeats: Repeats::Answered,
-        settled_metric: Metric::new("Done"),
-        waiting_metric: Metric::new("Waiting"),
+        ..ANSWERED
     };
 
     /// Acts on every inserted item: counts its calls, takes `slow` each, and declares `limit`

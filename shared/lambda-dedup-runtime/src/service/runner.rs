@@ -18,7 +18,7 @@ use lambda_runtime::LambdaEvent;
 
 use super::account::{Accounting, Reconciliation, count, distinct, print_account, rebuilt};
 use super::flow::Flow;
-use super::flow::seal::{Admits, On, Step};
+use super::flow::seal::{Admits, On, Reported, Step};
 use super::{BuildError, Dedup, PayloadAt};
 use crate::door::{Answered, Cut, Door, Parking, Refused};
 use crate::store::Marks;
@@ -116,7 +116,7 @@ pub(crate) trait Work: Sync {
     }
 
     /// The batch whole.
-    fn batch(&self, batch: Vec<Message>) -> Pin<Box<dyn Future<Output = BatchReport> + Send + '_>> {
+    fn batch(&self, batch: Vec<Message>) -> Reported<'_> {
         let _ = batch;
         unreachable!("a work that goes message by message is never given a batch")
     }
@@ -139,7 +139,7 @@ impl<St: Step> Work for Stepped<'_, St> {
         self.step.per_batch()
     }
 
-    fn batch(&self, batch: Vec<Message>) -> Pin<Box<dyn Future<Output = BatchReport> + Send + '_>> {
+    fn batch(&self, batch: Vec<Message>) -> Reported<'_> {
         self.step.batch(batch, self.max_concurrency, self.state)
     }
 }

@@ -12,9 +12,10 @@
 
 use std::sync::Arc;
 
+use lambda_dedup_engine::CreateOnceDeduplicator;
+
 use super::request::RequestService;
 use super::{BuildError, Dedup};
-use crate::aws::FromSettings as _;
 use crate::store::Items;
 use crate::webhook::{Receiver, WebhookConfig};
 
@@ -29,7 +30,9 @@ impl Dedup<Items> {
         // The inbox items are the marks: on DynamoDB, no mark table is read.
         let store = self.store.inbox(&config.inbox_table);
         let spec = config.key_spec(self.settings.scope.clone());
-        let dedup = self.settings.create_once_deduplicator_on(spec, store);
+        // Keys by the settings' guards; the item is the mark, so the warm cache and the
+        // pre-filter, which read marks, have nothing to do here.
+        let dedup = CreateOnceDeduplicator::with_store(self.settings.key_spec(spec), store);
         Ok(RequestService {
             door: Arc::new(Receiver::new(
                 &self.function,

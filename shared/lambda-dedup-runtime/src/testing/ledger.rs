@@ -64,3 +64,28 @@ pub(crate) fn credit_work(
 pub(crate) fn balance(store: &MemoryStore, account: &str) -> Option<Value> {
     super::attribute(store, "balances", ("account", account), "balance")
 }
+
+/// Each letter parked in `taken`: its attribute `name` (what the door names a record by) and its
+/// `dedup-reason`, in order.
+pub(crate) fn parked_by(taken: &crate::queue::Taken, name: &str) -> Vec<(String, String)> {
+    let taken = taken.lock().expect("taken");
+    let letters = taken.iter().map(|(_, attributes)| {
+        let get = |n: &str| {
+            attributes
+                .iter()
+                .find(|(k, _)| k == n)
+                .map(|(_, v)| v.clone())
+        };
+        let reason = get("dedup-reason").expect("a reason");
+        (get(name).unwrap_or_else(|| panic!("no {name}")), reason)
+    });
+    letters.collect()
+}
+
+/// The sequence numbers a stream's response names for Lambda to retry from, in order.
+pub(crate) fn checkpoints(
+    response: &aws_lambda_events::event::streams::KinesisEventResponse,
+) -> Vec<String> {
+    let failures = response.batch_item_failures.iter();
+    failures.filter_map(|f| f.item_identifier.clone()).collect()
+}

@@ -94,6 +94,41 @@ fn signed(id: &str, body: &str, ts: u64, secret: &str) -> HeaderMap {
     ])
 }
 
+/// The signature of `body` alone (GitHub's, Shopify's: no id or time signed) with `secret`.
+fn body_signature(scheme: Scheme, secret: &str, body: &str) -> String {
+    sign(scheme, secret, "", 0, body.as_bytes()).expect("sign")
+}
+
+/// `captured` (signed over the body alone) is applied, and sent again `later` seconds on under
+/// the new, unsigned id `new_id` in `id_header`, is a duplicate: the identity is in the signed
+/// body.
+async fn replayed_under_a_new_id(
+    r: &Receiver,
+    captured: &HeaderMap,
+    (id_header, new_id): (&'static str, &'static str),
+    body: &str,
+    later: u64,
+) {
+    let a = post(r, captured, body, NOW).await;
+    assert_eq!((a.status, a.outcome), (200, "Applied"), "{a:?}");
+    let mut replayed = captured.clone();
+    replayed.insert(id_header, HeaderValue::from_static(new_id));
+    let a = post(r, &replayed, body, NOW + later).await;
+    assert_eq!((a.status, a.outcome), (200, "Duplicate"), "{a:?}");
+}
+
+/// `r` with its store down: every store call fails.
+fn down(r: &Receiver, store: &MemoryStore) -> Receiver {
+    let config = r.config.clone();
+    let spec = config.key_spec(Scope::new("t", "webhook-receiver").expect("scope"));
+    Receiver::new(
+        "webhook-receiver",
+        config,
+        CreateOnceDeduplicator::new(spec, store.unreachable()),
+        crate::config::DeadlineMargin::DEFAULT,
+    )
+}
+
 async fn post(r: &Receiver, headers: &HeaderMap, body: &str, now: u64) -> Answer {
     r.answer(&Method::POST, headers, body.as_bytes(), "req", at(now))
         .await
@@ -332,16 +367,7 @@ async fn a_webhook_id_or_timestamp_joined_with_a_comma_by_a_function_url_is_refu
 async fn nothing_is_stored_for_refused_requests() {
     let (r, store) = receiver(1024);
     let body = r#"{"id":"evt-1"}"#;
-    let down = {
-        let config = r.config.clone();
-        let spec = config.key_spec(Scope::new("t", "webhook-receiver").expect("scope"));
-        Receiver::new(
-            "webhook-receiver",
-            config,
-            CreateOnceDeduplicator::new(spec, store.unreachable()),
-            crate::config::DeadlineMargin::DEFAULT,
-        )
-    };
+    let down = down(&r, &store);
     let mut unsigned = signed("evt-1", body, NOW, SECRET);
     unsigned.remove(WEBHOOK_SIGNATURE_HEADER);
     let a = post(&down, &unsigned, body, NOW).await;
@@ -392,16 +418,7 @@ async fn nothing_is_stored_for_refused_requests() {
 #[tokio::test]
 async fn an_oversized_body_is_refused_before_its_signature_or_the_store_is_reached() {
     let (r, store) = receiver(64);
-    let down = {
-        let config = r.config.clone();
-        let spec = config.key_spec(Scope::new("t", "webhook-receiver").expect("scope"));
-        Receiver::new(
-            "webhook-receiver",
-            config,
-            CreateOnceDeduplicator::new(spec, store.unreachable()),
-            crate::config::DeadlineMargin::DEFAULT,
-        )
-    };
+    let down = down(&r, &store);
     let big = format!(r#"{{"pad":"{}"}}"#, "x".repeat(64));
     let a = post(&down, &HeaderMap::new(), &big, NOW).await;
     assert_eq!((a.status, a.outcome), (413, "TooLarge"), "{a:?}");
@@ -538,14 +555,7 @@ fn github_receiver() -> (Receiver, MemoryStore) {
 async fn a_github_delivery_replayed_under_a_new_delivery_id_is_a_duplicate() {
     let (r, store) = github_receiver();
     let body = r#"{"delivery_id":"gh-evt-1","action":"opened"}"#;
-    let sig = sign(
-        Scheme::GitHub,
-        "github-secret-current-0001",
-        "",
-        0,
-        body.as_bytes(),
-    )
-    .expect("sign");
+    let sig = body_signature(Scheme::GitHub, "github-secret-current-0001", body);
     let captured = headers(&[
         (GITHUB_SIGNATURE_HEADER, &sig),
         (
@@ -553,15 +563,11 @@ async fn a_github_delivery_replayed_under_a_new_delivery_id_is_a_duplicate() {
             "72d3162e-cc78-11e3-81ab-4c9367dc0958",
         ),
     ]);
-    let a = post(&r, &captured, body, NOW).await;
-    assert_eq!((a.status, a.outcome), (200, "Applied"), "{a:?}");
-    let mut replayed = captured.clone();
-    replayed.insert(
+    let new_id = (
         GITHUB_DELIVERY_HEADER,
-        HeaderValue::from_static("00000000-0000-0000-0000-000000000000"),
+        "00000000-0000-0000-0000-000000000000",
     );
-    let a = post(&r, &replayed, body, NOW + 3 * 86_400).await;
-    assert_eq!((a.status, a.outcome), (200, "Duplicate"), "{a:?}");
+    replayed_under_a_new_id(&r, &captured, new_id, body, 3 * 86_400).await;
 
     let mut doubled = captured.clone();
     doubled.append(
@@ -604,14 +610,7 @@ async fn a_github_delivery_replayed_under_a_new_delivery_id_is_a_duplicate() {
 async fn a_github_signature_joined_with_a_comma_by_a_function_url_is_refused() {
     let (r, store) = github_receiver();
     let body = r#"{"delivery_id":"gh-evt-2"}"#;
-    let sig = sign(
-        Scheme::GitHub,
-        "github-secret-current-0001",
-        "",
-        0,
-        body.as_bytes(),
-    )
-    .expect("sign");
+    let sig = body_signature(Scheme::GitHub, "github-secret-current-0001", body);
     let joined = format!("{sig},sha256={}", "0".repeat(64));
     let request = function_url_request(&[(GITHUB_SIGNATURE_HEADER, &joined)], body);
     let (status, answer) = status_and_body(&r, request).await;
@@ -636,14 +635,7 @@ async fn a_shopify_delivery_replayed_under_a_new_webhook_id_is_a_duplicate() {
         "1024",
     );
     let body = r#"{"id":820982911946154508,"email":"jon@example.com"}"#;
-    let sig = sign(
-        Scheme::Shopify,
-        "shopify-client-secret-0001",
-        "",
-        0,
-        body.as_bytes(),
-    )
-    .expect("sign");
+    let sig = body_signature(Scheme::Shopify, "shopify-client-secret-0001", body);
     let h = headers(&[
         (SHOPIFY_HMAC_HEADER, &sig),
         (
@@ -651,23 +643,9 @@ async fn a_shopify_delivery_replayed_under_a_new_webhook_id_is_a_duplicate() {
             "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043",
         ),
     ]);
-    let a = post(&r, &h, body, NOW).await;
-    assert_eq!((a.status, a.outcome), (200, "Applied"), "{a:?}");
-    let mut replayed = h.clone();
-    replayed.insert(
-        SHOPIFY_WEBHOOK_ID_HEADER,
-        HeaderValue::from_static("forged-new-id"),
-    );
-    let a = post(&r, &replayed, body, NOW + 86_400).await;
-    assert_eq!((a.status, a.outcome), (200, "Duplicate"), "{a:?}");
-    let hex = sign(
-        Scheme::GitHub,
-        "shopify-client-secret-0001",
-        "",
-        0,
-        body.as_bytes(),
-    )
-    .expect("sign");
+    let new_id = (SHOPIFY_WEBHOOK_ID_HEADER, "forged-new-id");
+    replayed_under_a_new_id(&r, &h, new_id, body, 86_400).await;
+    let hex = body_signature(Scheme::GitHub, "shopify-client-secret-0001", body);
     let a = post(&r, &headers(&[(SHOPIFY_HMAC_HEADER, &hex[7..])]), body, NOW).await;
     assert!(
         a.status == 401 && a.body.contains("malformed_signature"),

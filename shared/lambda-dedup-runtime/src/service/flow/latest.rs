@@ -79,12 +79,9 @@ where
     type Step = LatestStep;
 
     fn build(self, on: On<'_, Items>) -> Result<LatestStep, BuildError> {
-        let dedup = on.dedup;
-        dedup.vouched()?;
-        let store = dedup.store.latest()?;
-        let spec = dedup.raw_spec(dedup.settings.scope.clone());
+        let spec = super::once::item_spec(on.dedup)?;
         Ok(LatestStep {
-            dedup: LatestDeduplicator::with_store(dedup.settings.key_spec(spec), store),
+            dedup: LatestDeduplicator::with_store(spec, on.dedup.store.latest()?),
             work: typed_work(on, self.0),
         })
     }

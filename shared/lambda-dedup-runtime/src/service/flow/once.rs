@@ -5,16 +5,22 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use lambda_dedup::{Effect, Message, SequenceSource};
+use lambda_dedup::{Effect, KeySpec, Message, SequenceSource};
 use lambda_dedup_engine::{CreateOnceDeduplicator, Outcome, SequencedDeduplicator};
 use serde::de::DeserializeOwned;
 
 use super::seal::{On, Ordered, Step};
-use super::{BuildError, Event, Flow, HandlerError, IntoPlan, TypedWork, typed_work};
-use crate::aws::FromSettings as _;
+use super::{BuildError, Dedup, Event, Flow, HandlerError, IntoPlan, TypedWork, typed_work};
 use crate::store::Items;
 
 super::step_debug!(CreateOnceStep, SequenceStep);
+
+/// The key spec of a flow whose item is its own mark, once the builder's tenant is vouched for
+/// (S1): the builder's, with the settings' guards.
+pub(super) fn item_spec(dedup: &Dedup<Items>) -> Result<KeySpec, BuildError> {
+    dedup.vouched()?;
+    Ok(dedup.key_spec())
+}
 
 /// The flow of work that creates one item per event (an order, an inbox item, a record keyed
 /// by the event): `create` says the [`Effect::put`] of that item (a
@@ -59,12 +65,9 @@ where
     type Step = CreateOnceStep;
 
     fn build(self, on: On<'_, Items>) -> Result<CreateOnceStep, BuildError> {
-        let dedup = on.dedup;
-        dedup.vouched()?;
-        let store = dedup.store.create_once()?;
-        let spec = dedup.raw_spec(dedup.settings.scope.clone());
+        let spec = item_spec(on.dedup)?;
         Ok(CreateOnceStep {
-            dedup: dedup.settings.create_once_deduplicator_on(spec, store),
+            dedup: CreateOnceDeduplicator::with_store(spec, on.dedup.store.create_once()?),
             create: typed_work(on, self.0),
         })
     }
@@ -140,12 +143,9 @@ where
     type Step = SequenceStep;
 
     fn build(self, on: On<'_, Items>) -> Result<SequenceStep, BuildError> {
-        let dedup = on.dedup;
-        dedup.vouched()?;
-        let store = dedup.store.sequence()?;
-        let spec = dedup.raw_spec(dedup.settings.scope.clone());
+        let spec = item_spec(on.dedup)?;
         Ok(SequenceStep {
-            dedup: SequencedDeduplicator::with_store(dedup.settings.key_spec(spec), store),
+            dedup: SequencedDeduplicator::with_store(spec, on.dedup.store.sequence()?),
             source: self.source,
             update: typed_work(on, self.update),
         })

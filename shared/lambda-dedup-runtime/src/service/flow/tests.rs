@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aws_lambda_events::event::kinesis::KinesisEvent;
-use aws_lambda_events::event::streams::KinesisEventResponse;
 use lambda_dedup::{Effect, Lease};
 use lambda_runtime::tower::{self, BoxError, ServiceBuilder};
 
@@ -52,13 +51,7 @@ fn kinesis(records: &[(&str, &str)]) -> KinesisEvent {
     serde_json::from_value(serde_json::json!({ "Records": records })).expect("event")
 }
 
-fn checkpoint(answer: &KinesisEventResponse) -> Vec<String> {
-    answer
-        .batch_item_failures
-        .iter()
-        .filter_map(|f| f.item_identifier.clone())
-        .collect()
-}
+use crate::testing::ledger::checkpoints as checkpoint;
 
 /// A leased call per Kinesis record: one call per event however often the stream carries it,
 /// with the event's key; a call that fails stops its partition key there (the checkpoint names

@@ -11,7 +11,9 @@ use serde_json::json;
 
 use super::*;
 use crate::parking::Parking;
-use crate::testing::ledger::{Credit, aws_sample, b64, balance, credit, credit_work, ledger};
+use crate::testing::ledger::{
+    Credit, aws_sample, b64, balance, credit, credit_work, ledger, parked_by,
+};
 use crate::{Dedup, Event};
 
 /// AWS's published sample (`aws_lambda_events`' fixture, copied into `events/`).
@@ -48,6 +50,9 @@ fn event(records: Vec<serde_json::Value>) -> KafkaEvent {
     e["records"] = map.into();
     serde_json::from_value(e).expect("event")
 }
+
+/// The credit work's dependency, up for every test that does not take it down.
+static UP: AtomicBool = AtomicBool::new(false);
 
 fn builder() -> (Dedup, MemoryStore) {
     ledger(&[(CLUSTER_ID_VARIABLE, "cluster-1")])
@@ -162,7 +167,6 @@ async fn kafka_keeps_order_per_partition_and_names_each_resume_point() {
 /// is applied once, the second a duplicate; by default (the position) the two are two events.
 #[tokio::test]
 async fn kafka_header_identity_catches_a_producer_retry_at_another_offset() {
-    static UP: AtomicBool = AtomicBool::new(false);
     let batch = || {
         event(vec![
             record(0, 1, &credit("a", 5), &[("event-id", "e-1")]),
@@ -195,7 +199,6 @@ async fn kafka_header_identity_catches_a_producer_retry_at_another_offset() {
 /// deliveries Lambda makes from each resume point, every good record is applied.
 #[tokio::test]
 async fn kafka_hostile_records_are_parked_and_the_partition_goes_on() {
-    static UP: AtomicBool = AtomicBool::new(false);
     let (dedup, store) = builder();
     let (parking, taken) = Parking::refusing_over_sqs_maximum();
     let service = service(
@@ -230,20 +233,9 @@ async fn kafka_hostile_records_are_parked_and_the_partition_goes_on() {
     }
     assert_eq!(from, batch.len(), "the partition got past every record");
     assert_eq!(balance(&store, "a"), Some(Value::N("5".into())));
-    let taken = taken.lock().expect("taken").clone();
-    let codes: Vec<(String, String)> = taken
-        .iter()
-        .map(|(_, a)| {
-            let get = |n: &str| a.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
-            (
-                get("dedup-kafka-offset").expect("offset"),
-                get("dedup-reason").expect("code"),
-            )
-        })
-        .collect();
     let code = |o: &str, c: &str| (o.to_owned(), c.to_owned());
     assert_eq!(
-        codes,
+        parked_by(&taken, "dedup-kafka-offset"),
         [
             code("2", "body_not_base64"),
             code("3", "body_not_json"),
@@ -251,6 +243,7 @@ async fn kafka_hostile_records_are_parked_and_the_partition_goes_on() {
             code("5", "body_too_large"),
         ]
     );
+    let taken = taken.lock().expect("taken").clone();
     let whole: serde_json::Value = serde_json::from_str(&taken[0].0).expect("json");
     assert_eq!(
         whole["record"]["value"], "not base64!",
@@ -267,7 +260,6 @@ async fn kafka_hostile_records_are_parked_and_the_partition_goes_on() {
 /// reached, it is its partition's resume point, and the other partition is not held by it.
 #[tokio::test]
 async fn kafka_a_record_whose_parking_fails_is_its_partitions_resume_point() {
-    static UP: AtomicBool = AtomicBool::new(false);
     let (dedup, store) = builder();
     let service = service(dedup, Parking::unreachable(), &UP);
     let batch = vec![
@@ -294,7 +286,6 @@ fn self_managed(mut event: KafkaEvent, servers: &str) -> KafkaEvent {
 /// string. With an identity of the builder's own it needs none.
 #[test]
 fn kafka_self_managed_cluster_id_is_required_to_start() {
-    static UP: AtomicBool = AtomicBool::new(false);
     let (dedup, _) = ledger(&[]);
     let refused = kafka(dedup.parking(Parking::unreachable()), |_: Event<Credit>| {
         Vec::<Effect>::new()
@@ -317,7 +308,6 @@ fn kafka_self_managed_cluster_id_is_required_to_start() {
 /// after a broker was added (another bootstrap string) is a duplicate, not a second credit.
 #[tokio::test]
 async fn kafka_self_managed_records_are_named_by_cluster_id_not_bootstrap_string() {
-    static UP: AtomicBool = AtomicBool::new(false);
     let (dedup, store) = builder();
     let service = service(dedup, Parking::unreachable(), &UP);
     let batch = || event(vec![record(0, 40, &credit("a", 5), &[])]);

@@ -13,7 +13,8 @@ use serde_json::json;
 use super::*;
 use crate::Dedup;
 use crate::parking::Parking;
-use crate::testing::ledger::{aws_sample, b64, balance, credit, credit_work, ledger};
+use crate::queue::Taken;
+use crate::testing::ledger::{aws_sample, b64, balance, credit, credit_work, ledger, parked_by};
 
 /// AWS's ActiveMQ sample with one message per `(message id, data)`, shaped as its own.
 fn activemq(messages: &[(&str, &str)]) -> ActiveMqEvent {
@@ -49,8 +50,39 @@ fn rabbitmq(messages: &[(Option<&str>, &str, &str)]) -> RabbitMqEvent {
     serde_json::from_value(e).expect("event")
 }
 
-fn builder() -> (Dedup, MemoryStore) {
-    ledger(&[])
+/// The credit work's dependency, up for every test that does not take it down.
+static UP: AtomicBool = AtomicBool::new(false);
+
+/// The builder on the memory store with the identity `identity` and parking whose letters the
+/// test reads.
+fn parking_kept(identity: &str) -> (Dedup, MemoryStore, Taken) {
+    let (dedup, store) = ledger(&[]);
+    let (parking, taken) = Parking::refusing_over_sqs_maximum();
+    (
+        dedup
+            .identity(crate::Identity::attribute(identity))
+            .parking(parking),
+        store,
+        taken,
+    )
+}
+
+/// The builder on the memory store with the identity `identity` and parking out of reach.
+fn parking_unreachable(identity: &str) -> (Dedup, MemoryStore) {
+    let (dedup, store) = ledger(&[]);
+    let dedup = dedup.identity(crate::Identity::attribute(identity));
+    (dedup.parking(Parking::unreachable()), store)
+}
+
+/// The `dedup-reason` of each parked letter, in order.
+fn reasons(taken: &Taken) -> Vec<String> {
+    let taken = taken.lock().expect("taken");
+    let reason = |a: &[(String, String)]| a.iter().find(|(k, _)| k == "dedup-reason").cloned();
+    taken
+        .iter()
+        .filter_map(|(_, a)| reason(a))
+        .map(|(_, v)| v)
+        .collect()
 }
 
 fn mq_error(e: &lambda_runtime::Error) -> Option<&MqError> {
@@ -107,12 +139,8 @@ fn rabbitmq_sample_event_gives_headers_and_no_message_id() {
 /// response is needed for one message not to cost the others.
 #[tokio::test]
 async fn activemq_poison_is_parked_and_the_rest_applied() {
-    static UP: AtomicBool = AtomicBool::new(false);
-    let (dedup, store) = builder();
-    let (parking, taken) = Parking::refusing_over_sqs_maximum();
+    let (dedup, store, taken) = parking_kept(MESSAGE_ID_ATTRIBUTE);
     let service = dedup
-        .identity(crate::Identity::attribute(MESSAGE_ID_ATTRIBUTE))
-        .parking(parking)
         .door(crate::door::ActiveMq, credit_work(&UP))
         .expect("service");
     let not_json = b64("not json");
@@ -124,24 +152,14 @@ async fn activemq_poison_is_parked_and_the_rest_applied() {
     ]);
     service.call_with(batch).await.expect("acknowledged");
     assert_eq!(balance(&store, "a"), Some(Value::N("3".into())));
-    let taken = taken.lock().expect("taken").clone();
-    let reasons: Vec<(String, String)> = taken
-        .iter()
-        .map(|(_, a)| {
-            let get = |n: &str| a.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
-            (
-                get("dedup-mq-message-id").expect("id"),
-                get("dedup-reason").expect("code"),
-            )
-        })
-        .collect();
     assert_eq!(
-        reasons,
+        parked_by(&taken, "dedup-mq-message-id"),
         [
             ("ID:2".to_owned(), "body_not_base64".to_owned()),
             ("ID:3".to_owned(), "body_not_json".to_owned()),
         ]
     );
+    let taken = taken.lock().expect("taken").clone();
     let whole: serde_json::Value = serde_json::from_str(&taken[0].0).expect("json");
     assert_eq!(whole["message"]["data"], "not base64!", "as delivered");
     assert_eq!(whole["queue"], "testQueue");
@@ -153,10 +171,8 @@ async fn activemq_poison_is_parked_and_the_rest_applied() {
 #[tokio::test]
 async fn activemq_transient_failure_redelivers_the_batch_and_marks_catch_the_rest() {
     static DOWN: AtomicBool = AtomicBool::new(true);
-    let (dedup, store) = builder();
+    let (dedup, store) = parking_unreachable(MESSAGE_ID_ATTRIBUTE);
     let service = dedup
-        .identity(crate::Identity::attribute(MESSAGE_ID_ATTRIBUTE))
-        .parking(Parking::unreachable())
         .door(crate::door::ActiveMq, credit_work(&DOWN))
         .expect("service");
     let batch = || activemq(&[("ID:1", &credit("a", 1)), ("ID:2", &credit("b", 5))]);
@@ -180,11 +196,8 @@ async fn activemq_transient_failure_redelivers_the_batch_and_marks_catch_the_res
 /// the batch comes again.
 #[tokio::test]
 async fn activemq_parking_failure_fails_the_invocation() {
-    static UP: AtomicBool = AtomicBool::new(false);
-    let (dedup, _) = builder();
+    let (dedup, _) = parking_unreachable(MESSAGE_ID_ATTRIBUTE);
     let service = dedup
-        .identity(crate::Identity::attribute(MESSAGE_ID_ATTRIBUTE))
-        .parking(Parking::unreachable())
         .door(crate::door::ActiveMq, credit_work(&UP))
         .expect("service");
     let err = service
@@ -199,12 +212,8 @@ async fn activemq_parking_failure_fails_the_invocation() {
 /// sent twice is applied once.
 #[tokio::test]
 async fn rabbitmq_missing_identity_is_parked_and_a_header_identity_dedups() {
-    static UP: AtomicBool = AtomicBool::new(false);
-    let (dedup, store) = builder();
-    let (parking, taken) = Parking::refusing_over_sqs_maximum();
+    let (dedup, store, taken) = parking_kept(MESSAGE_ID_ATTRIBUTE);
     let service = dedup
-        .identity(crate::Identity::attribute(MESSAGE_ID_ATTRIBUTE))
-        .parking(parking)
         .door(crate::door::RabbitMq, credit_work(&UP))
         .expect("service");
     let batch = rabbitmq(&[
@@ -213,17 +222,9 @@ async fn rabbitmq_missing_identity_is_parked_and_a_header_identity_dedups() {
     ]);
     service.call_with(batch).await.expect("acknowledged");
     assert_eq!(balance(&store, "a"), Some(Value::N("2".into())));
-    let taken = taken.lock().expect("taken").clone();
-    assert_eq!(taken.len(), 1);
-    assert!(
-        taken[0]
-            .1
-            .contains(&("dedup-reason".into(), "identity_missing".into()))
-    );
-    let (dedup, store) = builder();
+    assert_eq!(reasons(&taken), ["identity_missing"]);
+    let (dedup, store) = parking_unreachable("event-id");
     let service = dedup
-        .identity(crate::Identity::attribute("event-id"))
-        .parking(Parking::unreachable())
         .door(crate::door::RabbitMq, credit_work(&UP))
         .expect("service");
     let twice = rabbitmq(&[
@@ -271,11 +272,8 @@ fn parked(taken: &[(String, Vec<(String, String)>)]) -> Vec<(String, String)> {
 /// not de-duplicated by the broker's id, so neither is acknowledged unprocessed.
 #[tokio::test]
 async fn mq_rabbitmq_messages_sharing_a_producer_message_id_are_each_applied() {
-    static UP: AtomicBool = AtomicBool::new(false);
-    let (dedup, store) = builder();
+    let (dedup, store) = parking_unreachable("event-id");
     let service = dedup
-        .identity(crate::Identity::attribute("event-id"))
-        .parking(Parking::unreachable())
         .door(crate::door::RabbitMq, credit_work(&UP))
         .expect("service");
     let batch = rabbitmq(&[
@@ -294,12 +292,8 @@ async fn mq_rabbitmq_messages_sharing_a_producer_message_id_are_each_applied() {
 /// parked is the poison message itself, not its namesake.
 #[tokio::test]
 async fn mq_activemq_messages_sharing_a_message_id_park_the_right_one() {
-    static UP: AtomicBool = AtomicBool::new(false);
-    let (dedup, store) = builder();
-    let (parking, taken) = Parking::refusing_over_sqs_maximum();
+    let (dedup, store, taken) = parking_kept("event-id");
     let service = dedup
-        .identity(crate::Identity::attribute("event-id"))
-        .parking(parking)
         .door(crate::door::ActiveMq, credit_work(&UP))
         .expect("service");
     let good = credit("a", 5);
@@ -325,12 +319,8 @@ async fn mq_activemq_messages_sharing_a_message_id_park_the_right_one() {
 /// parked on their own: two letters, each with its own data.
 #[tokio::test]
 async fn mq_messages_sharing_a_message_id_are_each_parked() {
-    static UP: AtomicBool = AtomicBool::new(false);
-    let (dedup, _) = builder();
-    let (parking, taken) = Parking::refusing_over_sqs_maximum();
+    let (dedup, _, taken) = parking_kept("event-id");
     let service = dedup
-        .identity(crate::Identity::attribute("event-id"))
-        .parking(parking)
         .door(crate::door::RabbitMq, credit_work(&UP))
         .expect("service");
     let first = b64("first, not json");
@@ -352,7 +342,6 @@ async fn mq_messages_sharing_a_message_id_are_each_parked() {
 /// (`305` is not `'1'`), which would let a header forge another message's identity.
 #[tokio::test]
 async fn rabbitmq_header_bytes_out_of_byte_range_are_no_header() {
-    static UP: AtomicBool = AtomicBool::new(false);
     let signed = |bytes: Vec<i64>| {
         let mut e =
             serde_json::to_value(rabbitmq(&[(Some("m-1"), "x", &credit("a", 1))])).expect("json");
@@ -372,11 +361,8 @@ async fn rabbitmq_header_bytes_out_of_byte_range_are_no_header() {
         Some(&AttributeValue::String("é".into()))
     );
 
-    let (dedup, store) = builder();
-    let (parking, taken) = Parking::refusing_over_sqs_maximum();
+    let (dedup, store, taken) = parking_kept("event-id");
     let service = dedup
-        .identity(crate::Identity::attribute("event-id"))
-        .parking(parking)
         .door(crate::door::RabbitMq, credit_work(&UP))
         .expect("service");
     let mut e = serde_json::to_value(rabbitmq(&[])).expect("json");
@@ -384,11 +370,10 @@ async fn rabbitmq_header_bytes_out_of_byte_range_are_no_header() {
     let event: RabbitMqEvent = serde_json::from_value(e).expect("event");
     service.call_with(event).await.expect("acknowledged");
     assert_eq!(balance(&store, "a"), Some(Value::N("1".into())));
-    let taken = taken.lock().expect("taken").clone();
-    assert_eq!(taken.len(), 1, "the forged header's message parked");
-    assert!(
-        taken[0]
-            .1
-            .contains(&("dedup-reason".into(), "identity_missing".into()))
+    let forged = ["identity_missing"];
+    assert_eq!(
+        reasons(&taken),
+        forged,
+        "the forged header's message parked"
     );
 }

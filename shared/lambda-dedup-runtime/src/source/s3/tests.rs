@@ -68,6 +68,14 @@ async fn outcomes(service: &Service<S3Event, ()>, e: S3Event) -> Vec<Outcome> {
     outcomes.into_iter().map(|(_, o)| o).collect()
 }
 
+/// Each put notification `(key, sequencer)` in turn gets its outcome.
+async fn assert_puts(service: &Service<S3Event, ()>, puts: &[(&str, &str, Outcome)]) {
+    for (key, sequencer, expected) in puts {
+        let got = outcomes(service, event(vec![put(key, sequencer)])).await;
+        assert_eq!(got, std::slice::from_ref(expected), "{key} at {sequencer}");
+    }
+}
+
 fn object(store: &MemoryStore, key: &str) -> Option<(String, String, String)> {
     let item = store.item("objects", &Item::new().with("key", key))?;
     let s = |a: &str| match item.0.get(a) {
@@ -142,10 +150,7 @@ async fn s3_a_delete_after_a_put_applies_and_keys_are_ordered_apart() {
         object(&store, "a.txt").expect("a").0,
         "ObjectRemoved:Delete"
     );
-    assert_eq!(
-        outcomes(&service, event(vec![put("b.txt", "0001")])).await,
-        [Outcome::Applied]
-    );
+    assert_puts(&service, &[("b.txt", "0001", Outcome::Applied)]).await;
 }
 
 /// Sequencers of different lengths compare as the S3 guide says: the shorter right-padded with
@@ -153,19 +158,13 @@ async fn s3_a_delete_after_a_put_applies_and_keys_are_ordered_apart() {
 #[tokio::test]
 async fn s3_sequencers_of_different_lengths_are_compared_right_padded() {
     let (service, store) = door();
-    assert_eq!(
-        outcomes(&service, event(vec![put("a.txt", "1")])).await,
-        [Outcome::Applied]
-    );
-    assert_eq!(
-        outcomes(&service, event(vec![put("a.txt", "0FFFF")])).await,
-        [Outcome::Superseded]
-    );
-    assert_eq!(
-        outcomes(&service, event(vec![put("a.txt", "10000001")])).await,
-        [Outcome::Applied],
-        "longer and greater once padded"
-    );
+    let puts = [
+        ("a.txt", "1", Outcome::Applied),
+        ("a.txt", "0FFFF", Outcome::Superseded),
+        // Longer, and greater once padded.
+        ("a.txt", "10000001", Outcome::Applied),
+    ];
+    assert_puts(&service, &puts).await;
     assert_eq!(object(&store, "a.txt").expect("a").1, "10000001");
 }
 
@@ -174,15 +173,12 @@ async fn s3_sequencers_of_different_lengths_are_compared_right_padded() {
 #[tokio::test]
 async fn s3_url_encoded_keys_name_the_decoded_object() {
     let (service, store) = door();
-    assert_eq!(
-        outcomes(&service, event(vec![put("a+b.txt", "0B")])).await,
-        [Outcome::Applied]
-    );
-    assert_eq!(
-        outcomes(&service, event(vec![put("a%20b.txt", "0A")])).await,
-        [Outcome::Superseded],
-        "the same object, older"
-    );
+    let puts = [
+        ("a+b.txt", "0B", Outcome::Applied),
+        // The same object, older.
+        ("a%20b.txt", "0A", Outcome::Superseded),
+    ];
+    assert_puts(&service, &puts).await;
     assert!(object(&store, "a b.txt").is_some());
     assert!(object(&store, "a+b.txt").is_none());
     assert_eq!(decoded_key("a%2Bb").expect("decodes"), "a+b");

@@ -9,14 +9,14 @@ use std::sync::Arc;
 use lambda_dedup::KeySpec;
 use lambda_dedup_engine::{CreateOnceDeduplicator, Deduplicator};
 
-use crate::config::Settings;
+use lambda_dedup_config::Settings;
 #[cfg(feature = "dynamodb")]
-use crate::config::SettingsError;
+use lambda_dedup_config::SettingsError;
 
 /// The AWS SDK configuration with `timeouts` (`DEDUP_SDK_*_TIMEOUT_MS`): every client the
 /// function builds (its DynamoDB store and tables, its side queues, Secrets Manager) has them.
 #[cfg(feature = "aws")]
-pub async fn sdk_config(timeouts: &crate::config::SdkTimeouts) -> aws_config::SdkConfig {
+pub async fn sdk_config(timeouts: &lambda_dedup_config::SdkTimeouts) -> aws_config::SdkConfig {
     let timeouts = aws_config::timeout::TimeoutConfig::builder()
         .operation_timeout(timeouts.operation)
         .operation_attempt_timeout(timeouts.attempt)

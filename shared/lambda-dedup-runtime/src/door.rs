@@ -50,7 +50,7 @@ use lambda_dedup_engine::{BatchReport, Outcome};
 
 /// An SQS event's messages as the SQS door reads them, and its partial batch response from a
 /// report: for a door of your own in SQS bodies.
-pub use crate::sqs::{messages as sqs_messages, response as sqs_response};
+pub use crate::source::sqs::{messages as sqs_messages, response as sqs_response};
 /// What a door makes of each record: a delivery in the library's terms, and its attributes.
 pub use lambda_dedup::{AttributeValue, Message};
 

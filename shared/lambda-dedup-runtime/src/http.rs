@@ -70,8 +70,8 @@ pub(crate) mod event;
 mod key;
 mod reply;
 
-pub use crate::config::HttpConfig;
 pub(crate) use door::{Door, Meta, Work};
+pub use lambda_dedup_config::HttpConfig;
 pub use reply::Reply;
 
 #[cfg(test)]

@@ -56,11 +56,11 @@ use lambda_dedup_engine::{Deduplicator, LeasedDeduplicator};
 pub use lambda_dedup_engine::{HandlerError, Invalid, Transient};
 
 use crate::aws::FromSettings as _;
-use crate::config::{Env, Settings, SettingsError};
 use crate::store::{Items, Marks, NoStore};
 use account::{Accounting, Reconciliation};
+use lambda_dedup_config::{Env, Settings, SettingsError};
 
-mod account;
+pub(crate) mod account;
 mod doors;
 mod event;
 pub mod flow;
@@ -118,7 +118,7 @@ pub struct Dedup<S = Items> {
     #[cfg(feature = "parking")]
     parking: Option<Arc<crate::parking::Parking>>,
     whole_body: bool,
-    envelope: Option<crate::Envelope>,
+    envelope: Option<crate::source::envelope::Envelope>,
 }
 
 impl<S> std::fmt::Debug for Dedup<S> {
@@ -279,7 +279,7 @@ impl<S> Dedup<S> {
 
     /// Each SQS body is in `envelope` (SNS → SQS without raw delivery, an EventBridge rule's
     /// SQS target): the work's payload and every pointer are the inner message's (S1).
-    pub fn envelope(mut self, envelope: crate::Envelope) -> Self {
+    pub fn envelope(mut self, envelope: crate::source::envelope::Envelope) -> Self {
         self.envelope = Some(envelope);
         self
     }

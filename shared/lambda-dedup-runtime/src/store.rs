@@ -54,7 +54,7 @@ use lambda_dedup::{
     CreateOnceStore, Effect, ItemStore, LatestStore, MarkStore, Retention, SequenceStore,
 };
 
-use crate::config::SettingsError;
+use lambda_dedup_config::SettingsError;
 
 /// A store chosen for the builder: [`Items`] or [`Store<E>`], nothing else (sealed). What the
 /// builder's services need of either: the effect type committed with a mark, and the marks.
@@ -107,7 +107,7 @@ enum Kind {
     #[cfg(feature = "dynamodb")]
     DynamoDb {
         client: lambda_dedup_dynamodb::Client,
-        settings: Box<crate::Settings>,
+        settings: Box<lambda_dedup_config::Settings>,
         marks: Result<Arc<lambda_dedup_dynamodb::DynamoStore>, SettingsError>,
     },
 }
@@ -143,7 +143,7 @@ impl Items {
     #[cfg(feature = "dynamodb")]
     pub fn dynamodb(
         client: impl Into<lambda_dedup_dynamodb::Client>,
-        settings: &crate::Settings,
+        settings: &lambda_dedup_config::Settings,
     ) -> Self {
         use crate::aws::FromSettings as _;
         let client = client.into();
@@ -310,7 +310,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::{Env, Settings};
+    use lambda_dedup_config::{Env, Settings};
 
     fn client() -> lambda_dedup_dynamodb::Client {
         let conf = aws_config::SdkConfig::builder()

@@ -51,12 +51,12 @@
 pub(crate) mod answer;
 mod receiver;
 
-pub use crate::config::WebhookConfig;
 /// The webhook's settings with its signing secrets read from Secrets Manager
 /// (`WEBHOOK_SECRETS_ARN`), and read again, bounded, when a signature does not match.
 #[cfg(feature = "secrets-manager")]
 pub use crate::secrets::{webhook_config, webhook_config_in};
 pub(crate) use answer::REPLAYED_HEADER;
+pub use lambda_dedup_config::WebhookConfig;
 pub use receiver::Receiver;
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ impl<S: Marks> Dedup<S> {
         flow: F,
     ) -> Result<Service<SqsEvent, SqsBatchResponse>, BuildError> {
         let envelope = self.envelope;
-        self.door(crate::sqs::Sqs { envelope }, flow)
+        self.door(crate::source::sqs::Sqs { envelope }, flow)
     }
 
     /// The service of a direct SNS subscription: each record's `Message` through `flow` (any
@@ -36,7 +36,7 @@ impl<S: Marks> Dedup<S> {
         F: Flow<S, M>,
         F::Step: Ordered,
     {
-        self.door(crate::asynchronous::Invoked::new(), flow)
+        self.door(crate::source::asynchronous::Invoked::new(), flow)
     }
 
     /// The service of an EventBridge target: the event's `detail` through `flow`, its pointers
@@ -48,7 +48,7 @@ impl<S: Marks> Dedup<S> {
         F: Flow<S, M>,
         F::Step: Ordered,
     {
-        self.door(crate::asynchronous::Invoked::new(), flow)
+        self.door(crate::source::asynchronous::Invoked::new(), flow)
     }
 
     /// The Kinesis service of `flow` (any flow of [`flow`](super::flow) but a batch-wide
@@ -88,7 +88,7 @@ impl<S: Marks> Dedup<S> {
         F: Flow<S, M>,
         F::Step: Ordered,
     {
-        self.door(crate::stream::Stream::new(), flow)
+        self.door(crate::source::stream::Stream::new(), flow)
     }
 
     /// The DynamoDB Streams service of `flow`: each record's change
@@ -115,21 +115,21 @@ impl<S: Marks> Dedup<S> {
         F: Flow<S, M>,
         F::Step: Ordered,
     {
-        self.door(crate::stream::Stream::new(), flow)
+        self.door(crate::source::stream::Stream::new(), flow)
     }
 
     /// The Kafka service of `flow` (any flow but a batch-wide transaction, which would not
     /// keep order): records in order per partition, each partition's first record not done
-    /// named in a [`KafkaEventResponse`](crate::kafka::KafkaEventResponse), records that can
+    /// named in a [`KafkaEventResponse`](crate::source::kafka::KafkaEventResponse), records that can
     /// never apply parked in `DEDUP_PARKING_QUEUE_URL` (required) before the response passes
     /// them (S15).
     ///
     /// Unless the builder was given an identity (`identity_attribute("<header>")` for a record
     /// header, `identity("/pointer")` into the value, `cloudevents(..)`), a record's identity
-    /// is its position — cluster, topic, partition and offset (`crate::kafka`): it catches
+    /// is its position — cluster, topic, partition and offset (`crate::source::kafka`): it catches
     /// every redelivery of a record, not a producer that writes one event twice. Keyed by
     /// position, it refuses to start without `DEDUP_KAFKA_CLUSTER_ID`
-    /// (`crate::kafka::CLUSTER_ID_VARIABLE`), the name of a self-managed cluster (an MSK
+    /// (`crate::source::kafka::CLUSTER_ID_VARIABLE`), the name of a self-managed cluster (an MSK
     /// event is named by its `eventSourceArn`). The envelope id
     /// ([`identity_envelope_id`](Self::identity_envelope_id)) is refused: a Kafka record has
     /// none.
@@ -146,21 +146,24 @@ impl<S: Marks> Dedup<S> {
         self,
         flow: F,
     ) -> Result<
-        Service<aws_lambda_events::event::kafka::KafkaEvent, crate::kafka::KafkaEventResponse>,
+        Service<
+            aws_lambda_events::event::kafka::KafkaEvent,
+            crate::source::kafka::KafkaEventResponse,
+        >,
         BuildError,
     >
     where
         F: Flow<S, M>,
         F::Step: Ordered,
     {
-        let door = crate::kafka::Kafka::on(&self)?;
+        let door = crate::source::kafka::Kafka::on(&self)?;
         self.door(door, flow)
     }
 
     /// The ActiveMQ service of `flow` (Amazon MQ for ActiveMQ): each message once, by the
     /// identity the builder is given — the broker's `messageID` only when chosen openly,
     /// `.identity_attribute(mq::MESSAGE_ID_ATTRIBUTE)` (S1: it misses a producer's resend;
-    /// `crate::mq`), a property (`.identity_attribute("event-id")`) or the data's own. A message
+    /// `crate::source::mq`), a property (`.identity_attribute("event-id")`) or the data's own. A message
     /// that can never apply is parked in `DEDUP_PARKING_QUEUE_URL` (required) and the batch
     /// acknowledged; a transient failure fails the invocation, so the whole batch comes again
     /// and what applied is then a duplicate.
@@ -173,7 +176,10 @@ impl<S: Marks> Dedup<S> {
         F: Flow<S, M>,
         F::Step: Ordered,
     {
-        self.door(crate::mq::Mq(crate::mq::activemq_messages), flow)
+        self.door(
+            crate::source::mq::Mq(crate::source::mq::activemq_messages),
+            flow,
+        )
     }
 
     /// The RabbitMQ service of `flow` (Amazon MQ for RabbitMQ), as
@@ -190,14 +196,17 @@ impl<S: Marks> Dedup<S> {
         F: Flow<S, M>,
         F::Step: Ordered,
     {
-        self.door(crate::mq::Mq(crate::mq::rabbitmq_messages), flow)
+        self.door(
+            crate::source::mq::Mq(crate::source::mq::rabbitmq_messages),
+            flow,
+        )
     }
 }
 
 #[cfg(feature = "s3")]
 impl Dedup<crate::store::Items> {
     /// The service of S3 event notifications invoking the function directly (asynchronously):
-    /// each record once (`crate::s3`: by default its bucket, decoded key, version id and
+    /// each record once (`crate::source::s3`: by default its bucket, decoded key, version id and
     /// sequencer), its work committed with its mark and its object's high-water sequencer
     /// ([`latest_wins`](crate::flow::latest_wins)), so a redelivery is a duplicate and an event
     /// older than one applied for the same object is superseded — acknowledged, counted,
@@ -229,6 +238,6 @@ impl Dedup<crate::store::Items> {
     where
         super::flow::LatestWins<F>: Flow<crate::store::Items, M>,
     {
-        self.door(crate::asynchronous::Invoked::new(), flow)
+        self.door(crate::source::asynchronous::Invoked::new(), flow)
     }
 }

@@ -71,7 +71,7 @@ impl<S: Marks> Dedup<S> {
     {
         // No queue horizon to outlast here: a key lives as long as the door promises (S9).
         let retention = Retention::unchecked(config.key_retention)
-            .map_err(crate::config::SettingsError::from)?;
+            .map_err(lambda_dedup_config::SettingsError::from)?;
         let store = self.store.mark_store_kept_for(retention)?;
         let work = Arc::new(work);
         let work: Work<S::Effect> = Arc::new(move |value, meta: Meta| {

@@ -47,9 +47,9 @@ pub type WebhookService = RequestService<Receiver>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Env;
     use crate::testing::on_memory;
     use lambda_dedup::MarkStore;
+    use lambda_dedup_config::Env;
     use lambda_http::tower::ServiceExt;
     use lambda_http::{Body, Request};
 

@@ -27,9 +27,9 @@ use lambda_dedup::Message;
 use serde_json::{Value, json};
 
 use crate::parking::Letter;
-use crate::stream::{Records, StreamRecord};
+use crate::source::stream::{Records, StreamRecord};
 
-/// A DynamoDB Streams event, read by the stream door ([`crate::stream::Stream`]): the payload
+/// A DynamoDB Streams event, read by the stream door ([`crate::source::stream::Stream`]): the payload
 /// is the whole change, whatever the identity.
 impl Records for Event {
     type Record = EventRecord;
@@ -70,7 +70,7 @@ fn plain(item: &serde_dynamo::Item) -> Value {
     serde_dynamo::from_item(item.clone()).unwrap_or(Value::Null)
 }
 
-/// A stream record, run like a Kinesis one ([`crate::stream`]).
+/// A stream record, run like a Kinesis one ([`crate::source::stream`]).
 impl StreamRecord for EventRecord {
     type Response = DynamoDbEventResponse;
 
@@ -128,7 +128,7 @@ impl StreamRecord for EventRecord {
     fn respond(checkpoint: Option<String>) -> DynamoDbEventResponse {
         let mut resp = DynamoDbEventResponse::default();
         let failures = &mut resp.batch_item_failures;
-        crate::stream::name_checkpoint(failures, checkpoint, |f| &mut f.item_identifier);
+        crate::source::stream::name_checkpoint(failures, checkpoint, |f| &mut f.item_identifier);
         resp
     }
 }

@@ -19,7 +19,7 @@ pub enum Envelope {
     /// An EventBridge event (a rule's SQS target): the payload is its `detail`.
     EventBridge,
     /// An S3 event notification sent to an SQS queue (feature `s3`): the payload is its one
-    /// record, read as the S3 door reads it (`crate::s3`); pair it with
+    /// record, read as the S3 door reads it (`crate::source::s3`); pair it with
     /// `.identity_attribute(s3::IDENTITY_ATTRIBUTE)` and the `latest_wins` flow. A body of
     /// another shape — S3's `s3:TestEvent`, sent when the notification is configured, or a
     /// body of several records — is refused `envelope_malformed`.

@@ -31,9 +31,9 @@ use lambda_dedup_engine::{Outcome, RetryCause};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use crate::config::Env;
 use crate::parking::Parking;
-use crate::{Dedup, Event, Service};
+use crate::service::{Dedup, Event, Service};
+use lambda_dedup_config::Env;
 
 /// A JSON number of any kind: integers at and beyond `i64`'s ends, `u64`'s, floats (NaN and
 /// the infinities have no JSON form: they are `null`).
@@ -142,7 +142,7 @@ fn builder(time_from: &str, format: TimeFormat) -> Dedup {
         ("DEDUP_MARK_TABLE", "marks"),
         ("DEDUP_EVENT_TIME_FROM", time_from),
         ("DEDUP_EVENT_TIME_FORMAT", format_name(format)),
-        (crate::kafka::CLUSTER_ID_VARIABLE, "cluster-1"),
+        (crate::source::kafka::CLUSTER_ID_VARIABLE, "cluster-1"),
     ]);
     let (dedup, _) = crate::testing::on_memory(Dedup::read(&env, "inputs").expect("env"));
     dedup.parking(Parking::unreachable())
@@ -222,7 +222,7 @@ proptest! {
     ) {
         let service = builder("json:/t", f)
             .identity("/id")
-            .sqs(crate::flow::sequence("/seq", |_: Event<Value>| {
+            .sqs(crate::service::flow::sequence("/seq", |_: Event<Value>| {
                 Effect::add("balances", ("account", "a"), "balance", 1)
             }))
             .expect("service");
@@ -296,7 +296,7 @@ proptest! {
         key in text(), sequencer in text(), version in text(), size in number(),
     ) {
         let service = builder("none", TimeFormat::Rfc3339)
-            .s3(crate::flow::latest_wins(nothing))
+            .s3(crate::service::flow::latest_wins(nothing))
             .expect("service");
         let event = json!({"Records": [{
             "eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "us-east-1",
@@ -380,7 +380,7 @@ proptest! {
         through::<EventBridgeEvent, _>(&direct, event.clone(), 1)?;
         let queued = builder("json:/t", f)
             .identity("/id")
-            .envelope(crate::Envelope::EventBridge)
+            .envelope(crate::source::envelope::Envelope::EventBridge)
             .sqs(nothing)
             .expect("service");
         let sqs = json!({"Records": [{"messageId": "m-1", "body": event.to_string(),

@@ -50,7 +50,7 @@ use lambda_dedup_engine::BatchReport;
 
 use crate::door::{self, Answered, Cut, Door, InOrder};
 use crate::parking::Letter;
-use crate::stream::{Parcel, StreamRecord, base64_record};
+use crate::source::stream::{Parcel, StreamRecord, base64_record};
 
 pub use response::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifier};
 
@@ -241,7 +241,9 @@ impl Kafka {
     /// The door for `dedup`: keyed by position (its default identity), a self-managed cluster
     /// is named by the id it is given, never by its bootstrap string (issue 42), so there is no
     /// start without it.
-    pub(crate) fn on<S>(dedup: &crate::Dedup<S>) -> Result<Self, crate::BuildError> {
+    pub(crate) fn on<S>(
+        dedup: &crate::service::Dedup<S>,
+    ) -> Result<Self, crate::service::BuildError> {
         let by_position = dedup.keyed_by_attribute(POSITION_ATTRIBUTE, true);
         let cluster_id = match by_position {
             true => Some(dedup.setting(CLUSTER_ID_VARIABLE)?.trim().into()),
@@ -297,7 +299,7 @@ impl Door for Kafka {
                 report: &sub,
                 ..done
             };
-            let named = crate::stream::checkpoint(&answered, &own).await?;
+            let named = crate::source::stream::checkpoint(&answered, &own).await?;
             response
                 .batch_item_failures
                 .extend(named.batch_item_failures);

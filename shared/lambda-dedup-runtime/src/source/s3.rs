@@ -25,8 +25,8 @@
 use aws_lambda_events::event::s3::{S3Event, S3EventRecord};
 use lambda_dedup::{AttributeValue, Message, Reason, Rejection, Sequencer};
 
-use crate::asynchronous::AsyncEvent;
 use crate::door::{self, AnyOrder, Refused};
+use crate::source::asynchronous::AsyncEvent;
 use sha2::{Digest, Sha256};
 
 /// The attribute carrying a record's identity: a digest of bucket, decoded key, version id and
@@ -40,7 +40,7 @@ pub(crate) const SEQUENCER_ATTRIBUTE: &str = "dedup-latest-sequencer";
 pub(crate) const MAX_KEY_BYTES: usize = 1024;
 
 /// S3's notifications invoking the function directly, read by their door
-/// ([`crate::asynchronous::Invoked`]): each record under `"<index>:<x-amz-request-id>"`
+/// ([`crate::source::asynchronous::Invoked`]): each record under `"<index>:<x-amz-request-id>"`
 /// ([`records`]), keyed by default by [`IDENTITY_ATTRIBUTE`], one that cannot be read refused
 /// (`envelope_malformed`).
 impl AsyncEvent for S3Event {

@@ -10,10 +10,10 @@
 use aws_lambda_events::event::sns::{MessageAttribute, SnsEvent, SnsMessage};
 use lambda_dedup::{AttributeValue, ENVELOPE_ID_ATTRIBUTE, Message, Rejection};
 
-use crate::asynchronous::AsyncEvent;
 use crate::door::{InOrder, Record};
+use crate::source::asynchronous::AsyncEvent;
 
-/// A direct SNS subscription's event, read by its door ([`crate::asynchronous::Invoked`]): each
+/// A direct SNS subscription's event, read by its door ([`crate::source::asynchronous::Invoked`]): each
 /// record's `Message` under its SNS `MessageId` ([`messages`]), the pointers relative to it.
 impl AsyncEvent for SnsEvent {
     type Ordering = InOrder;

@@ -49,7 +49,7 @@ pub fn response(report: &BatchReport) -> SqsBatchResponse {
 /// message counts.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Sqs {
-    pub(crate) envelope: Option<crate::Envelope>,
+    pub(crate) envelope: Option<crate::source::envelope::Envelope>,
 }
 
 impl Door for Sqs {

@@ -3,12 +3,12 @@
 
 use lambda_dedup_postgres::{PgStore, SqlEffect, Tls};
 
-use crate::config::{
+use crate::service::Dedup;
+use crate::store::{NoStore, Store};
+use lambda_dedup_config::{
     Env, MARK_TABLE_VAR, PG_CA_BUNDLE_VAR, PG_URL_VAR, PgConfig, PgTls, SettingRule, Settings,
     SettingsError,
 };
-use crate::service::Dedup;
-use crate::store::{NoStore, Store};
 
 /// The server: `postgresql://user:password@host:5432/db` (RDS Proxy's endpoint works as it is).
 pub(crate) const URL_VAR: &str = PG_URL_VAR;

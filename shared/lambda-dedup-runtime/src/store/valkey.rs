@@ -3,16 +3,16 @@
 
 use lambda_dedup_valkey::{HashTag, ValkeyEffect, ValkeyStore};
 
-use crate::config::{
+use crate::service::Dedup;
+use crate::store::{NoStore, Store};
+use lambda_dedup_config::{
     Env, SettingRule, Settings, SettingsError, VALKEY_CA_BUNDLE_VAR, VALKEY_HASH_TAG_VAR,
     VALKEY_PREFIX_VAR, ValkeyConfig, ValkeyHashTag,
 };
-use crate::service::Dedup;
-use crate::store::{NoStore, Store};
 
 /// The server: `redis://[user:password@]host:port[/db]`, or `rediss://…` for TLS (the
 /// server's certificate verified against the system's roots; `#insecure` is refused).
-pub(crate) const URL_VAR: &str = crate::config::VALKEY_URL_VAR;
+pub(crate) const URL_VAR: &str = lambda_dedup_config::VALKEY_URL_VAR;
 /// How a PEM certificate starts: a CA bundle without one verifies nothing.
 const PEM_CERTIFICATE: &[u8] = b"-----BEGIN CERTIFICATE-----";
 

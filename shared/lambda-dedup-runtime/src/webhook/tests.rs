@@ -3,10 +3,10 @@
 use super::answer::Answer;
 use super::receiver::INBOX_EXPIRES_AT;
 use super::*;
-use crate::config::{DEFAULT_INBOX_RETENTION_SECS, MIN_INBOX_RETENTION};
-use crate::config::{Env, SettingRule, SettingsError};
 use lambda_dedup::Scope;
 use lambda_dedup::{Retention, Value};
+use lambda_dedup_config::{DEFAULT_INBOX_RETENTION_SECS, MIN_INBOX_RETENTION};
+use lambda_dedup_config::{Env, SettingRule, SettingsError};
 use lambda_dedup_engine::CreateOnceDeduplicator;
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_signature::sign;
@@ -58,7 +58,7 @@ fn receiver_from(vars: &[(&str, &str)], max_body: &str) -> (Receiver, MemoryStor
         "webhook-receiver",
         config,
         CreateOnceDeduplicator::new(spec, store.clone()),
-        crate::config::DeadlineMargin::DEFAULT,
+        lambda_dedup_config::DeadlineMargin::DEFAULT,
     );
     (r, store)
 }
@@ -339,7 +339,7 @@ async fn nothing_is_stored_for_refused_requests() {
             "webhook-receiver",
             config,
             CreateOnceDeduplicator::new(spec, store.unreachable()),
-            crate::config::DeadlineMargin::DEFAULT,
+            lambda_dedup_config::DeadlineMargin::DEFAULT,
         )
     };
     let mut unsigned = signed("evt-1", body, NOW, SECRET);
@@ -399,7 +399,7 @@ async fn an_oversized_body_is_refused_before_its_signature_or_the_store_is_reach
             "webhook-receiver",
             config,
             CreateOnceDeduplicator::new(spec, store.unreachable()),
-            crate::config::DeadlineMargin::DEFAULT,
+            lambda_dedup_config::DeadlineMargin::DEFAULT,
         )
     };
     let big = format!(r#"{{"pad":"{}"}}"#, "x".repeat(64));

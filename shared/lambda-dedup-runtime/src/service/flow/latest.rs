@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 
 use super::seal::{On, Ordered, Step};
 use super::{BuildError, Event, Flow, IntoPlan, TypedWork, typed_work};
-use crate::s3::{OBJECT_ATTRIBUTE, SEQUENCER_ATTRIBUTE};
+use crate::source::s3::{OBJECT_ATTRIBUTE, SEQUENCER_ATTRIBUTE};
 use crate::store::Items;
 
 super::step_debug!(LatestStep);
@@ -22,7 +22,7 @@ super::step_debug!(LatestStep);
 /// with the event's mark and the object's new high-water sequencer in one transaction. A
 /// redelivery is a duplicate; an event older than one applied for its object is `superseded`
 /// (acknowledged, nothing written, counted among the duplicates and as `Superseded`). The
-/// object and sequencer are the ones the S3 door reads (`crate::s3`).
+/// object and sequencer are the ones the S3 door reads (`crate::source::s3`).
 pub fn latest_wins<T, F, P>(work: F) -> LatestWins<F>
 where
     F: Fn(Event<T>) -> P,

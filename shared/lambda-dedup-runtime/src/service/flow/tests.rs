@@ -10,8 +10,8 @@ use lambda_dedup::{Effect, Lease};
 use lambda_runtime::tower::{self, BoxError, ServiceBuilder};
 
 use super::{Call, calls, calls_service, transact};
-use crate::config::Env;
 use crate::{Dedup, Event, HandlerError};
+use lambda_dedup_config::Env;
 
 #[derive(Debug, serde::Deserialize)]
 struct Pay {

@@ -48,11 +48,13 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_dedup::Reason;
 use lambda_dedup_engine::{BatchReport, Outcome};
 
-/// An SQS event's messages as the SQS door reads them, and its partial batch response from a
-/// report: for a door of your own in SQS bodies.
-pub use crate::source::sqs::{messages as sqs_messages, response as sqs_response};
+pub(crate) mod sqs;
+
 /// What a door makes of each record: a delivery in the library's terms, and its attributes.
 pub use lambda_dedup::{AttributeValue, Message};
+/// An SQS event's messages as the SQS door reads them, and its partial batch response from a
+/// report: for a door of your own in SQS bodies.
+pub use sqs::{messages as sqs_messages, response as sqs_response};
 
 /// One record of an invocation: its message, or its refusal (a record that is not what the door
 /// takes), counted and answered like any other record.
@@ -142,6 +144,17 @@ pub(crate) use crate::parking::Parking;
 #[cfg(not(feature = "parking"))]
 #[derive(Debug)]
 pub(crate) enum Parking {}
+
+/// `attributes` without the verified sender ([`lambda_dedup::VERIFIED_SENDER_ATTRIBUTE`]): only
+/// the inbox forwarder writes it, and only to an SQS queue whose policy names who may send. A
+/// producer's header, property or SNS attribute of that name, on any other door, vouches for
+/// nothing, so it is not read as one (the event's provenance stays the payload's).
+pub(crate) fn unvouched(
+    mut attributes: std::collections::BTreeMap<String, lambda_dedup::AttributeValue>,
+) -> std::collections::BTreeMap<String, lambda_dedup::AttributeValue> {
+    attributes.remove(lambda_dedup::VERIFIED_SENDER_ATTRIBUTE);
+    attributes
+}
 
 /// A door: an event source, as the runner takes it. See the [module](self).
 pub trait Door: Send + Sync + 'static {

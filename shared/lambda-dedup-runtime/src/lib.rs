@@ -110,12 +110,11 @@ pub use secrets::SecretsManagerSecret;
 #[cfg(feature = "webhook")]
 pub use service::WebhookService;
 pub use service::{
-    BuildError, Dedup, Event, HandlerError, IntoPlan, Invalid, InvokeError, InvokeScope,
+    BuildError, Dedup, Envelope, Event, HandlerError, IntoPlan, Invalid, InvokeError, InvokeScope,
     InvokeScopeError, Service, SqsService, Transient, flow, parse,
 };
 #[cfg(feature = "http")]
 pub use service::{HttpEvent, HttpService};
-pub use source::envelope::Envelope;
 /// The PostgreSQL store [`Dedup::postgres`] chooses, bound to the settings.
 #[cfg(feature = "postgres")]
 pub use store::postgres::from_settings as postgres_store;
@@ -178,7 +177,7 @@ mod sample_events {
                 SqsKeys => {
                     let event: SqsEvent = sample(name);
                     let spec = sample_spec();
-                    for m in crate::source::sqs::messages(&event) {
+                    for m in crate::door::sqs::messages(&event) {
                         assert!(spec.derive(&m).is_ok(), "{name}: {}", m.message_id);
                     }
                 }

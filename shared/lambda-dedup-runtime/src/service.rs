@@ -118,7 +118,27 @@ pub struct Dedup<S = Items> {
     #[cfg(feature = "parking")]
     parking: Option<Arc<crate::parking::Parking>>,
     whole_body: bool,
-    envelope: Option<crate::source::envelope::Envelope>,
+    envelope: Option<Envelope>,
+}
+
+/// The envelope an SQS message's body is in (`Dedup::envelope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Envelope {
+    /// An SNS notification (a topic's SQS subscription without raw message delivery): the
+    /// payload is its `Message` string, the attributes its `MessageAttributes`. With raw
+    /// delivery there is no envelope: the body is the message and SNS's attributes are the
+    /// SQS message's, so set none.
+    Sns,
+    /// An EventBridge event (a rule's SQS target): the payload is its `detail`.
+    EventBridge,
+    /// An S3 event notification sent to an SQS queue (feature `s3`): the payload is its one
+    /// record, read as the S3 door reads it; pair it with
+    /// `.identity_attribute(s3::IDENTITY_ATTRIBUTE)` and the `latest_wins` flow. A body of
+    /// another shape — S3's `s3:TestEvent`, sent when the notification is configured, or a
+    /// body of several records — is refused `envelope_malformed`.
+    #[cfg(feature = "s3")]
+    S3,
 }
 
 impl<S> std::fmt::Debug for Dedup<S> {
@@ -211,6 +231,38 @@ impl Dedup<NoStore> {
         self.on(items)
     }
 
+    /// Marks in PostgreSQL: the table `DEDUP_MARK_TABLE` names (create it from
+    /// [`PgStore::schema`](lambda_dedup_postgres::PgStore::schema)) on the server of
+    /// `DATABASE_URL`, over TLS verified by the authorities of `PG_CA_BUNDLE` — or, for a server
+    /// on loopback, plain TCP by the explicit `PG_TLS=disabled`; neither refuses the start (no
+    /// silent plain text) ([`PgConfig`](lambda_dedup_config::PgConfig), from the builder's own
+    /// `Env`). The settings' retention and lease, as on DynamoDB. Connects lazily, on the first
+    /// event.
+    #[cfg(feature = "postgres")]
+    pub fn postgres(
+        self,
+    ) -> Result<Dedup<crate::store::Store<lambda_dedup_postgres::SqlEffect>>, SettingsError> {
+        let store = crate::store::postgres::from_settings(self.env(), self.settings())?;
+        Ok(self.on(crate::store::Store::new(store)))
+    }
+
+    /// Marks in Valkey: hashes under `VALKEY_KEY_PREFIX` on the server of `VALKEY_URL`
+    /// ([`ValkeyConfig`](lambda_dedup_config::ValkeyConfig), from the builder's own `Env`), kept
+    /// for the settings' retention (the server's own expiry, judged at read too) under the
+    /// settings' lease. What the server must keep for the guarantee (AOF fsynced on every write,
+    /// no eviction): see `lambda_dedup_valkey`. Connects lazily, on the first event.
+    /// `VALKEY_HASH_TAG` puts Valkey Cluster's hash tag in the mark keys, `VALKEY_REPLICAS` makes
+    /// each write wait for that many replicas, and `VALKEY_CA_BUNDLE` verifies a `rediss://`
+    /// server against a private CA's roots; each bad value refuses the start, naming its
+    /// variable.
+    #[cfg(feature = "valkey")]
+    pub fn valkey(
+        self,
+    ) -> Result<Dedup<crate::store::Store<lambda_dedup_valkey::ValkeyEffect>>, SettingsError> {
+        let store = crate::store::valkey::from_settings(self.env(), self.settings())?;
+        Ok(self.on(crate::store::Store::new(store)))
+    }
+
     /// Marks in `store`, bound to its settings when it was built: [`Items`] (DynamoDB,
     /// memory: every mode, the builder `Dedup`) or a [`Store<E>`](crate::Store) (PostgreSQL,
     /// Valkey, a `Recording` in tests, your own: the builder `Dedup<Store<E>>`). The builder
@@ -279,7 +331,7 @@ impl<S> Dedup<S> {
 
     /// Each SQS body is in `envelope` (SNS → SQS without raw delivery, an EventBridge rule's
     /// SQS target): the work's payload and every pointer are the inner message's (S1).
-    pub fn envelope(mut self, envelope: crate::source::envelope::Envelope) -> Self {
+    pub fn envelope(mut self, envelope: Envelope) -> Self {
         self.envelope = Some(envelope);
         self
     }

@@ -39,14 +39,3 @@ pub(crate) mod sns;
 pub(crate) mod sqs;
 #[cfg(feature = "parking")]
 pub(crate) mod stream;
-
-/// `attributes` without the verified sender ([`lambda_dedup::VERIFIED_SENDER_ATTRIBUTE`]): only
-/// the inbox forwarder writes it, and only to an SQS queue whose policy names who may send. A
-/// producer's header, property or SNS attribute of that name, on any other door, vouches for
-/// nothing, so it is not read as one (the event's provenance stays the payload's).
-pub(crate) fn unvouched(
-    mut attributes: std::collections::BTreeMap<String, lambda_dedup::AttributeValue>,
-) -> std::collections::BTreeMap<String, lambda_dedup::AttributeValue> {
-    attributes.remove(lambda_dedup::VERIFIED_SENDER_ATTRIBUTE);
-    attributes
-}

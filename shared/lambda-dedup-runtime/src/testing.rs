@@ -9,7 +9,7 @@ use lambda_dedup_engine::Outcome;
 use serde_json::{Value, json};
 
 /// An SQS message as the SQS door reads it, for a test of a function's key spec.
-pub use crate::source::sqs::message as sqs_message;
+pub use crate::door::sqs::message as sqs_message;
 
 /// `invocation` run, with the outcome of each of its records — applied, duplicate, or why it
 /// was retried, rejected or sent to reconciliation — in the order the service answered them:

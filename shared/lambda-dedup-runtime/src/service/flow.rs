@@ -83,6 +83,8 @@ mod once;
 pub use call::{Call, Calls, Served, WriteThenCall, calls, calls_service};
 #[cfg(feature = "s3")]
 pub use latest::{LatestWins, latest_wins};
+#[cfg(feature = "s3")]
+pub(crate) use latest::{OBJECT_ATTRIBUTE, SEQUENCER_ATTRIBUTE};
 pub use once::{CreateOnce, Sequence, create_once, sequence};
 
 /// What a source's service does with each event: one of this module's flows, or a closure

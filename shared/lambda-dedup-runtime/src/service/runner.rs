@@ -205,7 +205,7 @@ impl Runner {
                 .map(|record| match record {
                     Ok(m) if D::SENDER_VOUCHED => m,
                     Ok(m) => Message {
-                        attributes: crate::source::unvouched(m.attributes),
+                        attributes: crate::door::unvouched(m.attributes),
                         ..m
                     },
                     Err(Refused { id, group, outcome }) => {

@@ -380,7 +380,7 @@ proptest! {
         through::<EventBridgeEvent, _>(&direct, event.clone(), 1)?;
         let queued = builder("json:/t", f)
             .identity("/id")
-            .envelope(crate::source::envelope::Envelope::EventBridge)
+            .envelope(crate::service::Envelope::EventBridge)
             .sqs(nothing)
             .expect("service");
         let sqs = json!({"Records": [{"messageId": "m-1", "body": event.to_string(),

@@ -66,7 +66,7 @@ fn message_of(message_id: String, sns: &SnsMessage) -> Message {
     Message {
         message_id,
         body: sns.message.clone().into_bytes(),
-        attributes: super::unvouched(attributes),
+        attributes: crate::door::unvouched(attributes),
         group_id: None,
     }
 }

@@ -12,8 +12,12 @@ use serde::de::DeserializeOwned;
 
 use super::seal::{On, Ordered, Step};
 use super::{BuildError, Event, Flow, IntoPlan, TypedWork, typed_work};
-use crate::source::s3::{OBJECT_ATTRIBUTE, SEQUENCER_ATTRIBUTE};
 use crate::store::Items;
+
+/// The attribute naming a record's object (the S3 door's): a digest of bucket and decoded key.
+pub(crate) const OBJECT_ATTRIBUTE: &str = "dedup-latest-object";
+/// The attribute carrying a record's sequencer, padded ([`Sequencer::as_str`]).
+pub(crate) const SEQUENCER_ATTRIBUTE: &str = "dedup-latest-sequencer";
 
 super::step_debug!(LatestStep);
 

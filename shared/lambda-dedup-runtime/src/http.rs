@@ -64,6 +64,7 @@
 //!   through the one runner ([`crate::door`]: the cutoff before the deadline, the EMF count).
 
 mod answer;
+pub(crate) mod builder;
 mod caller;
 mod door;
 pub(crate) mod event;

@@ -99,6 +99,8 @@ pub mod events {
 /// The AWS SDK configuration with the settings' SDK timeouts, for a function's own clients.
 #[cfg(feature = "aws")]
 pub use aws::sdk_config;
+#[cfg(feature = "http")]
+pub use http::builder::{HttpEvent, HttpService};
 /// The settings a function's `main` (and its tests) reads the builder with, from
 /// `lambda-dedup-config`, where every other setting is.
 pub use lambda_dedup_config::{Env, SettingRule, Settings, SettingsError};
@@ -107,14 +109,10 @@ pub use parking::Parking;
 pub use queue::Queue;
 #[cfg(feature = "secrets-manager")]
 pub use secrets::SecretsManagerSecret;
-#[cfg(feature = "webhook")]
-pub use service::WebhookService;
 pub use service::{
     BuildError, Dedup, Envelope, Event, HandlerError, IntoPlan, Invalid, InvokeError, InvokeScope,
     InvokeScopeError, Service, SqsService, Transient, flow, parse,
 };
-#[cfg(feature = "http")]
-pub use service::{HttpEvent, HttpService};
 /// The PostgreSQL store [`Dedup::postgres`] chooses, bound to the settings.
 #[cfg(feature = "postgres")]
 pub use store::postgres::from_settings as postgres_store;
@@ -123,6 +121,8 @@ pub use store::postgres::from_settings as postgres_store;
 #[cfg(feature = "valkey")]
 pub use store::valkey::from_settings as valkey_store;
 pub use store::{Items, NoStore, Store};
+#[cfg(feature = "webhook")]
+pub use webhook::builder::WebhookService;
 
 /// Sets up JSON or text logging as the Lambda environment asks (`AWS_LAMBDA_LOG_FORMAT`,
 /// `AWS_LAMBDA_LOG_LEVEL`, or `RUST_LOG`).

@@ -49,6 +49,7 @@
 //! - `tally`: the account of one invocation ([`Tally`], [`Handled`]).
 
 mod act;
+mod builder;
 #[cfg(feature = "inbox")]
 pub mod forward;
 mod layout;

@@ -61,12 +61,9 @@ use account::{Accounting, Reconciliation};
 use lambda_dedup_config::{Env, Settings, SettingsError};
 
 pub(crate) mod account;
-mod doors;
 mod event;
 pub mod flow;
 mod invoke;
-#[cfg(feature = "dynamodb-streams")]
-mod relay;
 mod runner;
 
 use event::PayloadAt;
@@ -74,16 +71,8 @@ pub use event::{Event, IntoPlan, parse};
 pub use invoke::{InvokeError, InvokeScope, InvokeScopeError};
 pub(crate) use runner::Runner;
 pub use runner::{Service, SqsService};
-#[cfg(feature = "http")]
-mod http;
-#[cfg(feature = "http")]
-pub use http::{HttpEvent, HttpService};
 #[cfg(feature = "webhook")]
 pub(crate) mod request;
-#[cfg(feature = "webhook")]
-mod webhook;
-#[cfg(feature = "webhook")]
-pub use webhook::WebhookService;
 
 /// One function's deduplication: its settings, how keys are derived, the store `S`, and where
 /// the account and late events go. Build it in `main`; turn it into the service of its source.
@@ -99,9 +88,9 @@ pub use webhook::WebhookService;
 /// # }
 /// ```
 pub struct Dedup<S = Items> {
-    function: String,
-    env: Env,
-    settings: Settings,
+    pub(crate) function: String,
+    pub(crate) env: Env,
+    pub(crate) settings: Settings,
     identity: IdentitySource,
     /// Whether the identity was chosen (`cloudevents`, `identity`, `identity_attribute`,
     /// `identity_envelope_id`), or is the default: a door with a default of its own (Kafka's
@@ -113,12 +102,12 @@ pub struct Dedup<S = Items> {
     producers_trusted: bool,
     fingerprint: Option<FingerprintSource>,
     time: Option<EventTimeSource>,
-    store: S,
+    pub(crate) store: S,
     accounting: Accounting,
     #[cfg(feature = "parking")]
     parking: Option<Arc<crate::parking::Parking>>,
     whole_body: bool,
-    envelope: Option<Envelope>,
+    pub(crate) envelope: Option<Envelope>,
 }
 
 /// The envelope an SQS message's body is in (`Dedup::envelope`).
@@ -518,7 +507,7 @@ impl<S: Marks> Dedup<S> {
             .with_provider_key_retention(self.settings.provider_key_retention))
     }
 
-    fn runner(&self) -> Runner {
+    pub(crate) fn runner(&self) -> Runner {
         Runner {
             function: self.function.clone(),
             accounting: self.accounting.clone(),

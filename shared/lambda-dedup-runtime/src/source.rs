@@ -21,6 +21,7 @@
 //! [`crate::relay`]. The doors are the crate's own: a function reaches them through the builder.
 
 pub(crate) mod asynchronous;
+mod builder;
 #[cfg(feature = "dynamodb-streams")]
 pub(crate) mod dynamodb_stream;
 pub(crate) mod envelope;

@@ -49,6 +49,7 @@
 //! - `answer`: what each outcome answers (`Answer`) and the HTTP response it becomes.
 
 pub(crate) mod answer;
+pub(crate) mod builder;
 mod receiver;
 
 /// The webhook's settings with its signing secrets read from Secrets Manager

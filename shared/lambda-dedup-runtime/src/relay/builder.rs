@@ -14,8 +14,8 @@
 //! # }
 //! ```
 
-use super::{BuildError, Dedup};
 use crate::relay::{Act, Layout, Relay, RelayService};
+use crate::service::{BuildError, Dedup};
 use crate::store::Items;
 use lambda_dedup_config::{RelayConfig, RelayVars, SettingsError};
 

@@ -12,9 +12,9 @@
 
 use std::sync::Arc;
 
-use super::request::RequestService;
-use super::{BuildError, Dedup};
 use crate::aws::FromSettings as _;
+use crate::service::request::RequestService;
+use crate::service::{BuildError, Dedup};
 use crate::store::Items;
 use crate::webhook::{Receiver, WebhookConfig};
 

@@ -5,14 +5,14 @@ use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use aws_lambda_events::event::sns::SnsEvent;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 
-use super::flow::Flow;
-use super::flow::seal::Ordered;
-use super::{BuildError, Dedup, Service};
+use crate::service::flow::Flow;
+use crate::service::flow::seal::Ordered;
+use crate::service::{BuildError, Dedup, Service};
 use crate::store::Marks;
 
 impl<S: Marks> Dedup<S> {
     /// The SQS service of `flow` (a closure `Fn(Event<T>) -> impl IntoPlan` is the
-    /// transactional flow; see [`flow`](super::flow) for the others): each message through it,
+    /// transactional flow; see [`flow`](crate::service::flow) for the others): each message through it,
     /// FIFO groups in order, until `DEDUP_DEADLINE_MARGIN_MS` before the deadline; answered with
     /// a partial batch response (S12) and the invocation's account. With
     /// [`envelope`](Dedup::envelope), each body is opened first and the flow gets the message
@@ -51,7 +51,7 @@ impl<S: Marks> Dedup<S> {
         self.door(crate::source::asynchronous::Invoked::new(), flow)
     }
 
-    /// The Kinesis service of `flow` (any flow of [`flow`](super::flow) but a batch-wide
+    /// The Kinesis service of `flow` (any flow of [`flow`](crate::service::flow) but a batch-wide
     /// transaction, which would not keep order): records in order per partition key, records
     /// that can never apply parked in `DEDUP_PARKING_QUEUE_URL` (required) before the
     /// checkpoint passes them (S15).
@@ -233,10 +233,10 @@ impl Dedup<crate::store::Items> {
     /// ```
     pub fn s3<M, F>(
         self,
-        flow: super::flow::LatestWins<F>,
+        flow: crate::service::flow::LatestWins<F>,
     ) -> Result<Service<aws_lambda_events::event::s3::S3Event, ()>, BuildError>
     where
-        super::flow::LatestWins<F>: Flow<crate::store::Items, M>,
+        crate::service::flow::LatestWins<F>: Flow<crate::store::Items, M>,
     {
         self.door(crate::source::asynchronous::Invoked::new(), flow)
     }

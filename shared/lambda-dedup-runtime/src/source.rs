@@ -15,7 +15,9 @@
 //! - `mq` (feature `mq`): Amazon MQ (ActiveMQ, RabbitMQ) messages, no partial batch response:
 //!   poison parked and the batch acknowledged, a transient failure redelivering the batch;
 //! - `stream`: what the doors that park share, each saying only what one of its records is
-//!   (`stream::StreamRecord`).
+//!   (`stream::StreamRecord`);
+//! - `builder`: the builder's one-line conveniences for these doors (`Dedup::sqs`,
+//!   `Dedup::kinesis`, …), each the runner ([`Dedup::door`](crate::Dedup::door)) on one door.
 //!
 //! The webhook door is [`crate::webhook`]; the relays' streams, whose items settle themselves,
 //! [`crate::relay`]. The doors are the crate's own: a function reaches them through the builder.

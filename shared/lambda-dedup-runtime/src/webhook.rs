@@ -46,7 +46,9 @@
 //! - `receiver`: the [`Receiver`] — a request's checks in order, the inbox item created once;
 //!   its request answered through the one runner ([`crate::door`]: the cutoff before the
 //!   deadline, the EMF count);
-//! - `answer`: what each outcome answers (`Answer`) and the HTTP response it becomes.
+//! - `answer`: what each outcome answers (`Answer`) and the HTTP response it becomes;
+//! - `builder`: the builder's receiver (`Dedup::webhook`) and its
+//!   [`WebhookService`](crate::WebhookService).
 
 pub(crate) mod answer;
 pub(crate) mod builder;

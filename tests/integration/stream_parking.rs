@@ -1,4 +1,4 @@
-//! S15 on DynamoDB Streams through the builder (`door::DynamoDbStream`), with a real parking
+//! S15 on DynamoDB Streams through the builder (`source::DynamoDbStream`), with a real parking
 //! queue (the SQS emulator `cargo xtask test` starts): a record that can never apply is parked
 //! whole and then passed by the checkpoint, so the item's later records are not held up.
 
@@ -6,8 +6,8 @@ use aws_lambda_events::event::dynamodb::Event;
 use lambda_dedup::{Effect, Item, Value};
 use lambda_dedup_runtime::Parking;
 use lambda_dedup_runtime::Queue;
-use lambda_dedup_runtime::door::DynamoDbStream;
 use lambda_dedup_runtime::events::Change;
+use lambda_dedup_runtime::source::DynamoDbStream;
 use lambda_dedup_runtime::testing::{on_memory, parked_in};
 use lambda_dedup_runtime::{Dedup, Env, HandlerError};
 use serde_json::json;

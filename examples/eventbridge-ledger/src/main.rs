@@ -11,7 +11,7 @@
 //! `DEDUP_MARK_TABLE`) plus `BALANCES_TABLE` (key `account`).
 
 use lambda_dedup_runtime::events::EventBridgeEvent;
-use lambda_dedup_runtime::{Dedup, Effect, Event, Service, door::EventBridge};
+use lambda_dedup_runtime::{Dedup, Effect, Event, Service, source::EventBridge};
 
 /// An event's detail: a credit.
 #[derive(serde::Deserialize)]

@@ -13,7 +13,7 @@
 //! `eventSourceArn`) plus `BALANCES_TABLE` (key `account`).
 
 use lambda_dedup_runtime::events::{KafkaEvent, KafkaEventResponse};
-use lambda_dedup_runtime::{Dedup, Effect, Event, Service, door::Kafka};
+use lambda_dedup_runtime::{Dedup, Effect, Event, Service, source::Kafka};
 
 /// A record's value: a credit.
 #[derive(serde::Deserialize)]

@@ -11,7 +11,7 @@
 //! `DEDUP_MARK_TABLE`, `DEDUP_PARKING_QUEUE_URL`) plus `BALANCES_TABLE` (key `account`).
 
 use lambda_dedup_runtime::events::{ActiveMqEvent, MQ_MESSAGE_ID_ATTRIBUTE};
-use lambda_dedup_runtime::{Dedup, Effect, Event, Identity, Service, door::ActiveMq};
+use lambda_dedup_runtime::{Dedup, Effect, Event, Identity, Service, source::ActiveMq};
 
 /// A message's data: a credit.
 #[derive(serde::Deserialize)]

@@ -10,7 +10,7 @@
 //! `DEDUP_MARK_TABLE`, `DEDUP_PARKING_QUEUE_URL`) plus `BALANCES_TABLE` (key `account`).
 
 use lambda_dedup_runtime::events::RabbitMqEvent;
-use lambda_dedup_runtime::{Dedup, Effect, Event, Identity, Service, door::RabbitMq};
+use lambda_dedup_runtime::{Dedup, Effect, Event, Identity, Service, source::RabbitMq};
 
 /// The header naming the producer's event.
 const EVENT_ID_HEADER: &str = "event-id";

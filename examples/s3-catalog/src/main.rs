@@ -12,7 +12,7 @@
 
 use lambda_dedup_runtime::aws_lambda_events::event::s3::{S3Event, S3EventRecord};
 use lambda_dedup_runtime::flow::latest_wins;
-use lambda_dedup_runtime::{Dedup, Effect, Event, Item, Service, door::S3};
+use lambda_dedup_runtime::{Dedup, Effect, Event, Item, Service, source::S3};
 
 /// The function: each notification's catalog item, committed with its mark and its object's
 /// high-water.

@@ -21,7 +21,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let dedup = lambda_dedup_runtime::Dedup::from_env(FUNCTION)?;
     let balances = dedup.env().required("BALANCES_TABLE")?;
     let dedup = ledger::configure(dedup.dynamodb().await);
-    lambda_runtime::run_concurrent(dedup.door(lambda_dedup_runtime::door::Kinesis, move |e| {
+    lambda_runtime::run_concurrent(dedup.door(lambda_dedup_runtime::source::Kinesis, move |e| {
         ledger::plan(&balances, e)
     })?)
     .await

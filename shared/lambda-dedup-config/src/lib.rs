@@ -69,7 +69,7 @@
 //! | `DEDUP_RECONCILIATION_QUEUE_URL` | where events older than the retention go, S10 (`reconcile`) | none: to the DLQ |
 //! | `DEDUP_PARKING_QUEUE_URL` | Stream functions on the builder (Kinesis, DynamoDB Streams): where records that can never apply are parked, whole, before the checkpoint passes them, S15 (`lambda_dedup_runtime::Parking`) | required: a stream service refuses to start without it |
 //!
-//! # The Kafka door (`door::Kafka`)
+//! # The Kafka door (`source::Kafka`)
 //! | variable | meaning | default |
 //! | --- | --- | --- |
 //! | `DEDUP_KAFKA_CLUSTER_ID` | the name of a self-managed Kafka cluster (Kafka's `cluster.id`, or any name that stays with it), scoping its records' positions; an MSK event is named by its own `eventSourceArn`. Never the event's `bootstrapServers`, which changes when a broker is added | required by a Kafka door keyed by position (its default identity): it refuses to start without it |

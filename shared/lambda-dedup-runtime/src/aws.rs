@@ -11,9 +11,9 @@ use std::sync::Arc;
 use lambda_dedup::KeySpec;
 use lambda_dedup_engine::Deduplicator;
 
-use crate::config::Settings;
+use lambda_dedup_config::Settings;
 #[cfg(feature = "dynamodb")]
-use crate::config::SettingsError;
+use lambda_dedup_config::SettingsError;
 
 #[cfg(feature = "aws")]
 pub use lambda_dedup_aws::sdk_config;

@@ -20,7 +20,62 @@ use lambda_dedup_engine::{BatchReport, Outcome, RetryCause};
 /// The reason of the retry given to work abandoned at the cutoff.
 pub(crate) const ABANDONED: &str = "abandoned before the invocation's deadline";
 
-/// When the invocation's work must be over: `deadline` ([`crate::deadline`]) less `margin` (the
+/// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.
+///
+/// Lambda sends it as epoch milliseconds, and that is how it is read. A value that cannot be an
+/// epoch deadline — before `TIMEOUT_NOT_DEADLINE_BELOW_MS`, that is before 2001 — is what a
+/// local runtime sends in its place: the function's timeout (`cargo lambda watch` 1.9 sends e.g.
+/// `600000`). It is read as milliseconds from now, and said once in the log, so the functions
+/// run under `cargo lambda watch` with no setting. No deadline at all (0) gives `None`.
+pub(crate) fn deadline(ctx: &lambda_runtime::Context) -> Option<SystemTime> {
+    let read = deadline_from(ctx.deadline);
+    if let Deadline::Relative(_) = read {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            tracing::warn!(
+                sent_ms = ctx.deadline,
+                "the runtime API sent a timeout where Lambda sends the deadline: read as from now"
+            );
+        });
+    }
+    read.at()
+}
+
+/// Deadlines below this many epoch milliseconds (2001-09-09) are timeouts: no Lambda deadline
+/// lies before it.
+pub(crate) const TIMEOUT_NOT_DEADLINE_BELOW_MS: u64 = 1_000_000_000_000;
+
+/// How the runtime's deadline header was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Deadline {
+    /// No deadline (0).
+    None,
+    /// Lambda's epoch milliseconds.
+    Epoch(SystemTime),
+    /// A local runtime's timeout, from now.
+    Relative(SystemTime),
+}
+
+impl Deadline {
+    fn at(self) -> Option<SystemTime> {
+        match self {
+            Deadline::None => None,
+            Deadline::Epoch(t) | Deadline::Relative(t) => Some(t),
+        }
+    }
+}
+
+fn deadline_from(ms: u64) -> Deadline {
+    match ms {
+        0 => Deadline::None,
+        ms if ms < TIMEOUT_NOT_DEADLINE_BELOW_MS => {
+            Deadline::Relative(SystemTime::now() + Duration::from_millis(ms))
+        }
+        ms => Deadline::Epoch(SystemTime::UNIX_EPOCH + Duration::from_millis(ms)),
+    }
+}
+
+/// When the invocation's work must be over: `deadline` ([`deadline`]) less `margin` (the
 /// function's setting; the epoch when the margin is longer than the time to the epoch); `None`
 /// when the runtime sends no deadline.
 pub(crate) fn cutoff_at(deadline: Option<SystemTime>, margin: Duration) -> Option<SystemTime> {
@@ -109,5 +164,37 @@ mod tests {
             Some(SystemTime::UNIX_EPOCH + Duration::from_secs(98))
         );
         assert_eq!(cutoff_at(None, Duration::from_secs(2)), None);
+    }
+}
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::{Deadline, deadline_from};
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    #[test]
+    fn the_deadline_is_read_as_lambda_sends_it_and_a_timeout_as_from_now() {
+        let now = SystemTime::now();
+        let in_a_minute = now + Duration::from_secs(60);
+        let ms = in_a_minute
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or_default();
+        let lambda = deadline_from(ms);
+        assert!(matches!(lambda, Deadline::Epoch(_)), "{lambda:?}");
+        let left = lambda
+            .at()
+            .map(|d| d.duration_since(now).unwrap_or_default());
+        assert!(
+            left.is_some_and(
+                |left| left > Duration::from_secs(59) && left <= Duration::from_secs(60)
+            )
+        );
+        // cargo lambda watch sends the timeout: read as from now, never as a deadline in 1970.
+        let local = deadline_from(600_000);
+        assert!(matches!(local, Deadline::Relative(_)), "{local:?}");
+        let left = local.at().and_then(|d| d.duration_since(now).ok());
+        assert!(left.is_some_and(|left| left > Duration::from_secs(599)));
+        assert_eq!(deadline_from(0), Deadline::None);
     }
 }

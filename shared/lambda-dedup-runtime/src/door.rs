@@ -14,7 +14,7 @@
 //! door's answer, all before the deadline. A door that answers one request (HTTP, a webhook, a
 //! direct invoke) is the same: its request is the invocation's one record, and it may count its
 //! answer in its own EMF line ([`Door::metrics`]). The builder's doors (`Dedup::sqs`,
-//! `door::Kafka`, `Dedup::http`, `Dedup::invoke`, …) are implementations; a function's own
+//! `source::Kafka`, `Dedup::http`, `Dedup::invoke`, …) are implementations; a function's own
 //! door is one more, given to [`Dedup::door`](crate::Dedup::door):
 //!
 //! ```
@@ -48,24 +48,13 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_dedup::Reason;
 use lambda_dedup_engine::{BatchReport, Outcome};
 
-#[cfg(feature = "dynamodb-streams")]
-pub use crate::service::doors::DynamoDbStream;
-#[cfg(feature = "kinesis")]
-pub use crate::service::doors::Kinesis;
-#[cfg(feature = "s3")]
-pub use crate::service::doors::S3;
-#[cfg(feature = "mq")]
-pub use crate::service::doors::{ActiveMq, RabbitMq};
-/// The crate's doors other than SQS ([`Dedup::sqs`](crate::Dedup::sqs)), each given to
-/// [`Dedup::door`](crate::Dedup::door) with its flow: `dedup.door(Kinesis, flow)`.
-pub use crate::service::doors::{EventBridge, Sns};
-#[cfg(feature = "kafka")]
-pub use crate::source::kafka::Kafka;
-/// An SQS event's messages as the SQS door reads them, and its partial batch response from a
-/// report: for a door of your own in SQS bodies.
-pub use crate::sqs::{messages as sqs_messages, response as sqs_response};
+pub(crate) mod sqs;
+
 /// What a door makes of each record: a delivery in the library's terms, and its attributes.
 pub use lambda_dedup::{AttributeValue, Message};
+/// An SQS event's messages as the SQS door reads them, and its partial batch response from a
+/// report: for a door of your own in SQS bodies.
+pub use sqs::{messages as sqs_messages, response as sqs_response};
 
 /// One record of an invocation: its message, or its refusal (a record that is not what the door
 /// takes), counted and answered like any other record.
@@ -155,6 +144,17 @@ pub(crate) use crate::parking::Parking;
 #[cfg(not(feature = "parking"))]
 #[derive(Debug)]
 pub(crate) enum Parking {}
+
+/// `attributes` without the verified sender ([`lambda_dedup::VERIFIED_SENDER_ATTRIBUTE`]): only
+/// the inbox forwarder writes it, and only to an SQS queue whose policy names who may send. A
+/// producer's header, property or SNS attribute of that name, on any other door, vouches for
+/// nothing, so it is not read as one (the event's provenance stays the payload's).
+pub(crate) fn unvouched(
+    mut attributes: std::collections::BTreeMap<String, lambda_dedup::AttributeValue>,
+) -> std::collections::BTreeMap<String, lambda_dedup::AttributeValue> {
+    attributes.remove(lambda_dedup::VERIFIED_SENDER_ATTRIBUTE);
+    attributes
+}
 
 /// A door: an event source, as the runner takes it. See the [module](self).
 pub trait Door: Send + Sync + 'static {

@@ -63,17 +63,20 @@
 //! - `reply`: the work's [`Reply`] and its `Stored` form;
 //! - `answer`: the `Answer` and how it is `Counted`;
 //! - `door`: the `Door` — the checks, the claim, the commit, the wait; its requests answered
-//!   through the one runner ([`crate::door`]: the cutoff before the deadline, the EMF count).
+//!   through the one runner ([`crate::door`]: the cutoff before the deadline, the EMF count);
+//! - `builder`: the builder's door (`Dedup::http`), its [`HttpService`](crate::HttpService)
+//!   and the work's [`HttpEvent`](crate::HttpEvent).
 
 mod answer;
+pub(crate) mod builder;
 mod caller;
 mod door;
 pub(crate) mod event;
 mod key;
 mod reply;
 
-pub use crate::config::HttpConfig;
 pub(crate) use door::{Door, Meta, Work};
+pub use lambda_dedup_config::HttpConfig;
 pub use reply::Reply;
 
 #[cfg(test)]

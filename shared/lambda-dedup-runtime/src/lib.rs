@@ -40,8 +40,6 @@
 
 mod aws;
 mod bound;
-/// The settings, read in their own crate: `crate::config::…` inside the runtime.
-pub(crate) use lambda_dedup_config as config;
 pub mod door;
 pub mod emf;
 #[cfg(feature = "http")]
@@ -57,21 +55,11 @@ pub mod relay;
 #[cfg(feature = "secrets-manager")]
 mod secrets;
 mod service;
-mod source;
+pub mod source;
 pub mod store;
 pub mod testing;
 #[cfg(feature = "webhook")]
 pub mod webhook;
-
-#[cfg(feature = "kafka")]
-use source::kafka;
-#[cfg(feature = "mq")]
-use source::mq;
-#[cfg(feature = "s3")]
-use source::s3;
-#[cfg(feature = "parking")]
-use source::stream;
-use source::{asynchronous, sqs};
 
 pub use lambda_dedup::{Effect, Item, Provenance, TimeFormat};
 /// Why a delivery was rejected (what [`InvokeError::Rejected`] names).
@@ -91,17 +79,17 @@ pub mod events {
     pub use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
     #[cfg(feature = "kinesis")]
     pub use aws_lambda_events::event::{kinesis::KinesisEvent, streams::KinesisEventResponse};
-    #[cfg(feature = "kafka")]
-    pub use {
-        crate::kafka::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifier},
-        aws_lambda_events::event::kafka::KafkaEvent,
-    };
     #[cfg(feature = "dynamodb-streams")]
     pub use {
         crate::source::dynamodb_stream::Change,
         aws_lambda_events::event::{
             dynamodb::Event as DynamoDbEvent, streams::DynamoDbEventResponse,
         },
+    };
+    #[cfg(feature = "kafka")]
+    pub use {
+        crate::source::kafka::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifier},
+        aws_lambda_events::event::kafka::KafkaEvent,
     };
     #[cfg(feature = "mq")]
     pub use {
@@ -112,6 +100,8 @@ pub mod events {
 /// The AWS SDK configuration with the settings' SDK timeouts, for a function's own clients.
 #[cfg(feature = "aws")]
 pub use aws::sdk_config;
+#[cfg(feature = "http")]
+pub use http::builder::{HttpEvent, HttpService};
 /// The settings a function's `main` (and its tests) reads the builder with, from
 /// `lambda-dedup-config`, where every other setting is.
 pub use lambda_dedup_config::{Env, SettingRule, Settings, SettingsError};
@@ -120,103 +110,12 @@ pub use parking::Parking;
 pub use queue::Queue;
 #[cfg(feature = "secrets-manager")]
 pub use secrets::SecretsManagerSecret;
-#[cfg(feature = "webhook")]
-pub use service::WebhookService;
 pub use service::{
-    BuildError, Dedup, Event, HandlerError, Identity, IntoPlan, Invalid, InvokeError, InvokeScope,
-    InvokeScopeError, Service, SqsService, Transient, flow, parse,
+    BuildError, Dedup, Envelope, Event, HandlerError, Identity, IntoPlan, Invalid, InvokeError,
+    InvokeScope, InvokeScopeError, Service, SqsService, Transient, flow, parse,
 };
-#[cfg(feature = "http")]
-pub use service::{HttpEvent, HttpService};
-pub use source::envelope::Envelope;
-
-/// The invocation's deadline, for leases (S6): a lease must not outlive the invocation.
-///
-/// Lambda sends it as epoch milliseconds, and that is how it is read. A value that cannot be an
-/// epoch deadline — before `TIMEOUT_NOT_DEADLINE_BELOW_MS`, that is before 2001 — is what a
-/// local runtime sends in its place: the function's timeout (`cargo lambda watch` 1.9 sends e.g.
-/// `600000`). It is read as milliseconds from now, and said once in the log, so the functions
-/// run under `cargo lambda watch` with no setting. No deadline at all (0) gives `None`.
-pub(crate) fn deadline(ctx: &lambda_runtime::Context) -> Option<std::time::SystemTime> {
-    let read = deadline_from(ctx.deadline);
-    if let Deadline::Relative(_) = read {
-        static SAID: std::sync::Once = std::sync::Once::new();
-        SAID.call_once(|| {
-            tracing::warn!(
-                sent_ms = ctx.deadline,
-                "the runtime API sent a timeout where Lambda sends the deadline: read as from now"
-            );
-        });
-    }
-    read.at()
-}
-
-/// Deadlines below this many epoch milliseconds (2001-09-09) are timeouts: no Lambda deadline
-/// lies before it.
-pub(crate) const TIMEOUT_NOT_DEADLINE_BELOW_MS: u64 = 1_000_000_000_000;
-
-/// How the runtime's deadline header was read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Deadline {
-    /// No deadline (0).
-    None,
-    /// Lambda's epoch milliseconds.
-    Epoch(std::time::SystemTime),
-    /// A local runtime's timeout, from now.
-    Relative(std::time::SystemTime),
-}
-
-impl Deadline {
-    fn at(self) -> Option<std::time::SystemTime> {
-        match self {
-            Deadline::None => None,
-            Deadline::Epoch(t) | Deadline::Relative(t) => Some(t),
-        }
-    }
-}
-
-fn deadline_from(ms: u64) -> Deadline {
-    use std::time::{Duration, SystemTime, UNIX_EPOCH};
-    match ms {
-        0 => Deadline::None,
-        ms if ms < TIMEOUT_NOT_DEADLINE_BELOW_MS => {
-            Deadline::Relative(SystemTime::now() + Duration::from_millis(ms))
-        }
-        ms => Deadline::Epoch(UNIX_EPOCH + Duration::from_millis(ms)),
-    }
-}
-
-#[cfg(test)]
-mod deadline_tests {
-    use super::{Deadline, deadline_from};
-    use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-    #[test]
-    fn the_deadline_is_read_as_lambda_sends_it_and_a_timeout_as_from_now() {
-        let now = SystemTime::now();
-        let in_a_minute = now + Duration::from_secs(60);
-        let ms = in_a_minute
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or_default();
-        let lambda = deadline_from(ms);
-        assert!(matches!(lambda, Deadline::Epoch(_)), "{lambda:?}");
-        let left = lambda
-            .at()
-            .map(|d| d.duration_since(now).unwrap_or_default());
-        assert!(
-            left.is_some_and(
-                |left| left > Duration::from_secs(59) && left <= Duration::from_secs(60)
-            )
-        );
-        // cargo lambda watch sends the timeout: read as from now, never as a deadline in 1970.
-        let local = deadline_from(600_000);
-        assert!(matches!(local, Deadline::Relative(_)), "{local:?}");
-        let left = local.at().and_then(|d| d.duration_since(now).ok());
-        assert!(left.is_some_and(|left| left > Duration::from_secs(599)));
-        assert_eq!(deadline_from(0), Deadline::None);
-    }
-}
+#[cfg(feature = "webhook")]
+pub use webhook::builder::WebhookService;
 
 /// Sets up JSON or text logging as the Lambda environment asks (`AWS_LAMBDA_LOG_FORMAT`,
 /// `AWS_LAMBDA_LOG_LEVEL`, or `RUST_LOG`).
@@ -271,7 +170,7 @@ mod sample_events {
                 SqsKeys => {
                     let event: SqsEvent = sample(name);
                     let spec = sample_spec();
-                    for m in crate::sqs::messages(&event) {
+                    for m in crate::door::sqs::messages(&event) {
                         assert!(spec.derive(&m).is_ok(), "{name}: {}", m.message_id);
                     }
                 }
@@ -287,7 +186,7 @@ mod sample_events {
     fn the_kinesis_sample_parses_and_derives_keys_from_the_payload() {
         let event: aws_lambda_events::event::kinesis::KinesisEvent = sample("ledger-kinesis.json");
         let spec = sample_spec();
-        let keys: Vec<_> = crate::stream::messages(&event.records)
+        let keys: Vec<_> = crate::source::stream::messages(&event.records)
             .iter()
             .map(|m| spec.derive(m).expect("a key").key)
             .collect();

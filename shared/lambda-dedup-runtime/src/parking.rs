@@ -18,8 +18,8 @@
 
 use lambda_dedup_engine::{BatchReport, Pass};
 
-use crate::config::{Settings, SettingsError};
 use crate::queue::Queue;
+use lambda_dedup_config::{Settings, SettingsError};
 
 /// SQS's largest message, body and attributes together (1 MiB): the default of
 /// the queue's largest message.

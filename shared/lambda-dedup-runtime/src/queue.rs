@@ -14,7 +14,7 @@ use aws_sdk_sqs::types::MessageAttributeValue;
 #[cfg(feature = "sqs-client")]
 use tokio::sync::OnceCell;
 
-use crate::config::SdkTimeouts;
+use lambda_dedup_config::SdkTimeouts;
 
 /// A queue, by URL, and the client that sends to it (built once, on the first send).
 #[derive(Debug)]

@@ -15,24 +15,24 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_dedup::DedupKey;
 use lambda_dedup_engine::{BatchReport, Outcome, Reason};
 
-use crate::config::Settings;
 use crate::queue::Queue;
+use lambda_dedup_config::Settings;
 
 /// The reconciliation queue `settings` name (`DEDUP_RECONCILIATION_QUEUE_URL`, sent to with their
 /// SDK timeouts), or none: late events then stay failed, for the DLQ. Refused in a build without
 /// an SQS client (the feature `sqs-client`): late events would silently go to the DLQ instead.
 pub(crate) fn queue(
     settings: &Settings,
-) -> Result<Option<std::sync::Arc<Queue>>, crate::config::SettingsError> {
+) -> Result<Option<std::sync::Arc<Queue>>, lambda_dedup_config::SettingsError> {
     let Some(url) = settings.queues.reconciliation.as_deref() else {
         return Ok(None);
     };
     #[cfg(not(feature = "sqs-client"))]
     {
         let _ = url;
-        Err(crate::config::SettingsError::refused(
-            crate::config::RECONCILIATION_QUEUE_VAR,
-            crate::config::SettingRule::NotInThisBuild {
+        Err(lambda_dedup_config::SettingsError::refused(
+            lambda_dedup_config::RECONCILIATION_QUEUE_VAR,
+            lambda_dedup_config::SettingRule::NotInThisBuild {
                 feature: "sqs-client",
                 why: "late events would go to the DLQ instead of reconciliation",
             },

@@ -46,9 +46,11 @@
 //! - `service`: the [`RelayService`] and its walk of one stream batch;
 //! - `settle`: one record's step, its settle and park writes;
 //! - `sweep`: the scheduled sweep;
-//! - `tally`: the account of one invocation ([`Tally`], [`Handled`]).
+//! - `tally`: the account of one invocation ([`Tally`], [`Handled`]);
+//! - `builder`: the builder's relay (`Dedup::relay`), bound to its settings.
 
 mod act;
+mod builder;
 #[cfg(feature = "inbox")]
 pub mod forward;
 mod layout;

@@ -12,7 +12,7 @@ mod secret;
 
 use std::sync::Arc;
 
-use crate::config::{Env, SECRETS_ARN_VAR, SecretsArn, SettingsError, WebhookConfig};
+use lambda_dedup_config::{Env, SECRETS_ARN_VAR, SecretsArn, SettingsError, WebhookConfig};
 use rotation::SecretRotation;
 pub use secret::SecretsManagerSecret;
 
@@ -24,7 +24,7 @@ pub async fn webhook_config(env: &Env) -> Result<WebhookConfig, SettingsError> {
     if SecretsArn::read(env)?.is_none() {
         return WebhookConfig::read(env);
     }
-    let sdk = crate::aws::sdk_config(&crate::config::SdkTimeouts::read(env)?).await;
+    let sdk = crate::aws::sdk_config(&lambda_dedup_config::SdkTimeouts::read(env)?).await;
     webhook_config_in(env, aws_sdk_secretsmanager::Client::new(&sdk)).await
 }
 

@@ -58,17 +58,14 @@ use lambda_dedup_engine::{Deduplicator, LeasedDeduplicator};
 pub use lambda_dedup_engine::{HandlerError, Invalid, Transient};
 
 use crate::aws::FromSettings as _;
-use crate::config::{Env, Settings, SettingsError};
 use crate::store::{Items, Marks, NoStore};
 use account::{Accounting, Reconciliation};
+use lambda_dedup_config::{Env, Settings, SettingsError};
 
-mod account;
-pub(crate) mod doors;
+pub(crate) mod account;
 mod event;
 pub mod flow;
 mod invoke;
-#[cfg(feature = "dynamodb-streams")]
-mod relay;
 mod runner;
 
 use event::PayloadAt;
@@ -76,16 +73,8 @@ pub use event::{Event, IntoPlan, parse};
 pub use invoke::{InvokeError, InvokeScope, InvokeScopeError};
 pub(crate) use runner::Runner;
 pub use runner::{Service, SqsService};
-#[cfg(feature = "http")]
-mod http;
-#[cfg(feature = "http")]
-pub use http::{HttpEvent, HttpService};
 #[cfg(feature = "webhook")]
 pub(crate) mod request;
-#[cfg(feature = "webhook")]
-mod webhook;
-#[cfg(feature = "webhook")]
-pub use webhook::WebhookService;
 
 /// One function's deduplication: its settings, how keys are derived, the store `S`, and where
 /// the account and late events go. Build it in `main`; turn it into the service of its source.
@@ -101,9 +90,9 @@ pub use webhook::WebhookService;
 /// # }
 /// ```
 pub struct Dedup<S = Items> {
-    function: String,
-    env: Env,
-    settings: Settings,
+    pub(crate) function: String,
+    pub(crate) env: Env,
+    pub(crate) settings: Settings,
     identity: IdentitySource,
     /// Whether the identity was chosen (`cloudevents`, `identity`), or is the default: a door
     /// with a default of its own (Kafka's position, S3's event) takes it then, and never
@@ -115,12 +104,32 @@ pub struct Dedup<S = Items> {
     producers_trusted: bool,
     fingerprint: Option<FingerprintSource>,
     time: Option<EventTimeSource>,
-    store: S,
+    pub(crate) store: S,
     accounting: Accounting,
     #[cfg(feature = "parking")]
     parking: Option<Arc<crate::parking::Parking>>,
     whole_body: bool,
-    envelope: Option<crate::Envelope>,
+    pub(crate) envelope: Option<Envelope>,
+}
+
+/// The envelope an SQS message's body is in (`Dedup::envelope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Envelope {
+    /// An SNS notification (a topic's SQS subscription without raw message delivery): the
+    /// payload is its `Message` string, the attributes its `MessageAttributes`. With raw
+    /// delivery there is no envelope: the body is the message and SNS's attributes are the
+    /// SQS message's, so set none.
+    Sns,
+    /// An EventBridge event (a rule's SQS target): the payload is its `detail`.
+    EventBridge,
+    /// An S3 event notification sent to an SQS queue (feature `s3`): the payload is its one
+    /// record, read as the S3 door reads it; pair it with
+    /// `.identity(Identity::attribute(s3::IDENTITY_ATTRIBUTE))` and the `latest_wins` flow. A body of
+    /// another shape — S3's `s3:TestEvent`, sent when the notification is configured, or a
+    /// body of several records — is refused `envelope_malformed`.
+    #[cfg(feature = "s3")]
+    S3,
 }
 
 impl<S> std::fmt::Debug for Dedup<S> {
@@ -241,6 +250,45 @@ impl Dedup<NoStore> {
         self.on(items)
     }
 
+    /// Marks in PostgreSQL: the table `DEDUP_MARK_TABLE` names (create it from
+    /// [`PgStore::schema`](lambda_dedup_postgres::PgStore::schema)) on the server of
+    /// `DATABASE_URL`, over TLS verified by the authorities of `PG_CA_BUNDLE` — or, for a server
+    /// on loopback, plain TCP by the explicit `PG_TLS=disabled`; neither refuses the start (no
+    /// silent plain text) ([`PgConfig`](lambda_dedup_config::PgConfig), from the builder's own
+    /// `Env`). The settings' retention and lease, as on DynamoDB (the HTTP door's keys kept for
+    /// `HTTP_KEY_RETENTION_SECONDS` instead). Connects lazily, on the first event.
+    #[cfg(feature = "postgres")]
+    pub fn postgres(
+        self,
+    ) -> Result<Dedup<crate::store::Store<lambda_dedup_postgres::SqlEffect>>, SettingsError> {
+        let store = crate::store::postgres::from_settings(self.env(), self.settings())?;
+        Ok(self.on(crate::store::Store::from_settings(
+            store,
+            lambda_dedup_postgres::PgStore::with_retention,
+        )))
+    }
+
+    /// Marks in Valkey: hashes under `VALKEY_KEY_PREFIX` on the server of `VALKEY_URL`
+    /// ([`ValkeyConfig`](lambda_dedup_config::ValkeyConfig), from the builder's own `Env`), kept
+    /// for the settings' retention (the server's own expiry, judged at read too; the HTTP door's
+    /// keys for `HTTP_KEY_RETENTION_SECONDS`) under the
+    /// settings' lease. What the server must keep for the guarantee (AOF fsynced on every write,
+    /// no eviction): see `lambda_dedup_valkey`. Connects lazily, on the first event.
+    /// `VALKEY_HASH_TAG` puts Valkey Cluster's hash tag in the mark keys, `VALKEY_REPLICAS` makes
+    /// each write wait for that many replicas, and `VALKEY_CA_BUNDLE` verifies a `rediss://`
+    /// server against a private CA's roots; each bad value refuses the start, naming its
+    /// variable.
+    #[cfg(feature = "valkey")]
+    pub fn valkey(
+        self,
+    ) -> Result<Dedup<crate::store::Store<lambda_dedup_valkey::ValkeyEffect>>, SettingsError> {
+        let store = crate::store::valkey::from_settings(self.env(), self.settings())?;
+        Ok(self.on(crate::store::Store::from_settings(
+            store,
+            lambda_dedup_valkey::ValkeyStore::with_retention,
+        )))
+    }
+
     /// Marks in `store`, bound to its settings when it was built: [`Items`] (DynamoDB,
     /// memory: every mode, the builder `Dedup`) or a [`Store<E>`](crate::store::Store) (PostgreSQL,
     /// Valkey, a `Recording` in tests, your own: the builder `Dedup<Store<E>>`). The builder
@@ -295,7 +343,7 @@ impl<S> Dedup<S> {
 
     /// Each SQS body is in `envelope` (SNS → SQS without raw delivery, an EventBridge rule's
     /// SQS target): the work's payload and every pointer are the inner message's (S1).
-    pub fn envelope(mut self, envelope: crate::Envelope) -> Self {
+    pub fn envelope(mut self, envelope: Envelope) -> Self {
         self.envelope = Some(envelope);
         self
     }
@@ -360,7 +408,7 @@ impl<S> Dedup<S> {
     }
 
     /// Stream records that can never apply are parked in `parking` rather than in the queue
-    /// `DEDUP_PARKING_QUEUE_URL` names (S15): what a test parks in ([`crate::testing::parked_in`]).
+    /// `DEDUP_PARKING_QUEUE_URL` names (S15): what a test parks in (`testing::parked_in`).
     #[cfg(feature = "parking")]
     pub(crate) fn parking(mut self, parking: crate::parking::Parking) -> Self {
         self.parking = Some(Arc::new(parking));
@@ -391,7 +439,7 @@ impl<S> Dedup<S> {
 
     /// The key spec: the identity, tenant, fingerprint and time chosen, with the settings'
     /// body limit and event-time source applied (what a test derives keys with:
-    /// [`crate::testing::key_spec`]).
+    /// `testing::key_spec`).
     pub(crate) fn key_spec(&self) -> KeySpec {
         self.settings
             .key_spec(self.raw_spec(self.settings.scope.clone()))
@@ -473,7 +521,7 @@ impl<S: Marks> Dedup<S> {
             .with_provider_key_retention(self.settings.provider_key_retention))
     }
 
-    fn runner(&self) -> Runner {
+    pub(crate) fn runner(&self) -> Runner {
         Runner {
             function: self.function.clone(),
             accounting: self.accounting.clone(),
@@ -851,7 +899,7 @@ pub(crate) mod tests {
                 crate::testing::on_memory(Dedup::read(&env, "streamer").expect("settings"));
             let mut service = dedup
                 .parking(crate::parking::Parking::unreachable())
-                .door(crate::door::Kinesis, |_: Event<serde_json::Value>| {
+                .door(crate::source::Kinesis, |_: Event<serde_json::Value>| {
                     Vec::<lambda_dedup::Effect>::new()
                 })
                 .expect("service");

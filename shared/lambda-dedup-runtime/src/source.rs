@@ -1,26 +1,31 @@
-//! The doors ([`crate::door::Door`]), one file each: what a record of the door is and what
-//! answers for an invocation; the runner (`Dedup::door`) does the rest, the same for all.
+//! The crate's doors, each given to [`Dedup::door`](crate::Dedup::door) with its flow:
+//! `dedup.door(Kinesis, flow)` (SQS has its convenience, [`Dedup::sqs`](crate::Dedup::sqs)).
+//! What a door is and does is the trait [`Door`](crate::door::Door); these are its
+//! implementations, one file each: what a record of the door is and what answers for an
+//! invocation; the runner does the rest, the same for all.
 //!
-//! - [`sqs`]: SQS messages, opened first when the builder was given an [`envelope`]; the partial
+//! - `sqs`: SQS messages, opened first when the builder was given an envelope; the partial
 //!   batch response listing the report's failures;
 //! - `kinesis`, `dynamodb_stream` (features `kinesis`, `dynamodb-streams`): one stream door
 //!   (`stream::Stream`), the checkpoint as the partial batch response, records that can never
-//!   apply parked (`parking::Parking`);
-//! - [`sns`], [`eventbridge`]: SNS notifications and EventBridge events as messages, direct or
-//!   in an SQS body ([`envelope`]: `Dedup::envelope`), the payload the inner message;
+//!   apply parked (`Parking`);
+//! - `sns`, `eventbridge`: SNS notifications and EventBridge events as messages, direct or
+//!   in an SQS body (`envelope`: `Dedup::envelope`), the payload the inner message;
 //! - `s3` (feature `s3`): S3 event notifications, each record once, latest wins;
-//! - [`asynchronous`]: what the async doors (direct SNS, EventBridge, S3) answer, all or nothing;
+//! - `asynchronous`: what the async doors (direct SNS, EventBridge, S3) answer, all or nothing;
 //! - `kafka` (feature `kafka`): Amazon MSK and self-managed Kafka records, in order per
 //!   partition, each partition's resume point in a partial batch response of its own type;
 //! - `mq` (feature `mq`): Amazon MQ (ActiveMQ, RabbitMQ) messages, no partial batch response:
 //!   poison parked and the batch acknowledged, a transient failure redelivering the batch;
 //! - `stream`: what the doors that park share, each saying only what one of its records is
-//!   (`stream::StreamRecord`).
+//!   (`stream::StreamRecord`);
+//! - `builder`: the doors' public values (below) and `Dedup::sqs`.
 //!
 //! The webhook door is [`crate::webhook`]; the relays' streams, whose items settle themselves,
-//! [`crate::relay`]. The doors are the crate's own: a function reaches them through the builder.
+//! [`crate::relay`].
 
 pub(crate) mod asynchronous;
+pub(crate) mod builder;
 #[cfg(feature = "dynamodb-streams")]
 pub(crate) mod dynamodb_stream;
 pub(crate) mod envelope;
@@ -40,13 +45,14 @@ pub(crate) mod sqs;
 #[cfg(feature = "parking")]
 pub(crate) mod stream;
 
-/// `attributes` without the verified sender ([`lambda_dedup::VERIFIED_SENDER_ATTRIBUTE`]): only
-/// the inbox forwarder writes it, and only to an SQS queue whose policy names who may send. A
-/// producer's header, property or SNS attribute of that name, on any other door, vouches for
-/// nothing, so it is not read as one (the event's provenance stays the payload's).
-pub(crate) fn unvouched(
-    mut attributes: std::collections::BTreeMap<String, lambda_dedup::AttributeValue>,
-) -> std::collections::BTreeMap<String, lambda_dedup::AttributeValue> {
-    attributes.remove(lambda_dedup::VERIFIED_SENDER_ATTRIBUTE);
-    attributes
-}
+#[cfg(feature = "dynamodb-streams")]
+pub use builder::DynamoDbStream;
+#[cfg(feature = "kinesis")]
+pub use builder::Kinesis;
+#[cfg(feature = "s3")]
+pub use builder::S3;
+#[cfg(feature = "mq")]
+pub use builder::{ActiveMq, RabbitMq};
+pub use builder::{EventBridge, Sns};
+#[cfg(feature = "kafka")]
+pub use kafka::Kafka;

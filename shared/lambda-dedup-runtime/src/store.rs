@@ -55,7 +55,7 @@ use lambda_dedup::{
     CreateOnceStore, Effect, ItemStore, LatestStore, MarkStore, Retention, SequenceStore,
 };
 
-use crate::config::SettingsError;
+use lambda_dedup_config::SettingsError;
 
 /// A store chosen for the builder: [`Items`] or [`Store<E>`], nothing else (sealed). What the
 /// builder's services need of either: the effect type committed with a mark, and the marks.
@@ -109,7 +109,7 @@ enum Kind {
     #[cfg(feature = "dynamodb")]
     DynamoDb {
         client: lambda_dedup_dynamodb::Client,
-        settings: Box<crate::Settings>,
+        settings: Box<lambda_dedup_config::Settings>,
         marks: Result<Arc<lambda_dedup_dynamodb::DynamoStore>, SettingsError>,
     },
 }
@@ -145,7 +145,7 @@ impl Items {
     #[cfg(feature = "dynamodb")]
     pub fn dynamodb(
         client: impl Into<lambda_dedup_dynamodb::Client>,
-        settings: &crate::Settings,
+        settings: &lambda_dedup_config::Settings,
     ) -> Self {
         use crate::aws::FromSettings as _;
         let client = client.into();
@@ -341,9 +341,9 @@ impl<E: Send + Sync + 'static> Marks for Store<E> {
 pub struct NoStore;
 
 #[cfg(feature = "postgres")]
-mod postgres;
+pub(crate) mod postgres;
 #[cfg(feature = "valkey")]
-mod valkey;
+pub(crate) mod valkey;
 /// The Valkey store [`Dedup::valkey`](crate::Dedup::valkey) chooses, bound to the settings:
 /// what a test checks the key layout of (`ValkeyStore::mark_key`).
 #[cfg(feature = "valkey")]
@@ -354,7 +354,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::{Env, Settings};
+    use lambda_dedup_config::{Env, Settings};
 
     fn client() -> lambda_dedup_dynamodb::Client {
         let conf = aws_config::SdkConfig::builder()
@@ -370,7 +370,11 @@ mod tests {
     /// inbox and the relay's tables need none.
     #[test]
     fn dynamodb_is_bound_to_the_settings_when_chosen() {
-        let env = crate::testing::env(&[("DEDUP_LEASE_SECONDS", "7")]);
+        let env = lambda_dedup_config::Env::from_pairs([
+            ("DEDUP_NAMESPACE", "t"),
+            ("DEDUP_MARK_TABLE", "marks"),
+            ("DEDUP_LEASE_SECONDS", "7"),
+        ]);
         let settings = Settings::read(&env, "f").expect("settings");
         let items = Items::dynamodb(client(), &settings);
         let marks = items.mark_store().expect("a mark table");

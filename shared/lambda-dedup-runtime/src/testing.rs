@@ -5,16 +5,11 @@ use lambda_dedup::{KeySpec, Message};
 
 #[cfg(test)]
 pub(crate) mod ledger;
-use lambda_dedup_engine::{BatchReport, Outcome};
+use lambda_dedup_engine::Outcome;
 use serde_json::{Value, json};
 
 /// An SQS message as the SQS door reads it, for a test of a function's key spec.
-pub use crate::sqs::message as sqs_message;
-
-tokio::task_local! {
-    /// The outcomes of the invocations run inside [`with_outcomes`].
-    static OUTCOMES: std::cell::RefCell<Vec<(String, Outcome)>>;
-}
+pub use crate::door::sqs::message as sqs_message;
 
 /// `invocation` run, with the outcome of each of its records — applied, duplicate, or why it
 /// was retried, rejected or sent to reconciliation — in the order the service answered them:
@@ -28,17 +23,7 @@ tokio::task_local! {
 pub async fn with_outcomes<F: std::future::Future>(
     invocation: F,
 ) -> (F::Output, Vec<(String, Outcome)>) {
-    OUTCOMES
-        .scope(std::cell::RefCell::new(Vec::new()), async {
-            let answer = invocation.await;
-            (answer, OUTCOMES.with(|o| o.take()))
-        })
-        .await
-}
-
-/// Hands `report`'s outcomes to [`with_outcomes`], when the invocation runs inside it.
-pub(crate) fn observe(report: &BatchReport) {
-    let _ = OUTCOMES.try_with(|o| o.borrow_mut().extend(report.outcomes().iter().cloned()));
+    crate::service::account::with_outcomes(invocation).await
 }
 
 /// Now, written as `format` (an event's `time`, a field of your own): fixtures stamped with it
@@ -92,7 +77,7 @@ pub(crate) fn assert_fingerprint_covers(spec: &KeySpec, sample: &Value, depends_
 /// lease (S6). Add a clock with `with_clock` where a test moves time; otherwise prefer
 /// [`on_memory`], which also hands the store to the builder.
 #[cfg(feature = "memory")]
-pub fn memory_store(settings: &crate::Settings) -> lambda_dedup_memory::MemoryStore {
+pub fn memory_store(settings: &lambda_dedup_config::Settings) -> lambda_dedup_memory::MemoryStore {
     lambda_dedup_memory::MemoryStore::new(settings.retention)
         .with_lease(settings.lease)
         .with_clock_skew(settings.clock_skew)
@@ -104,8 +89,8 @@ pub fn memory_store(settings: &crate::Settings) -> lambda_dedup_memory::MemorySt
 /// the service a store whose retention or lease disagrees with what the function reads.
 #[cfg(feature = "memory")]
 pub fn on_memory(
-    dedup: crate::Dedup<crate::store::NoStore>,
-) -> (crate::Dedup, lambda_dedup_memory::MemoryStore) {
+    dedup: crate::service::Dedup<crate::store::NoStore>,
+) -> (crate::service::Dedup, lambda_dedup_memory::MemoryStore) {
     let store = memory_store(dedup.settings());
     (dedup.on(crate::store::Items::new(store.clone())), store)
 }
@@ -116,9 +101,9 @@ pub fn on_memory(
 /// ([`Recording::committed`](lambda_dedup_memory::Recording::committed)).
 #[cfg(feature = "memory")]
 pub fn on_memory_recording<E: Clone + Send + Sync + std::fmt::Debug + 'static>(
-    dedup: crate::Dedup<crate::store::NoStore>,
+    dedup: crate::service::Dedup<crate::store::NoStore>,
 ) -> (
-    crate::Dedup<crate::store::Store<E>>,
+    crate::service::Dedup<crate::store::Store<E>>,
     lambda_dedup_memory::Recording<E>,
 ) {
     let store = lambda_dedup_memory::Recording::new(memory_store(dedup.settings()));
@@ -127,7 +112,7 @@ pub fn on_memory_recording<E: Clone + Send + Sync + std::fmt::Debug + 'static>(
 
 /// The key spec `dedup` derives keys with: the identity, tenant, fingerprint and time chosen,
 /// with the settings' body limit and event-time source applied.
-pub fn key_spec<S>(dedup: &crate::Dedup<S>) -> KeySpec {
+pub fn key_spec<S>(dedup: &crate::service::Dedup<S>) -> KeySpec {
     dedup.key_spec()
 }
 
@@ -135,7 +120,10 @@ pub fn key_spec<S>(dedup: &crate::Dedup<S>) -> KeySpec {
 /// rather than in the queue
 /// `DEDUP_PARKING_QUEUE_URL` names (S15).
 #[cfg(feature = "parking")]
-pub fn parked_in<S>(dedup: crate::Dedup<S>, parking: crate::Parking) -> crate::Dedup<S> {
+pub fn parked_in<S>(
+    dedup: crate::service::Dedup<S>,
+    parking: crate::parking::Parking,
+) -> crate::service::Dedup<S> {
     dedup.parking(parking)
 }
 
@@ -156,13 +144,15 @@ pub struct OnMemory<S> {
 /// `main` runs) makes [`on_memory`], and the key spec `configure` (its key configuration)
 /// declares. Either's refusal of the settings is the error.
 #[cfg(feature = "memory")]
-pub fn function_on_memory<S, E: From<crate::SettingsError>>(
-    env: &crate::Env,
+pub fn function_on_memory<S, E: From<lambda_dedup_config::SettingsError>>(
+    env: &lambda_dedup_config::Env,
     function: &str,
-    configure: impl FnOnce(crate::Dedup<crate::store::NoStore>) -> crate::Dedup<crate::store::NoStore>,
-    build: impl FnOnce(crate::Dedup) -> Result<S, E>,
+    configure: impl FnOnce(
+        crate::service::Dedup<crate::store::NoStore>,
+    ) -> crate::service::Dedup<crate::store::NoStore>,
+    build: impl FnOnce(crate::service::Dedup) -> Result<S, E>,
 ) -> Result<OnMemory<S>, E> {
-    let key_spec = configure(crate::Dedup::read(env, function)?).key_spec();
+    let key_spec = configure(crate::service::Dedup::read(env, function)?).key_spec();
     let (service, store) = service_on_memory(env, function, &[], build)?;
     Ok(OnMemory {
         service,
@@ -176,13 +166,13 @@ pub fn function_on_memory<S, E: From<crate::SettingsError>>(
 /// attribute) created in the store; and the store's data. The settings' refusal, or the
 /// wiring's, is the error.
 #[cfg(feature = "memory")]
-pub fn service_on_memory<S, E: From<crate::SettingsError>>(
-    env: &crate::Env,
+pub fn service_on_memory<S, E: From<lambda_dedup_config::SettingsError>>(
+    env: &lambda_dedup_config::Env,
     function: &str,
     tables: &[(&str, &str)],
-    build: impl FnOnce(crate::Dedup) -> Result<S, E>,
+    build: impl FnOnce(crate::service::Dedup) -> Result<S, E>,
 ) -> Result<(S, lambda_dedup_memory::MemoryStore), E> {
-    let (dedup, store) = on_memory(crate::Dedup::read(env, function)?);
+    let (dedup, store) = on_memory(crate::service::Dedup::read(env, function)?);
     for (table, key) in tables {
         store.create_table(table, key);
     }
@@ -211,15 +201,15 @@ pub fn sqs_event(bodies: &[&str]) -> aws_lambda_events::event::sqs::SqsEvent {
 /// invoke door's answer, or its refusal typed. Panics naming the error when the service fails
 /// with anything but an [`InvokeError`](crate::InvokeError).
 pub async fn invoke<E, R>(
-    service: &crate::Service<E, R>,
+    service: &crate::service::Service<E, R>,
     request_id: &str,
     payload: E,
-) -> Result<R, crate::InvokeError> {
+) -> Result<R, crate::service::InvokeError> {
     let mut context = lambda_runtime::Context::default();
     context.request_id = request_id.to_owned();
     let event = lambda_runtime::LambdaEvent::new(payload, context);
     let answer = lambda_runtime::Service::call(&mut service.clone(), event).await;
-    answer.map_err(|e| match e.downcast_ref::<crate::InvokeError>() {
+    answer.map_err(|e| match e.downcast_ref::<crate::service::InvokeError>() {
         Some(refusal) => refusal.clone(),
         None => panic!("not an InvokeError: {e}"),
     })
@@ -248,9 +238,9 @@ pub fn failed_ids(response: aws_lambda_events::event::sqs::SqsBatchResponse) -> 
 /// The least environment a function starts with — `DEDUP_NAMESPACE` `t` and
 /// `DEDUP_MARK_TABLE` `marks` — with `more` (a function's own variables, a setting the test is
 /// about) beside or over them.
-pub fn env(more: &[(&str, &str)]) -> crate::Env {
+pub fn env(more: &[(&str, &str)]) -> lambda_dedup_config::Env {
     let least = [("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", "marks")];
-    crate::Env::from_pairs(least.iter().chain(more).copied())
+    lambda_dedup_config::Env::from_pairs(least.iter().chain(more).copied())
 }
 
 /// A JSON file — a sample event as Lambda hands it over, a fixture — read as `T`
@@ -284,8 +274,8 @@ pub fn attribute(
 
 /// The builder of `function` on the least environment a function starts with ([`env`]):
 /// what the key-configuration checks apply a function's `configure` to.
-fn minimal_dedup(function: &str) -> crate::Dedup<crate::store::NoStore> {
-    crate::Dedup::read(&env(&[]), function).expect("settings")
+fn minimal_dedup(function: &str) -> crate::service::Dedup<crate::store::NoStore> {
+    crate::service::Dedup::read(&env(&[]), function).expect("settings")
 }
 
 /// S11 for a function's key configuration: `configure` applied to a builder on a minimal
@@ -294,7 +284,9 @@ fn minimal_dedup(function: &str) -> crate::Dedup<crate::store::NoStore> {
 /// conflict, never a duplicate), while a change of the envelope's `time` (a producer's retry)
 /// gives the same one. Panics naming the field that is not covered.
 pub fn assert_configured_fingerprint_covers(
-    configure: impl FnOnce(crate::Dedup<crate::store::NoStore>) -> crate::Dedup<crate::store::NoStore>,
+    configure: impl FnOnce(
+        crate::service::Dedup<crate::store::NoStore>,
+    ) -> crate::service::Dedup<crate::store::NoStore>,
     sample: &Value,
     depends_on: &[&str],
 ) {
@@ -311,7 +303,9 @@ pub fn assert_configured_fingerprint_covers(
 pub fn assert_declared_key_spec(
     text: Option<&str>,
     function: &str,
-    configure: impl FnOnce(crate::Dedup<crate::store::NoStore>) -> crate::Dedup<crate::store::NoStore>,
+    configure: impl FnOnce(
+        crate::service::Dedup<crate::store::NoStore>,
+    ) -> crate::service::Dedup<crate::store::NoStore>,
 ) {
     let dedup = minimal_dedup(function);
     let settings = dedup.settings().clone();
@@ -319,7 +313,7 @@ pub fn assert_declared_key_spec(
     let text = text.unwrap_or_else(|| {
         panic!("no key spec is declared for {function} (it declares {declared:?})")
     });
-    let given = crate::config::cloudevents_key_spec(text, settings.scope.clone())
+    let given = lambda_dedup_config::cloudevents_key_spec(text, settings.scope.clone())
         .unwrap_or_else(|e| panic!("{function}: {e}"));
     assert_eq!(
         settings.key_spec(given),
@@ -441,7 +435,10 @@ mod tests {
             .call_with(sqs_event(&bodies[..1]))
             .await
             .expect("answer");
-        assert!(OUTCOMES.try_with(|_| ()).is_err(), "nothing kept outside");
+        assert!(
+            crate::service::account::OUTCOMES.try_with(|_| ()).is_err(),
+            "nothing kept outside"
+        );
     }
 
     /// A fixture stamped with `now_as` is on time, and the same fixture stamped 31 days ago is

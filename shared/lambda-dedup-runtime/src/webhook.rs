@@ -46,17 +46,20 @@
 //! - `receiver`: the [`Receiver`] — a request's checks in order, the inbox item created once;
 //!   its request answered through the one runner ([`crate::door`]: the cutoff before the
 //!   deadline, the EMF count);
-//! - `answer`: what each outcome answers (`Answer`) and the HTTP response it becomes.
+//! - `answer`: what each outcome answers (`Answer`) and the HTTP response it becomes;
+//! - `builder`: the builder's receiver (`Dedup::webhook`) and its
+//!   [`WebhookService`](crate::WebhookService).
 
 pub(crate) mod answer;
+pub(crate) mod builder;
 mod receiver;
 
-pub use crate::config::WebhookConfig;
 /// The webhook's settings with its signing secrets read from Secrets Manager
 /// (`WEBHOOK_SECRETS_ARN`), and read again, bounded, when a signature does not match.
 #[cfg(feature = "secrets-manager")]
 pub use crate::secrets::{webhook_config, webhook_config_in};
 pub(crate) use answer::REPLAYED_HEADER;
+pub use lambda_dedup_config::WebhookConfig;
 pub use receiver::Receiver;
 
 #[cfg(test)]

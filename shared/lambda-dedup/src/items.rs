@@ -62,7 +62,7 @@ pub fn number(item: &Item, name: &str) -> Option<u64> {
 /// Where a function's own items are kept: the object-safe form, which a function holds
 /// (`Arc<dyn ItemStore>`) and calls. A store implements [`ItemStoreImpl`] and gets this by the
 /// blanket impl; it is sealed, so that is the only way. See the module documentation for the promises every implementation keeps.
-pub trait ItemStore: crate::store::sealed::ItemStore + Send + Sync + std::fmt::Debug {
+pub trait ItemStore: sealed::ItemStore + Send + Sync + std::fmt::Debug {
     /// Writes `effects` (1 to 100) all or nothing, with no mark: bookkeeping that is idempotent
     /// by its own conditions (an intent confirmed only while it is pending). `Ok(false)` when a
     /// condition failed and nothing was written.
@@ -74,6 +74,14 @@ pub trait ItemStore: crate::store::sealed::ItemStore + Send + Sync + std::fmt::D
     /// Every item of `table` that `filter` keeps, read strongly consistently, page by page: for
     /// sweeps over small tables, not for the hot path.
     fn scan<'a>(&'a self, table: &'a str, filter: &'a Filter) -> ItemFuture<'a, Vec<Item>>;
+}
+
+/// The seal of [`ItemStore`]: implemented only over [`ItemStoreImpl`], so the blanket impl is
+/// the only impl.
+mod sealed {
+    pub trait ItemStore {}
+
+    impl<S: super::ItemStoreImpl> ItemStore for S {}
 }
 
 /// What a store implements to be an [`ItemStore`]: the same operations as plain `async fn`s

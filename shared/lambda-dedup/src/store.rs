@@ -239,7 +239,7 @@ macro_rules! store_options_builders {
 
 /// The seals of the object-safe store traits: each is implemented only over its `…Impl` form,
 /// so the blanket impls are the only impls of [`MarkStore`], [`SequenceStore`],
-/// [`CreateOnceStore`], [`LatestStore`] (and [`ItemStore`](crate::items::ItemStore)).
+/// [`CreateOnceStore`], [`LatestStore`] (`items` seals its `ItemStore` the same way).
 pub(crate) mod sealed {
     use super::{CreateOnceStoreImpl, LatestStoreImpl, MarkStoreImpl, SequenceStoreImpl};
 
@@ -247,13 +247,11 @@ pub(crate) mod sealed {
     pub trait SequenceStore {}
     pub trait CreateOnceStore {}
     pub trait LatestStore {}
-    pub trait ItemStore {}
 
     impl<E: 'static, S: MarkStoreImpl<E>> MarkStore<E> for S {}
     impl<S: SequenceStoreImpl> SequenceStore for S {}
     impl<S: CreateOnceStoreImpl> CreateOnceStore for S {}
     impl<S: LatestStoreImpl> LatestStore for S {}
-    impl<S: crate::items::ItemStoreImpl> ItemStore for S {}
 }
 
 /// A boxed future of a store operation (boxed so the trait is object-safe: a flow holds any

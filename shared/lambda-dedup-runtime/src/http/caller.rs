@@ -9,7 +9,7 @@ use aws_lambda_events::apigw::{ApiGatewayRequestAuthorizer, ApiGatewayRequestIde
 use lambda_http::http::HeaderMap;
 use lambda_http::request::RequestContext;
 
-use crate::config::{CallerFrom, CallerFront};
+use lambda_dedup_config::{CallerFrom, CallerFront};
 
 /// Why a request has no caller where one is configured (401).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

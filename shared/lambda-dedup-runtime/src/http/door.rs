@@ -19,7 +19,7 @@ use crate::service::request::Answers;
 use super::answer::{Answer, Counted};
 use super::reply::{Reply, Stored};
 use super::{caller, key};
-use crate::config::{HttpConfig, HttpFingerprint, KeyRequirement};
+use lambda_dedup_config::{HttpConfig, HttpFingerprint, KeyRequirement};
 use lambda_dedup_engine::HandlerError;
 
 /// What the work is told of a request besides its payload.

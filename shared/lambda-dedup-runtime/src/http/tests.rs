@@ -9,11 +9,11 @@ use lambda_dedup_memory::MemoryStore;
 use lambda_http::tower::ServiceExt;
 use lambda_http::{Body, Request, RequestExt};
 
+use super::builder::HttpEvent;
 use super::{HttpConfig, Reply};
-use crate::config::Env;
-use crate::service::HttpEvent;
 use crate::testing::on_memory;
 use crate::{Dedup, HandlerError, HttpService};
+use lambda_dedup_config::Env;
 
 const ORDERS: &str = "orders";
 

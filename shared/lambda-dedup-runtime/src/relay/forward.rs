@@ -38,11 +38,11 @@ use super::{
     Act, Attribute, Attributes, Failure, Layout, Metric, REDRIVE, Read, RelayService, Repeats,
     StatusValue, Waiting,
 };
-use crate::config::{FORWARDER, ForwarderConfig, SdkTimeouts};
 use crate::in_order::image_part;
 use crate::queue::{Queue, string_attribute};
 use crate::service::{BuildError, Dedup};
 use crate::store::Items;
+use lambda_dedup_config::{FORWARDER, ForwarderConfig, SdkTimeouts};
 
 /// The largest body SQS takes (1 MiB since January 2026), attributes included; kept clear of it.
 pub(crate) const MAX_QUEUE_BODY_BYTES: usize = 1024 * 1024 - 1024;
@@ -234,7 +234,7 @@ fn forwarder_to(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Env, SettingsError};
+    use lambda_dedup_config::{Env, SettingsError};
     use lambda_dedup_memory::MemoryStore;
     use serde_json::json;
     use std::time::{Duration, SystemTime};
@@ -287,7 +287,7 @@ mod tests {
         assert_eq!(f.redrive_after(), Duration::from_secs(3_600));
         assert_eq!(
             f.deadline_margin(),
-            crate::config::DeadlineMargin::DEFAULT.get()
+            lambda_dedup_config::DeadlineMargin::DEFAULT.get()
         );
         let set = env()
             .with("FORWARDER_RECORD_BUDGET_MS", "750")

@@ -124,7 +124,7 @@ impl<A: Act> RelayService<A> {
         event: LambdaEvent<serde_json::Value>,
     ) -> Result<serde_json::Value, lambda_runtime::Error> {
         if event.payload.get("Records").is_some() {
-            let deadline = crate::deadline(&event.context);
+            let deadline = crate::bound::deadline(&event.context);
             let stream: Event = serde_json::from_value(event.payload)?;
             let handled = self.handle(&stream, deadline).await;
             Ok(serde_json::to_value(handled.response)?)

@@ -107,7 +107,7 @@ fn relay_on(
         layout,
         act,
         per_record,
-        margin: crate::config::DeadlineMargin::DEFAULT.get(),
+        margin: lambda_dedup_config::DeadlineMargin::DEFAULT.get(),
         redrive_after: Duration::from_secs(3_600),
     }
     .service(store)

@@ -11,7 +11,7 @@ use lambda_dedup_signature::{Scheme, SignatureError, Verifier};
 
 use super::refresh_gate::RefreshGate;
 use super::secret::SecretsManagerSecret;
-use crate::config::{Headers, SecretsRotation, secrets_in};
+use lambda_dedup_config::{Headers, SecretsRotation, secrets_in};
 
 /// The secret, the verifier built from its latest text, and the gate on reading it again.
 #[derive(Debug)]

@@ -3,9 +3,9 @@
 //! names, and again on a signature that matches none of them ([`SecretRotation`](super::SecretRotation)).
 //! No error here quotes the secret's value.
 
-use crate::config::SecretError;
 use aws_sdk_secretsmanager::error::ProvideErrorMetadata;
 use aws_sdk_secretsmanager::operation::get_secret_value::GetSecretValueError;
+use lambda_dedup_config::SecretError;
 
 /// One secret of Secrets Manager, by ARN (or name), read whole each time it is asked for.
 #[derive(Debug, Clone)]

@@ -4,6 +4,29 @@
 use lambda_dedup::Message;
 use lambda_dedup_engine::{BatchReport, Outcome, RetryCause};
 
+tokio::task_local! {
+    /// The outcomes of the invocations run inside [`with_outcomes`].
+    pub(crate) static OUTCOMES: std::cell::RefCell<Vec<(String, Outcome)>>;
+}
+
+/// `invocation` run, with the outcome of each of its records in the order the service answered
+/// them (what `testing::with_outcomes` hands a function's tests).
+pub(crate) async fn with_outcomes<F: std::future::Future>(
+    invocation: F,
+) -> (F::Output, Vec<(String, Outcome)>) {
+    OUTCOMES
+        .scope(std::cell::RefCell::new(Vec::new()), async {
+            let answer = invocation.await;
+            (answer, OUTCOMES.with(|o| o.take()))
+        })
+        .await
+}
+
+/// Hands `report`'s outcomes to [`with_outcomes`], when the invocation runs inside it.
+fn observe(report: &BatchReport) {
+    let _ = OUTCOMES.try_with(|o| o.borrow_mut().extend(report.outcomes().iter().cloned()));
+}
+
 /// Where an invocation's account goes and where its events for reconciliation go: what
 /// the runner needs beyond the batch.
 #[derive(Debug, Clone)]
@@ -49,7 +72,7 @@ pub(crate) fn print_account(
     request_id: &str,
     report: &BatchReport,
 ) {
-    crate::testing::observe(report);
+    observe(report);
     let a = &report.account;
     // EMF must be a bare JSON line on stdout for CloudWatch to extract it, hence not `tracing`.
     crate::emf::emit(a.emf_line(namespace, function));

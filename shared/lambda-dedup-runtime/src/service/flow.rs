@@ -1,6 +1,6 @@
 //! Flows: what a service does with each event, as values that every source takes.
 //!
-//! A source ([`Dedup::sqs`](crate::Dedup::sqs), `door::Kinesis`, `door::DynamoDbStream`)
+//! A source ([`Dedup::sqs`](crate::Dedup::sqs), `source::Kinesis`, `source::DynamoDbStream`)
 //! takes one flow; the flow says how the event's effect happens once.
 //!
 //! | flow | the effect | stores | sources |
@@ -84,6 +84,8 @@ pub use call::{Call, calls, calls_service};
 use call::{Served, WriteThenCall};
 #[cfg(feature = "s3")]
 pub use latest::latest_wins;
+#[cfg(feature = "s3")]
+pub(crate) use latest::{OBJECT_ATTRIBUTE, SEQUENCER_ATTRIBUTE};
 pub use once::{Sequence, create_once, sequence};
 
 /// What a source's service does with each event: one of this module's flows, or a closure
@@ -189,7 +191,7 @@ pub(crate) mod seal {
     impl<T: Step> Admits<crate::door::AnyOrder> for T {}
     impl<T: Step + Ordered> Admits<crate::door::InOrder> for T {}
 
-    /// The ordering of the S3 door ([`crate::door::S3`]): the latest-wins flow only, whose
+    /// The ordering of the S3 door (`source::S3`): the latest-wins flow only, whose
     /// step admits it (unnameable outside the crate, so no other flow can).
     #[cfg(feature = "s3")]
     #[derive(Debug)]

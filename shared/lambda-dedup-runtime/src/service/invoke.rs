@@ -192,7 +192,7 @@ impl<S: Marks> Dedup<S> {
                 async move {
                     let (payload, context) = event.into_parts();
                     let event = LambdaEvent::new(Asked::new(payload), context);
-                    let (deadline, kept) = (crate::deadline(&event.context), &event.payload);
+                    let (deadline, kept) = (crate::bound::deadline(&event.context), &event.payload);
                     let (work, dedup) = (&*work, &*dedup);
                     // The event under a lease, within `limit`, its response kept for the answer
                     // and stored with the mark; a duplicate in progress waited for up to `wait`.

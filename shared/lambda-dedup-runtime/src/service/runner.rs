@@ -78,7 +78,7 @@ impl<S: Marks> Dedup<S> {
                 let work = Stepped {
                     step: &*step,
                     state: &state,
-                    deadline: crate::deadline(&event.context),
+                    deadline: crate::bound::deadline(&event.context),
                     max_concurrency: runner.max_concurrency,
                 };
                 let answer = runner
@@ -166,7 +166,7 @@ impl Runner {
     pub(crate) fn for_tests(function: &str, max_concurrency: usize) -> Self {
         Self {
             max_concurrency,
-            ..Self::of(function, crate::config::DeadlineMargin::DEFAULT.get())
+            ..Self::of(function, lambda_dedup_config::DeadlineMargin::DEFAULT.get())
         }
     }
 
@@ -197,7 +197,7 @@ impl Runner {
         work: &W,
     ) -> Result<D::Response, lambda_runtime::Error> {
         let (function, context) = (self.function.as_str(), &event.context);
-        let cutoff = crate::bound::cutoff_at(crate::deadline(context), self.margin);
+        let cutoff = crate::bound::cutoff_at(crate::bound::deadline(context), self.margin);
         let mut refused: HashMap<String, Outcome> = HashMap::new();
         let messages =
             door.messages(&event.payload, context)
@@ -205,7 +205,7 @@ impl Runner {
                 .map(|record| match record {
                     Ok(m) if D::SENDER_VOUCHED => m,
                     Ok(m) => Message {
-                        attributes: crate::source::unvouched(m.attributes),
+                        attributes: crate::door::unvouched(m.attributes),
                         ..m
                     },
                     Err(Refused { id, group, outcome }) => {

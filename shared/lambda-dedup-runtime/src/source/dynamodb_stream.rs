@@ -27,9 +27,9 @@ use lambda_dedup::Message;
 use serde_json::{Value, json};
 
 use crate::parking::Letter;
-use crate::stream::{Records, StreamRecord};
+use crate::source::stream::{Records, StreamRecord};
 
-/// A DynamoDB Streams event, read by the stream door ([`crate::stream::Stream`]): the payload
+/// A DynamoDB Streams event, read by the stream door ([`crate::source::stream::Stream`]): the payload
 /// is the whole change, whatever the identity.
 impl Records for Event {
     type Record = EventRecord;
@@ -41,7 +41,7 @@ impl Records for Event {
     }
 }
 
-/// One stream record's change as the builder's work sees it ([`DynamoDbStream`](crate::door::DynamoDbStream)):
+/// One stream record's change as the builder's work sees it ([`DynamoDbStream`](crate::source::DynamoDbStream)):
 /// the item's keys and images read into the user's type `T` (an image the record does not carry
 /// is `None`: a `REMOVE` has no new image, a `NEW_IMAGE` stream no old one).
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -70,7 +70,7 @@ fn plain(item: &serde_dynamo::Item) -> Value {
     serde_dynamo::from_item(item.clone()).unwrap_or(Value::Null)
 }
 
-/// A stream record, run like a Kinesis one ([`crate::stream`]).
+/// A stream record, run like a Kinesis one ([`crate::source::stream`]).
 impl StreamRecord for EventRecord {
     type Response = DynamoDbEventResponse;
 
@@ -128,7 +128,7 @@ impl StreamRecord for EventRecord {
     fn respond(checkpoint: Option<String>) -> DynamoDbEventResponse {
         let mut resp = DynamoDbEventResponse::default();
         let failures = &mut resp.batch_item_failures;
-        crate::stream::name_checkpoint(failures, checkpoint, |f| &mut f.item_identifier);
+        crate::source::stream::name_checkpoint(failures, checkpoint, |f| &mut f.item_identifier);
         resp
     }
 }
@@ -242,7 +242,7 @@ mod tests {
         };
         (
             dedup
-                .door(crate::door::DynamoDbStream, credit)
+                .door(crate::source::DynamoDbStream, credit)
                 .expect("service"),
             store,
         )
@@ -341,7 +341,7 @@ mod tests {
         let (dedup, _) = on_memory(Dedup::read(&env, "orders").expect("settings"));
         let Err(e) = dedup
             .identity("/newImage/order_id")
-            .door(crate::door::DynamoDbStream, credit)
+            .door(crate::source::DynamoDbStream, credit)
         else {
             panic!("built without parking");
         };

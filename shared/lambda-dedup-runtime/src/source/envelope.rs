@@ -1,31 +1,13 @@
-//! The envelope an SQS message's body is in: SNS → SQS without raw message delivery, an
-//! EventBridge rule targeting the queue. The work gets its payload from inside, and the key
-//! spec's pointers are relative to the inner message ([`crate::source::sns`],
-//! [`crate::source::eventbridge`]); the SQS `messageId` still reports the message, and the FIFO
-//! group stays the queue's.
+//! Opening the envelope an SQS message's body is in ([`Envelope`], chosen on the builder): SNS →
+//! SQS without raw message delivery, an EventBridge rule targeting the queue. The work gets its
+//! payload from inside, and the key spec's pointers are relative to the inner message
+//! ([`crate::source::sns`], [`crate::source::eventbridge`]); the SQS `messageId` still reports
+//! the message, and the FIFO group stays the queue's.
 
 use lambda_dedup::{Message, Reason};
 use lambda_dedup_engine::Outcome;
 
-/// The envelope an SQS message's body is in (`Dedup::envelope`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Envelope {
-    /// An SNS notification (a topic's SQS subscription without raw message delivery): the
-    /// payload is its `Message` string, the attributes its `MessageAttributes`. With raw
-    /// delivery there is no envelope: the body is the message and SNS's attributes are the
-    /// SQS message's, so set none.
-    Sns,
-    /// An EventBridge event (a rule's SQS target): the payload is its `detail`.
-    EventBridge,
-    /// An S3 event notification sent to an SQS queue (feature `s3`): the payload is its one
-    /// record, read as the S3 door reads it (`crate::s3`); pair it with
-    /// `.identity(Identity::attribute(s3::IDENTITY_ATTRIBUTE))` and the `latest_wins` flow. A body of
-    /// another shape — S3's `s3:TestEvent`, sent when the notification is configured, or a
-    /// body of several records — is refused `envelope_malformed`.
-    #[cfg(feature = "s3")]
-    S3,
-}
+use crate::service::Envelope;
 
 impl Envelope {
     /// The message inside `m`'s body, or the rejection of a body that is not this envelope

@@ -10,10 +10,10 @@
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_dedup::{AttributeValue, ENVELOPE_ID_ATTRIBUTE, Message, Rejection};
 
-use crate::asynchronous::AsyncEvent;
 use crate::door::{InOrder, Record};
+use crate::source::asynchronous::AsyncEvent;
 
-/// An EventBridge target's event, read by its door ([`crate::asynchronous::Invoked`]): the
+/// An EventBridge target's event, read by its door ([`crate::source::asynchronous::Invoked`]): the
 /// event's `detail` under its `id` ([`message`]).
 impl AsyncEvent for EventBridgeEvent {
     type Ordering = InOrder;

@@ -31,9 +31,9 @@ use lambda_dedup_engine::{Outcome, RetryCause};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use crate::config::Env;
 use crate::parking::Parking;
-use crate::{Dedup, Event, Service};
+use crate::service::{Dedup, Event, Service};
+use lambda_dedup_config::Env;
 
 /// A JSON number of any kind: integers at and beyond `i64`'s ends, `u64`'s, floats (NaN and
 /// the infinities have no JSON form: they are `null`).
@@ -142,7 +142,7 @@ fn builder(time_from: &str, format: TimeFormat) -> Dedup {
         ("DEDUP_MARK_TABLE", "marks"),
         ("DEDUP_EVENT_TIME_FROM", time_from),
         ("DEDUP_EVENT_TIME_FORMAT", format_name(format)),
-        (crate::kafka::CLUSTER_ID_VARIABLE, "cluster-1"),
+        (crate::source::kafka::CLUSTER_ID_VARIABLE, "cluster-1"),
     ]);
     let (dedup, _) = crate::testing::on_memory(Dedup::read(&env, "inputs").expect("env"));
     dedup.parking(Parking::unreachable())
@@ -222,7 +222,7 @@ proptest! {
     ) {
         let service = builder("json:/t", f)
             .identity("/id")
-            .sqs(crate::flow::sequence("/seq", |_: Event<Value>| {
+            .sqs(crate::service::flow::sequence("/seq", |_: Event<Value>| {
                 Effect::add("balances", ("account", "a"), "balance", 1)
             }))
             .expect("service");
@@ -238,7 +238,7 @@ proptest! {
     fn kinesis_door_any_sequence_arrival_or_time_never_panics(
         id in value(), t in value(), seq in text(), arrival in arrival(), f in format(),
     ) {
-        let service = builder("json:/t", f).identity("/id").door(crate::door::Kinesis, nothing).expect("service");
+        let service = builder("json:/t", f).identity("/id").door(crate::source::Kinesis, nothing).expect("service");
         let event = json!({"Records": [{
             "eventSource": "aws:kinesis", "eventID": format!("shardId-0:{seq}"),
             "kinesis": {"kinesisSchemaVersion": "1.0", "partitionKey": "p",
@@ -254,7 +254,7 @@ proptest! {
     ) {
         let service = builder("json:/newImage/t", f)
             .identity("/newImage/id")
-            .door(crate::door::DynamoDbStream, nothing)
+            .door(crate::source::DynamoDbStream, nothing)
             .expect("service");
         let event = json!({"Records": [{
             "eventID": "e-1", "eventName": "INSERT", "eventSource": "aws:dynamodb",
@@ -277,7 +277,7 @@ proptest! {
     ) {
         let dedup = builder("json:/t", f);
         let dedup = if by_position { dedup } else { dedup.identity("/id") };
-        let door = crate::door::Kafka::on(&dedup).expect("door");
+        let door = crate::source::Kafka::on(&dedup).expect("door");
         let service = dedup.door(door, nothing).expect("service");
         let key = format!("topic-{partition}");
         let event = json!({
@@ -297,7 +297,7 @@ proptest! {
         key in text(), sequencer in text(), version in text(), size in number(),
     ) {
         let service = builder("none", TimeFormat::Rfc3339)
-            .door(crate::door::S3, crate::flow::latest_wins(nothing))
+            .door(crate::source::S3, crate::service::flow::latest_wins(nothing))
             .expect("service");
         let event = json!({"Records": [{
             "eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "us-east-1",
@@ -317,8 +317,8 @@ proptest! {
         message_id in text(), stamp in number(), event_id in text(), t in text(), f in format(),
     ) {
         let service = builder("attribute:t", f)
-            .identity(crate::Identity::attribute("event-id"))
-            .door(crate::door::ActiveMq, nothing)
+            .identity(crate::service::Identity::attribute("event-id"))
+            .door(crate::source::ActiveMq, nothing)
             .expect("service");
         let message = json!({
             "messageID": message_id, "messageType": "jms/text-message", "timestamp": stamp,
@@ -337,8 +337,8 @@ proptest! {
         t in value(), f in format(),
     ) {
         let service = builder("attribute:t", f)
-            .identity(crate::Identity::attribute("event-id"))
-            .door(crate::door::RabbitMq, nothing)
+            .identity(crate::service::Identity::attribute("event-id"))
+            .door(crate::source::RabbitMq, nothing)
             .expect("service");
         let message = json!({
             "basicProperties": {"contentType": "text/plain", "headers": {
@@ -357,7 +357,7 @@ proptest! {
         id in value(), t in value(), attr in text(), f in format(), by_attribute in any::<bool>(),
     ) {
         let from = if by_attribute { "attribute:t" } else { "json:/t" };
-        let service = builder(from, f).identity("/id").door(crate::door::Sns, nothing).expect("service");
+        let service = builder(from, f).identity("/id").door(crate::source::Sns, nothing).expect("service");
         let event = json!({"Records": [{"EventSource": "aws:sns", "EventVersion": "1.0",
             "EventSubscriptionArn": "arn:aws:sns:us-east-1:0:t:s",
             "Sns": {"Type": "Notification", "MessageId": "n-1",
@@ -377,11 +377,11 @@ proptest! {
                            "account": "0", "time": "2026-01-01T00:00:00Z",
                            "region": "us-east-1", "resources": [],
                            "detail": {"id": id, "t": t}});
-        let direct = builder("json:/t", f).identity("/id").door(crate::door::EventBridge, nothing).expect("service");
+        let direct = builder("json:/t", f).identity("/id").door(crate::source::EventBridge, nothing).expect("service");
         through::<EventBridgeEvent, _>(&direct, event.clone(), 1)?;
         let queued = builder("json:/t", f)
             .identity("/id")
-            .envelope(crate::Envelope::EventBridge)
+            .envelope(crate::service::Envelope::EventBridge)
             .sqs(nothing)
             .expect("service");
         let sqs = json!({"Records": [{"messageId": "m-1", "body": event.to_string(),
@@ -406,7 +406,7 @@ async fn kinesis_event_time_beyond_i64_epoch_seconds_is_parked_not_a_panic() {
     let service = dedup
         .parking(parking)
         .identity("/id")
-        .door(crate::door::Kinesis, nothing)
+        .door(crate::source::Kinesis, nothing)
         .expect("service");
     let record = |seq: u64, t: Value| {
         json!({"eventSource": "aws:kinesis", "eventID": format!("shardId-0:{seq}"),

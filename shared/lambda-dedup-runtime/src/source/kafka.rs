@@ -50,7 +50,7 @@ use lambda_dedup_engine::BatchReport;
 
 use crate::door::{self, Answered, Cut, Door, InOrder};
 use crate::parking::Letter;
-use crate::stream::{Parcel, StreamRecord, base64_record};
+use crate::source::stream::{Parcel, StreamRecord, base64_record};
 
 pub use response::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifier};
 
@@ -229,7 +229,7 @@ fn split_id(id: &str) -> Option<(&str, i64)> {
 }
 
 /// The Kafka door (Amazon MSK, self-managed; feature `kafka`), for
-/// [`Dedup::door`](crate::Dedup::door), built from the builder as configured
+/// [`Dedup::door`](crate::service::Dedup::door), built from the builder as configured
 /// ([`Kafka::on`]): records in order per partition (any flow but a batch-wide transaction,
 /// which would not keep order), each under `"<topic>-<partition>@<offset>"`, each partition's
 /// first record not done named in a [`KafkaEventResponse`], records that can never apply (a
@@ -245,7 +245,7 @@ fn split_id(id: &str) -> Option<(&str, i64)> {
 /// none.
 ///
 /// ```compile_fail
-/// use lambda_dedup_runtime::{Dedup, Effect, Event, door::Kafka, flow::transact};
+/// use lambda_dedup_runtime::{Dedup, Effect, Event, source::Kafka, flow::transact};
 /// fn f(dedup: Dedup) -> Result<(), lambda_dedup_runtime::BuildError> {
 ///     let work = transact(|_: Event<serde_json::Value>| Vec::<Effect>::new());
 ///     let kafka = Kafka::on(&dedup)?;
@@ -263,7 +263,7 @@ impl Kafka {
     /// The door for `dedup`, as configured (its identity chosen): keyed by position (its
     /// default identity), a self-managed cluster is named by the id it is given, never by its
     /// bootstrap string (issue 42), so there is no start without it.
-    pub fn on<S>(dedup: &crate::Dedup<S>) -> Result<Self, crate::BuildError> {
+    pub fn on<S>(dedup: &crate::service::Dedup<S>) -> Result<Self, crate::service::BuildError> {
         let by_position = dedup.keyed_by_attribute(POSITION_ATTRIBUTE, true);
         let cluster_id = match by_position {
             true => Some(dedup.env().required(CLUSTER_ID_VARIABLE)?.trim().into()),
@@ -319,7 +319,7 @@ impl Door for Kafka {
                 report: &sub,
                 ..done
             };
-            let named = crate::stream::checkpoint(&answered, &own).await?;
+            let named = crate::source::stream::checkpoint(&answered, &own).await?;
             response
                 .batch_item_failures
                 .extend(named.batch_item_failures);

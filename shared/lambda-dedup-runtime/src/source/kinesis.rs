@@ -42,9 +42,9 @@ use aws_lambda_events::event::streams::KinesisEventResponse;
 use lambda_dedup::Message;
 
 use crate::parking::Letter;
-use crate::stream::{Records, StreamRecord};
+use crate::source::stream::{Records, StreamRecord};
 
-/// A Kinesis event, read by the stream door ([`crate::stream::Stream`]).
+/// A Kinesis event, read by the stream door ([`crate::source::stream::Stream`]).
 impl Records for KinesisEvent {
     type Record = KinesisEventRecord;
     const NAME: &'static str = "Kinesis";
@@ -82,7 +82,7 @@ impl StreamRecord for KinesisEventRecord {
     fn respond(checkpoint: Option<String>) -> KinesisEventResponse {
         let mut resp = KinesisEventResponse::default();
         let failures = &mut resp.batch_item_failures;
-        crate::stream::name_checkpoint(failures, checkpoint, |f| &mut f.item_identifier);
+        crate::source::stream::name_checkpoint(failures, checkpoint, |f| &mut f.item_identifier);
         resp
     }
 }
@@ -172,11 +172,11 @@ fn attributes(code: &str, record: &KinesisEventRecord) -> Vec<(String, String)> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::PARKING_QUEUE_VAR as PARKING_QUEUE_VARIABLE;
-    use crate::config::{Env, SettingsError};
     use crate::parking::Parking;
     use base64::Engine as _;
     use lambda_dedup::{Effect, Item, KeySpec, Retention, Scope, Value};
+    use lambda_dedup_config::PARKING_QUEUE_VAR as PARKING_QUEUE_VARIABLE;
+    use lambda_dedup_config::{Env, SettingsError};
     use lambda_dedup_engine::{Deduplicator, HandlerError, Plan};
     use lambda_dedup_memory::MemoryStore;
     use lambda_runtime::LambdaEvent;
@@ -237,7 +237,7 @@ mod tests {
     {
         let e = event(records);
         let work = |m: Message, _| async move { dedup.transactional(&m, plan).await };
-        let door = crate::stream::Stream::<KinesisEvent>::new();
+        let door = crate::source::stream::Stream::<KinesisEvent>::new();
         (crate::service::Runner::for_tests("k", 10))
             .invoke(&door, Some(parking), &e, &work)
             .await
@@ -254,7 +254,7 @@ mod tests {
         let service = |env: &Env| {
             let (dedup, _) = crate::testing::on_memory(crate::Dedup::read(env, "k").expect("env"));
             dedup.door(
-                crate::door::Kinesis,
+                crate::source::Kinesis,
                 |_: crate::Event<serde_json::Value>| Vec::<Effect>::new(),
             )
         };

@@ -44,7 +44,7 @@ use lambda_dedup::{AttributeValue, Message};
 
 use crate::door::{self, Answered, Cut, Door, InOrder};
 use crate::parking::Letter;
-use crate::stream::{Parcel, StreamRecord, base64_record};
+use crate::source::stream::{Parcel, StreamRecord, base64_record};
 
 pub(crate) use activemq::messages as activemq_messages;
 pub(crate) use rabbitmq::messages as rabbitmq_messages;

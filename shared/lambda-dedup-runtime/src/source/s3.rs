@@ -25,22 +25,19 @@
 use aws_lambda_events::event::s3::{S3Event, S3EventRecord};
 use lambda_dedup::{AttributeValue, Message, Reason, Rejection, Sequencer};
 
-use crate::asynchronous::AsyncEvent;
 use crate::door::{self, AnyOrder, Refused};
+use crate::service::flow::{OBJECT_ATTRIBUTE, SEQUENCER_ATTRIBUTE};
+use crate::source::asynchronous::AsyncEvent;
 use sha2::{Digest, Sha256};
 
 /// The attribute carrying a record's identity: a digest of bucket, decoded key, version id and
 /// sequencer. The door's default identity.
 pub(crate) const IDENTITY_ATTRIBUTE: &str = "dedup-s3-event";
-/// The attribute naming the record's object: a digest of bucket and decoded key.
-pub(crate) const OBJECT_ATTRIBUTE: &str = "dedup-latest-object";
-/// The attribute carrying the record's sequencer, padded ([`Sequencer::as_str`]).
-pub(crate) const SEQUENCER_ATTRIBUTE: &str = "dedup-latest-sequencer";
 /// The longest object key S3 allows, in bytes of UTF-8.
 pub(crate) const MAX_KEY_BYTES: usize = 1024;
 
 /// S3's notifications invoking the function directly, read by their door
-/// ([`crate::asynchronous::Invoked`]): each record under `"<index>:<x-amz-request-id>"`
+/// ([`crate::source::asynchronous::Invoked`]): each record under `"<index>:<x-amz-request-id>"`
 /// ([`records`]), keyed by default by [`IDENTITY_ATTRIBUTE`], one that cannot be read refused
 /// (`envelope_malformed`).
 impl AsyncEvent for S3Event {

@@ -10,10 +10,10 @@
 use aws_lambda_events::event::sns::{MessageAttribute, SnsEvent, SnsMessage};
 use lambda_dedup::{AttributeValue, ENVELOPE_ID_ATTRIBUTE, Message, Rejection};
 
-use crate::asynchronous::AsyncEvent;
 use crate::door::{InOrder, Record};
+use crate::source::asynchronous::AsyncEvent;
 
-/// A direct SNS subscription's event, read by its door ([`crate::asynchronous::Invoked`]): each
+/// A direct SNS subscription's event, read by its door ([`crate::source::asynchronous::Invoked`]): each
 /// record's `Message` under its SNS `MessageId` ([`messages`]), the pointers relative to it.
 impl AsyncEvent for SnsEvent {
     type Ordering = InOrder;
@@ -66,7 +66,7 @@ fn message_of(message_id: String, sns: &SnsMessage) -> Message {
     Message {
         message_id,
         body: sns.message.clone().into_bytes(),
-        attributes: super::unvouched(attributes),
+        attributes: crate::door::unvouched(attributes),
         group_id: None,
     }
 }

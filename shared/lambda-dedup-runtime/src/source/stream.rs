@@ -1,8 +1,8 @@
 //! What the doors that park do the same way: the two stream doors — Kinesis
 //! ([`crate::kinesis`]) and DynamoDB Streams ([`crate::dynamodb_stream`]) — are one door
 //! ([`Stream`]): the records before the checkpoint that can never apply parked, and the first
-//! record neither done nor parked named in the response; Kafka ([`crate::kafka`]) and Amazon
-//! MQ ([`crate::mq`]) share the records, their base64 and their parking. Each source says only
+//! record neither done nor parked named in the response; Kafka ([`crate::source::kafka`]) and Amazon
+//! MQ ([`crate::source::mq`]) share the records, their base64 and their parking. Each source says only
 //! what one of its records is ([`StreamRecord`]): its id and message, what parking it sends,
 //! and the source's response.
 

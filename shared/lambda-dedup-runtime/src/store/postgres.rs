@@ -1,14 +1,12 @@
 //! The builder on PostgreSQL (feature `postgres`): `Dedup::from_env(..)?.postgres()?`, the
-//! [`Dedup::on`] of the store [`from_settings`] builds.
+//! [`Dedup::on`](crate::Dedup::on) of the store [`from_settings`] builds.
 
-use lambda_dedup_postgres::{PgStore, SqlEffect, Tls};
+use lambda_dedup_postgres::{PgStore, Tls};
 
-use crate::config::{
+use lambda_dedup_config::{
     Env, MARK_TABLE_VAR, PG_CA_BUNDLE_VAR, PG_URL_VAR, PgConfig, PgTls, SettingRule, Settings,
     SettingsError,
 };
-use crate::service::Dedup;
-use crate::store::{NoStore, Store};
 
 /// The server: `postgresql://user:password@host:5432/db` (RDS Proxy's endpoint works as it is).
 pub(crate) const URL_VAR: &str = PG_URL_VAR;
@@ -16,21 +14,7 @@ pub(crate) const URL_VAR: &str = PG_URL_VAR;
 /// RDS bundle).
 pub(crate) const CA_BUNDLE_VAR: &str = PG_CA_BUNDLE_VAR;
 
-impl Dedup<NoStore> {
-    /// Marks in PostgreSQL: the table `DEDUP_MARK_TABLE` names (create it from
-    /// [`PgStore::schema`]) on the server of `DATABASE_URL`, over TLS verified by the
-    /// authorities of `PG_CA_BUNDLE` — or, for a server on loopback, plain TCP by the explicit
-    /// `PG_TLS=disabled`; neither refuses the start (no silent plain text) ([`PgConfig`], from
-    /// the builder's own `Env`). The settings' retention and lease, as on DynamoDB (the HTTP
-    /// door's keys kept for `HTTP_KEY_RETENTION_SECONDS` instead). Connects lazily, on the first
-    /// event.
-    pub fn postgres(self) -> Result<Dedup<Store<SqlEffect>>, SettingsError> {
-        let store = from_settings(self.env(), self.settings())?;
-        Ok(self.on(Store::from_settings(store, PgStore::with_retention)))
-    }
-}
-
-/// The store [`Dedup::postgres`] chooses: the server of `env`'s [`PgConfig`], bound to
+/// The store [`Dedup::postgres`](crate::Dedup::postgres) chooses: the server of `env`'s [`PgConfig`], bound to
 /// `settings` (the mark table, retention, lease and clock-skew allowance).
 pub(crate) fn from_settings(env: &Env, settings: &Settings) -> Result<PgStore, SettingsError> {
     let refused = |e: lambda_dedup::StoreError| {

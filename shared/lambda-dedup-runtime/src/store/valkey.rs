@@ -1,37 +1,20 @@
 //! The builder on Valkey (feature `valkey`): `Dedup::from_env(..)?.valkey()?`, the
-//! [`Dedup::on`] of the store [`from_settings`] builds.
+//! [`Dedup::on`](crate::Dedup::on) of the store [`from_settings`] builds.
 
-use lambda_dedup_valkey::{HashTag, ValkeyEffect, ValkeyStore};
+use lambda_dedup_valkey::{HashTag, ValkeyStore};
 
-use crate::config::{
+use lambda_dedup_config::{
     Env, SettingRule, Settings, SettingsError, VALKEY_CA_BUNDLE_VAR, VALKEY_HASH_TAG_VAR,
     VALKEY_PREFIX_VAR, ValkeyConfig, ValkeyHashTag,
 };
-use crate::service::Dedup;
-use crate::store::{NoStore, Store};
 
 /// The server: `redis://[user:password@]host:port[/db]`, or `rediss://…` for TLS (the
 /// server's certificate verified against the system's roots; `#insecure` is refused).
-pub(crate) const URL_VAR: &str = crate::config::VALKEY_URL_VAR;
+pub(crate) const URL_VAR: &str = lambda_dedup_config::VALKEY_URL_VAR;
 /// How a PEM certificate starts: a CA bundle without one verifies nothing.
 const PEM_CERTIFICATE: &[u8] = b"-----BEGIN CERTIFICATE-----";
 
-impl Dedup<NoStore> {
-    /// Marks in Valkey: hashes under `VALKEY_KEY_PREFIX` on the server of `VALKEY_URL`
-    /// ([`ValkeyConfig`], from the builder's own `Env`), kept for the settings' retention (the
-    /// server's own expiry, judged at read too; the HTTP door's keys for
-    /// `HTTP_KEY_RETENTION_SECONDS`) under the settings' lease. What the server must keep for the
-    /// guarantee (AOF fsynced on every write, no eviction): see `lambda_dedup_valkey`. Connects lazily, on the first event. `VALKEY_HASH_TAG` puts
-    /// Valkey Cluster's hash tag in the mark keys, `VALKEY_REPLICAS` makes each write wait for
-    /// that many replicas, and `VALKEY_CA_BUNDLE` verifies a `rediss://` server against a private
-    /// CA's roots; each bad value refuses the start, naming its variable.
-    pub fn valkey(self) -> Result<Dedup<Store<ValkeyEffect>>, SettingsError> {
-        let store = from_settings(self.env(), self.settings())?;
-        Ok(self.on(Store::from_settings(store, ValkeyStore::with_retention)))
-    }
-}
-
-/// The store [`Dedup::valkey`] chooses: the server of `env`'s [`ValkeyConfig`], bound to
+/// The store [`Dedup::valkey`](crate::Dedup::valkey) chooses: the server of `env`'s [`ValkeyConfig`], bound to
 /// `settings` (retention, lease and clock-skew allowance): what a test checks the key layout
 /// of (`ValkeyStore::mark_key`).
 pub fn from_settings(env: &Env, settings: &Settings) -> Result<ValkeyStore, SettingsError> {

@@ -8,7 +8,7 @@ use base64::Engine as _;
 use lambda_dedup::{Effect, Item, Value};
 use lambda_dedup_memory::MemoryStore;
 
-use crate::{Dedup, Event, HandlerError};
+use crate::service::{Dedup, Event, HandlerError};
 
 /// AWS's published sample event `name` (the repository's `events/`), as `T`.
 pub(crate) fn aws_sample<T: serde::de::DeserializeOwned>(name: &str) -> T {

@@ -18,9 +18,9 @@ use lambda_http::http::{HeaderMap, Method};
 use lambda_http::{Body, Request, Response};
 
 use super::answer::{Answer, answer_for, response};
-use crate::config::WebhookConfig;
 use crate::service::Runner;
 use crate::service::request::{Answers, respond};
+use lambda_dedup_config::WebhookConfig;
 
 /// The TTL attribute of an inbox item: when it expires, epoch seconds.
 pub(crate) const INBOX_EXPIRES_AT: &str = "expires_at";
@@ -55,7 +55,7 @@ impl Receiver {
         function: &str,
         config: WebhookConfig,
         dedup: CreateOnceDeduplicator,
-        margin: crate::config::DeadlineMargin,
+        margin: lambda_dedup_config::DeadlineMargin,
     ) -> Self {
         Self {
             config,

@@ -3,10 +3,10 @@
 use super::answer::Answer;
 use super::receiver::INBOX_EXPIRES_AT;
 use super::*;
-use crate::config::{DEFAULT_INBOX_RETENTION_SECS, MIN_INBOX_RETENTION};
-use crate::config::{Env, SettingRule, SettingsError};
 use lambda_dedup::Scope;
 use lambda_dedup::{Retention, Value};
+use lambda_dedup_config::{DEFAULT_INBOX_RETENTION_SECS, MIN_INBOX_RETENTION};
+use lambda_dedup_config::{Env, SettingRule, SettingsError};
 use lambda_dedup_engine::CreateOnceDeduplicator;
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_signature::sign;
@@ -58,7 +58,7 @@ fn receiver_from(vars: &[(&str, &str)], max_body: &str) -> (Receiver, MemoryStor
         "webhook-receiver",
         config,
         CreateOnceDeduplicator::new(spec, store.clone()),
-        crate::config::DeadlineMargin::DEFAULT,
+        lambda_dedup_config::DeadlineMargin::DEFAULT,
     );
     (r, store)
 }
@@ -125,7 +125,7 @@ fn down(r: &Receiver, store: &MemoryStore) -> Receiver {
         "webhook-receiver",
         config,
         CreateOnceDeduplicator::new(spec, store.unreachable()),
-        crate::config::DeadlineMargin::DEFAULT,
+        lambda_dedup_config::DeadlineMargin::DEFAULT,
     )
 }
 

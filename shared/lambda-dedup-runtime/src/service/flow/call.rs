@@ -15,8 +15,8 @@ use super::super::event::typed;
 use super::seal::{On, Ordered, Step};
 use super::{BuildError, Event, Flow, HandlerError, IntoPlan, PayloadAt, PerMessage, TransactStep};
 use super::{Runner, typed_work};
-use crate::config::SettingsError;
 use crate::store::Marks;
+use lambda_dedup_config::SettingsError;
 
 super::step_debug!(ByFn<F>, CallStep<E, C>, Typed<T, I>, WriteThenCallStep<E, C>);
 

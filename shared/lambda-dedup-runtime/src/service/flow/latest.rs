@@ -1,7 +1,7 @@
 //! The latest-wins flow ([`latest_wins`]): the transactional flow with the object's high-water
 //! sequencer in the same transaction, so an event older than one applied for its object is
 //! superseded (acknowledged, counted, not applied). Only on a store with the capability
-//! ([`Items`]: DynamoDB, memory); the S3 door ([`door::S3`](crate::door::S3)) is its source.
+//! ([`Items`]: DynamoDB, memory); the S3 door (`source::S3`) is its source.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -12,8 +12,12 @@ use serde::de::DeserializeOwned;
 
 use super::seal::{On, Ordered, Step};
 use super::{BuildError, Event, Flow, IntoPlan, TypedWork, typed_work};
-use crate::s3::{OBJECT_ATTRIBUTE, SEQUENCER_ATTRIBUTE};
 use crate::store::Items;
+
+/// The attribute naming a record's object (the S3 door's): a digest of bucket and decoded key.
+pub(crate) const OBJECT_ATTRIBUTE: &str = "dedup-latest-object";
+/// The attribute carrying a record's sequencer, padded ([`Sequencer::as_str`]).
+pub(crate) const SEQUENCER_ATTRIBUTE: &str = "dedup-latest-sequencer";
 
 super::step_debug!(LatestStep);
 
@@ -22,7 +26,7 @@ super::step_debug!(LatestStep);
 /// with the event's mark and the object's new high-water sequencer in one transaction. A
 /// redelivery is a duplicate; an event older than one applied for its object is `superseded`
 /// (acknowledged, nothing written, counted among the duplicates and as `Superseded`). The
-/// object and sequencer are the ones the S3 door reads (`crate::s3`).
+/// object and sequencer are the ones the S3 door reads (`crate::source::s3`).
 pub fn latest_wins<T, F, P>(work: F) -> LatestWins<F>
 where
     F: Fn(Event<T>) -> P,

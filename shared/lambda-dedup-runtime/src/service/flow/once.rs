@@ -155,10 +155,10 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Env;
     use crate::testing::on_memory;
     use crate::{Dedup, events::SqsEvent};
     use lambda_dedup::{Item, MarkStore, Value};
+    use lambda_dedup_config::Env;
 
     #[derive(serde::Deserialize)]
     struct Order {

@@ -9,8 +9,8 @@ use lambda_dedup::{Effect, Lease};
 use lambda_runtime::tower::{self, BoxError, ServiceBuilder};
 
 use super::{Call, calls, calls_service, transact};
-use crate::config::Env;
 use crate::{Dedup, Event, HandlerError};
+use lambda_dedup_config::Env;
 
 #[derive(Debug, serde::Deserialize)]
 struct Pay {
@@ -65,7 +65,7 @@ async fn calls_on_kinesis_call_once_per_event_in_order() {
     let (c, f) = (called.clone(), fail.clone());
     let service = dedup
         .door(
-            crate::door::Kinesis,
+            crate::source::Kinesis,
             calls(move |e: Event<Pay>, lease: Lease| {
                 let (c, f) = (c.clone(), f.clone());
                 async move {
@@ -119,7 +119,7 @@ async fn a_write_then_a_call_on_kinesis_happens_once_per_event() {
     });
     let service = dedup
         .door(
-            crate::door::Kinesis,
+            crate::source::Kinesis,
             write.then_call(move |_: Event<Pay>, _: Lease| {
                 c.fetch_add(1, Ordering::SeqCst);
                 async { Ok(None) }

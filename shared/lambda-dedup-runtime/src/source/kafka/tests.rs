@@ -79,7 +79,7 @@ where
     F: crate::flow::Flow<crate::store::Items, M>,
     F::Step: crate::flow::seal::Admits<crate::door::InOrder>,
 {
-    let door = crate::door::Kafka::on(&dedup)?;
+    let door = crate::source::Kafka::on(&dedup)?;
     dedup.door(door, flow)
 }
 
@@ -344,7 +344,7 @@ fn identity_envelope_id_is_kept_not_replaced_by_kafka_or_s3() {
     let s3 = dedup
         .identity(crate::Identity::envelope_id())
         .door(
-            crate::door::S3,
+            crate::source::S3,
             crate::flow::latest_wins(|_: Event<serde_json::Value>| Vec::<Effect>::new()),
         )
         .map(drop);

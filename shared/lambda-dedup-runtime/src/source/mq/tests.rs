@@ -141,7 +141,7 @@ fn rabbitmq_sample_event_gives_headers_and_no_message_id() {
 async fn activemq_poison_is_parked_and_the_rest_applied() {
     let (dedup, store, taken) = parking_kept(MESSAGE_ID_ATTRIBUTE);
     let service = dedup
-        .door(crate::door::ActiveMq, credit_work(&UP))
+        .door(crate::source::ActiveMq, credit_work(&UP))
         .expect("service");
     let not_json = b64("not json");
     let batch = activemq(&[
@@ -173,7 +173,7 @@ async fn activemq_transient_failure_redelivers_the_batch_and_marks_catch_the_res
     static DOWN: AtomicBool = AtomicBool::new(true);
     let (dedup, store) = parking_unreachable(MESSAGE_ID_ATTRIBUTE);
     let service = dedup
-        .door(crate::door::ActiveMq, credit_work(&DOWN))
+        .door(crate::source::ActiveMq, credit_work(&DOWN))
         .expect("service");
     let batch = || activemq(&[("ID:1", &credit("a", 1)), ("ID:2", &credit("b", 5))]);
     let err = service.call_with(batch()).await.expect_err("redelivered");
@@ -198,7 +198,7 @@ async fn activemq_transient_failure_redelivers_the_batch_and_marks_catch_the_res
 async fn activemq_parking_failure_fails_the_invocation() {
     let (dedup, _) = parking_unreachable(MESSAGE_ID_ATTRIBUTE);
     let service = dedup
-        .door(crate::door::ActiveMq, credit_work(&UP))
+        .door(crate::source::ActiveMq, credit_work(&UP))
         .expect("service");
     let err = service
         .call_with(activemq(&[("ID:9", "not base64!")]))
@@ -214,7 +214,7 @@ async fn activemq_parking_failure_fails_the_invocation() {
 async fn rabbitmq_missing_identity_is_parked_and_a_header_identity_dedups() {
     let (dedup, store, taken) = parking_kept(MESSAGE_ID_ATTRIBUTE);
     let service = dedup
-        .door(crate::door::RabbitMq, credit_work(&UP))
+        .door(crate::source::RabbitMq, credit_work(&UP))
         .expect("service");
     let batch = rabbitmq(&[
         (None, "e-1", &credit("a", 1)),
@@ -225,7 +225,7 @@ async fn rabbitmq_missing_identity_is_parked_and_a_header_identity_dedups() {
     assert_eq!(reasons(&taken), ["identity_missing"]);
     let (dedup, store) = parking_unreachable("event-id");
     let service = dedup
-        .door(crate::door::RabbitMq, credit_work(&UP))
+        .door(crate::source::RabbitMq, credit_work(&UP))
         .expect("service");
     let twice = rabbitmq(&[
         (Some("m-1"), "e-1", &credit("a", 4)),
@@ -274,7 +274,7 @@ fn parked(taken: &[(String, Vec<(String, String)>)]) -> Vec<(String, String)> {
 async fn mq_rabbitmq_messages_sharing_a_producer_message_id_are_each_applied() {
     let (dedup, store) = parking_unreachable("event-id");
     let service = dedup
-        .door(crate::door::RabbitMq, credit_work(&UP))
+        .door(crate::source::RabbitMq, credit_work(&UP))
         .expect("service");
     let batch = rabbitmq(&[
         (Some("m-1"), "e-1", &credit("a", 1)),
@@ -294,7 +294,7 @@ async fn mq_rabbitmq_messages_sharing_a_producer_message_id_are_each_applied() {
 async fn mq_activemq_messages_sharing_a_message_id_park_the_right_one() {
     let (dedup, store, taken) = parking_kept("event-id");
     let service = dedup
-        .door(crate::door::ActiveMq, credit_work(&UP))
+        .door(crate::source::ActiveMq, credit_work(&UP))
         .expect("service");
     let good = credit("a", 5);
     let batch =
@@ -321,7 +321,7 @@ async fn mq_activemq_messages_sharing_a_message_id_park_the_right_one() {
 async fn mq_messages_sharing_a_message_id_are_each_parked() {
     let (dedup, _, taken) = parking_kept("event-id");
     let service = dedup
-        .door(crate::door::RabbitMq, credit_work(&UP))
+        .door(crate::source::RabbitMq, credit_work(&UP))
         .expect("service");
     let first = b64("first, not json");
     let second = b64("second, not json");
@@ -363,7 +363,7 @@ async fn rabbitmq_header_bytes_out_of_byte_range_are_no_header() {
 
     let (dedup, store, taken) = parking_kept("event-id");
     let service = dedup
-        .door(crate::door::RabbitMq, credit_work(&UP))
+        .door(crate::source::RabbitMq, credit_work(&UP))
         .expect("service");
     let mut e = serde_json::to_value(rabbitmq(&[])).expect("json");
     e["rmqMessagesByQueue"]["test::/"] = json!([signed(vec![49, 50]), signed(vec![305, 306])]);

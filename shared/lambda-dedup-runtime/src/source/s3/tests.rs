@@ -43,7 +43,7 @@ fn door() -> (Service<S3Event, ()>, MemoryStore) {
     store.create_table("objects", "key");
     let service = dedup
         .door(
-            crate::door::S3,
+            crate::source::S3,
             latest_wins(|e: Event<S3EventRecord>| {
                 let object = &e.payload.s3.object;
                 let key = object.url_decoded_key.clone().unwrap_or_default();

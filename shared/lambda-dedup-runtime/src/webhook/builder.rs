@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use lambda_dedup_engine::CreateOnceDeduplicator;
 
-use super::request::RequestService;
-use super::{BuildError, Dedup};
+use crate::service::request::RequestService;
+use crate::service::{BuildError, Dedup};
 use crate::store::Items;
 use crate::webhook::{Receiver, WebhookConfig};
 
@@ -50,9 +50,9 @@ pub type WebhookService = RequestService<Receiver>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Env;
     use crate::testing::on_memory;
     use lambda_dedup::MarkStore;
+    use lambda_dedup_config::Env;
     use lambda_http::tower::ServiceExt;
     use lambda_http::{Body, Request};
 

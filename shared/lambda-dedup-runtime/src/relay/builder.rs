@@ -14,10 +14,10 @@
 //! # }
 //! ```
 
-use super::{BuildError, Dedup};
-use crate::config::{RelayConfig, RelayVars, SettingsError};
 use crate::relay::{Act, Layout, Relay, RelayService};
+use crate::service::{BuildError, Dedup};
 use crate::store::Items;
+use lambda_dedup_config::{RelayConfig, RelayVars, SettingsError};
 
 impl Dedup<Items> {
     /// The relay service of a table whose items carry their own settle status: for each new
@@ -54,10 +54,10 @@ impl Dedup<Items> {
         if let Some((limit_var, limit)) = act.time_limit()
             && config.record_budget <= limit
         {
-            use crate::config::millis;
+            use lambda_dedup_config::millis;
             return Err(SettingsError::refused(
                 vars.budget_var(),
-                crate::config::SettingRule::NotLongerThan {
+                lambda_dedup_config::SettingRule::NotLongerThan {
                     value: millis(config.record_budget),
                     other: limit_var,
                     other_value: millis(limit),
@@ -90,10 +90,10 @@ mod tests {
     use lambda_runtime::tower::ServiceExt;
 
     use super::*;
-    use crate::config::Env;
     use crate::relay::tests::ANSWERED;
     use crate::relay::{Attribute, Attributes, Failure, Read};
     use crate::testing::on_memory;
+    use lambda_dedup_config::Env;
 
     const VARS: RelayVars = lambda_dedup_config::relay_vars!("JOBS_TABLE", "JOBS", 3_000);
 
@@ -182,7 +182,7 @@ mod tests {
         assert_eq!(defaults.per_record(), Duration::from_millis(3_000));
         assert_eq!(
             defaults.deadline_margin(),
-            crate::config::DeadlineMargin::DEFAULT.get()
+            lambda_dedup_config::DeadlineMargin::DEFAULT.get()
         );
         assert_eq!(defaults.redrive_after(), Duration::from_secs(3_600));
         let env = env()

@@ -22,7 +22,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
-use super::request::RequestService;
+use crate::service::request::RequestService;
 
 use lambda_dedup::{DedupKey, Retention};
 use lambda_http::http::Method;
@@ -30,8 +30,8 @@ use lambda_http::request::LambdaRequest;
 use lambda_http::{Adapter, Body, LambdaEvent, Response};
 use serde::de::DeserializeOwned;
 
-use super::{BuildError, Dedup, HandlerError, parse};
 use crate::http::{Door, HttpConfig, Meta, Reply, Work};
+use crate::service::{BuildError, Dedup, HandlerError, parse};
 use crate::store::Marks;
 
 /// One request, typed: its JSON body read into the work's type `T`, and what its key is.
@@ -71,7 +71,7 @@ impl<S: Marks> Dedup<S> {
     {
         // No queue horizon to outlast here: a key lives as long as the door promises (S9).
         let retention = Retention::unchecked(config.key_retention)
-            .map_err(crate::config::SettingsError::from)?;
+            .map_err(lambda_dedup_config::SettingsError::from)?;
         let store = self.store.mark_store_kept_for(retention)?;
         let work = Arc::new(work);
         let work: Work<S::Effect> = Arc::new(move |value, meta: Meta| {

@@ -5,13 +5,13 @@
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 
-use super::flow::Flow;
-use super::{BuildError, Dedup, Service};
+use crate::service::flow::Flow;
+use crate::service::{BuildError, Dedup, Service};
 use crate::store::Marks;
 
 impl<S: Marks> Dedup<S> {
     /// The SQS service of `flow` (a closure `Fn(Event<T>) -> impl IntoPlan` is the
-    /// transactional flow; see [`flow`](super::flow) for the others): each message through it,
+    /// transactional flow; see [`flow`](crate::service::flow) for the others): each message through it,
     /// FIFO groups in order, until `DEDUP_DEADLINE_MARGIN_MS` before the deadline; answered with
     /// a partial batch response (S12) and the invocation's account. With
     /// [`envelope`](Dedup::envelope), each body is opened first and the flow gets the message
@@ -21,7 +21,7 @@ impl<S: Marks> Dedup<S> {
         flow: F,
     ) -> Result<Service<SqsEvent, SqsBatchResponse>, BuildError> {
         let envelope = self.envelope;
-        self.door(crate::sqs::Sqs { envelope }, flow)
+        self.door(crate::source::sqs::Sqs { envelope }, flow)
     }
 }
 
@@ -94,8 +94,8 @@ door_of! {
     /// attributes the notification's `MessageAttributes`, reported by the SNS `MessageId`. Ok
     /// when every record is acknowledged; else an error, for Lambda's async retries and the
     /// on-failure destination (the template must give the function one).
-    Sns => crate::asynchronous::Invoked<aws_lambda_events::event::sns::SnsEvent>
-        = crate::asynchronous::Invoked::<aws_lambda_events::event::sns::SnsEvent>::new(),
+    Sns => crate::source::asynchronous::Invoked<aws_lambda_events::event::sns::SnsEvent>
+        = crate::source::asynchronous::Invoked::<aws_lambda_events::event::sns::SnsEvent>::new(),
     aws_lambda_events::event::sns::SnsEvent => (),
     crate::door::InOrder
 }
@@ -105,8 +105,8 @@ door_of! {
     /// pointers relative to the `detail` (`.identity("/order_id")`: EventBridge gives every
     /// `PutEvents` entry a new `id`, so a producer's retry has a new `id` and the identity
     /// belongs in the detail), reported by the event's `id`. Answered as [`Sns`] is.
-    EventBridge => crate::asynchronous::Invoked<aws_lambda_events::event::eventbridge::EventBridgeEvent>
-        = crate::asynchronous::Invoked::<aws_lambda_events::event::eventbridge::EventBridgeEvent>::new(),
+    EventBridge => crate::source::asynchronous::Invoked<aws_lambda_events::event::eventbridge::EventBridgeEvent>
+        = crate::source::asynchronous::Invoked::<aws_lambda_events::event::eventbridge::EventBridgeEvent>::new(),
     aws_lambda_events::event::eventbridge::EventBridgeEvent => (),
     crate::door::InOrder
 }
@@ -114,14 +114,14 @@ door_of! {
 door_of! {
     #[cfg(feature = "kinesis")]
     /// Kinesis (feature `kinesis`), for [`Dedup::door`]: records in order per partition key
-    /// (any flow of [`flow`](super::flow) but a batch-wide transaction), records that can
+    /// (any flow of [`flow`](crate::service::flow) but a batch-wide transaction), records that can
     /// never apply parked in `DEDUP_PARKING_QUEUE_URL` (required) before the checkpoint passes
     /// them (S15).
     ///
     /// A batch-wide transaction would not keep the records' order, so it does not compile here:
     ///
     /// ```compile_fail
-    /// use lambda_dedup_runtime::{Dedup, Effect, Event, door::Kinesis, flow::transact};
+    /// use lambda_dedup_runtime::{Dedup, Effect, Event, source::Kinesis, flow::transact};
     /// fn f(dedup: Dedup) {
     ///     let work = transact(|_: Event<serde_json::Value>| Vec::<Effect>::new());
     ///     let _ = dedup.door(Kinesis, work.one_transaction_per_batch());
@@ -129,14 +129,14 @@ door_of! {
     /// ```
     ///
     /// ```
-    /// use lambda_dedup_runtime::{Dedup, Effect, Event, door::Kinesis, flow::transact};
+    /// use lambda_dedup_runtime::{Dedup, Effect, Event, source::Kinesis, flow::transact};
     /// fn f(dedup: Dedup) {
     ///     let work = transact(|_: Event<serde_json::Value>| Vec::<Effect>::new());
     ///     let _ = dedup.door(Kinesis, work);
     /// }
     /// ```
-    Kinesis => crate::stream::Stream<aws_lambda_events::event::kinesis::KinesisEvent>
-        = crate::stream::Stream::<aws_lambda_events::event::kinesis::KinesisEvent>::new(),
+    Kinesis => crate::source::stream::Stream<aws_lambda_events::event::kinesis::KinesisEvent>
+        = crate::source::stream::Stream::<aws_lambda_events::event::kinesis::KinesisEvent>::new(),
     aws_lambda_events::event::kinesis::KinesisEvent => aws_lambda_events::event::streams::KinesisEventResponse,
     crate::door::InOrder
 }
@@ -152,8 +152,8 @@ door_of! {
     /// passes them (S15); a record without the identity (a `REMOVE`, when it is read from the
     /// new image) is one of them, so filter the trigger on `eventName` for the changes the
     /// function is for.
-    DynamoDbStream => crate::stream::Stream<aws_lambda_events::event::dynamodb::Event>
-        = crate::stream::Stream::<aws_lambda_events::event::dynamodb::Event>::new(),
+    DynamoDbStream => crate::source::stream::Stream<aws_lambda_events::event::dynamodb::Event>
+        = crate::source::stream::Stream::<aws_lambda_events::event::dynamodb::Event>::new(),
     aws_lambda_events::event::dynamodb::Event => aws_lambda_events::event::streams::DynamoDbEventResponse,
     crate::door::InOrder
 }
@@ -167,8 +167,8 @@ door_of! {
     /// data's own. A message that can never apply is parked in `DEDUP_PARKING_QUEUE_URL`
     /// (required) and the batch acknowledged; a transient failure fails the invocation, so the
     /// whole batch comes again and what applied is then a duplicate.
-    ActiveMq => crate::mq::Mq<aws_lambda_events::event::activemq::ActiveMqEvent>
-        = crate::mq::Mq(crate::mq::activemq_messages),
+    ActiveMq => crate::source::mq::Mq<aws_lambda_events::event::activemq::ActiveMqEvent>
+        = crate::source::mq::Mq(crate::source::mq::activemq_messages),
     aws_lambda_events::event::activemq::ActiveMqEvent => (),
     crate::door::InOrder
 }
@@ -180,8 +180,8 @@ door_of! {
     /// producer sets it (a message without the identity chosen is parked, never guessed): a
     /// header (`.identity(Identity::attribute("<header>"))`) or the data's own
     /// (`.identity("/pointer")`) is the usual choice.
-    RabbitMq => crate::mq::Mq<aws_lambda_events::event::rabbitmq::RabbitMqEvent>
-        = crate::mq::Mq(crate::mq::rabbitmq_messages),
+    RabbitMq => crate::source::mq::Mq<aws_lambda_events::event::rabbitmq::RabbitMqEvent>
+        = crate::source::mq::Mq(crate::source::mq::rabbitmq_messages),
     aws_lambda_events::event::rabbitmq::RabbitMqEvent => (),
     crate::door::InOrder
 }
@@ -202,7 +202,7 @@ door_of! {
     /// memory), not on a store of marks only, even of the same effects:
     ///
     /// ```compile_fail
-    /// use lambda_dedup_runtime::{Dedup, Effect, Event, door::S3, store::Store, flow::latest_wins};
+    /// use lambda_dedup_runtime::{Dedup, Effect, Event, source::S3, store::Store, flow::latest_wins};
     /// fn f(dedup: Dedup<Store<Effect>>) {
     ///     let _ = dedup.door(S3, latest_wins(|_: Event<serde_json::Value>| Vec::<Effect>::new()));
     /// }
@@ -211,20 +211,20 @@ door_of! {
     /// nor with another flow:
     ///
     /// ```compile_fail
-    /// use lambda_dedup_runtime::{Dedup, Effect, Event, door::S3};
+    /// use lambda_dedup_runtime::{Dedup, Effect, Event, source::S3};
     /// fn f(dedup: Dedup) {
     ///     let _ = dedup.door(S3, |_: Event<serde_json::Value>| Vec::<Effect>::new());
     /// }
     /// ```
     ///
     /// ```
-    /// use lambda_dedup_runtime::{Dedup, Effect, Event, door::S3, flow::latest_wins};
+    /// use lambda_dedup_runtime::{Dedup, Effect, Event, source::S3, flow::latest_wins};
     /// fn f(dedup: Dedup) {
     ///     let _ = dedup.door(S3, latest_wins(|_: Event<serde_json::Value>| Vec::<Effect>::new()));
     /// }
     /// ```
-    S3 => crate::asynchronous::Invoked<aws_lambda_events::event::s3::S3Event>
-        = crate::asynchronous::Invoked::<aws_lambda_events::event::s3::S3Event>::new(),
+    S3 => crate::source::asynchronous::Invoked<aws_lambda_events::event::s3::S3Event>
+        = crate::source::asynchronous::Invoked::<aws_lambda_events::event::s3::S3Event>::new(),
     aws_lambda_events::event::s3::S3Event => (),
-    super::flow::seal::LatestOnly
+    crate::service::flow::seal::LatestOnly
 }

@@ -76,17 +76,26 @@ const SCOPES: &[Scope] = &[
         servers: &[],
         exclude: NEVER_PRODUCT,
     },
-    // The DynamoDB store's conformance suite is in the integration tests, on a local DynamoDB
-    // of their own when `DEDUP_DYNAMODB_ENDPOINT` is unset: each mutant rebuilds that crate.
+    // The DynamoDB store: judged by the conformance suite in its own crate's tests, on a local
+    // DynamoDB the test binary starts (`local-dynamodb`), so a mutant rebuilds that crate alone
+    // and needs no server.
     Scope {
         name: "dynamodb",
         package: "lambda-dedup-dynamodb",
-        files: &["shared/lambda-dedup-dynamodb/src/store.rs"],
-        tests: &["dedup-tests"],
-        targets: &["integration"],
-        functions: "",
+        files: &[
+            "shared/lambda-dedup-dynamodb/src/store.rs",
+            "shared/lambda-dedup-dynamodb/src/batch.rs",
+            "shared/lambda-dedup-dynamodb/src/codec.rs",
+        ],
+        tests: &["lambda-dedup-dynamodb"],
+        targets: &["conformance"],
+        functions: concat!(
+            r"store\.rs:",
+            r"|batch\.rs:.*(commit_batch|next_wave|round|round_settling|round_cancelled|touched)\b",
+            r"|in (mark|get_n)$|replace (mark|get_n) ",
+        ),
         servers: &[],
-        exclude: NEVER_PRODUCT_NOR_FUTURES,
+        exclude: NEVER_PRODUCT,
     },
     // The stores behind a server: judged by the conformance suite in their own crate's tests
     // (a mutant rebuilds that crate alone), on the servers `cargo xtask test` starts.
@@ -306,10 +315,16 @@ mod tests {
             "{a:?}"
         );
         assert!(a.contains(&NEVER_PRODUCT_NOR_FUTURES.to_owned()));
-        // The suite those tests run is in the store's crate, not only in the integration tests.
+        // The suite those tests run is in the store's crate (a mutant rebuilds that crate
+        // alone), not only in the integration tests.
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        for name in ["postgres", "valkey"] {
+        for name in ["dynamodb", "postgres", "valkey"] {
             let scope = SCOPES.iter().find(|s| s.name == name).expect("a scope");
+            assert_eq!(
+                scope.tests,
+                [scope.package],
+                "{name}: judged in its own crate"
+            );
             let dir = root.join("shared").join(scope.package).join("tests");
             for t in scope.targets {
                 assert!(

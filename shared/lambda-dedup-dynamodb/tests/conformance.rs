@@ -1,14 +1,12 @@
 //! The conformance suite (`lambda-dedup-conformance`) on the DynamoDB store, in the store's own
 //! crate, so that a change to the store (a mutant of `cargo xtask mutants dynamodb`, say) is
-//! judged by rebuilding this crate's tests alone. The DynamoDB is the one named in
-//! `DEDUP_DYNAMODB_ENDPOINT` (`cargo xtask test` sets it), else a local DynamoDB (Dynoxide,
-//! crate `local-dynamodb`) started in this test binary on first use, so plain `cargo test`
-//! needs nothing set up. Each case gets a fresh mark table; effect tables are written with
-//! `write_effects` and read back with `GetItem` (`DynamoItems`), not through the store.
+//! judged by rebuilding this crate's tests alone, on the DynamoDB of `local` (a local DynamoDB
+//! started in the test binary, unless `DEDUP_DYNAMODB_ENDPOINT` names one). Each case gets a
+//! fresh mark table; effect tables are written with `write_effects` and read back with
+//! `GetItem` (`DynamoItems`), not through the store.
 
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use lambda_dedup::{Effect, Item, ItemStore};
 use lambda_dedup_conformance::{BoxFuture, EffectTables, Harness, ItemEffects, Setup, World};
 use lambda_dedup_dynamodb::{DynamoItems, DynamoStore, provision, write_effects};
@@ -19,18 +17,7 @@ struct DynamoDb;
 /// The effect tables of the DynamoDB, through the SDK.
 struct Tables(aws_sdk_dynamodb::Client);
 
-/// A client of the DynamoDB the suite runs against.
-fn client() -> aws_sdk_dynamodb::Client {
-    let endpoint = std::env::var("DEDUP_DYNAMODB_ENDPOINT")
-        .unwrap_or_else(|_| local_dynamodb::shared().endpoint());
-    let conf = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
-        .endpoint_url(endpoint)
-        .build();
-    aws_sdk_dynamodb::Client::from_conf(conf)
-}
+mod local;
 
 impl Harness for DynamoDb {
     type Effects = ItemEffects;
@@ -38,11 +25,8 @@ impl Harness for DynamoDb {
 
     fn world(&self, setup: Setup) -> BoxFuture<'_, Box<dyn World<Effect, DynamoStore>>> {
         Box::pin(async move {
-            let client = client();
-            let marks = lambda_dedup_conformance::unique("marks");
-            provision::create_mark_table(&client, &marks, false)
-                .await
-                .expect("create the mark table");
+            let client = local::client();
+            let marks = local::mark_table(&client).await;
             let store = DynamoStore::new(client.clone(), marks, setup.retention)
                 .with_clock(setup.clock)
                 .with_lease(setup.lease);

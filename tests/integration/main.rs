@@ -13,7 +13,6 @@ mod chaos_valkey;
 mod claim;
 mod commit;
 mod concurrent;
-mod conformance;
 mod conformance_postgres;
 mod conformance_valkey;
 mod cost;

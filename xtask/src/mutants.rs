@@ -29,7 +29,8 @@ struct Scope {
     files: &'static [&'static str],
     /// The packages whose tests run against each mutant.
     tests: &'static [&'static str],
-    /// Of those, the test targets run (`cargo test --test NAME`); none: all of them.
+    /// Of those, the test targets run (`cargo test --test NAME`, or `--lib` for `lib`, the unit
+    /// tests); none: all of them.
     targets: &'static [&'static str],
     /// The mutants examined (`--re`, on the names `--list` shows): the ownership paths'
     /// functions; empty: every mutant of `files`.
@@ -70,23 +71,37 @@ const SCOPES: &[Scope] = &[
             "shared/lambda-dedup-engine/src/runner.rs",
             "shared/lambda-dedup-engine/src/passage.rs",
         ],
+        // The engine's unit tests and flows on the memory store, and the simulation: the real
+        // flows on one seeded executor against the faulty simulated world, 40 seeds a run
+        // (`tests/simulation.rs`; the exhaustive model of the store's leases is not the engine's).
         tests: &["lambda-dedup-engine", "lambda-dedup-sim"],
-        targets: &[],
+        targets: &["lib", "flows_on_memory", "simulation"],
         functions: "",
         servers: &[],
         exclude: NEVER_PRODUCT,
     },
-    // The DynamoDB store's conformance suite is in the integration tests, on a local DynamoDB
-    // of their own when `DEDUP_DYNAMODB_ENDPOINT` is unset: each mutant rebuilds that crate.
+    // The DynamoDB store: judged by the conformance suite in its own crate's tests, on a local
+    // DynamoDB the test binary starts (`local-dynamodb`), so a mutant rebuilds that crate alone
+    // and needs no server.
     Scope {
         name: "dynamodb",
         package: "lambda-dedup-dynamodb",
-        files: &["shared/lambda-dedup-dynamodb/src/store.rs"],
-        tests: &["dedup-tests"],
-        targets: &["integration"],
-        functions: "",
+        files: &[
+            "shared/lambda-dedup-dynamodb/src/store.rs",
+            "shared/lambda-dedup-dynamodb/src/batch.rs",
+            "shared/lambda-dedup-dynamodb/src/codec.rs",
+        ],
+        tests: &["lambda-dedup-dynamodb"],
+        // `lib`: the cancellation reasons the local DynamoDB never gives (throttling, a
+        // conflicting transaction); `ownership`: what the suite does not ask of every store.
+        targets: &["lib", "conformance", "ownership"],
+        functions: concat!(
+            r"store\.rs:",
+            r"|batch\.rs:.*(commit_batch|next_wave|round|round_settling|round_cancelled|touched)\b",
+            r"|in (mark|get_n)$|replace (mark|get_n) ",
+        ),
         servers: &[],
-        exclude: NEVER_PRODUCT_NOR_FUTURES,
+        exclude: NEVER_PRODUCT,
     },
     // The stores behind a server: judged by the conformance suite in their own crate's tests
     // (a mutant rebuilds that crate alone), on the servers `cargo xtask test` starts.
@@ -114,8 +129,8 @@ const SCOPES: &[Scope] = &[
         // `server` and `replica`: a write short of its replicas, and one they acknowledged.
         targets: &["conformance", "server", "replica"],
         functions: concat!(
-            r"ValkeyStore::(claim_on|commit_one|commit_many|complete_on|release_on|fenced|write",
-            r"|expiry)\b",
+            r"ValkeyStore::(fenced|write|expiry)\b",
+            r"|for ValkeyStore>::(claim|commit|commit_batch|complete|release)\b",
             r"|in (verdict|millis_at|explain|decode)$|replace (verdict|millis_at|explain|decode) ",
         ),
         servers: &["DEDUP_VALKEY_URL", "DEDUP_VALKEY_BIN"],
@@ -140,7 +155,10 @@ fn args(root: &Path, scope: &Scope, extra: &[String]) -> Vec<String> {
         a.extend(["--re".into(), scope.functions.into()]);
     }
     for t in scope.targets {
-        a.push(format!("--cargo-test-arg=--test={t}"));
+        a.push(match *t {
+            "lib" => "--cargo-test-arg=--lib".to_owned(),
+            t => format!("--cargo-test-arg=--test={t}"),
+        });
     }
     let out = root.join(".cache").join("mutants").join(scope.name);
     a.extend(["--output".into(), out.display().to_string()]);
@@ -257,6 +275,25 @@ mod tests {
         let engine = SCOPES.iter().find(|s| s.name == "engine");
         let tests = engine.map(|s| s.tests).unwrap_or_default();
         assert_eq!(tests, ["lambda-dedup-engine", "lambda-dedup-sim"]);
+        let a = engine
+            .map(|s| args(Path::new("/r"), s, &[]))
+            .unwrap_or_default();
+        for run in ["--lib", "--test=flows_on_memory", "--test=simulation"] {
+            let arg = format!("--cargo-test-arg={run}");
+            assert!(a.contains(&arg), "{run}: {a:?}");
+        }
+        // Each named target is there, in the engine's or the simulation's tests.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for t in ["flows_on_memory", "simulation"] {
+            let found = tests.iter().any(|p| {
+                root.join("shared")
+                    .join(p)
+                    .join("tests")
+                    .join(format!("{t}.rs"))
+                    .is_file()
+            });
+            assert!(found, "no tests/{t}.rs");
+        }
     }
 
     #[test]
@@ -306,16 +343,64 @@ mod tests {
             "{a:?}"
         );
         assert!(a.contains(&NEVER_PRODUCT_NOR_FUTURES.to_owned()));
-        // The suite those tests run is in the store's crate, not only in the integration tests.
+        // The suite those tests run is in the store's crate (a mutant rebuilds that crate
+        // alone), not only in the integration tests.
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        for name in ["postgres", "valkey"] {
+        for name in ["dynamodb", "postgres", "valkey"] {
             let scope = SCOPES.iter().find(|s| s.name == name).expect("a scope");
+            assert_eq!(
+                scope.tests,
+                [scope.package],
+                "{name}: judged in its own crate"
+            );
             let dir = root.join("shared").join(scope.package).join("tests");
-            for t in scope.targets {
+            for t in scope.targets.iter().filter(|t| **t != "lib") {
                 assert!(
                     dir.join(format!("{t}.rs")).is_file(),
                     "{name}: no tests/{t}.rs"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn every_function_a_scope_names_is_in_its_files() {
+        // A function renamed under a scope (`claim_on` become the trait's `claim`) leaves
+        // `--re` matching nothing there, and its mutants are never examined.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for scope in SCOPES.iter().filter(|s| !s.functions.is_empty()) {
+            let mut source = String::new();
+            for file in scope.files {
+                let paths: Vec<PathBuf> = match file.strip_suffix("*.rs") {
+                    Some(dir) => std::fs::read_dir(root.join(dir))
+                        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+                        .unwrap_or_default(),
+                    None => vec![root.join(file)],
+                };
+                for p in paths {
+                    source.push_str(&std::fs::read_to_string(p).unwrap_or_default());
+                }
+            }
+            // The names in each `(a|b|c)` group of the expression.
+            for group in scope.functions.split('(').skip(1) {
+                let Some((names, _)) = group.split_once(')') else {
+                    continue;
+                };
+                if !names
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_' || c == '|')
+                {
+                    continue;
+                }
+                for name in names.split('|') {
+                    assert!(
+                        source.contains(&format!("fn {name}("))
+                            || source.contains(&format!("fn {name}<")),
+                        "{}: no fn {name} in {:?}",
+                        scope.name,
+                        scope.files
+                    );
+                }
             }
         }
     }

@@ -821,3 +821,68 @@ pub(crate) fn transient_fault(reasons: &[CancellationReason]) -> Option<(FaultKi
         .find(|(kind, _)| *kind != FaultKind::Refused)
         .map(|(kind, c)| (kind, c.to_owned()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::config::{BehaviorVersion, Region};
+    use std::time::Duration;
+
+    fn reasons(codes: &[&str]) -> Vec<CancellationReason> {
+        codes
+            .iter()
+            .map(|c| CancellationReason::builder().code(*c).build())
+            .collect()
+    }
+
+    #[test]
+    fn a_transient_reason_among_others_is_the_transactions_fault() {
+        // Throttling and conflicting transactions are no event's fault (S13); "None" (the
+        // positions that cancelled nothing) and failed conditions are not faults at all.
+        let conflict = reasons(&["None", "ConditionalCheckFailed", "TransactionConflict"]);
+        assert_eq!(
+            transient_fault(&conflict),
+            Some((
+                FaultKind::TransactionConflict,
+                "TransactionConflict".to_owned()
+            ))
+        );
+        let throttled = reasons(&["ThrottlingError", "None"]);
+        assert_eq!(
+            transient_fault(&throttled).map(|(kind, _)| kind),
+            Some(FaultKind::Throttled)
+        );
+        for settled in [
+            reasons(&["None", "ConditionalCheckFailed"]),
+            reasons(&["ValidationError", "None"]),
+        ] {
+            assert_eq!(transient_fault(&settled), None, "{settled:?}");
+        }
+    }
+
+    #[test]
+    fn a_commit_cancelled_for_a_transient_reason_is_retried_and_names_it() {
+        let conf = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .build();
+        let retention = Retention::unchecked(Duration::from_secs(3_600)).expect("retention");
+        let store = DynamoStore::new(
+            aws_sdk_dynamodb::Client::from_conf(conf),
+            "marks",
+            retention,
+        );
+        let key = DedupKey::from_stored("tests#transient".to_owned());
+        let cancelled = reasons(&["None", "TransactionConflict"]);
+        let err = store
+            .cancelled(&key, None, SystemTime::now(), &cancelled)
+            .expect_err("a fault, not an outcome");
+        assert_eq!(err.fault_kind(), Some(FaultKind::TransactionConflict));
+        assert!(err.is_retryable(), "{err}");
+        assert!(
+            err.to_string()
+                .contains("transaction cancelled: [TransactionConflict]"),
+            "the reasons that cancelled it, not the positions that did not: {err}"
+        );
+    }
+}

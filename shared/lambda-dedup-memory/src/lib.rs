@@ -3,8 +3,8 @@
 //! emulator, for fast tests of flows, handlers and model schedules.
 //!
 //! It passes the same conformance suite as `lambda-dedup-dynamodb`'s store
-//! (`tests/integration/conformance.rs`). Effects are evaluated by a subset of DynamoDB's
-//! expression language (see [`MemoryStore::create_table`] and the `expr` module): what it does
+//! (`lambda-dedup-conformance`, run in each store's `tests/conformance.rs`). Effects are
+//! evaluated by a subset of DynamoDB's expression language (see [`MemoryStore::create_table`] and the `expr` module): what it does
 //! not evaluate is refused with [`StoreError::Invalid`](lambda_dedup::StoreError::Invalid) naming the feature, never guessed at.
 //!
 //! # Layout

@@ -219,3 +219,43 @@ async fn a_wait_for_missing_replicas_is_bounded_and_transient() {
     short_of_replicas(out);
     assert!(took < Duration::from_millis(1500), "{took:?}");
 }
+
+/// A batch is one script per event, in order; a fault stops it: the event it hit fails, and
+/// every one after it fails with the same fault without being tried, so a server that is
+/// failing is not sent the rest (each would wait out its own fault). Here the fault is a
+/// replica short (the first event's script ran on the primary, then its `WAIT` failed): the
+/// later events must have no mark.
+#[tokio::test]
+async fn a_fault_in_a_batch_fails_the_rest_untried() {
+    let Some(url) = lambda_dedup_conformance::server(URL, "valkey batch fault", HOW) else {
+        return;
+    };
+    let store = ValkeyStore::from_url(&url, retention())
+        .expect("url")
+        .with_replicas(1, Duration::ZERO);
+    let keys = [key(), key(), key()];
+    let requests: Vec<lambda_dedup::CommitRequest<'_, lambda_dedup_valkey::ValkeyEffect>> = keys
+        .iter()
+        .map(|k| lambda_dedup::CommitRequest {
+            key: k,
+            fingerprint: None,
+            result: None,
+            effects: &[],
+        })
+        .collect();
+    let (out, took) = timed(async { Ok(store.commit_batch(&requests).await) }).await;
+    let out = out.expect("answers");
+    assert_eq!(out.len(), 3);
+    for answer in out {
+        short_of_replicas(answer);
+    }
+    assert!(
+        took < lambda_dedup_valkey::WAIT_LIMIT * 2,
+        "one wait, not one per event: {took:?}"
+    );
+    let plain = ValkeyStore::from_url(&url, retention()).expect("url");
+    for later in &keys[1..] {
+        let mark = plain.get(later).await.expect("get");
+        assert!(mark.is_none(), "{later}: tried after the fault: {mark:?}");
+    }
+}

@@ -2,8 +2,8 @@
 //!
 //! [`MarkStore`] is implemented twice: on DynamoDB (`lambda-dedup-dynamodb`), which is what runs in
 //! Lambda, and in memory (`lambda-dedup-memory`), for fast tests of flows and handlers. Both pass one
-//! conformance suite (`tests/integration/conformance.rs`), so a behaviour a test shows on the
-//! memory store is the behaviour the DynamoDB store has.
+//! conformance suite (`lambda-dedup-conformance`, run in each store's `tests/conformance.rs`), so
+//! a behaviour a test shows on the memory store is the behaviour the DynamoDB store has.
 //!
 //! Every implementation keeps these promises:
 //! - **claim** is exclusive (S4): of any number of concurrent claims of one key, one wins.

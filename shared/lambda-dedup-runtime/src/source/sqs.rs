@@ -6,7 +6,7 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use lambda_dedup::{AttributeValue, Message};
 use lambda_dedup_engine::BatchReport;
 
-use crate::door::{Answered, AnyOrder, Door, Record, Refused};
+use crate::door::{AnyOrder, Door, Record, Refused};
 
 /// The SQS messages of `event` as library messages (body, attributes, FIFO group).
 pub fn messages(event: &SqsEvent) -> Vec<Message> {
@@ -80,14 +80,6 @@ impl Door for Sqs {
 
     fn reconciled<'a>(&self, event: &'a SqsEvent, _: &[Message]) -> Option<Cow<'a, SqsEvent>> {
         Some(Cow::Borrowed(event))
-    }
-
-    async fn answer(
-        &self,
-        _: &SqsEvent,
-        done: Answered<'_>,
-    ) -> Result<SqsBatchResponse, lambda_runtime::Error> {
-        Ok(response(done.report))
     }
 }
 

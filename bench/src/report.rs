@@ -86,9 +86,11 @@ pub(crate) fn run(raw: &Path, docs: &Path) -> Result<()> {
     if !modelled.is_empty() {
         md = crate::modelled::splice(&md, modelled);
     }
-    let stores = crate::stores::section(&old);
-    if !stores.is_empty() {
-        md = format!("{}\n\n{stores}\n", md.trim_end());
+    // So is the round-trip table, pinned by `tests/integration/round_trips.rs`.
+    for section in [crate::stores::section(&old), kept(&old, ROUND_TRIPS)] {
+        if !section.is_empty() {
+            md = format!("{}\n\n{section}\n", md.trim_end());
+        }
     }
     std::fs::write(docs.join("BENCHMARKS.md"), md).map_err(BenchError::failed)?;
     let mut all = summary;
@@ -99,6 +101,18 @@ pub(crate) fn run(raw: &Path, docs: &Path) -> Result<()> {
         json.map_err(BenchError::failed)?,
     )
     .map_err(BenchError::failed)
+}
+
+/// Where the round-trip table starts and ends in `BENCHMARKS.md` (written by hand from the
+/// counts `tests/integration/round_trips.rs` pins).
+const ROUND_TRIPS: (&str, &str) = ("<!-- round-trips:begin -->", "<!-- round-trips:end -->");
+
+/// The part of `old` from `begin` to `end`, both included; empty if there is none.
+pub(crate) fn kept<'a>(old: &'a str, (begin, end): (&str, &str)) -> &'a str {
+    match (old.find(begin), old.find(end)) {
+        (Some(b), Some(e)) if b < e => &old[b..e + end.len()],
+        _ => "",
+    }
 }
 
 /// The median of `xs` (sorted in place).
@@ -545,6 +559,19 @@ fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The round-trip table in docs/BENCHMARKS.md is found whole, so `bench report` keeps it.
+    #[test]
+    fn the_round_trip_table_is_kept_whole() {
+        let doc = include_str!("../../docs/BENCHMARKS.md");
+        let table = kept(doc, ROUND_TRIPS);
+        assert!(table.starts_with(ROUND_TRIPS.0) && table.ends_with(ROUND_TRIPS.1));
+        assert!(
+            table.contains("| HTTP, the key in flight (409) |"),
+            "{table}"
+        );
+        assert_eq!(kept("no table", ROUND_TRIPS), "");
+    }
 
     /// The service cell names each operation with its p50 and mean; a run without them shows —.
     #[test]

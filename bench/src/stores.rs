@@ -295,10 +295,7 @@ fn splice(doc: &str, table: &str) -> String {
 /// The stores' section of `old` (a previous `BENCHMARKS.md`), for `bench report` to keep when
 /// it rewrites the file; empty if there is none.
 pub(crate) fn section(old: &str) -> &str {
-    match (old.find(SECTION_BEGIN), old.find(SECTION_END)) {
-        (Some(b), Some(e)) if b < e => &old[b..e + SECTION_END.len()],
-        _ => "",
-    }
+    crate::report::kept(old, (SECTION_BEGIN, SECTION_END))
 }
 
 #[cfg(test)]

@@ -41,6 +41,7 @@ mod model_valkey;
 mod privacy;
 mod relay;
 mod retention;
+mod round_trips;
 mod s3_latest;
 mod secrets;
 mod stream_parking;

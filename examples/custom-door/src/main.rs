@@ -1,9 +1,8 @@
-//! A door of your own: your company's envelope in SQS bodies, `{"envelope": {"event_id",
-//! "tenant"}, "data": {..}}`, keyed by `event_id` in `tenant`, answered with SQS's partial batch
-//! response; the library's runner does the rest. Settings: `sqs-credit`'s.
+//! Run with `sqs-credit`'s settings: your company's envelope in SQS bodies, `{"envelope":
+//! {"event_id", "tenant"}, "data": {..}}`, as a door of your own; the runner does the rest.
 
-use lambda_dedup_runtime::door::{Answered, AnyOrder, AttributeValue, Door, Message, Record};
-use lambda_dedup_runtime::events::{SqsBatchResponse as Response, SqsEvent};
+use lambda_dedup_runtime::door::{AnyOrder, AttributeValue, Door, Message, Record, Refused};
+use lambda_dedup_runtime::events::{SqsBatchResponse, SqsEvent};
 use lambda_dedup_runtime::{Dedup, Effect, Event, Reason, SqsService, door, lambda_runtime};
 
 /// The company's envelope around each SQS body.
@@ -11,10 +10,9 @@ struct CompanyEnvelope;
 
 impl Door for CompanyEnvelope {
     type Event = SqsEvent;
-    type Response = Response;
+    type Response = SqsBatchResponse;
     type Ordering = AnyOrder;
     const NAME: &'static str = "company envelope";
-
     const IDENTITY: Option<&'static str> = Some("event_id");
     const TENANT: Option<&'static str> = Some("tenant");
 
@@ -23,41 +21,28 @@ impl Door for CompanyEnvelope {
         let open = |mut m: Message| {
             let body: serde_json::Value = serde_json::from_slice(&m.body).unwrap_or_default();
             let (Some(head), Some(data)) = (body["envelope"].as_object(), body.get("data")) else {
-                return Err(door::Refused::rejected(
-                    &m,
-                    Reason::EnvelopeMalformed,
-                    "no envelope",
-                ));
+                return Err(Refused::rejected(&m, Reason::EnvelopeMalformed, "envelope"));
             };
             for name in ["event_id", "tenant"] {
-                let value = head.get(name).and_then(|v| Some(v.as_str()?.to_owned()));
+                let value = head.get(name).and_then(|v| v.as_str()).map(String::from);
                 m.attributes
-                    .extend(value.map(|v| (name.to_owned(), AttributeValue::String(v))));
+                    .extend(value.map(|v| (name.into(), AttributeValue::String(v))));
             }
             m.body = data.to_string().into_bytes();
             Ok(m)
         };
         door::sqs_messages(event).into_iter().map(open).collect()
     }
-
-    async fn answer(
-        &self,
-        _: &SqsEvent,
-        done: Answered<'_>,
-    ) -> Result<Response, lambda_runtime::Error> {
-        Ok(door::sqs_response(done.report()))
-    }
 }
 
 /// `sqs-credit`'s credit through the company's door; producers trusted to name the tenant.
 fn service(dedup: Dedup) -> Result<SqsService, lambda_runtime::Error> {
     let balances = dedup.env().required("BALANCES_TABLE")?;
-    Ok(dedup
-        .trusted_producers()
-        .door(CompanyEnvelope, move |e: Event<Credit>| {
-            let account = ("account", e.scoped(&e.payload.account));
-            Effect::add(&balances, account, "balance", e.payload.amount)
-        })?)
+    let dedup = dedup.trusted_producers();
+    Ok(dedup.door(CompanyEnvelope, move |e: Event<Credit>| {
+        let account = ("account", e.scoped(&e.payload.account));
+        Effect::add(&balances, account, "balance", e.payload.amount)
+    })?)
 }
 
 #[derive(serde::Deserialize)]

@@ -31,3 +31,23 @@ async fn each_envelope_is_credited_once_in_its_tenant_and_a_stranger_is_failed()
     assert_eq!(balance("acme/a-1"), Some(Value::N("10".into())));
     assert_eq!(balance("globex/a-1"), Some(Value::N("7".into())));
 }
+
+/// The door counts by the account (`Door::metrics`, not overridden): one EMF line per
+/// invocation, each record counted once by its outcome, the refused envelope by its reason.
+#[tokio::test]
+async fn each_invocation_is_accounted_in_one_emf_line() {
+    let env = env(&[("BALANCES_TABLE", "balances")]);
+    let balances = [("balances", "account")];
+    let (service, _) = service_on_memory(&env, "custom-door", &balances, service).expect("service");
+    let twice = credit("e1", "acme", 10);
+    lambda_dedup_runtime::emf::capture();
+    let event = sqs_event(&[&twice, &twice, r#"{"data": {}}"#]);
+    service.call_with(event).await.expect("handled");
+    let lines = lambda_dedup_runtime::emf::take_captured();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let line: serde_json::Value = serde_json::from_str(&lines[0]).expect("an EMF line");
+    let counts = ["Received", "Applied", "Duplicate", "Retry", "Rejected"].map(|n| &line[n]);
+    assert_eq!(counts, [3, 1, 1, 0, 1], "{line}");
+    assert_eq!(line["RejectedEnvelopeMalformed"], 1, "{line}");
+    assert_eq!(line["Function"], "custom-door");
+}

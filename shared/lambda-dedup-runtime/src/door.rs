@@ -18,11 +18,12 @@
 //! door is one more, given to [`Dedup::door`](crate::Dedup::door):
 //!
 //! ```
-//! use lambda_dedup_runtime::door::{AnyOrder, Answered, Door, Record, sqs_messages, sqs_response};
+//! use lambda_dedup_runtime::door::{AnyOrder, Door, Record, sqs_messages};
 //! use lambda_dedup_runtime::events::{SqsBatchResponse, SqsEvent};
 //! use lambda_dedup_runtime::lambda_runtime;
 //!
-//! /// SQS bodies as they come, answered with a partial batch response.
+//! /// SQS bodies as they come, answered with a partial batch response (the provided
+//! /// [`answer`](Door::answer) of a door that answers `SqsBatchResponse`).
 //! struct Plain;
 //!
 //! impl Door for Plain {
@@ -34,13 +35,10 @@
 //!     fn messages(&self, event: &SqsEvent, _: &lambda_runtime::Context) -> Vec<Record> {
 //!         sqs_messages(event).into_iter().map(Ok).collect()
 //!     }
-//!
-//!     async fn answer(&self, _: &SqsEvent, done: Answered<'_>) -> Result<SqsBatchResponse, lambda_runtime::Error> {
-//!         Ok(sqs_response(done.report()))
-//!     }
 //! }
 //! ```
 
+use std::any::Any;
 use std::borrow::Cow;
 use std::future::Future;
 
@@ -220,10 +218,64 @@ pub trait Door: Send + Sync + 'static {
         None
     }
 
-    /// The invocation's answer, once its report is accounted.
+    /// The invocation's answer, once its report is accounted. Provided for a door that answers
+    /// SQS's `SqsBatchResponse`: the partial batch response listing exactly the report's
+    /// failures ([`sqs_response`]), as the SQS door answers. A door that answers anything else
+    /// writes its own; without it, each of its invocations fails, naming the door.
     fn answer(
         &self,
         event: &Self::Event,
         done: Answered<'_>,
-    ) -> impl Future<Output = Result<Self::Response, lambda_runtime::Error>> + Send;
+    ) -> impl Future<Output = Result<Self::Response, lambda_runtime::Error>> + Send {
+        let _ = event;
+        let partial: Box<dyn Any> = Box::new(sqs_response(done.report));
+        std::future::ready(match partial.downcast::<Self::Response>() {
+            Ok(answer) => Ok(*answer),
+            Err(_) => Err(NoAnswer { door: Self::NAME }.into()),
+        })
+    }
+}
+
+/// A door that answers something other than SQS's partial batch response without an
+/// [`answer`](Door::answer) of its own.
+#[derive(Debug, thiserror::Error)]
+#[error("the door {door} has no answer: its Door::answer must build its response")]
+struct NoAnswer {
+    door: &'static str,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{env, on_memory, sqs_event};
+    use crate::{Dedup, Effect, Event};
+
+    /// SQS messages as they come, answering Lambda's plain `()` with no answer of its own.
+    struct Unanswered;
+
+    impl Door for Unanswered {
+        type Event = SqsEvent;
+        type Response = ();
+        type Ordering = AnyOrder;
+        const NAME: &'static str = "unanswered";
+
+        fn messages(&self, event: &SqsEvent, _: &lambda_runtime::Context) -> Vec<Record> {
+            sqs_messages(event).into_iter().map(Ok).collect()
+        }
+    }
+
+    /// The provided answer is SQS's partial batch response; a door answering anything else
+    /// without an answer of its own fails each invocation, naming itself (no panic).
+    #[tokio::test]
+    async fn a_door_that_answers_no_partial_batch_response_writes_its_own_answer() {
+        let (dedup, _) = on_memory(Dedup::read(&env(&[]), "f").expect("settings"));
+        let service = dedup
+            .door(Unanswered, |_: Event<serde_json::Value>| {
+                Vec::<Effect>::new()
+            })
+            .expect("service");
+        let refused = service.call_with(sqs_event(&["{}"])).await;
+        let refused = refused.expect_err("no answer of its own");
+        assert!(refused.to_string().contains("unanswered"), "{refused}");
+    }
 }

@@ -5,11 +5,11 @@ use std::borrow::Cow;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_dedup::Message;
 
-use crate::door::sqs::{messages, response};
-use crate::door::{Answered, AnyOrder, Door, Record, Refused};
+use crate::door::sqs::messages;
+use crate::door::{AnyOrder, Door, Record, Refused};
 
 /// The SQS door: each message under its `messageId`, opened first when the builder was given
-/// an [`Envelope`](crate::Envelope); answered with the partial batch response listing exactly
+/// an [`Envelope`](crate::service::Envelope); answered with the partial batch response listing exactly
 /// the report's failures. Its queue's policy names who may send, so a verified sender on a
 /// message counts.
 #[derive(Debug, Clone, Copy)]
@@ -45,13 +45,5 @@ impl Door for Sqs {
 
     fn reconciled<'a>(&self, event: &'a SqsEvent, _: &[Message]) -> Option<Cow<'a, SqsEvent>> {
         Some(Cow::Borrowed(event))
-    }
-
-    async fn answer(
-        &self,
-        _: &SqsEvent,
-        done: Answered<'_>,
-    ) -> Result<SqsBatchResponse, lambda_runtime::Error> {
-        Ok(response(done.report))
     }
 }

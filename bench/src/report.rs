@@ -390,14 +390,7 @@ fn report(
         "\n## Against the targets (all new messages, calibrated latency model)\n"
     );
     table::head(&mut md, "| target | measured | |", "| --- | --- | --- |");
-    for (mode, batch, target) in [
-        ("batch_transaction", 10, 10.0),
-        ("batch_transaction", 100, 45.0),
-        ("sequence", 10, 25.0),
-        ("sequence", 100, 75.0),
-        ("create_once", 10, 25.0),
-        ("create_once", 100, 75.0),
-    ] {
+    for (mode, batch, target) in crate::modelled::TARGETS {
         let r = ratio(batch, mode);
         let _ = writeln!(
             md,

@@ -18,15 +18,6 @@ const WRITE_PRICE: f64 = 0.625;
 const READ_PRICE: f64 = 0.125;
 
 const WORKLOADS: [&str; 4] = ["all_new", "half_duplicates", "mixed", "all_duplicates"];
-const MODES: [&str; 7] = [
-    "powertools",
-    "per_message",
-    "batch_transaction",
-    "batch_transaction_prefilter",
-    "batch_transaction_warm_cache",
-    "sequence",
-    "create_once",
-];
 const BATCHES: [usize; 2] = [10, 100];
 /// The latency models of the configurations, by their name in the results.
 const MODELS: [&str; 2] = ["calibrated", "flat"];
@@ -346,7 +337,7 @@ fn report(
             );
             for w in WORKLOADS {
                 let base = num(find(summary, cfg, "powertools", w), "msgs_per_s");
-                for m in MODES {
+                for m in table::MODES {
                     let Some(v) = find(summary, cfg, m, w) else {
                         continue;
                     };
@@ -371,7 +362,7 @@ fn report(
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     );
     for w in WORKLOADS {
-        for m in MODES {
+        for m in table::MODES {
             let Some(v) = find(summary, ("calibrated", 10, containers), m, w) else {
                 continue;
             };

@@ -30,13 +30,7 @@ pub fn client() -> Client {
 
 /// A client for the DynamoDB at `endpoint` (a metering proxy in front of [`endpoint`]).
 pub fn client_at(endpoint: &str) -> Client {
-    let conf = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
-        .endpoint_url(endpoint)
-        .build();
-    Client::from_conf(conf)
+    local_dynamodb::local_client!(aws_sdk_dynamodb, endpoint)
 }
 
 /// A name no other test uses.

@@ -23,7 +23,6 @@ mod table;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use lambda_dedup::{KeySpec, Retention, Scope};
 use lambda_dedup_dynamodb::DynamoStore;
 use serde_json::json;
@@ -34,14 +33,7 @@ use modes::{ACCOUNTS, Dedups, Mode, run_one, workload_ids};
 type Result<T> = std::result::Result<T, BenchError>;
 
 fn client(endpoint: &str) -> Client {
-    Client::from_conf(
-        aws_sdk_dynamodb::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new("us-east-1"))
-            .credentials_provider(Credentials::new("local", "local", None, None, "bench"))
-            .endpoint_url(endpoint)
-            .build(),
-    )
+    local_dynamodb::local_client!(aws_sdk_dynamodb, endpoint)
 }
 
 async fn table(client: &Client, name: &str, key: &str) -> Result<()> {

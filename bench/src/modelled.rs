@@ -18,7 +18,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-pub(crate) use section::{section, splice};
+pub(crate) use section::{TARGETS, section, splice};
 
 use crate::Result;
 use crate::error::BenchError;

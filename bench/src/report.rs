@@ -18,15 +18,6 @@ const WRITE_PRICE: f64 = 0.625;
 const READ_PRICE: f64 = 0.125;
 
 const WORKLOADS: [&str; 4] = ["all_new", "half_duplicates", "mixed", "all_duplicates"];
-const MODES: [&str; 7] = [
-    "powertools",
-    "per_message",
-    "batch_transaction",
-    "batch_transaction_prefilter",
-    "batch_transaction_warm_cache",
-    "sequence",
-    "create_once",
-];
 const BATCHES: [usize; 2] = [10, 100];
 /// The latency models of the configurations, by their name in the results.
 const MODELS: [&str; 2] = ["calibrated", "flat"];
@@ -360,7 +351,7 @@ fn report(
             );
             for w in WORKLOADS {
                 let base = num(find(summary, cfg, "powertools", w), "msgs_per_s");
-                for m in MODES {
+                for m in table::MODES {
                     let Some(v) = find(summary, cfg, m, w) else {
                         continue;
                     };
@@ -385,7 +376,7 @@ fn report(
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     );
     for w in WORKLOADS {
-        for m in MODES {
+        for m in table::MODES {
             let Some(v) = find(summary, ("calibrated", 10, containers), m, w) else {
                 continue;
             };
@@ -404,14 +395,7 @@ fn report(
         "\n## Against the targets (all new messages, calibrated latency model)\n"
     );
     table::head(&mut md, "| target | measured | |", "| --- | --- | --- |");
-    for (mode, batch, target) in [
-        ("batch_transaction", 10, 10.0),
-        ("batch_transaction", 100, 45.0),
-        ("sequence", 10, 25.0),
-        ("sequence", 100, 75.0),
-        ("create_once", 10, 25.0),
-        ("create_once", 100, 75.0),
-    ] {
+    for (mode, batch, target) in crate::modelled::TARGETS {
         let r = ratio(batch, mode);
         let _ = writeln!(
             md,

@@ -1,8 +1,23 @@
-//! What the report's Markdown tables share: a table's head, and a number read from a summary.
+//! What the report's Markdown tables share: the modes in their rows' order, a table's head, and
+//! a number read from a summary.
 
 use std::fmt::Write as _;
 
 use serde_json::Value;
+
+/// The modes in the order of the tables' rows: Powertools first, then ours ([`OUR_MODES`]).
+pub(crate) const MODES: [&str; 7] = [
+    "powertools",
+    "per_message",
+    "batch_transaction",
+    "batch_transaction_prefilter",
+    "batch_transaction_warm_cache",
+    "sequence",
+    "create_once",
+];
+
+/// Our modes, in the order of the tables' rows.
+pub(crate) const OUR_MODES: &[&str] = MODES.split_at(1).1;
 
 /// Writes a table's head: the `columns` line and the `rule` line under it.
 pub(crate) fn head(md: &mut String, columns: &str, rule: &str) {

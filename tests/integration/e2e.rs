@@ -116,16 +116,7 @@ pub(crate) fn env(name: &str) -> String {
 }
 
 pub(crate) fn sqs() -> aws_sdk_sqs::Client {
-    aws_sdk_sqs::Client::from_conf(
-        aws_sdk_sqs::Config::builder()
-            .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
-            .region(aws_sdk_sqs::config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
-                "local", "local", None, None, "e2e",
-            ))
-            .endpoint_url(env("DEDUP_SQS_ENDPOINT"))
-            .build(),
-    )
+    local_dynamodb::local_client!(aws_sdk_sqs, env("DEDUP_SQS_ENDPOINT"))
 }
 
 pub(crate) async fn send(queue_var: &str, bodies: &[String]) {

@@ -424,15 +424,7 @@ async fn ttl_deletions_appear_on_the_stream_as_the_service() {
 }
 
 fn streams_client() -> aws_sdk_dynamodbstreams::Client {
-    use aws_sdk_dynamodbstreams::config::{BehaviorVersion, Credentials, Region};
-    aws_sdk_dynamodbstreams::Client::from_conf(
-        aws_sdk_dynamodbstreams::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new("us-east-1"))
-            .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
-            .endpoint_url(endpoint())
-            .build(),
-    )
+    local_dynamodb::local_client!(aws_sdk_dynamodbstreams, endpoint())
 }
 
 /// The shard iterators of every shard of a stream, from the start.

@@ -40,15 +40,7 @@ fn moto() -> Option<String> {
 }
 
 fn client(endpoint: &str) -> aws_sdk_secretsmanager::Client {
-    let config = aws_sdk_secretsmanager::Config::builder()
-        .behavior_version(aws_sdk_secretsmanager::config::BehaviorVersion::latest())
-        .region(aws_sdk_secretsmanager::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_secretsmanager::config::Credentials::new(
-            "local", "local", None, None, "local",
-        ))
-        .endpoint_url(endpoint)
-        .build();
-    aws_sdk_secretsmanager::Client::from_conf(config)
+    local_dynamodb::local_client!(aws_sdk_secretsmanager, endpoint)
 }
 
 /// A new secret holding `text`: its ARN.

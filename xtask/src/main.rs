@@ -1,23 +1,6 @@
 //! Project automation, run as `cargo xtask <command>`: the commands and what each does are
 //! [`Cmd`]'s variants (`cargo xtask --help`); README.md's Quick start walks through them.
 
-/// A client of the AWS SDK crate `$sdk` (`aws_sdk_sqs`, …) for the local endpoint `$endpoint`:
-/// Region us-east-1, the local stack's credentials.
-macro_rules! local_client {
-    ($sdk:ident, $endpoint:expr) => {
-        $sdk::Client::from_conf(
-            $sdk::Config::builder()
-                .behavior_version($sdk::config::BehaviorVersion::latest())
-                .region($sdk::config::Region::new("us-east-1"))
-                .credentials_provider($sdk::config::Credentials::new(
-                    "local", "local", None, None, "xtask",
-                ))
-                .endpoint_url($endpoint)
-                .build(),
-        )
-    };
-}
-
 mod audit;
 mod bench;
 mod chaos;

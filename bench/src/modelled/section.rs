@@ -25,15 +25,6 @@ pub(crate) const TARGETS: [(&str, usize, f64); 6] = [
     ("create_once", 100, 75.0),
 ];
 
-const MODES: [&str; 6] = [
-    "per_message",
-    "batch_transaction",
-    "batch_transaction_prefilter",
-    "batch_transaction_warm_cache",
-    "sequence",
-    "create_once",
-];
-
 fn find<'a>(rows: &'a [Value], batch: usize, mode: &str, workload: &str) -> Option<&'a Value> {
     rows.iter()
         .find(|r| r["batch"] == batch as u64 && r["mode"] == mode && r["workload"] == workload)
@@ -115,7 +106,7 @@ pub(crate) fn render(rows: &[Value], emulator: &[Value], n: usize, seed: u64) ->
                 md,
                 "| {w} | powertools (bound only) | — | {pt:.1} | — | — | 1.0 | — | — |"
             );
-            for m in MODES {
+            for m in table::OUR_MODES {
                 if let Some(v) = find(rows, batch, m, w) {
                     let _ = writeln!(md, "{}", row(v, pt));
                 }

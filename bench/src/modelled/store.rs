@@ -29,7 +29,7 @@ use std::fmt;
 use std::time::SystemTime;
 
 use futures::future::join_all;
-use lambda_dedup::effect::EffectKind;
+use lambda_dedup::Effect;
 use lambda_dedup::store::{CreateOnceStoreImpl, MarkStoreImpl, SequenceStoreImpl, StoreOptions};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, CreateOnce, DedupKey, Fingerprint, Lease, Mark, SequenceOutcome,
@@ -125,16 +125,10 @@ impl ModelledStore {
 /// What identifies the items a request writes (its mark, each effect's item or key), as the
 /// DynamoDB store tells them apart to keep two writes of one item out of one wave.
 fn touched(r: &CommitRequest<'_>) -> Vec<String> {
-    let mut out = vec![format!("mark\u{0}{}", r.key.as_str())];
-    for e in r.effects {
-        let kind = if e.kind() == EffectKind::Put {
-            "put"
-        } else {
-            "key"
-        };
-        out.push(format!("{}\u{0}{kind}\u{0}{:?}", e.table(), e.item()));
-    }
-    out
+    let mark = format!("mark\u{0}{}", r.key.as_str());
+    std::iter::once(mark)
+        .chain(r.effects.iter().map(Effect::target))
+        .collect()
 }
 
 /// One wave: rounds of at most [`MAX_ITEMS`] items, requests taken in order, none touching an

@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use lambda_dedup::{Claim, Commit, CommitRequest, DedupKey, MarkStore, Scope, Seen, StoreError};
+use lambda_dedup::{
+    Claim, Commit, CommitRequest, DedupKey, Fingerprint, MarkStore, Scope, Seen, StoreError,
+};
 
 /// Why a store's cases are skipped: `Some` when the environment variable `var` that names its
 /// server is not set, saying so and `how` to get one; for [`suite!`](crate::suite)'s `skip_if`.
@@ -40,6 +42,21 @@ pub fn unique(prefix: &str) -> String {
         "{prefix}_{nanos:x}_{}",
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+/// The request to commit `effects` with `key`'s mark, its fingerprint `fp` and its `result`.
+pub fn request<'a, E>(
+    key: &'a DedupKey,
+    fp: Option<&'a Fingerprint>,
+    result: Option<&'a str>,
+    effects: &'a [E],
+) -> CommitRequest<'a, E> {
+    CommitRequest {
+        key,
+        fingerprint: fp,
+        result,
+        effects,
+    }
 }
 
 /// A key no other case of this process uses: in `scope`, tenant `acme`, an event id from

@@ -57,15 +57,16 @@
 //! # Beyond the suite
 //! A store's own tests (its server's features, many instances at once) share what [`kit`]
 //! holds: [`server`] and [`unset`] for a server named by an environment variable, [`unique`]
-//! names, [`TableNames`] for a world's effect tables, and [`claims_at_once`] and
-//! [`commits_at_once`] for separate instances of the store racing on one key.
+//! names, [`TableNames`] for a world's effect tables, [`request`] for a commit's request, and
+//! [`claims_at_once`] and [`commits_at_once`] for separate instances of the store racing on one
+//! key.
 
 #![warn(missing_docs)]
 
 pub mod gate;
 pub mod kit;
 pub use kit::{
-    TableNames, Tally, claims_at_once, commits_at_once, server, unique, unique_key, unset,
+    TableNames, Tally, claims_at_once, commits_at_once, request, server, unique, unique_key, unset,
 };
 
 use std::fmt;
@@ -411,20 +412,6 @@ fn item_credit(balances: &str, account: &str, amount: i64) -> Effect {
         .value(":a", amount)
 }
 
-fn req<'a, E>(
-    key: &'a DedupKey,
-    fp: Option<&'a Fingerprint>,
-    result: Option<&'a str>,
-    effects: &'a [E],
-) -> CommitRequest<'a, E> {
-    CommitRequest {
-        key,
-        fingerprint: fp,
-        result,
-        effects,
-    }
-}
-
 impl<E, S: MarkStore<E> + ?Sized> Case<E, S> {
     /// An account whose balance is text: an `ADD` to it is refused for good (a poison).
     async fn poisoned_account(&self) -> String {
@@ -478,12 +465,12 @@ pub async fn commit_then_duplicate<H: Harness>(h: &H) {
     let effects = [H::Effects::credit(&c.balances, &account, 5)];
     let first = c
         .store
-        .commit(req(&k, Some(&f), Some("r1"), &effects))
+        .commit(request(&k, Some(&f), Some("r1"), &effects))
         .await;
     assert_eq!(first.expect("commit"), Commit::Applied);
     let again = c
         .store
-        .commit(req(&k, Some(&f), Some("r2"), &effects))
+        .commit(request(&k, Some(&f), Some("r2"), &effects))
         .await
         .expect("commit");
     let Commit::Seen(Seen::Duplicate(mark)) = again else {
@@ -512,7 +499,7 @@ pub async fn a_failed_condition_writes_nothing<H: Harness>(h: &H) {
     ];
     let out = c
         .store
-        .commit(req(&k, None, None, &effects))
+        .commit(request(&k, None, None, &effects))
         .await
         .expect("commit");
     assert_eq!(out, Commit::EffectRejected { index: 1 });
@@ -533,7 +520,7 @@ pub async fn refused_writes_are_permanent_and_write_nothing<H: Harness>(h: &H) {
     ];
     let err = c
         .store
-        .commit(req(&k, None, None, &effects))
+        .commit(request(&k, None, None, &effects))
         .await
         .expect_err("refused");
     match &err {
@@ -547,7 +534,7 @@ pub async fn refused_writes_are_permanent_and_write_nothing<H: Harness>(h: &H) {
     let malformed = [H::Effects::malformed(&c.balances, &good)];
     let err = c
         .store
-        .commit(req(&k, None, None, &malformed))
+        .commit(request(&k, None, None, &malformed))
         .await
         .expect_err("refused");
     assert!(matches!(err, StoreError::Refused { .. }), "{err:?}");
@@ -560,10 +547,10 @@ pub async fn another_fingerprint_is_a_conflict<H: Harness>(h: &H) {
     let k = key();
     let (a, b) = (fp("a"), fp("b"));
     c.store
-        .commit(req(&k, Some(&a), None, &[]))
+        .commit(request(&k, Some(&a), None, &[]))
         .await
         .expect("commit");
-    let commit = c.store.commit(req(&k, Some(&b), None, &[])).await;
+    let commit = c.store.commit(request(&k, Some(&b), None, &[])).await;
     assert!(
         matches!(commit, Ok(Commit::Seen(Seen::Conflict { .. }))),
         "{commit:?}"
@@ -584,7 +571,7 @@ pub async fn leases_expire_and_fence<H: Harness>(h: &H) {
     let Claim::Claimed(first) = c.store.claim(&k, Some(&f), None).await.expect("claim") else {
         panic!("first claim must win");
     };
-    let blocked = c.store.commit(req(&k, Some(&f), None, &[])).await;
+    let blocked = c.store.commit(request(&k, Some(&f), None, &[])).await;
     assert!(
         matches!(blocked, Ok(Commit::Seen(Seen::InProgress { .. }))),
         "{blocked:?}"
@@ -728,7 +715,7 @@ pub async fn marks_expire_with_their_ttl<H: Harness>(h: &H) {
     let k = key();
     let f = fp("a");
     c.store
-        .commit(req(&k, Some(&f), None, &[]))
+        .commit(request(&k, Some(&f), None, &[]))
         .await
         .expect("commit");
     c.clock.advance(RETENTION + Duration::from_secs(2));
@@ -771,7 +758,7 @@ pub async fn results_are_bounded<H: Harness>(h: &H) {
     let c = case(h).await;
     let k = key();
     let big = "x".repeat(c.store.max_result_bytes() + 1);
-    let out = c.store.commit(req(&k, None, Some(&big), &[])).await;
+    let out = c.store.commit(request(&k, None, Some(&big), &[])).await;
     assert!(matches!(out, Err(StoreError::Invalid(_))), "{out:?}");
     assert!(c.store.get(&k).await.expect("get").is_none());
 }
@@ -783,7 +770,7 @@ pub async fn batch_commits_judge_each_request_alone<H: Harness>(h: &H) {
     let poisoned = c.poisoned_account().await;
     let done = key();
     c.store
-        .commit(req(&done, None, None, &[]))
+        .commit(request(&done, None, None, &[]))
         .await
         .expect("commit");
     let keys: Vec<DedupKey> = (0..5).map(|_| key()).collect();
@@ -802,9 +789,9 @@ pub async fn batch_commits_judge_each_request_alone<H: Harness>(h: &H) {
     let mut requests: Vec<CommitRequest<'_, EffectOf<H>>> = keys
         .iter()
         .zip(&effects)
-        .map(|(k, e)| req(k, None, None, e))
+        .map(|(k, e)| request(k, None, None, e))
         .collect();
-    requests.push(req(&done, None, None, &[]));
+    requests.push(request(&done, None, None, &[]));
     let results = c.store.commit_batch(&requests).await;
     assert!(matches!(results[0], Ok(Commit::Applied)), "{results:?}");
     assert!(
@@ -843,12 +830,12 @@ pub async fn effects_put_update_and_delete<H: Harness>(h: &H) {
             .with("balance", 10)
             .with("status", "PENDING"),
     )];
-    let out = c.store.commit(req(&key(), None, None, &put)).await;
+    let out = c.store.commit(request(&key(), None, None, &put)).await;
     assert_eq!(out.expect("commit"), Commit::Applied);
-    let again = c.store.commit(req(&key(), None, None, &put)).await;
+    let again = c.store.commit(request(&key(), None, None, &put)).await;
     assert_eq!(again.expect("commit"), Commit::EffectRejected { index: 0 });
     let confirm = [H::Effects::settle(&c.balances, &account, 3)];
-    let out = c.store.commit(req(&key(), None, None, &confirm)).await;
+    let out = c.store.commit(request(&key(), None, None, &confirm)).await;
     assert_eq!(out.expect("commit"), Commit::Applied);
     let item = c
         .world
@@ -857,10 +844,10 @@ pub async fn effects_put_update_and_delete<H: Harness>(h: &H) {
         .expect("item");
     assert_eq!(item.0.get("status"), Some(&Value::S("DONE".into())));
     assert_eq!(item.0.get("balance"), Some(&Value::N("7".into())));
-    let again = c.store.commit(req(&key(), None, None, &confirm)).await;
+    let again = c.store.commit(request(&key(), None, None, &confirm)).await;
     assert_eq!(again.expect("commit"), Commit::EffectRejected { index: 0 });
     let delete = [H::Effects::delete(&c.balances, "account", &account)];
-    let out = c.store.commit(req(&key(), None, None, &delete)).await;
+    let out = c.store.commit(request(&key(), None, None, &delete)).await;
     assert_eq!(out.expect("commit"), Commit::Applied);
     assert!(c.balance(&account).await.is_none());
 }
@@ -873,9 +860,12 @@ pub async fn an_effect_that_changes_nothing_is_applied<H: Harness>(h: &H) {
     let k = key();
     let absent = unique("absent");
     let delete = [H::Effects::delete(&c.balances, "account", &absent)];
-    let out = c.store.commit(req(&k, None, Some("done"), &delete)).await;
+    let out = c
+        .store
+        .commit(request(&k, None, Some("done"), &delete))
+        .await;
     assert_eq!(out.expect("commit"), Commit::Applied);
-    let again = c.store.commit(req(&k, None, None, &delete)).await;
+    let again = c.store.commit(request(&k, None, None, &delete)).await;
     assert!(
         matches!(again, Ok(Commit::Seen(Seen::Duplicate(_)))),
         "{again:?}"
@@ -908,7 +898,7 @@ where
             sequencer,
         };
         store
-            .commit_latest(req(k, None, None, effects), write)
+            .commit_latest(request(k, None, None, effects), write)
             .await
             .expect("commit")
     };
@@ -1124,7 +1114,7 @@ where
 
     // Deleting the item forgets the event: the next delivery creates it again.
     let delete = [H::Effects::delete(&orders, "order_id", &id)];
-    let out = c.store.commit(req(&key(), None, None, &delete)).await;
+    let out = c.store.commit(request(&key(), None, None, &delete)).await;
     assert_eq!(out.expect("delete"), Commit::Applied);
     let out = c
         .store

@@ -29,7 +29,7 @@ use std::time::SystemTime;
 
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, CancellationReason, TransactWriteItem};
-use lambda_dedup::effect::EffectKind;
+use lambda_dedup::Effect;
 use lambda_dedup::{Commit, CommitRequest, OwnerToken};
 
 use crate::error::{Error, FaultKind};
@@ -48,16 +48,10 @@ const WRITE_OVERHEAD: usize = 100;
 /// transaction. A `Put` is identified by its whole item (its key schema is unknown here); the
 /// rare clash that misses is refused by DynamoDB as a whole, and the round is split.
 fn touched(store_table: &str, r: &CommitRequest<'_>) -> Vec<String> {
-    let mut out = vec![format!("{store_table}\u{0}{}", r.key.as_str())];
-    for e in r.effects {
-        let kind = if e.kind() == EffectKind::Put {
-            "put"
-        } else {
-            "key"
-        };
-        out.push(format!("{}\u{0}{kind}\u{0}{:?}", e.table(), e.item()));
-    }
-    out
+    let mark = format!("{store_table}\u{0}{}", r.key.as_str());
+    std::iter::once(mark)
+        .chain(r.effects.iter().map(Effect::target))
+        .collect()
 }
 
 /// A conservative estimate of an attribute value's size as DynamoDB counts it (UTF-8 bytes of

@@ -270,11 +270,21 @@ impl Conn<'_> {
             .ok_or_else(|| StoreError::store(FaultKind::Network, "postgres: connection dropped"))
     }
 
+    /// Runs `call` on the connection, in flight until its answer comes: a call cut off before
+    /// leaves the connection in flight, so it is never given back to the pool.
+    async fn in_flight<T>(
+        &mut self,
+        call: impl AsyncFnOnce(&Client) -> Result<T, Error>,
+    ) -> Result<Result<T, Error>, StoreError> {
+        self.in_flight = true;
+        let out = call(self.client()?).await;
+        self.in_flight = false;
+        Ok(out)
+    }
+
     /// Runs a statement without parameters (transaction control, DDL).
     pub(crate) async fn simple(&mut self, sql: &str) -> Result<(), StoreError> {
-        self.in_flight = true;
-        let out = self.client()?.batch_execute(sql).await;
-        self.in_flight = false;
+        let out = self.in_flight(async |c| c.batch_execute(sql).await).await?;
         out.map_err(|e| self.fault(&e))
     }
 
@@ -284,9 +294,7 @@ impl Conn<'_> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
-        self.in_flight = true;
-        let out = self.client()?.query(sql, params).await;
-        self.in_flight = false;
+        let out = self.in_flight(async |c| c.query(sql, params).await).await?;
         out.map_err(|e| self.fault(&e))
     }
 
@@ -297,10 +305,7 @@ impl Conn<'_> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Result<u64, Error>, StoreError> {
-        self.in_flight = true;
-        let out = self.client()?.execute(sql, params).await;
-        self.in_flight = false;
-        Ok(out)
+        self.in_flight(async |c| c.execute(sql, params).await).await
     }
 
     /// Runs a statement of the store's own: the rows it changed.

@@ -15,7 +15,6 @@ use lambda_dedup::{Clock, Item, Scope};
 use lambda_dedup_config::{Env, FORWARDER};
 use lambda_dedup_engine::CreateOnceDeduplicator;
 use lambda_dedup_memory::MemoryStore;
-use lambda_dedup_runtime::Dedup;
 use lambda_dedup_runtime::aws_lambda_events::event::dynamodb::EventRecord;
 use lambda_dedup_runtime::relay::forward::{self, LAYOUT};
 use lambda_dedup_runtime::relay::{Act, Failure, Read};
@@ -25,9 +24,9 @@ use lambda_http::http::{HeaderMap, HeaderValue, Method};
 
 use crate::clock::{SimClock, epoch};
 use crate::invariants::Invariant;
-use crate::relay::RelayLane;
+use crate::relay::{self, RelayLane};
 use crate::relay_store::{Relayed, SimItems, Tables, relayed};
-use crate::sqs::{LEASE, TIMEOUT_MS};
+use crate::sqs::{self, LEASE};
 use crate::store::SimStore;
 use crate::world::{Shared, lock};
 
@@ -136,14 +135,7 @@ impl InboxLane {
                     world: world.clone(),
                     queue: queue.clone(),
                 };
-                Dedup::read(&env, "inbox-forwarder")
-                    .map_err(|e| e.to_string())
-                    .and_then(|d| {
-                        d.on(tables.into_items())
-                            .relay(&FORWARDER, LAYOUT, act)
-                            .map_err(|e| e.to_string())
-                    })
-                    .unwrap_or_else(|e| panic!("the forwarder's settings: {e}"))
+                relay::built(&env, "inbox-forwarder", tables, &FORWARDER, LAYOUT, act)
             })
             .collect();
         let forwarder = Rc::new(RelayLane::of(
@@ -207,13 +199,8 @@ impl InboxLane {
         for attempt in 0..SENDS {
             let (inst, crash_ms, backoff) = {
                 let mut w = lock(&self.world);
-                let inst =
-                    usize::try_from(w.rng.between(0, self.clocks.len() as u64 - 1)).unwrap_or(0);
-                let crash = if w.rng.chance(150) {
-                    w.rng.between(1, TIMEOUT_MS)
-                } else {
-                    TIMEOUT_MS
-                };
+                let inst = sqs::instance(&mut w.rng, self.clocks.len());
+                let crash = sqs::stop_ms(&mut w.rng);
                 (inst, crash, w.rng.between(500, 30_000) << attempt.min(4))
             };
             let sent_at = epoch() + Duration::from_millis(lock(&self.world).now_ms());

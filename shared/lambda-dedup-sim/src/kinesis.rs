@@ -17,7 +17,7 @@ use crate::broker::{Record, Shard};
 use crate::clock::SimClock;
 use crate::events;
 use crate::invariants::Invariant;
-use crate::sqs::{LEASE, TIMEOUT_MS};
+use crate::sqs::{self, LEASE, TIMEOUT_MS};
 use crate::store::SimStore;
 use crate::world::{Shared, lock};
 
@@ -123,13 +123,8 @@ impl KinesisLane {
             }
             let (inst, crash_ms, gap) = {
                 let mut w = lock(&self.world);
-                let inst =
-                    usize::try_from(w.rng.between(0, self.dedups.len() as u64 - 1)).unwrap_or(0);
-                let crash = if w.rng.chance(150) {
-                    w.rng.between(1, TIMEOUT_MS)
-                } else {
-                    TIMEOUT_MS
-                };
+                let inst = sqs::instance(&mut w.rng, self.dedups.len());
+                let crash = sqs::stop_ms(&mut w.rng);
                 (inst, crash, w.rng.between(10, 1_000))
             };
             self.invoke(s, inst, batch, crash_ms).await;

@@ -4,7 +4,7 @@
 
 use std::sync::Once;
 
-use crate::world::{Shared, lock};
+use crate::world::{Shared, World, lock};
 
 /// The payload of every simulated panic: the panic hook keeps these off the output.
 const PAYLOAD: &str = "simulated handler panic";
@@ -12,37 +12,37 @@ const PAYLOAD: &str = "simulated handler panic";
 /// Panics, as the seed says (the world's `handler_panics` per thousand), in the work of `what`
 /// on instance `inst`, after logging it.
 pub fn maybe(world: &Shared, inst: usize, what: &str) {
-    let hit = {
-        let mut w = lock(world);
+    panic_when(world, |w| {
         let rate = w.handler_panics;
-        let hit = w.rng.chance(rate);
-        if hit {
-            w.log(format!("i{inst} {what} handler panicked"));
-        }
-        hit
-    };
-    if hit {
-        quiet();
-        std::panic::panic_any(PAYLOAD);
-    }
+        w.rng
+            .chance(rate)
+            .then(|| format!("i{inst} {what} handler panicked"))
+    });
 }
 
 /// Panics in the work of event `ev` on instance `inst` if `ev` is the world's poison and its
 /// fix is not deployed yet.
 pub fn poisoned(world: &Shared, inst: usize, ev: &str) {
-    let hit = {
-        let mut w = lock(world);
+    panic_when(world, |w| {
         let now = w.now_ms();
-        let hit = w
-            .poison
+        w.poison
             .as_ref()
-            .is_some_and(|(p, until)| p == ev && now < *until);
-        if hit {
-            w.log(format!("i{inst} {ev} handler panicked (poison)"));
+            .is_some_and(|(p, until)| p == ev && now < *until)
+            .then(|| format!("i{inst} {ev} handler panicked (poison)"))
+    });
+}
+
+/// Panics when `hit`, asked under the world's lock, gives the line to log first.
+fn panic_when(world: &Shared, hit: impl FnOnce(&mut World) -> Option<String>) {
+    let line = {
+        let mut w = lock(world);
+        let line = hit(&mut w);
+        if let Some(line) = &line {
+            w.log(line.clone());
         }
-        hit
+        line
     };
-    if hit {
+    if line.is_some() {
         quiet();
         std::panic::panic_any(PAYLOAD);
     }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use lambda_dedup::items::text;
 use lambda_dedup::{Clock, Item};
-use lambda_dedup_config::Env;
+use lambda_dedup_config::{Env, RelayVars};
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::Dedup;
 use lambda_dedup_runtime::aws_lambda_events::event::dynamodb::{Event, EventRecord};
@@ -29,7 +29,7 @@ use crate::provider::Answer;
 use crate::relay_store::{
     Change, KEY, Relayed, SETTLED, SimItems, TABLE, Tables, dynamodb_json, relayed,
 };
-use crate::sqs::TIMEOUT_MS;
+use crate::sqs;
 use crate::world::{Shared, lock};
 
 /// Attempts at one record before the stream skips it.
@@ -173,14 +173,7 @@ impl RelayLane<ProviderCall> {
                     world: world.clone(),
                     relayed: relayed.clone(),
                 };
-                Dedup::read(&env, "intent-relay")
-                    .map_err(|e| e.to_string())
-                    .and_then(|d| {
-                        d.on(tables.into_items())
-                            .relay(&vars, LAYOUT, act)
-                            .map_err(|e| e.to_string())
-                    })
-                    .unwrap_or_else(|e| panic!("the relay's settings: {e}"))
+                built(&env, "intent-relay", tables, &vars, LAYOUT, act)
             })
             .collect();
         Self::of(services, relayed, data, clocks, world, TABLE, KEY, LAYOUT)
@@ -232,6 +225,27 @@ impl RelayLane<ProviderCall> {
         drop(w);
         self.left()
     }
+}
+
+/// One instance's relay as `function`'s main builds it: the runtime's builder reading `env`, on
+/// the items of `tables`, relaying with `vars`, `layout` and `act`. A setting it refuses is the
+/// simulation's own mistake.
+pub(crate) fn built<A: Act>(
+    env: &Env,
+    function: &str,
+    tables: Tables,
+    vars: &RelayVars,
+    layout: Layout,
+    act: A,
+) -> RelayService<A> {
+    Dedup::read(env, function)
+        .map_err(|e| e.to_string())
+        .and_then(|d| {
+            d.on(tables.into_items())
+                .relay(vars, layout, act)
+                .map_err(|e| e.to_string())
+        })
+        .unwrap_or_else(|e| panic!("{function}'s settings: {e}"))
 }
 
 impl<A: Act> RelayLane<A> {
@@ -328,12 +342,8 @@ impl<A: Act> RelayLane<A> {
     /// An instance, a crash moment (or the timeout) and the gap before the next poll.
     fn draw(&self) -> (usize, u64, u64) {
         let mut w = lock(&self.world);
-        let inst = usize::try_from(w.rng.between(0, self.clocks.len() as u64 - 1)).unwrap_or(0);
-        let crash = if w.rng.chance(150) {
-            w.rng.between(1, TIMEOUT_MS)
-        } else {
-            TIMEOUT_MS
-        };
+        let inst = sqs::instance(&mut w.rng, self.clocks.len());
+        let crash = sqs::stop_ms(&mut w.rng);
         (inst, crash, w.rng.between(50, 1_000))
     }
 

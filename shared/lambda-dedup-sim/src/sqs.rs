@@ -21,6 +21,7 @@ use crate::events;
 use crate::invariants::Invariant;
 use crate::panics;
 use crate::provider::Answer;
+use crate::rng::Rng;
 use crate::store::SimStore;
 use crate::world::{Shared, lock};
 
@@ -96,6 +97,21 @@ fn credit(e: &lambda_dedup::Derived) -> Result<Plan, HandlerError> {
 
 /// Timing of the invocations, in ms.
 pub const TIMEOUT_MS: u64 = 5_000;
+
+/// One of `n` instances, drawn.
+pub(crate) fn instance(rng: &mut Rng, n: usize) -> usize {
+    usize::try_from(rng.between(0, n as u64 - 1)).unwrap_or(0)
+}
+
+/// When an invocation stops: 150 times in a thousand it crashes at a moment drawn within its
+/// timeout, otherwise it has the whole timeout.
+pub(crate) fn stop_ms(rng: &mut Rng) -> u64 {
+    if rng.chance(150) {
+        rng.between(1, TIMEOUT_MS)
+    } else {
+        TIMEOUT_MS
+    }
+}
 /// The store's lease.
 pub const LEASE: Duration = Duration::from_secs(2);
 
@@ -472,11 +488,7 @@ impl SqsLane {
                     .collect::<Vec<_>>()
                     .join(",")
             ));
-            if w.rng.chance(150) {
-                w.rng.between(1, TIMEOUT_MS)
-            } else {
-                TIMEOUT_MS
-            }
+            stop_ms(&mut w.rng)
         };
         let deadline = self.clocks[inst].now() + Duration::from_millis(TIMEOUT_MS);
         let messages: Vec<Message> = got

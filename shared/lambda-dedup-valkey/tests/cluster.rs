@@ -5,9 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use lambda_dedup::{
-    Commit, CommitRequest, DedupKey, FaultKind, MarkStore, Retention, Scope, StoreError,
-};
+use lambda_dedup::{Commit, FaultKind, MarkStore, Retention, Scope, StoreError};
 use lambda_dedup_valkey::{HashTag, ValkeyEffect, ValkeyStore};
 
 mod support;
@@ -55,20 +53,6 @@ async fn node(bin: &str) -> Server {
     node
 }
 
-/// A commit of `effects` with `key`'s mark, storing `result`.
-fn commit_of<'a>(
-    key: &'a DedupKey,
-    result: Option<&'a str>,
-    effects: &'a [ValkeyEffect],
-) -> CommitRequest<'a, ValkeyEffect> {
-    CommitRequest {
-        key,
-        fingerprint: None,
-        result,
-        effects,
-    }
-}
-
 fn retention() -> Retention {
     Retention::unchecked(Duration::from_secs(3600)).expect("retention")
 }
@@ -94,7 +78,7 @@ async fn on_a_cluster_node_a_commit_applies_only_with_the_marks_hash_tag() {
         lambda_dedup_valkey::slot::key_slot(&untagged.mark_key(&k)),
         lambda_dedup_valkey::slot::key_slot("balance:acme")
     );
-    let request = commit_of(&k, None, &effects);
+    let request = lambda_dedup_conformance::request(&k, None, None, &effects);
     match untagged.commit(request).await {
         Err(StoreError::Store { kind, message }) => {
             assert_eq!(kind, FaultKind::Refused, "{message}");
@@ -114,7 +98,7 @@ async fn on_a_cluster_node_a_commit_applies_only_with_the_marks_hash_tag() {
             ValkeyEffect::incr_by(format!("balance:{t}"), 5),
             ValkeyEffect::set(format!("outbox:{t}:1"), "sent"),
         ];
-        let request = commit_of(&k, Some("ok"), &effects);
+        let request = lambda_dedup_conformance::request(&k, None, Some("ok"), &effects);
         let applied = store.commit(request).await;
         assert!(matches!(applied, Ok(Commit::Applied)), "{tag}: {applied:?}");
         let mark = store.get(&k).await.expect("read").expect("the mark");
@@ -127,7 +111,7 @@ async fn on_a_cluster_node_a_commit_applies_only_with_the_marks_hash_tag() {
 
         let k = lambda_dedup_conformance::unique_key(&scope);
         let effects = [ValkeyEffect::incr_by("balance:elsewhere", 5)];
-        let request = commit_of(&k, None, &effects);
+        let request = lambda_dedup_conformance::request(&k, None, None, &effects);
         match store.commit(request).await {
             Err(StoreError::Invalid(why)) => assert!(why.contains("CROSSSLOT"), "{why}"),
             other => panic!("{tag}: refused before it is sent, not {other:?}"),

@@ -190,6 +190,18 @@ impl Effect {
         &self.item
     }
 
+    /// What identifies the item it writes, to keep two writes of one item apart (in one
+    /// transaction, or in one wave of transactions in flight together): its table and its key,
+    /// a `Put` by its whole item (its key schema is unknown here).
+    pub fn target(&self) -> String {
+        let kind = if self.kind == EffectKind::Put {
+            "put"
+        } else {
+            "key"
+        };
+        format!("{}\u{0}{kind}\u{0}{:?}", self.table, self.item)
+    }
+
     /// The update expression.
     pub fn update_expression(&self) -> Option<&str> {
         self.expression.as_deref()

@@ -15,7 +15,8 @@
 //! within a few days; code must never depend on the deletion happening, only tests of the
 //! stream's shape and of the account (S14) rely on it happening soon.
 //!
-//! [`items`] reads items back through the AWS SDK, for the checks of the tests and of xtask.
+//! [`items`] reads items back through the AWS SDK, for the checks of the tests and of xtask;
+//! [`local_client!`] makes a client of any AWS SDK crate for a local endpoint.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -25,6 +26,24 @@ use std::time::Duration;
 
 pub use dynoxide;
 pub use dynoxide::Database;
+
+/// A client of the AWS SDK crate `$sdk` (`aws_sdk_sqs`, …) for the local endpoint `$endpoint`
+/// (this DynamoDB, the SQS emulator, moto): Region us-east-1, the local stack's credentials.
+#[macro_export]
+macro_rules! local_client {
+    ($sdk:ident, $endpoint:expr) => {
+        $sdk::Client::from_conf(
+            $sdk::Config::builder()
+                .behavior_version($sdk::config::BehaviorVersion::latest())
+                .region($sdk::config::Region::new("us-east-1"))
+                .credentials_provider($sdk::config::Credentials::new(
+                    "local", "local", None, None, "local",
+                ))
+                .endpoint_url($endpoint)
+                .build(),
+        )
+    };
+}
 
 pub mod items;
 pub mod kinesis;

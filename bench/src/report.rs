@@ -78,7 +78,10 @@ pub(crate) fn run(raw: &Path, docs: &Path) -> Result<()> {
         md = crate::modelled::splice(&md, modelled);
     }
     // So is the round-trip table, pinned by `tests/integration/round_trips.rs`.
-    for section in [crate::stores::section(&old), kept(&old, ROUND_TRIPS)] {
+    for section in [
+        crate::stores::section(&old),
+        crate::table::kept(&old, ROUND_TRIPS),
+    ] {
         if !section.is_empty() {
             md = format!("{}\n\n{section}\n", md.trim_end());
         }
@@ -97,14 +100,6 @@ pub(crate) fn run(raw: &Path, docs: &Path) -> Result<()> {
 /// Where the round-trip table starts and ends in `BENCHMARKS.md` (written by hand from the
 /// counts `tests/integration/round_trips.rs` pins).
 const ROUND_TRIPS: (&str, &str) = ("<!-- round-trips:begin -->", "<!-- round-trips:end -->");
-
-/// The part of `old` from `begin` to `end`, both included; empty if there is none.
-pub(crate) fn kept<'a>(old: &'a str, (begin, end): (&str, &str)) -> &'a str {
-    match (old.find(begin), old.find(end)) {
-        (Some(b), Some(e)) if b < e => &old[b..e + end.len()],
-        _ => "",
-    }
-}
 
 /// The median of `xs` (sorted in place).
 fn median(xs: &mut [f64]) -> f64 {
@@ -548,13 +543,13 @@ mod tests {
     #[test]
     fn the_round_trip_table_is_kept_whole() {
         let doc = include_str!("../../docs/BENCHMARKS.md");
-        let table = kept(doc, ROUND_TRIPS);
+        let table = crate::table::kept(doc, ROUND_TRIPS);
         assert!(table.starts_with(ROUND_TRIPS.0) && table.ends_with(ROUND_TRIPS.1));
         assert!(
             table.contains("| HTTP, the key in flight (409) |"),
             "{table}"
         );
-        assert_eq!(kept("no table", ROUND_TRIPS), "");
+        assert_eq!(crate::table::kept("no table", ROUND_TRIPS), "");
     }
 
     /// The service cell names each operation with its p50 and mean; a run without them shows —.

@@ -295,7 +295,7 @@ fn splice(doc: &str, table: &str) -> String {
 /// The stores' section of `old` (a previous `BENCHMARKS.md`), for `bench report` to keep when
 /// it rewrites the file; empty if there is none.
 pub(crate) fn section(old: &str) -> &str {
-    crate::report::kept(old, (SECTION_BEGIN, SECTION_END))
+    crate::table::kept(old, (SECTION_BEGIN, SECTION_END))
 }
 
 #[cfg(test)]

@@ -29,3 +29,11 @@ pub(crate) fn head(md: &mut String, columns: &str, rule: &str) {
 pub(crate) fn num(v: Option<&Value>, k: &str) -> f64 {
     v.and_then(|v| v[k].as_f64()).unwrap_or(0.0)
 }
+
+/// The part of `old` from `begin` to `end`, both included; empty if there is none.
+pub(crate) fn kept<'a>(old: &'a str, (begin, end): (&str, &str)) -> &'a str {
+    match (old.find(begin), old.find(end)) {
+        (Some(b), Some(e)) if b < e => &old[b..e + end.len()],
+        _ => "",
+    }
+}

@@ -5,9 +5,8 @@
 
 use std::time::Duration;
 
-use lambda_dedup::{
-    Claim, Commit, CommitRequest, DedupKey, Effect, Item, Retention, Seen, StoreError,
-};
+use lambda_dedup::{Claim, Commit, DedupKey, Effect, Item, Retention, Seen, StoreError};
+use lambda_dedup_conformance::request;
 use lambda_dedup_dynamodb::{DynamoStore, MAX_EFFECTS, provision};
 use local_dynamodb::meter::Meter;
 
@@ -24,15 +23,6 @@ fn key(name: &str) -> DedupKey {
     DedupKey::from_stored(lambda_dedup_conformance::unique(&format!(
         "ownership#{name}"
     )))
-}
-
-fn request<'a>(key: &'a DedupKey, effects: &'a [Effect]) -> CommitRequest<'a> {
-    CommitRequest {
-        key,
-        fingerprint: None,
-        result: None,
-        effects,
-    }
 }
 
 #[tokio::test]
@@ -65,13 +55,15 @@ async fn a_commit_holds_the_mark_and_exactly_max_effects_not_one_more() {
         .map(|i| Effect::put(&table, Item::new().with("id", format!("i{i}").as_str())))
         .collect();
     let full = key("full");
-    let applied = store.commit(request(&full, &effects[..MAX_EFFECTS])).await;
+    let applied = store
+        .commit(request(&full, None, None, &effects[..MAX_EFFECTS]))
+        .await;
     assert_eq!(
         applied.expect("a commit of MAX_EFFECTS effects"),
         Commit::Applied
     );
     let over = key("over");
-    let refused = store.commit(request(&over, &effects)).await;
+    let refused = store.commit(request(&over, None, None, &effects)).await;
     assert!(
         matches!(refused, Err(StoreError::Invalid(_))),
         "{refused:?}"

@@ -9,9 +9,9 @@ use std::time::{Duration, SystemTime};
 
 use lambda_dedup::store::{DEFAULT_CLOCK_SKEW, MAX_EFFECTS};
 use lambda_dedup::{
-    Claim, Commit, CommitRequest, DedupKey, Effect, Item, ManualClock, MarkStore, Retention,
-    StoreError,
+    Claim, Commit, DedupKey, Effect, Item, ManualClock, MarkStore, Retention, StoreError,
 };
+use lambda_dedup_conformance::request;
 use lambda_dedup_memory::MemoryStore;
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -30,15 +30,6 @@ fn key(name: &str) -> DedupKey {
     DedupKey::from_stored(format!("ownership#{name}"))
 }
 
-fn request<'a>(key: &'a DedupKey, effects: &'a [Effect]) -> CommitRequest<'a> {
-    CommitRequest {
-        key,
-        fingerprint: None,
-        result: None,
-        effects,
-    }
-}
-
 #[tokio::test]
 async fn a_commit_holds_the_mark_and_exactly_max_effects_not_one_more() {
     let (s, _) = store();
@@ -48,12 +39,12 @@ async fn a_commit_holds_the_mark_and_exactly_max_effects_not_one_more() {
         .collect();
     let k = key("bound");
     let full = s
-        .commit(request(&k, &effects[..MAX_EFFECTS]))
+        .commit(request(&k, None, None, &effects[..MAX_EFFECTS]))
         .await
         .expect("a commit of MAX_EFFECTS effects");
     assert_eq!(full, Commit::Applied);
     let over = key("over");
-    let refused = s.commit(request(&over, &effects)).await;
+    let refused = s.commit(request(&over, None, None, &effects)).await;
     assert!(
         matches!(refused, Err(StoreError::Invalid(_))),
         "{refused:?}"
@@ -65,9 +56,13 @@ async fn a_commit_holds_the_mark_and_exactly_max_effects_not_one_more() {
 async fn marks_lists_every_mark_and_purge_expired_deletes_only_those_past_their_ttl() {
     let (s, clock) = store();
     let (old, young) = (key("old"), key("young"));
-    s.commit(request(&old, &[])).await.expect("commit");
+    s.commit(request(&old, None, None, &[]))
+        .await
+        .expect("commit");
     clock.advance(RETENTION / 2);
-    s.commit(request(&young, &[])).await.expect("commit");
+    s.commit(request(&young, None, None, &[]))
+        .await
+        .expect("commit");
     let mut listed: Vec<String> = s
         .marks()
         .iter()

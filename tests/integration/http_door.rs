@@ -103,8 +103,9 @@ mod marks_only {
     use std::time::{Duration, SystemTime};
 
     use lambda_dedup_runtime::http::{HttpConfig, Reply};
-    use lambda_dedup_runtime::{Dedup, Env, HandlerError, HttpEvent};
+    use lambda_dedup_runtime::{BuildError, Dedup, Env, HandlerError, HttpEvent};
     use lambda_http::tower::ServiceExt;
+    use lambda_http::{Body, Request, Response, Service};
 
     /// The retention `HTTP_KEY_RETENTION_SECONDS` asks for, two hours: neither its default
     /// (a day) nor the settings' retention (30 days).
@@ -125,6 +126,19 @@ mod marks_only {
 
     fn created<E>(e: HttpEvent<serde_json::Value>) -> Result<Reply<E>, HandlerError> {
         Ok(Reply::created(e.payload))
+    }
+
+    /// Posts one new key to the door `http` built and checks that it answers 201 (created).
+    async fn one_order_created<S>(service: Result<S, BuildError>)
+    where
+        S: Service<Request, Response = Response<Body>, Error = lambda_http::Error>,
+    {
+        let key = dedup_tests::unique("kept");
+        let answer = service
+            .expect("service")
+            .oneshot(super::post(&key, BODY))
+            .await;
+        assert_eq!(answer.expect("answer").status().as_u16(), 201);
     }
 
     /// Whether `expires_at` is now plus the key retention, give or take a minute.
@@ -164,13 +178,7 @@ mod marks_only {
         .await
         .expect("the marks table");
         let config = HttpConfig::read(&env).expect("config");
-        let service = dedup.postgres().expect("postgres").http(config, created);
-        let key = dedup_tests::unique("kept");
-        let answer = service
-            .expect("service")
-            .oneshot(super::post(&key, BODY))
-            .await;
-        assert_eq!(answer.expect("answer").status().as_u16(), 201);
+        one_order_created(dedup.postgres().expect("postgres").http(config, created)).await;
 
         let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
             .await
@@ -202,13 +210,7 @@ mod marks_only {
         let env = env(&[("VALKEY_URL", &url), ("VALKEY_KEY_PREFIX", &prefix)]);
         let dedup = Dedup::read(&env, "orders-api").expect("settings");
         let config = HttpConfig::read(&env).expect("config");
-        let service = dedup.valkey().expect("valkey").http(config, created);
-        let key = dedup_tests::unique("kept");
-        let answer = service
-            .expect("service")
-            .oneshot(super::post(&key, BODY))
-            .await;
-        assert_eq!(answer.expect("answer").status().as_u16(), 201);
+        one_order_created(dedup.valkey().expect("valkey").http(config, created)).await;
 
         let mut conn = redis::Client::open(url.as_str())
             .expect("url")

@@ -194,3 +194,29 @@ async fn a_bounded_batch_keeps_no_more_rounds_in_flight_than_its_bound() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_round_refused_as_a_whole_is_halved_until_the_culprit_stands_alone() {
+    // A malformed expression is refused for the whole transaction, naming no position: the
+    // round is split until the request to blame is refused alone, and the others commit.
+    let (meter, store, table) = metered(Duration::ZERO).await;
+    let keys: Vec<DedupKey> = (0..4).map(|i| key(&format!("whole{i}"))).collect();
+    let mut effects: Vec<Vec<Effect>> = (0..4)
+        .map(|i| credits(&table, &format!("w{i}-"), 1))
+        .collect();
+    effects[2] = vec![Effect::update(&table, Item::new().with("id", "w2")).expression("SET")];
+    let before = transactions(&meter);
+    let results = store.commit_batch(&requests(&keys, &effects)).await;
+    for i in [0, 1, 3] {
+        assert!(
+            matches!(results[i], Ok(Commit::Applied)),
+            "{i}: {results:?}"
+        );
+    }
+    assert!(
+        matches!(results[2], Err(StoreError::Refused { .. })),
+        "{results:?}"
+    );
+    // The four together, then halves [0, 1] and [2, 3], then [2] and [3] alone.
+    assert_eq!(transactions(&meter) - before, 5);
+}

@@ -220,3 +220,57 @@ async fn a_round_refused_as_a_whole_is_halved_until_the_culprit_stands_alone() {
     // The four together, then halves [0, 1] and [2, 3], then [2] and [3] alone.
     assert_eq!(transactions(&meter) - before, 5);
 }
+
+#[tokio::test]
+async fn a_batch_splits_its_rounds_by_their_estimated_bytes() {
+    // Three requests of five 300 KB items each: 16 items, but 4.5 MB, over what a transaction
+    // may carry (4 MB). The estimate puts two in one round (3 MB) and the third in the next.
+    let (meter, store, table) = metered(Duration::ZERO).await;
+    let blob = "x".repeat(300_000);
+    let keys: Vec<DedupKey> = (0..3).map(|i| key(&format!("bytes{i}"))).collect();
+    let effects: Vec<Vec<Effect>> = (0..3)
+        .map(|i| {
+            (0..5)
+                .map(|j| {
+                    let id = format!("big{i}-{j}");
+                    let item = Item::new()
+                        .with("id", id.as_str())
+                        .with("blob", blob.as_str());
+                    Effect::put(&table, item)
+                })
+                .collect()
+        })
+        .collect();
+    let before = transactions(&meter);
+    let results = store.commit_batch(&requests(&keys, &effects)).await;
+    assert!(
+        results.iter().all(|r| matches!(r, Ok(Commit::Applied))),
+        "{results:?}"
+    );
+    assert_eq!(transactions(&meter) - before, 2, "3 MB, then 1.5 MB");
+}
+
+#[tokio::test]
+async fn get_many_answers_each_key_in_order_with_its_live_mark() {
+    // The duplicate pre-filter's read (`BatchGetItem`): one answer per key, in order, a key
+    // asked twice answered twice; inherent and through the store trait.
+    let store = store(local::client()).await;
+    let (a, absent, b) = (key("many-a"), key("many-absent"), key("many-b"));
+    for k in [&a, &b] {
+        let out = store.commit(request(k, &[])).await;
+        assert_eq!(out.expect("commit"), Commit::Applied);
+    }
+    let keys = [&a, &absent, &b, &a];
+    let inherent = store.get_many(&keys).await.expect("get_many");
+    let via_trait = MarkStore::get_many(&store, &keys).await.expect("get_many");
+    for found in [inherent, via_trait] {
+        let names: Vec<Option<&str>> = found
+            .iter()
+            .map(|m| m.as_ref().map(|m| m.key.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [Some(a.as_str()), None, Some(b.as_str()), Some(a.as_str())]
+        );
+    }
+}

@@ -1,7 +1,9 @@
 //! The DynamoDB store's ownership paths beyond the conformance suite: the cases mutation
 //! testing (`cargo xtask mutants dynamodb`, docs/RELIABILITY.md) found no test failing on —
-//! what a claim that meets a live lease sends, and the commit's bound on effects. On the same
-//! local DynamoDB as the suite (`local::client`).
+//! what a claim that meets a live lease sends, the commit's bound on effects, how the batch
+//! commit cuts its rounds (items, estimated bytes, one write per item, the bound on rounds in
+//! flight, a round refused as a whole), and `get_many`. On the same local DynamoDB as the
+//! suite (`local::client`), counted where it matters through the metering proxy.
 
 use std::time::Duration;
 

@@ -97,7 +97,7 @@ const SCOPES: &[Scope] = &[
         targets: &["lib", "conformance", "ownership"],
         functions: concat!(
             r"store\.rs:",
-            r"|batch\.rs:.*(commit_batch|next_wave|round|round_settling|round_cancelled|touched)\b",
+            r"|batch\.rs:.*(commit_batch|commit_batch_bounded|next_wave|round|round_settling|round_cancelled|touched)\b",
             r"|in (mark|get_n)$|replace (mark|get_n) ",
         ),
         servers: &[],

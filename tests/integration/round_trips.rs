@@ -106,9 +106,14 @@ async fn round_trips_of_the_http_door_in_flight() {
     let (entered, inside) = mpsc::channel::<()>();
     let (go, wait) = mpsc::channel::<()>();
     let (entered, wait) = (Mutex::new(entered), Arc::new(Mutex::new(wait)));
+    // It waits with `block_in_place`, so the runtime hands this worker's other tasks (the
+    // second request's connection among them) to another thread instead of starving them: a
+    // starved request times out and the SDK sends it again, which the meter would count.
     let work = move |e: HttpEvent<serde_json::Value>| {
         let _ = entered.lock().map(|s| s.send(()));
-        let _ = wait.lock().map(|w| w.recv_timeout(Duration::from_secs(30)));
+        tokio::task::block_in_place(|| {
+            let _ = wait.lock().map(|w| w.recv_timeout(Duration::from_secs(30)));
+        });
         Ok(Reply::<Effect>::created(e.payload))
     };
     let service = dedup.on(store).http(config, work).expect("service");

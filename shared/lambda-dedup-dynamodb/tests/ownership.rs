@@ -119,6 +119,23 @@ fn requests<'a>(keys: &'a [DedupKey], effects: &'a [Vec<Effect>]) -> Vec<CommitR
         .collect()
 }
 
+/// Commits `keys[i]` with `effects[i]` as one batch, asserts each request was applied, and
+/// answers how many `TransactWriteItems` the batch took.
+async fn transactions_to_apply_all(
+    meter: &Meter,
+    store: &DynamoStore,
+    keys: &[DedupKey],
+    effects: &[Vec<Effect>],
+) -> u64 {
+    let before = transactions(meter);
+    let results = store.commit_batch(&requests(keys, effects)).await;
+    assert!(
+        results.iter().all(|r| matches!(r, Ok(Commit::Applied))),
+        "{results:?}"
+    );
+    transactions(meter) - before
+}
+
 #[tokio::test]
 async fn a_batch_fills_one_transaction_to_exactly_its_hundred_items() {
     // Requests of distinct items share a transaction while their items fit DynamoDB's 100
@@ -130,14 +147,8 @@ async fn a_batch_fills_one_transaction_to_exactly_its_hundred_items() {
         .enumerate()
         .map(|(i, n)| credits(&table, &format!("r{i}-"), *n))
         .collect();
-    let before = transactions(&meter);
-    let results = store.commit_batch(&requests(&keys, &effects)).await;
-    assert!(
-        results.iter().all(|r| matches!(r, Ok(Commit::Applied))),
-        "{results:?}"
-    );
     assert_eq!(
-        transactions(&meter) - before,
+        transactions_to_apply_all(&meter, &store, &keys, &effects).await,
         1,
         "one transaction of 100 items"
     );
@@ -237,13 +248,11 @@ async fn a_batch_splits_its_rounds_by_their_estimated_bytes() {
                 .collect()
         })
         .collect();
-    let before = transactions(&meter);
-    let results = store.commit_batch(&requests(&keys, &effects)).await;
-    assert!(
-        results.iter().all(|r| matches!(r, Ok(Commit::Applied))),
-        "{results:?}"
+    assert_eq!(
+        transactions_to_apply_all(&meter, &store, &keys, &effects).await,
+        2,
+        "3 MB, then 1.5 MB"
     );
-    assert_eq!(transactions(&meter) - before, 2, "3 MB, then 1.5 MB");
 }
 
 #[tokio::test]

@@ -555,3 +555,42 @@ impl Metered {
         self.0.usage().requests
     }
 }
+
+/// A `POST /orders` under the `Idempotency-Key` `key`, from the caller `caller` (the
+/// `x-caller-id` header [`orders_door`] reads callers from).
+pub fn order_post(caller: &str, key: &str, body: &str) -> lambda_http::Request {
+    lambda_http::http::Request::builder()
+        .method("POST")
+        .uri("/orders")
+        .header("idempotency-key", format!("\"{key}\""))
+        .header("x-caller-id", caller)
+        .body(lambda_http::Body::Text(body.to_owned()))
+        .expect("request")
+}
+
+/// `orders-api`'s settings on a fresh mark table and a fresh order table (returned) through
+/// `client`, read as its `main` reads them: the deduplicator on DynamoDB and the HTTP door's
+/// configuration. The caller is the `x-caller-id` header, which nothing verifies here (as on
+/// the local stack), said openly.
+pub async fn orders_door(
+    client: &Client,
+) -> (
+    lambda_dedup_runtime::Dedup,
+    lambda_dedup_runtime::http::HttpConfig,
+    String,
+) {
+    use lambda_dedup_runtime::{Dedup, Env, http::HttpConfig, store::Items};
+    let marks = mark_table(client).await;
+    let orders = effect_table(client, "order_id").await;
+    let env = Env::from_pairs([
+        ("DEDUP_NAMESPACE", "t"),
+        ("DEDUP_MARK_TABLE", marks.as_str()),
+        ("ORDERS_TABLE", orders.as_str()),
+        ("HTTP_CALLER_FROM", "header:x-caller-id"),
+        ("HTTP_CALLER_FRONT", "unverified"),
+    ]);
+    let dedup = Dedup::read(&env, orders_api::FUNCTION).expect("settings");
+    let config = HttpConfig::read(&env).expect("config");
+    let store = Items::dynamodb(client.clone(), dedup.settings());
+    (dedup.on(store), config, orders)
+}

@@ -2,19 +2,11 @@
 //! `main` wires it (`Dedup::read(..).on(Items::dynamodb(..))`, `orders_api::service`): requests
 //! racing under one key create one order, committed with the key's mark (S4, S5).
 
-use lambda_dedup_runtime::http::HttpConfig;
-use lambda_dedup_runtime::{Dedup, Env, store::Items};
 use lambda_http::tower::ServiceExt;
 use lambda_http::{Body, Request};
 
 fn post(key: &str, body: &str) -> Request {
-    lambda_http::http::Request::builder()
-        .method("POST")
-        .uri("/orders")
-        .header("idempotency-key", format!("\"{key}\""))
-        .header("x-caller-id", "shop-race")
-        .body(Body::Text(body.to_owned()))
-        .expect("request")
+    dedup_tests::order_post("shop-race", key, body)
 }
 
 /// S4, S5 against the real emulator: eight requests racing under one key end with one order in
@@ -23,20 +15,8 @@ fn post(key: &str, body: &str) -> Request {
 #[tokio::test]
 async fn s5_idempotency_key_requests_racing_on_dynamodb_create_one_order() {
     let client = dedup_tests::client();
-    let marks = dedup_tests::mark_table(&client).await;
-    let orders = dedup_tests::effect_table(&client, "order_id").await;
-    let env = Env::from_pairs([
-        ("DEDUP_NAMESPACE", "t"),
-        ("DEDUP_MARK_TABLE", marks.as_str()),
-        ("ORDERS_TABLE", orders.as_str()),
-        ("HTTP_CALLER_FROM", "header:x-caller-id"),
-        // As the local stack: nothing verifies the header here, said openly.
-        ("HTTP_CALLER_FRONT", "unverified"),
-    ]);
-    let dedup = Dedup::read(&env, orders_api::FUNCTION).expect("settings");
-    let config = HttpConfig::read(&env).expect("config");
-    let store = Items::dynamodb(client.clone(), dedup.settings());
-    let service = orders_api::service(dedup.on(store), config).expect("service");
+    let (dedup, config, orders) = dedup_tests::orders_door(&client).await;
+    let service = orders_api::service(dedup, config).expect("service");
     let key = dedup_tests::unique("race");
     let body = r#"{"sku":"book-1","quantity":1}"#;
     let racers = (0..8).map(|_| {

@@ -9,11 +9,11 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use lambda_dedup_runtime::flow::transact;
-use lambda_dedup_runtime::http::{HttpConfig, Reply};
+use lambda_dedup_runtime::http::Reply;
 use lambda_dedup_runtime::testing::sqs_event;
 use lambda_dedup_runtime::{Dedup, Effect, Env, Event, HttpEvent, store::Items};
+use lambda_http::Request;
 use lambda_http::tower::ServiceExt;
-use lambda_http::{Body, Request};
 use local_dynamodb::meter::Meter;
 
 /// The requests the meter counted since its last reset, by operation.
@@ -36,26 +36,7 @@ fn metered() -> (Meter, aws_sdk_dynamodb::Client) {
 // ---- The HTTP door (`orders-api`): the order created as its effect, committed with the mark.
 
 fn post(key: &str, body: &str) -> Request {
-    lambda_http::http::Request::builder()
-        .method("POST")
-        .uri("/orders")
-        .header("idempotency-key", format!("\"{key}\""))
-        .header("x-caller-id", "shop")
-        .body(Body::Text(body.to_owned()))
-        .expect("request")
-}
-
-/// `orders-api`'s settings on fresh tables behind `meter`'s client.
-async fn orders_env(client: &aws_sdk_dynamodb::Client) -> Env {
-    let marks = dedup_tests::mark_table(client).await;
-    let orders = dedup_tests::effect_table(client, "order_id").await;
-    Env::from_pairs([
-        ("DEDUP_NAMESPACE", "t"),
-        ("DEDUP_MARK_TABLE", marks.as_str()),
-        ("ORDERS_TABLE", orders.as_str()),
-        ("HTTP_CALLER_FROM", "header:x-caller-id"),
-        ("HTTP_CALLER_FRONT", "unverified"),
-    ])
+    dedup_tests::order_post("shop", key, body)
 }
 
 /// The HTTP door as `orders-api` wires it: a first request, its replay in the same container,
@@ -63,11 +44,8 @@ async fn orders_env(client: &aws_sdk_dynamodb::Client) -> Env {
 #[tokio::test]
 async fn round_trips_of_the_http_door() {
     let (meter, client) = metered();
-    let env = orders_env(&client).await;
-    let dedup = Dedup::read(&env, orders_api::FUNCTION).expect("settings");
-    let config = HttpConfig::read(&env).expect("config");
-    let store = Items::dynamodb(client.clone(), dedup.settings());
-    let service = orders_api::service(dedup.on(store), config).expect("service");
+    let (dedup, config, _) = dedup_tests::orders_door(&client).await;
+    let service = orders_api::service(dedup, config).expect("service");
     let key = dedup_tests::unique("rt");
     let body = r#"{"sku":"book-1","quantity":1}"#;
     let send = |request: Request| {
@@ -98,10 +76,7 @@ async fn round_trips_of_the_http_door() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_trips_of_the_http_door_in_flight() {
     let (meter, client) = metered();
-    let env = orders_env(&client).await;
-    let dedup = Dedup::read(&env, orders_api::FUNCTION).expect("settings");
-    let config = HttpConfig::read(&env).expect("config");
-    let store = Items::dynamodb(client.clone(), dedup.settings());
+    let (dedup, config, _) = dedup_tests::orders_door(&client).await;
     // The first request's work holds until the second is answered.
     let (entered, inside) = mpsc::channel::<()>();
     let (go, wait) = mpsc::channel::<()>();
@@ -116,7 +91,7 @@ async fn round_trips_of_the_http_door_in_flight() {
         });
         Ok(Reply::<Effect>::created(e.payload))
     };
-    let service = dedup.on(store).http(config, work).expect("service");
+    let service = dedup.http(config, work).expect("service");
     let key = dedup_tests::unique("rt");
     let body = r#"{"sku":"book-1"}"#;
     let first = tokio::spawn(service.clone().oneshot(post(&key, body)));

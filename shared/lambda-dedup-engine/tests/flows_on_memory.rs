@@ -292,20 +292,31 @@ async fn leased_calls_once_releases_on_failure_and_keeps_the_key() {
     assert!(!called, "a duplicate never calls out");
 }
 
-#[tokio::test]
-async fn leased_takeover_past_the_provider_key_retention_does_not_call() {
-    let (store, clock) = world();
+/// The leased flow, its provider keeping idempotency keys 60 s, taking an event over `after` its
+/// first attempt, whose holder died during its call (its lease runs out, its claim stays): the
+/// outcome, and whether the takeover called the provider. On a clock on a whole second, so the
+/// store's millisecond times lose nothing: `after` is exactly the time between the attempts.
+async fn takeover_after(after: Duration) -> (Outcome, bool) {
+    let clock = Arc::new(ManualClock::new(
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+    ));
+    let store = MemoryStore::new(Retention::unchecked(RETENTION).expect("retention"))
+        .with_clock(clock.clone())
+        .with_lease(Duration::from_secs(30));
     let dedup = Deduplicator::new(spec(), store.clone())
         .with_provider_key_retention(Duration::from_secs(60));
     let m = credit("m1", "e1", "a", 1);
-    // A holder that dies during its call: its lease runs out, its claim stays.
-    let held = store.clone();
     let key = spec().derive(&m).expect("key").key;
-    lambda_dedup::MarkStore::claim(&held, &key, None, None)
+    lambda_dedup::MarkStore::claim(&store, &key, None, None)
         .await
         .expect("claim");
-    clock.advance(Duration::from_secs(120));
-    let (out, called) = leased_noting_the_call(&dedup, &m).await;
+    clock.advance(after);
+    leased_noting_the_call(&dedup, &m).await
+}
+
+#[tokio::test]
+async fn leased_takeover_past_the_provider_key_retention_does_not_call() {
+    let (out, called) = takeover_after(Duration::from_secs(120)).await;
     assert_eq!(code(&out), Some(Reason::ProviderKeyExpired));
     assert!(!called);
 }
@@ -394,23 +405,7 @@ async fn sequence_mode_applies_in_order_skips_duplicates_and_stops_at_a_gap() {
 
 #[tokio::test]
 async fn leased_takeover_at_exactly_the_provider_key_retention_still_calls() {
-    // A clock on a whole second, so the store's millisecond times lose nothing: the takeover
-    // comes exactly `retention` after the first attempt, when the provider still keeps the key.
-    let clock = Arc::new(ManualClock::new(
-        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
-    ));
-    let store = MemoryStore::new(Retention::unchecked(RETENTION).expect("retention"))
-        .with_clock(clock.clone())
-        .with_lease(Duration::from_secs(30));
-    let dedup = Deduplicator::new(spec(), store.clone())
-        .with_provider_key_retention(Duration::from_secs(60));
-    let m = credit("m1", "e1", "a", 1);
-    let key = spec().derive(&m).expect("key").key;
-    lambda_dedup::MarkStore::claim(&store, &key, None, None)
-        .await
-        .expect("claim");
-    clock.advance(Duration::from_secs(60));
-    let (out, called) = leased_noting_the_call(&dedup, &m).await;
+    let (out, called) = takeover_after(Duration::from_secs(60)).await;
     assert_eq!(out, Outcome::Applied);
     assert!(
         called,

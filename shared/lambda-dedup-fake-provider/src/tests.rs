@@ -67,6 +67,11 @@ impl Server {
             .expect("request reaches the provider")
     }
 
+    /// One payment of [`PAYMENT`] under the idempotency key `key`.
+    async fn pay(&self, key: &str) -> Reply {
+        self.post("payments", Some(key), PAYMENT).await
+    }
+
     async fn post_with(
         &self,
         client: &reqwest::Client,
@@ -106,7 +111,7 @@ impl Server {
 
     /// The retry of `k-1`'s payment after its client gave up: the stored answer, replayed.
     async fn retry_is_replayed(&self) -> Reply {
-        let retry = self.post("payments", Some("k-1"), PAYMENT).await;
+        let retry = self.pay("k-1").await;
         assert_eq!(retry.status, StatusCode::CREATED);
         assert_eq!(retry.replayed.as_deref(), Some("true"));
         retry
@@ -161,7 +166,7 @@ const PAYMENT: &str = r#"{"amount":1200,"currency":"eur","customer":"c-1"}"#;
 async fn first_request_applies_once_and_returns_201() {
     let server = start().await;
 
-    let reply = server.post("payments", Some("k-1"), PAYMENT).await;
+    let reply = server.pay("k-1").await;
 
     assert_eq!(reply.status, StatusCode::CREATED);
     assert_eq!(reply.replayed, None, "a first answer is not a replay");
@@ -181,9 +186,9 @@ async fn first_request_applies_once_and_returns_201() {
 #[tokio::test]
 async fn same_key_same_payload_replays_the_stored_answer() {
     let server = start().await;
-    let first = server.post("payments", Some("k-1"), PAYMENT).await;
+    let first = server.pay("k-1").await;
 
-    let second = server.post("payments", Some("k-1"), PAYMENT).await;
+    let second = server.pay("k-1").await;
 
     assert_eq!(second.status, first.status);
     assert_eq!(second.body, first.body, "replay must be byte-identical");
@@ -195,7 +200,7 @@ async fn same_key_same_payload_replays_the_stored_answer() {
 #[tokio::test]
 async fn same_key_different_payload_is_422_and_not_an_effect() {
     let server = start().await;
-    server.post("payments", Some("k-1"), PAYMENT).await;
+    server.pay("k-1").await;
 
     let other_amount = server
         .post(
@@ -271,7 +276,7 @@ async fn same_key_while_the_first_is_in_flight_is_409() {
     }
     assert_eq!(server.provider.requests(), 1, "first request never arrived");
 
-    let second = server.post("payments", Some("k-1"), PAYMENT).await;
+    let second = server.pay("k-1").await;
     let first = first.await.expect("first request task");
 
     assert_eq!(second.status, StatusCode::CONFLICT);
@@ -290,10 +295,7 @@ async fn concurrent_same_key_requests_apply_exactly_once() {
         .provider
         .inject(Fault::slow(1, Duration::from_millis(500)));
 
-    let (a, b) = tokio::join!(
-        server.post("payments", Some("k-1"), PAYMENT),
-        server.post("payments", Some("k-1"), PAYMENT),
-    );
+    let (a, b) = tokio::join!(server.pay("k-1"), server.pay("k-1"),);
 
     let mut statuses = [a.status, b.status];
     statuses.sort();
@@ -306,8 +308,8 @@ async fn missing_or_empty_key_and_non_json_body_are_400() {
     let server = start().await;
 
     let missing = server.post("payments", None, PAYMENT).await;
-    let empty = server.post("payments", Some(""), PAYMENT).await;
-    let empty_quoted = server.post("payments", Some("\"\""), PAYMENT).await;
+    let empty = server.pay("").await;
+    let empty_quoted = server.pay("\"\"").await;
     let not_json = server.post("payments", Some("k-1"), "amount=1200").await;
 
     for reply in [missing, empty, empty_quoted, not_json] {
@@ -321,7 +323,7 @@ async fn missing_or_empty_key_and_non_json_body_are_400() {
     assert_eq!(server.provider.total_effects(), 0);
     assert!(server.provider.effects().is_empty());
     // The key of the non-JSON request was not burnt.
-    let later = server.post("payments", Some("k-1"), PAYMENT).await;
+    let later = server.pay("k-1").await;
     assert_eq!(later.status, StatusCode::CREATED);
     assert_eq!(later.replayed, None);
 }
@@ -331,8 +333,8 @@ async fn injected_5xx_applies_nothing_and_a_retry_is_a_first_request() {
     let server = start().await;
     server.provider.inject(Fault::error_5xx(2));
 
-    let first = server.post("payments", Some("k-1"), PAYMENT).await;
-    let second = server.post("payments", Some("k-1"), PAYMENT).await;
+    let first = server.pay("k-1").await;
+    let second = server.pay("k-1").await;
 
     for reply in [&first, &second] {
         assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
@@ -341,7 +343,7 @@ async fn injected_5xx_applies_nothing_and_a_retry_is_a_first_request() {
     assert_eq!(server.provider.total_effects(), 0);
     assert!(server.provider.effects().is_empty());
 
-    let retry = server.post("payments", Some("k-1"), PAYMENT).await;
+    let retry = server.pay("k-1").await;
     assert_eq!(retry.status, StatusCode::CREATED);
     assert_eq!(retry.replayed, None, "nothing was stored by the 503s");
     assert_eq!(server.provider.effects(), counts(&[("k-1", 1)]));
@@ -395,8 +397,8 @@ async fn faults_match_their_resource_and_queue_in_order() {
     server.provider.inject(Fault::error_5xx(1));
 
     // Skips the `collections` and `refunds` faults, takes the catch-all one.
-    let payment = server.post("payments", Some("p-1"), PAYMENT).await;
-    let payment_retry = server.post("payments", Some("p-1"), PAYMENT).await;
+    let payment = server.pay("p-1").await;
+    let payment_retry = server.pay("p-1").await;
     let collection = server.post("collections", Some("c-1"), PAYMENT).await;
     let collection_retry = server.post("collections", Some("c-1"), PAYMENT).await;
 
@@ -411,8 +413,8 @@ async fn faults_match_their_resource_and_queue_in_order() {
 async fn quoted_and_bare_keys_name_the_same_key() {
     let server = start().await;
 
-    let bare = server.post("payments", Some("k-1"), PAYMENT).await;
-    let quoted = server.post("payments", Some("\"k-1\""), PAYMENT).await;
+    let bare = server.pay("k-1").await;
+    let quoted = server.pay("\"k-1\"").await;
 
     assert_eq!(bare.status, StatusCode::CREATED);
     assert_eq!(quoted.replayed.as_deref(), Some("true"));
@@ -428,7 +430,7 @@ async fn admin_api_over_http() {
         .admin("/_admin/faults", json!({"kind": "error_5xx", "count": 1}))
         .await;
     assert_eq!(queued.status(), StatusCode::CREATED);
-    let failed = server.post("payments", Some("k-1"), PAYMENT).await;
+    let failed = server.pay("k-1").await;
     assert_eq!(failed.status, StatusCode::SERVICE_UNAVAILABLE);
 
     let bad_fault = server
@@ -446,7 +448,7 @@ async fn admin_api_over_http() {
         .await
         .expect("DELETE /_admin/faults");
     assert!(cleared.status().is_success());
-    let applied = server.post("payments", Some("k-1"), PAYMENT).await;
+    let applied = server.pay("k-1").await;
     assert_eq!(applied.status, StatusCode::CREATED);
     server.post("collections", Some("k-2"), "[1,2]").await;
 
@@ -474,7 +476,7 @@ async fn admin_api_over_http() {
         json!({"total_effects": 0, "requests": 0, "effects": {}})
     );
     // The key is forgotten too: the same request is a first request again.
-    let again = server.post("payments", Some("k-1"), PAYMENT).await;
+    let again = server.pay("k-1").await;
     assert_eq!(again.status, StatusCode::CREATED);
     assert_eq!(again.replayed, None);
     assert_eq!(again.json()["id"], "payments_1");
@@ -512,7 +514,7 @@ async fn reset_while_in_flight_records_nothing_in_the_fresh_state() {
     server
         .provider
         .inject(Fault::slow(1, Duration::from_millis(300)));
-    let pending = server.post("payments", Some("k-1"), PAYMENT);
+    let pending = server.pay("k-1");
     let reset_midway = async {
         tokio::time::sleep(Duration::from_millis(100)).await;
         server.provider.reset();
@@ -522,7 +524,7 @@ async fn reset_while_in_flight_records_nothing_in_the_fresh_state() {
 
     assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(server.provider.effects().is_empty());
-    let fresh = server.post("payments", Some("k-1"), PAYMENT).await;
+    let fresh = server.pay("k-1").await;
     assert_eq!(fresh.status, StatusCode::CREATED);
     assert_eq!(fresh.replayed, None);
 }
@@ -534,10 +536,10 @@ async fn a_rejected_key_is_refused_every_time_and_applies_nothing() {
     // A queued fault still comes first: it is the network or the provider's health.
     server.provider.inject(Fault::error_5xx(1));
 
-    let unhealthy = server.post("payments", Some("k-bad"), PAYMENT).await;
-    let refused = server.post("payments", Some("k-bad"), PAYMENT).await;
-    let again = server.post("payments", Some("k-bad"), PAYMENT).await;
-    let other = server.post("payments", Some("k-good"), PAYMENT).await;
+    let unhealthy = server.pay("k-bad").await;
+    let refused = server.pay("k-bad").await;
+    let again = server.pay("k-bad").await;
+    let other = server.pay("k-good").await;
 
     assert_eq!(unhealthy.status, StatusCode::SERVICE_UNAVAILABLE);
     for reply in [&refused, &again] {
@@ -550,7 +552,7 @@ async fn a_rejected_key_is_refused_every_time_and_applies_nothing() {
     assert_eq!(server.provider.rejections(), 2);
 
     server.provider.reset();
-    let after_reset = server.post("payments", Some("k-bad"), PAYMENT).await;
+    let after_reset = server.pay("k-bad").await;
     assert_eq!(
         after_reset.status,
         StatusCode::CREATED,
@@ -565,16 +567,16 @@ async fn keys_are_forgotten_once_older_than_the_key_retention() {
         .provider
         .set_key_retention(Some(Duration::from_secs(86_400)));
 
-    let first = server.post("payments", Some("k-1"), PAYMENT).await;
+    let first = server.pay("k-1").await;
     server.provider.advance(Duration::from_secs(86_399));
-    let replay = server.post("payments", Some("k-1"), PAYMENT).await;
+    let replay = server.pay("k-1").await;
     assert_eq!(replay.replayed.as_deref(), Some("true"));
     assert_eq!(replay.body, first.body);
     assert_eq!(server.provider.forgotten_keys(), 0);
 
     // A day after it was stored, the key is gone: the same request applies again.
     server.provider.advance(Duration::from_secs(1));
-    let forgotten = server.post("payments", Some("k-1"), PAYMENT).await;
+    let forgotten = server.pay("k-1").await;
     assert_eq!(forgotten.status, StatusCode::CREATED);
     assert_eq!(forgotten.replayed, None);
     assert_ne!(forgotten.json()["id"], first.json()["id"]);
@@ -583,13 +585,13 @@ async fn keys_are_forgotten_once_older_than_the_key_retention() {
 
     // The retention and the clock survive a reset; without a retention nothing is forgotten.
     server.provider.reset();
-    server.post("payments", Some("k-2"), PAYMENT).await;
+    server.pay("k-2").await;
     server.provider.advance(Duration::from_secs(86_400));
-    let gone = server.post("payments", Some("k-2"), PAYMENT).await;
+    let gone = server.pay("k-2").await;
     assert_eq!(gone.replayed, None, "the retention outlived the reset");
     server.provider.set_key_retention(None);
     server.provider.advance(Duration::from_secs(10 * 86_400));
-    let kept = server.post("payments", Some("k-2"), PAYMENT).await;
+    let kept = server.pay("k-2").await;
     assert_eq!(kept.replayed.as_deref(), Some("true"));
     assert_eq!(server.provider.effects(), counts(&[("k-2", 2)]));
 }
@@ -620,19 +622,19 @@ async fn permanent_faults_over_the_admin_api() {
         .admin("/_admin/rejections", json!({"key": "k-bad", "status": 503}))
         .await;
     assert_eq!(not_4xx.status(), StatusCode::BAD_REQUEST);
-    let refused = server.post("payments", Some("k-bad"), PAYMENT).await;
+    let refused = server.pay("k-bad").await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
 
     let retention = server
         .admin("/_admin/key-retention", json!({"retention_ms": 60_000}))
         .await;
     assert_eq!(retention.status(), StatusCode::NO_CONTENT);
-    server.post("payments", Some("k-1"), PAYMENT).await;
+    server.pay("k-1").await;
     let advanced = server
         .admin("/_admin/clock", json!({"advance_ms": 60_000}))
         .await;
     assert_eq!(advanced.status(), StatusCode::NO_CONTENT);
-    let again = server.post("payments", Some("k-1"), PAYMENT).await;
+    let again = server.pay("k-1").await;
     assert_eq!(again.replayed, None, "forgotten after a minute");
     assert_eq!(server.provider.effects(), counts(&[("k-1", 2)]));
 

@@ -49,6 +49,22 @@ struct Pooled {
     task: tokio::task::AbortHandle,
 }
 
+impl Pooled {
+    /// A connection just opened: `client`, and its `connection` driven by a task of its own.
+    fn driven(
+        client: Client,
+        connection: impl Future<Output = Result<(), Error>> + Send + 'static,
+    ) -> Self {
+        let task = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Self {
+            client,
+            task: task.abort_handle(),
+        }
+    }
+}
+
 impl Drop for Pooled {
     fn drop(&mut self) {
         self.task.abort();
@@ -227,24 +243,12 @@ impl Pool {
         match &self.tls {
             Tls::Disabled => {
                 let (client, connection) = self.config.connect(NoTls).await.map_err(lost)?;
-                let task = tokio::spawn(async move {
-                    let _ = connection.await;
-                });
-                Ok(Pooled {
-                    client,
-                    task: task.abort_handle(),
-                })
+                Ok(Pooled::driven(client, connection))
             }
             Tls::Rustls(config) => {
                 let tls = tokio_postgres_rustls::MakeRustlsConnect::new((**config).clone());
                 let (client, connection) = self.config.connect(tls).await.map_err(lost)?;
-                let task = tokio::spawn(async move {
-                    let _ = connection.await;
-                });
-                Ok(Pooled {
-                    client,
-                    task: task.abort_handle(),
-                })
+                Ok(Pooled::driven(client, connection))
             }
         }
     }

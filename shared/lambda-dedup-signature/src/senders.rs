@@ -43,14 +43,9 @@ pub(super) struct Signed {
 
 /// GitHub: `sha256=<hex>` over the body.
 pub(super) fn github(headers: Headers<'_, '_>, body: &[u8]) -> Result<Signed, SignatureError> {
-    let value = headers(GITHUB_SIGNATURE_HEADER)?.ok_or(SignatureError::Missing)?;
-    let digest = value
-        .trim()
-        .strip_prefix("sha256=")
-        .ok_or(SignatureError::Missing)?;
     Ok(Signed {
         timestamp: None,
-        offered: hex_digest(digest).map(|d| vec![d]),
+        offered: prefixed_hex_digest(headers, GITHUB_SIGNATURE_HEADER, "sha256=")?,
         content: body.to_vec(),
     })
 }
@@ -72,14 +67,9 @@ pub(super) fn shopify(headers: Headers<'_, '_>, body: &[u8]) -> Result<Signed, S
 /// Slack: `v0=<hex>` over `v0:{timestamp}:{body}`.
 pub(super) fn slack(headers: Headers<'_, '_>, body: &[u8]) -> Result<Signed, SignatureError> {
     let timestamp = parse_timestamp(headers(SLACK_TIMESTAMP_HEADER)?)?;
-    let value = headers(SLACK_SIGNATURE_HEADER)?.ok_or(SignatureError::Missing)?;
-    let digest = value
-        .trim()
-        .strip_prefix("v0=")
-        .ok_or(SignatureError::Missing)?;
     Ok(Signed {
         timestamp: Some(timestamp),
-        offered: hex_digest(digest).map(|d| vec![d]),
+        offered: prefixed_hex_digest(headers, SLACK_SIGNATURE_HEADER, "v0=")?,
         content: slack_content(timestamp, body),
     })
 }
@@ -89,6 +79,22 @@ pub(super) fn slack_content(timestamp: u64, body: &[u8]) -> Vec<u8> {
     let mut signed = format!("v0:{timestamp}:").into_bytes();
     signed.extend_from_slice(body);
     signed
+}
+
+/// The one digest `header` offers as `{prefix}<hex>`: [`SignatureError::Missing`] at once
+/// without the header or its prefix; a digest that is not one in hex is told as `offered` is
+/// (after the window).
+fn prefixed_hex_digest(
+    headers: Headers<'_, '_>,
+    header: &str,
+    prefix: &str,
+) -> Result<Result<Vec<Vec<u8>>, SignatureError>, SignatureError> {
+    let value = headers(header)?.ok_or(SignatureError::Missing)?;
+    let digest = value
+        .trim()
+        .strip_prefix(prefix)
+        .ok_or(SignatureError::Missing)?;
+    Ok(hex_digest(digest).map(|d| vec![d]))
 }
 
 /// A hex digest of a SHA-256 HMAC, or [`SignatureError::Malformed`].

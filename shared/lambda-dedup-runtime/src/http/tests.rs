@@ -122,6 +122,12 @@ impl Got {
     }
 }
 
+/// `got` is refused with `status` and the error code `code`.
+#[track_caller]
+fn assert_refused(got: &Got, status: u16, code: &str) {
+    assert_eq!((got.status, got.code().as_str()), (status, code), "{got:?}");
+}
+
 async fn send(service: &HttpService, request: Request) -> Got {
     let r = service.clone().oneshot(request).await.expect("answer");
     let header = |n: &str| {
@@ -174,15 +180,9 @@ async fn idempotency_key_retry_replays_the_stored_answer() {
 async fn idempotency_key_missing_or_malformed_is_400_and_claims_nothing() {
     let (service, store, runs) = service();
     let missing = send(&service, post(None, Some("alice"), BODY)).await;
-    assert_eq!(
-        (missing.status, missing.code().as_str()),
-        (400, "idempotency_key_missing")
-    );
+    assert_refused(&missing, 400, "idempotency_key_missing");
     let long = send(&service, post(Some(&"k".repeat(256)), Some("alice"), BODY)).await;
-    assert_eq!(
-        (long.status, long.code().as_str()),
-        (400, "idempotency_key_too_long")
-    );
+    assert_refused(&long, 400, "idempotency_key_too_long");
     let control = lambda_http::http::Request::builder()
         .method("POST")
         .uri("/orders")
@@ -192,19 +192,13 @@ async fn idempotency_key_missing_or_malformed_is_400_and_claims_nothing() {
         .expect("request");
     let control = through_alb(control);
     let control = send(&service, control).await;
-    assert_eq!(
-        (control.status, control.code().as_str()),
-        (400, "idempotency_key_malformed")
-    );
+    assert_refused(&control, 400, "idempotency_key_malformed");
     let mut twice = post(Some("k-2"), Some("alice"), BODY);
     twice
         .headers_mut()
         .append("idempotency-key", "\"k-3\"".parse().expect("value"));
     let twice = send(&service, twice).await;
-    assert_eq!(
-        (twice.status, twice.code().as_str()),
-        (400, "idempotency_key_repeated")
-    );
+    assert_refused(&twice, 400, "idempotency_key_repeated");
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     assert!(store.items(ORDERS).is_empty());
     let ok = send(&service, post(Some(&"k".repeat(255)), Some("alice"), BODY)).await;
@@ -219,11 +213,11 @@ async fn idempotency_key_hostile_bodies_are_refused_before_any_claim() {
     let (service, _, runs) = service_with(&env);
     let big = format!(r#"{{"item":"{}"}}"#, "b".repeat(64));
     let big = send(&service, post(Some("k-4"), Some("alice"), &big)).await;
-    assert_eq!((big.status, big.code().as_str()), (413, "body_too_large"));
+    assert_refused(&big, 413, "body_too_large");
     let text = send(&service, post(Some("k-4"), Some("alice"), "item=book")).await;
-    assert_eq!((text.status, text.code().as_str()), (400, "not_json"));
+    assert_refused(&text, 400, "not_json");
     let misfit = send(&service, post(Some("k-4"), Some("alice"), r#"{"item":3}"#)).await;
-    assert_eq!((misfit.status, misfit.code().as_str()), (400, "misfit"));
+    assert_refused(&misfit, 400, "misfit");
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     let ok = send(&service, post(Some("k-4"), Some("alice"), BODY)).await;
     assert_eq!((ok.status, ok.replayed), (201, false));
@@ -245,10 +239,7 @@ async fn idempotency_key_reused_with_another_payload_is_422() {
         post(Some("k-5"), Some("alice"), r#"{"item":"pen"}"#),
     )
     .await;
-    assert_eq!(
-        (other.status, other.code().as_str()),
-        (422, "idempotency_key_reused")
-    );
+    assert_refused(&other, 422, "idempotency_key_reused");
     let mut path = post(Some("k-5"), Some("alice"), BODY);
     *path.uri_mut() = "/orders/again".parse().expect("uri");
     assert_eq!(
@@ -278,10 +269,7 @@ async fn idempotency_key_is_scoped_by_caller() {
     assert_eq!(runs.load(Ordering::SeqCst), 2);
     assert_eq!(store.items(ORDERS).len(), 2);
     let nobody = send(&service, post(Some("shared"), None, BODY)).await;
-    assert_eq!(
-        (nobody.status, nobody.code().as_str()),
-        (401, "caller_missing")
-    );
+    assert_refused(&nobody, 401, "caller_missing");
     let b_again = send(&service, post(Some("shared"), Some("bob"), BODY)).await;
     assert_eq!((b_again.replayed, b_again.body), (true, b.body));
 }
@@ -307,10 +295,7 @@ async fn idempotency_key_is_scoped_by_the_authorizers_principal_of_aws_samples()
         sample("apigw-v2-request-no-authorizer.json", "k-iam"),
     )
     .await;
-    assert_eq!(
-        (nobody.status, nobody.code().as_str()),
-        (401, "caller_missing")
-    );
+    assert_refused(&nobody, 401, "caller_missing");
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
@@ -409,10 +394,7 @@ async fn idempotency_key_answer_too_large_to_store_is_refused_before_commit() {
     let (service, store, runs) = service();
     let huge = r#"{"item":"book","pad":70000}"#;
     let refused = send(&service, post(Some("k-8"), Some("alice"), huge)).await;
-    assert_eq!(
-        (refused.status, refused.code().as_str()),
-        (500, "response_too_large")
-    );
+    assert_refused(&refused, 500, "response_too_large");
     assert!(
         store.items(ORDERS).is_empty(),
         "no effect without its stored answer"
@@ -593,11 +575,7 @@ async fn caller_header_counts_only_behind_the_declared_front() {
         ),
     )
     .await;
-    assert_eq!(
-        (forged.status, forged.code().as_str()),
-        (401, "caller_front_missing"),
-        "{forged:?}"
-    );
+    assert_refused(&forged, 401, "caller_front_missing");
     let signed = send(
         &service,
         v2_event("apigw-v2-request-iam.json", "k-front", with_caller),
@@ -610,10 +588,7 @@ async fn caller_header_counts_only_behind_the_declared_front() {
         v2_event("apigw-v2-request-iam.json", "k-front", with_caller),
     )
     .await;
-    assert_eq!(
-        (url.status, url.code().as_str()),
-        (401, "caller_front_missing")
-    );
+    assert_refused(&url, 401, "caller_front_missing");
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     assert_eq!(store.items(ORDERS).len(), 1);
 }
@@ -706,11 +681,7 @@ async fn fingerprint_unreadable_field_is_400() {
         post(Some("k-fp"), Some("alice"), r#"{"item":"book"}"#),
     )
     .await;
-    assert_eq!(
-        (first.status, first.code().as_str()),
-        (400, "fingerprint_unreadable"),
-        "{first:?}"
-    );
+    assert_refused(&first, 400, "fingerprint_unreadable");
     let other = send(
         &service,
         post(Some("k-fp"), Some("alice"), r#"{"item":"pen"}"#),
@@ -735,11 +706,7 @@ async fn idempotency_key_on_another_route_is_not_the_same_request() {
     let mut other_route = post(Some("k-rt"), Some("alice"), BODY);
     *other_route.uri_mut() = "/refunds".parse().expect("uri");
     let other_route = send(&service, other_route).await;
-    assert_eq!(
-        (other_route.status, other_route.code().as_str()),
-        (422, "idempotency_key_reused"),
-        "{other_route:?}"
-    );
+    assert_refused(&other_route, 422, "idempotency_key_reused");
     let mut other_method = post(Some("k-rt"), Some("alice"), BODY);
     *other_method.method_mut() = lambda_http::http::Method::PUT;
     assert_eq!(send(&service, other_method).await.status, 422);

@@ -2,7 +2,7 @@
 //! [`tower::Service`](lambda_runtime::Service) per source that `lambda_runtime::run` takes directly.
 //!
 //! ```no_run
-//! use lambda_dedup_runtime::{Dedup, Effect, Event, HandlerError};
+//! use lambda_dedup_runtime::{Dedup, Effect, Event, HandlerError, Tenant};
 //!
 //! #[derive(serde::Deserialize)]
 //! struct Credit { account: String, amount: i64 }
@@ -15,7 +15,7 @@
 //! # async fn run() -> Result<(), lambda_runtime::Error> {
 //! // The tenant is the payload's: the queue's policy names the producers, declared trusted.
 //! let dedup = Dedup::from_env("sqs-credit")?
-//!     .cloudevents("tenantid")
+//!     .tenant(Tenant::extension("tenantid"))
 //!     .trusted_producers()
 //!     .dynamodb()
 //!     .await;
@@ -94,7 +94,7 @@ pub struct Dedup<S = Items> {
     pub(crate) env: Env,
     pub(crate) settings: Settings,
     identity: IdentitySource,
-    /// Whether the identity was chosen (`cloudevents`, `identity`), or is the default: a door
+    /// Whether the identity was chosen ([`Dedup::identity`]), or is the default: a door
     /// with a default of its own (Kafka's position, S3's event) takes it then, and never
     /// replaces a choice.
     identity_chosen: bool,
@@ -148,6 +148,14 @@ impl<S> std::fmt::Debug for Dedup<S> {
 pub struct Identity(IdentitySource);
 
 impl Identity {
+    /// The event is a structured CloudEvent: its identity is `source` + `id`, its fingerprint
+    /// the `data`, its time the `time`, and the work's payload the `data`. The default; choose
+    /// it to keep it on a door with a default identity of its own (Kafka's position, S3's
+    /// event).
+    pub fn cloudevents() -> Self {
+        Self(IdentitySource::CloudEvents)
+    }
+
     /// The message attribute `name` (an SQS message attribute, a Kafka header, an Amazon MQ
     /// property or header).
     pub fn attribute(name: &str) -> Self {
@@ -167,6 +175,25 @@ impl From<&str> for Identity {
     /// The value at the JSON pointer `pointer` (e.g. `/order_id`).
     fn from(pointer: &str) -> Self {
         Self(IdentitySource::JsonPointer(pointer.to_owned()))
+    }
+}
+
+/// Where an event's tenant is read, for [`Dedup::tenant`]: a `&str` is a JSON pointer into the
+/// body (`"/tenant"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tenant(TenantSource);
+
+impl Tenant {
+    /// The CloudEvents extension attribute `name` (e.g. `tenantid`) of a structured CloudEvent.
+    pub fn extension(name: &str) -> Self {
+        Self(TenantSource::CloudEventsExtension(name.to_owned()))
+    }
+}
+
+impl From<&str> for Tenant {
+    /// The value at the JSON pointer `pointer` (e.g. `/tenant`).
+    fn from(pointer: &str) -> Self {
+        Self(TenantSource::JsonPointer(pointer.to_owned()))
     }
 }
 
@@ -315,21 +342,12 @@ impl Dedup<NoStore> {
 }
 
 impl<S> Dedup<S> {
-    /// Events are structured CloudEvents: the identity is `source` + `id`, the tenant the
-    /// extension `tenant_extension`, the fingerprint the `data`, the time the `time`; the
-    /// payload is the `data`.
-    pub fn cloudevents(mut self, tenant_extension: &str) -> Self {
-        self.identity = IdentitySource::CloudEvents;
-        self.identity_chosen = true;
-        self.tenant = TenantSource::CloudEventsExtension(tenant_extension.to_owned());
-        self
-    }
-
     /// The identity of each event ([`Identity`]): a JSON pointer into the body
     /// (`.identity("/order_id")`; the fingerprint is then the whole body unless
     /// [`fingerprint`](Self::fingerprint) says otherwise), a message attribute
-    /// ([`Identity::attribute`]) or the envelope's id ([`Identity::envelope_id`]); the payload
-    /// is still the whole body.
+    /// ([`Identity::attribute`]) or the envelope's id ([`Identity::envelope_id`]), the payload
+    /// then still the whole body; or a CloudEvent's own ([`Identity::cloudevents`], the
+    /// default).
     ///
     /// A choice: a door with a default identity of its own (Kafka's position, S3's event) keeps
     /// it only when none was chosen, and a door whose records have no envelope id (Kafka, S3,
@@ -348,9 +366,14 @@ impl<S> Dedup<S> {
         self
     }
 
-    /// The tenant is the value at `pointer` of the body (S1).
-    pub fn tenant(mut self, pointer: &str) -> Self {
-        self.tenant = TenantSource::JsonPointer(pointer.to_owned());
+    /// Where each event's tenant is read ([`Tenant`]): a JSON pointer into the body
+    /// (`.tenant("/tenant")`) or a CloudEvents extension
+    /// (`.tenant(Tenant::extension("tenantid"))`) (S1). Either is named by the message, which
+    /// only the payload vouches for: the service is not built unless the function declares its
+    /// producers trusted ([`trusted_producers`](Self::trusted_producers)). Without it, the
+    /// function has one tenant (or the one its door names).
+    pub fn tenant(mut self, tenant: impl Into<Tenant>) -> Self {
+        self.tenant = tenant.into().0;
         self
     }
 
@@ -798,7 +821,9 @@ pub(crate) mod tests {
     async fn a_payload_tenant_needs_trusted_producers_and_each_event_says_its_provenance() {
         let payload_tenant = || {
             let dedup = Dedup::read(&env(), "payer").expect("settings");
-            crate::testing::on_memory(dedup).0.cloudevents("tenantid")
+            crate::testing::on_memory(dedup)
+                .0
+                .tenant(Tenant::extension("tenantid"))
         };
         let work = |_: Event<serde_json::Value>| Vec::<lambda_dedup::Effect>::new();
         let Err(BuildError::UnvouchedTenant { function }) = payload_tenant().sqs(work) else {

@@ -108,6 +108,7 @@ pub struct Dedup<S = Items> {
     accounting: Accounting,
     #[cfg(feature = "parking")]
     parking: Option<Arc<crate::parking::Parking>>,
+    /// Whether a CloudEvent's payload is the whole body ([`Identity::cloudevents_whole_body`]).
     whole_body: bool,
     pub(crate) envelope: Option<Envelope>,
 }
@@ -145,7 +146,11 @@ impl<S> std::fmt::Debug for Dedup<S> {
 /// Where an event's identity is read, for [`Dedup::identity`]: a `&str` is a JSON pointer into
 /// the body (`"/order_id"`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity(IdentitySource);
+pub struct Identity {
+    source: IdentitySource,
+    /// A CloudEvent's payload is the whole body, not its `data`.
+    whole_body: bool,
+}
 
 impl Identity {
     /// The event is a structured CloudEvent: its identity is `source` + `id`, its fingerprint
@@ -153,13 +158,29 @@ impl Identity {
     /// it to keep it on a door with a default identity of its own (Kafka's position, S3's
     /// event).
     pub fn cloudevents() -> Self {
-        Self(IdentitySource::CloudEvents)
+        Self::of(IdentitySource::CloudEvents)
+    }
+
+    /// As [`cloudevents`](Self::cloudevents), but the work's payload is the whole event, its
+    /// envelope too (work that reads its `type`).
+    pub fn cloudevents_whole_body() -> Self {
+        Self {
+            source: IdentitySource::CloudEvents,
+            whole_body: true,
+        }
+    }
+
+    fn of(source: IdentitySource) -> Self {
+        Self {
+            source,
+            whole_body: false,
+        }
     }
 
     /// The message attribute `name` (an SQS message attribute, a Kafka header, an Amazon MQ
     /// property or header).
     pub fn attribute(name: &str) -> Self {
-        Self(IdentitySource::MessageAttribute(name.to_owned()))
+        Self::of(IdentitySource::MessageAttribute(name.to_owned()))
     }
 
     /// The id of the envelope the message came in: the SNS `MessageId`, the EventBridge `id`, a
@@ -167,14 +188,14 @@ impl Identity {
     /// their own**: it catches the broker's redelivery (SNS's retries, Lambda's async retries),
     /// not a producer that publishes again (S1).
     pub fn envelope_id() -> Self {
-        Self(IdentitySource::EnvelopeId)
+        Self::of(IdentitySource::EnvelopeId)
     }
 }
 
 impl From<&str> for Identity {
     /// The value at the JSON pointer `pointer` (e.g. `/order_id`).
     fn from(pointer: &str) -> Self {
-        Self(IdentitySource::JsonPointer(pointer.to_owned()))
+        Self::of(IdentitySource::JsonPointer(pointer.to_owned()))
     }
 }
 
@@ -347,14 +368,17 @@ impl<S> Dedup<S> {
     /// [`fingerprint`](Self::fingerprint) says otherwise), a message attribute
     /// ([`Identity::attribute`]) or the envelope's id ([`Identity::envelope_id`]), the payload
     /// then still the whole body; or a CloudEvent's own ([`Identity::cloudevents`], the
-    /// default).
+    /// default, its payload the `data`, or the whole event with
+    /// [`Identity::cloudevents_whole_body`]).
     ///
     /// A choice: a door with a default identity of its own (Kafka's position, S3's event) keeps
     /// it only when none was chosen, and a door whose records have no envelope id (Kafka, S3,
     /// Amazon MQ, Kinesis, DynamoDB Streams) refuses the envelope id
     /// ([`BuildError::IdentityUnavailable`]) rather than replace it.
     pub fn identity(mut self, identity: impl Into<Identity>) -> Self {
-        self.identity = identity.into().0;
+        let identity = identity.into();
+        self.identity = identity.source;
+        self.whole_body = identity.whole_body;
         self.identity_chosen = true;
         self
     }
@@ -420,13 +444,6 @@ impl<S> Dedup<S> {
             pointer: pointer.to_owned(),
             format,
         });
-        self
-    }
-
-    /// The payload is the whole JSON body, for CloudEvents too (work that reads the envelope,
-    /// such as its `type`).
-    pub fn whole_body(mut self) -> Self {
-        self.whole_body = true;
         self
     }
 

@@ -41,7 +41,7 @@
 //! | S3 notifications (feature `s3`) | `dedup.door(S3, latest_wins(work))` | latest wins only |
 //! | a door of your own ([`Door`](crate::door::Door)) | [`Dedup::door`] | as its ordering allows |
 //! | direct invoke (any JSON, any serde response), in a key space chosen openly ([`InvokeScope`]) | [`Dedup::invoke`] | a leased work whose response duplicates get back |
-//! | HTTP, signed webhooks (feature `webhook`) | `Dedup::webhook` | the inbox item created once |
+//! | HTTP, signed webhooks (feature `webhook`) | `WebhookService::new(dedup, config)` | the inbox item created once |
 //! | HTTP APIs with `Idempotency-Key` (feature `http`: API Gateway REST/HTTP, ALB, Function URL) | `Dedup::http` | the work's `Reply`: its effects committed with the mark, its answer replayed |
 //! | DynamoDB Streams of items that settle themselves (feature `dynamodb-streams`) | `Dedup::relay` | an action per record, settled on the item |
 //!

@@ -43,7 +43,7 @@
 //! | direct invoke (any JSON, any serde response), in a key space chosen openly ([`InvokeScope`]) | [`Dedup::invoke`] | a leased work whose response duplicates get back |
 //! | HTTP, signed webhooks (feature `webhook`) | `WebhookService::new(dedup, config)` | the inbox item created once |
 //! | HTTP APIs with `Idempotency-Key` (feature `http`: API Gateway REST/HTTP, ALB, Function URL) | `Dedup::http` | the work's `Reply`: its effects committed with the mark, its answer replayed |
-//! | DynamoDB Streams of items that settle themselves (feature `dynamodb-streams`) | `Dedup::relay` | an action per record, settled on the item |
+//! | DynamoDB Streams of items that settle themselves (feature `dynamodb-streams`) | `RelayService::new(dedup, &vars, layout, act)` | an action per record, settled on the item |
 //!
 //! A flow a store cannot do ([`flow::create_once`] and [`flow::sequence`] on PostgreSQL or
 //! Valkey) does not compile, nor does a batch-wide transaction on a stream.

@@ -50,10 +50,7 @@
 
 use std::sync::Arc;
 
-use lambda_dedup::{
-    EventTimeSource, FingerprintSource, IdentitySource, KeySpec, MarkStore, Scope, TenantSource,
-    TimeFormat,
-};
+use lambda_dedup::{FingerprintSource, IdentitySource, KeySpec, MarkStore, Scope, TenantSource};
 use lambda_dedup_engine::{Deduplicator, LeasedDeduplicator};
 pub use lambda_dedup_engine::{HandlerError, Invalid, Transient};
 
@@ -103,7 +100,6 @@ pub struct Dedup<S = Items> {
     /// ([`Dedup::trusted_producers`]).
     producers_trusted: bool,
     fingerprint: Option<FingerprintSource>,
-    time: Option<EventTimeSource>,
     pub(crate) store: S,
     accounting: Accounting,
     #[cfg(feature = "parking")]
@@ -273,7 +269,6 @@ impl Dedup<NoStore> {
             tenant: TenantSource::Single,
             producers_trusted: false,
             fingerprint: None,
-            time: None,
             store: NoStore,
             accounting: Accounting {
                 namespace: crate::emf::NAMESPACE.into(),
@@ -351,7 +346,6 @@ impl Dedup<NoStore> {
             tenant: self.tenant,
             producers_trusted: self.producers_trusted,
             fingerprint: self.fingerprint,
-            time: self.time,
             store,
             accounting: self.accounting,
             #[cfg(feature = "parking")]
@@ -437,16 +431,6 @@ impl<S> Dedup<S> {
         self
     }
 
-    /// The event's own time is the value at `pointer`, written as `format` (late events, S10).
-    /// `DEDUP_EVENT_TIME_FROM` still overrides it.
-    pub fn time(mut self, pointer: &str, format: TimeFormat) -> Self {
-        self.time = Some(EventTimeSource::JsonPointer {
-            pointer: pointer.to_owned(),
-            format,
-        });
-        self
-    }
-
     /// Stream records that can never apply are parked in `parking` rather than in the queue
     /// `DEDUP_PARKING_QUEUE_URL` names (S15): what a test parks in (`testing::parked_in`).
     #[cfg(feature = "parking")]
@@ -477,8 +461,8 @@ impl<S> Dedup<S> {
         &self.env
     }
 
-    /// The key spec: the identity, tenant, fingerprint and time chosen, with the settings'
-    /// body limit and event-time source applied (what a test derives keys with:
+    /// The key spec: the identity, tenant and fingerprint chosen, with the settings' body limit
+    /// and event-time source (`DEDUP_EVENT_TIME_FROM`) applied (what a test derives keys with:
     /// `testing::key_spec`).
     pub(crate) fn key_spec(&self) -> KeySpec {
         self.settings
@@ -506,9 +490,6 @@ impl<S> Dedup<S> {
         .tenant(self.tenant.clone());
         if let Some(f) = &self.fingerprint {
             spec = spec.fingerprint(f.clone());
-        }
-        if let Some(t) = &self.time {
-            spec = spec.event_time(t.clone());
         }
         spec
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use lambda_dedup_runtime::flow::transact;
 use lambda_dedup_runtime::http::Reply;
 use lambda_dedup_runtime::testing::sqs_event;
-use lambda_dedup_runtime::{Dedup, Effect, Env, Event, HttpEvent, store::Items};
+use lambda_dedup_runtime::{Dedup, Effect, Env, Event, HttpEvent, Tenant, store::Items};
 use lambda_http::Request;
 use lambda_http::tower::ServiceExt;
 use local_dynamodb::meter::Meter;
@@ -134,7 +134,10 @@ async fn sqs_rounds(per_batch: bool, prefilter: bool) -> Vec<BTreeMap<String, u6
     ]);
     let dedup = Dedup::read(&env, "sqs-credit").expect("settings");
     let store = Items::dynamodb(client.clone(), dedup.settings());
-    let dedup = dedup.on(store).cloudevents("tenantid").trusted_producers();
+    let dedup = dedup
+        .on(store)
+        .tenant(Tenant::extension("tenantid"))
+        .trusted_producers();
     let work = move |e: Event<serde_json::Value>| {
         let account = e.payload["account"].as_str().unwrap_or_default().to_owned();
         Effect::add(&balances, ("account", account), "balance", 1)

@@ -1,10 +1,10 @@
 //! The webhook receiver on DynamoDB through the builder, as `main` wires it
-//! (`Dedup::read(..).on(Items::dynamodb(..)).webhook(..)`), with no `DEDUP_MARK_TABLE`: its marks are
+//! (`WebhookService::new(Dedup::read(..).on(Items::dynamodb(..)), ..)`), with no `DEDUP_MARK_TABLE`: its marks are
 //! its inbox items (create-once mode, S5), so it reads no mark table; a service that keeps marks
 //! in the mark table is refused without one, naming the variable.
 
 use lambda_dedup_runtime::webhook::WebhookConfig;
-use lambda_dedup_runtime::{BuildError, Dedup, Env, SettingsError, store::Items};
+use lambda_dedup_runtime::{BuildError, Dedup, Env, SettingsError, WebhookService, store::Items};
 use lambda_http::tower::ServiceExt;
 
 const SECRET: &str = "whsec_d2hzZWMtdGVzdC0wMTIzNDU2Nzg5";
@@ -26,9 +26,7 @@ async fn s5_the_webhook_receiver_needs_no_mark_table_and_records_each_delivery_o
     let dedup = Dedup::read(&env, "webhook-receiver").expect("settings without a mark table");
     let config = WebhookConfig::read(&env).expect("config");
     let store = Items::dynamodb(client.clone(), dedup.settings());
-    let service = dedup
-        .on(store)
-        .webhook(config)
+    let service = WebhookService::new(dedup.on(store), config)
         .expect("the webhook service needs no mark table");
     let body = r#"{"id":"evt-1","amount":10}"#;
     for _ in 0..2 {

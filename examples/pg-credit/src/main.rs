@@ -19,7 +19,7 @@
 
 use lambda_dedup_postgres::{SqlEffect, identifier};
 use lambda_dedup_runtime::flow::transact;
-use lambda_dedup_runtime::{Dedup, Event, SqsService, store::Store};
+use lambda_dedup_runtime::{Dedup, Event, SqsService, Tenant, store::Store};
 use lambda_runtime::Error;
 
 /// The `data` of a credit event (CloudEvents JSON in the SQS body).
@@ -44,7 +44,9 @@ fn service(dedup: Dedup<Store<SqlEffect>>) -> Result<SqsService, Error> {
     })
     .one_transaction_per_batch();
     // The tenant is the payload's: the queue's producers are trusted (its policy names them).
-    let dedup = dedup.cloudevents("tenantid").trusted_producers();
+    let dedup = dedup
+        .tenant(Tenant::extension("tenantid"))
+        .trusted_producers();
     Ok(dedup.sqs(credit)?)
 }
 

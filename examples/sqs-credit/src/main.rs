@@ -8,7 +8,7 @@
 //! `BALANCES_TABLE` (key `account`). The tests at the bottom run the same service on the
 //! in-memory store.
 
-use lambda_dedup_runtime::{Dedup, Effect, Event, SqsService};
+use lambda_dedup_runtime::{Dedup, Effect, Event, SqsService, Tenant};
 
 /// The `data` of a credit event (CloudEvents JSON in the SQS body).
 #[derive(serde::Deserialize)]
@@ -22,7 +22,9 @@ struct Credit {
 fn service(dedup: Dedup) -> Result<SqsService, lambda_runtime::Error> {
     let balances = dedup.env().required("BALANCES_TABLE")?;
     // The tenant is the payload's: the queue's producers are trusted (its policy names them).
-    let dedup = dedup.cloudevents("tenantid").trusted_producers();
+    let dedup = dedup
+        .tenant(Tenant::extension("tenantid"))
+        .trusted_producers();
     Ok(dedup.sqs(move |e: Event<Credit>| {
         let account = ("account", e.scoped(&e.payload.account));
         Effect::add(&balances, account, "balance", e.payload.amount)

@@ -18,7 +18,7 @@
 
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_runtime::flow::calls;
-use lambda_dedup_runtime::{Dedup, Event, SqsService, store::Store};
+use lambda_dedup_runtime::{Dedup, Event, SqsService, Tenant, store::Store};
 use lambda_dedup_valkey::ValkeyEffect;
 use lambda_runtime::Error;
 
@@ -33,7 +33,7 @@ fn service(dedup: Dedup<Store<ValkeyEffect>>) -> Result<SqsService, Error> {
     let timeout = dedup.settings().provider_timeout;
     let mail = IdempotentClient::new(&dedup.env().required("MAIL_API_URL")?, timeout)?;
     Ok(dedup
-        .cloudevents("tenantid")
+        .tenant(Tenant::extension("tenantid"))
         // The tenant is the payload's: the queue's producers are trusted (its policy names them).
         .trusted_producers()
         .sqs(calls(move |e: Event<SignedUp>, lease| {

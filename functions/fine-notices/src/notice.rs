@@ -2,7 +2,7 @@
 
 use lambda_dedup::{DedupKey, Effect, Item};
 use lambda_dedup_engine::{HandlerError, Plan};
-use lambda_dedup_runtime::{Dedup, Event};
+use lambda_dedup_runtime::{Dedup, Event, Tenant};
 use lambda_dedup_signature::hmac_sha256;
 
 /// The tables a notice writes to, and the secret of the correlation key.
@@ -225,7 +225,7 @@ pub(crate) const DEPENDS_ON: &[&str] = &[
 /// deployment's own (declared trusted; docs/SECURITY.md, webhook provenance).
 pub(crate) fn configure<S>(dedup: Dedup<S>) -> Dedup<S> {
     dedup
-        .cloudevents("tenantid")
+        .tenant(Tenant::extension("tenantid"))
         .trusted_producers()
         .fingerprint(DEPENDS_ON)
 }

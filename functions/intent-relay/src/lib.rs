@@ -27,7 +27,7 @@
 //!   (`OldestPendingSeconds`, alarmed on).
 //!
 //! This crate is the relay's own part ([`mod@relay`]: how an intent reads, the call, where its
-//! settings are); [`service`] is the relay on the builder (`Dedup::relay`), which `main.rs` runs
+//! settings are); [`service`] is the relay on the builder (`RelayService::new`), which `main.rs` runs
 //! on DynamoDB and the tests run on the memory store.
 
 pub mod relay;

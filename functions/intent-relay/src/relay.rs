@@ -186,7 +186,12 @@ pub fn service(dedup: Dedup) -> Result<RelayService<Collections>, lambda_runtime
     let url = dedup.env().required("COLLECTIONS_API_URL")?;
     let timeout = dedup.settings().provider_timeout;
     let api = IdempotentClient::new(&url, timeout)?;
-    Ok(dedup.relay(&SETTINGS, LAYOUT, Collections { api, timeout })?)
+    Ok(RelayService::new(
+        dedup,
+        &SETTINGS,
+        LAYOUT,
+        Collections { api, timeout },
+    )?)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use lambda_dedup::{Effect, Item};
 use lambda_dedup_engine::Plan;
-use lambda_dedup_runtime::{Dedup, Event, HandlerError, Provenance};
+use lambda_dedup_runtime::{Dedup, Event, HandlerError, Identity, Provenance, Tenant};
 
 /// Longest account id accepted.
 const MAX_ACCOUNT: usize = 256;
@@ -94,10 +94,10 @@ pub const DEPENDS_ON: &[&str] = &["/type", "/data/account", "/data/amount"];
 /// key space, so it never shadows an internal producer's event with the same `source` + `id`.
 pub fn configure<S>(dedup: Dedup<S>) -> Dedup<S> {
     dedup
-        .cloudevents("tenantid")
+        .identity(Identity::cloudevents_whole_body())
+        .tenant(Tenant::extension("tenantid"))
         .trusted_producers()
         .fingerprint(DEPENDS_ON)
-        .whole_body()
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! What a payment request asks the provider for.
 
-use lambda_dedup_runtime::{Dedup, HandlerError};
+use lambda_dedup_runtime::{Dedup, HandlerError, Tenant};
 
 /// What a payment's effect (the provider request) depends on: every field it sends.
 /// The same event id with any of these changed is a conflict (S11), not a duplicate.
@@ -12,7 +12,7 @@ pub(crate) const DEPENDS_ON: &[&str] =
 /// deployment's own (declared trusted; docs/SECURITY.md, webhook provenance).
 pub(crate) fn configure<S>(dedup: Dedup<S>) -> Dedup<S> {
     dedup
-        .cloudevents("tenantid")
+        .tenant(Tenant::extension("tenantid"))
         .trusted_producers()
         .fingerprint(DEPENDS_ON)
 }

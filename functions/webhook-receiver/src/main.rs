@@ -13,12 +13,12 @@
 //! local use, `WEBHOOK_SECRETS`; `WEBHOOK_TENANT`, `INBOX_TABLE`, …); it reads no
 //! `DEDUP_MARK_TABLE`: the inbox items are its marks.
 
-use lambda_dedup_runtime::{Dedup, webhook};
+use lambda_dedup_runtime::{Dedup, WebhookService, webhook};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     lambda_dedup_runtime::init_tracing();
     let dedup = Dedup::from_env("webhook-receiver")?.dynamodb().await;
     let config = webhook::webhook_config(dedup.env()).await?;
-    lambda_http::run_concurrent(dedup.webhook(config)?).await
+    lambda_http::run_concurrent(WebhookService::new(dedup, config)?).await
 }

@@ -18,8 +18,8 @@
 //! | [`SdkTimeouts`] (`sdk`) | how long an AWS SDK call and its attempts may take | with the settings |
 //! | [`SideQueues`] (`queues`) | the reconciliation and parking queues | with the settings |
 //! | [`HttpConfig`] (`http`) | the HTTP `Idempotency-Key` door's key, caller, wait, fingerprint, body, replayed headers, retention | `HttpConfig::read(dedup.env())`, given to `Dedup::http` |
-//! | [`WebhookConfig`] (`webhook`) | a webhook receiver's scheme, secrets, identity, inbox | `WebhookConfig::read(dedup.env())`, or with its secrets from Secrets Manager the runtime's `webhook::webhook_config(dedup.env())` ([`SecretsArn`]), given to `Dedup::webhook` |
-//! | [`RelayConfig`] (`relay`) | a relay's table, record budget and sweep | `Dedup::relay`, from the builder's own `Env` |
+//! | [`WebhookConfig`] (`webhook`) | a webhook receiver's scheme, secrets, identity, inbox | `WebhookConfig::read(dedup.env())`, or with its secrets from Secrets Manager the runtime's `webhook::webhook_config(dedup.env())` ([`SecretsArn`]), given to `WebhookService::new` |
+//! | [`RelayConfig`] (`relay`) | a relay's table, record budget and sweep | `RelayService::new`, from the builder's own `Env` |
 //! | [`ForwarderConfig`] (`forwarder`) | the inbox forwarder's queue, and its relay's | `relay::forward::forwarder`, from the builder's own `Env` |
 //! | [`PgConfig`], [`ValkeyConfig`] (`stores`) | the PostgreSQL or Valkey server of the marks | `Dedup::postgres`, `Dedup::valkey`, from the builder's own `Env` |
 //!

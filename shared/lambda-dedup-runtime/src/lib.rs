@@ -112,7 +112,7 @@ pub use queue::Queue;
 pub use secrets::SecretsManagerSecret;
 pub use service::{
     BuildError, Dedup, Envelope, Event, HandlerError, Identity, IntoPlan, Invalid, InvokeError,
-    InvokeScope, InvokeScopeError, Service, SqsService, Transient, flow, parse,
+    InvokeScope, InvokeScopeError, Service, SqsService, Tenant, Transient, flow, parse,
 };
 #[cfg(feature = "webhook")]
 pub use webhook::builder::WebhookService;

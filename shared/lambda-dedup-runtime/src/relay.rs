@@ -25,7 +25,7 @@
 //! read and written through the core's [`ItemStore`](lambda_dedup::ItemStore): DynamoDB in Lambda, the memory store in
 //! tests, with the same wiring.
 //!
-//! A relay is a service of the builder: [`Dedup::relay`](crate::Dedup::relay) takes the
+//! A relay is built from the builder: [`RelayService::new`] takes the builder, the
 //! relay's [`RelayVars`](lambda_dedup_config::RelayVars) (its table and the prefix of its own
 //! variables), its [`Layout`] and its [`Act`], reads its settings from the builder's own `Env`
 //! (the record budget, the sweep's age; the deadline margin is the function's one
@@ -47,7 +47,7 @@
 //! - `settle`: one record's step, its settle and park writes;
 //! - `sweep`: the scheduled sweep;
 //! - `tally`: the account of one invocation ([`Tally`], [`Handled`]);
-//! - `builder`: the builder's relay (`Dedup::relay`), bound to its settings.
+//! - `builder`: the relay built from the builder (`RelayService::new`), bound to its settings.
 
 mod act;
 mod builder;

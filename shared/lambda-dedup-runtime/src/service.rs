@@ -2,7 +2,7 @@
 //! [`tower::Service`](lambda_runtime::Service) per source that `lambda_runtime::run` takes directly.
 //!
 //! ```no_run
-//! use lambda_dedup_runtime::{Dedup, Effect, Event, HandlerError};
+//! use lambda_dedup_runtime::{Dedup, Effect, Event, HandlerError, Tenant};
 //!
 //! #[derive(serde::Deserialize)]
 //! struct Credit { account: String, amount: i64 }
@@ -15,7 +15,7 @@
 //! # async fn run() -> Result<(), lambda_runtime::Error> {
 //! // The tenant is the payload's: the queue's policy names the producers, declared trusted.
 //! let dedup = Dedup::from_env("sqs-credit")?
-//!     .cloudevents("tenantid")
+//!     .tenant(Tenant::extension("tenantid"))
 //!     .trusted_producers()
 //!     .dynamodb()
 //!     .await;
@@ -41,19 +41,16 @@
 //! | S3 notifications (feature `s3`) | `dedup.door(S3, latest_wins(work))` | latest wins only |
 //! | a door of your own ([`Door`](crate::door::Door)) | [`Dedup::door`] | as its ordering allows |
 //! | direct invoke (any JSON, any serde response), in a key space chosen openly ([`InvokeScope`]) | [`Dedup::invoke`] | a leased work whose response duplicates get back |
-//! | HTTP, signed webhooks (feature `webhook`) | `Dedup::webhook` | the inbox item created once |
+//! | HTTP, signed webhooks (feature `webhook`) | `WebhookService::new(dedup, config)` | the inbox item created once |
 //! | HTTP APIs with `Idempotency-Key` (feature `http`: API Gateway REST/HTTP, ALB, Function URL) | `Dedup::http` | the work's `Reply`: its effects committed with the mark, its answer replayed |
-//! | DynamoDB Streams of items that settle themselves (feature `dynamodb-streams`) | `Dedup::relay` | an action per record, settled on the item |
+//! | DynamoDB Streams of items that settle themselves (feature `dynamodb-streams`) | `RelayService::new(dedup, &vars, layout, act)` | an action per record, settled on the item |
 //!
 //! A flow a store cannot do ([`flow::create_once`] and [`flow::sequence`] on PostgreSQL or
 //! Valkey) does not compile, nor does a batch-wide transaction on a stream.
 
 use std::sync::Arc;
 
-use lambda_dedup::{
-    EventTimeSource, FingerprintSource, IdentitySource, KeySpec, MarkStore, Scope, TenantSource,
-    TimeFormat,
-};
+use lambda_dedup::{FingerprintSource, IdentitySource, KeySpec, MarkStore, Scope, TenantSource};
 use lambda_dedup_engine::{Deduplicator, LeasedDeduplicator};
 pub use lambda_dedup_engine::{HandlerError, Invalid, Transient};
 
@@ -94,7 +91,7 @@ pub struct Dedup<S = Items> {
     pub(crate) env: Env,
     pub(crate) settings: Settings,
     identity: IdentitySource,
-    /// Whether the identity was chosen (`cloudevents`, `identity`), or is the default: a door
+    /// Whether the identity was chosen ([`Dedup::identity`]), or is the default: a door
     /// with a default of its own (Kafka's position, S3's event) takes it then, and never
     /// replaces a choice.
     identity_chosen: bool,
@@ -103,11 +100,11 @@ pub struct Dedup<S = Items> {
     /// ([`Dedup::trusted_producers`]).
     producers_trusted: bool,
     fingerprint: Option<FingerprintSource>,
-    time: Option<EventTimeSource>,
     pub(crate) store: S,
     accounting: Accounting,
     #[cfg(feature = "parking")]
     parking: Option<Arc<crate::parking::Parking>>,
+    /// Whether a CloudEvent's payload is the whole body ([`Identity::cloudevents_whole_body`]).
     whole_body: bool,
     pub(crate) envelope: Option<Envelope>,
 }
@@ -145,13 +142,41 @@ impl<S> std::fmt::Debug for Dedup<S> {
 /// Where an event's identity is read, for [`Dedup::identity`]: a `&str` is a JSON pointer into
 /// the body (`"/order_id"`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity(IdentitySource);
+pub struct Identity {
+    source: IdentitySource,
+    /// A CloudEvent's payload is the whole body, not its `data`.
+    whole_body: bool,
+}
 
 impl Identity {
+    /// The event is a structured CloudEvent: its identity is `source` + `id`, its fingerprint
+    /// the `data`, its time the `time`, and the work's payload the `data`. The default; choose
+    /// it to keep it on a door with a default identity of its own (Kafka's position, S3's
+    /// event).
+    pub fn cloudevents() -> Self {
+        Self::of(IdentitySource::CloudEvents)
+    }
+
+    /// As [`cloudevents`](Self::cloudevents), but the work's payload is the whole event, its
+    /// envelope too (work that reads its `type`).
+    pub fn cloudevents_whole_body() -> Self {
+        Self {
+            source: IdentitySource::CloudEvents,
+            whole_body: true,
+        }
+    }
+
+    fn of(source: IdentitySource) -> Self {
+        Self {
+            source,
+            whole_body: false,
+        }
+    }
+
     /// The message attribute `name` (an SQS message attribute, a Kafka header, an Amazon MQ
     /// property or header).
     pub fn attribute(name: &str) -> Self {
-        Self(IdentitySource::MessageAttribute(name.to_owned()))
+        Self::of(IdentitySource::MessageAttribute(name.to_owned()))
     }
 
     /// The id of the envelope the message came in: the SNS `MessageId`, the EventBridge `id`, a
@@ -159,14 +184,33 @@ impl Identity {
     /// their own**: it catches the broker's redelivery (SNS's retries, Lambda's async retries),
     /// not a producer that publishes again (S1).
     pub fn envelope_id() -> Self {
-        Self(IdentitySource::EnvelopeId)
+        Self::of(IdentitySource::EnvelopeId)
     }
 }
 
 impl From<&str> for Identity {
     /// The value at the JSON pointer `pointer` (e.g. `/order_id`).
     fn from(pointer: &str) -> Self {
-        Self(IdentitySource::JsonPointer(pointer.to_owned()))
+        Self::of(IdentitySource::JsonPointer(pointer.to_owned()))
+    }
+}
+
+/// Where an event's tenant is read, for [`Dedup::tenant`]: a `&str` is a JSON pointer into the
+/// body (`"/tenant"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tenant(TenantSource);
+
+impl Tenant {
+    /// The CloudEvents extension attribute `name` (e.g. `tenantid`) of a structured CloudEvent.
+    pub fn extension(name: &str) -> Self {
+        Self(TenantSource::CloudEventsExtension(name.to_owned()))
+    }
+}
+
+impl From<&str> for Tenant {
+    /// The value at the JSON pointer `pointer` (e.g. `/tenant`).
+    fn from(pointer: &str) -> Self {
+        Self(TenantSource::JsonPointer(pointer.to_owned()))
     }
 }
 
@@ -225,7 +269,6 @@ impl Dedup<NoStore> {
             tenant: TenantSource::Single,
             producers_trusted: false,
             fingerprint: None,
-            time: None,
             store: NoStore,
             accounting: Accounting {
                 namespace: crate::emf::NAMESPACE.into(),
@@ -303,7 +346,6 @@ impl Dedup<NoStore> {
             tenant: self.tenant,
             producers_trusted: self.producers_trusted,
             fingerprint: self.fingerprint,
-            time: self.time,
             store,
             accounting: self.accounting,
             #[cfg(feature = "parking")]
@@ -315,28 +357,22 @@ impl Dedup<NoStore> {
 }
 
 impl<S> Dedup<S> {
-    /// Events are structured CloudEvents: the identity is `source` + `id`, the tenant the
-    /// extension `tenant_extension`, the fingerprint the `data`, the time the `time`; the
-    /// payload is the `data`.
-    pub fn cloudevents(mut self, tenant_extension: &str) -> Self {
-        self.identity = IdentitySource::CloudEvents;
-        self.identity_chosen = true;
-        self.tenant = TenantSource::CloudEventsExtension(tenant_extension.to_owned());
-        self
-    }
-
     /// The identity of each event ([`Identity`]): a JSON pointer into the body
     /// (`.identity("/order_id")`; the fingerprint is then the whole body unless
     /// [`fingerprint`](Self::fingerprint) says otherwise), a message attribute
-    /// ([`Identity::attribute`]) or the envelope's id ([`Identity::envelope_id`]); the payload
-    /// is still the whole body.
+    /// ([`Identity::attribute`]) or the envelope's id ([`Identity::envelope_id`]), the payload
+    /// then still the whole body; or a CloudEvent's own ([`Identity::cloudevents`], the
+    /// default, its payload the `data`, or the whole event with
+    /// [`Identity::cloudevents_whole_body`]).
     ///
     /// A choice: a door with a default identity of its own (Kafka's position, S3's event) keeps
     /// it only when none was chosen, and a door whose records have no envelope id (Kafka, S3,
     /// Amazon MQ, Kinesis, DynamoDB Streams) refuses the envelope id
     /// ([`BuildError::IdentityUnavailable`]) rather than replace it.
     pub fn identity(mut self, identity: impl Into<Identity>) -> Self {
-        self.identity = identity.into().0;
+        let identity = identity.into();
+        self.identity = identity.source;
+        self.whole_body = identity.whole_body;
         self.identity_chosen = true;
         self
     }
@@ -348,9 +384,14 @@ impl<S> Dedup<S> {
         self
     }
 
-    /// The tenant is the value at `pointer` of the body (S1).
-    pub fn tenant(mut self, pointer: &str) -> Self {
-        self.tenant = TenantSource::JsonPointer(pointer.to_owned());
+    /// Where each event's tenant is read ([`Tenant`]): a JSON pointer into the body
+    /// (`.tenant("/tenant")`) or a CloudEvents extension
+    /// (`.tenant(Tenant::extension("tenantid"))`) (S1). Either is named by the message, which
+    /// only the payload vouches for: the service is not built unless the function declares its
+    /// producers trusted ([`trusted_producers`](Self::trusted_producers)). Without it, the
+    /// function has one tenant (or the one its door names).
+    pub fn tenant(mut self, tenant: impl Into<Tenant>) -> Self {
+        self.tenant = tenant.into().0;
         self
     }
 
@@ -390,23 +431,6 @@ impl<S> Dedup<S> {
         self
     }
 
-    /// The event's own time is the value at `pointer`, written as `format` (late events, S10).
-    /// `DEDUP_EVENT_TIME_FROM` still overrides it.
-    pub fn time(mut self, pointer: &str, format: TimeFormat) -> Self {
-        self.time = Some(EventTimeSource::JsonPointer {
-            pointer: pointer.to_owned(),
-            format,
-        });
-        self
-    }
-
-    /// The payload is the whole JSON body, for CloudEvents too (work that reads the envelope,
-    /// such as its `type`).
-    pub fn whole_body(mut self) -> Self {
-        self.whole_body = true;
-        self
-    }
-
     /// Stream records that can never apply are parked in `parking` rather than in the queue
     /// `DEDUP_PARKING_QUEUE_URL` names (S15): what a test parks in (`testing::parked_in`).
     #[cfg(feature = "parking")]
@@ -437,8 +461,8 @@ impl<S> Dedup<S> {
         &self.env
     }
 
-    /// The key spec: the identity, tenant, fingerprint and time chosen, with the settings'
-    /// body limit and event-time source applied (what a test derives keys with:
+    /// The key spec: the identity, tenant and fingerprint chosen, with the settings' body limit
+    /// and event-time source (`DEDUP_EVENT_TIME_FROM`) applied (what a test derives keys with:
     /// `testing::key_spec`).
     pub(crate) fn key_spec(&self) -> KeySpec {
         self.settings
@@ -466,9 +490,6 @@ impl<S> Dedup<S> {
         .tenant(self.tenant.clone());
         if let Some(f) = &self.fingerprint {
             spec = spec.fingerprint(f.clone());
-        }
-        if let Some(t) = &self.time {
-            spec = spec.event_time(t.clone());
         }
         spec
     }
@@ -798,7 +819,9 @@ pub(crate) mod tests {
     async fn a_payload_tenant_needs_trusted_producers_and_each_event_says_its_provenance() {
         let payload_tenant = || {
             let dedup = Dedup::read(&env(), "payer").expect("settings");
-            crate::testing::on_memory(dedup).0.cloudevents("tenantid")
+            crate::testing::on_memory(dedup)
+                .0
+                .tenant(Tenant::extension("tenantid"))
         };
         let work = |_: Event<serde_json::Value>| Vec::<lambda_dedup::Effect>::new();
         let Err(BuildError::UnvouchedTenant { function }) = payload_tenant().sqs(work) else {

@@ -442,14 +442,13 @@ mod tests {
     }
 
     /// A fixture stamped with `now_as` is on time, and the same fixture stamped 31 days ago is
-    /// late (S10), through the builder's `.time(..)`.
+    /// late (S10), its time read where `DEDUP_EVENT_TIME_FROM` says.
     #[tokio::test]
     async fn a_fixture_stamped_now_is_never_late() {
-        let env = env(&[]);
+        let env = env(&[("DEDUP_EVENT_TIME_FROM", "json:/at")]);
         let (dedup, _) = on_memory(Dedup::read(&env, "payer").expect("settings"));
         let service = dedup
             .identity("/id")
-            .time("/at", lambda_dedup::TimeFormat::Rfc3339)
             .sqs(|_: Event<Value>| Vec::<lambda_dedup::Effect>::new())
             .expect("service");
         let old = SystemTime::now() - Duration::from_secs(31 * 86_400);

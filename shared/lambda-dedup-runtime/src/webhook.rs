@@ -47,8 +47,8 @@
 //!   its request answered through the one runner ([`crate::door`]: the cutoff before the
 //!   deadline, the EMF count);
 //! - `answer`: what each outcome answers (`Answer`) and the HTTP response it becomes;
-//! - `builder`: the builder's receiver (`Dedup::webhook`) and its
-//!   [`WebhookService`](crate::WebhookService).
+//! - `builder`: the receiver's [`WebhookService`](crate::WebhookService), built from the
+//!   builder (`WebhookService::new`).
 
 pub(crate) mod answer;
 pub(crate) mod builder;

@@ -12,7 +12,7 @@ use lambda_dedup_engine::{Reason, RetryCause};
 use lambda_dedup_runtime::testing::{invoke, on_memory};
 use lambda_dedup_runtime::{
     BuildError, Dedup, Env, Event, HandlerError, Identity, InvokeError, InvokeScope,
-    InvokeScopeError, Service,
+    InvokeScopeError, Service, Tenant,
 };
 
 use serde_json::{Value, json};
@@ -254,7 +254,7 @@ async fn invoke_work_past_the_provider_timeout_is_a_retry_that_frees_the_event()
 }
 
 /// Issue 42: a fixed tenant is the only tenant; a builder that also reads one from the payload
-/// (`.tenant`, `.cloudevents`) is refused, as is an empty fixed tenant, typed. The shared key
+/// (`.tenant(..)`, a pointer or a CloudEvents extension) is refused, as is an empty fixed tenant, typed. The shared key
 /// space said openly builds beside a payload tenant.
 #[test]
 fn invoke_scope_a_fixed_tenant_is_not_read_from_the_payload() {
@@ -270,7 +270,7 @@ fn invoke_scope_a_fixed_tenant_is_not_read_from_the_payload() {
         .invoke(InvokeScope::tenant("acme"), work);
     assert_eq!(refused(built), InvokeScopeError::TenantFromPayload);
     let built = on("0")
-        .cloudevents("tenantid")
+        .tenant(Tenant::extension("tenantid"))
         .invoke(InvokeScope::tenant("acme"), work);
     assert_eq!(refused(built), InvokeScopeError::TenantFromPayload);
     for tenant in ["", " ", "a\nb"] {

@@ -241,8 +241,7 @@ pub(crate) fn built<A: Act>(
     Dedup::read(env, function)
         .map_err(|e| e.to_string())
         .and_then(|d| {
-            d.on(tables.into_items())
-                .relay(vars, layout, act)
+            RelayService::new(d.on(tables.into_items()), vars, layout, act)
                 .map_err(|e| e.to_string())
         })
         .unwrap_or_else(|e| panic!("{function}'s settings: {e}"))

@@ -62,7 +62,7 @@ pub trait Act: Send + Sync + 'static {
 
     /// The longest the action may take by its own bound, and the variable that sets it (an
     /// HTTP call's `PROVIDER_TIMEOUT_MS`), if it has one: a record budget not longer than it
-    /// could not finish one record, and refuses the start ([`Dedup::relay`](crate::Dedup::relay)).
+    /// could not finish one record, and refuses the start ([`RelayService::new`](super::RelayService::new)).
     fn time_limit(&self) -> Option<(&'static str, Duration)> {
         None
     }

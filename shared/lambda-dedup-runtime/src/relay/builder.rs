@@ -8,9 +8,9 @@
 //! # use lambda_dedup_runtime::relay::{Act, Layout};
 //! # use lambda_dedup_config::RelayVars;
 //! # async fn run<A: Act>(vars: RelayVars, layout: Layout, act: A) -> Result<(), lambda_runtime::Error> {
-//! use lambda_dedup_runtime::Dedup;
+//! use lambda_dedup_runtime::{Dedup, relay::RelayService};
 //! let dedup = Dedup::from_env("intent-relay")?.dynamodb().await;
-//! lambda_runtime::run_concurrent(dedup.relay(&vars, layout, act)?).await
+//! lambda_runtime::run_concurrent(RelayService::new(dedup, &vars, layout, act)?).await
 //! # }
 //! ```
 
@@ -19,8 +19,9 @@ use crate::service::{BuildError, Dedup};
 use crate::store::Items;
 use lambda_dedup_config::{RelayConfig, RelayVars, SettingsError};
 
-impl Dedup<Items> {
-    /// The relay service of a table whose items carry their own settle status: for each new
+impl<A: Act> RelayService<A> {
+    /// The relay service, on the builder `dedup`, of a table whose items carry their own
+    /// settle status: for each new
     /// item on the table's stream, in shard order, `act`'s action — one call per stream record —
     /// and then the item settled with what it returned, in one conditional update (or parked on
     /// the item, when it can never succeed); the item is its own mark, so no mark table is read.
@@ -32,25 +33,35 @@ impl Dedup<Items> {
     /// without `Records` (the schedule's) runs the sweep. The items are the store's tables
     /// ([`Items`]: on DynamoDB, `DynamoItems` on the same client). Give it to
     /// `lambda_runtime::run_concurrent`.
-    pub fn relay<A: Act>(
-        self,
+    ///
+    /// Only on a store with item tables ([`Items`]), not on a store of marks only:
+    ///
+    /// ```compile_fail
+    /// use lambda_dedup_runtime::relay::{Act, Layout, RelayService};
+    /// use lambda_dedup_runtime::{Dedup, Effect, store::Store};
+    /// fn f<A: Act>(dedup: Dedup<Store<Effect>>, vars: &lambda_dedup_config::RelayVars, layout: Layout, act: A) {
+    ///     let _ = RelayService::new(dedup, vars, layout, act);
+    /// }
+    /// ```
+    pub fn new(
+        dedup: Dedup<Items>,
         vars: &RelayVars,
         layout: Layout,
         act: A,
-    ) -> Result<RelayService<A>, BuildError> {
-        let config = RelayConfig::read(&self.env, vars)?;
-        self.relay_with(vars, config, layout, act)
+    ) -> Result<Self, BuildError> {
+        let config = RelayConfig::read(&dedup.env, vars)?;
+        Self::with_config(dedup, vars, config, layout, act)
     }
 
-    /// [`relay`](Self::relay) with its settings already read from the builder's environment
+    /// [`new`](Self::new) with its settings already read from the builder's environment
     /// (the inbox's forwarder reads its queue with them).
-    pub(crate) fn relay_with<A: Act>(
-        self,
+    pub(crate) fn with_config(
+        dedup: Dedup<Items>,
         vars: &RelayVars,
         config: RelayConfig,
         layout: Layout,
         act: A,
-    ) -> Result<RelayService<A>, BuildError> {
+    ) -> Result<Self, BuildError> {
         if let Some((limit_var, limit)) = act.time_limit()
             && config.record_budget <= limit
         {
@@ -67,15 +78,15 @@ impl Dedup<Items> {
             .into());
         }
         let relay = Relay {
-            function: self.function,
+            function: dedup.function,
             table: config.table,
             layout,
             act,
             per_record: config.record_budget,
-            margin: self.settings.deadline_margin.get(),
+            margin: dedup.settings.deadline_margin.get(),
             redrive_after: config.redrive_after,
         };
-        Ok(relay.service(self.store.items()))
+        Ok(relay.service(dedup.store.items()))
     }
 }
 
@@ -152,7 +163,7 @@ mod tests {
         store.create_table("jobs", "id");
         let job = Item::new().with("id", "j1").with("status", "PENDING");
         store.put_item("jobs", job).expect("seed");
-        dedup.relay(&VARS, LAYOUT, act)
+        RelayService::new(dedup, &VARS, LAYOUT, act)
     }
 
     fn stream() -> serde_json::Value {

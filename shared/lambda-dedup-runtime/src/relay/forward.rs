@@ -228,7 +228,7 @@ fn forwarder_to(
 ) -> Result<RelayService<Forward>, BuildError> {
     let config = ForwarderConfig::read(dedup.env())?;
     let forward = Forward::new(queue(config.queue_url, dedup.settings().sdk_timeouts));
-    dedup.relay_with(&FORWARDER, config.relay, LAYOUT, forward)
+    RelayService::with_config(dedup, &FORWARDER, config.relay, LAYOUT, forward)
 }
 
 #[cfg(test)]

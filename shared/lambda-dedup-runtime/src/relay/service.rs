@@ -17,7 +17,7 @@ use super::layout::Layout;
 use super::tally::{Ending, Handled, Tally};
 use crate::in_order;
 
-/// A relay, as [`Dedup::relay`](crate::Dedup::relay) builds it from the function's settings:
+/// A relay, as [`RelayService::new`] builds it from the function's settings:
 /// the function, its table, how its items look, its action, the record budget, the deadline
 /// margin and the sweep's age.
 #[derive(Debug)]

@@ -116,7 +116,7 @@ pub enum InvokeScopeError {
     #[error("the invoke door's fixed tenant is empty, over 1024 bytes or holds control characters")]
     TenantInvalid,
     /// The tenant is fixed, and the builder also reads one from the payload (`.tenant(..)`,
-    /// `.cloudevents(..)`, an attribute): which one keys the event would be ambiguous.
+    /// an attribute): which one keys the event would be ambiguous.
     #[error(
         "the invoke door's tenant is fixed, and the builder also reads a tenant from the payload: choose one"
     )]

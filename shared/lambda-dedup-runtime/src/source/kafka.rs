@@ -237,7 +237,7 @@ fn split_id(id: &str) -> Option<(&str, i64)> {
 /// response passes them (S15).
 ///
 /// Unless the builder was given an identity (`.identity(Identity::attribute("<header>"))` for
-/// a record header, `.identity("/pointer")` into the value, `.cloudevents(..)`), a record's
+/// a record header, `.identity("/pointer")` into the value, `.identity(Identity::cloudevents())`), a record's
 /// identity is its position — cluster, topic, partition and offset: it catches every
 /// redelivery of a record, not a producer that writes one event twice. Keyed by position, it
 /// refuses to start without `DEDUP_KAFKA_CLUSTER_ID`, the name of a self-managed cluster (an

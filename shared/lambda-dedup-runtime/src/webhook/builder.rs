@@ -3,10 +3,10 @@
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), lambda_http::Error> {
-//! use lambda_dedup_runtime::{Dedup, webhook::WebhookConfig};
+//! use lambda_dedup_runtime::{Dedup, WebhookService, webhook::WebhookConfig};
 //! let dedup = Dedup::from_env("webhook-receiver")?.dynamodb().await;
 //! let config = WebhookConfig::read(dedup.env())?;
-//! lambda_http::run(dedup.webhook(config)?).await
+//! lambda_http::run(WebhookService::new(dedup, config)?).await
 //! # }
 //! ```
 
@@ -19,33 +19,43 @@ use crate::service::{BuildError, Dedup};
 use crate::store::Items;
 use crate::webhook::{Receiver, WebhookConfig};
 
-impl Dedup<Items> {
-    /// The HTTP service of a webhook receiver: each request verified in `config`'s scheme,
-    /// deduplicated by the identity the sender signs, and its inbox item created once — the
-    /// item is the mark, one conditional `Put` (create-once mode, S5) — before it is answered
-    /// 2xx; a retry gets the first answer again, another body under the same id 409 (S8,
-    /// S11). One EMF line per request. Give it to `lambda_http::run`; only on a store with the create-once capability.
-    /// On DynamoDB it reads no mark table (`DEDUP_MARK_TABLE` may be unset).
-    pub fn webhook(self, config: WebhookConfig) -> Result<WebhookService, BuildError> {
+/// A webhook receiver's service: HTTP requests in, answers out. Cheap to clone.
+pub type WebhookService = RequestService<Receiver>;
+
+impl WebhookService {
+    /// The HTTP service of a webhook receiver on the builder `dedup`: each request verified in
+    /// `config`'s scheme, deduplicated by the identity the sender signs, and its inbox item
+    /// created once — the item is the mark, one conditional `Put` (create-once mode, S5) —
+    /// before it is answered 2xx; a retry gets the first answer again, another body under the
+    /// same id 409 (S8, S11). One EMF line per request. Give it to `lambda_http::run`. On
+    /// DynamoDB it reads no mark table (`DEDUP_MARK_TABLE` may be unset).
+    ///
+    /// Only on a store with the create-once capability ([`Items`]), not on a store of marks
+    /// only:
+    ///
+    /// ```compile_fail
+    /// use lambda_dedup_runtime::{Dedup, Effect, WebhookService, store::Store, webhook::WebhookConfig};
+    /// fn f(dedup: Dedup<Store<Effect>>, config: WebhookConfig) {
+    ///     let _ = WebhookService::new(dedup, config);
+    /// }
+    /// ```
+    pub fn new(dedup: Dedup<Items>, config: WebhookConfig) -> Result<Self, BuildError> {
         // The inbox items are the marks: on DynamoDB, no mark table is read.
-        let store = self.store.inbox(&config.inbox_table);
-        let spec = config.key_spec(self.settings.scope.clone());
+        let store = dedup.store.inbox(&config.inbox_table);
+        let spec = config.key_spec(dedup.settings.scope.clone());
         // Keys by the settings' guards; the item is the mark, so the warm cache and the
         // pre-filter, which read marks, have nothing to do here.
-        let dedup = CreateOnceDeduplicator::with_store(self.settings.key_spec(spec), store);
+        let keys = CreateOnceDeduplicator::with_store(dedup.settings.key_spec(spec), store);
         Ok(RequestService {
             door: Arc::new(Receiver::new(
-                &self.function,
+                &dedup.function,
                 config,
-                dedup,
-                self.settings.deadline_margin,
+                keys,
+                dedup.settings.deadline_margin,
             )),
         })
     }
 }
-
-/// A webhook receiver's service: HTTP requests in, answers out. Cheap to clone.
-pub type WebhookService = RequestService<Receiver>;
 
 #[cfg(test)]
 mod tests {
@@ -89,7 +99,7 @@ mod tests {
         (response.status().as_u16(), replayed, text)
     }
 
-    /// The service `main` builds (`Dedup::webhook`): a signed event is recorded once, its
+    /// The service `main` builds (`WebhookService::new`): a signed event is recorded once, its
     /// inbox item the mark (create-once: the item carries the key, fingerprint and answer; no
     /// mark item is written), the sender's retry gets the first answer as a replay, another
     /// body under the same id 409, and a forgery 401.
@@ -98,7 +108,7 @@ mod tests {
         let (dedup, store) = on_memory(Dedup::read(&env(), "webhook-receiver").expect("settings"));
         store.create_table("inbox", "event_key");
         let config = WebhookConfig::read(&env()).expect("config");
-        let service = dedup.webhook(config).expect("service");
+        let service = WebhookService::new(dedup, config).expect("service");
         let body = r#"{"id":"evt-1","amount":10}"#;
         let first = post(&service, "evt-1", body).await;
         assert_eq!((first.0, first.1.as_deref()), (200, None), "{first:?}");
@@ -139,7 +149,7 @@ mod tests {
                 on_memory(Dedup::read(&env, "webhook-receiver").expect("settings"));
             store.create_table("inbox", "event_key");
             let config = WebhookConfig::read(&env).expect("config");
-            let service = dedup.webhook(config).expect("service");
+            let service = WebhookService::new(dedup, config).expect("service");
             let request = request("evt-m", r#"{"id":"evt-m"}"#)
                 .with_lambda_context(crate::service::tests::context_due_in(30));
             let answer = service.clone().oneshot(request).await.expect("answer");

@@ -304,6 +304,24 @@ fn kafka_self_managed_cluster_id_is_required_to_start() {
     );
 }
 
+/// `Identity::cloudevents()` is a choice, as every identity is: the Kafka door keeps it rather
+/// than its default (the record's position), so it starts without a cluster id, and one event
+/// written twice (two offsets, one CloudEvents `source` + `id`) is credited once.
+#[tokio::test]
+async fn kafka_keeps_a_chosen_cloudevents_identity() {
+    let (dedup, store) = ledger(&[]);
+    let dedup = dedup.identity(crate::Identity::cloudevents());
+    let service = service(dedup, Parking::unreachable(), &UP);
+    let data = json!({"account": "a", "amount": 5});
+    let ce = json!({"specversion": "1.0", "type": "credit", "source": "/bank", "id": "e-1",
+        "data": data});
+    let value = b64(ce.to_string());
+    let batch = event(vec![record(0, 40, &value, &[]), record(0, 41, &value, &[])]);
+    let answer = service.call_with(batch).await.expect("answer");
+    assert!(named(&answer).is_empty());
+    assert_eq!(balance(&store, "a"), Some(Value::N("5".into())), "once");
+}
+
 /// Issue 42: a self-managed cluster's records are named by its cluster id, so a redelivery
 /// after a broker was added (another bootstrap string) is a duplicate, not a second credit.
 #[tokio::test]

@@ -19,4 +19,5 @@ pages! {
     GettingStarted = "src/getting-started.md";
     Flows = "src/flows.md";
     Testing = "src/testing.md";
+    Http = "src/doors/http.md";
 }

@@ -20,4 +20,6 @@ pages! {
     Flows = "src/flows.md";
     Testing = "src/testing.md";
     Http = "src/doors/http.md";
+    Kinesis = "src/doors/kinesis.md";
+    Invoke = "src/doors/invoke.md";
 }

@@ -1,8 +1,10 @@
 //! Project automation, run as `cargo xtask <command>`: the commands and what each does are
-//! [`Cmd`]'s variants (`cargo xtask --help`); README.md's Quick start walks through them.
+//! [`Cmd`]'s variants (`cargo xtask --help`); the guide's "This repository" page
+//! (docs/book/src/repository.md) walks through them.
 
 mod audit;
 mod bench;
+mod book;
 mod chaos;
 mod demo;
 mod demo_doors;
@@ -61,6 +63,8 @@ enum Cmd {
     CheckInfra,
     /// The supply chain: `cargo deny check licenses bans sources` with deny.toml.
     Deny,
+    /// Build the guide (docs/book) with mdbook into target/book and check its links.
+    Book,
     /// Model-based fault schedules against the local DynamoDB; writes docs/RELIABILITY.md.
     Soak {
         /// Schedules per flow on the local DynamoDB.
@@ -164,6 +168,7 @@ async fn main() -> ExitCode {
         Cmd::Up => up().await,
         Cmd::CheckInfra => infra::run(&root(), true),
         Cmd::Deny => deny::run(&root()),
+        Cmd::Book => book::run(&root()),
         Cmd::Audit => audit::run(&root()).await,
         Cmd::Package => package::run(&root()),
         Cmd::Mutants { scopes, args } => mutants::run(&root(), &scopes, &args),

@@ -1,5 +1,9 @@
-//! Run with `sqs-credit`'s settings: your company's envelope in SQS bodies, `{"envelope":
-//! {"event_id", "tenant"}, "data": {..}}`, as a door of your own; the runner does the rest.
+//! Run with `cargo test -p example-custom-door` (its tests, on the memory store); in Lambda,
+//! `cargo lambda build --release -p example-custom-door` and deploy it with `sqs-credit`'s
+//! settings.
+//!
+//! Your company's envelope in SQS bodies, `{"envelope": {"event_id", "tenant"}, "data": {..}}`,
+//! as a door of your own; the runner does the rest.
 
 use lambda_dedup_runtime::door::{AnyOrder, AttributeValue, Door, Message, Record, Refused};
 use lambda_dedup_runtime::events::{SqsBatchResponse, SqsEvent};

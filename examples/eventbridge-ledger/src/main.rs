@@ -1,3 +1,6 @@
+//! Run with `cargo test -p example-eventbridge-ledger` (its tests, on the memory store); in Lambda,
+//! `cargo lambda build --release -p example-eventbridge-ledger` and deploy it with the environment below.
+//!
 //! An EventBridge-targeted Lambda whose effect — adding `amount` to the balance of `account`,
 //! the event's `detail` being `{"credit_id", "account", "amount"}` — happens once per credit:
 //! the credit and its mark commit in one DynamoDB transaction. The identity is the detail's

@@ -1,3 +1,6 @@
+//! Run with `cargo test -p example-invoke-charge` (its tests, on the memory store); in Lambda,
+//! `cargo lambda build --release -p example-invoke-charge` and deploy it with the environment below.
+//!
 //! The direct invoke door: a Lambda invoked with its own JSON — by a caller's `Invoke`
 //! (`RequestResponse`), or asynchronously (`Event`), where Lambda retries a failed invocation
 //! with the same request id and then sends it to the function's on-failure destination.

@@ -1,3 +1,6 @@
+//! Run with `cargo test -p example-kafka-ledger` (its tests, on the memory store); in Lambda,
+//! `cargo lambda build --release -p example-kafka-ledger` and deploy it with the environment below.
+//!
 //! A Kafka-triggered Lambda (Amazon MSK or self-managed Apache Kafka) whose effect — adding
 //! `amount` to the balance of `account`, the record's value being `{"account", "amount"}` —
 //! happens once per record, however often Lambda delivers it: the credit and the record's mark

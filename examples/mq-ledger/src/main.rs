@@ -1,3 +1,6 @@
+//! Run with `cargo test -p example-mq-ledger` (its tests, on the memory store); in Lambda,
+//! `cargo lambda build --release -p example-mq-ledger` and deploy it with the environment below.
+//!
 //! An Amazon MQ for ActiveMQ-triggered Lambda whose effect — adding `amount` to the balance of
 //! `account`, the message's data being `{"account", "amount"}` — happens once per message: the
 //! credit and the message's mark commit in one DynamoDB transaction. The trigger has no partial

@@ -1,3 +1,6 @@
+//! Run with `cargo test -p example-order-placed` (its tests, on the memory store); in Lambda,
+//! `cargo lambda build --release -p example-order-placed` and deploy it with the environment below.
+//!
 //! The example for your own JSON: `OrderPlaced` events (not CloudEvents) whose identity is their
 //! `order_id`. Each order is written once and its confirmation e-mail sent once, and the e-mail
 //! only after the order is committed: the order commits with the event's mark in one DynamoDB

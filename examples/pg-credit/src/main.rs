@@ -1,3 +1,8 @@
+//! Run with `cargo xtask test -p example-pg-credit` (the tests on the memory store and on the
+//! PostgreSQL server xtask starts; plain `cargo test -p example-pg-credit` skips the server's);
+//! in Lambda, `cargo lambda build --release -p example-pg-credit` and deploy it with the
+//! environment below.
+//!
 //! An SQS credit on PostgreSQL, the counterpart of `sqs-credit`: an SQS-triggered Lambda whose
 //! effect — adding `data.amount` to the balance of `data.account` in **your own SQL table** —
 //! happens once per event, however often SQS delivers it. The credit is a parameterised

@@ -1,3 +1,6 @@
+//! Run with `cargo test -p example-rabbitmq-ledger` (its tests, on the memory store); in Lambda,
+//! `cargo lambda build --release -p example-rabbitmq-ledger` and deploy it with the environment below.
+//!
 //! An Amazon MQ for RabbitMQ-triggered Lambda whose effect — adding `amount` to the balance of
 //! `account`, the message's data being `{"account", "amount"}` — happens once per message: the
 //! credit and the message's mark commit in one DynamoDB transaction. The identity is the

@@ -1,3 +1,6 @@
+//! Run with `cargo test -p example-s3-catalog` (its tests, on the memory store); in Lambda,
+//! `cargo lambda build --release -p example-s3-catalog` and deploy it with the environment below.
+//!
 //! An S3-notification Lambda (S3 invoking it directly, asynchronously) that keeps one catalog
 //! item per object — its state (`ObjectCreated:Put`, `ObjectRemoved:Delete`…), size and
 //! sequencer — written once per notification, however often S3 delivers it, and **newest

@@ -1,3 +1,7 @@
+//! Run with `cargo test -p example-sqs-credit` (the tests below, on the memory store); in
+//! Lambda, `cargo lambda build --release -p example-sqs-credit`, then `cargo lambda deploy
+//! example-sqs-credit` with the environment below.
+//!
 //! The example to copy: an SQS-triggered Lambda whose effect — adding `data.amount` to the
 //! balance of `data.account` — happens once per event, however often SQS delivers it. The credit
 //! and the event's mark commit in one DynamoDB transaction; redeliveries are duplicates.

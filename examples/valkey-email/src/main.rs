@@ -1,3 +1,8 @@
+//! Run with `cargo xtask test -p example-valkey-email` (the tests on the memory store and on
+//! the Valkey server xtask starts; plain `cargo test -p example-valkey-email` skips the
+//! server's); in Lambda, `cargo lambda build --release -p example-valkey-email` and deploy it
+//! with the environment below.
+//!
 //! An e-mail sent once with Valkey: `UserSignedUp` CloudEvents from SQS, each answered with one
 //! welcome e-mail. The e-mail is an external effect, so it goes through the **leased flow**: the
 //! event is claimed in Valkey under a lease, the mail API is called with the event's idempotency

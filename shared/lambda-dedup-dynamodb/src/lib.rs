@@ -60,8 +60,3 @@ pub mod attr {
     /// Completion, epoch milliseconds.
     pub const COMPLETED_AT: &str = "completed_at";
 }
-
-/// The README's example compiles (it is a `no_run` doctest).
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-struct ReadmeDoctests;

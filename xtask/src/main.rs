@@ -384,7 +384,12 @@ fn feature_checks(args: &[String]) -> Vec<Vec<String>> {
     if picks_packages(args) {
         return Vec::new();
     }
-    let check = ["check", "-p", "lambda-dedup-runtime", "--no-default-features"];
+    let check = [
+        "check",
+        "-p",
+        "lambda-dedup-runtime",
+        "--no-default-features",
+    ];
     std::iter::once(check.map(String::from).to_vec())
         .chain(RUNTIME_FEATURES.iter().map(|feature| {
             (check.iter().chain(&["--features", feature]))
@@ -582,7 +587,12 @@ mod cli_tests {
     fn the_runtime_with_each_feature_alone_is_checked_with_the_workspace() {
         let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         let checks = feature_checks(&args(&["--locked"]));
-        let base = ["check", "-p", "lambda-dedup-runtime", "--no-default-features"];
+        let base = [
+            "check",
+            "-p",
+            "lambda-dedup-runtime",
+            "--no-default-features",
+        ];
         assert_eq!(checks.len(), 1 + RUNTIME_FEATURES.len());
         assert_eq!(checks[0], args(&base));
         for (check, feature) in checks[1..].iter().zip(RUNTIME_FEATURES) {

@@ -5,7 +5,7 @@
 //!
 //! # What a function uses
 //! - At the root: the builder [`Dedup`] and what it is built from ([`Env`], [`Settings`],
-//!   [`Envelope`], [`Parking`]) or refuses with ([`BuildError`], [`SettingsError`]); the work's
+//!   [`Envelope`], `Parking`) or refuses with ([`BuildError`], [`SettingsError`]); the work's
 //!   [`Event`], [`Effect`] and [`HandlerError`]; the services it builds ([`SqsService`],
 //!   [`Service`], …).
 //! - [`store`]: the stores it runs on, bound to the settings when chosen ([`Dedup::on`]):
@@ -82,8 +82,8 @@ pub use lambda_http;
 pub use {aws_lambda_events, lambda_runtime};
 
 /// The event and response types of the builder's doors: those of `aws_lambda_events`, and the
-/// few the doors add (a DynamoDB stream record's [`Change`](events::Change), Kafka's partial
-/// batch response, what the async doors answer when not all was acknowledged).
+/// few the doors add (a DynamoDB stream record's `Change`, feature `dynamodb-streams`; Kafka's
+/// partial batch response; what the async doors answer when not all was acknowledged).
 pub mod events {
     pub use crate::source::asynchronous::NotAcknowledged;
     pub use aws_lambda_events::event::eventbridge::EventBridgeEvent;

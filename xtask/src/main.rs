@@ -360,28 +360,47 @@ fn picks_packages(args: &[String]) -> bool {
     named
 }
 
-/// The runtime's builds without its default features that a function on PostgreSQL or Valkey
-/// makes (`default-features = false`: no DynamoDB store, no SQS client, no AWS SDK): checked
-/// with the workspace's tests, so they cannot rot while every other build enables the defaults
-/// (features unify across the workspace). Nothing when ARGS pick packages.
+/// The runtime's features a function names, each checked alone (`--no-default-features
+/// --features F`), and with none: every other build unifies them with the workspace's (features
+/// unify across a build), so a `cfg` that needs another feature would pass there and break the
+/// one function that names only this one. The internal ones (`aws`, `parking`, `checkpoint`,
+/// `shards`, `broker`) come with these.
+const RUNTIME_FEATURES: [&str; 14] = [
+    "dynamodb",
+    "postgres",
+    "valkey",
+    "memory",
+    "sqs-client",
+    "secrets-manager",
+    "kinesis",
+    "dynamodb-streams",
+    "kafka",
+    "mq",
+    "s3",
+    "webhook",
+    "http",
+    "inbox",
+];
+
+/// The runtime's builds with one feature, or none ([`RUNTIME_FEATURES`]), as a function that
+/// names only that one makes: checked with the workspace's tests, so they cannot rot while
+/// every other build unifies the features. Nothing when ARGS pick packages.
 fn feature_checks(args: &[String]) -> Vec<Vec<String>> {
     if picks_packages(args) {
         return Vec::new();
     }
-    ["postgres", "valkey"]
-        .iter()
-        .map(|feature| {
-            [
-                "check",
-                "-p",
-                "lambda-dedup-runtime",
-                "--no-default-features",
-                "--features",
-                feature,
-            ]
-            .map(String::from)
-            .to_vec()
-        })
+    let check = [
+        "check",
+        "-p",
+        "lambda-dedup-runtime",
+        "--no-default-features",
+    ];
+    std::iter::once(check.map(String::from).to_vec())
+        .chain(RUNTIME_FEATURES.iter().map(|feature| {
+            (check.iter().chain(&["--features", feature]))
+                .map(|a| (*a).to_owned())
+                .collect()
+        }))
         .collect()
 }
 
@@ -567,34 +586,60 @@ mod cli_tests {
         );
     }
 
-    /// The runtime without its default features (a PostgreSQL or a Valkey function's build) is
-    /// checked with every run of the workspace's tests, and not when ARGS pick packages.
+    /// The runtime with no feature and with each feature a function names alone is checked
+    /// with every run of the workspace's tests, and not when ARGS pick packages.
     #[test]
-    fn the_runtime_without_its_default_features_is_checked_with_the_workspace() {
+    fn the_runtime_with_each_feature_alone_is_checked_with_the_workspace() {
         let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         let checks = feature_checks(&args(&["--locked"]));
-        assert_eq!(checks.len(), 2);
-        for (check, feature) in checks.iter().zip(["postgres", "valkey"]) {
-            assert_eq!(
-                check,
-                &args(&[
-                    "check",
-                    "-p",
-                    "lambda-dedup-runtime",
-                    "--no-default-features",
-                    "--features",
-                    feature
-                ])
-            );
+        let base = [
+            "check",
+            "-p",
+            "lambda-dedup-runtime",
+            "--no-default-features",
+        ];
+        assert_eq!(checks.len(), 1 + RUNTIME_FEATURES.len());
+        assert_eq!(checks[0], args(&base));
+        for (check, feature) in checks[1..].iter().zip(RUNTIME_FEATURES) {
+            let mut want = args(&base);
+            want.extend(args(&["--features", feature]));
+            assert_eq!(check, &want);
         }
-        assert_eq!(feature_checks(&args(&["e2e"])).len(), 2);
+        assert_eq!(feature_checks(&args(&["e2e"])).len(), checks.len());
         assert!(feature_checks(&args(&["-p", "dedup-tests"])).is_empty());
         assert!(feature_checks(&args(&["--package=xtask"])).is_empty());
         assert_eq!(
             feature_checks(&args(&["--", "-p"])).len(),
-            2,
+            checks.len(),
             "the harness's"
         );
+    }
+
+    /// Every feature of the runtime's Cargo.toml is checked alone, but the default, the
+    /// simulation's and the internal ones the others enable: a new door's feature cannot be
+    /// left out.
+    #[test]
+    fn every_feature_a_function_can_name_is_checked() {
+        let manifest = root().join("shared/lambda-dedup-runtime/Cargo.toml");
+        let text = std::fs::read_to_string(&manifest).expect("the runtime's Cargo.toml");
+        let section = text.split("\n[features]\n").nth(1).expect("[features]");
+        let section = section.split("\n[").next().unwrap_or(section);
+        let internal = [
+            "default",
+            "simulation-planted",
+            "aws",
+            "parking",
+            "checkpoint",
+            "shards",
+            "broker",
+        ];
+        let named: BTreeSet<&str> = section
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split_once(" = ").map(|(name, _)| name.trim()))
+            .filter(|name| !internal.contains(name))
+            .collect();
+        assert_eq!(named, RUNTIME_FEATURES.into_iter().collect());
     }
 
     /// No two of xtask's modules use each other (issue 20's `audit` ↔ `stack` and `demo` ↔

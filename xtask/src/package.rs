@@ -1,5 +1,8 @@
-//! `cargo xtask package`: the release artifacts: every function built once with
+//! `cargo xtask package`: the release artifacts: every function built with
 //! `cargo lambda build --release --arm64` (zig cross-links; no Docker), zipped, sizes reported.
+//! One build per function: built together, the runtime's features would unify and every zip
+//! would carry what any function enables (the SQS client, every door); built alone, each
+//! carries what its `Cargo.toml` names, and the crates whose features agree are compiled once.
 
 use std::path::Path;
 use std::process::Command;
@@ -26,22 +29,24 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let mut cmd = Command::new(crate::cargo());
-    cmd.current_dir(root).env("PATH", path).args([
-        "lambda",
-        "build",
-        "--release",
-        "--arm64",
-        "--output-format",
-        "zip",
-    ]);
     for f in FUNCTIONS {
-        cmd.args(["--package", f]);
-    }
-    println!("xtask: package: cargo lambda build --release --arm64 (all functions, one build)");
-    let status = local_lambda::process::run(&mut cmd).map_err(|e| format!("cargo lambda: {e}"))?;
-    if !status.success() {
-        return Err("cargo lambda build failed".into());
+        let mut cmd = Command::new(crate::cargo());
+        cmd.current_dir(root).env("PATH", &path).args([
+            "lambda",
+            "build",
+            "--release",
+            "--arm64",
+            "--output-format",
+            "zip",
+            "--package",
+            f,
+        ]);
+        println!("xtask: package: cargo lambda build --release --arm64 --package {f}");
+        let status =
+            local_lambda::process::run(&mut cmd).map_err(|e| format!("cargo lambda: {e}"))?;
+        if !status.success() {
+            return Err(format!("cargo lambda build failed for {f}"));
+        }
     }
     println!("\n  {:<20} {:>12}", "function (arm64)", "zip size");
     for f in FUNCTIONS {

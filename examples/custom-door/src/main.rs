@@ -56,8 +56,11 @@ struct Credit {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    lambda_runtime::run_concurrent(service(Dedup::from_env("custom-door")?.dynamodb().await)?).await
+async fn main() -> Result<(), lambda_dedup_runtime::MainError> {
+    Ok(
+        lambda_runtime::run_concurrent(service(Dedup::from_env("custom-door")?.dynamodb().await)?)
+            .await?,
+    )
 }
 
 #[cfg(test)]

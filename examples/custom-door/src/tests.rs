@@ -1,7 +1,7 @@
 //! The function as `main` wires it, on the memory store, through the public API only.
 
 use super::*;
-use lambda_dedup::Value;
+use lambda_dedup_runtime::Value;
 use lambda_dedup_runtime::testing::{attribute, env, failed_ids, service_on_memory, sqs_event};
 
 fn credit(event_id: &str, tenant: &str, amount: i64) -> String {

@@ -35,17 +35,17 @@ fn service(dedup: Dedup) -> Result<Service<EventBridgeEvent, ()>, lambda_runtime
 }
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    lambda_runtime::run_concurrent(service(
+async fn main() -> Result<(), lambda_dedup_runtime::MainError> {
+    Ok(lambda_runtime::run_concurrent(service(
         Dedup::from_env("eventbridge-ledger")?.dynamodb().await,
     )?)
-    .await
+    .await?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_dedup::Value;
+    use lambda_dedup_runtime::Value;
     use lambda_dedup_runtime::testing::{attribute, env, event, read_json, service_on_memory};
 
     /// AWS's sample (`events/example-eventbridge-event-obj.json`) with a credit as its detail:

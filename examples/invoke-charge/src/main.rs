@@ -83,9 +83,9 @@ fn service(dedup: Dedup) -> Result<Service<Value, Receipt>, lambda_runtime::Erro
 }
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
+async fn main() -> Result<(), lambda_dedup_runtime::MainError> {
     let dedup = Dedup::from_env("invoke-charge")?.dynamodb().await;
-    lambda_runtime::run_concurrent(service(dedup)?).await
+    Ok(lambda_runtime::run_concurrent(service(dedup)?).await?)
 }
 
 #[cfg(test)]

@@ -36,14 +36,17 @@ fn service(dedup: Dedup) -> Result<Service<ActiveMqEvent, ()>, lambda_runtime::E
 }
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    lambda_runtime::run_concurrent(service(Dedup::from_env("mq-ledger")?.dynamodb().await)?).await
+async fn main() -> Result<(), lambda_dedup_runtime::MainError> {
+    Ok(
+        lambda_runtime::run_concurrent(service(Dedup::from_env("mq-ledger")?.dynamodb().await)?)
+            .await?,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_dedup::Value;
+    use lambda_dedup_runtime::Value;
     use lambda_dedup_runtime::testing::{attribute, env, event, read_json, service_on_memory};
 
     /// AWS's ActiveMQ sample (`events/example-activemq-event.json`) with a credit as its data:

@@ -59,9 +59,9 @@ fn service(dedup: Dedup) -> Result<SqsService, lambda_runtime::Error> {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
+async fn main() -> Result<(), lambda_dedup_runtime::MainError> {
     let dedup = Dedup::from_env("order-placed")?.dynamodb().await;
-    lambda_runtime::run_concurrent(service(dedup)?).await
+    Ok(lambda_runtime::run_concurrent(service(dedup)?).await?)
 }
 
 #[cfg(test)]

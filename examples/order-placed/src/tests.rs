@@ -3,11 +3,11 @@
 //! and fails as told.
 
 use super::*;
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-use lambda_dedup::{Item, Value};
 use lambda_dedup_fake_provider::{Fault, Provider};
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::Env;
+use lambda_dedup_runtime::events::{SqsBatchResponse, SqsEvent, SqsMessage};
+use lambda_dedup_runtime::{Item, Value};
 use lambda_runtime::tower::ServiceExt;
 use std::time::Duration;
 

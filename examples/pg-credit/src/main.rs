@@ -56,8 +56,8 @@ fn service(dedup: Dedup<Store<SqlEffect>>) -> Result<SqsService, Error> {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
-    lambda_runtime::run_concurrent(service(Dedup::from_env("pg-credit")?.postgres()?)?).await
+async fn main() -> Result<(), lambda_dedup_runtime::MainError> {
+    Ok(lambda_runtime::run_concurrent(service(Dedup::from_env("pg-credit")?.postgres()?)?).await?)
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 //! are read back with plain SQL, not through the store.
 
 use super::*;
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use lambda_dedup_postgres::{PgStore, SqlValue, Tls};
+use lambda_dedup_runtime::events::{SqsBatchResponse, SqsEvent, SqsMessage};
 use lambda_dedup_runtime::testing::on_memory_recording;
 use lambda_dedup_runtime::{Env, Service, Settings};
 

@@ -39,14 +39,17 @@ fn service(dedup: Dedup) -> Result<Service<S3Event, ()>, lambda_runtime::Error> 
 }
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    lambda_runtime::run_concurrent(service(Dedup::from_env("s3-catalog")?.dynamodb().await)?).await
+async fn main() -> Result<(), lambda_dedup_runtime::MainError> {
+    Ok(
+        lambda_runtime::run_concurrent(service(Dedup::from_env("s3-catalog")?.dynamodb().await)?)
+            .await?,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_dedup::Value;
+    use lambda_dedup_runtime::Value;
     use lambda_dedup_runtime::testing::{attribute, env, event, read_json, service_on_memory};
 
     /// AWS's sample event (`events/example-s3-event.json`) with a hex sequencer, as real

@@ -37,18 +37,21 @@ fn service(dedup: Dedup) -> Result<SqsService, lambda_runtime::Error> {
 
 /// Every setting checked at start: a retention below the redelivery horizon is refused (S9).
 #[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    lambda_runtime::run_concurrent(service(Dedup::from_env("sqs-credit")?.dynamodb().await)?).await
+async fn main() -> Result<(), lambda_dedup_runtime::MainError> {
+    Ok(
+        lambda_runtime::run_concurrent(service(Dedup::from_env("sqs-credit")?.dynamodb().await)?)
+            .await?,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-    use lambda_dedup::{Item, Value};
     use lambda_dedup_memory::MemoryStore;
+    use lambda_dedup_runtime::events::{SqsEvent, SqsMessage};
     use lambda_dedup_runtime::testing::{memory_store, now_as, with_outcomes};
     use lambda_dedup_runtime::{Env, TimeFormat};
+    use lambda_dedup_runtime::{Item, Value};
     use lambda_runtime::tower::ServiceExt;
 
     fn record(message_id: &str, event_id: &str, amount: i64) -> SqsMessage {
@@ -85,7 +88,7 @@ mod tests {
             .expect("service")
     }
 
-    fn failed(response: &aws_lambda_events::event::sqs::SqsBatchResponse) -> Vec<&str> {
+    fn failed(response: &lambda_dedup_runtime::events::SqsBatchResponse) -> Vec<&str> {
         let ids = response.batch_item_failures.iter();
         ids.map(|f| f.item_identifier.as_str()).collect()
     }

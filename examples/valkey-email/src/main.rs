@@ -49,8 +49,11 @@ fn service(dedup: Dedup<Store<ValkeyEffect>>) -> Result<SqsService, Error> {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
-    lambda_runtime::run_concurrent(service(Dedup::from_env("valkey-email")?.valkey()?)?).await
+async fn main() -> Result<(), lambda_dedup_runtime::MainError> {
+    Ok(
+        lambda_runtime::run_concurrent(service(Dedup::from_env("valkey-email")?.valkey()?)?)
+            .await?,
+    )
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 //! `Idempotency-Key`, counts what it sent and fails as told.
 
 use super::*;
-use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use lambda_dedup_fake_provider::{Fault, Provider};
+use lambda_dedup_runtime::events::{SqsEvent, SqsMessage};
 use lambda_dedup_runtime::{Env, store::NoStore};
 
 /// The mail API, on a port of its own.

@@ -170,9 +170,9 @@ async fn count_flagged(tables: &Tables, items: &dyn ItemStore, applied: &[Event<
 mod tests {
     use super::*;
 
-    use aws_lambda_events::event::sqs::SqsEvent;
     use lambda_dedup::Item;
     use lambda_dedup_memory::MemoryStore;
+    use lambda_dedup_runtime::events::SqsEvent;
     use lambda_dedup_runtime::{Env, testing::on_memory};
     use lambda_runtime::LambdaEvent;
     use lambda_runtime::tower::ServiceExt;
@@ -359,7 +359,7 @@ mod tests {
     async fn handle(
         notices: &Notices,
         event: LambdaEvent<SqsEvent>,
-    ) -> Result<aws_lambda_events::event::sqs::SqsBatchResponse, Error> {
+    ) -> Result<lambda_dedup_runtime::events::SqsBatchResponse, Error> {
         notices.service.clone().oneshot(event).await
     }
 
@@ -387,8 +387,8 @@ mod tests {
     fn record(
         message_id: &str,
         body: serde_json::Value,
-    ) -> aws_lambda_events::event::sqs::SqsMessage {
-        let mut m = aws_lambda_events::event::sqs::SqsMessage::default();
+    ) -> lambda_dedup_runtime::events::SqsMessage {
+        let mut m = lambda_dedup_runtime::events::SqsMessage::default();
         m.message_id = Some(message_id.into());
         m.body = Some(body.to_string());
         m
@@ -422,7 +422,7 @@ mod tests {
             "2026-11-01T11:00:00+01:00",
             "calle  mayor 3",
         );
-        let run = |records: Vec<aws_lambda_events::event::sqs::SqsMessage>| {
+        let run = |records: Vec<lambda_dedup_runtime::events::SqsMessage>| {
             let notices = &notices;
             async move {
                 let mut e = SqsEvent::default();

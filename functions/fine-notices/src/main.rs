@@ -14,7 +14,7 @@ mod handler;
 mod notice;
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
+async fn main() -> Result<(), lambda_dedup_runtime::MainError> {
     lambda_dedup_runtime::init_tracing();
     // Clients and configuration once per container, outside the handler.
     let dedup = lambda_dedup_runtime::Dedup::from_env(handler::FUNCTION)?;
@@ -26,5 +26,5 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let store = lambda_dedup_runtime::store::Items::dynamodb(client.clone(), dedup.settings());
     let dedup = dedup.on(store);
     let items = lambda_dedup_dynamodb::DynamoItems::new(client);
-    lambda_runtime::run_concurrent(handler::service(dedup, items, key)?).await
+    Ok(lambda_runtime::run_concurrent(handler::service(dedup, items, key)?).await?)
 }

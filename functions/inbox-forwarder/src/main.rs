@@ -16,11 +16,14 @@
 const FUNCTION: &str = "inbox-forwarder";
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
+async fn main() -> Result<(), lambda_dedup_runtime::MainError> {
     lambda_dedup_runtime::init_tracing();
     // Clients and configuration once per container, outside the handler.
     let dedup = lambda_dedup_runtime::Dedup::from_env(FUNCTION)?
         .dynamodb()
         .await;
-    lambda_runtime::run_concurrent(lambda_dedup_runtime::relay::forward::forwarder(dedup)?).await
+    Ok(
+        lambda_runtime::run_concurrent(lambda_dedup_runtime::relay::forward::forwarder(dedup)?)
+            .await?,
+    )
 }

@@ -11,9 +11,9 @@
 //! Two triggers, one service: the intents table's stream, and a schedule for the sweep.
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
+async fn main() -> Result<(), lambda_dedup_runtime::MainError> {
     lambda_dedup_runtime::init_tracing();
     // Clients and configuration once per container, outside the handler.
     let dedup = lambda_dedup_runtime::Dedup::from_env(intent_relay::FUNCTION)?;
-    lambda_runtime::run_concurrent(intent_relay::service(dedup.dynamodb().await)?).await
+    Ok(lambda_runtime::run_concurrent(intent_relay::service(dedup.dynamodb().await)?).await?)
 }

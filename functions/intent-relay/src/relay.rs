@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use aws_lambda_events::event::dynamodb::EventRecord;
 use lambda_dedup::Item;
 use lambda_dedup_config::RelayVars;
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_runtime::Dedup;
+use lambda_dedup_runtime::aws_lambda_events::event::dynamodb::EventRecord;
 use lambda_dedup_runtime::relay::image_part;
 use lambda_dedup_runtime::relay::{
     Act, Attribute, Attributes, Failure, Layout, Metric, Read, RelayService, Repeats, StatusValue,

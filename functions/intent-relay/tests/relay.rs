@@ -8,13 +8,13 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use aws_lambda_events::event::dynamodb::Event;
 use intent_relay::{Collections, Handled, RelayService};
 use lambda_dedup::{Item, Retention};
 use lambda_dedup_fake_provider::{Fault, Provider};
 use lambda_dedup_http::IdempotentClient;
 use lambda_dedup_memory::MemoryStore;
 use lambda_dedup_runtime::Env;
+use lambda_dedup_runtime::aws_lambda_events::event::dynamodb::Event;
 use lambda_dedup_runtime::{BuildError, Dedup, store::Items};
 use serde_json::json;
 

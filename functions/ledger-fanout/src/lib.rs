@@ -37,10 +37,10 @@ mod tests {
     //! record).
 
     use super::*;
-    use aws_lambda_events::event::sqs::SqsEvent;
     use lambda_dedup::Value;
     use lambda_dedup_cli::template::{Flow, function_entry};
     use lambda_dedup_engine::Outcome;
+    use lambda_dedup_runtime::events::SqsEvent;
     use lambda_dedup_runtime::testing::{
         OnMemory, assert_declared_key_spec, attribute, function_on_memory, with_outcomes,
     };

@@ -6,8 +6,8 @@
 //! Run locally with `cargo xtask demo` (it publishes to the topic).
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
+async fn main() -> Result<(), lambda_dedup_runtime::MainError> {
     lambda_dedup_runtime::init_tracing();
     let dedup = lambda_dedup_runtime::Dedup::from_env(ledger_fanout::FUNCTION)?;
-    lambda_runtime::run_concurrent(ledger_fanout::service(dedup.dynamodb().await)?).await
+    Ok(lambda_runtime::run_concurrent(ledger_fanout::service(dedup.dynamodb().await)?).await?)
 }

@@ -13,11 +13,11 @@ mod tests {
     use ledger_projector::ledger;
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-    /// The ledger as `main` builds it, with `vars` on top of its required variables.
-    use aws_lambda_events::event::sqs::SqsEvent;
     use lambda_dedup::{MarkStore, Value};
     use lambda_dedup_memory::MemoryStore;
     use lambda_dedup_runtime::Env;
+    /// The ledger as `main` builds it, with `vars` on top of its required variables.
+    use lambda_dedup_runtime::events::SqsEvent;
     use lambda_dedup_runtime::testing::{OnMemory, attribute, function_on_memory};
     use lambda_runtime::LambdaEvent;
     use lambda_runtime::tower::ServiceExt;

@@ -8,9 +8,9 @@
 mod handler;
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
+async fn main() -> Result<(), lambda_dedup_runtime::MainError> {
     lambda_dedup_runtime::init_tracing();
     // Clients and configuration once per container, outside the handler.
     let dedup = lambda_dedup_runtime::Dedup::from_env(handler::FUNCTION)?;
-    lambda_runtime::run_concurrent(handler::service(dedup.dynamodb().await)?).await
+    Ok(lambda_runtime::run_concurrent(handler::service(dedup.dynamodb().await)?).await?)
 }

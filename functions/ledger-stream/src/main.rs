@@ -16,15 +16,17 @@ use ledger_projector::ledger;
 const FUNCTION: &str = "ledger-stream";
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
+async fn main() -> Result<(), lambda_dedup_runtime::MainError> {
     lambda_dedup_runtime::init_tracing();
     let dedup = lambda_dedup_runtime::Dedup::from_env(FUNCTION)?;
     let balances = dedup.env().required("BALANCES_TABLE")?;
     let dedup = ledger::configure(dedup.dynamodb().await);
-    lambda_runtime::run_concurrent(dedup.door(lambda_dedup_runtime::source::Kinesis, move |e| {
-        ledger::plan(&balances, e)
-    })?)
-    .await
+    Ok(lambda_runtime::run_concurrent(
+        dedup.door(lambda_dedup_runtime::source::Kinesis, move |e| {
+            ledger::plan(&balances, e)
+        })?,
+    )
+    .await?)
 }
 
 #[cfg(test)]

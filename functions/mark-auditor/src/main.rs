@@ -14,9 +14,9 @@ use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() -> Result<(), lambda_dedup_runtime::MainError> {
     lambda_dedup_runtime::init_tracing();
-    lambda_runtime::run_concurrent(service_fn(handle)).await
+    Ok(lambda_runtime::run_concurrent(service_fn(handle)).await?)
 }
 
 /// One stream batch: TTL purges of completed marks counted per consumer and printed as EMF

@@ -4,6 +4,7 @@
 pub mod order;
 
 use lambda_dedup_runtime::http::{HttpConfig, Reply};
+use lambda_dedup_runtime::lambda_http;
 use lambda_dedup_runtime::{Dedup, HandlerError, HttpEvent, HttpService};
 
 /// The function's name: the consumer of its keys and the `Function` of its metrics.
@@ -34,9 +35,9 @@ fn route(orders: &str, e: HttpEvent<order::NewOrder>) -> Result<Reply, HandlerEr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lambda_dedup_runtime::lambda_http::tower::ServiceExt;
+    use lambda_dedup_runtime::lambda_http::{Body, Request, RequestExt};
     use lambda_dedup_runtime::testing::{env, service_on_memory};
-    use lambda_http::tower::ServiceExt;
-    use lambda_http::{Body, Request, RequestExt};
 
     /// `request` as an ALB hands it over.
     fn through_alb(request: Request) -> Request {

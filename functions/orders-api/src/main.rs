@@ -11,14 +11,16 @@
 use lambda_dedup_runtime::http::HttpConfig;
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_http::Error> {
+async fn main() -> Result<(), lambda_dedup_runtime::MainError> {
     lambda_dedup_runtime::init_tracing();
     let dedup = lambda_dedup_runtime::Dedup::from_env(orders_api::FUNCTION)?;
     let config = HttpConfig::read(dedup.env())?;
     // The raw event, so a REST API's repeated headers and authorizer are read.
-    lambda_dedup_runtime::lambda_runtime::run_concurrent(orders_api::service(
-        dedup.dynamodb().await,
-        config,
-    )?)
-    .await
+    Ok(
+        lambda_dedup_runtime::lambda_runtime::run_concurrent(orders_api::service(
+            dedup.dynamodb().await,
+            config,
+        )?)
+        .await?,
+    )
 }

@@ -44,10 +44,10 @@ mod tests {
     //! observes what it changes.
 
     use super::*;
-    use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
     use lambda_dedup::{Claim, ManualClock, MarkStore};
     use lambda_dedup_fake_provider::{Fault, Provider};
     use lambda_dedup_runtime::Env;
+    use lambda_dedup_runtime::events::{SqsEvent, SqsMessage};
     use lambda_dedup_runtime::testing::{OnMemory, function_on_memory};
     use lambda_runtime::LambdaEvent;
     use lambda_runtime::tower::ServiceExt;

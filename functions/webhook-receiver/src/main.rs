@@ -16,9 +16,12 @@
 use lambda_dedup_runtime::{Dedup, WebhookService, webhook};
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_http::Error> {
+async fn main() -> Result<(), lambda_dedup_runtime::MainError> {
     lambda_dedup_runtime::init_tracing();
     let dedup = Dedup::from_env("webhook-receiver")?.dynamodb().await;
     let config = webhook::webhook_config(dedup.env()).await?;
-    lambda_http::run_concurrent(WebhookService::new(dedup, config)?).await
+    Ok(
+        lambda_dedup_runtime::lambda_http::run_concurrent(WebhookService::new(dedup, config)?)
+            .await?,
+    )
 }

@@ -75,7 +75,8 @@
 //! | `DEDUP_KAFKA_CLUSTER_ID` | the name of a self-managed Kafka cluster (Kafka's `cluster.id`, or any name that stays with it), scoping its records' positions; an MSK event is named by its own `eventSourceArn`. Never the event's `bootstrapServers`, which changes when a broker is added | required by a Kafka door keyed by position (its default identity): it refuses to start without it |
 //!
 //! `DEDUP_RECONCILIATION_QUEUE_URL` is refused by the runtime built without an SQS client (its
-//! feature `sqs-client`, on by default): late events would go to the DLQ instead of where it says.
+//! feature `sqs-client`, which a function sending late events names): late events would go to
+//! the DLQ instead of where it says.
 //!
 //! # A webhook receiver ([`WebhookConfig`])
 //! | variable | meaning | default |

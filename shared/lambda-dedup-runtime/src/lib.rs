@@ -5,7 +5,7 @@
 //!
 //! # What a function uses
 //! - At the root: the builder [`Dedup`] and what it is built from ([`Env`], [`Settings`],
-//!   [`Envelope`], [`Parking`]) or refuses with ([`BuildError`], [`SettingsError`]); the work's
+//!   [`Envelope`], `Parking`) or refuses with ([`BuildError`], [`SettingsError`]); the work's
 //!   [`Event`], [`Effect`] and [`HandlerError`]; the services it builds ([`SqsService`],
 //!   [`Service`], …).
 //! - [`store`]: the stores it runs on, bound to the settings when chosen ([`Dedup::on`]):
@@ -20,6 +20,10 @@
 //!   doors' functions name beyond the builder (their settings, the reply, the relay's layout).
 //! - [`emf`]: the account's EMF lines; [`testing`]: what a function's tests share (with the
 //!   feature `memory`, the function on the memory store of its own settings).
+//! - [`MainError`]: what its `main` returns, so that a refusal at start prints its message.
+//! - The crates its types come from, in the versions it was built with: `lambda_runtime`,
+//!   `aws_lambda_events`, and `lambda_http` (features `webhook`, `http`); and the [`Item`]s and
+//!   [`Value`]s a test reads back.
 //!
 //! Everything else is the crate's own: the doors one file each (SQS, SNS, EventBridge, Kinesis,
 //! DynamoDB Streams, Kafka, Amazon MQ, S3), the one runner every door goes through (the cutoff
@@ -27,14 +31,14 @@
 //! queue, parking), the side queues and the stores' binding to the settings.
 //!
 //! # Features
-//! `dynamodb` and `sqs-client` are the defaults: the DynamoDB store and item tables, and the SQS
-//! client of the side queues. A function on PostgreSQL or Valkey leaves them out
-//! (`default-features = false`) and carries no AWS SDK; without `sqs-client`,
-//! `DEDUP_RECONCILIATION_QUEUE_URL` refuses the start. One feature per door (`kinesis`,
-//! `dynamodb-streams`, `kafka`, `mq`, `s3`, `webhook`, `http`, `inbox`) and per store
-//! (`postgres`, `valkey`, `memory`), plus `secrets-manager`; the doors that park enable the
-//! SQS client. `aws`, `parking`, `checkpoint`, `shards` and `broker` are internal: what several
-//! doors share, enabled by them.
+//! `dynamodb`, the DynamoDB store and item tables, is the default. A function on PostgreSQL or
+//! Valkey leaves it out (`default-features = false`) and carries no AWS SDK. One feature per
+//! store (`dynamodb`, `postgres`, `valkey`, and `memory` for tests) and per door beyond SQS, SNS
+//! and EventBridge (`kinesis`, `dynamodb-streams`, `kafka`, `mq`, `s3`, `webhook`, `http`,
+//! `inbox`), plus two clients: `sqs-client`, the side queues' SQS client, which a function that
+//! sets `DEDUP_RECONCILIATION_QUEUE_URL` names (without it that variable refuses the start; the
+//! doors that park and `inbox` enable it), and `secrets-manager`. `aws`, `parking`,
+//! `checkpoint`, `shards` and `broker` are internal: what several doors share, enabled by them.
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -46,6 +50,7 @@ pub mod emf;
 pub mod http;
 #[cfg(feature = "dynamodb-streams")]
 mod in_order;
+mod main_error;
 #[cfg(feature = "parking")]
 mod parking;
 mod queue;
@@ -61,17 +66,24 @@ pub mod testing;
 #[cfg(feature = "webhook")]
 pub mod webhook;
 
-pub use lambda_dedup::{Effect, Item, Provenance, TimeFormat};
+/// The items a flow writes and a test reads back: an [`Item`] of [`Value`]s.
+pub use lambda_dedup::{Effect, Item, Provenance, TimeFormat, Value};
 /// Why a delivery was rejected (what [`InvokeError::Rejected`] names).
 pub use lambda_dedup_engine::Reason;
+/// `lambda_http` (features `webhook`, `http`), re-exported for the same reason: the HTTP and
+/// webhook services take its requests and answer its bodies, and a function on another
+/// `lambda_http` would not fit them (`expected aws_lambda_events::encodings::Body, found
+/// lambda_http::Body`). Its `run_concurrent` and `Error` come from here too.
+#[cfg(feature = "webhook")]
+pub use lambda_http;
 /// The crates the builder's types come from, re-exported so that a function uses the versions
 /// this crate was built with: `lambda_runtime` (`run`, `Error`, `LambdaEvent`, `Context`) and
 /// `aws_lambda_events` (the event types, with the features this crate's own features enable).
 pub use {aws_lambda_events, lambda_runtime};
 
 /// The event and response types of the builder's doors: those of `aws_lambda_events`, and the
-/// few the doors add (a DynamoDB stream record's [`Change`](events::Change), Kafka's partial
-/// batch response, what the async doors answer when not all was acknowledged).
+/// few the doors add (a DynamoDB stream record's `Change`, feature `dynamodb-streams`; Kafka's
+/// partial batch response; what the async doors answer when not all was acknowledged).
 pub mod events {
     pub use crate::source::asynchronous::NotAcknowledged;
     pub use aws_lambda_events::event::eventbridge::EventBridgeEvent;
@@ -105,6 +117,7 @@ pub use http::builder::{HttpEvent, HttpService};
 /// The settings a function's `main` (and its tests) reads the builder with, from
 /// `lambda-dedup-config`, where every other setting is.
 pub use lambda_dedup_config::{Env, SettingRule, Settings, SettingsError};
+pub use main_error::MainError;
 #[cfg(feature = "parking")]
 pub use parking::Parking;
 pub use queue::Queue;

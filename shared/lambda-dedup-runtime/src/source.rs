@@ -21,8 +21,8 @@
 //!   (`stream::StreamRecord`);
 //! - `builder`: the doors' public values (below) and `Dedup::sqs`.
 //!
-//! The webhook door is [`crate::webhook`]; the relays' streams, whose items settle themselves,
-//! [`crate::relay`].
+//! The webhook door is `crate::webhook`; the relays' streams, whose items settle themselves,
+//! `crate::relay` (features `webhook`, `dynamodb-streams`).
 
 pub(crate) mod asynchronous;
 pub(crate) mod builder;

@@ -58,6 +58,7 @@ mod receiver;
 /// (`WEBHOOK_SECRETS_ARN`), and read again, bounded, when a signature does not match.
 #[cfg(feature = "secrets-manager")]
 pub use crate::secrets::{webhook_config, webhook_config_in};
+#[cfg(any(feature = "http", test))]
 pub(crate) use answer::REPLAYED_HEADER;
 pub use lambda_dedup_config::WebhookConfig;
 pub use receiver::Receiver;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use lambda_dedup_runtime::flow::transact;
 use lambda_dedup_runtime::http::{HttpConfig, Reply};
-use lambda_dedup_runtime::testing::sqs_event;
+use lambda_dedup_runtime::testing::events::sqs_event;
 use lambda_dedup_runtime::{Dedup, Effect, Env, Event, HttpEvent, store::Items};
 use lambda_http::tower::ServiceExt;
 use lambda_http::{Body, Request};

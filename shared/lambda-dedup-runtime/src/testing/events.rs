@@ -452,3 +452,217 @@ pub fn signed_webhook(secret: &str, id: &str, body: &str) -> lambda_http::Reques
         .body(lambda_http::Body::Text(body.to_owned()))
         .expect("a request")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// The JSON paths of `value`'s non-null fields (an array by its first element; not into maps
+    /// keyed by data: headers, images, details; Kafka's partitions and RabbitMQ's queues as `*`).
+    fn paths(value: &Value) -> BTreeSet<String> {
+        fn walk(value: &Value, at: &str, out: &mut BTreeSet<String>) {
+            match value {
+                Value::Object(map) => {
+                    let data = [
+                        "/headers",
+                        "/multiValueHeaders",
+                        "/properties",
+                        "/messageAttributes",
+                        "/stageVariables",
+                        "/pathParameters",
+                        "/queryStringParameters",
+                        "/multiValueQueryStringParameters",
+                        "/NewImage",
+                        "/Keys",
+                        "/OldImage",
+                        "/detail",
+                    ];
+                    if data.iter().any(|k| at.ends_with(k)) {
+                        // What the data holds is the test's, not the shape's.
+                        return;
+                    }
+                    // Kafka's records by partition, RabbitMQ's by queue.
+                    let by_name = ["/records", "/rmqMessagesByQueue"].iter().any(|k| at == *k);
+                    for (k, v) in map {
+                        let here = format!("{at}/{}", if by_name { "*" } else { k });
+                        if !v.is_null() {
+                            out.insert(here.clone());
+                        }
+                        walk(v, &here, out);
+                    }
+                }
+                Value::Array(items) => {
+                    if let Some(first) = items.first() {
+                        walk(first, &format!("{at}/0"), out);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut out = BTreeSet::new();
+        walk(value, "", &mut out);
+        out
+    }
+
+    fn sample(name: &str) -> Value {
+        crate::testing::read_json(format!(
+            "{}/../../events/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+    }
+
+    /// Every field AWS's sample `name` has (read as the event type `E`, so both sides are
+    /// written the same way), the builder's event has too, but those in `left_out`.
+    fn same_shape<E: serde::de::DeserializeOwned + serde::Serialize>(
+        name: &str,
+        built: &E,
+        left_out: &[&str],
+    ) {
+        let sample = serde_json::to_value(typed::<E>(sample(name))).expect("json");
+        let built = serde_json::to_value(built).expect("json");
+        let (want, have) = (paths(&sample), paths(&built));
+        let missing: Vec<&String> = want
+            .difference(&have)
+            .filter(|p| !left_out.iter().any(|l| p.starts_with(l)))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{name}: the builder's event lacks {missing:?}"
+        );
+    }
+
+    /// Each door's builder gives the event in the shape of AWS's sample for it.
+    #[test]
+    fn every_builder_has_the_shape_of_the_aws_sample() {
+        same_shape(
+            "example-sqs-event-obj.json",
+            &sqs_event(&["{}"]),
+            &[
+                "/Records/0/md5OfMessageAttributes",
+                "/Records/0/messageAttributes/",
+            ],
+        );
+        let sns = sns_in_sqs("topic", &["hello"]);
+        let body: Value = serde_json::from_str(sns.records[0].body.as_deref().unwrap_or_default())
+            .expect("an SNS envelope");
+        let envelope = &sample("example-sns-event.json")["Records"][0]["Sns"];
+        let (want, have) = (paths(envelope), paths(&body));
+        let missing: Vec<&String> = want
+            .difference(&have)
+            .filter(|p| *p != "/Subject")
+            .collect();
+        assert!(missing.is_empty(), "SNS in SQS lacks {missing:?}");
+        same_shape(
+            "example-eventbridge-event-obj.json",
+            &eventbridge_event("aws.ec2", "t", json!({"k": 1})),
+            &[],
+        );
+        let in_sqs = eventbridge_in_sqs("s", "t", &[json!({"k": 1})]);
+        let body: EventBridgeEvent<Value> =
+            serde_json::from_str(in_sqs.records[0].body.as_deref().unwrap_or_default())
+                .expect("an EventBridge event");
+        assert_eq!(
+            (body.source.as_str(), body.detail["k"].as_i64()),
+            ("s", Some(1))
+        );
+        same_shape(
+            "ledger-kinesis.json",
+            &kinesis_event("ledger", &[("k", "{}")]),
+            &[],
+        );
+        let image = json!({"order_id": {"S": "o-1"}});
+        same_shape(
+            "intent-insert.json",
+            &dynamodb_stream_event(vec![insert_record(1, image.clone(), image)]),
+            &[
+                "/Records/0/userIdentity",
+                "/Records/0/eventVersion",
+                "/Records/0/dynamodb/OldImage",
+            ],
+        );
+        same_shape(
+            "example-kafka-event.json",
+            &kafka_event("t", 0, &["{}"]),
+            &["/records/*/0/key", "/records/*/0/headers"],
+        );
+        same_shape(
+            "example-s3-event.json",
+            &s3_event("b", &[("k", "01")]),
+            &["/Records/0/s3/object/versionId"],
+        );
+        same_shape(
+            "example-activemq-event.json",
+            &activemq_event("q", &[("ID:1", "{}")]),
+            &[],
+        );
+        same_shape(
+            "example-rabbitmq-event.json",
+            &rabbitmq_event("q", &[("m-1", "{}")]),
+            &[
+                "/rmqMessagesByQueue/*/0/basicProperties/expiration",
+                "/rmqMessagesByQueue/*/0/basicProperties/userId",
+                "/rmqMessagesByQueue/*/0/basicProperties/timestamp",
+                "/rmqMessagesByQueue/*/0/basicProperties/contentEncoding",
+            ],
+        );
+        let request = HttpRequest::post("/orders", "{}").idempotency_key("k-1");
+        same_shape(
+            "apigw-rest-request.json",
+            &apigw_rest(&request, Some("shop-1")),
+            &[
+                "/requestContext/identity",
+                "/requestContext/domainName",
+                "/requestContext/domainPrefix",
+                "/requestContext/requestTime",
+                "/requestContext/authorizer",
+                "/queryStringParameters",
+                "/multiValueQueryStringParameters",
+                "/pathParameters",
+                "/stageVariables",
+            ],
+        );
+        same_shape(
+            "apigw-v2-request-no-authorizer.json",
+            &apigw_http(&request),
+            &[
+                "/requestContext/authentication",
+                "/cookies",
+                "/queryStringParameters",
+                "/pathParameters",
+                "/stageVariables",
+            ],
+        );
+        same_shape(
+            "apigw-v2-request-no-authorizer.json",
+            &function_url(&request),
+            &[
+                "/requestContext/authentication",
+                "/cookies",
+                "/queryStringParameters",
+                "/pathParameters",
+                "/stageVariables",
+            ],
+        );
+    }
+
+    /// A header sent twice is in REST's `multiValueHeaders` twice and its last value in
+    /// `headers`; HTTP APIs join the values with a comma.
+    #[test]
+    fn a_repeated_header_is_where_each_front_puts_it() {
+        let request = HttpRequest::post("/orders", "{}")
+            .idempotency_key("a")
+            .idempotency_key("b");
+        let rest = serde_json::to_value(apigw_rest(&request, None)).expect("json");
+        assert_eq!(
+            rest["multiValueHeaders"]["idempotency-key"],
+            json!(["\"a\"", "\"b\""])
+        );
+        assert_eq!(rest["headers"]["idempotency-key"], "\"b\"");
+        let http = serde_json::to_value(apigw_http(&request)).expect("json");
+        assert_eq!(http["headers"]["idempotency-key"], "\"a\",\"b\"");
+        let from_alb = serde_json::to_value(alb(&request)).expect("json");
+        assert_eq!(from_alb["headers"]["idempotency-key"], "\"b\"");
+        assert!(from_alb["requestContext"]["elb"]["targetGroupArn"].is_string());
+    }
+}

@@ -87,7 +87,7 @@ impl Postgres {
                 )
             },
             &[("LC_ALL", "C")],
-            &scratch.path().join("server.log"),
+            &scratch,
         )?;
         Ok(Self {
             _server: server,

@@ -61,7 +61,7 @@ impl Valkey {
                 )
             },
             &[],
-            &scratch.path().join("server.log"),
+            &scratch,
         )?;
         Ok(Self {
             _server: server,

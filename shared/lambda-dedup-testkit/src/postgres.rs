@@ -6,7 +6,7 @@
 //! unprivileged user `nobody` through `setpriv` (util-linux), in a data folder that user owns.
 //! That user may not be able to reach the venv (one inside a checkout in root's home folder, or
 //! in a folder `mktemp -d` made, is private to root), so under root the server's programs are
-//! first copied to a temporary folder every user can read ([`readable_copy`]).
+//! first copied to a temporary folder every user can read.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -483,7 +483,7 @@ mod tests {
                         return;
                     }
                     // Kafka's records by partition, RabbitMQ's by queue.
-                    let by_name = ["/records", "/rmqMessagesByQueue"].iter().any(|k| at == *k);
+                    let by_name = ["/records", "/rmqMessagesByQueue"].contains(&at);
                     for (k, v) in map {
                         let here = format!("{at}/{}", if by_name { "*" } else { k });
                         if !v.is_null() {

@@ -30,7 +30,7 @@ pub fn client() -> Client {
 
 /// A client for the DynamoDB at `endpoint` (a metering proxy in front of [`endpoint`]).
 pub fn client_at(endpoint: &str) -> Client {
-    local_dynamodb::local_client!(aws_sdk_dynamodb, endpoint)
+    lambda_dedup_testkit::local_client!(aws_sdk_dynamodb, endpoint)
 }
 
 /// A name no other test uses.
@@ -116,7 +116,7 @@ pub async fn effect_table(client: &Client, key_attr: &str) -> String {
 
 /// The partition keys of every mark in the mark table `table`.
 pub async fn mark_keys(client: &Client, table: &str) -> Vec<String> {
-    let items = local_dynamodb::items::scan(client, table).await;
+    let items = lambda_dedup_testkit::dynamodb::items::scan(client, table).await;
     let items = items.expect("scan");
     items
         .iter()
@@ -142,7 +142,7 @@ pub async fn get_item(
     key_attr: &str,
     key: &str,
 ) -> Option<HashMap<String, AttributeValue>> {
-    local_dynamodb::items::get(client, table, key_attr, key)
+    lambda_dedup_testkit::dynamodb::items::get(client, table, key_attr, key)
         .await
         .expect("get_item")
 }

@@ -33,7 +33,7 @@ use modes::{ACCOUNTS, Dedups, Mode, run_one, workload_ids};
 type Result<T> = std::result::Result<T, BenchError>;
 
 fn client(endpoint: &str) -> Client {
-    local_dynamodb::local_client!(aws_sdk_dynamodb, endpoint)
+    lambda_dedup_testkit::local_client!(aws_sdk_dynamodb, endpoint)
 }
 
 async fn table(client: &Client, name: &str, key: &str) -> Result<()> {

@@ -116,7 +116,7 @@ pub(crate) fn env(name: &str) -> String {
 }
 
 pub(crate) fn sqs() -> aws_sdk_sqs::Client {
-    local_dynamodb::local_client!(aws_sdk_sqs, env("DEDUP_SQS_ENDPOINT"))
+    lambda_dedup_testkit::local_client!(aws_sdk_sqs, env("DEDUP_SQS_ENDPOINT"))
 }
 
 pub(crate) async fn send(queue_var: &str, bodies: &[String]) {

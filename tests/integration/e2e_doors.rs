@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use dedup_tests::{client, get_item, unique};
-use local_dynamodb::items::{self as stored, Item};
+use lambda_dedup_testkit::dynamodb::items::{self as stored, Item};
 use local_dynamodb::kinesis::Kinesis;
 use serde_json::json;
 

@@ -539,7 +539,7 @@ async fn e2e_operator_forget_then_redelivery_applies_once_and_the_account_closes
     // 36.7: the caller as AWS authenticated it (moto's STS, asked here with the same
     // credentials), `--by` kept as a note; and the audit item under a key no function role's
     // dynamodb:LeadingKeys (`demo#<consumer>#*`) covers.
-    let sts = local_dynamodb::local_client!(aws_sdk_sts, env("DEDUP_SQS_ENDPOINT"));
+    let sts = lambda_dedup_testkit::local_client!(aws_sdk_sts, env("DEDUP_SQS_ENDPOINT"));
     let me = sts.get_caller_identity().send().await.expect("moto's STS");
     assert_eq!(
         s("forgotten_by_caller").as_deref(),

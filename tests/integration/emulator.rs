@@ -424,7 +424,7 @@ async fn ttl_deletions_appear_on_the_stream_as_the_service() {
 }
 
 fn streams_client() -> aws_sdk_dynamodbstreams::Client {
-    local_dynamodb::local_client!(aws_sdk_dynamodbstreams, endpoint())
+    lambda_dedup_testkit::local_client!(aws_sdk_dynamodbstreams, endpoint())
 }
 
 /// The shard iterators of every shard of a stream, from the start.

@@ -50,7 +50,7 @@ async fn s5_idempotency_key_requests_racing_on_dynamodb_create_one_order() {
         answers.iter().all(|(s, _)| *s == 201 || *s == 409),
         "{answers:?}"
     );
-    let items = local_dynamodb::items::scan(&client, &orders)
+    let items = lambda_dedup_testkit::dynamodb::items::scan(&client, &orders)
         .await
         .expect("scan");
     assert_eq!(items.len(), 1, "one order for one key: {answers:?}");

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use lambda_dedup_runtime::flow::transact;
 use lambda_dedup_runtime::http::Reply;
-use lambda_dedup_runtime::testing::sqs_event;
+use lambda_dedup_runtime::testing::events::sqs_event;
 use lambda_dedup_runtime::{Dedup, Effect, Env, Event, HttpEvent, Tenant, store::Items};
 use lambda_http::Request;
 use lambda_http::tower::ServiceExt;

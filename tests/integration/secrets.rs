@@ -40,7 +40,7 @@ fn moto() -> Option<String> {
 }
 
 fn client(endpoint: &str) -> aws_sdk_secretsmanager::Client {
-    local_dynamodb::local_client!(aws_sdk_secretsmanager, endpoint)
+    lambda_dedup_testkit::local_client!(aws_sdk_secretsmanager, endpoint)
 }
 
 /// A new secret holding `text`: its ARN.

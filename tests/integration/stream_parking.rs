@@ -40,7 +40,7 @@ fn credit(e: lambda_dedup_runtime::Event<Change<Order>>) -> Result<Effect, Handl
 fn record(seq: u64, order: &str, total: &str) -> serde_json::Value {
     let key = json!({"order_id": {"S": order}});
     let image = json!({"order_id": {"S": order}, "customer": {"S": "c-1"}, "total": {"S": total}});
-    lambda_dedup_runtime::testing::insert_record(seq, key, image)
+    lambda_dedup_runtime::testing::events::insert_record(seq, key, image)
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use lambda_http::tower::ServiceExt;
 const SECRET: &str = "whsec_d2hzZWMtdGVzdC0wMTIzNDU2Nzg5";
 
 fn signed(id: &str, body: &str) -> lambda_http::Request {
-    lambda_dedup_runtime::testing::signed_webhook(SECRET, id, body)
+    lambda_dedup_runtime::testing::events::signed_webhook(SECRET, id, body)
 }
 
 #[tokio::test]
@@ -33,7 +33,7 @@ async fn s5_the_webhook_receiver_needs_no_mark_table_and_records_each_delivery_o
         let answer = service.clone().oneshot(signed("evt-1", body)).await;
         assert_eq!(answer.expect("answer").status().as_u16(), 200);
     }
-    let items = local_dynamodb::items::scan(&client, &inbox)
+    let items = lambda_dedup_testkit::dynamodb::items::scan(&client, &inbox)
         .await
         .expect("scan");
     assert_eq!(

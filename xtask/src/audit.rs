@@ -85,7 +85,7 @@ pub(crate) async fn run(root: &Path) -> Result<()> {
     let inbox = env
         .get("INBOX_TABLE")
         .ok_or("functions.env has no inbox table")?;
-    let client = local_dynamodb::local_client!(aws_sdk_dynamodb, *endpoint);
+    let client = lambda_dedup_testkit::local_client!(aws_sdk_dynamodb, *endpoint);
     let marks = completed_marks(&client, table, inbox)
         .await
         .map_err(|e| format!("{e} (is `cargo xtask up` still running?)"))?;

@@ -97,7 +97,7 @@ async fn get_string(
     key: &str,
     attr: &str,
 ) -> Result<Option<String>> {
-    use local_dynamodb::items;
+    use lambda_dedup_testkit::dynamodb::items;
     let item = items::get(&stack.dynamodb, table, key_attr, key)
         .await
         .map_err(crate::sdk_error(format!("get {table}")))?;

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use lambda_dedup_fake_provider::Fault;
-use local_dynamodb::items;
+use lambda_dedup_testkit::dynamodb::items;
 use serde_json::json;
 
 use crate::Result;

@@ -144,19 +144,20 @@ impl Drop for LocalDynamo {
 /// `xtask serve-dynamodb --port P [--data FILE]`: the server process itself. Serves until
 /// SIGTERM or SIGINT; sweeps expired TTL items on a timer.
 pub(crate) async fn serve(port: u16, data: Option<PathBuf>) -> Result<()> {
-    let db = local_dynamodb::open(data.as_deref())?;
+    let db = lambda_dedup_testkit::dynamodb::open(data.as_deref()).map_err(|e| e.to_string())?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
         .map_err(|e| format!("serve-dynamodb: port {port}: {e}"))?;
     eprintln!(
         "Dynoxide {} (crate dynoxide-rs) on http://127.0.0.1:{port} ({}), TTL swept every {:?}",
-        local_dynamodb::dynoxide::PRODUCT_VERSION,
+        lambda_dedup_testkit::dynamodb::dynoxide::PRODUCT_VERSION,
         data.as_deref()
             .map_or("in memory".to_owned(), |d| d.display().to_string()),
-        local_dynamodb::SWEEP_EVERY
+        lambda_dedup_testkit::dynamodb::SWEEP_EVERY
     );
-    local_dynamodb::serve(listener, db, async {
+    lambda_dedup_testkit::dynamodb::serve(listener, db, async {
         local_lambda::signals::terminated().await;
     })
     .await
+    .map_err(|e| e.to_string())
 }

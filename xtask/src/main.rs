@@ -425,8 +425,8 @@ async fn test(args: &[String], harness: &[String]) -> Result<()> {
     infra::run(&root, false)?;
     deny::run(&root)?;
     let mut stack = stack::Stack::up(&root).await?;
-    let pg = postgres::LocalPostgres::start(&root, &tools::ensure(&root)?)?;
-    let vk = valkey::LocalValkey::start(&root, &tools::ensure(&root)?)?;
+    let pg = postgres::LocalPostgres::start(&tools::ensure(&root)?)?;
+    let vk = valkey::LocalValkey::start(&tools::ensure(&root)?)?;
     let (runs, full) = passes(args, harness);
     for pass in runs {
         step(format!("running cargo {}", pass.join(" ")));

@@ -173,8 +173,8 @@ impl Stack {
             .await
             .map_err(|e| format!("fake provider: {e}"))?;
 
-        let dynamodb = local_dynamodb::local_client!(aws_sdk_dynamodb, ddb.endpoint());
-        let sqs = local_dynamodb::local_client!(aws_sdk_sqs, &sqs_endpoint);
+        let dynamodb = lambda_dedup_testkit::local_client!(aws_sdk_dynamodb, ddb.endpoint());
+        let sqs = lambda_dedup_testkit::local_client!(aws_sdk_sqs, &sqs_endpoint);
         let template = crate::infra::load(&root.join("infra").join("template.yaml"))?;
         let plan = crate::local::plan(&template)?;
         let kinesis = Kinesis::new(&sqs_endpoint);
@@ -574,7 +574,7 @@ impl Stack {
 
     /// Every item of `table`, read consistently.
     pub(crate) async fn scan(&self, table: &str) -> Result<Vec<Item>> {
-        local_dynamodb::items::scan(&self.dynamodb, table)
+        lambda_dedup_testkit::dynamodb::items::scan(&self.dynamodb, table)
             .await
             .map_err(crate::sdk_error(format!("scan {table}")))
     }
@@ -826,7 +826,7 @@ impl FunctionEnvs {
 /// correlation key, [`crate::local::LOCAL_FINES_CORRELATION_KEY`]): its ARN, which the
 /// template's parameter (`WebhookSecretArn`, `FinesCorrelationKeyArn`) takes.
 async fn local_secret(moto: &str, what: &str, text: &str) -> Result<String> {
-    let client = local_dynamodb::local_client!(aws_sdk_secretsmanager, moto);
+    let client = lambda_dedup_testkit::local_client!(aws_sdk_secretsmanager, moto);
     let name = format!("lambda-dedup/{what}-{}", std::process::id());
     let out = client
         .create_secret()

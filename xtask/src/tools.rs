@@ -117,33 +117,6 @@ pub(crate) fn pip_install(bin: &Path, pins: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// The path `locate` (a Python program that prints it) finds in the wheel `pin`, installed into
-/// the venv whose `bin` folder is `bin` first if needed (`pip install PIP_ARGS PIN`, once).
-pub(crate) fn wheel(bin: &Path, pip_args: &[&str], pin: &str, locate: &str) -> Result<PathBuf> {
-    let venv = bin.parent().ok_or("the venv has no parent folder")?;
-    let stamp = venv.join(format!(".installed-{}", pin.replace('=', "-")));
-    if !stamp.is_file() {
-        crate::step(format!(
-            "installing {pin} into .cache/venv (first run only)"
-        ));
-        pip_install(bin, &[pip_args, &[pin]].concat())?;
-        fs::write(&stamp, "").map_err(|e| format!("{}: {e}", stamp.display()))?;
-    }
-    let found = stdout_of(Command::new(bin.join("python")).args(["-c", locate]), pin)?;
-    Ok(PathBuf::from(found))
-}
-
-/// What `cmd` prints, trimmed, once it has run and succeeded; else an error naming `what`, with
-/// what it said on stderr.
-pub(crate) fn stdout_of(cmd: &mut Command, what: &str) -> Result<String> {
-    let out = cmd.output().map_err(|e| format!("{what}: {e}"))?;
-    if !out.status.success() {
-        let said = String::from_utf8_lossy(&out.stderr);
-        return Err(format!("{what} failed: {}", said.trim()));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-}
-
 /// A server on a free port under the watchdog of [`Guarded`]: `cmdline` (a shell command line
 /// for the port it is given) started in `dir` with `env`, its output going to `log`; returned
 /// with its port once it accepts connections, or stopped again (dropped) if it does not within
@@ -160,44 +133,4 @@ pub(crate) fn serve(
     let server = Guarded::spawn(name, dir, &cmdline(port), env, log)?;
     server.wait_listening(port, limit)?;
     Ok((server, port))
-}
-
-/// How long a store's server for its tests (PostgreSQL, Valkey) may take to accept connections.
-const STORE_START_LIMIT: Duration = Duration::from_secs(30);
-
-/// A store's server for its tests, named `name`: [`serve`] in `root` with its output in
-/// `.cache/logs/{name}.log`, stopped again if it does not start within [`STORE_START_LIMIT`].
-pub(crate) fn serve_store(
-    name: &str,
-    root: &Path,
-    cmdline: impl FnOnce(u16) -> String,
-    env: &[(String, String)],
-) -> Result<(Guarded, u16)> {
-    let logs = root.join(".cache").join("logs");
-    fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
-    let log = logs.join(format!("{name}.log"));
-    serve(name, root, cmdline, env, log, STORE_START_LIMIT)
-}
-
-/// A server's data directory: created empty (whatever an earlier run left there removed) and
-/// removed again when dropped, also when the server fails to start. Held in a field after the
-/// server's (fields drop in order), it goes once the server has stopped.
-pub(crate) struct DataDir(PathBuf);
-
-impl DataDir {
-    pub(crate) fn fresh(path: PathBuf) -> Result<Self> {
-        let _ = fs::remove_dir_all(&path);
-        fs::create_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(Self(path))
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for DataDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
 }

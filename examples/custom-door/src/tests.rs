@@ -2,7 +2,8 @@
 
 use super::*;
 use lambda_dedup_runtime::Value;
-use lambda_dedup_runtime::testing::{attribute, env, failed_ids, service_on_memory, sqs_event};
+use lambda_dedup_runtime::testing::events::sqs_event;
+use lambda_dedup_runtime::testing::{attribute, env, failed_ids, service_on_memory};
 
 fn credit(event_id: &str, tenant: &str, amount: i64) -> String {
     serde_json::json!({"envelope": {"event_id": event_id, "tenant": tenant},

@@ -1,24 +1,27 @@
 //! The service as `main` wires it: on the memory store (its statements recorded, not run), and
-//! on the PostgreSQL server named by `DEDUP_POSTGRES_URL` (the one `cargo xtask test` starts),
-//! each test on fresh tables; without it the server tests are skipped with a message. Balances
-//! are read back with plain SQL, not through the store.
+//! on a PostgreSQL server of the test binary's own, started by the test kit from the wheel in
+//! the venv `LAMBDA_DEDUP_TESTKIT_VENV` names (`cargo xtask test` sets it to the project's),
+//! each test on fresh tables; without the variable the server tests are skipped with a message.
+//! Balances are read back with plain SQL, not through the store.
 
 use super::*;
 use lambda_dedup_postgres::{PgStore, SqlValue, Tls};
 use lambda_dedup_runtime::events::{SqsBatchResponse, SqsEvent, SqsMessage};
 use lambda_dedup_runtime::testing::on_memory_recording;
 use lambda_dedup_runtime::{Env, Service, Settings};
+use lambda_dedup_testkit::VENV_VAR;
+use lambda_dedup_testkit::postgres::Postgres;
 
-const URL: &str = "DEDUP_POSTGRES_URL";
-
+/// The test binary's PostgreSQL (started on first use, stopped when the binary exits), or
+/// `None`, said, without a venv named.
 fn server(test: &str) -> Option<String> {
-    let url = std::env::var(URL).ok();
-    if url.is_none() {
-        eprintln!(
-            "{test} skipped: {URL} is not set; `cargo xtask test` starts PostgreSQL and sets it"
-        );
+    if std::env::var_os(VENV_VAR).is_none() {
+        eprintln!("{test} skipped: {VENV_VAR} is not set; `cargo xtask test` sets it");
+        return None;
     }
-    url
+    static SERVER: std::sync::OnceLock<Postgres> = std::sync::OnceLock::new();
+    let server = SERVER.get_or_init(|| Postgres::start().expect("PostgreSQL"));
+    Some(server.url().to_owned())
 }
 
 fn unique(prefix: &str) -> String {

@@ -49,9 +49,9 @@ mod tests {
     use super::*;
     use lambda_dedup_memory::MemoryStore;
     use lambda_dedup_runtime::events::{SqsEvent, SqsMessage};
-    use lambda_dedup_runtime::testing::{memory_store, now_as, with_outcomes};
+    use lambda_dedup_runtime::testing::{memory_store, now_as};
     use lambda_dedup_runtime::{Env, TimeFormat};
-    use lambda_dedup_runtime::{Item, Value};
+    use lambda_dedup_testkit::{Item, Value, events, with_outcomes};
     use lambda_runtime::tower::ServiceExt;
 
     fn record(message_id: &str, event_id: &str, amount: i64) -> SqsMessage {
@@ -59,10 +59,7 @@ mod tests {
         let body = serde_json::json!({"specversion": "1.0", "type": "credit", "source": "/bank",
             "id": event_id, "tenantid": "acme", "time": now_as(TimeFormat::Rfc3339),
             "data": {"account": "a-1", "amount": amount}});
-        let mut m = SqsMessage::default();
-        m.message_id = Some(message_id.into());
-        m.body = Some(body.to_string());
-        m
+        events::sqs_record(message_id, &body.to_string())
     }
 
     fn invocation(records: Vec<SqsMessage>) -> lambda_runtime::LambdaEvent<SqsEvent> {

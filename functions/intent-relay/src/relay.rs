@@ -201,7 +201,7 @@ mod tests {
     use serde_json::json;
 
     fn record(name: &str, image: serde_json::Value) -> EventRecord {
-        lambda_dedup_runtime::testing::stream_record(name, image)
+        lambda_dedup_runtime::testing::events::stream_record(name, image)
     }
 
     #[test]

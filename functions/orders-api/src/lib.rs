@@ -38,6 +38,7 @@ mod tests {
     use lambda_dedup_runtime::lambda_http::tower::ServiceExt;
     use lambda_dedup_runtime::lambda_http::{Body, Request, RequestExt};
     use lambda_dedup_runtime::testing::{env, service_on_memory};
+    use lambda_dedup_testkit::events::{self, HttpRequest};
 
     /// `request` as an ALB hands it over.
     fn through_alb(request: Request) -> Request {
@@ -80,7 +81,9 @@ mod tests {
         let id = serde_json::from_str::<serde_json::Value>(&first.2).expect("json")["id"].clone();
         assert_eq!(
             orders[0].0.get("order_id"),
-            Some(&lambda_dedup::Value::S(id.as_str().expect("id").to_owned())),
+            Some(&lambda_dedup_testkit::Value::S(
+                id.as_str().expect("id").to_owned()
+            )),
             "the answer names the stored order"
         );
         let other = send(&service, post("o-1", r#"{"sku":"book-1","quantity":3}"#)).await;
@@ -183,41 +186,16 @@ mod tests {
 
     // ---- Issue 42, through orders-api as `main` runs it. ----
 
-    /// AWS's published sample event `name`.
-    fn sample(name: &str) -> serde_json::Value {
-        let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
-        lambda_dedup_runtime::testing::read_json(path)
-    }
-
     /// A REST API (payload 1.0) `POST /orders` as API Gateway sends it: `headers` holds each
     /// header's last value, `multiValueHeaders` all of them; a Lambda authorizer's
     /// `principalId`.
     fn rest_post(keys: &[&str], principal: &str, body: &str) -> serde_json::Value {
-        let mut event = sample("apigw-rest-request.json");
-        event["path"] = "/orders".into();
-        event["resource"] = "/orders".into();
-        event["requestContext"]["path"] = "/orders".into();
-        event["requestContext"]["resourcePath"] = "/orders".into();
-        // lambda_http puts a named stage before the path; the default stage adds none.
-        event["requestContext"]["stage"] = "$default".into();
-        event["pathParameters"] = serde_json::Value::Null;
-        for field in [
-            "userArn",
-            "user",
-            "caller",
-            "accessKey",
-            "apiKey",
-            "apiKeyId",
-            "cognitoIdentityId",
-        ] {
-            event["requestContext"]["identity"][field] = serde_json::Value::Null;
-        }
-        event["requestContext"]["authorizer"]["principalId"] = principal.into();
-        let keys: Vec<String> = keys.iter().map(|k| format!("\"{k}\"")).collect();
-        event["headers"]["Idempotency-Key"] = keys.last().cloned().unwrap_or_default().into();
-        event["multiValueHeaders"]["Idempotency-Key"] = serde_json::json!(keys);
-        event["body"] = body.into();
-        event
+        let request = keys
+            .iter()
+            .fold(HttpRequest::post("/orders", body), |r, k| {
+                r.idempotency_key(k)
+            });
+        serde_json::to_value(events::apigw_rest(&request, Some(principal))).expect("an event")
     }
 
     /// `event` through the service as Lambda runs it (the raw event): the status and body
@@ -277,13 +255,10 @@ mod tests {
             lambda_dedup_runtime::Env::from_pairs([("HTTP_CALLER_FROM", "header:x-caller")]);
         assert!(HttpConfig::read(&no_front).is_err(), "refused at start");
         let (service, store) = built_with(&[]);
-        let mut event = sample("apigw-v2-request-no-authorizer.json");
-        event["requestContext"]["http"]["method"] = "POST".into();
-        event["rawPath"] = "/orders".into();
-        event["requestContext"]["http"]["path"] = "/orders".into();
-        event["headers"]["idempotency-key"] = "\"o-url\"".into();
-        event["headers"]["x-caller"] = "shop-1".into();
-        event["body"] = r#"{"sku":"book-1","quantity":2}"#.into();
+        let request = HttpRequest::post("/orders", r#"{"sku":"book-1","quantity":2}"#)
+            .idempotency_key("o-url")
+            .header("x-caller", "shop-1");
+        let event = serde_json::to_value(events::function_url(&request)).expect("an event");
         let (status, problem) = invoke(&service, event).await;
         assert_eq!(
             (status, &problem["code"]),

@@ -247,7 +247,8 @@ struct NoAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{env, on_memory, sqs_event};
+    use crate::testing::events::sqs_event;
+    use crate::testing::{env, on_memory};
     use crate::{Dedup, Effect, Event};
 
     /// SQS messages as they come, answering Lambda's plain `()` with no answer of its own.

@@ -584,7 +584,7 @@ pub(crate) mod tests {
     }
 
     fn event(bodies: &[&str]) -> SqsEvent {
-        crate::testing::sqs_event(bodies)
+        crate::testing::events::sqs_event(bodies)
     }
 
     fn failed(r: &SqsBatchResponse) -> Vec<&str> {

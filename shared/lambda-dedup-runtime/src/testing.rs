@@ -1,8 +1,9 @@
 //! What the function crates share in their tests: checks of a key spec, events as Lambda hands
-//! them over, and (feature `memory`) the function on the memory store of its own settings.
+//! them over ([`events`]: a builder per door), and (feature `memory`) the function on the memory store of its own settings.
 
 use lambda_dedup::{KeySpec, Message};
 
+pub mod events;
 #[cfg(test)]
 pub(crate) mod ledger;
 use lambda_dedup_engine::Outcome;
@@ -179,23 +180,6 @@ pub fn service_on_memory<S, E: From<lambda_dedup_config::SettingsError>>(
     Ok((build(dedup)?, store))
 }
 
-/// An SQS event of one message per body, with message ids `m0`, `m1`, …: what a function's
-/// tests hand its service.
-pub fn sqs_event(bodies: &[&str]) -> aws_lambda_events::event::sqs::SqsEvent {
-    let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
-    event.records = bodies
-        .iter()
-        .enumerate()
-        .map(|(i, b)| {
-            let mut m = aws_lambda_events::event::sqs::SqsMessage::default();
-            m.message_id = Some(format!("m{i}"));
-            m.body = Some((*b).to_owned());
-            m
-        })
-        .collect();
-    event
-}
-
 /// `payload` invoked as Lambda invokes a function, under the request id `request_id` (Lambda's
 /// retry of an asynchronous invocation keeps it; a caller's new invocation gets a new one): the
 /// invoke door's answer, or its refusal typed. Panics naming the error when the service fails
@@ -322,34 +306,6 @@ pub fn assert_declared_key_spec(
     );
 }
 
-/// A DynamoDB stream record as Lambda hands it over: `event_name` (`INSERT`, `MODIFY`,
-/// `REMOVE`) with `new_image` (DynamoDB JSON), for the tests of what a relay reads of one.
-#[cfg(feature = "dynamodb-streams")]
-pub fn stream_record(
-    event_name: &str,
-    new_image: Value,
-) -> aws_lambda_events::event::dynamodb::EventRecord {
-    serde_json::from_value(json!({
-        "awsRegion": "us-east-1", "eventID": "1", "eventName": event_name,
-        "eventSource": "aws:dynamodb",
-        "dynamodb": {"ApproximateCreationDateTime": 1_700_000_000, "Keys": {},
-                     "NewImage": new_image, "SequenceNumber": "100", "SizeBytes": 10,
-                     "StreamViewType": "NEW_AND_OLD_IMAGES"}
-    }))
-    .expect("a stream record")
-}
-
-/// A DynamoDB stream `INSERT` record (JSON, as in a stream event's `Records`) with sequence
-/// number `seq`, `keys` and `new_image` in DynamoDB JSON: for the tests of a stream service.
-pub fn insert_record(seq: u64, keys: Value, new_image: Value) -> Value {
-    json!({"eventID": format!("e{seq}"), "eventName": "INSERT", "eventSource": "aws:dynamodb",
-           "awsRegion": "us-east-1",
-           "eventSourceARN": "arn:aws:dynamodb:us-east-1:000000000000:table/orders/stream/x",
-           "dynamodb": {"ApproximateCreationDateTime": 1_700_000_000, "Keys": keys,
-                        "NewImage": new_image, "SequenceNumber": format!("{seq:021}"),
-                        "SizeBytes": 40, "StreamViewType": "NEW_IMAGE"}})
-}
-
 /// The metric names an EMF line declares, in order: what a function prints, as CloudWatch
 /// reads it.
 pub fn emf_metric_names(line: &Value) -> Vec<&str> {
@@ -359,27 +315,9 @@ pub fn emf_metric_names(line: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-/// A webhook request as a Standard Webhooks sender sends it now: `webhook-id`,
-/// `webhook-timestamp` and `webhook-signature` over `{id}.{timestamp}.{body}` with `secret`
-/// (`whsec_…`). (The end-to-end tests sign with the sender's own library; this is for the
-/// tests of the wiring.)
-#[cfg(feature = "webhook")]
-pub fn signed_webhook(secret: &str, id: &str, body: &str) -> lambda_http::Request {
-    use lambda_dedup_signature::{Scheme, sign};
-    let now = lambda_dedup::clock::epoch_secs(std::time::SystemTime::now());
-    let signature = sign(Scheme::StandardWebhooks, secret, id, now, body.as_bytes())
-        .expect("a whsec_ secret of 16 bytes or more");
-    lambda_http::http::Request::builder()
-        .method("POST")
-        .header("webhook-id", id)
-        .header("webhook-timestamp", now.to_string())
-        .header("webhook-signature", signature)
-        .body(lambda_http::Body::Text(body.to_owned()))
-        .expect("a request")
-}
-
 #[cfg(test)]
 mod tests {
+    use super::events::sqs_event;
     use super::*;
     use crate::{Dedup, Env, Event};
     use lambda_dedup::{Lease, MarkStore};

@@ -1,51 +1,19 @@
-//! A local DynamoDB for tests, the demo, chaos, soak and bench: Dynoxide (crate `dynoxide-rs`)
-//! (MIT OR Apache-2.0, DynamoDB on SQLite) embedded as a library and served over HTTP on a
-//! loopback port, so any AWS SDK client can talk to it.
+//! The local DynamoDB's internal helpers for the project's tests, the demo, chaos, soak and
+//! bench, on top of the test kit's (`lambda_dedup_testkit::dynamodb`: the server, `items`,
+//! `local_client!`):
 //!
-//! Two ways to run it:
-//!
-//! - [`shared`]: one server per test binary, in-process, in memory, started on first use. This is
-//!   what `cargo test` gets when no endpoint is given.
-//! - [`serve`]: the server on a given listener until a shutdown signal, for a process of its own
-//!   (`xtask` runs itself as that process, so the chaos runs can freeze, kill and restart it).
-//!
-//! Dynoxide's HTTP server does not expire TTL items by itself; both ways run its TTL sweep every
-//! [`SWEEP_EVERY`], so expired items are deleted (and their deletions appear on the table's
-//! stream with the service identity) while a test watches. DynamoDB itself deletes expired items
-//! within a few days; code must never depend on the deletion happening, only tests of the
-//! stream's shape and of the account (S14) rely on it happening soon.
-//!
-//! [`items`] reads items back through the AWS SDK, for the checks of the tests and of xtask;
-//! [`local_client!`] makes a client of any AWS SDK crate for a local endpoint.
+//! - [`shared`]: one server per test binary, started on first use. This is what `cargo test`
+//!   gets when no endpoint is given.
+//! - [`meter`]: a metering proxy in front of it (requests and capacity per operation),
+//!   [`latency`] its calibrated delays; [`kinesis`], [`sns`]: the emulators' streams and
+//!   topics; [`senders`]: the webhook senders' own signing libraries.
+//! - [`get_records`] and [`call`]: the DynamoDB JSON API read as JSON, where the SDK's parser
+//!   misreads the emulator.
 
-use std::future::Future;
-use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::OnceLock;
-use std::time::Duration;
 
-pub use dynoxide;
-pub use dynoxide::Database;
+use lambda_dedup_testkit::dynamodb::LocalDynamoDb;
 
-/// A client of the AWS SDK crate `$sdk` (`aws_sdk_sqs`, …) for the local endpoint `$endpoint`
-/// (this DynamoDB, the SQS emulator, moto): Region us-east-1, the local stack's credentials.
-#[macro_export]
-macro_rules! local_client {
-    ($sdk:ident, $endpoint:expr) => {
-        $sdk::Client::from_conf(
-            $sdk::Config::builder()
-                .behavior_version($sdk::config::BehaviorVersion::latest())
-                .region($sdk::config::Region::new("us-east-1"))
-                .credentials_provider($sdk::config::Credentials::new(
-                    "local", "local", None, None, "local",
-                ))
-                .endpoint_url($endpoint)
-                .build(),
-        )
-    };
-}
-
-pub mod items;
 pub mod kinesis;
 pub mod latency;
 pub mod meter;
@@ -53,105 +21,15 @@ mod moto;
 pub mod senders;
 pub mod sns;
 
-/// How often expired TTL items are swept.
-pub const SWEEP_EVERY: Duration = Duration::from_millis(500);
-
-/// Opens the database: in memory, or in the SQLite file at `path` (created if absent), so that a
-/// restarted server finds its tables and items again.
-pub fn open(path: Option<&Path>) -> Result<Database, String> {
-    match path {
-        None => Database::memory().map_err(|e| format!("in-memory database: {e}")),
-        Some(p) => {
-            let s = p
-                .to_str()
-                .ok_or_else(|| format!("{} is not UTF-8", p.display()))?;
-            Database::new(s).map_err(|e| format!("database {s}: {e}"))
-        }
-    }
-}
-
-/// Serves `db` on `listener` until `shutdown` resolves, sweeping expired TTL items every
-/// [`SWEEP_EVERY`]. Must run inside a Tokio runtime.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    db: Database,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), String> {
-    let sweeper = tokio::spawn(sweep_forever(db.clone()));
-    let served = dynoxide::server::serve_with_shutdown(listener, db, shutdown).await;
-    sweeper.abort();
-    served
-}
-
-async fn sweep_forever(db: Database) {
-    loop {
-        tokio::time::sleep(SWEEP_EVERY).await;
-        let db = db.clone();
-        // The sweep takes the database lock page by page; keep it off the async workers.
-        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || db.sweep_ttl()).await {
-            eprintln!("local-dynamodb: TTL sweep failed: {e}");
-        }
-    }
-}
-
-/// A server running on a thread of this process.
-#[derive(Debug)]
-pub struct InProcess {
-    addr: SocketAddr,
-}
-
-impl InProcess {
-    /// Starts an in-memory server on a free loopback port, on a thread of its own with its own
-    /// runtime (so it outlives any test's runtime); it stops when the process exits.
-    pub fn start() -> Result<Self, String> {
-        let std_listener = std::net::TcpListener::bind("127.0.0.1:0")
-            .map_err(|e| format!("no free loopback port: {e}"))?;
-        let addr = std_listener
-            .local_addr()
-            .map_err(|e| format!("listener address: {e}"))?;
-        std_listener
-            .set_nonblocking(true)
-            .map_err(|e| format!("listener: {e}"))?;
-        let db = open(None)?;
-        std::thread::Builder::new()
-            .name("local-dynamodb".into())
-            .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                {
-                    Ok(rt) => rt,
-                    Err(e) => return eprintln!("local-dynamodb: no runtime: {e}"),
-                };
-                runtime.block_on(async move {
-                    let listener = match tokio::net::TcpListener::from_std(std_listener) {
-                        Ok(l) => l,
-                        Err(e) => return eprintln!("local-dynamodb: listener: {e}"),
-                    };
-                    if let Err(e) = serve(listener, db, std::future::pending()).await {
-                        eprintln!("local-dynamodb: {e}");
-                    }
-                });
-            })
-            .map_err(|e| format!("could not start the server thread: {e}"))?;
-        Ok(Self { addr })
-    }
-
-    /// `http://127.0.0.1:<port>`.
-    pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-}
-
-/// The in-process server of this process, started on first use (one per test binary).
+/// The in-process server of this process, started on first use (one per test binary; never
+/// dropped, it stops when the process exits).
 ///
 /// # Panics
 /// If it cannot start (no loopback port, no thread): the tests that need it cannot run.
-pub fn shared() -> &'static InProcess {
-    static SERVER: OnceLock<InProcess> = OnceLock::new();
+pub fn shared() -> &'static LocalDynamoDb {
+    static SERVER: OnceLock<LocalDynamoDb> = OnceLock::new();
     SERVER.get_or_init(|| {
-        InProcess::start().unwrap_or_else(|e| panic!("could not start the local DynamoDB: {e}"))
+        LocalDynamoDb::start().unwrap_or_else(|e| panic!("could not start the local DynamoDB: {e}"))
     })
 }
 

@@ -796,7 +796,7 @@ mod tests {
     /// from its forwarding, per operation, and `POST /__meter/service` answers and clears it.
     #[test]
     fn the_service_time_excludes_the_held_latency() {
-        let ddb = crate::InProcess::start().expect("local DynamoDB");
+        let ddb = lambda_dedup_testkit::dynamodb::LocalDynamoDb::start().expect("local DynamoDB");
         let held = Duration::from_millis(300);
         let meter = Meter::start(&ddb.endpoint(), held).expect("meter");
         let rt = tokio::runtime::Builder::new_current_thread()

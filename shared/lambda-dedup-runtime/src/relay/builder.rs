@@ -167,7 +167,7 @@ mod tests {
     }
 
     fn stream() -> serde_json::Value {
-        serde_json::json!({"Records": [crate::testing::insert_record(
+        serde_json::json!({"Records": [crate::testing::events::insert_record(
             1,
             serde_json::json!({"id": {"S": "j1"}}),
             serde_json::json!({"id": {"S": "j1"}, "status": {"S": "PENDING"}}),

@@ -240,7 +240,7 @@ mod tests {
     use std::time::{Duration, SystemTime};
 
     fn record(name: &str, image: serde_json::Value) -> EventRecord {
-        crate::testing::stream_record(name, image)
+        crate::testing::events::stream_record(name, image)
     }
 
     /// A queue whose every send fails to connect: the queue down.

@@ -173,7 +173,7 @@ mod tests {
     fn record(seq: u64, order: &str, total: serde_json::Value) -> serde_json::Value {
         let key = json!({"order_id": {"S": order}});
         let image = json!({"order_id": {"S": order}, "customer": {"S": "c-1"}, "total": total});
-        crate::testing::insert_record(seq, key, image)
+        crate::testing::events::insert_record(seq, key, image)
     }
 
     fn n(total: i64) -> serde_json::Value {
@@ -308,7 +308,8 @@ mod tests {
         let blob = base64::engine::general_purpose::STANDARD.encode(vec![0x5a_u8; 399_000]);
         let image = json!({"order_id": {"S": "o-2"}, "customer": {"S": "c-1"},
                            "total": {"S": "five"}, "scan": {"B": blob}});
-        let mut big = crate::testing::insert_record(2, json!({"order_id": {"S": "o-2"}}), image);
+        let mut big =
+            crate::testing::events::insert_record(2, json!({"order_id": {"S": "o-2"}}), image);
         big["eventName"] = "MODIFY".into();
         big["dynamodb"]["OldImage"] = big["dynamodb"]["NewImage"].clone();
         big["dynamodb"]["StreamViewType"] = "NEW_AND_OLD_IMAGES".into();

@@ -79,7 +79,7 @@ mod tests {
     }
 
     fn request(id: &str, body: &str) -> Request {
-        crate::testing::signed_webhook(SECRET, id, body)
+        crate::testing::events::signed_webhook(SECRET, id, body)
     }
 
     async fn post(service: &WebhookService, id: &str, body: &str) -> (u16, Option<String>, String) {

@@ -167,7 +167,7 @@ mod tests {
     }
 
     fn batch(bodies: &[&str]) -> SqsEvent {
-        crate::testing::sqs_event(bodies)
+        crate::testing::events::sqs_event(bodies)
     }
 
     fn failed(answer: &crate::events::SqsBatchResponse) -> Vec<&str> {

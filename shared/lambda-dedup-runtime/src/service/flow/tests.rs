@@ -171,8 +171,10 @@ async fn a_users_layers_run_per_message_around_the_call() {
         r#"{"id": "p1", "n": 1}"#,
         r#"{"id": "p2", "n": -1}"#,
     ];
-    let (answer, outcomes) =
-        crate::testing::with_outcomes(service.call_with(crate::testing::sqs_event(&bodies))).await;
+    let (answer, outcomes) = crate::testing::with_outcomes(
+        service.call_with(crate::testing::events::sqs_event(&bodies)),
+    )
+    .await;
     assert_eq!(crate::testing::failed_ids(answer.expect("answer")), ["m2"]);
     assert!(
         matches!(
@@ -187,7 +189,7 @@ async fn a_users_layers_run_per_message_around_the_call() {
     );
     assert_eq!(layered.load(Ordering::SeqCst), 2, "once per event called");
     let answer = service
-        .call_with(crate::testing::sqs_event(&bodies[2..]))
+        .call_with(crate::testing::events::sqs_event(&bodies[2..]))
         .await
         .expect("answer");
     assert_eq!(crate::testing::failed_ids(answer), ["m0"], "still failing");

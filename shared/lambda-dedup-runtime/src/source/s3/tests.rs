@@ -300,7 +300,7 @@ async fn s3_notifications_in_an_sqs_queue_apply_once_and_newest_wins() {
         "Time": "2024-01-01T00:00:00.000Z", "Bucket": "sourcebucket",
         "RequestId": "R", "HostId": "H"})
     .to_string();
-    let first = crate::testing::sqs_event(&[&newer]);
+    let first = crate::testing::events::sqs_event(&[&newer]);
     assert!(
         service
             .call_with(first)
@@ -310,7 +310,7 @@ async fn s3_notifications_in_an_sqs_queue_apply_once_and_newest_wins() {
             .is_empty()
     );
     // The older event after the newer one (a standard queue keeps no order within a batch).
-    let sqs = crate::testing::sqs_event(&[&newer, &newer, &older, &two, &test_event]);
+    let sqs = crate::testing::events::sqs_event(&[&newer, &newer, &older, &two, &test_event]);
     let (answer, got) = crate::testing::with_outcomes(service.call_with(sqs)).await;
     let answer = answer.expect("answer");
     let failed: Vec<&str> = answer

@@ -1,4 +1,4 @@
-//! Reading items back through the AWS SDK, for the tests' and xtask's checks: one strongly
+//! Reading items back through the AWS SDK, as a test checks what a function wrote: one strongly
 //! consistent `GetItem` by a string key, every item of a table, and the text of a string or
 //! number attribute.
 

@@ -1,0 +1,77 @@
+//! The servers from the wheels, started as a user's test starts them: each answers at its URL
+//! and, dropped, stops and leaves nothing in the temporary folder. They need the venv
+//! `LAMBDA_DEDUP_TESTKIT_VENV` names (`cargo xtask test` sets it); without it they are skipped
+//! with a message (a first run elsewhere would download the wheels).
+
+#![cfg(all(feature = "postgres", feature = "valkey"))]
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+
+use lambda_dedup_testkit::postgres::Postgres;
+use lambda_dedup_testkit::valkey::Valkey;
+use lambda_dedup_testkit::{VENV_VAR, Venv};
+
+fn venv(test: &str) -> Option<Venv> {
+    if std::env::var_os(VENV_VAR).is_none() {
+        eprintln!("{test} skipped: {VENV_VAR} is not set; `cargo xtask test` sets it");
+        return None;
+    }
+    Some(Venv::from_env().expect("the venv"))
+}
+
+/// `host:port` of a URL `scheme://[user@]host:port[/…]`.
+fn address(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+    rest.split('/').next().unwrap_or(rest).to_owned()
+}
+
+fn folders_of(name: &str) -> usize {
+    let prefix = format!("lambda-dedup-testkit-{name}-{}-", std::process::id());
+    std::fs::read_dir(std::env::temp_dir())
+        .map(|dir| {
+            dir.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .count()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn postgres_answers_at_its_url_and_is_gone_once_dropped() {
+    let Some(venv) = venv("postgres_answers_at_its_url_and_is_gone_once_dropped") else {
+        return;
+    };
+    let pg = Postgres::start_in(&venv).expect("PostgreSQL");
+    assert!(
+        pg.url().starts_with("postgresql://postgres@127.0.0.1:"),
+        "{}",
+        pg.url()
+    );
+    assert!(pg.bin().join("postgres").is_file());
+    let addr = address(pg.url());
+    TcpStream::connect(&addr).expect("listening");
+    assert_eq!(folders_of("postgres"), 1);
+    drop(pg);
+    assert!(TcpStream::connect(&addr).is_err(), "still listening");
+    assert_eq!(folders_of("postgres"), 0, "its folder left behind");
+}
+
+#[test]
+fn valkey_answers_ping_at_its_url_and_is_gone_once_dropped() {
+    let Some(venv) = venv("valkey_answers_ping_at_its_url_and_is_gone_once_dropped") else {
+        return;
+    };
+    let valkey = Valkey::start_in(&venv).expect("Valkey");
+    let addr = address(valkey.url());
+    let mut conn = TcpStream::connect(&addr).expect("listening");
+    conn.write_all(b"PING\r\n").expect("sent");
+    let mut answer = [0u8; 7];
+    conn.read_exact(&mut answer).expect("answered");
+    assert_eq!(&answer, b"+PONG\r\n");
+    drop(conn);
+    drop(valkey);
+    assert!(TcpStream::connect(&addr).is_err(), "still listening");
+    assert_eq!(folders_of("valkey"), 0, "its folder left behind");
+}

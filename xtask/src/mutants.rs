@@ -41,6 +41,23 @@ struct Scope {
     /// Mutants left out: planted bugs (compiled only in the checkers' build) and what is no
     /// ownership path (listing, logging).
     exclude: &'static str,
+    /// How long one mutant's tests may run, in seconds (then it counts as a timeout).
+    timeout: u32,
+    /// A second pass over what the first left (missed and timed out; `--iterate`, same output):
+    /// tests whose rebuild costs the most, paid by the first pass's survivors only.
+    then: Option<Judges>,
+}
+
+/// The tests one pass of a scope runs against each mutant: the first pass's are the scope's
+/// own `tests`, `targets` and `timeout`; the second's its `then`.
+#[derive(Debug)]
+struct Judges {
+    /// The packages whose tests run.
+    tests: &'static [&'static str],
+    /// Their test targets, as in [`Scope::targets`].
+    targets: &'static [&'static str],
+    /// As [`Scope::timeout`].
+    timeout: u32,
 }
 
 /// Code that no product build compiles, and output only.
@@ -62,6 +79,8 @@ const SCOPES: &[Scope] = &[
         functions: "",
         servers: &[],
         exclude: NEVER_PRODUCT,
+        timeout: 600,
+        then: None,
     },
     Scope {
         name: "engine",
@@ -71,14 +90,24 @@ const SCOPES: &[Scope] = &[
             "shared/lambda-dedup-engine/src/runner.rs",
             "shared/lambda-dedup-engine/src/passage.rs",
         ],
-        // The engine's unit tests and flows on the memory store, and the simulation: the real
-        // flows on one seeded executor against the faulty simulated world, 40 seeds a run
-        // (`tests/simulation.rs`; the exhaustive model of the store's leases is not the engine's).
-        tests: &["lambda-dedup-engine", "lambda-dedup-sim"],
-        targets: &["lib", "flows_on_memory", "simulation"],
+        // First the engine's unit tests and its flows on the memory store, at their edges too
+        // (a mutant rebuilds the engine alone: seconds); then, on what they leave, the
+        // simulation: the real flows on one seeded executor against the faulty simulated world
+        // (`tests/simulation.rs`, 40 seeds, and `tests/bounded.rs`, the seeds in which every
+        // planted bug is caught; the exhaustive model of the store's leases is not the
+        // engine's). A mutant of the second pass rebuilds the runtime too (the simulator runs
+        // the relay as the runtime builds it).
+        tests: &["lambda-dedup-engine"],
+        targets: &["lib", "flows_on_memory", "flows_at_their_edges"],
         functions: "",
         servers: &[],
         exclude: NEVER_PRODUCT,
+        timeout: 120,
+        then: Some(Judges {
+            tests: &["lambda-dedup-sim"],
+            targets: &["simulation", "bounded"],
+            timeout: 300,
+        }),
     },
     // The DynamoDB store: judged by the conformance suite in its own crate's tests, on a local
     // DynamoDB the test binary starts (`local-dynamodb`), so a mutant rebuilds that crate alone
@@ -102,6 +131,8 @@ const SCOPES: &[Scope] = &[
         ),
         servers: &[],
         exclude: NEVER_PRODUCT,
+        timeout: 600,
+        then: None,
     },
     // The stores behind a server: judged by the conformance suite in their own crate's tests
     // (a mutant rebuilds that crate alone), on the servers `cargo xtask test` starts.
@@ -120,6 +151,8 @@ const SCOPES: &[Scope] = &[
         ),
         servers: &["DEDUP_POSTGRES_URL"],
         exclude: NEVER_PRODUCT_NOR_FUTURES,
+        timeout: 600,
+        then: None,
     },
     Scope {
         name: "valkey",
@@ -135,30 +168,56 @@ const SCOPES: &[Scope] = &[
         ),
         servers: &["DEDUP_VALKEY_URL", "DEDUP_VALKEY_BIN"],
         exclude: NEVER_PRODUCT_NOR_FUTURES,
+        timeout: 600,
+        then: None,
     },
 ];
 
-/// The `cargo mutants` arguments for `scope`, with `extra` (the caller's, after `--`) last.
-fn args(root: &Path, scope: &Scope, extra: &[String]) -> Vec<String> {
-    let mut a: Vec<String> = ["mutants", "--jobs", "1", "--timeout", "600", "--package"]
+/// The `cargo mutants` arguments of each pass of `scope`, with `extra` (the caller's, after
+/// `--`) last: the first pass, then the second on what the first left, if the scope has one.
+fn passes(root: &Path, scope: &Scope, extra: &[String]) -> Vec<Vec<String>> {
+    let first = Judges {
+        tests: scope.tests,
+        targets: scope.targets,
+        timeout: scope.timeout,
+    };
+    let mut all = vec![args(root, scope, &first, extra)];
+    if let Some(then) = &scope.then {
+        let mut a = args(root, scope, then, extra);
+        // After the output, before the caller's: the mutants the first pass caught (or found
+        // unviable) are skipped, read from the same output directory; and no baseline, which
+        // cargo-mutants runs on the mutated package's tests, not the judges' (the simulation's
+        // targets are not the engine's: it would fail). `run` runs the judges once on the
+        // unmutated tree instead.
+        let at = a.len() - extra.len();
+        a.splice(
+            at..at,
+            ["--iterate", "--baseline", "skip"].map(String::from),
+        );
+        all.push(a);
+    }
+    all
+}
+
+/// The `cargo mutants` arguments for `scope` judged by `judges`, with `extra` last.
+fn args(root: &Path, scope: &Scope, judges: &Judges, extra: &[String]) -> Vec<String> {
+    let mut a: Vec<String> = ["mutants", "--jobs", "1", "--timeout"]
         .map(String::from)
         .to_vec();
-    a.push(scope.package.into());
+    a.push(judges.timeout.to_string());
+    a.extend(["--package".into(), scope.package.into()]);
     for f in scope.files {
         a.extend(["--file".into(), (*f).into()]);
     }
-    for t in scope.tests {
+    for t in judges.tests {
         a.extend(["--test-package".into(), (*t).into()]);
     }
     a.extend(["--exclude-re".into(), scope.exclude.into()]);
     if !scope.functions.is_empty() {
         a.extend(["--re".into(), scope.functions.into()]);
     }
-    for t in scope.targets {
-        a.push(match *t {
-            "lib" => "--cargo-test-arg=--lib".to_owned(),
-            t => format!("--cargo-test-arg=--test={t}"),
-        });
+    for t in judges.targets {
+        a.push(format!("--cargo-test-arg={}", target(t)));
     }
     let out = root.join(".cache").join("mutants").join(scope.name);
     a.extend(["--output".into(), out.display().to_string()]);
@@ -189,22 +248,66 @@ pub(crate) fn run(root: &Path, names: &[String], extra: &[String]) -> Result<()>
     }
     let bin = ensure(root)?;
     for scope in chosen {
-        crate::step(format!("cargo mutants: {} ({})", scope.name, scope.package));
-        let a = args(root, scope, extra);
         let out = root.join(".cache").join("mutants").join(scope.name);
         std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-        let status = Command::new(&bin)
-            .current_dir(root)
-            .args(&a)
-            .status()
-            .map_err(|e| format!("cargo-mutants: {e}"))?;
-        // 2: mutants missed; 3: timeouts. The counts are in mutants.out; other codes failed.
-        match status.code() {
-            Some(0 | 2 | 3) => {}
-            _ => return Err(format!("cargo {} failed ({status})", a.join(" "))),
+        for (pass, a) in passes(root, scope, extra).iter().enumerate() {
+            crate::step(format!(
+                "cargo mutants: {} ({}), pass {}",
+                scope.name,
+                scope.package,
+                pass + 1
+            ));
+            if let Some(then) = scope.then.as_ref().filter(|_| pass > 0) {
+                unmutated(root, then)?;
+            }
+            let status = Command::new(&bin)
+                .current_dir(root)
+                .args(a)
+                .status()
+                .map_err(|e| format!("cargo-mutants: {e}"))?;
+            // 0: all caught; 2: mutants missed; 3: timeouts. The counts are in mutants.out
+            // (a second pass's `previously_caught.txt` holds what the first caught); other
+            // codes failed.
+            match status.code() {
+                // Nothing left for a second pass.
+                Some(0) => break,
+                Some(2 | 3) => {}
+                _ => return Err(format!("cargo {} failed ({status})", a.join(" "))),
+            }
         }
     }
     Ok(())
+}
+
+/// The `cargo test` argument choosing test target `t` (`lib`: the unit tests).
+fn target(t: &str) -> String {
+    match t {
+        "lib" => "--lib".to_owned(),
+        t => format!("--test={t}"),
+    }
+}
+
+/// Runs `judges`' tests on the unmutated tree: a second pass has no baseline, and judges that
+/// fail already would catch every mutant.
+fn unmutated(root: &Path, judges: &Judges) -> Result<()> {
+    let mut a: Vec<String> = vec!["test".into()];
+    for t in judges.tests {
+        a.extend(["--package".into(), (*t).into()]);
+    }
+    a.extend(judges.targets.iter().map(|t| target(t)));
+    let status = Command::new(crate::cargo())
+        .current_dir(root)
+        .args(&a)
+        .status()
+        .map_err(|e| format!("cargo test: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "cargo {} failed on the unmutated tree ({status}): its mutants would all be caught",
+            a.join(" ")
+        ))
+    }
 }
 
 /// Refuses `scope` when a variable naming one of its servers is unset (`set` says which are):
@@ -260,7 +363,9 @@ mod tests {
     #[test]
     fn a_scope_runs_one_job_on_its_files_against_its_tests_without_planted_code() {
         let memory = &SCOPES[0];
-        let a = args(Path::new("/r"), memory, &["--list".to_owned()]);
+        let all = passes(Path::new("/r"), memory, &["--list".to_owned()]);
+        assert_eq!(all.len(), 1, "one pass");
+        let a = &all[0];
         let joined = a.join(" ");
         assert!(joined.starts_with("mutants --jobs 1 --timeout 600 --package lambda-dedup-memory"));
         assert!(joined.contains("--file shared/lambda-dedup-memory/src/marks.rs"));
@@ -271,28 +376,64 @@ mod tests {
     }
 
     #[test]
-    fn the_engine_is_judged_by_its_tests_and_the_simulation() {
-        let engine = SCOPES.iter().find(|s| s.name == "engine");
-        let tests = engine.map(|s| s.tests).unwrap_or_default();
-        assert_eq!(tests, ["lambda-dedup-engine", "lambda-dedup-sim"]);
-        let a = engine
-            .map(|s| args(Path::new("/r"), s, &[]))
-            .unwrap_or_default();
-        for run in ["--lib", "--test=flows_on_memory", "--test=simulation"] {
-            let arg = format!("--cargo-test-arg={run}");
-            assert!(a.contains(&arg), "{run}: {a:?}");
+    fn the_engine_is_judged_by_its_tests_then_its_survivors_by_the_simulation() {
+        let engine = SCOPES.iter().find(|s| s.name == "engine").expect("a scope");
+        let all = passes(Path::new("/r"), engine, &["--list".to_owned()]);
+        let [first, second] = all.as_slice() else {
+            panic!("two passes: {all:?}");
+        };
+        let has = |a: &[String], x: &str| a.iter().any(|y| y == x);
+        for run in [
+            "--lib",
+            "--test=flows_on_memory",
+            "--test=flows_at_their_edges",
+        ] {
+            assert!(has(first, &format!("--cargo-test-arg={run}")), "{first:?}");
         }
+        assert!(has(first, "lambda-dedup-engine") && !has(first, "lambda-dedup-sim"));
+        assert!(
+            !has(first, "--iterate"),
+            "the first pass examines every mutant"
+        );
+        // The second skips what the first caught, read from the same output directory, and
+        // runs the simulation alone.
+        assert!(has(second, "--iterate"), "{second:?}");
+        let skip = second
+            .windows(2)
+            .any(|w| w[0] == "--baseline" && w[1] == "skip");
+        assert!(
+            skip,
+            "no baseline on the mutated package's tests: {second:?}"
+        );
+        for run in ["--test=simulation", "--test=bounded"] {
+            assert!(
+                has(second, &format!("--cargo-test-arg={run}")),
+                "{second:?}"
+            );
+        }
+        assert!(!has(second, "--cargo-test-arg=--lib"), "{second:?}");
+        assert!(has(second, "--test-package") && has(second, "lambda-dedup-sim"));
+        let out = |a: &[String]| {
+            a.iter()
+                .position(|x| x == "--output")
+                .map(|i| a[i + 1].clone())
+        };
+        assert_eq!(out(first), out(second));
+        assert_eq!(second.last().map(String::as_str), Some("--list"));
         // Each named target is there, in the engine's or the simulation's tests.
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        for t in ["flows_on_memory", "simulation"] {
-            let found = tests.iter().any(|p| {
-                root.join("shared")
-                    .join(p)
-                    .join("tests")
-                    .join(format!("{t}.rs"))
-                    .is_file()
-            });
-            assert!(found, "no tests/{t}.rs");
+        let then = engine.then.as_ref().expect("a second pass");
+        for (packages, targets) in [(engine.tests, engine.targets), (then.tests, then.targets)] {
+            for t in targets.iter().filter(|t| **t != "lib") {
+                let found = packages.iter().any(|p| {
+                    root.join("shared")
+                        .join(p)
+                        .join("tests")
+                        .join(format!("{t}.rs"))
+                        .is_file()
+                });
+                assert!(found, "no tests/{t}.rs in {packages:?}");
+            }
         }
     }
 
@@ -332,7 +473,9 @@ mod tests {
             .iter()
             .find(|s| s.name == "postgres")
             .expect("a scope");
-        let a = args(Path::new("/r"), postgres, &[]);
+        let all = passes(Path::new("/r"), postgres, &[]);
+        assert_eq!(all.len(), 1, "one pass");
+        let a = &all[0];
         assert!(a.contains(&"--cargo-test-arg=--test=conformance".to_owned()));
         let re = a
             .iter()

@@ -65,6 +65,9 @@ enum Cmd {
     Deny,
     /// Build the guide (docs/book) with mdbook into target/book and check its links.
     Book,
+    /// The runtime checked with no feature and with each feature a function can name alone
+    /// (about 15 `cargo check`s; `test` checks the stores alone).
+    Features,
     /// Model-based fault schedules against the local DynamoDB; writes docs/RELIABILITY.md.
     Soak {
         /// Schedules per flow on the local DynamoDB.
@@ -169,6 +172,9 @@ async fn main() -> ExitCode {
         Cmd::CheckInfra => infra::run(&root(), true),
         Cmd::Deny => deny::run(&root()),
         Cmd::Book => book::run(&root()),
+        Cmd::Features => checks_alone(&RUNTIME_FEATURES)
+            .iter()
+            .try_for_each(|check| cargo_run(&root(), check)),
         Cmd::Audit => audit::run(&root()).await,
         Cmd::Package => package::run(&root()),
         Cmd::Mutants { scopes, args } => mutants::run(&root(), &scopes, &args),
@@ -360,11 +366,13 @@ fn picks_packages(args: &[String]) -> bool {
     named
 }
 
-/// The runtime's features a function names, each checked alone (`--no-default-features
-/// --features F`), and with none: every other build unifies them with the workspace's (features
-/// unify across a build), so a `cfg` that needs another feature would pass there and break the
-/// one function that names only this one. The internal ones (`aws`, `parking`, `checkpoint`,
-/// `shards`, `broker`) come with these.
+/// The runtime's features a function names. With `cargo xtask test`, the runtime is checked
+/// with none (`--no-default-features`) and with each store alone ([`CHECKED_ALONE`]): every
+/// other build unifies the features with the workspace's, so a `cfg` that needs another feature
+/// would pass there and break the one function that names only this one. The doors' features
+/// are checked alone by `cargo xtask features` (about 15 checks: a report, not a CI stage) and
+/// in their functions' own builds by `cargo xtask package`. The internal ones (`aws`,
+/// `parking`, `checkpoint`, `shards`, `broker`) come with these.
 const RUNTIME_FEATURES: [&str; 14] = [
     "dynamodb",
     "postgres",
@@ -382,13 +390,21 @@ const RUNTIME_FEATURES: [&str; 14] = [
     "inbox",
 ];
 
-/// The runtime's builds with one feature, or none ([`RUNTIME_FEATURES`]), as a function that
-/// names only that one makes: checked with the workspace's tests, so they cannot rot while
-/// every other build unifies the features. Nothing when ARGS pick packages.
+/// The runtime's builds with no feature and with each store alone ([`CHECKED_ALONE`]), as a
+/// function that names only that one makes: checked with the workspace's tests, so they cannot
+/// rot while every other build unifies the features. Nothing when ARGS pick packages.
 fn feature_checks(args: &[String]) -> Vec<Vec<String>> {
     if picks_packages(args) {
         return Vec::new();
     }
+    checks_alone(&CHECKED_ALONE)
+}
+
+/// The stores, each checked alone with every `cargo xtask test`.
+const CHECKED_ALONE: [&str; 4] = ["dynamodb", "postgres", "valkey", "memory"];
+
+/// `cargo check` of the runtime with no feature, then with each of `features` alone.
+fn checks_alone(features: &[&str]) -> Vec<Vec<String>> {
     let check = [
         "check",
         "-p",
@@ -396,7 +412,7 @@ fn feature_checks(args: &[String]) -> Vec<Vec<String>> {
         "--no-default-features",
     ];
     std::iter::once(check.map(String::from).to_vec())
-        .chain(RUNTIME_FEATURES.iter().map(|feature| {
+        .chain(features.iter().map(|feature| {
             (check.iter().chain(&["--features", feature]))
                 .map(|a| (*a).to_owned())
                 .collect()
@@ -586,10 +602,10 @@ mod cli_tests {
         );
     }
 
-    /// The runtime with no feature and with each feature a function names alone is checked
-    /// with every run of the workspace's tests, and not when ARGS pick packages.
+    /// The runtime with no feature and with each store alone is checked with every run of the
+    /// workspace's tests, and not when ARGS pick packages.
     #[test]
-    fn the_runtime_with_each_feature_alone_is_checked_with_the_workspace() {
+    fn the_runtime_with_each_store_alone_is_checked_with_the_workspace() {
         let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         let checks = feature_checks(&args(&["--locked"]));
         let base = [
@@ -598,9 +614,9 @@ mod cli_tests {
             "lambda-dedup-runtime",
             "--no-default-features",
         ];
-        assert_eq!(checks.len(), 1 + RUNTIME_FEATURES.len());
+        assert_eq!(checks.len(), 1 + CHECKED_ALONE.len());
         assert_eq!(checks[0], args(&base));
-        for (check, feature) in checks[1..].iter().zip(RUNTIME_FEATURES) {
+        for (check, feature) in checks[1..].iter().zip(CHECKED_ALONE) {
             let mut want = args(&base);
             want.extend(args(&["--features", feature]));
             assert_eq!(check, &want);
@@ -615,9 +631,9 @@ mod cli_tests {
         );
     }
 
-    /// Every feature of the runtime's Cargo.toml is checked alone, but the default, the
-    /// simulation's and the internal ones the others enable: a new door's feature cannot be
-    /// left out.
+    /// Every feature of the runtime's Cargo.toml is checked alone by `cargo xtask features`,
+    /// but the default, the simulation's and the internal ones the others enable: a new door's
+    /// feature cannot be left out.
     #[test]
     fn every_feature_a_function_can_name_is_checked() {
         let manifest = root().join("shared/lambda-dedup-runtime/Cargo.toml");

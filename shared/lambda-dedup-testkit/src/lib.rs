@@ -39,7 +39,7 @@
 //! dynamodb.create_mark_table("marks").await?;
 //! dynamodb.create_table("balances", "account").await?;
 //! let client = dynamodb.client();
-//! // … build the function on `client` (`Dedup::read(&env, "…")?.dynamodb(client.clone())`),
+//! // … build the function on `client` (`dedup.on(Items::dynamodb(client.clone(), dedup.settings()))`),
 //! // call it with an event from `events`, then read back what it wrote:
 //! let balance = items::get(&client, "balances", "account", "acme/a-1").await?;
 //! assert!(balance.is_none());

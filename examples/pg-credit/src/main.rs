@@ -19,8 +19,8 @@
 //! (`DATABASE_URL`; `PG_CA_BUNDLE`, or `PG_TLS=disabled` for a server on loopback), and
 //! `BALANCES_TABLE`: your table, `(account text PRIMARY KEY, balance bigint NOT NULL)`.
 //!
-//! The tests run the same service on the memory store (the statements recorded) and on the
-//! PostgreSQL server named by `DEDUP_POSTGRES_URL` (`cargo xtask test` starts one).
+//! The tests run the same service on the memory store (the statements recorded) and on a
+//! PostgreSQL server the test kit starts (`lambda_dedup_testkit::postgres`).
 
 use lambda_dedup_postgres::{SqlEffect, identifier};
 use lambda_dedup_runtime::flow::transact;

@@ -4,7 +4,8 @@
 //!
 //! ```toml
 //! [dev-dependencies]
-//! lambda-dedup-testkit = { version = "0.1", features = ["dynamodb"] } # or "postgres", "valkey"
+//! # not on a registry: git = "<this repository's URL>", rev = "<commit>", or a path
+//! lambda-dedup-testkit = { git = "…", rev = "…", features = ["dynamodb"] } # or "postgres", "valkey"
 //! ```
 //!
 //! - [`dynamodb::LocalDynamoDb`] (feature `dynamodb`): the local DynamoDB (Dynoxide, on SQLite,

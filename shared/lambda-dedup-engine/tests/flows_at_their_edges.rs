@@ -12,7 +12,9 @@ use std::time::{Duration, SystemTime};
 use lambda_dedup::{Clock, Effect, Item, KeySpec, MAX_CLOCK_SKEW, ManualClock, Message, Scope};
 use lambda_dedup_engine::{BatchReport, Deduplicator, HandlerError, Outcome, Plan, Reason};
 use lambda_dedup_memory::MemoryStore;
-use support::{RETENTION, a_whole_second, code, world_at};
+use support::{
+    RETENTION, a_whole_second, assert_a_cached_duplicate_skips_the_store, code, world_at,
+};
 
 /// A store on a clock at a whole second.
 fn world() -> (MemoryStore, Arc<ManualClock>) {
@@ -118,13 +120,7 @@ async fn a_cache_with_an_age_answers_a_known_duplicate_without_the_store() {
     let dedup =
         Deduplicator::new(spec(), store.clone()).with_cache_for(100, Duration::from_secs(60));
     let m = credit("c1", "a", None);
-    assert_eq!(dedup.transactional(&m, plan).await, Outcome::Applied);
-    let calls = store.calls();
-    assert!(matches!(
-        dedup.transactional(&m, plan).await,
-        Outcome::Duplicate { .. }
-    ));
-    assert_eq!(store.calls(), calls, "no store call for a cached duplicate");
+    assert_a_cached_duplicate_skips_the_store(&store, &dedup, &m, plan).await;
 }
 
 #[test]

@@ -12,7 +12,7 @@ use lambda_dedup_engine::{
     RetryCause, Transient, TransientCause, run_batch, run_batch_transactional,
 };
 use lambda_dedup_memory::{Injected, MemoryStore};
-use support::{a_whole_second, code, world_at};
+use support::{a_whole_second, assert_a_cached_duplicate_skips_the_store, code, world_at};
 
 fn world() -> (MemoryStore, Arc<ManualClock>) {
     world_at(SystemTime::now())
@@ -230,13 +230,7 @@ async fn the_warm_cache_answers_a_known_duplicate_without_the_store() {
     let (store, _) = world();
     let dedup = Deduplicator::new(spec(), store.clone()).with_cache(100);
     let m = credit("m1", "e1", "a", 1);
-    assert_eq!(dedup.transactional(&m, plan).await, Outcome::Applied);
-    let calls = store.calls();
-    assert!(matches!(
-        dedup.transactional(&m, plan).await,
-        Outcome::Duplicate { .. }
-    ));
-    assert_eq!(store.calls(), calls, "no store call for a cached duplicate");
+    assert_a_cached_duplicate_skips_the_store(&store, &dedup, &m, plan).await;
 }
 
 #[tokio::test]

@@ -1,10 +1,11 @@
-//! What the engine's flow test files share: the in-memory world and the reading of a refusal.
+//! What the engine's flow test files share: the in-memory world, the reading of a refusal, the
+//! warm cache's check.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use lambda_dedup::{ManualClock, Retention};
-use lambda_dedup_engine::{Outcome, Reason};
+use lambda_dedup::{Derived, ManualClock, Message, Retention};
+use lambda_dedup_engine::{Deduplicator, HandlerError, Outcome, Plan, Reason};
 use lambda_dedup_memory::MemoryStore;
 
 /// The store's retention.
@@ -32,4 +33,21 @@ pub(crate) fn code(o: &Outcome) -> Option<Reason> {
         Outcome::Rejected { code, .. } => Some(*code),
         _ => None,
     }
+}
+
+/// Asserts that `m`, applied through `dedup` (whose cache is warm), comes again as a duplicate
+/// answered without a call to `store`.
+pub(crate) async fn assert_a_cached_duplicate_skips_the_store(
+    store: &MemoryStore,
+    dedup: &Deduplicator,
+    m: &Message,
+    plan: fn(&Derived) -> Result<Plan, HandlerError>,
+) {
+    assert_eq!(dedup.transactional(m, plan).await, Outcome::Applied);
+    let calls = store.calls();
+    assert!(matches!(
+        dedup.transactional(m, plan).await,
+        Outcome::Duplicate { .. }
+    ));
+    assert_eq!(store.calls(), calls, "no store call for a cached duplicate");
 }

@@ -283,9 +283,9 @@ fn modelled(root: &Path, bench: &Path, messages: usize) -> Result<()> {
 
 /// `bench stores` on a local PostgreSQL and a local Valkey: their table in docs/BENCHMARKS.md.
 fn stores(root: &Path, bench: &Path, messages: usize) -> Result<()> {
-    let bin = crate::tools::ensure(root)?;
-    let pg = crate::postgres::LocalPostgres::start(&bin)?;
-    let valkey = crate::valkey::LocalValkey::start(&bin)?;
+    let venv = crate::tools::venv(root)?;
+    let pg = crate::postgres::LocalPostgres::start(venv.clone())?;
+    let valkey = crate::valkey::LocalValkey::start(&venv)?;
     let url = |env: Vec<(String, String)>, var: &str| {
         env.into_iter()
             .find(|(k, _)| k == var)

@@ -341,6 +341,17 @@ mod tests {
         "# R\n\n```rust\nfn main() {}\n```\n\n[guide](docs/book/src/intro.md#a-part-code)\n";
     const SUMMARY: &str = "[Intro](intro.md)\n- [Page](doors/page.md)\n";
 
+    /// Checks a whole book whose page is `page` and asserts it finds exactly two problems,
+    /// the first containing `expected[0]`, the second `expected[1]`.
+    fn assert_two_problems(name: &str, page: &str, expected: [&str; 2]) {
+        let b = book(name, README, SUMMARY, page);
+        let problems = check(&b.0);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        for (problem, part) in problems.iter().zip(expected) {
+            assert!(problem.contains(part), "{problems:?}");
+        }
+    }
+
     #[test]
     fn a_whole_book_passes() {
         let b = book(
@@ -354,38 +365,19 @@ mod tests {
 
     #[test]
     fn a_link_to_a_missing_file_or_heading_is_refused() {
-        let b = book(
+        assert_two_problems(
             "missing",
-            README,
-            SUMMARY,
             "[gone](../gone.md) [part](../intro.md#no-part)\n",
+            ["../gone.md: no such file", "no heading #no-part"],
         );
-        let problems = check(&b.0);
-        assert_eq!(problems.len(), 2, "{problems:?}");
-        assert!(
-            problems[0].contains("../gone.md: no such file"),
-            "{problems:?}"
-        );
-        assert!(problems[1].contains("no heading #no-part"), "{problems:?}");
     }
 
     #[test]
     fn a_link_outside_the_repository_is_refused_in_the_book() {
-        let b = book(
+        assert_two_problems(
             "outside",
-            README,
-            SUMMARY,
             "[web](https://example.com/) [up](../../../../../x.md)\n",
-        );
-        let problems = check(&b.0);
-        assert_eq!(problems.len(), 2, "{problems:?}");
-        assert!(
-            problems[0].contains("links outside the repository"),
-            "{problems:?}"
-        );
-        assert!(
-            problems[1].contains("leaves the repository"),
-            "{problems:?}"
+            ["links outside the repository", "leaves the repository"],
         );
     }
 

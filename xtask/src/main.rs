@@ -441,8 +441,9 @@ async fn test(args: &[String], harness: &[String]) -> Result<()> {
     infra::run(&root, false)?;
     deny::run(&root)?;
     let mut stack = stack::Stack::up(&root).await?;
-    let pg = postgres::LocalPostgres::start(&tools::ensure(&root)?)?;
-    let vk = valkey::LocalValkey::start(&tools::ensure(&root)?)?;
+    let venv = tools::venv(&root)?;
+    let pg = postgres::LocalPostgres::start(venv.clone())?;
+    let vk = valkey::LocalValkey::start(&venv)?;
     let (runs, full) = passes(args, harness);
     for pass in runs {
         step(format!("running cargo {}", pass.join(" ")));

@@ -7,8 +7,6 @@
 //! as in `DEDUP_POSTGRES_RUN_AS`; a test that starts its own through the kit finds the venv in
 //! `LAMBDA_DEDUP_TESTKIT_VENV`.
 
-use std::path::Path;
-
 use crate::{Result, step};
 use lambda_dedup_testkit::postgres::Postgres;
 use lambda_dedup_testkit::{VENV_VAR, Venv};
@@ -22,9 +20,8 @@ pub(crate) struct LocalPostgres {
 }
 
 impl LocalPostgres {
-    /// Installs the wheel if needed and starts a fresh server; `bin` is the venv's `bin`.
-    pub(crate) fn start(bin: &Path) -> Result<Self> {
-        let venv = Venv::at(bin.parent().ok_or("the venv has no parent folder")?);
+    /// Installs the wheel into `venv` if needed and starts a fresh server.
+    pub(crate) fn start(venv: Venv) -> Result<Self> {
         step("starting PostgreSQL 16 (pgserver wheel) for the PostgreSQL store's tests");
         let server = Postgres::start_in(&venv).map_err(|e| e.to_string())?;
         Ok(Self { server, venv })

@@ -11,6 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::Result;
+use lambda_dedup_testkit::Venv;
 use local_lambda::process::{Guarded, free_port};
 
 const PINS: &[&str] = &[
@@ -25,6 +26,15 @@ const PINS: &[&str] = &[
     // githubkit 0.16.1 allows hishel 2.0.0, which lacks the `CachePolicy` githubkit imports.
     "hishel==1.4.0",
 ];
+
+/// The project venv as the test kit's [`Venv`] (its wheels installed by the kit on first use),
+/// after [`ensure`].
+pub(crate) fn venv(root: &Path) -> Result<Venv> {
+    let bin = ensure(root)?;
+    Ok(Venv::at(
+        bin.parent().ok_or("the venv has no parent folder")?,
+    ))
+}
 
 /// The venv's `bin` folder, installing the pinned tools first if needed.
 pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {

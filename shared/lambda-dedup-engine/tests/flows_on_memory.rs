@@ -1,27 +1,21 @@
 //! Fast tests of the flows, the runner and batch mode on the in-memory store (which passes the
 //! DynamoDB store's conformance suite): every answer of the store mapped to its one outcome.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use lambda_dedup::{
-    Effect, FaultKind, Item, KeySpec, ManualClock, Message, Retention, Scope, Value,
-};
+use lambda_dedup::{Effect, FaultKind, Item, KeySpec, ManualClock, Message, Scope, Value};
 use lambda_dedup_engine::{
     Deduplicator, HandlerError, Invalid, InvalidCause, LeasedDeduplicator, Outcome, Plan, Reason,
     RetryCause, Transient, TransientCause, run_batch, run_batch_transactional,
 };
 use lambda_dedup_memory::{Injected, MemoryStore};
-
-const RETENTION: Duration = Duration::from_secs(86_400);
+use support::{a_whole_second, assert_a_cached_duplicate_skips_the_store, code, world_at};
 
 fn world() -> (MemoryStore, Arc<ManualClock>) {
-    let clock = Arc::new(ManualClock::new(SystemTime::now()));
-    let store = MemoryStore::new(Retention::unchecked(RETENTION).expect("retention"))
-        .with_clock(clock.clone())
-        .with_lease(Duration::from_secs(30));
-    store.create_table("balances", "account");
-    (store, clock)
+    world_at(SystemTime::now())
 }
 
 fn spec() -> KeySpec {
@@ -71,13 +65,6 @@ async fn leased_noting_the_call(dedup: &LeasedDeduplicator, m: &Message) -> (Out
         })
         .await;
     (out, called.into_inner())
-}
-
-fn code(o: &Outcome) -> Option<Reason> {
-    match o {
-        Outcome::Rejected { code, .. } => Some(*code),
-        _ => None,
-    }
 }
 
 #[tokio::test]
@@ -243,13 +230,7 @@ async fn the_warm_cache_answers_a_known_duplicate_without_the_store() {
     let (store, _) = world();
     let dedup = Deduplicator::new(spec(), store.clone()).with_cache(100);
     let m = credit("m1", "e1", "a", 1);
-    assert_eq!(dedup.transactional(&m, plan).await, Outcome::Applied);
-    let calls = store.calls();
-    assert!(matches!(
-        dedup.transactional(&m, plan).await,
-        Outcome::Duplicate { .. }
-    ));
-    assert_eq!(store.calls(), calls, "no store call for a cached duplicate");
+    assert_a_cached_duplicate_skips_the_store(&store, &dedup, &m, plan).await;
 }
 
 #[tokio::test]
@@ -297,12 +278,7 @@ async fn leased_calls_once_releases_on_failure_and_keeps_the_key() {
 /// outcome, and whether the takeover called the provider. On a clock on a whole second, so the
 /// store's millisecond times lose nothing: `after` is exactly the time between the attempts.
 async fn takeover_after(after: Duration) -> (Outcome, bool) {
-    let clock = Arc::new(ManualClock::new(
-        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
-    ));
-    let store = MemoryStore::new(Retention::unchecked(RETENTION).expect("retention"))
-        .with_clock(clock.clone())
-        .with_lease(Duration::from_secs(30));
+    let (store, clock) = world_at(a_whole_second());
     let dedup = Deduplicator::new(spec(), store.clone())
         .with_provider_key_retention(Duration::from_secs(60));
     let m = credit("m1", "e1", "a", 1);

@@ -4,7 +4,7 @@
 //! `simulation-planted` build), so a mutant that breaks the flows as a planted bug does is
 //! caught within them, not only within `--planted all`'s 300 seeds a bug.
 
-use lambda_dedup_sim::run_seed;
+mod support;
 
 /// Seeds `0..SEEDS`: the fewest from 0 in which every planted bug of `planted::SIMULATED` is
 /// caught (the last, `panic-acknowledged`, at seed 43).
@@ -12,15 +12,7 @@ const SEEDS: u64 = 44;
 
 #[test]
 fn the_bounded_seeds_hold_every_invariant() {
-    for seed in 0..SEEDS {
-        let r = run_seed(seed);
-        assert!(
-            r.violations.is_empty(),
-            "seed {seed}: {:?}\n{}",
-            r.violations,
-            r.trace.join("\n")
-        );
-    }
+    support::assert_every_invariant_holds(0..SEEDS);
 }
 
 #[cfg(feature = "simulation-planted")]

@@ -1,6 +1,8 @@
 //! The simulation itself: a seed replays exactly, the seeds hold every invariant, and (in the
 //! `simulation-planted` build) every planted bug is caught.
 
+mod support;
+
 use lambda_dedup_sim::run_seed;
 
 #[test]
@@ -14,15 +16,7 @@ fn a_seed_replays_to_the_same_trace_and_digest() {
 
 #[test]
 fn forty_seeds_hold_every_invariant() {
-    for seed in 0..40 {
-        let r = run_seed(seed);
-        assert!(
-            r.violations.is_empty(),
-            "seed {seed}: {:?}\n{}",
-            r.violations,
-            r.trace.join("\n")
-        );
-    }
+    support::assert_every_invariant_holds(0..40);
 }
 
 #[test]

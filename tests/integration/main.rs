@@ -32,6 +32,7 @@ mod hostile;
 mod http_door;
 mod invoke_door;
 mod isolation;
+mod lean_builds;
 mod lease;
 mod model;
 mod model_leased;

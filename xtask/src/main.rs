@@ -127,8 +127,14 @@ enum Cmd {
         #[arg(last = true)]
         args: Vec<String>,
     },
-    /// Build every function for arm64 in release (cargo lambda) and report zip sizes.
-    Package,
+    /// Build every function for arm64 in release (cargo lambda), each alone, and report zip sizes.
+    Package {
+        /// One build of every function, features unified (what CI runs: it proves each builds
+        /// and links for arm64 in a quarter of the time; the zips carry the union of the
+        /// features, so deploy the ones built alone).
+        #[arg(long)]
+        together: bool,
+    },
     /// Start the local stack and keep it running until Enter (prints where to send).
     Up,
     /// Start the local DynamoDB (Dynoxide) alone and keep it running (prints the endpoint).
@@ -176,7 +182,7 @@ async fn main() -> ExitCode {
             .iter()
             .try_for_each(|check| cargo_run(&root(), check)),
         Cmd::Audit => audit::run(&root()).await,
-        Cmd::Package => package::run(&root()),
+        Cmd::Package { together } => package::run(&root(), together),
         Cmd::Mutants { scopes, args } => mutants::run(&root(), &scopes, &args),
         Cmd::Simulate {
             explore: Some(filter),

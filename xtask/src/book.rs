@@ -2,7 +2,9 @@
 //! (installed on first use into `.cache/mdbook`, as cfn-guard and cargo-deny are), then
 //! [`check`]ed. The check needs no mdbook and runs in `cargo test` too (this module's test): every
 //! relative link of README.md and of the book's pages resolves to a file (and to a heading of it
-//! when it names one), the book links nowhere outside the repository, `SUMMARY.md` lists every
+//! when it names one), the book links nowhere outside the repository nor, but for an
+//! `{{#include}}`, outside the book (the built book has no repository files: their paths are
+//! written as code, `examples/pg-credit`), `SUMMARY.md` lists every
 //! page, every page with a Rust snippet is a doctest of `docs/book/doctests.rs`, and the README's
 //! first function is `examples/sqs-credit` as it is.
 
@@ -69,8 +71,9 @@ pub(crate) fn check(root: &Path) -> Vec<String> {
             .display()
             .to_string();
         let in_book = file != &readme;
-        for link in links(&text) {
-            if let Some(problem) = link_problem(root, file, &link, in_book) {
+        for (link, included) in links(&text) {
+            let within = (in_book && !included).then_some(src.as_path());
+            if let Some(problem) = link_problem(root, file, &link, in_book, within) {
                 problems.push(format!("{shown}: {problem}"));
             }
         }
@@ -116,8 +119,9 @@ fn prose(text: &str) -> String {
 }
 
 /// The targets of `text`'s Markdown links and images (`[..](target)`, `[..](target "title")`)
-/// and of mdBook's `{{#include target}}`, outside code blocks and inline code.
-fn links(text: &str) -> Vec<String> {
+/// and of mdBook's `{{#include target}}` (with `true`: included, not linked), outside code
+/// blocks and inline code.
+fn links(text: &str) -> Vec<(String, bool)> {
     let prose = prose(text);
     let mut found = Vec::new();
     for line in prose.lines() {
@@ -134,19 +138,26 @@ fn links(text: &str) -> Vec<String> {
             rest = &rest[at + 2..];
             let end = rest.find(')').unwrap_or(rest.len());
             let target = rest[..end].split_whitespace().next().unwrap_or("");
-            found.push(target.to_owned());
+            found.push((target.to_owned(), false));
             rest = &rest[end..];
         }
         for part in line.split("{{#include ").skip(1) {
             let target = part.split("}}").next().unwrap_or("").trim();
-            found.push(target.to_owned());
+            found.push((target.to_owned(), true));
         }
     }
     found
 }
 
-/// What is wrong with the link `target` of `file`, if anything.
-fn link_problem(root: &Path, file: &Path, target: &str, in_book: bool) -> Option<String> {
+/// What is wrong with the link `target` of `file`, if anything; `within`, the folder the link
+/// must stay in (the book's pages: the built book has nothing else).
+fn link_problem(
+    root: &Path,
+    file: &Path,
+    target: &str,
+    in_book: bool,
+    within: Option<&Path>,
+) -> Option<String> {
     if target.is_empty() {
         return Some("an empty link".into());
     }
@@ -164,6 +175,13 @@ fn link_problem(root: &Path, file: &Path, target: &str, in_book: bool) -> Option
     };
     if !resolved.starts_with(root) {
         return Some(format!("{target} leaves the repository"));
+    }
+    if within.is_some_and(|book| !resolved.starts_with(book)) {
+        let path = resolved.strip_prefix(root).unwrap_or(&resolved).display();
+        return Some(format!(
+            "{target} is outside the book, so the built book has no such page: write the path \
+             as code (`{path}`)"
+        ));
     }
     if !resolved.exists() {
         return Some(format!("{target}: no such file"));
@@ -227,7 +245,7 @@ fn summary_problems(src: &Path, pages: &[PathBuf]) -> Vec<String> {
     };
     let listed: Vec<PathBuf> = links(&text)
         .iter()
-        .map(|l| normalize(&src.join(l)))
+        .map(|(l, _)| normalize(&src.join(l)))
         .collect();
     pages
         .iter()
@@ -379,6 +397,25 @@ mod tests {
             "[web](https://example.com/) [up](../../../../../x.md)\n",
             ["links outside the repository", "leaves the repository"],
         );
+    }
+
+    /// A link from a page to a file of the repository outside the book works on GitHub and
+    /// nowhere in the built book; the README may, and a page may include such a file.
+    #[test]
+    fn a_link_from_the_book_to_a_repository_file_is_refused() {
+        let page = "[ex](../../../../examples/sqs-credit/src/main.rs) \
+                    [readme](../../../../README.md)\n\n\
+                    {{#include ../../../../examples/sqs-credit/src/main.rs}}\n";
+        let readme = format!("{README}[ex](examples/sqs-credit/src/main.rs)\n");
+        let b = book("repository", &readme, SUMMARY, page);
+        let problems = check(&b.0);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            problems[0].contains("is outside the book")
+                && problems[0].contains("`examples/sqs-credit/src/main.rs`"),
+            "{problems:?}"
+        );
+        assert!(problems[1].contains("`README.md`"), "{problems:?}");
     }
 
     #[test]

@@ -398,13 +398,21 @@ const RUNTIME_FEATURES: [&str; 14] = [
 
 /// The runtime's builds with no feature and with each store alone ([`CHECKED_ALONE`]), as a
 /// function that names only that one makes: checked with the workspace's tests, so they cannot
-/// rot while every other build unifies the features. Nothing when ARGS pick packages.
+/// rot while every other build unifies the features; then [`TESTED_ALONE`]. Nothing when ARGS
+/// pick packages.
 fn feature_checks(args: &[String]) -> Vec<Vec<String>> {
     if picks_packages(args) {
         return Vec::new();
     }
-    checks_alone(&CHECKED_ALONE)
+    let mut checks = checks_alone(&CHECKED_ALONE);
+    checks.push(TESTED_ALONE.map(String::from).to_vec());
+    checks
 }
+
+/// A function's start-up refusals, its binary built alone (without the feature `sqs-client`
+/// the workspace's other functions name): a reconciliation queue refused where there is no SQS
+/// client to send to it.
+const TESTED_ALONE: [&str; 5] = ["test", "-p", "example-pg-credit", "--test", "refusal"];
 
 /// The stores, each checked alone with every `cargo xtask test`.
 const CHECKED_ALONE: [&str; 4] = ["dynamodb", "postgres", "valkey", "memory"];
@@ -609,8 +617,9 @@ mod cli_tests {
         );
     }
 
-    /// The runtime with no feature and with each store alone is checked with every run of the
-    /// workspace's tests, and not when ARGS pick packages.
+    /// The runtime with no feature and with each store alone is checked, and pg-credit's
+    /// refusals tested alone, with every run of the workspace's tests, and not when ARGS pick
+    /// packages.
     #[test]
     fn the_runtime_with_each_store_alone_is_checked_with_the_workspace() {
         let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
@@ -621,8 +630,9 @@ mod cli_tests {
             "lambda-dedup-runtime",
             "--no-default-features",
         ];
-        assert_eq!(checks.len(), 1 + CHECKED_ALONE.len());
+        assert_eq!(checks.len(), 2 + CHECKED_ALONE.len());
         assert_eq!(checks[0], args(&base));
+        assert_eq!(checks.last(), Some(&args(&TESTED_ALONE)));
         for (check, feature) in checks[1..].iter().zip(CHECKED_ALONE) {
             let mut want = args(&base);
             want.extend(args(&["--features", feature]));

@@ -5,23 +5,23 @@
 //! Balances are read back with plain SQL, not through the store.
 
 use super::*;
-use lambda_dedup_postgres::{PgStore, SqlValue, Tls};
+use lambda_dedup_postgres::SqlValue;
 use lambda_dedup_runtime::events::{SqsBatchResponse, SqsEvent, SqsMessage};
 use lambda_dedup_runtime::testing::on_memory_recording;
-use lambda_dedup_runtime::{Env, Service, Settings};
+use lambda_dedup_runtime::{Env, Service};
 use lambda_dedup_testkit::VENV_VAR;
-use lambda_dedup_testkit::postgres::Postgres;
+use lambda_dedup_testkit::postgres::{Postgres, tokio_postgres};
 
 /// The test binary's PostgreSQL (started on first use, stopped when the binary exits), or
 /// `None`, said, without a venv named.
-fn server(test: &str) -> Option<String> {
+fn server(test: &str) -> Option<&'static Postgres> {
     if std::env::var_os(VENV_VAR).is_none() {
         eprintln!("{test} skipped: {VENV_VAR} is not set; `cargo xtask test` sets it");
         return None;
     }
     static SERVER: std::sync::OnceLock<Postgres> = std::sync::OnceLock::new();
     let server = SERVER.get_or_init(|| Postgres::start().expect("PostgreSQL"));
-    Some(server.url().to_owned())
+    Some(server)
 }
 
 fn unique(prefix: &str) -> String {
@@ -81,21 +81,11 @@ fn function(env: &Env) -> Result<SqsService, Error> {
 }
 
 /// The function on fresh tables of the server, and a connection of the test's own.
-async fn on_server(url: &str) -> (SqsService, tokio_postgres::Client, String) {
+async fn on_server(pg: &Postgres) -> (SqsService, tokio_postgres::Client, String) {
     let (marks, balances) = (unique("marks"), unique("balances"));
-    let env = env(url, &marks, &balances);
-    let settings = Settings::read(&env, "pg-credit").expect("settings");
-    PgStore::from_url(url, Tls::Disabled, settings.retention)
-        .expect("url")
-        .with_table(&marks)
-        .expect("table")
-        .create_table()
-        .await
-        .expect("the marks table");
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(connection);
+    let env = env(pg.url(), &marks, &balances);
+    pg.create_mark_table(&marks).await.expect("the marks table");
+    let client = pg.connect().await.expect("connect");
     client
         .batch_execute(&format!(
             "CREATE TABLE \"{balances}\" (account text PRIMARY KEY, balance bigint NOT NULL)"
@@ -123,10 +113,10 @@ async fn balance(client: &tokio_postgres::Client, balances: &str, account: &str)
 
 #[tokio::test]
 async fn each_event_is_credited_once_however_often_it_is_delivered() {
-    let Some(url) = server("each_event_is_credited_once_however_often_it_is_delivered") else {
+    let Some(pg) = server("each_event_is_credited_once_however_often_it_is_delivered") else {
         return;
     };
-    let (function, client, balances) = on_server(&url).await;
+    let (function, client, balances) = on_server(pg).await;
     // Two events; the first delivered twice in one batch.
     let first = vec![
         record("m1", "e1", "a-1", 10),
@@ -154,10 +144,10 @@ async fn each_event_is_credited_once_however_often_it_is_delivered() {
 
 #[tokio::test]
 async fn a_credit_postgres_refuses_fails_alone_and_changes_nothing() {
-    let Some(url) = server("a_credit_postgres_refuses_fails_alone_and_changes_nothing") else {
+    let Some(pg) = server("a_credit_postgres_refuses_fails_alone_and_changes_nothing") else {
         return;
     };
-    let (function, client, balances) = on_server(&url).await;
+    let (function, client, balances) = on_server(pg).await;
     let full = vec![record("m1", "e1", "a-2", i64::MAX)];
     assert!(failed(&function.handle(batch(full)).await).is_empty());
     // The next credit to a-2 overflows `bigint` (SQLSTATE 22003): refused for good, so failed

@@ -189,33 +189,21 @@ mod tests {
     /// A REST API (payload 1.0) `POST /orders` as API Gateway sends it: `headers` holds each
     /// header's last value, `multiValueHeaders` all of them; a Lambda authorizer's
     /// `principalId`.
-    fn rest_post(keys: &[&str], principal: &str, body: &str) -> serde_json::Value {
+    fn rest_post(keys: &[&str], principal: &str, body: &str) -> impl serde::Serialize {
         let request = keys
             .iter()
             .fold(HttpRequest::post("/orders", body), |r, k| {
                 r.idempotency_key(k)
             });
-        serde_json::to_value(events::apigw_rest(&request, Some(principal))).expect("an event")
+        events::apigw_rest(&request, Some(principal))
     }
 
     /// `event` through the service as Lambda runs it (the raw event): the status and body
     /// Lambda returns to the front.
-    async fn invoke(s: &HttpService, event: serde_json::Value) -> (u16, serde_json::Value) {
-        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let mut context = lambda_dedup_runtime::lambda_runtime::Context::default();
-        context.request_id = format!(
-            "rest-{}",
-            N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-        );
-        let event = lambda_http::LambdaEvent::new(event, context);
-        let r =
-            ServiceExt::<lambda_http::LambdaEvent<serde_json::Value>>::oneshot(s.clone(), event)
-                .await
-                .expect("answer");
-        let r = serde_json::to_value(r).expect("a response");
-        let body = r["body"].as_str().unwrap_or_default();
-        let body = serde_json::from_str(body).unwrap_or(serde_json::Value::Null);
-        (r["statusCode"].as_u64().unwrap_or_default() as u16, body)
+    async fn invoke(s: &HttpService, event: impl serde::Serialize) -> (u16, serde_json::Value) {
+        let answer = lambda_dedup_testkit::http::send(s, event).await;
+        let answer = answer.expect("answer");
+        (answer.status(), answer.json())
     }
 
     /// Issue 42, REST: two `Idempotency-Key` headers (API Gateway's `multiValueHeaders`) are
@@ -258,8 +246,7 @@ mod tests {
         let request = HttpRequest::post("/orders", r#"{"sku":"book-1","quantity":2}"#)
             .idempotency_key("o-url")
             .header("x-caller", "shop-1");
-        let event = serde_json::to_value(events::function_url(&request)).expect("an event");
-        let (status, problem) = invoke(&service, event).await;
+        let (status, problem) = invoke(&service, events::function_url(&request)).await;
         assert_eq!(
             (status, &problem["code"]),
             (401, &"caller_front_missing".into()),

@@ -9,6 +9,11 @@ pub(crate) mod ledger;
 use lambda_dedup_engine::Outcome;
 use serde_json::{Value, json};
 
+/// Whether this build of the runtime has the side queues' SQS client (its feature `sqs-client`,
+/// perhaps enabled by another crate built with yours): a test of what a function does without it
+/// (`DEDUP_RECONCILIATION_QUEUE_URL` refused at start) knows which build it is testing.
+pub const SQS_CLIENT: bool = cfg!(feature = "sqs-client");
+
 /// An SQS message as the SQS door reads it, for a test of a function's key spec.
 pub use crate::door::sqs::message as sqs_message;
 

@@ -27,10 +27,11 @@ pub enum Error {
     #[cfg(feature = "dynamodb")]
     #[error("the local DynamoDB: {0}")]
     Serve(String),
-    /// A table could not be created.
-    #[cfg(feature = "dynamodb")]
+    /// A table could not be created (on PostgreSQL: also a mark table name that is not an
+    /// identifier).
+    #[cfg(any(feature = "dynamodb", feature = "postgres"))]
     #[error("creating a table: {0}")]
-    Table(#[from] lambda_dedup_dynamodb::Error),
+    Table(#[from] lambda_dedup::StoreError),
     /// No Python 3 to make the venv the servers' wheels are installed into.
     #[cfg(feature = "wheels")]
     #[error(
@@ -81,6 +82,10 @@ pub enum Error {
         /// What is missing.
         why: &'static str,
     },
+    /// A connection to the test's PostgreSQL, or a statement on it, failed.
+    #[cfg(feature = "postgres")]
+    #[error("PostgreSQL: {0}")]
+    Sql(#[from] tokio_postgres::Error),
     /// The server did not accept connections in time; the end of its log.
     #[cfg(feature = "wheels")]
     #[error(

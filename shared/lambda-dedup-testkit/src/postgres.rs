@@ -10,6 +10,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
+
+use lambda_dedup::{Retention, StoreError};
+use lambda_dedup_postgres::{PgStore, Tls};
+/// The client [`Postgres::connect`] gives, in the version the kit and the store are built with.
+pub use tokio_postgres;
 
 use crate::Error;
 use crate::server::{Scratch, Server, shell_quote};
@@ -33,6 +39,24 @@ const UNPRIVILEGED: &str = "nobody";
 /// // PG_TLS=disabled.
 /// let url = pg.url();
 /// # let _ = url; Ok(()) }
+/// ```
+///
+/// The tables a function needs, and its effects read back:
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), lambda_dedup_testkit::Error> {
+/// use lambda_dedup_testkit::postgres::Postgres;
+///
+/// let pg = Postgres::start()?;
+/// pg.create_mark_table("marks").await?; // DEDUP_MARK_TABLE=marks
+/// let sql = pg.connect().await?;
+/// sql.batch_execute("CREATE TABLE balances (account text PRIMARY KEY, balance bigint NOT NULL)")
+///     .await?;
+/// // … the function credits an account; then:
+/// let rows = sql.query("SELECT balance FROM balances WHERE account = $1", &[&"a-1"]).await?;
+/// let balance: Option<i64> = rows.first().map(|r| r.get(0));
+/// # let _ = balance; Ok(()) }
 /// ```
 #[derive(Debug)]
 pub struct Postgres {
@@ -101,6 +125,27 @@ impl Postgres {
     /// `postgresql://postgres@127.0.0.1:<port>/postgres` (no TLS, no password).
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// Creates the mark table `table` (and its index) as the PostgreSQL store expects it, from
+    /// the store's own schema (`PgStore::schema`): what `DEDUP_MARK_TABLE` names.
+    pub async fn create_mark_table(&self, table: &str) -> Result<(), Error> {
+        // The table's shape does not depend on how long marks are kept.
+        let retention = Retention::unchecked(Duration::from_secs(86_400))
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let store = PgStore::from_url(&self.url, Tls::Disabled, retention)?.with_table(table)?;
+        store.create_table().await?;
+        Ok(())
+    }
+
+    /// A connection of the test's own (inside a tokio runtime, which drives it), for its own
+    /// tables: create them (`batch_execute`), read back what the function wrote (`query`).
+    pub async fn connect(&self) -> Result<tokio_postgres::Client, Error> {
+        let (client, connection) =
+            tokio_postgres::connect(&self.url, tokio_postgres::NoTls).await?;
+        // A connection that fails ends here; the client then answers each call with the error.
+        tokio::spawn(connection);
+        Ok(client)
     }
 
     /// The folder of the server's programs (`initdb`, `postgres`, `pg_ctl`), for a test that

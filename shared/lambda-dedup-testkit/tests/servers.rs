@@ -38,9 +38,13 @@ fn folders_of(name: &str) -> usize {
         .unwrap_or_default()
 }
 
-#[test]
-fn postgres_answers_at_its_url_and_is_gone_once_dropped() {
-    let Some(venv) = venv("postgres_answers_at_its_url_and_is_gone_once_dropped") else {
+/// The server answers at its URL (one server in this binary: its folders are counted per
+/// process); the mark table the kit creates is the PostgreSQL store's own (its columns, from the
+/// store's schema); the test's connection creates, writes and reads a table of its own; a mark
+/// table name the store refuses is an error, not a table; dropped, it stops and leaves nothing.
+#[tokio::test]
+async fn postgres_serves_mark_tables_and_sql_and_is_gone_once_dropped() {
+    let Some(venv) = venv("postgres_serves_mark_tables_and_sql_and_is_gone_once_dropped") else {
         return;
     };
     let pg = Postgres::start_in(&venv).expect("PostgreSQL");
@@ -53,6 +57,47 @@ fn postgres_answers_at_its_url_and_is_gone_once_dropped() {
     let addr = address(pg.url());
     TcpStream::connect(&addr).expect("listening");
     assert_eq!(folders_of("postgres"), 1);
+    pg.create_mark_table("marks").await.expect("the mark table");
+    let sql = pg.connect().await.expect("a connection");
+    let columns = sql
+        .query(
+            "SELECT column_name::text FROM information_schema.columns \
+             WHERE table_name = 'marks' ORDER BY ordinal_position",
+            &[],
+        )
+        .await
+        .expect("the columns");
+    let columns: Vec<String> = columns.iter().map(|r| r.get(0)).collect();
+    assert_eq!(
+        columns,
+        [
+            "key",
+            "status",
+            "owner",
+            "lease_expires_at",
+            "expires_at",
+            "fingerprint",
+            "result",
+            "first_seen_at",
+            "completed_at"
+        ]
+    );
+    sql.batch_execute(
+        "CREATE TABLE balances (account text PRIMARY KEY, balance bigint NOT NULL); \
+         INSERT INTO balances VALUES ('a-1', 5)",
+    )
+    .await
+    .expect("the test's own table");
+    let rows = sql
+        .query("SELECT balance FROM balances WHERE account = $1", &[&"a-1"])
+        .await
+        .expect("read back");
+    assert_eq!(rows.first().map(|r| r.get::<_, i64>(0)), Some(5));
+    assert!(matches!(
+        pg.create_mark_table("no; table").await,
+        Err(lambda_dedup_testkit::Error::Table(_))
+    ));
+    drop(sql);
     drop(pg);
     assert!(TcpStream::connect(&addr).is_err(), "still listening");
     assert_eq!(folders_of("postgres"), 0, "its folder left behind");

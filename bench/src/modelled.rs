@@ -8,6 +8,7 @@
 mod bed;
 mod bound;
 mod draws;
+pub(crate) mod hedge;
 mod section;
 mod store;
 

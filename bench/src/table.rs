@@ -37,3 +37,17 @@ pub(crate) fn kept<'a>(old: &'a str, (begin, end): (&str, &str)) -> &'a str {
         _ => "",
     }
 }
+
+/// `doc` with its part from `begin` to `end` replaced by `section` (which carries both
+/// markers); without one, `section` appended.
+pub(crate) fn replace(doc: &str, (begin, end): (&str, &str), section: &str) -> String {
+    match (doc.find(begin), doc.find(end)) {
+        (Some(b), Some(e)) if b < e => format!(
+            "{}{}{}",
+            &doc[..b],
+            section.trim_end(),
+            &doc[e + end.len()..]
+        ),
+        _ => format!("{}\n\n{}\n", doc.trim_end(), section.trim_end()),
+    }
+}

@@ -247,12 +247,18 @@ pub(crate) fn run(root: &Path, messages: usize, delay_ms: u64, runs: usize) -> R
         "xtask: bench: wrote docs/BENCHMARKS.md, docs/benchmarks.json and docs/benchmarks.png"
     );
     modelled(root, &release.join("bench"), messages)?;
+    hedge(root, &release.join("bench"), messages)?;
     stores(root, &release.join("bench"), messages)
 }
 
 /// `--modelled-only`: the modelled bed alone, on a debug build.
 pub(crate) fn modelled_only(root: &Path, messages: usize) -> Result<()> {
     modelled(root, &debug_build(root)?, messages)
+}
+
+/// `--hedge-only`: the hedging rows alone, on a debug build.
+pub(crate) fn hedge_only(root: &Path, messages: usize) -> Result<()> {
+    hedge(root, &debug_build(root)?, messages)
 }
 
 /// `--stores-only`: the PostgreSQL and Valkey rows alone, on a debug build.
@@ -278,6 +284,19 @@ fn modelled(root: &Path, bench: &Path, messages: usize) -> Result<()> {
         return Err("bench modelled failed".into());
     }
     println!("xtask: bench: wrote the modelled bed's section into docs/BENCHMARKS.md");
+    Ok(())
+}
+
+/// `bench hedge`: the single-write modes with and without a hedge on the modelled bed, its
+/// section of docs/BENCHMARKS.md and docs/benchmarks-hedge.json.
+fn hedge(root: &Path, bench: &Path, messages: usize) -> Result<()> {
+    crate::step("bench: hedging the single-write modes (modelled bed)");
+    let mut cmd = Command::new(bench);
+    cmd.args(["hedge", &messages.to_string(), &SEED.to_string()]);
+    if !succeeds(cmd.arg(root.join("docs"))) {
+        return Err("bench hedge failed".into());
+    }
+    println!("xtask: bench: wrote the hedging rows into docs/BENCHMARKS.md");
     Ok(())
 }
 

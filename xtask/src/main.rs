@@ -96,6 +96,10 @@ enum Cmd {
         /// its section of the report rewritten, the rest kept).
         #[arg(long)]
         modelled_only: bool,
+        /// Only the hedging rows of the single-write modes on the modelled bed (a debug build;
+        /// their section rewritten, the rest kept).
+        #[arg(long)]
+        hedge_only: bool,
     },
     /// The deterministic simulation of the protocol (lambda-dedup-sim): seeds, a seed's
     /// trace and digest, the planted-bug check.
@@ -208,6 +212,11 @@ async fn main() -> ExitCode {
             modelled_only: true,
             ..
         } => bench::modelled_only(&root(), n),
+        Cmd::Bench {
+            n,
+            hedge_only: true,
+            ..
+        } => bench::hedge_only(&root(), n),
         Cmd::Bench {
             n, delay_ms, runs, ..
         } => bench::run(&root(), n, delay_ms, runs),

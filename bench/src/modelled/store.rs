@@ -26,7 +26,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use futures::future::join_all;
 use lambda_dedup::Effect;
@@ -36,6 +36,7 @@ use lambda_dedup::{
     SequencedWrite, StoreError,
 };
 use lambda_dedup_memory::MemoryStore;
+use local_dynamodb::latency::Delays;
 
 use super::draws::{Draw, Recorder};
 
@@ -48,6 +49,9 @@ const MAX_BATCH_GET: usize = 100;
 pub(crate) struct ModelledStore {
     inner: MemoryStore,
     recorder: Recorder,
+    /// Hedge the single writes (sequence's `UpdateItem`, create-once's `PutItem`) after this,
+    /// the copies' draws from their own stream.
+    hedge: Option<(Duration, Delays)>,
 }
 
 impl fmt::Debug for ModelledStore {
@@ -62,7 +66,26 @@ type Settled = (Vec<(usize, Result<Commit, StoreError>)>, Vec<usize>);
 impl ModelledStore {
     /// `inner` behind the requests drawn from `recorder`'s stream.
     pub(crate) fn new(inner: MemoryStore, recorder: Recorder) -> Self {
-        Self { inner, recorder }
+        Self {
+            inner,
+            recorder,
+            hedge: None,
+        }
+    }
+
+    /// The same, each single write (sequence, create-once) hedged: its copy sent again
+    /// `after` the first when the first has not answered, drawn from `copies`
+    /// (`Recorder::draw_hedged`).
+    pub(crate) fn hedged(self, after: Duration, copies: Delays) -> Self {
+        Self {
+            hedge: Some((after, copies)),
+            ..self
+        }
+    }
+
+    /// The hedges sent so far, taken.
+    pub(crate) fn take_hedges(&self) -> u64 {
+        self.recorder.take_hedges()
     }
 
     /// The memory store behind it (its tables hold the effects).
@@ -80,6 +103,19 @@ impl ModelledStore {
         let call = self.recorder.call();
         let held = self.recorder.draw(call, 0, operation, items);
         tokio::time::sleep(held).await;
+    }
+
+    /// Holds the calling task for one single write (sequence, create-once), hedged when the
+    /// store hedges.
+    async fn hold_single(&self, operation: &'static str) {
+        match &self.hedge {
+            None => self.hold(operation, 1).await,
+            Some((after, copies)) => {
+                let call = self.recorder.call();
+                let held = self.recorder.draw_hedged(call, operation, *after, copies);
+                tokio::time::sleep(held).await;
+            }
+        }
     }
 
     /// One round of a batch commit: one `TransactWriteItems` of its requests' items.
@@ -273,14 +309,14 @@ impl SequenceStoreImpl for ModelledStore {
         &self,
         write: SequencedWrite<'_>,
     ) -> Result<SequenceOutcome, StoreError> {
-        self.hold("UpdateItem", 1).await;
+        self.hold_single("UpdateItem").await;
         self.inner.apply_in_sequence(write).await
     }
 }
 
 impl CreateOnceStoreImpl for ModelledStore {
     async fn create_once(&self, write: CreateOnce<'_>) -> Result<Commit, StoreError> {
-        self.hold("PutItem", 1).await;
+        self.hold_single("PutItem").await;
         self.inner.create_once(write).await
     }
 }

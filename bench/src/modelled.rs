@@ -9,6 +9,7 @@ mod bed;
 mod bound;
 mod draws;
 pub(crate) mod hedge;
+pub(crate) mod http;
 mod section;
 mod store;
 

@@ -77,8 +77,8 @@ pub(crate) fn run(raw: &Path, docs: &Path) -> Result<()> {
     if !modelled.is_empty() {
         md = crate::modelled::splice(&md, modelled);
     }
-    // So are the round-trip table, pinned by `tests/integration/round_trips.rs`, and the
-    // hedging rows (`bench hedge`).
+    // So are the round-trip table, pinned by `tests/integration/round_trips.rs`, the hedging
+    // rows (`bench hedge`) and the HTTP door's (`bench http`).
     for section in [
         crate::stores::section(&old),
         crate::table::kept(&old, ROUND_TRIPS),

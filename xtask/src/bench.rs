@@ -248,6 +248,7 @@ pub(crate) fn run(root: &Path, messages: usize, delay_ms: u64, runs: usize) -> R
     );
     modelled(root, &release.join("bench"), messages)?;
     hedge(root, &release.join("bench"), messages)?;
+    http(root, &release.join("bench"), messages)?;
     stores(root, &release.join("bench"), messages)
 }
 
@@ -259,6 +260,11 @@ pub(crate) fn modelled_only(root: &Path, messages: usize) -> Result<()> {
 /// `--hedge-only`: the hedging rows alone, on a debug build.
 pub(crate) fn hedge_only(root: &Path, messages: usize) -> Result<()> {
     hedge(root, &debug_build(root)?, messages)
+}
+
+/// `--http-only`: the HTTP door's rows alone, on a debug build.
+pub(crate) fn http_only(root: &Path, requests: usize) -> Result<()> {
+    http(root, &debug_build(root)?, requests)
 }
 
 /// `--stores-only`: the PostgreSQL and Valkey rows alone, on a debug build.
@@ -297,6 +303,19 @@ fn hedge(root: &Path, bench: &Path, messages: usize) -> Result<()> {
         return Err("bench hedge failed".into());
     }
     println!("xtask: bench: wrote the hedging rows into docs/BENCHMARKS.md");
+    Ok(())
+}
+
+/// `bench http`: the HTTP door beside Powertools' on the modelled bed, its section of
+/// docs/BENCHMARKS.md and docs/benchmarks-http.json.
+fn http(root: &Path, bench: &Path, requests: usize) -> Result<()> {
+    crate::step("bench: the HTTP door beside Powertools' (modelled bed)");
+    let mut cmd = Command::new(bench);
+    cmd.args(["http", &requests.to_string(), &SEED.to_string()]);
+    if !succeeds(cmd.arg(root.join("docs"))) {
+        return Err("bench http failed".into());
+    }
+    println!("xtask: bench: wrote the HTTP door's rows into docs/BENCHMARKS.md");
     Ok(())
 }
 

@@ -100,6 +100,10 @@ enum Cmd {
         /// their section rewritten, the rest kept).
         #[arg(long)]
         hedge_only: bool,
+        /// Only the HTTP door beside Powertools' on the modelled bed (a debug build; N
+        /// requests; its section rewritten, the rest kept).
+        #[arg(long)]
+        http_only: bool,
     },
     /// The deterministic simulation of the protocol (lambda-dedup-sim): seeds, a seed's
     /// trace and digest, the planted-bug check.
@@ -217,6 +221,9 @@ async fn main() -> ExitCode {
             hedge_only: true,
             ..
         } => bench::hedge_only(&root(), n),
+        Cmd::Bench {
+            n, http_only: true, ..
+        } => bench::http_only(&root(), n),
         Cmd::Bench {
             n, delay_ms, runs, ..
         } => bench::run(&root(), n, delay_ms, runs),

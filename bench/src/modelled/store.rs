@@ -30,7 +30,9 @@ use std::time::{Duration, SystemTime};
 
 use futures::future::join_all;
 use lambda_dedup::Effect;
-use lambda_dedup::store::{CreateOnceStoreImpl, MarkStoreImpl, SequenceStoreImpl, StoreOptions};
+use lambda_dedup::store::{
+    CreateOnceStoreImpl, LatestStoreImpl, MarkStoreImpl, SequenceStoreImpl, StoreOptions,
+};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, CreateOnce, DedupKey, Fingerprint, Lease, Mark, SequenceOutcome,
     SequencedWrite, StoreError,
@@ -48,7 +50,7 @@ const MAX_BATCH_GET: usize = 100;
 /// The memory store, each call held for the draws of the requests DynamoDB would be sent.
 pub(crate) struct ModelledStore {
     inner: MemoryStore,
-    recorder: Recorder,
+    recorder: std::sync::Arc<Recorder>,
     /// Hedge the single writes (sequence's `UpdateItem`, create-once's `PutItem`) after this,
     /// the copies' draws from their own stream.
     hedge: Option<(Duration, Delays)>,
@@ -68,7 +70,7 @@ impl ModelledStore {
     pub(crate) fn new(inner: MemoryStore, recorder: Recorder) -> Self {
         Self {
             inner,
-            recorder,
+            recorder: std::sync::Arc::new(recorder),
             hedge: None,
         }
     }
@@ -91,6 +93,11 @@ impl ModelledStore {
     /// The memory store behind it (its tables hold the effects).
     pub(crate) fn memory(&self) -> &MemoryStore {
         &self.inner
+    }
+
+    /// Its record, to take the draws from after the store is given away.
+    pub(crate) fn recorder(&self) -> std::sync::Arc<Recorder> {
+        self.recorder.clone()
     }
 
     /// The draws recorded so far, taken.
@@ -318,5 +325,11 @@ impl CreateOnceStoreImpl for ModelledStore {
     async fn create_once(&self, write: CreateOnce<'_>) -> Result<Commit, StoreError> {
         self.hold_single("PutItem").await;
         self.inner.create_once(write).await
+    }
+}
+
+impl LatestStoreImpl for ModelledStore {
+    fn high_water_table(&self) -> &str {
+        LatestStoreImpl::high_water_table(&self.inner)
     }
 }

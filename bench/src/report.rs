@@ -78,7 +78,7 @@ pub(crate) fn run(raw: &Path, docs: &Path) -> Result<()> {
         md = crate::modelled::splice(&md, modelled);
     }
     // So are the round-trip table, pinned by `tests/integration/round_trips.rs`, the hedging
-    // rows (`bench hedge`) and the HTTP door's (`bench http`).
+    // rows (`bench hedge`), the HTTP door's (`bench http`) and the CPU rows (`bench cpu`).
     for section in [
         crate::stores::section(&old),
         crate::table::kept(&old, ROUND_TRIPS),

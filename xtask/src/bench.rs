@@ -249,6 +249,7 @@ pub(crate) fn run(root: &Path, messages: usize, delay_ms: u64, runs: usize) -> R
     modelled(root, &release.join("bench"), messages)?;
     hedge(root, &release.join("bench"), messages)?;
     http(root, &release.join("bench"), messages)?;
+    cpu(root, &release.join("bench"), messages)?;
     stores(root, &release.join("bench"), messages)
 }
 
@@ -265,6 +266,22 @@ pub(crate) fn hedge_only(root: &Path, messages: usize) -> Result<()> {
 /// `--http-only`: the HTTP door's rows alone, on a debug build.
 pub(crate) fn http_only(root: &Path, requests: usize) -> Result<()> {
     http(root, &debug_build(root)?, requests)
+}
+
+/// `--cpu-only`: the CPU rows alone, on a release build (CPU time is what they measure).
+pub(crate) fn cpu_only(root: &Path, messages: usize) -> Result<()> {
+    let mut build = Command::new(crate::cargo());
+    build
+        .current_dir(root)
+        .args(["build", "--release", "-p", "bench"]);
+    if !succeeds(&mut build) {
+        return Err("release build failed".into());
+    }
+    cpu(
+        root,
+        &crate::target_dir(root).join("release/bench"),
+        messages,
+    )
 }
 
 /// `--stores-only`: the PostgreSQL and Valkey rows alone, on a debug build.
@@ -316,6 +333,19 @@ fn http(root: &Path, bench: &Path, requests: usize) -> Result<()> {
         return Err("bench http failed".into());
     }
     println!("xtask: bench: wrote the HTTP door's rows into docs/BENCHMARKS.md");
+    Ok(())
+}
+
+/// `bench cpu`: the SQS door's CPU per message under `run_concurrent` at 8, 32 and 64
+/// invocations at once, its section of docs/BENCHMARKS.md and docs/benchmarks-cpu.json.
+fn cpu(root: &Path, bench: &Path, messages: usize) -> Result<()> {
+    crate::step("bench: CPU per message under run_concurrent (modelled bed)");
+    let mut cmd = Command::new(bench);
+    cmd.args(["cpu", &messages.to_string()]);
+    if !succeeds(cmd.arg(root.join("docs"))) {
+        return Err("bench cpu failed".into());
+    }
+    println!("xtask: bench: wrote the CPU rows into docs/BENCHMARKS.md");
     Ok(())
 }
 

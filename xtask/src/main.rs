@@ -104,6 +104,10 @@ enum Cmd {
         /// requests; its section rewritten, the rest kept).
         #[arg(long)]
         http_only: bool,
+        /// Only the CPU per message under `run_concurrent` (a release build: CPU time is the
+        /// figure; N messages per row; its section rewritten, the rest kept).
+        #[arg(long)]
+        cpu_only: bool,
     },
     /// The deterministic simulation of the protocol (lambda-dedup-sim): seeds, a seed's
     /// trace and digest, the planted-bug check.
@@ -224,6 +228,9 @@ async fn main() -> ExitCode {
         Cmd::Bench {
             n, http_only: true, ..
         } => bench::http_only(&root(), n),
+        Cmd::Bench {
+            n, cpu_only: true, ..
+        } => bench::cpu_only(&root(), n),
         Cmd::Bench {
             n, delay_ms, runs, ..
         } => bench::run(&root(), n, delay_ms, runs),

@@ -51,3 +51,22 @@ pub(crate) fn replace(doc: &str, (begin, end): (&str, &str), section: &str) -> S
         _ => format!("{}\n\n{}\n", doc.trim_end(), section.trim_end()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// A section is replaced between its markers, the rest kept; appended when absent.
+    #[test]
+    fn a_section_is_replaced_in_place_or_appended() {
+        let markers = ("<!-- a:begin -->", "<!-- a:end -->");
+        let new = "<!-- a:begin -->\nnew\n<!-- a:end -->";
+        let doc = "head\n\n<!-- a:begin -->\nold\n<!-- a:end -->\n\ntail\n";
+        assert_eq!(
+            super::replace(doc, markers, new),
+            "head\n\n<!-- a:begin -->\nnew\n<!-- a:end -->\n\ntail\n"
+        );
+        assert_eq!(
+            super::replace("head\n", markers, new),
+            format!("head\n\n{new}\n")
+        );
+    }
+}

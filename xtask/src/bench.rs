@@ -20,7 +20,10 @@
 //! flows in process on the memory store, every request held for its draw of the calibrated
 //! model, each row's bound and Powertools' computed from the draws) runs after the emulator
 //! bed's report is written, and writes its own section; `--modelled-only` runs it alone, on a
-//! debug build.
+//! debug build. On the same bed, three more sections: the single-write modes with and without
+//! a hedge (`bench hedge`, `--hedge-only`), the HTTP door beside Powertools' (`bench http`,
+//! `--http-only`), both on a debug build when alone, and the SQS door's CPU per message under
+//! `run_concurrent` (`bench cpu`, `--cpu-only`, always a release build).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

@@ -8,9 +8,14 @@
 //! behind a proxy with the same latency model (`stores.rs`, `delay.rs`) and writes their table
 //! into `DOCS/BENCHMARKS.md`; `bench modelled MESSAGES SEED DOCS` runs the modelled bed (the
 //! flows on the memory store behind the latency model alone, `modelled.rs`) and writes its
-//! section of `DOCS/BENCHMARKS.md`.
+//! section of `DOCS/BENCHMARKS.md`; `bench hedge MESSAGES SEED DOCS` the single-write modes
+//! with and without a hedge on that bed (`modelled/hedge.rs`), its section likewise; `bench http
+//! REQUESTS SEED DOCS` the HTTP door beside Powertools' on that bed (`modelled/http.rs`);
+//! `bench cpu MESSAGES DOCS` the CPU per message of the SQS door under `run_concurrent`
+//! (`cpu.rs`, which runs this binary again as `bench cpu-function MODE`).
 
 mod coldstart;
+mod cpu;
 mod delay;
 mod error;
 mod modelled;
@@ -217,12 +222,33 @@ async fn main() {
                 "MESSAGES must be a number above 0, SEED a number",
             )),
         },
+        Some("hedge") if args.len() == 4 => match (args[1].parse::<usize>(), args[2].parse()) {
+            (Ok(n), Ok(seed)) if n > 0 => {
+                modelled::hedge::run(n, seed, std::path::Path::new(&args[3])).await
+            }
+            _ => Err(BenchError::Usage(
+                "MESSAGES must be a number above 0, SEED a number",
+            )),
+        },
+        Some("http") if args.len() == 4 => match (args[1].parse::<usize>(), args[2].parse()) {
+            (Ok(n), Ok(seed)) if n > 0 => {
+                modelled::http::run(n, seed, std::path::Path::new(&args[3])).await
+            }
+            _ => Err(BenchError::Usage(
+                "REQUESTS must be a number above 0, SEED a number",
+            )),
+        },
+        Some("cpu") if args.len() == 3 => match args[1].parse::<usize>() {
+            Ok(n) if n > 0 => cpu::run(n, std::path::Path::new(&args[2])).await,
+            _ => Err(BenchError::Usage("MESSAGES must be a number above 0")),
+        },
+        Some("cpu-function") if args.len() == 2 => cpu::function(&args[1]).await,
         Some("report") if args.len() == 3 => report::run(
             std::path::Path::new(&args[1]),
             std::path::Path::new(&args[2]),
         ),
         _ => Err(BenchError::Usage(
-            "usage: bench throughput ENDPOINT MESSAGES BATCH CONTAINERS METER_URL [MODES] | bench coldstart BINARY ENDPOINT RUNS | bench report RAW DOCS | bench stores PG_URL VALKEY_URL MESSAGES DOCS | bench modelled MESSAGES SEED DOCS",
+            "usage: bench throughput ENDPOINT MESSAGES BATCH CONTAINERS METER_URL [MODES] | bench coldstart BINARY ENDPOINT RUNS | bench report RAW DOCS | bench stores PG_URL VALKEY_URL MESSAGES DOCS | bench modelled MESSAGES SEED DOCS | bench hedge MESSAGES SEED DOCS | bench http REQUESTS SEED DOCS | bench cpu MESSAGES DOCS",
         )),
     };
     if let Err(e) = result {

@@ -7,9 +7,11 @@
 
 mod bed;
 mod bound;
-mod draws;
+pub(crate) mod draws;
+pub(crate) mod hedge;
+pub(crate) mod http;
 mod section;
-mod store;
+pub(crate) mod store;
 
 #[cfg(test)]
 mod tests;

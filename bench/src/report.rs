@@ -77,10 +77,15 @@ pub(crate) fn run(raw: &Path, docs: &Path) -> Result<()> {
     if !modelled.is_empty() {
         md = crate::modelled::splice(&md, modelled);
     }
-    // So is the round-trip table, pinned by `tests/integration/round_trips.rs`.
+    // So are the round-trip table, pinned by `tests/integration/round_trips.rs`, the hedging
+    // rows (`bench hedge`), the HTTP door's (`bench http`) and the CPU rows (`bench cpu`).
     for section in [
         crate::stores::section(&old),
         crate::table::kept(&old, ROUND_TRIPS),
+        crate::table::kept(
+            &old,
+            (crate::modelled::hedge::BEGIN, crate::modelled::hedge::END),
+        ),
     ] {
         if !section.is_empty() {
             md = format!("{}\n\n{section}\n", md.trim_end());

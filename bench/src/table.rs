@@ -37,3 +37,36 @@ pub(crate) fn kept<'a>(old: &'a str, (begin, end): (&str, &str)) -> &'a str {
         _ => "",
     }
 }
+
+/// `doc` with its part from `begin` to `end` replaced by `section` (which carries both
+/// markers); without one, `section` appended.
+pub(crate) fn replace(doc: &str, (begin, end): (&str, &str), section: &str) -> String {
+    match (doc.find(begin), doc.find(end)) {
+        (Some(b), Some(e)) if b < e => format!(
+            "{}{}{}",
+            &doc[..b],
+            section.trim_end(),
+            &doc[e + end.len()..]
+        ),
+        _ => format!("{}\n\n{}\n", doc.trim_end(), section.trim_end()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A section is replaced between its markers, the rest kept; appended when absent.
+    #[test]
+    fn a_section_is_replaced_in_place_or_appended() {
+        let markers = ("<!-- a:begin -->", "<!-- a:end -->");
+        let new = "<!-- a:begin -->\nnew\n<!-- a:end -->";
+        let doc = "head\n\n<!-- a:begin -->\nold\n<!-- a:end -->\n\ntail\n";
+        assert_eq!(
+            super::replace(doc, markers, new),
+            "head\n\n<!-- a:begin -->\nnew\n<!-- a:end -->\n\ntail\n"
+        );
+        assert_eq!(
+            super::replace("head\n", markers, new),
+            format!("head\n\n{new}\n")
+        );
+    }
+}

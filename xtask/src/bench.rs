@@ -20,7 +20,10 @@
 //! flows in process on the memory store, every request held for its draw of the calibrated
 //! model, each row's bound and Powertools' computed from the draws) runs after the emulator
 //! bed's report is written, and writes its own section; `--modelled-only` runs it alone, on a
-//! debug build.
+//! debug build. On the same bed, three more sections: the single-write modes with and without
+//! a hedge (`bench hedge`, `--hedge-only`), the HTTP door beside Powertools' (`bench http`,
+//! `--http-only`), both on a debug build when alone, and the SQS door's CPU per message under
+//! `run_concurrent` (`bench cpu`, `--cpu-only`, always a release build).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -247,12 +250,41 @@ pub(crate) fn run(root: &Path, messages: usize, delay_ms: u64, runs: usize) -> R
         "xtask: bench: wrote docs/BENCHMARKS.md, docs/benchmarks.json and docs/benchmarks.png"
     );
     modelled(root, &release.join("bench"), messages)?;
+    hedge(root, &release.join("bench"), messages)?;
+    http(root, &release.join("bench"), messages)?;
+    cpu(root, &release.join("bench"), messages)?;
     stores(root, &release.join("bench"), messages)
 }
 
 /// `--modelled-only`: the modelled bed alone, on a debug build.
 pub(crate) fn modelled_only(root: &Path, messages: usize) -> Result<()> {
     modelled(root, &debug_build(root)?, messages)
+}
+
+/// `--hedge-only`: the hedging rows alone, on a debug build.
+pub(crate) fn hedge_only(root: &Path, messages: usize) -> Result<()> {
+    hedge(root, &debug_build(root)?, messages)
+}
+
+/// `--http-only`: the HTTP door's rows alone, on a debug build.
+pub(crate) fn http_only(root: &Path, requests: usize) -> Result<()> {
+    http(root, &debug_build(root)?, requests)
+}
+
+/// `--cpu-only`: the CPU rows alone, on a release build (CPU time is what they measure).
+pub(crate) fn cpu_only(root: &Path, messages: usize) -> Result<()> {
+    let mut build = Command::new(crate::cargo());
+    build
+        .current_dir(root)
+        .args(["build", "--release", "-p", "bench"]);
+    if !succeeds(&mut build) {
+        return Err("release build failed".into());
+    }
+    cpu(
+        root,
+        &crate::target_dir(root).join("release/bench"),
+        messages,
+    )
 }
 
 /// `--stores-only`: the PostgreSQL and Valkey rows alone, on a debug build.
@@ -278,6 +310,45 @@ fn modelled(root: &Path, bench: &Path, messages: usize) -> Result<()> {
         return Err("bench modelled failed".into());
     }
     println!("xtask: bench: wrote the modelled bed's section into docs/BENCHMARKS.md");
+    Ok(())
+}
+
+/// `bench hedge`: the single-write modes with and without a hedge on the modelled bed, its
+/// section of docs/BENCHMARKS.md and docs/benchmarks-hedge.json.
+fn hedge(root: &Path, bench: &Path, messages: usize) -> Result<()> {
+    crate::step("bench: hedging the single-write modes (modelled bed)");
+    let mut cmd = Command::new(bench);
+    cmd.args(["hedge", &messages.to_string(), &SEED.to_string()]);
+    if !succeeds(cmd.arg(root.join("docs"))) {
+        return Err("bench hedge failed".into());
+    }
+    println!("xtask: bench: wrote the hedging rows into docs/BENCHMARKS.md");
+    Ok(())
+}
+
+/// `bench http`: the HTTP door beside Powertools' on the modelled bed, its section of
+/// docs/BENCHMARKS.md and docs/benchmarks-http.json.
+fn http(root: &Path, bench: &Path, requests: usize) -> Result<()> {
+    crate::step("bench: the HTTP door beside Powertools' (modelled bed)");
+    let mut cmd = Command::new(bench);
+    cmd.args(["http", &requests.to_string(), &SEED.to_string()]);
+    if !succeeds(cmd.arg(root.join("docs"))) {
+        return Err("bench http failed".into());
+    }
+    println!("xtask: bench: wrote the HTTP door's rows into docs/BENCHMARKS.md");
+    Ok(())
+}
+
+/// `bench cpu`: the SQS door's CPU per message under `run_concurrent` at 8, 32 and 64
+/// invocations at once, its section of docs/BENCHMARKS.md and docs/benchmarks-cpu.json.
+fn cpu(root: &Path, bench: &Path, messages: usize) -> Result<()> {
+    crate::step("bench: CPU per message under run_concurrent (modelled bed)");
+    let mut cmd = Command::new(bench);
+    cmd.args(["cpu", &messages.to_string()]);
+    if !succeeds(cmd.arg(root.join("docs"))) {
+        return Err("bench cpu failed".into());
+    }
+    println!("xtask: bench: wrote the CPU rows into docs/BENCHMARKS.md");
     Ok(())
 }
 

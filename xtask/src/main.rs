@@ -96,6 +96,18 @@ enum Cmd {
         /// its section of the report rewritten, the rest kept).
         #[arg(long)]
         modelled_only: bool,
+        /// Only the hedging rows of the single-write modes on the modelled bed (a debug build;
+        /// their section rewritten, the rest kept).
+        #[arg(long)]
+        hedge_only: bool,
+        /// Only the HTTP door beside Powertools' on the modelled bed (a debug build; N
+        /// requests; its section rewritten, the rest kept).
+        #[arg(long)]
+        http_only: bool,
+        /// Only the CPU per message under `run_concurrent` (a release build: CPU time is the
+        /// figure; N messages per row; its section rewritten, the rest kept).
+        #[arg(long)]
+        cpu_only: bool,
     },
     /// The deterministic simulation of the protocol (lambda-dedup-sim): seeds, a seed's
     /// trace and digest, the planted-bug check.
@@ -214,6 +226,17 @@ async fn main() -> ExitCode {
             modelled_only: true,
             ..
         } => bench::modelled_only(&root(), n),
+        Cmd::Bench {
+            n,
+            hedge_only: true,
+            ..
+        } => bench::hedge_only(&root(), n),
+        Cmd::Bench {
+            n, http_only: true, ..
+        } => bench::http_only(&root(), n),
+        Cmd::Bench {
+            n, cpu_only: true, ..
+        } => bench::cpu_only(&root(), n),
         Cmd::Bench {
             n, delay_ms, runs, ..
         } => bench::run(&root(), n, delay_ms, runs),

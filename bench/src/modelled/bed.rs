@@ -22,7 +22,12 @@ use crate::modes::{Dedups, Mode, run_one, workload_ids};
 pub(crate) const WORKLOADS: [&str; 4] = ["all_new", "half_duplicates", "mixed", "all_duplicates"];
 
 /// One row's store: a fresh memory store with the row's effect table, behind the run's stream.
-fn store(delays: &Arc<Delays>, retention: Retention, table: &str, key: &str) -> ModelledStore {
+pub(crate) fn store(
+    delays: &Arc<Delays>,
+    retention: Retention,
+    table: &str,
+    key: &str,
+) -> ModelledStore {
     let memory = MemoryStore::new(retention);
     memory.create_table(table, key);
     ModelledStore::new(memory, Recorder::new(delays.clone()))

@@ -27,6 +27,11 @@ use crate::place::Place;
 
 /// Our modes' bound over `draws` (module docs).
 pub(crate) fn of(draws: &[Draw]) -> Duration {
+    per_batch(draws).iter().sum()
+}
+
+/// Each batch's critical path over `draws` (module docs), in batch order.
+pub(crate) fn per_batch(draws: &[Draw]) -> Vec<Duration> {
     // (batch, lane) → call → stage → the longest draw of the stage.
     let mut steps: BTreeMap<Place, BTreeMap<(u64, usize), Duration>> = BTreeMap::new();
     for d in draws {
@@ -43,7 +48,7 @@ pub(crate) fn of(draws: &[Draw]) -> Duration {
         let batch = batches.entry(place.batch).or_default();
         *batch = (*batch).max(lane);
     }
-    batches.values().sum()
+    batches.into_values().collect()
 }
 
 /// Powertools' bound of each workload (each a list of event ids, in the order they are

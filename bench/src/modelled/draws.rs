@@ -34,6 +34,8 @@ pub(crate) struct Recorder {
     delays: std::sync::Arc<Delays>,
     calls: AtomicU64,
     draws: Mutex<Vec<Draw>>,
+    /// Hedges sent (a single write's second copy, [`Self::draw_hedged`]).
+    hedges: AtomicU64,
 }
 
 impl Recorder {
@@ -42,6 +44,7 @@ impl Recorder {
             delays,
             calls: AtomicU64::new(0),
             draws: Mutex::new(Vec::new()),
+            hedges: AtomicU64::new(0),
         }
     }
 
@@ -72,6 +75,43 @@ impl Recorder {
             held,
         });
         held
+    }
+
+    /// A single write hedged after `after`: its draw, and when it is longer than `after` a
+    /// second copy of the write sent at `after` with a draw of its own from `copies` (a stream
+    /// apart, so the first writes draw what they draw unhedged); the call waits for whichever
+    /// answers first, `min(first, after + second)`, recorded as its one draw (what the bound
+    /// counts), the second copy counted in [`Self::take_hedges`].
+    pub(crate) fn draw_hedged(
+        &self,
+        call: u64,
+        operation: &'static str,
+        after: Duration,
+        copies: &Delays,
+    ) -> Duration {
+        let place = place::current();
+        let mut draws = self.draws.lock().unwrap_or_else(|e| e.into_inner());
+        let first = self.delays.next(operation, 1);
+        let held = if first > after {
+            self.hedges.fetch_add(1, Ordering::Relaxed);
+            first.min(after + copies.next(operation, 1))
+        } else {
+            first
+        };
+        draws.push(Draw {
+            place,
+            call,
+            stage: 0,
+            operation,
+            items: 1,
+            held,
+        });
+        held
+    }
+
+    /// The hedges sent so far, taken (counted again from 0).
+    pub(crate) fn take_hedges(&self) -> u64 {
+        self.hedges.swap(0, Ordering::Relaxed)
     }
 
     /// The draws recorded so far, taken (the record starts again empty).

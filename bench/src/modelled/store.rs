@@ -26,16 +26,19 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use futures::future::join_all;
 use lambda_dedup::Effect;
-use lambda_dedup::store::{CreateOnceStoreImpl, MarkStoreImpl, SequenceStoreImpl, StoreOptions};
+use lambda_dedup::store::{
+    CreateOnceStoreImpl, LatestStoreImpl, MarkStoreImpl, SequenceStoreImpl, StoreOptions,
+};
 use lambda_dedup::{
     Claim, Commit, CommitRequest, CreateOnce, DedupKey, Fingerprint, Lease, Mark, SequenceOutcome,
     SequencedWrite, StoreError,
 };
 use lambda_dedup_memory::MemoryStore;
+use local_dynamodb::latency::Delays;
 
 use super::draws::{Draw, Recorder};
 
@@ -47,7 +50,10 @@ const MAX_BATCH_GET: usize = 100;
 /// The memory store, each call held for the draws of the requests DynamoDB would be sent.
 pub(crate) struct ModelledStore {
     inner: MemoryStore,
-    recorder: Recorder,
+    recorder: std::sync::Arc<Recorder>,
+    /// Hedge the single writes (sequence's `UpdateItem`, create-once's `PutItem`) after this,
+    /// the copies' draws from their own stream.
+    hedge: Option<(Duration, Delays)>,
 }
 
 impl fmt::Debug for ModelledStore {
@@ -62,12 +68,36 @@ type Settled = (Vec<(usize, Result<Commit, StoreError>)>, Vec<usize>);
 impl ModelledStore {
     /// `inner` behind the requests drawn from `recorder`'s stream.
     pub(crate) fn new(inner: MemoryStore, recorder: Recorder) -> Self {
-        Self { inner, recorder }
+        Self {
+            inner,
+            recorder: std::sync::Arc::new(recorder),
+            hedge: None,
+        }
+    }
+
+    /// The same, each single write (sequence, create-once) hedged: its copy sent again
+    /// `after` the first when the first has not answered, drawn from `copies`
+    /// (`Recorder::draw_hedged`).
+    pub(crate) fn hedged(self, after: Duration, copies: Delays) -> Self {
+        Self {
+            hedge: Some((after, copies)),
+            ..self
+        }
+    }
+
+    /// The hedges sent so far, taken.
+    pub(crate) fn take_hedges(&self) -> u64 {
+        self.recorder.take_hedges()
     }
 
     /// The memory store behind it (its tables hold the effects).
     pub(crate) fn memory(&self) -> &MemoryStore {
         &self.inner
+    }
+
+    /// Its record, to take the draws from after the store is given away.
+    pub(crate) fn recorder(&self) -> std::sync::Arc<Recorder> {
+        self.recorder.clone()
     }
 
     /// The draws recorded so far, taken.
@@ -80,6 +110,19 @@ impl ModelledStore {
         let call = self.recorder.call();
         let held = self.recorder.draw(call, 0, operation, items);
         tokio::time::sleep(held).await;
+    }
+
+    /// Holds the calling task for one single write (sequence, create-once), hedged when the
+    /// store hedges.
+    async fn hold_single(&self, operation: &'static str) {
+        match &self.hedge {
+            None => self.hold(operation, 1).await,
+            Some((after, copies)) => {
+                let call = self.recorder.call();
+                let held = self.recorder.draw_hedged(call, operation, *after, copies);
+                tokio::time::sleep(held).await;
+            }
+        }
     }
 
     /// One round of a batch commit: one `TransactWriteItems` of its requests' items.
@@ -273,14 +316,20 @@ impl SequenceStoreImpl for ModelledStore {
         &self,
         write: SequencedWrite<'_>,
     ) -> Result<SequenceOutcome, StoreError> {
-        self.hold("UpdateItem", 1).await;
+        self.hold_single("UpdateItem").await;
         self.inner.apply_in_sequence(write).await
     }
 }
 
 impl CreateOnceStoreImpl for ModelledStore {
     async fn create_once(&self, write: CreateOnce<'_>) -> Result<Commit, StoreError> {
-        self.hold("PutItem", 1).await;
+        self.hold_single("PutItem").await;
         self.inner.create_once(write).await
+    }
+}
+
+impl LatestStoreImpl for ModelledStore {
+    fn high_water_table(&self) -> &str {
+        LatestStoreImpl::high_water_table(&self.inner)
     }
 }

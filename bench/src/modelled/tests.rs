@@ -283,3 +283,40 @@ fn the_section_is_inserted_before_the_targets_then_replaced_in_place() {
     assert_eq!(section(&second), format!("{BEGIN}\nsecond\n{END}"));
     assert_eq!(section(doc), "");
 }
+
+/// A hedged single write waits for the first of its two copies: its own draw when that is
+/// under the delay (no copy sent), else the shorter of the draw and the delay plus the copy's
+/// draw (from the copies' own stream); each copy counted, the first writes' stream untouched.
+#[test]
+fn a_hedged_write_takes_the_first_of_its_two_copies() {
+    let (first, copies) = (
+        Delays::new(Latency::Calibrated { seed: SEED }),
+        Delays::new(Latency::Calibrated { seed: SEED + 1 }),
+    );
+    let recorder = Recorder::new(Arc::new(Delays::new(Latency::Calibrated { seed: SEED })));
+    let hedging = Delays::new(Latency::Calibrated { seed: SEED + 1 });
+    let after = Duration::from_millis(8);
+    let mut hedges = 0;
+    for call in 0..200 {
+        let own = first.next("PutItem", 1);
+        let expected = if own > after {
+            hedges += 1;
+            own.min(after + copies.next("PutItem", 1))
+        } else {
+            own
+        };
+        assert_eq!(
+            recorder.draw_hedged(call, "PutItem", after, &hedging),
+            expected
+        );
+    }
+    assert!(hedges > 0 && hedges < 200, "{hedges} hedges");
+    assert_eq!(recorder.take_hedges(), hedges);
+    assert_eq!(recorder.take_hedges(), 0);
+    let draws = recorder.take();
+    assert_eq!(draws.len(), 200, "one draw recorded a call, hedged or not");
+    assert_eq!(
+        bound::per_batch(&draws).iter().sum::<Duration>(),
+        bound::of(&draws)
+    );
+}

@@ -27,8 +27,8 @@
 //!   Each door's builders come with the runtime feature your function enables for that door.
 //! - [`with_outcomes`]: each record's [`Outcome`] (applied, duplicate, or why it was retried,
 //!   rejected or reconciled, with its [`Reason`]), where a partial batch response names ids only.
-//! - [`http::send`] (feature `http`): an HTTP function's service invoked with one of the
-//!   HTTP events as Lambda invokes it; [`http::Answer`] is what the front gets back, typed
+//! - `http::send` (feature `http`): an HTTP function's service invoked with one of the
+//!   HTTP events as Lambda invokes it; `http::Answer` is what the front gets back, typed
 //!   (status, headers, body).
 //! - [`Item`] and [`Value`]: the memory store's items (`MemoryStore::item`, `items`), readable
 //!   without depending on `lambda-dedup` yourself.

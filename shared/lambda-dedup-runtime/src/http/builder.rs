@@ -24,7 +24,7 @@ use std::task::{Context as TaskContext, Poll};
 
 use crate::service::request::RequestService;
 
-use lambda_dedup::{DedupKey, Retention};
+use lambda_dedup::{DedupKey, MarkCache, Retention};
 use lambda_http::http::Method;
 use lambda_http::request::LambdaRequest;
 use lambda_http::{Adapter, Body, LambdaEvent, Response};
@@ -94,6 +94,10 @@ impl<S: Marks> Dedup<S> {
                 scope: self.settings.scope.clone(),
                 work,
                 runner: self.runner(),
+                cache: (self.settings.cache_size > 0).then(|| {
+                    MarkCache::new(self.settings.cache_size)
+                        .with_max_age(self.settings.cache_max_age)
+                }),
             }),
         })
     }

@@ -33,6 +33,8 @@ async fn s5_idempotency_key_requests_racing_on_dynamodb_create_one_order() {
             (status, text)
         })
     });
+    // Spawned together, before any is awaited.
+    let racers: Vec<_> = racers.collect();
     let mut answers = Vec::new();
     for r in racers {
         answers.push(r.await.expect("racer"));
@@ -125,6 +127,8 @@ async fn s4_idempotency_key_concurrent_loser_replays_the_winners_answer() {
             (answer.status().as_u16(), replayed, text)
         })
     });
+    // Spawned together, before any is awaited.
+    let racers: Vec<_> = racers.collect();
     let mut answers = Vec::new();
     for r in racers {
         answers.push(r.await.expect("racer"));

@@ -381,6 +381,27 @@ async fn idempotency_key_5xx_is_not_stored_and_the_retry_runs() {
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
 
+/// Issue 45: the work runs before the store is asked, so a retry whose work now answers 5xx
+/// (in a container that has not cached the key: here no cache at all) still gets the stored
+/// answer replayed, as a claim would have found it, and nothing of the 5xx is written.
+#[tokio::test]
+async fn idempotency_key_retry_whose_work_now_fails_is_replayed() {
+    let env = env().with("DEDUP_CACHE_SIZE", "0");
+    let (service, store, runs) = service_answering(&env, |_, r| {
+        (r.load(Ordering::SeqCst) > 0).then(|| {
+            let put = Effect::put(ORDERS, Item::new().with("order_id", "failed"));
+            Reply::new(503, serde_json::json!({"error": "busy"})).effect(put)
+        })
+    });
+    let first = send(&service, post(Some("k-again"), Some("alice"), BODY)).await;
+    assert_eq!((first.status, first.replayed), (201, false), "{first:?}");
+    let retry = send(&service, post(Some("k-again"), Some("alice"), BODY)).await;
+    assert_eq!((retry.status, retry.replayed), (201, true), "{retry:?}");
+    assert_eq!(retry.body, first.body);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(store.items(ORDERS).len(), 1, "the 503's effect not written");
+}
+
 /// S5 + S16: an answer over the store's result bound is refused before the commit — 500 with a
 /// typed reason, its order not written, the key released so a retry runs again.
 #[tokio::test]

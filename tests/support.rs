@@ -579,18 +579,32 @@ pub async fn orders_door(
     lambda_dedup_runtime::http::HttpConfig,
     String,
 ) {
-    use lambda_dedup_runtime::{Dedup, Env, http::HttpConfig, store::Items};
     let marks = mark_table(client).await;
     let orders = effect_table(client, "order_id").await;
+    let (dedup, config) = orders_door_on(client, &marks, &orders);
+    (dedup, config, orders)
+}
+
+/// [`orders_door`] on the tables `marks` and `orders`: another container of the same function
+/// (its own warm cache), as often as it is called.
+pub fn orders_door_on(
+    client: &Client,
+    marks: &str,
+    orders: &str,
+) -> (
+    lambda_dedup_runtime::Dedup,
+    lambda_dedup_runtime::http::HttpConfig,
+) {
+    use lambda_dedup_runtime::{Dedup, Env, http::HttpConfig, store::Items};
     let env = Env::from_pairs([
         ("DEDUP_NAMESPACE", "t"),
-        ("DEDUP_MARK_TABLE", marks.as_str()),
-        ("ORDERS_TABLE", orders.as_str()),
+        ("DEDUP_MARK_TABLE", marks),
+        ("ORDERS_TABLE", orders),
         ("HTTP_CALLER_FROM", "header:x-caller-id"),
         ("HTTP_CALLER_FRONT", "unverified"),
     ]);
     let dedup = Dedup::read(&env, orders_api::FUNCTION).expect("settings");
     let config = HttpConfig::read(&env).expect("config");
     let store = Items::dynamodb(client.clone(), dedup.settings());
-    (dedup.on(store), config, orders)
+    (dedup.on(store), config)
 }

@@ -2,6 +2,7 @@
 //! `main` wires it (`Dedup::read(..).on(Items::dynamodb(..))`, `orders_api::service`): requests
 //! racing under one key create one order, committed with the key's mark (S4, S5).
 
+use lambda_dedup_runtime::HttpEvent;
 use lambda_http::tower::ServiceExt;
 use lambda_http::{Body, Request};
 
@@ -32,6 +33,8 @@ async fn s5_idempotency_key_requests_racing_on_dynamodb_create_one_order() {
             (status, text)
         })
     });
+    // Spawned together, before any is awaited.
+    let racers: Vec<_> = racers.collect();
     let mut answers = Vec::new();
     for r in racers {
         answers.push(r.await.expect("racer"));
@@ -74,6 +77,78 @@ async fn s5_idempotency_key_requests_racing_on_dynamodb_create_one_order() {
             .get("idempotent-replayed")
             .map(|v| v.to_str().unwrap_or("")),
         Some("true")
+    );
+}
+
+/// Issue 45: the door claims nothing, so two requests under one key both run their work and
+/// race to one commit (the mark holding the answer, with the order, in one transaction). One
+/// order is written; the loser learns the winner's answer from the failed condition
+/// (`ReturnValuesOnConditionCheckFailure=ALL_OLD`) and replays it: both 201 with the same
+/// body, exactly one `idempotent-replayed`. (A door that claimed first would answer the second
+/// 409 while the first ran.)
+#[tokio::test]
+async fn s4_idempotency_key_concurrent_loser_replays_the_winners_answer() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // Every request to DynamoDB held 200 ms on its way (the metering proxy): both requests'
+    // commits are in flight at once.
+    let meter = local_dynamodb::meter::Meter::start(
+        &dedup_tests::endpoint(),
+        std::time::Duration::from_millis(200),
+    )
+    .expect("meter");
+    let client = dedup_tests::client_at(&meter.endpoint());
+    let marks = dedup_tests::mark_table(&client).await;
+    let orders = dedup_tests::effect_table(&client, "order_id").await;
+    let ran = Arc::new(AtomicUsize::new(0));
+    // Two containers of the function, each its own warm cache.
+    let container = || {
+        let (dedup, config) = dedup_tests::orders_door_on(&client, &marks, &orders);
+        let (runs, table) = (ran.clone(), orders.clone());
+        let work = move |e: HttpEvent<orders_api::order::NewOrder>| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            orders_api::order::create(&table, e)
+        };
+        dedup.http(config, work).expect("service")
+    };
+    let services = [container(), container()];
+    let key = dedup_tests::unique("loser");
+    let body = r#"{"sku":"book-1","quantity":1}"#;
+    let racers = services.iter().map(|s| {
+        let s = s.clone();
+        let r = post(&key, body);
+        tokio::spawn(async move {
+            let answer = s.oneshot(r).await.expect("answer");
+            let replayed = answer.headers().contains_key("idempotent-replayed");
+            let text = match answer.body() {
+                Body::Text(t) => t.clone(),
+                other => format!("{other:?}"),
+            };
+            (answer.status().as_u16(), replayed, text)
+        })
+    });
+    // Spawned together, before any is awaited.
+    let racers: Vec<_> = racers.collect();
+    let mut answers = Vec::new();
+    for r in racers {
+        answers.push(r.await.expect("racer"));
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), 2, "both works ran: {answers:?}");
+    assert!(answers.iter().all(|(s, _, _)| *s == 201), "{answers:?}");
+    assert_eq!(answers[0].2, answers[1].2, "one answer: {answers:?}");
+    let replays = answers.iter().filter(|(_, r, _)| *r).count();
+    assert_eq!(replays, 1, "the loser replays: {answers:?}");
+    let items = lambda_dedup_testkit::dynamodb::items::scan(&client, &orders)
+        .await
+        .expect("scan");
+    assert_eq!(items.len(), 1, "one order: {answers:?}");
+    let id: serde_json::Value = serde_json::from_str(&answers[0].2).expect("json");
+    assert_eq!(
+        items[0]
+            .get("order_id")
+            .and_then(|v| v.as_s().ok())
+            .map(String::as_str),
+        id["id"].as_str()
     );
 }
 

@@ -5,13 +5,17 @@
 //! run as their functions wire them.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
+use lambda_dedup::{Claim, DedupKey, Scope};
+use lambda_dedup_dynamodb::DynamoStore;
 use lambda_dedup_runtime::flow::transact;
-use lambda_dedup_runtime::http::Reply;
 use lambda_dedup_runtime::testing::events::sqs_event;
-use lambda_dedup_runtime::{Dedup, Effect, Env, Event, HttpEvent, Tenant, store::Items};
+use lambda_dedup_runtime::webhook::WebhookConfig;
+use lambda_dedup_runtime::{
+    Dedup, Effect, Env, Event, HandlerError, HttpService, InvokeScope, Tenant, WebhookService,
+    store::Items,
+};
 use lambda_http::Request;
 use lambda_http::tower::ServiceExt;
 use local_dynamodb::meter::Meter;
@@ -39,75 +43,166 @@ fn post(key: &str, body: &str) -> Request {
     dedup_tests::order_post("shop", key, body)
 }
 
-/// The HTTP door as `orders-api` wires it: a first request, its replay in the same container,
-/// the key with another body (422).
+/// `response`'s status and whether it is a replay.
+fn answered(response: lambda_http::Response<lambda_http::Body>) -> (u16, bool) {
+    let replayed = response.headers().contains_key("idempotent-replayed");
+    (response.status().as_u16(), replayed)
+}
+
+/// The HTTP door as `orders-api` wires it: a first request, its replay and the key with another
+/// body (422), in the container that answered first and in others (each its own warm cache).
 #[tokio::test]
 async fn round_trips_of_the_http_door() {
     let (meter, client) = metered();
-    let (dedup, config, _) = dedup_tests::orders_door(&client).await;
-    let service = orders_api::service(dedup, config).expect("service");
+    let marks = dedup_tests::mark_table(&client).await;
+    let orders = dedup_tests::effect_table(&client, "order_id").await;
+    let container = || {
+        let (dedup, config) = dedup_tests::orders_door_on(&client, &marks, &orders);
+        orders_api::service(dedup, config).expect("service")
+    };
+    let (first_container, second, third) = (container(), container(), container());
     let key = dedup_tests::unique("rt");
     let body = r#"{"sku":"book-1","quantity":1}"#;
-    let send = |request: Request| {
-        let service = service.clone();
-        async move { service.oneshot(request).await.expect("answer").status() }
-    };
-
-    meter.reset();
-    assert_eq!(send(post(&key, body)).await, 201);
-    let first = sent(&meter);
-    meter.reset();
-    assert_eq!(send(post(&key, body)).await, 201);
-    let replay = sent(&meter);
-    meter.reset();
     let other = r#"{"sku":"book-2","quantity":1}"#;
-    assert_eq!(send(post(&key, other)).await, 422);
-    let conflict = sent(&meter);
-    // The claim, the lease released, then the answer and the order committed with the mark.
-    let claim_release_commit = ops(&[("TransactWriteItems", 1), ("UpdateItem", 2)]);
-    assert_eq!(first, claim_release_commit);
-    // The claim, whose failed condition returns the stored answer (no warm cache here).
-    assert_eq!(replay, ops(&[("UpdateItem", 1)]));
-    // The claim, then the mark read to tell a released key (taken over) from a kept one.
-    assert_eq!(conflict, ops(&[("GetItem", 1), ("UpdateItem", 1)]));
+    let send = |service: &HttpService, body: &str| {
+        let (service, request) = (service.clone(), post(&key, body));
+        async move { answered(service.oneshot(request).await.expect("answer")) }
+    };
+    let mut rounds = Vec::new();
+    for (service, body, expected) in [
+        (&first_container, body, (201, false)),
+        (&first_container, body, (201, true)),
+        (&first_container, other, (422, false)),
+        (&second, body, (201, true)),
+        (&third, other, (422, false)),
+    ] {
+        meter.reset();
+        assert_eq!(send(service, body).await, expected);
+        rounds.push(sent(&meter));
+    }
+    let one_commit = ops(&[("TransactWriteItems", 1)]);
+    assert_eq!(
+        rounds,
+        [
+            // The answer and the order committed with the mark: no claim, no release.
+            one_commit.clone(),
+            // The warm cache: the replay and the 422 ask no store.
+            ops(&[]),
+            ops(&[]),
+            // Another container: the commit, whose failed condition returns the stored answer.
+            one_commit,
+            // The commit, then the mark read to tell a released key (taken over) from a kept
+            // one.
+            ops(&[("GetItem", 1), ("TransactWriteItems", 1)]),
+        ]
+    );
 }
 
-/// The HTTP door with the key in flight: a second request while the first's work runs is 409.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// The HTTP door with the key held in flight (a live lease, as a door that claims first holds
+/// it): the request is 409, and its commit, whose failed condition shows the lease, is its one
+/// request.
+#[tokio::test]
 async fn round_trips_of_the_http_door_in_flight() {
     let (meter, client) = metered();
-    let (dedup, config, _) = dedup_tests::orders_door(&client).await;
-    // The first request's work holds until the second is answered.
-    let (entered, inside) = mpsc::channel::<()>();
-    let (go, wait) = mpsc::channel::<()>();
-    let (entered, wait) = (Mutex::new(entered), Arc::new(Mutex::new(wait)));
-    // It waits with `block_in_place`, so the runtime hands this worker's other tasks (the
-    // second request's connection among them) to another thread instead of starving them: a
-    // starved request times out and the SDK sends it again, which the meter would count.
-    let work = move |e: HttpEvent<serde_json::Value>| {
-        let _ = entered.lock().map(|s| s.send(()));
-        tokio::task::block_in_place(|| {
-            let _ = wait.lock().map(|w| w.recv_timeout(Duration::from_secs(30)));
-        });
-        Ok(Reply::<Effect>::created(e.payload))
-    };
-    let service = dedup.http(config, work).expect("service");
+    let marks = dedup_tests::mark_table(&client).await;
+    let orders = dedup_tests::effect_table(&client, "order_id").await;
+    let (dedup, config) = dedup_tests::orders_door_on(&client, &marks, &orders);
+    let service = orders_api::service(dedup, config).expect("service");
     let key = dedup_tests::unique("rt");
-    let body = r#"{"sku":"book-1"}"#;
-    let first = tokio::spawn(service.clone().oneshot(post(&key, body)));
-    tokio::task::spawn_blocking(move || inside.recv_timeout(Duration::from_secs(30)))
-        .await
-        .expect("join")
-        .expect("the first request's work runs");
+    let scope = Scope::new("t", orders_api::FUNCTION).expect("scope");
+    // The key the door derives for the caller `shop` (its header, as the door names it).
+    let held = DedupKey::new(&scope, "header:4:shop", &["idempotency-key", &key]);
+    let store = DynamoStore::new(client.clone(), marks.clone(), dedup_tests::retention());
+    let Ok(Claim::Claimed(_lease)) = store.claim(&held, None, None).await else {
+        panic!("the key is held");
+    };
     meter.reset();
-    let second = service.clone().oneshot(post(&key, body)).await;
-    let in_flight = sent(&meter);
-    assert_eq!(second.expect("answer").status(), 409);
-    go.send(()).expect("the first request waits");
-    let first = first.await.expect("join").expect("answer");
-    assert_eq!(first.status(), 201);
-    // The claim, whose failed condition shows the live lease.
-    assert_eq!(in_flight, ops(&[("UpdateItem", 1)]));
+    let answer = service
+        .oneshot(post(&key, r#"{"sku":"book-1","quantity":1}"#))
+        .await
+        .expect("answer");
+    assert_eq!(answered(answer), (409, false));
+    assert_eq!(sent(&meter), ops(&[("TransactWriteItems", 1)]));
+}
+
+// ---- The direct invoke door (`invoke-charge`'s shape): the work calls out, under a claim.
+
+/// A first invocation, its duplicate in the same container and in another.
+#[tokio::test]
+async fn round_trips_of_the_invoke_door() {
+    let (meter, client) = metered();
+    let marks = dedup_tests::mark_table(&client).await;
+    let env = Env::from_pairs([
+        ("DEDUP_NAMESPACE", "t"),
+        ("DEDUP_MARK_TABLE", marks.as_str()),
+    ]);
+    let container = || {
+        let dedup = Dedup::read(&env, "invoke-charge").expect("settings");
+        let store = Items::dynamodb(client.clone(), dedup.settings());
+        dedup
+            .on(store)
+            .identity("/order_id")
+            .invoke(
+                InvokeScope::tenant("acme"),
+                |e: Event<serde_json::Value>| async move {
+                    Ok::<_, HandlerError>(serde_json::json!({"receipt": e.payload["order_id"]}))
+                },
+            )
+            .expect("service")
+    };
+    let (first, other) = (container(), container());
+    let charge = serde_json::json!({"order_id": dedup_tests::unique("o"), "cents": 500});
+    let mut rounds = Vec::new();
+    for service in [&first, &first, &other] {
+        meter.reset();
+        let receipt = service.call_with(charge.clone()).await.expect("answered");
+        assert_eq!(receipt["receipt"], charge["order_id"]);
+        rounds.push(sent(&meter));
+    }
+    assert_eq!(
+        rounds,
+        [
+            // The claim, then the completion conditioned on its owner.
+            ops(&[("UpdateItem", 2)]),
+            // The warm cache.
+            ops(&[]),
+            // The claim, whose failed condition returns the stored response.
+            ops(&[("UpdateItem", 1)]),
+        ]
+    );
+}
+
+// ---- The webhook receiver: the inbox item is the mark (create-once).
+
+/// A delivery and its retry in the same container.
+#[tokio::test]
+async fn round_trips_of_the_webhook_receiver() {
+    const SECRET: &str = "whsec_d2hzZWMtdGVzdC0wMTIzNDU2Nzg5";
+    let (meter, client) = metered();
+    let inbox = dedup_tests::effect_table(&client, "event_key").await;
+    let env = Env::from_pairs([
+        ("DEDUP_NAMESPACE", "t"),
+        ("WEBHOOK_SECRETS", SECRET),
+        ("WEBHOOK_TENANT", "acme"),
+        ("INBOX_TABLE", inbox.as_str()),
+    ]);
+    let dedup = Dedup::read(&env, "webhook-receiver").expect("settings");
+    let config = WebhookConfig::read(&env).expect("config");
+    let store = Items::dynamodb(client.clone(), dedup.settings());
+    let service = WebhookService::new(dedup.on(store), config).expect("service");
+    let id = dedup_tests::unique("evt");
+    let body = serde_json::json!({"id": id, "amount": 10}).to_string();
+    let mut rounds = Vec::new();
+    for _ in 0..2 {
+        meter.reset();
+        let request = lambda_dedup_runtime::testing::events::signed_webhook(SECRET, &id, &body);
+        let answer = service.clone().oneshot(request).await.expect("answer");
+        assert_eq!(answer.status().as_u16(), 200);
+        rounds.push(sent(&meter));
+    }
+    // The inbox item written once, as its own mark; the retry's write fails on it (no warm
+    // cache: the receiver reads no marks).
+    assert_eq!(rounds, [ops(&[("PutItem", 1)]), ops(&[("PutItem", 1)])]);
 }
 
 // ---- The SQS door: credits, committed with the event's mark.

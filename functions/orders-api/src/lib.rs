@@ -11,7 +11,7 @@ use lambda_dedup_runtime::{Dedup, HandlerError, HttpEvent, HttpService};
 pub const FUNCTION: &str = "orders-api";
 
 /// `orders-api` as `main` runs it: `POST /orders` creates an order in `ORDERS_TABLE` in the
-/// key's commit. The body is read as a [`order::NewOrder`] before the key is claimed (a body that
+/// key's commit. The body is read as a [`order::NewOrder`] before anything is written (a body that
 /// is not one: 400, nothing stored); another route is 404 and another method 405, the work's own
 /// answers (stored, as 4xx are).
 pub fn service(dedup: Dedup, config: HttpConfig) -> Result<HttpService, lambda_http::Error> {

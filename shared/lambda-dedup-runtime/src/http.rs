@@ -15,7 +15,7 @@
 //! | the same key and request again | the stored status, allow-listed headers and body, `idempotent-replayed: true` | — | `Duplicate` |
 //! | the same key while the first is in flight | after up to `HTTP_IN_FLIGHT_WAIT_MS`, the first's answer replayed, or 409 with `retry-after` | no | `Duplicate` / `Retry` |
 //! | the same key, another request (fingerprint) | 422 (`idempotency_key_reused`) | no | `Conflict` |
-//! | the work answers 5xx, or refuses as transient | that answer / 503 with `retry-after`; the mark released, so the retry runs again | no | `Retry` |
+//! | the work answers 5xx, or refuses as transient | that answer / 503 with `retry-after`; nothing written, so the retry runs again | no | `Retry` |
 //! | an answer over the store's result bound (64 KiB by default) | 500 (`response_too_large`), checked before the commit: its effects not written either | no | `Rejected` |
 //! | the store failed or timed out; the invocation's deadline | 503 with `retry-after` | no | `Retry` |
 //!
@@ -42,12 +42,21 @@
 //! (`namespace#consumer#sha256(caller, key)`, S3), so one caller never receives another's answer.
 //!
 //! # How it holds
-//! The key is claimed with a conditional write (an in-flight lease to the invocation's cutoff,
-//! S4); the work runs; its answer is checked against the store's bound; the lease is released
-//! and the answer committed with the work's effects in one atomic commit (S5), which decides: a
-//! request that took the key over in between is answered by its own commit, and this one's
-//! effects are not written. It uses only the [`MarkStore`](lambda_dedup::MarkStore) trait, so it
-//! runs on every store, with the store's own effects.
+//! Nothing is claimed. The work runs; its answer is checked against the store's bound; then the
+//! mark, holding the answer, and the work's effects are committed in one conditional write
+//! (S4, S5: on DynamoDB one `TransactWriteItems`, the mark conditioned on no live mark), which
+//! decides: a request that lost the race for the key learns the winner's mark from the failed
+//! condition (`ALL_OLD`) and replays its answer (or is 422, or waits for a key held in flight),
+//! and its own effects are not written. So the work acts only through its [`Reply`]: it may run
+//! for a request that is then answered as a replay. A retry answered first in the same
+//! container is answered from the warm cache of completed marks (`DEDUP_CACHE_SIZE`,
+//! `DEDUP_CACHE_SECONDS`; keyed by the whole key, so by the caller too), with no store request.
+//! A work answer that stores nothing (a 5xx, a transient refusal, one over the bound) is given
+//! after one read of the mark, so a key that already stands is still replayed, 422 or waited
+//! for. A key held in flight (a live lease, as a door that claims first leaves one) is 409 or
+//! the bounded wait (`HTTP_IN_FLIGHT_WAIT_MS`). It uses only the
+//! [`MarkStore`](lambda_dedup::MarkStore) trait, so it runs on every store, with the store's own
+//! effects.
 //!
 //! # Retention
 //! There is no queue to outlast (S9): a key is kept `HTTP_KEY_RETENTION_SECONDS` (24 hours, as

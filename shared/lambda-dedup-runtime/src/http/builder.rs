@@ -24,7 +24,7 @@ use std::task::{Context as TaskContext, Poll};
 
 use crate::service::request::RequestService;
 
-use lambda_dedup::{DedupKey, Retention};
+use lambda_dedup::{DedupKey, MarkCache, Retention};
 use lambda_http::http::Method;
 use lambda_http::request::LambdaRequest;
 use lambda_http::{Adapter, Body, LambdaEvent, Response};
@@ -54,7 +54,10 @@ impl<S: Marks> Dedup<S> {
     /// The HTTP service of an API whose requests carry `Idempotency-Key` (IETF draft): `work`
     /// answers a new key — its [`Reply`]'s effects committed with the mark and its answer
     /// stored (S5) — and every retry gets that answer again with `idempotent-replayed: true`
-    /// (S8); the key with another request 422 (S11), while in flight 409 or a bounded wait.
+    /// (S8); the key with another request 422 (S11), while held in flight 409 or a bounded wait.
+    /// Nothing is claimed: the answer and the effects commit with the mark in one conditional
+    /// write, and a request that loses the race replays the winner's answer, so `work` acts
+    /// only through its [`Reply`] (it may run for a request then answered as a replay).
     /// Keys are kept `HTTP_KEY_RETENTION_SECONDS` (the marks' retention of this service), scoped
     /// by the caller. Runs on every store, with its own effects. Give it to
     /// `lambda_runtime::run_concurrent` (or `run`): it reads the raw event, so a REST API's
@@ -94,6 +97,10 @@ impl<S: Marks> Dedup<S> {
                 scope: self.settings.scope.clone(),
                 work,
                 runner: self.runner(),
+                cache: (self.settings.cache_size > 0).then(|| {
+                    MarkCache::new(self.settings.cache_size)
+                        .with_max_age(self.settings.cache_max_age)
+                }),
             }),
         })
     }

@@ -1,14 +1,15 @@
-//! The door: one request's checks in order (size, key, caller, body: nothing claimed before
-//! them), its key claimed, the work run, its answer bounded, the mark released and committed
-//! with the work's effects, and the answer counted in EMF.
+//! The door: one request's checks in order (size, key, caller, body: nothing written before
+//! them), the warm cache asked, the work run, its answer bounded, then the mark (holding the
+//! answer) and the work's effects committed in one conditional write, and the answer counted
+//! in EMF.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use lambda_dedup::{
-    Claim, Commit, DedupKey, Fingerprint, Lease, Mark, MarkStatus, MarkStore, Scope, Seen,
+    Claim, Commit, DedupKey, Fingerprint, Mark, MarkCache, MarkStatus, MarkStore, Scope, Seen,
 };
-use lambda_dedup::{FingerprintSource, StoreError};
+use lambda_dedup::{FaultKind, FingerprintSource, StoreError};
 use lambda_http::http::{HeaderMap, Method};
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
@@ -71,6 +72,19 @@ pub struct Door<E> {
     pub(crate) scope: Scope,
     pub(crate) work: Work<E>,
     pub(crate) runner: Runner,
+    /// The warm cache of completed marks (`DEDUP_CACHE_SIZE`, `DEDUP_CACHE_SECONDS`): a retry
+    /// answered first in this container costs no store request.
+    pub(crate) cache: Option<MarkCache>,
+}
+
+/// The work's answer, ready to be stored with its effects.
+struct Storable<E> {
+    /// The work's whole answer (its effects, every header: the first answer's).
+    reply: Reply<E>,
+    /// The part the mark stores and retries replay.
+    stored: Stored,
+    /// `stored`, as the mark's result.
+    result: String,
 }
 
 impl<E> std::fmt::Debug for Door<E> {
@@ -138,29 +152,165 @@ impl<E: Send + Sync + 'static> Door<E> {
             Ok(ready) => ready,
             Err(refusal) => return refused(&refusal),
         };
-        match self
-            .store
-            .claim(&dedup_key, Some(&fingerprint), cutoff)
-            .await
-        {
-            Ok(Claim::Claimed(lease)) => self.run(lease, ready, fingerprint).await,
-            Ok(Claim::Seen(Seen::Conflict { .. })) => {
-                self.conflict(&dedup_key, fingerprint, ready, cutoff).await
+        // A retry answered first in this container: no store request (S8, S11). The cache holds
+        // completed marks only, under the whole key (scope and caller in it).
+        if let Some(answer) = self.cached(&dedup_key, &fingerprint) {
+            return answer;
+        }
+        match self.prepare(ready) {
+            Ok(work) => {
+                self.commit(&dedup_key, &fingerprint, work, cutoff, true)
+                    .await
             }
-            Ok(Claim::Seen(seen)) => self.seen(seen, &dedup_key, &fingerprint).await,
+            Err(answer) => self.unstored(&dedup_key, &fingerprint, answer).await,
+        }
+    }
+
+    /// What the warm cache knows of `key`: a replay or a 422, else `None` (ask the store).
+    fn cached(&self, key: &DedupKey, fp: &Fingerprint) -> Option<Answer> {
+        match self.cache.as_ref()?.seen(key, Some(fp), self.store.now())? {
+            Seen::Duplicate(mark) => Some(replay(&mark)),
+            Seen::Conflict { .. } => Some(conflict()),
+            // Never cached; ask the store.
+            Seen::InProgress { .. } => None,
+        }
+    }
+
+    /// Remembers a completed mark in the warm cache.
+    fn remember(&self, mark: &Mark) {
+        if let Some(cache) = &self.cache {
+            cache.insert_at(mark, self.store.now());
+        }
+    }
+
+    /// The work run, its answer made ready to store; `Err` the answer given without storing
+    /// anything (a transient refusal, a 5xx, an answer over the store's bound).
+    fn prepare(&self, ready: Ready<E>) -> Result<Storable<E>, Answer> {
+        let reply = match ready() {
+            Ok(reply) => reply,
+            Err(HandlerError::Invalid(invalid)) => Reply::new(
+                400,
+                super::answer::problem(400, invalid.cause().code(), &invalid.to_string()),
+            )
+            .header("content-type", super::answer::PROBLEM_JSON),
+            Err(refusal) => return Err(refused(&refusal)),
+        };
+        if reply.status >= 500 {
+            // Not stored: the client's retry runs again.
+            let whole = Stored {
+                headers: reply.headers.clone(),
+                ..Stored::of(&reply, &[])
+            };
+            return Err(Answer::reply(&whole, false).counted(Counted::Retry));
+        }
+        let stored = Stored::of(&reply, &self.config.replay_headers);
+        let result = stored.to_result();
+        // Checked before the commit: the effect commits with the mark, so an answer the mark
+        // cannot hold must stop the effect too (S5, S16).
+        if result.len() > self.store.max_result_bytes() {
+            return Err(Answer::error(
+                500,
+                Counted::Rejected,
+                "response_too_large",
+                "the answer is too large to store; nothing was done",
+            ));
+        }
+        Ok(Storable {
+            reply,
+            stored,
+            result,
+        })
+    }
+
+    /// The answer of work that stores nothing, unless the key already stands: a request that
+    /// came before answers it (its replay, 422, or the wait for one in flight), as a claim
+    /// would have found it. One read.
+    async fn unstored(&self, key: &DedupKey, fp: &Fingerprint, answer: Answer) -> Answer {
+        let mark = match self.store.get(key).await {
+            Ok(Some(mark)) => mark,
+            Ok(None) => return answer,
+            Err(e) => return store_failed(&e),
+        };
+        let now = self.store.now();
+        let released = mark.status == MarkStatus::InProgress && !mark.lease_is_live(now);
+        match mark.classify(Some(fp), now) {
+            // A released mark's fingerprint holds nothing (its request stored nothing).
+            Some(Seen::Conflict { .. }) if released => answer,
+            Some(seen) => self.seen(seen, key, fp).await,
+            None => answer,
+        }
+    }
+
+    /// The work's answer committed: the mark (written only where no request holds the key,
+    /// holding the answer) and the work's effects in one atomic write (S4, S5), no claim
+    /// before it. A request that lost the race learns the winner's mark from the failed
+    /// condition and replays its answer (S8), or is 422 (S11); nothing of its own is written.
+    async fn commit(
+        &self,
+        key: &DedupKey,
+        fp: &Fingerprint,
+        work: Storable<E>,
+        cutoff: Option<SystemTime>,
+        may_take_over: bool,
+    ) -> Answer {
+        let request = || lambda_dedup::CommitRequest {
+            key,
+            fingerprint: Some(fp),
+            result: Some(&work.result),
+            effects: &work.reply.effects,
+        };
+        let mut sent = self.store.commit(request()).await;
+        if let Err(e) = &sent
+            && contended(e)
+        {
+            // Another request's write of this key was under way: once it is done, the retried
+            // commit reads its mark (a replay) or writes this one.
+            tokio::time::sleep(WAIT_STEP).await;
+            sent = self.store.commit(request()).await;
+        }
+        match sent {
+            Ok(Commit::Applied) => {
+                self.remember(&self.store.written_mark(key, Some(fp), Some(&work.result)));
+                // The first answer is the work's whole; its retries get the stored part.
+                Answer::reply(
+                    &Stored {
+                        headers: work.reply.headers,
+                        ..work.stored
+                    },
+                    false,
+                )
+            }
+            Ok(Commit::Seen(Seen::Conflict { .. })) if may_take_over => {
+                Box::pin(self.conflict(key, fp, work, cutoff)).await
+            }
+            Ok(Commit::Seen(seen)) => {
+                if let Seen::Duplicate(mark) = &seen {
+                    self.remember(mark);
+                }
+                self.seen(seen, key, fp).await
+            }
+            Ok(Commit::EffectRejected { index }) => {
+                tracing::warn!(index, "an effect's condition failed: nothing written");
+                Answer::error(
+                    500,
+                    Counted::Rejected,
+                    "effect_refused",
+                    "an effect's condition failed; nothing was done",
+                )
+            }
             Err(e) => store_failed(&e),
         }
     }
 
     /// The key's mark holds another fingerprint. A completed request's, or one still in flight:
     /// 422, as before. A released one (its work answered 5xx or was refused as transient, or its
-    /// invocation ended: nothing of it committed, S5): its fingerprint holds nothing, and a
-    /// corrected retry takes the key over and runs, as the released mark's own request would.
+    /// invocation ended, on a door that claims first: nothing of it committed, S5): its
+    /// fingerprint holds nothing, and this request takes the key over and commits.
     async fn conflict(
         &self,
         key: &DedupKey,
-        offered: Fingerprint,
-        ready: Ready<E>,
+        offered: &Fingerprint,
+        work: Storable<E>,
         cutoff: Option<SystemTime>,
     ) -> Answer {
         let mark = match self.store.get(key).await {
@@ -171,21 +321,29 @@ impl<E: Send + Sync + 'static> Door<E> {
         };
         let now = self.store.now();
         match mark.status {
-            MarkStatus::Completed => conflict(),
+            MarkStatus::Completed => {
+                self.remember(&mark);
+                conflict()
+            }
             // S11: a conflict takes precedence over a request in flight.
             MarkStatus::InProgress if mark.lease_is_live(now) => conflict(),
             MarkStatus::InProgress => {
                 // Taken over without a fingerprint, so the one it holds is not compared (the
-                // store's conditional write decides between racing retries); committed with
-                // this request's.
+                // store's conditional write decides between racing retries); its lease ended
+                // at once, so the commit (which decides, S4) may write this request's mark.
                 match self.store.claim(key, None, cutoff).await {
-                    Ok(Claim::Claimed(lease)) => self.run(lease, ready, offered).await,
+                    Ok(Claim::Claimed(lease)) => {
+                        if let Err(e) = self.store.release(&lease).await {
+                            return store_failed(&e);
+                        }
+                        self.commit(key, offered, work, cutoff, false).await
+                    }
                     Ok(Claim::Seen(Seen::Duplicate(mark)))
-                        if mark.fingerprint.as_ref().is_some_and(|f| *f != offered) =>
+                        if mark.fingerprint.as_ref().is_some_and(|f| f != offered) =>
                     {
                         conflict()
                     }
-                    Ok(Claim::Seen(seen)) => self.seen(seen, key, &offered).await,
+                    Ok(Claim::Seen(seen)) => self.seen(seen, key, offered).await,
                     Err(e) => store_failed(&e),
                 }
             }
@@ -203,83 +361,6 @@ impl<E: Send + Sync + 'static> Door<E> {
                 "a request with this Idempotency-Key is being processed; retry later",
             )
         }
-    }
-
-    /// The work under its claim; its answer stored with its effects, or the claim released.
-    async fn run(&self, lease: Lease, ready: Ready<E>, fingerprint: Fingerprint) -> Answer {
-        let reply = match ready() {
-            Ok(reply) => reply,
-            Err(HandlerError::Invalid(invalid)) => Reply::new(
-                400,
-                super::answer::problem(400, invalid.cause().code(), &invalid.to_string()),
-            )
-            .header("content-type", super::answer::PROBLEM_JSON),
-            Err(refusal) => {
-                return self.released(&lease, refused(&refusal)).await;
-            }
-        };
-        if reply.status >= 500 {
-            // Not stored: the client's retry runs again.
-            let whole = Stored {
-                headers: reply.headers.clone(),
-                ..Stored::of(&reply, &[])
-            };
-            let answer = Answer::reply(&whole, false).counted(Counted::Retry);
-            return self.released(&lease, answer).await;
-        }
-        let stored = Stored::of(&reply, &self.config.replay_headers);
-        let result = stored.to_result();
-        // Checked before the commit: the effect commits with the mark, so an answer the mark
-        // cannot hold must stop the effect too (S5, S16).
-        if result.len() > self.store.max_result_bytes() {
-            let answer = Answer::error(
-                500,
-                Counted::Rejected,
-                "response_too_large",
-                "the answer is too large to store; nothing was done",
-            );
-            return self.released(&lease, answer).await;
-        }
-        // The lease ends so the commit may take the mark; the commit decides (S4, S5): if another
-        // request took the key over in between, this one's effects are not written.
-        if let Err(e) = self.store.release(&lease).await {
-            return store_failed(&e);
-        }
-        let request = lambda_dedup::CommitRequest {
-            key: &lease.key,
-            fingerprint: Some(&fingerprint),
-            result: Some(&result),
-            effects: &reply.effects,
-        };
-        match self.store.commit(request).await {
-            // The first answer is the work's whole; its retries get the stored part.
-            Ok(Commit::Applied) => Answer::reply(
-                &Stored {
-                    headers: reply.headers,
-                    ..stored
-                },
-                false,
-            ),
-            Ok(Commit::Seen(seen)) => self.seen(seen, &lease.key, &fingerprint).await,
-            Ok(Commit::EffectRejected { index }) => {
-                tracing::warn!(index, "an effect's condition failed: nothing written");
-                Answer::error(
-                    500,
-                    Counted::Rejected,
-                    "effect_refused",
-                    "an effect's condition failed; nothing was done",
-                )
-            }
-            Err(e) => store_failed(&e),
-        }
-    }
-
-    /// `answer`, once the claim is released (a release that fails: the lease runs out alone).
-    async fn released(&self, lease: &Lease, answer: Answer) -> Answer {
-        if let Err(e) = self.store.release(lease).await {
-            tracing::warn!(error = %e, "release failed: the lease runs out at its end");
-        }
-        answer
     }
 
     /// What stood in the way of the claim (or of the commit).
@@ -439,6 +520,20 @@ fn conflict() -> Answer {
         Counted::Conflict,
         "idempotency_key_reused",
         "this Idempotency-Key was used with another request",
+    )
+}
+
+/// A commit that failed because another write of the key was under way at once (a conflicting
+/// transaction, a mark that changed while it was read): sent again once, it reads the other's
+/// mark.
+fn contended(e: &StoreError) -> bool {
+    matches!(
+        e,
+        StoreError::Contended(_)
+            | StoreError::Store {
+                kind: FaultKind::TransactionConflict,
+                ..
+            }
     )
 }
 

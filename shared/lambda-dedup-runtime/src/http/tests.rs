@@ -299,40 +299,29 @@ async fn idempotency_key_is_scoped_by_the_authorizers_principal_of_aws_samples()
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
-/// The draft's 409: a request whose key is in flight is answered 409 with `retry-after`, runs
-/// nothing; with `HTTP_IN_FLIGHT_WAIT_MS` it waits and gets the first's answer replayed.
+/// The draft's 409: a request whose key is held in flight is answered 409 with `retry-after`,
+/// its effects not written; with `HTTP_IN_FLIGHT_WAIT_MS` it waits and gets the holder's answer
+/// replayed. Issue 45: the door claims nothing (its mark and effects are one commit), so the
+/// key is held here as a door that claims first holds it: a live lease on the store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
 async fn idempotency_key_in_flight_is_409_or_the_bounded_wait() {
+    use lambda_dedup::{Claim, MarkStore};
     for wait in [None, Some("5000")] {
         let mut env = env();
         if let Some(w) = wait {
             env = env.with("HTTP_IN_FLIGHT_WAIT_MS", w);
         }
-        let (dedup, store) = on_memory(Dedup::read(&env, "orders-api").expect("settings"));
-        store.create_table(ORDERS, "order_id");
-        let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
-        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-        let gate = Arc::new(std::sync::Mutex::new((entered_tx, go_rx)));
-        let runs = Arc::new(AtomicUsize::new(0));
-        let r = runs.clone();
-        let service = dedup
-            .http(
-                HttpConfig::read(&env).expect("config"),
-                move |e: HttpEvent<Order>| {
-                    let gate = gate.lock().expect("gate");
-                    let _ = gate.0.send(());
-                    let _ = gate.1.recv_timeout(std::time::Duration::from_secs(10));
-                    order(e, &r)
-                },
-            )
-            .expect("service");
-        let first = tokio::spawn({
-            let s = service.clone();
-            async move { send(&s, post(Some("k-6"), Some("alice"), BODY)).await }
-        });
-        entered_rx
-            .recv_timeout(std::time::Duration::from_secs(10))
-            .expect("the first is in flight");
+        let (service, store, _) = service_with(&env);
+        let scope = Dedup::read(&env, "orders-api")
+            .expect("settings")
+            .settings
+            .scope;
+        // The key the door derives for `alice`'s `k-6` (the caller as `caller::of` names it).
+        let key =
+            lambda_dedup::DedupKey::new(&scope, "header:5:alice", &["idempotency-key", "k-6"]);
+        let Ok(Claim::Claimed(lease)) = store.claim(&key, None, None).await else {
+            panic!("the key is held");
+        };
         let second = tokio::spawn({
             let s = service.clone();
             async move { send(&s, post(Some("k-6"), Some("alice"), BODY)).await }
@@ -345,18 +334,23 @@ async fn idempotency_key_in_flight_is_409_or_the_bounded_wait() {
                 "{second:?}"
             );
             assert_eq!(second.code(), "in_flight");
-            go_tx.send(()).expect("go");
-            assert_eq!(first.await.expect("first").status, 201);
+            assert!(store.items(ORDERS).is_empty(), "nothing of it written");
         } else {
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            go_tx.send(()).expect("go");
-            let first = first.await.expect("first");
+            let held = super::reply::Stored {
+                status: 201,
+                headers: vec![],
+                body: r#"{"id":"held"}"#.into(),
+            };
+            store
+                .complete(&lease, Some(&held.to_result()))
+                .await
+                .expect("completed");
             let second = second.await.expect("second");
             assert_eq!((second.status, second.replayed), (201, true), "{second:?}");
-            assert_eq!(second.body, first.body);
+            assert_eq!(second.body, held.body);
+            assert!(store.items(ORDERS).is_empty(), "the holder's answer only");
         }
-        assert_eq!(runs.load(Ordering::SeqCst), 1, "wait {wait:?}");
-        assert_eq!(store.items(ORDERS).len(), 1);
     }
 }
 
@@ -385,6 +379,27 @@ async fn idempotency_key_5xx_is_not_stored_and_the_retry_runs() {
         (201, true, retry.body)
     );
     assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+/// Issue 45: the work runs before the store is asked, so a retry whose work now answers 5xx
+/// (in a container that has not cached the key: here no cache at all) still gets the stored
+/// answer replayed, as a claim would have found it, and nothing of the 5xx is written.
+#[tokio::test]
+async fn idempotency_key_retry_whose_work_now_fails_is_replayed() {
+    let env = env().with("DEDUP_CACHE_SIZE", "0");
+    let (service, store, runs) = service_answering(&env, |_, r| {
+        (r.load(Ordering::SeqCst) > 0).then(|| {
+            let put = Effect::put(ORDERS, Item::new().with("order_id", "failed"));
+            Reply::new(503, serde_json::json!({"error": "busy"})).effect(put)
+        })
+    });
+    let first = send(&service, post(Some("k-again"), Some("alice"), BODY)).await;
+    assert_eq!((first.status, first.replayed), (201, false), "{first:?}");
+    let retry = send(&service, post(Some("k-again"), Some("alice"), BODY)).await;
+    assert_eq!((retry.status, retry.replayed), (201, true), "{retry:?}");
+    assert_eq!(retry.body, first.body);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(store.items(ORDERS).len(), 1, "the 503's effect not written");
 }
 
 /// S5 + S16: an answer over the store's result bound is refused before the commit — 500 with a

@@ -1,4 +1,13 @@
-//! Lambda durable functions (feature `durable`): steps whose effects happen once.
+//! Lambda durable functions (feature `durable`): the dispatcher that starts one execution per
+//! event, and steps whose effects happen once.
+//!
+//! An event source mapping starts a new execution for every delivery, retries included. The
+//! dispatcher ([`starts`]) is a flow for any door (`dedup.sqs(durable::starts(starter))`): each
+//! event's mark, then one start named from the event's key ([`execution_name`]), so Lambda
+//! itself refuses a second execution of the same event; redeliveries and producers' retries are
+//! duplicates of the mark, counted on the door's EMF line, and so is a start that finds the name
+//! taken. [`LambdaStarter`] starts through Lambda's `Invoke`; tests give a [`Starter`] of their
+//! own.
 //!
 //! A durable function checkpoints each step's result and replays the checkpoints after a
 //! suspension or a crash; a step whose body ran but whose checkpoint was not written runs again
@@ -17,9 +26,15 @@
 //! ([`DurableContext`]) and step errors are its own, re-exported here in that version.
 
 mod builder;
+mod dispatch;
+mod lambda;
+mod name;
 mod steps;
 
 pub use aws_durable_execution_sdk::{BoxError, DurableContext, OperationError};
+pub use dispatch::{StartError, StartFuture, Started, Starter, Starts, starts};
+pub use lambda::LambdaStarter;
+pub use name::{MAX_NAME, execution_name};
 pub use steps::{GuardError, Steps, Writes};
 
 #[cfg(test)]

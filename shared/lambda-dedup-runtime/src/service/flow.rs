@@ -80,8 +80,9 @@ pub(in crate::service) mod call;
 mod latest;
 mod once;
 
+use call::WriteThenCall;
 pub use call::{Call, calls, calls_service};
-use call::{Served, WriteThenCall};
+pub(crate) use call::{Calls, Served};
 #[cfg(feature = "s3")]
 pub use latest::latest_wins;
 #[cfg(feature = "s3")]

@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 use std::time::SystemTime;
 
 use lambda_dedup::Message;
+use lambda_dedup_config::DurableConfig;
 use lambda_dedup_engine::{HandlerError, Outcome};
 use lambda_runtime::tower::Service;
 use serde_json::Value;
@@ -189,6 +190,8 @@ where
         StartStep<<Calls<Served<StartCall<St>>> as Flow<S, (Event<Value>, Call<Value>)>>::Step>;
 
     fn build(self, on: On<'_, S>) -> Result<Self::Step, BuildError> {
+        // S9, S16: the execution's limits against the marks' retention and the key retention.
+        DurableConfig::read(on.dedup().env(), on.dedup().settings())?;
         let calls = calls_service(StartCall(self.0));
         Ok(StartStep(Flow::<S, (Event<Value>, Call<Value>)>::build(
             calls, on,

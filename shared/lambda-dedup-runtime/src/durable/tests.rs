@@ -153,3 +153,17 @@ fn keys_are_per_execution_and_step() {
     assert_ne!(steps.key(a, "debit"), steps.key(b, "debit"));
     assert_ne!(steps.key(a, "debit"), steps.key(a, "charge"));
 }
+
+/// S9 at start: marks kept no longer than an execution may run are refused.
+#[test]
+fn marks_kept_no_longer_than_an_execution_runs_are_refused() {
+    let env = Env::from_pairs([
+        ("DEDUP_NAMESPACE", "test"),
+        ("DEDUP_MARK_TABLE", "marks"),
+        ("DURABLE_EXECUTION_TIMEOUT_SECONDS", "31622400"),
+    ]);
+    let dedup = Dedup::read(&env, "orders").expect("settings");
+    let (dedup, _) = crate::testing::on_memory(dedup);
+    let err = dedup.durable_steps().expect_err("refused");
+    assert!(err.to_string().contains("DEDUP_RETENTION_SECONDS"), "{err}");
+}

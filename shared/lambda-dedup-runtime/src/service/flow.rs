@@ -118,6 +118,14 @@ pub(crate) mod seal {
         pub(in crate::service) at: PayloadAt,
     }
 
+    impl<'a, S> On<'a, S> {
+        /// The builder, for a flow built outside this module (the durable dispatcher).
+        #[cfg(feature = "durable")]
+        pub(crate) fn dedup(&self) -> &'a Dedup<S> {
+            self.dedup
+        }
+    }
+
     impl<S> Clone for On<'_, S> {
         fn clone(&self) -> Self {
             *self

@@ -150,3 +150,27 @@ async fn a_start_that_finds_the_name_taken_is_a_duplicate() {
     assert_eq!(*starts.lock().expect("lock"), 1);
     assert_eq!(executions.names().len(), 1);
 }
+
+/// S16 at start: the dispatcher's starts are idempotent at Lambda only while it keeps the
+/// execution's name.
+#[test]
+fn a_key_retention_past_the_names_life_is_refused_at_start() {
+    let env = Env::from_pairs([
+        ("DEDUP_NAMESPACE", "test"),
+        ("DEDUP_MARK_TABLE", "marks"),
+        ("DURABLE_RETENTION_DAYS", "1"),
+        ("DURABLE_EXECUTION_TIMEOUT_SECONDS", "3600"),
+        ("PROVIDER_KEY_RETENTION_SECONDS", "604800"),
+    ]);
+    let dedup = Dedup::read(&env, "order-dispatcher").expect("settings");
+    let (dedup, _) = crate::testing::on_memory(dedup);
+    let fake = Fake {
+        executions: Executions::default(),
+        starts: Arc::default(),
+    };
+    let err = dedup.sqs(starts(fake)).expect_err("refused");
+    assert!(
+        err.to_string().contains("PROVIDER_KEY_RETENTION_SECONDS"),
+        "{err}"
+    );
+}

@@ -22,4 +22,5 @@ pages! {
     Http = "src/doors/http.md";
     Kinesis = "src/doors/kinesis.md";
     Invoke = "src/doors/invoke.md";
+    Durable = "src/doors/durable.md";
 }

@@ -80,9 +80,11 @@ pub(in crate::service) mod call;
 mod latest;
 mod once;
 
+#[cfg(feature = "durable")]
+pub(crate) use call::Calls;
+pub(crate) use call::Served;
 use call::WriteThenCall;
 pub use call::{Call, calls, calls_service};
-pub(crate) use call::{Calls, Served};
 #[cfg(feature = "s3")]
 pub use latest::latest_wins;
 #[cfg(feature = "s3")]

@@ -23,4 +23,5 @@ pages! {
     Kinesis = "src/doors/kinesis.md";
     Invoke = "src/doors/invoke.md";
     Postgres = "src/stores/postgres.md";
+    Durable = "src/doors/durable.md";
 }

@@ -21,6 +21,7 @@
 //! | [`WebhookConfig`] (`webhook`) | a webhook receiver's scheme, secrets, identity, inbox | `WebhookConfig::read(dedup.env())`, or with its secrets from Secrets Manager the runtime's `webhook::webhook_config(dedup.env())` ([`SecretsArn`]), given to `WebhookService::new` |
 //! | [`RelayConfig`] (`relay`) | a relay's table, record budget and sweep | `RelayService::new`, from the builder's own `Env` |
 //! | [`ForwarderConfig`] (`forwarder`) | the inbox forwarder's queue, and its relay's | `relay::forward::forwarder`, from the builder's own `Env` |
+//! | [`DurableConfig`] (`durable`) | a durable function's execution timeout and history retention, checked against the marks' retention (S9) | the runtime's `Dedup::durable_steps` and `durable::starts` (feature `durable`) |
 //! | [`PgConfig`], [`ValkeyConfig`] (`stores`) | the PostgreSQL or Valkey server of the marks | `Dedup::postgres`, `Dedup::valkey`, from the builder's own `Env` |
 //!
 //! # Every function ([`Settings`])
@@ -104,6 +105,12 @@
 //! | `HTTP_REPLAY_HEADERS` | the answer's headers stored and replayed (never a credential's or a session's — `authorization`, `proxy-authorization`, `www-authenticate`, `cookie`, `set-cookie`, `x-amz-security-token`, `x-api-key`, any name holding `token`, `secret`, `session`, `auth`, `cookie`, `password`, `credential`, `api-key` or `apikey` — nor hop-by-hop ones: refused at start) | `content-type,location` |
 //! | `HTTP_KEY_RETENTION_SECONDS` | how long a key is remembered (the marks' retention for this door, on DynamoDB, PostgreSQL and Valkey alike; no queue horizon applies, S9); at least 3600 | 86400 (Stripe's 24 h) |
 //!
+//! # Lambda durable functions ([`DurableConfig`])
+//! | variable | meaning | default |
+//! | --- | --- | --- |
+//! | `DURABLE_EXECUTION_TIMEOUT_SECONDS` | the template's `DurableConfig.ExecutionTimeout`: the longest an execution runs, so the longest after its first run a step may be replayed; `DEDUP_RETENTION_SECONDS` must exceed it (a step's mark outlives every replay, S9); 1 to 31622400 (a year) | 86400 |
+//! | `DURABLE_RETENTION_DAYS` | the template's `DurableConfig.RetentionPeriodInDays`: how long Lambda keeps a closed execution, and so its name; 1 to 90; `PROVIDER_KEY_RETENTION_SECONDS` may not exceed it plus the timeout (the dispatcher's starts are idempotent at Lambda only while it keeps the name, S16) | 14 |
+//!
 //! # The marks on PostgreSQL or Valkey ([`PgConfig`], [`ValkeyConfig`])
 //! | variable | meaning | default |
 //! | --- | --- | --- |
@@ -136,6 +143,7 @@
 //!
 //! Its relay's variables are in the table above (`INBOX_TABLE`, `FORWARDER_*`).
 
+mod durable;
 mod env;
 mod forwarder;
 mod http;
@@ -151,6 +159,7 @@ mod stores;
 mod value;
 mod webhook;
 
+pub use durable::{DURABLE_RETENTION_VAR, DURABLE_TIMEOUT_VAR, DurableConfig};
 pub use env::{Env, millis};
 pub use forwarder::{FORWARD_QUEUE_VAR, FORWARDER, ForwarderConfig};
 pub use http::{

@@ -45,6 +45,8 @@
 mod aws;
 mod bound;
 pub mod door;
+#[cfg(feature = "durable")]
+pub mod durable;
 pub mod emf;
 #[cfg(feature = "http")]
 pub mod http;

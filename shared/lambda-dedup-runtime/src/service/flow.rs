@@ -80,8 +80,11 @@ pub(in crate::service) mod call;
 mod latest;
 mod once;
 
+#[cfg(feature = "durable")]
+pub(crate) use call::Calls;
+pub(crate) use call::Served;
+use call::WriteThenCall;
 pub use call::{Call, calls, calls_service};
-use call::{Served, WriteThenCall};
 #[cfg(feature = "s3")]
 pub use latest::latest_wins;
 #[cfg(feature = "s3")]
@@ -115,6 +118,14 @@ pub(crate) mod seal {
     pub struct On<'a, S> {
         pub(in crate::service) dedup: &'a Dedup<S>,
         pub(in crate::service) at: PayloadAt,
+    }
+
+    impl<'a, S> On<'a, S> {
+        /// The builder, for a flow built outside this module (the durable dispatcher).
+        #[cfg(feature = "durable")]
+        pub(crate) fn dedup(&self) -> &'a Dedup<S> {
+            self.dedup
+        }
     }
 
     impl<S> Clone for On<'_, S> {

@@ -1,0 +1,169 @@
+//! The step guard on the SDK's local runner and the memory store: a crash between a step's
+//! effect and its checkpoint (a checkpoint write that fails, so the runner invokes again and the
+//! SDK replays the step) applies the effect once.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use aws_durable_execution_sdk::test_util::LocalRunner;
+use lambda_dedup::{Effect, Item, Value};
+use lambda_dedup_memory::MemoryStore;
+use serde_json::json;
+
+use super::{BoxError, DurableContext, Steps, Writes};
+use crate::{Dedup, Env};
+
+fn steps() -> (Steps, MemoryStore) {
+    let env = Env::from_pairs([("DEDUP_NAMESPACE", "test"), ("DEDUP_MARK_TABLE", "marks")]);
+    let dedup = Dedup::read(&env, "orders").expect("settings");
+    let (dedup, store) = crate::testing::on_memory(dedup);
+    store.create_table("accounts", "id");
+    (dedup.durable_steps().expect("steps"), store)
+}
+
+fn balance(store: &MemoryStore) -> Option<Value> {
+    let item = store.item("accounts", &Item::new().with("id", "a-1"))?;
+    item.0.get("balance").cloned()
+}
+
+/// The runner's step checkpoints, in order: the step's start, then its outcome. Failing the
+/// outcome's write (retryably) ends the invocation after the body ran: the crash between the
+/// effect and the checkpoint.
+const OUTCOME_OF_FIRST_STEP: usize = 1;
+
+#[tokio::test]
+async fn a_crash_after_the_commit_and_before_the_checkpoint_applies_the_effect_once() {
+    let (steps, store) = steps();
+    let planned = Arc::new(AtomicUsize::new(0));
+    let p = planned.clone();
+    let result = LocalRunner::new()
+        .fail_checkpoints_after_retryable(OUTCOME_OF_FIRST_STEP, 1)
+        .run(
+            move |_: serde_json::Value, ctx: DurableContext| {
+                let (steps, p) = (steps.clone(), p.clone());
+                async move {
+                    let receipt: String = steps
+                        .transact(&ctx, "debit", move || {
+                            let n = p.fetch_add(1, Ordering::SeqCst);
+                            let key = Item::new().with("id", "a-1");
+                            Ok(Writes {
+                                effects: vec![Effect::add("accounts", key, "balance", 5)],
+                                output: format!("debited on attempt {n}"),
+                            })
+                        })
+                        .await?;
+                    Ok::<_, BoxError>(receipt)
+                }
+            },
+            json!({"order": "o-1"}),
+        )
+        .await;
+    assert!(result.is_success(), "{:?}", result.error_message());
+    // The body ran twice (the crash, then the replay) and the write committed once; the replay
+    // answered with the output stored at the first commit, not a conflict.
+    assert_eq!(planned.load(Ordering::SeqCst), 2, "the step was replayed");
+    assert_eq!(balance(&store), Some(Value::N("5".into())));
+    assert_eq!(
+        result.output().map(String::as_str),
+        Some("debited on attempt 0")
+    );
+}
+
+/// The call's checkpoints: its claim step's start and outcome, then its call step's start and
+/// outcome (the fourth write, the third skipped).
+const OUTCOME_OF_CALL_STEP: usize = 3;
+
+#[tokio::test]
+async fn a_crash_after_the_call_and_before_the_checkpoint_calls_once_with_one_key() {
+    let (steps, _store) = steps();
+    let keys = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let k = keys.clone();
+    let result = LocalRunner::new()
+        .fail_checkpoints_after_retryable(OUTCOME_OF_CALL_STEP, 1)
+        .run(
+            move |_: serde_json::Value, ctx: DurableContext| {
+                let (steps, k) = (steps.clone(), k.clone());
+                async move {
+                    let expected = steps.idempotency_key(&ctx, "charge");
+                    let charge: String = steps
+                        .call(&ctx, "charge", move |key| async move {
+                            k.lock().expect("lock").push(key.clone());
+                            Ok(format!("ch_{key}"))
+                        })
+                        .await?;
+                    Ok::<_, BoxError>((expected, charge))
+                }
+            },
+            json!({"order": "o-1"}),
+        )
+        .await;
+    assert!(result.is_success(), "{:?}", result.error_message());
+    let keys = keys.lock().expect("lock");
+    assert_eq!(
+        keys.len(),
+        1,
+        "one call: the replay returned the stored charge"
+    );
+    let (expected, charge) = result.output().expect("output");
+    assert_eq!(keys[0], *expected);
+    assert_eq!(*charge, format!("ch_{expected}"));
+}
+
+/// A call that fails is retried by the SDK under the claim its first attempt checkpointed, with
+/// the same idempotency key, and completes.
+#[tokio::test]
+async fn a_failed_call_is_retried_with_the_same_key_under_the_checkpointed_claim() {
+    let (steps, _store) = steps();
+    let keys = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let k = keys.clone();
+    let result = LocalRunner::new()
+        .run(
+            move |_: serde_json::Value, ctx: DurableContext| {
+                let (steps, k) = (steps.clone(), k.clone());
+                async move {
+                    let charge: String = steps
+                        .call(&ctx, "charge", move |key| async move {
+                            let mut keys = k.lock().expect("lock");
+                            keys.push(key.clone());
+                            if keys.len() == 1 {
+                                return Err(BoxError::from("the provider timed out"));
+                            }
+                            Ok(format!("ch_{key}"))
+                        })
+                        .await?;
+                    Ok::<_, BoxError>(charge)
+                }
+            },
+            json!({"order": "o-1"}),
+        )
+        .await;
+    assert!(result.is_success(), "{:?}", result.error_message());
+    let keys = keys.lock().expect("lock");
+    assert_eq!(keys.len(), 2);
+    assert_eq!(keys[0], keys[1], "the same key on the retry");
+}
+
+/// Two executions, or two steps of one, never share a mark or a key.
+#[test]
+fn keys_are_per_execution_and_step() {
+    let (steps, _) = steps();
+    let a = "arn:aws:lambda:eu-west-1:1:function:f:$LATEST/durable-execution/a/1";
+    let b = "arn:aws:lambda:eu-west-1:1:function:f:$LATEST/durable-execution/b/1";
+    assert_eq!(steps.key(a, "debit"), steps.key(a, "debit"));
+    assert_ne!(steps.key(a, "debit"), steps.key(b, "debit"));
+    assert_ne!(steps.key(a, "debit"), steps.key(a, "charge"));
+}
+
+/// S9 at start: marks kept no longer than an execution may run are refused.
+#[test]
+fn marks_kept_no_longer_than_an_execution_runs_are_refused() {
+    let env = Env::from_pairs([
+        ("DEDUP_NAMESPACE", "test"),
+        ("DEDUP_MARK_TABLE", "marks"),
+        ("DURABLE_EXECUTION_TIMEOUT_SECONDS", "31622400"),
+    ]);
+    let dedup = Dedup::read(&env, "orders").expect("settings");
+    let (dedup, _) = crate::testing::on_memory(dedup);
+    let err = dedup.durable_steps().expect_err("refused");
+    assert!(err.to_string().contains("DEDUP_RETENTION_SECONDS"), "{err}");
+}

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use dedup_tests::{client, get_item, unique};
-use lambda_dedup::{Claim, DedupKey, Retention, Scope};
+use lambda_dedup::{Claim, DedupKey, Fingerprint, Retention, Scope};
 use lambda_dedup_dynamodb::DynamoStore;
 use serde_json::{Value, json};
 
@@ -179,6 +179,45 @@ async fn e2e_idempotency_key_in_flight_is_409_until_released() {
     let after = post_keyed(&key, "shop-a", body).await;
     assert_eq!(after.0, 201, "{after:?}");
     assert!(order_exists(&order_id(&after.3)).await);
+}
+
+/// A key released by a door that claims first (its work refused as transient: nothing of it
+/// committed), under another body's fingerprint: the built function's commit finds the mark, reads
+/// it (`GetItem`), takes the key over (`UpdateItem` claim and release) and commits. The one path
+/// of `orders-api` that reads or updates the mark table, so the full run calls every grant of its
+/// role (least privilege, both ways).
+#[tokio::test]
+async fn e2e_idempotency_key_released_under_another_body_is_taken_over() {
+    if !stack_is_up() {
+        return;
+    }
+    let key = unique("released");
+    let scope = Scope::new("demo", "orders-api").expect("scope");
+    let dedup_key = DedupKey::new(&scope, "header:6:shop-a", &["idempotency-key", &key]);
+    let store = DynamoStore::new(
+        client(),
+        env("DEDUP_TABLE_MARKS"),
+        Retention::unchecked(Duration::from_secs(86_400)).expect("retention"),
+    );
+    let earlier = Fingerprint::of_bytes(br#"{"sku":"pen-9","quantity":9}"#);
+    let Claim::Claimed(lease) = store
+        .claim(&dedup_key, Some(&earlier), None)
+        .await
+        .expect("claim")
+    else {
+        panic!("the key was free");
+    };
+    store.release(&lease).await.expect("release");
+    let taken = post_keyed(&key, "shop-a", r#"{"sku":"pen-1","quantity":1}"#).await;
+    assert_eq!(taken.0, 201, "{taken:?}");
+    assert!(order_exists(&order_id(&taken.3)).await);
+    let again = post_keyed(&key, "shop-a", r#"{"sku":"pen-1","quantity":1}"#).await;
+    assert_eq!(
+        (again.0, again.1.as_deref()),
+        (201, Some("true")),
+        "{again:?}"
+    );
+    assert_eq!(again.3, taken.3);
 }
 
 /// AWS's published API Gateway v2 request (`events/apigw-v2-request-no-authorizer.json`, from

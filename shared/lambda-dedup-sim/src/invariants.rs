@@ -30,6 +30,11 @@ pub enum Invariant {
     Checkpoint,
     /// A relay settles an intent only after the provider answered its call with success.
     SettledBeforeCall,
+    /// A durable step's effect is applied once per execution, and a replay of the step
+    /// returns the output stored with it.
+    StepOnce,
+    /// One durable execution per event identity, whatever its deliveries.
+    OneExecution,
 }
 
 impl fmt::Display for Invariant {
@@ -46,6 +51,8 @@ impl fmt::Display for Invariant {
             Invariant::Account => "account closes (S14)",
             Invariant::Checkpoint => "checkpoint passes only settled records",
             Invariant::SettledBeforeCall => "never settled before the call succeeded",
+            Invariant::StepOnce => "durable step effect once, replay returns the stored output",
+            Invariant::OneExecution => "one durable execution per event",
         })
     }
 }

@@ -13,13 +13,18 @@
 //! `world` (the shared state), `invariants` (the ledger and its checks), `provider`, `broker`
 //! (SQS queue, Kinesis shards), `events` (the producers' bodies and key spec), `store` (the
 //! simulated store), `sqs` and `kinesis` (the lanes), `relay_store` (a relay's table and its
-//! stream), `relay` (the relay lane), `inbox` (webhook senders, receiver, forwarder), `panics`
-//! (handler panics), `run` (one seed), `planted` (which planted bugs the seeds must catch, in
-//! the `simulation-planted` build); `model` the exhaustive model of claim / lease / takeover /
-//! complete / release / TTL on the real memory store.
+//! stream), `relay` (the relay lane), `inbox` (webhook senders, receiver, forwarder),
+//! `durable_steps` (durable executions replaying their steps under the step guard, crashing
+//! between a step's effect and its checkpoint), `dispatcher` (deliveries and producer retries
+//! of an event starting its one durable execution), `panics` (handler panics), `run` (one
+//! seed), `planted` (which planted bugs the seeds must catch, in the `simulation-planted`
+//! build); `model` the exhaustive model of claim / lease / takeover / complete / release / TTL
+//! on the real memory store.
 
 pub mod broker;
 pub mod clock;
+pub mod dispatcher;
+pub mod durable_steps;
 pub mod events;
 pub mod inbox;
 pub mod invariants;

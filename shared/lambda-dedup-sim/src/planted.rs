@@ -24,6 +24,8 @@ pub const SIMULATED: &[Planted] = &[
     Planted::RetentionBelowHorizonAccepted,
     Planted::RelaySettlesBeforeCall,
     Planted::WebhookConflictAcknowledged,
+    Planted::DurableStepKeyedPerAttempt,
+    Planted::DispatcherNamesByMessageId,
 ];
 
 /// The planted bugs that break only some interleavings, which the seeded executor does not

@@ -10,6 +10,8 @@ use lambda_dedup_memory::MemoryStore;
 use tokio::time::Instant;
 
 use crate::clock::SimClock;
+use crate::dispatcher::DispatchLane;
+use crate::durable_steps::StepsLane;
 use crate::inbox::InboxLane;
 use crate::invariants::{Ledger, Violation};
 use crate::kinesis::KinesisLane;
@@ -195,6 +197,15 @@ async fn simulate(seed: u64) -> SeedReport {
     for s in 0..stream.shards.len() {
         tasks.push(tokio::task::spawn_local(stream.clone().poll(s, end_ms)));
     }
+    let steps = Rc::new(StepsLane::new(seed, retention, start, &world));
+    let dispatch = Rc::new(DispatchLane::new(seed, retention, start, &world));
+    for e in 0..steps.between(1, 3) {
+        let n = steps.between(2, 4);
+        tasks.push(tokio::task::spawn_local(steps.clone().execute(e, n)));
+    }
+    for k in 0..dispatch.between(2, 4) {
+        tasks.extend(dispatch.produce(k));
+    }
     for t in tasks {
         if let Err(e) = t.await {
             lock(&world).log(format!("a task ended by {e}"));
@@ -213,6 +224,7 @@ async fn simulate(seed: u64) -> SeedReport {
         lane.check_effects();
     }
     stream.check_effects();
+    dispatch.finish();
     let mut w = lock(&world);
     w.ledger.finish(&left);
     let found = w.ledger.violations().len();

@@ -43,6 +43,9 @@ fn the_runs_meet_the_faults_they_claim_to_inject() {
         "handler panicked",
         "redrive of fifo-",
         " in group ",
+        "crashed between effect and checkpoint",
+        "crashed between start and mark",
+        "name taken, duplicate start",
     ] {
         assert!(
             lines.iter().any(|l| l.contains(needle)),

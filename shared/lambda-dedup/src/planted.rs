@@ -74,6 +74,15 @@ planted! {
     RelaySettlesBeforeCall = "relay-settles-before-call",
     /// Runtime: the webhook receiver acknowledges a conflicting delivery (S11).
     WebhookConflictAcknowledged = "webhook-conflict-acknowledged",
+    /// Simulated durable step guard (the simulation's model of the runtime's `durable::Steps`,
+    /// whose SDK the simulation does not build): a step's mark keyed by the attempt, not by
+    /// the execution and the step alone, so a replay after a crash between the effect and the
+    /// checkpoint applies the effect again.
+    DurableStepKeyedPerAttempt = "durable-step-keyed-per-attempt",
+    /// Simulated dispatcher (the simulation's model of the runtime's `durable::starts`): the
+    /// execution's name derived from the delivery's message id, not the event's key, so a
+    /// producer's retry under a new message id starts a second execution.
+    DispatcherNamesByMessageId = "dispatcher-names-by-message-id",
 }
 
 impl fmt::Display for Planted {

@@ -1304,6 +1304,32 @@ mod tests {
         assert!(!privileges(&t, &stray, &local_env()).is_empty());
     }
 
+    /// The functions the local stack does not run (`functions::NOT_RUN`, by their binary's name)
+    /// have no recorded calls and are not compared; any other function without them is refused.
+    #[test]
+    fn functions_the_stack_does_not_run_are_not_compared() {
+        let with_binary = |binary: &str| {
+            let mut t = small();
+            t["Resources"]["Durable"] = serde_json::json!({
+                "Type": "AWS::Serverless::Function",
+                "Metadata": {"BuildProperties": {"Binary": binary}},
+                "Properties": {"CodeUri": "../examples/durable-order",
+                               "Role": {"Fn::GetAtt": ["Role", "Arn"]}}});
+            t
+        };
+        let t = with_binary(crate::functions::NOT_RUN[0]);
+        assert_eq!(
+            privileges(&t, &exact_calls(), &local_env()),
+            Vec::<String>::new()
+        );
+        let t = with_binary("durable-other");
+        let problems = privileges(&t, &exact_calls(), &local_env());
+        assert_mentions_all(
+            &problems,
+            &["Durable:", "no recorded calls for durable-other"],
+        );
+    }
+
     /// S1, proven on the recorded run: a key outside the role's `dynamodb:LeadingKeys` (another
     /// consumer's mark, another namespace's) fails the comparison, and so does a run that
     /// called the mark table with no keys recorded (S1 unproven).
@@ -1741,6 +1767,80 @@ mod tests {
                 "DEDUP_VISIBILITY_TIMEOUT_SECONDS must equal",
             ),
         ]);
+    }
+
+    /// A durable function's `DurableConfig` and the variables its step guard and its dispatcher
+    /// read are one setting each (S9, S16): set apart, or with a mark retention not above the
+    /// execution timeout, or a dispatcher's key retention past what Lambda keeps, the template
+    /// is refused (computed here, whether or not cfn-guard is installed).
+    #[test]
+    fn durable_config_and_its_variables_are_one_setting() {
+        let refused = |place: &str, value: Value, expect: &[&str]| {
+            let mut t = template();
+            assert!(
+                !check(&t).iter().any(|p| p.contains("Durable")),
+                "{:?}",
+                check(&t)
+            );
+            *at(&mut t, place) = value;
+            assert_mentions_all(&check(&t), expect);
+        };
+        refused(
+            "DurableOrder/Environment/Variables/DURABLE_EXECUTION_TIMEOUT_SECONDS",
+            "3600".into(),
+            &[
+                "DurableOrder: DURABLE_EXECUTION_TIMEOUT_SECONDS must be DurableConfig.ExecutionTimeout",
+            ],
+        );
+        refused(
+            "DurableOrder/DurableConfig/RetentionPeriodInDays",
+            7.into(),
+            &["DurableOrder: DURABLE_RETENTION_DAYS must be DurableConfig.RetentionPeriodInDays"],
+        );
+        refused(
+            "OrderDispatcher/Environment/Variables/DURABLE_RETENTION_DAYS",
+            "14".into(),
+            &["OrderDispatcher: DURABLE_RETENTION_DAYS must be DurableOrder's DurableConfig"],
+        );
+        // S9: the marks' retention (the parameter's default, 30 days) not above the timeout.
+        refused(
+            "/Parameters/DurableExecutionTimeoutSeconds/Default",
+            2_592_000.into(),
+            &[
+                "DurableOrder: with DurableOrder's DurableConfig the function would not start",
+                "DEDUP_RETENTION_SECONDS",
+            ],
+        );
+        // S16: the dispatcher's key retention past the history's retention plus the timeout.
+        refused(
+            "OrderDispatcher/Environment/Variables/PROVIDER_KEY_RETENTION_SECONDS",
+            "2592000".into(),
+            &[
+                "OrderDispatcher: with DurableOrder's DurableConfig the function would not start",
+                "PROVIDER_KEY_RETENTION_SECONDS",
+            ],
+        );
+    }
+
+    /// `infra/rules/durable.guard`: a durable function has its `DurableConfig`, its variables
+    /// and an alias; a function with a `DurableConfig` is declared durable.
+    #[test]
+    fn durable_functions_are_declared_and_configured() {
+        broken(
+            |t| *at(t, "DurableOrder/DurableConfig/ExecutionTimeout") = Value::Null,
+            "DurableConfig.ExecutionTimeout",
+        );
+        broken(
+            |t| *at(t, "DurableOrder/AutoPublishAlias") = Value::Null,
+            "needs AutoPublishAlias",
+        );
+        broken(
+            |t| {
+                *at(t, "OrderDispatcher/DurableConfig") =
+                    serde_json::json!({"ExecutionTimeout": 60});
+            },
+            "must be LambdaDedupKind durable",
+        );
     }
 
     /// The template's environment is read by the functions' own settings reader: what would

@@ -26,6 +26,14 @@ pub(crate) const EXAMPLES_RUN: [&str; 6] = [
     "example-s3-catalog",
 ];
 
+/// Functions of `infra/template.yaml` the local stack does not run, so that the full run's
+/// least-privilege check (`infra::privileges`) has no recorded calls of theirs and skips them:
+/// their roles are checked by the rules and `check-infra` only. `examples/durable-order`'s two
+/// binaries: a durable execution needs Lambda's checkpoint API, which nothing local serves (the
+/// example's tests run the workflow on the SDK's local runner and the dispatcher with a
+/// `Starter` of their own, on the local DynamoDB).
+pub(crate) const NOT_RUN: [&str; 2] = ["order-dispatcher", "example-durable-order"];
+
 /// Further configurations of a function, for the local stack only: a function's own `main.rs`
 /// built under another name (a crate in `tests/`), so that `cargo lambda watch` serves it at a
 /// Function URL of its own; its variables over the shared ones are in `stack::FunctionEnvs`.

@@ -37,6 +37,7 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
     problems.extend(service_senders_bound(t));
     problems.extend(secrets_by_arn(t));
     problems.extend(crate::fanout::check(t));
+    problems.extend(durable(t));
     for f in functions(t) {
         // One deadline margin: a relay's `{ROLE}_DEADLINE_MARGIN_MS` was its record budget
         // under a margin's name, and refuses the start (`lambda_dedup_config`).
@@ -115,6 +116,73 @@ pub(crate) fn check(t: &Value) -> Vec<String> {
         }
     }
     problems
+}
+
+/// Lambda durable functions (S9 as extended, S16): a function's `DurableConfig` and the
+/// `DURABLE_*` variables its settings are read from are the same values (the same parameter or
+/// literal, so no deployment's parameters set them apart), the function would start with them
+/// (the marks' retention above the execution timeout: a step's mark outlives every replay),
+/// and a dispatcher (`DURABLE_FUNCTION` naming it) reads the same values, and starts with them.
+fn durable(t: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let all = functions(t);
+    let vars = [
+        ("ExecutionTimeout", settings::DURABLE_TIMEOUT_VAR),
+        ("RetentionPeriodInDays", settings::DURABLE_RETENTION_VAR),
+    ];
+    for f in all.iter().filter(|f| !f.p["DurableConfig"].is_null()) {
+        let config = &f.p["DurableConfig"];
+        for (property, var) in vars {
+            if f.env(var) != config[property] {
+                problems.push(format!(
+                    "{}: {var} must be DurableConfig.{property} itself (the same parameter), or \
+                     the step guard checks its marks' retention against another execution timeout",
+                    f.id
+                ));
+            }
+        }
+        // Whoever starts it: the dispatchers naming this function.
+        let name = &f.p["FunctionName"];
+        let starters = all.iter().filter(|d| {
+            let target = d.env("DURABLE_FUNCTION");
+            !name.is_null() && refs_name(&target, name) || refs(&target).iter().any(|r| r == f.id)
+        });
+        for d in std::iter::once(f).chain(starters) {
+            if d.id != f.id {
+                for (property, var) in vars {
+                    if d.env(var) != config[property] {
+                        problems.push(format!(
+                            "{}: {var} must be {}'s DurableConfig.{property} (the same \
+                             parameter): the dispatcher's S16 check reads it",
+                            d.id, f.id
+                        ));
+                    }
+                }
+            }
+            let env = settings::Env::from_pairs(d.environment(t));
+            let started = settings::Settings::read(&env, d.crate_name)
+                .and_then(|s| settings::DurableConfig::read(&env, &s));
+            if let Err(e) = started {
+                problems.push(format!(
+                    "{}: with {}'s DurableConfig the function would not start: {e}",
+                    d.id, f.id
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// Whether `target` (a `DURABLE_FUNCTION` value) names the function called `name` (its
+/// `FunctionName`, a `!Sub` text): the `!Sub` text with a qualifier after the name.
+fn refs_name(target: &Value, name: &Value) -> bool {
+    let text = |v: &Value| v["Fn::Sub"].as_str().or(v.as_str()).map(str::to_owned);
+    match (text(target), text(name)) {
+        (Some(target), Some(name)) => target
+            .rsplit_once(':')
+            .is_some_and(|(unqualified, _)| unqualified.ends_with(&format!("function:{name}"))),
+        _ => false,
+    }
 }
 
 /// What is wrong in `t`, the template of functions on Lambda Managed Instances
@@ -210,9 +278,11 @@ fn functions(t: &Value) -> Vec<Function<'_>> {
                 id,
                 p,
                 global,
-                crate_name: p["CodeUri"]
+                // A crate's binary of its own (`BuildProperties.Binary`, as cargo-lambda
+                // builds it), else the crate's.
+                crate_name: r["Metadata"]["BuildProperties"]["Binary"]
                     .as_str()
-                    .and_then(|u| u.rsplit('/').next())
+                    .or_else(|| p["CodeUri"].as_str().and_then(|u| u.rsplit('/').next()))
                     .unwrap_or(id),
                 timeout: as_u64(t, timeout).unwrap_or(3),
                 statements,
@@ -725,6 +795,9 @@ pub(crate) fn privileges(
     }
     for f in &functions {
         let id = f.id;
+        if crate::functions::NOT_RUN.contains(&f.crate_name) {
+            continue; // said in `functions::NOT_RUN`: nothing recorded to compare with
+        }
         let Some(called) = calls.get(f.crate_name) else {
             problems.push(format!(
                 "{id}: no recorded calls for {} (was it run?)",
@@ -1231,6 +1304,32 @@ mod tests {
         assert!(!privileges(&t, &stray, &local_env()).is_empty());
     }
 
+    /// The functions the local stack does not run (`functions::NOT_RUN`, by their binary's name)
+    /// have no recorded calls and are not compared; any other function without them is refused.
+    #[test]
+    fn functions_the_stack_does_not_run_are_not_compared() {
+        let with_binary = |binary: &str| {
+            let mut t = small();
+            t["Resources"]["Durable"] = serde_json::json!({
+                "Type": "AWS::Serverless::Function",
+                "Metadata": {"BuildProperties": {"Binary": binary}},
+                "Properties": {"CodeUri": "../examples/durable-order",
+                               "Role": {"Fn::GetAtt": ["Role", "Arn"]}}});
+            t
+        };
+        let t = with_binary(crate::functions::NOT_RUN[0]);
+        assert_eq!(
+            privileges(&t, &exact_calls(), &local_env()),
+            Vec::<String>::new()
+        );
+        let t = with_binary("durable-other");
+        let problems = privileges(&t, &exact_calls(), &local_env());
+        assert_mentions_all(
+            &problems,
+            &["Durable:", "no recorded calls for durable-other"],
+        );
+    }
+
     /// S1, proven on the recorded run: a key outside the role's `dynamodb:LeadingKeys` (another
     /// consumer's mark, another namespace's) fails the comparison, and so does a run that
     /// called the mark table with no keys recorded (S1 unproven).
@@ -1668,6 +1767,80 @@ mod tests {
                 "DEDUP_VISIBILITY_TIMEOUT_SECONDS must equal",
             ),
         ]);
+    }
+
+    /// A durable function's `DurableConfig` and the variables its step guard and its dispatcher
+    /// read are one setting each (S9, S16): set apart, or with a mark retention not above the
+    /// execution timeout, or a dispatcher's key retention past what Lambda keeps, the template
+    /// is refused (computed here, whether or not cfn-guard is installed).
+    #[test]
+    fn durable_config_and_its_variables_are_one_setting() {
+        let refused = |place: &str, value: Value, expect: &[&str]| {
+            let mut t = template();
+            assert!(
+                !check(&t).iter().any(|p| p.contains("Durable")),
+                "{:?}",
+                check(&t)
+            );
+            *at(&mut t, place) = value;
+            assert_mentions_all(&check(&t), expect);
+        };
+        refused(
+            "DurableOrder/Environment/Variables/DURABLE_EXECUTION_TIMEOUT_SECONDS",
+            "3600".into(),
+            &[
+                "DurableOrder: DURABLE_EXECUTION_TIMEOUT_SECONDS must be DurableConfig.ExecutionTimeout",
+            ],
+        );
+        refused(
+            "DurableOrder/DurableConfig/RetentionPeriodInDays",
+            7.into(),
+            &["DurableOrder: DURABLE_RETENTION_DAYS must be DurableConfig.RetentionPeriodInDays"],
+        );
+        refused(
+            "OrderDispatcher/Environment/Variables/DURABLE_RETENTION_DAYS",
+            "14".into(),
+            &["OrderDispatcher: DURABLE_RETENTION_DAYS must be DurableOrder's DurableConfig"],
+        );
+        // S9: the marks' retention (the parameter's default, 30 days) not above the timeout.
+        refused(
+            "/Parameters/DurableExecutionTimeoutSeconds/Default",
+            2_592_000.into(),
+            &[
+                "DurableOrder: with DurableOrder's DurableConfig the function would not start",
+                "DEDUP_RETENTION_SECONDS",
+            ],
+        );
+        // S16: the dispatcher's key retention past the history's retention plus the timeout.
+        refused(
+            "OrderDispatcher/Environment/Variables/PROVIDER_KEY_RETENTION_SECONDS",
+            "2592000".into(),
+            &[
+                "OrderDispatcher: with DurableOrder's DurableConfig the function would not start",
+                "PROVIDER_KEY_RETENTION_SECONDS",
+            ],
+        );
+    }
+
+    /// `infra/rules/durable.guard`: a durable function has its `DurableConfig`, its variables
+    /// and an alias; a function with a `DurableConfig` is declared durable.
+    #[test]
+    fn durable_functions_are_declared_and_configured() {
+        broken(
+            |t| *at(t, "DurableOrder/DurableConfig/ExecutionTimeout") = Value::Null,
+            "DurableConfig.ExecutionTimeout",
+        );
+        broken(
+            |t| *at(t, "DurableOrder/AutoPublishAlias") = Value::Null,
+            "needs AutoPublishAlias",
+        );
+        broken(
+            |t| {
+                *at(t, "OrderDispatcher/DurableConfig") =
+                    serde_json::json!({"ExecutionTimeout": 60});
+            },
+            "must be LambdaDedupKind durable",
+        );
     }
 
     /// The template's environment is read by the functions' own settings reader: what would

@@ -28,7 +28,7 @@ pub(crate) const LOCAL_QUEUE_SECS: (u64, u64) = (2, 3600);
 /// (S9 wants them equal to the queue's settings) and shorter waits. The secrets are in moto's
 /// Secrets Manager, named by their ARN parameters ([`LOCAL_WEBHOOK_SECRETS`],
 /// [`LOCAL_FINES_CORRELATION_KEY`]), as in AWS.
-pub(crate) const LOCAL_ENV: [(&str, &str); 12] = [
+pub(crate) const LOCAL_ENV: [(&str, &str); 13] = [
     ("DEDUP_VISIBILITY_TIMEOUT_SECONDS", "2"),
     ("DEDUP_QUEUE_RETENTION_SECONDS", "3600"),
     ("DEDUP_DLQ_RETENTION_SECONDS", "3600"),
@@ -51,6 +51,9 @@ pub(crate) const LOCAL_ENV: [(&str, &str); 12] = [
     // (`lambda-dedup forget`) is seen gone within a test's patience.
     ("*DEDUP_CACHE_SECONDS", "5"),
     ("*RUST_LOG", "info"),
+    // The durable workflow's qualified ARN, built with `!Sub` from the stack's name: the local
+    // stack runs neither durable-order function (`functions::NOT_RUN`), so any name will do.
+    ("DURABLE_FUNCTION", "durable-order:live"),
 ];
 
 /// Shards of a local on-demand Kinesis stream (a provisioned one has its `ShardCount`).
@@ -64,9 +67,14 @@ const LOCAL: Local<'static> = Local {
     on_demand_shards: LOCAL_ON_DEMAND_SHARDS,
 };
 
-/// The local stack `t` describes.
+/// The local stack `t` describes: its functions those the stack runs
+/// (`functions::ALL`); the template's others (`functions::NOT_RUN`, keyed here by their crate)
+/// get no trigger, their queues are created and stay empty.
 pub(crate) fn plan(t: &Value) -> Result<Plan> {
-    local_lambda::plan::plan(t, &LOCAL)
+    let mut plan = local_lambda::plan::plan(t, &LOCAL)?;
+    plan.functions
+        .retain(|name, _| crate::functions::ALL.contains(&name.as_str()));
+    Ok(plan)
 }
 
 /// The text of the webhook receiver's local secret, which the local stack puts in the SQS
@@ -196,6 +204,12 @@ mod tests {
     #[test]
     fn the_committed_template_gives_the_local_stack() {
         let p = plan(&template()).expect("plan");
+        // Triggers only for the functions the stack runs (a trigger of durable-order's
+        // dispatcher would invoke a function nothing serves, and the stack would not start).
+        let run: Vec<&str> = p.functions.keys().map(String::as_str).collect();
+        let mut all = crate::functions::ALL.to_vec();
+        all.sort_unstable();
+        assert_eq!(run, all);
         let marks = p
             .tables
             .iter()

@@ -402,7 +402,7 @@ fn picks_packages(args: &[String]) -> bool {
 /// are checked alone by `cargo xtask features` (about 15 checks: a report, not a CI stage) and
 /// in their functions' own builds by `cargo xtask package`. The internal ones (`aws`,
 /// `parking`, `checkpoint`, `shards`, `broker`) come with these.
-const RUNTIME_FEATURES: [&str; 14] = [
+const RUNTIME_FEATURES: [&str; 15] = [
     "dynamodb",
     "postgres",
     "valkey",
@@ -417,6 +417,7 @@ const RUNTIME_FEATURES: [&str; 14] = [
     "webhook",
     "http",
     "inbox",
+    "durable",
 ];
 
 /// The runtime's builds with no feature and with each store alone ([`CHECKED_ALONE`]), as a

@@ -194,7 +194,8 @@ pub fn function_entry(yaml: &str, function: Option<&str>) -> Result<FunctionEntr
     Ok(entry)
 }
 
-/// The template's functions, each with its name (the last part of its `CodeUri`).
+/// The template's functions, each with its name: its binary's (`Metadata.BuildProperties.Binary`,
+/// a crate of several), else the last part of its `CodeUri`.
 fn function_resources(doc: &Value) -> Result<impl Iterator<Item = (&str, &Value)>, TemplateError> {
     let resources = doc["Resources"]
         .as_object()
@@ -202,6 +203,9 @@ fn function_resources(doc: &Value) -> Result<impl Iterator<Item = (&str, &Value)
     Ok(resources.values().filter_map(|r| {
         if r["Type"].as_str() != Some("AWS::Serverless::Function") {
             return None;
+        }
+        if let Some(binary) = r["Metadata"]["BuildProperties"]["Binary"].as_str() {
+            return Some((binary, r));
         }
         let uri = r["Properties"]["CodeUri"].as_str()?.trim_end_matches('/');
         let name = uri.rsplit('/').next().filter(|n| !n.is_empty())?;
@@ -392,6 +396,13 @@ Resources:
         assert_eq!(e.flow, None);
         let all = functions(TEMPLATE).expect("functions");
         assert!(all.len() > 1 && all.contains(&"ledger-projector".to_owned()));
+        // A crate of two functions: each by its binary's name.
+        assert!(all.contains(&"order-dispatcher".to_owned()), "{all:?}");
+        assert!(!all.contains(&"durable-order".to_owned()), "{all:?}");
+        assert_eq!(
+            function_entry(TEMPLATE, Some("order-dispatcher")).map(|e| e.flow),
+            Ok(Some(Flow::Leased))
+        );
         assert_eq!(
             function_entry(TEMPLATE, None),
             Err(TemplateError::WhichFunction(all))

@@ -551,7 +551,7 @@ mod tests {
         let table = crate::table::kept(doc, ROUND_TRIPS);
         assert!(table.starts_with(ROUND_TRIPS.0) && table.ends_with(ROUND_TRIPS.1));
         assert!(
-            table.contains("| HTTP, the key in flight (409) |"),
+            table.contains("| HTTP, the key held in flight (409) |"),
             "{table}"
         );
         assert_eq!(crate::table::kept("no table", ROUND_TRIPS), "");

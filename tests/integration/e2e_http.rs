@@ -57,6 +57,20 @@ async fn post_keyed(
     post(&[(h[0].0, &h[0].1), (h[1].0, &h[1].1)], body).await
 }
 
+/// `orders-api`'s mark of `key` for the caller `shop-a` on the stack's mark table, and that table's
+/// store: a test holds or releases the key as another container would.
+fn orders_mark(key: &str) -> (DedupKey, DynamoStore) {
+    let scope = Scope::new("demo", "orders-api").expect("scope");
+    // The door's caller string: its kind and each part prefixed by its length.
+    let dedup_key = DedupKey::new(&scope, "header:6:shop-a", &["idempotency-key", key]);
+    let store = DynamoStore::new(
+        client(),
+        env("DEDUP_TABLE_MARKS"),
+        Retention::unchecked(Duration::from_secs(86_400)).expect("retention"),
+    );
+    (dedup_key, store)
+}
+
 fn order_id(body: &str) -> String {
     let v: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("not JSON: {body}"));
     v["id"]
@@ -161,14 +175,7 @@ async fn e2e_idempotency_key_in_flight_is_409_until_released() {
     }
     let key = unique("inflight");
     let body = r#"{"sku":"pen-1","quantity":1}"#;
-    let scope = Scope::new("demo", "orders-api").expect("scope");
-    // The door's caller string: its kind and each part prefixed by its length.
-    let dedup_key = DedupKey::new(&scope, "header:6:shop-a", &["idempotency-key", &key]);
-    let store = DynamoStore::new(
-        client(),
-        env("DEDUP_TABLE_MARKS"),
-        Retention::unchecked(Duration::from_secs(86_400)).expect("retention"),
-    );
+    let (dedup_key, store) = orders_mark(&key);
     let Claim::Claimed(lease) = store.claim(&dedup_key, None, None).await.expect("claim") else {
         panic!("the key was free");
     };
@@ -192,13 +199,7 @@ async fn e2e_idempotency_key_released_under_another_body_is_taken_over() {
         return;
     }
     let key = unique("released");
-    let scope = Scope::new("demo", "orders-api").expect("scope");
-    let dedup_key = DedupKey::new(&scope, "header:6:shop-a", &["idempotency-key", &key]);
-    let store = DynamoStore::new(
-        client(),
-        env("DEDUP_TABLE_MARKS"),
-        Retention::unchecked(Duration::from_secs(86_400)).expect("retention"),
-    );
+    let (dedup_key, store) = orders_mark(&key);
     let earlier = Fingerprint::of_bytes(br#"{"sku":"pen-9","quantity":9}"#);
     let Claim::Claimed(lease) = store
         .claim(&dedup_key, Some(&earlier), None)

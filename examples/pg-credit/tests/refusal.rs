@@ -4,17 +4,22 @@
 
 use std::process::Command;
 
-#[test]
-fn a_refusal_at_start_prints_its_message() {
-    // Neither PG_CA_BUNDLE nor PG_TLS=disabled: refused before any connection or invocation.
-    let out = Command::new(env!("CARGO_BIN_EXE_example-pg-credit"))
-        .env_clear()
+/// The example's binary with its settings and nothing else of this environment; PostgreSQL
+/// at a port nothing listens on, since each test is refused before it connects.
+fn pg_credit() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_example-pg-credit"));
+    cmd.env_clear()
         .env("DEDUP_NAMESPACE", "example")
         .env("DEDUP_MARK_TABLE", "marks")
         .env("BALANCES_TABLE", "balances")
-        .env("DATABASE_URL", "postgresql://u@127.0.0.1:9/db")
-        .output()
-        .expect("the example's binary runs");
+        .env("DATABASE_URL", "postgresql://u@127.0.0.1:9/db");
+    cmd
+}
+
+#[test]
+fn a_refusal_at_start_prints_its_message() {
+    // Neither PG_CA_BUNDLE nor PG_TLS=disabled: refused before any connection or invocation.
+    let out = pg_credit().output().expect("the example's binary runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "it refused to start: {stderr}");
     let printed = stderr.trim_end();
@@ -34,12 +39,7 @@ fn a_refusal_at_start_prints_its_message() {
 /// `cargo xtask test` runs this file alone (`cargo test -p example-pg-credit --test refusal`).
 #[test]
 fn a_reconciliation_queue_without_the_sqs_client_refuses_the_start() {
-    let out = Command::new(env!("CARGO_BIN_EXE_example-pg-credit"))
-        .env_clear()
-        .env("DEDUP_NAMESPACE", "example")
-        .env("DEDUP_MARK_TABLE", "marks")
-        .env("BALANCES_TABLE", "balances")
-        .env("DATABASE_URL", "postgresql://u@127.0.0.1:9/db")
+    let out = pg_credit()
         .env("PG_TLS", "disabled")
         .env(
             "DEDUP_RECONCILIATION_QUEUE_URL",

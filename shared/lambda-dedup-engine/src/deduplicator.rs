@@ -683,6 +683,17 @@ impl CreateOnceDeduplicator {
         }
     }
 
+    /// Keeps up to `capacity` of the items this container created or found, as completed
+    /// marks, each at most `max_age` (see [`Deduplicator::with_cache_for`]): a duplicate this
+    /// container has seen costs no store call, and another payload under its key is the
+    /// conflict the item would answer. Keyed by the whole key (scope and tenant in it), so it
+    /// never answers another sender's event. Deleting an item forgets the event in every warm
+    /// container within `max_age`.
+    pub fn with_cache_for(mut self, capacity: usize, max_age: Duration) -> Self {
+        self.dedup = self.dedup.with_cache_for(capacity, max_age);
+        self
+    }
+
     /// Create-once mode, for an effect that creates an item which exists once per event (an
     /// order, an inbox item, a record keyed by the event; see [`lambda_dedup::create_once`]):
     /// `plan` says the one [`Effect::put`] of that item and the result to store in it; the item
@@ -690,8 +701,9 @@ impl CreateOnceDeduplicator {
     /// from the item (its stored result returned, S8), another payload is a conflict (S11), and an
     /// item the event did not create (or the put's own condition failing) is a retry, as an
     /// effect's failed condition is. The item lives as long as the caller keeps it, so there is
-    /// no late-event rule and no warm cache: deleting the item forgets the event. A plan of
-    /// anything but one put is rejected as `effect_refused`.
+    /// no late-event rule; deleting the item forgets the event (in a deduplicator built
+    /// [`with_cache_for`](Self::with_cache_for), once the cached mark is older than its maximum
+    /// age). A plan of anything but one put is rejected as `effect_refused`.
     pub async fn create_once<F>(&self, msg: &Message, plan: F) -> Outcome
     where
         F: FnOnce(&Derived) -> Result<Plan<Effect>, HandlerError>,
@@ -700,6 +712,9 @@ impl CreateOnceDeduplicator {
             Ok(e) => e,
             Err(r) => return rejected(msg, &r),
         };
+        if let Some(seen) = self.dedup.cached(&event) {
+            return self.dedup.seen(msg, &event, seen);
+        }
         let plan = match planned(msg, &event, plan) {
             Ok(p) => p,
             Err(outcome) => return outcome,
@@ -722,10 +737,13 @@ impl CreateOnceDeduplicator {
         match self.store.create_once(write).await {
             Ok(Commit::Applied) => {
                 tracing::info!(message_id = %msg.message_id, key = %event.key, "applied (created)");
+                self.dedup.remember_applied(&event, plan.result.as_deref());
                 Outcome::Applied
             }
-            // Nothing remembered in the warm cache: the item decides the next delivery.
             Ok(Commit::Seen(Seen::Duplicate(mark))) => {
+                if let Some(cache) = &self.dedup.cache {
+                    cache.insert_at(&mark, self.store.now());
+                }
                 tracing::info!(message_id = %msg.message_id, key = %event.key,
                     "duplicate skipped (the item exists)");
                 Outcome::Duplicate {

@@ -40,7 +40,10 @@
 //! Nothing answered 2xx is lost: the inbox item, which is the mark, is written in one conditional
 //! `Put` before the answer, and remembers the event for as long as it lives: the inbox
 //! retention, after which the table's TTL removes it (raw bodies are not kept forever; the
-//! forwarder ignores the removal). A stream consumer (`relay::forward`, feature `inbox`) hands inbox items on to a queue.
+//! forwarder ignores the removal). The warm cache (`DEDUP_CACHE_SIZE`, `DEDUP_CACHE_SECONDS`)
+//! holds the items a container created or found, by their whole key (the sender in it): a
+//! sender's retry to that container is answered without a store call, another body under the
+//! same id there is the same 409. A stream consumer (`relay::forward`, feature `inbox`) hands inbox items on to a queue.
 //!
 //! # Layout
 //! - `receiver`: the [`Receiver`] — a request's checks in order, the inbox item created once;

@@ -43,9 +43,12 @@ impl WebhookService {
         // The inbox items are the marks: on DynamoDB, no mark table is read.
         let store = dedup.store.inbox(&config.inbox_table);
         let spec = config.key_spec(dedup.settings.scope.clone());
-        // Keys by the settings' guards; the item is the mark, so the warm cache and the
-        // pre-filter, which read marks, have nothing to do here.
-        let keys = CreateOnceDeduplicator::with_store(dedup.settings.key_spec(spec), store);
+        // Keys by the settings' guards; the item is the mark. The warm cache
+        // (`DEDUP_CACHE_SIZE`, `DEDUP_CACHE_SECONDS`) holds the items this container created or
+        // found, by their whole key (the sender's scope and tenant in it): a sender's retry to
+        // the same container costs no store call.
+        let keys = CreateOnceDeduplicator::with_store(dedup.settings.key_spec(spec), store)
+            .with_cache_for(dedup.settings.cache_size, dedup.settings.cache_max_age);
         Ok(RequestService {
             door: Arc::new(Receiver::new(
                 &dedup.function,

@@ -274,8 +274,10 @@ pub(crate) fn http_only(root: &Path, requests: usize) -> Result<()> {
 /// `--cpu-only`: the CPU rows alone, on a release build (CPU time is what they measure).
 pub(crate) fn cpu_only(root: &Path, messages: usize) -> Result<()> {
     let mut build = Command::new(crate::cargo());
+    // With its symbols (the profile names functions; link-time only, nothing rebuilt).
     build
         .current_dir(root)
+        .env("CARGO_PROFILE_RELEASE_STRIP", "false")
         .args(["build", "--release", "-p", "bench"]);
     if !succeeds(&mut build) {
         return Err("release build failed".into());

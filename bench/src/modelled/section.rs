@@ -77,8 +77,11 @@ pub(crate) fn render(rows: &[Value], emulator: &[Value], n: usize, seed: u64) ->
          commit: its rounds, as `DynamoStore` builds and retries them; the pre-filter's read: \
          `BatchGetItem`; sequence mode: `UpdateItem`; create-once: `PutItem`) — each for its \
          draw of the calibrated model (seed {seed}, one stream for the run, in request order), \
-         in real time (`tokio::time::sleep`, whose 1 ms timer rounds every hold up), then \
-         executes it at once. No emulator, no network, no Python. Every row is checked: its \
+         in real time (tokio's timer to within 2 ms of the draw, the rest on a blocking thread's \
+         `std::thread::sleep`: tokio's 1 ms timer alone rounded every hold up), then \
+         executes it at once. No emulator, no network, no Python. *msgs/s* is the messages over \
+         the batches' own time (the bed's building of each batch's messages between them left \
+         out, as the bound leaves it out). Every row is checked: its \
          effects applied each distinct event exactly once.\n\n\
          **The bound** is the time the latency model alone requires for the requests the mode \
          issued, computed from their recorded draws, not measured: each batch's critical path \

@@ -80,7 +80,8 @@ impl ModelledStore {
 
     /// The same, each hold on tokio's timer alone (rounded up to its 1 ms tick): for a bench
     /// that measures CPU time rather than latency (`bench cpu`), where [`hold_for`]'s blocking
-    /// thread per hold would add its own wake-ups to the process measured.
+    /// thread per hold would add its own wake-ups to the process measured; and for tests on
+    /// tokio's paused clock, which a blocking thread's sleep does not advance.
     pub(crate) fn on_tokio_timer(self) -> Self {
         Self {
             coarse: true,

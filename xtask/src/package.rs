@@ -143,7 +143,10 @@ mod tests {
             .as_object_mut()
             .expect("resources")
             .remove("OrderDispatcher");
-        assert_eq!(mismatched(&fewer), ["order-dispatcher: packaged, not deployed"]);
+        assert_eq!(
+            mismatched(&fewer),
+            ["order-dispatcher: packaged, not deployed"]
+        );
         let durable = root.join("examples/durable-order");
         let manifest = std::fs::read_to_string(durable.join("Cargo.toml")).expect("manifest");
         assert!(

@@ -38,7 +38,12 @@ struct Lambda {
 
 impl Lambda {
     fn executions(&self) -> Vec<String> {
-        self.executions.lock().expect("lock").keys().cloned().collect()
+        self.executions
+            .lock()
+            .expect("lock")
+            .keys()
+            .cloned()
+            .collect()
     }
 
     fn invokes(&self) -> Vec<String> {
@@ -307,7 +312,10 @@ async fn a_start_that_never_answers_is_ended_by_the_deadline_and_costs_only_its_
     assert_eq!(failures, ["m2"], "{outcomes:?}");
     match outcomes.get("m2").expect("m2's outcome") {
         Outcome::Retry { reason, .. } => {
-            assert!(reason.contains("deadline"), "ended by the deadline: {reason}");
+            assert!(
+                reason.contains("deadline"),
+                "ended by the deadline: {reason}"
+            );
         }
         other => panic!("m2: {other:?}"),
     }

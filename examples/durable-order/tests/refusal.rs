@@ -42,7 +42,12 @@ fn refused(mut function: Command, vars: &[(&str, &str)]) -> String {
         .expect("the function's binary runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "refused at start: {stderr}");
-    stderr.trim_end().lines().last().unwrap_or_default().to_owned()
+    stderr
+        .trim_end()
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// Lambda keeps a closed execution 1 to 90 days: anything else is refused by both functions,
@@ -51,8 +56,14 @@ fn refused(mut function: Command, vars: &[(&str, &str)]) -> String {
 fn a_retention_lambda_does_not_take_is_refused_at_start() {
     for function in [dispatcher, workflow] {
         for (days, says) in [
-            ("0", "DURABLE_RETENTION_DAYS (0) is under the least it may be (1)"),
-            ("91", "DURABLE_RETENTION_DAYS (91) is over the most it may be (90)"),
+            (
+                "0",
+                "DURABLE_RETENTION_DAYS (0) is under the least it may be (1)",
+            ),
+            (
+                "91",
+                "DURABLE_RETENTION_DAYS (91) is over the most it may be (90)",
+            ),
             ("x", "DURABLE_RETENTION_DAYS=\"x\" is not valid"),
         ] {
             let printed = refused(function(), &[("DURABLE_RETENTION_DAYS", days)]);

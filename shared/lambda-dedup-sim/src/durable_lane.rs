@@ -18,7 +18,7 @@ use crate::world::{Shared, lock};
 
 /// A durable lane's store, scope, world and generator.
 #[derive(Debug)]
-pub struct Lane {
+pub(crate) struct Lane {
     pub(crate) store: MemoryStore,
     pub(crate) scope: Scope,
     world: Shared,
@@ -52,7 +52,7 @@ impl Lane {
     }
 
     /// A number in `lo..=hi` from the lane's generator.
-    pub fn between(&self, lo: u64, hi: u64) -> u64 {
+    pub(crate) fn between(&self, lo: u64, hi: u64) -> u64 {
         self.rng
             .lock()
             .unwrap_or_else(|p| p.into_inner())

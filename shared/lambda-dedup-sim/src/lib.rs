@@ -25,7 +25,7 @@
 pub mod broker;
 pub mod clock;
 pub mod dispatcher;
-pub mod durable_lane;
+pub(crate) mod durable_lane;
 pub mod durable_steps;
 pub mod events;
 pub mod inbox;

@@ -1,5 +1,6 @@
 //! The dispatcher's permanent faults, each costing only the message that caused it: a message
-//! whose key cannot be made, a start Lambda refuses for good, and a start Lambda never answers.
+//! whose key cannot be made, a start Lambda refuses for good, and a start Lambda never answers;
+//! and a start the deployment denies, which costs none.
 //! The dispatcher is built as `order-dispatcher`'s `main` builds it (`dispatcher` with a
 //! `LambdaStarter`), its marks on the local DynamoDB, Lambda played by a local HTTP server that
 //! answers `Invoke` as Lambda does (202 and the execution's ARN; `RequestTooLargeException`; a
@@ -34,6 +35,8 @@ struct Lambda {
     executions: Mutex<BTreeMap<String, Vec<u8>>>,
     invokes: Mutex<Vec<String>>,
     hangs: AtomicBool,
+    /// Every `Invoke` denied (`AccessDeniedException`): the dispatcher's role misdeployed.
+    denies: AtomicBool,
 }
 
 impl Lambda {
@@ -60,6 +63,9 @@ impl Lambda {
         self.invokes.lock().expect("lock").push(order.clone());
         if order == HUNG && self.hangs.load(Ordering::SeqCst) {
             return None;
+        }
+        if self.denies.load(Ordering::SeqCst) {
+            return Some(error("403 Forbidden", "AccessDeniedException"));
         }
         if order == TOO_LARGE {
             return Some(error(
@@ -294,6 +300,27 @@ async fn a_start_lambda_refuses_for_good_costs_only_its_message() {
     let mut invoked = lambda.invokes();
     invoked.sort();
     assert_eq!(invoked, ["o-1", "o-2", TOO_LARGE, TOO_LARGE]);
+}
+
+/// A dispatcher whose role may not invoke the durable function (misdeployed) blames no message:
+/// every start is retried, none rejected (a dead-lettered order would be lost to a fault of the
+/// deployment's); once the role is mended, the redelivery starts each order once.
+#[tokio::test]
+async fn a_start_denied_by_the_deployment_rejects_no_message() {
+    let (_dynamodb, lambda, service) = setup().await;
+    let (o1, o2) = (order("o-1"), order("o-2"));
+    let records = [("m1", o1.as_str()), ("m2", &o2)];
+    lambda.denies.store(true, Ordering::SeqCst);
+    let (failures, outcomes) = invoke(&service, batch(&records), DUE).await;
+    assert_eq!(failures, ["m1", "m2"], "{outcomes:?}");
+    assert_eq!(
+        labels(&outcomes),
+        BTreeMap::from([("m1", "retry"), ("m2", "retry")])
+    );
+    lambda.denies.store(false, Ordering::SeqCst);
+    let (failures, outcomes) = invoke(&service, batch(&records), DUE).await;
+    assert!(failures.is_empty(), "{outcomes:?}");
+    assert_eq!(lambda.executions().len(), 2);
 }
 
 /// A start Lambda never answers is ended by the invocation's deadline: only that message is

@@ -82,6 +82,7 @@ mod caller;
 mod door;
 pub(crate) mod event;
 mod key;
+mod once;
 mod reply;
 
 pub(crate) use door::{Door, Meta, Work};

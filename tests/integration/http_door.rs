@@ -152,6 +152,125 @@ async fn s4_idempotency_key_concurrent_loser_replays_the_winners_answer() {
     );
 }
 
+/// Issue 45, one-item mode as `orders-api` runs it: two containers racing under one key both
+/// run their work and send one conditional `PutItem` each (every request held 200 ms, so both
+/// are in flight at once). One order is written, its own mark: it carries the key, and the mark
+/// table holds nothing. The loser learns the winner's answer from the item the failed condition
+/// returns (`ALL_OLD`) and replays it; the key with another body in a third container is 422.
+#[tokio::test]
+async fn s4_one_item_mode_loser_replays_from_the_item_and_no_mark_is_written() {
+    let meter = local_dynamodb::meter::Meter::start(
+        &dedup_tests::endpoint(),
+        std::time::Duration::from_millis(200),
+    )
+    .expect("meter");
+    let client = dedup_tests::client_at(&meter.endpoint());
+    let marks = dedup_tests::mark_table(&client).await;
+    let orders = dedup_tests::effect_table(&client, "order_id").await;
+    let container = || {
+        let (dedup, config) = dedup_tests::orders_door_on(&client, &marks, &orders);
+        orders_api::service(dedup, config).expect("service")
+    };
+    let services = [container(), container()];
+    let key = dedup_tests::unique("one-item");
+    let body = r#"{"sku":"book-1","quantity":1}"#;
+    let racers: Vec<_> = services
+        .iter()
+        .map(|s| {
+            let (s, r) = (s.clone(), post(&key, body));
+            tokio::spawn(async move { text_of(s.oneshot(r).await.expect("answer")) })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for r in racers {
+        answers.push(r.await.expect("racer"));
+    }
+    assert!(answers.iter().all(|(s, _, _)| *s == 201), "{answers:?}");
+    assert_eq!(answers[0].2, answers[1].2, "one answer: {answers:?}");
+    let replays = answers.iter().filter(|(_, r, _)| *r).count();
+    assert_eq!(replays, 1, "the loser replays: {answers:?}");
+    let items = lambda_dedup_testkit::dynamodb::items::scan(&client, &orders)
+        .await
+        .expect("scan");
+    assert_eq!(items.len(), 1, "one order: {answers:?}");
+    let id: serde_json::Value = serde_json::from_str(&answers[0].2).expect("json");
+    let order_id = items[0].get("order_id").and_then(|v| v.as_s().ok());
+    assert_eq!(order_id.map(String::as_str), id["id"].as_str());
+    let created_by = items[0].get(lambda_dedup::create_once::CREATED_KEY);
+    let created_by = created_by
+        .and_then(|v| v.as_s().ok())
+        .expect("the item's key");
+    let derived = lambda_dedup::DedupKey::from_stored(created_by.clone()).idempotency_key();
+    assert_eq!(order_id, Some(&derived), "the id derived from the key");
+    let marks_written = lambda_dedup_testkit::dynamodb::items::scan(&client, &marks)
+        .await
+        .expect("scan");
+    assert!(marks_written.is_empty(), "no mark item: {marks_written:?}");
+    let other = container()
+        .oneshot(post(&key, r#"{"sku":"book-2","quantity":1}"#))
+        .await
+        .expect("answer");
+    assert_eq!(other.status().as_u16(), 422);
+}
+
+/// Issue 45, one-item mode on DynamoDB: an order with the key's derived id that this key did
+/// not create (written by other means) is refused as create-once refuses (500, nothing
+/// written), never overwritten.
+#[tokio::test]
+async fn one_item_mode_never_overwrites_an_item_the_key_did_not_create() {
+    let client = dedup_tests::client();
+    let (dedup, config, orders) = dedup_tests::orders_door(&client).await;
+    let service = orders_api::service(dedup, config).expect("service");
+    let key = dedup_tests::unique("theirs");
+    let scope = lambda_dedup::Scope::new("t", orders_api::FUNCTION).expect("scope");
+    let held =
+        lambda_dedup::DedupKey::new(&scope, "header:9:shop-race", &["idempotency-key", &key]);
+    let id = held.idempotency_key();
+    client
+        .put_item()
+        .table_name(&orders)
+        .item(
+            "order_id",
+            aws_sdk_dynamodb::types::AttributeValue::S(id.clone()),
+        )
+        .item(
+            "sku",
+            aws_sdk_dynamodb::types::AttributeValue::S("theirs".into()),
+        )
+        .send()
+        .await
+        .expect("put");
+    let answer = text_of(
+        service
+            .oneshot(post(&key, r#"{"sku":"book-1","quantity":1}"#))
+            .await
+            .expect("answer"),
+    );
+    assert_eq!(answer.0, 500, "{answer:?}");
+    let items = lambda_dedup_testkit::dynamodb::items::scan(&client, &orders)
+        .await
+        .expect("scan");
+    assert_eq!(items.len(), 1);
+    assert_eq!(
+        items[0]
+            .get("sku")
+            .and_then(|v| v.as_s().ok())
+            .map(String::as_str),
+        Some("theirs"),
+        "untouched"
+    );
+}
+
+/// An answer's status, whether it is a replay, and its body.
+fn text_of(answer: lambda_http::Response<Body>) -> (u16, bool, String) {
+    let replayed = answer.headers().contains_key("idempotent-replayed");
+    let text = match answer.body() {
+        Body::Text(t) => t.clone(),
+        other => format!("{other:?}"),
+    };
+    (answer.status().as_u16(), replayed, text)
+}
+
 /// The door on a store of marks only (PostgreSQL, Valkey): `Dedup::read(..).postgres()` or
 /// `.valkey()`, then `http`, as a function on that store wires it.
 mod marks_only {

@@ -261,6 +261,88 @@ async fn one_item_mode_never_overwrites_an_item_the_key_did_not_create() {
     );
 }
 
+/// `orders-api` on the tables `marks` and `orders` with `HTTP_MARKS_UNTIL` at `until`.
+fn orders_api_with_marks_until(
+    client: &aws_sdk_dynamodb::Client,
+    marks: &str,
+    orders: &str,
+    until: &str,
+) -> lambda_dedup_runtime::HttpService {
+    use lambda_dedup_runtime::{Dedup, Env, http::HttpConfig, store::Items};
+    let env = Env::from_pairs([
+        ("DEDUP_NAMESPACE", "t"),
+        ("DEDUP_MARK_TABLE", marks),
+        ("ORDERS_TABLE", orders),
+        ("HTTP_CALLER_FROM", "header:x-caller-id"),
+        ("HTTP_CALLER_FRONT", "unverified"),
+        ("HTTP_MARKS_UNTIL", until),
+    ]);
+    let dedup = Dedup::read(&env, orders_api::FUNCTION).expect("settings");
+    let config = HttpConfig::read(&env).expect("config");
+    let store = Items::dynamodb(client.clone(), dedup.settings());
+    orders_api::service(dedup.on(store), config).expect("service")
+}
+
+/// Issue 45, the upgrade: a key answered through the transaction path (its mark in the mark
+/// table, its order under an id of the old kind) and retried after the one-item door is
+/// deployed with `HTTP_MARKS_UNTIL` ahead is replayed, no second order; a key first answered in
+/// that window commits its order with a mark, and retried after the window (the single
+/// `PutItem`) is replayed from its order.
+#[tokio::test]
+async fn one_item_mode_upgrade_window_replays_the_transaction_paths_keys() {
+    use lambda_dedup_runtime::http::Reply;
+    use lambda_dedup_runtime::{Effect, HandlerError, Item};
+    let client = dedup_tests::client();
+    let (dedup, config, orders) = dedup_tests::orders_door(&client).await;
+    let marks = dedup.settings().mark_table.clone().expect("a mark table");
+    let table = orders.clone();
+    // Before: ids of its own choosing, the mark in the mark table.
+    let before = dedup
+        .http(config, move |e: HttpEvent<orders_api::order::NewOrder>| {
+            let id = format!("ord_old_{}", dedup_tests::unique("o"));
+            let order = Item::new()
+                .with("order_id", id.as_str())
+                .with("sku", e.payload.sku.as_str());
+            Ok::<_, HandlerError>(
+                Reply::created(serde_json::json!({ "id": id })).effect(Effect::put(&table, order)),
+            )
+        })
+        .expect("service");
+    let body = r#"{"sku":"book-1","quantity":1}"#;
+    let (old_key, new_key) = (dedup_tests::unique("old"), dedup_tests::unique("new"));
+    let answered_before = text_of(before.oneshot(post(&old_key, body)).await.expect("answer"));
+    assert_eq!(answered_before.0, 201);
+
+    let window = orders_api_with_marks_until(&client, &marks, &orders, "2999-01-01T00:00:00Z");
+    let again = text_of(
+        window
+            .clone()
+            .oneshot(post(&old_key, body))
+            .await
+            .expect("answer"),
+    );
+    assert_eq!(
+        again,
+        (201, true, answered_before.2.clone()),
+        "replayed, no second order"
+    );
+    let count = || async {
+        lambda_dedup_testkit::dynamodb::items::scan(&client, &orders)
+            .await
+            .expect("scan")
+            .len()
+    };
+    assert_eq!(count().await, 1);
+    let first = text_of(window.oneshot(post(&new_key, body)).await.expect("answer"));
+    assert_eq!((first.0, first.1), (201, false), "{first:?}");
+    assert_eq!(count().await, 2);
+
+    let after = orders_api_with_marks_until(&client, &marks, &orders, "2000-01-01T00:00:00Z");
+    let replayed = text_of(after.oneshot(post(&new_key, body)).await.expect("answer"));
+    assert_eq!(replayed, (201, true, first.2), "replayed from its order");
+    assert_eq!(count().await, 2);
+}
+
 /// An answer's status, whether it is a replay, and its body.
 fn text_of(answer: lambda_http::Response<Body>) -> (u16, bool, String) {
     let replayed = answer.headers().contains_key("idempotent-replayed");

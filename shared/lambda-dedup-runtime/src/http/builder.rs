@@ -30,7 +30,7 @@ use lambda_http::request::LambdaRequest;
 use lambda_http::{Adapter, Body, LambdaEvent, Response};
 use serde::de::DeserializeOwned;
 
-use crate::http::once::{CreatesOne, OneItem};
+use crate::http::once::{CreatesOne, MarksUntil, OneItem};
 use crate::http::{Door, HttpConfig, Meta, Reply, Work};
 use crate::service::{BuildError, Dedup, HandlerError, parse};
 use crate::store::{Items, Marks};
@@ -143,7 +143,11 @@ impl Dedup<Items> {
     /// No request is ever in flight (the item is written complete), so there is no 409 and
     /// `HTTP_IN_FLIGHT_WAIT_MS` has nothing to wait for. A key lasts as long as its item,
     /// not `HTTP_KEY_RETENTION_SECONDS`. A deployment whose keys were answered through
-    /// [`http`](Dedup::http) switches as the book's HTTP page says (its rollout rule).
+    /// [`http`](Dedup::http) switches with `HTTP_MARKS_UNTIL` (an RFC 3339 time, at least
+    /// `HTTP_KEY_RETENTION_SECONDS` after the deployment): until then the item is committed
+    /// with the key's mark in the mark table (`DEDUP_MARK_TABLE`, required then), conditioned
+    /// on no mark, in one `TransactWriteItems`, so a key answered before is replayed, never
+    /// created twice; after it, the single `PutItem`.
     ///
     /// Only on a store with create-once ([`Items`]: DynamoDB, memory), not on a store of
     /// marks only (PostgreSQL, Valkey):
@@ -167,12 +171,23 @@ impl Dedup<Items> {
         T: DeserializeOwned + Send + 'static,
         F: Fn(HttpEvent<T>) -> Result<Reply, HandlerError> + Send + Sync + 'static,
     {
-        // The items are the marks: on DynamoDB, no mark table is read.
+        // The items are the marks: on DynamoDB, no mark table is read (but in an upgrade's
+        // window, `HTTP_MARKS_UNTIL`: the transaction path's marks, kept as it kept them).
         let store = self.store.inbox(table);
+        let marks = match config.marks_until {
+            Some(until) => {
+                let retention = Retention::unchecked(config.key_retention)
+                    .map_err(lambda_dedup_config::SettingsError::from)?;
+                let marks = self.store.mark_store_kept_for(retention)?;
+                Some(MarksUntil { marks, until })
+            }
+            None => None,
+        };
         let once = OneItem {
             store: store.clone(),
             table: table.to_owned(),
             key: key.to_owned(),
+            marks,
         };
         let marks: Arc<dyn MarkStore> = store;
         Ok(self.http_door(config, marks, Some(Arc::new(once)), work))

@@ -6,11 +6,13 @@
 //! names the same item and two requests never do; anything else is refused before a write.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use lambda_dedup::effect::EffectKind;
 use lambda_dedup::store::StoreFuture;
 use lambda_dedup::{
-    Commit, CreateOnce, CreateOnceStore, DedupKey, Effect, Fingerprint, StoreError, Value,
+    Commit, CommitRequest, CreateOnce, CreateOnceStore, DedupKey, Effect, Fingerprint, MarkStore,
+    StoreError, Value,
 };
 
 /// How the door writes a creating answer's one item as its mark, for a store's effect type `E`
@@ -37,6 +39,20 @@ pub(crate) struct OneItem {
     pub(crate) table: String,
     /// The attribute of its primary key, which holds the derived id.
     pub(crate) key: String,
+    /// The upgrade's window (`HTTP_MARKS_UNTIL`), if any.
+    pub(crate) marks: Option<MarksUntil>,
+}
+
+/// An upgrade from the transaction path: until `until`, the item (with the key, fingerprint
+/// and answer it carries as its own mark) is committed with the key's mark in the mark table,
+/// conditioned on no mark — one `TransactWriteItems` — so a key answered before the upgrade
+/// (its mark in the mark table, its item under an id of the old kind) is replayed, never
+/// created twice; and a key answered in the window and retried after it finds its item.
+pub(crate) struct MarksUntil {
+    /// The marks of the mark table.
+    pub(crate) marks: Arc<dyn MarkStore>,
+    /// When the window ends.
+    pub(crate) until: SystemTime,
 }
 
 impl OneItem {
@@ -85,7 +101,19 @@ impl CreatesOne<Effect> for OneItem {
                 fingerprint: Some(fingerprint),
                 result: Some(result),
             };
-            self.store.create_once(write).await
+            match &self.marks {
+                Some(window) if self.store.now() < window.until => {
+                    let item = write.effect_to_send(self.store.now())?;
+                    let commit = CommitRequest {
+                        key,
+                        fingerprint: Some(fingerprint),
+                        result: Some(result),
+                        effects: std::slice::from_ref(&item),
+                    };
+                    window.marks.commit(commit).await
+                }
+                _ => self.store.create_once(write).await,
+            }
         })
     }
 }

@@ -2,14 +2,16 @@
 //! effect and its checkpoint (a checkpoint write that fails, so the runner invokes again and the
 //! SDK replays the step) applies the effect once.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use aws_durable_execution_sdk::test_util::LocalRunner;
-use lambda_dedup::{Effect, Item, Value};
+use lambda_dedup::{Effect, Item, ManualClock, MarkStatus, MarkStore, OwnerToken, Value};
 use lambda_dedup_memory::MemoryStore;
 use serde_json::json;
 
+use super::steps::Claimed;
 use super::{BoxError, DurableContext, Steps, Writes};
 use crate::{Dedup, Env};
 
@@ -76,7 +78,7 @@ const OUTCOME_OF_CALL_STEP: usize = 3;
 #[tokio::test]
 async fn a_crash_after_the_call_and_before_the_checkpoint_calls_once_with_one_key() {
     let (steps, _store) = steps();
-    let keys = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let keys = Arc::new(Mutex::new(Vec::<String>::new()));
     let k = keys.clone();
     let result = LocalRunner::new()
         .fail_checkpoints_after_retryable(OUTCOME_OF_CALL_STEP, 1)
@@ -114,7 +116,7 @@ async fn a_crash_after_the_call_and_before_the_checkpoint_calls_once_with_one_ke
 #[tokio::test]
 async fn a_failed_call_is_retried_with_the_same_key_under_the_checkpointed_claim() {
     let (steps, _store) = steps();
-    let keys = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let keys = Arc::new(Mutex::new(Vec::<String>::new()));
     let k = keys.clone();
     let result = LocalRunner::new()
         .run(
@@ -141,6 +143,87 @@ async fn a_failed_call_is_retried_with_the_same_key_under_the_checkpointed_claim
     let keys = keys.lock().expect("lock");
     assert_eq!(keys.len(), 2);
     assert_eq!(keys[0], keys[1], "the same key on the retry");
+}
+
+/// How long the workflow below waits between a call's claim and its call: two hours, far past
+/// the store's lease (`DEDUP_LEASE_SECONDS`, 60 s by default) and one invocation's 15 minutes.
+const LONG_WAIT: Duration = Duration::from_secs(2 * 3600);
+
+/// Issue 44: a long wait between steps loses no lease. The workflow claims the call (its claim
+/// step checkpointed), waits two hours (the SDK suspends it; the runner skips the time and
+/// invokes again, and the store's clock is moved past the lease), then calls: the call step, in
+/// a later invocation, completes the mark under the owner its claim step checkpointed, and the
+/// call is made once. A later run of the same execution (every step run again, the marks kept)
+/// returns the stored charge without calling.
+#[tokio::test]
+async fn a_long_wait_between_the_claim_and_the_call_loses_no_lease() {
+    let env = Env::from_pairs([("DEDUP_NAMESPACE", "test"), ("DEDUP_MARK_TABLE", "marks")]);
+    let dedup = Dedup::read(&env, "orders").expect("settings");
+    let clock = Arc::new(ManualClock::new(SystemTime::now()));
+    let store = crate::testing::memory_store(dedup.settings()).with_clock(clock.clone());
+    let steps = (dedup.on(crate::store::Items::new(store.clone())))
+        .durable_steps()
+        .expect("steps");
+    let calls = Arc::new(Mutex::new(Vec::<String>::new()));
+    let waited = Arc::new(AtomicBool::new(false));
+    let (c, s, k) = (calls.clone(), steps.clone(), clock.clone());
+    let workflow = move |_: serde_json::Value, ctx: DurableContext| {
+        let (steps, calls, clock, waited) = (s.clone(), c.clone(), k.clone(), waited.clone());
+        async move {
+            let claimed = steps.claim_step(&ctx, "charge").await?;
+            ctx.wait(LONG_WAIT).name("settle").await?;
+            // The runner skips the wait's time; the store's clock passes it once.
+            if !waited.swap(true, Ordering::SeqCst) {
+                clock.advance(LONG_WAIT);
+            }
+            let charge: String = steps
+                .call_step(&ctx, "charge", claimed, move |key| async move {
+                    calls.lock().expect("lock").push(key.clone());
+                    Ok(format!("ch_{key}"))
+                })
+                .await?;
+            Ok::<_, BoxError>((ctx.execution_arn().to_owned(), charge))
+        }
+    };
+    let result = LocalRunner::new()
+        .run(workflow.clone(), json!({"order": "o-1"}))
+        .await;
+    assert!(result.is_success(), "{:?}", result.error_message());
+    assert!(result.invocation_count() >= 2, "the wait suspended the run");
+    let (arn, charge) = result.output().expect("output").clone();
+    let claim = (result.operations().iter())
+        .find(|op| op.name() == Some("charge/claim"))
+        .and_then(|op| op.result())
+        .expect("the claim step's checkpoint");
+    let Ok(Claimed::Held {
+        owner, expires_ms, ..
+    }) = serde_json::from_str(claim)
+    else {
+        panic!("the claim step held the call: {claim}");
+    };
+    assert!(
+        lambda_dedup::clock::epoch_millis(store.now()) > expires_ms,
+        "the store's clock passed the lease"
+    );
+    let mark = (store.get(&steps.key(&arn, "charge")).await)
+        .expect("read")
+        .expect("the step's mark");
+    assert_eq!(mark.status, MarkStatus::Completed);
+    assert_eq!(
+        mark.owner,
+        Some(OwnerToken::from_stored(owner)),
+        "completed under the checkpointed owner"
+    );
+    assert_eq!(calls.lock().expect("lock").len(), 1, "one call");
+    assert_eq!(charge, format!("ch_{}", calls.lock().expect("lock")[0]));
+
+    clock.advance(LONG_WAIT);
+    let again = LocalRunner::new()
+        .run(workflow, json!({"order": "o-1"}))
+        .await;
+    assert!(again.is_success(), "{:?}", again.error_message());
+    assert_eq!(again.output().map(|(_, c)| c), Some(&charge));
+    assert_eq!(calls.lock().expect("lock").len(), 1, "the stored charge");
 }
 
 /// Two executions, or two steps of one, never share a mark or a key.

@@ -112,15 +112,9 @@ impl<E: Send + Sync + 'static> Steps<E> {
         O: Serialize + DeserializeOwned + Send + 'static,
         F: FnOnce() -> Result<Writes<E, O>, BoxError> + Send + 'static,
     {
-        let store = self.store.clone();
-        let key = self.key(ctx.execution_arn(), name);
-        ctx.step(move |_| async move {
-            commit_once(store.as_ref(), &key, plan)
-                .await
-                .map_err(BoxError::from)
-        })
-        .name(name)
-        .await
+        let (store, key) = (self.store.clone(), self.key(ctx.execution_arn(), name));
+        let body = async move { commit_once(store.as_ref(), &key, plan).await };
+        step(ctx, name.to_owned(), body).await
     }
 
     /// The durable step `name` that calls an external system: `call` gets the step's
@@ -152,9 +146,8 @@ impl<E: Send + Sync + 'static> Steps<E> {
         name: &str,
     ) -> Result<Claimed, OperationError> {
         let (store, key) = (self.store.clone(), self.key(ctx.execution_arn(), name));
-        ctx.step(move |_| async move { claim(store.as_ref(), &key).await.map_err(BoxError::from) })
-            .name(format!("{name}/claim"))
-            .await
+        let body = async move { claim(store.as_ref(), &key).await };
+        step(ctx, format!("{name}/claim"), body).await
     }
 
     /// The call step `name`: the call under the checkpointed claim, however long after the
@@ -172,14 +165,21 @@ impl<E: Send + Sync + 'static> Steps<E> {
         Fut: Future<Output = Result<O, BoxError>> + Send + 'static,
     {
         let (store, key) = (self.store.clone(), self.key(ctx.execution_arn(), name));
-        ctx.step(move |_| async move {
-            call_once(store.as_ref(), key, claimed, call)
-                .await
-                .map_err(BoxError::from)
-        })
+        let body = async move { call_once(store.as_ref(), key, claimed, call).await };
+        step(ctx, name.to_owned(), body).await
+    }
+}
+
+/// The durable step `name` running `body`, the guard's error boxed for the SDK (whose retry
+/// strategy for the step decides what follows).
+async fn step<O, Fut>(ctx: &DurableContext, name: String, body: Fut) -> Result<O, OperationError>
+where
+    O: Serialize + DeserializeOwned + Send + 'static,
+    Fut: Future<Output = Result<O, GuardError>> + Send + 'static,
+{
+    ctx.step(move |_| async move { body.await.map_err(BoxError::from) })
         .name(name)
         .await
-    }
 }
 
 /// The transactional step's body: the plan's writes with the mark, or the stored output.

@@ -1,15 +1,16 @@
-//! The step guard's scenarios on every other store that commits effects with its marks:
-//! PostgreSQL (SQL statements) and Valkey (commands), on the servers `cargo xtask test` starts
-//! and names in `DEDUP_POSTGRES_URL` and `DEDUP_VALKEY_URL` (`cargo xtask test -p
-//! lambda-dedup-runtime -- durable::tests::servers`); without them each case is skipped with a
-//! message. Each case has marks and an account of its own; the balance is read back with the
+//! The step guard's scenarios on every real store that commits effects with its marks:
+//! DynamoDB (writes), PostgreSQL (SQL statements) and Valkey (commands), on the servers `cargo
+//! xtask test` starts and names in `DEDUP_DYNAMODB_ENDPOINT`, `DEDUP_POSTGRES_URL` and
+//! `DEDUP_VALKEY_URL` (`cargo xtask test -p lambda-dedup-runtime -- durable::tests`); without
+//! them each case is skipped with a message. Each case has marks and an account of its own; the balance is read back with the
 //! server's own client, not through the store.
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use lambda_dedup::{ManualClock, MarkStore};
+use lambda_dedup::{Effect, Item, ManualClock, MarkStore};
 use lambda_dedup_conformance::{server, unique};
+use lambda_dedup_dynamodb::{DynamoStore, provision};
 use lambda_dedup_postgres::{PgStore, SqlEffect, Tls};
 use lambda_dedup_valkey::{ValkeyEffect, ValkeyStore};
 
@@ -19,8 +20,79 @@ use super::{
 };
 use crate::durable::Steps;
 
+const DYNAMODB: &str = "`cargo xtask test -p lambda-dedup-runtime -- durable` starts DynamoDB";
 const PG: &str = "`cargo xtask test -p lambda-dedup-runtime -- durable` starts PostgreSQL";
 const VALKEY: &str = "`cargo xtask test -p lambda-dedup-runtime -- durable` starts Valkey";
+
+/// The guard on a DynamoDB store of a fresh mark table, its clock the test's, and a fresh
+/// accounts table; a client to read it back.
+async fn on_dynamodb(endpoint: &str) -> (World<Effect>, aws_sdk_dynamodb::Client, String) {
+    use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+    let settings = dedup().settings().clone();
+    let clock = Arc::new(ManualClock::new(SystemTime::now()));
+    let conf = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
+        .endpoint_url(endpoint)
+        .build();
+    let client = aws_sdk_dynamodb::Client::from_conf(conf);
+    let (marks, accounts) = (unique("step_marks"), unique("accounts"));
+    provision::create_mark_table(&client, &marks, false)
+        .await
+        .expect("the mark table");
+    provision::create_table(&client, &accounts, "id", false)
+        .await
+        .expect("the accounts table");
+    let store = DynamoStore::new(&client, marks, settings.retention)
+        .with_lease(settings.lease)
+        .with_clock(clock.clone());
+    let table = accounts.clone();
+    let store: Arc<dyn MarkStore<Effect>> = Arc::new(store);
+    let world = World {
+        steps: Steps::new(store.clone(), settings.scope),
+        store,
+        clock,
+        add: Arc::new(move |n: i64| {
+            Effect::add(&table, Item::new().with("id", "a-1"), "balance", n)
+        }),
+    };
+    (world, client, accounts)
+}
+
+#[tokio::test]
+async fn a_crash_after_the_commit_on_dynamodb_applies_the_effect_once() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let Some(endpoint) = server("DEDUP_DYNAMODB_ENDPOINT", "dynamodb", DYNAMODB) else {
+        return;
+    };
+    let (world, client, accounts) = on_dynamodb(&endpoint).await;
+    a_crash_after_the_commit(&world).await;
+    let item = (client.get_item().table_name(&accounts))
+        .key("id", AttributeValue::S("a-1".into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("read");
+    let balance = item.item().and_then(|i| i.get("balance"));
+    assert_eq!(balance, Some(&AttributeValue::N("5".into())));
+}
+
+#[tokio::test]
+async fn a_crash_after_the_call_on_dynamodb_calls_once() {
+    let Some(endpoint) = server("DEDUP_DYNAMODB_ENDPOINT", "dynamodb", DYNAMODB) else {
+        return;
+    };
+    a_crash_after_the_call(&on_dynamodb(&endpoint).await.0).await;
+}
+
+#[tokio::test]
+async fn a_long_wait_on_dynamodb_loses_no_lease() {
+    let Some(endpoint) = server("DEDUP_DYNAMODB_ENDPOINT", "dynamodb", DYNAMODB) else {
+        return;
+    };
+    a_long_wait_between_the_claim_and_the_call(&on_dynamodb(&endpoint).await.0).await;
+}
 
 /// The guard on a PostgreSQL store of fresh marks, its clock the test's, and the account's
 /// table with a balance of 0; a client to read it back.

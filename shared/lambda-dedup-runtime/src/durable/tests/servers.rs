@@ -8,9 +8,9 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use lambda_dedup::{Effect, Item, ManualClock, MarkStore};
+use lambda_dedup::{Effect, Item, ItemStore, ManualClock, MarkStore, Value};
 use lambda_dedup_conformance::{server, unique};
-use lambda_dedup_dynamodb::{DynamoStore, provision};
+use lambda_dedup_dynamodb::{Client, DynamoItems, DynamoStore, provision};
 use lambda_dedup_postgres::{PgStore, SqlEffect, Tls};
 use lambda_dedup_valkey::{ValkeyEffect, ValkeyStore};
 
@@ -25,26 +25,27 @@ const PG: &str = "`cargo xtask test -p lambda-dedup-runtime -- durable` starts P
 const VALKEY: &str = "`cargo xtask test -p lambda-dedup-runtime -- durable` starts Valkey";
 
 /// The guard on a DynamoDB store of a fresh mark table, its clock the test's, and a fresh
-/// accounts table; a client to read it back.
-async fn on_dynamodb(endpoint: &str) -> (World<Effect>, aws_sdk_dynamodb::Client, String) {
-    use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+/// accounts table; the items to read it back (through the store's own crate: only it knows
+/// DynamoDB's SDK).
+async fn on_dynamodb(endpoint: &str) -> (World<Effect>, DynamoItems, String) {
+    use aws_config::{BehaviorVersion, Region};
     let settings = dedup().settings().clone();
     let clock = Arc::new(ManualClock::new(SystemTime::now()));
-    let conf = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
+    let conf = aws_config::defaults(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
         .endpoint_url(endpoint)
-        .build();
-    let client = aws_sdk_dynamodb::Client::from_conf(conf);
+        .test_credentials()
+        .load()
+        .await;
+    let client = Client::from_conf(&conf);
     let (marks, accounts) = (unique("step_marks"), unique("accounts"));
-    provision::create_mark_table(&client, &marks, false)
+    provision::create_mark_table(client.clone(), &marks, false)
         .await
         .expect("the mark table");
-    provision::create_table(&client, &accounts, "id", false)
+    provision::create_table(client.clone(), &accounts, "id", false)
         .await
         .expect("the accounts table");
-    let store = DynamoStore::new(&client, marks, settings.retention)
+    let store = DynamoStore::new(client.clone(), marks, settings.retention)
         .with_lease(settings.lease)
         .with_clock(clock.clone());
     let table = accounts.clone();
@@ -57,25 +58,20 @@ async fn on_dynamodb(endpoint: &str) -> (World<Effect>, aws_sdk_dynamodb::Client
             Effect::add(&table, Item::new().with("id", "a-1"), "balance", n)
         }),
     };
-    (world, client, accounts)
+    (world, DynamoItems::new(client), accounts)
 }
 
 #[tokio::test]
 async fn a_crash_after_the_commit_on_dynamodb_applies_the_effect_once() {
-    use aws_sdk_dynamodb::types::AttributeValue;
     let Some(endpoint) = server("DEDUP_DYNAMODB_ENDPOINT", "dynamodb", DYNAMODB) else {
         return;
     };
-    let (world, client, accounts) = on_dynamodb(&endpoint).await;
+    let (world, items, accounts) = on_dynamodb(&endpoint).await;
     a_crash_after_the_commit(&world).await;
-    let item = (client.get_item().table_name(&accounts))
-        .key("id", AttributeValue::S("a-1".into()))
-        .consistent_read(true)
-        .send()
-        .await
-        .expect("read");
-    let balance = item.item().and_then(|i| i.get("balance"));
-    assert_eq!(balance, Some(&AttributeValue::N("5".into())));
+    let item = (items.read(&accounts, &Item::new().with("id", "a-1")).await)
+        .expect("read")
+        .expect("the account");
+    assert_eq!(item.0.get("balance"), Some(&Value::N("5".into())));
 }
 
 #[tokio::test]

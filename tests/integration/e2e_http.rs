@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use dedup_tests::{client, get_item, unique};
-use lambda_dedup::{Claim, DedupKey, Fingerprint, Retention, Scope};
+use lambda_dedup::{DedupKey, Retention, Scope};
 use lambda_dedup_dynamodb::DynamoStore;
 use serde_json::{Value, json};
 
@@ -57,8 +57,8 @@ async fn post_keyed(
     post(&[(h[0].0, &h[0].1), (h[1].0, &h[1].1)], body).await
 }
 
-/// `orders-api`'s mark of `key` for the caller `shop-a` on the stack's mark table, and that table's
-/// store: a test holds or releases the key as another container would.
+/// `orders-api`'s key `key` for the caller `shop-a`, and the stack's mark table's store: a test
+/// reads there what the door would have written on the transaction path.
 fn orders_mark(key: &str) -> (DedupKey, DynamoStore) {
     let scope = Scope::new("demo", "orders-api").expect("scope");
     // The door's caller string: its kind and each part prefixed by its length.
@@ -92,7 +92,7 @@ fn error_code(body: &str) -> String {
     )
 }
 
-/// The draft, over real HTTP: a POST creates its order (201) in the mark's transaction; the
+/// The draft, over real HTTP: a POST creates its order (201), its own mark; the
 /// retry gets the same 201 and body with `idempotent-replayed: true` and no second order; the
 /// key with another body is 422; another caller's same key is its own order; no key, a key of
 /// 256 characters, two `Idempotency-Key` headers (joined, as a Function URL hands them), a body that is not JSON and one over the limit
@@ -165,60 +165,46 @@ async fn e2e_idempotency_key_orders_are_created_once_and_replayed() {
     );
 }
 
-/// The draft's 409 against the real DynamoDB emulator: while another instance holds the key's
-/// claim (a conditional write on the mark table, S4), the request gets 409 with `retry-after`
-/// and creates nothing; once the claim is released, the retry runs and creates the order.
+/// Issue 45, through the built function: the order is the key's own mark (one-item mode, one
+/// conditional `PutItem`, the one grant of its role). The order read back from DynamoDB carries
+/// the key that created it, its id is the id derived from that key, and the mark table holds
+/// no mark of it; an invalid order (400) creates nothing and is not stored, so its retry is
+/// answered anew, not replayed.
 #[tokio::test]
-async fn e2e_idempotency_key_in_flight_is_409_until_released() {
+async fn e2e_idempotency_key_order_is_its_own_mark() {
     if !stack_is_up() {
         return;
     }
-    let key = unique("inflight");
-    let body = r#"{"sku":"pen-1","quantity":1}"#;
-    let (dedup_key, store) = orders_mark(&key);
-    let Claim::Claimed(lease) = store.claim(&dedup_key, None, None).await.expect("claim") else {
-        panic!("the key was free");
-    };
-    let busy = post_keyed(&key, "shop-a", body).await;
-    assert_eq!((busy.0, busy.2.is_some()), (409, true), "{busy:?}");
-    assert_eq!(error_code(&busy.3), "in_flight");
-    store.release(&lease).await.expect("release");
-    let after = post_keyed(&key, "shop-a", body).await;
-    assert_eq!(after.0, 201, "{after:?}");
-    assert!(order_exists(&order_id(&after.3)).await);
-}
-
-/// A key released by a door that claims first (its work refused as transient: nothing of it
-/// committed), under another body's fingerprint: the built function's commit finds the mark, reads
-/// it (`GetItem`), takes the key over (`UpdateItem` claim and release) and commits. The one path
-/// of `orders-api` that reads or updates the mark table, so the full run calls every grant of its
-/// role (least privilege, both ways).
-#[tokio::test]
-async fn e2e_idempotency_key_released_under_another_body_is_taken_over() {
-    if !stack_is_up() {
-        return;
-    }
-    let key = unique("released");
-    let (dedup_key, store) = orders_mark(&key);
-    let earlier = Fingerprint::of_bytes(br#"{"sku":"pen-9","quantity":9}"#);
-    let Claim::Claimed(lease) = store
-        .claim(&dedup_key, Some(&earlier), None)
-        .await
-        .expect("claim")
-    else {
-        panic!("the key was free");
-    };
-    store.release(&lease).await.expect("release");
-    let taken = post_keyed(&key, "shop-a", r#"{"sku":"pen-1","quantity":1}"#).await;
-    assert_eq!(taken.0, 201, "{taken:?}");
-    assert!(order_exists(&order_id(&taken.3)).await);
-    let again = post_keyed(&key, "shop-a", r#"{"sku":"pen-1","quantity":1}"#).await;
+    let key = unique("own-mark");
+    let first = post_keyed(&key, "shop-a", r#"{"sku":"pen-1","quantity":1}"#).await;
+    assert_eq!(first.0, 201, "{first:?}");
+    let id = order_id(&first.3);
+    let (dedup_key, marks) = orders_mark(&key);
     assert_eq!(
-        (again.0, again.1.as_deref()),
-        (201, Some("true")),
+        id,
+        dedup_key.idempotency_key(),
+        "the id derived from the key"
+    );
+    let order = get_item(&client(), &env("DEDUP_TABLE_ORDERS"), "order_id", &id)
+        .await
+        .expect("the order");
+    let created_by = order
+        .get(lambda_dedup::create_once::CREATED_KEY)
+        .and_then(|v| v.as_s().ok());
+    assert_eq!(created_by, Some(&dedup_key.as_str().to_owned()));
+    assert!(
+        marks.get(&dedup_key).await.expect("get").is_none(),
+        "no mark item"
+    );
+    let invalid = unique("invalid");
+    let zero = r#"{"sku":"pen-1","quantity":0}"#;
+    let refused = post_keyed(&invalid, "shop-a", zero).await;
+    let again = post_keyed(&invalid, "shop-a", zero).await;
+    assert_eq!(
+        (refused.0, again.0, again.1.as_deref()),
+        (400, 400, None),
         "{again:?}"
     );
-    assert_eq!(again.3, taken.3);
 }
 
 /// AWS's published API Gateway v2 request (`events/apigw-v2-request-no-authorizer.json`, from

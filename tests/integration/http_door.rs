@@ -152,6 +152,207 @@ async fn s4_idempotency_key_concurrent_loser_replays_the_winners_answer() {
     );
 }
 
+/// Issue 45, one-item mode as `orders-api` runs it: two containers racing under one key both
+/// run their work and send one conditional `PutItem` each (every request held 200 ms, so both
+/// are in flight at once). One order is written, its own mark: it carries the key, and the mark
+/// table holds nothing. The loser learns the winner's answer from the item the failed condition
+/// returns (`ALL_OLD`) and replays it; the key with another body in a third container is 422.
+#[tokio::test]
+async fn s4_one_item_mode_loser_replays_from_the_item_and_no_mark_is_written() {
+    let meter = local_dynamodb::meter::Meter::start(
+        &dedup_tests::endpoint(),
+        std::time::Duration::from_millis(200),
+    )
+    .expect("meter");
+    let client = dedup_tests::client_at(&meter.endpoint());
+    let marks = dedup_tests::mark_table(&client).await;
+    let orders = dedup_tests::effect_table(&client, "order_id").await;
+    let container = || {
+        let (dedup, config) = dedup_tests::orders_door_on(&client, &marks, &orders);
+        orders_api::service(dedup, config).expect("service")
+    };
+    let services = [container(), container()];
+    let key = dedup_tests::unique("one-item");
+    let body = r#"{"sku":"book-1","quantity":1}"#;
+    let racers: Vec<_> = services
+        .iter()
+        .map(|s| {
+            let (s, r) = (s.clone(), post(&key, body));
+            tokio::spawn(async move { text_of(s.oneshot(r).await.expect("answer")) })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for r in racers {
+        answers.push(r.await.expect("racer"));
+    }
+    assert!(answers.iter().all(|(s, _, _)| *s == 201), "{answers:?}");
+    assert_eq!(answers[0].2, answers[1].2, "one answer: {answers:?}");
+    let replays = answers.iter().filter(|(_, r, _)| *r).count();
+    assert_eq!(replays, 1, "the loser replays: {answers:?}");
+    let items = lambda_dedup_testkit::dynamodb::items::scan(&client, &orders)
+        .await
+        .expect("scan");
+    assert_eq!(items.len(), 1, "one order: {answers:?}");
+    let id: serde_json::Value = serde_json::from_str(&answers[0].2).expect("json");
+    let order_id = items[0].get("order_id").and_then(|v| v.as_s().ok());
+    assert_eq!(order_id.map(String::as_str), id["id"].as_str());
+    let created_by = items[0].get(lambda_dedup::create_once::CREATED_KEY);
+    let created_by = created_by
+        .and_then(|v| v.as_s().ok())
+        .expect("the item's key");
+    let derived = lambda_dedup::DedupKey::from_stored(created_by.clone()).idempotency_key();
+    assert_eq!(order_id, Some(&derived), "the id derived from the key");
+    let marks_written = lambda_dedup_testkit::dynamodb::items::scan(&client, &marks)
+        .await
+        .expect("scan");
+    assert!(marks_written.is_empty(), "no mark item: {marks_written:?}");
+    let other = container()
+        .oneshot(post(&key, r#"{"sku":"book-2","quantity":1}"#))
+        .await
+        .expect("answer");
+    assert_eq!(other.status().as_u16(), 422);
+}
+
+/// Issue 45, one-item mode on DynamoDB: an order with the key's derived id that this key did
+/// not create (written by other means) is refused as create-once refuses (500, nothing
+/// written), never overwritten.
+#[tokio::test]
+async fn one_item_mode_never_overwrites_an_item_the_key_did_not_create() {
+    let client = dedup_tests::client();
+    let (dedup, config, orders) = dedup_tests::orders_door(&client).await;
+    let service = orders_api::service(dedup, config).expect("service");
+    let key = dedup_tests::unique("theirs");
+    let scope = lambda_dedup::Scope::new("t", orders_api::FUNCTION).expect("scope");
+    let held =
+        lambda_dedup::DedupKey::new(&scope, "header:9:shop-race", &["idempotency-key", &key]);
+    let id = held.idempotency_key();
+    client
+        .put_item()
+        .table_name(&orders)
+        .item(
+            "order_id",
+            aws_sdk_dynamodb::types::AttributeValue::S(id.clone()),
+        )
+        .item(
+            "sku",
+            aws_sdk_dynamodb::types::AttributeValue::S("theirs".into()),
+        )
+        .send()
+        .await
+        .expect("put");
+    let answer = text_of(
+        service
+            .oneshot(post(&key, r#"{"sku":"book-1","quantity":1}"#))
+            .await
+            .expect("answer"),
+    );
+    assert_eq!(answer.0, 500, "{answer:?}");
+    let items = lambda_dedup_testkit::dynamodb::items::scan(&client, &orders)
+        .await
+        .expect("scan");
+    assert_eq!(items.len(), 1);
+    assert_eq!(
+        items[0]
+            .get("sku")
+            .and_then(|v| v.as_s().ok())
+            .map(String::as_str),
+        Some("theirs"),
+        "untouched"
+    );
+}
+
+/// `orders-api` on the tables `marks` and `orders` with `HTTP_MARKS_UNTIL` at `until`.
+fn orders_api_with_marks_until(
+    client: &aws_sdk_dynamodb::Client,
+    marks: &str,
+    orders: &str,
+    until: &str,
+) -> lambda_dedup_runtime::HttpService {
+    use lambda_dedup_runtime::{Dedup, Env, http::HttpConfig, store::Items};
+    let env = Env::from_pairs([
+        ("DEDUP_NAMESPACE", "t"),
+        ("DEDUP_MARK_TABLE", marks),
+        ("ORDERS_TABLE", orders),
+        ("HTTP_CALLER_FROM", "header:x-caller-id"),
+        ("HTTP_CALLER_FRONT", "unverified"),
+        ("HTTP_MARKS_UNTIL", until),
+    ]);
+    let dedup = Dedup::read(&env, orders_api::FUNCTION).expect("settings");
+    let config = HttpConfig::read(&env).expect("config");
+    let store = Items::dynamodb(client.clone(), dedup.settings());
+    orders_api::service(dedup.on(store), config).expect("service")
+}
+
+/// Issue 45, the upgrade: a key answered through the transaction path (its mark in the mark
+/// table, its order under an id of the old kind) and retried after the one-item door is
+/// deployed with `HTTP_MARKS_UNTIL` ahead is replayed, no second order; a key first answered in
+/// that window commits its order with a mark, and retried after the window (the single
+/// `PutItem`) is replayed from its order.
+#[tokio::test]
+async fn one_item_mode_upgrade_window_replays_the_transaction_paths_keys() {
+    use lambda_dedup_runtime::http::Reply;
+    use lambda_dedup_runtime::{Effect, HandlerError, Item};
+    let client = dedup_tests::client();
+    let (dedup, config, orders) = dedup_tests::orders_door(&client).await;
+    let marks = dedup.settings().mark_table.clone().expect("a mark table");
+    let table = orders.clone();
+    // Before: ids of its own choosing, the mark in the mark table.
+    let before = dedup
+        .http(config, move |e: HttpEvent<orders_api::order::NewOrder>| {
+            let id = format!("ord_old_{}", dedup_tests::unique("o"));
+            let order = Item::new()
+                .with("order_id", id.as_str())
+                .with("sku", e.payload.sku.as_str());
+            Ok::<_, HandlerError>(
+                Reply::created(serde_json::json!({ "id": id })).effect(Effect::put(&table, order)),
+            )
+        })
+        .expect("service");
+    let body = r#"{"sku":"book-1","quantity":1}"#;
+    let (old_key, new_key) = (dedup_tests::unique("old"), dedup_tests::unique("new"));
+    let answered_before = text_of(before.oneshot(post(&old_key, body)).await.expect("answer"));
+    assert_eq!(answered_before.0, 201);
+
+    let window = orders_api_with_marks_until(&client, &marks, &orders, "2999-01-01T00:00:00Z");
+    let again = text_of(
+        window
+            .clone()
+            .oneshot(post(&old_key, body))
+            .await
+            .expect("answer"),
+    );
+    assert_eq!(
+        again,
+        (201, true, answered_before.2.clone()),
+        "replayed, no second order"
+    );
+    let count = || async {
+        lambda_dedup_testkit::dynamodb::items::scan(&client, &orders)
+            .await
+            .expect("scan")
+            .len()
+    };
+    assert_eq!(count().await, 1);
+    let first = text_of(window.oneshot(post(&new_key, body)).await.expect("answer"));
+    assert_eq!((first.0, first.1), (201, false), "{first:?}");
+    assert_eq!(count().await, 2);
+
+    let after = orders_api_with_marks_until(&client, &marks, &orders, "2000-01-01T00:00:00Z");
+    let replayed = text_of(after.oneshot(post(&new_key, body)).await.expect("answer"));
+    assert_eq!(replayed, (201, true, first.2), "replayed from its order");
+    assert_eq!(count().await, 2);
+}
+
+/// An answer's status, whether it is a replay, and its body.
+fn text_of(answer: lambda_http::Response<Body>) -> (u16, bool, String) {
+    let replayed = answer.headers().contains_key("idempotent-replayed");
+    let text = match answer.body() {
+        Body::Text(t) => t.clone(),
+        other => format!("{other:?}"),
+    };
+    (answer.status().as_u16(), replayed, text)
+}
+
 /// The door on a store of marks only (PostgreSQL, Valkey): `Dedup::read(..).postgres()` or
 /// `.valkey()`, then `http`, as a function on that store wires it.
 mod marks_only {

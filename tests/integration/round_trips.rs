@@ -13,8 +13,8 @@ use lambda_dedup_runtime::flow::transact;
 use lambda_dedup_runtime::testing::events::sqs_event;
 use lambda_dedup_runtime::webhook::WebhookConfig;
 use lambda_dedup_runtime::{
-    Dedup, Effect, Env, Event, HandlerError, HttpService, InvokeScope, Tenant, WebhookService,
-    store::Items,
+    Dedup, Effect, Env, Event, HandlerError, HttpEvent, HttpService, InvokeScope, Tenant,
+    WebhookService, store::Items,
 };
 use lambda_http::Request;
 use lambda_http::tower::ServiceExt;
@@ -37,7 +37,7 @@ fn metered() -> (Meter, aws_sdk_dynamodb::Client) {
     (meter, client)
 }
 
-// ---- The HTTP door (`orders-api`): the order created as its effect, committed with the mark.
+// ---- The HTTP door (`orders-api`): the order written as its own mark (one-item mode).
 
 fn post(key: &str, body: &str) -> Request {
     dedup_tests::order_post("shop", key, body)
@@ -49,17 +49,16 @@ fn answered(response: lambda_http::Response<lambda_http::Body>) -> (u16, bool) {
     (response.status().as_u16(), replayed)
 }
 
-/// The HTTP door as `orders-api` wires it: a first request, its replay and the key with another
-/// body (422), in the container that answered first and in others (each its own warm cache).
-#[tokio::test]
-async fn round_trips_of_the_http_door() {
+/// The requests of a first request, its replay and the key with another body (422), in the
+/// container that answered first and in others (each its own warm cache), on the door
+/// `built(client, marks, orders)` builds.
+async fn http_rounds(
+    built: impl Fn(&aws_sdk_dynamodb::Client, &str, &str) -> HttpService,
+) -> Vec<BTreeMap<String, u64>> {
     let (meter, client) = metered();
     let marks = dedup_tests::mark_table(&client).await;
     let orders = dedup_tests::effect_table(&client, "order_id").await;
-    let container = || {
-        let (dedup, config) = dedup_tests::orders_door_on(&client, &marks, &orders);
-        orders_api::service(dedup, config).expect("service")
-    };
+    let container = || built(&client, &marks, &orders);
     let (first_container, second, third) = (container(), container(), container());
     let key = dedup_tests::unique("rt");
     let body = r#"{"sku":"book-1","quantity":1}"#;
@@ -80,13 +79,57 @@ async fn round_trips_of_the_http_door() {
         assert_eq!(send(service, body).await, expected);
         rounds.push(sent(&meter));
     }
+    rounds
+}
+
+/// The HTTP door as `orders-api` wires it (one-item mode: the order its own mark).
+#[tokio::test]
+async fn round_trips_of_the_http_door() {
+    let rounds = http_rounds(|client, marks, orders| {
+        let (dedup, config) = dedup_tests::orders_door_on(client, marks, orders);
+        orders_api::service(dedup, config).expect("service")
+    })
+    .await;
+    let one_put = ops(&[("PutItem", 1)]);
+    assert_eq!(
+        rounds,
+        [
+            // The order, its own mark holding the answer: one conditional put.
+            one_put.clone(),
+            // The warm cache: the replay and the 422 ask no store.
+            ops(&[]),
+            ops(&[]),
+            // Another container: the put, whose failed condition returns the order and the
+            // stored answer; or, with another body, its fingerprint (422).
+            one_put.clone(),
+            one_put,
+        ]
+    );
+}
+
+/// `orders-api`'s work on the transaction path (`Dedup::http`: the mark in the mark table,
+/// committed with the order).
+fn transaction_path(client: &aws_sdk_dynamodb::Client, marks: &str, orders: &str) -> HttpService {
+    let (dedup, config) = dedup_tests::orders_door_on(client, marks, orders);
+    let table = orders.to_owned();
+    dedup
+        .http(config, move |e: HttpEvent<orders_api::order::NewOrder>| {
+            orders_api::order::create(&table, e)
+        })
+        .expect("service")
+}
+
+/// The HTTP door on the transaction path, as a work of several effects uses it.
+#[tokio::test]
+async fn round_trips_of_the_http_door_on_the_transaction_path() {
+    let rounds = http_rounds(transaction_path).await;
     let one_commit = ops(&[("TransactWriteItems", 1)]);
     assert_eq!(
         rounds,
         [
             // The answer and the order committed with the mark: no claim, no release.
             one_commit.clone(),
-            // The warm cache: the replay and the 422 ask no store.
+            // The warm cache.
             ops(&[]),
             ops(&[]),
             // Another container: the commit, whose failed condition returns the stored answer.
@@ -98,16 +141,16 @@ async fn round_trips_of_the_http_door() {
     );
 }
 
-/// The HTTP door with the key held in flight (a live lease, as a door that claims first holds
-/// it): the request is 409, and its commit, whose failed condition shows the lease, is its one
-/// request.
+/// The HTTP door on the transaction path (`Dedup::http`: the mark in the mark table, committed
+/// with the order) with the key held in flight (a live lease, as a door that claims first
+/// holds it): the request is 409, and its commit, whose failed condition shows the lease, is
+/// its one request.
 #[tokio::test]
 async fn round_trips_of_the_http_door_in_flight() {
     let (meter, client) = metered();
     let marks = dedup_tests::mark_table(&client).await;
     let orders = dedup_tests::effect_table(&client, "order_id").await;
-    let (dedup, config) = dedup_tests::orders_door_on(&client, &marks, &orders);
-    let service = orders_api::service(dedup, config).expect("service");
+    let service = transaction_path(&client, &marks, &orders);
     let key = dedup_tests::unique("rt");
     let scope = Scope::new("t", orders_api::FUNCTION).expect("scope");
     // The key the door derives for the caller `shop` (its header, as the door names it).

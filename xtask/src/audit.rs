@@ -42,18 +42,21 @@ pub(crate) fn read_emf(log: &Path, pos: &mut u64, accounts: &Mutex<Accounts>) {
 }
 
 /// Completed and forgotten marks per consumer in the mark table `table` and, as completed
-/// marks, webhook-receiver's inbox items in `inbox` (create-once mode: the item is the mark).
+/// marks, the items of the tables `created` whose items are their own marks (create-once mode:
+/// webhook-receiver's inbox, orders-api's orders).
 pub(crate) async fn completed_marks(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
-    inbox: &str,
+    created: &[&str],
 ) -> Result<BTreeMap<String, MarkCounts>> {
     let mut marks = lambda_dedup_dynamodb::count_marks(client, table, &|_| {})
         .await
         .map_err(|e| format!("scan {table}: {e}"))?;
-    let created = lambda_dedup_dynamodb::count_marks(client, inbox, &|_| {}).await;
-    for (consumer, m) in created.map_err(|e| format!("scan {inbox}: {e}"))? {
-        marks.entry(consumer).or_default().completed += m.completed;
+    for items in created {
+        let counted = lambda_dedup_dynamodb::count_marks(client, items, &|_| {}).await;
+        for (consumer, m) in counted.map_err(|e| format!("scan {items}: {e}"))? {
+            marks.entry(consumer).or_default().completed += m.completed;
+        }
     }
     Ok(marks)
 }
@@ -86,7 +89,9 @@ pub(crate) async fn run(root: &Path) -> Result<()> {
         .get("INBOX_TABLE")
         .ok_or("functions.env has no inbox table")?;
     let client = lambda_dedup_testkit::local_client!(aws_sdk_dynamodb, *endpoint);
-    let marks = completed_marks(&client, table, inbox)
+    let mut created = vec![*inbox];
+    created.extend(env.get("ORDERS_TABLE"));
+    let marks = completed_marks(&client, table, &created)
         .await
         .map_err(|e| format!("{e} (is `cargo xtask up` still running?)"))?;
     let accounts = Mutex::new(Accounts::new());

@@ -246,7 +246,12 @@ pub(crate) async fn run(root: &Path) -> Result<()> {
         "\n== the account (from the functions' EMF lines, as CloudWatch would see them, and the mark table; S14)"
     );
     let accounts = stack.accounts.lock().map(|a| a.clone()).unwrap_or_default();
-    let marks = crate::audit::completed_marks(&stack.dynamodb, TABLE_MARKS, TABLE_INBOX).await?;
+    let marks = crate::audit::completed_marks(
+        &stack.dynamodb,
+        TABLE_MARKS,
+        &[TABLE_INBOX, crate::stack::TABLE_ORDERS],
+    )
+    .await?;
     for (what, ok) in crate::audit::report(&accounts, &marks) {
         checks.check(what, ok);
     }

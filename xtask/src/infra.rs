@@ -753,6 +753,15 @@ const TRIGGER_ACTIONS: [&str; 7] = [
     "dynamodb:ListStreams",
 ];
 
+/// The template's functions by the binary each deploys (`BuildProperties.Binary`, else its
+/// `CodeUri`'s crate): the zips `cargo xtask package` must make.
+pub(crate) fn binaries(t: &Value) -> BTreeSet<String> {
+    functions(t)
+        .iter()
+        .map(|f| f.crate_name.to_owned())
+        .collect()
+}
+
 /// Each function's `Timeout` (its own or the `Globals` one; Lambda's 3 s when neither says), by
 /// crate name: the local runtime ends an invocation there, as Lambda does.
 pub(crate) fn timeouts(t: &Value) -> BTreeMap<String, std::time::Duration> {

@@ -100,7 +100,7 @@ pub(crate) const TABLE_FINE_REVIEWS: &str = "FineReviewsTable";
 pub(crate) const TABLE_INTENTS: &str = "IntentsTable";
 /// The webhook receiver's inbox (a stream to `inbox-forwarder`).
 pub(crate) const TABLE_INBOX: &str = "InboxTable";
-/// `orders-api`'s orders (each put in its Idempotency-Key's commit).
+/// `orders-api`'s orders (each its Idempotency-Key's own mark).
 pub(crate) const TABLE_ORDERS: &str = "OrdersTable";
 /// The tables the demo and the tests use, by the name of their `DEDUP_TABLE_*` variable.
 const TABLES: [(&str, &str); 7] = [

@@ -1,9 +1,10 @@
 //! `bench http MESSAGES SEED DOCS`: the HTTP door beside Powertools' API Gateway idempotency on
-//! the modelled bed. Our side is the door as it is built: `orders-api`'s service (one effect,
-//! the order item) and the same door with two effects (the order and a stock update), each on a
+//! the modelled bed. Our side is the door as it is built: `orders-api`'s service (one-item mode:
+//! the order its own mark), the same order on the transaction path (`http`), and that path with
+//! two effects (the order and a stock update), each on a
 //! [`ModelledStore`] (every store call held for the requests the DynamoDB store would send),
 //! `MESSAGES` first requests under new keys one after another (a person waits for each), then
-//! the same requests again (replays). Each request is timed, and its bound is its own
+//! the same requests again in another container (replays). Each request is timed, and its bound is its own
 //! requests' draws (the door's calls wait on each other). Powertools' side is computed from a
 //! fresh stream of the same seed (`idempotent` on an API Gateway handler with the DynamoDB
 //! persistence layer): a first request is the in-progress `PutItem`, the effects one after
@@ -64,27 +65,58 @@ fn two_effects(
     ))
 }
 
-/// A door on a fresh modelled store: `orders-api`'s (one effect) or the two-effect one.
-fn door(delays: &Arc<Delays>, effects: usize) -> Result<(HttpService, Arc<Recorder>)> {
-    let env = env();
-    let dedup = Dedup::read(&env, orders_api::FUNCTION).map_err(BenchError::failed)?;
-    // The store as the function's settings configure it (`testing::memory_store`'s).
+/// The doors measured: `orders-api`'s (one-item mode: the order its own mark, one `PutItem`),
+/// the same order on the transaction path (`.http`: the mark and the order in one
+/// `TransactWriteItems`), and the two-effect door on the transaction path. Each: its name in
+/// the table, its effects, whether it is one-item mode.
+const DOORS: [(&str, usize, bool); 3] = [
+    (
+        "one item, its own mark (`orders-api`, `http_create_once`)",
+        1,
+        true,
+    ),
+    ("one effect, transaction path (`http`)", 1, false),
+    ("two effects, transaction path (`http`)", 2, false),
+];
+
+/// The memory store the doors share, as the function's settings configure it
+/// (`testing::memory_store`'s), with the doors' tables.
+fn memory() -> Result<MemoryStore> {
+    let dedup = Dedup::read(&env(), orders_api::FUNCTION).map_err(BenchError::failed)?;
     let settings = dedup.settings();
     let memory = MemoryStore::new(settings.retention)
         .with_lease(settings.lease)
         .with_clock_skew(settings.clock_skew);
     memory.create_table(ORDERS, "order_id");
     memory.create_table(STOCK, "sku");
+    Ok(memory)
+}
+
+/// A container of a door on `memory`, behind its own modelled store (its requests drawn from
+/// `delays`) and with its own warm cache: `orders-api`'s (one-item mode), or `.http` with one
+/// effect (`orders-api`'s order) or two.
+fn door(
+    delays: &Arc<Delays>,
+    memory: &MemoryStore,
+    effects: usize,
+    one_item: bool,
+) -> Result<(HttpService, Arc<Recorder>)> {
+    let env = env();
+    let dedup = Dedup::read(&env, orders_api::FUNCTION).map_err(BenchError::failed)?;
     let modelled = ModelledStore::new(memory.clone(), Recorder::new(delays.clone()));
     let recorder = modelled.recorder();
-    let dedup = dedup.on(Items::with_tables(modelled, Arc::new(memory)));
+    let dedup = dedup.on(Items::with_tables(modelled, Arc::new(memory.clone())));
     let config = HttpConfig::read(&env).map_err(BenchError::failed)?;
-    let service = if effects == 1 {
-        orders_api::service(dedup, config).map_err(BenchError::failed)?
-    } else {
-        dedup
+    let service = match (one_item, effects) {
+        (true, _) => orders_api::service(dedup, config).map_err(BenchError::failed)?,
+        (false, 1) => dedup
+            .http(config, |e: HttpEvent<orders_api::order::NewOrder>| {
+                orders_api::order::create(ORDERS, e)
+            })
+            .map_err(BenchError::failed)?,
+        (false, _) => dedup
             .http(config, two_effects)
-            .map_err(BenchError::failed)?
+            .map_err(BenchError::failed)?,
     };
     Ok((service, recorder))
 }
@@ -182,21 +214,27 @@ pub(crate) async fn run(n: usize, seed: u64, docs: &Path) -> Result<()> {
     // The requests run on this thread (not spawned), so it keeps their EMF lines.
     lambda_dedup_runtime::emf::capture();
     let mut rows = Vec::new();
-    for effects in [1, 2] {
+    for (name, effects, one_item) in DOORS {
         let delays = Arc::new(Delays::new(Latency::Calibrated { seed }));
-        let (service, store) = door(&delays, effects)?;
+        let memory = memory()?;
+        let (service, store) = door(&delays, &memory, effects, one_item)?;
         let first = pass(&service, &store, n, 0, false).await?;
-        let replay = pass(&service, &store, n, 1, true).await?;
+        // The retries reach another container (its own warm cache, empty): the container that
+        // answered first would answer them from its cache, with no request.
+        let (other, other_store) = door(&delays, &memory, effects, one_item)?;
+        let replay = pass(&other, &other_store, n, 1, true).await?;
         let (pt_first, pt_replay) = powertools(seed, n, effects);
         for (case, ours, theirs) in [("first", first, pt_first), ("replay", replay, pt_replay)] {
             println!(
-                "bench: http {effects} effect(s) {case:<6} p50 {:>6.1} ms p99 {:>6.1} ms; Powertools' bound p50 {:>6.1} ms",
+                "bench: http {name} {case:<6} p50 {:>6.1} ms p99 {:>6.1} ms; Powertools' bound p50 {:>6.1} ms",
                 ours["p50_ms"].as_f64().unwrap_or(0.0),
                 ours["p99_ms"].as_f64().unwrap_or(0.0),
                 theirs["bound_p50_ms"].as_f64().unwrap_or(0.0),
             );
-            rows.push(json!({"effects": effects, "case": case, "requests": n,
-                             "ours": ours, "powertools": theirs}));
+            rows.push(
+                json!({"door": name, "effects": effects, "one_item": one_item,
+                             "case": case, "requests": n, "ours": ours, "powertools": theirs}),
+            );
         }
     }
     let path = docs.join("BENCHMARKS.md");
@@ -228,12 +266,15 @@ pub(crate) fn render(rows: &[Value], n: usize, seed: u64) -> String {
     let _ = writeln!(
         md,
         "Measured by `cargo xtask bench --http-only` (`bench/src/modelled/http.rs`), this time \
-         from a {build} build: the HTTP door as it is built (`orders-api`'s service, its effect \
-         the order item; and the same door with two effects, the order and the SKU's stock), on \
+         from a {build} build: the HTTP door as it is built (`orders-api`'s service, in one-item \
+         mode: the order its own mark, one conditional `PutItem`; the same order on the \
+         transaction path, `http`, the mark and the order in one `TransactWriteItems`; and that \
+         path with two effects, the order and the SKU's stock), on \
          the memory store behind the modelled bed's store (every store call held for the \
          requests `DynamoStore` would send, each for its draw of the calibrated model, seed \
          {seed}); {n} first requests under new keys, one after another, then the same {n} \
-         again (replays, each answered with `Idempotent-Replayed: true`). *Measured* is each \
+         again in another container (replays, each answered with `Idempotent-Replayed: true`; \
+         the container that answered first answers them from its warm cache, no request). *Measured* is each \
          request's time through the door (the 1 ms timer rounds every hold up); *bound* its \
          requests' draws summed (the door's calls wait on each other). Powertools (`idempotent` \
          on an API Gateway handler, DynamoDB persistence) is computed from a fresh stream of the \
@@ -258,8 +299,8 @@ pub(crate) fn render(rows: &[Value], n: usize, seed: u64) -> String {
             .collect();
         let _ = writeln!(
             md,
-            "| {} effect(s) | {} | {:.2}: {} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {:.1} | {:.1} | {:.2} |",
-            r["effects"],
+            "| {} | {} | {:.2}: {} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {:.1} | {:.1} | {:.2} |",
+            r["door"].as_str().unwrap_or(""),
             r["case"].as_str().unwrap_or(""),
             get(ours, "requests_per_request"),
             ops.join(", "),
@@ -273,9 +314,9 @@ pub(crate) fn render(rows: &[Value], n: usize, seed: u64) -> String {
             get(pt, "bound_p50_ms") / get(ours, "bound_p50_ms").max(f64::MIN_POSITIVE),
         );
     }
-    let find = |effects: u64, case: &str| {
+    let find = |effects: u64, one_item: bool, case: &str| {
         rows.iter()
-            .find(|r| r["effects"] == effects && r["case"] == case)
+            .find(|r| r["effects"] == effects && r["one_item"] == one_item && r["case"] == case)
     };
     let put = median("PutItem", 1);
     let _ = writeln!(
@@ -292,7 +333,7 @@ pub(crate) fn render(rows: &[Value], n: usize, seed: u64) -> String {
     let verdict = |ok: bool| if ok { "met" } else { "**missed**" };
     // Our bound's p50, and the measured one beside it.
     let p50s = |r: &Value| (get(&r["ours"], "bound_p50_ms"), get(&r["ours"], "p50_ms"));
-    if let Some(r) = find(1, "first") {
+    if let Some(r) = find(1, true, "first") {
         let ((p50, measured), pt) = (p50s(r), get(&r["powertools"], "bound_p50_ms"));
         let _ = writeln!(
             md,
@@ -307,7 +348,7 @@ pub(crate) fn render(rows: &[Value], n: usize, seed: u64) -> String {
             verdict(pt >= 2.5 * p50)
         );
     }
-    if let Some(r) = find(2, "first") {
+    if let Some(r) = find(2, false, "first") {
         let ((p50, measured), pt) = (p50s(r), get(&r["powertools"], "bound_p50_ms"));
         // The mark and the two effects in one transaction.
         let tx = median("TransactWriteItems", 3);
@@ -323,7 +364,7 @@ pub(crate) fn render(rows: &[Value], n: usize, seed: u64) -> String {
             verdict(p50 <= pt)
         );
     }
-    if let Some(r) = find(1, "replay") {
+    if let Some(r) = find(1, true, "replay") {
         let (p50, measured) = p50s(r);
         let _ = writeln!(
             md,

@@ -10,15 +10,21 @@ use lambda_dedup_runtime::{Dedup, HandlerError, HttpEvent, HttpService};
 /// The function's name: the consumer of its keys and the `Function` of its metrics.
 pub const FUNCTION: &str = "orders-api";
 
-/// `orders-api` as `main` runs it: `POST /orders` creates an order in `ORDERS_TABLE` in the
-/// key's commit. The body is read as a [`order::NewOrder`] before anything is written (a body that
-/// is not one: 400, nothing stored); another route is 404 and another method 405, the work's own
-/// answers (stored, as 4xx are).
+/// `orders-api` as `main` runs it: `POST /orders` creates an order in `ORDERS_TABLE`, keyed by
+/// the id derived from the request's key, written as the key's own mark in one conditional
+/// `PutItem` (the door's one-item mode, `Dedup::http_create_once`): no mark table. The body is
+/// read as a [`order::NewOrder`] before anything is written (a body that is not one: 400);
+/// an invalid order is 400, another route 404 and another method 405: answers that create
+/// nothing, not stored (a retry answers the same again).
 pub fn service(dedup: Dedup, config: HttpConfig) -> Result<HttpService, lambda_http::Error> {
     let orders = dedup.env().required("ORDERS_TABLE")?;
-    Ok(dedup.http(config, move |e: HttpEvent<order::NewOrder>| {
-        route(&orders, e)
-    })?)
+    let table = orders.clone();
+    Ok(dedup.http_create_once(
+        config,
+        &table,
+        order::ORDER_ID,
+        move |e: HttpEvent<order::NewOrder>| route(&orders, e),
+    )?)
 }
 
 fn route(orders: &str, e: HttpEvent<order::NewOrder>) -> Result<Reply, HandlerError> {
@@ -90,13 +96,89 @@ mod tests {
         assert_eq!(other.0, 422);
         let zero = send(&service, post("o-2", r#"{"sku":"book-1","quantity":0}"#)).await;
         assert_eq!(zero.0, 400);
-        assert!(
-            send(&service, post("o-2", r#"{"sku":"book-1","quantity":0}"#))
-                .await
-                .1,
-            "a 4xx of the work is stored and replayed"
+        let again = send(&service, post("o-2", r#"{"sku":"book-1","quantity":0}"#)).await;
+        assert_eq!(
+            (again.0, again.1, &again.2),
+            (400, false, &zero.2),
+            "an answer that creates nothing is not stored: the retry answers the same anew"
         );
         assert_eq!(store.items("orders").len(), 1);
+    }
+
+    /// Issue 45: the order is the key's own mark (one-item mode): its id is derived from the
+    /// request's whole key (scope, caller, `Idempotency-Key`), the item carries the key, the
+    /// fingerprint and the answer, and no mark is written apart; another caller's same key is
+    /// its own order, under its own id.
+    #[tokio::test]
+    async fn orders_api_order_is_its_own_mark_keyed_by_the_derived_id() {
+        use lambda_dedup::MarkStore;
+        use lambda_dedup::create_once::{CREATED_KEY, CREATED_RESULT};
+        let (service, store) = built_with(&[]);
+        let body = r#"{"sku":"book-1","quantity":2}"#;
+        let first = send(&service, post("o-own", body)).await;
+        assert_eq!(first.0, 201, "{first:?}");
+        let orders = store.items("orders");
+        assert_eq!(orders.len(), 1);
+        let text = |name: &str| match orders[0].0.get(name) {
+            Some(lambda_dedup_testkit::Value::S(s)) => s.clone(),
+            other => panic!("{name}: {other:?}"),
+        };
+        let key = lambda_dedup::DedupKey::from_stored(text(CREATED_KEY));
+        assert_eq!(text("order_id"), key.idempotency_key(), "the derived id");
+        assert!(
+            text(CREATED_RESULT).contains(&key.idempotency_key()),
+            "the answer"
+        );
+        assert!(
+            store.get(&key).await.expect("get").is_none(),
+            "no mark item"
+        );
+        let other = lambda_dedup_runtime::lambda_http::http::Request::builder()
+            .method("POST")
+            .uri("/orders")
+            .header("idempotency-key", "\"o-own\"")
+            .header("x-caller", "shop-2")
+            .body(Body::Text(body.to_owned()))
+            .expect("request");
+        let theirs = send(&service, through_alb(other)).await;
+        assert_eq!((theirs.0, theirs.1), (201, false), "{theirs:?}");
+        assert_ne!(theirs.2, first.2, "shop-2's own order");
+        assert_eq!(store.items("orders").len(), 2);
+    }
+
+    /// Issue 45: a 404 and a 405 create nothing, so in one-item mode they are not stored: the
+    /// same key then posted to `/orders` creates its order (the transaction path stored the
+    /// 404 and answered the POST 422).
+    #[tokio::test]
+    async fn orders_api_answers_that_create_nothing_are_not_stored() {
+        let (service, store) = built_with(&[("HTTP_FINGERPRINT", "body")]);
+        let body = r#"{"sku":"book-1","quantity":2}"#;
+        let mut lost = post("o-404", body);
+        *lost.uri_mut() = "/nowhere".parse().expect("uri");
+        assert_eq!(send(&service, lost).await.0, 404);
+        let mut get = post("o-404", body);
+        *get.method_mut() = lambda_dedup_runtime::lambda_http::http::Method::PUT;
+        assert_eq!(send(&service, get).await.0, 405);
+        let created = send(&service, post("o-404", body)).await;
+        assert_eq!((created.0, created.1), (201, false), "{created:?}");
+        assert_eq!(store.items("orders").len(), 1);
+    }
+
+    /// Issue 45: an order with the key's derived id that this key did not create (written by
+    /// other means) is refused, never overwritten.
+    #[tokio::test]
+    async fn orders_api_an_order_the_key_did_not_create_is_not_overwritten() {
+        let (service, store) = built_with(&[]);
+        let scope = lambda_dedup::Scope::new("t", FUNCTION).expect("scope");
+        let key =
+            lambda_dedup::DedupKey::new(&scope, "header:6:shop-1", &["idempotency-key", "o-x"]);
+        let theirs = lambda_dedup::Item::new()
+            .with("order_id", key.idempotency_key().as_str())
+            .with("sku", "someone-else");
+        store.put_item("orders", theirs.clone()).expect("put");
+        let answer = send(&service, post("o-x", r#"{"sku":"book-1","quantity":2}"#)).await;
+        assert_eq!(answer.0, 500, "{answer:?}");
+        assert_eq!(store.items("orders"), vec![theirs], "untouched");
     }
 
     /// A POST of `body` from `shop-1`, under `key` when there is one.

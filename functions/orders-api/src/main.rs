@@ -1,9 +1,10 @@
 //! `orders-api`: `POST /orders` behind an API Gateway HTTP API or a Function URL, with
-//! `Idempotency-Key` as the IETF draft writes it. The order and the key's mark commit in one
-//! transaction (S5); a retry gets the first 201 again with `Idempotent-Replayed: true`, a
-//! request whose key is in flight 409, the key reused with another body 422 (see
-//! `lambda_dedup_runtime::http` for every answer). Keys are scoped by the caller
-//! (`HTTP_CALLER_FROM`) and kept `HTTP_KEY_RETENTION_SECONDS` (24 h).
+//! `Idempotency-Key` as the IETF draft writes it. The order, keyed by the id derived from the
+//! key, is the key's own mark: one conditional `PutItem` (`Dedup::http_create_once`, S5); a
+//! retry gets the first 201 again with `Idempotent-Replayed: true`, the key reused with another
+//! body 422 (see `lambda_dedup_runtime::http` for every answer). Keys are scoped by the caller
+//! (`HTTP_CALLER_FROM`) and kept as long as their order (`HTTP_MARKS_UNTIL` for an upgrade
+//! from the transaction path).
 //!
 //! Run locally with `cargo xtask demo`, or under `cargo lambda watch` with the variables of
 //! `lambda_dedup_config` (`DEDUP_*`, `HTTP_*`) plus `ORDERS_TABLE`.

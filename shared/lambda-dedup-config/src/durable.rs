@@ -85,13 +85,16 @@ impl DurableConfig {
             ));
         }
         let history_retention = Duration::from_secs(days * 86_400);
-        if settings.provider_key_retention > history_retention + Duration::from_secs(timeout) {
+        let names_life = history_retention + Duration::from_secs(timeout);
+        if settings.provider_key_retention > names_life {
             return Err(SettingsError::refused(
                 "PROVIDER_KEY_RETENTION_SECONDS",
                 SettingRule::LongerThan {
                     value: settings.provider_key_retention.as_secs(),
-                    other: DURABLE_RETENTION_VAR,
-                    other_value: days,
+                    // Lambda keeps a name for the execution's life and the history's retention:
+                    // the bound is their sum, said in seconds.
+                    other: "DURABLE_RETENTION_DAYS + DURABLE_EXECUTION_TIMEOUT_SECONDS",
+                    other_value: names_life.as_secs(),
                 },
             ));
         }
@@ -153,9 +156,10 @@ mod tests {
             ("PROVIDER_KEY_RETENTION_SECONDS", "604800"),
         ])
         .expect_err("refused");
-        assert!(
-            err.to_string().contains("PROVIDER_KEY_RETENTION_SECONDS"),
-            "{err}"
+        assert_eq!(
+            err.to_string(),
+            "refusing to start: PROVIDER_KEY_RETENTION_SECONDS (604800s) must not exceed \
+             DURABLE_RETENTION_DAYS + DURABLE_EXECUTION_TIMEOUT_SECONDS (90000s)"
         );
     }
 }

@@ -4,7 +4,7 @@
 //! (`HTTP_*`; the table of the [`config`](super) module). What the door does with it is the
 //! `http` module's.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::env::{Lookup, optional_in};
 use crate::{SettingRule, SettingsError, ValueError};
@@ -205,6 +205,11 @@ pub struct HttpConfig {
     pub replay_headers: Vec<String>,
     /// How long a key is remembered: the marks' retention.
     pub key_retention: Duration,
+    /// `HTTP_MARKS_UNTIL`: until this time, the one-item door (`http_create_once`) writes its
+    /// item in one transaction with the key's mark in the mark table, conditioned on no mark
+    /// (so a key answered before through the mark table is still replayed); after it, the
+    /// single `PutItem`. `None`: the single `PutItem` from the start.
+    pub marks_until: Option<SystemTime>,
 }
 
 impl HttpConfig {
@@ -214,7 +219,8 @@ impl HttpConfig {
     /// `unverified`), `HTTP_IN_FLIGHT_WAIT_MS`
     /// (default 0, at most 10000), `HTTP_FINGERPRINT` (default `request`),
     /// `HTTP_MAX_BODY_BYTES` (default 262144, at most 6 MB), `HTTP_REPLAY_HEADERS` (default
-    /// `content-type,location`) and `HTTP_KEY_RETENTION_SECONDS` (default 86400, at least 3600).
+    /// `content-type,location`), `HTTP_KEY_RETENTION_SECONDS` (default 86400, at least 3600)
+    /// and `HTTP_MARKS_UNTIL` (an RFC 3339 time; unset by default).
     pub fn read(env: Lookup<'_>) -> Result<Self, SettingsError> {
         let key = match env.get("HTTP_IDEMPOTENCY_KEY").as_deref().map(str::trim) {
             None | Some("") | Some("required") => KeyRequirement::Required,
@@ -302,10 +308,17 @@ impl HttpConfig {
                 },
             ));
         }
+        let marks_until = env
+            .get("HTTP_MARKS_UNTIL")
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| rfc3339(v.trim()))
+            .transpose()
+            .map_err(malformed("HTTP_MARKS_UNTIL"))?;
         Ok(Self {
             key,
             caller,
             front,
+            marks_until,
             in_flight_wait: Duration::from_millis(wait_ms),
             fingerprint,
             max_body_bytes,
@@ -313,6 +326,17 @@ impl HttpConfig {
             key_retention: Duration::from_secs(retention),
         })
     }
+}
+
+/// An RFC 3339 time (`2026-12-07T10:00:00Z`, offsets honoured), after 1970.
+fn rfc3339(text: &str) -> Result<SystemTime, ValueError> {
+    let not = || ValueError::NotForm {
+        value: text.to_owned(),
+        form: "an RFC 3339 time after 1970 (2026-12-07T10:00:00Z)",
+    };
+    let t = chrono::DateTime::parse_from_rfc3339(text).map_err(|_| not())?;
+    let millis = u64::try_from(t.timestamp_millis()).map_err(|_| not())?;
+    Ok(SystemTime::UNIX_EPOCH + Duration::from_millis(millis))
 }
 
 /// The refusal of `var`, whose value is not in a form it takes (`e`: why).
@@ -367,6 +391,24 @@ mod tests {
         assert_eq!(c.fingerprint, HttpFingerprint::Request);
         assert_eq!(c.key_retention, Duration::from_secs(86_400));
         assert_eq!(c.replay_headers, ["content-type", "location"]);
+    }
+
+    /// Issue 45: `HTTP_MARKS_UNTIL` is read as an RFC 3339 time (offsets honoured); unset, the
+    /// one-item door writes one `PutItem` from the start; a value that is not a time refuses
+    /// the start, naming the variable.
+    #[test]
+    fn http_marks_until_is_an_rfc3339_time_or_the_start_is_refused() {
+        let c = ("HTTP_CALLER_FROM", "none");
+        assert_eq!(read(&[c]).expect("config").marks_until, None);
+        let at = read(&[c, ("HTTP_MARKS_UNTIL", "2026-12-08T01:00:00+01:00")]).expect("config");
+        let want = SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_688_000);
+        assert_eq!(at.marks_until, Some(want));
+        for bad in ["tomorrow", "2026-12-08", "1969-12-31T23:59:59Z"] {
+            match read(&[c, ("HTTP_MARKS_UNTIL", bad)]) {
+                Err(SettingsError::Refused { var, .. }) => assert_eq!(var, "HTTP_MARKS_UNTIL"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
     }
 
     /// Every bad value is refused, typed, naming its variable.

@@ -104,6 +104,7 @@
 //! | `HTTP_MAX_BODY_BYTES` | the largest body (413 over it); at most 6 MB | 262144 |
 //! | `HTTP_REPLAY_HEADERS` | the answer's headers stored and replayed (never a credential's or a session's — `authorization`, `proxy-authorization`, `www-authenticate`, `cookie`, `set-cookie`, `x-amz-security-token`, `x-api-key`, any name holding `token`, `secret`, `session`, `auth`, `cookie`, `password`, `credential`, `api-key` or `apikey` — nor hop-by-hop ones: refused at start) | `content-type,location` |
 //! | `HTTP_KEY_RETENTION_SECONDS` | how long a key is remembered (the marks' retention for this door, on DynamoDB, PostgreSQL and Valkey alike; no queue horizon applies, S9); at least 3600 | 86400 (Stripe's 24 h) |
+//! | `HTTP_MARKS_UNTIL` | until this RFC 3339 time, the one-item door (`http_create_once`) writes its item in one transaction with the key's mark, conditioned on no mark in the mark table, so keys answered through `http` before an upgrade are still replayed; after it, one `PutItem`. A value that is not an RFC 3339 time refuses the start | unset |
 //!
 //! # Lambda durable functions ([`DurableConfig`])
 //! | variable | meaning | default |

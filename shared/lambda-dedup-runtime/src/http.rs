@@ -11,7 +11,7 @@
 //! | no caller identity of the kind `HTTP_CALLER_FROM` names; a caller header sent twice; a caller header on a request that did not come through the front `HTTP_CALLER_FRONT` names | 401 (`caller_missing`, `caller_ambiguous`, `caller_front_missing`) | no | `Rejected` |
 //! | a field of `HTTP_FINGERPRINT=json:` that cannot be read (a pointer past a string that is not JSON) | 400 (`fingerprint_unreadable`) | no | `Rejected` |
 //! | a body that is not JSON, or not the work's type | 400 (`not_json`, `misfit`) | no | `Rejected` |
-//! | new key | the work's answer; 2xx and 4xx stored with its effects in one commit (S5) | yes | `Applied` |
+//! | new key | the work's answer; 2xx and 4xx stored with its effects in one commit (S5); in one-item mode only an answer creating its one item, the item its own mark | yes | `Applied` |
 //! | the same key and request again | the stored status, allow-listed headers and body, `idempotent-replayed: true` | — | `Duplicate` |
 //! | the same key while the first is in flight | after up to `HTTP_IN_FLIGHT_WAIT_MS`, the first's answer replayed, or 409 with `retry-after` | no | `Duplicate` / `Retry` |
 //! | the same key, another request (fingerprint) | 422 (`idempotency_key_reused`) | no | `Conflict` |
@@ -58,6 +58,19 @@
 //! [`MarkStore`](lambda_dedup::MarkStore) trait, so it runs on every store, with the store's own
 //! effects.
 //!
+//! # One item, its own mark (`Dedup::http_create_once`)
+//! For work whose creating answer puts exactly one item into a declared table (an order), the
+//! item is written as the key's own mark: the create-once write (one conditional `PutItem`
+//! carrying the key, the fingerprint and the answer; `ALL_OLD` on failure), no mark item, no
+//! transaction, no mark table read. The item's key attribute must hold the id derived from the
+//! request's whole key (`DedupKey::idempotency_key`); anything else with effects is 500
+//! `not_one_item`, nothing written. The item a failed put returns decides: this request's
+//! answer replayed, another request's 422, an item this key did not create 500
+//! `effect_refused` (never overwritten). An answer that creates nothing (the work's 4xx, a
+//! 404, a 405) is **not stored** in this mode, and not compared with the key: its retry runs
+//! again. No request is in flight, so no 409; the key lasts as long as its item. The warm cache
+//! answers retries in the container that answered first, as above. `once` holds it.
+//!
 //! # Retention
 //! There is no queue to outlast (S9): a key is kept `HTTP_KEY_RETENTION_SECONDS` (24 hours, as
 //! Stripe, by default; at least an hour), the marks' retention for this door on whichever store
@@ -70,6 +83,7 @@
 //! - `caller`: the caller of a request (`CallerError`);
 //! - `event`: the raw Lambda event read before `lambda_http` converts it (`NotHttp`);
 //! - `reply`: the work's [`Reply`] and its `Stored` form;
+//! - `once`: one-item mode's write (`OneItem`: the declared table, its create-once store);
 //! - `answer`: the `Answer` and how it is `Counted`;
 //! - `door`: the `Door` — the checks, the claim, the commit, the wait; its requests answered
 //!   through the one runner ([`crate::door`]: the cutoff before the deadline, the EMF count);
@@ -82,6 +96,7 @@ mod caller;
 mod door;
 pub(crate) mod event;
 mod key;
+mod once;
 mod reply;
 
 pub(crate) use door::{Door, Meta, Work};

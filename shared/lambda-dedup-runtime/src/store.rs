@@ -183,7 +183,7 @@ impl Items {
 
     /// The store whose marks are the items of `table` that create-once mode writes (a webhook
     /// receiver's inbox): no mark table is read.
-    #[cfg(feature = "webhook")]
+    #[cfg(any(feature = "webhook", feature = "http"))]
     pub(crate) fn inbox(&self, table: &str) -> Arc<dyn CreateOnceStore> {
         match &self.0 {
             Kind::One { modes, .. } => {

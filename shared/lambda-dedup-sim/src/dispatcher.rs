@@ -9,17 +9,15 @@
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
-use lambda_dedup::{Claim, DedupKey, MarkStore, Retention, Scope, Seen};
-use lambda_dedup_memory::MemoryStore;
+use lambda_dedup::{Claim, DedupKey, MarkStore, Retention, Seen};
 use sha2::{Digest, Sha256};
 
-use crate::clock::SimClock;
+use crate::durable_lane::{Attempt, Lane, replay};
 use crate::invariants::Invariant;
-use crate::rng::Rng;
-use crate::world::{Shared, lock};
+use crate::world::Shared;
 
 /// The mark's lease: a crashed start's claim is taken over after it.
 const LEASE_MS: u64 = 10_000;
@@ -31,11 +29,7 @@ const MAX_RECEIVES: u32 = 20;
 /// The dispatcher's mark table, Lambda's execution names and the executions per event.
 #[derive(Debug)]
 pub struct DispatchLane {
-    store: MemoryStore,
-    scope: Scope,
-    world: Shared,
-    /// The lane's own generator (from the seed), so the other lanes draw as they did before it.
-    rng: Mutex<Rng>,
+    lane: Lane,
     /// Execution name → the event it was started for.
     names: Mutex<BTreeMap<String, String>>,
     /// Event → executions started for it.
@@ -50,15 +44,17 @@ impl DispatchLane {
         start: tokio::time::Instant,
         world: &Shared,
     ) -> Self {
-        let store = MemoryStore::new(retention)
-            .with_clock(Arc::new(SimClock::new(start, 0)))
-            .with_lease(Duration::from_millis(LEASE_MS));
-        let scope = Scope::new("sim", "dispatcher").unwrap_or_else(|e| panic!("scope: {e}"));
+        let lease = Some(Duration::from_millis(LEASE_MS));
         Self {
-            store,
-            scope,
-            world: world.clone(),
-            rng: Mutex::new(Rng::new(seed ^ 0xD15_9A7C)),
+            lane: Lane::new(
+                seed,
+                0xD15_9A7C,
+                "dispatcher",
+                retention,
+                lease,
+                start,
+                world,
+            ),
             names: Mutex::new(BTreeMap::new()),
             executions: Mutex::new(BTreeMap::new()),
         }
@@ -102,45 +98,55 @@ impl DispatchLane {
     /// One message of `event`, delivered at `at_ms` and again until acknowledged.
     async fn deliver(self: Rc<Self>, event: String, message: String, at_ms: u64) {
         tokio::time::sleep(Duration::from_millis(at_ms)).await;
-        let key = DedupKey::new(&self.scope, "acme", &["order", &event]);
-        for receive in 1..=MAX_RECEIVES {
-            let claimed = self.store.claim(&key, None, None).await;
-            let lease = match claimed {
-                Ok(Claim::Claimed(lease)) => lease,
-                Ok(Claim::Seen(Seen::Duplicate(_))) => {
-                    self.log(format!("dispatch {message} of {event}: duplicate"));
-                    return;
-                }
-                other => {
-                    self.log(format!(
-                        "dispatch {message} of {event}: {other:?}, back later"
-                    ));
-                    tokio::time::sleep(Duration::from_millis(VISIBILITY_MS)).await;
-                    continue;
-                }
-            };
-            let name = self.name(&key, &message);
-            self.start(&event, &message, &name);
-            let crash = self.chance(300);
-            if crash {
-                self.log(format!(
-                    "dispatch {message} of {event} r{receive}: crashed between start and mark"
-                ));
-                tokio::time::sleep(Duration::from_millis(VISIBILITY_MS)).await;
-                continue;
+        let key = DedupKey::new(&self.lane.scope, "acme", &["order", &event]);
+        let (this, event_ref, message_ref, key_ref) = (&self, &event, &message, &key);
+        let ended = replay(MAX_RECEIVES, |n| async move {
+            this.receive(event_ref, message_ref, key_ref, n + 1).await
+        })
+        .await;
+        if !ended {
+            self.log(format!("dispatch {message} of {event}: dead-lettered"));
+        }
+    }
+
+    /// The `receive`th delivery of `message`: its claim, the start, the mark completed; a
+    /// crash between the start and the mark, or a refusal, comes back after the visibility
+    /// timeout.
+    async fn receive(&self, event: &str, message: &str, key: &DedupKey, receive: u32) -> Attempt {
+        let back_later = Attempt::Replayed(Duration::from_millis(VISIBILITY_MS));
+        let claimed = self.lane.store.claim(key, None, None).await;
+        let lease = match claimed {
+            Ok(Claim::Claimed(lease)) => lease,
+            Ok(Claim::Seen(Seen::Duplicate(_))) => {
+                self.log(format!("dispatch {message} of {event}: duplicate"));
+                return Attempt::Done;
             }
-            match self.store.complete(&lease, Some(&name)).await {
-                Ok(()) => {
-                    self.log(format!("dispatch {message} of {event}: applied"));
-                    return;
-                }
-                Err(e) => {
-                    self.log(format!("dispatch {message} of {event}: {e}, back later"));
-                    tokio::time::sleep(Duration::from_millis(VISIBILITY_MS)).await;
-                }
+            other => {
+                self.log(format!(
+                    "dispatch {message} of {event}: {other:?}, back later"
+                ));
+                return back_later;
+            }
+        };
+        let name = self.name(key, message);
+        self.start(event, message, &name);
+        let crash = self.lane.chance(300);
+        if crash {
+            self.log(format!(
+                "dispatch {message} of {event} r{receive}: crashed between start and mark"
+            ));
+            return back_later;
+        }
+        match self.lane.store.complete(&lease, Some(&name)).await {
+            Ok(()) => {
+                self.log(format!("dispatch {message} of {event}: applied"));
+                Attempt::Done
+            }
+            Err(e) => {
+                self.log(format!("dispatch {message} of {event}: {e}, back later"));
+                back_later
             }
         }
-        self.log(format!("dispatch {message} of {event}: dead-lettered"));
     }
 
     /// Lambda's start: a name it has is the existing execution (a duplicate start).
@@ -164,7 +170,7 @@ impl DispatchLane {
             "dispatch {message} of {event}: started execution {n}"
         ));
         if n > 1 {
-            lock(&self.world).violate(
+            self.lane.violate(
                 Invariant::OneExecution,
                 format!("{event}: {n} executions, the last by {message}"),
             );
@@ -180,9 +186,8 @@ impl DispatchLane {
             .map(|(e, _)| e.clone())
             .collect();
         drop(executions);
-        let mut w = lock(&self.world);
         for e in &missing {
-            w.violate(
+            self.lane.violate(
                 Invariant::OneExecution,
                 format!("{e}: no execution started"),
             );
@@ -191,20 +196,14 @@ impl DispatchLane {
 
     /// A number in `lo..=hi` from the lane's generator.
     pub fn between(&self, lo: u64, hi: u64) -> u64 {
-        self.rng
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .between(lo, hi)
+        self.lane.between(lo, hi)
     }
 
     fn chance(&self, per_mille: u64) -> bool {
-        self.rng
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .chance(per_mille)
+        self.lane.chance(per_mille)
     }
 
     fn log(&self, line: String) {
-        lock(&self.world).log(line);
+        self.lane.log(line);
     }
 }

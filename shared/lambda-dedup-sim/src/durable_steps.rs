@@ -6,17 +6,16 @@
 //! invocation replays it. Invariant [`Invariant::StepOnce`]: each step's effect applied once
 //! per execution, and a replay returns the output stored with the first commit.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
-use lambda_dedup::{Commit, CommitRequest, DedupKey, MarkStore, Retention, Scope, Seen};
-use lambda_dedup_memory::MemoryStore;
+use lambda_dedup::{Commit, CommitRequest, DedupKey, MarkStore, Retention, Seen};
 
-use crate::clock::SimClock;
+use crate::durable_lane::{Attempt, Lane, replay};
 use crate::invariants::Invariant;
-use crate::rng::Rng;
-use crate::world::{Shared, lock};
+use crate::world::Shared;
 
 /// Invocations one execution gets before the run gives up on it (it ends unfinished).
 const MAX_INVOCATIONS: u32 = 30;
@@ -31,11 +30,7 @@ struct StepSeen {
 /// The durable executions and the step guard's mark table.
 #[derive(Debug)]
 pub struct StepsLane {
-    store: MemoryStore,
-    scope: Scope,
-    world: Shared,
-    /// The lane's own generator (from the seed), so the other lanes draw as they did before it.
-    rng: Mutex<Rng>,
+    lane: Lane,
     /// (execution, step) → what happened to it.
     seen: Mutex<BTreeMap<(String, String), StepSeen>>,
 }
@@ -48,13 +43,16 @@ impl StepsLane {
         start: tokio::time::Instant,
         world: &Shared,
     ) -> Self {
-        let store = MemoryStore::new(retention).with_clock(Arc::new(SimClock::new(start, 0)));
-        let scope = Scope::new("sim", "durable-steps").unwrap_or_else(|e| panic!("scope: {e}"));
         Self {
-            store,
-            scope,
-            world: world.clone(),
-            rng: Mutex::new(Rng::new(seed ^ 0xD0_57E9)),
+            lane: Lane::new(
+                seed,
+                0xD0_57E9,
+                "durable-steps",
+                retention,
+                None,
+                start,
+                world,
+            ),
             seen: Mutex::new(BTreeMap::new()),
         }
     }
@@ -66,86 +64,93 @@ impl StepsLane {
         if lambda_dedup::planted::Planted::DurableStepKeyedPerAttempt.is_on() {
             let attempt = attempt.to_string();
             return DedupKey::new(
-                &self.scope,
+                &self.lane.scope,
                 "",
                 &["durable-step", execution, step, &attempt],
             );
         }
         let _ = attempt;
-        DedupKey::new(&self.scope, "", &["durable-step", execution, step])
+        DedupKey::new(&self.lane.scope, "", &["durable-step", execution, step])
     }
 
     /// Runs execution `e` of `steps` steps to its end: invocations replaying the checkpoints.
     pub async fn execute(self: std::rc::Rc<Self>, e: u64, steps: u64) {
         let execution = format!("exec-{e}");
-        let mut checkpoints: Vec<String> = Vec::new();
-        let mut attempt = 0u32;
-        while u64::try_from(checkpoints.len()).unwrap_or(u64::MAX) < steps {
-            if attempt >= MAX_INVOCATIONS {
-                lock(&self.world).log(format!("durable {execution} left unfinished"));
-                return;
+        let checkpointed = Cell::new(0u64);
+        let (this, execution_ref, checkpointed_ref) = (&self, &execution, &checkpointed);
+        let ended = replay(MAX_INVOCATIONS, |attempt| async move {
+            let n = checkpointed_ref.get();
+            if n >= steps {
+                return Attempt::Done;
             }
-            let step = format!("step-{}", checkpoints.len());
-            // The step's output differs per attempt: a replay that returns a fresh output
-            // instead of the stored one shows.
-            let output = format!("{execution}/{step}/a{attempt}");
-            let key = self.key(&execution, &step, attempt);
-            let committed = self
-                .store
-                .commit(CommitRequest {
-                    key: &key,
-                    fingerprint: None,
-                    result: Some(&output),
-                    effects: &[],
-                })
-                .await;
-            let returned = match committed {
-                Ok(Commit::Applied) => {
-                    let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-                    let s = seen.entry((execution.clone(), step.clone())).or_default();
-                    s.applied += 1;
-                    s.stored.get_or_insert_with(|| output.clone());
-                    output
-                }
-                Ok(Commit::Seen(Seen::Duplicate(mark))) => mark.result.unwrap_or_default(),
-                other => {
-                    lock(&self.world).log(format!(
-                        "durable {execution} {step} a{attempt}: {other:?}, retried"
-                    ));
-                    attempt += 1;
-                    continue;
-                }
-            };
-            self.check(&execution, &step, &returned);
-            let (crash, pause) = (self.chance(300), self.between(1, 2_000));
-            tokio::time::sleep(Duration::from_millis(pause)).await;
-            if crash {
-                lock(&self.world).log(format!(
-                    "durable {execution} {step} a{attempt}: crashed between effect and checkpoint"
-                ));
-                attempt += 1;
-                continue;
+            let went = this.invocation(execution_ref, n, attempt).await;
+            if went == Attempt::Checkpointed {
+                checkpointed_ref.set(n + 1);
             }
-            lock(&self.world).log(format!(
-                "durable {execution} {step} a{attempt}: checkpointed {returned}"
-            ));
-            checkpoints.push(returned);
+            went
+        })
+        .await;
+        if !ended {
+            self.lane
+                .log(format!("durable {execution} left unfinished"));
         }
+    }
+
+    /// Step `n` of `execution` in invocation `attempt`: checkpointed, or replayed at once when
+    /// the invocation crashed between the step's effect and its checkpoint, or the store
+    /// refused the commit.
+    async fn invocation(&self, execution: &str, n: u64, attempt: u32) -> Attempt {
+        let step = format!("step-{n}");
+        // The step's output differs per attempt: a replay that returns a fresh output
+        // instead of the stored one shows.
+        let output = format!("{execution}/{step}/a{attempt}");
+        let key = self.key(execution, &step, attempt);
+        let committed = self
+            .lane
+            .store
+            .commit(CommitRequest {
+                key: &key,
+                fingerprint: None,
+                result: Some(&output),
+                effects: &[],
+            })
+            .await;
+        let returned = match committed {
+            Ok(Commit::Applied) => {
+                let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+                let s = seen
+                    .entry((execution.to_owned(), step.clone()))
+                    .or_default();
+                s.applied += 1;
+                s.stored.get_or_insert_with(|| output.clone());
+                output
+            }
+            Ok(Commit::Seen(Seen::Duplicate(mark))) => mark.result.unwrap_or_default(),
+            other => {
+                self.lane.log(format!(
+                    "durable {execution} {step} a{attempt}: {other:?}, retried"
+                ));
+                return Attempt::Replayed(Duration::ZERO);
+            }
+        };
+        self.check(execution, &step, &returned);
+        let (crash, pause) = (self.lane.chance(300), self.lane.between(1, 2_000));
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        if crash {
+            self.lane.log(format!(
+                "durable {execution} {step} a{attempt}: crashed between effect and checkpoint"
+            ));
+            return Attempt::Replayed(Duration::ZERO);
+        }
+        self.lane.log(format!(
+            "durable {execution} {step} a{attempt}: checkpointed {returned}"
+        ));
+        Attempt::Checkpointed
     }
 
     /// A number in `lo..=hi` from the lane's generator.
     pub fn between(&self, lo: u64, hi: u64) -> u64 {
-        self.rng
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .between(lo, hi)
-    }
-
-    fn chance(&self, per_mille: u64) -> bool {
-        self.rng
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .chance(per_mille)
+        self.lane.between(lo, hi)
     }
 
     /// A step's effect once, and the output returned the one stored with it.
@@ -154,15 +159,14 @@ impl StepsLane {
         let Some(s) = seen.get(&(execution.to_owned(), step.to_owned())) else {
             return;
         };
-        let mut w = lock(&self.world);
         if s.applied > 1 {
-            w.violate(
+            self.lane.violate(
                 Invariant::StepOnce,
                 format!("{execution} {step}: effect applied {} times", s.applied),
             );
         }
         if s.stored.as_deref() != Some(returned) {
-            w.violate(
+            self.lane.violate(
                 Invariant::StepOnce,
                 format!(
                     "{execution} {step}: replay returned {returned}, stored {:?}",

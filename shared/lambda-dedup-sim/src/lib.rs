@@ -16,7 +16,8 @@
 //! stream), `relay` (the relay lane), `inbox` (webhook senders, receiver, forwarder),
 //! `durable_steps` (durable executions replaying their steps under the step guard, crashing
 //! between a step's effect and its checkpoint), `dispatcher` (deliveries and producer retries
-//! of an event starting its one durable execution), `panics` (handler panics), `run` (one
+//! of an event starting its one durable execution), `durable_lane` (what those two share: their
+//! own table and generator, and the one crash-and-replay loop), `panics` (handler panics), `run` (one
 //! seed), `planted` (which planted bugs the seeds must catch, in the `simulation-planted`
 //! build); `model` the exhaustive model of claim / lease / takeover / complete / release / TTL
 //! on the real memory store.
@@ -24,6 +25,7 @@
 pub mod broker;
 pub mod clock;
 pub mod dispatcher;
+pub(crate) mod durable_lane;
 pub mod durable_steps;
 pub mod events;
 pub mod inbox;

@@ -38,15 +38,15 @@ pub enum Started {
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum StartError {
-    /// Refused for good (the function does not exist, the payload is too large…): the event is
+    /// Refused for good because of the event (its payload too large, or not valid): the event is
     /// rejected and dead-lettered. The service's error code.
     #[error("the start was refused: {code}")]
     Refused {
         /// The service's error code.
         code: String,
     },
-    /// It may work later (throttled, the service or the network failing): retried under the
-    /// same name.
+    /// It may work later (throttled, the service or the network failing, the deployment
+    /// misconfigured): retried under the same name.
     #[error("the start failed for now: {code}")]
     Unavailable {
         /// The service's error code, or what failed before an answer.

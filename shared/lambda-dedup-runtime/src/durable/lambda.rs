@@ -57,23 +57,20 @@ impl Starter for LambdaStarter {
     }
 }
 
-/// A service error, by its code (never its message, which may quote values): throttling and
-/// the service's own failures are for now, the rest for good.
+/// A service error, by its code (never its message, which may quote values): only what the
+/// event itself causes is for good — its payload too large or not what the function takes. The
+/// rest is retried under the same name: throttling and the service's failures, and the
+/// deployment's own faults (the function or alias missing, access denied, a KMS key), which are
+/// no message's doing and must not dead-letter every event while they last.
 fn classify(e: &InvokeError) -> StartError {
     let code = e.code().unwrap_or("unknown").to_owned();
-    let for_now = matches!(
+    let the_events = matches!(
         e,
-        InvokeError::TooManyRequestsException(_)
-            | InvokeError::ServiceException(_)
-            | InvokeError::ResourceNotReadyException(_)
-            | InvokeError::ResourceConflictException(_)
-            | InvokeError::Ec2ThrottledException(_)
-            | InvokeError::EniLimitReachedException(_)
-            | InvokeError::SnapStartNotReadyException(_)
-    ) || code.contains("Throttl");
-    if for_now {
-        StartError::Unavailable { code }
-    } else {
+        InvokeError::RequestTooLargeException(_) | InvokeError::InvalidRequestContentException(_)
+    );
+    if the_events {
         StartError::Refused { code }
+    } else {
+        StartError::Unavailable { code }
     }
 }

@@ -56,9 +56,9 @@ pub enum GuardError {
 
 /// The claim of a [`Steps::call`], checkpointed by its own step: the owner's token and the
 /// claim's times, so every replay of the execution holds the same claim.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(tag = "claim", rename_all = "snake_case")]
-enum Claimed {
+pub(super) enum Claimed {
     /// Claimed by this execution: the lease's owner, when it runs out and when the step was
     /// first attempted (milliseconds since the epoch).
     Held {
@@ -112,15 +112,9 @@ impl<E: Send + Sync + 'static> Steps<E> {
         O: Serialize + DeserializeOwned + Send + 'static,
         F: FnOnce() -> Result<Writes<E, O>, BoxError> + Send + 'static,
     {
-        let store = self.store.clone();
-        let key = self.key(ctx.execution_arn(), name);
-        ctx.step(move |_| async move {
-            commit_once(store.as_ref(), &key, plan)
-                .await
-                .map_err(BoxError::from)
-        })
-        .name(name)
-        .await
+        let (store, key) = (self.store.clone(), self.key(ctx.execution_arn(), name));
+        let body = async move { commit_once(store.as_ref(), &key, plan).await };
+        step(ctx, name.to_owned(), body).await
     }
 
     /// The durable step `name` that calls an external system: `call` gets the step's
@@ -140,25 +134,52 @@ impl<E: Send + Sync + 'static> Steps<E> {
         F: FnOnce(String) -> Fut + Send + 'static,
         Fut: Future<Output = Result<O, BoxError>> + Send + 'static,
     {
-        let key = self.key(ctx.execution_arn(), name);
-        let (store, claim_key) = (self.store.clone(), key.clone());
-        let claimed: Claimed = ctx
-            .step(move |_| async move {
-                claim(store.as_ref(), &claim_key)
-                    .await
-                    .map_err(BoxError::from)
-            })
-            .name(format!("{name}/claim"))
-            .await?;
-        let store = self.store.clone();
-        ctx.step(move |_| async move {
-            call_once(store.as_ref(), key, claimed, call)
-                .await
-                .map_err(BoxError::from)
-        })
+        let claimed = self.claim_step(ctx, name).await?;
+        self.call_step(ctx, name, claimed, call).await
+    }
+
+    /// The claim step of the call `name` (`{name}/claim`): the step claimed for this execution
+    /// (the owner's token checkpointed with the step), or its stored result.
+    pub(super) async fn claim_step(
+        &self,
+        ctx: &DurableContext,
+        name: &str,
+    ) -> Result<Claimed, OperationError> {
+        let (store, key) = (self.store.clone(), self.key(ctx.execution_arn(), name));
+        let body = async move { claim(store.as_ref(), &key).await };
+        step(ctx, format!("{name}/claim"), body).await
+    }
+
+    /// The call step `name`: the call under the checkpointed claim, however long after the
+    /// claim step it runs (its owner completes the mark whether or not the lease has run out).
+    pub(super) async fn call_step<O, F, Fut>(
+        &self,
+        ctx: &DurableContext,
+        name: &str,
+        claimed: Claimed,
+        call: F,
+    ) -> Result<O, OperationError>
+    where
+        O: Serialize + DeserializeOwned + Send + 'static,
+        F: FnOnce(String) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<O, BoxError>> + Send + 'static,
+    {
+        let (store, key) = (self.store.clone(), self.key(ctx.execution_arn(), name));
+        let body = async move { call_once(store.as_ref(), key, claimed, call).await };
+        step(ctx, name.to_owned(), body).await
+    }
+}
+
+/// The durable step `name` running `body`, the guard's error boxed for the SDK (whose retry
+/// strategy for the step decides what follows).
+async fn step<O, Fut>(ctx: &DurableContext, name: String, body: Fut) -> Result<O, OperationError>
+where
+    O: Serialize + DeserializeOwned + Send + 'static,
+    Fut: Future<Output = Result<O, GuardError>> + Send + 'static,
+{
+    ctx.step(move |_| async move { body.await.map_err(BoxError::from) })
         .name(name)
         .await
-    }
 }
 
 /// The transactional step's body: the plan's writes with the mark, or the stored output.
@@ -183,7 +204,7 @@ where
         .await?;
     match committed {
         Commit::Applied => Ok(writes.output),
-        Commit::Seen(seen) => seen_output(seen),
+        Commit::Seen(seen) => output(&stored_result(seen)?),
         Commit::EffectRejected { index } => Err(GuardError::EffectCondition { index }),
     }
 }
@@ -196,18 +217,9 @@ async fn claim<E>(store: &dyn MarkStore<E>, key: &DedupKey) -> Result<Claimed, G
             expires_ms: millis(lease.expires_at),
             first_attempt_ms: millis(lease.first_attempt_at),
         }),
-        Claim::Seen(Seen::Duplicate(mark)) => match mark.result {
-            Some(result) => Ok(Claimed::Done { result }),
-            None => Err(GuardError::Stored(
-                "a completed mark without a result".into(),
-            )),
-        },
-        Claim::Seen(Seen::InProgress { lease_expires_at }) => {
-            Err(GuardError::Held { lease_expires_at })
-        }
-        Claim::Seen(Seen::Conflict { .. }) => Err(GuardError::Stored(
-            "a conflicting fingerprint on a step's mark".into(),
-        )),
+        Claim::Seen(seen) => Ok(Claimed::Done {
+            result: stored_result(seen)?,
+        }),
     }
 }
 
@@ -225,7 +237,7 @@ where
     Fut: Future<Output = Result<O, BoxError>>,
 {
     let (owner, expires_ms, first_attempt_ms) = match claimed {
-        Claimed::Done { result } => return stored_output(Some(&result)),
+        Claimed::Done { result } => return output(&result),
         Claimed::Held {
             owner,
             expires_ms,
@@ -234,9 +246,9 @@ where
     };
     // A replay of a call that completed but was not checkpointed: the stored output, no call.
     if let Some(mark) = store.get(&key).await?
-        && let Some(Seen::Duplicate(mark)) = mark.classify(None, store.now())
+        && let Some(seen @ Seen::Duplicate(_)) = mark.classify(None, store.now())
     {
-        return stored_output(mark.result.as_deref());
+        return output(&stored_result(seen)?);
     }
     let lease = Lease {
         key: key.clone(),
@@ -253,10 +265,13 @@ where
     Ok(output)
 }
 
-/// The output a mark standing in a commit's way holds.
-fn seen_output<O: DeserializeOwned>(seen: Seen) -> Result<O, GuardError> {
+/// The result stored with a mark that stands in the step's way: a completed mark's; a live
+/// claim or a conflict has none.
+fn stored_result(seen: Seen) -> Result<String, GuardError> {
     match seen {
-        Seen::Duplicate(mark) => stored_output(mark.result.as_deref()),
+        Seen::Duplicate(mark) => mark
+            .result
+            .ok_or_else(|| GuardError::Stored("a completed mark without a result".into())),
         Seen::InProgress { lease_expires_at } => Err(GuardError::Held { lease_expires_at }),
         Seen::Conflict { .. } => Err(GuardError::Stored(
             "a conflicting fingerprint on a step's mark".into(),
@@ -265,8 +280,7 @@ fn seen_output<O: DeserializeOwned>(seen: Seen) -> Result<O, GuardError> {
 }
 
 /// A stored result read back as the step's output.
-fn stored_output<O: DeserializeOwned>(result: Option<&str>) -> Result<O, GuardError> {
-    let result = result.ok_or_else(|| GuardError::Stored("no result stored".into()))?;
+fn output<O: DeserializeOwned>(result: &str) -> Result<O, GuardError> {
     serde_json::from_str(result).map_err(|e| GuardError::Stored(e.to_string()))
 }
 

@@ -18,6 +18,7 @@ use crate::service::Runner;
 use crate::service::request::Answers;
 
 use super::answer::{Answer, Counted};
+use super::once::CreatesOne;
 use super::reply::{Reply, Stored};
 use super::{caller, key};
 use lambda_dedup_config::{HttpConfig, HttpFingerprint, KeyRequirement};
@@ -75,6 +76,9 @@ pub struct Door<E> {
     /// The warm cache of completed marks (`DEDUP_CACHE_SIZE`, `DEDUP_CACHE_SECONDS`): a retry
     /// answered first in this container costs no store request.
     pub(crate) cache: Option<MarkCache>,
+    /// One-item mode (`Dedup::http_create_once`): a creating answer's one item written as its
+    /// own mark, one conditional put; an answer that creates nothing is not stored.
+    pub(crate) once: Option<Arc<dyn CreatesOne<E>>>,
 }
 
 /// The work's answer, ready to be stored with its effects.
@@ -157,12 +161,80 @@ impl<E: Send + Sync + 'static> Door<E> {
         if let Some(answer) = self.cached(&dedup_key, &fingerprint) {
             return answer;
         }
-        match self.prepare(ready) {
-            Ok(work) => {
+        match (self.prepare(ready), &self.once) {
+            (Ok(work), Some(once)) => {
+                self.create(once.as_ref(), &dedup_key, &fingerprint, work)
+                    .await
+            }
+            (Ok(work), None) => {
                 self.commit(&dedup_key, &fingerprint, work, cutoff, true)
                     .await
             }
-            Err(answer) => self.unstored(&dedup_key, &fingerprint, answer).await,
+            // One-item mode reads no mark: the answer is given as it is.
+            (Err(answer), Some(_)) => answer,
+            (Err(answer), None) => self.unstored(&dedup_key, &fingerprint, answer).await,
+        }
+    }
+
+    /// One-item mode: the answer's one item written as its own mark, holding the answer, in one
+    /// conditional put (create-once); a request that lost the race, or a retry in another
+    /// container, learns from the item the failed condition returns (`ALL_OLD`): its answer
+    /// replayed (S8), or 422 (S11); an item with this key that this key did not create is
+    /// refused, never overwritten. An answer that creates nothing (a 4xx of the work, a
+    /// validation refusal) is not stored: a retry runs again and answers the same.
+    async fn create(
+        &self,
+        once: &dyn CreatesOne<E>,
+        key: &DedupKey,
+        fp: &Fingerprint,
+        work: Storable<E>,
+    ) -> Answer {
+        let whole = Stored {
+            headers: work.reply.headers.clone(),
+            ..work.stored.clone()
+        };
+        if work.reply.effects.is_empty() {
+            let outcome = match whole.status {
+                400.. => Counted::Rejected,
+                _ => Counted::Applied,
+            };
+            return Answer::reply(&whole, false).counted(outcome);
+        }
+        match once
+            .create(key, fp, &work.result, &work.reply.effects)
+            .await
+        {
+            Ok(Commit::Applied) => {
+                self.remember(&self.store.written_mark(key, Some(fp), Some(&work.result)));
+                Answer::reply(&whole, false)
+            }
+            Ok(Commit::Seen(Seen::Duplicate(mark))) => {
+                self.remember(&mark);
+                replay(&mark)
+            }
+            Ok(Commit::Seen(Seen::Conflict { .. })) => conflict(),
+            // Only in an upgrade's window: a mark in the mark table held in flight by a
+            // container of the transaction path (this door reads no mark to wait on).
+            Ok(Commit::Seen(Seen::InProgress { .. })) => self.retry_later(),
+            Ok(Commit::EffectRejected { .. }) => {
+                tracing::warn!(key = %key, "the item exists and this key did not create it: nothing written");
+                Answer::error(
+                    500,
+                    Counted::Rejected,
+                    "effect_refused",
+                    "an item with this key exists that this request did not create; nothing was done",
+                )
+            }
+            Err(StoreError::Invalid(why)) => {
+                tracing::warn!(key = %key, why = %why, "not one item: nothing written");
+                Answer::error(
+                    500,
+                    Counted::Rejected,
+                    "not_one_item",
+                    "the answer does not create one item keyed by the request; nothing was done",
+                )
+            }
+            Err(e) => store_failed(&e),
         }
     }
 

@@ -334,9 +334,7 @@ fn rfc3339(text: &str) -> Result<SystemTime, ValueError> {
         value: text.to_owned(),
         form: "an RFC 3339 time after 1970 (2026-12-07T10:00:00Z)",
     };
-    let t = chrono::DateTime::parse_from_rfc3339(text).map_err(|_| not())?;
-    let millis = u64::try_from(t.timestamp_millis()).map_err(|_| not())?;
-    Ok(SystemTime::UNIX_EPOCH + Duration::from_millis(millis))
+    lambda_dedup::clock::rfc3339(text).ok_or_else(not)
 }
 
 /// The refusal of `var`, whose value is not in a form it takes (`e`: why).

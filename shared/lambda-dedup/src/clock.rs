@@ -6,6 +6,15 @@ use std::fmt;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
+/// The time an RFC 3339 text names (`2026-12-07T10:00:00Z`, offsets honoured), if it is one
+/// and falls after 1970: how a setting names a moment (the settings crate reads it here, where
+/// the time library already is).
+pub fn rfc3339(text: &str) -> Option<SystemTime> {
+    let t = chrono::DateTime::parse_from_rfc3339(text).ok()?;
+    let millis = u64::try_from(t.timestamp_millis()).ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_millis(millis))
+}
+
 /// A source of wall-clock time.
 pub trait Clock: Send + Sync + fmt::Debug {
     /// The current time.

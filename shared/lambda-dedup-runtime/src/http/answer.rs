@@ -3,6 +3,10 @@
 
 use lambda_http::{Body, Response};
 
+use lambda_dedup::{Mark, StoreError};
+use lambda_dedup_engine::HandlerError;
+
+use super::key;
 use super::reply::Stored;
 use crate::webhook::REPLAYED_HEADER;
 
@@ -133,5 +137,69 @@ impl Answer {
             .iter()
             .map(|(name, value)| (name.as_str(), value.as_str()));
         crate::webhook::answer::http_response(self.status, headers, self.body.clone())
+    }
+}
+
+// The door's fixed answers.
+
+pub(super) fn key_refused(e: key::KeyError) -> Answer {
+    Answer::error(400, Counted::Rejected, e.code(), &e.to_string())
+}
+
+pub(super) fn refused(refusal: &HandlerError) -> Answer {
+    match refusal {
+        HandlerError::Invalid(invalid) => Answer::error(
+            400,
+            Counted::Rejected,
+            invalid.cause().code(),
+            &invalid.to_string(),
+        ),
+        HandlerError::Transient(transient) => Answer {
+            headers: vec![("retry-after".into(), "1".into())],
+            ..Answer::error(503, Counted::Retry, transient.cause().code(), "retry later")
+        },
+    }
+}
+
+pub(super) fn replay(mark: &Mark) -> Answer {
+    match mark.result.as_deref().and_then(Stored::from_result) {
+        Some(stored) => Answer::reply(&stored, true),
+        None => Answer::error(
+            500,
+            Counted::Rejected,
+            "stored_answer_unreadable",
+            "this Idempotency-Key was used, and its answer cannot be read",
+        ),
+    }
+}
+
+pub(super) fn conflict() -> Answer {
+    Answer::error(
+        422,
+        Counted::Conflict,
+        "idempotency_key_reused",
+        "this Idempotency-Key was used with another request",
+    )
+}
+
+pub(super) fn store_failed(e: &StoreError) -> Answer {
+    tracing::warn!(error = %e, retryable = e.is_retryable(), "the mark store failed");
+    if e.is_retryable() {
+        Answer {
+            headers: vec![("retry-after".into(), "1".into())],
+            ..Answer::error(
+                503,
+                Counted::Retry,
+                "store_unavailable",
+                "not recorded; retry later",
+            )
+        }
+    } else {
+        Answer::error(
+            500,
+            Counted::Rejected,
+            "store_refused",
+            "the store refused the request",
+        )
     }
 }

@@ -17,7 +17,7 @@ use lambda_http::{Body, Request, RequestExt, Response};
 use crate::service::Runner;
 use crate::service::request::Answers;
 
-use super::answer::{Answer, Counted};
+use super::answer::{Answer, Counted, conflict, key_refused, refused, replay, store_failed};
 use super::once::CreatesOne;
 use super::reply::{Reply, Stored};
 use super::{caller, key};
@@ -555,46 +555,6 @@ impl<E: Send + Sync + 'static> Answers for Door<E> {
     }
 }
 
-fn key_refused(e: key::KeyError) -> Answer {
-    Answer::error(400, Counted::Rejected, e.code(), &e.to_string())
-}
-
-fn refused(refusal: &HandlerError) -> Answer {
-    match refusal {
-        HandlerError::Invalid(invalid) => Answer::error(
-            400,
-            Counted::Rejected,
-            invalid.cause().code(),
-            &invalid.to_string(),
-        ),
-        HandlerError::Transient(transient) => Answer {
-            headers: vec![("retry-after".into(), "1".into())],
-            ..Answer::error(503, Counted::Retry, transient.cause().code(), "retry later")
-        },
-    }
-}
-
-fn replay(mark: &Mark) -> Answer {
-    match mark.result.as_deref().and_then(Stored::from_result) {
-        Some(stored) => Answer::reply(&stored, true),
-        None => Answer::error(
-            500,
-            Counted::Rejected,
-            "stored_answer_unreadable",
-            "this Idempotency-Key was used, and its answer cannot be read",
-        ),
-    }
-}
-
-fn conflict() -> Answer {
-    Answer::error(
-        422,
-        Counted::Conflict,
-        "idempotency_key_reused",
-        "this Idempotency-Key was used with another request",
-    )
-}
-
 /// A commit that failed because another write of the key was under way at once (a conflicting
 /// transaction, a mark that changed while it was read): sent again once, it reads the other's
 /// mark.
@@ -607,26 +567,4 @@ fn contended(e: &StoreError) -> bool {
                 ..
             }
     )
-}
-
-fn store_failed(e: &StoreError) -> Answer {
-    tracing::warn!(error = %e, retryable = e.is_retryable(), "the mark store failed");
-    if e.is_retryable() {
-        Answer {
-            headers: vec![("retry-after".into(), "1".into())],
-            ..Answer::error(
-                503,
-                Counted::Retry,
-                "store_unavailable",
-                "not recorded; retry later",
-            )
-        }
-    } else {
-        Answer::error(
-            500,
-            Counted::Rejected,
-            "store_refused",
-            "the store refused the request",
-        )
-    }
 }

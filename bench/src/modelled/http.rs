@@ -275,7 +275,7 @@ pub(crate) fn render(rows: &[Value], n: usize, seed: u64) -> String {
          {seed}); {n} first requests under new keys, one after another, then the same {n} \
          again in another container (replays, each answered with `Idempotent-Replayed: true`; \
          the container that answered first answers them from its warm cache, no request). *Measured* is each \
-         request's time through the door (the 1 ms timer rounds every hold up); *bound* its \
+         request's time through the door (the bed holds each draw to within tens of µs); *bound* its \
          requests' draws summed (the door's calls wait on each other). Powertools (`idempotent` \
          on an API Gateway handler, DynamoDB persistence) is computed from a fresh stream of the \
          same seed: a first request is 3 dependent requests with one effect (in-progress \

@@ -595,14 +595,28 @@ pub fn orders_door_on(
     lambda_dedup_runtime::Dedup,
     lambda_dedup_runtime::http::HttpConfig,
 ) {
+    orders_door_with(client, marks, orders, &[])
+}
+
+/// [`orders_door_on`] with the settings `extra` added (`HTTP_MARKS_UNTIL`, say).
+pub fn orders_door_with(
+    client: &Client,
+    marks: &str,
+    orders: &str,
+    extra: &[(&str, &str)],
+) -> (
+    lambda_dedup_runtime::Dedup,
+    lambda_dedup_runtime::http::HttpConfig,
+) {
     use lambda_dedup_runtime::{Dedup, Env, http::HttpConfig, store::Items};
-    let env = Env::from_pairs([
+    let settings = [
         ("DEDUP_NAMESPACE", "t"),
         ("DEDUP_MARK_TABLE", marks),
         ("ORDERS_TABLE", orders),
         ("HTTP_CALLER_FROM", "header:x-caller-id"),
         ("HTTP_CALLER_FRONT", "unverified"),
-    ]);
+    ];
+    let env = Env::from_pairs(settings.into_iter().chain(extra.iter().copied()));
     let dedup = Dedup::read(&env, orders_api::FUNCTION).expect("settings");
     let config = HttpConfig::read(&env).expect("config");
     let store = Items::dynamodb(client.clone(), dedup.settings());

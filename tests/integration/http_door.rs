@@ -90,16 +90,7 @@ async fn s5_idempotency_key_requests_racing_on_dynamodb_create_one_order() {
 async fn s4_idempotency_key_concurrent_loser_replays_the_winners_answer() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    // Every request to DynamoDB held 200 ms on its way (the metering proxy): both requests'
-    // commits are in flight at once.
-    let meter = local_dynamodb::meter::Meter::start(
-        &dedup_tests::endpoint(),
-        std::time::Duration::from_millis(200),
-    )
-    .expect("meter");
-    let client = dedup_tests::client_at(&meter.endpoint());
-    let marks = dedup_tests::mark_table(&client).await;
-    let orders = dedup_tests::effect_table(&client, "order_id").await;
+    let (_meter, client, marks, orders) = held_tables().await;
     let ran = Arc::new(AtomicUsize::new(0));
     // Two containers of the function, each its own warm cache.
     let container = || {
@@ -111,45 +102,10 @@ async fn s4_idempotency_key_concurrent_loser_replays_the_winners_answer() {
         };
         dedup.http(config, work).expect("service")
     };
-    let services = [container(), container()];
     let key = dedup_tests::unique("loser");
-    let body = r#"{"sku":"book-1","quantity":1}"#;
-    let racers = services.iter().map(|s| {
-        let s = s.clone();
-        let r = post(&key, body);
-        tokio::spawn(async move {
-            let answer = s.oneshot(r).await.expect("answer");
-            let replayed = answer.headers().contains_key("idempotent-replayed");
-            let text = match answer.body() {
-                Body::Text(t) => t.clone(),
-                other => format!("{other:?}"),
-            };
-            (answer.status().as_u16(), replayed, text)
-        })
-    });
-    // Spawned together, before any is awaited.
-    let racers: Vec<_> = racers.collect();
-    let mut answers = Vec::new();
-    for r in racers {
-        answers.push(r.await.expect("racer"));
-    }
+    let answers = race(&[container(), container()], &key).await;
     assert_eq!(ran.load(Ordering::SeqCst), 2, "both works ran: {answers:?}");
-    assert!(answers.iter().all(|(s, _, _)| *s == 201), "{answers:?}");
-    assert_eq!(answers[0].2, answers[1].2, "one answer: {answers:?}");
-    let replays = answers.iter().filter(|(_, r, _)| *r).count();
-    assert_eq!(replays, 1, "the loser replays: {answers:?}");
-    let items = lambda_dedup_testkit::dynamodb::items::scan(&client, &orders)
-        .await
-        .expect("scan");
-    assert_eq!(items.len(), 1, "one order: {answers:?}");
-    let id: serde_json::Value = serde_json::from_str(&answers[0].2).expect("json");
-    assert_eq!(
-        items[0]
-            .get("order_id")
-            .and_then(|v| v.as_s().ok())
-            .map(String::as_str),
-        id["id"].as_str()
-    );
+    one_order_and_one_replay(&client, &orders, &answers).await;
 }
 
 /// Issue 45, one-item mode as `orders-api` runs it: two containers racing under one key both
@@ -159,44 +115,16 @@ async fn s4_idempotency_key_concurrent_loser_replays_the_winners_answer() {
 /// returns (`ALL_OLD`) and replays it; the key with another body in a third container is 422.
 #[tokio::test]
 async fn s4_one_item_mode_loser_replays_from_the_item_and_no_mark_is_written() {
-    let meter = local_dynamodb::meter::Meter::start(
-        &dedup_tests::endpoint(),
-        std::time::Duration::from_millis(200),
-    )
-    .expect("meter");
-    let client = dedup_tests::client_at(&meter.endpoint());
-    let marks = dedup_tests::mark_table(&client).await;
-    let orders = dedup_tests::effect_table(&client, "order_id").await;
+    let (_meter, client, marks, orders) = held_tables().await;
     let container = || {
         let (dedup, config) = dedup_tests::orders_door_on(&client, &marks, &orders);
         orders_api::service(dedup, config).expect("service")
     };
-    let services = [container(), container()];
     let key = dedup_tests::unique("one-item");
-    let body = r#"{"sku":"book-1","quantity":1}"#;
-    let racers: Vec<_> = services
-        .iter()
-        .map(|s| {
-            let (s, r) = (s.clone(), post(&key, body));
-            tokio::spawn(async move { text_of(s.oneshot(r).await.expect("answer")) })
-        })
-        .collect();
-    let mut answers = Vec::new();
-    for r in racers {
-        answers.push(r.await.expect("racer"));
-    }
-    assert!(answers.iter().all(|(s, _, _)| *s == 201), "{answers:?}");
-    assert_eq!(answers[0].2, answers[1].2, "one answer: {answers:?}");
-    let replays = answers.iter().filter(|(_, r, _)| *r).count();
-    assert_eq!(replays, 1, "the loser replays: {answers:?}");
-    let items = lambda_dedup_testkit::dynamodb::items::scan(&client, &orders)
-        .await
-        .expect("scan");
-    assert_eq!(items.len(), 1, "one order: {answers:?}");
-    let id: serde_json::Value = serde_json::from_str(&answers[0].2).expect("json");
-    let order_id = items[0].get("order_id").and_then(|v| v.as_s().ok());
-    assert_eq!(order_id.map(String::as_str), id["id"].as_str());
-    let created_by = items[0].get(lambda_dedup::create_once::CREATED_KEY);
+    let answers = race(&[container(), container()], &key).await;
+    let order = one_order_and_one_replay(&client, &orders, &answers).await;
+    let order_id = order.get("order_id").and_then(|v| v.as_s().ok());
+    let created_by = order.get(lambda_dedup::create_once::CREATED_KEY);
     let created_by = created_by
         .and_then(|v| v.as_s().ok())
         .expect("the item's key");
@@ -268,19 +196,9 @@ fn orders_api_with_marks_until(
     orders: &str,
     until: &str,
 ) -> lambda_dedup_runtime::HttpService {
-    use lambda_dedup_runtime::{Dedup, Env, http::HttpConfig, store::Items};
-    let env = Env::from_pairs([
-        ("DEDUP_NAMESPACE", "t"),
-        ("DEDUP_MARK_TABLE", marks),
-        ("ORDERS_TABLE", orders),
-        ("HTTP_CALLER_FROM", "header:x-caller-id"),
-        ("HTTP_CALLER_FRONT", "unverified"),
-        ("HTTP_MARKS_UNTIL", until),
-    ]);
-    let dedup = Dedup::read(&env, orders_api::FUNCTION).expect("settings");
-    let config = HttpConfig::read(&env).expect("config");
-    let store = Items::dynamodb(client.clone(), dedup.settings());
-    orders_api::service(dedup.on(store), config).expect("service")
+    let extra = [("HTTP_MARKS_UNTIL", until)];
+    let (dedup, config) = dedup_tests::orders_door_with(client, marks, orders, &extra);
+    orders_api::service(dedup, config).expect("service")
 }
 
 /// Issue 45, the upgrade: a key answered through the transaction path (its mark in the mark
@@ -341,6 +259,74 @@ async fn one_item_mode_upgrade_window_replays_the_transaction_paths_keys() {
     let replayed = text_of(after.oneshot(post(&new_key, body)).await.expect("answer"));
     assert_eq!(replayed, (201, true, first.2), "replayed from its order");
     assert_eq!(count().await, 2);
+}
+
+/// The metering proxy in front of the local DynamoDB, every request held 200 ms on its way (so
+/// racing requests are in flight at once), a client through it, and a mark table and an orders
+/// table on it. The proxy lives as long as its value.
+async fn held_tables() -> (
+    local_dynamodb::meter::Meter,
+    aws_sdk_dynamodb::Client,
+    String,
+    String,
+) {
+    let meter = local_dynamodb::meter::Meter::start(
+        &dedup_tests::endpoint(),
+        std::time::Duration::from_millis(200),
+    )
+    .expect("meter");
+    let client = dedup_tests::client_at(&meter.endpoint());
+    let marks = dedup_tests::mark_table(&client).await;
+    let orders = dedup_tests::effect_table(&client, "order_id").await;
+    (meter, client, marks, orders)
+}
+
+/// The same order posted under `key` to each of `services` at once (spawned together, before
+/// any is awaited): each answer.
+async fn race(
+    services: &[lambda_dedup_runtime::HttpService],
+    key: &str,
+) -> Vec<(u16, bool, String)> {
+    let body = r#"{"sku":"book-1","quantity":1}"#;
+    let racers: Vec<_> = services
+        .iter()
+        .map(|s| {
+            let (s, r) = (s.clone(), post(key, body));
+            tokio::spawn(async move { text_of(s.oneshot(r).await.expect("answer")) })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for r in racers {
+        answers.push(r.await.expect("racer"));
+    }
+    answers
+}
+
+/// A race's end: every answer 201 with one body, exactly one of them replayed, and one order in
+/// `orders`, whose id the answer names. Returns the order.
+async fn one_order_and_one_replay(
+    client: &aws_sdk_dynamodb::Client,
+    orders: &str,
+    answers: &[(u16, bool, String)],
+) -> std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> {
+    assert!(answers.iter().all(|(s, _, _)| *s == 201), "{answers:?}");
+    assert_eq!(answers[0].2, answers[1].2, "one answer: {answers:?}");
+    let replays = answers.iter().filter(|(_, r, _)| *r).count();
+    assert_eq!(replays, 1, "the loser replays: {answers:?}");
+    let mut items = lambda_dedup_testkit::dynamodb::items::scan(client, orders)
+        .await
+        .expect("scan");
+    assert_eq!(items.len(), 1, "one order: {answers:?}");
+    let order = items.remove(0);
+    let id: serde_json::Value = serde_json::from_str(&answers[0].2).expect("json");
+    assert_eq!(
+        order
+            .get("order_id")
+            .and_then(|v| v.as_s().ok())
+            .map(String::as_str),
+        id["id"].as_str()
+    );
+    order
 }
 
 /// An answer's status, whether it is a replay, and its body.

@@ -141,9 +141,9 @@ enum Cmd {
     },
     /// Build every function for arm64 in release (cargo lambda), each alone, and report zip sizes.
     Package {
-        /// One build of every function, features unified (what CI runs: it proves each builds
-        /// and links for arm64 in a quarter of the time; the zips carry the union of the
-        /// features, so deploy the ones built alone).
+        /// One build of every function, features unified, in the dev profile (what CI runs: it
+        /// proves each compiles and links for arm64 in a fraction of the time; its zips carry
+        /// the union of the features, unoptimised, so deploy the ones built alone).
         #[arg(long)]
         together: bool,
     },

@@ -4,9 +4,10 @@
 //! package: built together, the runtime's features would unify and every zip
 //! would carry what any function enables (the SQS client, every door); built alone, each
 //! carries what its `Cargo.toml` names, and the crates whose features agree are compiled once.
-//! `--together` (CI) is one build of them all, features unified: it proves that every function
-//! builds and links for arm64 in release at a quarter of the time, and its zips are not the ones
-//! to deploy. That no function compiles a client it never calls is pinned by the integration
+//! `--together` (CI) is one build of them all, features unified, in the dev profile: it proves
+//! that every function compiles and links for arm64 (the profile changes how much is optimised,
+//! not what compiles or links) at a fraction of the time, and its zips are not the ones to deploy
+//! (the union of the features, unoptimised); their sizes are not printed. That no function compiles a client it never calls is pinned by the integration
 //! test `lean_builds`.
 
 use std::path::Path;
@@ -66,21 +67,20 @@ pub(crate) fn run(root: &Path, together: bool) -> Result<()> {
     } else {
         packages().into_iter().map(|p| vec![p]).collect()
     };
+    let profile = if together { None } else { Some("--release") };
     for functions in builds {
         let mut cmd = Command::new(crate::cargo());
-        cmd.current_dir(root).env("PATH", &path).args([
-            "lambda",
-            "build",
-            "--release",
-            "--arm64",
-            "--output-format",
-            "zip",
-        ]);
+        cmd.current_dir(root)
+            .env("PATH", &path)
+            .args(["lambda", "build"])
+            .args(profile)
+            .args(["--arm64", "--output-format", "zip"]);
         for f in &functions {
             cmd.args(["--package", f]);
         }
         let named = functions.join(" --package ");
-        println!("xtask: package: cargo lambda build --release --arm64 --package {named}");
+        let release = profile.map(|p| format!("{p} ")).unwrap_or_default();
+        println!("xtask: package: cargo lambda build {release}--arm64 --package {named}");
         let status =
             local_lambda::process::run(&mut cmd).map_err(|e| format!("cargo lambda: {e}"))?;
         if !status.success() {
@@ -88,7 +88,11 @@ pub(crate) fn run(root: &Path, together: bool) -> Result<()> {
         }
     }
     if together {
-        println!("\n  (built together, features unified: `cargo xtask package` builds each alone)");
+        println!(
+            "\n  every function built and linked for arm64 (together, features unified, dev \
+             profile): `cargo xtask package` builds each alone in release and prints its zip size"
+        );
+        return Ok(());
     }
     println!("\n  {:<20} {:>12}", "function (arm64)", "zip size");
     for f in zips() {

@@ -203,11 +203,12 @@ async fn round_trips_of_the_http_door_over_another_requests_claim() {
         [
             // In flight under another fingerprint: 422 (S11 before the wait), one commit.
             ((422, false), ops(&[("TransactWriteItems", 1)])),
-            // Released: the commit, then the key taken over (a claim without a fingerprint,
-            // released at once) and the commit again.
+            // Released: the commit, then the key taken over (a claim without a fingerprint:
+            // two `UpdateItem`s, as every DynamoDB takeover; released at once) and the commit
+            // again.
             (
                 (201, false),
-                ops(&[("TransactWriteItems", 2), ("UpdateItem", 2)])
+                ops(&[("TransactWriteItems", 2), ("UpdateItem", 3)])
             ),
         ]
     );

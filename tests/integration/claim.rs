@@ -93,7 +93,9 @@ async fn s11_same_key_different_fingerprint_is_a_conflict() {
         Claim::Claimed(_)
     ));
     match store.claim(&key, Some(&fp_b), None).await.expect("claim b") {
-        Claim::Seen(Seen::Conflict { stored, offered }) => {
+        Claim::Seen(Seen::Conflict {
+            stored, offered, ..
+        }) => {
             assert_eq!(stored, fp_a);
             assert_eq!(offered, fp_b);
         }

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use lambda_dedup::{Claim, DedupKey, Scope};
+use lambda_dedup::{Claim, DedupKey, Fingerprint, Scope};
 use lambda_dedup_dynamodb::DynamoStore;
 use lambda_dedup_runtime::flow::transact;
 use lambda_dedup_runtime::testing::events::sqs_event;
@@ -132,11 +132,11 @@ async fn round_trips_of_the_http_door_on_the_transaction_path() {
             // The warm cache.
             ops(&[]),
             ops(&[]),
-            // Another container: the commit, whose failed condition returns the stored answer.
+            // Another container: the commit, whose failed condition returns the mark: its
+            // stored answer (a replay), or its fingerprint and its status (422: a kept key,
+            // not a released one to take over), so no read follows.
+            one_commit.clone(),
             one_commit,
-            // The commit, then the mark read to tell a released key (taken over) from a kept
-            // one.
-            ops(&[("GetItem", 1), ("TransactWriteItems", 1)]),
         ]
     );
 }
@@ -166,6 +166,52 @@ async fn round_trips_of_the_http_door_in_flight() {
         .expect("answer");
     assert_eq!(answered(answer), (409, false));
     assert_eq!(sent(&meter), ops(&[("TransactWriteItems", 1)]));
+}
+
+/// The HTTP door on the transaction path with the key held by another request (its claim
+/// under another fingerprint, as a door that claims first writes it): while its lease is live
+/// the request is 422 from its commit alone; once released (nothing of it committed), the
+/// request takes the key over — the commit's failed condition shows the release, no read — and
+/// its order is the key's answer.
+#[tokio::test]
+async fn round_trips_of_the_http_door_over_another_requests_claim() {
+    let (meter, client) = metered();
+    let marks = dedup_tests::mark_table(&client).await;
+    let orders = dedup_tests::effect_table(&client, "order_id").await;
+    let service = transaction_path(&client, &marks, &orders);
+    let scope = Scope::new("t", orders_api::FUNCTION).expect("scope");
+    let store = DynamoStore::new(client.clone(), marks.clone(), dedup_tests::retention());
+    let another = Fingerprint::of_bytes(b"another request");
+    let body = r#"{"sku":"book-1","quantity":1}"#;
+    let mut rounds = Vec::new();
+    for release in [false, true] {
+        let key = dedup_tests::unique("rt");
+        // The key the door derives for the caller `shop` (its header, as the door names it).
+        let held = DedupKey::new(&scope, "header:4:shop", &["idempotency-key", &key]);
+        let Ok(Claim::Claimed(lease)) = store.claim(&held, Some(&another), None).await else {
+            panic!("the key is held");
+        };
+        if release {
+            store.release(&lease).await.expect("released");
+        }
+        meter.reset();
+        let answer = service.clone().oneshot(post(&key, body)).await;
+        rounds.push((answered(answer.expect("answer")), sent(&meter)));
+    }
+    assert_eq!(
+        rounds,
+        [
+            // In flight under another fingerprint: 422 (S11 before the wait), one commit.
+            ((422, false), ops(&[("TransactWriteItems", 1)])),
+            // Released: the commit, then the key taken over (a claim without a fingerprint:
+            // two `UpdateItem`s, as every DynamoDB takeover; released at once) and the commit
+            // again.
+            (
+                (201, false),
+                ops(&[("TransactWriteItems", 2), ("UpdateItem", 3)])
+            ),
+        ]
+    );
 }
 
 // ---- The direct invoke door (`invoke-charge`'s shape): the work calls out, under a claim.

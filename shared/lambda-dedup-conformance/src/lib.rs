@@ -239,12 +239,13 @@ impl<E, S: MarkStore<E> + ?Sized, T: EffectTables> World<E, S> for StoreAndTable
 }
 
 /// Every case of the suite that every store runs, by name.
-pub const CASES: [&str; 15] = [
+pub const CASES: [&str; 16] = [
     "claims_are_exclusive",
     "commit_then_duplicate",
     "a_failed_condition_writes_nothing",
     "refused_writes_are_permanent_and_write_nothing",
     "another_fingerprint_is_a_conflict",
+    "a_conflict_carries_the_mark_that_stands",
     "leases_expire_and_fence",
     "a_stale_owner_stays_fenced_after_the_new_owner_completed",
     "leases_are_held_past_their_end_by_the_clock_skew_allowance",
@@ -299,6 +300,7 @@ macro_rules! suite {
             a_failed_condition_writes_nothing,
             refused_writes_are_permanent_and_write_nothing,
             another_fingerprint_is_a_conflict,
+            a_conflict_carries_the_mark_that_stands,
             leases_expire_and_fence,
             a_stale_owner_stays_fenced_after_the_new_owner_completed,
             leases_are_held_past_their_end_by_the_clock_skew_allowance,
@@ -559,6 +561,113 @@ pub async fn another_fingerprint_is_a_conflict<H: Harness>(h: &H) {
     assert!(
         matches!(claim, Ok(Claim::Seen(Seen::Conflict { .. }))),
         "{claim:?}"
+    );
+}
+
+/// The conflict `seen` must be: its fingerprints and the mark that stands.
+fn conflicting<T: fmt::Debug>(
+    seen: Option<&Seen>,
+    got: &T,
+) -> (Fingerprint, Fingerprint, lambda_dedup::Mark) {
+    match seen {
+        Some(Seen::Conflict {
+            stored,
+            offered,
+            mark,
+        }) => (stored.clone(), offered.clone(), (**mark).clone()),
+        _ => panic!("expected a conflict, got {got:?}"),
+    }
+}
+
+/// Each way a write of `k` under `offered` meets the mark `k` holds under `stored` — a
+/// commit, a batch's commit, a claim — each one's conflict's mark, named by the way.
+async fn conflicts_met<E, S: MarkStore<E> + ?Sized>(
+    store: &S,
+    k: &DedupKey,
+    stored: &Fingerprint,
+    offered: &Fingerprint,
+) -> Vec<(lambda_dedup::Mark, &'static str)> {
+    let seen = |got: &Result<Commit, StoreError>| match got {
+        Ok(Commit::Seen(seen)) => Some(seen.clone()),
+        _ => None,
+    };
+    let mut met = Vec::new();
+    let got = store
+        .commit(request(k, Some(offered), Some("r2"), &[]))
+        .await;
+    met.push((conflicting(seen(&got).as_ref(), &got), "commit"));
+    let batch = [request(k, Some(offered), Some("r2"), &[])];
+    let got = store.commit_batch(&batch).await;
+    let one = got.first().and_then(seen);
+    met.push((conflicting(one.as_ref(), &got), "batch commit"));
+    let got = store.claim(k, Some(offered), None).await;
+    let claimed = match &got {
+        Ok(Claim::Seen(seen)) => Some(seen),
+        _ => None,
+    };
+    met.push((conflicting(claimed, &got), "claim"));
+    met.into_iter()
+        .map(|((s, o, mark), how)| {
+            assert_eq!((&s, &o), (stored, offered), "{how}: both fingerprints");
+            (mark, how)
+        })
+        .collect()
+}
+
+/// S11 from the failed write alone (S4): a conflict carries the mark that stands as the
+/// failed condition found it — completed with its answer, in flight under a live lease, or
+/// released (its lease ended: nothing of it committed) — for a commit, a batch's commit and a
+/// claim alike, so a caller that takes a released key over (the HTTP door) tells it from a
+/// kept one with no second request.
+pub async fn a_conflict_carries_the_mark_that_stands<H: Harness>(h: &H) {
+    let c = case(h).await;
+    let (a, b) = (fp("a"), fp("b"));
+    let done = key();
+    c.store
+        .commit(request(&done, Some(&a), Some("r1"), &[]))
+        .await
+        .expect("commit");
+    for (mark, how) in conflicts_met(&*c.store, &done, &a, &b).await {
+        assert_eq!(mark.key, done, "{how}");
+        assert_eq!(mark.status, MarkStatus::Completed, "{how}");
+        assert_eq!(mark.result.as_deref(), Some("r1"), "{how}: its answer");
+        assert_eq!(mark.fingerprint.as_ref(), Some(&a), "{how}");
+        assert!(!mark.is_released(c.clock.now()), "{how}: kept");
+    }
+
+    let held = key();
+    let Claim::Claimed(lease) = c.store.claim(&held, Some(&a), None).await.expect("claim") else {
+        panic!("the first claim wins");
+    };
+    for (mark, how) in conflicts_met(&*c.store, &held, &a, &b).await {
+        assert_eq!(mark.status, MarkStatus::InProgress, "{how}");
+        assert_eq!(mark.owner.as_ref(), Some(&lease.owner), "{how}: its holder");
+        assert!(mark.lease_is_live(c.clock.now()), "{how}: in flight");
+        assert!(!mark.is_released(c.clock.now()), "{how}: kept");
+    }
+
+    let released = key();
+    let Claim::Claimed(lease) = c
+        .store
+        .claim(&released, Some(&a), None)
+        .await
+        .expect("claim")
+    else {
+        panic!("the first claim wins");
+    };
+    c.store.release(&lease).await.expect("release");
+    for (mark, how) in conflicts_met(&*c.store, &released, &a, &b).await {
+        assert_eq!(mark.status, MarkStatus::InProgress, "{how}");
+        assert_eq!(mark.fingerprint.as_ref(), Some(&a), "{how}");
+        assert!(mark.is_released(c.clock.now()), "{how}: released");
+    }
+    assert!(
+        c.store
+            .get(&released)
+            .await
+            .expect("get")
+            .is_some_and(|m| m.status == MarkStatus::InProgress && m.fingerprint == Some(a)),
+        "nothing of the conflicting writes was written"
     );
 }
 

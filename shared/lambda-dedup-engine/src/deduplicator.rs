@@ -785,7 +785,9 @@ impl<E: 'static> Deduplicator<E> {
                     "in progress under another live lease",
                 )
             }
-            Seen::Conflict { stored, offered } => {
+            Seen::Conflict {
+                stored, offered, ..
+            } => {
                 tracing::warn!(message_id = %msg.message_id, key = %event.key,
                     stored_fingerprint = %stored, offered_fingerprint = %offered,
                     "conflict: same key, different payload; dead-lettering");

@@ -142,7 +142,9 @@ impl Deduplicator {
                 result: m.result,
             },
             Some(Seen::InProgress { lease_expires_at }) => Verdict::InProgress { lease_expires_at },
-            Some(Seen::Conflict { stored, offered }) => Verdict::Conflict { stored, offered },
+            Some(Seen::Conflict {
+                stored, offered, ..
+            }) => Verdict::Conflict { stored, offered },
             None if taken_over
                 && self.provider_key_retention().is_some_and(|retention| {
                     now.duration_since(first_attempt_at)

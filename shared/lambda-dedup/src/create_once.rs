@@ -109,32 +109,33 @@ pub fn judge(old: Option<&Item>, key: &DedupKey, offered: Option<&Fingerprint>) 
         // Another event's item, or one written by other means: not this event's to claim.
         return Commit::EffectRejected { index: 0 };
     }
-    let stored = text(CREATED_FINGERPRINT).map(|s| Fingerprint::from_stored(s.to_owned()));
-    if let (Some(stored), Some(offered)) = (&stored, offered)
-        && stored != offered
-    {
-        return Commit::Seen(Seen::Conflict {
-            stored: stored.clone(),
-            offered: offered.clone(),
-        });
-    }
     let created_at = match old.0.get(CREATED_AT) {
         Some(Value::N(n)) => n.parse().ok().map(from_epoch_millis),
         _ => None,
     }
     .unwrap_or(SystemTime::UNIX_EPOCH);
-    Commit::Seen(Seen::Duplicate(Box::new(Mark {
+    let mark = Box::new(Mark {
         key: key.clone(),
         status: MarkStatus::Completed,
         owner: None,
         lease_expires_at: None,
         // The item is the mark: it counts for as long as it lives.
         expires_at: SystemTime::UNIX_EPOCH + Duration::from_secs(i64::MAX as u64 / 1000),
-        fingerprint: stored,
+        fingerprint: text(CREATED_FINGERPRINT).map(|s| Fingerprint::from_stored(s.to_owned())),
         result: text(CREATED_RESULT).map(str::to_owned),
         first_seen_at: created_at,
         completed_at: Some(created_at),
-    })))
+    });
+    if let (Some(stored), Some(offered)) = (&mark.fingerprint, offered)
+        && stored != offered
+    {
+        return Commit::Seen(Seen::Conflict {
+            stored: stored.clone(),
+            offered: offered.clone(),
+            mark,
+        });
+    }
+    Commit::Seen(Seen::Duplicate(mark))
 }
 
 #[cfg(test)]

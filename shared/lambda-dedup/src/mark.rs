@@ -100,6 +100,13 @@ impl Mark {
                 .is_some_and(|l| crate::clock::epoch_millis(l) > crate::clock::epoch_millis(now))
     }
 
+    /// Whether this is an in-progress mark whose lease has ended at `now` (released by its
+    /// holder, or run out): nothing of its holder's committed with it (S5), so a request may
+    /// take it over, and its fingerprint holds nothing yet.
+    pub fn is_released(&self, now: SystemTime) -> bool {
+        self.status == MarkStatus::InProgress && !self.lease_is_live(now)
+    }
+
     /// What a delivery with `offered` fingerprint finds in this mark at `now`, or `None` if the
     /// mark does not stand in its way (absent by TTL, or an expired lease with a matching
     /// fingerprint). This mirrors the store's claim condition, so that a failed conditional write
@@ -115,6 +122,7 @@ impl Mark {
             return Some(Seen::Conflict {
                 stored: stored.clone(),
                 offered: offered.clone(),
+                mark: Box::new(self),
             });
         }
         match self.status {
@@ -169,6 +177,11 @@ pub enum Seen {
         stored: Fingerprint,
         /// The fingerprint of this delivery.
         offered: Fingerprint,
+        /// The mark that stands, as the failed write found it (the old item its condition
+        /// returned, never a second read): completed (holding its answer), in flight under a
+        /// live lease, or released ([`Mark::is_released`]) — which a caller that may take a
+        /// key over tells apart with no further request.
+        mark: Box<Mark>,
     },
 }
 
@@ -230,10 +243,18 @@ mod tests {
             done.clone().classify(None, now),
             Some(Seen::Duplicate(_))
         ));
-        assert!(matches!(
-            done.clone().classify(Some(&b), now),
-            Some(Seen::Conflict { .. })
-        ));
+        match done.clone().classify(Some(&b), now) {
+            Some(Seen::Conflict {
+                stored,
+                offered,
+                mark,
+            }) => {
+                assert_eq!((stored, offered), (a.clone(), b.clone()));
+                assert_eq!(*mark, done, "the conflict carries the mark that stands");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!done.is_released(now));
         // S9: past its TTL it is absent, conflict or not.
         let later = now + Duration::from_secs(3601);
         assert_eq!(done.classify(Some(&b), later), None);
@@ -249,10 +270,12 @@ mod tests {
         ));
         let expired_lease = now + Duration::from_secs(11);
         assert_eq!(held.clone().classify(Some(&a), expired_lease), None);
-        assert!(matches!(
-            held.classify(Some(&b), expired_lease),
-            Some(Seen::Conflict { .. })
-        ));
+        assert!(!held.is_released(now));
+        assert!(held.is_released(expired_lease));
+        match held.classify(Some(&b), expired_lease) {
+            Some(Seen::Conflict { mark, .. }) => assert!(mark.is_released(expired_lease)),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

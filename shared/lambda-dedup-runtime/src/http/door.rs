@@ -304,7 +304,7 @@ impl<E: Send + Sync + 'static> Door<E> {
             Err(e) => return store_failed(&e),
         };
         let now = self.store.now();
-        let released = mark.status == MarkStatus::InProgress && !mark.lease_is_live(now);
+        let released = mark.is_released(now);
         match mark.classify(Some(fp), now) {
             // A released mark's fingerprint holds nothing (its request stored nothing).
             Some(Seen::Conflict { .. }) if released => answer,
@@ -352,8 +352,8 @@ impl<E: Send + Sync + 'static> Door<E> {
                     false,
                 )
             }
-            Ok(Commit::Seen(Seen::Conflict { .. })) if may_take_over => {
-                Box::pin(self.conflict(key, fp, work, cutoff)).await
+            Ok(Commit::Seen(Seen::Conflict { mark, .. })) => {
+                Box::pin(self.conflict(&mark, key, fp, work, cutoff, may_take_over)).await
             }
             Ok(Commit::Seen(seen)) => {
                 if let Seen::Duplicate(mark) = &seen {
@@ -374,51 +374,45 @@ impl<E: Send + Sync + 'static> Door<E> {
         }
     }
 
-    /// The key's mark holds another fingerprint. A completed request's, or one still in flight:
-    /// 422, as before. A released one (its work answered 5xx or was refused as transient, or its
-    /// invocation ended, on a door that claims first: nothing of it committed, S5): its
-    /// fingerprint holds nothing, and this request takes the key over and commits.
+    /// The key's mark holds another fingerprint, as the failed condition returned it (no read).
+    /// A completed request's, or one still in flight: 422. A released one (its work answered
+    /// 5xx or was refused as transient, or its invocation ended, on a door that claims first:
+    /// nothing of it committed, S5): its fingerprint holds nothing, and this request takes the
+    /// key over and commits (once: `may_take_over`).
     async fn conflict(
         &self,
+        mark: &Mark,
         key: &DedupKey,
         offered: &Fingerprint,
         work: Storable<E>,
         cutoff: Option<SystemTime>,
+        may_take_over: bool,
     ) -> Answer {
-        let mark = match self.store.get(key).await {
-            Ok(Some(mark)) => mark,
-            // Gone since (its TTL): a retry runs anew.
-            Ok(None) => return self.retry_later(),
-            Err(e) => return store_failed(&e),
-        };
-        let now = self.store.now();
-        match mark.status {
-            MarkStatus::Completed => {
+        // S11: a conflict takes precedence over a request in flight.
+        if !(may_take_over && mark.is_released(self.store.now())) {
+            if mark.status == MarkStatus::Completed {
+                self.remember(mark);
+            }
+            return conflict();
+        }
+        // Taken over without a fingerprint, so the one it holds is not compared (the store's
+        // conditional write decides between racing retries); its lease ended at once, so the
+        // commit (which decides, S4) may write this request's mark.
+        match self.store.claim(key, None, cutoff).await {
+            Ok(Claim::Claimed(lease)) => {
+                if let Err(e) = self.store.release(&lease).await {
+                    return store_failed(&e);
+                }
+                self.commit(key, offered, work, cutoff, false).await
+            }
+            Ok(Claim::Seen(Seen::Duplicate(mark)))
+                if mark.fingerprint.as_ref().is_some_and(|f| f != offered) =>
+            {
                 self.remember(&mark);
                 conflict()
             }
-            // S11: a conflict takes precedence over a request in flight.
-            MarkStatus::InProgress if mark.lease_is_live(now) => conflict(),
-            MarkStatus::InProgress => {
-                // Taken over without a fingerprint, so the one it holds is not compared (the
-                // store's conditional write decides between racing retries); its lease ended
-                // at once, so the commit (which decides, S4) may write this request's mark.
-                match self.store.claim(key, None, cutoff).await {
-                    Ok(Claim::Claimed(lease)) => {
-                        if let Err(e) = self.store.release(&lease).await {
-                            return store_failed(&e);
-                        }
-                        self.commit(key, offered, work, cutoff, false).await
-                    }
-                    Ok(Claim::Seen(Seen::Duplicate(mark)))
-                        if mark.fingerprint.as_ref().is_some_and(|f| f != offered) =>
-                    {
-                        conflict()
-                    }
-                    Ok(Claim::Seen(seen)) => self.seen(seen, key, offered).await,
-                    Err(e) => store_failed(&e),
-                }
-            }
+            Ok(Claim::Seen(seen)) => self.seen(seen, key, offered).await,
+            Err(e) => store_failed(&e),
         }
     }
 

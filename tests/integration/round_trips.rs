@@ -455,13 +455,25 @@ async fn round_trips_of_the_webhook_receivers_warm_cache() {
 
 // ---- The single-write modes on SQS: the effect item is its own mark (issue 45).
 
+/// A metering proxy, its client, a fresh mark table and a fresh effect table keyed by `key`.
+async fn metered_tables(key: &str) -> (Meter, aws_sdk_dynamodb::Client, String, String) {
+    let (meter, client) = metered();
+    let marks = dedup_tests::mark_table(&client).await;
+    let effects = dedup_tests::effect_table(&client, key).await;
+    (meter, client, marks, effects)
+}
+
+/// A function's settings on the mark table `marks`, with `more`.
+fn on_marks(marks: &str, more: &[(&str, &str)]) -> Env {
+    let base = [("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", marks)];
+    Env::from_pairs(base.iter().chain(more).copied())
+}
+
 /// Create-once (`flow::create_once`) on the SQS door, each credit's entry its own mark: 10 new
 /// credits, the 10 redelivered to the same container, then to another container.
 #[tokio::test]
 async fn round_trips_of_create_once() {
-    let (meter, client) = metered();
-    let marks = dedup_tests::mark_table(&client).await;
-    let entries = dedup_tests::effect_table(&client, "account").await;
+    let (meter, client, marks, entries) = metered_tables("account").await;
     let container = || {
         let entries = entries.clone();
         credits_door(&client, &marks, false)
@@ -484,9 +496,7 @@ async fn round_trips_of_create_once() {
 /// gap.
 #[tokio::test]
 async fn round_trips_of_sequence_mode() {
-    let (meter, client) = metered();
-    let marks = dedup_tests::mark_table(&client).await;
-    let balances = dedup_tests::effect_table(&client, "account").await;
+    let (meter, client, marks, balances) = metered_tables("account").await;
     let container = || {
         credits_door(&client, &marks, false)
             .sqs(sequence("/data/seq", credited(&balances)))
@@ -525,13 +535,8 @@ async fn round_trips_of_sequence_mode() {
 /// notification of the same object (superseded).
 #[tokio::test]
 async fn round_trips_of_latest_wins() {
-    let (meter, client) = metered();
-    let marks = dedup_tests::mark_table(&client).await;
-    let catalog = dedup_tests::effect_table(&client, "object").await;
-    let env = Env::from_pairs([
-        ("DEDUP_NAMESPACE", "t"),
-        ("DEDUP_MARK_TABLE", marks.as_str()),
-    ]);
+    let (meter, client, marks, catalog) = metered_tables("object").await;
+    let env = on_marks(&marks, &[]);
     let container = || {
         let catalog = catalog.clone();
         on_dynamodb(&client, &env, "s3-catalog")
@@ -575,18 +580,10 @@ async fn round_trips_of_latest_wins() {
 /// another.
 #[tokio::test]
 async fn round_trips_of_the_kinesis_door() {
-    let (meter, client) = metered();
-    let marks = dedup_tests::mark_table(&client).await;
-    let balances = dedup_tests::effect_table(&client, "account").await;
-    let env = Env::from_pairs([
-        ("DEDUP_NAMESPACE", "t"),
-        ("DEDUP_MARK_TABLE", marks.as_str()),
-        // Never sent to here: every record applies.
-        (
-            "DEDUP_PARKING_QUEUE_URL",
-            "https://sqs.eu-west-1.amazonaws.com/000000000000/parking",
-        ),
-    ]);
+    let (meter, client, marks, balances) = metered_tables("account").await;
+    // Never sent to here: every record applies.
+    let parking = "https://sqs.eu-west-1.amazonaws.com/000000000000/parking";
+    let env = on_marks(&marks, &[("DEDUP_PARKING_QUEUE_URL", parking)]);
     let container = || {
         let balances = balances.clone();
         ledger::configure(on_dynamodb(&client, &env, "ledger-stream"))

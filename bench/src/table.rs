@@ -1,5 +1,5 @@
-//! What the report's Markdown tables share: the modes in their rows' order, a table's head, and
-//! a number read from a summary.
+//! What the report's Markdown tables share: the modes in their rows' order, a section's start
+//! and the build it names, a table's head, and a number read from a summary.
 
 use std::fmt::Write as _;
 
@@ -18,6 +18,20 @@ pub(crate) const MODES: [&str; 7] = [
 
 /// Our modes, in the order of the tables' rows.
 pub(crate) const OUR_MODES: &[&str] = MODES.split_at(1).1;
+
+/// The build this run is from, as a section names it: `debug` or `release`.
+pub(crate) fn build() -> &'static str {
+    if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    }
+}
+
+/// A section's start: its `begin` marker, then its `title` as a heading and a blank line.
+pub(crate) fn opened(begin: &str, title: &str) -> String {
+    format!("{begin}\n## {title}\n\n")
+}
 
 /// Writes a table's head: the `columns` line and the `rule` line under it.
 pub(crate) fn head(md: &mut String, columns: &str, rule: &str) {

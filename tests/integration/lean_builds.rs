@@ -66,3 +66,14 @@ fn a_postgres_function_compiles_no_aws_sdk() {
         ],
     );
 }
+
+/// The durable example (its workflow and its SQS dispatcher, one package): the Lambda client
+/// that starts and checkpoints executions, the DynamoDB store and the payments' HTTP client are
+/// its own; no SQS client (it parks nothing, sends no late event), no HTTP door, no other store.
+#[test]
+fn the_durable_function_compiles_no_sqs_client_no_http_stack_and_no_other_store() {
+    assert_lacks(
+        "example-durable-order",
+        &["aws-sdk-sqs", "lambda_http", "tokio-postgres", "redis"],
+    );
+}

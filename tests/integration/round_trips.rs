@@ -9,15 +9,19 @@ use std::time::Duration;
 
 use lambda_dedup::{Claim, DedupKey, Fingerprint, Scope};
 use lambda_dedup_dynamodb::DynamoStore;
-use lambda_dedup_runtime::flow::transact;
-use lambda_dedup_runtime::testing::events::sqs_event;
+use lambda_dedup_runtime::aws_lambda_events::event::s3::S3EventRecord;
+use lambda_dedup_runtime::events::{SqsBatchResponse, SqsEvent};
+use lambda_dedup_runtime::flow::{create_once, latest_wins, sequence, transact};
+use lambda_dedup_runtime::source::{Kinesis, S3};
+use lambda_dedup_runtime::testing::events::{kinesis_event, s3_event, sqs_event};
 use lambda_dedup_runtime::webhook::WebhookConfig;
 use lambda_dedup_runtime::{
-    Dedup, Effect, Env, Event, HandlerError, HttpEvent, HttpService, InvokeScope, Tenant,
-    WebhookService, store::Items,
+    Dedup, Effect, Env, Event, HandlerError, HttpEvent, HttpService, InvokeScope, Item, Service,
+    SqsService, Tenant, WebhookService, store::Items,
 };
 use lambda_http::Request;
 use lambda_http::tower::ServiceExt;
+use ledger_projector::ledger;
 use local_dynamodb::meter::Meter;
 
 /// The requests the meter counted since its last reset, by operation.
@@ -242,11 +246,9 @@ async fn round_trips_of_the_invoke_door() {
     let (first, other) = (container(), container());
     let charge = serde_json::json!({"order_id": dedup_tests::unique("o"), "cents": 500});
     let mut rounds = Vec::new();
-    for service in [&first, &first, &other] {
-        meter.reset();
-        let receipt = service.call_with(charge.clone()).await.expect("answered");
+    for (receipt, requests) in delivered(&meter, &[&first, &first, &other], &charge).await {
         assert_eq!(receipt["receipt"], charge["order_id"]);
-        rounds.push(sent(&meter));
+        rounds.push(requests);
     }
     assert_eq!(
         rounds,
@@ -297,9 +299,81 @@ async fn round_trips_of_the_webhook_receiver() {
 // ---- The SQS door: credits, committed with the event's mark.
 
 fn credit(id: &str) -> String {
+    credit_in_sequence(id, &format!("a-{id}"), 1)
+}
+
+/// A credit of `account` whose producer stamped it `seq` (`/data/seq`, read in sequence mode
+/// only).
+fn credit_in_sequence(id: &str, account: &str, seq: u64) -> String {
     serde_json::json!({"specversion": "1.0", "type": "credit", "source": "/bank", "id": id,
-        "tenantid": "acme", "data": {"account": format!("a-{id}"), "amount": 1}})
+        "tenantid": "acme", "data": {"account": account, "amount": 1, "seq": seq}})
     .to_string()
+}
+
+/// Ten new credits, each of its own account, in one SQS batch.
+fn ten_credits() -> SqsEvent {
+    let bodies: Vec<String> = (0..10).map(|_| credit(&dedup_tests::unique("e"))).collect();
+    sqs_event(&bodies.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// `function`'s `Dedup`, read from `env`, on the DynamoDB store behind `client`.
+fn on_dynamodb(client: &aws_sdk_dynamodb::Client, env: &Env, function: &str) -> Dedup {
+    let dedup = Dedup::read(env, function).expect("settings");
+    let store = Items::dynamodb(client.clone(), dedup.settings());
+    dedup.on(store)
+}
+
+/// The SQS door as `sqs-credit` configures it (the tenant in `tenantid`, its producers trusted)
+/// on the mark table `marks`, the duplicate pre-filter on or off.
+fn credits_door(client: &aws_sdk_dynamodb::Client, marks: &str, prefilter: bool) -> Dedup {
+    let env = Env::from_pairs([
+        ("DEDUP_NAMESPACE", "t"),
+        ("DEDUP_MARK_TABLE", marks),
+        (
+            "DEDUP_PREFILTER_DUPLICATES",
+            if prefilter { "true" } else { "false" },
+        ),
+    ]);
+    on_dynamodb(client, &env, "sqs-credit")
+        .tenant(Tenant::extension("tenantid"))
+        .trusted_producers()
+}
+
+/// A credit's one write: its account's balance, plus 1.
+fn credited(balances: &str) -> impl Fn(Event<serde_json::Value>) -> Effect + use<> {
+    let balances = balances.to_owned();
+    move |e: Event<serde_json::Value>| {
+        let account = e.payload["account"].as_str().unwrap_or_default().to_owned();
+        Effect::add(&balances, ("account", account), "balance", 1)
+    }
+}
+
+/// `event` delivered to each of `containers` in turn: each answer, with the requests it sent.
+async fn delivered<E: Clone + 'static, R: 'static>(
+    meter: &Meter,
+    containers: &[&Service<E, R>],
+    event: &E,
+) -> Vec<(R, BTreeMap<String, u64>)> {
+    let mut rounds = Vec::new();
+    for service in containers {
+        meter.reset();
+        let answer = service.call_with(event.clone()).await.expect("answered");
+        rounds.push((answer, sent(meter)));
+    }
+    rounds
+}
+
+/// The requests of `event` delivered to each of `containers` in turn, every message of it
+/// acknowledged.
+async fn acknowledged(
+    meter: &Meter,
+    containers: &[&SqsService],
+    event: &SqsEvent,
+) -> Vec<BTreeMap<String, u64>> {
+    let rounds = delivered(meter, containers, event).await;
+    let all_done = |answer: &SqsBatchResponse| answer.batch_item_failures.is_empty();
+    assert!(rounds.iter().all(|(a, _)| all_done(a)), "{rounds:?}");
+    rounds.into_iter().map(|(_, requests)| requests).collect()
 }
 
 /// The SQS door on fresh tables behind `meter`'s client, in one transaction per message or per
@@ -308,42 +382,14 @@ async fn sqs_rounds(per_batch: bool, prefilter: bool) -> Vec<BTreeMap<String, u6
     let (meter, client) = metered();
     let marks = dedup_tests::mark_table(&client).await;
     let balances = dedup_tests::effect_table(&client, "account").await;
-    let env = Env::from_pairs([
-        ("DEDUP_NAMESPACE", "t"),
-        ("DEDUP_MARK_TABLE", marks.as_str()),
-        (
-            "DEDUP_PREFILTER_DUPLICATES",
-            if prefilter { "true" } else { "false" },
-        ),
-    ]);
-    let dedup = Dedup::read(&env, "sqs-credit").expect("settings");
-    let store = Items::dynamodb(client.clone(), dedup.settings());
-    let dedup = dedup
-        .on(store)
-        .tenant(Tenant::extension("tenantid"))
-        .trusted_producers();
-    let work = move |e: Event<serde_json::Value>| {
-        let account = e.payload["account"].as_str().unwrap_or_default().to_owned();
-        Effect::add(&balances, ("account", account), "balance", 1)
-    };
+    let dedup = credits_door(&client, &marks, prefilter);
+    let work = credited(&balances);
     let service = match per_batch {
         true => dedup.sqs(transact(work).one_transaction_per_batch()),
         false => dedup.sqs(transact(work)),
     }
     .expect("service");
-    let bodies: Vec<String> = (0..10).map(|_| credit(&dedup_tests::unique("e"))).collect();
-    let bodies: Vec<&str> = bodies.iter().map(String::as_str).collect();
-    let mut rounds = Vec::new();
-    for _ in 0..2 {
-        meter.reset();
-        let answer = service
-            .call_with(sqs_event(&bodies))
-            .await
-            .expect("answered");
-        assert!(answer.batch_item_failures.is_empty(), "{answer:?}");
-        rounds.push(sent(&meter));
-    }
-    rounds
+    acknowledged(&meter, &[&service, &service], &ten_credits()).await
 }
 
 /// SQS, 10 new messages, then the same 10 redelivered to the same container.
@@ -451,4 +497,161 @@ async fn round_trips_of_the_webhook_receivers_warm_cache() {
     let theirs = deliver(&meter, &other_sender, &id, &body).await;
     assert_eq!((theirs.0, theirs.1), (200, false), "{theirs:?}");
     assert_eq!(theirs.3, ops(&[("PutItem", 1)]), "another sender's event");
+}
+
+// ---- The single-write modes on SQS: the effect item is its own mark (issue 45).
+
+/// A metering proxy, its client, a fresh mark table and a fresh effect table keyed by `key`.
+async fn metered_tables(key: &str) -> (Meter, aws_sdk_dynamodb::Client, String, String) {
+    let (meter, client) = metered();
+    let marks = dedup_tests::mark_table(&client).await;
+    let effects = dedup_tests::effect_table(&client, key).await;
+    (meter, client, marks, effects)
+}
+
+/// A function's settings on the mark table `marks`, with `more`.
+fn on_marks(marks: &str, more: &[(&str, &str)]) -> Env {
+    let base = [("DEDUP_NAMESPACE", "t"), ("DEDUP_MARK_TABLE", marks)];
+    Env::from_pairs(base.iter().chain(more).copied())
+}
+
+/// Create-once (`flow::create_once`) on the SQS door, each credit's entry its own mark: 10 new
+/// credits, the 10 redelivered to the same container, then to another container.
+#[tokio::test]
+async fn round_trips_of_create_once() {
+    let (meter, client, marks, entries) = metered_tables("account").await;
+    let container = || {
+        let entries = entries.clone();
+        credits_door(&client, &marks, false)
+            .sqs(create_once(move |e: Event<serde_json::Value>| {
+                let account = e.payload["account"].as_str().unwrap_or_default();
+                Effect::put(&entries, Item::new().with("account", account))
+            }))
+            .expect("service")
+    };
+    let (first, other) = (container(), container());
+    let rounds = acknowledged(&meter, &[&first, &first, &other], &ten_credits()).await;
+    let ten_puts = ops(&[("PutItem", 10)]);
+    assert_eq!(rounds, [ten_puts.clone(), ten_puts.clone(), ten_puts]);
+}
+
+/// Sequence mode (`flow::sequence`, the producer's sequence at `/data/seq`) on the SQS door,
+/// each credit one update of its account carrying the account's high-water: 10 new credits (the
+/// first of 10 accounts), the 10 redelivered to the same container and to another; then an
+/// older event of one account (another id, its sequence under the high-water), and one past a
+/// gap.
+#[tokio::test]
+async fn round_trips_of_sequence_mode() {
+    let (meter, client, marks, balances) = metered_tables("account").await;
+    let container = || {
+        credits_door(&client, &marks, false)
+            .sqs(sequence("/data/seq", credited(&balances)))
+            .expect("service")
+    };
+    let (first, other) = (container(), container());
+    let rounds = acknowledged(&meter, &[&first, &first, &other], &ten_credits()).await;
+    let ten_updates = ops(&[("UpdateItem", 10)]);
+    assert_eq!(
+        rounds,
+        [ten_updates.clone(), ten_updates.clone(), ten_updates]
+    );
+
+    let account = dedup_tests::unique("a");
+    let at = |seq: u64| credit_in_sequence(&dedup_tests::unique("e"), &account, seq);
+    let [one, two, older, past_a_gap] = [1, 2, 1, 4].map(at);
+    // Its first two, one after the other (the high-water 2), then the older event.
+    for applied in [one, two] {
+        acknowledged(&meter, &[&first], &sqs_event(&[&applied])).await;
+    }
+    let stale = acknowledged(&meter, &[&first], &sqs_event(&[&older])).await;
+    assert_eq!(stale, [ops(&[("UpdateItem", 1)])]);
+    let gap = delivered(&meter, &[&first], &sqs_event(&[&past_a_gap])).await;
+    assert_eq!(
+        gap[0].0.batch_item_failures.len(),
+        1,
+        "a gap is not applied"
+    );
+    assert_eq!(gap[0].1, ops(&[("UpdateItem", 1)]));
+}
+
+// ---- Latest-wins (`s3-catalog`): the S3 door, each notification committed with its mark and
+// its object's high-water sequencer.
+
+/// A notification, its redelivery to the same container and to another, then an older
+/// notification of the same object (superseded).
+#[tokio::test]
+async fn round_trips_of_latest_wins() {
+    let (meter, client, marks, catalog) = metered_tables("object").await;
+    let env = on_marks(&marks, &[]);
+    let container = || {
+        let catalog = catalog.clone();
+        on_dynamodb(&client, &env, "s3-catalog")
+            .door(
+                S3,
+                latest_wins(move |e: Event<S3EventRecord>| {
+                    let object = e.payload.s3.object.url_decoded_key.unwrap_or_default();
+                    let sequencer = e.payload.s3.object.sequencer.unwrap_or_default();
+                    Effect::update(&catalog, Item::new().with("object", object.as_str()))
+                        .expression("SET #seq = :seq")
+                        .name("#seq", "sequencer")
+                        .value(":seq", sequencer.as_str())
+                }),
+            )
+            .expect("service")
+    };
+    let (first, other) = (container(), container());
+    let newer = s3_event("photos", &[("cat.jpg", "0055AED6DCD90281E6")]);
+    let mut rounds: Vec<_> = delivered(&meter, &[&first, &first, &other], &newer)
+        .await
+        .into_iter()
+        .map(|((), requests)| requests)
+        .collect();
+    let older = s3_event("photos", &[("cat.jpg", "0055AED6DCD90281E5")]);
+    rounds.extend(
+        delivered(&meter, &[&first], &older)
+            .await
+            .into_iter()
+            .map(|r| r.1),
+    );
+    // The notification's mark, its item and the object's high-water in one transaction; a
+    // duplicate, or an older notification, is its failed condition.
+    let one_commit = ops(&[("TransactWriteItems", 1)]);
+    assert_eq!(rounds, vec![one_commit; 4]);
+}
+
+// ---- A stream door (`ledger-stream`, Kinesis): each record's mark committed with its balance
+// change, in order per account.
+
+/// Ten records, each of its own account; the ten redelivered to the same container, then to
+/// another.
+#[tokio::test]
+async fn round_trips_of_the_kinesis_door() {
+    let (meter, client, marks, balances) = metered_tables("account").await;
+    // Never sent to here: every record applies.
+    let parking = "https://sqs.eu-west-1.amazonaws.com/000000000000/parking";
+    let env = on_marks(&marks, &[("DEDUP_PARKING_QUEUE_URL", parking)]);
+    let container = || {
+        let balances = balances.clone();
+        ledger::configure(on_dynamodb(&client, &env, "ledger-stream"))
+            .door(Kinesis, move |e| ledger::plan(&balances, e))
+            .expect("service")
+    };
+    let (first, other) = (container(), container());
+    let records: Vec<(String, String)> = (0..10)
+        .map(|_| dedup_tests::unique("e"))
+        .map(|id| (format!("a-{id}"), credit(&id)))
+        .collect();
+    let records: Vec<(&str, &str)> = records
+        .iter()
+        .map(|(k, d)| (k.as_str(), d.as_str()))
+        .collect();
+    let event = kinesis_event("ledger", &records);
+    let mut rounds = Vec::new();
+    for (answer, requests) in delivered(&meter, &[&first, &first, &other], &event).await {
+        assert!(answer.batch_item_failures.is_empty(), "{answer:?}");
+        rounds.push(requests);
+    }
+    let ten_commits = ops(&[("TransactWriteItems", 10)]);
+    // A transaction per record; the redelivery answered by the warm cache.
+    assert_eq!(rounds, [ten_commits.clone(), ops(&[]), ten_commits]);
 }

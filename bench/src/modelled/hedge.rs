@@ -163,17 +163,9 @@ fn pays(v: &Value, off: &Value) -> (f64, f64, bool) {
 
 /// The section: one table of every row, and the verdict.
 pub(crate) fn render(rows: &[Value], n: usize, seed: u64) -> String {
-    let build = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
+    let build = table::build();
     let (n100, copies) = (n * 10, seed.wrapping_add(1));
-    let mut md = String::new();
-    let _ = writeln!(
-        md,
-        "{BEGIN}\n## Hedging the single-write modes (modelled bed)\n"
-    );
+    let mut md = table::opened(BEGIN, "Hedging the single-write modes (modelled bed)");
     let _ = writeln!(
         md,
         "Measured by `cargo xtask bench --hedge-only` (`bench/src/modelled/hedge.rs`), this time \

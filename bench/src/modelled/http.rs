@@ -251,17 +251,34 @@ fn median(operation: &str, items: usize) -> f64 {
     calibrated(operation, items).map_or(0.0, |f| f.at(0.0))
 }
 
-/// The section: the table, then the targets for the door, met or missed.
-pub(crate) fn render(rows: &[Value], n: usize, seed: u64) -> String {
-    let build = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
-    let mut md = String::new();
+/// A target's verdict.
+fn verdict(ok: bool) -> &'static str {
+    if ok { "met" } else { "**missed**" }
+}
+
+/// The target row of `case`: its bound p50 at most 1.1 × one `request` (the model's median,
+/// `median_ms`), judged, its measured p50 beside it.
+fn within_a_tenth(
+    md: &mut String,
+    case: &str,
+    request: &str,
+    median_ms: f64,
+    (p50, measured): (f64, f64),
+) {
     let _ = writeln!(
         md,
-        "{BEGIN}\n## The HTTP door beside Powertools' API Gateway idempotency (modelled bed)\n"
+        "| {case}: p50 ≤ 1.1 × one {request} ({:.1} ms) | {p50:.1} ms ({measured:.1}) | {} |",
+        1.1 * median_ms,
+        verdict(p50 <= 1.1 * median_ms)
+    );
+}
+
+/// The section: the table, then the targets for the door, met or missed.
+pub(crate) fn render(rows: &[Value], n: usize, seed: u64) -> String {
+    let build = table::build();
+    let mut md = table::opened(
+        BEGIN,
+        "The HTTP door beside Powertools' API Gateway idempotency (modelled bed)",
     );
     let _ = writeln!(
         md,
@@ -330,17 +347,12 @@ pub(crate) fn render(rows: &[Value], n: usize, seed: u64) -> String {
         "| target | bound p50 (measured p50) | verdict |",
         "| --- | --- | --- |",
     );
-    let verdict = |ok: bool| if ok { "met" } else { "**missed**" };
     // Our bound's p50, and the measured one beside it.
     let p50s = |r: &Value| (get(&r["ours"], "bound_p50_ms"), get(&r["ours"], "p50_ms"));
     if let Some(r) = find(1, true, "first") {
         let ((p50, measured), pt) = (p50s(r), get(&r["powertools"], "bound_p50_ms"));
-        let _ = writeln!(
-            md,
-            "| first request, one item: p50 ≤ 1.1 × one `PutItem` ({:.1} ms) | {p50:.1} ms ({measured:.1}) | {} |",
-            1.1 * put,
-            verdict(p50 <= 1.1 * put)
-        );
+        let case = "first request, one item";
+        within_a_tenth(&mut md, case, "`PutItem`", put, (p50, measured));
         let _ = writeln!(
             md,
             "| first request, one item: ≥ 2.5 × faster than Powertools' | {:.2} × ({pt:.1} ms ÷ {p50:.1} ms) | {} |",
@@ -352,12 +364,11 @@ pub(crate) fn render(rows: &[Value], n: usize, seed: u64) -> String {
         let ((p50, measured), pt) = (p50s(r), get(&r["powertools"], "bound_p50_ms"));
         // The mark and the two effects in one transaction.
         let tx = median("TransactWriteItems", 3);
-        let _ = writeln!(
-            md,
-            "| first request, two effects: p50 ≤ 1.1 × one `TransactWriteItems` of 3 items ({:.1} ms) | {p50:.1} ms ({measured:.1}) | {} |",
-            1.1 * tx,
-            verdict(p50 <= 1.1 * tx)
+        let (case, one) = (
+            "first request, two effects",
+            "`TransactWriteItems` of 3 items",
         );
+        within_a_tenth(&mut md, case, one, tx, (p50, measured));
         let _ = writeln!(
             md,
             "| first request, two effects: no slower than Powertools' | {p50:.1} ms ({measured:.1}) vs {pt:.1} ms | {} |",
@@ -365,13 +376,7 @@ pub(crate) fn render(rows: &[Value], n: usize, seed: u64) -> String {
         );
     }
     if let Some(r) = find(1, true, "replay") {
-        let (p50, measured) = p50s(r);
-        let _ = writeln!(
-            md,
-            "| replay: p50 ≤ 1.1 × one `PutItem` ({:.1} ms) | {p50:.1} ms ({measured:.1}) | {} |",
-            1.1 * put,
-            verdict(p50 <= 1.1 * put)
-        );
+        within_a_tenth(&mut md, "replay", "`PutItem`", put, p50s(r));
     }
     let _ = writeln!(md, "\n{END}");
     md

@@ -58,13 +58,8 @@ pub(crate) fn row(v: &Value, powertools_bound: f64) -> String {
 /// The section, from the modelled rows (`rows`) and the emulator bed's summary (`emulator`,
 /// `docs/benchmarks.json`'s `summary`; empty if there is none).
 pub(crate) fn render(rows: &[Value], emulator: &[Value], n: usize, seed: u64) -> String {
-    let build = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
-    let mut md = String::new();
-    let _ = writeln!(md, "{BEGIN}\n## The modelled bed\n");
+    let build = table::build();
+    let mut md = table::opened(BEGIN, "The modelled bed");
     let _ = writeln!(
         md,
         "Measured by `cargo xtask bench --modelled-only` (a debug build; a full `cargo xtask \

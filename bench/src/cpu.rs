@@ -41,7 +41,7 @@ pub(crate) const END: &str = "<!-- cpu:end -->";
 const MODES: [&str; 3] = ["per_message", "batch_transaction", "create_once"];
 const CONCURRENCY: [usize; 3] = [8, 32, 64];
 /// The batch each invocation carries.
-const BATCH: usize = 10;
+pub(crate) const BATCH: usize = 10;
 /// The seed of the store's draws (the benchmark's).
 const SEED: u64 = 21;
 /// The concurrency whose batch-transaction row is profiled: the one furthest above the goal.
@@ -58,24 +58,22 @@ fn credit_of(e: &Event<Value>) -> std::result::Result<(String, i64), HandlerErro
     }
 }
 
-/// The function process: `mode`'s SQS service on the modelled store, under `run_concurrent`.
-pub(crate) async fn function(mode: &str) -> Result<()> {
-    lambda_dedup_runtime::init_tracing();
+/// `mode`'s SQS service on `memory` behind `marks` (the modelled store, or the memory store
+/// itself for `bench cpu-count`).
+pub(crate) fn service<M>(mode: &str, memory: &MemoryStore, marks: M) -> Result<SqsService>
+where
+    M: lambda_dedup::store::CreateOnceStore
+        + lambda_dedup::store::SequenceStore
+        + lambda_dedup::store::LatestStore
+        + 'static,
+{
     let env = lambda_dedup_runtime::Env::from_pairs([
         ("DEDUP_NAMESPACE", "bench"),
         ("DEDUP_MARK_TABLE", "marks"),
     ]);
     let dedup = Dedup::read(&env, "bench-cpu").map_err(BenchError::failed)?;
-    let settings = dedup.settings();
-    let memory = MemoryStore::new(settings.retention)
-        .with_lease(settings.lease)
-        .with_clock_skew(settings.clock_skew);
-    memory.create_table("balances", "account");
-    memory.create_table("entries", "entry");
-    let delays = Arc::new(Delays::new(Latency::Calibrated { seed: SEED }));
-    let store = ModelledStore::new(memory.clone(), Recorder::new(delays)).on_tokio_timer();
     let dedup = dedup
-        .on(Items::with_tables(store, Arc::new(memory)))
+        .on(Items::with_tables(marks, Arc::new(memory.clone())))
         .tenant(Tenant::extension("tenantid"))
         .trusted_producers();
     let credit = |e: Event<Value>| -> std::result::Result<Effect, HandlerError> {
@@ -83,7 +81,7 @@ pub(crate) async fn function(mode: &str) -> Result<()> {
         let account = ("account", e.scoped(&account));
         Ok(Effect::add("balances", account, "balance", amount))
     };
-    let service: SqsService = match mode {
+    match mode {
         "per_message" => dedup.sqs(credit),
         "batch_transaction" => dedup.sqs(transact(credit).one_transaction_per_batch()),
         _ => dedup.sqs(create_once(
@@ -97,14 +95,39 @@ pub(crate) async fn function(mode: &str) -> Result<()> {
             },
         )),
     }
-    .map_err(BenchError::failed)?;
+    .map_err(BenchError::failed)
+}
+
+/// The memory store of the bench's settings, its tables created.
+pub(crate) fn memory_store() -> Result<MemoryStore> {
+    let env = lambda_dedup_runtime::Env::from_pairs([
+        ("DEDUP_NAMESPACE", "bench"),
+        ("DEDUP_MARK_TABLE", "marks"),
+    ]);
+    let dedup = Dedup::read(&env, "bench-cpu").map_err(BenchError::failed)?;
+    let settings = dedup.settings();
+    let memory = MemoryStore::new(settings.retention)
+        .with_lease(settings.lease)
+        .with_clock_skew(settings.clock_skew);
+    memory.create_table("balances", "account");
+    memory.create_table("entries", "entry");
+    Ok(memory)
+}
+
+/// The function process: `mode`'s SQS service on the modelled store, under `run_concurrent`.
+pub(crate) async fn function(mode: &str) -> Result<()> {
+    lambda_dedup_runtime::init_tracing();
+    let memory = memory_store()?;
+    let delays = Arc::new(Delays::new(Latency::Calibrated { seed: SEED }));
+    let store = ModelledStore::new(memory.clone(), Recorder::new(delays)).on_tokio_timer();
+    let service = service(mode, &memory, store)?;
     lambda_dedup_runtime::lambda_runtime::run_concurrent(service)
         .await
         .map_err(|e| BenchError::Unexpected(format!("run_concurrent: {e}")))
 }
 
 /// An SQS event of `BATCH` new credits, numbered from `first`.
-fn payload(first: usize) -> Result<Value> {
+pub(crate) fn payload(first: usize) -> Result<Value> {
     let bodies: Vec<String> = (first..first + BATCH)
         .map(|i| {
             json!({"specversion": "1.0", "type": "credit", "source": "/bench",

@@ -12,10 +12,13 @@
 //! with and without a hedge on that bed (`modelled/hedge.rs`), its section likewise; `bench http
 //! REQUESTS SEED DOCS` the HTTP door beside Powertools' on that bed (`modelled/http.rs`);
 //! `bench cpu MESSAGES DOCS` the CPU per message of the SQS door under `run_concurrent`
-//! (`cpu.rs`, which runs this binary again as `bench cpu-function MODE`).
+//! (`cpu.rs`, which runs this binary again as `bench cpu-function MODE`); `bench cpu-count MODE
+//! MESSAGES` the same path without the runtime API or the bed's holds, for callgrind and
+//! heaptrack (`cpu_count.rs`).
 
 mod coldstart;
 mod cpu;
+mod cpu_count;
 mod delay;
 mod error;
 mod modelled;
@@ -178,9 +181,25 @@ async fn throughput(
     Ok(())
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // On a runtime of its own: one thread, nothing else scheduled.
+    if let (Some("cpu-count"), 3) = (args.first().map(String::as_str), args.len()) {
+        let result = match args[2].parse::<usize>() {
+            Ok(n) => cpu_count::run(&args[1], n),
+            Err(_) => Err(BenchError::NotANumber(args[2].clone())),
+        };
+        if let Err(e) = result {
+            eprintln!("bench: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    run(args);
+}
+
+#[tokio::main]
+async fn run(args: Vec<String>) {
     let result = match args.first().map(String::as_str) {
         Some("throughput") if args.len() == 6 || args.len() == 7 => {
             let num = |i: usize| {
@@ -248,7 +267,7 @@ async fn main() {
             std::path::Path::new(&args[2]),
         ),
         _ => Err(BenchError::Usage(
-            "usage: bench throughput ENDPOINT MESSAGES BATCH CONTAINERS METER_URL [MODES] | bench coldstart BINARY ENDPOINT RUNS | bench report RAW DOCS | bench stores PG_URL VALKEY_URL MESSAGES DOCS | bench modelled MESSAGES SEED DOCS | bench hedge MESSAGES SEED DOCS | bench http REQUESTS SEED DOCS | bench cpu MESSAGES DOCS",
+            "usage: bench throughput ENDPOINT MESSAGES BATCH CONTAINERS METER_URL [MODES] | bench coldstart BINARY ENDPOINT RUNS | bench report RAW DOCS | bench stores PG_URL VALKEY_URL MESSAGES DOCS | bench modelled MESSAGES SEED DOCS | bench hedge MESSAGES SEED DOCS | bench http REQUESTS SEED DOCS | bench cpu MESSAGES DOCS | bench cpu-count MODE MESSAGES",
         )),
     };
     if let Err(e) = result {

@@ -294,14 +294,13 @@ impl<E: 'static> Deduplicator<E> {
         plan: &Plan<E>,
         committed: Result<Commit, StoreError>,
     ) -> Outcome {
-        let event = event.clone();
         match committed {
             Ok(Commit::Applied) => {
                 tracing::info!(message_id = %msg.message_id, key = %event.key, "applied");
-                self.remember_applied(&event, plan.result.as_deref());
+                self.remember_applied(event, plan.result.as_deref());
                 Outcome::Applied
             }
-            Ok(Commit::Seen(seen)) => self.seen(msg, &event, seen),
+            Ok(Commit::Seen(seen)) => self.seen(msg, event, seen),
             Ok(Commit::EffectRejected { index }) => {
                 // A business condition did not hold (e.g. the account it debits does not exist
                 // yet). Nothing was written; redelivery retries it, and the redrive policy
@@ -325,7 +324,7 @@ impl<E: 'static> Deduplicator<E> {
                 };
                 tracing::warn!(message_id = %msg.message_id, key = %event.key, code = %code,
                     "rejected: the store refused the effect; nothing written; dead-lettering");
-                rejected_event(&event, Reason::EffectRefused, reason)
+                rejected_event(event, Reason::EffectRefused, reason)
             }
             Err(e) => store_failed(msg, &event.key, &e),
         }
@@ -499,7 +498,7 @@ impl<E: 'static> Deduplicator<E> {
         }
         outcomes
             .into_iter()
-            .map(|o| o.unwrap_or(Outcome::retry(RetryCause::NotProcessed, "not processed")))
+            .map(|o| o.unwrap_or_else(|| Outcome::retry(RetryCause::NotProcessed, "not processed")))
             .collect()
     }
 

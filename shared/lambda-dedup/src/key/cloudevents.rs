@@ -3,12 +3,12 @@
 use serde_json::Value as Json;
 
 use super::Rejection;
-use super::checks::{checked, json_text};
+use super::checks::{Named, checked, json_text};
 
 pub(super) fn ce_attr(ce: &serde_json::Map<String, Json>, name: &str) -> Result<String, Rejection> {
-    let what = format!("CloudEvents attribute `{name}`");
-    let v = ce
-        .get(name)
-        .ok_or_else(|| Rejection::Missing { what: what.clone() })?;
+    let what = Named("CloudEvents attribute", name);
+    let v = ce.get(name).ok_or_else(|| Rejection::Missing {
+        what: what.to_string(),
+    })?;
     checked(&what, &json_text(&what, v, false)?)
 }

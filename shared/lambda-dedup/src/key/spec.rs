@@ -4,7 +4,7 @@ use std::time::SystemTime;
 
 use serde_json::Value as Json;
 
-use super::checks::{checked, json_text, pointer};
+use super::checks::{Named, check, checked, json_text, pointer};
 use super::cloudevents::ce_attr;
 use super::time::EventTimeSource;
 use super::{
@@ -217,18 +217,18 @@ impl KeySpec {
                         found: "not a JSON object",
                     })?;
                 for required in ["specversion", "type"] {
-                    let what = || format!("CloudEvents attribute `{required}`");
-                    let v = ce
-                        .get(required)
-                        .ok_or_else(|| Rejection::Missing { what: what() })?;
-                    checked(&what(), &json_text(&what(), v, false)?)?;
+                    let what = Named("CloudEvents attribute", required);
+                    let v = ce.get(required).ok_or_else(|| Rejection::Missing {
+                        what: what.to_string(),
+                    })?;
+                    check(&what, &json_text(&what, v, false)?)?;
                 }
                 let source = ce_attr(ce, "source")?;
                 let id = ce_attr(ce, "id")?;
                 vec!["cloudevents".into(), source, id]
             }
             IdentitySource::MessageAttribute(name) => {
-                let what = format!("message attribute `{name}`");
+                let what = Named("message attribute", name);
                 vec![
                     "attribute".into(),
                     name.clone(),
@@ -236,18 +236,18 @@ impl KeySpec {
                 ]
             }
             IdentitySource::JsonPointer(ptr) => {
-                let what = format!("body field `{ptr}`");
+                let what = Named("body field", ptr);
                 let v = pointer(body.as_ref(), ptr, &what)?;
                 vec!["pointer".into(), ptr.clone(), v]
             }
             IdentitySource::EnvelopeId => {
                 let what = "envelope id";
                 let name = super::ENVELOPE_ID_ATTRIBUTE;
-                vec!["envelope-id".into(), attribute(msg, what, name)?]
+                vec!["envelope-id".into(), attribute(msg, &what, name)?]
             }
             IdentitySource::SqsMessageId => {
                 let what = "SQS messageId";
-                vec!["sqs-message-id".into(), checked(what, &msg.message_id)?]
+                vec!["sqs-message-id".into(), checked(&what, &msg.message_id)?]
             }
             IdentitySource::BodySha256 => {
                 if msg.body.is_empty() {
@@ -267,7 +267,7 @@ impl KeySpec {
             None => Provenance::Payload,
             Some(_) => Provenance::Sender(attribute(
                 msg,
-                &format!("message attribute `{VERIFIED_SENDER_ATTRIBUTE}`"),
+                &Named("message attribute", VERIFIED_SENDER_ATTRIBUTE),
                 VERIFIED_SENDER_ATTRIBUTE,
             )?),
         };
@@ -322,29 +322,37 @@ impl KeySpec {
             TenantSource::Single => String::new(),
             TenantSource::Fixed(t) => t.clone(),
             TenantSource::MessageAttribute(name) => {
-                attribute(msg, &format!("tenant message attribute `{name}`"), name)?
+                attribute(msg, &Named("tenant message attribute", name), name)?
             }
             TenantSource::CloudEventsExtension(name) => {
-                let what = format!("tenant CloudEvents extension `{name}`");
+                let what = Named("tenant CloudEvents extension", name);
                 let v = body
                     .and_then(Json::as_object)
                     .and_then(|o| o.get(name))
-                    .ok_or_else(|| Rejection::Missing { what: what.clone() })?;
+                    .ok_or_else(|| Rejection::Missing {
+                        what: what.to_string(),
+                    })?;
                 checked(&what, &json_text(&what, v, false)?)?
             }
-            TenantSource::JsonPointer(ptr) => {
-                pointer(body, ptr, &format!("tenant body field `{ptr}`"))?
-            }
+            TenantSource::JsonPointer(ptr) => pointer(body, ptr, &Named("tenant body field", ptr))?,
         })
     }
 }
 
-pub(super) fn attribute(msg: &Message, what: &str, name: &str) -> Result<String, Rejection> {
+pub(super) fn attribute(
+    msg: &Message,
+    what: &dyn std::fmt::Display,
+    name: &str,
+) -> Result<String, Rejection> {
     match msg.attributes.get(name) {
-        None => Err(Rejection::Missing { what: what.into() }),
+        None => Err(Rejection::Missing {
+            what: what.to_string(),
+        }),
         Some(AttributeValue::String(s)) => checked(what, s),
         Some(AttributeValue::Binary(b)) => {
-            let s = std::str::from_utf8(b).map_err(|_| Rejection::NotUtf8 { what: what.into() })?;
+            let s = std::str::from_utf8(b).map_err(|_| Rejection::NotUtf8 {
+                what: what.to_string(),
+            })?;
             checked(what, s)
         }
     }

@@ -133,7 +133,7 @@ impl EventTimeSource {
                 };
                 let what = "CloudEvents attribute `time`";
                 TimeFormat::Rfc3339
-                    .read(what, &json_text(what, v, false)?)
+                    .read(what, &json_text(&what, v, false)?)
                     .map(Some)
             }
             Self::JsonPointer { pointer, format } => {

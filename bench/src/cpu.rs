@@ -425,15 +425,10 @@ pub(crate) async fn run(n: usize, docs: &Path) -> Result<()> {
 
 /// The section.
 fn render(rows: &[Value], n: usize) -> String {
-    let build = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
-    let mut md = String::new();
-    let _ = writeln!(
-        md,
-        "{BEGIN}\n## CPU per message under Lambda Managed Instances (modelled bed)\n"
+    let build = table::build();
+    let mut md = table::opened(
+        BEGIN,
+        "CPU per message under Lambda Managed Instances (modelled bed)",
     );
     let _ = writeln!(
         md,

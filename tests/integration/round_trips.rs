@@ -532,7 +532,8 @@ async fn round_trips_of_create_once() {
     let (first, other) = (container(), container());
     let rounds = acknowledged(&meter, &[&first, &first, &other], &ten_credits()).await;
     let ten_puts = ops(&[("PutItem", 10)]);
-    assert_eq!(rounds, [ten_puts.clone(), ten_puts.clone(), ten_puts]);
+    // The same container answers from its warm cache.
+    assert_eq!(rounds, [ten_puts.clone(), ops(&[]), ten_puts]);
 }
 
 /// Sequence mode (`flow::sequence`, the producer's sequence at `/data/seq`) on the SQS door,

@@ -28,7 +28,9 @@ pub(super) fn item_spec(dedup: &Dedup<Items>) -> Result<KeySpec, BuildError> {
 /// written in one conditional `Put` carrying the event's key and fingerprint, and a redelivery
 /// finds the item and is a duplicate (S8), another payload a conflict (S11). The item is the
 /// mark for as long as it lives: there is no retention window and no late-event rule, and
-/// deleting the item forgets the event.
+/// deleting the item forgets the event (in a warm container, within `DEDUP_CACHE_SECONDS`: the
+/// warm cache, `DEDUP_CACHE_SIZE`, holds the items this container created or found, by their
+/// whole key, so a redelivery to the same container costs no request).
 pub fn create_once<T, F, P>(create: F) -> CreateOnce<F>
 where
     F: Fn(Event<T>) -> P,
@@ -67,7 +69,11 @@ where
     fn build(self, on: On<'_, Items>) -> Result<CreateOnceStep, BuildError> {
         let spec = item_spec(on.dedup)?;
         Ok(CreateOnceStep {
-            dedup: CreateOnceDeduplicator::with_store(spec, on.dedup.store.create_once()?),
+            dedup: CreateOnceDeduplicator::with_store(spec, on.dedup.store.create_once()?)
+                .with_cache_for(
+                    on.dedup.settings.cache_size,
+                    on.dedup.settings.cache_max_age,
+                ),
             create: typed_work(on, self.0),
         })
     }

@@ -271,20 +271,19 @@ pub(crate) fn http_only(root: &Path, requests: usize) -> Result<()> {
     http(root, &debug_build(root)?, requests)
 }
 
-/// `--cpu-only`: the CPU rows alone, on a release build (CPU time is what they measure).
+/// `--cpu-only`: the CPU rows alone, on a release build with symbols (the `profiling` profile:
+/// CPU time is what they measure, and the profile names functions).
 pub(crate) fn cpu_only(root: &Path, messages: usize) -> Result<()> {
     let mut build = Command::new(crate::cargo());
-    // With its symbols (the profile names functions; link-time only, nothing rebuilt).
     build
         .current_dir(root)
-        .env("CARGO_PROFILE_RELEASE_STRIP", "false")
-        .args(["build", "--release", "-p", "bench"]);
+        .args(["build", "--profile", "profiling", "-p", "bench"]);
     if !succeeds(&mut build) {
-        return Err("release build failed".into());
+        return Err("release build (profile profiling) failed".into());
     }
     cpu(
         root,
-        &crate::target_dir(root).join("release/bench"),
+        &crate::target_dir(root).join("profiling/bench"),
         messages,
     )
 }

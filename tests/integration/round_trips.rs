@@ -59,9 +59,7 @@ fn answered(response: lambda_http::Response<lambda_http::Body>) -> (u16, bool) {
 async fn http_rounds(
     built: impl Fn(&aws_sdk_dynamodb::Client, &str, &str) -> HttpService,
 ) -> Vec<BTreeMap<String, u64>> {
-    let (meter, client) = metered();
-    let marks = dedup_tests::mark_table(&client).await;
-    let orders = dedup_tests::effect_table(&client, "order_id").await;
+    let (meter, client, marks, orders) = metered_tables("order_id").await;
     let container = || built(&client, &marks, &orders);
     let (first_container, second, third) = (container(), container(), container());
     let key = dedup_tests::unique("rt");
@@ -151,9 +149,7 @@ async fn round_trips_of_the_http_door_on_the_transaction_path() {
 /// its one request.
 #[tokio::test]
 async fn round_trips_of_the_http_door_in_flight() {
-    let (meter, client) = metered();
-    let marks = dedup_tests::mark_table(&client).await;
-    let orders = dedup_tests::effect_table(&client, "order_id").await;
+    let (meter, client, marks, orders) = metered_tables("order_id").await;
     let service = transaction_path(&client, &marks, &orders);
     let key = dedup_tests::unique("rt");
     let scope = Scope::new("t", orders_api::FUNCTION).expect("scope");
@@ -179,9 +175,7 @@ async fn round_trips_of_the_http_door_in_flight() {
 /// its order is the key's answer.
 #[tokio::test]
 async fn round_trips_of_the_http_door_over_another_requests_claim() {
-    let (meter, client) = metered();
-    let marks = dedup_tests::mark_table(&client).await;
-    let orders = dedup_tests::effect_table(&client, "order_id").await;
+    let (meter, client, marks, orders) = metered_tables("order_id").await;
     let service = transaction_path(&client, &marks, &orders);
     let scope = Scope::new("t", orders_api::FUNCTION).expect("scope");
     let store = DynamoStore::new(client.clone(), marks.clone(), dedup_tests::retention());

@@ -71,6 +71,7 @@
 #![warn(missing_docs)]
 
 mod deduplicator;
+mod emf;
 pub mod explain;
 mod handler_error;
 mod late;
@@ -85,10 +86,11 @@ pub use deduplicator::{
     CreateOnceDeduplicator, Deduplicator, LatestDeduplicator, LeasedDeduplicator, Plan,
     SequencedDeduplicator,
 };
+pub use emf::emf_line;
 pub use explain::{Explanation, Verdict};
 pub use handler_error::{HandlerError, Invalid, InvalidCause, Transient, TransientCause};
 pub use late::late_attributes;
-pub use outcome::{Account, Outcome, Reason, emf_line};
+pub use outcome::{Account, Outcome, Reason};
 pub use passage::{Pass, Passage, never_applies};
 pub use provider::{CallError, Permanence};
 pub use retry::RetryCause;

@@ -1,6 +1,6 @@
 //! The ends of a delivery and the account that must close (S14).
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use lambda_dedup::DedupKey;
 use serde::Serialize;
@@ -292,7 +292,7 @@ impl Account {
             self.transient,
             TransientCause::metric,
         ));
-        emf_line(namespace, dimensions, &metrics)
+        crate::emf_line(namespace, dimensions, &metrics)
     }
 
     /// The names of the account's EMF metrics, in the order of the line: what an auditor sums
@@ -323,42 +323,6 @@ fn occurred<'a, C, const N: usize>(
 /// `reason`'s position in [`Reason::ALL`].
 fn reason_index(reason: Reason) -> Option<usize> {
     Reason::ALL.iter().position(|r| *r == reason)
-}
-
-/// One CloudWatch Embedded Metric Format record as a single JSON line: `metrics` (name, unit,
-/// value) in `namespace`, with `dimensions` (name, value) as one dimension set. Print it to
-/// stdout on its own line (not through `tracing`: EMF must be a bare JSON line).
-pub fn emf_line(
-    namespace: &str,
-    dimensions: &[(&str, &str)],
-    metrics: &[(&str, &str, u64)],
-) -> String {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
-    let mut record = serde_json::Map::new();
-    record.insert(
-        "_aws".into(),
-        serde_json::json!({
-            "Timestamp": ms,
-            "CloudWatchMetrics": [{
-                "Namespace": namespace,
-                "Dimensions": [dimensions.iter().map(|(n, _)| *n).collect::<Vec<_>>()],
-                "Metrics": metrics
-                    .iter()
-                    .map(|(name, unit, _)| serde_json::json!({"Name": name, "Unit": unit}))
-                    .collect::<Vec<_>>(),
-            }],
-        }),
-    );
-    for (name, value) in dimensions {
-        record.insert((*name).into(), (*value).into());
-    }
-    for (name, _, value) in metrics {
-        record.insert((*name).into(), (*value).into());
-    }
-    serde_json::Value::Object(record).to_string()
 }
 
 #[cfg(test)]

@@ -21,11 +21,11 @@ impl Fingerprint {
     /// The fingerprint of a JSON value, canonicalised (object keys sorted, no whitespace), so a
     /// producer that re-serialises the same payload keeps the same fingerprint.
     pub fn of_json(value: &Json) -> Self {
-        let mut canonical = String::new();
+        let mut canonical = Vec::with_capacity(256);
         write_canonical(value, &mut canonical);
         Self(hex::encode(hash_parts(
             "lambda-dedup/fp/json/v1",
-            [canonical.as_bytes()],
+            [canonical.as_slice()],
         )))
     }
 
@@ -133,40 +133,64 @@ impl FingerprintSource {
     }
 }
 
-fn write_canonical(v: &Json, out: &mut String) {
+/// Writes `v` as canonical JSON (object keys sorted, no whitespace) into `out`: keys and scalars
+/// written as `serde_json` writes them, with no string built per key or scalar.
+fn write_canonical(v: &Json, out: &mut Vec<u8>) {
     match v {
         Json::Object(map) => {
             let mut entries: Vec<_> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
             for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Json::String(k.clone()).to_string());
-                out.push(':');
+                write_scalar(k, out);
+                out.push(b':');
                 write_canonical(v, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Json::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => write_scalar(scalar, out),
     }
+}
+
+/// A key or a scalar, compact. Writing a string, a number, a boolean or null into a `Vec`
+/// cannot fail; were it to, the bytes written so far stay and the digest differs, never a panic.
+fn write_scalar<T: serde::Serialize + ?Sized>(v: &T, out: &mut Vec<u8>) {
+    let _ = serde_json::to_writer(out, v);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Stored fingerprints must not change between versions: the canonical text of a value with
+    /// every kind of JSON in it, written out by hand, is what gets hashed.
+    #[test]
+    fn s11_canonical_json_is_the_text_stored_fingerprints_were_made_of() {
+        let value: Json = serde_json::from_str(
+            r#"{ "b": [1, 2.5, "x\"y\u00e9\n", null, true, false], "a": {"d": {}, "c": -3, "é": []} }"#,
+        )
+        .expect("json");
+        let canonical = r#"{"a":{"c":-3,"d":{},"é":[]},"b":[1,2.5,"x\"yé\n",null,true,false]}"#;
+        let expected = hex::encode(hash_parts(
+            "lambda-dedup/fp/json/v1",
+            [canonical.as_bytes()],
+        ));
+        assert_eq!(Fingerprint::of_json(&value).as_str(), expected);
+    }
 
     #[test]
     fn s11_canonical_json_ignores_key_order_and_whitespace() {

@@ -1,6 +1,7 @@
 //! Where a key is valid ([`Scope`]) and the key itself ([`DedupKey`]).
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::hash_parts;
 use crate::retention::ConfigError;
@@ -50,8 +51,10 @@ impl Scope {
 }
 
 /// The partition key of a mark: `namespace#consumer#<sha256 hex of tenant and identity>`.
+/// Shared, not copied, when cloned: a key travels with its event through the flow, its
+/// outcome, the warm cache and the store's requests.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct DedupKey(String);
+pub struct DedupKey(Arc<str>);
 
 impl DedupKey {
     /// Derives the key of an event from its scope, tenant and identity components. The components
@@ -69,17 +72,21 @@ impl DedupKey {
             "lambda-dedup/key/v1",
             std::iter::once(tenant.as_bytes()).chain(identity.iter().map(|s| s.as_bytes())),
         );
-        Self(format!(
-            "{}#{}#{}",
-            scope.namespace,
-            scope.consumer,
-            hex::encode(digest)
-        ))
+        let mut hex = [0u8; 64];
+        // 32 bytes always fit 64 hex digits.
+        let _ = hex::encode_to_slice(digest, &mut hex);
+        let mut key = String::with_capacity(scope.namespace.len() + scope.consumer.len() + 66);
+        key.push_str(&scope.namespace);
+        key.push('#');
+        key.push_str(&scope.consumer);
+        key.push('#');
+        key.extend(hex.iter().map(|&b| char::from(b)));
+        Self(key.into())
     }
 
     /// Rebuilds a key from a stored partition key value.
     pub fn from_stored(pk: String) -> Self {
-        Self(pk)
+        Self(pk.into())
     }
 
     /// The partition key value.

@@ -64,6 +64,20 @@ fn s1_scope_and_tenant_are_part_of_the_key() {
     assert!(base.as_str().starts_with("prod#ledger#"));
 }
 
+/// Stored marks must be found again after an upgrade: a key is the scope, then the digest of
+/// its tenant and identity as every version has made it, in lowercase hex.
+#[test]
+fn s1_the_key_is_the_scope_and_the_digest_stored_keys_were_made_of() {
+    let key = DedupKey::new(
+        &Scope::new("prod", "ledger").expect("scope"),
+        "acme",
+        &["x", "1"],
+    );
+    let digest = crate::hash_parts("lambda-dedup/key/v1", [&b"acme"[..], b"x", b"1"]);
+    assert_eq!(key.as_str(), format!("prod#ledger#{}", hex::encode(digest)));
+    assert_eq!(DedupKey::from_stored(key.as_str().to_owned()), key);
+}
+
 /// S1: components are length-prefixed: shifting a boundary changes the key.
 #[test]
 fn s1_identity_components_cannot_be_confused() {

@@ -285,8 +285,8 @@ async fn row(mode: &str, at_once: usize, n: usize, tick: f64, profile: bool) -> 
 
 /// Where the time goes, by kind of work: the share of the samples whose function (self time)
 /// names one, the first kind that matches. Release builds are stripped; `cargo xtask bench
-/// --cpu-only` links this one with its symbols (`CARGO_PROFILE_RELEASE_STRIP=false`, link-time
-/// only), or every sample would be "other".
+/// --cpu-only` builds in the `profiling` profile (release with symbols), or every sample would
+/// be "other".
 const KINDS: [(&str, &[&str]); 11] = [
     ("kernel (syscalls, network, scheduling)", &["[k]"]),
     (
@@ -415,16 +415,22 @@ pub(crate) async fn run(n: usize, docs: &Path) -> Result<()> {
             rows.push(r);
         }
     }
+    let counts: Vec<Value> = MODES
+        .iter()
+        .filter_map(|mode| crate::cpu_count::per_message(mode))
+        .inspect(|c| println!("bench: cpu counts {c}"))
+        .collect();
     let path = docs.join("BENCHMARKS.md");
     let doc = std::fs::read_to_string(&path).unwrap_or_default();
-    let md = table::replace(&doc, (BEGIN, END), &render(&rows, n));
+    let md = table::replace(&doc, (BEGIN, END), &render(&rows, &counts, n));
     std::fs::write(&path, md).map_err(BenchError::failed)?;
-    let text = serde_json::to_string_pretty(&json!({"rows": rows})).map_err(BenchError::failed)?;
+    let text = serde_json::to_string_pretty(&json!({"rows": rows, "counts": counts}))
+        .map_err(BenchError::failed)?;
     std::fs::write(docs.join("benchmarks-cpu.json"), text).map_err(BenchError::failed)
 }
 
 /// The section.
-fn render(rows: &[Value], n: usize) -> String {
+fn render(rows: &[Value], counts: &[Value], n: usize) -> String {
     let build = table::build();
     let mut md = table::opened(
         BEGIN,
@@ -506,6 +512,33 @@ fn render(rows: &[Value], n: usize) -> String {
                 p["kind"].as_str().unwrap_or(""),
                 num(p, "percent"),
                 num(p, "us_per_msg"),
+            );
+        }
+    }
+    if !counts.is_empty() {
+        let _ = writeln!(
+            md,
+            "\nCounted, not timed (`bench cpu-count`, `bench/src/cpu_count.rs`): the same SQS door \
+             path on one thread, without the runtime API and the holds, the memory store alone; \
+             instructions inside the served batches (`valgrind --tool=callgrind`), calls to \
+             allocation functions over the process (`heaptrack`: the bench's building of the \
+             events included); a run of {LONG} messages minus one of {SHORT}, over the \
+             difference. A loaded machine does not move these.\n",
+            LONG = crate::cpu_count::LONG,
+            SHORT = crate::cpu_count::SHORT,
+        );
+        table::head(
+            &mut md,
+            "| mode | instructions/msg | allocation calls/msg |",
+            "| --- | ---: | ---: |",
+        );
+        for c in counts {
+            let _ = writeln!(
+                md,
+                "| {} | {:.0} | {:.1} |",
+                c["mode"].as_str().unwrap_or(""),
+                num(c, "instructions_per_msg"),
+                num(c, "allocations_per_msg"),
             );
         }
     }

@@ -8,7 +8,11 @@
 //! `lambda_dedup_memory` the bed's); a run of 10 messages (one batch) is the start-up and the
 //! first batch's one-time costs to subtract from a run of 1010, over 1000 messages.
 
+use std::path::Path;
+use std::process::{Command, Stdio};
+
 use lambda_dedup_runtime::aws_lambda_events::event::sqs::SqsEvent;
+use serde_json::{Value, json};
 
 use crate::Result;
 use crate::cpu::{BATCH, memory_store, payload, service};
@@ -55,4 +59,93 @@ fn serve(
         }
         Ok(())
     })
+}
+
+/// The counted path's messages: a long run, and the short one (its first batch) subtracted.
+pub(crate) const LONG: usize = 1010;
+pub(crate) const SHORT: usize = BATCH;
+
+/// Instructions and allocation calls per message on `mode`'s counted path, when `valgrind` and
+/// `heaptrack` are on the host: each tool runs `bench cpu-count` on [`LONG`] messages and on
+/// [`SHORT`], and the difference over the difference is the figure, free of start-up and first
+/// batch. Instructions are counted inside `serve` alone (callgrind's `--toggle-collect`);
+/// allocation calls over the whole process, so they include the bed's building of the events.
+/// A count as repeatable as the build: a loaded machine does not move it.
+pub(crate) fn per_message(mode: &str) -> Option<Value> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = std::env::temp_dir().join(format!("bench-cpu-count-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).ok()?;
+    let count = |n: usize| -> Option<(f64, f64)> {
+        let instructions = callgrind(&exe, &dir, mode, n)?;
+        let allocations = heaptrack(&exe, &dir, mode, n)?;
+        Some((instructions, allocations))
+    };
+    let counts = count(LONG).zip(count(SHORT));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ((i_long, a_long), (i_short, a_short)) = counts?;
+    let messages = (LONG - SHORT) as f64;
+    Some(json!({
+        "mode": mode,
+        "instructions_per_msg": (i_long - i_short) / messages,
+        "allocations_per_msg": (a_long - a_short) / messages,
+    }))
+}
+
+/// Instructions inside `serve`, from callgrind's summary.
+fn callgrind(exe: &Path, dir: &Path, mode: &str, n: usize) -> Option<f64> {
+    let out = dir.join(format!("callgrind-{n}"));
+    let status = Command::new("valgrind")
+        .args(["--tool=callgrind", "--toggle-collect=*cpu_count*serve*"])
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(exe)
+        .args(["cpu-count", mode, &n.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .ok()?;
+    let text = std::fs::read_to_string(&out)
+        .ok()
+        .filter(|_| status.success())?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("summary:").or(l.strip_prefix("totals:")))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+/// Calls to allocation functions over the whole process, from heaptrack's summary.
+fn heaptrack(exe: &Path, dir: &Path, mode: &str, n: usize) -> Option<f64> {
+    let out = dir.join(format!("heaptrack-{n}"));
+    let status = Command::new("heaptrack")
+        .arg("-o")
+        .arg(&out)
+        .arg(exe)
+        .args(["cpu-count", mode, &n.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .ok()?;
+    // heaptrack names its file after `-o` with the compression's extension.
+    let file = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .and_then(|f| f.to_str())
+                .is_some_and(|f| f.starts_with(&format!("heaptrack-{n}.")))
+        })
+        .filter(|_| status.success())?;
+    let report = Command::new("heaptrack_print")
+        .arg("-f")
+        .arg(&file)
+        .args([
+            "--print-peaks=0",
+            "--print-allocators=0",
+            "--print-temporary=0",
+        ])
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8(report.stdout).ok()?;
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("calls to allocation functions:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }

@@ -80,9 +80,11 @@ pub(crate) const CFN_GUARD: &str = "3.2.1";
 /// The pinned version of `cargo-deny`.
 pub(crate) const CARGO_DENY: &str = "0.20.0";
 
-/// The binary of the crate `name` at `version` (`cfn-guard`, `cargo-deny`), installed first if
-/// needed (`cargo install --locked`, from crates.io, into `.cache/{name}`; a few minutes on two
-/// cores, the first time only).
+/// The binary of the crate `name` at `version` (`mdbook`, `cfn-guard`, `cargo-deny`), installed
+/// first if needed (`cargo install --locked`, from crates.io, into `.cache/{name}`; a few minutes
+/// on two cores, the first time only). A debug build, in one target dir for all three
+/// (`.cache/tools-target`), so the dependencies they share compile once: they check a few files,
+/// where an optimised build would cost minutes more than it saves.
 pub(crate) fn installed(root: &Path, name: &str, version: &str) -> Result<PathBuf> {
     let dir = root.join(".cache").join(name);
     let bin = dir.join("bin").join(name);
@@ -94,7 +96,9 @@ pub(crate) fn installed(root: &Path, name: &str, version: &str) -> Result<PathBu
         "installing {name} {version} into .cache/{name} (cargo install --locked; first run only, a few minutes)"
     ));
     let status = Command::new(crate::cargo())
-        .args(["install", "--locked", "--quiet"])
+        .args(["install", "--locked", "--quiet", "--debug"])
+        .arg("--target-dir")
+        .arg(root.join(".cache").join("tools-target"))
         .arg(format!("{name}@{version}"))
         // Over a binary left without its stamp (another version, an interrupted install).
         .arg("--force")

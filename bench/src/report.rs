@@ -77,7 +77,7 @@ pub(crate) fn run(raw: &Path, docs: &Path) -> Result<()> {
     if !modelled.is_empty() {
         md = crate::modelled::splice(&md, modelled);
     }
-    // So are the round-trip table, pinned by `tests/integration/round_trips.rs`, the hedging
+    // So are the round-trip table, pinned by `tests/integration/round_trips/`, the hedging
     // rows (`bench hedge`), the HTTP door's (`bench http`) and the CPU rows (`bench cpu`).
     for section in [
         crate::stores::section(&old),
@@ -103,7 +103,7 @@ pub(crate) fn run(raw: &Path, docs: &Path) -> Result<()> {
 }
 
 /// Where the round-trip table starts and ends in `BENCHMARKS.md` (written by hand from the
-/// counts `tests/integration/round_trips.rs` pins).
+/// counts `tests/integration/round_trips/` pins).
 const ROUND_TRIPS: (&str, &str) = ("<!-- round-trips:begin -->", "<!-- round-trips:end -->");
 
 /// The median of `xs` (sorted in place).

@@ -2,9 +2,10 @@
 //! AWS SDK configuration of its clients with the settings' timeouts ([`sdk_config`], built in
 //! `lambda_dedup_aws`, which the operators' tool shares), the DynamoDB stores of the mark table
 //! and of a create-once table, and the mark deduplicator with the settings' guards on keys and
-//! the warm cache ([`FromSettings`]; a create-once deduplicator reads no marks, so it needs only
-//! the keys' guards, [`Settings::key_spec`]). The settings crate builds nothing; this is the one
-//! place the runtime does.
+//! the warm cache ([`FromSettings`]; the deduplicators of the flows whose item is its own mark,
+//! and of latest-wins, are built by their flows with the keys' guards, [`Settings::key_spec`], and
+//! the same warm cache but for sequence mode, whose high-water is the item's, not the event's).
+//! The settings crate builds nothing; this is the one place the runtime does.
 
 use std::sync::Arc;
 

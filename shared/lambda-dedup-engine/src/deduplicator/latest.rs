@@ -3,6 +3,7 @@
 //! object is [`Outcome::Superseded`] — acknowledged, counted, not applied over the newer one.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use lambda_dedup::{
     CommitRequest, DedupKey, Derived, KeySpec, Latest, LatestStore, LatestWrite, MarkStore,
@@ -42,6 +43,18 @@ impl LatestDeduplicator {
             dedup: Deduplicator::with_store(spec, marks),
             store,
         }
+    }
+
+    /// Keeps up to `capacity` of the marks this container committed or found, each at most
+    /// `max_age` (see [`Deduplicator::with_cache_for`]): a redelivery of an event this container
+    /// has seen (its key and fingerprint) costs no store call, as the store judges a seen mark
+    /// before the high-water. Only marks are cached, never an object's high-water: an older
+    /// event of the object has a key of its own (its sequencer is in it), so it is not in the
+    /// cache and the store says whether it is superseded; a superseded event writes no mark, so
+    /// its redelivery asks the store again.
+    pub fn with_cache_for(mut self, capacity: usize, max_age: Duration) -> Self {
+        self.dedup = self.dedup.with_cache_for(capacity, max_age);
+        self
     }
 
     /// The high-water key of `object` (the object's own name, e.g. bucket and key) within the

@@ -26,7 +26,10 @@ super::step_debug!(LatestStep);
 /// with the event's mark and the object's new high-water sequencer in one transaction. A
 /// redelivery is a duplicate; an event older than one applied for its object is `superseded`
 /// (acknowledged, nothing written, counted among the duplicates and as `Superseded`). The
-/// object and sequencer are the ones the S3 door reads (`crate::source::s3`).
+/// object and sequencer are the ones the S3 door reads (`crate::source::s3`). The warm cache
+/// (`DEDUP_CACHE_SIZE`, `DEDUP_CACHE_SECONDS`) holds the marks this container committed or
+/// found, by their whole key, so a redelivery to the same container costs no request; an older
+/// event of the object (its own key) and a superseded one (no mark) are the store's to judge.
 pub fn latest_wins<T, F, P>(work: F) -> LatestWins<F>
 where
     F: Fn(Event<T>) -> P,
@@ -85,7 +88,10 @@ where
     fn build(self, on: On<'_, Items>) -> Result<LatestStep, BuildError> {
         let spec = super::once::item_spec(on.dedup)?;
         Ok(LatestStep {
-            dedup: LatestDeduplicator::with_store(spec, on.dedup.store.latest()?),
+            dedup: LatestDeduplicator::with_store(spec, on.dedup.store.latest()?).with_cache_for(
+                on.dedup.settings.cache_size,
+                on.dedup.settings.cache_max_age,
+            ),
             work: typed_work(on, self.0),
         })
     }

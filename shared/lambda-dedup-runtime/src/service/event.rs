@@ -136,7 +136,11 @@ pub(super) fn typed<T: DeserializeOwned>(
 /// [`Invalid::MissingField`] or [`Invalid::Misfit`], naming the field by its path, never quoting
 /// a value (S3). What an event's payload goes through before the work.
 pub fn parse<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, HandlerError> {
-    serde_path_to_error::deserialize(value).map_err(|e| HandlerError::Invalid(misfit(&e)))
+    // Read untracked first: tracking the path copies every key it passes, and only a refusal
+    // needs the path, so only a refusal reads the payload again, tracked.
+    T::deserialize(value).or_else(|_| {
+        serde_path_to_error::deserialize(value).map_err(|e| HandlerError::Invalid(misfit(&e)))
+    })
 }
 
 /// Why a payload is not a `T`, by the path where serde stopped: a field the type requires and

@@ -1,7 +1,8 @@
 //! Batch-transaction mode: the transactional flow for a whole batch, its events committed in as
-//! few transactions as the store can, with the duplicate pre-filter's read before them.
+//! few transactions as the store can, and the duplicate pre-filter's read in flight while the
+//! batch's plans are made (issue 45).
 
-use lambda_dedup::{CommitRequest, Derived, Message, Seen};
+use lambda_dedup::{CommitRequest, DedupKey, Derived, Mark, Message, Seen};
 
 use super::{Deduplicator, Plan, planned};
 use crate::handler_error::HandlerError;
@@ -20,6 +21,10 @@ impl<E: 'static> Deduplicator<E> {
     /// message makes that message a retry; only a transient fault of a shared transaction
     /// (throttling, a conflict) retries every message of it.
     ///
+    /// With the duplicate pre-filter on, its read is sent as soon as the batch's keys are
+    /// derived, and the plans are made while it is in flight: the read needs only the keys, so
+    /// the batch's time is the read's or the plans', not both.
+    ///
     /// Up to `max_in_flight` of the batch's transactions are in flight at once; no two of them
     /// write the same item (see `DynamoStore::commit_batch_bounded`).
     pub async fn transactional_batch<F>(
@@ -32,26 +37,41 @@ impl<E: 'static> Deduplicator<E> {
         F: Fn(&Derived) -> Result<Plan<E>, HandlerError>,
     {
         let mut outcomes: Vec<Option<Outcome>> = messages.iter().map(|_| None).collect();
-        let mut todo: Vec<(usize, Derived, Plan<E>)> = Vec::new();
+        let mut events: Vec<(usize, Derived)> = Vec::new();
         for (i, msg) in messages.iter().enumerate() {
-            let event = match self.derive(msg) {
-                Ok(e) => e,
-                Err(outcome) => {
-                    outcomes[i] = Some(outcome);
-                    continue;
-                }
-            };
-            if let Some(seen) = self.cached(&event) {
-                outcomes[i] = Some(self.seen(msg, &event, seen));
-                continue;
-            }
-            match planned(msg, &event, &plan) {
-                Ok(p) => todo.push((i, event, p)),
+            match self.derive(msg) {
+                Ok(event) => match self.cached(&event) {
+                    Some(seen) => outcomes[i] = Some(self.seen(msg, &event, seen)),
+                    None => events.push((i, event)),
+                },
                 Err(outcome) => outcomes[i] = Some(outcome),
             }
         }
-        if self.prefilter && !todo.is_empty() {
-            todo = self.known_duplicates(messages, todo, &mut outcomes).await;
+        let keys: Vec<&DedupKey> = events.iter().map(|(_, e)| &e.key).collect();
+        // `join!` polls the read first, so it is sent before the first plan is made.
+        let (marks, plans) = futures::join!(self.known_marks(&keys), async {
+            let plans: Vec<_> = events
+                .iter()
+                .map(|(i, event)| planned(&messages[*i], event, &plan))
+                .collect();
+            plans
+        });
+        let now = self.store.now();
+        let mut marks = marks.into_iter();
+        let mut todo: Vec<(usize, Derived, Plan<E>)> = Vec::with_capacity(events.len());
+        for ((i, event), planned) in events.into_iter().zip(plans) {
+            let mark = marks.next().flatten();
+            match (
+                planned,
+                mark.and_then(|m| m.classify(event.fingerprint.as_ref(), now)),
+            ) {
+                (Err(outcome), _) => outcomes[i] = Some(outcome),
+                (Ok(_), Some(seen @ Seen::Duplicate(_))) => {
+                    outcomes[i] = Some(self.seen(&messages[i], &event, seen));
+                }
+                // In progress, a conflict or nothing: the conditional write judges it.
+                (Ok(plan), _) => todo.push((i, event, plan)),
+            }
         }
         let requests: Vec<CommitRequest<'_, E>> = todo
             .iter()
@@ -75,34 +95,17 @@ impl<E: 'static> Deduplicator<E> {
             .collect()
     }
 
-    /// The duplicate pre-filter ([`with_duplicate_prefilter`](Self::with_duplicate_prefilter)):
-    /// settles the events whose completed mark the store holds, and returns the others.
-    async fn known_duplicates(
-        &self,
-        messages: &[Message],
-        todo: Vec<(usize, Derived, Plan<E>)>,
-        outcomes: &mut [Option<Outcome>],
-    ) -> Vec<(usize, Derived, Plan<E>)> {
-        let keys: Vec<&lambda_dedup::DedupKey> = todo.iter().map(|(_, e, _)| &e.key).collect();
-        let marks = match self.store.get_many(&keys).await {
-            Ok(marks) => marks,
-            Err(e) => {
-                // A filter only: the conditional writes still decide every event.
-                tracing::warn!(error = %e, "duplicate pre-filter: read failed; writing all");
-                return todo;
-            }
-        };
-        let now = self.store.now();
-        let mut rest = Vec::with_capacity(todo.len());
-        for ((i, event, plan), mark) in todo.into_iter().zip(marks) {
-            match mark.and_then(|m| m.classify(event.fingerprint.as_ref(), now)) {
-                Some(seen @ Seen::Duplicate(_)) => {
-                    outcomes[i] = Some(self.seen(&messages[i], &event, seen));
-                }
-                // In progress, a conflict or nothing: the conditional write judges it.
-                _ => rest.push((i, event, plan)),
-            }
+    /// The duplicate pre-filter's read ([`with_duplicate_prefilter`](Self::with_duplicate_prefilter)):
+    /// the marks the store holds for `keys`, one per key, in order; none when the pre-filter is
+    /// off, there is nothing to read, or the read failed (a filter only: the conditional writes
+    /// still decide every event).
+    async fn known_marks(&self, keys: &[&DedupKey]) -> Vec<Option<Mark>> {
+        if !self.prefilter || keys.is_empty() {
+            return Vec::new();
         }
-        rest
+        self.store.get_many(keys).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "duplicate pre-filter: read failed; writing all");
+            Vec::new()
+        })
     }
 }

@@ -94,35 +94,20 @@ pub(crate) fn per_message(mode: &str) -> Option<Value> {
 /// Instructions inside `serve`, from callgrind's summary.
 fn callgrind(exe: &Path, dir: &Path, mode: &str, n: usize) -> Option<f64> {
     let out = dir.join(format!("callgrind-{n}"));
-    let status = Command::new("valgrind")
-        .args(["--tool=callgrind", "--toggle-collect=*cpu_count*serve*"])
-        .arg(format!("--callgrind-out-file={}", out.display()))
-        .arg(exe)
-        .args(["cpu-count", mode, &n.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .ok()?;
-    let text = std::fs::read_to_string(&out)
-        .ok()
-        .filter(|_| status.success())?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("summary:").or(l.strip_prefix("totals:")))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+    let mut tool = Command::new("valgrind");
+    tool.args(["--tool=callgrind", "--toggle-collect=*cpu_count*serve*"])
+        .arg(format!("--callgrind-out-file={}", out.display()));
+    counted_under(tool, exe, mode, n)?;
+    let text = std::fs::read_to_string(&out).ok()?;
+    first_number_after(&text, &["summary:", "totals:"])
 }
 
 /// Calls to allocation functions over the whole process, from heaptrack's summary.
 fn heaptrack(exe: &Path, dir: &Path, mode: &str, n: usize) -> Option<f64> {
     let out = dir.join(format!("heaptrack-{n}"));
-    let status = Command::new("heaptrack")
-        .arg("-o")
-        .arg(&out)
-        .arg(exe)
-        .args(["cpu-count", mode, &n.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .ok()?;
+    let mut tool = Command::new("heaptrack");
+    tool.arg("-o").arg(&out);
+    counted_under(tool, exe, mode, n)?;
     // heaptrack names its file after `-o` with the compression's extension.
     let file = std::fs::read_dir(dir)
         .ok()?
@@ -131,8 +116,7 @@ fn heaptrack(exe: &Path, dir: &Path, mode: &str, n: usize) -> Option<f64> {
             p.file_name()
                 .and_then(|f| f.to_str())
                 .is_some_and(|f| f.starts_with(&format!("heaptrack-{n}.")))
-        })
-        .filter(|_| status.success())?;
+        })?;
     let report = Command::new("heaptrack_print")
         .arg("-f")
         .arg(&file)
@@ -145,7 +129,24 @@ fn heaptrack(exe: &Path, dir: &Path, mode: &str, n: usize) -> Option<f64> {
         .output()
         .ok()?;
     let text = String::from_utf8(report.stdout).ok()?;
+    first_number_after(&text, &["calls to allocation functions:"])
+}
+
+/// `bench cpu-count mode n` run under `tool` (its own arguments given): `Some` if it succeeded.
+fn counted_under(mut tool: Command, exe: &Path, mode: &str, n: usize) -> Option<()> {
+    let status = tool
+        .arg(exe)
+        .args(["cpu-count", mode, &n.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .ok()?;
+    status.success().then_some(())
+}
+
+/// The number that follows the first of `labels` to start a line of `text` (trimmed).
+fn first_number_after(text: &str, labels: &[&str]) -> Option<f64> {
     text.lines()
-        .find_map(|l| l.trim().strip_prefix("calls to allocation functions:"))
+        .find_map(|l| labels.iter().find_map(|label| l.trim().strip_prefix(label)))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }

@@ -1,6 +1,8 @@
 //! Fast tests of the flows, the runner and batch mode on the in-memory store (which passes the
 //! DynamoDB store's conformance suite): every answer of the store mapped to its one outcome.
 
+#[path = "flows_on_memory/prefilter_read_in_flight.rs"]
+mod prefilter_read_in_flight;
 mod support;
 
 use std::sync::Arc;

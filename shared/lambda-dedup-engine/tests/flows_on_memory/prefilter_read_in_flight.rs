@@ -8,12 +8,15 @@ use std::time::{Duration, SystemTime};
 
 use lambda_dedup::store::{MarkStoreImpl, StoreOptions};
 use lambda_dedup::{
-    Claim, Commit, CommitRequest, DedupKey, Effect, Fingerprint, Item, KeySpec, Lease, Mark,
-    Message, Retention, Scope, StoreError,
+    Claim, Commit, CommitRequest, DedupKey, Fingerprint, Lease, Mark, Message, Retention,
+    StoreError,
 };
-use lambda_dedup_engine::{Deduplicator, HandlerError, Outcome, Plan, Reason};
+use lambda_dedup_engine::{Deduplicator, Outcome, Reason};
 use lambda_dedup_memory::MemoryStore;
 use tokio::sync::Notify;
+
+use super::{credit, plan, spec};
+use crate::support::code;
 
 /// The memory store, its `get_many` sent (noted) and then held until [`Notify`]d.
 #[derive(Debug)]
@@ -84,36 +87,6 @@ impl MarkStoreImpl for HeldRead {
     }
 }
 
-fn spec() -> KeySpec {
-    KeySpec::cloudevents(Scope::new("test", "prefilter").expect("scope"), "tenantid")
-}
-
-fn credit(message_id: &str, id: &str, amount: i64) -> Message {
-    Message {
-        message_id: message_id.into(),
-        body: serde_json::json!({"specversion": "1.0", "type": "credit", "source": "/bank",
-            "id": id, "tenantid": "acme", "data": {"account": "a", "amount": amount}})
-        .to_string()
-        .into_bytes(),
-        ..Message::default()
-    }
-}
-
-fn plan(event: &lambda_dedup::Derived) -> Result<Plan, HandlerError> {
-    let data = HandlerError::data(event)?;
-    let (Some(account), Some(amount)) = (data["account"].as_str(), data["amount"].as_i64()) else {
-        return Err(HandlerError::invalid("data must be {account, amount}"));
-    };
-    Ok(Plan {
-        effects: vec![
-            Effect::update("balances", Item::new().with("account", account))
-                .expression("ADD balance :a")
-                .value(":a", amount),
-        ],
-        result: Some(format!("credited {amount}")),
-    })
-}
-
 #[tokio::test]
 async fn the_prefilter_read_is_in_flight_while_the_batch_is_planned() {
     let memory = MemoryStore::new(Retention::unchecked(Duration::from_secs(86_400)).expect("ok"));
@@ -126,19 +99,19 @@ async fn the_prefilter_read_is_in_flight_while_the_batch_is_planned() {
     });
     let held: Arc<dyn lambda_dedup::MarkStore> = store.clone();
     let dedup = Deduplicator::with_store(spec(), held).with_duplicate_prefilter(true);
-    let known = credit("m1", "e1", 1);
+    let known = credit("m1", "e1", "a", 1);
     assert_eq!(dedup.transactional(&known, plan).await, Outcome::Applied);
     let not_json = Message {
         message_id: "m3".into(),
         body: b"not json".to_vec(),
         ..Message::default()
     };
-    let mut no_amount = credit("m4", "e4", 0);
+    let mut no_amount = credit("m4", "e4", "a", 0);
     no_amount.body = serde_json::json!({"specversion": "1.0", "type": "credit",
         "source": "/bank", "id": "e4", "tenantid": "acme", "data": {"account": "a"}})
     .to_string()
     .into_bytes();
-    let batch = [known, credit("m2", "e2", 2), not_json, no_amount];
+    let batch = [known, credit("m2", "e2", "a", 2), not_json, no_amount];
 
     let planned_while_pending = Mutex::new(Vec::new());
     let outcomes = dedup
@@ -160,10 +133,6 @@ async fn the_prefilter_read_is_in_flight_while_the_batch_is_planned() {
         "{outcomes:?}"
     );
     assert_eq!(outcomes[1], Outcome::Applied);
-    let code = |o: &Outcome| match o {
-        Outcome::Rejected { code, .. } => Some(*code),
-        _ => None,
-    };
     assert_eq!(code(&outcomes[2]), Some(Reason::BodyNotJson));
     assert_eq!(
         code(&outcomes[3]),

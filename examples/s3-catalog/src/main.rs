@@ -81,4 +81,38 @@ mod tests {
         let state = attribute(&store, "catalog", object, "state");
         assert_eq!(state, Some(Value::S("ObjectRemoved:Delete".into())));
     }
+
+    /// The function's own wiring carries the warm cache (`DEDUP_CACHE_SIZE`): a notification
+    /// redelivered to the same container is answered without a store call; with the cache set
+    /// to 0, the store is asked again (and finds the duplicate).
+    #[tokio::test]
+    async fn a_redelivery_to_the_same_container_is_answered_by_the_warm_cache_unless_it_is_off() {
+        let mut sample: serde_json::Value = read_json(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../events/example-s3-event.json"
+        ));
+        sample["Records"][0]["s3"]["object"]["sequencer"] = "0055AED6DCD90281E5".into();
+        let notification = || event::<S3Event>(&sample);
+        for (cache, calls_for_the_redelivery) in [(None, 0), (Some("0"), 1)] {
+            let mut pairs = vec![("CATALOG_TABLE", "catalog")];
+            pairs.extend(cache.map(|size| ("DEDUP_CACHE_SIZE", size)));
+            let catalog = [("catalog", "object")];
+            let (service, store) =
+                service_on_memory(&env(&pairs), "s3-catalog", &catalog, service).expect("service");
+            service
+                .call_with(notification())
+                .await
+                .expect("acknowledged");
+            let calls = store.calls();
+            service
+                .call_with(notification())
+                .await
+                .expect("acknowledged");
+            assert_eq!(
+                store.calls() - calls,
+                calls_for_the_redelivery,
+                "DEDUP_CACHE_SIZE {cache:?}"
+            );
+        }
+    }
 }
